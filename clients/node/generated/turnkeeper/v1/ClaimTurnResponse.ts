@@ -1,0 +1,19 @@
+// Original file: ../../protos/turnkeeper/v1/turns.proto
+
+import type { Turn as _turnkeeper_v1_Turn, Turn__Output as _turnkeeper_v1_Turn__Output } from '../../turnkeeper/v1/Turn';
+
+export interface ClaimTurnResponse {
+  'turn'?: (_turnkeeper_v1_Turn | null);
+  /**
+   * As in RedrivenTurn.
+   */
+  'checkpointId'?: (string);
+}
+
+export interface ClaimTurnResponse__Output {
+  'turn': (_turnkeeper_v1_Turn__Output | null);
+  /**
+   * As in RedrivenTurn.
+   */
+  'checkpointId': (string);
+}

@@ -1,0 +1,10 @@
+// Original file: ../../protos/turnkeeper/v1/checkpoints.proto
+
+
+export interface DeleteThreadRequest {
+  'threadId'?: (string);
+}
+
+export interface DeleteThreadRequest__Output {
+  'threadId': (string);
+}

@@ -1,0 +1,45 @@
+# turnkeeper: the durable-execution gRPC service (DESIGN.md).
+#
+#   docker build -t turnkeeper .
+#   docker run -p 50051:50051 -p 9464:9464 -v turnkeeper-data:/data turnkeeper
+#
+# The same image runs an agent (compose.yaml overrides the entrypoint), so the
+# repository's examples/ is kept under /app, the working directory.
+FROM python:3.11.14-slim-bookworm
+
+# Logs unbuffered, so they reach `docker logs` as they are written; Prometheus
+# metrics on by default in a container (--metrics-listen overrides it).
+ENV PYTHONDONTWRITEBYTECODE=1 \
+    PYTHONUNBUFFERED=1 \
+    PIP_DISABLE_PIP_VERSION_CHECK=1 \
+    PIP_ROOT_USER_ACTION=ignore \
+    TURNKEEPER_METRICS_LISTEN=0.0.0.0:9464
+
+# A fixed uid/gid, so a volume's ownership means the same thing on every host.
+# /data is created and chowned before VOLUME: a new named volume copies it.
+RUN groupadd --system --gid 10001 turnkeeper \
+ && useradd --system --uid 10001 --gid turnkeeper --no-create-home \
+        --home-dir /nonexistent --shell /usr/sbin/nologin turnkeeper \
+ && mkdir /data \
+ && chown turnkeeper:turnkeeper /data
+
+WORKDIR /app
+COPY . .
+RUN pip install --no-cache-dir . \
+ && rm -rf build ./*.egg-info
+
+# Numeric, so a runtime (Kubernetes runAsNonRoot) can tell it is not root.
+USER 10001:10001
+VOLUME /data
+# gRPC (TurnService, CheckpointService, health, reflection) and Prometheus metrics.
+EXPOSE 50051 9464
+
+# The standard gRPC health service, asked by the CLI (`turnkeeper health`).
+HEALTHCHECK --interval=10s --timeout=5s --start-period=15s --retries=3 \
+    CMD ["turnkeeper", "health", "--address", "127.0.0.1:50051"]
+
+# Exec form: the server is PID 1 and gets `docker stop`'s SIGTERM itself, which
+# starts its graceful shutdown (health NOT_SERVING, drain, flush the outbox).
+STOPSIGNAL SIGTERM
+ENTRYPOINT ["turnkeeper", "serve"]
+CMD ["--listen", "0.0.0.0:50051", "--data-dir", "/data"]

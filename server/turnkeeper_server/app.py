@@ -1,0 +1,161 @@
+"""Wires the service together and owns its lifecycle.
+
+    server = await create_server(settings)   # bound (port 0 works) and serving
+    ...
+    await server.stop()                      # safe to call twice
+
+Shutdown order: health NOT_SERVING, stop accepting and drain in-flight RPCs,
+stop the reaper, flush the outbox to NATS, close NATS, close the databases.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+
+from grpc import aio
+from grpc_health.v1 import health, health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection
+from prometheus_client import start_http_server
+from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
+
+from turnkeeper_server.config import Settings
+from turnkeeper_server.db import Database
+from turnkeeper_server.interceptors import ErrorsAndMetrics
+from turnkeeper_server.journal import Policy
+from turnkeeper_server.metrics import Metrics
+from turnkeeper_server.nats_link import NatsLink
+from turnkeeper_server.outbox import OutboxPublisher
+from turnkeeper_server.reaper import LeaseReaper
+from turnkeeper_server.servicers.checkpoints import CheckpointServicer
+from turnkeeper_server.servicers.turns import TurnServicer
+from turnkeeper_server.turns import Turns
+from turnkeeper_server.watch import TurnNotifier
+
+log = logging.getLogger(__name__)
+
+SERVICE_NAMES = (
+    turns_pb2.DESCRIPTOR.services_by_name["TurnService"].full_name,
+    checkpoints_pb2.DESCRIPTOR.services_by_name["CheckpointService"].full_name,
+)
+# Headroom over the largest checkpoint the limits accept.
+MAX_MESSAGE_BYTES = 64 << 20
+
+
+class TurnkeeperServer:
+    def __init__(self, settings: Settings) -> None:
+        self.settings = settings
+        self.metrics = Metrics(settings.turns_path)
+        self.db = Database(settings.turns_path, settings.sessions_path, settings.synchronous)
+        self.link = NatsLink(settings.nats_url)
+        self.outbox = OutboxPublisher(self.db, self.link)
+        self.notifier = TurnNotifier()
+        self.policy = Policy(
+            subject_prefix=settings.subject_prefix,
+            lease_seconds=settings.lease_seconds,
+            claim_seconds=settings.claim_seconds,
+            max_redrives=settings.max_redrives,
+        )
+        self.turns = Turns(
+            self.db,
+            self.policy,
+            self.notifier,
+            self.outbox,
+            self.link,
+            self.metrics,
+            namespace=settings.namespace,
+        )
+        self.reaper = LeaseReaper(self.turns, settings.reap_interval)
+        self.health = health.aio.HealthServicer()
+        self.server: aio.Server | None = None
+        self.port = 0
+        self.metrics_port = 0
+        self._metrics_http: object | None = None
+        self._stopped = False
+        self._stop_lock = asyncio.Lock()
+
+    @property
+    def address(self) -> str:
+        host = self.settings.listen.rsplit(":", 1)[0]
+        return f"{host}:{self.port}"
+
+    async def start(self) -> None:
+        self.db.open()
+        server = aio.server(
+            interceptors=[ErrorsAndMetrics(self.metrics)],
+            options=[
+                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+            ],
+        )
+        turns_pb2_grpc.add_TurnServiceServicer_to_server(
+            TurnServicer(self.turns, self.settings.limits), server
+        )
+        checkpoints_pb2_grpc.add_CheckpointServiceServicer_to_server(
+            CheckpointServicer(self.db, self.settings.limits, self.metrics), server
+        )
+        health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
+        reflection.enable_server_reflection(
+            (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+        )
+        self.port = server.add_insecure_port(self.settings.listen)
+        if self.port == 0:
+            raise RuntimeError(f"could not listen on {self.settings.listen}")
+        self.server = server
+        await self.link.start()
+        await self.outbox.start()
+        await self.reaper.start()
+        await server.start()
+        if self.settings.metrics_listen:
+            host, _, port = self.settings.metrics_listen.rpartition(":")
+            http, _thread = start_http_server(
+                int(port), addr=host or "0.0.0.0", registry=self.metrics.registry
+            )
+            self._metrics_http = http
+            self.metrics_port = http.server_port
+        for name in ("", *SERVICE_NAMES):
+            await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        log.info(
+            "turnkeeper serving on %s (turns %s, sessions %s, NATS %s)",
+            self.address,
+            self.settings.turns_path,
+            self.settings.sessions_path,
+            self.settings.nats_url or "off",
+        )
+
+    async def stop(self, grace: float | None = None) -> None:
+        """Stop in order; safe to call twice and from a signal handler."""
+        async with self._stop_lock:
+            if self._stopped:
+                return
+            self._stopped = True
+            grace = self.settings.shutdown_grace if grace is None else grace
+            # Probes see NOT_SERVING first, so load balancers stop sending work.
+            await self.health.enter_graceful_shutdown()
+            if self.server is not None:
+                await self.server.stop(grace)
+            await self.reaper.stop()
+            await self.turns.stop()
+            await self.outbox.stop()
+            left = await self.outbox.flush(timeout=grace)
+            if left:
+                log.warning("%d outbox messages stay in turns.db for the next start", left)
+            await self.link.stop()
+            if self._metrics_http is not None:
+                self._metrics_http.shutdown()  # type: ignore[attr-defined]
+            self.db.close()
+            log.info("turnkeeper stopped")
+
+    async def wait_for_termination(self) -> None:
+        if self.server is not None:
+            await self.server.wait_for_termination()
+
+
+async def create_server(settings: Settings) -> TurnkeeperServer:
+    server = TurnkeeperServer(settings)
+    try:
+        await server.start()
+    except BaseException:
+        await server.stop(0)
+        raise
+    return server

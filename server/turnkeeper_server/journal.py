@@ -1,0 +1,589 @@
+"""The turn state machine (DESIGN.md §2-§5), as operations run in the writer thread.
+
+Every function here takes a `Tx` and either completes its compare-and-set or raises
+a domain error, leaving nothing behind (the writer rolls the operation back alone).
+Outbox rows for NATS are written in the same transaction as the change they mirror.
+
+    StartTurn -> RUNNING --park--> PARKED --ResumeDetached--> RUNNING
+                 RUNNING --finish--> DONE | FAILED
+                 RUNNING --orphaned--> RUNNING (attempts+1, rewind) | FAILED at the cap
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import sqlite3
+import time
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from turnkeeper_server.db import Tx
+from turnkeeper_server.errors import (
+    AlreadyExists,
+    InvalidArgument,
+    NotFound,
+    StaleAttempt,
+    WrongState,
+)
+
+RUNNING, PARKED, DONE, FAILED = "RUNNING", "PARKED", "DONE", "FAILED"
+LIVE = (RUNNING, PARKED)
+TERMINAL_EVENTS = frozenset({"turn.done", "turn.failed"})
+
+
+@dataclass(frozen=True)
+class TurnRecord:
+    turn_id: str
+    thread_id: str
+    agent: str
+    state: str
+    attempts: int
+    last_seq: int
+    rewinds: int
+    input_json: str
+    request_hash: str
+    owner_replica: str | None
+    owner_incarnation: str | None
+    lease_expires_at: float | None
+    interrupt_json: str | None
+    resume_json: str | None
+    error: str
+    created_at: float
+    updated_at: float
+
+    @property
+    def owned(self) -> bool:
+        return self.owner_replica is not None
+
+
+TURN_COLUMNS = ", ".join(TurnRecord.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class EventRecord:
+    turn_id: str
+    seq: int
+    attempt: int
+    type: str
+    data_json: str
+    created_at: float
+
+
+EVENT_COLUMNS = ", ".join(EventRecord.__dataclass_fields__)
+
+
+@dataclass(frozen=True)
+class NewEvent:
+    seq: int
+    type: str
+    data_json: str
+
+
+@dataclass(frozen=True)
+class Redriven:
+    turn: TurnRecord
+    checkpoint_id: str
+    rewind_seq: int
+    failed_at_cap: bool
+
+
+@dataclass(frozen=True)
+class Policy:
+    """The knobs the state machine needs, from Settings."""
+
+    subject_prefix: str = "vystak"
+    lease_seconds: float = 15.0
+    claim_seconds: float = 5.0
+    max_redrives: int = 3
+
+    def events_subject(self, turn_id: str) -> str:
+        return f"{self.subject_prefix}.turn.events.{turn_id}"
+
+    @property
+    def rewind_subject(self) -> str:
+        return f"{self.subject_prefix}.turn.rewind"
+
+
+# -- reads (usable on any connection) -----------------------------------------------
+
+
+def load_turn(conn: sqlite3.Connection, turn_id: str) -> TurnRecord | None:
+    row = conn.execute(
+        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE turn_id = ?", (turn_id,)
+    ).fetchone()
+    return TurnRecord(*row) if row else None
+
+
+def require_turn(conn: sqlite3.Connection, turn_id: str) -> TurnRecord:
+    turn = load_turn(conn, turn_id)
+    if turn is None:
+        raise NotFound(f"turn {turn_id!r} is not in the journal")
+    return turn
+
+
+def load_events(
+    conn: sqlite3.Connection, turn_id: str, after_seq: int, limit: int
+) -> list[EventRecord]:
+    rows = conn.execute(
+        f"SELECT {EVENT_COLUMNS} FROM main.events WHERE turn_id = ? AND seq > ? "
+        "ORDER BY seq LIMIT ?",
+        (turn_id, after_seq, limit),
+    ).fetchall()
+    return [EventRecord(*r) for r in rows]
+
+
+def latest_boundary(conn: sqlite3.Connection, turn_id: str) -> tuple[str, int]:
+    """(checkpoint_id, last_seq) of the turn's newest root checkpoint; ("", 0) if none."""
+    row = conn.execute(
+        "SELECT checkpoint_id, last_seq FROM sessions.turnkeeper_boundaries "
+        "WHERE turn_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1",
+        (turn_id,),
+    ).fetchone()
+    return (row[0], row[1]) if row else ("", 0)
+
+
+def list_turns(
+    conn: sqlite3.Connection,
+    *,
+    state: str | None,
+    agent: str,
+    thread_id: str,
+    before_rowid: int | None,
+    limit: int,
+) -> list[tuple[int, TurnRecord]]:
+    where, params = [], []
+    if state:
+        where.append("state = ?")
+        params.append(state)
+    if agent:
+        where.append("agent = ?")
+        params.append(agent)
+    if thread_id:
+        where.append("thread_id = ?")
+        params.append(thread_id)
+    if before_rowid is not None:
+        where.append("rowid < ?")
+        params.append(before_rowid)
+    sql = f"SELECT rowid, {TURN_COLUMNS} FROM main.turns"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY rowid DESC LIMIT ?"
+    rows = conn.execute(sql, (*params, limit)).fetchall()
+    return [(r[0], TurnRecord(*r[1:])) for r in rows]
+
+
+# -- helpers -------------------------------------------------------------------------
+
+
+def request_hash(thread_id: str, agent: str, input_json: str) -> str:
+    return hashlib.sha256(json.dumps([thread_id, agent, input_json]).encode()).hexdigest()
+
+
+def _outbox(tx: Tx, subject: str, payload: str, now: float) -> None:
+    tx.execute(
+        "INSERT INTO main.outbox (subject, payload, created_at) VALUES (?, ?, ?)",
+        (subject, payload.encode(), now),
+    )
+
+
+def _event_payload(turn: TurnRecord, seq: int, attempt: int, type_: str, data_json: str) -> str:
+    # data_json was validated as JSON on the way in; embed it without re-parsing.
+    return (
+        f'{{"turn_id":{json.dumps(turn.turn_id)},"thread_id":{json.dumps(turn.thread_id)},'
+        f'"seq":{seq},"attempt":{attempt},"type":{json.dumps(type_)},"data":{data_json}}}'
+    )
+
+
+def _fence(turn: TurnRecord, attempt: int) -> None:
+    """Refuse a write from an execution that is not the turn's current one."""
+    if attempt != turn.attempts:
+        raise StaleAttempt(
+            f"turn {turn.turn_id!r}: attempt {attempt} was re-driven away; "
+            f"the current attempt is {turn.attempts}"
+        )
+    if turn.state != RUNNING:
+        raise WrongState(f"turn {turn.turn_id!r} is {turn.state}, not RUNNING")
+
+
+def _fence_owner(turn: TurnRecord, replica: str, incarnation: str) -> None:
+    if (turn.owner_replica, turn.owner_incarnation) != (replica, incarnation):
+        owner = f"{turn.owner_replica}/{turn.owner_incarnation}" if turn.owned else "nobody"
+        raise StaleAttempt(
+            f"turn {turn.turn_id!r} is owned by {owner}, not {replica}/{incarnation}"
+        )
+
+
+def _update(tx: Tx, turn_id: str, now: float, **columns: object) -> None:
+    sets = ", ".join(f"{name} = ?" for name in columns)
+    tx.execute(
+        f"UPDATE main.turns SET {sets}, updated_at = ? WHERE turn_id = ?",
+        (*columns.values(), now, turn_id),
+    )
+
+
+def _append(
+    tx: Tx, turn: TurnRecord, attempt: int, events: Sequence[NewEvent], policy: Policy, now: float
+) -> int:
+    """Insert events continuing turn.last_seq; returns the new last_seq.
+
+    Idempotent by (attempt, seq): an event already stored with the same attempt,
+    type and data is skipped, so an executor may resend a batch it is unsure of.
+    """
+    last = turn.last_seq
+    subject = policy.events_subject(turn.turn_id)
+    for event in events:
+        if event.type in TERMINAL_EVENTS:
+            raise InvalidArgument(
+                f"event type {event.type!r} is written by the service (FinishTurn), not appended"
+            )
+        if event.seq <= last:
+            row = tx.execute(
+                "SELECT attempt, type, data_json FROM main.events WHERE turn_id = ? AND seq = ?",
+                (turn.turn_id, event.seq),
+            ).fetchone()
+            if row is not None and tuple(row) == (attempt, event.type, event.data_json):
+                continue
+            raise WrongState(
+                f"turn {turn.turn_id!r}: seq {event.seq} already holds a different event; "
+                f"the next seq is {last + 1}"
+            )
+        if event.seq != last + 1:
+            raise WrongState(
+                f"turn {turn.turn_id!r}: seq {event.seq} leaves a gap; the next seq is {last + 1}"
+            )
+        tx.execute(
+            "INSERT INTO main.events (turn_id, seq, attempt, type, data_json, created_at) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (turn.turn_id, event.seq, attempt, event.type, event.data_json, now),
+        )
+        _outbox(
+            tx, subject, _event_payload(turn, event.seq, attempt, event.type, event.data_json), now
+        )
+        last = event.seq
+    return last
+
+
+def _append_terminal(
+    tx: Tx, turn: TurnRecord, last_seq: int, type_: str, error: str, policy: Policy, now: float
+) -> int:
+    seq = last_seq + 1
+    data = json.dumps({"error": error} if error else {})
+    tx.execute(
+        "INSERT INTO main.events (turn_id, seq, attempt, type, data_json, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (turn.turn_id, seq, turn.attempts, type_, data, now),
+    )
+    _outbox(
+        tx,
+        policy.events_subject(turn.turn_id),
+        _event_payload(turn, seq, turn.attempts, type_, data),
+        now,
+    )
+    return seq
+
+
+def _reload(tx: Tx, turn_id: str) -> TurnRecord:
+    return require_turn(tx.conn, turn_id)
+
+
+# -- transitions ---------------------------------------------------------------------
+
+
+def start_turn(
+    tx: Tx,
+    *,
+    turn_id: str,
+    thread_id: str,
+    agent: str,
+    input_json: str,
+    replica: str,
+    incarnation: str,
+    policy: Policy,
+) -> tuple[TurnRecord, bool]:
+    digest = request_hash(thread_id, agent, input_json)
+    existing = load_turn(tx.conn, turn_id)
+    if existing is not None:
+        if existing.request_hash != digest:
+            raise AlreadyExists(
+                f"turn {turn_id!r} already exists with a different thread, agent or input; "
+                "use a new turn_id for a new request"
+            )
+        return existing, False
+    live = tx.execute(
+        "SELECT turn_id, state FROM main.turns WHERE thread_id = ? AND state IN ('RUNNING','PARKED')",
+        (thread_id,),
+    ).fetchone()
+    if live is not None:
+        raise WrongState(
+            f"thread {thread_id!r} already has a live turn {live[0]!r} ({live[1]}); "
+            "wait for it to end or resume it"
+        )
+    now = time.time()
+    owned = bool(replica)
+    tx.execute(
+        "INSERT INTO main.turns (turn_id, thread_id, agent, state, input_json, request_hash, "
+        "owner_replica, owner_incarnation, lease_expires_at, created_at, updated_at) "
+        "VALUES (?, ?, ?, 'RUNNING', ?, ?, ?, ?, ?, ?, ?)",
+        (
+            turn_id,
+            thread_id,
+            agent,
+            input_json,
+            digest,
+            replica if owned else None,
+            incarnation if owned else None,
+            now + (policy.lease_seconds if owned else policy.claim_seconds),
+            now,
+            now,
+        ),
+    )
+    return _reload(tx, turn_id), True
+
+
+def heartbeat(
+    tx: Tx, *, turn_id: str, attempt: int, replica: str, incarnation: str, policy: Policy
+) -> float:
+    turn = require_turn(tx.conn, turn_id)
+    _fence(turn, attempt)
+    _fence_owner(turn, replica, incarnation)
+    now = time.time()
+    lease = now + policy.lease_seconds
+    _update(tx, turn_id, now, lease_expires_at=lease)
+    return lease
+
+
+def append_events(
+    tx: Tx, *, turn_id: str, attempt: int, events: Sequence[NewEvent], policy: Policy
+) -> int:
+    turn = require_turn(tx.conn, turn_id)
+    _fence(turn, attempt)
+    now = time.time()
+    last = _append(tx, turn, attempt, events, policy, now)
+    if last != turn.last_seq:
+        _update(tx, turn_id, now, last_seq=last)
+    return last
+
+
+def park_turn(
+    tx: Tx,
+    *,
+    turn_id: str,
+    attempt: int,
+    interrupt_json: str,
+    events: Sequence[NewEvent],
+    policy: Policy,
+) -> TurnRecord:
+    turn = require_turn(tx.conn, turn_id)
+    _fence(turn, attempt)
+    now = time.time()
+    last = _append(tx, turn, attempt, events, policy, now)
+    # Parking publishes no terminal event: the turn is paused, not over.
+    _update(
+        tx,
+        turn_id,
+        now,
+        state=PARKED,
+        last_seq=last,
+        interrupt_json=interrupt_json,
+        resume_json=None,
+        owner_replica=None,
+        owner_incarnation=None,
+        lease_expires_at=None,
+    )
+    return _reload(tx, turn_id)
+
+
+def finish_turn(
+    tx: Tx,
+    *,
+    turn_id: str,
+    attempt: int,
+    failed: bool,
+    error: str,
+    events: Sequence[NewEvent],
+    policy: Policy,
+) -> TurnRecord:
+    turn = require_turn(tx.conn, turn_id)
+    _fence(turn, attempt)
+    now = time.time()
+    last = _append(tx, turn, attempt, events, policy, now)
+    last = _append_terminal(
+        tx, turn, last, "turn.failed" if failed else "turn.done", error, policy, now
+    )
+    _update(
+        tx,
+        turn_id,
+        now,
+        state=FAILED if failed else DONE,
+        last_seq=last,
+        error=error,
+        owner_replica=None,
+        owner_incarnation=None,
+        lease_expires_at=None,
+    )
+    return _reload(tx, turn_id)
+
+
+def resume_detached(tx: Tx, *, turn_id: str, resume_json: str, policy: Policy) -> TurnRecord:
+    turn = require_turn(tx.conn, turn_id)
+    if turn.state != PARKED:
+        hint = " (it was already resumed)" if turn.state == RUNNING else ""
+        raise WrongState(f"turn {turn_id!r} is {turn.state}, not PARKED{hint}")
+    now = time.time()
+    # No rewind: nothing was lost on a park. The turn waits, RUNNING without an
+    # owner, until a replica claims it; the reaper hands it out again if none does.
+    _update(
+        tx,
+        turn_id,
+        now,
+        state=RUNNING,
+        resume_json=resume_json,
+        interrupt_json=None,
+        owner_replica=None,
+        owner_incarnation=None,
+        lease_expires_at=now + policy.claim_seconds,
+    )
+    return _reload(tx, turn_id)
+
+
+def claim_turn(
+    tx: Tx, *, turn_id: str, attempt: int, replica: str, incarnation: str, policy: Policy
+) -> tuple[TurnRecord, str]:
+    turn = require_turn(tx.conn, turn_id)
+    _fence(turn, attempt)
+    if turn.owned:
+        _fence_owner(turn, replica, incarnation)  # re-claiming one's own turn is fine
+    now = time.time()
+    _update(
+        tx,
+        turn_id,
+        now,
+        owner_replica=replica,
+        owner_incarnation=incarnation,
+        lease_expires_at=now + policy.lease_seconds,
+    )
+    checkpoint_id, _ = latest_boundary(tx.conn, turn_id)
+    return _reload(tx, turn_id), checkpoint_id
+
+
+def redrive_orphan(
+    tx: Tx, turn: TurnRecord, policy: Policy, owner: tuple[str, str] | None
+) -> Redriven:
+    """Re-drive a RUNNING turn whose execution died: attempts+1 and a rewind to
+    the boundary of its newest checkpoint, or FAILED with a synthetic terminal
+    event when it was already re-driven `max_redrives` times."""
+    now = time.time()
+    if turn.attempts >= policy.max_redrives:
+        error = (
+            f"turn orphaned {turn.attempts + 1} times; the re-drive cap of "
+            f"{policy.max_redrives} is reached"
+        )
+        last = _append_terminal(tx, turn, turn.last_seq, "turn.failed", error, policy, now)
+        _update(
+            tx,
+            turn.turn_id,
+            now,
+            state=FAILED,
+            last_seq=last,
+            error=error,
+            owner_replica=None,
+            owner_incarnation=None,
+            lease_expires_at=None,
+        )
+        return Redriven(_reload(tx, turn.turn_id), "", turn.last_seq, True)
+    checkpoint_id, boundary = latest_boundary(tx.conn, turn.turn_id)
+    attempt = turn.attempts + 1
+    tx.execute("DELETE FROM main.events WHERE turn_id = ? AND seq > ?", (turn.turn_id, boundary))
+    _update(
+        tx,
+        turn.turn_id,
+        now,
+        attempts=attempt,
+        last_seq=boundary,
+        rewinds=turn.rewinds + 1,
+        owner_replica=owner[0] if owner else None,
+        owner_incarnation=owner[1] if owner else None,
+        lease_expires_at=now + (policy.lease_seconds if owner else policy.claim_seconds),
+    )
+    rewind = {
+        "turn_id": turn.turn_id,
+        "thread_id": turn.thread_id,
+        "checkpoint_id": checkpoint_id,
+        "seq": boundary,
+        "attempt": attempt,
+    }
+    _outbox(tx, policy.rewind_subject, json.dumps(rewind), now)
+    return Redriven(_reload(tx, turn.turn_id), checkpoint_id, boundary, False)
+
+
+def redrive_replica(
+    tx: Tx, *, agent: str, replica: str, incarnation: str, policy: Policy
+) -> list[Redriven]:
+    """Startup re-drive: the replica restarted, so every RUNNING turn it owned under
+    another incarnation is orphaned by definition. Turns of the agent that wait for
+    a claimer (handed out, nobody took them) go to the caller as they are."""
+    rows = tx.execute(
+        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE state = 'RUNNING' AND agent = ? "
+        "AND ((owner_replica = ? AND owner_incarnation != ?) OR owner_replica IS NULL) "
+        "ORDER BY created_at",
+        (agent, replica, incarnation),
+    ).fetchall()
+    out: list[Redriven] = []
+    now = time.time()
+    for row in rows:
+        turn = TurnRecord(*row)
+        if turn.owned:
+            out.append(redrive_orphan(tx, turn, policy, (replica, incarnation)))
+        else:
+            _update(
+                tx,
+                turn.turn_id,
+                now,
+                owner_replica=replica,
+                owner_incarnation=incarnation,
+                lease_expires_at=now + policy.lease_seconds,
+            )
+            checkpoint_id, _ = latest_boundary(tx.conn, turn.turn_id)
+            out.append(Redriven(_reload(tx, turn.turn_id), checkpoint_id, turn.last_seq, False))
+    return out
+
+
+def redrive_operator(tx: Tx, *, turn_id: str, force: bool, policy: Policy) -> Redriven:
+    turn = require_turn(tx.conn, turn_id)
+    if turn.state != RUNNING:
+        hint = "; use ResumeDetached for a parked turn" if turn.state == PARKED else ""
+        raise WrongState(
+            f"turn {turn_id!r} is {turn.state}: only a RUNNING turn is re-driven{hint}"
+        )
+    now = time.time()
+    live = turn.owned and (turn.lease_expires_at or 0) > now
+    if live and not force:
+        raise WrongState(
+            f"turn {turn_id!r} is owned by {turn.owner_replica}/{turn.owner_incarnation} "
+            f"whose lease runs for {turn.lease_expires_at - now:.1f}s more; "  # type: ignore[operator]
+            "pass force to re-drive it anyway"
+        )
+    return redrive_orphan(tx, turn, policy, None)
+
+
+def reap_expired(tx: Tx, *, policy: Policy, limit: int = 500) -> list[Redriven]:
+    """Lease expiry: owned turns whose owner stopped heartbeating are re-driven;
+    unowned ones that nobody claimed in time are handed out again (nothing ran, so
+    no attempt is spent)."""
+    now = time.time()
+    rows = tx.execute(
+        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE state = 'RUNNING' AND lease_expires_at < ? "
+        "ORDER BY lease_expires_at LIMIT ?",
+        (now, limit),
+    ).fetchall()
+    out: list[Redriven] = []
+    for row in rows:
+        turn = TurnRecord(*row)
+        if turn.owned:
+            out.append(redrive_orphan(tx, turn, policy, None))
+        else:
+            _update(tx, turn.turn_id, now, lease_expires_at=now + policy.claim_seconds)
+            checkpoint_id, _ = latest_boundary(tx.conn, turn.turn_id)
+            out.append(Redriven(_reload(tx, turn.turn_id), checkpoint_id, turn.last_seq, False))
+    return out

@@ -1,0 +1,115 @@
+"""`turnkeeper serve`: flags and env to Settings, signals to a graceful stop."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import logging
+import os
+import signal
+from pathlib import Path
+
+from turnkeeper_server.app import create_server
+from turnkeeper_server.config import Settings, resolve_paths
+from turnkeeper_server.embedded_nats import EmbeddedNats
+
+log = logging.getLogger("turnkeeper")
+
+
+def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
+    env = os.environ.get
+    parser.add_argument(
+        "--listen",
+        default=env("TURNKEEPER_LISTEN", "127.0.0.1:50051"),
+        help="gRPC listen address (env TURNKEEPER_LISTEN)",
+    )
+    parser.add_argument(
+        "--data-dir",
+        type=Path,
+        default=None,
+        help="directory for turns.db and sessions.db (overrides "
+        "VYSTAK_TURNS_PATH and VYSTAK_SESSIONS_PATH)",
+    )
+    parser.add_argument(
+        "--nats-url",
+        default=env("TURNKEEPER_NATS_URL") or env("NATS_URL"),
+        help="NATS server URL (env TURNKEEPER_NATS_URL or NATS_URL); "
+        "without one a bundled nats-server is started",
+    )
+    parser.add_argument(
+        "--no-nats", action="store_true", help="run without NATS: no mirroring, no hand-offs"
+    )
+    parser.add_argument(
+        "--subject-prefix",
+        default=env("TURNKEEPER_SUBJECT_PREFIX", "vystak"),
+        help="NATS subject prefix (env TURNKEEPER_SUBJECT_PREFIX)",
+    )
+    parser.add_argument(
+        "--namespace",
+        default=env("TURNKEEPER_NAMESPACE", "default"),
+        help="agent subject namespace (env TURNKEEPER_NAMESPACE)",
+    )
+    parser.add_argument(
+        "--lease-seconds",
+        type=float,
+        default=float(env("TURNKEEPER_LEASE_SECONDS", "15")),
+        help="executor lease without a heartbeat (env TURNKEEPER_LEASE_SECONDS)",
+    )
+    parser.add_argument(
+        "--max-redrives", type=int, default=3, help="re-drives before an orphaned turn is FAILED"
+    )
+    parser.add_argument(
+        "--metrics-listen",
+        default=env("TURNKEEPER_METRICS_LISTEN"),
+        help="Prometheus endpoint HOST:PORT (env TURNKEEPER_METRICS_LISTEN)",
+    )
+    parser.add_argument("--log-level", default=env("TURNKEEPER_LOG_LEVEL", "INFO"))
+
+
+def settings_from_args(args: argparse.Namespace, nats_url: str | None) -> Settings:
+    turns_path, sessions_path = resolve_paths(args.data_dir)
+    return Settings(
+        turns_path=turns_path,
+        sessions_path=sessions_path,
+        listen=args.listen,
+        nats_url=nats_url,
+        subject_prefix=args.subject_prefix,
+        namespace=args.namespace,
+        lease_seconds=args.lease_seconds,
+        max_redrives=args.max_redrives,
+        metrics_listen=args.metrics_listen,
+    )
+
+
+async def serve(args: argparse.Namespace) -> int:
+    embedded: EmbeddedNats | None = None
+    nats_url = args.nats_url
+    if nats_url is None and not args.no_nats:
+        embedded = EmbeddedNats()
+        nats_url = embedded.start()
+        log.info("started a bundled nats-server at %s (pass --nats-url to use yours)", nats_url)
+    server = None
+    try:
+        server = await create_server(settings_from_args(args, nats_url))
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        # SIGTERM is what `docker stop` and Kubernetes send; SIGINT is Ctrl-C.
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        print(f"turnkeeper listening on {server.address}", flush=True)
+        await stop.wait()
+        log.info("signal received: shutting down")
+    finally:
+        if server is not None:
+            await server.stop()
+        if embedded is not None:
+            embedded.stop()
+    return 0
+
+
+def run(args: argparse.Namespace) -> int:
+    logging.basicConfig(
+        level=args.log_level.upper(),
+        format="%(asctime)s %(levelname)s %(name)s %(message)s",
+    )
+    return asyncio.run(serve(args))

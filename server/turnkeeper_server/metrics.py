@@ -1,0 +1,96 @@
+"""Prometheus metrics, one registry per server (tests run several in a process).
+
+Served on their own port (`--metrics-listen`) by prometheus-client's HTTP server.
+Gauges that describe stored state (turns by state, outbox backlog) are read from
+SQLite at scrape time on a connection of their own, so they are never stale.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
+from prometheus_client.core import GaugeMetricFamily
+from prometheus_client.registry import Collector
+
+STATES = ("RUNNING", "PARKED", "DONE", "FAILED")
+
+
+class _StoredState(Collector):
+    def __init__(self, turns_path: Path) -> None:
+        self.turns_path = turns_path
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        by_state = GaugeMetricFamily(
+            "turnkeeper_turns", "Turns in the journal by state", labels=["state"]
+        )
+        backlog = GaugeMetricFamily(
+            "turnkeeper_outbox_backlog", "Outbox messages not yet published"
+        )
+        try:
+            conn = sqlite3.connect(f"file:{self.turns_path}?mode=ro", uri=True, timeout=1.0)
+        except sqlite3.Error:
+            return
+        try:
+            counts = dict(
+                conn.execute("SELECT state, count(*) FROM turns GROUP BY state").fetchall()
+            )
+            pending = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
+        except sqlite3.Error:
+            return
+        finally:
+            conn.close()
+        for state in STATES:
+            by_state.add_metric([state], counts.get(state, 0))
+        backlog.add_metric([], pending)
+        yield by_state
+        yield backlog
+
+
+class Metrics:
+    def __init__(self, turns_path: Path | None = None) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.turns_started = Counter("turnkeeper_turns_started", "Turns journaled", registry=r)
+        self.turns_finished = Counter(
+            "turnkeeper_turns_finished", "Turns finished by an executor", ["state"], registry=r
+        )
+        self.redrives = Counter(
+            "turnkeeper_redrives",
+            "Re-drives of orphaned turns (each publishes a rewind)",
+            registry=r,
+        )
+        self.failed_at_cap = Counter(
+            "turnkeeper_turns_failed_at_cap", "Turns marked FAILED at the re-drive cap", registry=r
+        )
+        self.resumes = Counter("turnkeeper_resumes", "Parked turns resumed", registry=r)
+        self.events_appended = Counter(
+            "turnkeeper_events_appended", "Events appended by executors", registry=r
+        )
+        self.outbox_published = Counter(
+            "turnkeeper_outbox_published", "Outbox messages published to NATS", registry=r
+        )
+        self.outbox_failures = Counter(
+            "turnkeeper_outbox_publish_failures", "Failed outbox publish batches", registry=r
+        )
+        self.checkpoint_bytes = Counter(
+            "turnkeeper_checkpoint_bytes", "Bytes of checkpoints and writes stored", registry=r
+        )
+        self.watchers = Gauge("turnkeeper_watchers", "Open WatchTurn streams", registry=r)
+        self.rpcs = Counter(
+            "turnkeeper_rpcs",
+            "RPCs handled by method and status code",
+            ["method", "code"],
+            registry=r,
+        )
+        self.rpc_seconds = Histogram(
+            "turnkeeper_rpc_seconds",
+            "RPC latency by method",
+            ["method"],
+            buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
+            registry=r,
+        )
+        if turns_path is not None:
+            r.register(_StoredState(turns_path))

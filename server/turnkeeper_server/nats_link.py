@@ -1,0 +1,196 @@
+"""The service's NATS connection: mirroring (via the outbox) and hand-offs.
+
+The connection is made with nats-py's own reconnection switched off and redone
+here instead. nats-py would otherwise keep messages published while it is
+disconnected in a buffer and send them on reconnect, while the outbox, not
+knowing whether they went out, sends them again: a duplicate. Here a message is
+only published on a live connection, and a row leaves the outbox only after a
+flush (a PING/PONG round trip) proved the server had it.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+
+log = logging.getLogger(__name__)
+
+# The JSON-RPC method by which the service hands a replica a turn to execute.
+EXECUTE_METHOD = "turnkeeper/execute"
+
+
+def agent_subject(prefix: str, namespace: str, agent: str) -> str:
+    return f"{prefix}.{namespace}.agents.{agent}.tasks"
+
+
+class NatsLink:
+    def __init__(self, url: str | None, *, name: str = "turnkeeper") -> None:
+        self.url = url
+        self.name = name
+        self._nc: Client | None = None
+        self._task: asyncio.Task[None] | None = None
+        self._connected = asyncio.Event()
+        self._lost = asyncio.Event()
+        self._stop = asyncio.Event()
+        self._stopping = False
+
+    @property
+    def enabled(self) -> bool:
+        return self.url is not None
+
+    @property
+    def connected(self) -> bool:
+        return self._nc is not None and self._nc.is_connected
+
+    @property
+    def client(self) -> Client | None:
+        return self._nc if self.connected else None
+
+    async def start(self) -> None:
+        if self.url is None:
+            log.warning("no NATS URL configured: mirroring to NATS is off, hand-offs are off")
+            return
+        self._task = asyncio.create_task(self._maintain(), name="nats-link")
+
+    async def wait_connected(self, timeout: float) -> bool:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self._connected.wait(), timeout)
+        return self.connected
+
+    async def _maintain(self) -> None:
+        delay = 0.05
+        while not self._stopping:
+            self._lost.clear()
+            nc = await self._dial()
+            if nc is None:
+                if not self._stopping:
+                    await asyncio.sleep(delay)
+                    delay = min(delay * 2, 2.0)
+                continue
+            delay = 0.05
+            self._nc = nc
+            self._connected.set()
+            log.info("connected to NATS at %s", self.url)
+            await self._lost.wait()
+            self._connected.clear()
+            self._nc = None
+            if not self._stopping:
+                log.warning("lost the NATS connection; reconnecting (the outbox keeps the backlog)")
+            await _close(nc)
+
+    async def _dial(self) -> Client | None:
+        """One connection attempt that a stop can abandon at once (nats-py's connect
+        may swallow a cancellation while it dials)."""
+        assert self.url is not None
+        dial = asyncio.ensure_future(
+            nats.connect(
+                self.url,
+                name=self.name,
+                allow_reconnect=False,
+                connect_timeout=2,
+                disconnected_cb=self._on_lost,
+                closed_cb=self._on_lost,
+                error_cb=self._on_error,
+            )
+        )
+        stopped = asyncio.ensure_future(self._stop.wait())
+        await asyncio.wait({dial, stopped}, return_when=asyncio.FIRST_COMPLETED)
+        stopped.cancel()
+        if not dial.done():
+            dial.add_done_callback(_close_abandoned)
+            return None
+        if dial.cancelled() or dial.exception() is not None:
+            log.debug(
+                "NATS at %s not reachable: %s",
+                self.url,
+                None if dial.cancelled() else dial.exception(),
+            )
+            return None
+        nc = dial.result()
+        if self._stopping:
+            await _close(nc)
+            return None
+        return nc
+
+    async def _on_lost(self) -> None:
+        self._lost.set()
+
+    async def _on_error(self, exc: Exception) -> None:
+        log.debug("NATS error: %s", exc)
+
+    async def publish_batch(self, messages: list[tuple[str, bytes, str]]) -> bool:
+        """Publish (subject, payload, msg_id) messages and flush; True if the server
+        confirmed all of them. Nats-Msg-Id lets JetStream de-duplicate."""
+        nc = self.client
+        if nc is None:
+            return False
+        try:
+            for subject, payload, msg_id in messages:
+                await nc.publish(subject, payload, headers={"Nats-Msg-Id": msg_id})
+            await nc.flush(timeout=5)
+        except Exception as exc:
+            log.warning("publishing %d outbox messages failed: %s", len(messages), exc)
+            self._lost.set()
+            return False
+        return True
+
+    async def request(
+        self, subject: str, method: str, params: dict[str, Any], timeout: float
+    ) -> Any:
+        """A JSON-RPC request to one member of a queue group; None if nobody answered."""
+        nc = self.client
+        if nc is None:
+            return None
+        envelope = {
+            "jsonrpc": "2.0",
+            "id": uuid.uuid4().hex,
+            "method": method,
+            "params": params,
+            "metadata": {},
+        }
+        try:
+            msg = await nc.request(subject, json.dumps(envelope).encode(), timeout=timeout)
+        except (NoRespondersError, NatsTimeout):
+            return None
+        except Exception as exc:
+            log.warning("request %s on %s failed: %s", method, subject, exc)
+            return None
+        try:
+            reply = json.loads(msg.data)
+        except ValueError:
+            return None
+        if not isinstance(reply, dict) or "error" in reply:
+            log.warning("request %s on %s refused: %s", method, subject, reply)
+            return None
+        return reply.get("result")
+
+    async def stop(self) -> None:
+        self._stopping = True
+        self._stop.set()
+        self._lost.set()
+        if self._task is not None:
+            await self._task
+            self._task = None
+        if self._nc is not None:
+            await _close(self._nc)
+            self._nc = None
+
+
+async def _close(nc: Client) -> None:
+    """Close without ever hanging shutdown on a connection that is already gone."""
+    with contextlib.suppress(Exception):
+        await asyncio.wait_for(nc.close(), timeout=2)
+
+
+def _close_abandoned(dial: asyncio.Future[Client]) -> None:
+    if not dial.cancelled() and dial.exception() is None:
+        asyncio.ensure_future(_close(dial.result()))

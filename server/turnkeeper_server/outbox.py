@@ -1,0 +1,109 @@
+"""Drains the outbox table in turns.db to NATS.
+
+Rows are written in the same transaction as the change they mirror (an event
+appended, a rewind, a synthetic terminal event), so a NATS outage or a crash of
+the service loses nothing: the backlog is published, in id order, once NATS is
+reachable again. Each message carries its outbox id as `Nats-Msg-Id`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import time
+
+from turnkeeper_server.db import Database, Reader, Tx
+from turnkeeper_server.nats_link import NatsLink
+
+log = logging.getLogger(__name__)
+
+BATCH = 512
+
+
+class OutboxPublisher:
+    def __init__(self, db: Database, link: NatsLink, *, idle_poll: float = 0.5) -> None:
+        self.db = db
+        self.link = link
+        self.idle_poll = idle_poll
+        self._wake = asyncio.Event()
+        self._task: asyncio.Task[None] | None = None
+        self._stopping = False
+        self.published = 0
+        self.failures = 0
+
+    def wake(self) -> None:
+        """Called after a commit that wrote outbox rows."""
+        self._wake.set()
+
+    def backlog(self) -> int:
+        row = Reader(self.db).conn.execute("SELECT count(*) FROM main.outbox").fetchone()
+        return int(row[0])
+
+    async def start(self) -> None:
+        if self.link.enabled:
+            self._task = asyncio.create_task(self._run(), name="outbox-publisher")
+
+    async def _run(self) -> None:
+        while not self._stopping:
+            try:
+                sent = await self.drain_once()
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                log.exception("outbox publisher failed; retrying")
+                sent = 0
+            if sent:
+                continue  # more may be waiting
+            self._wake.clear()
+            if not self.link.connected:
+                await self.link.wait_connected(self.idle_poll)
+                continue
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._wake.wait(), self.idle_poll)
+
+    async def drain_once(self) -> int:
+        """Publish one batch; returns how many rows left the outbox."""
+        if not self.link.connected:
+            return 0
+        rows = (
+            Reader(self.db)
+            .conn.execute(
+                "SELECT id, subject, payload FROM main.outbox ORDER BY id LIMIT ?", (BATCH,)
+            )
+            .fetchall()
+        )
+        if not rows:
+            return 0
+        ok = await self.link.publish_batch([(s, bytes(p), str(i)) for i, s, p in rows])
+        if not ok:
+            self.failures += 1
+            return 0
+        last_id = rows[-1][0]
+
+        def delete(tx: Tx) -> None:
+            tx.execute("DELETE FROM main.outbox WHERE id <= ?", (last_id,))
+
+        await self.db.write(delete)
+        self.published += len(rows)
+        return len(rows)
+
+    async def flush(self, timeout: float) -> int:
+        """Publish what is left, for shutdown; returns the backlog left behind."""
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline and self.link.connected:
+            if await self.drain_once() == 0:
+                break
+        return self.backlog()
+
+    async def stop(self) -> None:
+        """Let the batch in flight finish (cancelling it mid-flush would leave the
+        connection in doubt), then stop; `flush` publishes the rest."""
+        self._stopping = True
+        self._wake.set()
+        if self._task is not None:
+            try:
+                await asyncio.wait_for(self._task, timeout=10)
+            except TimeoutError:
+                log.warning("outbox publisher did not stop in time")
+            self._task = None

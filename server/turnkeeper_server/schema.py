@@ -1,0 +1,134 @@
+"""The two files' schemas, as numbered migrations recorded in a version table.
+
+turns.db is ours. sessions.db keeps langgraph-checkpoint-sqlite's tables exactly
+(same DDL as `SqliteSaver.setup()`), so stock SqliteSaver opens it; what turnkeeper
+adds there lives in tables prefixed `turnkeeper_`, which SqliteSaver never reads.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+TURNS_MIGRATIONS: list[str] = [
+    # 1: the journal, its retained events and the NATS outbox.
+    """
+    CREATE TABLE turns (
+        turn_id            TEXT PRIMARY KEY,
+        thread_id          TEXT NOT NULL,
+        agent              TEXT NOT NULL,
+        state              TEXT NOT NULL CHECK (state IN ('RUNNING','PARKED','DONE','FAILED')),
+        attempts           INTEGER NOT NULL DEFAULT 0,
+        last_seq           INTEGER NOT NULL DEFAULT 0,
+        rewinds            INTEGER NOT NULL DEFAULT 0,
+        input_json         TEXT NOT NULL,
+        request_hash       TEXT NOT NULL,
+        owner_replica      TEXT,
+        owner_incarnation  TEXT,
+        lease_expires_at   REAL,
+        interrupt_json     TEXT,
+        resume_json        TEXT,
+        error              TEXT NOT NULL DEFAULT '',
+        created_at         REAL NOT NULL,
+        updated_at         REAL NOT NULL
+    );
+    -- One live turn per thread, enforced by the database itself.
+    CREATE UNIQUE INDEX turns_one_live_per_thread ON turns (thread_id)
+        WHERE state IN ('RUNNING', 'PARKED');
+    CREATE INDEX turns_by_lease ON turns (state, lease_expires_at);
+    CREATE INDEX turns_by_owner ON turns (agent, owner_replica) WHERE state = 'RUNNING';
+    CREATE INDEX turns_by_thread ON turns (thread_id);
+    CREATE TABLE events (
+        turn_id    TEXT NOT NULL,
+        seq        INTEGER NOT NULL,
+        attempt    INTEGER NOT NULL,
+        type       TEXT NOT NULL,
+        data_json  TEXT NOT NULL,
+        created_at REAL NOT NULL,
+        PRIMARY KEY (turn_id, seq)
+    ) WITHOUT ROWID;
+    CREATE TABLE outbox (
+        id         INTEGER PRIMARY KEY AUTOINCREMENT,
+        subject    TEXT NOT NULL,
+        payload    BLOB NOT NULL,
+        created_at REAL NOT NULL
+    );
+    """,
+]
+
+SESSIONS_MIGRATIONS: list[str] = [
+    # 1: langgraph-checkpoint-sqlite's schema, verbatim, plus turn boundaries.
+    """
+    CREATE TABLE IF NOT EXISTS checkpoints (
+        thread_id TEXT NOT NULL,
+        checkpoint_ns TEXT NOT NULL DEFAULT '',
+        checkpoint_id TEXT NOT NULL,
+        parent_checkpoint_id TEXT,
+        type TEXT,
+        checkpoint BLOB,
+        metadata BLOB,
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id)
+    );
+    CREATE TABLE IF NOT EXISTS writes (
+        thread_id TEXT NOT NULL,
+        checkpoint_ns TEXT NOT NULL DEFAULT '',
+        checkpoint_id TEXT NOT NULL,
+        task_id TEXT NOT NULL,
+        task_path TEXT NOT NULL DEFAULT '',
+        idx INTEGER NOT NULL,
+        channel TEXT NOT NULL,
+        type TEXT,
+        value BLOB,
+        PRIMARY KEY (thread_id, checkpoint_ns, checkpoint_id, task_id, idx)
+    );
+    -- The turn's last_seq when each of its checkpoints was written: where a
+    -- re-drive rewinds the event stream to.
+    CREATE TABLE turnkeeper_boundaries (
+        turn_id       TEXT NOT NULL,
+        checkpoint_id TEXT NOT NULL,
+        thread_id     TEXT NOT NULL,
+        checkpoint_ns TEXT NOT NULL,
+        attempt       INTEGER NOT NULL,
+        last_seq      INTEGER NOT NULL,
+        PRIMARY KEY (turn_id, checkpoint_ns, checkpoint_id)
+    ) WITHOUT ROWID;
+    """,
+]
+
+
+def migrate(conn: sqlite3.Connection, schema: str, migrations: list[str]) -> int:
+    """Apply the migrations `schema` (a database name: main, sessions) lacks.
+
+    Runs inside the caller's transaction. Returns the version reached.
+    """
+    table = f"{schema}.turnkeeper_schema_version"
+    conn.execute(f"CREATE TABLE IF NOT EXISTS {table} (version INTEGER NOT NULL)")
+    row = conn.execute(f"SELECT max(version) FROM {table}").fetchone()
+    current = row[0] or 0
+    if current > len(migrations):
+        raise RuntimeError(
+            f"{schema} is at schema version {current}, newer than this turnkeeper "
+            f"({len(migrations)}): upgrade turnkeeper instead of downgrading"
+        )
+    for version, script in enumerate(migrations[current:], start=current + 1):
+        for statement in _statements(script):
+            conn.execute(_qualify(statement, schema))
+        conn.execute(f"INSERT INTO {table} (version) VALUES (?)", (version,))
+    return len(migrations)
+
+
+def _statements(script: str) -> list[str]:
+    lines = [ln for ln in script.splitlines() if not ln.strip().startswith("--")]
+    return [s.strip() for s in "\n".join(lines).split(";") if s.strip()]
+
+
+def _qualify(statement: str, schema: str) -> str:
+    """Put the CREATE into database `schema` (ATTACHed files need the prefix)."""
+    for prefix in (
+        "CREATE TABLE IF NOT EXISTS ",
+        "CREATE TABLE ",
+        "CREATE UNIQUE INDEX ",
+        "CREATE INDEX ",
+    ):
+        if statement.startswith(prefix):
+            return prefix + f"{schema}." + statement[len(prefix) :]
+    return statement

@@ -1,0 +1,1 @@
+"""gRPC servicers: validate the request, call the store, build the response."""

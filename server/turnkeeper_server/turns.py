@@ -1,0 +1,339 @@
+"""The turn journal as the servicers use it: async operations over `journal`.
+
+Each operation is one compare-and-set in the writer thread; after it commits, the
+watchers of the turn are woken and the outbox publisher is told there is work.
+Hand-offs to a live replica (after a resume or a re-drive that has no caller to
+take it) happen here too, after the commit, over NATS.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+import logging
+import sqlite3
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass
+from typing import TypeVar
+
+from turnkeeper_server import journal
+from turnkeeper_server.db import Database, Reader, Tx
+from turnkeeper_server.journal import EventRecord, NewEvent, Policy, Redriven, TurnRecord
+from turnkeeper_server.metrics import Metrics
+from turnkeeper_server.nats_link import EXECUTE_METHOD, NatsLink, agent_subject
+from turnkeeper_server.outbox import OutboxPublisher
+from turnkeeper_server.watch import TurnNotifier
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+WATCH_BATCH = 500
+
+
+@dataclass(frozen=True)
+class Reset:
+    seq: int
+    attempt: int
+    checkpoint_id: str
+
+
+class Turns:
+    def __init__(
+        self,
+        db: Database,
+        policy: Policy,
+        notifier: TurnNotifier,
+        outbox: OutboxPublisher,
+        link: NatsLink,
+        metrics: Metrics,
+        *,
+        namespace: str = "default",
+        dispatch_timeout: float = 2.0,
+    ) -> None:
+        self.db = db
+        self.policy = policy
+        self.notifier = notifier
+        self.outbox = outbox
+        self.link = link
+        self.metrics = metrics
+        self.namespace = namespace
+        self.dispatch_timeout = dispatch_timeout
+        self._dispatches: set[asyncio.Task[bool]] = set()
+
+    # -- plumbing ---------------------------------------------------------------
+
+    async def _write(self, turn_ids: Callable[[T], Sequence[str]], fn: Callable[[Tx], T]) -> T:
+        def op(tx: Tx) -> T:
+            result = fn(tx)
+            ids = list(turn_ids(result))
+
+            def woken() -> None:
+                for turn_id in ids:
+                    self.notifier.notify(turn_id)
+                self.outbox.wake()
+
+            tx.after_commit(woken)
+            return result
+
+        return await self.db.write(op)
+
+    def _read(self) -> Reader:
+        return Reader(self.db)
+
+    # -- reads --------------------------------------------------------------------
+
+    def get(self, turn_id: str) -> TurnRecord | None:
+        return journal.load_turn(self._read().conn, turn_id)
+
+    def require(self, turn_id: str) -> TurnRecord:
+        return journal.require_turn(self._read().conn, turn_id)
+
+    def events(self, turn_id: str, after_seq: int, limit: int) -> list[EventRecord]:
+        return journal.load_events(self._read().conn, turn_id, after_seq, limit)
+
+    def list(
+        self, *, state: str | None, agent: str, thread_id: str, before: int | None, limit: int
+    ) -> list[tuple[int, TurnRecord]]:
+        return journal.list_turns(
+            self._read().conn,
+            state=state,
+            agent=agent,
+            thread_id=thread_id,
+            before_rowid=before,
+            limit=limit,
+        )
+
+    # -- transitions ----------------------------------------------------------------
+
+    async def start(
+        self,
+        *,
+        turn_id: str,
+        thread_id: str,
+        agent: str,
+        input_json: str,
+        replica: str,
+        incarnation: str,
+    ) -> tuple[TurnRecord, bool]:
+        turn, created = await self._write(
+            lambda r: [r[0].turn_id],
+            lambda tx: journal.start_turn(
+                tx,
+                turn_id=turn_id,
+                thread_id=thread_id,
+                agent=agent,
+                input_json=input_json,
+                replica=replica,
+                incarnation=incarnation,
+                policy=self.policy,
+            ),
+        )
+        if created:
+            self.metrics.turns_started.inc()
+        return turn, created
+
+    async def heartbeat(
+        self, *, turn_id: str, attempt: int, replica: str, incarnation: str
+    ) -> float:
+        return await self.db.write(
+            lambda tx: journal.heartbeat(
+                tx,
+                turn_id=turn_id,
+                attempt=attempt,
+                replica=replica,
+                incarnation=incarnation,
+                policy=self.policy,
+            )
+        )
+
+    async def append(self, *, turn_id: str, attempt: int, events: Sequence[NewEvent]) -> int:
+        last = await self._write(
+            lambda _: [turn_id],
+            lambda tx: journal.append_events(
+                tx, turn_id=turn_id, attempt=attempt, events=events, policy=self.policy
+            ),
+        )
+        self.metrics.events_appended.inc(len(events))
+        return last
+
+    async def park(
+        self, *, turn_id: str, attempt: int, interrupt_json: str, events: Sequence[NewEvent]
+    ) -> TurnRecord:
+        return await self._write(
+            lambda _: [turn_id],
+            lambda tx: journal.park_turn(
+                tx,
+                turn_id=turn_id,
+                attempt=attempt,
+                interrupt_json=interrupt_json,
+                events=events,
+                policy=self.policy,
+            ),
+        )
+
+    async def finish(
+        self, *, turn_id: str, attempt: int, failed: bool, error: str, events: Sequence[NewEvent]
+    ) -> TurnRecord:
+        turn = await self._write(
+            lambda _: [turn_id],
+            lambda tx: journal.finish_turn(
+                tx,
+                turn_id=turn_id,
+                attempt=attempt,
+                failed=failed,
+                error=error,
+                events=events,
+                policy=self.policy,
+            ),
+        )
+        self.metrics.turns_finished.labels(state=turn.state).inc()
+        return turn
+
+    async def resume(self, *, turn_id: str, resume_json: str) -> tuple[TurnRecord, bool]:
+        turn = await self._write(
+            lambda _: [turn_id],
+            lambda tx: journal.resume_detached(
+                tx, turn_id=turn_id, resume_json=resume_json, policy=self.policy
+            ),
+        )
+        self.metrics.resumes.inc()
+        return turn, await self.dispatch(turn, reason="resume")
+
+    async def claim(
+        self, *, turn_id: str, attempt: int, replica: str, incarnation: str
+    ) -> tuple[TurnRecord, str]:
+        return await self._write(
+            lambda r: [r[0].turn_id],
+            lambda tx: journal.claim_turn(
+                tx,
+                turn_id=turn_id,
+                attempt=attempt,
+                replica=replica,
+                incarnation=incarnation,
+                policy=self.policy,
+            ),
+        )
+
+    async def redrive_replica(
+        self, *, agent: str, replica: str, incarnation: str
+    ) -> list[Redriven]:
+        redriven = await self._write(
+            lambda rs: [r.turn.turn_id for r in rs],
+            lambda tx: journal.redrive_replica(
+                tx, agent=agent, replica=replica, incarnation=incarnation, policy=self.policy
+            ),
+        )
+        self._count(redriven)
+        return redriven
+
+    async def redrive_turn(self, *, turn_id: str, force: bool) -> tuple[Redriven, bool]:
+        redriven = await self._write(
+            lambda r: [r.turn.turn_id],
+            lambda tx: journal.redrive_operator(
+                tx, turn_id=turn_id, force=force, policy=self.policy
+            ),
+        )
+        self._count([redriven])
+        if redriven.failed_at_cap:
+            return redriven, False
+        return redriven, await self.dispatch(redriven.turn, reason="redrive")
+
+    async def reap(self) -> list[Redriven]:
+        """Re-drive turns whose lease expired and hand each to a live replica."""
+        redriven = await self._write(
+            lambda rs: [r.turn.turn_id for r in rs],
+            lambda tx: journal.reap_expired(tx, policy=self.policy),
+        )
+        self._count([r for r in redriven if r.turn.attempts or r.failed_at_cap])
+        for r in redriven:
+            if not r.failed_at_cap:
+                task = asyncio.create_task(self.dispatch(r.turn, reason="lease-expired"))
+                self._dispatches.add(task)
+                task.add_done_callback(self._dispatches.discard)
+        return redriven
+
+    def _count(self, redriven: Sequence[Redriven]) -> None:
+        for r in redriven:
+            if r.failed_at_cap:
+                self.metrics.failed_at_cap.inc()
+            else:
+                self.metrics.redrives.inc()
+
+    async def dispatch(self, turn: TurnRecord, *, reason: str) -> bool:
+        """Hand a RUNNING, unowned turn to a live replica of its agent.
+
+        True when a replica acknowledged it. Otherwise the turn waits: the reaper
+        hands it out again when its claim window passes, and a replica of the agent
+        that starts up takes it in its startup Redrive.
+        """
+        if not self.link.connected:
+            return False
+        result = await self.link.request(
+            agent_subject(self.policy.subject_prefix, self.namespace, turn.agent),
+            EXECUTE_METHOD,
+            {"turn_id": turn.turn_id, "attempt": turn.attempts, "reason": reason},
+            self.dispatch_timeout,
+        )
+        accepted = isinstance(result, dict) and bool(result.get("accepted"))
+        log.info(
+            "turn_id=%s attempt=%d hand-off (%s) %s",
+            turn.turn_id,
+            turn.attempts,
+            reason,
+            "accepted" if accepted else "not taken; waiting for a replica",
+        )
+        return accepted
+
+    async def stop(self) -> None:
+        for task in list(self._dispatches):
+            task.cancel()
+        await asyncio.gather(*self._dispatches, return_exceptions=True)
+
+    # -- watching --------------------------------------------------------------------
+
+    async def watch(self, turn_id: str, after_seq: int) -> AsyncIterator[EventRecord | Reset]:
+        """Retained events after `after_seq`, then live ones; a Reset and a replay from
+        seq 1 whenever the turn is rewound; ends after the terminal event."""
+        turn = self.require(turn_id)
+        epoch = turn.rewinds
+        cursor = after_seq
+        self.metrics.watchers.inc()
+        try:
+            while True:
+                waiter = self.notifier.register(turn_id)
+                try:
+                    turn, events = self._read().snapshot(
+                        functools.partial(_turn_and_events, turn_id=turn_id, after_seq=cursor)
+                    )
+                    if turn.rewinds != epoch:
+                        epoch = turn.rewinds
+                        cursor = 0
+                        checkpoint_id, boundary = journal.latest_boundary(
+                            self._read().conn, turn_id
+                        )
+                        yield Reset(
+                            seq=boundary, attempt=turn.attempts, checkpoint_id=checkpoint_id
+                        )
+                        continue
+                    for event in events:
+                        yield event
+                        cursor = event.seq
+                        if event.type in journal.TERMINAL_EVENTS:
+                            return
+                    if len(events) == WATCH_BATCH:
+                        continue
+                    await waiter.wait()
+                finally:
+                    self.notifier.unregister(turn_id, waiter)
+        finally:
+            self.metrics.watchers.dec()
+
+
+def _turn_and_events(
+    conn: sqlite3.Connection, *, turn_id: str, after_seq: int
+) -> tuple[TurnRecord, list[EventRecord]]:
+    return (
+        journal.require_turn(conn, turn_id),
+        journal.load_events(conn, turn_id, after_seq, WATCH_BATCH),
+    )

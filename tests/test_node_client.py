@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-NODE_DIR = Path(__file__).resolve().parent.parent / "clients" / "node"
+REPO = Path(__file__).resolve().parent.parent
 NPM = shutil.which("npm")
 NODE = shutil.which("node")
 AGENT = "python-executor"
@@ -45,20 +45,28 @@ NO_PROXY_ENV = {"no_grpc_proxy": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,l
 
 
 @pytest.fixture(scope="module")
-def node_client() -> Path:
-    """clients/node with its locked dependencies installed (`npm ci`)."""
+def node_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of clients/node (and the protos it loads from ../../protos) with its
+    locked dependencies installed by `npm ci`. A copy, so the test neither replaces a
+    developer's node_modules nor races another run doing the same."""
     if NPM is None or NODE is None:
         pytest.skip("npm is not on PATH: the Node.js client in clients/node cannot be tested")
+    root = tmp_path_factory.mktemp("node-client")
+    shutil.copytree(REPO / "protos", root / "protos")
+    package = root / "clients" / "node"
+    shutil.copytree(
+        REPO / "clients" / "node", package, ignore=shutil.ignore_patterns("node_modules")
+    )
     result = subprocess.run(
         [NPM, "ci", "--no-audit", "--no-fund"],
-        cwd=NODE_DIR,
+        cwd=package,
         capture_output=True,
         text=True,
         timeout=240,
         check=False,
     )
     assert result.returncode == 0, f"npm ci failed:\n{result.stdout}\n{result.stderr}"
-    return NODE_DIR
+    return package
 
 
 @pytest.fixture
@@ -141,11 +149,15 @@ class Executor:
 
 
 async def run_node(
-    args: Sequence[str], *, env: dict[str, str] | None = None, wait_seconds: float = 120
+    package: Path,
+    args: Sequence[str],
+    *,
+    env: dict[str, str] | None = None,
+    wait_seconds: float = 120,
 ) -> tuple[int, str, str]:
     process = await asyncio.create_subprocess_exec(
         *args,
-        cwd=NODE_DIR,
+        cwd=package,
         env={**os.environ, **NO_PROXY_ENV, **(env or {})},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
@@ -183,6 +195,7 @@ async def test_npm_test_runs_the_node_suite_against_the_real_service(
 
     assert NPM is not None
     code, stdout, stderr = await run_node(
+        node_client,
         # TAP whatever node's default reporter is, so the lines below can be read.
         [NPM, "test", "--", "--test-reporter=tap"],
         env={
@@ -223,7 +236,8 @@ async def test_follow_js_prints_a_finished_turn_as_json_lines(
 
     assert NODE is not None
     code, stdout, stderr = await run_node(
-        [NODE, "follow.js", "--address", f"127.0.0.1:{node_service.port}", executor.turn_id]
+        node_client,
+        [NODE, "follow.js", "--address", f"127.0.0.1:{node_service.port}", executor.turn_id],
     )
 
     assert code == 0, stderr
@@ -261,7 +275,7 @@ async def test_follow_js_follows_a_live_turn_through_a_redrive(
         "--address",
         f"127.0.0.1:{node_service.port}",
         executor.turn_id,
-        cwd=NODE_DIR,
+        cwd=node_client,
         env={**os.environ, **NO_PROXY_ENV},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

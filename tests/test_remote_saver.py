@@ -49,25 +49,32 @@ def service_address(service: TurnkeeperServer) -> str:
 # pending writes, an interrupt and a resume.
 
 
-class State(TypedDict):
+class State(TypedDict, total=False):
     log: Annotated[list[str], operator.add]
+    topic: str
+    answer: str
 
 
-def _first(state: State) -> dict[str, list[str]]:
-    return {"log": ["first"]}
+class Review(TypedDict, total=False):
+    topic: str
+    answer: str
 
 
-def _ask(state: State) -> dict[str, list[str]]:
-    answer = interrupt({"question": "approve?", "seen": len(state["log"])})
-    return {"log": [f"answer:{answer}"]}
+def _first(state: State) -> State:
+    return {"log": ["first"], "topic": "deploy"}
 
 
-def _last(state: State) -> dict[str, list[str]]:
-    return {"log": ["last"]}
+def _ask(state: Review) -> Review:
+    answer = interrupt({"question": f"approve {state['topic']}?"})
+    return {"answer": str(answer)}
+
+
+def _last(state: State) -> State:
+    return {"log": [f"answer:{state['answer']}", "last"]}
 
 
 def build_graph(checkpointer: BaseCheckpointSaver[Any]) -> CompiledStateGraph[Any]:
-    review = StateGraph(State)
+    review = StateGraph(Review)
     review.add_node("ask", _ask)
     review.add_edge(START, "ask")
     review.add_edge("ask", END)
@@ -129,6 +136,7 @@ def sqlite_saver(path: Path | str) -> Iterator[SqliteSaver]:
 def _checkpoint(checkpoint_id: str, value: Any) -> Checkpoint:
     checkpoint = empty_checkpoint()
     checkpoint["id"] = checkpoint_id
+    checkpoint["ts"] = "2025-01-01T00:00:00+00:00"
     checkpoint["channel_values"] = {"log": value}
     checkpoint["channel_versions"] = {"log": "00000000000000000000000000000001.0.5"}
     return checkpoint
@@ -272,9 +280,12 @@ def _tuples_of(saver: BaseCheckpointSaver[Any], thread: str) -> list[CheckpointT
 
 
 async def test_sqlite_saver_reads_what_the_service_stored(service: TurnkeeperServer) -> None:
-    thread = f"port-{uuid4().hex[:8]}"
-    with RemoteSaver.from_address(service_address(service)) as saver:
-        await asyncio.to_thread(run_graph_sync, saver, durable_config(thread, "turn-x", 0))
+    thread, turn_id = f"port-{uuid4().hex[:8]}", f"turn-{uuid4().hex[:8]}"
+    options = ConnectionOptions(target=service_address(service))
+    async with AsyncTurnkeeperClient(options) as client:
+        await _start_turn(client, thread, turn_id)
+    with RemoteSaver.from_address(options=options) as saver:
+        await asyncio.to_thread(run_graph_sync, saver, durable_config(thread, turn_id, 0))
         ours = await asyncio.to_thread(_tuples_of, saver, thread)
         our_history = await asyncio.to_thread(history, saver, thread)
     # Stock SqliteSaver on the live file (WAL: a reader beside the service).
@@ -286,7 +297,7 @@ async def test_sqlite_saver_reads_what_the_service_stored(service: TurnkeeperSer
     assert their_history == our_history
     assert latest is not None
     assert latest.checkpoint["channel_values"]["log"] == ["in", "first", "answer:yes", "last"]
-    assert dict(latest.metadata)["turn_id"] == "turn-x"
+    assert dict(latest.metadata)["turn_id"] == turn_id
 
 
 async def test_service_serves_a_file_sqlite_saver_wrote(
@@ -392,7 +403,9 @@ async def test_writes_of_a_redriven_attempt_are_fenced(service: TurnkeeperServer
         )
         await saver.aput_writes(fenced(thread, turn_id, 0, first["id"]), [("log", "a")], "task-1")
 
-        # An attempt the turn never had is refused too.
+        # A turn the journal never saw, and an attempt the turn never had: refused.
+        with pytest.raises(errors.TurnNotFound):
+            await saver.aput(fenced(thread, "no-such-turn", 0), empty_checkpoint(), {}, {})
         with pytest.raises(errors.StaleAttempt):
             await saver.aput(fenced(thread, turn_id, 1), empty_checkpoint(), {}, {})
 

@@ -14,11 +14,6 @@ the streaming RPCs). What they add over the generated stubs:
 The target defaults to ``$TURNKEEPER_ADDRESS``, else ``127.0.0.1:50051``.
 """
 
-# ASYNC109 ("use asyncio.timeout instead of a timeout parameter") does not fit here:
-# `timeout` is the gRPC deadline, sent to the service with the call so that it stops
-# working on an expired call too; asyncio.timeout would only cancel on our side.
-# ruff: noqa: ASYNC109
-
 from __future__ import annotations
 
 import asyncio
@@ -216,7 +211,9 @@ class _Base:
 
 class AsyncTurnkeeperClient(_Base):
     """grpc.aio client. Every method takes the request message and an optional
-    ``timeout`` in seconds (default: ``options.default_timeout``).
+    ``timeout`` in seconds (default: ``options.default_timeout``). It is the gRPC
+    deadline, sent with the call so that the service stops working on an expired
+    call too, which ``asyncio.timeout`` around the call would not do.
 
     The channel is opened on first use and belongs to the event loop running then;
     a grpc.aio channel cannot be shared between loops, so use one client per loop.

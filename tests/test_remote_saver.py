@@ -500,7 +500,9 @@ async def test_one_saver_serves_several_event_loops(service: TurnkeeperServer) -
     assert results == [["in", "first", "answer:yes", "last"]] * 3
     # And on this loop, beside the service.
     await run_graph_async(saver, durable_config(f"{threads[0]}-here"))
-    await saver.aclose()
+    # close() from a coroutine closes this loop's channel in a task; then aclose()
+    # has nothing left to do: both are safe after the other.
     saver.close()
+    await saver.aclose()
     with pytest.raises(RuntimeError, match="closed"):
         await saver.aget_tuple(durable_config(threads[0]))

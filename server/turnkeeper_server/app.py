@@ -45,10 +45,10 @@ MAX_MESSAGE_BYTES = 64 << 20
 class TurnkeeperServer:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
-        self.metrics = Metrics(settings.turns_path)
+        self.metrics = Metrics(settings.turns_path, settings.sessions_path)
         self.db = Database(settings.turns_path, settings.sessions_path, settings.synchronous)
         self.link = NatsLink(settings.nats_url)
-        self.outbox = OutboxPublisher(self.db, self.link)
+        self.outbox = OutboxPublisher(self.db, self.link, metrics=self.metrics)
         self.notifier = TurnNotifier()
         self.policy = Policy(
             subject_prefix=settings.subject_prefix,

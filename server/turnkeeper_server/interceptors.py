@@ -59,7 +59,9 @@ class ErrorsAndMetrics(aio.ServerInterceptor):
 
     def _record(self, method: str, code: grpc.StatusCode, started: float) -> None:
         self.metrics.rpcs.labels(method=method, code=code.name).inc()
-        self.metrics.rpc_seconds.labels(method=method).observe(time.perf_counter() - started)
+        self.metrics.rpc_seconds.labels(method=method, code=code.name).observe(
+            time.perf_counter() - started
+        )
 
     def _unary(
         self, method: str, inner: Any

@@ -86,6 +86,9 @@ class Redriven:
     checkpoint_id: str
     rewind_seq: int
     failed_at_cap: bool
+    # True when this re-drive spent an attempt and published a rewind; False for
+    # a turn that was only handed out again (nothing had run) or failed at the cap.
+    rewound: bool = False
 
 
 @dataclass(frozen=True)
@@ -514,7 +517,7 @@ def redrive_orphan(
         "attempt": attempt,
     }
     _outbox(tx, policy.rewind_subject, json.dumps(rewind), now)
-    return Redriven(_reload(tx, turn.turn_id), checkpoint_id, boundary, False)
+    return Redriven(_reload(tx, turn.turn_id), checkpoint_id, boundary, False, rewound=True)
 
 
 def redrive_replica(

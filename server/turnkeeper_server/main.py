@@ -9,6 +9,7 @@ import os
 import signal
 from pathlib import Path
 
+from turnkeeper_server import logs
 from turnkeeper_server.app import create_server
 from turnkeeper_server.config import Settings, resolve_paths
 from turnkeeper_server.embedded_nats import EmbeddedNats
@@ -64,6 +65,13 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="Prometheus endpoint HOST:PORT (env TURNKEEPER_METRICS_LISTEN)",
     )
     parser.add_argument("--log-level", default=env("TURNKEEPER_LOG_LEVEL", "INFO"))
+    parser.add_argument(
+        "--log-format",
+        choices=logs.FORMATS,
+        default=env("TURNKEEPER_LOG_FORMAT", "text"),
+        help="text, or json: one object per line with turn_id and attempt as fields "
+        "(env TURNKEEPER_LOG_FORMAT)",
+    )
 
 
 def settings_from_args(args: argparse.Namespace, nats_url: str | None) -> Settings:
@@ -108,8 +116,5 @@ async def serve(args: argparse.Namespace) -> int:
 
 
 def run(args: argparse.Namespace) -> int:
-    logging.basicConfig(
-        level=args.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s %(message)s",
-    )
+    logs.configure(args.log_level, args.log_format)
     return asyncio.run(serve(args))

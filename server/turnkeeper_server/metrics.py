@@ -7,6 +7,7 @@ SQLite at scrape time on a connection of their own, so they are never stale.
 
 from __future__ import annotations
 
+import contextlib
 import sqlite3
 from collections.abc import Iterator
 from pathlib import Path
@@ -49,8 +50,27 @@ class _StoredState(Collector):
         yield backlog
 
 
+class _FileSizes(Collector):
+    """Bytes on disk of each SQLite file with its WAL: what a backup has to copy."""
+
+    def __init__(self, files: dict[str, Path]) -> None:
+        self.files = files
+
+    def collect(self) -> Iterator[GaugeMetricFamily]:
+        sizes = GaugeMetricFamily(
+            "turnkeeper_db_bytes", "Size of a database file and its WAL", labels=["file"]
+        )
+        for name, path in self.files.items():
+            total = 0
+            for part in (path, path.with_name(path.name + "-wal")):
+                with contextlib.suppress(OSError):
+                    total += part.stat().st_size
+            sizes.add_metric([name], total)
+        yield sizes
+
+
 class Metrics:
-    def __init__(self, turns_path: Path | None = None) -> None:
+    def __init__(self, turns_path: Path | None = None, sessions_path: Path | None = None) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.turns_started = Counter("turnkeeper_turns_started", "Turns journaled", registry=r)
@@ -59,7 +79,13 @@ class Metrics:
         )
         self.redrives = Counter(
             "turnkeeper_redrives",
-            "Re-drives of orphaned turns (each publishes a rewind)",
+            "Re-drives of orphaned turns (attempts+1) by trigger: startup, operator, lease",
+            ["trigger"],
+            registry=r,
+        )
+        self.rewinds = Counter(
+            "turnkeeper_rewinds",
+            "Rewinds published: retained events past the checkpoint boundary dropped",
             registry=r,
         )
         self.failed_at_cap = Counter(
@@ -67,7 +93,9 @@ class Metrics:
         )
         self.resumes = Counter("turnkeeper_resumes", "Parked turns resumed", registry=r)
         self.events_appended = Counter(
-            "turnkeeper_events_appended", "Events appended by executors", registry=r
+            "turnkeeper_events_appended",
+            "Events written by executors (AppendEvents, ParkTurn, FinishTurn)",
+            registry=r,
         )
         self.outbox_published = Counter(
             "turnkeeper_outbox_published", "Outbox messages published to NATS", registry=r
@@ -87,10 +115,13 @@ class Metrics:
         )
         self.rpc_seconds = Histogram(
             "turnkeeper_rpc_seconds",
-            "RPC latency by method",
-            ["method"],
+            "RPC latency by method and status code",
+            ["method", "code"],
             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
             registry=r,
         )
         if turns_path is not None:
             r.register(_StoredState(turns_path))
+        files = {"turns": turns_path, "sessions": sessions_path}
+        if any(files.values()):
+            r.register(_FileSizes({k: v for k, v in files.items() if v is not None}))

@@ -14,6 +14,7 @@ import logging
 import time
 
 from turnkeeper_server.db import Database, Reader, Tx
+from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.nats_link import NatsLink
 
 log = logging.getLogger(__name__)
@@ -22,9 +23,18 @@ BATCH = 512
 
 
 class OutboxPublisher:
-    def __init__(self, db: Database, link: NatsLink, *, idle_poll: float = 0.5) -> None:
+    def __init__(
+        self,
+        db: Database,
+        link: NatsLink,
+        *,
+        idle_poll: float = 0.5,
+        metrics: Metrics | None = None,
+    ) -> None:
         self.db = db
         self.link = link
+        # The server passes its registry's; a publisher on its own (tests) gets one.
+        self.metrics = metrics if metrics is not None else Metrics()
         self.idle_poll = idle_poll
         self._wake = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
@@ -78,6 +88,7 @@ class OutboxPublisher:
         ok = await self.link.publish_batch([(s, bytes(p), str(i)) for i, s, p in rows])
         if not ok:
             self.failures += 1
+            self.metrics.outbox_failures.inc()
             return 0
         last_id = rows[-1][0]
 
@@ -86,6 +97,7 @@ class OutboxPublisher:
 
         await self.db.write(delete)
         self.published += len(rows)
+        self.metrics.outbox_published.inc(len(rows))
         return len(rows)
 
     async def flush(self, timeout: float) -> int:

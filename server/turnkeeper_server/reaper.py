@@ -11,6 +11,7 @@ import asyncio
 import contextlib
 import logging
 
+from turnkeeper_server.logs import turn_log
 from turnkeeper_server.turns import Turns
 
 log = logging.getLogger(__name__)
@@ -35,13 +36,12 @@ class LeaseReaper:
             except Exception:
                 log.exception("lease reaper pass failed; retrying next interval")
                 continue
+            # Re-drives and failures at the cap are logged by Turns; this is the rest.
             for r in redriven:
-                log.info(
-                    "turn_id=%s attempt=%d lease expired: %s",
-                    r.turn.turn_id,
-                    r.turn.attempts,
-                    "FAILED at the re-drive cap" if r.failed_at_cap else "handed out again",
-                )
+                if not (r.rewound or r.failed_at_cap):
+                    turn_log(log, r.turn.turn_id, r.turn.attempts).info(
+                        "nobody claimed it in time: handed out again"
+                    )
 
     async def stop(self) -> None:
         if self._task is not None:

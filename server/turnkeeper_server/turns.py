@@ -19,6 +19,7 @@ from typing import TypeVar
 from turnkeeper_server import journal
 from turnkeeper_server.db import Database, Reader, Tx
 from turnkeeper_server.journal import EventRecord, NewEvent, Policy, Redriven, TurnRecord
+from turnkeeper_server.logs import turn_log
 from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.nats_link import EXECUTE_METHOD, NatsLink, agent_subject
 from turnkeeper_server.outbox import OutboxPublisher
@@ -131,6 +132,12 @@ class Turns:
         )
         if created:
             self.metrics.turns_started.inc()
+            turn_log(log, turn.turn_id, turn.attempts).info(
+                "started on thread %s (agent %s, owner %s)",
+                turn.thread_id,
+                turn.agent,
+                f"{replica}/{incarnation}" if replica else "none: waits for a claim",
+            )
         return turn, created
 
     async def heartbeat(
@@ -160,7 +167,7 @@ class Turns:
     async def park(
         self, *, turn_id: str, attempt: int, interrupt_json: str, events: Sequence[NewEvent]
     ) -> TurnRecord:
-        return await self._write(
+        turn = await self._write(
             lambda _: [turn_id],
             lambda tx: journal.park_turn(
                 tx,
@@ -171,6 +178,9 @@ class Turns:
                 policy=self.policy,
             ),
         )
+        self.metrics.events_appended.inc(len(events))
+        turn_log(log, turn_id, attempt).info("parked at seq %d", turn.last_seq)
+        return turn
 
     async def finish(
         self, *, turn_id: str, attempt: int, failed: bool, error: str, events: Sequence[NewEvent]
@@ -187,7 +197,11 @@ class Turns:
                 policy=self.policy,
             ),
         )
+        self.metrics.events_appended.inc(len(events))
         self.metrics.turns_finished.labels(state=turn.state).inc()
+        turn_log(log, turn_id, attempt).info(
+            "finished %s at seq %d%s", turn.state, turn.last_seq, f": {error}" if error else ""
+        )
         return turn
 
     async def resume(self, *, turn_id: str, resume_json: str) -> tuple[TurnRecord, bool]:
@@ -198,12 +212,13 @@ class Turns:
             ),
         )
         self.metrics.resumes.inc()
+        turn_log(log, turn_id, turn.attempts).info("resumed: RUNNING, waiting for a replica")
         return turn, await self.dispatch(turn, reason="resume")
 
     async def claim(
         self, *, turn_id: str, attempt: int, replica: str, incarnation: str
     ) -> tuple[TurnRecord, str]:
-        return await self._write(
+        claimed = await self._write(
             lambda r: [r[0].turn_id],
             lambda tx: journal.claim_turn(
                 tx,
@@ -214,6 +229,10 @@ class Turns:
                 policy=self.policy,
             ),
         )
+        turn_log(log, turn_id, attempt).info(
+            "claimed by %s/%s (checkpoint %s)", replica, incarnation, claimed[1] or "none"
+        )
+        return claimed
 
     async def redrive_replica(
         self, *, agent: str, replica: str, incarnation: str
@@ -224,7 +243,7 @@ class Turns:
                 tx, agent=agent, replica=replica, incarnation=incarnation, policy=self.policy
             ),
         )
-        self._count(redriven)
+        self._count(redriven, "startup")
         return redriven
 
     async def redrive_turn(self, *, turn_id: str, force: bool) -> tuple[Redriven, bool]:
@@ -234,7 +253,7 @@ class Turns:
                 tx, turn_id=turn_id, force=force, policy=self.policy
             ),
         )
-        self._count([redriven])
+        self._count([redriven], "operator")
         if redriven.failed_at_cap:
             return redriven, False
         return redriven, await self.dispatch(redriven.turn, reason="redrive")
@@ -245,7 +264,7 @@ class Turns:
             lambda rs: [r.turn.turn_id for r in rs],
             lambda tx: journal.reap_expired(tx, policy=self.policy),
         )
-        self._count([r for r in redriven if r.turn.attempts or r.failed_at_cap])
+        self._count(redriven, "lease")
         for r in redriven:
             if not r.failed_at_cap:
                 task = asyncio.create_task(self.dispatch(r.turn, reason="lease-expired"))
@@ -253,12 +272,25 @@ class Turns:
                 task.add_done_callback(self._dispatches.discard)
         return redriven
 
-    def _count(self, redriven: Sequence[Redriven]) -> None:
+    def _count(self, redriven: Sequence[Redriven], trigger: str) -> None:
         for r in redriven:
+            tlog = turn_log(log, r.turn.turn_id, r.turn.attempts)
             if r.failed_at_cap:
                 self.metrics.failed_at_cap.inc()
-            else:
-                self.metrics.redrives.inc()
+                tlog.warning(
+                    "orphaned (%s) at the re-drive cap of %d: FAILED",
+                    trigger,
+                    self.policy.max_redrives,
+                )
+            elif r.rewound:
+                self.metrics.redrives.labels(trigger=trigger).inc()
+                self.metrics.rewinds.inc()
+                tlog.info(
+                    "re-driven (%s): rewound to seq %d, checkpoint %s",
+                    trigger,
+                    r.rewind_seq,
+                    r.checkpoint_id or "none (restarts from the journaled input)",
+                )
 
     async def dispatch(self, turn: TurnRecord, *, reason: str) -> bool:
         """Hand a RUNNING, unowned turn to a live replica of its agent.
@@ -276,10 +308,8 @@ class Turns:
             self.dispatch_timeout,
         )
         accepted = isinstance(result, dict) and bool(result.get("accepted"))
-        log.info(
-            "turn_id=%s attempt=%d hand-off (%s) %s",
-            turn.turn_id,
-            turn.attempts,
+        turn_log(log, turn.turn_id, turn.attempts).info(
+            "hand-off (%s) %s",
             reason,
             "accepted" if accepted else "not taken; waiting for a replica",
         )

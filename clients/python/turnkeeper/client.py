@@ -57,10 +57,10 @@ _CHECKPOINTS: Final = "turnkeeper.v1.CheckpointService"
 #
 # Never retried automatically, because each is a compare-and-set on the turn's state
 # and UNAVAILABLE does not say whether the first try committed (the service may have
-# applied it and then lost the connection): ResumeDetached and ParkTurn would turn a
-# success into FAILED_PRECONDITION, FinishTurn could append its terminal event on a
-# turn that already ended, ClaimTurn could claim for an owner that already moved on,
-# and Redrive would re-drive twice (attempts+2, a second rewind). The caller checks
+# applied it and then lost the connection): a retried ResumeDetached, ParkTurn,
+# FinishTurn or ClaimTurn that had committed finds the turn already moved on and
+# reports FAILED_PRECONDITION (or ABORTED) for what was a success, and a retried
+# Redrive re-drives a second time (attempts+2, a second rewind). The caller checks
 # GetTurn/TurnStatus and decides. Also not retried: Heartbeat (the next beat is the
 # retry), WatchTurn (the caller reconnects with after_seq, which the stream supports)
 # and DeleteThread (idempotent alone, but a late retry could delete a checkpoint that

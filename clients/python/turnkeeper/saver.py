@@ -181,10 +181,9 @@ class _Channels:
             elif loop.is_running():
                 # A loop in another thread: close there, without waiting for it.
                 asyncio.run_coroutine_threadsafe(client.close(), loop)
-            elif not loop.is_closed():
-                loop.run_until_complete(client.close())
-            # A closed loop: nothing can be awaited on it any more; dropping the
-            # client lets grpc close the core channel when it is collected.
+            # A loop that is not running has no call in flight on the channel, and
+            # is not ours to run; dropping the client lets grpc close the core
+            # channel when it is collected (grpc.aio.Channel.__del__).
         return mine
 
 

@@ -1,0 +1,1 @@
+"""The three-step pipeline example: analyze -> plan -> generate, and its panel."""

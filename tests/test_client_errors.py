@@ -295,6 +295,8 @@ def test_list_request_mirrors_sqlite_savers_where_clause() -> None:
 
     # SQLite's LIMIT 0 returns nothing; a negative LIMIT is no limit.
     assert RemoteSaver._list_request(config, None, None, 0) is None
+    # `checkpoint_id < NULL` matches nothing either.
+    assert RemoteSaver._list_request(config, None, {"configurable": {}}, None) is None
     negative = RemoteSaver._list_request(config, None, None, -1)
     assert negative is not None
     assert negative.limit == 0

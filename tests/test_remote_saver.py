@@ -222,11 +222,13 @@ def parity_script(
     for limit in (0, 1, 2, -1):
         out.append((f"limit {limit}", tuples(saver.list(cfg(a), limit=limit))))
     out.append(("before+limit", tuples(saver.list(cfg(a), before=before, limit=1))))
-    try:
-        tuples(saver.list(cfg(a), filter={"bad key;": 1}))
-        out.append(("bad filter key", "no error"))
-    except ValueError:
-        out.append(("bad filter key", "ValueError"))
+    out.append(("before without id", tuples(saver.list(cfg(a), before={"configurable": {}}))))
+    for bad_key in ("bad key;", "clé"):
+        try:
+            tuples(saver.list(cfg(a), filter={bad_key: 1}))
+            out.append((f"filter key {bad_key!r}", "no error"))
+        except ValueError:
+            out.append((f"filter key {bad_key!r}", "ValueError"))
 
     saver.delete_thread(a)
     out.append(("deleted a", tuples(saver.list({"configurable": {"thread_id": a}}))))

@@ -283,7 +283,8 @@ class RemoteSaver(BaseCheckpointSaver[str]):
         before: RunnableConfig | None,
         limit: int | None,
     ) -> checkpoints_pb2.ListCheckpointsRequest | None:
-        """None when SqliteSaver would return nothing without looking (limit=0)."""
+        """None when SqliteSaver would return nothing whatever is stored (limit=0,
+        a ``before`` config without a checkpoint id)."""
         request = checkpoints_pb2.ListCheckpointsRequest()
         if config is not None:
             configurable = config["configurable"]
@@ -296,7 +297,11 @@ class RemoteSaver(BaseCheckpointSaver[str]):
             # SqliteSaver compares values it cannot express in JSON as str(value).
             request.filter_json = json.dumps(filter, ensure_ascii=False, default=str)
         if before is not None:
-            request.before_checkpoint_id = get_checkpoint_id(before) or ""
+            before_id = get_checkpoint_id(before)
+            if not before_id:
+                # SqliteSaver compares `checkpoint_id < NULL`, which matches nothing.
+                return None
+            request.before_checkpoint_id = before_id
         if limit is not None:
             # SQLite's LIMIT: 0 returns no rows and a negative one means no limit,
             # which is what the proto's 0 means.

@@ -38,6 +38,8 @@ from turnkeeper.saver import RemoteSaver, durable_config, durable_run_kwargs
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
+from tests.support.nats import NatsServer
+
 pytestmark = pytest.mark.timeout(120)
 
 
@@ -480,6 +482,62 @@ async def test_a_zombie_graph_run_fails_with_stale_attempt(service: TurnkeeperSe
             Command(resume="new"), durable_config(thread, turn_id, 1), **durable_run_kwargs()
         )
         assert done["log"] == ["in", "first", "answer:new", "last"]
+
+
+async def test_park_resume_claim_keeps_the_attempt_and_fences_by_state(
+    make_service: Callable[..., Awaitable[TurnkeeperServer]], nats_server: NatsServer
+) -> None:
+    """The detached-turn cycle as a bridge drives it: writes are accepted while the
+    turn RUNNING under its attempt, refused (WrongState) while it is PARKED or after
+    it is DONE, and accepted again after ResumeDetached + ClaimTurn."""
+    # A long claim window: the reaper must not re-drive the resumed turn before
+    # this test claims it.
+    service = await make_service(nats_url=nats_server.url, claim_seconds=60.0)
+    thread, turn_id = f"park-{uuid4().hex[:8]}", f"turn-{uuid4().hex[:8]}"
+    options = ConnectionOptions(target=service_address(service))
+    async with AsyncTurnkeeperClient(options) as client, RemoteSaver(options=options) as saver:
+        await _start_turn(client, thread, turn_id)
+        graph = build_graph(saver)
+        parked = await graph.ainvoke(
+            {"log": ["in"]}, durable_config(thread, turn_id, 0), **durable_run_kwargs()
+        )
+        [pending] = parked["__interrupt__"]
+        value = struct_pb2.Value()
+        value.struct_value.update(pending.value)
+        await client.park_turn(
+            turns_pb2.ParkTurnRequest(turn_id=turn_id, attempt=0, interrupt=value)
+        )
+        with pytest.raises(errors.WrongState, match="PARKED"):
+            await saver.aput(fenced(thread, turn_id, 0), empty_checkpoint(), {}, {})
+
+        resumed = await client.resume_detached(
+            turns_pb2.ResumeDetachedRequest(
+                turn_id=turn_id, resume=struct_pb2.Value(string_value="ok")
+            )
+        )
+        # Nothing was lost on the park: same attempt, no rewind.
+        assert resumed.turn.attempts == 0
+        assert resumed.turn.rewinds == 0
+        claimed = await client.claim_turn(
+            turns_pb2.ClaimTurnRequest(
+                turn_id=turn_id, attempt=0, replica="replica-2", incarnation="inc-9"
+            )
+        )
+        latest = await saver.aget_tuple(durable_config(thread))
+        assert latest is not None
+        assert claimed.checkpoint_id == latest.config["configurable"]["checkpoint_id"]
+
+        done = await graph.ainvoke(
+            Command(resume="ok"), durable_config(thread, turn_id, 0), **durable_run_kwargs()
+        )
+        assert done["log"] == ["in", "first", "answer:ok", "last"]
+        await client.finish_turn(
+            turns_pb2.FinishTurnRequest(turn_id=turn_id, attempt=0, outcome=turns_pb2.OUTCOME_DONE)
+        )
+        with pytest.raises(errors.WrongState, match="DONE"):
+            await saver.aput(fenced(thread, turn_id, 0), empty_checkpoint(), {}, {})
+        # Reading the thread is not tied to the turn's state.
+        assert (await saver.aget_tuple(durable_config(thread))) is not None
 
 
 # Event loops.

@@ -12,6 +12,7 @@ import contextlib
 import threading
 from collections import Counter
 from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
 from typing import Any
 
 import grpc
@@ -20,6 +21,8 @@ import pytest
 from turnkeeper import errors
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions, TurnkeeperClient
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
+
+from tests.support.security import CertificateAuthority
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -302,3 +305,59 @@ async def test_unreachable_service_is_unavailable() -> None:
     async with AsyncTurnkeeperClient(options) as client:
         with pytest.raises(errors.Unavailable):
             await client.turn_status(turns_pb2.TurnStatusRequest(turn_id="t1"))
+
+
+@pytest.fixture
+async def mutual_tls(
+    tmp_path: Path,
+) -> AsyncIterator[tuple[ScriptedTurns, str, CertificateAuthority]]:
+    """The scripted server behind TLS that requires a client certificate."""
+    ca = CertificateAuthority(tmp_path)
+    issued = ca.issue("server", server=True)
+    credentials = grpc.ssl_server_credentials(
+        [(issued.key_pem, issued.cert_pem)], root_certificates=ca.pem, require_client_auth=True
+    )
+    server = grpc.aio.server()
+    servicer = ScriptedTurns()  # type: ignore[abstract]  # only the RPCs under test
+    turns_pb2_grpc.add_TurnServiceServicer_to_server(servicer, server)
+    port = server.add_secure_port("127.0.0.1:0", credentials)
+    await server.start()
+    try:
+        yield servicer, f"127.0.0.1:{port}", ca
+    finally:
+        await server.stop(None)
+
+
+async def test_mutual_tls_from_certificate_paths(
+    mutual_tls: tuple[ScriptedTurns, str, CertificateAuthority],
+) -> None:
+    servicer, target, ca = mutual_tls
+    client_cert = ca.issue("agent", server=False)
+    options = ConnectionOptions(
+        target=target,
+        root_certificates=ca.files.cert,
+        client_certificate=client_cert.cert,
+        client_key=client_cert.key,
+        bearer_token="s3cret",
+    )
+    request = turns_pb2.TurnStatusRequest(turn_id="t1")
+    async with AsyncTurnkeeperClient(options) as client:
+        assert (await client.turn_status(request)).turn_id == "t1"
+    sync_status = await asyncio.to_thread(lambda: TurnkeeperClient(options).turn_status(request))
+    assert sync_status.turn_id == "t1"
+    assert [m.get("authorization") for m in servicer.metadata] == ["Bearer s3cret"] * 2
+
+
+async def test_tls_without_client_certificate_or_plaintext_is_refused(
+    mutual_tls: tuple[ScriptedTurns, str, CertificateAuthority],
+) -> None:
+    servicer, target, ca = mutual_tls
+    request = turns_pb2.TurnStatusRequest(turn_id="t1")
+    for options in (
+        fast(target, root_certificates=ca.files.cert, retry_max_attempts=1),
+        fast(target, retry_max_attempts=1),
+    ):
+        async with AsyncTurnkeeperClient(options) as client:
+            with pytest.raises(errors.Unavailable):
+                await client.turn_status(request, timeout=5)
+    assert not servicer.calls

@@ -45,7 +45,9 @@ ServiceFactory = Callable[..., Awaitable[TurnkeeperServer]]
 
 
 @pytest.fixture
-async def make_service(tmp_path: Path) -> AsyncIterator[ServiceFactory]:
+async def make_service(tmp_path: Path, nats_server: NatsServer) -> AsyncIterator[ServiceFactory]:
+    # Depends on nats_server so NATS outlives every service: teardown stops the
+    # services first, and their outbox flush finds NATS still there.
     started: list[TurnkeeperServer] = []
 
     async def make(**overrides: Any) -> TurnkeeperServer:

@@ -136,7 +136,7 @@ class NatsLink:
         try:
             for subject, payload, msg_id in messages:
                 await nc.publish(subject, payload, headers={"Nats-Msg-Id": msg_id})
-            await nc.flush(timeout=5)
+            await nc.flush(timeout=2)
         except Exception as exc:
             log.warning("publishing %d outbox messages failed: %s", len(messages), exc)
             self._lost.set()

@@ -37,6 +37,8 @@ class OutboxPublisher:
         self.metrics = metrics if metrics is not None else Metrics()
         self.idle_poll = idle_poll
         self._wake = asyncio.Event()
+        # Set whenever a look at the outbox found it empty; cleared by new rows.
+        self._drained = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self.published = 0
@@ -44,7 +46,12 @@ class OutboxPublisher:
 
     def wake(self) -> None:
         """Called after a commit that wrote outbox rows."""
+        self._drained.clear()
         self._wake.set()
+
+    async def wait_drained(self) -> None:
+        """Until everything written so far has been published."""
+        await self._drained.wait()
 
     def backlog(self) -> int:
         row = Reader(self.db).conn.execute("SELECT count(*) FROM main.outbox").fetchone()
@@ -84,6 +91,7 @@ class OutboxPublisher:
             .fetchall()
         )
         if not rows:
+            self._drained.set()
             return 0
         ok = await self.link.publish_batch([(s, bytes(p), str(i)) for i, s, p in rows])
         if not ok:

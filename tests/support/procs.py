@@ -1,0 +1,86 @@
+"""Services and agents as real subprocesses, for tests about crashes."""
+
+from __future__ import annotations
+
+import os
+import re
+import signal
+import subprocess
+import sys
+import threading
+from pathlib import Path
+
+_LISTENING = re.compile(r"turnkeeper listening on (\S+)")
+
+
+class ServiceProcess:
+    """`python -m turnkeeper_server` on a port the OS picks (or a given one)."""
+
+    def __init__(
+        self,
+        data_dir: Path,
+        *,
+        nats_url: str | None = None,
+        listen: str = "127.0.0.1:0",
+        extra: list[str] | None = None,
+    ) -> None:
+        self.data_dir = data_dir
+        self.nats_url = nats_url
+        self.listen = listen
+        self.extra = extra or []
+        self.process: subprocess.Popen[str] | None = None
+        self.address = ""
+        self.log: list[str] = []
+
+    def start(self, timeout: float = 20.0) -> str:
+        args = [
+            sys.executable,
+            "-m",
+            "turnkeeper_server",
+            "--listen",
+            self.listen,
+            "--data-dir",
+            str(self.data_dir),
+            "--log-level",
+            "INFO",
+            *self.extra,
+        ]
+        args += ["--nats-url", self.nats_url] if self.nats_url else ["--no-nats"]
+        self.process = subprocess.Popen(
+            args,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+        )
+        assert self.process.stdout is not None
+        found = threading.Event()
+
+        def pump() -> None:
+            assert self.process is not None and self.process.stdout is not None
+            for line in self.process.stdout:
+                self.log.append(line.rstrip())
+                match = _LISTENING.search(line)
+                if match:
+                    self.address = match.group(1)
+                    found.set()
+            found.set()
+
+        threading.Thread(target=pump, daemon=True).start()
+        if not found.wait(timeout) or not self.address:
+            self.kill()
+            raise RuntimeError("service did not start:\n" + "\n".join(self.log))
+        # Keep the same port across restarts.
+        self.listen = self.address
+        return self.address
+
+    def kill(self) -> None:
+        """SIGKILL: no shutdown code runs."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGKILL)
+            self.process.wait()
+
+    def terminate(self, timeout: float = 15.0) -> int:
+        assert self.process is not None
+        self.process.send_signal(signal.SIGTERM)
+        return self.process.wait(timeout)

@@ -1,0 +1,57 @@
+"""Consume a WatchTurn stream as a browser would: a reset clears the view."""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass, field
+
+from grpc import aio
+
+from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
+
+
+@dataclass
+class Watcher:
+    """Applies WatchTurn frames in a background task and records them."""
+
+    frames: list[turns_pb2.WatchTurnResponse] = field(default_factory=list)
+    shown: list[tuple[int, str, str]] = field(default_factory=list)
+    resets: int = 0
+    task: asyncio.Task[None] | None = None
+    _changed: asyncio.Event = field(default_factory=asyncio.Event)
+
+    def start(self, stub: turns_pb2_grpc.TurnServiceStub, turn_id: str, after_seq: int = 0) -> None:
+        self.task = asyncio.create_task(self._run(stub, turn_id, after_seq))
+
+    async def _run(
+        self, stub: turns_pb2_grpc.TurnServiceStub, turn_id: str, after_seq: int
+    ) -> None:
+        call = stub.WatchTurn(turns_pb2.WatchTurnRequest(turn_id=turn_id, after_seq=after_seq))
+        async for frame in call:
+            self.frames.append(frame)
+            if frame.HasField("reset"):
+                self.resets += 1
+                self.shown.clear()
+            else:
+                e = frame.event
+                self.shown.append((e.seq, e.type, e.data_json))
+            self._changed.set()
+
+    async def wait_for(self, predicate: object, timeout: float = 10.0) -> None:
+        async def loop() -> None:
+            while not predicate():  # type: ignore[operator]
+                self._changed.clear()
+                await self._changed.wait()
+
+        await asyncio.wait_for(loop(), timeout)
+
+    async def finished(self, timeout: float = 10.0) -> None:
+        assert self.task is not None
+        await asyncio.wait_for(self.task, timeout)
+
+
+def seqs(shown: list[tuple[int, str, str]]) -> list[int]:
+    return [s for s, _, _ in shown]
+
+
+__all__ = ["Watcher", "aio", "seqs"]

@@ -1,0 +1,115 @@
+"""JSON at the bridge's edges: protobuf ``Value`` in and out, and graph objects
+(messages, pydantic models, interrupts ...) made into plain JSON for events."""
+
+from __future__ import annotations
+
+import base64
+import dataclasses
+import json
+import math
+from collections.abc import Mapping
+from typing import Any
+
+from google.protobuf import json_format, struct_pb2
+from langchain_core.messages import BaseMessage
+from pydantic import BaseModel
+
+
+def value_to_py(value: struct_pb2.Value) -> Any:
+    """A ``google.protobuf.Value`` as Python JSON data.
+
+    Value keeps every number as a double, so ``3`` comes back as ``3.0``; integral
+    numbers are made ints again, so that a turn's input reads the same whether it
+    came from the request or from the journal (a JSON reader cannot tell them apart
+    anyway)."""
+    if value.WhichOneof("kind") is None:
+        return None
+    return _ints(json_format.MessageToDict(value))
+
+
+def py_to_value(obj: Any) -> struct_pb2.Value:
+    """Python JSON data (as from ``json.loads``) as a ``google.protobuf.Value``."""
+    value = struct_pb2.Value()
+    json_format.ParseDict(obj, value)
+    return value
+
+
+def _ints(obj: Any) -> Any:
+    if isinstance(obj, float) and obj.is_integer() and abs(obj) < 2**53:
+        return int(obj)
+    if isinstance(obj, dict):
+        return {k: _ints(v) for k, v in obj.items()}
+    if isinstance(obj, list):
+        return [_ints(v) for v in obj]
+    return obj
+
+
+def message_to_json(message: BaseMessage) -> dict[str, Any]:
+    """The parts of a chat message a reader of the event stream needs."""
+    out: dict[str, Any] = {"type": message.type, "content": to_jsonable(message.content)}
+    if message.id is not None:
+        out["id"] = message.id
+    if message.name is not None:
+        out["name"] = message.name
+    for attr in ("tool_calls", "tool_call_id", "status"):
+        extra = getattr(message, attr, None)
+        if extra:
+            out[attr] = to_jsonable(extra)
+    return out
+
+
+def to_jsonable(obj: Any, _depth: int = 0) -> Any:
+    """Best-effort plain JSON for whatever a graph puts in its state or its stream.
+
+    Messages keep their type, content, id and tool calls; pydantic models and
+    dataclasses become objects; anything else unknown becomes its ``repr``. Never
+    raises: an event must not fail a turn because of how it is displayed."""
+    if _depth > 48:
+        return "..."
+    if obj is None or isinstance(obj, bool | int | str):
+        return obj
+    if isinstance(obj, float):
+        return obj if math.isfinite(obj) else str(obj)
+    if isinstance(obj, BaseMessage):
+        return message_to_json(obj)
+    if isinstance(obj, Mapping):
+        return {str(k): to_jsonable(v, _depth + 1) for k, v in obj.items()}
+    if isinstance(obj, list | tuple | set | frozenset):
+        return [to_jsonable(v, _depth + 1) for v in obj]
+    if isinstance(obj, bytes):
+        return {"base64": base64.b64encode(obj).decode()}
+    if isinstance(obj, BaseModel):
+        try:
+            return to_jsonable(obj.model_dump(mode="json"), _depth + 1)
+        except Exception:
+            return repr(obj)
+    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
+        return {
+            f.name: to_jsonable(getattr(obj, f.name), _depth + 1) for f in dataclasses.fields(obj)
+        }
+    # langgraph's Interrupt, Command, Send ... carry their fields as attributes.
+    if hasattr(obj, "__slots__") or hasattr(obj, "__dict__"):
+        fields = {
+            name: getattr(obj, name)
+            for name in _public_attributes(obj)
+            if not callable(getattr(obj, name, None))
+        }
+        if fields:
+            return {"__type__": type(obj).__name__} | {
+                k: to_jsonable(v, _depth + 1) for k, v in fields.items()
+            }
+    return repr(obj)
+
+
+def _public_attributes(obj: Any) -> list[str]:
+    names: list[str] = []
+    for klass in type(obj).__mro__:
+        slots = klass.__dict__.get("__slots__", ())
+        names.extend([slots] if isinstance(slots, str) else list(slots))
+    names.extend(getattr(obj, "__dict__", {}))
+    return [n for n in dict.fromkeys(names) if not n.startswith("_") and hasattr(obj, n)]
+
+
+def dumps(obj: Any) -> str:
+    """Compact JSON text of :func:`to_jsonable` ``(obj)``."""
+    return json.dumps(to_jsonable(obj), separators=(",", ":"), ensure_ascii=False)

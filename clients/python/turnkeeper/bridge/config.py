@@ -1,0 +1,108 @@
+"""The bridge's settings, and how they are read from the environment."""
+
+from __future__ import annotations
+
+import os
+import re
+import socket
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import Any, Final
+
+from turnkeeper.client import ConnectionOptions
+
+# An agent name is a NATS subject token (the service checks the same).
+_AGENT: Final = re.compile(r"^[A-Za-z0-9_-]+$")
+# Replica and incarnation are ids in the journal.
+_ID: Final = re.compile(r"^[A-Za-z0-9._:@/+=-]+$")
+
+
+@dataclass(frozen=True)
+class BridgeConfig:
+    """Where the bridge listens and whom it talks to.
+
+    ``replica`` must stay the same across restarts of the agent process (the
+    container hostname by default): the startup Redrive takes back exactly the
+    turns that ran under this name. ``incarnation`` is new for every config, i.e.
+    every process start.
+    """
+
+    agent: str
+    service: ConnectionOptions = field(default_factory=ConnectionOptions)
+    nats_url: str = "nats://127.0.0.1:4222"
+    subject_prefix: str = "vystak"
+    namespace: str = "default"
+    replica: str = field(default_factory=socket.gethostname)
+    incarnation: str = field(default_factory=lambda: uuid.uuid4().hex)
+    # HOST:PORT of GET /healthz; port 0 picks a free one.
+    health_listen: str = "127.0.0.1:8080"
+    # How long shutdown waits for running turns before leaving them for a re-drive.
+    shutdown_grace: float = 10.0
+
+    def __post_init__(self) -> None:
+        if not _AGENT.match(self.agent):
+            raise ValueError(f"agent {self.agent!r}: letters, digits, '_' and '-' only")
+        for name in ("replica", "incarnation"):
+            if not _ID.match(getattr(self, name)):
+                raise ValueError(
+                    f"{name} {getattr(self, name)!r} has characters the journal refuses"
+                )
+        self.health_address  # noqa: B018  (validates health_listen)
+
+    @property
+    def subject(self) -> str:
+        """``<prefix>.<ns>.agents.<name>.tasks``: where requests for the agent go."""
+        return f"{self.subject_prefix}.{self.namespace}.agents.{self.agent}.tasks"
+
+    @property
+    def queue_group(self) -> str:
+        """``agents.<name>``: each request reaches one replica of the agent."""
+        return f"agents.{self.agent}"
+
+    @property
+    def health_address(self) -> tuple[str, int]:
+        host, sep, port = self.health_listen.rpartition(":")
+        if not sep or not port.isdigit():
+            raise ValueError(f"health_listen {self.health_listen!r} is not HOST:PORT")
+        return host.strip("[]") or "0.0.0.0", int(port)
+
+    @classmethod
+    def from_env(
+        cls, agent: str | None = None, env: Mapping[str, str] | None = None, **overrides: Any
+    ) -> BridgeConfig:
+        """Settings from the environment; keyword arguments win.
+
+        ======================================  ==================================
+        ``TURNKEEPER_AGENT``                    agent name (or the ``agent`` arg)
+        ``TURNKEEPER_ADDRESS``                  the service (``ConnectionOptions``)
+        ``TURNKEEPER_NATS_URL`` / ``NATS_URL``  NATS server
+        ``TURNKEEPER_SUBJECT_PREFIX``           subject prefix (``vystak``)
+        ``TURNKEEPER_NAMESPACE``                subject namespace (``default``)
+        ``TURNKEEPER_REPLICA``                  replica name (the hostname)
+        ``TURNKEEPER_HEALTH_LISTEN``            /healthz address (``127.0.0.1:8080``)
+        ``TURNKEEPER_SHUTDOWN_GRACE``           seconds (``10``)
+        ======================================  ==================================
+        """
+        env = os.environ if env is None else env
+        values: dict[str, Any] = {}
+        name = agent or env.get("TURNKEEPER_AGENT")
+        if not name:
+            raise ValueError("no agent name: pass agent= or set TURNKEEPER_AGENT")
+        values["agent"] = name
+        if env.get("TURNKEEPER_ADDRESS"):
+            values["service"] = ConnectionOptions(target=env["TURNKEEPER_ADDRESS"])
+        nats_url = env.get("TURNKEEPER_NATS_URL") or env.get("NATS_URL")
+        if nats_url:
+            values["nats_url"] = nats_url
+        for key, attr in (
+            ("TURNKEEPER_SUBJECT_PREFIX", "subject_prefix"),
+            ("TURNKEEPER_NAMESPACE", "namespace"),
+            ("TURNKEEPER_REPLICA", "replica"),
+            ("TURNKEEPER_HEALTH_LISTEN", "health_listen"),
+        ):
+            if env.get(key):
+                values[attr] = env[key]
+        if env.get("TURNKEEPER_SHUTDOWN_GRACE"):
+            values["shutdown_grace"] = float(env["TURNKEEPER_SHUTDOWN_GRACE"])
+        return cls(**(values | overrides))

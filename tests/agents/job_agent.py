@@ -1,0 +1,152 @@
+"""A test agent: a small graph hosted by the bridge, run as a real subprocess.
+
+Environment (besides the bridge's own, see BridgeConfig.from_env):
+
+- JOB_GRAPH: ``four-step`` (default), ``poison`` or ``approval``;
+- SIDE_FILE: each node appends what it does here, so a test counts executions;
+- SLOW_STEP: the four-step node that, on attempt 0 only, streams its reply and then
+  waits (SLOW_SECONDS, default 60): the window in which a test kills the agent;
+- WAIT_FOR_GO: when "1", import everything, print ``imported`` and wait for a line
+  on stdin before starting the bridge (a test warms the replacement of an agent it
+  is about to kill; the incarnation begins at the go).
+
+Prints ``ready <healthz url>`` once the bridge serves.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import operator
+import os
+import signal
+import sys
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.language_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+from turnkeeper.bridge import Bridge, BridgeConfig, idempotency_key
+
+
+class Job(TypedDict):
+    job: str
+    results: Annotated[list[str], operator.add]
+
+
+def note(line: str) -> None:
+    """Append a line to the side file, durably: the process may be SIGKILLed next."""
+    path = os.environ.get("SIDE_FILE")
+    if not path:
+        return
+    with open(path, "a") as f:
+        f.write(line + "\n")
+        f.flush()
+        os.fsync(f.fileno())
+
+
+@tool
+def record(entry: str) -> str:
+    """Record an entry in the job's ledger (a side effect that must happen once)."""
+    note(f"ledger {entry} key={idempotency_key()}")
+    return f"recorded {entry}"
+
+
+async def say(text: str) -> str:
+    """A deterministic chat model streaming `text` token by token."""
+    model = GenericFakeChatModel(messages=iter([AIMessage(content=text)]))
+    reply = await model.ainvoke("go")
+    return str(reply.content)
+
+
+def step(i: int) -> Any:
+    async def node(state: Job, config: RunnableConfig) -> dict[str, Any]:
+        attempt = config["configurable"]["attempt"]
+        note(f"start step{i} attempt={attempt}")
+        text = await say(f"step {i} of {state['job']} is done")
+        if i == 3:
+            call = {"name": "record", "args": {"entry": f"step{i}"}, "id": f"call-{i}"}
+            await record.ainvoke({**call, "type": "tool_call"})
+        if os.environ.get("SLOW_STEP") == str(i) and attempt == 0:
+            note(f"waiting in step{i}")
+            await asyncio.sleep(float(os.environ.get("SLOW_SECONDS", "60")))
+        note(f"done step{i}")
+        return {"results": [text]}
+
+    return node
+
+
+def four_step() -> StateGraph[Any, Any, Any, Any]:
+    builder = StateGraph(Job)
+    for i in range(1, 5):
+        builder.add_node(f"step{i}", step(i))
+    builder.add_edge(START, "step1")
+    for i in range(1, 4):
+        builder.add_edge(f"step{i}", f"step{i + 1}")
+    builder.add_edge("step4", END)
+    return builder
+
+
+async def poison_node(state: Job, config: RunnableConfig) -> dict[str, Any]:
+    note(f"poison run attempt={config['configurable']['attempt']}")
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("unreachable")
+
+
+def poison() -> StateGraph[Any, Any, Any, Any]:
+    builder = StateGraph(Job)
+    builder.add_node("step1", step(1))
+    builder.add_node("poison", poison_node)
+    builder.add_edge(START, "step1")
+    builder.add_edge("step1", "poison")
+    builder.add_edge("poison", END)
+    return builder
+
+
+async def approve(state: Job, config: RunnableConfig) -> dict[str, Any]:
+    answer = interrupt({"question": f"approve {state['job']}?"})
+    note(f"approve resumed with {answer!r} attempt={config['configurable']['attempt']}")
+    return {"results": [f"approved={answer}"]}
+
+
+def approval() -> StateGraph[Any, Any, Any, Any]:
+    builder = StateGraph(Job)
+    builder.add_node("step1", step(1))
+    builder.add_node("approve", approve)
+    builder.add_node("step2", step(2))
+    builder.add_edge(START, "step1")
+    builder.add_edge("step1", "approve")
+    builder.add_edge("approve", "step2")
+    builder.add_edge("step2", END)
+    return builder
+
+
+GRAPHS = {"four-step": four_step, "poison": poison, "approval": approval}
+
+
+async def main() -> None:
+    builder = GRAPHS[os.environ.get("JOB_GRAPH", "four-step")]()
+    if os.environ.get("WAIT_FOR_GO") == "1":
+        print("imported", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    bridge = Bridge(builder, BridgeConfig.from_env())
+    async with bridge:
+        await bridge.wait_subscribed()
+        print(f"ready {bridge.health_url}", flush=True)
+        stop = asyncio.Event()
+        loop = asyncio.get_running_loop()
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+        await stop.wait()
+
+
+if __name__ == "__main__":
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    asyncio.run(main())

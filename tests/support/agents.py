@@ -1,0 +1,246 @@
+"""Agents as real subprocesses (tests/agents/job_agent.py), and the two ways a test
+talks to them: JSON-RPC over NATS, and a panel watching a turn over WatchTurn."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import os
+import signal
+import sys
+import uuid
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from nats.aio.client import Client
+from turnkeeper.client import AsyncTurnkeeperClient
+from turnkeeper.v1 import turns_pb2
+
+AGENT_SCRIPT = Path(__file__).resolve().parent.parent / "agents" / "job_agent.py"
+AGENT = "jobs"
+
+
+class Agent:
+    """One agent process. Its stdout and stderr lines are collected in `lines`."""
+
+    def __init__(self, proc: asyncio.subprocess.Process, name: str) -> None:
+        self.proc = proc
+        self.name = name
+        self.lines: list[str] = []
+        self._changed = asyncio.Event()
+        assert proc.stdout is not None and proc.stderr is not None
+        self._readers = [
+            asyncio.create_task(self._read(proc.stdout)),
+            asyncio.create_task(self._read(proc.stderr)),
+        ]
+
+    @classmethod
+    async def spawn(
+        cls,
+        *,
+        service: str,
+        nats_url: str,
+        replica: str,
+        side_file: Path,
+        graph: str = "four-step",
+        slow_step: int | None = None,
+        warm: bool = False,
+        agent: str = AGENT,
+    ) -> Agent:
+        env = {
+            **os.environ,
+            "TURNKEEPER_ADDRESS": service,
+            "NATS_URL": nats_url,
+            "TURNKEEPER_AGENT": agent,
+            "TURNKEEPER_REPLICA": replica,
+            "TURNKEEPER_HEALTH_LISTEN": "127.0.0.1:0",
+            "SIDE_FILE": str(side_file),
+            "JOB_GRAPH": graph,
+            "WAIT_FOR_GO": "1" if warm else "0",
+            "PYTHONUNBUFFERED": "1",
+        }
+        env.pop("SLOW_STEP", None)
+        if slow_step is not None:
+            env["SLOW_STEP"] = str(slow_step)
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            str(AGENT_SCRIPT),
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+        )
+        return cls(proc, replica)
+
+    async def _read(self, stream: asyncio.StreamReader) -> None:
+        async for raw in stream:
+            self.lines.append(raw.decode(errors="replace").rstrip("\n"))
+            self._changed.set()
+        self._changed.set()
+
+    async def wait_line(self, predicate: Callable[[str], bool], timeout: float = 60) -> str:
+        async def loop() -> str:
+            seen = 0
+            while True:
+                for line in self.lines[seen:]:
+                    if predicate(line):
+                        return line
+                seen = len(self.lines)
+                if self.proc.returncode is not None and all(r.done() for r in self._readers):
+                    raise AssertionError(f"agent {self.name} exited: {self.output()}")
+                self._changed.clear()
+                await self._changed.wait()
+
+        try:
+            return await asyncio.wait_for(loop(), timeout)
+        except TimeoutError:
+            raise AssertionError(
+                f"agent {self.name}: no such line; output:\n{self.output()}"
+            ) from None
+
+    async def go(self) -> None:
+        """Start the bridge of a warm agent (spawned with warm=True)."""
+        await self.wait_line(lambda line: line == "imported")
+        assert self.proc.stdin is not None
+        self.proc.stdin.write(b"go\n")
+        await self.proc.stdin.drain()
+
+    async def ready(self, timeout: float = 60) -> None:
+        await self.wait_line(lambda line: line.startswith("ready "), timeout)
+
+    def output(self) -> str:
+        return "\n".join(self.lines[-60:])
+
+    def signal(self, sig: signal.Signals) -> None:
+        if self.proc.returncode is None:
+            self.proc.send_signal(sig)
+
+    async def kill(self) -> None:
+        """SIGKILL: no goodbye, no flush, no shutdown."""
+        self.signal(signal.SIGKILL)
+        await self.wait_exit()
+
+    async def wait_exit(self, timeout: float = 60) -> int:
+        rc = await asyncio.wait_for(self.proc.wait(), timeout)
+        await asyncio.gather(*self._readers, return_exceptions=True)
+        return rc
+
+    async def close(self) -> None:
+        if self.proc.returncode is None:
+            self.signal(signal.SIGCONT)
+            self.signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(self.proc.wait(), 10)
+            except TimeoutError:
+                self.signal(signal.SIGKILL)
+        await self.wait_exit()
+
+
+@dataclass
+class Agents:
+    """Spawns agents against one service and NATS; kills whatever is left at the end."""
+
+    service: str
+    nats_url: str
+    side_file: Path
+    spawned: list[Agent] = field(default_factory=list)
+
+    async def spawn(self, replica: str = "r1", **kwargs: Any) -> Agent:
+        agent = await Agent.spawn(
+            service=self.service,
+            nats_url=self.nats_url,
+            replica=replica,
+            side_file=self.side_file,
+            **kwargs,
+        )
+        self.spawned.append(agent)
+        return agent
+
+    async def start(self, replica: str = "r1", **kwargs: Any) -> Agent:
+        agent = await self.spawn(replica, **kwargs)
+        await agent.ready()
+        return agent
+
+    def side(self) -> list[str]:
+        return self.side_file.read_text().splitlines() if self.side_file.exists() else []
+
+    async def close(self) -> None:
+        await asyncio.gather(*(a.close() for a in self.spawned), return_exceptions=True)
+
+
+async def rpc(
+    nc: Client, method: str, params: dict[str, Any], *, agent: str = AGENT, timeout: float = 20
+) -> dict[str, Any]:
+    """One JSON-RPC request to the agent's subject; the whole reply envelope."""
+    request_id = uuid.uuid4().hex
+    envelope = {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "method": method,
+        "params": params,
+        "metadata": {},
+    }
+    msg = await nc.request(
+        f"vystak.default.agents.{agent}.tasks", json.dumps(envelope).encode(), timeout=timeout
+    )
+    reply: dict[str, Any] = json.loads(msg.data)
+    assert reply["id"] == request_id, reply
+    return reply
+
+
+async def result(nc: Client, method: str, params: dict[str, Any], **kwargs: Any) -> Any:
+    reply = await rpc(nc, method, params, **kwargs)
+    assert "result" in reply, reply
+    return reply["result"]
+
+
+@dataclass
+class Panel:
+    """What a browser watching a turn shows: WatchTurn frames applied as they come
+    (a reset clears the list, an event appends to it)."""
+
+    shown: list[tuple[int, str, Any]] = field(default_factory=list)
+    resets: list[turns_pb2.Reset] = field(default_factory=list)
+    frames: int = 0
+    task: asyncio.Task[None] | None = None
+
+    async def _watch(self, client: AsyncTurnkeeperClient, turn_id: str) -> None:
+        request = turns_pb2.WatchTurnRequest(turn_id=turn_id)
+        async for frame in client.watch_turn(request):
+            self.frames += 1
+            if frame.HasField("reset"):
+                self.resets.append(frame.reset)
+                self.shown.clear()
+            else:
+                e = frame.event
+                self.shown.append((e.seq, e.type, json.loads(e.data_json)))
+
+    def start(self, client: AsyncTurnkeeperClient, turn_id: str) -> None:
+        self.task = asyncio.create_task(self._watch(client, turn_id))
+
+    async def ended(self, timeout: float = 60) -> list[tuple[int, str, Any]]:
+        assert self.task is not None
+        await asyncio.wait_for(asyncio.shield(self.task), timeout)
+        return self.shown
+
+
+async def all_events(client: AsyncTurnkeeperClient, turn_id: str) -> list[turns_pb2.Event]:
+    response = await client.list_events(turns_pb2.ListEventsRequest(turn_id=turn_id))
+    return list(response.events)
+
+
+def shape(events: list[turns_pb2.Event]) -> list[tuple[int, str, Any]]:
+    """(seq, type, data) of each event: what a reader sees, without the attempt."""
+    return [(e.seq, e.type, json.loads(e.data_json)) for e in events]
+
+
+@contextlib.asynccontextmanager
+async def agents_for(service: str, nats_url: str, side_file: Path) -> AsyncIterator[Agents]:
+    agents = Agents(service, nats_url, side_file)
+    try:
+        yield agents
+    finally:
+        await agents.close()

@@ -1,0 +1,1 @@
+"""turnkeeper's benchmark suite: `python -m bench` writes docs/benchmarks.md."""

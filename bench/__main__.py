@@ -1,0 +1,87 @@
+"""`python -m bench`: run every benchmark and write docs/benchmarks.md.
+
+python -m bench                  # full size, the published figures
+python -m bench --smoke          # a few seconds: what CI runs
+python -m bench --only saver     # some of them
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import sys
+import time
+import traceback
+from collections.abc import Callable
+from pathlib import Path
+
+from bench import engines, ingest, memory, recovery, redrive, report, saver, status
+from bench.common import FULL, SMOKE, Section, Size
+
+BENCHMARKS: dict[str, Callable[[Size], Section]] = {
+    "status": status.run,
+    "ingest": ingest.run,
+    "redrive": redrive.run,
+    "memory": memory.run,
+    "saver": saver.run,
+    "engines": engines.run,
+    "recovery": recovery.run,
+}
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m bench", description=__doc__.splitlines()[0])
+    parser.add_argument("--smoke", action="store_true", help="tiny sizes: checks the suite runs")
+    parser.add_argument(
+        "--only", nargs="+", choices=list(BENCHMARKS), help="run only these benchmarks"
+    )
+    parser.add_argument(
+        "--out",
+        type=Path,
+        default=report.REPO / "docs" / "benchmarks.md",
+        help="the Markdown report (default docs/benchmarks.md)",
+    )
+    parser.add_argument("--json", type=Path, help="also write the raw figures as JSON here")
+    args = parser.parse_args(argv)
+    logging.basicConfig(level=logging.WARNING)
+
+    size = SMOKE if args.smoke else FULL
+    names = args.only or list(BENCHMARKS)
+    machine = report.machine()
+    started = time.perf_counter()
+    sections: list[Section] = []
+    failed = False
+    for name in names:
+        print(f"bench: {name} ...", file=sys.stderr, flush=True)
+        t0 = time.perf_counter()
+        try:
+            section = BENCHMARKS[name](size)
+        except Exception as exc:
+            failed = True
+            traceback.print_exc()
+            section = Section(key=name, title=name, method="", skipped=f"failed: {exc!r}")
+        sections.append(section)
+        print(f"bench: {name} done in {time.perf_counter() - t0:.1f} s", file=sys.stderr)
+        for row in section.rows:
+            print(f"  {row.what}: {row.value} | {row.baseline} | {row.ratio} | {row.verdict}")
+    command = "python -m bench" + (" --smoke" if args.smoke else "")
+    if args.only:
+        command += " --only " + " ".join(args.only)
+    text = report.render(
+        sections,
+        size,
+        machine,
+        report.packages(engines.extra_versions()),
+        command,
+        time.perf_counter() - started,
+    )
+    args.out.parent.mkdir(parents=True, exist_ok=True)
+    args.out.write_text(text, encoding="utf-8")
+    if args.json:
+        args.json.write_text(report.to_json(sections, size), encoding="utf-8")
+    print(f"bench: wrote {args.out}", file=sys.stderr)
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

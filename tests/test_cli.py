@@ -425,3 +425,31 @@ def test_serve_flags_still_parse() -> None:
         True,
         "json",
     )
+
+
+async def test_serve_as_the_container_runs_it(tmp_path: Path) -> None:
+    """`turnkeeper serve` in a process of its own: JSON logs, health from another
+    process, and SIGTERM (what `docker stop` sends) ends it cleanly."""
+    proc = await asyncio.create_subprocess_exec(
+        str(CONSOLE_SCRIPT),
+        *("serve", "--listen", "127.0.0.1:0", "--data-dir", str(tmp_path), "--no-nats"),
+        *("--metrics-listen", "127.0.0.1:0", "--log-format", "json"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None and proc.stderr is not None
+    try:
+        first = await asyncio.wait_for(proc.stdout.readline(), 60)
+        address = first.decode().split()[-1]
+        assert first.decode().startswith("turnkeeper listening on 127.0.0.1:")
+        assert await run_script("health", "--address", address) == (0, "SERVING\n", "")
+    finally:
+        proc.terminate()
+        _, err = await asyncio.wait_for(proc.communicate(), 30)
+    assert proc.returncode == 0
+    # Only Python's logging is JSON; grpc's C core may write a plain line of its own.
+    lines = [json.loads(line) for line in err.decode().splitlines() if line.startswith("{")]
+    assert {"ts", "level", "logger", "msg"} <= set(lines[0])
+    messages = [line["msg"] for line in lines]
+    assert any(m.startswith("metrics on http://127.0.0.1:") for m in messages)
+    assert messages[-1] == "turnkeeper stopped"

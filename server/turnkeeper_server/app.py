@@ -113,6 +113,7 @@ class TurnkeeperServer:
             )
             self._metrics_http = http
             self.metrics_port = http.server_port
+            log.info("metrics on http://%s:%d/metrics", host or "0.0.0.0", self.metrics_port)
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info(

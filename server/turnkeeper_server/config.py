@@ -47,6 +47,16 @@ class Settings:
     metrics_listen: str | None = None
     shutdown_grace: float = 5.0
     limits: Limits = field(default_factory=lambda: DEFAULT_LIMITS)
+    # Transport security (security.py): PEM files. A client CA turns on mutual TLS.
+    tls_cert: Path | None = None
+    tls_key: Path | None = None
+    tls_client_ca: Path | None = None
+    # Bearer-token hashes and roles (auth.py); None: authentication is off.
+    tokens_file: Path | None = None
+    # Serve a non-loopback address without TLS and authentication anyway (logged).
+    insecure: bool = False
+    # Server reflection (grpcurl list/describe); with tokens on it needs a token.
+    reflection: bool = True
 
 
 def _writable_dir(path: Path) -> bool:

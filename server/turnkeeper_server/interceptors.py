@@ -16,10 +16,31 @@ from typing import Any
 import grpc
 from grpc import aio
 
-from turnkeeper_server.errors import TurnkeeperError, status_for
+from turnkeeper_server.errors import InvalidArgument, TurnkeeperError, status_for
 from turnkeeper_server.metrics import Metrics
 
 log = logging.getLogger(__name__)
+
+
+class _Malformed:
+    """What a request that does not parse becomes; the handler answers INVALID_ARGUMENT
+    (grpc itself would answer UNKNOWN, and only after logging a traceback)."""
+
+    def __init__(self, exc: Exception) -> None:
+        self.message = f"the request is not a valid protobuf message: {exc}"
+
+
+def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], Any] | None:
+    if deserializer is None:
+        return None
+
+    def parse(raw: bytes) -> Any:
+        try:
+            return deserializer(raw)
+        except Exception as exc:
+            return _Malformed(exc)
+
+    return parse
 
 
 class ErrorsAndMetrics(aio.ServerInterceptor):
@@ -38,12 +59,26 @@ class ErrorsAndMetrics(aio.ServerInterceptor):
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 self._unary(method, handler.unary_unary),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         if handler.unary_stream is not None:
             return grpc.unary_stream_rpc_method_handler(
                 self._stream(method, handler.unary_stream),
+                request_deserializer=_tolerant(handler.request_deserializer),
+                response_serializer=handler.response_serializer,
+            )
+        # Request streams (server reflection): mapped and counted too; their
+        # messages are parsed as they arrive, so they keep grpc's own parsing.
+        if handler.stream_unary is not None:
+            return grpc.stream_unary_rpc_method_handler(
+                self._unary(method, handler.stream_unary),
+                request_deserializer=handler.request_deserializer,
+                response_serializer=handler.response_serializer,
+            )
+        if handler.stream_stream is not None:
+            return grpc.stream_stream_rpc_method_handler(
+                self._stream(method, handler.stream_stream),
                 request_deserializer=handler.request_deserializer,
                 response_serializer=handler.response_serializer,
             )
@@ -70,6 +105,8 @@ class ErrorsAndMetrics(aio.ServerInterceptor):
             started = time.perf_counter()
             code = grpc.StatusCode.OK
             try:
+                if isinstance(request, _Malformed):
+                    raise InvalidArgument(request.message)
                 return await inner(request, context)
             except aio.AbortError:
                 code = context.code() or grpc.StatusCode.UNKNOWN
@@ -89,6 +126,8 @@ class ErrorsAndMetrics(aio.ServerInterceptor):
             started = time.perf_counter()
             code = grpc.StatusCode.OK
             try:
+                if isinstance(request, _Malformed):
+                    raise InvalidArgument(request.message)
                 async for response in inner(request, context):
                     yield response
             except aio.AbortError:

@@ -146,6 +146,14 @@ def latest_boundary(conn: sqlite3.Connection, turn_id: str) -> tuple[str, int]:
     return (row[0], row[1]) if row else ("", 0)
 
 
+def thread_agents(conn: sqlite3.Connection, thread_id: str) -> set[str]:
+    """The agents with turns on a thread (who the thread belongs to, for auth.py)."""
+    rows = conn.execute(
+        "SELECT DISTINCT agent FROM main.turns WHERE thread_id = ?", (thread_id,)
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
 def list_turns(
     conn: sqlite3.Connection,
     *,

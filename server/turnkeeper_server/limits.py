@@ -1,13 +1,21 @@
-"""Request validation: ids, sizes and counts, each refusal naming its limit."""
+"""Request validation: ids, sizes and counts, each refusal naming its limit.
+
+Every limit is a field of `Limits` (Settings.limits). A request over a size or
+count limit is INVALID_ARGUMENT; a client over a quota of open resources (WatchTurn
+streams) is RESOURCE_EXHAUSTED. Each message names the limit it hit.
+"""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import re
+from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from turnkeeper_server.errors import InvalidArgument
+from turnkeeper_server.errors import InvalidArgument, ResourceExhausted
 
 # Printable ASCII without spaces: safe in NATS subjects' payloads, logs and URLs.
 _ID = re.compile(r"^[A-Za-z0-9._:@/+=-]+$")
@@ -27,6 +35,25 @@ class Limits:
     max_writes_per_call: int = 1000
     max_page_size: int = 1000
     max_error_bytes: int = 16 << 10
+    # All events of one AppendEvents, ParkTurn or FinishTurn together.
+    max_batch_bytes: int = 8 << 20
+    # ListCheckpoints' metadata filter.
+    max_filter_bytes: int = 64 << 10
+    # Short strings that are not ids: event types, serializer type tags, channels.
+    max_name_length: int = 256
+    # gRPC's own cap on one message, both directions (app.py sets it on the server).
+    # It must leave headroom over the largest checkpoint the limits accept.
+    max_message_bytes: int = 64 << 20
+    # Open WatchTurn streams per client: per token when authentication is on, else
+    # per peer address. Past it: RESOURCE_EXHAUSTED.
+    max_watch_streams_per_client: int = 256
+
+    def __post_init__(self) -> None:
+        if self.max_message_bytes <= self.max_checkpoint_bytes:
+            raise ValueError(
+                "max_message_bytes must be larger than max_checkpoint_bytes, "
+                "or a checkpoint the limits accept could never arrive"
+            )
 
 
 DEFAULT_LIMITS = Limits()
@@ -75,12 +102,25 @@ def check_depth(name: str, value: Any, limit: int) -> None:
             stack.extend((v, depth + 1) for v in item)
 
 
-def check_json_text(name: str, text: str, limit: int) -> None:
+def _no_constant(token: str) -> Any:
+    raise ValueError(f"{token} is not JSON (RFC 8259 has no NaN or Infinity)")
+
+
+def check_json_text(
+    name: str, text: str, limit: int, max_depth: int = DEFAULT_LIMITS.max_json_depth
+) -> Any:
+    """Refuse text over `limit` bytes, that is not strict JSON, or nested deeper than
+    `max_depth`; returns the parsed value."""
     check_size(name, len(text.encode()), limit)
     try:
-        json.loads(text)
+        value = json.loads(text, parse_constant=_no_constant)
+    except RecursionError:
+        # The parser's own recursion guard: far deeper than any depth limit.
+        raise InvalidArgument(f"{name} is nested deeper than {max_depth} levels") from None
     except ValueError as exc:
         raise InvalidArgument(f"{name} is not valid JSON: {exc}") from None
+    check_depth(name, value, max_depth)
+    return value
 
 
 def page_size(requested: int, default: int, limits: Limits = DEFAULT_LIMITS) -> int:
@@ -89,3 +129,41 @@ def page_size(requested: int, default: int, limits: Limits = DEFAULT_LIMITS) -> 
     if requested > limits.max_page_size:
         raise InvalidArgument(f"page_size {requested} is over the limit of {limits.max_page_size}")
     return requested or default
+
+
+def check_length(name: str, value: str, limit: int) -> str:
+    if len(value) > limit:
+        raise InvalidArgument(f"{name} is {len(value)} characters; the limit is {limit}")
+    return value
+
+
+class StreamQuota:
+    """Open streams per client key; past `limit`, RESOURCE_EXHAUSTED.
+
+    Used on the event loop only (no lock needed): `hold` is entered and left by
+    the RPC's own task.
+    """
+
+    def __init__(self, what: str, limit: int, setting: str) -> None:
+        self.what = what
+        self.limit = limit
+        self.setting = setting
+        self._open: Counter[str] = Counter()
+
+    def open(self, key: str) -> int:
+        return self._open[key]
+
+    @contextlib.contextmanager
+    def hold(self, key: str) -> Iterator[None]:
+        if self._open[key] >= self.limit:
+            raise ResourceExhausted(
+                f"{self._open[key]} {self.what} already open for this client; "
+                f"the limit is {self.limit} ({self.setting})"
+            )
+        self._open[key] += 1
+        try:
+            yield
+        finally:
+            self._open[key] -= 1
+            if not self._open[key]:
+                del self._open[key]

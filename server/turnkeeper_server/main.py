@@ -13,6 +13,7 @@ from turnkeeper_server import logs
 from turnkeeper_server.app import create_server
 from turnkeeper_server.config import Settings, resolve_paths
 from turnkeeper_server.embedded_nats import EmbeddedNats
+from turnkeeper_server.security import InsecureListen
 
 log = logging.getLogger("turnkeeper")
 
@@ -59,6 +60,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-redrives", type=int, default=3, help="re-drives before an orphaned turn is FAILED"
     )
+    add_security_arguments(parser)
     parser.add_argument(
         "--metrics-listen",
         default=env("TURNKEEPER_METRICS_LISTEN"),
@@ -74,6 +76,59 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+def _path(value: str | None) -> Path | None:
+    return Path(value) if value else None
+
+
+def _flag(value: str | None) -> bool:
+    return (value or "").strip().lower() in ("1", "true", "yes", "on")
+
+
+def add_security_arguments(parser: argparse.ArgumentParser) -> None:
+    """TLS, tokens and the exposed-port rule (security.py, auth.py)."""
+    env = os.environ.get
+    parser.add_argument(
+        "--tls-cert",
+        type=Path,
+        default=_path(env("TURNKEEPER_TLS_CERT")),
+        help="server certificate chain, PEM (env TURNKEEPER_TLS_CERT)",
+    )
+    parser.add_argument(
+        "--tls-key",
+        type=Path,
+        default=_path(env("TURNKEEPER_TLS_KEY")),
+        help="server private key, PEM (env TURNKEEPER_TLS_KEY)",
+    )
+    parser.add_argument(
+        "--tls-client-ca",
+        type=Path,
+        default=_path(env("TURNKEEPER_TLS_CLIENT_CA")),
+        help="CA that signs client certificates: turns on mutual TLS "
+        "(env TURNKEEPER_TLS_CLIENT_CA)",
+    )
+    parser.add_argument(
+        "--tokens-file",
+        type=Path,
+        default=_path(env("TURNKEEPER_TOKENS_FILE")),
+        help="bearer-token hashes and roles, JSON lines; without it authentication is off "
+        "(env TURNKEEPER_TOKENS_FILE; make entries with python -m turnkeeper_server.auth)",
+    )
+    parser.add_argument(
+        "--insecure",
+        action="store_true",
+        default=_flag(env("TURNKEEPER_INSECURE")),
+        help="listen on a non-loopback address without TLS and authentication anyway "
+        "(env TURNKEEPER_INSECURE=1); logged as a warning at every start",
+    )
+    parser.add_argument(
+        "--no-reflection",
+        dest="reflection",
+        action="store_false",
+        default=env("TURNKEEPER_REFLECTION", "1") != "0",
+        help="turn server reflection off (env TURNKEEPER_REFLECTION=0)",
+    )
+
+
 def settings_from_args(args: argparse.Namespace, nats_url: str | None) -> Settings:
     turns_path, sessions_path = resolve_paths(args.data_dir)
     return Settings(
@@ -86,6 +141,12 @@ def settings_from_args(args: argparse.Namespace, nats_url: str | None) -> Settin
         lease_seconds=args.lease_seconds,
         max_redrives=args.max_redrives,
         metrics_listen=args.metrics_listen,
+        tls_cert=args.tls_cert,
+        tls_key=args.tls_key,
+        tls_client_ca=args.tls_client_ca,
+        tokens_file=args.tokens_file,
+        insecure=args.insecure,
+        reflection=args.reflection,
     )
 
 
@@ -98,7 +159,12 @@ async def serve(args: argparse.Namespace) -> int:
         log.info("started a bundled nats-server at %s (pass --nats-url to use yours)", nats_url)
     server = None
     try:
-        server = await create_server(settings_from_args(args, nats_url))
+        try:
+            server = await create_server(settings_from_args(args, nats_url))
+        except (InsecureListen, ValueError) as exc:
+            # Configuration, not a crash: say what is wrong without a traceback.
+            log.error("%s", exc)
+            return 2
         stop = asyncio.Event()
         loop = asyncio.get_running_loop()
         # SIGTERM is what `docker stop` and Kubernetes send; SIGINT is Ctrl-C.

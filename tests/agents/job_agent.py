@@ -4,8 +4,9 @@ Environment (besides the bridge's own, see BridgeConfig.from_env):
 
 - JOB_GRAPH: ``four-step`` (default), ``poison`` or ``approval``;
 - SIDE_FILE: each node appends what it does here, so a test counts executions;
-- SLOW_STEP: the four-step node that, on attempt 0 only, streams its reply and then
-  waits (SLOW_SECONDS, default 60): the window in which a test kills the agent;
+- SLOW_STEP: the four-step node that, on attempt SLOW_ATTEMPT only (default 0),
+  streams its reply and then waits until SIGUSR1 (or SLOW_SECONDS, default 60):
+  the window in which a test kills or freezes the agent;
 - WAIT_FOR_GO: when "1", import everything, print ``imported`` and wait for a line
   on stdin before starting the bridge (a test warms the replacement of an agent it
   is about to kill; the incarnation begins at the go).
@@ -16,6 +17,7 @@ Prints ``ready <healthz url>`` once the bridge serves.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import operator
 import os
@@ -30,6 +32,9 @@ from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 from turnkeeper.bridge import Bridge, BridgeConfig, idempotency_key
+
+# Set by SIGUSR1: ends the wait of the slow step.
+RELEASE = asyncio.Event()
 
 
 class Job(TypedDict):
@@ -70,9 +75,11 @@ def step(i: int) -> Any:
         if i == 3:
             call = {"name": "record", "args": {"entry": f"step{i}"}, "id": f"call-{i}"}
             await record.ainvoke({**call, "type": "tool_call"})
-        if os.environ.get("SLOW_STEP") == str(i) and attempt == 0:
+        slow = os.environ.get("SLOW_STEP") == str(i)
+        if slow and attempt == int(os.environ.get("SLOW_ATTEMPT", "0")):
             note(f"waiting in step{i}")
-            await asyncio.sleep(float(os.environ.get("SLOW_SECONDS", "60")))
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(RELEASE.wait(), float(os.environ.get("SLOW_SECONDS", "60")))
         note(f"done step{i}")
         return {"results": [text]}
 
@@ -129,18 +136,19 @@ GRAPHS = {"four-step": four_step, "poison": poison, "approval": approval}
 
 async def main() -> None:
     builder = GRAPHS[os.environ.get("JOB_GRAPH", "four-step")]()
+    asyncio.get_running_loop().add_signal_handler(signal.SIGUSR1, RELEASE.set)
     if os.environ.get("WAIT_FOR_GO") == "1":
         print("imported", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
     bridge = Bridge(builder, BridgeConfig.from_env())
-    async with bridge:
+
+    async def announce() -> None:
         await bridge.wait_subscribed()
         print(f"ready {bridge.health_url}", flush=True)
-        stop = asyncio.Event()
-        loop = asyncio.get_running_loop()
-        for sig in (signal.SIGTERM, signal.SIGINT):
-            loop.add_signal_handler(sig, stop.set)
-        await stop.wait()
+
+    announcing = asyncio.create_task(announce())
+    await bridge.run()  # until SIGTERM
+    announcing.cancel()
 
 
 if __name__ == "__main__":

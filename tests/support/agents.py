@@ -47,6 +47,7 @@ class Agent:
         side_file: Path,
         graph: str = "four-step",
         slow_step: int | None = None,
+        slow_attempt: int = 0,
         warm: bool = False,
         agent: str = AGENT,
     ) -> Agent:
@@ -61,6 +62,7 @@ class Agent:
             "JOB_GRAPH": graph,
             "WAIT_FOR_GO": "1" if warm else "0",
             "PYTHONUNBUFFERED": "1",
+            "SLOW_ATTEMPT": str(slow_attempt),
         }
         env.pop("SLOW_STEP", None)
         if slow_step is not None:

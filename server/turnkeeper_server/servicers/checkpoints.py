@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc
 
+from turnkeeper_server import auth, journal
 from turnkeeper_server import checkpoints as store
 from turnkeeper_server import limits as lim
 from turnkeeper_server.db import Database, Reader, Tx
@@ -29,6 +30,15 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
     def _thread(self, thread_id: str) -> str:
         return lim.check_id("thread_id", thread_id, self.limits)
 
+    def _own_thread(self, thread_id: str) -> None:
+        """An agent token uses its own agent's threads only (auth.py)."""
+        auth.require_thread(
+            thread_id, lambda: journal.thread_agents(Reader(self.db).conn, thread_id)
+        )
+
+    def _name(self, name: str, value: str) -> str:
+        return lim.check_length(name, value, self.limits.max_name_length)
+
     def _ns(self, ns: str) -> str:
         if len(ns) > MAX_NS:
             raise InvalidArgument(f"checkpoint_ns is {len(ns)} characters; the limit is {MAX_NS}")
@@ -39,17 +49,19 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
             return None
         if fence.attempt < 0:
             raise InvalidArgument("fence.attempt must not be negative")
-        return store.Fence(lim.check_id("fence.turn_id", fence.turn_id, self.limits), fence.attempt)
+        turn_id = lim.check_id("fence.turn_id", fence.turn_id, self.limits)
+        # Another agent's turn is not found, not "on another thread" (which would leak).
+        auth.require_turn(turn_id, lambda: journal.load_turn(Reader(self.db).conn, turn_id))
+        return store.Fence(turn_id, fence.attempt)
 
     async def GetCheckpoint(
         self, request: checkpoints_pb2.GetCheckpointRequest, context: Ctx
     ) -> checkpoints_pb2.GetCheckpointResponse:
-        row = store.get(
-            Reader(self.db).conn,
-            self._thread(request.thread_id),
-            self._ns(request.checkpoint_ns),
-            lim.check_optional_id("checkpoint_id", request.checkpoint_id, self.limits),
-        )
+        thread_id = self._thread(request.thread_id)
+        ns = self._ns(request.checkpoint_ns)
+        checkpoint_id = lim.check_optional_id("checkpoint_id", request.checkpoint_id, self.limits)
+        self._own_thread(thread_id)
+        row = store.get(Reader(self.db).conn, thread_id, ns, checkpoint_id)
         if row is None:
             return checkpoints_pb2.GetCheckpointResponse(found=False)
         return checkpoints_pb2.GetCheckpointResponse(found=True, checkpoint=_tuple(row))
@@ -59,9 +71,18 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
     ) -> AsyncIterator[checkpoints_pb2.ListCheckpointsResponse]:
         if request.limit < 0:
             raise InvalidArgument("limit must not be negative")
+        thread_id = lim.check_optional_id("thread_id", request.thread_id, self.limits)
+        if request.filter_json:
+            lim.check_json_text(
+                "filter_json",
+                request.filter_json,
+                self.limits.max_filter_bytes,
+                self.limits.max_json_depth,
+            )
+        self._own_thread(thread_id)
         rows = store.list_(
             Reader(self.db).conn,
-            thread_id=lim.check_optional_id("thread_id", request.thread_id, self.limits),
+            thread_id=thread_id,
             checkpoint_ns=self._ns(request.checkpoint_ns)
             if request.HasField("checkpoint_ns")
             else None,
@@ -86,11 +107,16 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         parent = lim.check_optional_id(
             "parent_checkpoint_id", request.parent_checkpoint_id, self.limits
         )
+        self._name("checkpoint.type", request.checkpoint.type)
         size = len(request.checkpoint.data) + len(request.metadata_json)
         lim.check_size("checkpoint", size, self.limits.max_checkpoint_bytes)
         lim.check_json_text(
-            "metadata_json", request.metadata_json or "{}", self.limits.max_checkpoint_bytes
+            "metadata_json",
+            request.metadata_json or "{}",
+            self.limits.max_checkpoint_bytes,
+            self.limits.max_json_depth,
         )
+        self._own_thread(thread_id)
         fence = self._fence(request.fence, request.HasField("fence"))
 
         def put(tx: Tx) -> None:
@@ -122,6 +148,8 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         checkpoint_id = lim.check_id("checkpoint_id", request.checkpoint_id, self.limits)
         if not request.task_id:
             raise InvalidArgument("task_id is required")
+        lim.check_length("task_id", request.task_id, self.limits.max_id_length)
+        lim.check_length("task_path", request.task_path, MAX_NS)
         if len(request.writes) > self.limits.max_writes_per_call:
             raise InvalidArgument(
                 f"{len(request.writes)} writes in one call; the limit is {self.limits.max_writes_per_call}"
@@ -132,7 +160,10 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         for w in request.writes:
             if not w.channel:
                 raise InvalidArgument("every write needs a channel")
+            self._name("write channel", w.channel)
+            self._name("write value.type", w.value.type)
             writes.append((w.idx, w.channel, w.value.type, w.value.data))
+        self._own_thread(thread_id)
         fence = self._fence(request.fence, request.HasField("fence"))
 
         def put_writes(tx: Tx) -> None:
@@ -156,6 +187,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         self, request: checkpoints_pb2.DeleteThreadRequest, context: Ctx
     ) -> checkpoints_pb2.DeleteThreadResponse:
         thread_id = self._thread(request.thread_id)
+        self._own_thread(thread_id)
         await self.db.write(lambda tx: store.delete_thread(tx, thread_id))
         return checkpoints_pb2.DeleteThreadResponse()
 

@@ -9,6 +9,7 @@ from google.protobuf import struct_pb2
 from grpc import aio
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 
+from turnkeeper_server import auth, journal
 from turnkeeper_server import limits as lim
 from turnkeeper_server.convert import (
     PROTO_TO_STATE,
@@ -17,6 +18,7 @@ from turnkeeper_server.convert import (
     turn_to_proto,
     value_to_json,
 )
+from turnkeeper_server.db import Reader
 from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.journal import NewEvent, Redriven
 from turnkeeper_server.limits import Limits
@@ -29,11 +31,18 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
     def __init__(self, turns: Turns, limits: Limits) -> None:
         self.turns = turns
         self.limits = limits
+        self.watch_streams = lim.StreamQuota(
+            "WatchTurn streams", limits.max_watch_streams_per_client, "max_watch_streams_per_client"
+        )
 
     # -- validation helpers ---------------------------------------------------------
 
     def _id(self, name: str, value: str) -> str:
         return lim.check_id(name, value, self.limits)
+
+    def _own(self, turn_id: str) -> None:
+        """An agent token acts on its own agent's turns only (auth.py)."""
+        auth.require_turn(turn_id, lambda: self.turns.get(turn_id))
 
     def _attempt(self, attempt: int) -> int:
         if attempt < 0:
@@ -55,6 +64,11 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             raise InvalidArgument(
                 f"{len(events)} events in one call; the limit is {self.limits.max_events_per_batch}"
             )
+        lim.check_size(
+            "the batch of events",
+            sum(len(e.data_json) + len(e.type) for e in events),
+            self.limits.max_batch_bytes,
+        )
         out = []
         for e in events:
             if not e.type or len(e.type) > 64:
@@ -62,7 +76,10 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             if e.seq <= 0:
                 raise InvalidArgument(f"event seq {e.seq}: seqs start at 1")
             lim.check_json_text(
-                f"event seq {e.seq} data_json", e.data_json or "null", self.limits.max_event_bytes
+                f"event seq {e.seq} data_json",
+                e.data_json or "null",
+                self.limits.max_event_bytes,
+                self.limits.max_json_depth,
             )
             out.append(NewEvent(e.seq, e.type, e.data_json or "null"))
         return out
@@ -80,6 +97,12 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         if bool(replica) != bool(incarnation):
             raise InvalidArgument("replica and incarnation go together: give both or neither")
         input_json = self._value("input", request.input, self.limits.max_input_bytes)
+        auth.require_agent(agent)
+        auth.require_thread(
+            thread_id,
+            lambda: journal.thread_agents(Reader(self.turns.db).conn, thread_id),
+            starting=True,
+        )
         turn, created = await self.turns.start(
             turn_id=turn_id,
             thread_id=thread_id,
@@ -94,7 +117,8 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         self, request: turns_pb2.TurnStatusRequest, context: Ctx
     ) -> turns_pb2.TurnStatusResponse:
         turn_id = self._id("turn_id", request.turn_id)
-        turn = self.turns.get(turn_id)
+        # Another agent's turn is UNKNOWN to an agent token, like a never-seen id.
+        turn = auth.visible(self.turns.get(turn_id))
         if turn is None:
             return turns_pb2.TurnStatusResponse(turn_id=turn_id, state=turns_pb2.TURN_STATE_UNKNOWN)
         return turns_pb2.TurnStatusResponse(
@@ -109,6 +133,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         self, request: turns_pb2.GetTurnRequest, context: Ctx
     ) -> turns_pb2.GetTurnResponse:
         turn = self.turns.require(self._id("turn_id", request.turn_id))
+        auth.require_turn(turn.turn_id, lambda: turn)
         return turns_pb2.GetTurnResponse(turn=turn_to_proto(turn))
 
     async def ListTurns(
@@ -120,6 +145,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             if request.state not in PROTO_TO_STATE:
                 raise InvalidArgument("state filter must be RUNNING, PARKED, DONE or FAILED")
             state = PROTO_TO_STATE[request.state]
+        lim.check_length("page_token", request.page_token, 64)
         before = _decode_token(request.page_token) if request.page_token else None
         rows = self.turns.list(
             state=state,
@@ -138,6 +164,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         self, request: turns_pb2.ListEventsRequest, context: Ctx
     ) -> turns_pb2.ListEventsResponse:
         turn = self.turns.require(self._id("turn_id", request.turn_id))
+        auth.require_turn(turn.turn_id, lambda: turn)
         if request.after_seq < 0:
             raise InvalidArgument("after_seq must not be negative")
         size = lim.page_size(request.page_size, self.limits.max_page_size, self.limits)
@@ -149,11 +176,13 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
     async def Heartbeat(
         self, request: turns_pb2.HeartbeatRequest, context: Ctx
     ) -> turns_pb2.HeartbeatResponse:
+        turn_id = self._id("turn_id", request.turn_id)
+        attempt = self._attempt(request.attempt)
+        replica = self._id("replica", request.replica)
+        incarnation = self._id("incarnation", request.incarnation)
+        self._own(turn_id)
         lease = await self.turns.heartbeat(
-            turn_id=self._id("turn_id", request.turn_id),
-            attempt=self._attempt(request.attempt),
-            replica=self._id("replica", request.replica),
-            incarnation=self._id("incarnation", request.incarnation),
+            turn_id=turn_id, attempt=attempt, replica=replica, incarnation=incarnation
         )
         return turns_pb2.HeartbeatResponse(lease_expires_at=timestamp(lease))
 
@@ -163,6 +192,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         turn_id = self._id("turn_id", request.turn_id)
         attempt = self._attempt(request.attempt)
         events = self._events(request.events)
+        self._own(turn_id)
         last = await self.turns.append(turn_id=turn_id, attempt=attempt, events=events)
         return turns_pb2.AppendEventsResponse(last_seq=last)
 
@@ -170,11 +200,12 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         self, request: turns_pb2.ParkTurnRequest, context: Ctx
     ) -> turns_pb2.ParkTurnResponse:
         turn_id = self._id("turn_id", request.turn_id)
+        attempt = self._attempt(request.attempt)
+        interrupt_json = self._value("interrupt", request.interrupt, self.limits.max_input_bytes)
+        events = self._events(request.events)
+        self._own(turn_id)
         turn = await self.turns.park(
-            turn_id=turn_id,
-            attempt=self._attempt(request.attempt),
-            interrupt_json=self._value("interrupt", request.interrupt, self.limits.max_input_bytes),
-            events=self._events(request.events),
+            turn_id=turn_id, attempt=attempt, interrupt_json=interrupt_json, events=events
         )
         return turns_pb2.ParkTurnResponse(turn=turn_to_proto(turn))
 
@@ -188,12 +219,11 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         if failed and not request.error:
             raise InvalidArgument("a FAILED outcome needs an error message")
         lim.check_size("error", len(request.error.encode()), self.limits.max_error_bytes)
+        attempt = self._attempt(request.attempt)
+        events = self._events(request.events)
+        self._own(turn_id)
         turn = await self.turns.finish(
-            turn_id=turn_id,
-            attempt=self._attempt(request.attempt),
-            failed=failed,
-            error=request.error,
-            events=self._events(request.events),
+            turn_id=turn_id, attempt=attempt, failed=failed, error=request.error, events=events
         )
         return turns_pb2.FinishTurnResponse(turn=turn_to_proto(turn))
 
@@ -202,6 +232,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
     ) -> turns_pb2.ResumeDetachedResponse:
         turn_id = self._id("turn_id", request.turn_id)
         resume_json = self._value("resume", request.resume, self.limits.max_resume_bytes)
+        self._own(turn_id)
         turn, dispatched = await self.turns.resume(turn_id=turn_id, resume_json=resume_json)
         return turns_pb2.ResumeDetachedResponse(turn=turn_to_proto(turn), dispatched=dispatched)
 
@@ -214,6 +245,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
                     "give either turn_id (operator form) or agent, replica and incarnation "
                     "(startup form), not both"
                 )
+            auth.require_right(auth.REDRIVE_OPERATOR)
             redriven, dispatched = await self.turns.redrive_turn(
                 turn_id=self._id("turn_id", request.turn_id), force=request.force
             )
@@ -225,21 +257,26 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             )
         if request.force:
             raise InvalidArgument("force applies to the operator form (turn_id) only")
+        agent = lim.check_agent(request.agent, self.limits)
+        replica = self._id("replica", request.replica)
+        incarnation = self._id("incarnation", request.incarnation)
+        auth.require_right(auth.REDRIVE_STARTUP)
+        auth.require_agent(agent)
         redriven_all = await self.turns.redrive_replica(
-            agent=lim.check_agent(request.agent, self.limits),
-            replica=self._id("replica", request.replica),
-            incarnation=self._id("incarnation", request.incarnation),
+            agent=agent, replica=replica, incarnation=incarnation
         )
         return turns_pb2.RedriveResponse(turns=[_redriven(r) for r in redriven_all])
 
     async def ClaimTurn(
         self, request: turns_pb2.ClaimTurnRequest, context: Ctx
     ) -> turns_pb2.ClaimTurnResponse:
+        turn_id = self._id("turn_id", request.turn_id)
+        attempt = self._attempt(request.attempt)
+        replica = self._id("replica", request.replica)
+        incarnation = self._id("incarnation", request.incarnation)
+        self._own(turn_id)
         turn, checkpoint_id = await self.turns.claim(
-            turn_id=self._id("turn_id", request.turn_id),
-            attempt=self._attempt(request.attempt),
-            replica=self._id("replica", request.replica),
-            incarnation=self._id("incarnation", request.incarnation),
+            turn_id=turn_id, attempt=attempt, replica=replica, incarnation=incarnation
         )
         return turns_pb2.ClaimTurnResponse(turn=turn_to_proto(turn), checkpoint_id=checkpoint_id)
 
@@ -249,15 +286,17 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         turn_id = self._id("turn_id", request.turn_id)
         if request.after_seq < 0:
             raise InvalidArgument("after_seq must not be negative")
-        async for frame in self.turns.watch(turn_id, request.after_seq):
-            if isinstance(frame, Reset):
-                yield turns_pb2.WatchTurnResponse(
-                    reset=turns_pb2.Reset(
-                        seq=frame.seq, attempt=frame.attempt, checkpoint_id=frame.checkpoint_id
+        self._own(turn_id)
+        with self.watch_streams.hold(auth.client_key(context)):
+            async for frame in self.turns.watch(turn_id, request.after_seq):
+                if isinstance(frame, Reset):
+                    yield turns_pb2.WatchTurnResponse(
+                        reset=turns_pb2.Reset(
+                            seq=frame.seq, attempt=frame.attempt, checkpoint_id=frame.checkpoint_id
+                        )
                     )
-                )
-            else:
-                yield turns_pb2.WatchTurnResponse(event=event_to_proto(frame))
+                else:
+                    yield turns_pb2.WatchTurnResponse(event=event_to_proto(frame))
 
 
 def _redriven(r: Redriven) -> turns_pb2.RedrivenTurn:

@@ -1,0 +1,124 @@
+"""Transport security: TLS and mTLS credentials, and the rule about exposed ports.
+
+- `--tls-cert` and `--tls-key` (PEM; env TURNKEEPER_TLS_CERT, TURNKEEPER_TLS_KEY) serve
+  TLS. `--tls-client-ca` (env TURNKEEPER_TLS_CLIENT_CA) adds mutual TLS: a client
+  must present a certificate signed by that CA, or the handshake fails.
+- The service refuses to listen on a non-loopback address unless it has both TLS
+  and authentication (bearer tokens, `auth.py`, or client certificates through
+  mTLS). `--insecure` (env TURNKEEPER_INSECURE=1) overrides that, and the service
+  then logs a WARNING at every start.
+
+Loopback and Unix-socket listeners are exempt: only processes on the host reach them.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import socket
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+import grpc
+
+if TYPE_CHECKING:
+    from turnkeeper_server.config import Settings
+
+log = logging.getLogger(__name__)
+
+
+class InsecureListen(RuntimeError):
+    """The listen address is reachable from the network but the server is not secured."""
+
+
+def listen_host(listen: str) -> str:
+    """The host part of a gRPC listen address ("[::1]:50051" -> "::1")."""
+    host = listen.rpartition(":")[0] if ":" in listen else listen
+    return host.strip("[]")
+
+
+def is_loopback(listen: str) -> bool:
+    """True when only this host can reach `listen`. Names other than localhost are
+    resolved; anything that does not resolve to loopback addresses only is exposed."""
+    if listen.startswith(("unix:", "unix-abstract:")):
+        return True
+    host = listen_host(listen)
+    if not host:  # ":50051": every interface
+        return False
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        pass
+    try:
+        infos = socket.getaddrinfo(host, None)
+    except OSError:
+        return False
+    addresses = {info[4][0] for info in infos}
+    return bool(addresses) and all(
+        ipaddress.ip_address(str(a).split("%")[0]).is_loopback for a in addresses
+    )
+
+
+def _read(path: Path, what: str) -> bytes:
+    try:
+        return path.read_bytes()
+    except OSError as exc:
+        raise ValueError(f"cannot read the TLS {what} {path}: {exc}") from None
+
+
+def check_tls_settings(settings: Settings) -> None:
+    if (settings.tls_cert is None) != (settings.tls_key is None):
+        raise ValueError("--tls-cert and --tls-key go together: give both or neither")
+    if settings.tls_client_ca is not None and settings.tls_cert is None:
+        raise ValueError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
+
+
+def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
+    """TLS credentials from the settings' PEM files, or None for plaintext."""
+    check_tls_settings(settings)
+    if settings.tls_cert is None or settings.tls_key is None:
+        return None
+    cert = _read(settings.tls_cert, "certificate")
+    key = _read(settings.tls_key, "key")
+    client_ca = None
+    if settings.tls_client_ca is not None:
+        client_ca = _read(settings.tls_client_ca, "client CA")
+    return grpc.ssl_server_credentials(
+        [(key, cert)],
+        root_certificates=client_ca,
+        # With a client CA every client must present a certificate it signed.
+        require_client_auth=client_ca is not None,
+    )
+
+
+def check_exposure(settings: Settings, *, tokens: bool) -> None:
+    """Refuse an exposed listener without TLS and authentication, unless insecure.
+
+    `tokens`: bearer-token authentication is on. Raises InsecureListen.
+    """
+    check_tls_settings(settings)
+    if is_loopback(settings.listen):
+        return
+    missing = []
+    if settings.tls_cert is None:
+        missing.append("TLS (--tls-cert and --tls-key)")
+    if not tokens and settings.tls_client_ca is None:
+        missing.append("authentication (--tokens-file, or --tls-client-ca for mutual TLS)")
+    if not missing:
+        return
+    what = " and ".join(missing)
+    if not settings.insecure:
+        raise InsecureListen(
+            f"refusing to listen on {settings.listen} without {what}: that address is "
+            "reachable from the network, and anyone who reaches it could read and change "
+            "every turn and checkpoint. Configure them, listen on 127.0.0.1, or pass "
+            "--insecure (env TURNKEEPER_INSECURE=1) to serve it this way anyway."
+        )
+    log.warning(
+        "INSECURE: listening on %s without %s because --insecure was given: anyone who "
+        "can reach this port can read and change every turn and checkpoint",
+        settings.listen,
+        what,
+    )

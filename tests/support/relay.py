@@ -1,0 +1,68 @@
+"""A TCP relay a test can shut and open: one client's own path to a server.
+
+Used to decide *when* the service gets back to a restarted nats-server, so that a
+test subscriber is known to be back first and sees everything the service's
+outbox then publishes.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+
+
+class Relay:
+    def __init__(self, upstream_port: int) -> None:
+        self.upstream_port = upstream_port
+        self.port = 0
+        self.is_open = True
+        self._server: asyncio.Server | None = None
+        self._links: set[asyncio.StreamWriter] = set()
+
+    @property
+    def url(self) -> str:
+        return f"nats://127.0.0.1:{self.port}"
+
+    async def start(self) -> None:
+        self._server = await asyncio.start_server(self._accept, "127.0.0.1", 0)
+        self.port = self._server.sockets[0].getsockname()[1]
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        if not self.is_open:
+            writer.close()
+            return
+        try:
+            up_reader, up_writer = await asyncio.open_connection("127.0.0.1", self.upstream_port)
+        except OSError:
+            writer.close()
+            return
+        self._links |= {writer, up_writer}
+        await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
+        self._links -= {writer, up_writer}
+
+    def shut(self) -> None:
+        """Refuse new connections and cut the live ones."""
+        self.is_open = False
+        for writer in list(self._links):
+            writer.close()
+
+    def open(self) -> None:
+        self.is_open = True
+
+    async def stop(self) -> None:
+        self.shut()
+        if self._server is not None:
+            self._server.close()
+            with contextlib.suppress(Exception):
+                await self._server.wait_closed()
+
+
+async def _pipe(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+    try:
+        while data := await reader.read(65536):
+            writer.write(data)
+            await writer.drain()
+    except (ConnectionError, OSError):
+        pass
+    finally:
+        writer.close()

@@ -379,6 +379,7 @@ async def test_an_unreachable_service(capsys: pytest.CaptureFixture[str]) -> Non
 def test_connection_flags_and_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
     monkeypatch.setenv("TURNKEEPER_ADDRESS", "svc:7000")
     monkeypatch.setenv("TURNKEEPER_TOKEN", "s3cret")
+    monkeypatch.setenv("TURNKEEPER_TLS", "0")
     args = build_parser(serve_arguments=False).parse_args(["turns", "status", "t1"])
     options = connection_options(args, 30.0)
     assert options.target == "svc:7000"
@@ -401,6 +402,9 @@ def test_connection_flags_and_env(monkeypatch: pytest.MonkeyPatch, tmp_path: Pat
         key,
     )
     assert options.secure
+    monkeypatch.setenv("TURNKEEPER_TLS", "1")
+    args = build_parser(serve_arguments=False).parse_args(["health"])
+    assert connection_options(args, 5.0).tls
 
 
 def test_bad_connection_flags_are_usage_errors(

@@ -16,7 +16,7 @@ import contextlib
 import json
 import os
 import sys
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any, Final
 
@@ -62,9 +62,6 @@ DEFAULT_TIMEOUT: Final = 30.0
 # Under the Dockerfile HEALTHCHECK's --timeout=5s, so the probe reports its own error.
 HEALTH_TIMEOUT: Final = 3.0
 
-Handler = Callable[[argparse.Namespace], int]
-
-
 # -- arguments ---------------------------------------------------------------------
 
 
@@ -76,7 +73,7 @@ def _connection_parser() -> argparse.ArgumentParser:
     group.add_argument(
         "--tls",
         action="store_true",
-        default=bool(env("TURNKEEPER_TLS")),
+        default=(env("TURNKEEPER_TLS") or "").strip().lower() in ("1", "true", "yes", "on"),
         help="use TLS with the system's roots (implied by --tls-ca and --tls-cert; "
         "env TURNKEEPER_TLS=1)",
     )

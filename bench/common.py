@@ -61,6 +61,10 @@ class Size:
     saver_concurrent: int
     saver_callers: int
     saver_rounds: int
+    # Recovery: single-turn repetitions, and turns orphaned at once in the batch run
+    # (0: no batch run).
+    recovery_reps: int
+    recovery_batch: int
 
 
 FULL = Size(
@@ -82,6 +86,8 @@ FULL = Size(
     saver_concurrent=640,
     saver_callers=16,
     saver_rounds=3,
+    recovery_reps=5,
+    recovery_batch=10,
 )
 
 SMOKE = Size(
@@ -103,6 +109,8 @@ SMOKE = Size(
     saver_concurrent=8,
     saver_callers=4,
     saver_rounds=1,
+    recovery_reps=1,
+    recovery_batch=0,
 )
 
 

@@ -1,19 +1,255 @@
-"""Recovery: from an agent process that restarted being healthy to the first event
-of the step its re-driven turn resumes, through the bridge."""
+"""Recovery: from a restarted agent process being healthy to the first event of the
+step its re-driven turn resumes.
+
+An agent process (bench/recovery_agent.py, the bridge hosting a 4-step graph) runs
+turns that hang in step 3; the benchmark SIGKILLs it there and starts a new process
+of the same replica. The clock starts when the new process's GET /healthz first
+answers 200 (polled every 2 ms from here) and stops, per turn, when the first event
+of the re-driven attempt (the re-run step 3) arrives on NATS, where a watcher sees
+it. In between: the bridge's startup Redrive, the rewind, resuming the graph from
+its checkpoint through RemoteSaver, the event appended and mirrored via the outbox.
+"""
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import importlib.util
+import json
+import os
+import signal
+import socket
+import sys
+import time
+import uuid
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
+from pathlib import Path
+from typing import Any
 
-from bench.common import Section, Size
+import nats
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+
+from bench.common import (
+    Row,
+    Section,
+    ServerProcess,
+    Size,
+    fmt_ms,
+    median,
+    nats_server,
+    scratch_dir,
+)
+
+AGENT = "benchagent"
+REPLICA = "bench-replica"
+SUBJECT = f"vystak.default.agents.{AGENT}.tasks"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+class Watch:
+    """Events of every turn from NATS, with the time each arrived here."""
+
+    def __init__(self) -> None:
+        self.first_resumed: dict[str, float] = {}
+        self.hanging: set[str] = set()
+        self.done: set[str] = set()
+        self.changed = asyncio.Event()
+
+    async def on_event(self, msg: Msg) -> None:
+        now = time.perf_counter()
+        event: dict[str, Any] = json.loads(msg.data)
+        turn_id = event["turn_id"]
+        if event["attempt"] >= 1:
+            self.first_resumed.setdefault(turn_id, now)
+        elif event["type"] == "token" and event["data"].get("node") == "step3":
+            self.hanging.add(turn_id)
+        if event["type"] in ("turn.done", "turn.failed"):
+            self.done.add(turn_id)
+        self.changed.set()
+
+    async def until(self, predicate: Any, timeout: float) -> None:
+        async def loop() -> None:
+            while not predicate():
+                self.changed.clear()
+                await self.changed.wait()
+
+        await asyncio.wait_for(loop(), timeout)
+
+
+@asynccontextmanager
+async def agent(
+    service: str, nats_url: str, health_port: int, log: Path, *, warm: bool = False
+) -> AsyncIterator[asyncio.subprocess.Process]:
+    env = {
+        **os.environ,
+        "TURNKEEPER_ADDRESS": service,
+        "NATS_URL": nats_url,
+        "TURNKEEPER_AGENT": AGENT,
+        "TURNKEEPER_REPLICA": REPLICA,
+        "TURNKEEPER_HEALTH_LISTEN": f"127.0.0.1:{health_port}",
+        "TURNKEEPER_SHUTDOWN_GRACE": "1",
+        "PYTHONUNBUFFERED": "1",
+        "BENCH_WAIT_FOR_GO": "1" if warm else "0",
+    }
+    err = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+    try:
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "bench.recovery_agent",
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=err,
+            env=env,
+        )
+    finally:
+        os.close(err)
+    try:
+        yield proc
+    finally:
+        if proc.returncode is None:
+            proc.send_signal(signal.SIGTERM)
+            try:
+                await asyncio.wait_for(proc.wait(), 20)
+            except TimeoutError:
+                proc.kill()
+                await proc.wait()
+
+
+async def _line(proc: asyncio.subprocess.Process, expected: bytes, timeout: float = 60) -> None:
+    assert proc.stdout is not None
+    line = await asyncio.wait_for(proc.stdout.readline(), timeout)
+    if line.strip() != expected:
+        raise RuntimeError(f"the agent did not start: {line!r}")
+
+
+async def _go(proc: asyncio.subprocess.Process) -> None:
+    """Start the bridge of a warm agent."""
+    await _line(proc, b"imported")
+    assert proc.stdin is not None
+    proc.stdin.write(b"go\n")
+    await proc.stdin.drain()
+
+
+async def _healthy(port: int, timeout: float = 60) -> float:
+    """perf_counter() when GET /healthz first answers 200."""
+    from turnkeeper.bridge.health import get_status
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        with contextlib.suppress(OSError, TimeoutError, ValueError, IndexError):
+            if await get_status("127.0.0.1", port, timeout=1.0) == 200:
+                return time.perf_counter()
+        await asyncio.sleep(0.002)
+    raise RuntimeError(f"the agent's /healthz never answered 200 in {timeout:g} s")
+
+
+async def _create(nc: Client, turn_id: str) -> None:
+    envelope = {
+        "jsonrpc": "2.0",
+        "id": uuid.uuid4().hex,
+        "method": "responses/create",
+        "params": {
+            "input": {"job": "recover", "results": []},
+            "turn_id": turn_id,
+            "thread_id": f"thread-{turn_id}",
+            "background": True,
+        },
+        "metadata": {},
+    }
+    reply = json.loads((await nc.request(SUBJECT, json.dumps(envelope).encode(), timeout=30)).data)
+    if "result" not in reply:
+        raise RuntimeError(f"responses/create failed: {reply}")
+
+
+async def _one(service: str, nats_url: str, count: int, log: Path) -> list[float]:
+    """Seconds from healthy to the first resumed event, per turn, for `count` turns
+    orphaned together."""
+    watch = Watch()
+    nc = await nats.connect(nats_url)
+    try:
+        await nc.subscribe("vystak.turn.events.>", cb=watch.on_event)
+        await nc.flush()
+        turn_ids = [f"rec-{uuid.uuid4().hex[:12]}" for _ in range(count)]
+        port = _free_port()
+        # The replacement imports while the first agent runs; its bridge starts at go.
+        async with (
+            agent(service, nats_url, _free_port(), log) as first,
+            agent(service, nats_url, port, log, warm=True) as second,
+        ):
+            await _line(first, b"ready")
+            for turn_id in turn_ids:
+                await _create(nc, turn_id)
+            await watch.until(lambda: watch.hanging >= set(turn_ids), 60)
+            first.kill()  # SIGKILL in the middle of step 3
+            await first.wait()
+            await _go(second)
+            healthy = await _healthy(port)
+            await watch.until(lambda: set(watch.first_resumed) >= set(turn_ids), 60)
+            await watch.until(lambda: watch.done >= set(turn_ids), 60)
+        return [watch.first_resumed[t] - healthy for t in turn_ids]
+    finally:
+        await nc.close()
+
+
+async def _measure(
+    service: str, nats_url: str, size: Size, log: Path
+) -> tuple[list[float], list[float]]:
+    singles = []
+    for _ in range(size.recovery_reps):
+        singles += await _one(service, nats_url, 1, log)
+    batch = await _one(service, nats_url, size.recovery_batch, log) if size.recovery_batch else []
+    return singles, batch
 
 
 def run(size: Size) -> Section:
     section = Section(
         key="recovery",
         title="Recovery: agent healthy → first event of the resumed step",
-        method="Needs the bridge (`turnkeeper.bridge`).",
+        method=(
+            "A real agent process (the bridge hosting a 4-step graph, RemoteSaver, "
+            '`durability="sync"`) is SIGKILLed while its turn streams step 3; a new '
+            "process of the same replica starts. Timed from its GET /healthz first "
+            "answering 200 (polled every 2 ms) to the first event of the re-run step "
+            "arriving on NATS: startup Redrive, rewind, resume from the checkpoint, the "
+            f"event appended and mirrored. {size.recovery_reps} single-turn runs (median), "
+            f"and one run with {size.recovery_batch} turns orphaned at once (median and "
+            "slowest turn). Service and nats-server in their own processes."
+        ),
     )
     if importlib.util.find_spec("turnkeeper.bridge") is None:
-        section.skipped = "the bridge (`turnkeeper.bridge`) has not landed yet"
+        section.skipped = "the bridge (`turnkeeper.bridge`) is not installed"
+        return section
+    with (
+        scratch_dir("recovery") as data_dir,
+        nats_server() as url,
+        ServerProcess(data_dir, nats_url=url) as server,
+    ):
+        log = data_dir / "agents.log"
+        singles, batch = asyncio.run(_measure(server.address, url, size, log))
+    single = median(singles)
+    section.metrics = {"single_s": single}
+    section.rows = [
+        Row("one orphaned turn (median)", fmt_ms(single), target="≤ 200 ms", met=single <= 0.2)
+    ]
+    if batch:
+        section.metrics |= {"batch_median_s": median(batch), "batch_max_s": max(batch)}
+        section.rows += [
+            Row(
+                f"{size.recovery_batch} turns orphaned at once, median turn", fmt_ms(median(batch))
+            ),
+            Row(
+                f"{size.recovery_batch} turns orphaned at once, slowest turn",
+                fmt_ms(max(batch)),
+                target="≤ 200 ms per turn",
+                met=max(batch) <= 0.2,
+            ),
+        ]
     return section

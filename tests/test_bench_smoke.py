@@ -45,7 +45,7 @@ def test_bench_smoke_runs_and_reports(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-4000:]
     sections = json.loads(raw.read_text())["sections"]
     assert set(sections) == set(only)
-    for key in ("status", "ingest", "redrive", "memory", "saver"):
+    for key in ("status", "ingest", "redrive", "memory", "saver", "recovery"):
         metrics = sections[key]["metrics"]
         assert sections[key]["skipped"] is None, key
         assert metrics, key

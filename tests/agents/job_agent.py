@@ -115,7 +115,8 @@ def poison() -> StateGraph[Any, Any, Any, Any]:
 
 async def approve(state: Job, config: RunnableConfig) -> dict[str, Any]:
     answer = interrupt({"question": f"approve {state['job']}?"})
-    note(f"approve resumed with {answer!r} attempt={config['configurable']['attempt']}")
+    attempt = config["configurable"]["attempt"]
+    note(f"approve {state['job']} resumed with {answer!r} attempt={attempt}")
     return {"results": [f"approved={answer}"]}
 
 

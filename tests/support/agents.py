@@ -246,3 +246,7 @@ async def agents_for(service: str, nats_url: str, side_file: Path) -> AsyncItera
         yield agents
     finally:
         await agents.close()
+        # Captured by pytest: shown when the test failed.
+        for agent in agents.spawned:
+            print(f"--- agent {agent.name} (exit {agent.proc.returncode}) ---")
+            print("\n".join(agent.lines))

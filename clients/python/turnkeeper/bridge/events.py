@@ -85,9 +85,7 @@ class EventLog:
             return self._next_seq - 1
 
     def emit(self, type_: str, data: Any) -> None:
-        text = dumps(data)
-        if len(text.encode()) > MAX_EVENT_BYTES:
-            text = dumps({"truncated": True, "bytes": len(text.encode()), "head": text[:1024]})
+        text = _bounded(dumps(data))
         with self._lock:
             if self._closed:
                 log.debug("turn_id=%s: %s event after close dropped", self.turn_id, type_)
@@ -125,13 +123,22 @@ class EventLog:
                 with self._lock:
                     del self._pending[: len(batch)]
 
-    async def close(self) -> list[turns_pb2.EventInput]:
-        """Stop taking events; return those not appended yet, for the ParkTurn or
-        FinishTurn that writes them in the same transaction as the state change."""
+    async def close(self, *last: tuple[str, Any]) -> list[turns_pb2.EventInput]:
+        """Stop taking events; return those not appended yet followed by ``last``
+        (type, data) events, for the ParkTurn or FinishTurn that writes them in the
+        same transaction as the state change: a reader that sees the ``interrupt``
+        or ``final`` event can count on the turn being PARKED or over."""
         async with self._flushing:
             with self._lock:
                 self._closed = True
                 pending, self._pending = self._pending, []
+                for type_, data in last:
+                    pending.append(
+                        turns_pb2.EventInput(
+                            seq=self._next_seq, type=type_, data_json=_bounded(dumps(data))
+                        )
+                    )
+                    self._next_seq += 1
         return pending
 
     def discard(self) -> None:
@@ -160,6 +167,13 @@ class EventLog:
                     self.attempt,
                     exc,
                 )
+
+
+def _bounded(text: str) -> str:
+    size = len(text.encode())
+    if size <= MAX_EVENT_BYTES:
+        return text
+    return dumps({"truncated": True, "bytes": size, "head": text[:1024]})
 
 
 class EventCapture(BaseCallbackHandler):

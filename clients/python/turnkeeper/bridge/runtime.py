@@ -352,18 +352,18 @@ class Execution:
             return
         except Exception as exc:
             log.exception("%s: the graph raised", self._tag())
-            events.emit("error", {"type": type(exc).__name__, "message": str(exc)})
+            error = {"type": type(exc).__name__, "message": str(exc)}
             await self._finish(
                 turns_pb2.OUTCOME_FAILED,
                 f"{type(exc).__name__}: {exc}"[:MAX_ERROR_CHARS],
-                events=await events.close(),
+                events=await events.close(("error", error)),
             )
             return
         if interrupts:
             await self._park(events, interrupts)
         else:
-            events.emit("final", {"output": values})
-            await self._finish(turns_pb2.OUTCOME_DONE, "", events=await events.close())
+            final = await events.close(("final", {"output": values}))
+            await self._finish(turns_pb2.OUTCOME_DONE, "", events=final)
 
     # -- ending the attempt --------------------------------------------------------------
 
@@ -375,15 +375,13 @@ class Execution:
 
     async def _park(self, events: EventLog, interrupts: list[Interrupt]) -> None:
         described = [{"id": i.id, "value": to_jsonable(i.value)} for i in interrupts]
-        for interrupt in described:
-            events.emit("interrupt", interrupt)
         value = described[0]["value"] if len(described) == 1 else described
         await self._stop_heartbeat()
         request = turns_pb2.ParkTurnRequest(
             turn_id=self.turn_id,
             attempt=self.attempt,
             interrupt=py_to_value(value),
-            events=await events.close(),
+            events=await events.close(*(("interrupt", d) for d in described)),
         )
         if await self._settle("ParkTurn", lambda: self.runtime.client.park_turn(request), "PARKED"):
             log.info("%s: parked (waiting for ResumeDetached)", self._tag())

@@ -21,11 +21,12 @@ from nats.aio.client import Client
 from turnkeeper.bridge import Bridge, BridgeConfig
 from turnkeeper.bridge.health import get_status
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
-from turnkeeper.v1 import checkpoints_pb2
+from turnkeeper.v1 import checkpoints_pb2, turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Panel, all_events, result, rpc
 from tests.support.nats import NatsServer, subscribe
+from tests.support.turns import value
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -82,18 +83,22 @@ def gate() -> Gate:
     return Gate()
 
 
+def bridge_config(service: TurnkeeperServer, nats_server: NatsServer, replica: str) -> BridgeConfig:
+    return BridgeConfig(
+        agent=AGENT,
+        service=ConnectionOptions(target=service.address),
+        nats_url=nats_server.url,
+        replica=replica,
+        health_listen="127.0.0.1:0",
+        shutdown_grace=1.0,
+    )
+
+
 @pytest.fixture
 async def bridge(
     service: TurnkeeperServer, nats_server: NatsServer, gate: Gate
 ) -> AsyncIterator[Bridge]:
-    config = BridgeConfig(
-        agent=AGENT,
-        service=ConnectionOptions(target=service.address),
-        nats_url=nats_server.url,
-        replica="replica-inproc",
-        health_listen="127.0.0.1:0",
-        shutdown_grace=1.0,
-    )
+    config = bridge_config(service, nats_server, "replica-inproc")
     async with Bridge(build(gate), config) as running:
         await running.wait_subscribed()
         yield running
@@ -325,3 +330,36 @@ async def test_events_go_to_nats_as_the_turn_runs(
         assert (await all_events(client, "t-live"))[-1].seq == 3
     finally:
         await nc.close()
+
+
+async def test_a_turn_that_died_before_its_first_checkpoint_restarts_from_its_input(
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    client: AsyncTurnkeeperClient,
+    gate: Gate,
+) -> None:
+    # A process of this replica journaled the turn and died before its first step.
+    await client.start_turn(
+        turns_pb2.StartTurnRequest(
+            turn_id="t-early",
+            thread_id="th-early",
+            agent=AGENT,
+            input=value(job("from the journal")),
+            replica="replica-early",
+            incarnation="a-process-that-died",
+        )
+    )
+    nc, seen = await subscribe(nats_server.url, "vystak.turn.rewind")
+    try:
+        config = bridge_config(service, nats_server, "replica-early")
+        async with Bridge(build(gate), config):
+            shown = await finished(client, "t-early")
+        await seen.wait_for(lambda: bool(seen.messages))
+    finally:
+        await nc.close()
+    assert shown[-2][2]["output"]["results"] == ["from the journal", "and a sync reply"]
+    assert [m for _, m, _ in seen.messages] == [
+        {"turn_id": "t-early", "thread_id": "th-early", "checkpoint_id": "", "seq": 0, "attempt": 1}
+    ]
+    final = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id="t-early"))
+    assert (final.state, final.attempts) == (turns_pb2.TURN_STATE_DONE, 1)

@@ -43,9 +43,10 @@ class PipelineState(TypedDict, total=False):
     plan: str
 
 
-def question_input(question: str) -> PipelineState:
-    """The graph input for one question."""
-    return {"messages": [HumanMessage(content=question)]}
+def question_input(question: str, *, message_id: str | None = None) -> PipelineState:
+    """The graph input for one question. Give ``message_id`` for a run whose
+    output must be the same every time (LangGraph makes up a random id otherwise)."""
+    return {"messages": [HumanMessage(content=question, id=message_id)]}
 
 
 def build_graph(
@@ -92,7 +93,9 @@ def build_graph(
             for m in state.get("messages", [])
             if m.id is not None and m.id != question.id
         ]
-        return {"messages": [*stale, AIMessage(content=answer)], "step": "generate"}
+        # The answer's id follows from the question's: the same in every run.
+        reply = AIMessage(content=answer, id=f"{question.id}-answer")
+        return {"messages": [*stale, reply], "step": "generate"}
 
     builder = StateGraph(PipelineState)
     builder.add_node("analyze", analyze)

@@ -75,16 +75,22 @@ class ScriptedChatModel(BaseChatModel):
         run_manager: CallbackManagerForLLMRun | None = None,
         **kwargs: Any,
     ) -> ChatResult:
-        step = ""
-        question = ""
-        for message in messages:
-            if isinstance(message, SystemMessage):
-                first = text_of(message).splitlines()[0] if text_of(message) else ""
-                step = first.removeprefix("step:").strip()
-            elif isinstance(message, HumanMessage):
-                question = text_of(message)
-        reply = AIMessage(content=scripted_reply(step, question))
+        reply = AIMessage(content=scripted_reply(*step_and_question(messages)))
         return ChatResult(generations=[ChatGeneration(message=reply)])
+
+
+def step_and_question(messages: Sequence[BaseMessage]) -> tuple[str, str]:
+    """(step, question) of a pipeline prompt: the step from the system prompt's first
+    line (``step: NAME``), the question from the last human message."""
+    step = ""
+    question = ""
+    for message in messages:
+        if isinstance(message, SystemMessage):
+            first = text_of(message).splitlines()[0] if text_of(message) else ""
+            step = first.removeprefix("step:").strip()
+        elif isinstance(message, HumanMessage):
+            question = text_of(message)
+    return step, question
 
 
 def configured_model(env: dict[str, str] | None = None) -> BaseChatModel:

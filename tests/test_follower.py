@@ -357,6 +357,45 @@ async def test_a_rewind_while_disconnected_gives_one_local_reset(
     assert [e.attempt for e in transcript.events] == [0, 0, 0, 1, 1, 1]
 
 
+async def test_a_rewind_found_at_an_idle_gap_gives_one_local_reset(
+    svc: TurnkeeperServer, make_service: ServiceFactory, nats_server: NatsServer
+) -> None:
+    async with ObservedClient(svc.address) as client:
+        async with aio.insecure_channel(svc.address) as ch:
+            stub = turns_pb2_grpc.TurnServiceStub(ch)
+            reference = await uninterrupted(stub, client)
+            await start(stub)
+            await append(stub, "t1", 0, 1, *TYPES_BEFORE)
+            await checkpoints_pb2_grpc.CheckpointServiceStub(ch).PutCheckpoint(
+                checkpoint("th1", "t1", 0, "1ef-0001")
+            )
+            await append(stub, "t1", 0, 4, *TYPES_AFTER)
+        consumer = follow(client)
+        await consumer.wait_for(lambda t: len(t.events) == 5)
+
+        # Re-driven while the follower is cut off, and the new attempt has written
+        # nothing yet: the re-opened stream has no event to compare, but TurnStatus
+        # at the next idle gap says last_seq 3, fewer than the 5 shown.
+        await svc.stop(0)
+        await client.wait_for(lambda s: None in s)
+        elsewhere = await make_service(nats_url=nats_server.url, lease_seconds=60.0)
+        async with aio.insecure_channel(elsewhere.address) as ch:
+            await turns_pb2_grpc.TurnServiceStub(ch).Redrive(
+                pb.RedriveRequest(agent="agent", replica="r1", incarnation="i2")
+            )
+        await elsewhere.stop(0)
+        again = await make_service(nats_url=nats_server.url, listen=svc.address, lease_seconds=60.0)
+        await consumer.wait_for(lambda t: t.resets == 1 and len(t.events) == 3)
+        async with aio.insecure_channel(again.address) as ch:
+            stub = turns_pb2_grpc.TurnServiceStub(ch)
+            await append(stub, "t1", 1, 4, *TYPES_AFTER)
+            await finish(stub, "t1", 1)
+        transcript = await consumer.finished()
+
+    assert [f for f in consumer.frames if isinstance(f, Reset)] == [Reset(local=True)]
+    assert transcript.content() == reference.content()
+
+
 def test_transcript_applies_frames_and_a_reset_clears() -> None:
     transcript = Transcript()
     transcript.extend(

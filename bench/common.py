@@ -207,6 +207,30 @@ def read_rss(pid: int) -> tuple[int, int]:
     return found["VmRSS"], found["VmHWM"]
 
 
+def cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) a process has used, split into its main thread
+    (the event loop), its other Python threads (the service's SQLite writer) and
+    the rest (gRPC core's threads), from /proc (Linux)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out = {"main": 0.0, "python": 0.0, "native": 0.0}
+    # Python threads keep the process's name; gRPC core names its own.
+    process_name = Path(f"/proc/{pid}/comm").read_text().strip()
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended meanwhile
+        used = (int(fields[11]) + int(fields[12])) / ticks
+        python = "python" if name == process_name else "native"
+        out["main" if task.name == str(pid) else python] += used
+    return out
+
+
+def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, float]:
+    return {k: v - before.get(k, 0.0) for k, v in after.items()}
+
+
 class ServerProcess:
     """`python -m turnkeeper_server` in a subprocess, on a port the OS picked."""
 

@@ -24,6 +24,8 @@ from bench.common import (
     Section,
     ServerProcess,
     Size,
+    cpu_delta,
+    cpu_seconds,
     fmt_ms,
     fmt_rate,
     fmt_ratio,
@@ -98,7 +100,7 @@ async def open_loop(call: Call, rate: float, seconds: float) -> tuple[list[float
     return latencies, lateness
 
 
-async def _measure(address: str, size: Size) -> dict[str, float]:
+async def _measure(address: str, pid: int, size: Size) -> dict[str, float]:
     out: dict[str, float] = {}
     async with aio.insecure_channel(address) as channel:
         calls = _calls(channel)
@@ -106,13 +108,16 @@ async def _measure(address: str, size: Size) -> dict[str, float]:
         for call in calls.values():
             await closed_loop(call, size.status_callers, min(1.0, size.status_seconds))
         per: dict[str, dict[str, list[float]]] = {
-            k: {"rps": [], "p50": [], "p99": []} for k in calls
+            k: {"rps": [], "p50": [], "p99": [], "cpu_us": []} for k in calls
         }
         for round_ in range(size.status_rounds):
             # Alternate which goes first, so a drift of the machine hits both alike.
             order = list(calls) if round_ % 2 == 0 else list(reversed(calls))
             for name in order:
+                cpu = cpu_seconds(pid)
                 rps, lat = await closed_loop(calls[name], size.status_callers, size.status_seconds)
+                used = sum(cpu_delta(cpu, cpu_seconds(pid)).values())
+                per[name]["cpu_us"].append(used / len(lat) * 1e6)
                 per[name]["rps"].append(rps)
                 per[name]["p50"].append(percentile(lat, 50))
                 per[name]["p99"].append(percentile(lat, 99))
@@ -144,7 +149,7 @@ def run(size: Size) -> Section:
     with scratch_dir("status") as data_dir:
         populate.fill(data_dir, populate.TurnSpec(TURNS))
         with ServerProcess(data_dir) as server:
-            m = asyncio.run(_measure(server.address, size))
+            m = asyncio.run(_measure(server.address, server.pid, size))
     section.metrics = m
     through = ratio(m["status_rps"], m["health_rps"])
     section.rows = [
@@ -155,6 +160,12 @@ def run(size: Size) -> Section:
             fmt_ratio(through),
             "≥ 0.90\u00d7",
             through >= 0.9,
+        ),
+        Row(
+            "service CPU per call",
+            f"{m['status_cpu_us']:.0f} µs",
+            f"{m['health_cpu_us']:.0f} µs",
+            fmt_ratio(ratio(m["status_cpu_us"], m["health_cpu_us"])),
         ),
         Row(
             f"p50 latency, {size.status_callers} callers",

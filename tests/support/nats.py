@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 from dataclasses import dataclass, field
 from typing import Any
@@ -48,7 +49,12 @@ class Collector:
     messages: list[tuple[str, dict[str, Any], str]] = field(default_factory=list)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
+    probed: asyncio.Event = field(default_factory=asyncio.Event)
+
     async def handler(self, msg: Msg) -> None:
+        if (msg.headers or {}).get(PROBE_HEADER):
+            self.probed.set()
+            return
         msg_id = (msg.headers or {}).get("Nats-Msg-Id", "")
         self.messages.append((msg.subject, json.loads(msg.data), msg_id))
         self._changed.set()
@@ -65,9 +71,22 @@ class Collector:
         await asyncio.wait_for(loop(), timeout)
 
 
+PROBE_HEADER = "Turnkeeper-Probe"
+
+
 async def subscribe(url: str, subject: str) -> tuple[Client, Collector]:
+    """Subscribe and return once the server is known to route to the subscription.
+
+    `flush()` alone does not prove that: nats-py writes its PING straight to the
+    socket, possibly ahead of a SUB still queued. A probe message that comes back
+    through the subscription does.
+    """
     collector = Collector()
     nc = await nats.connect(url, max_reconnect_attempts=-1, reconnect_time_wait=0.1)
     await nc.subscribe(subject, cb=collector.handler)
-    await nc.flush()
+    probe_subject = subject.replace(">", "probe").replace("*", "probe")
+    while not collector.probed.is_set():
+        await nc.publish(probe_subject, b"", headers={PROBE_HEADER: "1"})
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(collector.probed.wait(), 0.2)
     return nc, collector

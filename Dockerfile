@@ -1,7 +1,14 @@
 # turnkeeper: the durable-execution gRPC service (DESIGN.md).
 #
 #   docker build -t turnkeeper .
-#   docker run -p 50051:50051 -p 9464:9464 -v turnkeeper-data:/data turnkeeper
+#   docker run -p 50051:50051 -p 9464:9464 -v turnkeeper-data:/data \
+#     -v ./secrets:/secrets:ro -e TURNKEEPER_TLS_CERT=/secrets/tls.crt \
+#     -e TURNKEEPER_TLS_KEY=/secrets/tls.key -e TURNKEEPER_TOKENS_FILE=/secrets/tokens.jsonl \
+#     turnkeeper
+#
+# The service listens on 0.0.0.0 here, so it refuses to start without TLS and
+# authentication; -e TURNKEEPER_INSECURE=1 serves plaintext anyway (a trial, a
+# private network), with a WARNING at every start.
 #
 # The same image runs an agent (compose.yaml overrides the entrypoint), so the
 # repository's examples/ is kept under /app, the working directory.

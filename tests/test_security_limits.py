@@ -12,7 +12,7 @@ from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
-from google.protobuf import message
+from google.protobuf import message, struct_pb2
 from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
 from turnkeeper_server.errors import InvalidArgument
@@ -171,6 +171,16 @@ async def test_values_input_resume_interrupt_error(small: Stubs) -> None:
         INVALID,
         "resume is nested deeper than 5",
     )
+    for x in (float("nan"), float("inf")):
+        await refused(
+            t.ResumeDetached(
+                turns_pb2.ResumeDetachedRequest(
+                    turn_id="t1", resume=struct_pb2.Value(number_value=x)
+                )
+            ),
+            INVALID,
+            "resume is not valid JSON",
+        )
     await refused(
         t.ParkTurn(turns_pb2.ParkTurnRequest(turn_id="t1", interrupt=value(nested(6)))),
         INVALID,

@@ -279,3 +279,17 @@ async def test_serve_exits_2_with_a_clear_message_on_an_exposed_port(
     with caplog.at_level(logging.ERROR):
         assert await server_main.serve(args) == 2
     assert any("refusing to listen on 0.0.0.0:0" in r.getMessage() for r in caplog.records)
+
+
+def test_the_image_is_secure_by_default_and_only_the_dev_stack_opts_out() -> None:
+    root = Path(__file__).resolve().parent.parent
+    dockerfile = root.joinpath("Dockerfile").read_text()
+    # The image listens on 0.0.0.0 and sets no opt-out: without TLS and tokens it refuses.
+    assert '"0.0.0.0:50051"' in dockerfile
+    assert not [
+        line
+        for line in dockerfile.splitlines()
+        if "TURNKEEPER_INSECURE" in line and not line.lstrip().startswith("#")
+    ]
+    compose = root.joinpath("compose.yaml").read_text()
+    assert 'TURNKEEPER_INSECURE: "1"' in compose

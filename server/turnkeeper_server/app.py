@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from typing import Any
 
 from grpc import aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
@@ -19,6 +20,8 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
 
+from turnkeeper_server import security
+from turnkeeper_server.auth import Authenticate, TokenStore
 from turnkeeper_server.config import Settings
 from turnkeeper_server.db import Database
 from turnkeeper_server.interceptors import ErrorsAndMetrics
@@ -38,12 +41,14 @@ SERVICE_NAMES = (
     turns_pb2.DESCRIPTOR.services_by_name["TurnService"].full_name,
     checkpoints_pb2.DESCRIPTOR.services_by_name["CheckpointService"].full_name,
 )
-# Headroom over the largest checkpoint the limits accept.
-MAX_MESSAGE_BYTES = 64 << 20
 
 
 class TurnkeeperServer:
     def __init__(self, settings: Settings) -> None:
+        # Security first: a server that would be exposed refuses before touching data.
+        self.tokens = TokenStore.load(settings.tokens_file) if settings.tokens_file else None
+        security.check_exposure(settings, tokens=self.tokens is not None)
+        self.credentials = security.server_credentials(settings)
         self.settings = settings
         self.metrics = Metrics(settings.turns_path, settings.sessions_path)
         self.db = Database(settings.turns_path, settings.sessions_path, settings.synchronous)
@@ -80,12 +85,18 @@ class TurnkeeperServer:
         return f"{host}:{self.port}"
 
     async def start(self) -> None:
+        tokens, credentials = self.tokens, self.credentials
         self.db.open()
+        # ErrorsAndMetrics is outermost: authentication refusals are mapped and counted.
+        interceptors: list[Any] = [ErrorsAndMetrics(self.metrics)]
+        if tokens is not None:
+            interceptors.append(Authenticate(tokens))
+        message_bytes = self.settings.limits.max_message_bytes
         server = aio.server(
-            interceptors=[ErrorsAndMetrics(self.metrics)],
+            interceptors=interceptors,
             options=[
-                ("grpc.max_receive_message_length", MAX_MESSAGE_BYTES),
-                ("grpc.max_send_message_length", MAX_MESSAGE_BYTES),
+                ("grpc.max_receive_message_length", message_bytes),
+                ("grpc.max_send_message_length", message_bytes),
             ],
         )
         turns_pb2_grpc.add_TurnServiceServicer_to_server(
@@ -95,10 +106,14 @@ class TurnkeeperServer:
             CheckpointServicer(self.db, self.settings.limits, self.metrics), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
-        reflection.enable_server_reflection(
-            (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
-        )
-        self.port = server.add_insecure_port(self.settings.listen)
+        if self.settings.reflection:
+            reflection.enable_server_reflection(
+                (*SERVICE_NAMES, health.SERVICE_NAME, reflection.SERVICE_NAME), server
+            )
+        if credentials is None:
+            self.port = server.add_insecure_port(self.settings.listen)
+        else:
+            self.port = server.add_secure_port(self.settings.listen, credentials)
         if self.port == 0:
             raise RuntimeError(f"could not listen on {self.settings.listen}")
         self.server = server
@@ -117,8 +132,12 @@ class TurnkeeperServer:
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info(
-            "turnkeeper serving on %s (turns %s, sessions %s, NATS %s)",
+            "turnkeeper serving on %s (%s, %s; turns %s, sessions %s, NATS %s)",
             self.address,
+            ("mutual TLS" if self.settings.tls_client_ca else "TLS")
+            if credentials
+            else "plaintext",
+            f"{len(tokens)} tokens" if tokens else "no authentication",
             self.settings.turns_path,
             self.settings.sessions_path,
             self.settings.nats_url or "off",

@@ -52,7 +52,10 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
 
     def _value(self, name: str, value: struct_pb2.Value, limit: int) -> str:
         lim.check_size(name, value.ByteSize(), limit)
-        text = value_to_json(value)
+        try:
+            text = value_to_json(value)
+        except ValueError as exc:  # NaN or Infinity: JSON has no such numbers
+            raise InvalidArgument(f"{name} is not valid JSON: {exc}") from None
         lim.check_size(name, len(text), limit)
         if value.WhichOneof("kind") in ("struct_value", "list_value"):
             import json

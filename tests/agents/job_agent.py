@@ -132,7 +132,38 @@ def approval() -> StateGraph[Any, Any, Any, Any]:
     return builder
 
 
-GRAPHS = {"four-step": four_step, "poison": poison, "approval": approval}
+def branch(name: str, waits: bool) -> Any:
+    async def node(state: Job, config: RunnableConfig) -> dict[str, Any]:
+        attempt = config["configurable"]["attempt"]
+        note(f"start {name} attempt={attempt}")
+        text = await say(f"the {name} branch of {state['job']}")
+        if waits and attempt == 0:
+            note(f"waiting in {name}")
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(RELEASE.wait(), float(os.environ.get("SLOW_SECONDS", "60")))
+        note(f"done {name}")
+        return {"results": [text]}
+
+    return node
+
+
+def fan_out() -> StateGraph[Any, Any, Any, Any]:
+    """step1, then two branches in one superstep (the slow one waits on attempt 0),
+    then join."""
+    builder = StateGraph(Job)
+    builder.add_node("step1", step(1))
+    builder.add_node("fast", branch("fast", waits=False))
+    builder.add_node("slow", branch("slow", waits=True))
+    builder.add_node("join", step(4))
+    builder.add_edge(START, "step1")
+    builder.add_edge("step1", "fast")
+    builder.add_edge("step1", "slow")
+    builder.add_edge(["fast", "slow"], "join")
+    builder.add_edge("join", END)
+    return builder
+
+
+GRAPHS = {"four-step": four_step, "poison": poison, "approval": approval, "fan-out": fan_out}
 
 
 async def main() -> None:

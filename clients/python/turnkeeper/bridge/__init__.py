@@ -59,8 +59,10 @@ What a turn promises
   appended before the checkpoint that ends their step, so a re-drive rewinds to an
   exact boundary: a watcher sees the events of completed steps once, then the
   re-run step's events again after a reset, never a duplicate or a gap.
-- Steps are at-least-once: the node running when an execution dies runs again
-  (``durability="sync"``: only that node). Tools that must act once use
+- Steps are at-least-once: the step running when an execution dies runs again
+  (``durability="sync"``: only that step), all of its nodes, including parallel
+  ones that had already finished (their events were rewound away with the
+  others'; see :mod:`turnkeeper.bridge.boundary`). Tools that must act once use
   :func:`idempotency_key` (``turn_id:step:attempt``).
 - A node calling ``interrupt(value)`` parks the turn (an ``interrupt`` event, no
   terminal event); the resume re-runs that node from its start, as LangGraph does,

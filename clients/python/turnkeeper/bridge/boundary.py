@@ -11,19 +11,47 @@ LangGraph calls ``aput`` from a background task after ``after_tick`` and, with
 ``durability="sync"``, waits for it before the next step starts; ``aput_writes``
 runs as each task of a step finishes. The events are already in the log at that
 point (they are captured by callbacks inside the node), so the flush covers them.
+
+Orphaned writes. A task's writes are stored as soon as the task finishes, against
+the step's starting checkpoint, and a resumed graph does not run again a task whose
+writes it finds. But a re-drive rewinds the events to that checkpoint's boundary,
+which drops the finished task's events too (they interleave with those of the tasks
+still running, so no boundary could keep them apart). Left alone, the task would
+neither run again nor have events: a gap in the stream. So when an execution
+starts right at a checkpoint's boundary (nothing retained after it: a rewind just
+happened), the saver hands LangGraph that checkpoint without the writes of its
+tasks, and the whole step runs again, finished siblings included. Writes that are
+not a task's own result (an interrupt, a resume value, an error, the run's input)
+are kept. Each checkpoint records, in its metadata under ``turnkeeper``, the turn
+and the seq of its boundary, which is how the saver knows.
 """
 
 from __future__ import annotations
 
+import logging
 import threading
 from collections.abc import Sequence
-from typing import Any
+from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.checkpoint.base import ChannelVersions, Checkpoint, CheckpointMetadata
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
 
 from turnkeeper.bridge.events import EventLog
 from turnkeeper.saver import ATTEMPT_KEY, TURN_ID_KEY, RemoteSaver
+
+log = logging.getLogger(__name__)
+
+# The checkpoint metadata key of the boundary: {"turn_id": ..., "last_seq": ...}.
+METADATA_KEY: Final = "turnkeeper"
+# LangGraph's task id for writes that come from the run's input (a Command's resume
+# or update), not from a task (langgraph's NULL_TASK_ID).
+_NULL_TASK_ID: Final = "00000000-0000-0000-0000-000000000000"
 
 
 class BoundarySaver(RemoteSaver):
@@ -61,8 +89,33 @@ class BoundarySaver(RemoteSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         if (events := self._log_for(config)) is not None:
-            await events.flush()
+            boundary = await events.flush()
+            mark = {"turn_id": events.turn_id, "last_seq": boundary}
+            metadata = {**metadata, METADATA_KEY: mark}  # type: ignore[typeddict-unknown-key]
         return await super().aput(config, checkpoint, metadata, new_versions)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        found = await super().aget_tuple(config)
+        events = self._log_for(config)
+        if found is None or events is None or not found.pending_writes:
+            return found
+        mark = (found.metadata or {}).get(METADATA_KEY)
+        if not isinstance(mark, dict) or mark.get("turn_id") != events.turn_id:
+            return found  # another turn's checkpoint (or written without the bridge)
+        boundary = mark.get("last_seq")
+        if not isinstance(boundary, int) or events.start_seq > boundary:
+            return found  # events after the checkpoint were kept: its writes stand
+        kept = [w for w in found.pending_writes if w[1] in WRITES_IDX_MAP or w[0] == _NULL_TASK_ID]
+        if len(kept) < len(found.pending_writes):
+            log.info(
+                "turn_id=%s attempt=%d: %d task write(s) of checkpoint %s were rewound "
+                "away with their events; the step runs again",
+                events.turn_id,
+                events.attempt,
+                len(found.pending_writes) - len(kept),
+                found.config["configurable"].get("checkpoint_id"),
+            )
+        return found._replace(pending_writes=kept)
 
     async def aput_writes(
         self,

@@ -74,6 +74,10 @@ class EventLog:
         self._lock = threading.Lock()
         self._pending: list[turns_pb2.EventInput] = []
         self._next_seq = last_seq + 1
+        # The turn's last_seq when this execution began, and the newest seq the
+        # service has confirmed since.
+        self.start_seq = last_seq
+        self.appended_seq = last_seq
         self._closed = False
         self._flushing = asyncio.Lock()
         self._wake = asyncio.Event()
@@ -105,16 +109,16 @@ class EventLog:
         elif not self._loop.is_closed():
             self._loop.call_soon_threadsafe(self._wake.set)
 
-    async def flush(self) -> None:
-        """Append every event emitted so far. Raises what AppendEvents raised; the
-        events stay buffered, and a later flush sends them again (appends are
-        idempotent by (attempt, seq))."""
+    async def flush(self) -> int:
+        """Append every event emitted so far; returns the newest seq appended.
+        Raises what AppendEvents raised; the events stay buffered, and a later
+        flush sends them again (appends are idempotent by (attempt, seq))."""
         async with self._flushing:
             while True:
                 with self._lock:
                     batch = self._pending[:MAX_BATCH]
                 if not batch:
-                    return
+                    return self.appended_seq
                 await self.client.append_events(
                     turns_pb2.AppendEventsRequest(
                         turn_id=self.turn_id, attempt=self.attempt, events=batch
@@ -122,6 +126,7 @@ class EventLog:
                 )
                 with self._lock:
                     del self._pending[: len(batch)]
+                    self.appended_seq = batch[-1].seq
 
     async def close(self, *last: tuple[str, Any]) -> list[turns_pb2.EventInput]:
         """Stop taking events; return those not appended yet followed by ``last``

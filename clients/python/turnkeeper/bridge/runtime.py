@@ -16,7 +16,8 @@ turn is no longer RUNNING, the execution stops at once and writes nothing more: 
 is a zombie, and the service has already handed the turn to someone else. When the
 service cannot be reached for longer than the lease, it stops too; the turn is then
 re-driven like any orphan. Steps are at-least-once: the step running when an
-execution dies runs again in the next attempt (see :func:`idempotency_key`).
+execution dies runs again in the next attempt, every node of it (see
+:func:`idempotency_key` and :mod:`turnkeeper.bridge.boundary`).
 """
 
 from __future__ import annotations

@@ -7,10 +7,11 @@ from __future__ import annotations
 import asyncio
 import copy
 import json
+import operator
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
 
 import grpc
 import pytest
@@ -510,3 +511,52 @@ def test_token_helper_appends_a_hash_and_prints_the_token_once(
     assert entry == {"sha256": auth.token_hash(token), "role": "agent:support", "name": "support-1"}
     caller = auth.TokenStore.load(path).authenticate([("authorization", f"Bearer {token}")])
     assert (caller.role, caller.agent, caller.name) == ("agent", "support", "support-1")
+
+
+class _Log(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+async def test_an_agents_graph_checkpoints_its_own_turn_and_nobody_elses(env: Env) -> None:
+    # What the bridge does with an agent token: StartTurn, then the graph runs with
+    # RemoteSaver, fenced by the turn. Another agent's saver cannot read the thread.
+    from langgraph.graph import END, START, StateGraph
+    from turnkeeper import errors
+    from turnkeeper.client import ConnectionOptions
+    from turnkeeper.saver import RemoteSaver, durable_config, durable_run_kwargs
+
+    builder = StateGraph(_Log)
+    builder.add_node("step", lambda state: {"log": ["step"]})
+    builder.add_edge(START, "step")
+    builder.add_edge("step", END)
+
+    def saver(name: str) -> RemoteSaver:
+        return RemoteSaver(
+            options=ConnectionOptions(target=env.server.address, bearer_token=env.tokens[name])
+        )
+
+    alpha = bearer(env.tokens["alpha"])
+    await env.turns.StartTurn(
+        turns_pb2.StartTurnRequest(
+            turn_id="t-graph", thread_id="th-graph", agent="alpha", input=value({})
+        ),
+        metadata=alpha,
+    )
+    config = durable_config("th-graph", "t-graph", 0)
+    own = saver("alpha")
+    graph = builder.compile(checkpointer=own)
+    done = await graph.ainvoke({"log": ["in"]}, config, **durable_run_kwargs())
+    assert done["log"] == ["in", "step"]
+    assert await own.aget_tuple({"configurable": {"thread_id": "th-graph"}}) is not None
+
+    other = saver("beta")
+    with pytest.raises(errors.PermissionDenied):
+        await other.aget_tuple({"configurable": {"thread_id": "th-graph"}})
+    with pytest.raises(errors.PermissionDenied):
+        await builder.compile(checkpointer=other).ainvoke(
+            {"log": ["in"]}, {"configurable": {"thread_id": "th-graph"}}
+        )
+    operator_view = saver("operator")
+    assert await operator_view.aget_tuple({"configurable": {"thread_id": "th-graph"}}) is not None
+    for s in (own, other, operator_view):
+        await s.aclose()

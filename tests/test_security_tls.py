@@ -4,6 +4,7 @@ the rule that an exposed port needs TLS and authentication unless --insecure."""
 from __future__ import annotations
 
 import argparse
+import asyncio
 import dataclasses
 import logging
 from pathlib import Path
@@ -252,6 +253,7 @@ def test_flags_and_env_reach_the_settings(
     assert settings.tokens_file == Path("/etc/turnkeeper/tokens.jsonl")
     assert settings.insecure is True
     assert settings.reflection is False
+    assert settings.limits.max_watch_streams_per_client == 256
 
     defaults = server_main.settings_from_args(parse(["--data-dir", str(tmp_path)]), None)
     assert (defaults.tls_cert, defaults.tokens_file, defaults.insecure) == (None, None, False)
@@ -263,6 +265,7 @@ def test_flags_and_env_reach_the_settings(
     monkeypatch.setenv("TURNKEEPER_TOKENS_FILE", "/run/secrets/tokens.jsonl")
     monkeypatch.setenv("TURNKEEPER_INSECURE", "1")
     monkeypatch.setenv("TURNKEEPER_REFLECTION", "0")
+    monkeypatch.setenv("TURNKEEPER_MAX_WATCH_STREAMS", "7")
     from_env = server_main.settings_from_args(parse(["--data-dir", str(tmp_path)]), None)
     assert from_env.tls_cert == pki.server.cert
     assert from_env.tls_key == pki.server.key
@@ -270,6 +273,7 @@ def test_flags_and_env_reach_the_settings(
     assert from_env.tokens_file == Path("/run/secrets/tokens.jsonl")
     assert from_env.insecure is True
     assert from_env.reflection is False
+    assert from_env.limits.max_watch_streams_per_client == 7
 
 
 async def test_serve_exits_2_with_a_clear_message_on_an_exposed_port(
@@ -293,3 +297,49 @@ def test_the_image_is_secure_by_default_and_only_the_dev_stack_opts_out() -> Non
     ]
     compose = root.joinpath("compose.yaml").read_text()
     assert 'TURNKEEPER_INSECURE: "1"' in compose
+
+
+async def test_the_python_client_speaks_mutual_tls_and_tokens(
+    make_service: ServiceFactory, pki: Pki, tmp_path: Path
+) -> None:
+    # The service side of clients/python's ConnectionOptions: CA, client
+    # certificate and bearer token, async and sync, and its typed errors.
+    from turnkeeper import errors
+    from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions, TurnkeeperClient
+
+    tokens = write_tokens(tmp_path / "tokens.jsonl", {"panel": "panel", "ops": "operator"})
+    server = await make_service(
+        listen="0.0.0.0:0",
+        tls_cert=pki.server.cert,
+        tls_key=pki.server.key,
+        tls_client_ca=pki.ca.files.cert,
+        tokens_file=tmp_path / "tokens.jsonl",
+    )
+
+    def options(token: str | None) -> ConnectionOptions:
+        return ConnectionOptions(
+            target=loopback(server.address),
+            root_certificates=pki.ca.files.cert,
+            client_certificate=pki.client.cert,
+            client_key=pki.client.key,
+            bearer_token=token,
+            retry_max_attempts=1,
+        )
+
+    request = turns_pb2.TurnStatusRequest(turn_id="t1")
+    async with AsyncTurnkeeperClient(options(tokens["panel"])) as client:
+        status = await client.turn_status(request)
+        assert status.state == turns_pb2.TURN_STATE_UNKNOWN
+        with pytest.raises(errors.PermissionDenied):
+            await client.list_turns(turns_pb2.ListTurnsRequest())
+    async with AsyncTurnkeeperClient(options(None)) as client:
+        with pytest.raises(errors.Unauthenticated):
+            await client.turn_status(request)
+
+    def sync_calls() -> None:
+        with TurnkeeperClient(options(tokens["ops"])) as client:
+            assert not client.list_turns(turns_pb2.ListTurnsRequest()).turns
+        with TurnkeeperClient(options("wrong")) as client, pytest.raises(errors.Unauthenticated):
+            client.turn_status(request)
+
+    await asyncio.to_thread(sync_calls)

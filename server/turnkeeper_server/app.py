@@ -71,7 +71,7 @@ class TurnkeeperServer:
             namespace=settings.namespace,
         )
         self.reaper = LeaseReaper(self.turns, settings.reap_interval)
-        self.health = health.aio.HealthServicer()
+        self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]  # not in grpc-stubs
         self.server: aio.Server | None = None
         self.port = 0
         self.metrics_port = 0

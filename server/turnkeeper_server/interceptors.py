@@ -11,7 +11,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Any, TypeAlias
 
 import grpc
 from grpc import aio
@@ -20,6 +20,11 @@ from turnkeeper_server.errors import InvalidArgument, TurnkeeperError, status_fo
 from turnkeeper_server.metrics import Metrics
 
 log = logging.getLogger(__name__)
+
+
+# Strings: these grpc types are generic in the type stubs only.
+Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
+Context: TypeAlias = "aio.ServicerContext[Any, Any]"
 
 
 class _Malformed:
@@ -43,15 +48,15 @@ def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], 
     return parse
 
 
-class ErrorsAndMetrics(aio.ServerInterceptor):
+class ErrorsAndMetrics(aio.ServerInterceptor):  # type: ignore[type-arg]
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
 
     async def intercept_service(
         self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[grpc.RpcMethodHandler]],
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler]],
         details: grpc.HandlerCallDetails,
-    ) -> grpc.RpcMethodHandler:
+    ) -> Handler:
         handler = await continuation(details)
         if handler is None:
             return handler
@@ -84,7 +89,7 @@ class ErrorsAndMetrics(aio.ServerInterceptor):
             )
         return handler
 
-    async def _fail(self, context: aio.ServicerContext, method: str, exc: Exception) -> None:
+    async def _fail(self, context: Context, method: str, exc: Exception) -> None:
         code, message = status_for(exc)
         if code == grpc.StatusCode.INTERNAL:
             log.error("%s failed unexpectedly", method, exc_info=exc)
@@ -98,10 +103,8 @@ class ErrorsAndMetrics(aio.ServerInterceptor):
             time.perf_counter() - started
         )
 
-    def _unary(
-        self, method: str, inner: Any
-    ) -> Callable[[Any, aio.ServicerContext], Awaitable[Any]]:
-        async def handle(request: Any, context: aio.ServicerContext) -> Any:
+    def _unary(self, method: str, inner: Any) -> Callable[[Any, Context], Awaitable[Any]]:
+        async def handle(request: Any, context: Context) -> Any:
             started = time.perf_counter()
             code = grpc.StatusCode.OK
             try:
@@ -119,10 +122,8 @@ class ErrorsAndMetrics(aio.ServerInterceptor):
 
         return handle
 
-    def _stream(
-        self, method: str, inner: Any
-    ) -> Callable[[Any, aio.ServicerContext], AsyncIterator[Any]]:
-        async def handle(request: Any, context: aio.ServicerContext) -> AsyncIterator[Any]:
+    def _stream(self, method: str, inner: Any) -> Callable[[Any, Context], AsyncIterator[Any]]:
+        async def handle(request: Any, context: Context) -> AsyncIterator[Any]:
             started = time.perf_counter()
             code = grpc.StatusCode.OK
             try:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import dataclasses
 import logging
 import os
 import signal
@@ -13,6 +14,7 @@ from turnkeeper_server import logs
 from turnkeeper_server.app import create_server
 from turnkeeper_server.config import Settings, resolve_paths
 from turnkeeper_server.embedded_nats import EmbeddedNats
+from turnkeeper_server.limits import DEFAULT_LIMITS
 from turnkeeper_server.security import InsecureListen
 
 log = logging.getLogger("turnkeeper")
@@ -121,6 +123,15 @@ def add_security_arguments(parser: argparse.ArgumentParser) -> None:
         "(env TURNKEEPER_INSECURE=1); logged as a warning at every start",
     )
     parser.add_argument(
+        "--max-watch-streams",
+        type=int,
+        default=int(
+            env("TURNKEEPER_MAX_WATCH_STREAMS", DEFAULT_LIMITS.max_watch_streams_per_client)
+        ),
+        help="open WatchTurn streams per token (per peer address without tokens); past it "
+        "RESOURCE_EXHAUSTED (env TURNKEEPER_MAX_WATCH_STREAMS)",
+    )
+    parser.add_argument(
         "--no-reflection",
         dest="reflection",
         action="store_false",
@@ -147,6 +158,9 @@ def settings_from_args(args: argparse.Namespace, nats_url: str | None) -> Settin
         tokens_file=args.tokens_file,
         insecure=args.insecure,
         reflection=args.reflection,
+        limits=dataclasses.replace(
+            DEFAULT_LIMITS, max_watch_streams_per_client=args.max_watch_streams
+        ),
     )
 
 

@@ -25,7 +25,7 @@ from turnkeeper.v1 import checkpoints_pb2, turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.conftest import ServiceFactory
-from tests.support.agents import Agents, Panel, agents_for, all_events, result, shape
+from tests.support.agents import Agents, Panel, agents_for, all_events, result, shape, until
 from tests.support.nats import Collector, NatsServer, subscribe
 from tests.support.relay import Relay
 
@@ -91,7 +91,7 @@ async def test_sigkill_mid_step_two_then_restart_finishes_with_an_exact_replay(
     panel.start(client, "t-crash")
 
     # Step 2 has streamed its reply (appended, mirrored to NATS) and now waits.
-    await seen.wait_for(lambda: streaming(seen, "t-crash", "step2"))
+    await until(seen, lambda: streaming(seen, "t-crash", "step2"))
     await first.kill()
     await second.go()
     shown = await panel.ended()
@@ -114,7 +114,7 @@ async def test_sigkill_mid_step_two_then_restart_finishes_with_an_exact_replay(
     assert {e.attempt for e in events if e.seq > boundary} == {1}
 
     # One rewind on NATS, to the end of step 1; the panel got one reset to it.
-    await seen.wait_for(lambda: events_on_nats(seen, "t-crash")[-1:][0]["type"] == "turn.done")
+    await until(seen, lambda: events_on_nats(seen, "t-crash")[-1:][0]["type"] == "turn.done")
     rewinds = rewinds_on_nats(seen, "t-crash")
     assert len(rewinds) == 1
     assert rewinds[0]["seq"] == boundary and rewinds[0]["attempt"] == 1
@@ -160,7 +160,7 @@ async def test_sigkill_while_a_parallel_branch_waits_replays_the_finished_branch
         events = events_on_nats(seen, "t-fan")
         return any(m["type"] == "step" and m["data"]["node"] == "fast" for m in events)
 
-    await seen.wait_for(lambda: fast_done() and streaming(seen, "t-fan", "slow"))
+    await until(seen, lambda: fast_done() and streaming(seen, "t-fan", "slow"))
     await first.kill()
     await second.go()
     shown = await panel.ended()
@@ -216,12 +216,12 @@ async def test_a_poison_turn_fails_after_three_redrives_and_never_runs_a_fifth_t
     # One synthetic terminal event, in WatchTurn and on NATS; three rewinds.
     assert [t for _, t, _ in shown].count("turn.failed") == 1
     assert shown[-1][1] == "turn.failed"
-    await seen.wait_for(
-        lambda: any(m["type"] == "turn.failed" for m in events_on_nats(seen, "t-poison"))
+    await until(
+        seen, lambda: any(m["type"] == "turn.failed" for m in events_on_nats(seen, "t-poison"))
     )
     terminal = [m for m in events_on_nats(seen, "t-poison") if m["type"].startswith("turn.")]
     assert [m["type"] for m in terminal] == ["turn.failed"]
-    await seen.wait_for(lambda: len(rewinds_on_nats(seen, "t-poison")) >= 3)
+    await until(seen, lambda: len(rewinds_on_nats(seen, "t-poison")) >= 3)
     assert [r["attempt"] for r in rewinds_on_nats(seen, "t-poison")] == [1, 2, 3]
 
     # The fifth process stops cleanly, having never run the turn.
@@ -244,7 +244,7 @@ async def test_a_replica_that_never_comes_back_is_taken_over_after_its_lease(
     )
     panel = Panel()
     panel.start(client, "t-lease")
-    await seen.wait_for(lambda: streaming(seen, "t-lease", "step2"))
+    await until(seen, lambda: streaming(seen, "t-lease", "step2"))
 
     owner = (await client.get_turn(turns_pb2.GetTurnRequest(turn_id="t-lease"))).turn.owner
     survivor_name = next(name for name in replicas if name != owner.replica)
@@ -291,7 +291,7 @@ async def test_a_zombie_executor_is_refused_everything_and_changes_nothing(
     )
     panel = Panel()
     panel.start(client, "t-zombie")
-    await seen.wait_for(lambda: streaming(seen, "t-zombie", "step2"))
+    await until(seen, lambda: streaming(seen, "t-zombie", "step2"))
     incarnation = (
         await client.get_turn(turns_pb2.GetTurnRequest(turn_id="t-zombie"))
     ).turn.owner.incarnation
@@ -299,11 +299,11 @@ async def test_a_zombie_executor_is_refused_everything_and_changes_nothing(
     # Frozen, the executor stops heartbeating; its lease lapses and the turn is
     # re-driven while the process still holds it.
     zombie.signal(signal.SIGSTOP)
-    await seen.wait_for(lambda: bool(rewinds_on_nats(seen, "t-zombie")))
+    await until(seen, lambda: bool(rewinds_on_nats(seen, "t-zombie")))
     heir = await agents.start("replica-h", slow_step=3, slow_attempt=1)
     # The heir waits in step 3 after its tool call, the last event before the wait.
-    await seen.wait_for(
-        lambda: any(m["type"] == "tool_call_end" for m in events_on_nats(seen, "t-zombie"))
+    await until(
+        seen, lambda: any(m["type"] == "tool_call_end" for m in events_on_nats(seen, "t-zombie"))
     )
     before = await snapshot(client, "t-zombie", "th-zombie")
 
@@ -402,7 +402,7 @@ async def test_nats_restarted_during_a_redrive_still_delivers_the_rewind_once(
             )
             panel = Panel()
             panel.start(client, "t-nats")
-            await seen.wait_for(lambda: streaming(seen, "t-nats", "step2"))
+            await until(seen, lambda: streaming(seen, "t-nats", "step2"))
 
             # NATS goes down, the agent dies, and its restart re-drives the turn
             # and finishes it over gRPC alone: the rewind waits in the outbox.
@@ -421,9 +421,8 @@ async def test_nats_restarted_during_a_redrive_still_delivers_the_rewind_once(
             await watcher.flush()
             before_backlog = len(seen.messages)
             relay.open()
-            await seen.wait_for(
-                lambda: any(m["type"] == "turn.done" for m in events_on_nats(seen, "t-nats")),
-                timeout=30,
+            await until(
+                seen, lambda: any(m["type"] == "turn.done" for m in events_on_nats(seen, "t-nats"))
             )
             events = await all_events(client, "t-nats")
             boundary = next(e.seq for e in events if e.type == "step" and '"step1"' in e.data_json)

@@ -15,7 +15,7 @@ from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.support.agents import Agents, Panel, agents_for, all_events, result, rpc
+from tests.support.agents import Agents, Panel, agents_for, all_events, result, rpc, until
 from tests.support.grpcurl import grpcurl
 from tests.support.nats import Collector, NatsServer, subscribe
 
@@ -61,7 +61,7 @@ async def create_and_park(
     panel = Panel()
     panel.start(client, turn_id)
     subject = f".turn.events.{turn_id}"
-    await seen.wait_for(lambda: any(m["type"] == "interrupt" for m in seen.on(subject)))
+    await until(seen, lambda: any(m["type"] == "interrupt" for m in seen.on(subject)))
     # The interrupt event is committed with the park, in one transaction.
     turn = (await client.get_turn(turns_pb2.GetTurnRequest(turn_id=turn_id))).turn
     assert turn.state == turns_pb2.TURN_STATE_PARKED

@@ -19,8 +19,13 @@ from nats.aio.client import Client
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
 
+from tests.support.nats import Collector
+
 AGENT_SCRIPT = Path(__file__).resolve().parent.parent / "agents" / "job_agent.py"
 AGENT = "jobs"
+# How long a test waits for something that happens in another process (CI runners
+# can be slow; nothing here waits this long when things work).
+PATIENCE = 30.0
 
 
 class Agent:
@@ -227,6 +232,11 @@ class Panel:
         assert self.task is not None
         await asyncio.wait_for(asyncio.shield(self.task), timeout)
         return self.shown
+
+
+async def until(seen: Collector, predicate: Callable[[], bool]) -> None:
+    """Until what a NATS subscriber received satisfies `predicate`."""
+    await seen.wait_for(predicate, timeout=PATIENCE)
 
 
 async def all_events(client: AsyncTurnkeeperClient, turn_id: str) -> list[turns_pb2.Event]:

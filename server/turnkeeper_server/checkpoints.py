@@ -162,6 +162,20 @@ def _writes(
     return [WriteRow(*r) for r in conn.execute(_PENDING_WRITES, (thread_id, ns, checkpoint_id))]
 
 
+def _row(conn: sqlite3.Connection, row: tuple[Any, ...]) -> CheckpointRow:
+    thread_id, ns, checkpoint_id, parent, type_, blob, metadata = row
+    return CheckpointRow(
+        thread_id,
+        ns,
+        checkpoint_id,
+        parent,
+        type_,
+        blob,
+        metadata,
+        writes=_writes(conn, thread_id, ns, checkpoint_id),
+    )
+
+
 def get(
     conn: sqlite3.Connection, thread_id: str, checkpoint_ns: str, checkpoint_id: str
 ) -> CheckpointRow | None:
@@ -179,7 +193,7 @@ def get(
         ).fetchone()
     if row is None:
         return None
-    return CheckpointRow(*row, writes=_writes(conn, row[0], row[1], row[2]))
+    return _row(conn, row)
 
 
 def list_(
@@ -222,4 +236,4 @@ def list_(
         sql += " LIMIT ?"
         params = (*params, limit)
     for row in conn.execute(sql, params).fetchall():
-        yield CheckpointRow(*row, writes=_writes(conn, row[0], row[1], row[2]))
+        yield _row(conn, row)

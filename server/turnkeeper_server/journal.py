@@ -163,7 +163,8 @@ def list_turns(
     before_rowid: int | None,
     limit: int,
 ) -> list[tuple[int, TurnRecord]]:
-    where, params = [], []
+    where: list[str] = []
+    params: list[object] = []
     if state:
         where.append("state = ?")
         params.append(state)

@@ -28,7 +28,8 @@ class Limits:
     max_id_length: int = 256
     max_input_bytes: int = 1 << 20
     max_resume_bytes: int = 256 << 10
-    max_json_depth: int = 64
+    # Below protobuf's own nesting limit (a JSON level is two message levels).
+    max_json_depth: int = 32
     max_event_bytes: int = 256 << 10
     max_events_per_batch: int = 1000
     max_checkpoint_bytes: int = 32 << 20

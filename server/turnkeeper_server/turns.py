@@ -93,7 +93,7 @@ class Turns:
     def events(self, turn_id: str, after_seq: int, limit: int) -> list[EventRecord]:
         return journal.load_events(self._read().conn, turn_id, after_seq, limit)
 
-    def list(
+    def list_turns(
         self, *, state: str | None, agent: str, thread_id: str, before: int | None, limit: int
     ) -> list[tuple[int, TurnRecord]]:
         return journal.list_turns(

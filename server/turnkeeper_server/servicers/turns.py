@@ -153,7 +153,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             state = PROTO_TO_STATE[request.state]
         lim.check_length("page_token", request.page_token, 64)
         before = _decode_token(request.page_token) if request.page_token else None
-        rows = self.turns.list(
+        rows = self.turns.list_turns(
             state=state,
             agent=lim.check_optional_id("agent", request.agent, self.limits),
             thread_id=lim.check_optional_id("thread_id", request.thread_id, self.limits),

@@ -271,7 +271,7 @@ def run(size: Size) -> Section:
         with scratch_dir("engines") as data_dir:
             single["floor"].append(turns.single(floor, size.saver_single))
             conc["floor"].append(turns.concurrent(floor, size.saver_concurrent, size.saver_callers))
-            with saver.remote_turn(data_dir) as remote:
+            with saver.remote_turn(data_dir) as (remote, _pid):
                 single["remote"].append(turns.single(remote, size.saver_single))
                 conc["remote"].append(
                     turns.concurrent(remote, size.saver_concurrent, size.saver_callers)

@@ -23,6 +23,8 @@ from bench.common import (
     Section,
     ServerProcess,
     Size,
+    cpu_delta,
+    cpu_seconds,
     fmt_ratio,
     fmt_s,
     median,
@@ -35,8 +37,8 @@ EVENTS_PER_TURN = 6
 BOUNDARY = 3
 
 
-async def _redrive(address: str, nats_url: str, count: int) -> tuple[float, float]:
-    """(seconds to the answer, seconds to the last rewind on NATS)."""
+async def _redrive(address: str, nats_url: str, count: int, pid: int) -> tuple[float, float, float]:
+    """(seconds to the answer, seconds to the last rewind on NATS, service CPU seconds)."""
     received = 0
     all_received = asyncio.Event()
 
@@ -56,6 +58,7 @@ async def _redrive(address: str, nats_url: str, count: int) -> tuple[float, floa
             stub = turns_pb2_grpc.TurnServiceStub(channel)
             await channel.channel_ready()
             request = turns_pb2.RedriveRequest(agent="bench", replica="r1", incarnation="new")
+            cpu = cpu_seconds(pid)
             started = time.perf_counter()
             response = await stub.Redrive(request, timeout=600)
             answered = time.perf_counter() - started
@@ -63,12 +66,13 @@ async def _redrive(address: str, nats_url: str, count: int) -> tuple[float, floa
                 raise RuntimeError(f"re-drove {len(response.turns)} turns, expected {count}")
             await asyncio.wait_for(all_received.wait(), timeout=max(60.0, answered * 20))
             published = time.perf_counter() - started
+            used = sum(cpu_delta(cpu, cpu_seconds(pid)).values())
     finally:
         await nc.close()
-    return answered, published
+    return answered, published, used
 
 
-def _one(count: int) -> tuple[float, float]:
+def _one(count: int) -> tuple[float, float, float]:
     spec = populate.TurnSpec(
         count,
         state="RUNNING",
@@ -80,7 +84,7 @@ def _one(count: int) -> tuple[float, float]:
     with scratch_dir("redrive") as data_dir, nats_server() as url:
         populate.fill(data_dir, spec)
         with ServerProcess(data_dir, nats_url=url) as server:
-            return asyncio.run(_redrive(server.address, url, count))
+            return asyncio.run(_redrive(server.address, url, count, server.pid))
 
 
 def run(size: Size) -> Section:
@@ -98,21 +102,26 @@ def run(size: Size) -> Section:
             f"{size.redrive_reps} repetitions of each N (fresh files each), medians."
         ),
     )
-    times: dict[int, tuple[list[float], list[float]]] = {small: ([], []), large: ([], [])}
+    times: dict[int, tuple[list[float], list[float], list[float]]] = {
+        small: ([], [], []),
+        large: ([], [], []),
+    }
     for _ in range(size.redrive_reps):
         for count in (small, large):
-            answered, published = _one(count)
-            times[count][0].append(answered)
-            times[count][1].append(published)
+            for values, value in zip(times[count], _one(count), strict=True):
+                values.append(value)
     a_small, p_small = median(times[small][0]), median(times[small][1])
     a_large, p_large = median(times[large][0]), median(times[large][1])
     scale = ratio(p_large, p_small)
+    c_small, c_large = median(times[small][2]), median(times[large][2])
     section.metrics = {
         f"answered_{small}_s": a_small,
         f"published_{small}_s": p_small,
         f"answered_{large}_s": a_large,
         f"published_{large}_s": p_large,
         "scaling": scale,
+        f"cpu_{small}_s": c_small,
+        f"cpu_{large}_s": c_large,
     }
     section.rows = [
         Row(f"{small:,} turns, to the answer", fmt_s(a_small)),
@@ -131,6 +140,12 @@ def run(size: Size) -> Section:
             fmt_ratio(scale),
             f"≤ {1.1 * large / small:g}\u00d7",
             scale <= 1.1 * large / small,
+        ),
+        Row(
+            f"{large // small}\u00d7 the turns (service CPU)",
+            fmt_s(c_large),
+            fmt_s(c_small),
+            fmt_ratio(ratio(c_large, c_small)),
         ),
     ]
     return section

@@ -10,11 +10,13 @@ import platform
 import shutil
 import sqlite3
 import subprocess
+import tempfile
+import time
 from collections.abc import Sequence
 from importlib import metadata
 from pathlib import Path
 
-from bench.common import Section, Size
+from bench.common import Section, Size, median
 
 REPO = Path(__file__).resolve().parent.parent
 
@@ -69,6 +71,20 @@ def _command(*args: str) -> str:
     return out.stdout.strip() if out.returncode == 0 else ""
 
 
+def _fsync_ms(samples: int = 50) -> float:
+    """Median milliseconds of an fsync after a 4 KiB write in the temp directory,
+    where every benchmark keeps its files: the disk's half of a durable commit."""
+    times = []
+    with tempfile.TemporaryFile() as f:
+        for _ in range(samples):
+            f.write(b"\0" * 4096)
+            f.flush()
+            started = time.perf_counter()
+            os.fsync(f.fileno())
+            times.append(time.perf_counter() - started)
+    return median(times) * 1e3
+
+
 def machine() -> dict[str, str]:
     load = os.getloadavg()
     commit = _command("git", "rev-parse", "--short", "HEAD")
@@ -82,6 +98,7 @@ def machine() -> dict[str, str]:
         "Python": platform.python_version(),
         "SQLite": sqlite3.sqlite_version,
         "load average at start": f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
+        "fsync of 4 KiB at start (median)": f"{_fsync_ms():.2f} ms",
         "commit": commit or "unknown",
     }
     node = shutil.which("node")

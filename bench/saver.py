@@ -7,7 +7,9 @@ the floor: what the turn costs with no durability at all.
 
 from __future__ import annotations
 
+import os
 import sqlite3
+import time
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -21,6 +23,8 @@ from bench.common import (
     Section,
     ServerProcess,
     Size,
+    cpu_delta,
+    cpu_seconds,
     fmt_ms,
     fmt_rate,
     fmt_ratio,
@@ -31,10 +35,10 @@ from bench.common import (
 
 
 @contextmanager
-def remote_turn(data_dir: Path) -> Iterator[Callable[[], None]]:
-    """A turn through RemoteSaver, the service in its own process."""
+def remote_turn(data_dir: Path) -> Iterator[tuple[Callable[[], None], int]]:
+    """A turn through RemoteSaver, and the pid of the service (in its own process)."""
     with ServerProcess(data_dir) as server, RemoteSaver.from_address(server.address) as saver:
-        yield turns.graph_turn(turns.build(saver))
+        yield turns.graph_turn(turns.build(saver)), server.pid
 
 
 @contextmanager
@@ -67,23 +71,37 @@ def run(size: Size) -> Section:
     )
     single: dict[str, list[float]] = {"floor": [], "sqlite": [], "remote": []}
     conc: dict[str, list[float]] = {"floor": [], "sqlite": [], "remote": []}
+    # CPU milliseconds per turn in the concurrent runs: this process (the graph and
+    # its checkpointer's client side) and, for RemoteSaver, the service.
+    client_ms: dict[str, list[float]] = {"floor": [], "sqlite": [], "remote": []}
+    service_ms: list[float] = []
     with scratch_dir("saver") as data_dir:
         floor = turns.graph_turn(turns.build(None))
-        with sqlite_turn(data_dir) as sqlite_run, remote_turn(data_dir) as remote_run:
+        with sqlite_turn(data_dir) as sqlite_run, remote_turn(data_dir) as (remote_run, pid):
             runs = {"floor": floor, "sqlite": sqlite_run, "remote": remote_run}
             for round_ in range(size.saver_rounds):
                 order = list(runs) if round_ % 2 == 0 else list(reversed(runs))
                 for name in order:
                     single[name].append(turns.single(runs[name], size.saver_single))
                 for name in order:
+                    client, service = time.process_time(), cpu_seconds(pid)
                     conc[name].append(
                         turns.concurrent(runs[name], size.saver_concurrent, size.saver_callers)
                     )
+                    per_turn = 1e3 / size.saver_concurrent
+                    client_ms[name].append((time.process_time() - client) * per_turn)
+                    if name == "remote":
+                        used = cpu_delta(service, cpu_seconds(pid))
+                        service_ms.append(sum(used.values()) * per_turn)
     s = {k: median(v) for k, v in single.items()}
     c = {k: median(v) for k, v in conc.items()}
-    section.metrics = {f"single_{k}_s": v for k, v in s.items()} | {
-        f"concurrent_{k}_tps": v for k, v in c.items()
-    }
+    cpu = {k: median(v) for k, v in client_ms.items()}
+    section.metrics = (
+        {f"single_{k}_s": v for k, v in s.items()}
+        | {f"concurrent_{k}_tps": v for k, v in c.items()}
+        | {f"client_cpu_ms_per_turn_{k}": v for k, v in cpu.items()}
+        | {"service_cpu_ms_per_turn_remote": median(service_ms)}
+    )
     single_ratio = ratio(s["remote"], s["sqlite"])
     conc_ratio = ratio(c["remote"], c["sqlite"])
     section.rows = [
@@ -115,5 +133,23 @@ def run(size: Size) -> Section:
             f"SqliteSaver {fmt_rate(c['sqlite'], ' turns/s')}",
             fmt_ratio(ratio(c["floor"], c["sqlite"])),
         ),
+        Row(
+            "CPU per turn, concurrent: graph process",
+            f"{cpu['remote']:.1f} ms",
+            f"SqliteSaver {cpu['sqlite']:.1f} ms (no checkpointer {cpu['floor']:.1f} ms)",
+            fmt_ratio(ratio(cpu["remote"], cpu["sqlite"])),
+        ),
+        Row(
+            "CPU per turn, concurrent: the service",
+            f"{median(service_ms):.1f} ms",
+        ),
     ]
+    cores = os.cpu_count() or 1
+    section.notes.append(
+        f"CPU bound on this machine's {cores} cores: a RemoteSaver turn costs "
+        f"{cpu['remote'] + median(service_ms):.1f} ms of CPU (graph process + service), so "
+        f"{cores} cores cap it near {1e3 * cores / (cpu['remote'] + median(service_ms)):,.0f} "
+        f"turns/s; an in-process SqliteSaver turn costs {cpu['sqlite']:.1f} ms in one "
+        "GIL-bound process."
+    )
     return section

@@ -72,12 +72,12 @@ async def channel(service: TurnkeeperServer) -> AsyncIterator[aio.Channel]:
 
 
 @pytest.fixture
-def turns(channel: aio.Channel) -> turns_pb2_grpc.TurnServiceStub:
+def turns(channel: aio.Channel) -> turns_pb2_grpc.TurnServiceAsyncStub:
     return turns_pb2_grpc.TurnServiceStub(channel)
 
 
 @pytest.fixture
-def checkpoints(channel: aio.Channel) -> checkpoints_pb2_grpc.CheckpointServiceStub:
+def checkpoints(channel: aio.Channel) -> checkpoints_pb2_grpc.CheckpointServiceAsyncStub:
     return checkpoints_pb2_grpc.CheckpointServiceStub(channel)
 
 

@@ -2,19 +2,21 @@
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import grpc
 import pytest
 from grpc import aio
+from turnkeeper.v1 import checkpoints_pb2 as cpb
+from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
+from turnkeeper.v1 import turns_pb2 as pb
 
 from tests.conftest import expect_code
 from tests.support.turns import start, value
-from turnkeeper.v1 import checkpoints_pb2 as cpb
-from turnkeeper.v1 import checkpoints_pb2_grpc
-from turnkeeper.v1 import turns_pb2 as pb
-from turnkeeper.v1 import turns_pb2_grpc
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
-Stub = turns_pb2_grpc.TurnServiceStub
+# The async stub type exists only in the generated .pyi (an aio channel makes one).
+Stub: TypeAlias = "turns_pb2_grpc.TurnServiceAsyncStub"
 
 
 async def test_unknown_turn_is_unknown_to_status_and_not_found_to_get(turns: Stub) -> None:
@@ -148,7 +150,7 @@ async def test_other_rpcs_refuse_nonsense(turns: Stub) -> None:
 
 
 async def test_checkpoint_rpcs_refuse_bad_input(
-    checkpoints: checkpoints_pb2_grpc.CheckpointServiceStub,
+    checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
 ) -> None:
     await expect_code(checkpoints.GetCheckpoint(cpb.GetCheckpointRequest(thread_id="")), INVALID)
     await expect_code(

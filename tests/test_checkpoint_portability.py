@@ -10,7 +10,6 @@ from typing import Any
 from langgraph.checkpoint.base import WRITES_IDX_MAP, empty_checkpoint, get_checkpoint_metadata
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
-
 from turnkeeper.v1 import checkpoints_pb2 as cpb
 from turnkeeper.v1 import checkpoints_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
@@ -22,7 +21,7 @@ def typed(serde: JsonPlusSerializer, value: Any) -> cpb.TypedValue:
 
 
 async def test_stock_sqlite_saver_reads_what_the_service_stored(
-    service: TurnkeeperServer, checkpoints: checkpoints_pb2_grpc.CheckpointServiceStub
+    service: TurnkeeperServer, checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub
 ) -> None:
     serde = JsonPlusSerializer()
     checkpoint = empty_checkpoint()
@@ -31,9 +30,7 @@ async def test_stock_sqlite_saver_reads_what_the_service_stored(
         "step": 2,
     }
     config: Any = {"configurable": {"thread_id": "th1", "checkpoint_ns": ""}}
-    metadata = get_checkpoint_metadata(
-        config, {"source": "loop", "step": 2, "writes": {}, "parents": {}}
-    )
+    metadata = get_checkpoint_metadata(config, {"source": "loop", "step": 2, "parents": {}})
     await checkpoints.PutCheckpoint(
         cpb.PutCheckpointRequest(
             thread_id="th1",

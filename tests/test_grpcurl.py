@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import json
 
-from tests.support.grpcurl import grpcurl
-from tests.support.turns import start
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper.v1 import turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
+
+from tests.support.grpcurl import grpcurl
+from tests.support.turns import start
 
 
 async def test_list_and_describe_by_reflection(service: TurnkeeperServer) -> None:
@@ -24,7 +25,7 @@ async def test_list_and_describe_by_reflection(service: TurnkeeperServer) -> Non
 
 
 async def test_turn_status_and_resume_of_a_parked_turn(
-    service: TurnkeeperServer, turns: turns_pb2_grpc.TurnServiceStub
+    service: TurnkeeperServer, turns: turns_pb2_grpc.TurnServiceAsyncStub
 ) -> None:
     await start(turns)
     await turns.ParkTurn(pb.ParkTurnRequest(turn_id="t1", attempt=0))

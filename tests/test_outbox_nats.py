@@ -4,15 +4,19 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from typing import TypeAlias
 
-from tests.conftest import ServiceFactory
-from tests.support.nats import NatsServer, subscribe
-from tests.support.turns import events, start
+import pytest
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper.v1 import turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
 
-Stub = turns_pb2_grpc.TurnServiceStub
+from tests.conftest import ServiceFactory
+from tests.support.nats import NatsServer, subscribe
+from tests.support.turns import events, start
+
+# The async stub type exists only in the generated .pyi (an aio channel makes one).
+Stub: TypeAlias = "turns_pb2_grpc.TurnServiceAsyncStub"
 
 
 async def test_events_are_mirrored_with_their_outbox_id(
@@ -99,16 +103,15 @@ async def test_nats_outage_loses_nothing_and_publishes_each_outbox_id_once(
 
 
 async def test_no_nats_configured_the_service_still_serves(
-    make_service: ServiceFactory, caplog: object
+    make_service: ServiceFactory, caplog: pytest.LogCaptureFixture
 ) -> None:
     import logging
 
     from grpc import aio
 
-    assert hasattr(caplog, "records")
-    with caplog.at_level(logging.WARNING):  # type: ignore[attr-defined]
+    with caplog.at_level(logging.WARNING):
         server = await make_service(nats_url=None)
-    assert any("mirroring to NATS is off" in r.getMessage() for r in caplog.records)  # type: ignore[attr-defined]
+    assert any("mirroring to NATS is off" in r.getMessage() for r in caplog.records)
     async with aio.insecure_channel(server.address) as ch:
         stub = turns_pb2_grpc.TurnServiceStub(ch)
         await start(stub)

@@ -4,17 +4,19 @@ the retained events, and a WatchTurn that sees RESET + replay, no duplicate, no 
 from __future__ import annotations
 
 import json
+from typing import TypeAlias
+
+from turnkeeper.v1 import checkpoints_pb2 as cpb
+from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
+from turnkeeper.v1 import turns_pb2 as pb
+from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.nats import subscribe
 from tests.support.turns import events, start
 from tests.support.watch import Watcher, seqs
-from turnkeeper.v1 import checkpoints_pb2 as cpb
-from turnkeeper.v1 import checkpoints_pb2_grpc
-from turnkeeper.v1 import turns_pb2 as pb
-from turnkeeper.v1 import turns_pb2_grpc
-from turnkeeper_server.app import TurnkeeperServer
 
-Stub = turns_pb2_grpc.TurnServiceStub
+# The async stub type exists only in the generated .pyi (an aio channel makes one).
+Stub: TypeAlias = "turns_pb2_grpc.TurnServiceAsyncStub"
 
 
 def put_checkpoint(turn_id: str, attempt: int, checkpoint_id: str) -> cpb.PutCheckpointRequest:
@@ -30,7 +32,7 @@ def put_checkpoint(turn_id: str, attempt: int, checkpoint_id: str) -> cpb.PutChe
 async def test_redrive_rewinds_to_the_checkpoint_boundary(
     service: TurnkeeperServer,
     turns: Stub,
-    checkpoints: checkpoints_pb2_grpc.CheckpointServiceStub,
+    checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
 ) -> None:
     assert service.settings.nats_url is not None
     nc, rewinds = await subscribe(service.settings.nats_url, "vystak.turn.rewind")
@@ -123,7 +125,7 @@ async def test_redrive_without_checkpoint_rewinds_to_zero(turns: Stub) -> None:
 
 
 async def test_checkpoint_of_an_earlier_turn_is_not_a_boundary(
-    turns: Stub, checkpoints: checkpoints_pb2_grpc.CheckpointServiceStub
+    turns: Stub, checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub
 ) -> None:
     # Turn a writes a checkpoint on the thread and finishes; turn b on the same
     # thread crashes before its first checkpoint: it rewinds to 0, not to a's.
@@ -155,7 +157,7 @@ async def test_watch_after_seq_replays_only_later_events_and_ends_at_terminal(tu
 
 
 async def test_fenced_checkpoint_from_a_stale_attempt_leaves_the_thread_unchanged(
-    turns: Stub, checkpoints: checkpoints_pb2_grpc.CheckpointServiceStub
+    turns: Stub, checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub
 ) -> None:
     import grpc
 

@@ -10,14 +10,13 @@ from pathlib import Path
 
 import pytest
 from grpc import aio
+from turnkeeper.v1 import checkpoints_pb2 as cpb
+from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
+from turnkeeper.v1 import turns_pb2 as pb
 
 from tests.support.nats import NatsServer, subscribe
 from tests.support.procs import ServiceProcess
 from tests.support.turns import events, start
-from turnkeeper.v1 import checkpoints_pb2 as cpb
-from turnkeeper.v1 import checkpoints_pb2_grpc
-from turnkeeper.v1 import turns_pb2 as pb
-from turnkeeper.v1 import turns_pb2_grpc
 
 pytestmark = pytest.mark.slow
 

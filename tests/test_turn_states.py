@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import TypeAlias
+
 import grpc
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper.v1 import turns_pb2_grpc
@@ -9,7 +11,8 @@ from turnkeeper.v1 import turns_pb2_grpc
 from tests.conftest import expect_code
 from tests.support.turns import events, start, status, value
 
-Stub = turns_pb2_grpc.TurnServiceStub
+# The async stub type exists only in the generated .pyi (an aio channel makes one).
+Stub: TypeAlias = "turns_pb2_grpc.TurnServiceAsyncStub"
 FP = grpc.StatusCode.FAILED_PRECONDITION
 
 

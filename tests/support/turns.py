@@ -23,7 +23,7 @@ def events(start: int, *types: str) -> list[turns_pb2.EventInput]:
 
 
 async def start(
-    stub: turns_pb2_grpc.TurnServiceStub,
+    stub: turns_pb2_grpc.TurnServiceAsyncStub,
     turn_id: str = "t1",
     thread_id: str = "th1",
     agent: str = "agent",
@@ -43,5 +43,5 @@ async def start(
     )
 
 
-async def status(stub: turns_pb2_grpc.TurnServiceStub, turn_id: str) -> int:
+async def status(stub: turns_pb2_grpc.TurnServiceAsyncStub, turn_id: str) -> int:
     return (await stub.TurnStatus(turns_pb2.TurnStatusRequest(turn_id=turn_id))).state

@@ -6,7 +6,6 @@ import asyncio
 from dataclasses import dataclass, field
 
 from grpc import aio
-
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 
 
@@ -20,11 +19,13 @@ class Watcher:
     task: asyncio.Task[None] | None = None
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
 
-    def start(self, stub: turns_pb2_grpc.TurnServiceStub, turn_id: str, after_seq: int = 0) -> None:
+    def start(
+        self, stub: turns_pb2_grpc.TurnServiceAsyncStub, turn_id: str, after_seq: int = 0
+    ) -> None:
         self.task = asyncio.create_task(self._run(stub, turn_id, after_seq))
 
     async def _run(
-        self, stub: turns_pb2_grpc.TurnServiceStub, turn_id: str, after_seq: int
+        self, stub: turns_pb2_grpc.TurnServiceAsyncStub, turn_id: str, after_seq: int
     ) -> None:
         call = stub.WatchTurn(turns_pb2.WatchTurnRequest(turn_id=turn_id, after_seq=after_seq))
         async for frame in call:

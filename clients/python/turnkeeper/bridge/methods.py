@@ -83,7 +83,10 @@ class Methods:
         except Exception as exc:
             raise invalid_params(f"input is not JSON data: {exc}") from None
         if not self.accepting:
-            raise RpcError(jsonrpc.SERVICE_ERROR, "the bridge is shutting down", None)
+            message = "this replica is shutting down; send the request again"
+            raise RpcError(
+                jsonrpc.SERVICE_ERROR, message, {"code": "UNAVAILABLE", "message": message}
+            )
         # Journaled before the answer: a turn the caller was told about exists.
         response = await self.client.start_turn(
             turns_pb2.StartTurnRequest(

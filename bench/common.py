@@ -69,8 +69,8 @@ class Size:
 
 FULL = Size(
     name="full",
-    status_rounds=3,
-    status_seconds=5.0,
+    status_rounds=10,
+    status_seconds=2.0,
     status_callers=64,
     open_loop_rate=500.0,
     open_loop_seconds=10.0,
@@ -136,6 +136,12 @@ def percentile(values: Sequence[float], p: float) -> float:
 
 def ratio(value: float, baseline: float) -> float:
     return value / baseline if baseline else math.nan
+
+
+def paired_ratio(values: Sequence[float], baselines: Sequence[float]) -> float:
+    """Median of the per-round ratios, each figure over the baseline measured right
+    next to it: a drift of the shared machine between rounds cancels out."""
+    return median([ratio(v, b) for v, b in zip(values, baselines, strict=True)])
 
 
 # -- results ------------------------------------------------------------------------------

@@ -29,7 +29,7 @@ from bench.common import (
     fmt_rate,
     fmt_ratio,
     median,
-    ratio,
+    paired_ratio,
     scratch_dir,
 )
 
@@ -66,7 +66,7 @@ def run(size: Size) -> Section:
             "threads, turns/s. RemoteSaver uses its blocking client; the service runs in its "
             "own process. SqliteSaver shares one connection (its lock serialises every "
             "call). Both: WAL, synchronous=FULL. "
-            f"{size.saver_rounds} rounds, medians."
+            f"{size.saver_rounds} rounds; values are medians, ratios medians of each round's ratio."
         ),
     )
     single: dict[str, list[float]] = {"floor": [], "sqlite": [], "remote": []}
@@ -102,8 +102,9 @@ def run(size: Size) -> Section:
         | {f"client_cpu_ms_per_turn_{k}": v for k, v in cpu.items()}
         | {"service_cpu_ms_per_turn_remote": median(service_ms)}
     )
-    single_ratio = ratio(s["remote"], s["sqlite"])
-    conc_ratio = ratio(c["remote"], c["sqlite"])
+    single_ratio = paired_ratio(single["remote"], single["sqlite"])
+    conc_ratio = paired_ratio(conc["remote"], conc["sqlite"])
+    section.metrics |= {"single_ratio": single_ratio, "concurrent_ratio": conc_ratio}
     section.rows = [
         Row(
             "per-turn time, single",
@@ -125,19 +126,19 @@ def run(size: Size) -> Section:
             "floor: no checkpointer, single",
             fmt_ms(s["floor"]),
             f"SqliteSaver {fmt_ms(s['sqlite'])}",
-            fmt_ratio(ratio(s["floor"], s["sqlite"])),
+            fmt_ratio(paired_ratio(single["floor"], single["sqlite"])),
         ),
         Row(
             f"floor: no checkpointer, {size.saver_callers} concurrent",
             fmt_rate(c["floor"], " turns/s"),
             f"SqliteSaver {fmt_rate(c['sqlite'], ' turns/s')}",
-            fmt_ratio(ratio(c["floor"], c["sqlite"])),
+            fmt_ratio(paired_ratio(conc["floor"], conc["sqlite"])),
         ),
         Row(
             "CPU per turn, concurrent: graph process",
             f"{cpu['remote']:.1f} ms",
             f"SqliteSaver {cpu['sqlite']:.1f} ms (no checkpointer {cpu['floor']:.1f} ms)",
-            fmt_ratio(ratio(cpu["remote"], cpu["sqlite"])),
+            fmt_ratio(paired_ratio(client_ms["remote"], client_ms["sqlite"])),
         ),
         Row(
             "CPU per turn, concurrent: the service",

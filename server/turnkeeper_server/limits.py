@@ -19,6 +19,17 @@ from turnkeeper_server.errors import InvalidArgument, ResourceExhausted
 
 # Printable ASCII without spaces: safe in NATS subjects' payloads, logs and URLs.
 _ID = re.compile(r"^[A-Za-z0-9._:@/+=-]+$")
+# A turn id is the last token of `<prefix>.turn.events.<turn_id>`: no dot, so a
+# subscriber's `*` wildcard matches every turn.
+_TURN_ID = re.compile(r"^[A-Za-z0-9_:@/+=-]+$")
+# Thread ids are LangGraph's, and SqliteSaver takes any text: only control
+# characters (which would forge log lines) are refused, so threads stay portable.
+_THREAD_ID = re.compile(r"^[^\x00-\x1f\x7f]+$")
+_PATTERNS = {
+    "turn_id": (_TURN_ID, "[A-Za-z0-9_:@/+=-] (no '.': it ends a NATS subject)"),
+    "fence.turn_id": (_TURN_ID, "[A-Za-z0-9_:@/+=-] (no '.': it ends a NATS subject)"),
+    "thread_id": (_THREAD_ID, "printable characters"),
+}
 # Agent names become a NATS subject token: no dots, no wildcards.
 _AGENT = re.compile(r"^[A-Za-z0-9_-]+$")
 
@@ -67,8 +78,9 @@ def check_id(name: str, value: str, limits: Limits = DEFAULT_LIMITS) -> str:
         raise InvalidArgument(
             f"{name} is {len(value)} characters; the limit is {limits.max_id_length}"
         )
-    if not _ID.match(value):
-        raise InvalidArgument(f"{name} {value[:64]!r} has characters outside [A-Za-z0-9._:@/+=-]")
+    pattern, allowed = _PATTERNS.get(name, (_ID, "[A-Za-z0-9._:@/+=-]"))
+    if not pattern.match(value):
+        raise InvalidArgument(f"{name} {value[:64]!r} has characters outside {allowed}")
     return value
 
 

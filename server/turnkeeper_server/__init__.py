@@ -5,7 +5,8 @@ The service is the only writer of both SQLite files (turns.db and sessions.db).
 
 - config:      settings from flags and env, and the data-file paths (DESIGN.md §7)
 - db, schema:  SQLite connections, PRAGMAs, group-commit writer, migrations
-- journal:     the turn state machine (compare-and-set transitions, fencing, rewind)
+- journal:     the turn state machine (compare-and-set transitions, fencing)
+- redrive:     orphaned turns run again: attempts+1, rewind, the cap
 - checkpoints: LangGraph checkpoints in langgraph-checkpoint-sqlite's schema
 - outbox:      NATS mirroring of turn events and rewinds through a table in turns.db
 - nats_link:   the NATS connection and hand-offs of work to agent replicas

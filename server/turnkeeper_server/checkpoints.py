@@ -69,7 +69,7 @@ def _check_fence(tx: Tx, fence: Fence | None, thread_id: str) -> journal.TurnRec
         raise WrongState(
             f"turn {fence.turn_id!r} runs on thread {turn.thread_id!r}, not {thread_id!r}"
         )
-    journal._fence(turn, fence.attempt)
+    journal.fence(turn, fence.attempt)
     return turn
 
 

@@ -6,7 +6,9 @@ Outbox rows for NATS are written in the same transaction as the change they mirr
 
     StartTurn -> RUNNING --park--> PARKED --ResumeDetached--> RUNNING
                  RUNNING --finish--> DONE | FAILED
-                 RUNNING --orphaned--> RUNNING (attempts+1, rewind) | FAILED at the cap
+
+Re-drives of orphaned turns (RUNNING -> RUNNING with attempts+1 and a rewind, or
+FAILED at the cap) are in `redrive`, built on the helpers here.
 """
 
 from __future__ import annotations
@@ -78,17 +80,6 @@ class NewEvent:
     seq: int
     type: str
     data_json: str
-
-
-@dataclass(frozen=True)
-class Redriven:
-    turn: TurnRecord
-    checkpoint_id: str
-    rewind_seq: int
-    failed_at_cap: bool
-    # True when this re-drive spent an attempt and published a rewind; False for
-    # a turn that was only handed out again (nothing had run) or failed at the cap.
-    rewound: bool = False
 
 
 @dataclass(frozen=True)
@@ -192,7 +183,7 @@ def request_hash(thread_id: str, agent: str, input_json: str) -> str:
     return hashlib.sha256(json.dumps([thread_id, agent, input_json]).encode()).hexdigest()
 
 
-def _outbox(tx: Tx, subject: str, payload: str, now: float) -> None:
+def write_outbox(tx: Tx, subject: str, payload: str, now: float) -> None:
     tx.execute(
         "INSERT INTO main.outbox (subject, payload, created_at) VALUES (?, ?, ?)",
         (subject, payload.encode(), now),
@@ -214,7 +205,7 @@ def _event_payload(
     )
 
 
-def _fence(turn: TurnRecord, attempt: int) -> None:
+def fence(turn: TurnRecord, attempt: int) -> None:
     """Refuse a write from an execution that is not the turn's current one."""
     if attempt != turn.attempts:
         raise StaleAttempt(
@@ -233,7 +224,7 @@ def _fence_owner(turn: TurnRecord, replica: str, incarnation: str) -> None:
         )
 
 
-def _update(tx: Tx, turn_id: str, now: float, **columns: object) -> None:
+def update_turn(tx: Tx, turn_id: str, now: float, **columns: object) -> None:
     sets = ", ".join(f"{name} = ?" for name in columns)
     tx.execute(
         f"UPDATE main.turns SET {sets}, updated_at = ? WHERE turn_id = ?",
@@ -299,7 +290,7 @@ def _append(
     return last
 
 
-def _append_terminal(
+def append_terminal(
     tx: Tx, turn: TurnRecord, last_seq: int, type_: str, error: str, policy: Policy, now: float
 ) -> int:
     seq = last_seq + 1
@@ -309,7 +300,7 @@ def _append_terminal(
         "VALUES (?, ?, ?, ?, ?, ?)",
         (turn.turn_id, seq, turn.attempts, type_, data, now),
     )
-    _outbox(
+    write_outbox(
         tx,
         policy.events_subject(turn.turn_id),
         _event_payload(turn, seq, turn.attempts, type_, data),
@@ -318,7 +309,7 @@ def _append_terminal(
     return seq
 
 
-def _reload(tx: Tx, turn_id: str) -> TurnRecord:
+def reload_turn(tx: Tx, turn_id: str) -> TurnRecord:
     return require_turn(tx.conn, turn_id)
 
 
@@ -373,18 +364,18 @@ def start_turn(
             now,
         ),
     )
-    return _reload(tx, turn_id), True
+    return reload_turn(tx, turn_id), True
 
 
 def heartbeat(
     tx: Tx, *, turn_id: str, attempt: int, replica: str, incarnation: str, policy: Policy
 ) -> float:
     turn = require_turn(tx.conn, turn_id)
-    _fence(turn, attempt)
+    fence(turn, attempt)
     _fence_owner(turn, replica, incarnation)
     now = time.time()
     lease = now + policy.lease_seconds
-    _update(tx, turn_id, now, lease_expires_at=lease)
+    update_turn(tx, turn_id, now, lease_expires_at=lease)
     return lease
 
 
@@ -392,11 +383,11 @@ def append_events(
     tx: Tx, *, turn_id: str, attempt: int, events: Sequence[NewEvent], policy: Policy
 ) -> int:
     turn = require_turn(tx.conn, turn_id)
-    _fence(turn, attempt)
+    fence(turn, attempt)
     now = time.time()
     last = _append(tx, turn, attempt, events, policy, now)
     if last != turn.last_seq:
-        _update(tx, turn_id, now, last_seq=last)
+        update_turn(tx, turn_id, now, last_seq=last)
     return last
 
 
@@ -410,11 +401,11 @@ def park_turn(
     policy: Policy,
 ) -> TurnRecord:
     turn = require_turn(tx.conn, turn_id)
-    _fence(turn, attempt)
+    fence(turn, attempt)
     now = time.time()
     last = _append(tx, turn, attempt, events, policy, now)
     # Parking publishes no terminal event: the turn is paused, not over.
-    _update(
+    update_turn(
         tx,
         turn_id,
         now,
@@ -426,7 +417,7 @@ def park_turn(
         owner_incarnation=None,
         lease_expires_at=None,
     )
-    return _reload(tx, turn_id)
+    return reload_turn(tx, turn_id)
 
 
 def finish_turn(
@@ -440,13 +431,13 @@ def finish_turn(
     policy: Policy,
 ) -> TurnRecord:
     turn = require_turn(tx.conn, turn_id)
-    _fence(turn, attempt)
+    fence(turn, attempt)
     now = time.time()
     last = _append(tx, turn, attempt, events, policy, now)
-    last = _append_terminal(
+    last = append_terminal(
         tx, turn, last, "turn.failed" if failed else "turn.done", error, policy, now
     )
-    _update(
+    update_turn(
         tx,
         turn_id,
         now,
@@ -457,7 +448,7 @@ def finish_turn(
         owner_incarnation=None,
         lease_expires_at=None,
     )
-    return _reload(tx, turn_id)
+    return reload_turn(tx, turn_id)
 
 
 def resume_detached(tx: Tx, *, turn_id: str, resume_json: str, policy: Policy) -> TurnRecord:
@@ -468,7 +459,7 @@ def resume_detached(tx: Tx, *, turn_id: str, resume_json: str, policy: Policy) -
     now = time.time()
     # No rewind: nothing was lost on a park. The turn waits, RUNNING without an
     # owner, until a replica claims it; the reaper hands it out again if none does.
-    _update(
+    update_turn(
         tx,
         turn_id,
         now,
@@ -479,18 +470,18 @@ def resume_detached(tx: Tx, *, turn_id: str, resume_json: str, policy: Policy) -
         owner_incarnation=None,
         lease_expires_at=now + policy.claim_seconds,
     )
-    return _reload(tx, turn_id)
+    return reload_turn(tx, turn_id)
 
 
 def claim_turn(
     tx: Tx, *, turn_id: str, attempt: int, replica: str, incarnation: str, policy: Policy
 ) -> tuple[TurnRecord, str]:
     turn = require_turn(tx.conn, turn_id)
-    _fence(turn, attempt)
+    fence(turn, attempt)
     if turn.owned:
         _fence_owner(turn, replica, incarnation)  # re-claiming one's own turn is fine
     now = time.time()
-    _update(
+    update_turn(
         tx,
         turn_id,
         now,
@@ -499,126 +490,4 @@ def claim_turn(
         lease_expires_at=now + policy.lease_seconds,
     )
     checkpoint_id, _ = latest_boundary(tx.conn, turn_id)
-    return _reload(tx, turn_id), checkpoint_id
-
-
-def redrive_orphan(
-    tx: Tx, turn: TurnRecord, policy: Policy, owner: tuple[str, str] | None
-) -> Redriven:
-    """Re-drive a RUNNING turn whose execution died: attempts+1 and a rewind to
-    the boundary of its newest checkpoint, or FAILED with a synthetic terminal
-    event when it was already re-driven `max_redrives` times."""
-    now = time.time()
-    if turn.attempts >= policy.max_redrives:
-        error = (
-            f"turn orphaned {turn.attempts + 1} times; the re-drive cap of "
-            f"{policy.max_redrives} is reached"
-        )
-        last = _append_terminal(tx, turn, turn.last_seq, "turn.failed", error, policy, now)
-        _update(
-            tx,
-            turn.turn_id,
-            now,
-            state=FAILED,
-            last_seq=last,
-            error=error,
-            owner_replica=None,
-            owner_incarnation=None,
-            lease_expires_at=None,
-        )
-        return Redriven(_reload(tx, turn.turn_id), "", turn.last_seq, True)
-    checkpoint_id, boundary = latest_boundary(tx.conn, turn.turn_id)
-    attempt = turn.attempts + 1
-    tx.execute("DELETE FROM main.events WHERE turn_id = ? AND seq > ?", (turn.turn_id, boundary))
-    _update(
-        tx,
-        turn.turn_id,
-        now,
-        attempts=attempt,
-        last_seq=boundary,
-        rewinds=turn.rewinds + 1,
-        owner_replica=owner[0] if owner else None,
-        owner_incarnation=owner[1] if owner else None,
-        lease_expires_at=now + (policy.lease_seconds if owner else policy.claim_seconds),
-    )
-    rewind = {
-        "turn_id": turn.turn_id,
-        "thread_id": turn.thread_id,
-        "checkpoint_id": checkpoint_id,
-        "seq": boundary,
-        "attempt": attempt,
-    }
-    _outbox(tx, policy.rewind_subject, json.dumps(rewind), now)
-    return Redriven(_reload(tx, turn.turn_id), checkpoint_id, boundary, False, rewound=True)
-
-
-def redrive_replica(
-    tx: Tx, *, agent: str, replica: str, incarnation: str, policy: Policy
-) -> list[Redriven]:
-    """Startup re-drive: the replica restarted, so every RUNNING turn it owned under
-    another incarnation is orphaned by definition. Turns of the agent that wait for
-    a claimer (handed out, nobody took them) go to the caller as they are."""
-    rows = tx.execute(
-        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE state = 'RUNNING' AND agent = ? "
-        "AND ((owner_replica = ? AND owner_incarnation != ?) OR owner_replica IS NULL) "
-        "ORDER BY created_at",
-        (agent, replica, incarnation),
-    ).fetchall()
-    out: list[Redriven] = []
-    now = time.time()
-    for row in rows:
-        turn = TurnRecord(*row)
-        if turn.owned:
-            out.append(redrive_orphan(tx, turn, policy, (replica, incarnation)))
-        else:
-            _update(
-                tx,
-                turn.turn_id,
-                now,
-                owner_replica=replica,
-                owner_incarnation=incarnation,
-                lease_expires_at=now + policy.lease_seconds,
-            )
-            checkpoint_id, _ = latest_boundary(tx.conn, turn.turn_id)
-            out.append(Redriven(_reload(tx, turn.turn_id), checkpoint_id, turn.last_seq, False))
-    return out
-
-
-def redrive_operator(tx: Tx, *, turn_id: str, force: bool, policy: Policy) -> Redriven:
-    turn = require_turn(tx.conn, turn_id)
-    if turn.state != RUNNING:
-        hint = "; use ResumeDetached for a parked turn" if turn.state == PARKED else ""
-        raise WrongState(
-            f"turn {turn_id!r} is {turn.state}: only a RUNNING turn is re-driven{hint}"
-        )
-    now = time.time()
-    live = turn.owned and (turn.lease_expires_at or 0) > now
-    if live and not force:
-        raise WrongState(
-            f"turn {turn_id!r} is owned by {turn.owner_replica}/{turn.owner_incarnation} "
-            f"whose lease runs for {turn.lease_expires_at - now:.1f}s more; "  # type: ignore[operator]
-            "pass force to re-drive it anyway"
-        )
-    return redrive_orphan(tx, turn, policy, None)
-
-
-def reap_expired(tx: Tx, *, policy: Policy, limit: int = 500) -> list[Redriven]:
-    """Lease expiry: owned turns whose owner stopped heartbeating are re-driven;
-    unowned ones that nobody claimed in time are handed out again (nothing ran, so
-    no attempt is spent)."""
-    now = time.time()
-    rows = tx.execute(
-        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE state = 'RUNNING' AND lease_expires_at < ? "
-        "ORDER BY lease_expires_at LIMIT ?",
-        (now, limit),
-    ).fetchall()
-    out: list[Redriven] = []
-    for row in rows:
-        turn = TurnRecord(*row)
-        if turn.owned:
-            out.append(redrive_orphan(tx, turn, policy, None))
-        else:
-            _update(tx, turn.turn_id, now, lease_expires_at=now + policy.claim_seconds)
-            checkpoint_id, _ = latest_boundary(tx.conn, turn.turn_id)
-            out.append(Redriven(_reload(tx, turn.turn_id), checkpoint_id, turn.last_seq, False))
-    return out
+    return reload_turn(tx, turn_id), checkpoint_id

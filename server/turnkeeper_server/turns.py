@@ -16,13 +16,14 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from turnkeeper_server import journal
+from turnkeeper_server import journal, redrive
 from turnkeeper_server.db import Database, Reader, Tx
-from turnkeeper_server.journal import EventRecord, NewEvent, Policy, Redriven, TurnRecord
+from turnkeeper_server.journal import EventRecord, NewEvent, Policy, TurnRecord
 from turnkeeper_server.logs import turn_log
 from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.nats_link import EXECUTE_METHOD, NatsLink, agent_subject
 from turnkeeper_server.outbox import OutboxPublisher
+from turnkeeper_server.redrive import Redriven
 from turnkeeper_server.watch import TurnNotifier
 
 log = logging.getLogger(__name__)
@@ -239,7 +240,7 @@ class Turns:
     ) -> list[Redriven]:
         redriven = await self._write(
             lambda rs: [r.turn.turn_id for r in rs],
-            lambda tx: journal.redrive_replica(
+            lambda tx: redrive.redrive_replica(
                 tx, agent=agent, replica=replica, incarnation=incarnation, policy=self.policy
             ),
         )
@@ -249,7 +250,7 @@ class Turns:
     async def redrive_turn(self, *, turn_id: str, force: bool) -> tuple[Redriven, bool]:
         redriven = await self._write(
             lambda r: [r.turn.turn_id],
-            lambda tx: journal.redrive_operator(
+            lambda tx: redrive.redrive_operator(
                 tx, turn_id=turn_id, force=force, policy=self.policy
             ),
         )
@@ -262,7 +263,7 @@ class Turns:
         """Re-drive turns whose lease expired and hand each to a live replica."""
         redriven = await self._write(
             lambda rs: [r.turn.turn_id for r in rs],
-            lambda tx: journal.reap_expired(tx, policy=self.policy),
+            lambda tx: redrive.reap_expired(tx, policy=self.policy),
         )
         self._count(redriven, "lease")
         for r in redriven:

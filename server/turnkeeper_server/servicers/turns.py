@@ -21,8 +21,9 @@ from turnkeeper_server.convert import (
 )
 from turnkeeper_server.db import Reader
 from turnkeeper_server.errors import InvalidArgument
-from turnkeeper_server.journal import NewEvent, Redriven
+from turnkeeper_server.journal import NewEvent
 from turnkeeper_server.limits import Limits
+from turnkeeper_server.redrive import Redriven
 from turnkeeper_server.turns import Reset, Turns
 
 Ctx = aio.ServicerContext[object, object]

@@ -106,9 +106,10 @@ async def _service_round(
     return total / acked, total / mirrored, cpu
 
 
-def _raw_round(data_dir: Path, size: Size) -> float:
+def _raw_round(data_dir: Path, size: Size, outbox: bool = False) -> float:
     """Events/s of batched inserts into the events table, a transaction per batch,
-    WAL and synchronous=FULL like the service."""
+    WAL and synchronous=FULL like the service; with `outbox`, each event's outbox row
+    too (the rows the service writes, without the service)."""
     populate.create_schema(data_dir)
     conn = populate.connect(data_dir, synchronous="FULL")
     now = time.time()
@@ -136,6 +137,11 @@ def _raw_round(data_dir: Path, size: Size) -> float:
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 batch,
             )
+            if outbox:
+                conn.executemany(
+                    "INSERT INTO main.outbox (subject, payload, created_at) VALUES (?, ?, ?)",
+                    [(f"vystak.turn.events.{r[0]}", r[4].encode(), now) for r in batch],
+                )
             conn.execute("COMMIT")
         elapsed = time.perf_counter() - started
     finally:
@@ -162,10 +168,13 @@ def run(size: Size) -> Section:
     acked: list[float] = []
     mirrored: list[float] = []
     raw: list[float] = []
+    raw_outbox: list[float] = []
     cpu_us: dict[str, list[float]] = {}
     for round_ in range(size.ingest_rounds):
         with scratch_dir("ingest-raw") as raw_dir:
             raw.append(_raw_round(raw_dir, size))
+        with scratch_dir("ingest-raw-outbox") as raw_dir:
+            raw_outbox.append(_raw_round(raw_dir, size, outbox=True))
         with (
             scratch_dir("ingest") as data_dir,
             nats_server() as url,
@@ -178,7 +187,12 @@ def run(size: Size) -> Section:
             cpu_us.setdefault(kind, []).append(seconds / total * 1e6)
     m_acked, m_mirrored, m_raw = median(acked), median(mirrored), median(raw)
     cpu = {kind: median(values) for kind, values in cpu_us.items()}
-    section.metrics = {"acked_eps": m_acked, "mirrored_eps": m_mirrored, "raw_eps": m_raw}
+    section.metrics = {
+        "acked_eps": m_acked,
+        "mirrored_eps": m_mirrored,
+        "raw_eps": m_raw,
+        "raw_outbox_eps": median(raw_outbox),
+    }
     section.metrics |= {f"cpu_us_per_event_{k}": v for k, v in cpu.items() if v > 0}
     r = paired_ratio(mirrored, raw)
     section.metrics |= {"mirrored_ratio": r, "acked_ratio": paired_ratio(acked, raw)}
@@ -196,6 +210,12 @@ def run(size: Size) -> Section:
             fmt_rate(m_acked),
             fmt_rate(m_raw),
             fmt_ratio(section.metrics["acked_ratio"]),
+        ),
+        Row(
+            "raw inserts with an outbox row per event (what the service writes)",
+            fmt_rate(median(raw_outbox)),
+            fmt_rate(m_raw),
+            fmt_ratio(paired_ratio(raw_outbox, raw)),
         ),
         Row(
             "service CPU per event (all threads)",

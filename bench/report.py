@@ -19,6 +19,7 @@ from pathlib import Path
 from bench.common import Section, Size, median
 
 REPO = Path(__file__).resolve().parent.parent
+ANALYSIS = Path(__file__).resolve().parent / "analysis.md"
 
 PACKAGES = (
     "grpcio",
@@ -138,7 +139,9 @@ def render(
         f"Written by `{command}` on {now} ({size.name} size, {elapsed:,.0f} s). Do not edit by "
         "hand: run it again. Every figure is measured next to its baseline in the same run; "
         "the machine is shared and noisy, so the tables give medians and ratios, and the "
-        "ratios are what to compare between runs.",
+        "ratios are what to compare between runs. A ratio is the median of each round's "
+        "ratio (figure over the baseline measured right next to it), so it can differ "
+        "from the quotient of the two medians shown.",
         "",
         *(
             [
@@ -190,6 +193,9 @@ def render(
             )
         if s.notes:
             out += [""] + [f"- {n}" for n in s.notes]
+    if ANALYSIS.exists():
+        # Hand-written: what the profiles showed, what was fixed, what limits the rest.
+        out += ["", ANALYSIS.read_text(encoding="utf-8").strip()]
     return "\n".join(out) + "\n"
 
 

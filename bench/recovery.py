@@ -4,10 +4,11 @@ step its re-driven turn resumes.
 An agent process (bench/recovery_agent.py, the bridge hosting a 4-step graph) runs
 turns that hang in step 3; the benchmark SIGKILLs it there and starts a new process
 of the same replica. The clock starts when the new process's GET /healthz first
-answers 200 (polled every 2 ms from here) and stops, per turn, when the first event
-of the re-driven attempt (the re-run step 3) arrives on NATS, where a watcher sees
-it. In between: the bridge's startup Redrive, the rewind, resuming the graph from
-its checkpoint through RemoteSaver, the event appended and mirrored via the outbox.
+answers 200 (polled every 2 ms from here; the time that GET was sent) and stops, per
+turn, when the first event of the re-driven attempt (the re-run step 3) arrives on
+NATS, where a watcher sees it. In between: the bridge's startup Redrive, the rewind,
+resuming the graph from its checkpoint through RemoteSaver, the event appended and
+mirrored via the outbox.
 """
 
 from __future__ import annotations
@@ -139,14 +140,20 @@ async def _go(proc: asyncio.subprocess.Process) -> None:
 
 
 async def _healthy(port: int, timeout: float = 60) -> float:
-    """perf_counter() when GET /healthz first answers 200."""
+    """perf_counter() when the first GET /healthz that answers 200 was sent.
+
+    The send time, not the answer's: the bridge starts its Redrive the moment it is
+    healthy, and the answer can reach us later than the resumed step's first event
+    (the agent's loop is busy resuming). Healthy came after the send, so the send
+    time is a lower bound, off by at most one poll."""
     from turnkeeper.bridge.health import get_status
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
+        sent = time.perf_counter()
         with contextlib.suppress(OSError, TimeoutError, ValueError, IndexError):
             if await get_status("127.0.0.1", port, timeout=1.0) == 200:
-                return time.perf_counter()
+                return sent
         await asyncio.sleep(0.002)
     raise RuntimeError(f"the agent's /healthz never answered 200 in {timeout:g} s")
 
@@ -216,9 +223,10 @@ def run(size: Size) -> Section:
         method=(
             "A real agent process (the bridge hosting a 4-step graph, RemoteSaver, "
             '`durability="sync"`) is SIGKILLed while its turn streams step 3; a new '
-            "process of the same replica starts. Timed from its GET /healthz first "
-            "answering 200 (polled every 2 ms) to the first event of the re-run step "
-            "arriving on NATS: startup Redrive, rewind, resume from the checkpoint, the "
+            "process of the same replica starts. Timed from its first GET /healthz "
+            "answered 200 (polled every 2 ms; from when it was sent) to the first event "
+            "of the re-run step arriving on NATS: startup Redrive, rewind, resume from "
+            "the checkpoint, the "
             f"event appended and mirrored. {size.recovery_reps} single-turn runs (median), "
             f"and one run with {size.recovery_batch} turns orphaned at once (median and "
             "slowest turn). Service and nats-server in their own processes."

@@ -75,6 +75,33 @@ def test_config_from_the_environment() -> None:
     assert BridgeConfig.from_env("other", env=env, replica="r9").replica == "r9"
     with pytest.raises(ValueError, match="TURNKEEPER_AGENT"):
         BridgeConfig.from_env(env={})
+    # No security settings: plaintext, no token.
+    assert not config.service.secure and config.service.bearer_token is None
+
+
+def test_config_reads_the_clis_tls_and_token_variables() -> None:
+    env = {
+        "TURNKEEPER_AGENT": "writer",
+        "TURNKEEPER_ADDRESS": "svc:50051",
+        "TURNKEEPER_TLS_CA": "/secrets/ca.pem",
+        "TURNKEEPER_TLS_CLIENT_CERT": "/secrets/agent.pem",
+        "TURNKEEPER_TLS_CLIENT_KEY": "/secrets/agent.key",
+        "TURNKEEPER_TOKEN": "tk-writer",
+    }
+    service = BridgeConfig.from_env(env=env).service
+    assert (service.target, service.bearer_token) == ("svc:50051", "tk-writer")
+    assert (service.root_certificates, service.client_certificate, service.client_key) == (
+        "/secrets/ca.pem",
+        "/secrets/agent.pem",
+        "/secrets/agent.key",
+    )
+    assert service.secure
+    system_roots = BridgeConfig.from_env(env={"TURNKEEPER_AGENT": "w", "TURNKEEPER_TLS": "1"})
+    assert system_roots.service.tls and system_roots.service.root_certificates is None
+    # Half a client certificate is a configuration error, found at once.
+    half = {**env, "TURNKEEPER_TLS_CLIENT_KEY": ""}
+    with pytest.raises(ValueError, match="client_certificate and client_key"):
+        BridgeConfig.from_env(env=half)
 
 
 async def test_the_bridge_puts_its_own_checkpointer_in_the_graph() -> None:

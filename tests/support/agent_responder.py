@@ -3,7 +3,8 @@ real turnkeeper service and runs the real pipeline graph (examples/pipeline).
 
 It stands in for the bridge in the session client's tests, speaking the same
 methods (``responses/create``, ``responses/turnStatus``, ``responses/resumeDetached``)
-plus what the session needs from the bridge and the bridge does not do yet:
+and what the session needs of them (the bridge does the same, see
+tests/test_bridge_regenerate.py):
 
 - ``responses/create`` with ``input: null`` on a thread with nothing pending answers
   ``{turn_id: null, status: "completed"}`` and starts no turn;

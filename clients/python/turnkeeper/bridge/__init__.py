@@ -17,15 +17,38 @@ group ``agents.<agent>``, so each request reaches one replica. Every request get
 an answer ``{jsonrpc: "2.0", id, result}`` or ``{jsonrpc: "2.0", id, error}``;
 none is held up by a running turn. These methods and their fields are stable:
 
-``responses/create`` ``{input, thread_id?, turn_id?, background: true}``
+``responses/create`` ``{input, thread_id?, turn_id?, regenerate?, background: true}``
     Journals a detached turn (StartTurn, before answering) and starts it.
     ``input`` is any JSON value (the graph gets it through the bridge's
-    ``input_mapper``); ``turn_id`` is the idempotency key, and ``turn_id`` and
+    ``input_mapper``) except an object with a top-level ``"__turnkeeper__"`` key
+    (reserved, see below); ``turn_id`` is the idempotency key, and ``turn_id`` and
     ``thread_id`` are generated when absent. Result: ``{turn_id, thread_id,
     status}``, status ``"in_progress"`` (``"completed"`` or ``"failed"`` when the
     same request is sent again after the turn ended). Follow the turn with
     TurnStatus and WatchTurn on the service, or on NATS
     ``<prefix>.turn.events.<turn_id>``. ``background`` must be ``true``.
+
+    Without new input (``thread_id`` required):
+
+    - ``input: null`` continues the thread: when its latest checkpoint has work
+      pending (a turn that failed or was cut short), a new turn runs it from that
+      checkpoint (``astream(None)``, the input_mapper not called); when nothing is
+      pending the answer is ``{turn_id: null, thread_id, status: "completed"}``
+      and no turn is started (unless ``turn_id`` names a turn that already ran:
+      the same request again, answered for that turn).
+    - ``regenerate: true`` (with ``input: null``) answers the thread's latest
+      input again: a new turn repositions the thread to the entry node of its
+      latest run (:mod:`turnkeeper.reposition`: the checkpoint right after that
+      run's input) and runs from there; the old answer stays in the history, off
+      the thread's line. A thread with no run to go back to gets ``-32000`` with
+      ``FAILED_PRECONDITION``.
+
+    The intent is journaled as the turn's input, so a turn that dies before its
+    first checkpoint is re-driven with it: ``null`` for a continuation,
+    ``{"__turnkeeper__": "regenerate"}`` for a regenerate (the entry checkpoint is
+    looked up again when the turn starts over; :mod:`turnkeeper.bridge.intent`).
+    A thread with a RUNNING or PARKED turn refuses either (``FAILED_PRECONDITION``,
+    from the service).
 
 ``responses/turnStatus`` ``{turn_id}``
     Result: ``{turn_id, status, attempts, last_seq, error}``, status one of
@@ -44,13 +67,18 @@ none is held up by a running turn. These methods and their fields are stable:
     (``false`` while the bridge shuts down); the replica then claims the turn
     (ClaimTurn) and runs it.
 
+``turnkeeper/ping`` ``{}``
+    Answered ``{}`` by whichever replica gets it. A bridge sends it to its own
+    subject after subscribing (and after every NATS reconnect): its answer proves
+    the server routes the subject to the new subscription, and only then is the
+    bridge ready (``GET /healthz`` 200; see :mod:`turnkeeper.bridge.subscriber`).
+
 Errors: ``-32700`` not JSON, ``-32600`` not a request, ``-32601`` unknown method,
 ``-32602`` bad params, ``-32603`` internal error, ``-32000`` the service refused
 or failed the call, with ``data: {code, message}`` (the gRPC status name, e.g.
 ``FAILED_PRECONDITION``, and the service's message).
 
-(A later ``regenerate`` option of ``responses/create`` would reposition the thread
-before running; unknown params are ignored today, so adding it breaks no caller.)
+Other params are ignored, so adding one breaks no caller.
 
 What a turn promises
 ====================

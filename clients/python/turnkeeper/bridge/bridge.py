@@ -2,10 +2,21 @@
 and owns their lifecycle.
 
 Startup (DESIGN.md §5): compile the graph with the :class:`BoundarySaver`, serve
-/healthz, wait until it answers 200 (graph loaded, service reachable), call
-Redrive with this replica's new incarnation and start every turn it hands back,
-then subscribe to NATS. Shutdown: /healthz 503, stop taking requests, let running
-turns finish for ``shutdown_grace`` and leave the rest to a re-drive, close.
+/healthz, start connecting to NATS, wait until the service answers and the NATS
+subscription is live (so /healthz answers 200), then call Redrive with this
+replica's new incarnation and start every turn it hands back. When NATS is away
+(the first connection attempt failed, or nothing came of it within
+``NATS_STARTUP_WAIT``) Redrive does not wait for it: re-driven turns go on over
+gRPC alone (their events reach NATS through the service's outbox), and /healthz
+says 503 until the subscription is made in the background.
+
+``GET /healthz`` answers 200 when the bridge can take requests: the graph is
+loaded, the service answers this bridge's calls (its TLS settings and token
+accepted), and NATS routes the agent's subject to this replica's subscription
+(proved by a probe, see :mod:`turnkeeper.bridge.subscriber`); 503 with the reason
+otherwise (a refused token, an unreachable service, NATS not subscribed yet or
+reconnecting, shutting down). Shutdown: /healthz 503, stop taking requests, let
+running turns finish for ``shutdown_grace`` and leave the rest to a re-drive, close.
 """
 
 from __future__ import annotations
@@ -26,18 +37,20 @@ from langgraph.pregel import Pregel
 
 from turnkeeper.bridge.boundary import BoundarySaver
 from turnkeeper.bridge.config import BridgeConfig
-from turnkeeper.bridge.health import HealthServer, get_status
+from turnkeeper.bridge.health import HealthServer
 from turnkeeper.bridge.methods import Methods
 from turnkeeper.bridge.runtime import AnyGraph, Assignment, Identity, InputMapper, TurnRuntime
 from turnkeeper.bridge.subscriber import NatsSubscriber
 from turnkeeper.client import AsyncTurnkeeperClient
-from turnkeeper.errors import TurnkeeperError, Unavailable
+from turnkeeper.errors import PermissionDenied, TurnkeeperError, Unauthenticated, Unavailable
 from turnkeeper.v1 import turns_pb2
 
 log = logging.getLogger(__name__)
 
 # TurnStatus of an id no turn has: answered (UNKNOWN) by a service that is up.
 _PROBE_TURN_ID = "turnkeeper-bridge-healthz"
+# How long startup waits for the first NATS connection attempt before Redrive.
+NATS_STARTUP_WAIT = 5.0
 
 
 def _identity(value: Any) -> Any:
@@ -100,6 +113,7 @@ class Bridge:
         self._started = False
         self._stopping = False
         self._closed = asyncio.Event()
+        self._redriven = asyncio.Event()
         self._shutdown_task: asyncio.Task[None] | None = None
 
     @property
@@ -109,42 +123,64 @@ class Bridge:
     # -- health -------------------------------------------------------------------------
 
     async def _check(self) -> tuple[bool, str]:
+        """What GET /healthz answers."""
         if self._stopping:
             return False, "shutting down"
+        refusal = await self._service_refusal()
+        if refusal is not None:
+            return False, self._service_reason(refusal)
+        if not self.subscriber.ready:
+            where = f"{self.config.subject} on {self.config.nats_url}"
+            if self.subscriber.connected:
+                return False, f"NATS: the subscription to {where} is not live yet"
+            return False, f"NATS: not connected; not subscribed to {where}"
+        return True, "ok"
+
+    async def _service_refusal(self) -> TurnkeeperError | None:
+        """None when the service answers this bridge's calls."""
         try:
             await self.client.turn_status(
                 turns_pb2.TurnStatusRequest(turn_id=_PROBE_TURN_ID), timeout=2.0
             )
         except TurnkeeperError as exc:
-            return False, f"turnkeeper service at {self.config.service.target} unreachable: {exc}"
-        return True, "ok"
+            return exc
+        return None
 
-    async def _wait_healthy(self) -> None:
-        """Until our own GET /healthz says 200 (the service may start after us)."""
-        host = "127.0.0.1" if self.health.host in ("0.0.0.0", "") else self.health.host
-        host = "::1" if host == "::" else host
-        delay, last_warning = 0.05, time.monotonic()
-        while True:
-            try:
-                status = await get_status(host, self.health.port)
-            except (OSError, TimeoutError, ValueError, IndexError) as exc:
-                status, detail = 0, str(exc)
-            else:
-                detail = f"HTTP {status}"
-            if status == 200:
-                return
-            if time.monotonic() - last_warning > 5:
-                reason = (await self._check())[1] if status == 503 else detail
-                log.warning("waiting for /healthz to answer 200: %s", reason)
-                last_warning = time.monotonic()
+    def _service_reason(self, exc: TurnkeeperError) -> str:
+        target = self.config.service.target
+        if isinstance(exc, (Unauthenticated, PermissionDenied)):
+            return (
+                f"the turnkeeper service at {target} refused this bridge's credentials "
+                f"({exc.code.name}: {exc.message}); check TURNKEEPER_TOKEN (an "
+                f"agent:{self.identity.agent} token) and the TLS settings"
+            )
+        return f"turnkeeper service at {target} unreachable: {exc}"
+
+    async def _wait_for_service(self) -> bool:
+        """Until the service answers (it may start after us); False when the bridge
+        is shut down first."""
+        delay, last_report = 0.05, float("-inf")
+        while not self._stopping:
+            refusal = await self._service_refusal()
+            if refusal is None:
+                return True
+            if time.monotonic() - last_report > 5:
+                # A refused token will not fix itself: say so as an error.
+                refused = isinstance(refusal, (Unauthenticated, PermissionDenied))
+                level = logging.ERROR if refused else logging.WARNING
+                log.log(level, "waiting for the service: %s", self._service_reason(refusal))
+                last_report = time.monotonic()
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
+        return False
 
     # -- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Serve /healthz, re-drive this replica's orphans, subscribe. Returns once
-        the bridge is serving (NATS may still be connecting: turns go on over gRPC)."""
+        """Serve /healthz, subscribe, re-drive this replica's orphans. Returns once
+        the startup Redrive is done (NATS may still be connecting if it is away:
+        turns go on over gRPC), or when the bridge is shut down while it waits
+        for the service."""
         if self._started:
             return
         self._started = True
@@ -157,9 +193,15 @@ class Bridge:
                 self.identity.incarnation,
                 self.health.url,
             )
-            await self._wait_healthy()
-            await self._redrive()
             await self.subscriber.start()
+            if not await self._wait_for_service():
+                return
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self.subscriber.settled.wait(), NATS_STARTUP_WAIT)
+            if self._stopping:
+                return
+            await self._redrive()
+            self._redriven.set()
         except BaseException:
             await self.shutdown(0)
             raise
@@ -217,7 +259,9 @@ class Bridge:
             self._shutdown_task = asyncio.create_task(self._shutdown(None))
 
     async def wait_subscribed(self) -> None:
-        """Until the NATS subscription is made (start() does not wait for it)."""
+        """Until the startup Redrive is done and the NATS subscription is live (a
+        probe came back through it); start() does not wait for the subscription."""
+        await self._redriven.wait()
         await self.subscriber.subscribed.wait()
 
     async def wait_closed(self) -> None:

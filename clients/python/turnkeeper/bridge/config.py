@@ -10,7 +10,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from turnkeeper.client import ConnectionOptions
+from turnkeeper.client import ConnectionOptions, default_address
 
 # An agent name is a NATS subject token (the service checks the same).
 _AGENT: Final = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -76,6 +76,11 @@ class BridgeConfig:
         ======================================  ==================================
         ``TURNKEEPER_AGENT``                    agent name (or the ``agent`` arg)
         ``TURNKEEPER_ADDRESS``                  the service (``ConnectionOptions``)
+        ``TURNKEEPER_TLS``                      ``1``: TLS with the system's roots
+        ``TURNKEEPER_TLS_CA``                   CA bundle of the service (implies TLS)
+        ``TURNKEEPER_TLS_CLIENT_CERT``          mutual TLS: client certificate ...
+        ``TURNKEEPER_TLS_CLIENT_KEY``           ... and its key (both or neither)
+        ``TURNKEEPER_TOKEN``                    bearer token (``agent:<name>`` role)
         ``TURNKEEPER_NATS_URL`` / ``NATS_URL``  NATS server
         ``TURNKEEPER_SUBJECT_PREFIX``           subject prefix (``vystak``)
         ``TURNKEEPER_NAMESPACE``                subject namespace (``default``)
@@ -83,6 +88,10 @@ class BridgeConfig:
         ``TURNKEEPER_HEALTH_LISTEN``            /healthz address (``127.0.0.1:8080``)
         ``TURNKEEPER_SHUTDOWN_GRACE``           seconds (``10``)
         ======================================  ==================================
+
+        The connection settings are the CLI's (``turnkeeper --help``); the bridge's
+        client and its checkpointer (RemoteSaver) both use them. A ``service=``
+        override replaces them all.
         """
         env = os.environ if env is None else env
         values: dict[str, Any] = {}
@@ -90,8 +99,7 @@ class BridgeConfig:
         if not name:
             raise ValueError("no agent name: pass agent= or set TURNKEEPER_AGENT")
         values["agent"] = name
-        if env.get("TURNKEEPER_ADDRESS"):
-            values["service"] = ConnectionOptions(target=env["TURNKEEPER_ADDRESS"])
+        values["service"] = connection_from_env(env)
         nats_url = env.get("TURNKEEPER_NATS_URL") or env.get("NATS_URL")
         if nats_url:
             values["nats_url"] = nats_url
@@ -106,3 +114,22 @@ class BridgeConfig:
         if env.get("TURNKEEPER_SHUTDOWN_GRACE"):
             values["shutdown_grace"] = float(env["TURNKEEPER_SHUTDOWN_GRACE"])
         return cls(**(values | overrides))
+
+
+_TRUE: Final = ("1", "true", "yes", "on")
+
+
+def connection_from_env(env: Mapping[str, str]) -> ConnectionOptions:
+    """The service connection from the same variables the CLI reads."""
+
+    def get(key: str) -> str | None:
+        return env.get(key) or None
+
+    return ConnectionOptions(
+        target=get("TURNKEEPER_ADDRESS") or default_address(),
+        tls=(env.get("TURNKEEPER_TLS") or "").strip().lower() in _TRUE,
+        root_certificates=get("TURNKEEPER_TLS_CA"),
+        client_certificate=get("TURNKEEPER_TLS_CLIENT_CERT"),
+        client_key=get("TURNKEEPER_TLS_CLIENT_KEY"),
+        bearer_token=get("TURNKEEPER_TOKEN"),
+    )

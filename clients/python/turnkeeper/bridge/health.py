@@ -20,6 +20,7 @@ Check = Callable[[], Awaitable[tuple[bool, str]]]
 
 MAX_HEADER_BYTES: Final = 8192
 READ_TIMEOUT: Final = 5.0
+MAX_RESPONSE_BYTES: Final = 65536
 
 
 class HealthServer:
@@ -91,17 +92,27 @@ async def _respond(writer: asyncio.StreamWriter, status: int, body: str) -> None
 
 
 async def get_status(host: str, port: int, path: str = "/healthz", timeout: float = 5.0) -> int:
-    """The HTTP status of ``GET path``: how the bridge waits for its own /healthz."""
+    """The HTTP status of ``GET path``."""
+    return (await get(host, port, path, timeout))[0]
 
-    async def fetch() -> int:
+
+async def get(
+    host: str, port: int, path: str = "/healthz", timeout: float = 5.0
+) -> tuple[int, str]:
+    """``GET path``: (HTTP status, body); the body of a 503 is the reason."""
+
+    async def fetch() -> tuple[int, str]:
         reader, writer = await asyncio.open_connection(host, port)
         try:
             writer.write(
                 f"GET {path} HTTP/1.1\r\nHost: {host}\r\nConnection: close\r\n\r\n".encode()
             )
             await writer.drain()
-            status_line = await reader.readline()
-            return int(status_line.split(b" ")[1])
+            response = b""
+            while len(response) < MAX_RESPONSE_BYTES and (chunk := await reader.read(4096)):
+                response += chunk  # until the server closes (Connection: close)
+            head, _, body = response.partition(b"\r\n\r\n")
+            return int(head.split(b" ")[1]), body.decode(errors="replace")
         finally:
             writer.close()
             with contextlib.suppress(Exception):

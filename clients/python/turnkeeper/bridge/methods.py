@@ -12,6 +12,14 @@ from typing import Final
 
 from turnkeeper.bridge import jsonrpc
 from turnkeeper.bridge._convert import py_to_value
+from turnkeeper.bridge.intent import (
+    INTENT_KEY,
+    REGENERATE_INPUT,
+    has_pending_work,
+    is_reserved,
+    regenerate_point,
+    thread_config,
+)
 from turnkeeper.bridge.jsonrpc import METHOD_NOT_FOUND, Reply, Request, RpcError, invalid_params
 from turnkeeper.bridge.runtime import Assignment, Identity, TurnRuntime
 from turnkeeper.client import AsyncTurnkeeperClient
@@ -76,10 +84,24 @@ class Methods:
             )
         if "input" not in params:
             raise invalid_params("input is required")
-        turn_id = jsonrpc.optional_str(params, "turn_id") or uuid.uuid4().hex
-        thread_id = jsonrpc.optional_str(params, "thread_id") or uuid.uuid4().hex
+        regenerate = params.get("regenerate", False)
+        if not isinstance(regenerate, bool):
+            raise invalid_params("regenerate must be true or false")
+        payload = params["input"]
+        if regenerate and payload is not None:
+            raise invalid_params(
+                "regenerate answers the thread's latest input again: input must be null"
+            )
+        if is_reserved(payload):
+            raise invalid_params(f"input: the top-level key {INTENT_KEY!r} is reserved")
+        given_turn_id = jsonrpc.optional_str(params, "turn_id")
+        turn_id = given_turn_id or uuid.uuid4().hex
+        given_thread_id = jsonrpc.optional_str(params, "thread_id")
+        if payload is None and given_thread_id is None:
+            raise invalid_params("input null continues a thread: thread_id is required")
+        thread_id = given_thread_id or uuid.uuid4().hex
         try:
-            value = py_to_value(params["input"])
+            value = py_to_value(REGENERATE_INPUT if regenerate else payload)
         except Exception as exc:
             raise invalid_params(f"input is not JSON data: {exc}") from None
         if not self.accepting:
@@ -87,6 +109,16 @@ class Methods:
             raise RpcError(
                 jsonrpc.SERVICE_ERROR, message, {"code": "UNAVAILABLE", "message": message}
             )
+        if regenerate:
+            if await regenerate_point(self.runtime.graph, thread_config(thread_id)) is None:
+                message = f"thread {thread_id} has no run to regenerate"
+                raise RpcError(
+                    jsonrpc.SERVICE_ERROR,
+                    message,
+                    {"code": "FAILED_PRECONDITION", "message": message},
+                )
+        elif payload is None and await self._nothing_to_continue(thread_id, given_turn_id):
+            return Reply({"turn_id": None, "thread_id": thread_id, "status": "completed"})
         # Journaled before the answer: a turn the caller was told about exists.
         response = await self.client.start_turn(
             turns_pb2.StartTurnRequest(
@@ -112,6 +144,16 @@ class Methods:
             self.runtime.start(Assignment(turn, "", "create"))
 
         return Reply(result, then=run)
+
+    async def _nothing_to_continue(self, thread_id: str, turn_id: str | None) -> bool:
+        """No pending work on the thread, and ``turn_id`` is no turn that already
+        ran (the same request sent again: StartTurn then answers for that turn)."""
+        if await has_pending_work(self.runtime.graph, thread_id):
+            return False
+        if turn_id is None:
+            return True
+        status = await self.client.turn_status(turns_pb2.TurnStatusRequest(turn_id=turn_id))
+        return status.state in (turns_pb2.TURN_STATE_UNKNOWN, turns_pb2.TURN_STATE_UNSPECIFIED)
 
     async def turn_status(self, request: Request) -> Reply:
         turn_id = jsonrpc.required_str(request.params, "turn_id")

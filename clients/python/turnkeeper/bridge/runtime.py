@@ -6,7 +6,10 @@ turns the graph's callbacks into events, and ends the attempt with exactly one
 ParkTurn (the graph called ``interrupt()``) or FinishTurn (DONE, or FAILED when the
 graph raised). Where it starts from:
 
-- a new turn, or a re-drive of one that wrote no checkpoint: the journaled input;
+- a new turn, or a re-drive of one that wrote no checkpoint: the journaled input,
+  read as :mod:`turnkeeper.bridge.intent` says (new input through the
+  ``input_mapper``; ``null``: the thread's latest checkpoint; the regenerate marker:
+  the entry checkpoint of the thread's latest run, found again on every start);
 - a re-drive: the thread's latest checkpoint (``astream(None)``);
 - a resume (the turn carries the ResumeDetached value and its checkpoint has a
   pending interrupt): ``Command(resume=value)``.
@@ -38,8 +41,10 @@ from langgraph.types import Command, Interrupt
 from turnkeeper.bridge._convert import py_to_value, to_jsonable, value_to_py
 from turnkeeper.bridge.boundary import BoundarySaver
 from turnkeeper.bridge.events import FENCED, EventCapture, EventLog
+from turnkeeper.bridge.intent import is_regenerate, regenerate_point
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.errors import InvalidArgument, ResourceExhausted, TurnkeeperError
+from turnkeeper.reposition import at_checkpoint
 from turnkeeper.saver import ATTEMPT_KEY, TURN_ID_KEY, durable_config, durable_run_kwargs
 from turnkeeper.v1 import turns_pb2
 
@@ -79,6 +84,10 @@ def idempotency_key(config: RunnableConfig | None = None) -> str:
             "a tool of a turn run by the bridge"
         ) from None
     return f"{turn_id}:{step}:{attempt}"
+
+
+class NothingToRegenerate(RuntimeError):
+    """A regenerate turn on a thread with no run to go back to: the turn fails."""
 
 
 @dataclass(frozen=True)
@@ -305,15 +314,25 @@ class Execution:
         merged["callbacks"] = [*callbacks, EventCapture(events)]
         return merged
 
-    async def _input(self, config: RunnableConfig) -> Any:
+    async def _start_point(self, config: RunnableConfig) -> tuple[Any, RunnableConfig]:
+        """The graph's input, and the config to run it with."""
         turn = self.assignment.turn
         if not self.assignment.checkpoint_id:
-            return self.runtime.input_mapper(value_to_py(turn.input))
+            journaled = value_to_py(turn.input)
+            if is_regenerate(journaled):
+                entry = await regenerate_point(self.runtime.graph, config)
+                if entry is None:
+                    raise NothingToRegenerate(f"thread {turn.thread_id} has no run to regenerate")
+                log.info("%s: regenerating from checkpoint %s", self._tag(), entry)
+                return None, at_checkpoint(config, entry)
+            if journaled is None:
+                return None, config  # continue the thread from its latest checkpoint
+            return self.runtime.input_mapper(journaled), config
         if turn.has_resume:
             state = await self.runtime.graph.aget_state(config)
             if state.interrupts:
-                return Command(resume=value_to_py(turn.resume))
-        return None
+                return Command(resume=value_to_py(turn.resume)), config
+        return None, config
 
     async def _drive(self, events: EventLog) -> None:
         graph = self.runtime.graph
@@ -321,7 +340,7 @@ class Execution:
         values: Any = None
         interrupts: list[Interrupt] = []
         try:
-            graph_input = await self._input(config)
+            graph_input, config = await self._start_point(config)
             async for mode, chunk in graph.astream(
                 graph_input,
                 config,

@@ -9,14 +9,26 @@ starts (``Reply.then``).
 The connection is retried in the background until it is made (nats-py does not
 retry a first connect), then nats-py reconnects and re-subscribes by itself; the
 bridge works on its turns over gRPC meanwhile.
+
+Ready means the server routes the subject to this subscription, and ``flush()``
+after ``subscribe()`` does not prove it: nats-py writes flush's PING straight to
+the socket, possibly ahead of a SUB still queued. A request sent on the same
+connection after the SUB does, once it is answered: the server handles one
+connection's commands in order, so it had the SUB before the request (whichever
+replica of the queue group answers it). So after subscribing, and after every
+reconnect, the subscriber sends ``turnkeeper/ping`` to the subject until an answer
+comes back, and only then sets :attr:`NatsSubscriber.ready`.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
+import uuid
 from collections.abc import Awaitable, Callable
+from typing import Final
 
 import nats
 from nats.aio.client import Client
@@ -31,6 +43,10 @@ log = logging.getLogger(__name__)
 
 Dispatch = Callable[[Request], Awaitable[Reply]]
 
+# Answered by the subscriber itself, never dispatched: the readiness probe.
+PING: Final = "turnkeeper/ping"
+PROBE_TIMEOUT: Final = 2.0
+
 
 class NatsSubscriber:
     def __init__(
@@ -44,12 +60,21 @@ class NatsSubscriber:
         self._nc: Client | None = None
         self._sub: Subscription | None = None
         self._connecting: asyncio.Task[None] | None = None
+        self._probing: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
+        #: Set while the server is known to route the subject to this subscription.
         self.subscribed = asyncio.Event()
+        #: The first connection attempt has an outcome: subscribed, or NATS away.
+        self.settled = asyncio.Event()
 
     @property
     def connected(self) -> bool:
         return self._nc is not None and self._nc.is_connected
+
+    @property
+    def ready(self) -> bool:
+        """Subscribed, probed, and connected now."""
+        return self.subscribed.is_set() and self.connected
 
     async def start(self) -> None:
         self._connecting = asyncio.create_task(self._connect(), name="bridge-nats-connect")
@@ -72,19 +97,44 @@ class NatsSubscriber:
                 break
             except Exception as exc:
                 log.warning("NATS at %s not reachable (%s); retrying", self.url, exc)
+                self.settled.set()
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
         self._nc = nc
         self._sub = await nc.subscribe(self.subject, queue=self.queue, cb=self._on_message)
-        await nc.flush()
-        self.subscribed.set()
+        await self._probe(nc)
+        self.settled.set()
         log.info("serving %s (queue group %s) on %s", self.subject, self.queue, self.url)
 
+    async def _probe(self, nc: Client) -> None:
+        """Until a ping sent after the SUB is answered; then ready."""
+        body = json.dumps(
+            {"jsonrpc": "2.0", "id": f"probe-{uuid.uuid4().hex}", "method": PING}
+        ).encode()
+        delay = 0.05
+        while True:
+            try:
+                await nc.request(self.subject, body, timeout=PROBE_TIMEOUT)
+                break
+            except Exception as exc:
+                if nc.is_closed:
+                    return
+                log.debug("subscription probe unanswered (%r); again", exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        if nc.is_connected:
+            self.subscribed.set()
+
     async def _disconnected(self) -> None:
+        self.subscribed.clear()
         log.warning("NATS connection lost; reconnecting")
 
     async def _reconnected(self) -> None:
+        # nats-py sends the SUBs again itself; ready once a probe proves it. Not
+        # awaited here: nats-py runs this callback inside its reconnect.
         log.info("NATS connection back")
+        if self._nc is not None and (self._probing is None or self._probing.done()):
+            self._probing = asyncio.create_task(self._probe(self._nc), name="bridge-nats-probe")
 
     async def _error(self, exc: Exception) -> None:
         log.debug("NATS error: %s", exc)
@@ -99,7 +149,7 @@ class NatsSubscriber:
         reply: Reply | None = None
         try:
             request = jsonrpc.parse(msg.data)
-            reply = await self.dispatch(request)
+            reply = Reply({}) if request.method == PING else await self.dispatch(request)
             body = jsonrpc.result_envelope(request.id, reply.result)
         except RpcError as exc:
             body = jsonrpc.error_envelope(
@@ -128,11 +178,13 @@ class NatsSubscriber:
 
     async def stop(self, timeout: float = 5.0) -> None:
         """Stop taking requests, let those in flight answer, close. Safe twice."""
-        if self._connecting is not None:
-            self._connecting.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await self._connecting
-            self._connecting = None
+        self.subscribed.clear()
+        for task in (self._connecting, self._probing):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self._connecting = self._probing = None
         if self._sub is not None:
             with contextlib.suppress(Exception):
                 await self._sub.unsubscribe()

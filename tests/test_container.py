@@ -129,7 +129,7 @@ def test_dockerignore_keeps_what_the_build_needs() -> None:
         "README.md",
         "server/turnkeeper_server/app.py",
         "clients/python/turnkeeper/v1/turns_pb2.py",
-        "examples/durable_four_step/agent.py",
+        "examples/durable-four-step/agent.py",
     ):
         assert not any(fnmatch.fnmatch(needed, p) or needed.startswith(f"{p}/") for p in patterns)
     for dropped in (".git", ".venv", "clients/node", "tests"):
@@ -158,8 +158,16 @@ def test_compose_wires_nats_the_service_and_an_agent() -> None:
         assert f'"{port}:{port}"' in service
 
     agent = blocks["agent"]
-    assert "examples.durable_four_step.agent" in agent
+    # The example agent, run by its path (examples/durable-four-step is no module),
+    # with what the bridge needs to find the service and NATS.
+    entrypoint = re.search(r"^\s+entrypoint: (\[.*\])$", agent, re.MULTILINE)
+    assert entrypoint is not None
+    assert json.loads(entrypoint.group(1)) == ["python", "examples/durable-four-step/agent.py"]
+    assert (ROOT / "examples/durable-four-step/agent.py").is_file()
     assert "TURNKEEPER_ADDRESS: turnkeeper:50051" in agent
+    assert "NATS_URL: nats://nats:4222" in agent
+    # Its health is its own /healthz, not the image's probe of a service.
+    assert "/healthz" in agent
     # Built from the same Dockerfile, as the same image.
     assert re.search(r"^\s+build: \.$", agent, re.MULTILINE)
     assert re.findall(r"image: (\S+)", agent) == re.findall(r"image: (\S+)", service)

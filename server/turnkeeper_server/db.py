@@ -193,17 +193,28 @@ class Database:
             log.error("group commit of %d operations failed: %s", len(group), exc)
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
-            for job in group:
-                _settle(job, False, exc)
+            _settle([(job, False, exc) for job in group])
             return
-        for job, (ok, value) in zip(group, outcomes, strict=True):
-            _settle(job, ok, value)
+        _settle([(job, ok, value) for job, (ok, value) in zip(group, outcomes, strict=True)])
 
 
-def _settle(job: _Job[Any], ok: bool, value: Any) -> None:
-    def done() -> None:
+def _settle(settled: list[tuple[_Job[Any], bool, Any]]) -> None:
+    """Resolve a group's futures on their loops: one hand-off per loop, not per job
+    (each call_soon_threadsafe writes to the loop's self-pipe)."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Job[Any], bool, Any]]] = {}
+    for item in settled:
+        by_loop.setdefault(item[0].loop, []).append(item)
+    for loop, items in by_loop.items():
+        # A closed loop raises RuntimeError: nobody is waiting any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_resolve, items)
+
+
+def _resolve(items: list[tuple[_Job[Any], bool, Any]]) -> None:
+    """On the loop, in the group's order: after-commit callbacks, then the result."""
+    for job, ok, value in items:
         if job.future.done():
-            return
+            continue
         if ok:
             for callback in job.after:
                 try:
@@ -213,10 +224,6 @@ def _settle(job: _Job[Any], ok: bool, value: Any) -> None:
             job.future.set_result(value)
         else:
             job.future.set_exception(value)
-
-    # A closed loop raises RuntimeError: nobody is waiting any more.
-    with contextlib.suppress(RuntimeError):
-        job.loop.call_soon_threadsafe(done)
 
 
 class Reader:

@@ -51,6 +51,12 @@ def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], 
 class ErrorsAndMetrics(aio.ServerInterceptor):  # type: ignore[type-arg]
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
+        # Per full method name: the inner handler last seen and its wrapper. The
+        # servicers' handlers are the same objects call after call, so the wrapper is
+        # built once; a handler made per call (Authenticate's) is wrapped per call.
+        self._wrapped: dict[str, tuple[Handler, Handler]] = {}
+        # Per (method, code): the metric children (`labels()` looks them up under a lock).
+        self._children: dict[tuple[str, grpc.StatusCode], tuple[Any, Any]] = {}
 
     async def intercept_service(
         self,
@@ -60,7 +66,15 @@ class ErrorsAndMetrics(aio.ServerInterceptor):  # type: ignore[type-arg]
         handler = await continuation(details)
         if handler is None:
             return handler
-        method = details.method.rsplit("/", 1)[-1]
+        cached = self._wrapped.get(details.method)
+        if cached is not None and cached[0] is handler:
+            return cached[1]
+        wrapped = self._wrap(details.method.rsplit("/", 1)[-1], handler)
+        if len(self._wrapped) < 1024:  # bounded: method names come from clients
+            self._wrapped[details.method] = (handler, wrapped)
+        return wrapped
+
+    def _wrap(self, method: str, handler: Handler) -> Handler:
         if handler.unary_unary is not None:
             return grpc.unary_unary_rpc_method_handler(
                 self._unary(method, handler.unary_unary),
@@ -98,10 +112,14 @@ class ErrorsAndMetrics(aio.ServerInterceptor):  # type: ignore[type-arg]
         await context.abort(code, message)
 
     def _record(self, method: str, code: grpc.StatusCode, started: float) -> None:
-        self.metrics.rpcs.labels(method=method, code=code.name).inc()
-        self.metrics.rpc_seconds.labels(method=method, code=code.name).observe(
-            time.perf_counter() - started
-        )
+        children = self._children.get((method, code))
+        if children is None:
+            children = self._children[(method, code)] = (
+                self.metrics.rpcs.labels(method=method, code=code.name),
+                self.metrics.rpc_seconds.labels(method=method, code=code.name),
+            )
+        children[0].inc()
+        children[1].observe(time.perf_counter() - started)
 
     def _unary(self, method: str, inner: Any) -> Callable[[Any, Context], Awaitable[Any]]:
         async def handle(request: Any, context: Context) -> Any:

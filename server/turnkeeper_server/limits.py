@@ -122,6 +122,8 @@ def _no_constant(token: str) -> Any:
 # One strict decoder for every call: json.loads with a keyword argument builds a new
 # JSONDecoder each time, which showed in the profile of event ingest (bench/ingest.py).
 _STRICT_JSON = json.JSONDecoder(parse_constant=_no_constant)
+# Its scanner (C): (value, end) for the JSON value starting at an index.
+_SCAN: Any = _STRICT_JSON.scan_once  # type: ignore[attr-defined]  # not in typeshed
 
 
 def check_json_text(
@@ -129,9 +131,20 @@ def check_json_text(
 ) -> Any:
     """Refuse text over `limit` bytes, that is not strict JSON, or nested deeper than
     `max_depth`; returns the parsed value."""
-    check_size(name, len(text.encode()), limit)
+    # UTF-8 takes at most 4 bytes per code point: encode only text that may be over.
+    if len(text) * 4 > limit:
+        check_size(name, len(text.encode()), limit)
     try:
-        value = _STRICT_JSON.decode(text)
+        # The decoder's scanner on its own, as JSONDecoder.decode runs it when the
+        # text starts with a value, without decode's two whitespace matches; any
+        # text it does not take whole (leading or trailing whitespace, extra data,
+        # not JSON) goes through decode, which accepts or refuses it as before.
+        try:
+            value, end = _SCAN(text, 0)
+        except StopIteration:
+            end = -1
+        if end != len(text):
+            value = _STRICT_JSON.decode(text)
     except RecursionError:
         # The parser's own recursion guard: far deeper than any depth limit.
         raise InvalidArgument(f"{name} is nested deeper than {max_depth} levels") from None

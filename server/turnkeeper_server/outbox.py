@@ -93,7 +93,7 @@ class OutboxPublisher:
         if not rows:
             self._drained.set()
             return 0
-        ok = await self.link.publish_batch([(s, bytes(p), str(i)) for i, s, p in rows])
+        ok = await self.link.publish_batch(rows)
         if not ok:
             self.failures += 1
             self.metrics.outbox_failures.inc()

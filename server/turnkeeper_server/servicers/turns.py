@@ -65,28 +65,34 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         return text
 
     def _events(self, events: Sequence[turns_pb2.EventInput]) -> list[NewEvent]:
-        if len(events) > self.limits.max_events_per_batch:
+        limits = self.limits
+        if len(events) > limits.max_events_per_batch:
             raise InvalidArgument(
-                f"{len(events)} events in one call; the limit is {self.limits.max_events_per_batch}"
+                f"{len(events)} events in one call; the limit is {limits.max_events_per_batch}"
             )
+        # Each field read once: every read of a protobuf string field builds a new str.
+        fields = [(e.seq, e.type, e.data_json) for e in events]
         lim.check_size(
             "the batch of events",
-            sum(len(e.data_json) + len(e.type) for e in events),
-            self.limits.max_batch_bytes,
+            sum(len(data) + len(type_) for _, type_, data in fields),
+            limits.max_batch_bytes,
         )
+        max_bytes, max_depth = limits.max_event_bytes, limits.max_json_depth
+        check_json = lim.check_json_text
         out = []
-        for e in events:
-            if not e.type or len(e.type) > 64:
-                raise InvalidArgument(f"event seq {e.seq}: type must be 1 to 64 characters")
-            if e.seq <= 0:
-                raise InvalidArgument(f"event seq {e.seq}: seqs start at 1")
-            lim.check_json_text(
-                f"event seq {e.seq} data_json",
-                e.data_json or "null",
-                self.limits.max_event_bytes,
-                self.limits.max_json_depth,
-            )
-            out.append(NewEvent(e.seq, e.type, e.data_json or "null"))
+        for seq, type_, data in fields:
+            if not type_ or len(type_) > 64:
+                raise InvalidArgument(f"event seq {seq}: type must be 1 to 64 characters")
+            if seq <= 0:
+                raise InvalidArgument(f"event seq {seq}: seqs start at 1")
+            data = data or "null"
+            try:
+                check_json("", data, max_bytes, max_depth)
+            except InvalidArgument:
+                # Named only when refused: the f-string showed at ingest rates.
+                check_json(f"event seq {seq} data_json", data, max_bytes, max_depth)
+                raise
+            out.append(NewEvent(seq, type_, data))
         return out
 
     # -- RPCs -------------------------------------------------------------------------

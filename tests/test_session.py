@@ -266,6 +266,10 @@ async def test_submit_none_reattaches_to_a_run_still_going(stack: Stack) -> None
     assert session.error is not None and session.error.kind is ErrorKind.INTERRUPTED
     turn_id = session.turn_id
 
+    # The second follow gets a deadline that a loaded machine cannot run out.
+    transport = session.transport
+    assert isinstance(transport, NatsAgentTransport)
+    transport.follow_options = dataclasses.replace(FOLLOW, deadline=30.0)
     responder.gate.set()
     assert await session.submit(None)  # RUNNING: follow it again, send nothing new
     await session.join()

@@ -121,3 +121,26 @@ async def test_sigterm_shuts_down_gracefully(tmp_path: Path) -> None:
     assert proc.terminate() == 0
     assert any("turnkeeper stopped" in line for line in proc.log)
     assert integrity(tmp_path / "turns.db") == "ok"
+
+
+async def test_start_turn_stays_idempotent_after_a_restart(tmp_path: Path) -> None:
+    # Found by tests/faults: a responses/create journaled just before the service
+    # was SIGKILLed, sent again after its restart, was refused ALREADY_EXISTS. The
+    # request's hash covered the input as JSON text, whose key order followed the
+    # protobuf Struct's map order, which (upb) differs from one process to the next.
+    request = {f"key{i}": [i, {"b": i, "a": -i}] for i in range(8)}
+    proc = ServiceProcess(tmp_path)
+    address = proc.start()
+    try:
+        async with aio.insecure_channel(address) as ch:
+            first = await start(turns_pb2_grpc.TurnServiceStub(ch), input=request)
+        assert first.created
+        for _ in range(3):
+            proc.kill()
+            proc.start()
+            async with aio.insecure_channel(address) as ch:
+                again = await start(turns_pb2_grpc.TurnServiceStub(ch), input=request)
+            assert not again.created
+            assert again.turn.turn_id == first.turn.turn_id
+    finally:
+        proc.kill()

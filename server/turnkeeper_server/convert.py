@@ -25,10 +25,12 @@ def timestamp(seconds: float) -> timestamp_pb2.Timestamp:
 
 
 def value_to_json(value: struct_pb2.Value) -> str:
-    """A google.protobuf.Value as compact JSON text (an unset Value is null)."""
+    """A google.protobuf.Value as compact JSON text (an unset Value is null), with
+    object keys sorted: a Struct's field order is a map's, which differs from one
+    process to the next, and StartTurn's idempotency compares a hash of this text."""
     if value.WhichOneof("kind") is None:
         return "null"
-    return json.dumps(json_format.MessageToDict(value), separators=(",", ":"))
+    return json.dumps(json_format.MessageToDict(value), separators=(",", ":"), sort_keys=True)
 
 
 def json_to_value(text: str) -> struct_pb2.Value:

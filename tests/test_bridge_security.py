@@ -167,6 +167,17 @@ async def test_a_wrong_token_leaves_the_bridge_unhealthy_not_hanging(
     secured: Secured, caplog: pytest.LogCaptureFixture
 ) -> None:
     caplog.set_level(logging.ERROR, logger="turnkeeper.bridge.bridge")
+    # The startup loop's log line and /healthz's own status check race; await the line.
+    refused = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    class Refused(logging.Handler):
+        def emit(self, record: logging.LogRecord) -> None:
+            if "refused this bridge's credentials" in record.getMessage():
+                loop.call_soon_threadsafe(refused.set)
+
+    watcher = Refused()
+    logging.getLogger("turnkeeper.bridge.bridge").addHandler(watcher)
     bridge = Bridge(build([]), BridgeConfig.from_env(env=secured.env("tk-not-a-token")))
     starting = asyncio.create_task(bridge.start())
     try:
@@ -180,9 +191,10 @@ async def test_a_wrong_token_leaves_the_bridge_unhealthy_not_hanging(
         code, reason = await asyncio.wait_for(healthz(), 10)
         assert code == 503
         assert "UNAUTHENTICATED" in reason and "TURNKEEPER_TOKEN" in reason, reason
+        await asyncio.wait_for(refused.wait(), 10)
         assert not starting.done()  # still waiting for the service to accept it
-        assert any("refused this bridge's credentials" in r.message for r in caplog.records)
     finally:
+        logging.getLogger("turnkeeper.bridge.bridge").removeHandler(watcher)
         await asyncio.wait_for(bridge.shutdown(), 10)
         await asyncio.wait_for(starting, 10)  # start() gives up once shut down
     with pytest.raises(ConnectionRefusedError):

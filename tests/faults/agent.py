@@ -1,0 +1,235 @@
+"""The agent the fault campaign kills: one graph that takes every path a turn can
+take, hosted by the real bridge, with a record of what it did and what the
+service acknowledged. Run as ``python -m tests.faults.agent`` (cwd: the repo).
+
+The graph (the turn's input picks the path with ``kind``)::
+
+    START -> step1 -+-> step2 --------------------+-> step3 (tool) -> step4 -> END
+                    +-> approve (interrupt) -> step2
+                    +-> left, right (one superstep) -+
+                    +-> poison (SIGKILLs its own process, every attempt)
+
+Each node streams tokens, works for a random while (the window a kill lands in),
+streams again. The record, one file per process under ``FAULT_DIR``, holds lines:
+
+- ``start|done <turn> <node> <langgraph_step> <attempt>``: a node ran;
+- ``ledger <turn> <idempotency key>``: the tool acted;
+- ``ackev <turn> <attempt> <seq> <digest>``: AppendEvents / ParkTurn / FinishTurn
+  acknowledged this event (digest of its type and data);
+- ``ackend <turn> <attempt> <state> <last_seq>``: ParkTurn / FinishTurn acknowledged;
+- ``ackcp <thread> <checkpoint_id>`` and ``ackwr <thread> <checkpoint_id> <task_id>``:
+  PutCheckpoint / PutWrites acknowledged.
+
+Lines are written with one ``write(2)`` each on an O_APPEND file, after the
+acknowledgement arrived: a SIGKILL (what this agent is for) loses nothing the
+kernel already has, and the harness never sees an acknowledgement that was not.
+
+Environment, besides the bridge's own: ``FAULT_DIR``, ``FAULT_STEP_SECONDS`` (the
+longest random work of a node), ``WAIT_FOR_GO`` (as in tests/agents/job_agent.py:
+print ``imported``, wait for a line on stdin; the incarnation starts at the go).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import operator
+import os
+import random
+import signal
+import sys
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tools import tool
+from langgraph.config import get_config
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+from turnkeeper.bridge import Bridge, BridgeConfig, idempotency_key
+from turnkeeper.v1 import turns_pb2
+
+from tests.agents.job_agent import say
+from tests.faults.checks import digest
+
+KINDS = ("plain", "fanout", "approval", "poison")
+
+
+class Record:
+    """This process's record file (see the module docstring)."""
+
+    def __init__(self, directory: Path, name: str) -> None:
+        directory.mkdir(parents=True, exist_ok=True)
+        self.path = directory / f"{name}-{os.getpid()}.log"
+        self._fd = os.open(self.path, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
+
+    def note(self, line: str) -> None:
+        os.write(self._fd, (line + "\n").encode())
+
+    def events(self, turn_id: str, attempt: int, events: Iterable[turns_pb2.EventInput]) -> None:
+        for e in events:
+            self.note(f"ackev {turn_id} {attempt} {e.seq} {digest(e.type, e.data_json)}")
+
+
+# Opened by main(): importing this module (the harness does) writes nothing.
+RECORD: Record
+STEP_SECONDS = float(os.environ.get("FAULT_STEP_SECONDS", "0.2"))
+
+
+class Job(TypedDict):
+    job: str
+    kind: str
+    results: Annotated[list[str], operator.add]
+
+
+def _where(config: RunnableConfig) -> tuple[str, int, int]:
+    configurable = config["configurable"]
+    return configurable["turn_id"], config["metadata"]["langgraph_step"], configurable["attempt"]
+
+
+@tool
+def record(entry: str) -> str:
+    """Record an entry in the job's ledger (a side effect that must happen once)."""
+    turn_id = get_config()["configurable"]["turn_id"]
+    RECORD.note(f"ledger {turn_id} {idempotency_key()}")
+    return f"recorded {entry}"
+
+
+def node(name: str) -> Any:  # add_node's node protocols do not take a plain callable type
+
+    async def run(state: Job, config: RunnableConfig) -> dict[str, Any]:
+        turn_id, step, attempt = _where(config)
+        RECORD.note(f"start {turn_id} {name} {step} {attempt}")
+        await say(f"{name} of {state['job']} begins")
+        # Work (a model call, a tool): the window most kills land in. Random, not
+        # synchronisation: nothing waits for it.
+        await asyncio.sleep(random.uniform(0, STEP_SECONDS))
+        if name == "step3":
+            call = {"name": "record", "args": {"entry": name}, "id": f"call-{name}"}
+            await record.ainvoke({**call, "type": "tool_call"})
+        await say(f"{name} of {state['job']} ends")
+        RECORD.note(f"done {turn_id} {name} {step} {attempt}")
+        return {"results": [name]}
+
+    return run
+
+
+async def approve(state: Job, config: RunnableConfig) -> dict[str, Any]:
+    # interrupt() first: the resume re-runs this node from its start.
+    answer = interrupt({"question": f"approve {state['job']}?"})
+    turn_id, step, attempt = _where(config)
+    RECORD.note(f"start {turn_id} approve {step} {attempt}")
+    RECORD.note(f"done {turn_id} approve {step} {attempt}")
+    return {"results": [f"approved={answer}"]}
+
+
+async def poison(state: Job, config: RunnableConfig) -> dict[str, Any]:
+    turn_id, step, attempt = _where(config)
+    RECORD.note(f"start {turn_id} poison {step} {attempt}")
+    os.kill(os.getpid(), signal.SIGKILL)
+    raise AssertionError("unreachable")
+
+
+def route(state: Job) -> str | list[str]:
+    kind = state["kind"]
+    if kind == "fanout":
+        return ["left", "right"]
+    return {"poison": "poison", "approval": "approve"}.get(kind, "step2")
+
+
+def graph() -> StateGraph[Any, Any, Any, Any]:
+    builder = StateGraph(Job)
+    for name in ("step1", "step2", "step3", "step4", "left", "right"):
+        builder.add_node(name, node(name))
+    builder.add_node("approve", approve)
+    builder.add_node("poison", poison)
+    builder.add_edge(START, "step1")
+    builder.add_conditional_edges("step1", route, ["step2", "approve", "left", "right", "poison"])
+    builder.add_edge("approve", "step2")
+    builder.add_edge("step2", "step3")
+    builder.add_edge(["left", "right"], "step3")
+    builder.add_edge("step3", "step4")
+    builder.add_edge("step4", END)
+    builder.add_edge("poison", END)
+    return builder
+
+
+def record_acknowledgements(bridge: Bridge) -> None:
+    """Wrap the bridge's client and saver so that every acknowledged write is noted."""
+    client, saver = bridge.client, bridge.saver
+    append, park, finish = client.append_events, client.park_turn, client.finish_turn
+    put, put_writes = saver.aput, saver.aput_writes
+
+    async def append_events(
+        request: turns_pb2.AppendEventsRequest, **kwargs: Any
+    ) -> turns_pb2.AppendEventsResponse:
+        response = await append(request, **kwargs)
+        RECORD.events(request.turn_id, request.attempt, request.events)
+        return response
+
+    async def park_turn(
+        request: turns_pb2.ParkTurnRequest, **kwargs: Any
+    ) -> turns_pb2.ParkTurnResponse:
+        response = await park(request, **kwargs)
+        RECORD.events(request.turn_id, request.attempt, request.events)
+        RECORD.note(f"ackend {request.turn_id} {request.attempt} PARKED {response.turn.last_seq}")
+        return response
+
+    async def finish_turn(
+        request: turns_pb2.FinishTurnRequest, **kwargs: Any
+    ) -> turns_pb2.FinishTurnResponse:
+        response = await finish(request, **kwargs)
+        RECORD.events(request.turn_id, request.attempt, request.events)
+        state = "DONE" if request.outcome == turns_pb2.OUTCOME_DONE else "FAILED"
+        RECORD.note(f"ackend {request.turn_id} {request.attempt} {state} {response.turn.last_seq}")
+        return response
+
+    async def aput(config: RunnableConfig, *args: Any) -> RunnableConfig:
+        stored = await put(config, *args)
+        configurable = stored["configurable"]
+        if not configurable.get("checkpoint_ns"):
+            RECORD.note(f"ackcp {configurable['thread_id']} {configurable['checkpoint_id']}")
+        return stored
+
+    async def aput_writes(
+        config: RunnableConfig, writes: Sequence[tuple[str, Any]], task_id: str, *args: Any
+    ) -> None:
+        await put_writes(config, writes, task_id, *args)
+        configurable = config["configurable"]
+        if not configurable.get("checkpoint_ns"):
+            thread_id, checkpoint_id = configurable["thread_id"], configurable["checkpoint_id"]
+            RECORD.note(f"ackwr {thread_id} {checkpoint_id} {task_id}")
+
+    setattr(client, "append_events", append_events)  # noqa: B010  (instance, not class)
+    setattr(client, "park_turn", park_turn)  # noqa: B010
+    setattr(client, "finish_turn", finish_turn)  # noqa: B010
+    setattr(saver, "aput", aput)  # noqa: B010
+    setattr(saver, "aput_writes", aput_writes)  # noqa: B010
+
+
+async def main() -> None:
+    global RECORD
+    RECORD = Record(Path(os.environ["FAULT_DIR"]), os.environ["TURNKEEPER_REPLICA"])
+    if os.environ.get("WAIT_FOR_GO") == "1":
+        print("imported", flush=True)
+        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    bridge = Bridge(graph(), BridgeConfig.from_env())
+    record_acknowledgements(bridge)
+
+    async def announce() -> None:
+        await bridge.wait_subscribed()
+        print(f"ready {bridge.health_url}", flush=True)
+
+    announcing = asyncio.create_task(announce())
+    await bridge.run()  # until SIGTERM
+    announcing.cancel()
+
+
+if __name__ == "__main__":
+    logging.basicConfig(
+        level=logging.INFO,
+        stream=sys.stderr,
+        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
+    )
+    asyncio.run(main())

@@ -1,0 +1,357 @@
+"""The system under test, all real processes: a nats-server, the service (a
+SIGKILL-able subprocess restarted on the same port and data dir), and a pool of
+agent replicas (tests/faults/agent.py) that a supervisor restarts whenever one
+dies, from a warm spare that already imported everything.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import os
+import signal
+import sqlite3
+import sys
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import nats
+from grpc import aio
+from nats.aio.client import Client
+from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
+
+from tests.faults.mirror import Mirror
+from tests.support.agents import Agent
+from tests.support.nats import NatsServer
+from tests.support.procs import ServiceProcess
+from tests.support.relay import Relay
+
+REPO = Path(__file__).resolve().parents[2]
+AGENT = "faults"
+
+# The harness reconnects fast after a service restart (grpc's default backoff
+# grows to minutes); the agents keep the client's defaults, as deployed.
+FAST_RECONNECT: list[tuple[str, object]] = [
+    ("grpc.initial_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.max_reconnect_backoff_ms", 500),
+]
+
+
+@dataclass(frozen=True)
+class HarnessOptions(ConnectionOptions):
+    def channel_options(self) -> list[tuple[str, object]]:
+        return [*ConnectionOptions.channel_options(self), *FAST_RECONNECT]
+
+
+def integrity(path: Path) -> str:
+    """``PRAGMA integrity_check`` through a read-only connection (the service may
+    be running: WAL lets this read a consistent snapshot without writing)."""
+    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
+    try:
+        return "; ".join(str(row[0]) for row in conn.execute("PRAGMA integrity_check"))
+    finally:
+        conn.close()
+
+
+class _Relay(Relay):
+    """The relay, plus a stop that waits for the links it cut to wind down (a
+    handler task still running when the loop closes is reported as an error)."""
+
+    def __init__(self, upstream_port: int) -> None:
+        super().__init__(upstream_port)
+        self._handlers: set[asyncio.Task[object]] = set()
+
+    async def _accept(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        task = asyncio.current_task()
+        assert task is not None
+        self._handlers.add(task)
+        try:
+            await super()._accept(reader, writer)
+        finally:
+            self._handlers.discard(task)
+
+    async def stop(self) -> None:
+        await super().stop()
+        if self._handlers:
+            await asyncio.wait(self._handlers, timeout=5)
+
+
+@dataclass
+class Slot:
+    """One replica name; its process changes with every restart."""
+
+    replica: str
+    current: Agent | None = None
+    spare: Agent | None = None
+    up: asyncio.Event = field(default_factory=asyncio.Event)
+    paused: bool = False
+    # Set by a kill from the harness (not by a poison turn), with how long the
+    # replica then stays down.
+    killed: bool = False
+    restart_after: float = 0.0
+    supervisor: asyncio.Task[None] | None = None
+
+
+@dataclass
+class Deaths:
+    harness: int = 0
+    poison: int = 0
+    other: list[str] = field(default_factory=list)
+
+
+class AgentPool:
+    def __init__(self, cluster: Cluster, replicas: int) -> None:
+        self.cluster = cluster
+        self.slots = [Slot(f"r{i}") for i in range(replicas)]
+        self.deaths = Deaths()
+        self.closing = False
+        self.processes = 0
+        self._changed = asyncio.Event()
+
+    async def _spawn(self, slot: Slot) -> Agent:
+        c = self.cluster
+        env = {
+            **os.environ,
+            "TURNKEEPER_ADDRESS": c.address,
+            "NATS_URL": c.nats.url,
+            "TURNKEEPER_AGENT": AGENT,
+            "TURNKEEPER_REPLICA": slot.replica,
+            "TURNKEEPER_HEALTH_LISTEN": "127.0.0.1:0",
+            "TURNKEEPER_SHUTDOWN_GRACE": "1",
+            "FAULT_DIR": str(c.records),
+            "FAULT_STEP_SECONDS": str(c.step_seconds),
+            "WAIT_FOR_GO": "1",
+            "PYTHONUNBUFFERED": "1",
+        }
+        proc = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "tests.faults.agent",
+            cwd=REPO,
+            stdin=asyncio.subprocess.PIPE,
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env=env,
+        )
+        self.processes += 1
+        return Agent(proc, slot.replica)
+
+    async def _go(self, slot: Slot) -> None:
+        agent = slot.spare if slot.spare is not None else await self._spawn(slot)
+        slot.spare = None
+        await agent.go()
+        slot.current = agent
+        slot.spare = await self._spawn(slot)  # warms while this one works
+        slot.up.set()
+        self._changed.set()
+
+    async def start(self) -> None:
+        await asyncio.gather(*(self._go(slot) for slot in self.slots))
+        for slot in self.slots:
+            assert slot.current is not None
+            await slot.current.ready()
+            slot.supervisor = asyncio.create_task(self._supervise(slot))
+
+    async def _supervise(self, slot: Slot) -> None:
+        while not self.closing:
+            agent = slot.current
+            assert agent is not None
+            rc = await agent.proc.wait()
+            slot.up.clear()
+            self._changed.set()
+            await agent.wait_exit()
+            self.cluster.archive(agent)
+            if self.closing:
+                return
+            if slot.killed:
+                self.deaths.harness += 1
+            elif rc == -signal.SIGKILL:
+                self.deaths.poison += 1  # the only other SIGKILL: a poison turn's own
+            else:
+                self.deaths.other.append(f"{slot.replica} pid {agent.proc.pid} exited {rc}")
+            delay, slot.restart_after, slot.killed = slot.restart_after, 0.0, False
+            if delay:
+                await asyncio.sleep(delay)  # the injection: the replica stays down
+            await self._go(slot)
+
+    def killable(self) -> list[Slot]:
+        return [s for s in self.slots if s.up.is_set() and not s.paused and not s.killed]
+
+    async def any_killable(self) -> list[Slot]:
+        while not (live := self.killable()):
+            self._changed.clear()
+            await self._changed.wait()
+        return live
+
+    def kill(self, slot: Slot, restart_after: float) -> None:
+        """SIGKILL the slot's process; its supervisor restarts the replica."""
+        assert slot.current is not None
+        slot.killed = True
+        slot.restart_after = restart_after
+        slot.current.signal(signal.SIGKILL)
+
+    async def all_up(self, timeout: float) -> None:
+        await asyncio.wait_for(asyncio.gather(*(s.up.wait() for s in self.slots)), timeout)
+
+    async def close(self) -> None:
+        self.closing = True
+        agents = [a for s in self.slots for a in (s.current, s.spare) if a is not None]
+        await asyncio.gather(*(a.close() for a in agents), return_exceptions=True)
+        for slot in self.slots:
+            if slot.supervisor is not None:
+                slot.supervisor.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await slot.supervisor
+        for agent in agents:
+            self.cluster.archive(agent)
+
+
+class Cluster:
+    """NATS (with the service's relay), the service, the agents, and the harness's
+    own connections to them."""
+
+    def __init__(
+        self, workdir: Path, *, replicas: int, lease_seconds: float, step_seconds: float
+    ) -> None:
+        self.workdir = workdir
+        self.data_dir = workdir / "data"
+        self.records = workdir / "records"
+        self.logs = workdir / "logs"
+        for d in (self.data_dir, self.records, self.logs):
+            d.mkdir(parents=True, exist_ok=True)
+        self.step_seconds = step_seconds
+        self.nats = NatsServer()
+        self.relay: Relay | None = None
+        self.service: ServiceProcess | None = None
+        self.lease_seconds = lease_seconds
+        self.pool = AgentPool(self, replicas)
+        self.mirror = Mirror()
+        self.nc: Client | None = None
+        self.client: AsyncTurnkeeperClient | None = None
+        self.channel: aio.Channel | None = None
+        self.turns: turns_pb2_grpc.TurnServiceAsyncStub | None = None
+        self.checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub | None = None
+        self._archived: set[int] = set()
+
+    @property
+    def address(self) -> str:
+        assert self.service is not None
+        return self.service.address
+
+    @property
+    def turns_db(self) -> Path:
+        return self.data_dir / "turns.db"
+
+    @property
+    def sessions_db(self) -> Path:
+        return self.data_dir / "sessions.db"
+
+    async def start(self) -> None:
+        self.nats.start()
+        self.relay = _Relay(self.nats.port)
+        await self.relay.start()
+        self.service = ServiceProcess(
+            self.data_dir,
+            nats_url=self.relay.url,
+            extra=["--lease-seconds", str(self.lease_seconds)],
+        )
+        await asyncio.to_thread(self.service.start)
+        self.nc = await nats.connect(
+            self.nats.url,
+            max_reconnect_attempts=-1,
+            reconnect_time_wait=0.1,
+            error_cb=self._nats_error,
+        )
+        await self.mirror.subscribe(self.nc)
+        self.client = AsyncTurnkeeperClient(HarnessOptions(target=self.address))
+        self.channel = aio.insecure_channel(self.address, options=FAST_RECONNECT)
+        self.turns = turns_pb2_grpc.TurnServiceStub(self.channel)
+        self.checkpoints = checkpoints_pb2_grpc.CheckpointServiceStub(self.channel)
+        await self.pool.start()
+
+    async def _nats_error(self, exc: Exception) -> None:
+        """Connection errors while NATS is down are the fault at work, not news."""
+
+    # -- faults that concern the whole cluster ------------------------------------------
+
+    def kill_service(self) -> None:
+        assert self.service is not None
+        self.service.kill()
+
+    async def restart_service(self) -> None:
+        assert self.service is not None
+        await asyncio.to_thread(self.service.start)
+
+    async def stop_nats(self, kill: bool) -> None:
+        """Cut the service off NATS, make sure we received all it published, then
+        stop (or SIGKILL) the server."""
+        assert self.relay is not None and self.nc is not None
+        self.relay.shut()
+        await self.mirror.routed(self.nc)
+        if kill:
+            self.nats.kill()
+        else:
+            self.nats.stop()
+
+    async def start_nats(self) -> None:
+        """Start NATS on the same port; let the service back in once we are."""
+        assert self.relay is not None and self.nc is not None
+        # On this thread: nats-server dies with the thread that started it (PDEATHSIG).
+        self.nats.start()
+        await self.mirror.routed(self.nc)
+        self.relay.open()
+
+    # -- reading the files ------------------------------------------------------------------
+
+    def outbox(self) -> tuple[int, int]:
+        """(rows waiting, highest id ever given) of the outbox."""
+        conn = sqlite3.connect(f"file:{self.turns_db}?mode=ro", uri=True)
+        try:
+            waiting = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
+            row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()
+            return int(waiting), int(row[0]) if row else 0
+        finally:
+            conn.close()
+
+    async def until(self, predicate: Callable[[], bool], timeout: float) -> bool:
+        """Until ``predicate()`` holds, for a state of another process that offers
+        nothing to await (a table of the service's files): a bounded poll."""
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout
+        while not predicate():
+            if loop.time() > deadline:
+                return False
+            await asyncio.sleep(0.05)
+        return True
+
+    # -- logs -------------------------------------------------------------------------------
+
+    def archive(self, agent: Agent) -> None:
+        """Keep an agent process's output under logs/ (once per process)."""
+        pid = agent.proc.pid
+        if pid in self._archived:
+            return
+        self._archived.add(pid)
+        path = self.logs / f"agent-{agent.name}-{pid}.log"
+        path.write_text("\n".join(agent.lines) + "\n")
+
+    async def close(self) -> None:
+        await self.pool.close()
+        if self.client is not None:
+            await self.client.close()
+        if self.channel is not None:
+            await self.channel.close(None)
+        if self.nc is not None:
+            with contextlib.suppress(Exception):
+                await self.nc.close()
+        if self.service is not None:
+            with contextlib.suppress(Exception):
+                self.service.terminate()
+            self.service.kill()
+            (self.logs / "service.log").write_text("\n".join(self.service.log) + "\n")
+        if self.relay is not None:
+            await self.relay.stop()
+        self.nats.stop()

@@ -1,0 +1,398 @@
+"""What must hold after every round, whatever was injected:
+
+- no turn is lost: each ends DONE, FAILED only at the re-drive cap, or PARKED
+  (only those left parked); a poison turn ends FAILED at the cap and never runs a
+  fifth time; the retained events are seq 1..last_seq, attempts never go back,
+  and there is exactly one terminal event, last (none for a parked turn);
+- nothing acknowledged is missing: every event an agent (or the prober) had
+  acknowledged is still there unchanged unless a published rewind to a later
+  attempt dropped it; every acknowledged checkpoint and task write exists; a
+  turn acknowledged DONE or FAILED ended so; every event a watcher ever showed
+  is there too, or was rewound away; both files pass ``integrity_check``;
+- every watcher (the follower, raw WatchTurn streams, the NATS mirror replayed
+  with its rewinds) showed no gap, no repeat, nothing after the terminal event,
+  and ended with exactly the retained events and one terminal event;
+- a step before the last committed checkpoint never ran twice: no node started
+  in attempt N at a step that an attempt before N had checkpointed; no tool
+  acted twice under one idempotency key;
+- a zombie's attempt wrote nothing after the turn was re-driven away from it;
+- the outbox drains to zero once NATS is back, and the mirror saw its last row.
+"""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+from collections import Counter, defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from turnkeeper.v1 import turns_pb2
+
+from tests.faults.checks import Checks, covered_by_rewind, digest
+from tests.faults.cluster import Cluster, integrity
+from tests.faults.injectors import Zombie
+from tests.faults.watchers import TERMINAL, Shape, shape_of
+from tests.faults.workload import TurnRun
+
+MAX_REDRIVES = 3
+STATES = {v: k.removeprefix("TURN_STATE_") for k, v in turns_pb2.TurnState.items()}
+
+
+@dataclass
+class Records:
+    """The agents' record files (tests/faults/agent.py), read as they grow."""
+
+    directory: Path
+    offsets: dict[Path, int] = field(default_factory=dict)
+    starts: defaultdict[str, list[tuple[str, int, int]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    ledger: defaultdict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    events: defaultdict[str, dict[tuple[int, int], str]] = field(
+        default_factory=lambda: defaultdict(dict)
+    )
+    ends: defaultdict[str, list[tuple[int, str, int]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    checkpoints: list[tuple[str, str]] = field(default_factory=list)
+    writes: list[tuple[str, str, str]] = field(default_factory=list)
+
+    def read(self) -> None:
+        """Take in the complete lines written since the last read."""
+        for path in sorted(self.directory.glob("*.log")):
+            offset = self.offsets.get(path, 0)
+            with path.open("rb") as f:
+                f.seek(offset)
+                data = f.read()
+            complete = data[: data.rfind(b"\n") + 1]
+            self.offsets[path] = offset + len(complete)
+            for line in complete.decode().splitlines():
+                self._line(line.split())
+
+    def _line(self, w: list[str]) -> None:
+        match w:
+            case ["start", turn, node, step, attempt]:
+                self.starts[turn].append((node, int(step), int(attempt)))
+            case ["ledger", turn, key]:
+                self.ledger[turn].append(key)
+            case ["ackev", turn, attempt, seq, dig]:
+                self.events[turn][(int(seq), int(attempt))] = dig
+            case ["ackend", turn, attempt, state, last_seq]:
+                self.ends[turn].append((int(attempt), state, int(last_seq)))
+            case ["ackcp", thread, checkpoint_id]:
+                self.checkpoints.append((thread, checkpoint_id))
+            case ["ackwr", thread, checkpoint_id, task_id]:
+                self.writes.append((thread, checkpoint_id, task_id))
+            case _:
+                pass  # "done" lines: for a person reading the record
+
+
+@dataclass
+class Tally:
+    done: int = 0
+    failed_at_cap: int = 0
+    parked: int = 0
+    acked_events: int = 0
+    acked_checkpoints: int = 0
+    acked_writes: int = 0
+    zombie_refusals: int = 0
+    zombie_turns: int = 0
+    by_kind: Counter[str] = field(default_factory=Counter)
+    # (kind, when) of each turn FAILED at the re-drive cap, by the service's clock.
+    at_cap: list[tuple[str, float]] = field(default_factory=list)
+
+    def next_to_poison(self) -> tuple[int, int]:
+        """(non-poison turns FAILED at the cap, of which in the same second as a
+        poison turn: re-driven with it by one startup Redrive, and died with it)."""
+        poison = [when for kind, when in self.at_cap if kind == "poison"]
+        others = [when for kind, when in self.at_cap if kind != "poison"]
+        return len(others), sum(any(abs(w - p) < 1.0 for p in poison) for w in others)
+
+
+class RoundCheck:
+    def __init__(self, cluster: Cluster, checks: Checks, records: Records, tally: Tally) -> None:
+        self.c = cluster
+        self.checks = checks
+        self.records = records
+        self.tally = tally
+        self._checkpoints_done = 0
+        self._writes_done = 0
+
+    def expect(self, ok: bool, violation: str) -> bool:
+        return self.checks.expect(ok, violation)
+
+    async def all(self, runs: list[TurnRun], zombies: list[Zombie], probe_turn: str) -> None:
+        await self.outbox_drains()
+        for path in (self.c.turns_db, self.c.sessions_db):
+            result = integrity(path)
+            self.expect(result == "ok", f"{path.name}: integrity_check says {result}")
+        self.records.read()
+        sessions = sqlite3.connect(f"file:{self.c.sessions_db}?mode=ro", uri=True)
+        try:
+            self.acknowledged_checkpoints(sessions)
+            stale: dict[str, int] = {}
+            for z in zombies:
+                stale.update(z.held)
+                refused = sum(" refused (" in line for line in z.agent.lines[z.thawed_at :])
+                self.tally.zombie_refusals += refused + z.refused
+            for run in runs:
+                if not run.created:
+                    continue
+                try:
+                    await self.turn(run, sessions, stale.get(run.turn_id))
+                except Exception as exc:  # data no invariant foresaw: a violation too
+                    self.expect(False, f"{run.turn_id}: checking it raised {exc!r}")
+        finally:
+            sessions.close()
+        events = await self._events(probe_turn)
+        self.mirror(probe_turn, [shape_of(e) for e in events])
+        for other in self.c.pool.deaths.other:
+            self.expect(False, f"an agent died on its own: {other}")
+        self.c.pool.deaths.other.clear()
+
+    async def outbox_drains(self) -> None:
+        drained = await self.c.until(lambda: self.c.outbox()[0] == 0, timeout=60)
+        waiting, last_id = self.c.outbox()
+        self.expect(drained, f"the outbox still holds {waiting} rows with NATS up")
+        seen = await self.c.mirror.wait_for(lambda: self.c.mirror.max_id >= last_id, 30)
+        self.expect(seen, f"outbox row {last_id} was never delivered (saw {self.c.mirror.max_id})")
+
+    async def _events(self, turn_id: str) -> list[turns_pb2.Event]:
+        assert self.c.client is not None
+        events: list[turns_pb2.Event] = []
+        while True:
+            after = events[-1].seq if events else 0
+            page = await self.c.client.list_events(
+                turns_pb2.ListEventsRequest(turn_id=turn_id, after_seq=after)
+            )
+            if not page.events:
+                return events
+            events.extend(page.events)
+
+    def acknowledged_checkpoints(self, sessions: sqlite3.Connection) -> None:
+        new_cps = self.records.checkpoints[self._checkpoints_done :]
+        self._checkpoints_done = len(self.records.checkpoints)
+        for thread, checkpoint_id in new_cps:
+            row = sessions.execute(
+                "SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
+                "AND checkpoint_id = ?",
+                (thread, checkpoint_id),
+            ).fetchone()
+            self.expect(
+                row is not None, f"acknowledged checkpoint {thread}/{checkpoint_id} missing"
+            )
+        new_writes = self.records.writes[self._writes_done :]
+        self._writes_done = len(self.records.writes)
+        for thread, checkpoint_id, task_id in new_writes:
+            row = sessions.execute(
+                "SELECT 1 FROM writes WHERE thread_id = ? AND checkpoint_ns = '' "
+                "AND checkpoint_id = ? AND task_id = ?",
+                (thread, checkpoint_id, task_id),
+            ).fetchone()
+            self.expect(
+                row is not None, f"acknowledged writes {thread}/{checkpoint_id}/{task_id} missing"
+            )
+        self.tally.acked_checkpoints += len(new_cps)
+        self.tally.acked_writes += len(new_writes)
+
+    async def turn(self, run: TurnRun, sessions: sqlite3.Connection, stale: int | None) -> None:
+        assert self.c.client is not None
+        tid = run.turn_id
+        turn = (await self.c.client.get_turn(turns_pb2.GetTurnRequest(turn_id=tid))).turn
+        raw = await self._events(tid)
+        retained = [shape_of(e) for e in raw]
+        state = STATES[turn.state]
+        rewinds = self.c.mirror.rewinds(tid)
+        self.tally.by_kind[f"{run.kind} {state}"] += 1
+
+        # No turn is lost.
+        at_cap = turn.attempts == MAX_REDRIVES and "re-drive cap" in turn.error
+        if state == "DONE":
+            self.tally.done += 1
+            self.expect(run.kind != "poison", f"{tid}: a poison turn ended DONE")
+        elif state == "FAILED":
+            self.tally.failed_at_cap += at_cap
+            if at_cap:
+                self.tally.at_cap.append((run.kind, turn.updated_at.ToNanoseconds() / 1e9))
+            self.expect(at_cap, f"{tid}: FAILED but not at the re-drive cap: {turn.error!r}")
+        elif state == "PARKED":
+            self.tally.parked += 1
+            self.expect(run.leave_parked, f"{tid}: PARKED, and not a turn left parked")
+        else:
+            self.expect(False, f"{tid}: {state} at the end of the round (attempts {turn.attempts})")
+        if run.kind == "poison":
+            self.expect(state == "FAILED" and at_cap, f"{tid}: poison turn ended {state}")
+            runs = sum(node == "poison" for node, _, _ in self.records.starts[tid])
+            self.expect(runs <= MAX_REDRIVES + 1, f"{tid}: the poison step ran {runs} times")
+
+        # The retained events.
+        self.expect(
+            [s[0] for s in retained] == list(range(1, turn.last_seq + 1)),
+            f"{tid}: retained seqs are not 1..{turn.last_seq}",
+        )
+        attempts = [s[1] for s in retained]
+        self.expect(attempts == sorted(attempts), f"{tid}: an older attempt wrote after a newer")
+        terminals = [i for i, s in enumerate(retained) if s[2] in TERMINAL]
+        if state in ("DONE", "FAILED"):
+            ok = terminals == [len(retained) - 1] and retained[-1][2] == f"turn.{state.lower()}"
+            self.expect(ok, f"{tid}: terminal events at {terminals} of {len(retained)}")
+        else:
+            self.expect(not terminals, f"{tid}: {state} with a terminal event")
+
+        self.content(run, retained, state)
+        self.watchers(run, retained, state)
+        self.ever_shown(run, retained, rewinds)
+        self.mirror(tid, retained)
+        self.acknowledged(tid, raw, rewinds, state, turn.last_seq)
+        self.steps(tid, sessions)
+        keys = Counter(self.records.ledger[tid])
+        twice = [k for k, n in keys.items() if n > 1]
+        self.expect(not twice, f"{tid}: the tool acted twice with one idempotency key: {twice}")
+        if stale is not None:
+            self.zombie(tid, stale, retained, rewinds)
+
+    def content(self, run: TurnRun, retained: list[Shape], state: str) -> None:
+        """The retained events are those of an uninterrupted run: each node that
+        finished has its whole text, its tool call and its step event, once."""
+        tid = run.turn_id
+        data = [(type_, json.loads(d)) for _, _, type_, d in retained]
+        steps = [d["node"] for t, d in data if t == "step"]
+        self.expect(len(steps) == len(set(steps)), f"{tid}: a step event twice: {steps}")
+        for node in set(steps) - {"approve"}:
+            text = "".join(d["text"] for t, d in data if t == "token" and d["node"] == node)
+            whole = f"{node} of {tid} begins{node} of {tid} ends"
+            self.expect(text == whole, f"{tid}: {node} finished but says {text!r}")
+            tools = [t for t, d in data if t.startswith("tool_call") and d["node"] == node]
+            want = ["tool_call_start", "tool_call_end"] if node == "step3" else []
+            self.expect(tools == want, f"{tid}: {node} has tool events {tools}")
+        if state == "DONE":
+            path = {
+                "plain": ["step1", "step2", "step3", "step4"],
+                "fanout": ["step1", "left", "right", "step3", "step4"],
+                "approval": ["step1", "approve", "step2", "step3", "step4"],
+            }[run.kind]
+            if run.kind == "fanout":
+                steps[1:3] = sorted(steps[1:3])
+            self.expect(steps == path, f"{tid}: DONE after the steps {steps}")
+            types = [t for t, _ in data]
+            self.expect(types[-2:] == ["final", "turn.done"], f"{tid}: ends with {types[-2:]}")
+
+    def watchers(self, run: TurnRun, retained: list[Shape], state: str) -> None:
+        tid = run.turn_id
+        followed = run.followed
+        if followed is not None:
+            for problem in followed.shown.problems:
+                self.expect(False, problem)
+            shown = followed.shown.events
+            self.expect(shown == retained, f"{tid}: the follower's transcript is not the turn's")
+            content = [(e.seq, e.type, e.data) for e in followed.transcript.events]
+            self.expect(len(content) == len(shown), f"{tid}: the Transcript and the frames differ")
+            want = 0 if state == "PARKED" else 1
+            self.expect(
+                followed.shown.terminals() == want,
+                f"{tid}: the follower shows {followed.shown.terminals()} terminal events",
+            )
+        for raw in run.raws:
+            for problem in raw.shown.problems:
+                self.expect(False, problem)
+            if raw.ended:
+                tail = retained if raw.shown.resets else retained[raw.after_seq :]
+                self.expect(raw.shown.events == tail, f"{raw.shown.name}: not the turn's events")
+
+    def ever_shown(
+        self, run: TurnRun, retained: list[Shape], rewinds: list[tuple[int, int]]
+    ) -> None:
+        shown: set[Shape] = set()
+        for w in [run.followed, *run.raws]:
+            if w is not None:
+                shown |= w.shown.ever
+        for shape in sorted(shown):
+            seq, attempt = shape[0], shape[1]
+            kept = seq <= len(retained) and retained[seq - 1] == shape
+            self.expect(
+                kept or covered_by_rewind(rewinds, seq, attempt),
+                f"{run.turn_id}: event seq {seq} (attempt {attempt}) was shown, then lost",
+            )
+
+    def mirror(self, tid: str, retained: list[Shape]) -> None:
+        replayed, problems = self.c.mirror.replay(tid)
+        for problem in problems:
+            self.expect(False, f"{tid} on NATS: {problem}")
+        self.expect(replayed == retained, f"{tid}: NATS replayed is not the retained events")
+
+    def acknowledged(
+        self,
+        tid: str,
+        raw: list[turns_pb2.Event],
+        rewinds: list[tuple[int, int]],
+        state: str,
+        last_seq: int,
+    ) -> None:
+        by_seq = {e.seq: e for e in raw}
+        acked = self.records.events[tid]
+        for (seq, attempt), dig in acked.items():
+            e = by_seq.get(seq)
+            if e is not None and e.attempt == attempt:
+                self.expect(
+                    digest(e.type, e.data_json) == dig, f"{tid}: acknowledged seq {seq} changed"
+                )
+            else:
+                self.expect(
+                    covered_by_rewind(rewinds, seq, attempt),
+                    f"{tid}: acknowledged event seq {seq} (attempt {attempt}) is lost",
+                )
+        self.tally.acked_events += len(acked)
+        for attempt, acked_state, acked_last in self.records.ends[tid]:
+            if acked_state == "PARKED" and state != "PARKED":
+                continue  # resumed since
+            self.expect(
+                (state, last_seq) == (acked_state, acked_last),
+                f"{tid}: attempt {attempt} was acknowledged {acked_state} at seq {acked_last}, "
+                f"the turn is {state} at {last_seq}",
+            )
+
+    def steps(self, tid: str, sessions: sqlite3.Connection) -> None:
+        rows = sessions.execute(
+            "SELECT b.checkpoint_id, b.attempt, c.metadata FROM turnkeeper_boundaries b "
+            "LEFT JOIN checkpoints c ON c.thread_id = b.thread_id "
+            "AND c.checkpoint_ns = b.checkpoint_ns AND c.checkpoint_id = b.checkpoint_id "
+            "WHERE b.turn_id = ? AND b.checkpoint_ns = ''",
+            (tid,),
+        ).fetchall()
+        committed: list[tuple[int, int]] = []
+        for checkpoint_id, attempt, metadata in rows:
+            if self.expect(metadata is not None, f"{tid}: boundary {checkpoint_id} lacks its row"):
+                step = json.loads(metadata).get("step")
+                if self.expect(
+                    isinstance(step, int), f"{tid}: checkpoint {checkpoint_id} has no step"
+                ):
+                    committed.append((int(attempt), step))
+        starts = self.records.starts[tid]
+        # A node whose step an attempt checkpointed: it must not start again later.
+        durable: dict[str, int] = {}
+        for node, s, a in starts:
+            if (a, s) in committed:
+                durable[node] = min(a, durable.get(node, a))
+        for node, step, attempt in starts:
+            earlier = [s for a, s in committed if a < attempt]
+            self.expect(
+                not earlier or step > max(earlier),
+                f"{tid}: {node} (step {step}) ran in attempt {attempt} although an earlier "
+                f"attempt had committed the checkpoint of step {max(earlier or [0])}",
+            )
+            self.expect(
+                durable.get(node, attempt) >= attempt,
+                f"{tid}: {node} ran again in attempt {attempt} although attempt "
+                f"{durable.get(node)} had committed its step",
+            )
+
+    def zombie(
+        self, tid: str, stale: int, retained: list[Shape], rewinds: list[tuple[int, int]]
+    ) -> None:
+        away = [seq for seq, attempt in rewinds if attempt > stale]
+        if not away:
+            return  # it finished or parked before its lease lapsed: not a zombie
+        self.tally.zombie_turns += 1
+        late = [s[0] for s in retained if s[1] == stale and s[0] > away[0]]
+        self.expect(not late, f"{tid}: the zombie's attempt {stale} wrote seqs {late}")

@@ -1,0 +1,32 @@
+"""The CI-sized fault campaign: every kind of fault, every invariant, under 2
+minutes. The seed is printed (and in the failure message); set
+TURNKEEPER_FAULTS_SEED to run the same plan again."""
+
+from __future__ import annotations
+
+import os
+import random
+from pathlib import Path
+
+import pytest
+
+from tests.faults.campaign import CI, Campaign
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(115)]
+
+
+async def test_no_invariant_breaks_under_faults(tmp_path: Path) -> None:
+    env_seed = os.environ.get("TURNKEEPER_FAULTS_SEED")
+    seed = int(env_seed) if env_seed else random.SystemRandom().randrange(2**32)
+    print(f"fault campaign seed {seed}; logs in {tmp_path / 'logs'}")
+    result = await Campaign(CI, seed, tmp_path).run()
+    assert not result.violations, (
+        f"seed {seed}: {len(result.violations)} violations\n{result.checks.summary()}"
+    )
+    c = result.counts
+    # Every kind of fault was injected, and the turns really ran through them.
+    assert c.agent_kills >= CI.target_kills
+    assert (c.service_kills, c.nats_restarts, len(c.zombies), c.disk_windows) == (2, 2, 2, 2)
+    assert result.storage_refusals > 0
+    assert result.poison_kills >= 1
+    assert result.tally.done > 0 and result.tally.acked_events > 0

@@ -156,6 +156,21 @@ async def test_watch_after_seq_replays_only_later_events_and_ends_at_terminal(tu
     assert watcher.shown[-1][1] == "turn.done"
 
 
+async def test_watch_after_the_terminal_event_of_an_ended_turn_ends_at_once(turns: Stub) -> None:
+    # Found by tests/faults: a watcher that joined a finished turn after its last
+    # seq was never answered and never closed (nothing more would ever come).
+    await start(turns)
+    await turns.AppendEvents(
+        pb.AppendEventsRequest(turn_id="t1", attempt=0, events=events(1, "a", "b"))
+    )
+    await turns.FinishTurn(pb.FinishTurnRequest(turn_id="t1", attempt=0, outcome=pb.OUTCOME_DONE))
+    for after_seq in (3, 4):
+        watcher = Watcher()
+        watcher.start(turns, "t1", after_seq=after_seq)
+        await watcher.finished()
+        assert watcher.frames == []
+
+
 async def test_fenced_checkpoint_from_a_stale_attempt_leaves_the_thread_unchanged(
     turns: Stub, checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub
 ) -> None:

@@ -325,7 +325,8 @@ class Turns:
 
     async def watch(self, turn_id: str, after_seq: int) -> AsyncIterator[EventRecord | Reset]:
         """Retained events after `after_seq`, then live ones; a Reset and a replay from
-        seq 1 whenever the turn is rewound; ends after the terminal event."""
+        seq 1 whenever the turn is rewound; ends after the terminal event, or at once
+        when the turn is over and `after_seq` is already past it."""
         turn = self.require(turn_id)
         epoch = turn.rewinds
         cursor = after_seq
@@ -354,6 +355,10 @@ class Turns:
                             return
                     if len(events) == WATCH_BATCH:
                         continue
+                    if turn.state in (journal.DONE, journal.FAILED):
+                        # Over, and its terminal event is at or before the cursor:
+                        # nothing more will ever come (a watcher joined too late).
+                        return
                     await waiter.wait()
                 finally:
                     self.notifier.unregister(turn_id, waiter)

@@ -175,6 +175,13 @@ class NatsLink:
                     if len(payload) > max_payload:
                         raise MaxPayloadError
                     await send(_hpub(subject, msg_id, payload))
+            # nats-py's flush() writes its PING straight to the socket, ahead of what
+            # still waits in its pending buffer: its PONG would not prove the server
+            # read the batch (rows were deleted whose messages a dropped connection
+            # had lost). So the batch goes onto the socket first, then the PING.
+            write_pending = getattr(nc, "_flush_pending", None)
+            if write_pending is not None:
+                await write_pending(force_flush=True)
             await nc.flush(timeout=2)
         except Exception as exc:
             log.warning("publishing %d outbox messages failed: %s", len(rows), exc)

@@ -50,7 +50,9 @@ def node_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
     locked dependencies installed by `npm ci`. A copy, so the test neither replaces a
     developer's node_modules nor races another run doing the same."""
     if NPM is None or NODE is None:
-        pytest.skip("npm is not on PATH: the Node.js client in clients/node cannot be tested")
+        pytest.skip(
+            reason="npm is not on PATH: the Node.js client in clients/node cannot be tested"
+        )
     root = tmp_path_factory.mktemp("node-client")
     shutil.copytree(REPO / "protos", root / "protos")
     package = root / "clients" / "node"

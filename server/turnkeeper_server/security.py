@@ -13,6 +13,7 @@ Loopback and Unix-socket listeners are exempt: only processes on the host reach 
 
 from __future__ import annotations
 
+import contextlib
 import ipaddress
 import logging
 import socket
@@ -47,10 +48,8 @@ def is_loopback(listen: str) -> bool:
         return False
     if host == "localhost":
         return True
-    try:
+    with contextlib.suppress(ValueError):  # not an IP literal: resolve the name below
         return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        pass
     try:
         infos = socket.getaddrinfo(host, None)
     except OSError:

@@ -156,17 +156,23 @@ class NatsLink:
         if nc is None:
             return False
         try:
-            send = getattr(nc, "_send_command", None)
-            if send is None:  # a nats-py without it: its public publish, one by one
+            transport = getattr(nc, "_transport", None)
+            if transport is None:
+                # A nats-py without it: its public publish, one by one (whose flush may
+                # then be answered before the server read them; see below).
                 for msg_id, subject, payload in rows:
                     await nc.publish(subject, payload, headers={"Nats-Msg-Id": str(msg_id)})
             else:
                 # The same HPUB frames nc.publish builds, at a quarter of its CPU per
                 # message (bench/ingest.py: the publisher was a fifth of the event
-                # loop). Queued on nats-py's own pending buffer; the flush below
-                # writes them and waits for the server's PONG.
+                # loop), written straight onto the socket as flush() writes its PING:
+                # the PING then follows the batch, and its PONG proves the server read
+                # it. (Queued on nats-py's pending buffer instead, they went out after
+                # the PING: a PONG came back before the server had the batch, and rows
+                # were deleted whose messages a dropped connection had lost.)
                 max_payload = nc.max_payload
                 checked: set[str] = set()
+                frames: list[bytes] = []
                 for msg_id, subject, payload in rows:
                     if subject not in checked:
                         if not subject or _SUBJECT_INVALID.search(subject):
@@ -174,14 +180,8 @@ class NatsLink:
                         checked.add(subject)
                     if len(payload) > max_payload:
                         raise MaxPayloadError
-                    await send(_hpub(subject, msg_id, payload))
-            # nats-py's flush() writes its PING straight to the socket, ahead of what
-            # still waits in its pending buffer: its PONG would not prove the server
-            # read the batch (rows were deleted whose messages a dropped connection
-            # had lost). So the batch goes onto the socket first, then the PING.
-            write_pending = getattr(nc, "_flush_pending", None)
-            if write_pending is not None:
-                await write_pending(force_flush=True)
+                    frames.append(_hpub(subject, msg_id, payload))
+                transport.writelines(frames)
             await nc.flush(timeout=2)
         except Exception as exc:
             log.warning("publishing %d outbox messages failed: %s", len(rows), exc)

@@ -143,6 +143,7 @@ class Campaign:
                 r.rounds += 1
         finally:
             await self.cluster.close()
+            (self.cluster.logs / "faults.log").write_text("\n".join(r.counts.timeline) + "\n")
             r.seconds = time.monotonic() - started
             r.poison_kills = self.cluster.pool.deaths.poison
             r.agent_processes = self.cluster.pool.processes
@@ -157,6 +158,7 @@ class Campaign:
 
     async def round(self, round_: int) -> None:
         plan, r = self.plan, self.result
+        self.injector.mark(f"round {round_}")
         self.log(f"round {round_}: {plan.big_faults} and {plan.kills_per_round} agent kills")
         faults_done = asyncio.Event()
         stop_probe = asyncio.Event()
@@ -240,21 +242,36 @@ def machine() -> str:
 
 # What the campaign found: kept in the report, whoever regenerates it.
 FINDINGS = """\
-- **Fixed: StartTurn was not idempotent across a service restart** (commit 1f2c1cb).
-  A `responses/create` journaled just before the service was SIGKILLed, sent again
-  with the same `turn_id` after the restart, was refused ALREADY_EXISTS. The
-  request hash covered the input as JSON whose key order was the protobuf Struct's
-  map order, which differs from one process to the next (upb). Keys are sorted now;
-  `tests/test_service_crash.py::test_start_turn_stays_idempotent_after_a_restart`
+Three bugs, each fixed with a test that reproduces it:
+
+- **A gap on NATS after a NATS restart: the outbox deleted rows the server never
+  read** (commits 26aa58d, 76732f8). nats-py's `flush()` writes its PING straight to
+  the socket, ahead of the publishes waiting in its pending buffer, so the PONG came
+  back before the server had read the batch; when the connection died right then,
+  the rows were deleted and their messages were lost for every subscriber (the
+  mirror saw a turn's seq 55 never arrive while 56 and on did). The batch's frames
+  now go straight onto the socket, ahead of the PING. (The first fix, forcing
+  nats-py's pending buffer out, could wait forever: the next full run caught the
+  publisher hung for two minutes with NATS up.) `tests/test_outbox_flush_order.py`
   reproduces it.
-- **By design, but worth knowing: a poison turn takes its neighbours down with it.**
-  A replica's startup Redrive hands back every turn its dead incarnation owned, so
-  the turns that shared a replica with a poison turn are re-run next to it, die with
-  it and spend an attempt each time; at the cap they end FAILED with the poison turn
-  (the "non-poison turns FAILED at the cap" row). Nothing is lost (each gets its
-  `turn.failed`), but healthy turns fail. Handing a crashed incarnation's turns back
-  one at a time, or charging a crash only to the turn whose step was running, would
-  contain it.
+- **StartTurn was not idempotent across a service restart** (commit 1f2c1cb). A
+  `responses/create` journaled just before the service was SIGKILLed, sent again with
+  the same `turn_id` after the restart, was refused ALREADY_EXISTS: the request hash
+  covered the input as JSON in the protobuf Struct's map order, which differs from
+  one process to the next (upb). Keys are sorted now.
+  `tests/test_service_crash.py::test_start_turn_stays_idempotent_after_a_restart`.
+- **WatchTurn never ended for a watcher that joined a finished turn after its last
+  seq** (commit 58647e9): no frame and an open stream forever, holding one of the
+  client's watch-stream slots. It ends at once now.
+  `tests/test_rewind_watch.py::test_watch_after_the_terminal_event_of_an_ended_turn_ends_at_once`.
+
+By design, but worth knowing: **a poison turn takes its neighbours down with it.** A
+replica's startup Redrive hands back every turn its dead incarnation owned, so the
+turns that shared a replica with a poison turn are re-run next to it, die with it and
+spend an attempt each time; at the cap they end FAILED with it (the "non-poison turns
+FAILED at the cap" row). Nothing is lost (each gets its `turn.failed`), but healthy
+turns fail. Handing a crashed incarnation's turns back one at a time, or charging a
+crash only to the turn whose step was running, would contain it.
 """
 
 

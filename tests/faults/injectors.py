@@ -60,6 +60,8 @@ class Counts:
     nats_restarts: int = 0
     zombies: list[Zombie] = field(default_factory=list)
     disk_windows: int = 0
+    # When each fault struck and ended, for a person reading a violation.
+    timeline: list[str] = field(default_factory=list)
 
 
 class Injector:
@@ -71,6 +73,11 @@ class Injector:
         self.prober = prober
         self.counts = counts
         self.seed = seed
+
+    def mark(self, what: str) -> None:
+        now = time.time()
+        stamp = time.strftime("%H:%M:%S", time.localtime(now)) + f".{int(now % 1 * 1000):03d}"
+        self.counts.timeline.append(f"{stamp} {what}")
 
     def _rng(self, round_: int, what: str) -> random.Random:
         return random.Random(f"{self.seed}:{round_}:{what}")
@@ -84,7 +91,12 @@ class Injector:
             await asyncio.sleep(rng.uniform(*gap))  # the random kill point
             slot = rng.choice(await self.cluster.pool.any_killable())
             late = rng.random() < late_share
-            self.cluster.pool.kill(slot, rng.uniform(lease + 1, 2 * lease) if late else 0.0)
+            delay = rng.uniform(lease + 1, 2 * lease) if late else 0.0
+            assert slot.current is not None
+            self.mark(
+                f"SIGKILL agent {slot.replica} pid {slot.current.proc.pid}, back in {delay:.1f}s"
+            )
+            self.cluster.pool.kill(slot, delay)
             self.counts.agent_kills += 1
             self.counts.late_restarts += late
 
@@ -100,10 +112,14 @@ class Injector:
                 "zombie": self.zombie,
                 "disk_full": self.disk_full,
             }[name]
-            await fault(rng)
+            try:
+                await fault(rng)
+            except Exception as exc:  # the harness could not inject it: say so, go on
+                self.checks.expect(False, f"injecting {name} failed: {exc!r}")
 
     async def kill_service(self, rng: random.Random) -> None:
         c = self.cluster
+        self.mark("SIGKILL service")
         c.kill_service()
         self.counts.service_kills += 1
         for path in (c.turns_db, c.sessions_db):
@@ -111,12 +127,17 @@ class Injector:
             self.checks.expect(result == "ok", f"{path.name} after a service SIGKILL: {result}")
         await asyncio.sleep(rng.uniform(0, 1.0))  # how long it stays down
         await c.restart_service()
+        self.mark("service restarted")
 
     async def restart_nats(self, rng: random.Random) -> None:
         c = self.cluster
-        await c.stop_nats(kill=rng.random() < 0.5)
+        kill = rng.random() < 0.5
+        self.mark(f"NATS: service cut off, then {'SIGKILL' if kill else 'stop'}")
+        await c.stop_nats(kill=kill)
+        self.mark("NATS down")
         await asyncio.sleep(rng.uniform(0.5, 2.0))  # how long it stays down
         await c.start_nats()
+        self.mark("NATS back, service let in")
         self.counts.nats_restarts += 1
 
     async def zombie(self, rng: random.Random) -> None:
@@ -126,6 +147,7 @@ class Injector:
         agent = slot.current
         assert agent is not None
         slot.paused = True
+        self.mark(f"SIGSTOP agent {slot.replica} pid {agent.proc.pid}")
         agent.signal(signal.SIGSTOP)
         try:
             running = await c.client.list_turns(
@@ -144,6 +166,7 @@ class Injector:
                 await asyncio.sleep(c.lease_seconds + 1)  # frozen past its lease anyway
         finally:
             thawed_at = len(agent.lines)
+            self.mark(f"SIGCONT agent {slot.replica} pid {agent.proc.pid}")
             agent.signal(signal.SIGCONT)
             slot.paused = False
         zombie = Zombie(agent, held, thawed_at)
@@ -231,6 +254,7 @@ class Injector:
         soft, hard = resource.prlimit(pid, resource.RLIMIT_FSIZE)
         start = time.monotonic()
         resource.prlimit(pid, resource.RLIMIT_FSIZE, (1, hard))
+        self.mark("disk refuses writes")
         self.prober.storage_refused.clear()
         try:
             try:
@@ -242,6 +266,7 @@ class Injector:
             await asyncio.sleep(rng.uniform(0.5, 2.0))  # how long the disk stays full
         finally:
             resource.prlimit(pid, resource.RLIMIT_FSIZE, (soft, hard))
+            self.mark("disk takes writes again")
         end = time.monotonic()
         self.prober.windows.append((start, end))
         self.counts.disk_windows += 1

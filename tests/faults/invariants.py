@@ -147,6 +147,9 @@ class RoundCheck:
             sessions.close()
         events = await self._events(probe_turn)
         self.mirror(probe_turn, [shape_of(e) for e in events])
+        for reused in self.c.mirror.reused:
+            self.expect(False, reused)
+        self.c.mirror.reused.clear()
         for other in self.c.pool.deaths.other:
             self.expect(False, f"an agent died on its own: {other}")
         self.c.pool.deaths.other.clear()
@@ -296,9 +299,15 @@ class RoundCheck:
         for raw in run.raws:
             for problem in raw.shown.problems:
                 self.expect(False, problem)
-            if raw.ended:
+            if raw.ended and raw.shown.terminal:
                 tail = retained if raw.shown.resets else retained[raw.after_seq :]
                 self.expect(raw.shown.events == tail, f"{raw.shown.name}: not the turn's events")
+            elif raw.ended:
+                joined_late = state in ("DONE", "FAILED") and raw.after_seq >= len(retained)
+                self.expect(
+                    joined_late and not raw.shown.events,
+                    f"{raw.shown.name}: the stream ended without a terminal event",
+                )
 
     def ever_shown(
         self, run: TurnRun, retained: list[Shape], rewinds: list[tuple[int, int]]
@@ -319,6 +328,12 @@ class RoundCheck:
         replayed, problems = self.c.mirror.replay(tid)
         for problem in problems:
             self.expect(False, f"{tid} on NATS: {problem}")
+        if problems:  # what arrived, in order, for the person looking into it
+            lines = [
+                f"{msg_id} {kind} seq={p['seq']} attempt={p['attempt']} {p.get('type', '')}"
+                for kind, p, msg_id in self.c.mirror.by_turn.get(tid, [])
+            ]
+            (self.c.logs / f"nats-{tid}.log").write_text("\n".join(lines) + "\n")
         self.expect(replayed == retained, f"{tid}: NATS replayed is not the retained events")
 
     def acknowledged(

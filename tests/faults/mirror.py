@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import hashlib
 import json
 import uuid
 from dataclasses import dataclass, field
@@ -27,11 +28,14 @@ PREFIX = "vystak"
 
 @dataclass
 class Mirror:
-    # Per turn, in arrival order: ("event" | "rewind", payload).
-    by_turn: dict[str, list[tuple[str, dict[str, Any]]]] = field(default_factory=dict)
-    ids: set[int] = field(default_factory=set)
+    # Per turn, in arrival order: ("event" | "rewind", payload, Nats-Msg-Id).
+    by_turn: dict[str, list[tuple[str, dict[str, Any], int]]] = field(default_factory=dict)
+    # Nats-Msg-Id -> a digest of the first copy's subject and payload.
+    ids: dict[int, bytes] = field(default_factory=dict)
     max_id: int = 0
     duplicates: int = 0
+    # Copies of an id with another subject or payload: an outbox id used twice.
+    reused: list[str] = field(default_factory=list)
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _probe: str = ""
     _probed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -43,14 +47,20 @@ class Mirror:
                 self._probed.set()
             return
         msg_id = int(headers.get("Nats-Msg-Id", "0"))
-        if msg_id in self.ids:
+        copy = hashlib.sha1(msg.subject.encode() + b"\0" + msg.data).digest()
+        first = self.ids.get(msg_id)
+        if first is not None:
             self.duplicates += 1
+            if first != copy:
+                self.reused.append(
+                    f"outbox id {msg_id} came again with other content: {msg.data!r}"
+                )
             return
-        self.ids.add(msg_id)
+        self.ids[msg_id] = copy
         self.max_id = max(self.max_id, msg_id)
         payload = json.loads(msg.data)
         kind = "rewind" if msg.subject == f"{PREFIX}.turn.rewind" else "event"
-        self.by_turn.setdefault(payload["turn_id"], []).append((kind, payload))
+        self.by_turn.setdefault(payload["turn_id"], []).append((kind, payload, msg_id))
         self._changed.set()
 
     async def subscribe(self, nc: Client) -> None:
@@ -90,7 +100,7 @@ class Mirror:
         """(seq, attempt) of each rewind of the turn, in order."""
         return [
             (int(p["seq"]), int(p["attempt"]))
-            for kind, p in self.by_turn.get(turn_id, [])
+            for kind, p, _ in self.by_turn.get(turn_id, [])
             if kind == "rewind"
         ]
 
@@ -101,8 +111,8 @@ class Mirror:
         of an attempt older than the last rewind's."""
         shown: list[tuple[int, int, str, str]] = []
         problems: list[str] = []
-        floor = 0
-        for kind, p in self.by_turn.get(turn_id, []):
+        floor, last_id = 0, 0
+        for kind, p, msg_id in self.by_turn.get(turn_id, []):
             if kind == "rewind":
                 seq, floor = int(p["seq"]), int(p["attempt"])
                 if seq > len(shown):
@@ -111,7 +121,11 @@ class Mirror:
                 continue
             seq, attempt = int(p["seq"]), int(p["attempt"])
             if seq != len(shown) + 1:
-                problems.append(f"event seq {seq} after seq {len(shown)} (gap or repeat)")
+                problems.append(
+                    f"event seq {seq} (outbox id {msg_id}) after seq {len(shown)} "
+                    f"(outbox id {last_id}): a gap or a repeat"
+                )
+            last_id = msg_id
             if attempt < floor:
                 problems.append(f"event seq {seq} of attempt {attempt} after a rewind to {floor}")
             shown.append((seq, attempt, str(p["type"]), json.dumps(p["data"], sort_keys=True)))

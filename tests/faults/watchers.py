@@ -106,8 +106,9 @@ _CUT = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
 
 @dataclass
 class RawWatch:
-    """One WatchTurn stream, no reconnect: it ends at the terminal event, or is
-    cut (the service was killed), or is cancelled (the turn stayed parked)."""
+    """One WatchTurn stream, no reconnect: it ends at the terminal event (at once
+    when it joined a turn that was over after ``after_seq``), or is cut (the
+    service was killed), or is cancelled (the turn stayed parked)."""
 
     shown: Shown
     after_seq: int = 0
@@ -134,9 +135,7 @@ class RawWatch:
             return
         finally:
             call.cancel()
-        self.ended = True
-        if not self.shown.terminal:
-            self.shown.problems.append(f"{self.shown.name}: stream ended without a terminal event")
+        self.ended = True  # without a terminal event only if it joined after the end
 
     async def stop(self) -> None:
         if self.task is not None and not self.task.done():

@@ -36,6 +36,10 @@ class Relay:
         except OSError:
             writer.close()
             return
+        if not self.is_open:  # shut while this link was being made
+            writer.close()
+            up_writer.close()
+            return
         self._links |= {writer, up_writer}
         await asyncio.gather(_pipe(reader, up_writer), _pipe(up_reader, writer))
         self._links -= {writer, up_writer}

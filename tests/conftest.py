@@ -1,21 +1,19 @@
 """Shared fixtures: a real nats-server, a real grpc.aio service on port 0, SQLite
-files under tmp_path. Nothing is mocked."""
+files under tmp_path. Nothing is mocked. Helpers live in tests/support/."""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer, create_server
-from turnkeeper_server.config import Settings
 
 from tests.support.nats import NatsServer
+from tests.support.service import ServiceFactory, make_settings
 
 
 @pytest.fixture
@@ -26,22 +24,6 @@ def nats_server() -> Iterator[NatsServer]:
         yield server
     finally:
         server.stop()
-
-
-def make_settings(data_dir: Path, **overrides: Any) -> Settings:
-    base = Settings(
-        turns_path=data_dir / "turns.db",
-        sessions_path=data_dir / "sessions.db",
-        listen="127.0.0.1:0",
-        lease_seconds=2.0,
-        claim_seconds=1.0,
-        reap_interval=0.2,
-        shutdown_grace=1.0,
-    )
-    return dataclasses.replace(base, **overrides)
-
-
-ServiceFactory = Callable[..., Awaitable[TurnkeeperServer]]
 
 
 @pytest.fixture
@@ -79,11 +61,3 @@ def turns(channel: aio.Channel) -> turns_pb2_grpc.TurnServiceAsyncStub:
 @pytest.fixture
 def checkpoints(channel: aio.Channel) -> checkpoints_pb2_grpc.CheckpointServiceAsyncStub:
     return checkpoints_pb2_grpc.CheckpointServiceStub(channel)
-
-
-async def expect_code(call: Awaitable[Any], code: grpc.StatusCode) -> str:
-    """Await a call that must fail with `code`; returns the status message."""
-    with pytest.raises(aio.AioRpcError) as info:
-        await call
-    assert info.value.code() == code, f"{info.value.code()}: {info.value.details()}"
-    return info.value.details() or ""

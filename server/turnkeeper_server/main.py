@@ -1,4 +1,9 @@
-"""`turnkeeper serve`: flags and env to Settings, signals to a graceful stop."""
+"""`turnkeeper serve`: flags and env to Settings, signals to a graceful stop.
+
+The client's CLI finds this module through the `turnkeeper.commands` entry point
+group (server/pyproject.toml) and calls `add_arguments` and `run`; `turnkeeper-server`
+and `python -m turnkeeper_server` call `main`.
+"""
 
 from __future__ import annotations
 
@@ -13,11 +18,14 @@ from pathlib import Path
 from turnkeeper_server import logs
 from turnkeeper_server.app import create_server
 from turnkeeper_server.config import Settings, resolve_paths
-from turnkeeper_server.embedded_nats import EmbeddedNats
-from turnkeeper_server.limits import DEFAULT_LIMITS
-from turnkeeper_server.security import InsecureListen
+from turnkeeper_server.messaging.embedded import EmbeddedNats
+from turnkeeper_server.rpc.limits import DEFAULT_LIMITS
+from turnkeeper_server.security.transport import InsecureListen
 
 log = logging.getLogger("turnkeeper")
+
+# What `turnkeeper --help` says about the command this module provides.
+HELP = "run the turnkeeper gRPC service"
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -113,7 +121,7 @@ def add_security_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=_path(env("TURNKEEPER_TOKENS_FILE")),
         help="bearer-token hashes and roles, JSON lines; without it authentication is off "
-        "(env TURNKEEPER_TOKENS_FILE; make entries with python -m turnkeeper_server.auth)",
+        "(env TURNKEEPER_TOKENS_FILE; make entries with python -m turnkeeper_server.security.auth)",
     )
     parser.add_argument(
         "--insecure",
@@ -198,3 +206,13 @@ async def serve(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     logs.configure(args.log_level, args.log_format)
     return asyncio.run(serve(args))
+
+
+# The names the client's CLI looks up on an entry point of `turnkeeper.commands`.
+add_arguments = add_serve_arguments
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="turnkeeper-server", description=HELP)
+    add_serve_arguments(parser)
+    return run(parser.parse_args(argv))

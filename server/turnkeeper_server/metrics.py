@@ -15,8 +15,9 @@ from pathlib import Path
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from turnkeeper.states import STATE_NAMES
 
-STATES = ("RUNNING", "PARKED", "DONE", "FAILED")
+STATES = STATE_NAMES
 
 
 class _StoredState(Collector):

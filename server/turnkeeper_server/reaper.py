@@ -11,8 +11,8 @@ import asyncio
 import contextlib
 import logging
 
+from turnkeeper_server.engine import Turns
 from turnkeeper_server.logs import turn_log
-from turnkeeper_server.turns import Turns
 
 log = logging.getLogger(__name__)
 

@@ -18,16 +18,16 @@ import nats
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from nats.aio.client import Client
+from turnkeeper.agent.saver import RemoteSaver, durable_config
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.errors import StaleAttempt
-from turnkeeper.saver import RemoteSaver, durable_config
 from turnkeeper.v1 import checkpoints_pb2, turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.conftest import ServiceFactory
 from tests.support.agents import Agents, Panel, agents_for, all_events, result, shape, until
 from tests.support.nats import Collector, NatsServer, subscribe
 from tests.support.relay import Relay
+from tests.support.service import ServiceFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

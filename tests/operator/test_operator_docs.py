@@ -32,15 +32,15 @@ from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.conftest import ServiceFactory
 from tests.support.nats import NatsServer
+from tests.support.service import ServiceFactory
 from tests.support.turns import events, start
 
 if TYPE_CHECKING:
     from turnkeeper.v1.checkpoints_pb2_grpc import CheckpointServiceAsyncStub
     from turnkeeper.v1.turns_pb2_grpc import TurnServiceAsyncStub
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "operators.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "operators.md"
 RUNNABLE = ("grpcurl", "turnkeeper", "sqlite3", "python")
 AGENT = "my-agent"
 BIN = Path(sys.executable).parent

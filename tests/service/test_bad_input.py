@@ -11,7 +11,7 @@ from turnkeeper.v1 import checkpoints_pb2 as cpb
 from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper.v1 import turns_pb2 as pb
 
-from tests.conftest import expect_code
+from tests.support.service import expect_code
 from tests.support.turns import start, value
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT

@@ -16,13 +16,13 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP, empty_checkpoint
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 from langgraph.checkpoint.sqlite import SqliteSaver
 from turnkeeper import errors
-from turnkeeper.client import ConnectionOptions, default_address
-from turnkeeper.saver import (
+from turnkeeper.agent.saver import (
     DURABILITY,
     RemoteSaver,
     durable_config,
     durable_run_kwargs,
 )
+from turnkeeper.client import ConnectionOptions, default_address
 
 MAPPED: list[tuple[grpc.StatusCode, type[errors.TurnkeeperError]]] = [
     (grpc.StatusCode.NOT_FOUND, errors.TurnNotFound),

@@ -176,7 +176,7 @@ async def test_fenced_checkpoint_from_a_stale_attempt_leaves_the_thread_unchange
 ) -> None:
     import grpc
 
-    from tests.conftest import expect_code
+    from tests.support.service import expect_code
 
     await start(turns)
     await checkpoints.PutCheckpoint(put_checkpoint("t1", 0, "1ef-0001"))

@@ -8,7 +8,7 @@ import grpc
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper.v1 import turns_pb2_grpc
 
-from tests.conftest import expect_code
+from tests.support.service import expect_code
 from tests.support.turns import events, start, status, value
 
 # The async stub type exists only in the generated .pyi (an aio channel makes one).

@@ -19,9 +19,9 @@ from typing import Any
 
 from langgraph.checkpoint.sqlite.utils import search_where
 
-from turnkeeper_server import journal
-from turnkeeper_server.db import Tx
 from turnkeeper_server.errors import InvalidArgument, WrongState
+from turnkeeper_server.journal import transitions as journal
+from turnkeeper_server.store.sqlite import Tx
 
 
 @dataclass(frozen=True)

@@ -21,7 +21,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from turnkeeper_server.db import Tx
+from turnkeeper.states import STATE_NAMES, TERMINAL_EVENT_TYPES
+
 from turnkeeper_server.errors import (
     AlreadyExists,
     InvalidArgument,
@@ -29,10 +30,11 @@ from turnkeeper_server.errors import (
     StaleAttempt,
     WrongState,
 )
+from turnkeeper_server.store.sqlite import Tx
 
-RUNNING, PARKED, DONE, FAILED = "RUNNING", "PARKED", "DONE", "FAILED"
+RUNNING, PARKED, DONE, FAILED = STATE_NAMES
 LIVE = (RUNNING, PARKED)
-TERMINAL_EVENTS = frozenset({"turn.done", "turn.failed"})
+TERMINAL_EVENTS = TERMINAL_EVENT_TYPES
 
 
 @dataclass(frozen=True)

@@ -17,14 +17,16 @@ import json
 import os
 import sys
 from collections.abc import Iterator
+from importlib import metadata
 from pathlib import Path
 from typing import Any, Final
 
 import grpc
 
-from turnkeeper import cli_render as render
 from turnkeeper.client import ConnectionOptions, TurnkeeperClient, default_address
 from turnkeeper.errors import TurnkeeperError, from_rpc_error
+from turnkeeper.operator import render
+from turnkeeper.states import STATE_NAMES
 from turnkeeper.v1 import turns_pb2
 
 # Exit codes. Scripts can tell "no such turn" and "not in that state" apart from
@@ -53,7 +55,7 @@ DEADLINE_EXCEEDED (service unreachable), 130 interrupted. `health` exits 0 or 1.
 Errors print `error: <STATUS>: <message>` on stderr."""
 
 ADDRESS_HELP: Final = "host:port of the service (env TURNKEEPER_ADDRESS; default 127.0.0.1:50051)"
-STATES: Final = ("RUNNING", "PARKED", "DONE", "FAILED")
+STATES: Final = STATE_NAMES
 # Turns per ListTurns call; the service allows 1000.
 PAGE_SIZE: Final = 100
 # ListEvents page size for `turns show` (the service's maximum).
@@ -148,6 +150,19 @@ def _state(text: str) -> str:
     return state
 
 
+# The server distribution registers `serve` here; the client never imports it.
+COMMAND_GROUP: Final = "turnkeeper.commands"
+SERVER_INSTALL: Final = "pip install turnkeeper-server (from a clone: pip install -e ./server)"
+
+
+def _server_command() -> Any:
+    """The module behind `turnkeeper serve` (`add_arguments(parser)`, `run(args)`),
+    or None when the server distribution is not installed."""
+    for entry in metadata.entry_points(group=COMMAND_GROUP, name="serve"):
+        return entry.load()
+    return None
+
+
 def build_parser(serve_arguments: bool = True) -> argparse.ArgumentParser:
     """The whole command line. `serve_arguments=False` leaves out the flags of
     `serve`, which need the server package: importing it costs more than the rest
@@ -162,9 +177,9 @@ def build_parser(serve_arguments: bool = True) -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="run the turnkeeper gRPC service")
     if serve_arguments:
-        from turnkeeper_server.main import add_serve_arguments
-
-        add_serve_arguments(serve)
+        server = _server_command()
+        if server is not None:
+            server.add_arguments(serve)
 
     conn = _connection_parser()
     output = argparse.ArgumentParser(add_help=False)
@@ -461,11 +476,14 @@ class _Usage(Exception):
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(serve_arguments=argv[:1] == ["serve"]).parse_args(argv)
+    serving = argv[:1] == ["serve"]
+    if serving and _server_command() is None:
+        print(f"error: `turnkeeper serve` needs the server: {SERVER_INSTALL}", file=sys.stderr)
+        return EXIT_USAGE
+    args = build_parser(serve_arguments=serving).parse_args(argv)
     if args.command == "serve":
-        from turnkeeper_server.main import run
-
-        return run(args)
+        served: int = _server_command().run(args)
+        return served
     is_health = args.command == "health"
     try:
         code: int = args.handler(args)

@@ -53,6 +53,7 @@ import grpc
 
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.errors import TurnkeeperError, TurnNotFound
+from turnkeeper.states import TERMINAL_EVENT_TYPES, TurnState
 from turnkeeper.v1 import turns_pb2
 
 __all__ = [
@@ -70,7 +71,6 @@ __all__ = [
 ]
 
 #: The event types the service writes last (DESIGN.md §3).
-TERMINAL_EVENT_TYPES: Final = frozenset({"turn.done", "turn.failed"})
 
 # Errors after which the same call can work later: the service or the network is
 # down or restarting. Anything else (INVALID_ARGUMENT, PERMISSION_DENIED ...) is a
@@ -91,35 +91,6 @@ _TRANSIENT: Final = frozenset(
 def is_transient(err: TurnkeeperError) -> bool:
     """True for an error that says "not reachable right now", not "wrong"."""
     return err.code in _TRANSIENT
-
-
-class TurnState(enum.Enum):
-    """The five words of DESIGN.md §2."""
-
-    RUNNING = "RUNNING"
-    PARKED = "PARKED"
-    DONE = "DONE"
-    FAILED = "FAILED"
-    UNKNOWN = "UNKNOWN"
-
-    @classmethod
-    def from_proto(cls, state: int) -> TurnState:
-        """The state of a TurnStatusResponse; UNSPECIFIED (never sent) reads UNKNOWN."""
-        return _FROM_PROTO.get(state, cls.UNKNOWN)
-
-    @property
-    def live(self) -> bool:
-        """RUNNING or PARKED: the panel keeps waiting."""
-        return self in (TurnState.RUNNING, TurnState.PARKED)
-
-
-_FROM_PROTO: Final[dict[int, TurnState]] = {
-    turns_pb2.TURN_STATE_RUNNING: TurnState.RUNNING,
-    turns_pb2.TURN_STATE_PARKED: TurnState.PARKED,
-    turns_pb2.TURN_STATE_DONE: TurnState.DONE,
-    turns_pb2.TURN_STATE_FAILED: TurnState.FAILED,
-    turns_pb2.TURN_STATE_UNKNOWN: TurnState.UNKNOWN,
-}
 
 
 @dataclass(frozen=True, slots=True)

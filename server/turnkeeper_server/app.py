@@ -21,7 +21,7 @@ from prometheus_client import start_http_server
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
 
 from turnkeeper_server.config import Settings
-from turnkeeper_server.engine import Turns
+from turnkeeper_server.engine import Engine
 from turnkeeper_server.journal.transitions import Policy
 from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.messaging.outbox import OutboxPublisher
@@ -61,7 +61,7 @@ class TurnkeeperServer:
             claim_seconds=settings.claim_seconds,
             max_redrives=settings.max_redrives,
         )
-        self.turns = Turns(
+        self.engine = Engine(
             self.db,
             self.policy,
             self.notifier,
@@ -70,7 +70,7 @@ class TurnkeeperServer:
             self.metrics,
             namespace=settings.namespace,
         )
-        self.reaper = LeaseReaper(self.turns, settings.reap_interval)
+        self.reaper = LeaseReaper(self.engine, settings.reap_interval)
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]  # not in grpc-stubs
         self.server: aio.Server | None = None
         self.port = 0
@@ -100,10 +100,10 @@ class TurnkeeperServer:
             ],
         )
         turns_pb2_grpc.add_TurnServiceServicer_to_server(
-            TurnServicer(self.turns, self.settings.limits), server
+            TurnServicer(self.engine, self.settings.limits), server
         )
         checkpoints_pb2_grpc.add_CheckpointServiceServicer_to_server(
-            CheckpointServicer(self.db, self.settings.limits, self.metrics), server
+            CheckpointServicer(self.engine, self.settings.limits, self.metrics), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self.settings.reflection:
@@ -155,7 +155,7 @@ class TurnkeeperServer:
             if self.server is not None:
                 await self.server.stop(grace)
             await self.reaper.stop()
-            await self.turns.stop()
+            await self.engine.stop()
             await self.outbox.stop()
             left = await self.outbox.flush(timeout=grace)
             if left:

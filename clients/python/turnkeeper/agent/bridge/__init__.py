@@ -1,5 +1,5 @@
 """The NATS bridge: hosts a LangGraph graph in an agent process and runs its turns
-durably through the turnkeeper service (DESIGN.md §4-§6).
+durably through the turnkeeper service (docs/architecture.md §4-§6).
 
 ::
 

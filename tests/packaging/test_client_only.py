@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import shutil
 import subprocess
 import sys
 import textwrap
@@ -56,11 +57,18 @@ FOLLOW = textwrap.dedent(
 
 
 def _venv(path: Path) -> Path:
-    subprocess.run([sys.executable, "-m", "venv", str(path)], check=True, timeout=300)
-    python = path / "bin" / "python"
+    subprocess.run([sys.executable, "-m", "venv", str(path / "venv")], check=True, timeout=300)
+    python = path / "venv" / "bin" / "python"
+    # A copy, so the build leaves nothing in the working tree.
+    source = path / "client"
+    shutil.copytree(
+        ROOT / "clients" / "python",
+        source,
+        ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"),
+    )
     # The README's client-only command; grpcio and protobuf come from the index.
     subprocess.run(
-        [str(python), "-m", "pip", "install", "--quiet", str(ROOT / "clients" / "python")],
+        [str(python), "-m", "pip", "install", "--quiet", str(source)],
         check=True,
         timeout=900,
         env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
@@ -86,7 +94,7 @@ def _event(seq: int, type_: str) -> turns_pb2.EventInput:
 async def test_the_client_only_install_follows_a_turn(
     tmp_path: Path, service: TurnkeeperServer
 ) -> None:
-    python = await asyncio.to_thread(_venv, tmp_path / "venv")
+    python = await asyncio.to_thread(_venv, tmp_path)
     installed = await asyncio.to_thread(_installed, python)
     assert {"turnkeeper", "grpcio", "protobuf"} <= installed
     assert installed.isdisjoint(NOT_INSTALLED), sorted(installed & set(NOT_INSTALLED))

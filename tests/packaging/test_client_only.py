@@ -98,6 +98,16 @@ async def test_the_client_only_install_follows_a_turn(
     installed = await asyncio.to_thread(_installed, python)
     assert {"turnkeeper", "grpcio", "protobuf"} <= installed
     assert installed.isdisjoint(NOT_INSTALLED), sorted(installed & set(NOT_INSTALLED))
+    # The CLI is there; `serve` says what to install instead of failing on an import.
+    serve = await asyncio.to_thread(
+        subprocess.run,
+        [str(python.parent / "turnkeeper"), "serve", "--listen", "127.0.0.1:0"],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert serve.returncode == 2, serve.stderr
+    assert "pip install turnkeeper-server" in serve.stderr, serve.stderr
 
     async with aio.insecure_channel(service.address) as channel:
         turns = turns_pb2_grpc.TurnServiceStub(channel)

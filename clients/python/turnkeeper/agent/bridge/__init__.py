@@ -103,6 +103,6 @@ What a turn promises
 from turnkeeper.agent.bridge.boundary import BoundarySaver
 from turnkeeper.agent.bridge.bridge import Bridge
 from turnkeeper.agent.bridge.config import BridgeConfig
-from turnkeeper.agent.bridge.runtime import idempotency_key
+from turnkeeper.agent.bridge.idempotency import idempotency_key
 
 __all__ = ["BoundarySaver", "Bridge", "BridgeConfig", "idempotency_key"]

@@ -108,6 +108,16 @@ async def test_the_client_only_install_follows_a_turn(
     )
     assert serve.returncode == 2, serve.stderr
     assert "pip install turnkeeper-server" in serve.stderr, serve.stderr
+    # `health` needs the operator extra, and says so.
+    health = await asyncio.to_thread(
+        subprocess.run,
+        [str(python.parent / "turnkeeper"), "health", "--address", service.address],
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
+    assert health.returncode == 1, health.stderr
+    assert "turnkeeper[operator]" in health.stderr, health.stderr
 
     async with aio.insecure_channel(service.address) as channel:
         turns = turns_pb2_grpc.TurnServiceStub(channel)

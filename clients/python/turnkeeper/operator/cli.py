@@ -388,8 +388,11 @@ def turns_watch(args: argparse.Namespace) -> int:
 
 
 def health_check(args: argparse.Namespace) -> int:
-    # Imported here: only this command needs the health stubs.
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    # Imported here: only this command needs the health stubs (the `operator` extra).
+    try:
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+    except ImportError:
+        raise _Usage("`turnkeeper health` needs pip install 'turnkeeper[operator]'") from None
 
     options = connection_options(args, HEALTH_TIMEOUT)
     credentials = options.credentials()

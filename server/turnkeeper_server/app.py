@@ -27,7 +27,7 @@ from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.messaging.outbox import OutboxPublisher
 from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.reaper import LeaseReaper
-from turnkeeper_server.rpc.checkpoint_service import CheckpointServicer
+from turnkeeper_server.rpc.checkpoint_stream import StreamingCheckpointServicer
 from turnkeeper_server.rpc.interceptors import ErrorsAndMetrics
 from turnkeeper_server.rpc.turn_service import TurnServicer
 from turnkeeper_server.security import transport as security
@@ -99,11 +99,11 @@ class TurnkeeperServer:
                 ("grpc.max_send_message_length", message_bytes),
             ],
         )
-        turns_pb2_grpc.add_TurnServiceServicer_to_server(
-            TurnServicer(self.engine, self.settings.limits), server
-        )
+        turns = TurnServicer(self.engine, self.settings.limits)
+        turns_pb2_grpc.add_TurnServiceServicer_to_server(turns, server)
         checkpoints_pb2_grpc.add_CheckpointServiceServicer_to_server(
-            CheckpointServicer(self.engine, self.settings.limits, self.metrics), server
+            StreamingCheckpointServicer(self.engine, self.settings.limits, self.metrics, turns),
+            server,
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self.settings.reflection:

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from types import TracebackType
-from typing import Any, Final, Generic, Protocol, Self, TypeVar, overload
+from typing import Any, Final, Generic, Protocol, Self, TypeVar, cast, overload
 
 import grpc
 import grpc.aio
@@ -43,6 +43,9 @@ __all__ = [
 
 _TURNS: Final = "turnkeeper.v1.TurnService"
 _CHECKPOINTS: Final = "turnkeeper.v1.CheckpointService"
+
+# Not in the table below: RemoteSaver's per-run stream, opened by open_checkpoint_stream.
+CHECKPOINT_STREAM: Final = f"/{_CHECKPOINTS}/CheckpointStream"
 
 _Req = TypeVar("_Req", bound=Message)
 _Resp = TypeVar("_Resp", bound=Message)
@@ -68,6 +71,14 @@ class AsyncStream(Protocol[_ReqIn, _RespOut]):
 
 class SyncStream(Protocol[_ReqIn, _RespOut]):
     def __call__(self, request: _ReqIn, *, timeout: float | None = None) -> Iterator[_RespOut]: ...
+
+
+class SyncStreamCall(Protocol):
+    """What the blocking channel returns for CheckpointStream: the answers, and the call."""
+
+    def __iter__(self) -> Iterator[cp.CheckpointStreamResponse]: ...
+    def __next__(self) -> cp.CheckpointStreamResponse: ...
+    def cancel(self) -> bool: ...
 
 
 class _Rpc(Generic[_Req, _Resp]):
@@ -287,6 +298,21 @@ class AsyncTurnkeeperClient(_Base):
             # A consumer that stops early must not leave the stream open.
             call.cancel()
 
+    def open_checkpoint_stream(
+        self,
+    ) -> grpc.aio.StreamStreamCall[
+        cp.CheckpointStreamRequest, cp.CheckpointStreamResponse
+    ]:
+        """Open CheckpointService.CheckpointStream (what RemoteSaver runs a graph run
+        on). It has no deadline: it lives as long as the run; the caller bounds each
+        answer it waits for."""
+        method = self._open().stream_stream(
+            CHECKPOINT_STREAM,
+            request_serializer=cp.CheckpointStreamRequest.SerializeToString,
+            response_deserializer=cp.CheckpointStreamResponse.FromString,
+        )
+        return method(None, metadata=self._metadata)
+
     async def close(self) -> None:
         """Close the channel, cancelling calls in flight. Safe to call twice."""
         self._closed = True
@@ -352,6 +378,18 @@ class TurnkeeperClient(_Base):
         finally:
             # A consumer that stops early must not leave the stream open.
             call.cancel()  # type: ignore[no-untyped-call]  # unannotated in grpc-stubs
+
+    def open_checkpoint_stream(
+        self, requests: Iterator[cp.CheckpointStreamRequest]
+    ) -> SyncStreamCall:
+        """Open CheckpointService.CheckpointStream with the messages ``requests``
+        yields; iterate the result for the answers. No deadline (see the async one)."""
+        method = self._open_channel.stream_stream(
+            CHECKPOINT_STREAM,
+            request_serializer=cp.CheckpointStreamRequest.SerializeToString,
+            response_deserializer=cp.CheckpointStreamResponse.FromString,
+        )
+        return cast(SyncStreamCall, method(requests, metadata=self._metadata))
 
     def close(self) -> None:
         """Close the channel, cancelling calls in flight. Safe to call twice."""

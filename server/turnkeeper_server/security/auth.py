@@ -113,6 +113,8 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     _CHECKPOINTS + "PutCheckpoint": _EXECUTOR,
     _CHECKPOINTS + "PutWrites": _EXECUTOR,
     _CHECKPOINTS + "DeleteThread": _EXECUTOR,
+    # Each message is checked as its unary RPC is (threads, turns) by the servicer.
+    _CHECKPOINTS + "CheckpointStream": _EXECUTOR,
     REDRIVE_STARTUP: _EXECUTOR,
     REDRIVE_OPERATOR: _OPERATE,
 }

@@ -1,0 +1,322 @@
+"""RemoteSaver's checkpoint stream: one open ``CheckpointStream`` per graph run.
+
+A run's gets, puts, writes and (through the bridge) event appends go as messages
+on one bidirectional stream instead of one unary call each: the service's cost per
+message is a fraction of a unary call's, and a step waits on one frame each way.
+A run is the (turn_id, attempt) its config carries, or else its thread.
+
+What holds, as on the unary path:
+
+- an answer comes after the commit: a put, a write or an append returns only when
+  the service answered that message, and it answers after committing it;
+- order: the service handles a stream's messages one at a time in the order they
+  were sent, so events flushed before a checkpoint are committed before it;
+- fencing: a stale attempt's message ends the stream with ABORTED, and every
+  message waiting on it fails with ``StaleAttempt``;
+- a broken stream (the service restarted, the connection dropped) is opened again,
+  up to ``options.retry_max_attempts`` times with the retry backoff, and every
+  message not answered yet is sent again, in order. All four operations are
+  idempotent (the same argument as for their unary retries in
+  :mod:`turnkeeper.connection`), so a message the service had committed before the
+  break is a no-op the second time, and a message already answered is never sent
+  again.
+
+Each answer the caller waits for is bounded by ``options.default_timeout``, like a
+unary call's deadline (async path; the blocking path waits on grpc's iterator).
+Streams idle for :data:`IDLE_SECONDS` are closed when the saver is next used.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import queue
+import threading
+import time
+from collections.abc import Callable, Iterator
+from typing import Any, Final, Generic, TypeVar
+
+import grpc
+import grpc.aio
+from langchain_core.runnables import RunnableConfig
+
+from turnkeeper.agent.saver_wire import ATTEMPT_KEY, TURN_ID_KEY
+from turnkeeper.client import AsyncTurnkeeperClient, SyncStreamCall, TurnkeeperClient
+from turnkeeper.connection import ConnectionOptions
+from turnkeeper.errors import TurnkeeperError, Unavailable, from_rpc_error, from_status
+from turnkeeper.v1 import checkpoints_pb2
+
+Request = checkpoints_pb2.CheckpointStreamRequest
+Response = checkpoints_pb2.CheckpointStreamResponse
+RunKey = tuple[str, str, int]
+
+# A stream no message used for this long is closed (a run between steps waits on
+# a model call; one longer than this opens a new stream, which is cheap).
+IDLE_SECONDS: Final = 30.0
+# Open streams per saver and event loop; past it the least recently used idle go.
+MAX_STREAMS: Final = 256
+# How a stream ends when it broke rather than refused: opened again.
+_BROKEN: Final = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
+_RPC: Final = "CheckpointStream"
+_CODES: Final = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def run_key(config: RunnableConfig) -> RunKey:
+    """The stream a config's operations go on: its turn attempt, else its thread."""
+    configurable = config.get("configurable") or {}
+    turn_id, attempt = configurable.get(TURN_ID_KEY), configurable.get(ATTEMPT_KEY)
+    if turn_id and attempt is not None:
+        return ("turn", str(turn_id), int(attempt))
+    return ("thread", str(configurable.get("thread_id", "")), 0)
+
+
+def turn_key(turn_id: str, attempt: int) -> RunKey:
+    return ("turn", turn_id, attempt)
+
+
+def _answer(response: Response) -> Response:
+    if response.HasField("error"):
+        code = _CODES.get(response.error.code, grpc.StatusCode.UNKNOWN)
+        raise from_status(code, response.error.message, rpc=_RPC)
+    return response
+
+
+def _backoff(options: ConnectionOptions, attempt: int) -> float:
+    return float(min(options.retry_initial_backoff * 2 ** (attempt - 1), options.retry_max_backoff))
+
+
+class AsyncRunStream:
+    """One run's stream on one event loop; ops from several tasks are pipelined."""
+
+    def __init__(self, client: AsyncTurnkeeperClient) -> None:
+        self._client = client
+        self._options = client.options
+        self._ids = itertools.count(1)
+        # Sent (or about to be) and not answered, in send order.
+        self._pending: dict[int, tuple[Request, asyncio.Future[Response]]] = {}
+        self._call: grpc.aio.StreamStreamCall[Request, Response] | None = None
+        self._writing = asyncio.Lock()
+        self._reader: asyncio.Task[None] | None = None
+        self._closed = False
+        self.last_used = time.monotonic()
+
+    @property
+    def idle(self) -> bool:
+        return not self._pending
+
+    async def request(self, **op: Any) -> Response:
+        if self._closed:
+            raise RuntimeError("the checkpoint stream is closed")
+        self.last_used = time.monotonic()
+        request = Request(id=next(self._ids), **op)
+        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        self._pending[request.id] = (request, future)
+        try:
+            async with self._writing:
+                if self._call is None:
+                    self._call = self._client.open_checkpoint_stream()
+                    self._reader = asyncio.create_task(self._read(self._call))
+                    await self._send_pending(self._call)
+                else:
+                    await self._write(self._call, request)
+            return _answer(await asyncio.wait_for(asyncio.shield(future), self._timeout()))
+        except TimeoutError:
+            raise TurnkeeperError(
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                f"no answer on the checkpoint stream within {self._timeout()} s",
+                rpc=_RPC,
+            ) from None
+        finally:
+            # Answered, failed, timed out or cancelled: never sent again.
+            self._pending.pop(request.id, None)
+
+    def _timeout(self) -> float | None:
+        return self._options.default_timeout
+
+    async def _write(self, call: grpc.aio.StreamStreamCall[Request, Response], r: Request) -> None:
+        try:
+            await call.write(r)
+        except (grpc.RpcError, asyncio.InvalidStateError):
+            # The call ended under us; the reader sees why and sends the pending
+            # messages (this one included) again on a new stream, or fails them.
+            pass
+
+    async def _send_pending(self, call: grpc.aio.StreamStreamCall[Request, Response]) -> None:
+        for request, _ in list(self._pending.values()):
+            await self._write(call, request)
+
+    async def _read(self, call: grpc.aio.StreamStreamCall[Request, Response]) -> None:
+        breaks = 0
+        while True:
+            error: grpc.RpcError | None = None
+            code: grpc.StatusCode | None
+            try:
+                async for response in call:
+                    breaks = 0
+                    entry = self._pending.get(response.id)
+                    if entry is not None and not entry[1].done():
+                        entry[1].set_result(response)
+                code = grpc.StatusCode.OK
+            except grpc.RpcError as err:
+                error = err
+                code = err.code() if callable(getattr(err, "code", None)) else None
+            if self._closed:
+                self._fail(RuntimeError("the checkpoint stream is closed"))
+                return
+            broken = code == grpc.StatusCode.OK or code in _BROKEN
+            if not broken and error is not None:
+                self._call = None
+                self._fail(from_rpc_error(error, rpc=_RPC))
+                return
+            if not self._pending:
+                self._call = None
+                return
+            breaks += 1
+            if breaks > self._options.retry_max_attempts:
+                self._call = None
+                cause = from_rpc_error(error, rpc=_RPC) if error is not None else None
+                self._fail(
+                    Unavailable(
+                        grpc.StatusCode.UNAVAILABLE,
+                        f"the checkpoint stream broke {breaks} times in a row"
+                        + (f": {cause.message}" if cause is not None else ""),
+                        rpc=_RPC,
+                    )
+                )
+                return
+            await asyncio.sleep(_backoff(self._options, breaks))
+            async with self._writing:
+                if self._closed:
+                    continue
+                call = self._call = self._client.open_checkpoint_stream()
+                await self._send_pending(call)
+
+    def _fail(self, exc: BaseException) -> None:
+        for _, future in list(self._pending.values()):
+            if not future.done():
+                future.set_exception(exc)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._call is not None:
+            self._call.cancel()
+
+
+class SyncRunStream:
+    """One run's stream on the blocking channel; ops take turns (one in flight)."""
+
+    def __init__(self, client: TurnkeeperClient) -> None:
+        self._client = client
+        self._options = client.options
+        self._ids = itertools.count(1)
+        self._lock = threading.Lock()
+        self._queue: queue.SimpleQueue[Request | None] | None = None
+        self._call: SyncStreamCall | None = None
+        self._closed = False
+        self._busy = False
+        self.last_used = time.monotonic()
+
+    @property
+    def idle(self) -> bool:
+        return not self._busy
+
+    def request(self, **op: Any) -> Response:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("the checkpoint stream is closed")
+            self.last_used = time.monotonic()
+            self._busy = True
+            try:
+                return _answer(self._exchange(Request(id=next(self._ids), **op)))
+            finally:
+                self._busy = False
+
+    def _exchange(self, request: Request) -> Response:
+        breaks = 0
+        while True:
+            if self._call is None or self._queue is None:
+                self._queue = queue.SimpleQueue()
+                self._call = self._client.open_checkpoint_stream(_drain(self._queue))
+            self._queue.put(request)
+            try:
+                response = next(self._call)
+                if response.id == request.id:
+                    return response
+                code: grpc.StatusCode | None = grpc.StatusCode.INTERNAL
+                error: TurnkeeperError = TurnkeeperError(
+                    grpc.StatusCode.INTERNAL,
+                    f"the checkpoint stream answered message {response.id}, not {request.id}",
+                    rpc=_RPC,
+                )
+            except StopIteration:
+                code = grpc.StatusCode.OK
+                error = Unavailable(
+                    grpc.StatusCode.UNAVAILABLE, "the checkpoint stream ended", rpc=_RPC
+                )
+            except grpc.RpcError as err:
+                error = from_rpc_error(err, rpc=_RPC)
+                code = error.code
+            self._end()
+            if not (code == grpc.StatusCode.OK or code in _BROKEN):
+                raise error
+            breaks += 1
+            if breaks > self._options.retry_max_attempts:
+                raise error
+            time.sleep(_backoff(self._options, breaks))
+
+    def _end(self) -> None:
+        if self._queue is not None:
+            self._queue.put(None)
+        if self._call is not None:
+            self._call.cancel()
+        self._queue = self._call = None
+
+    def close(self) -> None:
+        self._closed = True
+        # Without the lock: a blocked exchange is woken by the cancel and fails.
+        self._end()
+
+
+def _drain(source: queue.SimpleQueue[Request | None]) -> Iterator[Request]:
+    while (request := source.get()) is not None:
+        yield request
+
+
+_S = TypeVar("_S", AsyncRunStream, SyncRunStream)
+
+
+class RunStreams(Generic[_S]):
+    """The open streams of one saver (on one event loop, for the async kind)."""
+
+    def __init__(self, make: Callable[[], _S]) -> None:
+        self._make: Callable[[], _S] = make
+        self._streams: dict[RunKey, _S] = {}
+        self._lock = threading.Lock()
+        self._swept = time.monotonic()
+
+    def get(self, key: RunKey) -> _S:
+        with self._lock:
+            stream = self._streams.get(key)
+            if stream is None:
+                self._sweep()
+                stream = self._streams[key] = self._make()
+            return stream
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        if now - self._swept < IDLE_SECONDS / 2 and len(self._streams) < MAX_STREAMS:
+            return
+        self._swept = now
+        by_age = sorted(self._streams.items(), key=lambda item: item[1].last_used)
+        excess = len(by_age) - MAX_STREAMS + 1
+        for key, stream in by_age:
+            if stream.idle and (now - stream.last_used > IDLE_SECONDS or excess > 0):
+                excess -= 1
+                stream.close()
+                del self._streams[key]
+
+    def close(self) -> None:
+        with self._lock:
+            streams, self._streams = list(self._streams.values()), {}
+        for stream in streams:
+            stream.close()

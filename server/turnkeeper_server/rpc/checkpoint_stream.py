@@ -72,4 +72,6 @@ class StreamingCheckpointServicer(CheckpointServicer):
         if op == "append":
             appended = await self.turns.AppendEvents(request.append, context)
             return Response(id=request.id, append=appended)
-        raise InvalidArgument(f"a stream message carries one of {_OPS}; message {request.id} has none")
+        raise InvalidArgument(
+            f"a stream message carries one of {_OPS}; message {request.id} has none"
+        )

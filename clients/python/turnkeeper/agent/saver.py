@@ -79,8 +79,8 @@ from turnkeeper.v1 import checkpoints_pb2, turns_pb2
 __all__ = [
     "ATTEMPT_KEY",
     "DURABILITY",
-    "TURN_ID_KEY",
     "STREAM_ENV",
+    "TURN_ID_KEY",
     "DurableRunKwargs",
     "RemoteSaver",
     "durable_config",

@@ -29,6 +29,7 @@ Streams idle for :data:`IDLE_SECONDS` are closed when the saver is next used.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import itertools
 import queue
 import threading
@@ -134,12 +135,10 @@ class AsyncRunStream:
         return self._options.default_timeout
 
     async def _write(self, call: grpc.aio.StreamStreamCall[Request, Response], r: Request) -> None:
-        try:
+        # The call may have ended under us; the reader sees why and sends the pending
+        # messages (this one included) again on a new stream, or fails them.
+        with contextlib.suppress(grpc.RpcError, asyncio.InvalidStateError):
             await call.write(r)
-        except (grpc.RpcError, asyncio.InvalidStateError):
-            # The call ended under us; the reader sees why and sends the pending
-            # messages (this one included) again on a new stream, or fails them.
-            pass
 
     async def _send_pending(self, call: grpc.aio.StreamStreamCall[Request, Response]) -> None:
         for request, _ in list(self._pending.values()):

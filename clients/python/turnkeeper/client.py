@@ -300,9 +300,7 @@ class AsyncTurnkeeperClient(_Base):
 
     def open_checkpoint_stream(
         self,
-    ) -> grpc.aio.StreamStreamCall[
-        cp.CheckpointStreamRequest, cp.CheckpointStreamResponse
-    ]:
+    ) -> grpc.aio.StreamStreamCall[cp.CheckpointStreamRequest, cp.CheckpointStreamResponse]:
         """Open CheckpointService.CheckpointStream (what RemoteSaver runs a graph run
         on). It has no deadline: it lives as long as the run; the caller bounds each
         answer it waits for."""

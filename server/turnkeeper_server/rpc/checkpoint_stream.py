@@ -2,7 +2,8 @@
 open bidirectional stream.
 
 Each message is handled by the very servicer method its unary RPC runs (same
-validation, same authorization checks, same Engine call), so the stream behaves
+validation, same authorization checks, same Engine call), after the check of the
+caller's right to that RPC, so the stream behaves
 like the unary calls on any store backend and costs the service one stream's
 set-up instead of grpc's per-call machinery for every step.
 
@@ -28,6 +29,7 @@ from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.rpc.checkpoint_service import CheckpointServicer
 from turnkeeper_server.rpc.limits import Limits
 from turnkeeper_server.rpc.turn_service import TurnServicer
+from turnkeeper_server.security import auth
 
 Ctx = aio.ServicerContext[object, object]
 Request = checkpoints_pb2.CheckpointStreamRequest
@@ -63,6 +65,8 @@ class StreamingCheckpointServicer(CheckpointServicer):
 
     async def _one(self, request: Request, context: Ctx) -> Response:
         op = request.WhichOneof("op")
+        if op is not None:
+            auth.require_right(auth.STREAM_RIGHTS[op])
         if op == "get":
             return Response(id=request.id, get=await self.GetCheckpoint(request.get, context))
         if op == "put":

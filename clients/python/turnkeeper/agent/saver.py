@@ -185,6 +185,16 @@ class _Channels:
                 streams = self._async_streams[loop] = RunStreams(lambda: AsyncRunStream(client))
         return streams.get(key)
 
+    def drop_aio_stream(self, key: RunKey) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        with self._lock:
+            streams = self._async_streams.get(loop)
+        if streams is not None:
+            streams.drop(key)
+
     def close(self) -> list[AsyncTurnkeeperClient]:
         """Close the blocking client and every aio client that can be closed from
         here; return the current loop's aio client for the caller to await."""
@@ -424,6 +434,11 @@ class RemoteSaver(BaseCheckpointSaver[str]):
             await self._channels.aio_stream(run_key(config)).request(writes=request)
         else:
             await self._channels.aio().put_writes(request)
+
+    def end_run(self, turn_id: str, attempt: int) -> None:
+        """The run of (turn_id, attempt) is over: close its stream on this loop now
+        rather than when it has been idle long enough."""
+        self._channels.drop_aio_stream(turn_key(turn_id, attempt))
 
     async def aappend_events(
         self, request: turns_pb2.AppendEventsRequest

@@ -314,6 +314,12 @@ class RunStreams(Generic[_S]):
                 stream.close()
                 del self._streams[key]
 
+    def drop(self, key: RunKey) -> None:
+        with self._lock:
+            stream = self._streams.pop(key, None)
+        if stream is not None:
+            stream.close()
+
     def close(self) -> None:
         with self._lock:
             streams, self._streams = list(self._streams.values()), {}

@@ -105,3 +105,23 @@ async def test_a_service_restart_mid_run_loses_no_acknowledged_write(
     assert set(stored) == {*before, *after}
     for step, checkpoint_id in enumerate(before + after):
         assert stored[checkpoint_id] == [step]
+
+
+async def test_the_blocking_api_goes_on_after_a_cut(
+    service: TurnkeeperServer, relay: Relay
+) -> None:
+    thread, turn_id = f"cut-sync-{uuid4().hex[:8]}", f"turn-{uuid4().hex[:8]}"
+    options = ConnectionOptions(target=f"127.0.0.1:{relay.port}")
+    async with AsyncTurnkeeperClient(options) as client, RemoteSaver(options=options) as saver:
+        await _start_turn(client, thread, turn_id)
+        ids = []
+        for step in range(4):
+            if step == 2:
+                _cut(relay)
+            checkpoint = empty_checkpoint()
+            await asyncio.to_thread(
+                saver.put, fenced(thread, turn_id, 0), checkpoint, {"step": step}, {}
+            )
+            ids.append(checkpoint["id"])
+        stored = await _stored(saver, thread)
+    assert set(stored) == set(ids)

@@ -21,7 +21,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from types import TracebackType
-from typing import Any, Final, Generic, Protocol, Self, TypeVar, cast, overload
+from typing import Any, Final, Generic, Protocol, Self, TypeVar, overload
 
 import grpc
 import grpc.aio
@@ -71,14 +71,6 @@ class AsyncStream(Protocol[_ReqIn, _RespOut]):
 
 class SyncStream(Protocol[_ReqIn, _RespOut]):
     def __call__(self, request: _ReqIn, *, timeout: float | None = None) -> Iterator[_RespOut]: ...
-
-
-class SyncStreamCall(Protocol):
-    """What the blocking channel returns for CheckpointStream: the answers, and the call."""
-
-    def __iter__(self) -> Iterator[cp.CheckpointStreamResponse]: ...
-    def __next__(self) -> cp.CheckpointStreamResponse: ...
-    def cancel(self) -> bool: ...
 
 
 class _Rpc(Generic[_Req, _Resp]):
@@ -376,18 +368,6 @@ class TurnkeeperClient(_Base):
         finally:
             # A consumer that stops early must not leave the stream open.
             call.cancel()  # type: ignore[no-untyped-call]  # unannotated in grpc-stubs
-
-    def open_checkpoint_stream(
-        self, requests: Iterator[cp.CheckpointStreamRequest]
-    ) -> SyncStreamCall:
-        """Open CheckpointService.CheckpointStream with the messages ``requests``
-        yields; iterate the result for the answers. No deadline (see the async one)."""
-        method = self._open_channel.stream_stream(
-            CHECKPOINT_STREAM,
-            request_serializer=cp.CheckpointStreamRequest.SerializeToString,
-            response_deserializer=cp.CheckpointStreamResponse.FromString,
-        )
-        return cast(SyncStreamCall, method(requests, metadata=self._metadata))
 
     def close(self) -> None:
         """Close the channel, cancelling calls in flight. Safe to call twice."""

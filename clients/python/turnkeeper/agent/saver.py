@@ -66,9 +66,9 @@ from langgraph.types import Durability
 from turnkeeper.agent import saver_wire as wire
 from turnkeeper.agent.saver_stream import (
     AsyncRunStream,
+    LoopStreams,
     RunKey,
     RunStreams,
-    SyncRunStream,
     run_key,
     turn_key,
 )
@@ -144,7 +144,7 @@ class _Channels:
         # grpc closes the core channel of a collected aio channel.
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncTurnkeeperClient]
         self._async = weakref.WeakKeyDictionary()
-        self._sync_streams: RunStreams[SyncRunStream] | None = None
+        self._sync_streams: LoopStreams | None = None
         self._async_streams: weakref.WeakKeyDictionary[
             asyncio.AbstractEventLoop, RunStreams[AsyncRunStream]
         ] = weakref.WeakKeyDictionary()
@@ -168,13 +168,13 @@ class _Channels:
                 client = self._async[loop] = AsyncTurnkeeperClient(self.options)
             return client
 
-    def sync_stream(self, key: RunKey) -> SyncRunStream:
-        client = self.sync()
+    def sync_streams(self) -> LoopStreams:
         with self._lock:
+            if self._closed:
+                raise RuntimeError("RemoteSaver is closed")
             if self._sync_streams is None:
-                self._sync_streams = RunStreams(lambda: SyncRunStream(client))
-            streams = self._sync_streams
-        return streams.get(key)
+                self._sync_streams = LoopStreams(self.options)
+            return self._sync_streams
 
     def aio_stream(self, key: RunKey) -> AsyncRunStream:
         client = self.aio()
@@ -200,7 +200,7 @@ class _Channels:
         here; return the current loop's aio client for the caller to await."""
         with self._lock:
             self._closed = True
-            run_streams: list[RunStreams[Any]] = list(self._async_streams.values())
+            run_streams: list[RunStreams[Any] | LoopStreams] = list(self._async_streams.values())
             if self._sync_streams is not None:
                 run_streams.append(self._sync_streams)
             self._sync_streams = None
@@ -320,7 +320,7 @@ class RemoteSaver(BaseCheckpointSaver[str]):
         """The checkpoint ``config`` names, or the thread's newest in its namespace."""
         request = wire.get_request(config)
         if self.stream:
-            response = self._channels.sync_stream(run_key(config)).request(get=request).get
+            response = self._channels.sync_streams().request(run_key(config), get=request).get
         else:
             response = self._channels.sync().get_checkpoint(request)
         return wire.found(self.serde, config, response)
@@ -350,7 +350,7 @@ class RemoteSaver(BaseCheckpointSaver[str]):
         """Store a checkpoint; its parent is the checkpoint ``config`` names."""
         request, stored = wire.put_request(self.serde, config, checkpoint, metadata)
         if self.stream:
-            self._channels.sync_stream(run_key(config)).request(put=request)
+            self._channels.sync_streams().request(run_key(config), put=request)
         else:
             self._channels.sync().put_checkpoint(request)
         return stored
@@ -367,7 +367,7 @@ class RemoteSaver(BaseCheckpointSaver[str]):
             return
         request = wire.writes_request(self.serde, config, writes, task_id, task_path)
         if self.stream:
-            self._channels.sync_stream(run_key(config)).request(writes=request)
+            self._channels.sync_streams().request(run_key(config), writes=request)
         else:
             self._channels.sync().put_writes(request)
 

@@ -22,8 +22,12 @@ What holds, as on the unary path:
   again.
 
 Each answer the caller waits for is bounded by ``options.default_timeout``, like a
-unary call's deadline (async path; the blocking path waits on grpc's iterator).
-Streams idle for :data:`IDLE_SECONDS` are closed when the saver is next used.
+unary call's deadline. Streams idle for :data:`IDLE_SECONDS` are closed when the
+saver is next used (and a bridge's run's stream when the run ends).
+
+The blocking saver's streams run on a private event loop in one daemon thread
+(:class:`LoopStreams`): grpc's blocking API would take a thread per stream to feed
+its request iterator, and the two behave alike this way.
 """
 
 from __future__ import annotations
@@ -31,10 +35,9 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import itertools
-import queue
 import threading
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable
 from typing import Any, Final, Generic, TypeVar
 
 import grpc
@@ -42,7 +45,7 @@ import grpc.aio
 from langchain_core.runnables import RunnableConfig
 
 from turnkeeper.agent.saver_wire import ATTEMPT_KEY, TURN_ID_KEY
-from turnkeeper.client import AsyncTurnkeeperClient, SyncStreamCall, TurnkeeperClient
+from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.connection import ConnectionOptions
 from turnkeeper.errors import TurnkeeperError, Unavailable, from_rpc_error, from_status
 from turnkeeper.v1 import checkpoints_pb2
@@ -55,7 +58,7 @@ RunKey = tuple[str, str, int]
 # a model call; one longer than this opens a new stream, which is cheap).
 IDLE_SECONDS: Final = 30.0
 # Open streams per saver and event loop; past it the least recently used idle go.
-MAX_STREAMS: Final = 256
+MAX_STREAMS: Final = 64
 # How a stream ends when it broke rather than refused: opened again.
 _BROKEN: Final = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
 _RPC: Final = "CheckpointStream"
@@ -201,87 +204,7 @@ class AsyncRunStream:
             self._call.cancel()
 
 
-class SyncRunStream:
-    """One run's stream on the blocking channel; ops take turns (one in flight)."""
-
-    def __init__(self, client: TurnkeeperClient) -> None:
-        self._client = client
-        self._options = client.options
-        self._ids = itertools.count(1)
-        self._lock = threading.Lock()
-        self._queue: queue.SimpleQueue[Request | None] | None = None
-        self._call: SyncStreamCall | None = None
-        self._closed = False
-        self._busy = False
-        self.last_used = time.monotonic()
-
-    @property
-    def idle(self) -> bool:
-        return not self._busy
-
-    def request(self, **op: Any) -> Response:
-        with self._lock:
-            if self._closed:
-                raise RuntimeError("the checkpoint stream is closed")
-            self.last_used = time.monotonic()
-            self._busy = True
-            try:
-                return _answer(self._exchange(Request(id=next(self._ids), **op)))
-            finally:
-                self._busy = False
-
-    def _exchange(self, request: Request) -> Response:
-        breaks = 0
-        while True:
-            if self._call is None or self._queue is None:
-                self._queue = queue.SimpleQueue()
-                self._call = self._client.open_checkpoint_stream(_drain(self._queue))
-            self._queue.put(request)
-            try:
-                response = next(self._call)
-                if response.id == request.id:
-                    return response
-                code: grpc.StatusCode | None = grpc.StatusCode.INTERNAL
-                error: TurnkeeperError = TurnkeeperError(
-                    grpc.StatusCode.INTERNAL,
-                    f"the checkpoint stream answered message {response.id}, not {request.id}",
-                    rpc=_RPC,
-                )
-            except StopIteration:
-                code = grpc.StatusCode.OK
-                error = Unavailable(
-                    grpc.StatusCode.UNAVAILABLE, "the checkpoint stream ended", rpc=_RPC
-                )
-            except grpc.RpcError as err:
-                error = from_rpc_error(err, rpc=_RPC)
-                code = error.code
-            self._end()
-            if not (code == grpc.StatusCode.OK or code in _BROKEN):
-                raise error
-            breaks += 1
-            if breaks > self._options.retry_max_attempts:
-                raise error
-            time.sleep(_backoff(self._options, breaks))
-
-    def _end(self) -> None:
-        if self._queue is not None:
-            self._queue.put(None)
-        if self._call is not None:
-            self._call.cancel()
-        self._queue = self._call = None
-
-    def close(self) -> None:
-        self._closed = True
-        # Without the lock: a blocked exchange is woken by the cancel and fails.
-        self._end()
-
-
-def _drain(source: queue.SimpleQueue[Request | None]) -> Iterator[Request]:
-    while (request := source.get()) is not None:
-        yield request
-
-
-_S = TypeVar("_S", AsyncRunStream, SyncRunStream)
+_S = TypeVar("_S", bound=AsyncRunStream)
 
 
 class RunStreams(Generic[_S]):
@@ -325,3 +248,35 @@ class RunStreams(Generic[_S]):
             streams, self._streams = list(self._streams.values()), {}
         for stream in streams:
             stream.close()
+
+
+class LoopStreams:
+    """The blocking saver's streams: :class:`AsyncRunStream` on a private event loop
+    in a daemon thread, which every blocking caller hands its message to."""
+
+    def __init__(self, options: ConnectionOptions) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="turnkeeper-saver-streams", daemon=True
+        )
+        self._thread.start()
+        self._client = AsyncTurnkeeperClient(options)
+        self._streams: RunStreams[AsyncRunStream] = RunStreams(lambda: AsyncRunStream(self._client))
+
+    def request(self, key: RunKey, **op: Any) -> Response:
+        return asyncio.run_coroutine_threadsafe(self._request(key, op), self._loop).result()
+
+    async def _request(self, key: RunKey, op: dict[str, Any]) -> Response:
+        return await self._streams.get(key).request(**op)
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        self._streams.close()
+        done = asyncio.run_coroutine_threadsafe(self._client.close(), self._loop)
+        with contextlib.suppress(Exception):
+            done.result(timeout=5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._loop.close()

@@ -8,6 +8,7 @@ the floor: what the turn costs with no durability at all.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import time
@@ -43,8 +44,8 @@ def remote_turn(data_dir: Path) -> Iterator[tuple[Callable[[], None], int]]:
 
 
 @contextmanager
-def remote_turns(data_dir: Path) -> Iterator[tuple[dict[str, Callable[[], None]], int]]:
-    """Turns through RemoteSaver on each transport, against one service, and its pid."""
+def remote_turns(data_dir: Path) -> Iterator[tuple[dict[str, Callable[[], None]], int, str]]:
+    """Turns through RemoteSaver on each transport, against one service; its pid, address."""
     with (
         ServerProcess(data_dir) as server,
         RemoteSaver.from_address(server.address, stream=True) as stream,
@@ -54,7 +55,21 @@ def remote_turns(data_dir: Path) -> Iterator[tuple[dict[str, Callable[[], None]]
             "stream": turns.graph_turn(turns.build(stream)),
             "unary": turns.graph_turn(turns.build(unary)),
         }
-        yield runs, server.pid
+        yield runs, server.pid, server.address
+
+
+def async_run(address: str, stream: bool, count: int, callers: int = 0) -> float:
+    """Async turns through a RemoteSaver made on an event loop of their own: seconds
+    per turn one after the other, or with `callers`, turns/s."""
+
+    async def run() -> float:
+        async with RemoteSaver(address, stream=stream) as saver:
+            turn = turns.async_graph_turn(turns.build(saver))
+            if callers:
+                return await turns.async_concurrent(turn, count, callers)
+            return await turns.async_single(turn, count)
+
+    return asyncio.run(run())
 
 
 @contextmanager
@@ -79,34 +94,46 @@ def run(size: Size) -> Section:
             f'A 4-node linear graph over ~2 KB of state, `durability="sync"`, a new thread '
             f"per turn. Single: {size.saver_single} turns one after the other, median per "
             f"turn. Concurrent: {size.saver_concurrent} turns on {size.saver_callers} "
-            "threads, turns/s. RemoteSaver uses its blocking client, on its checkpoint "
-            "stream per run (`stream`) and with one unary call per operation (`unary`), "
-            "against one service in its own process. SqliteSaver shares one connection (its "
-            "lock serialises every "
+            "threads, turns/s. RemoteSaver, against one service in its own process, on its "
+            "checkpoint stream per run (`stream`) and with one unary call per operation "
+            "(`unary`): with the blocking API (`invoke`, threads), and with the async API "
+            "(`ainvoke`, as the bridge runs turns: the same counts as tasks on one event "
+            "loop). SqliteSaver (blocking) shares one connection (its lock serialises every "
             "call). Both: WAL, synchronous=FULL. "
             f"{size.saver_rounds} rounds; values are medians, ratios medians of each round's ratio."
         ),
     )
-    names = ("floor", "sqlite", "stream", "unary")
+    names = ("floor", "sqlite", "stream", "unary", "astream", "aunary")
     single: dict[str, list[float]] = {k: [] for k in names}
     conc: dict[str, list[float]] = {k: [] for k in names}
     # CPU milliseconds per turn in the concurrent runs: this process (the graph and
     # its checkpointer's client side) and, for RemoteSaver, the service.
     client_ms: dict[str, list[float]] = {k: [] for k in names}
-    service_ms: dict[str, list[float]] = {"stream": [], "unary": []}
+    service_ms: dict[str, list[float]] = {k: [] for k in names[2:]}
     with scratch_dir("saver") as data_dir:
         floor = turns.graph_turn(turns.build(None))
-        with sqlite_turn(data_dir) as sqlite_run, remote_turns(data_dir) as (remote, pid):
-            runs = {"floor": floor, "sqlite": sqlite_run, **remote}
+        with sqlite_turn(data_dir) as sqlite_run, remote_turns(data_dir) as (remote, pid, address):
+            runs: dict[str, Callable[[], None]] = {"floor": floor, "sqlite": sqlite_run, **remote}
+            asyncs = {"astream": True, "aunary": False}
+
+            def one_single(name: str) -> float:
+                if name in asyncs:
+                    return async_run(address, asyncs[name], size.saver_single)
+                return turns.single(runs[name], size.saver_single)
+
+            def one_concurrent(name: str) -> float:
+                count, callers = size.saver_concurrent, size.saver_callers
+                if name in asyncs:
+                    return async_run(address, asyncs[name], count, callers)
+                return turns.concurrent(runs[name], count, callers)
+
             for round_ in range(size.saver_rounds):
-                order = list(runs) if round_ % 2 == 0 else list(reversed(runs))
+                order = list(names) if round_ % 2 == 0 else list(reversed(names))
                 for name in order:
-                    single[name].append(turns.single(runs[name], size.saver_single))
+                    single[name].append(one_single(name))
                 for name in order:
                     client, service = time.process_time(), cpu_seconds(pid)
-                    conc[name].append(
-                        turns.concurrent(runs[name], size.saver_concurrent, size.saver_callers)
-                    )
+                    conc[name].append(one_concurrent(name))
                     per_turn = 1e3 / size.saver_concurrent
                     client_ms[name].append((time.process_time() - client) * per_turn)
                     if name in service_ms:
@@ -127,12 +154,18 @@ def run(size: Size) -> Section:
     unary_single = paired_ratio(single["unary"], single["sqlite"])
     unary_conc = paired_ratio(conc["unary"], conc["sqlite"])
     service_ratio = paired_ratio(service_ms["stream"], service_ms["unary"])
+    a_service_ratio = paired_ratio(service_ms["astream"], service_ms["aunary"])
+    a_single = paired_ratio(single["astream"], single["sqlite"])
+    a_conc = paired_ratio(conc["astream"], conc["sqlite"])
     section.metrics |= {
         "single_ratio": single_ratio,
         "concurrent_ratio": conc_ratio,
         "single_ratio_unary": unary_single,
         "concurrent_ratio_unary": unary_conc,
         "service_cpu_ratio_stream_vs_unary": service_ratio,
+        "service_cpu_ratio_stream_vs_unary_async": a_service_ratio,
+        "single_ratio_async_stream": a_single,
+        "concurrent_ratio_async_stream": a_conc,
     }
     section.rows = [
         Row(
@@ -162,6 +195,30 @@ def run(size: Size) -> Section:
             fmt_rate(c["unary"], " turns/s"),
             f"SqliteSaver {fmt_rate(c['sqlite'], ' turns/s')}",
             fmt_ratio(unary_conc),
+        ),
+        Row(
+            "per-turn time, single: async stream",
+            fmt_ms(s["astream"]),
+            f"SqliteSaver {fmt_ms(s['sqlite'])}",
+            fmt_ratio(a_single),
+        ),
+        Row(
+            "per-turn time, single: async unary",
+            fmt_ms(s["aunary"]),
+            f"SqliteSaver {fmt_ms(s['sqlite'])}",
+            fmt_ratio(paired_ratio(single["aunary"], single["sqlite"])),
+        ),
+        Row(
+            f"throughput, {size.saver_callers} concurrent turns: async stream",
+            fmt_rate(c["astream"], " turns/s"),
+            f"SqliteSaver {fmt_rate(c['sqlite'], ' turns/s')}",
+            fmt_ratio(a_conc),
+        ),
+        Row(
+            f"throughput, {size.saver_callers} concurrent turns: async unary",
+            fmt_rate(c["aunary"], " turns/s"),
+            f"SqliteSaver {fmt_rate(c['sqlite'], ' turns/s')}",
+            fmt_ratio(paired_ratio(conc["aunary"], conc["sqlite"])),
         ),
         Row(
             "floor: no checkpointer, single",
@@ -194,6 +251,14 @@ def run(size: Size) -> Section:
             fmt_ratio(service_ratio),
             "≤ 0.5\u00d7",
             service_ratio <= 0.5,
+        ),
+        Row(
+            "CPU per turn, concurrent: the service, async stream vs async unary",
+            f"{svc['astream']:.1f} ms",
+            f"async unary {svc['aunary']:.1f} ms",
+            fmt_ratio(a_service_ratio),
+            "≤ 0.5\u00d7",
+            a_service_ratio <= 0.5,
         ),
     ]
     cores = os.cpu_count() or 1

@@ -185,6 +185,13 @@ class _Channels:
                 streams = self._async_streams[loop] = RunStreams(lambda: AsyncRunStream(client))
         return streams.get(key)
 
+    async def aclose_streams(self) -> None:
+        """Close this loop's streams and wait until grpc has finished with them."""
+        with self._lock:
+            streams = self._async_streams.pop(asyncio.get_running_loop(), None)
+        if streams is not None:
+            await streams.aclose()
+
     def drop_aio_stream(self, key: RunKey) -> None:
         try:
             loop = asyncio.get_running_loop()
@@ -200,14 +207,22 @@ class _Channels:
         here; return the current loop's aio client for the caller to await."""
         with self._lock:
             self._closed = True
-            run_streams: list[RunStreams[Any] | LoopStreams] = list(self._async_streams.values())
-            if self._sync_streams is not None:
-                run_streams.append(self._sync_streams)
+            loop_streams = self._sync_streams
+            run_streams = list(self._async_streams.items())
             self._sync_streams = None
             self._async_streams.clear()
-        for streams in run_streams:
-            # Cancelling a call is safe from any thread; the readers then end.
-            streams.close()
+        if loop_streams is not None:
+            loop_streams.close()
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        for loop, streams in run_streams:
+            # A grpc.aio call is cancelled on its own loop; the readers then end.
+            if loop is running:
+                streams.close()
+            elif loop.is_running():
+                loop.call_soon_threadsafe(streams.close)
         with self._lock:
             sync, self._sync = self._sync, None
             clients = list(self._async.items())
@@ -289,6 +304,7 @@ class RemoteSaver(BaseCheckpointSaver[str]):
 
     async def aclose(self) -> None:
         """Close the saver's channels, waiting for this event loop's one."""
+        await self._channels.aclose_streams()
         for client in self._channels.close():
             await client.close()
 

@@ -85,6 +85,17 @@ def _answer(response: Response) -> Response:
     return response
 
 
+def _expire(future: asyncio.Future[Response], timeout: float) -> None:
+    if not future.done():
+        future.set_exception(
+            TurnkeeperError(
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                f"no answer on the checkpoint stream within {timeout} s",
+                rpc=_RPC,
+            )
+        )
+
+
 def _backoff(options: ConnectionOptions, attempt: int) -> float:
     return float(min(options.retry_initial_backoff * 2 ** (attempt - 1), options.retry_max_backoff))
 
@@ -113,8 +124,12 @@ class AsyncRunStream:
             raise RuntimeError("the checkpoint stream is closed")
         self.last_used = time.monotonic()
         request = Request(id=next(self._ids), **op)
-        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        loop = asyncio.get_running_loop()
+        future: asyncio.Future[Response] = loop.create_future()
         self._pending[request.id] = (request, future)
+        # A timer rather than asyncio.wait_for: no task and no shield per message.
+        timeout = self._options.default_timeout
+        expiry = None if timeout is None else loop.call_later(timeout, _expire, future, timeout)
         try:
             async with self._writing:
                 if self._call is None:
@@ -123,19 +138,12 @@ class AsyncRunStream:
                     await self._send_pending(self._call)
                 else:
                     await self._write(self._call, request)
-            return _answer(await asyncio.wait_for(asyncio.shield(future), self._timeout()))
-        except TimeoutError:
-            raise TurnkeeperError(
-                grpc.StatusCode.DEADLINE_EXCEEDED,
-                f"no answer on the checkpoint stream within {self._timeout()} s",
-                rpc=_RPC,
-            ) from None
+            return _answer(await future)
         finally:
+            if expiry is not None:
+                expiry.cancel()
             # Answered, failed, timed out or cancelled: never sent again.
             self._pending.pop(request.id, None)
-
-    def _timeout(self) -> float | None:
-        return self._options.default_timeout
 
     async def _write(self, call: grpc.aio.StreamStreamCall[Request, Response], r: Request) -> None:
         # The call may have ended under us; the reader sees why and sends the pending
@@ -203,6 +211,12 @@ class AsyncRunStream:
         if self._call is not None:
             self._call.cancel()
 
+    async def wait_closed(self) -> None:
+        """After :meth:`close`: until the reader has seen the call end, so that
+        nothing of the call is left for grpc to deliver to this event loop."""
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
+
 
 _S = TypeVar("_S", bound=AsyncRunStream)
 
@@ -249,6 +263,14 @@ class RunStreams(Generic[_S]):
         for stream in streams:
             stream.close()
 
+    async def aclose(self) -> None:
+        """Close every stream and wait for their readers (on the streams' loop)."""
+        with self._lock:
+            streams, self._streams = list(self._streams.values()), {}
+        for stream in streams:
+            stream.close()
+        await asyncio.gather(*(stream.wait_closed() for stream in streams))
+
 
 class LoopStreams:
     """The blocking saver's streams: :class:`AsyncRunStream` on a private event loop
@@ -272,11 +294,14 @@ class LoopStreams:
     def close(self) -> None:
         if self._loop.is_closed():
             return
-        self._streams.close()
-        done = asyncio.run_coroutine_threadsafe(self._client.close(), self._loop)
+        done = asyncio.run_coroutine_threadsafe(self._aclose(), self._loop)
         with contextlib.suppress(Exception):
             done.result(timeout=5)
         self._loop.call_soon_threadsafe(self._loop.stop)
         self._thread.join(timeout=5)
         if not self._thread.is_alive():
             self._loop.close()
+
+    async def _aclose(self) -> None:
+        await self._streams.aclose()
+        await self._client.close()

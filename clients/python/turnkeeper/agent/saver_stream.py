@@ -109,6 +109,9 @@ class AsyncRunStream:
         self._ids = itertools.count(1)
         # Sent (or about to be) and not answered, in send order.
         self._pending: dict[int, tuple[Request, asyncio.Future[Response]]] = {}
+        # The call each pending message was last written on: a message that a
+        # reconnect (or the opening of the call) already sent is not written twice.
+        self._sent_on: dict[int, object] = {}
         self._call: grpc.aio.StreamStreamCall[Request, Response] | None = None
         self._writing = asyncio.Lock()
         self._reader: asyncio.Task[None] | None = None
@@ -136,7 +139,7 @@ class AsyncRunStream:
                     self._call = self._client.open_checkpoint_stream()
                     self._reader = asyncio.create_task(self._read(self._call))
                     await self._send_pending(self._call)
-                else:
+                elif self._sent_on.get(request.id) is not self._call:
                     await self._write(self._call, request)
             return _answer(await future)
         finally:
@@ -144,10 +147,12 @@ class AsyncRunStream:
                 expiry.cancel()
             # Answered, failed, timed out or cancelled: never sent again.
             self._pending.pop(request.id, None)
+            self._sent_on.pop(request.id, None)
 
     async def _write(self, call: grpc.aio.StreamStreamCall[Request, Response], r: Request) -> None:
         # The call may have ended under us; the reader sees why and sends the pending
         # messages (this one included) again on a new stream, or fails them.
+        self._sent_on[r.id] = call
         with contextlib.suppress(grpc.RpcError, asyncio.InvalidStateError):
             await call.write(r)
 

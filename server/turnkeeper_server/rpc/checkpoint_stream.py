@@ -26,6 +26,7 @@ from turnkeeper.v1 import checkpoints_pb2
 from turnkeeper_server.engine import Engine
 from turnkeeper_server.errors import InvalidArgument, StaleAttempt, TurnkeeperError, status_for
 from turnkeeper_server.metrics import Metrics
+from turnkeeper_server.rpc import limits as lim
 from turnkeeper_server.rpc.checkpoint_service import CheckpointServicer
 from turnkeeper_server.rpc.limits import Limits
 from turnkeeper_server.rpc.turn_service import TurnServicer
@@ -46,22 +47,28 @@ class StreamingCheckpointServicer(CheckpointServicer):
     ) -> None:
         super().__init__(engine, limits, metrics)
         self.turns = turns
+        self.streams = lim.StreamQuota(
+            "CheckpointStreams",
+            limits.max_checkpoint_streams_per_client,
+            "max_checkpoint_streams_per_client",
+        )
 
     async def CheckpointStream(
         self, requests: AsyncIterator[Request], context: Ctx
     ) -> AsyncIterator[Response]:
-        async for request in requests:
-            try:
-                yield await self._one(request, context)
-            except StaleAttempt:
-                # Ends the stream: ErrorsAndMetrics answers ABORTED with the message.
-                raise
-            except TurnkeeperError as exc:
-                code, message = status_for(exc)
-                yield Response(
-                    id=request.id,
-                    error=checkpoints_pb2.StreamError(code=code.value[0], message=message),
-                )
+        with self.streams.hold(auth.client_key(context)):
+            async for request in requests:
+                try:
+                    yield await self._one(request, context)
+                except StaleAttempt:
+                    # Ends the stream: ErrorsAndMetrics answers ABORTED with the message.
+                    raise
+                except TurnkeeperError as exc:
+                    code, message = status_for(exc)
+                    yield Response(
+                        id=request.id,
+                        error=checkpoints_pb2.StreamError(code=code.value[0], message=message),
+                    )
 
     async def _one(self, request: Request, context: Ctx) -> Response:
         op = request.WhichOneof("op")

@@ -61,6 +61,9 @@ class Limits:
     # Open WatchTurn streams per client: per token when authentication is on, else
     # per peer address. Past it: RESOURCE_EXHAUSTED.
     max_watch_streams_per_client: int = 256
+    # Open CheckpointStreams per client (RemoteSaver keeps at most 64 per saver and
+    # event loop, one per run).
+    max_checkpoint_streams_per_client: int = 256
 
     def __post_init__(self) -> None:
         if self.max_message_bytes <= self.max_checkpoint_bytes:

@@ -1,22 +1,62 @@
 import type * as grpc from '@grpc/grpc-js';
-import type { MessageTypeDefinition } from '@grpc/proto-loader';
+import type { EnumTypeDefinition, MessageTypeDefinition } from '@grpc/proto-loader';
 
+import type { ListValue as _google_protobuf_ListValue, ListValue__Output as _google_protobuf_ListValue__Output } from './google/protobuf/ListValue';
+import type { Struct as _google_protobuf_Struct, Struct__Output as _google_protobuf_Struct__Output } from './google/protobuf/Struct';
+import type { Timestamp as _google_protobuf_Timestamp, Timestamp__Output as _google_protobuf_Timestamp__Output } from './google/protobuf/Timestamp';
+import type { Value as _google_protobuf_Value, Value__Output as _google_protobuf_Value__Output } from './google/protobuf/Value';
+import type { AppendEventsRequest as _turnkeeper_v1_AppendEventsRequest, AppendEventsRequest__Output as _turnkeeper_v1_AppendEventsRequest__Output } from './turnkeeper/v1/AppendEventsRequest';
+import type { AppendEventsResponse as _turnkeeper_v1_AppendEventsResponse, AppendEventsResponse__Output as _turnkeeper_v1_AppendEventsResponse__Output } from './turnkeeper/v1/AppendEventsResponse';
 import type { CheckpointRef as _turnkeeper_v1_CheckpointRef, CheckpointRef__Output as _turnkeeper_v1_CheckpointRef__Output } from './turnkeeper/v1/CheckpointRef';
 import type { CheckpointServiceClient as _turnkeeper_v1_CheckpointServiceClient, CheckpointServiceDefinition as _turnkeeper_v1_CheckpointServiceDefinition } from './turnkeeper/v1/CheckpointService';
+import type { CheckpointStreamRequest as _turnkeeper_v1_CheckpointStreamRequest, CheckpointStreamRequest__Output as _turnkeeper_v1_CheckpointStreamRequest__Output } from './turnkeeper/v1/CheckpointStreamRequest';
+import type { CheckpointStreamResponse as _turnkeeper_v1_CheckpointStreamResponse, CheckpointStreamResponse__Output as _turnkeeper_v1_CheckpointStreamResponse__Output } from './turnkeeper/v1/CheckpointStreamResponse';
 import type { CheckpointTuple as _turnkeeper_v1_CheckpointTuple, CheckpointTuple__Output as _turnkeeper_v1_CheckpointTuple__Output } from './turnkeeper/v1/CheckpointTuple';
+import type { ClaimTurnRequest as _turnkeeper_v1_ClaimTurnRequest, ClaimTurnRequest__Output as _turnkeeper_v1_ClaimTurnRequest__Output } from './turnkeeper/v1/ClaimTurnRequest';
+import type { ClaimTurnResponse as _turnkeeper_v1_ClaimTurnResponse, ClaimTurnResponse__Output as _turnkeeper_v1_ClaimTurnResponse__Output } from './turnkeeper/v1/ClaimTurnResponse';
 import type { DeleteThreadRequest as _turnkeeper_v1_DeleteThreadRequest, DeleteThreadRequest__Output as _turnkeeper_v1_DeleteThreadRequest__Output } from './turnkeeper/v1/DeleteThreadRequest';
 import type { DeleteThreadResponse as _turnkeeper_v1_DeleteThreadResponse, DeleteThreadResponse__Output as _turnkeeper_v1_DeleteThreadResponse__Output } from './turnkeeper/v1/DeleteThreadResponse';
+import type { Event as _turnkeeper_v1_Event, Event__Output as _turnkeeper_v1_Event__Output } from './turnkeeper/v1/Event';
+import type { EventInput as _turnkeeper_v1_EventInput, EventInput__Output as _turnkeeper_v1_EventInput__Output } from './turnkeeper/v1/EventInput';
+import type { FinishTurnRequest as _turnkeeper_v1_FinishTurnRequest, FinishTurnRequest__Output as _turnkeeper_v1_FinishTurnRequest__Output } from './turnkeeper/v1/FinishTurnRequest';
+import type { FinishTurnResponse as _turnkeeper_v1_FinishTurnResponse, FinishTurnResponse__Output as _turnkeeper_v1_FinishTurnResponse__Output } from './turnkeeper/v1/FinishTurnResponse';
 import type { GetCheckpointRequest as _turnkeeper_v1_GetCheckpointRequest, GetCheckpointRequest__Output as _turnkeeper_v1_GetCheckpointRequest__Output } from './turnkeeper/v1/GetCheckpointRequest';
 import type { GetCheckpointResponse as _turnkeeper_v1_GetCheckpointResponse, GetCheckpointResponse__Output as _turnkeeper_v1_GetCheckpointResponse__Output } from './turnkeeper/v1/GetCheckpointResponse';
+import type { GetTurnRequest as _turnkeeper_v1_GetTurnRequest, GetTurnRequest__Output as _turnkeeper_v1_GetTurnRequest__Output } from './turnkeeper/v1/GetTurnRequest';
+import type { GetTurnResponse as _turnkeeper_v1_GetTurnResponse, GetTurnResponse__Output as _turnkeeper_v1_GetTurnResponse__Output } from './turnkeeper/v1/GetTurnResponse';
+import type { HeartbeatRequest as _turnkeeper_v1_HeartbeatRequest, HeartbeatRequest__Output as _turnkeeper_v1_HeartbeatRequest__Output } from './turnkeeper/v1/HeartbeatRequest';
+import type { HeartbeatResponse as _turnkeeper_v1_HeartbeatResponse, HeartbeatResponse__Output as _turnkeeper_v1_HeartbeatResponse__Output } from './turnkeeper/v1/HeartbeatResponse';
 import type { ListCheckpointsRequest as _turnkeeper_v1_ListCheckpointsRequest, ListCheckpointsRequest__Output as _turnkeeper_v1_ListCheckpointsRequest__Output } from './turnkeeper/v1/ListCheckpointsRequest';
 import type { ListCheckpointsResponse as _turnkeeper_v1_ListCheckpointsResponse, ListCheckpointsResponse__Output as _turnkeeper_v1_ListCheckpointsResponse__Output } from './turnkeeper/v1/ListCheckpointsResponse';
+import type { ListEventsRequest as _turnkeeper_v1_ListEventsRequest, ListEventsRequest__Output as _turnkeeper_v1_ListEventsRequest__Output } from './turnkeeper/v1/ListEventsRequest';
+import type { ListEventsResponse as _turnkeeper_v1_ListEventsResponse, ListEventsResponse__Output as _turnkeeper_v1_ListEventsResponse__Output } from './turnkeeper/v1/ListEventsResponse';
+import type { ListTurnsRequest as _turnkeeper_v1_ListTurnsRequest, ListTurnsRequest__Output as _turnkeeper_v1_ListTurnsRequest__Output } from './turnkeeper/v1/ListTurnsRequest';
+import type { ListTurnsResponse as _turnkeeper_v1_ListTurnsResponse, ListTurnsResponse__Output as _turnkeeper_v1_ListTurnsResponse__Output } from './turnkeeper/v1/ListTurnsResponse';
+import type { Owner as _turnkeeper_v1_Owner, Owner__Output as _turnkeeper_v1_Owner__Output } from './turnkeeper/v1/Owner';
+import type { ParkTurnRequest as _turnkeeper_v1_ParkTurnRequest, ParkTurnRequest__Output as _turnkeeper_v1_ParkTurnRequest__Output } from './turnkeeper/v1/ParkTurnRequest';
+import type { ParkTurnResponse as _turnkeeper_v1_ParkTurnResponse, ParkTurnResponse__Output as _turnkeeper_v1_ParkTurnResponse__Output } from './turnkeeper/v1/ParkTurnResponse';
 import type { PendingWrite as _turnkeeper_v1_PendingWrite, PendingWrite__Output as _turnkeeper_v1_PendingWrite__Output } from './turnkeeper/v1/PendingWrite';
 import type { PutCheckpointRequest as _turnkeeper_v1_PutCheckpointRequest, PutCheckpointRequest__Output as _turnkeeper_v1_PutCheckpointRequest__Output } from './turnkeeper/v1/PutCheckpointRequest';
 import type { PutCheckpointResponse as _turnkeeper_v1_PutCheckpointResponse, PutCheckpointResponse__Output as _turnkeeper_v1_PutCheckpointResponse__Output } from './turnkeeper/v1/PutCheckpointResponse';
 import type { PutWritesRequest as _turnkeeper_v1_PutWritesRequest, PutWritesRequest__Output as _turnkeeper_v1_PutWritesRequest__Output } from './turnkeeper/v1/PutWritesRequest';
 import type { PutWritesResponse as _turnkeeper_v1_PutWritesResponse, PutWritesResponse__Output as _turnkeeper_v1_PutWritesResponse__Output } from './turnkeeper/v1/PutWritesResponse';
+import type { RedriveRequest as _turnkeeper_v1_RedriveRequest, RedriveRequest__Output as _turnkeeper_v1_RedriveRequest__Output } from './turnkeeper/v1/RedriveRequest';
+import type { RedriveResponse as _turnkeeper_v1_RedriveResponse, RedriveResponse__Output as _turnkeeper_v1_RedriveResponse__Output } from './turnkeeper/v1/RedriveResponse';
+import type { RedrivenTurn as _turnkeeper_v1_RedrivenTurn, RedrivenTurn__Output as _turnkeeper_v1_RedrivenTurn__Output } from './turnkeeper/v1/RedrivenTurn';
+import type { Reset as _turnkeeper_v1_Reset, Reset__Output as _turnkeeper_v1_Reset__Output } from './turnkeeper/v1/Reset';
+import type { ResumeDetachedRequest as _turnkeeper_v1_ResumeDetachedRequest, ResumeDetachedRequest__Output as _turnkeeper_v1_ResumeDetachedRequest__Output } from './turnkeeper/v1/ResumeDetachedRequest';
+import type { ResumeDetachedResponse as _turnkeeper_v1_ResumeDetachedResponse, ResumeDetachedResponse__Output as _turnkeeper_v1_ResumeDetachedResponse__Output } from './turnkeeper/v1/ResumeDetachedResponse';
+import type { StartTurnRequest as _turnkeeper_v1_StartTurnRequest, StartTurnRequest__Output as _turnkeeper_v1_StartTurnRequest__Output } from './turnkeeper/v1/StartTurnRequest';
+import type { StartTurnResponse as _turnkeeper_v1_StartTurnResponse, StartTurnResponse__Output as _turnkeeper_v1_StartTurnResponse__Output } from './turnkeeper/v1/StartTurnResponse';
+import type { StreamError as _turnkeeper_v1_StreamError, StreamError__Output as _turnkeeper_v1_StreamError__Output } from './turnkeeper/v1/StreamError';
+import type { Turn as _turnkeeper_v1_Turn, Turn__Output as _turnkeeper_v1_Turn__Output } from './turnkeeper/v1/Turn';
 import type { TurnFence as _turnkeeper_v1_TurnFence, TurnFence__Output as _turnkeeper_v1_TurnFence__Output } from './turnkeeper/v1/TurnFence';
+import type { TurnServiceClient as _turnkeeper_v1_TurnServiceClient, TurnServiceDefinition as _turnkeeper_v1_TurnServiceDefinition } from './turnkeeper/v1/TurnService';
+import type { TurnStatusRequest as _turnkeeper_v1_TurnStatusRequest, TurnStatusRequest__Output as _turnkeeper_v1_TurnStatusRequest__Output } from './turnkeeper/v1/TurnStatusRequest';
+import type { TurnStatusResponse as _turnkeeper_v1_TurnStatusResponse, TurnStatusResponse__Output as _turnkeeper_v1_TurnStatusResponse__Output } from './turnkeeper/v1/TurnStatusResponse';
 import type { TypedValue as _turnkeeper_v1_TypedValue, TypedValue__Output as _turnkeeper_v1_TypedValue__Output } from './turnkeeper/v1/TypedValue';
+import type { WatchTurnRequest as _turnkeeper_v1_WatchTurnRequest, WatchTurnRequest__Output as _turnkeeper_v1_WatchTurnRequest__Output } from './turnkeeper/v1/WatchTurnRequest';
+import type { WatchTurnResponse as _turnkeeper_v1_WatchTurnResponse, WatchTurnResponse__Output as _turnkeeper_v1_WatchTurnResponse__Output } from './turnkeeper/v1/WatchTurnResponse';
 import type { WriteInput as _turnkeeper_v1_WriteInput, WriteInput__Output as _turnkeeper_v1_WriteInput__Output } from './turnkeeper/v1/WriteInput';
 
 type SubtypeConstructor<Constructor extends new (...args: any) => any, Subtype> = {
@@ -24,27 +64,78 @@ type SubtypeConstructor<Constructor extends new (...args: any) => any, Subtype> 
 };
 
 export interface ProtoGrpcType {
+  google: {
+    protobuf: {
+      ListValue: MessageTypeDefinition<_google_protobuf_ListValue, _google_protobuf_ListValue__Output>
+      NullValue: EnumTypeDefinition
+      Struct: MessageTypeDefinition<_google_protobuf_Struct, _google_protobuf_Struct__Output>
+      Timestamp: MessageTypeDefinition<_google_protobuf_Timestamp, _google_protobuf_Timestamp__Output>
+      Value: MessageTypeDefinition<_google_protobuf_Value, _google_protobuf_Value__Output>
+    }
+  }
   turnkeeper: {
     v1: {
+      AppendEventsRequest: MessageTypeDefinition<_turnkeeper_v1_AppendEventsRequest, _turnkeeper_v1_AppendEventsRequest__Output>
+      AppendEventsResponse: MessageTypeDefinition<_turnkeeper_v1_AppendEventsResponse, _turnkeeper_v1_AppendEventsResponse__Output>
       CheckpointRef: MessageTypeDefinition<_turnkeeper_v1_CheckpointRef, _turnkeeper_v1_CheckpointRef__Output>
       /**
        * CheckpointService is the storage behind turnkeeper's RemoteSaver.
        */
       CheckpointService: SubtypeConstructor<typeof grpc.Client, _turnkeeper_v1_CheckpointServiceClient> & { service: _turnkeeper_v1_CheckpointServiceDefinition }
+      CheckpointStreamRequest: MessageTypeDefinition<_turnkeeper_v1_CheckpointStreamRequest, _turnkeeper_v1_CheckpointStreamRequest__Output>
+      CheckpointStreamResponse: MessageTypeDefinition<_turnkeeper_v1_CheckpointStreamResponse, _turnkeeper_v1_CheckpointStreamResponse__Output>
       CheckpointTuple: MessageTypeDefinition<_turnkeeper_v1_CheckpointTuple, _turnkeeper_v1_CheckpointTuple__Output>
+      ClaimTurnRequest: MessageTypeDefinition<_turnkeeper_v1_ClaimTurnRequest, _turnkeeper_v1_ClaimTurnRequest__Output>
+      ClaimTurnResponse: MessageTypeDefinition<_turnkeeper_v1_ClaimTurnResponse, _turnkeeper_v1_ClaimTurnResponse__Output>
       DeleteThreadRequest: MessageTypeDefinition<_turnkeeper_v1_DeleteThreadRequest, _turnkeeper_v1_DeleteThreadRequest__Output>
       DeleteThreadResponse: MessageTypeDefinition<_turnkeeper_v1_DeleteThreadResponse, _turnkeeper_v1_DeleteThreadResponse__Output>
+      Event: MessageTypeDefinition<_turnkeeper_v1_Event, _turnkeeper_v1_Event__Output>
+      EventInput: MessageTypeDefinition<_turnkeeper_v1_EventInput, _turnkeeper_v1_EventInput__Output>
+      FinishTurnRequest: MessageTypeDefinition<_turnkeeper_v1_FinishTurnRequest, _turnkeeper_v1_FinishTurnRequest__Output>
+      FinishTurnResponse: MessageTypeDefinition<_turnkeeper_v1_FinishTurnResponse, _turnkeeper_v1_FinishTurnResponse__Output>
       GetCheckpointRequest: MessageTypeDefinition<_turnkeeper_v1_GetCheckpointRequest, _turnkeeper_v1_GetCheckpointRequest__Output>
       GetCheckpointResponse: MessageTypeDefinition<_turnkeeper_v1_GetCheckpointResponse, _turnkeeper_v1_GetCheckpointResponse__Output>
+      GetTurnRequest: MessageTypeDefinition<_turnkeeper_v1_GetTurnRequest, _turnkeeper_v1_GetTurnRequest__Output>
+      GetTurnResponse: MessageTypeDefinition<_turnkeeper_v1_GetTurnResponse, _turnkeeper_v1_GetTurnResponse__Output>
+      HeartbeatRequest: MessageTypeDefinition<_turnkeeper_v1_HeartbeatRequest, _turnkeeper_v1_HeartbeatRequest__Output>
+      HeartbeatResponse: MessageTypeDefinition<_turnkeeper_v1_HeartbeatResponse, _turnkeeper_v1_HeartbeatResponse__Output>
       ListCheckpointsRequest: MessageTypeDefinition<_turnkeeper_v1_ListCheckpointsRequest, _turnkeeper_v1_ListCheckpointsRequest__Output>
       ListCheckpointsResponse: MessageTypeDefinition<_turnkeeper_v1_ListCheckpointsResponse, _turnkeeper_v1_ListCheckpointsResponse__Output>
+      ListEventsRequest: MessageTypeDefinition<_turnkeeper_v1_ListEventsRequest, _turnkeeper_v1_ListEventsRequest__Output>
+      ListEventsResponse: MessageTypeDefinition<_turnkeeper_v1_ListEventsResponse, _turnkeeper_v1_ListEventsResponse__Output>
+      ListTurnsRequest: MessageTypeDefinition<_turnkeeper_v1_ListTurnsRequest, _turnkeeper_v1_ListTurnsRequest__Output>
+      ListTurnsResponse: MessageTypeDefinition<_turnkeeper_v1_ListTurnsResponse, _turnkeeper_v1_ListTurnsResponse__Output>
+      Outcome: EnumTypeDefinition
+      Owner: MessageTypeDefinition<_turnkeeper_v1_Owner, _turnkeeper_v1_Owner__Output>
+      ParkTurnRequest: MessageTypeDefinition<_turnkeeper_v1_ParkTurnRequest, _turnkeeper_v1_ParkTurnRequest__Output>
+      ParkTurnResponse: MessageTypeDefinition<_turnkeeper_v1_ParkTurnResponse, _turnkeeper_v1_ParkTurnResponse__Output>
       PendingWrite: MessageTypeDefinition<_turnkeeper_v1_PendingWrite, _turnkeeper_v1_PendingWrite__Output>
       PutCheckpointRequest: MessageTypeDefinition<_turnkeeper_v1_PutCheckpointRequest, _turnkeeper_v1_PutCheckpointRequest__Output>
       PutCheckpointResponse: MessageTypeDefinition<_turnkeeper_v1_PutCheckpointResponse, _turnkeeper_v1_PutCheckpointResponse__Output>
       PutWritesRequest: MessageTypeDefinition<_turnkeeper_v1_PutWritesRequest, _turnkeeper_v1_PutWritesRequest__Output>
       PutWritesResponse: MessageTypeDefinition<_turnkeeper_v1_PutWritesResponse, _turnkeeper_v1_PutWritesResponse__Output>
+      RedriveRequest: MessageTypeDefinition<_turnkeeper_v1_RedriveRequest, _turnkeeper_v1_RedriveRequest__Output>
+      RedriveResponse: MessageTypeDefinition<_turnkeeper_v1_RedriveResponse, _turnkeeper_v1_RedriveResponse__Output>
+      RedrivenTurn: MessageTypeDefinition<_turnkeeper_v1_RedrivenTurn, _turnkeeper_v1_RedrivenTurn__Output>
+      Reset: MessageTypeDefinition<_turnkeeper_v1_Reset, _turnkeeper_v1_Reset__Output>
+      ResumeDetachedRequest: MessageTypeDefinition<_turnkeeper_v1_ResumeDetachedRequest, _turnkeeper_v1_ResumeDetachedRequest__Output>
+      ResumeDetachedResponse: MessageTypeDefinition<_turnkeeper_v1_ResumeDetachedResponse, _turnkeeper_v1_ResumeDetachedResponse__Output>
+      StartTurnRequest: MessageTypeDefinition<_turnkeeper_v1_StartTurnRequest, _turnkeeper_v1_StartTurnRequest__Output>
+      StartTurnResponse: MessageTypeDefinition<_turnkeeper_v1_StartTurnResponse, _turnkeeper_v1_StartTurnResponse__Output>
+      StreamError: MessageTypeDefinition<_turnkeeper_v1_StreamError, _turnkeeper_v1_StreamError__Output>
+      Turn: MessageTypeDefinition<_turnkeeper_v1_Turn, _turnkeeper_v1_Turn__Output>
       TurnFence: MessageTypeDefinition<_turnkeeper_v1_TurnFence, _turnkeeper_v1_TurnFence__Output>
+      /**
+       * TurnService owns the turn journal (turns.db): its state machine, the retained
+       * events of every turn, and the outbox that mirrors both to NATS.
+       */
+      TurnService: SubtypeConstructor<typeof grpc.Client, _turnkeeper_v1_TurnServiceClient> & { service: _turnkeeper_v1_TurnServiceDefinition }
+      TurnState: EnumTypeDefinition
+      TurnStatusRequest: MessageTypeDefinition<_turnkeeper_v1_TurnStatusRequest, _turnkeeper_v1_TurnStatusRequest__Output>
+      TurnStatusResponse: MessageTypeDefinition<_turnkeeper_v1_TurnStatusResponse, _turnkeeper_v1_TurnStatusResponse__Output>
       TypedValue: MessageTypeDefinition<_turnkeeper_v1_TypedValue, _turnkeeper_v1_TypedValue__Output>
+      WatchTurnRequest: MessageTypeDefinition<_turnkeeper_v1_WatchTurnRequest, _turnkeeper_v1_WatchTurnRequest__Output>
+      WatchTurnResponse: MessageTypeDefinition<_turnkeeper_v1_WatchTurnResponse, _turnkeeper_v1_WatchTurnResponse__Output>
       WriteInput: MessageTypeDefinition<_turnkeeper_v1_WriteInput, _turnkeeper_v1_WriteInput__Output>
     }
   }

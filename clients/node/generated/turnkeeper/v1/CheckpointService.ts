@@ -2,6 +2,8 @@
 
 import type * as grpc from '@grpc/grpc-js'
 import type { MethodDefinition } from '@grpc/proto-loader'
+import type { CheckpointStreamRequest as _turnkeeper_v1_CheckpointStreamRequest, CheckpointStreamRequest__Output as _turnkeeper_v1_CheckpointStreamRequest__Output } from '../../turnkeeper/v1/CheckpointStreamRequest';
+import type { CheckpointStreamResponse as _turnkeeper_v1_CheckpointStreamResponse, CheckpointStreamResponse__Output as _turnkeeper_v1_CheckpointStreamResponse__Output } from '../../turnkeeper/v1/CheckpointStreamResponse';
 import type { DeleteThreadRequest as _turnkeeper_v1_DeleteThreadRequest, DeleteThreadRequest__Output as _turnkeeper_v1_DeleteThreadRequest__Output } from '../../turnkeeper/v1/DeleteThreadRequest';
 import type { DeleteThreadResponse as _turnkeeper_v1_DeleteThreadResponse, DeleteThreadResponse__Output as _turnkeeper_v1_DeleteThreadResponse__Output } from '../../turnkeeper/v1/DeleteThreadResponse';
 import type { GetCheckpointRequest as _turnkeeper_v1_GetCheckpointRequest, GetCheckpointRequest__Output as _turnkeeper_v1_GetCheckpointRequest__Output } from '../../turnkeeper/v1/GetCheckpointRequest';
@@ -17,6 +19,25 @@ import type { PutWritesResponse as _turnkeeper_v1_PutWritesResponse, PutWritesRe
  * CheckpointService is the storage behind turnkeeper's RemoteSaver.
  */
 export interface CheckpointServiceClient extends grpc.Client {
+  /**
+   * One graph run's gets, puts, writes and event appends on one open stream: the
+   * service handles the messages one at a time in the order they arrive, and answers
+   * each (a put, a write or an append only after its commit) with the same id. A
+   * fenced message (a stale attempt) ends the stream with ABORTED; any other refusal
+   * answers that message with its error and the stream goes on.
+   */
+  CheckpointStream(metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientDuplexStream<_turnkeeper_v1_CheckpointStreamRequest, _turnkeeper_v1_CheckpointStreamResponse__Output>;
+  CheckpointStream(options?: grpc.CallOptions): grpc.ClientDuplexStream<_turnkeeper_v1_CheckpointStreamRequest, _turnkeeper_v1_CheckpointStreamResponse__Output>;
+  /**
+   * One graph run's gets, puts, writes and event appends on one open stream: the
+   * service handles the messages one at a time in the order they arrive, and answers
+   * each (a put, a write or an append only after its commit) with the same id. A
+   * fenced message (a stale attempt) ends the stream with ABORTED; any other refusal
+   * answers that message with its error and the stream goes on.
+   */
+  checkpointStream(metadata: grpc.Metadata, options?: grpc.CallOptions): grpc.ClientDuplexStream<_turnkeeper_v1_CheckpointStreamRequest, _turnkeeper_v1_CheckpointStreamResponse__Output>;
+  checkpointStream(options?: grpc.CallOptions): grpc.ClientDuplexStream<_turnkeeper_v1_CheckpointStreamRequest, _turnkeeper_v1_CheckpointStreamResponse__Output>;
+  
   /**
    * Delete every checkpoint and write of a thread.
    */
@@ -97,6 +118,15 @@ export interface CheckpointServiceClient extends grpc.Client {
  */
 export interface CheckpointServiceHandlers extends grpc.UntypedServiceImplementation {
   /**
+   * One graph run's gets, puts, writes and event appends on one open stream: the
+   * service handles the messages one at a time in the order they arrive, and answers
+   * each (a put, a write or an append only after its commit) with the same id. A
+   * fenced message (a stale attempt) ends the stream with ABORTED; any other refusal
+   * answers that message with its error and the stream goes on.
+   */
+  CheckpointStream: grpc.handleBidiStreamingCall<_turnkeeper_v1_CheckpointStreamRequest__Output, _turnkeeper_v1_CheckpointStreamResponse>;
+  
+  /**
    * Delete every checkpoint and write of a thread.
    */
   DeleteThread: grpc.handleUnaryCall<_turnkeeper_v1_DeleteThreadRequest__Output, _turnkeeper_v1_DeleteThreadResponse>;
@@ -125,6 +155,7 @@ export interface CheckpointServiceHandlers extends grpc.UntypedServiceImplementa
 }
 
 export interface CheckpointServiceDefinition extends grpc.ServiceDefinition {
+  CheckpointStream: MethodDefinition<_turnkeeper_v1_CheckpointStreamRequest, _turnkeeper_v1_CheckpointStreamResponse, _turnkeeper_v1_CheckpointStreamRequest__Output, _turnkeeper_v1_CheckpointStreamResponse__Output>
   DeleteThread: MethodDefinition<_turnkeeper_v1_DeleteThreadRequest, _turnkeeper_v1_DeleteThreadResponse, _turnkeeper_v1_DeleteThreadRequest__Output, _turnkeeper_v1_DeleteThreadResponse__Output>
   GetCheckpoint: MethodDefinition<_turnkeeper_v1_GetCheckpointRequest, _turnkeeper_v1_GetCheckpointResponse, _turnkeeper_v1_GetCheckpointRequest__Output, _turnkeeper_v1_GetCheckpointResponse__Output>
   ListCheckpoints: MethodDefinition<_turnkeeper_v1_ListCheckpointsRequest, _turnkeeper_v1_ListCheckpointsResponse, _turnkeeper_v1_ListCheckpointsRequest__Output, _turnkeeper_v1_ListCheckpointsResponse__Output>

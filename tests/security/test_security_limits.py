@@ -358,11 +358,13 @@ async def test_checkpoint_streams_per_peer(small: Stubs) -> None:
     )
     calls = []
     for _ in range(2):
-        call = small.checkpoints.CheckpointStream()
+        call = small.checkpoints.CheckpointStream(None)
         await call.write(get)
-        assert (await asyncio.wait_for(call.read(), 5)).id == 1  # registered
+        answer = await asyncio.wait_for(call.read(), 5)
+        assert isinstance(answer, checkpoints_pb2.CheckpointStreamResponse)
+        assert answer.id == 1  # the service has registered the stream
         calls.append(call)
-    third = small.checkpoints.CheckpointStream()
+    third = small.checkpoints.CheckpointStream(None)
     await third.write(get)
     with pytest.raises(aio.AioRpcError) as info:
         await asyncio.wait_for(third.read(), 5)

@@ -10,8 +10,10 @@ import asyncio
 from collections.abc import AsyncIterator
 from uuid import uuid4
 
+import grpc
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
+from turnkeeper import errors
 from turnkeeper.agent.saver import RemoteSaver
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper_server.app import TurnkeeperServer
@@ -125,3 +127,29 @@ async def test_the_blocking_api_goes_on_after_a_cut(
             ids.append(checkpoint["id"])
         stored = await _stored(saver, thread)
     assert set(stored) == set(ids)
+
+
+async def test_an_unanswered_operation_fails_at_the_deadline() -> None:
+    # A TCP server that accepts and never answers: no gRPC handshake, no reply.
+    held: list[asyncio.StreamWriter] = []
+
+    async def accept(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+        while await reader.read(65536):
+            pass
+
+    silent = await asyncio.start_server(accept, "127.0.0.1", 0)
+    port = silent.sockets[0].getsockname()[1]
+    options = ConnectionOptions(target=f"127.0.0.1:{port}", default_timeout=0.5)
+    try:
+        async with RemoteSaver(options=options) as saver:
+            with pytest.raises(errors.TurnkeeperError) as info:
+                await saver.aget_tuple({"configurable": {"thread_id": "t"}})
+            assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+            with pytest.raises(errors.TurnkeeperError) as info:
+                await asyncio.to_thread(saver.get_tuple, {"configurable": {"thread_id": "t"}})
+            assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    finally:
+        for writer in held:
+            writer.close()
+        silent.close()

@@ -21,7 +21,7 @@ What holds, as on the unary path:
   break is a no-op the second time, and a message already answered is never sent
   again.
 
-Each answer the caller waits for is bounded by ``options.default_timeout``, like a
+Each operation (its write included) is bounded by ``options.default_timeout``, like a
 unary call's deadline. Streams idle for :data:`IDLE_SECONDS` are closed when the
 saver is next used (and a bridge's run's stream when the run ends).
 
@@ -85,17 +85,6 @@ def _answer(response: Response) -> Response:
     return response
 
 
-def _expire(future: asyncio.Future[Response], timeout: float) -> None:
-    if not future.done():
-        future.set_exception(
-            TurnkeeperError(
-                grpc.StatusCode.DEADLINE_EXCEEDED,
-                f"no answer on the checkpoint stream within {timeout} s",
-                rpc=_RPC,
-            )
-        )
-
-
 def _backoff(options: ConnectionOptions, attempt: int) -> float:
     return float(min(options.retry_initial_backoff * 2 ** (attempt - 1), options.retry_max_backoff))
 
@@ -127,24 +116,32 @@ class AsyncRunStream:
             raise RuntimeError("the checkpoint stream is closed")
         self.last_used = time.monotonic()
         request = Request(id=next(self._ids), **op)
-        loop = asyncio.get_running_loop()
-        future: asyncio.Future[Response] = loop.create_future()
+        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._pending[request.id] = (request, future)
-        # A timer rather than asyncio.wait_for: no task and no shield per message.
         timeout = self._options.default_timeout
-        expiry = None if timeout is None else loop.call_later(timeout, _expire, future, timeout)
         try:
-            async with self._writing:
-                if self._call is None:
-                    self._call = self._client.open_checkpoint_stream()
-                    self._reader = asyncio.create_task(self._read(self._call))
-                    await self._send_pending(self._call)
-                elif self._sent_on.get(request.id) is not self._call:
-                    await self._write(self._call, request)
-            return _answer(await future)
+            # The deadline covers the write too: a write waits while the connection
+            # is being made, or while the service reads nothing.
+            async with asyncio.timeout(timeout):
+                async with self._writing:
+                    if self._call is None:
+                        self._call = self._client.open_checkpoint_stream()
+                        self._reader = asyncio.create_task(self._read(self._call))
+                        await self._send_pending(self._call)
+                    elif self._sent_on.get(request.id) is not self._call:
+                        await self._write(self._call, request)
+                return _answer(await future)
+        except TimeoutError:
+            # The stream is stuck (or the write was cut short): it counts as broken,
+            # and the reader sends what else is waiting on a new one.
+            if self._call is not None:
+                self._call.cancel()
+            raise TurnkeeperError(
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                f"no answer on the checkpoint stream within {timeout} s",
+                rpc=_RPC,
+            ) from None
         finally:
-            if expiry is not None:
-                expiry.cancel()
             # Answered, failed, timed out or cancelled: never sent again.
             self._pending.pop(request.id, None)
             self._sent_on.pop(request.id, None)

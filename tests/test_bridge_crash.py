@@ -439,7 +439,7 @@ async def test_nats_restarted_during_a_redrive_still_delivers_the_rewind_once(
             await second.ready()
             assert (await result(watcher, "responses/turnStatus", {"turn_id": "t-nats"}))[
                 "status"
-            ] == "DONE"
+            ] == "done"
     finally:
         await watcher.close()
         await relay.stop()

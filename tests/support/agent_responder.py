@@ -164,7 +164,7 @@ class PipelineResponder:
         status = await self._stub.TurnStatus(pb.TurnStatusRequest(turn_id=params["turn_id"]))
         return {
             "turn_id": params["turn_id"],
-            "status": TurnState.from_proto(status.state).value,
+            "status": TurnState.from_proto(status.state).wire,
             "attempts": status.attempts,
             "last_seq": status.last_seq,
             "error": status.error,
@@ -176,7 +176,7 @@ class PipelineResponder:
         )
         return {
             "turn_id": params["turn_id"],
-            "status": "RUNNING",
+            "status": TurnState.RUNNING.wire,
             "dispatched": response.dispatched,
         }
 

@@ -112,6 +112,20 @@ class TurnState(enum.Enum):
         """RUNNING or PARKED: the panel keeps waiting."""
         return self in (TurnState.RUNNING, TurnState.PARKED)
 
+    @property
+    def wire(self) -> str:
+        """The word on the NATS JSON-RPC wire (``responses/turnStatus``): the
+        contract's lower-case ``running | parked | done | failed | unknown``."""
+        return self.value.lower()
+
+    @classmethod
+    def from_wire(cls, word: object) -> TurnState:
+        """The state a JSON-RPC ``status`` word names; anything else reads UNKNOWN.
+        Upper-case words are read too: bridges before the contract's words sent them."""
+        return _BY_WIRE.get(str(word).lower(), cls.UNKNOWN)
+
+
+_BY_WIRE: Final[dict[str, TurnState]] = {state.wire: state for state in TurnState}
 
 _FROM_PROTO: Final[dict[int, TurnState]] = {
     turns_pb2.TURN_STATE_RUNNING: TurnState.RUNNING,

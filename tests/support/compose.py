@@ -102,7 +102,7 @@ class Service:
     nats: bool
 
 
-def _image_of(name: str, spec: dict[str, Any], all_specs: dict[str, Any], base: Path) -> Image:
+def _image_of(spec: dict[str, Any], all_specs: dict[str, Any], base: Path) -> Image:
     image = str(spec.get("image", ""))
     if image.startswith("nats:"):
         return NATS_IMAGE
@@ -135,7 +135,7 @@ def read_compose(path: Path) -> dict[str, Service]:
     specs: dict[str, Any] = yaml.safe_load(path.read_text())["services"]
     services: dict[str, Service] = {}
     for name, spec in specs.items():
-        image = _image_of(name, spec, specs, path.parent)
+        image = _image_of(spec, specs, path.parent)
         if "entrypoint" in spec:
             argv = [*spec["entrypoint"], *spec.get("command", [])]
         else:

@@ -133,10 +133,14 @@ class WebServer:
         self.ssl = ssl_context(settings)
         self.app = web.Application(middlewares=[_headers], client_max_size=connect.MAX_BODY_BYTES)
         connect.add_routes(self.app, servicer, tokens, metrics)
-        self.app.router.add_get("/v1/turns/{turn_id}/events", EventStream(servicer, tokens))
+        self.app.router.add_get(
+            "/v1/turns/{turn_id}/events", EventStream(servicer, tokens).__call__
+        )
         self.app.router.add_post(
             "/v1/agents/{agent}/rpc",
-            AgentRelay(link, tokens, prefix=settings.subject_prefix, namespace=settings.namespace),
+            AgentRelay(
+                link, tokens, prefix=settings.subject_prefix, namespace=settings.namespace
+            ).__call__,
         )
         self.app.router.add_get("/v1/health", self._health)
         self.app.router.add_get("/v1/metrics", self._metrics)

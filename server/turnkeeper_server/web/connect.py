@@ -196,7 +196,8 @@ def add_routes(
     """Adds the Connect routes; returns their paths."""
     paths = []
     for route in routes(servicer):
-        app.router.add_post(route.path, ConnectHandler(route, tokens, metrics))
+        # The bound method: aiohttp wants a coroutine function, not a callable object.
+        app.router.add_post(route.path, ConnectHandler(route, tokens, metrics).__call__)
         paths.append(route.path)
     return paths
 

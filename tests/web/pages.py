@@ -1,0 +1,91 @@
+"""Opening the console's pages in Chromium, with a token and a DOM recorder.
+
+The recorder is a MutationObserver installed before the page's own scripts run. It
+replays every mutation record against a count of the seqs on the page
+(`li[data-seq]` in `#timeline`), so a seq shown twice is caught at the moment it
+happens, not only in the final DOM.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from playwright.async_api import Browser, BrowserContext, Page
+
+# Generous: CI machines are slow; nothing waits this long when things work.
+PATIENCE_MS = 60_000
+
+RECORDER = """
+(() => {
+  window.__dom = {duplicates: [], maxShown: 0, resetsSeen: 0, sidebar: []};
+  const counts = new Map();
+  function count(node, delta) {
+    if (!(node instanceof Element)) return;
+    const items = node.matches("li[data-seq]") ? [node] : [...node.querySelectorAll("li[data-seq]")];
+    for (const li of items) {
+      const seq = li.dataset.seq;
+      const n = (counts.get(seq) || 0) + delta;
+      counts.set(seq, n);
+      if (n > 1) window.__dom.duplicates.push(seq);
+    }
+  }
+  function sidebarState() {
+    const items = document.querySelectorAll("#pipeline li");
+    return [...items].map((li) => li.dataset.state).join(",");
+  }
+  document.addEventListener("DOMContentLoaded", () => {
+    const timeline = document.getElementById("timeline");
+    if (timeline) {
+      new MutationObserver((records) => {
+        for (const r of records) {
+          r.removedNodes.forEach((n) => count(n, -1));
+          r.addedNodes.forEach((n) => count(n, +1));
+        }
+        window.__dom.maxShown = Math.max(window.__dom.maxShown, timeline.children.length);
+      }).observe(timeline, {childList: true});
+    }
+    const pipeline = document.getElementById("pipeline");
+    if (pipeline) {
+      const record = () => {
+        const s = sidebarState();
+        const seen = window.__dom.sidebar;
+        if (s && seen[seen.length - 1] !== s) seen.push(s);
+      };
+      new MutationObserver(record).observe(pipeline, {childList: true, subtree: true, attributes: true});
+    }
+  });
+})();
+"""
+
+
+async def open_context(browser: Browser, token: str | None = None) -> BrowserContext:
+    context = await browser.new_context(viewport={"width": 1200, "height": 800})
+    if token is not None:
+        await context.add_init_script(
+            f"sessionStorage.setItem('turnkeeper.token', {json.dumps(token)});"
+        )
+    await context.add_init_script(RECORDER)
+    context.set_default_timeout(PATIENCE_MS)
+    return context
+
+
+async def open_page(browser: Browser, url: str, token: str | None = None) -> Page:
+    context = await open_context(browser, token)
+    page = await context.new_page()
+    await page.goto(url)
+    return page
+
+
+async def timeline(page: Page) -> list[tuple[int, str, Any]]:
+    """(seq, type, data) of each event the turn page shows."""
+    rows = await page.eval_on_selector_all(
+        "#timeline li[data-seq]",
+        "items => items.map(li => [li.dataset.seq, li.dataset.type, li.querySelector('pre').textContent])",
+    )
+    return [(int(seq), type_, json.loads(data)) for seq, type_, data in rows]
+
+
+async def recorded(page: Page) -> dict[str, Any]:
+    result: dict[str, Any] = await page.evaluate("window.__dom")
+    return result

@@ -11,10 +11,11 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from playwright.async_api import Browser, BrowserContext, Page
+from playwright.async_api import Browser, BrowserContext, Page, expect
 
 # Generous: CI machines are slow; nothing waits this long when things work.
 PATIENCE_MS = 60_000
+expect.set_options(timeout=PATIENCE_MS)
 
 RECORDER = """
 (() => {
@@ -30,10 +31,6 @@ RECORDER = """
       if (n > 1) window.__dom.duplicates.push(seq);
     }
   }
-  function sidebarState() {
-    const items = document.querySelectorAll("#pipeline li");
-    return [...items].map((li) => li.dataset.state).join(",");
-  }
   document.addEventListener("DOMContentLoaded", () => {
     const timeline = document.getElementById("timeline");
     if (timeline) {
@@ -47,12 +44,16 @@ RECORDER = """
     }
     const pipeline = document.getElementById("pipeline");
     if (pipeline) {
-      const record = () => {
-        const s = sidebarState();
-        const seen = window.__dom.sidebar;
-        if (s && seen[seen.length - 1] !== s) seen.push(s);
-      };
-      new MutationObserver(record).observe(pipeline, {childList: true, subtree: true, attributes: true});
+      // Each render replaces the items: the state is read from the nodes each record
+      // added, so renders batched into one observer callback are all seen.
+      new MutationObserver((records) => {
+        for (const r of records) {
+          const items = [...r.addedNodes].filter((n) => n instanceof Element && n.matches("li"));
+          const s = items.map((li) => li.dataset.state).join(",");
+          const seen = window.__dom.sidebar;
+          if (s && seen[seen.length - 1] !== s) seen.push(s);
+        }
+      }).observe(pipeline, {childList: true});
     }
   });
 })();

@@ -15,7 +15,6 @@ writes stay on gRPC, and WatchTurn (a stream) is `sse.py`.
 
 from __future__ import annotations
 
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -200,9 +199,3 @@ def add_routes(
         app.router.add_post(route.path, ConnectHandler(route, tokens, metrics).__call__)
         paths.append(route.path)
     return paths
-
-
-def error_body(text: str) -> tuple[str, str]:
-    """(code, message) of a Connect error body; for tests and the relay."""
-    body = json.loads(text)
-    return body["code"], body["message"]

@@ -19,7 +19,7 @@ expect.set_options(timeout=PATIENCE_MS)
 
 RECORDER = """
 (() => {
-  window.__dom = {duplicates: [], maxShown: 0, resetsSeen: 0, sidebar: []};
+  window.__dom = {duplicates: [], maxShown: 0, sidebar: [], replySeqs: {}};
   const counts = new Map();
   function count(node, delta) {
     if (!(node instanceof Element)) return;
@@ -54,6 +54,19 @@ RECORDER = """
           if (s && seen[seen.length - 1] !== s) seen.push(s);
         }
       }).observe(pipeline, {childList: true});
+    }
+    const messages = document.getElementById("messages");
+    if (messages) {
+      // Every value a reply's data-last-seq held, in order: each record's old value;
+      // pages.reply_seqs adds the current one.
+      new MutationObserver((records) => {
+        for (const r of records) {
+          const turn = r.target.dataset.turnId || "?";
+          const seqs = window.__dom.replySeqs[turn] || (window.__dom.replySeqs[turn] = []);
+          if (r.oldValue !== null) seqs.push(Number(r.oldValue));
+        }
+      }).observe(messages, {subtree: true, attributes: true, attributeOldValue: true,
+        attributeFilter: ["data-last-seq"]});
     }
   });
 })();
@@ -90,3 +103,15 @@ async def timeline(page: Page) -> list[tuple[int, str, Any]]:
 async def recorded(page: Page) -> dict[str, Any]:
     result: dict[str, Any] = await page.evaluate("window.__dom")
     return result
+
+
+async def reply_seqs(page: Page) -> dict[str, list[int]]:
+    """Per run (turn id), every seq its reply applied, in order."""
+    seqs: dict[str, list[int]] = (await recorded(page))["replySeqs"]
+    finals: list[list[str]] = await page.eval_on_selector_all(
+        ".message.agent[data-last-seq]",
+        "items => items.map(m => [m.dataset.turnId, m.dataset.lastSeq])",
+    )
+    for turn, last in finals:
+        seqs.setdefault(turn, []).append(int(last))
+    return seqs

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import signal
 import sys
 from collections.abc import AsyncIterator
@@ -13,11 +14,14 @@ from pathlib import Path
 
 import pytest
 from playwright.async_api import Browser, Page, expect
+from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.support.agents import Agent
+from tests.support.agents import Agent, all_events
 from tests.support.nats import NatsServer
-from tests.web.pages import open_page, recorded
+from tests.support.relay import Relay
+from tests.web.pages import open_page, recorded, reply_seqs
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -32,9 +36,10 @@ class Pipelines:
         self.nats_url = nats_url
         self.started: list[Agent] = []
 
-    async def start(self, agent: str = "pipeline") -> Agent:
+    async def start(self, agent: str = "pipeline", delay: float = 0.0) -> Agent:
         env = {
             **os.environ,
+            "PIPELINE_DELAY": str(delay),
             "TURNKEEPER_ADDRESS": self.service,
             "NATS_URL": self.nats_url,
             "TURNKEEPER_AGENT": agent,
@@ -151,4 +156,84 @@ async def test_retry_is_offered_only_for_a_request_that_reached_no_agent(
         await expect(page.locator("#retry")).to_be_hidden()
     finally:
         agent.signal(signal.SIGCONT)
+    await page.context.close()
+
+
+async def until_over(service: TurnkeeperServer, turn_id: str) -> None:
+    """Until the run's terminal event (WatchTurn ends after it)."""
+    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as client:
+        async for _ in client.watch_turn(turns_pb2.WatchTurnRequest(turn_id=turn_id)):
+            pass
+
+
+async def test_a_dropped_network_is_interrupted_not_retryable_and_reattaches_without_a_duplicate(
+    browser: Browser, web_service: TurnkeeperServer, pipelines: Pipelines
+) -> None:
+    await pipelines.start(delay=1.0)
+    assert web_service.web is not None
+    # The browser's only path to the service: a TCP relay the test can cut.
+    relay = Relay(web_service.web.port)
+    await relay.start()
+    try:
+        page = await open_page(
+            browser, f"http://127.0.0.1:{relay.port}/console/chat?agent=pipeline"
+        )
+        await ask(page, "What survives a dropped network?")
+        reply = page.locator(".message.agent")
+        await expect(reply).to_have_attribute("data-turn-id", re.compile(r".+"))
+        turn_id = await reply.get_attribute("data-turn-id")
+        assert turn_id is not None
+        # Mid-run (analyze has finished, plan runs): the network goes.
+        await expect(page.locator('#pipeline li[data-step="analyze"]')).to_have_attribute(
+            "data-state", "active"
+        )
+        relay.shut()
+        await expect(page.locator("#chat-error")).to_contain_text("interrupted")
+        await expect(page.locator("#check")).to_be_visible()
+        await expect(page.locator("#retry")).to_be_hidden()  # it may have gone on
+        await until_over(web_service, turn_id)
+        relay.open()
+        # The page re-attaches by itself after the last event it showed.
+        await expect(page.locator("#chat-status")).to_have_text("done")
+        await expect(page.locator("#chat-error")).to_be_empty()
+        await expect(page.locator("#check")).to_be_hidden()
+    finally:
+        await relay.stop()
+    async with AsyncTurnkeeperClient(ConnectionOptions(target=web_service.address)) as client:
+        retained = await all_events(client, turn_id)
+    # Every event applied once, in order, none missing.
+    assert (await reply_seqs(page))[turn_id] == [e.seq for e in retained]
+    first = ["active,pending,pending", "complete,active,pending", "complete,complete,active"]
+    assert (await recorded(page))["sidebar"] == first
+    assert (await reply.locator(".text").inner_text()).startswith("Answer: ")
+    await page.context.close()
+
+
+async def test_stop_then_check_status_picks_up_the_finished_run(
+    browser: Browser, web_service: TurnkeeperServer, pipelines: Pipelines
+) -> None:
+    await pipelines.start(delay=1.0)
+    page = await open_page(browser, chat_url(web_service, "pipeline"))
+    await ask(page, "Can I look away?")
+    reply = page.locator(".message.agent")
+    await expect(page.locator('#pipeline li[data-step="analyze"]')).to_have_attribute(
+        "data-state", "active"
+    )
+    turn_id = await reply.get_attribute("data-turn-id")
+    assert turn_id is not None
+    await page.click("#stop")
+    await expect(page.locator("#chat-error")).to_contain_text("Stopped")
+    await expect(page.locator("#check")).to_be_visible()
+    await expect(page.locator("#retry")).to_be_hidden()
+    await until_over(web_service, turn_id)
+    # Nothing moved while the page was not following.
+    assert await sidebar(page) == "active,pending,pending"
+    await page.click("#check")
+    await expect(page.locator("#chat-status")).to_have_text("done")
+    await expect(page.locator("#chat-error")).to_be_empty()
+    assert await sidebar(page) == "complete,complete,active"
+    async with AsyncTurnkeeperClient(ConnectionOptions(target=web_service.address)) as client:
+        retained = await all_events(client, turn_id)
+    assert (await reply_seqs(page))[turn_id] == [e.seq for e in retained]
+    assert (await reply.locator(".text").inner_text()).startswith("Answer: ")
     await page.context.close()

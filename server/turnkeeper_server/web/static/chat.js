@@ -29,6 +29,7 @@
     retryable: false,
     interrupted: false,
     follower: null,
+    seen: null,          // {seq, attempt} of the last event applied from the run
   };
 
   const $ = (id) => document.getElementById(id);
@@ -93,18 +94,22 @@
     return reply.result;
   }
 
-  function attach(turnId, reply) {
+  function attach(turnId, reply, after) {
+    if (chat.turnId !== turnId) chat.seen = null;
     chat.turnId = turnId;
     chat.running = true;
     setError("");
     $("chat-status").textContent = "running";
-    let draft = "";
+    let draft = after ? reply.querySelector(".text").textContent : "";
     chat.follower = follow(turnId, {
       onReset() {
         draft = "";
+        chat.seen = null;
         reply.querySelector(".text").textContent = "";
       },
       onEvent(e) {
+        chat.seen = {seq: e.seq, attempt: e.attempt};
+        reply.dataset.lastSeq = String(e.seq);
         if (e.type === "step" && e.data && e.data.update && typeof e.data.update.step === "string") {
           chat.step = e.data.update.step;
           sidebar();
@@ -137,7 +142,7 @@
         chat.running = false;
         setError("cannot follow the run: " + e.message);
       },
-    });
+    }, after);
     buttons();
   }
 
@@ -190,14 +195,15 @@
       const status = await call("TurnStatus", {turnId: chat.turnId});
       const state = stateWord(status.state);
       $("chat-status").textContent = state.toLowerCase();
-      if (state === "RUNNING" || state === "PARKED") {
-        if (!chat.follower) {
-          const replies = $("messages").querySelectorAll(".message.agent");
-          attach(chat.turnId, replies[replies.length - 1]);
-        }
-        setError("");
-      } else {
-        setError(state === "DONE" ? "" : "the run ended " + state.toLowerCase());
+      if (state === "UNKNOWN") {
+        setError("the service does not know this run");
+        return;
+      }
+      setError(state === "FAILED" ? "the run failed" : "");
+      if (!chat.follower) {
+        // Picks up after the last event shown: the rest of the run, then its end.
+        const replies = $("messages").querySelectorAll(".message.agent");
+        attach(chat.turnId, replies[replies.length - 1], chat.seen);
       }
     } catch (e) {
       setError("Could not check the status: " + e.message, {interrupted: true});

@@ -82,10 +82,11 @@ const TK = (() => {
 
   // Follows a turn's events: onReset(reset), onEvent(event), onEnd(end), onStatus(text).
   // Reconnects after a drop with Last-Event-ID (and the attempt of that event, so the
-  // service can tell a rewind that happened meanwhile). Returns {stop()}.
-  function follow(turnId, handlers) {
-    let lastId = 0;
-    let lastAttempt = null;
+  // service can tell a rewind that happened meanwhile). `after` ({seq, attempt}) starts
+  // after an event already shown. Returns {stop()}.
+  function follow(turnId, handlers, after) {
+    let lastId = after ? after.seq : 0;
+    let lastAttempt = after ? after.attempt : null;
     let stopped = false;
     let controller = null;
     let delay = 250;

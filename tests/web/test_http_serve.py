@@ -22,7 +22,9 @@ BODY = {"turnId": "t1"}
 async def turn_status(url: str, context: ssl.SSLContext | None = None) -> int:
     async with (
         aiohttp.ClientSession() as session,
-        session.post(f"{url}turnkeeper.v1.TurnService/TurnStatus", json=BODY, ssl=context) as r,
+        session.post(
+            f"{url}turnkeeper.v1.TurnService/TurnStatus", json=BODY, ssl=context or True
+        ) as r,
     ):
         assert (await r.json())["state"] == "TURN_STATE_UNKNOWN"
         return r.status

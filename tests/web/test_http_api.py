@@ -304,3 +304,26 @@ async def test_an_exposed_http_port_without_tls_and_auth_is_refused(
 ) -> None:
     with pytest.raises(InsecureListen, match=r"refusing to listen on 0\.0\.0\.0:0"):
         await make_service(http_listen="0.0.0.0:0")
+
+
+async def test_pages_are_served_from_the_package_with_a_strict_policy(
+    stub: Stub, http: Http, web_service: TurnkeeperServer
+) -> None:
+    async with http.session.get(http.base) as response:
+        assert str(response.url).endswith("/console/")  # / redirects to the console
+        assert "<title>turnkeeper console</title>" in await response.text()
+        policy = response.headers["Content-Security-Policy"]
+    assert "script-src 'self'" in policy and "frame-ancestors 'none'" in policy
+    for page in ("chat", "turn.html", "common.js", "console.css"):
+        async with http.session.get(f"{http.base}console/{page}") as response:
+            assert response.status == 200, page
+            assert response.headers["X-Content-Type-Options"] == "nosniff"
+    await finished_turn(stub)
+    async with http.session.get(f"{http.base}v1/turns/t1/events") as response:
+        assert response.headers["Cache-Control"] == "no-store"
+        assert "Content-Security-Policy" in response.headers
+    async with http.session.get(f"{http.base}v1/whoami") as response:
+        assert await response.json() == {"role": None, "name": None, "agent": None}
+    assert await web_service.link.wait_connected(10)
+    async with http.session.get(f"{http.base}v1/health") as response:
+        assert await response.json() == {"status": "SERVING", "nats": "up"}

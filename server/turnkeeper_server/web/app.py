@@ -64,15 +64,14 @@ SUMMARY_METRICS: Final = (
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
-@web.middleware
-async def _headers(request: web.Request, handler: Handler) -> web.StreamResponse:
-    response = await handler(request)
+async def _headers(request: web.Request, response: web.StreamResponse) -> None:
+    """Security headers on every response, event streams included (set just before
+    the headers go out)."""
     response.headers.setdefault("Content-Security-Policy", _CSP)
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
     response.headers.setdefault("Referrer-Policy", "no-referrer")
     if not request.path.startswith("/console/"):
         response.headers.setdefault("Cache-Control", "no-store")
-    return response
 
 
 def ssl_context(settings: Settings) -> ssl.SSLContext | None:
@@ -131,7 +130,8 @@ class WebServer:
         self.link = link
         self.serving = serving
         self.ssl = ssl_context(settings)
-        self.app = web.Application(middlewares=[_headers], client_max_size=connect.MAX_BODY_BYTES)
+        self.app = web.Application(client_max_size=connect.MAX_BODY_BYTES)
+        self.app.on_response_prepare.append(_headers)
         connect.add_routes(self.app, servicer, tokens, metrics)
         self.app.router.add_get(
             "/v1/turns/{turn_id}/events", EventStream(servicer, tokens).__call__

@@ -200,3 +200,40 @@ async def test_resume_a_parked_turn_with_an_operator_token_and_not_with_a_panel_
         )
         assert got.turn.has_resume
         assert json_format.MessageToDict(got.turn.resume) == {"approved": True}
+
+
+async def test_redrive_is_offered_to_operators_only_and_the_service_has_the_last_word(
+    browser: Browser, make_service: ServiceFactory, nats_server: NatsServer, tmp_path: Path
+) -> None:
+    tokens = write_tokens(tmp_path / "tokens.jsonl")
+    service = await make_service(
+        nats_url=nats_server.url,
+        http_listen="127.0.0.1:0",
+        tokens_file=tmp_path / "tokens.jsonl",
+        lease_seconds=60.0,
+    )
+    async with aio.insecure_channel(service.address) as channel:
+        stub = turns_pb2_grpc.TurnServiceStub(channel)
+        await stub.StartTurn(
+            turns_pb2.StartTurnRequest(
+                turn_id="t-live-lease",
+                thread_id="th-ll",
+                agent="alpha",
+                input=value({}),
+                replica="r1",
+                incarnation="i1",
+            ),
+            metadata=bearer(tokens["alpha"]),
+        )
+    url = console(service) + "turn.html?id=t-live-lease"
+    panel = await open_page(browser, url, tokens["panel"])
+    await expect(panel.locator("#state")).to_have_text("RUNNING")
+    await expect(panel.locator("#redrive")).to_be_hidden()
+    operator = await open_page(browser, url, tokens["operator"])
+    await expect(operator.locator("#redrive")).to_be_visible()
+    await expect(operator.locator("[data-fact=owner]")).to_have_text("r1 / i1")
+    # Its owner holds a live lease: the service refuses, and the page says why.
+    await operator.click("#redrive")
+    result_text = operator.locator("#action-result")
+    await expect(result_text).to_contain_text("refused (failed_precondition)")
+    await expect(result_text).to_contain_text("lease")

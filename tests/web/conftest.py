@@ -37,7 +37,7 @@ def chromium_path() -> str | None:
     """TURNKEEPER_CHROMIUM, else Debian's chromium on PATH or at /usr/bin/chromium."""
     given = os.environ.get("TURNKEEPER_CHROMIUM")
     if given:
-        return given
+        return given if os.path.exists(given) else None
     found = shutil.which("chromium")
     if found:
         return found

@@ -237,3 +237,22 @@ async def test_stop_then_check_status_picks_up_the_finished_run(
     assert (await reply_seqs(page))[turn_id] == [e.seq for e in retained]
     assert (await reply.locator(".text").inner_text()).startswith("Answer: ")
     await page.context.close()
+
+
+async def test_regenerate_answers_the_last_question_again_in_a_new_run(
+    browser: Browser, web_service: TurnkeeperServer, pipelines: Pipelines
+) -> None:
+    await pipelines.start()
+    page = await open_page(browser, chat_url(web_service, "pipeline"))
+    await ask(page, "What is a boundary?")
+    await answered(page, 1)
+    reply = page.locator(".message.agent")
+    first_turn = await reply.get_attribute("data-turn-id")
+    first_answer = await reply.locator(".text").inner_text()
+    await page.click("#regenerate")
+    await expect(reply).not_to_have_attribute("data-turn-id", first_turn or "")
+    await expect(page.locator("#chat-status")).to_have_text("done")
+    # The same question answered again by a new run, in place of the old answer.
+    await expect(reply).to_have_count(1)
+    await expect(reply.locator(".text")).to_have_text(first_answer)
+    assert await sidebar(page) == "complete,complete,active"

@@ -34,6 +34,7 @@ from turnkeeper_server.security import transport as security
 from turnkeeper_server.security.auth import Authenticate, TokenStore
 from turnkeeper_server.store.sqlite import Database
 from turnkeeper_server.watch import TurnNotifier
+from turnkeeper_server.web.app import WebServer
 
 log = logging.getLogger(__name__)
 
@@ -71,6 +72,18 @@ class TurnkeeperServer:
             namespace=settings.namespace,
         )
         self.reaper = LeaseReaper(self.engine, settings.reap_interval)
+        self.turn_servicer = TurnServicer(self.engine, settings.limits)
+        # The HTTP side calls the same servicer (and so shares its WatchTurn quota).
+        self.web: WebServer | None = None
+        if settings.http_listen is not None:
+            self.web = WebServer(
+                settings,
+                servicer=self.turn_servicer,
+                tokens=self.tokens,
+                metrics=self.metrics,
+                link=self.link,
+                serving=lambda: not self._stopped,
+            )
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]  # not in grpc-stubs
         self.server: aio.Server | None = None
         self.port = 0
@@ -99,9 +112,7 @@ class TurnkeeperServer:
                 ("grpc.max_send_message_length", message_bytes),
             ],
         )
-        turns_pb2_grpc.add_TurnServiceServicer_to_server(
-            TurnServicer(self.engine, self.settings.limits), server
-        )
+        turns_pb2_grpc.add_TurnServiceServicer_to_server(self.turn_servicer, server)
         checkpoints_pb2_grpc.add_CheckpointServiceServicer_to_server(
             CheckpointServicer(self.engine, self.settings.limits, self.metrics), server
         )
@@ -121,6 +132,8 @@ class TurnkeeperServer:
         await self.outbox.start()
         await self.reaper.start()
         await server.start()
+        if self.web is not None:
+            await self.web.start()
         if self.settings.metrics_listen:
             host, _, port = self.settings.metrics_listen.rpartition(":")
             http, _thread = start_http_server(
@@ -152,6 +165,8 @@ class TurnkeeperServer:
             grace = self.settings.shutdown_grace if grace is None else grace
             # Probes see NOT_SERVING first, so load balancers stop sending work.
             await self.health.enter_graceful_shutdown()
+            if self.web is not None:
+                await self.web.stop()
             if self.server is not None:
                 await self.server.stop(grace)
             await self.reaper.stop()

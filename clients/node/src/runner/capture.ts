@@ -1,0 +1,94 @@
+// LangChain callbacks of one graph run, as events in an EventLog.
+//
+// Captured when the graph emits them, not when a consumer of stream() reads them:
+// with durability "sync" LangGraph stores a step's checkpoint before stream() has
+// handed out that step's chunks, so events made from chunks would be appended
+// after the checkpoint, and a rewind to it would drop them for good. The handler
+// is awaited (awaitHandlers), so an event is in the log before the node's writes
+// are saved, and the BoundarySaver flushes the log first.
+//
+// Event types: `step` {node, step, update} when a node of the graph finishes;
+// `token` {node, text} for each streamed chat-model chunk; what a node emits with
+// emitEvent(); then `interrupt` {id, value}, `final` {output} or `error`
+// {type, message} from the runner.
+
+import { BaseCallbackHandler } from "@langchain/core/callbacks/base";
+import type { Serialized } from "@langchain/core/load/serializable";
+
+import type { EventLog } from "./events.js";
+
+export class EventCapture extends BaseCallbackHandler {
+  name = "turnkeeper-event-capture";
+  #events: EventLog;
+  #root: string | undefined;
+  #nodes = new Map<string, [string, number]>();
+  #models = new Map<string, string>();
+
+  constructor(events: EventLog) {
+    super({ _awaitHandler: true });
+    this.awaitHandlers = true;
+    this.#events = events;
+  }
+
+  override handleChainStart(
+    _chain: Serialized,
+    _inputs: unknown,
+    runId: string,
+    _runType?: string,
+    _tags?: string[],
+    metadata?: Record<string, unknown>,
+    runName?: string,
+    parentRunId?: string,
+  ): void {
+    if (parentRunId === undefined) {
+      this.#root = runId;
+      return;
+    }
+    const node = metadata?.langgraph_node;
+    // Only the graph's own nodes are steps; chains inside a node (and the nodes of
+    // a subgraph) are part of that node's step.
+    if (parentRunId === this.#root && typeof node === "string" && runName === node) {
+      this.#nodes.set(runId, [node, Number(metadata?.langgraph_step ?? 0)]);
+    }
+  }
+
+  override handleChainEnd(outputs: unknown, runId: string): void {
+    const node = this.#nodes.get(runId);
+    if (node !== undefined) {
+      this.#nodes.delete(runId);
+      this.#events.emit("step", { node: node[0], step: node[1], update: outputs });
+    }
+  }
+
+  override handleChainError(_error: Error, runId: string): void {
+    // An interrupted or failed node is not a finished step: the runner reports
+    // the interrupt or the error once, for the whole run.
+    this.#nodes.delete(runId);
+  }
+
+  override handleChatModelStart(
+    _llm: Serialized,
+    _messages: unknown,
+    runId: string,
+    _parentRunId?: string,
+    _extraParams?: Record<string, unknown>,
+    _tags?: string[],
+    metadata?: Record<string, unknown>,
+  ): void {
+    this.#models.set(runId, String(metadata?.langgraph_node ?? ""));
+  }
+
+  override handleLLMNewToken(token: string, _idx: unknown, runId: string): void {
+    if (token) {
+      this.#events.emit("token", { node: this.#models.get(runId) ?? "", text: token });
+    }
+  }
+
+  override handleLLMEnd(_output: unknown, runId: string): void {
+    this.#models.delete(runId);
+  }
+
+  override handleLLMError(_error: unknown, runId: string): void {
+    this.#models.delete(runId);
+  }
+}

@@ -30,15 +30,18 @@ export class EventCapture extends BaseCallbackHandler {
     this.#events = events;
   }
 
+  // The arguments in the order @langchain/core's CallbackManager passes them
+  // (runId, parentRunId, tags, metadata, runType, runName), which is not the order
+  // its published typings name them in.
   override handleChainStart(
     _chain: Serialized,
     _inputs: unknown,
     runId: string,
-    _runType?: string,
-    _tags?: string[],
-    metadata?: Record<string, unknown>,
-    runName?: string,
     parentRunId?: string,
+    tags?: string[],
+    metadata?: Record<string, unknown>,
+    _runType?: string,
+    runName?: string,
   ): void {
     if (parentRunId === undefined) {
       this.#root = runId;
@@ -46,8 +49,10 @@ export class EventCapture extends BaseCallbackHandler {
     }
     const node = metadata?.langgraph_node;
     // Only the graph's own nodes are steps; chains inside a node (and the nodes of
-    // a subgraph) are part of that node's step.
-    if (parentRunId === this.#root && typeof node === "string" && runName === node) {
+    // a subgraph) are part of that node's step, and LangGraph's hidden input node
+    // (__start__) is none.
+    const hidden = tags?.includes("langsmith:hidden") ?? false;
+    if (parentRunId === this.#root && typeof node === "string" && runName === node && !hidden) {
       this.#nodes.set(runId, [node, Number(metadata?.langgraph_step ?? 0)]);
     }
   }

@@ -1,0 +1,179 @@
+"""A LangGraph.js agent under the TypeScript TurnRunner survives a SIGKILL mid-turn.
+
+The agent is clients/node/testing/agent.mjs, a real Node.js process, against a real
+service and a real nats-server. Its `work` node, in the turn's first attempt, emits
+an event and then hangs until the process is killed; the same replica started again
+re-drives the turn from the checkpoint after `plan` with a new incarnation.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.follower import Event, FollowOptions, Frame, Reset, Transcript, TurnFollower
+from turnkeeper_server.app import TurnkeeperServer
+
+from tests.support.agents import PATIENCE, result, until
+from tests.support.nats import NatsServer, subscribe
+from tests.support.node import prepare_package, spawn_agent
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+AGENT = "js-steps"
+
+
+@pytest.fixture(scope="module")
+def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return prepare_package(tmp_path_factory.mktemp("node-agent"))
+
+
+@pytest.fixture
+async def client(service: TurnkeeperServer) -> AsyncIterator[AsyncTurnkeeperClient]:
+    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as c:
+        yield c
+
+
+class Watcher:
+    """A Python TurnFollower's frames applied to a Transcript, as a panel shows them."""
+
+    def __init__(self, client: AsyncTurnkeeperClient, turn_id: str) -> None:
+        self.follower = TurnFollower(client, turn_id, FollowOptions(idle_gap=2.0))
+        self.frames: list[Frame] = []
+        self.transcript = Transcript()
+        self._changed = asyncio.Event()
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        async for frame in self.follower:
+            self.frames.append(frame)
+            self.transcript.apply(frame)
+            self._changed.set()
+        self._changed.set()
+
+    async def until_event(self, type_: str, node: str) -> None:
+        async def loop() -> None:
+            while not any(
+                e.type == type_ and (e.data or {}).get("node") == node
+                for e in self.transcript.events
+            ):
+                if self.task.done():
+                    raise AssertionError(f"the follower ended first: {self.frames}")
+                self._changed.clear()
+                await self._changed.wait()
+
+        await asyncio.wait_for(loop(), PATIENCE)
+
+    async def finished(self) -> Transcript:
+        await asyncio.wait_for(self.task, PATIENCE)
+        return self.transcript
+
+    async def close(self) -> None:
+        await self.follower.aclose()
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)
+
+
+def seen_by_a_reader(events: list[Event]) -> list[tuple[int, str, Any]]:
+    return [(e.seq, e.type, e.data) for e in events]
+
+
+async def test_a_js_agent_sigkilled_mid_turn_and_restarted_finishes_with_the_uninterrupted_transcript(  # noqa: E501
+    node_package: Path,
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    client: AsyncTurnkeeperClient,
+    tmp_path: Path,
+) -> None:
+    side_log = tmp_path / "side.log"
+    nc, seen = await subscribe(nats_server.url, "vystak.turn.>")
+
+    async def spawn() -> Any:
+        return await spawn_agent(
+            node_package,
+            service=service.address,
+            nats_url=nats_server.url,
+            agent=AGENT,
+            replica="js-replica-1",
+            side_log=side_log,
+            hold_work=True,
+        )
+
+    first = await spawn()
+    second = None
+    watchers: list[Watcher] = []
+    try:
+        await first.ready()
+
+        # The transcript of an uninterrupted run of the same graph and input.
+        created = await result(
+            nc,
+            "responses/create",
+            {"input": "report", "turn_id": "js-ref", "thread_id": "th-js-ref", "background": True},
+            agent=AGENT,
+        )
+        assert created == {"turn_id": "js-ref", "thread_id": "th-js-ref", "status": "in_progress"}
+        reference = Watcher(client, "js-ref")
+        watchers.append(reference)
+        uninterrupted = await reference.finished()
+        assert uninterrupted.resets == 0
+        assert [e.type for e in uninterrupted.events] == [
+            "token",
+            "step",
+            "token",
+            "step",
+            "token",
+            "step",
+            "final",
+            "turn.done",
+        ]
+
+        # The turn that is killed: `work` has emitted its event, not finished.
+        await result(
+            nc,
+            "responses/create",
+            {"input": "report", "turn_id": "hold-js", "thread_id": "th-hold-js", "background": True},
+            agent=AGENT,
+        )
+        watcher = Watcher(client, "hold-js")
+        watchers.append(watcher)
+        await watcher.until_event("token", "work")
+        await first.kill()
+
+        second = await spawn()
+        await second.ready()
+        transcript = await watcher.finished()
+
+        # Exactly the transcript of the uninterrupted run, after one reset.
+        assert sum(isinstance(f, Reset) for f in watcher.frames) == 1
+        assert seen_by_a_reader(transcript.events) == seen_by_a_reader(uninterrupted.events)
+        assert {e.attempt for e in transcript.events if e.seq > 2} == {1}
+
+        # The completed step (plan) did not run again; the one that was running did.
+        runs = [line.split() for line in side_log.read_text().splitlines()]
+        assert [r for r in runs if len(r) == 3 and r[1] == "hold-js"] == [
+            ["plan", "hold-js", "0"],
+            ["work", "hold-js", "0"],
+            ["work", "hold-js", "1"],
+            ["answer", "hold-js", "1"],
+        ]
+
+        # One rewind on NATS, by the time the turn's end got there.
+        await until(
+            seen,
+            lambda: any(m["type"] == "turn.done" for m in seen.on(".turn.events.hold-js")),
+        )
+        rewinds = [m for m in seen.on(".turn.rewind") if m["turn_id"] == "hold-js"]
+        assert len(rewinds) == 1, rewinds
+        assert rewinds[0]["attempt"] == 1
+    finally:
+        for w in watchers:
+            await w.close()
+        for agent in (first, second):
+            if agent is not None:
+                await agent.close()
+        await nc.close()

@@ -82,7 +82,7 @@ def seen_by_a_reader(events: list[Event]) -> list[tuple[int, str, Any]]:
     return [(e.seq, e.type, e.data) for e in events]
 
 
-async def test_a_js_agent_sigkilled_mid_turn_and_restarted_finishes_with_the_uninterrupted_transcript(  # noqa: E501
+async def test_a_js_agent_sigkilled_mid_turn_and_restarted_finishes_with_the_uninterrupted_transcript(
     node_package: Path,
     service: TurnkeeperServer,
     nats_server: NatsServer,
@@ -136,7 +136,12 @@ async def test_a_js_agent_sigkilled_mid_turn_and_restarted_finishes_with_the_uni
         await result(
             nc,
             "responses/create",
-            {"input": "report", "turn_id": "hold-js", "thread_id": "th-hold-js", "background": True},
+            {
+                "input": "report",
+                "turn_id": "hold-js",
+                "thread_id": "th-hold-js",
+                "background": True,
+            },
             agent=AGENT,
         )
         watcher = Watcher(client, "hold-js")

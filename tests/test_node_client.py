@@ -2,9 +2,11 @@
 
 A server runs in-process on port 0; turns are journaled through the Python stubs, as
 an executor would write them; then `npm test` runs with TURNKEEPER_ADDRESS set (so
-clients/node/test/server.test.js runs, not skips) and `node follow.js` is run
-directly and its JSON lines compared with what was written. Node runs as an asyncio
-subprocess so the in-process server keeps serving meanwhile.
+clients/node/test/validate.test.ts, LangGraph.js's checkpointer suite, runs against
+this service rather than skips) and the package's follower CLI
+(dist/cli/follow.js, the `turnkeeper-follow` bin) is run directly and its JSON
+lines compared with what was written. Node runs as an asyncio subprocess so the
+in-process server keeps serving meanwhile.
 """
 
 from __future__ import annotations
@@ -12,9 +14,6 @@ from __future__ import annotations
 import asyncio
 import json
 import os
-import re
-import shutil
-import subprocess
 import uuid
 from collections.abc import AsyncIterator, Sequence
 from pathlib import Path
@@ -28,47 +27,22 @@ from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer, create_server
 from turnkeeper_server.config import Settings
 
+from tests.support.node import NO_PROXY_ENV, NODE, NPM, prepare_package
+
 if TYPE_CHECKING:
     # Only in the .pyi: what TurnServiceStub(channel) is for a grpc.aio channel.
     from turnkeeper.v1.turns_pb2_grpc import TurnServiceAsyncStub
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-REPO = Path(__file__).resolve().parent.parent
-NPM = shutil.which("npm")
-NODE = shutil.which("node")
 AGENT = "python-executor"
-
-# grpc-js and grpc core both honour http_proxy-style variables; the service under
-# test is on loopback and must never be reached through a proxy.
-NO_PROXY_ENV = {"no_grpc_proxy": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+FOLLOW = "dist/cli/follow.js"
 
 
 @pytest.fixture(scope="module")
 def node_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A copy of clients/node (and the protos it loads from ../../protos) with its
-    locked dependencies installed by `npm ci`. A copy, so the test neither replaces a
-    developer's node_modules nor races another run doing the same."""
-    if NPM is None or NODE is None:
-        pytest.skip(
-            reason="npm is not on PATH: the Node.js client in clients/node cannot be tested"
-        )
-    root = tmp_path_factory.mktemp("node-client")
-    shutil.copytree(REPO / "protos", root / "protos")
-    package = root / "clients" / "node"
-    shutil.copytree(
-        REPO / "clients" / "node", package, ignore=shutil.ignore_patterns("node_modules")
-    )
-    result = subprocess.run(
-        [NPM, "ci", "--no-audit", "--no-fund"],
-        cwd=package,
-        capture_output=True,
-        text=True,
-        timeout=240,
-        check=False,
-    )
-    assert result.returncode == 0, f"npm ci failed:\n{result.stdout}\n{result.stderr}"
-    return package
+    """clients/node copied, installed by `npm ci` and built (tests/support/node.py)."""
+    return prepare_package(tmp_path_factory.mktemp("node-client"))
 
 
 @pytest.fixture
@@ -186,42 +160,33 @@ def brief(frames: list[dict[str, Any]]) -> list[str]:
     return out
 
 
-async def test_npm_test_runs_the_node_suite_against_the_real_service(
-    node_client: Path, node_service: TurnkeeperServer, executor_stub: TurnServiceAsyncStub
+async def test_npm_test_runs_langgraph_js_checkpointer_suite_against_the_real_service(
+    node_client: Path, node_service: TurnkeeperServer, tmp_path: Path
 ) -> None:
-    executor = Executor(executor_stub, "npm-test")
-    await executor.start("hello from python")
-    await executor.append(("token", {"text": "hel"}), ("token", {"text": "lo"}))
-    await executor.append(("final", {"text": "hello"}))
-    await executor.finish()
-
+    report = tmp_path / "vitest.json"
     assert NPM is not None
     code, stdout, stderr = await run_node(
         node_client,
-        # TAP whatever node's default reporter is, so the lines below can be read.
-        [NPM, "test", "--", "--test-reporter=tap"],
-        env={
-            "TURNKEEPER_ADDRESS": f"127.0.0.1:{node_service.port}",
-            "TURNKEEPER_TEST_TURN_ID": executor.turn_id,
-        },
-        wait_seconds=240,
+        # JSON whatever vitest's default reporter is, so the counts below can be read.
+        [NPM, "test", "--", "--reporter=json", f"--outputFile={report}"],
+        env={"TURNKEEPER_ADDRESS": f"127.0.0.1:{node_service.port}"},
+        wait_seconds=280,
     )
 
     assert code == 0, f"npm test failed:\n{stdout}\n{stderr}"
-    assert re.search(r"^# fail 0$", stdout, re.MULTILINE), stdout
-    assert "not ok" not in stdout
-    passed = {
-        match.group(1)
-        for match in re.finditer(r"^\s*ok \d+ - (.+)$", stdout, re.MULTILINE)
-        if "# SKIP" not in match.group(1)
-    }
-    # The tests that need a real service ran, rather than skipped.
-    assert {
-        "follow.js against the real service",
-        "replays a finished turn exactly as the service retained it",
-        "follows a live turn through a re-drive: reset frame, replay, terminal event",
-        "exits 3 for a turn id the journal never saw (TurnStatus UNKNOWN)",
-    } <= passed, stdout
+    counts = json.loads(report.read_text())
+    assert counts["numFailedTests"] == 0, stdout
+    # validate() ran against this service rather than skipped: its 700-odd tests
+    # passed, and the only one not run is the channel-delta test the suite itself
+    # skips for MemorySaver and SqliteSaver (see vitest.config.ts).
+    assert counts["numPassedTests"] >= 700, counts["numPassedTests"]
+    skipped = [
+        t["fullName"]
+        for suite in counts["testResults"]
+        for t in suite["assertionResults"]
+        if t["status"] != "passed"
+    ]
+    assert len(skipped) == 1 and "only store channel_values that have changed" in skipped[0]
 
 
 async def test_follow_js_prints_a_finished_turn_as_json_lines(
@@ -239,7 +204,7 @@ async def test_follow_js_prints_a_finished_turn_as_json_lines(
     assert NODE is not None
     code, stdout, stderr = await run_node(
         node_client,
-        [NODE, "follow.js", "--address", f"127.0.0.1:{node_service.port}", executor.turn_id],
+        [NODE, FOLLOW, "--address", f"127.0.0.1:{node_service.port}", executor.turn_id],
     )
 
     assert code == 0, stderr
@@ -273,7 +238,7 @@ async def test_follow_js_follows_a_live_turn_through_a_redrive(
     assert NODE is not None
     process = await asyncio.create_subprocess_exec(
         NODE,
-        "follow.js",
+        FOLLOW,
         "--address",
         f"127.0.0.1:{node_service.port}",
         executor.turn_id,

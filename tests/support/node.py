@@ -43,7 +43,9 @@ def prepare_package(root: Path) -> Path:
     under `root`, installed from package-lock.json and built. A copy, so a test
     neither replaces a developer's node_modules nor races another run."""
     if NPM is None or NODE is None:
-        pytest.skip(reason="npm is not on PATH: the Node.js package in clients/node cannot be tested")
+        pytest.skip(
+            reason="npm is not on PATH: the Node.js package in clients/node cannot be tested"
+        )
     shutil.copytree(REPO / "protos", root / "protos")
     package = root / "clients" / "node"
     shutil.copytree(

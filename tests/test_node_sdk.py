@@ -1,0 +1,269 @@
+"""The TypeScript SDK (clients/node) as its users get it: generated types that match
+the protos, a LangGraph.js agent's parked turn resumed by an operator and by the
+Python session client, and the `npm pack` tarball installed outside the repository.
+
+Real parts throughout: the service in-process on port 0, a real nats-server, the
+agent (clients/node/testing/agent.mjs) and npm as subprocesses.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from turnkeeper.agent_rpc import NatsAgentTransport
+from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper_server.app import TurnkeeperServer
+
+from tests.support.agents import result, rpc, until
+from tests.support.grpcurl import grpcurl
+from tests.support.nats import Collector, NatsServer, subscribe
+from tests.support.node import NO_PROXY_ENV, NODE, NPM, prepare_package, spawn_agent
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+AGENT = "js-approval"
+
+
+@pytest.fixture(scope="module")
+def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return prepare_package(tmp_path_factory.mktemp("node-sdk"))
+
+
+@pytest.fixture
+async def client(service: TurnkeeperServer) -> AsyncIterator[AsyncTurnkeeperClient]:
+    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as c:
+        yield c
+
+
+async def run(
+    args: list[str], cwd: Path, *, env: dict[str, str] | None = None, timeout: float = 300
+) -> tuple[int, str, str]:
+    """A subprocess that does not block the event loop the service runs on."""
+    process = await asyncio.create_subprocess_exec(
+        *args,
+        cwd=cwd,
+        env={**os.environ, **NO_PROXY_ENV, **(env or {})},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise
+    assert process.returncode is not None
+    return process.returncode, stdout.decode(), stderr.decode()
+
+
+async def test_the_committed_typescript_is_what_the_protos_generate_and_drift_fails(
+    node_package: Path,
+) -> None:
+    assert NPM is not None
+    code, stdout, stderr = await run([NPM, "run", "check-generated"], node_package)
+    assert code == 0, stdout + stderr
+    assert "src/gen matches protos/" in stdout
+
+    generated = node_package / "src" / "gen" / "turnkeeper" / "v1" / "turns_pb.ts"
+    original = generated.read_text()
+    generated.write_text(original.replace("turn_id", "turn_key", 1))
+    try:
+        code, stdout, stderr = await run([NPM, "run", "check-generated"], node_package)
+    finally:
+        generated.write_text(original)
+    assert code != 0
+    assert "differs: src/gen/turnkeeper/v1/turns_pb.ts" in stderr
+    assert "npm run generate" in stderr
+
+
+def events_on_nats(seen: Collector, turn_id: str) -> list[dict[str, Any]]:
+    return seen.on(f".turn.events.{turn_id}")
+
+
+async def park(nc: Any, seen: Collector, turn_id: str) -> None:
+    """responses/create on the approval graph; returns once the turn is parked."""
+    created = await result(
+        nc,
+        "responses/create",
+        {
+            "input": {"order": turn_id},
+            "turn_id": turn_id,
+            "thread_id": f"th-{turn_id}",
+            "background": True,
+        },
+        agent=AGENT,
+    )
+    assert created == {"turn_id": turn_id, "thread_id": f"th-{turn_id}", "status": "in_progress"}
+    await until(seen, lambda: any(m["type"] == "interrupt" for m in events_on_nats(seen, turn_id)))
+    status = await result(nc, "responses/turnStatus", {"turn_id": turn_id}, agent=AGENT)
+    assert status == {
+        "turn_id": turn_id,
+        "status": "parked",
+        "attempts": 0,
+        "last_seq": 1,
+        "error": "",
+    }
+
+
+async def finished_output(seen: Collector, turn_id: str) -> Any:
+    await until(seen, lambda: any(m["type"] == "turn.done" for m in events_on_nats(seen, turn_id)))
+    (final,) = [m for m in events_on_nats(seen, turn_id) if m["type"] == "final"]
+    return final["data"]["output"]
+
+
+async def test_a_parked_js_turn_is_resumed_by_grpcurl_and_by_the_python_session_client(
+    node_package: Path,
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    client: AsyncTurnkeeperClient,
+    tmp_path: Path,
+) -> None:
+    side_log = tmp_path / "side.log"
+    nc, seen = await subscribe(nats_server.url, "vystak.turn.>")
+    agent = await spawn_agent(
+        node_package,
+        service=service.address,
+        nats_url=nats_server.url,
+        agent=AGENT,
+        replica="js-approver",
+        side_log=side_log,
+        graph="approval",
+    )
+    try:
+        await agent.ready()
+
+        # An operator resumes with grpcurl, straight to the service.
+        await park(nc, seen, "js-park-grpcurl")
+        interrupt = [m for m in events_on_nats(seen, "js-park-grpcurl") if m["type"] == "interrupt"]
+        assert interrupt[0]["data"]["value"] == {"question": 'approve {"order":"js-park-grpcurl"}?'}
+        out = await grpcurl(
+            service.address,
+            "turnkeeper.v1.TurnService/ResumeDetached",
+            data={"turn_id": "js-park-grpcurl", "resume": {"approved": "by grpcurl"}},
+        )
+        answer = json.loads(out.stdout)
+        assert answer["turn"]["state"] == "TURN_STATE_RUNNING"
+        assert answer.get("dispatched") is True
+        output = await finished_output(seen, "js-park-grpcurl")
+        assert output["log"] == ['decision:{"approved":"by grpcurl"}', "answered"]
+
+        # The Python session client's transport, over the agent's NATS JSON-RPC.
+        await park(nc, seen, "js-park-session")
+        transport = NatsAgentTransport(nc, AGENT, client=client)
+        await transport.resume("js-park-session", {"approved": "by the session"})
+        output = await finished_output(seen, "js-park-session")
+        assert output["log"] == ['decision:{"approved":"by the session"}', "answered"]
+        done = await result(nc, "responses/turnStatus", {"turn_id": "js-park-session"}, agent=AGENT)
+        assert done["status"] == "done"
+
+        # Resuming a turn that is no longer parked is refused with the service's word.
+        refused = await rpc(
+            nc, "responses/resumeDetached", {"turn_id": "js-park-session", "resume": 1}, agent=AGENT
+        )
+        assert refused["error"]["code"] == -32000
+        assert refused["error"]["data"]["code"] == "FAILED_PRECONDITION"
+
+        # interrupt() comes first in `ask`: only the resumed run got past it (a
+        # resume continues the same attempt).
+        runs = side_log.read_text().splitlines()
+        assert runs == [
+            "ask js-park-grpcurl 0",
+            "answer js-park-grpcurl 0",
+            "ask js-park-session 0",
+            "answer js-park-session 0",
+        ]
+    finally:
+        await agent.close()
+        await nc.close()
+
+
+PACKED_AGENT = r"""
+import { Annotation, END, START, StateGraph } from "@langchain/langgraph";
+import { connect } from "nats";
+import { TurnRunner, TurnkeeperClient, followTurn, runnerConfigFromEnv } from "@turnkeeper/client";
+
+const State = Annotation.Root({
+  log: Annotation({ reducer: (a, b) => a.concat(b), default: () => [] }),
+});
+const graph = new StateGraph(State)
+  .addNode("greet", () => ({ log: ["hello"] }))
+  .addNode("close", () => ({ log: ["bye"] }))
+  .addEdge(START, "greet").addEdge("greet", "close").addEdge("close", END);
+
+const runner = new TurnRunner(graph, runnerConfigFromEnv("packed-agent"), { log: () => undefined });
+await runner.start();
+const nc = await connect({ servers: process.env.TURNKEEPER_NATS_URL });
+const request = { jsonrpc: "2.0", id: 1, method: "responses/create",
+  params: { input: { log: [] }, turn_id: "packed-turn", thread_id: "packed-thread", background: true } };
+const reply = JSON.parse(new TextDecoder().decode(
+  (await nc.request("vystak.default.agents.packed-agent.tasks", JSON.stringify(request), { timeout: 10000 })).data));
+console.log(JSON.stringify({ created: reply.result }));
+const client = new TurnkeeperClient(process.env.TURNKEEPER_ADDRESS);
+const followed = await followTurn(client, "packed-turn", { onFrame: (frame) => console.log(JSON.stringify(frame)) });
+console.log(JSON.stringify({ outcome: followed.outcome }));
+client.close();
+await nc.close();
+await runner.shutdown();
+"""
+
+
+async def test_the_npm_pack_tarball_installs_into_an_empty_directory_runs_and_follows_a_turn(
+    node_package: Path, service: TurnkeeperServer, nats_server: NatsServer, tmp_path: Path
+) -> None:
+    assert NPM is not None and NODE is not None
+    code, stdout, stderr = await run(
+        [NPM, "pack", "--pack-destination", str(tmp_path)], node_package
+    )
+    assert code == 0, stdout + stderr
+    # npm pack names the tarball on its last line of output.
+    tarball = tmp_path / stdout.strip().splitlines()[-1]
+    assert tarball.name.startswith("turnkeeper-client-") and tarball.suffix == ".tgz"
+
+    app = tmp_path / "app"
+    app.mkdir()
+    (app / "package.json").write_text(
+        json.dumps({"name": "app", "private": True, "type": "module"})
+    )
+    # Peer dependencies (@langchain/langgraph and its kin) come along: npm installs them.
+    code, stdout, stderr = await run(
+        [NPM, "install", "--no-audit", "--no-fund", "--ignore-scripts", str(tarball)], app
+    )
+    assert code == 0, stdout + stderr
+    installed = json.loads(
+        (app / "node_modules" / "@turnkeeper" / "client" / "package.json").read_text()
+    )
+    assert installed["name"] == "@turnkeeper/client" and "private" not in installed
+    (app / "agent.mjs").write_text(PACKED_AGENT)
+
+    env = {"TURNKEEPER_ADDRESS": service.address, "TURNKEEPER_NATS_URL": nats_server.url}
+    code, stdout, stderr = await run([NODE, "agent.mjs"], app, env=env, timeout=120)
+    assert code == 0, stdout + stderr
+    lines = [json.loads(line) for line in stdout.splitlines()]
+    assert lines[0] == {
+        "created": {"turn_id": "packed-turn", "thread_id": "packed-thread", "status": "in_progress"}
+    }
+    assert lines[-1] == {"outcome": "terminal"}
+    events = [(f["type"], f["data"]) for f in lines if f.get("frame") == "event"]
+    assert events == [
+        ("step", {"node": "greet", "step": 1, "update": {"log": ["hello"]}}),
+        ("step", {"node": "close", "step": 2, "update": {"log": ["bye"]}}),
+        ("final", {"output": {"log": ["hello", "bye"]}}),
+        ("turn.done", {}),
+    ]
+
+    # The package's bin, from the installed tarball, replays the finished turn.
+    code, stdout, stderr = await run(
+        [NPM, "exec", "--", "turnkeeper-follow", "--address", service.address, "packed-turn"],
+        app,
+        timeout=60,
+    )
+    assert code == 0, stdout + stderr
+    frames = [json.loads(line) for line in stdout.splitlines()]
+    assert frames[0]["frame"] == "status" and frames[0]["state"] == "DONE"
+    assert [f["type"] for f in frames[1:]] == ["step", "step", "final", "turn.done"]

@@ -16,6 +16,7 @@ from typing import Any
 import pytest
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.follower import Event, FollowOptions, Frame, Reset, Transcript, TurnFollower
+from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import PATIENCE, result, until
@@ -181,4 +182,77 @@ async def test_a_js_agent_sigkilled_mid_turn_and_restarted_finishes_with_the_uni
         for agent in (first, second):
             if agent is not None:
                 await agent.close()
+        await nc.close()
+
+
+async def test_a_js_execution_whose_attempt_was_redriven_away_stops_and_writes_nothing_more(
+    node_package: Path,
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    client: AsyncTurnkeeperClient,
+    tmp_path: Path,
+) -> None:
+    side_log = tmp_path / "side.log"
+    nc, _seen = await subscribe(nats_server.url, "vystak.turn.>")
+    agent = await spawn_agent(
+        node_package,
+        service=service.address,
+        nats_url=nats_server.url,
+        agent=AGENT,
+        replica="js-replica-zombie",
+        side_log=side_log,
+        hold_work=True,
+    )
+    watcher: Watcher | None = None
+    try:
+        await agent.ready()
+        await result(
+            nc,
+            "responses/create",
+            {"input": "report", "turn_id": "hold-zombie", "background": True},
+            agent=AGENT,
+        )
+        watcher = Watcher(client, "hold-zombie")
+        await watcher.until_event("token", "work")
+
+        # Another incarnation of the replica takes the turn over while this
+        # execution still runs: its attempt is fenced from now on.
+        taken = await client.redrive(
+            turns_pb2.RedriveRequest(
+                agent=AGENT, replica="js-replica-zombie", incarnation="another-process"
+            )
+        )
+        assert [(r.turn.turn_id, r.turn.attempts) for r in taken.turns] == [("hold-zombie", 1)]
+        await agent.wait_line(
+            lambda line: "turn_id=hold-zombie attempt=0" in line and "was refused" in line
+        )
+        await agent.wait_line(lambda line: "this execution stops" in line)
+
+        # The new attempt ends the turn; the zombie wrote nothing after the rewind.
+        await client.finish_turn(
+            turns_pb2.FinishTurnRequest(
+                turn_id="hold-zombie", attempt=1, outcome=turns_pb2.OUTCOME_DONE
+            )
+        )
+        transcript = await watcher.finished()
+        events = (
+            await client.list_events(turns_pb2.ListEventsRequest(turn_id="hold-zombie"))
+        ).events
+        assert [(e.attempt, e.type) for e in events] == [
+            (0, "token"),
+            (0, "step"),
+            (1, "turn.done"),
+        ]
+        assert [e.type for e in transcript.events] == ["token", "step", "turn.done"]
+        assert agent.proc.returncode is None, "the agent process itself goes on"
+        runs = side_log.read_text().splitlines()
+        assert [r for r in runs if "hold-zombie" in r] == [
+            "plan hold-zombie 0",
+            "work hold-zombie 0",
+            "holding hold-zombie",
+        ]
+    finally:
+        if watcher is not None:
+            await watcher.close()
+        await agent.close()
         await nc.close()

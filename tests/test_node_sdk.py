@@ -24,6 +24,7 @@ from tests.support.agents import result, rpc, until
 from tests.support.grpcurl import grpcurl
 from tests.support.nats import Collector, NatsServer, subscribe
 from tests.support.node import NO_PROXY_ENV, NODE, NPM, prepare_package, spawn_agent
+from tests.support.security import CertificateAuthority, write_tokens
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -267,3 +268,63 @@ async def test_the_npm_pack_tarball_installs_into_an_empty_directory_runs_and_fo
     frames = [json.loads(line) for line in stdout.splitlines()]
     assert frames[0]["frame"] == "status" and frames[0]["state"] == "DONE"
     assert [f["type"] for f in frames[1:]] == ["step", "step", "final", "turn.done"]
+
+
+STATUS_SCRIPT = """
+import { TurnkeeperClient, codeName, codeOf } from "./dist/index.js";
+
+const client = new TurnkeeperClient();
+try {
+  const status = await client.turns.turnStatus({ turnId: "no-such-turn" });
+  console.log(JSON.stringify({ ok: status.state }));
+} catch (error) {
+  const code = codeOf(error);
+  console.log(JSON.stringify({ error: code === undefined ? String(error) : codeName(code) }));
+} finally {
+  client.close();
+}
+"""
+
+
+async def test_the_node_client_speaks_mutual_tls_and_bearer_tokens(
+    node_package: Path, make_service: Any, tmp_path: Path
+) -> None:
+    directory = tmp_path / "pki"
+    directory.mkdir()
+    ca = CertificateAuthority(directory, "ca")
+    server_cert = ca.issue("server", server=True)
+    client_cert = ca.issue("client", server=False)
+    tokens = write_tokens(tmp_path / "tokens.jsonl", {"panel": "panel"})
+    server = await make_service(
+        tls_cert=server_cert.cert,
+        tls_key=server_cert.key,
+        tls_client_ca=ca.files.cert,
+        tokens_file=tmp_path / "tokens.jsonl",
+    )
+    assert NODE is not None
+    full = {
+        "TURNKEEPER_ADDRESS": f"localhost:{server.port}",
+        "TURNKEEPER_TLS_CA": str(ca.files.cert),
+        "TURNKEEPER_TLS_CLIENT_CERT": str(client_cert.cert),
+        "TURNKEEPER_TLS_CLIENT_KEY": str(client_cert.key),
+        "TURNKEEPER_TOKEN": tokens["panel"],
+    }
+
+    async def answer(env: dict[str, str]) -> Any:
+        code, stdout, stderr = await run(
+            [NODE, "--input-type=module", "-e", STATUS_SCRIPT], node_package, env=env, timeout=60
+        )
+        assert code == 0, stdout + stderr
+        return json.loads(stdout.splitlines()[-1])
+
+    # TURN_STATE_UNKNOWN is 5: the service answered, the turn is unknown.
+    assert await answer(full) == {"ok": 5}
+    assert await answer({**full, "TURNKEEPER_TOKEN": ""}) == {"error": "UNAUTHENTICATED"}
+    assert await answer({**full, "TURNKEEPER_TOKEN": "tk-wrong"}) == {"error": "UNAUTHENTICATED"}
+    # Without a client certificate the server ends the handshake: no answer at all
+    # (Connect reports the reset connection as CANCELLED or UNAVAILABLE).
+    no_cert = {**full, "TURNKEEPER_TLS_CLIENT_CERT": "", "TURNKEEPER_TLS_CLIENT_KEY": ""}
+    assert (await answer(no_cert)).get("error") in {"CANCELLED", "UNAVAILABLE"}
+    # A CA that did not sign the server's certificate is not trusted.
+    stranger = CertificateAuthority(directory, "stranger")
+    assert "error" in await answer({**full, "TURNKEEPER_TLS_CA": str(stranger.files.cert)})

@@ -8,12 +8,15 @@
 // are saved, and the BoundarySaver flushes the log first.
 //
 // Event types: `step` {node, step, update} when a node of the graph finishes;
-// `token` {node, text} for each streamed chat-model chunk; what a node emits with
+// `token` {node, text} for each streamed chat-model chunk; `tool_call_start`
+// {node, name, tool_call_id, input} and `tool_call_end` {node, name, tool_call_id,
+// output | error} around each tool run; what a node emits with
 // emitEvent(); then `interrupt` {id, value}, `final` {output} or `error`
 // {type, message} from the runner.
 
 import { BaseCallbackHandler } from "@langchain/core/callbacks/base";
 import type { Serialized } from "@langchain/core/load/serializable";
+import { isGraphBubbleUp } from "@langchain/langgraph";
 
 import type { EventLog } from "./events.js";
 
@@ -23,6 +26,7 @@ export class EventCapture extends BaseCallbackHandler {
   #root: string | undefined;
   #nodes = new Map<string, [string, number]>();
   #models = new Map<string, string>();
+  #tools = new Map<string, { node: string; name: string; tool_call_id: string | null }>();
 
   constructor(events: EventLog) {
     super({ _awaitHandler: true });
@@ -95,5 +99,49 @@ export class EventCapture extends BaseCallbackHandler {
 
   override handleLLMError(_error: unknown, runId: string): void {
     this.#models.delete(runId);
+  }
+
+  override handleToolStart(
+    tool: Serialized,
+    input: string,
+    runId: string,
+    _parentRunId?: string,
+    _tags?: string[],
+    metadata?: Record<string, unknown>,
+    runName?: string,
+    toolCallId?: string,
+  ): void {
+    const call = {
+      node: String(metadata?.langgraph_node ?? ""),
+      name: runName ?? String((tool as { name?: unknown }).name ?? ""),
+      tool_call_id: toolCallId ?? null,
+    };
+    this.#tools.set(runId, call);
+    let parsed: unknown = input;
+    try {
+      parsed = JSON.parse(input);
+    } catch {
+      // a plain string input stays a string
+    }
+    this.#events.emit("tool_call_start", { ...call, input: parsed });
+  }
+
+  override handleToolEnd(output: unknown, runId: string): void {
+    const call = this.#tools.get(runId);
+    if (call !== undefined) {
+      this.#tools.delete(runId);
+      const content = output !== null && typeof output === "object" && "content" in output ? output.content : output;
+      this.#events.emit("tool_call_end", { ...call, output: content });
+    }
+  }
+
+  override handleToolError(error: unknown, runId: string): void {
+    const call = this.#tools.get(runId);
+    this.#tools.delete(runId);
+    // An interrupt() inside a tool is not a failed call: the runner reports it.
+    if (call !== undefined && !isGraphBubbleUp(error)) {
+      const err = error instanceof Error ? error : new Error(String(error));
+      this.#events.emit("tool_call_end", { ...call, error: `${err.name}: ${err.message}` });
+    }
   }
 }

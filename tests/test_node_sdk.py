@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import os
+import urllib.request
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -83,6 +84,13 @@ async def test_the_committed_typescript_is_what_the_protos_generate_and_drift_fa
     assert "npm run generate" in stderr
 
 
+def fetch(url: str) -> tuple[int, str]:
+    # No proxy: the agent's /healthz is on loopback.
+    opener = urllib.request.build_opener(urllib.request.ProxyHandler({}))
+    with opener.open(url, timeout=10) as response:
+        return int(response.status), response.read().decode()
+
+
 def events_on_nats(seen: Collector, turn_id: str) -> list[dict[str, Any]]:
     return seen.on(f".turn.events.{turn_id}")
 
@@ -138,6 +146,9 @@ async def test_a_parked_js_turn_is_resumed_by_grpcurl_and_by_the_python_session_
     )
     try:
         await agent.ready()
+        line = await agent.wait_line(lambda line: "/healthz on http://" in line)
+        health = await asyncio.to_thread(fetch, line.rsplit(" ", 1)[1])
+        assert health == (200, "ok\n")
 
         # An operator resumes with grpcurl, straight to the service.
         await park(nc, seen, "js-park-grpcurl")
@@ -242,7 +253,11 @@ async def test_the_npm_pack_tarball_installs_into_an_empty_directory_runs_and_fo
     assert installed["name"] == "@turnkeeper/client" and "private" not in installed
     (app / "agent.mjs").write_text(PACKED_AGENT)
 
-    env = {"TURNKEEPER_ADDRESS": service.address, "TURNKEEPER_NATS_URL": nats_server.url}
+    env = {
+        "TURNKEEPER_ADDRESS": service.address,
+        "TURNKEEPER_NATS_URL": nats_server.url,
+        "TURNKEEPER_HEALTH_LISTEN": "127.0.0.1:0",
+    }
     code, stdout, stderr = await run([NODE, "agent.mjs"], app, env=env, timeout=120)
     assert code == 0, stdout + stderr
     lines = [json.loads(line) for line in stdout.splitlines()]

@@ -78,6 +78,7 @@ async def spawn_agent(
         "TURNKEEPER_NATS_URL": nats_url,
         "TURNKEEPER_AGENT": agent,
         "TURNKEEPER_REPLICA": replica,
+        "TURNKEEPER_HEALTH_LISTEN": "127.0.0.1:0",
         "AGENT_GRAPH": graph,
         "SIDE_LOG": str(side_log),
         "HOLD_WORK": "1" if hold_work else "0",

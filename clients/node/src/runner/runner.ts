@@ -15,6 +15,7 @@ import { type ConnectionOptions, connectionFromEnv } from "../connection.js";
 import { Code, codeOf, messageOf } from "../errors.js";
 import { BoundarySaver } from "./boundary.js";
 import type { Identity, RunnableGraph } from "./execution.js";
+import { HealthServer, parseListen } from "./health.js";
 import { Methods } from "./methods.js";
 import { TurnRuntime } from "./runtime.js";
 import { NatsSubscriber } from "./subscriber.js";
@@ -33,13 +34,15 @@ export interface RunnerConfig {
   subjectPrefix: string;
   namespace: string;
   shutdownGraceMs: number;
+  /** HOST:PORT of GET /healthz (port 0 picks a free one); undefined: none. */
+  healthListen?: string;
 }
 
 /**
  * Settings from the environment, the Python bridge's variables: TURNKEEPER_AGENT,
  * TURNKEEPER_NATS_URL (or NATS_URL), TURNKEEPER_REPLICA, TURNKEEPER_SUBJECT_PREFIX,
- * TURNKEEPER_NAMESPACE, TURNKEEPER_SHUTDOWN_GRACE (seconds), and the connection's
- * (connectionFromEnv).
+ * TURNKEEPER_NAMESPACE, TURNKEEPER_SHUTDOWN_GRACE (seconds), TURNKEEPER_HEALTH_LISTEN
+ * (/healthz, default 127.0.0.1:8080) and the connection's (connectionFromEnv).
  */
 export function runnerConfigFromEnv(
   agent?: string,
@@ -59,6 +62,7 @@ export function runnerConfigFromEnv(
     subjectPrefix: env.TURNKEEPER_SUBJECT_PREFIX || "vystak",
     namespace: env.TURNKEEPER_NAMESPACE || "default",
     shutdownGraceMs: env.TURNKEEPER_SHUTDOWN_GRACE ? Number(env.TURNKEEPER_SHUTDOWN_GRACE) * 1000 : 10_000,
+    healthListen: env.TURNKEEPER_HEALTH_LISTEN || "127.0.0.1:8080",
   };
   return { ...config, ...overrides };
 }
@@ -89,6 +93,7 @@ export class TurnRunner {
   readonly methods: Methods;
   readonly subscriber: NatsSubscriber;
   readonly log: (line: string) => void;
+  readonly health: HealthServer | undefined;
   #started = false;
   #stopping: Promise<void> | undefined;
 
@@ -120,6 +125,10 @@ export class TurnRunner {
       log: this.log,
     });
     this.methods = new Methods(this.client, this.runtime, this.identity);
+    if (config.healthListen !== undefined) {
+      const [host, port] = parseListen(config.healthListen);
+      this.health = new HealthServer(host, port, () => this.#check());
+    }
     this.subscriber = new NatsSubscriber(
       config.natsUrl,
       agentSubject(config),
@@ -137,9 +146,29 @@ export class TurnRunner {
     }
     this.#started = true;
     this.log(`agent ${this.identity.agent} replica ${this.identity.replica} incarnation ${this.identity.incarnation}`);
+    if (this.health !== undefined) {
+      await this.health.start();
+      this.log(`/healthz on ${this.health.url}`);
+    }
     await this.#waitForService();
     await this.subscriber.start();
     await this.#redrive();
+  }
+
+  /** What GET /healthz answers: the service takes our calls and NATS routes to us. */
+  async #check(): Promise<[boolean, string]> {
+    if (this.#stopping !== undefined) {
+      return [false, "shutting down"];
+    }
+    try {
+      await this.client.turns.turnStatus({ turnId: "turnkeeper-runner-probe" }, { timeoutMs: 2000 });
+    } catch (error) {
+      return [false, `turnkeeper service at ${this.config.connection.address}: ${messageOf(error)}`];
+    }
+    if (!this.subscriber.ready) {
+      return [false, `NATS: the subscription to ${this.subscriber.subject} on ${this.config.natsUrl} is not live`];
+    }
+    return [true, "ok"];
   }
 
   async #waitForService(): Promise<void> {
@@ -223,6 +252,7 @@ export class TurnRunner {
       this.methods.accepting = false;
       await this.subscriber.stop();
       await this.runtime.stop(graceMs);
+      await this.health?.stop();
       this.client.close();
     })();
     return this.#stopping;

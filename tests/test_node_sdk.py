@@ -343,3 +343,63 @@ async def test_the_node_client_speaks_mutual_tls_and_bearer_tokens(
     # A CA that did not sign the server's certificate is not trusted.
     stranger = CertificateAuthority(directory, "stranger")
     assert "error" in await answer({**full, "TURNKEEPER_TLS_CA": str(stranger.files.cert)})
+
+
+async def test_a_js_agent_regenerates_and_continues_threads_like_the_python_bridge(
+    node_package: Path, service: TurnkeeperServer, nats_server: NatsServer, tmp_path: Path
+) -> None:
+    side_log = tmp_path / "side.log"
+    nc, seen = await subscribe(nats_server.url, "vystak.turn.>")
+    agent = await spawn_agent(
+        node_package,
+        service=service.address,
+        nats_url=nats_server.url,
+        agent="js-regen",
+        replica="js-regen-1",
+        side_log=side_log,
+    )
+
+    async def create(params: dict[str, Any]) -> dict[str, Any]:
+        return await rpc(nc, "responses/create", {**params, "background": True}, agent="js-regen")
+
+    try:
+        await agent.ready()
+        first = await create({"input": "report", "turn_id": "regen-1", "thread_id": "th-regen"})
+        assert first["result"]["status"] == "in_progress"
+        answered = await finished_output(seen, "regen-1")
+        assert answered == {"job": "report", "log": ["planned", "worked", "answered"]}
+
+        # Nothing pending on a finished thread: no turn is started.
+        nothing = await create({"input": None, "thread_id": "th-regen"})
+        assert nothing["result"] == {
+            "turn_id": None,
+            "thread_id": "th-regen",
+            "status": "completed",
+        }
+
+        # Regenerate: the latest input answered again from the graph's entry, so the
+        # log is not appended to the first answer's.
+        again = await create(
+            {"input": None, "regenerate": True, "turn_id": "regen-2", "thread_id": "th-regen"}
+        )
+        assert again["result"]["status"] == "in_progress"
+        assert await finished_output(seen, "regen-2") == answered
+        runs = side_log.read_text().splitlines()
+        assert [r.split()[0] for r in runs if " regen-2 " in f"{r} "] == ["plan", "work", "answer"]
+
+        refused = await create({"input": None, "regenerate": True, "thread_id": "th-never"})
+        assert refused["error"]["code"] == -32000
+        assert refused["error"]["data"] == {
+            "code": "FAILED_PRECONDITION",
+            "message": "thread th-never has no run to regenerate",
+        }
+        bad = await create({"input": "x", "regenerate": True, "thread_id": "th-regen"})
+        assert bad["error"]["code"] == -32602
+        reserved = await create({"input": {"__turnkeeper__": "regenerate"}})
+        assert reserved["error"] == {
+            "code": -32602,
+            "message": "input: the top-level key '__turnkeeper__' is reserved",
+        }
+    finally:
+        await agent.close()
+        await nc.close()

@@ -26,13 +26,14 @@ import { fromValue, toValue } from "../values.js";
 import type { BoundarySaver } from "./boundary.js";
 import { EventCapture } from "./capture.js";
 import { EventLog, register } from "./events.js";
+import { type HistoryGraph, atCheckpoint, entryCheckpointId, isRegenerate } from "./intent.js";
 
 export const DEFAULT_LEASE_MS = 15_000;
 export const MAX_ERROR_CHARS = 8000;
 const INTERRUPT_KEY = "__interrupt__";
 
 /** The slice of a compiled LangGraph.js graph the runner drives. */
-export interface RunnableGraph {
+export interface RunnableGraph extends HistoryGraph {
   stream(input: unknown, options: Record<string, unknown>): Promise<AsyncIterable<unknown>>;
   getState(config: RunnableConfig): Promise<{ tasks: ReadonlyArray<{ interrupts?: ReadonlyArray<unknown> }> }>;
 }
@@ -70,6 +71,11 @@ export function idempotencyKey(config: RunnableConfig): string {
     throw new Error("idempotencyKey() works inside a node or tool of a turn run by the TurnRunner");
   }
   return `${String(turnId)}:${String(step)}:${String(attempt)}`;
+}
+
+/** A regenerate turn on a thread with no run to go back to: the turn fails. */
+export class NothingToRegenerate extends Error {
+  override name = "NothingToRegenerate";
 }
 
 function leaseMs(turn: Turn): number {
@@ -177,28 +183,38 @@ export class Execution {
     return { ...config, callbacks: [new EventCapture(events)], signal: this.#abort.signal };
   }
 
-  async #startPoint(config: RunnableConfig): Promise<unknown> {
+  /** The graph's input, and the config to run it with (intent.ts). */
+  async #startPoint(config: RunnableConfig): Promise<[unknown, RunnableConfig]> {
     const turn = this.#assignment.turn;
     if (!this.#assignment.checkpointId) {
       const journaled = fromValue(turn.input);
+      if (isRegenerate(journaled)) {
+        // Looked up again on every start: a re-drive finds the same entry.
+        const entry = await entryCheckpointId(this.#host.graph, config);
+        if (entry === undefined) {
+          throw new NothingToRegenerate(`thread ${turn.threadId} has no run to regenerate`);
+        }
+        return [null, atCheckpoint(config, entry)];
+      }
       // null continues the thread from its latest checkpoint.
-      return journaled === null ? null : this.#host.inputMapper(journaled);
+      return [journaled === null ? null : this.#host.inputMapper(journaled), config];
     }
     if (turn.hasResume) {
       const state = await this.#host.graph.getState(config);
       if (state.tasks.some((task) => (task.interrupts?.length ?? 0) > 0)) {
-        return new Command({ resume: fromValue(turn.resume) });
+        return [new Command({ resume: fromValue(turn.resume) }), config];
       }
     }
-    return null;
+    return [null, config];
   }
 
   async #drive(events: EventLog): Promise<void> {
-    const config = this.#config(events);
+    let config = this.#config(events);
     let values: unknown = null;
     const interrupts: Array<{ id?: string; value?: unknown }> = [];
     try {
-      const input = await this.#startPoint(config);
+      let input: unknown;
+      [input, config] = await this.#startPoint(config);
       const stream = await this.#host.graph.stream(input, {
         ...config,
         streamMode: ["values", "updates"],

@@ -11,6 +11,7 @@ import type { TurnkeeperClient } from "../client.js";
 import { TurnState } from "../gen/turnkeeper/v1/turns_pb.js";
 import { toValue } from "../values.js";
 import type { Identity } from "./execution.js";
+import { INTENT_KEY, REGENERATE_INPUT, entryCheckpointId, isReserved } from "./intent.js";
 import {
   METHOD_NOT_FOUND,
   type Reply,
@@ -29,8 +30,6 @@ export const CREATE = "responses/create";
 export const TURN_STATUS = "responses/turnStatus";
 export const RESUME_DETACHED = "responses/resumeDetached";
 export const EXECUTE = "turnkeeper/execute";
-/** Reserved for the bridges' own markers (a regenerate, for the Python bridge). */
-export const INTENT_KEY = "__turnkeeper__";
 
 export class Methods {
   accepting = true;
@@ -72,11 +71,15 @@ export class Methods {
     if (!("input" in params)) {
       throw invalidParams("input is required");
     }
-    if (params.regenerate !== undefined && params.regenerate !== false) {
-      throw invalidParams("regenerate is not supported by this agent (a TypeScript TurnRunner)");
+    const regenerate = params.regenerate ?? false;
+    if (typeof regenerate !== "boolean") {
+      throw invalidParams("regenerate must be true or false");
     }
     const payload = params.input;
-    if (payload !== null && typeof payload === "object" && !Array.isArray(payload) && INTENT_KEY in payload) {
+    if (regenerate && payload !== null) {
+      throw invalidParams("regenerate answers the thread's latest input again: input must be null");
+    }
+    if (isReserved(payload)) {
       throw invalidParams(`input: the top-level key '${INTENT_KEY}' is reserved`);
     }
     const turnId = optionalString(params, "turn_id") ?? randomUUID().replaceAll("-", "");
@@ -87,7 +90,7 @@ export class Methods {
     const threadId = givenThreadId ?? randomUUID().replaceAll("-", "");
     let input;
     try {
-      input = toValue(payload);
+      input = toValue(regenerate ? REGENERATE_INPUT : payload);
     } catch (error) {
       throw invalidParams(`input is not JSON data: ${(error as Error).message}`);
     }
@@ -95,7 +98,12 @@ export class Methods {
       const message = "this replica is shutting down; send the request again";
       throw new RpcError(SERVICE_ERROR, message, { code: "UNAVAILABLE", message });
     }
-    if (payload === null && (await this.#nothingToContinue(threadId, optionalString(params, "turn_id")))) {
+    if (regenerate) {
+      if ((await entryCheckpointId(this.runtime.host.graph, { configurable: { thread_id: threadId } })) === undefined) {
+        const message = `thread ${threadId} has no run to regenerate`;
+        throw new RpcError(SERVICE_ERROR, message, { code: "FAILED_PRECONDITION", message });
+      }
+    } else if (payload === null && (await this.#nothingToContinue(threadId, optionalString(params, "turn_id")))) {
       return { result: { turn_id: null, thread_id: threadId, status: "completed" } };
     }
     // Journaled before the answer: a turn the caller was told about exists.

@@ -1,7 +1,7 @@
 // The executions of one runner: at most one per turn, started, claimed, stopped.
 
 import type { TurnkeeperClient } from "../client.js";
-import { isFenced, messageOf } from "../errors.js";
+import { Code, codeOf, isFenced, messageOf } from "../errors.js";
 import { type Assignment, Execution, type ExecutionHost } from "./execution.js";
 
 export class TurnRuntime {
@@ -68,10 +68,21 @@ export class TurnRuntime {
     }
   }
 
-  /** The thread's latest checkpoint has nodes still to run. */
+  /**
+   * The thread's latest checkpoint has nodes still to run (a run that failed, was
+   * cut short, or waits in an interrupt). With tokens on, a thread that holds no
+   * turn of this agent is closed to it (PERMISSION_DENIED): nothing of ours there.
+   */
   async hasPendingWork(threadId: string): Promise<boolean> {
-    const state = await this.host.graph.getState({ configurable: { thread_id: threadId } });
-    return ((state as { next?: readonly string[] }).next?.length ?? 0) > 0;
+    try {
+      const state = await this.host.graph.getState({ configurable: { thread_id: threadId } });
+      return ((state as { next?: readonly string[] }).next?.length ?? 0) > 0;
+    } catch (error) {
+      if (codeOf(error) === Code.PermissionDenied) {
+        return false;
+      }
+      throw error;
+    }
   }
 
   /**

@@ -119,26 +119,32 @@ export class EventLog {
    * A fenced append means the execution lost the turn: `onFenced` is told.
    */
   async run(signal: AbortSignal, onFenced: (error: unknown) => void): Promise<void> {
-    while (!signal.aborted && !this.#closed) {
-      if (this.#pending.length === 0) {
-        await new Promise<void>((resolve) => {
-          this.#wake = resolve;
-          signal.addEventListener("abort", () => resolve(), { once: true });
-        });
-        this.#wake = undefined;
-        continue;
-      }
-      try {
-        await this.flush();
-      } catch (error) {
-        if (isFenced(error)) {
-          onFenced(error);
-          return;
+    // One listener for the whole run (not one per wait): a long turn waits often.
+    const onAbort = (): void => this.#wake?.();
+    signal.addEventListener("abort", onAbort, { once: true });
+    try {
+      while (!signal.aborted && !this.#closed) {
+        if (this.#pending.length === 0) {
+          await new Promise<void>((resolve) => {
+            this.#wake = resolve;
+          });
+          this.#wake = undefined;
+          continue;
         }
-        // The next flush (at the latest the one before the next checkpoint)
-        // sends them again; pause so a service that is down is not hammered.
-        await new Promise((resolve) => setTimeout(resolve, 200));
+        try {
+          await this.flush();
+        } catch (error) {
+          if (isFenced(error)) {
+            onFenced(error);
+            return;
+          }
+          // The next flush (at the latest the one before the next checkpoint)
+          // sends them again; pause so a service that is down is not hammered.
+          await new Promise((resolve) => setTimeout(resolve, 200));
+        }
       }
+    } finally {
+      signal.removeEventListener("abort", onAbort);
     }
   }
 }

@@ -256,3 +256,56 @@ async def test_a_js_execution_whose_attempt_was_redriven_away_stops_and_writes_n
             await watcher.close()
         await agent.close()
         await nc.close()
+
+
+async def test_a_js_agent_restarted_while_nats_is_away_re_drives_its_orphans_over_grpc(
+    node_package: Path,
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    client: AsyncTurnkeeperClient,
+    tmp_path: Path,
+) -> None:
+    side_log = tmp_path / "side.log"
+    nc, _seen = await subscribe(nats_server.url, "vystak.turn.>")
+
+    async def spawn(nats_url: str) -> Any:
+        return await spawn_agent(
+            node_package,
+            service=service.address,
+            nats_url=nats_url,
+            agent=AGENT,
+            replica="js-replica-no-nats",
+            side_log=side_log,
+            hold_work=True,
+        )
+
+    first = await spawn(nats_server.url)
+    second = None
+    watcher: Watcher | None = None
+    try:
+        await first.ready()
+        await result(
+            nc,
+            "responses/create",
+            {"input": "report", "turn_id": "hold-no-nats", "background": True},
+            agent=AGENT,
+        )
+        watcher = Watcher(client, "hold-no-nats")
+        await watcher.until_event("token", "work")
+        await first.kill()
+
+        # Port 1 on loopback: nothing listens, every NATS connection is refused.
+        second = await spawn("nats://127.0.0.1:1")
+        await second.ready()
+        await second.wait_line(lambda line: "re-driving over gRPC meanwhile" in line)
+        transcript = await watcher.finished()
+        assert [e.type for e in transcript.events][-2:] == ["final", "turn.done"]
+        status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id="hold-no-nats"))
+        assert (status.state, status.attempts) == (turns_pb2.TURN_STATE_DONE, 1)
+    finally:
+        if watcher is not None:
+            await watcher.close()
+        for agent in (first, second):
+            if agent is not None:
+                await agent.close()
+        await nc.close()

@@ -20,6 +20,8 @@ import { Methods } from "./methods.js";
 import { TurnRuntime } from "./runtime.js";
 import { NatsSubscriber } from "./subscriber.js";
 
+/** How long startup waits for the NATS subscription before its Redrive. */
+export const NATS_STARTUP_WAIT_MS = 5000;
 /** An agent name is a NATS subject token (the service checks the same). */
 const AGENT_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
@@ -151,7 +153,18 @@ export class TurnRunner {
       this.log(`/healthz on ${this.health.url}`);
     }
     await this.#waitForService();
-    await this.subscriber.start();
+    // NATS may be away: Redrive does not wait for it longer than NATS_STARTUP_WAIT_MS
+    // (re-driven turns go on over gRPC, their events reach NATS through the
+    // service's outbox); the subscription is made in the background meanwhile.
+    const subscribed = this.subscriber.start().catch((error: unknown) => {
+      this.log(`NATS subscription failed: ${messageOf(error)}`);
+    });
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([subscribed, new Promise((resolve) => (timer = setTimeout(resolve, NATS_STARTUP_WAIT_MS)))]);
+    clearTimeout(timer);
+    if (!this.subscriber.ready) {
+      this.log(`NATS at ${this.config.natsUrl} not subscribed yet; re-driving over gRPC meanwhile`);
+    }
     await this.#redrive();
   }
 

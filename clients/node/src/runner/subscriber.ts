@@ -55,6 +55,7 @@ export class NatsSubscriber {
           name: this.name,
           maxReconnectAttempts: -1,
           reconnectTimeWait: 500,
+          timeout: 2000,
         });
         break;
       } catch (error) {
@@ -64,7 +65,8 @@ export class NatsSubscriber {
       }
     }
     const nc = this.#nc;
-    if (nc === undefined) {
+    if (nc === undefined || this.#stopped) {
+      await nc?.close();
       return;
     }
     this.#sub = nc.subscribe(this.subject, {

@@ -2,8 +2,9 @@
 // bridge's guarantees and its NATS JSON-RPC methods.
 //
 // Startup: compile the graph with the BoundarySaver, wait until the service
-// answers, subscribe on NATS (and probe until the subscription is live), then call
-// Redrive with this process's new incarnation and run every turn it hands back.
+// answers, subscribe on NATS (and probe until the subscription is live, for at most
+// NATS_STARTUP_WAIT_MS), then call Redrive with this process's new incarnation and
+// run every turn it hands back.
 // Shutdown (SIGTERM/SIGINT in run()): stop taking requests, let running turns
 // finish for shutdownGraceMs and leave the rest to a re-drive, close.
 

@@ -16,12 +16,13 @@ import {
   validateConnection,
 } from "./connection.js";
 import { CheckpointService } from "./gen/turnkeeper/v1/checkpoints_pb.js";
+import { retryInterceptor } from "./retry.js";
 import { TurnService } from "./gen/turnkeeper/v1/turns_pb.js";
 
 export type TurnServiceClient = Client<typeof TurnService>;
 export type CheckpointServiceClient = Client<typeof CheckpointService>;
 
-/** Node's http2 rejects the values a person most often pastes by mistake. */
+/** `authorization: Bearer <token>` on every call. */
 function bearer(token: string): Interceptor {
   const value = `Bearer ${token}`;
   return (next) => async (request) => {
@@ -69,7 +70,8 @@ export class TurnkeeperClient {
       baseUrl,
       sessionManager: this.#sessions,
       defaultTimeoutMs: resolved.callTimeoutMs ?? DEFAULT_CALL_TIMEOUT_MS,
-      interceptors: resolved.bearerToken ? [bearer(resolved.bearerToken)] : [],
+      // Outermost first: a retried call carries the token on every attempt.
+      interceptors: [retryInterceptor(resolved.retry), ...(resolved.bearerToken ? [bearer(resolved.bearerToken)] : [])],
     });
     this.turns = createClient(TurnService, transport);
     this.checkpoints = createClient(CheckpointService, transport);

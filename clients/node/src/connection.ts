@@ -6,6 +6,8 @@
 
 import { readFileSync } from "node:fs";
 
+import type { RetryPolicy } from "./retry.js";
+
 export interface ConnectionOptions {
   /** host:port of the service (default $TURNKEEPER_ADDRESS, then 127.0.0.1:50051). */
   address: string;
@@ -20,6 +22,8 @@ export interface ConnectionOptions {
   bearerToken?: string;
   /** The deadline of a unary call; streams have none (a turn can run for long). */
   callTimeoutMs?: number;
+  /** The retry of idempotent RPCs on UNAVAILABLE (retry.ts); maxAttempts 1: none. */
+  retry?: RetryPolicy;
 }
 
 export const DEFAULT_ADDRESS = "127.0.0.1:50051";

@@ -16,15 +16,18 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import grpc.aio
 import pytest
 from turnkeeper.agent_rpc import NatsAgentTransport
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import result, rpc, until
 from tests.support.grpcurl import grpcurl
 from tests.support.nats import Collector, NatsServer, subscribe
 from tests.support.node import NO_PROXY_ENV, NODE, NPM, prepare_package, spawn_agent
+from tests.support.procs import ServiceProcess
 from tests.support.security import CertificateAuthority, write_tokens
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -403,3 +406,80 @@ async def test_a_js_agent_regenerates_and_continues_threads_like_the_python_brid
     finally:
         await agent.close()
         await nc.close()
+
+
+async def test_turnkeeper_follow_rides_out_a_service_restart_and_a_re_drive(
+    node_package: Path, tmp_path: Path
+) -> None:
+    service = ServiceProcess(tmp_path / "data")
+    await asyncio.to_thread(service.start)
+    follower: asyncio.subprocess.Process | None = None
+    try:
+        channel = grpc.aio.insecure_channel(service.address)
+        stub = turns_pb2_grpc.TurnServiceStub(channel)
+
+        async def append(attempt: int, *kinds: str, first: int = 1) -> None:
+            events = [
+                turns_pb2.EventInput(seq=first + i, type=k, data_json=json.dumps({"n": first + i}))
+                for i, k in enumerate(kinds)
+            ]
+            await stub.AppendEvents(
+                turns_pb2.AppendEventsRequest(turn_id="t-restart", attempt=attempt, events=events)
+            )
+
+        await stub.StartTurn(
+            turns_pb2.StartTurnRequest(
+                turn_id="t-restart", thread_id="th", agent="py", replica="r", incarnation="i1"
+            )
+        )
+        await append(0, "token", "step")
+
+        assert NODE is not None
+        follower = await asyncio.create_subprocess_exec(
+            NODE,
+            "dist/cli/follow.js",
+            "--address",
+            service.address,
+            "--idle-seconds",
+            "1",
+            "t-restart",
+            cwd=node_package,
+            env={**os.environ, **NO_PROXY_ENV},
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+        )
+        assert follower.stdout is not None
+        first = [
+            json.loads(await asyncio.wait_for(follower.stdout.readline(), 30)) for _ in range(3)
+        ]
+        assert [f["frame"] for f in first] == ["status", "event", "event"]
+
+        # The service dies and comes back on the same port; meanwhile nothing is
+        # shown. Then the executor's restart re-drives the turn from scratch.
+        await channel.close(None)
+        await asyncio.to_thread(service.kill)
+        await asyncio.to_thread(service.start)
+        channel = grpc.aio.insecure_channel(service.address)
+        stub = turns_pb2_grpc.TurnServiceStub(channel)
+        await stub.Redrive(turns_pb2.RedriveRequest(agent="py", replica="r", incarnation="i2"))
+        await append(1, "token", "step", "final")
+        await stub.FinishTurn(
+            turns_pb2.FinishTurnRequest(
+                turn_id="t-restart", attempt=1, outcome=turns_pb2.OUTCOME_DONE
+            )
+        )
+        stdout, stderr = await asyncio.wait_for(follower.communicate(), 60)
+        await channel.close(None)
+    finally:
+        if follower is not None and follower.returncode is None:
+            follower.kill()
+            await follower.wait()
+        await asyncio.to_thread(service.kill)
+
+    assert follower.returncode == 0, stderr.decode()
+    rest = [json.loads(line) for line in stdout.decode().splitlines()]
+    resets = [f for f in rest if f["frame"] == "reset"]
+    assert len(resets) == 1, rest
+    after = rest[rest.index(resets[0]) + 1 :]
+    shown = [(f["seq"], f["attempt"], f["type"]) for f in after if f["frame"] == "event"]
+    assert shown == [(1, 1, "token"), (2, 1, "step"), (3, 1, "final"), (4, 1, "turn.done")]

@@ -8,20 +8,19 @@ re-drives the turn from the checkpoint after `plan` with a new incarnation.
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
-from turnkeeper.follower import Event, FollowOptions, Frame, Reset, Transcript, TurnFollower
+from turnkeeper.follower import Event, Reset
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.support.agents import PATIENCE, result, until
+from tests.support.agents import result, until
 from tests.support.nats import NatsServer, subscribe
-from tests.support.node import prepare_package, spawn_agent
+from tests.support.node import Watcher, prepare_package, spawn_agent
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -37,46 +36,6 @@ def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
 async def client(service: TurnkeeperServer) -> AsyncIterator[AsyncTurnkeeperClient]:
     async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as c:
         yield c
-
-
-class Watcher:
-    """A Python TurnFollower's frames applied to a Transcript, as a panel shows them."""
-
-    def __init__(self, client: AsyncTurnkeeperClient, turn_id: str) -> None:
-        self.follower = TurnFollower(client, turn_id, FollowOptions(idle_gap=2.0))
-        self.frames: list[Frame] = []
-        self.transcript = Transcript()
-        self._changed = asyncio.Event()
-        self.task = asyncio.create_task(self._run())
-
-    async def _run(self) -> None:
-        async for frame in self.follower:
-            self.frames.append(frame)
-            self.transcript.apply(frame)
-            self._changed.set()
-        self._changed.set()
-
-    async def until_event(self, type_: str, node: str) -> None:
-        async def loop() -> None:
-            while not any(
-                e.type == type_ and (e.data or {}).get("node") == node
-                for e in self.transcript.events
-            ):
-                if self.task.done():
-                    raise AssertionError(f"the follower ended first: {self.frames}")
-                self._changed.clear()
-                await self._changed.wait()
-
-        await asyncio.wait_for(loop(), PATIENCE)
-
-    async def finished(self) -> Transcript:
-        await asyncio.wait_for(self.task, PATIENCE)
-        return self.transcript
-
-    async def close(self) -> None:
-        await self.follower.aclose()
-        self.task.cancel()
-        await asyncio.gather(self.task, return_exceptions=True)
 
 
 def seen_by_a_reader(events: list[Event]) -> list[tuple[int, str, Any]]:

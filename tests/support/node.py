@@ -11,8 +11,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from turnkeeper.client import AsyncTurnkeeperClient
+from turnkeeper.follower import FollowOptions, Frame, Transcript, TurnFollower
 
-from tests.support.agents import Agent
+from tests.support.agents import PATIENCE, Agent
 
 REPO = Path(__file__).resolve().parent.parent.parent
 NPM = shutil.which("npm")
@@ -68,6 +70,7 @@ async def spawn_agent(
     side_log: Path,
     graph: str = "steps",
     hold_work: bool = False,
+    step_ms: int = 0,
 ) -> Agent:
     """clients/node/testing/agent.mjs under TurnRunner; `await agent.ready()`."""
     assert NODE is not None
@@ -82,6 +85,7 @@ async def spawn_agent(
         "AGENT_GRAPH": graph,
         "SIDE_LOG": str(side_log),
         "HOLD_WORK": "1" if hold_work else "0",
+        "STEP_MS": str(step_ms),
     }
     proc = await asyncio.create_subprocess_exec(
         NODE,
@@ -93,3 +97,43 @@ async def spawn_agent(
         env=env,
     )
     return Agent(proc, replica)
+
+
+class Watcher:
+    """A Python TurnFollower's frames applied to a Transcript, as a panel shows them."""
+
+    def __init__(self, client: AsyncTurnkeeperClient, turn_id: str) -> None:
+        self.follower = TurnFollower(client, turn_id, FollowOptions(idle_gap=2.0))
+        self.frames: list[Frame] = []
+        self.transcript = Transcript()
+        self._changed = asyncio.Event()
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        async for frame in self.follower:
+            self.frames.append(frame)
+            self.transcript.apply(frame)
+            self._changed.set()
+        self._changed.set()
+
+    async def until_event(self, type_: str, node: str) -> None:
+        async def loop() -> None:
+            while not any(
+                e.type == type_ and (e.data or {}).get("node") == node
+                for e in self.transcript.events
+            ):
+                if self.task.done():
+                    raise AssertionError(f"the follower ended first: {self.frames}")
+                self._changed.clear()
+                await self._changed.wait()
+
+        await asyncio.wait_for(loop(), PATIENCE)
+
+    async def finished(self) -> Transcript:
+        await asyncio.wait_for(self.task, PATIENCE)
+        return self.transcript
+
+    async def close(self) -> None:
+        await self.follower.aclose()
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)

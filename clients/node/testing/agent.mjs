@@ -10,6 +10,8 @@
 //                 runs, so a test can count runs
 //   HOLD_WORK     "1": in a turn whose id starts with "hold-", the first attempt's
 //                 work node emits its event and then waits forever (to be killed)
+//   STEP_MS       each node of "steps" works for a random while up to this long
+//                 after its event (the window a kill lands in); default 0
 //
 // Prints "ready <incarnation>" on stdout once the startup Redrive is done.
 
@@ -33,10 +35,15 @@ function ran(node, config) {
   return { turnId, attempt };
 }
 
+// Random, not synchronisation: nothing waits for it; it widens the window a test's
+// SIGKILL lands in.
+const work = () => new Promise((resolve) => setTimeout(resolve, Math.random() * Number(process.env.STEP_MS ?? 0)));
+
 function steps() {
   return new StateGraph(State)
-    .addNode("plan", (_state, config) => {
+    .addNode("plan", async (_state, config) => {
       ran("plan", config);
+      await work();
       return { log: ["planned"] };
     })
     .addNode("work", async (_state, config) => {
@@ -45,10 +52,12 @@ function steps() {
         appendFileSync(process.env.SIDE_LOG ?? "/dev/null", `holding ${turnId}\n`);
         await new Promise(() => undefined); // until SIGKILL
       }
+      await work();
       return { log: ["worked"] };
     })
-    .addNode("answer", (_state, config) => {
+    .addNode("answer", async (_state, config) => {
       ran("answer", config);
+      await work();
       return { log: ["answered"] };
     })
     .addEdge(START, "plan")

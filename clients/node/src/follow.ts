@@ -1,6 +1,6 @@
 // Following a turn: TurnStatus, then WatchTurn until the terminal event.
 //
-// What a follower promises (DESIGN.md §3, §8):
+// What a follower promises (the panel's rules):
 // - every event frame it emits is one the service retained, in seq order; after a
 //   reset frame the events shown so far are void and the replay starts again at
 //   seq 1, so a consumer that honours resets never shows a duplicated tool call;
@@ -54,12 +54,12 @@ export interface FollowResult {
 }
 
 export const TERMINAL_EVENT_TYPES: readonly string[] = ["turn.done", "turn.failed"];
-/** States in which the panel keeps waiting (DESIGN.md §8). */
+/** States in which the panel keeps waiting. */
 export const LIVE_STATES: readonly string[] = ["RUNNING", "PARKED"];
 /** Process exit codes of turnkeeper-follow, by outcome; an error is 1, bad usage 2. */
 export const EXIT_CODES = Object.freeze({ terminal: 0, concluded: 0, unknown: 3, deadline: 4, aborted: 130 });
 
-/** RUNNING, PARKED, DONE, FAILED, UNKNOWN: the five words of DESIGN.md §2. */
+/** RUNNING, PARKED, DONE, FAILED, UNKNOWN: the five states of a turn. */
 export function stateName(state: TurnState): string {
   return state === TurnState.UNSPECIFIED ? "UNKNOWN" : TurnState[state];
 }

@@ -6,9 +6,11 @@
 //   seq 1, so a consumer that honours resets never shows a duplicated tool call;
 // - it ends after the terminal event (turn.done, turn.failed), or when TurnStatus
 //   says the turn is over (the panel's rule on an idle gap), or at the deadline;
-// - a dropped stream is re-opened after the last seq seen; when the turn was
-//   rewound while the stream was down, the follower emits a reset of its own
-//   (local: true) and replays from the start, since it cannot know what it missed.
+// - a dropped stream is re-opened after the last seq seen, once TurnStatus answers;
+//   when the turn was rewound while the stream was down (TurnStatus shows a newer
+//   attempt, or the re-opened stream brings a newer attempt's event and the last
+//   event shown is no longer retained), the follower emits a reset of its own
+//   (local: true) and replays from the start.
 // It does not promise to show every event of an attempt that was rewound away.
 
 import { type TurnkeeperClient, STREAM_CALL } from "./client.js";
@@ -115,7 +117,7 @@ export interface FollowOptions {
   signal?: AbortSignal;
 }
 
-type Watched = { kind: FollowResult["outcome"] | "ended" } | { kind: "error"; error: unknown };
+type Watched = { kind: FollowResult["outcome"] | "ended" | "rewound" } | { kind: "error"; error: unknown };
 
 function sleep(ms: number, signal?: AbortSignal): Promise<void> {
   return new Promise((resolve) => {
@@ -150,6 +152,8 @@ export async function followTurn(client: TurnkeeperClient, turnId: string, optio
   let attempt = -1;
   let retries = 0;
   let lastState: string | null = null;
+  // The attempt that wrote the event at lastSeq.
+  let shownAttempt = -1;
   const result = (outcome: FollowResult["outcome"]): FollowResult => ({ outcome, state: lastState, lastSeq });
 
   /** TurnStatus as a frame; null while the service is unreachable (keep waiting). */
@@ -165,6 +169,16 @@ export async function followTurn(client: TurnkeeperClient, turnId: string, optio
       }
       throw error;
     }
+  };
+
+  /**
+   * Is the last event shown (lastSeq, written by shownAttempt) still retained?
+   * No when a re-drive rewound the turn to a boundary before it.
+   */
+  const stillRetained = async (): Promise<boolean> => {
+    const page = await client.turns.listEvents({ turnId, afterSeq: BigInt(lastSeq - 1), pageSize: 1 });
+    const kept = page.events[0];
+    return kept !== undefined && Number(kept.seq) === lastSeq && kept.attempt === shownAttempt;
   };
 
   /** One WatchTurn stream, from lastSeq, until it ends one way or another. */
@@ -204,6 +218,7 @@ export async function followTurn(client: TurnkeeperClient, turnId: string, optio
       idleTimer = setTimeout(() => void onIdle(), idleMs);
     };
     armIdle();
+    let resetInStream = false;
     try {
       const stream = client.turns.watchTurn({ turnId, afterSeq: BigInt(lastSeq) }, { ...STREAM_CALL, signal: stop.signal });
       for await (const response of stream) {
@@ -218,12 +233,23 @@ export async function followTurn(client: TurnkeeperClient, turnId: string, optio
           // The frames that follow replay the retained events from seq 1.
           lastSeq = 0;
           attempt = Math.max(attempt, frame.value.attempt);
+          resetInStream = true;
         } else if (frame.case === "event") {
           const shown = eventFrame(turnId, frame.value);
           if (shown.seq <= lastSeq) {
             continue; // already shown: a re-opened stream can overlap by a frame
           }
+          if (!resetInStream && lastSeq > 0 && shown.attempt > shownAttempt && !(await stillRetained())) {
+            // A newer attempt, and what was shown is gone: the turn was rewound
+            // while no stream was open. Show that, and replay from the start.
+            onFrame(resetFrame(turnId, { seq: 0n, attempt: shown.attempt, checkpointId: "" }, true));
+            lastSeq = 0;
+            attempt = Math.max(attempt, shown.attempt);
+            finish({ kind: "rewound" });
+            break;
+          }
           lastSeq = shown.seq;
+          shownAttempt = shown.attempt;
           attempt = Math.max(attempt, shown.attempt);
           onFrame(shown);
           if (TERMINAL_EVENT_TYPES.includes(shown.type)) {
@@ -258,27 +284,42 @@ export async function followTurn(client: TurnkeeperClient, turnId: string, optio
       return result("deadline");
     }
     const watched = await watchOnce();
+    if (watched.kind === "rewound") {
+      continue; // a local reset was shown: replay from seq 1 at once
+    }
     if (watched.kind === "error") {
       if (!isRetryable(watched.error)) {
         throw watched.error;
       }
     } else if (watched.kind !== "ended") {
-      return result(watched.kind);
+      return result(watched.kind as FollowResult["outcome"]);
     }
-    // The stream is gone without the terminal event: see where the turn stands.
-    const status = await lookUp();
-    if (status) {
-      if (status.state === "UNKNOWN") {
-        return result("unknown");
+    // The stream is gone without the terminal event: see where the turn stands
+    // before re-opening it. Waited for while the service is unreachable: a stream
+    // re-opened blind after a re-drive would go on from lastSeq with the new
+    // attempt's events and never show the rewind.
+    let status = await lookUp();
+    while (status === null) {
+      if (signal?.aborted) {
+        return result("aborted");
       }
-      if (watched.kind === "ended" && !LIVE_STATES.includes(status.state)) {
-        return result("concluded"); // closed cleanly and the turn is over
+      if (Date.now() >= deadlineAt) {
+        return result("deadline");
       }
-      if ((attempt >= 0 && status.attempts > attempt) || status.last_seq < lastSeq) {
-        onFrame(resetFrame(turnId, { seq: BigInt(status.last_seq), attempt: status.attempts, checkpointId: "" }, true));
-        lastSeq = 0;
-        attempt = status.attempts;
-      }
+      await sleep(Math.min(retryMaxMs, retryMinMs * 2 ** retries, Math.max(0, deadlineAt - Date.now())), signal);
+      retries += 1;
+      status = await lookUp();
+    }
+    if (status.state === "UNKNOWN") {
+      return result("unknown");
+    }
+    if (watched.kind === "ended" && !LIVE_STATES.includes(status.state)) {
+      return result("concluded"); // closed cleanly and the turn is over
+    }
+    if ((attempt >= 0 && status.attempts > attempt) || status.last_seq < lastSeq) {
+      onFrame(resetFrame(turnId, { seq: BigInt(status.last_seq), attempt: status.attempts, checkpointId: "" }, true));
+      lastSeq = 0;
+      attempt = status.attempts;
     }
     const pause = Math.min(retryMaxMs, retryMinMs * 2 ** retries);
     retries += 1;

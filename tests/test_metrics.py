@@ -22,8 +22,8 @@ from turnkeeper.v1 import checkpoints_pb2 as cpb
 from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper_server.app import TurnkeeperServer
-from turnkeeper_server.db import Tx
 from turnkeeper_server.logs import JsonFormatter, turn_log
+from turnkeeper_server.store.contract import Tx
 
 from tests.conftest import ServiceFactory, expect_code
 from tests.support.nats import NatsServer

@@ -23,7 +23,6 @@ from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turn
 from turnkeeper_server import security
 from turnkeeper_server.auth import Authenticate, TokenStore
 from turnkeeper_server.config import Settings
-from turnkeeper_server.db import Database
 from turnkeeper_server.interceptors import ErrorsAndMetrics
 from turnkeeper_server.journal import Policy
 from turnkeeper_server.metrics import Metrics
@@ -32,6 +31,7 @@ from turnkeeper_server.outbox import OutboxPublisher
 from turnkeeper_server.reaper import LeaseReaper
 from turnkeeper_server.servicers.checkpoints import CheckpointServicer
 from turnkeeper_server.servicers.turns import TurnServicer
+from turnkeeper_server.store import open_store
 from turnkeeper_server.turns import Turns
 from turnkeeper_server.watch import TurnNotifier
 
@@ -50,8 +50,11 @@ class TurnkeeperServer:
         security.check_exposure(settings, tokens=self.tokens is not None)
         self.credentials = security.server_credentials(settings)
         self.settings = settings
-        self.metrics = Metrics(settings.turns_path, settings.sessions_path)
-        self.db = Database(settings.turns_path, settings.sessions_path, settings.synchronous)
+        on_files = settings.database_url is None
+        self.metrics = (
+            Metrics(settings.turns_path, settings.sessions_path) if on_files else Metrics()
+        )
+        self.db = open_store(settings)
         self.link = NatsLink(settings.nats_url)
         self.outbox = OutboxPublisher(self.db, self.link, metrics=self.metrics)
         self.notifier = TurnNotifier()
@@ -132,14 +135,13 @@ class TurnkeeperServer:
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info(
-            "turnkeeper serving on %s (%s, %s; turns %s, sessions %s, NATS %s)",
+            "turnkeeper serving on %s (%s, %s; %s, NATS %s)",
             self.address,
             ("mutual TLS" if self.settings.tls_client_ca else "TLS")
             if credentials
             else "plaintext",
             f"{len(tokens)} tokens" if tokens else "no authentication",
-            self.settings.turns_path,
-            self.settings.sessions_path,
+            self.db.describe(),
             self.settings.nats_url or "off",
         )
 
@@ -159,7 +161,7 @@ class TurnkeeperServer:
             await self.outbox.stop()
             left = await self.outbox.flush(timeout=grace)
             if left:
-                log.warning("%d outbox messages stay in turns.db for the next start", left)
+                log.warning("%d outbox messages stay stored for the next start", left)
             await self.link.stop()
             if self._metrics_http is not None:
                 self._metrics_http.shutdown()  # type: ignore[attr-defined]

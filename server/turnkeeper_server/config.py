@@ -6,6 +6,8 @@
 | turn journal | VYSTAK_TURNS_PATH      | /data/turns.db       | <tempdir>/vystak-turns.db         |
 
 `--data-dir DIR` puts both files in DIR and wins over the env overrides.
+`--database-url postgresql://...` (env TURNKEEPER_DATABASE_URL) keeps everything in
+PostgreSQL instead, for any number of replicas on one database.
 """
 
 from __future__ import annotations
@@ -30,6 +32,8 @@ DEPLOYED_DATA_DIR = Path("/data")
 class Settings:
     turns_path: Path
     sessions_path: Path
+    # postgresql://...: everything in that database instead of the two files above.
+    database_url: str | None = None
     listen: str = "127.0.0.1:50051"
     # None: no NATS; the service runs and logs that mirroring is off.
     nats_url: str | None = None

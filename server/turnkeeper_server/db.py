@@ -32,7 +32,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from turnkeeper_server import checkpoints
 from turnkeeper_server.schema import SESSIONS_MIGRATIONS, TURNS_MIGRATIONS, migrate
+from turnkeeper_server.store.contract import Conn, Store
+from turnkeeper_server.store.lockfile import FileLock
 
 log = logging.getLogger(__name__)
 
@@ -44,6 +47,10 @@ MAX_GROUP = 256
 
 class Tx:
     """What an operation running in the writer thread can use."""
+
+    # One writer thread runs every operation in turn: no row locks needed.
+    for_update = ""
+    skip_locked = ""
 
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
@@ -74,6 +81,11 @@ def _create_private(path: Path) -> None:
 
 
 class Database:
+    """The SQLite backend of the store contract (store/contract.py)."""
+
+    kind = "sqlite"
+    checkpoints = checkpoints
+
     def __init__(self, turns_path: Path, sessions_path: Path, synchronous: str = "FULL") -> None:
         if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous}")
@@ -83,14 +95,22 @@ class Database:
         self._queue: queue.SimpleQueue[_Job[Any] | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._reader: sqlite3.Connection | None = None
+        self._lock = FileLock(turns_path.with_name(turns_path.name + ".lock"))
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------
 
     def open(self) -> None:
-        _create_private(self.turns_path)
-        _create_private(self.sessions_path)
-        conn = self._connect()
+        self.turns_path.parent.mkdir(parents=True, exist_ok=True)
+        # Before touching the files: a second service refuses without writing anything.
+        self._lock.acquire(f"{self.turns_path}")
+        try:
+            _create_private(self.turns_path)
+            _create_private(self.sessions_path)
+            conn = self._connect()
+        except BaseException:
+            self._lock.release()
+            raise
         try:
             conn.execute("BEGIN IMMEDIATE")
             migrate(conn, "main", TURNS_MIGRATIONS)
@@ -98,6 +118,7 @@ class Database:
             conn.execute("COMMIT")
         except BaseException:
             conn.close()
+            self._lock.release()
             raise
         self._reader = self._connect(reader=True)
         ready = threading.Event()
@@ -117,6 +138,7 @@ class Database:
             self._writer.join()
         if self._reader is not None:
             self._reader.close()
+        self._lock.release()
 
     def _connect(self, reader: bool = False) -> sqlite3.Connection:
         # isolation_level=None: we issue BEGIN/COMMIT ourselves (group commit).
@@ -137,6 +159,24 @@ class Database:
             # The reader must never write by mistake: the writer thread owns writes.
             conn.execute("PRAGMA query_only=ON")
         return conn
+
+    def describe(self) -> str:
+        return f"turns {self.turns_path}, sessions {self.sessions_path}"
+
+    # -- reads -------------------------------------------------------------------
+
+    def read_conn(self) -> Conn:
+        if self._reader is None:
+            raise RuntimeError("database is not open")
+        return self._reader
+
+    def snapshot(self, fn: Callable[[Conn], T]) -> T:
+        conn = self.read_conn()
+        conn.execute("BEGIN")
+        try:
+            return fn(conn)
+        finally:
+            conn.execute("COMMIT")
 
     # -- writes ------------------------------------------------------------------
 
@@ -229,14 +269,9 @@ def _resolve(items: list[tuple[_Job[Any], bool, Any]]) -> None:
 class Reader:
     """Reads on the loop thread, optionally as one consistent snapshot."""
 
-    def __init__(self, db: Database) -> None:
-        if db._reader is None:
-            raise RuntimeError("database is not open")
-        self.conn = db._reader
+    def __init__(self, db: Store) -> None:
+        self.db = db
+        self.conn = db.read_conn()
 
-    def snapshot(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        self.conn.execute("BEGIN")
-        try:
-            return fn(self.conn)
-        finally:
-            self.conn.execute("COMMIT")
+    def snapshot(self, fn: Callable[[Conn], T]) -> T:
+        return self.db.snapshot(fn)

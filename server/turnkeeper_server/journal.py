@@ -15,13 +15,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from turnkeeper_server.db import Tx
 from turnkeeper_server.errors import (
     AlreadyExists,
     InvalidArgument,
@@ -29,6 +27,7 @@ from turnkeeper_server.errors import (
     StaleAttempt,
     WrongState,
 )
+from turnkeeper_server.store.contract import Conn, Tx
 
 RUNNING, PARKED, DONE, FAILED = "RUNNING", "PARKED", "DONE", "FAILED"
 LIVE = (RUNNING, PARKED)
@@ -104,23 +103,21 @@ class Policy:
 # -- reads (usable on any connection) -----------------------------------------------
 
 
-def load_turn(conn: sqlite3.Connection, turn_id: str) -> TurnRecord | None:
+def load_turn(conn: Conn, turn_id: str) -> TurnRecord | None:
     row = conn.execute(
         f"SELECT {TURN_COLUMNS} FROM main.turns WHERE turn_id = ?", (turn_id,)
     ).fetchone()
     return TurnRecord(*row) if row else None
 
 
-def require_turn(conn: sqlite3.Connection, turn_id: str) -> TurnRecord:
+def require_turn(conn: Conn, turn_id: str) -> TurnRecord:
     turn = load_turn(conn, turn_id)
     if turn is None:
         raise NotFound(f"turn {turn_id!r} is not in the journal")
     return turn
 
 
-def load_events(
-    conn: sqlite3.Connection, turn_id: str, after_seq: int, limit: int
-) -> list[EventRecord]:
+def load_events(conn: Conn, turn_id: str, after_seq: int, limit: int) -> list[EventRecord]:
     rows = conn.execute(
         f"SELECT {EVENT_COLUMNS} FROM main.events WHERE turn_id = ? AND seq > ? "
         "ORDER BY seq LIMIT ?",
@@ -129,7 +126,7 @@ def load_events(
     return [EventRecord(*r) for r in rows]
 
 
-def latest_boundary(conn: sqlite3.Connection, turn_id: str) -> tuple[str, int]:
+def latest_boundary(conn: Conn, turn_id: str) -> tuple[str, int]:
     """(checkpoint_id, last_seq) of the turn's newest root checkpoint; ("", 0) if none."""
     row = conn.execute(
         "SELECT checkpoint_id, last_seq FROM sessions.turnkeeper_boundaries "
@@ -139,7 +136,19 @@ def latest_boundary(conn: sqlite3.Connection, turn_id: str) -> tuple[str, int]:
     return (row[0], row[1]) if row else ("", 0)
 
 
-def thread_agents(conn: sqlite3.Connection, thread_id: str) -> set[str]:
+def lock_turn(tx: Tx, turn_id: str) -> TurnRecord:
+    """`require_turn` for a turn the operation is about to change: row-locked where
+    operations run concurrently (PostgreSQL replicas), so no other operation on the
+    turn can slip between this read and the write that follows it."""
+    row = tx.execute(
+        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE turn_id = ?{tx.for_update}", (turn_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"turn {turn_id!r} is not in the journal")
+    return TurnRecord(*row)
+
+
+def thread_agents(conn: Conn, thread_id: str) -> set[str]:
     """The agents with turns on a thread (who the thread belongs to, for auth.py)."""
     rows = conn.execute(
         "SELECT DISTINCT agent FROM main.turns WHERE thread_id = ?", (thread_id,)
@@ -148,7 +157,7 @@ def thread_agents(conn: sqlite3.Connection, thread_id: str) -> set[str]:
 
 
 def list_turns(
-    conn: sqlite3.Connection,
+    conn: Conn,
     *,
     state: str | None,
     agent: str,
@@ -385,7 +394,7 @@ def start_turn(
 def heartbeat(
     tx: Tx, *, turn_id: str, attempt: int, replica: str, incarnation: str, policy: Policy
 ) -> float:
-    turn = require_turn(tx.conn, turn_id)
+    turn = lock_turn(tx, turn_id)
     fence(turn, attempt)
     _fence_owner(turn, replica, incarnation)
     now = time.time()
@@ -397,7 +406,7 @@ def heartbeat(
 def append_events(
     tx: Tx, *, turn_id: str, attempt: int, events: Sequence[NewEvent], policy: Policy
 ) -> int:
-    turn = require_turn(tx.conn, turn_id)
+    turn = lock_turn(tx, turn_id)
     fence(turn, attempt)
     now = time.time()
     last = _append(tx, turn, attempt, events, policy, now)
@@ -415,7 +424,7 @@ def park_turn(
     events: Sequence[NewEvent],
     policy: Policy,
 ) -> TurnRecord:
-    turn = require_turn(tx.conn, turn_id)
+    turn = lock_turn(tx, turn_id)
     fence(turn, attempt)
     now = time.time()
     last = _append(tx, turn, attempt, events, policy, now)
@@ -445,7 +454,7 @@ def finish_turn(
     events: Sequence[NewEvent],
     policy: Policy,
 ) -> TurnRecord:
-    turn = require_turn(tx.conn, turn_id)
+    turn = lock_turn(tx, turn_id)
     fence(turn, attempt)
     now = time.time()
     last = _append(tx, turn, attempt, events, policy, now)
@@ -467,7 +476,7 @@ def finish_turn(
 
 
 def resume_detached(tx: Tx, *, turn_id: str, resume_json: str, policy: Policy) -> TurnRecord:
-    turn = require_turn(tx.conn, turn_id)
+    turn = lock_turn(tx, turn_id)
     if turn.state != PARKED:
         hint = " (it was already resumed)" if turn.state == RUNNING else ""
         raise WrongState(f"turn {turn_id!r} is {turn.state}, not PARKED{hint}")
@@ -491,7 +500,7 @@ def resume_detached(tx: Tx, *, turn_id: str, resume_json: str, policy: Policy) -
 def claim_turn(
     tx: Tx, *, turn_id: str, attempt: int, replica: str, incarnation: str, policy: Policy
 ) -> tuple[TurnRecord, str]:
-    turn = require_turn(tx.conn, turn_id)
+    turn = lock_turn(tx, turn_id)
     fence(turn, attempt)
     if turn.owned:
         _fence_owner(turn, replica, incarnation)  # re-claiming one's own turn is fine

@@ -14,8 +14,10 @@ from turnkeeper_server import logs
 from turnkeeper_server.app import create_server
 from turnkeeper_server.config import Settings, resolve_paths
 from turnkeeper_server.embedded_nats import EmbeddedNats
+from turnkeeper_server.errors import Unavailable
 from turnkeeper_server.limits import DEFAULT_LIMITS
 from turnkeeper_server.security import InsecureListen
+from turnkeeper_server.store.lockfile import StoreInUse
 
 log = logging.getLogger("turnkeeper")
 
@@ -33,6 +35,13 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         default=None,
         help="directory for turns.db and sessions.db (overrides "
         "VYSTAK_TURNS_PATH and VYSTAK_SESSIONS_PATH)",
+    )
+    parser.add_argument(
+        "--database-url",
+        default=env("TURNKEEPER_DATABASE_URL") or None,
+        help="postgresql://... : keep journal and checkpoints in PostgreSQL, so several "
+        "replicas can serve one database (env TURNKEEPER_DATABASE_URL); default: SQLite "
+        "files (--data-dir)",
     )
     parser.add_argument(
         "--nats-url",
@@ -141,10 +150,15 @@ def add_security_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def settings_from_args(args: argparse.Namespace, nats_url: str | None) -> Settings:
-    turns_path, sessions_path = resolve_paths(args.data_dir)
+    if args.database_url:
+        # Unused with PostgreSQL; not resolved, so no warning about a temporary dir.
+        turns_path, sessions_path = Path("turns.db"), Path("sessions.db")
+    else:
+        turns_path, sessions_path = resolve_paths(args.data_dir)
     return Settings(
         turns_path=turns_path,
         sessions_path=sessions_path,
+        database_url=args.database_url,
         listen=args.listen,
         nats_url=nats_url,
         subject_prefix=args.subject_prefix,
@@ -175,7 +189,7 @@ async def serve(args: argparse.Namespace) -> int:
     try:
         try:
             server = await create_server(settings_from_args(args, nats_url))
-        except (InsecureListen, ValueError) as exc:
+        except (InsecureListen, ValueError, StoreInUse, Unavailable) as exc:
             # Configuration, not a crash: say what is wrong without a traceback.
             log.error("%s", exc)
             return 2

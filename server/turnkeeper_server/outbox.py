@@ -13,9 +13,10 @@ import contextlib
 import logging
 import time
 
-from turnkeeper_server.db import Database, Reader, Tx
+from turnkeeper_server.db import Reader
 from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.nats_link import NatsLink
+from turnkeeper_server.store.contract import Store, Tx
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +26,7 @@ BATCH = 512
 class OutboxPublisher:
     def __init__(
         self,
-        db: Database,
+        db: Store,
         link: NatsLink,
         *,
         idle_poll: float = 0.5,
@@ -98,10 +99,13 @@ class OutboxPublisher:
             self.failures += 1
             self.metrics.outbox_failures.inc()
             return 0
-        last_id = rows[-1][0]
+        # Exactly the ids published, not every id up to the last: on PostgreSQL a
+        # smaller id can commit after a larger one, and must not be deleted unsent.
+        ids = [row[0] for row in rows]
 
         def delete(tx: Tx) -> None:
-            tx.execute("DELETE FROM main.outbox WHERE id <= ?", (last_id,))
+            marks = ", ".join("?" * len(ids))
+            tx.execute(f"DELETE FROM main.outbox WHERE id IN ({marks})", ids)
 
         await self.db.write(delete)
         self.published += len(rows)

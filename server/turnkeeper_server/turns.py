@@ -11,19 +11,19 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
 from turnkeeper_server import journal, redrive
-from turnkeeper_server.db import Database, Reader, Tx
+from turnkeeper_server.db import Reader
 from turnkeeper_server.journal import EventRecord, NewEvent, Policy, TurnRecord
 from turnkeeper_server.logs import turn_log
 from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.nats_link import EXECUTE_METHOD, NatsLink, agent_subject
 from turnkeeper_server.outbox import OutboxPublisher
 from turnkeeper_server.redrive import Redriven
+from turnkeeper_server.store.contract import Conn, Store, Tx
 from turnkeeper_server.watch import TurnNotifier
 
 log = logging.getLogger(__name__)
@@ -43,7 +43,7 @@ class Reset:
 class Turns:
     def __init__(
         self,
-        db: Database,
+        db: Store,
         policy: Policy,
         notifier: TurnNotifier,
         outbox: OutboxPublisher,
@@ -367,7 +367,7 @@ class Turns:
 
 
 def _turn_and_events(
-    conn: sqlite3.Connection, *, turn_id: str, after_seq: int
+    conn: Conn, *, turn_id: str, after_seq: int
 ) -> tuple[TurnRecord, list[EventRecord]]:
     return (
         journal.require_turn(conn, turn_id),

@@ -10,10 +10,11 @@ from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc
 from turnkeeper_server import auth, journal
 from turnkeeper_server import checkpoints as store
 from turnkeeper_server import limits as lim
-from turnkeeper_server.db import Database, Reader, Tx
+from turnkeeper_server.db import Reader
 from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.limits import Limits
 from turnkeeper_server.metrics import Metrics
+from turnkeeper_server.store.contract import Store, Tx
 
 Ctx = aio.ServicerContext[object, object]
 
@@ -22,7 +23,7 @@ MAX_NS = 1024
 
 
 class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
-    def __init__(self, db: Database, limits: Limits, metrics: Metrics) -> None:
+    def __init__(self, db: Store, limits: Limits, metrics: Metrics) -> None:
         self.db = db
         self.limits = limits
         self.metrics = metrics
@@ -61,7 +62,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         ns = self._ns(request.checkpoint_ns)
         checkpoint_id = lim.check_optional_id("checkpoint_id", request.checkpoint_id, self.limits)
         self._own_thread(thread_id)
-        row = store.get(Reader(self.db).conn, thread_id, ns, checkpoint_id)
+        row = self.db.checkpoints.get(Reader(self.db).conn, thread_id, ns, checkpoint_id)
         if row is None:
             return checkpoints_pb2.GetCheckpointResponse(found=False)
         return checkpoints_pb2.GetCheckpointResponse(found=True, checkpoint=_tuple(row))
@@ -80,7 +81,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
                 self.limits.max_json_depth,
             )
         self._own_thread(thread_id)
-        rows = store.list_(
+        rows = self.db.checkpoints.list_(
             Reader(self.db).conn,
             thread_id=thread_id,
             checkpoint_ns=self._ns(request.checkpoint_ns)
@@ -120,7 +121,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         fence = self._fence(request.fence, request.HasField("fence"))
 
         def put(tx: Tx) -> None:
-            store.put(
+            self.db.checkpoints.put(
                 tx,
                 thread_id=thread_id,
                 checkpoint_ns=ns,
@@ -167,7 +168,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         fence = self._fence(request.fence, request.HasField("fence"))
 
         def put_writes(tx: Tx) -> None:
-            store.put_writes(
+            self.db.checkpoints.put_writes(
                 tx,
                 thread_id=thread_id,
                 checkpoint_ns=ns,
@@ -188,7 +189,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
     ) -> checkpoints_pb2.DeleteThreadResponse:
         thread_id = self._thread(request.thread_id)
         self._own_thread(thread_id)
-        await self.db.write(lambda tx: store.delete_thread(tx, thread_id))
+        await self.db.write(lambda tx: self.db.checkpoints.delete_thread(tx, thread_id))
         return checkpoints_pb2.DeleteThreadResponse()
 
 

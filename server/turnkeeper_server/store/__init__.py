@@ -1,0 +1,23 @@
+"""Storage backends behind one contract (`contract.py`): SQLite files or PostgreSQL.
+
+`open_store` picks one from the settings: PostgreSQL when a database URL is given,
+else the two SQLite files.
+"""
+
+from __future__ import annotations
+
+from turnkeeper_server.config import Settings
+from turnkeeper_server.store.contract import Conn, Cursor, Store, Tx
+
+__all__ = ["Conn", "Cursor", "Store", "Tx", "open_store"]
+
+
+def open_store(settings: Settings) -> Store:
+    """The backend the settings name (not yet opened: call `open()`)."""
+    if settings.database_url:
+        from turnkeeper_server.store.postgres import PostgresDatabase
+
+        return PostgresDatabase(settings.database_url)
+    from turnkeeper_server.db import Database
+
+    return Database(settings.turns_path, settings.sessions_path, settings.synchronous)

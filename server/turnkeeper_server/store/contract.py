@@ -1,0 +1,89 @@
+"""The store contract: what the state machine, fencing, re-drive, rewind, boundary
+and outbox logic (journal.py, redrive.py, checkpoints.py, outbox.py) needs from a
+backend, so that logic is written once.
+
+SQL is written in one dialect: `?` placeholders, and tables named by the SQLite
+file they live in (`main.turns`, `sessions.checkpoints`). A backend translates
+(PostgreSQL: `%s`, one schema). What differs for real lives in the backend's
+module: locking (`Tx.for_update`), the writer model, notification, migrations
+and the checkpoint tables (each backend keeps its LangGraph saver's own schema).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Iterable, Sequence
+from types import ModuleType
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+
+
+class Cursor(Protocol):
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Conn(Protocol):
+    """A connection as the shared logic uses it (sqlite3.Connection satisfies it)."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Any: ...
+
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> Any: ...
+
+
+class Tx(Protocol):
+    """One operation's transaction."""
+
+    @property
+    def conn(self) -> Conn: ...
+
+    # Appended to a SELECT of turn rows an operation is about to change: a row lock
+    # on PostgreSQL (replicas run operations concurrently), nothing on SQLite (one
+    # writer thread runs them one after another).
+    for_update: str
+    # The same for the reaper's scan: rows another replica is re-driving are skipped.
+    skip_locked: str
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+
+    def after_commit(self, callback: Callable[[], None]) -> None: ...
+
+
+class Store(Protocol):
+    """A backend: where turns, events, the outbox and checkpoints are kept."""
+
+    @property
+    def kind(self) -> str:
+        """ "sqlite" or "postgres"."""
+        ...
+
+    @property
+    def checkpoints(self) -> ModuleType:
+        """The backend's checkpoint rows (checkpoints.py, store/postgres_checkpoints.py):
+        put, put_writes, delete_thread, get, list_."""
+        ...
+
+    def open(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    async def write(self, fn: Callable[[Tx], T]) -> T:
+        """Run `fn` in one transaction; return once it is durable. After-commit
+        callbacks run on the caller's loop before the result is delivered."""
+        ...
+
+    def read_conn(self) -> Conn:
+        """A connection for reads on the event loop's thread."""
+        ...
+
+    def snapshot(self, fn: Callable[[Conn], T]) -> T:
+        """Run `fn`'s reads as one consistent snapshot."""
+        ...
+
+    def describe(self) -> str:
+        """Where the data lives, for the startup log line (no secrets)."""
+        ...

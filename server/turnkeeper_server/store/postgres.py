@@ -1,0 +1,226 @@
+"""The PostgreSQL backend of the store contract: any number of replicas on one database.
+
+Each operation is its own transaction on a pooled connection, run in a worker
+thread so the event loop never waits on the network for a write. Concurrency
+control is PostgreSQL's: an operation locks the turn row it changes
+(`SELECT ... FOR UPDATE`, see `Tx.for_update`), one live turn per thread is a
+partial unique index, and an operation that loses a race (a serialization
+failure, a deadlock, or a unique violation from a concurrent insert) is run
+again from the start: the second run sees the winner's commit and answers as the
+state machine does (the same turn again, or the thread's live turn).
+
+Reads run on the event loop's thread on one connection of their own, like the
+SQLite backend's: indexed point and range lookups on a local network.
+
+When the database cannot be reached an operation fails with UNAVAILABLE, saying
+so; nothing is acknowledged that did not commit.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import re
+import threading
+import time
+from collections.abc import Callable, Iterable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+import psycopg
+from psycopg import errors as pg_errors
+from psycopg_pool import ConnectionPool, PoolTimeout
+
+from turnkeeper_server.errors import Unavailable
+from turnkeeper_server.store import postgres_checkpoints
+from turnkeeper_server.store.contract import Conn, Tx
+from turnkeeper_server.store.postgres_schema import migrate
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Connections (and worker threads) per replica for writes.
+POOL_SIZE = 8
+# How long a call waits for the database before it is UNAVAILABLE.
+CONNECT_TIMEOUT = 5
+# Runs of one operation that lost a race before the error is returned.
+MAX_RUNS = 8
+
+_RETRIED = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected, pg_errors.UniqueViolation)
+_PREFIX = re.compile(r"\b(?:main|sessions)\.")
+_translated: dict[str, str] = {}
+
+
+def translate(sql: str) -> str:
+    """The shared dialect (`?`, `main.`/`sessions.` prefixes) in PostgreSQL's."""
+    out = _translated.get(sql)
+    if out is None:
+        out = _PREFIX.sub("", sql.replace("%", "%%")).replace("?", "%s")
+        _translated[sql] = out
+    return out
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for logs and error messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
+
+
+class PgConn:
+    """A psycopg connection behind the shared dialect."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self.raw = conn
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> psycopg.Cursor[Any]:
+        if parameters:
+            return self.raw.execute(translate(sql), parameters)
+        return self.raw.execute(_PREFIX.sub("", sql))
+
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> None:
+        with self.raw.cursor() as cur:
+            cur.executemany(translate(sql), seq_of_parameters)
+
+
+class PgTx:
+    for_update = " FOR UPDATE"
+    skip_locked = " FOR UPDATE SKIP LOCKED"
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = PgConn(conn)
+        self._after: list[Callable[[], None]] = []
+
+    @property
+    def conn(self) -> PgConn:
+        return self._conn
+
+    @property
+    def raw(self) -> psycopg.Connection[Any]:
+        return self._conn.raw
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+        return self._conn.execute(sql, params)
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        self._after.append(callback)
+
+
+class PostgresDatabase:
+    kind = "postgres"
+    checkpoints = postgres_checkpoints
+
+    def __init__(self, url: str, *, pool_size: int = POOL_SIZE) -> None:
+        self.url = url
+        self.pool_size = pool_size
+        self._pool: ConnectionPool[psycopg.Connection[Any]] | None = None
+        self._executor: ThreadPoolExecutor | None = None
+        self._reader: PgConn | None = None
+        self._reader_lock = threading.Lock()
+        self._closed = False
+
+    def describe(self) -> str:
+        return f"PostgreSQL {redact(self.url)}"
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def open(self) -> None:
+        try:
+            with psycopg.connect(
+                self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+            ) as conn:
+                migrate(conn)
+        except psycopg.OperationalError as exc:
+            raise Unavailable(f"cannot reach PostgreSQL at {redact(self.url)}: {exc}") from None
+        self._pool = ConnectionPool(
+            self.url,
+            min_size=1,
+            max_size=self.pool_size,
+            kwargs={"connect_timeout": CONNECT_TIMEOUT},
+            timeout=CONNECT_TIMEOUT,
+            # A connection that died with the server is replaced, not handed out.
+            check=ConnectionPool.check_connection,
+            open=False,
+            name="turnkeeper",
+        )
+        self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
+        self._executor = ThreadPoolExecutor(self.pool_size, thread_name_prefix="turnkeeper-pg")
+
+    def close(self) -> None:
+        if self._closed:
+            return
+        self._closed = True
+        if self._executor is not None:
+            self._executor.shutdown(wait=True)
+        if self._pool is not None:
+            self._pool.close()
+        if self._reader is not None:
+            self._reader.raw.close()
+
+    # -- reads -------------------------------------------------------------------
+
+    def read_conn(self) -> Conn:
+        with self._reader_lock:
+            reader = self._reader
+            if reader is not None and not reader.raw.closed and not reader.raw.broken:
+                return reader
+            try:
+                raw = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+            except psycopg.OperationalError as exc:
+                raise _unavailable(self.url, exc) from None
+            self._reader = PgConn(raw)
+            return self._reader
+
+    def snapshot(self, fn: Callable[[Conn], T]) -> T:
+        conn = self.read_conn()
+        assert isinstance(conn, PgConn)
+        try:
+            with conn.raw.transaction():
+                conn.raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                return fn(conn)
+        except psycopg.OperationalError as exc:
+            raise _unavailable(self.url, exc) from None
+
+    # -- writes ------------------------------------------------------------------
+
+    async def write(self, fn: Callable[[Tx], T]) -> T:
+        if self._closed or self._executor is None:
+            raise RuntimeError("database is closed")
+        loop = asyncio.get_running_loop()
+        result, after = await loop.run_in_executor(self._executor, self._run, fn)
+        for callback in after:
+            try:
+                callback()
+            except Exception:
+                log.exception("after-commit callback failed")
+        return result
+
+    def _run(self, fn: Callable[[Tx], T]) -> tuple[T, list[Callable[[], None]]]:
+        assert self._pool is not None
+        for run in range(1, MAX_RUNS + 1):
+            try:
+                # The pool's context commits on a clean exit and rolls back on an error.
+                with self._pool.connection() as conn:
+                    tx = PgTx(conn)
+                    result = fn(tx)
+                return result, tx._after
+            except _RETRIED as exc:
+                if run == MAX_RUNS:
+                    raise Unavailable(
+                        f"the operation lost {MAX_RUNS} races with concurrent ones in a row "
+                        f"({type(exc).__name__}); retry it"
+                    ) from None
+                # Let the winner finish before running again (spread out, not in lockstep).
+                time.sleep(0.001 * run)
+            except (psycopg.OperationalError, PoolTimeout) as exc:
+                raise _unavailable(self.url, exc) from None
+        raise AssertionError("unreachable")
+
+
+def _unavailable(url: str, exc: BaseException) -> Unavailable:
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return Unavailable(f"PostgreSQL at {redact(url)} is unreachable: {detail}")

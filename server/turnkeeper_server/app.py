@@ -79,6 +79,7 @@ class TurnkeeperServer:
         self.port = 0
         self.metrics_port = 0
         self._metrics_http: object | None = None
+        self._db_open = False
         self._stopped = False
         self._stop_lock = asyncio.Lock()
 
@@ -90,6 +91,7 @@ class TurnkeeperServer:
     async def start(self) -> None:
         tokens, credentials = self.tokens, self.credentials
         self.db.open()
+        self._db_open = True
         # ErrorsAndMetrics is outermost: authentication refusals are mapped and counted.
         interceptors: list[Any] = [ErrorsAndMetrics(self.metrics)]
         if tokens is not None:
@@ -159,7 +161,9 @@ class TurnkeeperServer:
             await self.reaper.stop()
             await self.turns.stop()
             await self.outbox.stop()
-            left = await self.outbox.flush(timeout=grace)
+            # A start that failed opening the store (another service holds it, the
+            # database is unreachable) has nothing to flush.
+            left = await self.outbox.flush(timeout=grace) if self._db_open else 0
             if left:
                 log.warning("%d outbox messages stay stored for the next start", left)
             await self.link.stop()

@@ -1,18 +1,31 @@
-"""sessions.db keeps langgraph-checkpoint-sqlite's schema: a checkpoint written
-through CheckpointService is read back by stock SqliteSaver."""
+"""Checkpoints stay portable. sessions.db keeps langgraph-checkpoint-sqlite's schema:
+a checkpoint written through CheckpointService is read back by stock SqliteSaver.
+On PostgreSQL the service keeps langgraph-checkpoint-postgres's tables: stock
+PostgresSaver reads, lists and continues a thread run through RemoteSaver, and the
+service serves and continues a thread PostgresSaver wrote."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import sqlite3
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any
 
 from langgraph.checkpoint.base import WRITES_IDX_MAP, empty_checkpoint, get_checkpoint_metadata
+from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.types import Command
+from turnkeeper.saver import RemoteSaver, durable_config, durable_run_kwargs
 from turnkeeper.v1 import checkpoints_pb2 as cpb
 from turnkeeper.v1 import checkpoints_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
+
+from tests.conftest import ServiceFactory
+from tests.support.postgres import PostgresCluster
+from tests.test_remote_saver import build_graph, history
 
 
 def typed(serde: JsonPlusSerializer, value: Any) -> cpb.TypedValue:
@@ -68,3 +81,82 @@ async def test_stock_sqlite_saver_reads_what_the_service_stored(
         assert [t.config["configurable"]["checkpoint_id"] for t in listed] == [checkpoint["id"]]
     finally:
         conn.close()
+
+
+# PostgreSQL, both ways.
+
+
+@contextmanager
+def postgres_saver(url: str) -> Iterator[PostgresSaver]:
+    with PostgresSaver.from_conn_string(url) as saver:
+        yield saver
+
+
+def tuples(saver: Any, thread: str) -> list[Any]:
+    return list(saver.list({"configurable": {"thread_id": thread}}))
+
+
+def park(saver: Any, thread: str) -> None:
+    parked = build_graph(saver).invoke(
+        {"log": ["in"]}, durable_config(thread), **durable_run_kwargs()
+    )
+    assert "__interrupt__" in parked
+
+
+def resume(saver: Any, thread: str, answer: str) -> list[str]:
+    done = build_graph(saver).invoke(
+        Command(resume=answer), durable_config(thread), **durable_run_kwargs()
+    )
+    return list(done["log"])
+
+
+async def test_stock_postgres_saver_reads_lists_and_continues_what_the_service_stored(
+    make_service: ServiceFactory, postgres_cluster: PostgresCluster
+) -> None:
+    url = postgres_cluster.new_database()
+    service = await make_service(database_url=url)
+    thread = "run-through-the-service"
+    with RemoteSaver.from_address(service.address) as saver:
+        await asyncio.to_thread(park, saver, thread)
+        ours = await asyncio.to_thread(tuples, saver, thread)
+        our_history = await asyncio.to_thread(history, saver, thread)
+    assert len(ours) >= 3
+
+    with postgres_saver(url) as reference:
+        # Every checkpoint, its values, metadata, parent and pending writes (the
+        # interrupt), root and subgraph namespaces alike.
+        assert tuples(reference, thread) == ours
+        assert history(reference, thread) == our_history
+        # ... and PostgresSaver carries the parked run on to its end.
+        assert resume(reference, thread, "yes") == ["in", "first", "answer:yes", "last"]
+        finished = history(reference, thread)
+
+    # The service serves what PostgresSaver appended.
+    with RemoteSaver.from_address(service.address) as saver:
+        assert await asyncio.to_thread(history, saver, thread) == finished
+
+
+async def test_service_serves_and_continues_a_thread_postgres_saver_wrote(
+    make_service: ServiceFactory, postgres_cluster: PostgresCluster
+) -> None:
+    url = postgres_cluster.new_database()
+    thread = "written-by-postgres-saver"
+    with postgres_saver(url) as reference:
+        # PostgresSaver's own setup first: the service then starts on its tables.
+        reference.setup()
+        park(reference, thread)
+        theirs = tuples(reference, thread)
+        their_history = history(reference, thread)
+
+    service = await make_service(database_url=url)
+    with RemoteSaver.from_address(service.address) as saver:
+        assert await asyncio.to_thread(tuples, saver, thread) == theirs
+        assert await asyncio.to_thread(history, saver, thread) == their_history
+        # Resume, through the service, the run PostgresSaver parked.
+        log = await asyncio.to_thread(resume, saver, thread, "later")
+    assert log == ["in", "first", "answer:later", "last"]
+
+    with postgres_saver(url) as reference:
+        final = reference.get_tuple({"configurable": {"thread_id": thread}})
+        assert final is not None
+        assert final.checkpoint["channel_values"]["log"] == log

@@ -92,6 +92,7 @@ class TurnkeeperServer:
         tokens, credentials = self.tokens, self.credentials
         self.db.open()
         self._db_open = True
+        self.db.listen(self.notifier.changed)
         # ErrorsAndMetrics is outermost: authentication refusals are mapped and counted.
         interceptors: list[Any] = [ErrorsAndMetrics(self.metrics)]
         if tokens is not None:

@@ -27,14 +27,14 @@ import os
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
 from turnkeeper_server import checkpoints
 from turnkeeper_server.schema import SESSIONS_MIGRATIONS, TURNS_MIGRATIONS, migrate
-from turnkeeper_server.store.contract import Conn, Store
+from turnkeeper_server.store.contract import Conn, Publish, Store, TurnChanged
 from turnkeeper_server.store.lockfile import FileLock
 
 log = logging.getLogger(__name__)
@@ -62,6 +62,9 @@ class Tx:
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Run `callback` on the event loop once the group is durable."""
         self._after.append(callback)
+
+    def announce(self, turn_ids: Sequence[str]) -> None:
+        """Nobody else to tell: one process serves the files."""
 
 
 @dataclass
@@ -177,6 +180,29 @@ class Database:
             return fn(conn)
         finally:
             conn.execute("COMMIT")
+
+    # -- outbox and notification ---------------------------------------------------
+
+    async def drain_outbox(self, limit: int, publish: Publish) -> int:
+        # One writer commits in id order, so reading then deleting what was sent
+        # is safe: no other publisher, no smaller id committing later.
+        rows = (
+            self.read_conn()
+            .execute("SELECT id, subject, payload FROM main.outbox ORDER BY id LIMIT ?", (limit,))
+            .fetchall()
+        )
+        if not rows or not await publish(rows):
+            return 0
+        last_id = rows[-1][0]
+
+        def delete(tx: Tx) -> None:
+            tx.execute("DELETE FROM main.outbox WHERE id <= ?", (last_id,))
+
+        await self.write(delete)
+        return len(rows)
+
+    def listen(self, on_change: TurnChanged) -> None:
+        """Every change comes through this process: nothing to listen to."""
 
     # -- writes ------------------------------------------------------------------
 

@@ -16,7 +16,7 @@ import time
 from turnkeeper_server.db import Reader
 from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.nats_link import NatsLink
-from turnkeeper_server.store.contract import Store, Tx
+from turnkeeper_server.store.contract import OutboxRow, Store
 
 log = logging.getLogger(__name__)
 
@@ -84,33 +84,24 @@ class OutboxPublisher:
         """Publish one batch; returns how many rows left the outbox."""
         if not self.link.connected:
             return 0
-        rows = (
-            Reader(self.db)
-            .conn.execute(
-                "SELECT id, subject, payload FROM main.outbox ORDER BY id LIMIT ?", (BATCH,)
-            )
-            .fetchall()
-        )
-        if not rows:
-            self._drained.set()
-            return 0
-        ok = await self.link.publish_batch(rows)
-        if not ok:
+        failed = False
+
+        async def publish(rows: list[OutboxRow]) -> bool:
+            nonlocal failed
+            failed = not await self.link.publish_batch(rows)
+            return not failed
+
+        sent = await self.db.drain_outbox(BATCH, publish)
+        if failed:
             self.failures += 1
             self.metrics.outbox_failures.inc()
             return 0
-        # Exactly the ids published, not every id up to the last: on PostgreSQL a
-        # smaller id can commit after a larger one, and must not be deleted unsent.
-        ids = [row[0] for row in rows]
-
-        def delete(tx: Tx) -> None:
-            marks = ", ".join("?" * len(ids))
-            tx.execute(f"DELETE FROM main.outbox WHERE id IN ({marks})", ids)
-
-        await self.db.write(delete)
-        self.published += len(rows)
-        self.metrics.outbox_published.inc(len(rows))
-        return len(rows)
+        if not sent:
+            self._drained.set()
+            return 0
+        self.published += sent
+        self.metrics.outbox_published.inc(sent)
+        return sent
 
     async def flush(self, timeout: float) -> int:
         """Publish what is left, for shutdown; returns the backlog left behind."""

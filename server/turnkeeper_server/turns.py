@@ -69,6 +69,7 @@ class Turns:
         def op(tx: Tx) -> T:
             result = fn(tx)
             ids = list(turn_ids(result))
+            tx.announce(ids)
 
             def woken() -> None:
                 for turn_id in ids:

@@ -11,11 +11,18 @@ and the checkpoint tables (each backend keeps its LangGraph saver's own schema).
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Sequence
 from types import ModuleType
 from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
+
+# Outbox rows as the publisher gets them: (id, subject, payload).
+OutboxRow = tuple[int, str, bytes]
+Publish = Callable[[list[OutboxRow]], Awaitable[bool]]
+# Called with a turn_id changed through another replica, or None: "any turn may
+# have changed" (notifications may have been missed).
+TurnChanged = Callable[[str | None], None]
 
 
 class Cursor(Protocol):
@@ -52,6 +59,10 @@ class Tx(Protocol):
 
     def after_commit(self, callback: Callable[[], None]) -> None: ...
 
+    def announce(self, turn_ids: Sequence[str]) -> None:
+        """Tell other replicas, when this commits, that these turns changed."""
+        ...
+
 
 class Store(Protocol):
     """A backend: where turns, events, the outbox and checkpoints are kept."""
@@ -82,6 +93,16 @@ class Store(Protocol):
 
     def snapshot(self, fn: Callable[[Conn], T]) -> T:
         """Run `fn`'s reads as one consistent snapshot."""
+        ...
+
+    async def drain_outbox(self, limit: int, publish: Publish) -> int:
+        """Hand up to `limit` outbox rows, in id order, to `publish`; delete those
+        it confirms (True). Returns how many left the outbox. Rows another replica
+        is publishing at that moment are not handed out twice."""
+        ...
+
+    def listen(self, on_change: TurnChanged) -> None:
+        """Call `on_change` on this loop for turns changed through other replicas."""
         ...
 
     def describe(self) -> str:

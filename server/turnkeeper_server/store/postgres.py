@@ -19,6 +19,7 @@ so; nothing is acknowledged that did not commit.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import re
 import threading
@@ -34,7 +35,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 
 from turnkeeper_server.errors import Unavailable
 from turnkeeper_server.store import postgres_checkpoints
-from turnkeeper_server.store.contract import Conn, Tx
+from turnkeeper_server.store.contract import Conn, OutboxRow, Publish, TurnChanged, Tx
 from turnkeeper_server.store.postgres_schema import migrate
 
 log = logging.getLogger(__name__)
@@ -47,6 +48,11 @@ POOL_SIZE = 8
 CONNECT_TIMEOUT = 5
 # Runs of one operation that lost a race before the error is returned.
 MAX_RUNS = 8
+
+# The LISTEN/NOTIFY channel: payload a turn_id whose events or state changed.
+CHANNEL = "turnkeeper_turns"
+# How long the listener waits for a notification before checking it should stop.
+LISTEN_POLL = 1.0
 
 _RETRIED = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected, pg_errors.UniqueViolation)
 _PREFIX = re.compile(r"\b(?:main|sessions)\.")
@@ -109,6 +115,14 @@ class PgTx:
     def after_commit(self, callback: Callable[[], None]) -> None:
         self._after.append(callback)
 
+    def announce(self, turn_ids: Sequence[str]) -> None:
+        # Delivered by PostgreSQL only if and when this transaction commits.
+        if turn_ids:
+            self.raw.execute(
+                "SELECT pg_notify(%s, turn_id) FROM unnest(%s::text[]) AS turn_id",
+                (CHANNEL, list(turn_ids)),
+            )
+
 
 class PostgresDatabase:
     kind = "postgres"
@@ -121,6 +135,7 @@ class PostgresDatabase:
         self._executor: ThreadPoolExecutor | None = None
         self._reader: PgConn | None = None
         self._reader_lock = threading.Lock()
+        self._listener: Listener | None = None
         self._closed = False
 
     def describe(self) -> str:
@@ -154,6 +169,8 @@ class PostgresDatabase:
         if self._closed:
             return
         self._closed = True
+        if self._listener is not None:
+            self._listener.stop()
         if self._executor is not None:
             self._executor.shutdown(wait=True)
         if self._pool is not None:
@@ -184,6 +201,39 @@ class PostgresDatabase:
                 return fn(conn)
         except psycopg.OperationalError as exc:
             raise _unavailable(self.url, exc) from None
+
+    # -- outbox and notification ---------------------------------------------------
+
+    def listen(self, on_change: TurnChanged) -> None:
+        self._listener = Listener(self.url, asyncio.get_running_loop(), on_change)
+        self._listener.start()
+
+    async def drain_outbox(self, limit: int, publish: Publish) -> int:
+        """Claim rows with FOR UPDATE SKIP LOCKED in a transaction held while they
+        are published: another replica's publisher skips them, and takes them over
+        if this one dies (the transaction rolls back with its connection)."""
+        if self._closed or self._executor is None or self._pool is None:
+            return 0
+        pool, loop, executor = self._pool, asyncio.get_running_loop(), self._executor
+        try:
+            conn = await loop.run_in_executor(executor, pool.getconn)
+        except PoolTimeout as exc:
+            raise _unavailable(self.url, exc) from None
+        try:
+            rows = await loop.run_in_executor(executor, _claim, conn, limit)
+            if not rows or not await publish(rows):
+                await loop.run_in_executor(executor, conn.rollback)
+                return 0
+            ids = [row[0] for row in rows]
+            await loop.run_in_executor(executor, _delete_claimed, conn, ids)
+            return len(rows)
+        except psycopg.OperationalError as exc:
+            raise _unavailable(self.url, exc) from None
+        finally:
+            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+                with contextlib.suppress(psycopg.Error):
+                    conn.rollback()
+            pool.putconn(conn)
 
     # -- writes ------------------------------------------------------------------
 
@@ -219,6 +269,62 @@ class PostgresDatabase:
             except (psycopg.OperationalError, PoolTimeout) as exc:
                 raise _unavailable(self.url, exc) from None
         raise AssertionError("unreachable")
+
+
+def _claim(conn: psycopg.Connection[Any], limit: int) -> list[OutboxRow]:
+    rows = conn.execute(
+        "SELECT id, subject, payload FROM outbox ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED",
+        (limit,),
+    ).fetchall()
+    return [(int(r[0]), str(r[1]), bytes(r[2])) for r in rows]
+
+
+def _delete_claimed(conn: psycopg.Connection[Any], ids: list[int]) -> None:
+    conn.execute("DELETE FROM outbox WHERE id = ANY(%s)", (ids,))
+    conn.commit()
+
+
+class Listener:
+    """LISTEN on a connection of its own, in a thread: each notification wakes the
+    WatchTurn streams of its turn on this replica's loop."""
+
+    def __init__(self, url: str, loop: asyncio.AbstractEventLoop, on_change: TurnChanged) -> None:
+        self.url = url
+        self.loop = loop
+        self.on_change = on_change
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, name="turnkeeper-listen", daemon=True)
+
+    def start(self) -> None:
+        self._thread.start()
+
+    def stop(self) -> None:
+        # Not joined: the thread sees the flag within LISTEN_POLL and closes its
+        # connection; a late notification meets a closed loop and is dropped.
+        self._stop.set()
+
+    def _deliver(self, turn_id: str | None) -> None:
+        with contextlib.suppress(RuntimeError):  # the loop is closed: nobody listens
+            self.loop.call_soon_threadsafe(self.on_change, turn_id)
+
+    def _run(self) -> None:
+        connected_before = False
+        while not self._stop.is_set():
+            try:
+                with psycopg.connect(
+                    self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT
+                ) as conn:
+                    conn.execute(f"LISTEN {CHANNEL}")
+                    if connected_before:
+                        # Changes while the connection was down went unheard.
+                        self._deliver(None)
+                    connected_before = True
+                    while not self._stop.is_set():
+                        for note in conn.notifies(timeout=LISTEN_POLL):
+                            self._deliver(note.payload)
+            except psycopg.Error as exc:
+                log.warning("LISTEN connection to PostgreSQL lost (%s); reconnecting", exc)
+                self._stop.wait(1.0)
 
 
 def _unavailable(url: str, exc: BaseException) -> Unavailable:

@@ -192,6 +192,75 @@ async def test_three_outbox_publishers_publish_every_row_once(
     assert all(r.outbox.published > 0 for r in replicas)
 
 
+async def test_postgres_restart_under_load_is_unavailable_then_loses_nothing(
+    stubs: list[Stub], postgres_cluster: PostgresCluster
+) -> None:
+    acknowledged: dict[str, int] = {}
+    unavailable: list[str] = []
+    halfway = asyncio.Event()
+
+    async def call(i: int, method: str, request: Any) -> Any:
+        for k in itertools.count():
+            try:
+                return await getattr(stubs[(i + k) % REPLICAS], method)(request, timeout=20)
+            except aio.AioRpcError as exc:
+                if exc.code() != grpc.StatusCode.UNAVAILABLE:
+                    raise
+                unavailable.append(exc.details() or "")
+                # A caller's backoff while the database is away, not synchronisation.
+                await asyncio.sleep(0.1)
+        raise AssertionError("unreachable")
+
+    async def agent(i: int) -> None:
+        await call(
+            i,
+            "StartTurn",
+            pb.StartTurnRequest(turn_id=f"t{i}", thread_id=f"th{i}", agent="a", input=value({})),
+        )
+        for seq in range(1, 41):
+            resp = await call(
+                i + seq,
+                "AppendEvents",
+                pb.AppendEventsRequest(
+                    turn_id=f"t{i}",
+                    attempt=0,
+                    events=[pb.EventInput(seq=seq, type="token", data_json="{}")],
+                ),
+            )
+            acknowledged[f"t{i}"] = resp.last_seq
+            if sum(acknowledged.values()) >= 60:
+                halfway.set()
+
+    agents = asyncio.gather(*(agent(i) for i in range(6)))
+    await asyncio.wait_for(halfway.wait(), 60)
+    await asyncio.to_thread(postgres_cluster.stop_server)
+    try:
+        # While it is down every replica answers UNAVAILABLE, saying why.
+        for stub in stubs:
+            with pytest.raises(aio.AioRpcError) as info:
+                await stub.AppendEvents(
+                    pb.AppendEventsRequest(
+                        turn_id="t0",
+                        attempt=0,
+                        events=[pb.EventInput(seq=11, type="token", data_json="{}")],
+                    )
+                )
+            assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+            assert "PostgreSQL" in (info.value.details() or "")
+            with pytest.raises(aio.AioRpcError) as info:
+                await stub.TurnStatus(pb.TurnStatusRequest(turn_id="t0"))
+            assert info.value.code() == grpc.StatusCode.UNAVAILABLE
+    finally:
+        await asyncio.to_thread(postgres_cluster.start_server)
+    await asyncio.wait_for(agents, 120)
+    # The callers met the outage and carried on after it: full service.
+    assert unavailable
+    assert acknowledged == {f"t{i}": 40 for i in range(6)}
+    for i in range(6):
+        listed = await stubs[i % REPLICAS].ListEvents(pb.ListEventsRequest(turn_id=f"t{i}"))
+        assert [e.seq for e in listed.events] == list(range(1, 41))
+
+
 @pytest.mark.slow
 async def test_a_replica_sigkilled_under_load_loses_nothing_acknowledged(
     tmp_path: Path, database: str

@@ -353,6 +353,17 @@ def start_turn(
 ) -> tuple[TurnRecord, bool]:
     digest = request_hash(thread_id, agent, input_json)
     existing = load_turn(tx.conn, turn_id)
+    live = None
+    if existing is None:
+        live = tx.execute(
+            "SELECT turn_id, state FROM main.turns WHERE thread_id = ? "
+            "AND state IN ('RUNNING','PARKED')",
+            (thread_id,),
+        ).fetchone()
+        if live is not None and live[0] == turn_id:
+            # The same StartTurn through another replica committed between the two
+            # reads (PostgreSQL reads each statement afresh): it is that turn.
+            existing = load_turn(tx.conn, turn_id)
     if existing is not None:
         if existing.request_hash != digest:
             raise AlreadyExists(
@@ -360,10 +371,6 @@ def start_turn(
                 "use a new turn_id for a new request"
             )
         return existing, False
-    live = tx.execute(
-        "SELECT turn_id, state FROM main.turns WHERE thread_id = ? AND state IN ('RUNNING','PARKED')",
-        (thread_id,),
-    ).fetchone()
     if live is not None:
         raise WrongState(
             f"thread {thread_id!r} already has a live turn {live[0]!r} ({live[1]}); "

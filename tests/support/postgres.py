@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
+from pgserver import _commands
 from pgserver.postgres_server import PostgresServer, get_server
 
 
@@ -59,6 +60,16 @@ class PostgresCluster:
             conn.execute(f"DROP DATABASE IF EXISTS {name}")
             conn.execute(f"CREATE DATABASE {name}")
         return self.url(name)
+
+    def stop_server(self) -> None:
+        """Stop PostgreSQL now (fast: clients are disconnected mid-transaction)."""
+        # pgserver makes its command wrappers at import time: mypy cannot see them.
+        pg_ctl = _commands.pg_ctl  # type: ignore[attr-defined]
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=self.server.system_user)
+
+    def start_server(self) -> None:
+        """Start it again on the same directory and socket (the URLs stay valid)."""
+        self.server.ensure_postgres_running()
 
     def stop(self) -> None:
         if self._server is not None:

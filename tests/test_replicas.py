@@ -320,3 +320,55 @@ async def test_a_replica_sigkilled_under_load_loses_nothing_acknowledged(
             await ch.close(None)
         for p in procs:
             p.kill()
+
+
+async def test_concurrent_redrives_spend_each_attempt_once_and_fail_once_at_the_cap(
+    stubs: list[Stub], replicas: list[TurnkeeperServer]
+) -> None:
+    cap = replicas[0].policy.max_redrives
+    await start(stubs[0], turn_id="t1", thread_id="th1")
+    outcomes: list[Any] = []
+
+    async def redrive(i: int) -> None:
+        try:
+            resp = await stubs[i % REPLICAS].Redrive(pb.RedriveRequest(turn_id="t1", force=True))
+        except aio.AioRpcError as exc:
+            outcomes.append(exc.code())
+            return
+        outcomes.append(resp.turns[0].turn.state)
+
+    await asyncio.gather(*(redrive(i) for i in range(cap + 6)))
+
+    # `cap` re-drives, then the one at the cap fails the turn, then the rest find it over.
+    assert Counter(outcomes) == {
+        pb.TURN_STATE_RUNNING: cap,
+        pb.TURN_STATE_FAILED: 1,
+        grpc.StatusCode.FAILED_PRECONDITION: 5,
+    }
+    turn = (await stubs[1].GetTurn(pb.GetTurnRequest(turn_id="t1"))).turn
+    assert (turn.attempts, turn.rewinds) == (cap, cap)
+    listed = await stubs[2].ListEvents(pb.ListEventsRequest(turn_id="t1"))
+    assert [e.type for e in listed.events] == ["turn.failed"]
+
+
+async def test_reapers_on_every_replica_redrive_each_expired_turn_once(
+    stubs: list[Stub], replicas: list[TurnkeeperServer], nats_server: NatsServer
+) -> None:
+    nc, got = await subscribe(nats_server.url, "vystak.turn.rewind")
+    try:
+        # Owned by a replica that never heartbeats: every lease expires together,
+        # and three reapers find them in the same passes.
+        for i in range(20):
+            await start(stubs[i % REPLICAS], turn_id=f"t{i}", thread_id=f"th{i}", replica="gone")
+        await got.wait_for(lambda: len(got.messages) >= 20, timeout=30)
+        for replica in replicas:
+            await asyncio.wait_for(replica.outbox.wait_drained(), 10)
+        turns = [
+            (await stubs[0].GetTurn(pb.GetTurnRequest(turn_id=f"t{i}"))).turn for i in range(20)
+        ]
+    finally:
+        await nc.close()
+    # Re-driven once each: the turns wait unowned for a claimer now, which later
+    # reaper passes hand out again without spending an attempt.
+    assert [(t.attempts, t.rewinds) for t in turns] == [(1, 1)] * 20
+    assert sorted(m["turn_id"] for _, m, _ in got.messages) == sorted(f"t{i}" for i in range(20))

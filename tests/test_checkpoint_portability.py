@@ -13,6 +13,9 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from typing import Any
 
+import psycopg
+from grpc import aio
+from langchain_core.messages import AIMessage, HumanMessage
 from langgraph.checkpoint.base import WRITES_IDX_MAP, empty_checkpoint, get_checkpoint_metadata
 from langgraph.checkpoint.postgres import PostgresSaver
 from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
@@ -160,3 +163,54 @@ async def test_service_serves_and_continues_a_thread_postgres_saver_wrote(
         final = reference.get_tuple({"configurable": {"thread_id": thread}})
         assert final is not None
         assert final.checkpoint["channel_values"]["log"] == log
+
+
+async def test_postgres_saver_and_the_service_agree_on_application_objects(
+    make_service: ServiceFactory, postgres_cluster: PostgresCluster
+) -> None:
+    # Channel values that are application objects (msgpack extension types): the
+    # service moves them between the blob and PostgresSaver's rows without
+    # deserialising them, and both sides load the same objects.
+    url = postgres_cluster.new_database()
+    service = await make_service(database_url=url)
+    checkpoint = empty_checkpoint()
+    checkpoint["channel_values"] = {
+        "messages": [HumanMessage("hi", id="m1"), AIMessage("hello", id="m2")],
+        "raw": b"\x00\x01",
+        "count": 2,
+    }
+    checkpoint["channel_versions"] = {"messages": "00002.5", "raw": "00001.1", "count": 3}
+    config: Any = {"configurable": {"thread_id": "th", "checkpoint_ns": ""}}
+    with RemoteSaver.from_address(service.address) as saver:
+        await asyncio.to_thread(saver.put, config, checkpoint, {"step": 1}, {})
+        ours = await asyncio.to_thread(saver.get_tuple, config)
+    with postgres_saver(url) as reference:
+        theirs = reference.get_tuple(config)
+    assert ours is not None and theirs is not None
+    assert theirs.checkpoint["channel_values"] == checkpoint["channel_values"]
+    assert ours.checkpoint == theirs.checkpoint
+
+
+async def test_a_checkpoint_the_service_cannot_split_round_trips_but_is_opaque_to_postgres_saver(
+    make_service: ServiceFactory, postgres_cluster: PostgresCluster
+) -> None:
+    # What does not round-trip with PostgresSaver (docs/decisions.md): a checkpoint
+    # serialised other than with LangGraph's msgpack serde is kept whole.
+    url = postgres_cluster.new_database()
+    service = await make_service(database_url=url)
+    blob = b"\x80\x04opaque pickle bytes"
+    async with aio.insecure_channel(service.address) as ch:
+        stub = checkpoints_pb2_grpc.CheckpointServiceStub(ch)
+        await stub.PutCheckpoint(
+            cpb.PutCheckpointRequest(
+                thread_id="th",
+                checkpoint_id="1ef-0001",
+                checkpoint=cpb.TypedValue(type="pickle", data=blob),
+                metadata_json="{}",
+            )
+        )
+        got = await stub.GetCheckpoint(cpb.GetCheckpointRequest(thread_id="th"))
+    assert (got.checkpoint.checkpoint.type, got.checkpoint.checkpoint.data) == ("pickle", blob)
+    with psycopg.connect(url) as conn:
+        rows = conn.execute("SELECT channel, type FROM checkpoint_blobs").fetchall()
+    assert rows == [("__turnkeeper_checkpoint__", "pickle")]

@@ -50,9 +50,10 @@ class TurnkeeperServer:
         security.check_exposure(settings, tokens=self.tokens is not None)
         self.credentials = security.server_credentials(settings)
         self.settings = settings
-        on_files = settings.database_url is None
         self.metrics = (
-            Metrics(settings.turns_path, settings.sessions_path) if on_files else Metrics()
+            Metrics(database_url=settings.database_url)
+            if settings.database_url
+            else Metrics(settings.turns_path, settings.sessions_path)
         )
         self.db = open_store(settings)
         self.link = NatsLink(settings.nats_url)

@@ -265,7 +265,12 @@ async def test_postgres_restart_under_load_is_unavailable_then_loses_nothing(
 async def test_a_replica_sigkilled_under_load_loses_nothing_acknowledged(
     tmp_path: Path, database: str
 ) -> None:
-    procs = [ServiceProcess(tmp_path / f"r{i}", database_url=database) for i in range(REPLICAS)]
+    procs = [
+        ServiceProcess(tmp_path / "r0", database_url=database),
+        ServiceProcess(tmp_path / "r1", database_url=database),
+        # The same setting from the environment instead of the flag.
+        ServiceProcess(tmp_path / "r2", env={"TURNKEEPER_DATABASE_URL": database}),
+    ]
     addresses = [p.start() for p in procs]
     channels = [aio.insecure_channel(a) for a in addresses]
     stubs = [turns_pb2_grpc.TurnServiceStub(ch) for ch in channels]
@@ -315,6 +320,8 @@ async def test_a_replica_sigkilled_under_load_loses_nothing_acknowledged(
             listed = await stubs[1].ListEvents(pb.ListEventsRequest(turn_id=turn_id))
             assert [e.seq for e in listed.events] == list(range(1, last + 1))
         assert acknowledged == {f"t{i}": 30 for i in range(12)}
+        # Every replica served the one database: none wrote SQLite files of its own.
+        assert not any((tmp_path / f"r{i}" / "turns.db").exists() for i in range(REPLICAS))
     finally:
         for ch in channels:
             await ch.close(None)

@@ -46,6 +46,20 @@ T = TypeVar("T")
 POOL_SIZE = 8
 # How long a call waits for the database before it is UNAVAILABLE.
 CONNECT_TIMEOUT = 5
+# Every connection: a peer that vanished without closing (a partition, a host
+# gone) is noticed in seconds, not at the kernel's default of hours. libpq ignores
+# these on Unix sockets.
+CONNECTION: dict[str, Any] = {
+    "connect_timeout": CONNECT_TIMEOUT,
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 10_000,
+}
+# The read connection lives on the event loop's thread: after a failed connect,
+# reads fail at once for this long instead of each stalling the loop on a connect.
+READER_BACKOFF = 1.0
 # Runs of one operation that lost a race before the error is returned.
 MAX_RUNS = 8
 
@@ -135,6 +149,7 @@ class PostgresDatabase:
         self._executor: ThreadPoolExecutor | None = None
         self._reader: PgConn | None = None
         self._reader_lock = threading.Lock()
+        self._reader_down_until = 0.0
         self._listener: Listener | None = None
         self._closed = False
 
@@ -145,9 +160,7 @@ class PostgresDatabase:
 
     def open(self) -> None:
         try:
-            with psycopg.connect(
-                self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT
-            ) as conn:
+            with psycopg.connect(self.url, autocommit=True, **CONNECTION) as conn:
                 migrate(conn)
         except psycopg.OperationalError as exc:
             raise Unavailable(f"cannot reach PostgreSQL at {redact(self.url)}: {exc}") from None
@@ -155,7 +168,7 @@ class PostgresDatabase:
             self.url,
             min_size=1,
             max_size=self.pool_size,
-            kwargs={"connect_timeout": CONNECT_TIMEOUT},
+            kwargs=dict(CONNECTION),
             timeout=CONNECT_TIMEOUT,
             # A connection that died with the server is replaced, not handed out.
             check=ConnectionPool.check_connection,
@@ -185,9 +198,15 @@ class PostgresDatabase:
             reader = self._reader
             if reader is not None and not reader.raw.closed and not reader.raw.broken:
                 return reader
+            if time.monotonic() < self._reader_down_until:
+                raise Unavailable(
+                    f"PostgreSQL at {redact(self.url)} is unreachable (the last attempt "
+                    "to connect failed a moment ago)"
+                )
             try:
-                raw = psycopg.connect(self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT)
+                raw = psycopg.connect(self.url, autocommit=True, **CONNECTION)
             except psycopg.OperationalError as exc:
+                self._reader_down_until = time.monotonic() + READER_BACKOFF
                 raise _unavailable(self.url, exc) from None
             self._reader = PgConn(raw)
             return self._reader
@@ -311,9 +330,7 @@ class Listener:
         connected_before = False
         while not self._stop.is_set():
             try:
-                with psycopg.connect(
-                    self.url, autocommit=True, connect_timeout=CONNECT_TIMEOUT
-                ) as conn:
+                with psycopg.connect(self.url, autocommit=True, **CONNECTION) as conn:
                     conn.execute(f"LISTEN {CHANNEL}")
                     if connected_before:
                         # Changes while the connection was down went unheard.

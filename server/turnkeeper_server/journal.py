@@ -1,7 +1,8 @@
-"""The turn state machine (DESIGN.md §2-§5), as operations run in the writer thread.
+"""The turn state machine (DESIGN.md §2-§5), as operations run in one transaction
+each (the SQLite writer thread, or a PostgreSQL connection: store/contract.py).
 
 Every function here takes a `Tx` and either completes its compare-and-set or raises
-a domain error, leaving nothing behind (the writer rolls the operation back alone).
+a domain error, leaving nothing behind (the operation is rolled back alone).
 Outbox rows for NATS are written in the same transaction as the change they mirror.
 
     StartTurn -> RUNNING --park--> PARKED --ResumeDetached--> RUNNING

@@ -1,9 +1,11 @@
-"""Drains the outbox table in turns.db to NATS.
+"""Drains the outbox table (turns.db, or PostgreSQL) to NATS.
 
 Rows are written in the same transaction as the change they mirror (an event
 appended, a rewind, a synthetic terminal event), so a NATS outage or a crash of
 the service loses nothing: the backlog is published, in id order, once NATS is
-reachable again. Each message carries its outbox id as `Nats-Msg-Id`.
+reachable again. Each message carries its outbox id as `Nats-Msg-Id`. How rows are
+taken and deleted is the store's (`drain_outbox`): on PostgreSQL several replicas
+drain one outbox without two publishing the same row at once.
 """
 
 from __future__ import annotations

@@ -1,7 +1,8 @@
 """The turn journal as the servicers use it: async operations over `journal`.
 
-Each operation is one compare-and-set in the writer thread; after it commits, the
-watchers of the turn are woken and the outbox publisher is told there is work.
+Each operation is one compare-and-set in one transaction of the store; after it
+commits, the watchers of the turn are woken (on other replicas too, through the
+store's notification) and the outbox publisher is told there is work.
 Hand-offs to a live replica (after a resume or a re-drive that has no caller to
 take it) happen here too, after the commit, over NATS.
 """

@@ -173,6 +173,10 @@ class Database:
             raise RuntimeError("database is not open")
         return self._reader
 
+    async def read(self, fn: Callable[[Conn], T]) -> T:
+        # A local file: on the loop's thread, as every SQLite read.
+        return self.snapshot(fn)
+
     def snapshot(self, fn: Callable[[Conn], T]) -> T:
         conn = self.read_conn()
         conn.execute("BEGIN")
@@ -293,11 +297,7 @@ def _resolve(items: list[tuple[_Job[Any], bool, Any]]) -> None:
 
 
 class Reader:
-    """Reads on the loop thread, optionally as one consistent snapshot."""
+    """Point reads on the loop thread (`Store.read` for snapshots)."""
 
     def __init__(self, db: Store) -> None:
-        self.db = db
         self.conn = db.read_conn()
-
-    def snapshot(self, fn: Callable[[Conn], T]) -> T:
-        return self.db.snapshot(fn)

@@ -337,7 +337,7 @@ class Turns:
             while True:
                 waiter = self.notifier.register(turn_id)
                 try:
-                    turn, events = self._read().snapshot(
+                    turn, events = await self.db.read(
                         functools.partial(_turn_and_events, turn_id=turn_id, after_seq=cursor)
                     )
                     if turn.rewinds != epoch:

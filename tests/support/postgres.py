@@ -11,6 +11,7 @@ from __future__ import annotations
 import contextlib
 import itertools
 import shutil
+import subprocess
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,7 +36,17 @@ class PostgresCluster:
         root = Path(tempfile.mkdtemp(prefix="turnkeeper-pg-"))
         cluster = cls(root / "pgdata")
         try:
-            cluster.start()
+            for attempt in range(1, 4):
+                try:
+                    cluster.start()
+                    break
+                except subprocess.CalledProcessError:
+                    # initdb has been seen to die of SIGSEGV now and then on a loaded
+                    # machine; a fresh directory (pgserver caches a server per
+                    # directory, failed or not) and another go.
+                    if attempt == 3:
+                        raise
+                    cluster = cls(root / f"pgdata{attempt}")
             yield cluster
         finally:
             cluster.stop()

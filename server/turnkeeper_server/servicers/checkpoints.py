@@ -62,7 +62,9 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         ns = self._ns(request.checkpoint_ns)
         checkpoint_id = lim.check_optional_id("checkpoint_id", request.checkpoint_id, self.limits)
         self._own_thread(thread_id)
-        row = self.db.checkpoints.get(Reader(self.db).conn, thread_id, ns, checkpoint_id)
+        row = await self.db.read(
+            lambda conn: self.db.checkpoints.get(conn, thread_id, ns, checkpoint_id)
+        )
         if row is None:
             return checkpoints_pb2.GetCheckpointResponse(found=False)
         return checkpoints_pb2.GetCheckpointResponse(found=True, checkpoint=_tuple(row))
@@ -81,8 +83,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
                 self.limits.max_json_depth,
             )
         self._own_thread(thread_id)
-        rows = self.db.checkpoints.list_(
-            Reader(self.db).conn,
+        query = dict(
             thread_id=thread_id,
             checkpoint_ns=self._ns(request.checkpoint_ns)
             if request.HasField("checkpoint_ns")
@@ -96,6 +97,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
             ),
             limit=request.limit,
         )
+        rows = await self.db.read(lambda conn: list(self.db.checkpoints.list_(conn, **query)))
         for row in rows:
             yield checkpoints_pb2.ListCheckpointsResponse(checkpoint=_tuple(row))
 

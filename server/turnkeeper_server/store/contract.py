@@ -91,8 +91,10 @@ class Store(Protocol):
         """A connection for reads on the event loop's thread."""
         ...
 
-    def snapshot(self, fn: Callable[[Conn], T]) -> T:
-        """Run `fn`'s reads as one consistent snapshot."""
+    async def read(self, fn: Callable[[Conn], T]) -> T:
+        """Run `fn`'s reads as one consistent snapshot, off the event loop where the
+        database is across a network (PostgreSQL); for reads that may be large or
+        that must agree with each other (checkpoints, WatchTurn's turn and events)."""
         ...
 
     async def drain_outbox(self, limit: int, publish: Publish) -> int:

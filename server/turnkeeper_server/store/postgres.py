@@ -9,8 +9,9 @@ failure, a deadlock, or a unique violation from a concurrent insert) is run
 again from the start: the second run sees the winner's commit and answers as the
 state machine does (the same turn again, or the thread's live turn).
 
-Reads run on the event loop's thread on one connection of their own, like the
-SQLite backend's: indexed point and range lookups on a local network.
+Point reads run on the event loop's thread on one connection of their own, like
+the SQLite backend's; snapshots and reads that may be large (checkpoints,
+WatchTurn's turn and events) run in the pool, off the loop (`read`).
 
 When the database cannot be reached an operation fails with UNAVAILABLE, saying
 so; nothing is acknowledged that did not commit.
@@ -66,7 +67,7 @@ MAX_RUNS = 8
 # The LISTEN/NOTIFY channel: payload a turn_id whose events or state changed.
 CHANNEL = "turnkeeper_turns"
 # How long the listener waits for a notification before checking it should stop.
-LISTEN_POLL = 1.0
+LISTEN_POLL = 0.25
 
 _RETRIED = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected, pg_errors.UniqueViolation)
 _PREFIX = re.compile(r"\b(?:main|sessions)\.")
@@ -211,14 +212,18 @@ class PostgresDatabase:
             self._reader = PgConn(raw)
             return self._reader
 
-    def snapshot(self, fn: Callable[[Conn], T]) -> T:
-        conn = self.read_conn()
-        assert isinstance(conn, PgConn)
+    async def read(self, fn: Callable[[Conn], T]) -> T:
+        if self._closed or self._executor is None:
+            raise RuntimeError("database is closed")
+        return await asyncio.get_running_loop().run_in_executor(self._executor, self._read, fn)
+
+    def _read(self, fn: Callable[[Conn], T]) -> T:
+        assert self._pool is not None
         try:
-            with conn.raw.transaction():
-                conn.raw.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                return fn(conn)
-        except psycopg.OperationalError as exc:
+            with self._pool.connection() as conn:
+                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
+                return fn(PgConn(conn))
+        except (psycopg.OperationalError, PoolTimeout) as exc:
             raise _unavailable(self.url, exc) from None
 
     # -- outbox and notification ---------------------------------------------------
@@ -318,9 +323,9 @@ class Listener:
         self._thread.start()
 
     def stop(self) -> None:
-        # Not joined: the thread sees the flag within LISTEN_POLL and closes its
-        # connection; a late notification meets a closed loop and is dropped.
+        # The thread sees the flag within LISTEN_POLL and closes its connection.
         self._stop.set()
+        self._thread.join(timeout=LISTEN_POLL + 1)
 
     def _deliver(self, turn_id: str | None) -> None:
         with contextlib.suppress(RuntimeError):  # the loop is closed: nobody listens

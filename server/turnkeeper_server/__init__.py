@@ -5,6 +5,8 @@ The service is the only writer of both SQLite files (turns.db and sessions.db).
 
 - config:      settings from flags and env, and the data-file paths (DESIGN.md §7)
 - db, schema:  SQLite connections, PRAGMAs, group-commit writer, migrations
+- store/:      the store contract both backends meet, the PostgreSQL backend
+               (`--database-url`: replicas on one database), SQLite's lock file
 - journal:     the turn state machine (compare-and-set transitions, fencing)
 - redrive:     orphaned turns run again: attempts+1, rewind, the cap
 - checkpoints: LangGraph checkpoints in langgraph-checkpoint-sqlite's schema

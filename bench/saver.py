@@ -1,4 +1,4 @@
-"""RemoteSaver against LangGraph's in-process SqliteSaver (issue 3, Speed).
+"""RemoteSaver against LangGraph's in-process SqliteSaver.
 
 Both sides commit with `synchronous=FULL` (the service's default; set with a
 PRAGMA on SqliteSaver's connection) in WAL mode. The graph with no checkpointer is
@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from langgraph.checkpoint.sqlite import SqliteSaver
-from turnkeeper.saver import RemoteSaver
+from turnkeeper.agent.saver import RemoteSaver
 
 from bench import turns
 from bench.common import (

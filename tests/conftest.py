@@ -8,22 +8,18 @@ gets "sqlite". The services a test starts follow `backend`.
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer, create_server
-from turnkeeper_server.config import Settings
 
 from tests.support.nats import NatsServer
 from tests.support.postgres import PostgresCluster
-
-BACKENDS = ("sqlite", "postgres")
+from tests.support.service import BACKENDS, ServiceFactory, make_settings
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -64,22 +60,6 @@ def nats_server() -> Iterator[NatsServer]:
         server.stop()
 
 
-def make_settings(data_dir: Path, **overrides: Any) -> Settings:
-    base = Settings(
-        turns_path=data_dir / "turns.db",
-        sessions_path=data_dir / "sessions.db",
-        listen="127.0.0.1:0",
-        lease_seconds=2.0,
-        claim_seconds=1.0,
-        reap_interval=0.2,
-        shutdown_grace=1.0,
-    )
-    return dataclasses.replace(base, **overrides)
-
-
-ServiceFactory = Callable[..., Awaitable[TurnkeeperServer]]
-
-
 @pytest.fixture
 async def make_service(
     tmp_path: Path, nats_server: NatsServer, database_url: str | None
@@ -118,11 +98,3 @@ def turns(channel: aio.Channel) -> turns_pb2_grpc.TurnServiceAsyncStub:
 @pytest.fixture
 def checkpoints(channel: aio.Channel) -> checkpoints_pb2_grpc.CheckpointServiceAsyncStub:
     return checkpoints_pb2_grpc.CheckpointServiceStub(channel)
-
-
-async def expect_code(call: Awaitable[Any], code: grpc.StatusCode) -> str:
-    """Await a call that must fail with `code`; returns the status message."""
-    with pytest.raises(aio.AioRpcError) as info:
-        await call
-    assert info.value.code() == code, f"{info.value.code()}: {info.value.details()}"
-    return info.value.details() or ""

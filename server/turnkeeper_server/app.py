@@ -20,20 +20,21 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
 
-from turnkeeper_server import security
-from turnkeeper_server.auth import Authenticate, TokenStore
 from turnkeeper_server.config import Settings
-from turnkeeper_server.interceptors import ErrorsAndMetrics
-from turnkeeper_server.journal import Policy
+from turnkeeper_server.engine import Engine
+from turnkeeper_server.journal.records import Policy
+from turnkeeper_server.messaging.link import NatsLink
+from turnkeeper_server.messaging.outbox import OutboxPublisher
 from turnkeeper_server.metrics import Metrics
-from turnkeeper_server.nats_link import NatsLink
-from turnkeeper_server.outbox import OutboxPublisher
 from turnkeeper_server.reaper import LeaseReaper
-from turnkeeper_server.servicers.checkpoints import CheckpointServicer
-from turnkeeper_server.servicers.turns import TurnServicer
+from turnkeeper_server.rpc.checkpoint_service import CheckpointServicer
+from turnkeeper_server.rpc.interceptors import ErrorsAndMetrics
+from turnkeeper_server.rpc.turn_service import TurnServicer
+from turnkeeper_server.security import transport as security
+from turnkeeper_server.security.auth import Authenticate, TokenStore
 from turnkeeper_server.store import open_store
-from turnkeeper_server.turns import Turns
 from turnkeeper_server.watch import TurnNotifier
+from turnkeeper_server.web.app import WebServer
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +66,7 @@ class TurnkeeperServer:
             claim_seconds=settings.claim_seconds,
             max_redrives=settings.max_redrives,
         )
-        self.turns = Turns(
+        self.engine = Engine(
             self.db,
             self.policy,
             self.notifier,
@@ -74,7 +75,19 @@ class TurnkeeperServer:
             self.metrics,
             namespace=settings.namespace,
         )
-        self.reaper = LeaseReaper(self.turns, settings.reap_interval)
+        self.reaper = LeaseReaper(self.engine, settings.reap_interval)
+        self.turn_servicer = TurnServicer(self.engine, settings.limits)
+        # The HTTP side calls the same servicer (and so shares its WatchTurn quota).
+        self.web: WebServer | None = None
+        if settings.http_listen is not None:
+            self.web = WebServer(
+                settings,
+                servicer=self.turn_servicer,
+                tokens=self.tokens,
+                metrics=self.metrics,
+                link=self.link,
+                serving=lambda: not self._stopped,
+            )
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]  # not in grpc-stubs
         self.server: aio.Server | None = None
         self.port = 0
@@ -106,11 +119,9 @@ class TurnkeeperServer:
                 ("grpc.max_send_message_length", message_bytes),
             ],
         )
-        turns_pb2_grpc.add_TurnServiceServicer_to_server(
-            TurnServicer(self.turns, self.settings.limits), server
-        )
+        turns_pb2_grpc.add_TurnServiceServicer_to_server(self.turn_servicer, server)
         checkpoints_pb2_grpc.add_CheckpointServiceServicer_to_server(
-            CheckpointServicer(self.db, self.settings.limits, self.metrics), server
+            CheckpointServicer(self.engine, self.settings.limits, self.metrics), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self.settings.reflection:
@@ -128,6 +139,8 @@ class TurnkeeperServer:
         await self.outbox.start()
         await self.reaper.start()
         await server.start()
+        if self.web is not None:
+            await self.web.start()
         if self.settings.metrics_listen:
             host, _, port = self.settings.metrics_listen.rpartition(":")
             http, _thread = start_http_server(
@@ -158,10 +171,12 @@ class TurnkeeperServer:
             grace = self.settings.shutdown_grace if grace is None else grace
             # Probes see NOT_SERVING first, so load balancers stop sending work.
             await self.health.enter_graceful_shutdown()
+            if self.web is not None:
+                await self.web.stop()
             if self.server is not None:
                 await self.server.stop(grace)
             await self.reaper.stop()
-            await self.turns.stop()
+            await self.engine.stop()
             await self.outbox.stop()
             # A start that failed opening the store (another service holds it, the
             # database is unreachable) has nothing to flush.

@@ -2,7 +2,7 @@
 
 Served on their own port (`--metrics-listen`) by prometheus-client's HTTP server.
 Gauges that describe stored state (turns by state, outbox backlog) are read from
-SQLite at scrape time on a connection of their own, so they are never stale.
+the store at scrape time on a connection of their own, so they are never stale.
 """
 
 from __future__ import annotations
@@ -17,8 +17,11 @@ import psycopg
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from turnkeeper.states import STATE_NAMES
 
-STATES = ("RUNNING", "PARKED", "DONE", "FAILED")
+from turnkeeper_server.journal import stats
+
+STATES = STATE_NAMES
 
 
 class _StoredState(Collector):
@@ -40,10 +43,8 @@ class _StoredState(Collector):
         except (sqlite3.Error, psycopg.Error):
             return
         try:
-            counts = dict(
-                conn.execute("SELECT state, count(*) FROM turns GROUP BY state").fetchall()
-            )
-            pending = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
+            counts = stats.state_counts(conn)
+            pending = stats.outbox_backlog(conn)
         except (sqlite3.Error, psycopg.Error):
             return
         finally:

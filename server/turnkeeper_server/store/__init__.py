@@ -1,7 +1,10 @@
-"""Storage backends behind one contract (`contract.py`): SQLite files or PostgreSQL.
+"""Storage backends behind one contract (`contract`): SQLite files or PostgreSQL.
 
-`open_store` picks one from the settings: PostgreSQL when a database URL is given,
-else the two SQLite files.
+`sqlite` (connections, PRAGMAs, the group-commit writer) with `sqlite_schema`
+(migrations) and `lockfile` (one writer per data directory); `postgres` with
+`postgres_schema` and `postgres_checkpoints` (`--database-url`: replicas on one
+database). `open_store` picks one from the settings: PostgreSQL when a database URL
+is given, else the two SQLite files.
 """
 
 from __future__ import annotations
@@ -18,6 +21,6 @@ def open_store(settings: Settings) -> Store:
         from turnkeeper_server.store.postgres import PostgresDatabase
 
         return PostgresDatabase(settings.database_url)
-    from turnkeeper_server.db import Database
+    from turnkeeper_server.store.sqlite import Database
 
     return Database(settings.turns_path, settings.sessions_path, settings.synchronous)

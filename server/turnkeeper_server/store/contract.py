@@ -1,6 +1,6 @@
 """The store contract: what the state machine, fencing, re-drive, rewind, boundary
-and outbox logic (journal.py, redrive.py, checkpoints.py, outbox.py) needs from a
-backend, so that logic is written once.
+and outbox logic (journal/transitions.py, journal/redrive.py, journal/checkpoints.py,
+messaging/outbox.py) needs from a backend, so that logic is written once.
 
 SQL is written in one dialect: `?` placeholders, and tables named by the SQLite
 file they live in (`main.turns`, `sessions.checkpoints`). A backend translates
@@ -74,7 +74,7 @@ class Store(Protocol):
 
     @property
     def checkpoints(self) -> ModuleType:
-        """The backend's checkpoint rows (checkpoints.py, store/postgres_checkpoints.py):
+        """The backend's checkpoint rows (journal/checkpoints.py, store/postgres_checkpoints.py):
         put, put_writes, delete_thread, get, list_."""
         ...
 

@@ -27,9 +27,9 @@ from typing import Any
 import ormsgpack
 import psycopg
 
-from turnkeeper_server import checkpoints as shared
-from turnkeeper_server.checkpoints import CheckpointRow, Fence, WriteRow
 from turnkeeper_server.errors import InvalidArgument, WrongState
+from turnkeeper_server.journal import checkpoints as shared
+from turnkeeper_server.journal.checkpoints import CheckpointRow, Fence, WriteRow
 from turnkeeper_server.store.contract import Conn, Tx
 
 _OPTS = ormsgpack.OPT_NON_STR_KEYS

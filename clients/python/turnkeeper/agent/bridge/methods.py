@@ -1,0 +1,211 @@
+"""The JSON-RPC methods the bridge serves (documented in :mod:`turnkeeper.agent.bridge`).
+
+Status questions are answered from the service, the source of truth, never from
+what this replica happens to be running.
+"""
+
+from __future__ import annotations
+
+import logging
+import uuid
+from typing import Final
+
+from turnkeeper.agent.bridge import jsonrpc
+from turnkeeper.agent.bridge._convert import py_to_value
+from turnkeeper.agent.bridge.intent import (
+    INTENT_KEY,
+    REGENERATE_INPUT,
+    has_pending_work,
+    is_reserved,
+    regenerate_point,
+    thread_config,
+)
+from turnkeeper.agent.bridge.jsonrpc import (
+    METHOD_NOT_FOUND,
+    Reply,
+    Request,
+    RpcError,
+    invalid_params,
+)
+from turnkeeper.agent.bridge.runtime import Assignment, Identity, TurnRuntime
+from turnkeeper.client import AsyncTurnkeeperClient
+from turnkeeper.errors import TurnkeeperError
+from turnkeeper.states import TurnState
+from turnkeeper.v1 import turns_pb2
+
+log = logging.getLogger(__name__)
+
+CREATE: Final = "responses/create"
+TURN_STATUS: Final = "responses/turnStatus"
+RESUME_DETACHED: Final = "responses/resumeDetached"
+# How the service hands this replica a turn to execute (a resume, a re-drive).
+EXECUTE: Final = "turnkeeper/execute"
+
+# responses/create's status for each turn state (OpenAI Responses' words).
+_RESPONSE_STATUS: Final = {
+    turns_pb2.TURN_STATE_RUNNING: "in_progress",
+    turns_pb2.TURN_STATE_PARKED: "in_progress",
+    turns_pb2.TURN_STATE_DONE: "completed",
+    turns_pb2.TURN_STATE_FAILED: "failed",
+}
+
+
+def status_word(state: int) -> str:
+    """The contract's wire word for a turn state: running, parked, done, failed or
+    unknown (gRPC keeps its upper-case enum names)."""
+    return TurnState.from_proto(state).word
+
+
+class Methods:
+    def __init__(
+        self, client: AsyncTurnkeeperClient, runtime: TurnRuntime, identity: Identity
+    ) -> None:
+        self.client = client
+        self.runtime = runtime
+        self.identity = identity
+        self.accepting = True
+
+    async def dispatch(self, request: Request) -> Reply:
+        handler = {
+            CREATE: self.create,
+            TURN_STATUS: self.turn_status,
+            RESUME_DETACHED: self.resume_detached,
+            EXECUTE: self.execute,
+        }.get(request.method)
+        if handler is None:
+            raise RpcError(
+                METHOD_NOT_FOUND,
+                f"method {request.method!r} not found; this bridge serves "
+                f"{CREATE}, {TURN_STATUS}, {RESUME_DETACHED} and {EXECUTE}",
+            )
+        try:
+            return await handler(request)
+        except TurnkeeperError as exc:
+            raise RpcError.from_service(exc) from exc
+
+    async def create(self, request: Request) -> Reply:
+        params = request.params
+        if params.get("background") is not True:
+            raise invalid_params(
+                f"{CREATE} needs background: true (this bridge runs detached turns; "
+                "follow one with TurnStatus and WatchTurn)"
+            )
+        if "input" not in params:
+            raise invalid_params("input is required")
+        regenerate = params.get("regenerate", False)
+        if not isinstance(regenerate, bool):
+            raise invalid_params("regenerate must be true or false")
+        payload = params["input"]
+        if regenerate and payload is not None:
+            raise invalid_params(
+                "regenerate answers the thread's latest input again: input must be null"
+            )
+        if is_reserved(payload):
+            raise invalid_params(f"input: the top-level key {INTENT_KEY!r} is reserved")
+        given_turn_id = jsonrpc.optional_str(params, "turn_id")
+        turn_id = given_turn_id or uuid.uuid4().hex
+        given_thread_id = jsonrpc.optional_str(params, "thread_id")
+        if payload is None and given_thread_id is None:
+            raise invalid_params("input null continues a thread: thread_id is required")
+        thread_id = given_thread_id or uuid.uuid4().hex
+        try:
+            value = py_to_value(REGENERATE_INPUT if regenerate else payload)
+        except Exception as exc:
+            raise invalid_params(f"input is not JSON data: {exc}") from None
+        if not self.accepting:
+            message = "this replica is shutting down; send the request again"
+            raise RpcError(
+                jsonrpc.SERVICE_ERROR, message, {"code": "UNAVAILABLE", "message": message}
+            )
+        if regenerate:
+            if await regenerate_point(self.runtime.graph, thread_config(thread_id)) is None:
+                message = f"thread {thread_id} has no run to regenerate"
+                raise RpcError(
+                    jsonrpc.SERVICE_ERROR,
+                    message,
+                    {"code": "FAILED_PRECONDITION", "message": message},
+                )
+        elif payload is None and await self._nothing_to_continue(thread_id, given_turn_id):
+            return Reply({"turn_id": None, "thread_id": thread_id, "status": "completed"})
+        # Journaled before the answer: a turn the caller was told about exists.
+        response = await self.client.start_turn(
+            turns_pb2.StartTurnRequest(
+                turn_id=turn_id,
+                thread_id=thread_id,
+                agent=self.identity.agent,
+                input=value,
+                replica=self.identity.replica,
+                incarnation=self.identity.incarnation,
+            )
+        )
+        turn = response.turn
+        result = {
+            "turn_id": turn.turn_id,
+            "thread_id": turn.thread_id,
+            "status": _RESPONSE_STATUS.get(turn.state, "in_progress"),
+        }
+        if not response.created:
+            # The same request again: the turn is already on its way (or over).
+            return Reply(result)
+
+        async def run() -> None:
+            self.runtime.start(Assignment(turn, "", "create"))
+
+        return Reply(result, then=run)
+
+    async def _nothing_to_continue(self, thread_id: str, turn_id: str | None) -> bool:
+        """No pending work on the thread, and ``turn_id`` is no turn that already
+        ran (the same request sent again: StartTurn then answers for that turn)."""
+        if await has_pending_work(self.runtime.graph, thread_id):
+            return False
+        if turn_id is None:
+            return True
+        status = await self.client.turn_status(turns_pb2.TurnStatusRequest(turn_id=turn_id))
+        return status.state in (turns_pb2.TURN_STATE_UNKNOWN, turns_pb2.TURN_STATE_UNSPECIFIED)
+
+    async def turn_status(self, request: Request) -> Reply:
+        turn_id = jsonrpc.required_str(request.params, "turn_id")
+        status = await self.client.turn_status(turns_pb2.TurnStatusRequest(turn_id=turn_id))
+        return Reply(
+            {
+                "turn_id": turn_id,
+                "status": status_word(status.state),
+                "attempts": status.attempts,
+                "last_seq": status.last_seq,
+                "error": status.error,
+            }
+        )
+
+    async def resume_detached(self, request: Request) -> Reply:
+        turn_id = jsonrpc.required_str(request.params, "turn_id")
+        if "resume" not in request.params:
+            raise invalid_params("resume is required (the value interrupt() returns; may be null)")
+        try:
+            value = py_to_value(request.params["resume"])
+        except Exception as exc:
+            raise invalid_params(f"resume is not JSON data: {exc}") from None
+        response = await self.client.resume_detached(
+            turns_pb2.ResumeDetachedRequest(turn_id=turn_id, resume=value)
+        )
+        return Reply(
+            {
+                "turn_id": turn_id,
+                "status": status_word(response.turn.state),
+                "dispatched": response.dispatched,
+            }
+        )
+
+    async def execute(self, request: Request) -> Reply:
+        params = request.params
+        turn_id = jsonrpc.required_str(params, "turn_id")
+        attempt = jsonrpc.required_int(params, "attempt")
+        reason = params.get("reason")
+        reason = reason if isinstance(reason, str) and reason else "handed out"
+        if not self.accepting:
+            return Reply({"accepted": False})
+
+        async def claim() -> None:
+            await self.runtime.claim(turn_id, attempt, reason)
+
+        # Acknowledged on receipt; the claim and the run come after the answer.
+        return Reply({"accepted": True}, then=claim)

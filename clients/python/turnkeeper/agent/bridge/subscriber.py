@@ -1,0 +1,197 @@
+"""The bridge's NATS side: one queue subscription, one task per request.
+
+nats-py runs a subscription's callback for one message at a time, so a handler
+that awaited a turn (or even a slow service call) would hold up every request
+behind it. The callback here only starts a task; every request gets an answer,
+an error one if need be, and the answer goes out before any work it triggers
+starts (``Reply.then``).
+
+The connection is retried in the background until it is made (nats-py does not
+retry a first connect), then nats-py reconnects and re-subscribes by itself; turns
+already running go on over gRPC meanwhile (the startup re-drive waits for ready).
+
+Ready means the server routes the subject to this subscription, and ``flush()``
+after ``subscribe()`` does not prove it: nats-py writes flush's PING straight to
+the socket, possibly ahead of a SUB still queued. A request sent on the same
+connection after the SUB does, once it is answered: the server handles one
+connection's commands in order, so it had the SUB before the request (whichever
+replica of the queue group answers it). So after subscribing, and after every
+reconnect, the subscriber sends ``turnkeeper/ping`` to the subject until an answer
+comes back, and only then sets :attr:`NatsSubscriber.ready`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import uuid
+from collections.abc import Awaitable, Callable
+from typing import Final
+
+import nats
+from nats.aio.client import Client
+from nats.aio.msg import Msg
+from nats.aio.subscription import Subscription
+
+from turnkeeper.agent.bridge import jsonrpc
+from turnkeeper.agent.bridge.jsonrpc import INTERNAL_ERROR, Reply, Request, RpcError
+from turnkeeper.errors import TurnkeeperError
+
+log = logging.getLogger(__name__)
+
+Dispatch = Callable[[Request], Awaitable[Reply]]
+
+# Answered by the subscriber itself, never dispatched: the readiness probe.
+PING: Final = "turnkeeper/ping"
+PROBE_TIMEOUT: Final = 2.0
+
+
+class NatsSubscriber:
+    def __init__(
+        self, url: str, subject: str, queue: str, dispatch: Dispatch, *, name: str
+    ) -> None:
+        self.url = url
+        self.subject = subject
+        self.queue = queue
+        self.dispatch = dispatch
+        self.name = name
+        self._nc: Client | None = None
+        self._sub: Subscription | None = None
+        self._connecting: asyncio.Task[None] | None = None
+        self._probing: asyncio.Task[None] | None = None
+        self._inflight: set[asyncio.Task[None]] = set()
+        #: Set while the server is known to route the subject to this subscription.
+        self.subscribed = asyncio.Event()
+        #: The first connection attempt has an outcome: subscribed, or NATS away.
+        self.settled = asyncio.Event()
+
+    @property
+    def connected(self) -> bool:
+        return self._nc is not None and self._nc.is_connected
+
+    @property
+    def ready(self) -> bool:
+        """Subscribed, probed, and connected now."""
+        return self.subscribed.is_set() and self.connected
+
+    async def start(self) -> None:
+        self._connecting = asyncio.create_task(self._connect(), name="bridge-nats-connect")
+
+    async def _connect(self) -> None:
+        delay = 0.05
+        while True:
+            try:
+                nc = await nats.connect(
+                    self.url,
+                    name=self.name,
+                    connect_timeout=2,
+                    allow_reconnect=True,
+                    max_reconnect_attempts=-1,
+                    reconnect_time_wait=0.5,
+                    disconnected_cb=self._disconnected,
+                    reconnected_cb=self._reconnected,
+                    error_cb=self._error,
+                )
+                break
+            except Exception as exc:
+                log.warning("NATS at %s not reachable (%s); retrying", self.url, exc)
+                self.settled.set()
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 2.0)
+        self._nc = nc
+        self._sub = await nc.subscribe(self.subject, queue=self.queue, cb=self._on_message)
+        await self._probe(nc)
+        self.settled.set()
+        log.info("serving %s (queue group %s) on %s", self.subject, self.queue, self.url)
+
+    async def _probe(self, nc: Client) -> None:
+        """Until a ping sent after the SUB is answered; then ready."""
+        body = json.dumps(
+            {"jsonrpc": "2.0", "id": f"probe-{uuid.uuid4().hex}", "method": PING}
+        ).encode()
+        delay = 0.05
+        while True:
+            try:
+                await nc.request(self.subject, body, timeout=PROBE_TIMEOUT)
+                break
+            except Exception as exc:
+                if nc.is_closed:
+                    return
+                log.debug("subscription probe unanswered (%r); again", exc)
+                await asyncio.sleep(delay)
+                delay = min(delay * 2, 1.0)
+        if nc.is_connected:
+            self.subscribed.set()
+
+    async def _disconnected(self) -> None:
+        self.subscribed.clear()
+        log.warning("NATS connection lost; reconnecting")
+
+    async def _reconnected(self) -> None:
+        # nats-py sends the SUBs again itself; ready once a probe proves it. Not
+        # awaited here: nats-py runs this callback inside its reconnect.
+        log.info("NATS connection back")
+        if self._nc is not None and (self._probing is None or self._probing.done()):
+            self._probing = asyncio.create_task(self._probe(self._nc), name="bridge-nats-probe")
+
+    async def _error(self, exc: Exception) -> None:
+        log.debug("NATS error: %s", exc)
+
+    async def _on_message(self, msg: Msg) -> None:
+        task = asyncio.create_task(self._serve(msg))
+        self._inflight.add(task)
+        task.add_done_callback(self._inflight.discard)
+
+    async def _serve(self, msg: Msg) -> None:
+        request: Request | None = None
+        reply: Reply | None = None
+        try:
+            request = jsonrpc.parse(msg.data)
+            reply = Reply({}) if request.method == PING else await self.dispatch(request)
+            body = jsonrpc.result_envelope(request.id, reply.result)
+        except RpcError as exc:
+            body = jsonrpc.error_envelope(
+                request.id if request else jsonrpc.request_id(msg.data), exc
+            )
+        except TurnkeeperError as exc:
+            body = jsonrpc.error_envelope(
+                request.id if request else None, RpcError.from_service(exc)
+            )
+        except Exception as exc:
+            log.exception("handling %s failed", request.method if request else "a request")
+            body = jsonrpc.error_envelope(
+                request.id if request else None,
+                RpcError(INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}"),
+            )
+        if msg.reply and (request is None or request.wants_reply):
+            try:
+                await msg.respond(body)
+            except Exception as exc:
+                log.warning("answering %s failed: %s", request.method if request else "?", exc)
+        if reply is not None and reply.then is not None:
+            try:
+                await reply.then()
+            except Exception:
+                log.exception("the work after %s failed", request.method if request else "?")
+
+    async def stop(self, timeout: float = 5.0) -> None:
+        """Stop taking requests, let those in flight answer, close. Safe twice."""
+        self.subscribed.clear()
+        for task in (self._connecting, self._probing):
+            if task is not None:
+                task.cancel()
+                with contextlib.suppress(asyncio.CancelledError, Exception):
+                    await task
+        self._connecting = self._probing = None
+        if self._sub is not None:
+            with contextlib.suppress(Exception):
+                await self._sub.unsubscribe()
+            self._sub = None
+        if self._inflight:
+            await asyncio.wait(set(self._inflight), timeout=timeout)
+        if self._nc is not None:
+            with contextlib.suppress(Exception):
+                await asyncio.wait_for(self._nc.close(), timeout=2)
+            self._nc = None

@@ -1,0 +1,372 @@
+"""``RemoteSaver``: a LangGraph checkpointer that stores in the turnkeeper service.
+
+The service keeps checkpoints in sessions.db in langgraph-checkpoint-sqlite's schema,
+and this saver does on the client everything ``SqliteSaver`` does before it writes a
+row, so that stock ``SqliteSaver`` reads what the service stored (and the other way
+round):
+
+- checkpoint and write values are serialized here with ``self.serde.dumps_typed`` and
+  sent as opaque ``(type, bytes)``; the service never deserializes them;
+- metadata is merged here with ``get_checkpoint_metadata(config, metadata)`` and sent
+  as the JSON text SqliteSaver stores (``json.dumps(..., ensure_ascii=False)``);
+- channel versions use SqliteSaver's format (:meth:`RemoteSaver.get_next_version`);
+- writes use SqliteSaver's ``idx`` (``WRITES_IDX_MAP`` for special channels, else the
+  position) and replace existing rows only when every channel is a special one.
+
+Fencing. A checkpoint or a write made while a turn runs carries the turn: when
+``config["configurable"]`` has ``turn_id`` and ``attempt`` (:func:`durable_config`
+puts them there), the request carries a ``TurnFence`` and the service refuses it
+with ABORTED (:class:`~turnkeeper.errors.StaleAttempt`) if that attempt was re-driven
+away, so a zombie executor cannot write over the thread of the attempt that replaced
+it. The service also records the turn's ``last_seq`` as the checkpoint's boundary.
+
+Durability. Turns must run with ``durability="sync"`` (:data:`DURABILITY`,
+:func:`durable_run_kwargs`). With LangGraph's default, ``"async"``, the checkpoint of
+a finished step is written in the background while the next step already runs: a
+SIGKILL in that window loses a checkpoint whose step had completed, so the re-drive
+starts from the one before and re-runs a node that had already finished, and its
+side effects (a tool call, a reply already streamed) happen twice. With ``"sync"``
+each step's checkpoint is committed before the next step starts, so only the node
+that was running at the crash re-runs (at-least-once; tools get an idempotency key),
+and the event boundary recorded with each checkpoint is exact.
+
+Sync methods use a blocking gRPC channel; async ones a grpc.aio channel per event
+loop, opened on first use in that loop, since a graph may be driven from several.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import random
+import threading
+import weakref
+from collections.abc import AsyncIterator, Iterator, Sequence
+from contextlib import contextmanager
+from types import TracebackType
+from typing import Any, Final, Self, TypedDict
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    BaseCheckpointSaver,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+from langgraph.checkpoint.serde.base import SerializerProtocol
+from langgraph.types import Durability
+
+from turnkeeper.agent import saver_wire as wire
+from turnkeeper.agent.saver_wire import ATTEMPT_KEY, TURN_ID_KEY
+from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions, TurnkeeperClient
+from turnkeeper.v1 import checkpoints_pb2
+
+__all__ = [
+    "ATTEMPT_KEY",
+    "DURABILITY",
+    "TURN_ID_KEY",
+    "DurableRunKwargs",
+    "RemoteSaver",
+    "durable_config",
+    "durable_run_kwargs",
+]
+
+# The durability every turn runs with; see the module docstring for why.
+DURABILITY: Final[Durability] = "sync"
+
+
+class DurableRunKwargs(TypedDict):
+    durability: Durability
+
+
+def durable_run_kwargs() -> DurableRunKwargs:
+    """Keyword arguments for ``invoke``/``ainvoke``/``stream``/``astream`` that run
+    a graph with ``durability="sync"``::
+
+        await graph.ainvoke(None, durable_config(thread_id, turn_id, attempt),
+                            **durable_run_kwargs())
+    """
+    return {"durability": DURABILITY}
+
+
+def durable_config(
+    thread_id: str, turn_id: str | None = None, attempt: int | None = None
+) -> RunnableConfig:
+    """The config to run a thread with: with ``turn_id`` and ``attempt`` (both or
+    neither), every checkpoint and write the run stores is fenced by that attempt.
+
+    ``turn_id`` and ``attempt`` also end up in each checkpoint's metadata, as any
+    plain configurable value does with every LangGraph saver.
+    """
+    if (turn_id is None) != (attempt is None):
+        raise ValueError("turn_id and attempt go together")
+    configurable: dict[str, Any] = {"thread_id": thread_id}
+    if turn_id is not None:
+        if not turn_id:
+            raise ValueError("turn_id must not be empty")
+        configurable[TURN_ID_KEY] = turn_id
+        configurable[ATTEMPT_KEY] = attempt
+    return {"configurable": configurable}
+
+
+class _Channels:
+    """The connections of one saver (shared by its ``with_allowlist`` clones): one
+    blocking client, and one aio client per event loop."""
+
+    def __init__(self, options: ConnectionOptions) -> None:
+        self.options = options
+        self._lock = threading.Lock()
+        self._sync: TurnkeeperClient | None = None
+        # Weak keys: a loop that is garbage-collected takes its client with it, and
+        # grpc closes the core channel of a collected aio channel.
+        self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncTurnkeeperClient]
+        self._async = weakref.WeakKeyDictionary()
+        self._closed = False
+
+    def sync(self) -> TurnkeeperClient:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("RemoteSaver is closed")
+            if self._sync is None:
+                self._sync = TurnkeeperClient(self.options)
+            return self._sync
+
+    def aio(self) -> AsyncTurnkeeperClient:
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("RemoteSaver is closed")
+            client = self._async.get(loop)
+            if client is None:
+                client = self._async[loop] = AsyncTurnkeeperClient(self.options)
+            return client
+
+    def close(self) -> list[AsyncTurnkeeperClient]:
+        """Close the blocking client and every aio client that can be closed from
+        here; return the current loop's aio client for the caller to await."""
+        with self._lock:
+            self._closed = True
+            sync, self._sync = self._sync, None
+            clients = list(self._async.items())
+            self._async.clear()
+        if sync is not None:
+            sync.close()
+        try:
+            current: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            current = None
+        mine: list[AsyncTurnkeeperClient] = []
+        for loop, client in clients:
+            if loop is current:
+                mine.append(client)
+            elif loop.is_running():
+                # A loop in another thread: close there, without waiting for it.
+                asyncio.run_coroutine_threadsafe(client.close(), loop)
+            # A loop that is not running has no call in flight on the channel, and
+            # is not ours to run; dropping the client lets grpc close the core
+            # channel when it is collected (grpc.aio.Channel.__del__).
+        return mine
+
+
+class RemoteSaver(BaseCheckpointSaver[str]):
+    """A LangGraph checkpointer storing in the turnkeeper service's CheckpointService.
+
+    ``RemoteSaver()`` connects to ``$TURNKEEPER_ADDRESS`` (default
+    ``127.0.0.1:50051``); ``address`` overrides ``options.target``. Errors are
+    :mod:`turnkeeper.errors` exceptions; a fenced write raises ``StaleAttempt``.
+    """
+
+    def __init__(
+        self,
+        address: str | None = None,
+        *,
+        options: ConnectionOptions | None = None,
+        serde: SerializerProtocol | None = None,
+    ) -> None:
+        super().__init__(serde=serde)
+        options = options if options is not None else ConnectionOptions()
+        if address is not None:
+            options = dataclasses.replace(options, target=address)
+        self.options = options
+        self._channels = _Channels(options)
+
+    @classmethod
+    @contextmanager
+    def from_address(
+        cls,
+        address: str | None = None,
+        *,
+        options: ConnectionOptions | None = None,
+        serde: SerializerProtocol | None = None,
+    ) -> Iterator[Self]:
+        """A saver closed on exit, like ``SqliteSaver.from_conn_string``::
+
+        with RemoteSaver.from_address("127.0.0.1:50051") as saver:
+            graph = builder.compile(checkpointer=saver)
+        """
+        saver = cls(address, options=options, serde=serde)
+        try:
+            yield saver
+        finally:
+            saver.close()
+
+    def close(self) -> None:
+        """Close the saver's channels. Safe to call twice. Inside a coroutine prefer
+        ``await saver.aclose()``, which also waits for this loop's channel."""
+        for client in self._channels.close():
+            # Called from a coroutine of this loop: we cannot await here.
+            task = asyncio.get_running_loop().create_task(client.close())
+            _background.add(task)
+            task.add_done_callback(_background.discard)
+
+    async def aclose(self) -> None:
+        """Close the saver's channels, waiting for this event loop's one."""
+        for client in self._channels.close():
+            await client.close()
+
+    def __enter__(self) -> Self:
+        return self
+
+    def __exit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        self.close()
+
+    async def __aenter__(self) -> Self:
+        return self
+
+    async def __aexit__(
+        self,
+        exc_type: type[BaseException] | None,
+        exc: BaseException | None,
+        tb: TracebackType | None,
+    ) -> None:
+        await self.aclose()
+
+    # Sync API
+
+    def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """The checkpoint ``config`` names, or the thread's newest in its namespace."""
+        response = self._channels.sync().get_checkpoint(wire.get_request(config))
+        return wire.found(self.serde, config, response)
+
+    def list(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> Iterator[CheckpointTuple]:
+        """Checkpoints, newest first (descending checkpoint_id), with their writes."""
+        request = wire.list_request(config, filter, before, limit)
+        if request is None:
+            return
+        for response in self._channels.sync().list_checkpoints(request):
+            yield wire.to_tuple(self.serde, response.checkpoint, None)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Store a checkpoint; its parent is the checkpoint ``config`` names."""
+        request, stored = wire.put_request(self.serde, config, checkpoint, metadata)
+        self._channels.sync().put_checkpoint(request)
+        return stored
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Store a task's intermediate writes against the checkpoint ``config`` names."""
+        if not writes:
+            return
+        self._channels.sync().put_writes(
+            wire.writes_request(self.serde, config, writes, task_id, task_path)
+        )
+
+    def delete_thread(self, thread_id: str) -> None:
+        """Delete every checkpoint and write of the thread."""
+        self._channels.sync().delete_thread(
+            checkpoints_pb2.DeleteThreadRequest(thread_id=str(thread_id))
+        )
+
+    # Async API
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        """Async :meth:`get_tuple`."""
+        response = await self._channels.aio().get_checkpoint(wire.get_request(config))
+        return wire.found(self.serde, config, response)
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        """Async :meth:`list`."""
+        request = wire.list_request(config, filter, before, limit)
+        if request is None:
+            return
+        async for response in self._channels.aio().list_checkpoints(request):
+            yield wire.to_tuple(self.serde, response.checkpoint, None)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        """Async :meth:`put`."""
+        request, stored = wire.put_request(self.serde, config, checkpoint, metadata)
+        await self._channels.aio().put_checkpoint(request)
+        return stored
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        """Async :meth:`put_writes`."""
+        if not writes:
+            return
+        request = wire.writes_request(self.serde, config, writes, task_id, task_path)
+        await self._channels.aio().put_writes(request)
+
+    async def adelete_thread(self, thread_id: str) -> None:
+        """Async :meth:`delete_thread`."""
+        await self._channels.aio().delete_thread(
+            checkpoints_pb2.DeleteThreadRequest(thread_id=str(thread_id))
+        )
+
+    def get_next_version(self, current: str | None, channel: None) -> str:
+        """SqliteSaver's version format: a zero-padded counter, a dot and a random
+        fraction, so that versions written here and by SqliteSaver compare alike."""
+        if current is None:
+            current_v = 0
+        elif isinstance(current, int):
+            current_v = current
+        else:
+            current_v = int(current.split(".")[0])
+        next_v = current_v + 1
+        next_h = random.random()
+        return f"{next_v:032}.{next_h:016}"
+
+
+# Tasks of close() called from a coroutine: kept referenced until they finish.
+_background: set[asyncio.Task[None]] = set()

@@ -1,0 +1,239 @@
+"""LangGraph checkpoints in sessions.db, in langgraph-checkpoint-sqlite's schema.
+
+Rows are written exactly as `SqliteSaver` writes them (same columns, same
+INSERT OR REPLACE / IGNORE rules), so stock SqliteSaver reads what RemoteSaver
+wrote and the other way round. Values stay opaque `(type, bytes)`: the service
+never deserialises application objects. Metadata arrives as the client's JSON.
+
+A checkpoint written for a turn carries (turn_id, attempt): it is fenced like any
+other write of the turn, and records the turn's last_seq as its boundary.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from langgraph.checkpoint.sqlite.utils import search_where
+
+from turnkeeper_server.errors import InvalidArgument, WrongState
+from turnkeeper_server.journal import transitions as journal
+from turnkeeper_server.journal.records import TurnRecord
+from turnkeeper_server.store.contract import Conn, Tx
+
+
+@dataclass(frozen=True)
+class Fence:
+    turn_id: str
+    attempt: int
+
+
+@dataclass(frozen=True)
+class WriteRow:
+    task_id: str
+    channel: str
+    type: str | None
+    value: bytes | None
+    task_path: str
+    idx: int
+
+
+@dataclass(frozen=True)
+class CheckpointRow:
+    thread_id: str
+    checkpoint_ns: str
+    checkpoint_id: str
+    parent_checkpoint_id: str | None
+    type: str | None
+    checkpoint: bytes | None
+    metadata: bytes | None
+    writes: list[WriteRow]
+
+
+_PENDING_WRITES = (
+    "SELECT task_id, channel, type, value, task_path, idx FROM sessions.writes "
+    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+)
+_COLUMNS = (
+    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata"
+)
+
+
+def check_fence(tx: Tx, fence: Fence | None, thread_id: str) -> TurnRecord | None:
+    if fence is None:
+        return None
+    turn = journal.lock_turn(tx, fence.turn_id)
+    if turn.thread_id != thread_id:
+        raise WrongState(
+            f"turn {fence.turn_id!r} runs on thread {turn.thread_id!r}, not {thread_id!r}"
+        )
+    journal.fence(turn, fence.attempt)
+    return turn
+
+
+def put(
+    tx: Tx,
+    *,
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    parent_checkpoint_id: str,
+    type_: str,
+    blob: bytes,
+    metadata_json: str,
+    fence: Fence | None,
+) -> None:
+    turn = check_fence(tx, fence, thread_id)
+    tx.execute(
+        f"INSERT OR REPLACE INTO sessions.checkpoints ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
+        (
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            parent_checkpoint_id or None,
+            type_,
+            blob,
+            metadata_json.encode("utf-8", "ignore"),
+        ),
+    )
+    if turn is not None:
+        tx.execute(
+            "INSERT OR REPLACE INTO sessions.turnkeeper_boundaries "
+            "(turn_id, checkpoint_id, thread_id, checkpoint_ns, attempt, last_seq) "
+            "VALUES (?, ?, ?, ?, ?, ?)",
+            (turn.turn_id, checkpoint_id, thread_id, checkpoint_ns, turn.attempts, turn.last_seq),
+        )
+
+
+def put_writes(
+    tx: Tx,
+    *,
+    thread_id: str,
+    checkpoint_ns: str,
+    checkpoint_id: str,
+    task_id: str,
+    task_path: str,
+    writes: Sequence[tuple[int, str, str, bytes]],
+    replace: bool,
+    fence: Fence | None,
+) -> None:
+    check_fence(tx, fence, thread_id)
+    verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
+    tx.conn.executemany(
+        f"{verb} INTO sessions.writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
+        "task_path, idx, channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        [
+            (
+                thread_id,
+                checkpoint_ns,
+                checkpoint_id,
+                task_id,
+                task_path,
+                idx,
+                channel,
+                type_,
+                value,
+            )
+            for idx, channel, type_, value in writes
+        ],
+    )
+
+
+def require_no_live_turn(tx: Tx, thread_id: str) -> None:
+    live = tx.execute(
+        "SELECT turn_id FROM main.turns WHERE thread_id = ? AND state IN ('RUNNING','PARKED')",
+        (thread_id,),
+    ).fetchone()
+    if live is not None:
+        raise WrongState(
+            f"thread {thread_id!r} has a live turn {live[0]!r}; its checkpoints are what a "
+            "re-drive resumes from, so they cannot be deleted until the turn ends"
+        )
+
+
+def delete_thread(tx: Tx, thread_id: str) -> None:
+    require_no_live_turn(tx, thread_id)
+    tx.execute("DELETE FROM sessions.checkpoints WHERE thread_id = ?", (thread_id,))
+    tx.execute("DELETE FROM sessions.writes WHERE thread_id = ?", (thread_id,))
+    tx.execute("DELETE FROM sessions.turnkeeper_boundaries WHERE thread_id = ?", (thread_id,))
+
+
+def _writes(conn: Conn, thread_id: str, ns: str, checkpoint_id: str) -> list[WriteRow]:
+    return [WriteRow(*r) for r in conn.execute(_PENDING_WRITES, (thread_id, ns, checkpoint_id))]
+
+
+def _row(conn: Conn, row: tuple[Any, ...]) -> CheckpointRow:
+    thread_id, ns, checkpoint_id, parent, type_, blob, metadata = row
+    return CheckpointRow(
+        thread_id,
+        ns,
+        checkpoint_id,
+        parent,
+        type_,
+        blob,
+        metadata,
+        writes=_writes(conn, thread_id, ns, checkpoint_id),
+    )
+
+
+def get(conn: Conn, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> CheckpointRow | None:
+    if checkpoint_id:
+        row = conn.execute(
+            f"SELECT {_COLUMNS} FROM sessions.checkpoints "
+            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
+            (thread_id, checkpoint_ns, checkpoint_id),
+        ).fetchone()
+    else:
+        row = conn.execute(
+            f"SELECT {_COLUMNS} FROM sessions.checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
+            "ORDER BY checkpoint_id DESC LIMIT 1",
+            (thread_id, checkpoint_ns),
+        ).fetchone()
+    if row is None:
+        return None
+    return _row(conn, row)
+
+
+def list_(
+    conn: Conn,
+    *,
+    thread_id: str,
+    checkpoint_ns: str | None,
+    checkpoint_id: str,
+    filter_json: str,
+    before_checkpoint_id: str,
+    limit: int,
+) -> Iterator[CheckpointRow]:
+    config: dict[str, Any] | None = None
+    if thread_id:
+        configurable: dict[str, Any] = {"thread_id": thread_id}
+        if checkpoint_ns is not None:
+            configurable["checkpoint_ns"] = checkpoint_ns
+        if checkpoint_id:
+            configurable["checkpoint_id"] = checkpoint_id
+        config = {"configurable": configurable}
+    filter_: dict[str, Any] | None = None
+    if filter_json:
+        try:
+            filter_ = json.loads(filter_json)
+        except ValueError as exc:
+            raise InvalidArgument(f"filter_json is not valid JSON: {exc}") from None
+        if not isinstance(filter_, dict):
+            raise InvalidArgument("filter_json must be a JSON object")
+    before = (
+        {"configurable": {"checkpoint_id": before_checkpoint_id}} if before_checkpoint_id else None
+    )
+    try:
+        # SqliteSaver's own WHERE builder: the same filter semantics, and its
+        # key validation keeps metadata keys out of the SQL text.
+        where, params = search_where(config, filter_, before)  # type: ignore[arg-type]
+    except ValueError as exc:
+        raise InvalidArgument(str(exc)) from None
+    sql = f"SELECT {_COLUMNS} FROM sessions.checkpoints {where} ORDER BY checkpoint_id DESC"
+    if limit > 0:
+        sql += " LIMIT ?"
+        params = (*params, limit)
+    for row in conn.execute(sql, params).fetchall():
+        yield _row(conn, row)

@@ -1,0 +1,165 @@
+"""Re-drive: turns whose execution died are run again from their last checkpoint.
+
+Three triggers, one mechanism (`redrive_orphan`): a replica's startup Redrive (its
+older incarnation's turns are orphaned by definition), the lease reaper (an owner
+stopped heartbeating), and an operator's Redrive of one turn. Each spends an
+attempt and rewinds the turn's events to the boundary of its newest checkpoint,
+publishing the rewind through the outbox; at the cap the turn is FAILED instead.
+A turn that was handed out but never claimed spends nothing: nothing ran.
+"""
+
+from __future__ import annotations
+
+import json
+import time
+from dataclasses import dataclass
+
+from turnkeeper_server.errors import WrongState
+from turnkeeper_server.journal.records import TURN_COLUMNS, Policy, TurnRecord
+from turnkeeper_server.journal.transitions import (
+    FAILED,
+    PARKED,
+    RUNNING,
+    append_terminal,
+    latest_boundary,
+    lock_turn,
+    reload_turn,
+    update_turn,
+    write_outbox,
+)
+from turnkeeper_server.store.contract import Tx
+
+
+@dataclass(frozen=True)
+class Redriven:
+    turn: TurnRecord
+    checkpoint_id: str
+    rewind_seq: int
+    failed_at_cap: bool
+    # True when this re-drive spent an attempt and published a rewind; False for
+    # a turn that was only handed out again (nothing had run) or failed at the cap.
+    rewound: bool = False
+
+
+def redrive_orphan(
+    tx: Tx, turn: TurnRecord, policy: Policy, owner: tuple[str, str] | None
+) -> Redriven:
+    """Re-drive a RUNNING turn whose execution died: attempts+1 and a rewind to
+    the boundary of its newest checkpoint, or FAILED with a synthetic terminal
+    event when it was already re-driven `max_redrives` times."""
+    now = time.time()
+    if turn.attempts >= policy.max_redrives:
+        error = (
+            f"turn orphaned {turn.attempts + 1} times; the re-drive cap of "
+            f"{policy.max_redrives} is reached"
+        )
+        last = append_terminal(tx, turn, turn.last_seq, "turn.failed", error, policy, now)
+        update_turn(
+            tx,
+            turn.turn_id,
+            now,
+            state=FAILED,
+            last_seq=last,
+            error=error,
+            owner_replica=None,
+            owner_incarnation=None,
+            lease_expires_at=None,
+        )
+        return Redriven(reload_turn(tx, turn.turn_id), "", turn.last_seq, True)
+    checkpoint_id, boundary = latest_boundary(tx.conn, turn.turn_id)
+    attempt = turn.attempts + 1
+    tx.execute("DELETE FROM main.events WHERE turn_id = ? AND seq > ?", (turn.turn_id, boundary))
+    update_turn(
+        tx,
+        turn.turn_id,
+        now,
+        attempts=attempt,
+        last_seq=boundary,
+        rewinds=turn.rewinds + 1,
+        owner_replica=owner[0] if owner else None,
+        owner_incarnation=owner[1] if owner else None,
+        lease_expires_at=now + (policy.lease_seconds if owner else policy.claim_seconds),
+    )
+    rewind = {
+        "turn_id": turn.turn_id,
+        "thread_id": turn.thread_id,
+        "checkpoint_id": checkpoint_id,
+        "seq": boundary,
+        "attempt": attempt,
+    }
+    write_outbox(tx, policy.rewind_subject, json.dumps(rewind), now)
+    return Redriven(reload_turn(tx, turn.turn_id), checkpoint_id, boundary, False, rewound=True)
+
+
+def redrive_replica(
+    tx: Tx, *, agent: str, replica: str, incarnation: str, policy: Policy
+) -> list[Redriven]:
+    """Startup re-drive: the replica restarted, so every RUNNING turn it owned under
+    another incarnation is orphaned by definition. Turns of the agent that wait for
+    a claimer (handed out, nobody took them) go to the caller as they are."""
+    rows = tx.execute(
+        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE state = 'RUNNING' AND agent = ? "
+        "AND ((owner_replica = ? AND owner_incarnation != ?) OR owner_replica IS NULL) "
+        f"ORDER BY created_at{tx.for_update}",
+        (agent, replica, incarnation),
+    ).fetchall()
+    out: list[Redriven] = []
+    for row in rows:
+        turn = TurnRecord(*row)
+        if turn.owned:
+            out.append(redrive_orphan(tx, turn, policy, (replica, incarnation)))
+        else:
+            out.append(
+                _hand_out(tx, turn, owner=(replica, incarnation), lease=policy.lease_seconds)
+            )
+    return out
+
+
+def redrive_operator(tx: Tx, *, turn_id: str, force: bool, policy: Policy) -> Redriven:
+    turn = lock_turn(tx, turn_id)
+    if turn.state != RUNNING:
+        hint = "; use ResumeDetached for a parked turn" if turn.state == PARKED else ""
+        raise WrongState(
+            f"turn {turn_id!r} is {turn.state}: only a RUNNING turn is re-driven{hint}"
+        )
+    now = time.time()
+    live = turn.owned and (turn.lease_expires_at or 0) > now
+    if live and not force:
+        raise WrongState(
+            f"turn {turn_id!r} is owned by {turn.owner_replica}/{turn.owner_incarnation} "
+            f"whose lease runs for {(turn.lease_expires_at or now) - now:.1f}s more; "
+            "pass force to re-drive it anyway"
+        )
+    return redrive_orphan(tx, turn, policy, None)
+
+
+def reap_expired(tx: Tx, *, policy: Policy, limit: int = 500) -> list[Redriven]:
+    """Lease expiry: owned turns whose owner stopped heartbeating are re-driven;
+    unowned ones that nobody claimed in time are handed out again (nothing ran, so
+    no attempt is spent)."""
+    now = time.time()
+    rows = tx.execute(
+        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE state = 'RUNNING' AND lease_expires_at < ? "
+        f"ORDER BY lease_expires_at LIMIT ?{tx.skip_locked}",
+        (now, limit),
+    ).fetchall()
+    out: list[Redriven] = []
+    for row in rows:
+        turn = TurnRecord(*row)
+        if turn.owned:
+            out.append(redrive_orphan(tx, turn, policy, None))
+        else:
+            out.append(_hand_out(tx, turn, owner=None, lease=policy.claim_seconds))
+    return out
+
+
+def _hand_out(tx: Tx, turn: TurnRecord, *, owner: tuple[str, str] | None, lease: float) -> Redriven:
+    """An unowned RUNNING turn (resumed, or re-driven but never claimed) goes to
+    `owner`, or waits another claim window; no attempt is spent and no rewind."""
+    now = time.time()
+    columns: dict[str, object] = {"lease_expires_at": now + lease}
+    if owner is not None:
+        columns.update(owner_replica=owner[0], owner_incarnation=owner[1])
+    update_turn(tx, turn.turn_id, now, **columns)
+    checkpoint_id, _ = latest_boundary(tx.conn, turn.turn_id)
+    return Redriven(reload_turn(tx, turn.turn_id), checkpoint_id, turn.last_seq, False)

@@ -1,0 +1,467 @@
+"""The turn state machine (docs/architecture.md §2-§5), as operations run in one
+transaction each (the SQLite writer thread, or a PostgreSQL connection: store/contract.py).
+
+Every function here takes a `Tx` and either completes its compare-and-set or raises
+a domain error, leaving nothing behind (the operation is rolled back alone).
+Outbox rows for NATS are written in the same transaction as the change they mirror.
+
+    StartTurn -> RUNNING --park--> PARKED --ResumeDetached--> RUNNING
+                 RUNNING --finish--> DONE | FAILED
+
+Re-drives of orphaned turns (RUNNING -> RUNNING with attempts+1 and a rewind, or
+FAILED at the cap) are in `redrive`, built on the helpers here.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from collections.abc import Sequence
+
+from turnkeeper.states import STATE_NAMES, TERMINAL_EVENT_TYPES
+
+from turnkeeper_server.errors import (
+    AlreadyExists,
+    InvalidArgument,
+    NotFound,
+    StaleAttempt,
+    WrongState,
+)
+from turnkeeper_server.journal.records import (
+    EVENT_COLUMNS,
+    TURN_COLUMNS,
+    EventRecord,
+    NewEvent,
+    Policy,
+    TurnRecord,
+)
+from turnkeeper_server.store.contract import Conn, Tx
+
+RUNNING, PARKED, DONE, FAILED = STATE_NAMES
+LIVE = (RUNNING, PARKED)
+TERMINAL_EVENTS = TERMINAL_EVENT_TYPES
+
+
+# -- reads (usable on any connection) -----------------------------------------------
+
+
+def load_turn(conn: Conn, turn_id: str) -> TurnRecord | None:
+    row = conn.execute(
+        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE turn_id = ?", (turn_id,)
+    ).fetchone()
+    return TurnRecord(*row) if row else None
+
+
+def require_turn(conn: Conn, turn_id: str) -> TurnRecord:
+    turn = load_turn(conn, turn_id)
+    if turn is None:
+        raise NotFound(f"turn {turn_id!r} is not in the journal")
+    return turn
+
+
+def load_events(conn: Conn, turn_id: str, after_seq: int, limit: int) -> list[EventRecord]:
+    rows = conn.execute(
+        f"SELECT {EVENT_COLUMNS} FROM main.events WHERE turn_id = ? AND seq > ? "
+        "ORDER BY seq LIMIT ?",
+        (turn_id, after_seq, limit),
+    ).fetchall()
+    return [EventRecord(*r) for r in rows]
+
+
+def latest_boundary(conn: Conn, turn_id: str) -> tuple[str, int]:
+    """(checkpoint_id, last_seq) of the turn's newest root checkpoint; ("", 0) if none."""
+    row = conn.execute(
+        "SELECT checkpoint_id, last_seq FROM sessions.turnkeeper_boundaries "
+        "WHERE turn_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1",
+        (turn_id,),
+    ).fetchone()
+    return (row[0], row[1]) if row else ("", 0)
+
+
+def lock_turn(tx: Tx, turn_id: str) -> TurnRecord:
+    """`require_turn` for a turn the operation is about to change: row-locked where
+    operations run concurrently (PostgreSQL replicas), so no other operation on the
+    turn can slip between this read and the write that follows it."""
+    row = tx.execute(
+        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE turn_id = ?{tx.for_update}", (turn_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"turn {turn_id!r} is not in the journal")
+    return TurnRecord(*row)
+
+
+def thread_agents(conn: Conn, thread_id: str) -> set[str]:
+    """The agents with turns on a thread (who the thread belongs to, for auth.py)."""
+    rows = conn.execute(
+        "SELECT DISTINCT agent FROM main.turns WHERE thread_id = ?", (thread_id,)
+    ).fetchall()
+    return {r[0] for r in rows}
+
+
+def list_turns(
+    conn: Conn,
+    *,
+    state: str | None,
+    agent: str,
+    thread_id: str,
+    before_rowid: int | None,
+    limit: int,
+) -> list[tuple[int, TurnRecord]]:
+    where: list[str] = []
+    params: list[object] = []
+    if state:
+        where.append("state = ?")
+        params.append(state)
+    if agent:
+        where.append("agent = ?")
+        params.append(agent)
+    if thread_id:
+        where.append("thread_id = ?")
+        params.append(thread_id)
+    if before_rowid is not None:
+        where.append("rowid < ?")
+        params.append(before_rowid)
+    sql = f"SELECT rowid, {TURN_COLUMNS} FROM main.turns"
+    if where:
+        sql += " WHERE " + " AND ".join(where)
+    sql += " ORDER BY rowid DESC LIMIT ?"
+    rows = conn.execute(sql, (*params, limit)).fetchall()
+    return [(r[0], TurnRecord(*r[1:])) for r in rows]
+
+
+# -- helpers -------------------------------------------------------------------------
+
+
+def request_hash(thread_id: str, agent: str, input_json: str) -> str:
+    return hashlib.sha256(json.dumps([thread_id, agent, input_json]).encode()).hexdigest()
+
+
+def write_outbox(tx: Tx, subject: str, payload: str, now: float) -> None:
+    tx.execute(
+        "INSERT INTO main.outbox (subject, payload, created_at) VALUES (?, ?, ?)",
+        (subject, payload.encode(), now),
+    )
+
+
+def _payload_head(turn: TurnRecord) -> str:
+    """The start of every NATS payload of a turn's events (computed once per batch)."""
+    return f'{{"turn_id":{json.dumps(turn.turn_id)},"thread_id":{json.dumps(turn.thread_id)},'
+
+
+def _event_payload(
+    turn: TurnRecord, seq: int, attempt: int, type_: str, data_json: str, head: str = ""
+) -> str:
+    # data_json was validated as JSON on the way in; embed it without re-parsing.
+    return (
+        f"{head or _payload_head(turn)}"
+        f'"seq":{seq},"attempt":{attempt},"type":{json.dumps(type_)},"data":{data_json}}}'
+    )
+
+
+def fence(turn: TurnRecord, attempt: int) -> None:
+    """Refuse a write from an execution that is not the turn's current one."""
+    if attempt != turn.attempts:
+        raise StaleAttempt(
+            f"turn {turn.turn_id!r}: attempt {attempt} was re-driven away; "
+            f"the current attempt is {turn.attempts}"
+        )
+    if turn.state != RUNNING:
+        raise WrongState(f"turn {turn.turn_id!r} is {turn.state}, not RUNNING")
+
+
+def _fence_owner(turn: TurnRecord, replica: str, incarnation: str) -> None:
+    if (turn.owner_replica, turn.owner_incarnation) != (replica, incarnation):
+        owner = f"{turn.owner_replica}/{turn.owner_incarnation}" if turn.owned else "nobody"
+        raise StaleAttempt(
+            f"turn {turn.turn_id!r} is owned by {owner}, not {replica}/{incarnation}"
+        )
+
+
+def update_turn(tx: Tx, turn_id: str, now: float, **columns: object) -> None:
+    sets = ", ".join(f"{name} = ?" for name in columns)
+    tx.execute(
+        f"UPDATE main.turns SET {sets}, updated_at = ? WHERE turn_id = ?",
+        (*columns.values(), now, turn_id),
+    )
+
+
+def _append(
+    tx: Tx, turn: TurnRecord, attempt: int, events: Sequence[NewEvent], policy: Policy, now: float
+) -> int:
+    """Insert events continuing turn.last_seq; returns the new last_seq.
+
+    Idempotent by (attempt, seq): an event already stored with the same attempt,
+    type and data is skipped, so an executor may resend a batch it is unsure of.
+    """
+    last = turn.last_seq
+    subject = policy.events_subject(turn.turn_id)
+    head = _payload_head(turn)
+    turn_id = turn.turn_id
+    types_json: dict[str, str] = {}
+    # One executemany per table instead of two execute calls per event: the calls'
+    # own overhead was most of the writer thread's time in bench/ingest.py.
+    rows: list[tuple[str, int, int, str, str, float]] = []
+    outbox: list[tuple[str, bytes, float]] = []
+
+    def flush() -> None:
+        if rows:
+            tx.conn.executemany(
+                "INSERT INTO main.events (turn_id, seq, attempt, type, data_json, created_at) "
+                "VALUES (?, ?, ?, ?, ?, ?)",
+                rows,
+            )
+            tx.conn.executemany(
+                "INSERT INTO main.outbox (subject, payload, created_at) VALUES (?, ?, ?)", outbox
+            )
+            rows.clear()
+            outbox.clear()
+
+    for seq, type_, data_json in events:
+        if type_ in TERMINAL_EVENTS:
+            raise InvalidArgument(
+                f"event type {type_!r} is written by the service (FinishTurn), not appended"
+            )
+        if seq <= last:
+            flush()  # the stored event may be one of this very batch
+            row = tx.execute(
+                "SELECT attempt, type, data_json FROM main.events WHERE turn_id = ? AND seq = ?",
+                (turn.turn_id, seq),
+            ).fetchone()
+            if row is not None and tuple(row) == (attempt, type_, data_json):
+                continue
+            raise WrongState(
+                f"turn {turn.turn_id!r}: seq {seq} already holds a different event; "
+                f"the next seq is {last + 1}"
+            )
+        if seq != last + 1:
+            raise WrongState(
+                f"turn {turn.turn_id!r}: seq {seq} leaves a gap; the next seq is {last + 1}"
+            )
+        rows.append((turn_id, seq, attempt, type_, data_json, now))
+        # _event_payload's text, inline: the call and json.dumps of the type per event
+        # were a third of this loop (bench/ingest.py).
+        type_json = types_json.get(type_)
+        if type_json is None:
+            type_json = types_json[type_] = json.dumps(type_)
+        outbox.append(
+            (
+                subject,
+                f'{head}"seq":{seq},"attempt":{attempt},"type":{type_json},'
+                f'"data":{data_json}}}'.encode(),
+                now,
+            )
+        )
+        last = seq
+    flush()
+    return last
+
+
+def append_terminal(
+    tx: Tx, turn: TurnRecord, last_seq: int, type_: str, error: str, policy: Policy, now: float
+) -> int:
+    seq = last_seq + 1
+    data = json.dumps({"error": error} if error else {})
+    tx.execute(
+        "INSERT INTO main.events (turn_id, seq, attempt, type, data_json, created_at) "
+        "VALUES (?, ?, ?, ?, ?, ?)",
+        (turn.turn_id, seq, turn.attempts, type_, data, now),
+    )
+    write_outbox(
+        tx,
+        policy.events_subject(turn.turn_id),
+        _event_payload(turn, seq, turn.attempts, type_, data),
+        now,
+    )
+    return seq
+
+
+def reload_turn(tx: Tx, turn_id: str) -> TurnRecord:
+    return require_turn(tx.conn, turn_id)
+
+
+# -- transitions ---------------------------------------------------------------------
+
+
+def start_turn(
+    tx: Tx,
+    *,
+    turn_id: str,
+    thread_id: str,
+    agent: str,
+    input_json: str,
+    replica: str,
+    incarnation: str,
+    policy: Policy,
+) -> tuple[TurnRecord, bool]:
+    digest = request_hash(thread_id, agent, input_json)
+    existing = load_turn(tx.conn, turn_id)
+    live = None
+    if existing is None:
+        live = tx.execute(
+            "SELECT turn_id, state FROM main.turns WHERE thread_id = ? "
+            "AND state IN ('RUNNING','PARKED')",
+            (thread_id,),
+        ).fetchone()
+        if live is not None and live[0] == turn_id:
+            # The same StartTurn through another replica committed between the two
+            # reads (PostgreSQL reads each statement afresh): it is that turn.
+            existing = load_turn(tx.conn, turn_id)
+    if existing is not None:
+        if existing.request_hash != digest:
+            raise AlreadyExists(
+                f"turn {turn_id!r} already exists with a different thread, agent or input; "
+                "use a new turn_id for a new request"
+            )
+        return existing, False
+    if live is not None:
+        raise WrongState(
+            f"thread {thread_id!r} already has a live turn {live[0]!r} ({live[1]}); "
+            "wait for it to end or resume it"
+        )
+    now = time.time()
+    owned = bool(replica)
+    tx.execute(
+        "INSERT INTO main.turns (turn_id, thread_id, agent, state, input_json, request_hash, "
+        "owner_replica, owner_incarnation, lease_expires_at, created_at, updated_at) "
+        "VALUES (?, ?, ?, 'RUNNING', ?, ?, ?, ?, ?, ?, ?)",
+        (
+            turn_id,
+            thread_id,
+            agent,
+            input_json,
+            digest,
+            replica if owned else None,
+            incarnation if owned else None,
+            now + (policy.lease_seconds if owned else policy.claim_seconds),
+            now,
+            now,
+        ),
+    )
+    return reload_turn(tx, turn_id), True
+
+
+def heartbeat(
+    tx: Tx, *, turn_id: str, attempt: int, replica: str, incarnation: str, policy: Policy
+) -> float:
+    turn = lock_turn(tx, turn_id)
+    fence(turn, attempt)
+    _fence_owner(turn, replica, incarnation)
+    now = time.time()
+    lease = now + policy.lease_seconds
+    update_turn(tx, turn_id, now, lease_expires_at=lease)
+    return lease
+
+
+def append_events(
+    tx: Tx, *, turn_id: str, attempt: int, events: Sequence[NewEvent], policy: Policy
+) -> int:
+    turn = lock_turn(tx, turn_id)
+    fence(turn, attempt)
+    now = time.time()
+    last = _append(tx, turn, attempt, events, policy, now)
+    if last != turn.last_seq:
+        update_turn(tx, turn_id, now, last_seq=last)
+    return last
+
+
+def park_turn(
+    tx: Tx,
+    *,
+    turn_id: str,
+    attempt: int,
+    interrupt_json: str,
+    events: Sequence[NewEvent],
+    policy: Policy,
+) -> TurnRecord:
+    turn = lock_turn(tx, turn_id)
+    fence(turn, attempt)
+    now = time.time()
+    last = _append(tx, turn, attempt, events, policy, now)
+    # Parking publishes no terminal event: the turn is paused, not over.
+    update_turn(
+        tx,
+        turn_id,
+        now,
+        state=PARKED,
+        last_seq=last,
+        interrupt_json=interrupt_json,
+        resume_json=None,
+        owner_replica=None,
+        owner_incarnation=None,
+        lease_expires_at=None,
+    )
+    return reload_turn(tx, turn_id)
+
+
+def finish_turn(
+    tx: Tx,
+    *,
+    turn_id: str,
+    attempt: int,
+    failed: bool,
+    error: str,
+    events: Sequence[NewEvent],
+    policy: Policy,
+) -> TurnRecord:
+    turn = lock_turn(tx, turn_id)
+    fence(turn, attempt)
+    now = time.time()
+    last = _append(tx, turn, attempt, events, policy, now)
+    last = append_terminal(
+        tx, turn, last, "turn.failed" if failed else "turn.done", error, policy, now
+    )
+    update_turn(
+        tx,
+        turn_id,
+        now,
+        state=FAILED if failed else DONE,
+        last_seq=last,
+        error=error,
+        owner_replica=None,
+        owner_incarnation=None,
+        lease_expires_at=None,
+    )
+    return reload_turn(tx, turn_id)
+
+
+def resume_detached(tx: Tx, *, turn_id: str, resume_json: str, policy: Policy) -> TurnRecord:
+    turn = lock_turn(tx, turn_id)
+    if turn.state != PARKED:
+        hint = " (it was already resumed)" if turn.state == RUNNING else ""
+        raise WrongState(f"turn {turn_id!r} is {turn.state}, not PARKED{hint}")
+    now = time.time()
+    # No rewind: nothing was lost on a park. The turn waits, RUNNING without an
+    # owner, until a replica claims it; the reaper hands it out again if none does.
+    update_turn(
+        tx,
+        turn_id,
+        now,
+        state=RUNNING,
+        resume_json=resume_json,
+        interrupt_json=None,
+        owner_replica=None,
+        owner_incarnation=None,
+        lease_expires_at=now + policy.claim_seconds,
+    )
+    return reload_turn(tx, turn_id)
+
+
+def claim_turn(
+    tx: Tx, *, turn_id: str, attempt: int, replica: str, incarnation: str, policy: Policy
+) -> tuple[TurnRecord, str]:
+    turn = lock_turn(tx, turn_id)
+    fence(turn, attempt)
+    if turn.owned:
+        _fence_owner(turn, replica, incarnation)  # re-claiming one's own turn is fine
+    now = time.time()
+    update_turn(
+        tx,
+        turn_id,
+        now,
+        owner_replica=replica,
+        owner_incarnation=incarnation,
+        lease_expires_at=now + policy.lease_seconds,
+    )
+    checkpoint_id, _ = latest_boundary(tx.conn, turn_id)
+    return reload_turn(tx, turn_id), checkpoint_id

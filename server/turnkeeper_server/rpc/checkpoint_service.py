@@ -1,0 +1,202 @@
+"""CheckpointService: validation and proto conversion over the engine's checkpoints."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+
+from grpc import aio
+from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc
+
+from turnkeeper_server.engine import Engine
+from turnkeeper_server.errors import InvalidArgument
+from turnkeeper_server.journal import checkpoints as store
+from turnkeeper_server.metrics import Metrics
+from turnkeeper_server.rpc import limits as lim
+from turnkeeper_server.rpc.limits import Limits
+from turnkeeper_server.security import auth
+
+Ctx = aio.ServicerContext[object, object]
+
+# Namespaces are "" (root) or subgraph paths like "child:<task id>|grandchild:<id>".
+MAX_NS = 1024
+
+
+class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
+    def __init__(self, engine: Engine, limits: Limits, metrics: Metrics) -> None:
+        self.engine = engine
+        self.limits = limits
+        self.metrics = metrics
+
+    def _thread(self, thread_id: str) -> str:
+        return lim.check_id("thread_id", thread_id, self.limits)
+
+    def _own_thread(self, thread_id: str) -> None:
+        """An agent token uses its own agent's threads only (auth.py)."""
+        auth.require_thread(thread_id, lambda: self.engine.thread_agents(thread_id))
+
+    def _name(self, name: str, value: str) -> str:
+        return lim.check_length(name, value, self.limits.max_name_length)
+
+    def _ns(self, ns: str) -> str:
+        if len(ns) > MAX_NS:
+            raise InvalidArgument(f"checkpoint_ns is {len(ns)} characters; the limit is {MAX_NS}")
+        return ns
+
+    def _fence(self, fence: checkpoints_pb2.TurnFence, present: bool) -> store.Fence | None:
+        if not present:
+            return None
+        if fence.attempt < 0:
+            raise InvalidArgument("fence.attempt must not be negative")
+        turn_id = lim.check_id("fence.turn_id", fence.turn_id, self.limits)
+        # Another agent's turn is not found, not "on another thread" (which would leak).
+        auth.require_turn(turn_id, lambda: self.engine.get(turn_id))
+        return store.Fence(turn_id, fence.attempt)
+
+    async def GetCheckpoint(
+        self, request: checkpoints_pb2.GetCheckpointRequest, context: Ctx
+    ) -> checkpoints_pb2.GetCheckpointResponse:
+        thread_id = self._thread(request.thread_id)
+        ns = self._ns(request.checkpoint_ns)
+        checkpoint_id = lim.check_optional_id("checkpoint_id", request.checkpoint_id, self.limits)
+        self._own_thread(thread_id)
+        row = await self.engine.checkpoint(thread_id, ns, checkpoint_id)
+        if row is None:
+            return checkpoints_pb2.GetCheckpointResponse(found=False)
+        return checkpoints_pb2.GetCheckpointResponse(found=True, checkpoint=_tuple(row))
+
+    async def ListCheckpoints(
+        self, request: checkpoints_pb2.ListCheckpointsRequest, context: Ctx
+    ) -> AsyncIterator[checkpoints_pb2.ListCheckpointsResponse]:
+        if request.limit < 0:
+            raise InvalidArgument("limit must not be negative")
+        thread_id = lim.check_optional_id("thread_id", request.thread_id, self.limits)
+        if request.filter_json:
+            lim.check_json_text(
+                "filter_json",
+                request.filter_json,
+                self.limits.max_filter_bytes,
+                self.limits.max_json_depth,
+            )
+        self._own_thread(thread_id)
+        rows = await self.engine.list_checkpoints(
+            thread_id=thread_id,
+            checkpoint_ns=self._ns(request.checkpoint_ns)
+            if request.HasField("checkpoint_ns")
+            else None,
+            checkpoint_id=lim.check_optional_id(
+                "checkpoint_id", request.checkpoint_id, self.limits
+            ),
+            filter_json=request.filter_json,
+            before_checkpoint_id=lim.check_optional_id(
+                "before_checkpoint_id", request.before_checkpoint_id, self.limits
+            ),
+            limit=request.limit,
+        )
+        for row in rows:
+            yield checkpoints_pb2.ListCheckpointsResponse(checkpoint=_tuple(row))
+
+    async def PutCheckpoint(
+        self, request: checkpoints_pb2.PutCheckpointRequest, context: Ctx
+    ) -> checkpoints_pb2.PutCheckpointResponse:
+        thread_id = self._thread(request.thread_id)
+        ns = self._ns(request.checkpoint_ns)
+        checkpoint_id = lim.check_id("checkpoint_id", request.checkpoint_id, self.limits)
+        parent = lim.check_optional_id(
+            "parent_checkpoint_id", request.parent_checkpoint_id, self.limits
+        )
+        self._name("checkpoint.type", request.checkpoint.type)
+        size = len(request.checkpoint.data) + len(request.metadata_json)
+        lim.check_size("checkpoint", size, self.limits.max_checkpoint_bytes)
+        lim.check_json_text(
+            "metadata_json",
+            request.metadata_json or "{}",
+            self.limits.max_checkpoint_bytes,
+            self.limits.max_json_depth,
+        )
+        self._own_thread(thread_id)
+        fence = self._fence(request.fence, request.HasField("fence"))
+        await self.engine.put_checkpoint(
+            thread_id=thread_id,
+            checkpoint_ns=ns,
+            checkpoint_id=checkpoint_id,
+            parent_checkpoint_id=parent,
+            type_=request.checkpoint.type,
+            blob=request.checkpoint.data,
+            metadata_json=request.metadata_json or "{}",
+            fence=fence,
+        )
+        self.metrics.checkpoint_bytes.inc(size)
+        return checkpoints_pb2.PutCheckpointResponse(
+            ref=checkpoints_pb2.CheckpointRef(
+                thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id
+            )
+        )
+
+    async def PutWrites(
+        self, request: checkpoints_pb2.PutWritesRequest, context: Ctx
+    ) -> checkpoints_pb2.PutWritesResponse:
+        thread_id = self._thread(request.thread_id)
+        ns = self._ns(request.checkpoint_ns)
+        checkpoint_id = lim.check_id("checkpoint_id", request.checkpoint_id, self.limits)
+        if not request.task_id:
+            raise InvalidArgument("task_id is required")
+        lim.check_length("task_id", request.task_id, self.limits.max_id_length)
+        lim.check_length("task_path", request.task_path, MAX_NS)
+        if len(request.writes) > self.limits.max_writes_per_call:
+            raise InvalidArgument(
+                f"{len(request.writes)} writes in one call; the limit is {self.limits.max_writes_per_call}"
+            )
+        size = sum(len(w.value.data) for w in request.writes)
+        lim.check_size("writes", size, self.limits.max_checkpoint_bytes)
+        writes = []
+        for w in request.writes:
+            if not w.channel:
+                raise InvalidArgument("every write needs a channel")
+            self._name("write channel", w.channel)
+            self._name("write value.type", w.value.type)
+            writes.append((w.idx, w.channel, w.value.type, w.value.data))
+        self._own_thread(thread_id)
+        fence = self._fence(request.fence, request.HasField("fence"))
+        await self.engine.put_writes(
+            thread_id=thread_id,
+            checkpoint_ns=ns,
+            checkpoint_id=checkpoint_id,
+            task_id=request.task_id,
+            task_path=request.task_path,
+            writes=writes,
+            replace=request.replace,
+            fence=fence,
+        )
+        self.metrics.checkpoint_bytes.inc(size)
+        return checkpoints_pb2.PutWritesResponse()
+
+    async def DeleteThread(
+        self, request: checkpoints_pb2.DeleteThreadRequest, context: Ctx
+    ) -> checkpoints_pb2.DeleteThreadResponse:
+        thread_id = self._thread(request.thread_id)
+        self._own_thread(thread_id)
+        await self.engine.delete_thread(thread_id)
+        return checkpoints_pb2.DeleteThreadResponse()
+
+
+def _tuple(row: store.CheckpointRow) -> checkpoints_pb2.CheckpointTuple:
+    return checkpoints_pb2.CheckpointTuple(
+        ref=checkpoints_pb2.CheckpointRef(
+            thread_id=row.thread_id,
+            checkpoint_ns=row.checkpoint_ns,
+            checkpoint_id=row.checkpoint_id,
+        ),
+        parent_checkpoint_id=row.parent_checkpoint_id or "",
+        checkpoint=checkpoints_pb2.TypedValue(type=row.type or "", data=row.checkpoint or b""),
+        metadata_json=(row.metadata or b"{}").decode("utf-8", "replace"),
+        pending_writes=[
+            checkpoints_pb2.PendingWrite(
+                task_id=w.task_id,
+                channel=w.channel,
+                value=checkpoints_pb2.TypedValue(type=w.type or "", data=w.value or b""),
+                task_path=w.task_path,
+                idx=w.idx,
+            )
+            for w in row.writes
+        ],
+    )

@@ -1,0 +1,334 @@
+"""TurnService: request validation and proto conversion over the engine."""
+
+from __future__ import annotations
+
+import base64
+from collections.abc import AsyncIterator, Sequence
+
+from google.protobuf import struct_pb2
+from grpc import aio
+from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
+
+from turnkeeper_server.engine import Engine, Reset
+from turnkeeper_server.errors import InvalidArgument
+from turnkeeper_server.journal.records import NewEvent
+from turnkeeper_server.journal.redrive import Redriven
+from turnkeeper_server.rpc import limits as lim
+from turnkeeper_server.rpc.convert import (
+    PROTO_TO_STATE,
+    STATE_TO_PROTO,
+    event_to_proto,
+    timestamp,
+    turn_to_proto,
+    value_to_json,
+)
+from turnkeeper_server.rpc.limits import Limits
+from turnkeeper_server.security import auth
+
+Ctx = aio.ServicerContext[object, object]
+
+
+class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
+    def __init__(self, engine: Engine, limits: Limits) -> None:
+        self.engine = engine
+        self.limits = limits
+        self.watch_streams = lim.StreamQuota(
+            "WatchTurn streams", limits.max_watch_streams_per_client, "max_watch_streams_per_client"
+        )
+
+    # -- validation helpers ---------------------------------------------------------
+
+    def _id(self, name: str, value: str) -> str:
+        return lim.check_id(name, value, self.limits)
+
+    def _own(self, turn_id: str) -> None:
+        """An agent token acts on its own agent's turns only (auth.py)."""
+        auth.require_turn(turn_id, lambda: self.engine.get(turn_id))
+
+    def _attempt(self, attempt: int) -> int:
+        if attempt < 0:
+            raise InvalidArgument("attempt must not be negative")
+        return attempt
+
+    def _value(self, name: str, value: struct_pb2.Value, limit: int) -> str:
+        lim.check_size(name, value.ByteSize(), limit)
+        try:
+            text = value_to_json(value)
+        except ValueError as exc:  # NaN or Infinity: JSON has no such numbers
+            raise InvalidArgument(f"{name} is not valid JSON: {exc}") from None
+        lim.check_size(name, len(text), limit)
+        if value.WhichOneof("kind") in ("struct_value", "list_value"):
+            import json
+
+            lim.check_depth(name, json.loads(text), self.limits.max_json_depth)
+        return text
+
+    def _events(self, events: Sequence[turns_pb2.EventInput]) -> list[NewEvent]:
+        limits = self.limits
+        if len(events) > limits.max_events_per_batch:
+            raise InvalidArgument(
+                f"{len(events)} events in one call; the limit is {limits.max_events_per_batch}"
+            )
+        # Each field read once: every read of a protobuf string field builds a new str.
+        fields = [(e.seq, e.type, e.data_json) for e in events]
+        lim.check_size(
+            "the batch of events",
+            sum(len(data) + len(type_) for _, type_, data in fields),
+            limits.max_batch_bytes,
+        )
+        max_bytes, max_depth = limits.max_event_bytes, limits.max_json_depth
+        check_json = lim.check_json_text
+        out = []
+        for seq, type_, data in fields:
+            if not type_ or len(type_) > 64:
+                raise InvalidArgument(f"event seq {seq}: type must be 1 to 64 characters")
+            if seq <= 0:
+                raise InvalidArgument(f"event seq {seq}: seqs start at 1")
+            data = data or "null"
+            try:
+                check_json("", data, max_bytes, max_depth)
+            except InvalidArgument:
+                # Named only when refused: the f-string showed at ingest rates.
+                check_json(f"event seq {seq} data_json", data, max_bytes, max_depth)
+                raise
+            out.append(NewEvent(seq, type_, data))
+        return out
+
+    # -- RPCs -------------------------------------------------------------------------
+
+    async def StartTurn(
+        self, request: turns_pb2.StartTurnRequest, context: Ctx
+    ) -> turns_pb2.StartTurnResponse:
+        turn_id = self._id("turn_id", request.turn_id)
+        thread_id = self._id("thread_id", request.thread_id)
+        agent = lim.check_agent(request.agent, self.limits)
+        replica = lim.check_optional_id("replica", request.replica, self.limits)
+        incarnation = lim.check_optional_id("incarnation", request.incarnation, self.limits)
+        if bool(replica) != bool(incarnation):
+            raise InvalidArgument("replica and incarnation go together: give both or neither")
+        input_json = self._value("input", request.input, self.limits.max_input_bytes)
+        auth.require_agent(agent)
+        auth.require_thread(
+            thread_id,
+            lambda: self.engine.thread_agents(thread_id),
+            starting=True,
+        )
+        turn, created = await self.engine.start(
+            turn_id=turn_id,
+            thread_id=thread_id,
+            agent=agent,
+            input_json=input_json,
+            replica=replica,
+            incarnation=incarnation,
+        )
+        return turns_pb2.StartTurnResponse(turn=turn_to_proto(turn), created=created)
+
+    async def TurnStatus(
+        self, request: turns_pb2.TurnStatusRequest, context: Ctx
+    ) -> turns_pb2.TurnStatusResponse:
+        turn_id = self._id("turn_id", request.turn_id)
+        # Another agent's turn is UNKNOWN to an agent token, like a never-seen id.
+        turn = auth.visible(self.engine.get(turn_id))
+        if turn is None:
+            return turns_pb2.TurnStatusResponse(turn_id=turn_id, state=turns_pb2.TURN_STATE_UNKNOWN)
+        return turns_pb2.TurnStatusResponse(
+            turn_id=turn_id,
+            # Not turn_to_proto(turn).state: that converts the whole turn (its input
+            # JSON to a protobuf Value) for one enum (bench/status.py, CPU per call).
+            state=STATE_TO_PROTO[turn.state],
+            attempts=turn.attempts,
+            last_seq=turn.last_seq,
+            error=turn.error,
+        )
+
+    async def GetTurn(
+        self, request: turns_pb2.GetTurnRequest, context: Ctx
+    ) -> turns_pb2.GetTurnResponse:
+        turn = self.engine.require(self._id("turn_id", request.turn_id))
+        auth.require_turn(turn.turn_id, lambda: turn)
+        return turns_pb2.GetTurnResponse(turn=turn_to_proto(turn))
+
+    async def ListTurns(
+        self, request: turns_pb2.ListTurnsRequest, context: Ctx
+    ) -> turns_pb2.ListTurnsResponse:
+        size = lim.page_size(request.page_size, 100, self.limits)
+        state = None
+        if request.state not in (turns_pb2.TURN_STATE_UNSPECIFIED,):
+            if request.state not in PROTO_TO_STATE:
+                raise InvalidArgument("state filter must be RUNNING, PARKED, DONE or FAILED")
+            state = PROTO_TO_STATE[request.state]
+        lim.check_length("page_token", request.page_token, 64)
+        before = _decode_token(request.page_token) if request.page_token else None
+        rows = self.engine.list_turns(
+            state=state,
+            agent=lim.check_optional_id("agent", request.agent, self.limits),
+            thread_id=lim.check_optional_id("thread_id", request.thread_id, self.limits),
+            before=before,
+            limit=size + 1,
+        )
+        page, more = rows[:size], len(rows) > size
+        return turns_pb2.ListTurnsResponse(
+            turns=[turn_to_proto(t) for _, t in page],
+            next_page_token=_encode_token(page[-1][0]) if more else "",
+        )
+
+    async def ListEvents(
+        self, request: turns_pb2.ListEventsRequest, context: Ctx
+    ) -> turns_pb2.ListEventsResponse:
+        turn = self.engine.require(self._id("turn_id", request.turn_id))
+        auth.require_turn(turn.turn_id, lambda: turn)
+        if request.after_seq < 0:
+            raise InvalidArgument("after_seq must not be negative")
+        size = lim.page_size(request.page_size, self.limits.max_page_size, self.limits)
+        events = self.engine.events(turn.turn_id, request.after_seq, size)
+        return turns_pb2.ListEventsResponse(
+            events=[event_to_proto(e) for e in events], last_seq=turn.last_seq
+        )
+
+    async def Heartbeat(
+        self, request: turns_pb2.HeartbeatRequest, context: Ctx
+    ) -> turns_pb2.HeartbeatResponse:
+        turn_id = self._id("turn_id", request.turn_id)
+        attempt = self._attempt(request.attempt)
+        replica = self._id("replica", request.replica)
+        incarnation = self._id("incarnation", request.incarnation)
+        self._own(turn_id)
+        lease = await self.engine.heartbeat(
+            turn_id=turn_id, attempt=attempt, replica=replica, incarnation=incarnation
+        )
+        return turns_pb2.HeartbeatResponse(lease_expires_at=timestamp(lease))
+
+    async def AppendEvents(
+        self, request: turns_pb2.AppendEventsRequest, context: Ctx
+    ) -> turns_pb2.AppendEventsResponse:
+        turn_id = self._id("turn_id", request.turn_id)
+        attempt = self._attempt(request.attempt)
+        events = self._events(request.events)
+        self._own(turn_id)
+        last = await self.engine.append(turn_id=turn_id, attempt=attempt, events=events)
+        return turns_pb2.AppendEventsResponse(last_seq=last)
+
+    async def ParkTurn(
+        self, request: turns_pb2.ParkTurnRequest, context: Ctx
+    ) -> turns_pb2.ParkTurnResponse:
+        turn_id = self._id("turn_id", request.turn_id)
+        attempt = self._attempt(request.attempt)
+        interrupt_json = self._value("interrupt", request.interrupt, self.limits.max_input_bytes)
+        events = self._events(request.events)
+        self._own(turn_id)
+        turn = await self.engine.park(
+            turn_id=turn_id, attempt=attempt, interrupt_json=interrupt_json, events=events
+        )
+        return turns_pb2.ParkTurnResponse(turn=turn_to_proto(turn))
+
+    async def FinishTurn(
+        self, request: turns_pb2.FinishTurnRequest, context: Ctx
+    ) -> turns_pb2.FinishTurnResponse:
+        turn_id = self._id("turn_id", request.turn_id)
+        if request.outcome not in (turns_pb2.OUTCOME_DONE, turns_pb2.OUTCOME_FAILED):
+            raise InvalidArgument("outcome must be OUTCOME_DONE or OUTCOME_FAILED")
+        failed = request.outcome == turns_pb2.OUTCOME_FAILED
+        if failed and not request.error:
+            raise InvalidArgument("a FAILED outcome needs an error message")
+        lim.check_size("error", len(request.error.encode()), self.limits.max_error_bytes)
+        attempt = self._attempt(request.attempt)
+        events = self._events(request.events)
+        self._own(turn_id)
+        turn = await self.engine.finish(
+            turn_id=turn_id, attempt=attempt, failed=failed, error=request.error, events=events
+        )
+        return turns_pb2.FinishTurnResponse(turn=turn_to_proto(turn))
+
+    async def ResumeDetached(
+        self, request: turns_pb2.ResumeDetachedRequest, context: Ctx
+    ) -> turns_pb2.ResumeDetachedResponse:
+        turn_id = self._id("turn_id", request.turn_id)
+        resume_json = self._value("resume", request.resume, self.limits.max_resume_bytes)
+        self._own(turn_id)
+        turn, dispatched = await self.engine.resume(turn_id=turn_id, resume_json=resume_json)
+        return turns_pb2.ResumeDetachedResponse(turn=turn_to_proto(turn), dispatched=dispatched)
+
+    async def Redrive(
+        self, request: turns_pb2.RedriveRequest, context: Ctx
+    ) -> turns_pb2.RedriveResponse:
+        if request.turn_id:
+            if request.agent or request.replica or request.incarnation:
+                raise InvalidArgument(
+                    "give either turn_id (operator form) or agent, replica and incarnation "
+                    "(startup form), not both"
+                )
+            auth.require_right(auth.REDRIVE_OPERATOR)
+            redriven, dispatched = await self.engine.redrive_turn(
+                turn_id=self._id("turn_id", request.turn_id), force=request.force
+            )
+            return turns_pb2.RedriveResponse(turns=[_redriven(redriven)], dispatched=dispatched)
+        if not (request.agent and request.replica and request.incarnation):
+            raise InvalidArgument(
+                "Redrive needs turn_id (operator form) or agent, replica and incarnation "
+                "(startup form)"
+            )
+        if request.force:
+            raise InvalidArgument("force applies to the operator form (turn_id) only")
+        agent = lim.check_agent(request.agent, self.limits)
+        replica = self._id("replica", request.replica)
+        incarnation = self._id("incarnation", request.incarnation)
+        auth.require_right(auth.REDRIVE_STARTUP)
+        auth.require_agent(agent)
+        redriven_all = await self.engine.redrive_replica(
+            agent=agent, replica=replica, incarnation=incarnation
+        )
+        return turns_pb2.RedriveResponse(turns=[_redriven(r) for r in redriven_all])
+
+    async def ClaimTurn(
+        self, request: turns_pb2.ClaimTurnRequest, context: Ctx
+    ) -> turns_pb2.ClaimTurnResponse:
+        turn_id = self._id("turn_id", request.turn_id)
+        attempt = self._attempt(request.attempt)
+        replica = self._id("replica", request.replica)
+        incarnation = self._id("incarnation", request.incarnation)
+        self._own(turn_id)
+        turn, checkpoint_id = await self.engine.claim(
+            turn_id=turn_id, attempt=attempt, replica=replica, incarnation=incarnation
+        )
+        return turns_pb2.ClaimTurnResponse(turn=turn_to_proto(turn), checkpoint_id=checkpoint_id)
+
+    async def WatchTurn(
+        self, request: turns_pb2.WatchTurnRequest, context: Ctx
+    ) -> AsyncIterator[turns_pb2.WatchTurnResponse]:
+        turn_id = self._id("turn_id", request.turn_id)
+        if request.after_seq < 0:
+            raise InvalidArgument("after_seq must not be negative")
+        self._own(turn_id)
+        with self.watch_streams.hold(auth.client_key(context)):
+            async for frame in self.engine.watch(turn_id, request.after_seq):
+                if isinstance(frame, Reset):
+                    yield turns_pb2.WatchTurnResponse(
+                        reset=turns_pb2.Reset(
+                            seq=frame.seq, attempt=frame.attempt, checkpoint_id=frame.checkpoint_id
+                        )
+                    )
+                else:
+                    yield turns_pb2.WatchTurnResponse(event=event_to_proto(frame))
+
+
+def _redriven(r: Redriven) -> turns_pb2.RedrivenTurn:
+    return turns_pb2.RedrivenTurn(
+        turn=turn_to_proto(r.turn),
+        checkpoint_id=r.checkpoint_id,
+        rewind_seq=r.rewind_seq,
+        failed_at_cap=r.failed_at_cap,
+    )
+
+
+def _encode_token(rowid: int) -> str:
+    return base64.urlsafe_b64encode(f"v1:{rowid}".encode()).decode()
+
+
+def _decode_token(token: str) -> int:
+    try:
+        version, rowid = base64.urlsafe_b64decode(token.encode()).decode().split(":")
+        if version != "v1":
+            raise ValueError(version)
+        return int(rowid)
+    except (ValueError, UnicodeDecodeError):
+        raise InvalidArgument("page_token is not one this service issued") from None

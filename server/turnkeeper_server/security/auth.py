@@ -1,0 +1,498 @@
+"""Bearer tokens, roles, and the one table of who may call what.
+
+Authentication is on when a tokens file is configured (`--tokens-file`, env
+TURNKEEPER_TOKENS_FILE) and off otherwise (local development, the quick start). With
+it on, every call except the health service carries `authorization: Bearer <token>`.
+
+The tokens file holds hashes, never tokens: JSON Lines, one token per line,
+
+    {"sha256": "<hex SHA-256 of the token's UTF-8 bytes>", "role": "operator", "name": "alice"}
+
+blank lines and lines starting with `#` skipped. Make a token and its line with
+
+    python -m turnkeeper_server.security.auth new --role agent:support --name support-1 --file tokens.jsonl
+
+which appends the line (creating the file owner-only) and prints the token once, or
+hash a token you made yourself with `python -m turnkeeper_server.security.auth hash --role
+panel --name panel < token.txt`. A plain SHA-256 is enough because tokens are
+random 256-bit strings, not passwords: there is nothing to guess a dictionary for.
+
+Roles (RIGHTS below is the table the interceptor and the servicers both read):
+
+- `agent:<name>`: the executor side of its own agent's turns: StartTurn, Heartbeat,
+  AppendEvents, ParkTurn, FinishTurn, ClaimTurn, the startup form of Redrive,
+  ResumeDetached (the bridge answers `responses/resumeDetached`), the reads TurnStatus,
+  GetTurn, ListEvents, WatchTurn, and the checkpoint RPCs of its own threads. To an
+  agent another agent's turn does not exist: it gets exactly the answer a never-seen
+  turn_id gets (UNKNOWN from TurnStatus, NOT_FOUND elsewhere).
+- `panel`: TurnStatus, GetTurn, ListEvents, WatchTurn, of any turn.
+- `operator`: every read (ListTurns and the checkpoint reads too), ResumeDetached, and
+  the operator form of Redrive.
+- `admin`: everything.
+
+Threads: a thread belongs to the agent whose turns run on it. An agent token may use
+the checkpoints of a thread only when the journal holds a turn of that agent on it
+and none of another agent; it may start a turn on a thread that is new or its own.
+So a thread is opened by StartTurn (which the bridge calls before the graph's first
+step) and a thread with no turn is closed to agent tokens; operators and admins are
+not bound by threads. Refusals answer PERMISSION_DENIED with one message whether the
+thread is unknown or another agent's.
+
+What remains visible by construction: turn and thread ids are one global namespace,
+so StartTurn with an id another agent already used cannot succeed; make ids
+unguessable (UUIDs), as the clients do.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import contextvars
+import hashlib
+import json
+import logging
+import os
+import secrets
+import stat
+import sys
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Any, TypeAlias, cast
+
+import grpc
+from grpc import aio
+
+from turnkeeper_server.errors import (
+    NotFound,
+    PermissionDenied,
+    TurnkeeperError,
+    Unauthenticated,
+)
+from turnkeeper_server.journal.records import TurnRecord
+from turnkeeper_server.rpc import limits as lim
+
+log = logging.getLogger(__name__)
+
+AGENT, PANEL, OPERATOR, ADMIN = "agent", "panel", "operator", "admin"
+ROLES = (AGENT, PANEL, OPERATOR, ADMIN)
+
+_TURNS = "/turnkeeper.v1.TurnService/"
+_CHECKPOINTS = "/turnkeeper.v1.CheckpointService/"
+HEALTH_PREFIX = "/grpc.health.v1.Health/"
+REFLECTION_PREFIXES = (
+    "/grpc.reflection.v1alpha.ServerReflection/",
+    "/grpc.reflection.v1.ServerReflection/",
+)
+
+# The right to call a method (full gRPC path) or to use one form of it; which roles
+# hold it. A method of the two services missing here is admin-only.
+REDRIVE_STARTUP = "Redrive (startup form)"
+REDRIVE_OPERATOR = "Redrive (operator form)"
+_ALL = frozenset(ROLES)
+_EXECUTOR = frozenset({AGENT, ADMIN})
+_READ = frozenset({AGENT, PANEL, OPERATOR, ADMIN})
+_OPERATE = frozenset({OPERATOR, ADMIN})
+RIGHTS: Mapping[str, frozenset[str]] = {
+    _TURNS + "StartTurn": _EXECUTOR,
+    _TURNS + "TurnStatus": _READ,
+    _TURNS + "GetTurn": _READ,
+    _TURNS + "ListTurns": _OPERATE,
+    _TURNS + "ListEvents": _READ,
+    _TURNS + "Heartbeat": _EXECUTOR,
+    _TURNS + "AppendEvents": _EXECUTOR,
+    _TURNS + "ParkTurn": _EXECUTOR,
+    _TURNS + "FinishTurn": _EXECUTOR,
+    _TURNS + "ResumeDetached": frozenset({AGENT, OPERATOR, ADMIN}),
+    # Which form is checked in the servicer (REDRIVE_* below).
+    _TURNS + "Redrive": frozenset({AGENT, OPERATOR, ADMIN}),
+    _TURNS + "ClaimTurn": _EXECUTOR,
+    _TURNS + "WatchTurn": _READ,
+    _CHECKPOINTS + "GetCheckpoint": frozenset({AGENT, OPERATOR, ADMIN}),
+    _CHECKPOINTS + "ListCheckpoints": frozenset({AGENT, OPERATOR, ADMIN}),
+    _CHECKPOINTS + "PutCheckpoint": _EXECUTOR,
+    _CHECKPOINTS + "PutWrites": _EXECUTOR,
+    _CHECKPOINTS + "DeleteThread": _EXECUTOR,
+    REDRIVE_STARTUP: _EXECUTOR,
+    REDRIVE_OPERATOR: _OPERATE,
+}
+
+# Longest Authorization value we hash; grpc's metadata cap (8 KiB) bounds it anyway.
+MAX_TOKEN_LENGTH = 4096
+
+
+@dataclass(frozen=True)
+class Caller:
+    """Who a call comes from: one entry of the tokens file."""
+
+    name: str
+    role: str
+    # The agent an `agent:<name>` token acts for; None for the other roles.
+    agent: str | None = None
+
+    def __str__(self) -> str:
+        role = f"agent:{self.agent}" if self.role == AGENT else self.role
+        return f"token {self.name!r} ({role})"
+
+    @property
+    def quota_key(self) -> str:
+        return f"token:{self.name}"
+
+
+# Set by the interceptor for the duration of each call; None while authentication is
+# off, and then every check below allows everything.
+_CALLER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
+    "turnkeeper_caller", default=None
+)
+
+
+def current() -> Caller | None:
+    return _CALLER.get()
+
+
+@contextlib.contextmanager
+def _as_current(caller: Caller) -> Iterator[None]:
+    token = _CALLER.set(caller)
+    try:
+        yield
+    finally:
+        _CALLER.reset(token)
+
+
+# -- the checks the servicers make --------------------------------------------------
+#
+# Method-level rights are checked by the interceptor before the request is even
+# parsed; these are the checks that need the request or the journal.
+
+
+def _turn_not_found(turn_id: str) -> NotFound:
+    # Word for word what journal.require_turn says about an id it never saw.
+    return NotFound(f"turn {turn_id!r} is not in the journal")
+
+
+def require_right(right: str) -> None:
+    """PERMISSION_DENIED unless the caller's role holds `right` (a RIGHTS key)."""
+    caller = current()
+    if caller is not None and caller.role not in RIGHTS.get(right, frozenset({ADMIN})):
+        raise PermissionDenied(f"{caller} may not call {right.rsplit('/', 1)[-1]}")
+
+
+def require_agent(agent: str) -> None:
+    """An agent token acts for its own agent only (StartTurn, startup Redrive)."""
+    caller = current()
+    if caller is not None and caller.role == AGENT and caller.agent != agent:
+        raise PermissionDenied(f"{caller} may not act for agent {agent!r}")
+
+
+def visible(turn: TurnRecord | None) -> TurnRecord | None:
+    """The turn, or None when it is another agent's and the caller an agent token."""
+    caller = current()
+    if turn is None or caller is None or caller.role != AGENT:
+        return turn
+    return turn if turn.agent == caller.agent else None
+
+
+def require_turn(turn_id: str, load: Callable[[], TurnRecord | None]) -> TurnRecord | None:
+    """NOT_FOUND, worded as for a never-seen id, when an agent token names another
+    agent's turn. Loads the turn only for agent tokens; returns it when loaded."""
+    caller = current()
+    if caller is None or caller.role != AGENT:
+        return None
+    turn = visible(load())
+    if turn is None:
+        raise _turn_not_found(turn_id)
+    return turn
+
+
+def require_thread(
+    thread_id: str, agents: Callable[[], set[str]], *, starting: bool = False
+) -> None:
+    """An agent token uses its own threads only (see the module docstring).
+
+    `agents` lists the agents with turns on the thread; it is called only for
+    agent tokens. `starting`: StartTurn, which may also open a new thread.
+    """
+    caller = current()
+    if caller is None or caller.role != AGENT:
+        return
+    if not thread_id:
+        raise PermissionDenied(f"{caller} must name a thread_id: it may list its own threads only")
+    on_thread = agents()
+    own = {caller.agent}
+    if on_thread == own or (starting and not on_thread):
+        return
+    raise PermissionDenied(f"thread {thread_id!r} is not open to {caller}")
+
+
+def client_key(context: aio.ServicerContext[Any, Any]) -> str:
+    """Whose quota a call counts against: the token, or else the peer's address."""
+    caller = current()
+    if caller is not None:
+        return caller.quota_key
+    peer = context.peer() or "unknown"
+    # "ipv4:10.0.0.1:53012", "ipv6:[::1]:53012": one client host, any port.
+    kind, _, rest = peer.partition(":")
+    if kind in ("ipv4", "ipv6"):
+        rest = rest.rpartition(":")[0] or rest
+    return f"peer:{kind}:{rest}"
+
+
+# -- the tokens file ----------------------------------------------------------------
+
+
+def token_hash(token: str) -> str:
+    return hashlib.sha256(token.encode()).hexdigest()
+
+
+def parse_role(role: str) -> tuple[str, str | None]:
+    """("agent", name) for "agent:<name>", (role, None) for the others."""
+    if role.startswith("agent:"):
+        try:
+            return AGENT, lim.check_agent(role.removeprefix("agent:"))
+        except TurnkeeperError as exc:
+            raise ValueError(str(exc)) from None
+    if role in (PANEL, OPERATOR, ADMIN):
+        return role, None
+    raise ValueError(f"role {role!r} is not agent:<name>, panel, operator or admin")
+
+
+class TokenStore:
+    """Token hashes to callers."""
+
+    def __init__(self, callers: Mapping[str, Caller]) -> None:
+        if not callers:
+            raise ValueError("no tokens: authentication would refuse every call")
+        self._callers = dict(callers)
+
+    def __len__(self) -> int:
+        return len(self._callers)
+
+    @classmethod
+    def load(cls, path: Path) -> TokenStore:
+        try:
+            mode = path.stat().st_mode
+            text = path.read_text()
+        except OSError as exc:
+            raise ValueError(f"cannot read the tokens file {path}: {exc}") from None
+        if mode & (stat.S_IWGRP | stat.S_IWOTH):
+            log.warning(
+                "tokens file %s is writable by other users: anyone who can write it can "
+                "give themselves admin; chmod 600 it",
+                path,
+            )
+        callers: dict[str, Caller] = {}
+        for number, line in enumerate(text.splitlines(), 1):
+            line = line.strip()
+            if not line or line.startswith("#"):
+                continue
+            where = f"{path}:{number}"
+            try:
+                entry = json.loads(line)
+                if not isinstance(entry, dict):
+                    raise ValueError("not a JSON object")
+                digest = str(entry["sha256"]).lower()
+                if len(digest) != 64 or any(c not in "0123456789abcdef" for c in digest):
+                    raise ValueError("sha256 must be 64 hex digits (the hash, not the token)")
+                role, agent = parse_role(str(entry["role"]))
+                name = str(entry.get("name") or f"{entry['role']}@{number}")
+            except (ValueError, KeyError) as exc:
+                raise ValueError(f"{where}: {exc}") from None
+            if digest in callers:
+                raise ValueError(f"{where}: the same token hash appears twice")
+            callers[digest] = Caller(name=name, role=role, agent=agent)
+        return cls(callers)
+
+    def authenticate(self, metadata: Iterable[tuple[str, str | bytes]] | None) -> Caller:
+        values = [v for k, v in metadata or () if k.lower() == "authorization"]
+        if not values:
+            raise Unauthenticated(
+                "this service needs a bearer token: send the metadata "
+                "'authorization: Bearer <token>'"
+            )
+        if len(values) > 1:
+            raise Unauthenticated("send one authorization header, not several")
+        value = values[0]
+        if isinstance(value, bytes):
+            value = value.decode("utf-8", "replace")
+        scheme, _, token = value.strip().partition(" ")
+        token = token.strip()
+        if scheme.lower() != "bearer" or not token:
+            raise Unauthenticated("the authorization header must be 'Bearer <token>'")
+        if len(token) > MAX_TOKEN_LENGTH:
+            raise Unauthenticated("the bearer token is not one this service accepts")
+        # A dict lookup by hash: timing reveals at most something about the hash,
+        # and finding a token from its SHA-256 is a preimage attack.
+        caller = self._callers.get(token_hash(token))
+        if caller is None:
+            raise Unauthenticated("the bearer token is not one this service accepts")
+        return caller
+
+
+# -- the interceptor ----------------------------------------------------------------
+
+
+def _discard(_raw: bytes) -> None:
+    """A refused call's request is never parsed."""
+    return None
+
+
+# A string: grpc.RpcMethodHandler is generic in the type stubs only.
+Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
+
+
+def _refusal(handler: Handler, exc: TurnkeeperError) -> Handler:
+    """A handler of the same shape that raises `exc` (ErrorsAndMetrics maps it)."""
+
+    async def unary(_request: Any, _context: Any) -> Any:
+        raise exc
+
+    async def stream(_request: Any, _context: Any) -> AsyncIterator[Any]:
+        raise exc
+        yield  # pragma: no cover - makes this an async generator
+
+    kind: Any = {
+        (False, False): grpc.unary_unary_rpc_method_handler,
+        (False, True): grpc.unary_stream_rpc_method_handler,
+        (True, False): grpc.stream_unary_rpc_method_handler,
+        (True, True): grpc.stream_stream_rpc_method_handler,
+    }[(handler.request_streaming, handler.response_streaming)]
+    return cast(
+        Handler,
+        kind(
+            stream if handler.response_streaming else unary,
+            request_deserializer=_discard,
+            response_serializer=handler.response_serializer,
+        ),
+    )
+
+
+def _as_caller(handler: Handler, caller: Caller) -> Handler:
+    """The same handler, run with `caller` in the context var."""
+    make: Any
+    behaviour: Callable[..., Any]
+    if handler.response_streaming:
+        # grpc.aio handlers: async generators for response streams, else coroutines.
+        inner_stream: Any = handler.stream_stream or handler.unary_stream
+
+        async def stream(request: Any, context: Any) -> AsyncIterator[Any]:
+            token = _CALLER.set(caller)
+            try:
+                async for response in inner_stream(request, context):
+                    yield response
+            finally:
+                # An abandoned generator may be closed from another context.
+                with contextlib.suppress(ValueError):
+                    _CALLER.reset(token)
+
+        make = (
+            grpc.stream_stream_rpc_method_handler
+            if handler.request_streaming
+            else grpc.unary_stream_rpc_method_handler
+        )
+        behaviour = stream
+    else:
+        inner_unary: Any = handler.stream_unary or handler.unary_unary
+
+        async def unary(request: Any, context: Any) -> Any:
+            token = _CALLER.set(caller)
+            try:
+                return await inner_unary(request, context)
+            finally:
+                _CALLER.reset(token)
+
+        make = (
+            grpc.stream_unary_rpc_method_handler
+            if handler.request_streaming
+            else grpc.unary_unary_rpc_method_handler
+        )
+        behaviour = unary
+    return cast(
+        Handler,
+        make(
+            behaviour,
+            request_deserializer=handler.request_deserializer,
+            response_serializer=handler.response_serializer,
+        ),
+    )
+
+
+class Authenticate(aio.ServerInterceptor):  # type: ignore[type-arg]
+    """Checks the bearer token and the method's right before the request is parsed.
+
+    Installed inside ErrorsAndMetrics, so refusals are mapped and counted like any
+    other error. The health service is open to probes; reflection (when enabled)
+    needs a token of any role.
+    """
+
+    def __init__(self, tokens: TokenStore) -> None:
+        self.tokens = tokens
+
+    async def intercept_service(
+        self,
+        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler]],
+        details: grpc.HandlerCallDetails,
+    ) -> Handler:
+        handler = await continuation(details)
+        method: str = details.method
+        if handler is None or method.startswith(HEALTH_PREFIX):
+            return handler
+        try:
+            caller = self.tokens.authenticate(details.invocation_metadata)
+            if not method.startswith(REFLECTION_PREFIXES):
+                with _as_current(caller):
+                    require_right(method)
+        except TurnkeeperError as exc:
+            log.info("refused %s: %s", method, exc)
+            return _refusal(handler, exc)
+        return _as_caller(handler, caller)
+
+
+# -- `python -m turnkeeper_server.security.auth` -----------------------------------------------
+
+
+def _line(token: str, role: str, name: str) -> str:
+    parse_role(role)
+    return json.dumps({"sha256": token_hash(token), "role": role, "name": name})
+
+
+def _append_private(path: Path, line: str) -> None:
+    fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+    with os.fdopen(fd, "a") as f:
+        f.write(line + "\n")
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        prog="python -m turnkeeper_server.security.auth",
+        description="make entries of a tokens file",
+    )
+    commands = parser.add_subparsers(dest="command", required=True)
+    new = commands.add_parser("new", help="make a random token; print it once")
+    hash_ = commands.add_parser("hash", help="the tokens-file line of a token read from stdin")
+    for command in (new, hash_):
+        command.add_argument("--role", required=True, help="agent:<name>, panel, operator, admin")
+        command.add_argument("--name", required=True, help="who holds it (logs, quotas)")
+    new.add_argument("--file", type=Path, help="append the line here (created owner-only)")
+    args = parser.parse_args(argv)
+    try:
+        if args.command == "new":
+            token = secrets.token_urlsafe(32)
+            line = _line(token, args.role, args.name)
+            if args.file is not None:
+                _append_private(args.file, line)
+                print(f"added {args.name} ({args.role}) to {args.file}", file=sys.stderr)
+            else:
+                print(line, file=sys.stderr)
+            print(token)
+        else:
+            token = sys.stdin.read().strip()
+            if not token:
+                parser.error("no token on stdin")
+            print(_line(token, args.role, args.name))
+    except ValueError as exc:
+        parser.error(str(exc))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())

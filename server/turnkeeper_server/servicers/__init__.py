@@ -1,1 +1,0 @@
-"""gRPC servicers: validate the request, call the store, build the response."""

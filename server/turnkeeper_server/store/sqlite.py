@@ -1,0 +1,303 @@
+"""SQLite access: one writer thread with group commit, one reader on the loop.
+
+turns.db is the main database of every connection and sessions.db is ATTACHed as
+`sessions`, so a single writer serialises every change to both files: a fencing
+check on a turn (turns.db) and the checkpoint it guards (sessions.db) can never
+interleave with a re-drive. Each operation touches one file for its writes, so
+each stays atomic even though WAL commits the two files separately.
+
+Writes queue up for the writer thread, which runs whatever is queued in one
+`BEGIN IMMEDIATE` transaction, each operation under its own SAVEPOINT (a failed
+operation rolls back alone). One fsync then acknowledges the whole group: this is
+what lets many concurrent turns outrun an in-process saver that commits each put
+behind a lock. A future resolves only after COMMIT returned, so nothing is
+acknowledged before it is durable.
+
+Reads run on the event loop's thread on their own connection: they are indexed
+point or range lookups, cheaper than a hop to a thread pool, and WAL lets them
+proceed while the writer commits.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import os
+import queue
+import sqlite3
+import threading
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Generic, TypeVar
+
+from turnkeeper_server.journal import checkpoints
+from turnkeeper_server.store.contract import Conn, Publish, Store, TurnChanged
+from turnkeeper_server.store.lockfile import FileLock
+from turnkeeper_server.store.sqlite_schema import SESSIONS_MIGRATIONS, TURNS_MIGRATIONS, migrate
+
+log = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+# Operations per group commit; bounds the latency one slow group adds to the next.
+MAX_GROUP = 256
+
+
+class Tx:
+    """What an operation running in the writer thread can use."""
+
+    # One writer thread runs every operation in turn: no row locks needed.
+    for_update = ""
+    skip_locked = ""
+
+    def __init__(self, conn: sqlite3.Connection) -> None:
+        self.conn = conn
+        self._after: list[Callable[[], None]] = []
+
+    def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
+        return self.conn.execute(sql, params)
+
+    def after_commit(self, callback: Callable[[], None]) -> None:
+        """Run `callback` on the event loop once the group is durable."""
+        self._after.append(callback)
+
+    def announce(self, turn_ids: Sequence[str]) -> None:
+        """Nobody else to tell: one process serves the files."""
+
+
+@dataclass
+class _Job(Generic[T]):
+    fn: Callable[[Tx], T]
+    loop: asyncio.AbstractEventLoop
+    future: asyncio.Future[T]
+    after: list[Callable[[], None]] = field(default_factory=list)
+
+
+def _create_private(path: Path) -> None:
+    """Create the file owner-only before SQLite opens it (its -wal and -shm files
+    inherit these permissions)."""
+    path.parent.mkdir(parents=True, exist_ok=True)
+    fd = os.open(path, os.O_CREAT | os.O_RDWR, 0o600)
+    os.close(fd)
+
+
+class Database:
+    """The SQLite backend of the store contract (store/contract.py)."""
+
+    kind = "sqlite"
+    checkpoints = checkpoints
+
+    def __init__(self, turns_path: Path, sessions_path: Path, synchronous: str = "FULL") -> None:
+        if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
+            raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous}")
+        self.turns_path = turns_path
+        self.sessions_path = sessions_path
+        self.synchronous = synchronous.upper()
+        self._queue: queue.SimpleQueue[_Job[Any] | None] = queue.SimpleQueue()
+        self._writer: threading.Thread | None = None
+        self._reader: sqlite3.Connection | None = None
+        self._lock = FileLock(turns_path.with_name(turns_path.name + ".lock"))
+        self._closed = False
+
+    # -- lifecycle ---------------------------------------------------------------
+
+    def open(self) -> None:
+        self.turns_path.parent.mkdir(parents=True, exist_ok=True)
+        # Before touching the files: a second service refuses without writing anything.
+        self._lock.acquire(f"{self.turns_path}")
+        try:
+            _create_private(self.turns_path)
+            _create_private(self.sessions_path)
+            conn = self._connect()
+        except BaseException:
+            self._lock.release()
+            raise
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            migrate(conn, "main", TURNS_MIGRATIONS)
+            migrate(conn, "sessions", SESSIONS_MIGRATIONS)
+            conn.execute("COMMIT")
+        except BaseException:
+            conn.close()
+            self._lock.release()
+            raise
+        self._reader = self._connect(reader=True)
+        ready = threading.Event()
+        self._writer = threading.Thread(
+            target=self._write_loop, args=(conn, ready), name="turnkeeper-writer", daemon=True
+        )
+        self._writer.start()
+        ready.wait()
+
+    def close(self) -> None:
+        """Finish queued writes, then close. Safe to call twice."""
+        if self._closed:
+            return
+        self._closed = True
+        if self._writer is not None:
+            self._queue.put(None)
+            self._writer.join()
+        if self._reader is not None:
+            self._reader.close()
+        self._lock.release()
+
+    def _connect(self, reader: bool = False) -> sqlite3.Connection:
+        # isolation_level=None: we issue BEGIN/COMMIT ourselves (group commit).
+        conn = sqlite3.connect(
+            self.turns_path, isolation_level=None, check_same_thread=False, timeout=30.0
+        )
+        conn.execute("ATTACH DATABASE ? AS sessions", (str(self.sessions_path),))
+        for schema in ("main", "sessions"):
+            # WAL: readers never block the writer, and a crash never leaves a torn page.
+            conn.execute(f"PRAGMA {schema}.journal_mode=WAL")
+            # FULL fsyncs the WAL on every commit, so an acknowledged write survives
+            # power loss, not only a process crash (NORMAL would only survive the latter).
+            conn.execute(f"PRAGMA {schema}.synchronous={self.synchronous}")
+        # Wait instead of failing when another process (stock SqliteSaver, a backup)
+        # holds a lock for a moment.
+        conn.execute("PRAGMA busy_timeout=30000")
+        if reader:
+            # The reader must never write by mistake: the writer thread owns writes.
+            conn.execute("PRAGMA query_only=ON")
+        return conn
+
+    def describe(self) -> str:
+        return f"turns {self.turns_path}, sessions {self.sessions_path}"
+
+    # -- reads -------------------------------------------------------------------
+
+    def read_conn(self) -> Conn:
+        if self._reader is None:
+            raise RuntimeError("database is not open")
+        return self._reader
+
+    async def read(self, fn: Callable[[Conn], T]) -> T:
+        # A local file: on the loop's thread, as every SQLite read.
+        return self.snapshot(fn)
+
+    def snapshot(self, fn: Callable[[Conn], T]) -> T:
+        conn = self.read_conn()
+        conn.execute("BEGIN")
+        try:
+            return fn(conn)
+        finally:
+            conn.execute("COMMIT")
+
+    # -- outbox and notification ---------------------------------------------------
+
+    async def drain_outbox(self, limit: int, publish: Publish) -> int:
+        # One writer commits in id order, so reading then deleting what was sent
+        # is safe: no other publisher, no smaller id committing later.
+        rows = (
+            self.read_conn()
+            .execute("SELECT id, subject, payload FROM main.outbox ORDER BY id LIMIT ?", (limit,))
+            .fetchall()
+        )
+        if not rows or not await publish(rows):
+            return 0
+        last_id = rows[-1][0]
+
+        def delete(tx: Tx) -> None:
+            tx.execute("DELETE FROM main.outbox WHERE id <= ?", (last_id,))
+
+        await self.write(delete)
+        return len(rows)
+
+    def listen(self, on_change: TurnChanged) -> None:
+        """Every change comes through this process: nothing to listen to."""
+
+    # -- writes ------------------------------------------------------------------
+
+    async def write(self, fn: Callable[[Tx], T]) -> T:
+        """Run `fn` in the writer thread inside a transaction; return once durable."""
+        if self._closed:
+            raise RuntimeError("database is closed")
+        loop = asyncio.get_running_loop()
+        job: _Job[T] = _Job(fn, loop, loop.create_future())
+        self._queue.put(job)
+        return await job.future
+
+    def _write_loop(self, conn: sqlite3.Connection, ready: threading.Event) -> None:
+        ready.set()
+        stop = False
+        try:
+            while not stop:
+                first = self._queue.get()
+                if first is None:
+                    break
+                group: list[_Job[Any]] = [first]
+                while len(group) < MAX_GROUP:
+                    try:
+                        job = self._queue.get_nowait()
+                    except queue.Empty:
+                        break
+                    if job is None:
+                        stop = True
+                        break
+                    group.append(job)
+                self._run_group(conn, group)
+        finally:
+            conn.close()
+
+    def _run_group(self, conn: sqlite3.Connection, group: list[_Job[Any]]) -> None:
+        outcomes: list[tuple[bool, Any]] = []
+        try:
+            conn.execute("BEGIN IMMEDIATE")
+            for job in group:
+                tx = Tx(conn)
+                conn.execute("SAVEPOINT op")
+                try:
+                    result = job.fn(tx)
+                except Exception as exc:
+                    conn.execute("ROLLBACK TO op")
+                    conn.execute("RELEASE op")
+                    outcomes.append((False, exc))
+                else:
+                    conn.execute("RELEASE op")
+                    job.after = tx._after
+                    outcomes.append((True, result))
+            conn.execute("COMMIT")
+        except Exception as exc:  # the group did not commit: nothing is acknowledged
+            log.error("group commit of %d operations failed: %s", len(group), exc)
+            if conn.in_transaction:
+                conn.execute("ROLLBACK")
+            _settle([(job, False, exc) for job in group])
+            return
+        _settle([(job, ok, value) for job, (ok, value) in zip(group, outcomes, strict=True)])
+
+
+def _settle(settled: list[tuple[_Job[Any], bool, Any]]) -> None:
+    """Resolve a group's futures on their loops: one hand-off per loop, not per job
+    (each call_soon_threadsafe writes to the loop's self-pipe)."""
+    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Job[Any], bool, Any]]] = {}
+    for item in settled:
+        by_loop.setdefault(item[0].loop, []).append(item)
+    for loop, items in by_loop.items():
+        # A closed loop raises RuntimeError: nobody is waiting any more.
+        with contextlib.suppress(RuntimeError):
+            loop.call_soon_threadsafe(_resolve, items)
+
+
+def _resolve(items: list[tuple[_Job[Any], bool, Any]]) -> None:
+    """On the loop, in the group's order: after-commit callbacks, then the result."""
+    for job, ok, value in items:
+        if job.future.done():
+            continue
+        if ok:
+            for callback in job.after:
+                try:
+                    callback()
+                except Exception:
+                    log.exception("after-commit callback failed")
+            job.future.set_result(value)
+        else:
+            job.future.set_exception(value)
+
+
+class Reader:
+    """Point reads on the loop thread (`Store.read` for snapshots)."""
+
+    def __init__(self, db: Store) -> None:
+        self.conn = db.read_conn()

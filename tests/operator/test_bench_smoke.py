@@ -1,0 +1,61 @@
+"""The benchmark suite still runs: `python -m bench --smoke` end to end, tiny sizes.
+
+Only that it runs and its figures are sane (positive, finite); never timings, which
+belong in docs/benchmarks.md, measured side by side with their baselines.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+REPO = Path(__file__).resolve().parents[2]
+
+
+def test_bench_smoke_runs_and_reports(tmp_path: Path) -> None:
+    out, raw = tmp_path / "benchmarks.md", tmp_path / "benchmarks.json"
+    # The DBOS and Restate comparisons are bench-only and slow to start: not here.
+    only = ["status", "ingest", "redrive", "memory", "saver", "recovery"]
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--smoke",
+            "--out",
+            str(out),
+            "--json",
+            str(raw),
+            "--only",
+            *only,
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    sections = json.loads(raw.read_text())["sections"]
+    assert set(sections) == set(only)
+    for key in ("status", "ingest", "redrive", "memory", "saver", "recovery"):
+        metrics = sections[key]["metrics"]
+        assert sections[key]["skipped"] is None, key
+        assert metrics, key
+        for name, value in metrics.items():
+            # CPU time is counted in clock ticks: a tiny run may use none.
+            low = 0.0 if "cpu" in name else math.ulp(0.0)
+            assert math.isfinite(value) and value >= low, f"{key}.{name} = {value}"
+    assert sections["memory"]["metrics"]["events_read"] > 0
+    text = out.read_text()
+    assert text.startswith("# Benchmarks")
+    assert "python -m bench --smoke" in text
+    for heading in ("## Machine", "## Summary", "## Event ingest", "## Re-drive of orphaned turns"):
+        assert heading in text

@@ -1,0 +1,562 @@
+"""Bearer tokens and roles: every RPC of both services called with no token, a wrong
+token and each role, against the expected code; nothing about another agent's turns
+leaks through a refusal. A real service on port 0 with a real tokens file."""
+
+from __future__ import annotations
+
+import asyncio
+import copy
+import json
+import operator
+from collections.abc import AsyncIterator, Callable
+from dataclasses import dataclass
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated, Any, TypedDict
+
+import grpc
+import pytest
+from google.protobuf import message
+from grpc import aio
+from grpc_health.v1 import health_pb2, health_pb2_grpc
+from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
+from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
+from turnkeeper_server.app import TurnkeeperServer
+from turnkeeper_server.security import auth
+
+from tests.support.security import bearer, write_tokens
+from tests.support.service import ServiceFactory
+from tests.support.turns import events, value
+
+if TYPE_CHECKING:
+    from turnkeeper.v1.checkpoints_pb2_grpc import CheckpointServiceAsyncStub
+    from turnkeeper.v1.turns_pb2_grpc import TurnServiceAsyncStub
+
+pytestmark = [pytest.mark.timeout(60), pytest.mark.both_backends]
+
+OK = grpc.StatusCode.OK
+UNAUTH = grpc.StatusCode.UNAUTHENTICATED
+DENIED = grpc.StatusCode.PERMISSION_DENIED
+NOT_FOUND = grpc.StatusCode.NOT_FOUND
+ABORTED = grpc.StatusCode.ABORTED
+PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
+
+ALPHA_START = turns_pb2.StartTurnRequest(
+    turn_id="t-alpha",
+    thread_id="th-alpha",
+    agent="alpha",
+    input=value({"q": "hello"}),
+    replica="r1",
+    incarnation="i1",
+)
+BETA_START = turns_pb2.StartTurnRequest(
+    turn_id="t-beta",
+    thread_id="th-beta",
+    agent="beta",
+    input=value({"q": "hi"}),
+    replica="r2",
+    incarnation="i2",
+)
+STALE = 7  # an attempt no execution holds: fenced writes pass auth, then ABORTED
+
+
+@dataclass
+class Env:
+    server: TurnkeeperServer
+    channel: aio.Channel
+    tokens: dict[str, str]
+    turns: TurnServiceAsyncStub
+    checkpoints: CheckpointServiceAsyncStub
+
+
+@pytest.fixture
+async def env(make_service: ServiceFactory, tmp_path: Path) -> AsyncIterator[Env]:
+    tokens = write_tokens(tmp_path / "tokens.jsonl")
+    # A long lease, so the reaper never re-drives the seeded turns mid-test.
+    server = await make_service(tokens_file=tmp_path / "tokens.jsonl", lease_seconds=600.0)
+    async with aio.insecure_channel(server.address) as channel:
+        e = Env(
+            server,
+            channel,
+            tokens,
+            turns_pb2_grpc.TurnServiceStub(channel),
+            checkpoints_pb2_grpc.CheckpointServiceStub(channel),
+        )
+        admin = bearer(tokens["admin"])
+        for start in (ALPHA_START, BETA_START):
+            await e.turns.StartTurn(start, metadata=admin)
+            await e.turns.AppendEvents(
+                turns_pb2.AppendEventsRequest(
+                    turn_id=start.turn_id, attempt=0, events=events(1, "step")
+                ),
+                metadata=admin,
+            )
+            await e.checkpoints.PutCheckpoint(
+                checkpoints_pb2.PutCheckpointRequest(
+                    thread_id=start.thread_id,
+                    checkpoint_id="c1",
+                    checkpoint=checkpoints_pb2.TypedValue(type="json", data=b"{}"),
+                    metadata_json="{}",
+                    fence=checkpoints_pb2.TurnFence(turn_id=start.turn_id, attempt=0),
+                ),
+                metadata=admin,
+            )
+        yield e
+
+
+async def invoke(
+    channel: aio.Channel, path: str, request: message.Message, metadata: Any
+) -> tuple[grpc.StatusCode, str, list[Any]]:
+    """Call any method by path; (code, details, responses). Streams: the first frame."""
+    response_type = _RESPONSES[path]
+    streaming = path.endswith(("/WatchTurn", "/ListCheckpoints"))
+    if streaming:
+        call = channel.unary_stream(
+            path,
+            request_serializer=type(request).SerializeToString,
+            response_deserializer=response_type.FromString,
+        )(request, metadata=metadata)
+        try:
+            first = await asyncio.wait_for(call.read(), 5)
+        except aio.AioRpcError as exc:
+            return exc.code(), exc.details() or "", []
+        finally:
+            call.cancel()
+        return OK, "", [first] if isinstance(first, message.Message) else []
+    unary = channel.unary_unary(
+        path,
+        request_serializer=type(request).SerializeToString,
+        response_deserializer=response_type.FromString,
+    )
+    try:
+        return OK, "", [await unary(request, metadata=metadata, timeout=10)]
+    except aio.AioRpcError as exc:
+        return exc.code(), exc.details() or "", []
+
+
+def _methods() -> dict[str, tuple[type[message.Message], type[message.Message]]]:
+    out = {}
+    for module, service in ((turns_pb2, "TurnService"), (checkpoints_pb2, "CheckpointService")):
+        descriptor = module.DESCRIPTOR.services_by_name[service]
+        for m in descriptor.methods:
+            out[f"/{descriptor.full_name}/{m.name}"] = (
+                getattr(module, m.input_type.name),
+                getattr(module, m.output_type.name),
+            )
+    return out
+
+
+METHODS = _methods()
+_RESPONSES = {path: response for path, (_, response) in METHODS.items()}
+T = "/turnkeeper.v1.TurnService/"
+C = "/turnkeeper.v1.CheckpointService/"
+
+
+def fence(attempt: int = STALE, turn_id: str = "t-alpha") -> checkpoints_pb2.TurnFence:
+    return checkpoints_pb2.TurnFence(turn_id=turn_id, attempt=attempt)
+
+
+# One request per case, aimed at agent alpha's turn t-alpha / thread th-alpha, chosen
+# so an authorised call changes nothing: a replayed StartTurn, fenced writes with a
+# stale attempt, a resume of a turn that is not parked, a re-drive of a live lease.
+CASES: dict[str, tuple[str, Callable[[str], message.Message]]] = {
+    "StartTurn": (T + "StartTurn", lambda t: copy.deepcopy(ALPHA_START)),
+    "TurnStatus": (T + "TurnStatus", lambda t: turns_pb2.TurnStatusRequest(turn_id=t)),
+    "GetTurn": (T + "GetTurn", lambda t: turns_pb2.GetTurnRequest(turn_id=t)),
+    "ListTurns": (T + "ListTurns", lambda t: turns_pb2.ListTurnsRequest(agent="alpha")),
+    "ListEvents": (T + "ListEvents", lambda t: turns_pb2.ListEventsRequest(turn_id=t)),
+    "Heartbeat": (
+        T + "Heartbeat",
+        lambda t: turns_pb2.HeartbeatRequest(
+            turn_id=t, attempt=STALE, replica="r1", incarnation="i1"
+        ),
+    ),
+    "AppendEvents": (
+        T + "AppendEvents",
+        lambda t: turns_pb2.AppendEventsRequest(
+            turn_id=t, attempt=STALE, events=events(2, "token")
+        ),
+    ),
+    "ParkTurn": (
+        T + "ParkTurn",
+        lambda t: turns_pb2.ParkTurnRequest(turn_id=t, attempt=STALE, interrupt=value({"q": 1})),
+    ),
+    "FinishTurn": (
+        T + "FinishTurn",
+        lambda t: turns_pb2.FinishTurnRequest(
+            turn_id=t, attempt=STALE, outcome=turns_pb2.OUTCOME_DONE
+        ),
+    ),
+    "ResumeDetached": (
+        T + "ResumeDetached",
+        lambda t: turns_pb2.ResumeDetachedRequest(turn_id=t, resume=value(True)),
+    ),
+    "Redrive (operator form)": (
+        T + "Redrive",
+        lambda t: turns_pb2.RedriveRequest(turn_id=t),
+    ),
+    "Redrive (startup form)": (
+        T + "Redrive",
+        lambda t: turns_pb2.RedriveRequest(agent="alpha", replica="r9", incarnation="i9"),
+    ),
+    "ClaimTurn": (
+        T + "ClaimTurn",
+        lambda t: turns_pb2.ClaimTurnRequest(
+            turn_id=t, attempt=STALE, replica="r1", incarnation="i1"
+        ),
+    ),
+    "WatchTurn": (T + "WatchTurn", lambda t: turns_pb2.WatchTurnRequest(turn_id=t)),
+    "GetCheckpoint": (
+        C + "GetCheckpoint",
+        lambda t: checkpoints_pb2.GetCheckpointRequest(thread_id="th-alpha"),
+    ),
+    "ListCheckpoints": (
+        C + "ListCheckpoints",
+        lambda t: checkpoints_pb2.ListCheckpointsRequest(thread_id="th-alpha"),
+    ),
+    "PutCheckpoint": (
+        C + "PutCheckpoint",
+        lambda t: checkpoints_pb2.PutCheckpointRequest(
+            thread_id="th-alpha",
+            checkpoint_id="c2",
+            checkpoint=checkpoints_pb2.TypedValue(type="json", data=b"{}"),
+            metadata_json="{}",
+            fence=fence(),
+        ),
+    ),
+    "PutWrites": (
+        C + "PutWrites",
+        lambda t: checkpoints_pb2.PutWritesRequest(
+            thread_id="th-alpha",
+            checkpoint_id="c1",
+            task_id="task-1",
+            writes=[
+                checkpoints_pb2.WriteInput(
+                    idx=0, channel="ch", value=checkpoints_pb2.TypedValue(type="json", data=b"1")
+                )
+            ],
+            fence=fence(),
+        ),
+    ),
+    "DeleteThread": (
+        C + "DeleteThread",
+        lambda t: checkpoints_pb2.DeleteThreadRequest(thread_id="th-alpha"),
+    ),
+}
+
+# What each caller gets. "alpha" owns t-alpha and th-alpha; "beta" is another agent.
+# Columns: no token, wrong token, alpha, beta, panel, operator, admin.
+CALLERS = ("none", "wrong", "alpha", "beta", "panel", "operator", "admin")
+U, D, N = UNAUTH, DENIED, NOT_FOUND
+EXPECTED: dict[str, tuple[grpc.StatusCode, ...]] = {
+    "StartTurn": (U, U, OK, D, D, D, OK),
+    "TurnStatus": (U, U, OK, OK, OK, OK, OK),  # beta: OK, and the state is UNKNOWN
+    "GetTurn": (U, U, OK, N, OK, OK, OK),
+    "ListTurns": (U, U, D, D, D, OK, OK),
+    "ListEvents": (U, U, OK, N, OK, OK, OK),
+    "Heartbeat": (U, U, ABORTED, N, D, D, ABORTED),
+    "AppendEvents": (U, U, ABORTED, N, D, D, ABORTED),
+    "ParkTurn": (U, U, ABORTED, N, D, D, ABORTED),
+    "FinishTurn": (U, U, ABORTED, N, D, D, ABORTED),
+    "ResumeDetached": (U, U, PRECONDITION, N, D, PRECONDITION, PRECONDITION),
+    "Redrive (operator form)": (U, U, D, D, D, PRECONDITION, PRECONDITION),
+    "Redrive (startup form)": (U, U, OK, D, D, D, OK),
+    "ClaimTurn": (U, U, ABORTED, N, D, D, ABORTED),
+    "WatchTurn": (U, U, OK, N, OK, OK, OK),
+    "GetCheckpoint": (U, U, OK, D, D, OK, OK),
+    "ListCheckpoints": (U, U, OK, D, D, OK, OK),
+    "PutCheckpoint": (U, U, ABORTED, D, D, D, ABORTED),
+    "PutWrites": (U, U, ABORTED, D, D, D, ABORTED),
+    "DeleteThread": (U, U, PRECONDITION, D, D, D, PRECONDITION),
+}
+
+
+def caller_metadata(env: Env, caller: str) -> Any:
+    if caller == "none":
+        return None
+    if caller == "wrong":
+        return bearer("not-a-token-anyone-was-given")
+    return bearer(env.tokens[caller])
+
+
+def test_every_rpc_of_both_services_is_in_the_matrix_and_the_rights_table() -> None:
+    covered = {path for path, _ in CASES.values()}
+    assert covered == set(METHODS), "a new RPC needs a row in CASES and EXPECTED"
+    assert set(EXPECTED) == set(CASES)
+    missing = set(METHODS) - set(auth.RIGHTS)
+    assert not missing, f"RPCs without a rule in auth.RIGHTS (admin-only by default): {missing}"
+
+
+async def test_role_by_rpc_matrix(env: Env) -> None:
+    before = await env.turns.GetTurn(
+        turns_pb2.GetTurnRequest(turn_id="t-alpha"), metadata=bearer(env.tokens["admin"])
+    )
+    mismatches = []
+    for case, (path, build) in CASES.items():
+        for caller, expected in zip(CALLERS, EXPECTED[case], strict=True):
+            code, details, responses = await invoke(
+                env.channel, path, build("t-alpha"), caller_metadata(env, caller)
+            )
+            if code != expected:
+                mismatches.append(
+                    f"{case} as {caller}: {code.name} ({details}), not {expected.name}"
+                )
+            if case == "TurnStatus" and caller == "beta":
+                assert responses[0].state == turns_pb2.TURN_STATE_UNKNOWN
+            if caller != "alpha" and code in (DENIED, NOT_FOUND):
+                # Nothing of the stored turn in a refusal: not its state, owner or thread.
+                for secret in ("RUNNING", "r1", "i1", "th-beta"):
+                    assert secret not in details, f"{case} as {caller}: {details}"
+    assert not mismatches, "\n".join(mismatches)
+    after = await env.turns.GetTurn(
+        turns_pb2.GetTurnRequest(turn_id="t-alpha"), metadata=bearer(env.tokens["admin"])
+    )
+    assert after == before, "the matrix's calls were chosen to change nothing"
+
+
+@pytest.mark.parametrize(
+    "case",
+    [c for c, row in EXPECTED.items() if row[CALLERS.index("beta")] in (NOT_FOUND, DENIED)],
+)
+async def test_another_agents_turn_looks_exactly_like_one_that_does_not_exist(
+    env: Env, case: str
+) -> None:
+    path, build = CASES[case]
+    beta = bearer(env.tokens["beta"])
+    existing = await invoke(env.channel, path, build("t-alpha"), beta)
+    request = build("t-nope")
+    # Checkpoint cases name a thread, not a turn: point them at a thread never seen.
+    if getattr(request, "thread_id", "") == "th-alpha":
+        setattr(request, "thread_id", "th-nope")  # noqa: B010
+    missing = await invoke(env.channel, path, request, beta)
+    assert existing[0] == missing[0]
+
+    def normalise(details: str) -> str:
+        for name in ("th-alpha", "th-nope", "t-alpha", "t-nope"):
+            details = details.replace(name, "X")
+        return details
+
+    assert normalise(existing[1]) == normalise(missing[1])
+
+
+async def test_a_fence_naming_another_agents_turn_is_not_found(env: Env) -> None:
+    alpha = bearer(env.tokens["alpha"])
+    request = CASES["PutCheckpoint"][1]("t-alpha")
+    assert isinstance(request, checkpoints_pb2.PutCheckpointRequest)
+    request.fence.CopyFrom(fence(0, "t-beta"))
+    code, foreign, _ = await invoke(env.channel, C + "PutCheckpoint", request, alpha)
+    request.fence.CopyFrom(fence(0, "t-nope"))
+    code2, missing, _ = await invoke(env.channel, C + "PutCheckpoint", request, alpha)
+    assert code == code2 == NOT_FOUND, (foreign, missing)
+    assert foreign.replace("t-beta", "X") == missing.replace("t-nope", "X")
+    assert "th-beta" not in foreign
+
+
+async def test_agents_start_turns_for_themselves_on_threads_of_their_own(env: Env) -> None:
+    alpha, beta = bearer(env.tokens["alpha"]), bearer(env.tokens["beta"])
+    # beta may not start a turn on alpha's thread (even once alpha's turn ends) ...
+    on_alphas_thread = turns_pb2.StartTurnRequest(
+        turn_id="t-b2", thread_id="th-alpha", agent="beta", input=value(1)
+    )
+    code, details, _ = await invoke(env.channel, T + "StartTurn", on_alphas_thread, beta)
+    assert code == DENIED, details
+    # ... nor act for alpha ...
+    for_alpha = turns_pb2.StartTurnRequest(
+        turn_id="t-b3", thread_id="th-new-b", agent="alpha", input=value(1)
+    )
+    assert (await invoke(env.channel, T + "StartTurn", for_alpha, beta))[0] == DENIED
+    # ... and alpha opens a new thread, whose checkpoints are then alpha's alone.
+    own = turns_pb2.StartTurnRequest(
+        turn_id="t-a2", thread_id="th-new-a", agent="alpha", input=value(1)
+    )
+    assert (await invoke(env.channel, T + "StartTurn", own, alpha))[0] == OK
+    get = checkpoints_pb2.GetCheckpointRequest(thread_id="th-new-a")
+    assert (await invoke(env.channel, C + "GetCheckpoint", get, alpha))[0] == OK
+    assert (await invoke(env.channel, C + "GetCheckpoint", get, beta))[0] == DENIED
+    # A thread no turn was ever started on is closed to agent tokens ...
+    fresh = checkpoints_pb2.GetCheckpointRequest(thread_id="th-fresh")
+    assert (await invoke(env.channel, C + "GetCheckpoint", fresh, alpha))[0] == DENIED
+    # ... and an agent lists one thread at a time.
+    every = checkpoints_pb2.ListCheckpointsRequest()
+    assert (await invoke(env.channel, C + "ListCheckpoints", every, alpha))[0] == DENIED
+    operator = bearer(env.tokens["operator"])
+    assert (await invoke(env.channel, C + "ListCheckpoints", every, operator))[0] == OK
+
+
+@pytest.mark.parametrize(
+    "header",
+    [
+        "Basic dXNlcjpwYXNz",
+        "Bearer",
+        "Bearer ",
+        "Token tk-admin",
+        "tk-admin",
+        "Bearer " + "x" * 5000,
+    ],
+)
+async def test_malformed_authorization_is_unauthenticated(env: Env, header: str) -> None:
+    code, details, _ = await invoke(
+        env.channel,
+        T + "TurnStatus",
+        turns_pb2.TurnStatusRequest(turn_id="t-alpha"),
+        (("authorization", header),),
+    )
+    assert code == UNAUTH, details
+
+
+async def test_scheme_is_case_insensitive_and_one_header_only(env: Env) -> None:
+    request = turns_pb2.TurnStatusRequest(turn_id="t-alpha")
+    token = env.tokens["panel"]
+    code, _, _ = await invoke(
+        env.channel, T + "TurnStatus", request, (("authorization", f"bearer {token}"),)
+    )
+    assert code == OK
+    two = (("authorization", f"Bearer {token}"), ("authorization", f"Bearer {token}"))
+    code, details, _ = await invoke(env.channel, T + "TurnStatus", request, two)
+    assert code == UNAUTH
+    assert "one authorization header" in details
+
+
+async def test_unauthenticated_requests_are_refused_before_they_are_parsed(env: Env) -> None:
+    # Bytes that are no protobuf at all: without a token, UNAUTHENTICATED, not a parse error.
+    raw = env.channel.unary_unary(
+        T + "StartTurn", request_serializer=lambda b: b, response_deserializer=lambda b: b
+    )
+    with pytest.raises(aio.AioRpcError) as info:
+        await raw(b"\xff\xff\xff\xff")
+    assert info.value.code() == UNAUTH
+    with pytest.raises(aio.AioRpcError) as info:
+        await raw(b"\xff\xff\xff\xff", metadata=bearer(env.tokens["admin"]))
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+
+
+async def test_health_is_open_and_reflection_needs_a_token(env: Env) -> None:
+    health = health_pb2_grpc.HealthStub(env.channel)
+    response = await health.Check(health_pb2.HealthCheckRequest(service=""))
+    assert response.status == health_pb2.HealthCheckResponse.SERVING
+
+    async def list_services(metadata: Any) -> list[str]:
+        stub = reflection_pb2_grpc.ServerReflectionStub(env.channel)
+        call = stub.ServerReflectionInfo(
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")]), metadata=metadata
+        )
+        names: list[str] = []
+        async for r in call:
+            names.extend(s.name for s in r.list_services_response.service)
+        return names
+
+    with pytest.raises(aio.AioRpcError) as info:
+        await list_services(None)
+    assert info.value.code() == UNAUTH
+    assert "turnkeeper.v1.TurnService" in await list_services(bearer(env.tokens["panel"]))
+
+
+async def test_reflection_off_by_setting(make_service: ServiceFactory) -> None:
+    server = await make_service(reflection=False)
+    async with aio.insecure_channel(server.address) as channel:
+        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
+        call = stub.ServerReflectionInfo(
+            iter([reflection_pb2.ServerReflectionRequest(list_services="")])
+        )
+        with pytest.raises(aio.AioRpcError) as info:
+            async for _ in call:
+                pass
+        assert info.value.code() == grpc.StatusCode.UNIMPLEMENTED
+
+
+async def test_without_a_tokens_file_authentication_is_off(make_service: ServiceFactory) -> None:
+    server = await make_service()
+    async with aio.insecure_channel(server.address) as channel:
+        turns = turns_pb2_grpc.TurnServiceStub(channel)
+        await turns.StartTurn(ALPHA_START)
+        listed = await turns.ListTurns(turns_pb2.ListTurnsRequest())
+        assert [t.turn_id for t in listed.turns] == ["t-alpha"]
+
+
+def test_tokens_file_refuses_plain_tokens_unknown_roles_and_duplicates(tmp_path: Path) -> None:
+    path = tmp_path / "tokens.jsonl"
+    bad_lines = [
+        '{"sha256": "my-secret-token", "role": "admin"}',
+        json.dumps({"sha256": "a" * 64, "role": "root"}),
+        json.dumps({"sha256": "a" * 64, "role": "agent:has.dot"}),
+        json.dumps({"role": "admin"}),
+        "not json",
+        json.dumps({"sha256": "a" * 64, "role": "admin"}) * 2,
+    ]
+    for line in bad_lines:
+        path.write_text(line + "\n")
+        with pytest.raises(ValueError, match=r"tokens\.jsonl:1"):
+            auth.TokenStore.load(path)
+    twice = json.dumps({"sha256": "a" * 64, "role": "admin"})
+    path.write_text(f"{twice}\n{twice}\n")
+    with pytest.raises(ValueError, match="twice"):
+        auth.TokenStore.load(path)
+    path.write_text("# nothing but a comment\n")
+    with pytest.raises(ValueError, match="no tokens"):
+        auth.TokenStore.load(path)
+
+
+def test_token_helper_appends_a_hash_and_prints_the_token_once(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    path = tmp_path / "tokens.jsonl"
+    assert (
+        auth.main(["new", "--role", "agent:support", "--name", "support-1", "--file", str(path)])
+        == 0
+    )
+    token = capsys.readouterr().out.strip()
+    assert path.stat().st_mode & 0o777 == 0o600
+    text = path.read_text()
+    assert token not in text
+    entry = json.loads(text)
+    assert entry == {"sha256": auth.token_hash(token), "role": "agent:support", "name": "support-1"}
+    caller = auth.TokenStore.load(path).authenticate([("authorization", f"Bearer {token}")])
+    assert (caller.role, caller.agent, caller.name) == ("agent", "support", "support-1")
+
+
+class _Log(TypedDict):
+    log: Annotated[list[str], operator.add]
+
+
+async def test_an_agents_graph_checkpoints_its_own_turn_and_nobody_elses(env: Env) -> None:
+    # What the bridge does with an agent token: StartTurn, then the graph runs with
+    # RemoteSaver, fenced by the turn. Another agent's saver cannot read the thread.
+    from langgraph.graph import END, START, StateGraph
+    from turnkeeper import errors
+    from turnkeeper.agent.saver import RemoteSaver, durable_config, durable_run_kwargs
+    from turnkeeper.client import ConnectionOptions
+
+    builder = StateGraph(_Log)
+    builder.add_node("step", lambda state: {"log": ["step"]})
+    builder.add_edge(START, "step")
+    builder.add_edge("step", END)
+
+    def saver(name: str) -> RemoteSaver:
+        return RemoteSaver(
+            options=ConnectionOptions(target=env.server.address, bearer_token=env.tokens[name])
+        )
+
+    alpha = bearer(env.tokens["alpha"])
+    await env.turns.StartTurn(
+        turns_pb2.StartTurnRequest(
+            turn_id="t-graph", thread_id="th-graph", agent="alpha", input=value({})
+        ),
+        metadata=alpha,
+    )
+    config = durable_config("th-graph", "t-graph", 0)
+    own = saver("alpha")
+    graph = builder.compile(checkpointer=own)
+    done = await graph.ainvoke({"log": ["in"]}, config, **durable_run_kwargs())
+    assert done["log"] == ["in", "step"]
+    assert await own.aget_tuple({"configurable": {"thread_id": "th-graph"}}) is not None
+
+    other = saver("beta")
+    with pytest.raises(errors.PermissionDenied):
+        await other.aget_tuple({"configurable": {"thread_id": "th-graph"}})
+    with pytest.raises(errors.PermissionDenied):
+        await builder.compile(checkpointer=other).ainvoke(
+            {"log": ["in"]}, {"configurable": {"thread_id": "th-graph"}}
+        )
+    operator_view = saver("operator")
+    assert await operator_view.aget_tuple({"configurable": {"thread_id": "th-graph"}}) is not None
+    for s in (own, other, operator_view):
+        await s.aclose()

@@ -1,0 +1,139 @@
+"""NATS mirroring through the outbox: an outage loses nothing and doubles nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from collections import Counter
+from typing import TypeAlias
+
+import pytest
+from turnkeeper.v1 import turns_pb2 as pb
+from turnkeeper.v1 import turns_pb2_grpc
+from turnkeeper_server.app import TurnkeeperServer
+
+from tests.support.nats import NatsServer, subscribe
+from tests.support.service import ServiceFactory
+from tests.support.turns import events, start
+
+pytestmark = pytest.mark.both_backends
+
+# The async stub type exists only in the generated .pyi (an aio channel makes one).
+Stub: TypeAlias = "turns_pb2_grpc.TurnServiceAsyncStub"
+
+
+async def test_events_are_mirrored_with_their_outbox_id(
+    service: TurnkeeperServer, turns: Stub
+) -> None:
+    assert service.settings.nats_url
+    nc, got = await subscribe(service.settings.nats_url, "vystak.turn.events.>")
+    try:
+        await start(turns)
+        await turns.AppendEvents(
+            pb.AppendEventsRequest(turn_id="t1", attempt=0, events=events(1, "token", "final"))
+        )
+        await turns.FinishTurn(
+            pb.FinishTurnRequest(turn_id="t1", attempt=0, outcome=pb.OUTCOME_DONE)
+        )
+        await got.wait_for(lambda: len(got.messages) == 3)
+        subjects = {s for s, _, _ in got.messages}
+        assert subjects == {"vystak.turn.events.t1"}
+        assert [(m["seq"], m["type"]) for _, m, _ in got.messages] == [
+            (1, "token"),
+            (2, "final"),
+            (3, "turn.done"),
+        ]
+        assert got.messages[0][1]["data"] == {"n": 1}
+        assert all(msg_id.isdigit() for _, _, msg_id in got.messages)
+        await asyncio.wait_for(service.outbox.wait_drained(), 10)
+        assert service.outbox.backlog() == 0
+    finally:
+        await nc.close()
+
+
+async def test_nats_outage_loses_nothing_and_publishes_each_outbox_id_once(
+    nats_server: NatsServer, service: TurnkeeperServer, turns: Stub
+) -> None:
+    nc, got = await subscribe(nats_server.url, "vystak.turn.>")
+    try:
+        await start(turns, turn_id="before", thread_id="a")
+        await turns.AppendEvents(
+            pb.AppendEventsRequest(turn_id="before", attempt=0, events=events(1, "token"))
+        )
+        await got.wait_for(lambda: len(got.messages) == 1)
+
+        nats_server.stop()
+        # While NATS is down every RPC still works; events and rewinds pile up.
+        await turns.AppendEvents(
+            pb.AppendEventsRequest(turn_id="before", attempt=0, events=events(2, "token", "token"))
+        )
+        for i in range(3):
+            await start(turns, turn_id=f"t{i}", thread_id=f"th{i}")
+            await turns.AppendEvents(
+                pb.AppendEventsRequest(turn_id=f"t{i}", attempt=0, events=events(1, "token"))
+            )
+        redriven = await turns.Redrive(
+            pb.RedriveRequest(agent="agent", replica="r1", incarnation="i2")
+        )
+        assert len(redriven.turns) == 4
+        for i in range(3):
+            await turns.AppendEvents(
+                pb.AppendEventsRequest(turn_id=f"t{i}", attempt=1, events=events(1, "token"))
+            )
+            await turns.FinishTurn(
+                pb.FinishTurnRequest(turn_id=f"t{i}", attempt=1, outcome=pb.OUTCOME_DONE)
+            )
+        backlog = service.outbox.backlog()
+        # 2 + (1 per turn, 3) + 4 rewinds + (2 per turn, 6) = 15 messages wait.
+        assert backlog == 15
+
+        nats_server.start()
+        await got.wait_for(lambda: len(got.messages) == 16, timeout=20)
+        await asyncio.wait_for(service.outbox.wait_drained(), 10)
+        assert service.outbox.backlog() == 0
+        ids = Counter(msg_id for _, _, msg_id in got.messages)
+        assert all(n == 1 for n in ids.values()), ids
+        assert len(got.on(".turn.rewind")) == 4
+        # Order per turn is kept: t0's stream is token(1), rewind, token(1, attempt 1), turn.done.
+        t0 = [
+            (s.rsplit(".", 1)[-1], m.get("seq"), m.get("attempt"))
+            for s, m, _ in got.messages
+            if m.get("turn_id") == "t0"
+        ]
+        assert t0 == [("t0", 1, 0), ("rewind", 0, 1), ("t0", 1, 1), ("t0", 2, 1)]
+    finally:
+        await nc.close()
+
+
+async def test_no_nats_configured_the_service_still_serves(
+    make_service: ServiceFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    import logging
+
+    from grpc import aio
+
+    with caplog.at_level(logging.WARNING):
+        server = await make_service(nats_url=None)
+    assert any("mirroring to NATS is off" in r.getMessage() for r in caplog.records)
+    async with aio.insecure_channel(server.address) as ch:
+        stub = turns_pb2_grpc.TurnServiceStub(ch)
+        await start(stub)
+        await stub.AppendEvents(
+            pb.AppendEventsRequest(turn_id="t1", attempt=0, events=events(1, "token"))
+        )
+        done = await stub.FinishTurn(
+            pb.FinishTurnRequest(turn_id="t1", attempt=0, outcome=pb.OUTCOME_DONE)
+        )
+        assert done.turn.state == pb.TURN_STATE_DONE
+
+
+@pytest.mark.parametrize("msg_id", [1, 42, 10**12])
+def test_outbox_frames_are_what_nats_py_publish_sends(msg_id: int) -> None:
+    """nats_link builds the HPUB frames itself (cheaper than nc.publish per message):
+    byte for byte what nc.publish(subject, payload, headers={"Nats-Msg-Id": id}) sends."""
+    from nats.protocol.command import hpub_cmd
+    from turnkeeper_server.messaging.link import _hpub
+
+    payload = '{"seq":1,"data":"é"}'.encode()
+    header = bytearray(b"NATS/1.0\r\nNats-Msg-Id: " + str(msg_id).encode() + b"\r\n\r\n")
+    expected = hpub_cmd("vystak.turn.events.t1", "", header, payload)
+    assert _hpub("vystak.turn.events.t1", msg_id, payload) == expected

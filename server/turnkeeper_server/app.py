@@ -22,7 +22,7 @@ from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turn
 
 from turnkeeper_server.config import Settings
 from turnkeeper_server.engine import Engine
-from turnkeeper_server.journal.transitions import Policy
+from turnkeeper_server.journal.records import Policy
 from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.messaging.outbox import OutboxPublisher
 from turnkeeper_server.metrics import Metrics
@@ -32,7 +32,7 @@ from turnkeeper_server.rpc.interceptors import ErrorsAndMetrics
 from turnkeeper_server.rpc.turn_service import TurnServicer
 from turnkeeper_server.security import transport as security
 from turnkeeper_server.security.auth import Authenticate, TokenStore
-from turnkeeper_server.store.sqlite import Database
+from turnkeeper_server.store import open_store
 from turnkeeper_server.watch import TurnNotifier
 from turnkeeper_server.web.app import WebServer
 
@@ -51,8 +51,12 @@ class TurnkeeperServer:
         security.check_exposure(settings, tokens=self.tokens is not None)
         self.credentials = security.server_credentials(settings)
         self.settings = settings
-        self.metrics = Metrics(settings.turns_path, settings.sessions_path)
-        self.db = Database(settings.turns_path, settings.sessions_path, settings.synchronous)
+        self.metrics = (
+            Metrics(database_url=settings.database_url)
+            if settings.database_url
+            else Metrics(settings.turns_path, settings.sessions_path)
+        )
+        self.db = open_store(settings)
         self.link = NatsLink(settings.nats_url)
         self.outbox = OutboxPublisher(self.db, self.link, metrics=self.metrics)
         self.notifier = TurnNotifier()
@@ -89,6 +93,7 @@ class TurnkeeperServer:
         self.port = 0
         self.metrics_port = 0
         self._metrics_http: object | None = None
+        self._db_open = False
         self._stopped = False
         self._stop_lock = asyncio.Lock()
 
@@ -100,6 +105,8 @@ class TurnkeeperServer:
     async def start(self) -> None:
         tokens, credentials = self.tokens, self.credentials
         self.db.open()
+        self._db_open = True
+        self.db.listen(self.notifier.changed)
         # ErrorsAndMetrics is outermost: authentication refusals are mapped and counted.
         interceptors: list[Any] = [ErrorsAndMetrics(self.metrics)]
         if tokens is not None:
@@ -145,14 +152,13 @@ class TurnkeeperServer:
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info(
-            "turnkeeper serving on %s (%s, %s; turns %s, sessions %s, NATS %s)",
+            "turnkeeper serving on %s (%s, %s; %s, NATS %s)",
             self.address,
             ("mutual TLS" if self.settings.tls_client_ca else "TLS")
             if credentials
             else "plaintext",
             f"{len(tokens)} tokens" if tokens else "no authentication",
-            self.settings.turns_path,
-            self.settings.sessions_path,
+            self.db.describe(),
             self.settings.nats_url or "off",
         )
 
@@ -172,9 +178,11 @@ class TurnkeeperServer:
             await self.reaper.stop()
             await self.engine.stop()
             await self.outbox.stop()
-            left = await self.outbox.flush(timeout=grace)
+            # A start that failed opening the store (another service holds it, the
+            # database is unreachable) has nothing to flush.
+            left = await self.outbox.flush(timeout=grace) if self._db_open else 0
             if left:
-                log.warning("%d outbox messages stay in turns.db for the next start", left)
+                log.warning("%d outbox messages stay stored for the next start", left)
             await self.link.stop()
             if self._metrics_http is not None:
                 self._metrics_http.shutdown()  # type: ignore[attr-defined]

@@ -11,6 +11,8 @@ Each file is chosen on its own, first match wins: an explicit `--data-dir DIR`
 the temp dir with a warning. The image sets the data dir through
 `TURNKEEPER_DATA_DIR`, not a flag, so the env overrides still win there. Which
 source chose each path is logged at start.
+`--database-url postgresql://...` (env TURNKEEPER_DATABASE_URL) keeps everything in
+PostgreSQL instead, for any number of replicas on one database.
 """
 
 from __future__ import annotations
@@ -36,6 +38,8 @@ DEPLOYED_DATA_DIR = Path("/data")
 class Settings:
     turns_path: Path
     sessions_path: Path
+    # postgresql://...: everything in that database instead of the two files above.
+    database_url: str | None = None
     listen: str = "127.0.0.1:50051"
     # None: no NATS; the service runs and logs that mirroring is off.
     nats_url: str | None = None

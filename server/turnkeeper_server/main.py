@@ -18,9 +18,11 @@ from pathlib import Path
 from turnkeeper_server import logs
 from turnkeeper_server.app import create_server
 from turnkeeper_server.config import Settings, resolve_paths
+from turnkeeper_server.errors import Unavailable
 from turnkeeper_server.messaging.embedded import EmbeddedNats
 from turnkeeper_server.rpc.limits import DEFAULT_LIMITS
 from turnkeeper_server.security.transport import InsecureListen
+from turnkeeper_server.store.lockfile import StoreInUse
 
 log = logging.getLogger("turnkeeper")
 
@@ -42,6 +44,13 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="directory for turns.db and sessions.db; wins over VYSTAK_TURNS_PATH and "
         "VYSTAK_SESSIONS_PATH, which win over TURNKEEPER_DATA_DIR (default /data, "
         "when writable; else the temp dir, with a warning)",
+    )
+    parser.add_argument(
+        "--database-url",
+        default=env("TURNKEEPER_DATABASE_URL") or None,
+        help="postgresql://... : keep journal and checkpoints in PostgreSQL, so several "
+        "replicas can serve one database (env TURNKEEPER_DATABASE_URL); default: SQLite "
+        "files (--data-dir)",
     )
     parser.add_argument(
         "--nats-url",
@@ -174,13 +183,18 @@ def _http_listen(args: argparse.Namespace) -> tuple[str | None, bool]:
 
 
 def settings_from_args(args: argparse.Namespace, nats_url: str | None) -> Settings:
-    turns_path, sessions_path = resolve_paths(args.data_dir)
+    if args.database_url:
+        # Unused with PostgreSQL; not resolved, so no warning about a temporary dir.
+        turns_path, sessions_path = Path("turns.db"), Path("sessions.db")
+    else:
+        turns_path, sessions_path = resolve_paths(args.data_dir)
     http_listen, default_port = _http_listen(args)
     return Settings(
         http_listen=http_listen,
         http_any_port_if_busy=default_port,
         turns_path=turns_path,
         sessions_path=sessions_path,
+        database_url=args.database_url,
         listen=args.listen,
         nats_url=nats_url,
         subject_prefix=args.subject_prefix,
@@ -211,7 +225,7 @@ async def serve(args: argparse.Namespace) -> int:
     try:
         try:
             server = await create_server(settings_from_args(args, nats_url))
-        except (InsecureListen, ValueError) as exc:
+        except (InsecureListen, ValueError, StoreInUse, Unavailable) as exc:
             # Configuration, not a crash: say what is wrong without a traceback.
             log.error("%s", exc)
             return 2

@@ -27,6 +27,9 @@ from tests.support.service import ServiceFactory
 from tests.support.sse_client import Frame, frames
 from tests.support.turns import events, start, value
 
+# The HTTP side goes through the same servicer, so it runs on either store.
+pytestmark = pytest.mark.both_backends
+
 Stub: TypeAlias = "turns_pb2_grpc.TurnServiceAsyncStub"
 
 

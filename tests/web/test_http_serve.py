@@ -55,7 +55,7 @@ async def test_https_with_mutual_tls_uses_the_grpc_sides_files(
 
 
 async def test_a_taken_default_port_falls_back_and_a_given_one_is_an_error(
-    make_service: ServiceFactory,
+    make_service: ServiceFactory, tmp_path: Path
 ) -> None:
     with socket.socket() as taken:
         taken.bind(("127.0.0.1", 0))
@@ -64,8 +64,15 @@ async def test_a_taken_default_port_falls_back_and_a_given_one_is_an_error(
         service = await make_service(http_listen=f"127.0.0.1:{port}", http_any_port_if_busy=True)
         assert service.web is not None and service.web.port not in (0, port)
         assert await turn_status(service.web.url) == 200
+        # Files of its own: the first service holds the SQLite files' lock.
+        other = tmp_path / "other"
+        other.mkdir()
         with pytest.raises(OSError, match="address already in use"):
-            await make_service(http_listen=f"127.0.0.1:{port}")
+            await make_service(
+                http_listen=f"127.0.0.1:{port}",
+                turns_path=other / "turns.db",
+                sessions_path=other / "sessions.db",
+            )
 
 
 def parse(*argv: str) -> argparse.Namespace:

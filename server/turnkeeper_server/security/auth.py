@@ -69,7 +69,7 @@ from turnkeeper_server.errors import (
     TurnkeeperError,
     Unauthenticated,
 )
-from turnkeeper_server.journal.transitions import TurnRecord
+from turnkeeper_server.journal.records import TurnRecord
 from turnkeeper_server.rpc import limits as lim
 
 log = logging.getLogger(__name__)

@@ -1,5 +1,10 @@
 """Shared fixtures: a real nats-server, a real grpc.aio service on port 0, SQLite
-files under tmp_path. Nothing is mocked. Helpers live in tests/support/."""
+files under tmp_path or a database of a real PostgreSQL. Nothing is mocked.
+
+The service-level suites run on both backends: a module marked `both_backends`
+gets each test twice, with `backend` "sqlite" and "postgres"; every other test
+gets "sqlite". The services a test starts follow `backend`.
+"""
 
 from __future__ import annotations
 
@@ -13,7 +18,36 @@ from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer, create_server
 
 from tests.support.nats import NatsServer
-from tests.support.service import ServiceFactory, make_settings
+from tests.support.postgres import PostgresCluster
+from tests.support.service import BACKENDS, ServiceFactory, make_settings
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+        "both_backends"
+    ):
+        metafunc.parametrize("backend", BACKENDS)
+
+
+@pytest.fixture
+def backend() -> str:
+    """The store the test's services use; "sqlite" unless the module runs on both."""
+    return "sqlite"
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    with PostgresCluster.temporary() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def database_url(backend: str, request: pytest.FixtureRequest) -> str | None:
+    """A fresh PostgreSQL database for a postgres-backend test; None for SQLite."""
+    if backend != "postgres":
+        return None
+    cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
+    return cluster.new_database()
 
 
 @pytest.fixture
@@ -27,12 +61,15 @@ def nats_server() -> Iterator[NatsServer]:
 
 
 @pytest.fixture
-async def make_service(tmp_path: Path, nats_server: NatsServer) -> AsyncIterator[ServiceFactory]:
+async def make_service(
+    tmp_path: Path, nats_server: NatsServer, database_url: str | None
+) -> AsyncIterator[ServiceFactory]:
     # Depends on nats_server so NATS outlives every service: teardown stops the
     # services first, and their outbox flush finds NATS still there.
     started: list[TurnkeeperServer] = []
 
     async def make(**overrides: Any) -> TurnkeeperServer:
+        overrides.setdefault("database_url", database_url)
         server = await create_server(make_settings(tmp_path, **overrides))
         started.append(server)
         return server

@@ -11,9 +11,12 @@ is one concern:
 - config:      settings from flags and env, and the data-file paths (docs/architecture.md §7)
 - engine:      the layer servicers, reaper and metrics go through: commits through the
                store, wakes watchers and the outbox, hands work to replicas
-- store/:      `sqlite` (connections, PRAGMAs, group-commit writer), `sqlite_schema`
-               (migrations)
+- store/:      the store contract both backends meet: `sqlite` (connections, PRAGMAs,
+               group-commit writer), `sqlite_schema` (migrations), `lockfile` (one
+               writer per data directory); `postgres` (`--database-url`: replicas on
+               one database)
 - journal/:    `transitions` (the turn state machine: compare-and-set, fencing),
+               `records` (turn, event, policy),
                `redrive` (orphaned turns run again: attempts+1, rewind, the cap),
                `checkpoints` (LangGraph checkpoints in langgraph-checkpoint-sqlite's
                schema), `stats` (counts for the metrics)
@@ -22,6 +25,10 @@ is one concern:
 - rpc/:        `turn_service`, `checkpoint_service` (thin glue over the engine),
                `interceptors`, `limits` (request validation), `convert` (records to protos)
 - security/:   `auth` (bearer tokens, roles), `transport` (TLS, the exposed-port rule)
+- web/:        the HTTP side on the same event loop: `connect` (TurnService as Connect
+               JSON), `sse` (a turn's events as Server-Sent Events), `relay` (the chat
+               page's calls to agents over NATS), `auth` (tokens on HTTP), `app` (the
+               aiohttp server, the console's static pages)
 - watch:       wake-ups for WatchTurn streams
 - reaper:      re-drives turns whose owner stopped heartbeating
 - errors:      domain errors and their one mapping to gRPC status codes

@@ -1,11 +1,12 @@
 """The engine: the one layer the servicers, the reaper and the metrics go through.
 
-It commits through the store: each turn operation is one compare-and-set of the
-journal in the writer thread, and each checkpoint operation one write of
-`journal.checkpoints`. After a turn commits, the engine wakes the turn's watchers
-and tells the outbox there is work; hand-offs of work to a live replica (after a
-resume, or a re-drive that has no caller to take it) happen here too, after the
-commit, over NATS. No servicer or metric reaches into SQL itself.
+It commits through the store (SQLite or PostgreSQL, `store.contract`): each turn
+operation is one compare-and-set of the journal in one transaction, and each
+checkpoint operation one write of the backend's checkpoint rows. After a turn
+commits, the engine wakes the turn's watchers (on other replicas too, through the
+store's notification) and tells the outbox there is work; hand-offs of work to a
+live replica (after a resume, or a re-drive that has no caller to take it) happen
+here too, after the commit, over NATS. No servicer or metric reaches into SQL itself.
 """
 
 from __future__ import annotations
@@ -13,20 +14,20 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from turnkeeper_server.journal import checkpoints, redrive
 from turnkeeper_server.journal import transitions as journal
+from turnkeeper_server.journal.records import EventRecord, NewEvent, Policy, TurnRecord
 from turnkeeper_server.journal.redrive import Redriven
-from turnkeeper_server.journal.transitions import EventRecord, NewEvent, Policy, TurnRecord
 from turnkeeper_server.logs import turn_log
 from turnkeeper_server.messaging.link import EXECUTE_METHOD, NatsLink, agent_subject
 from turnkeeper_server.messaging.outbox import OutboxPublisher
 from turnkeeper_server.metrics import Metrics
-from turnkeeper_server.store.sqlite import Database, Reader, Tx
+from turnkeeper_server.store.contract import Conn, Store, Tx
+from turnkeeper_server.store.sqlite import Reader
 from turnkeeper_server.watch import TurnNotifier
 
 log = logging.getLogger(__name__)
@@ -48,7 +49,7 @@ class Engine:
 
     def __init__(
         self,
-        db: Database,
+        db: Store,
         policy: Policy,
         notifier: TurnNotifier,
         outbox: OutboxPublisher,
@@ -74,6 +75,7 @@ class Engine:
         def op(tx: Tx) -> T:
             result = fn(tx)
             ids = list(turn_ids(result))
+            tx.announce(ids)
 
             def woken() -> None:
                 for turn_id in ids:
@@ -116,25 +118,27 @@ class Engine:
 
     # -- checkpoints ----------------------------------------------------------------
 
-    def checkpoint(
+    async def checkpoint(
         self, thread_id: str, checkpoint_ns: str, checkpoint_id: str
     ) -> checkpoints.CheckpointRow | None:
-        return checkpoints.get(self._read().conn, thread_id, checkpoint_ns, checkpoint_id)
+        return await self.db.read(
+            lambda conn: self.db.checkpoints.get(conn, thread_id, checkpoint_ns, checkpoint_id)
+        )
 
-    def list_checkpoints(self, **query: Any) -> list[checkpoints.CheckpointRow]:
-        """`journal.checkpoints.list_`'s keyword arguments."""
-        return list(checkpoints.list_(self._read().conn, **query))
+    async def list_checkpoints(self, **query: Any) -> list[checkpoints.CheckpointRow]:
+        """`journal.checkpoints.list_`'s keyword arguments (the same on every backend)."""
+        return await self.db.read(lambda conn: list(self.db.checkpoints.list_(conn, **query)))
 
     async def put_checkpoint(self, **fields: Any) -> None:
         """`journal.checkpoints.put`'s keyword arguments, fence included."""
-        await self.db.write(lambda tx: checkpoints.put(tx, **fields))
+        await self.db.write(lambda tx: self.db.checkpoints.put(tx, **fields))
 
     async def put_writes(self, **fields: Any) -> None:
         """`journal.checkpoints.put_writes`'s keyword arguments, fence included."""
-        await self.db.write(lambda tx: checkpoints.put_writes(tx, **fields))
+        await self.db.write(lambda tx: self.db.checkpoints.put_writes(tx, **fields))
 
     async def delete_thread(self, thread_id: str) -> None:
-        await self.db.write(lambda tx: checkpoints.delete_thread(tx, thread_id))
+        await self.db.write(lambda tx: self.db.checkpoints.delete_thread(tx, thread_id))
 
     # -- transitions ----------------------------------------------------------------
 
@@ -365,7 +369,7 @@ class Engine:
             while True:
                 waiter = self.notifier.register(turn_id)
                 try:
-                    turn, events = self._read().snapshot(
+                    turn, events = await self.db.read(
                         functools.partial(_turn_and_events, turn_id=turn_id, after_seq=cursor)
                     )
                     if turn.rewinds != epoch:
@@ -397,7 +401,7 @@ class Engine:
 
 
 def _turn_and_events(
-    conn: sqlite3.Connection, *, turn_id: str, after_seq: int
+    conn: Conn, *, turn_id: str, after_seq: int
 ) -> tuple[TurnRecord, list[EventRecord]]:
     return (
         journal.require_turn(conn, turn_id),

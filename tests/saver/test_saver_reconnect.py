@@ -23,7 +23,7 @@ from tests.support.nats import NatsServer
 from tests.support.relay import Relay
 from tests.support.service import ServiceFactory
 
-pytestmark = pytest.mark.timeout(120)
+pytestmark = [pytest.mark.timeout(120), pytest.mark.both_backends]
 
 
 @pytest.fixture

@@ -31,7 +31,7 @@ if TYPE_CHECKING:
     from turnkeeper.v1.checkpoints_pb2_grpc import CheckpointServiceAsyncStub
     from turnkeeper.v1.turns_pb2_grpc import TurnServiceAsyncStub
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.both_backends]
 
 OK = grpc.StatusCode.OK
 UNAUTH = grpc.StatusCode.UNAUTHENTICATED

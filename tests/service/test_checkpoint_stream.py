@@ -14,7 +14,7 @@ from google.protobuf import struct_pb2
 from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.both_backends]
 
 Req = checkpoints_pb2.CheckpointStreamRequest
 

@@ -23,7 +23,7 @@ from turnkeeper.states import TurnState
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.engine import Engine
 from turnkeeper_server.errors import status_for
-from turnkeeper_server.journal.transitions import Policy
+from turnkeeper_server.journal.records import Policy
 from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.messaging.outbox import OutboxPublisher
 from turnkeeper_server.metrics import Metrics

@@ -14,6 +14,9 @@ from grpc import aio
 from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.config import Settings
 
+# The stores a `both_backends` module runs each test on (the `backend` fixture).
+BACKENDS = ("sqlite", "postgres")
+
 
 def make_settings(data_dir: Path, **overrides: Any) -> Settings:
     base = Settings(

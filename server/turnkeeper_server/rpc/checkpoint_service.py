@@ -59,7 +59,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         ns = self._ns(request.checkpoint_ns)
         checkpoint_id = lim.check_optional_id("checkpoint_id", request.checkpoint_id, self.limits)
         self._own_thread(thread_id)
-        row = self.engine.checkpoint(thread_id, ns, checkpoint_id)
+        row = await self.engine.checkpoint(thread_id, ns, checkpoint_id)
         if row is None:
             return checkpoints_pb2.GetCheckpointResponse(found=False)
         return checkpoints_pb2.GetCheckpointResponse(found=True, checkpoint=_tuple(row))
@@ -78,7 +78,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
                 self.limits.max_json_depth,
             )
         self._own_thread(thread_id)
-        rows = self.engine.list_checkpoints(
+        rows = await self.engine.list_checkpoints(
             thread_id=thread_id,
             checkpoint_ns=self._ns(request.checkpoint_ns)
             if request.HasField("checkpoint_ns")

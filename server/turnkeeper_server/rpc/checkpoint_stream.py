@@ -38,6 +38,14 @@ Response = checkpoints_pb2.CheckpointStreamResponse
 
 _OPS = "get, put, writes or append"
 
+# The right each kind of message needs: its unary RPC's (security/auth.py's RIGHTS).
+MESSAGE_RIGHTS: dict[str, str] = {
+    "get": "/turnkeeper.v1.CheckpointService/GetCheckpoint",
+    "put": "/turnkeeper.v1.CheckpointService/PutCheckpoint",
+    "writes": "/turnkeeper.v1.CheckpointService/PutWrites",
+    "append": "/turnkeeper.v1.TurnService/AppendEvents",
+}
+
 
 class StreamingCheckpointServicer(CheckpointServicer):
     """CheckpointService with its stream; appends go through ``turns``' AppendEvents."""
@@ -73,7 +81,7 @@ class StreamingCheckpointServicer(CheckpointServicer):
     async def _one(self, request: Request, context: Ctx) -> Response:
         op = request.WhichOneof("op")
         if op is not None:
-            auth.require_right(auth.STREAM_RIGHTS[op])
+            auth.require_right(MESSAGE_RIGHTS[op])
         if op == "get":
             return Response(id=request.id, get=await self.GetCheckpoint(request.get, context))
         if op == "put":

@@ -11,8 +11,8 @@ from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 
 from turnkeeper_server.engine import Engine, Reset
 from turnkeeper_server.errors import InvalidArgument
+from turnkeeper_server.journal.records import NewEvent
 from turnkeeper_server.journal.redrive import Redriven
-from turnkeeper_server.journal.transitions import NewEvent
 from turnkeeper_server.rpc import limits as lim
 from turnkeeper_server.rpc.convert import (
     PROTO_TO_STATE,

@@ -69,7 +69,7 @@ from turnkeeper_server.errors import (
     TurnkeeperError,
     Unauthenticated,
 )
-from turnkeeper_server.journal.transitions import TurnRecord
+from turnkeeper_server.journal.records import TurnRecord
 from turnkeeper_server.rpc import limits as lim
 
 log = logging.getLogger(__name__)
@@ -113,19 +113,10 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     _CHECKPOINTS + "PutCheckpoint": _EXECUTOR,
     _CHECKPOINTS + "PutWrites": _EXECUTOR,
     _CHECKPOINTS + "DeleteThread": _EXECUTOR,
-    # Each message is then checked against its unary RPC's right (STREAM_RIGHTS),
-    # and by the servicer as that RPC is (threads, turns).
+    # Each message then also needs its unary RPC's right (rpc/checkpoint_stream.py).
     _CHECKPOINTS + "CheckpointStream": frozenset({AGENT, OPERATOR, ADMIN}),
     REDRIVE_STARTUP: _EXECUTOR,
     REDRIVE_OPERATOR: _OPERATE,
-}
-
-# The right each kind of CheckpointStream message needs: its unary RPC's.
-STREAM_RIGHTS: Mapping[str, str] = {
-    "get": _CHECKPOINTS + "GetCheckpoint",
-    "put": _CHECKPOINTS + "PutCheckpoint",
-    "writes": _CHECKPOINTS + "PutWrites",
-    "append": _TURNS + "AppendEvents",
 }
 
 # Longest Authorization value we hash; grpc's metadata cap (8 KiB) bounds it anyway.

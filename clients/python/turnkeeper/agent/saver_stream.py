@@ -59,8 +59,14 @@ RunKey = tuple[str, str, int]
 IDLE_SECONDS: Final = 30.0
 # Open streams per saver and event loop; past it the least recently used idle go.
 MAX_STREAMS: Final = 64
-# How a stream ends when it broke rather than refused: opened again.
-_BROKEN: Final = frozenset({grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED})
+# How a stream ends when it broke rather than refused: opened again. INTERNAL is
+# among them because grpc reports a connection cut in the middle of a frame as
+# INTERNAL, not UNAVAILABLE; every message is idempotent and the breaks are
+# bounded, so a service that answers INTERNAL itself only gets the message again
+# a few times, and its INTERNAL is what the caller then gets.
+_BROKEN: Final = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.INTERNAL}
+)
 _RPC: Final = "CheckpointStream"
 _CODES: Final = {code.value[0]: code for code in grpc.StatusCode}
 
@@ -187,6 +193,9 @@ class AsyncRunStream:
             if breaks > self._options.retry_max_attempts:
                 self._call = None
                 cause = from_rpc_error(error, rpc=_RPC) if error is not None else None
+                if cause is not None and code == grpc.StatusCode.INTERNAL:
+                    self._fail(cause)
+                    return
                 self._fail(
                     Unavailable(
                         grpc.StatusCode.UNAVAILABLE,

@@ -18,7 +18,14 @@ from grpc import aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
-from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
+from turnkeeper.v1 import (
+    checkpoints_pb2,
+    checkpoints_pb2_grpc,
+    operations_pb2,
+    operations_pb2_grpc,
+    turns_pb2,
+    turns_pb2_grpc,
+)
 
 from turnkeeper_server.config import Settings
 from turnkeeper_server.engine import Turns
@@ -29,6 +36,7 @@ from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.reaper import LeaseReaper
 from turnkeeper_server.rpc.checkpoint_service import CheckpointServicer
 from turnkeeper_server.rpc.interceptors import ErrorsAndMetrics
+from turnkeeper_server.rpc.operations_service import OperationsServicer
 from turnkeeper_server.rpc.turn_service import TurnServicer
 from turnkeeper_server.security import transport as security
 from turnkeeper_server.security.auth import Authenticate, TokenStore
@@ -40,6 +48,7 @@ log = logging.getLogger(__name__)
 SERVICE_NAMES = (
     turns_pb2.DESCRIPTOR.services_by_name["TurnService"].full_name,
     checkpoints_pb2.DESCRIPTOR.services_by_name["CheckpointService"].full_name,
+    operations_pb2.DESCRIPTOR.services_by_name["OperationsService"].full_name,
 )
 
 
@@ -104,6 +113,9 @@ class TurnkeeperServer:
         )
         checkpoints_pb2_grpc.add_CheckpointServiceServicer_to_server(
             CheckpointServicer(self.db, self.settings.limits, self.metrics), server
+        )
+        operations_pb2_grpc.add_OperationsServiceServicer_to_server(
+            OperationsServicer(tokens), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self.settings.reflection:

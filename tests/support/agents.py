@@ -55,6 +55,7 @@ class Agent:
         slow_attempt: int = 0,
         warm: bool = False,
         agent: str = AGENT,
+        extra_env: dict[str, str] | None = None,
     ) -> Agent:
         env = {
             **os.environ,
@@ -68,6 +69,7 @@ class Agent:
             "WAIT_FOR_GO": "1" if warm else "0",
             "PYTHONUNBUFFERED": "1",
             "SLOW_ATTEMPT": str(slow_attempt),
+            **(extra_env or {}),
         }
         env.pop("SLOW_STEP", None)
         if slow_step is not None:

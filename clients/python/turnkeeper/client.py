@@ -30,7 +30,14 @@ import grpc
 import grpc.aio
 
 from turnkeeper.errors import from_rpc_error
-from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
+from turnkeeper.v1 import (
+    checkpoints_pb2,
+    checkpoints_pb2_grpc,
+    operations_pb2,
+    operations_pb2_grpc,
+    turns_pb2,
+    turns_pb2_grpc,
+)
 
 __all__ = [
     "ADDRESS_ENV",
@@ -224,6 +231,7 @@ class AsyncTurnkeeperClient(_Base):
         self._channel: grpc.aio.Channel | None = None
         self._turns: turns_pb2_grpc.TurnServiceAsyncStub | None = None
         self._checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub | None = None
+        self._operations: operations_pb2_grpc.OperationsServiceAsyncStub | None = None
         self._loop: asyncio.AbstractEventLoop | None = None
         self._closed = False
 
@@ -252,6 +260,7 @@ class AsyncTurnkeeperClient(_Base):
         self._loop = loop
         self._turns = turns_pb2_grpc.TurnServiceStub(channel)
         self._checkpoints = checkpoints_pb2_grpc.CheckpointServiceStub(channel)
+        self._operations = operations_pb2_grpc.OperationsServiceStub(channel)
 
     def _turn_stub(self) -> turns_pb2_grpc.TurnServiceAsyncStub:
         self._open()
@@ -296,7 +305,7 @@ class AsyncTurnkeeperClient(_Base):
         """Close the channel, cancelling calls in flight. Safe to call twice."""
         self._closed = True
         channel, self._channel = self._channel, None
-        self._turns = self._checkpoints = None
+        self._turns = self._checkpoints = self._operations = None
         if channel is not None:
             await channel.close(None)
 
@@ -428,6 +437,19 @@ class AsyncTurnkeeperClient(_Base):
         stub = self._checkpoint_stub()
         return await self._unary("DeleteThread", stub.DeleteThread, request, timeout)
 
+    # OperationsService
+
+    def _operations_stub(self) -> operations_pb2_grpc.OperationsServiceAsyncStub:
+        self._open()
+        assert self._operations is not None
+        return self._operations
+
+    async def introspect(
+        self, request: operations_pb2.IntrospectRequest, *, timeout: float | None = None
+    ) -> operations_pb2.IntrospectResponse:
+        stub = self._operations_stub()
+        return await self._unary("Introspect", stub.Introspect, request, timeout)
+
 
 class TurnkeeperClient(_Base):
     """Blocking client, same methods as :class:`AsyncTurnkeeperClient`. The channel
@@ -444,6 +466,7 @@ class TurnkeeperClient(_Base):
         self._channel: grpc.Channel | None = channel
         self._turns = turns_pb2_grpc.TurnServiceStub(channel)
         self._checkpoints = checkpoints_pb2_grpc.CheckpointServiceStub(channel)
+        self._operations = operations_pb2_grpc.OperationsServiceStub(channel)
 
     def _unary(
         self,
@@ -589,3 +612,10 @@ class TurnkeeperClient(_Base):
         self, request: checkpoints_pb2.DeleteThreadRequest, *, timeout: float | None = None
     ) -> checkpoints_pb2.DeleteThreadResponse:
         return self._unary("DeleteThread", self._checkpoints.DeleteThread, request, timeout)
+
+    # OperationsService
+
+    def introspect(
+        self, request: operations_pb2.IntrospectRequest, *, timeout: float | None = None
+    ) -> operations_pb2.IntrospectResponse:
+        return self._unary("Introspect", self._operations.Introspect, request, timeout)

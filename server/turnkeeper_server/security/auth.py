@@ -30,6 +30,12 @@ Roles (RIGHTS below is the table the interceptor and the servicers both read):
   the operator form of Redrive.
 - `admin`: everything.
 
+The NATS bridges apply the same table to their JSON-RPC callers (the token in the
+NATS header `Authorization`, looked up with OperationsService/Introspect):
+`responses/create` is open to every role (for an agent token, its own agent's
+bridge only), `responses/turnStatus` to the readers, and `responses/resumeDetached`,
+the human-in-the-loop gate, to agent, operator and admin tokens as ResumeDetached is.
+
 Threads: a thread belongs to the agent whose turns run on it. An agent token may use
 the checkpoints of a thread only when the journal holds a turn of that agent on it
 and none of another agent; it may start a turn on a thread that is new or its own.
@@ -79,6 +85,7 @@ ROLES = (AGENT, PANEL, OPERATOR, ADMIN)
 
 _TURNS = "/turnkeeper.v1.TurnService/"
 _CHECKPOINTS = "/turnkeeper.v1.CheckpointService/"
+_OPERATIONS = "/turnkeeper.v1.OperationsService/"
 HEALTH_PREFIX = "/grpc.health.v1.Health/"
 REFLECTION_PREFIXES = (
     "/grpc.reflection.v1alpha.ServerReflection/",
@@ -89,6 +96,10 @@ REFLECTION_PREFIXES = (
 # hold it. A method of the two services missing here is admin-only.
 REDRIVE_STARTUP = "Redrive (startup form)"
 REDRIVE_OPERATOR = "Redrive (operator form)"
+JSONRPC_CREATE = "responses/create"
+JSONRPC_TURN_STATUS = "responses/turnStatus"
+JSONRPC_RESUME_DETACHED = "responses/resumeDetached"
+JSONRPC_METHODS = (JSONRPC_CREATE, JSONRPC_TURN_STATUS, JSONRPC_RESUME_DETACHED)
 _ALL = frozenset(ROLES)
 _EXECUTOR = frozenset({AGENT, ADMIN})
 _READ = frozenset({AGENT, PANEL, OPERATOR, ADMIN})
@@ -115,7 +126,23 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     _CHECKPOINTS + "DeleteThread": _EXECUTOR,
     REDRIVE_STARTUP: _EXECUTOR,
     REDRIVE_OPERATOR: _OPERATE,
+    # A bridge asks who its JSON-RPC callers are.
+    _OPERATIONS + "Introspect": _EXECUTOR,
+    # The JSON-RPC methods a bridge serves on NATS, checked by the bridge with the
+    # answer of Introspect. Starting a turn through an agent is what a chat panel
+    # does; answering a parked turn's interrupt (the human-in-the-loop gate) stays
+    # with the roles that may ResumeDetached over gRPC.
+    JSONRPC_CREATE: frozenset({AGENT, PANEL, OPERATOR, ADMIN}),
+    JSONRPC_TURN_STATUS: _READ,
+    JSONRPC_RESUME_DETACHED: frozenset({AGENT, OPERATOR, ADMIN}),
 }
+
+
+def jsonrpc_methods(role: str) -> list[str]:
+    """The bridge's JSON-RPC methods `role` may call (an agent token: on its own
+    agent's bridge only, which the bridge checks)."""
+    return [m for m in JSONRPC_METHODS if role in RIGHTS[m]]
+
 
 # Longest Authorization value we hash; grpc's metadata cap (8 KiB) bounds it anyway.
 MAX_TOKEN_LENGTH = 4096
@@ -301,6 +328,12 @@ class TokenStore:
                 raise ValueError(f"{where}: the same token hash appears twice")
             callers[digest] = Caller(name=name, role=role, agent=agent)
         return cls(callers)
+
+    def lookup(self, token: str) -> Caller | None:
+        """The caller a bare token stands for, or None."""
+        if not token or len(token) > MAX_TOKEN_LENGTH:
+            return None
+        return self._callers.get(token_hash(token))
 
     def authenticate(self, metadata: Iterable[tuple[str, str | bytes]] | None) -> Caller:
         values = [v for k, v in metadata or () if k.lower() == "authorization"]

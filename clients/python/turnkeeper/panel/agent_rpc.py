@@ -65,6 +65,7 @@ class NatsAgentTransport:
         timeout: float = 10.0,
         follow_options: FollowOptions | None = None,
         metadata: Mapping[str, Any] | None = None,
+        token: str | None = None,
     ) -> None:
         self.nc = nc
         self.agent = agent
@@ -73,6 +74,11 @@ class NatsAgentTransport:
         self.timeout = timeout
         self.follow_options = follow_options
         self.metadata = dict(metadata or {})
+        # Sent as the NATS header "Authorization: Bearer <token>" on every request
+        # (a bridge of a service with tokens refuses requests without one); by
+        # default the token the client uses for the service.
+        token = token if token is not None else client.options.bearer_token
+        self.headers = {"Authorization": f"Bearer {token}"} if token else None
 
     async def call(self, method: str, params: Mapping[str, Any]) -> Any:
         """One JSON-RPC request; its ``result``."""
@@ -87,7 +93,10 @@ class NatsAgentTransport:
         }
         try:
             msg = await self.nc.request(
-                self.subject, json.dumps(envelope).encode(), timeout=self.timeout
+                self.subject,
+                json.dumps(envelope).encode(),
+                timeout=self.timeout,
+                headers=self.headers,
             )
         except nats.errors.NoRespondersError:
             raise NotDispatched(

@@ -36,6 +36,7 @@ from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
 
 from turnkeeper.agent.bridge.boundary import BoundarySaver
+from turnkeeper.agent.bridge.caller_auth import CallerCheck
 from turnkeeper.agent.bridge.config import BridgeConfig
 from turnkeeper.agent.bridge.health import HealthServer
 from turnkeeper.agent.bridge.methods import Methods
@@ -100,7 +101,9 @@ class Bridge:
             input_mapper=input_mapper or _identity,
             run_config=run_config,
         )
-        self.methods = Methods(self.client, self.runtime, self.identity)
+        self.methods = Methods(
+            self.client, self.runtime, self.identity, CallerCheck(self.client, config.agent)
+        )
         host, port = config.health_address
         self.health = HealthServer(host, port, self._check)
         self.subscriber = NatsSubscriber(

@@ -12,6 +12,7 @@ from typing import Final
 
 from turnkeeper.agent.bridge import jsonrpc
 from turnkeeper.agent.bridge._convert import py_to_value
+from turnkeeper.agent.bridge.caller_auth import CallerCheck
 from turnkeeper.agent.bridge.intent import (
     INTENT_KEY,
     REGENERATE_INPUT,
@@ -56,11 +57,17 @@ def state_name(state: int) -> str:
 
 class Methods:
     def __init__(
-        self, client: AsyncTurnkeeperClient, runtime: TurnRuntime, identity: Identity
+        self,
+        client: AsyncTurnkeeperClient,
+        runtime: TurnRuntime,
+        identity: Identity,
+        callers: CallerCheck | None = None,
     ) -> None:
         self.client = client
         self.runtime = runtime
         self.identity = identity
+        # Who may call the responses/* methods; None: anyone (tests of the methods).
+        self.callers = callers
         self.accepting = True
 
     async def dispatch(self, request: Request) -> Reply:
@@ -77,6 +84,10 @@ class Methods:
                 f"{CREATE}, {TURN_STATUS}, {RESUME_DETACHED} and {EXECUTE}",
             )
         try:
+            # The service's own hand-offs (execute) are not a caller's request: who
+            # may publish them is NATS's authorization (the locked bundled server).
+            if self.callers is not None and request.method != EXECUTE:
+                await self.callers.check(request)
             return await handler(request)
         except TurnkeeperError as exc:
             raise RpcError.from_service(exc) from exc

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import uuid
@@ -148,7 +149,7 @@ class NatsSubscriber:
         request: Request | None = None
         reply: Reply | None = None
         try:
-            request = jsonrpc.parse(msg.data)
+            request = dataclasses.replace(jsonrpc.parse(msg.data), headers=msg.headers or {})
             reply = Reply({}) if request.method == PING else await self.dispatch(request)
             body = jsonrpc.result_envelope(request.id, reply.result)
         except RpcError as exc:

@@ -61,7 +61,7 @@ class TurnkeeperServer:
         self.settings = settings
         self.metrics = Metrics(settings.turns_path, settings.sessions_path)
         self.db = Database(settings.turns_path, settings.sessions_path, settings.synchronous)
-        self.link = NatsLink(settings.nats_url)
+        self.link = NatsLink(settings.nats_url, auth=settings.nats_auth)
         self.outbox = OutboxPublisher(self.db, self.link, metrics=self.metrics)
         self.notifier = TurnNotifier()
         self.policy = Policy(

@@ -17,6 +17,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from turnkeeper.nats_auth import NatsAuth
+
 from turnkeeper_server.rpc.limits import DEFAULT_LIMITS, Limits
 
 log = logging.getLogger(__name__)
@@ -33,6 +35,8 @@ class Settings:
     listen: str = "127.0.0.1:50051"
     # None: no NATS; the service runs and logs that mirroring is off.
     nats_url: str | None = None
+    # How the NATS connection authenticates and encrypts, beside its URL.
+    nats_auth: NatsAuth = field(default_factory=NatsAuth)
     subject_prefix: str = "vystak"
     namespace: str = "default"
     # How long an executor's lease lasts without a heartbeat.

@@ -15,9 +15,13 @@ import os
 import signal
 from pathlib import Path
 
+from turnkeeper import nats_auth
+from turnkeeper.nats_auth import NatsAuth
+
 from turnkeeper_server import logs
 from turnkeeper_server.app import create_server
 from turnkeeper_server.config import Settings, resolve_paths
+from turnkeeper_server.messaging.credentials import bundled_credentials
 from turnkeeper_server.messaging.embedded import EmbeddedNats
 from turnkeeper_server.rpc.limits import DEFAULT_LIMITS
 from turnkeeper_server.security.transport import InsecureListen
@@ -51,6 +55,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-nats", action="store_true", help="run without NATS: no mirroring, no hand-offs"
     )
+    nats_auth.add_arguments(parser)
     parser.add_argument(
         "--subject-prefix",
         default=env("TURNKEEPER_SUBJECT_PREFIX", "vystak"),
@@ -148,13 +153,16 @@ def add_security_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
-def settings_from_args(args: argparse.Namespace, nats_url: str | None) -> Settings:
+def settings_from_args(
+    args: argparse.Namespace, nats_url: str | None, nats: NatsAuth | None = None
+) -> Settings:
     turns_path, sessions_path = resolve_paths(args.data_dir)
     return Settings(
         turns_path=turns_path,
         sessions_path=sessions_path,
         listen=args.listen,
         nats_url=nats_url,
+        nats_auth=nats if nats is not None else nats_auth.from_args(args),
         subject_prefix=args.subject_prefix,
         namespace=args.namespace,
         lease_seconds=args.lease_seconds,
@@ -175,14 +183,15 @@ def settings_from_args(args: argparse.Namespace, nats_url: str | None) -> Settin
 async def serve(args: argparse.Namespace) -> int:
     embedded: EmbeddedNats | None = None
     nats_url = args.nats_url
-    if nats_url is None and not args.no_nats:
-        embedded = EmbeddedNats()
-        nats_url = embedded.start()
-        log.info("started a bundled nats-server at %s (pass --nats-url to use yours)", nats_url)
     server = None
     try:
+        nats = nats_auth.from_args(args)
+        if nats_url is None and not args.no_nats:
+            embedded, nats = _bundled_nats(args, nats)
+            nats_url = embedded.start()
+            log.info("started a bundled nats-server at %s (pass --nats-url to use yours)", nats_url)
         try:
-            server = await create_server(settings_from_args(args, nats_url))
+            server = await create_server(settings_from_args(args, nats_url, nats))
         except (InsecureListen, ValueError) as exc:
             # Configuration, not a crash: say what is wrong without a traceback.
             log.error("%s", exc)
@@ -201,6 +210,23 @@ async def serve(args: argparse.Namespace) -> int:
         if embedded is not None:
             embedded.stop()
     return 0
+
+
+def _bundled_nats(args: argparse.Namespace, nats: NatsAuth) -> tuple[EmbeddedNats, NatsAuth]:
+    """The bundled nats-server: locked with a generated token when the service has
+    tokens (messaging/credentials.py), open otherwise (the quick start)."""
+    if args.tokens_file is None:
+        return EmbeddedNats(), nats
+    data_dir = resolve_paths(args.data_dir)[0].parent
+    config, token_file = bundled_credentials(data_dir)
+    log.info(
+        "the bundled nats-server requires the token in %s: point agents at it with "
+        "TURNKEEPER_NATS_TOKEN_FILE",
+        token_file,
+    )
+    return EmbeddedNats(config_file=config), dataclasses.replace(
+        nats, credentials=None, nkey_seed=None, token_file=token_file
+    )
 
 
 def run(args: argparse.Namespace) -> int:

@@ -23,11 +23,14 @@ class ServiceProcess:
         nats_url: str | None = None,
         listen: str = "127.0.0.1:0",
         extra: list[str] | None = None,
+        bundled_nats: bool = False,
     ) -> None:
         self.data_dir = data_dir
         self.nats_url = nats_url
         self.listen = listen
         self.extra = extra or []
+        # Without a URL: the service's own bundled nats-server instead of --no-nats.
+        self.bundled_nats = bundled_nats
         self.process: subprocess.Popen[str] | None = None
         self.address = ""
         self.log: list[str] = []
@@ -45,7 +48,10 @@ class ServiceProcess:
             "INFO",
             *self.extra,
         ]
-        args += ["--nats-url", self.nats_url] if self.nats_url else ["--no-nats"]
+        if self.nats_url:
+            args += ["--nats-url", self.nats_url]
+        elif not self.bundled_nats:
+            args += ["--no-nats"]
         self.process = subprocess.Popen(
             args,
             stdout=subprocess.PIPE,

@@ -23,6 +23,7 @@ import nats
 from nats.aio.client import Client
 from nats.errors import BadSubjectError, MaxPayloadError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
+from turnkeeper.nats_auth import NatsAuth
 
 log = logging.getLogger(__name__)
 
@@ -54,9 +55,12 @@ def agent_subject(prefix: str, namespace: str, agent: str) -> str:
 
 
 class NatsLink:
-    def __init__(self, url: str | None, *, name: str = "turnkeeper") -> None:
+    def __init__(
+        self, url: str | None, *, name: str = "turnkeeper", auth: NatsAuth | None = None
+    ) -> None:
         self.url = url
         self.name = name
+        self.auth = auth or NatsAuth()
         self._nc: Client | None = None
         self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
@@ -112,9 +116,16 @@ class NatsLink:
         """One connection attempt that a stop can abandon at once (nats-py's connect
         may swallow a cancellation while it dials)."""
         assert self.url is not None
+        try:
+            # Read at each dial: a rotated token file is picked up by the next one.
+            auth = self.auth.connect_kwargs()
+        except (OSError, ValueError) as exc:
+            log.warning("cannot connect to NATS: %s", exc)
+            return None
         dial = asyncio.ensure_future(
             nats.connect(
                 self.url,
+                **auth,
                 name=self.name,
                 allow_reconnect=False,
                 connect_timeout=2,

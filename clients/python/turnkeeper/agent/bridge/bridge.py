@@ -112,6 +112,7 @@ class Bridge:
             config.queue_group,
             self.methods.dispatch,
             name=f"turnkeeper-bridge/{config.agent}/{config.replica}",
+            auth=config.nats_auth,
         )
         self._started = False
         self._stopping = False

@@ -39,6 +39,7 @@ from nats.aio.subscription import Subscription
 from turnkeeper.agent.bridge import jsonrpc
 from turnkeeper.agent.bridge.jsonrpc import INTERNAL_ERROR, Reply, Request, RpcError
 from turnkeeper.errors import TurnkeeperError
+from turnkeeper.nats_auth import NatsAuth
 
 log = logging.getLogger(__name__)
 
@@ -51,9 +52,17 @@ PROBE_TIMEOUT: Final = 2.0
 
 class NatsSubscriber:
     def __init__(
-        self, url: str, subject: str, queue: str, dispatch: Dispatch, *, name: str
+        self,
+        url: str,
+        subject: str,
+        queue: str,
+        dispatch: Dispatch,
+        *,
+        name: str,
+        auth: NatsAuth | None = None,
     ) -> None:
         self.url = url
+        self.auth = auth or NatsAuth()
         self.subject = subject
         self.queue = queue
         self.dispatch = dispatch
@@ -86,6 +95,7 @@ class NatsSubscriber:
             try:
                 nc = await nats.connect(
                     self.url,
+                    **self.auth.connect_kwargs(),
                     name=self.name,
                     connect_timeout=2,
                     allow_reconnect=True,

@@ -40,6 +40,8 @@ from turnkeeper_server.rpc.operations_service import OperationsServicer
 from turnkeeper_server.rpc.turn_service import TurnServicer
 from turnkeeper_server.security import transport as security
 from turnkeeper_server.security.auth import Authenticate, TokenStore
+from turnkeeper_server.security.streams import OpenStreams
+from turnkeeper_server.security.token_reload import TokenReloader
 from turnkeeper_server.store.sqlite import Database
 from turnkeeper_server.watch import TurnNotifier
 
@@ -57,6 +59,17 @@ class TurnkeeperServer:
         # Security first: a server that would be exposed refuses before touching data.
         self.tokens = TokenStore.load(settings.tokens_file) if settings.tokens_file else None
         security.check_exposure(settings, tokens=self.tokens is not None)
+        self.streams = OpenStreams()
+        self.token_reloader = (
+            TokenReloader(
+                settings.tokens_file,
+                self.tokens,
+                self.streams,
+                poll_seconds=settings.tokens_poll_seconds,
+            )
+            if settings.tokens_file is not None and self.tokens is not None
+            else None
+        )
         self.credentials = security.server_credentials(settings)
         self.settings = settings
         self.metrics = Metrics(settings.turns_path, settings.sessions_path)
@@ -99,7 +112,7 @@ class TurnkeeperServer:
         # ErrorsAndMetrics is outermost: authentication refusals are mapped and counted.
         interceptors: list[Any] = [ErrorsAndMetrics(self.metrics)]
         if tokens is not None:
-            interceptors.append(Authenticate(tokens))
+            interceptors.append(Authenticate(tokens, self.streams))
         message_bytes = self.settings.limits.max_message_bytes
         server = aio.server(
             interceptors=interceptors,
@@ -132,6 +145,8 @@ class TurnkeeperServer:
         await self.link.start()
         await self.outbox.start()
         await self.reaper.start()
+        if self.token_reloader is not None:
+            await self.token_reloader.start()
         await server.start()
         if self.settings.metrics_listen:
             host, _, port = self.settings.metrics_listen.rpartition(":")
@@ -164,6 +179,8 @@ class TurnkeeperServer:
             grace = self.settings.shutdown_grace if grace is None else grace
             # Probes see NOT_SERVING first, so load balancers stop sending work.
             await self.health.enter_graceful_shutdown()
+            if self.token_reloader is not None:
+                await self.token_reloader.stop()
             if self.server is not None:
                 await self.server.stop(grace)
             await self.reaper.stop()
@@ -177,6 +194,11 @@ class TurnkeeperServer:
                 self._metrics_http.shutdown()  # type: ignore[attr-defined]
             self.db.close()
             log.info("turnkeeper stopped")
+
+    def reload_tokens(self, trigger: str = "SIGHUP") -> None:
+        """Read the tokens file again (SIGHUP); nothing without one."""
+        if self.token_reloader is not None:
+            self.token_reloader.reload(trigger)
 
     async def wait_for_termination(self) -> None:
         if self.server is not None:

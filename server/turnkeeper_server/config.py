@@ -57,6 +57,9 @@ class Settings:
     tls_client_ca: Path | None = None
     # Bearer-token hashes and roles (auth.py); None: authentication is off.
     tokens_file: Path | None = None
+    # How often the tokens file is checked for changes (it is also re-read on
+    # SIGHUP); 0: on SIGHUP only.
+    tokens_poll_seconds: float = 1.0
     # Serve a non-loopback address without TLS and authentication anyway (logged).
     insecure: bool = False
     # Server reflection (grpcurl list/describe); with tokens on it needs a token.

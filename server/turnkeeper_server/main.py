@@ -129,6 +129,13 @@ def add_security_arguments(parser: argparse.ArgumentParser) -> None:
         "(env TURNKEEPER_TOKENS_FILE; make entries with python -m turnkeeper_server.security.auth)",
     )
     parser.add_argument(
+        "--tokens-poll-seconds",
+        type=float,
+        default=float(env("TURNKEEPER_TOKENS_POLL_SECONDS", "1")),
+        help="how often the tokens file is checked for changes; it is also re-read on "
+        "SIGHUP; 0: on SIGHUP only (env TURNKEEPER_TOKENS_POLL_SECONDS)",
+    )
+    parser.add_argument(
         "--insecure",
         action="store_true",
         default=_flag(env("TURNKEEPER_INSECURE")),
@@ -172,6 +179,7 @@ def settings_from_args(
         tls_key=args.tls_key,
         tls_client_ca=args.tls_client_ca,
         tokens_file=args.tokens_file,
+        tokens_poll_seconds=args.tokens_poll_seconds,
         insecure=args.insecure,
         reflection=args.reflection,
         limits=dataclasses.replace(
@@ -201,6 +209,8 @@ async def serve(args: argparse.Namespace) -> int:
         # SIGTERM is what `docker stop` and Kubernetes send; SIGINT is Ctrl-C.
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        # SIGHUP: read the tokens file again (add or revoke tokens without a restart).
+        loop.add_signal_handler(signal.SIGHUP, server.reload_tokens)
         print(f"turnkeeper listening on {server.address}", flush=True)
         await stop.wait()
         log.info("signal received: shutting down")

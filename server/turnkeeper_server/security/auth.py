@@ -52,6 +52,7 @@ unguessable (UUIDs), as the clients do.
 from __future__ import annotations
 
 import argparse
+import asyncio
 import contextlib
 import contextvars
 import hashlib
@@ -62,7 +63,7 @@ import secrets
 import stat
 import sys
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, TypeAlias, cast
 
@@ -77,6 +78,7 @@ from turnkeeper_server.errors import (
 )
 from turnkeeper_server.journal.transitions import TurnRecord
 from turnkeeper_server.rpc import limits as lim
+from turnkeeper_server.security.streams import OpenStreams
 
 log = logging.getLogger(__name__)
 
@@ -156,6 +158,9 @@ class Caller:
     role: str
     # The agent an `agent:<name>` token acts for; None for the other roles.
     agent: str | None = None
+    # SHA-256 of the token: which entry of the tokens file, so a reload can tell a
+    # revoked token from a new one under the same name.
+    digest: str = field(default="", compare=False, repr=False)
 
     def __str__(self) -> str:
         role = f"agent:{self.agent}" if self.role == AGENT else self.role
@@ -326,8 +331,20 @@ class TokenStore:
                 raise ValueError(f"{where}: {exc}") from None
             if digest in callers:
                 raise ValueError(f"{where}: the same token hash appears twice")
-            callers[digest] = Caller(name=name, role=role, agent=agent)
+            callers[digest] = Caller(name=name, role=role, agent=agent, digest=digest)
         return cls(callers)
+
+    def names(self) -> dict[str, Caller]:
+        """Token hash to caller, a copy."""
+        return dict(self._callers)
+
+    def replace(self, other: TokenStore) -> None:
+        """Take `other`'s tokens: the next call is checked against them."""
+        self._callers = dict(other._callers)
+
+    def accepts(self, caller: Caller) -> bool:
+        """The token behind `caller` is still accepted, with the same role."""
+        return self._callers.get(caller.digest) == caller
 
     def lookup(self, token: str) -> Caller | None:
         """The caller a bare token stands for, or None."""
@@ -399,8 +416,13 @@ def _refusal(handler: Handler, exc: TurnkeeperError) -> Handler:
     )
 
 
-def _as_caller(handler: Handler, caller: Caller) -> Handler:
-    """The same handler, run with `caller` in the context var."""
+def _revoked() -> Unauthenticated:
+    return Unauthenticated("the bearer token was revoked; this stream is closed")
+
+
+def _as_caller(handler: Handler, caller: Caller, streams: OpenStreams) -> Handler:
+    """The same handler, run with `caller` in the context var; a response stream
+    ends with UNAUTHENTICATED once the caller's token is revoked."""
     make: Any
     behaviour: Callable[..., Any]
     if handler.response_streaming:
@@ -409,9 +431,25 @@ def _as_caller(handler: Handler, caller: Caller) -> Handler:
 
         async def stream(request: Any, context: Any) -> AsyncIterator[Any]:
             token = _CALLER.set(caller)
+            responses = aiter(inner_stream(request, context))
             try:
-                async for response in inner_stream(request, context):
-                    yield response
+                with streams.hold(caller) as entry:
+                    while True:
+                        if entry.revoked:
+                            raise _revoked()
+                        entry.waiting = True
+                        try:
+                            response = await anext(responses)
+                        except StopAsyncIteration:
+                            return
+                        except asyncio.CancelledError:
+                            if not entry.revoked or entry.task is None:
+                                raise
+                            entry.task.uncancel()
+                            raise _revoked() from None
+                        finally:
+                            entry.waiting = False
+                        yield response
             finally:
                 # An abandoned generator may be closed from another context.
                 with contextlib.suppress(ValueError):
@@ -457,8 +495,9 @@ class Authenticate(aio.ServerInterceptor):  # type: ignore[type-arg]
     needs a token of any role.
     """
 
-    def __init__(self, tokens: TokenStore) -> None:
+    def __init__(self, tokens: TokenStore, streams: OpenStreams | None = None) -> None:
         self.tokens = tokens
+        self.streams = streams if streams is not None else OpenStreams()
 
     async def intercept_service(
         self,
@@ -477,7 +516,7 @@ class Authenticate(aio.ServerInterceptor):  # type: ignore[type-arg]
         except TurnkeeperError as exc:
             log.info("refused %s: %s", method, exc)
             return _refusal(handler, exc)
-        return _as_caller(handler, caller)
+        return _as_caller(handler, caller, self.streams)
 
 
 # -- `python -m turnkeeper_server.security.auth` -----------------------------------------------

@@ -27,6 +27,7 @@ from turnkeeper.v1 import (
     turns_pb2_grpc,
 )
 
+from turnkeeper_server.audit import OK, TOKENS_RELOAD, AuditLog
 from turnkeeper_server.config import Settings
 from turnkeeper_server.engine import Turns
 from turnkeeper_server.journal.transitions import Policy
@@ -41,7 +42,7 @@ from turnkeeper_server.rpc.turn_service import TurnServicer
 from turnkeeper_server.security import transport as security
 from turnkeeper_server.security.auth import Authenticate, TokenStore
 from turnkeeper_server.security.streams import OpenStreams
-from turnkeeper_server.security.token_reload import TokenReloader
+from turnkeeper_server.security.token_reload import Reload, TokenReloader
 from turnkeeper_server.store.sqlite import Database
 from turnkeeper_server.watch import TurnNotifier
 
@@ -93,6 +94,9 @@ class TurnkeeperServer:
             namespace=settings.namespace,
         )
         self.reaper = LeaseReaper(self.turns, settings.reap_interval)
+        self.audit = AuditLog(self.db)
+        if self.token_reloader is not None:
+            self.token_reloader.on_reload = self._audit_reload
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]  # not in grpc-stubs
         self.server: aio.Server | None = None
         self.port = 0
@@ -122,13 +126,13 @@ class TurnkeeperServer:
             ],
         )
         turns_pb2_grpc.add_TurnServiceServicer_to_server(
-            TurnServicer(self.turns, self.settings.limits), server
+            TurnServicer(self.turns, self.settings.limits, self.audit), server
         )
         checkpoints_pb2_grpc.add_CheckpointServiceServicer_to_server(
-            CheckpointServicer(self.db, self.settings.limits, self.metrics), server
+            CheckpointServicer(self.db, self.settings.limits, self.metrics, self.audit), server
         )
         operations_pb2_grpc.add_OperationsServiceServicer_to_server(
-            OperationsServicer(tokens), server
+            OperationsServicer(tokens, self.audit), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self.settings.reflection:
@@ -190,10 +194,20 @@ class TurnkeeperServer:
             if left:
                 log.warning("%d outbox messages stay in turns.db for the next start", left)
             await self.link.stop()
+            await self.audit.flush()
             if self._metrics_http is not None:
                 self._metrics_http.shutdown()  # type: ignore[attr-defined]
             self.db.close()
             log.info("turnkeeper stopped")
+
+    def _audit_reload(self, reload: Reload) -> None:
+        self.audit.record_soon(
+            TOKENS_RELOAD,
+            str(self.settings.tokens_file),
+            (reload.error and "INVALID_ARGUMENT") or OK,
+            reload.describe(),
+            f"service ({reload.trigger})",
+        )
 
     def reload_tokens(self, trigger: str = "SIGHUP") -> None:
         """Read the tokens file again (SIGHUP); nothing without one."""

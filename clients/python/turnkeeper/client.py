@@ -450,6 +450,12 @@ class AsyncTurnkeeperClient(_Base):
         stub = self._operations_stub()
         return await self._unary("Introspect", stub.Introspect, request, timeout)
 
+    async def list_audit(
+        self, request: operations_pb2.ListAuditRequest, *, timeout: float | None = None
+    ) -> operations_pb2.ListAuditResponse:
+        stub = self._operations_stub()
+        return await self._unary("ListAudit", stub.ListAudit, request, timeout)
+
 
 class TurnkeeperClient(_Base):
     """Blocking client, same methods as :class:`AsyncTurnkeeperClient`. The channel
@@ -619,3 +625,8 @@ class TurnkeeperClient(_Base):
         self, request: operations_pb2.IntrospectRequest, *, timeout: float | None = None
     ) -> operations_pb2.IntrospectResponse:
         return self._unary("Introspect", self._operations.Introspect, request, timeout)
+
+    def list_audit(
+        self, request: operations_pb2.ListAuditRequest, *, timeout: float | None = None
+    ) -> operations_pb2.ListAuditResponse:
+        return self._unary("ListAudit", self._operations.ListAudit, request, timeout)

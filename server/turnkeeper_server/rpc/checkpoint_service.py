@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc
 
+from turnkeeper_server.audit import DELETE_THREAD, AuditLog
 from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.journal import checkpoints as store
 from turnkeeper_server.journal import transitions as journal
@@ -23,10 +26,13 @@ MAX_NS = 1024
 
 
 class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
-    def __init__(self, db: Database, limits: Limits, metrics: Metrics) -> None:
+    def __init__(
+        self, db: Database, limits: Limits, metrics: Metrics, audit: AuditLog | None = None
+    ) -> None:
         self.db = db
         self.limits = limits
         self.metrics = metrics
+        self.audit = audit
 
     def _thread(self, thread_id: str) -> str:
         return lim.check_id("thread_id", thread_id, self.limits)
@@ -188,8 +194,14 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         self, request: checkpoints_pb2.DeleteThreadRequest, context: Ctx
     ) -> checkpoints_pb2.DeleteThreadResponse:
         thread_id = self._thread(request.thread_id)
-        self._own_thread(thread_id)
-        await self.db.write(lambda tx: store.delete_thread(tx, thread_id))
+        audited: contextlib.AbstractAsyncContextManager[Any] = (
+            contextlib.nullcontext()
+            if self.audit is None
+            else self.audit.action(DELETE_THREAD, thread_id)
+        )
+        async with audited:
+            self._own_thread(thread_id)
+            await self.db.write(lambda tx: store.delete_thread(tx, thread_id))
         return checkpoints_pb2.DeleteThreadResponse()
 
 

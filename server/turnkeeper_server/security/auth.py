@@ -128,8 +128,9 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     _CHECKPOINTS + "DeleteThread": _EXECUTOR,
     REDRIVE_STARTUP: _EXECUTOR,
     REDRIVE_OPERATOR: _OPERATE,
-    # A bridge asks who its JSON-RPC callers are.
+    # A bridge asks who its JSON-RPC callers are; operators read the audit log.
     _OPERATIONS + "Introspect": _EXECUTOR,
+    _OPERATIONS + "ListAudit": _OPERATE,
     # The JSON-RPC methods a bridge serves on NATS, checked by the bridge with the
     # answer of Introspect. Starting a turn through an agent is what a chat panel
     # does; answering a parked turn's interrupt (the human-in-the-loop gate) stays

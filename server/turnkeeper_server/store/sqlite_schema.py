@@ -53,6 +53,19 @@ TURNS_MIGRATIONS: list[str] = [
         created_at REAL NOT NULL
     );
     """,
+    # 2: the audit log of operator actions (audit.py), beside the journal. Plain SQL
+    # that PostgreSQL accepts as well (its backend gives id an identity default).
+    """
+    CREATE TABLE audit (
+        id       INTEGER PRIMARY KEY,
+        at       DOUBLE PRECISION NOT NULL,
+        actor    TEXT NOT NULL,
+        action   TEXT NOT NULL,
+        target   TEXT NOT NULL,
+        outcome  TEXT NOT NULL,
+        detail   TEXT NOT NULL
+    );
+    """,
 ]
 
 SESSIONS_MIGRATIONS: list[str] = [

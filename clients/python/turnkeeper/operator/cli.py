@@ -6,6 +6,7 @@ turnkeeper turns status ID        TurnStatus (UNKNOWN for an id never seen)
 turnkeeper turns resume ID --value JSON
 turnkeeper turns redrive ID [--force]
 turnkeeper turns watch ID         live events; a rewind shows a RESET line
+turnkeeper audit [--limit N]      operator actions: who, what, when, outcome
 turnkeeper health                 exit 0 only when the service is SERVING
 """
 
@@ -25,7 +26,7 @@ import grpc
 
 from turnkeeper.client import ConnectionOptions, TurnkeeperClient, default_address
 from turnkeeper.errors import TurnkeeperError, from_rpc_error
-from turnkeeper.operator import render
+from turnkeeper.operator import audit, render
 from turnkeeper.states import STATE_NAMES
 from turnkeeper.v1 import turns_pb2
 
@@ -248,6 +249,8 @@ def build_parser(serve_arguments: bool = True) -> argparse.ArgumentParser:
         "--after-seq", type=int, default=0, metavar="SEQ", help="start after this seq"
     )
     watch.set_defaults(handler=turns_watch)
+
+    audit.add_command(commands, [conn, output], _client)
 
     health = commands.add_parser(
         "health", parents=[conn], help="gRPC health check: exit 0 only when SERVING"

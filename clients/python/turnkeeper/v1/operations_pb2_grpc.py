@@ -26,7 +26,8 @@ if _version_not_supported:
 
 
 class OperationsServiceStub:
-    """What operators and the NATS bridges need beside the turn journal.
+    """What operators and the NATS bridges need beside the turn journal: who a bearer
+    token is, and the audit log of operator actions.
     """
 
     def __init__(self, channel):
@@ -40,16 +41,30 @@ class OperationsServiceStub:
                 request_serializer=turnkeeper_dot_v1_dot_operations__pb2.IntrospectRequest.SerializeToString,
                 response_deserializer=turnkeeper_dot_v1_dot_operations__pb2.IntrospectResponse.FromString,
                 _registered_method=True)
+        self.ListAudit = channel.unary_unary(
+                '/turnkeeper.v1.OperationsService/ListAudit',
+                request_serializer=turnkeeper_dot_v1_dot_operations__pb2.ListAuditRequest.SerializeToString,
+                response_deserializer=turnkeeper_dot_v1_dot_operations__pb2.ListAuditResponse.FromString,
+                _registered_method=True)
 
 
 class OperationsServiceServicer:
-    """What operators and the NATS bridges need beside the turn journal.
+    """What operators and the NATS bridges need beside the turn journal: who a bearer
+    token is, and the audit log of operator actions.
     """
 
     def Introspect(self, request, context):
         """Who a bearer token is and which JSON-RPC methods it may call on an agent's
         bridge. A bridge asks this for each caller of responses/*; the answer for an
         unknown token is `active: false`, not an error.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListAudit(self, request, context):
+        """The audit log, newest first: who resumed, re-drove or deleted what, and the
+        reloads of the tokens file, each with its outcome.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -63,6 +78,11 @@ def add_OperationsServiceServicer_to_server(servicer, server):
                     request_deserializer=turnkeeper_dot_v1_dot_operations__pb2.IntrospectRequest.FromString,
                     response_serializer=turnkeeper_dot_v1_dot_operations__pb2.IntrospectResponse.SerializeToString,
             ),
+            'ListAudit': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAudit,
+                    request_deserializer=turnkeeper_dot_v1_dot_operations__pb2.ListAuditRequest.FromString,
+                    response_serializer=turnkeeper_dot_v1_dot_operations__pb2.ListAuditResponse.SerializeToString,
+            ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
             'turnkeeper.v1.OperationsService', rpc_method_handlers)
@@ -72,7 +92,8 @@ def add_OperationsServiceServicer_to_server(servicer, server):
 
  # This class is part of an EXPERIMENTAL API.
 class OperationsService:
-    """What operators and the NATS bridges need beside the turn journal.
+    """What operators and the NATS bridges need beside the turn journal: who a bearer
+    token is, and the audit log of operator actions.
     """
 
     @staticmethod
@@ -92,6 +113,33 @@ class OperationsService:
             '/turnkeeper.v1.OperationsService/Introspect',
             turnkeeper_dot_v1_dot_operations__pb2.IntrospectRequest.SerializeToString,
             turnkeeper_dot_v1_dot_operations__pb2.IntrospectResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAudit(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turnkeeper.v1.OperationsService/ListAudit',
+            turnkeeper_dot_v1_dot_operations__pb2.ListAuditRequest.SerializeToString,
+            turnkeeper_dot_v1_dot_operations__pb2.ListAuditResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -27,7 +27,9 @@ GRPC_GENERATED_VERSION: str
 GRPC_VERSION: str
 
 class OperationsServiceStub:
-    """What operators and the NATS bridges need beside the turn journal."""
+    """What operators and the NATS bridges need beside the turn journal: who a bearer
+    token is, and the audit log of operator actions.
+    """
 
     @_typing.overload
     def __new__(cls, channel: _grpc.Channel) -> _Self: ...
@@ -38,10 +40,16 @@ class OperationsServiceStub:
     bridge. A bridge asks this for each caller of responses/*; the answer for an
     unknown token is `active: false`, not an error.
     """
+    ListAudit: _grpc.UnaryUnaryMultiCallable[_operations_pb2.ListAuditRequest, _operations_pb2.ListAuditResponse]
+    """The audit log, newest first: who resumed, re-drove or deleted what, and the
+    reloads of the tokens file, each with its outcome.
+    """
 
 @_typing.type_check_only
 class OperationsServiceAsyncStub(OperationsServiceStub):
-    """What operators and the NATS bridges need beside the turn journal."""
+    """What operators and the NATS bridges need beside the turn journal: who a bearer
+    token is, and the audit log of operator actions.
+    """
 
     def __init__(self, channel: _aio.Channel) -> None: ...
     Introspect: _aio.UnaryUnaryMultiCallable[_operations_pb2.IntrospectRequest, _operations_pb2.IntrospectResponse]  # type: ignore[assignment]
@@ -49,9 +57,15 @@ class OperationsServiceAsyncStub(OperationsServiceStub):
     bridge. A bridge asks this for each caller of responses/*; the answer for an
     unknown token is `active: false`, not an error.
     """
+    ListAudit: _aio.UnaryUnaryMultiCallable[_operations_pb2.ListAuditRequest, _operations_pb2.ListAuditResponse]  # type: ignore[assignment]
+    """The audit log, newest first: who resumed, re-drove or deleted what, and the
+    reloads of the tokens file, each with its outcome.
+    """
 
 class OperationsServiceServicer(metaclass=_abc_1.ABCMeta):
-    """What operators and the NATS bridges need beside the turn journal."""
+    """What operators and the NATS bridges need beside the turn journal: who a bearer
+    token is, and the audit log of operator actions.
+    """
 
     @_abc_1.abstractmethod
     def Introspect(
@@ -62,6 +76,16 @@ class OperationsServiceServicer(metaclass=_abc_1.ABCMeta):
         """Who a bearer token is and which JSON-RPC methods it may call on an agent's
         bridge. A bridge asks this for each caller of responses/*; the answer for an
         unknown token is `active: false`, not an error.
+        """
+
+    @_abc_1.abstractmethod
+    def ListAudit(
+        self,
+        request: _operations_pb2.ListAuditRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_operations_pb2.ListAuditResponse, _abc.Awaitable[_operations_pb2.ListAuditResponse]]:
+        """The audit log, newest first: who resumed, re-drove or deleted what, and the
+        reloads of the tokens file, each with its outcome.
         """
 
 def add_OperationsServiceServicer_to_server(servicer: OperationsServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -7,6 +7,7 @@ turnkeeper turns resume ID --value JSON
 turnkeeper turns redrive ID [--force]
 turnkeeper turns watch ID         live events; a rewind shows a RESET line
 turnkeeper audit [--limit N]      operator actions: who, what, when, outcome
+turnkeeper backup DEST [--data-dir DIR]   consistent copy of the SQLite files
 turnkeeper health                 exit 0 only when the service is SERVING
 """
 
@@ -26,7 +27,7 @@ import grpc
 
 from turnkeeper.client import ConnectionOptions, TurnkeeperClient, default_address
 from turnkeeper.errors import TurnkeeperError, from_rpc_error
-from turnkeeper.operator import audit, render
+from turnkeeper.operator import audit, backup, render
 from turnkeeper.states import STATE_NAMES
 from turnkeeper.v1 import turns_pb2
 
@@ -251,6 +252,7 @@ def build_parser(serve_arguments: bool = True) -> argparse.ArgumentParser:
     watch.set_defaults(handler=turns_watch)
 
     audit.add_command(commands, [conn, output], _client)
+    backup.add_command(commands)
 
     health = commands.add_parser(
         "health", parents=[conn], help="gRPC health check: exit 0 only when SERVING"

@@ -18,6 +18,7 @@ from grpc import aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
+from turnkeeper import tracing
 from turnkeeper.v1 import (
     checkpoints_pb2,
     checkpoints_pb2_grpc,
@@ -115,6 +116,11 @@ class TurnkeeperServer:
         self.db.open()
         # ErrorsAndMetrics is outermost: authentication refusals are mapped and counted.
         interceptors: list[Any] = [ErrorsAndMetrics(self.metrics)]
+        if tracing.active():
+            # Imported only then: with tracing off nothing of OpenTelemetry is loaded.
+            from turnkeeper_server.tracing import ServerTracing
+
+            interceptors.insert(0, ServerTracing())
         if tokens is not None:
             interceptors.append(Authenticate(tokens, self.streams))
         message_bytes = self.settings.limits.max_message_bytes

@@ -29,6 +29,7 @@ from typing import Final, Self, TypeVar
 import grpc
 import grpc.aio
 
+from turnkeeper import tracing
 from turnkeeper.errors import from_rpc_error
 from turnkeeper.v1 import (
     checkpoints_pb2,
@@ -252,10 +253,16 @@ class AsyncTurnkeeperClient(_Base):
             return
         options = self.options.channel_options()
         credentials = self.options.credentials()
+        # A span per RPC only while an OpenTelemetry SDK is installed (tracing.py).
+        interceptors = tracing.client_interceptors() or None
         if credentials is None:
-            channel = grpc.aio.insecure_channel(self.options.target, options=options)
+            channel = grpc.aio.insecure_channel(
+                self.options.target, options=options, interceptors=interceptors
+            )
         else:
-            channel = grpc.aio.secure_channel(self.options.target, credentials, options=options)
+            channel = grpc.aio.secure_channel(
+                self.options.target, credentials, options=options, interceptors=interceptors
+            )
         self._channel = channel
         self._loop = loop
         self._turns = turns_pb2_grpc.TurnServiceStub(channel)

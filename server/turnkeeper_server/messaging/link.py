@@ -23,6 +23,7 @@ import nats
 from nats.aio.client import Client
 from nats.errors import BadSubjectError, MaxPayloadError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
+from turnkeeper import tracing
 from turnkeeper.nats_auth import NatsAuth
 
 log = logging.getLogger(__name__)
@@ -214,8 +215,13 @@ class NatsLink:
             "params": params,
             "metadata": {},
         }
+        headers: dict[str, str] = {}
+        # The turn's trace goes on in the bridge that takes it (turnkeeper.tracing).
+        tracing.inject(headers)
         try:
-            msg = await nc.request(subject, json.dumps(envelope).encode(), timeout=timeout)
+            msg = await nc.request(
+                subject, json.dumps(envelope).encode(), timeout=timeout, headers=headers or None
+            )
         except (NoRespondersError, NatsTimeout):
             return None
         except Exception as exc:

@@ -25,6 +25,7 @@ from typing import Any, Final
 import nats.errors
 from nats.aio.client import Client
 
+from turnkeeper import tracing
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.panel.follower import FollowOptions, Frame, TurnFollower, TurnState
 from turnkeeper.panel.session import AgentRejected, Created, NoAnswer, NotDispatched, RunStatus
@@ -91,12 +92,20 @@ class NatsAgentTransport:
             "params": dict(params),
             "metadata": self.metadata,
         }
+        with tracing.client_span(method, **{"rpc.system": "jsonrpc"}) as traced:
+            return await self._request(method, envelope, traced)
+
+    async def _request(
+        self, method: str, envelope: dict[str, Any], traced: dict[str, str] | None
+    ) -> Any:
+        # The trace context (when tracing is on) beside the bearer token.
+        headers = {**(self.headers or {}), **(traced or {})} or None
         try:
             msg = await self.nc.request(
                 self.subject,
                 json.dumps(envelope).encode(),
                 timeout=self.timeout,
-                headers=self.headers,
+                headers=headers,
             )
         except nats.errors.NoRespondersError:
             raise NotDispatched(

@@ -35,6 +35,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
 
+from turnkeeper import tracing
 from turnkeeper.agent.bridge.boundary import BoundarySaver
 from turnkeeper.agent.bridge.caller_auth import CallerCheck
 from turnkeeper.agent.bridge.config import BridgeConfig
@@ -188,6 +189,8 @@ class Bridge:
         if self._started:
             return
         self._started = True
+        # Traces only when the OTEL_* variables ask for them (turnkeeper.tracing).
+        tracing.configure_from_env(f"turnkeeper-bridge/{self.config.agent}")
         try:
             await self.health.start()
             log.info(

@@ -36,6 +36,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
+from turnkeeper import tracing
 from turnkeeper.agent.bridge import jsonrpc
 from turnkeeper.agent.bridge.jsonrpc import INTERNAL_ERROR, Reply, Request, RpcError
 from turnkeeper.errors import TurnkeeperError
@@ -156,11 +157,25 @@ class NatsSubscriber:
         task.add_done_callback(self._inflight.discard)
 
     async def _serve(self, msg: Msg) -> None:
+        with contextlib.ExitStack() as spans:
+            await self._serve_traced(msg, spans)
+
+    async def _serve_traced(self, msg: Msg, spans: contextlib.ExitStack) -> None:
         request: Request | None = None
         reply: Reply | None = None
         try:
             request = dataclasses.replace(jsonrpc.parse(msg.data), headers=msg.headers or {})
-            reply = Reply({}) if request.method == PING else await self.dispatch(request)
+            if request.method == PING:
+                reply = Reply({})
+            else:
+                # A span continuing the caller's trace (headers), current while the
+                # method runs and while the work it starts is set going (then).
+                spans.enter_context(
+                    tracing.consumer_span(
+                        request.method, request.headers, **{"rpc.system": "jsonrpc"}
+                    )
+                )
+                reply = await self.dispatch(request)
             body = jsonrpc.result_envelope(request.id, reply.result)
         except RpcError as exc:
             body = jsonrpc.error_envelope(

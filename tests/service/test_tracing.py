@@ -1,0 +1,73 @@
+"""OpenTelemetry: one trace for one turn across the panel, the bridge, the agent's
+client and the service (tests/support/traced_turn.py, in a process of its own with
+the SDK's in-memory exporter); and nothing at all while tracing is off."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import sys
+from pathlib import Path
+from typing import Any
+
+import pytest
+from turnkeeper import tracing
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+async def traced_turn(workdir: Path) -> list[dict[str, Any]]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.support.traced_turn",
+        str(workdir),
+        cwd=ROOT,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    out, err = await asyncio.wait_for(proc.communicate(), 90)
+    assert proc.returncode == 0, err.decode()[-3000:]
+    return [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
+
+
+async def test_one_turn_is_one_trace_across_panel_bridge_agent_and_service(
+    tmp_path: Path,
+) -> None:
+    spans = await traced_turn(tmp_path)
+    by_id = {s["span_id"]: s for s in spans}
+    (root,) = [s for s in spans if s["name"] == "panel"]
+    trace_id = root["trace_id"]
+    turn = [s for s in spans if s["trace_id"] == trace_id]
+
+    def one(name: str, kind: str) -> dict[str, Any]:
+        found = [s for s in turn if s["name"] == name and s["kind"] == kind]
+        assert found, f"no {kind} span {name} in the turn's trace: {turn}"
+        return found[0]
+
+    # The panel's request, handled by the bridge as a child of it ...
+    sent = one("responses/create", "CLIENT")
+    handled = one("responses/create", "SERVER")
+    assert sent["parent"] == root["span_id"]
+    assert handled["parent"] == sent["span_id"]
+    # ... whose gRPC calls (the agent's client) the service continues, through the
+    # turn's whole run to its FinishTurn.
+    for rpc in ("TurnService/StartTurn", "TurnService/AppendEvents", "TurnService/FinishTurn"):
+        client = one(f"turnkeeper.v1.{rpc}", "CLIENT")
+        server = one(f"turnkeeper.v1.{rpc}", "SERVER")
+        assert server["parent"] == client["span_id"], rpc
+        assert by_id[client["parent"]] is handled, rpc
+    one("turnkeeper.v1.CheckpointService/PutCheckpoint", "SERVER")
+
+
+def test_tracing_is_off_without_an_sdk_provider() -> None:
+    # The suite's process installs none: no interceptor, no span, nothing per call.
+    assert not tracing.active()
+    assert tracing.client_interceptors() == []
+    with tracing.client_span("responses/create") as headers:
+        assert headers is None
+    assert not tracing.enabled_by_env({})
+    assert tracing.enabled_by_env({"OTEL_TRACES_EXPORTER": "otlp"})
+    assert not tracing.enabled_by_env({"OTEL_TRACES_EXPORTER": "otlp", "OTEL_SDK_DISABLED": "true"})

@@ -1,0 +1,116 @@
+"""One turn with OpenTelemetry on, in a process of its own (a tracer provider is
+process-global, so the test suite's own process stays untraced).
+
+    python -m tests.support.traced_turn WORKDIR
+
+Runs a real nats-server, the service, a bridge with a two-step graph and a panel's
+session transport, all with the SDK's in-memory exporter installed; a root span
+"panel" sends responses/create, and the turn runs to its end. Prints every
+finished span as one JSON line: name, kind, trace id, span id, parent span id.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import operator
+import sys
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import nats
+from langgraph.graph import END, START, StateGraph
+from opentelemetry import trace
+from opentelemetry.sdk.trace import TracerProvider
+from opentelemetry.sdk.trace.export import SimpleSpanProcessor
+from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
+from turnkeeper.agent.bridge import Bridge, BridgeConfig
+from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.panel.agent_rpc import NatsAgentTransport
+from turnkeeper.v1 import turns_pb2
+from turnkeeper_server.app import create_server
+from turnkeeper_server.config import Settings
+from turnkeeper_server.messaging.embedded import EmbeddedNats
+
+AGENT = "traced"
+
+
+class State(TypedDict):
+    question: str
+    results: Annotated[list[str], operator.add]
+
+
+def graph() -> StateGraph[Any, Any, Any, Any]:
+    builder = StateGraph(State)
+    builder.add_node("first", lambda s: {"results": [f"first: {s['question']}"]})
+    builder.add_node("second", lambda s: {"results": ["second"]})
+    builder.add_edge(START, "first")
+    builder.add_edge("first", "second")
+    builder.add_edge("second", END)
+    return builder
+
+
+async def main(workdir: Path) -> None:
+    exporter = InMemorySpanExporter()
+    provider = TracerProvider()
+    provider.add_span_processor(SimpleSpanProcessor(exporter))
+    trace.set_tracer_provider(provider)
+
+    bus = EmbeddedNats()
+    url = bus.start()
+    service = await create_server(
+        Settings(
+            turns_path=workdir / "turns.db",
+            sessions_path=workdir / "sessions.db",
+            listen="127.0.0.1:0",
+            nats_url=url,
+        )
+    )
+    config = BridgeConfig(
+        agent=AGENT,
+        service=ConnectionOptions(target=service.address),
+        nats_url=url,
+        replica="r1",
+        health_listen="127.0.0.1:0",
+        shutdown_grace=1.0,
+    )
+    nc = await nats.connect(url)
+    panel = AsyncTurnkeeperClient(ConnectionOptions(target=service.address))
+    try:
+        async with Bridge(graph(), config) as bridge:
+            await bridge.wait_subscribed()
+            transport = NatsAgentTransport(nc, AGENT, client=panel)
+            with trace.get_tracer("panel").start_as_current_span("panel"):
+                created = await transport.create(
+                    input={"question": "q", "results": []}, thread_id="th-1", turn_id="turn-1"
+                )
+            assert created.turn_id == "turn-1", created
+            # Outside the root span: the follow is the test's, not the turn's.
+            with trace.use_span(trace.INVALID_SPAN):
+                request = turns_pb2.WatchTurnRequest(turn_id="turn-1")
+                async for frame in panel.watch_turn(request):
+                    if frame.event.type.startswith("turn."):
+                        break
+    finally:
+        await panel.close()
+        await nc.close()
+        await service.stop(0)
+        bus.stop()
+    for span in exporter.get_finished_spans():
+        context = span.get_span_context()
+        assert context is not None
+        print(
+            json.dumps(
+                {
+                    "name": span.name,
+                    "kind": span.kind.name,
+                    "trace_id": format(context.trace_id, "032x"),
+                    "span_id": format(context.span_id, "016x"),
+                    "parent": format(span.parent.span_id, "016x") if span.parent else None,
+                }
+            )
+        )
+
+
+if __name__ == "__main__":
+    asyncio.run(main(Path(sys.argv[1])))

@@ -19,6 +19,7 @@ import logging
 import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from turnkeeper_server.errors import status_for
 from turnkeeper_server.security import auth
@@ -48,13 +49,28 @@ class AuditRecord:
     detail: str
 
 
-def actor() -> str:
-    """The calling token ("alice (operator)"), or "anonymous" without tokens."""
+# gRPC metadata a bridge sends: whom it acts for (its JSON-RPC caller).
+ON_BEHALF_OF = "turnkeeper-on-behalf-of"
+MAX_ON_BEHALF_OF = 200
+
+
+def actor(context: Any = None) -> str:
+    """The calling token ("alice (operator)"), or "anonymous" without tokens. An
+    agent token (a bridge) may say whom it acts for: "alice (operator) via
+    support (agent:support)"; from other roles that claim is ignored."""
     caller = auth.current()
     if caller is None:
         return "anonymous"
     role = f"agent:{caller.agent}" if caller.role == auth.AGENT else caller.role
-    return f"{caller.name} ({role})"
+    who = f"{caller.name} ({role})"
+    if caller.role == auth.AGENT and context is not None:
+        claimed = [v for k, v in context.invocation_metadata() or () if k == ON_BEHALF_OF]
+        if claimed:
+            text = (
+                claimed[0] if isinstance(claimed[0], str) else claimed[0].decode("utf-8", "replace")
+            )
+            return f"{text[:MAX_ON_BEHALF_OF]} via {who}"
+    return who
 
 
 class AuditLog:
@@ -86,19 +102,21 @@ class AuditLog:
             await asyncio.gather(*self._pending, return_exceptions=True)
 
     @contextlib.asynccontextmanager
-    async def action(self, action: str, target: str) -> AsyncIterator[None]:
-        """Record the action in the block with its outcome; errors pass through."""
+    async def action(self, action: str, target: str, context: Any = None) -> AsyncIterator[None]:
+        """Record the action in the block with its outcome; errors pass through.
+        `context`: the call's, for whom a bridge acts (actor())."""
+        who = actor(context)
         try:
             yield
         except Exception as exc:
             code, message = status_for(exc)
-            await self._safely(action, target, code.name, message)
+            await self._safely(action, target, code.name, message, who)
             raise
-        await self._safely(action, target, OK, "")
+        await self._safely(action, target, OK, "", who)
 
-    async def _safely(self, action: str, target: str, outcome: str, detail: str) -> None:
+    async def _safely(self, action: str, target: str, outcome: str, detail: str, who: str) -> None:
         try:
-            await self.record(action, target, outcome, detail)
+            await self.record(action, target, outcome, detail, who)
         except Exception:
             # The action itself happened (or was refused) either way; say so loudly.
             log.exception("could not write the audit record of %s %s (%s)", action, target, outcome)

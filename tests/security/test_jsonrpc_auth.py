@@ -144,7 +144,7 @@ async def test_callers_get_what_the_role_matrix_says_and_nothing_more(
     message = refused(
         await call(nc, "responses/resumeDetached", resume, tokens["panel"]), "PERMISSION_DENIED"
     )
-    assert "'panel' (panel) may not call responses/resumeDetached" in message, message
+    assert "token panel (panel) may not call responses/resumeDetached" in message, message
     message = refused(
         await call(nc, "responses/turnStatus", {"turn_id": turn_id}, tokens["stranger"]),
         "PERMISSION_DENIED",
@@ -159,6 +159,11 @@ async def test_callers_get_what_the_role_matrix_says_and_nothing_more(
         if frame.event.type.startswith("turn."):
             assert frame.event.type == "turn.done"
             break
+    # The audit log names the operator the bridge acted for; the refusals above
+    # never reached the service.
+    audit = await admin.list_audit(operations_pb2.ListAuditRequest())
+    resumes = [(r.actor, r.target, r.outcome) for r in audit.records if r.action == "resume"]
+    assert resumes == [("operator (operator) via agent (agent:jobs)", turn_id, "ok")]
 
 
 async def test_the_session_transport_sends_its_clients_token(

@@ -93,6 +93,9 @@ _RETRIED: Final[tuple[tuple[str, str], ...]] = (
     (_CHECKPOINTS, "PutWrites"),
 )
 
+# gRPC metadata: whom a bridge acts for (the service's audit log records it).
+ON_BEHALF_OF: Final = "turnkeeper-on-behalf-of"
+
 _Req = TypeVar("_Req")
 _Resp = TypeVar("_Resp")
 
@@ -384,10 +387,24 @@ class AsyncTurnkeeperClient(_Base):
         return await self._unary("FinishTurn", stub.FinishTurn, request, timeout)
 
     async def resume_detached(
-        self, request: turns_pb2.ResumeDetachedRequest, *, timeout: float | None = None
+        self,
+        request: turns_pb2.ResumeDetachedRequest,
+        *,
+        timeout: float | None = None,
+        on_behalf_of: str | None = None,
     ) -> turns_pb2.ResumeDetachedResponse:
+        """``on_behalf_of``: who asked the caller (a bridge: its JSON-RPC caller), for
+        the service's audit log; the service trusts it from agent tokens only."""
         stub = self._turn_stub()
-        return await self._unary("ResumeDetached", stub.ResumeDetached, request, timeout)
+        if on_behalf_of is None:
+            return await self._unary("ResumeDetached", stub.ResumeDetached, request, timeout)
+        metadata = (*self._metadata, (ON_BEHALF_OF, on_behalf_of))
+        try:
+            return await stub.ResumeDetached(
+                request, timeout=self._timeout(timeout), metadata=metadata
+            )
+        except grpc.RpcError as err:
+            raise from_rpc_error(err, rpc="ResumeDetached") from err
 
     async def redrive(
         self, request: turns_pb2.RedriveRequest, *, timeout: float | None = None

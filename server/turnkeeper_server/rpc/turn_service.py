@@ -48,11 +48,13 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
     def _id(self, name: str, value: str) -> str:
         return lim.check_id(name, value, self.limits)
 
-    def _audited(self, action: str, target: str) -> contextlib.AbstractAsyncContextManager[Any]:
+    def _audited(
+        self, action: str, target: str, context: Ctx
+    ) -> contextlib.AbstractAsyncContextManager[Any]:
         """Records an operator action and its outcome (audit.py)."""
         if self.audit is None:
             return contextlib.nullcontext()
-        return self.audit.action(action, target)
+        return self.audit.action(action, target, context)
 
     def _own(self, turn_id: str) -> None:
         """An agent token acts on its own agent's turns only (auth.py)."""
@@ -257,7 +259,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
     ) -> turns_pb2.ResumeDetachedResponse:
         turn_id = self._id("turn_id", request.turn_id)
         resume_json = self._value("resume", request.resume, self.limits.max_resume_bytes)
-        async with self._audited(audit_log.RESUME, turn_id):
+        async with self._audited(audit_log.RESUME, turn_id, context):
             self._own(turn_id)
             turn, dispatched = await self.turns.resume(turn_id=turn_id, resume_json=resume_json)
         return turns_pb2.ResumeDetachedResponse(turn=turn_to_proto(turn), dispatched=dispatched)
@@ -272,7 +274,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
                     "(startup form), not both"
                 )
             turn_id = self._id("turn_id", request.turn_id)
-            async with self._audited(audit_log.REDRIVE, turn_id):
+            async with self._audited(audit_log.REDRIVE, turn_id, context):
                 auth.require_right(auth.REDRIVE_OPERATOR)
                 redriven, dispatched = await self.turns.redrive_turn(
                     turn_id=turn_id, force=request.force

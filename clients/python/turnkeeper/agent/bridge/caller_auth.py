@@ -100,12 +100,15 @@ class CallerCheck:
         if not answer.active:
             raise _refusal("UNAUTHENTICATED", "the bearer token is not one the service accepts")
         role = f"agent:{answer.agent}" if answer.role == "agent" else answer.role
-        who = f"token {answer.name!r} ({role})"
+        who = f"{answer.name} ({role})"
         if method not in answer.methods:
             may = ", ".join(answer.methods) or "none of the bridge's methods"
-            raise _refusal("PERMISSION_DENIED", f"{who} may not call {method}; it may call {may}")
+            raise _refusal(
+                "PERMISSION_DENIED", f"token {who} may not call {method}; it may call {may}"
+            )
         if answer.role == "agent" and answer.agent != self.agent:
             raise _refusal(
-                "PERMISSION_DENIED", f"{who} acts for agent {answer.agent!r}, not {self.agent!r}"
+                "PERMISSION_DENIED",
+                f"token {who} acts for agent {answer.agent!r}, not {self.agent!r}",
             )
         return who

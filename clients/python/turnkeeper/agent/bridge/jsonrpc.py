@@ -57,6 +57,8 @@ class Request:
     wants_reply: bool = True
     # The NATS message's headers (the caller's bearer token: caller_auth).
     headers: Mapping[str, str] = field(default_factory=dict)
+    # Who the caller is, once caller_auth checked it ("alice (operator)").
+    caller: str | None = None
 
 
 @dataclass

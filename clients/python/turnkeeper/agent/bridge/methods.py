@@ -6,6 +6,7 @@ what this replica happens to be running.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from typing import Final
@@ -87,7 +88,8 @@ class Methods:
             # The service's own hand-offs (execute) are not a caller's request: who
             # may publish them is NATS's authorization (the locked bundled server).
             if self.callers is not None and request.method != EXECUTE:
-                await self.callers.check(request)
+                caller = await self.callers.check(request)
+                request = dataclasses.replace(request, caller=caller)
             return await handler(request)
         except TurnkeeperError as exc:
             raise RpcError.from_service(exc) from exc
@@ -194,7 +196,8 @@ class Methods:
         except Exception as exc:
             raise invalid_params(f"resume is not JSON data: {exc}") from None
         response = await self.client.resume_detached(
-            turns_pb2.ResumeDetachedRequest(turn_id=turn_id, resume=value)
+            turns_pb2.ResumeDetachedRequest(turn_id=turn_id, resume=value),
+            on_behalf_of=request.caller,
         )
         return Reply(
             {

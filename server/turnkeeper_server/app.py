@@ -121,6 +121,8 @@ class TurnkeeperServer:
             from turnkeeper_server.tracing import ServerTracing
 
             interceptors.insert(0, ServerTracing())
+            # Outbox rows keep their writer's trace context for the NATS headers.
+            self.db.traced = True
         if tokens is not None:
             interceptors.append(Authenticate(tokens, self.streams))
         message_bytes = self.settings.limits.max_message_bytes

@@ -33,10 +33,15 @@ async def traced_turn(workdir: Path) -> list[dict[str, Any]]:
     return [json.loads(line) for line in out.decode().splitlines() if line.startswith("{")]
 
 
+def mirrored(lines: list[dict[str, Any]]) -> list[dict[str, str]]:
+    return [line["mirrored"] for line in lines if "mirrored" in line]
+
+
 async def test_one_turn_is_one_trace_across_panel_bridge_agent_and_service(
     tmp_path: Path,
 ) -> None:
-    spans = await traced_turn(tmp_path)
+    lines = await traced_turn(tmp_path)
+    spans = [line for line in lines if "name" in line]
     by_id = {s["span_id"]: s for s in spans}
     (root,) = [s for s in spans if s["name"] == "panel"]
     trace_id = root["trace_id"]
@@ -60,6 +65,30 @@ async def test_one_turn_is_one_trace_across_panel_bridge_agent_and_service(
         assert server["parent"] == client["span_id"], rpc
         assert by_id[client["parent"]] is handled, rpc
     one("turnkeeper.v1.CheckpointService/PutCheckpoint", "SERVER")
+
+    # The events the outbox mirrored to NATS carry the trace context of the call
+    # that wrote them: this turn's trace, a span of the service.
+    headers = mirrored(lines)
+    assert headers, "no event was mirrored"
+    for header in headers:
+        version, trace, span, _flags = header["traceparent"].split("-")
+        assert (version, trace) == ("00", trace_id), header
+        assert by_id[span]["kind"] == "SERVER", header
+        assert header["Nats-Msg-Id"].isdigit()
+
+
+def test_traced_outbox_frames_are_what_nats_py_publish_sends() -> None:
+    from nats.protocol.command import hpub_cmd
+    from turnkeeper_server.messaging.link import _hpub
+
+    parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
+    payload = b'{"seq":1}'
+    header = bytearray(
+        b"NATS/1.0\r\nNats-Msg-Id: 7\r\ntraceparent: " + parent.encode() + b"\r\n\r\n"
+    )
+    assert _hpub("vystak.turn.events.t1", 7, payload, parent) == hpub_cmd(
+        "vystak.turn.events.t1", "", header, payload
+    )
 
 
 def test_tracing_is_off_without_an_sdk_provider() -> None:

@@ -6,7 +6,8 @@ process-global, so the test suite's own process stays untraced).
 Runs a real nats-server, the service, a bridge with a two-step graph and a panel's
 session transport, all with the SDK's in-memory exporter installed; a root span
 "panel" sends responses/create, and the turn runs to its end. Prints every
-finished span as one JSON line: name, kind, trace id, span id, parent span id.
+finished span as one JSON line: name, kind, trace id, span id, parent span id; and
+the headers of each event message the outbox mirrored to NATS.
 """
 
 from __future__ import annotations
@@ -20,6 +21,7 @@ from typing import Annotated, Any, TypedDict
 
 import nats
 from langgraph.graph import END, START, StateGraph
+from nats.aio.msg import Msg
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
@@ -75,6 +77,12 @@ async def main(workdir: Path) -> None:
         shutdown_grace=1.0,
     )
     nc = await nats.connect(url)
+    mirrored: list[dict[str, str]] = []
+
+    async def mirror(msg: Msg) -> None:
+        mirrored.append(dict(msg.headers or {}))
+
+    await nc.subscribe("vystak.turn.events.turn-1", cb=mirror)
     panel = AsyncTurnkeeperClient(ConnectionOptions(target=service.address))
     try:
         async with Bridge(graph(), config) as bridge:
@@ -91,11 +99,16 @@ async def main(workdir: Path) -> None:
                 async for frame in panel.watch_turn(request):
                     if frame.event.type.startswith("turn."):
                         break
+            # Every event up to turn.done went out through the outbox.
+            await service.outbox.flush(timeout=10)
+            await nc.flush()
     finally:
         await panel.close()
         await nc.close()
         await service.stop(0)
         bus.stop()
+    for headers in mirrored:
+        print(json.dumps({"mirrored": headers}))
     for span in exporter.get_finished_spans():
         context = span.get_span_context()
         assert context is not None

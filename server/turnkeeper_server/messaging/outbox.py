@@ -86,7 +86,8 @@ class OutboxPublisher:
         rows = (
             Reader(self.db)
             .conn.execute(
-                "SELECT id, subject, payload FROM main.outbox ORDER BY id LIMIT ?", (BATCH,)
+                "SELECT id, subject, payload, traceparent FROM main.outbox ORDER BY id LIMIT ?",
+                (BATCH,),
             )
             .fetchall()
         )

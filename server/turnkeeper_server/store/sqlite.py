@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from turnkeeper import tracing
+
 from turnkeeper_server.store.sqlite_schema import SESSIONS_MIGRATIONS, TURNS_MIGRATIONS, migrate
 
 log = logging.getLogger(__name__)
@@ -45,9 +47,12 @@ MAX_GROUP = 256
 class Tx:
     """What an operation running in the writer thread can use."""
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, trace: str | None = None) -> None:
         self.conn = conn
         self._after: list[Callable[[], None]] = []
+        # The W3C traceparent of the call that queued this operation; None unless
+        # tracing is on (outbox rows carry it to NATS).
+        self.trace = trace
 
     def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
         return self.conn.execute(sql, params)
@@ -63,6 +68,7 @@ class _Job(Generic[T]):
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[T]
     after: list[Callable[[], None]] = field(default_factory=list)
+    trace: str | None = None
 
 
 def _create_private(path: Path) -> None:
@@ -84,6 +90,9 @@ class Database:
         self._writer: threading.Thread | None = None
         self._reader: sqlite3.Connection | None = None
         self._closed = False
+        # Set by the server when tracing is on: each write keeps its caller's trace
+        # context (contextvars do not cross into the writer thread).
+        self.traced = False
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -146,6 +155,10 @@ class Database:
             raise RuntimeError("database is closed")
         loop = asyncio.get_running_loop()
         job: _Job[T] = _Job(fn, loop, loop.create_future())
+        if self.traced:
+            carrier: dict[str, str] = {}
+            tracing.inject(carrier)
+            job.trace = carrier.get("traceparent")
         self._queue.put(job)
         return await job.future
 
@@ -176,7 +189,7 @@ class Database:
         try:
             conn.execute("BEGIN IMMEDIATE")
             for job in group:
-                tx = Tx(conn)
+                tx = Tx(conn, job.trace)
                 conn.execute("SAVEPOINT op")
                 try:
                     result = job.fn(tx)

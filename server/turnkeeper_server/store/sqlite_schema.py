@@ -53,7 +53,8 @@ TURNS_MIGRATIONS: list[str] = [
         created_at REAL NOT NULL
     );
     """,
-    # 2: the audit log of operator actions (audit.py), beside the journal. Plain SQL
+    # 2: the audit log of operator actions (audit.py), beside the journal, and the
+    # outbox rows' trace context (tracing.py). Plain SQL
     # that PostgreSQL accepts as well (its backend gives id an identity default).
     """
     CREATE TABLE audit (
@@ -65,6 +66,9 @@ TURNS_MIGRATIONS: list[str] = [
         outcome  TEXT NOT NULL,
         detail   TEXT NOT NULL
     );
+    -- The W3C trace context of the call that wrote an outbox row (tracing on only),
+    -- sent as the NATS message's traceparent header.
+    ALTER TABLE outbox ADD COLUMN traceparent TEXT;
     """,
 ]
 

@@ -1,4 +1,4 @@
-# turnkeeper: the durable-execution gRPC service (DESIGN.md).
+# turnkeeper: the durable-execution gRPC service (docs/architecture.md).
 #
 #   docker build -t turnkeeper .
 #   docker run -p 50051:50051 -p 9464:9464 -v turnkeeper-data:/data \
@@ -32,8 +32,10 @@ RUN groupadd --system --gid 10001 turnkeeper \
 
 WORKDIR /app
 COPY . .
-RUN pip install --no-cache-dir . \
- && rm -rf build ./*.egg-info
+# The server and the client with its agent extra (the example agent runs the bridge);
+# pip takes the server's `turnkeeper` requirement from ./clients/python.
+RUN pip install --no-cache-dir './clients/python[agent]' ./server \
+ && rm -rf clients/python/build server/build clients/python/*.egg-info server/*.egg-info
 
 # Numeric, so a runtime (Kubernetes runAsNonRoot) can tell it is not root.
 USER 10001:10001

@@ -30,7 +30,7 @@ from turnkeeper.v1 import (
 
 from turnkeeper_server.audit import OK, TOKENS_RELOAD, AuditLog
 from turnkeeper_server.config import Settings
-from turnkeeper_server.engine import Turns
+from turnkeeper_server.engine import Engine
 from turnkeeper_server.journal.transitions import Policy
 from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.messaging.outbox import OutboxPublisher
@@ -85,7 +85,7 @@ class TurnkeeperServer:
             claim_seconds=settings.claim_seconds,
             max_redrives=settings.max_redrives,
         )
-        self.turns = Turns(
+        self.engine = Engine(
             self.db,
             self.policy,
             self.notifier,
@@ -94,7 +94,7 @@ class TurnkeeperServer:
             self.metrics,
             namespace=settings.namespace,
         )
-        self.reaper = LeaseReaper(self.turns, settings.reap_interval)
+        self.reaper = LeaseReaper(self.engine, settings.reap_interval)
         self.audit = AuditLog(self.db)
         if self.token_reloader is not None:
             self.token_reloader.on_reload = self._audit_reload
@@ -134,10 +134,10 @@ class TurnkeeperServer:
             ],
         )
         turns_pb2_grpc.add_TurnServiceServicer_to_server(
-            TurnServicer(self.turns, self.settings.limits, self.audit), server
+            TurnServicer(self.engine, self.settings.limits, self.audit), server
         )
         checkpoints_pb2_grpc.add_CheckpointServiceServicer_to_server(
-            CheckpointServicer(self.db, self.settings.limits, self.metrics, self.audit), server
+            CheckpointServicer(self.engine, self.settings.limits, self.metrics, self.audit), server
         )
         operations_pb2_grpc.add_OperationsServiceServicer_to_server(
             OperationsServicer(tokens, self.audit), server
@@ -196,7 +196,7 @@ class TurnkeeperServer:
             if self.server is not None:
                 await self.server.stop(grace)
             await self.reaper.stop()
-            await self.turns.stop()
+            await self.engine.stop()
             await self.outbox.stop()
             left = await self.outbox.flush(timeout=grace)
             if left:

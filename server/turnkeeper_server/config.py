@@ -1,4 +1,4 @@
-"""Settings, and where the two SQLite files live (DESIGN.md §7).
+"""Settings, and where the two SQLite files live (docs/architecture.md §7).
 
 | file         | env override           | deployed default     | fallback                          |
 |--------------|------------------------|----------------------|-----------------------------------|

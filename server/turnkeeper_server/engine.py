@@ -1,9 +1,11 @@
-"""The turn journal as the servicers use it: async operations over `journal`.
+"""The engine: the one layer the servicers, the reaper and the metrics go through.
 
-Each operation is one compare-and-set in the writer thread; after it commits, the
-watchers of the turn are woken and the outbox publisher is told there is work.
-Hand-offs to a live replica (after a resume or a re-drive that has no caller to
-take it) happen here too, after the commit, over NATS.
+It commits through the store: each turn operation is one compare-and-set of the
+journal in the writer thread, and each checkpoint operation one write of
+`journal.checkpoints`. After a turn commits, the engine wakes the turn's watchers
+and tells the outbox there is work; hand-offs of work to a live replica (after a
+resume, or a re-drive that has no caller to take it) happen here too, after the
+commit, over NATS. No servicer or metric reaches into SQL itself.
 """
 
 from __future__ import annotations
@@ -14,9 +16,9 @@ import logging
 import sqlite3
 from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from turnkeeper_server.journal import redrive
+from turnkeeper_server.journal import checkpoints, redrive
 from turnkeeper_server.journal import transitions as journal
 from turnkeeper_server.journal.redrive import Redriven
 from turnkeeper_server.journal.transitions import EventRecord, NewEvent, Policy, TurnRecord
@@ -41,7 +43,9 @@ class Reset:
     checkpoint_id: str
 
 
-class Turns:
+class Engine:
+    """Turns and checkpoints, committed through the store (see the module docstring)."""
+
     def __init__(
         self,
         db: Database,
@@ -106,6 +110,31 @@ class Turns:
             before_rowid=before,
             limit=limit,
         )
+
+    def thread_agents(self, thread_id: str) -> set[str]:
+        return journal.thread_agents(self._read().conn, thread_id)
+
+    # -- checkpoints ----------------------------------------------------------------
+
+    def checkpoint(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> checkpoints.CheckpointRow | None:
+        return checkpoints.get(self._read().conn, thread_id, checkpoint_ns, checkpoint_id)
+
+    def list_checkpoints(self, **query: Any) -> list[checkpoints.CheckpointRow]:
+        """`journal.checkpoints.list_`'s keyword arguments."""
+        return list(checkpoints.list_(self._read().conn, **query))
+
+    async def put_checkpoint(self, **fields: Any) -> None:
+        """`journal.checkpoints.put`'s keyword arguments, fence included."""
+        await self.db.write(lambda tx: checkpoints.put(tx, **fields))
+
+    async def put_writes(self, **fields: Any) -> None:
+        """`journal.checkpoints.put_writes`'s keyword arguments, fence included."""
+        await self.db.write(lambda tx: checkpoints.put_writes(tx, **fields))
+
+    async def delete_thread(self, thread_id: str) -> None:
+        await self.db.write(lambda tx: checkpoints.delete_thread(tx, thread_id))
 
     # -- transitions ----------------------------------------------------------------
 

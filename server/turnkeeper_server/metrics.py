@@ -17,6 +17,8 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from turnkeeper.states import STATE_NAMES
 
+from turnkeeper_server.journal import stats
+
 STATES = STATE_NAMES
 
 
@@ -36,10 +38,8 @@ class _StoredState(Collector):
         except sqlite3.Error:
             return
         try:
-            counts = dict(
-                conn.execute("SELECT state, count(*) FROM turns GROUP BY state").fetchall()
-            )
-            pending = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
+            counts = stats.state_counts(conn)
+            pending = stats.outbox_backlog(conn)
         except sqlite3.Error:
             return
         finally:

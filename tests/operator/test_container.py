@@ -126,6 +126,8 @@ def test_dockerignore_keeps_what_the_build_needs() -> None:
     ]
     for needed in (
         "pyproject.toml",
+        "clients/python/pyproject.toml",
+        "server/pyproject.toml",
         "README.md",
         "server/turnkeeper_server/app.py",
         "clients/python/turnkeeper/v1/turns_pb2.py",

@@ -1,4 +1,4 @@
-"""The turn follower against a real service (DESIGN.md §3, §8; issue 5).
+"""The turn follower against a real service (docs/architecture.md §3, §8).
 
 Turns are driven through the raw TurnService stubs, as an executor would; the
 follower under test watches through its own client. Nothing is mocked: the only

@@ -1,4 +1,4 @@
-"""The three-step example (issue 5): it runs to completion, and the Pipeline sidebar
+"""The three-step example: it runs to completion, and the Pipeline sidebar
 shows the right states after every step, including its two documented quirks."""
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The agent session's retry rules (DESIGN.md §8; issue 5), one test per rule.
+"""The agent session's retry rules (docs/architecture.md §8), one test per rule.
 
 Real NATS, a real turnkeeper service, the production NATS transport and follower;
 the agent is the in-test responder (tests/support/agent_responder.py), which runs

@@ -1,4 +1,4 @@
-"""Issue 5's crash test: the agent process is SIGKILLed mid-turn and restarted; the
+"""The session's crash test: the agent process is SIGKILLed mid-turn and restarted; the
 session's follower ends with the transcript of the same turn run without a crash,
 and its consumer got exactly one reset and never showed a duplicate.
 

@@ -1,4 +1,4 @@
-"""The turn state machine (DESIGN.md §2-§5), as operations run in the writer thread.
+"""The turn state machine (docs/architecture.md §2-§5), as operations run in the writer thread.
 
 Every function here takes a `Tx` and either completes its compare-and-set or raises
 a domain error, leaving nothing behind (the writer rolls the operation back alone).

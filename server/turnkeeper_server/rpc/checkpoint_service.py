@@ -1,4 +1,4 @@
-"""CheckpointService: validation and proto conversion over `checkpoints`."""
+"""CheckpointService: validation and proto conversion over the engine's checkpoints."""
 
 from __future__ import annotations
 
@@ -10,14 +10,13 @@ from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc
 
 from turnkeeper_server.audit import DELETE_THREAD, AuditLog
+from turnkeeper_server.engine import Engine
 from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.journal import checkpoints as store
-from turnkeeper_server.journal import transitions as journal
 from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.rpc import limits as lim
 from turnkeeper_server.rpc.limits import Limits
 from turnkeeper_server.security import auth
-from turnkeeper_server.store.sqlite import Database, Reader, Tx
 
 Ctx = aio.ServicerContext[object, object]
 
@@ -27,9 +26,9 @@ MAX_NS = 1024
 
 class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
     def __init__(
-        self, db: Database, limits: Limits, metrics: Metrics, audit: AuditLog | None = None
+        self, engine: Engine, limits: Limits, metrics: Metrics, audit: AuditLog | None = None
     ) -> None:
-        self.db = db
+        self.engine = engine
         self.limits = limits
         self.metrics = metrics
         self.audit = audit
@@ -39,9 +38,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
 
     def _own_thread(self, thread_id: str) -> None:
         """An agent token uses its own agent's threads only (auth.py)."""
-        auth.require_thread(
-            thread_id, lambda: journal.thread_agents(Reader(self.db).conn, thread_id)
-        )
+        auth.require_thread(thread_id, lambda: self.engine.thread_agents(thread_id))
 
     def _name(self, name: str, value: str) -> str:
         return lim.check_length(name, value, self.limits.max_name_length)
@@ -58,7 +55,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
             raise InvalidArgument("fence.attempt must not be negative")
         turn_id = lim.check_id("fence.turn_id", fence.turn_id, self.limits)
         # Another agent's turn is not found, not "on another thread" (which would leak).
-        auth.require_turn(turn_id, lambda: journal.load_turn(Reader(self.db).conn, turn_id))
+        auth.require_turn(turn_id, lambda: self.engine.get(turn_id))
         return store.Fence(turn_id, fence.attempt)
 
     async def GetCheckpoint(
@@ -68,7 +65,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         ns = self._ns(request.checkpoint_ns)
         checkpoint_id = lim.check_optional_id("checkpoint_id", request.checkpoint_id, self.limits)
         self._own_thread(thread_id)
-        row = store.get(Reader(self.db).conn, thread_id, ns, checkpoint_id)
+        row = self.engine.checkpoint(thread_id, ns, checkpoint_id)
         if row is None:
             return checkpoints_pb2.GetCheckpointResponse(found=False)
         return checkpoints_pb2.GetCheckpointResponse(found=True, checkpoint=_tuple(row))
@@ -87,8 +84,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
                 self.limits.max_json_depth,
             )
         self._own_thread(thread_id)
-        rows = store.list_(
-            Reader(self.db).conn,
+        rows = self.engine.list_checkpoints(
             thread_id=thread_id,
             checkpoint_ns=self._ns(request.checkpoint_ns)
             if request.HasField("checkpoint_ns")
@@ -125,21 +121,16 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         )
         self._own_thread(thread_id)
         fence = self._fence(request.fence, request.HasField("fence"))
-
-        def put(tx: Tx) -> None:
-            store.put(
-                tx,
-                thread_id=thread_id,
-                checkpoint_ns=ns,
-                checkpoint_id=checkpoint_id,
-                parent_checkpoint_id=parent,
-                type_=request.checkpoint.type,
-                blob=request.checkpoint.data,
-                metadata_json=request.metadata_json or "{}",
-                fence=fence,
-            )
-
-        await self.db.write(put)
+        await self.engine.put_checkpoint(
+            thread_id=thread_id,
+            checkpoint_ns=ns,
+            checkpoint_id=checkpoint_id,
+            parent_checkpoint_id=parent,
+            type_=request.checkpoint.type,
+            blob=request.checkpoint.data,
+            metadata_json=request.metadata_json or "{}",
+            fence=fence,
+        )
         self.metrics.checkpoint_bytes.inc(size)
         return checkpoints_pb2.PutCheckpointResponse(
             ref=checkpoints_pb2.CheckpointRef(
@@ -172,21 +163,16 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
             writes.append((w.idx, w.channel, w.value.type, w.value.data))
         self._own_thread(thread_id)
         fence = self._fence(request.fence, request.HasField("fence"))
-
-        def put_writes(tx: Tx) -> None:
-            store.put_writes(
-                tx,
-                thread_id=thread_id,
-                checkpoint_ns=ns,
-                checkpoint_id=checkpoint_id,
-                task_id=request.task_id,
-                task_path=request.task_path,
-                writes=writes,
-                replace=request.replace,
-                fence=fence,
-            )
-
-        await self.db.write(put_writes)
+        await self.engine.put_writes(
+            thread_id=thread_id,
+            checkpoint_ns=ns,
+            checkpoint_id=checkpoint_id,
+            task_id=request.task_id,
+            task_path=request.task_path,
+            writes=writes,
+            replace=request.replace,
+            fence=fence,
+        )
         self.metrics.checkpoint_bytes.inc(size)
         return checkpoints_pb2.PutWritesResponse()
 
@@ -197,11 +183,11 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         audited: contextlib.AbstractAsyncContextManager[Any] = (
             contextlib.nullcontext()
             if self.audit is None
-            else self.audit.action(DELETE_THREAD, thread_id)
+            else self.audit.action(DELETE_THREAD, thread_id, context)
         )
         async with audited:
             self._own_thread(thread_id)
-            await self.db.write(lambda tx: store.delete_thread(tx, thread_id))
+            await self.engine.delete_thread(thread_id)
         return checkpoints_pb2.DeleteThreadResponse()
 
 

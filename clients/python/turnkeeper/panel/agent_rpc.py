@@ -1,4 +1,4 @@
-"""Reaching an agent over NATS JSON-RPC (DESIGN.md §6): the
+"""Reaching an agent over NATS JSON-RPC (docs/architecture.md §6): the
 :class:`~turnkeeper.panel.session.AgentTransport` that sessions use in production.
 
 Requests go to ``<prefix>.<ns>.agents.<name>.tasks`` in vystak's envelope

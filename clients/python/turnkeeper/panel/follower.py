@@ -1,4 +1,4 @@
-"""Following one turn the way a panel does (DESIGN.md §3 and §8).
+"""Following one turn the way a panel does (docs/architecture.md §3 and §8).
 
     async with TurnFollower(client, turn_id) as follower:
         transcript = Transcript()
@@ -70,7 +70,7 @@ __all__ = [
     "is_transient",
 ]
 
-#: The event types the service writes last (DESIGN.md §3).
+#: The event types the service writes last (docs/architecture.md §3).
 
 # Errors after which the same call can work later: the service or the network is
 # down or restarting. Anything else (INVALID_ARGUMENT, PERMISSION_DENIED ...) is a

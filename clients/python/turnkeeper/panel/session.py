@@ -1,4 +1,4 @@
-"""An agent session: the runs of one thread, with the retry rules of DESIGN.md §8.
+"""An agent session: the runs of one thread, with the retry rules of docs/architecture.md §8.
 
     session = AgentSession(NatsAgentTransport(nc, "pipeline", client=turnkeeper))
     if await session.submit({"messages": [{"role": "user", "content": "Hi"}]}):

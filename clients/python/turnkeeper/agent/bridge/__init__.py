@@ -1,5 +1,5 @@
 """The NATS bridge: hosts a LangGraph graph in an agent process and runs its turns
-durably through the turnkeeper service (DESIGN.md §4-§6).
+durably through the turnkeeper service (docs/architecture.md §4-§6).
 
 ::
 
@@ -103,6 +103,6 @@ What a turn promises
 from turnkeeper.agent.bridge.boundary import BoundarySaver
 from turnkeeper.agent.bridge.bridge import Bridge
 from turnkeeper.agent.bridge.config import BridgeConfig
-from turnkeeper.agent.bridge.runtime import idempotency_key
+from turnkeeper.agent.bridge.idempotency import idempotency_key
 
 __all__ = ["BoundarySaver", "Bridge", "BridgeConfig", "idempotency_key"]

@@ -1,7 +1,7 @@
 """The :class:`Bridge`: wires the graph, the service, NATS and /healthz together
 and owns their lifecycle.
 
-Startup (DESIGN.md §5): compile the graph with the :class:`BoundarySaver`, serve
+Startup (docs/architecture.md §5): compile the graph with the :class:`BoundarySaver`, serve
 /healthz, start connecting to NATS, wait until the service answers and the NATS
 subscription is live (so /healthz answers 200), then call Redrive with this
 replica's new incarnation and start every turn it hands back. When NATS is away

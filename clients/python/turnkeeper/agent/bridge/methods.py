@@ -195,10 +195,12 @@ class Methods:
             value = py_to_value(request.params["resume"])
         except Exception as exc:
             raise invalid_params(f"resume is not JSON data: {exc}") from None
-        response = await self.client.resume_detached(
-            turns_pb2.ResumeDetachedRequest(turn_id=turn_id, resume=value),
-            on_behalf_of=request.caller,
-        )
+        resume = turns_pb2.ResumeDetachedRequest(turn_id=turn_id, resume=value)
+        if request.caller is None:
+            response = await self.client.resume_detached(resume)
+        else:
+            # The audit log names whom this bridge acted for.
+            response = await self.client.resume_detached_on_behalf(resume, request.caller)
         return Reply(
             {
                 "turn_id": turn_id,

@@ -1,0 +1,20 @@
+"""Counts of stored state for the metrics: turns by state, and the outbox backlog.
+
+They run on a connection the caller owns: the Prometheus scrape happens on the
+HTTP server's thread, and the engine's reader belongs to the event loop.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+
+
+def state_counts(conn: sqlite3.Connection) -> dict[str, int]:
+    """Turns in turns.db by state name; a state with no turn is absent."""
+    return dict(conn.execute("SELECT state, count(*) FROM turns GROUP BY state").fetchall())
+
+
+def outbox_backlog(conn: sqlite3.Connection) -> int:
+    """Outbox messages not yet published to NATS."""
+    count: int = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
+    return count

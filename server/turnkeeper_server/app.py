@@ -41,7 +41,8 @@ from turnkeeper_server.rpc.interceptors import ErrorsAndMetrics
 from turnkeeper_server.rpc.operations_service import OperationsServicer
 from turnkeeper_server.rpc.turn_service import TurnServicer
 from turnkeeper_server.security import transport as security
-from turnkeeper_server.security.auth import Authenticate, TokenStore
+from turnkeeper_server.security.auth import TokenStore
+from turnkeeper_server.security.authenticate import Authenticate
 from turnkeeper_server.security.streams import OpenStreams
 from turnkeeper_server.security.token_reload import Reload, TokenReloader
 from turnkeeper_server.store.sqlite import Database

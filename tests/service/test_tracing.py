@@ -76,6 +76,18 @@ async def test_one_turn_is_one_trace_across_panel_bridge_agent_and_service(
         assert by_id[span]["kind"] == "SERVER", header
         assert header["Nats-Msg-Id"].isdigit()
 
+    # An operator's ResumeDetached: the service hands the turn to the bridge over
+    # NATS (turnkeeper/execute, trace context in the headers), and the bridge's claim
+    # and the rest of the run continue the operator's trace.
+    (operator,) = [s for s in spans if s["name"] == "operator"]
+    resumed = [s for s in spans if s["trace_id"] == operator["trace_id"]]
+    names = {(s["name"], s["kind"]) for s in resumed}
+    assert ("turnkeeper.v1.TurnService/ResumeDetached", "SERVER") in names, resumed
+    (execute,) = [s for s in resumed if s["name"] == "turnkeeper/execute"]
+    assert by_id[execute["parent"]]["name"] == "turnkeeper.v1.TurnService/ResumeDetached"
+    for rpc in ("TurnService/ClaimTurn", "TurnService/FinishTurn"):
+        assert (f"turnkeeper.v1.{rpc}", "SERVER") in names, rpc
+
 
 def test_traced_outbox_frames_are_what_nats_py_publish_sends() -> None:
     from nats.protocol.command import hpub_cmd

@@ -20,7 +20,9 @@ from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
 import nats
+from google.protobuf import json_format, struct_pb2
 from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
 from nats.aio.msg import Msg
 from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
@@ -42,14 +44,34 @@ class State(TypedDict):
     results: Annotated[list[str], operator.add]
 
 
+def second(state: State) -> dict[str, Any]:
+    # The "approve" question parks the turn until a ResumeDetached answers it.
+    if state["question"] == "approve":
+        return {"results": [f"approved: {interrupt('ok?')}"]}
+    return {"results": ["second"]}
+
+
 def graph() -> StateGraph[Any, Any, Any, Any]:
     builder = StateGraph(State)
     builder.add_node("first", lambda s: {"results": [f"first: {s['question']}"]})
-    builder.add_node("second", lambda s: {"results": ["second"]})
+    builder.add_node("second", second)
     builder.add_edge(START, "first")
     builder.add_edge("first", "second")
     builder.add_edge("second", END)
     return builder
+
+
+async def until_event(client: AsyncTurnkeeperClient, turn_id: str, type_: str) -> None:
+    async for frame in client.watch_turn(turns_pb2.WatchTurnRequest(turn_id=turn_id)):
+        if frame.event.type == type_:
+            return
+    raise AssertionError(f"turn {turn_id} ended without a {type_} event")
+
+
+def json_value(obj: Any) -> struct_pb2.Value:
+    value = struct_pb2.Value()
+    json_format.Parse(json.dumps(obj), value)
+    return value
 
 
 async def main(workdir: Path) -> None:
@@ -99,6 +121,19 @@ async def main(workdir: Path) -> None:
                 async for frame in panel.watch_turn(request):
                     if frame.event.type.startswith("turn."):
                         break
+            # A parked turn, answered by an operator: the service hands it to the bridge
+            # (turnkeeper/execute over NATS) inside the operator's trace.
+            await transport.create(
+                input={"question": "approve", "results": []}, thread_id="th-2", turn_id="turn-2"
+            )
+            with trace.use_span(trace.INVALID_SPAN):
+                await until_event(panel, "turn-2", "interrupt")
+            with trace.get_tracer("operator").start_as_current_span("operator"):
+                await panel.resume_detached(
+                    turns_pb2.ResumeDetachedRequest(turn_id="turn-2", resume=json_value("yes"))
+                )
+            with trace.use_span(trace.INVALID_SPAN):
+                await until_event(panel, "turn-2", "turn.done")
             # Every event up to turn.done went out through the outbox.
             await service.outbox.flush(timeout=10)
             await nc.flush()

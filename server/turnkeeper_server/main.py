@@ -193,12 +193,15 @@ async def serve(args: argparse.Namespace) -> int:
     nats_url = args.nats_url
     server = None
     try:
-        nats = nats_auth.from_args(args)
-        if nats_url is None and not args.no_nats:
-            embedded, nats = _bundled_nats(args, nats)
-            nats_url = embedded.start()
-            log.info("started a bundled nats-server at %s (pass --nats-url to use yours)", nats_url)
         try:
+            nats = nats_auth.from_args(args)
+            if nats_url is None and not args.no_nats:
+                embedded, nats = _bundled_nats(args, nats)
+                nats_url = embedded.start()
+                log.info(
+                    "started a bundled nats-server at %s (pass --nats-url to use yours)",
+                    nats_url,
+                )
             server = await create_server(settings_from_args(args, nats_url, nats))
         except (InsecureListen, ValueError) as exc:
             # Configuration, not a crash: say what is wrong without a traceback.

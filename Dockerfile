@@ -15,12 +15,15 @@
 FROM python:3.11.14-slim-bookworm
 
 # Logs unbuffered, so they reach `docker logs` as they are written; Prometheus
-# metrics on by default in a container (--metrics-listen overrides it).
+# metrics on by default in a container (--metrics-listen overrides it). The data
+# dir is set through the environment, not a --data-dir flag: VYSTAK_SESSIONS_PATH
+# and VYSTAK_TURNS_PATH win over TURNKEEPER_DATA_DIR, and a flag would win over them.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore \
-    TURNKEEPER_METRICS_LISTEN=0.0.0.0:9464
+    TURNKEEPER_METRICS_LISTEN=0.0.0.0:9464 \
+    TURNKEEPER_DATA_DIR=/data
 
 # A fixed uid/gid, so a volume's ownership means the same thing on every host.
 # /data is created and chowned before VOLUME: a new named volume copies it.
@@ -51,4 +54,4 @@ HEALTHCHECK --interval=10s --timeout=5s --start-period=15s --retries=3 \
 # starts its graceful shutdown (health NOT_SERVING, drain, flush the outbox).
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["turnkeeper", "serve"]
-CMD ["--listen", "0.0.0.0:50051", "--data-dir", "/data"]
+CMD ["--listen", "0.0.0.0:50051"]

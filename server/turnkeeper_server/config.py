@@ -5,7 +5,12 @@
 | checkpointer | VYSTAK_SESSIONS_PATH   | /data/sessions.db    | <tempdir>/vystak-sessions.db      |
 | turn journal | VYSTAK_TURNS_PATH      | /data/turns.db       | <tempdir>/vystak-turns.db         |
 
-`--data-dir DIR` puts both files in DIR and wins over the env overrides.
+Each file is chosen on its own, first match wins: an explicit `--data-dir DIR`
+(both files in DIR), the file's env override, the deployed data dir
+(`TURNKEEPER_DATA_DIR`, `/data` when unset) when it is a writable directory, then
+the temp dir with a warning. The image sets the data dir through
+`TURNKEEPER_DATA_DIR`, not a flag, so the env overrides still win there. Which
+source chose each path is logged at start.
 """
 
 from __future__ import annotations
@@ -25,6 +30,7 @@ log = logging.getLogger(__name__)
 
 SESSIONS_ENV = "VYSTAK_SESSIONS_PATH"
 TURNS_ENV = "VYSTAK_TURNS_PATH"
+DATA_DIR_ENV = "TURNKEEPER_DATA_DIR"
 DEPLOYED_DATA_DIR = Path("/data")
 
 
@@ -73,29 +79,35 @@ def _writable_dir(path: Path) -> bool:
 def resolve_paths(
     data_dir: Path | None = None, env: Mapping[str, str] | None = None
 ) -> tuple[Path, Path]:
-    """(turns_path, sessions_path) by the table above."""
+    """(turns_path, sessions_path) by the table above; logs where each came from."""
     env = os.environ if env is None else env
     if data_dir is not None:
         data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return data_dir / "turns.db", data_dir / "sessions.db"
+    deployed = Path(env.get(DATA_DIR_ENV) or DEPLOYED_DATA_DIR)
 
-    def pick(env_name: str, filename: str, fallback: str) -> Path:
-        if env.get(env_name):
-            return Path(env[env_name])
-        if _writable_dir(DEPLOYED_DATA_DIR):
-            return DEPLOYED_DATA_DIR / filename
-        path = Path(tempfile.gettempdir()) / fallback
-        log.warning(
-            "%s is not set and %s is not a writable directory: using %s, "
-            "which does not survive a reboot; set %s or --data-dir",
-            env_name,
-            DEPLOYED_DATA_DIR,
-            path,
-            env_name,
-        )
+    def pick(what: str, env_name: str, filename: str, fallback: str) -> Path:
+        if data_dir is not None:
+            path, source = data_dir / filename, "--data-dir"
+        elif env.get(env_name):
+            path, source = Path(env[env_name]), env_name
+        elif _writable_dir(deployed):
+            path = deployed / filename
+            source = DATA_DIR_ENV if env.get(DATA_DIR_ENV) else "the deployed default"
+        else:
+            path, source = Path(tempfile.gettempdir()) / fallback, "the temp-dir fallback"
+            log.warning(
+                "%s is not set and %s is not a writable directory: using %s, "
+                "which does not survive a reboot; set %s, %s or --data-dir",
+                env_name,
+                deployed,
+                path,
+                env_name,
+                DATA_DIR_ENV,
+            )
+        log.info("%s: %s (chosen by %s)", what, path, source)
         return path
 
     return (
-        pick(TURNS_ENV, "turns.db", "vystak-turns.db"),
-        pick(SESSIONS_ENV, "sessions.db", "vystak-sessions.db"),
+        pick("turn journal", TURNS_ENV, "turns.db", "vystak-turns.db"),
+        pick("checkpointer", SESSIONS_ENV, "sessions.db", "vystak-sessions.db"),
     )

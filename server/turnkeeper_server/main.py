@@ -43,8 +43,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--data-dir",
         type=Path,
         default=None,
-        help="directory for turns.db and sessions.db (overrides "
-        "VYSTAK_TURNS_PATH and VYSTAK_SESSIONS_PATH)",
+        help="directory for turns.db and sessions.db; wins over VYSTAK_TURNS_PATH and "
+        "VYSTAK_SESSIONS_PATH, which win over TURNKEEPER_DATA_DIR (default /data, "
+        "when writable; else the temp dir, with a warning)",
     )
     parser.add_argument(
         "--nats-url",

@@ -101,7 +101,9 @@ def test_dockerfile_runs_the_server_as_pid_1_as_a_non_root_user() -> None:
     assert re.fullmatch(r"python:3\.11\.\d+-slim(-\w+)?", base), base
     # Exec form throughout, so SIGTERM reaches the server and no shell sits in between.
     assert json.loads(only(parsed, "ENTRYPOINT")) == ["turnkeeper", "serve"]
-    assert json.loads(only(parsed, "CMD")) == ["--listen", "0.0.0.0:50051", "--data-dir", "/data"]
+    # No --data-dir: a flag would win over VYSTAK_SESSIONS_PATH / VYSTAK_TURNS_PATH.
+    assert json.loads(only(parsed, "CMD")) == ["--listen", "0.0.0.0:50051"]
+    assert "TURNKEEPER_DATA_DIR=/data" in only(parsed, "ENV").split()
     healthcheck = only(parsed, "HEALTHCHECK")
     probe = json.loads(healthcheck[healthcheck.index("CMD ") + 4 :])
     assert probe == ["turnkeeper", "health", "--address", "127.0.0.1:50051"]

@@ -90,6 +90,22 @@ export function stateName(state) {
 }
 
 /**
+ * The state a bridge's NATS JSON-RPC answer names (`responses/turnStatus`,
+ * `responses/resumeDetached`): the contract's lower-case words `running`,
+ * `parked`, `done`, `failed`, `unknown`, read as the state names gRPC uses
+ * ('running' -> 'RUNNING'). Anything else reads 'UNKNOWN'.
+ *
+ * @param {unknown} word
+ * @returns {string}
+ */
+export function stateFromWire(word) {
+  const name = String(word).toUpperCase();
+  return WIRE_STATES.includes(name) ? name : 'UNKNOWN';
+}
+
+const WIRE_STATES = Object.freeze(['RUNNING', 'PARKED', 'DONE', 'FAILED', 'UNKNOWN']);
+
+/**
  * @param {TurnStatusResponse} status
  * @returns {StatusFrame}
  */

@@ -4,7 +4,9 @@ follower and the CLI all take them from here (docs/architecture.md §2).
 A turn the journal holds is RUNNING, PARKED, DONE or FAILED; UNKNOWN is what a
 client reads for a turn the service never saw. The names are the enum's values
 (upper case, as stored in turns.db and printed by the CLI); `word` is the lower-case
-form used on JSON wires (`running|parked|done|failed|unknown`).
+form used on JSON wires (`running|parked|done|failed|unknown`): the NATS JSON-RPC
+``status`` of ``responses/turnStatus`` and the Node client read the same words, and
+`from_wire` reads them back through the one table, `WIRE_WORDS`.
 """
 
 from __future__ import annotations
@@ -18,6 +20,7 @@ __all__ = [
     "JOURNAL_STATES",
     "STATE_NAMES",
     "TERMINAL_EVENT_TYPES",
+    "WIRE_WORDS",
     "TurnState",
 ]
 
@@ -40,6 +43,12 @@ class TurnState(enum.Enum):
     def from_word(cls, word: str) -> TurnState:
         """A name in any case (`running`, `RUNNING`); ValueError for anything else."""
         return cls(word.upper())
+
+    @classmethod
+    def from_wire(cls, word: object) -> TurnState:
+        """The state a JSON-RPC ``status`` word names; anything else reads UNKNOWN.
+        Upper-case words are read too: bridges before the contract's words sent them."""
+        return WIRE_WORDS.get(str(word).lower(), cls.UNKNOWN)
 
     @property
     def proto(self) -> turns_pb2.TurnState.ValueType:
@@ -70,6 +79,9 @@ _TO_PROTO: Final[dict[TurnState, turns_pb2.TurnState.ValueType]] = {
     TurnState.UNKNOWN: turns_pb2.TURN_STATE_UNKNOWN,
 }
 _FROM_PROTO: Final[dict[int, TurnState]] = {int(v): k for k, v in _TO_PROTO.items()}
+
+#: The wire words (``TurnState.word``) and the state each names.
+WIRE_WORDS: Final[dict[str, TurnState]] = {state.word: state for state in TurnState}
 
 #: The states a turn in the journal can be in (UNKNOWN is a reader's word only).
 JOURNAL_STATES: Final = (TurnState.RUNNING, TurnState.PARKED, TurnState.DONE, TurnState.FAILED)

@@ -51,9 +51,10 @@ none is held up by a running turn. These methods and their fields are stable:
     from the service).
 
 ``responses/turnStatus`` ``{turn_id}``
-    Result: ``{turn_id, status, attempts, last_seq, error}``, status one of
-    ``RUNNING``, ``PARKED``, ``DONE``, ``FAILED``, ``UNKNOWN`` (never seen),
-    asked of the service.
+    Result: ``{turn_id, status, attempts, last_seq, error}``, status one of the
+    contract's lower-case words ``running``, ``parked``, ``done``, ``failed``,
+    ``unknown`` (never seen), asked of the service. (gRPC's TurnStatus keeps the
+    upper-case enum names.)
 
 ``responses/resumeDetached`` ``{turn_id, resume}``
     Resumes a PARKED turn with ``resume`` (any JSON, ``null`` included: the value

@@ -32,6 +32,7 @@ from turnkeeper.agent.bridge.jsonrpc import (
 from turnkeeper.agent.bridge.runtime import Assignment, Identity, TurnRuntime
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.errors import TurnkeeperError
+from turnkeeper.states import TurnState
 from turnkeeper.v1 import turns_pb2
 
 log = logging.getLogger(__name__)
@@ -51,9 +52,10 @@ _RESPONSE_STATUS: Final = {
 }
 
 
-def state_name(state: int) -> str:
-    """RUNNING, PARKED, DONE, FAILED or UNKNOWN."""
-    return turns_pb2.TurnState.Name(state).removeprefix("TURN_STATE_")  # type: ignore[arg-type]
+def status_word(state: int) -> str:
+    """The contract's wire word for a turn state: running, parked, done, failed or
+    unknown (gRPC keeps its upper-case enum names)."""
+    return TurnState.from_proto(state).word
 
 
 class Methods:
@@ -180,7 +182,7 @@ class Methods:
         return Reply(
             {
                 "turn_id": turn_id,
-                "status": state_name(status.state),
+                "status": status_word(status.state),
                 "attempts": status.attempts,
                 "last_seq": status.last_seq,
                 "error": status.error,
@@ -204,7 +206,7 @@ class Methods:
         return Reply(
             {
                 "turn_id": turn_id,
-                "status": state_name(response.turn.state),
+                "status": status_word(response.turn.state),
                 "dispatched": response.dispatched,
             }
         )

@@ -304,7 +304,12 @@ class Execution:
         if turn.has_resume:
             state = await self.runtime.graph.aget_state(config)
             if state.interrupts:
-                return Command(resume=value_to_py(turn.resume)), config
+                value = value_to_py(turn.resume)
+                if value is None:
+                    # LangGraph reads Command(resume=None) as no resume at all; a
+                    # map by interrupt id carries None to each pending interrupt().
+                    return Command(resume={i.id: None for i in state.interrupts}), config
+                return Command(resume=value), config
         return None, config
 
     async def _drive(self, events: EventLog) -> None:

@@ -134,7 +134,7 @@ async def test_callers_get_what_the_role_matrix_says_and_nothing_more(
     # A panel may start a turn and read its status ...
     turn_id = await park(nc, admin, tokens["panel"])
     status = await call(nc, "responses/turnStatus", {"turn_id": turn_id}, tokens["panel"])
-    assert status["result"]["status"] == "PARKED", status
+    assert status["result"]["status"] == "parked", status
 
     # ... but nobody without the right answers the parked turn.
     resume = {"turn_id": turn_id, "resume": "yes"}

@@ -1,7 +1,7 @@
 # turnkeeper: the durable-execution gRPC service (docs/architecture.md).
 #
 #   docker build -t turnkeeper .
-#   docker run -p 50051:50051 -p 9464:9464 -v turnkeeper-data:/data \
+#   docker run -p 50051:50051 -p 50080:50080 -p 9464:9464 -v turnkeeper-data:/data \
 #     -v ./secrets:/secrets:ro -e TURNKEEPER_TLS_CERT=/secrets/tls.crt \
 #     -e TURNKEEPER_TLS_KEY=/secrets/tls.key -e TURNKEEPER_TOKENS_FILE=/secrets/tokens.jsonl \
 #     turnkeeper
@@ -44,7 +44,7 @@ RUN pip install --no-cache-dir './clients/python[agent]' ./server \
 USER 10001:10001
 VOLUME /data
 # gRPC (TurnService, CheckpointService, health, reflection) and Prometheus metrics.
-EXPOSE 50051 9464
+EXPOSE 50051 50080 9464
 
 # The standard gRPC health service, asked by the CLI (`turnkeeper health`).
 HEALTHCHECK --interval=10s --timeout=5s --start-period=15s --retries=3 \

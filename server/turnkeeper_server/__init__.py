@@ -22,6 +22,10 @@ is one concern:
 - rpc/:        `turn_service`, `checkpoint_service` (thin glue over the engine),
                `interceptors`, `limits` (request validation), `convert` (records to protos)
 - security/:   `auth` (bearer tokens, roles), `transport` (TLS, the exposed-port rule)
+- web/:        the HTTP side on the same event loop: `connect` (TurnService as Connect
+               JSON), `sse` (a turn's events as Server-Sent Events), `relay` (the chat
+               page's calls to agents over NATS), `auth` (tokens on HTTP), `app` (the
+               aiohttp server, the console's static pages)
 - watch:       wake-ups for WatchTurn streams
 - reaper:      re-drives turns whose owner stopped heartbeating
 - errors:      domain errors and their one mapping to gRPC status codes

@@ -47,6 +47,7 @@ from turnkeeper_server.security.streams import OpenStreams
 from turnkeeper_server.security.token_reload import Reload, TokenReloader
 from turnkeeper_server.store.sqlite import Database
 from turnkeeper_server.watch import TurnNotifier
+from turnkeeper_server.web.app import WebServer
 
 log = logging.getLogger(__name__)
 
@@ -99,6 +100,18 @@ class TurnkeeperServer:
         self.audit = AuditLog(self.db)
         if self.token_reloader is not None:
             self.token_reloader.on_reload = self._audit_reload
+        self.turn_servicer = TurnServicer(self.engine, settings.limits, self.audit)
+        # The HTTP side calls the same servicer (and so shares its WatchTurn quota).
+        self.web: WebServer | None = None
+        if settings.http_listen is not None:
+            self.web = WebServer(
+                settings,
+                servicer=self.turn_servicer,
+                tokens=self.tokens,
+                metrics=self.metrics,
+                link=self.link,
+                serving=lambda: not self._stopped,
+            )
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]  # not in grpc-stubs
         self.server: aio.Server | None = None
         self.port = 0
@@ -134,9 +147,7 @@ class TurnkeeperServer:
                 ("grpc.max_send_message_length", message_bytes),
             ],
         )
-        turns_pb2_grpc.add_TurnServiceServicer_to_server(
-            TurnServicer(self.engine, self.settings.limits, self.audit), server
-        )
+        turns_pb2_grpc.add_TurnServiceServicer_to_server(self.turn_servicer, server)
         checkpoints_pb2_grpc.add_CheckpointServiceServicer_to_server(
             CheckpointServicer(self.engine, self.settings.limits, self.metrics, self.audit), server
         )
@@ -161,6 +172,8 @@ class TurnkeeperServer:
         if self.token_reloader is not None:
             await self.token_reloader.start()
         await server.start()
+        if self.web is not None:
+            await self.web.start()
         if self.settings.metrics_listen:
             host, _, port = self.settings.metrics_listen.rpartition(":")
             http, _thread = start_http_server(
@@ -194,6 +207,8 @@ class TurnkeeperServer:
             await self.health.enter_graceful_shutdown()
             if self.token_reloader is not None:
                 await self.token_reloader.stop()
+            if self.web is not None:
+                await self.web.stop()
             if self.server is not None:
                 await self.server.stop(grace)
             await self.reaper.stop()

@@ -63,8 +63,10 @@ def actor(context: Any = None) -> str:
         return "anonymous"
     role = f"agent:{caller.agent}" if caller.role == auth.AGENT else caller.role
     who = f"{caller.name} ({role})"
-    if caller.role == auth.AGENT and context is not None:
-        claimed = [v for k, v in context.invocation_metadata() or () if k == ON_BEHALF_OF]
+    # A gRPC context has the call's metadata; the HTTP side's has none.
+    metadata = getattr(context, "invocation_metadata", None)
+    if caller.role == auth.AGENT and metadata is not None:
+        claimed = [v for k, v in metadata() or () if k == ON_BEHALF_OF]
         if claimed:
             text = (
                 claimed[0] if isinstance(claimed[0], str) else claimed[0].decode("utf-8", "replace")

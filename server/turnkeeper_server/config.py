@@ -70,6 +70,10 @@ class Settings:
     insecure: bool = False
     # Server reflection (grpcurl list/describe); with tokens on it needs a token.
     reflection: bool = True
+    # The HTTP side (console, Connect JSON, SSE; web/): HOST:PORT, or None for none.
+    http_listen: str | None = None
+    # When the HTTP port is the default one and taken, serve on a free port instead.
+    http_any_port_if_busy: bool = False
 
 
 def _writable_dir(path: Path) -> bool:

@@ -78,6 +78,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_security_arguments(parser)
     parser.add_argument(
+        "--http-port",
+        type=int,
+        default=None,
+        help=f"port of the console and HTTP API, on the --listen host; 0: any free port; "
+        f"-1: no HTTP (env TURNKEEPER_HTTP_PORT; default {DEFAULT_HTTP_PORT}, or a free "
+        "port when that one is taken)",
+    )
+    parser.add_argument(
         "--metrics-listen",
         default=env("TURNKEEPER_METRICS_LISTEN"),
         help="Prometheus endpoint HOST:PORT (env TURNKEEPER_METRICS_LISTEN)",
@@ -161,11 +169,30 @@ def add_security_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+DEFAULT_HTTP_PORT = 50080
+
+
+def _http_listen(args: argparse.Namespace) -> tuple[str | None, bool]:
+    """(HOST:PORT of the HTTP side or None, whether the port is the default one)."""
+    given = args.http_port
+    if given is None and os.environ.get("TURNKEEPER_HTTP_PORT"):
+        given = int(os.environ["TURNKEEPER_HTTP_PORT"])
+    port = DEFAULT_HTTP_PORT if given is None else given
+    if port < 0:
+        return None, False
+    unix = args.listen.startswith(("unix:", "unix-abstract:"))
+    host = "127.0.0.1" if unix or ":" not in args.listen else args.listen.rpartition(":")[0]
+    return f"{host}:{port}", given is None
+
+
 def settings_from_args(
     args: argparse.Namespace, nats_url: str | None, nats: NatsAuth | None = None
 ) -> Settings:
     turns_path, sessions_path = resolve_paths(args.data_dir)
+    http_listen, default_port = _http_listen(args)
     return Settings(
+        http_listen=http_listen,
+        http_any_port_if_busy=default_port,
         turns_path=turns_path,
         sessions_path=sessions_path,
         listen=args.listen,
@@ -216,6 +243,8 @@ async def serve(args: argparse.Namespace) -> int:
         # SIGHUP: read the tokens file again (add or revoke tokens without a restart).
         loop.add_signal_handler(signal.SIGHUP, server.reload_tokens)
         print(f"turnkeeper listening on {server.address}", flush=True)
+        if server.web is not None:
+            print(f"turnkeeper console on {server.web.url}console/", flush=True)
         await stop.wait()
         log.info("signal received: shutting down")
     finally:

@@ -113,7 +113,7 @@ def test_dockerfile_runs_the_server_as_pid_1_as_a_non_root_user() -> None:
     keywords = [kw for kw, _ in parsed]
     assert keywords.index("USER") > max(i for i, kw in enumerate(keywords) if kw == "RUN")
     assert only(parsed, "VOLUME") == "/data"
-    assert set(only(parsed, "EXPOSE").split()) == {"50051", "9464"}
+    assert set(only(parsed, "EXPOSE").split()) == {"50051", "50080", "9464"}
 
     installs = [args for kw, args in parsed if kw == "RUN" and "pip install" in args]
     assert installs, "the project is not installed"
@@ -158,7 +158,7 @@ def test_compose_wires_nats_the_service_and_an_agent() -> None:
     assert re.search(r"^\s+build: \.$", service, re.MULTILINE)
     assert "- turnkeeper-data:/data" in service
     assert "TURNKEEPER_NATS_URL: nats://nats:4222" in service
-    for port in ("50051", "9464"):
+    for port in ("50051", "50080", "9464"):
         assert f'"{port}:{port}"' in service
 
     agent = blocks["agent"]

@@ -67,6 +67,8 @@ CLI_TASKS = {
     "turns watch",
     "turns resume",
     "turns redrive",
+    "audit",
+    "backup",
 }
 
 

@@ -71,6 +71,7 @@ async def spawn_agent(
     graph: str = "steps",
     hold_work: bool = False,
     step_ms: int = 0,
+    extra_env: dict[str, str] | None = None,
 ) -> Agent:
     """clients/node/testing/agent.mjs under TurnRunner; `await agent.ready()`."""
     assert NODE is not None
@@ -86,6 +87,7 @@ async def spawn_agent(
         "SIDE_LOG": str(side_log),
         "HOLD_WORK": "1" if hold_work else "0",
         "STEP_MS": str(step_ms),
+        **(extra_env or {}),
     }
     proc = await asyncio.create_subprocess_exec(
         NODE,

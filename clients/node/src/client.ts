@@ -1,4 +1,4 @@
-// The raw client: every RPC of TurnService and CheckpointService, over gRPC (HTTP/2)
+// The raw client: every RPC of TurnService, CheckpointService and OperationsService, over gRPC (HTTP/2)
 // with the Connect transport, on messages generated from the repository's protos.
 //
 // Each method takes the request as a plain object (`{ turnId: "t1" }`) or a
@@ -16,11 +16,13 @@ import {
   validateConnection,
 } from "./connection.js";
 import { CheckpointService } from "./gen/turnkeeper/v1/checkpoints_pb.js";
+import { OperationsService } from "./gen/turnkeeper/v1/operations_pb.js";
 import { retryInterceptor } from "./retry.js";
 import { TurnService } from "./gen/turnkeeper/v1/turns_pb.js";
 
 export type TurnServiceClient = Client<typeof TurnService>;
 export type CheckpointServiceClient = Client<typeof CheckpointService>;
+export type OperationsServiceClient = Client<typeof OperationsService>;
 
 /** `authorization: Bearer <token>` on every call. */
 function bearer(token: string): Interceptor {
@@ -36,6 +38,8 @@ export class TurnkeeperClient {
   readonly turns: TurnServiceClient;
   /** Every CheckpointService RPC: getCheckpoint, listCheckpoints (a stream), ... */
   readonly checkpoints: CheckpointServiceClient;
+  /** OperationsService: introspect (who a token is), listAudit. */
+  readonly operations: OperationsServiceClient;
   readonly options: ConnectionOptions;
   readonly #sessions: Http2SessionManager;
   #closed = false;
@@ -75,6 +79,7 @@ export class TurnkeeperClient {
     });
     this.turns = createClient(TurnService, transport);
     this.checkpoints = createClient(CheckpointService, transport);
+    this.operations = createClient(OperationsService, transport);
   }
 
   /** Close the connection; calls in flight fail with CANCELED. Safe twice. */

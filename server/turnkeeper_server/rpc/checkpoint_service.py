@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator
+from typing import Any
 
 from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc
 
+from turnkeeper_server.audit import DELETE_THREAD, AuditLog
 from turnkeeper_server.engine import Engine
 from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.journal import checkpoints as store
@@ -22,10 +25,13 @@ MAX_NS = 1024
 
 
 class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
-    def __init__(self, engine: Engine, limits: Limits, metrics: Metrics) -> None:
+    def __init__(
+        self, engine: Engine, limits: Limits, metrics: Metrics, audit: AuditLog | None = None
+    ) -> None:
         self.engine = engine
         self.limits = limits
         self.metrics = metrics
+        self.audit = audit
 
     def _thread(self, thread_id: str) -> str:
         return lim.check_id("thread_id", thread_id, self.limits)
@@ -174,8 +180,14 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         self, request: checkpoints_pb2.DeleteThreadRequest, context: Ctx
     ) -> checkpoints_pb2.DeleteThreadResponse:
         thread_id = self._thread(request.thread_id)
-        self._own_thread(thread_id)
-        await self.engine.delete_thread(thread_id)
+        audited: contextlib.AbstractAsyncContextManager[Any] = (
+            contextlib.nullcontext()
+            if self.audit is None
+            else self.audit.action(DELETE_THREAD, thread_id, context)
+        )
+        async with audited:
+            self._own_thread(thread_id)
+            await self.engine.delete_thread(thread_id)
         return checkpoints_pb2.DeleteThreadResponse()
 
 

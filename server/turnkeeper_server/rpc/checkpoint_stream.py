@@ -23,6 +23,7 @@ from collections.abc import AsyncIterator
 from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2
 
+from turnkeeper_server.audit import AuditLog
 from turnkeeper_server.engine import Engine
 from turnkeeper_server.errors import InvalidArgument, StaleAttempt, TurnkeeperError, status_for
 from turnkeeper_server.metrics import Metrics
@@ -51,9 +52,14 @@ class StreamingCheckpointServicer(CheckpointServicer):
     """CheckpointService with its stream; appends go through ``turns``' AppendEvents."""
 
     def __init__(
-        self, engine: Engine, limits: Limits, metrics: Metrics, turns: TurnServicer
+        self,
+        engine: Engine,
+        limits: Limits,
+        metrics: Metrics,
+        turns: TurnServicer,
+        audit: AuditLog | None = None,
     ) -> None:
-        super().__init__(engine, limits, metrics)
+        super().__init__(engine, limits, metrics, audit)
         self.turns = turns
         self.streams = lim.StreamQuota(
             "CheckpointStreams",

@@ -79,6 +79,22 @@ TURNKEEPER_MIGRATIONS: list[str] = [
     );
     CREATE INDEX turnkeeper_boundaries_by_thread ON turnkeeper_boundaries (thread_id);
     """,
+    # 2: the audit log of operator actions (audit.py) and the outbox rows' trace
+    # context (tracing.py), as SQLite's migration 2 of turns.db.
+    """
+    CREATE TABLE audit (
+        id       BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        at       DOUBLE PRECISION NOT NULL,
+        actor    TEXT NOT NULL,
+        action   TEXT NOT NULL,
+        target   TEXT NOT NULL,
+        outcome  TEXT NOT NULL,
+        detail   TEXT NOT NULL
+    );
+    -- The W3C trace context of the call that wrote an outbox row (tracing on only),
+    -- sent as the NATS message's traceparent header.
+    ALTER TABLE outbox ADD COLUMN traceparent TEXT;
+    """,
 ]
 
 

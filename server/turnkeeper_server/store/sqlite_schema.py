@@ -53,6 +53,23 @@ TURNS_MIGRATIONS: list[str] = [
         created_at REAL NOT NULL
     );
     """,
+    # 2: the audit log of operator actions (audit.py), beside the journal, and the
+    # outbox rows' trace context (tracing.py). Plain SQL
+    # that PostgreSQL accepts as well (its backend gives id an identity default).
+    """
+    CREATE TABLE audit (
+        id       INTEGER PRIMARY KEY,
+        at       DOUBLE PRECISION NOT NULL,
+        actor    TEXT NOT NULL,
+        action   TEXT NOT NULL,
+        target   TEXT NOT NULL,
+        outcome  TEXT NOT NULL,
+        detail   TEXT NOT NULL
+    );
+    -- The W3C trace context of the call that wrote an outbox row (tracing on only),
+    -- sent as the NATS message's traceparent header.
+    ALTER TABLE outbox ADD COLUMN traceparent TEXT;
+    """,
 ]
 
 SESSIONS_MIGRATIONS: list[str] = [

@@ -42,6 +42,8 @@ export interface Request {
   metadata: Record<string, unknown>;
   /** False for a notification (no id): nobody waits for an answer. */
   wantsReply: boolean;
+  /** The NATS header Authorization, the caller's bearer token (callers.ts). */
+  authorization?: string;
 }
 
 /** A method's result, and the work to start once the answer is sent (not named

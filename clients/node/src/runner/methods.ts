@@ -10,6 +10,7 @@ import { ConnectError } from "@connectrpc/connect";
 import type { TurnkeeperClient } from "../client.js";
 import { TurnState } from "../gen/turnkeeper/v1/turns_pb.js";
 import { toValue } from "../values.js";
+import type { CallerCheck } from "./callers.js";
 import type { Identity } from "./execution.js";
 import { INTENT_KEY, REGENERATE_INPUT, entryCheckpointId, isReserved } from "./intent.js";
 import {
@@ -38,6 +39,8 @@ export class Methods {
     readonly client: TurnkeeperClient,
     readonly runtime: TurnRuntime,
     readonly identity: Identity,
+    /** Who may call responses/*; undefined: anyone. */
+    readonly callers?: CallerCheck,
   ) {}
 
   async dispatch(request: Request): Promise<Reply> {
@@ -55,6 +58,11 @@ export class Methods {
       );
     }
     try {
+      // The service's own hand-offs (execute) are not a caller's request: who may
+      // publish them is NATS's authorization.
+      if (this.callers !== undefined && request.method !== EXECUTE) {
+        await this.callers.check(request);
+      }
       return await handler(request);
     } catch (error) {
       throw error instanceof ConnectError ? RpcError.fromService(error) : error;

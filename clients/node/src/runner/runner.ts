@@ -14,6 +14,7 @@ import { hostname } from "node:os";
 import { TurnkeeperClient } from "../client.js";
 import { type ConnectionOptions, connectionFromEnv } from "../connection.js";
 import { Code, codeOf, messageOf } from "../errors.js";
+import { CallerCheck } from "./callers.js";
 import { BoundarySaver } from "./boundary.js";
 import type { Identity, RunnableGraph } from "./execution.js";
 import { HealthServer, parseListen } from "./health.js";
@@ -127,7 +128,7 @@ export class TurnRunner {
       inputMapper: options.inputMapper ?? ((input) => input),
       log: this.log,
     });
-    this.methods = new Methods(this.client, this.runtime, this.identity);
+    this.methods = new Methods(this.client, this.runtime, this.identity, new CallerCheck(this.client, config.agent));
     if (config.healthListen !== undefined) {
       const [host, port] = parseListen(config.healthListen);
       this.health = new HealthServer(host, port, () => this.#check());

@@ -113,6 +113,10 @@ export class NatsSubscriber {
     let body: string;
     try {
       request = parse(msg.data);
+      const authorization = msg.headers?.get("Authorization");
+      if (authorization) {
+        request.authorization = authorization;
+      }
       reply = request.method === PING ? { result: {} } : await this.dispatch(request);
       body = resultEnvelope(request.id, reply.result);
     } catch (error) {

@@ -33,7 +33,9 @@ its request iterator, and the two behave alike this way.
 from __future__ import annotations
 
 import asyncio
+import concurrent.futures
 import contextlib
+import contextvars
 import itertools
 import threading
 import time
@@ -297,7 +299,25 @@ class LoopStreams:
         self._streams: RunStreams[AsyncRunStream] = RunStreams(lambda: AsyncRunStream(self._client))
 
     def request(self, key: RunKey, **op: Any) -> Response:
-        return asyncio.run_coroutine_threadsafe(self._request(key, op), self._loop).result()
+        # The caller's context goes with the message (its trace, for one): a stream
+        # opened for it is a child of the caller's span, as a unary call would be.
+        context = contextvars.copy_context()
+        answer: concurrent.futures.Future[Response] = concurrent.futures.Future()
+
+        def settle(task: asyncio.Task[Response]) -> None:
+            if task.cancelled():
+                answer.cancel()
+            elif (exc := task.exception()) is not None:
+                answer.set_exception(exc)
+            else:
+                answer.set_result(task.result())
+
+        def start() -> None:
+            task = self._loop.create_task(self._request(key, op), context=context)
+            task.add_done_callback(settle)
+
+        self._loop.call_soon_threadsafe(start)
+        return answer.result()
 
     async def _request(self, key: RunKey, op: dict[str, Any]) -> Response:
         return await self._streams.get(key).request(**op)

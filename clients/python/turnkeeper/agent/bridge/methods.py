@@ -6,12 +6,14 @@ what this replica happens to be running.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from typing import Final
 
 from turnkeeper.agent.bridge import jsonrpc
 from turnkeeper.agent.bridge._convert import py_to_value
+from turnkeeper.agent.bridge.caller_auth import CallerCheck
 from turnkeeper.agent.bridge.intent import (
     INTENT_KEY,
     REGENERATE_INPUT,
@@ -58,11 +60,17 @@ def status_word(state: int) -> str:
 
 class Methods:
     def __init__(
-        self, client: AsyncTurnkeeperClient, runtime: TurnRuntime, identity: Identity
+        self,
+        client: AsyncTurnkeeperClient,
+        runtime: TurnRuntime,
+        identity: Identity,
+        callers: CallerCheck | None = None,
     ) -> None:
         self.client = client
         self.runtime = runtime
         self.identity = identity
+        # Who may call the responses/* methods; None: anyone (tests of the methods).
+        self.callers = callers
         self.accepting = True
 
     async def dispatch(self, request: Request) -> Reply:
@@ -79,6 +87,11 @@ class Methods:
                 f"{CREATE}, {TURN_STATUS}, {RESUME_DETACHED} and {EXECUTE}",
             )
         try:
+            # The service's own hand-offs (execute) are not a caller's request: who
+            # may publish them is NATS's authorization (the locked bundled server).
+            if self.callers is not None and request.method != EXECUTE:
+                caller = await self.callers.check(request)
+                request = dataclasses.replace(request, caller=caller)
             return await handler(request)
         except TurnkeeperError as exc:
             raise RpcError.from_service(exc) from exc
@@ -184,9 +197,12 @@ class Methods:
             value = py_to_value(request.params["resume"])
         except Exception as exc:
             raise invalid_params(f"resume is not JSON data: {exc}") from None
-        response = await self.client.resume_detached(
-            turns_pb2.ResumeDetachedRequest(turn_id=turn_id, resume=value)
-        )
+        resume = turns_pb2.ResumeDetachedRequest(turn_id=turn_id, resume=value)
+        if request.caller is None:
+            response = await self.client.resume_detached(resume)
+        else:
+            # The audit log names whom this bridge acted for.
+            response = await self.client.resume_detached_on_behalf(resume, request.caller)
         return Reply(
             {
                 "turn_id": turn_id,

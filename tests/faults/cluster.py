@@ -20,6 +20,7 @@ import nats
 from grpc import aio
 from nats.aio.client import Client
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.targets import ChannelTarget
 from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 
 from tests.faults.mirror import Mirror
@@ -42,8 +43,8 @@ FAST_RECONNECT: list[tuple[str, object]] = [
 
 @dataclass(frozen=True)
 class HarnessOptions(ConnectionOptions):
-    def channel_options(self) -> list[tuple[str, object]]:
-        return [*ConnectionOptions.channel_options(self), *FAST_RECONNECT]
+    def channel_options(self, target: ChannelTarget | None = None) -> list[tuple[str, object]]:
+        return [*ConnectionOptions.channel_options(self, target), *FAST_RECONNECT]
 
 
 def integrity(path: Path) -> str:

@@ -44,6 +44,10 @@ class Settings:
     # None: no NATS; the service runs and logs that mirroring is off.
     nats_url: str | None = None
     subject_prefix: str = "vystak"
+    # Keep a JetStream stream over `<prefix>.turn.>` (messaging/jetstream.py), whose
+    # duplicate window (seconds) drops an outbox message published twice.
+    jetstream: bool = False
+    jetstream_duplicate_window: float = 300.0
     namespace: str = "default"
     # How long an executor's lease lasts without a heartbeat.
     lease_seconds: float = 15.0

@@ -90,6 +90,21 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "port when that one is taken)",
     )
     parser.add_argument(
+        "--jetstream",
+        action="store_true",
+        default=_flag(env("TURNKEEPER_JETSTREAM")),
+        help="keep a JetStream stream over <prefix>.turn.> with a duplicate window, so "
+        "a message the outbox publishes twice is stored once and a late subscriber "
+        "can replay a turn (env TURNKEEPER_JETSTREAM=1; NATS must run with -js)",
+    )
+    parser.add_argument(
+        "--jetstream-duplicate-window",
+        type=float,
+        default=float(env("TURNKEEPER_JETSTREAM_DUPLICATE_WINDOW", "300")),
+        help="seconds within which JetStream drops a repeated outbox message "
+        "(env TURNKEEPER_JETSTREAM_DUPLICATE_WINDOW)",
+    )
+    parser.add_argument(
         "--metrics-listen",
         default=env("TURNKEEPER_METRICS_LISTEN"),
         help="Prometheus endpoint HOST:PORT (env TURNKEEPER_METRICS_LISTEN)",
@@ -198,6 +213,8 @@ def settings_from_args(args: argparse.Namespace, nats_url: str | None) -> Settin
         listen=args.listen,
         nats_url=nats_url,
         subject_prefix=args.subject_prefix,
+        jetstream=args.jetstream,
+        jetstream_duplicate_window=args.jetstream_duplicate_window,
         namespace=args.namespace,
         lease_seconds=args.lease_seconds,
         max_redrives=args.max_redrives,
@@ -218,7 +235,7 @@ async def serve(args: argparse.Namespace) -> int:
     embedded: EmbeddedNats | None = None
     nats_url = args.nats_url
     if nats_url is None and not args.no_nats:
-        embedded = EmbeddedNats()
+        embedded = EmbeddedNats(jetstream=args.jetstream)
         nats_url = embedded.start()
         log.info("started a bundled nats-server at %s (pass --nats-url to use yours)", nats_url)
     server = None

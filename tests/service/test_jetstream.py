@@ -175,3 +175,8 @@ async def test_a_nats_server_without_jetstream_is_named_with_the_fix(
             await ensure_stream(client, StreamSpec("vystak"))
     finally:
         await client.close()
+
+
+def test_a_duplicate_window_that_is_not_positive_is_refused() -> None:
+    with pytest.raises(ValueError, match="positive number of seconds"):
+        StreamSpec("vystak", 0)

@@ -47,6 +47,13 @@ class StreamSpec:
     prefix: str
     duplicate_window: float = DEFAULT_DUPLICATE_WINDOW
 
+    def __post_init__(self) -> None:
+        if not self.duplicate_window > 0:
+            raise ValueError(
+                f"--jetstream-duplicate-window must be a positive number of seconds, "
+                f"not {self.duplicate_window}"
+            )
+
     @property
     def name(self) -> str:
         return stream_name(self.prefix)

@@ -65,6 +65,11 @@ class Size:
     # (0: no batch run).
     recovery_reps: int
     recovery_batch: int
+    # Many agents: agent process counts, turns per process, turns in flight in each.
+    agents_procs: tuple[int, ...]
+    agents_turns: int
+    agents_callers: int
+    agents_rounds: int
 
 
 FULL = Size(
@@ -88,6 +93,10 @@ FULL = Size(
     saver_rounds=3,
     recovery_reps=5,
     recovery_batch=10,
+    agents_procs=(1, 2, 4),
+    agents_turns=160,
+    agents_callers=8,
+    agents_rounds=2,
 )
 
 SMOKE = Size(
@@ -111,6 +120,10 @@ SMOKE = Size(
     saver_rounds=1,
     recovery_reps=1,
     recovery_batch=0,
+    agents_procs=(1, 2),
+    agents_turns=4,
+    agents_callers=2,
+    agents_rounds=1,
 )
 
 

@@ -17,7 +17,7 @@ from pathlib import Path
 import nats
 from google.protobuf import struct_pb2
 from grpc import aio
-from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
+from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
 
 from bench import populate
 from bench.common import (
@@ -57,10 +57,26 @@ def _requests(size: Size, round_: int) -> list[list[turns_pb2.AppendEventsReques
     return out
 
 
+async def _stream_writer(
+    stub: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
+    batches: list[turns_pb2.AppendEventsRequest],
+) -> None:
+    """A turn's batches as `append` messages on one CheckpointStream, sent without
+    waiting (the service still answers each after its commit, in order)."""
+    requests = [
+        checkpoints_pb2.CheckpointStreamRequest(id=n, append=batch)
+        for n, batch in enumerate(batches, start=1)
+    ]
+    answers = [a async for a in stub.CheckpointStream(iter(requests))]
+    if len(answers) != len(requests) or any(a.HasField("error") for a in answers):
+        raise RuntimeError(f"the stream answered {len(answers)} of {len(requests)} batches")
+
+
 async def _service_round(
-    address: str, nats_url: str, size: Size, round_: int, pid: int
+    address: str, nats_url: str, size: Size, round_: int, pid: int, stream: bool = False
 ) -> tuple[float, float, dict[str, float]]:
-    """(acknowledged events/s, mirrored events/s, the service's CPU seconds by thread)."""
+    """(acknowledged events/s, mirrored events/s, the service's CPU seconds by thread);
+    `stream`: each turn's batches on a CheckpointStream instead of AppendEvents calls."""
     total = size.ingest_turns * size.ingest_batches * size.ingest_batch
     received = 0
     all_received = asyncio.Event()
@@ -90,7 +106,12 @@ async def _service_round(
                     )
                 )
 
+            checkpoints = checkpoints_pb2_grpc.CheckpointServiceStub(channel)
+
             async def writer(batches: list[turns_pb2.AppendEventsRequest]) -> None:
+                if stream:
+                    await _stream_writer(checkpoints, batches)
+                    return
                 for request in batches:
                     await stub.AppendEvents(request)
 
@@ -162,11 +183,15 @@ def run(size: Size) -> Section:
             "nats-server; a subscriber in the load generator counts the mirrored events. "
             "Baseline, in the same round: the same number of rows inserted into the same "
             "`events` table in-process with `executemany`, one transaction per batch, WAL, "
-            "synchronous=FULL."
+            "synchronous=FULL. The CheckpointStream rows: the same batches, each turn's "
+            "sent as `append` messages on one stream without waiting for each answer, "
+            "against a fresh service in the same round."
         ),
     )
     acked: list[float] = []
     mirrored: list[float] = []
+    s_acked: list[float] = []
+    s_mirrored: list[float] = []
     raw: list[float] = []
     raw_outbox: list[float] = []
     cpu_us: dict[str, list[float]] = {}
@@ -181,6 +206,16 @@ def run(size: Size) -> Section:
             ServerProcess(data_dir, nats_url=url) as server,
         ):
             a, m, cpu = asyncio.run(_service_round(server.address, url, size, round_, server.pid))
+        with (
+            scratch_dir("ingest-stream") as data_dir,
+            nats_server() as url,
+            ServerProcess(data_dir, nats_url=url) as server,
+        ):
+            sa, sm, _ = asyncio.run(
+                _service_round(server.address, url, size, round_, server.pid, stream=True)
+            )
+        s_acked.append(sa)
+        s_mirrored.append(sm)
         acked.append(a)
         mirrored.append(m)
         for kind, seconds in cpu.items():
@@ -192,6 +227,8 @@ def run(size: Size) -> Section:
         "mirrored_eps": m_mirrored,
         "raw_eps": m_raw,
         "raw_outbox_eps": median(raw_outbox),
+        "stream_acked_eps": median(s_acked),
+        "stream_mirrored_eps": median(s_mirrored),
     }
     section.metrics |= {f"cpu_us_per_event_{k}": v for k, v in cpu.items() if v > 0}
     r = paired_ratio(mirrored, raw)
@@ -210,6 +247,18 @@ def run(size: Size) -> Section:
             fmt_rate(m_acked),
             fmt_rate(m_raw),
             fmt_ratio(section.metrics["acked_ratio"]),
+        ),
+        Row(
+            "events/s over CheckpointStream, durable + retained + mirrored",
+            fmt_rate(median(s_mirrored)),
+            f"AppendEvents {fmt_rate(m_mirrored)}",
+            fmt_ratio(paired_ratio(s_mirrored, mirrored)),
+        ),
+        Row(
+            "events/s over CheckpointStream, acknowledged",
+            fmt_rate(median(s_acked)),
+            f"AppendEvents {fmt_rate(m_acked)}",
+            fmt_ratio(paired_ratio(s_acked, acked)),
         ),
         Row(
             "raw inserts with an outbox row per event (what the service writes)",

@@ -1,4 +1,5 @@
-"""RemoteSaver against LangGraph's in-process SqliteSaver.
+"""RemoteSaver against LangGraph's in-process SqliteSaver, on both of its transports:
+the checkpoint stream per run (its default) and one unary call per operation.
 
 Both sides commit with `synchronous=FULL` (the service's default; set with a
 PRAGMA on SqliteSaver's connection) in WAL mode. The graph with no checkpointer is
@@ -7,6 +8,7 @@ the floor: what the turn costs with no durability at all.
 
 from __future__ import annotations
 
+import asyncio
 import os
 import sqlite3
 import time
@@ -42,6 +44,35 @@ def remote_turn(data_dir: Path) -> Iterator[tuple[Callable[[], None], int]]:
 
 
 @contextmanager
+def remote_turns(data_dir: Path) -> Iterator[tuple[dict[str, Callable[[], None]], int, str]]:
+    """Turns through RemoteSaver on each transport, against one service; its pid, address."""
+    with (
+        ServerProcess(data_dir) as server,
+        RemoteSaver.from_address(server.address, stream=True) as stream,
+        RemoteSaver.from_address(server.address, stream=False) as unary,
+    ):
+        runs = {
+            "stream": turns.graph_turn(turns.build(stream)),
+            "unary": turns.graph_turn(turns.build(unary)),
+        }
+        yield runs, server.pid, server.address
+
+
+def async_run(address: str, stream: bool, count: int, callers: int = 0) -> float:
+    """Async turns through a RemoteSaver made on an event loop of their own: seconds
+    per turn one after the other, or with `callers`, turns/s."""
+
+    async def run() -> float:
+        async with RemoteSaver(address, stream=stream) as saver:
+            turn = turns.async_graph_turn(turns.build(saver))
+            if callers:
+                return await turns.async_concurrent(turn, count, callers)
+            return await turns.async_single(turn, count)
+
+    return asyncio.run(run())
+
+
+@contextmanager
 def sqlite_turn(data_dir: Path) -> Iterator[Callable[[], None]]:
     conn = sqlite3.connect(data_dir / "sqlite-saver.db", check_same_thread=False)
     try:
@@ -63,64 +94,131 @@ def run(size: Size) -> Section:
             f'A 4-node linear graph over ~2 KB of state, `durability="sync"`, a new thread '
             f"per turn. Single: {size.saver_single} turns one after the other, median per "
             f"turn. Concurrent: {size.saver_concurrent} turns on {size.saver_callers} "
-            "threads, turns/s. RemoteSaver uses its blocking client; the service runs in its "
-            "own process. SqliteSaver shares one connection (its lock serialises every "
+            "threads, turns/s. RemoteSaver, against one service in its own process, on its "
+            "checkpoint stream per run (`stream`) and with one unary call per operation "
+            "(`unary`): with the blocking API (`invoke`, threads), and with the async API "
+            "(`ainvoke`, as the bridge runs turns: the same counts as tasks on one event "
+            "loop). SqliteSaver (blocking) shares one connection (its lock serialises every "
             "call). Both: WAL, synchronous=FULL. "
             f"{size.saver_rounds} rounds; values are medians, ratios medians of each round's ratio."
         ),
     )
-    single: dict[str, list[float]] = {"floor": [], "sqlite": [], "remote": []}
-    conc: dict[str, list[float]] = {"floor": [], "sqlite": [], "remote": []}
+    names = ("floor", "sqlite", "stream", "unary", "astream", "aunary")
+    single: dict[str, list[float]] = {k: [] for k in names}
+    conc: dict[str, list[float]] = {k: [] for k in names}
     # CPU milliseconds per turn in the concurrent runs: this process (the graph and
     # its checkpointer's client side) and, for RemoteSaver, the service.
-    client_ms: dict[str, list[float]] = {"floor": [], "sqlite": [], "remote": []}
-    service_ms: list[float] = []
+    client_ms: dict[str, list[float]] = {k: [] for k in names}
+    service_ms: dict[str, list[float]] = {k: [] for k in names[2:]}
     with scratch_dir("saver") as data_dir:
         floor = turns.graph_turn(turns.build(None))
-        with sqlite_turn(data_dir) as sqlite_run, remote_turn(data_dir) as (remote_run, pid):
-            runs = {"floor": floor, "sqlite": sqlite_run, "remote": remote_run}
+        with sqlite_turn(data_dir) as sqlite_run, remote_turns(data_dir) as (remote, pid, address):
+            runs: dict[str, Callable[[], None]] = {"floor": floor, "sqlite": sqlite_run, **remote}
+            asyncs = {"astream": True, "aunary": False}
+
+            def one_single(name: str) -> float:
+                if name in asyncs:
+                    return async_run(address, asyncs[name], size.saver_single)
+                return turns.single(runs[name], size.saver_single)
+
+            def one_concurrent(name: str) -> float:
+                count, callers = size.saver_concurrent, size.saver_callers
+                if name in asyncs:
+                    return async_run(address, asyncs[name], count, callers)
+                return turns.concurrent(runs[name], count, callers)
+
             for round_ in range(size.saver_rounds):
-                order = list(runs) if round_ % 2 == 0 else list(reversed(runs))
+                order = list(names) if round_ % 2 == 0 else list(reversed(names))
                 for name in order:
-                    single[name].append(turns.single(runs[name], size.saver_single))
+                    single[name].append(one_single(name))
                 for name in order:
                     client, service = time.process_time(), cpu_seconds(pid)
-                    conc[name].append(
-                        turns.concurrent(runs[name], size.saver_concurrent, size.saver_callers)
-                    )
+                    conc[name].append(one_concurrent(name))
                     per_turn = 1e3 / size.saver_concurrent
                     client_ms[name].append((time.process_time() - client) * per_turn)
-                    if name == "remote":
+                    if name in service_ms:
                         used = cpu_delta(service, cpu_seconds(pid))
-                        service_ms.append(sum(used.values()) * per_turn)
+                        service_ms[name].append(sum(used.values()) * per_turn)
     s = {k: median(v) for k, v in single.items()}
     c = {k: median(v) for k, v in conc.items()}
     cpu = {k: median(v) for k, v in client_ms.items()}
+    svc = {k: median(v) for k, v in service_ms.items()}
     section.metrics = (
         {f"single_{k}_s": v for k, v in s.items()}
         | {f"concurrent_{k}_tps": v for k, v in c.items()}
         | {f"client_cpu_ms_per_turn_{k}": v for k, v in cpu.items()}
-        | {"service_cpu_ms_per_turn_remote": median(service_ms)}
+        | {f"service_cpu_ms_per_turn_{k}": v for k, v in svc.items()}
     )
-    single_ratio = paired_ratio(single["remote"], single["sqlite"])
-    conc_ratio = paired_ratio(conc["remote"], conc["sqlite"])
-    section.metrics |= {"single_ratio": single_ratio, "concurrent_ratio": conc_ratio}
+    single_ratio = paired_ratio(single["stream"], single["sqlite"])
+    conc_ratio = paired_ratio(conc["stream"], conc["sqlite"])
+    unary_single = paired_ratio(single["unary"], single["sqlite"])
+    unary_conc = paired_ratio(conc["unary"], conc["sqlite"])
+    service_ratio = paired_ratio(service_ms["stream"], service_ms["unary"])
+    a_service_ratio = paired_ratio(service_ms["astream"], service_ms["aunary"])
+    a_single = paired_ratio(single["astream"], single["sqlite"])
+    a_conc = paired_ratio(conc["astream"], conc["sqlite"])
+    section.metrics |= {
+        "single_ratio": single_ratio,
+        "concurrent_ratio": conc_ratio,
+        "single_ratio_unary": unary_single,
+        "concurrent_ratio_unary": unary_conc,
+        "service_cpu_ratio_stream_vs_unary": service_ratio,
+        "service_cpu_ratio_stream_vs_unary_async": a_service_ratio,
+        "single_ratio_async_stream": a_single,
+        "concurrent_ratio_async_stream": a_conc,
+    }
     section.rows = [
         Row(
-            "per-turn time, single",
-            fmt_ms(s["remote"]),
+            "per-turn time, single: stream",
+            fmt_ms(s["stream"]),
             f"SqliteSaver {fmt_ms(s['sqlite'])}",
             fmt_ratio(single_ratio),
-            "≤ 1.25\u00d7",
-            single_ratio <= 1.25,
+            "≤ 1.5\u00d7",
+            single_ratio <= 1.5,
         ),
         Row(
-            f"throughput, {size.saver_callers} concurrent turns",
-            fmt_rate(c["remote"], " turns/s"),
+            "per-turn time, single: unary",
+            fmt_ms(s["unary"]),
+            f"SqliteSaver {fmt_ms(s['sqlite'])}",
+            fmt_ratio(unary_single),
+        ),
+        Row(
+            f"throughput, {size.saver_callers} concurrent turns: stream",
+            fmt_rate(c["stream"], " turns/s"),
             f"SqliteSaver {fmt_rate(c['sqlite'], ' turns/s')}",
             fmt_ratio(conc_ratio),
-            "≥ 2\u00d7",
-            conc_ratio >= 2.0,
+            "≥ 1\u00d7",
+            conc_ratio >= 1.0,
+        ),
+        Row(
+            f"throughput, {size.saver_callers} concurrent turns: unary",
+            fmt_rate(c["unary"], " turns/s"),
+            f"SqliteSaver {fmt_rate(c['sqlite'], ' turns/s')}",
+            fmt_ratio(unary_conc),
+        ),
+        Row(
+            "per-turn time, single: async stream",
+            fmt_ms(s["astream"]),
+            f"SqliteSaver {fmt_ms(s['sqlite'])}",
+            fmt_ratio(a_single),
+        ),
+        Row(
+            "per-turn time, single: async unary",
+            fmt_ms(s["aunary"]),
+            f"SqliteSaver {fmt_ms(s['sqlite'])}",
+            fmt_ratio(paired_ratio(single["aunary"], single["sqlite"])),
+        ),
+        Row(
+            f"throughput, {size.saver_callers} concurrent turns: async stream",
+            fmt_rate(c["astream"], " turns/s"),
+            f"SqliteSaver {fmt_rate(c['sqlite'], ' turns/s')}",
+            fmt_ratio(a_conc),
+        ),
+        Row(
+            f"throughput, {size.saver_callers} concurrent turns: async unary",
+            fmt_rate(c["aunary"], " turns/s"),
+            f"SqliteSaver {fmt_rate(c['sqlite'], ' turns/s')}",
+            fmt_ratio(paired_ratio(conc["aunary"], conc["sqlite"])),
         ),
         Row(
             "floor: no checkpointer, single",
@@ -135,21 +233,40 @@ def run(size: Size) -> Section:
             fmt_ratio(paired_ratio(conc["floor"], conc["sqlite"])),
         ),
         Row(
-            "CPU per turn, concurrent: graph process",
-            f"{cpu['remote']:.1f} ms",
+            "CPU per turn, concurrent: graph process, stream",
+            f"{cpu['stream']:.1f} ms",
             f"SqliteSaver {cpu['sqlite']:.1f} ms (no checkpointer {cpu['floor']:.1f} ms)",
-            fmt_ratio(paired_ratio(client_ms["remote"], client_ms["sqlite"])),
+            fmt_ratio(paired_ratio(client_ms["stream"], client_ms["sqlite"])),
         ),
         Row(
-            "CPU per turn, concurrent: the service",
-            f"{median(service_ms):.1f} ms",
+            "CPU per turn, concurrent: graph process, unary",
+            f"{cpu['unary']:.1f} ms",
+            f"SqliteSaver {cpu['sqlite']:.1f} ms",
+            fmt_ratio(paired_ratio(client_ms["unary"], client_ms["sqlite"])),
+        ),
+        Row(
+            "CPU per turn, concurrent: the service, stream vs unary",
+            f"{svc['stream']:.1f} ms",
+            f"unary {svc['unary']:.1f} ms",
+            fmt_ratio(service_ratio),
+            "≤ 0.5\u00d7",
+            service_ratio <= 0.5,
+        ),
+        Row(
+            "CPU per turn, concurrent: the service, async stream vs async unary",
+            f"{svc['astream']:.1f} ms",
+            f"async unary {svc['aunary']:.1f} ms",
+            fmt_ratio(a_service_ratio),
+            "≤ 0.5\u00d7",
+            a_service_ratio <= 0.5,
         ),
     ]
     cores = os.cpu_count() or 1
+    per_turn_cpu = cpu["stream"] + svc["stream"]
     section.notes.append(
-        f"CPU bound on this machine's {cores} cores: a RemoteSaver turn costs "
-        f"{cpu['remote'] + median(service_ms):.1f} ms of CPU (graph process + service), so "
-        f"{cores} cores cap it near {1e3 * cores / (cpu['remote'] + median(service_ms)):,.0f} "
+        f"CPU bound on this machine's {cores} cores: a RemoteSaver turn on its stream costs "
+        f"{per_turn_cpu:.1f} ms of CPU (graph process + service), so "
+        f"{cores} cores cap it near {1e3 * cores / per_turn_cpu:,.0f} "
         f"turns/s; an in-process SqliteSaver turn costs {cpu['sqlite']:.1f} ms in one "
         "GIL-bound process."
     )

@@ -9,10 +9,11 @@ bench/restate_turn.py).
 
 from __future__ import annotations
 
+import asyncio
 import operator
 import time
 import uuid
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, TypedDict
 
@@ -90,3 +91,41 @@ def concurrent(turn: Callable[[], None], count: int, callers: int) -> float:
         started = time.perf_counter()
         list(pool.map(lambda _: turn(), range(count)))
         return count / (time.perf_counter() - started)
+
+
+def async_graph_turn(graph: CompiledStateGraph[Any]) -> Callable[[], Awaitable[None]]:
+    """The same turn through the graph's async API (``ainvoke``), as the bridge runs it."""
+
+    async def turn() -> None:
+        config: RunnableConfig = {"configurable": {"thread_id": f"bench-{uuid.uuid4().hex}"}}
+        state: dict[str, Any] = {"payload": PAYLOAD, "steps": []}
+        result = await graph.ainvoke(state, config, durability="sync")
+        if result["steps"] != list(STEPS):
+            raise RuntimeError(f"the turn ran {result['steps']}")
+
+    return turn
+
+
+async def async_single(turn: Callable[[], Awaitable[None]], count: int) -> float:
+    """:func:`single` for an async turn."""
+    await turn()
+    times = []
+    for _ in range(count):
+        started = time.perf_counter()
+        await turn()
+        times.append(time.perf_counter() - started)
+    return median(times)
+
+
+async def async_concurrent(turn: Callable[[], Awaitable[None]], count: int, callers: int) -> float:
+    """:func:`concurrent` for an async turn: `callers` tasks on one event loop."""
+    await asyncio.gather(*(turn() for _ in range(callers)))
+    left = iter(range(count))
+
+    async def caller() -> None:
+        for _ in left:
+            await turn()
+
+    started = time.perf_counter()
+    await asyncio.gather(*(caller() for _ in range(callers)))
+    return count / (time.perf_counter() - started)

@@ -37,7 +37,7 @@ from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.messaging.outbox import OutboxPublisher
 from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.reaper import LeaseReaper
-from turnkeeper_server.rpc.checkpoint_service import CheckpointServicer
+from turnkeeper_server.rpc.checkpoint_stream import StreamingCheckpointServicer
 from turnkeeper_server.rpc.interceptors import ErrorsAndMetrics
 from turnkeeper_server.rpc.operations_service import OperationsServicer
 from turnkeeper_server.rpc.turn_service import TurnServicer
@@ -159,7 +159,10 @@ class TurnkeeperServer:
         )
         turns_pb2_grpc.add_TurnServiceServicer_to_server(self.turn_servicer, server)
         checkpoints_pb2_grpc.add_CheckpointServiceServicer_to_server(
-            CheckpointServicer(self.engine, self.settings.limits, self.metrics, self.audit), server
+            StreamingCheckpointServicer(
+                self.engine, self.settings.limits, self.metrics, self.turn_servicer, self.audit
+            ),
+            server,
         )
         operations_pb2_grpc.add_OperationsServiceServicer_to_server(
             OperationsServicer(tokens, self.audit), server

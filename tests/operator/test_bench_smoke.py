@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_bench_smoke_runs_and_reports(tmp_path: Path) -> None:
     out, raw = tmp_path / "benchmarks.md", tmp_path / "benchmarks.json"
     # The DBOS and Restate comparisons are bench-only and slow to start: not here.
-    only = ["status", "ingest", "redrive", "memory", "saver", "recovery"]
+    only = ["status", "ingest", "redrive", "memory", "saver", "recovery", "agents"]
     done = subprocess.run(
         [
             sys.executable,
@@ -45,7 +45,7 @@ def test_bench_smoke_runs_and_reports(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-4000:]
     sections = json.loads(raw.read_text())["sections"]
     assert set(sections) == set(only)
-    for key in ("status", "ingest", "redrive", "memory", "saver", "recovery"):
+    for key in only:
         metrics = sections[key]["metrics"]
         assert sections[key]["skipped"] is None, key
         assert metrics, key

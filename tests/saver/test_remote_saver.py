@@ -192,6 +192,7 @@ async def test_sync_api_answers_like_sqlite_saver(
     assert_same_answers(ours, theirs)
 
 
+@pytest.mark.both_backends
 async def test_graph_runs_like_on_sqlite_saver(service: TurnkeeperServer, tmp_path: Path) -> None:
     thread = f"graph-{uuid4().hex[:8]}"
     with sqlite_saver(tmp_path / "reference.db") as reference:
@@ -329,6 +330,7 @@ def _events(first: int, last: int) -> list[turns_pb2.EventInput]:
     ]
 
 
+@pytest.mark.both_backends
 async def test_writes_of_a_redriven_attempt_are_fenced(service: TurnkeeperServer) -> None:
     thread, turn_id = f"fence-{uuid4().hex[:8]}", f"turn-{uuid4().hex[:8]}"
     options = ConnectionOptions(target=service_address(service))
@@ -374,6 +376,7 @@ async def test_writes_of_a_redriven_attempt_are_fenced(service: TurnkeeperServer
         assert [w[2] for w in writes.pending_writes or []] == ["a"]
 
 
+@pytest.mark.both_backends
 async def test_checkpoint_records_the_event_boundary(service: TurnkeeperServer) -> None:
     thread, turn_id = f"bound-{uuid4().hex[:8]}", f"turn-{uuid4().hex[:8]}"
     options = ConnectionOptions(target=service_address(service))
@@ -396,6 +399,7 @@ async def test_checkpoint_records_the_event_boundary(service: TurnkeeperServer) 
         assert events.last_seq == 3
 
 
+@pytest.mark.both_backends
 async def test_a_zombie_graph_run_fails_with_stale_attempt(service: TurnkeeperServer) -> None:
     thread, turn_id = f"zombie-{uuid4().hex[:8]}", f"turn-{uuid4().hex[:8]}"
     options = ConnectionOptions(target=service_address(service))
@@ -419,6 +423,7 @@ async def test_a_zombie_graph_run_fails_with_stale_attempt(service: TurnkeeperSe
         assert done["log"] == ["in", "first", "answer:new", "last"]
 
 
+@pytest.mark.both_backends
 async def test_park_resume_claim_keeps_the_attempt_and_fences_by_state(
     make_service: Callable[..., Awaitable[TurnkeeperServer]], nats_server: NatsServer
 ) -> None:
@@ -478,6 +483,7 @@ async def test_park_resume_claim_keeps_the_attempt_and_fences_by_state(
 # Event loops.
 
 
+@pytest.mark.both_backends
 async def test_one_saver_serves_several_event_loops(service: TurnkeeperServer) -> None:
     saver = RemoteSaver(service_address(service))
     threads = [f"loops-{i}-{uuid4().hex[:6]}" for i in range(3)]

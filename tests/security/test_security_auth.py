@@ -108,7 +108,7 @@ async def invoke(
 ) -> tuple[grpc.StatusCode, str, list[Any]]:
     """Call any method by path; (code, details, responses). Streams: the first frame."""
     response_type = _RESPONSES[path]
-    streaming = path.endswith(("/WatchTurn", "/ListCheckpoints"))
+    streaming = path.endswith(("/WatchTurn", "/ListCheckpoints", "/CheckpointStream"))
     if streaming:
         call = channel.unary_stream(
             path,
@@ -121,6 +121,10 @@ async def invoke(
             return exc.code(), exc.details() or "", []
         finally:
             call.cancel()
+        if isinstance(first, checkpoints_pb2.CheckpointStreamResponse) and first.HasField("error"):
+            # A message refused on CheckpointStream: the stream goes on, and the
+            # refusal is that of the unary call.
+            return _CODES[first.error.code], first.error.message, []
         return OK, "", [first] if isinstance(first, message.Message) else []
     unary = channel.unary_unary(
         path,
@@ -147,6 +151,7 @@ def _methods() -> dict[str, tuple[type[message.Message], type[message.Message]]]
 
 METHODS = _methods()
 _RESPONSES = {path: response for path, (_, response) in METHODS.items()}
+_CODES = {code.value[0]: code for code in grpc.StatusCode}
 T = "/turnkeeper.v1.TurnService/"
 C = "/turnkeeper.v1.CheckpointService/"
 
@@ -237,6 +242,15 @@ CASES: dict[str, tuple[str, Callable[[str], message.Message]]] = {
             fence=fence(),
         ),
     ),
+    "CheckpointStream": (
+        C + "CheckpointStream",
+        lambda t: checkpoints_pb2.CheckpointStreamRequest(
+            id=1,
+            append=turns_pb2.AppendEventsRequest(
+                turn_id=t, attempt=STALE, events=events(2, "token")
+            ),
+        ),
+    ),
     "DeleteThread": (
         C + "DeleteThread",
         lambda t: checkpoints_pb2.DeleteThreadRequest(thread_id="th-alpha"),
@@ -267,6 +281,7 @@ EXPECTED: dict[str, tuple[grpc.StatusCode, ...]] = {
     "PutCheckpoint": (U, U, ABORTED, D, D, D, ABORTED),
     "PutWrites": (U, U, ABORTED, D, D, D, ABORTED),
     "DeleteThread": (U, U, PRECONDITION, D, D, D, PRECONDITION),
+    "CheckpointStream": (U, U, ABORTED, N, D, D, ABORTED),
 }
 
 

@@ -158,6 +158,8 @@ def field_values(field: descriptor.FieldDescriptor, pool: tuple[str, ...], depth
         return st.one_of(st.integers(-2, 8), st.integers(-(2**31), 2**31 - 1))
     if field.type in (F.TYPE_INT64, F.TYPE_SINT64, F.TYPE_SFIXED64):
         return st.one_of(st.integers(-2, 8), st.integers(-(2**63), 2**63 - 1))
+    if field.type in (F.TYPE_UINT64, F.TYPE_FIXED64):
+        return st.one_of(st.integers(0, 8), st.integers(0, 2**64 - 1))
     if field.type == F.TYPE_MESSAGE:
         assert field.message_type is not None
         if field.message_type.full_name == "google.protobuf.Value":

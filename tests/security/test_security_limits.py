@@ -47,6 +47,7 @@ SMALL = Limits(
     max_name_length=16,
     max_message_bytes=64 << 10,
     max_watch_streams_per_client=2,
+    max_checkpoint_streams_per_client=2,
 )
 
 
@@ -349,6 +350,29 @@ async def watch_refused(stub: TurnServiceAsyncStub, metadata: Any = None) -> str
         await asyncio.wait_for(call.read(), 5)
     assert info.value.code() == EXHAUSTED, info.value.details()
     return info.value.details() or ""
+
+
+async def test_checkpoint_streams_per_peer(small: Stubs) -> None:
+    get = checkpoints_pb2.CheckpointStreamRequest(
+        id=1, get=checkpoints_pb2.GetCheckpointRequest(thread_id="th")
+    )
+    calls = []
+    for _ in range(2):
+        call = small.checkpoints.CheckpointStream(None)
+        await call.write(get)
+        answer = await asyncio.wait_for(call.read(), 5)
+        assert isinstance(answer, checkpoints_pb2.CheckpointStreamResponse)
+        assert answer.id == 1  # the service has registered the stream
+        calls.append(call)
+    third = small.checkpoints.CheckpointStream(None)
+    await third.write(get)
+    with pytest.raises(aio.AioRpcError) as info:
+        await asyncio.wait_for(third.read(), 5)
+    assert info.value.code() == EXHAUSTED, info.value.details()
+    assert "max_checkpoint_streams_per_client" in (info.value.details() or "")
+    assert "the limit is 2" in (info.value.details() or "")
+    for call in calls:
+        call.cancel()
 
 
 async def test_watch_streams_per_peer(small: Stubs) -> None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import sys
 from pathlib import Path
 from typing import Any
@@ -26,6 +27,9 @@ async def traced_turn(workdir: Path, database_url: str | None) -> list[dict[str,
         str(workdir),
         *([database_url] if database_url else []),
         cwd=ROOT,
+        # The unary transport: each of the run's calls is a span of its own. How the
+        # checkpoint stream's one span per run joins the turn's trace is not shown yet.
+        env={**os.environ, "TURNKEEPER_SAVER_STREAM": "0"},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )

@@ -52,6 +52,9 @@ _OPERATIONS: Final = "turnkeeper.v1.OperationsService"
 # gRPC metadata: whom a bridge acts for (the service's audit log records it).
 ON_BEHALF_OF: Final = "turnkeeper-on-behalf-of"
 
+# Not in the table below: RemoteSaver's per-run stream, opened by open_checkpoint_stream.
+CHECKPOINT_STREAM: Final = f"/{_CHECKPOINTS}/CheckpointStream"
+
 _Req = TypeVar("_Req", bound=Message)
 _Resp = TypeVar("_Resp", bound=Message)
 _ReqIn = TypeVar("_ReqIn", contravariant=True)
@@ -331,6 +334,19 @@ class AsyncTurnkeeperClient(_Base):
         finally:
             # A consumer that stops early must not leave the stream open.
             call.cancel()
+
+    def open_checkpoint_stream(
+        self,
+    ) -> grpc.aio.StreamStreamCall[cp.CheckpointStreamRequest, cp.CheckpointStreamResponse]:
+        """Open CheckpointService.CheckpointStream (what RemoteSaver runs a graph run
+        on). It has no deadline: it lives as long as the run; the caller bounds each
+        answer it waits for."""
+        method = self._open().stream_stream(
+            CHECKPOINT_STREAM,
+            request_serializer=cp.CheckpointStreamRequest.SerializeToString,
+            response_deserializer=cp.CheckpointStreamResponse.FromString,
+        )
+        return method(None, metadata=self._metadata)
 
     async def close(self) -> None:
         """Close the channel, cancelling calls in flight. Safe to call twice."""

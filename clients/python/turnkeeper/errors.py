@@ -27,6 +27,7 @@ __all__ = [
     "Unavailable",
     "WrongState",
     "from_rpc_error",
+    "from_status",
 ]
 
 
@@ -118,4 +119,10 @@ def from_rpc_error(err: grpc.RpcError, *, rpc: str | None = None) -> TurnkeeperE
     details_of = getattr(err, "details", None)
     details = details_of() if callable(details_of) else None
     message = details if isinstance(details, str) and details else code.name
-    return _BY_CODE.get(code, TurnkeeperError)(code, message, rpc=rpc)
+    return from_status(code, message, rpc=rpc)
+
+
+def from_status(code: grpc.StatusCode, message: str, *, rpc: str | None = None) -> TurnkeeperError:
+    """The domain exception for a status given as a code and message (a refusal of
+    one message on a stream, which does not end the call)."""
+    return _BY_CODE.get(code, TurnkeeperError)(code, message or code.name, rpc=rpc)

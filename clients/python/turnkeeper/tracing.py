@@ -186,6 +186,7 @@ def _end_when_done(call: Any, span: Any) -> Any:
 class _ClientTracing(
     grpc.aio.UnaryUnaryClientInterceptor,  # type: ignore[type-arg]
     grpc.aio.UnaryStreamClientInterceptor,  # type: ignore[type-arg]
+    grpc.aio.StreamStreamClientInterceptor,  # type: ignore[type-arg]
 ):
     async def intercept_unary_unary(
         self, continuation: Any, client_call_details: Any, request: Any
@@ -204,6 +205,21 @@ class _ClientTracing(
         span, headers = _start_client_span(client_call_details)
         try:
             call = await continuation(_traced_details(client_call_details, headers), request)
+        except BaseException:
+            span.end()
+            raise
+        return _end_when_done(call, span)
+
+    async def intercept_stream_stream(
+        self, continuation: Any, client_call_details: Any, request_iterator: Any
+    ) -> Any:
+        # The checkpoint stream of a run: one span for the whole stream, its messages
+        # are the server's to show.
+        span, headers = _start_client_span(client_call_details)
+        try:
+            call = await continuation(
+                _traced_details(client_call_details, headers), request_iterator
+            )
         except BaseException:
             span.end()
             raise

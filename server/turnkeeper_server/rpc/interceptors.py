@@ -48,6 +48,13 @@ def _tolerant(deserializer: Callable[[bytes], Any] | None) -> Callable[[bytes], 
     return parse
 
 
+async def _parsed(requests: AsyncIterator[Any]) -> AsyncIterator[Any]:
+    async for request in requests:
+        if isinstance(request, _Malformed):
+            raise InvalidArgument(request.message)
+        yield request
+
+
 class ErrorsAndMetrics(aio.ServerInterceptor):  # type: ignore[type-arg]
     def __init__(self, metrics: Metrics) -> None:
         self.metrics = metrics
@@ -87,8 +94,9 @@ class ErrorsAndMetrics(aio.ServerInterceptor):  # type: ignore[type-arg]
                 request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
-        # Request streams (server reflection): mapped and counted too; their
-        # messages are parsed as they arrive, so they keep grpc's own parsing.
+        # Request streams (CheckpointStream, server reflection): mapped and counted
+        # too; a message that does not parse ends the call with INVALID_ARGUMENT
+        # when the handler reaches it (_parsed).
         if handler.stream_unary is not None:
             return grpc.stream_unary_rpc_method_handler(
                 self._unary(method, handler.stream_unary),
@@ -98,7 +106,7 @@ class ErrorsAndMetrics(aio.ServerInterceptor):  # type: ignore[type-arg]
         if handler.stream_stream is not None:
             return grpc.stream_stream_rpc_method_handler(
                 self._stream(method, handler.stream_stream),
-                request_deserializer=handler.request_deserializer,
+                request_deserializer=_tolerant(handler.request_deserializer),
                 response_serializer=handler.response_serializer,
             )
         return handler
@@ -147,6 +155,8 @@ class ErrorsAndMetrics(aio.ServerInterceptor):  # type: ignore[type-arg]
             try:
                 if isinstance(request, _Malformed):
                     raise InvalidArgument(request.message)
+                if hasattr(request, "__aiter__"):
+                    request = _parsed(request)
                 async for response in inner(request, context):
                     yield response
             except aio.AbortError:

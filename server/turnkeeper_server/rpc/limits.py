@@ -15,6 +15,8 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from typing import Any
 
+import orjson
+
 from turnkeeper_server.errors import InvalidArgument, ResourceExhausted
 
 # Printable ASCII without spaces: safe in NATS subjects' payloads, logs and URLs.
@@ -59,6 +61,9 @@ class Limits:
     # Open WatchTurn streams per client: per token when authentication is on, else
     # per peer address. Past it: RESOURCE_EXHAUSTED.
     max_watch_streams_per_client: int = 256
+    # Open CheckpointStreams per client (RemoteSaver keeps at most 64 per saver and
+    # event loop, one per run).
+    max_checkpoint_streams_per_client: int = 256
 
     def __post_init__(self) -> None:
         if self.max_message_bytes <= self.max_checkpoint_bytes:
@@ -126,25 +131,37 @@ _STRICT_JSON = json.JSONDecoder(parse_constant=_no_constant)
 _SCAN: Any = _STRICT_JSON.scan_once  # type: ignore[attr-defined]  # not in typeshed
 
 
+def _python_json(text: str) -> Any:
+    # The decoder's scanner on its own, as JSONDecoder.decode runs it when the text
+    # starts with a value, without decode's two whitespace matches; any text it does
+    # not take whole (leading or trailing whitespace, extra data, not JSON) goes
+    # through decode, which accepts or refuses it.
+    try:
+        value, end = _SCAN(text, 0)
+    except StopIteration:
+        end = -1
+    if end != len(text):
+        value = _STRICT_JSON.decode(text)
+    return value
+
+
 def check_json_text(
     name: str, text: str, limit: int, max_depth: int = DEFAULT_LIMITS.max_json_depth
 ) -> Any:
     """Refuse text over `limit` bytes, that is not strict JSON, or nested deeper than
-    `max_depth`; returns the parsed value."""
+    `max_depth`; returns the parsed value (an integer past 64 bits as a float)."""
     # UTF-8 takes at most 4 bytes per code point: encode only text that may be over.
     if len(text) * 4 > limit:
         check_size(name, len(text.encode()), limit)
     try:
-        # The decoder's scanner on its own, as JSONDecoder.decode runs it when the
-        # text starts with a value, without decode's two whitespace matches; any
-        # text it does not take whole (leading or trailing whitespace, extra data,
-        # not JSON) goes through decode, which accepts or refuses it as before.
+        # orjson (C) takes what is valid JSON, and refuses NaN and Infinity as the
+        # strict decoder does. What it refuses goes through the Python decoder, which
+        # decides and words the refusal as before; that also keeps accepting the
+        # valid JSON orjson does not take (integers past 64 bits, lone surrogates).
         try:
-            value, end = _SCAN(text, 0)
-        except StopIteration:
-            end = -1
-        if end != len(text):
-            value = _STRICT_JSON.decode(text)
+            value = orjson.loads(text)
+        except orjson.JSONDecodeError:
+            value = _python_json(text)
     except RecursionError:
         # The parser's own recursion guard: far deeper than any depth limit.
         raise InvalidArgument(f"{name} is nested deeper than {max_depth} levels") from None

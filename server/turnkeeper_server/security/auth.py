@@ -123,6 +123,8 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     _CHECKPOINTS + "PutCheckpoint": _EXECUTOR,
     _CHECKPOINTS + "PutWrites": _EXECUTOR,
     _CHECKPOINTS + "DeleteThread": _EXECUTOR,
+    # Each message then also needs its unary RPC's right (rpc/checkpoint_stream.py).
+    _CHECKPOINTS + "CheckpointStream": frozenset({AGENT, OPERATOR, ADMIN}),
     REDRIVE_STARTUP: _EXECUTOR,
     REDRIVE_OPERATOR: _OPERATE,
     # A bridge asks who its JSON-RPC callers are; operators read the audit log.

@@ -32,12 +32,18 @@ and the event boundary recorded with each checkpoint is exact.
 
 Sync methods use a blocking gRPC channel; async ones a grpc.aio channel per event
 loop, opened on first use in that loop, since a graph may be driven from several.
+
+Transport. By default a run's operations go as messages on one open checkpoint
+stream per run (:mod:`turnkeeper.agent.saver_stream`), with the same guarantees as
+the unary calls; ``stream=False`` (or ``TURNKEEPER_SAVER_STREAM=0``) makes one
+unary call per operation instead. Listing and deleting are always unary calls.
 """
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import os
 import random
 import threading
 import weakref
@@ -58,13 +64,22 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.types import Durability
 
 from turnkeeper.agent import saver_wire as wire
+from turnkeeper.agent.saver_stream import (
+    AsyncRunStream,
+    LoopStreams,
+    RunKey,
+    RunStreams,
+    run_key,
+    turn_key,
+)
 from turnkeeper.agent.saver_wire import ATTEMPT_KEY, TURN_ID_KEY
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions, TurnkeeperClient
-from turnkeeper.v1 import checkpoints_pb2
+from turnkeeper.v1 import checkpoints_pb2, turns_pb2
 
 __all__ = [
     "ATTEMPT_KEY",
     "DURABILITY",
+    "STREAM_ENV",
     "TURN_ID_KEY",
     "DurableRunKwargs",
     "RemoteSaver",
@@ -74,6 +89,13 @@ __all__ = [
 
 # The durability every turn runs with; see the module docstring for why.
 DURABILITY: Final[Durability] = "sync"
+
+# "0", "false", "no" or "off": RemoteSaver() makes unary calls instead of a stream.
+STREAM_ENV: Final = "TURNKEEPER_SAVER_STREAM"
+
+
+def _stream_default() -> bool:
+    return os.environ.get(STREAM_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
 
 
 class DurableRunKwargs(TypedDict):
@@ -122,6 +144,10 @@ class _Channels:
         # grpc closes the core channel of a collected aio channel.
         self._async: weakref.WeakKeyDictionary[asyncio.AbstractEventLoop, AsyncTurnkeeperClient]
         self._async = weakref.WeakKeyDictionary()
+        self._sync_streams: LoopStreams | None = None
+        self._async_streams: weakref.WeakKeyDictionary[
+            asyncio.AbstractEventLoop, RunStreams[AsyncRunStream]
+        ] = weakref.WeakKeyDictionary()
         self._closed = False
 
     def sync(self) -> TurnkeeperClient:
@@ -142,11 +168,62 @@ class _Channels:
                 client = self._async[loop] = AsyncTurnkeeperClient(self.options)
             return client
 
+    def sync_streams(self) -> LoopStreams:
+        with self._lock:
+            if self._closed:
+                raise RuntimeError("RemoteSaver is closed")
+            if self._sync_streams is None:
+                self._sync_streams = LoopStreams(self.options)
+            return self._sync_streams
+
+    def aio_stream(self, key: RunKey) -> AsyncRunStream:
+        client = self.aio()
+        loop = asyncio.get_running_loop()
+        with self._lock:
+            streams = self._async_streams.get(loop)
+            if streams is None:
+                streams = self._async_streams[loop] = RunStreams(lambda: AsyncRunStream(client))
+        return streams.get(key)
+
+    async def aclose_streams(self) -> None:
+        """Close this loop's streams and wait until grpc has finished with them."""
+        with self._lock:
+            streams = self._async_streams.pop(asyncio.get_running_loop(), None)
+        if streams is not None:
+            await streams.aclose()
+
+    def drop_aio_stream(self, key: RunKey) -> None:
+        try:
+            loop = asyncio.get_running_loop()
+        except RuntimeError:
+            return
+        with self._lock:
+            streams = self._async_streams.get(loop)
+        if streams is not None:
+            streams.drop(key)
+
     def close(self) -> list[AsyncTurnkeeperClient]:
         """Close the blocking client and every aio client that can be closed from
         here; return the current loop's aio client for the caller to await."""
         with self._lock:
             self._closed = True
+            loop_streams = self._sync_streams
+            run_streams = list(self._async_streams.items())
+            self._sync_streams = None
+            self._async_streams.clear()
+        if loop_streams is not None:
+            loop_streams.close()
+        try:
+            running: asyncio.AbstractEventLoop | None = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        for loop, streams in run_streams:
+            # A grpc.aio call is cancelled on its own loop; the readers then end.
+            if loop is running:
+                streams.close()
+            elif loop.is_running():
+                loop.call_soon_threadsafe(streams.close)
+        with self._lock:
             sync, self._sync = self._sync, None
             clients = list(self._async.items())
             self._async.clear()
@@ -175,6 +252,8 @@ class RemoteSaver(BaseCheckpointSaver[str]):
     ``RemoteSaver()`` connects to ``$TURNKEEPER_ADDRESS`` (default
     ``127.0.0.1:50051``); ``address`` overrides ``options.target``. Errors are
     :mod:`turnkeeper.errors` exceptions; a fenced write raises ``StaleAttempt``.
+    ``stream``: one checkpoint stream per run (the default, unless
+    ``$TURNKEEPER_SAVER_STREAM`` is ``0``) or one unary call per operation.
     """
 
     def __init__(
@@ -183,12 +262,14 @@ class RemoteSaver(BaseCheckpointSaver[str]):
         *,
         options: ConnectionOptions | None = None,
         serde: SerializerProtocol | None = None,
+        stream: bool | None = None,
     ) -> None:
         super().__init__(serde=serde)
         options = options if options is not None else ConnectionOptions()
         if address is not None:
             options = dataclasses.replace(options, target=address)
         self.options = options
+        self.stream = _stream_default() if stream is None else stream
         self._channels = _Channels(options)
 
     @classmethod
@@ -199,13 +280,14 @@ class RemoteSaver(BaseCheckpointSaver[str]):
         *,
         options: ConnectionOptions | None = None,
         serde: SerializerProtocol | None = None,
+        stream: bool | None = None,
     ) -> Iterator[Self]:
         """A saver closed on exit, like ``SqliteSaver.from_conn_string``::
 
         with RemoteSaver.from_address("127.0.0.1:50051") as saver:
             graph = builder.compile(checkpointer=saver)
         """
-        saver = cls(address, options=options, serde=serde)
+        saver = cls(address, options=options, serde=serde, stream=stream)
         try:
             yield saver
         finally:
@@ -222,6 +304,7 @@ class RemoteSaver(BaseCheckpointSaver[str]):
 
     async def aclose(self) -> None:
         """Close the saver's channels, waiting for this event loop's one."""
+        await self._channels.aclose_streams()
         for client in self._channels.close():
             await client.close()
 
@@ -251,7 +334,11 @@ class RemoteSaver(BaseCheckpointSaver[str]):
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the thread's newest in its namespace."""
-        response = self._channels.sync().get_checkpoint(wire.get_request(config))
+        request = wire.get_request(config)
+        if self.stream:
+            response = self._channels.sync_streams().request(run_key(config), get=request).get
+        else:
+            response = self._channels.sync().get_checkpoint(request)
         return wire.found(self.serde, config, response)
 
     def list(
@@ -278,7 +365,10 @@ class RemoteSaver(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Store a checkpoint; its parent is the checkpoint ``config`` names."""
         request, stored = wire.put_request(self.serde, config, checkpoint, metadata)
-        self._channels.sync().put_checkpoint(request)
+        if self.stream:
+            self._channels.sync_streams().request(run_key(config), put=request)
+        else:
+            self._channels.sync().put_checkpoint(request)
         return stored
 
     def put_writes(
@@ -291,9 +381,11 @@ class RemoteSaver(BaseCheckpointSaver[str]):
         """Store a task's intermediate writes against the checkpoint ``config`` names."""
         if not writes:
             return
-        self._channels.sync().put_writes(
-            wire.writes_request(self.serde, config, writes, task_id, task_path)
-        )
+        request = wire.writes_request(self.serde, config, writes, task_id, task_path)
+        if self.stream:
+            self._channels.sync_streams().request(run_key(config), writes=request)
+        else:
+            self._channels.sync().put_writes(request)
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of the thread."""
@@ -305,7 +397,12 @@ class RemoteSaver(BaseCheckpointSaver[str]):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async :meth:`get_tuple`."""
-        response = await self._channels.aio().get_checkpoint(wire.get_request(config))
+        request = wire.get_request(config)
+        if self.stream:
+            answer = await self._channels.aio_stream(run_key(config)).request(get=request)
+            response = answer.get
+        else:
+            response = await self._channels.aio().get_checkpoint(request)
         return wire.found(self.serde, config, response)
 
     async def alist(
@@ -332,7 +429,10 @@ class RemoteSaver(BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Async :meth:`put`."""
         request, stored = wire.put_request(self.serde, config, checkpoint, metadata)
-        await self._channels.aio().put_checkpoint(request)
+        if self.stream:
+            await self._channels.aio_stream(run_key(config)).request(put=request)
+        else:
+            await self._channels.aio().put_checkpoint(request)
         return stored
 
     async def aput_writes(
@@ -346,7 +446,27 @@ class RemoteSaver(BaseCheckpointSaver[str]):
         if not writes:
             return
         request = wire.writes_request(self.serde, config, writes, task_id, task_path)
-        await self._channels.aio().put_writes(request)
+        if self.stream:
+            await self._channels.aio_stream(run_key(config)).request(writes=request)
+        else:
+            await self._channels.aio().put_writes(request)
+
+    def end_run(self, turn_id: str, attempt: int) -> None:
+        """The run of (turn_id, attempt) is over: close its stream on this loop now
+        rather than when it has been idle long enough."""
+        self._channels.drop_aio_stream(turn_key(turn_id, attempt))
+
+    async def aappend_events(
+        self, request: turns_pb2.AppendEventsRequest
+    ) -> turns_pb2.AppendEventsResponse:
+        """AppendEvents for a turn run through this saver: on the stream of the run
+        (turn_id, attempt) when streaming, so that events and the checkpoints after
+        them go in one ordered stream; else the unary call."""
+        if self.stream:
+            key = turn_key(request.turn_id, request.attempt)
+            answer = await self._channels.aio_stream(key).request(append=request)
+            return answer.append
+        return await self._channels.aio().append_events(request)
 
     async def adelete_thread(self, thread_id: str) -> None:
         """Async :meth:`delete_thread`."""

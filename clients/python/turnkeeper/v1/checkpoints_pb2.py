@@ -22,47 +22,54 @@ _runtime_version.ValidateProtobufRuntimeVersion(
 _sym_db = _symbol_database.Default()
 
 
+from turnkeeper.v1 import turns_pb2 as turnkeeper_dot_v1_dot_turns__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fturnkeeper/v1/checkpoints.proto\x12\rturnkeeper.v1\"(\n\nTypedValue\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"P\n\rCheckpointRef\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\"z\n\x0cPendingWrite\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63hannel\x18\x02 \x01(\t\x12(\n\x05value\x18\x03 \x01(\x0b\x32\x19.turnkeeper.v1.TypedValue\x12\x11\n\ttask_path\x18\x04 \x01(\t\x12\x0b\n\x03idx\x18\x05 \x01(\x05\"\xd5\x01\n\x0f\x43heckpointTuple\x12)\n\x03ref\x18\x01 \x01(\x0b\x32\x1c.turnkeeper.v1.CheckpointRef\x12\x1c\n\x14parent_checkpoint_id\x18\x02 \x01(\t\x12-\n\ncheckpoint\x18\x03 \x01(\x0b\x32\x19.turnkeeper.v1.TypedValue\x12\x15\n\rmetadata_json\x18\x04 \x01(\t\x12\x33\n\x0epending_writes\x18\x05 \x03(\x0b\x32\x1b.turnkeeper.v1.PendingWrite\"-\n\tTurnFence\x12\x0f\n\x07turn_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\"W\n\x14GetCheckpointRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\"Z\n\x15GetCheckpointResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x32\n\ncheckpoint\x18\x02 \x01(\x0b\x32\x1e.turnkeeper.v1.CheckpointTuple\"\xb2\x01\n\x16ListCheckpointsRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x1a\n\rcheckpoint_ns\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\x12\x13\n\x0b\x66ilter_json\x18\x04 \x01(\t\x12\x1c\n\x14\x62\x65\x66ore_checkpoint_id\x18\x05 \x01(\t\x12\r\n\x05limit\x18\x06 \x01(\x05\x42\x10\n\x0e_checkpoint_ns\"M\n\x17ListCheckpointsResponse\x12\x32\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1e.turnkeeper.v1.CheckpointTuple\"\xe4\x01\n\x14PutCheckpointRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\x12\x1c\n\x14parent_checkpoint_id\x18\x04 \x01(\t\x12-\n\ncheckpoint\x18\x05 \x01(\x0b\x32\x19.turnkeeper.v1.TypedValue\x12\x15\n\rmetadata_json\x18\x06 \x01(\t\x12\'\n\x05\x66\x65nce\x18\x07 \x01(\x0b\x32\x18.turnkeeper.v1.TurnFence\"B\n\x15PutCheckpointResponse\x12)\n\x03ref\x18\x01 \x01(\x0b\x32\x1c.turnkeeper.v1.CheckpointRef\"T\n\nWriteInput\x12\x0b\n\x03idx\x18\x01 \x01(\x05\x12\x0f\n\x07\x63hannel\x18\x02 \x01(\t\x12(\n\x05value\x18\x03 \x01(\x0b\x32\x19.turnkeeper.v1.TypedValue\"\xdc\x01\n\x10PutWritesRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\x12\x0f\n\x07task_id\x18\x04 \x01(\t\x12\x11\n\ttask_path\x18\x05 \x01(\t\x12)\n\x06writes\x18\x06 \x03(\x0b\x32\x19.turnkeeper.v1.WriteInput\x12\x0f\n\x07replace\x18\x07 \x01(\x08\x12\'\n\x05\x66\x65nce\x18\x08 \x01(\x0b\x32\x18.turnkeeper.v1.TurnFence\"\x13\n\x11PutWritesResponse\"(\n\x13\x44\x65leteThreadRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"\x16\n\x14\x44\x65leteThreadResponse2\xd8\x03\n\x11\x43heckpointService\x12Z\n\rGetCheckpoint\x12#.turnkeeper.v1.GetCheckpointRequest\x1a$.turnkeeper.v1.GetCheckpointResponse\x12\x62\n\x0fListCheckpoints\x12%.turnkeeper.v1.ListCheckpointsRequest\x1a&.turnkeeper.v1.ListCheckpointsResponse0\x01\x12Z\n\rPutCheckpoint\x12#.turnkeeper.v1.PutCheckpointRequest\x1a$.turnkeeper.v1.PutCheckpointResponse\x12N\n\tPutWrites\x12\x1f.turnkeeper.v1.PutWritesRequest\x1a .turnkeeper.v1.PutWritesResponse\x12W\n\x0c\x44\x65leteThread\x12\".turnkeeper.v1.DeleteThreadRequest\x1a#.turnkeeper.v1.DeleteThreadResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fturnkeeper/v1/checkpoints.proto\x12\rturnkeeper.v1\x1a\x19turnkeeper/v1/turns.proto\"(\n\nTypedValue\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"P\n\rCheckpointRef\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\"z\n\x0cPendingWrite\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63hannel\x18\x02 \x01(\t\x12(\n\x05value\x18\x03 \x01(\x0b\x32\x19.turnkeeper.v1.TypedValue\x12\x11\n\ttask_path\x18\x04 \x01(\t\x12\x0b\n\x03idx\x18\x05 \x01(\x05\"\xd5\x01\n\x0f\x43heckpointTuple\x12)\n\x03ref\x18\x01 \x01(\x0b\x32\x1c.turnkeeper.v1.CheckpointRef\x12\x1c\n\x14parent_checkpoint_id\x18\x02 \x01(\t\x12-\n\ncheckpoint\x18\x03 \x01(\x0b\x32\x19.turnkeeper.v1.TypedValue\x12\x15\n\rmetadata_json\x18\x04 \x01(\t\x12\x33\n\x0epending_writes\x18\x05 \x03(\x0b\x32\x1b.turnkeeper.v1.PendingWrite\"-\n\tTurnFence\x12\x0f\n\x07turn_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\"W\n\x14GetCheckpointRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\"Z\n\x15GetCheckpointResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x32\n\ncheckpoint\x18\x02 \x01(\x0b\x32\x1e.turnkeeper.v1.CheckpointTuple\"\xb2\x01\n\x16ListCheckpointsRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x1a\n\rcheckpoint_ns\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\x12\x13\n\x0b\x66ilter_json\x18\x04 \x01(\t\x12\x1c\n\x14\x62\x65\x66ore_checkpoint_id\x18\x05 \x01(\t\x12\r\n\x05limit\x18\x06 \x01(\x05\x42\x10\n\x0e_checkpoint_ns\"M\n\x17ListCheckpointsResponse\x12\x32\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1e.turnkeeper.v1.CheckpointTuple\"\xe4\x01\n\x14PutCheckpointRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\x12\x1c\n\x14parent_checkpoint_id\x18\x04 \x01(\t\x12-\n\ncheckpoint\x18\x05 \x01(\x0b\x32\x19.turnkeeper.v1.TypedValue\x12\x15\n\rmetadata_json\x18\x06 \x01(\t\x12\'\n\x05\x66\x65nce\x18\x07 \x01(\x0b\x32\x18.turnkeeper.v1.TurnFence\"B\n\x15PutCheckpointResponse\x12)\n\x03ref\x18\x01 \x01(\x0b\x32\x1c.turnkeeper.v1.CheckpointRef\"T\n\nWriteInput\x12\x0b\n\x03idx\x18\x01 \x01(\x05\x12\x0f\n\x07\x63hannel\x18\x02 \x01(\t\x12(\n\x05value\x18\x03 \x01(\x0b\x32\x19.turnkeeper.v1.TypedValue\"\xdc\x01\n\x10PutWritesRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\x12\x0f\n\x07task_id\x18\x04 \x01(\t\x12\x11\n\ttask_path\x18\x05 \x01(\t\x12)\n\x06writes\x18\x06 \x03(\x0b\x32\x19.turnkeeper.v1.WriteInput\x12\x0f\n\x07replace\x18\x07 \x01(\x08\x12\'\n\x05\x66\x65nce\x18\x08 \x01(\x0b\x32\x18.turnkeeper.v1.TurnFence\"\x13\n\x11PutWritesResponse\"(\n\x13\x44\x65leteThreadRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\"\x16\n\x14\x44\x65leteThreadResponse\"\xfc\x01\n\x17\x43heckpointStreamRequest\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x32\n\x03get\x18\x02 \x01(\x0b\x32#.turnkeeper.v1.GetCheckpointRequestH\x00\x12\x32\n\x03put\x18\x03 \x01(\x0b\x32#.turnkeeper.v1.PutCheckpointRequestH\x00\x12\x31\n\x06writes\x18\x04 \x01(\x0b\x32\x1f.turnkeeper.v1.PutWritesRequestH\x00\x12\x34\n\x06\x61ppend\x18\x05 \x01(\x0b\x32\".turnkeeper.v1.AppendEventsRequestH\x00\x42\x04\n\x02op\",\n\x0bStreamError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"\xb2\x02\n\x18\x43heckpointStreamResponse\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x33\n\x03get\x18\x02 \x01(\x0b\x32$.turnkeeper.v1.GetCheckpointResponseH\x00\x12\x33\n\x03put\x18\x03 \x01(\x0b\x32$.turnkeeper.v1.PutCheckpointResponseH\x00\x12\x32\n\x06writes\x18\x04 \x01(\x0b\x32 .turnkeeper.v1.PutWritesResponseH\x00\x12\x35\n\x06\x61ppend\x18\x05 \x01(\x0b\x32#.turnkeeper.v1.AppendEventsResponseH\x00\x12+\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x1a.turnkeeper.v1.StreamErrorH\x00\x42\x08\n\x06result2\xc1\x04\n\x11\x43heckpointService\x12Z\n\rGetCheckpoint\x12#.turnkeeper.v1.GetCheckpointRequest\x1a$.turnkeeper.v1.GetCheckpointResponse\x12\x62\n\x0fListCheckpoints\x12%.turnkeeper.v1.ListCheckpointsRequest\x1a&.turnkeeper.v1.ListCheckpointsResponse0\x01\x12Z\n\rPutCheckpoint\x12#.turnkeeper.v1.PutCheckpointRequest\x1a$.turnkeeper.v1.PutCheckpointResponse\x12N\n\tPutWrites\x12\x1f.turnkeeper.v1.PutWritesRequest\x1a .turnkeeper.v1.PutWritesResponse\x12W\n\x0c\x44\x65leteThread\x12\".turnkeeper.v1.DeleteThreadRequest\x1a#.turnkeeper.v1.DeleteThreadResponse\x12g\n\x10\x43heckpointStream\x12&.turnkeeper.v1.CheckpointStreamRequest\x1a\'.turnkeeper.v1.CheckpointStreamResponse(\x01\x30\x01\x62\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'turnkeeper.v1.checkpoints_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_TYPEDVALUE']._serialized_start=50
-  _globals['_TYPEDVALUE']._serialized_end=90
-  _globals['_CHECKPOINTREF']._serialized_start=92
-  _globals['_CHECKPOINTREF']._serialized_end=172
-  _globals['_PENDINGWRITE']._serialized_start=174
-  _globals['_PENDINGWRITE']._serialized_end=296
-  _globals['_CHECKPOINTTUPLE']._serialized_start=299
-  _globals['_CHECKPOINTTUPLE']._serialized_end=512
-  _globals['_TURNFENCE']._serialized_start=514
-  _globals['_TURNFENCE']._serialized_end=559
-  _globals['_GETCHECKPOINTREQUEST']._serialized_start=561
-  _globals['_GETCHECKPOINTREQUEST']._serialized_end=648
-  _globals['_GETCHECKPOINTRESPONSE']._serialized_start=650
-  _globals['_GETCHECKPOINTRESPONSE']._serialized_end=740
-  _globals['_LISTCHECKPOINTSREQUEST']._serialized_start=743
-  _globals['_LISTCHECKPOINTSREQUEST']._serialized_end=921
-  _globals['_LISTCHECKPOINTSRESPONSE']._serialized_start=923
-  _globals['_LISTCHECKPOINTSRESPONSE']._serialized_end=1000
-  _globals['_PUTCHECKPOINTREQUEST']._serialized_start=1003
-  _globals['_PUTCHECKPOINTREQUEST']._serialized_end=1231
-  _globals['_PUTCHECKPOINTRESPONSE']._serialized_start=1233
-  _globals['_PUTCHECKPOINTRESPONSE']._serialized_end=1299
-  _globals['_WRITEINPUT']._serialized_start=1301
-  _globals['_WRITEINPUT']._serialized_end=1385
-  _globals['_PUTWRITESREQUEST']._serialized_start=1388
-  _globals['_PUTWRITESREQUEST']._serialized_end=1608
-  _globals['_PUTWRITESRESPONSE']._serialized_start=1610
-  _globals['_PUTWRITESRESPONSE']._serialized_end=1629
-  _globals['_DELETETHREADREQUEST']._serialized_start=1631
-  _globals['_DELETETHREADREQUEST']._serialized_end=1671
-  _globals['_DELETETHREADRESPONSE']._serialized_start=1673
-  _globals['_DELETETHREADRESPONSE']._serialized_end=1695
-  _globals['_CHECKPOINTSERVICE']._serialized_start=1698
-  _globals['_CHECKPOINTSERVICE']._serialized_end=2170
+  _globals['_TYPEDVALUE']._serialized_start=77
+  _globals['_TYPEDVALUE']._serialized_end=117
+  _globals['_CHECKPOINTREF']._serialized_start=119
+  _globals['_CHECKPOINTREF']._serialized_end=199
+  _globals['_PENDINGWRITE']._serialized_start=201
+  _globals['_PENDINGWRITE']._serialized_end=323
+  _globals['_CHECKPOINTTUPLE']._serialized_start=326
+  _globals['_CHECKPOINTTUPLE']._serialized_end=539
+  _globals['_TURNFENCE']._serialized_start=541
+  _globals['_TURNFENCE']._serialized_end=586
+  _globals['_GETCHECKPOINTREQUEST']._serialized_start=588
+  _globals['_GETCHECKPOINTREQUEST']._serialized_end=675
+  _globals['_GETCHECKPOINTRESPONSE']._serialized_start=677
+  _globals['_GETCHECKPOINTRESPONSE']._serialized_end=767
+  _globals['_LISTCHECKPOINTSREQUEST']._serialized_start=770
+  _globals['_LISTCHECKPOINTSREQUEST']._serialized_end=948
+  _globals['_LISTCHECKPOINTSRESPONSE']._serialized_start=950
+  _globals['_LISTCHECKPOINTSRESPONSE']._serialized_end=1027
+  _globals['_PUTCHECKPOINTREQUEST']._serialized_start=1030
+  _globals['_PUTCHECKPOINTREQUEST']._serialized_end=1258
+  _globals['_PUTCHECKPOINTRESPONSE']._serialized_start=1260
+  _globals['_PUTCHECKPOINTRESPONSE']._serialized_end=1326
+  _globals['_WRITEINPUT']._serialized_start=1328
+  _globals['_WRITEINPUT']._serialized_end=1412
+  _globals['_PUTWRITESREQUEST']._serialized_start=1415
+  _globals['_PUTWRITESREQUEST']._serialized_end=1635
+  _globals['_PUTWRITESRESPONSE']._serialized_start=1637
+  _globals['_PUTWRITESRESPONSE']._serialized_end=1656
+  _globals['_DELETETHREADREQUEST']._serialized_start=1658
+  _globals['_DELETETHREADREQUEST']._serialized_end=1698
+  _globals['_DELETETHREADRESPONSE']._serialized_start=1700
+  _globals['_DELETETHREADRESPONSE']._serialized_end=1722
+  _globals['_CHECKPOINTSTREAMREQUEST']._serialized_start=1725
+  _globals['_CHECKPOINTSTREAMREQUEST']._serialized_end=1977
+  _globals['_STREAMERROR']._serialized_start=1979
+  _globals['_STREAMERROR']._serialized_end=2023
+  _globals['_CHECKPOINTSTREAMRESPONSE']._serialized_start=2026
+  _globals['_CHECKPOINTSTREAMRESPONSE']._serialized_end=2332
+  _globals['_CHECKPOINTSERVICE']._serialized_start=2335
+  _globals['_CHECKPOINTSERVICE']._serialized_end=2912
 # @@protoc_insertion_point(module_scope)

@@ -10,6 +10,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from turnkeeper.v1 import turns_pb2 as _turns_pb2
 import builtins as _builtins
 import sys
 import typing as _typing
@@ -452,3 +453,106 @@ class DeleteThreadResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteThreadResponse: _TypeAlias = DeleteThreadResponse  # noqa: Y015
+
+@_typing.final
+class CheckpointStreamRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    GET_FIELD_NUMBER: _builtins.int
+    PUT_FIELD_NUMBER: _builtins.int
+    WRITES_FIELD_NUMBER: _builtins.int
+    APPEND_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    """Chosen by the client, echoed in the response; unique among its open requests."""
+    @_builtins.property
+    def get(self) -> Global___GetCheckpointRequest: ...
+    @_builtins.property
+    def put(self) -> Global___PutCheckpointRequest: ...
+    @_builtins.property
+    def writes(self) -> Global___PutWritesRequest: ...
+    @_builtins.property
+    def append(self) -> _turns_pb2.AppendEventsRequest: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        get: Global___GetCheckpointRequest | None = ...,
+        put: Global___PutCheckpointRequest | None = ...,
+        writes: Global___PutWritesRequest | None = ...,
+        append: _turns_pb2.AppendEventsRequest | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["append", b"append", "get", b"get", "op", b"op", "put", b"put", "writes", b"writes"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["append", b"append", "get", b"get", "id", b"id", "op", b"op", "put", b"put", "writes", b"writes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_op: _TypeAlias = _typing.Literal["get", "put", "writes", "append"]  # noqa: Y015
+    _WhichOneofArgType_op: _TypeAlias = _typing.Literal["op", b"op"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_op) -> _WhichOneofReturnType_op | None: ...
+
+Global___CheckpointStreamRequest: _TypeAlias = CheckpointStreamRequest  # noqa: Y015
+
+@_typing.final
+class StreamError(_message.Message):
+    """A refusal of one message: the gRPC status code and message its unary call answers."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CODE_FIELD_NUMBER: _builtins.int
+    MESSAGE_FIELD_NUMBER: _builtins.int
+    code: _builtins.int
+    message: _builtins.str
+    def __init__(
+        self,
+        *,
+        code: _builtins.int = ...,
+        message: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["code", b"code", "message", b"message"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StreamError: _TypeAlias = StreamError  # noqa: Y015
+
+@_typing.final
+class CheckpointStreamResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ID_FIELD_NUMBER: _builtins.int
+    GET_FIELD_NUMBER: _builtins.int
+    PUT_FIELD_NUMBER: _builtins.int
+    WRITES_FIELD_NUMBER: _builtins.int
+    APPEND_FIELD_NUMBER: _builtins.int
+    ERROR_FIELD_NUMBER: _builtins.int
+    id: _builtins.int
+    @_builtins.property
+    def get(self) -> Global___GetCheckpointResponse: ...
+    @_builtins.property
+    def put(self) -> Global___PutCheckpointResponse: ...
+    @_builtins.property
+    def writes(self) -> Global___PutWritesResponse: ...
+    @_builtins.property
+    def append(self) -> _turns_pb2.AppendEventsResponse: ...
+    @_builtins.property
+    def error(self) -> Global___StreamError: ...
+    def __init__(
+        self,
+        *,
+        id: _builtins.int = ...,
+        get: Global___GetCheckpointResponse | None = ...,
+        put: Global___PutCheckpointResponse | None = ...,
+        writes: Global___PutWritesResponse | None = ...,
+        append: _turns_pb2.AppendEventsResponse | None = ...,
+        error: Global___StreamError | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["append", b"append", "error", b"error", "get", b"get", "put", b"put", "result", b"result", "writes", b"writes"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["append", b"append", "error", b"error", "get", b"get", "id", b"id", "put", b"put", "result", b"result", "writes", b"writes"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["get", "put", "writes", "append", "error"]  # noqa: Y015
+    _WhichOneofArgType_result: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType_result) -> _WhichOneofReturnType_result | None: ...
+
+Global___CheckpointStreamResponse: _TypeAlias = CheckpointStreamResponse  # noqa: Y015

@@ -60,6 +60,11 @@ class CheckpointServiceStub:
                 request_serializer=turnkeeper_dot_v1_dot_checkpoints__pb2.DeleteThreadRequest.SerializeToString,
                 response_deserializer=turnkeeper_dot_v1_dot_checkpoints__pb2.DeleteThreadResponse.FromString,
                 _registered_method=True)
+        self.CheckpointStream = channel.stream_stream(
+                '/turnkeeper.v1.CheckpointService/CheckpointStream',
+                request_serializer=turnkeeper_dot_v1_dot_checkpoints__pb2.CheckpointStreamRequest.SerializeToString,
+                response_deserializer=turnkeeper_dot_v1_dot_checkpoints__pb2.CheckpointStreamResponse.FromString,
+                _registered_method=True)
 
 
 class CheckpointServiceServicer:
@@ -102,6 +107,17 @@ class CheckpointServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CheckpointStream(self, request_iterator, context):
+        """One graph run's gets, puts, writes and event appends on one open stream: the
+        service handles the messages one at a time in the order they arrive, and answers
+        each (a put, a write or an append only after its commit) with the same id. A
+        fenced message (a stale attempt) ends the stream with ABORTED; any other refusal
+        answers that message with its error and the stream goes on.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_CheckpointServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -129,6 +145,11 @@ def add_CheckpointServiceServicer_to_server(servicer, server):
                     servicer.DeleteThread,
                     request_deserializer=turnkeeper_dot_v1_dot_checkpoints__pb2.DeleteThreadRequest.FromString,
                     response_serializer=turnkeeper_dot_v1_dot_checkpoints__pb2.DeleteThreadResponse.SerializeToString,
+            ),
+            'CheckpointStream': grpc.stream_stream_rpc_method_handler(
+                    servicer.CheckpointStream,
+                    request_deserializer=turnkeeper_dot_v1_dot_checkpoints__pb2.CheckpointStreamRequest.FromString,
+                    response_serializer=turnkeeper_dot_v1_dot_checkpoints__pb2.CheckpointStreamResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -267,6 +288,33 @@ class CheckpointService:
             '/turnkeeper.v1.CheckpointService/DeleteThread',
             turnkeeper_dot_v1_dot_checkpoints__pb2.DeleteThreadRequest.SerializeToString,
             turnkeeper_dot_v1_dot_checkpoints__pb2.DeleteThreadResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CheckpointStream(request_iterator,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.stream_stream(
+            request_iterator,
+            target,
+            '/turnkeeper.v1.CheckpointService/CheckpointStream',
+            turnkeeper_dot_v1_dot_checkpoints__pb2.CheckpointStreamRequest.SerializeToString,
+            turnkeeper_dot_v1_dot_checkpoints__pb2.CheckpointStreamResponse.FromString,
             options,
             channel_credentials,
             insecure,

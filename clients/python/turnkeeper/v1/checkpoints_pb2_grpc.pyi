@@ -48,6 +48,13 @@ class CheckpointServiceStub:
     """Store a task's intermediate writes against a checkpoint. Fenced like PutCheckpoint."""
     DeleteThread: _grpc.UnaryUnaryMultiCallable[_checkpoints_pb2.DeleteThreadRequest, _checkpoints_pb2.DeleteThreadResponse]
     """Delete every checkpoint and write of a thread."""
+    CheckpointStream: _grpc.StreamStreamMultiCallable[_checkpoints_pb2.CheckpointStreamRequest, _checkpoints_pb2.CheckpointStreamResponse]
+    """One graph run's gets, puts, writes and event appends on one open stream: the
+    service handles the messages one at a time in the order they arrive, and answers
+    each (a put, a write or an append only after its commit) with the same id. A
+    fenced message (a stale attempt) ends the stream with ABORTED; any other refusal
+    answers that message with its error and the stream goes on.
+    """
 
 @_typing.type_check_only
 class CheckpointServiceAsyncStub(CheckpointServiceStub):
@@ -66,6 +73,13 @@ class CheckpointServiceAsyncStub(CheckpointServiceStub):
     """Store a task's intermediate writes against a checkpoint. Fenced like PutCheckpoint."""
     DeleteThread: _aio.UnaryUnaryMultiCallable[_checkpoints_pb2.DeleteThreadRequest, _checkpoints_pb2.DeleteThreadResponse]  # type: ignore[assignment]
     """Delete every checkpoint and write of a thread."""
+    CheckpointStream: _aio.StreamStreamMultiCallable[_checkpoints_pb2.CheckpointStreamRequest, _checkpoints_pb2.CheckpointStreamResponse]  # type: ignore[assignment]
+    """One graph run's gets, puts, writes and event appends on one open stream: the
+    service handles the messages one at a time in the order they arrive, and answers
+    each (a put, a write or an append only after its commit) with the same id. A
+    fenced message (a stale attempt) ends the stream with ABORTED; any other refusal
+    answers that message with its error and the stream goes on.
+    """
 
 class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
     """CheckpointService is the storage behind turnkeeper's RemoteSaver."""
@@ -111,5 +125,18 @@ class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
         context: _ServicerContext,
     ) -> _typing.Union[_checkpoints_pb2.DeleteThreadResponse, _abc.Awaitable[_checkpoints_pb2.DeleteThreadResponse]]:
         """Delete every checkpoint and write of a thread."""
+
+    @_abc_1.abstractmethod
+    def CheckpointStream(
+        self,
+        request_iterator: _MaybeAsyncIterator[_checkpoints_pb2.CheckpointStreamRequest],
+        context: _ServicerContext,
+    ) -> _typing.Union[_abc.Iterator[_checkpoints_pb2.CheckpointStreamResponse], _abc.AsyncIterator[_checkpoints_pb2.CheckpointStreamResponse]]:
+        """One graph run's gets, puts, writes and event appends on one open stream: the
+        service handles the messages one at a time in the order they arrive, and answers
+        each (a put, a write or an append only after its commit) with the same id. A
+        fenced message (a stale attempt) ends the stream with ABORTED; any other refusal
+        answers that message with its error and the stream goes on.
+        """
 
 def add_CheckpointServiceServicer_to_server(servicer: CheckpointServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

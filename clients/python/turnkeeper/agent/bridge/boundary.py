@@ -65,6 +65,9 @@ class BoundarySaver(RemoteSaver):
         self._logs_lock = threading.Lock()
 
     def attach(self, events: EventLog) -> None:
+        if self.stream:
+            # One stream per run carries its events and its checkpoints, in order.
+            events.send_through(self.aappend_events)
         with self._logs_lock:
             self._logs[(events.turn_id, events.attempt)] = events
 
@@ -72,6 +75,7 @@ class BoundarySaver(RemoteSaver):
         with self._logs_lock:
             if self._logs.get((events.turn_id, events.attempt)) is events:
                 del self._logs[(events.turn_id, events.attempt)]
+        self.end_run(events.turn_id, events.attempt)
 
     def _log_for(self, config: RunnableConfig) -> EventLog | None:
         configurable = config.get("configurable") or {}

@@ -33,7 +33,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any, Final
 from uuid import UUID
 
@@ -50,6 +50,8 @@ log = logging.getLogger(__name__)
 # The service refuses an event over 256 KiB and a batch over 1000 events; stay under.
 MAX_EVENT_BYTES: Final = 192 * 1024
 MAX_BATCH: Final = 500
+
+Append = Callable[[turns_pb2.AppendEventsRequest], Awaitable[turns_pb2.AppendEventsResponse]]
 
 # Errors after which an execution must stop: its attempt is no longer the turn's.
 FENCED: Final = (StaleAttempt, WrongState, TurnNotFound)
@@ -81,6 +83,13 @@ class EventLog:
         self._closed = False
         self._flushing = asyncio.Lock()
         self._wake = asyncio.Event()
+        self._append: Append = client.append_events
+
+    def send_through(self, append: Append) -> None:
+        """Append through ``append`` instead of the client's unary AppendEvents (the
+        saver's stream of this run, which then carries events and checkpoints in
+        the order they were written)."""
+        self._append = append
 
     @property
     def last_seq(self) -> int:
@@ -119,7 +128,7 @@ class EventLog:
                     batch = self._pending[:MAX_BATCH]
                 if not batch:
                     return self.appended_seq
-                await self.client.append_events(
+                await self._append(
                     turns_pb2.AppendEventsRequest(
                         turn_id=self.turn_id, attempt=self.attempt, events=batch
                     )

@@ -8,13 +8,15 @@
 
 import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { AppendEventsRequest, AppendEventsResponse } from "./turns_pb.js";
+import { file_turnkeeper_v1_turns } from "./turns_pb.js";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file turnkeeper/v1/checkpoints.proto.
  */
 export const file_turnkeeper_v1_checkpoints: GenFile = /*@__PURE__*/
-  fileDesc("Ch90dXJua2VlcGVyL3YxL2NoZWNrcG9pbnRzLnByb3RvEg10dXJua2VlcGVyLnYxIigKClR5cGVkVmFsdWUSDAoEdHlwZRgBIAEoCRIMCgRkYXRhGAIgASgMIlAKDUNoZWNrcG9pbnRSZWYSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSFQoNY2hlY2twb2ludF9pZBgDIAEoCSJ6CgxQZW5kaW5nV3JpdGUSDwoHdGFza19pZBgBIAEoCRIPCgdjaGFubmVsGAIgASgJEigKBXZhbHVlGAMgASgLMhkudHVybmtlZXBlci52MS5UeXBlZFZhbHVlEhEKCXRhc2tfcGF0aBgEIAEoCRILCgNpZHgYBSABKAUi1QEKD0NoZWNrcG9pbnRUdXBsZRIpCgNyZWYYASABKAsyHC50dXJua2VlcGVyLnYxLkNoZWNrcG9pbnRSZWYSHAoUcGFyZW50X2NoZWNrcG9pbnRfaWQYAiABKAkSLQoKY2hlY2twb2ludBgDIAEoCzIZLnR1cm5rZWVwZXIudjEuVHlwZWRWYWx1ZRIVCg1tZXRhZGF0YV9qc29uGAQgASgJEjMKDnBlbmRpbmdfd3JpdGVzGAUgAygLMhsudHVybmtlZXBlci52MS5QZW5kaW5nV3JpdGUiLQoJVHVybkZlbmNlEg8KB3R1cm5faWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoBSJXChRHZXRDaGVja3BvaW50UmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIVCg1jaGVja3BvaW50X2lkGAMgASgJIloKFUdldENoZWNrcG9pbnRSZXNwb25zZRINCgVmb3VuZBgBIAEoCBIyCgpjaGVja3BvaW50GAIgASgLMh4udHVybmtlZXBlci52MS5DaGVja3BvaW50VHVwbGUisgEKFkxpc3RDaGVja3BvaW50c1JlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhoKDWNoZWNrcG9pbnRfbnMYAiABKAlIAIgBARIVCg1jaGVja3BvaW50X2lkGAMgASgJEhMKC2ZpbHRlcl9qc29uGAQgASgJEhwKFGJlZm9yZV9jaGVja3BvaW50X2lkGAUgASgJEg0KBWxpbWl0GAYgASgFQhAKDl9jaGVja3BvaW50X25zIk0KF0xpc3RDaGVja3BvaW50c1Jlc3BvbnNlEjIKCmNoZWNrcG9pbnQYASABKAsyHi50dXJua2VlcGVyLnYxLkNoZWNrcG9pbnRUdXBsZSLkAQoUUHV0Q2hlY2twb2ludFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSFQoNY2hlY2twb2ludF9pZBgDIAEoCRIcChRwYXJlbnRfY2hlY2twb2ludF9pZBgEIAEoCRItCgpjaGVja3BvaW50GAUgASgLMhkudHVybmtlZXBlci52MS5UeXBlZFZhbHVlEhUKDW1ldGFkYXRhX2pzb24YBiABKAkSJwoFZmVuY2UYByABKAsyGC50dXJua2VlcGVyLnYxLlR1cm5GZW5jZSJCChVQdXRDaGVja3BvaW50UmVzcG9uc2USKQoDcmVmGAEgASgLMhwudHVybmtlZXBlci52MS5DaGVja3BvaW50UmVmIlQKCldyaXRlSW5wdXQSCwoDaWR4GAEgASgFEg8KB2NoYW5uZWwYAiABKAkSKAoFdmFsdWUYAyABKAsyGS50dXJua2VlcGVyLnYxLlR5cGVkVmFsdWUi3AEKEFB1dFdyaXRlc1JlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSFQoNY2hlY2twb2ludF9pZBgDIAEoCRIPCgd0YXNrX2lkGAQgASgJEhEKCXRhc2tfcGF0aBgFIAEoCRIpCgZ3cml0ZXMYBiADKAsyGS50dXJua2VlcGVyLnYxLldyaXRlSW5wdXQSDwoHcmVwbGFjZRgHIAEoCBInCgVmZW5jZRgIIAEoCzIYLnR1cm5rZWVwZXIudjEuVHVybkZlbmNlIhMKEVB1dFdyaXRlc1Jlc3BvbnNlIigKE0RlbGV0ZVRocmVhZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJIhYKFERlbGV0ZVRocmVhZFJlc3BvbnNlMtgDChFDaGVja3BvaW50U2VydmljZRJaCg1HZXRDaGVja3BvaW50EiMudHVybmtlZXBlci52MS5HZXRDaGVja3BvaW50UmVxdWVzdBokLnR1cm5rZWVwZXIudjEuR2V0Q2hlY2twb2ludFJlc3BvbnNlEmIKD0xpc3RDaGVja3BvaW50cxIlLnR1cm5rZWVwZXIudjEuTGlzdENoZWNrcG9pbnRzUmVxdWVzdBomLnR1cm5rZWVwZXIudjEuTGlzdENoZWNrcG9pbnRzUmVzcG9uc2UwARJaCg1QdXRDaGVja3BvaW50EiMudHVybmtlZXBlci52MS5QdXRDaGVja3BvaW50UmVxdWVzdBokLnR1cm5rZWVwZXIudjEuUHV0Q2hlY2twb2ludFJlc3BvbnNlEk4KCVB1dFdyaXRlcxIfLnR1cm5rZWVwZXIudjEuUHV0V3JpdGVzUmVxdWVzdBogLnR1cm5rZWVwZXIudjEuUHV0V3JpdGVzUmVzcG9uc2USVwoMRGVsZXRlVGhyZWFkEiIudHVybmtlZXBlci52MS5EZWxldGVUaHJlYWRSZXF1ZXN0GiMudHVybmtlZXBlci52MS5EZWxldGVUaHJlYWRSZXNwb25zZWIGcHJvdG8z");
+  fileDesc("Ch90dXJua2VlcGVyL3YxL2NoZWNrcG9pbnRzLnByb3RvEg10dXJua2VlcGVyLnYxIigKClR5cGVkVmFsdWUSDAoEdHlwZRgBIAEoCRIMCgRkYXRhGAIgASgMIlAKDUNoZWNrcG9pbnRSZWYSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSFQoNY2hlY2twb2ludF9pZBgDIAEoCSJ6CgxQZW5kaW5nV3JpdGUSDwoHdGFza19pZBgBIAEoCRIPCgdjaGFubmVsGAIgASgJEigKBXZhbHVlGAMgASgLMhkudHVybmtlZXBlci52MS5UeXBlZFZhbHVlEhEKCXRhc2tfcGF0aBgEIAEoCRILCgNpZHgYBSABKAUi1QEKD0NoZWNrcG9pbnRUdXBsZRIpCgNyZWYYASABKAsyHC50dXJua2VlcGVyLnYxLkNoZWNrcG9pbnRSZWYSHAoUcGFyZW50X2NoZWNrcG9pbnRfaWQYAiABKAkSLQoKY2hlY2twb2ludBgDIAEoCzIZLnR1cm5rZWVwZXIudjEuVHlwZWRWYWx1ZRIVCg1tZXRhZGF0YV9qc29uGAQgASgJEjMKDnBlbmRpbmdfd3JpdGVzGAUgAygLMhsudHVybmtlZXBlci52MS5QZW5kaW5nV3JpdGUiLQoJVHVybkZlbmNlEg8KB3R1cm5faWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoBSJXChRHZXRDaGVja3BvaW50UmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIVCg1jaGVja3BvaW50X2lkGAMgASgJIloKFUdldENoZWNrcG9pbnRSZXNwb25zZRINCgVmb3VuZBgBIAEoCBIyCgpjaGVja3BvaW50GAIgASgLMh4udHVybmtlZXBlci52MS5DaGVja3BvaW50VHVwbGUisgEKFkxpc3RDaGVja3BvaW50c1JlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhoKDWNoZWNrcG9pbnRfbnMYAiABKAlIAIgBARIVCg1jaGVja3BvaW50X2lkGAMgASgJEhMKC2ZpbHRlcl9qc29uGAQgASgJEhwKFGJlZm9yZV9jaGVja3BvaW50X2lkGAUgASgJEg0KBWxpbWl0GAYgASgFQhAKDl9jaGVja3BvaW50X25zIk0KF0xpc3RDaGVja3BvaW50c1Jlc3BvbnNlEjIKCmNoZWNrcG9pbnQYASABKAsyHi50dXJua2VlcGVyLnYxLkNoZWNrcG9pbnRUdXBsZSLkAQoUUHV0Q2hlY2twb2ludFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSFQoNY2hlY2twb2ludF9pZBgDIAEoCRIcChRwYXJlbnRfY2hlY2twb2ludF9pZBgEIAEoCRItCgpjaGVja3BvaW50GAUgASgLMhkudHVybmtlZXBlci52MS5UeXBlZFZhbHVlEhUKDW1ldGFkYXRhX2pzb24YBiABKAkSJwoFZmVuY2UYByABKAsyGC50dXJua2VlcGVyLnYxLlR1cm5GZW5jZSJCChVQdXRDaGVja3BvaW50UmVzcG9uc2USKQoDcmVmGAEgASgLMhwudHVybmtlZXBlci52MS5DaGVja3BvaW50UmVmIlQKCldyaXRlSW5wdXQSCwoDaWR4GAEgASgFEg8KB2NoYW5uZWwYAiABKAkSKAoFdmFsdWUYAyABKAsyGS50dXJua2VlcGVyLnYxLlR5cGVkVmFsdWUi3AEKEFB1dFdyaXRlc1JlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSFQoNY2hlY2twb2ludF9pZBgDIAEoCRIPCgd0YXNrX2lkGAQgASgJEhEKCXRhc2tfcGF0aBgFIAEoCRIpCgZ3cml0ZXMYBiADKAsyGS50dXJua2VlcGVyLnYxLldyaXRlSW5wdXQSDwoHcmVwbGFjZRgHIAEoCBInCgVmZW5jZRgIIAEoCzIYLnR1cm5rZWVwZXIudjEuVHVybkZlbmNlIhMKEVB1dFdyaXRlc1Jlc3BvbnNlIigKE0RlbGV0ZVRocmVhZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJIhYKFERlbGV0ZVRocmVhZFJlc3BvbnNlIvwBChdDaGVja3BvaW50U3RyZWFtUmVxdWVzdBIKCgJpZBgBIAEoBBIyCgNnZXQYAiABKAsyIy50dXJua2VlcGVyLnYxLkdldENoZWNrcG9pbnRSZXF1ZXN0SAASMgoDcHV0GAMgASgLMiMudHVybmtlZXBlci52MS5QdXRDaGVja3BvaW50UmVxdWVzdEgAEjEKBndyaXRlcxgEIAEoCzIfLnR1cm5rZWVwZXIudjEuUHV0V3JpdGVzUmVxdWVzdEgAEjQKBmFwcGVuZBgFIAEoCzIiLnR1cm5rZWVwZXIudjEuQXBwZW5kRXZlbnRzUmVxdWVzdEgAQgQKAm9wIiwKC1N0cmVhbUVycm9yEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCSKyAgoYQ2hlY2twb2ludFN0cmVhbVJlc3BvbnNlEgoKAmlkGAEgASgEEjMKA2dldBgCIAEoCzIkLnR1cm5rZWVwZXIudjEuR2V0Q2hlY2twb2ludFJlc3BvbnNlSAASMwoDcHV0GAMgASgLMiQudHVybmtlZXBlci52MS5QdXRDaGVja3BvaW50UmVzcG9uc2VIABIyCgZ3cml0ZXMYBCABKAsyIC50dXJua2VlcGVyLnYxLlB1dFdyaXRlc1Jlc3BvbnNlSAASNQoGYXBwZW5kGAUgASgLMiMudHVybmtlZXBlci52MS5BcHBlbmRFdmVudHNSZXNwb25zZUgAEisKBWVycm9yGAYgASgLMhoudHVybmtlZXBlci52MS5TdHJlYW1FcnJvckgAQggKBnJlc3VsdDLBBAoRQ2hlY2twb2ludFNlcnZpY2USWgoNR2V0Q2hlY2twb2ludBIjLnR1cm5rZWVwZXIudjEuR2V0Q2hlY2twb2ludFJlcXVlc3QaJC50dXJua2VlcGVyLnYxLkdldENoZWNrcG9pbnRSZXNwb25zZRJiCg9MaXN0Q2hlY2twb2ludHMSJS50dXJua2VlcGVyLnYxLkxpc3RDaGVja3BvaW50c1JlcXVlc3QaJi50dXJua2VlcGVyLnYxLkxpc3RDaGVja3BvaW50c1Jlc3BvbnNlMAESWgoNUHV0Q2hlY2twb2ludBIjLnR1cm5rZWVwZXIudjEuUHV0Q2hlY2twb2ludFJlcXVlc3QaJC50dXJua2VlcGVyLnYxLlB1dENoZWNrcG9pbnRSZXNwb25zZRJOCglQdXRXcml0ZXMSHy50dXJua2VlcGVyLnYxLlB1dFdyaXRlc1JlcXVlc3QaIC50dXJua2VlcGVyLnYxLlB1dFdyaXRlc1Jlc3BvbnNlElcKDERlbGV0ZVRocmVhZBIiLnR1cm5rZWVwZXIudjEuRGVsZXRlVGhyZWFkUmVxdWVzdBojLnR1cm5rZWVwZXIudjEuRGVsZXRlVGhyZWFkUmVzcG9uc2USZwoQQ2hlY2twb2ludFN0cmVhbRImLnR1cm5rZWVwZXIudjEuQ2hlY2twb2ludFN0cmVhbVJlcXVlc3QaJy50dXJua2VlcGVyLnYxLkNoZWNrcG9pbnRTdHJlYW1SZXNwb25zZSgBMAFiBnByb3RvMw", [file_turnkeeper_v1_turns]);
 
 /**
  * A serialized value: the serializer's type tag and its bytes.
@@ -484,6 +486,130 @@ export const DeleteThreadResponseSchema: GenMessage<DeleteThreadResponse> = /*@_
   messageDesc(file_turnkeeper_v1_checkpoints, 15);
 
 /**
+ * @generated from message turnkeeper.v1.CheckpointStreamRequest
+ */
+export type CheckpointStreamRequest = Message<"turnkeeper.v1.CheckpointStreamRequest"> & {
+  /**
+   * Chosen by the client, echoed in the response; unique among its open requests.
+   *
+   * @generated from field: uint64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * @generated from oneof turnkeeper.v1.CheckpointStreamRequest.op
+   */
+  op: {
+    /**
+     * @generated from field: turnkeeper.v1.GetCheckpointRequest get = 2;
+     */
+    value: GetCheckpointRequest;
+    case: "get";
+  } | {
+    /**
+     * @generated from field: turnkeeper.v1.PutCheckpointRequest put = 3;
+     */
+    value: PutCheckpointRequest;
+    case: "put";
+  } | {
+    /**
+     * @generated from field: turnkeeper.v1.PutWritesRequest writes = 4;
+     */
+    value: PutWritesRequest;
+    case: "writes";
+  } | {
+    /**
+     * @generated from field: turnkeeper.v1.AppendEventsRequest append = 5;
+     */
+    value: AppendEventsRequest;
+    case: "append";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message turnkeeper.v1.CheckpointStreamRequest.
+ * Use `create(CheckpointStreamRequestSchema)` to create a new message.
+ */
+export const CheckpointStreamRequestSchema: GenMessage<CheckpointStreamRequest> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_checkpoints, 16);
+
+/**
+ * A refusal of one message: the gRPC status code and message its unary call answers.
+ *
+ * @generated from message turnkeeper.v1.StreamError
+ */
+export type StreamError = Message<"turnkeeper.v1.StreamError"> & {
+  /**
+   * @generated from field: int32 code = 1;
+   */
+  code: number;
+
+  /**
+   * @generated from field: string message = 2;
+   */
+  message: string;
+};
+
+/**
+ * Describes the message turnkeeper.v1.StreamError.
+ * Use `create(StreamErrorSchema)` to create a new message.
+ */
+export const StreamErrorSchema: GenMessage<StreamError> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_checkpoints, 17);
+
+/**
+ * @generated from message turnkeeper.v1.CheckpointStreamResponse
+ */
+export type CheckpointStreamResponse = Message<"turnkeeper.v1.CheckpointStreamResponse"> & {
+  /**
+   * @generated from field: uint64 id = 1;
+   */
+  id: bigint;
+
+  /**
+   * @generated from oneof turnkeeper.v1.CheckpointStreamResponse.result
+   */
+  result: {
+    /**
+     * @generated from field: turnkeeper.v1.GetCheckpointResponse get = 2;
+     */
+    value: GetCheckpointResponse;
+    case: "get";
+  } | {
+    /**
+     * @generated from field: turnkeeper.v1.PutCheckpointResponse put = 3;
+     */
+    value: PutCheckpointResponse;
+    case: "put";
+  } | {
+    /**
+     * @generated from field: turnkeeper.v1.PutWritesResponse writes = 4;
+     */
+    value: PutWritesResponse;
+    case: "writes";
+  } | {
+    /**
+     * @generated from field: turnkeeper.v1.AppendEventsResponse append = 5;
+     */
+    value: AppendEventsResponse;
+    case: "append";
+  } | {
+    /**
+     * @generated from field: turnkeeper.v1.StreamError error = 6;
+     */
+    value: StreamError;
+    case: "error";
+  } | { case: undefined; value?: undefined };
+};
+
+/**
+ * Describes the message turnkeeper.v1.CheckpointStreamResponse.
+ * Use `create(CheckpointStreamResponseSchema)` to create a new message.
+ */
+export const CheckpointStreamResponseSchema: GenMessage<CheckpointStreamResponse> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_checkpoints, 18);
+
+/**
  * CheckpointService is the storage behind turnkeeper's RemoteSaver.
  *
  * @generated from service turnkeeper.v1.CheckpointService
@@ -539,6 +665,20 @@ export const CheckpointService: GenService<{
     methodKind: "unary";
     input: typeof DeleteThreadRequestSchema;
     output: typeof DeleteThreadResponseSchema;
+  },
+  /**
+   * One graph run's gets, puts, writes and event appends on one open stream: the
+   * service handles the messages one at a time in the order they arrive, and answers
+   * each (a put, a write or an append only after its commit) with the same id. A
+   * fenced message (a stale attempt) ends the stream with ABORTED; any other refusal
+   * answers that message with its error and the stream goes on.
+   *
+   * @generated from rpc turnkeeper.v1.CheckpointService.CheckpointStream
+   */
+  checkpointStream: {
+    methodKind: "bidi_streaming";
+    input: typeof CheckpointStreamRequestSchema;
+    output: typeof CheckpointStreamResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_turnkeeper_v1_checkpoints, 0);

@@ -1,0 +1,338 @@
+"""RemoteSaver's checkpoint stream: one open ``CheckpointStream`` per graph run.
+
+A run's gets, puts, writes and (through the bridge) event appends go as messages
+on one bidirectional stream instead of one unary call each: the service's cost per
+message is a fraction of a unary call's, and a step waits on one frame each way.
+A run is the (turn_id, attempt) its config carries, or else its thread.
+
+What holds, as on the unary path:
+
+- an answer comes after the commit: a put, a write or an append returns only when
+  the service answered that message, and it answers after committing it;
+- order: the service handles a stream's messages one at a time in the order they
+  were sent, so events flushed before a checkpoint are committed before it;
+- fencing: a stale attempt's message ends the stream with ABORTED, and every
+  message waiting on it fails with ``StaleAttempt``;
+- a broken stream (the service restarted, the connection dropped) is opened again,
+  up to ``options.retry_max_attempts`` times with the retry backoff, and every
+  message not answered yet is sent again, in order. All four operations are
+  idempotent (the same argument as for their unary retries in
+  :mod:`turnkeeper.connection`), so a message the service had committed before the
+  break is a no-op the second time, and a message already answered is never sent
+  again.
+
+Each operation (its write included) is bounded by ``options.default_timeout``, like a
+unary call's deadline. Streams idle for :data:`IDLE_SECONDS` are closed when the
+saver is next used (and a bridge's run's stream when the run ends).
+
+The blocking saver's streams run on a private event loop in one daemon thread
+(:class:`LoopStreams`): grpc's blocking API would take a thread per stream to feed
+its request iterator, and the two behave alike this way.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import contextlib
+import contextvars
+import itertools
+import threading
+import time
+from collections.abc import Callable
+from typing import Any, Final, Generic, TypeVar
+
+import grpc
+import grpc.aio
+from langchain_core.runnables import RunnableConfig
+
+from turnkeeper.agent.saver_wire import ATTEMPT_KEY, TURN_ID_KEY
+from turnkeeper.client import AsyncTurnkeeperClient
+from turnkeeper.connection import ConnectionOptions
+from turnkeeper.errors import TurnkeeperError, Unavailable, from_rpc_error, from_status
+from turnkeeper.v1 import checkpoints_pb2
+
+Request = checkpoints_pb2.CheckpointStreamRequest
+Response = checkpoints_pb2.CheckpointStreamResponse
+RunKey = tuple[str, str, int]
+
+# A stream no message used for this long is closed (a run between steps waits on
+# a model call; one longer than this opens a new stream, which is cheap).
+IDLE_SECONDS: Final = 30.0
+# Open streams per saver and event loop; past it the least recently used idle go.
+MAX_STREAMS: Final = 64
+# How a stream ends when it broke rather than refused: opened again. INTERNAL is
+# among them because grpc reports a connection cut in the middle of a frame as
+# INTERNAL, not UNAVAILABLE; every message is idempotent and the breaks are
+# bounded, so a service that answers INTERNAL itself only gets the message again
+# a few times, and its INTERNAL is what the caller then gets.
+_BROKEN: Final = frozenset(
+    {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.INTERNAL}
+)
+_RPC: Final = "CheckpointStream"
+_CODES: Final = {code.value[0]: code for code in grpc.StatusCode}
+
+
+def run_key(config: RunnableConfig) -> RunKey:
+    """The stream a config's operations go on: its turn attempt, else its thread."""
+    configurable = config.get("configurable") or {}
+    turn_id, attempt = configurable.get(TURN_ID_KEY), configurable.get(ATTEMPT_KEY)
+    if turn_id and attempt is not None:
+        return ("turn", str(turn_id), int(attempt))
+    return ("thread", str(configurable.get("thread_id", "")), 0)
+
+
+def turn_key(turn_id: str, attempt: int) -> RunKey:
+    return ("turn", turn_id, attempt)
+
+
+def _answer(response: Response) -> Response:
+    if response.HasField("error"):
+        code = _CODES.get(response.error.code, grpc.StatusCode.UNKNOWN)
+        raise from_status(code, response.error.message, rpc=_RPC)
+    return response
+
+
+def _backoff(options: ConnectionOptions, attempt: int) -> float:
+    return float(min(options.retry_initial_backoff * 2 ** (attempt - 1), options.retry_max_backoff))
+
+
+class AsyncRunStream:
+    """One run's stream on one event loop; ops from several tasks are pipelined."""
+
+    def __init__(self, client: AsyncTurnkeeperClient) -> None:
+        self._client = client
+        self._options = client.options
+        self._ids = itertools.count(1)
+        # Sent (or about to be) and not answered, in send order.
+        self._pending: dict[int, tuple[Request, asyncio.Future[Response]]] = {}
+        # The call each pending message was last written on: a message that a
+        # reconnect (or the opening of the call) already sent is not written twice.
+        self._sent_on: dict[int, object] = {}
+        self._call: grpc.aio.StreamStreamCall[Request, Response] | None = None
+        self._writing = asyncio.Lock()
+        self._reader: asyncio.Task[None] | None = None
+        self._closed = False
+        self.last_used = time.monotonic()
+
+    @property
+    def idle(self) -> bool:
+        return not self._pending
+
+    async def request(self, **op: Any) -> Response:
+        if self._closed:
+            raise RuntimeError("the checkpoint stream is closed")
+        self.last_used = time.monotonic()
+        request = Request(id=next(self._ids), **op)
+        future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+        self._pending[request.id] = (request, future)
+        timeout = self._options.default_timeout
+        try:
+            # The deadline covers the write too: a write waits while the connection
+            # is being made, or while the service reads nothing.
+            async with asyncio.timeout(timeout):
+                async with self._writing:
+                    if self._call is None:
+                        self._call = self._client.open_checkpoint_stream()
+                        self._reader = asyncio.create_task(self._read(self._call))
+                        await self._send_pending(self._call)
+                    elif self._sent_on.get(request.id) is not self._call:
+                        await self._write(self._call, request)
+                return _answer(await future)
+        except TimeoutError:
+            # The stream is stuck (or the write was cut short): it counts as broken,
+            # and the reader sends what else is waiting on a new one.
+            if self._call is not None:
+                self._call.cancel()
+            raise TurnkeeperError(
+                grpc.StatusCode.DEADLINE_EXCEEDED,
+                f"no answer on the checkpoint stream within {timeout} s",
+                rpc=_RPC,
+            ) from None
+        finally:
+            # Answered, failed, timed out or cancelled: never sent again.
+            self._pending.pop(request.id, None)
+            self._sent_on.pop(request.id, None)
+
+    async def _write(self, call: grpc.aio.StreamStreamCall[Request, Response], r: Request) -> None:
+        # The call may have ended under us; the reader sees why and sends the pending
+        # messages (this one included) again on a new stream, or fails them.
+        self._sent_on[r.id] = call
+        with contextlib.suppress(grpc.RpcError, asyncio.InvalidStateError):
+            await call.write(r)
+
+    async def _send_pending(self, call: grpc.aio.StreamStreamCall[Request, Response]) -> None:
+        for request, _ in list(self._pending.values()):
+            await self._write(call, request)
+
+    async def _read(self, call: grpc.aio.StreamStreamCall[Request, Response]) -> None:
+        breaks = 0
+        while True:
+            error: grpc.RpcError | None = None
+            code: grpc.StatusCode | None
+            try:
+                async for response in call:
+                    breaks = 0
+                    entry = self._pending.get(response.id)
+                    if entry is not None and not entry[1].done():
+                        entry[1].set_result(response)
+                code = grpc.StatusCode.OK
+            except grpc.RpcError as err:
+                error = err
+                code = err.code() if callable(getattr(err, "code", None)) else None
+            if self._closed:
+                self._fail(RuntimeError("the checkpoint stream is closed"))
+                return
+            broken = code == grpc.StatusCode.OK or code in _BROKEN
+            if not broken and error is not None:
+                self._call = None
+                self._fail(from_rpc_error(error, rpc=_RPC))
+                return
+            if not self._pending:
+                self._call = None
+                return
+            breaks += 1
+            if breaks > self._options.retry_max_attempts:
+                self._call = None
+                cause = from_rpc_error(error, rpc=_RPC) if error is not None else None
+                if cause is not None and code == grpc.StatusCode.INTERNAL:
+                    self._fail(cause)
+                    return
+                self._fail(
+                    Unavailable(
+                        grpc.StatusCode.UNAVAILABLE,
+                        f"the checkpoint stream broke {breaks} times in a row"
+                        + (f": {cause.message}" if cause is not None else ""),
+                        rpc=_RPC,
+                    )
+                )
+                return
+            await asyncio.sleep(_backoff(self._options, breaks))
+            async with self._writing:
+                if self._closed:
+                    continue
+                call = self._call = self._client.open_checkpoint_stream()
+                await self._send_pending(call)
+
+    def _fail(self, exc: BaseException) -> None:
+        for _, future in list(self._pending.values()):
+            if not future.done():
+                future.set_exception(exc)
+
+    def close(self) -> None:
+        self._closed = True
+        if self._call is not None:
+            self._call.cancel()
+
+    async def wait_closed(self) -> None:
+        """After :meth:`close`: until the reader has seen the call end, so that
+        nothing of the call is left for grpc to deliver to this event loop."""
+        if self._reader is not None:
+            await asyncio.gather(self._reader, return_exceptions=True)
+
+
+_S = TypeVar("_S", bound=AsyncRunStream)
+
+
+class RunStreams(Generic[_S]):
+    """The open streams of one saver (on one event loop, for the async kind)."""
+
+    def __init__(self, make: Callable[[], _S]) -> None:
+        self._make: Callable[[], _S] = make
+        self._streams: dict[RunKey, _S] = {}
+        self._lock = threading.Lock()
+        self._swept = time.monotonic()
+
+    def get(self, key: RunKey) -> _S:
+        with self._lock:
+            stream = self._streams.get(key)
+            if stream is None:
+                self._sweep()
+                stream = self._streams[key] = self._make()
+            return stream
+
+    def _sweep(self) -> None:
+        now = time.monotonic()
+        if now - self._swept < IDLE_SECONDS / 2 and len(self._streams) < MAX_STREAMS:
+            return
+        self._swept = now
+        by_age = sorted(self._streams.items(), key=lambda item: item[1].last_used)
+        excess = len(by_age) - MAX_STREAMS + 1
+        for key, stream in by_age:
+            if stream.idle and (now - stream.last_used > IDLE_SECONDS or excess > 0):
+                excess -= 1
+                stream.close()
+                del self._streams[key]
+
+    def drop(self, key: RunKey) -> None:
+        with self._lock:
+            stream = self._streams.pop(key, None)
+        if stream is not None:
+            stream.close()
+
+    def close(self) -> None:
+        with self._lock:
+            streams, self._streams = list(self._streams.values()), {}
+        for stream in streams:
+            stream.close()
+
+    async def aclose(self) -> None:
+        """Close every stream and wait for their readers (on the streams' loop)."""
+        with self._lock:
+            streams, self._streams = list(self._streams.values()), {}
+        for stream in streams:
+            stream.close()
+        await asyncio.gather(*(stream.wait_closed() for stream in streams))
+
+
+class LoopStreams:
+    """The blocking saver's streams: :class:`AsyncRunStream` on a private event loop
+    in a daemon thread, which every blocking caller hands its message to."""
+
+    def __init__(self, options: ConnectionOptions) -> None:
+        self._loop = asyncio.new_event_loop()
+        self._thread = threading.Thread(
+            target=self._loop.run_forever, name="turnkeeper-saver-streams", daemon=True
+        )
+        self._thread.start()
+        self._client = AsyncTurnkeeperClient(options)
+        self._streams: RunStreams[AsyncRunStream] = RunStreams(lambda: AsyncRunStream(self._client))
+
+    def request(self, key: RunKey, **op: Any) -> Response:
+        # The caller's context goes with the message (its trace, for one): a stream
+        # opened for it is a child of the caller's span, as a unary call would be.
+        context = contextvars.copy_context()
+        answer: concurrent.futures.Future[Response] = concurrent.futures.Future()
+
+        def settle(task: asyncio.Task[Response]) -> None:
+            if task.cancelled():
+                answer.cancel()
+            elif (exc := task.exception()) is not None:
+                answer.set_exception(exc)
+            else:
+                answer.set_result(task.result())
+
+        def start() -> None:
+            task = self._loop.create_task(self._request(key, op), context=context)
+            task.add_done_callback(settle)
+
+        self._loop.call_soon_threadsafe(start)
+        return answer.result()
+
+    async def _request(self, key: RunKey, op: dict[str, Any]) -> Response:
+        return await self._streams.get(key).request(**op)
+
+    def close(self) -> None:
+        if self._loop.is_closed():
+            return
+        done = asyncio.run_coroutine_threadsafe(self._aclose(), self._loop)
+        with contextlib.suppress(Exception):
+            done.result(timeout=5)
+        self._loop.call_soon_threadsafe(self._loop.stop)
+        self._thread.join(timeout=5)
+        if not self._thread.is_alive():
+            self._loop.close()
+
+    async def _aclose(self) -> None:
+        await self._streams.aclose()
+        await self._client.close()

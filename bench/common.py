@@ -22,7 +22,7 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from turnkeeper_server.embedded_nats import EmbeddedNats
+from turnkeeper_server.messaging.embedded import EmbeddedNats
 
 _LISTENING = re.compile(r"turnkeeper listening on (\S+)")
 

@@ -146,7 +146,7 @@ async def _healthy(port: int, timeout: float = 60) -> float:
     healthy, and the answer can reach us later than the resumed step's first event
     (the agent's loop is busy resuming). Healthy came after the send, so the send
     time is a lower bound, off by at most one poll."""
-    from turnkeeper.bridge.health import get_status
+    from turnkeeper.agent.bridge.health import get_status
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
@@ -232,8 +232,8 @@ def run(size: Size) -> Section:
             "slowest turn). Service and nats-server in their own processes."
         ),
     )
-    if importlib.util.find_spec("turnkeeper.bridge") is None:
-        section.skipped = "the bridge (`turnkeeper.bridge`) is not installed"
+    if importlib.util.find_spec("turnkeeper.agent.bridge") is None:
+        section.skipped = "the bridge (`turnkeeper.agent.bridge`) is not installed"
         return section
     with (
         scratch_dir("recovery") as data_dir,

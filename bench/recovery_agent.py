@@ -24,7 +24,7 @@ from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
-from turnkeeper.bridge import Bridge, BridgeConfig
+from turnkeeper.agent.bridge import Bridge, BridgeConfig
 
 HANG_STEP = 3
 

@@ -158,7 +158,7 @@ def render(
         "pip install -e '.[dev,bench]'",
         "npm ci --prefix bench        # the Restate server, for the Restate comparison",
         "python -m bench              # all of it, about 10 minutes; writes this file",
-        "python -m bench --smoke      # seconds, what CI runs (tests/test_bench_smoke.py)",
+        "python -m bench --smoke      # seconds, what CI runs (tests/operator/test_bench_smoke.py)",
         "python -m bench --only saver # some: status ingest redrive memory saver engines recovery",
         "                             # (--smoke and --only write to the temp dir unless --out)",
         "```",

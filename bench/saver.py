@@ -15,7 +15,7 @@ from contextlib import contextmanager
 from pathlib import Path
 
 from langgraph.checkpoint.sqlite import SqliteSaver
-from turnkeeper.saver import RemoteSaver
+from turnkeeper.agent.saver import RemoteSaver
 
 from bench import turns
 from bench.common import (

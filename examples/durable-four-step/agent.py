@@ -7,7 +7,7 @@ idempotency key the bridge provides. Run it with the service and NATS up::
     TURNKEEPER_ADDRESS=127.0.0.1:50051 NATS_URL=nats://127.0.0.1:4222 \\
         python examples/durable-four-step/agent.py
 
-Environment, besides the bridge's own (``turnkeeper.bridge.BridgeConfig.from_env``;
+Environment, besides the bridge's own (``turnkeeper.agent.bridge.BridgeConfig.from_env``;
 the agent name defaults to ``four-step``):
 
 - ``STEP_LOG``: a file each step appends to when it starts and ends, and the
@@ -36,7 +36,7 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
-from turnkeeper.bridge import Bridge, BridgeConfig, idempotency_key
+from turnkeeper.agent.bridge import Bridge, BridgeConfig, idempotency_key
 
 STEPS = ("outline", "research", "draft", "publish")
 REPLIES = {

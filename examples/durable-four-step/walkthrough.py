@@ -35,7 +35,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.errors import NoRespondersError
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
-from turnkeeper.follower import Concluded, Event, Frame, Reset, Transcript, TurnFollower
+from turnkeeper.panel.follower import Concluded, Event, Frame, Reset, Transcript, TurnFollower
 from turnkeeper.v1 import turns_pb2
 
 HERE = Path(__file__).resolve().parent
@@ -237,7 +237,7 @@ async def watching_rewinds(nc: Client) -> AsyncIterator[list[Any]]:
 
 async def local() -> int:
     """Everything on this machine, in child processes."""
-    from turnkeeper_server.embedded_nats import EmbeddedNats  # the service's package
+    from turnkeeper_server.messaging.embedded import EmbeddedNats  # the service's package
 
     work = Path(tempfile.mkdtemp(prefix="turnkeeper-walkthrough-"))
     logs, step_log = work / "logs.txt", work / "steps.txt"

@@ -20,19 +20,19 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
 
-from turnkeeper_server import security
-from turnkeeper_server.auth import Authenticate, TokenStore
+from turnkeeper_server.security import transport as security
+from turnkeeper_server.security.auth import Authenticate, TokenStore
 from turnkeeper_server.config import Settings
-from turnkeeper_server.db import Database
-from turnkeeper_server.interceptors import ErrorsAndMetrics
-from turnkeeper_server.journal import Policy
+from turnkeeper_server.store.sqlite import Database
+from turnkeeper_server.rpc.interceptors import ErrorsAndMetrics
+from turnkeeper_server.journal.transitions import Policy
 from turnkeeper_server.metrics import Metrics
-from turnkeeper_server.nats_link import NatsLink
-from turnkeeper_server.outbox import OutboxPublisher
+from turnkeeper_server.messaging.link import NatsLink
+from turnkeeper_server.messaging.outbox import OutboxPublisher
 from turnkeeper_server.reaper import LeaseReaper
-from turnkeeper_server.servicers.checkpoints import CheckpointServicer
-from turnkeeper_server.servicers.turns import TurnServicer
-from turnkeeper_server.turns import Turns
+from turnkeeper_server.rpc.checkpoint_service import CheckpointServicer
+from turnkeeper_server.rpc.turn_service import TurnServicer
+from turnkeeper_server.engine import Turns
 from turnkeeper_server.watch import TurnNotifier
 
 log = logging.getLogger(__name__)

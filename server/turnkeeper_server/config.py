@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from turnkeeper_server.limits import DEFAULT_LIMITS, Limits
+from turnkeeper_server.rpc.limits import DEFAULT_LIMITS, Limits
 
 log = logging.getLogger(__name__)
 

@@ -16,14 +16,15 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import TypeVar
 
-from turnkeeper_server import journal, redrive
-from turnkeeper_server.db import Database, Reader, Tx
-from turnkeeper_server.journal import EventRecord, NewEvent, Policy, TurnRecord
+from turnkeeper_server.journal import redrive
+from turnkeeper_server.journal import transitions as journal
+from turnkeeper_server.store.sqlite import Database, Reader, Tx
+from turnkeeper_server.journal.transitions import EventRecord, NewEvent, Policy, TurnRecord
 from turnkeeper_server.logs import turn_log
 from turnkeeper_server.metrics import Metrics
-from turnkeeper_server.nats_link import EXECUTE_METHOD, NatsLink, agent_subject
-from turnkeeper_server.outbox import OutboxPublisher
-from turnkeeper_server.redrive import Redriven
+from turnkeeper_server.messaging.link import EXECUTE_METHOD, NatsLink, agent_subject
+from turnkeeper_server.messaging.outbox import OutboxPublisher
+from turnkeeper_server.journal.redrive import Redriven
 from turnkeeper_server.watch import TurnNotifier
 
 log = logging.getLogger(__name__)

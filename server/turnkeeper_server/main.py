@@ -13,9 +13,9 @@ from pathlib import Path
 from turnkeeper_server import logs
 from turnkeeper_server.app import create_server
 from turnkeeper_server.config import Settings, resolve_paths
-from turnkeeper_server.embedded_nats import EmbeddedNats
-from turnkeeper_server.limits import DEFAULT_LIMITS
-from turnkeeper_server.security import InsecureListen
+from turnkeeper_server.messaging.embedded import EmbeddedNats
+from turnkeeper_server.rpc.limits import DEFAULT_LIMITS
+from turnkeeper_server.security.transport import InsecureListen
 
 log = logging.getLogger("turnkeeper")
 
@@ -113,7 +113,7 @@ def add_security_arguments(parser: argparse.ArgumentParser) -> None:
         type=Path,
         default=_path(env("TURNKEEPER_TOKENS_FILE")),
         help="bearer-token hashes and roles, JSON lines; without it authentication is off "
-        "(env TURNKEEPER_TOKENS_FILE; make entries with python -m turnkeeper_server.auth)",
+        "(env TURNKEEPER_TOKENS_FILE; make entries with python -m turnkeeper_server.security.auth)",
     )
     parser.add_argument(
         "--insecure",

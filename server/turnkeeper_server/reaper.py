@@ -12,7 +12,7 @@ import contextlib
 import logging
 
 from turnkeeper_server.logs import turn_log
-from turnkeeper_server.turns import Turns
+from turnkeeper_server.engine import Turns
 
 log = logging.getLogger(__name__)
 

@@ -31,7 +31,7 @@ from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
-from turnkeeper.bridge import Bridge, BridgeConfig, idempotency_key
+from turnkeeper.agent.bridge import Bridge, BridgeConfig, idempotency_key
 
 # Set by SIGUSR1: ends the wait of the slow step.
 RELEASE = asyncio.Event()

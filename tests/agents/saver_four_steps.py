@@ -1,5 +1,5 @@
 """A 4-node linear graph (step1 → step2 → step3 → step4) run through RemoteSaver,
-as a real subprocess, for tests/test_saver_crash.py.
+as a real subprocess, for tests/saver/test_saver_crash.py.
 
     python saver_four_steps.py --address HOST:PORT --thread T --side-file F
         [--step3 plain|block|interrupt] [--api sync|async]
@@ -33,7 +33,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, interrupt
-from turnkeeper.saver import RemoteSaver, durable_config, durable_run_kwargs
+from turnkeeper.agent.saver import RemoteSaver, durable_config, durable_run_kwargs
 
 Step3 = Literal["plain", "block", "interrupt"]
 

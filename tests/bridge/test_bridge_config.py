@@ -14,8 +14,8 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Interrupt
 from pydantic import BaseModel
-from turnkeeper.bridge import Bridge, BridgeConfig, idempotency_key
-from turnkeeper.bridge._convert import py_to_value, to_jsonable, value_to_py
+from turnkeeper.agent.bridge import Bridge, BridgeConfig, idempotency_key
+from turnkeeper.agent.bridge._convert import py_to_value, to_jsonable, value_to_py
 
 
 class State(TypedDict):

@@ -20,7 +20,7 @@ from langgraph.checkpoint.base import empty_checkpoint
 from nats.aio.client import Client
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.errors import StaleAttempt
-from turnkeeper.saver import RemoteSaver, durable_config
+from turnkeeper.agent.saver import RemoteSaver, durable_config
 from turnkeeper.v1 import checkpoints_pb2, turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-EXAMPLE = Path(__file__).resolve().parent.parent / "examples" / "durable-four-step"
+EXAMPLE = Path(__file__).resolve().parents[2] / "examples" / "durable-four-step"
 
 
 @pytest.mark.slow

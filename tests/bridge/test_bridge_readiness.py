@@ -14,8 +14,8 @@ from typing import Annotated, Any, TypedDict
 import nats
 import pytest
 from langgraph.graph import END, START, StateGraph
-from turnkeeper.bridge import Bridge, BridgeConfig
-from turnkeeper.bridge.health import get
+from turnkeeper.agent.bridge import Bridge, BridgeConfig
+from turnkeeper.agent.bridge.health import get
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper_server.app import TurnkeeperServer
 

@@ -2,7 +2,7 @@
 service and nats-server): ``regenerate: true`` re-runs the thread's latest input from
 the entry node, ``input: null`` continues pending work or answers that there is none,
 and both intents survive a turn that died before its first checkpoint. The session
-client (turnkeeper.session) drives the bridge the way a panel would."""
+client (turnkeeper.panel.session) drives the bridge the way a panel would."""
 
 from __future__ import annotations
 
@@ -16,13 +16,13 @@ import nats
 import pytest
 from langgraph.graph import END, START, StateGraph
 from nats.aio.client import Client
-from turnkeeper.agent_rpc import NatsAgentTransport
-from turnkeeper.bridge import Bridge, BridgeConfig
-from turnkeeper.bridge._convert import value_to_py
-from turnkeeper.bridge.intent import REGENERATE_INPUT, thread_config
+from turnkeeper.panel.agent_rpc import NatsAgentTransport
+from turnkeeper.agent.bridge import Bridge, BridgeConfig
+from turnkeeper.agent.bridge._convert import value_to_py
+from turnkeeper.agent.bridge.intent import REGENERATE_INPUT, thread_config
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
-from turnkeeper.follower import Event, FollowOptions, TurnState
-from turnkeeper.session import AgentSession, ErrorKind, SessionError
+from turnkeeper.panel.follower import Event, FollowOptions, TurnState
+from turnkeeper.panel.session import AgentSession, ErrorKind, SessionError
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 

@@ -47,7 +47,7 @@ from langchain_core.tools import tool
 from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
-from turnkeeper.bridge import Bridge, BridgeConfig, idempotency_key
+from turnkeeper.agent.bridge import Bridge, BridgeConfig, idempotency_key
 from turnkeeper.v1 import turns_pb2
 
 from tests.agents.job_agent import say

@@ -1,5 +1,5 @@
 """Watchers of a turn and what they showed: the panel's follower
-(:class:`~turnkeeper.follower.TurnFollower` with its :class:`Transcript`), and raw
+(:class:`~turnkeeper.panel.follower.TurnFollower` with its :class:`Transcript`), and raw
 WatchTurn streams checked frame by frame.
 
 A :class:`Shown` applies frames as a browser does (a reset clears the view) and
@@ -18,7 +18,7 @@ from typing import Any
 
 import grpc
 from grpc import aio
-from turnkeeper.follower import (
+from turnkeeper.panel.follower import (
     ConclusionReason,
     Event,
     Frame,

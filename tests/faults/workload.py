@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import nats.errors
-from turnkeeper.follower import ConclusionReason, FollowOptions, TurnFollower
+from turnkeeper.panel.follower import ConclusionReason, FollowOptions, TurnFollower
 from turnkeeper.v1 import turns_pb2
 
 from tests.faults.checks import Checks

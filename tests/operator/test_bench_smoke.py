@@ -16,7 +16,7 @@ import pytest
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 
 
 def test_bench_smoke_runs_and_reports(tmp_path: Path) -> None:

@@ -40,7 +40,7 @@ if TYPE_CHECKING:
     from turnkeeper.v1.checkpoints_pb2_grpc import CheckpointServiceAsyncStub
     from turnkeeper.v1.turns_pb2_grpc import TurnServiceAsyncStub
 
-DOC = Path(__file__).resolve().parents[1] / "docs" / "operators.md"
+DOC = Path(__file__).resolve().parents[2] / "docs" / "operators.md"
 RUNNABLE = ("grpcurl", "turnkeeper", "sqlite3", "python")
 AGENT = "my-agent"
 BIN = Path(sys.executable).parent

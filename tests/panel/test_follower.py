@@ -17,7 +17,7 @@ import pytest
 from grpc import aio
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.errors import TurnkeeperError
-from turnkeeper.follower import (
+from turnkeeper.panel.follower import (
     Concluded,
     ConclusionReason,
     Event,

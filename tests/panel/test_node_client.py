@@ -34,7 +34,7 @@ if TYPE_CHECKING:
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 NPM = shutil.which("npm")
 NODE = shutil.which("node")
 AGENT = "python-executor"

@@ -14,10 +14,10 @@ from dataclasses import dataclass
 import nats
 import pytest
 from nats.aio.client import Client
-from turnkeeper.agent_rpc import NatsAgentTransport
+from turnkeeper.panel.agent_rpc import NatsAgentTransport
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
-from turnkeeper.follower import Event, FollowOptions, TurnState
-from turnkeeper.session import AgentSession, ErrorKind, SessionBusy, SessionError
+from turnkeeper.panel.follower import Event, FollowOptions, TurnState
+from turnkeeper.panel.session import AgentSession, ErrorKind, SessionBusy, SessionError
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.conftest import ServiceFactory

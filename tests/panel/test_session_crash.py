@@ -18,10 +18,10 @@ from typing import Any
 import nats
 import pytest
 from nats.aio.client import Client
-from turnkeeper.agent_rpc import NatsAgentTransport
+from turnkeeper.panel.agent_rpc import NatsAgentTransport
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
-from turnkeeper.follower import Event, FollowOptions, Frame, Reset, TurnState
-from turnkeeper.session import AgentSession
+from turnkeeper.panel.follower import Event, FollowOptions, Frame, Reset, TurnState
+from turnkeeper.panel.session import AgentSession
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import AGENT, Agents, agents_for

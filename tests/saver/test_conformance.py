@@ -23,7 +23,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import CapabilityReport, ProgressCallbacks
-from turnkeeper.saver import RemoteSaver
+from turnkeeper.agent.saver import RemoteSaver
 
 pytestmark = pytest.mark.timeout(300)
 

@@ -34,7 +34,7 @@ from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command, interrupt
 from turnkeeper import errors
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
-from turnkeeper.saver import RemoteSaver, durable_config, durable_run_kwargs
+from turnkeeper.agent.saver import RemoteSaver, durable_config, durable_run_kwargs
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 

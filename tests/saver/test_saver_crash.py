@@ -31,14 +31,14 @@ import pytest
 from langgraph.checkpoint.serde.types import INTERRUPT
 from langgraph.checkpoint.sqlite import SqliteSaver
 from langgraph.types import StateSnapshot
-from turnkeeper.saver import RemoteSaver, durable_config
+from turnkeeper.agent.saver import RemoteSaver, durable_config
 
 from tests.agents.saver_four_steps import PAYLOAD, QUESTION, build_graph
 from tests.support.procs import ServiceProcess
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
-SCRIPT = Path(__file__).resolve().parent / "agents" / "saver_four_steps.py"
+SCRIPT = Path(__file__).resolve().parents[1] / "agents" / "saver_four_steps.py"
 # Generous: a cold interpreter importing langgraph and grpc on a loaded CI box.
 LINE_TIMEOUT = 30.0
 

@@ -20,7 +20,7 @@ from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
-from turnkeeper_server import auth
+from turnkeeper_server.security import auth
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.conftest import ServiceFactory
@@ -523,7 +523,7 @@ async def test_an_agents_graph_checkpoints_its_own_turn_and_nobody_elses(env: En
     from langgraph.graph import END, START, StateGraph
     from turnkeeper import errors
     from turnkeeper.client import ConnectionOptions
-    from turnkeeper.saver import RemoteSaver, durable_config, durable_run_kwargs
+    from turnkeeper.agent.saver import RemoteSaver, durable_config, durable_run_kwargs
 
     builder = StateGraph(_Log)
     builder.add_node("step", lambda state: {"log": ["step"]})

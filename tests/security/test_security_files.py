@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2_grpc
-from turnkeeper_server.auth import TokenStore
+from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.config import resolve_paths
 
 from tests.conftest import ServiceFactory
@@ -71,10 +71,10 @@ def test_a_tokens_file_others_can_write_is_warned_about(
 ) -> None:
     path = tmp_path / "tokens.jsonl"
     write_tokens(path, {"admin": "admin"})
-    with caplog.at_level(logging.WARNING, logger="turnkeeper_server.auth"):
+    with caplog.at_level(logging.WARNING, logger="turnkeeper_server.security.auth"):
         TokenStore.load(path)
     assert not caplog.records
     path.chmod(0o666)
-    with caplog.at_level(logging.WARNING, logger="turnkeeper_server.auth"):
+    with caplog.at_level(logging.WARNING, logger="turnkeeper_server.security.auth"):
         TokenStore.load(path)
     assert any("writable by other users" in r.getMessage() for r in caplog.records)

@@ -16,7 +16,7 @@ from grpc import aio
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 from turnkeeper_server import main as server_main
 from turnkeeper_server.app import create_server
-from turnkeeper_server.security import InsecureListen, is_loopback
+from turnkeeper_server.security.transport import InsecureListen, is_loopback
 
 from tests.conftest import ServiceFactory, make_settings
 from tests.support.security import CertificateAuthority, Issued, bearer, write_tokens
@@ -161,7 +161,7 @@ async def test_insecure_serves_an_exposed_port_and_warns_at_every_start(
 ) -> None:
     for _ in range(2):
         caplog.clear()
-        with caplog.at_level(logging.WARNING, logger="turnkeeper_server.security"):
+        with caplog.at_level(logging.WARNING, logger="turnkeeper_server.security.transport"):
             server = await make_service(listen="0.0.0.0:0", insecure=True)
         warnings = [r for r in caplog.records if r.levelno == logging.WARNING]
         assert any("INSECURE" in r.getMessage() for r in warnings)
@@ -286,7 +286,7 @@ async def test_serve_exits_2_with_a_clear_message_on_an_exposed_port(
 
 
 def test_the_image_is_secure_by_default_and_only_the_dev_stack_opts_out() -> None:
-    root = Path(__file__).resolve().parent.parent
+    root = Path(__file__).resolve().parents[2]
     dockerfile = root.joinpath("Dockerfile").read_text()
     # The image listens on 0.0.0.0 and sets no opt-out: without TLS and tokens it refuses.
     assert '"0.0.0.0:50051"' in dockerfile

@@ -17,7 +17,7 @@ from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 from langgraph.checkpoint.sqlite import SqliteSaver
 from turnkeeper import errors
 from turnkeeper.client import ConnectionOptions, default_address
-from turnkeeper.saver import (
+from turnkeeper.agent.saver import (
     DURABILITY,
     RemoteSaver,
     durable_config,

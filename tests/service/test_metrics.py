@@ -22,7 +22,7 @@ from turnkeeper.v1 import checkpoints_pb2 as cpb
 from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper_server.app import TurnkeeperServer
-from turnkeeper_server.db import Tx
+from turnkeeper_server.store.sqlite import Tx
 from turnkeeper_server.logs import JsonFormatter, turn_log
 
 from tests.conftest import ServiceFactory, expect_code
@@ -193,7 +193,7 @@ async def test_every_log_line_about_a_turn_names_it_and_its_attempt(
 ) -> None:
     caplog.set_level(logging.INFO, logger="turnkeeper_server")
     await scripted_turns(*stubs)
-    about_turns = [r for r in caplog.records if r.name == "turnkeeper_server.turns"]
+    about_turns = [r for r in caplog.records if r.name == "turnkeeper_server.engine"]
     assert about_turns
     for record in about_turns:
         turn_id, attempt = getattr(record, "turn_id", None), getattr(record, "attempt", None)

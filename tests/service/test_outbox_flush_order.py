@@ -12,7 +12,7 @@ import asyncio
 import contextlib
 
 import pytest
-from turnkeeper_server.nats_link import NatsLink
+from turnkeeper_server.messaging.link import NatsLink
 
 from tests.support.nats import NatsServer, subscribe
 

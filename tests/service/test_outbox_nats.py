@@ -129,7 +129,7 @@ def test_outbox_frames_are_what_nats_py_publish_sends(msg_id: int) -> None:
     """nats_link builds the HPUB frames itself (cheaper than nc.publish per message):
     byte for byte what nc.publish(subject, payload, headers={"Nats-Msg-Id": id}) sends."""
     from nats.protocol.command import hpub_cmd
-    from turnkeeper_server.nats_link import _hpub
+    from turnkeeper_server.messaging.link import _hpub
 
     payload = '{"seq":1,"data":"é"}'.encode()
     header = bytearray(b"NATS/1.0\r\nNats-Msg-Id: " + str(msg_id).encode() + b"\r\n\r\n")

@@ -4,13 +4,13 @@ real turnkeeper service and runs the real pipeline graph (examples/pipeline).
 It stands in for the bridge in the session client's tests, speaking the same
 methods (``responses/create``, ``responses/turnStatus``, ``responses/resumeDetached``)
 and what the session needs of them (the bridge does the same, see
-tests/test_bridge_regenerate.py):
+tests/bridge/test_bridge_regenerate.py):
 
 - ``responses/create`` with ``input: null`` on a thread with nothing pending answers
   ``{turn_id: null, status: "completed"}`` and starts no turn;
 - ``responses/create`` with ``regenerate: true`` (and ``input: null``) repositions the
   thread to the entry node of its latest run before running
-  (:mod:`turnkeeper.reposition`).
+  (:mod:`turnkeeper.agent.reposition`).
 
 No heartbeats and no checkpoints in the service: the graph's checkpointer is in
 memory, so tests give the service leases longer than they last.
@@ -31,9 +31,9 @@ from langchain_core.outputs import ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from turnkeeper.agent_rpc import CREATE, RESUME_DETACHED, TURN_STATUS, agent_subject
-from turnkeeper.follower import TurnState
-from turnkeeper.reposition import at_checkpoint, entry_checkpoint_id
+from turnkeeper.panel.agent_rpc import CREATE, RESUME_DETACHED, TURN_STATUS, agent_subject
+from turnkeeper.panel.follower import TurnState
+from turnkeeper.agent.reposition import at_checkpoint, entry_checkpoint_id
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper.v1 import turns_pb2_grpc
 

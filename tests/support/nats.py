@@ -11,7 +11,7 @@ from typing import Any
 import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from turnkeeper_server.embedded_nats import EmbeddedNats
+from turnkeeper_server.messaging.embedded import EmbeddedNats
 
 
 class NatsServer:

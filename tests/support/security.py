@@ -14,7 +14,7 @@ from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
-from turnkeeper_server.auth import token_hash
+from turnkeeper_server.security.auth import token_hash
 
 Key = ec.EllipticCurvePrivateKey
 

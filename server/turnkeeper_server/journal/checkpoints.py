@@ -19,8 +19,8 @@ from typing import Any
 
 from langgraph.checkpoint.sqlite.utils import search_where
 
-from turnkeeper_server import journal
-from turnkeeper_server.db import Tx
+from turnkeeper_server.journal import transitions as journal
+from turnkeeper_server.store.sqlite import Tx
 from turnkeeper_server.errors import InvalidArgument, WrongState
 
 

@@ -14,9 +14,9 @@ import json
 import time
 from dataclasses import dataclass
 
-from turnkeeper_server.db import Tx
+from turnkeeper_server.store.sqlite import Tx
 from turnkeeper_server.errors import WrongState
-from turnkeeper_server.journal import (
+from turnkeeper_server.journal.transitions import (
     FAILED,
     PARKED,
     RUNNING,

@@ -21,7 +21,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import NamedTuple
 
-from turnkeeper_server.db import Tx
+from turnkeeper_server.store.sqlite import Tx
 from turnkeeper_server.errors import (
     AlreadyExists,
     InvalidArgument,

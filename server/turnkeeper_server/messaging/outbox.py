@@ -13,9 +13,9 @@ import contextlib
 import logging
 import time
 
-from turnkeeper_server.db import Database, Reader, Tx
+from turnkeeper_server.store.sqlite import Database, Reader, Tx
 from turnkeeper_server.metrics import Metrics
-from turnkeeper_server.nats_link import NatsLink
+from turnkeeper_server.messaging.link import NatsLink
 
 log = logging.getLogger(__name__)
 

@@ -1,1 +1,1 @@
-"""gRPC servicers: validate the request, call the store, build the response."""
+"""gRPC layer (servicers, interceptors, request limits, proto conversion). Servicers: validate the request, call the store, build the response."""

@@ -7,12 +7,13 @@ from collections.abc import AsyncIterator
 from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc
 
-from turnkeeper_server import auth, journal
-from turnkeeper_server import checkpoints as store
-from turnkeeper_server import limits as lim
-from turnkeeper_server.db import Database, Reader, Tx
+from turnkeeper_server.journal import transitions as journal
+from turnkeeper_server.security import auth
+from turnkeeper_server.journal import checkpoints as store
+from turnkeeper_server.rpc import limits as lim
+from turnkeeper_server.store.sqlite import Database, Reader, Tx
 from turnkeeper_server.errors import InvalidArgument
-from turnkeeper_server.limits import Limits
+from turnkeeper_server.rpc.limits import Limits
 from turnkeeper_server.metrics import Metrics
 
 Ctx = aio.ServicerContext[object, object]

@@ -7,7 +7,7 @@ import json
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from turnkeeper.v1 import turns_pb2
 
-from turnkeeper_server.journal import EventRecord, TurnRecord
+from turnkeeper_server.journal.transitions import EventRecord, TurnRecord
 
 STATE_TO_PROTO = {
     "RUNNING": turns_pb2.TURN_STATE_RUNNING,

@@ -9,9 +9,10 @@ from google.protobuf import struct_pb2
 from grpc import aio
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 
-from turnkeeper_server import auth, journal
-from turnkeeper_server import limits as lim
-from turnkeeper_server.convert import (
+from turnkeeper_server.journal import transitions as journal
+from turnkeeper_server.security import auth
+from turnkeeper_server.rpc import limits as lim
+from turnkeeper_server.rpc.convert import (
     PROTO_TO_STATE,
     STATE_TO_PROTO,
     event_to_proto,
@@ -19,12 +20,12 @@ from turnkeeper_server.convert import (
     turn_to_proto,
     value_to_json,
 )
-from turnkeeper_server.db import Reader
+from turnkeeper_server.store.sqlite import Reader
 from turnkeeper_server.errors import InvalidArgument
-from turnkeeper_server.journal import NewEvent
-from turnkeeper_server.limits import Limits
-from turnkeeper_server.redrive import Redriven
-from turnkeeper_server.turns import Reset, Turns
+from turnkeeper_server.journal.transitions import NewEvent
+from turnkeeper_server.rpc.limits import Limits
+from turnkeeper_server.journal.redrive import Redriven
+from turnkeeper_server.engine import Reset, Turns
 
 Ctx = aio.ServicerContext[object, object]
 

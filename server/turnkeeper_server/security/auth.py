@@ -10,10 +10,10 @@ The tokens file holds hashes, never tokens: JSON Lines, one token per line,
 
 blank lines and lines starting with `#` skipped. Make a token and its line with
 
-    python -m turnkeeper_server.auth new --role agent:support --name support-1 --file tokens.jsonl
+    python -m turnkeeper_server.security.auth new --role agent:support --name support-1 --file tokens.jsonl
 
 which appends the line (creating the file owner-only) and prints the token once, or
-hash a token you made yourself with `python -m turnkeeper_server.auth hash --role
+hash a token you made yourself with `python -m turnkeeper_server.security.auth hash --role
 panel --name panel < token.txt`. A plain SHA-256 is enough because tokens are
 random 256-bit strings, not passwords: there is nothing to guess a dictionary for.
 
@@ -63,14 +63,14 @@ from typing import Any, TypeAlias, cast
 import grpc
 from grpc import aio
 
-from turnkeeper_server import limits as lim
+from turnkeeper_server.rpc import limits as lim
 from turnkeeper_server.errors import (
     NotFound,
     PermissionDenied,
     TurnkeeperError,
     Unauthenticated,
 )
-from turnkeeper_server.journal import TurnRecord
+from turnkeeper_server.journal.transitions import TurnRecord
 
 log = logging.getLogger(__name__)
 
@@ -447,7 +447,7 @@ class Authenticate(aio.ServerInterceptor):  # type: ignore[type-arg]
         return _as_caller(handler, caller)
 
 
-# -- `python -m turnkeeper_server.auth` -----------------------------------------------
+# -- `python -m turnkeeper_server.security.auth` -----------------------------------------------
 
 
 def _line(token: str, role: str, name: str) -> str:
@@ -463,7 +463,7 @@ def _append_private(path: Path, line: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m turnkeeper_server.auth", description="make entries of a tokens file"
+        prog="python -m turnkeeper_server.security.auth", description="make entries of a tokens file"
     )
     commands = parser.add_subparsers(dest="command", required=True)
     new = commands.add_parser("new", help="make a random token; print it once")

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
-from turnkeeper_server.schema import SESSIONS_MIGRATIONS, TURNS_MIGRATIONS, migrate
+from turnkeeper_server.store.sqlite_schema import SESSIONS_MIGRATIONS, TURNS_MIGRATIONS, migrate
 
 log = logging.getLogger(__name__)
 

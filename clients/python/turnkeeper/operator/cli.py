@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import grpc
 
-from turnkeeper import cli_render as render
+from turnkeeper.operator import render
 from turnkeeper.client import ConnectionOptions, TurnkeeperClient, default_address
 from turnkeeper.errors import TurnkeeperError, from_rpc_error
 from turnkeeper.v1 import turns_pb2

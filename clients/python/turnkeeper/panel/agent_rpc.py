@@ -1,18 +1,18 @@
 """Reaching an agent over NATS JSON-RPC (DESIGN.md §6): the
-:class:`~turnkeeper.session.AgentTransport` that sessions use in production.
+:class:`~turnkeeper.panel.session.AgentTransport` that sessions use in production.
 
 Requests go to ``<prefix>.<ns>.agents.<name>.tasks`` in vystak's envelope
 ``{jsonrpc, id, method, params, metadata}``; the agent's bridge answers them. A run's
 events are followed from the turnkeeper service (gRPC WatchTurn, through
-:class:`~turnkeeper.follower.TurnFollower`), not from NATS: the service keeps them,
+:class:`~turnkeeper.panel.follower.TurnFollower`), not from NATS: the service keeps them,
 so a follower that reconnects loses nothing.
 
 How failures are told apart (this is what makes ``retry()`` safe):
 
 - not connected to NATS, or NATS answers "no responders" (no agent subscribed):
-  :class:`~turnkeeper.session.NotDispatched`; the request reached nobody;
-- no answer within ``timeout``: :class:`~turnkeeper.session.NoAnswer`; it went out;
-- a JSON-RPC error answer: :class:`~turnkeeper.session.AgentRejected`.
+  :class:`~turnkeeper.panel.session.NotDispatched`; the request reached nobody;
+- no answer within ``timeout``: :class:`~turnkeeper.panel.session.NoAnswer`; it went out;
+- a JSON-RPC error answer: :class:`~turnkeeper.panel.session.AgentRejected`.
 """
 
 from __future__ import annotations
@@ -26,8 +26,8 @@ import nats.errors
 from nats.aio.client import Client
 
 from turnkeeper.client import AsyncTurnkeeperClient
-from turnkeeper.follower import FollowOptions, Frame, TurnFollower, TurnState
-from turnkeeper.session import AgentRejected, Created, NoAnswer, NotDispatched, RunStatus
+from turnkeeper.panel.follower import FollowOptions, Frame, TurnFollower, TurnState
+from turnkeeper.panel.session import AgentRejected, Created, NoAnswer, NotDispatched, RunStatus
 
 __all__ = ["CREATE", "RESUME_DETACHED", "TURN_STATUS", "NatsAgentTransport", "agent_subject"]
 

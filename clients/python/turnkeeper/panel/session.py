@@ -34,7 +34,7 @@ A retried submission reuses its turn id, so an agent that did get it after all
 (StartTurn is idempotent by turn id) runs it once.
 
 The session talks to agents through an :class:`AgentTransport`; the NATS JSON-RPC one
-is :class:`turnkeeper.agent_rpc.NatsAgentTransport`.
+is :class:`turnkeeper.panel.agent_rpc.NatsAgentTransport`.
 """
 
 from __future__ import annotations
@@ -47,7 +47,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from turnkeeper.follower import Concluded, ConclusionReason, Frame, Transcript, TurnState
+from turnkeeper.panel.follower import Concluded, ConclusionReason, Frame, Transcript, TurnState
 
 __all__ = [
     "AgentRejected",
@@ -131,8 +131,8 @@ class AgentTransport(Protocol):
         ...
 
     def follow(self, turn_id: str) -> AsyncIterator[Frame]:
-        """The run's frames (see :mod:`turnkeeper.follower`), ending with a
-        :class:`~turnkeeper.follower.Concluded` when the run's end is known."""
+        """The run's frames (see :mod:`turnkeeper.panel.follower`), ending with a
+        :class:`~turnkeeper.panel.follower.Concluded` when the run's end is known."""
         ...
 
 

@@ -5,7 +5,7 @@ its boundary; a re-drive rewinds the event stream to the boundary of the newest
 checkpoint and re-runs the step after it. For that to lose nothing and repeat
 nothing, every event a step produced must be appended *before* the checkpoint that
 ends the step. :class:`BoundarySaver` makes it so: before it stores a checkpoint or
-a task's writes for a turn, it flushes that turn's :class:`~turnkeeper.bridge.events.EventLog`.
+a task's writes for a turn, it flushes that turn's :class:`~turnkeeper.agent.bridge.events.EventLog`.
 
 LangGraph calls ``aput`` from a background task after ``after_tick`` and, with
 ``durability="sync"``, waits for it before the next step starts; ``aput_writes``
@@ -42,8 +42,8 @@ from langgraph.checkpoint.base import (
     CheckpointTuple,
 )
 
-from turnkeeper.bridge.events import EventLog
-from turnkeeper.saver import ATTEMPT_KEY, TURN_ID_KEY, RemoteSaver
+from turnkeeper.agent.bridge.events import EventLog
+from turnkeeper.agent.saver import ATTEMPT_KEY, TURN_ID_KEY, RemoteSaver
 
 log = logging.getLogger(__name__)
 
@@ -55,7 +55,7 @@ _NULL_TASK_ID: Final = "00000000-0000-0000-0000-000000000000"
 
 
 class BoundarySaver(RemoteSaver):
-    """A :class:`~turnkeeper.saver.RemoteSaver` that flushes the turn's events
+    """A :class:`~turnkeeper.agent.saver.RemoteSaver` that flushes the turn's events
     first. Executions register their log with :meth:`attach`; a checkpoint whose
     config names no attached (turn_id, attempt) is stored as RemoteSaver stores it."""
 

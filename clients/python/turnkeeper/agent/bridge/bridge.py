@@ -13,7 +13,7 @@ says 503 until the subscription is made in the background.
 ``GET /healthz`` answers 200 when the bridge can take requests: the graph is
 loaded, the service answers this bridge's calls (its TLS settings and token
 accepted), and NATS routes the agent's subject to this replica's subscription
-(proved by a probe, see :mod:`turnkeeper.bridge.subscriber`); 503 with the reason
+(proved by a probe, see :mod:`turnkeeper.agent.bridge.subscriber`); 503 with the reason
 otherwise (a refused token, an unreachable service, NATS not subscribed yet or
 reconnecting, shutting down). Shutdown: /healthz 503, stop taking requests, let
 running turns finish for ``shutdown_grace`` and leave the rest to a re-drive, close.
@@ -35,12 +35,12 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
 
-from turnkeeper.bridge.boundary import BoundarySaver
-from turnkeeper.bridge.config import BridgeConfig
-from turnkeeper.bridge.health import HealthServer
-from turnkeeper.bridge.methods import Methods
-from turnkeeper.bridge.runtime import AnyGraph, Assignment, Identity, InputMapper, TurnRuntime
-from turnkeeper.bridge.subscriber import NatsSubscriber
+from turnkeeper.agent.bridge.boundary import BoundarySaver
+from turnkeeper.agent.bridge.config import BridgeConfig
+from turnkeeper.agent.bridge.health import HealthServer
+from turnkeeper.agent.bridge.methods import Methods
+from turnkeeper.agent.bridge.runtime import AnyGraph, Assignment, Identity, InputMapper, TurnRuntime
+from turnkeeper.agent.bridge.subscriber import NatsSubscriber
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.errors import PermissionDenied, TurnkeeperError, Unauthenticated, Unavailable
 from turnkeeper.v1 import turns_pb2

@@ -10,7 +10,7 @@ consumer-side converter would append them after the checkpoint and a re-drive's
 rewind to that checkpoint would drop them for good. LangChain callbacks run inside
 the node as it works, so by the time LangGraph saves the node's writes, every event
 of the node is in the :class:`EventLog`, which the saver flushes first
-(:mod:`turnkeeper.bridge.boundary`).
+(:mod:`turnkeeper.agent.bridge.boundary`).
 
 Event types and their ``data``:
 
@@ -40,7 +40,7 @@ from uuid import UUID
 from langchain_core.callbacks import BaseCallbackHandler
 from langgraph.errors import GraphBubbleUp
 
-from turnkeeper.bridge._convert import dumps, to_jsonable
+from turnkeeper.agent.bridge._convert import dumps, to_jsonable
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.errors import StaleAttempt, TurnkeeperError, TurnNotFound, WrongState
 from turnkeeper.v1 import turns_pb2

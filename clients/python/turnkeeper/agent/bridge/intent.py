@@ -8,7 +8,7 @@ one or a re-drive:
 - ``null``: continue the thread from its latest checkpoint (``astream(None)``); the
   pending work of an earlier turn that failed or was cut short;
 - ``{"__turnkeeper__": "regenerate"}`` (:data:`REGENERATE_INPUT`): reposition the
-  thread to the entry node of its latest run (:mod:`turnkeeper.reposition`), then
+  thread to the entry node of its latest run (:mod:`turnkeeper.agent.reposition`), then
   run from there: the latest input is answered again;
 - anything else: new input, handed to the bridge's ``input_mapper``.
 
@@ -24,7 +24,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
 
 from turnkeeper.errors import PermissionDenied
-from turnkeeper.reposition import entry_checkpoint_id
+from turnkeeper.agent.reposition import entry_checkpoint_id
 
 INTENT_KEY: Final = "__turnkeeper__"
 REGENERATE: Final = "regenerate"

@@ -1,7 +1,7 @@
 """JSON-RPC 2.0 in vystak's envelope: ``{jsonrpc, id, method, params, metadata}``.
 
-Pure functions and types, no transport: :mod:`turnkeeper.bridge.subscriber` moves
-the bytes, :mod:`turnkeeper.bridge.methods` implements the methods.
+Pure functions and types, no transport: :mod:`turnkeeper.agent.bridge.subscriber` moves
+the bytes, :mod:`turnkeeper.agent.bridge.methods` implements the methods.
 """
 
 from __future__ import annotations

@@ -1,4 +1,4 @@
-"""The JSON-RPC methods the bridge serves (documented in :mod:`turnkeeper.bridge`).
+"""The JSON-RPC methods the bridge serves (documented in :mod:`turnkeeper.agent.bridge`).
 
 Status questions are answered from the service, the source of truth, never from
 what this replica happens to be running.
@@ -10,9 +10,9 @@ import logging
 import uuid
 from typing import Final
 
-from turnkeeper.bridge import jsonrpc
-from turnkeeper.bridge._convert import py_to_value
-from turnkeeper.bridge.intent import (
+from turnkeeper.agent.bridge import jsonrpc
+from turnkeeper.agent.bridge._convert import py_to_value
+from turnkeeper.agent.bridge.intent import (
     INTENT_KEY,
     REGENERATE_INPUT,
     has_pending_work,
@@ -20,8 +20,8 @@ from turnkeeper.bridge.intent import (
     regenerate_point,
     thread_config,
 )
-from turnkeeper.bridge.jsonrpc import METHOD_NOT_FOUND, Reply, Request, RpcError, invalid_params
-from turnkeeper.bridge.runtime import Assignment, Identity, TurnRuntime
+from turnkeeper.agent.bridge.jsonrpc import METHOD_NOT_FOUND, Reply, Request, RpcError, invalid_params
+from turnkeeper.agent.bridge.runtime import Assignment, Identity, TurnRuntime
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.v1 import turns_pb2

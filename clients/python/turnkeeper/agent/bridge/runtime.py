@@ -7,7 +7,7 @@ ParkTurn (the graph called ``interrupt()``) or FinishTurn (DONE, or FAILED when 
 graph raised). Where it starts from:
 
 - a new turn, or a re-drive of one that wrote no checkpoint: the journaled input,
-  read as :mod:`turnkeeper.bridge.intent` says (new input through the
+  read as :mod:`turnkeeper.agent.bridge.intent` says (new input through the
   ``input_mapper``; ``null``: the thread's latest checkpoint; the regenerate marker:
   the entry checkpoint of the thread's latest run, found again on every start);
 - a re-drive: the thread's latest checkpoint (``astream(None)``);
@@ -20,7 +20,7 @@ is a zombie, and the service has already handed the turn to someone else. When t
 service cannot be reached for longer than the lease, it stops too; the turn is then
 re-driven like any orphan. Steps are at-least-once: the step running when an
 execution dies runs again in the next attempt, every node of it (see
-:func:`idempotency_key` and :mod:`turnkeeper.bridge.boundary`).
+:func:`idempotency_key` and :mod:`turnkeeper.agent.bridge.boundary`).
 """
 
 from __future__ import annotations
@@ -38,14 +38,14 @@ from langgraph.config import get_config
 from langgraph.pregel import Pregel
 from langgraph.types import Command, Interrupt
 
-from turnkeeper.bridge._convert import py_to_value, to_jsonable, value_to_py
-from turnkeeper.bridge.boundary import BoundarySaver
-from turnkeeper.bridge.events import FENCED, EventCapture, EventLog
-from turnkeeper.bridge.intent import is_regenerate, regenerate_point
+from turnkeeper.agent.bridge._convert import py_to_value, to_jsonable, value_to_py
+from turnkeeper.agent.bridge.boundary import BoundarySaver
+from turnkeeper.agent.bridge.events import FENCED, EventCapture, EventLog
+from turnkeeper.agent.bridge.intent import is_regenerate, regenerate_point
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.errors import InvalidArgument, ResourceExhausted, TurnkeeperError
-from turnkeeper.reposition import at_checkpoint
-from turnkeeper.saver import ATTEMPT_KEY, TURN_ID_KEY, durable_config, durable_run_kwargs
+from turnkeeper.agent.reposition import at_checkpoint
+from turnkeeper.agent.saver import ATTEMPT_KEY, TURN_ID_KEY, durable_config, durable_run_kwargs
 from turnkeeper.v1 import turns_pb2
 
 log = logging.getLogger(__name__)

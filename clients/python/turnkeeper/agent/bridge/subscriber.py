@@ -35,8 +35,8 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
-from turnkeeper.bridge import jsonrpc
-from turnkeeper.bridge.jsonrpc import INTERNAL_ERROR, Reply, Request, RpcError
+from turnkeeper.agent.bridge import jsonrpc
+from turnkeeper.agent.bridge.jsonrpc import INTERNAL_ERROR, Reply, Request, RpcError
 from turnkeeper.errors import TurnkeeperError
 
 log = logging.getLogger(__name__)

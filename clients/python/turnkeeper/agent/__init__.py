@@ -1,0 +1,1 @@
+"""The agent side (extra `agent`): RemoteSaver, repositioning, and the NATS bridge."""

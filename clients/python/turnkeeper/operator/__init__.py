@@ -1,0 +1,1 @@
+"""The operator side: the `turnkeeper` command line and its renderers."""

@@ -1,0 +1,1 @@
+"""The journal: turn transitions (compare-and-set, fencing), re-drive, checkpoints."""

@@ -1,0 +1,1 @@
+"""Security: bearer-token authentication and authorization, TLS and the exposed-port rule."""

@@ -1,0 +1,1 @@
+"""Storage: SQLite connections, PRAGMAs, the group-commit writer, migrations."""

@@ -60,6 +60,8 @@ class TurnkeeperServer:
             lease_seconds=settings.lease_seconds,
             claim_seconds=settings.claim_seconds,
             max_redrives=settings.max_redrives,
+            max_run_seconds=settings.max_run_seconds,
+            park_expiry_seconds=settings.park_expiry_seconds,
         )
         self.turns = Turns(
             self.db,
@@ -103,7 +105,8 @@ class TurnkeeperServer:
             TurnServicer(self.turns, self.settings.limits), server
         )
         checkpoints_pb2_grpc.add_CheckpointServiceServicer_to_server(
-            CheckpointServicer(self.db, self.settings.limits, self.metrics), server
+            CheckpointServicer(self.db, self.settings.limits, self.metrics, engine=self.turns),
+            server,
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self.settings.reflection:

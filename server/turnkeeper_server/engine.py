@@ -12,17 +12,25 @@ import asyncio
 import functools
 import logging
 import sqlite3
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from turnkeeper_server.journal import redrive
+from turnkeeper_server.journal import erasure, lifecycle, redrive
+from turnkeeper_server.journal.erasure import Erased
 from turnkeeper_server.journal import transitions as journal
 from turnkeeper_server.store.sqlite import Database, Reader, Tx
 from turnkeeper_server.journal.transitions import EventRecord, NewEvent, Policy, TurnRecord
 from turnkeeper_server.logs import turn_log
 from turnkeeper_server.metrics import Metrics
-from turnkeeper_server.messaging.link import EXECUTE_METHOD, NatsLink, agent_subject
+from turnkeeper_server.journal.lifecycle import Cancelled, Ended
+from turnkeeper_server.messaging.link import (
+    CANCEL_METHOD,
+    EXECUTE_METHOD,
+    NatsLink,
+    agent_subject,
+    control_subject,
+)
 from turnkeeper_server.messaging.outbox import OutboxPublisher
 from turnkeeper_server.journal.redrive import Redriven
 from turnkeeper_server.watch import TurnNotifier
@@ -118,10 +126,13 @@ class Turns:
         input_json: str,
         replica: str,
         incarnation: str,
-    ) -> tuple[TurnRecord, bool]:
-        turn, created = await self._write(
-            lambda r: [r[0].turn_id],
-            lambda tx: journal.start_turn(
+        strategy: str = lifecycle.REJECT,
+        max_run_seconds: float = 0.0,
+        park_expiry_seconds: float = 0.0,
+    ) -> tuple[TurnRecord, bool, Cancelled | None]:
+        turn, created, cancelled = await self._write(
+            lambda r: [r[0].turn_id] + ([r[2].turn.turn_id] if r[2] else []),
+            lambda tx: lifecycle.start_turn(
                 tx,
                 turn_id=turn_id,
                 thread_id=thread_id,
@@ -129,18 +140,27 @@ class Turns:
                 input_json=input_json,
                 replica=replica,
                 incarnation=incarnation,
+                strategy=strategy,
+                max_run_seconds=max_run_seconds,
+                park_expiry_seconds=park_expiry_seconds,
                 policy=self.policy,
             ),
         )
+        if cancelled is not None:
+            self._cancelled(cancelled, f"{strategy} by turn {turn_id}")
+            self._after_end(Ended(stop_owner=cancelled.owner), cancelled.turn)
         if created:
             self.metrics.turns_started.inc()
             turn_log(log, turn.turn_id, turn.attempts).info(
-                "started on thread %s (agent %s, owner %s)",
+                "%s on thread %s (agent %s, owner %s)",
+                "queued" if turn.state == journal.QUEUED else "started",
                 turn.thread_id,
                 turn.agent,
-                f"{replica}/{incarnation}" if replica else "none: waits for a claim",
+                f"{replica}/{incarnation}"
+                if replica and turn.state == journal.RUNNING
+                else "none: waits for a claim",
             )
-        return turn, created
+        return turn, created, cancelled
 
     async def heartbeat(
         self, *, turn_id: str, attempt: int, replica: str, incarnation: str
@@ -171,13 +191,16 @@ class Turns:
     ) -> TurnRecord:
         turn = await self._write(
             lambda _: [turn_id],
-            lambda tx: journal.park_turn(
+            lambda tx: lifecycle.on_parked(
                 tx,
-                turn_id=turn_id,
-                attempt=attempt,
-                interrupt_json=interrupt_json,
-                events=events,
-                policy=self.policy,
+                journal.park_turn(
+                    tx,
+                    turn_id=turn_id,
+                    attempt=attempt,
+                    interrupt_json=interrupt_json,
+                    events=events,
+                    policy=self.policy,
+                ),
             ),
         )
         self.metrics.events_appended.inc(len(events))
@@ -187,9 +210,8 @@ class Turns:
     async def finish(
         self, *, turn_id: str, attempt: int, failed: bool, error: str, events: Sequence[NewEvent]
     ) -> TurnRecord:
-        turn = await self._write(
-            lambda _: [turn_id],
-            lambda tx: journal.finish_turn(
+        def finish(tx: Tx) -> tuple[TurnRecord, Ended]:
+            turn = journal.finish_turn(
                 tx,
                 turn_id=turn_id,
                 attempt=attempt,
@@ -197,8 +219,11 @@ class Turns:
                 error=error,
                 events=events,
                 policy=self.policy,
-            ),
-        )
+            )
+            return turn, lifecycle.after_end(tx, turn, self.policy)
+
+        turn, ended = await self._write(lambda _: [turn_id], finish)
+        self._after_end(ended, turn)
         self.metrics.events_appended.inc(len(events))
         self.metrics.turns_finished.labels(state=turn.state).inc()
         turn_log(log, turn_id, attempt).info(
@@ -209,8 +234,11 @@ class Turns:
     async def resume(self, *, turn_id: str, resume_json: str) -> tuple[TurnRecord, bool]:
         turn = await self._write(
             lambda _: [turn_id],
-            lambda tx: journal.resume_detached(
-                tx, turn_id=turn_id, resume_json=resume_json, policy=self.policy
+            lambda tx: lifecycle.on_resumed(
+                tx,
+                journal.resume_detached(
+                    tx, turn_id=turn_id, resume_json=resume_json, policy=self.policy
+                ),
             ),
         )
         self.metrics.resumes.inc()
@@ -241,8 +269,11 @@ class Turns:
     ) -> list[Redriven]:
         redriven = await self._write(
             lambda rs: [r.turn.turn_id for r in rs],
-            lambda tx: redrive.redrive_replica(
-                tx, agent=agent, replica=replica, incarnation=incarnation, policy=self.policy
+            lambda tx: self._capped(
+                tx,
+                redrive.redrive_replica(
+                    tx, agent=agent, replica=replica, incarnation=incarnation, policy=self.policy
+                ),
             ),
         )
         self._count(redriven, "startup")
@@ -251,9 +282,9 @@ class Turns:
     async def redrive_turn(self, *, turn_id: str, force: bool) -> tuple[Redriven, bool]:
         redriven = await self._write(
             lambda r: [r.turn.turn_id],
-            lambda tx: redrive.redrive_operator(
-                tx, turn_id=turn_id, force=force, policy=self.policy
-            ),
+            lambda tx: self._capped(
+                tx, [redrive.redrive_operator(tx, turn_id=turn_id, force=force, policy=self.policy)]
+            )[0],
         )
         self._count([redriven], "operator")
         if redriven.failed_at_cap:
@@ -262,9 +293,19 @@ class Turns:
 
     async def reap(self) -> list[Redriven]:
         """Re-drive turns whose lease expired and hand each to a live replica."""
+        expired = await self._write(
+            lambda rs: [t.turn_id for t, _ in rs],
+            lambda tx: lifecycle.expire_deadlines(tx, policy=self.policy),
+        )
+        for turn, ended in expired:
+            self.metrics.turns_finished.labels(state=turn.state).inc()
+            turn_log(log, turn.turn_id, turn.attempts).warning(
+                "%s: FAILED (%s)", turn.end_reason, turn.error
+            )
+            self._after_end(ended, turn)
         redriven = await self._write(
             lambda rs: [r.turn.turn_id for r in rs],
-            lambda tx: redrive.reap_expired(tx, policy=self.policy),
+            lambda tx: self._capped(tx, redrive.reap_expired(tx, policy=self.policy)),
         )
         self._count(redriven, "lease")
         for r in redriven:
@@ -273,6 +314,77 @@ class Turns:
                 self._dispatches.add(task)
                 task.add_done_callback(self._dispatches.discard)
         return redriven
+
+    def _capped(self, tx: Tx, redriven: list[Redriven]) -> list[Redriven]:
+        """A turn failed at the re-drive cap ended: its thread's queue moves on."""
+        for r in redriven:
+            if r.failed_at_cap:
+                ended = lifecycle.after_end(tx, r.turn, self.policy)
+                if ended.promoted is not None:
+                    tx.after_commit(
+                        functools.partial(self._after_end, Ended(promoted=ended.promoted), r.turn)
+                    )
+        return redriven
+
+    # -- cancel and the queue ---------------------------------------------------------
+
+    async def cancel(self, *, turn_id: str, rollback: bool, detail: str) -> Cancelled:
+        cancelled, ended = await self._write(
+            lambda r: [turn_id] + ([r[1].promoted.turn_id] if r[1].promoted else []),
+            lambda tx: lifecycle.cancel_turn(
+                tx, turn_id=turn_id, rollback=rollback, detail=detail, policy=self.policy
+            ),
+        )
+        self._cancelled(cancelled, detail or "CancelTurn")
+        self._after_end(ended, cancelled.turn)
+        return cancelled
+
+    async def erase_thread(self, *, thread_id: str, cancel: bool) -> Erased:
+        erased = await self._write(
+            lambda e: [e.cancelled.turn.turn_id] if e.cancelled else [],
+            lambda tx: erasure.erase_thread(
+                tx, thread_id=thread_id, cancel=cancel, policy=self.policy
+            ),
+        )
+        if erased.cancelled is not None:
+            self._cancelled(erased.cancelled, "thread deleted")
+            self._after_end(Ended(stop_owner=erased.cancelled.owner), erased.cancelled.turn)
+        log.info("thread %s erased: %d turns", thread_id, erased.turns_deleted)
+        return erased
+
+    def _cancelled(self, cancelled: Cancelled, why: str) -> None:
+        self.metrics.turns_finished.labels(state=cancelled.turn.state).inc()
+        turn_log(log, cancelled.turn.turn_id, cancelled.turn.attempts).info(
+            "cancelled (%s)%s",
+            why,
+            f"; rollback removed {cancelled.checkpoints_removed} checkpoints"
+            if cancelled.checkpoints_removed
+            else "",
+        )
+
+    def _after_end(self, ended: Ended, turn: TurnRecord) -> None:
+        """After the commit that ended `turn`: tell its executor to stop, and hand
+        the thread's next (promoted) turn to a replica. Both in the background."""
+        if ended.stop_owner is not None:
+            self._background(self._tell_stop(turn))
+        if ended.promoted is not None:
+            self.notifier.notify(ended.promoted.turn_id)
+            turn_log(log, ended.promoted.turn_id, 0).info(
+                "dequeued on thread %s: RUNNING, waiting for a replica", turn.thread_id
+            )
+            self._background(self.dispatch(ended.promoted, reason="dequeued"))
+
+    async def _tell_stop(self, turn: TurnRecord) -> bool:
+        return await self.link.notify(
+            control_subject(self.policy.subject_prefix, self.namespace, turn.agent),
+            CANCEL_METHOD,
+            {"turn_id": turn.turn_id, "attempt": turn.attempts, "reason": turn.end_reason},
+        )
+
+    def _background(self, coro: Coroutine[Any, Any, bool]) -> None:
+        task = asyncio.create_task(coro)
+        self._dispatches.add(task)
+        task.add_done_callback(self._dispatches.discard)
 
     def _count(self, redriven: Sequence[Redriven], trigger: str) -> None:
         for r in redriven:
@@ -356,7 +468,7 @@ class Turns:
                             return
                     if len(events) == WATCH_BATCH:
                         continue
-                    if turn.state in (journal.DONE, journal.FAILED):
+                    if turn.state in journal.ENDED:
                         # Over, and its terminal event is at or before the cursor:
                         # nothing more will ever come (a watcher joined too late).
                         return

@@ -39,6 +39,7 @@ DENIED = grpc.StatusCode.PERMISSION_DENIED
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
 ABORTED = grpc.StatusCode.ABORTED
 PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
 
 ALPHA_START = turns_pb2.StartTurnRequest(
     turn_id="t-alpha",
@@ -205,6 +206,11 @@ CASES: dict[str, tuple[str, Callable[[str], message.Message]]] = {
         ),
     ),
     "WatchTurn": (T + "WatchTurn", lambda t: turns_pb2.WatchTurnRequest(turn_id=t)),
+    # A reason over the limit: refused once authorised, so nothing is cancelled.
+    "CancelTurn": (
+        T + "CancelTurn",
+        lambda t: turns_pb2.CancelTurnRequest(turn_id=t, reason="x" * 1001),
+    ),
     "GetCheckpoint": (
         C + "GetCheckpoint",
         lambda t: checkpoints_pb2.GetCheckpointRequest(thread_id="th-alpha"),
@@ -262,6 +268,7 @@ EXPECTED: dict[str, tuple[grpc.StatusCode, ...]] = {
     "Redrive (startup form)": (U, U, OK, D, D, D, OK),
     "ClaimTurn": (U, U, ABORTED, N, D, D, ABORTED),
     "WatchTurn": (U, U, OK, N, OK, OK, OK),
+    "CancelTurn": (U, U, INVALID, N, D, INVALID, INVALID),
     "GetCheckpoint": (U, U, OK, D, D, OK, OK),
     "ListCheckpoints": (U, U, OK, D, D, OK, OK),
     "PutCheckpoint": (U, U, ABORTED, D, D, D, ABORTED),

@@ -58,7 +58,7 @@ _CHECKPOINTS: Final = "turnkeeper.v1.CheckpointService"
 # Never retried automatically, because each is a compare-and-set on the turn's state
 # and UNAVAILABLE does not say whether the first try committed (the service may have
 # applied it and then lost the connection): a retried ResumeDetached, ParkTurn,
-# FinishTurn or ClaimTurn that had committed finds the turn already moved on and
+# FinishTurn, ClaimTurn or CancelTurn that had committed finds the turn already moved on and
 # reports FAILED_PRECONDITION (or ABORTED) for what was a success, and a retried
 # Redrive re-drives a second time (attempts+2, a second rewind). The caller checks
 # GetTurn/TurnStatus and decides. Also not retried: Heartbeat (the next beat is the
@@ -385,6 +385,12 @@ class AsyncTurnkeeperClient(_Base):
         stub = self._turn_stub()
         return await self._unary("ClaimTurn", stub.ClaimTurn, request, timeout)
 
+    async def cancel_turn(
+        self, request: turns_pb2.CancelTurnRequest, *, timeout: float | None = None
+    ) -> turns_pb2.CancelTurnResponse:
+        stub = self._turn_stub()
+        return await self._unary("CancelTurn", stub.CancelTurn, request, timeout)
+
     def watch_turn(
         self, request: turns_pb2.WatchTurnRequest, *, timeout: float | None = None
     ) -> AsyncIterator[turns_pb2.WatchTurnResponse]:
@@ -551,6 +557,11 @@ class TurnkeeperClient(_Base):
         self, request: turns_pb2.ClaimTurnRequest, *, timeout: float | None = None
     ) -> turns_pb2.ClaimTurnResponse:
         return self._unary("ClaimTurn", self._turns.ClaimTurn, request, timeout)
+
+    def cancel_turn(
+        self, request: turns_pb2.CancelTurnRequest, *, timeout: float | None = None
+    ) -> turns_pb2.CancelTurnResponse:
+        return self._unary("CancelTurn", self._turns.CancelTurn, request, timeout)
 
     def watch_turn(
         self, request: turns_pb2.WatchTurnRequest, *, timeout: float | None = None

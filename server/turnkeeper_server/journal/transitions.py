@@ -31,8 +31,11 @@ from turnkeeper_server.errors import (
 )
 
 RUNNING, PARKED, DONE, FAILED = "RUNNING", "PARKED", "DONE", "FAILED"
+# CANCELLED is terminal; QUEUED waits behind the thread's live turn (`lifecycle`).
+CANCELLED, QUEUED = "CANCELLED", "QUEUED"
 LIVE = (RUNNING, PARKED)
-TERMINAL_EVENTS = frozenset({"turn.done", "turn.failed"})
+ENDED = (DONE, FAILED, CANCELLED)
+TERMINAL_EVENTS = frozenset({"turn.done", "turn.failed", "turn.cancelled"})
 
 
 @dataclass(frozen=True)
@@ -54,6 +57,11 @@ class TurnRecord:
     error: str
     created_at: float
     updated_at: float
+    end_reason: str = ""
+    max_run_seconds: float = 0.0
+    park_expiry_seconds: float = 0.0
+    run_deadline_at: float | None = None
+    park_deadline_at: float | None = None
 
     @property
     def owned(self) -> bool:
@@ -92,6 +100,9 @@ class Policy:
     lease_seconds: float = 15.0
     claim_seconds: float = 5.0
     max_redrives: int = 3
+    # Defaults of the per-turn deadlines (`lifecycle`); 0 switches one off.
+    max_run_seconds: float = 3600.0
+    park_expiry_seconds: float = 7 * 24 * 3600.0
 
     def events_subject(self, turn_id: str) -> str:
         return f"{self.subject_prefix}.turn.events.{turn_id}"
@@ -209,6 +220,9 @@ def _event_payload(
 
 def fence(turn: TurnRecord, attempt: int) -> None:
     """Refuse a write from an execution that is not the turn's current one."""
+    if turn.state == CANCELLED:
+        # ABORTED like a re-driven attempt: the execution must stop, not retry.
+        raise StaleAttempt(f"turn {turn.turn_id!r} was cancelled; this execution must stop")
     if attempt != turn.attempts:
         raise StaleAttempt(
             f"turn {turn.turn_id!r}: attempt {attempt} was re-driven away; "

@@ -15,6 +15,7 @@ from turnkeeper_server.store.sqlite import Database, Reader, Tx
 from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.rpc.limits import Limits
 from turnkeeper_server.metrics import Metrics
+from turnkeeper_server.engine import Turns
 
 Ctx = aio.ServicerContext[object, object]
 
@@ -23,7 +24,11 @@ MAX_NS = 1024
 
 
 class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
-    def __init__(self, db: Database, limits: Limits, metrics: Metrics) -> None:
+    def __init__(
+        self, db: Database, limits: Limits, metrics: Metrics, *, engine: Turns | None = None
+    ) -> None:
+        # Erasure may cancel a live turn, whose executor the engine tells to stop.
+        self.engine = engine
         self.db = db
         self.limits = limits
         self.metrics = metrics
@@ -189,8 +194,13 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
     ) -> checkpoints_pb2.DeleteThreadResponse:
         thread_id = self._thread(request.thread_id)
         self._own_thread(thread_id)
-        await self.db.write(lambda tx: store.delete_thread(tx, thread_id))
-        return checkpoints_pb2.DeleteThreadResponse()
+        if self.engine is None:
+            raise RuntimeError("CheckpointServicer needs the engine to erase threads")
+        erased = await self.engine.erase_thread(thread_id=thread_id, cancel=request.cancel)
+        return checkpoints_pb2.DeleteThreadResponse(
+            turns_deleted=erased.turns_deleted,
+            cancelled_turn_id=erased.cancelled.turn.turn_id if erased.cancelled else "",
+        )
 
 
 def _tuple(row: store.CheckpointRow) -> checkpoints_pb2.CheckpointTuple:

@@ -14,6 +14,8 @@ STATE_TO_PROTO = {
     "PARKED": turns_pb2.TURN_STATE_PARKED,
     "DONE": turns_pb2.TURN_STATE_DONE,
     "FAILED": turns_pb2.TURN_STATE_FAILED,
+    "CANCELLED": turns_pb2.TURN_STATE_CANCELLED,
+    "QUEUED": turns_pb2.TURN_STATE_QUEUED,
 }
 PROTO_TO_STATE = {v: k for k, v in STATE_TO_PROTO.items()}
 
@@ -52,7 +54,12 @@ def turn_to_proto(turn: TurnRecord) -> turns_pb2.Turn:
         has_resume=turn.resume_json is not None,
         created_at=timestamp(turn.created_at),
         updated_at=timestamp(turn.updated_at),
+        end_reason=turn.end_reason,
     )
+    if turn.run_deadline_at is not None:
+        msg.run_deadline.CopyFrom(timestamp(turn.run_deadline_at))
+    if turn.park_deadline_at is not None:
+        msg.park_deadline.CopyFrom(timestamp(turn.park_deadline_at))
     msg.input.CopyFrom(json_to_value(turn.input_json))
     if turn.owner_replica is not None:
         msg.owner.replica = turn.owner_replica

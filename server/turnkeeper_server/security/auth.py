@@ -21,12 +21,14 @@ Roles (RIGHTS below is the table the interceptor and the servicers both read):
 
 - `agent:<name>`: the executor side of its own agent's turns: StartTurn, Heartbeat,
   AppendEvents, ParkTurn, FinishTurn, ClaimTurn, the startup form of Redrive,
-  ResumeDetached (the bridge answers `responses/resumeDetached`), the reads TurnStatus,
+  ResumeDetached and CancelTurn (the bridge answers `responses/resumeDetached` and
+  `responses/cancel`), the reads TurnStatus,
   GetTurn, ListEvents, WatchTurn, and the checkpoint RPCs of its own threads. To an
   agent another agent's turn does not exist: it gets exactly the answer a never-seen
   turn_id gets (UNKNOWN from TurnStatus, NOT_FOUND elsewhere).
 - `panel`: TurnStatus, GetTurn, ListEvents, WatchTurn, of any turn.
-- `operator`: every read (ListTurns and the checkpoint reads too), ResumeDetached, and
+- `operator`: every read (ListTurns and the checkpoint reads too), ResumeDetached,
+  CancelTurn, and
   the operator form of Redrive.
 - `admin`: everything.
 
@@ -107,6 +109,8 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     # Which form is checked in the servicer (REDRIVE_* below).
     _TURNS + "Redrive": frozenset({AGENT, OPERATOR, ADMIN}),
     _TURNS + "ClaimTurn": _EXECUTOR,
+    # Like ResumeDetached: the bridge answers `responses/cancel` with it.
+    _TURNS + "CancelTurn": frozenset({AGENT, OPERATOR, ADMIN}),
     _TURNS + "WatchTurn": _READ,
     _CHECKPOINTS + "GetCheckpoint": frozenset({AGENT, OPERATOR, ADMIN}),
     _CHECKPOINTS + "ListCheckpoints": frozenset({AGENT, OPERATOR, ADMIN}),

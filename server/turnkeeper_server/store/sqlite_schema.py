@@ -53,6 +53,55 @@ TURNS_MIGRATIONS: list[str] = [
         created_at REAL NOT NULL
     );
     """,
+    # 2: the whole life of a turn. Two more states (CANCELLED, terminal; QUEUED,
+    # behind a thread's live turn), why the service ended a turn, and the per-turn
+    # deadlines. A CHECK constraint cannot be altered in place, so the table is
+    # rebuilt with plain SQL that PostgreSQL accepts as well; rowid is carried over
+    # because ListTurns' page tokens are rowids.
+    """
+    CREATE TABLE turns_v2 (
+        turn_id            TEXT PRIMARY KEY,
+        thread_id          TEXT NOT NULL,
+        agent              TEXT NOT NULL,
+        state              TEXT NOT NULL CHECK (state IN
+                               ('RUNNING','PARKED','DONE','FAILED','CANCELLED','QUEUED')),
+        attempts           INTEGER NOT NULL DEFAULT 0,
+        last_seq           INTEGER NOT NULL DEFAULT 0,
+        rewinds            INTEGER NOT NULL DEFAULT 0,
+        input_json         TEXT NOT NULL,
+        request_hash       TEXT NOT NULL,
+        owner_replica      TEXT,
+        owner_incarnation  TEXT,
+        lease_expires_at   REAL,
+        interrupt_json     TEXT,
+        resume_json        TEXT,
+        error              TEXT NOT NULL DEFAULT '',
+        created_at         REAL NOT NULL,
+        updated_at         REAL NOT NULL,
+        end_reason         TEXT NOT NULL DEFAULT '',
+        max_run_seconds    REAL NOT NULL DEFAULT 0,
+        park_expiry_seconds REAL NOT NULL DEFAULT 0,
+        run_deadline_at    REAL,
+        park_deadline_at   REAL
+    );
+    INSERT INTO turns_v2 (rowid, turn_id, thread_id, agent, state, attempts, last_seq,
+        rewinds, input_json, request_hash, owner_replica, owner_incarnation,
+        lease_expires_at, interrupt_json, resume_json, error, created_at, updated_at)
+    SELECT rowid, turn_id, thread_id, agent, state, attempts, last_seq, rewinds,
+        input_json, request_hash, owner_replica, owner_incarnation, lease_expires_at,
+        interrupt_json, resume_json, error, created_at, updated_at FROM turns;
+    DROP TABLE turns;
+    ALTER TABLE turns_v2 RENAME TO turns;
+    CREATE UNIQUE INDEX turns_one_live_per_thread ON turns (thread_id)
+        WHERE state IN ('RUNNING', 'PARKED');
+    CREATE INDEX turns_by_lease ON turns (state, lease_expires_at);
+    CREATE INDEX turns_by_owner ON turns (agent, owner_replica) WHERE state = 'RUNNING';
+    CREATE INDEX turns_by_thread ON turns (thread_id);
+    -- The reaper's deadline passes and the queue's next turn per thread.
+    CREATE INDEX turns_by_run_deadline ON turns (run_deadline_at) WHERE state = 'RUNNING';
+    CREATE INDEX turns_by_park_deadline ON turns (park_deadline_at) WHERE state = 'PARKED';
+    CREATE INDEX turns_queued ON turns (thread_id, created_at) WHERE state = 'QUEUED'
+    """,
 ]
 
 SESSIONS_MIGRATIONS: list[str] = [
@@ -128,6 +177,7 @@ def _qualify(statement: str, schema: str) -> str:
         "CREATE TABLE ",
         "CREATE UNIQUE INDEX ",
         "CREATE INDEX ",
+        "ALTER TABLE ",
     ):
         if statement.startswith(prefix):
             return prefix + f"{schema}." + statement[len(prefix) :]

@@ -22,7 +22,7 @@ from typing import Any, Final
 
 import grpc
 
-from turnkeeper.operator import render
+from turnkeeper.operator import lifecycle_cli, render
 from turnkeeper.client import ConnectionOptions, TurnkeeperClient, default_address
 from turnkeeper.errors import TurnkeeperError, from_rpc_error
 from turnkeeper.v1 import turns_pb2
@@ -53,7 +53,7 @@ DEADLINE_EXCEEDED (service unreachable), 130 interrupted. `health` exits 0 or 1.
 Errors print `error: <STATUS>: <message>` on stderr."""
 
 ADDRESS_HELP: Final = "host:port of the service (env TURNKEEPER_ADDRESS; default 127.0.0.1:50051)"
-STATES: Final = ("RUNNING", "PARKED", "DONE", "FAILED")
+STATES: Final = ("RUNNING", "PARKED", "DONE", "FAILED", "CANCELLED", "QUEUED")
 # Turns per ListTurns call; the service allows 1000.
 PAGE_SIZE: Final = 100
 # ListEvents page size for `turns show` (the service's maximum).
@@ -233,6 +233,7 @@ def build_parser(serve_arguments: bool = True) -> argparse.ArgumentParser:
         "--after-seq", type=int, default=0, metavar="SEQ", help="start after this seq"
     )
     watch.set_defaults(handler=turns_watch)
+    lifecycle_cli.add_commands(commands, verbs, [conn, output])
 
     health = commands.add_parser(
         "health", parents=[conn], help="gRPC health check: exit 0 only when SERVING"
@@ -348,6 +349,7 @@ def turns_status(args: argparse.Namespace) -> int:
         _out(f"{d['turn_id']}  UNKNOWN (the journal never saw this turn)")
         return EXIT_OK
     line = f"{d['turn_id']}  {d['state']}  attempts={d['attempts']}  last_seq={d['last_seq']}"
+    line += f"  end_reason={d['end_reason']}" if d.get("end_reason") else ""
     _out(line + (f"  error={d['error']}" if d["error"] else ""))
     return EXIT_OK
 

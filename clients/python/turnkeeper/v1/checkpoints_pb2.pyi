@@ -424,15 +424,21 @@ class DeleteThreadRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     THREAD_ID_FIELD_NUMBER: _builtins.int
+    CANCEL_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
+    cancel: _builtins.bool
+    """Cancel the thread's live turn first, in the same transaction; without it a
+    thread with a live turn is refused (FAILED_PRECONDITION).
+    """
     def __init__(
         self,
         *,
         thread_id: _builtins.str = ...,
+        cancel: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["thread_id", b"thread_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancel", b"cancel", "thread_id", b"thread_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -442,12 +448,21 @@ Global___DeleteThreadRequest: _TypeAlias = DeleteThreadRequest  # noqa: Y015
 class DeleteThreadResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    TURNS_DELETED_FIELD_NUMBER: _builtins.int
+    CANCELLED_TURN_ID_FIELD_NUMBER: _builtins.int
+    turns_deleted: _builtins.int
+    """The turns erased with the thread (their inputs, events and outbox rows too)."""
+    cancelled_turn_id: _builtins.str
+    """The live turn cancelled first (cancel set); empty if none."""
     def __init__(
         self,
+        *,
+        turns_deleted: _builtins.int = ...,
+        cancelled_turn_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled_turn_id", b"cancelled_turn_id", "turns_deleted", b"turns_deleted"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

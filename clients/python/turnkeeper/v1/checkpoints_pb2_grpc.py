@@ -96,7 +96,8 @@ class CheckpointServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteThread(self, request, context):
-        """Delete every checkpoint and write of a thread.
+        """Erase a thread: its turns (inputs, events, outbox rows), boundaries,
+        checkpoints and writes. Refused while a turn of it is live unless cancel is set.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

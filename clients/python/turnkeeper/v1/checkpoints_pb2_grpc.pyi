@@ -47,7 +47,9 @@ class CheckpointServiceStub:
     PutWrites: _grpc.UnaryUnaryMultiCallable[_checkpoints_pb2.PutWritesRequest, _checkpoints_pb2.PutWritesResponse]
     """Store a task's intermediate writes against a checkpoint. Fenced like PutCheckpoint."""
     DeleteThread: _grpc.UnaryUnaryMultiCallable[_checkpoints_pb2.DeleteThreadRequest, _checkpoints_pb2.DeleteThreadResponse]
-    """Delete every checkpoint and write of a thread."""
+    """Erase a thread: its turns (inputs, events, outbox rows), boundaries,
+    checkpoints and writes. Refused while a turn of it is live unless cancel is set.
+    """
 
 @_typing.type_check_only
 class CheckpointServiceAsyncStub(CheckpointServiceStub):
@@ -65,7 +67,9 @@ class CheckpointServiceAsyncStub(CheckpointServiceStub):
     PutWrites: _aio.UnaryUnaryMultiCallable[_checkpoints_pb2.PutWritesRequest, _checkpoints_pb2.PutWritesResponse]  # type: ignore[assignment]
     """Store a task's intermediate writes against a checkpoint. Fenced like PutCheckpoint."""
     DeleteThread: _aio.UnaryUnaryMultiCallable[_checkpoints_pb2.DeleteThreadRequest, _checkpoints_pb2.DeleteThreadResponse]  # type: ignore[assignment]
-    """Delete every checkpoint and write of a thread."""
+    """Erase a thread: its turns (inputs, events, outbox rows), boundaries,
+    checkpoints and writes. Refused while a turn of it is live unless cancel is set.
+    """
 
 class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
     """CheckpointService is the storage behind turnkeeper's RemoteSaver."""
@@ -110,6 +114,8 @@ class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _checkpoints_pb2.DeleteThreadRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_checkpoints_pb2.DeleteThreadResponse, _abc.Awaitable[_checkpoints_pb2.DeleteThreadResponse]]:
-        """Delete every checkpoint and write of a thread."""
+        """Erase a thread: its turns (inputs, events, outbox rows), boundaries,
+        checkpoints and writes. Refused while a turn of it is live unless cancel is set.
+        """
 
 def add_CheckpointServiceServicer_to_server(servicer: CheckpointServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

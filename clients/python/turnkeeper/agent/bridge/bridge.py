@@ -109,6 +109,7 @@ class Bridge:
             config.queue_group,
             self.methods.dispatch,
             name=f"turnkeeper-bridge/{config.agent}/{config.replica}",
+            control_subject=config.control_subject,
         )
         self._started = False
         self._stopping = False

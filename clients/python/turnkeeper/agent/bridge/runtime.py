@@ -197,6 +197,15 @@ class TurnRuntime:
             return
         self.start(Assignment(response.turn, response.checkpoint_id, reason))
 
+    def cancel(self, turn_id: str, attempt: int, reason: str) -> bool:
+        """The service cancelled (or timed out) a turn: if this replica runs that
+        attempt, its graph stops now and writes nothing more. True if it ran here."""
+        execution = self.running(turn_id)
+        if execution is None or execution.attempt != attempt:
+            return False
+        execution.lose(f"the service ended the turn ({reason or 'cancelled'})")
+        return True
+
     async def stop(self, grace: float) -> None:
         """Let executions finish for up to ``grace`` seconds, then cancel the rest.
         A cancelled execution writes nothing more; its turn stays RUNNING and is

@@ -12,12 +12,21 @@ from nats.aio.client import Client
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.v1 import checkpoints_pb2, turns_pb2
+from turnkeeper_server.app import TurnkeeperServer
 
+from tests.conftest import ServiceFactory
 from tests.support.agents import Agents, Panel, all_events, result, rpc, until
-from tests.support.nats import Collector
+from tests.support.nats import Collector, NatsServer
 from tests.support.turns import events
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+
+@pytest.fixture
+async def service(make_service: ServiceFactory, nats_server: NatsServer) -> TurnkeeperServer:
+    # A long lease: heartbeats are rare, so the stop the replica shows comes from the
+    # cancel notification over NATS, not from a refused heartbeat.
+    return await make_service(nats_url=nats_server.url, lease_seconds=30.0)
 
 
 def create(turn_id: str, thread_id: str, **extra: object) -> dict[str, object]:

@@ -8,7 +8,10 @@ from __future__ import annotations
 
 import logging
 import uuid
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
+
+from google.protobuf import duration_pb2
 
 from turnkeeper.agent.bridge import jsonrpc
 from turnkeeper.agent.bridge._convert import py_to_value
@@ -54,6 +57,18 @@ _STRATEGIES: Final = {
     "interrupt": turns_pb2.MULTITASK_STRATEGY_INTERRUPT,
     "rollback": turns_pb2.MULTITASK_STRATEGY_ROLLBACK,
 }
+
+
+def _seconds(params: Mapping[str, Any], name: str) -> duration_pb2.Duration:
+    """An optional deadline in seconds (a positive number); unset: the service's default."""
+    value = params.get(name)
+    duration = duration_pb2.Duration()
+    if value is None:
+        return duration
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise invalid_params(f"{name} must be a positive number of seconds")
+    duration.FromNanoseconds(int(value * 1e9))
+    return duration
 
 
 def state_name(state: int) -> str:
@@ -103,6 +118,7 @@ class Methods:
         strategy = params.get("multitask_strategy", "reject")
         if strategy not in _STRATEGIES:
             raise invalid_params(f"multitask_strategy must be one of {', '.join(_STRATEGIES)}")
+        deadlines = {name: _seconds(params, name) for name in ("max_run_time", "park_expiry")}
         regenerate = params.get("regenerate", False)
         if not isinstance(regenerate, bool):
             raise invalid_params("regenerate must be true or false")
@@ -148,6 +164,8 @@ class Methods:
                 replica=self.identity.replica,
                 incarnation=self.identity.incarnation,
                 multitask_strategy=_STRATEGIES[strategy],
+                max_run_time=deadlines["max_run_time"],
+                park_expiry=deadlines["park_expiry"],
             )
         )
         turn = response.turn

@@ -30,6 +30,7 @@ from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.messaging.outbox import OutboxPublisher
 from turnkeeper_server.reaper import LeaseReaper
+from turnkeeper_server.retention import RetentionSweeper
 from turnkeeper_server.rpc.checkpoint_service import CheckpointServicer
 from turnkeeper_server.rpc.turn_service import TurnServicer
 from turnkeeper_server.engine import Turns
@@ -73,6 +74,9 @@ class TurnkeeperServer:
             namespace=settings.namespace,
         )
         self.reaper = LeaseReaper(self.turns, settings.reap_interval)
+        self.retention = RetentionSweeper(
+            self.db, self.policy, settings.retention_seconds, settings.retention_interval
+        )
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]  # not in grpc-stubs
         self.server: aio.Server | None = None
         self.port = 0
@@ -123,6 +127,7 @@ class TurnkeeperServer:
         await self.link.start()
         await self.outbox.start()
         await self.reaper.start()
+        await self.retention.start()
         await server.start()
         if self.settings.metrics_listen:
             host, _, port = self.settings.metrics_listen.rpartition(":")
@@ -158,6 +163,7 @@ class TurnkeeperServer:
             if self.server is not None:
                 await self.server.stop(grace)
             await self.reaper.stop()
+            await self.retention.stop()
             await self.turns.stop()
             await self.outbox.stop()
             left = await self.outbox.flush(timeout=grace)

@@ -47,6 +47,10 @@ class Settings:
     max_run_seconds: float = 3600.0
     # How long a turn may stay PARKED waiting for ResumeDetached.
     park_expiry_seconds: float = 7 * 24 * 3600.0
+    # How long a finished turn's events (and checkpoint history) are kept; 0: forever.
+    retention_seconds: float = 0.0
+    # How often the retention sweeper runs (when retention is on).
+    retention_interval: float = 60.0
     # "FULL" fsyncs every commit: an acknowledged write survives power loss too.
     synchronous: str = "FULL"
     metrics_listen: str | None = None

@@ -1,5 +1,5 @@
 """Durations on the command line (`90s`, `15m`, `2h`, `7d`, or plain seconds), and
-the serve flags that take them: the turn deadlines' defaults."""
+the serve flags that take them: the turn deadlines' defaults and retention."""
 
 from __future__ import annotations
 
@@ -37,4 +37,12 @@ def add_lifecycle_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="default longest a turn may wait PARKED for ResumeDetached; the reaper fails "
         "it after (0: no limit; env TURNKEEPER_PARK_EXPIRY; default 7d)",
+    )
+    parser.add_argument(
+        "--retention",
+        type=parse_duration,
+        default=parse_duration(os.environ.get("TURNKEEPER_RETENTION", "0")),
+        metavar="DURATION",
+        help="delete finished turns' events and prune their threads' checkpoints to the "
+        "latest this long after the turn ended (0: keep everything; env TURNKEEPER_RETENTION)",
     )

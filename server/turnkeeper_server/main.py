@@ -155,6 +155,7 @@ def settings_from_args(args: argparse.Namespace, nats_url: str | None) -> Settin
         max_redrives=args.max_redrives,
         max_run_seconds=args.max_run_time,
         park_expiry_seconds=args.park_expiry,
+        retention_seconds=args.retention,
         metrics_listen=args.metrics_listen,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,

@@ -247,6 +247,22 @@ CASES: dict[str, tuple[str, Callable[[str], message.Message]]] = {
         C + "DeleteThread",
         lambda t: checkpoints_pb2.DeleteThreadRequest(thread_id="th-alpha"),
     ),
+    # The thread's turn is live: refused once authorised.
+    "PruneThreads": (
+        C + "PruneThreads",
+        lambda t: checkpoints_pb2.PruneThreadsRequest(thread_ids=["th-alpha"]),
+    ),
+    # A thread onto itself: nothing to copy.
+    "CopyThread": (
+        C + "CopyThread",
+        lambda t: checkpoints_pb2.CopyThreadRequest(
+            source_thread_id="th-alpha", target_thread_id="th-alpha"
+        ),
+    ),
+    "DeleteForRuns": (
+        C + "DeleteForRuns",
+        lambda t: checkpoints_pb2.DeleteForRunsRequest(run_ids=["no-such-run"]),
+    ),
 }
 
 # What each caller gets. "alpha" owns t-alpha and th-alpha; "beta" is another agent.
@@ -274,6 +290,9 @@ EXPECTED: dict[str, tuple[grpc.StatusCode, ...]] = {
     "PutCheckpoint": (U, U, ABORTED, D, D, D, ABORTED),
     "PutWrites": (U, U, ABORTED, D, D, D, ABORTED),
     "DeleteThread": (U, U, PRECONDITION, D, D, D, PRECONDITION),
+    "PruneThreads": (U, U, PRECONDITION, D, D, PRECONDITION, PRECONDITION),
+    "CopyThread": (U, U, OK, D, D, OK, OK),
+    "DeleteForRuns": (U, U, D, D, D, OK, OK),
 }
 
 

@@ -63,8 +63,8 @@ _CHECKPOINTS: Final = "turnkeeper.v1.CheckpointService"
 # Redrive re-drives a second time (attempts+2, a second rewind). The caller checks
 # GetTurn/TurnStatus and decides. Also not retried: Heartbeat (the next beat is the
 # retry), WatchTurn (the caller reconnects with after_seq, which the stream supports)
-# and DeleteThread (idempotent alone, but a late retry could delete a checkpoint that
-# another writer stored in between).
+# and DeleteThread, PruneThreads, DeleteForRuns, CopyThread (idempotent alone, but a
+# late retry could delete or overwrite a checkpoint another writer stored in between).
 #
 # Why grpc's service-config retry policy rather than a loop of our own: it is one
 # declaration shared by the sync and the aio channel; grpc-core applies it with
@@ -434,6 +434,24 @@ class AsyncTurnkeeperClient(_Base):
         stub = self._checkpoint_stub()
         return await self._unary("DeleteThread", stub.DeleteThread, request, timeout)
 
+    async def prune_threads(
+        self, request: checkpoints_pb2.PruneThreadsRequest, *, timeout: float | None = None
+    ) -> checkpoints_pb2.PruneThreadsResponse:
+        stub = self._checkpoint_stub()
+        return await self._unary("PruneThreads", stub.PruneThreads, request, timeout)
+
+    async def delete_for_runs(
+        self, request: checkpoints_pb2.DeleteForRunsRequest, *, timeout: float | None = None
+    ) -> checkpoints_pb2.DeleteForRunsResponse:
+        stub = self._checkpoint_stub()
+        return await self._unary("DeleteForRuns", stub.DeleteForRuns, request, timeout)
+
+    async def copy_thread(
+        self, request: checkpoints_pb2.CopyThreadRequest, *, timeout: float | None = None
+    ) -> checkpoints_pb2.CopyThreadResponse:
+        stub = self._checkpoint_stub()
+        return await self._unary("CopyThread", stub.CopyThread, request, timeout)
+
 
 class TurnkeeperClient(_Base):
     """Blocking client, same methods as :class:`AsyncTurnkeeperClient`. The channel
@@ -600,3 +618,18 @@ class TurnkeeperClient(_Base):
         self, request: checkpoints_pb2.DeleteThreadRequest, *, timeout: float | None = None
     ) -> checkpoints_pb2.DeleteThreadResponse:
         return self._unary("DeleteThread", self._checkpoints.DeleteThread, request, timeout)
+
+    def prune_threads(
+        self, request: checkpoints_pb2.PruneThreadsRequest, *, timeout: float | None = None
+    ) -> checkpoints_pb2.PruneThreadsResponse:
+        return self._unary("PruneThreads", self._checkpoints.PruneThreads, request, timeout)
+
+    def delete_for_runs(
+        self, request: checkpoints_pb2.DeleteForRunsRequest, *, timeout: float | None = None
+    ) -> checkpoints_pb2.DeleteForRunsResponse:
+        return self._unary("DeleteForRuns", self._checkpoints.DeleteForRuns, request, timeout)
+
+    def copy_thread(
+        self, request: checkpoints_pb2.CopyThreadRequest, *, timeout: float | None = None
+    ) -> checkpoints_pb2.CopyThreadResponse:
+        return self._unary("CopyThread", self._checkpoints.CopyThread, request, timeout)

@@ -62,6 +62,7 @@ class TurnRecord:
     park_expiry_seconds: float = 0.0
     run_deadline_at: float | None = None
     park_deadline_at: float | None = None
+    pruned: int = 0
 
     @property
     def owned(self) -> bool:

@@ -117,6 +117,12 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     _CHECKPOINTS + "PutCheckpoint": _EXECUTOR,
     _CHECKPOINTS + "PutWrites": _EXECUTOR,
     _CHECKPOINTS + "DeleteThread": _EXECUTOR,
+    # LangGraph's extended saver operations: RemoteSaver in an agent (its own
+    # threads), and operators.
+    _CHECKPOINTS + "PruneThreads": frozenset({AGENT, OPERATOR, ADMIN}),
+    _CHECKPOINTS + "CopyThread": frozenset({AGENT, OPERATOR, ADMIN}),
+    # Not scoped by thread (run ids span threads): operators and admins only.
+    _CHECKPOINTS + "DeleteForRuns": _OPERATE,
     REDRIVE_STARTUP: _EXECUTOR,
     REDRIVE_OPERATOR: _OPERATE,
 }

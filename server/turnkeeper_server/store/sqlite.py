@@ -125,6 +125,10 @@ class Database:
         )
         conn.execute("ATTACH DATABASE ? AS sessions", (str(self.sessions_path),))
         for schema in ("main", "sessions"):
+            # Incremental auto-vacuum, so retention can give freed pages back to the
+            # file system (retention.py). It takes effect only on a file that has no
+            # table yet (a new one); an older file keeps its mode until a VACUUM.
+            conn.execute(f"PRAGMA {schema}.auto_vacuum=INCREMENTAL")
             # WAL: readers never block the writer, and a crash never leaves a torn page.
             conn.execute(f"PRAGMA {schema}.journal_mode=WAL")
             # FULL fsyncs the WAL on every commit, so an acknowledged write survives

@@ -82,7 +82,9 @@ TURNS_MIGRATIONS: list[str] = [
         max_run_seconds    REAL NOT NULL DEFAULT 0,
         park_expiry_seconds REAL NOT NULL DEFAULT 0,
         run_deadline_at    REAL,
-        park_deadline_at   REAL
+        park_deadline_at   REAL,
+        -- 1 once retention deleted the finished turn's events.
+        pruned             INTEGER NOT NULL DEFAULT 0
     );
     INSERT INTO turns_v2 (rowid, turn_id, thread_id, agent, state, attempts, last_seq,
         rewinds, input_json, request_hash, owner_replica, owner_incarnation,
@@ -100,7 +102,10 @@ TURNS_MIGRATIONS: list[str] = [
     -- The reaper's deadline passes and the queue's next turn per thread.
     CREATE INDEX turns_by_run_deadline ON turns (run_deadline_at) WHERE state = 'RUNNING';
     CREATE INDEX turns_by_park_deadline ON turns (park_deadline_at) WHERE state = 'PARKED';
-    CREATE INDEX turns_queued ON turns (thread_id, created_at) WHERE state = 'QUEUED'
+    CREATE INDEX turns_queued ON turns (thread_id, created_at) WHERE state = 'QUEUED';
+    -- Retention's next finished turns.
+    CREATE INDEX turns_to_prune ON turns (updated_at)
+        WHERE pruned = 0 AND state IN ('DONE', 'FAILED', 'CANCELLED')
     """,
 ]
 

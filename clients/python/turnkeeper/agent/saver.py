@@ -64,6 +64,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.types import Durability
 
+from turnkeeper.agent.saver_extended import ExtendedSaverMethods
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions, TurnkeeperClient
 from turnkeeper.v1 import checkpoints_pb2
 
@@ -187,7 +188,7 @@ class _Channels:
         return mine
 
 
-class RemoteSaver(BaseCheckpointSaver[str]):
+class RemoteSaver(ExtendedSaverMethods, BaseCheckpointSaver[str]):
     """A LangGraph checkpointer storing in the turnkeeper service's CheckpointService.
 
     ``RemoteSaver()`` connects to ``$TURNKEEPER_ADDRESS`` (default

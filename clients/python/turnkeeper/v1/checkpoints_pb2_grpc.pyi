@@ -50,6 +50,19 @@ class CheckpointServiceStub:
     """Erase a thread: its turns (inputs, events, outbox rows), boundaries,
     checkpoints and writes. Refused while a turn of it is live unless cancel is set.
     """
+    PruneThreads: _grpc.UnaryUnaryMultiCallable[_checkpoints_pb2.PruneThreadsRequest, _checkpoints_pb2.PruneThreadsResponse]
+    """LangGraph's prune: keep only the latest checkpoint of each namespace of each
+    thread (with its writes), or delete them all. FAILED_PRECONDITION for a thread
+    with a live or queued turn.
+    """
+    DeleteForRuns: _grpc.UnaryUnaryMultiCallable[_checkpoints_pb2.DeleteForRunsRequest, _checkpoints_pb2.DeleteForRunsResponse]
+    """LangGraph's delete_for_runs: delete the checkpoints whose metadata run_id is one
+    of run_ids, with their writes. FAILED_PRECONDITION if one is of a live thread.
+    """
+    CopyThread: _grpc.UnaryUnaryMultiCallable[_checkpoints_pb2.CopyThreadRequest, _checkpoints_pb2.CopyThreadResponse]
+    """LangGraph's copy_thread: every checkpoint and write of the source thread, under
+    the target thread. FAILED_PRECONDITION when the target has a live turn.
+    """
 
 @_typing.type_check_only
 class CheckpointServiceAsyncStub(CheckpointServiceStub):
@@ -69,6 +82,19 @@ class CheckpointServiceAsyncStub(CheckpointServiceStub):
     DeleteThread: _aio.UnaryUnaryMultiCallable[_checkpoints_pb2.DeleteThreadRequest, _checkpoints_pb2.DeleteThreadResponse]  # type: ignore[assignment]
     """Erase a thread: its turns (inputs, events, outbox rows), boundaries,
     checkpoints and writes. Refused while a turn of it is live unless cancel is set.
+    """
+    PruneThreads: _aio.UnaryUnaryMultiCallable[_checkpoints_pb2.PruneThreadsRequest, _checkpoints_pb2.PruneThreadsResponse]  # type: ignore[assignment]
+    """LangGraph's prune: keep only the latest checkpoint of each namespace of each
+    thread (with its writes), or delete them all. FAILED_PRECONDITION for a thread
+    with a live or queued turn.
+    """
+    DeleteForRuns: _aio.UnaryUnaryMultiCallable[_checkpoints_pb2.DeleteForRunsRequest, _checkpoints_pb2.DeleteForRunsResponse]  # type: ignore[assignment]
+    """LangGraph's delete_for_runs: delete the checkpoints whose metadata run_id is one
+    of run_ids, with their writes. FAILED_PRECONDITION if one is of a live thread.
+    """
+    CopyThread: _aio.UnaryUnaryMultiCallable[_checkpoints_pb2.CopyThreadRequest, _checkpoints_pb2.CopyThreadResponse]  # type: ignore[assignment]
+    """LangGraph's copy_thread: every checkpoint and write of the source thread, under
+    the target thread. FAILED_PRECONDITION when the target has a live turn.
     """
 
 class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -116,6 +142,37 @@ class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_checkpoints_pb2.DeleteThreadResponse, _abc.Awaitable[_checkpoints_pb2.DeleteThreadResponse]]:
         """Erase a thread: its turns (inputs, events, outbox rows), boundaries,
         checkpoints and writes. Refused while a turn of it is live unless cancel is set.
+        """
+
+    @_abc_1.abstractmethod
+    def PruneThreads(
+        self,
+        request: _checkpoints_pb2.PruneThreadsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_checkpoints_pb2.PruneThreadsResponse, _abc.Awaitable[_checkpoints_pb2.PruneThreadsResponse]]:
+        """LangGraph's prune: keep only the latest checkpoint of each namespace of each
+        thread (with its writes), or delete them all. FAILED_PRECONDITION for a thread
+        with a live or queued turn.
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteForRuns(
+        self,
+        request: _checkpoints_pb2.DeleteForRunsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_checkpoints_pb2.DeleteForRunsResponse, _abc.Awaitable[_checkpoints_pb2.DeleteForRunsResponse]]:
+        """LangGraph's delete_for_runs: delete the checkpoints whose metadata run_id is one
+        of run_ids, with their writes. FAILED_PRECONDITION if one is of a live thread.
+        """
+
+    @_abc_1.abstractmethod
+    def CopyThread(
+        self,
+        request: _checkpoints_pb2.CopyThreadRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_checkpoints_pb2.CopyThreadResponse, _abc.Awaitable[_checkpoints_pb2.CopyThreadResponse]]:
+        """LangGraph's copy_thread: every checkpoint and write of the source thread, under
+        the target thread. FAILED_PRECONDITION when the target has a live turn.
         """
 
 def add_CheckpointServiceServicer_to_server(servicer: CheckpointServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from turnkeeper_server.journal import erasure, lifecycle, redrive
+from turnkeeper_server.journal import containment, erasure, lifecycle, redrive
 from turnkeeper_server.journal.erasure import Erased
 from turnkeeper_server.journal import transitions as journal
 from turnkeeper_server.store.sqlite import Database, Reader, Tx
@@ -271,7 +271,7 @@ class Turns:
             lambda rs: [r.turn.turn_id for r in rs],
             lambda tx: self._capped(
                 tx,
-                redrive.redrive_replica(
+                containment.redrive_replica(
                     tx, agent=agent, replica=replica, incarnation=incarnation, policy=self.policy
                 ),
             ),
@@ -305,7 +305,7 @@ class Turns:
             self._after_end(ended, turn)
         redriven = await self._write(
             lambda rs: [r.turn.turn_id for r in rs],
-            lambda tx: self._capped(tx, redrive.reap_expired(tx, policy=self.policy)),
+            lambda tx: self._capped(tx, containment.reap_expired(tx, policy=self.policy)),
         )
         self._count(redriven, "lease")
         for r in redriven:

@@ -2,7 +2,8 @@
 
 Environment (besides the bridge's own, see BridgeConfig.from_env):
 
-- JOB_GRAPH: ``four-step`` (default), ``poison`` or ``approval``;
+- JOB_GRAPH: ``four-step`` (default), ``poison``, ``approval``, ``fan-out`` or ``mixed``
+  (a poison job, by its name, and healthy jobs in one graph);
 - SIDE_FILE: each node appends what it does here, so a test counts executions;
 - SLOW_STEP: the four-step node that, on attempt SLOW_ATTEMPT only (default 0),
   streams its reply and then waits until SIGUSR1 (or SLOW_SECONDS, default 60):
@@ -163,7 +164,39 @@ def fan_out() -> StateGraph[Any, Any, Any, Any]:
     return builder
 
 
-GRAPHS = {"four-step": four_step, "poison": poison, "approval": approval, "fan-out": fan_out}
+async def gate(state: Job, config: RunnableConfig) -> dict[str, Any]:
+    """A poison job (its name starts with "poison") kills the process here, every
+    time; a healthy one works a while (HEALTHY_SECONDS), so that it is in flight
+    when a poison job sharing the process kills it."""
+    attempt = config["configurable"]["attempt"]
+    if state["job"].startswith("poison"):
+        note(f"poison {state['job']} attempt={attempt}")
+        os.kill(os.getpid(), signal.SIGKILL)
+    note(f"gate {state['job']} attempt={attempt}")
+    await asyncio.sleep(float(os.environ.get("HEALTHY_SECONDS", "1")))
+    return {"results": [f"{state['job']} passed the gate"]}
+
+
+def mixed() -> StateGraph[Any, Any, Any, Any]:
+    """step1, the gate (poison or healthy by the job's name), step2."""
+    builder = StateGraph(Job)
+    builder.add_node("step1", step(1))
+    builder.add_node("gate", gate)
+    builder.add_node("step2", step(2))
+    builder.add_edge(START, "step1")
+    builder.add_edge("step1", "gate")
+    builder.add_edge("gate", "step2")
+    builder.add_edge("step2", END)
+    return builder
+
+
+GRAPHS = {
+    "four-step": four_step,
+    "poison": poison,
+    "approval": approval,
+    "fan-out": fan_out,
+    "mixed": mixed,
+}
 
 
 async def main() -> None:

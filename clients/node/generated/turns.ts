@@ -1,12 +1,15 @@
 import type * as grpc from '@grpc/grpc-js';
 import type { EnumTypeDefinition, MessageTypeDefinition } from '@grpc/proto-loader';
 
+import type { Duration as _google_protobuf_Duration, Duration__Output as _google_protobuf_Duration__Output } from './google/protobuf/Duration';
 import type { ListValue as _google_protobuf_ListValue, ListValue__Output as _google_protobuf_ListValue__Output } from './google/protobuf/ListValue';
 import type { Struct as _google_protobuf_Struct, Struct__Output as _google_protobuf_Struct__Output } from './google/protobuf/Struct';
 import type { Timestamp as _google_protobuf_Timestamp, Timestamp__Output as _google_protobuf_Timestamp__Output } from './google/protobuf/Timestamp';
 import type { Value as _google_protobuf_Value, Value__Output as _google_protobuf_Value__Output } from './google/protobuf/Value';
 import type { AppendEventsRequest as _turnkeeper_v1_AppendEventsRequest, AppendEventsRequest__Output as _turnkeeper_v1_AppendEventsRequest__Output } from './turnkeeper/v1/AppendEventsRequest';
 import type { AppendEventsResponse as _turnkeeper_v1_AppendEventsResponse, AppendEventsResponse__Output as _turnkeeper_v1_AppendEventsResponse__Output } from './turnkeeper/v1/AppendEventsResponse';
+import type { CancelTurnRequest as _turnkeeper_v1_CancelTurnRequest, CancelTurnRequest__Output as _turnkeeper_v1_CancelTurnRequest__Output } from './turnkeeper/v1/CancelTurnRequest';
+import type { CancelTurnResponse as _turnkeeper_v1_CancelTurnResponse, CancelTurnResponse__Output as _turnkeeper_v1_CancelTurnResponse__Output } from './turnkeeper/v1/CancelTurnResponse';
 import type { ClaimTurnRequest as _turnkeeper_v1_ClaimTurnRequest, ClaimTurnRequest__Output as _turnkeeper_v1_ClaimTurnRequest__Output } from './turnkeeper/v1/ClaimTurnRequest';
 import type { ClaimTurnResponse as _turnkeeper_v1_ClaimTurnResponse, ClaimTurnResponse__Output as _turnkeeper_v1_ClaimTurnResponse__Output } from './turnkeeper/v1/ClaimTurnResponse';
 import type { Event as _turnkeeper_v1_Event, Event__Output as _turnkeeper_v1_Event__Output } from './turnkeeper/v1/Event';
@@ -46,6 +49,7 @@ type SubtypeConstructor<Constructor extends new (...args: any) => any, Subtype> 
 export interface ProtoGrpcType {
   google: {
     protobuf: {
+      Duration: MessageTypeDefinition<_google_protobuf_Duration, _google_protobuf_Duration__Output>
       ListValue: MessageTypeDefinition<_google_protobuf_ListValue, _google_protobuf_ListValue__Output>
       NullValue: EnumTypeDefinition
       Struct: MessageTypeDefinition<_google_protobuf_Struct, _google_protobuf_Struct__Output>
@@ -57,6 +61,8 @@ export interface ProtoGrpcType {
     v1: {
       AppendEventsRequest: MessageTypeDefinition<_turnkeeper_v1_AppendEventsRequest, _turnkeeper_v1_AppendEventsRequest__Output>
       AppendEventsResponse: MessageTypeDefinition<_turnkeeper_v1_AppendEventsResponse, _turnkeeper_v1_AppendEventsResponse__Output>
+      CancelTurnRequest: MessageTypeDefinition<_turnkeeper_v1_CancelTurnRequest, _turnkeeper_v1_CancelTurnRequest__Output>
+      CancelTurnResponse: MessageTypeDefinition<_turnkeeper_v1_CancelTurnResponse, _turnkeeper_v1_CancelTurnResponse__Output>
       ClaimTurnRequest: MessageTypeDefinition<_turnkeeper_v1_ClaimTurnRequest, _turnkeeper_v1_ClaimTurnRequest__Output>
       ClaimTurnResponse: MessageTypeDefinition<_turnkeeper_v1_ClaimTurnResponse, _turnkeeper_v1_ClaimTurnResponse__Output>
       Event: MessageTypeDefinition<_turnkeeper_v1_Event, _turnkeeper_v1_Event__Output>
@@ -71,6 +77,7 @@ export interface ProtoGrpcType {
       ListEventsResponse: MessageTypeDefinition<_turnkeeper_v1_ListEventsResponse, _turnkeeper_v1_ListEventsResponse__Output>
       ListTurnsRequest: MessageTypeDefinition<_turnkeeper_v1_ListTurnsRequest, _turnkeeper_v1_ListTurnsRequest__Output>
       ListTurnsResponse: MessageTypeDefinition<_turnkeeper_v1_ListTurnsResponse, _turnkeeper_v1_ListTurnsResponse__Output>
+      MultitaskStrategy: EnumTypeDefinition
       Outcome: EnumTypeDefinition
       Owner: MessageTypeDefinition<_turnkeeper_v1_Owner, _turnkeeper_v1_Owner__Output>
       ParkTurnRequest: MessageTypeDefinition<_turnkeeper_v1_ParkTurnRequest, _turnkeeper_v1_ParkTurnRequest__Output>

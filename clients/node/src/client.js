@@ -19,6 +19,8 @@ import { loadTurnkeeper } from './proto.js';
 /** @typedef {import('../generated/turnkeeper/v1/FinishTurnResponse').FinishTurnResponse__Output} FinishTurnResponse */
 /** @typedef {import('../generated/turnkeeper/v1/RedriveRequest').RedriveRequest} RedriveRequest */
 /** @typedef {import('../generated/turnkeeper/v1/RedriveResponse').RedriveResponse__Output} RedriveResponse */
+/** @typedef {import('../generated/turnkeeper/v1/CancelTurnRequest').CancelTurnRequest} CancelTurnRequest */
+/** @typedef {import('../generated/turnkeeper/v1/CancelTurnResponse').CancelTurnResponse__Output} CancelTurnResponse */
 /** @typedef {import('../generated/turnkeeper/v1/WatchTurnRequest').WatchTurnRequest} WatchTurnRequest */
 /** @typedef {import('../generated/turnkeeper/v1/WatchTurnResponse').WatchTurnResponse__Output} WatchTurnResponse */
 
@@ -88,6 +90,16 @@ export class TurnkeeperClient {
   }
 
   /**
+   * Cancel a RUNNING, PARKED or QUEUED turn (`rollback: true` also removes the
+   * checkpoints it wrote). A turn already over: FAILED_PRECONDITION.
+   *
+   * @param {CancelTurnRequest} request @returns {Promise<CancelTurnResponse>}
+   */
+  cancelTurn(request) {
+    return this.#unary('CancelTurn', request);
+  }
+
+  /**
    * The server stream of a turn's frames; no deadline (a turn can run for long).
    *
    * @param {WatchTurnRequest} request
@@ -103,7 +115,7 @@ export class TurnkeeperClient {
   }
 
   /**
-   * @param {'TurnStatus' | 'GetTurn' | 'ListEvents' | 'StartTurn' | 'AppendEvents' | 'FinishTurn' | 'Redrive'} method
+   * @param {'TurnStatus' | 'GetTurn' | 'ListEvents' | 'StartTurn' | 'AppendEvents' | 'FinishTurn' | 'Redrive' | 'CancelTurn'} method
    * @param {object} request
    * @returns {Promise<any>}
    */

@@ -4,7 +4,7 @@
 // - every event frame it emits is one the service retained, in seq order; after a
 //   reset frame, the events shown so far are void and the replay starts again at
 //   seq 1, so a consumer that honours resets never shows a duplicated tool call;
-// - it ends after the terminal event (turn.done, turn.failed), or when TurnStatus
+// - it ends after the terminal event (turn.done, turn.failed, turn.cancelled), or when TurnStatus
 //   says the turn is over (the panel's rule on an idle gap), or at the deadline;
 // - a dropped stream is re-opened after the last seq seen; when the turn was
 //   rewound while the stream was down, the follower emits a reset of its own
@@ -41,10 +41,10 @@ import { parseDataJson, timestampToIso } from './values.js';
  */
 
 /** The event types the service writes last (DESIGN.md §3). */
-export const TERMINAL_EVENT_TYPES = Object.freeze(['turn.done', 'turn.failed']);
+export const TERMINAL_EVENT_TYPES = Object.freeze(['turn.done', 'turn.failed', 'turn.cancelled']);
 
-/** States in which the panel keeps waiting (DESIGN.md §8). */
-export const LIVE_STATES = Object.freeze(['RUNNING', 'PARKED']);
+/** States in which the panel keeps waiting (DESIGN.md §8); a QUEUED turn will run. */
+export const LIVE_STATES = Object.freeze(['RUNNING', 'PARKED', 'QUEUED']);
 
 /** Process exit codes of follow.js, by outcome; any error is 1, a usage error 2. */
 export const EXIT_CODES = Object.freeze({
@@ -331,7 +331,7 @@ export async function followTurn(client, turnId, options) {
           attempt = Math.max(attempt, frame.attempt);
           onFrame(frame);
           if (TERMINAL_EVENT_TYPES.includes(frame.type)) {
-            lastState = frame.type === 'turn.done' ? 'DONE' : 'FAILED';
+            lastState = { 'turn.done': 'DONE', 'turn.cancelled': 'CANCELLED' }[frame.type] ?? 'FAILED';
             finish({ kind: 'terminal' });
           }
         }

@@ -301,12 +301,14 @@ def start_turn(
 
 
 def on_parked(tx: Tx, turn: TurnRecord) -> TurnRecord:
-    """A park stops the run clock and starts the park clock."""
+    """A park stops the run clock and starts the park clock. A turn on probation
+    (`containment`) that parks did not kill its executor: it is cleared."""
     now = time.time()
     journal.update_turn(
         tx,
         turn.turn_id,
         now,
+        suspect=0,
         run_deadline_at=None,
         park_deadline_at=_deadline(now, turn.park_expiry_seconds),
     )

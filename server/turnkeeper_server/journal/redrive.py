@@ -44,15 +44,21 @@ class Redriven:
 
 
 def redrive_orphan(
-    tx: Tx, turn: TurnRecord, policy: Policy, owner: tuple[str, str] | None
+    tx: Tx,
+    turn: TurnRecord,
+    policy: Policy,
+    owner: tuple[str, str] | None,
+    *,
+    charge: bool = True,
 ) -> Redriven:
     """Re-drive a RUNNING turn whose execution died: attempts+1 and a rewind to
     the boundary of its newest checkpoint, or FAILED with a synthetic terminal
-    event when it was already re-driven `max_redrives` times."""
+    event when it was already charged `max_redrives` crashes. `charge=False`: the
+    crash is not counted against the cap (`containment` decides)."""
     now = time.time()
-    if turn.attempts >= policy.max_redrives:
+    if charge and turn.charged >= policy.max_redrives:
         error = (
-            f"turn orphaned {turn.attempts + 1} times; the re-drive cap of "
+            f"turn orphaned {turn.charged + 1} times; the re-drive cap of "
             f"{policy.max_redrives} is reached"
         )
         last = append_terminal(tx, turn, turn.last_seq, "turn.failed", error, policy, now)
@@ -76,6 +82,7 @@ def redrive_orphan(
         turn.turn_id,
         now,
         attempts=attempt,
+        charged=turn.charged + 1 if charge else turn.charged,
         last_seq=boundary,
         rewinds=turn.rewinds + 1,
         owner_replica=owner[0] if owner else None,

@@ -63,6 +63,8 @@ class TurnRecord:
     run_deadline_at: float | None = None
     park_deadline_at: float | None = None
     pruned: int = 0
+    charged: int = 0
+    suspect: int = 0
 
     @property
     def owned(self) -> bool:

@@ -55,6 +55,7 @@ def turn_to_proto(turn: TurnRecord) -> turns_pb2.Turn:
         created_at=timestamp(turn.created_at),
         updated_at=timestamp(turn.updated_at),
         end_reason=turn.end_reason,
+        crashes_charged=turn.charged,
     )
     if turn.run_deadline_at is not None:
         msg.run_deadline.CopyFrom(timestamp(turn.run_deadline_at))

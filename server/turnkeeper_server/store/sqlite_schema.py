@@ -84,12 +84,17 @@ TURNS_MIGRATIONS: list[str] = [
         run_deadline_at    REAL,
         park_deadline_at   REAL,
         -- 1 once retention deleted the finished turn's events.
-        pruned             INTEGER NOT NULL DEFAULT 0
+        pruned             INTEGER NOT NULL DEFAULT 0,
+        -- Crashes counted against the re-drive cap (journal/containment.py), and
+        -- where the turn stands in poison containment (0 none, 1 suspect, 2 held,
+        -- 3 on probation).
+        charged            INTEGER NOT NULL DEFAULT 0,
+        suspect            INTEGER NOT NULL DEFAULT 0
     );
-    INSERT INTO turns_v2 (rowid, turn_id, thread_id, agent, state, attempts, last_seq,
-        rewinds, input_json, request_hash, owner_replica, owner_incarnation,
+    INSERT INTO turns_v2 (rowid, turn_id, thread_id, agent, state, attempts, charged,
+        last_seq, rewinds, input_json, request_hash, owner_replica, owner_incarnation,
         lease_expires_at, interrupt_json, resume_json, error, created_at, updated_at)
-    SELECT rowid, turn_id, thread_id, agent, state, attempts, last_seq, rewinds,
+    SELECT rowid, turn_id, thread_id, agent, state, attempts, attempts, last_seq, rewinds,
         input_json, request_hash, owner_replica, owner_incarnation, lease_expires_at,
         interrupt_json, resume_json, error, created_at, updated_at FROM turns;
     DROP TABLE turns;
@@ -103,6 +108,8 @@ TURNS_MIGRATIONS: list[str] = [
     CREATE INDEX turns_by_run_deadline ON turns (run_deadline_at) WHERE state = 'RUNNING';
     CREATE INDEX turns_by_park_deadline ON turns (park_deadline_at) WHERE state = 'PARKED';
     CREATE INDEX turns_queued ON turns (thread_id, created_at) WHERE state = 'QUEUED';
+    -- Poison containment's held and probation turns of an agent.
+    CREATE INDEX turns_suspects ON turns (agent, suspect) WHERE suspect >= 2;
     -- Retention's next finished turns.
     CREATE INDEX turns_to_prune ON turns (updated_at)
         WHERE pruned = 0 AND state IN ('DONE', 'FAILED', 'CANCELLED')

@@ -70,7 +70,7 @@ __all__ = [
 ]
 
 #: The event types the service writes last (DESIGN.md §3).
-TERMINAL_EVENT_TYPES: Final = frozenset({"turn.done", "turn.failed"})
+TERMINAL_EVENT_TYPES: Final = frozenset({"turn.done", "turn.failed", "turn.cancelled"})
 
 # Errors after which the same call can work later: the service or the network is
 # down or restarting. Anything else (INVALID_ARGUMENT, PERMISSION_DENIED ...) is a
@@ -94,13 +94,15 @@ def is_transient(err: TurnkeeperError) -> bool:
 
 
 class TurnState(enum.Enum):
-    """The five words of DESIGN.md §2."""
+    """The five words of DESIGN.md §2, and the lifecycle's CANCELLED and QUEUED."""
 
     RUNNING = "RUNNING"
     PARKED = "PARKED"
     DONE = "DONE"
     FAILED = "FAILED"
     UNKNOWN = "UNKNOWN"
+    CANCELLED = "CANCELLED"
+    QUEUED = "QUEUED"
 
     @classmethod
     def from_proto(cls, state: int) -> TurnState:
@@ -109,8 +111,8 @@ class TurnState(enum.Enum):
 
     @property
     def live(self) -> bool:
-        """RUNNING or PARKED: the panel keeps waiting."""
-        return self in (TurnState.RUNNING, TurnState.PARKED)
+        """RUNNING, PARKED or QUEUED (it will run): the panel keeps waiting."""
+        return self in (TurnState.RUNNING, TurnState.PARKED, TurnState.QUEUED)
 
 
 _FROM_PROTO: Final[dict[int, TurnState]] = {
@@ -119,6 +121,8 @@ _FROM_PROTO: Final[dict[int, TurnState]] = {
     turns_pb2.TURN_STATE_DONE: TurnState.DONE,
     turns_pb2.TURN_STATE_FAILED: TurnState.FAILED,
     turns_pb2.TURN_STATE_UNKNOWN: TurnState.UNKNOWN,
+    turns_pb2.TURN_STATE_CANCELLED: TurnState.CANCELLED,
+    turns_pb2.TURN_STATE_QUEUED: TurnState.QUEUED,
 }
 
 
@@ -377,7 +381,8 @@ class TurnFollower:
             return await self._resync()
         self._last = (event.seq, event.attempt)
         if event.terminal:
-            self._state = TurnState.DONE if event.type == "turn.done" else TurnState.FAILED
+            ended = {"turn.done": TurnState.DONE, "turn.cancelled": TurnState.CANCELLED}
+            self._state = ended.get(event.type, TurnState.FAILED)
             error = ""
             if self._state is TurnState.FAILED and isinstance(event.data, dict):
                 error = str(event.data.get("error", ""))

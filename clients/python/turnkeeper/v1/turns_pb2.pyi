@@ -171,6 +171,7 @@ class Turn(_message.Message):
     END_REASON_FIELD_NUMBER: _builtins.int
     RUN_DEADLINE_FIELD_NUMBER: _builtins.int
     PARK_DEADLINE_FIELD_NUMBER: _builtins.int
+    CRASHES_CHARGED_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     thread_id: _builtins.str
     agent: _builtins.str
@@ -186,6 +187,11 @@ class Turn(_message.Message):
     end_reason: _builtins.str
     """Why the turn ended when the service ended it: "cancelled", "max_run_time",
     "park_expired", "redrive_cap"; empty while it runs or when its executor ended it.
+    """
+    crashes_charged: _builtins.int
+    """Crashes of its executor charged to this turn, counted against the re-drive cap
+    (a crash of a process running several turns is charged only once the culprit
+    is known: see docs/decisions.md, poison containment).
     """
     @_builtins.property
     def input(self) -> _struct_pb2.Value: ...
@@ -234,10 +240,11 @@ class Turn(_message.Message):
         end_reason: _builtins.str = ...,
         run_deadline: _timestamp_pb2.Timestamp | None = ...,
         park_deadline: _timestamp_pb2.Timestamp | None = ...,
+        crashes_charged: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "input", b"input", "interrupt", b"interrupt", "owner", b"owner", "park_deadline", b"park_deadline", "resume", b"resume", "run_deadline", b"run_deadline", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "attempts", b"attempts", "created_at", b"created_at", "end_reason", b"end_reason", "error", b"error", "has_resume", b"has_resume", "input", b"input", "interrupt", b"interrupt", "last_seq", b"last_seq", "owner", b"owner", "park_deadline", b"park_deadline", "resume", b"resume", "rewinds", b"rewinds", "run_deadline", b"run_deadline", "state", b"state", "thread_id", b"thread_id", "turn_id", b"turn_id", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "attempts", b"attempts", "crashes_charged", b"crashes_charged", "created_at", b"created_at", "end_reason", b"end_reason", "error", b"error", "has_resume", b"has_resume", "input", b"input", "interrupt", b"interrupt", "last_seq", b"last_seq", "owner", b"owner", "park_deadline", b"park_deadline", "resume", b"resume", "rewinds", b"rewinds", "run_deadline", b"run_deadline", "state", b"state", "thread_id", b"thread_id", "turn_id", b"turn_id", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

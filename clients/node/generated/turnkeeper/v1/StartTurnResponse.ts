@@ -8,6 +8,10 @@ export interface StartTurnResponse {
    * False when an identical StartTurn had already journaled the turn.
    */
   'created'?: (boolean);
+  /**
+   * The live turn that MULTITASK_STRATEGY_INTERRUPT or ROLLBACK cancelled; empty if none.
+   */
+  'cancelledTurnId'?: (string);
 }
 
 export interface StartTurnResponse__Output {
@@ -16,4 +20,8 @@ export interface StartTurnResponse__Output {
    * False when an identical StartTurn had already journaled the turn.
    */
   'created': (boolean);
+  /**
+   * The live turn that MULTITASK_STRATEGY_INTERRUPT or ROLLBACK cancelled; empty if none.
+   */
+  'cancelledTurnId': (string);
 }

@@ -40,6 +40,25 @@ export interface Turn {
   'rewinds'?: (number);
   'createdAt'?: (_google_protobuf_Timestamp | null);
   'updatedAt'?: (_google_protobuf_Timestamp | null);
+  /**
+   * Why the turn ended when the service ended it: "cancelled", "max_run_time",
+   * "park_expired", "redrive_cap"; empty while it runs or when its executor ended it.
+   */
+  'endReason'?: (string);
+  /**
+   * When the reaper fails the turn if it is still RUNNING (max run time).
+   */
+  'runDeadline'?: (_google_protobuf_Timestamp | null);
+  /**
+   * When the reaper fails the turn if it is still PARKED (park expiry).
+   */
+  'parkDeadline'?: (_google_protobuf_Timestamp | null);
+  /**
+   * Crashes of its executor charged to this turn, counted against the re-drive cap
+   * (a crash of a process running several turns is charged only once the culprit
+   * is known: see docs/decisions.md, poison containment).
+   */
+  'crashesCharged'?: (number);
 }
 
 export interface Turn__Output {
@@ -76,4 +95,23 @@ export interface Turn__Output {
   'rewinds': (number);
   'createdAt': (_google_protobuf_Timestamp__Output | null);
   'updatedAt': (_google_protobuf_Timestamp__Output | null);
+  /**
+   * Why the turn ended when the service ended it: "cancelled", "max_run_time",
+   * "park_expired", "redrive_cap"; empty while it runs or when its executor ended it.
+   */
+  'endReason': (string);
+  /**
+   * When the reaper fails the turn if it is still RUNNING (max run time).
+   */
+  'runDeadline': (_google_protobuf_Timestamp__Output | null);
+  /**
+   * When the reaper fails the turn if it is still PARKED (park expiry).
+   */
+  'parkDeadline': (_google_protobuf_Timestamp__Output | null);
+  /**
+   * Crashes of its executor charged to this turn, counted against the re-drive cap
+   * (a crash of a process running several turns is charged only once the culprit
+   * is known: see docs/decisions.md, poison containment).
+   */
+  'crashesCharged': (number);
 }

@@ -4,6 +4,8 @@ import type * as grpc from '@grpc/grpc-js'
 import type { MethodDefinition } from '@grpc/proto-loader'
 import type { AppendEventsRequest as _turnkeeper_v1_AppendEventsRequest, AppendEventsRequest__Output as _turnkeeper_v1_AppendEventsRequest__Output } from '../../turnkeeper/v1/AppendEventsRequest';
 import type { AppendEventsResponse as _turnkeeper_v1_AppendEventsResponse, AppendEventsResponse__Output as _turnkeeper_v1_AppendEventsResponse__Output } from '../../turnkeeper/v1/AppendEventsResponse';
+import type { CancelTurnRequest as _turnkeeper_v1_CancelTurnRequest, CancelTurnRequest__Output as _turnkeeper_v1_CancelTurnRequest__Output } from '../../turnkeeper/v1/CancelTurnRequest';
+import type { CancelTurnResponse as _turnkeeper_v1_CancelTurnResponse, CancelTurnResponse__Output as _turnkeeper_v1_CancelTurnResponse__Output } from '../../turnkeeper/v1/CancelTurnResponse';
 import type { ClaimTurnRequest as _turnkeeper_v1_ClaimTurnRequest, ClaimTurnRequest__Output as _turnkeeper_v1_ClaimTurnRequest__Output } from '../../turnkeeper/v1/ClaimTurnRequest';
 import type { ClaimTurnResponse as _turnkeeper_v1_ClaimTurnResponse, ClaimTurnResponse__Output as _turnkeeper_v1_ClaimTurnResponse__Output } from '../../turnkeeper/v1/ClaimTurnResponse';
 import type { FinishTurnRequest as _turnkeeper_v1_FinishTurnRequest, FinishTurnRequest__Output as _turnkeeper_v1_FinishTurnRequest__Output } from '../../turnkeeper/v1/FinishTurnRequest';
@@ -50,6 +52,27 @@ export interface TurnServiceClient extends grpc.Client {
   appendEvents(argument: _turnkeeper_v1_AppendEventsRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_turnkeeper_v1_AppendEventsResponse__Output>): grpc.ClientUnaryCall;
   appendEvents(argument: _turnkeeper_v1_AppendEventsRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_turnkeeper_v1_AppendEventsResponse__Output>): grpc.ClientUnaryCall;
   appendEvents(argument: _turnkeeper_v1_AppendEventsRequest, callback: grpc.requestCallback<_turnkeeper_v1_AppendEventsResponse__Output>): grpc.ClientUnaryCall;
+  
+  /**
+   * RUNNING, PARKED or QUEUED -> CANCELLED. The service writes the terminal
+   * turn.cancelled event, tells the replica running the turn to stop, and refuses
+   * every later write of that execution (ABORTED). The thread's checkpoints stay
+   * unless rollback is set. A turn already over: FAILED_PRECONDITION.
+   */
+  CancelTurn(argument: _turnkeeper_v1_CancelTurnRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_turnkeeper_v1_CancelTurnResponse__Output>): grpc.ClientUnaryCall;
+  CancelTurn(argument: _turnkeeper_v1_CancelTurnRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_turnkeeper_v1_CancelTurnResponse__Output>): grpc.ClientUnaryCall;
+  CancelTurn(argument: _turnkeeper_v1_CancelTurnRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_turnkeeper_v1_CancelTurnResponse__Output>): grpc.ClientUnaryCall;
+  CancelTurn(argument: _turnkeeper_v1_CancelTurnRequest, callback: grpc.requestCallback<_turnkeeper_v1_CancelTurnResponse__Output>): grpc.ClientUnaryCall;
+  /**
+   * RUNNING, PARKED or QUEUED -> CANCELLED. The service writes the terminal
+   * turn.cancelled event, tells the replica running the turn to stop, and refuses
+   * every later write of that execution (ABORTED). The thread's checkpoints stay
+   * unless rollback is set. A turn already over: FAILED_PRECONDITION.
+   */
+  cancelTurn(argument: _turnkeeper_v1_CancelTurnRequest, metadata: grpc.Metadata, options: grpc.CallOptions, callback: grpc.requestCallback<_turnkeeper_v1_CancelTurnResponse__Output>): grpc.ClientUnaryCall;
+  cancelTurn(argument: _turnkeeper_v1_CancelTurnRequest, metadata: grpc.Metadata, callback: grpc.requestCallback<_turnkeeper_v1_CancelTurnResponse__Output>): grpc.ClientUnaryCall;
+  cancelTurn(argument: _turnkeeper_v1_CancelTurnRequest, options: grpc.CallOptions, callback: grpc.requestCallback<_turnkeeper_v1_CancelTurnResponse__Output>): grpc.ClientUnaryCall;
+  cancelTurn(argument: _turnkeeper_v1_CancelTurnRequest, callback: grpc.requestCallback<_turnkeeper_v1_CancelTurnResponse__Output>): grpc.ClientUnaryCall;
   
   /**
    * Take over a RUNNING turn that has no owner (after a resume or a lease-expiry
@@ -259,6 +282,14 @@ export interface TurnServiceHandlers extends grpc.UntypedServiceImplementation {
   AppendEvents: grpc.handleUnaryCall<_turnkeeper_v1_AppendEventsRequest__Output, _turnkeeper_v1_AppendEventsResponse>;
   
   /**
+   * RUNNING, PARKED or QUEUED -> CANCELLED. The service writes the terminal
+   * turn.cancelled event, tells the replica running the turn to stop, and refuses
+   * every later write of that execution (ABORTED). The thread's checkpoints stay
+   * unless rollback is set. A turn already over: FAILED_PRECONDITION.
+   */
+  CancelTurn: grpc.handleUnaryCall<_turnkeeper_v1_CancelTurnRequest__Output, _turnkeeper_v1_CancelTurnResponse>;
+  
+  /**
    * Take over a RUNNING turn that has no owner (after a resume or a lease-expiry
    * re-drive was handed to this replica over NATS). Fenced by attempt.
    */
@@ -331,6 +362,7 @@ export interface TurnServiceHandlers extends grpc.UntypedServiceImplementation {
 
 export interface TurnServiceDefinition extends grpc.ServiceDefinition {
   AppendEvents: MethodDefinition<_turnkeeper_v1_AppendEventsRequest, _turnkeeper_v1_AppendEventsResponse, _turnkeeper_v1_AppendEventsRequest__Output, _turnkeeper_v1_AppendEventsResponse__Output>
+  CancelTurn: MethodDefinition<_turnkeeper_v1_CancelTurnRequest, _turnkeeper_v1_CancelTurnResponse, _turnkeeper_v1_CancelTurnRequest__Output, _turnkeeper_v1_CancelTurnResponse__Output>
   ClaimTurn: MethodDefinition<_turnkeeper_v1_ClaimTurnRequest, _turnkeeper_v1_ClaimTurnResponse, _turnkeeper_v1_ClaimTurnRequest__Output, _turnkeeper_v1_ClaimTurnResponse__Output>
   FinishTurn: MethodDefinition<_turnkeeper_v1_FinishTurnRequest, _turnkeeper_v1_FinishTurnResponse, _turnkeeper_v1_FinishTurnRequest__Output, _turnkeeper_v1_FinishTurnResponse__Output>
   GetTurn: MethodDefinition<_turnkeeper_v1_GetTurnRequest, _turnkeeper_v1_GetTurnResponse, _turnkeeper_v1_GetTurnRequest__Output, _turnkeeper_v1_GetTurnResponse__Output>

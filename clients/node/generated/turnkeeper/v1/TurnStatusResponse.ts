@@ -9,6 +9,10 @@ export interface TurnStatusResponse {
   'attempts'?: (number);
   'lastSeq'?: (number | string | Long);
   'error'?: (string);
+  /**
+   * As Turn.end_reason.
+   */
+  'endReason'?: (string);
 }
 
 export interface TurnStatusResponse__Output {
@@ -17,4 +21,8 @@ export interface TurnStatusResponse__Output {
   'attempts': (number);
   'lastSeq': (number);
   'error': (string);
+  /**
+   * As Turn.end_reason.
+   */
+  'endReason': (string);
 }

@@ -1,0 +1,10 @@
+// Original file: ../../protos/turnkeeper/v1/checkpoints.proto
+
+
+export interface DeleteForRunsRequest {
+  'runIds'?: (string)[];
+}
+
+export interface DeleteForRunsRequest__Output {
+  'runIds': (string)[];
+}

@@ -182,7 +182,7 @@ def build_parser(serve_arguments: bool = True) -> argparse.ArgumentParser:
         dest="state",
         type=_state,
         metavar="STATE",
-        help="RUNNING, PARKED, DONE or FAILED",
+        help="RUNNING, PARKED, DONE, FAILED, CANCELLED or QUEUED",
     )
     listing.add_argument("--agent", default="", help="only turns of this agent")
     listing.add_argument("--thread", default="", help="only turns on this thread")

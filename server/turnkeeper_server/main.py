@@ -11,9 +11,9 @@ import signal
 from pathlib import Path
 
 from turnkeeper_server import logs
-from turnkeeper_server.durations import add_lifecycle_arguments
 from turnkeeper_server.app import create_server
 from turnkeeper_server.config import Settings, resolve_paths
+from turnkeeper_server.durations import add_lifecycle_arguments
 from turnkeeper_server.messaging.embedded import EmbeddedNats
 from turnkeeper_server.rpc.limits import DEFAULT_LIMITS
 from turnkeeper_server.security.transport import InsecureListen

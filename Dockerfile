@@ -1,7 +1,7 @@
-# turnkeeper: the durable-execution gRPC service (DESIGN.md).
+# turnkeeper: the durable-execution gRPC service (docs/architecture.md).
 #
 #   docker build -t turnkeeper .
-#   docker run -p 50051:50051 -p 9464:9464 -v turnkeeper-data:/data \
+#   docker run -p 50051:50051 -p 50080:50080 -p 9464:9464 -v turnkeeper-data:/data \
 #     -v ./secrets:/secrets:ro -e TURNKEEPER_TLS_CERT=/secrets/tls.crt \
 #     -e TURNKEEPER_TLS_KEY=/secrets/tls.key -e TURNKEEPER_TOKENS_FILE=/secrets/tokens.jsonl \
 #     turnkeeper
@@ -15,12 +15,15 @@
 FROM python:3.11.14-slim-bookworm
 
 # Logs unbuffered, so they reach `docker logs` as they are written; Prometheus
-# metrics on by default in a container (--metrics-listen overrides it).
+# metrics on by default in a container (--metrics-listen overrides it). The data
+# dir is set through the environment, not a --data-dir flag: VYSTAK_SESSIONS_PATH
+# and VYSTAK_TURNS_PATH win over TURNKEEPER_DATA_DIR, and a flag would win over them.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore \
-    TURNKEEPER_METRICS_LISTEN=0.0.0.0:9464
+    TURNKEEPER_METRICS_LISTEN=0.0.0.0:9464 \
+    TURNKEEPER_DATA_DIR=/data
 
 # A fixed uid/gid, so a volume's ownership means the same thing on every host.
 # /data is created and chowned before VOLUME: a new named volume copies it.
@@ -32,14 +35,16 @@ RUN groupadd --system --gid 10001 turnkeeper \
 
 WORKDIR /app
 COPY . .
-RUN pip install --no-cache-dir . \
- && rm -rf build ./*.egg-info
+# The server and the client with its agent extra (the example agent runs the bridge);
+# pip takes the server's `turnkeeper` requirement from ./clients/python.
+RUN pip install --no-cache-dir './clients/python[agent]' ./server \
+ && rm -rf clients/python/build server/build clients/python/*.egg-info server/*.egg-info
 
 # Numeric, so a runtime (Kubernetes runAsNonRoot) can tell it is not root.
 USER 10001:10001
 VOLUME /data
 # gRPC (TurnService, CheckpointService, health, reflection) and Prometheus metrics.
-EXPOSE 50051 9464
+EXPOSE 50051 50080 9464
 
 # The standard gRPC health service, asked by the CLI (`turnkeeper health`).
 HEALTHCHECK --interval=10s --timeout=5s --start-period=15s --retries=3 \
@@ -49,4 +54,4 @@ HEALTHCHECK --interval=10s --timeout=5s --start-period=15s --retries=3 \
 # starts its graceful shutdown (health NOT_SERVING, drain, flush the outbox).
 STOPSIGNAL SIGTERM
 ENTRYPOINT ["turnkeeper", "serve"]
-CMD ["--listen", "0.0.0.0:50051", "--data-dir", "/data"]
+CMD ["--listen", "0.0.0.0:50051"]

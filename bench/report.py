@@ -155,7 +155,7 @@ def render(
         "## Reproduce",
         "",
         "```sh",
-        "pip install -e '.[dev,bench]'",
+        "pip install -e './clients/python[agent,panel,examples]' -e ./server -e '.[dev,bench]'",
         "npm ci --prefix bench        # the Restate server, for the Restate comparison",
         "python -m bench              # all of it, about 10 minutes; writes this file",
         "python -m bench --smoke      # seconds, what CI runs (tests/operator/test_bench_smoke.py)",

@@ -1,4 +1,4 @@
-"""RemoteSaver against LangGraph's in-process SqliteSaver (issue 3, Speed).
+"""RemoteSaver against LangGraph's in-process SqliteSaver.
 
 Both sides commit with `synchronous=FULL` (the service's default; set with a
 PRAGMA on SqliteSaver's connection) in WAL mode. The graph with no checkpointer is

@@ -1,21 +1,53 @@
 """Shared fixtures: a real nats-server, a real grpc.aio service on port 0, SQLite
-files under tmp_path. Nothing is mocked."""
+files under tmp_path or a database of a real PostgreSQL. Nothing is mocked.
+
+The service-level suites run on both backends: a module marked `both_backends`
+gets each test twice, with `backend` "sqlite" and "postgres"; every other test
+gets "sqlite". The services a test starts follow `backend`.
+"""
 
 from __future__ import annotations
 
-import dataclasses
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
 
-import grpc
 import pytest
 from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer, create_server
-from turnkeeper_server.config import Settings
 
 from tests.support.nats import NatsServer
+from tests.support.postgres import PostgresCluster
+from tests.support.service import BACKENDS, ServiceFactory, make_settings
+
+
+def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    if "backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
+        "both_backends"
+    ):
+        metafunc.parametrize("backend", BACKENDS)
+
+
+@pytest.fixture
+def backend() -> str:
+    """The store the test's services use; "sqlite" unless the module runs on both."""
+    return "sqlite"
+
+
+@pytest.fixture(scope="session")
+def postgres_cluster() -> Iterator[PostgresCluster]:
+    with PostgresCluster.temporary() as cluster:
+        yield cluster
+
+
+@pytest.fixture
+def database_url(backend: str, request: pytest.FixtureRequest) -> str | None:
+    """A fresh PostgreSQL database for a postgres-backend test; None for SQLite."""
+    if backend != "postgres":
+        return None
+    cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
+    return cluster.new_database()
 
 
 @pytest.fixture
@@ -28,29 +60,16 @@ def nats_server() -> Iterator[NatsServer]:
         server.stop()
 
 
-def make_settings(data_dir: Path, **overrides: Any) -> Settings:
-    base = Settings(
-        turns_path=data_dir / "turns.db",
-        sessions_path=data_dir / "sessions.db",
-        listen="127.0.0.1:0",
-        lease_seconds=2.0,
-        claim_seconds=1.0,
-        reap_interval=0.2,
-        shutdown_grace=1.0,
-    )
-    return dataclasses.replace(base, **overrides)
-
-
-ServiceFactory = Callable[..., Awaitable[TurnkeeperServer]]
-
-
 @pytest.fixture
-async def make_service(tmp_path: Path, nats_server: NatsServer) -> AsyncIterator[ServiceFactory]:
+async def make_service(
+    tmp_path: Path, nats_server: NatsServer, database_url: str | None
+) -> AsyncIterator[ServiceFactory]:
     # Depends on nats_server so NATS outlives every service: teardown stops the
     # services first, and their outbox flush finds NATS still there.
     started: list[TurnkeeperServer] = []
 
     async def make(**overrides: Any) -> TurnkeeperServer:
+        overrides.setdefault("database_url", database_url)
         server = await create_server(make_settings(tmp_path, **overrides))
         started.append(server)
         return server
@@ -79,11 +98,3 @@ def turns(channel: aio.Channel) -> turns_pb2_grpc.TurnServiceAsyncStub:
 @pytest.fixture
 def checkpoints(channel: aio.Channel) -> checkpoints_pb2_grpc.CheckpointServiceAsyncStub:
     return checkpoints_pb2_grpc.CheckpointServiceStub(channel)
-
-
-async def expect_code(call: Awaitable[Any], code: grpc.StatusCode) -> str:
-    """Await a call that must fail with `code`; returns the status message."""
-    with pytest.raises(aio.AioRpcError) as info:
-        await call
-    assert info.value.code() == code, f"{info.value.code()}: {info.value.details()}"
-    return info.value.details() or ""

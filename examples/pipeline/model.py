@@ -2,7 +2,7 @@
 
 By default every step talks to :class:`ScriptedChatModel`, whose reply is a pure
 function of the prompt. That matters for durable execution: when an agent dies
-mid-turn, the node that was running runs again (at-least-once, DESIGN.md §5), and a
+mid-turn, the node that was running runs again (at-least-once, docs/architecture.md §5), and a
 re-run must say what the first run said for the transcripts to match. (langchain's
 ``GenericFakeChatModel`` replays a fixed iterator instead, so a re-run node would get
 the *next* canned reply.)

@@ -9,19 +9,28 @@ consequences are deliberate and tested:
   its first step finishes and writes ``step`` again.
 
 :func:`sidebar_states` is the whole logic, a pure function; :func:`render_sidebar`
-only draws its result with rich.
+and :func:`sidebar_text` only draw its result, each step under its label
+(**Analyze**, **Plan**, **Generate**), not its node id.
 """
 
 from __future__ import annotations
 
 import enum
 from collections.abc import Sequence
+from typing import Final
 
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
 
 from examples.pipeline.graph import STEPS
+
+#: What the sidebar shows for each node of the graph.
+LABELS: Final = {"analyze": "Analyze", "plan": "Plan", "generate": "Generate"}
+
+
+def label(step: str) -> str:
+    return LABELS.get(step, step)
 
 
 class StepState(enum.Enum):
@@ -61,5 +70,12 @@ def render_sidebar(step: str | None, steps: Sequence[str] = STEPS) -> Panel:
     table = Table.grid(padding=(0, 1))
     for name, state in sidebar_states(step, steps):
         mark, style = _LOOK[state]
-        table.add_row(Text(mark, style=style), Text(name, style=style))
+        table.add_row(Text(mark, style=style), Text(label(name), style=style))
     return Panel(table, title="Pipeline", expand=False)
+
+
+def sidebar_text(step: str | None, steps: Sequence[str] = STEPS) -> str:
+    """The sidebar on one line: ``✓ Analyze  ● Plan  ○ Generate``."""
+    return "  ".join(
+        f"{_LOOK[state][0]} {label(name)}" for name, state in sidebar_states(step, steps)
+    )

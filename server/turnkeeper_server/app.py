@@ -20,21 +20,22 @@ from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
 
-from turnkeeper_server.security import transport as security
-from turnkeeper_server.security.auth import Authenticate, TokenStore
 from turnkeeper_server.config import Settings
-from turnkeeper_server.store.sqlite import Database
-from turnkeeper_server.rpc.interceptors import ErrorsAndMetrics
-from turnkeeper_server.journal.transitions import Policy
-from turnkeeper_server.metrics import Metrics
+from turnkeeper_server.engine import Engine
+from turnkeeper_server.journal.records import Policy
 from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.messaging.outbox import OutboxPublisher
+from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.reaper import LeaseReaper
 from turnkeeper_server.retention import RetentionSweeper
 from turnkeeper_server.rpc.checkpoint_service import CheckpointServicer
+from turnkeeper_server.rpc.interceptors import ErrorsAndMetrics
 from turnkeeper_server.rpc.turn_service import TurnServicer
-from turnkeeper_server.engine import Turns
+from turnkeeper_server.security import transport as security
+from turnkeeper_server.security.auth import Authenticate, TokenStore
+from turnkeeper_server.store import open_store
 from turnkeeper_server.watch import TurnNotifier
+from turnkeeper_server.web.app import WebServer
 
 log = logging.getLogger(__name__)
 
@@ -51,8 +52,12 @@ class TurnkeeperServer:
         security.check_exposure(settings, tokens=self.tokens is not None)
         self.credentials = security.server_credentials(settings)
         self.settings = settings
-        self.metrics = Metrics(settings.turns_path, settings.sessions_path)
-        self.db = Database(settings.turns_path, settings.sessions_path, settings.synchronous)
+        self.metrics = (
+            Metrics(database_url=settings.database_url)
+            if settings.database_url
+            else Metrics(settings.turns_path, settings.sessions_path)
+        )
+        self.db = open_store(settings)
         self.link = NatsLink(settings.nats_url)
         self.outbox = OutboxPublisher(self.db, self.link, metrics=self.metrics)
         self.notifier = TurnNotifier()
@@ -64,7 +69,7 @@ class TurnkeeperServer:
             max_run_seconds=settings.max_run_seconds,
             park_expiry_seconds=settings.park_expiry_seconds,
         )
-        self.turns = Turns(
+        self.engine = Engine(
             self.db,
             self.policy,
             self.notifier,
@@ -73,15 +78,28 @@ class TurnkeeperServer:
             self.metrics,
             namespace=settings.namespace,
         )
-        self.reaper = LeaseReaper(self.turns, settings.reap_interval)
+        self.reaper = LeaseReaper(self.engine, settings.reap_interval)
         self.retention = RetentionSweeper(
             self.db, self.policy, settings.retention_seconds, settings.retention_interval
         )
+        self.turn_servicer = TurnServicer(self.engine, settings.limits)
+        # The HTTP side calls the same servicer (and so shares its WatchTurn quota).
+        self.web: WebServer | None = None
+        if settings.http_listen is not None:
+            self.web = WebServer(
+                settings,
+                servicer=self.turn_servicer,
+                tokens=self.tokens,
+                metrics=self.metrics,
+                link=self.link,
+                serving=lambda: not self._stopped,
+            )
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]  # not in grpc-stubs
         self.server: aio.Server | None = None
         self.port = 0
         self.metrics_port = 0
         self._metrics_http: object | None = None
+        self._db_open = False
         self._stopped = False
         self._stop_lock = asyncio.Lock()
 
@@ -93,6 +111,8 @@ class TurnkeeperServer:
     async def start(self) -> None:
         tokens, credentials = self.tokens, self.credentials
         self.db.open()
+        self._db_open = True
+        self.db.listen(self.notifier.changed)
         # ErrorsAndMetrics is outermost: authentication refusals are mapped and counted.
         interceptors: list[Any] = [ErrorsAndMetrics(self.metrics)]
         if tokens is not None:
@@ -105,12 +125,9 @@ class TurnkeeperServer:
                 ("grpc.max_send_message_length", message_bytes),
             ],
         )
-        turns_pb2_grpc.add_TurnServiceServicer_to_server(
-            TurnServicer(self.turns, self.settings.limits), server
-        )
+        turns_pb2_grpc.add_TurnServiceServicer_to_server(self.turn_servicer, server)
         checkpoints_pb2_grpc.add_CheckpointServiceServicer_to_server(
-            CheckpointServicer(self.db, self.settings.limits, self.metrics, engine=self.turns),
-            server,
+            CheckpointServicer(self.engine, self.settings.limits, self.metrics), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self.settings.reflection:
@@ -129,6 +146,8 @@ class TurnkeeperServer:
         await self.reaper.start()
         await self.retention.start()
         await server.start()
+        if self.web is not None:
+            await self.web.start()
         if self.settings.metrics_listen:
             host, _, port = self.settings.metrics_listen.rpartition(":")
             http, _thread = start_http_server(
@@ -140,14 +159,13 @@ class TurnkeeperServer:
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
         log.info(
-            "turnkeeper serving on %s (%s, %s; turns %s, sessions %s, NATS %s)",
+            "turnkeeper serving on %s (%s, %s; %s, NATS %s)",
             self.address,
             ("mutual TLS" if self.settings.tls_client_ca else "TLS")
             if credentials
             else "plaintext",
             f"{len(tokens)} tokens" if tokens else "no authentication",
-            self.settings.turns_path,
-            self.settings.sessions_path,
+            self.db.describe(),
             self.settings.nats_url or "off",
         )
 
@@ -160,15 +178,19 @@ class TurnkeeperServer:
             grace = self.settings.shutdown_grace if grace is None else grace
             # Probes see NOT_SERVING first, so load balancers stop sending work.
             await self.health.enter_graceful_shutdown()
+            if self.web is not None:
+                await self.web.stop()
             if self.server is not None:
                 await self.server.stop(grace)
             await self.reaper.stop()
             await self.retention.stop()
-            await self.turns.stop()
+            await self.engine.stop()
             await self.outbox.stop()
-            left = await self.outbox.flush(timeout=grace)
+            # A start that failed opening the store (another service holds it, the
+            # database is unreachable) has nothing to flush.
+            left = await self.outbox.flush(timeout=grace) if self._db_open else 0
             if left:
-                log.warning("%d outbox messages stay in turns.db for the next start", left)
+                log.warning("%d outbox messages stay stored for the next start", left)
             await self.link.stop()
             if self._metrics_http is not None:
                 self._metrics_http.shutdown()  # type: ignore[attr-defined]

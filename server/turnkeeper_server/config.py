@@ -1,11 +1,18 @@
-"""Settings, and where the two SQLite files live (DESIGN.md §7).
+"""Settings, and where the two SQLite files live (docs/architecture.md §7).
 
 | file         | env override           | deployed default     | fallback                          |
 |--------------|------------------------|----------------------|-----------------------------------|
 | checkpointer | VYSTAK_SESSIONS_PATH   | /data/sessions.db    | <tempdir>/vystak-sessions.db      |
 | turn journal | VYSTAK_TURNS_PATH      | /data/turns.db       | <tempdir>/vystak-turns.db         |
 
-`--data-dir DIR` puts both files in DIR and wins over the env overrides.
+Each file is chosen on its own, first match wins: an explicit `--data-dir DIR`
+(both files in DIR), the file's env override, the deployed data dir
+(`TURNKEEPER_DATA_DIR`, `/data` when unset) when it is a writable directory, then
+the temp dir with a warning. The image sets the data dir through
+`TURNKEEPER_DATA_DIR`, not a flag, so the env overrides still win there. Which
+source chose each path is logged at start.
+`--database-url postgresql://...` (env TURNKEEPER_DATABASE_URL) keeps everything in
+PostgreSQL instead, for any number of replicas on one database.
 """
 
 from __future__ import annotations
@@ -23,6 +30,7 @@ log = logging.getLogger(__name__)
 
 SESSIONS_ENV = "VYSTAK_SESSIONS_PATH"
 TURNS_ENV = "VYSTAK_TURNS_PATH"
+DATA_DIR_ENV = "TURNKEEPER_DATA_DIR"
 DEPLOYED_DATA_DIR = Path("/data")
 
 
@@ -30,6 +38,8 @@ DEPLOYED_DATA_DIR = Path("/data")
 class Settings:
     turns_path: Path
     sessions_path: Path
+    # postgresql://...: everything in that database instead of the two files above.
+    database_url: str | None = None
     listen: str = "127.0.0.1:50051"
     # None: no NATS; the service runs and logs that mirroring is off.
     nats_url: str | None = None
@@ -66,6 +76,10 @@ class Settings:
     insecure: bool = False
     # Server reflection (grpcurl list/describe); with tokens on it needs a token.
     reflection: bool = True
+    # The HTTP side (console, Connect JSON, SSE; web/): HOST:PORT, or None for none.
+    http_listen: str | None = None
+    # When the HTTP port is the default one and taken, serve on a free port instead.
+    http_any_port_if_busy: bool = False
 
 
 def _writable_dir(path: Path) -> bool:
@@ -75,29 +89,35 @@ def _writable_dir(path: Path) -> bool:
 def resolve_paths(
     data_dir: Path | None = None, env: Mapping[str, str] | None = None
 ) -> tuple[Path, Path]:
-    """(turns_path, sessions_path) by the table above."""
+    """(turns_path, sessions_path) by the table above; logs where each came from."""
     env = os.environ if env is None else env
     if data_dir is not None:
         data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
-        return data_dir / "turns.db", data_dir / "sessions.db"
+    deployed = Path(env.get(DATA_DIR_ENV) or DEPLOYED_DATA_DIR)
 
-    def pick(env_name: str, filename: str, fallback: str) -> Path:
-        if env.get(env_name):
-            return Path(env[env_name])
-        if _writable_dir(DEPLOYED_DATA_DIR):
-            return DEPLOYED_DATA_DIR / filename
-        path = Path(tempfile.gettempdir()) / fallback
-        log.warning(
-            "%s is not set and %s is not a writable directory: using %s, "
-            "which does not survive a reboot; set %s or --data-dir",
-            env_name,
-            DEPLOYED_DATA_DIR,
-            path,
-            env_name,
-        )
+    def pick(what: str, env_name: str, filename: str, fallback: str) -> Path:
+        if data_dir is not None:
+            path, source = data_dir / filename, "--data-dir"
+        elif env.get(env_name):
+            path, source = Path(env[env_name]), env_name
+        elif _writable_dir(deployed):
+            path = deployed / filename
+            source = DATA_DIR_ENV if env.get(DATA_DIR_ENV) else "the deployed default"
+        else:
+            path, source = Path(tempfile.gettempdir()) / fallback, "the temp-dir fallback"
+            log.warning(
+                "%s is not set and %s is not a writable directory: using %s, "
+                "which does not survive a reboot; set %s, %s or --data-dir",
+                env_name,
+                deployed,
+                path,
+                env_name,
+                DATA_DIR_ENV,
+            )
+        log.info("%s: %s (chosen by %s)", what, path, source)
         return path
 
     return (
-        pick(TURNS_ENV, "turns.db", "vystak-turns.db"),
-        pick(SESSIONS_ENV, "sessions.db", "vystak-sessions.db"),
+        pick("turn journal", TURNS_ENV, "turns.db", "vystak-turns.db"),
+        pick("checkpointer", SESSIONS_ENV, "sessions.db", "vystak-sessions.db"),
     )

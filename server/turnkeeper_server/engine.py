@@ -1,9 +1,12 @@
-"""The turn journal as the servicers use it: async operations over `journal`.
+"""The engine: the one layer the servicers, the reaper and the metrics go through.
 
-Each operation is one compare-and-set in the writer thread; after it commits, the
-watchers of the turn are woken and the outbox publisher is told there is work.
-Hand-offs to a live replica (after a resume or a re-drive that has no caller to
-take it) happen here too, after the commit, over NATS.
+It commits through the store (SQLite or PostgreSQL, `store.contract`): each turn
+operation is one compare-and-set of the journal in one transaction, and each
+checkpoint operation one write of the backend's checkpoint rows. After a turn
+commits, the engine wakes the turn's watchers (on other replicas too, through the
+store's notification) and tells the outbox there is work; hand-offs of work to a
+live replica (after a resume, or a re-drive that has no caller to take it) happen
+here too, after the commit, over NATS. No servicer or metric reaches into SQL itself.
 """
 
 from __future__ import annotations
@@ -11,28 +14,22 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import sqlite3
-from collections.abc import AsyncIterator, Callable, Coroutine, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from turnkeeper_server.journal import containment, erasure, lifecycle, redrive
-from turnkeeper_server.journal.erasure import Erased
+from turnkeeper_server.engine_lifecycle import LifecycleOps
+from turnkeeper_server.journal import checkpoints, containment, lifecycle, redrive
 from turnkeeper_server.journal import transitions as journal
-from turnkeeper_server.store.sqlite import Database, Reader, Tx
-from turnkeeper_server.journal.transitions import EventRecord, NewEvent, Policy, TurnRecord
-from turnkeeper_server.logs import turn_log
-from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.journal.lifecycle import Cancelled, Ended
-from turnkeeper_server.messaging.link import (
-    CANCEL_METHOD,
-    EXECUTE_METHOD,
-    NatsLink,
-    agent_subject,
-    control_subject,
-)
-from turnkeeper_server.messaging.outbox import OutboxPublisher
+from turnkeeper_server.journal.records import EventRecord, NewEvent, Policy, TurnRecord
 from turnkeeper_server.journal.redrive import Redriven
+from turnkeeper_server.logs import turn_log
+from turnkeeper_server.messaging.link import EXECUTE_METHOD, NatsLink, agent_subject
+from turnkeeper_server.messaging.outbox import OutboxPublisher
+from turnkeeper_server.metrics import Metrics
+from turnkeeper_server.store.contract import Conn, Store, Tx
+from turnkeeper_server.store.sqlite import Reader
 from turnkeeper_server.watch import TurnNotifier
 
 log = logging.getLogger(__name__)
@@ -49,10 +46,12 @@ class Reset:
     checkpoint_id: str
 
 
-class Turns:
+class Engine(LifecycleOps):
+    """Turns and checkpoints, committed through the store (see the module docstring)."""
+
     def __init__(
         self,
-        db: Database,
+        db: Store,
         policy: Policy,
         notifier: TurnNotifier,
         outbox: OutboxPublisher,
@@ -78,6 +77,7 @@ class Turns:
         def op(tx: Tx) -> T:
             result = fn(tx)
             ids = list(turn_ids(result))
+            tx.announce(ids)
 
             def woken() -> None:
                 for turn_id in ids:
@@ -114,6 +114,33 @@ class Turns:
             before_rowid=before,
             limit=limit,
         )
+
+    def thread_agents(self, thread_id: str) -> set[str]:
+        return journal.thread_agents(self._read().conn, thread_id)
+
+    # -- checkpoints ----------------------------------------------------------------
+
+    async def checkpoint(
+        self, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> checkpoints.CheckpointRow | None:
+        return await self.db.read(
+            lambda conn: self.db.checkpoints.get(conn, thread_id, checkpoint_ns, checkpoint_id)
+        )
+
+    async def list_checkpoints(self, **query: Any) -> list[checkpoints.CheckpointRow]:
+        """`journal.checkpoints.list_`'s keyword arguments (the same on every backend)."""
+        return await self.db.read(lambda conn: list(self.db.checkpoints.list_(conn, **query)))
+
+    async def put_checkpoint(self, **fields: Any) -> None:
+        """`journal.checkpoints.put`'s keyword arguments, fence included."""
+        await self.db.write(lambda tx: self.db.checkpoints.put(tx, **fields))
+
+    async def put_writes(self, **fields: Any) -> None:
+        """`journal.checkpoints.put_writes`'s keyword arguments, fence included."""
+        await self.db.write(lambda tx: self.db.checkpoints.put_writes(tx, **fields))
+
+    async def delete_thread(self, thread_id: str) -> None:
+        await self.db.write(lambda tx: self.db.checkpoints.delete_thread(tx, thread_id))
 
     # -- transitions ----------------------------------------------------------------
 
@@ -315,77 +342,6 @@ class Turns:
                 task.add_done_callback(self._dispatches.discard)
         return redriven
 
-    def _capped(self, tx: Tx, redriven: list[Redriven]) -> list[Redriven]:
-        """A turn failed at the re-drive cap ended: its thread's queue moves on."""
-        for r in redriven:
-            if r.failed_at_cap:
-                ended = lifecycle.after_end(tx, r.turn, self.policy)
-                if ended.promoted is not None:
-                    tx.after_commit(
-                        functools.partial(self._after_end, Ended(promoted=ended.promoted), r.turn)
-                    )
-        return redriven
-
-    # -- cancel and the queue ---------------------------------------------------------
-
-    async def cancel(self, *, turn_id: str, rollback: bool, detail: str) -> Cancelled:
-        cancelled, ended = await self._write(
-            lambda r: [turn_id] + ([r[1].promoted.turn_id] if r[1].promoted else []),
-            lambda tx: lifecycle.cancel_turn(
-                tx, turn_id=turn_id, rollback=rollback, detail=detail, policy=self.policy
-            ),
-        )
-        self._cancelled(cancelled, detail or "CancelTurn")
-        self._after_end(ended, cancelled.turn)
-        return cancelled
-
-    async def erase_thread(self, *, thread_id: str, cancel: bool) -> Erased:
-        erased = await self._write(
-            lambda e: [e.cancelled.turn.turn_id] if e.cancelled else [],
-            lambda tx: erasure.erase_thread(
-                tx, thread_id=thread_id, cancel=cancel, policy=self.policy
-            ),
-        )
-        if erased.cancelled is not None:
-            self._cancelled(erased.cancelled, "thread deleted")
-            self._after_end(Ended(stop_owner=erased.cancelled.owner), erased.cancelled.turn)
-        log.info("thread %s erased: %d turns", thread_id, erased.turns_deleted)
-        return erased
-
-    def _cancelled(self, cancelled: Cancelled, why: str) -> None:
-        self.metrics.turns_finished.labels(state=cancelled.turn.state).inc()
-        turn_log(log, cancelled.turn.turn_id, cancelled.turn.attempts).info(
-            "cancelled (%s)%s",
-            why,
-            f"; rollback removed {cancelled.checkpoints_removed} checkpoints"
-            if cancelled.checkpoints_removed
-            else "",
-        )
-
-    def _after_end(self, ended: Ended, turn: TurnRecord) -> None:
-        """After the commit that ended `turn`: tell its executor to stop, and hand
-        the thread's next (promoted) turn to a replica. Both in the background."""
-        if ended.stop_owner is not None:
-            self._background(self._tell_stop(turn))
-        if ended.promoted is not None:
-            self.notifier.notify(ended.promoted.turn_id)
-            turn_log(log, ended.promoted.turn_id, 0).info(
-                "dequeued on thread %s: RUNNING, waiting for a replica", turn.thread_id
-            )
-            self._background(self.dispatch(ended.promoted, reason="dequeued"))
-
-    async def _tell_stop(self, turn: TurnRecord) -> bool:
-        return await self.link.notify(
-            control_subject(self.policy.subject_prefix, self.namespace, turn.agent),
-            CANCEL_METHOD,
-            {"turn_id": turn.turn_id, "attempt": turn.attempts, "reason": turn.end_reason},
-        )
-
-    def _background(self, coro: Coroutine[Any, Any, bool]) -> None:
-        task = asyncio.create_task(coro)
-        self._dispatches.add(task)
-        task.add_done_callback(self._dispatches.discard)
-
     def _count(self, redriven: Sequence[Redriven], trigger: str) -> None:
         for r in redriven:
             tlog = turn_log(log, r.turn.turn_id, r.turn.attempts)
@@ -448,7 +404,7 @@ class Turns:
             while True:
                 waiter = self.notifier.register(turn_id)
                 try:
-                    turn, events = self._read().snapshot(
+                    turn, events = await self.db.read(
                         functools.partial(_turn_and_events, turn_id=turn_id, after_seq=cursor)
                     )
                     if turn.rewinds != epoch:
@@ -480,7 +436,7 @@ class Turns:
 
 
 def _turn_and_events(
-    conn: sqlite3.Connection, *, turn_id: str, after_seq: int
+    conn: Conn, *, turn_id: str, after_seq: int
 ) -> tuple[TurnRecord, list[EventRecord]]:
     return (
         journal.require_turn(conn, turn_id),

@@ -9,6 +9,7 @@ from __future__ import annotations
 import sqlite3
 
 import grpc
+import psycopg
 
 
 class TurnkeeperError(Exception):
@@ -65,4 +66,9 @@ def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:
         # Disk full, I/O error, read-only file: the write was not committed, so it
         # was not acknowledged. The client may retry once storage is healthy.
         return grpc.StatusCode.UNAVAILABLE, f"storage refused the operation: {exc}"
+    if isinstance(exc, psycopg.OperationalError):
+        # A read on a connection PostgreSQL dropped (a restart, a network fault);
+        # the next call reconnects.
+        detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+        return grpc.StatusCode.UNAVAILABLE, f"PostgreSQL is unreachable: {detail}"
     return grpc.StatusCode.INTERNAL, f"internal error: {type(exc).__name__}"

@@ -1,4 +1,9 @@
-"""`turnkeeper serve`: flags and env to Settings, signals to a graceful stop."""
+"""`turnkeeper serve`: flags and env to Settings, signals to a graceful stop.
+
+The client's CLI finds this module through the `turnkeeper.commands` entry point
+group (server/pyproject.toml) and calls `add_arguments` and `run`; `turnkeeper-server`
+and `python -m turnkeeper_server` call `main`.
+"""
 
 from __future__ import annotations
 
@@ -14,11 +19,16 @@ from turnkeeper_server import logs
 from turnkeeper_server.app import create_server
 from turnkeeper_server.config import Settings, resolve_paths
 from turnkeeper_server.durations import add_lifecycle_arguments
+from turnkeeper_server.errors import Unavailable
 from turnkeeper_server.messaging.embedded import EmbeddedNats
 from turnkeeper_server.rpc.limits import DEFAULT_LIMITS
 from turnkeeper_server.security.transport import InsecureListen
+from turnkeeper_server.store.lockfile import StoreInUse
 
 log = logging.getLogger("turnkeeper")
+
+# What `turnkeeper --help` says about the command this module provides.
+HELP = "run the turnkeeper gRPC service"
 
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
@@ -32,8 +42,16 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--data-dir",
         type=Path,
         default=None,
-        help="directory for turns.db and sessions.db (overrides "
-        "VYSTAK_TURNS_PATH and VYSTAK_SESSIONS_PATH)",
+        help="directory for turns.db and sessions.db; wins over VYSTAK_TURNS_PATH and "
+        "VYSTAK_SESSIONS_PATH, which win over TURNKEEPER_DATA_DIR (default /data, "
+        "when writable; else the temp dir, with a warning)",
+    )
+    parser.add_argument(
+        "--database-url",
+        default=env("TURNKEEPER_DATABASE_URL") or None,
+        help="postgresql://... : keep journal and checkpoints in PostgreSQL, so several "
+        "replicas can serve one database (env TURNKEEPER_DATABASE_URL); default: SQLite "
+        "files (--data-dir)",
     )
     parser.add_argument(
         "--nats-url",
@@ -65,6 +83,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     add_lifecycle_arguments(parser)
     add_security_arguments(parser)
+    parser.add_argument(
+        "--http-port",
+        type=int,
+        default=None,
+        help=f"port of the console and HTTP API, on the --listen host; 0: any free port; "
+        f"-1: no HTTP (env TURNKEEPER_HTTP_PORT; default {DEFAULT_HTTP_PORT}, or a free "
+        "port when that one is taken)",
+    )
     parser.add_argument(
         "--metrics-listen",
         default=env("TURNKEEPER_METRICS_LISTEN"),
@@ -142,11 +168,35 @@ def add_security_arguments(parser: argparse.ArgumentParser) -> None:
     )
 
 
+DEFAULT_HTTP_PORT = 50080
+
+
+def _http_listen(args: argparse.Namespace) -> tuple[str | None, bool]:
+    """(HOST:PORT of the HTTP side or None, whether the port is the default one)."""
+    given = args.http_port
+    if given is None and os.environ.get("TURNKEEPER_HTTP_PORT"):
+        given = int(os.environ["TURNKEEPER_HTTP_PORT"])
+    port = DEFAULT_HTTP_PORT if given is None else given
+    if port < 0:
+        return None, False
+    unix = args.listen.startswith(("unix:", "unix-abstract:"))
+    host = "127.0.0.1" if unix or ":" not in args.listen else args.listen.rpartition(":")[0]
+    return f"{host}:{port}", given is None
+
+
 def settings_from_args(args: argparse.Namespace, nats_url: str | None) -> Settings:
-    turns_path, sessions_path = resolve_paths(args.data_dir)
+    if args.database_url:
+        # Unused with PostgreSQL; not resolved, so no warning about a temporary dir.
+        turns_path, sessions_path = Path("turns.db"), Path("sessions.db")
+    else:
+        turns_path, sessions_path = resolve_paths(args.data_dir)
+    http_listen, default_port = _http_listen(args)
     return Settings(
+        http_listen=http_listen,
+        http_any_port_if_busy=default_port,
         turns_path=turns_path,
         sessions_path=sessions_path,
+        database_url=args.database_url,
         listen=args.listen,
         nats_url=nats_url,
         subject_prefix=args.subject_prefix,
@@ -180,7 +230,7 @@ async def serve(args: argparse.Namespace) -> int:
     try:
         try:
             server = await create_server(settings_from_args(args, nats_url))
-        except (InsecureListen, ValueError) as exc:
+        except (InsecureListen, ValueError, StoreInUse, Unavailable) as exc:
             # Configuration, not a crash: say what is wrong without a traceback.
             log.error("%s", exc)
             return 2
@@ -190,6 +240,8 @@ async def serve(args: argparse.Namespace) -> int:
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
         print(f"turnkeeper listening on {server.address}", flush=True)
+        if server.web is not None:
+            print(f"turnkeeper console on {server.web.url}console/", flush=True)
         await stop.wait()
         log.info("signal received: shutting down")
     finally:
@@ -203,3 +255,13 @@ async def serve(args: argparse.Namespace) -> int:
 def run(args: argparse.Namespace) -> int:
     logs.configure(args.log_level, args.log_format)
     return asyncio.run(serve(args))
+
+
+# The names the client's CLI looks up on an entry point of `turnkeeper.commands`.
+add_arguments = add_serve_arguments
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="turnkeeper-server", description=HELP)
+    add_serve_arguments(parser)
+    return run(parser.parse_args(argv))

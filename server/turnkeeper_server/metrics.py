@@ -2,26 +2,34 @@
 
 Served on their own port (`--metrics-listen`) by prometheus-client's HTTP server.
 Gauges that describe stored state (turns by state, outbox backlog) are read from
-SQLite at scrape time on a connection of their own, so they are never stale.
+the store at scrape time on a connection of their own, so they are never stale.
 """
 
 from __future__ import annotations
 
 import contextlib
 import sqlite3
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
+from typing import Any
 
+import psycopg
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
+from turnkeeper.states import STATE_NAMES
 
-STATES = ("RUNNING", "PARKED", "DONE", "FAILED")
+from turnkeeper_server.journal import stats
+
+STATES = STATE_NAMES
 
 
 class _StoredState(Collector):
-    def __init__(self, turns_path: Path) -> None:
-        self.turns_path = turns_path
+    """Turns by state and the outbox backlog, read at scrape time on a short-lived
+    connection of the scraper's thread (the SQLite file read-only, or PostgreSQL)."""
+
+    def __init__(self, connect: Callable[[], Any]) -> None:
+        self.connect = connect
 
     def collect(self) -> Iterator[GaugeMetricFamily]:
         by_state = GaugeMetricFamily(
@@ -31,15 +39,13 @@ class _StoredState(Collector):
             "turnkeeper_outbox_backlog", "Outbox messages not yet published"
         )
         try:
-            conn = sqlite3.connect(f"file:{self.turns_path}?mode=ro", uri=True, timeout=1.0)
-        except sqlite3.Error:
+            conn = self.connect()
+        except (sqlite3.Error, psycopg.Error):
             return
         try:
-            counts = dict(
-                conn.execute("SELECT state, count(*) FROM turns GROUP BY state").fetchall()
-            )
-            pending = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
-        except sqlite3.Error:
+            counts = stats.state_counts(conn)
+            pending = stats.outbox_backlog(conn)
+        except (sqlite3.Error, psycopg.Error):
             return
         finally:
             conn.close()
@@ -70,7 +76,13 @@ class _FileSizes(Collector):
 
 
 class Metrics:
-    def __init__(self, turns_path: Path | None = None, sessions_path: Path | None = None) -> None:
+    def __init__(
+        self,
+        turns_path: Path | None = None,
+        sessions_path: Path | None = None,
+        *,
+        database_url: str | None = None,
+    ) -> None:
         self.registry = CollectorRegistry()
         r = self.registry
         self.turns_started = Counter("turnkeeper_turns_started", "Turns journaled", registry=r)
@@ -120,8 +132,16 @@ class Metrics:
             buckets=(0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5),
             registry=r,
         )
-        if turns_path is not None:
-            r.register(_StoredState(turns_path))
+        if database_url is not None:
+            url = database_url
+            r.register(
+                _StoredState(lambda: psycopg.connect(url, autocommit=True, connect_timeout=2))
+            )
+        elif turns_path is not None:
+            path = turns_path
+            r.register(
+                _StoredState(lambda: sqlite3.connect(f"file:{path}?mode=ro", uri=True, timeout=1.0))
+            )
         files = {"turns": turns_path, "sessions": sessions_path}
         if any(files.values()):
             r.register(_FileSizes({k: v for k, v in files.items() if v is not None}))

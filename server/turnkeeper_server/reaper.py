@@ -11,15 +11,15 @@ import asyncio
 import contextlib
 import logging
 
+from turnkeeper_server.engine import Engine
 from turnkeeper_server.logs import turn_log
-from turnkeeper_server.engine import Turns
 
 log = logging.getLogger(__name__)
 
 
 class LeaseReaper:
-    def __init__(self, turns: Turns, interval: float) -> None:
-        self.turns = turns
+    def __init__(self, engine: Engine, interval: float) -> None:
+        self.engine = engine
         self.interval = interval
         self._task: asyncio.Task[None] | None = None
 
@@ -30,13 +30,13 @@ class LeaseReaper:
         while True:
             await asyncio.sleep(self.interval)
             try:
-                redriven = await self.turns.reap()
+                redriven = await self.engine.reap()
             except asyncio.CancelledError:
                 raise
             except Exception:
                 log.exception("lease reaper pass failed; retrying next interval")
                 continue
-            # Re-drives and failures at the cap are logged by Turns; this is the rest.
+            # Re-drives and failures at the cap are logged by the engine; this is the rest.
             for r in redriven:
                 if not (r.rewound or r.failed_at_cap):
                     turn_log(log, r.turn.turn_id, r.turn.attempts).info(

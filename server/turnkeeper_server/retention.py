@@ -6,8 +6,12 @@ deletes their retained events and any outbox row still held for them, marks them
 pruned (the turn row itself stays: TurnStatus and GetTurn still answer), and prunes
 the checkpoints of their threads to the latest of each namespace, unless the thread
 has a live or queued turn again. Then it gives the freed pages back to the file
-system: `PRAGMA incremental_vacuum` (the files are created with
-auto_vacuum=INCREMENTAL, see store/sqlite.py).
+system where the backend does that on request (`Store.reclaim`: SQLite's
+`PRAGMA incremental_vacuum`, the files being created with auto_vacuum=INCREMENTAL;
+on PostgreSQL autovacuum makes the dead rows' space reusable on its own).
+
+Written once over the store contract: on PostgreSQL the batch's turn rows are
+taken `FOR UPDATE SKIP LOCKED`, so replicas sweeping at once share the work.
 
 Each pass works in batches, one transaction each, so the writer thread is never
 held for long.
@@ -22,8 +26,8 @@ import time
 from dataclasses import dataclass
 
 from turnkeeper_server.journal import maintenance
-from turnkeeper_server.journal.transitions import Policy
-from turnkeeper_server.store.sqlite import Database, Tx
+from turnkeeper_server.journal.records import Policy
+from turnkeeper_server.store.contract import Store, Tx
 
 log = logging.getLogger(__name__)
 
@@ -41,7 +45,7 @@ def sweep_batch(tx: Tx, *, cutoff: float, policy: Policy, limit: int = BATCH) ->
     rows = tx.execute(
         "SELECT turn_id, thread_id FROM main.turns WHERE pruned = 0 "
         "AND state IN ('DONE','FAILED','CANCELLED') AND updated_at < ? "
-        "ORDER BY updated_at LIMIT ?",
+        f"ORDER BY updated_at LIMIT ?{tx.skip_locked}",
         (cutoff, limit),
     ).fetchall()
     if not rows:
@@ -72,14 +76,8 @@ def sweep_rewinds(tx: Tx, *, cutoff: float, policy: Policy) -> None:
     )
 
 
-def vacuum(tx: Tx) -> None:
-    for schema in ("main", "sessions"):
-        # Runs to completion only when every row is stepped through.
-        tx.execute(f"PRAGMA {schema}.incremental_vacuum").fetchall()
-
-
 class RetentionSweeper:
-    def __init__(self, db: Database, policy: Policy, retention: float, interval: float) -> None:
+    def __init__(self, db: Store, policy: Policy, retention: float, interval: float) -> None:
         self.db = db
         self.policy = policy
         self.retention = retention
@@ -107,7 +105,7 @@ class RetentionSweeper:
                 break
         await self.db.write(lambda tx: sweep_rewinds(tx, cutoff=cutoff, policy=self.policy))
         if total.turns:
-            await self.db.write(vacuum)
+            await self.db.reclaim()
             log.info(
                 "retention: %d finished turns pruned (%d events, %d checkpoints)",
                 total.turns,

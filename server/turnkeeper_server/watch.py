@@ -31,5 +31,15 @@ class TurnNotifier:
         for event in self._waiters.get(turn_id, ()):
             event.set()
 
+    def changed(self, turn_id: str | None) -> None:
+        """A change made through another replica; None: any turn may have changed
+        (notifications were missed while reconnecting), so every stream re-reads."""
+        if turn_id is not None:
+            self.notify(turn_id)
+            return
+        for waiters in self._waiters.values():
+            for event in waiters:
+                event.set()
+
     def watchers(self) -> int:
         return sum(len(w) for w in self._waiters.values())

@@ -18,16 +18,16 @@ import nats
 import pytest
 from langgraph.checkpoint.base import empty_checkpoint
 from nats.aio.client import Client
+from turnkeeper.agent.saver import RemoteSaver, durable_config
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.errors import StaleAttempt
-from turnkeeper.agent.saver import RemoteSaver, durable_config
 from turnkeeper.v1 import checkpoints_pb2, turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.conftest import ServiceFactory
 from tests.support.agents import Agents, Panel, agents_for, all_events, result, shape, until
 from tests.support.nats import Collector, NatsServer, subscribe
 from tests.support.relay import Relay
+from tests.support.service import ServiceFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -404,21 +404,25 @@ async def test_nats_restarted_during_a_redrive_still_delivers_the_rewind_once(
             panel.start(client, "t-nats")
             await until(seen, lambda: streaming(seen, "t-nats", "step2"))
 
-            # NATS goes down, the agent dies, and its restart re-drives the turn
-            # and finishes it over gRPC alone: the rewind waits in the outbox.
+            # NATS goes down and the agent dies. Its restart waits for its own
+            # /healthz 200 (NATS included) before the re-drive, so NATS comes back
+            # for the agents and this watcher but not yet for the service: the
+            # re-driven turn finishes and its rewind waits in the outbox.
             relay.shut()
             nats_server.stop()
             await first.kill()
             await second.go()
+            await second.wait_line(lambda line: "startup Redrive waits for /healthz" in line)
+            assert not any("startup Redrive:" in line for line in second.lines)
+            nats_server.start()
+            await asyncio.wait_for(back.wait(), 30)
+            await watcher.flush()
             await second.wait_line(lambda line: "startup Redrive: 1 turn(s)" in line)
             shown = await panel.ended()
             assert (await status(client, "t-nats")).state == turns_pb2.TURN_STATE_DONE
             assert service.outbox.backlog() > 0
             assert not rewinds_on_nats(seen, "t-nats")
 
-            nats_server.start()
-            await asyncio.wait_for(back.wait(), 30)
-            await watcher.flush()
             before_backlog = len(seen.messages)
             relay.open()
             await until(
@@ -439,7 +443,7 @@ async def test_nats_restarted_during_a_redrive_still_delivers_the_rewind_once(
             await second.ready()
             assert (await result(watcher, "responses/turnStatus", {"turn_id": "t-nats"}))[
                 "status"
-            ] == "DONE"
+            ] == "done"
     finally:
         await watcher.close()
         await relay.stop()

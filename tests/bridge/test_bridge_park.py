@@ -87,7 +87,7 @@ async def test_park_then_resume_detached_after_the_agent_restarted(
     panel = await create_and_park(nc, seen, client, "t-park")
     assert await result(nc, "responses/turnStatus", {"turn_id": "t-park"}) == {
         "turn_id": "t-park",
-        "status": "PARKED",
+        "status": "parked",
         "attempts": 0,
         "last_seq": (await all_events(client, "t-park"))[-1].seq,
         "error": "",
@@ -100,7 +100,7 @@ async def test_park_then_resume_detached_after_the_agent_restarted(
     resumed = await result(
         nc, "responses/resumeDetached", {"turn_id": "t-park", "resume": {"approved": True}}
     )
-    assert resumed == {"turn_id": "t-park", "status": "RUNNING", "dispatched": True}
+    assert resumed == {"turn_id": "t-park", "status": "running", "dispatched": True}
     shown = await panel.ended()
 
     final = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id="t-park"))

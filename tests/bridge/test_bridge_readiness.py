@@ -7,6 +7,7 @@ and a real service; the bridge in-process."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import operator
 from collections.abc import AsyncIterator
 from typing import Annotated, Any, TypedDict
@@ -48,9 +49,11 @@ async def until_healthz(bridge: Bridge, status: int, timeout: float = 20) -> str
 
     async def poll() -> str:
         while True:
-            code, body = await healthz(bridge)
-            if code == status:
-                return body
+            # Refused until start() has bound the port.
+            with contextlib.suppress(OSError):
+                code, body = await healthz(bridge)
+                if code == status:
+                    return body
             await asyncio.sleep(0.02)
 
     return await asyncio.wait_for(poll(), timeout)
@@ -75,16 +78,18 @@ async def test_healthz_is_200_only_while_the_subscription_is_live(
     )
     nats_server.stop()
     bridge = Bridge(build(), config)
+    starting = asyncio.create_task(bridge.start())
     try:
-        # The service answers, so start() returns (turns go on over gRPC) ...
-        await asyncio.wait_for(bridge.start(), 20)
-        # ... but with no subscription the bridge is not ready.
-        code, reason = await healthz(bridge)
-        assert code == 503 and "NATS" in reason and config.subject in reason
+        # The service answers, but with no subscription the bridge is not ready,
+        # and start() (its startup Redrive) waits for /healthz 200.
+        reason = await until_healthz(bridge, 503)
+        assert "NATS" in reason and config.subject in reason
+        assert not starting.done()
 
         for _ in range(2):  # first connect, then a reconnect after a NATS restart
             nats_server.start()
             await until_healthz(bridge, 200)
+            await asyncio.wait_for(starting, 20)
             # Ready means routed: the first request from elsewhere is answered.
             nc = await nats.connect(nats_server.url)
             try:
@@ -106,3 +111,4 @@ async def test_healthz_is_200_only_while_the_subscription_is_live(
             assert "NATS" in reason
     finally:
         await bridge.shutdown()
+        await asyncio.wait_for(starting, 10)

@@ -16,11 +16,11 @@ import nats
 import pytest
 from langgraph.graph import END, START, StateGraph
 from nats.aio.client import Client
-from turnkeeper.panel.agent_rpc import NatsAgentTransport
 from turnkeeper.agent.bridge import Bridge, BridgeConfig
 from turnkeeper.agent.bridge._convert import value_to_py
 from turnkeeper.agent.bridge.intent import REGENERATE_INPUT, thread_config
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.panel.agent_rpc import NatsAgentTransport
 from turnkeeper.panel.follower import Event, FollowOptions, TurnState
 from turnkeeper.panel.session import AgentSession, ErrorKind, SessionError
 from turnkeeper.v1 import turns_pb2

@@ -168,7 +168,7 @@ async def test_service_refusals_come_back_as_server_errors_with_the_status_name(
     status = await call(nc, "responses/turnStatus", {"turn_id": "ghost"})
     assert status["result"] == {
         "turn_id": "ghost",
-        "status": "UNKNOWN",
+        "status": "unknown",
         "attempts": 0,
         "last_seq": 0,
         "error": "",
@@ -203,7 +203,7 @@ async def test_status_is_answered_while_a_long_turn_runs(
     started = time.monotonic()
     for _ in range(3):
         status = await result(nc, "responses/turnStatus", {"turn_id": turn_id}, agent=AGENT)
-        assert status["status"] == "RUNNING"
+        assert status["status"] == "running"
     assert time.monotonic() - started < 5
     # The same create again is the same turn, still on its way.
     again = await result(
@@ -280,7 +280,7 @@ async def test_a_graph_that_raises_fails_the_turn_with_an_error_event(
     assert [t for _, t, _ in shown][-2:] == ["error", "turn.failed"]
     assert shown[-2][2] == {"type": "ValueError", "message": "the tool broke"}
     status = await result(nc, "responses/turnStatus", {"turn_id": created["turn_id"]}, agent=AGENT)
-    assert status["status"] == "FAILED" and status["error"] == "ValueError: the tool broke"
+    assert status["status"] == "failed" and status["error"] == "ValueError: the tool broke"
 
 
 async def test_execute_is_acknowledged_on_receipt_even_for_a_turn_it_cannot_claim(
@@ -290,7 +290,7 @@ async def test_execute_is_acknowledged_on_receipt_even_for_a_turn_it_cannot_clai
     assert answer["result"] == {"accepted": True}
     # Still serving.
     status = await call(nc, "responses/turnStatus", {"turn_id": "ghost"})
-    assert status["result"]["status"] == "UNKNOWN"
+    assert status["result"]["status"] == "unknown"
     assert bridge.runtime.active == 0
 
 

@@ -24,10 +24,10 @@ from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.errors import PermissionDenied
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.conftest import ServiceFactory
 from tests.support.agents import Panel, result
 from tests.support.nats import NatsServer
 from tests.support.security import CertificateAuthority, Issued, write_tokens
+from tests.support.service import ServiceFactory
 
 pytestmark = pytest.mark.timeout(60)
 

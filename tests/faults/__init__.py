@@ -1,4 +1,4 @@
-"""Fault injection (issue 8): turns through real agents, a real service and a real
+"""Fault injection: turns through real agents, a real service and a real
 NATS while agents, the service and NATS are killed, turns poison their agents,
 executors turn zombie and the disk refuses writes; invariants checked after every
 round (tests/faults/invariants.py).

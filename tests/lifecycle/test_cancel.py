@@ -14,12 +14,12 @@ from turnkeeper.errors import TurnkeeperError
 from turnkeeper.v1 import checkpoints_pb2, turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.conftest import ServiceFactory
 from tests.support.agents import Agents, Panel, all_events, result, rpc, until
 from tests.support.nats import Collector, NatsServer
+from tests.support.service import ServiceFactory
 from tests.support.turns import events
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120), pytest.mark.both_backends]
 
 
 @pytest.fixture

@@ -15,12 +15,12 @@ from turnkeeper.operator.cli import main
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.conftest import ServiceFactory
 from tests.support.agents import Agents, Panel, all_events, result, until
 from tests.support.nats import Collector, NatsServer
+from tests.support.service import ServiceFactory
 from tests.support.turns import value
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120), pytest.mark.both_backends]
 
 PARK_EXPIRY = 1.5
 
@@ -71,7 +71,7 @@ async def test_max_run_time_fails_a_turn_that_runs_too_long(
     await agent.wait_line(lambda line: "t-slow attempt=0" in line and "execution stops" in line)
     agent.signal(signal.SIGUSR1)
     status = await result(nc, "responses/turnStatus", {"turn_id": "t-slow"})
-    assert (status["status"], status["end_reason"]) == ("FAILED", "max_run_time")
+    assert (status["status"], status["end_reason"]) == ("failed", "max_run_time")
     grpc_status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id="t-slow"))
     assert grpc_status.end_reason == "max_run_time"
     capsys.readouterr()

@@ -1,5 +1,7 @@
 """Double-texting: StartTurn (responses/create) on a thread whose turn is still live,
-with each of LangGraph Platform's strategies, against real agent processes."""
+with each of LangGraph Platform's strategies, against real agent processes. Every test
+runs on both backends (on PostgreSQL the queue is QUEUED rows beside the one-live
+partial unique index, which leaves them out)."""
 
 from __future__ import annotations
 
@@ -16,7 +18,7 @@ from tests.support.agents import Agent, Agents, Panel, agents_for, result, rpc, 
 from tests.support.nats import Collector, NatsServer
 from tests.support.procs import ServiceProcess
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(150)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(150), pytest.mark.both_backends]
 
 
 def create(turn_id: str, strategy: str | None = None) -> dict[str, Any]:
@@ -82,7 +84,7 @@ async def test_enqueue_runs_queued_turns_in_order_after_the_live_one(
         queued = await result(nc, "responses/create", create(turn_id, "enqueue"))
         assert queued["status"] == "queued"
     status = await result(nc, "responses/turnStatus", {"turn_id": "t2"})
-    assert status["status"] == "QUEUED"
+    assert status["status"] == "queued"
     assert await state(client, "t1") == turns_pb2.TURN_STATE_RUNNING
 
     agent.signal(signal.SIGUSR1)
@@ -134,10 +136,13 @@ async def test_rollback_cancels_the_live_turn_and_removes_its_checkpoints(
 
 
 async def test_enqueued_turn_survives_a_service_sigkill(
-    tmp_path: Path, nats_server: NatsServer, bus: tuple[Client, Collector]
+    tmp_path: Path,
+    nats_server: NatsServer,
+    bus: tuple[Client, Collector],
+    database_url: str | None,
 ) -> None:
     nc, seen = bus
-    service = ServiceProcess(tmp_path / "data", nats_url=nats_server.url)
+    service = ServiceProcess(tmp_path / "data", nats_url=nats_server.url, database_url=database_url)
     address = service.start()
     try:
         async with (
@@ -148,7 +153,7 @@ async def test_enqueued_turn_survives_a_service_sigkill(
             queued = await result(nc, "responses/create", create("t2", "enqueue"))
             assert queued["status"] == "queued"
 
-            service.kill()  # SIGKILL: the queue is only what turns.db holds
+            service.kill()  # SIGKILL: the queue is only what the store holds
             service.start()
             assert await state(client, "t2") == turns_pb2.TURN_STATE_QUEUED
             agent.signal(signal.SIGUSR1)

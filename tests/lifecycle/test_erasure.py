@@ -1,15 +1,15 @@
-"""Erasure: DeleteThread leaves no row of the thread in any table of either file (checked
-table by table) and no trace in a fresh `sqlite3 .dump`, while other threads keep
-every row; refused while a turn is live unless the call cancels it."""
+"""Erasure: DeleteThread leaves no row of the thread in any table (checked table by
+table: both SQLite files, or on PostgreSQL the journal's tables and PostgresSaver's
+checkpoints, checkpoint_blobs and checkpoint_writes) and no trace in any row (a
+fresh `sqlite3 .dump`, or `pg_dump` on PostgreSQL), while other threads keep
+every row; refused while a turn is live unless the call cancels it. Every test
+runs on both backends."""
 
 from __future__ import annotations
 
 import asyncio
 import json
 import signal
-import sqlite3
-import subprocess
-from pathlib import Path
 
 import grpc
 import pytest
@@ -22,10 +22,13 @@ from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.conftest import ServiceFactory
 from tests.support.agents import Agents, result, until
 from tests.support.nats import Collector
+from tests.support.rows import store_text, thread_rows
+from tests.support.service import ServiceFactory
 from tests.support.turns import events, start, value
+
+pytestmark = pytest.mark.both_backends
 
 # A marker in the user's text: it must not survive anywhere.
 SECRET = "my-card-number-4111"
@@ -84,42 +87,9 @@ async def thread_with_everything(
     return ids
 
 
-def rows_of(data: Path, thread_id: str, turn_ids: list[str]) -> dict[str, int]:
-    """Rows that belong to the thread, per table of both files."""
-    marks = ", ".join("?" for _ in turn_ids)
-    with sqlite3.connect(data / "turns.db") as turns_db:
-        turns_db.execute("ATTACH DATABASE ? AS sessions", (str(data / "sessions.db"),))
-        subjects = [f"vystak.turn.events.{t}" for t in turn_ids]
-        rewinds = [
-            payload
-            for (payload,) in turns_db.execute(
-                "SELECT payload FROM outbox WHERE subject = 'vystak.turn.rewind'"
-            )
-            if json.loads(payload)["thread_id"] == thread_id
-        ]
-        one = turns_db.execute
-        return {
-            "turns": one("SELECT count(*) FROM turns WHERE thread_id = ?", (thread_id,)).fetchone()[
-                0
-            ],
-            "events": one(
-                f"SELECT count(*) FROM events WHERE turn_id IN ({marks})", turn_ids
-            ).fetchone()[0],
-            "outbox (events)": one(
-                f"SELECT count(*) FROM outbox WHERE subject IN ({marks})", subjects
-            ).fetchone()[0],
-            "outbox (rewinds)": len(rewinds),
-            "checkpoints": one(
-                "SELECT count(*) FROM sessions.checkpoints WHERE thread_id = ?", (thread_id,)
-            ).fetchone()[0],
-            "writes": one(
-                "SELECT count(*) FROM sessions.writes WHERE thread_id = ?", (thread_id,)
-            ).fetchone()[0],
-            "boundaries": one(
-                "SELECT count(*) FROM sessions.turnkeeper_boundaries WHERE thread_id = ?",
-                (thread_id,),
-            ).fetchone()[0],
-        }
+def rows_of(service: TurnkeeperServer, thread_id: str, turn_ids: list[str]) -> dict[str, int]:
+    """Rows that belong to the thread, per table of the service's store."""
+    return thread_rows(service.settings, thread_id, turn_ids)
 
 
 def traced(text: str, secret: str = SECRET) -> bool:
@@ -127,36 +97,35 @@ def traced(text: str, secret: str = SECRET) -> bool:
     return secret in text or secret.encode().hex() in text.lower()
 
 
-def dump(path: Path) -> str:
-    """A fresh `sqlite3 .dump` of a file, by the sqlite3 command-line shell."""
-    return subprocess.run(
-        ["sqlite3", str(path), ".dump"], check=True, capture_output=True, text=True, timeout=30
-    ).stdout
+def store_traced(service: TurnkeeperServer, secret: str = SECRET) -> bool:
+    """Whether any row holds `secret`: a fresh `sqlite3 .dump` of each SQLite file, or
+    a fresh `pg_dump --data-only` of the PostgreSQL database."""
+    return any(traced(text, secret) for text in store_text(service.settings).values())
 
 
 async def test_delete_thread_erases_every_row_of_the_thread_and_only_those(
     make_service: ServiceFactory,
 ) -> None:
     service = await make_service(nats_url=None)
-    data = service.settings.turns_path.parent
     async with aio.insecure_channel(service.address) as channel:
         turns = turns_pb2_grpc.TurnServiceStub(channel)
         checkpoints = checkpoints_pb2_grpc.CheckpointServiceStub(channel)
         gone = await thread_with_everything(turns, checkpoints, "th-gone")
         kept = await thread_with_everything(turns, checkpoints, "th-kept")
-        before = rows_of(data, "th-gone", gone)
+        before = rows_of(service, "th-gone", gone)
         assert all(before.values()), before  # every table holds something to erase
-        assert traced(dump(data / "turns.db")) and traced(dump(data / "sessions.db"))
+        assert store_traced(service)
+        if not service.settings.database_url:
+            # The secret is in both SQLite files, the journal's and the checkpoints'.
+            assert all(traced(text) for text in store_text(service.settings).values())
 
         response = await checkpoints.DeleteThread(cpb.DeleteThreadRequest(thread_id="th-gone"))
         assert (response.turns_deleted, response.cancelled_turn_id) == (2, "")
 
-        assert rows_of(data, "th-gone", gone) == dict.fromkeys(before, 0)
-        assert rows_of(data, "th-kept", kept) == before  # the other thread is untouched
-        for name in ("turns.db", "sessions.db"):
-            text = dump(data / name)
-            assert "th-gone" not in text, name
-            assert "th-kept" in text or (name == "sessions.db" and "th-kept" in text)
+        assert rows_of(service, "th-gone", gone) == dict.fromkeys(before, 0)
+        assert rows_of(service, "th-kept", kept) == before  # the other thread is untouched
+        assert not store_traced(service, "th-gone")
+        assert store_traced(service, "th-kept")
         with pytest.raises(grpc.RpcError) as missing:
             await turns.GetTurn(pb.GetTurnRequest(turn_id=gone[0]))
         assert missing.value.code() == grpc.StatusCode.NOT_FOUND
@@ -171,7 +140,6 @@ async def test_a_live_turn_refuses_erasure_unless_the_call_cancels_it(
     make_service: ServiceFactory, capsys: pytest.CaptureFixture[str]
 ) -> None:
     service = await make_service(nats_url=None)
-    data = service.settings.turns_path.parent
     async with aio.insecure_channel(service.address) as channel:
         turns = turns_pb2_grpc.TurnServiceStub(channel)
         checkpoints = checkpoints_pb2_grpc.CheckpointServiceStub(channel)
@@ -194,10 +162,10 @@ async def test_a_live_turn_refuses_erasure_unless_the_call_cancels_it(
         assert capsys.readouterr().out.strip() == (
             "deleted thread th-live: 1 turns erased (cancelled live turn t-live first)"
         )
-        assert rows_of(data, "th-live", ["t-live"]) == dict.fromkeys(
-            rows_of(data, "th-live", ["t-live"]), 0
+        assert rows_of(service, "th-live", ["t-live"]) == dict.fromkeys(
+            rows_of(service, "th-live", ["t-live"]), 0
         )
-        assert not traced(dump(data / "turns.db"))
+        assert not store_traced(service)
 
 
 async def test_erasing_a_thread_whose_turn_runs_stops_the_agent(
@@ -229,8 +197,5 @@ async def test_erasing_a_thread_whose_turn_runs_stops_the_agent(
     assert response.cancelled_turn_id == "t-run"
     await agent.wait_line(lambda line: "t-run attempt=0" in line and "execution stops" in line)
     agent.signal(signal.SIGUSR1)
-    data = service.settings.turns_path.parent
-    assert rows_of(data, "th-run", ["t-run"]) == dict.fromkeys(rows_of(data, "th-run", []), 0)
-    for name in ("turns.db", "sessions.db"):
-        text = dump(data / name)
-        assert not traced(text) and not traced(text, "th-run"), name
+    assert rows_of(service, "th-run", ["t-run"]) == dict.fromkeys(rows_of(service, "th-run", []), 0)
+    assert not store_traced(service) and not store_traced(service, "th-run")

@@ -14,9 +14,9 @@ from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper.v1 import turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.conftest import ServiceFactory
 from tests.panel.test_follower import ObservedClient, append, finish, follow
 from tests.support.nats import NatsServer
+from tests.support.service import ServiceFactory
 from tests.support.turns import start, value
 
 if TYPE_CHECKING:

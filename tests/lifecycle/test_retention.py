@@ -1,7 +1,8 @@
 """Retention: once a finished turn is older than the retention, its events and outbox
 rows go, its thread's checkpoints are pruned to the latest of each namespace (the
-thread still continues from there), the freed pages go back to the file system
-(incremental vacuum), and nothing of a live turn or a younger one is touched."""
+thread still continues from there; on PostgreSQL the blobs only pruned checkpoints
+named go too), SQLite's freed pages go back to the file system (incremental
+vacuum), and nothing of a live turn or a younger one is touched. On both backends."""
 
 from __future__ import annotations
 
@@ -10,6 +11,7 @@ import asyncio
 import sqlite3
 from pathlib import Path
 
+import psycopg
 import pytest
 from nats.aio.client import Client
 from turnkeeper.client import AsyncTurnkeeperClient
@@ -18,11 +20,12 @@ from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.durations import add_lifecycle_arguments, parse_duration
 from turnkeeper_server.retention import RetentionSweeper
 
-from tests.conftest import ServiceFactory
 from tests.support.agents import Agents, Panel, all_events, result, until
 from tests.support.nats import Collector, NatsServer
+from tests.support.rows import thread_rows
+from tests.support.service import ServiceFactory
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120), pytest.mark.both_backends]
 
 RETENTION = 0.2
 
@@ -59,6 +62,20 @@ async def checkpoint_ids(client: AsyncTurnkeeperClient, thread_id: str) -> list[
     return [r.checkpoint.ref.checkpoint_id async for r in client.list_checkpoints(request)]
 
 
+def blobs(url: str, thread_id: str) -> tuple[int, int]:
+    """PostgresSaver's blob rows of the thread: all, and those no checkpoint names."""
+    with psycopg.connect(url) as conn:
+        row = conn.execute(
+            "SELECT count(*), count(*) FILTER (WHERE NOT EXISTS (SELECT 1 FROM checkpoints c "
+            "WHERE c.thread_id = b.thread_id AND c.checkpoint_ns = b.checkpoint_ns "
+            "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)) "
+            "FROM checkpoint_blobs b WHERE b.thread_id = %s",
+            (thread_id,),
+        ).fetchone()
+    assert row is not None
+    return int(row[0]), int(row[1])
+
+
 def pragma(path: Path, name: str) -> int:
     with sqlite3.connect(path) as conn:
         return int(conn.execute(f"PRAGMA {name}").fetchone()[0])
@@ -90,6 +107,10 @@ async def test_retention_prunes_finished_turns_and_leaves_live_ones(
     await until(seen, lambda: any(m["type"] == "interrupt" for m in seen.on(".turn.events.t-live")))
     live_events = len(await all_events(client, "t-live"))
     live_history = await checkpoint_ids(client, "th-live")
+    url = service.settings.database_url
+    if url:
+        blobs_before = blobs(url, "th-old")
+        assert blobs_before[0] > 0 and blobs_before[1] == 0
 
     # Not before: a sweeper whose retention has not passed deletes nothing.
     patient = RetentionSweeper(service.db, service.policy, 3600.0, 3600.0)
@@ -105,12 +126,12 @@ async def test_retention_prunes_finished_turns_and_leaves_live_ones(
     assert await all_events(client, "t-old") == []
     status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id="t-old"))
     assert status.state == turns_pb2.TURN_STATE_DONE
-    turns_db = service.settings.turns_path
-    with sqlite3.connect(turns_db) as conn:
-        outbox = conn.execute(
-            "SELECT count(*) FROM outbox WHERE subject = 'vystak.turn.events.t-old'"
-        ).fetchone()[0]
-    assert outbox == 0
+    rows = thread_rows(service.settings, "th-old", ["t-old"])
+    assert (rows["events"], rows["outbox (events)"], rows["checkpoints"]) == (0, 0, 1)
+    if url:
+        # The blobs only pruned checkpoints named went with them; the latest's stay.
+        remaining, orphans = blobs(url, "th-old")
+        assert 0 < remaining < blobs_before[0] and orphans == 0
     # Its thread keeps only the latest checkpoint, and continues from it.
     assert await checkpoint_ids(client, "th-old") == [history[0]]
     assert len(await run_turn(nc, client, "t-later")) == 8
@@ -120,10 +141,12 @@ async def test_retention_prunes_finished_turns_and_leaves_live_ones(
     assert (await client.turn_status(turns_pb2.TurnStatusRequest(turn_id="t-live"))).state == (
         turns_pb2.TURN_STATE_PARKED
     )
-    # The files give freed pages back: incremental auto-vacuum, nothing left free.
-    for path in (turns_db, service.settings.sessions_path):
-        assert pragma(path, "auto_vacuum") == 2, path  # INCREMENTAL
-        assert pragma(path, "freelist_count") == 0, path
+    if not url:
+        # The files give freed pages back: incremental auto-vacuum, nothing left free.
+        # (PostgreSQL has no such step: autovacuum makes the space reusable.)
+        for path in (service.settings.turns_path, service.settings.sessions_path):
+            assert pragma(path, "auto_vacuum") == 2, path  # INCREMENTAL
+            assert pragma(path, "freelist_count") == 0, path
     # A second pass finds nothing new to prune (t-later is too young).
     assert (await service.retention.sweep()).turns == 0
 

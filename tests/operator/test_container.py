@@ -101,7 +101,9 @@ def test_dockerfile_runs_the_server_as_pid_1_as_a_non_root_user() -> None:
     assert re.fullmatch(r"python:3\.11\.\d+-slim(-\w+)?", base), base
     # Exec form throughout, so SIGTERM reaches the server and no shell sits in between.
     assert json.loads(only(parsed, "ENTRYPOINT")) == ["turnkeeper", "serve"]
-    assert json.loads(only(parsed, "CMD")) == ["--listen", "0.0.0.0:50051", "--data-dir", "/data"]
+    # No --data-dir: a flag would win over VYSTAK_SESSIONS_PATH / VYSTAK_TURNS_PATH.
+    assert json.loads(only(parsed, "CMD")) == ["--listen", "0.0.0.0:50051"]
+    assert "TURNKEEPER_DATA_DIR=/data" in only(parsed, "ENV").split()
     healthcheck = only(parsed, "HEALTHCHECK")
     probe = json.loads(healthcheck[healthcheck.index("CMD ") + 4 :])
     assert probe == ["turnkeeper", "health", "--address", "127.0.0.1:50051"]
@@ -111,7 +113,7 @@ def test_dockerfile_runs_the_server_as_pid_1_as_a_non_root_user() -> None:
     keywords = [kw for kw, _ in parsed]
     assert keywords.index("USER") > max(i for i, kw in enumerate(keywords) if kw == "RUN")
     assert only(parsed, "VOLUME") == "/data"
-    assert set(only(parsed, "EXPOSE").split()) == {"50051", "9464"}
+    assert set(only(parsed, "EXPOSE").split()) == {"50051", "50080", "9464"}
 
     installs = [args for kw, args in parsed if kw == "RUN" and "pip install" in args]
     assert installs, "the project is not installed"
@@ -126,6 +128,8 @@ def test_dockerignore_keeps_what_the_build_needs() -> None:
     ]
     for needed in (
         "pyproject.toml",
+        "clients/python/pyproject.toml",
+        "server/pyproject.toml",
         "README.md",
         "server/turnkeeper_server/app.py",
         "clients/python/turnkeeper/v1/turns_pb2.py",
@@ -154,7 +158,7 @@ def test_compose_wires_nats_the_service_and_an_agent() -> None:
     assert re.search(r"^\s+build: \.$", service, re.MULTILINE)
     assert "- turnkeeper-data:/data" in service
     assert "TURNKEEPER_NATS_URL: nats://nats:4222" in service
-    for port in ("50051", "9464"):
+    for port in ("50051", "50080", "9464"):
         assert f'"{port}:{port}"' in service
 
     agent = blocks["agent"]

@@ -33,8 +33,8 @@ from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.conftest import ServiceFactory
 from tests.support.nats import NatsServer
+from tests.support.service import ServiceFactory
 from tests.support.turns import events, start
 
 if TYPE_CHECKING:

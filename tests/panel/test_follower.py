@@ -1,4 +1,4 @@
-"""The turn follower against a real service (DESIGN.md §3, §8; issue 5).
+"""The turn follower against a real service (docs/architecture.md §3, §8).
 
 Turns are driven through the raw TurnService stubs, as an executor would; the
 follower under test watches through its own client. Nothing is mocked: the only
@@ -33,8 +33,8 @@ from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.conftest import ServiceFactory
 from tests.support.nats import NatsServer
+from tests.support.service import ServiceFactory
 from tests.support.turns import events, start, value
 
 if TYPE_CHECKING:

@@ -138,7 +138,7 @@ class Executor:
         )
 
     async def restart(self) -> None:
-        """A new incarnation of the same replica re-drives the turn (DESIGN.md §5.1)."""
+        """A new incarnation of the same replica re-drives the turn (docs/architecture.md §5.1)."""
         self.incarnation += "-restarted"
         response = await self.stub.Redrive(
             turns_pb2.RedriveRequest(

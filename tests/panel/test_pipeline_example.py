@@ -1,4 +1,4 @@
-"""The three-step example (issue 5): it runs to completion, and the Pipeline sidebar
+"""The three-step example: it runs to completion, and the Pipeline sidebar
 shows the right states after every step, including its two documented quirks."""
 
 from __future__ import annotations
@@ -73,11 +73,12 @@ def test_the_panel_draws_the_sidebar_and_the_conversation() -> None:
     console = Console(record=True, width=100, color_system=None)
     console.print(render_sidebar("plan"))
     rows = [line.strip("│ ") for line in console.export_text().splitlines()[1:-1]]
-    assert rows == ["✓ analyze", "● plan", "○ generate"]
+    # The contract's labels, not node ids.
+    assert rows == ["✓ Analyze", "● Plan", "○ Generate"]
     console = Console(record=True, width=100, color_system=None)
     console.print(render({"step": "generate", "messages": [HumanMessage("Q?"), AIMessage("A.")]}))
     text = console.export_text()
-    assert "● generate" in text and "you: Q?" in text and "agent: A." in text
+    assert "● Generate" in text and "you: Q?" in text and "agent: A." in text
 
 
 def test_the_stand_in_model_is_the_default() -> None:

@@ -1,4 +1,4 @@
-"""The agent session's retry rules (DESIGN.md §8; issue 5), one test per rule.
+"""The agent session's retry rules (docs/architecture.md §8), one test per rule.
 
 Real NATS, a real turnkeeper service, the production NATS transport and follower;
 the agent is the in-test responder (tests/support/agent_responder.py), which runs
@@ -14,15 +14,15 @@ from dataclasses import dataclass
 import nats
 import pytest
 from nats.aio.client import Client
-from turnkeeper.panel.agent_rpc import NatsAgentTransport
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.panel.agent_rpc import NatsAgentTransport
 from turnkeeper.panel.follower import Event, FollowOptions, TurnState
 from turnkeeper.panel.session import AgentSession, ErrorKind, SessionBusy, SessionError
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.conftest import ServiceFactory
 from tests.support.agent_responder import PipelineResponder
 from tests.support.nats import NatsServer
+from tests.support.service import ServiceFactory
 
 FOLLOW = FollowOptions(idle_gap=0.2, call_timeout=1.0, reconnect_initial=0.02)
 QUESTION = {"question": "What is a turn?", "id": "q1"}

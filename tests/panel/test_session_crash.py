@@ -1,4 +1,4 @@
-"""Issue 5's crash test: the agent process is SIGKILLed mid-turn and restarted; the
+"""The session's crash test: the agent process is SIGKILLed mid-turn and restarted; the
 session's follower ends with the transcript of the same turn run without a crash,
 and its consumer got exactly one reset and never showed a duplicate.
 
@@ -18,8 +18,8 @@ from typing import Any
 import nats
 import pytest
 from nats.aio.client import Client
-from turnkeeper.panel.agent_rpc import NatsAgentTransport
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.panel.agent_rpc import NatsAgentTransport
 from turnkeeper.panel.follower import Event, FollowOptions, Frame, Reset, TurnState
 from turnkeeper.panel.session import AgentSession
 from turnkeeper_server.app import TurnkeeperServer

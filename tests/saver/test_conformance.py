@@ -25,7 +25,7 @@ from langgraph.checkpoint.conformance import checkpointer_test, validate
 from langgraph.checkpoint.conformance.report import CapabilityReport, ProgressCallbacks
 from turnkeeper.agent.saver import RemoteSaver
 
-pytestmark = pytest.mark.timeout(300)
+pytestmark = [pytest.mark.timeout(300), pytest.mark.both_backends]
 
 
 def service_address(service: Any) -> str:

@@ -9,12 +9,11 @@ sync methods, a graph's ``invoke``) goes through ``asyncio.to_thread``.
 from __future__ import annotations
 
 import asyncio
-import operator
 import sqlite3
 from collections.abc import Awaitable, Callable, Iterator
 from contextlib import closing, contextmanager
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Any
 from uuid import uuid4
 
 import pytest
@@ -29,15 +28,14 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.base.id import uuid6
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 from langgraph.checkpoint.sqlite import SqliteSaver
-from langgraph.graph import END, START, StateGraph
-from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command, interrupt
+from langgraph.types import Command
 from turnkeeper import errors
-from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.agent.saver import RemoteSaver, durable_config, durable_run_kwargs
+from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
+from tests.support.graphs import build_graph, history
 from tests.support.nats import NatsServer
 
 pytestmark = pytest.mark.timeout(120)
@@ -45,50 +43,6 @@ pytestmark = pytest.mark.timeout(120)
 
 def service_address(service: TurnkeeperServer) -> str:
     return service.address
-
-
-# A small graph with a subgraph that interrupts: root and child namespaces,
-# pending writes, an interrupt and a resume.
-
-
-class State(TypedDict, total=False):
-    log: Annotated[list[str], operator.add]
-    topic: str
-    answer: str
-
-
-class Review(TypedDict, total=False):
-    topic: str
-    answer: str
-
-
-def _first(state: State) -> State:
-    return {"log": ["first"], "topic": "deploy"}
-
-
-def _ask(state: Review) -> Review:
-    answer = interrupt({"question": f"approve {state['topic']}?"})
-    return {"answer": str(answer)}
-
-
-def _last(state: State) -> State:
-    return {"log": [f"answer:{state['answer']}", "last"]}
-
-
-def build_graph(checkpointer: BaseCheckpointSaver[Any]) -> CompiledStateGraph[Any]:
-    review = StateGraph(Review)
-    review.add_node("ask", _ask)
-    review.add_edge(START, "ask")
-    review.add_edge("ask", END)
-    graph = StateGraph(State)
-    graph.add_node("first", _first)
-    graph.add_node("review", review.compile())
-    graph.add_node("last", _last)
-    graph.add_edge(START, "first")
-    graph.add_edge("first", "review")
-    graph.add_edge("review", "last")
-    graph.add_edge("last", END)
-    return graph.compile(checkpointer=checkpointer)
 
 
 def run_graph_sync(checkpointer: BaseCheckpointSaver[Any], config: RunnableConfig) -> None:
@@ -105,25 +59,6 @@ async def run_graph_async(checkpointer: BaseCheckpointSaver[Any], config: Runnab
     assert "__interrupt__" in first
     done = await graph.ainvoke(Command(resume="yes"), config, **durable_run_kwargs())
     assert done["log"] == ["in", "first", "answer:yes", "last"]
-
-
-def history(checkpointer: BaseCheckpointSaver[Any], thread_id: str) -> list[tuple[Any, ...]]:
-    """The thread's state history without what differs from run to run (ids,
-    timestamps): values, next nodes, metadata source/step/keys, and the pending
-    interrupts."""
-    graph = build_graph(checkpointer)
-    return [
-        (
-            snapshot.values,
-            snapshot.next,
-            snapshot.metadata["source"] if snapshot.metadata else None,
-            snapshot.metadata["step"] if snapshot.metadata else None,
-            sorted(snapshot.metadata or {}),
-            [tuple(i.value.items()) for i in snapshot.interrupts],
-            snapshot.parent_config is None,
-        )
-        for snapshot in graph.get_state_history({"configurable": {"thread_id": thread_id}})
-    ]
 
 
 @contextmanager

@@ -1,4 +1,4 @@
-"""RemoteSaver across process deaths (issue 3, "What it must show").
+"""RemoteSaver across process deaths.
 
 A 4-node linear graph (tests/agents/saver_four_steps.py) runs in a real subprocess
 through RemoteSaver with ``durability="sync"``, against the service as a real

@@ -20,18 +20,18 @@ from grpc import aio
 from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection_pb2, reflection_pb2_grpc
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
-from turnkeeper_server.security import auth
 from turnkeeper_server.app import TurnkeeperServer
+from turnkeeper_server.security import auth
 
-from tests.conftest import ServiceFactory
 from tests.support.security import bearer, write_tokens
+from tests.support.service import ServiceFactory
 from tests.support.turns import events, value
 
 if TYPE_CHECKING:
     from turnkeeper.v1.checkpoints_pb2_grpc import CheckpointServiceAsyncStub
     from turnkeeper.v1.turns_pb2_grpc import TurnServiceAsyncStub
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.both_backends]
 
 OK = grpc.StatusCode.OK
 UNAUTH = grpc.StatusCode.UNAUTHENTICATED
@@ -548,8 +548,8 @@ async def test_an_agents_graph_checkpoints_its_own_turn_and_nobody_elses(env: En
     # RemoteSaver, fenced by the turn. Another agent's saver cannot read the thread.
     from langgraph.graph import END, START, StateGraph
     from turnkeeper import errors
-    from turnkeeper.client import ConnectionOptions
     from turnkeeper.agent.saver import RemoteSaver, durable_config, durable_run_kwargs
+    from turnkeeper.client import ConnectionOptions
 
     builder = StateGraph(_Log)
     builder.add_node("step", lambda state: {"log": ["step"]})

@@ -12,11 +12,11 @@ from pathlib import Path
 import pytest
 from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2_grpc
-from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.config import resolve_paths
+from turnkeeper_server.security.auth import TokenStore
 
-from tests.conftest import ServiceFactory
 from tests.support.security import write_tokens
+from tests.support.service import ServiceFactory
 from tests.support.turns import start
 
 pytestmark = pytest.mark.timeout(60)

@@ -38,8 +38,8 @@ from hypothesis import strategies as st
 from turnkeeper.v1 import checkpoints_pb2, turns_pb2
 from turnkeeper_server.app import TurnkeeperServer, create_server
 
-from tests.conftest import make_settings
 from tests.support.security import bearer, write_tokens
+from tests.support.service import make_settings
 from tests.support.turns import value
 
 EXAMPLES = int(os.environ.get("TURNKEEPER_FUZZ_EXAMPLES", "50"))

@@ -18,8 +18,8 @@ from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turn
 from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.rpc.limits import Limits, check_json_text
 
-from tests.conftest import ServiceFactory, expect_code
 from tests.support.security import bearer, write_tokens
+from tests.support.service import ServiceFactory, expect_code
 from tests.support.turns import events, start, value
 
 if TYPE_CHECKING:

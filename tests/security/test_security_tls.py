@@ -18,8 +18,8 @@ from turnkeeper_server import main as server_main
 from turnkeeper_server.app import create_server
 from turnkeeper_server.security.transport import InsecureListen, is_loopback
 
-from tests.conftest import ServiceFactory, make_settings
 from tests.support.security import CertificateAuthority, Issued, bearer, write_tokens
+from tests.support.service import ServiceFactory, make_settings
 
 pytestmark = pytest.mark.timeout(60)
 

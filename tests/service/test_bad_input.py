@@ -11,8 +11,10 @@ from turnkeeper.v1 import checkpoints_pb2 as cpb
 from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper.v1 import turns_pb2 as pb
 
-from tests.conftest import expect_code
+from tests.support.service import expect_code
 from tests.support.turns import start, value
+
+pytestmark = pytest.mark.both_backends
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 # The async stub type exists only in the generated .pyi (an aio channel makes one).

@@ -16,13 +16,14 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP, empty_checkpoint
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 from langgraph.checkpoint.sqlite import SqliteSaver
 from turnkeeper import errors
-from turnkeeper.client import ConnectionOptions, default_address
+from turnkeeper.agent import saver_wire as wire
 from turnkeeper.agent.saver import (
     DURABILITY,
     RemoteSaver,
     durable_config,
     durable_run_kwargs,
 )
+from turnkeeper.client import ConnectionOptions, default_address
 
 MAPPED: list[tuple[grpc.StatusCode, type[errors.TurnkeeperError]]] = [
     (grpc.StatusCode.NOT_FOUND, errors.TurnNotFound),
@@ -223,7 +224,7 @@ def test_put_request_matches_sqlite_savers_row(
     config["configurable"]["user"] = "zoë\u0000"
     metadata: Any = {"source": "loop", "step": 3, "parents": {}, "note": "ünïcode \ud800"}
 
-    request, stored = remote_saver._put_request(config, checkpoint, metadata)
+    request, stored = wire.put_request(remote_saver.serde, config, checkpoint, metadata)
     returned = sqlite_saver.put(config, checkpoint, metadata, {})
 
     assert stored == returned
@@ -240,7 +241,7 @@ def test_put_request_matches_sqlite_savers_row(
 def test_put_request_without_turn_is_not_fenced(remote_saver: RemoteSaver) -> None:
     config = durable_config("th-1")
     config["configurable"]["checkpoint_ns"] = "child:1"
-    request, stored = remote_saver._put_request(config, empty_checkpoint(), {})
+    request, stored = wire.put_request(remote_saver.serde, config, empty_checkpoint(), {})
     assert not request.HasField("fence")
     assert request.parent_checkpoint_id == ""
     assert stored["configurable"]["checkpoint_ns"] == "child:1"
@@ -259,7 +260,7 @@ def test_writes_request_uses_sqlite_savers_idx_and_replace(
 ) -> None:
     config = durable_config("th-1", "turn-1", 0)
     config["configurable"].update(checkpoint_ns="", checkpoint_id="cp-1")
-    request = remote_saver._writes_request(config, writes, "task-1", "~path")
+    request = wire.writes_request(remote_saver.serde, config, writes, "task-1", "~path")
     assert request.replace is replace
     assert [w.idx for w in request.writes] == [
         WRITES_IDX_MAP.get(channel, i) for i, (channel, _) in enumerate(writes)
@@ -276,7 +277,7 @@ def test_writes_request_uses_sqlite_savers_idx_and_replace(
 
 
 def test_list_request_mirrors_sqlite_savers_where_clause() -> None:
-    request = RemoteSaver._list_request(None, None, None, None)
+    request = wire.list_request(None, None, None, None)
     assert request is not None
     assert request.thread_id == ""
     assert not request.HasField("checkpoint_ns")
@@ -284,7 +285,7 @@ def test_list_request_mirrors_sqlite_savers_where_clause() -> None:
     config = durable_config("th-1")
     config["configurable"]["checkpoint_ns"] = ""
     before: RunnableConfig = {"configurable": {"checkpoint_id": "cp-9"}}
-    request = RemoteSaver._list_request(config, {"source": "input", "step": 1}, before, 3)
+    request = wire.list_request(config, {"source": "input", "step": 1}, before, 3)
     assert request is not None
     assert request.thread_id == "th-1"
     assert request.HasField("checkpoint_ns")
@@ -294,10 +295,10 @@ def test_list_request_mirrors_sqlite_savers_where_clause() -> None:
     assert request.limit == 3
 
     # SQLite's LIMIT 0 returns nothing; a negative LIMIT is no limit.
-    assert RemoteSaver._list_request(config, None, None, 0) is None
+    assert wire.list_request(config, None, None, 0) is None
     # `checkpoint_id < NULL` matches nothing either.
-    assert RemoteSaver._list_request(config, None, {"configurable": {}}, None) is None
-    negative = RemoteSaver._list_request(config, None, None, -1)
+    assert wire.list_request(config, None, {"configurable": {}}, None) is None
+    negative = wire.list_request(config, None, None, -1)
     assert negative is not None
     assert negative.limit == 0
 

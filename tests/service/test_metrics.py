@@ -22,11 +22,11 @@ from turnkeeper.v1 import checkpoints_pb2 as cpb
 from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper_server.app import TurnkeeperServer
-from turnkeeper_server.store.sqlite import Tx
 from turnkeeper_server.logs import JsonFormatter, turn_log
+from turnkeeper_server.store.contract import Tx
 
-from tests.conftest import ServiceFactory, expect_code
 from tests.support.nats import NatsServer
+from tests.support.service import ServiceFactory, expect_code
 from tests.support.turns import events, start
 
 if TYPE_CHECKING:
@@ -121,8 +121,11 @@ async def scripted_turns(
     assert twice.turns[0].failed_at_cap
 
 
+@pytest.mark.both_backends
 async def test_scraped_counts_after_a_turn_with_a_redrive(
-    metered: TurnkeeperServer, stubs: tuple[TurnServiceAsyncStub, CheckpointServiceAsyncStub]
+    metered: TurnkeeperServer,
+    stubs: tuple[TurnServiceAsyncStub, CheckpointServiceAsyncStub],
+    backend: str,
 ) -> None:
     turns, checkpoints = stubs
     await scripted_turns(turns, checkpoints)
@@ -148,8 +151,9 @@ async def test_scraped_counts_after_a_turn_with_a_redrive(
     assert sample(s, "turnkeeper_events_appended_total") == 4
 
     assert sample(s, "turnkeeper_checkpoint_bytes_total") == len(CHECKPOINT)
-    assert sample(s, "turnkeeper_db_bytes", file="turns") > 0
-    assert sample(s, "turnkeeper_db_bytes", file="sessions") > 0
+    if backend == "sqlite":  # file sizes: PostgreSQL has its own monitoring for that
+        assert sample(s, "turnkeeper_db_bytes", file="turns") > 0
+        assert sample(s, "turnkeeper_db_bytes", file="sessions") > 0
 
     assert sample(s, "turnkeeper_rpcs_total", method="StartTurn", code="OK") == 2
     assert sample(s, "turnkeeper_rpcs_total", method="AppendEvents", code="OK") == 3

@@ -11,9 +11,11 @@ from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper.v1 import turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.conftest import ServiceFactory
 from tests.support.nats import NatsServer, subscribe
+from tests.support.service import ServiceFactory
 from tests.support.turns import events, start
+
+pytestmark = pytest.mark.both_backends
 
 # The async stub type exists only in the generated .pyi (an aio channel makes one).
 Stub: TypeAlias = "turns_pb2_grpc.TurnServiceAsyncStub"

@@ -6,6 +6,7 @@ from __future__ import annotations
 import json
 from typing import TypeAlias
 
+import pytest
 from turnkeeper.v1 import checkpoints_pb2 as cpb
 from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper.v1 import turns_pb2 as pb
@@ -14,6 +15,8 @@ from turnkeeper_server.app import TurnkeeperServer
 from tests.support.nats import subscribe
 from tests.support.turns import events, start
 from tests.support.watch import Watcher, seqs
+
+pytestmark = pytest.mark.both_backends
 
 # The async stub type exists only in the generated .pyi (an aio channel makes one).
 Stub: TypeAlias = "turns_pb2_grpc.TurnServiceAsyncStub"
@@ -176,7 +179,7 @@ async def test_fenced_checkpoint_from_a_stale_attempt_leaves_the_thread_unchange
 ) -> None:
     import grpc
 
-    from tests.conftest import expect_code
+    from tests.support.service import expect_code
 
     await start(turns)
     await checkpoints.PutCheckpoint(put_checkpoint("t1", 0, "1ef-0001"))

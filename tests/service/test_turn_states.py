@@ -5,15 +5,18 @@ from __future__ import annotations
 from typing import TypeAlias
 
 import grpc
+import pytest
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper.v1 import turns_pb2_grpc
 
-from tests.conftest import expect_code
+from tests.support.service import expect_code
 from tests.support.turns import events, start, status, value
 
 # The async stub type exists only in the generated .pyi (an aio channel makes one).
 Stub: TypeAlias = "turns_pb2_grpc.TurnServiceAsyncStub"
 FP = grpc.StatusCode.FAILED_PRECONDITION
+
+pytestmark = pytest.mark.both_backends
 
 
 async def test_start_journals_a_running_turn_owned_by_the_caller(turns: Stub) -> None:

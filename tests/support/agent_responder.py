@@ -31,9 +31,9 @@ from langchain_core.outputs import ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from turnkeeper.panel.agent_rpc import CREATE, RESUME_DETACHED, TURN_STATUS, agent_subject
-from turnkeeper.panel.follower import TurnState
 from turnkeeper.agent.reposition import at_checkpoint, entry_checkpoint_id
+from turnkeeper.panel.agent_rpc import CREATE, RESUME_DETACHED, TURN_STATUS, agent_subject
+from turnkeeper.states import TurnState
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper.v1 import turns_pb2_grpc
 
@@ -164,7 +164,7 @@ class PipelineResponder:
         status = await self._stub.TurnStatus(pb.TurnStatusRequest(turn_id=params["turn_id"]))
         return {
             "turn_id": params["turn_id"],
-            "status": TurnState.from_proto(status.state).value,
+            "status": TurnState.from_proto(status.state).word,
             "attempts": status.attempts,
             "last_seq": status.last_seq,
             "error": status.error,
@@ -176,7 +176,7 @@ class PipelineResponder:
         )
         return {
             "turn_id": params["turn_id"],
-            "status": "RUNNING",
+            "status": TurnState.RUNNING.word,
             "dispatched": response.dispatched,
         }
 

@@ -23,8 +23,13 @@ class ServiceProcess:
         nats_url: str | None = None,
         listen: str = "127.0.0.1:0",
         extra: list[str] | None = None,
+        database_url: str | None = None,
+        env: dict[str, str] | None = None,
     ) -> None:
         self.data_dir = data_dir
+        # PostgreSQL instead of the SQLite files in data_dir.
+        self.database_url = database_url
+        self.env = env or {}
         self.nats_url = nats_url
         self.listen = listen
         self.extra = extra or []
@@ -39,8 +44,11 @@ class ServiceProcess:
             "turnkeeper_server",
             "--listen",
             self.listen,
-            "--data-dir",
-            str(self.data_dir),
+            *(
+                ["--database-url", self.database_url]
+                if self.database_url
+                else ["--data-dir", str(self.data_dir)]
+            ),
             "--log-level",
             "INFO",
             *self.extra,
@@ -51,7 +59,7 @@ class ServiceProcess:
             stdout=subprocess.PIPE,
             stderr=subprocess.STDOUT,
             text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1"},
+            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
         )
         assert self.process.stdout is not None
         found = threading.Event()

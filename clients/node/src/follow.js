@@ -1,6 +1,6 @@
 // Following a turn: TurnStatus, then WatchTurn until the terminal event.
 //
-// What a follower promises (DESIGN.md §3, §8):
+// What a follower promises (docs/architecture.md §3, §8):
 // - every event frame it emits is one the service retained, in seq order; after a
 //   reset frame, the events shown so far are void and the replay starts again at
 //   seq 1, so a consumer that honours resets never shows a duplicated tool call;
@@ -40,10 +40,10 @@ import { parseDataJson, timestampToIso } from './values.js';
  * @typedef {{ outcome: 'terminal' | 'concluded' | 'unknown' | 'deadline' | 'aborted', state: string | null, lastSeq: number }} FollowResult
  */
 
-/** The event types the service writes last (DESIGN.md §3). */
+/** The event types the service writes last (docs/architecture.md §3). */
 export const TERMINAL_EVENT_TYPES = Object.freeze(['turn.done', 'turn.failed', 'turn.cancelled']);
 
-/** States in which the panel keeps waiting (DESIGN.md §8); a QUEUED turn will run. */
+/** States in which the panel keeps waiting (docs/architecture.md §8); a QUEUED turn will run. */
 export const LIVE_STATES = Object.freeze(['RUNNING', 'PARKED', 'QUEUED']);
 
 /** Process exit codes of follow.js, by outcome; any error is 1, a usage error 2. */
@@ -80,7 +80,7 @@ export function isRetryable(error) {
 }
 
 /**
- * 'TURN_STATE_RUNNING' -> 'RUNNING', the five words of DESIGN.md §2.
+ * 'TURN_STATE_RUNNING' -> 'RUNNING', the five words of docs/architecture.md §2.
  *
  * @param {string} state
  * @returns {string}
@@ -88,6 +88,22 @@ export function isRetryable(error) {
 export function stateName(state) {
   return String(state).replace(/^TURN_STATE_/, '');
 }
+
+/**
+ * The state a bridge's NATS JSON-RPC answer names (`responses/turnStatus`,
+ * `responses/resumeDetached`): the contract's lower-case words `running`,
+ * `parked`, `done`, `failed`, `unknown`, read as the state names gRPC uses
+ * ('running' -> 'RUNNING'). Anything else reads 'UNKNOWN'.
+ *
+ * @param {unknown} word
+ * @returns {string}
+ */
+export function stateFromWire(word) {
+  const name = String(word).toUpperCase();
+  return WIRE_STATES.includes(name) ? name : 'UNKNOWN';
+}
+
+const WIRE_STATES = Object.freeze(['RUNNING', 'PARKED', 'DONE', 'FAILED', 'UNKNOWN']);
 
 /**
  * @param {TurnStatusResponse} status

@@ -7,6 +7,7 @@ export {
   followTurn,
   isRetryable,
   resetFrame,
+  stateFromWire,
   stateName,
   statusFrame,
 } from './follow.js';

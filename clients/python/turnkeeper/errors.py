@@ -1,6 +1,6 @@
 """Errors raised by the turnkeeper Python client.
 
-The service answers with gRPC status codes (DESIGN.md §9); the client turns each
+The service answers with gRPC status codes (docs/architecture.md §9); the client turns each
 into one exception class here, in :func:`from_rpc_error`, which is the only place
 status codes are mapped. Callers catch the domain classes (``WrongState``,
 ``StaleAttempt`` ...) and never look at ``grpc.StatusCode`` themselves; the code is

@@ -1,1 +1,2 @@
-"""The journal: turn transitions (compare-and-set, fencing), re-drive, checkpoints."""
+"""The journal: turn transitions (compare-and-set, fencing) and their records,
+re-drive, checkpoints, the counts for the metrics."""

@@ -12,16 +12,16 @@ other write of the turn, and records the turn's last_seq as its boundary.
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 from langgraph.checkpoint.sqlite.utils import search_where
 
-from turnkeeper_server.journal import transitions as journal
-from turnkeeper_server.store.sqlite import Tx
 from turnkeeper_server.errors import InvalidArgument, WrongState
+from turnkeeper_server.journal import transitions as journal
+from turnkeeper_server.journal.records import TurnRecord
+from turnkeeper_server.store.contract import Conn, Tx
 
 
 @dataclass(frozen=True)
@@ -61,10 +61,10 @@ _COLUMNS = (
 )
 
 
-def _check_fence(tx: Tx, fence: Fence | None, thread_id: str) -> journal.TurnRecord | None:
+def check_fence(tx: Tx, fence: Fence | None, thread_id: str) -> TurnRecord | None:
     if fence is None:
         return None
-    turn = journal.require_turn(tx.conn, fence.turn_id)
+    turn = journal.lock_turn(tx, fence.turn_id)
     if turn.thread_id != thread_id:
         raise WrongState(
             f"turn {fence.turn_id!r} runs on thread {turn.thread_id!r}, not {thread_id!r}"
@@ -85,7 +85,7 @@ def put(
     metadata_json: str,
     fence: Fence | None,
 ) -> None:
-    turn = _check_fence(tx, fence, thread_id)
+    turn = check_fence(tx, fence, thread_id)
     tx.execute(
         f"INSERT OR REPLACE INTO sessions.checkpoints ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
         (
@@ -119,7 +119,7 @@ def put_writes(
     replace: bool,
     fence: Fence | None,
 ) -> None:
-    _check_fence(tx, fence, thread_id)
+    check_fence(tx, fence, thread_id)
     verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
     tx.conn.executemany(
         f"{verb} INTO sessions.writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
@@ -141,7 +141,7 @@ def put_writes(
     )
 
 
-def delete_thread(tx: Tx, thread_id: str) -> None:
+def require_no_live_turn(tx: Tx, thread_id: str) -> None:
     live = tx.execute(
         "SELECT turn_id FROM main.turns WHERE thread_id = ? AND state IN ('RUNNING','PARKED')",
         (thread_id,),
@@ -151,18 +151,99 @@ def delete_thread(tx: Tx, thread_id: str) -> None:
             f"thread {thread_id!r} has a live turn {live[0]!r}; its checkpoints are what a "
             "re-drive resumes from, so they cannot be deleted until the turn ends"
         )
+
+
+def delete_thread(tx: Tx, thread_id: str) -> None:
+    require_no_live_turn(tx, thread_id)
     tx.execute("DELETE FROM sessions.checkpoints WHERE thread_id = ?", (thread_id,))
     tx.execute("DELETE FROM sessions.writes WHERE thread_id = ?", (thread_id,))
     tx.execute("DELETE FROM sessions.turnkeeper_boundaries WHERE thread_id = ?", (thread_id,))
 
 
-def _writes(
-    conn: sqlite3.Connection, thread_id: str, ns: str, checkpoint_id: str
-) -> list[WriteRow]:
+# -- the lifecycle's deletes and copies (journal/maintenance.py, journal/lifecycle.py) --
+
+
+def delete_checkpoint(tx: Tx, thread_id: str, ns: str, checkpoint_id: str) -> int:
+    """One checkpoint, its writes and its boundary rows; returns 1 if it existed."""
+    key = (thread_id, ns, checkpoint_id)
+    where = "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+    gone = int(tx.execute(f"DELETE FROM sessions.checkpoints {where}", key).rowcount)
+    tx.execute(f"DELETE FROM sessions.writes {where}", key)
+    tx.execute(f"DELETE FROM sessions.turnkeeper_boundaries {where}", key)
+    return gone
+
+
+def namespaces(tx: Tx, thread_id: str) -> list[tuple[str, str]]:
+    """(namespace, latest checkpoint id) of each namespace of the thread."""
+    return [
+        (r[0], r[1])
+        for r in tx.execute(
+            "SELECT checkpoint_ns, max(checkpoint_id) FROM sessions.checkpoints "
+            "WHERE thread_id = ? GROUP BY checkpoint_ns",
+            (thread_id,),
+        ).fetchall()
+    ]
+
+
+def prune_namespace(tx: Tx, thread_id: str, ns: str, keep: str | None) -> int:
+    """Delete the namespace's checkpoints older than `keep` (all when None), with
+    their writes and boundaries; returns how many checkpoints went."""
+    deleted = 0
+    for table in ("checkpoints", "writes", "turnkeeper_boundaries"):
+        sql = f"DELETE FROM sessions.{table} WHERE thread_id = ? AND checkpoint_ns = ?"
+        params: tuple[str, ...] = (thread_id, ns)
+        if keep is not None:
+            sql += " AND checkpoint_id < ?"
+            params += (keep,)
+        count = int(tx.execute(sql, params).rowcount)
+        if table == "checkpoints":
+            deleted = count
+    if keep is None:
+        # Writes saved against a checkpoint that was never stored go too.
+        tx.execute(
+            "DELETE FROM sessions.writes WHERE thread_id = ? AND checkpoint_ns = ?",
+            (thread_id, ns),
+        )
+    return deleted
+
+
+def checkpoints_of_runs(tx: Tx, run_id: str) -> list[tuple[str, str, str]]:
+    """(thread, namespace, id) of the checkpoints whose metadata names `run_id`:
+    json_extract, the same filter `list_` uses."""
+    return [
+        (r[0], r[1], r[2])
+        for r in tx.execute(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id FROM sessions.checkpoints "
+            "WHERE json_extract(CAST(metadata AS TEXT), '$.run_id') = ?",
+            (run_id,),
+        ).fetchall()
+    ]
+
+
+def copy_thread(tx: Tx, source: str, target: str) -> int:
+    """Every checkpoint and write of `source` under `target`, same ids."""
+    copied = tx.execute(
+        "INSERT OR REPLACE INTO sessions.checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+        "parent_checkpoint_id, type, checkpoint, metadata) "
+        "SELECT ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
+        "metadata FROM sessions.checkpoints WHERE thread_id = ?",
+        (target, source),
+    ).rowcount
+    tx.execute(
+        "INSERT OR REPLACE INTO sessions.writes (thread_id, checkpoint_ns, checkpoint_id, "
+        "task_id, task_path, idx, channel, type, value) "
+        "SELECT ?, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value "
+        "FROM sessions.writes WHERE thread_id = ?",
+        (target, source),
+    )
+    return int(copied)
+
+
+def _writes(conn: Conn, thread_id: str, ns: str, checkpoint_id: str) -> list[WriteRow]:
     return [WriteRow(*r) for r in conn.execute(_PENDING_WRITES, (thread_id, ns, checkpoint_id))]
 
 
-def _row(conn: sqlite3.Connection, row: tuple[Any, ...]) -> CheckpointRow:
+def _row(conn: Conn, row: tuple[Any, ...]) -> CheckpointRow:
     thread_id, ns, checkpoint_id, parent, type_, blob, metadata = row
     return CheckpointRow(
         thread_id,
@@ -176,9 +257,7 @@ def _row(conn: sqlite3.Connection, row: tuple[Any, ...]) -> CheckpointRow:
     )
 
 
-def get(
-    conn: sqlite3.Connection, thread_id: str, checkpoint_ns: str, checkpoint_id: str
-) -> CheckpointRow | None:
+def get(conn: Conn, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> CheckpointRow | None:
     if checkpoint_id:
         row = conn.execute(
             f"SELECT {_COLUMNS} FROM sessions.checkpoints "
@@ -197,7 +276,7 @@ def get(
 
 
 def list_(
-    conn: sqlite3.Connection,
+    conn: Conn,
     *,
     thread_id: str,
     checkpoint_ns: str | None,

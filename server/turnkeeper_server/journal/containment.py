@@ -25,16 +25,14 @@ import time
 from collections.abc import Sequence
 
 from turnkeeper_server.journal import redrive
+from turnkeeper_server.journal.records import TURN_COLUMNS, Policy, TurnRecord
 from turnkeeper_server.journal.redrive import Redriven
 from turnkeeper_server.journal.transitions import (
-    TURN_COLUMNS,
-    Policy,
-    TurnRecord,
     latest_boundary,
     reload_turn,
     update_turn,
 )
-from turnkeeper_server.store.sqlite import Tx
+from turnkeeper_server.store.contract import Tx
 
 NONE, SUSPECT, HELD, PROBATION = 0, 1, 2, 3
 
@@ -81,7 +79,7 @@ def release_next(
         return None
     row = tx.execute(
         f"SELECT {TURN_COLUMNS} FROM main.turns WHERE agent = ? AND suspect = 2 "
-        "AND state = 'RUNNING' ORDER BY created_at, turn_id LIMIT 1",
+        f"AND state = 'RUNNING' ORDER BY created_at, turn_id LIMIT 1{tx.for_update}",
         (agent,),
     ).fetchone()
     if row is None:
@@ -131,7 +129,7 @@ def redrive_replica(
     rows = tx.execute(
         f"SELECT {TURN_COLUMNS} FROM main.turns WHERE state = 'RUNNING' AND agent = ? "
         "AND ((owner_replica = ? AND owner_incarnation != ?) OR "
-        "(owner_replica IS NULL AND suspect != 2)) ORDER BY created_at",
+        f"(owner_replica IS NULL AND suspect != 2)) ORDER BY created_at{tx.for_update}",
         (agent, replica, incarnation),
     ).fetchall()
     turns = [TurnRecord(*r) for r in rows]
@@ -158,7 +156,7 @@ def reap_expired(tx: Tx, *, policy: Policy, limit: int = 500) -> list[Redriven]:
     now = time.time()
     rows = tx.execute(
         f"SELECT {TURN_COLUMNS} FROM main.turns WHERE state = 'RUNNING' AND lease_expires_at < ? "
-        "ORDER BY lease_expires_at LIMIT ?",
+        f"ORDER BY lease_expires_at LIMIT ?{tx.skip_locked}",
         (now, limit),
     ).fetchall()
     out: list[Redriven] = []

@@ -2,8 +2,8 @@
 
 A thread's rows are its turns (with their journaled inputs, interrupt and resume
 values), their retained events, the outbox rows not yet sent to NATS (which
-carry the same text), and in sessions.db its checkpoints, their writes and the
-turn boundaries. A thread with a live turn is refused unless the call cancels
+carry the same text), and its checkpoints, their writes (and blobs, on PostgreSQL)
+and the turn boundaries. A thread with a live turn is refused unless the call cancels
 that turn first (the cancel is part of the same transaction, so there is no
 window in which a re-drive resumes from checkpoints about to vanish).
 
@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from turnkeeper_server.errors import WrongState
 from turnkeeper_server.journal import lifecycle
 from turnkeeper_server.journal.lifecycle import Cancelled
-from turnkeeper_server.journal.transitions import TURN_COLUMNS, Policy, TurnRecord
-from turnkeeper_server.store.sqlite import Tx
+from turnkeeper_server.journal.records import TURN_COLUMNS, Policy, TurnRecord
+from turnkeeper_server.store.contract import Tx
 
 # Rows deleted per statement that lists turn ids (SQLite's default variable limit
 # is far higher; PostgreSQL has none to speak of).
@@ -38,7 +38,7 @@ class Erased:
 
 def erase_thread(tx: Tx, *, thread_id: str, cancel: bool, policy: Policy) -> Erased:
     rows = tx.execute(
-        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE thread_id = ?", (thread_id,)
+        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE thread_id = ?{tx.for_update}", (thread_id,)
     ).fetchall()
     turns = [TurnRecord(*r) for r in rows]
     live = [t for t in turns if t.state in ("RUNNING", "PARKED")]
@@ -64,9 +64,8 @@ def erase_thread(tx: Tx, *, thread_id: str, cancel: bool, policy: Policy) -> Era
         )
         tx.execute(f"DELETE FROM main.turns WHERE turn_id IN ({marks})", chunk)
     _erase_rewinds(tx, thread_id, policy)
-    tx.execute("DELETE FROM sessions.checkpoints WHERE thread_id = ?", (thread_id,))
-    tx.execute("DELETE FROM sessions.writes WHERE thread_id = ?", (thread_id,))
-    tx.execute("DELETE FROM sessions.turnkeeper_boundaries WHERE thread_id = ?", (thread_id,))
+    # The backend's checkpoint rows (blobs too, on PostgreSQL); no live turn is left.
+    tx.checkpoints.delete_thread(tx, thread_id)
     return Erased(thread_id, len(ids), cancelled)
 
 

@@ -19,17 +19,15 @@ from dataclasses import dataclass
 
 from turnkeeper_server.errors import InvalidArgument, WrongState
 from turnkeeper_server.journal import transitions as journal
+from turnkeeper_server.journal.records import TURN_COLUMNS, Policy, TurnRecord
 from turnkeeper_server.journal.transitions import (
     CANCELLED,
     FAILED,
     LIVE,
     QUEUED,
     RUNNING,
-    TURN_COLUMNS,
-    Policy,
-    TurnRecord,
 )
-from turnkeeper_server.store.sqlite import Tx
+from turnkeeper_server.store.contract import Tx
 
 # StartTurn's multitask strategies (LangGraph Platform's names).
 REJECT, ENQUEUE, INTERRUPT, ROLLBACK = "reject", "enqueue", "interrupt", "rollback"
@@ -118,16 +116,7 @@ def remove_turn_checkpoints(tx: Tx, turn_id: str) -> int:
     ).fetchall()
     removed = 0
     for thread_id, ns, checkpoint_id in rows:
-        removed += tx.execute(
-            "DELETE FROM sessions.checkpoints "
-            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-            (thread_id, ns, checkpoint_id),
-        ).rowcount
-        tx.execute(
-            "DELETE FROM sessions.writes "
-            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-            (thread_id, ns, checkpoint_id),
-        )
+        removed += tx.checkpoints.delete_checkpoint(tx, thread_id, ns, checkpoint_id)
     tx.execute("DELETE FROM sessions.turnkeeper_boundaries WHERE turn_id = ?", (turn_id,))
     return removed
 
@@ -138,7 +127,7 @@ def remove_turn_checkpoints(tx: Tx, turn_id: str) -> int:
 def cancel_turn(
     tx: Tx, *, turn_id: str, rollback: bool, detail: str, policy: Policy
 ) -> tuple[Cancelled, Ended]:
-    turn = journal.require_turn(tx.conn, turn_id)
+    turn = journal.lock_turn(tx, turn_id)
     if turn.state not in (*LIVE, QUEUED):
         raise WrongState(
             f"turn {turn_id!r} is already over ({turn.state}): only a RUNNING, PARKED or "
@@ -175,7 +164,7 @@ def promote_queued(tx: Tx, thread_id: str, policy: Policy) -> TurnRecord | None:
         return None
     row = tx.execute(
         f"SELECT {TURN_COLUMNS} FROM main.turns WHERE thread_id = ? AND state = 'QUEUED' "
-        "ORDER BY created_at, turn_id LIMIT 1",
+        f"ORDER BY created_at, turn_id LIMIT 1{tx.for_update}",
         (thread_id,),
     ).fetchone()
     if row is None:
@@ -239,11 +228,17 @@ def start_turn(
             policy=policy,
         )
         return turn, created, None
-    live_row = tx.execute(
+    live_sql = (
         f"SELECT {TURN_COLUMNS} FROM main.turns "
-        "WHERE thread_id = ? AND state IN ('RUNNING','PARKED')",
-        (thread_id,),
-    ).fetchone()
+        "WHERE thread_id = ? AND state IN ('RUNNING','PARKED')"
+    )
+    # Locked (PostgreSQL): the live turn cannot end, and promote the queue, between
+    # this read and the insert below, so a QUEUED turn is never left behind nobody.
+    live_row = tx.execute(live_sql + tx.for_update, (thread_id,)).fetchone()
+    if live_row is None and tx.for_update:
+        # Waiting on that lock may have ended in a commit that promoted a QUEUED
+        # turn; only a new statement sees it.
+        live_row = tx.execute(live_sql, (thread_id,)).fetchone()
     live = TurnRecord(*live_row) if live_row else None
     waiting = tx.execute(
         "SELECT count(*) FROM main.turns WHERE thread_id = ? AND state = 'QUEUED'", (thread_id,)
@@ -336,7 +331,7 @@ def expire_deadlines(tx: Tx, *, policy: Policy, limit: int = 500) -> list[tuple[
     rows = tx.execute(
         f"SELECT {TURN_COLUMNS} FROM main.turns WHERE "
         "(state = 'RUNNING' AND run_deadline_at < ?) OR "
-        "(state = 'PARKED' AND park_deadline_at < ?) LIMIT ?",
+        f"(state = 'PARKED' AND park_deadline_at < ?) LIMIT ?{tx.skip_locked}",
         (now, now, limit),
     ).fetchall()
     out: list[tuple[TurnRecord, Ended]] = []

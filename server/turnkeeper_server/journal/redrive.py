@@ -14,22 +14,20 @@ import json
 import time
 from dataclasses import dataclass
 
-from turnkeeper_server.store.sqlite import Tx
 from turnkeeper_server.errors import WrongState
+from turnkeeper_server.journal.records import TURN_COLUMNS, Policy, TurnRecord
 from turnkeeper_server.journal.transitions import (
     FAILED,
     PARKED,
     RUNNING,
-    TURN_COLUMNS,
-    Policy,
-    TurnRecord,
     append_terminal,
     latest_boundary,
+    lock_turn,
     reload_turn,
-    require_turn,
     update_turn,
     write_outbox,
 )
+from turnkeeper_server.store.contract import Tx
 
 
 @dataclass(frozen=True)
@@ -109,7 +107,7 @@ def redrive_replica(
     rows = tx.execute(
         f"SELECT {TURN_COLUMNS} FROM main.turns WHERE state = 'RUNNING' AND agent = ? "
         "AND ((owner_replica = ? AND owner_incarnation != ?) OR owner_replica IS NULL) "
-        "ORDER BY created_at",
+        f"ORDER BY created_at{tx.for_update}",
         (agent, replica, incarnation),
     ).fetchall()
     out: list[Redriven] = []
@@ -125,7 +123,7 @@ def redrive_replica(
 
 
 def redrive_operator(tx: Tx, *, turn_id: str, force: bool, policy: Policy) -> Redriven:
-    turn = require_turn(tx.conn, turn_id)
+    turn = lock_turn(tx, turn_id)
     if turn.state != RUNNING:
         hint = "; use ResumeDetached for a parked turn" if turn.state == PARKED else ""
         raise WrongState(
@@ -149,7 +147,7 @@ def reap_expired(tx: Tx, *, policy: Policy, limit: int = 500) -> list[Redriven]:
     now = time.time()
     rows = tx.execute(
         f"SELECT {TURN_COLUMNS} FROM main.turns WHERE state = 'RUNNING' AND lease_expires_at < ? "
-        "ORDER BY lease_expires_at LIMIT ?",
+        f"ORDER BY lease_expires_at LIMIT ?{tx.skip_locked}",
         (now, limit),
     ).fetchall()
     out: list[Redriven] = []

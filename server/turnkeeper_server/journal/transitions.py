@@ -1,7 +1,8 @@
-"""The turn state machine (DESIGN.md §2-§5), as operations run in the writer thread.
+"""The turn state machine (docs/architecture.md §2-§5), as operations run in one
+transaction each (the SQLite writer thread, or a PostgreSQL connection: store/contract.py).
 
 Every function here takes a `Tx` and either completes its compare-and-set or raises
-a domain error, leaving nothing behind (the writer rolls the operation back alone).
+a domain error, leaving nothing behind (the operation is rolled back alone).
 Outbox rows for NATS are written in the same transaction as the change they mirror.
 
     StartTurn -> RUNNING --park--> PARKED --ResumeDetached--> RUNNING
@@ -15,13 +16,11 @@ from __future__ import annotations
 
 import hashlib
 import json
-import sqlite3
 import time
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import NamedTuple
 
-from turnkeeper_server.store.sqlite import Tx
+from turnkeeper.states import STATE_NAMES, TERMINAL_EVENT_TYPES
+
 from turnkeeper_server.errors import (
     AlreadyExists,
     InvalidArgument,
@@ -29,112 +28,41 @@ from turnkeeper_server.errors import (
     StaleAttempt,
     WrongState,
 )
+from turnkeeper_server.journal.records import (
+    EVENT_COLUMNS,
+    TURN_COLUMNS,
+    EventRecord,
+    NewEvent,
+    Policy,
+    TurnRecord,
+)
+from turnkeeper_server.store.contract import Conn, Tx
 
-RUNNING, PARKED, DONE, FAILED = "RUNNING", "PARKED", "DONE", "FAILED"
-# CANCELLED is terminal; QUEUED waits behind the thread's live turn (`lifecycle`).
-CANCELLED, QUEUED = "CANCELLED", "QUEUED"
+RUNNING, PARKED, DONE, FAILED, CANCELLED, QUEUED = STATE_NAMES
 LIVE = (RUNNING, PARKED)
+# CANCELLED is terminal; QUEUED waits behind the thread's live turn (`lifecycle`).
 ENDED = (DONE, FAILED, CANCELLED)
-TERMINAL_EVENTS = frozenset({"turn.done", "turn.failed", "turn.cancelled"})
-
-
-@dataclass(frozen=True)
-class TurnRecord:
-    turn_id: str
-    thread_id: str
-    agent: str
-    state: str
-    attempts: int
-    last_seq: int
-    rewinds: int
-    input_json: str
-    request_hash: str
-    owner_replica: str | None
-    owner_incarnation: str | None
-    lease_expires_at: float | None
-    interrupt_json: str | None
-    resume_json: str | None
-    error: str
-    created_at: float
-    updated_at: float
-    end_reason: str = ""
-    max_run_seconds: float = 0.0
-    park_expiry_seconds: float = 0.0
-    run_deadline_at: float | None = None
-    park_deadline_at: float | None = None
-    pruned: int = 0
-    charged: int = 0
-    suspect: int = 0
-
-    @property
-    def owned(self) -> bool:
-        return self.owner_replica is not None
-
-
-TURN_COLUMNS = ", ".join(TurnRecord.__dataclass_fields__)
-
-
-@dataclass(frozen=True)
-class EventRecord:
-    turn_id: str
-    seq: int
-    attempt: int
-    type: str
-    data_json: str
-    created_at: float
-
-
-EVENT_COLUMNS = ", ".join(EventRecord.__dataclass_fields__)
-
-
-class NewEvent(NamedTuple):
-    # A NamedTuple, not a frozen dataclass: one is built per appended event, and
-    # this costs half as much (bench/ingest.py).
-    seq: int
-    type: str
-    data_json: str
-
-
-@dataclass(frozen=True)
-class Policy:
-    """The knobs the state machine needs, from Settings."""
-
-    subject_prefix: str = "vystak"
-    lease_seconds: float = 15.0
-    claim_seconds: float = 5.0
-    max_redrives: int = 3
-    # Defaults of the per-turn deadlines (`lifecycle`); 0 switches one off.
-    max_run_seconds: float = 3600.0
-    park_expiry_seconds: float = 7 * 24 * 3600.0
-
-    def events_subject(self, turn_id: str) -> str:
-        return f"{self.subject_prefix}.turn.events.{turn_id}"
-
-    @property
-    def rewind_subject(self) -> str:
-        return f"{self.subject_prefix}.turn.rewind"
+TERMINAL_EVENTS = TERMINAL_EVENT_TYPES
 
 
 # -- reads (usable on any connection) -----------------------------------------------
 
 
-def load_turn(conn: sqlite3.Connection, turn_id: str) -> TurnRecord | None:
+def load_turn(conn: Conn, turn_id: str) -> TurnRecord | None:
     row = conn.execute(
         f"SELECT {TURN_COLUMNS} FROM main.turns WHERE turn_id = ?", (turn_id,)
     ).fetchone()
     return TurnRecord(*row) if row else None
 
 
-def require_turn(conn: sqlite3.Connection, turn_id: str) -> TurnRecord:
+def require_turn(conn: Conn, turn_id: str) -> TurnRecord:
     turn = load_turn(conn, turn_id)
     if turn is None:
         raise NotFound(f"turn {turn_id!r} is not in the journal")
     return turn
 
 
-def load_events(
-    conn: sqlite3.Connection, turn_id: str, after_seq: int, limit: int
-) -> list[EventRecord]:
+def load_events(conn: Conn, turn_id: str, after_seq: int, limit: int) -> list[EventRecord]:
     rows = conn.execute(
         f"SELECT {EVENT_COLUMNS} FROM main.events WHERE turn_id = ? AND seq > ? "
         "ORDER BY seq LIMIT ?",
@@ -143,7 +71,7 @@ def load_events(
     return [EventRecord(*r) for r in rows]
 
 
-def latest_boundary(conn: sqlite3.Connection, turn_id: str) -> tuple[str, int]:
+def latest_boundary(conn: Conn, turn_id: str) -> tuple[str, int]:
     """(checkpoint_id, last_seq) of the turn's newest root checkpoint; ("", 0) if none."""
     row = conn.execute(
         "SELECT checkpoint_id, last_seq FROM sessions.turnkeeper_boundaries "
@@ -153,7 +81,19 @@ def latest_boundary(conn: sqlite3.Connection, turn_id: str) -> tuple[str, int]:
     return (row[0], row[1]) if row else ("", 0)
 
 
-def thread_agents(conn: sqlite3.Connection, thread_id: str) -> set[str]:
+def lock_turn(tx: Tx, turn_id: str) -> TurnRecord:
+    """`require_turn` for a turn the operation is about to change: row-locked where
+    operations run concurrently (PostgreSQL replicas), so no other operation on the
+    turn can slip between this read and the write that follows it."""
+    row = tx.execute(
+        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE turn_id = ?{tx.for_update}", (turn_id,)
+    ).fetchone()
+    if row is None:
+        raise NotFound(f"turn {turn_id!r} is not in the journal")
+    return TurnRecord(*row)
+
+
+def thread_agents(conn: Conn, thread_id: str) -> set[str]:
     """The agents with turns on a thread (who the thread belongs to, for auth.py)."""
     rows = conn.execute(
         "SELECT DISTINCT agent FROM main.turns WHERE thread_id = ?", (thread_id,)
@@ -162,7 +102,7 @@ def thread_agents(conn: sqlite3.Connection, thread_id: str) -> set[str]:
 
 
 def list_turns(
-    conn: sqlite3.Connection,
+    conn: Conn,
     *,
     state: str | None,
     agent: str,
@@ -361,6 +301,17 @@ def start_turn(
 ) -> tuple[TurnRecord, bool]:
     digest = request_hash(thread_id, agent, input_json)
     existing = load_turn(tx.conn, turn_id)
+    live = None
+    if existing is None:
+        live = tx.execute(
+            "SELECT turn_id, state FROM main.turns WHERE thread_id = ? "
+            "AND state IN ('RUNNING','PARKED')",
+            (thread_id,),
+        ).fetchone()
+        if live is not None and live[0] == turn_id:
+            # The same StartTurn through another replica committed between the two
+            # reads (PostgreSQL reads each statement afresh): it is that turn.
+            existing = load_turn(tx.conn, turn_id)
     if existing is not None:
         if existing.request_hash != digest:
             raise AlreadyExists(
@@ -368,10 +319,6 @@ def start_turn(
                 "use a new turn_id for a new request"
             )
         return existing, False
-    live = tx.execute(
-        "SELECT turn_id, state FROM main.turns WHERE thread_id = ? AND state IN ('RUNNING','PARKED')",
-        (thread_id,),
-    ).fetchone()
     if live is not None:
         raise WrongState(
             f"thread {thread_id!r} already has a live turn {live[0]!r} ({live[1]}); "
@@ -402,7 +349,7 @@ def start_turn(
 def heartbeat(
     tx: Tx, *, turn_id: str, attempt: int, replica: str, incarnation: str, policy: Policy
 ) -> float:
-    turn = require_turn(tx.conn, turn_id)
+    turn = lock_turn(tx, turn_id)
     fence(turn, attempt)
     _fence_owner(turn, replica, incarnation)
     now = time.time()
@@ -414,7 +361,7 @@ def heartbeat(
 def append_events(
     tx: Tx, *, turn_id: str, attempt: int, events: Sequence[NewEvent], policy: Policy
 ) -> int:
-    turn = require_turn(tx.conn, turn_id)
+    turn = lock_turn(tx, turn_id)
     fence(turn, attempt)
     now = time.time()
     last = _append(tx, turn, attempt, events, policy, now)
@@ -432,7 +379,7 @@ def park_turn(
     events: Sequence[NewEvent],
     policy: Policy,
 ) -> TurnRecord:
-    turn = require_turn(tx.conn, turn_id)
+    turn = lock_turn(tx, turn_id)
     fence(turn, attempt)
     now = time.time()
     last = _append(tx, turn, attempt, events, policy, now)
@@ -462,7 +409,7 @@ def finish_turn(
     events: Sequence[NewEvent],
     policy: Policy,
 ) -> TurnRecord:
-    turn = require_turn(tx.conn, turn_id)
+    turn = lock_turn(tx, turn_id)
     fence(turn, attempt)
     now = time.time()
     last = _append(tx, turn, attempt, events, policy, now)
@@ -484,7 +431,7 @@ def finish_turn(
 
 
 def resume_detached(tx: Tx, *, turn_id: str, resume_json: str, policy: Policy) -> TurnRecord:
-    turn = require_turn(tx.conn, turn_id)
+    turn = lock_turn(tx, turn_id)
     if turn.state != PARKED:
         hint = " (it was already resumed)" if turn.state == RUNNING else ""
         raise WrongState(f"turn {turn_id!r} is {turn.state}, not PARKED{hint}")
@@ -508,7 +455,7 @@ def resume_detached(tx: Tx, *, turn_id: str, resume_json: str, policy: Policy) -
 def claim_turn(
     tx: Tx, *, turn_id: str, attempt: int, replica: str, incarnation: str, policy: Policy
 ) -> tuple[TurnRecord, str]:
-    turn = require_turn(tx.conn, turn_id)
+    turn = lock_turn(tx, turn_id)
     fence(turn, attempt)
     if turn.owned:
         _fence_owner(turn, replica, incarnation)  # re-claiming one's own turn is fine

@@ -1,9 +1,11 @@
-"""Drains the outbox table in turns.db to NATS.
+"""Drains the outbox table (turns.db, or PostgreSQL) to NATS.
 
 Rows are written in the same transaction as the change they mirror (an event
 appended, a rewind, a synthetic terminal event), so a NATS outage or a crash of
 the service loses nothing: the backlog is published, in id order, once NATS is
-reachable again. Each message carries its outbox id as `Nats-Msg-Id`.
+reachable again. Each message carries its outbox id as `Nats-Msg-Id`. How rows are
+taken and deleted is the store's (`drain_outbox`): on PostgreSQL several replicas
+drain one outbox without two publishing the same row at once.
 """
 
 from __future__ import annotations
@@ -13,9 +15,10 @@ import contextlib
 import logging
 import time
 
-from turnkeeper_server.store.sqlite import Database, Reader, Tx
-from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.messaging.link import NatsLink
+from turnkeeper_server.metrics import Metrics
+from turnkeeper_server.store.contract import OutboxRow, Store
+from turnkeeper_server.store.sqlite import Reader
 
 log = logging.getLogger(__name__)
 
@@ -25,7 +28,7 @@ BATCH = 512
 class OutboxPublisher:
     def __init__(
         self,
-        db: Database,
+        db: Store,
         link: NatsLink,
         *,
         idle_poll: float = 0.5,
@@ -83,30 +86,24 @@ class OutboxPublisher:
         """Publish one batch; returns how many rows left the outbox."""
         if not self.link.connected:
             return 0
-        rows = (
-            Reader(self.db)
-            .conn.execute(
-                "SELECT id, subject, payload FROM main.outbox ORDER BY id LIMIT ?", (BATCH,)
-            )
-            .fetchall()
-        )
-        if not rows:
-            self._drained.set()
-            return 0
-        ok = await self.link.publish_batch(rows)
-        if not ok:
+        failed = False
+
+        async def publish(rows: list[OutboxRow]) -> bool:
+            nonlocal failed
+            failed = not await self.link.publish_batch(rows)
+            return not failed
+
+        sent = await self.db.drain_outbox(BATCH, publish)
+        if failed:
             self.failures += 1
             self.metrics.outbox_failures.inc()
             return 0
-        last_id = rows[-1][0]
-
-        def delete(tx: Tx) -> None:
-            tx.execute("DELETE FROM main.outbox WHERE id <= ?", (last_id,))
-
-        await self.db.write(delete)
-        self.published += len(rows)
-        self.metrics.outbox_published.inc(len(rows))
-        return len(rows)
+        if not sent:
+            self._drained.set()
+            return 0
+        self.published += sent
+        self.metrics.outbox_published.inc(sent)
+        return sent
 
     async def flush(self, timeout: float) -> int:
         """Publish what is left, for shutdown; returns the backlog left behind."""

@@ -1,4 +1,4 @@
-"""CheckpointService: validation and proto conversion over `checkpoints`."""
+"""CheckpointService: validation and proto conversion over the engine's checkpoints."""
 
 from __future__ import annotations
 
@@ -7,16 +7,14 @@ from collections.abc import AsyncIterator, Sequence
 from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc
 
-from turnkeeper_server.journal import transitions as journal
-from turnkeeper_server.security import auth
+from turnkeeper_server.engine import Engine
+from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.journal import checkpoints as store
 from turnkeeper_server.journal import maintenance
-from turnkeeper_server.rpc import limits as lim
-from turnkeeper_server.store.sqlite import Database, Reader, Tx
-from turnkeeper_server.errors import InvalidArgument
-from turnkeeper_server.rpc.limits import Limits
 from turnkeeper_server.metrics import Metrics
-from turnkeeper_server.engine import Turns
+from turnkeeper_server.rpc import limits as lim
+from turnkeeper_server.rpc.limits import Limits
+from turnkeeper_server.security import auth
 
 Ctx = aio.ServicerContext[object, object]
 
@@ -25,12 +23,8 @@ MAX_NS = 1024
 
 
 class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
-    def __init__(
-        self, db: Database, limits: Limits, metrics: Metrics, *, engine: Turns | None = None
-    ) -> None:
-        # Erasure may cancel a live turn, whose executor the engine tells to stop.
+    def __init__(self, engine: Engine, limits: Limits, metrics: Metrics) -> None:
         self.engine = engine
-        self.db = db
         self.limits = limits
         self.metrics = metrics
 
@@ -39,9 +33,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
 
     def _own_thread(self, thread_id: str) -> None:
         """An agent token uses its own agent's threads only (auth.py)."""
-        auth.require_thread(
-            thread_id, lambda: journal.thread_agents(Reader(self.db).conn, thread_id)
-        )
+        auth.require_thread(thread_id, lambda: self.engine.thread_agents(thread_id))
 
     def _name(self, name: str, value: str) -> str:
         return lim.check_length(name, value, self.limits.max_name_length)
@@ -58,7 +50,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
             raise InvalidArgument("fence.attempt must not be negative")
         turn_id = lim.check_id("fence.turn_id", fence.turn_id, self.limits)
         # Another agent's turn is not found, not "on another thread" (which would leak).
-        auth.require_turn(turn_id, lambda: journal.load_turn(Reader(self.db).conn, turn_id))
+        auth.require_turn(turn_id, lambda: self.engine.get(turn_id))
         return store.Fence(turn_id, fence.attempt)
 
     async def GetCheckpoint(
@@ -68,7 +60,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         ns = self._ns(request.checkpoint_ns)
         checkpoint_id = lim.check_optional_id("checkpoint_id", request.checkpoint_id, self.limits)
         self._own_thread(thread_id)
-        row = store.get(Reader(self.db).conn, thread_id, ns, checkpoint_id)
+        row = await self.engine.checkpoint(thread_id, ns, checkpoint_id)
         if row is None:
             return checkpoints_pb2.GetCheckpointResponse(found=False)
         return checkpoints_pb2.GetCheckpointResponse(found=True, checkpoint=_tuple(row))
@@ -87,8 +79,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
                 self.limits.max_json_depth,
             )
         self._own_thread(thread_id)
-        rows = store.list_(
-            Reader(self.db).conn,
+        rows = await self.engine.list_checkpoints(
             thread_id=thread_id,
             checkpoint_ns=self._ns(request.checkpoint_ns)
             if request.HasField("checkpoint_ns")
@@ -125,21 +116,16 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         )
         self._own_thread(thread_id)
         fence = self._fence(request.fence, request.HasField("fence"))
-
-        def put(tx: Tx) -> None:
-            store.put(
-                tx,
-                thread_id=thread_id,
-                checkpoint_ns=ns,
-                checkpoint_id=checkpoint_id,
-                parent_checkpoint_id=parent,
-                type_=request.checkpoint.type,
-                blob=request.checkpoint.data,
-                metadata_json=request.metadata_json or "{}",
-                fence=fence,
-            )
-
-        await self.db.write(put)
+        await self.engine.put_checkpoint(
+            thread_id=thread_id,
+            checkpoint_ns=ns,
+            checkpoint_id=checkpoint_id,
+            parent_checkpoint_id=parent,
+            type_=request.checkpoint.type,
+            blob=request.checkpoint.data,
+            metadata_json=request.metadata_json or "{}",
+            fence=fence,
+        )
         self.metrics.checkpoint_bytes.inc(size)
         return checkpoints_pb2.PutCheckpointResponse(
             ref=checkpoints_pb2.CheckpointRef(
@@ -172,21 +158,16 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
             writes.append((w.idx, w.channel, w.value.type, w.value.data))
         self._own_thread(thread_id)
         fence = self._fence(request.fence, request.HasField("fence"))
-
-        def put_writes(tx: Tx) -> None:
-            store.put_writes(
-                tx,
-                thread_id=thread_id,
-                checkpoint_ns=ns,
-                checkpoint_id=checkpoint_id,
-                task_id=request.task_id,
-                task_path=request.task_path,
-                writes=writes,
-                replace=request.replace,
-                fence=fence,
-            )
-
-        await self.db.write(put_writes)
+        await self.engine.put_writes(
+            thread_id=thread_id,
+            checkpoint_ns=ns,
+            checkpoint_id=checkpoint_id,
+            task_id=request.task_id,
+            task_path=request.task_path,
+            writes=writes,
+            replace=request.replace,
+            fence=fence,
+        )
         self.metrics.checkpoint_bytes.inc(size)
         return checkpoints_pb2.PutWritesResponse()
 
@@ -195,8 +176,6 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
     ) -> checkpoints_pb2.DeleteThreadResponse:
         thread_id = self._thread(request.thread_id)
         self._own_thread(thread_id)
-        if self.engine is None:
-            raise RuntimeError("CheckpointServicer needs the engine to erase threads")
         erased = await self.engine.erase_thread(thread_id=thread_id, cancel=request.cancel)
         return checkpoints_pb2.DeleteThreadResponse(
             turns_deleted=erased.turns_deleted,
@@ -219,7 +198,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
             raise InvalidArgument("strategy must be KEEP_LATEST or DELETE (or unset)")
         for thread_id in thread_ids:
             self._own_thread(thread_id)
-        deleted = await self.db.write(lambda tx: maintenance.prune(tx, thread_ids, strategy))
+        deleted = await self.engine.prune_threads(thread_ids, strategy)
         return checkpoints_pb2.PruneThreadsResponse(checkpoints_deleted=deleted)
 
     async def DeleteForRuns(
@@ -230,7 +209,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         ]
         if len(run_ids) > MAX_IDS:
             raise InvalidArgument(f"{len(run_ids)} run_ids in one call; the limit is {MAX_IDS}")
-        deleted = await self.db.write(lambda tx: maintenance.delete_for_runs(tx, run_ids))
+        deleted = await self.engine.delete_for_runs(run_ids)
         return checkpoints_pb2.DeleteForRunsResponse(checkpoints_deleted=deleted)
 
     async def CopyThread(
@@ -240,7 +219,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         target = lim.check_id("target_thread_id", request.target_thread_id, self.limits)
         self._own_thread(source)
         self._own_thread(target)
-        copied = await self.db.write(lambda tx: maintenance.copy_thread(tx, source, target))
+        copied = await self.engine.copy_thread(source, target)
         return checkpoints_pb2.CopyThreadResponse(checkpoints_copied=copied)
 
 

@@ -5,18 +5,12 @@ from __future__ import annotations
 import json
 
 from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from turnkeeper.states import JOURNAL_STATES
 from turnkeeper.v1 import turns_pb2
 
-from turnkeeper_server.journal.transitions import EventRecord, TurnRecord
+from turnkeeper_server.journal.records import EventRecord, TurnRecord
 
-STATE_TO_PROTO = {
-    "RUNNING": turns_pb2.TURN_STATE_RUNNING,
-    "PARKED": turns_pb2.TURN_STATE_PARKED,
-    "DONE": turns_pb2.TURN_STATE_DONE,
-    "FAILED": turns_pb2.TURN_STATE_FAILED,
-    "CANCELLED": turns_pb2.TURN_STATE_CANCELLED,
-    "QUEUED": turns_pb2.TURN_STATE_QUEUED,
-}
+STATE_TO_PROTO = {state.value: state.proto for state in JOURNAL_STATES}
 PROTO_TO_STATE = {v: k for k, v in STATE_TO_PROTO.items()}
 
 

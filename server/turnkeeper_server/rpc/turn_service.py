@@ -1,4 +1,4 @@
-"""TurnService: request validation and proto conversion over `turns.Turns`."""
+"""TurnService: request validation and proto conversion over the engine."""
 
 from __future__ import annotations
 
@@ -9,9 +9,11 @@ from google.protobuf import duration_pb2, struct_pb2
 from grpc import aio
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 
+from turnkeeper_server.engine import Engine, Reset
+from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.journal import lifecycle
-from turnkeeper_server.journal import transitions as journal
-from turnkeeper_server.security import auth
+from turnkeeper_server.journal.records import NewEvent
+from turnkeeper_server.journal.redrive import Redriven
 from turnkeeper_server.rpc import limits as lim
 from turnkeeper_server.rpc.convert import (
     PROTO_TO_STATE,
@@ -21,19 +23,15 @@ from turnkeeper_server.rpc.convert import (
     turn_to_proto,
     value_to_json,
 )
-from turnkeeper_server.store.sqlite import Reader
-from turnkeeper_server.errors import InvalidArgument
-from turnkeeper_server.journal.transitions import NewEvent
 from turnkeeper_server.rpc.limits import Limits
-from turnkeeper_server.journal.redrive import Redriven
-from turnkeeper_server.engine import Reset, Turns
+from turnkeeper_server.security import auth
 
 Ctx = aio.ServicerContext[object, object]
 
 
 class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
-    def __init__(self, turns: Turns, limits: Limits) -> None:
-        self.turns = turns
+    def __init__(self, engine: Engine, limits: Limits) -> None:
+        self.engine = engine
         self.limits = limits
         self.watch_streams = lim.StreamQuota(
             "WatchTurn streams", limits.max_watch_streams_per_client, "max_watch_streams_per_client"
@@ -46,7 +44,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
 
     def _own(self, turn_id: str) -> None:
         """An agent token acts on its own agent's turns only (auth.py)."""
-        auth.require_turn(turn_id, lambda: self.turns.get(turn_id))
+        auth.require_turn(turn_id, lambda: self.engine.get(turn_id))
 
     def _attempt(self, attempt: int) -> int:
         if attempt < 0:
@@ -113,7 +111,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         auth.require_agent(agent)
         auth.require_thread(
             thread_id,
-            lambda: journal.thread_agents(Reader(self.turns.db).conn, thread_id),
+            lambda: self.engine.thread_agents(thread_id),
             starting=True,
         )
         strategy = STRATEGIES.get(request.multitask_strategy)
@@ -123,7 +121,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             )
         max_run = _seconds("max_run_time", request.max_run_time)
         park_expiry = _seconds("park_expiry", request.park_expiry)
-        turn, created, cancelled = await self.turns.start(
+        turn, created, cancelled = await self.engine.start(
             turn_id=turn_id,
             thread_id=thread_id,
             agent=agent,
@@ -146,7 +144,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         turn_id = self._id("turn_id", request.turn_id)
         self._own(turn_id)
         lim.check_size("reason", len(request.reason.encode()), MAX_REASON_BYTES)
-        cancelled = await self.turns.cancel(
+        cancelled = await self.engine.cancel(
             turn_id=turn_id, rollback=request.rollback, detail=request.reason
         )
         return turns_pb2.CancelTurnResponse(
@@ -158,7 +156,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
     ) -> turns_pb2.TurnStatusResponse:
         turn_id = self._id("turn_id", request.turn_id)
         # Another agent's turn is UNKNOWN to an agent token, like a never-seen id.
-        turn = auth.visible(self.turns.get(turn_id))
+        turn = auth.visible(self.engine.get(turn_id))
         if turn is None:
             return turns_pb2.TurnStatusResponse(turn_id=turn_id, state=turns_pb2.TURN_STATE_UNKNOWN)
         return turns_pb2.TurnStatusResponse(
@@ -175,7 +173,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
     async def GetTurn(
         self, request: turns_pb2.GetTurnRequest, context: Ctx
     ) -> turns_pb2.GetTurnResponse:
-        turn = self.turns.require(self._id("turn_id", request.turn_id))
+        turn = self.engine.require(self._id("turn_id", request.turn_id))
         auth.require_turn(turn.turn_id, lambda: turn)
         return turns_pb2.GetTurnResponse(turn=turn_to_proto(turn))
 
@@ -192,7 +190,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             state = PROTO_TO_STATE[request.state]
         lim.check_length("page_token", request.page_token, 64)
         before = _decode_token(request.page_token) if request.page_token else None
-        rows = self.turns.list_turns(
+        rows = self.engine.list_turns(
             state=state,
             agent=lim.check_optional_id("agent", request.agent, self.limits),
             thread_id=lim.check_optional_id("thread_id", request.thread_id, self.limits),
@@ -208,12 +206,12 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
     async def ListEvents(
         self, request: turns_pb2.ListEventsRequest, context: Ctx
     ) -> turns_pb2.ListEventsResponse:
-        turn = self.turns.require(self._id("turn_id", request.turn_id))
+        turn = self.engine.require(self._id("turn_id", request.turn_id))
         auth.require_turn(turn.turn_id, lambda: turn)
         if request.after_seq < 0:
             raise InvalidArgument("after_seq must not be negative")
         size = lim.page_size(request.page_size, self.limits.max_page_size, self.limits)
-        events = self.turns.events(turn.turn_id, request.after_seq, size)
+        events = self.engine.events(turn.turn_id, request.after_seq, size)
         return turns_pb2.ListEventsResponse(
             events=[event_to_proto(e) for e in events], last_seq=turn.last_seq
         )
@@ -226,7 +224,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         replica = self._id("replica", request.replica)
         incarnation = self._id("incarnation", request.incarnation)
         self._own(turn_id)
-        lease = await self.turns.heartbeat(
+        lease = await self.engine.heartbeat(
             turn_id=turn_id, attempt=attempt, replica=replica, incarnation=incarnation
         )
         return turns_pb2.HeartbeatResponse(lease_expires_at=timestamp(lease))
@@ -238,7 +236,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         attempt = self._attempt(request.attempt)
         events = self._events(request.events)
         self._own(turn_id)
-        last = await self.turns.append(turn_id=turn_id, attempt=attempt, events=events)
+        last = await self.engine.append(turn_id=turn_id, attempt=attempt, events=events)
         return turns_pb2.AppendEventsResponse(last_seq=last)
 
     async def ParkTurn(
@@ -249,7 +247,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         interrupt_json = self._value("interrupt", request.interrupt, self.limits.max_input_bytes)
         events = self._events(request.events)
         self._own(turn_id)
-        turn = await self.turns.park(
+        turn = await self.engine.park(
             turn_id=turn_id, attempt=attempt, interrupt_json=interrupt_json, events=events
         )
         return turns_pb2.ParkTurnResponse(turn=turn_to_proto(turn))
@@ -267,7 +265,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         attempt = self._attempt(request.attempt)
         events = self._events(request.events)
         self._own(turn_id)
-        turn = await self.turns.finish(
+        turn = await self.engine.finish(
             turn_id=turn_id, attempt=attempt, failed=failed, error=request.error, events=events
         )
         return turns_pb2.FinishTurnResponse(turn=turn_to_proto(turn))
@@ -278,7 +276,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         turn_id = self._id("turn_id", request.turn_id)
         resume_json = self._value("resume", request.resume, self.limits.max_resume_bytes)
         self._own(turn_id)
-        turn, dispatched = await self.turns.resume(turn_id=turn_id, resume_json=resume_json)
+        turn, dispatched = await self.engine.resume(turn_id=turn_id, resume_json=resume_json)
         return turns_pb2.ResumeDetachedResponse(turn=turn_to_proto(turn), dispatched=dispatched)
 
     async def Redrive(
@@ -291,7 +289,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
                     "(startup form), not both"
                 )
             auth.require_right(auth.REDRIVE_OPERATOR)
-            redriven, dispatched = await self.turns.redrive_turn(
+            redriven, dispatched = await self.engine.redrive_turn(
                 turn_id=self._id("turn_id", request.turn_id), force=request.force
             )
             return turns_pb2.RedriveResponse(turns=[_redriven(redriven)], dispatched=dispatched)
@@ -307,7 +305,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         incarnation = self._id("incarnation", request.incarnation)
         auth.require_right(auth.REDRIVE_STARTUP)
         auth.require_agent(agent)
-        redriven_all = await self.turns.redrive_replica(
+        redriven_all = await self.engine.redrive_replica(
             agent=agent, replica=replica, incarnation=incarnation
         )
         return turns_pb2.RedriveResponse(turns=[_redriven(r) for r in redriven_all])
@@ -320,7 +318,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         replica = self._id("replica", request.replica)
         incarnation = self._id("incarnation", request.incarnation)
         self._own(turn_id)
-        turn, checkpoint_id = await self.turns.claim(
+        turn, checkpoint_id = await self.engine.claim(
             turn_id=turn_id, attempt=attempt, replica=replica, incarnation=incarnation
         )
         return turns_pb2.ClaimTurnResponse(turn=turn_to_proto(turn), checkpoint_id=checkpoint_id)
@@ -333,7 +331,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             raise InvalidArgument("after_seq must not be negative")
         self._own(turn_id)
         with self.watch_streams.hold(auth.client_key(context)):
-            async for frame in self.turns.watch(turn_id, request.after_seq):
+            async for frame in self.engine.watch(turn_id, request.after_seq):
                 if isinstance(frame, Reset):
                     yield turns_pb2.WatchTurnResponse(
                         reset=turns_pb2.Reset(

@@ -22,14 +22,12 @@ Roles (RIGHTS below is the table the interceptor and the servicers both read):
 - `agent:<name>`: the executor side of its own agent's turns: StartTurn, Heartbeat,
   AppendEvents, ParkTurn, FinishTurn, ClaimTurn, the startup form of Redrive,
   ResumeDetached and CancelTurn (the bridge answers `responses/resumeDetached` and
-  `responses/cancel`), the reads TurnStatus,
-  GetTurn, ListEvents, WatchTurn, and the checkpoint RPCs of its own threads. To an
-  agent another agent's turn does not exist: it gets exactly the answer a never-seen
-  turn_id gets (UNKNOWN from TurnStatus, NOT_FOUND elsewhere).
+  `responses/cancel`), the reads TurnStatus, GetTurn, ListEvents, WatchTurn, and the
+  checkpoint RPCs of its own threads. To an agent another agent's turn does not
+  exist: it gets the answer a never-seen turn_id gets (UNKNOWN, or NOT_FOUND).
 - `panel`: TurnStatus, GetTurn, ListEvents, WatchTurn, of any turn.
 - `operator`: every read (ListTurns and the checkpoint reads too), ResumeDetached,
-  CancelTurn, and
-  the operator form of Redrive.
+  CancelTurn, and the operator form of Redrive.
 - `admin`: everything.
 
 Threads: a thread belongs to the agent whose turns run on it. An agent token may use
@@ -65,14 +63,9 @@ from typing import Any, TypeAlias, cast
 import grpc
 from grpc import aio
 
+from turnkeeper_server.errors import NotFound, PermissionDenied, TurnkeeperError, Unauthenticated
+from turnkeeper_server.journal.records import TurnRecord
 from turnkeeper_server.rpc import limits as lim
-from turnkeeper_server.errors import (
-    NotFound,
-    PermissionDenied,
-    TurnkeeperError,
-    Unauthenticated,
-)
-from turnkeeper_server.journal.transitions import TurnRecord
 
 log = logging.getLogger(__name__)
 
@@ -109,16 +102,14 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     # Which form is checked in the servicer (REDRIVE_* below).
     _TURNS + "Redrive": frozenset({AGENT, OPERATOR, ADMIN}),
     _TURNS + "ClaimTurn": _EXECUTOR,
-    # Like ResumeDetached: the bridge answers `responses/cancel` with it.
-    _TURNS + "CancelTurn": frozenset({AGENT, OPERATOR, ADMIN}),
+    _TURNS + "CancelTurn": frozenset({AGENT, OPERATOR, ADMIN}),  # `responses/cancel`
     _TURNS + "WatchTurn": _READ,
     _CHECKPOINTS + "GetCheckpoint": frozenset({AGENT, OPERATOR, ADMIN}),
     _CHECKPOINTS + "ListCheckpoints": frozenset({AGENT, OPERATOR, ADMIN}),
     _CHECKPOINTS + "PutCheckpoint": _EXECUTOR,
     _CHECKPOINTS + "PutWrites": _EXECUTOR,
     _CHECKPOINTS + "DeleteThread": _EXECUTOR,
-    # LangGraph's extended saver operations: RemoteSaver in an agent (its own
-    # threads), and operators.
+    # LangGraph's extended saver operations: RemoteSaver (own threads), operators.
     _CHECKPOINTS + "PruneThreads": frozenset({AGENT, OPERATOR, ADMIN}),
     _CHECKPOINTS + "CopyThread": frozenset({AGENT, OPERATOR, ADMIN}),
     # Not scoped by thread (run ids span threads): operators and admins only.
@@ -457,7 +448,7 @@ class Authenticate(aio.ServerInterceptor):  # type: ignore[type-arg]
         return _as_caller(handler, caller)
 
 
-# -- `python -m turnkeeper_server.security.auth` -----------------------------------------------
+# -- `python -m turnkeeper_server.security.auth` --------------------------------------
 
 
 def _line(token: str, role: str, name: str) -> str:
@@ -473,7 +464,8 @@ def _append_private(path: Path, line: str) -> None:
 
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(
-        prog="python -m turnkeeper_server.security.auth", description="make entries of a tokens file"
+        prog="python -m turnkeeper_server.security.auth",
+        description="make entries of a tokens file",
     )
     commands = parser.add_subparsers(dest="command", required=True)
     new = commands.add_parser("new", help="make a random token; print it once")

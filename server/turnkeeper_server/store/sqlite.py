@@ -27,11 +27,14 @@ import os
 import queue
 import sqlite3
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from turnkeeper_server.journal import checkpoints
+from turnkeeper_server.store.contract import Conn, Publish, Store, TurnChanged
+from turnkeeper_server.store.lockfile import FileLock
 from turnkeeper_server.store.sqlite_schema import SESSIONS_MIGRATIONS, TURNS_MIGRATIONS, migrate
 
 log = logging.getLogger(__name__)
@@ -45,6 +48,11 @@ MAX_GROUP = 256
 class Tx:
     """What an operation running in the writer thread can use."""
 
+    # One writer thread runs every operation in turn: no row locks needed.
+    for_update = ""
+    skip_locked = ""
+    checkpoints = checkpoints
+
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self._after: list[Callable[[], None]] = []
@@ -55,6 +63,9 @@ class Tx:
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Run `callback` on the event loop once the group is durable."""
         self._after.append(callback)
+
+    def announce(self, turn_ids: Sequence[str]) -> None:
+        """Nobody else to tell: one process serves the files."""
 
 
 @dataclass
@@ -74,6 +85,11 @@ def _create_private(path: Path) -> None:
 
 
 class Database:
+    """The SQLite backend of the store contract (store/contract.py)."""
+
+    kind = "sqlite"
+    checkpoints = checkpoints
+
     def __init__(self, turns_path: Path, sessions_path: Path, synchronous: str = "FULL") -> None:
         if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous}")
@@ -83,14 +99,22 @@ class Database:
         self._queue: queue.SimpleQueue[_Job[Any] | None] = queue.SimpleQueue()
         self._writer: threading.Thread | None = None
         self._reader: sqlite3.Connection | None = None
+        self._lock = FileLock(turns_path.with_name(turns_path.name + ".lock"))
         self._closed = False
 
     # -- lifecycle ---------------------------------------------------------------
 
     def open(self) -> None:
-        _create_private(self.turns_path)
-        _create_private(self.sessions_path)
-        conn = self._connect()
+        self.turns_path.parent.mkdir(parents=True, exist_ok=True)
+        # Before touching the files: a second service refuses without writing anything.
+        self._lock.acquire(f"{self.turns_path}")
+        try:
+            _create_private(self.turns_path)
+            _create_private(self.sessions_path)
+            conn = self._connect()
+        except BaseException:
+            self._lock.release()
+            raise
         try:
             conn.execute("BEGIN IMMEDIATE")
             migrate(conn, "main", TURNS_MIGRATIONS)
@@ -98,6 +122,7 @@ class Database:
             conn.execute("COMMIT")
         except BaseException:
             conn.close()
+            self._lock.release()
             raise
         self._reader = self._connect(reader=True)
         ready = threading.Event()
@@ -117,6 +142,7 @@ class Database:
             self._writer.join()
         if self._reader is not None:
             self._reader.close()
+        self._lock.release()
 
     def _connect(self, reader: bool = False) -> sqlite3.Connection:
         # isolation_level=None: we issue BEGIN/COMMIT ourselves (group commit).
@@ -141,6 +167,59 @@ class Database:
             # The reader must never write by mistake: the writer thread owns writes.
             conn.execute("PRAGMA query_only=ON")
         return conn
+
+    def describe(self) -> str:
+        return f"turns {self.turns_path}, sessions {self.sessions_path}"
+
+    # -- reads -------------------------------------------------------------------
+
+    def read_conn(self) -> Conn:
+        if self._reader is None:
+            raise RuntimeError("database is not open")
+        return self._reader
+
+    async def read(self, fn: Callable[[Conn], T]) -> T:
+        # A local file: on the loop's thread, as every SQLite read.
+        return self.snapshot(fn)
+
+    def snapshot(self, fn: Callable[[Conn], T]) -> T:
+        conn = self.read_conn()
+        conn.execute("BEGIN")
+        try:
+            return fn(conn)
+        finally:
+            conn.execute("COMMIT")
+
+    # -- outbox and notification ---------------------------------------------------
+
+    async def drain_outbox(self, limit: int, publish: Publish) -> int:
+        # One writer commits in id order, so reading then deleting what was sent
+        # is safe: no other publisher, no smaller id committing later.
+        rows = (
+            self.read_conn()
+            .execute("SELECT id, subject, payload FROM main.outbox ORDER BY id LIMIT ?", (limit,))
+            .fetchall()
+        )
+        if not rows or not await publish(rows):
+            return 0
+        last_id = rows[-1][0]
+
+        def delete(tx: Tx) -> None:
+            tx.execute("DELETE FROM main.outbox WHERE id <= ?", (last_id,))
+
+        await self.write(delete)
+        return len(rows)
+
+    async def reclaim(self) -> None:
+        def vacuum(tx: Tx) -> None:
+            for schema in ("main", "sessions"):
+                # Runs to completion only when every row is stepped through.
+                tx.execute(f"PRAGMA {schema}.incremental_vacuum").fetchall()
+
+        await self.write(vacuum)
+
+    def listen(self, on_change: TurnChanged) -> None:
+        """Every change comes through this process: nothing to listen to."""
 
     # -- writes ------------------------------------------------------------------
 
@@ -231,16 +310,7 @@ def _resolve(items: list[tuple[_Job[Any], bool, Any]]) -> None:
 
 
 class Reader:
-    """Reads on the loop thread, optionally as one consistent snapshot."""
+    """Point reads on the loop thread (`Store.read` for snapshots)."""
 
-    def __init__(self, db: Database) -> None:
-        if db._reader is None:
-            raise RuntimeError("database is not open")
-        self.conn = db._reader
-
-    def snapshot(self, fn: Callable[[sqlite3.Connection], T]) -> T:
-        self.conn.execute("BEGIN")
-        try:
-            return fn(self.conn)
-        finally:
-            self.conn.execute("COMMIT")
+    def __init__(self, db: Store) -> None:
+        self.conn = db.read_conn()

@@ -37,34 +37,29 @@ loop, opened on first use in that loop, since a graph may be driven from several
 from __future__ import annotations
 
 import asyncio
-import builtins
 import dataclasses
-import json
 import random
 import threading
 import weakref
 from collections.abc import AsyncIterator, Iterator, Sequence
 from contextlib import contextmanager
 from types import TracebackType
-from typing import Any, Final, Self, TypedDict, cast
+from typing import Any, Final, Self, TypedDict
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
-    WRITES_IDX_MAP,
     BaseCheckpointSaver,
     ChannelVersions,
     Checkpoint,
     CheckpointMetadata,
     CheckpointTuple,
-    PendingWrite,
-    get_checkpoint_id,
-    get_checkpoint_metadata,
-    writes_sort_key,
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.types import Durability
 
+from turnkeeper.agent import saver_wire as wire
 from turnkeeper.agent.saver_extended import ExtendedSaverMethods
+from turnkeeper.agent.saver_wire import ATTEMPT_KEY, TURN_ID_KEY
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions, TurnkeeperClient
 from turnkeeper.v1 import checkpoints_pb2
 
@@ -77,10 +72,6 @@ __all__ = [
     "durable_config",
     "durable_run_kwargs",
 ]
-
-# The configurable keys that tie a checkpoint to a turn (and fence it).
-TURN_ID_KEY: Final = "turn_id"
-ATTEMPT_KEY: Final = "attempt"
 
 # The durability every turn runs with; see the module docstring for why.
 DURABILITY: Final[Durability] = "sync"
@@ -118,15 +109,6 @@ def durable_config(
         configurable[TURN_ID_KEY] = turn_id
         configurable[ATTEMPT_KEY] = attempt
     return {"configurable": configurable}
-
-
-def _fence(config: RunnableConfig) -> checkpoints_pb2.TurnFence | None:
-    configurable = config.get("configurable") or {}
-    turn_id = configurable.get(TURN_ID_KEY)
-    attempt = configurable.get(ATTEMPT_KEY)
-    if not turn_id or attempt is None:
-        return None
-    return checkpoints_pb2.TurnFence(turn_id=str(turn_id), attempt=int(attempt))
 
 
 class _Channels:
@@ -266,173 +248,12 @@ class RemoteSaver(ExtendedSaverMethods, BaseCheckpointSaver[str]):
     ) -> None:
         await self.aclose()
 
-    # Requests and replies, shared by the sync and async methods.
-
-    @staticmethod
-    def _get_request(config: RunnableConfig) -> checkpoints_pb2.GetCheckpointRequest:
-        configurable = config["configurable"]
-        return checkpoints_pb2.GetCheckpointRequest(
-            thread_id=str(configurable["thread_id"]),
-            checkpoint_ns=configurable.get("checkpoint_ns", ""),
-            checkpoint_id=get_checkpoint_id(config) or "",
-        )
-
-    @staticmethod
-    def _list_request(
-        config: RunnableConfig | None,
-        filter: dict[str, Any] | None,
-        before: RunnableConfig | None,
-        limit: int | None,
-    ) -> checkpoints_pb2.ListCheckpointsRequest | None:
-        """None when SqliteSaver would return nothing whatever is stored (limit=0,
-        a ``before`` config without a checkpoint id)."""
-        request = checkpoints_pb2.ListCheckpointsRequest()
-        if config is not None:
-            configurable = config["configurable"]
-            request.thread_id = str(configurable["thread_id"])
-            checkpoint_ns = configurable.get("checkpoint_ns")
-            if checkpoint_ns is not None:
-                request.checkpoint_ns = checkpoint_ns
-            request.checkpoint_id = get_checkpoint_id(config) or ""
-        if filter:
-            # SqliteSaver compares values it cannot express in JSON as str(value).
-            request.filter_json = json.dumps(filter, ensure_ascii=False, default=str)
-        if before is not None:
-            before_id = get_checkpoint_id(before)
-            if not before_id:
-                # SqliteSaver compares `checkpoint_id < NULL`, which matches nothing.
-                return None
-            request.before_checkpoint_id = before_id
-        if limit is not None:
-            # SQLite's LIMIT: 0 returns no rows and a negative one means no limit,
-            # which is what the proto's 0 means.
-            if limit == 0:
-                return None
-            request.limit = max(limit, 0)
-        return request
-
-    def _put_request(
-        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
-    ) -> tuple[checkpoints_pb2.PutCheckpointRequest, RunnableConfig]:
-        configurable = config["configurable"]
-        thread_id = configurable["thread_id"]
-        checkpoint_ns = configurable.get("checkpoint_ns", "")
-        type_, data = self.serde.dumps_typed(checkpoint)
-        # Exactly SqliteSaver's column: its .encode("utf-8", "ignore") drops lone
-        # surrogates, which a proto string could not carry anyway.
-        metadata_json = (
-            json.dumps(get_checkpoint_metadata(config, metadata), ensure_ascii=False)
-            .encode("utf-8", "ignore")
-            .decode("utf-8")
-        )
-        request = checkpoints_pb2.PutCheckpointRequest(
-            thread_id=str(thread_id),
-            checkpoint_ns=checkpoint_ns,
-            checkpoint_id=checkpoint["id"],
-            parent_checkpoint_id=configurable.get("checkpoint_id") or "",
-            checkpoint=checkpoints_pb2.TypedValue(type=type_, data=data),
-            metadata_json=metadata_json,
-        )
-        if (fence := _fence(config)) is not None:
-            request.fence.CopyFrom(fence)
-        stored: RunnableConfig = {
-            "configurable": {
-                "thread_id": thread_id,
-                "checkpoint_ns": checkpoint_ns,
-                "checkpoint_id": checkpoint["id"],
-            }
-        }
-        return request, stored
-
-    def _writes_request(
-        self,
-        config: RunnableConfig,
-        writes: Sequence[tuple[str, Any]],
-        task_id: str,
-        task_path: str,
-    ) -> checkpoints_pb2.PutWritesRequest:
-        configurable = config["configurable"]
-        request = checkpoints_pb2.PutWritesRequest(
-            thread_id=str(configurable["thread_id"]),
-            checkpoint_ns=str(configurable.get("checkpoint_ns", "")),
-            checkpoint_id=str(configurable["checkpoint_id"]),
-            task_id=task_id,
-            task_path=task_path,
-            # SqliteSaver: INSERT OR REPLACE when every channel is a special one
-            # (an error, an interrupt ... supersedes the previous one), otherwise
-            # INSERT OR IGNORE (a task's writes are stored once).
-            replace=all(channel in WRITES_IDX_MAP for channel, _ in writes),
-        )
-        for idx, (channel, value) in enumerate(writes):
-            type_, data = self.serde.dumps_typed(value)
-            request.writes.append(
-                checkpoints_pb2.WriteInput(
-                    idx=WRITES_IDX_MAP.get(channel, idx),
-                    channel=channel,
-                    value=checkpoints_pb2.TypedValue(type=type_, data=data),
-                )
-            )
-        if (fence := _fence(config)) is not None:
-            request.fence.CopyFrom(fence)
-        return request
-
-    def _tuple(
-        self, stored: checkpoints_pb2.CheckpointTuple, config: RunnableConfig | None
-    ) -> CheckpointTuple:
-        """The CheckpointTuple SqliteSaver would build from the same rows. ``config``:
-        the caller's config when it named the checkpoint (get_tuple returns it as
-        given), else None to build it from the stored ref."""
-        ref = stored.ref
-        if config is None:
-            config = {
-                "configurable": {
-                    "thread_id": ref.thread_id,
-                    "checkpoint_ns": ref.checkpoint_ns,
-                    "checkpoint_id": ref.checkpoint_id,
-                }
-            }
-        parent_config: RunnableConfig | None = None
-        if stored.parent_checkpoint_id:
-            parent_config = {
-                "configurable": {
-                    "thread_id": ref.thread_id,
-                    "checkpoint_ns": ref.checkpoint_ns,
-                    "checkpoint_id": stored.parent_checkpoint_id,
-                }
-            }
-        # BaseCheckpointSaver's contract: pending writes in writes_sort_key order,
-        # whatever order they came over the wire in.
-        writes = sorted(
-            stored.pending_writes, key=lambda w: writes_sort_key(w.task_path, w.task_id, w.idx)
-        )
-        pending: builtins.list[PendingWrite] = [
-            (w.task_id, w.channel, self.serde.loads_typed((w.value.type, w.value.data)))
-            for w in writes
-        ]
-        return CheckpointTuple(
-            config=config,
-            checkpoint=self.serde.loads_typed((stored.checkpoint.type, stored.checkpoint.data)),
-            metadata=cast(
-                CheckpointMetadata, json.loads(stored.metadata_json) if stored.metadata_json else {}
-            ),
-            parent_config=parent_config,
-            pending_writes=pending,
-        )
-
-    def _found(
-        self, config: RunnableConfig, response: checkpoints_pb2.GetCheckpointResponse
-    ) -> CheckpointTuple | None:
-        if not response.found:
-            return None
-        # Like SqliteSaver: a config that named its checkpoint is returned as given.
-        return self._tuple(response.checkpoint, config if get_checkpoint_id(config) else None)
-
     # Sync API
 
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the thread's newest in its namespace."""
-        response = self._channels.sync().get_checkpoint(self._get_request(config))
-        return self._found(config, response)
+        response = self._channels.sync().get_checkpoint(wire.get_request(config))
+        return wire.found(self.serde, config, response)
 
     def list(
         self,
@@ -443,11 +264,11 @@ class RemoteSaver(ExtendedSaverMethods, BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> Iterator[CheckpointTuple]:
         """Checkpoints, newest first (descending checkpoint_id), with their writes."""
-        request = self._list_request(config, filter, before, limit)
+        request = wire.list_request(config, filter, before, limit)
         if request is None:
             return
         for response in self._channels.sync().list_checkpoints(request):
-            yield self._tuple(response.checkpoint, None)
+            yield wire.to_tuple(self.serde, response.checkpoint, None)
 
     def put(
         self,
@@ -457,7 +278,7 @@ class RemoteSaver(ExtendedSaverMethods, BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Store a checkpoint; its parent is the checkpoint ``config`` names."""
-        request, stored = self._put_request(config, checkpoint, metadata)
+        request, stored = wire.put_request(self.serde, config, checkpoint, metadata)
         self._channels.sync().put_checkpoint(request)
         return stored
 
@@ -471,7 +292,9 @@ class RemoteSaver(ExtendedSaverMethods, BaseCheckpointSaver[str]):
         """Store a task's intermediate writes against the checkpoint ``config`` names."""
         if not writes:
             return
-        self._channels.sync().put_writes(self._writes_request(config, writes, task_id, task_path))
+        self._channels.sync().put_writes(
+            wire.writes_request(self.serde, config, writes, task_id, task_path)
+        )
 
     def delete_thread(self, thread_id: str) -> None:
         """Delete every checkpoint and write of the thread."""
@@ -483,8 +306,8 @@ class RemoteSaver(ExtendedSaverMethods, BaseCheckpointSaver[str]):
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """Async :meth:`get_tuple`."""
-        response = await self._channels.aio().get_checkpoint(self._get_request(config))
-        return self._found(config, response)
+        response = await self._channels.aio().get_checkpoint(wire.get_request(config))
+        return wire.found(self.serde, config, response)
 
     async def alist(
         self,
@@ -495,11 +318,11 @@ class RemoteSaver(ExtendedSaverMethods, BaseCheckpointSaver[str]):
         limit: int | None = None,
     ) -> AsyncIterator[CheckpointTuple]:
         """Async :meth:`list`."""
-        request = self._list_request(config, filter, before, limit)
+        request = wire.list_request(config, filter, before, limit)
         if request is None:
             return
         async for response in self._channels.aio().list_checkpoints(request):
-            yield self._tuple(response.checkpoint, None)
+            yield wire.to_tuple(self.serde, response.checkpoint, None)
 
     async def aput(
         self,
@@ -509,7 +332,7 @@ class RemoteSaver(ExtendedSaverMethods, BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Async :meth:`put`."""
-        request, stored = self._put_request(config, checkpoint, metadata)
+        request, stored = wire.put_request(self.serde, config, checkpoint, metadata)
         await self._channels.aio().put_checkpoint(request)
         return stored
 
@@ -523,7 +346,7 @@ class RemoteSaver(ExtendedSaverMethods, BaseCheckpointSaver[str]):
         """Async :meth:`put_writes`."""
         if not writes:
             return
-        request = self._writes_request(config, writes, task_id, task_path)
+        request = wire.writes_request(self.serde, config, writes, task_id, task_path)
         await self._channels.aio().put_writes(request)
 
     async def adelete_thread(self, thread_id: str) -> None:

@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import argparse
 import contextlib
-import json
 import os
 import sys
 from collections.abc import Iterator
@@ -22,9 +21,10 @@ from typing import Any, Final
 
 import grpc
 
-from turnkeeper.operator import lifecycle_cli, render
 from turnkeeper.client import ConnectionOptions, TurnkeeperClient, default_address
 from turnkeeper.errors import TurnkeeperError, from_rpc_error
+from turnkeeper.operator import args as argtypes
+from turnkeeper.operator import lifecycle_cli, plugins, render
 from turnkeeper.v1 import turns_pb2
 
 # Exit codes. Scripts can tell "no such turn" and "not in that state" apart from
@@ -53,7 +53,6 @@ DEADLINE_EXCEEDED (service unreachable), 130 interrupted. `health` exits 0 or 1.
 Errors print `error: <STATUS>: <message>` on stderr."""
 
 ADDRESS_HELP: Final = "host:port of the service (env TURNKEEPER_ADDRESS; default 127.0.0.1:50051)"
-STATES: Final = ("RUNNING", "PARKED", "DONE", "FAILED", "CANCELLED", "QUEUED")
 # Turns per ListTurns call; the service allows 1000.
 PAGE_SIZE: Final = 100
 # ListEvents page size for `turns show` (the service's maximum).
@@ -105,47 +104,13 @@ def _connection_parser() -> argparse.ArgumentParser:
     )
     group.add_argument(
         "--timeout",
-        type=_positive_float,
+        type=argtypes.positive_float,
         default=None,
         metavar="SECONDS",
         help=f"deadline of each call (default {DEFAULT_TIMEOUT:g}; "
         f"{HEALTH_TIMEOUT:g} for health; none for watch)",
     )
     return parent
-
-
-def _positive_float(text: str) -> float:
-    try:
-        value = float(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a number: {text!r}") from None
-    if value <= 0:
-        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
-    return value
-
-
-def _page_size(text: str) -> int:
-    try:
-        value = int(text)
-    except ValueError:
-        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
-    if not 1 <= value <= 1000:
-        raise argparse.ArgumentTypeError("must be 1 to 1000")
-    return value
-
-
-def _json_value(text: str) -> Any:
-    try:
-        return json.loads(text)
-    except ValueError as exc:
-        raise argparse.ArgumentTypeError(f"not JSON ({exc}): {text!r}") from None
-
-
-def _state(text: str) -> str:
-    state = text.upper().removeprefix(render.STATE_PREFIX)
-    if state not in STATES:
-        raise argparse.ArgumentTypeError(f"must be one of {', '.join(STATES)} (any case)")
-    return state
 
 
 def build_parser(serve_arguments: bool = True) -> argparse.ArgumentParser:
@@ -162,9 +127,9 @@ def build_parser(serve_arguments: bool = True) -> argparse.ArgumentParser:
 
     serve = commands.add_parser("serve", help="run the turnkeeper gRPC service")
     if serve_arguments:
-        from turnkeeper_server.main import add_serve_arguments
-
-        add_serve_arguments(serve)
+        server = plugins.server_command()
+        if server is not None:
+            server.add_arguments(serve)
 
     conn = _connection_parser()
     output = argparse.ArgumentParser(add_help=False)
@@ -180,14 +145,14 @@ def build_parser(serve_arguments: bool = True) -> argparse.ArgumentParser:
         "--status",
         "--state",
         dest="state",
-        type=_state,
+        type=argtypes.state,
         metavar="STATE",
         help="RUNNING, PARKED, DONE, FAILED, CANCELLED or QUEUED",
     )
     listing.add_argument("--agent", default="", help="only turns of this agent")
     listing.add_argument("--thread", default="", help="only turns on this thread")
     listing.add_argument(
-        "--page-size", type=_page_size, default=PAGE_SIZE, help=f"default {PAGE_SIZE}"
+        "--page-size", type=argtypes.page_size, default=PAGE_SIZE, help=f"default {PAGE_SIZE}"
     )
     listing.add_argument("--page-token", default="", help="continue a previous listing")
     listing.add_argument("--all", action="store_true", help="follow every page")
@@ -209,7 +174,7 @@ def build_parser(serve_arguments: bool = True) -> argparse.ArgumentParser:
     resume.add_argument("turn_id", metavar="ID")
     resume.add_argument(
         "--value",
-        type=_json_value,
+        type=argtypes.json_value,
         required=True,
         metavar="JSON",
         help="the resume value, as JSON (e.g. '{\"approved\": true}')",
@@ -425,8 +390,11 @@ def turns_watch(args: argparse.Namespace) -> int:
 
 
 def health_check(args: argparse.Namespace) -> int:
-    # Imported here: only this command needs the health stubs.
-    from grpc_health.v1 import health_pb2, health_pb2_grpc
+    # Imported here: only this command needs the health stubs (the `operator` extra).
+    try:
+        from grpc_health.v1 import health_pb2, health_pb2_grpc
+    except ImportError:
+        raise _Usage("`turnkeeper health` needs pip install 'turnkeeper[operator]'") from None
 
     options = connection_options(args, HEALTH_TIMEOUT)
     credentials = options.credentials()
@@ -463,11 +431,16 @@ class _Usage(Exception):
 
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
-    args = build_parser(serve_arguments=argv[:1] == ["serve"]).parse_args(argv)
+    serving = argv[:1] == ["serve"]
+    if serving and plugins.server_command() is None:
+        print(
+            f"error: `turnkeeper serve` needs the server: {plugins.SERVER_INSTALL}", file=sys.stderr
+        )
+        return EXIT_USAGE
+    args = build_parser(serve_arguments=serving).parse_args(argv)
     if args.command == "serve":
-        from turnkeeper_server.main import run
-
-        return run(args)
+        served: int = plugins.server_command().run(args)
+        return served
     is_health = args.command == "health"
     try:
         code: int = args.handler(args)

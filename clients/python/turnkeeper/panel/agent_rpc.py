@@ -1,4 +1,4 @@
-"""Reaching an agent over NATS JSON-RPC (DESIGN.md §6): the
+"""Reaching an agent over NATS JSON-RPC (docs/architecture.md §6): the
 :class:`~turnkeeper.panel.session.AgentTransport` that sessions use in production.
 
 Requests go to ``<prefix>.<ns>.agents.<name>.tasks`` in vystak's envelope
@@ -26,8 +26,9 @@ import nats.errors
 from nats.aio.client import Client
 
 from turnkeeper.client import AsyncTurnkeeperClient
-from turnkeeper.panel.follower import FollowOptions, Frame, TurnFollower, TurnState
+from turnkeeper.panel.follower import FollowOptions, Frame, TurnFollower
 from turnkeeper.panel.session import AgentRejected, Created, NoAnswer, NotDispatched, RunStatus
+from turnkeeper.states import TurnState
 
 __all__ = ["CREATE", "RESUME_DETACHED", "TURN_STATUS", "NatsAgentTransport", "agent_subject"]
 
@@ -131,10 +132,9 @@ class NatsAgentTransport:
 
     async def turn_status(self, turn_id: str) -> RunStatus:
         result = _object(await self.call(TURN_STATUS, {"turn_id": turn_id}), TURN_STATUS)
-        status = str(result.get("status", "UNKNOWN"))
         return RunStatus(
             turn_id=turn_id,
-            state=TurnState(status) if status in TurnState.__members__ else TurnState.UNKNOWN,
+            state=TurnState.from_wire(result.get("status")),
             attempts=int(result.get("attempts", 0)),
             last_seq=int(result.get("last_seq", 0)),
             error=str(result.get("error", "")),

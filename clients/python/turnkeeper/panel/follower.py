@@ -1,4 +1,4 @@
-"""Following one turn the way a panel does (DESIGN.md §3 and §8).
+"""Following one turn the way a panel does (docs/architecture.md §3 and §8).
 
     async with TurnFollower(client, turn_id) as follower:
         transcript = Transcript()
@@ -53,6 +53,7 @@ import grpc
 
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.errors import TurnkeeperError, TurnNotFound
+from turnkeeper.states import TERMINAL_EVENT_TYPES, TurnState
 from turnkeeper.v1 import turns_pb2
 
 __all__ = [
@@ -69,8 +70,7 @@ __all__ = [
     "is_transient",
 ]
 
-#: The event types the service writes last (DESIGN.md §3).
-TERMINAL_EVENT_TYPES: Final = frozenset({"turn.done", "turn.failed", "turn.cancelled"})
+#: The event types the service writes last (docs/architecture.md §3).
 
 # Errors after which the same call can work later: the service or the network is
 # down or restarting. Anything else (INVALID_ARGUMENT, PERMISSION_DENIED ...) is a
@@ -91,39 +91,6 @@ _TRANSIENT: Final = frozenset(
 def is_transient(err: TurnkeeperError) -> bool:
     """True for an error that says "not reachable right now", not "wrong"."""
     return err.code in _TRANSIENT
-
-
-class TurnState(enum.Enum):
-    """The five words of DESIGN.md §2, and the lifecycle's CANCELLED and QUEUED."""
-
-    RUNNING = "RUNNING"
-    PARKED = "PARKED"
-    DONE = "DONE"
-    FAILED = "FAILED"
-    UNKNOWN = "UNKNOWN"
-    CANCELLED = "CANCELLED"
-    QUEUED = "QUEUED"
-
-    @classmethod
-    def from_proto(cls, state: int) -> TurnState:
-        """The state of a TurnStatusResponse; UNSPECIFIED (never sent) reads UNKNOWN."""
-        return _FROM_PROTO.get(state, cls.UNKNOWN)
-
-    @property
-    def live(self) -> bool:
-        """RUNNING, PARKED or QUEUED (it will run): the panel keeps waiting."""
-        return self in (TurnState.RUNNING, TurnState.PARKED, TurnState.QUEUED)
-
-
-_FROM_PROTO: Final[dict[int, TurnState]] = {
-    turns_pb2.TURN_STATE_RUNNING: TurnState.RUNNING,
-    turns_pb2.TURN_STATE_PARKED: TurnState.PARKED,
-    turns_pb2.TURN_STATE_DONE: TurnState.DONE,
-    turns_pb2.TURN_STATE_FAILED: TurnState.FAILED,
-    turns_pb2.TURN_STATE_UNKNOWN: TurnState.UNKNOWN,
-    turns_pb2.TURN_STATE_CANCELLED: TurnState.CANCELLED,
-    turns_pb2.TURN_STATE_QUEUED: TurnState.QUEUED,
-}
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,4 +1,4 @@
-"""An agent session: the runs of one thread, with the retry rules of DESIGN.md §8.
+"""An agent session: the runs of one thread, with the retry rules of docs/architecture.md §8.
 
     session = AgentSession(NatsAgentTransport(nc, "pipeline", client=turnkeeper))
     if await session.submit({"messages": [{"role": "user", "content": "Hi"}]}):
@@ -11,9 +11,10 @@
 The rules, each one a method:
 
 - :meth:`~AgentSession.submit` ``(payload)`` sends a new run and remembers the payload
-  (the *last payload*). ``submit(None)`` resumes pending work instead: it re-attaches
-  to a run still going, or asks the agent to continue the thread from its checkpoint;
-  on a finished thread it does nothing.
+  (the *last payload*). ``submit(None)`` resumes pending work instead: it resumes a
+  run parked at ``interrupt()`` (which then returns None), re-attaches to a run still
+  going, or asks the agent to continue the thread from its checkpoint; on a finished
+  thread it does nothing.
 - :meth:`~AgentSession.retry` re-submits the last payload, and only when the error is
   retryable: a connection failure *before* the request was dispatched (no NATS
   connection, no agent listening). It does nothing while a run is in flight, and
@@ -24,7 +25,8 @@ The rules, each one a method:
   run's outcome replaces it.
 - A run whose event stream closes without a terminal event is *interrupted*, never
   retryable: it may have gone on. :meth:`~AgentSession.check_status` is the read-only
-  look; it clears the error when the run turned out finished.
+  look; it clears the error when the run turned out finished, and when it cannot
+  confirm the outcome it says so (:class:`StatusCheck`), never a bare None.
 - :meth:`~AgentSession.regenerate` repositions the thread to the entry node, then
   submits None (the agent does both, on ``regenerate: true``).
 - :meth:`~AgentSession.switch_thread` moves to another thread and forgets the last
@@ -47,7 +49,8 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from typing import Any, Protocol
 
-from turnkeeper.panel.follower import Concluded, ConclusionReason, Frame, Transcript, TurnState
+from turnkeeper.panel.follower import Concluded, ConclusionReason, Event, Frame, Transcript
+from turnkeeper.states import TurnState
 
 __all__ = [
     "AgentRejected",
@@ -60,6 +63,7 @@ __all__ = [
     "RunStatus",
     "SessionBusy",
     "SessionError",
+    "StatusCheck",
 ]
 
 log = logging.getLogger(__name__)
@@ -108,6 +112,25 @@ class RunStatus:
     attempts: int = 0
     last_seq: int = 0
     error: str = ""
+
+
+@dataclass(frozen=True, slots=True)
+class StatusCheck:
+    """What :meth:`AgentSession.check_status` learned. ``status`` is None when the
+    outcome could not be confirmed (no run to ask about, or no answer); ``message``
+    says so in words a panel can show as they are."""
+
+    status: RunStatus | None
+    message: str
+
+    @property
+    def confirmed(self) -> bool:
+        return self.status is not None
+
+    @property
+    def state(self) -> TurnState | None:
+        """The run's state, or None when it could not be confirmed."""
+        return None if self.status is None else self.status.state
 
 
 class AgentTransport(Protocol):
@@ -244,8 +267,11 @@ class AgentSession:
     # -- the rules ---------------------------------------------------------------------
 
     async def submit(self, payload: Any) -> bool:
-        """Send a new run with ``payload``, or with None resume pending work.
+        """Send a new run with ``payload``, or with None resume pending work (a run
+        parked at ``interrupt()`` is resumed with None, even while it is followed).
         True when a run is now in flight. Raises SessionBusy while one is."""
+        if payload is None and self._state is TurnState.PARKED:
+            return await self.resume(None)
         self._not_busy()
         if payload is None:
             return await self._resume_pending()
@@ -267,16 +293,22 @@ class AgentSession:
         assert self._unsent is not None
         return await self._dispatch(self._unsent, clear_error=False)
 
-    async def check_status(self) -> RunStatus | None:
-        """Read-only: the last run's status from the agent (None when there is no
-        run or no answer). Clears an interrupted run's error when it finished."""
+    async def check_status(self) -> StatusCheck:
+        """Read-only: the last run's status from the agent. When there is no run or
+        no answer, the check says plainly that the outcome could not be confirmed
+        (``confirmed`` False, and why). Clears an interrupted run's error when the
+        run finished."""
         if self._turn_id is None:
-            return None
+            return StatusCheck(None, "no run on this thread yet: there is no outcome to check")
         try:
             status = await self.transport.turn_status(self._turn_id)
         except (NotDispatched, NoAnswer, AgentRejected) as exc:
-            log.info("check_status of %s: no answer (%s)", self._turn_id, exc)
-            return None
+            message = (
+                f"the outcome of run {self._turn_id} could not be confirmed: {exc}; "
+                "it may still be going on, check again later"
+            )
+            log.info("check_status: %s", message)
+            return StatusCheck(None, message)
         if not self.running:
             self._state = status.state
             if (
@@ -285,7 +317,7 @@ class AgentSession:
                 and self._error.kind is ErrorKind.INTERRUPTED
             ):
                 self._error = None
-        return status
+        return StatusCheck(status, f"run {self._turn_id} is {status.state.word}")
 
     async def regenerate(self) -> bool:
         """Reposition the thread to the entry node, then submit None: the last
@@ -304,6 +336,7 @@ class AgentSession:
             self._error = _error_of(exc)
             return False
         self._error = None
+        self._state = TurnState.RUNNING
         if not self.running:
             self._follow(self._turn_id)
         return True
@@ -348,8 +381,7 @@ class AgentSession:
             state = self._state
             if state is None or state.live:
                 # We stopped following before its end: ask where it is now.
-                status = await self.check_status()
-                state = status.state if status is not None else None
+                state = (await self.check_status()).state
             if state is TurnState.DONE:
                 return False  # a finished thread: nothing pending
             if state is TurnState.RUNNING:
@@ -357,7 +389,7 @@ class AgentSession:
                 self._follow(self._turn_id)  # still going: follow it again
                 return True
             if state is TurnState.PARKED:
-                return False  # waits for resume(value), not for None
+                return await self.resume(None)  # interrupt() returns None
         # FAILED, or nothing known: the agent continues from the checkpoint, if any.
         return await self._dispatch(_Submission(None, False, self._new_id()), clear_error=True)
 
@@ -411,6 +443,14 @@ class AgentSession:
         try:
             async for frame in self.transport.follow(turn_id):
                 self._transcript.apply(frame)
+                if isinstance(frame, Event):
+                    # Parked at interrupt(): submit(None) and resume() answer it while
+                    # it is followed. Any later event (a replay after a reset goes
+                    # past the interrupt of a resumed run) means it runs again.
+                    if frame.type == "interrupt":
+                        self._state = TurnState.PARKED
+                    elif self._state is TurnState.PARKED:
+                        self._state = TurnState.RUNNING
                 if self.on_frame is not None:
                     self.on_frame(frame)
                 if isinstance(frame, Concluded):

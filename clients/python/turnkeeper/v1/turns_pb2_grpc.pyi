@@ -3,7 +3,7 @@
 isort:skip_file
 The turn journal: one detached run of an agent's graph on a thread.
 
-Semantics (DESIGN.md §2-§5): every state change is a compare-and-set in the
+Semantics (docs/architecture.md §2-§5): every state change is a compare-and-set in the
 service. Writes an executor makes for a turn carry (turn_id, attempt); a write
 from an attempt that was re-driven away is refused with ABORTED ("fenced").
 """

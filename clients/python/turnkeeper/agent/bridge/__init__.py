@@ -1,5 +1,5 @@
 """The NATS bridge: hosts a LangGraph graph in an agent process and runs its turns
-durably through the turnkeeper service (DESIGN.md §4-§6).
+durably through the turnkeeper service (docs/architecture.md §4-§6).
 
 ::
 
@@ -58,13 +58,14 @@ none is held up by a running turn. These methods and their fields are stable:
     the service's defaults).
 
 ``responses/turnStatus`` ``{turn_id}``
-    Result: ``{turn_id, status, attempts, last_seq, error}``, status one of
-    ``RUNNING``, ``PARKED``, ``DONE``, ``FAILED``, ``CANCELLED``, ``QUEUED``,
-    ``UNKNOWN`` (never seen), asked of the service; plus ``end_reason``
-    (``cancelled``, ``max_run_time``, ``park_expired``) when the service ended it.
+    Result: ``{turn_id, status, attempts, last_seq, error}``, status one of the
+    contract's lower-case words ``running``, ``parked``, ``done``, ``failed``,
+    ``cancelled``, ``queued``, ``unknown`` (never seen), asked of the service; plus
+    ``end_reason`` (``cancelled``, ``max_run_time``, ``park_expired``) when the service
+    ended it. (gRPC's TurnStatus keeps the upper-case enum names.)
 
 ``responses/cancel`` ``{turn_id, rollback?, reason?}``
-    Cancels a RUNNING, PARKED or QUEUED turn through the service's CancelTurn (the
+    Cancels a running, parked or queued turn through the service's CancelTurn (the
     replica running it stops its graph). Result: ``{turn_id, status: "cancelled",
     last_seq, checkpoints_removed}``; a turn already over gets ``-32000`` with
     ``FAILED_PRECONDITION``.
@@ -117,6 +118,6 @@ What a turn promises
 from turnkeeper.agent.bridge.boundary import BoundarySaver
 from turnkeeper.agent.bridge.bridge import Bridge
 from turnkeeper.agent.bridge.config import BridgeConfig
-from turnkeeper.agent.bridge.runtime import idempotency_key
+from turnkeeper.agent.bridge.idempotency import idempotency_key
 
 __all__ = ["BoundarySaver", "Bridge", "BridgeConfig", "idempotency_key"]

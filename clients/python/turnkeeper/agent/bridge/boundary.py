@@ -1,4 +1,4 @@
-"""The boundary rule (DESIGN.md §3), enforced where checkpoints are written.
+"""The boundary rule (docs/architecture.md §3), enforced where checkpoints are written.
 
 Every checkpoint a turn writes records the turn's ``last_seq`` at that moment as
 its boundary; a re-drive rewinds the event stream to the boundary of the newest

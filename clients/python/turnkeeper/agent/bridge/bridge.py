@@ -1,14 +1,15 @@
 """The :class:`Bridge`: wires the graph, the service, NATS and /healthz together
 and owns their lifecycle.
 
-Startup (DESIGN.md §5): compile the graph with the :class:`BoundarySaver`, serve
-/healthz, start connecting to NATS, wait until the service answers and the NATS
-subscription is live (so /healthz answers 200), then call Redrive with this
-replica's new incarnation and start every turn it hands back. When NATS is away
-(the first connection attempt failed, or nothing came of it within
-``NATS_STARTUP_WAIT``) Redrive does not wait for it: re-driven turns go on over
-gRPC alone (their events reach NATS through the service's outbox), and /healthz
-says 503 until the subscription is made in the background.
+Startup (docs/architecture.md §5, and the contract's order): compile the graph with the
+:class:`BoundarySaver`, serve /healthz, start connecting to NATS, wait until the
+bridge's own ``GET /healthz`` answers 200 (the service answers and the NATS
+subscription is live), and only then call Redrive with this replica's new
+incarnation and start every turn it hands back. /healthz never waits for the
+re-drive. With NATS down at startup the re-drive waits too: a replica nobody can
+reach is not ready, and one that never gets ready (misconfigured, crash-looping)
+must not spend its orphans' re-drive attempts; the orphans wait in the journal
+and are taken as soon as NATS is back (docs/decisions.md).
 
 ``GET /healthz`` answers 200 when the bridge can take requests: the graph is
 loaded, the service answers this bridge's calls (its TLS settings and token
@@ -30,6 +31,7 @@ import time
 from collections.abc import Mapping
 from types import TracebackType
 from typing import Any, Self
+from urllib.parse import urlsplit
 
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.graph import StateGraph
@@ -37,7 +39,7 @@ from langgraph.pregel import Pregel
 
 from turnkeeper.agent.bridge.boundary import BoundarySaver
 from turnkeeper.agent.bridge.config import BridgeConfig
-from turnkeeper.agent.bridge.health import HealthServer
+from turnkeeper.agent.bridge.health import HealthServer, get
 from turnkeeper.agent.bridge.methods import Methods
 from turnkeeper.agent.bridge.runtime import AnyGraph, Assignment, Identity, InputMapper, TurnRuntime
 from turnkeeper.agent.bridge.subscriber import NatsSubscriber
@@ -49,8 +51,6 @@ log = logging.getLogger(__name__)
 
 # TurnStatus of an id no turn has: answered (UNKNOWN) by a service that is up.
 _PROBE_TURN_ID = "turnkeeper-bridge-healthz"
-# How long startup waits for the first NATS connection attempt before Redrive.
-NATS_STARTUP_WAIT = 5.0
 
 
 def _identity(value: Any) -> Any:
@@ -157,19 +157,27 @@ class Bridge:
             )
         return f"turnkeeper service at {target} unreachable: {exc}"
 
-    async def _wait_for_service(self) -> bool:
-        """Until the service answers (it may start after us); False when the bridge
-        is shut down first."""
+    async def _wait_until_healthy(self) -> bool:
+        """Until this bridge's own ``GET /healthz`` answers 200 (the service may
+        start after us, NATS may be away); False when the bridge is shut down first.
+        Asked over HTTP, as an orchestrator would: 200 proves the listener too."""
+        url = urlsplit(self.health.url)
+        host, port = url.hostname or "127.0.0.1", self.health.port
         delay, last_report = 0.05, float("-inf")
         while not self._stopping:
-            refusal = await self._service_refusal()
-            if refusal is None:
+            try:
+                code, reason = await get(host, port, timeout=5.0)
+            except (OSError, TimeoutError, ValueError, IndexError) as exc:
+                code, reason = 0, f"GET {self.health.url} failed: {exc!r}"
+            if code == 200:
                 return True
             if time.monotonic() - last_report > 5:
                 # A refused token will not fix itself: say so as an error.
-                refused = isinstance(refusal, (Unauthenticated, PermissionDenied))
+                refused = isinstance(
+                    await self._service_refusal(), (Unauthenticated, PermissionDenied)
+                )
                 level = logging.ERROR if refused else logging.WARNING
-                log.log(level, "waiting for the service: %s", self._service_reason(refusal))
+                log.log(level, "startup Redrive waits for /healthz 200: %s", reason.strip())
                 last_report = time.monotonic()
             await asyncio.sleep(delay)
             delay = min(delay * 2, 1.0)
@@ -178,10 +186,9 @@ class Bridge:
     # -- lifecycle -----------------------------------------------------------------------
 
     async def start(self) -> None:
-        """Serve /healthz, subscribe, re-drive this replica's orphans. Returns once
-        the startup Redrive is done (NATS may still be connecting if it is away:
-        turns go on over gRPC), or when the bridge is shut down while it waits
-        for the service."""
+        """Serve /healthz, subscribe, and once /healthz answers 200 re-drive this
+        replica's orphans. Returns once the startup Redrive is done, or when the
+        bridge is shut down while it waits for the service or NATS."""
         if self._started:
             return
         self._started = True
@@ -195,11 +202,7 @@ class Bridge:
                 self.health.url,
             )
             await self.subscriber.start()
-            if not await self._wait_for_service():
-                return
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self.subscriber.settled.wait(), NATS_STARTUP_WAIT)
-            if self._stopping:
+            if not await self._wait_until_healthy() or self._stopping:
                 return
             await self._redrive()
             self._redriven.set()

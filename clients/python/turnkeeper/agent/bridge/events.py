@@ -3,7 +3,7 @@ with contiguous ``seq``, buffered and appended to the service.
 
 Events are captured when the graph emits them, not when a consumer of
 ``astream`` gets round to reading them. That matters for the boundary rule
-(DESIGN.md §3): with ``durability="sync"`` LangGraph writes a step's checkpoint
+(docs/architecture.md §3): with ``durability="sync"`` LangGraph writes a step's checkpoint
 (``aput``) before ``astream`` has handed out that step's last chunks (its
 ``updates`` chunk, and for a node run in a thread all of its tokens), so a
 consumer-side converter would append them after the checkpoint and a re-drive's

@@ -23,8 +23,8 @@ from typing import Any, Final
 from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
 
-from turnkeeper.errors import PermissionDenied
 from turnkeeper.agent.reposition import entry_checkpoint_id
+from turnkeeper.errors import PermissionDenied
 
 INTENT_KEY: Final = "__turnkeeper__"
 REGENERATE: Final = "regenerate"

@@ -23,10 +23,17 @@ from turnkeeper.agent.bridge.intent import (
     regenerate_point,
     thread_config,
 )
-from turnkeeper.agent.bridge.jsonrpc import METHOD_NOT_FOUND, Reply, Request, RpcError, invalid_params
+from turnkeeper.agent.bridge.jsonrpc import (
+    METHOD_NOT_FOUND,
+    Reply,
+    Request,
+    RpcError,
+    invalid_params,
+)
 from turnkeeper.agent.bridge.runtime import Assignment, Identity, TurnRuntime
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.errors import TurnkeeperError
+from turnkeeper.states import TurnState
 from turnkeeper.v1 import turns_pb2
 
 log = logging.getLogger(__name__)
@@ -71,9 +78,10 @@ def _seconds(params: Mapping[str, Any], name: str) -> duration_pb2.Duration:
     return duration
 
 
-def state_name(state: int) -> str:
-    """RUNNING, PARKED, DONE, FAILED or UNKNOWN."""
-    return turns_pb2.TurnState.Name(state).removeprefix("TURN_STATE_")  # type: ignore[arg-type]
+def status_word(state: int) -> str:
+    """The contract's wire word for a turn state: running, parked, done, failed,
+    cancelled, queued or unknown (gRPC keeps its upper-case enum names)."""
+    return TurnState.from_proto(state).word
 
 
 class Methods:
@@ -201,7 +209,7 @@ class Methods:
         status = await self.client.turn_status(turns_pb2.TurnStatusRequest(turn_id=turn_id))
         answer = {
             "turn_id": turn_id,
-            "status": state_name(status.state),
+            "status": status_word(status.state),
             "attempts": status.attempts,
             "last_seq": status.last_seq,
             "error": status.error,
@@ -225,7 +233,7 @@ class Methods:
         return Reply(
             {
                 "turn_id": turn_id,
-                "status": state_name(response.turn.state),
+                "status": status_word(response.turn.state),
                 "dispatched": response.dispatched,
             }
         )

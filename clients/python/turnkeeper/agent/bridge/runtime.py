@@ -20,7 +20,8 @@ is a zombie, and the service has already handed the turn to someone else. When t
 service cannot be reached for longer than the lease, it stops too; the turn is then
 re-driven like any orphan. Steps are at-least-once: the step running when an
 execution dies runs again in the next attempt, every node of it (see
-:func:`idempotency_key` and :mod:`turnkeeper.agent.bridge.boundary`).
+:func:`turnkeeper.agent.bridge.idempotency_key` and
+:mod:`turnkeeper.agent.bridge.boundary`).
 """
 
 from __future__ import annotations
@@ -34,7 +35,6 @@ from dataclasses import dataclass
 from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
-from langgraph.config import get_config
 from langgraph.pregel import Pregel
 from langgraph.types import Command, Interrupt
 
@@ -42,10 +42,10 @@ from turnkeeper.agent.bridge._convert import py_to_value, to_jsonable, value_to_
 from turnkeeper.agent.bridge.boundary import BoundarySaver
 from turnkeeper.agent.bridge.events import FENCED, EventCapture, EventLog
 from turnkeeper.agent.bridge.intent import is_regenerate, regenerate_point
+from turnkeeper.agent.reposition import at_checkpoint
+from turnkeeper.agent.saver import durable_config, durable_run_kwargs
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.errors import InvalidArgument, ResourceExhausted, TurnkeeperError
-from turnkeeper.agent.reposition import at_checkpoint
-from turnkeeper.agent.saver import ATTEMPT_KEY, TURN_ID_KEY, durable_config, durable_run_kwargs
 from turnkeeper.v1 import turns_pb2
 
 log = logging.getLogger(__name__)
@@ -59,41 +59,13 @@ MAX_ERROR_CHARS: Final = 8000
 _INTERRUPT_KEY: Final = "__interrupt__"
 
 
-def idempotency_key(config: RunnableConfig | None = None) -> str:
-    """``turn_id:step:attempt`` for the step that is running, for a tool to pass to
-    the system it calls (a payment API, an e-mail sender ...).
-
-    Steps are at-least-once: the step that was running when an execution died runs
-    again in the next attempt, with the same ``turn_id`` and ``step`` and the next
-    ``attempt``. A tool that must act once looks for an earlier
-    ``turn_id:step:`` key before acting. Inside a node or a tool, call it with no
-    argument (it reads the running config) or pass the ``config`` LangGraph gave
-    you; the parts are ``config["configurable"]["turn_id"]``,
-    ``config["metadata"]["langgraph_step"]`` and ``config["configurable"]["attempt"]``.
-    """
-    config = get_config() if config is None else config
-    configurable = config.get("configurable") or {}
-    metadata = config.get("metadata") or {}
-    try:
-        turn_id = configurable[TURN_ID_KEY]
-        attempt = configurable[ATTEMPT_KEY]
-        step = metadata["langgraph_step"]
-    except KeyError as exc:
-        raise RuntimeError(
-            f"no {exc.args[0]!r} in the config: idempotency_key() works inside a node or "
-            "a tool of a turn run by the bridge"
-        ) from None
-    return f"{turn_id}:{step}:{attempt}"
-
-
 class NothingToRegenerate(RuntimeError):
     """A regenerate turn on a thread with no run to go back to: the turn fails."""
 
 
 @dataclass(frozen=True)
 class Identity:
-    """Who executes: the agent, a replica name stable across restarts, and the
-    incarnation of this process."""
+    """Who executes: the agent, a stable replica name, this process's incarnation."""
 
     agent: str
     replica: str
@@ -198,8 +170,7 @@ class TurnRuntime:
         self.start(Assignment(response.turn, response.checkpoint_id, reason))
 
     def cancel(self, turn_id: str, attempt: int, reason: str) -> bool:
-        """The service cancelled (or timed out) a turn: if this replica runs that
-        attempt, its graph stops now and writes nothing more. True if it ran here."""
+        """The service ended the turn: stop its graph if this replica runs that attempt."""
         execution = self.running(turn_id)
         if execution is None or execution.attempt != attempt:
             return False
@@ -340,7 +311,12 @@ class Execution:
         if turn.has_resume:
             state = await self.runtime.graph.aget_state(config)
             if state.interrupts:
-                return Command(resume=value_to_py(turn.resume)), config
+                value = value_to_py(turn.resume)
+                if value is None:
+                    # LangGraph reads Command(resume=None) as no resume at all; a
+                    # map by interrupt id carries None to each pending interrupt().
+                    return Command(resume={i.id: None for i in state.interrupts}), config
+                return Command(resume=value), config
         return None, config
 
     async def _drive(self, events: EventLog) -> None:

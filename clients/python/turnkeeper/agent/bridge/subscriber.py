@@ -7,8 +7,8 @@ an error one if need be, and the answer goes out before any work it triggers
 starts (``Reply.then``).
 
 The connection is retried in the background until it is made (nats-py does not
-retry a first connect), then nats-py reconnects and re-subscribes by itself; the
-bridge works on its turns over gRPC meanwhile.
+retry a first connect), then nats-py reconnects and re-subscribes by itself; turns
+already running go on over gRPC meanwhile (the startup re-drive waits for ready).
 
 Ready means the server routes the subject to this subscription, and ``flush()``
 after ``subscribe()`` does not prove it: nats-py writes flush's PING straight to

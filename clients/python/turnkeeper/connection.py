@@ -1,0 +1,169 @@
+"""How a client reaches the service: target, TLS, token, deadlines, retries.
+
+The target defaults to ``$TURNKEEPER_ADDRESS``, else ``127.0.0.1:50051``.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+from dataclasses import dataclass, field
+from importlib import metadata as _metadata
+from pathlib import Path
+from typing import Final
+
+import grpc
+
+__all__ = ["ADDRESS_ENV", "DEFAULT_ADDRESS", "ConnectionOptions", "default_address"]
+
+ADDRESS_ENV: Final = "TURNKEEPER_ADDRESS"
+DEFAULT_ADDRESS: Final = "127.0.0.1:50051"
+
+_TURNS: Final = "turnkeeper.v1.TurnService"
+_CHECKPOINTS: Final = "turnkeeper.v1.CheckpointService"
+
+# The RPCs the client retries on UNAVAILABLE. Only those for which running twice is
+# the same as running once:
+# - reads: TurnStatus, GetTurn, ListTurns, ListEvents, GetCheckpoint, ListCheckpoints;
+# - idempotent by design: StartTurn (by turn_id, for the same request), AppendEvents
+#   (by (turn_id, attempt, seq): a batch already stored is skipped), PutCheckpoint
+#   (by checkpoint id, replaces the row with the same content) and PutWrites (by
+#   (task_id, idx)).
+#
+# Never retried automatically, because each is a compare-and-set on the turn's state
+# and UNAVAILABLE does not say whether the first try committed (the service may have
+# applied it and then lost the connection): a retried ResumeDetached, ParkTurn,
+# FinishTurn, ClaimTurn or CancelTurn that had committed finds the turn already moved on and
+# reports FAILED_PRECONDITION (or ABORTED) for what was a success, and a retried
+# Redrive re-drives a second time (attempts+2, a second rewind). The caller checks
+# GetTurn/TurnStatus and decides. Also not retried: Heartbeat (the next beat is the
+# retry), WatchTurn (the caller reconnects with after_seq, which the stream supports)
+# and DeleteThread, PruneThreads, DeleteForRuns, CopyThread (idempotent alone, but a
+# late retry could delete or overwrite a checkpoint another writer stored in between).
+#
+# Why grpc's service-config retry policy rather than a loop of our own: it is one
+# declaration shared by the sync and the aio channel; grpc-core applies it with
+# jittered exponential backoff, counts every attempt against the call's one deadline
+# (so a retried call never outlives its timeout), caps attempts at 5, and retries a
+# server stream only until its first message, where a hand-written loop would have
+# to re-implement each of these twice.
+_RETRIED: Final[tuple[tuple[str, str], ...]] = (
+    (_TURNS, "StartTurn"),
+    (_TURNS, "TurnStatus"),
+    (_TURNS, "GetTurn"),
+    (_TURNS, "ListTurns"),
+    (_TURNS, "ListEvents"),
+    (_TURNS, "AppendEvents"),
+    (_CHECKPOINTS, "GetCheckpoint"),
+    (_CHECKPOINTS, "ListCheckpoints"),
+    (_CHECKPOINTS, "PutCheckpoint"),
+    (_CHECKPOINTS, "PutWrites"),
+)
+
+
+def default_address() -> str:
+    """``$TURNKEEPER_ADDRESS`` if set and not empty, else ``127.0.0.1:50051``."""
+    return os.environ.get(ADDRESS_ENV) or DEFAULT_ADDRESS
+
+
+def _user_agent() -> str:
+    try:
+        version = _metadata.version("turnkeeper")
+    except _metadata.PackageNotFoundError:  # running from a source tree
+        version = "0"
+    return f"turnkeeper-python/{version}"
+
+
+def _duration(seconds: float) -> str:
+    """A google.protobuf.Duration in its JSON form, as service configs spell it."""
+    return f"{seconds:.9f}".rstrip("0").rstrip(".") + "s"
+
+
+@dataclass(frozen=True, slots=True)
+class ConnectionOptions:
+    """How to reach the service.
+
+    Plaintext unless ``tls`` is set or a certificate path is given. With TLS and no
+    ``root_certificates`` the system's roots are used; ``client_certificate`` and
+    ``client_key`` (both or neither) are for mutual TLS. Paths are read when a
+    channel is opened.
+    """
+
+    target: str = field(default_factory=default_address)
+    tls: bool = False
+    root_certificates: str | os.PathLike[str] | None = None
+    client_certificate: str | os.PathLike[str] | None = None
+    client_key: str | os.PathLike[str] | None = None
+    # Sent on every call as `authorization: Bearer <token>`.
+    bearer_token: str | None = None
+    # Deadline of a call that does not give its own timeout. None: no deadline.
+    # WatchTurn, which lasts as long as the turn, never gets this default.
+    default_timeout: float | None = 30.0
+    # Both directions. The service enforces its own (smaller) payload limits and
+    # answers INVALID_ARGUMENT; this only keeps grpc's 4 MiB default out of the way.
+    max_message_bytes: int = 64 * 1024 * 1024
+    # Retry policy of the idempotent RPCs on UNAVAILABLE; grpc caps attempts at 5.
+    # max_attempts=1 disables retries.
+    retry_max_attempts: int = 5
+    retry_initial_backoff: float = 0.1
+    retry_max_backoff: float = 2.0
+
+    def __post_init__(self) -> None:
+        if (self.client_certificate is None) != (self.client_key is None):
+            raise ValueError("client_certificate and client_key go together")
+        if self.retry_max_attempts < 1:
+            raise ValueError("retry_max_attempts must be at least 1")
+        if self.retry_initial_backoff <= 0 or self.retry_max_backoff <= 0:
+            raise ValueError("retry backoffs must be positive")
+        if self.default_timeout is not None and self.default_timeout <= 0:
+            raise ValueError("default_timeout must be positive or None")
+
+    @property
+    def secure(self) -> bool:
+        return self.tls or self.root_certificates is not None or self.client_certificate is not None
+
+    def credentials(self) -> grpc.ChannelCredentials | None:
+        """TLS credentials, or None for a plaintext channel."""
+        if not self.secure:
+            return None
+
+        def read(path: str | os.PathLike[str] | None) -> bytes | None:
+            return None if path is None else Path(path).read_bytes()
+
+        return grpc.ssl_channel_credentials(
+            root_certificates=read(self.root_certificates),
+            private_key=read(self.client_key),
+            certificate_chain=read(self.client_certificate),
+        )
+
+    def service_config(self) -> str:
+        """The channel's service config: the retry policy of ``_RETRIED``."""
+        method_config: list[dict[str, object]] = []
+        if self.retry_max_attempts > 1:
+            method_config.append(
+                {
+                    "name": [{"service": s, "method": m} for s, m in _RETRIED],
+                    "retryPolicy": {
+                        "maxAttempts": self.retry_max_attempts,
+                        "initialBackoff": _duration(self.retry_initial_backoff),
+                        "maxBackoff": _duration(self.retry_max_backoff),
+                        "backoffMultiplier": 2,
+                        "retryableStatusCodes": ["UNAVAILABLE"],
+                    },
+                }
+            )
+        return json.dumps({"methodConfig": method_config})
+
+    def channel_options(self) -> list[tuple[str, object]]:
+        return [
+            ("grpc.max_send_message_length", self.max_message_bytes),
+            ("grpc.max_receive_message_length", self.max_message_bytes),
+            ("grpc.enable_retries", 1),
+            ("grpc.service_config", self.service_config()),
+            ("grpc.primary_user_agent", _user_agent()),
+        ]
+
+    def call_metadata(self) -> tuple[tuple[str, str], ...]:
+        if self.bearer_token is None:
+            return ()
+        return (("authorization", f"Bearer {self.bearer_token}"),)

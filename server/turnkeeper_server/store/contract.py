@@ -1,0 +1,124 @@
+"""The store contract: what the state machine, fencing, re-drive, rewind, boundary
+and outbox logic (journal/transitions.py, journal/redrive.py, journal/checkpoints.py,
+messaging/outbox.py) needs from a backend, so that logic is written once.
+
+SQL is written in one dialect: `?` placeholders, and tables named by the SQLite
+file they live in (`main.turns`, `sessions.checkpoints`). A backend translates
+(PostgreSQL: `%s`, one schema). What differs for real lives in the backend's
+module: locking (`Tx.for_update`), the writer model, notification, migrations
+and the checkpoint tables (each backend keeps its LangGraph saver's own schema).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Awaitable, Callable, Iterable, Sequence
+from types import ModuleType
+from typing import Any, Protocol, TypeVar
+
+T = TypeVar("T")
+
+# Outbox rows as the publisher gets them: (id, subject, payload).
+OutboxRow = tuple[int, str, bytes]
+Publish = Callable[[list[OutboxRow]], Awaitable[bool]]
+# Called with a turn_id changed through another replica, or None: "any turn may
+# have changed" (notifications may have been missed).
+TurnChanged = Callable[[str | None], None]
+
+
+class Cursor(Protocol):
+    @property
+    def rowcount(self) -> int: ...
+
+    def fetchone(self) -> Any: ...
+
+    def fetchall(self) -> list[Any]: ...
+
+
+class Conn(Protocol):
+    """A connection as the shared logic uses it (sqlite3.Connection satisfies it)."""
+
+    def execute(self, sql: str, parameters: Sequence[Any] = ..., /) -> Any: ...
+
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> Any: ...
+
+
+class Tx(Protocol):
+    """One operation's transaction."""
+
+    @property
+    def conn(self) -> Conn: ...
+
+    # Appended to a SELECT of turn rows an operation is about to change: a row lock
+    # on PostgreSQL (replicas run operations concurrently), nothing on SQLite (one
+    # writer thread runs them one after another).
+    for_update: str
+    # The same for the reaper's scan: rows another replica is re-driving are skipped.
+    skip_locked: str
+
+    @property
+    def checkpoints(self) -> ModuleType:
+        """The backend's checkpoint rows (as `Store.checkpoints`): the lifecycle's
+        rollback, erasure and pruning delete and copy checkpoints through it."""
+        ...
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
+
+    def after_commit(self, callback: Callable[[], None]) -> None: ...
+
+    def announce(self, turn_ids: Sequence[str]) -> None:
+        """Tell other replicas, when this commits, that these turns changed."""
+        ...
+
+
+class Store(Protocol):
+    """A backend: where turns, events, the outbox and checkpoints are kept."""
+
+    @property
+    def kind(self) -> str:
+        """ "sqlite" or "postgres"."""
+        ...
+
+    @property
+    def checkpoints(self) -> ModuleType:
+        """The backend's checkpoint rows (journal/checkpoints.py, store/postgres_checkpoints.py):
+        put, put_writes, delete_thread, get, list_, and for the lifecycle
+        delete_checkpoint, prune_namespace, checkpoints_of_runs, copy_thread."""
+        ...
+
+    def open(self) -> None: ...
+
+    def close(self) -> None: ...
+
+    async def write(self, fn: Callable[[Tx], T]) -> T:
+        """Run `fn` in one transaction; return once it is durable. After-commit
+        callbacks run on the caller's loop before the result is delivered."""
+        ...
+
+    def read_conn(self) -> Conn:
+        """A connection for reads on the event loop's thread."""
+        ...
+
+    async def read(self, fn: Callable[[Conn], T]) -> T:
+        """Run `fn`'s reads as one consistent snapshot, off the event loop where the
+        database is across a network (PostgreSQL); for reads that may be large or
+        that must agree with each other (checkpoints, WatchTurn's turn and events)."""
+        ...
+
+    async def drain_outbox(self, limit: int, publish: Publish) -> int:
+        """Hand up to `limit` outbox rows, in id order, to `publish`; delete those
+        it confirms (True). Returns how many left the outbox. Rows another replica
+        is publishing at that moment are not handed out twice."""
+        ...
+
+    async def reclaim(self) -> None:
+        """Give the space of deleted rows back after a retention pass, where the
+        backend does that on request."""
+        ...
+
+    def listen(self, on_change: TurnChanged) -> None:
+        """Call `on_change` on this loop for turns changed through other replicas."""
+        ...
+
+    def describe(self) -> str:
+        """Where the data lives, for the startup log line (no secrets)."""
+        ...

@@ -1,0 +1,149 @@
+"""The PostgreSQL schema, as numbered migrations recorded in a version table.
+
+One database holds everything, so a state change, its events, its checkpoint
+fence and its outbox rows commit in one transaction. The checkpoint tables are
+langgraph-checkpoint-postgres's own (`PostgresSaver.setup()` creates the same
+ones, and records its steps in `checkpoint_migrations`), so stock PostgresSaver
+reads and writes them beside the service. What turnkeeper adds is in tables of
+its own, never read by PostgresSaver.
+
+Migrations run under an advisory lock: replicas starting together apply each
+step once.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from langgraph.checkpoint.postgres.base import MIGRATIONS as SAVER_MIGRATIONS
+
+# Any fixed number: held while migrating, so concurrent starts take turns.
+MIGRATION_LOCK = 0x7475726E  # "turn"
+
+TURNKEEPER_MIGRATIONS: list[str] = [
+    # 1: the journal, its retained events, the NATS outbox and turn boundaries.
+    """
+    CREATE TABLE turns (
+        turn_id            TEXT PRIMARY KEY,
+        thread_id          TEXT NOT NULL,
+        agent              TEXT NOT NULL,
+        state              TEXT NOT NULL CHECK (state IN ('RUNNING','PARKED','DONE','FAILED')),
+        attempts           INTEGER NOT NULL DEFAULT 0,
+        last_seq           BIGINT NOT NULL DEFAULT 0,
+        rewinds            INTEGER NOT NULL DEFAULT 0,
+        input_json         TEXT NOT NULL,
+        request_hash       TEXT NOT NULL,
+        owner_replica      TEXT,
+        owner_incarnation  TEXT,
+        lease_expires_at   DOUBLE PRECISION,
+        interrupt_json     TEXT,
+        resume_json        TEXT,
+        error              TEXT NOT NULL DEFAULT '',
+        created_at         DOUBLE PRECISION NOT NULL,
+        updated_at         DOUBLE PRECISION NOT NULL,
+        -- ListTurns pages by insertion order, as by SQLite's rowid.
+        rowid              BIGINT GENERATED ALWAYS AS IDENTITY UNIQUE
+    );
+    -- One live turn per thread, enforced by the database itself: two replicas
+    -- starting turns on one thread at once cannot both commit.
+    CREATE UNIQUE INDEX turns_one_live_per_thread ON turns (thread_id)
+        WHERE state IN ('RUNNING', 'PARKED');
+    CREATE INDEX turns_by_lease ON turns (state, lease_expires_at);
+    CREATE INDEX turns_by_owner ON turns (agent, owner_replica) WHERE state = 'RUNNING';
+    CREATE INDEX turns_by_thread ON turns (thread_id);
+    CREATE TABLE events (
+        turn_id    TEXT NOT NULL,
+        seq        BIGINT NOT NULL,
+        attempt    INTEGER NOT NULL,
+        type       TEXT NOT NULL,
+        data_json  TEXT NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (turn_id, seq)
+    );
+    CREATE TABLE outbox (
+        id         BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        subject    TEXT NOT NULL,
+        payload    BYTEA NOT NULL,
+        created_at DOUBLE PRECISION NOT NULL
+    );
+    -- The turn's last_seq when each of its checkpoints was written: where a
+    -- re-drive rewinds the event stream to.
+    CREATE TABLE turnkeeper_boundaries (
+        turn_id       TEXT NOT NULL,
+        checkpoint_id TEXT NOT NULL,
+        thread_id     TEXT NOT NULL,
+        checkpoint_ns TEXT NOT NULL,
+        attempt       INTEGER NOT NULL,
+        last_seq      BIGINT NOT NULL,
+        PRIMARY KEY (turn_id, checkpoint_ns, checkpoint_id)
+    );
+    CREATE INDEX turnkeeper_boundaries_by_thread ON turnkeeper_boundaries (thread_id);
+    """,
+    # 2: the whole life of a turn, as SQLite's turns.db migration 2. Two more states
+    # (CANCELLED, terminal; QUEUED, behind a thread's live turn: not in the one-live
+    # partial index, so any number may wait), why the service ended a turn, the
+    # per-turn deadlines, retention's mark and poison containment's counters.
+    # PostgreSQL alters in place: rowid (ListTurns' page tokens) is untouched.
+    """
+    ALTER TABLE turns DROP CONSTRAINT turns_state_check;
+    ALTER TABLE turns ADD CONSTRAINT turns_state_check
+        CHECK (state IN ('RUNNING','PARKED','DONE','FAILED','CANCELLED','QUEUED'));
+    ALTER TABLE turns
+        ADD COLUMN end_reason          TEXT NOT NULL DEFAULT '',
+        ADD COLUMN max_run_seconds     DOUBLE PRECISION NOT NULL DEFAULT 0,
+        ADD COLUMN park_expiry_seconds DOUBLE PRECISION NOT NULL DEFAULT 0,
+        ADD COLUMN run_deadline_at     DOUBLE PRECISION,
+        ADD COLUMN park_deadline_at    DOUBLE PRECISION,
+        ADD COLUMN pruned              INTEGER NOT NULL DEFAULT 0,
+        ADD COLUMN charged             INTEGER NOT NULL DEFAULT 0,
+        ADD COLUMN suspect             INTEGER NOT NULL DEFAULT 0;
+    -- Crashes so far were all charged: the cap counted attempts.
+    UPDATE turns SET charged = attempts;
+    CREATE INDEX turns_by_run_deadline ON turns (run_deadline_at) WHERE state = 'RUNNING';
+    CREATE INDEX turns_by_park_deadline ON turns (park_deadline_at) WHERE state = 'PARKED';
+    CREATE INDEX turns_queued ON turns (thread_id, created_at) WHERE state = 'QUEUED';
+    CREATE INDEX turns_suspects ON turns (agent, suspect) WHERE suspect >= 2;
+    CREATE INDEX turns_to_prune ON turns (updated_at)
+        WHERE pruned = 0 AND state IN ('DONE', 'FAILED', 'CANCELLED');
+    """,
+]
+
+
+def migrate(conn: Any) -> int:
+    """Bring the database to this turnkeeper's schema; returns its version.
+
+    `conn` is a psycopg connection in autocommit mode (PostgresSaver's index
+    migrations use CREATE INDEX CONCURRENTLY, which refuses a transaction).
+    """
+    conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+    try:
+        _saver_tables(conn)
+        return _turnkeeper_tables(conn)
+    finally:
+        conn.execute("SELECT pg_advisory_unlock(%s)", (MIGRATION_LOCK,))
+
+
+def _saver_tables(conn: Any) -> None:
+    """PostgresSaver.setup(), step for step, in its own version table."""
+    conn.execute(SAVER_MIGRATIONS[0])
+    row = conn.execute("SELECT v FROM checkpoint_migrations ORDER BY v DESC LIMIT 1").fetchone()
+    current = -1 if row is None else row[0]
+    for version in range(current + 1, len(SAVER_MIGRATIONS)):
+        conn.execute(SAVER_MIGRATIONS[version])
+        conn.execute("INSERT INTO checkpoint_migrations (v) VALUES (%s)", (version,))
+
+
+def _turnkeeper_tables(conn: Any) -> int:
+    conn.execute("CREATE TABLE IF NOT EXISTS turnkeeper_schema_version (version INTEGER NOT NULL)")
+    row = conn.execute("SELECT max(version) FROM turnkeeper_schema_version").fetchone()
+    current = row[0] or 0
+    if current > len(TURNKEEPER_MIGRATIONS):
+        raise RuntimeError(
+            f"the database is at turnkeeper schema version {current}, newer than this "
+            f"turnkeeper ({len(TURNKEEPER_MIGRATIONS)}): upgrade turnkeeper instead of downgrading"
+        )
+    for version, script in enumerate(TURNKEEPER_MIGRATIONS[current:], start=current + 1):
+        with conn.transaction():
+            conn.execute(script)
+            conn.execute("INSERT INTO turnkeeper_schema_version (version) VALUES (%s)", (version,))
+    return len(TURNKEEPER_MIGRATIONS)

@@ -1,0 +1,225 @@
+"""The HTTP side's aiohttp application and lifecycle, in the gRPC server's event loop.
+
+    web = WebServer(settings, servicer=..., tokens=..., metrics=..., link=...)
+    await web.start()        # bound (port 0 works); web.url is where it serves
+    await web.stop()         # safe to call twice
+
+Routes: the Connect methods of TurnService (`connect.py`), a turn's events as SSE
+(`sse.py`), the agent relay (`relay.py`), /v1/health and /v1/metrics, and the pages
+under /console/ (`static/`). The exposure rule is the gRPC side's own
+(`transport.check_exposure`), applied to this address.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import errno
+import logging
+import ssl
+from collections.abc import Awaitable, Callable
+from pathlib import Path
+from typing import Any, Final
+
+from aiohttp import web
+from prometheus_client.metrics_core import Metric
+
+from turnkeeper_server.config import Settings
+from turnkeeper_server.errors import PermissionDenied
+from turnkeeper_server.messaging.link import NatsLink
+from turnkeeper_server.metrics import Metrics
+from turnkeeper_server.security import auth, transport
+from turnkeeper_server.security.auth import TokenStore
+from turnkeeper_server.web import auth as web_auth
+from turnkeeper_server.web import connect
+from turnkeeper_server.web.connect import error_response
+from turnkeeper_server.web.relay import AgentRelay
+from turnkeeper_server.web.sse import EventStream
+
+log = logging.getLogger(__name__)
+
+STATIC: Final = Path(__file__).resolve().parent / "static"
+
+# Only our own files run in the pages; nothing may frame them.
+_CSP: Final = (
+    "default-src 'self'; script-src 'self'; style-src 'self'; img-src 'self' data:; "
+    "connect-src 'self'; frame-ancestors 'none'; base-uri 'none'; form-action 'none'"
+)
+
+# The metric families the console's summary shows (sums over their labels).
+SUMMARY_METRICS: Final = (
+    "turnkeeper_turns_started",
+    "turnkeeper_turns_finished",
+    "turnkeeper_redrives",
+    "turnkeeper_rewinds",
+    "turnkeeper_turns_failed_at_cap",
+    "turnkeeper_resumes",
+    "turnkeeper_events_appended",
+    "turnkeeper_outbox_published",
+    "turnkeeper_outbox_publish_failures",
+    "turnkeeper_watchers",
+    "turnkeeper_turns",
+    "turnkeeper_outbox_backlog",
+)
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+async def _headers(request: web.Request, response: web.StreamResponse) -> None:
+    """Security headers on every response, event streams included (set just before
+    the headers go out)."""
+    response.headers.setdefault("Content-Security-Policy", _CSP)
+    response.headers.setdefault("X-Content-Type-Options", "nosniff")
+    response.headers.setdefault("Referrer-Policy", "no-referrer")
+    if not request.path.startswith("/console/"):
+        response.headers.setdefault("Cache-Control", "no-store")
+
+
+def ssl_context(settings: Settings) -> ssl.SSLContext | None:
+    """The gRPC side's TLS settings as an ssl context (mutual TLS with a client CA)."""
+    transport.check_tls_settings(settings)
+    if settings.tls_cert is None or settings.tls_key is None:
+        return None
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(settings.tls_cert, settings.tls_key)
+    if settings.tls_client_ca is not None:
+        context.load_verify_locations(settings.tls_client_ca)
+        context.verify_mode = ssl.CERT_REQUIRED
+    return context
+
+
+def metric_summary(families: list[Metric]) -> dict[str, Any]:
+    """{family: total, or {label value: total}} for SUMMARY_METRICS."""
+    out: dict[str, Any] = {}
+    for family in families:
+        if family.name not in SUMMARY_METRICS:
+            continue
+        by_label: dict[str, float] = {}
+        total = 0.0
+        for sample in family.samples:
+            if sample.name.endswith("_created"):
+                continue
+            total += sample.value
+            if sample.labels:
+                key = ",".join(str(v) for v in sample.labels.values())
+                by_label[key] = by_label.get(key, 0.0) + sample.value
+        out[family.name] = by_label or total
+    return out
+
+
+class WebServer:
+    def __init__(
+        self,
+        settings: Settings,
+        *,
+        servicer: object,
+        tokens: TokenStore | None,
+        metrics: Metrics,
+        link: NatsLink,
+        serving: Callable[[], bool],
+    ) -> None:
+        if settings.http_listen is None:
+            raise ValueError("WebServer needs settings.http_listen")
+        self.settings = settings
+        self.listen = settings.http_listen
+        # The same refusal as gRPC's, for this address.
+        transport.check_exposure(
+            dataclasses.replace(settings, listen=self.listen), tokens=tokens is not None
+        )
+        self.tokens = tokens
+        self.metrics = metrics
+        self.link = link
+        self.serving = serving
+        self.ssl = ssl_context(settings)
+        self.app = web.Application(client_max_size=connect.MAX_BODY_BYTES)
+        self.app.on_response_prepare.append(_headers)
+        connect.add_routes(self.app, servicer, tokens, metrics)
+        self.app.router.add_get(
+            "/v1/turns/{turn_id}/events", EventStream(servicer, tokens).__call__
+        )
+        self.app.router.add_post(
+            "/v1/agents/{agent}/rpc",
+            AgentRelay(
+                link, tokens, prefix=settings.subject_prefix, namespace=settings.namespace
+            ).__call__,
+        )
+        self.app.router.add_get("/v1/health", self._health)
+        self.app.router.add_get("/v1/metrics", self._metrics)
+        self.app.router.add_get("/v1/whoami", self._whoami)
+        self.app.router.add_get("/", self._to_console)
+        self.app.router.add_get("/console/", self._page("index.html"))
+        self.app.router.add_get("/console/chat", self._page("chat.html"))
+        self.app.router.add_static("/console/", STATIC)
+        self.runner: web.AppRunner | None = None
+        self.port = 0
+        self._stopped = False
+
+    @property
+    def url(self) -> str:
+        host = transport.listen_host(self.listen)
+        host = f"[{host}]" if ":" in host else host
+        scheme = "https" if self.ssl else "http"
+        return f"{scheme}://{host}:{self.port}/"
+
+    async def start(self) -> None:
+        host = transport.listen_host(self.listen)
+        port = int(self.listen.rpartition(":")[2])
+        self.runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=1.0)
+        await self.runner.setup()
+        try:
+            await self._bind(host, port)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or not self.settings.http_any_port_if_busy:
+                raise
+            log.warning("HTTP port %d is in use: serving the console on another port", port)
+            await self._bind(host, 0)
+        log.info("console and HTTP API on %s", self.url)
+
+    async def _bind(self, host: str, port: int) -> None:
+        assert self.runner is not None
+        site = web.TCPSite(self.runner, host, port, ssl_context=self.ssl)
+        await site.start()
+        bound = self.runner.addresses[-1]
+        self.port = int(bound[1])
+
+    async def stop(self) -> None:
+        if self._stopped or self.runner is None:
+            return
+        self._stopped = True
+        # Open event streams end here; pages reconnect with Last-Event-ID.
+        await self.runner.cleanup()
+
+    async def _health(self, request: web.Request) -> web.Response:
+        nats = "off" if not self.link.enabled else "up" if self.link.connected else "down"
+        return web.json_response(
+            {"status": "SERVING" if self.serving() else "NOT_SERVING", "nats": nats}
+        )
+
+    async def _metrics(self, request: web.Request) -> web.Response:
+        try:
+            caller = web_auth.caller_of(request, self.tokens)
+            if caller is not None and caller.role not in (auth.OPERATOR, auth.ADMIN):
+                raise PermissionDenied(f"{caller} may not read the service's metrics")
+        except Exception as exc:
+            return error_response(exc)
+        return web.json_response(metric_summary(list(self.metrics.registry.collect())))
+
+    async def _whoami(self, request: web.Request) -> web.Response:
+        """The caller's role, so a page offers only the actions it may take (the
+        service still checks every call); role null: authentication is off."""
+        try:
+            caller = web_auth.caller_of(request, self.tokens)
+        except Exception as exc:
+            return error_response(exc)
+        if caller is None:
+            return web.json_response({"role": None, "name": None, "agent": None})
+        return web.json_response({"role": caller.role, "name": caller.name, "agent": caller.agent})
+
+    async def _to_console(self, request: web.Request) -> web.StreamResponse:
+        raise web.HTTPFound("/console/")
+
+    @staticmethod
+    def _page(name: str) -> Handler:
+        async def page(request: web.Request) -> web.StreamResponse:
+            return web.FileResponse(STATIC / name)
+
+        return page

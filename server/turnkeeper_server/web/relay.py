@@ -1,0 +1,148 @@
+"""The chat panel's JSON-RPC calls to agents, relayed over the service's NATS link.
+
+    POST /v1/agents/{agent}/rpc   {"method": "responses/create", "params": {...}}
+      -> 200 the agent's JSON-RPC reply envelope ({jsonrpc, id, result} or {.., error})
+      -> 503 {code: "unavailable", message, dispatched: false}: no replica took it
+      -> 504 {code: "deadline_exceeded", message, dispatched: true}: it went out, no answer
+
+A browser cannot speak NATS, and the service already holds a NATS connection, so it
+forwards the panel's requests to `<prefix>.<ns>.agents.<agent>.tasks` unchanged in
+meaning. `dispatched` tells a page whether a retry is safe: only a request that
+reached nobody may be sent again (the client retry rule).
+
+Rights are those of the gRPC call each method stands for: responses/create needs a
+role that talks to agents (panel, operator, admin, or the agent's own token);
+responses/turnStatus is a read; responses/resumeDetached needs the ResumeDetached
+right, so a panel token cannot resume through an agent what it cannot resume itself.
+An agent token reaches its own agent only. The service's internal hand-off method is
+never relayed.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import uuid
+from typing import Any, Final
+
+from aiohttp import web
+from nats.errors import Error as NatsError
+from nats.errors import NoRespondersError
+from nats.errors import TimeoutError as NatsTimeout
+
+from turnkeeper_server.errors import InvalidArgument, PermissionDenied
+from turnkeeper_server.messaging.link import NatsLink, agent_subject
+from turnkeeper_server.rpc import limits as lim
+from turnkeeper_server.security import auth
+from turnkeeper_server.security.auth import TokenStore
+from turnkeeper_server.web import auth as web_auth
+from turnkeeper_server.web.connect import MAX_BODY_BYTES, error_response
+
+log = logging.getLogger(__name__)
+
+CREATE: Final = "responses/create"
+TURN_STATUS: Final = "responses/turnStatus"
+RESUME_DETACHED: Final = "responses/resumeDetached"
+
+# Which roles may relay each method (see the module docstring).
+RELAYED: Final = {
+    CREATE: frozenset({auth.AGENT, auth.PANEL, auth.OPERATOR, auth.ADMIN}),
+    TURN_STATUS: auth.RIGHTS[web_auth.TURN_SERVICE + "TurnStatus"],
+    RESUME_DETACHED: auth.RIGHTS[web_auth.TURN_SERVICE + "ResumeDetached"],
+}
+
+
+def check_call(caller: auth.Caller | None, agent: str, method: str) -> None:
+    if method not in RELAYED:
+        raise InvalidArgument(
+            f"method {method!r} is not relayed; the relay carries {', '.join(sorted(RELAYED))}"
+        )
+    if caller is None:
+        return
+    if caller.role not in RELAYED[method]:
+        raise PermissionDenied(f"{caller} may not call {method}")
+    if caller.role == auth.AGENT and caller.agent != agent:
+        raise PermissionDenied(f"{caller} may not act for agent {agent!r}")
+
+
+class AgentRelay:
+    """The handler of POST /v1/agents/{agent}/rpc."""
+
+    def __init__(
+        self,
+        link: NatsLink,
+        tokens: TokenStore | None,
+        *,
+        prefix: str,
+        namespace: str,
+        timeout: float = 10.0,
+    ) -> None:
+        self.link = link
+        self.tokens = tokens
+        self.prefix = prefix
+        self.namespace = namespace
+        self.timeout = timeout
+
+    async def __call__(self, request: web.Request) -> web.Response:
+        try:
+            caller = web_auth.caller_of(request, self.tokens)
+            agent = lim.check_agent(request.match_info["agent"])
+            if request.content_type != "application/json":
+                raise InvalidArgument("send the request as Content-Type application/json")
+            raw = await request.content.read(MAX_BODY_BYTES + 1)
+            if len(raw) > MAX_BODY_BYTES:
+                raise InvalidArgument(f"the body is over {MAX_BODY_BYTES} bytes")
+            try:
+                body = json.loads(raw)
+            except ValueError as exc:
+                raise InvalidArgument(f"the body is not JSON: {exc}") from None
+            if not isinstance(body, dict) or not isinstance(body.get("method"), str):
+                raise InvalidArgument('the body must be {"method": "...", "params": {...}}')
+            params = body.get("params", {})
+            if not isinstance(params, dict):
+                raise InvalidArgument("params must be a JSON object")
+            check_call(caller, agent, body["method"])
+        except Exception as exc:
+            return error_response(exc)
+        return await self._forward(agent, body["method"], params)
+
+    async def _forward(self, agent: str, method: str, params: dict[str, Any]) -> web.Response:
+        nc = self.link.client
+        if nc is None or not nc.is_connected:
+            return _not_answered(503, "unavailable", "the service is not connected to NATS", False)
+        envelope = {
+            "jsonrpc": "2.0",
+            "id": uuid.uuid4().hex,
+            "method": method,
+            "params": params,
+            "metadata": {"via": "turnkeeper-http"},
+        }
+        subject = agent_subject(self.prefix, self.namespace, agent)
+        try:
+            msg = await nc.request(subject, json.dumps(envelope).encode(), timeout=self.timeout)
+        except NoRespondersError:
+            return _not_answered(
+                503, "unavailable", f"no replica of agent {agent!r} is listening", False
+            )
+        except (TimeoutError, NatsTimeout):
+            return _not_answered(
+                504,
+                "deadline_exceeded",
+                f"agent {agent!r} did not answer {method} in {self.timeout:g} s; "
+                "it may have acted on it: check the turn's status",
+                True,
+            )
+        except NatsError as exc:
+            # Closed or reconnecting: nothing went out.
+            return _not_answered(503, "unavailable", f"NATS refused the request: {exc}", False)
+        try:
+            reply = json.loads(msg.data)
+        except ValueError:
+            return _not_answered(502, "internal", f"agent {agent!r} answered no JSON", True)
+        return web.json_response(reply)
+
+
+def _not_answered(status: int, code: str, message: str, dispatched: bool) -> web.Response:
+    return web.json_response(
+        {"code": code, "message": message, "dispatched": dispatched}, status=status
+    )

@@ -1,0 +1,207 @@
+"""A turn's events as Server-Sent Events: WatchTurn's semantics over HTTP.
+
+    GET /v1/turns/{turn_id}/events[?lastEventId=N&attempt=A]
+    Last-Event-ID: N                      (the header wins over the query parameter)
+
+Frames (each `data:` is one JSON object):
+
+- `event: event`, `id: <seq>`: a retained event {seq, attempt, type, data, createdAt};
+- `event: reset`, `id: 0`: the turn was rewound to `seq` (the boundary) by `attempt`;
+  drop everything shown, the retained events follow again from seq 1. Its id is 0
+  so that a reconnect after it asks for the replay from the start;
+- `event: end`: after the terminal event (or at once for a turn that is over and
+  whose terminal event is at or before the resume point); the stream then closes;
+- `event: error`: the stream failed after it had started ({code, message}).
+
+Resuming: a reconnect sends the id of the last event it showed (the page's fetch
+reader sets the header; EventSource sets it itself). With `attempt` (of that event)
+the service first checks that the event is still retained as shown: if the turn was
+rewound while nothing was connected, the stream starts with a reset (`local: true`)
+and replays from seq 1, so no stale event stays on the page. The stream is the gRPC
+servicer's WatchTurn, so rights, quotas and frames are WatchTurn's own.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+from collections.abc import AsyncIterator
+from typing import Any, Final
+
+from aiohttp import web
+from turnkeeper.v1 import turns_pb2
+
+from turnkeeper_server.errors import InvalidArgument, status_for
+from turnkeeper_server.security.auth import TokenStore
+from turnkeeper_server.web import auth as web_auth
+from turnkeeper_server.web.connect import HttpContext, connect_code, error_response, to_json
+
+log = logging.getLogger(__name__)
+
+# A comment line this often keeps proxies and the browser from closing an idle stream.
+KEEPALIVE_SECONDS: Final = 15.0
+
+
+def frame(event: str, data: Any, *, id: int | None = None) -> bytes:
+    """One SSE frame. `data` is JSON on a single line, so it needs no splitting."""
+    lines = []
+    if id is not None:
+        lines.append(f"id: {id}")
+    lines.append(f"event: {event}")
+    lines.append("data: " + json.dumps(data, separators=(",", ":"), ensure_ascii=False))
+    return ("\n".join(lines) + "\n\n").encode()
+
+
+def event_data(event: turns_pb2.Event) -> dict[str, Any]:
+    return {
+        "seq": event.seq,
+        "attempt": event.attempt,
+        "type": event.type,
+        "data": json.loads(event.data_json or "null"),
+        "createdAt": to_json(event).get("createdAt"),
+    }
+
+
+def watch_frame(response: turns_pb2.WatchTurnResponse) -> bytes:
+    """A WatchTurn frame as SSE."""
+    if response.HasField("reset"):
+        r = response.reset
+        return frame(
+            "reset",
+            {"seq": r.seq, "attempt": r.attempt, "checkpointId": r.checkpoint_id, "local": False},
+            id=0,
+        )
+    return frame("event", event_data(response.event), id=response.event.seq)
+
+
+def resume_point(request: web.Request) -> tuple[int, int | None]:
+    """(after_seq, attempt of that event or None) from Last-Event-ID and the query."""
+    raw = request.headers.get("Last-Event-ID") or request.query.get("lastEventId") or "0"
+    attempt_raw = request.query.get("attempt")
+    try:
+        after = int(raw)
+        attempt = int(attempt_raw) if attempt_raw not in (None, "") else None
+    except ValueError:
+        raise InvalidArgument(
+            "Last-Event-ID (or lastEventId) and attempt must be whole numbers"
+        ) from None
+    if after < 0:
+        raise InvalidArgument("Last-Event-ID must not be negative")
+    return after, attempt
+
+
+class EventStream:
+    """The handler of GET /v1/turns/{turn_id}/events."""
+
+    def __init__(self, servicer: Any, tokens: TokenStore | None) -> None:
+        self.servicer = servicer
+        self.tokens = tokens
+
+    async def __call__(self, request: web.Request) -> web.StreamResponse:
+        turn_id = request.match_info["turn_id"]
+        context = HttpContext(request)
+        try:
+            caller = web_auth.caller_of(request, self.tokens)
+            after, attempt = resume_point(request)
+            with web_auth.acting_as(caller):
+                web_auth.require("WatchTurn")
+                # GetTurn validates the id and answers NOT_FOUND for an unknown turn
+                # (and for another agent's, to an agent token) before the stream opens.
+                got = await self.servicer.GetTurn(
+                    turns_pb2.GetTurnRequest(turn_id=turn_id), context
+                )
+                start, local_reset = await self._start(got.turn, after, attempt, context)
+        except Exception as exc:
+            return error_response(exc)
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-store",
+                "X-Accel-Buffering": "no",
+            }
+        )
+        await response.prepare(request)
+        if local_reset is not None:
+            await response.write(local_reset)
+        with web_auth.acting_as(caller):
+            await self._stream(response, turn_id, start, context)
+        return response
+
+    async def _start(
+        self, turn: turns_pb2.Turn, after: int, attempt: int | None, context: HttpContext
+    ) -> tuple[int, bytes | None]:
+        """Where the watch starts, and a reset of our own when the resume point is no
+        longer what the page showed (the turn was rewound while it was away)."""
+        if after == 0:
+            return 0, None
+        stale = after > turn.last_seq
+        if not stale and attempt is not None:
+            listed = await self.servicer.ListEvents(
+                turns_pb2.ListEventsRequest(turn_id=turn.turn_id, after_seq=after - 1, page_size=1),
+                context,
+            )
+            shown = [e for e in listed.events if e.seq == after]
+            stale = not shown or shown[0].attempt != attempt
+        if not stale:
+            return after, None
+        reset = {"seq": 0, "attempt": turn.attempts, "checkpointId": "", "local": True}
+        return 0, frame("reset", reset, id=0)
+
+    async def _stream(
+        self, response: web.StreamResponse, turn_id: str, after: int, context: HttpContext
+    ) -> None:
+        frames: asyncio.Queue[turns_pb2.WatchTurnResponse | BaseException | None]
+        frames = asyncio.Queue(maxsize=256)
+
+        async def pump() -> None:
+            watch: AsyncIterator[turns_pb2.WatchTurnResponse] = self.servicer.WatchTurn(
+                turns_pb2.WatchTurnRequest(turn_id=turn_id, after_seq=after), context
+            )
+            try:
+                async for item in watch:
+                    await frames.put(item)
+                await frames.put(None)
+            except asyncio.CancelledError:
+                raise
+            except Exception as exc:
+                await frames.put(exc)
+            finally:
+                with contextlib.suppress(Exception):
+                    await watch.aclose()  # type: ignore[attr-defined]
+
+        task = asyncio.create_task(pump())
+        last_seq = after
+        try:
+            while True:
+                try:
+                    item = await asyncio.wait_for(frames.get(), KEEPALIVE_SECONDS)
+                except TimeoutError:
+                    await response.write(b": keep-alive\n\n")
+                    continue
+                if item is None:
+                    turn = await self.servicer.GetTurn(
+                        turns_pb2.GetTurnRequest(turn_id=turn_id), context
+                    )
+                    state = turns_pb2.TurnState.Name(turn.turn.state).removeprefix("TURN_STATE_")
+                    await response.write(
+                        frame("end", {"turnId": turn_id, "state": state, "seq": last_seq})
+                    )
+                    return
+                if isinstance(item, BaseException):
+                    code, message = status_for(item)
+                    await response.write(
+                        frame("error", {"code": connect_code(code), "message": message})
+                    )
+                    return
+                if item.HasField("event"):
+                    last_seq = item.event.seq
+                await response.write(watch_frame(item))
+        except ConnectionResetError:
+            # The browser went away: nothing to answer.
+            pass
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task

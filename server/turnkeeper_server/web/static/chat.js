@@ -1,0 +1,224 @@
+// The chat panel: a conversation with one agent through the service's relay, and the
+// Pipeline sidebar drawn from the run's `step` events.
+//
+// Sidebar rule: `step` is the step that finished last. Steps before it are complete,
+// it is active, the rest pending; with no `step` yet all are pending (nothing spins in
+// the first node). When a run ends its last step stays active, and a second question
+// starts from that stale value until its first step writes `step` again.
+//
+// Client rules: Retry re-sends the last request only after an error that is
+// retryable (the request reached no agent); a stream that broke without the end is
+// interrupted, not retryable: Check status asks the service and re-attaches or
+// concludes. Re-attaching resumes after the last event shown (Last-Event-ID), so
+// nothing is shown twice.
+"use strict";
+
+(() => {
+  const {call, follow, el, tokenBox, headers, errorOf, ApiError, stateWord} = TK;
+  const STEPS = ["analyze", "plan", "generate"];
+  const params = new URLSearchParams(location.search);
+  const agentInput = document.getElementById("agent");
+  agentInput.value = params.get("agent") || "pipeline";
+
+  const chat = {
+    threadId: params.get("thread") || crypto.randomUUID(),
+    step: null,          // the `step` value last seen on this thread
+    turnId: null,        // the run being followed
+    lastRequest: null,   // what Retry would send again
+    running: false,
+    retryable: false,
+    interrupted: false,
+    follower: null,
+    seen: null,          // {seq, attempt} of the last event applied from the run
+  };
+
+  const $ = (id) => document.getElementById(id);
+
+  function sidebar() {
+    const current = STEPS.indexOf(chat.step);
+    $("pipeline").replaceChildren(...STEPS.map((name, i) => {
+      const state = current < 0 ? "pending" : i < current ? "complete" : i === current ? "active" : "pending";
+      return el("li", {class: state, "data-step": name, "data-state": state}, name);
+    }));
+  }
+
+  function buttons() {
+    $("submit").disabled = chat.running;
+    $("stop").hidden = !chat.running;
+    $("retry").hidden = !(chat.retryable && !chat.running && chat.lastRequest);
+    $("check").hidden = !(chat.interrupted && chat.turnId);
+    $("regenerate").hidden = chat.running || !chat.turnId || chat.interrupted;
+  }
+
+  function setError(text, {retryable = false, interrupted = false} = {}) {
+    $("chat-error").textContent = text;
+    chat.retryable = retryable;
+    chat.interrupted = interrupted;
+    buttons();
+  }
+
+  function message(who, text, id) {
+    const node = el("div", {class: "message " + who, "data-role": who},
+      el("b", {}, who === "user" ? "you" : agentInput.value), el("span", {class: "text"}, text));
+    if (id) node.dataset.turnId = id;
+    $("messages").append(node);
+    return node;
+  }
+
+  function answerOf(update) {
+    const messages = (update && update.messages) || [];
+    for (const m of messages.slice().reverse()) {
+      const kwargs = m.kwargs || m;
+      const type = m.type || kwargs.type;
+      const content = kwargs.content;
+      if (typeof content === "string" && type !== "remove" && (type === "ai" || (m.id || []).includes("AIMessage"))) {
+        return content;
+      }
+    }
+    return null;
+  }
+
+  async function relay(method, paramsOf) {
+    const response = await fetch("/v1/agents/" + encodeURIComponent(agentInput.value) + "/rpc", {
+      method: "POST",
+      headers: headers({"Content-Type": "application/json"}),
+      body: JSON.stringify({method, params: paramsOf}),
+    });
+    if (!response.ok) throw await errorOf(response);
+    const reply = await response.json();
+    if (reply.error) {
+      const data = reply.error.data || {};
+      throw new ApiError(String(data.code || reply.error.code).toLowerCase(),
+        data.message || reply.error.message, 200, {dispatched: true});
+    }
+    return reply.result;
+  }
+
+  function attach(turnId, reply, after) {
+    if (chat.turnId !== turnId) chat.seen = null;
+    chat.turnId = turnId;
+    chat.running = true;
+    setError("");
+    $("chat-status").textContent = "running";
+    let draft = after ? reply.querySelector(".text").textContent : "";
+    chat.follower = follow(turnId, {
+      onReset() {
+        draft = "";
+        chat.seen = null;
+        reply.querySelector(".text").textContent = "";
+      },
+      onEvent(e) {
+        chat.seen = {seq: e.seq, attempt: e.attempt};
+        reply.dataset.lastSeq = String(e.seq);
+        if (e.type === "step" && e.data && e.data.update && typeof e.data.update.step === "string") {
+          chat.step = e.data.update.step;
+          sidebar();
+          const answer = answerOf(e.data.update);
+          if (answer !== null) reply.querySelector(".text").textContent = answer;
+        } else if (e.type === "token" && e.data && e.data.node === "generate") {
+          draft += e.data.text || "";
+          reply.querySelector(".text").textContent = draft;
+        } else if (e.type === "error") {
+          setError("the agent failed: " + ((e.data && e.data.message) || "error"));
+        }
+      },
+      onEnd(end) {
+        chat.running = false;
+        chat.follower = null;
+        $("chat-status").textContent = end.state.toLowerCase();
+        if (end.state !== "DONE" && end.state !== "PARKED") setError("the run ended " + end.state.toLowerCase());
+        buttons();
+      },
+      onStatus(s) {
+        if (s === "reconnecting" && chat.running) {
+          $("chat-status").textContent = "connection lost, re-attaching";
+          setError("The stream was interrupted; the run may still be going.", {interrupted: true});
+        } else if (s === "live") {
+          $("chat-status").textContent = "running";
+          if (chat.interrupted) setError("");
+        }
+      },
+      onError(e) {
+        chat.running = false;
+        setError("cannot follow the run: " + e.message);
+      },
+    }, after);
+    buttons();
+  }
+
+  async function send(request, reply) {
+    chat.lastRequest = request;
+    chat.running = true;
+    setError("");
+    try {
+      const created = await relay("responses/create", request);
+      if (!created.turn_id) {
+        chat.running = false;
+        reply.remove();
+        buttons();
+        return;
+      }
+      reply.dataset.turnId = created.turn_id;
+      attach(created.turn_id, reply);
+    } catch (e) {
+      chat.running = false;
+      const retryable = e.body && e.body.dispatched === false;
+      setError((retryable ? "Not sent: " : "Failed: ") + e.message, {retryable});
+    }
+  }
+
+  $("submit").addEventListener("click", () => {
+    const question = $("question").value.trim();
+    if (!question || chat.running) return;
+    $("question").value = "";
+    message("user", question);
+    const reply = message("agent", "");
+    send({input: {question, id: crypto.randomUUID()}, thread_id: chat.threadId, background: true}, reply);
+  });
+
+  $("retry").addEventListener("click", () => {
+    if (!chat.retryable || chat.running || !chat.lastRequest) return;
+    const replies = $("messages").querySelectorAll(".message.agent");
+    send(chat.lastRequest, replies[replies.length - 1] || message("agent", ""));
+  });
+
+  $("stop").addEventListener("click", () => {
+    if (chat.follower) chat.follower.stop();
+    chat.follower = null;
+    chat.running = false;
+    $("chat-status").textContent = "stopped following";
+    setError("Stopped. The run may still be going.", {interrupted: true});
+  });
+
+  $("check").addEventListener("click", async () => {
+    try {
+      const status = await call("TurnStatus", {turnId: chat.turnId});
+      const state = stateWord(status.state);
+      $("chat-status").textContent = state.toLowerCase();
+      if (state === "UNKNOWN") {
+        setError("the service does not know this run");
+        return;
+      }
+      setError(state === "FAILED" ? "the run failed" : "");
+      if (!chat.follower) {
+        // Picks up after the last event shown: the rest of the run, then its end.
+        const replies = $("messages").querySelectorAll(".message.agent");
+        attach(chat.turnId, replies[replies.length - 1], chat.seen);
+      }
+    } catch (e) {
+      setError("Could not check the status: " + e.message, {interrupted: true});
+    }
+  });
+
+  $("regenerate").addEventListener("click", () => {
+    if (chat.running) return;
+    const replies = $("messages").querySelectorAll(".message.agent");
+    const reply = replies[replies.length - 1] || message("agent", "");
+    reply.querySelector(".text").textContent = "";
+    send({input: null, regenerate: true, thread_id: chat.threadId, background: true}, reply);
+  });
+
+  tokenBox();
+  sidebar();
+  buttons();
+})();

@@ -1,0 +1,133 @@
+// One turn: its facts (GetTurn), its events live over SSE (a reset clears the list and
+// is kept in the resets list above it), and the actions its state allows.
+"use strict";
+
+(() => {
+  const {call, getJson, follow, el, stateWord, when, tokenBox} = TK;
+  const turnId = new URLSearchParams(location.search).get("id") || "";
+  const timeline = document.getElementById("timeline");
+  const resets = document.getElementById("resets");
+  let role = null;
+  let ended = false;
+
+  document.getElementById("turn-id").textContent = turnId;
+
+  function fact(name, value) {
+    return [el("dt", {}, name), el("dd", {"data-fact": name}, value)];
+  }
+
+  function json(value) {
+    return value === undefined ? "" : JSON.stringify(value);
+  }
+
+  function showTurn(turn) {
+    const state = stateWord(turn.state);
+    const owner = turn.owner || {};
+    const lastReset = resets.lastElementChild;
+    document.getElementById("facts").replaceChildren(
+      ...fact("state", el("span", {class: "state state-" + state, id: "state"}, state)),
+      ...fact("agent", turn.agent),
+      ...fact("thread", turn.threadId),
+      ...fact("attempts", String(turn.attempts)),
+      ...fact("last seq", String(turn.lastSeq)),
+      ...fact("owner", owner.replica ? owner.replica + " / " + owner.incarnation : "none"),
+      ...fact("lease until", when(owner.leaseExpiresAt) || "none"),
+      ...fact("rewinds", String(turn.rewinds)),
+      ...fact("boundary", lastReset ? "seq " + lastReset.dataset.boundary : "not rewound"),
+      ...fact("error", turn.error || ""),
+      ...fact("created", when(turn.createdAt)),
+    );
+    const parked = state === "PARKED";
+    document.getElementById("parked").hidden = !parked;
+    if (parked) document.getElementById("interrupt").textContent = json(turn.interrupt);
+    const mayRedrive = role === null || role === "operator" || role === "admin";
+    document.getElementById("redrive").hidden = !(mayRedrive && state === "RUNNING");
+  }
+
+  async function refresh() {
+    try {
+      const response = await call("GetTurn", {turnId});
+      document.getElementById("turn-error").textContent = "";
+      showTurn(response.turn);
+    } catch (e) {
+      document.getElementById("turn-error").textContent = e.message;
+    }
+  }
+
+  function eventItem(e) {
+    return el("li", {"data-seq": String(e.seq), "data-type": e.type, "data-attempt": String(e.attempt)},
+      el("span", {class: "mono"}, "#" + e.seq),
+      el("span", {}, "attempt " + e.attempt),
+      el("span", {class: "mono"}, e.type),
+      el("pre", {class: "mono"}, json(e.data)));
+  }
+
+  function start() {
+    follow(turnId, {
+      onReset(r) {
+        timeline.replaceChildren();
+        const text = r.local
+          ? "rewound while disconnected: replaying from seq 1 (attempt " + r.attempt + ")"
+          : "reset: rewound to seq " + r.seq + " by attempt " + r.attempt + "; replaying from seq 1";
+        resets.append(el("li", {class: "reset", "data-boundary": String(r.seq),
+          "data-attempt": String(r.attempt)}, text));
+        refresh();
+      },
+      onEvent(e) {
+        timeline.append(eventItem(e));
+      },
+      onEnd(end) {
+        ended = true;
+        document.getElementById("stream-status").textContent = "ended (" + end.state + ")";
+        refresh();
+      },
+      onStatus(s) {
+        if (!ended) document.getElementById("stream-status").textContent = s;
+      },
+      onError(e) {
+        document.getElementById("stream-status").textContent = "refused: " + e.message;
+      },
+    });
+  }
+
+  document.getElementById("resume").addEventListener("click", async () => {
+    const out = document.getElementById("resume-result");
+    let value;
+    try {
+      value = JSON.parse(document.getElementById("resume-value").value);
+    } catch (e) {
+      out.className = "error";
+      out.textContent = "not JSON: " + e.message;
+      return;
+    }
+    try {
+      const r = await call("ResumeDetached", {turnId, resume: value});
+      out.className = "";
+      out.textContent = "resumed (" + stateWord(r.turn.state) + (r.dispatched ? ", handed to a replica)" : ", waiting for a replica)");
+      refresh();
+    } catch (e) {
+      out.className = "error";
+      out.textContent = "refused (" + e.code + "): " + e.message;
+    }
+  });
+
+  document.getElementById("redrive").addEventListener("click", async () => {
+    const out = document.getElementById("action-result");
+    try {
+      await call("Redrive", {turnId});
+      out.className = "";
+      out.textContent = "re-driven";
+      refresh();
+    } catch (e) {
+      out.className = "error";
+      out.textContent = "refused (" + e.code + "): " + e.message;
+    }
+  });
+
+  tokenBox();
+  getJson("/v1/whoami").then((me) => { role = me.role; }).catch(() => {}).finally(() => {
+    refresh();
+    start();
+    setInterval(() => { if (!ended) refresh(); }, 2000);
+  });
+})();

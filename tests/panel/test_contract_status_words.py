@@ -1,0 +1,149 @@
+"""The status words on the NATS JSON-RPC wire are the contract's lower-case ones.
+
+A panel written to the contract compares ``responses/turnStatus``'s status with
+``running``; an upper-case word would look like no live turn at all, and the panel
+would take a live turn's first idle gap for its end. A real bridge in-process, a
+real service and a real nats-server; the session client's transport reads the same
+words back. (gRPC's TurnStatus keeps its enum names: test_turn_states.py.)
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any, TypedDict
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+from langgraph.types import interrupt
+from nats.aio.client import Client
+from turnkeeper.agent.bridge import Bridge, BridgeConfig
+from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.panel.agent_rpc import NatsAgentTransport
+from turnkeeper.panel.follower import TurnFollower
+from turnkeeper.states import TurnState
+from turnkeeper.v1 import turns_pb2
+from turnkeeper_server.app import TurnkeeperServer
+
+from tests.support.agents import result
+from tests.support.nats import NatsServer
+
+pytestmark = pytest.mark.timeout(60)
+
+AGENT = "words"
+
+
+class State(TypedDict):
+    steps: list[str]
+
+
+def build(release: asyncio.Event, entered: asyncio.Event) -> StateGraph[Any, Any, Any, Any]:
+    async def work(state: State) -> dict[str, Any]:
+        entered.set()
+        await release.wait()
+        return {"steps": [*state["steps"], "work"]}
+
+    def ask(state: State) -> dict[str, Any]:
+        answer = interrupt("approve?")
+        return {"steps": [*state["steps"], f"ask={answer}"]}
+
+    builder = StateGraph(State)
+    builder.add_node("work", work)
+    builder.add_node("ask", ask)
+    builder.add_edge(START, "work")
+    builder.add_edge("work", "ask")
+    builder.add_edge("ask", END)
+    return builder
+
+
+@pytest.fixture
+async def client(service: TurnkeeperServer) -> AsyncIterator[AsyncTurnkeeperClient]:
+    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as c:
+        yield c
+
+
+@pytest.fixture
+async def nc(nats_server: NatsServer) -> AsyncIterator[Client]:
+    client = Client()
+    await client.connect(nats_server.url)
+    yield client
+    await client.close()
+
+
+async def state_of(client: AsyncTurnkeeperClient, turn_id: str) -> int:
+    status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=turn_id))
+    return int(status.state)
+
+
+async def until_state(client: AsyncTurnkeeperClient, turn_id: str, state: int) -> None:
+    """Follow the turn until the service reports ``state`` (a park or the end)."""
+    async with TurnFollower(client, turn_id) as follower:
+        async for _ in follower:
+            if await state_of(client, turn_id) == state:
+                return
+    assert await state_of(client, turn_id) == state
+
+
+async def test_turn_status_and_resume_answer_the_contracts_lower_case_words(
+    service: TurnkeeperServer, nats_server: NatsServer, nc: Client, client: AsyncTurnkeeperClient
+) -> None:
+    release, entered = asyncio.Event(), asyncio.Event()
+    config = BridgeConfig(
+        agent=AGENT,
+        service=ConnectionOptions(target=service.address),
+        nats_url=nats_server.url,
+        replica="words-1",
+        health_listen="127.0.0.1:0",
+        shutdown_grace=1.0,
+    )
+    transport = NatsAgentTransport(nc, AGENT, client=client)
+    async with Bridge(build(release, entered), config) as bridge:
+        await bridge.wait_subscribed()
+        created = await result(
+            nc,
+            "responses/create",
+            {"input": {"steps": []}, "turn_id": "t-w", "thread_id": "th-w", "background": True},
+            agent=AGENT,
+        )
+        assert created["status"] == "in_progress"
+        await entered.wait()
+
+        status = await result(nc, "responses/turnStatus", {"turn_id": "t-w"}, agent=AGENT)
+        assert status["status"] == "running"
+        # The session client reads the word as the live state it is.
+        assert (await transport.turn_status("t-w")).state is TurnState.RUNNING
+
+        release.set()
+        await until_state(client, "t-w", turns_pb2.TURN_STATE_PARKED)
+        status = await result(nc, "responses/turnStatus", {"turn_id": "t-w"}, agent=AGENT)
+        assert status["status"] == "parked"
+        assert (await transport.turn_status("t-w")).state is TurnState.PARKED
+
+        resumed = await result(
+            nc, "responses/resumeDetached", {"turn_id": "t-w", "resume": "yes"}, agent=AGENT
+        )
+        assert resumed["status"] == "running"
+        await until_state(client, "t-w", turns_pb2.TURN_STATE_DONE)
+        status = await result(nc, "responses/turnStatus", {"turn_id": "t-w"}, agent=AGENT)
+        assert status["status"] == "done"
+        assert (await transport.turn_status("t-w")).state is TurnState.DONE
+
+        never = await result(nc, "responses/turnStatus", {"turn_id": "never"}, agent=AGENT)
+        assert never["status"] == "unknown"
+        assert (await transport.turn_status("never")).state is TurnState.UNKNOWN
+
+
+def test_one_table_maps_every_state_to_its_wire_word_and_back() -> None:
+    words = {state: state.word for state in TurnState}
+    assert words == {
+        TurnState.RUNNING: "running",
+        TurnState.PARKED: "parked",
+        TurnState.DONE: "done",
+        TurnState.FAILED: "failed",
+        TurnState.UNKNOWN: "unknown",
+    }
+    assert all(TurnState.from_wire(word) is state for state, word in words.items())
+    # Words outside the contract (the responses/create words, garbage) are UNKNOWN,
+    # which a panel treats as over, never as live.
+    assert TurnState.from_wire("in_progress") is TurnState.UNKNOWN
+    assert TurnState.from_wire(None) is TurnState.UNKNOWN

@@ -1,0 +1,239 @@
+"""The console in a real headless Chromium against a real service, NATS and agents.
+
+Pages are driven as a person uses them; what they show is read from the DOM, and a
+MutationObserver (pages.RECORDER) checks every change for a seq shown twice.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from google.protobuf import json_format
+from grpc import aio
+from nats.aio.client import Client
+from playwright.async_api import Browser, Page, expect
+from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
+from turnkeeper_server.app import TurnkeeperServer
+
+from tests.support.agents import Agents, agents_for, all_events, result, shape
+from tests.support.nats import Collector, NatsServer, subscribe
+from tests.support.pages import PATIENCE_MS, open_page, recorded, timeline
+from tests.support.security import bearer, write_tokens
+from tests.support.service import ServiceFactory
+from tests.support.turns import events, start, value
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(180)]
+
+JOB = {"job": "report", "results": []}
+
+
+def console(service: TurnkeeperServer) -> str:
+    assert service.web is not None
+    return service.web.url + "console/"
+
+
+async def test_turns_list_shows_a_new_turn_and_its_state_changes_without_a_reload(
+    browser: Browser, web_service: TurnkeeperServer
+) -> None:
+    page = await open_page(browser, console(web_service))
+    await page.evaluate("window.__notReloaded = true")
+    async with aio.insecure_channel(web_service.address) as channel:
+        stub = turns_pb2_grpc.TurnServiceStub(channel)
+        row = page.locator('tr[data-turn-id="t-live"]')
+        await expect(row).to_have_count(0)
+        await start(stub, turn_id="t-live", thread_id="th-live", agent="writer")
+        await expect(row).to_have_attribute("data-state", "RUNNING")
+        await stub.AppendEvents(
+            turns_pb2.AppendEventsRequest(turn_id="t-live", events=events(1, "token"))
+        )
+        await stub.ParkTurn(
+            turns_pb2.ParkTurnRequest(turn_id="t-live", interrupt=value({"question": "ok?"}))
+        )
+        await expect(row).to_have_attribute("data-state", "PARKED")
+        # Filters: another agent's name hides it; its own shows it again.
+        await page.fill("#f-agent", "someone-else")
+        await expect(row).to_have_count(0)
+        await page.fill("#f-agent", "writer")
+        await page.select_option("#f-state", "TURN_STATE_PARKED")
+        await expect(row).to_have_count(1)
+        await page.select_option("#f-state", "TURN_STATE_DONE")
+        await expect(row).to_have_count(0)
+    assert await page.evaluate("window.__notReloaded") is True
+    await page.context.close()
+
+
+@pytest.fixture
+async def agents(
+    web_service: TurnkeeperServer, nats_server: NatsServer, tmp_path: Path
+) -> AsyncIterator[Agents]:
+    async with agents_for(web_service.address, nats_server.url, tmp_path / "side.log") as spawned:
+        yield spawned
+
+
+@pytest.fixture
+async def bus(nats_server: NatsServer) -> AsyncIterator[tuple[Client, Collector]]:
+    nc, collector = await subscribe(nats_server.url, "vystak.turn.>")
+    yield nc, collector
+    await nc.close()
+
+
+async def ended(page: Page) -> None:
+    await expect(page.locator("#stream-status")).to_have_text("ended (DONE)", timeout=PATIENCE_MS)
+
+
+async def test_agent_killed_mid_turn_page_shows_one_reset_and_the_uninterrupted_transcript(
+    browser: Browser,
+    web_service: TurnkeeperServer,
+    agents: Agents,
+    bus: tuple[Client, Collector],
+) -> None:
+    nc, seen = bus
+    first = await agents.start(slow_step=2)
+    second = await agents.spawn(warm=True)
+    await result(
+        nc,
+        "responses/create",
+        {"input": JOB, "turn_id": "t-crash", "thread_id": "th-crash", "background": True},
+    )
+    page = await open_page(browser, console(web_service) + "turn.html?id=t-crash")
+    # Step 2 has streamed its reply, and the page shows it; then the agent dies.
+    await expect(
+        page.locator('#timeline li[data-type="token"]').filter(has_text='"step2"').first
+    ).to_be_visible()
+    await first.kill()
+    await second.go()
+    await ended(page)
+
+    shown = await timeline(page)
+    dom = await recorded(page)
+    assert dom["duplicates"] == [], f"a seq was shown twice: {dom['duplicates']}"
+    assert await page.locator("#resets li").count() == 1
+    async with AsyncTurnkeeperClient(ConnectionOptions(target=web_service.address)) as client:
+        retained = shape(await all_events(client, "t-crash"))
+        boundary = int(await page.locator("#resets li").get_attribute("data-boundary") or -1)
+        step1 = next(s for s, t, d in retained if t == "step" and d["node"] == "step1")
+        assert boundary == step1
+
+        # The service published exactly one rewind, to that boundary.
+        def rewinds() -> list[dict[str, Any]]:
+            return [m for m in seen.on(".turn.rewind") if m["turn_id"] == "t-crash"]
+
+        await seen.wait_for(lambda: bool(rewinds()), timeout=30)
+        assert [(r["seq"], r["attempt"]) for r in rewinds()] == [(boundary, 1)]
+        assert shown == retained
+        # An uninterrupted run of the same job, on its own page: the same transcript.
+        await result(
+            nc,
+            "responses/create",
+            {"input": JOB, "turn_id": "t-ref", "thread_id": "th-ref", "background": True},
+        )
+        reference = await open_page(browser, console(web_service) + "turn.html?id=t-ref")
+        await ended(reference)
+        assert await timeline(reference) == shown
+        assert (await recorded(reference))["duplicates"] == []
+        assert await reference.locator("#resets li").count() == 0
+    # The page had shown more of the first attempt than survived the rewind.
+    assert dom["maxShown"] >= boundary + 1
+
+
+async def test_resume_a_parked_turn_with_an_operator_token_and_not_with_a_panel_token(
+    browser: Browser, make_service: ServiceFactory, nats_server: NatsServer, tmp_path: Path
+) -> None:
+    tokens = write_tokens(tmp_path / "tokens.jsonl")
+    service = await make_service(
+        nats_url=nats_server.url, http_listen="127.0.0.1:0", tokens_file=tmp_path / "tokens.jsonl"
+    )
+    async with aio.insecure_channel(service.address) as channel:
+        stub = turns_pb2_grpc.TurnServiceStub(channel)
+        await stub.StartTurn(
+            turns_pb2.StartTurnRequest(
+                turn_id="t-park",
+                thread_id="th-park",
+                agent="alpha",
+                input=value({"job": "deploy"}),
+                replica="r1",
+                incarnation="i1",
+            ),
+            metadata=bearer(tokens["alpha"]),
+        )
+        await stub.ParkTurn(
+            turns_pb2.ParkTurnRequest(
+                turn_id="t-park",
+                interrupt=value({"question": "deploy to production?"}),
+                events=events(1, "interrupt"),
+            ),
+            metadata=bearer(tokens["alpha"]),
+        )
+        url = console(service) + "turn.html?id=t-park"
+
+        panel = await open_page(browser, url, tokens["panel"])
+        await expect(panel.locator("#parked")).to_be_visible()
+        assert json.loads(await panel.inner_text("#interrupt")) == {
+            "question": "deploy to production?"
+        }
+        await panel.fill("#resume-value", '{"approved": true}')
+        await panel.click("#resume")
+        refusal = panel.locator("#resume-result")
+        await expect(refusal).to_contain_text("refused (permission_denied)")
+        await expect(refusal).to_contain_text("token 'panel' (panel) may not call ResumeDetached")
+        state = await stub.TurnStatus(
+            turns_pb2.TurnStatusRequest(turn_id="t-park"), metadata=bearer(tokens["admin"])
+        )
+        assert state.state == turns_pb2.TURN_STATE_PARKED
+
+        operator = await open_page(browser, url, tokens["operator"])
+        await operator.fill("#resume-value", "not json")
+        await operator.click("#resume")
+        await expect(operator.locator("#resume-result")).to_contain_text("not JSON")
+        await operator.fill("#resume-value", '{"approved": true}')
+        await operator.click("#resume")
+        await expect(operator.locator("#resume-result")).to_contain_text("resumed (RUNNING")
+        await expect(operator.locator("#state")).to_have_text("RUNNING")
+        await expect(operator.locator("#parked")).to_be_hidden()
+        got = await stub.GetTurn(
+            turns_pb2.GetTurnRequest(turn_id="t-park"), metadata=bearer(tokens["admin"])
+        )
+        assert got.turn.has_resume
+        assert json_format.MessageToDict(got.turn.resume) == {"approved": True}
+
+
+async def test_redrive_is_offered_to_operators_only_and_the_service_has_the_last_word(
+    browser: Browser, make_service: ServiceFactory, nats_server: NatsServer, tmp_path: Path
+) -> None:
+    tokens = write_tokens(tmp_path / "tokens.jsonl")
+    service = await make_service(
+        nats_url=nats_server.url,
+        http_listen="127.0.0.1:0",
+        tokens_file=tmp_path / "tokens.jsonl",
+        lease_seconds=60.0,
+    )
+    async with aio.insecure_channel(service.address) as channel:
+        stub = turns_pb2_grpc.TurnServiceStub(channel)
+        await stub.StartTurn(
+            turns_pb2.StartTurnRequest(
+                turn_id="t-live-lease",
+                thread_id="th-ll",
+                agent="alpha",
+                input=value({}),
+                replica="r1",
+                incarnation="i1",
+            ),
+            metadata=bearer(tokens["alpha"]),
+        )
+    url = console(service) + "turn.html?id=t-live-lease"
+    panel = await open_page(browser, url, tokens["panel"])
+    await expect(panel.locator("#state")).to_have_text("RUNNING")
+    await expect(panel.locator("#redrive")).to_be_hidden()
+    operator = await open_page(browser, url, tokens["operator"])
+    await expect(operator.locator("#redrive")).to_be_visible()
+    await expect(operator.locator("[data-fact=owner]")).to_have_text("r1 / i1")
+    # Its owner holds a live lease: the service refuses, and the page says why.
+    await operator.click("#redrive")
+    result_text = operator.locator("#action-result")
+    await expect(result_text).to_contain_text("refused (failed_precondition)")
+    await expect(result_text).to_contain_text("lease")

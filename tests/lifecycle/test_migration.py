@@ -1,13 +1,22 @@
-"""Schema migration 2 on a turns.db written by the previous release: the turns keep
-their rows and rowids (ListTurns' page tokens), and the new states are storable."""
+"""Schema migration 2 on a journal written by the previous release, on SQLite (turns.db
+rebuilt) and PostgreSQL (altered in place): the turns keep their rows and rowids
+(ListTurns' page tokens), and the new states are storable."""
 
 from __future__ import annotations
 
 import sqlite3
 from pathlib import Path
 
+import psycopg
+import pytest
+from turnkeeper_server.store import postgres_schema
+from turnkeeper_server.store.postgres import PostgresDatabase
 from turnkeeper_server.store.sqlite import Database
 from turnkeeper_server.store.sqlite_schema import TURNS_MIGRATIONS, migrate
+
+from tests.support.postgres import PostgresCluster
+
+PG_MIGRATIONS = list(postgres_schema.TURNKEEPER_MIGRATIONS)
 
 
 def test_a_version_1_journal_is_rebuilt_with_its_rows(tmp_path: Path) -> None:
@@ -39,3 +48,51 @@ def test_a_version_1_journal_is_rebuilt_with_its_rows(tmp_path: Path) -> None:
         conn.execute("UPDATE turns SET state = 'CANCELLED' WHERE turn_id = 't-live'")
         indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
         assert {"turns_one_live_per_thread", "turns_queued", "turns_to_prune"} <= indexes
+
+
+def test_a_version_1_postgres_journal_is_altered_in_place(
+    postgres_cluster: PostgresCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = postgres_cluster.new_database()
+    with psycopg.connect(url, autocommit=True) as conn:
+        # The previous release's schema: only its one migration is known.
+        monkeypatch.setattr(postgres_schema, "TURNKEEPER_MIGRATIONS", PG_MIGRATIONS[:1])
+        assert postgres_schema.migrate(conn) == 1
+        for turn_id, thread_id, state, attempts in (
+            ("t-old", "th", "DONE", 2),
+            ("t-live", "th", "PARKED", 1),
+        ):
+            conn.execute(
+                "INSERT INTO turns (turn_id, thread_id, agent, state, attempts, input_json, "
+                "request_hash, created_at, updated_at) VALUES (%s, %s, 'a', %s, %s, 'null', "
+                "'h', 1.0, 2.0)",
+                (turn_id, thread_id, state, attempts),
+            )
+        before = conn.execute("SELECT turn_id, rowid FROM turns ORDER BY rowid").fetchall()
+        monkeypatch.setattr(postgres_schema, "TURNKEEPER_MIGRATIONS", PG_MIGRATIONS)
+
+    db = PostgresDatabase(url)
+    db.open()
+    db.close()
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        version = conn.execute("SELECT max(version) FROM turnkeeper_schema_version").fetchone()
+        assert version == (len(PG_MIGRATIONS),)
+        rows = conn.execute(
+            "SELECT turn_id, rowid, state, end_reason, pruned, charged FROM turns ORDER BY rowid"
+        ).fetchall()
+        # Rows and rowids (ListTurns' page tokens) kept; past crashes were all charged.
+        assert [r[:2] for r in rows] == before
+        assert [r[2:] for r in rows] == [("DONE", "", 0, 2), ("PARKED", "", 0, 1)]
+        # Any number of QUEUED turns beside the live one; a second live one is refused.
+        for turn_id in ("t-q1", "t-q2"):
+            conn.execute(
+                "INSERT INTO turns (turn_id, thread_id, agent, state, input_json, request_hash, "
+                "created_at, updated_at) VALUES (%s, 'th', 'a', 'QUEUED', 'null', 'h', 3.0, 3.0)",
+                (turn_id,),
+            )
+        with pytest.raises(psycopg.errors.UniqueViolation):
+            conn.execute("UPDATE turns SET state = 'RUNNING' WHERE turn_id = 't-q1'")
+        conn.execute("UPDATE turns SET state = 'CANCELLED' WHERE turn_id = 't-live'")
+        with pytest.raises(psycopg.errors.CheckViolation):
+            conn.execute("UPDATE turns SET state = 'LOST' WHERE turn_id = 't-old'")

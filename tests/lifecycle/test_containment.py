@@ -1,7 +1,8 @@
 """Poison containment with real agent processes: a turn that kills its agent every
 time it runs shares the process with healthy turns, and the agent is restarted
 after every crash (as a container would be). The healthy turns all finish DONE,
-none of them charged; the poison turn ends FAILED after exactly the cap."""
+none of them charged; the poison turn ends FAILED after exactly the cap. On both
+backends."""
 
 from __future__ import annotations
 
@@ -15,7 +16,7 @@ from turnkeeper.v1 import turns_pb2
 from tests.support.agents import Agent, Agents, Panel, result, until
 from tests.support.nats import Collector
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(240), pytest.mark.both_backends]
 
 
 @pytest.fixture(autouse=True)

@@ -1,6 +1,6 @@
 """The panel's follower (TurnFollower) with the lifecycle's states: a cancelled turn
 concludes on its turn.cancelled event as CANCELLED; a QUEUED turn is waited on, like
-a running one, until it has run."""
+a running one, until it has run. On both backends."""
 
 from __future__ import annotations
 
@@ -18,6 +18,8 @@ from tests.panel.test_follower import ObservedClient, append, finish, follow
 from tests.support.nats import NatsServer
 from tests.support.service import ServiceFactory
 from tests.support.turns import start, value
+
+pytestmark = pytest.mark.both_backends
 
 if TYPE_CHECKING:
     from turnkeeper.v1.turns_pb2_grpc import TurnServiceAsyncStub as Stub

@@ -92,7 +92,7 @@ export function stateName(state) {
 /**
  * The state a bridge's NATS JSON-RPC answer names (`responses/turnStatus`,
  * `responses/resumeDetached`): the contract's lower-case words `running`,
- * `parked`, `done`, `failed`, `unknown`, read as the state names gRPC uses
+ * `parked`, `done`, `failed`, `cancelled`, `queued`, `unknown`, read as the state names gRPC uses
  * ('running' -> 'RUNNING'). Anything else reads 'UNKNOWN'.
  *
  * @param {unknown} word
@@ -103,7 +103,15 @@ export function stateFromWire(word) {
   return WIRE_STATES.includes(name) ? name : 'UNKNOWN';
 }
 
-const WIRE_STATES = Object.freeze(['RUNNING', 'PARKED', 'DONE', 'FAILED', 'UNKNOWN']);
+const WIRE_STATES = Object.freeze([
+  'RUNNING',
+  'PARKED',
+  'DONE',
+  'FAILED',
+  'CANCELLED',
+  'QUEUED',
+  'UNKNOWN',
+]);
 
 /**
  * @param {TurnStatusResponse} status

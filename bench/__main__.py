@@ -16,7 +16,7 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import engines, ingest, memory, recovery, redrive, report, saver, status
+from bench import engines, ingest, memory, recovery, redrive, report, saver, status, tracing
 from bench.common import FULL, SMOKE, Section, Size
 
 BENCHMARKS: dict[str, Callable[[Size], Section]] = {
@@ -27,6 +27,7 @@ BENCHMARKS: dict[str, Callable[[Size], Section]] = {
     "saver": saver.run,
     "engines": engines.run,
     "recovery": recovery.run,
+    "tracing": tracing.run,
 }
 
 

@@ -240,9 +240,13 @@ def cpu_delta(before: dict[str, float], after: dict[str, float]) -> dict[str, fl
 class ServerProcess:
     """`python -m turnkeeper_server` in a subprocess, on a port the OS picked."""
 
-    def __init__(self, data_dir: Path, nats_url: str | None = None) -> None:
+    def __init__(
+        self, data_dir: Path, nats_url: str | None = None, env: dict[str, str] | None = None
+    ) -> None:
         self.data_dir = data_dir
         self.nats_url = nats_url
+        # Added to the child's environment (bench/tracing.py: OTEL_* variables).
+        self.env = env or {}
         self.process: subprocess.Popen[str] | None = None
         self.address = ""
 
@@ -269,7 +273,7 @@ class ServerProcess:
         args += ["--nats-url", self.nats_url] if self.nats_url else ["--no-nats"]
         log = open(self.data_dir / "server.log", "w")  # noqa: SIM115 - the child owns it
         self.process = subprocess.Popen(
-            args, stdout=subprocess.PIPE, stderr=log, text=True, env=_child_env()
+            args, stdout=subprocess.PIPE, stderr=log, text=True, env=_child_env() | self.env
         )
         log.close()
         assert self.process.stdout is not None

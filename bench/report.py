@@ -159,7 +159,7 @@ def render(
         "npm ci --prefix bench        # the Restate server, for the Restate comparison",
         "python -m bench              # all of it, about 10 minutes; writes this file",
         "python -m bench --smoke      # seconds, what CI runs (tests/operator/test_bench_smoke.py)",
-        "python -m bench --only saver # some: status ingest redrive memory saver engines recovery",
+        "python -m bench --only saver # some: status ingest redrive memory saver engines recovery tracing",
         "                             # (--smoke and --only write to the temp dir unless --out)",
         "```",
         "",

@@ -18,8 +18,17 @@ from grpc import aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
-from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
+from turnkeeper import tracing
+from turnkeeper.v1 import (
+    checkpoints_pb2,
+    checkpoints_pb2_grpc,
+    operations_pb2,
+    operations_pb2_grpc,
+    turns_pb2,
+    turns_pb2_grpc,
+)
 
+from turnkeeper_server.audit import OK, TOKENS_RELOAD, AuditLog
 from turnkeeper_server.config import Settings
 from turnkeeper_server.engine import Engine
 from turnkeeper_server.journal.records import Policy
@@ -30,9 +39,13 @@ from turnkeeper_server.reaper import LeaseReaper
 from turnkeeper_server.retention import RetentionSweeper
 from turnkeeper_server.rpc.checkpoint_service import CheckpointServicer
 from turnkeeper_server.rpc.interceptors import ErrorsAndMetrics
+from turnkeeper_server.rpc.operations_service import OperationsServicer
 from turnkeeper_server.rpc.turn_service import TurnServicer
 from turnkeeper_server.security import transport as security
-from turnkeeper_server.security.auth import Authenticate, TokenStore
+from turnkeeper_server.security.auth import TokenStore
+from turnkeeper_server.security.authenticate import Authenticate
+from turnkeeper_server.security.streams import OpenStreams
+from turnkeeper_server.security.token_reload import Reload, TokenReloader
 from turnkeeper_server.store import open_store
 from turnkeeper_server.watch import TurnNotifier
 from turnkeeper_server.web.app import WebServer
@@ -42,6 +55,7 @@ log = logging.getLogger(__name__)
 SERVICE_NAMES = (
     turns_pb2.DESCRIPTOR.services_by_name["TurnService"].full_name,
     checkpoints_pb2.DESCRIPTOR.services_by_name["CheckpointService"].full_name,
+    operations_pb2.DESCRIPTOR.services_by_name["OperationsService"].full_name,
 )
 
 
@@ -50,6 +64,17 @@ class TurnkeeperServer:
         # Security first: a server that would be exposed refuses before touching data.
         self.tokens = TokenStore.load(settings.tokens_file) if settings.tokens_file else None
         security.check_exposure(settings, tokens=self.tokens is not None)
+        self.streams = OpenStreams()
+        self.token_reloader = (
+            TokenReloader(
+                settings.tokens_file,
+                self.tokens,
+                self.streams,
+                poll_seconds=settings.tokens_poll_seconds,
+            )
+            if settings.tokens_file is not None and self.tokens is not None
+            else None
+        )
         self.credentials = security.server_credentials(settings)
         self.settings = settings
         self.metrics = (
@@ -58,7 +83,7 @@ class TurnkeeperServer:
             else Metrics(settings.turns_path, settings.sessions_path)
         )
         self.db = open_store(settings)
-        self.link = NatsLink(settings.nats_url)
+        self.link = NatsLink(settings.nats_url, auth=settings.nats_auth)
         self.outbox = OutboxPublisher(self.db, self.link, metrics=self.metrics)
         self.notifier = TurnNotifier()
         self.policy = Policy(
@@ -82,7 +107,10 @@ class TurnkeeperServer:
         self.retention = RetentionSweeper(
             self.db, self.policy, settings.retention_seconds, settings.retention_interval
         )
-        self.turn_servicer = TurnServicer(self.engine, settings.limits)
+        self.audit = AuditLog(self.db)
+        if self.token_reloader is not None:
+            self.token_reloader.on_reload = self._audit_reload
+        self.turn_servicer = TurnServicer(self.engine, settings.limits, self.audit)
         # The HTTP side calls the same servicer (and so shares its WatchTurn quota).
         self.web: WebServer | None = None
         if settings.http_listen is not None:
@@ -115,8 +143,15 @@ class TurnkeeperServer:
         self.db.listen(self.notifier.changed)
         # ErrorsAndMetrics is outermost: authentication refusals are mapped and counted.
         interceptors: list[Any] = [ErrorsAndMetrics(self.metrics)]
+        if tracing.active():
+            # Imported only then: with tracing off nothing of OpenTelemetry is loaded.
+            from turnkeeper_server.tracing import ServerTracing
+
+            interceptors.insert(0, ServerTracing())
+            # Outbox rows keep their writer's trace context for the NATS headers.
+            self.db.traced = True
         if tokens is not None:
-            interceptors.append(Authenticate(tokens))
+            interceptors.append(Authenticate(tokens, self.streams))
         message_bytes = self.settings.limits.max_message_bytes
         server = aio.server(
             interceptors=interceptors,
@@ -127,7 +162,10 @@ class TurnkeeperServer:
         )
         turns_pb2_grpc.add_TurnServiceServicer_to_server(self.turn_servicer, server)
         checkpoints_pb2_grpc.add_CheckpointServiceServicer_to_server(
-            CheckpointServicer(self.engine, self.settings.limits, self.metrics), server
+            CheckpointServicer(self.engine, self.settings.limits, self.metrics, self.audit), server
+        )
+        operations_pb2_grpc.add_OperationsServiceServicer_to_server(
+            OperationsServicer(tokens, self.audit), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self.settings.reflection:
@@ -145,6 +183,8 @@ class TurnkeeperServer:
         await self.outbox.start()
         await self.reaper.start()
         await self.retention.start()
+        if self.token_reloader is not None:
+            await self.token_reloader.start()
         await server.start()
         if self.web is not None:
             await self.web.start()
@@ -178,6 +218,8 @@ class TurnkeeperServer:
             grace = self.settings.shutdown_grace if grace is None else grace
             # Probes see NOT_SERVING first, so load balancers stop sending work.
             await self.health.enter_graceful_shutdown()
+            if self.token_reloader is not None:
+                await self.token_reloader.stop()
             if self.web is not None:
                 await self.web.stop()
             if self.server is not None:
@@ -192,10 +234,25 @@ class TurnkeeperServer:
             if left:
                 log.warning("%d outbox messages stay stored for the next start", left)
             await self.link.stop()
+            await self.audit.flush()
             if self._metrics_http is not None:
                 self._metrics_http.shutdown()  # type: ignore[attr-defined]
             self.db.close()
             log.info("turnkeeper stopped")
+
+    def _audit_reload(self, reload: Reload) -> None:
+        self.audit.record_soon(
+            TOKENS_RELOAD,
+            str(self.settings.tokens_file),
+            (reload.error and "INVALID_ARGUMENT") or OK,
+            reload.describe(),
+            f"service ({reload.trigger})",
+        )
+
+    def reload_tokens(self, trigger: str = "SIGHUP") -> None:
+        """Read the tokens file again (SIGHUP); nothing without one."""
+        if self.token_reloader is not None:
+            self.token_reloader.reload(trigger)
 
     async def wait_for_termination(self) -> None:
         if self.server is not None:

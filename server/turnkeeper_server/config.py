@@ -24,6 +24,8 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from turnkeeper.nats_auth import NatsAuth
+
 from turnkeeper_server.rpc.limits import DEFAULT_LIMITS, Limits
 
 log = logging.getLogger(__name__)
@@ -43,6 +45,8 @@ class Settings:
     listen: str = "127.0.0.1:50051"
     # None: no NATS; the service runs and logs that mirroring is off.
     nats_url: str | None = None
+    # How the NATS connection authenticates and encrypts, beside its URL.
+    nats_auth: NatsAuth = field(default_factory=NatsAuth)
     subject_prefix: str = "vystak"
     namespace: str = "default"
     # How long an executor's lease lasts without a heartbeat.
@@ -72,6 +76,9 @@ class Settings:
     tls_client_ca: Path | None = None
     # Bearer-token hashes and roles (auth.py); None: authentication is off.
     tokens_file: Path | None = None
+    # How often the tokens file is checked for changes (it is also re-read on
+    # SIGHUP); 0: on SIGHUP only.
+    tokens_poll_seconds: float = 1.0
     # Serve a non-loopback address without TLS and authentication anyway (logged).
     insecure: bool = False
     # Server reflection (grpcurl list/describe); with tokens on it needs a token.

@@ -15,11 +15,15 @@ import os
 import signal
 from pathlib import Path
 
+from turnkeeper import nats_auth, tracing
+from turnkeeper.nats_auth import NatsAuth
+
 from turnkeeper_server import logs
 from turnkeeper_server.app import create_server
 from turnkeeper_server.config import Settings, resolve_paths
 from turnkeeper_server.durations import add_lifecycle_arguments
 from turnkeeper_server.errors import Unavailable
+from turnkeeper_server.messaging.credentials import bundled_credentials
 from turnkeeper_server.messaging.embedded import EmbeddedNats
 from turnkeeper_server.rpc.limits import DEFAULT_LIMITS
 from turnkeeper_server.security.transport import InsecureListen
@@ -62,6 +66,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--no-nats", action="store_true", help="run without NATS: no mirroring, no hand-offs"
     )
+    nats_auth.add_arguments(parser)
     parser.add_argument(
         "--subject-prefix",
         default=env("TURNKEEPER_SUBJECT_PREFIX", "vystak"),
@@ -144,6 +149,13 @@ def add_security_arguments(parser: argparse.ArgumentParser) -> None:
         "(env TURNKEEPER_TOKENS_FILE; make entries with python -m turnkeeper_server.security.auth)",
     )
     parser.add_argument(
+        "--tokens-poll-seconds",
+        type=float,
+        default=float(env("TURNKEEPER_TOKENS_POLL_SECONDS", "1")),
+        help="how often the tokens file is checked for changes; it is also re-read on "
+        "SIGHUP; 0: on SIGHUP only (env TURNKEEPER_TOKENS_POLL_SECONDS)",
+    )
+    parser.add_argument(
         "--insecure",
         action="store_true",
         default=_flag(env("TURNKEEPER_INSECURE")),
@@ -184,7 +196,9 @@ def _http_listen(args: argparse.Namespace) -> tuple[str | None, bool]:
     return f"{host}:{port}", given is None
 
 
-def settings_from_args(args: argparse.Namespace, nats_url: str | None) -> Settings:
+def settings_from_args(
+    args: argparse.Namespace, nats_url: str | None, nats: NatsAuth | None = None
+) -> Settings:
     if args.database_url:
         # Unused with PostgreSQL; not resolved, so no warning about a temporary dir.
         turns_path, sessions_path = Path("turns.db"), Path("sessions.db")
@@ -199,6 +213,7 @@ def settings_from_args(args: argparse.Namespace, nats_url: str | None) -> Settin
         database_url=args.database_url,
         listen=args.listen,
         nats_url=nats_url,
+        nats_auth=nats if nats is not None else nats_auth.from_args(args),
         subject_prefix=args.subject_prefix,
         namespace=args.namespace,
         lease_seconds=args.lease_seconds,
@@ -211,6 +226,7 @@ def settings_from_args(args: argparse.Namespace, nats_url: str | None) -> Settin
         tls_key=args.tls_key,
         tls_client_ca=args.tls_client_ca,
         tokens_file=args.tokens_file,
+        tokens_poll_seconds=args.tokens_poll_seconds,
         insecure=args.insecure,
         reflection=args.reflection,
         limits=dataclasses.replace(
@@ -222,14 +238,18 @@ def settings_from_args(args: argparse.Namespace, nats_url: str | None) -> Settin
 async def serve(args: argparse.Namespace) -> int:
     embedded: EmbeddedNats | None = None
     nats_url = args.nats_url
-    if nats_url is None and not args.no_nats:
-        embedded = EmbeddedNats()
-        nats_url = embedded.start()
-        log.info("started a bundled nats-server at %s (pass --nats-url to use yours)", nats_url)
     server = None
     try:
         try:
-            server = await create_server(settings_from_args(args, nats_url))
+            nats = nats_auth.from_args(args)
+            if nats_url is None and not args.no_nats:
+                embedded, nats = _bundled_nats(args, nats)
+                nats_url = embedded.start()
+                log.info(
+                    "started a bundled nats-server at %s (pass --nats-url to use yours)",
+                    nats_url,
+                )
+            server = await create_server(settings_from_args(args, nats_url, nats))
         except (InsecureListen, ValueError, StoreInUse, Unavailable) as exc:
             # Configuration, not a crash: say what is wrong without a traceback.
             log.error("%s", exc)
@@ -239,6 +259,8 @@ async def serve(args: argparse.Namespace) -> int:
         # SIGTERM is what `docker stop` and Kubernetes send; SIGINT is Ctrl-C.
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
+        # SIGHUP: read the tokens file again (add or revoke tokens without a restart).
+        loop.add_signal_handler(signal.SIGHUP, server.reload_tokens)
         print(f"turnkeeper listening on {server.address}", flush=True)
         if server.web is not None:
             print(f"turnkeeper console on {server.web.url}console/", flush=True)
@@ -252,8 +274,31 @@ async def serve(args: argparse.Namespace) -> int:
     return 0
 
 
+def _bundled_nats(args: argparse.Namespace, nats: NatsAuth) -> tuple[EmbeddedNats, NatsAuth]:
+    """The bundled nats-server: locked with a generated token when the service has
+    tokens (messaging/credentials.py), open otherwise (the quick start)."""
+    if args.tokens_file is None:
+        return EmbeddedNats(), nats
+    data_dir = resolve_paths(args.data_dir)[0].parent
+    config, token_file = bundled_credentials(data_dir)
+    log.info(
+        "the bundled nats-server requires the token in %s: point agents at it with "
+        "TURNKEEPER_NATS_TOKEN_FILE",
+        token_file,
+    )
+    return EmbeddedNats(config_file=config), dataclasses.replace(
+        nats, credentials=None, nkey_seed=None, token_file=token_file
+    )
+
+
 def run(args: argparse.Namespace) -> int:
     logs.configure(args.log_level, args.log_format)
+    try:
+        # Traces only when the OTEL_* variables ask for them (turnkeeper.tracing).
+        tracing.configure_from_env("turnkeeper")
+    except RuntimeError as exc:
+        log.error("%s", exc)
+        return 2
     return asyncio.run(serve(args))
 
 

@@ -134,7 +134,11 @@ async def test_a_bridge_with_its_agent_token_over_mutual_tls_runs_turns(
 
             async def run(params: dict[str, Any]) -> list[tuple[int, str, Any]]:
                 created = await result(
-                    nc, "responses/create", params | {"background": True}, agent=AGENT
+                    nc,
+                    "responses/create",
+                    params | {"background": True},
+                    agent=AGENT,
+                    token=secured.tokens["admin"],
                 )
                 assert created["status"] == "in_progress", created
                 panel = Panel()
@@ -157,6 +161,7 @@ async def test_a_bridge_with_its_agent_token_over_mutual_tls_runs_turns(
                     "responses/create",
                     {"input": None, "thread_id": thread_id, "background": True},
                     agent=AGENT,
+                    token=secured.tokens["admin"],
                 )
                 assert nothing["turn_id"] is None and nothing["status"] == "completed"
     finally:

@@ -64,10 +64,12 @@ async def test_cancel_a_running_turn_mid_step_stops_its_graph(
         nc, "responses/cancel", {"turn_id": "t-run", "reason": "the user pressed stop"}
     )
     assert answer["status"] == "cancelled" and answer["checkpoints_removed"] == 0
-    # The replica heard it over NATS and stopped the graph there and then.
+    # The replica heard it over NATS and stopped the graph there and then: the
+    # cancellation reached step2's wait before anything releases it.
     await agent.wait_line(lambda line: "the service ended the turn (cancelled)" in line)
+    await agent.wait_line(lambda line: line == "cancelled in step2")
     shown = await panel.ended()
-    # The wait of step2 is over now, had the graph still been running.
+    # Released now, a graph still running would go on to "done step2".
     agent.signal(signal.SIGUSR1)
 
     assert [t for _, t, _ in shown].count("turn.cancelled") == 1

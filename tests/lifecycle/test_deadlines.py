@@ -69,6 +69,7 @@ async def test_max_run_time_fails_a_turn_that_runs_too_long(
     assert seconds(terminal.created_at) - seconds(turn.created_at) >= 1.0, "failed too early"
     # The replica stops the graph; the step's wait would have ended on SIGUSR1.
     await agent.wait_line(lambda line: "t-slow attempt=0" in line and "execution stops" in line)
+    await agent.wait_line(lambda line: line == "cancelled in step2")
     agent.signal(signal.SIGUSR1)
     status = await result(nc, "responses/turnStatus", {"turn_id": "t-slow"})
     assert (status["status"], status["end_reason"]) == ("failed", "max_run_time")

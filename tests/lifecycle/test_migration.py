@@ -1,6 +1,7 @@
-"""Schema migration 2 on a journal written by the previous release, on SQLite (turns.db
-rebuilt) and PostgreSQL (altered in place): the turns keep their rows and rowids
-(ListTurns' page tokens), and the new states are storable."""
+"""Schema migrations 2 (the audit log, the outbox's trace context) and 3 (the life of a
+turn) on a journal written by an earlier release, on SQLite (turns.db rebuilt) and
+PostgreSQL (altered in place): the turns keep their rows and rowids (ListTurns' page
+tokens), the new states are storable, and the audit table is there."""
 
 from __future__ import annotations
 
@@ -19,11 +20,12 @@ from tests.support.postgres import PostgresCluster
 PG_MIGRATIONS = list(postgres_schema.TURNKEEPER_MIGRATIONS)
 
 
-def test_a_version_1_journal_is_rebuilt_with_its_rows(tmp_path: Path) -> None:
+@pytest.mark.parametrize("from_version", [1, 2])
+def test_an_older_journal_is_rebuilt_with_its_rows(tmp_path: Path, from_version: int) -> None:
     turns_path = tmp_path / "turns.db"
     with sqlite3.connect(turns_path, isolation_level=None) as conn:
         conn.execute("BEGIN")
-        migrate(conn, "main", TURNS_MIGRATIONS[:1])
+        migrate(conn, "main", TURNS_MIGRATIONS[:from_version])
         for rowid, turn_id, state in ((7, "t-old", "DONE"), (9, "t-live", "PARKED")):
             conn.execute(
                 "INSERT INTO turns (rowid, turn_id, thread_id, agent, state, input_json, "
@@ -48,6 +50,9 @@ def test_a_version_1_journal_is_rebuilt_with_its_rows(tmp_path: Path) -> None:
         conn.execute("UPDATE turns SET state = 'CANCELLED' WHERE turn_id = 't-live'")
         indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
         assert {"turns_one_live_per_thread", "turns_queued", "turns_to_prune"} <= indexes
+        assert conn.execute("SELECT count(*) FROM audit").fetchone() == (0,)
+        outbox = {r[1] for r in conn.execute("PRAGMA table_info(outbox)")}
+        assert "traceparent" in outbox
 
 
 def test_a_version_1_postgres_journal_is_altered_in_place(
@@ -96,3 +101,9 @@ def test_a_version_1_postgres_journal_is_altered_in_place(
         conn.execute("UPDATE turns SET state = 'CANCELLED' WHERE turn_id = 't-live'")
         with pytest.raises(psycopg.errors.CheckViolation):
             conn.execute("UPDATE turns SET state = 'LOST' WHERE turn_id = 't-old'")
+        # Migration 2 ran on the way to 3: the audit log and the outbox's trace context.
+        assert conn.execute("SELECT count(*) FROM audit").fetchone() == (0,)
+        assert conn.execute(
+            "SELECT 1 FROM information_schema.columns "
+            "WHERE table_name = 'outbox' AND column_name = 'traceparent'"
+        ).fetchone() == (1,)

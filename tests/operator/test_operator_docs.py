@@ -71,6 +71,8 @@ CLI_TASKS = {
     "turns redrive",
     "turns cancel",
     "threads",
+    "audit",
+    "backup",
 }
 
 

@@ -55,6 +55,7 @@ class Agent:
         slow_attempt: int = 0,
         warm: bool = False,
         agent: str = AGENT,
+        extra_env: dict[str, str] | None = None,
     ) -> Agent:
         env = {
             **os.environ,
@@ -68,6 +69,7 @@ class Agent:
             "WAIT_FOR_GO": "1" if warm else "0",
             "PYTHONUNBUFFERED": "1",
             "SLOW_ATTEMPT": str(slow_attempt),
+            **(extra_env or {}),
         }
         env.pop("SLOW_STEP", None)
         if slow_step is not None:
@@ -179,9 +181,16 @@ class Agents:
 
 
 async def rpc(
-    nc: Client, method: str, params: dict[str, Any], *, agent: str = AGENT, timeout: float = 20
+    nc: Client,
+    method: str,
+    params: dict[str, Any],
+    *,
+    agent: str = AGENT,
+    timeout: float = 20,
+    token: str | None = None,
 ) -> dict[str, Any]:
-    """One JSON-RPC request to the agent's subject; the whole reply envelope."""
+    """One JSON-RPC request to the agent's subject (with `token` in the Authorization
+    header); the whole reply envelope."""
     request_id = uuid.uuid4().hex
     envelope = {
         "jsonrpc": "2.0",
@@ -191,7 +200,10 @@ async def rpc(
         "metadata": {},
     }
     msg = await nc.request(
-        f"vystak.default.agents.{agent}.tasks", json.dumps(envelope).encode(), timeout=timeout
+        f"vystak.default.agents.{agent}.tasks",
+        json.dumps(envelope).encode(),
+        timeout=timeout,
+        headers={"Authorization": f"Bearer {token}"} if token else None,
     )
     reply: dict[str, Any] = json.loads(msg.data)
     assert reply["id"] == request_id, reply

@@ -25,6 +25,7 @@ class ServiceProcess:
         extra: list[str] | None = None,
         database_url: str | None = None,
         env: dict[str, str] | None = None,
+        bundled_nats: bool = False,
     ) -> None:
         self.data_dir = data_dir
         # PostgreSQL instead of the SQLite files in data_dir.
@@ -33,6 +34,8 @@ class ServiceProcess:
         self.nats_url = nats_url
         self.listen = listen
         self.extra = extra or []
+        # Without a URL: the service's own bundled nats-server instead of --no-nats.
+        self.bundled_nats = bundled_nats
         self.process: subprocess.Popen[str] | None = None
         self.address = ""
         self.log: list[str] = []
@@ -53,7 +56,10 @@ class ServiceProcess:
             "INFO",
             *self.extra,
         ]
-        args += ["--nats-url", self.nats_url] if self.nats_url else ["--no-nats"]
+        if self.nats_url:
+            args += ["--nats-url", self.nats_url]
+        elif not self.bundled_nats:
+            args += ["--no-nats"]
         self.process = subprocess.Popen(
             args,
             stdout=subprocess.PIPE,

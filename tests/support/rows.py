@@ -95,18 +95,23 @@ def _pg_rows(url: str, thread_id: str, turn_ids: list[str]) -> dict[str, int]:
         }
 
 
-def sqlite_dump(path: Path) -> str:
-    """A fresh `sqlite3 .dump` of a file, by the sqlite3 command-line shell."""
-    return subprocess.run(
+def sqlite_dump(path: Path, without: tuple[str, ...] = ()) -> str:
+    """A fresh `sqlite3 .dump` of a file, by the sqlite3 command-line shell; the rows
+    of the tables in `without` left out."""
+    text = subprocess.run(
         ["sqlite3", str(path), ".dump"], check=True, capture_output=True, text=True, timeout=30
     ).stdout
+    skipped = tuple(f"INSERT INTO {table} " for table in without)
+    return "".join(line for line in text.splitlines(True) if not line.startswith(skipped))
 
 
-def pg_dump(url: str) -> str:
-    """A fresh `pg_dump --data-only` of a database, by the pg_dump of the pgserver wheel."""
+def pg_dump(url: str, without: tuple[str, ...] = ()) -> str:
+    """A fresh `pg_dump --data-only` of a database, by the pg_dump of the pgserver wheel;
+    the rows of the tables in `without` left out."""
     binary = Path(_commands.POSTGRES_BIN_PATH) / "pg_dump"
+    excluded = [f"--exclude-table-data={table}" for table in without]
     return subprocess.run(
-        [str(binary), "--data-only", "--dbname", url],
+        [str(binary), "--data-only", *excluded, "--dbname", url],
         check=True,
         capture_output=True,
         text=True,
@@ -114,13 +119,14 @@ def pg_dump(url: str) -> str:
     ).stdout
 
 
-def store_text(settings: Settings) -> dict[str, str]:
+def store_text(settings: Settings, without: tuple[str, ...] = ()) -> dict[str, str]:
     """Every row of the store, as text: a fresh `sqlite3 .dump` of each SQLite file,
-    or a fresh `pg_dump --data-only` of the PostgreSQL database (BYTEA as hex)."""
+    or a fresh `pg_dump --data-only` of the PostgreSQL database (BYTEA as hex); the
+    rows of the tables in `without` left out."""
     if settings.database_url:
-        return {"database": pg_dump(settings.database_url)}
+        return {"database": pg_dump(settings.database_url, without)}
     return {
-        name: sqlite_dump(path)
+        name: sqlite_dump(path, without)
         for name, path in (
             ("turns.db", settings.turns_path),
             ("sessions.db", settings.sessions_path),

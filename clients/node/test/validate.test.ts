@@ -3,8 +3,8 @@
 //
 // Its 1.1.1 CLI (validate-checkpointer) rejects every initializer, so the suite's
 // validate() is called from here; vitest runs with --globals because the suite
-// uses describe/it/expect as globals. tests/test_node_sdk.py starts the service and
-// sets TURNKEEPER_ADDRESS; without it there is no service to test against.
+// uses describe/it/expect as globals. tests/node/test_node_client.py starts the
+// service and sets TURNKEEPER_ADDRESS; without it there is no service to test against.
 
 import { validate } from "@langchain/langgraph-checkpoint-validation";
 

@@ -1,10 +1,11 @@
 """Typed clients for the turnkeeper service: :class:`AsyncTurnkeeperClient` (grpc.aio)
 and :class:`TurnkeeperClient` (blocking).
 
-Both are thin: one method per RPC of ``TurnService`` and ``CheckpointService``, taking
-the request message and returning the response message (or an iterator of them for
-the streaming RPCs). The methods are declared once, in the table of ``_Rpcs``; each
-client supplies how a call is made (awaited or blocking). What they add over the
+Both are thin: one method per RPC of ``TurnService``, ``CheckpointService`` and
+``OperationsService``, taking the request message and returning the response
+message (or an iterator of them for the streaming RPCs). The methods are declared
+once, in the table of ``_Rpcs``; each client supplies how a call is made (awaited or
+blocking). What they add over the
 generated stubs:
 
 - connection set-up from one :class:`ConnectionOptions` (target, TLS, bearer token,
@@ -27,9 +28,11 @@ import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
+from turnkeeper import tracing
 from turnkeeper.connection import ADDRESS_ENV, DEFAULT_ADDRESS, ConnectionOptions, default_address
 from turnkeeper.errors import from_rpc_error
 from turnkeeper.v1 import checkpoints_pb2 as cp
+from turnkeeper.v1 import operations_pb2 as op
 from turnkeeper.v1 import turns_pb2 as tp
 
 __all__ = [
@@ -43,6 +46,9 @@ __all__ = [
 
 _TURNS: Final = "turnkeeper.v1.TurnService"
 _CHECKPOINTS: Final = "turnkeeper.v1.CheckpointService"
+_OPERATIONS: Final = "turnkeeper.v1.OperationsService"
+# gRPC metadata: whom a bridge acts for (the service's audit log records it).
+ON_BEHALF_OF: Final = "turnkeeper-on-behalf-of"
 
 _Req = TypeVar("_Req", bound=Message)
 _Resp = TypeVar("_Resp", bound=Message)
@@ -186,6 +192,15 @@ class _Rpcs:
         _CHECKPOINTS, "DeleteForRuns", cp.DeleteForRunsRequest, cp.DeleteForRunsResponse
     )
     copy_thread = _Unary(_CHECKPOINTS, "CopyThread", cp.CopyThreadRequest, cp.CopyThreadResponse)
+    # OperationsService
+    introspect = _Unary(
+        _OPERATIONS,
+        "Introspect",
+        op.IntrospectRequest,
+        op.IntrospectResponse,
+        doc="Who a bearer token is, and which bridge JSON-RPC methods it may call.",
+    )
+    list_audit = _Unary(_OPERATIONS, "ListAudit", op.ListAuditRequest, op.ListAuditResponse)
 
 
 class _Base(_Rpcs):
@@ -253,13 +268,60 @@ class AsyncTurnkeeperClient(_Base):
             return self._channel
         options = self.options.channel_options()
         credentials = self.options.credentials()
+        # A span per RPC only while an OpenTelemetry SDK is installed (tracing.py).
+        interceptors = tracing.client_interceptors() or None
         if credentials is None:
-            channel = grpc.aio.insecure_channel(self.options.target, options=options)
+            channel = grpc.aio.insecure_channel(
+                self.options.target, options=options, interceptors=interceptors
+            )
         else:
-            channel = grpc.aio.secure_channel(self.options.target, credentials, options=options)
+            channel = grpc.aio.secure_channel(
+                self.options.target, credentials, options=options, interceptors=interceptors
+            )
         self._channel = channel
         self._loop = loop
         return channel
+
+    async def resume_detached_on_behalf(
+        self,
+        request: tp.ResumeDetachedRequest,
+        on_behalf_of: str,
+        *,
+        timeout: float | None = None,
+    ) -> tp.ResumeDetachedResponse:
+        """ResumeDetached, naming whom the caller acts for (a bridge: its JSON-RPC
+        caller) for the service's audit log; the service trusts it from agent tokens
+        only."""
+        response: tp.ResumeDetachedResponse = await self._on_behalf(
+            _Rpcs.resume_detached, "ResumeDetached", request, on_behalf_of, timeout
+        )
+        return response
+
+    async def cancel_turn_on_behalf(
+        self,
+        request: tp.CancelTurnRequest,
+        on_behalf_of: str,
+        *,
+        timeout: float | None = None,
+    ) -> tp.CancelTurnResponse:
+        """CancelTurn, naming whom the caller acts for, as resume_detached_on_behalf."""
+        response: tp.CancelTurnResponse = await self._on_behalf(
+            _Rpcs.cancel_turn, "CancelTurn", request, on_behalf_of, timeout
+        )
+        return response
+
+    async def _on_behalf(
+        self, rpc: Any, name: str, request: Any, on_behalf_of: str, timeout: float | None
+    ) -> Any:
+        method = self._callable(self._open(), rpc)
+        try:
+            return await method(
+                request,
+                timeout=self._timeout(timeout),
+                metadata=(*self._metadata, (ON_BEHALF_OF, on_behalf_of)),
+            )
+        except grpc.RpcError as err:
+            raise from_rpc_error(err, rpc=name) from err
 
     async def _call_unary(
         self, rpc: _Rpc[_Req, _Resp], request: _Req, timeout: float | None

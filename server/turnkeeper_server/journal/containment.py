@@ -143,7 +143,7 @@ def redrive_replica(
         out += blame(tx, orphans, owner, policy)
     for turn in turns:
         if not turn.owned:
-            out.append(redrive._hand_out(tx, turn, owner=owner, lease=policy.lease_seconds))
+            out.append(redrive.hand_out(tx, turn, owner=owner, lease=policy.lease_seconds))
     released = release_next(tx, agent, owner, policy)
     if released is not None:
         out.append(released)
@@ -167,7 +167,7 @@ def reap_expired(tx: Tx, *, policy: Policy, limit: int = 500) -> list[Redriven]:
             key = (turn.owner_replica or "", turn.owner_incarnation or "")
             dead.setdefault(key, []).append(turn)
         else:
-            out.append(redrive._hand_out(tx, turn, owner=None, lease=policy.claim_seconds))
+            out.append(redrive.hand_out(tx, turn, owner=None, lease=policy.claim_seconds))
     for (replica, incarnation), orphans in dead.items():
         if _partly_alive(tx, replica, incarnation, orphans, now, policy):
             continue

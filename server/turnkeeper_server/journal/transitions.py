@@ -140,9 +140,21 @@ def request_hash(thread_id: str, agent: str, input_json: str) -> str:
 
 
 def write_outbox(tx: Tx, subject: str, payload: str, now: float) -> None:
-    tx.execute(
-        "INSERT INTO main.outbox (subject, payload, created_at) VALUES (?, ?, ?)",
-        (subject, payload.encode(), now),
+    if tx.trace is None:
+        tx.execute(
+            "INSERT INTO main.outbox (subject, payload, created_at) VALUES (?, ?, ?)",
+            (subject, payload.encode(), now),
+        )
+    else:
+        _traced_outbox(tx, [(subject, payload.encode(), now)])
+
+
+def _traced_outbox(tx: Tx, rows: Sequence[tuple[str, bytes, float]]) -> None:
+    """Outbox rows that carry the writing call's trace context (tracing on only):
+    the publisher sends it as the message's traceparent header."""
+    tx.conn.executemany(
+        "INSERT INTO main.outbox (subject, payload, created_at, traceparent) VALUES (?, ?, ?, ?)",
+        [(*row, tx.trace) for row in rows],
     )
 
 
@@ -216,9 +228,13 @@ def _append(
                 "VALUES (?, ?, ?, ?, ?, ?)",
                 rows,
             )
-            tx.conn.executemany(
-                "INSERT INTO main.outbox (subject, payload, created_at) VALUES (?, ?, ?)", outbox
-            )
+            if tx.trace is None:
+                tx.conn.executemany(
+                    "INSERT INTO main.outbox (subject, payload, created_at) VALUES (?, ?, ?)",
+                    outbox,
+                )
+            else:
+                _traced_outbox(tx, outbox)
             rows.clear()
             outbox.clear()
 

@@ -45,9 +45,17 @@ def _die_with_parent() -> None:
 class EmbeddedNats:
     """A nats-server child process on 127.0.0.1 with a port the OS picked."""
 
-    def __init__(self, *, jetstream: bool = False, store_dir: Path | None = None) -> None:
+    def __init__(
+        self,
+        *,
+        jetstream: bool = False,
+        store_dir: Path | None = None,
+        config_file: Path | None = None,
+    ) -> None:
         self.jetstream = jetstream
         self.store_dir = store_dir
+        # A nats-server config (messaging/credentials.py: the token it requires).
+        self.config_file = config_file
         self.process: subprocess.Popen[bytes] | None = None
         self.port = 0
 
@@ -57,6 +65,8 @@ class EmbeddedNats:
 
     def start(self, timeout: float = 10.0, port: int = -1) -> str:
         args = [nats_server_binary(), "-a", "127.0.0.1", "-p", str(port)]
+        if self.config_file is not None:
+            args += ["-c", str(self.config_file)]
         if self.jetstream:
             args += ["-js"]
             if self.store_dir is not None:

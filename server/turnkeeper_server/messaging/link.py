@@ -23,6 +23,8 @@ import nats
 from nats.aio.client import Client
 from nats.errors import BadSubjectError, MaxPayloadError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
+from turnkeeper import tracing
+from turnkeeper.nats_auth import NatsAuth
 
 log = logging.getLogger(__name__)
 
@@ -36,8 +38,11 @@ _SUBJECT_INVALID = re.compile(r"[ \t\r\n]")
 _HEADER_LENGTH = len(b"NATS/1.0\r\nNats-Msg-Id: \r\n\r\n")
 
 
-def _hpub(subject: str, msg_id: int, payload: bytes) -> bytes:
-    """The HPUB frame nc.publish(subject, payload, headers={"Nats-Msg-Id": id}) sends."""
+def _hpub(subject: str, msg_id: int, payload: bytes, traceparent: str | None = None) -> bytes:
+    """The HPUB frame nc.publish(subject, payload, headers={"Nats-Msg-Id": id}) sends
+    (with a traceparent header too when the row carries one)."""
+    if traceparent is not None:
+        return _hpub_traced(subject, msg_id, payload, traceparent)
     digits = str(msg_id)
     header = _HEADER_LENGTH + len(digits)
     return b"HPUB %s  %d %d\r\nNATS/1.0\r\nNats-Msg-Id: %s\r\n\r\n%s\r\n" % (
@@ -45,6 +50,20 @@ def _hpub(subject: str, msg_id: int, payload: bytes) -> bytes:
         header,
         header + len(payload),
         digits.encode(),
+        payload,
+    )
+
+
+def _hpub_traced(subject: str, msg_id: int, payload: bytes, traceparent: str) -> bytes:
+    header = b"NATS/1.0\r\nNats-Msg-Id: %d\r\ntraceparent: %s\r\n\r\n" % (
+        msg_id,
+        traceparent.encode(),
+    )
+    return b"HPUB %s  %d %d\r\n%s%s\r\n" % (
+        subject.encode(),
+        len(header),
+        len(header) + len(payload),
+        header,
         payload,
     )
 
@@ -64,9 +83,12 @@ def control_subject(prefix: str, namespace: str, agent: str) -> str:
 
 
 class NatsLink:
-    def __init__(self, url: str | None, *, name: str = "turnkeeper") -> None:
+    def __init__(
+        self, url: str | None, *, name: str = "turnkeeper", auth: NatsAuth | None = None
+    ) -> None:
         self.url = url
         self.name = name
+        self.auth = auth or NatsAuth()
         self._nc: Client | None = None
         self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
@@ -122,9 +144,16 @@ class NatsLink:
         """One connection attempt that a stop can abandon at once (nats-py's connect
         may swallow a cancellation while it dials)."""
         assert self.url is not None
+        try:
+            # Read at each dial: a rotated token file is picked up by the next one.
+            auth = self.auth.connect_kwargs()
+        except (OSError, ValueError) as exc:
+            log.warning("cannot connect to NATS: %s", exc)
+            return None
         dial = asyncio.ensure_future(
             nats.connect(
                 self.url,
+                **auth,
                 name=self.name,
                 allow_reconnect=False,
                 connect_timeout=2,
@@ -158,10 +187,10 @@ class NatsLink:
     async def _on_error(self, exc: Exception) -> None:
         log.debug("NATS error: %s", exc)
 
-    async def publish_batch(self, rows: Sequence[tuple[int, str, bytes]]) -> bool:
-        """Publish outbox rows (id, subject, payload), each as one message with its id
-        as Nats-Msg-Id (JetStream de-duplicates by it), then flush; True if the server
-        confirmed all of them."""
+    async def publish_batch(self, rows: Sequence[tuple[int, str, bytes, str | None]]) -> bool:
+        """Publish outbox rows (id, subject, payload, traceparent), each as one message
+        with its id as Nats-Msg-Id (JetStream de-duplicates by it) and the trace
+        context when tracing was on, then flush; True if the server confirmed all."""
         nc = self.client
         if nc is None:
             return False
@@ -170,8 +199,11 @@ class NatsLink:
             if transport is None:
                 # A nats-py without it: its public publish, one by one (whose flush may
                 # then be answered before the server read them; see below).
-                for msg_id, subject, payload in rows:
-                    await nc.publish(subject, payload, headers={"Nats-Msg-Id": str(msg_id)})
+                for msg_id, subject, payload, trace in rows:
+                    headers = {"Nats-Msg-Id": str(msg_id)}
+                    if trace is not None:
+                        headers["traceparent"] = trace
+                    await nc.publish(subject, payload, headers=headers)
             else:
                 # The same HPUB frames nc.publish builds, at a quarter of its CPU per
                 # message (bench/ingest.py: the publisher was a fifth of the event
@@ -183,14 +215,14 @@ class NatsLink:
                 max_payload = nc.max_payload
                 checked: set[str] = set()
                 frames: list[bytes] = []
-                for msg_id, subject, payload in rows:
+                for msg_id, subject, payload, trace in rows:
                     if subject not in checked:
                         if not subject or _SUBJECT_INVALID.search(subject):
                             raise BadSubjectError
                         checked.add(subject)
                     if len(payload) > max_payload:
                         raise MaxPayloadError
-                    frames.append(_hpub(subject, msg_id, payload))
+                    frames.append(_hpub(subject, msg_id, payload, trace))
                 transport.writelines(frames)
             await nc.flush(timeout=2)
         except Exception as exc:
@@ -213,8 +245,13 @@ class NatsLink:
             "params": params,
             "metadata": {},
         }
+        headers: dict[str, str] = {}
+        # The turn's trace goes on in the bridge that takes it (turnkeeper.tracing).
+        tracing.inject(headers)
         try:
-            msg = await nc.request(subject, json.dumps(envelope).encode(), timeout=timeout)
+            msg = await nc.request(
+                subject, json.dumps(envelope).encode(), timeout=timeout, headers=headers or None
+            )
         except (NoRespondersError, NatsTimeout):
             return None
         except Exception as exc:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc
 
+from turnkeeper_server.audit import DELETE_THREAD, AuditLog
 from turnkeeper_server.engine import Engine
 from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.journal import checkpoints as store
@@ -23,10 +26,13 @@ MAX_NS = 1024
 
 
 class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
-    def __init__(self, engine: Engine, limits: Limits, metrics: Metrics) -> None:
+    def __init__(
+        self, engine: Engine, limits: Limits, metrics: Metrics, audit: AuditLog | None = None
+    ) -> None:
         self.engine = engine
         self.limits = limits
         self.metrics = metrics
+        self.audit = audit
 
     def _thread(self, thread_id: str) -> str:
         return lim.check_id("thread_id", thread_id, self.limits)
@@ -175,8 +181,14 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         self, request: checkpoints_pb2.DeleteThreadRequest, context: Ctx
     ) -> checkpoints_pb2.DeleteThreadResponse:
         thread_id = self._thread(request.thread_id)
-        self._own_thread(thread_id)
-        erased = await self.engine.erase_thread(thread_id=thread_id, cancel=request.cancel)
+        audited: contextlib.AbstractAsyncContextManager[Any] = (
+            contextlib.nullcontext()
+            if self.audit is None
+            else self.audit.action(DELETE_THREAD, thread_id, context)
+        )
+        async with audited:
+            self._own_thread(thread_id)
+            erased = await self.engine.erase_thread(thread_id=thread_id, cancel=request.cancel)
         return checkpoints_pb2.DeleteThreadResponse(
             turns_deleted=erased.turns_deleted,
             cancelled_turn_id=erased.cancelled.turn.turn_id if erased.cancelled else "",

@@ -3,12 +3,16 @@
 from __future__ import annotations
 
 import base64
+import contextlib
 from collections.abc import AsyncIterator, Sequence
+from typing import Any
 
 from google.protobuf import duration_pb2, struct_pb2
 from grpc import aio
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 
+from turnkeeper_server import audit as audit_log
+from turnkeeper_server.audit import AuditLog
 from turnkeeper_server.engine import Engine, Reset
 from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.journal import lifecycle
@@ -30,9 +34,10 @@ Ctx = aio.ServicerContext[object, object]
 
 
 class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
-    def __init__(self, engine: Engine, limits: Limits) -> None:
+    def __init__(self, engine: Engine, limits: Limits, audit: AuditLog | None = None) -> None:
         self.engine = engine
         self.limits = limits
+        self.audit = audit
         self.watch_streams = lim.StreamQuota(
             "WatchTurn streams", limits.max_watch_streams_per_client, "max_watch_streams_per_client"
         )
@@ -41,6 +46,14 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
 
     def _id(self, name: str, value: str) -> str:
         return lim.check_id(name, value, self.limits)
+
+    def _audited(
+        self, action: str, target: str, context: Ctx
+    ) -> contextlib.AbstractAsyncContextManager[Any]:
+        """Records an operator action and its outcome (audit.py)."""
+        if self.audit is None:
+            return contextlib.nullcontext()
+        return self.audit.action(action, target, context)
 
     def _own(self, turn_id: str) -> None:
         """An agent token acts on its own agent's turns only (auth.py)."""
@@ -142,11 +155,13 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         self, request: turns_pb2.CancelTurnRequest, context: Ctx
     ) -> turns_pb2.CancelTurnResponse:
         turn_id = self._id("turn_id", request.turn_id)
-        self._own(turn_id)
-        lim.check_size("reason", len(request.reason.encode()), MAX_REASON_BYTES)
-        cancelled = await self.engine.cancel(
-            turn_id=turn_id, rollback=request.rollback, detail=request.reason
-        )
+        async with self._audited(audit_log.CANCEL, turn_id, context):
+            # Ownership first: another agent's turn is NOT_FOUND whatever the request.
+            self._own(turn_id)
+            lim.check_size("reason", len(request.reason.encode()), MAX_REASON_BYTES)
+            cancelled = await self.engine.cancel(
+                turn_id=turn_id, rollback=request.rollback, detail=request.reason
+            )
         return turns_pb2.CancelTurnResponse(
             turn=turn_to_proto(cancelled.turn), checkpoints_removed=cancelled.checkpoints_removed
         )
@@ -275,8 +290,9 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
     ) -> turns_pb2.ResumeDetachedResponse:
         turn_id = self._id("turn_id", request.turn_id)
         resume_json = self._value("resume", request.resume, self.limits.max_resume_bytes)
-        self._own(turn_id)
-        turn, dispatched = await self.engine.resume(turn_id=turn_id, resume_json=resume_json)
+        async with self._audited(audit_log.RESUME, turn_id, context):
+            self._own(turn_id)
+            turn, dispatched = await self.engine.resume(turn_id=turn_id, resume_json=resume_json)
         return turns_pb2.ResumeDetachedResponse(turn=turn_to_proto(turn), dispatched=dispatched)
 
     async def Redrive(
@@ -288,10 +304,12 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
                     "give either turn_id (operator form) or agent, replica and incarnation "
                     "(startup form), not both"
                 )
-            auth.require_right(auth.REDRIVE_OPERATOR)
-            redriven, dispatched = await self.engine.redrive_turn(
-                turn_id=self._id("turn_id", request.turn_id), force=request.force
-            )
+            turn_id = self._id("turn_id", request.turn_id)
+            async with self._audited(audit_log.REDRIVE, turn_id, context):
+                auth.require_right(auth.REDRIVE_OPERATOR)
+                redriven, dispatched = await self.engine.redrive_turn(
+                    turn_id=turn_id, force=request.force
+                )
             return turns_pb2.RedriveResponse(turns=[_redriven(redriven)], dispatched=dispatched)
         if not (request.agent and request.replica and request.incarnation):
             raise InvalidArgument(

@@ -30,6 +30,13 @@ Roles (RIGHTS below is the table the interceptor and the servicers both read):
   CancelTurn, and the operator form of Redrive.
 - `admin`: everything.
 
+The NATS bridges apply the same table to their JSON-RPC callers (the token in the
+NATS header `Authorization`, looked up with OperationsService/Introspect):
+`responses/create` is open to every role (for an agent token, its own agent's
+bridge only), `responses/turnStatus` to the readers, and `responses/resumeDetached`,
+the human-in-the-loop gate, and `responses/cancel` to agent, operator and admin tokens
+as ResumeDetached and CancelTurn are.
+
 Threads: a thread belongs to the agent whose turns run on it. An agent token may use
 the checkpoints of a thread only when the journal holds a turn of that agent on it
 and none of another agent; it may start a turn on a thread that is new or its own.
@@ -55,12 +62,11 @@ import os
 import secrets
 import stat
 import sys
-from collections.abc import AsyncIterator, Awaitable, Callable, Iterable, Iterator, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, TypeAlias, cast
+from typing import Any
 
-import grpc
 from grpc import aio
 
 from turnkeeper_server.errors import NotFound, PermissionDenied, TurnkeeperError, Unauthenticated
@@ -74,6 +80,7 @@ ROLES = (AGENT, PANEL, OPERATOR, ADMIN)
 
 _TURNS = "/turnkeeper.v1.TurnService/"
 _CHECKPOINTS = "/turnkeeper.v1.CheckpointService/"
+_OPERATIONS = "/turnkeeper.v1.OperationsService/"
 HEALTH_PREFIX = "/grpc.health.v1.Health/"
 REFLECTION_PREFIXES = (
     "/grpc.reflection.v1alpha.ServerReflection/",
@@ -84,6 +91,16 @@ REFLECTION_PREFIXES = (
 # hold it. A method of the two services missing here is admin-only.
 REDRIVE_STARTUP = "Redrive (startup form)"
 REDRIVE_OPERATOR = "Redrive (operator form)"
+JSONRPC_CREATE = "responses/create"
+JSONRPC_TURN_STATUS = "responses/turnStatus"
+JSONRPC_RESUME_DETACHED = "responses/resumeDetached"
+JSONRPC_CANCEL = "responses/cancel"
+JSONRPC_METHODS = (
+    JSONRPC_CREATE,
+    JSONRPC_TURN_STATUS,
+    JSONRPC_RESUME_DETACHED,
+    JSONRPC_CANCEL,
+)
 _ALL = frozenset(ROLES)
 _EXECUTOR = frozenset({AGENT, ADMIN})
 _READ = frozenset({AGENT, PANEL, OPERATOR, ADMIN})
@@ -116,7 +133,26 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     _CHECKPOINTS + "DeleteForRuns": _OPERATE,
     REDRIVE_STARTUP: _EXECUTOR,
     REDRIVE_OPERATOR: _OPERATE,
+    # A bridge asks who its JSON-RPC callers are; operators read the audit log.
+    _OPERATIONS + "Introspect": _EXECUTOR,
+    _OPERATIONS + "ListAudit": _OPERATE,
+    # The JSON-RPC methods a bridge serves on NATS, checked by the bridge with the
+    # answer of Introspect. Starting a turn through an agent is what a chat panel
+    # does; answering a parked turn's interrupt (the human-in-the-loop gate) stays
+    # with the roles that may ResumeDetached over gRPC.
+    JSONRPC_CREATE: frozenset({AGENT, PANEL, OPERATOR, ADMIN}),
+    JSONRPC_TURN_STATUS: _READ,
+    JSONRPC_RESUME_DETACHED: frozenset({AGENT, OPERATOR, ADMIN}),
+    # Cancelling a turn on NATS: the roles that may CancelTurn over gRPC.
+    JSONRPC_CANCEL: frozenset({AGENT, OPERATOR, ADMIN}),
 }
+
+
+def jsonrpc_methods(role: str) -> list[str]:
+    """The bridge's JSON-RPC methods `role` may call (an agent token: on its own
+    agent's bridge only, which the bridge checks)."""
+    return [m for m in JSONRPC_METHODS if role in RIGHTS[m]]
+
 
 # Longest Authorization value we hash; grpc's metadata cap (8 KiB) bounds it anyway.
 MAX_TOKEN_LENGTH = 4096
@@ -130,6 +166,9 @@ class Caller:
     role: str
     # The agent an `agent:<name>` token acts for; None for the other roles.
     agent: str | None = None
+    # SHA-256 of the token: which entry of the tokens file, so a reload can tell a
+    # revoked token from a new one under the same name.
+    digest: str = field(default="", compare=False, repr=False)
 
     def __str__(self) -> str:
         role = f"agent:{self.agent}" if self.role == AGENT else self.role
@@ -300,8 +339,26 @@ class TokenStore:
                 raise ValueError(f"{where}: {exc}") from None
             if digest in callers:
                 raise ValueError(f"{where}: the same token hash appears twice")
-            callers[digest] = Caller(name=name, role=role, agent=agent)
+            callers[digest] = Caller(name=name, role=role, agent=agent, digest=digest)
         return cls(callers)
+
+    def names(self) -> dict[str, Caller]:
+        """Token hash to caller, a copy."""
+        return dict(self._callers)
+
+    def replace(self, other: TokenStore) -> None:
+        """Take `other`'s tokens: the next call is checked against them."""
+        self._callers = dict(other._callers)
+
+    def accepts(self, caller: Caller) -> bool:
+        """The token behind `caller` is still accepted, with the same role."""
+        return self._callers.get(caller.digest) == caller
+
+    def lookup(self, token: str) -> Caller | None:
+        """The caller a bare token stands for, or None."""
+        if not token or len(token) > MAX_TOKEN_LENGTH:
+            return None
+        return self._callers.get(token_hash(token))
 
     def authenticate(self, metadata: Iterable[tuple[str, str | bytes]] | None) -> Caller:
         values = [v for k, v in metadata or () if k.lower() == "authorization"]
@@ -329,126 +386,7 @@ class TokenStore:
         return caller
 
 
-# -- the interceptor ----------------------------------------------------------------
-
-
-def _discard(_raw: bytes) -> None:
-    """A refused call's request is never parsed."""
-    return None
-
-
-# A string: grpc.RpcMethodHandler is generic in the type stubs only.
-Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
-
-
-def _refusal(handler: Handler, exc: TurnkeeperError) -> Handler:
-    """A handler of the same shape that raises `exc` (ErrorsAndMetrics maps it)."""
-
-    async def unary(_request: Any, _context: Any) -> Any:
-        raise exc
-
-    async def stream(_request: Any, _context: Any) -> AsyncIterator[Any]:
-        raise exc
-        yield  # pragma: no cover - makes this an async generator
-
-    kind: Any = {
-        (False, False): grpc.unary_unary_rpc_method_handler,
-        (False, True): grpc.unary_stream_rpc_method_handler,
-        (True, False): grpc.stream_unary_rpc_method_handler,
-        (True, True): grpc.stream_stream_rpc_method_handler,
-    }[(handler.request_streaming, handler.response_streaming)]
-    return cast(
-        Handler,
-        kind(
-            stream if handler.response_streaming else unary,
-            request_deserializer=_discard,
-            response_serializer=handler.response_serializer,
-        ),
-    )
-
-
-def _as_caller(handler: Handler, caller: Caller) -> Handler:
-    """The same handler, run with `caller` in the context var."""
-    make: Any
-    behaviour: Callable[..., Any]
-    if handler.response_streaming:
-        # grpc.aio handlers: async generators for response streams, else coroutines.
-        inner_stream: Any = handler.stream_stream or handler.unary_stream
-
-        async def stream(request: Any, context: Any) -> AsyncIterator[Any]:
-            token = _CALLER.set(caller)
-            try:
-                async for response in inner_stream(request, context):
-                    yield response
-            finally:
-                # An abandoned generator may be closed from another context.
-                with contextlib.suppress(ValueError):
-                    _CALLER.reset(token)
-
-        make = (
-            grpc.stream_stream_rpc_method_handler
-            if handler.request_streaming
-            else grpc.unary_stream_rpc_method_handler
-        )
-        behaviour = stream
-    else:
-        inner_unary: Any = handler.stream_unary or handler.unary_unary
-
-        async def unary(request: Any, context: Any) -> Any:
-            token = _CALLER.set(caller)
-            try:
-                return await inner_unary(request, context)
-            finally:
-                _CALLER.reset(token)
-
-        make = (
-            grpc.stream_unary_rpc_method_handler
-            if handler.request_streaming
-            else grpc.unary_unary_rpc_method_handler
-        )
-        behaviour = unary
-    return cast(
-        Handler,
-        make(
-            behaviour,
-            request_deserializer=handler.request_deserializer,
-            response_serializer=handler.response_serializer,
-        ),
-    )
-
-
-class Authenticate(aio.ServerInterceptor):  # type: ignore[type-arg]
-    """Checks the bearer token and the method's right before the request is parsed.
-
-    Installed inside ErrorsAndMetrics, so refusals are mapped and counted like any
-    other error. The health service is open to probes; reflection (when enabled)
-    needs a token of any role.
-    """
-
-    def __init__(self, tokens: TokenStore) -> None:
-        self.tokens = tokens
-
-    async def intercept_service(
-        self,
-        continuation: Callable[[grpc.HandlerCallDetails], Awaitable[Handler]],
-        details: grpc.HandlerCallDetails,
-    ) -> Handler:
-        handler = await continuation(details)
-        method: str = details.method
-        if handler is None or method.startswith(HEALTH_PREFIX):
-            return handler
-        try:
-            caller = self.tokens.authenticate(details.invocation_metadata)
-            if not method.startswith(REFLECTION_PREFIXES):
-                with _as_current(caller):
-                    require_right(method)
-        except TurnkeeperError as exc:
-            log.info("refused %s: %s", method, exc)
-            return _refusal(handler, exc)
-        return _as_caller(handler, caller)
-
-
-# -- `python -m turnkeeper_server.security.auth` --------------------------------------
+# -- `python -m turnkeeper_server.security.auth` -----------------------------------------------
 
 
 def _line(token: str, role: str, name: str) -> str:

@@ -17,8 +17,9 @@ from typing import Any, Protocol, TypeVar
 
 T = TypeVar("T")
 
-# Outbox rows as the publisher gets them: (id, subject, payload).
-OutboxRow = tuple[int, str, bytes]
+# Outbox rows as the publisher gets them: (id, subject, payload, traceparent); the
+# last is None unless tracing was on when the row was written.
+OutboxRow = tuple[int, str, bytes, str | None]
 Publish = Callable[[list[OutboxRow]], Awaitable[bool]]
 # Called with a turn_id changed through another replica, or None: "any turn may
 # have changed" (notifications may have been missed).
@@ -54,6 +55,9 @@ class Tx(Protocol):
     for_update: str
     # The same for the reaper's scan: rows another replica is re-driving are skipped.
     skip_locked: str
+    # The W3C traceparent of the call that queued the operation (tracing on only),
+    # kept on the outbox rows it writes.
+    trace: str | None
 
     @property
     def checkpoints(self) -> ModuleType:
@@ -77,6 +81,9 @@ class Store(Protocol):
     def kind(self) -> str:
         """ "sqlite" or "postgres"."""
         ...
+
+    # Set when tracing is on: each write keeps its caller's trace context (Tx.trace).
+    traced: bool
 
     @property
     def checkpoints(self) -> ModuleType:

@@ -33,6 +33,7 @@ from urllib.parse import urlsplit
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
+from turnkeeper import tracing
 
 from turnkeeper_server.errors import Unavailable
 from turnkeeper_server.store import postgres_checkpoints
@@ -113,9 +114,12 @@ class PgTx:
     skip_locked = " FOR UPDATE SKIP LOCKED"
     checkpoints = postgres_checkpoints
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(self, conn: psycopg.Connection[Any], trace: str | None = None) -> None:
         self._conn = PgConn(conn)
         self._after: list[Callable[[], None]] = []
+        # The W3C traceparent of the call that queued this operation; None unless
+        # tracing is on (outbox rows carry it to NATS).
+        self.trace = trace
 
     @property
     def conn(self) -> PgConn:
@@ -154,6 +158,9 @@ class PostgresDatabase:
         self._reader_down_until = 0.0
         self._listener: Listener | None = None
         self._closed = False
+        # Set by the server when tracing is on: each write keeps its caller's trace
+        # context (contextvars do not cross into the worker threads).
+        self.traced = False
 
     def describe(self) -> str:
         return f"PostgreSQL {redact(self.url)}"
@@ -270,7 +277,12 @@ class PostgresDatabase:
         if self._closed or self._executor is None:
             raise RuntimeError("database is closed")
         loop = asyncio.get_running_loop()
-        result, after = await loop.run_in_executor(self._executor, self._run, fn)
+        trace = None
+        if self.traced:
+            carrier: dict[str, str] = {}
+            tracing.inject(carrier)
+            trace = carrier.get("traceparent")
+        result, after = await loop.run_in_executor(self._executor, self._run, fn, trace)
         for callback in after:
             try:
                 callback()
@@ -278,13 +290,15 @@ class PostgresDatabase:
                 log.exception("after-commit callback failed")
         return result
 
-    def _run(self, fn: Callable[[Tx], T]) -> tuple[T, list[Callable[[], None]]]:
+    def _run(
+        self, fn: Callable[[Tx], T], trace: str | None = None
+    ) -> tuple[T, list[Callable[[], None]]]:
         assert self._pool is not None
         for run in range(1, MAX_RUNS + 1):
             try:
                 # The pool's context commits on a clean exit and rolls back on an error.
                 with self._pool.connection() as conn:
-                    tx = PgTx(conn)
+                    tx = PgTx(conn, trace)
                     result = fn(tx)
                 return result, tx._after
             except _RETRIED as exc:
@@ -302,10 +316,11 @@ class PostgresDatabase:
 
 def _claim(conn: psycopg.Connection[Any], limit: int) -> list[OutboxRow]:
     rows = conn.execute(
-        "SELECT id, subject, payload FROM outbox ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED",
+        "SELECT id, subject, payload, traceparent FROM outbox ORDER BY id LIMIT %s "
+        "FOR UPDATE SKIP LOCKED",
         (limit,),
     ).fetchall()
-    return [(int(r[0]), str(r[1]), bytes(r[2])) for r in rows]
+    return [(int(r[0]), str(r[1]), bytes(r[2]), r[3]) for r in rows]
 
 
 def _delete_claimed(conn: psycopg.Connection[Any], ids: list[int]) -> None:

@@ -79,7 +79,23 @@ TURNKEEPER_MIGRATIONS: list[str] = [
     );
     CREATE INDEX turnkeeper_boundaries_by_thread ON turnkeeper_boundaries (thread_id);
     """,
-    # 2: the whole life of a turn, as SQLite's turns.db migration 2. Two more states
+    # 2: the audit log of operator actions (audit.py) and the outbox rows' trace
+    # context (tracing.py), as SQLite's migration 2 of turns.db.
+    """
+    CREATE TABLE audit (
+        id       BIGINT GENERATED ALWAYS AS IDENTITY PRIMARY KEY,
+        at       DOUBLE PRECISION NOT NULL,
+        actor    TEXT NOT NULL,
+        action   TEXT NOT NULL,
+        target   TEXT NOT NULL,
+        outcome  TEXT NOT NULL,
+        detail   TEXT NOT NULL
+    );
+    -- The W3C trace context of the call that wrote an outbox row (tracing on only),
+    -- sent as the NATS message's traceparent header.
+    ALTER TABLE outbox ADD COLUMN traceparent TEXT;
+    """,
+    # 3: the whole life of a turn, as SQLite's turns.db migration 3. Two more states
     # (CANCELLED, terminal; QUEUED, behind a thread's live turn: not in the one-live
     # partial index, so any number may wait), why the service ended a turn, the
     # per-turn deadlines, retention's mark and poison containment's counters.

@@ -32,6 +32,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Generic, TypeVar
 
+from turnkeeper import tracing
+
 from turnkeeper_server.journal import checkpoints
 from turnkeeper_server.store.contract import Conn, Publish, Store, TurnChanged
 from turnkeeper_server.store.lockfile import FileLock
@@ -53,9 +55,12 @@ class Tx:
     skip_locked = ""
     checkpoints = checkpoints
 
-    def __init__(self, conn: sqlite3.Connection) -> None:
+    def __init__(self, conn: sqlite3.Connection, trace: str | None = None) -> None:
         self.conn = conn
         self._after: list[Callable[[], None]] = []
+        # The W3C traceparent of the call that queued this operation; None unless
+        # tracing is on (outbox rows carry it to NATS).
+        self.trace = trace
 
     def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
         return self.conn.execute(sql, params)
@@ -74,6 +79,7 @@ class _Job(Generic[T]):
     loop: asyncio.AbstractEventLoop
     future: asyncio.Future[T]
     after: list[Callable[[], None]] = field(default_factory=list)
+    trace: str | None = None
 
 
 def _create_private(path: Path) -> None:
@@ -101,6 +107,9 @@ class Database:
         self._reader: sqlite3.Connection | None = None
         self._lock = FileLock(turns_path.with_name(turns_path.name + ".lock"))
         self._closed = False
+        # Set by the server when tracing is on: each write keeps its caller's trace
+        # context (contextvars do not cross into the writer thread).
+        self.traced = False
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -197,7 +206,10 @@ class Database:
         # is safe: no other publisher, no smaller id committing later.
         rows = (
             self.read_conn()
-            .execute("SELECT id, subject, payload FROM main.outbox ORDER BY id LIMIT ?", (limit,))
+            .execute(
+                "SELECT id, subject, payload, traceparent FROM main.outbox ORDER BY id LIMIT ?",
+                (limit,),
+            )
             .fetchall()
         )
         if not rows or not await publish(rows):
@@ -229,6 +241,10 @@ class Database:
             raise RuntimeError("database is closed")
         loop = asyncio.get_running_loop()
         job: _Job[T] = _Job(fn, loop, loop.create_future())
+        if self.traced:
+            carrier: dict[str, str] = {}
+            tracing.inject(carrier)
+            job.trace = carrier.get("traceparent")
         self._queue.put(job)
         return await job.future
 
@@ -259,7 +275,7 @@ class Database:
         try:
             conn.execute("BEGIN IMMEDIATE")
             for job in group:
-                tx = Tx(conn)
+                tx = Tx(conn, job.trace)
                 conn.execute("SAVEPOINT op")
                 try:
                     result = job.fn(tx)

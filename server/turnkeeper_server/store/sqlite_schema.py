@@ -53,7 +53,24 @@ TURNS_MIGRATIONS: list[str] = [
         created_at REAL NOT NULL
     );
     """,
-    # 2: the whole life of a turn. Two more states (CANCELLED, terminal; QUEUED,
+    # 2: the audit log of operator actions (audit.py), beside the journal, and the
+    # outbox rows' trace context (tracing.py). Plain SQL
+    # that PostgreSQL accepts as well (its backend gives id an identity default).
+    """
+    CREATE TABLE audit (
+        id       INTEGER PRIMARY KEY,
+        at       DOUBLE PRECISION NOT NULL,
+        actor    TEXT NOT NULL,
+        action   TEXT NOT NULL,
+        target   TEXT NOT NULL,
+        outcome  TEXT NOT NULL,
+        detail   TEXT NOT NULL
+    );
+    -- The W3C trace context of the call that wrote an outbox row (tracing on only),
+    -- sent as the NATS message's traceparent header.
+    ALTER TABLE outbox ADD COLUMN traceparent TEXT;
+    """,
+    # 3: the whole life of a turn. Two more states (CANCELLED, terminal; QUEUED,
     # behind a thread's live turn), why the service ended a turn, and the per-turn
     # deadlines. A CHECK constraint cannot be altered in place, so the table is
     # rebuilt with plain SQL that PostgreSQL accepts as well; rowid is carried over

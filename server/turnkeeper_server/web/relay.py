@@ -29,6 +29,7 @@ from aiohttp import web
 from nats.errors import Error as NatsError
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
+from turnkeeper import tracing
 
 from turnkeeper_server.errors import InvalidArgument, PermissionDenied
 from turnkeeper_server.messaging.link import NatsLink, agent_subject
@@ -104,9 +105,13 @@ class AgentRelay:
             check_call(caller, agent, body["method"])
         except Exception as exc:
             return error_response(exc)
-        return await self._forward(agent, body["method"], params)
+        # The bridge checks its callers itself (caller_auth): it gets the same token.
+        headers = {} if caller is None else {"Authorization": request.headers["Authorization"]}
+        return await self._forward(agent, body["method"], params, headers)
 
-    async def _forward(self, agent: str, method: str, params: dict[str, Any]) -> web.Response:
+    async def _forward(
+        self, agent: str, method: str, params: dict[str, Any], headers: dict[str, str]
+    ) -> web.Response:
         nc = self.link.client
         if nc is None or not nc.is_connected:
             return _not_answered(503, "unavailable", "the service is not connected to NATS", False)
@@ -119,7 +124,13 @@ class AgentRelay:
         }
         subject = agent_subject(self.prefix, self.namespace, agent)
         try:
-            msg = await nc.request(subject, json.dumps(envelope).encode(), timeout=self.timeout)
+            tracing.inject(headers)
+            msg = await nc.request(
+                subject,
+                json.dumps(envelope).encode(),
+                timeout=self.timeout,
+                headers=headers or None,
+            )
         except NoRespondersError:
             return _not_answered(
                 503, "unavailable", f"no replica of agent {agent!r} is listening", False

@@ -6,6 +6,8 @@ turnkeeper turns status ID        TurnStatus (UNKNOWN for an id never seen)
 turnkeeper turns resume ID --value JSON
 turnkeeper turns redrive ID [--force]
 turnkeeper turns watch ID         live events; a rewind shows a RESET line
+turnkeeper audit [--limit N]      operator actions: who, what, when, outcome
+turnkeeper backup DEST [--data-dir DIR]   consistent copy of the SQLite files
 turnkeeper health                 exit 0 only when the service is SERVING
 """
 
@@ -24,7 +26,7 @@ import grpc
 from turnkeeper.client import ConnectionOptions, TurnkeeperClient, default_address
 from turnkeeper.errors import TurnkeeperError, from_rpc_error
 from turnkeeper.operator import args as argtypes
-from turnkeeper.operator import lifecycle_cli, plugins, render
+from turnkeeper.operator import audit, backup, lifecycle_cli, plugins, render
 from turnkeeper.v1 import turns_pb2
 
 # Exit codes. Scripts can tell "no such turn" and "not in that state" apart from
@@ -199,6 +201,9 @@ def build_parser(serve_arguments: bool = True) -> argparse.ArgumentParser:
     )
     watch.set_defaults(handler=turns_watch)
     lifecycle_cli.add_commands(commands, verbs, [conn, output])
+
+    audit.add_command(commands, [conn, output], _client)
+    backup.add_command(commands)
 
     health = commands.add_parser(
         "health", parents=[conn], help="gRPC health check: exit 0 only when SERVING"

@@ -25,6 +25,7 @@ from typing import Any, Final
 import nats.errors
 from nats.aio.client import Client
 
+from turnkeeper import tracing
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.panel.follower import FollowOptions, Frame, TurnFollower
 from turnkeeper.panel.session import AgentRejected, Created, NoAnswer, NotDispatched, RunStatus
@@ -66,6 +67,7 @@ class NatsAgentTransport:
         timeout: float = 10.0,
         follow_options: FollowOptions | None = None,
         metadata: Mapping[str, Any] | None = None,
+        token: str | None = None,
     ) -> None:
         self.nc = nc
         self.agent = agent
@@ -74,6 +76,11 @@ class NatsAgentTransport:
         self.timeout = timeout
         self.follow_options = follow_options
         self.metadata = dict(metadata or {})
+        # Sent as the NATS header "Authorization: Bearer <token>" on every request
+        # (a bridge of a service with tokens refuses requests without one); by
+        # default the token the client uses for the service.
+        token = token if token is not None else client.options.bearer_token
+        self.headers = {"Authorization": f"Bearer {token}"} if token else None
 
     async def call(self, method: str, params: Mapping[str, Any]) -> Any:
         """One JSON-RPC request; its ``result``."""
@@ -86,9 +93,20 @@ class NatsAgentTransport:
             "params": dict(params),
             "metadata": self.metadata,
         }
+        with tracing.client_span(method, **{"rpc.system": "jsonrpc"}) as traced:
+            return await self._request(method, envelope, traced)
+
+    async def _request(
+        self, method: str, envelope: dict[str, Any], traced: dict[str, str] | None
+    ) -> Any:
+        # The trace context (when tracing is on) beside the bearer token.
+        headers = {**(self.headers or {}), **(traced or {})} or None
         try:
             msg = await self.nc.request(
-                self.subject, json.dumps(envelope).encode(), timeout=self.timeout
+                self.subject,
+                json.dumps(envelope).encode(),
+                timeout=self.timeout,
+                headers=headers,
             )
         except nats.errors.NoRespondersError:
             raise NotDispatched(

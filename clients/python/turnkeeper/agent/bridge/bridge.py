@@ -37,7 +37,9 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
 
+from turnkeeper import tracing
 from turnkeeper.agent.bridge.boundary import BoundarySaver
+from turnkeeper.agent.bridge.caller_auth import CallerCheck
 from turnkeeper.agent.bridge.config import BridgeConfig
 from turnkeeper.agent.bridge.health import HealthServer, get
 from turnkeeper.agent.bridge.methods import Methods
@@ -100,7 +102,9 @@ class Bridge:
             input_mapper=input_mapper or _identity,
             run_config=run_config,
         )
-        self.methods = Methods(self.client, self.runtime, self.identity)
+        self.methods = Methods(
+            self.client, self.runtime, self.identity, CallerCheck(self.client, config.agent)
+        )
         host, port = config.health_address
         self.health = HealthServer(host, port, self._check)
         self.subscriber = NatsSubscriber(
@@ -110,6 +114,7 @@ class Bridge:
             self.methods.dispatch,
             name=f"turnkeeper-bridge/{config.agent}/{config.replica}",
             control_subject=config.control_subject,
+            auth=config.nats_auth,
         )
         self._started = False
         self._stopping = False
@@ -192,6 +197,8 @@ class Bridge:
         if self._started:
             return
         self._started = True
+        # Traces only when the OTEL_* variables ask for them (turnkeeper.tracing).
+        tracing.configure_from_env(f"turnkeeper-bridge/{self.config.agent}")
         try:
             await self.health.start()
             log.info(

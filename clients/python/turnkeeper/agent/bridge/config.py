@@ -11,6 +11,7 @@ from dataclasses import dataclass, field
 from typing import Any, Final
 
 from turnkeeper.client import ConnectionOptions, default_address
+from turnkeeper.nats_auth import NatsAuth
 
 # An agent name is a NATS subject token (the service checks the same).
 _AGENT: Final = re.compile(r"^[A-Za-z0-9_-]+$")
@@ -31,6 +32,8 @@ class BridgeConfig:
     agent: str
     service: ConnectionOptions = field(default_factory=ConnectionOptions)
     nats_url: str = "nats://127.0.0.1:4222"
+    # Credentials, nkey seed, token file, TLS (turnkeeper.nats_auth).
+    nats_auth: NatsAuth = field(default_factory=NatsAuth)
     subject_prefix: str = "vystak"
     namespace: str = "default"
     replica: str = field(default_factory=socket.gethostname)
@@ -88,6 +91,8 @@ class BridgeConfig:
         ``TURNKEEPER_TLS_CLIENT_KEY``           ... and its key (both or neither)
         ``TURNKEEPER_TOKEN``                    bearer token (``agent:<name>`` role)
         ``TURNKEEPER_NATS_URL`` / ``NATS_URL``  NATS server
+        ``TURNKEEPER_NATS_CREDS`` ...           NATS credentials and TLS: see
+                                                :mod:`turnkeeper.nats_auth`
         ``TURNKEEPER_SUBJECT_PREFIX``           subject prefix (``vystak``)
         ``TURNKEEPER_NAMESPACE``                subject namespace (``default``)
         ``TURNKEEPER_REPLICA``                  replica name (the hostname)
@@ -109,6 +114,7 @@ class BridgeConfig:
         nats_url = env.get("TURNKEEPER_NATS_URL") or env.get("NATS_URL")
         if nats_url:
             values["nats_url"] = nats_url
+        values["nats_auth"] = NatsAuth.from_env(env)
         for key, attr in (
             ("TURNKEEPER_SUBJECT_PREFIX", "subject_prefix"),
             ("TURNKEEPER_NAMESPACE", "namespace"),

@@ -55,6 +55,10 @@ class Request:
     metadata: Mapping[str, Any]
     # False for a notification (no id): nobody waits for an answer.
     wants_reply: bool = True
+    # The NATS message's headers (the caller's bearer token: caller_auth).
+    headers: Mapping[str, str] = field(default_factory=dict)
+    # Who the caller is, once caller_auth checked it ("alice (operator)").
+    caller: str | None = None
 
 
 @dataclass

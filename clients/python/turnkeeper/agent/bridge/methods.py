@@ -6,6 +6,7 @@ what this replica happens to be running.
 
 from __future__ import annotations
 
+import dataclasses
 import logging
 import uuid
 from collections.abc import Mapping
@@ -15,6 +16,7 @@ from google.protobuf import duration_pb2
 
 from turnkeeper.agent.bridge import jsonrpc
 from turnkeeper.agent.bridge._convert import py_to_value
+from turnkeeper.agent.bridge.caller_auth import CallerCheck
 from turnkeeper.agent.bridge.intent import (
     INTENT_KEY,
     REGENERATE_INPUT,
@@ -86,11 +88,17 @@ def status_word(state: int) -> str:
 
 class Methods:
     def __init__(
-        self, client: AsyncTurnkeeperClient, runtime: TurnRuntime, identity: Identity
+        self,
+        client: AsyncTurnkeeperClient,
+        runtime: TurnRuntime,
+        identity: Identity,
+        callers: CallerCheck | None = None,
     ) -> None:
         self.client = client
         self.runtime = runtime
         self.identity = identity
+        # Who may call the responses/* methods; None: anyone (tests of the methods).
+        self.callers = callers
         self.accepting = True
 
     async def dispatch(self, request: Request) -> Reply:
@@ -110,6 +118,12 @@ class Methods:
                 f"and {CANCEL}",
             )
         try:
+            # The service's own hand-offs (execute) and cancel notifications are not
+            # a caller's request: who may publish them is NATS's authorization (the
+            # locked bundled server).
+            if self.callers is not None and request.method not in (EXECUTE, CANCEL):
+                caller = await self.callers.check(request)
+                request = dataclasses.replace(request, caller=caller)
             return await handler(request)
         except TurnkeeperError as exc:
             raise RpcError.from_service(exc) from exc
@@ -227,9 +241,12 @@ class Methods:
             value = py_to_value(request.params["resume"])
         except Exception as exc:
             raise invalid_params(f"resume is not JSON data: {exc}") from None
-        response = await self.client.resume_detached(
-            turns_pb2.ResumeDetachedRequest(turn_id=turn_id, resume=value)
-        )
+        resume = turns_pb2.ResumeDetachedRequest(turn_id=turn_id, resume=value)
+        if request.caller is None:
+            response = await self.client.resume_detached(resume)
+        else:
+            # The audit log names whom this bridge acted for.
+            response = await self.client.resume_detached_on_behalf(resume, request.caller)
         return Reply(
             {
                 "turn_id": turn_id,
@@ -244,9 +261,12 @@ class Methods:
         if not isinstance(rollback, bool):
             raise invalid_params("rollback must be true or false")
         reason = jsonrpc.optional_str(request.params, "reason") or ""
-        response = await self.client.cancel_turn(
-            turns_pb2.CancelTurnRequest(turn_id=turn_id, rollback=rollback, reason=reason)
-        )
+        cancel = turns_pb2.CancelTurnRequest(turn_id=turn_id, rollback=rollback, reason=reason)
+        if request.caller is None:
+            response = await self.client.cancel_turn(cancel)
+        else:
+            # The audit log names whom this bridge acted for.
+            response = await self.client.cancel_turn_on_behalf(cancel, request.caller)
         return Reply(
             {
                 "turn_id": turn_id,

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import json
 import logging
 import uuid
@@ -35,9 +36,11 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 from nats.aio.subscription import Subscription
 
+from turnkeeper import tracing
 from turnkeeper.agent.bridge import jsonrpc
 from turnkeeper.agent.bridge.jsonrpc import INTERNAL_ERROR, Reply, Request, RpcError
 from turnkeeper.errors import TurnkeeperError
+from turnkeeper.nats_auth import NatsAuth
 
 log = logging.getLogger(__name__)
 
@@ -58,8 +61,10 @@ class NatsSubscriber:
         *,
         name: str,
         control_subject: str | None = None,
+        auth: NatsAuth | None = None,
     ) -> None:
         self.url = url
+        self.auth = auth or NatsAuth()
         # Every replica hears it (no queue group): notifications such as a cancel,
         # which only the replica running the turn acts on.
         self.control_subject = control_subject
@@ -96,6 +101,7 @@ class NatsSubscriber:
             try:
                 nc = await nats.connect(
                     self.url,
+                    **self.auth.connect_kwargs(),
                     name=self.name,
                     connect_timeout=2,
                     allow_reconnect=True,
@@ -158,11 +164,25 @@ class NatsSubscriber:
         task.add_done_callback(self._inflight.discard)
 
     async def _serve(self, msg: Msg) -> None:
+        with contextlib.ExitStack() as spans:
+            await self._serve_traced(msg, spans)
+
+    async def _serve_traced(self, msg: Msg, spans: contextlib.ExitStack) -> None:
         request: Request | None = None
         reply: Reply | None = None
         try:
-            request = jsonrpc.parse(msg.data)
-            reply = Reply({}) if request.method == PING else await self.dispatch(request)
+            request = dataclasses.replace(jsonrpc.parse(msg.data), headers=msg.headers or {})
+            if request.method == PING:
+                reply = Reply({})
+            else:
+                # A span continuing the caller's trace (headers), current while the
+                # method runs and while the work it starts is set going (then).
+                spans.enter_context(
+                    tracing.consumer_span(
+                        request.method, request.headers, **{"rpc.system": "jsonrpc"}
+                    )
+                )
+                reply = await self.dispatch(request)
             body = jsonrpc.result_envelope(request.id, reply.result)
         except RpcError as exc:
             body = jsonrpc.error_envelope(

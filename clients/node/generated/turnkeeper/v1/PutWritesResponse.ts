@@ -1,8 +1,0 @@
-// Original file: ../../protos/turnkeeper/v1/checkpoints.proto
-
-
-export interface PutWritesResponse {
-}
-
-export interface PutWritesResponse__Output {
-}

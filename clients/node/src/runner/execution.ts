@@ -1,0 +1,366 @@
+// One attempt of one turn, executed here.
+//
+// It owns the attempt while it runs: heartbeats the lease, drives the graph with
+// durability "sync" through the BoundarySaver, turns callbacks into events, and
+// ends the attempt with exactly one ParkTurn (the graph called interrupt()) or
+// FinishTurn (DONE, or FAILED when the graph threw). It starts from the journaled
+// input (a new turn, or a re-drive of one that wrote no checkpoint; null continues
+// the thread), from the thread's latest checkpoint (a re-drive), or with
+// Command({resume}) (a resume of a parked turn).
+//
+// When a write is refused because the attempt was re-driven away (ABORTED), or the
+// turn is no longer RUNNING, the execution stops at once and writes nothing more:
+// the service has handed the turn to someone else. When the service cannot be
+// reached for longer than the lease it stops too; the turn is re-driven like any
+// orphan. Steps are at-least-once: the step running when an execution dies runs
+// again in the next attempt (idempotencyKey() gives tools a key per step).
+
+import type { RunnableConfig } from "@langchain/core/runnables";
+import { Command } from "@langchain/langgraph";
+
+import type { TurnkeeperClient } from "../client.js";
+import { codeName, isDeterministic, isFenced, messageOf } from "../errors.js";
+import { type EventInput, Outcome, type Turn, TurnState } from "../gen/turnkeeper/v1/turns_pb.js";
+import { durableConfig, durableRunOptions } from "../saver.js";
+import { fromValue, toValue } from "../values.js";
+import type { BoundarySaver } from "./boundary.js";
+import { EventCapture } from "./capture.js";
+import { EventLog, register } from "./events.js";
+import { type HistoryGraph, atCheckpoint, entryCheckpointId, isRegenerate } from "./intent.js";
+
+export const DEFAULT_LEASE_MS = 15_000;
+export const MAX_ERROR_CHARS = 8000;
+const INTERRUPT_KEY = "__interrupt__";
+
+/** The slice of a compiled LangGraph.js graph the runner drives. */
+export interface RunnableGraph extends HistoryGraph {
+  stream(input: unknown, options: Record<string, unknown>): Promise<AsyncIterable<unknown>>;
+  getState(config: RunnableConfig): Promise<{ tasks: ReadonlyArray<{ interrupts?: ReadonlyArray<unknown> }> }>;
+}
+
+export interface Identity {
+  agent: string;
+  replica: string;
+  incarnation: string;
+}
+
+/** A turn handed to this replica, owned by it, to execute now. */
+export interface Assignment {
+  turn: Turn;
+  /** The checkpoint to continue from; "" to start from the journaled input. */
+  checkpointId: string;
+  /** "create", "startup redrive", "resume" ... for the logs. */
+  reason: string;
+}
+
+export interface ExecutionHost {
+  graph: RunnableGraph;
+  client: TurnkeeperClient;
+  saver: BoundarySaver;
+  identity: Identity;
+  inputMapper: (input: unknown) => unknown;
+  log: (line: string) => void;
+}
+
+/** `turn_id:step:attempt` for the step running in `config`, for a tool's idempotency key. */
+export function idempotencyKey(config: RunnableConfig): string {
+  const turnId = config.configurable?.turn_id as unknown;
+  const attempt = config.configurable?.attempt as unknown;
+  const step = (config.metadata as Record<string, unknown> | undefined)?.langgraph_step;
+  if (turnId === undefined || attempt === undefined || step === undefined) {
+    throw new Error("idempotencyKey() works inside a node or tool of a turn run by the TurnRunner");
+  }
+  return `${String(turnId)}:${String(step)}:${String(attempt)}`;
+}
+
+/** A regenerate turn on a thread with no run to go back to: the turn fails. */
+export class NothingToRegenerate extends Error {
+  override name = "NothingToRegenerate";
+}
+
+function leaseMs(turn: Turn): number {
+  const expires = turn.owner?.leaseExpiresAt;
+  const updated = turn.updatedAt;
+  if (expires && updated) {
+    // Both times are the service's clock: no skew with ours.
+    const ms = Number(expires.seconds - updated.seconds) * 1000 + (expires.nanos - updated.nanos) / 1e6;
+    if (ms > 0) {
+      return ms;
+    }
+  }
+  return DEFAULT_LEASE_MS;
+}
+
+/** Sleep, cut short when `signal` aborts; leaves no listener behind either way. */
+function sleep(ms: number, signal?: AbortSignal): Promise<void> {
+  return new Promise((resolve) => {
+    const done = (): void => {
+      clearTimeout(timer);
+      signal?.removeEventListener("abort", done);
+      resolve();
+    };
+    const timer = setTimeout(done, ms);
+    signal?.addEventListener("abort", done, { once: true });
+  });
+}
+
+export class Execution {
+  readonly turnId: string;
+  readonly attempt: number;
+  /** Why the execution stopped early; undefined while it is fine. */
+  lost: string | undefined;
+  done: Promise<void> = Promise.resolve();
+  #host: ExecutionHost;
+  #assignment: Assignment;
+  #abort = new AbortController();
+  #settling = false;
+  #events: EventLog | undefined;
+
+  constructor(host: ExecutionHost, assignment: Assignment) {
+    this.#host = host;
+    this.#assignment = assignment;
+    this.turnId = assignment.turn.turnId;
+    this.attempt = assignment.turn.attempts;
+  }
+
+  #tag(): string {
+    return `turn_id=${this.turnId} attempt=${this.attempt}`;
+  }
+
+  start(): void {
+    this.done = this.#run().catch((error: unknown) => {
+      this.#host.log(`${this.#tag()}: execution failed: ${messageOf(error)}`);
+    });
+  }
+
+  /** Stop now and write nothing more: the turn is no longer ours. */
+  lose(reason: string): void {
+    if (this.lost !== undefined || this.#settling) {
+      return;
+    }
+    this.lost = reason;
+    this.#host.log(`${this.#tag()}: ${reason}; this execution stops`);
+    this.#events?.discard();
+    this.#abort.abort(new Error(reason));
+  }
+
+  #refused(what: string, error: unknown): void {
+    this.lose(`${what} was refused (${messageOf(error)}): the turn was re-driven away or ended`);
+  }
+
+  /** Shutdown: stop without writing anything more; the turn is left for a re-drive. */
+  abandon(): void {
+    this.lose("the runner is shutting down; left for a re-drive");
+  }
+
+  async #run(): Promise<void> {
+    const host = this.#host;
+    const turn = this.#assignment.turn;
+    const events = new EventLog(host.client, this.turnId, this.attempt, Number(turn.lastSeq));
+    this.#events = events;
+    host.saver.attach(events);
+    const unregister = register(events);
+    host.log(
+      `${this.#tag()}: executing (${this.#assignment.reason}, from ${
+        this.#assignment.checkpointId ? `checkpoint ${this.#assignment.checkpointId}` : "the journaled input"
+      })`,
+    );
+    const helpers = new AbortController();
+    const heartbeat = this.#heartbeat(helpers.signal);
+    const flusher = events.run(helpers.signal, (error) => this.#refused("AppendEvents", error));
+    try {
+      await this.#drive(events);
+    } finally {
+      helpers.abort();
+      await Promise.allSettled([heartbeat, flusher]);
+      host.saver.detach(events);
+      unregister();
+    }
+  }
+
+  #config(events: EventLog): RunnableConfig {
+    const config = durableConfig(this.#assignment.turn.threadId, this.turnId, this.attempt);
+    return { ...config, callbacks: [new EventCapture(events)], signal: this.#abort.signal };
+  }
+
+  /** The graph's input, and the config to run it with (intent.ts). */
+  async #startPoint(config: RunnableConfig): Promise<[unknown, RunnableConfig]> {
+    const turn = this.#assignment.turn;
+    if (!this.#assignment.checkpointId) {
+      const journaled = fromValue(turn.input);
+      if (isRegenerate(journaled)) {
+        // Looked up again on every start: a re-drive finds the same entry.
+        const entry = await entryCheckpointId(this.#host.graph, config);
+        if (entry === undefined) {
+          throw new NothingToRegenerate(`thread ${turn.threadId} has no run to regenerate`);
+        }
+        return [null, atCheckpoint(config, entry)];
+      }
+      // null continues the thread from its latest checkpoint.
+      return [journaled === null ? null : this.#host.inputMapper(journaled), config];
+    }
+    if (turn.hasResume) {
+      const state = await this.#host.graph.getState(config);
+      if (state.tasks.some((task) => (task.interrupts?.length ?? 0) > 0)) {
+        return [new Command({ resume: fromValue(turn.resume) }), config];
+      }
+    }
+    return [null, config];
+  }
+
+  async #drive(events: EventLog): Promise<void> {
+    let config = this.#config(events);
+    let values: unknown = null;
+    const interrupts: Array<{ id?: string; value?: unknown }> = [];
+    try {
+      let input: unknown;
+      [input, config] = await this.#startPoint(config);
+      const stream = await this.#host.graph.stream(input, {
+        ...config,
+        streamMode: ["values", "updates"],
+        ...durableRunOptions(),
+      });
+      for await (const chunk of stream) {
+        const [mode, data] = chunk as [string, unknown];
+        if (mode === "values") {
+          values = data;
+        } else if (mode === "updates" && data !== null && typeof data === "object" && INTERRUPT_KEY in data) {
+          interrupts.push(...((data as Record<string, Array<{ id?: string; value?: unknown }>>)[INTERRUPT_KEY] ?? []));
+        }
+      }
+    } catch (error) {
+      if (this.lost !== undefined) {
+        return; // stopped on purpose: write nothing more
+      }
+      if (isFenced(error)) {
+        this.#refused("a write", error);
+        return;
+      }
+      if (isDeterministic(error)) {
+        // A re-drive would hit it again: end the turn instead.
+        events.discard();
+        await this.#finish(Outcome.FAILED, `the service refused a write: ${messageOf(error)}`, []);
+        return;
+      }
+      if (error instanceof Error && error.name === "ConnectError") {
+        this.lose(`a call to the service failed (${messageOf(error)}); leaving the turn for a re-drive`);
+        return;
+      }
+      const err = error instanceof Error ? error : new Error(String(error));
+      this.#host.log(`${this.#tag()}: the graph threw: ${err.stack ?? err.message}`);
+      const last = await events.close(["error", { type: err.name, message: err.message }]);
+      await this.#finish(Outcome.FAILED, `${err.name}: ${err.message}`.slice(0, MAX_ERROR_CHARS), last);
+      return;
+    }
+    if (this.lost !== undefined) {
+      return;
+    }
+    if (interrupts.length > 0) {
+      await this.#park(events, interrupts);
+    } else {
+      await this.#finish(Outcome.DONE, "", await events.close(["final", { output: values }]));
+    }
+  }
+
+  async #park(events: EventLog, interrupts: Array<{ id?: string; value?: unknown }>): Promise<void> {
+    const described = interrupts.map((i) => ({ id: i.id ?? "", value: i.value ?? null }));
+    const value = described.length === 1 ? described[0].value : described;
+    this.#settling = true;
+    const last = await events.close(...described.map((d): [string, unknown] => ["interrupt", d]));
+    const ok = await this.#settle(
+      "ParkTurn",
+      () =>
+        this.#host.client.turns.parkTurn({
+          turnId: this.turnId,
+          attempt: this.attempt,
+          interrupt: toValue(JSON.parse(JSON.stringify(value ?? null))),
+          events: last,
+        }),
+      TurnState.PARKED,
+    );
+    if (ok) {
+      this.#host.log(`${this.#tag()}: parked (waiting for ResumeDetached)`);
+    }
+  }
+
+  async #finish(outcome: Outcome, error: string, last: EventInput[]): Promise<void> {
+    this.#settling = true;
+    const target = outcome === Outcome.DONE ? TurnState.DONE : TurnState.FAILED;
+    const ok = await this.#settle(
+      "FinishTurn",
+      () => this.#host.client.turns.finishTurn({ turnId: this.turnId, attempt: this.attempt, outcome, error, events: last }),
+      target,
+    );
+    if (ok) {
+      this.#host.log(`${this.#tag()}: ${TurnState[target]}${error ? ` (${error})` : ""}`);
+    }
+  }
+
+  /**
+   * Run a park or finish (a compare-and-set, so never retried blindly): after a
+   * transport failure, ask TurnStatus whether it committed before trying again.
+   */
+  async #settle(rpc: string, call: () => Promise<unknown>, target: TurnState): Promise<boolean> {
+    let delay = 200;
+    for (let tries = 0; tries < 6; tries += 1) {
+      try {
+        await call();
+        return true;
+      } catch (error) {
+        if (isFenced(error)) {
+          this.#settling = false;
+          this.#refused(rpc, error);
+          return false;
+        }
+        this.#host.log(`${this.#tag()}: ${rpc} failed (${codeName((error as { code?: number }).code ?? 2)}); checking the turn`);
+      }
+      try {
+        const status = await this.#host.client.turns.turnStatus({ turnId: this.turnId });
+        if (status.attempts === this.attempt && status.state === target) {
+          return true;
+        }
+        if (status.attempts !== this.attempt || status.state !== TurnState.RUNNING) {
+          return false;
+        }
+      } catch {
+        // unreachable: try again below
+      }
+      await sleep(delay);
+      delay = Math.min(delay * 2, 2000);
+    }
+    this.#host.log(`${this.#tag()}: ${rpc} did not get through; the turn will be re-driven`);
+    return false;
+  }
+
+  async #heartbeat(signal: AbortSignal): Promise<void> {
+    const lease = leaseMs(this.#assignment.turn);
+    const interval = Math.max(lease / 3, 50);
+    let lastOk = Date.now();
+    const { replica, incarnation } = this.#host.identity;
+    while (!signal.aborted) {
+      await sleep(interval, signal);
+      if (signal.aborted || this.#settling) {
+        return;
+      }
+      try {
+        await this.#host.client.turns.heartbeat(
+          { turnId: this.turnId, attempt: this.attempt, replica, incarnation },
+          { timeoutMs: Math.max(interval, 1000), signal },
+        );
+        lastOk = Date.now();
+      } catch (error) {
+        if (signal.aborted || this.#settling) {
+          return;
+        }
+        if (isFenced(error)) {
+          this.#refused("Heartbeat", error);
+          return;
+        }
+        if (Date.now() - lastOk > lease) {
+          this.lose(`no heartbeat got through for ${lease} ms, the lease lapsed (${messageOf(error)})`);
+          return;
+        }
+      }
+    }
+  }
+}

@@ -1,0 +1,226 @@
+// The JSON-RPC methods a TurnRunner serves, answered like the Python bridge's:
+// responses/create, responses/turnStatus, responses/resumeDetached,
+// responses/cancel, and the service's internal turnkeeper/execute and
+// turnkeeper/cancel (a notification on the control subject). Status questions are answered from the
+// service, never from what this replica happens to run.
+
+import { randomUUID } from "node:crypto";
+
+import { ConnectError } from "@connectrpc/connect";
+
+import type { TurnkeeperClient } from "../client.js";
+import { TurnState } from "../gen/turnkeeper/v1/turns_pb.js";
+import { toValue } from "../values.js";
+import type { CallerCheck } from "./callers.js";
+import type { Identity } from "./execution.js";
+import { INTENT_KEY, REGENERATE_INPUT, entryCheckpointId, isReserved } from "./intent.js";
+import {
+  METHOD_NOT_FOUND,
+  type Reply,
+  type Request,
+  RpcError,
+  SERVICE_ERROR,
+  invalidParams,
+  optionalString,
+  requiredInt,
+  requiredString,
+} from "./jsonrpc.js";
+import { responseStatus, statusWord } from "./status.js";
+import type { TurnRuntime } from "./runtime.js";
+
+export const CREATE = "responses/create";
+export const TURN_STATUS = "responses/turnStatus";
+export const RESUME_DETACHED = "responses/resumeDetached";
+export const RESPONSES_CANCEL = "responses/cancel";
+export const EXECUTE = "turnkeeper/execute";
+/** How the service tells every replica that a turn was ended (a notification). */
+export const CANCEL = "turnkeeper/cancel";
+
+export class Methods {
+  accepting = true;
+
+  constructor(
+    readonly client: TurnkeeperClient,
+    readonly runtime: TurnRuntime,
+    readonly identity: Identity,
+    /** Who may call responses/*; undefined: anyone. */
+    readonly callers?: CallerCheck,
+  ) {}
+
+  async dispatch(request: Request): Promise<Reply> {
+    const handlers: Record<string, (r: Request) => Promise<Reply>> = {
+      [CREATE]: (r) => this.create(r),
+      [TURN_STATUS]: (r) => this.turnStatus(r),
+      [RESUME_DETACHED]: (r) => this.resumeDetached(r),
+      [RESPONSES_CANCEL]: (r) => this.responsesCancel(r),
+      [EXECUTE]: (r) => this.execute(r),
+      [CANCEL]: (r) => this.cancelled(r),
+    };
+    const handler = handlers[request.method];
+    if (handler === undefined) {
+      throw new RpcError(
+        METHOD_NOT_FOUND,
+        `method '${request.method}' not found; this agent serves ${CREATE}, ${TURN_STATUS}, ${RESUME_DETACHED}, ${RESPONSES_CANCEL}, ${EXECUTE} and ${CANCEL}`,
+      );
+    }
+    try {
+      // The service's own hand-offs (execute) and cancel notifications are not a
+      // caller's request: who may publish them is NATS's authorization.
+      if (this.callers !== undefined && request.method !== EXECUTE && request.method !== CANCEL) {
+        await this.callers.check(request);
+      }
+      return await handler(request);
+    } catch (error) {
+      throw error instanceof ConnectError ? RpcError.fromService(error) : error;
+    }
+  }
+
+  async create(request: Request): Promise<Reply> {
+    const params = request.params;
+    if (params.background !== true) {
+      throw invalidParams(
+        `${CREATE} needs background: true (this agent runs detached turns; follow one with TurnStatus and WatchTurn)`,
+      );
+    }
+    if (!("input" in params)) {
+      throw invalidParams("input is required");
+    }
+    const regenerate = params.regenerate ?? false;
+    if (typeof regenerate !== "boolean") {
+      throw invalidParams("regenerate must be true or false");
+    }
+    const payload = params.input;
+    if (regenerate && payload !== null) {
+      throw invalidParams("regenerate answers the thread's latest input again: input must be null");
+    }
+    if (isReserved(payload)) {
+      throw invalidParams(`input: the top-level key '${INTENT_KEY}' is reserved`);
+    }
+    const turnId = optionalString(params, "turn_id") ?? randomUUID().replaceAll("-", "");
+    const givenThreadId = optionalString(params, "thread_id");
+    if (payload === null && givenThreadId === undefined) {
+      throw invalidParams("input null continues a thread: thread_id is required");
+    }
+    const threadId = givenThreadId ?? randomUUID().replaceAll("-", "");
+    let input;
+    try {
+      input = toValue(regenerate ? REGENERATE_INPUT : payload);
+    } catch (error) {
+      throw invalidParams(`input is not JSON data: ${(error as Error).message}`);
+    }
+    if (!this.accepting) {
+      const message = "this replica is shutting down; send the request again";
+      throw new RpcError(SERVICE_ERROR, message, { code: "UNAVAILABLE", message });
+    }
+    if (regenerate) {
+      if ((await entryCheckpointId(this.runtime.host.graph, { configurable: { thread_id: threadId } })) === undefined) {
+        const message = `thread ${threadId} has no run to regenerate`;
+        throw new RpcError(SERVICE_ERROR, message, { code: "FAILED_PRECONDITION", message });
+      }
+    } else if (payload === null && (await this.#nothingToContinue(threadId, optionalString(params, "turn_id")))) {
+      return { result: { turn_id: null, thread_id: threadId, status: "completed" } };
+    }
+    // Journaled before the answer: a turn the caller was told about exists.
+    const response = await this.client.turns.startTurn({
+      turnId,
+      threadId,
+      agent: this.identity.agent,
+      input,
+      replica: this.identity.replica,
+      incarnation: this.identity.incarnation,
+    });
+    const turn = response.turn;
+    if (turn === undefined) {
+      throw new RpcError(SERVICE_ERROR, "StartTurn answered without a turn");
+    }
+    const result = { turn_id: turn.turnId, thread_id: turn.threadId, status: responseStatus(turn.state) };
+    if (!response.created) {
+      return { result }; // the same request again: the turn is on its way (or over)
+    }
+    return { result, after: async () => void this.runtime.start({ turn, checkpointId: "", reason: "create" }) };
+  }
+
+  async #nothingToContinue(threadId: string, turnId: string | undefined): Promise<boolean> {
+    if (await this.runtime.hasPendingWork(threadId)) {
+      return false;
+    }
+    if (turnId === undefined) {
+      return true;
+    }
+    const status = await this.client.turns.turnStatus({ turnId });
+    return status.state === TurnState.UNKNOWN || status.state === TurnState.UNSPECIFIED;
+  }
+
+  async turnStatus(request: Request): Promise<Reply> {
+    const turnId = requiredString(request.params, "turn_id");
+    const status = await this.client.turns.turnStatus({ turnId });
+    return {
+      result: {
+        turn_id: turnId,
+        status: statusWord(status.state),
+        attempts: status.attempts,
+        last_seq: Number(status.lastSeq),
+        error: status.error,
+        end_reason: status.endReason,
+      },
+    };
+  }
+
+  async resumeDetached(request: Request): Promise<Reply> {
+    const turnId = requiredString(request.params, "turn_id");
+    if (!("resume" in request.params)) {
+      throw invalidParams("resume is required (the value interrupt() returns; may be null)");
+    }
+    let resume;
+    try {
+      resume = toValue(request.params.resume);
+    } catch (error) {
+      throw invalidParams(`resume is not JSON data: ${(error as Error).message}`);
+    }
+    const response = await this.client.turns.resumeDetached({ turnId, resume });
+    return {
+      result: {
+        turn_id: turnId,
+        status: statusWord(response.turn?.state ?? TurnState.UNKNOWN),
+        dispatched: response.dispatched,
+      },
+    };
+  }
+
+  async responsesCancel(request: Request): Promise<Reply> {
+    const turnId = requiredString(request.params, "turn_id");
+    const rollback = request.params.rollback ?? false;
+    if (typeof rollback !== "boolean") {
+      throw invalidParams("rollback must be true or false");
+    }
+    const reason = optionalString(request.params, "reason") ?? "";
+    const response = await this.client.turns.cancelTurn({ turnId, rollback, reason });
+    return {
+      result: {
+        turn_id: turnId,
+        status: responseStatus(response.turn?.state ?? TurnState.UNKNOWN),
+        last_seq: Number(response.turn?.lastSeq ?? 0n),
+        checkpoints_removed: response.checkpointsRemoved,
+      },
+    };
+  }
+
+  /** The service ended a turn: stop it here if it runs here. */
+  async cancelled(request: Request): Promise<Reply> {
+    const turnId = requiredString(request.params, "turn_id");
+    const attempt = requiredInt(request.params, "attempt");
+    const reason = typeof request.params.reason === "string" ? request.params.reason : "";
+    return { result: { stopped: this.runtime.cancel(turnId, attempt, reason) } };
+  }
+
+  async execute(request: Request): Promise<Reply> {
+    const turnId = requiredString(request.params, "turn_id");
+    const attempt = requiredInt(request.params, "attempt");
+    const reason = typeof request.params.reason === "string" && request.params.reason ? request.params.reason : "handed out";
+    if (!this.accepting) {
+      return { result: { accepted: false } };
+    }
+    // Acknowledged on receipt; the claim and the run come after the answer.
+    return { result: { accepted: true }, after: () => this.runtime.claim(turnId, attempt, reason) };
+  }
+}

@@ -1,0 +1,281 @@
+// TurnRunner: hosts a LangGraph.js graph as a turnkeeper agent, with the Python
+// bridge's guarantees and its NATS JSON-RPC methods.
+//
+// Startup: compile the graph with the BoundarySaver, wait until the service
+// answers, subscribe on NATS (and probe until the subscription is live, for at most
+// NATS_STARTUP_WAIT_MS), then call Redrive with this process's new incarnation and
+// run every turn it hands back.
+// Shutdown (SIGTERM/SIGINT in run()): stop taking requests, let running turns
+// finish for shutdownGraceMs and leave the rest to a re-drive, close.
+
+import { randomUUID } from "node:crypto";
+import { hostname } from "node:os";
+
+import { TurnkeeperClient } from "../client.js";
+import { type ConnectionOptions, connectionFromEnv } from "../connection.js";
+import { Code, codeOf, messageOf } from "../errors.js";
+import { CallerCheck } from "./callers.js";
+import { BoundarySaver } from "./boundary.js";
+import type { Identity, RunnableGraph } from "./execution.js";
+import { HealthServer, parseListen } from "./health.js";
+import { Methods } from "./methods.js";
+import { TurnRuntime } from "./runtime.js";
+import { NatsSubscriber } from "./subscriber.js";
+
+/** How long startup waits for the NATS subscription before its Redrive. */
+export const NATS_STARTUP_WAIT_MS = 5000;
+/** An agent name is a NATS subject token (the service checks the same). */
+const AGENT_NAME = /^[A-Za-z0-9_-]{1,64}$/;
+
+export interface RunnerConfig {
+  agent: string;
+  connection: ConnectionOptions;
+  natsUrl: string;
+  /** Stable across restarts of the agent (the container's hostname by default). */
+  replica: string;
+  /** New at every process start. */
+  incarnation: string;
+  subjectPrefix: string;
+  namespace: string;
+  shutdownGraceMs: number;
+  /** HOST:PORT of GET /healthz (port 0 picks a free one); undefined: none. */
+  healthListen?: string;
+}
+
+/**
+ * Settings from the environment, the Python bridge's variables: TURNKEEPER_AGENT,
+ * TURNKEEPER_NATS_URL (or NATS_URL), TURNKEEPER_REPLICA, TURNKEEPER_SUBJECT_PREFIX,
+ * TURNKEEPER_NAMESPACE, TURNKEEPER_SHUTDOWN_GRACE (seconds), TURNKEEPER_HEALTH_LISTEN
+ * (/healthz, default 127.0.0.1:8080) and the connection's (connectionFromEnv).
+ */
+export function runnerConfigFromEnv(
+  agent?: string,
+  env: NodeJS.ProcessEnv = process.env,
+  overrides: Partial<RunnerConfig> = {},
+): RunnerConfig {
+  const name = agent ?? env.TURNKEEPER_AGENT;
+  if (!name) {
+    throw new TypeError("the agent's name is required (argument or TURNKEEPER_AGENT)");
+  }
+  const config: RunnerConfig = {
+    agent: name,
+    connection: connectionFromEnv(env),
+    natsUrl: env.TURNKEEPER_NATS_URL || env.NATS_URL || "nats://127.0.0.1:4222",
+    replica: env.TURNKEEPER_REPLICA || hostname(),
+    incarnation: randomUUID().replaceAll("-", ""),
+    subjectPrefix: env.TURNKEEPER_SUBJECT_PREFIX || "vystak",
+    namespace: env.TURNKEEPER_NAMESPACE || "default",
+    shutdownGraceMs: env.TURNKEEPER_SHUTDOWN_GRACE ? Number(env.TURNKEEPER_SHUTDOWN_GRACE) * 1000 : 10_000,
+    healthListen: env.TURNKEEPER_HEALTH_LISTEN || "127.0.0.1:8080",
+  };
+  return { ...config, ...overrides };
+}
+
+/** `<prefix>.<ns>.agents.<agent>.tasks`: where requests for the agent go. */
+export function agentSubject(config: RunnerConfig): string {
+  return `${config.subjectPrefix}.${config.namespace}.agents.${config.agent}.tasks`;
+}
+
+/** `<prefix>.<ns>.agents.<agent>.control`: what the service tells every replica. */
+export function controlSubject(config: RunnerConfig): string {
+  return `${config.subjectPrefix}.${config.namespace}.agents.${config.agent}.control`;
+}
+
+interface Compilable {
+  compile(options: { checkpointer: BoundarySaver }): unknown;
+}
+
+export interface TurnRunnerOptions {
+  /** Turns the JSON input of responses/create into the graph's input (identity by default). */
+  inputMapper?: (input: unknown) => unknown;
+  /** Where log lines go (stderr by default). */
+  log?: (line: string) => void;
+}
+
+export class TurnRunner {
+  readonly config: RunnerConfig;
+  readonly identity: Identity;
+  readonly client: TurnkeeperClient;
+  readonly saver: BoundarySaver;
+  readonly graph: RunnableGraph;
+  readonly runtime: TurnRuntime;
+  readonly methods: Methods;
+  readonly subscriber: NatsSubscriber;
+  readonly log: (line: string) => void;
+  readonly health: HealthServer | undefined;
+  #started = false;
+  #stopping: Promise<void> | undefined;
+
+  /**
+   * @param graph a StateGraph (compiled here with the runner's checkpointer) or a
+   *   compiled graph (its checkpointer replaced by the runner's)
+   */
+  constructor(graph: Compilable | { checkpointer?: unknown }, config: RunnerConfig, options: TurnRunnerOptions = {}) {
+    if (!AGENT_NAME.test(config.agent)) {
+      throw new TypeError(`agent must be 1-64 of A-Z a-z 0-9 _ - (a NATS subject token), got ${JSON.stringify(config.agent)}`);
+    }
+    this.config = config;
+    this.identity = { agent: config.agent, replica: config.replica, incarnation: config.incarnation };
+    this.log = options.log ?? ((line) => process.stderr.write(`[turnkeeper ${config.agent}] ${line}\n`));
+    this.client = new TurnkeeperClient(config.connection);
+    this.saver = new BoundarySaver({ client: this.client });
+    if ("compile" in graph && typeof graph.compile === "function") {
+      this.graph = graph.compile({ checkpointer: this.saver }) as RunnableGraph;
+    } else {
+      (graph as { checkpointer?: unknown }).checkpointer = this.saver;
+      this.graph = graph as unknown as RunnableGraph;
+    }
+    this.runtime = new TurnRuntime({
+      graph: this.graph,
+      client: this.client,
+      saver: this.saver,
+      identity: this.identity,
+      inputMapper: options.inputMapper ?? ((input) => input),
+      log: this.log,
+    });
+    this.methods = new Methods(this.client, this.runtime, this.identity, new CallerCheck(this.client, config.agent));
+    if (config.healthListen !== undefined) {
+      const [host, port] = parseListen(config.healthListen);
+      this.health = new HealthServer(host, port, () => this.#check());
+    }
+    this.subscriber = new NatsSubscriber(
+      config.natsUrl,
+      agentSubject(config),
+      `agents.${config.agent}`,
+      (request) => this.methods.dispatch(request),
+      `turnkeeper-runner/${config.agent}/${config.replica}`,
+      this.log,
+      controlSubject(config),
+    );
+  }
+
+  /** Wait for the service, subscribe, re-drive this replica's orphans. */
+  async start(): Promise<void> {
+    if (this.#started) {
+      return;
+    }
+    this.#started = true;
+    this.log(`agent ${this.identity.agent} replica ${this.identity.replica} incarnation ${this.identity.incarnation}`);
+    if (this.health !== undefined) {
+      await this.health.start();
+      this.log(`/healthz on ${this.health.url}`);
+    }
+    await this.#waitForService();
+    // NATS may be away: Redrive does not wait for it longer than NATS_STARTUP_WAIT_MS
+    // (re-driven turns go on over gRPC, their events reach NATS through the
+    // service's outbox); the subscription is made in the background meanwhile.
+    const subscribed = this.subscriber.start().catch((error: unknown) => {
+      this.log(`NATS subscription failed: ${messageOf(error)}`);
+    });
+    let timer: NodeJS.Timeout | undefined;
+    await Promise.race([subscribed, new Promise((resolve) => (timer = setTimeout(resolve, NATS_STARTUP_WAIT_MS)))]);
+    clearTimeout(timer);
+    if (!this.subscriber.ready) {
+      this.log(`NATS at ${this.config.natsUrl} not subscribed yet; re-driving over gRPC meanwhile`);
+    }
+    await this.#redrive();
+  }
+
+  /** What GET /healthz answers: the service takes our calls and NATS routes to us. */
+  async #check(): Promise<[boolean, string]> {
+    if (this.#stopping !== undefined) {
+      return [false, "shutting down"];
+    }
+    try {
+      await this.client.turns.turnStatus({ turnId: "turnkeeper-runner-probe" }, { timeoutMs: 2000 });
+    } catch (error) {
+      return [false, `turnkeeper service at ${this.config.connection.address}: ${messageOf(error)}`];
+    }
+    if (!this.subscriber.ready) {
+      return [false, `NATS: the subscription to ${this.subscriber.subject} on ${this.config.natsUrl} is not live`];
+    }
+    return [true, "ok"];
+  }
+
+  async #waitForService(): Promise<void> {
+    let delay = 50;
+    for (;;) {
+      try {
+        await this.client.turns.turnStatus({ turnId: "turnkeeper-runner-probe" }, { timeoutMs: 2000 });
+        return;
+      } catch (error) {
+        const code = codeOf(error);
+        if (code === Code.Unauthenticated || code === Code.PermissionDenied) {
+          throw new Error(
+            `the turnkeeper service at ${this.config.connection.address} refused this agent's credentials ` +
+              `(${messageOf(error)}); check TURNKEEPER_TOKEN (an agent:${this.identity.agent} token) and the TLS settings`,
+          );
+        }
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        delay = Math.min(delay * 2, 1000);
+      }
+    }
+  }
+
+  async #redrive(): Promise<void> {
+    let delay = 200;
+    let response;
+    for (;;) {
+      try {
+        response = await this.client.turns.redrive({
+          agent: this.identity.agent,
+          replica: this.identity.replica,
+          incarnation: this.identity.incarnation,
+        });
+        break;
+      } catch (error) {
+        if (codeOf(error) !== Code.Unavailable) {
+          throw error;
+        }
+        // Safe to repeat: turns already moved to this incarnation are not moved again.
+        this.log(`Redrive failed (${messageOf(error)}); retrying`);
+        await new Promise((resolve) => setTimeout(resolve, delay));
+        delay = Math.min(delay * 2, 2000);
+      }
+    }
+    for (const redriven of response.turns) {
+      const turn = redriven.turn;
+      if (turn === undefined) {
+        continue;
+      }
+      if (redriven.failedAtCap) {
+        this.log(`turn_id=${turn.turnId}: FAILED at the re-drive cap (attempts ${turn.attempts}); not run again`);
+        continue;
+      }
+      this.runtime.start({ turn, checkpointId: redriven.checkpointId, reason: "startup redrive" });
+    }
+    this.log(`startup Redrive: ${response.turns.length} turn(s) taken over`);
+  }
+
+  /** Start, then serve until SIGTERM or SIGINT (or shutdown()). */
+  async run(): Promise<void> {
+    let stopped!: () => void;
+    const done = new Promise<void>((resolve) => {
+      stopped = resolve;
+    });
+    const onSignal = (): void => {
+      void this.shutdown().then(stopped);
+    };
+    process.once("SIGTERM", onSignal);
+    process.once("SIGINT", onSignal);
+    try {
+      await this.start();
+      await done;
+    } finally {
+      process.off("SIGTERM", onSignal);
+      process.off("SIGINT", onSignal);
+    }
+  }
+
+  /** Stop taking requests, let turns finish for the grace, close. Safe twice. */
+  shutdown(graceMs = this.config.shutdownGraceMs): Promise<void> {
+    this.#stopping ??= (async () => {
+      this.methods.accepting = false;
+      await this.subscriber.stop();
+      await this.runtime.stop(graceMs);
+      await this.health?.stop();
+      this.client.close();
+    })();
+    return this.#stopping;
+  }
+}

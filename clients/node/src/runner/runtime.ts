@@ -1,0 +1,120 @@
+// The executions of one runner: at most one per turn, started, claimed, stopped.
+
+import type { TurnkeeperClient } from "../client.js";
+import { Code, codeOf, isFenced, messageOf } from "../errors.js";
+import { type Assignment, Execution, type ExecutionHost } from "./execution.js";
+
+export class TurnRuntime {
+  #executions = new Map<string, Execution>();
+  #stopping = false;
+
+  constructor(readonly host: ExecutionHost) {}
+
+  get client(): TurnkeeperClient {
+    return this.host.client;
+  }
+
+  running(turnId: string): Execution | undefined {
+    return this.#executions.get(turnId);
+  }
+
+  get active(): number {
+    return this.#executions.size;
+  }
+
+  /** The service ended the turn (a cancel, a deadline, an erasure): stop its graph
+   * if this replica runs that attempt. Fencing would stop it at its next write anyway. */
+  cancel(turnId: string, attempt: number, reason: string): boolean {
+    const execution = this.#executions.get(turnId);
+    if (execution === undefined || execution.attempt !== attempt) {
+      return false;
+    }
+    execution.lose(`the service ended the turn (${reason || "cancelled"})`);
+    return true;
+  }
+
+  /** Start executing; false if this attempt (or a newer one) already runs here. */
+  start(assignment: Assignment): boolean {
+    const turnId = assignment.turn.turnId;
+    if (this.#stopping) {
+      this.host.log(`turn_id=${turnId}: not started, the runner is stopping`);
+      return false;
+    }
+    const current = this.#executions.get(turnId);
+    if (current !== undefined) {
+      if (current.attempt >= assignment.turn.attempts) {
+        return false;
+      }
+      // An older attempt of ours was re-driven (to us again): it is a zombie.
+      current.lose(`superseded by attempt ${assignment.turn.attempts}`);
+    }
+    const execution = new Execution(this.host, assignment);
+    this.#executions.set(turnId, execution);
+    execution.start();
+    void execution.done.then(() => {
+      if (this.#executions.get(turnId) === execution) {
+        this.#executions.delete(turnId);
+      }
+    });
+    return true;
+  }
+
+  /** Take a turn the service handed out over NATS (a resume, a lease-expiry re-drive). */
+  async claim(turnId: string, attempt: number, reason: string): Promise<void> {
+    if (this.#executions.get(turnId)?.attempt === attempt) {
+      return;
+    }
+    const { replica, incarnation } = this.host.identity;
+    let response;
+    try {
+      response = await this.client.turns.claimTurn({ turnId, attempt, replica, incarnation });
+    } catch (error) {
+      // Fenced: someone else took it. Otherwise it is handed out again when its
+      // claim window passes.
+      this.host.log(`turn_id=${turnId} attempt=${attempt}: not claimed (${isFenced(error) ? "" : "failed: "}${messageOf(error)})`);
+      return;
+    }
+    if (response.turn !== undefined) {
+      this.start({ turn: response.turn, checkpointId: response.checkpointId, reason });
+    }
+  }
+
+  /**
+   * The thread's latest checkpoint has nodes still to run (a run that failed, was
+   * cut short, or waits in an interrupt). With tokens on, a thread that holds no
+   * turn of this agent is closed to it (PERMISSION_DENIED): nothing of ours there.
+   */
+  async hasPendingWork(threadId: string): Promise<boolean> {
+    try {
+      const state = await this.host.graph.getState({ configurable: { thread_id: threadId } });
+      return ((state as { next?: readonly string[] }).next?.length ?? 0) > 0;
+    } catch (error) {
+      if (codeOf(error) === Code.PermissionDenied) {
+        return false;
+      }
+      throw error;
+    }
+  }
+
+  /**
+   * Let executions finish for up to `graceMs`, then stop the rest without writing
+   * anything more: their turns stay RUNNING and are re-driven.
+   */
+  async stop(graceMs: number): Promise<void> {
+    this.#stopping = true;
+    const running = [...this.#executions.values()];
+    if (running.length === 0) {
+      return;
+    }
+    let timer: NodeJS.Timeout | undefined;
+    const timeout = new Promise<void>((resolve) => {
+      timer = setTimeout(resolve, graceMs);
+    });
+    await Promise.race([Promise.all(running.map((e) => e.done)), timeout]);
+    clearTimeout(timer);
+    for (const execution of this.#executions.values()) {
+      execution.abandon();
+    }
+    await Promise.all(running.map((e) => e.done));
+  }
+}

@@ -1,0 +1,102 @@
+#!/usr/bin/env node
+// A LangGraph.js agent run by TurnRunner, for the tests that drive it from pytest
+// (tests/node/test_node_agent_crash.py, tests/node/test_node_sdk.py). Not part of the package.
+//
+//   TURNKEEPER_ADDRESS, TURNKEEPER_NATS_URL, TURNKEEPER_AGENT, TURNKEEPER_REPLICA:
+//     as for any runner (runnerConfigFromEnv)
+//   AGENT_GRAPH   "steps" (plan -> work -> answer) or "approval" (ask -> answer,
+//                 where ask calls interrupt())
+//   SIDE_LOG      a file each node appends "<node> <turn_id> <attempt>" to when it
+//                 runs, so a test can count runs
+//   HOLD_WORK     "1": in a turn whose id starts with "hold-", the first attempt's
+//                 work node emits its event and then waits until killed, or until
+//                 the runner aborts the graph (it prints "aborted in work <turn_id>")
+//   STEP_MS       each node of "steps" works for a random while up to this long
+//                 after its event (the window a kill lands in); default 0
+//
+// Prints "ready <incarnation>" on stdout once the startup Redrive is done.
+
+import { appendFileSync } from "node:fs";
+
+import { Annotation, END, START, StateGraph, interrupt } from "@langchain/langgraph";
+
+import { TurnRunner, emitEvent, runnerConfigFromEnv } from "../dist/index.js";
+
+const State = Annotation.Root({
+  job: Annotation(),
+  log: Annotation({ reducer: (left, right) => left.concat(right), default: () => [] }),
+});
+
+function ran(node, config) {
+  const { turn_id: turnId, attempt } = config.configurable;
+  if (process.env.SIDE_LOG) {
+    appendFileSync(process.env.SIDE_LOG, `${node} ${turnId} ${attempt}\n`);
+  }
+  emitEvent(config, "token", { node, text: `${node} is running` });
+  return { turnId, attempt };
+}
+
+// Random, not synchronisation: nothing waits for it; it widens the window a test's
+// SIGKILL lands in.
+const work = () => new Promise((resolve) => setTimeout(resolve, Math.random() * Number(process.env.STEP_MS ?? 0)));
+
+function steps() {
+  return new StateGraph(State)
+    .addNode("plan", async (_state, config) => {
+      ran("plan", config);
+      await work();
+      return { log: ["planned"] };
+    })
+    .addNode("work", async (_state, config) => {
+      const { turnId, attempt } = ran("work", config);
+      if (process.env.HOLD_WORK === "1" && turnId.startsWith("hold-") && attempt === 0) {
+        appendFileSync(process.env.SIDE_LOG ?? "/dev/null", `holding ${turnId}\n`);
+        // Until SIGKILL, or until the runner aborts the graph (a cancel): then say so,
+        // so a test knows the abort reached the node.
+        await new Promise((_resolve, reject) => {
+          config.signal?.addEventListener("abort", () => {
+            console.log(`aborted in work ${turnId}`);
+            reject(config.signal.reason);
+          });
+        });
+      }
+      await work();
+      return { log: ["worked"] };
+    })
+    .addNode("answer", async (_state, config) => {
+      ran("answer", config);
+      await work();
+      return { log: ["answered"] };
+    })
+    .addEdge(START, "plan")
+    .addEdge("plan", "work")
+    .addEdge("work", "answer")
+    .addEdge("answer", END);
+}
+
+function approval() {
+  return new StateGraph(State)
+    .addNode("ask", (state, config) => {
+      // interrupt() first: the resume re-runs this node from its start.
+      const decision = interrupt({ question: `approve ${JSON.stringify(state.job)}?` });
+      ran("ask", config);
+      return { log: [`decision:${JSON.stringify(decision)}`] };
+    })
+    .addNode("answer", (_state, config) => {
+      ran("answer", config);
+      return { log: ["answered"] };
+    })
+    .addEdge(START, "ask")
+    .addEdge("ask", "answer")
+    .addEdge("answer", END);
+}
+
+const graph = process.env.AGENT_GRAPH === "approval" ? approval() : steps();
+const runner = new TurnRunner(graph, runnerConfigFromEnv(), {
+  inputMapper: (input) => ({ job: input }),
+});
+const stop = () => void runner.shutdown().then(() => process.exit(0));
+process.once("SIGTERM", stop);
+process.once("SIGINT", stop);
+await runner.start();
+process.stdout.write(`ready ${runner.identity.incarnation}\n`);

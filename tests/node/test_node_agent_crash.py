@@ -1,0 +1,270 @@
+"""A LangGraph.js agent under the TypeScript TurnRunner survives a SIGKILL mid-turn.
+
+The agent is clients/node/testing/agent.mjs, a real Node.js process, against a real
+service and a real nats-server. Its `work` node, in the turn's first attempt, emits
+an event and then hangs until the process is killed; the same replica started again
+re-drives the turn from the checkpoint after `plan` with a new incarnation.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.panel.follower import Event, Reset
+from turnkeeper.v1 import turns_pb2
+from turnkeeper_server.app import TurnkeeperServer
+
+from tests.support.agents import result, until
+from tests.support.nats import NatsServer, subscribe
+from tests.support.node import Watcher, prepare_package, spawn_agent
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+AGENT = "js-steps"
+
+
+@pytest.fixture(scope="module")
+def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return prepare_package(tmp_path_factory.mktemp("node-agent"))
+
+
+@pytest.fixture
+async def client(service: TurnkeeperServer) -> AsyncIterator[AsyncTurnkeeperClient]:
+    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as c:
+        yield c
+
+
+def seen_by_a_reader(events: list[Event]) -> list[tuple[int, str, Any]]:
+    return [(e.seq, e.type, e.data) for e in events]
+
+
+async def test_a_js_agent_sigkilled_mid_turn_and_restarted_finishes_with_the_uninterrupted_transcript(
+    node_package: Path,
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    client: AsyncTurnkeeperClient,
+    tmp_path: Path,
+) -> None:
+    side_log = tmp_path / "side.log"
+    nc, seen = await subscribe(nats_server.url, "vystak.turn.>")
+
+    async def spawn() -> Any:
+        return await spawn_agent(
+            node_package,
+            service=service.address,
+            nats_url=nats_server.url,
+            agent=AGENT,
+            replica="js-replica-1",
+            side_log=side_log,
+            hold_work=True,
+        )
+
+    first = await spawn()
+    second = None
+    watchers: list[Watcher] = []
+    try:
+        await first.ready()
+
+        # The transcript of an uninterrupted run of the same graph and input.
+        created = await result(
+            nc,
+            "responses/create",
+            {"input": "report", "turn_id": "js-ref", "thread_id": "th-js-ref", "background": True},
+            agent=AGENT,
+        )
+        assert created == {"turn_id": "js-ref", "thread_id": "th-js-ref", "status": "in_progress"}
+        reference = Watcher(client, "js-ref")
+        watchers.append(reference)
+        uninterrupted = await reference.finished()
+        assert uninterrupted.resets == 0
+        assert [e.type for e in uninterrupted.events] == [
+            "token",
+            "step",
+            "token",
+            "step",
+            "token",
+            "step",
+            "final",
+            "turn.done",
+        ]
+
+        # The turn that is killed: `work` has emitted its event, not finished.
+        await result(
+            nc,
+            "responses/create",
+            {
+                "input": "report",
+                "turn_id": "hold-js",
+                "thread_id": "th-hold-js",
+                "background": True,
+            },
+            agent=AGENT,
+        )
+        watcher = Watcher(client, "hold-js")
+        watchers.append(watcher)
+        await watcher.until_event("token", "work")
+        await first.kill()
+
+        second = await spawn()
+        await second.ready()
+        transcript = await watcher.finished()
+
+        # Exactly the transcript of the uninterrupted run, after one reset.
+        assert sum(isinstance(f, Reset) for f in watcher.frames) == 1
+        assert seen_by_a_reader(transcript.events) == seen_by_a_reader(uninterrupted.events)
+        assert {e.attempt for e in transcript.events if e.seq > 2} == {1}
+
+        # The completed step (plan) did not run again; the one that was running did.
+        runs = [line.split() for line in side_log.read_text().splitlines()]
+        assert [r for r in runs if len(r) == 3 and r[1] == "hold-js"] == [
+            ["plan", "hold-js", "0"],
+            ["work", "hold-js", "0"],
+            ["work", "hold-js", "1"],
+            ["answer", "hold-js", "1"],
+        ]
+
+        # One rewind on NATS, by the time the turn's end got there.
+        await until(
+            seen,
+            lambda: any(m["type"] == "turn.done" for m in seen.on(".turn.events.hold-js")),
+        )
+        rewinds = [m for m in seen.on(".turn.rewind") if m["turn_id"] == "hold-js"]
+        assert len(rewinds) == 1, rewinds
+        assert rewinds[0]["attempt"] == 1
+    finally:
+        for w in watchers:
+            await w.close()
+        for agent in (first, second):
+            if agent is not None:
+                await agent.close()
+        await nc.close()
+
+
+async def test_a_js_execution_whose_attempt_was_redriven_away_stops_and_writes_nothing_more(
+    node_package: Path,
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    client: AsyncTurnkeeperClient,
+    tmp_path: Path,
+) -> None:
+    side_log = tmp_path / "side.log"
+    nc, _seen = await subscribe(nats_server.url, "vystak.turn.>")
+    agent = await spawn_agent(
+        node_package,
+        service=service.address,
+        nats_url=nats_server.url,
+        agent=AGENT,
+        replica="js-replica-zombie",
+        side_log=side_log,
+        hold_work=True,
+    )
+    watcher: Watcher | None = None
+    try:
+        await agent.ready()
+        await result(
+            nc,
+            "responses/create",
+            {"input": "report", "turn_id": "hold-zombie", "background": True},
+            agent=AGENT,
+        )
+        watcher = Watcher(client, "hold-zombie")
+        await watcher.until_event("token", "work")
+
+        # Another incarnation of the replica takes the turn over while this
+        # execution still runs: its attempt is fenced from now on.
+        taken = await client.redrive(
+            turns_pb2.RedriveRequest(
+                agent=AGENT, replica="js-replica-zombie", incarnation="another-process"
+            )
+        )
+        assert [(r.turn.turn_id, r.turn.attempts) for r in taken.turns] == [("hold-zombie", 1)]
+        await agent.wait_line(
+            lambda line: "turn_id=hold-zombie attempt=0" in line and "was refused" in line
+        )
+        await agent.wait_line(lambda line: "this execution stops" in line)
+
+        # The new attempt ends the turn; the zombie wrote nothing after the rewind.
+        await client.finish_turn(
+            turns_pb2.FinishTurnRequest(
+                turn_id="hold-zombie", attempt=1, outcome=turns_pb2.OUTCOME_DONE
+            )
+        )
+        transcript = await watcher.finished()
+        events = (
+            await client.list_events(turns_pb2.ListEventsRequest(turn_id="hold-zombie"))
+        ).events
+        assert [(e.attempt, e.type) for e in events] == [
+            (0, "token"),
+            (0, "step"),
+            (1, "turn.done"),
+        ]
+        assert [e.type for e in transcript.events] == ["token", "step", "turn.done"]
+        assert agent.proc.returncode is None, "the agent process itself goes on"
+        runs = side_log.read_text().splitlines()
+        assert [r for r in runs if "hold-zombie" in r] == [
+            "plan hold-zombie 0",
+            "work hold-zombie 0",
+            "holding hold-zombie",
+        ]
+    finally:
+        if watcher is not None:
+            await watcher.close()
+        await agent.close()
+        await nc.close()
+
+
+async def test_a_js_agent_restarted_while_nats_is_away_re_drives_its_orphans_over_grpc(
+    node_package: Path,
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    client: AsyncTurnkeeperClient,
+    tmp_path: Path,
+) -> None:
+    side_log = tmp_path / "side.log"
+    nc, _seen = await subscribe(nats_server.url, "vystak.turn.>")
+
+    async def spawn(nats_url: str) -> Any:
+        return await spawn_agent(
+            node_package,
+            service=service.address,
+            nats_url=nats_url,
+            agent=AGENT,
+            replica="js-replica-no-nats",
+            side_log=side_log,
+            hold_work=True,
+        )
+
+    first = await spawn(nats_server.url)
+    second = None
+    watcher: Watcher | None = None
+    try:
+        await first.ready()
+        await result(
+            nc,
+            "responses/create",
+            {"input": "report", "turn_id": "hold-no-nats", "background": True},
+            agent=AGENT,
+        )
+        watcher = Watcher(client, "hold-no-nats")
+        await watcher.until_event("token", "work")
+        await first.kill()
+
+        # Port 1 on loopback: nothing listens, every NATS connection is refused.
+        second = await spawn("nats://127.0.0.1:1")
+        await second.ready()
+        await second.wait_line(lambda line: "re-driving over gRPC meanwhile" in line)
+        transcript = await watcher.finished()
+        assert [e.type for e in transcript.events][-2:] == ["final", "turn.done"]
+        status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id="hold-no-nats"))
+        assert (status.state, status.attempts) == (turns_pb2.TURN_STATE_DONE, 1)
+    finally:
+        if watcher is not None:
+            await watcher.close()
+        for agent in (first, second):
+            if agent is not None:
+                await agent.close()
+        await nc.close()

@@ -1,0 +1,141 @@
+"""The Node.js package (clients/node) for tests: a copy with its locked dependencies
+installed (`npm ci`) and built (`npm run build`), and its test agent
+(clients/node/testing/agent.mjs) as a real subprocess."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+from turnkeeper.client import AsyncTurnkeeperClient
+from turnkeeper.panel.follower import FollowOptions, Frame, Transcript, TurnFollower
+
+from tests.support.agents import PATIENCE, Agent
+
+REPO = Path(__file__).resolve().parent.parent.parent
+NPM = shutil.which("npm")
+NODE = shutil.which("node")
+
+# grpc clients honour http_proxy-style variables; the services under test are on
+# loopback and must never be reached through a proxy.
+NO_PROXY_ENV = {"no_grpc_proxy": "127.0.0.1,localhost", "no_proxy": "127.0.0.1,localhost"}
+
+
+def npm_run(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.CompletedProcess[str]:
+    assert NPM is not None
+    result = subprocess.run(
+        [NPM, *args],
+        cwd=cwd,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+        check=False,
+        env={**os.environ, **NO_PROXY_ENV},
+    )
+    assert result.returncode == 0, f"npm {' '.join(args)} failed:\n{result.stdout}\n{result.stderr}"
+    return result
+
+
+def prepare_package(root: Path) -> Path:
+    """A copy of clients/node (and the protos its generator reads from ../../protos)
+    under `root`, installed from package-lock.json and built. A copy, so a test
+    neither replaces a developer's node_modules nor races another run."""
+    if NPM is None or NODE is None:
+        pytest.skip(
+            reason="npm is not on PATH: the Node.js package in clients/node cannot be tested"
+        )
+    shutil.copytree(REPO / "protos", root / "protos")
+    package = root / "clients" / "node"
+    shutil.copytree(
+        REPO / "clients" / "node",
+        package,
+        ignore=shutil.ignore_patterns("node_modules", "dist"),
+    )
+    npm_run(["ci", "--no-audit", "--no-fund"], package)
+    npm_run(["run", "build"], package)
+    return package
+
+
+async def spawn_agent(
+    package: Path,
+    *,
+    service: str,
+    nats_url: str,
+    agent: str,
+    replica: str,
+    side_log: Path,
+    graph: str = "steps",
+    hold_work: bool = False,
+    step_ms: int = 0,
+    extra_env: dict[str, str] | None = None,
+) -> Agent:
+    """clients/node/testing/agent.mjs under TurnRunner; `await agent.ready()`."""
+    assert NODE is not None
+    env = {
+        **os.environ,
+        **NO_PROXY_ENV,
+        "TURNKEEPER_ADDRESS": service,
+        "TURNKEEPER_NATS_URL": nats_url,
+        "TURNKEEPER_AGENT": agent,
+        "TURNKEEPER_REPLICA": replica,
+        "TURNKEEPER_HEALTH_LISTEN": "127.0.0.1:0",
+        "AGENT_GRAPH": graph,
+        "SIDE_LOG": str(side_log),
+        "HOLD_WORK": "1" if hold_work else "0",
+        "STEP_MS": str(step_ms),
+        **(extra_env or {}),
+    }
+    proc = await asyncio.create_subprocess_exec(
+        NODE,
+        str(package / "testing" / "agent.mjs"),
+        cwd=package,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env=env,
+    )
+    return Agent(proc, replica)
+
+
+class Watcher:
+    """A Python TurnFollower's frames applied to a Transcript, as a panel shows them."""
+
+    def __init__(self, client: AsyncTurnkeeperClient, turn_id: str) -> None:
+        self.follower = TurnFollower(client, turn_id, FollowOptions(idle_gap=2.0))
+        self.frames: list[Frame] = []
+        self.transcript = Transcript()
+        self._changed = asyncio.Event()
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        async for frame in self.follower:
+            self.frames.append(frame)
+            self.transcript.apply(frame)
+            self._changed.set()
+        self._changed.set()
+
+    async def until_event(self, type_: str, node: str) -> None:
+        async def loop() -> None:
+            while not any(
+                e.type == type_ and (e.data or {}).get("node") == node
+                for e in self.transcript.events
+            ):
+                if self.task.done():
+                    raise AssertionError(f"the follower ended first: {self.frames}")
+                self._changed.clear()
+                await self._changed.wait()
+
+        await asyncio.wait_for(loop(), PATIENCE)
+
+    async def finished(self) -> Transcript:
+        await asyncio.wait_for(self.task, PATIENCE)
+        return self.transcript
+
+    async def close(self) -> None:
+        await self.follower.aclose()
+        self.task.cancel()
+        await asyncio.gather(self.task, return_exceptions=True)

@@ -32,6 +32,7 @@ from turnkeeper_server.audit import OK, TOKENS_RELOAD, AuditLog
 from turnkeeper_server.config import Settings
 from turnkeeper_server.engine import Engine
 from turnkeeper_server.journal.records import Policy
+from turnkeeper_server.messaging.jetstream import StreamSpec, ensure_stream
 from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.messaging.outbox import OutboxPublisher
 from turnkeeper_server.metrics import Metrics
@@ -83,7 +84,9 @@ class TurnkeeperServer:
             else Metrics(settings.turns_path, settings.sessions_path)
         )
         self.db = open_store(settings)
-        self.link = NatsLink(settings.nats_url, auth=settings.nats_auth)
+        self.link = NatsLink(
+            settings.nats_url, auth=settings.nats_auth, prepare=_jetstream(settings)
+        )
         self.outbox = OutboxPublisher(self.db, self.link, metrics=self.metrics)
         self.notifier = TurnNotifier()
         self.policy = Policy(
@@ -267,3 +270,15 @@ async def create_server(settings: Settings) -> TurnkeeperServer:
         await server.stop(0)
         raise
     return server
+
+
+def _jetstream(settings: Settings) -> Any:
+    """The link's preparation of each NATS connection: the stream, when asked for."""
+    if not settings.jetstream:
+        return None
+    spec = StreamSpec(settings.subject_prefix, settings.jetstream_duplicate_window)
+
+    async def prepare(nc: Any) -> None:
+        await ensure_stream(nc, spec)
+
+    return prepare

@@ -48,6 +48,10 @@ class Settings:
     # How the NATS connection authenticates and encrypts, beside its URL.
     nats_auth: NatsAuth = field(default_factory=NatsAuth)
     subject_prefix: str = "vystak"
+    # Keep a JetStream stream over `<prefix>.turn.>` (messaging/jetstream.py), whose
+    # duplicate window (seconds) drops an outbox message published twice.
+    jetstream: bool = False
+    jetstream_duplicate_window: float = 300.0
     namespace: str = "default"
     # How long an executor's lease lasts without a heartbeat.
     lease_seconds: float = 15.0

@@ -97,6 +97,21 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "port when that one is taken)",
     )
     parser.add_argument(
+        "--jetstream",
+        action="store_true",
+        default=_flag(env("TURNKEEPER_JETSTREAM")),
+        help="keep a JetStream stream over <prefix>.turn.> with a duplicate window, so "
+        "a message the outbox publishes twice is stored once and a late subscriber "
+        "can replay a turn (env TURNKEEPER_JETSTREAM=1; NATS must run with -js)",
+    )
+    parser.add_argument(
+        "--jetstream-duplicate-window",
+        type=float,
+        default=float(env("TURNKEEPER_JETSTREAM_DUPLICATE_WINDOW", "300")),
+        help="seconds within which JetStream drops a repeated outbox message "
+        "(env TURNKEEPER_JETSTREAM_DUPLICATE_WINDOW)",
+    )
+    parser.add_argument(
         "--metrics-listen",
         default=env("TURNKEEPER_METRICS_LISTEN"),
         help="Prometheus endpoint HOST:PORT (env TURNKEEPER_METRICS_LISTEN)",
@@ -215,6 +230,8 @@ def settings_from_args(
         nats_url=nats_url,
         nats_auth=nats if nats is not None else nats_auth.from_args(args),
         subject_prefix=args.subject_prefix,
+        jetstream=args.jetstream,
+        jetstream_duplicate_window=args.jetstream_duplicate_window,
         namespace=args.namespace,
         lease_seconds=args.lease_seconds,
         max_redrives=args.max_redrives,
@@ -278,7 +295,7 @@ def _bundled_nats(args: argparse.Namespace, nats: NatsAuth) -> tuple[EmbeddedNat
     """The bundled nats-server: locked with a generated token when the service has
     tokens (messaging/credentials.py), open otherwise (the quick start)."""
     if args.tokens_file is None:
-        return EmbeddedNats(), nats
+        return EmbeddedNats(jetstream=args.jetstream), nats
     data_dir = resolve_paths(args.data_dir)[0].parent
     config, token_file = bundled_credentials(data_dir)
     log.info(
@@ -286,7 +303,7 @@ def _bundled_nats(args: argparse.Namespace, nats: NatsAuth) -> tuple[EmbeddedNat
         "TURNKEEPER_NATS_TOKEN_FILE",
         token_file,
     )
-    return EmbeddedNats(config_file=config), dataclasses.replace(
+    return EmbeddedNats(jetstream=args.jetstream, config_file=config), dataclasses.replace(
         nats, credentials=None, nkey_seed=None, token_file=token_file
     )
 

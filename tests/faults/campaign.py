@@ -10,6 +10,7 @@ campaign runs rounds until it reached ``target_kills`` agent SIGKILLs (and
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import os
 import platform
 import statistics
@@ -20,7 +21,7 @@ from pathlib import Path
 
 from tests.faults.checks import Checks
 from tests.faults.cluster import Cluster
-from tests.faults.injectors import BIG_FAULTS, Counts, Injector
+from tests.faults.injectors import BIG_FAULTS, POSTGRES_FAULTS, Counts, Injector
 from tests.faults.invariants import Records, RoundCheck, Tally
 from tests.faults.prober import Prober
 from tests.faults.workload import Workload
@@ -106,8 +107,20 @@ class Result:
         return self.checks.violations
 
 
+def on_backend(plan: Plan, backend: str) -> Plan:
+    """The plan for a backend: on PostgreSQL a PostgreSQL restart takes the full
+    disk's place (the service writes no files of its own there)."""
+    if backend == "sqlite":
+        return plan
+    faults = tuple("restart_postgres" if f == "disk_full" else f for f in plan.big_faults)
+    assert set(faults) <= set(POSTGRES_FAULTS)
+    return dataclasses.replace(plan, name=f"{plan.name}-{backend}", big_faults=faults)
+
+
 class Campaign:
-    def __init__(self, plan: Plan, seed: int, workdir: Path) -> None:
+    def __init__(self, plan: Plan, seed: int, workdir: Path, backend: str = "sqlite") -> None:
+        plan = on_backend(plan, backend)
+        self.backend = backend
         self.plan = plan
         self.seed = seed
         self.workdir = workdir
@@ -117,6 +130,7 @@ class Campaign:
             replicas=plan.replicas,
             lease_seconds=plan.lease_seconds,
             step_seconds=plan.step_seconds,
+            backend=backend,
         )
         r = self.result
         self.prober = Prober(self.cluster, r.checks, seed)
@@ -306,16 +320,18 @@ def report(result: Result, command: str) -> str:
         "| | |",
         "|---|---|",
         f"| seed | {r.seed} |",
+        f"| store | {r.plan.name.partition('-')[2] or 'sqlite'} |",
         f"| duration | {r.seconds / 60:.1f} min, {r.rounds} rounds |",
         f"| agent SIGKILLs at random points | **{c.agent_kills}** "
         f"({c.late_restarts} left down until their lease lapsed) |",
         f"| agent deaths by poison turns | {r.poison_kills} |",
         f"| agent processes started | {r.agent_processes} |",
-        f"| service SIGKILLs under load | {c.service_kills} |",
+        f"| service SIGKILLs under load (on PostgreSQL: one replica of two) | {c.service_kills} |",
         f"| NATS stopped or SIGKILLed, then restarted | {c.nats_restarts} |",
         f"| zombie executors (frozen, re-driven away, thawed) | {len(c.zombies)}: "
         f"{t.zombie_turns} turns taken from them, {t.zombie_refusals} of their writes refused |",
-        f"| disk refusing writes (RLIMIT_FSIZE) | {c.disk_windows} times: "
+        f"| disk refusing writes (RLIMIT_FSIZE; on PostgreSQL: PostgreSQL restarted) | "
+        f"{c.disk_windows} times: "
         f"{r.storage_refusals} writes refused with UNAVAILABLE, no acknowledged write lost |",
         f"| turns | **{r.turns}**: {t.done} DONE, {t.failed_at_cap} FAILED at the re-drive cap, "
         f"{t.parked} PARKED |",

@@ -1,16 +1,17 @@
 """The system under test, all real processes: a nats-server, the service (a
-SIGKILL-able subprocess restarted on the same port and data dir), and a pool of
-agent replicas (tests/faults/agent.py) that a supervisor restarts whenever one
-dies, from a warm spare that already imported everything.
+SIGKILL-able subprocess restarted on the same port and data dir; on PostgreSQL,
+several replicas of it on one database, which the clients and agents are given all
+of), and a pool of agent replicas (tests/faults/agent.py) that a supervisor
+restarts whenever one dies, from a warm spare that already imported everything.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import os
 import signal
-import sqlite3
 import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -20,11 +21,14 @@ import nats
 from grpc import aio
 from nats.aio.client import Client
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.targets import ChannelTarget, resolve
 from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 
 from tests.faults.mirror import Mirror
+from tests.faults.storage import PostgresStorage, SqliteStorage, Storage
 from tests.support.agents import Agent
 from tests.support.nats import NatsServer
+from tests.support.postgres import PostgresCluster
 from tests.support.procs import ServiceProcess
 from tests.support.relay import Relay
 
@@ -42,18 +46,8 @@ FAST_RECONNECT: list[tuple[str, object]] = [
 
 @dataclass(frozen=True)
 class HarnessOptions(ConnectionOptions):
-    def channel_options(self) -> list[tuple[str, object]]:
-        return [*ConnectionOptions.channel_options(self), *FAST_RECONNECT]
-
-
-def integrity(path: Path) -> str:
-    """``PRAGMA integrity_check`` through a read-only connection (the service may
-    be running: WAL lets this read a consistent snapshot without writing)."""
-    conn = sqlite3.connect(f"file:{path}?mode=ro", uri=True)
-    try:
-        return "; ".join(str(row[0]) for row in conn.execute("PRAGMA integrity_check"))
-    finally:
-        conn.close()
+    def channel_options(self, target: ChannelTarget | None = None) -> list[tuple[str, object]]:
+        return [*ConnectionOptions.channel_options(self, target), *FAST_RECONNECT]
 
 
 class _Relay(Relay):
@@ -214,7 +208,14 @@ class Cluster:
     own connections to them."""
 
     def __init__(
-        self, workdir: Path, *, replicas: int, lease_seconds: float, step_seconds: float
+        self,
+        workdir: Path,
+        *,
+        replicas: int,
+        lease_seconds: float,
+        step_seconds: float,
+        backend: str = "sqlite",
+        services: int = 2,
     ) -> None:
         self.workdir = workdir
         self.data_dir = workdir / "data"
@@ -225,10 +226,16 @@ class Cluster:
         self.step_seconds = step_seconds
         self.nats = NatsServer()
         self.relay: Relay | None = None
-        self.service: ServiceProcess | None = None
+        self.backend = backend
+        # SQLite: one service (one writer). PostgreSQL: `services` replicas.
+        self.service_count = services if backend == "postgres" else 1
+        self.services: list[ServiceProcess] = []
+        self.postgres: PostgresCluster | None = None
+        self._postgres_stack = contextlib.ExitStack()
+        self.storage: Storage = SqliteStorage(self.turns_db, self.sessions_db)
         self.lease_seconds = lease_seconds
         self.pool = AgentPool(self, replicas)
-        self.mirror = Mirror()
+        self.mirror = Mirror(order_by_id=backend == "postgres")
         self.nc: Client | None = None
         self.client: AsyncTurnkeeperClient | None = None
         self.channel: aio.Channel | None = None
@@ -237,9 +244,15 @@ class Cluster:
         self._archived: set[int] = set()
 
     @property
+    def service(self) -> ServiceProcess | None:
+        """The first (on SQLite the only) service process."""
+        return self.services[0] if self.services else None
+
+    @property
     def address(self) -> str:
-        assert self.service is not None
-        return self.service.address
+        """Every service replica's address, for clients that fail over."""
+        assert self.services
+        return ",".join(s.address for s in self.services)
 
     @property
     def turns_db(self) -> Path:
@@ -253,12 +266,20 @@ class Cluster:
         self.nats.start()
         self.relay = _Relay(self.nats.port)
         await self.relay.start()
-        self.service = ServiceProcess(
-            self.data_dir,
-            nats_url=self.relay.url,
-            extra=["--lease-seconds", str(self.lease_seconds)],
-        )
-        await asyncio.to_thread(self.service.start)
+        database_url = None
+        if self.backend == "postgres":
+            self.postgres = self._postgres_stack.enter_context(PostgresCluster.temporary())
+            database_url = self.postgres.new_database()
+            self.storage = PostgresStorage(database_url)
+        for i in range(self.service_count):
+            service = ServiceProcess(
+                self.data_dir / f"s{i}" if database_url else self.data_dir,
+                nats_url=self.relay.url,
+                extra=["--lease-seconds", str(self.lease_seconds)],
+                database_url=database_url,
+            )
+            self.services.append(service)
+            await asyncio.to_thread(service.start)
         self.nc = await nats.connect(
             self.nats.url,
             max_reconnect_attempts=-1,
@@ -267,7 +288,13 @@ class Cluster:
         )
         await self.mirror.subscribe(self.nc)
         self.client = AsyncTurnkeeperClient(HarnessOptions(target=self.address))
-        self.channel = aio.insecure_channel(self.address, options=FAST_RECONNECT)
+        # The harness's own stubs, balanced over the replicas like the typed client.
+        target = resolve(self.address)
+        balance = (
+            "grpc.service_config",
+            json.dumps({"loadBalancingConfig": [{"round_robin": {}}]}),
+        )
+        self.channel = aio.insecure_channel(target.target, options=[*FAST_RECONNECT, balance])
         self.turns = turns_pb2_grpc.TurnServiceStub(self.channel)
         self.checkpoints = checkpoints_pb2_grpc.CheckpointServiceStub(self.channel)
         await self.pool.start()
@@ -277,13 +304,19 @@ class Cluster:
 
     # -- faults that concern the whole cluster ------------------------------------------
 
-    def kill_service(self) -> None:
-        assert self.service is not None
-        self.service.kill()
+    def kill_service(self, index: int = 0) -> None:
+        self.services[index].kill()
 
-    async def restart_service(self) -> None:
-        assert self.service is not None
-        await asyncio.to_thread(self.service.start)
+    async def restart_service(self, index: int = 0) -> None:
+        await asyncio.to_thread(self.services[index].start)
+
+    async def stop_postgres(self) -> None:
+        assert self.postgres is not None
+        await asyncio.to_thread(self.postgres.stop_server)
+
+    async def start_postgres(self) -> None:
+        assert self.postgres is not None
+        await asyncio.to_thread(self.postgres.start_server)
 
     async def stop_nats(self, kill: bool) -> None:
         """Cut the service off NATS, make sure we received all it published, then
@@ -305,16 +338,6 @@ class Cluster:
         self.relay.open()
 
     # -- reading the files ------------------------------------------------------------------
-
-    def outbox(self) -> tuple[int, int]:
-        """(rows waiting, highest id ever given) of the outbox."""
-        conn = sqlite3.connect(f"file:{self.turns_db}?mode=ro", uri=True)
-        try:
-            waiting = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
-            row = conn.execute("SELECT seq FROM sqlite_sequence WHERE name = 'outbox'").fetchone()
-            return int(waiting), int(row[0]) if row else 0
-        finally:
-            conn.close()
 
     async def until(self, predicate: Callable[[], bool], timeout: float) -> bool:
         """Until ``predicate()`` holds, for a state of another process that offers
@@ -347,11 +370,15 @@ class Cluster:
         if self.nc is not None:
             with contextlib.suppress(Exception):
                 await self.nc.close()
-        if self.service is not None:
-            with contextlib.suppress(Exception):
-                self.service.terminate()
-            self.service.kill()
-            (self.logs / "service.log").write_text("\n".join(self.service.log) + "\n")
+        for i, service in enumerate(self.services):
+            if service.process is not None:
+                with contextlib.suppress(Exception):
+                    service.terminate()
+                service.kill()
+            name = "service.log" if len(self.services) == 1 else f"service-{i}.log"
+            (self.logs / name).write_text("\n".join(service.log) + "\n")
+        self.storage.close()
         if self.relay is not None:
             await self.relay.stop()
         self.nats.stop()
+        self._postgres_stack.close()

@@ -15,6 +15,12 @@ real processes' timing, which no seed fixes.
 - a disk that refuses writes: the service's RLIMIT_FSIZE lowered to 1 byte with
   prlimit(2), so every write(2) to its SQLite files fails with EFBIG (what a full
   disk does to SQLite); then raised again, without a restart.
+
+On PostgreSQL the service SIGKILL strikes one replica at random (the clients carry
+on through the other), and a PostgreSQL restart (a fast shutdown that cuts every
+connection mid-transaction, then a start) takes the disk's place: while it is down
+every write is refused with UNAVAILABLE naming PostgreSQL, and none acknowledged
+may be missing after.
 """
 
 from __future__ import annotations
@@ -32,11 +38,12 @@ from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2, turns_pb2
 
 from tests.faults.checks import Checks
-from tests.faults.cluster import AGENT, Cluster, integrity
+from tests.faults.cluster import AGENT, Cluster
 from tests.faults.prober import Prober
 from tests.support.agents import Agent
 
 BIG_FAULTS = ("kill_service", "restart_nats", "zombie", "disk_full")
+POSTGRES_FAULTS = ("kill_service", "restart_nats", "zombie", "restart_postgres")
 # How the service refuses a write from an attempt that was re-driven away.
 _FENCED = frozenset({grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION})
 
@@ -111,6 +118,7 @@ class Injector:
                 "restart_nats": self.restart_nats,
                 "zombie": self.zombie,
                 "disk_full": self.disk_full,
+                "restart_postgres": self.restart_postgres,
             }[name]
             try:
                 await fault(rng)
@@ -119,15 +127,44 @@ class Injector:
 
     async def kill_service(self, rng: random.Random) -> None:
         c = self.cluster
-        self.mark("SIGKILL service")
-        c.kill_service()
+        index = rng.randrange(len(c.services))
+        self.mark(f"SIGKILL service {index}")
+        c.kill_service(index)
         self.counts.service_kills += 1
-        for path in (c.turns_db, c.sessions_db):
-            result = integrity(path)
-            self.checks.expect(result == "ok", f"{path.name} after a service SIGKILL: {result}")
+        for sound, found in c.storage.integrity():
+            self.checks.expect(sound, f"after a service SIGKILL: {found}")
         await asyncio.sleep(rng.uniform(0, 1.0))  # how long it stays down
-        await c.restart_service()
-        self.mark("service restarted")
+        await c.restart_service(index)
+        self.mark(f"service {index} restarted")
+
+    async def restart_postgres(self, rng: random.Random) -> None:
+        """PostgreSQL stopped under load, then started: a storage window like the
+        full disk's, with refusals that name PostgreSQL."""
+        c = self.cluster
+        start = time.monotonic()
+        self.prober.storage_refused.clear()
+        await c.stop_postgres()
+        self.mark("PostgreSQL stopped")
+        try:
+            try:
+                await asyncio.wait_for(self.prober.storage_refused.wait(), 15)
+                refused = True
+            except TimeoutError:
+                refused = False
+            self.checks.expect(
+                refused, "the service went on acknowledging writes without PostgreSQL"
+            )
+            await asyncio.sleep(rng.uniform(0.5, 2.0))  # how long it stays down
+        finally:
+            await c.start_postgres()
+            self.mark("PostgreSQL started")
+        end = time.monotonic()
+        self.prober.windows.append((start, end))
+        self.counts.disk_windows += 1
+        recovered = await self.prober.acknowledged_after(end, 30)
+        self.checks.expect(
+            recovered, "the service did not acknowledge writes again after PostgreSQL"
+        )
 
     async def restart_nats(self, rng: random.Random) -> None:
         c = self.cluster

@@ -22,7 +22,6 @@
 from __future__ import annotations
 
 import json
-import sqlite3
 from collections import Counter, defaultdict
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,8 +29,9 @@ from pathlib import Path
 from turnkeeper.v1 import turns_pb2
 
 from tests.faults.checks import Checks, covered_by_rewind, digest
-from tests.faults.cluster import Cluster, integrity
+from tests.faults.cluster import Cluster
 from tests.faults.injectors import Zombie
+from tests.faults.storage import Storage
 from tests.faults.watchers import TERMINAL, Shape, shape_of
 from tests.faults.workload import TurnRun
 
@@ -124,11 +124,10 @@ class RoundCheck:
 
     async def all(self, runs: list[TurnRun], zombies: list[Zombie], probe_turn: str) -> None:
         await self.outbox_drains()
-        for path in (self.c.turns_db, self.c.sessions_db):
-            result = integrity(path)
-            self.expect(result == "ok", f"{path.name}: integrity_check says {result}")
+        for sound, found in self.c.storage.integrity():
+            self.expect(sound, found)
         self.records.read()
-        sessions = sqlite3.connect(f"file:{self.c.sessions_db}?mode=ro", uri=True)
+        sessions = self.c.storage
         try:
             self.acknowledged_checkpoints(sessions)
             stale: dict[str, int] = {}
@@ -155,8 +154,8 @@ class RoundCheck:
         self.c.pool.deaths.other.clear()
 
     async def outbox_drains(self) -> None:
-        drained = await self.c.until(lambda: self.c.outbox()[0] == 0, timeout=60)
-        waiting, last_id = self.c.outbox()
+        drained = await self.c.until(lambda: self.c.storage.outbox()[0] == 0, timeout=60)
+        waiting, last_id = self.c.storage.outbox()
         self.expect(drained, f"the outbox still holds {waiting} rows with NATS up")
         seen = await self.c.mirror.wait_for(lambda: self.c.mirror.max_id >= last_id, 30)
         self.expect(seen, f"outbox row {last_id} was never delivered (saw {self.c.mirror.max_id})")
@@ -173,33 +172,25 @@ class RoundCheck:
                 return events
             events.extend(page.events)
 
-    def acknowledged_checkpoints(self, sessions: sqlite3.Connection) -> None:
+    def acknowledged_checkpoints(self, sessions: Storage) -> None:
         new_cps = self.records.checkpoints[self._checkpoints_done :]
         self._checkpoints_done = len(self.records.checkpoints)
         for thread, checkpoint_id in new_cps:
-            row = sessions.execute(
-                "SELECT 1 FROM checkpoints WHERE thread_id = ? AND checkpoint_ns = '' "
-                "AND checkpoint_id = ?",
-                (thread, checkpoint_id),
-            ).fetchone()
             self.expect(
-                row is not None, f"acknowledged checkpoint {thread}/{checkpoint_id} missing"
+                sessions.checkpoint_exists(thread, checkpoint_id),
+                f"acknowledged checkpoint {thread}/{checkpoint_id} missing",
             )
         new_writes = self.records.writes[self._writes_done :]
         self._writes_done = len(self.records.writes)
         for thread, checkpoint_id, task_id in new_writes:
-            row = sessions.execute(
-                "SELECT 1 FROM writes WHERE thread_id = ? AND checkpoint_ns = '' "
-                "AND checkpoint_id = ? AND task_id = ?",
-                (thread, checkpoint_id, task_id),
-            ).fetchone()
             self.expect(
-                row is not None, f"acknowledged writes {thread}/{checkpoint_id}/{task_id} missing"
+                sessions.writes_exist(thread, checkpoint_id, task_id),
+                f"acknowledged writes {thread}/{checkpoint_id}/{task_id} missing",
             )
         self.tally.acked_checkpoints += len(new_cps)
         self.tally.acked_writes += len(new_writes)
 
-    async def turn(self, run: TurnRun, sessions: sqlite3.Connection, stale: int | None) -> None:
+    async def turn(self, run: TurnRun, sessions: Storage, stale: int | None) -> None:
         assert self.c.client is not None
         tid = run.turn_id
         turn = (await self.c.client.get_turn(turns_pb2.GetTurnRequest(turn_id=tid))).turn
@@ -371,21 +362,15 @@ class RoundCheck:
                 f"the turn is {state} at {last_seq}",
             )
 
-    def steps(self, tid: str, sessions: sqlite3.Connection) -> None:
-        rows = sessions.execute(
-            "SELECT b.checkpoint_id, b.attempt, c.metadata FROM turnkeeper_boundaries b "
-            "LEFT JOIN checkpoints c ON c.thread_id = b.thread_id "
-            "AND c.checkpoint_ns = b.checkpoint_ns AND c.checkpoint_id = b.checkpoint_id "
-            "WHERE b.turn_id = ? AND b.checkpoint_ns = ''",
-            (tid,),
-        ).fetchall()
+    def steps(self, tid: str, sessions: Storage) -> None:
         committed: list[tuple[int, int]] = []
-        for checkpoint_id, attempt, metadata in rows:
+        for checkpoint_id, attempt, metadata in sessions.boundaries(tid):
             if self.expect(metadata is not None, f"{tid}: boundary {checkpoint_id} lacks its row"):
-                step = json.loads(metadata).get("step")
+                assert metadata is not None
+                step = metadata.get("step")
                 if self.expect(
                     isinstance(step, int), f"{tid}: checkpoint {checkpoint_id} has no step"
-                ):
+                ) and isinstance(step, int):
                     committed.append((int(attempt), step))
         starts = self.records.starts[tid]
         # A node whose step an attempt checkpointed: it must not start again later.

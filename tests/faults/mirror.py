@@ -36,6 +36,11 @@ class Mirror:
     duplicates: int = 0
     # Copies of an id with another subject or payload: an outbox id used twice.
     reused: list[str] = field(default_factory=list)
+    # Replay a turn in outbox-id order rather than arrival order: with several
+    # replicas draining one outbox, two publishers' batches may reach NATS
+    # interleaved, while a turn's ids follow its commit order (the turn's row lock),
+    # so a subscriber orders by id (or seq).
+    order_by_id: bool = False
     _changed: asyncio.Event = field(default_factory=asyncio.Event)
     _probe: str = ""
     _probed: asyncio.Event = field(default_factory=asyncio.Event)
@@ -98,11 +103,10 @@ class Mirror:
 
     def rewinds(self, turn_id: str) -> list[tuple[int, int]]:
         """(seq, attempt) of each rewind of the turn, in order."""
-        return [
-            (int(p["seq"]), int(p["attempt"]))
-            for kind, p, _ in self.by_turn.get(turn_id, [])
-            if kind == "rewind"
-        ]
+        messages = self.by_turn.get(turn_id, [])
+        if self.order_by_id:
+            messages = sorted(messages, key=lambda m: m[2])
+        return [(int(p["seq"]), int(p["attempt"])) for kind, p, _ in messages if kind == "rewind"]
 
     def replay(self, turn_id: str) -> tuple[list[tuple[int, int, str, str]], list[str]]:
         """Apply the turn's messages as a NATS consumer does (a rewind truncates to
@@ -112,7 +116,10 @@ class Mirror:
         shown: list[tuple[int, int, str, str]] = []
         problems: list[str] = []
         floor, last_id = 0, 0
-        for kind, p, msg_id in self.by_turn.get(turn_id, []):
+        messages = self.by_turn.get(turn_id, [])
+        if self.order_by_id:
+            messages = sorted(messages, key=lambda m: m[2])
+        for kind, p, msg_id in messages:
             if kind == "rewind":
                 seq, floor = int(p["seq"]), int(p["attempt"])
                 if seq > len(shown):

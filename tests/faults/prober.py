@@ -28,6 +28,8 @@ from tests.faults.cluster import Cluster
 from tests.support.turns import value
 
 STORAGE = "storage refused"
+# What the service says when PostgreSQL is away (the "disk" fault on that backend).
+POSTGRES_AWAY = "PostgreSQL"
 CALL_TIMEOUT = 10.0
 
 
@@ -64,6 +66,11 @@ class Prober:
         self._windows_checked = 0
         self._refusals_checked = 0
 
+    @property
+    def _storage(self) -> str:
+        """How a refusal for want of storage reads on the cluster's backend."""
+        return POSTGRES_AWAY if self.cluster.backend == "postgres" else STORAGE
+
     async def _call(self, what: str, call: Awaitable[Any]) -> Any:
         """The response, or None when refused (the refusal is recorded)."""
         started = time.monotonic()
@@ -72,7 +79,7 @@ class Prober:
         except aio.AioRpcError as err:
             refusal = Refusal(started, time.monotonic(), err.code().name, err.details() or "")
             self.refusals.append(refusal)
-            if STORAGE in refusal.details:
+            if self._storage in refusal.details:
                 self.storage_refused.set()
             self.checks.expect(
                 err.code() == grpc.StatusCode.UNAVAILABLE,
@@ -206,7 +213,7 @@ class Prober:
             self.refusals[self._refusals_checked :],
             len(self.refusals),
         )
-        storage = [r for r in refusals if STORAGE in r.details]
+        storage = [r for r in refusals if self._storage in r.details]
         for start, end in windows:
             inside = [r for r in storage if r.started <= end and r.ended >= start]
             self.checks.expect(

@@ -15,11 +15,12 @@ from tests.faults.campaign import CI, Campaign
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(115)]
 
 
-async def test_no_invariant_breaks_under_faults(tmp_path: Path) -> None:
+@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
+async def test_no_invariant_breaks_under_faults(tmp_path: Path, backend: str) -> None:
     env_seed = os.environ.get("TURNKEEPER_FAULTS_SEED")
     seed = int(env_seed) if env_seed else random.SystemRandom().randrange(2**32)
-    print(f"fault campaign seed {seed}; logs in {tmp_path / 'logs'}")
-    result = await Campaign(CI, seed, tmp_path).run()
+    print(f"fault campaign on {backend}, seed {seed}; logs in {tmp_path / 'logs'}")
+    result = await Campaign(CI, seed, tmp_path, backend).run()
     assert not result.violations, (
         f"seed {seed}: {len(result.violations)} violations\n{result.checks.summary()}"
     )

@@ -3,8 +3,9 @@
 the Dockerfile's ENV and WORKDIR, service names resolving to local ports. A service
 that exits, or never becomes healthy, fails the test.
 
-- compose.yaml (``docker compose up``): NATS, the service and the example agent
-  all come up and report healthy, and the stack works end to end.
+- compose.yaml (``docker compose up``): PostgreSQL, NATS with JetStream, two
+  service replicas and the example agent all come up and report healthy, and the
+  stack works end to end, through either replica.
 - examples/durable-four-step/compose.yaml (``docker compose run panel``): the
   agent SIGKILLs itself in step 2, its restart policy brings it back, and the
   panel sees the turn finish with every promise kept (exit 0).
@@ -20,6 +21,7 @@ import pytest
 from nats.aio.client import Client
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.panel.follower import Transcript, TurnFollower
+from turnkeeper.v1 import turns_pb2
 
 from tests.support.agents import result
 from tests.support.compose import ROOT, Stack
@@ -42,23 +44,25 @@ def test_compose_yaml_brings_every_service_up_healthy(
 ) -> None:
     stack = Stack(ROOT / "compose.yaml", tmp_path)
     stack_of.append(stack)
-    assert set(stack.services) == {"nats", "turnkeeper", "agent"}
+    assert set(stack.services) == {"postgres", "nats", "turnkeeper-1", "turnkeeper-2", "agent"}
     stack.up("agent")
-    # The agent waited for the service's HEALTHCHECK; now its own is green too.
-    stack.until_healthy("turnkeeper")
-    stack.until_healthy("agent")
+    # The agent waited for both replicas' HEALTHCHECK; now its own is green too.
+    for name in ("postgres", "turnkeeper-1", "turnkeeper-2", "agent"):
+        stack.until_healthy(name)
     stack.supervise()
-    # The service keeps its files on the volume mounted at /data.
-    volume = tmp_path / "volumes" / "turnkeeper-data"
-    assert {"turns.db", "sessions.db"} <= {p.name for p in volume.iterdir()}
 
     # And the stack does its job: a turn dispatched to the agent over NATS finishes.
     async def one_turn() -> Transcript:
         nc = Client()
         await nc.connect(f"nats://127.0.0.1:{stack.host_port('nats', 4222)}")
-        options = ConnectionOptions(target=f"127.0.0.1:{stack.host_port('turnkeeper', 50051)}")
+        first, second = (
+            f"127.0.0.1:{stack.host_port(name, 50051)}" for name in ("turnkeeper-1", "turnkeeper-2")
+        )
         try:
-            async with AsyncTurnkeeperClient(options) as client:
+            async with (
+                AsyncTurnkeeperClient(ConnectionOptions(target=first)) as client,
+                AsyncTurnkeeperClient(ConnectionOptions(target=second)) as other,
+            ):
                 created = await result(
                     nc,
                     "responses/create",
@@ -69,6 +73,15 @@ def test_compose_yaml_brings_every_service_up_healthy(
                 async with TurnFollower(client, created["turn_id"]) as follower:
                     async for frame in follower:
                         transcript.apply(frame)
+                # The other replica serves the same journal.
+                status = await other.turn_status(
+                    turns_pb2.TurnStatusRequest(turn_id=created["turn_id"])
+                )
+                assert status.state == turns_pb2.TURN_STATE_DONE
+                assert status.last_seq == transcript.events[-1].seq
+                # And the turn's events are in the JetStream stream (--jetstream).
+                info = await nc.jetstream().stream_info("TURNKEEPER_VYSTAK")
+                assert info.state.messages >= len(transcript.events)
                 return transcript
         finally:
             await nc.close()

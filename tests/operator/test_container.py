@@ -142,11 +142,11 @@ def test_dockerignore_keeps_what_the_build_needs() -> None:
     assert "**/*.db" in patterns
 
 
-def test_compose_wires_nats_the_service_and_an_agent() -> None:
+def test_compose_wires_postgres_nats_two_replicas_and_an_agent() -> None:
     text = COMPOSE.read_text()
     assert "\t" not in text, "YAML indentation must not use tabs"
     blocks = services(text)
-    assert set(blocks) == {"nats", "turnkeeper", "agent"}
+    assert set(blocks) == {"postgres", "nats", "turnkeeper-1", "turnkeeper-2", "agent"}
 
     nats = blocks["nats"]
     image = re.search(r"^\s+image:\s*(\S+)$", nats, re.MULTILINE)
@@ -154,12 +154,25 @@ def test_compose_wires_nats_the_service_and_an_agent() -> None:
     assert re.fullmatch(r"nats:\d+\.\d+\.\d+(-\w+)?", image.group(1)), "pin the NATS image"
     assert '"-js"' in nats, "JetStream is off"
 
-    service = blocks["turnkeeper"]
-    assert re.search(r"^\s+build: \.$", service, re.MULTILINE)
-    assert "- turnkeeper-data:/data" in service
-    assert "TURNKEEPER_NATS_URL: nats://nats:4222" in service
-    for port in ("50051", "50080", "9464"):
-        assert f'"{port}:{port}"' in service
+    postgres = blocks["postgres"]
+    image = re.search(r"^\s+image:\s*(\S+)$", postgres, re.MULTILINE)
+    assert image is not None
+    assert re.fullmatch(r"postgres:16(\.\d+)?(-\w+)?", image.group(1)), "pin PostgreSQL 16"
+    assert "- postgres-data:/var/lib/postgresql/data" in postgres
+    assert "pg_isready" in postgres
+    assert "ports:" not in postgres, "the database is for this stack only"
+
+    for n, offset in ((1, 0), (2, 1)):
+        service = blocks[f"turnkeeper-{n}"]
+        assert re.search(r"^\s+build: \.$", service, re.MULTILINE)
+        assert (
+            "TURNKEEPER_DATABASE_URL: postgresql://turnkeeper@postgres:5432/turnkeeper" in service
+        )
+        assert "TURNKEEPER_NATS_URL: nats://nats:4222" in service
+        assert 'TURNKEEPER_JETSTREAM: "1"' in service
+        for inside in (50051, 50080, 9464):
+            assert f'"{inside + offset}:{inside}"' in service
+        assert re.search(r"postgres:\n\s+condition: service_healthy", service)
 
     agent = blocks["agent"]
     # The example agent, run by its path (examples/durable-four-step is no module),
@@ -168,15 +181,15 @@ def test_compose_wires_nats_the_service_and_an_agent() -> None:
     assert entrypoint is not None
     assert json.loads(entrypoint.group(1)) == ["python", "examples/durable-four-step/agent.py"]
     assert (ROOT / "examples/durable-four-step/agent.py").is_file()
-    assert "TURNKEEPER_ADDRESS: turnkeeper:50051" in agent
+    assert "TURNKEEPER_ADDRESS: turnkeeper-1:50051,turnkeeper-2:50051" in agent
     assert "NATS_URL: nats://nats:4222" in agent
     # Its health is its own /healthz, not the image's probe of a service.
     assert "/healthz" in agent
     # Built from the same Dockerfile, as the same image.
     assert re.search(r"^\s+build: \.$", agent, re.MULTILINE)
-    assert re.findall(r"image: (\S+)", agent) == re.findall(r"image: (\S+)", service)
+    assert re.findall(r"image: (\S+)", agent) == re.findall(r"image: (\S+)", blocks["turnkeeper-1"])
 
     # The named volumes are declared at the top level.
     volumes = text[text.index("\nvolumes:") :]
-    assert re.search(r"^  turnkeeper-data:", volumes, re.MULTILINE)
+    assert re.search(r"^  postgres-data:", volumes, re.MULTILINE)
     assert re.search(r"^  nats-data:", volumes, re.MULTILINE)

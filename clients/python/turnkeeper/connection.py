@@ -1,6 +1,10 @@
 """How a client reaches the service: target, TLS, token, deadlines, retries.
 
-The target defaults to ``$TURNKEEPER_ADDRESS``, else ``127.0.0.1:50051``.
+The target defaults to ``$TURNKEEPER_ADDRESS``, else ``127.0.0.1:50051``. It may name
+several replicas: a comma-separated ``host:port`` list, or a DNS name with several
+records (:mod:`turnkeeper.targets`). The channel spreads calls over all of them
+(round_robin), and a retried call is picked again, so it goes to a replica that is
+still up.
 """
 
 from __future__ import annotations
@@ -13,6 +17,8 @@ from pathlib import Path
 from typing import Final
 
 import grpc
+
+from turnkeeper.targets import ChannelTarget, parse_addresses, resolve
 
 __all__ = ["ADDRESS_ENV", "DEFAULT_ADDRESS", "ConnectionOptions", "default_address"]
 
@@ -47,6 +53,8 @@ _CHECKPOINTS: Final = "turnkeeper.v1.CheckpointService"
 # (so a retried call never outlives its timeout), caps attempts at 5, and retries a
 # server stream only until its first message, where a hand-written loop would have
 # to re-implement each of these twice.
+_POLICIES: Final = ("round_robin", "pick_first")
+
 _RETRIED: Final[tuple[tuple[str, str], ...]] = (
     (_TURNS, "StartTurn"),
     (_TURNS, "TurnStatus"),
@@ -107,8 +115,17 @@ class ConnectionOptions:
     retry_max_attempts: int = 5
     retry_initial_backoff: float = 0.1
     retry_max_backoff: float = 2.0
+    # How the channel picks among the target's addresses. round_robin: every call
+    # goes to the next ready one, and a replica that dies is dropped from the
+    # rotation as soon as its connection breaks. pick_first: one connection, to the
+    # first address that answers (gRPC's default).
+    load_balancing: str = "round_robin"
 
     def __post_init__(self) -> None:
+        if self.load_balancing not in _POLICIES:
+            raise ValueError(f"load_balancing must be one of {', '.join(_POLICIES)}")
+        # A malformed address list is refused here; names are looked up on open.
+        parse_addresses(self.target)
         if (self.client_certificate is None) != (self.client_key is None):
             raise ValueError("client_certificate and client_key go together")
         if self.retry_max_attempts < 1:
@@ -136,8 +153,13 @@ class ConnectionOptions:
             certificate_chain=read(self.client_certificate),
         )
 
+    def channel_target(self) -> ChannelTarget:
+        """The target a channel is opened with (host names in a list looked up now)."""
+        return resolve(self.target)
+
     def service_config(self) -> str:
-        """The channel's service config: the retry policy of ``_RETRIED``."""
+        """The channel's service config: the load balancing policy and the retry
+        policy of ``_RETRIED``."""
         method_config: list[dict[str, object]] = []
         if self.retry_max_attempts > 1:
             method_config.append(
@@ -152,10 +174,22 @@ class ConnectionOptions:
                     },
                 }
             )
-        return json.dumps({"methodConfig": method_config})
+        return json.dumps(
+            {
+                "loadBalancingConfig": [{self.load_balancing: {}}],
+                "methodConfig": method_config,
+            }
+        )
 
-    def channel_options(self) -> list[tuple[str, object]]:
+    def channel_options(self, target: ChannelTarget | None = None) -> list[tuple[str, object]]:
+        """Options of a channel opened on ``target`` (its authority, if it has one)."""
+        authority = (
+            []
+            if target is None or target.authority is None
+            else [("grpc.default_authority", target.authority)]
+        )
         return [
+            *authority,
             ("grpc.max_send_message_length", self.max_message_bytes),
             ("grpc.max_receive_message_length", self.max_message_bytes),
             ("grpc.enable_retries", 1),

@@ -16,7 +16,7 @@ import json
 import logging
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 import nats
@@ -84,11 +84,19 @@ def control_subject(prefix: str, namespace: str, agent: str) -> str:
 
 class NatsLink:
     def __init__(
-        self, url: str | None, *, name: str = "turnkeeper", auth: NatsAuth | None = None
+        self,
+        url: str | None,
+        *,
+        name: str = "turnkeeper",
+        auth: NatsAuth | None = None,
+        prepare: Callable[[Client], Awaitable[None]] | None = None,
     ) -> None:
         self.url = url
         self.name = name
         self.auth = auth or NatsAuth()
+        # Run on each new connection before it is used (the JetStream stream); a
+        # failure drops the connection and the link dials again later.
+        self.prepare = prepare
         self._nc: Client | None = None
         self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
@@ -129,6 +137,16 @@ class NatsLink:
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 2.0)
                 continue
+            if self.prepare is not None:
+                try:
+                    await self.prepare(nc)
+                except Exception as exc:
+                    log.error("NATS at %s not usable yet: %s", self.url, exc)
+                    await _close(nc)
+                    if not self._stopping:
+                        await asyncio.sleep(delay)
+                        delay = min(delay * 2, 2.0)
+                    continue
             delay = 0.05
             self._nc = nc
             self._connected.set()

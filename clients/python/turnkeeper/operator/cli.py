@@ -403,11 +403,12 @@ def health_check(args: argparse.Namespace) -> int:
 
     options = connection_options(args, HEALTH_TIMEOUT)
     credentials = options.credentials()
-    channel_options = options.channel_options()
+    target = options.channel_target()
+    channel_options = options.channel_options(target)
     channel = (
-        grpc.insecure_channel(options.target, options=channel_options)
+        grpc.insecure_channel(target.target, options=channel_options)
         if credentials is None
-        else grpc.secure_channel(options.target, credentials, options=channel_options)
+        else grpc.secure_channel(target.target, credentials, options=channel_options)
     )
     with channel:
         try:

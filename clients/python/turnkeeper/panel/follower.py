@@ -392,13 +392,19 @@ class TurnFollower:
         if state is TurnState.UNKNOWN:
             return [Concluded(ConclusionReason.STATUS, state)]
         # DONE or FAILED: its events are final now. Show what the stream did not.
-        frames = await self._catch_up(deadline_at)
+        frames, complete = await self._catch_up(deadline_at)
+        if not complete:
+            # The service went away mid-way (a replica dying, its database
+            # restarting): concluding now would leave the transcript short. The next
+            # idle gap asks again and carries on from the last event shown.
+            return frames
         return [*frames, Concluded(ConclusionReason.STATUS, state, status.error)]
 
-    async def _catch_up(self, deadline_at: float) -> list[Frame]:
+    async def _catch_up(self, deadline_at: float) -> tuple[list[Frame], bool]:
         """The retained events after the last one shown, of a turn that has ended
-        (so nothing rewinds it any more), by ListEvents. Best effort: an unreachable
-        service leaves the transcript as it is."""
+        (so nothing rewinds it any more), by ListEvents; and whether they were all
+        read. A service that cannot be reached (or the deadline) stops it short:
+        what was read is shown, the rest is read on another try."""
         await self._stop_reader()
         frames: list[Frame] = []
         verify: tuple[int, int] | None = self._last if self._last[0] > 0 else None
@@ -410,7 +416,7 @@ class TurnFollower:
                     timeout=self._call_timeout(deadline_at),
                 )
                 if not page.events:
-                    return frames
+                    return frames, True
                 for proto in page.events:
                     event = Event.from_proto(proto)
                     after = event.seq
@@ -423,11 +429,13 @@ class TurnFollower:
                         after = 0
                         break
                     if event.seq != self._last[0] + 1:
-                        return frames  # cannot be shown exactly: stop here
+                        return frames, True  # cannot be shown exactly: stop here
                     frames.append(event)
                     self._last = (event.seq, event.attempt)
-        except TurnkeeperError:
-            return frames
+        except TurnkeeperError as err:
+            if is_transient(err):
+                return frames, False
+            return frames, True
 
     async def _resync(self) -> list[Frame]:
         """A reset of our own, then a fresh stream from seq 1."""

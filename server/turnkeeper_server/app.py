@@ -37,6 +37,7 @@ from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.messaging.outbox import OutboxPublisher
 from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.reaper import LeaseReaper
+from turnkeeper_server.retention import RetentionSweeper
 from turnkeeper_server.rpc.checkpoint_stream import StreamingCheckpointServicer
 from turnkeeper_server.rpc.interceptors import ErrorsAndMetrics
 from turnkeeper_server.rpc.operations_service import OperationsServicer
@@ -93,6 +94,8 @@ class TurnkeeperServer:
             lease_seconds=settings.lease_seconds,
             claim_seconds=settings.claim_seconds,
             max_redrives=settings.max_redrives,
+            max_run_seconds=settings.max_run_seconds,
+            park_expiry_seconds=settings.park_expiry_seconds,
         )
         self.engine = Engine(
             self.db,
@@ -104,6 +107,9 @@ class TurnkeeperServer:
             namespace=settings.namespace,
         )
         self.reaper = LeaseReaper(self.engine, settings.reap_interval)
+        self.retention = RetentionSweeper(
+            self.db, self.policy, settings.retention_seconds, settings.retention_interval
+        )
         self.audit = AuditLog(self.db)
         if self.token_reloader is not None:
             self.token_reloader.on_reload = self._audit_reload
@@ -182,6 +188,7 @@ class TurnkeeperServer:
         await self.link.start()
         await self.outbox.start()
         await self.reaper.start()
+        await self.retention.start()
         if self.token_reloader is not None:
             await self.token_reloader.start()
         await server.start()
@@ -224,6 +231,7 @@ class TurnkeeperServer:
             if self.server is not None:
                 await self.server.stop(grace)
             await self.reaper.stop()
+            await self.retention.stop()
             await self.engine.stop()
             await self.outbox.stop()
             # A start that failed opening the store (another service holds it, the

@@ -1,7 +1,8 @@
 """The audit log: who did what to which turn or thread, when, and how it ended.
 
 Recorded: ResumeDetached (`resume`), the operator form of Redrive (`redrive`),
-DeleteThread (`delete_thread`) and each reload of the tokens file that changed
+CancelTurn (`cancel`), DeleteThread (`delete_thread`, also when it cancels the
+thread's live turn) and each reload of the tokens file that changed
 something or was refused (`tokens_reload`). The startup form of Redrive is the
 bridges' own recovery, not an operator's action, and is not recorded.
 
@@ -28,9 +29,10 @@ from turnkeeper_server.store.contract import Store
 
 log = logging.getLogger(__name__)
 
-RESUME, REDRIVE, DELETE_THREAD, TOKENS_RELOAD = (
+RESUME, REDRIVE, CANCEL, DELETE_THREAD, TOKENS_RELOAD = (
     "resume",
     "redrive",
+    "cancel",
     "delete_thread",
     "tokens_reload",
 )

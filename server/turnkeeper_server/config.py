@@ -60,6 +60,15 @@ class Settings:
     # How often the reaper looks for expired leases.
     reap_interval: float = 1.0
     max_redrives: int = 3
+    # Defaults of the per-turn deadlines the reaper enforces; 0 switches one off.
+    # How long a turn may stay RUNNING between a start or resume and its next park.
+    max_run_seconds: float = 3600.0
+    # How long a turn may stay PARKED waiting for ResumeDetached.
+    park_expiry_seconds: float = 7 * 24 * 3600.0
+    # How long a finished turn's events (and checkpoint history) are kept; 0: forever.
+    retention_seconds: float = 0.0
+    # How often the retention sweeper runs (when retention is on).
+    retention_interval: float = 60.0
     # "FULL" fsyncs every commit: an acknowledged write survives power loss too.
     synchronous: str = "FULL"
     metrics_listen: str | None = None

@@ -18,8 +18,10 @@ from collections.abc import AsyncIterator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from turnkeeper_server.journal import checkpoints, redrive
+from turnkeeper_server.engine_lifecycle import LifecycleOps
+from turnkeeper_server.journal import checkpoints, containment, lifecycle, redrive
 from turnkeeper_server.journal import transitions as journal
+from turnkeeper_server.journal.lifecycle import Cancelled, Ended
 from turnkeeper_server.journal.records import EventRecord, NewEvent, Policy, TurnRecord
 from turnkeeper_server.journal.redrive import Redriven
 from turnkeeper_server.logs import turn_log
@@ -44,7 +46,7 @@ class Reset:
     checkpoint_id: str
 
 
-class Engine:
+class Engine(LifecycleOps):
     """Turns and checkpoints, committed through the store (see the module docstring)."""
 
     def __init__(
@@ -151,10 +153,13 @@ class Engine:
         input_json: str,
         replica: str,
         incarnation: str,
-    ) -> tuple[TurnRecord, bool]:
-        turn, created = await self._write(
-            lambda r: [r[0].turn_id],
-            lambda tx: journal.start_turn(
+        strategy: str = lifecycle.REJECT,
+        max_run_seconds: float = 0.0,
+        park_expiry_seconds: float = 0.0,
+    ) -> tuple[TurnRecord, bool, Cancelled | None]:
+        turn, created, cancelled = await self._write(
+            lambda r: [r[0].turn_id] + ([r[2].turn.turn_id] if r[2] else []),
+            lambda tx: lifecycle.start_turn(
                 tx,
                 turn_id=turn_id,
                 thread_id=thread_id,
@@ -162,18 +167,27 @@ class Engine:
                 input_json=input_json,
                 replica=replica,
                 incarnation=incarnation,
+                strategy=strategy,
+                max_run_seconds=max_run_seconds,
+                park_expiry_seconds=park_expiry_seconds,
                 policy=self.policy,
             ),
         )
+        if cancelled is not None:
+            self._cancelled(cancelled, f"{strategy} by turn {turn_id}")
+            self._after_end(Ended(stop_owner=cancelled.owner), cancelled.turn)
         if created:
             self.metrics.turns_started.inc()
             turn_log(log, turn.turn_id, turn.attempts).info(
-                "started on thread %s (agent %s, owner %s)",
+                "%s on thread %s (agent %s, owner %s)",
+                "queued" if turn.state == journal.QUEUED else "started",
                 turn.thread_id,
                 turn.agent,
-                f"{replica}/{incarnation}" if replica else "none: waits for a claim",
+                f"{replica}/{incarnation}"
+                if replica and turn.state == journal.RUNNING
+                else "none: waits for a claim",
             )
-        return turn, created
+        return turn, created, cancelled
 
     async def heartbeat(
         self, *, turn_id: str, attempt: int, replica: str, incarnation: str
@@ -204,13 +218,16 @@ class Engine:
     ) -> TurnRecord:
         turn = await self._write(
             lambda _: [turn_id],
-            lambda tx: journal.park_turn(
+            lambda tx: lifecycle.on_parked(
                 tx,
-                turn_id=turn_id,
-                attempt=attempt,
-                interrupt_json=interrupt_json,
-                events=events,
-                policy=self.policy,
+                journal.park_turn(
+                    tx,
+                    turn_id=turn_id,
+                    attempt=attempt,
+                    interrupt_json=interrupt_json,
+                    events=events,
+                    policy=self.policy,
+                ),
             ),
         )
         self.metrics.events_appended.inc(len(events))
@@ -220,9 +237,8 @@ class Engine:
     async def finish(
         self, *, turn_id: str, attempt: int, failed: bool, error: str, events: Sequence[NewEvent]
     ) -> TurnRecord:
-        turn = await self._write(
-            lambda _: [turn_id],
-            lambda tx: journal.finish_turn(
+        def finish(tx: Tx) -> tuple[TurnRecord, Ended]:
+            turn = journal.finish_turn(
                 tx,
                 turn_id=turn_id,
                 attempt=attempt,
@@ -230,8 +246,11 @@ class Engine:
                 error=error,
                 events=events,
                 policy=self.policy,
-            ),
-        )
+            )
+            return turn, lifecycle.after_end(tx, turn, self.policy)
+
+        turn, ended = await self._write(lambda _: [turn_id], finish)
+        self._after_end(ended, turn)
         self.metrics.events_appended.inc(len(events))
         self.metrics.turns_finished.labels(state=turn.state).inc()
         turn_log(log, turn_id, attempt).info(
@@ -242,8 +261,11 @@ class Engine:
     async def resume(self, *, turn_id: str, resume_json: str) -> tuple[TurnRecord, bool]:
         turn = await self._write(
             lambda _: [turn_id],
-            lambda tx: journal.resume_detached(
-                tx, turn_id=turn_id, resume_json=resume_json, policy=self.policy
+            lambda tx: lifecycle.on_resumed(
+                tx,
+                journal.resume_detached(
+                    tx, turn_id=turn_id, resume_json=resume_json, policy=self.policy
+                ),
             ),
         )
         self.metrics.resumes.inc()
@@ -274,8 +296,11 @@ class Engine:
     ) -> list[Redriven]:
         redriven = await self._write(
             lambda rs: [r.turn.turn_id for r in rs],
-            lambda tx: redrive.redrive_replica(
-                tx, agent=agent, replica=replica, incarnation=incarnation, policy=self.policy
+            lambda tx: self._capped(
+                tx,
+                containment.redrive_replica(
+                    tx, agent=agent, replica=replica, incarnation=incarnation, policy=self.policy
+                ),
             ),
         )
         self._count(redriven, "startup")
@@ -284,9 +309,9 @@ class Engine:
     async def redrive_turn(self, *, turn_id: str, force: bool) -> tuple[Redriven, bool]:
         redriven = await self._write(
             lambda r: [r.turn.turn_id],
-            lambda tx: redrive.redrive_operator(
-                tx, turn_id=turn_id, force=force, policy=self.policy
-            ),
+            lambda tx: self._capped(
+                tx, [redrive.redrive_operator(tx, turn_id=turn_id, force=force, policy=self.policy)]
+            )[0],
         )
         self._count([redriven], "operator")
         if redriven.failed_at_cap:
@@ -295,9 +320,19 @@ class Engine:
 
     async def reap(self) -> list[Redriven]:
         """Re-drive turns whose lease expired and hand each to a live replica."""
+        expired = await self._write(
+            lambda rs: [t.turn_id for t, _ in rs],
+            lambda tx: lifecycle.expire_deadlines(tx, policy=self.policy),
+        )
+        for turn, ended in expired:
+            self.metrics.turns_finished.labels(state=turn.state).inc()
+            turn_log(log, turn.turn_id, turn.attempts).warning(
+                "%s: FAILED (%s)", turn.end_reason, turn.error
+            )
+            self._after_end(ended, turn)
         redriven = await self._write(
             lambda rs: [r.turn.turn_id for r in rs],
-            lambda tx: redrive.reap_expired(tx, policy=self.policy),
+            lambda tx: self._capped(tx, containment.reap_expired(tx, policy=self.policy)),
         )
         self._count(redriven, "lease")
         for r in redriven:
@@ -389,7 +424,7 @@ class Engine:
                             return
                     if len(events) == WATCH_BATCH:
                         continue
-                    if turn.state in (journal.DONE, journal.FAILED):
+                    if turn.state in journal.ENDED:
                         # Over, and its terminal event is at or before the cursor:
                         # nothing more will ever come (a watcher joined too late).
                         return

@@ -21,6 +21,7 @@ from turnkeeper.nats_auth import NatsAuth
 from turnkeeper_server import logs
 from turnkeeper_server.app import create_server
 from turnkeeper_server.config import Settings, resolve_paths
+from turnkeeper_server.durations import add_lifecycle_arguments
 from turnkeeper_server.errors import Unavailable
 from turnkeeper_server.messaging.credentials import bundled_credentials
 from turnkeeper_server.messaging.embedded import EmbeddedNats
@@ -85,6 +86,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument(
         "--max-redrives", type=int, default=3, help="re-drives before an orphaned turn is FAILED"
     )
+    add_lifecycle_arguments(parser)
     add_security_arguments(parser)
     parser.add_argument(
         "--http-port",
@@ -233,6 +235,9 @@ def settings_from_args(
         namespace=args.namespace,
         lease_seconds=args.lease_seconds,
         max_redrives=args.max_redrives,
+        max_run_seconds=args.max_run_time,
+        park_expiry_seconds=args.park_expiry,
+        retention_seconds=args.retention,
         metrics_listen=args.metrics_listen,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,

@@ -2,11 +2,13 @@
 
 Environment (besides the bridge's own, see BridgeConfig.from_env):
 
-- JOB_GRAPH: ``four-step`` (default), ``poison`` or ``approval``;
+- JOB_GRAPH: ``four-step`` (default), ``poison``, ``approval``, ``fan-out`` or ``mixed``
+  (a poison job, by its name, and healthy jobs in one graph);
 - SIDE_FILE: each node appends what it does here, so a test counts executions;
 - SLOW_STEP: the four-step node that, on attempt SLOW_ATTEMPT only (default 0),
   streams its reply and then waits until SIGUSR1 (or SLOW_SECONDS, default 60):
-  the window in which a test kills or freezes the agent;
+  the window in which a test kills or freezes the agent; stopped there by the bridge,
+  it prints ``cancelled in step<N>``;
 - WAIT_FOR_GO: when "1", import everything, print ``imported`` and wait for a line
   on stdin before starting the bridge (a test warms the replacement of an agent it
   is about to kill; the incarnation begins at the go).
@@ -69,21 +71,31 @@ async def say(text: str) -> str:
 
 def step(i: int) -> Any:
     async def node(state: Job, config: RunnableConfig) -> dict[str, Any]:
-        attempt = config["configurable"]["attempt"]
-        note(f"start step{i} attempt={attempt}")
-        text = await say(f"step {i} of {state['job']} is done")
-        if i == 3:
-            call = {"name": "record", "args": {"entry": f"step{i}"}, "id": f"call-{i}"}
-            await record.ainvoke({**call, "type": "tool_call"})
-        slow = os.environ.get("SLOW_STEP") == str(i)
-        if slow and attempt == int(os.environ.get("SLOW_ATTEMPT", "0")):
-            note(f"waiting in step{i}")
-            with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(RELEASE.wait(), float(os.environ.get("SLOW_SECONDS", "60")))
-        note(f"done step{i}")
-        return {"results": [text]}
+        try:
+            return await run_step(i, state, config)
+        except asyncio.CancelledError:
+            # The bridge stopped the graph in this step (a cancel, a deadline, an
+            # erasure): tests wait for this line before they release a slow step.
+            print(f"cancelled in step{i}", flush=True)
+            raise
 
     return node
+
+
+async def run_step(i: int, state: Job, config: RunnableConfig) -> dict[str, Any]:
+    attempt = config["configurable"]["attempt"]
+    note(f"start step{i} attempt={attempt}")
+    text = await say(f"step {i} of {state['job']} is done")
+    if i == 3:
+        call = {"name": "record", "args": {"entry": f"step{i}"}, "id": f"call-{i}"}
+        await record.ainvoke({**call, "type": "tool_call"})
+    slow = os.environ.get("SLOW_STEP") == str(i)
+    if slow and attempt == int(os.environ.get("SLOW_ATTEMPT", "0")):
+        note(f"waiting in step{i}")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(RELEASE.wait(), float(os.environ.get("SLOW_SECONDS", "60")))
+    note(f"done step{i}")
+    return {"results": [text]}
 
 
 def four_step() -> StateGraph[Any, Any, Any, Any]:
@@ -163,7 +175,39 @@ def fan_out() -> StateGraph[Any, Any, Any, Any]:
     return builder
 
 
-GRAPHS = {"four-step": four_step, "poison": poison, "approval": approval, "fan-out": fan_out}
+async def gate(state: Job, config: RunnableConfig) -> dict[str, Any]:
+    """A poison job (its name starts with "poison") kills the process here, every
+    time; a healthy one works a while (HEALTHY_SECONDS), so that it is in flight
+    when a poison job sharing the process kills it."""
+    attempt = config["configurable"]["attempt"]
+    if state["job"].startswith("poison"):
+        note(f"poison {state['job']} attempt={attempt}")
+        os.kill(os.getpid(), signal.SIGKILL)
+    note(f"gate {state['job']} attempt={attempt}")
+    await asyncio.sleep(float(os.environ.get("HEALTHY_SECONDS", "1")))
+    return {"results": [f"{state['job']} passed the gate"]}
+
+
+def mixed() -> StateGraph[Any, Any, Any, Any]:
+    """step1, the gate (poison or healthy by the job's name), step2."""
+    builder = StateGraph(Job)
+    builder.add_node("step1", step(1))
+    builder.add_node("gate", gate)
+    builder.add_node("step2", step(2))
+    builder.add_edge(START, "step1")
+    builder.add_edge("step1", "gate")
+    builder.add_edge("gate", "step2")
+    builder.add_edge("step2", END)
+    return builder
+
+
+GRAPHS = {
+    "four-step": four_step,
+    "poison": poison,
+    "approval": approval,
+    "fan-out": fan_out,
+    "mixed": mixed,
+}
 
 
 async def main() -> None:

@@ -279,13 +279,13 @@ Three bugs, each fixed with a test that reproduces it:
   client's watch-stream slots. It ends at once now.
   `tests/service/test_rewind_watch.py::test_watch_after_the_terminal_event_of_an_ended_turn_ends_at_once`.
 
-By design, but worth knowing: **a poison turn takes its neighbours down with it.** A
-replica's startup Redrive hands back every turn its dead incarnation owned, so the
-turns that shared a replica with a poison turn are re-run next to it, die with it and
-spend an attempt each time; at the cap they end FAILED with it (the "non-poison turns
-FAILED at the cap" row). Nothing is lost (each gets its `turn.failed`), but healthy
-turns fail. Handing a crashed incarnation's turns back one at a time, or charging a
-crash only to the turn whose step was running, would contain it.
+Poison containment (docs/decisions.md, "Turn lifecycle"): a crash is charged only
+to a turn that can be blamed for it, the only turn its process ran or the one on
+probation. Turns that shared a replica with a poison turn are re-run uncharged, then
+held and run one at a time, so they are not taken down with it (the "non-poison
+turns FAILED at the cap" row counts what is left: turns the campaign itself killed
+while they ran alone), while every poison turn ends FAILED after exactly the cap of
+charged crashes.
 """
 
 

@@ -120,6 +120,8 @@ async def park(nc: Any, seen: Collector, turn_id: str) -> None:
         "attempts": 0,
         "last_seq": 1,
         "error": "",
+        # Why the service ended a turn (a cancel, a deadline); none yet.
+        "end_reason": "",
     }
 
 

@@ -142,3 +142,33 @@ async def test_one_record_per_operator_action_with_the_identity(
     assert not rest.next_page_token
     with pytest.raises(PermissionDenied):
         await clients["panel"].list_audit(operations_pb2.ListAuditRequest())
+
+
+async def test_cancel_and_erasure_with_cancel_are_recorded(
+    service: TurnkeeperServer, clients: dict[str, AsyncTurnkeeperClient]
+) -> None:
+    alice, root, agent = clients["alice"], clients["root"], clients["alpha"]
+    await parked(agent, "t1")
+    await alice.cancel_turn(turns_pb2.CancelTurnRequest(turn_id="t1", reason="stop"))
+    # Over already: refused, and recorded so.
+    with pytest.raises(WrongState):
+        await alice.cancel_turn(turns_pb2.CancelTurnRequest(turn_id="t1"))
+    # An agent token cancels its own turns (a bridge's `responses/cancel`).
+    await parked(agent, "t2")
+    await agent.cancel_turn(turns_pb2.CancelTurnRequest(turn_id="t2"))
+    # Erasing a thread whose turn is live, cancelling it on the way.
+    await parked(agent, "t3")
+    erased = await root.delete_thread(
+        checkpoints_pb2.DeleteThreadRequest(thread_id="th-t3", cancel=True)
+    )
+    assert erased.cancelled_turn_id == "t3"
+
+    records = (await alice.list_audit(operations_pb2.ListAuditRequest(page_size=10))).records
+    seen = [(r.actor, r.action, r.target, r.outcome) for r in reversed(records)]
+    assert seen == [
+        ("alice (operator)", "cancel", "t1", "ok"),
+        ("alice (operator)", "cancel", "t1", "FAILED_PRECONDITION"),
+        ("alpha (agent:alpha)", "cancel", "t2", "ok"),
+        ("root (admin)", "delete_thread", "th-t3", "ok"),
+    ]
+    assert "CANCELLED" in records[-2].detail, records[-2]

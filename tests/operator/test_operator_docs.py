@@ -24,6 +24,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
 
+import grpc
 import pytest
 from grpc import aio
 from prometheus_client.parser import text_string_to_metric_families
@@ -58,6 +59,7 @@ GRPCURL_TASKS = {
     "turnkeeper.v1.TurnService/ResumeDetached",
     "turnkeeper.v1.TurnService/Redrive",
     "turnkeeper.v1.CheckpointService/DeleteThread",
+    "turnkeeper.v1.TurnService/CancelTurn",
 }
 CLI_TASKS = {
     "health",
@@ -67,6 +69,8 @@ CLI_TASKS = {
     "turns watch",
     "turns resume",
     "turns redrive",
+    "turns cancel",
+    "threads",
     "audit",
     "backup",
 }
@@ -96,6 +100,8 @@ def needs(block: str) -> str:
         return "parked"
     if "/Redrive" in block or "turns redrive" in block:
         return "orphaned"
+    if "CancelTurn" in block or "turns cancel" in block:
+        return "running"
     return "done"
 
 
@@ -116,6 +122,8 @@ class Docs:
             await start(self.turns, turn_id, thread_id, AGENT, replica="", incarnation="")
             return turn_id, thread_id
         await start(self.turns, turn_id, thread_id, AGENT)
+        if state == "running":
+            return turn_id, thread_id
         if state == "parked":
             await self.turns.ParkTurn(pb.ParkTurnRequest(turn_id=turn_id, attempt=0))
             return turn_id, thread_id
@@ -205,14 +213,22 @@ async def test_every_recipe_runs_against_a_real_service(docs: Docs) -> None:
         assert code == 0, f"{block}\nexit {code}\nstdout: {out}\nstderr: {err}"
         if block.startswith("grpcurl"):
             assert out.strip(), block
+        if "DeleteThread" in block or "threads delete" in block:
+            # Erased: the turn is gone from the journal.
+            with pytest.raises(grpc.RpcError) as gone:
+                await docs.turns.GetTurn(pb.GetTurnRequest(turn_id=turn_id))
+            assert gone.value.code() == grpc.StatusCode.NOT_FOUND, block
+            continue
         turn = (await docs.turns.GetTurn(pb.GetTurnRequest(turn_id=turn_id))).turn
+        if state == "running":
+            assert turn.state == pb.TURN_STATE_CANCELLED, block
         if state == "parked":
             assert (turn.state, turn.has_resume) == (pb.TURN_STATE_RUNNING, True), block
         elif state == "orphaned":
             assert (turn.state, turn.attempts, turn.rewinds) == (pb.TURN_STATE_RUNNING, 1, 1)
 
     with sqlite3.connect(docs.backup / "turns.db") as turns_db:
-        assert turns_db.execute("SELECT count(*) FROM turns").fetchone()[0] >= docs.count - 3
+        assert turns_db.execute("SELECT count(*) FROM turns").fetchone()[0] >= docs.count - 5
     with sqlite3.connect(docs.backup / "sessions.db") as sessions_db:
         query = "SELECT checkpoint_id FROM checkpoints WHERE thread_id = 'backed-up'"
         assert sessions_db.execute(query).fetchall() == [("c1",)]

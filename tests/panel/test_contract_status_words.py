@@ -140,6 +140,8 @@ def test_one_table_maps_every_state_to_its_wire_word_and_back() -> None:
         TurnState.PARKED: "parked",
         TurnState.DONE: "done",
         TurnState.FAILED: "failed",
+        TurnState.CANCELLED: "cancelled",
+        TurnState.QUEUED: "queued",
         TurnState.UNKNOWN: "unknown",
     }
     assert all(TurnState.from_wire(word) is state for state, word in words.items())

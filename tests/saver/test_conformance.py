@@ -75,6 +75,15 @@ class SyncPathSaver(RemoteSaver):
     async def adelete_thread(self, thread_id: str) -> None:
         await asyncio.to_thread(self.delete_thread, thread_id)
 
+    async def adelete_for_runs(self, run_ids: Sequence[str]) -> None:
+        await asyncio.to_thread(self.delete_for_runs, run_ids)
+
+    async def acopy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
+        await asyncio.to_thread(self.copy_thread, source_thread_id, target_thread_id)
+
+    async def aprune(self, thread_ids: Sequence[str], *, strategy: str = "keep_latest") -> None:
+        await asyncio.to_thread(lambda: self.prune(thread_ids, strategy=strategy))
+
 
 async def _validate(saver_type: type[RemoteSaver], address: str) -> CapabilityReport:
     @checkpointer_test(name=saver_type.__name__)
@@ -96,7 +105,17 @@ def _assert_passes(report: CapabilityReport) -> None:
     assert report.passed_all_base(), failures
     assert report.passed_all(), failures
     # Every base capability ran at least one test (none skipped as undetected).
-    for name in ("put", "put_writes", "get_tuple", "list", "delete_thread"):
+    # The extended ones too: delete_for_runs, copy_thread, prune.
+    for name in (
+        "put",
+        "put_writes",
+        "get_tuple",
+        "list",
+        "delete_thread",
+        "delete_for_runs",
+        "copy_thread",
+        "prune",
+    ):
         result = report.results[name]
         assert result.detected, name
         assert result.tests_passed > 0, name

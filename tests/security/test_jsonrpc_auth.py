@@ -166,6 +166,29 @@ async def test_callers_get_what_the_role_matrix_says_and_nothing_more(
     assert resumes == [("operator (operator) via agent (agent:jobs)", turn_id, "ok")]
 
 
+async def test_responses_cancel_goes_through_caller_auth_and_the_audit_log(
+    agents: Agents, nc: Client, admin: AsyncTurnkeeperClient, tokens: dict[str, str]
+) -> None:
+    await agents.start(graph="approval", extra_env={"TURNKEEPER_TOKEN": tokens["agent"]})
+    turn_id = await park(nc, admin, tokens["panel"])
+    cancel = {"turn_id": turn_id, "reason": "stop"}
+
+    message = refused(await call(nc, "responses/cancel", cancel, None), "UNAUTHENTICATED")
+    assert "needs a bearer token" in message
+    message = refused(
+        await call(nc, "responses/cancel", cancel, tokens["panel"]), "PERMISSION_DENIED"
+    )
+    assert "token panel (panel) may not call responses/cancel" in message, message
+    assert await state(admin, turn_id) == turns_pb2.TURN_STATE_PARKED
+
+    done = await call(nc, "responses/cancel", cancel, tokens["operator"])
+    assert done["result"]["status"] == "cancelled", done
+    assert await state(admin, turn_id) == turns_pb2.TURN_STATE_CANCELLED
+    audit = await admin.list_audit(operations_pb2.ListAuditRequest())
+    cancels = [(r.actor, r.target, r.outcome) for r in audit.records if r.action == "cancel"]
+    assert cancels == [("operator (operator) via agent (agent:jobs)", turn_id, "ok")]
+
+
 async def test_the_session_transport_sends_its_clients_token(
     agents: Agents, nc: Client, admin: AsyncTurnkeeperClient, tokens: dict[str, str]
 ) -> None:
@@ -204,5 +227,6 @@ async def test_introspect_answers_who_a_token_is(
     agent = await admin.introspect(operations_pb2.IntrospectRequest(token=tokens["agent"]))
     assert (agent.role, agent.agent) == ("agent", AGENT)
     assert "responses/resumeDetached" in agent.methods
+    assert "responses/cancel" in agent.methods
     unknown = await admin.introspect(operations_pb2.IntrospectRequest(token="tk-nobody"))
     assert unknown.authentication and not unknown.active and not unknown.methods

@@ -6,12 +6,10 @@ from __future__ import annotations
 
 import asyncio
 import copy
-import json
-import operator
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, TypedDict
+from typing import TYPE_CHECKING, Any
 
 import grpc
 import pytest
@@ -39,6 +37,7 @@ DENIED = grpc.StatusCode.PERMISSION_DENIED
 NOT_FOUND = grpc.StatusCode.NOT_FOUND
 ABORTED = grpc.StatusCode.ABORTED
 PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
+INVALID = grpc.StatusCode.INVALID_ARGUMENT
 
 ALPHA_START = turns_pb2.StartTurnRequest(
     turn_id="t-alpha",
@@ -210,6 +209,11 @@ CASES: dict[str, tuple[str, Callable[[str], message.Message]]] = {
         ),
     ),
     "WatchTurn": (T + "WatchTurn", lambda t: turns_pb2.WatchTurnRequest(turn_id=t)),
+    # A reason over the limit: refused once authorised, so nothing is cancelled.
+    "CancelTurn": (
+        T + "CancelTurn",
+        lambda t: turns_pb2.CancelTurnRequest(turn_id=t, reason="x" * 1001),
+    ),
     "GetCheckpoint": (
         C + "GetCheckpoint",
         lambda t: checkpoints_pb2.GetCheckpointRequest(thread_id="th-alpha"),
@@ -255,6 +259,22 @@ CASES: dict[str, tuple[str, Callable[[str], message.Message]]] = {
         C + "DeleteThread",
         lambda t: checkpoints_pb2.DeleteThreadRequest(thread_id="th-alpha"),
     ),
+    # The thread's turn is live: refused once authorised.
+    "PruneThreads": (
+        C + "PruneThreads",
+        lambda t: checkpoints_pb2.PruneThreadsRequest(thread_ids=["th-alpha"]),
+    ),
+    # A thread onto itself: nothing to copy.
+    "CopyThread": (
+        C + "CopyThread",
+        lambda t: checkpoints_pb2.CopyThreadRequest(
+            source_thread_id="th-alpha", target_thread_id="th-alpha"
+        ),
+    ),
+    "DeleteForRuns": (
+        C + "DeleteForRuns",
+        lambda t: checkpoints_pb2.DeleteForRunsRequest(run_ids=["no-such-run"]),
+    ),
 }
 
 # What each caller gets. "alpha" owns t-alpha and th-alpha; "beta" is another agent.
@@ -276,11 +296,15 @@ EXPECTED: dict[str, tuple[grpc.StatusCode, ...]] = {
     "Redrive (startup form)": (U, U, OK, D, D, D, OK),
     "ClaimTurn": (U, U, ABORTED, N, D, D, ABORTED),
     "WatchTurn": (U, U, OK, N, OK, OK, OK),
+    "CancelTurn": (U, U, INVALID, N, D, INVALID, INVALID),
     "GetCheckpoint": (U, U, OK, D, D, OK, OK),
     "ListCheckpoints": (U, U, OK, D, D, OK, OK),
     "PutCheckpoint": (U, U, ABORTED, D, D, D, ABORTED),
     "PutWrites": (U, U, ABORTED, D, D, D, ABORTED),
     "DeleteThread": (U, U, PRECONDITION, D, D, D, PRECONDITION),
+    "PruneThreads": (U, U, PRECONDITION, D, D, PRECONDITION, PRECONDITION),
+    "CopyThread": (U, U, OK, D, D, OK, OK),
+    "DeleteForRuns": (U, U, D, D, D, OK, OK),
     "CheckpointStream": (U, U, ABORTED, N, D, D, ABORTED),
 }
 
@@ -463,115 +487,3 @@ async def test_health_is_open_and_reflection_needs_a_token(env: Env) -> None:
         await list_services(None)
     assert info.value.code() == UNAUTH
     assert "turnkeeper.v1.TurnService" in await list_services(bearer(env.tokens["panel"]))
-
-
-async def test_reflection_off_by_setting(make_service: ServiceFactory) -> None:
-    server = await make_service(reflection=False)
-    async with aio.insecure_channel(server.address) as channel:
-        stub = reflection_pb2_grpc.ServerReflectionStub(channel)
-        call = stub.ServerReflectionInfo(
-            iter([reflection_pb2.ServerReflectionRequest(list_services="")])
-        )
-        with pytest.raises(aio.AioRpcError) as info:
-            async for _ in call:
-                pass
-        assert info.value.code() == grpc.StatusCode.UNIMPLEMENTED
-
-
-async def test_without_a_tokens_file_authentication_is_off(make_service: ServiceFactory) -> None:
-    server = await make_service()
-    async with aio.insecure_channel(server.address) as channel:
-        turns = turns_pb2_grpc.TurnServiceStub(channel)
-        await turns.StartTurn(ALPHA_START)
-        listed = await turns.ListTurns(turns_pb2.ListTurnsRequest())
-        assert [t.turn_id for t in listed.turns] == ["t-alpha"]
-
-
-def test_tokens_file_refuses_plain_tokens_unknown_roles_and_duplicates(tmp_path: Path) -> None:
-    path = tmp_path / "tokens.jsonl"
-    bad_lines = [
-        '{"sha256": "my-secret-token", "role": "admin"}',
-        json.dumps({"sha256": "a" * 64, "role": "root"}),
-        json.dumps({"sha256": "a" * 64, "role": "agent:has.dot"}),
-        json.dumps({"role": "admin"}),
-        "not json",
-        json.dumps({"sha256": "a" * 64, "role": "admin"}) * 2,
-    ]
-    for line in bad_lines:
-        path.write_text(line + "\n")
-        with pytest.raises(ValueError, match=r"tokens\.jsonl:1"):
-            auth.TokenStore.load(path)
-    twice = json.dumps({"sha256": "a" * 64, "role": "admin"})
-    path.write_text(f"{twice}\n{twice}\n")
-    with pytest.raises(ValueError, match="twice"):
-        auth.TokenStore.load(path)
-    path.write_text("# nothing but a comment\n")
-    with pytest.raises(ValueError, match="no tokens"):
-        auth.TokenStore.load(path)
-
-
-def test_token_helper_appends_a_hash_and_prints_the_token_once(
-    tmp_path: Path, capsys: pytest.CaptureFixture[str]
-) -> None:
-    path = tmp_path / "tokens.jsonl"
-    assert (
-        auth.main(["new", "--role", "agent:support", "--name", "support-1", "--file", str(path)])
-        == 0
-    )
-    token = capsys.readouterr().out.strip()
-    assert path.stat().st_mode & 0o777 == 0o600
-    text = path.read_text()
-    assert token not in text
-    entry = json.loads(text)
-    assert entry == {"sha256": auth.token_hash(token), "role": "agent:support", "name": "support-1"}
-    caller = auth.TokenStore.load(path).authenticate([("authorization", f"Bearer {token}")])
-    assert (caller.role, caller.agent, caller.name) == ("agent", "support", "support-1")
-
-
-class _Log(TypedDict):
-    log: Annotated[list[str], operator.add]
-
-
-async def test_an_agents_graph_checkpoints_its_own_turn_and_nobody_elses(env: Env) -> None:
-    # What the bridge does with an agent token: StartTurn, then the graph runs with
-    # RemoteSaver, fenced by the turn. Another agent's saver cannot read the thread.
-    from langgraph.graph import END, START, StateGraph
-    from turnkeeper import errors
-    from turnkeeper.agent.saver import RemoteSaver, durable_config, durable_run_kwargs
-    from turnkeeper.client import ConnectionOptions
-
-    builder = StateGraph(_Log)
-    builder.add_node("step", lambda state: {"log": ["step"]})
-    builder.add_edge(START, "step")
-    builder.add_edge("step", END)
-
-    def saver(name: str) -> RemoteSaver:
-        return RemoteSaver(
-            options=ConnectionOptions(target=env.server.address, bearer_token=env.tokens[name])
-        )
-
-    alpha = bearer(env.tokens["alpha"])
-    await env.turns.StartTurn(
-        turns_pb2.StartTurnRequest(
-            turn_id="t-graph", thread_id="th-graph", agent="alpha", input=value({})
-        ),
-        metadata=alpha,
-    )
-    config = durable_config("th-graph", "t-graph", 0)
-    own = saver("alpha")
-    graph = builder.compile(checkpointer=own)
-    done = await graph.ainvoke({"log": ["in"]}, config, **durable_run_kwargs())
-    assert done["log"] == ["in", "step"]
-    assert await own.aget_tuple({"configurable": {"thread_id": "th-graph"}}) is not None
-
-    other = saver("beta")
-    with pytest.raises(errors.PermissionDenied):
-        await other.aget_tuple({"configurable": {"thread_id": "th-graph"}})
-    with pytest.raises(errors.PermissionDenied):
-        await builder.compile(checkpointer=other).ainvoke(
-            {"log": ["in"]}, {"configurable": {"thread_id": "th-graph"}}
-        )
-    operator_view = saver("operator")
-    assert await operator_view.aget_tuple({"configurable": {"thread_id": "th-graph"}}) is not None
-    for s in (own, other, operator_view):
-        await s.aclose()

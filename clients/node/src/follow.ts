@@ -4,7 +4,7 @@
 // - every event frame it emits is one the service retained, in seq order; after a
 //   reset frame the events shown so far are void and the replay starts again at
 //   seq 1, so a consumer that honours resets never shows a duplicated tool call;
-// - it ends after the terminal event (turn.done, turn.failed), or when TurnStatus
+// - it ends after the terminal event (turn.done, turn.failed, turn.cancelled), or when TurnStatus
 //   says the turn is over (the panel's rule on an idle gap), or at the deadline;
 // - a dropped stream is re-opened after the last seq seen, once TurnStatus answers;
 //   when the turn was rewound while the stream was down (TurnStatus shows a newer
@@ -55,13 +55,16 @@ export interface FollowResult {
   lastSeq: number;
 }
 
-export const TERMINAL_EVENT_TYPES: readonly string[] = ["turn.done", "turn.failed"];
+export const TERMINAL_EVENT_TYPES: readonly string[] = ["turn.done", "turn.failed", "turn.cancelled"];
 /** States in which the panel keeps waiting. */
-export const LIVE_STATES: readonly string[] = ["RUNNING", "PARKED"];
+export const LIVE_STATES: readonly string[] = ["RUNNING", "PARKED", "QUEUED"];
+
+/** The state each terminal event leaves its turn in. */
+const TERMINAL_STATES: Readonly<Record<string, string>> = { "turn.done": "DONE", "turn.failed": "FAILED", "turn.cancelled": "CANCELLED" };
 /** Process exit codes of turnkeeper-follow, by outcome; an error is 1, bad usage 2. */
 export const EXIT_CODES = Object.freeze({ terminal: 0, concluded: 0, unknown: 3, deadline: 4, aborted: 130 });
 
-/** RUNNING, PARKED, DONE, FAILED, UNKNOWN: the five states of a turn. */
+/** RUNNING, PARKED, DONE, FAILED, CANCELLED, QUEUED, UNKNOWN: the states of a turn. */
 export function stateName(state: TurnState): string {
   return state === TurnState.UNSPECIFIED ? "UNKNOWN" : TurnState[state];
 }
@@ -253,7 +256,7 @@ export async function followTurn(client: TurnkeeperClient, turnId: string, optio
           attempt = Math.max(attempt, shown.attempt);
           onFrame(shown);
           if (TERMINAL_EVENT_TYPES.includes(shown.type)) {
-            lastState = shown.type === "turn.done" ? "DONE" : "FAILED";
+            lastState = TERMINAL_STATES[shown.type] ?? "FAILED";
             finish({ kind: "terminal" });
           }
         }

@@ -65,25 +65,37 @@ describe("JSON-RPC envelope", () => {
 
 describe("status words read from the wire", () => {
   it("reads the contract's lower-case words as states", () => {
-    expect(["running", "parked", "done", "failed", "unknown"].map(stateFromWire)).toEqual([
+    expect(["running", "parked", "done", "failed", "cancelled", "queued", "unknown"].map(stateFromWire)).toEqual([
       TurnState.RUNNING,
       TurnState.PARKED,
       TurnState.DONE,
       TurnState.FAILED,
+      TurnState.CANCELLED,
+      TurnState.QUEUED,
       TurnState.UNKNOWN,
     ]);
   });
 
   it("reads back every word it writes", () => {
-    for (const state of [TurnState.RUNNING, TurnState.PARKED, TurnState.DONE, TurnState.FAILED, TurnState.UNKNOWN]) {
+    for (const state of [
+      TurnState.RUNNING,
+      TurnState.PARKED,
+      TurnState.DONE,
+      TurnState.FAILED,
+      TurnState.CANCELLED,
+      TurnState.QUEUED,
+      TurnState.UNKNOWN,
+    ]) {
       expect(stateFromWire(statusWord(state))).toBe(state);
     }
   });
 
-  it("keeps a running or parked turn live", () => {
+  it("keeps a running, parked or queued turn live", () => {
     expect(LIVE_STATES).toContain(stateName(stateFromWire("running")));
     expect(LIVE_STATES).toContain(stateName(stateFromWire("parked")));
+    expect(LIVE_STATES).toContain(stateName(stateFromWire("queued")));
     expect(LIVE_STATES).not.toContain(stateName(stateFromWire("done")));
+    expect(LIVE_STATES).not.toContain(stateName(stateFromWire("cancelled")));
   });
 
   it("reads the upper-case words older bridges sent, anything else as UNKNOWN", () => {
@@ -104,10 +116,13 @@ describe("status words", () => {
       "unknown",
     ]);
     expect(statusWord(TurnState.UNSPECIFIED)).toBe("unknown");
-    expect([TurnState.PARKED, TurnState.DONE, TurnState.FAILED].map(responseStatus)).toEqual([
+    expect([TurnState.CANCELLED, TurnState.QUEUED].map(statusWord)).toEqual(["cancelled", "queued"]);
+    expect([TurnState.PARKED, TurnState.DONE, TurnState.FAILED, TurnState.CANCELLED, TurnState.QUEUED].map(responseStatus)).toEqual([
       "in_progress",
       "completed",
       "failed",
+      "cancelled",
+      "queued",
     ]);
   });
 

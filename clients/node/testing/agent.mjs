@@ -9,7 +9,8 @@
 //   SIDE_LOG      a file each node appends "<node> <turn_id> <attempt>" to when it
 //                 runs, so a test can count runs
 //   HOLD_WORK     "1": in a turn whose id starts with "hold-", the first attempt's
-//                 work node emits its event and then waits forever (to be killed)
+//                 work node emits its event and then waits until killed, or until
+//                 the runner aborts the graph (it prints "aborted in work <turn_id>")
 //   STEP_MS       each node of "steps" works for a random while up to this long
 //                 after its event (the window a kill lands in); default 0
 //
@@ -50,7 +51,14 @@ function steps() {
       const { turnId, attempt } = ran("work", config);
       if (process.env.HOLD_WORK === "1" && turnId.startsWith("hold-") && attempt === 0) {
         appendFileSync(process.env.SIDE_LOG ?? "/dev/null", `holding ${turnId}\n`);
-        await new Promise(() => undefined); // until SIGKILL
+        // Until SIGKILL, or until the runner aborts the graph (a cancel): then say so,
+        // so a test knows the abort reached the node.
+        await new Promise((_resolve, reject) => {
+          config.signal?.addEventListener("abort", () => {
+            console.log(`aborted in work ${turnId}`);
+            reject(config.signal.reason);
+          });
+        });
       }
       await work();
       return { log: ["worked"] };

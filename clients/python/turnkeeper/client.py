@@ -165,6 +165,7 @@ class _Rpcs:
     )
     redrive = _Unary(_TURNS, "Redrive", tp.RedriveRequest, tp.RedriveResponse)
     claim_turn = _Unary(_TURNS, "ClaimTurn", tp.ClaimTurnRequest, tp.ClaimTurnResponse)
+    cancel_turn = _Unary(_TURNS, "CancelTurn", tp.CancelTurnRequest, tp.CancelTurnResponse)
     watch_turn = _Stream(
         _TURNS,
         "WatchTurn",
@@ -189,6 +190,13 @@ class _Rpcs:
     delete_thread = _Unary(
         _CHECKPOINTS, "DeleteThread", cp.DeleteThreadRequest, cp.DeleteThreadResponse
     )
+    prune_threads = _Unary(
+        _CHECKPOINTS, "PruneThreads", cp.PruneThreadsRequest, cp.PruneThreadsResponse
+    )
+    delete_for_runs = _Unary(
+        _CHECKPOINTS, "DeleteForRuns", cp.DeleteForRunsRequest, cp.DeleteForRunsResponse
+    )
+    copy_thread = _Unary(_CHECKPOINTS, "CopyThread", cp.CopyThreadRequest, cp.CopyThreadResponse)
     # OperationsService
     introspect = _Unary(
         _OPERATIONS,
@@ -290,16 +298,36 @@ class AsyncTurnkeeperClient(_Base):
         """ResumeDetached, naming whom the caller acts for (a bridge: its JSON-RPC
         caller) for the service's audit log; the service trusts it from agent tokens
         only."""
-        method = self._callable(self._open(), _Rpcs.resume_detached)
+        response: tp.ResumeDetachedResponse = await self._on_behalf(
+            _Rpcs.resume_detached, "ResumeDetached", request, on_behalf_of, timeout
+        )
+        return response
+
+    async def cancel_turn_on_behalf(
+        self,
+        request: tp.CancelTurnRequest,
+        on_behalf_of: str,
+        *,
+        timeout: float | None = None,
+    ) -> tp.CancelTurnResponse:
+        """CancelTurn, naming whom the caller acts for, as resume_detached_on_behalf."""
+        response: tp.CancelTurnResponse = await self._on_behalf(
+            _Rpcs.cancel_turn, "CancelTurn", request, on_behalf_of, timeout
+        )
+        return response
+
+    async def _on_behalf(
+        self, rpc: Any, name: str, request: Any, on_behalf_of: str, timeout: float | None
+    ) -> Any:
+        method = self._callable(self._open(), rpc)
         try:
-            response: tp.ResumeDetachedResponse = await method(
+            return await method(
                 request,
                 timeout=self._timeout(timeout),
                 metadata=(*self._metadata, (ON_BEHALF_OF, on_behalf_of)),
             )
         except grpc.RpcError as err:
-            raise from_rpc_error(err, rpc="ResumeDetached") from err
-        return response
+            raise from_rpc_error(err, rpc=name) from err
 
     async def _call_unary(
         self, rpc: _Rpc[_Req, _Resp], request: _Req, timeout: float | None

@@ -39,13 +39,13 @@ _CHECKPOINTS: Final = "turnkeeper.v1.CheckpointService"
 # Never retried automatically, because each is a compare-and-set on the turn's state
 # and UNAVAILABLE does not say whether the first try committed (the service may have
 # applied it and then lost the connection): a retried ResumeDetached, ParkTurn,
-# FinishTurn or ClaimTurn that had committed finds the turn already moved on and
+# FinishTurn, ClaimTurn or CancelTurn that had committed finds the turn already moved on and
 # reports FAILED_PRECONDITION (or ABORTED) for what was a success, and a retried
 # Redrive re-drives a second time (attempts+2, a second rewind). The caller checks
 # GetTurn/TurnStatus and decides. Also not retried: Heartbeat (the next beat is the
 # retry), WatchTurn (the caller reconnects with after_seq, which the stream supports)
-# and DeleteThread (idempotent alone, but a late retry could delete a checkpoint that
-# another writer stored in between).
+# and DeleteThread, PruneThreads, DeleteForRuns, CopyThread (idempotent alone, but a
+# late retry could delete or overwrite a checkpoint another writer stored in between).
 #
 # Why grpc's service-config retry policy rather than a loop of our own: it is one
 # declaration shared by the sync and the aio channel; grpc-core applies it with

@@ -1,10 +1,11 @@
 """Turn states, defined once: the journal, the servers' conversions, the metrics, the
 follower and the CLI all take them from here (docs/architecture.md §2).
 
-A turn the journal holds is RUNNING, PARKED, DONE or FAILED; UNKNOWN is what a
-client reads for a turn the service never saw. The names are the enum's values
+A turn the journal holds is QUEUED (waiting behind its thread's live turn), RUNNING,
+PARKED, DONE, FAILED or CANCELLED; UNKNOWN is what a client reads for a turn the
+service never saw. The names are the enum's values
 (upper case, as stored in turns.db and printed by the CLI); `word` is the lower-case
-form used on JSON wires (`running|parked|done|failed|unknown`): the NATS JSON-RPC
+form used on JSON wires (`running|parked|done|failed|cancelled|queued|unknown`): the NATS JSON-RPC
 ``status`` of ``responses/turnStatus`` and the Node client read the same words, and
 `from_wire` reads them back through the one table, `WIRE_WORDS`.
 """
@@ -26,12 +27,14 @@ __all__ = [
 
 
 class TurnState(enum.Enum):
-    """The five states a client can read for a turn."""
+    """The seven states a client can read for a turn."""
 
     RUNNING = "RUNNING"
     PARKED = "PARKED"
     DONE = "DONE"
     FAILED = "FAILED"
+    CANCELLED = "CANCELLED"
+    QUEUED = "QUEUED"
     UNKNOWN = "UNKNOWN"
 
     @classmethod
@@ -62,13 +65,14 @@ class TurnState(enum.Enum):
 
     @property
     def live(self) -> bool:
-        """RUNNING or PARKED: the turn is not over, a watcher keeps waiting."""
-        return self in (TurnState.RUNNING, TurnState.PARKED)
+        """RUNNING, PARKED or QUEUED (it will run): the turn is not over, a watcher
+        keeps waiting."""
+        return self in (TurnState.RUNNING, TurnState.PARKED, TurnState.QUEUED)
 
     @property
     def terminal(self) -> bool:
-        """DONE or FAILED: the turn is over and never changes again."""
-        return self in (TurnState.DONE, TurnState.FAILED)
+        """DONE, FAILED or CANCELLED: the turn is over and never changes again."""
+        return self in (TurnState.DONE, TurnState.FAILED, TurnState.CANCELLED)
 
 
 _TO_PROTO: Final[dict[TurnState, turns_pb2.TurnState.ValueType]] = {
@@ -76,6 +80,8 @@ _TO_PROTO: Final[dict[TurnState, turns_pb2.TurnState.ValueType]] = {
     TurnState.PARKED: turns_pb2.TURN_STATE_PARKED,
     TurnState.DONE: turns_pb2.TURN_STATE_DONE,
     TurnState.FAILED: turns_pb2.TURN_STATE_FAILED,
+    TurnState.CANCELLED: turns_pb2.TURN_STATE_CANCELLED,
+    TurnState.QUEUED: turns_pb2.TURN_STATE_QUEUED,
     TurnState.UNKNOWN: turns_pb2.TURN_STATE_UNKNOWN,
 }
 _FROM_PROTO: Final[dict[int, TurnState]] = {int(v): k for k, v in _TO_PROTO.items()}
@@ -84,8 +90,15 @@ _FROM_PROTO: Final[dict[int, TurnState]] = {int(v): k for k, v in _TO_PROTO.item
 WIRE_WORDS: Final[dict[str, TurnState]] = {state.word: state for state in TurnState}
 
 #: The states a turn in the journal can be in (UNKNOWN is a reader's word only).
-JOURNAL_STATES: Final = (TurnState.RUNNING, TurnState.PARKED, TurnState.DONE, TurnState.FAILED)
+JOURNAL_STATES: Final = (
+    TurnState.RUNNING,
+    TurnState.PARKED,
+    TurnState.DONE,
+    TurnState.FAILED,
+    TurnState.CANCELLED,
+    TurnState.QUEUED,
+)
 #: Their names, as stored in turns.db.
 STATE_NAMES: Final = tuple(state.value for state in JOURNAL_STATES)
 #: The event types that end a turn; after one, a turn's event log is complete.
-TERMINAL_EVENT_TYPES: Final = frozenset({"turn.done", "turn.failed"})
+TERMINAL_EVENT_TYPES: Final = frozenset({"turn.done", "turn.failed", "turn.cancelled"})

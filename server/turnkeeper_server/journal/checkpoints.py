@@ -160,6 +160,85 @@ def delete_thread(tx: Tx, thread_id: str) -> None:
     tx.execute("DELETE FROM sessions.turnkeeper_boundaries WHERE thread_id = ?", (thread_id,))
 
 
+# -- the lifecycle's deletes and copies (journal/maintenance.py, journal/lifecycle.py) --
+
+
+def delete_checkpoint(tx: Tx, thread_id: str, ns: str, checkpoint_id: str) -> int:
+    """One checkpoint, its writes and its boundary rows; returns 1 if it existed."""
+    key = (thread_id, ns, checkpoint_id)
+    where = "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+    gone = int(tx.execute(f"DELETE FROM sessions.checkpoints {where}", key).rowcount)
+    tx.execute(f"DELETE FROM sessions.writes {where}", key)
+    tx.execute(f"DELETE FROM sessions.turnkeeper_boundaries {where}", key)
+    return gone
+
+
+def namespaces(tx: Tx, thread_id: str) -> list[tuple[str, str]]:
+    """(namespace, latest checkpoint id) of each namespace of the thread."""
+    return [
+        (r[0], r[1])
+        for r in tx.execute(
+            "SELECT checkpoint_ns, max(checkpoint_id) FROM sessions.checkpoints "
+            "WHERE thread_id = ? GROUP BY checkpoint_ns",
+            (thread_id,),
+        ).fetchall()
+    ]
+
+
+def prune_namespace(tx: Tx, thread_id: str, ns: str, keep: str | None) -> int:
+    """Delete the namespace's checkpoints older than `keep` (all when None), with
+    their writes and boundaries; returns how many checkpoints went."""
+    deleted = 0
+    for table in ("checkpoints", "writes", "turnkeeper_boundaries"):
+        sql = f"DELETE FROM sessions.{table} WHERE thread_id = ? AND checkpoint_ns = ?"
+        params: tuple[str, ...] = (thread_id, ns)
+        if keep is not None:
+            sql += " AND checkpoint_id < ?"
+            params += (keep,)
+        count = int(tx.execute(sql, params).rowcount)
+        if table == "checkpoints":
+            deleted = count
+    if keep is None:
+        # Writes saved against a checkpoint that was never stored go too.
+        tx.execute(
+            "DELETE FROM sessions.writes WHERE thread_id = ? AND checkpoint_ns = ?",
+            (thread_id, ns),
+        )
+    return deleted
+
+
+def checkpoints_of_runs(tx: Tx, run_id: str) -> list[tuple[str, str, str]]:
+    """(thread, namespace, id) of the checkpoints whose metadata names `run_id`:
+    json_extract, the same filter `list_` uses."""
+    return [
+        (r[0], r[1], r[2])
+        for r in tx.execute(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id FROM sessions.checkpoints "
+            "WHERE json_extract(CAST(metadata AS TEXT), '$.run_id') = ?",
+            (run_id,),
+        ).fetchall()
+    ]
+
+
+def copy_thread(tx: Tx, source: str, target: str) -> int:
+    """Every checkpoint and write of `source` under `target`, same ids."""
+    copied = tx.execute(
+        "INSERT OR REPLACE INTO sessions.checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+        "parent_checkpoint_id, type, checkpoint, metadata) "
+        "SELECT ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
+        "metadata FROM sessions.checkpoints WHERE thread_id = ?",
+        (target, source),
+    ).rowcount
+    tx.execute(
+        "INSERT OR REPLACE INTO sessions.writes (thread_id, checkpoint_ns, checkpoint_id, "
+        "task_id, task_path, idx, channel, type, value) "
+        "SELECT ?, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value "
+        "FROM sessions.writes WHERE thread_id = ?",
+        (target, source),
+    )
+    return int(copied)
+
+
 def _writes(conn: Conn, thread_id: str, ns: str, checkpoint_id: str) -> list[WriteRow]:
     return [WriteRow(*r) for r in conn.execute(_PENDING_WRITES, (thread_id, ns, checkpoint_id))]
 

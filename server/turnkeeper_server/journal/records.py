@@ -26,6 +26,19 @@ class TurnRecord:
     error: str
     created_at: float
     updated_at: float
+    # Why the service ended the turn (cancelled, max_run_time, park_expired), or "".
+    end_reason: str = ""
+    # The turn's deadlines (0: none) and when they fall due (journal/lifecycle.py).
+    max_run_seconds: float = 0.0
+    park_expiry_seconds: float = 0.0
+    run_deadline_at: float | None = None
+    park_deadline_at: float | None = None
+    # 1 once retention has pruned the finished turn's events (retention.py).
+    pruned: int = 0
+    # Crashes charged against the re-drive cap, and whether the turn is a suspect
+    # held to run alone (journal/containment.py).
+    charged: int = 0
+    suspect: int = 0
 
     @property
     def owned(self) -> bool:
@@ -64,6 +77,9 @@ class Policy:
     lease_seconds: float = 15.0
     claim_seconds: float = 5.0
     max_redrives: int = 3
+    # Defaults of the per-turn deadlines (journal/lifecycle.py); 0 switches one off.
+    max_run_seconds: float = 3600.0
+    park_expiry_seconds: float = 7 * 24 * 3600.0
 
     def events_subject(self, turn_id: str) -> str:
         return f"{self.subject_prefix}.turn.events.{turn_id}"

@@ -1,8 +1,9 @@
 """Re-drive: turns whose execution died are run again from their last checkpoint.
 
 Three triggers, one mechanism (`redrive_orphan`): a replica's startup Redrive (its
-older incarnation's turns are orphaned by definition), the lease reaper (an owner
-stopped heartbeating), and an operator's Redrive of one turn. Each spends an
+older incarnation's turns are orphaned by definition) and the lease reaper (an owner
+stopped heartbeating), both chosen by poison containment (containment.py), and an
+operator's Redrive of one turn (`redrive_operator`). Each spends an
 attempt and rewinds the turn's events to the boundary of its newest checkpoint,
 publishing the rewind through the outbox; at the cap the turn is FAILED instead.
 A turn that was handed out but never claimed spends nothing: nothing ran.
@@ -15,7 +16,7 @@ import time
 from dataclasses import dataclass
 
 from turnkeeper_server.errors import WrongState
-from turnkeeper_server.journal.records import TURN_COLUMNS, Policy, TurnRecord
+from turnkeeper_server.journal.records import Policy, TurnRecord
 from turnkeeper_server.journal.transitions import (
     FAILED,
     PARKED,
@@ -42,15 +43,21 @@ class Redriven:
 
 
 def redrive_orphan(
-    tx: Tx, turn: TurnRecord, policy: Policy, owner: tuple[str, str] | None
+    tx: Tx,
+    turn: TurnRecord,
+    policy: Policy,
+    owner: tuple[str, str] | None,
+    *,
+    charge: bool = True,
 ) -> Redriven:
     """Re-drive a RUNNING turn whose execution died: attempts+1 and a rewind to
     the boundary of its newest checkpoint, or FAILED with a synthetic terminal
-    event when it was already re-driven `max_redrives` times."""
+    event when it was already charged `max_redrives` crashes. `charge=False`: the
+    crash is not counted against the cap (`containment` decides)."""
     now = time.time()
-    if turn.attempts >= policy.max_redrives:
+    if charge and turn.charged >= policy.max_redrives:
         error = (
-            f"turn orphaned {turn.attempts + 1} times; the re-drive cap of "
+            f"turn orphaned {turn.charged + 1} times; the re-drive cap of "
             f"{policy.max_redrives} is reached"
         )
         last = append_terminal(tx, turn, turn.last_seq, "turn.failed", error, policy, now)
@@ -74,6 +81,7 @@ def redrive_orphan(
         turn.turn_id,
         now,
         attempts=attempt,
+        charged=turn.charged + 1 if charge else turn.charged,
         last_seq=boundary,
         rewinds=turn.rewinds + 1,
         owner_replica=owner[0] if owner else None,
@@ -89,30 +97,6 @@ def redrive_orphan(
     }
     write_outbox(tx, policy.rewind_subject, json.dumps(rewind), now)
     return Redriven(reload_turn(tx, turn.turn_id), checkpoint_id, boundary, False, rewound=True)
-
-
-def redrive_replica(
-    tx: Tx, *, agent: str, replica: str, incarnation: str, policy: Policy
-) -> list[Redriven]:
-    """Startup re-drive: the replica restarted, so every RUNNING turn it owned under
-    another incarnation is orphaned by definition. Turns of the agent that wait for
-    a claimer (handed out, nobody took them) go to the caller as they are."""
-    rows = tx.execute(
-        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE state = 'RUNNING' AND agent = ? "
-        "AND ((owner_replica = ? AND owner_incarnation != ?) OR owner_replica IS NULL) "
-        f"ORDER BY created_at{tx.for_update}",
-        (agent, replica, incarnation),
-    ).fetchall()
-    out: list[Redriven] = []
-    for row in rows:
-        turn = TurnRecord(*row)
-        if turn.owned:
-            out.append(redrive_orphan(tx, turn, policy, (replica, incarnation)))
-        else:
-            out.append(
-                _hand_out(tx, turn, owner=(replica, incarnation), lease=policy.lease_seconds)
-            )
-    return out
 
 
 def redrive_operator(tx: Tx, *, turn_id: str, force: bool, policy: Policy) -> Redriven:
@@ -133,27 +117,7 @@ def redrive_operator(tx: Tx, *, turn_id: str, force: bool, policy: Policy) -> Re
     return redrive_orphan(tx, turn, policy, None)
 
 
-def reap_expired(tx: Tx, *, policy: Policy, limit: int = 500) -> list[Redriven]:
-    """Lease expiry: owned turns whose owner stopped heartbeating are re-driven;
-    unowned ones that nobody claimed in time are handed out again (nothing ran, so
-    no attempt is spent)."""
-    now = time.time()
-    rows = tx.execute(
-        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE state = 'RUNNING' AND lease_expires_at < ? "
-        f"ORDER BY lease_expires_at LIMIT ?{tx.skip_locked}",
-        (now, limit),
-    ).fetchall()
-    out: list[Redriven] = []
-    for row in rows:
-        turn = TurnRecord(*row)
-        if turn.owned:
-            out.append(redrive_orphan(tx, turn, policy, None))
-        else:
-            out.append(_hand_out(tx, turn, owner=None, lease=policy.claim_seconds))
-    return out
-
-
-def _hand_out(tx: Tx, turn: TurnRecord, *, owner: tuple[str, str] | None, lease: float) -> Redriven:
+def hand_out(tx: Tx, turn: TurnRecord, *, owner: tuple[str, str] | None, lease: float) -> Redriven:
     """An unowned RUNNING turn (resumed, or re-driven but never claimed) goes to
     `owner`, or waits another claim window; no attempt is spent and no rewind."""
     now = time.time()

@@ -38,8 +38,10 @@ from turnkeeper_server.journal.records import (
 )
 from turnkeeper_server.store.contract import Conn, Tx
 
-RUNNING, PARKED, DONE, FAILED = STATE_NAMES
+RUNNING, PARKED, DONE, FAILED, CANCELLED, QUEUED = STATE_NAMES
 LIVE = (RUNNING, PARKED)
+# CANCELLED is terminal; QUEUED waits behind the thread's live turn (`lifecycle`).
+ENDED = (DONE, FAILED, CANCELLED)
 TERMINAL_EVENTS = TERMINAL_EVENT_TYPES
 
 
@@ -173,6 +175,9 @@ def _event_payload(
 
 def fence(turn: TurnRecord, attempt: int) -> None:
     """Refuse a write from an execution that is not the turn's current one."""
+    if turn.state == CANCELLED:
+        # ABORTED like a re-driven attempt: the execution must stop, not retry.
+        raise StaleAttempt(f"turn {turn.turn_id!r} was cancelled; this execution must stop")
     if attempt != turn.attempts:
         raise StaleAttempt(
             f"turn {turn.turn_id!r}: attempt {attempt} was re-driven away; "

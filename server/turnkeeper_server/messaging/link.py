@@ -72,6 +72,16 @@ def agent_subject(prefix: str, namespace: str, agent: str) -> str:
     return f"{prefix}.{namespace}.agents.{agent}.tasks"
 
 
+# Told to every replica of an agent (no queue group): "stop executing this turn".
+CANCEL_METHOD = "turnkeeper/cancel"
+
+
+def control_subject(prefix: str, namespace: str, agent: str) -> str:
+    """Where every replica of the agent listens for what concerns whichever of them
+    runs a turn (a cancel): the tasks subject reaches one member of the group only."""
+    return f"{prefix}.{namespace}.agents.{agent}.control"
+
+
 class NatsLink:
     def __init__(
         self,
@@ -273,6 +283,22 @@ class NatsLink:
             log.warning("request %s on %s refused: %s", method, subject, reply)
             return None
         return reply.get("result")
+
+    async def notify(self, subject: str, method: str, params: dict[str, Any]) -> bool:
+        """A JSON-RPC notification (no id, no answer) to every subscriber of `subject`;
+        False when it could not be sent. Best effort: fencing is what makes a late
+        writer stop for certain."""
+        nc = self.client
+        if nc is None:
+            return False
+        envelope = {"jsonrpc": "2.0", "method": method, "params": params, "metadata": {}}
+        try:
+            await nc.publish(subject, json.dumps(envelope).encode())
+            await nc.flush(timeout=2)
+        except Exception as exc:
+            log.warning("notification %s on %s failed: %s", method, subject, exc)
+            return False
+        return True
 
     async def stop(self) -> None:
         self._stopping = True

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
 from grpc import aio
@@ -13,6 +13,7 @@ from turnkeeper_server.audit import DELETE_THREAD, AuditLog
 from turnkeeper_server.engine import Engine
 from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.journal import checkpoints as store
+from turnkeeper_server.journal import maintenance
 from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.rpc import limits as lim
 from turnkeeper_server.rpc.limits import Limits
@@ -187,8 +188,61 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         )
         async with audited:
             self._own_thread(thread_id)
-            await self.engine.delete_thread(thread_id)
-        return checkpoints_pb2.DeleteThreadResponse()
+            erased = await self.engine.erase_thread(thread_id=thread_id, cancel=request.cancel)
+        return checkpoints_pb2.DeleteThreadResponse(
+            turns_deleted=erased.turns_deleted,
+            cancelled_turn_id=erased.cancelled.turn.turn_id if erased.cancelled else "",
+        )
+
+    # -- LangGraph's extended saver operations (journal/maintenance.py) ----------------
+
+    def _ids(self, name: str, values: Sequence[str]) -> list[str]:
+        if len(values) > MAX_IDS:
+            raise InvalidArgument(f"{len(values)} {name} in one call; the limit is {MAX_IDS}")
+        return [lim.check_id(name, v, self.limits) for v in values]
+
+    async def PruneThreads(
+        self, request: checkpoints_pb2.PruneThreadsRequest, context: Ctx
+    ) -> checkpoints_pb2.PruneThreadsResponse:
+        thread_ids = self._ids("thread_ids", request.thread_ids)
+        strategy = _PRUNE.get(request.strategy)
+        if strategy is None:
+            raise InvalidArgument("strategy must be KEEP_LATEST or DELETE (or unset)")
+        for thread_id in thread_ids:
+            self._own_thread(thread_id)
+        deleted = await self.engine.prune_threads(thread_ids, strategy)
+        return checkpoints_pb2.PruneThreadsResponse(checkpoints_deleted=deleted)
+
+    async def DeleteForRuns(
+        self, request: checkpoints_pb2.DeleteForRunsRequest, context: Ctx
+    ) -> checkpoints_pb2.DeleteForRunsResponse:
+        run_ids = [
+            lim.check_length("run_ids", r, self.limits.max_name_length) for r in request.run_ids
+        ]
+        if len(run_ids) > MAX_IDS:
+            raise InvalidArgument(f"{len(run_ids)} run_ids in one call; the limit is {MAX_IDS}")
+        deleted = await self.engine.delete_for_runs(run_ids)
+        return checkpoints_pb2.DeleteForRunsResponse(checkpoints_deleted=deleted)
+
+    async def CopyThread(
+        self, request: checkpoints_pb2.CopyThreadRequest, context: Ctx
+    ) -> checkpoints_pb2.CopyThreadResponse:
+        source = lim.check_id("source_thread_id", request.source_thread_id, self.limits)
+        target = lim.check_id("target_thread_id", request.target_thread_id, self.limits)
+        self._own_thread(source)
+        self._own_thread(target)
+        copied = await self.engine.copy_thread(source, target)
+        return checkpoints_pb2.CopyThreadResponse(checkpoints_copied=copied)
+
+
+_PRUNE = {
+    checkpoints_pb2.PRUNE_STRATEGY_UNSPECIFIED: maintenance.KEEP_LATEST,
+    checkpoints_pb2.PRUNE_STRATEGY_KEEP_LATEST: maintenance.KEEP_LATEST,
+    checkpoints_pb2.PRUNE_STRATEGY_DELETE: maintenance.DELETE,
+}
+
+# Ids in one PruneThreads or DeleteForRuns call.
+MAX_IDS = 1000
 
 
 def _tuple(row: store.CheckpointRow) -> checkpoints_pb2.CheckpointTuple:

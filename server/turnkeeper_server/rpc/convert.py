@@ -48,7 +48,13 @@ def turn_to_proto(turn: TurnRecord) -> turns_pb2.Turn:
         has_resume=turn.resume_json is not None,
         created_at=timestamp(turn.created_at),
         updated_at=timestamp(turn.updated_at),
+        end_reason=turn.end_reason,
+        crashes_charged=turn.charged,
     )
+    if turn.run_deadline_at is not None:
+        msg.run_deadline.CopyFrom(timestamp(turn.run_deadline_at))
+    if turn.park_deadline_at is not None:
+        msg.park_deadline.CopyFrom(timestamp(turn.park_deadline_at))
     msg.input.CopyFrom(json_to_value(turn.input_json))
     if turn.owner_replica is not None:
         msg.owner.replica = turn.owner_replica

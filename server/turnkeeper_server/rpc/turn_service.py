@@ -7,7 +7,7 @@ import contextlib
 from collections.abc import AsyncIterator, Sequence
 from typing import Any
 
-from google.protobuf import struct_pb2
+from google.protobuf import duration_pb2, struct_pb2
 from grpc import aio
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 
@@ -15,6 +15,7 @@ from turnkeeper_server import audit as audit_log
 from turnkeeper_server.audit import AuditLog
 from turnkeeper_server.engine import Engine, Reset
 from turnkeeper_server.errors import InvalidArgument
+from turnkeeper_server.journal import lifecycle
 from turnkeeper_server.journal.records import NewEvent
 from turnkeeper_server.journal.redrive import Redriven
 from turnkeeper_server.rpc import limits as lim
@@ -126,15 +127,44 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             lambda: self.engine.thread_agents(thread_id),
             starting=True,
         )
-        turn, created = await self.engine.start(
+        strategy = STRATEGIES.get(request.multitask_strategy)
+        if strategy is None:
+            raise InvalidArgument(
+                "multitask_strategy must be REJECT, ENQUEUE, INTERRUPT or ROLLBACK (or unset)"
+            )
+        max_run = _seconds("max_run_time", request.max_run_time)
+        park_expiry = _seconds("park_expiry", request.park_expiry)
+        turn, created, cancelled = await self.engine.start(
             turn_id=turn_id,
             thread_id=thread_id,
             agent=agent,
             input_json=input_json,
             replica=replica,
             incarnation=incarnation,
+            strategy=strategy,
+            max_run_seconds=max_run,
+            park_expiry_seconds=park_expiry,
         )
-        return turns_pb2.StartTurnResponse(turn=turn_to_proto(turn), created=created)
+        return turns_pb2.StartTurnResponse(
+            turn=turn_to_proto(turn),
+            created=created,
+            cancelled_turn_id=cancelled.turn.turn_id if cancelled else "",
+        )
+
+    async def CancelTurn(
+        self, request: turns_pb2.CancelTurnRequest, context: Ctx
+    ) -> turns_pb2.CancelTurnResponse:
+        turn_id = self._id("turn_id", request.turn_id)
+        async with self._audited(audit_log.CANCEL, turn_id, context):
+            # Ownership first: another agent's turn is NOT_FOUND whatever the request.
+            self._own(turn_id)
+            lim.check_size("reason", len(request.reason.encode()), MAX_REASON_BYTES)
+            cancelled = await self.engine.cancel(
+                turn_id=turn_id, rollback=request.rollback, detail=request.reason
+            )
+        return turns_pb2.CancelTurnResponse(
+            turn=turn_to_proto(cancelled.turn), checkpoints_removed=cancelled.checkpoints_removed
+        )
 
     async def TurnStatus(
         self, request: turns_pb2.TurnStatusRequest, context: Ctx
@@ -152,6 +182,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             attempts=turn.attempts,
             last_seq=turn.last_seq,
             error=turn.error,
+            end_reason=turn.end_reason,
         )
 
     async def GetTurn(
@@ -168,7 +199,9 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         state = None
         if request.state not in (turns_pb2.TURN_STATE_UNSPECIFIED,):
             if request.state not in PROTO_TO_STATE:
-                raise InvalidArgument("state filter must be RUNNING, PARKED, DONE or FAILED")
+                raise InvalidArgument(
+                    "state filter must be RUNNING, PARKED, DONE, FAILED, CANCELLED or QUEUED"
+                )
             state = PROTO_TO_STATE[request.state]
         lim.check_length("page_token", request.page_token, 64)
         before = _decode_token(request.page_token) if request.page_token else None
@@ -325,6 +358,24 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
                     )
                 else:
                     yield turns_pb2.WatchTurnResponse(event=event_to_proto(frame))
+
+
+MAX_REASON_BYTES = 1000
+
+STRATEGIES = {
+    turns_pb2.MULTITASK_STRATEGY_UNSPECIFIED: lifecycle.REJECT,
+    turns_pb2.MULTITASK_STRATEGY_REJECT: lifecycle.REJECT,
+    turns_pb2.MULTITASK_STRATEGY_ENQUEUE: lifecycle.ENQUEUE,
+    turns_pb2.MULTITASK_STRATEGY_INTERRUPT: lifecycle.INTERRUPT,
+    turns_pb2.MULTITASK_STRATEGY_ROLLBACK: lifecycle.ROLLBACK,
+}
+
+
+def _seconds(name: str, value: duration_pb2.Duration) -> float:
+    seconds = value.ToNanoseconds() / 1e9
+    if seconds < 0:
+        raise InvalidArgument(f"{name} must not be negative (unset or 0: the service's default)")
+    return seconds
 
 
 def _redriven(r: Redriven) -> turns_pb2.RedrivenTurn:

@@ -21,20 +21,21 @@ Roles (RIGHTS below is the table the interceptor and the servicers both read):
 
 - `agent:<name>`: the executor side of its own agent's turns: StartTurn, Heartbeat,
   AppendEvents, ParkTurn, FinishTurn, ClaimTurn, the startup form of Redrive,
-  ResumeDetached (the bridge answers `responses/resumeDetached`), the reads TurnStatus,
-  GetTurn, ListEvents, WatchTurn, and the checkpoint RPCs of its own threads. To an
-  agent another agent's turn does not exist: it gets exactly the answer a never-seen
-  turn_id gets (UNKNOWN from TurnStatus, NOT_FOUND elsewhere).
+  ResumeDetached and CancelTurn (the bridge answers `responses/resumeDetached` and
+  `responses/cancel`), the reads TurnStatus, GetTurn, ListEvents, WatchTurn, and the
+  checkpoint RPCs of its own threads. To an agent another agent's turn does not
+  exist: it gets the answer a never-seen turn_id gets (UNKNOWN, or NOT_FOUND).
 - `panel`: TurnStatus, GetTurn, ListEvents, WatchTurn, of any turn.
-- `operator`: every read (ListTurns and the checkpoint reads too), ResumeDetached, and
-  the operator form of Redrive.
+- `operator`: every read (ListTurns and the checkpoint reads too), ResumeDetached,
+  CancelTurn, and the operator form of Redrive.
 - `admin`: everything.
 
 The NATS bridges apply the same table to their JSON-RPC callers (the token in the
 NATS header `Authorization`, looked up with OperationsService/Introspect):
 `responses/create` is open to every role (for an agent token, its own agent's
 bridge only), `responses/turnStatus` to the readers, and `responses/resumeDetached`,
-the human-in-the-loop gate, to agent, operator and admin tokens as ResumeDetached is.
+the human-in-the-loop gate, and `responses/cancel` to agent, operator and admin tokens
+as ResumeDetached and CancelTurn are.
 
 Threads: a thread belongs to the agent whose turns run on it. An agent token may use
 the checkpoints of a thread only when the journal holds a turn of that agent on it
@@ -68,12 +69,7 @@ from typing import Any
 
 from grpc import aio
 
-from turnkeeper_server.errors import (
-    NotFound,
-    PermissionDenied,
-    TurnkeeperError,
-    Unauthenticated,
-)
+from turnkeeper_server.errors import NotFound, PermissionDenied, TurnkeeperError, Unauthenticated
 from turnkeeper_server.journal.records import TurnRecord
 from turnkeeper_server.rpc import limits as lim
 
@@ -98,7 +94,13 @@ REDRIVE_OPERATOR = "Redrive (operator form)"
 JSONRPC_CREATE = "responses/create"
 JSONRPC_TURN_STATUS = "responses/turnStatus"
 JSONRPC_RESUME_DETACHED = "responses/resumeDetached"
-JSONRPC_METHODS = (JSONRPC_CREATE, JSONRPC_TURN_STATUS, JSONRPC_RESUME_DETACHED)
+JSONRPC_CANCEL = "responses/cancel"
+JSONRPC_METHODS = (
+    JSONRPC_CREATE,
+    JSONRPC_TURN_STATUS,
+    JSONRPC_RESUME_DETACHED,
+    JSONRPC_CANCEL,
+)
 _ALL = frozenset(ROLES)
 _EXECUTOR = frozenset({AGENT, ADMIN})
 _READ = frozenset({AGENT, PANEL, OPERATOR, ADMIN})
@@ -117,12 +119,18 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     # Which form is checked in the servicer (REDRIVE_* below).
     _TURNS + "Redrive": frozenset({AGENT, OPERATOR, ADMIN}),
     _TURNS + "ClaimTurn": _EXECUTOR,
+    _TURNS + "CancelTurn": frozenset({AGENT, OPERATOR, ADMIN}),  # `responses/cancel`
     _TURNS + "WatchTurn": _READ,
     _CHECKPOINTS + "GetCheckpoint": frozenset({AGENT, OPERATOR, ADMIN}),
     _CHECKPOINTS + "ListCheckpoints": frozenset({AGENT, OPERATOR, ADMIN}),
     _CHECKPOINTS + "PutCheckpoint": _EXECUTOR,
     _CHECKPOINTS + "PutWrites": _EXECUTOR,
     _CHECKPOINTS + "DeleteThread": _EXECUTOR,
+    # LangGraph's extended saver operations: RemoteSaver (own threads), operators.
+    _CHECKPOINTS + "PruneThreads": frozenset({AGENT, OPERATOR, ADMIN}),
+    _CHECKPOINTS + "CopyThread": frozenset({AGENT, OPERATOR, ADMIN}),
+    # Not scoped by thread (run ids span threads): operators and admins only.
+    _CHECKPOINTS + "DeleteForRuns": _OPERATE,
     # Each message then also needs its unary RPC's right (rpc/checkpoint_stream.py).
     _CHECKPOINTS + "CheckpointStream": frozenset({AGENT, OPERATOR, ADMIN}),
     REDRIVE_STARTUP: _EXECUTOR,
@@ -137,6 +145,8 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     JSONRPC_CREATE: frozenset({AGENT, PANEL, OPERATOR, ADMIN}),
     JSONRPC_TURN_STATUS: _READ,
     JSONRPC_RESUME_DETACHED: frozenset({AGENT, OPERATOR, ADMIN}),
+    # Cancelling a turn on NATS: the roles that may CancelTurn over gRPC.
+    JSONRPC_CANCEL: frozenset({AGENT, OPERATOR, ADMIN}),
 }
 
 

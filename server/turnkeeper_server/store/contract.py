@@ -59,6 +59,12 @@ class Tx(Protocol):
     # kept on the outbox rows it writes.
     trace: str | None
 
+    @property
+    def checkpoints(self) -> ModuleType:
+        """The backend's checkpoint rows (as `Store.checkpoints`): the lifecycle's
+        rollback, erasure and pruning delete and copy checkpoints through it."""
+        ...
+
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
 
     def after_commit(self, callback: Callable[[], None]) -> None: ...
@@ -82,7 +88,8 @@ class Store(Protocol):
     @property
     def checkpoints(self) -> ModuleType:
         """The backend's checkpoint rows (journal/checkpoints.py, store/postgres_checkpoints.py):
-        put, put_writes, delete_thread, get, list_."""
+        put, put_writes, delete_thread, get, list_, and for the lifecycle
+        delete_checkpoint, prune_namespace, checkpoints_of_runs, copy_thread."""
         ...
 
     def open(self) -> None: ...
@@ -108,6 +115,11 @@ class Store(Protocol):
         """Hand up to `limit` outbox rows, in id order, to `publish`; delete those
         it confirms (True). Returns how many left the outbox. Rows another replica
         is publishing at that moment are not handed out twice."""
+        ...
+
+    async def reclaim(self) -> None:
+        """Give the space of deleted rows back after a retention pass, where the
+        backend does that on request."""
         ...
 
     def listen(self, on_change: TurnChanged) -> None:

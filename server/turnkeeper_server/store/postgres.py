@@ -112,6 +112,7 @@ class PgConn:
 class PgTx:
     for_update = " FOR UPDATE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
+    checkpoints = postgres_checkpoints
 
     def __init__(self, conn: psycopg.Connection[Any], trace: str | None = None) -> None:
         self._conn = PgConn(conn)
@@ -234,6 +235,10 @@ class PostgresDatabase:
             raise _unavailable(self.url, exc) from None
 
     # -- outbox and notification ---------------------------------------------------
+
+    async def reclaim(self) -> None:
+        """Nothing: autovacuum makes deleted rows' space reusable, and VACUUM FULL's
+        exclusive lock is the operator's call, not a background sweeper's."""
 
     def listen(self, on_change: TurnChanged) -> None:
         self._listener = Listener(self.url, asyncio.get_running_loop(), on_change)

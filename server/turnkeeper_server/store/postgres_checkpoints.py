@@ -225,6 +225,102 @@ def delete_thread(tx: Tx, thread_id: str) -> None:
         tx.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
 
 
+# -- the lifecycle's deletes and copies (journal/maintenance.py, journal/lifecycle.py) --
+
+# A channel value's blob is shared by every checkpoint whose channel_versions name
+# its version; once none does, it goes (PostgresSaver never deletes it alone).
+_ORPHAN_BLOBS = (
+    "DELETE FROM checkpoint_blobs b WHERE b.thread_id = ? AND b.checkpoint_ns = ? "
+    "AND NOT EXISTS (SELECT 1 FROM checkpoints c WHERE c.thread_id = b.thread_id "
+    "AND c.checkpoint_ns = b.checkpoint_ns "
+    "AND c.checkpoint -> 'channel_versions' ->> b.channel = b.version)"
+)
+
+
+def delete_checkpoint(tx: Tx, thread_id: str, ns: str, checkpoint_id: str) -> int:
+    """One checkpoint, its writes, its boundary rows and the blobs only it used."""
+    key = (thread_id, ns, checkpoint_id)
+    where = "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
+    gone = int(tx.execute(f"DELETE FROM checkpoints {where}", key).rowcount)
+    tx.execute(f"DELETE FROM checkpoint_writes {where}", key)
+    tx.execute(f"DELETE FROM turnkeeper_boundaries {where}", key)
+    tx.execute(_ORPHAN_BLOBS, (thread_id, ns))
+    return gone
+
+
+def namespaces(tx: Tx, thread_id: str) -> list[tuple[str, str]]:
+    """(namespace, latest checkpoint id) of each namespace of the thread."""
+    return [
+        (r[0], r[1])
+        for r in tx.execute(
+            "SELECT checkpoint_ns, max(checkpoint_id) FROM checkpoints "
+            "WHERE thread_id = ? GROUP BY checkpoint_ns",
+            (thread_id,),
+        ).fetchall()
+    ]
+
+
+def prune_namespace(tx: Tx, thread_id: str, ns: str, keep: str | None) -> int:
+    """Delete the namespace's checkpoints older than `keep` (all when None), with
+    their writes, boundaries and the blobs no remaining checkpoint uses."""
+    deleted = 0
+    for table in ("checkpoints", "checkpoint_writes", "turnkeeper_boundaries"):
+        sql = f"DELETE FROM {table} WHERE thread_id = ? AND checkpoint_ns = ?"
+        params: tuple[str, ...] = (thread_id, ns)
+        if keep is not None:
+            sql += " AND checkpoint_id < ?"
+            params += (keep,)
+        count = int(tx.execute(sql, params).rowcount)
+        if table == "checkpoints":
+            deleted = count
+    tx.execute(_ORPHAN_BLOBS, (thread_id, ns))
+    return deleted
+
+
+def checkpoints_of_runs(tx: Tx, run_id: str) -> list[tuple[str, str, str]]:
+    """(thread, namespace, id) of the checkpoints whose metadata names `run_id`:
+    the JSONB operator, as PostgresSaver's own delete_for_runs reads it."""
+    return [
+        (r[0], r[1], r[2])
+        for r in tx.execute(
+            "SELECT thread_id, checkpoint_ns, checkpoint_id FROM checkpoints "
+            "WHERE metadata ->> 'run_id' = ?",
+            (run_id,),
+        ).fetchall()
+    ]
+
+
+def copy_thread(tx: Tx, source: str, target: str) -> int:
+    """Every checkpoint, blob and write of `source` under `target`, same ids."""
+    copied = tx.execute(
+        "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+        "parent_checkpoint_id, type, checkpoint, metadata) "
+        "SELECT ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
+        "metadata FROM checkpoints WHERE thread_id = ? "
+        "ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) DO UPDATE SET "
+        "parent_checkpoint_id = EXCLUDED.parent_checkpoint_id, "
+        "checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata",
+        (target, source),
+    ).rowcount
+    tx.execute(
+        "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) "
+        "SELECT ?, checkpoint_ns, channel, version, type, blob FROM checkpoint_blobs "
+        "WHERE thread_id = ? ON CONFLICT (thread_id, checkpoint_ns, channel, version) "
+        "DO UPDATE SET type = EXCLUDED.type, blob = EXCLUDED.blob",
+        (target, source),
+    )
+    tx.execute(
+        "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
+        "task_path, idx, channel, type, blob) "
+        "SELECT ?, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, blob "
+        "FROM checkpoint_writes WHERE thread_id = ? "
+        "ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) DO UPDATE SET "
+        "channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob",
+        (target, source),
+    )
+    return int(copied)
+
+
 def _row(conn: Conn, row: tuple[Any, ...]) -> CheckpointRow:
     thread_id, ns, checkpoint_id, parent, document, metadata = row
     blobs = conn.execute(

@@ -95,6 +95,33 @@ TURNKEEPER_MIGRATIONS: list[str] = [
     -- sent as the NATS message's traceparent header.
     ALTER TABLE outbox ADD COLUMN traceparent TEXT;
     """,
+    # 3: the whole life of a turn, as SQLite's turns.db migration 3. Two more states
+    # (CANCELLED, terminal; QUEUED, behind a thread's live turn: not in the one-live
+    # partial index, so any number may wait), why the service ended a turn, the
+    # per-turn deadlines, retention's mark and poison containment's counters.
+    # PostgreSQL alters in place: rowid (ListTurns' page tokens) is untouched.
+    """
+    ALTER TABLE turns DROP CONSTRAINT turns_state_check;
+    ALTER TABLE turns ADD CONSTRAINT turns_state_check
+        CHECK (state IN ('RUNNING','PARKED','DONE','FAILED','CANCELLED','QUEUED'));
+    ALTER TABLE turns
+        ADD COLUMN end_reason          TEXT NOT NULL DEFAULT '',
+        ADD COLUMN max_run_seconds     DOUBLE PRECISION NOT NULL DEFAULT 0,
+        ADD COLUMN park_expiry_seconds DOUBLE PRECISION NOT NULL DEFAULT 0,
+        ADD COLUMN run_deadline_at     DOUBLE PRECISION,
+        ADD COLUMN park_deadline_at    DOUBLE PRECISION,
+        ADD COLUMN pruned              INTEGER NOT NULL DEFAULT 0,
+        ADD COLUMN charged             INTEGER NOT NULL DEFAULT 0,
+        ADD COLUMN suspect             INTEGER NOT NULL DEFAULT 0;
+    -- Crashes so far were all charged: the cap counted attempts.
+    UPDATE turns SET charged = attempts;
+    CREATE INDEX turns_by_run_deadline ON turns (run_deadline_at) WHERE state = 'RUNNING';
+    CREATE INDEX turns_by_park_deadline ON turns (park_deadline_at) WHERE state = 'PARKED';
+    CREATE INDEX turns_queued ON turns (thread_id, created_at) WHERE state = 'QUEUED';
+    CREATE INDEX turns_suspects ON turns (agent, suspect) WHERE suspect >= 2;
+    CREATE INDEX turns_to_prune ON turns (updated_at)
+        WHERE pruned = 0 AND state IN ('DONE', 'FAILED', 'CANCELLED');
+    """,
 ]
 
 

@@ -53,6 +53,7 @@ class Tx:
     # One writer thread runs every operation in turn: no row locks needed.
     for_update = ""
     skip_locked = ""
+    checkpoints = checkpoints
 
     def __init__(self, conn: sqlite3.Connection, trace: str | None = None) -> None:
         self.conn = conn
@@ -159,6 +160,10 @@ class Database:
         )
         conn.execute("ATTACH DATABASE ? AS sessions", (str(self.sessions_path),))
         for schema in ("main", "sessions"):
+            # Incremental auto-vacuum, so retention can give freed pages back to the
+            # file system (retention.py). It takes effect only on a file that has no
+            # table yet (a new one); an older file keeps its mode until a VACUUM.
+            conn.execute(f"PRAGMA {schema}.auto_vacuum=INCREMENTAL")
             # WAL: readers never block the writer, and a crash never leaves a torn page.
             conn.execute(f"PRAGMA {schema}.journal_mode=WAL")
             # FULL fsyncs the WAL on every commit, so an acknowledged write survives
@@ -216,6 +221,14 @@ class Database:
 
         await self.write(delete)
         return len(rows)
+
+    async def reclaim(self) -> None:
+        def vacuum(tx: Tx) -> None:
+            for schema in ("main", "sessions"):
+                # Runs to completion only when every row is stepped through.
+                tx.execute(f"PRAGMA {schema}.incremental_vacuum").fetchall()
+
+        await self.write(vacuum)
 
     def listen(self, on_change: TurnChanged) -> None:
         """Every change comes through this process: nothing to listen to."""

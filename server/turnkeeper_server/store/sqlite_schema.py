@@ -70,6 +70,67 @@ TURNS_MIGRATIONS: list[str] = [
     -- sent as the NATS message's traceparent header.
     ALTER TABLE outbox ADD COLUMN traceparent TEXT;
     """,
+    # 3: the whole life of a turn. Two more states (CANCELLED, terminal; QUEUED,
+    # behind a thread's live turn), why the service ended a turn, and the per-turn
+    # deadlines. A CHECK constraint cannot be altered in place, so the table is
+    # rebuilt with plain SQL that PostgreSQL accepts as well; rowid is carried over
+    # because ListTurns' page tokens are rowids.
+    """
+    CREATE TABLE turns_v2 (
+        turn_id            TEXT PRIMARY KEY,
+        thread_id          TEXT NOT NULL,
+        agent              TEXT NOT NULL,
+        state              TEXT NOT NULL CHECK (state IN
+                               ('RUNNING','PARKED','DONE','FAILED','CANCELLED','QUEUED')),
+        attempts           INTEGER NOT NULL DEFAULT 0,
+        last_seq           INTEGER NOT NULL DEFAULT 0,
+        rewinds            INTEGER NOT NULL DEFAULT 0,
+        input_json         TEXT NOT NULL,
+        request_hash       TEXT NOT NULL,
+        owner_replica      TEXT,
+        owner_incarnation  TEXT,
+        lease_expires_at   REAL,
+        interrupt_json     TEXT,
+        resume_json        TEXT,
+        error              TEXT NOT NULL DEFAULT '',
+        created_at         REAL NOT NULL,
+        updated_at         REAL NOT NULL,
+        end_reason         TEXT NOT NULL DEFAULT '',
+        max_run_seconds    REAL NOT NULL DEFAULT 0,
+        park_expiry_seconds REAL NOT NULL DEFAULT 0,
+        run_deadline_at    REAL,
+        park_deadline_at   REAL,
+        -- 1 once retention deleted the finished turn's events.
+        pruned             INTEGER NOT NULL DEFAULT 0,
+        -- Crashes counted against the re-drive cap (journal/containment.py), and
+        -- where the turn stands in poison containment (0 none, 1 suspect, 2 held,
+        -- 3 on probation).
+        charged            INTEGER NOT NULL DEFAULT 0,
+        suspect            INTEGER NOT NULL DEFAULT 0
+    );
+    INSERT INTO turns_v2 (rowid, turn_id, thread_id, agent, state, attempts, charged,
+        last_seq, rewinds, input_json, request_hash, owner_replica, owner_incarnation,
+        lease_expires_at, interrupt_json, resume_json, error, created_at, updated_at)
+    SELECT rowid, turn_id, thread_id, agent, state, attempts, attempts, last_seq, rewinds,
+        input_json, request_hash, owner_replica, owner_incarnation, lease_expires_at,
+        interrupt_json, resume_json, error, created_at, updated_at FROM turns;
+    DROP TABLE turns;
+    ALTER TABLE turns_v2 RENAME TO turns;
+    CREATE UNIQUE INDEX turns_one_live_per_thread ON turns (thread_id)
+        WHERE state IN ('RUNNING', 'PARKED');
+    CREATE INDEX turns_by_lease ON turns (state, lease_expires_at);
+    CREATE INDEX turns_by_owner ON turns (agent, owner_replica) WHERE state = 'RUNNING';
+    CREATE INDEX turns_by_thread ON turns (thread_id);
+    -- The reaper's deadline passes and the queue's next turn per thread.
+    CREATE INDEX turns_by_run_deadline ON turns (run_deadline_at) WHERE state = 'RUNNING';
+    CREATE INDEX turns_by_park_deadline ON turns (park_deadline_at) WHERE state = 'PARKED';
+    CREATE INDEX turns_queued ON turns (thread_id, created_at) WHERE state = 'QUEUED';
+    -- Poison containment's held and probation turns of an agent.
+    CREATE INDEX turns_suspects ON turns (agent, suspect) WHERE suspect >= 2;
+    -- Retention's next finished turns.
+    CREATE INDEX turns_to_prune ON turns (updated_at)
+        WHERE pruned = 0 AND state IN ('DONE', 'FAILED', 'CANCELLED')
+    """,
 ]
 
 SESSIONS_MIGRATIONS: list[str] = [
@@ -145,6 +206,7 @@ def _qualify(statement: str, schema: str) -> str:
         "CREATE TABLE ",
         "CREATE UNIQUE INDEX ",
         "CREATE INDEX ",
+        "ALTER TABLE ",
     ):
         if statement.startswith(prefix):
             return prefix + f"{schema}." + statement[len(prefix) :]

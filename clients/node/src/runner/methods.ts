@@ -1,6 +1,7 @@
 // The JSON-RPC methods a TurnRunner serves, answered like the Python bridge's:
-// responses/create, responses/turnStatus, responses/resumeDetached, and the
-// service's internal turnkeeper/execute. Status questions are answered from the
+// responses/create, responses/turnStatus, responses/resumeDetached,
+// responses/cancel, and the service's internal turnkeeper/execute and
+// turnkeeper/cancel (a notification on the control subject). Status questions are answered from the
 // service, never from what this replica happens to run.
 
 import { randomUUID } from "node:crypto";
@@ -30,7 +31,10 @@ import type { TurnRuntime } from "./runtime.js";
 export const CREATE = "responses/create";
 export const TURN_STATUS = "responses/turnStatus";
 export const RESUME_DETACHED = "responses/resumeDetached";
+export const RESPONSES_CANCEL = "responses/cancel";
 export const EXECUTE = "turnkeeper/execute";
+/** How the service tells every replica that a turn was ended (a notification). */
+export const CANCEL = "turnkeeper/cancel";
 
 export class Methods {
   accepting = true;
@@ -48,19 +52,21 @@ export class Methods {
       [CREATE]: (r) => this.create(r),
       [TURN_STATUS]: (r) => this.turnStatus(r),
       [RESUME_DETACHED]: (r) => this.resumeDetached(r),
+      [RESPONSES_CANCEL]: (r) => this.responsesCancel(r),
       [EXECUTE]: (r) => this.execute(r),
+      [CANCEL]: (r) => this.cancelled(r),
     };
     const handler = handlers[request.method];
     if (handler === undefined) {
       throw new RpcError(
         METHOD_NOT_FOUND,
-        `method '${request.method}' not found; this agent serves ${CREATE}, ${TURN_STATUS}, ${RESUME_DETACHED} and ${EXECUTE}`,
+        `method '${request.method}' not found; this agent serves ${CREATE}, ${TURN_STATUS}, ${RESUME_DETACHED}, ${RESPONSES_CANCEL}, ${EXECUTE} and ${CANCEL}`,
       );
     }
     try {
-      // The service's own hand-offs (execute) are not a caller's request: who may
-      // publish them is NATS's authorization.
-      if (this.callers !== undefined && request.method !== EXECUTE) {
+      // The service's own hand-offs (execute) and cancel notifications are not a
+      // caller's request: who may publish them is NATS's authorization.
+      if (this.callers !== undefined && request.method !== EXECUTE && request.method !== CANCEL) {
         await this.callers.check(request);
       }
       return await handler(request);
@@ -155,6 +161,7 @@ export class Methods {
         attempts: status.attempts,
         last_seq: Number(status.lastSeq),
         error: status.error,
+        end_reason: status.endReason,
       },
     };
   }
@@ -178,6 +185,32 @@ export class Methods {
         dispatched: response.dispatched,
       },
     };
+  }
+
+  async responsesCancel(request: Request): Promise<Reply> {
+    const turnId = requiredString(request.params, "turn_id");
+    const rollback = request.params.rollback ?? false;
+    if (typeof rollback !== "boolean") {
+      throw invalidParams("rollback must be true or false");
+    }
+    const reason = optionalString(request.params, "reason") ?? "";
+    const response = await this.client.turns.cancelTurn({ turnId, rollback, reason });
+    return {
+      result: {
+        turn_id: turnId,
+        status: responseStatus(response.turn?.state ?? TurnState.UNKNOWN),
+        last_seq: Number(response.turn?.lastSeq ?? 0n),
+        checkpoints_removed: response.checkpointsRemoved,
+      },
+    };
+  }
+
+  /** The service ended a turn: stop it here if it runs here. */
+  async cancelled(request: Request): Promise<Reply> {
+    const turnId = requiredString(request.params, "turn_id");
+    const attempt = requiredInt(request.params, "attempt");
+    const reason = typeof request.params.reason === "string" ? request.params.reason : "";
+    return { result: { stopped: this.runtime.cancel(turnId, attempt, reason) } };
   }
 
   async execute(request: Request): Promise<Reply> {

@@ -76,6 +76,11 @@ export function agentSubject(config: RunnerConfig): string {
   return `${config.subjectPrefix}.${config.namespace}.agents.${config.agent}.tasks`;
 }
 
+/** `<prefix>.<ns>.agents.<agent>.control`: what the service tells every replica. */
+export function controlSubject(config: RunnerConfig): string {
+  return `${config.subjectPrefix}.${config.namespace}.agents.${config.agent}.control`;
+}
+
 interface Compilable {
   compile(options: { checkpointer: BoundarySaver }): unknown;
 }
@@ -140,6 +145,7 @@ export class TurnRunner {
       (request) => this.methods.dispatch(request),
       `turnkeeper-runner/${config.agent}/${config.replica}`,
       this.log,
+      controlSubject(config),
     );
   }
 

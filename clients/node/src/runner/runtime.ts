@@ -22,6 +22,17 @@ export class TurnRuntime {
     return this.#executions.size;
   }
 
+  /** The service ended the turn (a cancel, a deadline, an erasure): stop its graph
+   * if this replica runs that attempt. Fencing would stop it at its next write anyway. */
+  cancel(turnId: string, attempt: number, reason: string): boolean {
+    const execution = this.#executions.get(turnId);
+    if (execution === undefined || execution.attempt !== attempt) {
+      return false;
+    }
+    execution.lose(`the service ended the turn (${reason || "cancelled"})`);
+    return true;
+  }
+
   /** Start executing; false if this attempt (or a newer one) already runs here. */
   start(assignment: Assignment): boolean {
     const turnId = assignment.turn.turnId;

@@ -3,12 +3,14 @@
 
 import { TurnState } from "../gen/turnkeeper/v1/turns_pb.js";
 
-/** running | parked | done | failed | unknown, the contract's lower-case words. */
+/** running | parked | done | failed | cancelled | queued | unknown, the contract's lower-case words. */
 const WIRE_WORDS: ReadonlyMap<TurnState, string> = new Map([
   [TurnState.RUNNING, "running"],
   [TurnState.PARKED, "parked"],
   [TurnState.DONE, "done"],
   [TurnState.FAILED, "failed"],
+  [TurnState.CANCELLED, "cancelled"],
+  [TurnState.QUEUED, "queued"],
   [TurnState.UNKNOWN, "unknown"],
 ]);
 
@@ -36,6 +38,10 @@ export function responseStatus(state: TurnState): string {
       return "completed";
     case TurnState.FAILED:
       return "failed";
+    case TurnState.CANCELLED:
+      return "cancelled";
+    case TurnState.QUEUED:
+      return "queued";
     default:
       return "in_progress";
   }

@@ -32,6 +32,7 @@ export type Dispatch = (request: Request) => Promise<Reply>;
 export class NatsSubscriber {
   #nc: NatsConnection | undefined;
   #sub: Subscription | undefined;
+  #control: Subscription | undefined;
   #inflight = new Set<Promise<void>>();
   #stopped = false;
   ready = false;
@@ -43,6 +44,9 @@ export class NatsSubscriber {
     readonly dispatch: Dispatch,
     readonly name: string,
     readonly log: (line: string) => void,
+    /** Heard by every replica (no queue group): notifications such as a cancel,
+     * which only the replica running the turn acts on. */
+    readonly controlSubject?: string,
   ) {}
 
   /** Connect (retrying until NATS answers), subscribe, and probe. */
@@ -69,14 +73,15 @@ export class NatsSubscriber {
       await nc?.close();
       return;
     }
-    this.#sub = nc.subscribe(this.subject, {
-      queue: this.queue,
-      callback: (_error, msg) => {
-        const work = this.#serve(msg);
-        this.#inflight.add(work);
-        void work.finally(() => this.#inflight.delete(work));
-      },
-    });
+    const callback = (_error: unknown, msg: Msg): void => {
+      const work = this.#serve(msg);
+      this.#inflight.add(work);
+      void work.finally(() => this.#inflight.delete(work));
+    };
+    this.#sub = nc.subscribe(this.subject, { queue: this.queue, callback });
+    if (this.controlSubject !== undefined) {
+      this.#control = nc.subscribe(this.controlSubject, { callback });
+    }
     void this.#watchStatus(nc);
     await this.#probe(nc);
     this.log(`serving ${this.subject} (queue group ${this.queue}) on ${this.url}`);
@@ -149,6 +154,8 @@ export class NatsSubscriber {
     this.ready = false;
     this.#sub?.unsubscribe();
     this.#sub = undefined;
+    this.#control?.unsubscribe();
+    this.#control = undefined;
     await Promise.allSettled([...this.#inflight]);
     const nc = this.#nc;
     this.#nc = undefined;

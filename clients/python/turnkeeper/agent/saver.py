@@ -64,6 +64,7 @@ from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.types import Durability
 
 from turnkeeper.agent import saver_wire as wire
+from turnkeeper.agent.saver_extended import ExtendedSaverMethods
 from turnkeeper.agent.saver_stream import (
     AsyncRunStream,
     LoopStreams,
@@ -246,7 +247,7 @@ class _Channels:
         return mine
 
 
-class RemoteSaver(BaseCheckpointSaver[str]):
+class RemoteSaver(ExtendedSaverMethods, BaseCheckpointSaver[str]):
     """A LangGraph checkpointer storing in the turnkeeper service's CheckpointService.
 
     ``RemoteSaver()`` connects to ``$TURNKEEPER_ADDRESS`` (default

@@ -26,7 +26,7 @@ import grpc
 from turnkeeper.client import ConnectionOptions, TurnkeeperClient, default_address
 from turnkeeper.errors import TurnkeeperError, from_rpc_error
 from turnkeeper.operator import args as argtypes
-from turnkeeper.operator import audit, backup, plugins, render
+from turnkeeper.operator import audit, backup, lifecycle_cli, plugins, render
 from turnkeeper.v1 import turns_pb2
 
 # Exit codes. Scripts can tell "no such turn" and "not in that state" apart from
@@ -149,7 +149,7 @@ def build_parser(serve_arguments: bool = True) -> argparse.ArgumentParser:
         dest="state",
         type=argtypes.state,
         metavar="STATE",
-        help="RUNNING, PARKED, DONE or FAILED",
+        help="RUNNING, PARKED, DONE, FAILED, CANCELLED or QUEUED",
     )
     listing.add_argument("--agent", default="", help="only turns of this agent")
     listing.add_argument("--thread", default="", help="only turns on this thread")
@@ -200,6 +200,7 @@ def build_parser(serve_arguments: bool = True) -> argparse.ArgumentParser:
         "--after-seq", type=int, default=0, metavar="SEQ", help="start after this seq"
     )
     watch.set_defaults(handler=turns_watch)
+    lifecycle_cli.add_commands(commands, verbs, [conn, output])
 
     audit.add_command(commands, [conn, output], _client)
     backup.add_command(commands)
@@ -318,6 +319,7 @@ def turns_status(args: argparse.Namespace) -> int:
         _out(f"{d['turn_id']}  UNKNOWN (the journal never saw this turn)")
         return EXIT_OK
     line = f"{d['turn_id']}  {d['state']}  attempts={d['attempts']}  last_seq={d['last_seq']}"
+    line += f"  end_reason={d['end_reason']}" if d.get("end_reason") else ""
     _out(line + (f"  error={d['error']}" if d["error"] else ""))
     return EXIT_OK
 

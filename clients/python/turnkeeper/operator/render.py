@@ -77,6 +77,8 @@ def turn_dict(turn: turns_pb2.Turn) -> dict[str, Any]:
         "error": turn.error,
         "created_at": time_text(turn.created_at),
         "updated_at": time_text(turn.updated_at),
+        # Only when the service ended the turn (cancel, a deadline): why.
+        **({"end_reason": turn.end_reason} if turn.end_reason else {}),
     }
 
 
@@ -101,6 +103,7 @@ def status_dict(status: turns_pb2.TurnStatusResponse) -> dict[str, Any]:
         "attempts": status.attempts,
         "last_seq": status.last_seq,
         "error": status.error,
+        **({"end_reason": status.end_reason} if status.end_reason else {}),
     }
 
 
@@ -199,6 +202,8 @@ def turn_record(turn: turns_pb2.Turn) -> str:
         lines.append(("resume", compact(d["resume"])))
     if d["error"]:
         lines.append(("error", d["error"]))
+    if d.get("end_reason"):
+        lines.append(("ended by", d["end_reason"]))
     lines += [("created", d["created_at"] or "-"), ("updated", d["updated_at"] or "-")]
     width = max(len(k) for k, _ in lines) + 1
     return "\n".join(f"{(k + ':').ljust(width)} {v}" for k, v in lines)

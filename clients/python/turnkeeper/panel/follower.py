@@ -348,7 +348,8 @@ class TurnFollower:
             return await self._resync()
         self._last = (event.seq, event.attempt)
         if event.terminal:
-            self._state = TurnState.DONE if event.type == "turn.done" else TurnState.FAILED
+            ended = {"turn.done": TurnState.DONE, "turn.cancelled": TurnState.CANCELLED}
+            self._state = ended.get(event.type, TurnState.FAILED)
             error = ""
             if self._state is TurnState.FAILED and isinstance(event.data, dict):
                 error = str(event.data.get("error", ""))

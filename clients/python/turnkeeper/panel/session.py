@@ -33,10 +33,8 @@ The rules, each one a method:
   payload.
 
 A retried submission reuses its turn id, so an agent that did get it after all
-(StartTurn is idempotent by turn id) runs it once.
-
-The session talks to agents through an :class:`AgentTransport`; the NATS JSON-RPC one
-is :class:`turnkeeper.panel.agent_rpc.NatsAgentTransport`.
+(StartTurn is idempotent by turn id) runs it once. The session talks to agents through
+an :class:`AgentTransport` (NATS JSON-RPC: :class:`~turnkeeper.panel.agent_rpc.NatsAgentTransport`).
 """
 
 from __future__ import annotations

@@ -10,6 +10,7 @@ from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
 from google.protobuf import message as _message
 from google.protobuf.internal import containers as _containers
+from google.protobuf.internal import enum_type_wrapper as _enum_type_wrapper
 from turnkeeper.v1 import turns_pb2 as _turns_pb2
 import builtins as _builtins
 import sys
@@ -21,6 +22,25 @@ else:
     from typing_extensions import TypeAlias as _TypeAlias, Never as _Never
 
 DESCRIPTOR: _descriptor.FileDescriptor
+
+class _PruneStrategy:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _PruneStrategyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_PruneStrategy.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    PRUNE_STRATEGY_UNSPECIFIED: _PruneStrategy.ValueType  # 0
+    """The same as KEEP_LATEST."""
+    PRUNE_STRATEGY_KEEP_LATEST: _PruneStrategy.ValueType  # 1
+    PRUNE_STRATEGY_DELETE: _PruneStrategy.ValueType  # 2
+
+class PruneStrategy(_PruneStrategy, metaclass=_PruneStrategyEnumTypeWrapper): ...
+
+PRUNE_STRATEGY_UNSPECIFIED: PruneStrategy.ValueType  # 0
+"""The same as KEEP_LATEST."""
+PRUNE_STRATEGY_KEEP_LATEST: PruneStrategy.ValueType  # 1
+PRUNE_STRATEGY_DELETE: PruneStrategy.ValueType  # 2
+Global___PruneStrategy: _TypeAlias = PruneStrategy  # noqa: Y015
 
 @_typing.final
 class TypedValue(_message.Message):
@@ -425,15 +445,21 @@ class DeleteThreadRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     THREAD_ID_FIELD_NUMBER: _builtins.int
+    CANCEL_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
+    cancel: _builtins.bool
+    """Cancel the thread's live turn first, in the same transaction; without it a
+    thread with a live turn is refused (FAILED_PRECONDITION).
+    """
     def __init__(
         self,
         *,
         thread_id: _builtins.str = ...,
+        cancel: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["thread_id", b"thread_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancel", b"cancel", "thread_id", b"thread_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -443,16 +469,147 @@ Global___DeleteThreadRequest: _TypeAlias = DeleteThreadRequest  # noqa: Y015
 class DeleteThreadResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
+    TURNS_DELETED_FIELD_NUMBER: _builtins.int
+    CANCELLED_TURN_ID_FIELD_NUMBER: _builtins.int
+    turns_deleted: _builtins.int
+    """The turns erased with the thread (their inputs, events and outbox rows too)."""
+    cancelled_turn_id: _builtins.str
+    """The live turn cancelled first (cancel set); empty if none."""
     def __init__(
         self,
+        *,
+        turns_deleted: _builtins.int = ...,
+        cancelled_turn_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled_turn_id", b"cancelled_turn_id", "turns_deleted", b"turns_deleted"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___DeleteThreadResponse: _TypeAlias = DeleteThreadResponse  # noqa: Y015
+
+@_typing.final
+class PruneThreadsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    THREAD_IDS_FIELD_NUMBER: _builtins.int
+    STRATEGY_FIELD_NUMBER: _builtins.int
+    strategy: Global___PruneStrategy.ValueType
+    @_builtins.property
+    def thread_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        thread_ids: _abc.Iterable[_builtins.str] | None = ...,
+        strategy: Global___PruneStrategy.ValueType = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["strategy", b"strategy", "thread_ids", b"thread_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PruneThreadsRequest: _TypeAlias = PruneThreadsRequest  # noqa: Y015
+
+@_typing.final
+class PruneThreadsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHECKPOINTS_DELETED_FIELD_NUMBER: _builtins.int
+    checkpoints_deleted: _builtins.int
+    def __init__(
+        self,
+        *,
+        checkpoints_deleted: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoints_deleted", b"checkpoints_deleted"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___PruneThreadsResponse: _TypeAlias = PruneThreadsResponse  # noqa: Y015
+
+@_typing.final
+class DeleteForRunsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    RUN_IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def run_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        run_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["run_ids", b"run_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteForRunsRequest: _TypeAlias = DeleteForRunsRequest  # noqa: Y015
+
+@_typing.final
+class DeleteForRunsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHECKPOINTS_DELETED_FIELD_NUMBER: _builtins.int
+    checkpoints_deleted: _builtins.int
+    def __init__(
+        self,
+        *,
+        checkpoints_deleted: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoints_deleted", b"checkpoints_deleted"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___DeleteForRunsResponse: _TypeAlias = DeleteForRunsResponse  # noqa: Y015
+
+@_typing.final
+class CopyThreadRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    SOURCE_THREAD_ID_FIELD_NUMBER: _builtins.int
+    TARGET_THREAD_ID_FIELD_NUMBER: _builtins.int
+    source_thread_id: _builtins.str
+    target_thread_id: _builtins.str
+    def __init__(
+        self,
+        *,
+        source_thread_id: _builtins.str = ...,
+        target_thread_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["source_thread_id", b"source_thread_id", "target_thread_id", b"target_thread_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CopyThreadRequest: _TypeAlias = CopyThreadRequest  # noqa: Y015
+
+@_typing.final
+class CopyThreadResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CHECKPOINTS_COPIED_FIELD_NUMBER: _builtins.int
+    checkpoints_copied: _builtins.int
+    def __init__(
+        self,
+        *,
+        checkpoints_copied: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoints_copied", b"checkpoints_copied"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CopyThreadResponse: _TypeAlias = CopyThreadResponse  # noqa: Y015
 
 @_typing.final
 class CheckpointStreamRequest(_message.Message):

@@ -65,6 +65,21 @@ class CheckpointServiceStub:
                 request_serializer=turnkeeper_dot_v1_dot_checkpoints__pb2.CheckpointStreamRequest.SerializeToString,
                 response_deserializer=turnkeeper_dot_v1_dot_checkpoints__pb2.CheckpointStreamResponse.FromString,
                 _registered_method=True)
+        self.PruneThreads = channel.unary_unary(
+                '/turnkeeper.v1.CheckpointService/PruneThreads',
+                request_serializer=turnkeeper_dot_v1_dot_checkpoints__pb2.PruneThreadsRequest.SerializeToString,
+                response_deserializer=turnkeeper_dot_v1_dot_checkpoints__pb2.PruneThreadsResponse.FromString,
+                _registered_method=True)
+        self.DeleteForRuns = channel.unary_unary(
+                '/turnkeeper.v1.CheckpointService/DeleteForRuns',
+                request_serializer=turnkeeper_dot_v1_dot_checkpoints__pb2.DeleteForRunsRequest.SerializeToString,
+                response_deserializer=turnkeeper_dot_v1_dot_checkpoints__pb2.DeleteForRunsResponse.FromString,
+                _registered_method=True)
+        self.CopyThread = channel.unary_unary(
+                '/turnkeeper.v1.CheckpointService/CopyThread',
+                request_serializer=turnkeeper_dot_v1_dot_checkpoints__pb2.CopyThreadRequest.SerializeToString,
+                response_deserializer=turnkeeper_dot_v1_dot_checkpoints__pb2.CopyThreadResponse.FromString,
+                _registered_method=True)
 
 
 class CheckpointServiceServicer:
@@ -101,7 +116,8 @@ class CheckpointServiceServicer:
         raise NotImplementedError('Method not implemented!')
 
     def DeleteThread(self, request, context):
-        """Delete every checkpoint and write of a thread.
+        """Erase a thread: its turns (inputs, events, outbox rows), boundaries,
+        checkpoints and writes. Refused while a turn of it is live unless cancel is set.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -113,6 +129,31 @@ class CheckpointServiceServicer:
         each (a put, a write or an append only after its commit) with the same id. A
         fenced message (a stale attempt) ends the stream with ABORTED; any other refusal
         answers that message with its error and the stream goes on.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def PruneThreads(self, request, context):
+        """LangGraph's prune: keep only the latest checkpoint of each namespace of each
+        thread (with its writes), or delete them all. FAILED_PRECONDITION for a thread
+        with a live or queued turn.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def DeleteForRuns(self, request, context):
+        """LangGraph's delete_for_runs: delete the checkpoints whose metadata run_id is one
+        of run_ids, with their writes. FAILED_PRECONDITION if one is of a live thread.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def CopyThread(self, request, context):
+        """LangGraph's copy_thread: every checkpoint and write of the source thread, under
+        the target thread. FAILED_PRECONDITION when the target has a live turn.
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')
@@ -150,6 +191,21 @@ def add_CheckpointServiceServicer_to_server(servicer, server):
                     servicer.CheckpointStream,
                     request_deserializer=turnkeeper_dot_v1_dot_checkpoints__pb2.CheckpointStreamRequest.FromString,
                     response_serializer=turnkeeper_dot_v1_dot_checkpoints__pb2.CheckpointStreamResponse.SerializeToString,
+            ),
+            'PruneThreads': grpc.unary_unary_rpc_method_handler(
+                    servicer.PruneThreads,
+                    request_deserializer=turnkeeper_dot_v1_dot_checkpoints__pb2.PruneThreadsRequest.FromString,
+                    response_serializer=turnkeeper_dot_v1_dot_checkpoints__pb2.PruneThreadsResponse.SerializeToString,
+            ),
+            'DeleteForRuns': grpc.unary_unary_rpc_method_handler(
+                    servicer.DeleteForRuns,
+                    request_deserializer=turnkeeper_dot_v1_dot_checkpoints__pb2.DeleteForRunsRequest.FromString,
+                    response_serializer=turnkeeper_dot_v1_dot_checkpoints__pb2.DeleteForRunsResponse.SerializeToString,
+            ),
+            'CopyThread': grpc.unary_unary_rpc_method_handler(
+                    servicer.CopyThread,
+                    request_deserializer=turnkeeper_dot_v1_dot_checkpoints__pb2.CopyThreadRequest.FromString,
+                    response_serializer=turnkeeper_dot_v1_dot_checkpoints__pb2.CopyThreadResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -315,6 +371,87 @@ class CheckpointService:
             '/turnkeeper.v1.CheckpointService/CheckpointStream',
             turnkeeper_dot_v1_dot_checkpoints__pb2.CheckpointStreamRequest.SerializeToString,
             turnkeeper_dot_v1_dot_checkpoints__pb2.CheckpointStreamResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def PruneThreads(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turnkeeper.v1.CheckpointService/PruneThreads',
+            turnkeeper_dot_v1_dot_checkpoints__pb2.PruneThreadsRequest.SerializeToString,
+            turnkeeper_dot_v1_dot_checkpoints__pb2.PruneThreadsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def DeleteForRuns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turnkeeper.v1.CheckpointService/DeleteForRuns',
+            turnkeeper_dot_v1_dot_checkpoints__pb2.DeleteForRunsRequest.SerializeToString,
+            turnkeeper_dot_v1_dot_checkpoints__pb2.DeleteForRunsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CopyThread(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turnkeeper.v1.CheckpointService/CopyThread',
+            turnkeeper_dot_v1_dot_checkpoints__pb2.CopyThreadRequest.SerializeToString,
+            turnkeeper_dot_v1_dot_checkpoints__pb2.CopyThreadResponse.FromString,
             options,
             channel_credentials,
             insecure,

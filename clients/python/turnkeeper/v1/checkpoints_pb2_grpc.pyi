@@ -47,13 +47,28 @@ class CheckpointServiceStub:
     PutWrites: _grpc.UnaryUnaryMultiCallable[_checkpoints_pb2.PutWritesRequest, _checkpoints_pb2.PutWritesResponse]
     """Store a task's intermediate writes against a checkpoint. Fenced like PutCheckpoint."""
     DeleteThread: _grpc.UnaryUnaryMultiCallable[_checkpoints_pb2.DeleteThreadRequest, _checkpoints_pb2.DeleteThreadResponse]
-    """Delete every checkpoint and write of a thread."""
+    """Erase a thread: its turns (inputs, events, outbox rows), boundaries,
+    checkpoints and writes. Refused while a turn of it is live unless cancel is set.
+    """
     CheckpointStream: _grpc.StreamStreamMultiCallable[_checkpoints_pb2.CheckpointStreamRequest, _checkpoints_pb2.CheckpointStreamResponse]
     """One graph run's gets, puts, writes and event appends on one open stream: the
     service handles the messages one at a time in the order they arrive, and answers
     each (a put, a write or an append only after its commit) with the same id. A
     fenced message (a stale attempt) ends the stream with ABORTED; any other refusal
     answers that message with its error and the stream goes on.
+    """
+    PruneThreads: _grpc.UnaryUnaryMultiCallable[_checkpoints_pb2.PruneThreadsRequest, _checkpoints_pb2.PruneThreadsResponse]
+    """LangGraph's prune: keep only the latest checkpoint of each namespace of each
+    thread (with its writes), or delete them all. FAILED_PRECONDITION for a thread
+    with a live or queued turn.
+    """
+    DeleteForRuns: _grpc.UnaryUnaryMultiCallable[_checkpoints_pb2.DeleteForRunsRequest, _checkpoints_pb2.DeleteForRunsResponse]
+    """LangGraph's delete_for_runs: delete the checkpoints whose metadata run_id is one
+    of run_ids, with their writes. FAILED_PRECONDITION if one is of a live thread.
+    """
+    CopyThread: _grpc.UnaryUnaryMultiCallable[_checkpoints_pb2.CopyThreadRequest, _checkpoints_pb2.CopyThreadResponse]
+    """LangGraph's copy_thread: every checkpoint and write of the source thread, under
+    the target thread. FAILED_PRECONDITION when the target has a live turn.
     """
 
 @_typing.type_check_only
@@ -72,13 +87,28 @@ class CheckpointServiceAsyncStub(CheckpointServiceStub):
     PutWrites: _aio.UnaryUnaryMultiCallable[_checkpoints_pb2.PutWritesRequest, _checkpoints_pb2.PutWritesResponse]  # type: ignore[assignment]
     """Store a task's intermediate writes against a checkpoint. Fenced like PutCheckpoint."""
     DeleteThread: _aio.UnaryUnaryMultiCallable[_checkpoints_pb2.DeleteThreadRequest, _checkpoints_pb2.DeleteThreadResponse]  # type: ignore[assignment]
-    """Delete every checkpoint and write of a thread."""
+    """Erase a thread: its turns (inputs, events, outbox rows), boundaries,
+    checkpoints and writes. Refused while a turn of it is live unless cancel is set.
+    """
     CheckpointStream: _aio.StreamStreamMultiCallable[_checkpoints_pb2.CheckpointStreamRequest, _checkpoints_pb2.CheckpointStreamResponse]  # type: ignore[assignment]
     """One graph run's gets, puts, writes and event appends on one open stream: the
     service handles the messages one at a time in the order they arrive, and answers
     each (a put, a write or an append only after its commit) with the same id. A
     fenced message (a stale attempt) ends the stream with ABORTED; any other refusal
     answers that message with its error and the stream goes on.
+    """
+    PruneThreads: _aio.UnaryUnaryMultiCallable[_checkpoints_pb2.PruneThreadsRequest, _checkpoints_pb2.PruneThreadsResponse]  # type: ignore[assignment]
+    """LangGraph's prune: keep only the latest checkpoint of each namespace of each
+    thread (with its writes), or delete them all. FAILED_PRECONDITION for a thread
+    with a live or queued turn.
+    """
+    DeleteForRuns: _aio.UnaryUnaryMultiCallable[_checkpoints_pb2.DeleteForRunsRequest, _checkpoints_pb2.DeleteForRunsResponse]  # type: ignore[assignment]
+    """LangGraph's delete_for_runs: delete the checkpoints whose metadata run_id is one
+    of run_ids, with their writes. FAILED_PRECONDITION if one is of a live thread.
+    """
+    CopyThread: _aio.UnaryUnaryMultiCallable[_checkpoints_pb2.CopyThreadRequest, _checkpoints_pb2.CopyThreadResponse]  # type: ignore[assignment]
+    """LangGraph's copy_thread: every checkpoint and write of the source thread, under
+    the target thread. FAILED_PRECONDITION when the target has a live turn.
     """
 
 class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -124,7 +154,9 @@ class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
         request: _checkpoints_pb2.DeleteThreadRequest,
         context: _ServicerContext,
     ) -> _typing.Union[_checkpoints_pb2.DeleteThreadResponse, _abc.Awaitable[_checkpoints_pb2.DeleteThreadResponse]]:
-        """Delete every checkpoint and write of a thread."""
+        """Erase a thread: its turns (inputs, events, outbox rows), boundaries,
+        checkpoints and writes. Refused while a turn of it is live unless cancel is set.
+        """
 
     @_abc_1.abstractmethod
     def CheckpointStream(
@@ -137,6 +169,37 @@ class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
         each (a put, a write or an append only after its commit) with the same id. A
         fenced message (a stale attempt) ends the stream with ABORTED; any other refusal
         answers that message with its error and the stream goes on.
+        """
+
+    @_abc_1.abstractmethod
+    def PruneThreads(
+        self,
+        request: _checkpoints_pb2.PruneThreadsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_checkpoints_pb2.PruneThreadsResponse, _abc.Awaitable[_checkpoints_pb2.PruneThreadsResponse]]:
+        """LangGraph's prune: keep only the latest checkpoint of each namespace of each
+        thread (with its writes), or delete them all. FAILED_PRECONDITION for a thread
+        with a live or queued turn.
+        """
+
+    @_abc_1.abstractmethod
+    def DeleteForRuns(
+        self,
+        request: _checkpoints_pb2.DeleteForRunsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_checkpoints_pb2.DeleteForRunsResponse, _abc.Awaitable[_checkpoints_pb2.DeleteForRunsResponse]]:
+        """LangGraph's delete_for_runs: delete the checkpoints whose metadata run_id is one
+        of run_ids, with their writes. FAILED_PRECONDITION if one is of a live thread.
+        """
+
+    @_abc_1.abstractmethod
+    def CopyThread(
+        self,
+        request: _checkpoints_pb2.CopyThreadRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_checkpoints_pb2.CopyThreadResponse, _abc.Awaitable[_checkpoints_pb2.CopyThreadResponse]]:
+        """LangGraph's copy_thread: every checkpoint and write of the source thread, under
+        the target thread. FAILED_PRECONDITION when the target has a live turn.
         """
 
 def add_CheckpointServiceServicer_to_server(servicer: CheckpointServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

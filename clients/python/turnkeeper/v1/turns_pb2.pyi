@@ -10,6 +10,7 @@ from an attempt that was re-driven away is refused with ABORTED ("fenced").
 
 from collections import abc as _abc
 from google.protobuf import descriptor as _descriptor
+from google.protobuf import duration_pb2 as _duration_pb2
 from google.protobuf import message as _message
 from google.protobuf import struct_pb2 as _struct_pb2
 from google.protobuf import timestamp_pb2 as _timestamp_pb2
@@ -39,6 +40,14 @@ class _TurnStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_TurnState.V
     TURN_STATE_FAILED: _TurnState.ValueType  # 4
     TURN_STATE_UNKNOWN: _TurnState.ValueType  # 5
     """Only in TurnStatusResponse: the journal never saw this turn_id."""
+    TURN_STATE_CANCELLED: _TurnState.ValueType  # 6
+    """Terminal: stopped by CancelTurn, a double-texting interrupt or rollback, or
+    DeleteThread with cancel.
+    """
+    TURN_STATE_QUEUED: _TurnState.ValueType  # 7
+    """Waiting behind the thread's live turn (StartTurn with MULTITASK_STRATEGY_ENQUEUE);
+    starts, in order, when the turns before it have ended.
+    """
 
 class TurnState(_TurnState, metaclass=_TurnStateEnumTypeWrapper): ...
 
@@ -49,7 +58,49 @@ TURN_STATE_DONE: TurnState.ValueType  # 3
 TURN_STATE_FAILED: TurnState.ValueType  # 4
 TURN_STATE_UNKNOWN: TurnState.ValueType  # 5
 """Only in TurnStatusResponse: the journal never saw this turn_id."""
+TURN_STATE_CANCELLED: TurnState.ValueType  # 6
+"""Terminal: stopped by CancelTurn, a double-texting interrupt or rollback, or
+DeleteThread with cancel.
+"""
+TURN_STATE_QUEUED: TurnState.ValueType  # 7
+"""Waiting behind the thread's live turn (StartTurn with MULTITASK_STRATEGY_ENQUEUE);
+starts, in order, when the turns before it have ended.
+"""
 Global___TurnState: _TypeAlias = TurnState  # noqa: Y015
+
+class _MultitaskStrategy:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _MultitaskStrategyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_MultitaskStrategy.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    MULTITASK_STRATEGY_UNSPECIFIED: _MultitaskStrategy.ValueType  # 0
+    """The same as REJECT."""
+    MULTITASK_STRATEGY_REJECT: _MultitaskStrategy.ValueType  # 1
+    """FAILED_PRECONDITION: the caller waits for the live turn to end."""
+    MULTITASK_STRATEGY_ENQUEUE: _MultitaskStrategy.ValueType  # 2
+    """The new turn is journaled QUEUED and starts when the turns before it ended."""
+    MULTITASK_STRATEGY_INTERRUPT: _MultitaskStrategy.ValueType  # 3
+    """The live turn is cancelled (its checkpoints kept), the new one starts."""
+    MULTITASK_STRATEGY_ROLLBACK: _MultitaskStrategy.ValueType  # 4
+    """The live turn is cancelled and the checkpoints it wrote removed; the new one starts."""
+
+class MultitaskStrategy(_MultitaskStrategy, metaclass=_MultitaskStrategyEnumTypeWrapper):
+    """What StartTurn does when the thread already has a live (RUNNING or PARKED) turn,
+    with LangGraph Platform's names.
+    """
+
+MULTITASK_STRATEGY_UNSPECIFIED: MultitaskStrategy.ValueType  # 0
+"""The same as REJECT."""
+MULTITASK_STRATEGY_REJECT: MultitaskStrategy.ValueType  # 1
+"""FAILED_PRECONDITION: the caller waits for the live turn to end."""
+MULTITASK_STRATEGY_ENQUEUE: MultitaskStrategy.ValueType  # 2
+"""The new turn is journaled QUEUED and starts when the turns before it ended."""
+MULTITASK_STRATEGY_INTERRUPT: MultitaskStrategy.ValueType  # 3
+"""The live turn is cancelled (its checkpoints kept), the new one starts."""
+MULTITASK_STRATEGY_ROLLBACK: MultitaskStrategy.ValueType  # 4
+"""The live turn is cancelled and the checkpoints it wrote removed; the new one starts."""
+Global___MultitaskStrategy: _TypeAlias = MultitaskStrategy  # noqa: Y015
 
 class _Outcome:
     ValueType = _typing.NewType("ValueType", _builtins.int)
@@ -117,6 +168,10 @@ class Turn(_message.Message):
     REWINDS_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
     UPDATED_AT_FIELD_NUMBER: _builtins.int
+    END_REASON_FIELD_NUMBER: _builtins.int
+    RUN_DEADLINE_FIELD_NUMBER: _builtins.int
+    PARK_DEADLINE_FIELD_NUMBER: _builtins.int
+    CRASHES_CHARGED_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     thread_id: _builtins.str
     agent: _builtins.str
@@ -129,6 +184,15 @@ class Turn(_message.Message):
     error: _builtins.str
     rewinds: _builtins.int
     """How many times the turn's event stream was rewound."""
+    end_reason: _builtins.str
+    """Why the turn ended when the service ended it: "cancelled", "max_run_time",
+    "park_expired", "redrive_cap"; empty while it runs or when its executor ended it.
+    """
+    crashes_charged: _builtins.int
+    """Crashes of its executor charged to this turn, counted against the re-drive cap
+    (a crash of a process running several turns is charged only once the culprit
+    is known: see docs/decisions.md, poison containment).
+    """
     @_builtins.property
     def input(self) -> _struct_pb2.Value: ...
     @_builtins.property
@@ -147,6 +211,14 @@ class Turn(_message.Message):
     def created_at(self) -> _timestamp_pb2.Timestamp: ...
     @_builtins.property
     def updated_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def run_deadline(self) -> _timestamp_pb2.Timestamp:
+        """When the reaper fails the turn if it is still RUNNING (max run time)."""
+
+    @_builtins.property
+    def park_deadline(self) -> _timestamp_pb2.Timestamp:
+        """When the reaper fails the turn if it is still PARKED (park expiry)."""
+
     def __init__(
         self,
         *,
@@ -165,10 +237,14 @@ class Turn(_message.Message):
         rewinds: _builtins.int = ...,
         created_at: _timestamp_pb2.Timestamp | None = ...,
         updated_at: _timestamp_pb2.Timestamp | None = ...,
+        end_reason: _builtins.str = ...,
+        run_deadline: _timestamp_pb2.Timestamp | None = ...,
+        park_deadline: _timestamp_pb2.Timestamp | None = ...,
+        crashes_charged: _builtins.int = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "input", b"input", "interrupt", b"interrupt", "owner", b"owner", "resume", b"resume", "updated_at", b"updated_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "input", b"input", "interrupt", b"interrupt", "owner", b"owner", "park_deadline", b"park_deadline", "resume", b"resume", "run_deadline", b"run_deadline", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "attempts", b"attempts", "created_at", b"created_at", "error", b"error", "has_resume", b"has_resume", "input", b"input", "interrupt", b"interrupt", "last_seq", b"last_seq", "owner", b"owner", "resume", b"resume", "rewinds", b"rewinds", "state", b"state", "thread_id", b"thread_id", "turn_id", b"turn_id", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "attempts", b"attempts", "crashes_charged", b"crashes_charged", "created_at", b"created_at", "end_reason", b"end_reason", "error", b"error", "has_resume", b"has_resume", "input", b"input", "interrupt", b"interrupt", "last_seq", b"last_seq", "owner", b"owner", "park_deadline", b"park_deadline", "resume", b"resume", "rewinds", b"rewinds", "run_deadline", b"run_deadline", "state", b"state", "thread_id", b"thread_id", "turn_id", b"turn_id", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -248,13 +324,30 @@ class StartTurnRequest(_message.Message):
     INPUT_FIELD_NUMBER: _builtins.int
     REPLICA_FIELD_NUMBER: _builtins.int
     INCARNATION_FIELD_NUMBER: _builtins.int
+    MULTITASK_STRATEGY_FIELD_NUMBER: _builtins.int
+    MAX_RUN_TIME_FIELD_NUMBER: _builtins.int
+    PARK_EXPIRY_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     thread_id: _builtins.str
     agent: _builtins.str
     replica: _builtins.str
     incarnation: _builtins.str
+    multitask_strategy: Global___MultitaskStrategy.ValueType
+    """What to do when the thread has a live turn; unset: reject."""
     @_builtins.property
     def input(self) -> _struct_pb2.Value: ...
+    @_builtins.property
+    def max_run_time(self) -> _duration_pb2.Duration:
+        """The longest the turn may stay RUNNING between a start or resume and its next
+        park or end; unset or zero: the service's default (serve --max-run-time).
+        """
+
+    @_builtins.property
+    def park_expiry(self) -> _duration_pb2.Duration:
+        """The longest the turn may stay PARKED; unset or zero: the service's default
+        (serve --park-expiry).
+        """
+
     def __init__(
         self,
         *,
@@ -264,10 +357,13 @@ class StartTurnRequest(_message.Message):
         input: _struct_pb2.Value | None = ...,
         replica: _builtins.str = ...,
         incarnation: _builtins.str = ...,
+        multitask_strategy: Global___MultitaskStrategy.ValueType = ...,
+        max_run_time: _duration_pb2.Duration | None = ...,
+        park_expiry: _duration_pb2.Duration | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["input", b"input"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["input", b"input", "max_run_time", b"max_run_time", "park_expiry", b"park_expiry"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "incarnation", b"incarnation", "input", b"input", "replica", b"replica", "thread_id", b"thread_id", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "incarnation", b"incarnation", "input", b"input", "max_run_time", b"max_run_time", "multitask_strategy", b"multitask_strategy", "park_expiry", b"park_expiry", "replica", b"replica", "thread_id", b"thread_id", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -279,8 +375,11 @@ class StartTurnResponse(_message.Message):
 
     TURN_FIELD_NUMBER: _builtins.int
     CREATED_FIELD_NUMBER: _builtins.int
+    CANCELLED_TURN_ID_FIELD_NUMBER: _builtins.int
     created: _builtins.bool
     """False when an identical StartTurn had already journaled the turn."""
+    cancelled_turn_id: _builtins.str
+    """The live turn that MULTITASK_STRATEGY_INTERRUPT or ROLLBACK cancelled; empty if none."""
     @_builtins.property
     def turn(self) -> Global___Turn: ...
     def __init__(
@@ -288,10 +387,11 @@ class StartTurnResponse(_message.Message):
         *,
         turn: Global___Turn | None = ...,
         created: _builtins.bool = ...,
+        cancelled_turn_id: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["turn", b"turn"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created", b"created", "turn", b"turn"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["cancelled_turn_id", b"cancelled_turn_id", "created", b"created", "turn", b"turn"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -325,11 +425,14 @@ class TurnStatusResponse(_message.Message):
     ATTEMPTS_FIELD_NUMBER: _builtins.int
     LAST_SEQ_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    END_REASON_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     state: Global___TurnState.ValueType
     attempts: _builtins.int
     last_seq: _builtins.int
     error: _builtins.str
+    end_reason: _builtins.str
+    """As Turn.end_reason."""
     def __init__(
         self,
         *,
@@ -338,10 +441,11 @@ class TurnStatusResponse(_message.Message):
         attempts: _builtins.int = ...,
         last_seq: _builtins.int = ...,
         error: _builtins.str = ...,
+        end_reason: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "error", b"error", "last_seq", b"last_seq", "state", b"state", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "end_reason", b"end_reason", "error", b"error", "last_seq", b"last_seq", "state", b"state", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -963,3 +1067,56 @@ class WatchTurnResponse(_message.Message):
     def WhichOneof(self, oneof_group: _WhichOneofArgType_frame) -> _WhichOneofReturnType_frame | None: ...
 
 Global___WatchTurnResponse: _TypeAlias = WatchTurnResponse  # noqa: Y015
+
+@_typing.final
+class CancelTurnRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TURN_ID_FIELD_NUMBER: _builtins.int
+    ROLLBACK_FIELD_NUMBER: _builtins.int
+    REASON_FIELD_NUMBER: _builtins.int
+    turn_id: _builtins.str
+    rollback: _builtins.bool
+    """Also remove the checkpoints the turn wrote, so the thread is as it was
+    before the turn started.
+    """
+    reason: _builtins.str
+    """Free text for people, stored with the terminal event; at most 1000 bytes."""
+    def __init__(
+        self,
+        *,
+        turn_id: _builtins.str = ...,
+        rollback: _builtins.bool = ...,
+        reason: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["reason", b"reason", "rollback", b"rollback", "turn_id", b"turn_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelTurnRequest: _TypeAlias = CancelTurnRequest  # noqa: Y015
+
+@_typing.final
+class CancelTurnResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TURN_FIELD_NUMBER: _builtins.int
+    CHECKPOINTS_REMOVED_FIELD_NUMBER: _builtins.int
+    checkpoints_removed: _builtins.int
+    """How many checkpoints rollback removed."""
+    @_builtins.property
+    def turn(self) -> Global___Turn: ...
+    def __init__(
+        self,
+        *,
+        turn: Global___Turn | None = ...,
+        checkpoints_removed: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["turn", b"turn"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoints_removed", b"checkpoints_removed", "turn", b"turn"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___CancelTurnResponse: _TypeAlias = CancelTurnResponse  # noqa: Y015

@@ -101,6 +101,11 @@ class TurnServiceStub:
                 request_serializer=turnkeeper_dot_v1_dot_turns__pb2.WatchTurnRequest.SerializeToString,
                 response_deserializer=turnkeeper_dot_v1_dot_turns__pb2.WatchTurnResponse.FromString,
                 _registered_method=True)
+        self.CancelTurn = channel.unary_unary(
+                '/turnkeeper.v1.TurnService/CancelTurn',
+                request_serializer=turnkeeper_dot_v1_dot_turns__pb2.CancelTurnRequest.SerializeToString,
+                response_deserializer=turnkeeper_dot_v1_dot_turns__pb2.CancelTurnResponse.FromString,
+                _registered_method=True)
 
 
 class TurnServiceServicer:
@@ -209,6 +214,16 @@ class TurnServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def CancelTurn(self, request, context):
+        """RUNNING, PARKED or QUEUED -> CANCELLED. The service writes the terminal
+        turn.cancelled event, tells the replica running the turn to stop, and refuses
+        every later write of that execution (ABORTED). The thread's checkpoints stay
+        unless rollback is set. A turn already over: FAILED_PRECONDITION.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TurnServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -276,6 +291,11 @@ def add_TurnServiceServicer_to_server(servicer, server):
                     servicer.WatchTurn,
                     request_deserializer=turnkeeper_dot_v1_dot_turns__pb2.WatchTurnRequest.FromString,
                     response_serializer=turnkeeper_dot_v1_dot_turns__pb2.WatchTurnResponse.SerializeToString,
+            ),
+            'CancelTurn': grpc.unary_unary_rpc_method_handler(
+                    servicer.CancelTurn,
+                    request_deserializer=turnkeeper_dot_v1_dot_turns__pb2.CancelTurnRequest.FromString,
+                    response_serializer=turnkeeper_dot_v1_dot_turns__pb2.CancelTurnResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -631,6 +651,33 @@ class TurnService:
             '/turnkeeper.v1.TurnService/WatchTurn',
             turnkeeper_dot_v1_dot_turns__pb2.WatchTurnRequest.SerializeToString,
             turnkeeper_dot_v1_dot_turns__pb2.WatchTurnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def CancelTurn(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turnkeeper.v1.TurnService/CancelTurn',
+            turnkeeper_dot_v1_dot_turns__pb2.CancelTurnRequest.SerializeToString,
+            turnkeeper_dot_v1_dot_turns__pb2.CancelTurnResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -82,6 +82,12 @@ class TurnServiceStub:
     a reset frame, then the turn's retained events from seq 1. Ends after the
     terminal event.
     """
+    CancelTurn: _grpc.UnaryUnaryMultiCallable[_turns_pb2.CancelTurnRequest, _turns_pb2.CancelTurnResponse]
+    """RUNNING, PARKED or QUEUED -> CANCELLED. The service writes the terminal
+    turn.cancelled event, tells the replica running the turn to stop, and refuses
+    every later write of that execution (ABORTED). The thread's checkpoints stay
+    unless rollback is set. A turn already over: FAILED_PRECONDITION.
+    """
 
 @_typing.type_check_only
 class TurnServiceAsyncStub(TurnServiceStub):
@@ -131,6 +137,12 @@ class TurnServiceAsyncStub(TurnServiceStub):
     """Replay the retained events after after_seq, then live ones. On a rewind:
     a reset frame, then the turn's retained events from seq 1. Ends after the
     terminal event.
+    """
+    CancelTurn: _aio.UnaryUnaryMultiCallable[_turns_pb2.CancelTurnRequest, _turns_pb2.CancelTurnResponse]  # type: ignore[assignment]
+    """RUNNING, PARKED or QUEUED -> CANCELLED. The service writes the terminal
+    turn.cancelled event, tells the replica running the turn to stop, and refuses
+    every later write of that execution (ABORTED). The thread's checkpoints stay
+    unless rollback is set. A turn already over: FAILED_PRECONDITION.
     """
 
 class TurnServiceServicer(metaclass=_abc_1.ABCMeta):
@@ -256,6 +268,18 @@ class TurnServiceServicer(metaclass=_abc_1.ABCMeta):
         """Replay the retained events after after_seq, then live ones. On a rewind:
         a reset frame, then the turn's retained events from seq 1. Ends after the
         terminal event.
+        """
+
+    @_abc_1.abstractmethod
+    def CancelTurn(
+        self,
+        request: _turns_pb2.CancelTurnRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_turns_pb2.CancelTurnResponse, _abc.Awaitable[_turns_pb2.CancelTurnResponse]]:
+        """RUNNING, PARKED or QUEUED -> CANCELLED. The service writes the terminal
+        turn.cancelled event, tells the replica running the turn to stop, and refuses
+        every later write of that execution (ABORTED). The thread's checkpoints stay
+        unless rollback is set. A turn already over: FAILED_PRECONDITION.
         """
 
 def add_TurnServiceServicer_to_server(servicer: TurnServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

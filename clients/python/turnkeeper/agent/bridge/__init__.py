@@ -50,11 +50,25 @@ none is held up by a running turn. These methods and their fields are stable:
     A thread with a RUNNING or PARKED turn refuses either (``FAILED_PRECONDITION``,
     from the service).
 
+    Optional lifecycle fields: ``multitask_strategy`` (``reject``, the default;
+    ``enqueue``: the turn waits, status ``"queued"``, and starts when the turns
+    before it end; ``interrupt`` and ``rollback``: the live turn is cancelled, its
+    checkpoints kept or removed, and the result names it in ``cancelled_turn_id``),
+    and ``max_run_time`` / ``park_expiry`` in seconds (the turn's deadlines; unset:
+    the service's defaults).
+
 ``responses/turnStatus`` ``{turn_id}``
     Result: ``{turn_id, status, attempts, last_seq, error}``, status one of the
     contract's lower-case words ``running``, ``parked``, ``done``, ``failed``,
-    ``unknown`` (never seen), asked of the service. (gRPC's TurnStatus keeps the
-    upper-case enum names.)
+    ``cancelled``, ``queued``, ``unknown`` (never seen), asked of the service; plus
+    ``end_reason`` (``cancelled``, ``max_run_time``, ``park_expired``) when the service
+    ended it. (gRPC's TurnStatus keeps the upper-case enum names.)
+
+``responses/cancel`` ``{turn_id, rollback?, reason?}``
+    Cancels a running, parked or queued turn through the service's CancelTurn (the
+    replica running it stops its graph). Result: ``{turn_id, status: "cancelled",
+    last_seq, checkpoints_removed}``; a turn already over gets ``-32000`` with
+    ``FAILED_PRECONDITION``.
 
 ``responses/resumeDetached`` ``{turn_id, resume}``
     Resumes a PARKED turn with ``resume`` (any JSON, ``null`` included: the value

@@ -113,6 +113,7 @@ class Bridge:
             config.queue_group,
             self.methods.dispatch,
             name=f"turnkeeper-bridge/{config.agent}/{config.replica}",
+            control_subject=config.control_subject,
             auth=config.nats_auth,
         )
         self._started = False

@@ -59,6 +59,12 @@ class BridgeConfig:
         return f"{self.subject_prefix}.{self.namespace}.agents.{self.agent}.tasks"
 
     @property
+    def control_subject(self) -> str:
+        """``<prefix>.<ns>.agents.<name>.control``: what the service tells every replica
+        of the agent (no queue group), e.g. to stop a turn that was cancelled."""
+        return f"{self.subject_prefix}.{self.namespace}.agents.{self.agent}.control"
+
+    @property
     def queue_group(self) -> str:
         """``agents.<name>``: each request reaches one replica of the agent."""
         return f"agents.{self.agent}"

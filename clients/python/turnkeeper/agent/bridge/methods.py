@@ -9,7 +9,10 @@ from __future__ import annotations
 import dataclasses
 import logging
 import uuid
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
+
+from google.protobuf import duration_pb2
 
 from turnkeeper.agent.bridge import jsonrpc
 from turnkeeper.agent.bridge._convert import py_to_value
@@ -40,8 +43,11 @@ log = logging.getLogger(__name__)
 CREATE: Final = "responses/create"
 TURN_STATUS: Final = "responses/turnStatus"
 RESUME_DETACHED: Final = "responses/resumeDetached"
+RESPONSES_CANCEL: Final = "responses/cancel"
 # How the service hands this replica a turn to execute (a resume, a re-drive).
 EXECUTE: Final = "turnkeeper/execute"
+# How the service tells every replica that a turn was ended (a notification).
+CANCEL: Final = "turnkeeper/cancel"
 
 # responses/create's status for each turn state (OpenAI Responses' words).
 _RESPONSE_STATUS: Final = {
@@ -49,12 +55,34 @@ _RESPONSE_STATUS: Final = {
     turns_pb2.TURN_STATE_PARKED: "in_progress",
     turns_pb2.TURN_STATE_DONE: "completed",
     turns_pb2.TURN_STATE_FAILED: "failed",
+    turns_pb2.TURN_STATE_CANCELLED: "cancelled",
+    turns_pb2.TURN_STATE_QUEUED: "queued",
+}
+
+# responses/create's multitask_strategy (LangGraph Platform's words).
+_STRATEGIES: Final = {
+    "reject": turns_pb2.MULTITASK_STRATEGY_REJECT,
+    "enqueue": turns_pb2.MULTITASK_STRATEGY_ENQUEUE,
+    "interrupt": turns_pb2.MULTITASK_STRATEGY_INTERRUPT,
+    "rollback": turns_pb2.MULTITASK_STRATEGY_ROLLBACK,
 }
 
 
+def _seconds(params: Mapping[str, Any], name: str) -> duration_pb2.Duration:
+    """An optional deadline in seconds (a positive number); unset: the service's default."""
+    value = params.get(name)
+    duration = duration_pb2.Duration()
+    if value is None:
+        return duration
+    if isinstance(value, bool) or not isinstance(value, int | float) or value <= 0:
+        raise invalid_params(f"{name} must be a positive number of seconds")
+    duration.FromNanoseconds(int(value * 1e9))
+    return duration
+
+
 def status_word(state: int) -> str:
-    """The contract's wire word for a turn state: running, parked, done, failed or
-    unknown (gRPC keeps its upper-case enum names)."""
+    """The contract's wire word for a turn state: running, parked, done, failed,
+    cancelled, queued or unknown (gRPC keeps its upper-case enum names)."""
     return TurnState.from_proto(state).word
 
 
@@ -78,18 +106,22 @@ class Methods:
             CREATE: self.create,
             TURN_STATUS: self.turn_status,
             RESUME_DETACHED: self.resume_detached,
+            RESPONSES_CANCEL: self.responses_cancel,
             EXECUTE: self.execute,
+            CANCEL: self.cancelled,
         }.get(request.method)
         if handler is None:
             raise RpcError(
                 METHOD_NOT_FOUND,
                 f"method {request.method!r} not found; this bridge serves "
-                f"{CREATE}, {TURN_STATUS}, {RESUME_DETACHED} and {EXECUTE}",
+                f"{CREATE}, {TURN_STATUS}, {RESUME_DETACHED}, {RESPONSES_CANCEL}, {EXECUTE} "
+                f"and {CANCEL}",
             )
         try:
-            # The service's own hand-offs (execute) are not a caller's request: who
-            # may publish them is NATS's authorization (the locked bundled server).
-            if self.callers is not None and request.method != EXECUTE:
+            # The service's own hand-offs (execute) and cancel notifications are not
+            # a caller's request: who may publish them is NATS's authorization (the
+            # locked bundled server).
+            if self.callers is not None and request.method not in (EXECUTE, CANCEL):
                 caller = await self.callers.check(request)
                 request = dataclasses.replace(request, caller=caller)
             return await handler(request)
@@ -105,6 +137,10 @@ class Methods:
             )
         if "input" not in params:
             raise invalid_params("input is required")
+        strategy = params.get("multitask_strategy", "reject")
+        if strategy not in _STRATEGIES:
+            raise invalid_params(f"multitask_strategy must be one of {', '.join(_STRATEGIES)}")
+        deadlines = {name: _seconds(params, name) for name in ("max_run_time", "park_expiry")}
         regenerate = params.get("regenerate", False)
         if not isinstance(regenerate, bool):
             raise invalid_params("regenerate must be true or false")
@@ -149,6 +185,9 @@ class Methods:
                 input=value,
                 replica=self.identity.replica,
                 incarnation=self.identity.incarnation,
+                multitask_strategy=_STRATEGIES[strategy],
+                max_run_time=deadlines["max_run_time"],
+                park_expiry=deadlines["park_expiry"],
             )
         )
         turn = response.turn
@@ -157,8 +196,11 @@ class Methods:
             "thread_id": turn.thread_id,
             "status": _RESPONSE_STATUS.get(turn.state, "in_progress"),
         }
-        if not response.created:
-            # The same request again: the turn is already on its way (or over).
+        if response.cancelled_turn_id:
+            result["cancelled_turn_id"] = response.cancelled_turn_id
+        if not response.created or turn.state != turns_pb2.TURN_STATE_RUNNING:
+            # The same request again: the turn is already on its way (or over); or
+            # queued: the service hands it to a replica when its turn comes.
             return Reply(result)
 
         async def run() -> None:
@@ -179,15 +221,17 @@ class Methods:
     async def turn_status(self, request: Request) -> Reply:
         turn_id = jsonrpc.required_str(request.params, "turn_id")
         status = await self.client.turn_status(turns_pb2.TurnStatusRequest(turn_id=turn_id))
-        return Reply(
-            {
-                "turn_id": turn_id,
-                "status": status_word(status.state),
-                "attempts": status.attempts,
-                "last_seq": status.last_seq,
-                "error": status.error,
-            }
-        )
+        answer = {
+            "turn_id": turn_id,
+            "status": status_word(status.state),
+            "attempts": status.attempts,
+            "last_seq": status.last_seq,
+            "error": status.error,
+        }
+        if status.end_reason:
+            # Why the service ended it: cancelled, max_run_time, park_expired ...
+            answer["end_reason"] = status.end_reason
+        return Reply(answer)
 
     async def resume_detached(self, request: Request) -> Reply:
         turn_id = jsonrpc.required_str(request.params, "turn_id")
@@ -210,6 +254,37 @@ class Methods:
                 "dispatched": response.dispatched,
             }
         )
+
+    async def responses_cancel(self, request: Request) -> Reply:
+        turn_id = jsonrpc.required_str(request.params, "turn_id")
+        rollback = request.params.get("rollback", False)
+        if not isinstance(rollback, bool):
+            raise invalid_params("rollback must be true or false")
+        reason = jsonrpc.optional_str(request.params, "reason") or ""
+        cancel = turns_pb2.CancelTurnRequest(turn_id=turn_id, rollback=rollback, reason=reason)
+        if request.caller is None:
+            response = await self.client.cancel_turn(cancel)
+        else:
+            # The audit log names whom this bridge acted for.
+            response = await self.client.cancel_turn_on_behalf(cancel, request.caller)
+        return Reply(
+            {
+                "turn_id": turn_id,
+                "status": _RESPONSE_STATUS[response.turn.state],
+                "last_seq": response.turn.last_seq,
+                "checkpoints_removed": response.checkpoints_removed,
+            }
+        )
+
+    async def cancelled(self, request: Request) -> Reply:
+        """The service ended a turn (a notification to every replica): stop it here
+        if it runs here. Fencing would stop it at its next write anyway."""
+        params = request.params
+        turn_id = jsonrpc.required_str(params, "turn_id")
+        attempt = jsonrpc.required_int(params, "attempt")
+        reason = params.get("reason")
+        stopped = self.runtime.cancel(turn_id, attempt, reason if isinstance(reason, str) else "")
+        return Reply({"stopped": stopped})
 
     async def execute(self, request: Request) -> Reply:
         params = request.params

@@ -65,8 +65,7 @@ class NothingToRegenerate(RuntimeError):
 
 @dataclass(frozen=True)
 class Identity:
-    """Who executes: the agent, a replica name stable across restarts, and the
-    incarnation of this process."""
+    """Who executes: the agent, a stable replica name, this process's incarnation."""
 
     agent: str
     replica: str
@@ -169,6 +168,14 @@ class TurnRuntime:
             log.warning("turn_id=%s attempt=%d: ClaimTurn failed: %s", turn_id, attempt, exc)
             return
         self.start(Assignment(response.turn, response.checkpoint_id, reason))
+
+    def cancel(self, turn_id: str, attempt: int, reason: str) -> bool:
+        """The service ended the turn: stop its graph if this replica runs that attempt."""
+        execution = self.running(turn_id)
+        if execution is None or execution.attempt != attempt:
+            return False
+        execution.lose(f"the service ended the turn ({reason or 'cancelled'})")
+        return True
 
     async def stop(self, grace: float) -> None:
         """Let executions finish for up to ``grace`` seconds, then cancel the rest.

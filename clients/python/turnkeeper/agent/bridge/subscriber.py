@@ -60,10 +60,15 @@ class NatsSubscriber:
         dispatch: Dispatch,
         *,
         name: str,
+        control_subject: str | None = None,
         auth: NatsAuth | None = None,
     ) -> None:
         self.url = url
         self.auth = auth or NatsAuth()
+        # Every replica hears it (no queue group): notifications such as a cancel,
+        # which only the replica running the turn acts on.
+        self.control_subject = control_subject
+        self._control: Subscription | None = None
         self.subject = subject
         self.queue = queue
         self.dispatch = dispatch
@@ -114,6 +119,8 @@ class NatsSubscriber:
                 delay = min(delay * 2, 2.0)
         self._nc = nc
         self._sub = await nc.subscribe(self.subject, queue=self.queue, cb=self._on_message)
+        if self.control_subject is not None:
+            self._control = await nc.subscribe(self.control_subject, cb=self._on_message)
         await self._probe(nc)
         self.settled.set()
         log.info("serving %s (queue group %s) on %s", self.subject, self.queue, self.url)
@@ -211,10 +218,11 @@ class NatsSubscriber:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         self._connecting = self._probing = None
-        if self._sub is not None:
-            with contextlib.suppress(Exception):
-                await self._sub.unsubscribe()
-            self._sub = None
+        for sub in (self._sub, self._control):
+            if sub is not None:
+                with contextlib.suppress(Exception):
+                    await sub.unsubscribe()
+        self._sub = self._control = None
         if self._inflight:
             await asyncio.wait(set(self._inflight), timeout=timeout)
         if self._nc is not None:

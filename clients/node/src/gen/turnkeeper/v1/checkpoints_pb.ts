@@ -6,8 +6,8 @@
 // @generated from file turnkeeper/v1/checkpoints.proto (package turnkeeper.v1, syntax proto3)
 /* eslint-disable */
 
-import type { GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
-import { fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
+import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
+import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
 import type { AppendEventsRequest, AppendEventsResponse } from "./turns_pb.js";
 import { file_turnkeeper_v1_turns } from "./turns_pb.js";
 import type { Message } from "@bufbuild/protobuf";
@@ -16,7 +16,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file turnkeeper/v1/checkpoints.proto.
  */
 export const file_turnkeeper_v1_checkpoints: GenFile = /*@__PURE__*/
-  fileDesc("Ch90dXJua2VlcGVyL3YxL2NoZWNrcG9pbnRzLnByb3RvEg10dXJua2VlcGVyLnYxIigKClR5cGVkVmFsdWUSDAoEdHlwZRgBIAEoCRIMCgRkYXRhGAIgASgMIlAKDUNoZWNrcG9pbnRSZWYSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSFQoNY2hlY2twb2ludF9pZBgDIAEoCSJ6CgxQZW5kaW5nV3JpdGUSDwoHdGFza19pZBgBIAEoCRIPCgdjaGFubmVsGAIgASgJEigKBXZhbHVlGAMgASgLMhkudHVybmtlZXBlci52MS5UeXBlZFZhbHVlEhEKCXRhc2tfcGF0aBgEIAEoCRILCgNpZHgYBSABKAUi1QEKD0NoZWNrcG9pbnRUdXBsZRIpCgNyZWYYASABKAsyHC50dXJua2VlcGVyLnYxLkNoZWNrcG9pbnRSZWYSHAoUcGFyZW50X2NoZWNrcG9pbnRfaWQYAiABKAkSLQoKY2hlY2twb2ludBgDIAEoCzIZLnR1cm5rZWVwZXIudjEuVHlwZWRWYWx1ZRIVCg1tZXRhZGF0YV9qc29uGAQgASgJEjMKDnBlbmRpbmdfd3JpdGVzGAUgAygLMhsudHVybmtlZXBlci52MS5QZW5kaW5nV3JpdGUiLQoJVHVybkZlbmNlEg8KB3R1cm5faWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoBSJXChRHZXRDaGVja3BvaW50UmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIVCg1jaGVja3BvaW50X2lkGAMgASgJIloKFUdldENoZWNrcG9pbnRSZXNwb25zZRINCgVmb3VuZBgBIAEoCBIyCgpjaGVja3BvaW50GAIgASgLMh4udHVybmtlZXBlci52MS5DaGVja3BvaW50VHVwbGUisgEKFkxpc3RDaGVja3BvaW50c1JlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhoKDWNoZWNrcG9pbnRfbnMYAiABKAlIAIgBARIVCg1jaGVja3BvaW50X2lkGAMgASgJEhMKC2ZpbHRlcl9qc29uGAQgASgJEhwKFGJlZm9yZV9jaGVja3BvaW50X2lkGAUgASgJEg0KBWxpbWl0GAYgASgFQhAKDl9jaGVja3BvaW50X25zIk0KF0xpc3RDaGVja3BvaW50c1Jlc3BvbnNlEjIKCmNoZWNrcG9pbnQYASABKAsyHi50dXJua2VlcGVyLnYxLkNoZWNrcG9pbnRUdXBsZSLkAQoUUHV0Q2hlY2twb2ludFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSFQoNY2hlY2twb2ludF9pZBgDIAEoCRIcChRwYXJlbnRfY2hlY2twb2ludF9pZBgEIAEoCRItCgpjaGVja3BvaW50GAUgASgLMhkudHVybmtlZXBlci52MS5UeXBlZFZhbHVlEhUKDW1ldGFkYXRhX2pzb24YBiABKAkSJwoFZmVuY2UYByABKAsyGC50dXJua2VlcGVyLnYxLlR1cm5GZW5jZSJCChVQdXRDaGVja3BvaW50UmVzcG9uc2USKQoDcmVmGAEgASgLMhwudHVybmtlZXBlci52MS5DaGVja3BvaW50UmVmIlQKCldyaXRlSW5wdXQSCwoDaWR4GAEgASgFEg8KB2NoYW5uZWwYAiABKAkSKAoFdmFsdWUYAyABKAsyGS50dXJua2VlcGVyLnYxLlR5cGVkVmFsdWUi3AEKEFB1dFdyaXRlc1JlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSFQoNY2hlY2twb2ludF9pZBgDIAEoCRIPCgd0YXNrX2lkGAQgASgJEhEKCXRhc2tfcGF0aBgFIAEoCRIpCgZ3cml0ZXMYBiADKAsyGS50dXJua2VlcGVyLnYxLldyaXRlSW5wdXQSDwoHcmVwbGFjZRgHIAEoCBInCgVmZW5jZRgIIAEoCzIYLnR1cm5rZWVwZXIudjEuVHVybkZlbmNlIhMKEVB1dFdyaXRlc1Jlc3BvbnNlIigKE0RlbGV0ZVRocmVhZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJIhYKFERlbGV0ZVRocmVhZFJlc3BvbnNlIvwBChdDaGVja3BvaW50U3RyZWFtUmVxdWVzdBIKCgJpZBgBIAEoBBIyCgNnZXQYAiABKAsyIy50dXJua2VlcGVyLnYxLkdldENoZWNrcG9pbnRSZXF1ZXN0SAASMgoDcHV0GAMgASgLMiMudHVybmtlZXBlci52MS5QdXRDaGVja3BvaW50UmVxdWVzdEgAEjEKBndyaXRlcxgEIAEoCzIfLnR1cm5rZWVwZXIudjEuUHV0V3JpdGVzUmVxdWVzdEgAEjQKBmFwcGVuZBgFIAEoCzIiLnR1cm5rZWVwZXIudjEuQXBwZW5kRXZlbnRzUmVxdWVzdEgAQgQKAm9wIiwKC1N0cmVhbUVycm9yEgwKBGNvZGUYASABKAUSDwoHbWVzc2FnZRgCIAEoCSKyAgoYQ2hlY2twb2ludFN0cmVhbVJlc3BvbnNlEgoKAmlkGAEgASgEEjMKA2dldBgCIAEoCzIkLnR1cm5rZWVwZXIudjEuR2V0Q2hlY2twb2ludFJlc3BvbnNlSAASMwoDcHV0GAMgASgLMiQudHVybmtlZXBlci52MS5QdXRDaGVja3BvaW50UmVzcG9uc2VIABIyCgZ3cml0ZXMYBCABKAsyIC50dXJua2VlcGVyLnYxLlB1dFdyaXRlc1Jlc3BvbnNlSAASNQoGYXBwZW5kGAUgASgLMiMudHVybmtlZXBlci52MS5BcHBlbmRFdmVudHNSZXNwb25zZUgAEisKBWVycm9yGAYgASgLMhoudHVybmtlZXBlci52MS5TdHJlYW1FcnJvckgAQggKBnJlc3VsdDLBBAoRQ2hlY2twb2ludFNlcnZpY2USWgoNR2V0Q2hlY2twb2ludBIjLnR1cm5rZWVwZXIudjEuR2V0Q2hlY2twb2ludFJlcXVlc3QaJC50dXJua2VlcGVyLnYxLkdldENoZWNrcG9pbnRSZXNwb25zZRJiCg9MaXN0Q2hlY2twb2ludHMSJS50dXJua2VlcGVyLnYxLkxpc3RDaGVja3BvaW50c1JlcXVlc3QaJi50dXJua2VlcGVyLnYxLkxpc3RDaGVja3BvaW50c1Jlc3BvbnNlMAESWgoNUHV0Q2hlY2twb2ludBIjLnR1cm5rZWVwZXIudjEuUHV0Q2hlY2twb2ludFJlcXVlc3QaJC50dXJua2VlcGVyLnYxLlB1dENoZWNrcG9pbnRSZXNwb25zZRJOCglQdXRXcml0ZXMSHy50dXJua2VlcGVyLnYxLlB1dFdyaXRlc1JlcXVlc3QaIC50dXJua2VlcGVyLnYxLlB1dFdyaXRlc1Jlc3BvbnNlElcKDERlbGV0ZVRocmVhZBIiLnR1cm5rZWVwZXIudjEuRGVsZXRlVGhyZWFkUmVxdWVzdBojLnR1cm5rZWVwZXIudjEuRGVsZXRlVGhyZWFkUmVzcG9uc2USZwoQQ2hlY2twb2ludFN0cmVhbRImLnR1cm5rZWVwZXIudjEuQ2hlY2twb2ludFN0cmVhbVJlcXVlc3QaJy50dXJua2VlcGVyLnYxLkNoZWNrcG9pbnRTdHJlYW1SZXNwb25zZSgBMAFiBnByb3RvMw", [file_turnkeeper_v1_turns]);
+  fileDesc("Ch90dXJua2VlcGVyL3YxL2NoZWNrcG9pbnRzLnByb3RvEg10dXJua2VlcGVyLnYxIigKClR5cGVkVmFsdWUSDAoEdHlwZRgBIAEoCRIMCgRkYXRhGAIgASgMIlAKDUNoZWNrcG9pbnRSZWYSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSFQoNY2hlY2twb2ludF9pZBgDIAEoCSJ6CgxQZW5kaW5nV3JpdGUSDwoHdGFza19pZBgBIAEoCRIPCgdjaGFubmVsGAIgASgJEigKBXZhbHVlGAMgASgLMhkudHVybmtlZXBlci52MS5UeXBlZFZhbHVlEhEKCXRhc2tfcGF0aBgEIAEoCRILCgNpZHgYBSABKAUi1QEKD0NoZWNrcG9pbnRUdXBsZRIpCgNyZWYYASABKAsyHC50dXJua2VlcGVyLnYxLkNoZWNrcG9pbnRSZWYSHAoUcGFyZW50X2NoZWNrcG9pbnRfaWQYAiABKAkSLQoKY2hlY2twb2ludBgDIAEoCzIZLnR1cm5rZWVwZXIudjEuVHlwZWRWYWx1ZRIVCg1tZXRhZGF0YV9qc29uGAQgASgJEjMKDnBlbmRpbmdfd3JpdGVzGAUgAygLMhsudHVybmtlZXBlci52MS5QZW5kaW5nV3JpdGUiLQoJVHVybkZlbmNlEg8KB3R1cm5faWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoBSJXChRHZXRDaGVja3BvaW50UmVxdWVzdBIRCgl0aHJlYWRfaWQYASABKAkSFQoNY2hlY2twb2ludF9ucxgCIAEoCRIVCg1jaGVja3BvaW50X2lkGAMgASgJIloKFUdldENoZWNrcG9pbnRSZXNwb25zZRINCgVmb3VuZBgBIAEoCBIyCgpjaGVja3BvaW50GAIgASgLMh4udHVybmtlZXBlci52MS5DaGVja3BvaW50VHVwbGUisgEKFkxpc3RDaGVja3BvaW50c1JlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhoKDWNoZWNrcG9pbnRfbnMYAiABKAlIAIgBARIVCg1jaGVja3BvaW50X2lkGAMgASgJEhMKC2ZpbHRlcl9qc29uGAQgASgJEhwKFGJlZm9yZV9jaGVja3BvaW50X2lkGAUgASgJEg0KBWxpbWl0GAYgASgFQhAKDl9jaGVja3BvaW50X25zIk0KF0xpc3RDaGVja3BvaW50c1Jlc3BvbnNlEjIKCmNoZWNrcG9pbnQYASABKAsyHi50dXJua2VlcGVyLnYxLkNoZWNrcG9pbnRUdXBsZSLkAQoUUHV0Q2hlY2twb2ludFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSFQoNY2hlY2twb2ludF9pZBgDIAEoCRIcChRwYXJlbnRfY2hlY2twb2ludF9pZBgEIAEoCRItCgpjaGVja3BvaW50GAUgASgLMhkudHVybmtlZXBlci52MS5UeXBlZFZhbHVlEhUKDW1ldGFkYXRhX2pzb24YBiABKAkSJwoFZmVuY2UYByABKAsyGC50dXJua2VlcGVyLnYxLlR1cm5GZW5jZSJCChVQdXRDaGVja3BvaW50UmVzcG9uc2USKQoDcmVmGAEgASgLMhwudHVybmtlZXBlci52MS5DaGVja3BvaW50UmVmIlQKCldyaXRlSW5wdXQSCwoDaWR4GAEgASgFEg8KB2NoYW5uZWwYAiABKAkSKAoFdmFsdWUYAyABKAsyGS50dXJua2VlcGVyLnYxLlR5cGVkVmFsdWUi3AEKEFB1dFdyaXRlc1JlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEhUKDWNoZWNrcG9pbnRfbnMYAiABKAkSFQoNY2hlY2twb2ludF9pZBgDIAEoCRIPCgd0YXNrX2lkGAQgASgJEhEKCXRhc2tfcGF0aBgFIAEoCRIpCgZ3cml0ZXMYBiADKAsyGS50dXJua2VlcGVyLnYxLldyaXRlSW5wdXQSDwoHcmVwbGFjZRgHIAEoCBInCgVmZW5jZRgIIAEoCzIYLnR1cm5rZWVwZXIudjEuVHVybkZlbmNlIhMKEVB1dFdyaXRlc1Jlc3BvbnNlIjgKE0RlbGV0ZVRocmVhZFJlcXVlc3QSEQoJdGhyZWFkX2lkGAEgASgJEg4KBmNhbmNlbBgCIAEoCCJIChREZWxldGVUaHJlYWRSZXNwb25zZRIVCg10dXJuc19kZWxldGVkGAEgASgFEhkKEWNhbmNlbGxlZF90dXJuX2lkGAIgASgJIlkKE1BydW5lVGhyZWFkc1JlcXVlc3QSEgoKdGhyZWFkX2lkcxgBIAMoCRIuCghzdHJhdGVneRgCIAEoDjIcLnR1cm5rZWVwZXIudjEuUHJ1bmVTdHJhdGVneSIzChRQcnVuZVRocmVhZHNSZXNwb25zZRIbChNjaGVja3BvaW50c19kZWxldGVkGAEgASgFIicKFERlbGV0ZUZvclJ1bnNSZXF1ZXN0Eg8KB3J1bl9pZHMYASADKAkiNAoVRGVsZXRlRm9yUnVuc1Jlc3BvbnNlEhsKE2NoZWNrcG9pbnRzX2RlbGV0ZWQYASABKAUiRwoRQ29weVRocmVhZFJlcXVlc3QSGAoQc291cmNlX3RocmVhZF9pZBgBIAEoCRIYChB0YXJnZXRfdGhyZWFkX2lkGAIgASgJIjAKEkNvcHlUaHJlYWRSZXNwb25zZRIaChJjaGVja3BvaW50c19jb3BpZWQYASABKAUi/AEKF0NoZWNrcG9pbnRTdHJlYW1SZXF1ZXN0EgoKAmlkGAEgASgEEjIKA2dldBgCIAEoCzIjLnR1cm5rZWVwZXIudjEuR2V0Q2hlY2twb2ludFJlcXVlc3RIABIyCgNwdXQYAyABKAsyIy50dXJua2VlcGVyLnYxLlB1dENoZWNrcG9pbnRSZXF1ZXN0SAASMQoGd3JpdGVzGAQgASgLMh8udHVybmtlZXBlci52MS5QdXRXcml0ZXNSZXF1ZXN0SAASNAoGYXBwZW5kGAUgASgLMiIudHVybmtlZXBlci52MS5BcHBlbmRFdmVudHNSZXF1ZXN0SABCBAoCb3AiLAoLU3RyZWFtRXJyb3ISDAoEY29kZRgBIAEoBRIPCgdtZXNzYWdlGAIgASgJIrICChhDaGVja3BvaW50U3RyZWFtUmVzcG9uc2USCgoCaWQYASABKAQSMwoDZ2V0GAIgASgLMiQudHVybmtlZXBlci52MS5HZXRDaGVja3BvaW50UmVzcG9uc2VIABIzCgNwdXQYAyABKAsyJC50dXJua2VlcGVyLnYxLlB1dENoZWNrcG9pbnRSZXNwb25zZUgAEjIKBndyaXRlcxgEIAEoCzIgLnR1cm5rZWVwZXIudjEuUHV0V3JpdGVzUmVzcG9uc2VIABI1CgZhcHBlbmQYBSABKAsyIy50dXJua2VlcGVyLnYxLkFwcGVuZEV2ZW50c1Jlc3BvbnNlSAASKwoFZXJyb3IYBiABKAsyGi50dXJua2VlcGVyLnYxLlN0cmVhbUVycm9ySABCCAoGcmVzdWx0KmoKDVBydW5lU3RyYXRlZ3kSHgoaUFJVTkVfU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIeChpQUlVORV9TVFJBVEVHWV9LRUVQX0xBVEVTVBABEhkKFVBSVU5FX1NUUkFURUdZX0RFTEVURRACMskGChFDaGVja3BvaW50U2VydmljZRJaCg1HZXRDaGVja3BvaW50EiMudHVybmtlZXBlci52MS5HZXRDaGVja3BvaW50UmVxdWVzdBokLnR1cm5rZWVwZXIudjEuR2V0Q2hlY2twb2ludFJlc3BvbnNlEmIKD0xpc3RDaGVja3BvaW50cxIlLnR1cm5rZWVwZXIudjEuTGlzdENoZWNrcG9pbnRzUmVxdWVzdBomLnR1cm5rZWVwZXIudjEuTGlzdENoZWNrcG9pbnRzUmVzcG9uc2UwARJaCg1QdXRDaGVja3BvaW50EiMudHVybmtlZXBlci52MS5QdXRDaGVja3BvaW50UmVxdWVzdBokLnR1cm5rZWVwZXIudjEuUHV0Q2hlY2twb2ludFJlc3BvbnNlEk4KCVB1dFdyaXRlcxIfLnR1cm5rZWVwZXIudjEuUHV0V3JpdGVzUmVxdWVzdBogLnR1cm5rZWVwZXIudjEuUHV0V3JpdGVzUmVzcG9uc2USVwoMRGVsZXRlVGhyZWFkEiIudHVybmtlZXBlci52MS5EZWxldGVUaHJlYWRSZXF1ZXN0GiMudHVybmtlZXBlci52MS5EZWxldGVUaHJlYWRSZXNwb25zZRJnChBDaGVja3BvaW50U3RyZWFtEiYudHVybmtlZXBlci52MS5DaGVja3BvaW50U3RyZWFtUmVxdWVzdBonLnR1cm5rZWVwZXIudjEuQ2hlY2twb2ludFN0cmVhbVJlc3BvbnNlKAEwARJXCgxQcnVuZVRocmVhZHMSIi50dXJua2VlcGVyLnYxLlBydW5lVGhyZWFkc1JlcXVlc3QaIy50dXJua2VlcGVyLnYxLlBydW5lVGhyZWFkc1Jlc3BvbnNlEloKDURlbGV0ZUZvclJ1bnMSIy50dXJua2VlcGVyLnYxLkRlbGV0ZUZvclJ1bnNSZXF1ZXN0GiQudHVybmtlZXBlci52MS5EZWxldGVGb3JSdW5zUmVzcG9uc2USUQoKQ29weVRocmVhZBIgLnR1cm5rZWVwZXIudjEuQ29weVRocmVhZFJlcXVlc3QaIS50dXJua2VlcGVyLnYxLkNvcHlUaHJlYWRSZXNwb25zZWIGcHJvdG8z", [file_turnkeeper_v1_turns]);
 
 /**
  * A serialized value: the serializer's type tag and its bytes.
@@ -463,6 +463,14 @@ export type DeleteThreadRequest = Message<"turnkeeper.v1.DeleteThreadRequest"> &
    * @generated from field: string thread_id = 1;
    */
   threadId: string;
+
+  /**
+   * Cancel the thread's live turn first, in the same transaction; without it a
+   * thread with a live turn is refused (FAILED_PRECONDITION).
+   *
+   * @generated from field: bool cancel = 2;
+   */
+  cancel: boolean;
 };
 
 /**
@@ -476,6 +484,19 @@ export const DeleteThreadRequestSchema: GenMessage<DeleteThreadRequest> = /*@__P
  * @generated from message turnkeeper.v1.DeleteThreadResponse
  */
 export type DeleteThreadResponse = Message<"turnkeeper.v1.DeleteThreadResponse"> & {
+  /**
+   * The turns erased with the thread (their inputs, events and outbox rows too).
+   *
+   * @generated from field: int32 turns_deleted = 1;
+   */
+  turnsDeleted: number;
+
+  /**
+   * The live turn cancelled first (cancel set); empty if none.
+   *
+   * @generated from field: string cancelled_turn_id = 2;
+   */
+  cancelledTurnId: string;
 };
 
 /**
@@ -484,6 +505,118 @@ export type DeleteThreadResponse = Message<"turnkeeper.v1.DeleteThreadResponse">
  */
 export const DeleteThreadResponseSchema: GenMessage<DeleteThreadResponse> = /*@__PURE__*/
   messageDesc(file_turnkeeper_v1_checkpoints, 15);
+
+/**
+ * @generated from message turnkeeper.v1.PruneThreadsRequest
+ */
+export type PruneThreadsRequest = Message<"turnkeeper.v1.PruneThreadsRequest"> & {
+  /**
+   * @generated from field: repeated string thread_ids = 1;
+   */
+  threadIds: string[];
+
+  /**
+   * @generated from field: turnkeeper.v1.PruneStrategy strategy = 2;
+   */
+  strategy: PruneStrategy;
+};
+
+/**
+ * Describes the message turnkeeper.v1.PruneThreadsRequest.
+ * Use `create(PruneThreadsRequestSchema)` to create a new message.
+ */
+export const PruneThreadsRequestSchema: GenMessage<PruneThreadsRequest> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_checkpoints, 16);
+
+/**
+ * @generated from message turnkeeper.v1.PruneThreadsResponse
+ */
+export type PruneThreadsResponse = Message<"turnkeeper.v1.PruneThreadsResponse"> & {
+  /**
+   * @generated from field: int32 checkpoints_deleted = 1;
+   */
+  checkpointsDeleted: number;
+};
+
+/**
+ * Describes the message turnkeeper.v1.PruneThreadsResponse.
+ * Use `create(PruneThreadsResponseSchema)` to create a new message.
+ */
+export const PruneThreadsResponseSchema: GenMessage<PruneThreadsResponse> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_checkpoints, 17);
+
+/**
+ * @generated from message turnkeeper.v1.DeleteForRunsRequest
+ */
+export type DeleteForRunsRequest = Message<"turnkeeper.v1.DeleteForRunsRequest"> & {
+  /**
+   * @generated from field: repeated string run_ids = 1;
+   */
+  runIds: string[];
+};
+
+/**
+ * Describes the message turnkeeper.v1.DeleteForRunsRequest.
+ * Use `create(DeleteForRunsRequestSchema)` to create a new message.
+ */
+export const DeleteForRunsRequestSchema: GenMessage<DeleteForRunsRequest> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_checkpoints, 18);
+
+/**
+ * @generated from message turnkeeper.v1.DeleteForRunsResponse
+ */
+export type DeleteForRunsResponse = Message<"turnkeeper.v1.DeleteForRunsResponse"> & {
+  /**
+   * @generated from field: int32 checkpoints_deleted = 1;
+   */
+  checkpointsDeleted: number;
+};
+
+/**
+ * Describes the message turnkeeper.v1.DeleteForRunsResponse.
+ * Use `create(DeleteForRunsResponseSchema)` to create a new message.
+ */
+export const DeleteForRunsResponseSchema: GenMessage<DeleteForRunsResponse> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_checkpoints, 19);
+
+/**
+ * @generated from message turnkeeper.v1.CopyThreadRequest
+ */
+export type CopyThreadRequest = Message<"turnkeeper.v1.CopyThreadRequest"> & {
+  /**
+   * @generated from field: string source_thread_id = 1;
+   */
+  sourceThreadId: string;
+
+  /**
+   * @generated from field: string target_thread_id = 2;
+   */
+  targetThreadId: string;
+};
+
+/**
+ * Describes the message turnkeeper.v1.CopyThreadRequest.
+ * Use `create(CopyThreadRequestSchema)` to create a new message.
+ */
+export const CopyThreadRequestSchema: GenMessage<CopyThreadRequest> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_checkpoints, 20);
+
+/**
+ * @generated from message turnkeeper.v1.CopyThreadResponse
+ */
+export type CopyThreadResponse = Message<"turnkeeper.v1.CopyThreadResponse"> & {
+  /**
+   * @generated from field: int32 checkpoints_copied = 1;
+   */
+  checkpointsCopied: number;
+};
+
+/**
+ * Describes the message turnkeeper.v1.CopyThreadResponse.
+ * Use `create(CopyThreadResponseSchema)` to create a new message.
+ */
+export const CopyThreadResponseSchema: GenMessage<CopyThreadResponse> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_checkpoints, 21);
 
 /**
  * @generated from message turnkeeper.v1.CheckpointStreamRequest
@@ -531,7 +664,7 @@ export type CheckpointStreamRequest = Message<"turnkeeper.v1.CheckpointStreamReq
  * Use `create(CheckpointStreamRequestSchema)` to create a new message.
  */
 export const CheckpointStreamRequestSchema: GenMessage<CheckpointStreamRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_checkpoints, 16);
+  messageDesc(file_turnkeeper_v1_checkpoints, 22);
 
 /**
  * A refusal of one message: the gRPC status code and message its unary call answers.
@@ -555,7 +688,7 @@ export type StreamError = Message<"turnkeeper.v1.StreamError"> & {
  * Use `create(StreamErrorSchema)` to create a new message.
  */
 export const StreamErrorSchema: GenMessage<StreamError> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_checkpoints, 17);
+  messageDesc(file_turnkeeper_v1_checkpoints, 23);
 
 /**
  * @generated from message turnkeeper.v1.CheckpointStreamResponse
@@ -607,7 +740,35 @@ export type CheckpointStreamResponse = Message<"turnkeeper.v1.CheckpointStreamRe
  * Use `create(CheckpointStreamResponseSchema)` to create a new message.
  */
 export const CheckpointStreamResponseSchema: GenMessage<CheckpointStreamResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_checkpoints, 18);
+  messageDesc(file_turnkeeper_v1_checkpoints, 24);
+
+/**
+ * @generated from enum turnkeeper.v1.PruneStrategy
+ */
+export enum PruneStrategy {
+  /**
+   * The same as KEEP_LATEST.
+   *
+   * @generated from enum value: PRUNE_STRATEGY_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * @generated from enum value: PRUNE_STRATEGY_KEEP_LATEST = 1;
+   */
+  KEEP_LATEST = 1,
+
+  /**
+   * @generated from enum value: PRUNE_STRATEGY_DELETE = 2;
+   */
+  DELETE = 2,
+}
+
+/**
+ * Describes the enum turnkeeper.v1.PruneStrategy.
+ */
+export const PruneStrategySchema: GenEnum<PruneStrategy> = /*@__PURE__*/
+  enumDesc(file_turnkeeper_v1_checkpoints, 0);
 
 /**
  * CheckpointService is the storage behind turnkeeper's RemoteSaver.
@@ -657,7 +818,8 @@ export const CheckpointService: GenService<{
     output: typeof PutWritesResponseSchema;
   },
   /**
-   * Delete every checkpoint and write of a thread.
+   * Erase a thread: its turns (inputs, events, outbox rows), boundaries,
+   * checkpoints and writes. Refused while a turn of it is live unless cancel is set.
    *
    * @generated from rpc turnkeeper.v1.CheckpointService.DeleteThread
    */
@@ -679,6 +841,40 @@ export const CheckpointService: GenService<{
     methodKind: "bidi_streaming";
     input: typeof CheckpointStreamRequestSchema;
     output: typeof CheckpointStreamResponseSchema;
+  },
+  /**
+   * LangGraph's prune: keep only the latest checkpoint of each namespace of each
+   * thread (with its writes), or delete them all. FAILED_PRECONDITION for a thread
+   * with a live or queued turn.
+   *
+   * @generated from rpc turnkeeper.v1.CheckpointService.PruneThreads
+   */
+  pruneThreads: {
+    methodKind: "unary";
+    input: typeof PruneThreadsRequestSchema;
+    output: typeof PruneThreadsResponseSchema;
+  },
+  /**
+   * LangGraph's delete_for_runs: delete the checkpoints whose metadata run_id is one
+   * of run_ids, with their writes. FAILED_PRECONDITION if one is of a live thread.
+   *
+   * @generated from rpc turnkeeper.v1.CheckpointService.DeleteForRuns
+   */
+  deleteForRuns: {
+    methodKind: "unary";
+    input: typeof DeleteForRunsRequestSchema;
+    output: typeof DeleteForRunsResponseSchema;
+  },
+  /**
+   * LangGraph's copy_thread: every checkpoint and write of the source thread, under
+   * the target thread. FAILED_PRECONDITION when the target has a live turn.
+   *
+   * @generated from rpc turnkeeper.v1.CheckpointService.CopyThread
+   */
+  copyThread: {
+    methodKind: "unary";
+    input: typeof CopyThreadRequestSchema;
+    output: typeof CopyThreadResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_turnkeeper_v1_checkpoints, 0);

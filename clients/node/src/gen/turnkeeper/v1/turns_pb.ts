@@ -10,15 +10,15 @@
 
 import type { GenEnum, GenFile, GenMessage, GenService } from "@bufbuild/protobuf/codegenv2";
 import { enumDesc, fileDesc, messageDesc, serviceDesc } from "@bufbuild/protobuf/codegenv2";
-import type { Timestamp, Value } from "@bufbuild/protobuf/wkt";
-import { file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
+import type { Duration, Timestamp, Value } from "@bufbuild/protobuf/wkt";
+import { file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp } from "@bufbuild/protobuf/wkt";
 import type { Message } from "@bufbuild/protobuf";
 
 /**
  * Describes the file turnkeeper/v1/turns.proto.
  */
 export const file_turnkeeper_v1_turns: GenFile = /*@__PURE__*/
-  fileDesc("Chl0dXJua2VlcGVyL3YxL3R1cm5zLnByb3RvEg10dXJua2VlcGVyLnYxImMKBU93bmVyEg8KB3JlcGxpY2EYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiuQMKBFR1cm4SDwoHdHVybl9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSDQoFYWdlbnQYAyABKAkSJwoFc3RhdGUYBCABKA4yGC50dXJua2VlcGVyLnYxLlR1cm5TdGF0ZRIQCghhdHRlbXB0cxgFIAEoBRIQCghsYXN0X3NlcRgGIAEoAxIlCgVpbnB1dBgHIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIjCgVvd25lchgIIAEoCzIULnR1cm5rZWVwZXIudjEuT3duZXISKQoJaW50ZXJydXB0GAkgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEiYKBnJlc3VtZRgKIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRISCgpoYXNfcmVzdW1lGAsgASgIEg0KBWVycm9yGAwgASgJEg8KB3Jld2luZHMYDSABKAUSLgoKY3JlYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAidgoFRXZlbnQSCwoDc2VxGAEgASgDEg8KB2F0dGVtcHQYAiABKAUSDAoEdHlwZRgDIAEoCRIRCglkYXRhX2pzb24YBCABKAkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiOgoKRXZlbnRJbnB1dBILCgNzZXEYASABKAMSDAoEdHlwZRgCIAEoCRIRCglkYXRhX2pzb24YAyABKAkikgEKEFN0YXJ0VHVyblJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSDQoFYWdlbnQYAyABKAkSJQoFaW5wdXQYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDwoHcmVwbGljYRgFIAEoCRITCgtpbmNhcm5hdGlvbhgGIAEoCSJHChFTdGFydFR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEg8KB2NyZWF0ZWQYAiABKAgiJAoRVHVyblN0YXR1c1JlcXVlc3QSDwoHdHVybl9pZBgBIAEoCSKBAQoSVHVyblN0YXR1c1Jlc3BvbnNlEg8KB3R1cm5faWQYASABKAkSJwoFc3RhdGUYAiABKA4yGC50dXJua2VlcGVyLnYxLlR1cm5TdGF0ZRIQCghhdHRlbXB0cxgDIAEoBRIQCghsYXN0X3NlcRgEIAEoAxINCgVlcnJvchgFIAEoCSIhCg5HZXRUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJIjQKD0dldFR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuIoQBChBMaXN0VHVybnNSZXF1ZXN0EicKBXN0YXRlGAEgASgOMhgudHVybmtlZXBlci52MS5UdXJuU3RhdGUSDQoFYWdlbnQYAiABKAkSEQoJdGhyZWFkX2lkGAMgASgJEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJIlAKEUxpc3RUdXJuc1Jlc3BvbnNlEiIKBXR1cm5zGAEgAygLMhMudHVybmtlZXBlci52MS5UdXJuEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJKChFMaXN0RXZlbnRzUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoAxIRCglwYWdlX3NpemUYAyABKAUiTAoSTGlzdEV2ZW50c1Jlc3BvbnNlEiQKBmV2ZW50cxgBIAMoCzIULnR1cm5rZWVwZXIudjEuRXZlbnQSEAoIbGFzdF9zZXEYAiABKAMiWgoQSGVhcnRiZWF0UmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSDwoHcmVwbGljYRgDIAEoCRITCgtpbmNhcm5hdGlvbhgEIAEoCSJJChFIZWFydGJlYXRSZXNwb25zZRI0ChBsZWFzZV9leHBpcmVzX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJiChNBcHBlbmRFdmVudHNSZXF1ZXN0Eg8KB3R1cm5faWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoBRIpCgZldmVudHMYAyADKAsyGS50dXJua2VlcGVyLnYxLkV2ZW50SW5wdXQiKAoUQXBwZW5kRXZlbnRzUmVzcG9uc2USEAoIbGFzdF9zZXEYASABKAMiiQEKD1BhcmtUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSKQoJaW50ZXJydXB0GAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEikKBmV2ZW50cxgEIAMoCzIZLnR1cm5rZWVwZXIudjEuRXZlbnRJbnB1dCI1ChBQYXJrVHVyblJlc3BvbnNlEiEKBHR1cm4YASABKAsyEy50dXJua2VlcGVyLnYxLlR1cm4imAEKEUZpbmlzaFR1cm5SZXF1ZXN0Eg8KB3R1cm5faWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoBRInCgdvdXRjb21lGAMgASgOMhYudHVybmtlZXBlci52MS5PdXRjb21lEg0KBWVycm9yGAQgASgJEikKBmV2ZW50cxgFIAMoCzIZLnR1cm5rZWVwZXIudjEuRXZlbnRJbnB1dCI3ChJGaW5pc2hUdXJuUmVzcG9uc2USIQoEdHVybhgBIAEoCzITLnR1cm5rZWVwZXIudjEuVHVybiJQChVSZXN1bWVEZXRhY2hlZFJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRImCgZyZXN1bWUYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiTwoWUmVzdW1lRGV0YWNoZWRSZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhIKCmRpc3BhdGNoZWQYAiABKAgiZQoOUmVkcml2ZVJlcXVlc3QSDQoFYWdlbnQYASABKAkSDwoHcmVwbGljYRgCIAEoCRITCgtpbmNhcm5hdGlvbhgDIAEoCRIPCgd0dXJuX2lkGAQgASgJEg0KBWZvcmNlGAUgASgIInMKDFJlZHJpdmVuVHVybhIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkSEgoKcmV3aW5kX3NlcRgDIAEoAxIVCg1mYWlsZWRfYXRfY2FwGAQgASgIIlEKD1JlZHJpdmVSZXNwb25zZRIqCgV0dXJucxgBIAMoCzIbLnR1cm5rZWVwZXIudjEuUmVkcml2ZW5UdXJuEhIKCmRpc3BhdGNoZWQYAiABKAgiWgoQQ2xhaW1UdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSDwoHcmVwbGljYRgDIAEoCRITCgtpbmNhcm5hdGlvbhgEIAEoCSJNChFDbGFpbVR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkiNgoQV2F0Y2hUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoAyI8CgVSZXNldBILCgNzZXEYASABKAMSDwoHYXR0ZW1wdBgCIAEoBRIVCg1jaGVja3BvaW50X2lkGAMgASgJImoKEVdhdGNoVHVyblJlc3BvbnNlEiUKBWV2ZW50GAEgASgLMhQudHVybmtlZXBlci52MS5FdmVudEgAEiUKBXJlc2V0GAIgASgLMhQudHVybmtlZXBlci52MS5SZXNldEgAQgcKBWZyYW1lKpoBCglUdXJuU3RhdGUSGgoWVFVSTl9TVEFURV9VTlNQRUNJRklFRBAAEhYKElRVUk5fU1RBVEVfUlVOTklORxABEhUKEVRVUk5fU1RBVEVfUEFSS0VEEAISEwoPVFVSTl9TVEFURV9ET05FEAMSFQoRVFVSTl9TVEFURV9GQUlMRUQQBBIWChJUVVJOX1NUQVRFX1VOS05PV04QBSpICgdPdXRjb21lEhcKE09VVENPTUVfVU5TUEVDSUZJRUQQABIQCgxPVVRDT01FX0RPTkUQARISCg5PVVRDT01FX0ZBSUxFRBACMrEICgtUdXJuU2VydmljZRJOCglTdGFydFR1cm4SHy50dXJua2VlcGVyLnYxLlN0YXJ0VHVyblJlcXVlc3QaIC50dXJua2VlcGVyLnYxLlN0YXJ0VHVyblJlc3BvbnNlElEKClR1cm5TdGF0dXMSIC50dXJua2VlcGVyLnYxLlR1cm5TdGF0dXNSZXF1ZXN0GiEudHVybmtlZXBlci52MS5UdXJuU3RhdHVzUmVzcG9uc2USSAoHR2V0VHVybhIdLnR1cm5rZWVwZXIudjEuR2V0VHVyblJlcXVlc3QaHi50dXJua2VlcGVyLnYxLkdldFR1cm5SZXNwb25zZRJOCglMaXN0VHVybnMSHy50dXJua2VlcGVyLnYxLkxpc3RUdXJuc1JlcXVlc3QaIC50dXJua2VlcGVyLnYxLkxpc3RUdXJuc1Jlc3BvbnNlElEKCkxpc3RFdmVudHMSIC50dXJua2VlcGVyLnYxLkxpc3RFdmVudHNSZXF1ZXN0GiEudHVybmtlZXBlci52MS5MaXN0RXZlbnRzUmVzcG9uc2USTgoJSGVhcnRiZWF0Eh8udHVybmtlZXBlci52MS5IZWFydGJlYXRSZXF1ZXN0GiAudHVybmtlZXBlci52MS5IZWFydGJlYXRSZXNwb25zZRJXCgxBcHBlbmRFdmVudHMSIi50dXJua2VlcGVyLnYxLkFwcGVuZEV2ZW50c1JlcXVlc3QaIy50dXJua2VlcGVyLnYxLkFwcGVuZEV2ZW50c1Jlc3BvbnNlEksKCFBhcmtUdXJuEh4udHVybmtlZXBlci52MS5QYXJrVHVyblJlcXVlc3QaHy50dXJua2VlcGVyLnYxLlBhcmtUdXJuUmVzcG9uc2USUQoKRmluaXNoVHVybhIgLnR1cm5rZWVwZXIudjEuRmluaXNoVHVyblJlcXVlc3QaIS50dXJua2VlcGVyLnYxLkZpbmlzaFR1cm5SZXNwb25zZRJdCg5SZXN1bWVEZXRhY2hlZBIkLnR1cm5rZWVwZXIudjEuUmVzdW1lRGV0YWNoZWRSZXF1ZXN0GiUudHVybmtlZXBlci52MS5SZXN1bWVEZXRhY2hlZFJlc3BvbnNlEkgKB1JlZHJpdmUSHS50dXJua2VlcGVyLnYxLlJlZHJpdmVSZXF1ZXN0Gh4udHVybmtlZXBlci52MS5SZWRyaXZlUmVzcG9uc2USTgoJQ2xhaW1UdXJuEh8udHVybmtlZXBlci52MS5DbGFpbVR1cm5SZXF1ZXN0GiAudHVybmtlZXBlci52MS5DbGFpbVR1cm5SZXNwb25zZRJQCglXYXRjaFR1cm4SHy50dXJua2VlcGVyLnYxLldhdGNoVHVyblJlcXVlc3QaIC50dXJua2VlcGVyLnYxLldhdGNoVHVyblJlc3BvbnNlMAFiBnByb3RvMw", [file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Chl0dXJua2VlcGVyL3YxL3R1cm5zLnByb3RvEg10dXJua2VlcGVyLnYxImMKBU93bmVyEg8KB3JlcGxpY2EYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiywQKBFR1cm4SDwoHdHVybl9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSDQoFYWdlbnQYAyABKAkSJwoFc3RhdGUYBCABKA4yGC50dXJua2VlcGVyLnYxLlR1cm5TdGF0ZRIQCghhdHRlbXB0cxgFIAEoBRIQCghsYXN0X3NlcRgGIAEoAxIlCgVpbnB1dBgHIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIjCgVvd25lchgIIAEoCzIULnR1cm5rZWVwZXIudjEuT3duZXISKQoJaW50ZXJydXB0GAkgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEiYKBnJlc3VtZRgKIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRISCgpoYXNfcmVzdW1lGAsgASgIEg0KBWVycm9yGAwgASgJEg8KB3Jld2luZHMYDSABKAUSLgoKY3JlYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZW5kX3JlYXNvbhgQIAEoCRIwCgxydW5fZGVhZGxpbmUYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDXBhcmtfZGVhZGxpbmUYEiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD2NyYXNoZXNfY2hhcmdlZBgTIAEoBSJ2CgVFdmVudBILCgNzZXEYASABKAMSDwoHYXR0ZW1wdBgCIAEoBRIMCgR0eXBlGAMgASgJEhEKCWRhdGFfanNvbhgEIAEoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI6CgpFdmVudElucHV0EgsKA3NlcRgBIAEoAxIMCgR0eXBlGAIgASgJEhEKCWRhdGFfanNvbhgDIAEoCSKxAgoQU3RhcnRUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEhEKCXRocmVhZF9pZBgCIAEoCRINCgVhZ2VudBgDIAEoCRIlCgVpbnB1dBgEIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIPCgdyZXBsaWNhGAUgASgJEhMKC2luY2FybmF0aW9uGAYgASgJEjwKEm11bHRpdGFza19zdHJhdGVneRgHIAEoDjIgLnR1cm5rZWVwZXIudjEuTXVsdGl0YXNrU3RyYXRlZ3kSLwoMbWF4X3J1bl90aW1lGAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC3BhcmtfZXhwaXJ5GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uImIKEVN0YXJ0VHVyblJlc3BvbnNlEiEKBHR1cm4YASABKAsyEy50dXJua2VlcGVyLnYxLlR1cm4SDwoHY3JlYXRlZBgCIAEoCBIZChFjYW5jZWxsZWRfdHVybl9pZBgDIAEoCSIkChFUdXJuU3RhdHVzUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJIpUBChJUdXJuU3RhdHVzUmVzcG9uc2USDwoHdHVybl9pZBgBIAEoCRInCgVzdGF0ZRgCIAEoDjIYLnR1cm5rZWVwZXIudjEuVHVyblN0YXRlEhAKCGF0dGVtcHRzGAMgASgFEhAKCGxhc3Rfc2VxGAQgASgDEg0KBWVycm9yGAUgASgJEhIKCmVuZF9yZWFzb24YBiABKAkiIQoOR2V0VHVyblJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCSI0Cg9HZXRUdXJuUmVzcG9uc2USIQoEdHVybhgBIAEoCzITLnR1cm5rZWVwZXIudjEuVHVybiKEAQoQTGlzdFR1cm5zUmVxdWVzdBInCgVzdGF0ZRgBIAEoDjIYLnR1cm5rZWVwZXIudjEuVHVyblN0YXRlEg0KBWFnZW50GAIgASgJEhEKCXRocmVhZF9pZBgDIAEoCRIRCglwYWdlX3NpemUYBCABKAUSEgoKcGFnZV90b2tlbhgFIAEoCSJQChFMaXN0VHVybnNSZXNwb25zZRIiCgV0dXJucxgBIAMoCzITLnR1cm5rZWVwZXIudjEuVHVybhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiSgoRTGlzdEV2ZW50c1JlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRIRCglhZnRlcl9zZXEYAiABKAMSEQoJcGFnZV9zaXplGAMgASgFIkwKEkxpc3RFdmVudHNSZXNwb25zZRIkCgZldmVudHMYASADKAsyFC50dXJua2VlcGVyLnYxLkV2ZW50EhAKCGxhc3Rfc2VxGAIgASgDIloKEEhlYXJ0YmVhdFJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRIPCgdhdHRlbXB0GAIgASgFEg8KB3JlcGxpY2EYAyABKAkSEwoLaW5jYXJuYXRpb24YBCABKAkiSQoRSGVhcnRiZWF0UmVzcG9uc2USNAoQbGVhc2VfZXhwaXJlc19hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiYgoTQXBwZW5kRXZlbnRzUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSKQoGZXZlbnRzGAMgAygLMhkudHVybmtlZXBlci52MS5FdmVudElucHV0IigKFEFwcGVuZEV2ZW50c1Jlc3BvbnNlEhAKCGxhc3Rfc2VxGAEgASgDIokBCg9QYXJrVHVyblJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRIPCgdhdHRlbXB0GAIgASgFEikKCWludGVycnVwdBgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIpCgZldmVudHMYBCADKAsyGS50dXJua2VlcGVyLnYxLkV2ZW50SW5wdXQiNQoQUGFya1R1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuIpgBChFGaW5pc2hUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSJwoHb3V0Y29tZRgDIAEoDjIWLnR1cm5rZWVwZXIudjEuT3V0Y29tZRINCgVlcnJvchgEIAEoCRIpCgZldmVudHMYBSADKAsyGS50dXJua2VlcGVyLnYxLkV2ZW50SW5wdXQiNwoSRmluaXNoVHVyblJlc3BvbnNlEiEKBHR1cm4YASABKAsyEy50dXJua2VlcGVyLnYxLlR1cm4iUAoVUmVzdW1lRGV0YWNoZWRSZXF1ZXN0Eg8KB3R1cm5faWQYASABKAkSJgoGcmVzdW1lGAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIk8KFlJlc3VtZURldGFjaGVkUmVzcG9uc2USIQoEdHVybhgBIAEoCzITLnR1cm5rZWVwZXIudjEuVHVybhISCgpkaXNwYXRjaGVkGAIgASgIImUKDlJlZHJpdmVSZXF1ZXN0Eg0KBWFnZW50GAEgASgJEg8KB3JlcGxpY2EYAiABKAkSEwoLaW5jYXJuYXRpb24YAyABKAkSDwoHdHVybl9pZBgEIAEoCRINCgVmb3JjZRgFIAEoCCJzCgxSZWRyaXZlblR1cm4SIQoEdHVybhgBIAEoCzITLnR1cm5rZWVwZXIudjEuVHVybhIVCg1jaGVja3BvaW50X2lkGAIgASgJEhIKCnJld2luZF9zZXEYAyABKAMSFQoNZmFpbGVkX2F0X2NhcBgEIAEoCCJRCg9SZWRyaXZlUmVzcG9uc2USKgoFdHVybnMYASADKAsyGy50dXJua2VlcGVyLnYxLlJlZHJpdmVuVHVybhISCgpkaXNwYXRjaGVkGAIgASgIIloKEENsYWltVHVyblJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRIPCgdhdHRlbXB0GAIgASgFEg8KB3JlcGxpY2EYAyABKAkSEwoLaW5jYXJuYXRpb24YBCABKAkiTQoRQ2xhaW1UdXJuUmVzcG9uc2USIQoEdHVybhgBIAEoCzITLnR1cm5rZWVwZXIudjEuVHVybhIVCg1jaGVja3BvaW50X2lkGAIgASgJIjYKEFdhdGNoVHVyblJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRIRCglhZnRlcl9zZXEYAiABKAMiPAoFUmVzZXQSCwoDc2VxGAEgASgDEg8KB2F0dGVtcHQYAiABKAUSFQoNY2hlY2twb2ludF9pZBgDIAEoCSJqChFXYXRjaFR1cm5SZXNwb25zZRIlCgVldmVudBgBIAEoCzIULnR1cm5rZWVwZXIudjEuRXZlbnRIABIlCgVyZXNldBgCIAEoCzIULnR1cm5rZWVwZXIudjEuUmVzZXRIAEIHCgVmcmFtZSJGChFDYW5jZWxUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEhAKCHJvbGxiYWNrGAIgASgIEg4KBnJlYXNvbhgDIAEoCSJUChJDYW5jZWxUdXJuUmVzcG9uc2USIQoEdHVybhgBIAEoCzITLnR1cm5rZWVwZXIudjEuVHVybhIbChNjaGVja3BvaW50c19yZW1vdmVkGAIgASgFKssBCglUdXJuU3RhdGUSGgoWVFVSTl9TVEFURV9VTlNQRUNJRklFRBAAEhYKElRVUk5fU1RBVEVfUlVOTklORxABEhUKEVRVUk5fU1RBVEVfUEFSS0VEEAISEwoPVFVSTl9TVEFURV9ET05FEAMSFQoRVFVSTl9TVEFURV9GQUlMRUQQBBIWChJUVVJOX1NUQVRFX1VOS05PV04QBRIYChRUVVJOX1NUQVRFX0NBTkNFTExFRBAGEhUKEVRVUk5fU1RBVEVfUVVFVUVEEAcquQEKEU11bHRpdGFza1N0cmF0ZWd5EiIKHk1VTFRJVEFTS19TVFJBVEVHWV9VTlNQRUNJRklFRBAAEh0KGU1VTFRJVEFTS19TVFJBVEVHWV9SRUpFQ1QQARIeChpNVUxUSVRBU0tfU1RSQVRFR1lfRU5RVUVVRRACEiAKHE1VTFRJVEFTS19TVFJBVEVHWV9JTlRFUlJVUFQQAxIfChtNVUxUSVRBU0tfU1RSQVRFR1lfUk9MTEJBQ0sQBCpICgdPdXRjb21lEhcKE09VVENPTUVfVU5TUEVDSUZJRUQQABIQCgxPVVRDT01FX0RPTkUQARISCg5PVVRDT01FX0ZBSUxFRBACMoQJCgtUdXJuU2VydmljZRJOCglTdGFydFR1cm4SHy50dXJua2VlcGVyLnYxLlN0YXJ0VHVyblJlcXVlc3QaIC50dXJua2VlcGVyLnYxLlN0YXJ0VHVyblJlc3BvbnNlElEKClR1cm5TdGF0dXMSIC50dXJua2VlcGVyLnYxLlR1cm5TdGF0dXNSZXF1ZXN0GiEudHVybmtlZXBlci52MS5UdXJuU3RhdHVzUmVzcG9uc2USSAoHR2V0VHVybhIdLnR1cm5rZWVwZXIudjEuR2V0VHVyblJlcXVlc3QaHi50dXJua2VlcGVyLnYxLkdldFR1cm5SZXNwb25zZRJOCglMaXN0VHVybnMSHy50dXJua2VlcGVyLnYxLkxpc3RUdXJuc1JlcXVlc3QaIC50dXJua2VlcGVyLnYxLkxpc3RUdXJuc1Jlc3BvbnNlElEKCkxpc3RFdmVudHMSIC50dXJua2VlcGVyLnYxLkxpc3RFdmVudHNSZXF1ZXN0GiEudHVybmtlZXBlci52MS5MaXN0RXZlbnRzUmVzcG9uc2USTgoJSGVhcnRiZWF0Eh8udHVybmtlZXBlci52MS5IZWFydGJlYXRSZXF1ZXN0GiAudHVybmtlZXBlci52MS5IZWFydGJlYXRSZXNwb25zZRJXCgxBcHBlbmRFdmVudHMSIi50dXJua2VlcGVyLnYxLkFwcGVuZEV2ZW50c1JlcXVlc3QaIy50dXJua2VlcGVyLnYxLkFwcGVuZEV2ZW50c1Jlc3BvbnNlEksKCFBhcmtUdXJuEh4udHVybmtlZXBlci52MS5QYXJrVHVyblJlcXVlc3QaHy50dXJua2VlcGVyLnYxLlBhcmtUdXJuUmVzcG9uc2USUQoKRmluaXNoVHVybhIgLnR1cm5rZWVwZXIudjEuRmluaXNoVHVyblJlcXVlc3QaIS50dXJua2VlcGVyLnYxLkZpbmlzaFR1cm5SZXNwb25zZRJdCg5SZXN1bWVEZXRhY2hlZBIkLnR1cm5rZWVwZXIudjEuUmVzdW1lRGV0YWNoZWRSZXF1ZXN0GiUudHVybmtlZXBlci52MS5SZXN1bWVEZXRhY2hlZFJlc3BvbnNlEkgKB1JlZHJpdmUSHS50dXJua2VlcGVyLnYxLlJlZHJpdmVSZXF1ZXN0Gh4udHVybmtlZXBlci52MS5SZWRyaXZlUmVzcG9uc2USTgoJQ2xhaW1UdXJuEh8udHVybmtlZXBlci52MS5DbGFpbVR1cm5SZXF1ZXN0GiAudHVybmtlZXBlci52MS5DbGFpbVR1cm5SZXNwb25zZRJQCglXYXRjaFR1cm4SHy50dXJua2VlcGVyLnYxLldhdGNoVHVyblJlcXVlc3QaIC50dXJua2VlcGVyLnYxLldhdGNoVHVyblJlc3BvbnNlMAESUQoKQ2FuY2VsVHVybhIgLnR1cm5rZWVwZXIudjEuQ2FuY2VsVHVyblJlcXVlc3QaIS50dXJua2VlcGVyLnYxLkNhbmNlbFR1cm5SZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * The executor that owns a RUNNING turn.
@@ -143,6 +143,37 @@ export type Turn = Message<"turnkeeper.v1.Turn"> & {
    * @generated from field: google.protobuf.Timestamp updated_at = 15;
    */
   updatedAt?: Timestamp | undefined;
+
+  /**
+   * Why the turn ended when the service ended it: "cancelled", "max_run_time",
+   * "park_expired", "redrive_cap"; empty while it runs or when its executor ended it.
+   *
+   * @generated from field: string end_reason = 16;
+   */
+  endReason: string;
+
+  /**
+   * When the reaper fails the turn if it is still RUNNING (max run time).
+   *
+   * @generated from field: google.protobuf.Timestamp run_deadline = 17;
+   */
+  runDeadline?: Timestamp | undefined;
+
+  /**
+   * When the reaper fails the turn if it is still PARKED (park expiry).
+   *
+   * @generated from field: google.protobuf.Timestamp park_deadline = 18;
+   */
+  parkDeadline?: Timestamp | undefined;
+
+  /**
+   * Crashes of its executor charged to this turn, counted against the re-drive cap
+   * (a crash of a process running several turns is charged only once the culprit
+   * is known: see docs/decisions.md, poison containment).
+   *
+   * @generated from field: int32 crashes_charged = 19;
+   */
+  crashesCharged: number;
 };
 
 /**
@@ -258,6 +289,29 @@ export type StartTurnRequest = Message<"turnkeeper.v1.StartTurnRequest"> & {
    * @generated from field: string incarnation = 6;
    */
   incarnation: string;
+
+  /**
+   * What to do when the thread has a live turn; unset: reject.
+   *
+   * @generated from field: turnkeeper.v1.MultitaskStrategy multitask_strategy = 7;
+   */
+  multitaskStrategy: MultitaskStrategy;
+
+  /**
+   * The longest the turn may stay RUNNING between a start or resume and its next
+   * park or end; unset or zero: the service's default (serve --max-run-time).
+   *
+   * @generated from field: google.protobuf.Duration max_run_time = 8;
+   */
+  maxRunTime?: Duration | undefined;
+
+  /**
+   * The longest the turn may stay PARKED; unset or zero: the service's default
+   * (serve --park-expiry).
+   *
+   * @generated from field: google.protobuf.Duration park_expiry = 9;
+   */
+  parkExpiry?: Duration | undefined;
 };
 
 /**
@@ -282,6 +336,13 @@ export type StartTurnResponse = Message<"turnkeeper.v1.StartTurnResponse"> & {
    * @generated from field: bool created = 2;
    */
   created: boolean;
+
+  /**
+   * The live turn that MULTITASK_STRATEGY_INTERRUPT or ROLLBACK cancelled; empty if none.
+   *
+   * @generated from field: string cancelled_turn_id = 3;
+   */
+  cancelledTurnId: string;
 };
 
 /**
@@ -336,6 +397,13 @@ export type TurnStatusResponse = Message<"turnkeeper.v1.TurnStatusResponse"> & {
    * @generated from field: string error = 5;
    */
   error: string;
+
+  /**
+   * As Turn.end_reason.
+   *
+   * @generated from field: string end_reason = 6;
+   */
+  endReason: string;
 };
 
 /**
@@ -990,6 +1058,62 @@ export const WatchTurnResponseSchema: GenMessage<WatchTurnResponse> = /*@__PURE_
   messageDesc(file_turnkeeper_v1_turns, 31);
 
 /**
+ * @generated from message turnkeeper.v1.CancelTurnRequest
+ */
+export type CancelTurnRequest = Message<"turnkeeper.v1.CancelTurnRequest"> & {
+  /**
+   * @generated from field: string turn_id = 1;
+   */
+  turnId: string;
+
+  /**
+   * Also remove the checkpoints the turn wrote, so the thread is as it was
+   * before the turn started.
+   *
+   * @generated from field: bool rollback = 2;
+   */
+  rollback: boolean;
+
+  /**
+   * Free text for people, stored with the terminal event; at most 1000 bytes.
+   *
+   * @generated from field: string reason = 3;
+   */
+  reason: string;
+};
+
+/**
+ * Describes the message turnkeeper.v1.CancelTurnRequest.
+ * Use `create(CancelTurnRequestSchema)` to create a new message.
+ */
+export const CancelTurnRequestSchema: GenMessage<CancelTurnRequest> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 32);
+
+/**
+ * @generated from message turnkeeper.v1.CancelTurnResponse
+ */
+export type CancelTurnResponse = Message<"turnkeeper.v1.CancelTurnResponse"> & {
+  /**
+   * @generated from field: turnkeeper.v1.Turn turn = 1;
+   */
+  turn?: Turn | undefined;
+
+  /**
+   * How many checkpoints rollback removed.
+   *
+   * @generated from field: int32 checkpoints_removed = 2;
+   */
+  checkpointsRemoved: number;
+};
+
+/**
+ * Describes the message turnkeeper.v1.CancelTurnResponse.
+ * Use `create(CancelTurnResponseSchema)` to create a new message.
+ */
+export const CancelTurnResponseSchema: GenMessage<CancelTurnResponse> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 33);
+
+/**
  * @generated from enum turnkeeper.v1.TurnState
  */
 export enum TurnState {
@@ -1024,6 +1148,22 @@ export enum TurnState {
    * @generated from enum value: TURN_STATE_UNKNOWN = 5;
    */
   UNKNOWN = 5,
+
+  /**
+   * Terminal: stopped by CancelTurn, a double-texting interrupt or rollback, or
+   * DeleteThread with cancel.
+   *
+   * @generated from enum value: TURN_STATE_CANCELLED = 6;
+   */
+  CANCELLED = 6,
+
+  /**
+   * Waiting behind the thread's live turn (StartTurn with MULTITASK_STRATEGY_ENQUEUE);
+   * starts, in order, when the turns before it have ended.
+   *
+   * @generated from enum value: TURN_STATE_QUEUED = 7;
+   */
+  QUEUED = 7,
 }
 
 /**
@@ -1031,6 +1171,55 @@ export enum TurnState {
  */
 export const TurnStateSchema: GenEnum<TurnState> = /*@__PURE__*/
   enumDesc(file_turnkeeper_v1_turns, 0);
+
+/**
+ * What StartTurn does when the thread already has a live (RUNNING or PARKED) turn,
+ * with LangGraph Platform's names.
+ *
+ * @generated from enum turnkeeper.v1.MultitaskStrategy
+ */
+export enum MultitaskStrategy {
+  /**
+   * The same as REJECT.
+   *
+   * @generated from enum value: MULTITASK_STRATEGY_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * FAILED_PRECONDITION: the caller waits for the live turn to end.
+   *
+   * @generated from enum value: MULTITASK_STRATEGY_REJECT = 1;
+   */
+  REJECT = 1,
+
+  /**
+   * The new turn is journaled QUEUED and starts when the turns before it ended.
+   *
+   * @generated from enum value: MULTITASK_STRATEGY_ENQUEUE = 2;
+   */
+  ENQUEUE = 2,
+
+  /**
+   * The live turn is cancelled (its checkpoints kept), the new one starts.
+   *
+   * @generated from enum value: MULTITASK_STRATEGY_INTERRUPT = 3;
+   */
+  INTERRUPT = 3,
+
+  /**
+   * The live turn is cancelled and the checkpoints it wrote removed; the new one starts.
+   *
+   * @generated from enum value: MULTITASK_STRATEGY_ROLLBACK = 4;
+   */
+  ROLLBACK = 4,
+}
+
+/**
+ * Describes the enum turnkeeper.v1.MultitaskStrategy.
+ */
+export const MultitaskStrategySchema: GenEnum<MultitaskStrategy> = /*@__PURE__*/
+  enumDesc(file_turnkeeper_v1_turns, 1);
 
 /**
  * @generated from enum turnkeeper.v1.Outcome
@@ -1056,7 +1245,7 @@ export enum Outcome {
  * Describes the enum turnkeeper.v1.Outcome.
  */
 export const OutcomeSchema: GenEnum<Outcome> = /*@__PURE__*/
-  enumDesc(file_turnkeeper_v1_turns, 1);
+  enumDesc(file_turnkeeper_v1_turns, 2);
 
 /**
  * TurnService owns the turn journal (turns.db): its state machine, the retained
@@ -1204,6 +1393,19 @@ export const TurnService: GenService<{
     methodKind: "server_streaming";
     input: typeof WatchTurnRequestSchema;
     output: typeof WatchTurnResponseSchema;
+  },
+  /**
+   * RUNNING, PARKED or QUEUED -> CANCELLED. The service writes the terminal
+   * turn.cancelled event, tells the replica running the turn to stop, and refuses
+   * every later write of that execution (ABORTED). The thread's checkpoints stay
+   * unless rollback is set. A turn already over: FAILED_PRECONDITION.
+   *
+   * @generated from rpc turnkeeper.v1.TurnService.CancelTurn
+   */
+  cancelTurn: {
+    methodKind: "unary";
+    input: typeof CancelTurnRequestSchema;
+    output: typeof CancelTurnResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_turnkeeper_v1_turns, 0);

@@ -1,0 +1,48 @@
+"""Durations on the command line (`90s`, `15m`, `2h`, `7d`, or plain seconds), and
+the serve flags that take them: the turn deadlines' defaults and retention."""
+
+from __future__ import annotations
+
+import argparse
+import os
+import re
+
+_UNITS = {"": 1.0, "s": 1.0, "m": 60.0, "h": 3600.0, "d": 86400.0}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhd]?)\s*$")
+
+
+def parse_duration(text: str) -> float:
+    """Seconds in `text`; 0 means "none" where a flag says so."""
+    match = _DURATION.match(text.lower())
+    if match is None:
+        raise argparse.ArgumentTypeError(
+            f"not a duration: {text!r} (a number with an optional unit s, m, h or d: 90s, 15m, 7d)"
+        )
+    return float(match.group(1)) * _UNITS[match.group(2)]
+
+
+def add_lifecycle_arguments(parser: argparse.ArgumentParser) -> None:
+    parser.add_argument(
+        "--max-run-time",
+        type=parse_duration,
+        default=parse_duration(os.environ.get("TURNKEEPER_MAX_RUN_TIME", "1h")),
+        metavar="DURATION",
+        help="default longest a turn may run between a start or resume and its next park; "
+        "the reaper fails it after (0: no limit; env TURNKEEPER_MAX_RUN_TIME; default 1h)",
+    )
+    parser.add_argument(
+        "--park-expiry",
+        type=parse_duration,
+        default=parse_duration(os.environ.get("TURNKEEPER_PARK_EXPIRY", "7d")),
+        metavar="DURATION",
+        help="default longest a turn may wait PARKED for ResumeDetached; the reaper fails "
+        "it after (0: no limit; env TURNKEEPER_PARK_EXPIRY; default 7d)",
+    )
+    parser.add_argument(
+        "--retention",
+        type=parse_duration,
+        default=parse_duration(os.environ.get("TURNKEEPER_RETENTION", "0")),
+        metavar="DURATION",
+        help="delete finished turns' events and prune their threads' checkpoints to the "
+        "latest this long after the turn ended (0: keep everything; env TURNKEEPER_RETENTION)",
+    )

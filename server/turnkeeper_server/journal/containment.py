@@ -1,0 +1,182 @@
+"""Poison containment: a turn that keeps killing its executor must not take the
+healthy turns that shared the process down with it.
+
+A crash is charged (counted against the re-drive cap) only to a turn that can be
+blamed for it:
+
+- the dead incarnation ran that turn alone (one orphan): it is blamed;
+- it ran several, one of them on *probation* (below): the probation turn is blamed;
+- it ran several and none on probation: nobody is blamed. Each is re-driven with
+  its attempt spent but no charge, and becomes a *suspect*; a one-off crash (a
+  deploy, a lost node) stops there and every turn resumes at once, in parallel.
+- a suspect orphaned again in such a crash is *held*: re-driven, but handed to
+  nobody. The agent's held turns then run one at a time, each on *probation*
+  (alone among the suspects): a healthy one finishes and the next is released; the
+  poison one crashes its executor alone, is blamed, runs again on probation, and
+  ends FAILED after exactly `max_redrives` charged re-drives.
+
+Lease expiry applies the same rule, per dead incarnation; an operator's Redrive is
+always charged. The SQL is plain: PostgreSQL accepts it too.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Sequence
+
+from turnkeeper_server.journal import redrive
+from turnkeeper_server.journal.records import TURN_COLUMNS, Policy, TurnRecord
+from turnkeeper_server.journal.redrive import Redriven
+from turnkeeper_server.journal.transitions import (
+    latest_boundary,
+    reload_turn,
+    update_turn,
+)
+from turnkeeper_server.store.contract import Tx
+
+NONE, SUSPECT, HELD, PROBATION = 0, 1, 2, 3
+
+
+def blame(
+    tx: Tx, orphans: Sequence[TurnRecord], owner: tuple[str, str] | None, policy: Policy
+) -> list[Redriven]:
+    """Re-drive the RUNNING turns of one dead incarnation. Returns those to run
+    now (owned by `owner`, or to hand out when None); held turns are not in it."""
+    probation = [t for t in orphans if t.suspect == PROBATION]
+    blamed = {t.turn_id for t in (orphans if len(orphans) == 1 else probation)}
+    out: list[Redriven] = []
+    for turn in orphans:
+        if turn.turn_id in blamed:
+            out.append(redrive.redrive_orphan(tx, turn, policy, owner, charge=True))
+        elif turn.suspect == SUSPECT:
+            redrive.redrive_orphan(tx, turn, policy, None, charge=False)
+            # Handed to nobody: no lease, so the lease reaper passes it by.
+            update_turn(tx, turn.turn_id, time.time(), suspect=HELD, lease_expires_at=None)
+        else:
+            r = redrive.redrive_orphan(tx, turn, policy, owner, charge=False)
+            update_turn(tx, turn.turn_id, time.time(), suspect=SUSPECT)
+            out.append(
+                Redriven(
+                    reload_turn(tx, turn.turn_id),
+                    r.checkpoint_id,
+                    r.rewind_seq,
+                    r.failed_at_cap,
+                    rewound=r.rewound,
+                )
+            )
+    return out
+
+
+def release_next(
+    tx: Tx, agent: str, owner: tuple[str, str] | None, policy: Policy
+) -> Redriven | None:
+    """Put the agent's oldest held turn on probation, unless one already is."""
+    busy = tx.execute(
+        "SELECT 1 FROM main.turns WHERE agent = ? AND suspect = 3 AND state = 'RUNNING' LIMIT 1",
+        (agent,),
+    ).fetchone()
+    if busy is not None:
+        return None
+    row = tx.execute(
+        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE agent = ? AND suspect = 2 "
+        f"AND state = 'RUNNING' ORDER BY created_at, turn_id LIMIT 1{tx.for_update}",
+        (agent,),
+    ).fetchone()
+    if row is None:
+        return None
+    turn = TurnRecord(*row)
+    now = time.time()
+    update_turn(
+        tx,
+        turn.turn_id,
+        now,
+        suspect=PROBATION,
+        owner_replica=owner[0] if owner else None,
+        owner_incarnation=owner[1] if owner else None,
+        lease_expires_at=now + (policy.lease_seconds if owner else policy.claim_seconds),
+    )
+    checkpoint_id, _ = latest_boundary(tx.conn, turn.turn_id)
+    return Redriven(reload_turn(tx, turn.turn_id), checkpoint_id, turn.last_seq, False)
+
+
+def _partly_alive(
+    tx: Tx,
+    replica: str,
+    incarnation: str,
+    expired: Sequence[TurnRecord],
+    now: float,
+    policy: Policy,
+) -> bool:
+    """Whether to wait before blaming: other turns of the same incarnation still hold
+    a lease. A dead process's leases all lapse within a heartbeat interval of each
+    other, and blaming only the first to lapse would charge it alone for a crash it
+    shared; after a whole lease of waiting the lapsed ones are taken as they are."""
+    total = tx.execute(
+        "SELECT count(*) FROM main.turns WHERE state = 'RUNNING' "
+        "AND owner_replica = ? AND owner_incarnation = ?",
+        (replica, incarnation),
+    ).fetchone()[0]
+    first = min(t.lease_expires_at or now for t in expired)
+    return bool(total > len(expired) and first > now - policy.lease_seconds)
+
+
+def redrive_replica(
+    tx: Tx, *, agent: str, replica: str, incarnation: str, policy: Policy
+) -> list[Redriven]:
+    """The startup Redrive, with blame: the replica's older incarnations' turns are
+    orphans of one crash; unowned turns waiting for a claimer (not held ones) and
+    the agent's next held turn go to the caller too."""
+    rows = tx.execute(
+        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE state = 'RUNNING' AND agent = ? "
+        "AND ((owner_replica = ? AND owner_incarnation != ?) OR "
+        f"(owner_replica IS NULL AND suspect != 2)) ORDER BY created_at{tx.for_update}",
+        (agent, replica, incarnation),
+    ).fetchall()
+    turns = [TurnRecord(*r) for r in rows]
+    owner = (replica, incarnation)
+    out: list[Redriven] = []
+    dead: dict[str, list[TurnRecord]] = {}
+    for turn in turns:
+        if turn.owned:
+            dead.setdefault(turn.owner_incarnation or "", []).append(turn)
+    for orphans in dead.values():
+        out += blame(tx, orphans, owner, policy)
+    for turn in turns:
+        if not turn.owned:
+            out.append(redrive.hand_out(tx, turn, owner=owner, lease=policy.lease_seconds))
+    released = release_next(tx, agent, owner, policy)
+    if released is not None:
+        out.append(released)
+    return out
+
+
+def reap_expired(tx: Tx, *, policy: Policy, limit: int = 500) -> list[Redriven]:
+    """Lease expiry with blame, per dead incarnation; then each agent whose held
+    turns wait and who has none on probation gets its next one released."""
+    now = time.time()
+    rows = tx.execute(
+        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE state = 'RUNNING' AND lease_expires_at < ? "
+        f"ORDER BY lease_expires_at LIMIT ?{tx.skip_locked}",
+        (now, limit),
+    ).fetchall()
+    out: list[Redriven] = []
+    dead: dict[tuple[str, str], list[TurnRecord]] = {}
+    for row in rows:
+        turn = TurnRecord(*row)
+        if turn.owned:
+            key = (turn.owner_replica or "", turn.owner_incarnation or "")
+            dead.setdefault(key, []).append(turn)
+        else:
+            out.append(redrive.hand_out(tx, turn, owner=None, lease=policy.claim_seconds))
+    for (replica, incarnation), orphans in dead.items():
+        if _partly_alive(tx, replica, incarnation, orphans, now, policy):
+            continue
+        out += blame(tx, orphans, None, policy)
+    agents = tx.execute(
+        "SELECT DISTINCT agent FROM main.turns WHERE suspect = 2 AND state = 'RUNNING'"
+    ).fetchall()
+    for (agent,) in agents:
+        released = release_next(tx, agent, None, policy)
+        if released is not None:
+            out.append(released)
+    return out

@@ -1,0 +1,84 @@
+"""Erasure: every row of a thread goes, in both files, in one transaction.
+
+A thread's rows are its turns (with their journaled inputs, interrupt and resume
+values), their retained events, the outbox rows not yet sent to NATS (which
+carry the same text), and its checkpoints, their writes (and blobs, on PostgreSQL)
+and the turn boundaries. A thread with a live turn is refused unless the call cancels
+that turn first (the cancel is part of the same transaction, so there is no
+window in which a re-drive resumes from checkpoints about to vanish).
+
+Outbox rows are found by subject: a turn's events go to `<prefix>.turn.events.<id>`;
+rewinds share one subject, so those are matched on the thread id in their JSON.
+The SQL is plain: PostgreSQL accepts it too.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+
+from turnkeeper_server.errors import WrongState
+from turnkeeper_server.journal import lifecycle
+from turnkeeper_server.journal.lifecycle import Cancelled
+from turnkeeper_server.journal.records import TURN_COLUMNS, Policy, TurnRecord
+from turnkeeper_server.store.contract import Tx
+
+# Rows deleted per statement that lists turn ids (SQLite's default variable limit
+# is far higher; PostgreSQL has none to speak of).
+_CHUNK = 500
+
+
+@dataclass(frozen=True)
+class Erased:
+    thread_id: str
+    turns_deleted: int
+    # The live turn cancelled first (cancel=True), for the engine to stop its executor.
+    cancelled: Cancelled | None
+
+
+def erase_thread(tx: Tx, *, thread_id: str, cancel: bool, policy: Policy) -> Erased:
+    rows = tx.execute(
+        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE thread_id = ?{tx.for_update}", (thread_id,)
+    ).fetchall()
+    turns = [TurnRecord(*r) for r in rows]
+    live = [t for t in turns if t.state in ("RUNNING", "PARKED")]
+    cancelled: Cancelled | None = None
+    if live:
+        if not cancel:
+            raise WrongState(
+                f"thread {thread_id!r} has a live turn {live[0].turn_id!r} ({live[0].state}); "
+                "its checkpoints are what a re-drive resumes from. Cancel it first, or "
+                "pass cancel to cancel it in the same call"
+            )
+        cancelled, _ = lifecycle.cancel_turn(
+            tx, turn_id=live[0].turn_id, rollback=False, detail="thread deleted", policy=policy
+        )
+    ids = [t.turn_id for t in turns]
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK]
+        marks = ", ".join("?" for _ in chunk)
+        tx.execute(f"DELETE FROM main.events WHERE turn_id IN ({marks})", chunk)
+        tx.execute(
+            f"DELETE FROM main.outbox WHERE subject IN ({marks})",
+            [policy.events_subject(turn_id) for turn_id in chunk],
+        )
+        tx.execute(f"DELETE FROM main.turns WHERE turn_id IN ({marks})", chunk)
+    _erase_rewinds(tx, thread_id, policy)
+    # The backend's checkpoint rows (blobs too, on PostgreSQL); no live turn is left.
+    tx.checkpoints.delete_thread(tx, thread_id)
+    return Erased(thread_id, len(ids), cancelled)
+
+
+def _erase_rewinds(tx: Tx, thread_id: str, policy: Policy) -> None:
+    rows = tx.execute(
+        "SELECT id, payload FROM main.outbox WHERE subject = ?", (policy.rewind_subject,)
+    ).fetchall()
+    doomed = []
+    for row_id, payload in rows:
+        try:
+            if json.loads(bytes(payload)).get("thread_id") == thread_id:
+                doomed.append(row_id)
+        except (ValueError, AttributeError):
+            continue
+    for row_id in doomed:
+        tx.execute("DELETE FROM main.outbox WHERE id = ?", (row_id,))

@@ -1,0 +1,92 @@
+"""A LangGraph.js agent under the TypeScript TurnRunner stops a cancelled turn's graph
+mid-node, as the Python bridge does: `responses/cancel` on NATS (answered by the
+runner through CancelTurn), the service's `turnkeeper/cancel` on the control subject,
+the graph's AbortSignal, and nothing written after."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import pytest
+from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.v1 import turns_pb2
+from turnkeeper_server.app import TurnkeeperServer
+
+from tests.support.agents import result
+from tests.support.nats import NatsServer, subscribe
+from tests.support.node import Watcher, prepare_package, spawn_agent
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+AGENT = "js-cancel"
+
+
+@pytest.fixture(scope="module")
+def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return prepare_package(tmp_path_factory.mktemp("node-cancel"))
+
+
+@pytest.fixture
+async def client(service: TurnkeeperServer) -> AsyncIterator[AsyncTurnkeeperClient]:
+    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as c:
+        yield c
+
+
+async def test_a_cancelled_js_turn_stops_its_graph_mid_node(
+    node_package: Path,
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    client: AsyncTurnkeeperClient,
+    tmp_path: Path,
+) -> None:
+    side_log = tmp_path / "side.log"
+    nc, _seen = await subscribe(nats_server.url, "vystak.turn.>")
+    agent = await spawn_agent(
+        node_package,
+        service=service.address,
+        nats_url=nats_server.url,
+        agent=AGENT,
+        replica="js-replica-cancel",
+        side_log=side_log,
+        hold_work=True,
+    )
+    watcher: Watcher | None = None
+    try:
+        await agent.ready()
+        await result(
+            nc,
+            "responses/create",
+            {"input": "report", "turn_id": "hold-cancel", "background": True},
+            agent=AGENT,
+        )
+        watcher = Watcher(client, "hold-cancel")
+        await watcher.until_event("token", "work")
+
+        answer = await result(
+            nc, "responses/cancel", {"turn_id": "hold-cancel", "reason": "stop"}, agent=AGENT
+        )
+        assert answer["status"] == "cancelled"
+        # The notification reached this replica and the abort reached the node.
+        await agent.wait_line(
+            lambda line: "hold-cancel" in line and "the service ended the turn" in line
+        )
+        await agent.wait_line(lambda line: line == "aborted in work hold-cancel")
+
+        transcript = await watcher.finished()
+        assert [e.type for e in transcript.events][-1] == "turn.cancelled"
+        turn = (await client.get_turn(turns_pb2.GetTurnRequest(turn_id="hold-cancel"))).turn
+        assert (turn.state, turn.end_reason) == (turns_pb2.TURN_STATE_CANCELLED, "cancelled")
+        events = (
+            await client.list_events(turns_pb2.ListEventsRequest(turn_id="hold-cancel"))
+        ).events
+        assert [e.type for e in events].count("turn.cancelled") == 1
+        assert events[-1].type == "turn.cancelled"
+        assert agent.proc.returncode is None, "the agent process itself goes on"
+        runs = [r for r in side_log.read_text().splitlines() if "hold-cancel" in r]
+        assert runs == ["plan hold-cancel 0", "work hold-cancel 0", "holding hold-cancel"]
+    finally:
+        if watcher is not None:
+            await watcher.close()
+        await agent.close()
+        await nc.close()

@@ -237,3 +237,50 @@ async def test_redrive_is_offered_to_operators_only_and_the_service_has_the_last
     result_text = operator.locator("#action-result")
     await expect(result_text).to_contain_text("refused (failed_precondition)")
     await expect(result_text).to_contain_text("lease")
+
+
+async def test_an_operator_cancels_a_parked_turn_and_a_panel_token_is_refused(
+    browser: Browser, make_service: ServiceFactory, nats_server: NatsServer, tmp_path: Path
+) -> None:
+    tokens = write_tokens(tmp_path / "tokens.jsonl")
+    service = await make_service(
+        nats_url=nats_server.url, http_listen="127.0.0.1:0", tokens_file=tmp_path / "tokens.jsonl"
+    )
+    async with aio.insecure_channel(service.address) as channel:
+        stub = turns_pb2_grpc.TurnServiceStub(channel)
+        await stub.StartTurn(
+            turns_pb2.StartTurnRequest(
+                turn_id="t-stop", thread_id="th-stop", agent="alpha", input=value({})
+            ),
+            metadata=bearer(tokens["alpha"]),
+        )
+        await stub.ParkTurn(
+            turns_pb2.ParkTurnRequest(
+                turn_id="t-stop", interrupt=value({"q": "go?"}), events=events(1, "interrupt")
+            ),
+            metadata=bearer(tokens["alpha"]),
+        )
+    url = console(service) + "turn.html?id=t-stop"
+    panel = await open_page(browser, url, tokens["panel"])
+    await expect(panel.locator("#state")).to_have_text("PARKED")
+    await expect(panel.locator("#cancel")).to_be_hidden()
+
+    operator = await open_page(browser, url, tokens["operator"])
+    await expect(operator.locator("#state")).to_have_text("PARKED")
+    await expect(operator.locator("#cancel")).to_be_visible()
+    # The token changes under the open page: the service refuses, and the page says why.
+    await operator.evaluate("t => sessionStorage.setItem('turnkeeper.token', t)", tokens["panel"])
+    await operator.click("#cancel")
+    result_text = operator.locator("#action-result")
+    await expect(result_text).to_contain_text("refused (permission_denied)")
+    await expect(result_text).to_contain_text("may not call CancelTurn")
+    await expect(operator.locator("#state")).to_have_text("PARKED")
+
+    await operator.evaluate(
+        "t => sessionStorage.setItem('turnkeeper.token', t)", tokens["operator"]
+    )
+    await operator.click("#cancel")
+    await expect(result_text).to_contain_text("cancelled (CANCELLED)")
+    await expect(operator.locator("#state")).to_have_text("CANCELLED")
+    await expect(operator.locator("#cancel")).to_be_hidden()
+    await expect(operator.locator('#timeline li[data-type="turn.cancelled"]')).to_have_count(1)

@@ -114,6 +114,20 @@ async def test_get_turn_over_http_is_the_grpc_answer_in_json(stub: Stub, http: H
     assert [e["type"] for e in listed["events"]] == ["final", "turn.done"]
 
 
+async def test_cancel_turn_over_http_cancels_and_refuses_a_finished_turn(
+    stub: Stub, http: Http
+) -> None:
+    await start(stub, turn_id="t-cancel", thread_id="th-cancel")
+    status, body = await http.call("CancelTurn", {"turnId": "t-cancel", "reason": "by hand"})
+    assert status == 200, body
+    assert body["turn"]["state"] == "TURN_STATE_CANCELLED"
+    got = await stub.GetTurn(turns_pb2.GetTurnRequest(turn_id="t-cancel"))
+    assert got.turn.state == turns_pb2.TURN_STATE_CANCELLED
+    await finished_turn(stub, "t-done")
+    status, body = await http.call("CancelTurn", {"turnId": "t-done"})
+    assert (status, body["code"]) == (400, "failed_precondition"), body
+
+
 async def test_errors_are_connect_errors_with_the_grpc_message(stub: Stub, http: Http) -> None:
     await start(stub, turn_id="t-run", thread_id="th-run")
     status, body = await http.call("GetTurn", {"turnId": "t-missing"})

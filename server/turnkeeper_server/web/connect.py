@@ -40,7 +40,15 @@ TURN_SERVICE: Final[ServiceDescriptor] = turns_pb2.DESCRIPTOR.services_by_name["
 # Offered to browsers: every read, and the operator's actions. Rights are still
 # checked per caller (auth.RIGHTS), exactly as on gRPC.
 BROWSER_METHODS: Final = frozenset(
-    {"TurnStatus", "GetTurn", "ListTurns", "ListEvents", "ResumeDetached", "Redrive"}
+    {
+        "TurnStatus",
+        "GetTurn",
+        "ListTurns",
+        "ListEvents",
+        "ResumeDetached",
+        "Redrive",
+        "CancelTurn",
+    }
 )
 
 # Connect's error codes are gRPC's in snake case; each has one HTTP status.

@@ -42,6 +42,10 @@
     if (parked) document.getElementById("interrupt").textContent = json(turn.interrupt);
     const mayRedrive = role === null || role === "operator" || role === "admin";
     document.getElementById("redrive").hidden = !(mayRedrive && state === "RUNNING");
+    // An agent token may cancel its own turns as well; the service has the last word.
+    const mayCancel = mayRedrive || role === "agent";
+    const live = state === "RUNNING" || state === "PARKED" || state === "QUEUED";
+    document.getElementById("cancel").hidden = !(mayCancel && live);
   }
 
   async function refresh() {
@@ -117,6 +121,19 @@
       await call("Redrive", {turnId});
       out.className = "";
       out.textContent = "re-driven";
+      refresh();
+    } catch (e) {
+      out.className = "error";
+      out.textContent = "refused (" + e.code + "): " + e.message;
+    }
+  });
+
+  document.getElementById("cancel").addEventListener("click", async () => {
+    const out = document.getElementById("action-result");
+    try {
+      const r = await call("CancelTurn", {turnId, reason: "cancelled from the console"});
+      out.className = "";
+      out.textContent = "cancelled (" + stateWord(r.turn.state) + ")";
       refresh();
     } catch (e) {
       out.className = "error";

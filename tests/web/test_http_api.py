@@ -13,10 +13,13 @@ from pathlib import Path
 from typing import Any, TypeAlias
 
 import aiohttp
+import nats
 import pytest
 from grpc import aio
+from nats.aio.msg import Msg
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
+from turnkeeper_server.messaging.link import agent_subject
 from turnkeeper_server.security.transport import InsecureListen
 from turnkeeper_server.web import connect, sse
 
@@ -300,6 +303,54 @@ async def test_tokens_and_roles_are_the_grpc_ones(
         f"{http.base}v1/metrics", headers={"Authorization": f"Bearer {tokens['operator']}"}
     ) as r:
         assert r.status == 200 and (await r.json())["turnkeeper_turns_started"] == 1
+
+
+async def test_relay_forwards_cancel_with_the_rights_of_cancel_turn(
+    secured: tuple[TurnkeeperServer, dict[str, str], Http], nats_server: NatsServer
+) -> None:
+    service, tokens, http = secured
+    assert await service.link.wait_connected(10)
+    nc = await nats.connect(nats_server.url)
+    heard: list[tuple[dict[str, Any], str]] = []
+
+    async def answer(msg: Msg) -> None:
+        request = json.loads(msg.data)
+        heard.append((request, (msg.headers or {}).get("Authorization", "")))
+        reply = {"jsonrpc": "2.0", "id": request["id"], "result": {"status": "cancelled"}}
+        await msg.respond(json.dumps(reply).encode())
+
+    try:
+        subject = agent_subject(
+            service.settings.subject_prefix, service.settings.namespace, "alpha"
+        )
+        await nc.subscribe(subject, cb=answer)
+        await nc.flush()
+        relay = f"{http.base}v1/agents/alpha/rpc"
+        body = {"method": "responses/cancel", "params": {"turn_id": "t-x"}}
+        async with http.session.post(
+            relay, json=body, headers={"Authorization": f"Bearer {tokens['panel']}"}
+        ) as r:
+            assert r.status == 403
+            assert "may not call responses/cancel" in (await r.json())["message"]
+        async with http.session.post(
+            f"{http.base}v1/agents/beta/rpc",
+            json=body,
+            headers={"Authorization": f"Bearer {tokens['alpha']}"},
+        ) as r:
+            assert r.status == 403
+        assert heard == []
+        for who in ("operator", "alpha"):
+            async with http.session.post(
+                relay, json=body, headers={"Authorization": f"Bearer {tokens[who]}"}
+            ) as r:
+                assert r.status == 200
+                assert (await r.json())["result"] == {"status": "cancelled"}
+        assert [(h[0]["method"], h[0]["params"], h[1]) for h in heard] == [
+            ("responses/cancel", {"turn_id": "t-x"}, f"Bearer {tokens[who]}")
+            for who in ("operator", "alpha")
+        ]
+    finally:
+        await nc.close()
 
 
 async def test_relay_says_a_request_that_reached_no_agent_was_not_dispatched(

@@ -13,7 +13,8 @@ reached nobody may be sent again (the client retry rule).
 Rights are those of the gRPC call each method stands for: responses/create needs a
 role that talks to agents (panel, operator, admin, or the agent's own token);
 responses/turnStatus is a read; responses/resumeDetached needs the ResumeDetached
-right, so a panel token cannot resume through an agent what it cannot resume itself.
+right, so a panel token cannot resume through an agent what it cannot resume itself;
+responses/cancel likewise needs the CancelTurn right.
 An agent token reaches its own agent only. The service's internal hand-off method is
 never relayed.
 """
@@ -44,12 +45,14 @@ log = logging.getLogger(__name__)
 CREATE: Final = "responses/create"
 TURN_STATUS: Final = "responses/turnStatus"
 RESUME_DETACHED: Final = "responses/resumeDetached"
+CANCEL: Final = auth.JSONRPC_CANCEL
 
 # Which roles may relay each method (see the module docstring).
 RELAYED: Final = {
     CREATE: frozenset({auth.AGENT, auth.PANEL, auth.OPERATOR, auth.ADMIN}),
     TURN_STATUS: auth.RIGHTS[web_auth.TURN_SERVICE + "TurnStatus"],
     RESUME_DETACHED: auth.RIGHTS[web_auth.TURN_SERVICE + "ResumeDetached"],
+    CANCEL: auth.RIGHTS[web_auth.TURN_SERVICE + "CancelTurn"],
 }
 
 

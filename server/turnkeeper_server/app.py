@@ -124,6 +124,8 @@ class TurnkeeperServer:
                 metrics=self.metrics,
                 link=self.link,
                 serving=lambda: not self._stopped,
+                # A revoked token's SSE streams end as its WatchTurn streams do.
+                streams=self.streams,
             )
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]  # not in grpc-stubs
         self.server: aio.Server | None = None

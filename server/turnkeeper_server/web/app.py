@@ -29,6 +29,7 @@ from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.security import auth, transport
 from turnkeeper_server.security.auth import TokenStore
+from turnkeeper_server.security.streams import OpenStreams
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web import connect
 from turnkeeper_server.web.connect import error_response
@@ -116,6 +117,7 @@ class WebServer:
         metrics: Metrics,
         link: NatsLink,
         serving: Callable[[], bool],
+        streams: OpenStreams | None = None,
     ) -> None:
         if settings.http_listen is None:
             raise ValueError("WebServer needs settings.http_listen")
@@ -134,7 +136,7 @@ class WebServer:
         self.app.on_response_prepare.append(_headers)
         connect.add_routes(self.app, servicer, tokens, metrics)
         self.app.router.add_get(
-            "/v1/turns/{turn_id}/events", EventStream(servicer, tokens).__call__
+            "/v1/turns/{turn_id}/events", EventStream(servicer, tokens, streams).__call__
         )
         self.app.router.add_post(
             "/v1/agents/{agent}/rpc",

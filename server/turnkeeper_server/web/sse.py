@@ -18,7 +18,9 @@ reader sets the header; EventSource sets it itself). With `attempt` (of that eve
 the service first checks that the event is still retained as shown: if the turn was
 rewound while nothing was connected, the stream starts with a reset (`local: true`)
 and replays from seq 1, so no stale event stays on the page. The stream is the gRPC
-servicer's WatchTurn, so rights, quotas and frames are WatchTurn's own.
+servicer's WatchTurn, so rights, quotas and frames are WatchTurn's own. Each open
+stream is held in the service's OpenStreams as a gRPC WatchTurn is, so a token reload
+that revokes its token ends it with an `error` frame (UNAUTHENTICATED).
 """
 
 from __future__ import annotations
@@ -33,8 +35,9 @@ from typing import Any, Final
 from aiohttp import web
 from turnkeeper.v1 import turns_pb2
 
-from turnkeeper_server.errors import InvalidArgument, status_for
+from turnkeeper_server.errors import InvalidArgument, Unauthenticated, status_for
 from turnkeeper_server.security.auth import TokenStore
+from turnkeeper_server.security.streams import OpenStream, OpenStreams
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import HttpContext, connect_code, error_response, to_json
 
@@ -95,9 +98,12 @@ def resume_point(request: web.Request) -> tuple[int, int | None]:
 class EventStream:
     """The handler of GET /v1/turns/{turn_id}/events."""
 
-    def __init__(self, servicer: Any, tokens: TokenStore | None) -> None:
+    def __init__(
+        self, servicer: Any, tokens: TokenStore | None, streams: OpenStreams | None = None
+    ) -> None:
         self.servicer = servicer
         self.tokens = tokens
+        self.streams = streams if streams is not None else OpenStreams()
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         turn_id = request.match_info["turn_id"]
@@ -125,8 +131,10 @@ class EventStream:
         await response.prepare(request)
         if local_reset is not None:
             await response.write(local_reset)
-        with web_auth.acting_as(caller):
-            await self._stream(response, turn_id, start, context)
+        with web_auth.acting_as(caller), contextlib.ExitStack() as held:
+            # Without authentication there is no token to revoke.
+            entry = None if caller is None else held.enter_context(self.streams.hold(caller))
+            await self._stream(response, turn_id, start, context, entry)
         return response
 
     async def _start(
@@ -150,7 +158,12 @@ class EventStream:
         return 0, frame("reset", reset, id=0)
 
     async def _stream(
-        self, response: web.StreamResponse, turn_id: str, after: int, context: HttpContext
+        self,
+        response: web.StreamResponse,
+        turn_id: str,
+        after: int,
+        context: HttpContext,
+        entry: OpenStream | None,
     ) -> None:
         frames: asyncio.Queue[turns_pb2.WatchTurnResponse | BaseException | None]
         frames = asyncio.Queue(maxsize=256)
@@ -175,11 +188,26 @@ class EventStream:
         last_seq = after
         try:
             while True:
+                if entry is not None and entry.revoked:
+                    await response.write(_revoked())
+                    return
                 try:
+                    if entry is not None:
+                        entry.waiting = True
                     item = await asyncio.wait_for(frames.get(), KEEPALIVE_SECONDS)
                 except TimeoutError:
                     await response.write(b": keep-alive\n\n")
                     continue
+                except asyncio.CancelledError:
+                    # OpenStreams.end cancels a waiting stream whose token was revoked.
+                    if entry is None or not entry.revoked or entry.task is None:
+                        raise
+                    entry.task.uncancel()
+                    await response.write(_revoked())
+                    return
+                finally:
+                    if entry is not None:
+                        entry.waiting = False
                 if item is None:
                     turn = await self.servicer.GetTurn(
                         turns_pb2.GetTurnRequest(turn_id=turn_id), context
@@ -205,3 +233,10 @@ class EventStream:
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+def _revoked() -> bytes:
+    code, message = status_for(
+        Unauthenticated("the bearer token was revoked; this stream is closed")
+    )
+    return frame("error", {"code": connect_code(code), "message": message})

@@ -21,6 +21,7 @@ The target defaults to ``$TURNKEEPER_ADDRESS``, else ``127.0.0.1:50051``.
 
 from __future__ import annotations
 
+import abc
 import asyncio
 from collections.abc import AsyncIterator, Coroutine, Iterator
 from types import TracebackType
@@ -208,7 +209,7 @@ class _Rpcs:
     list_audit = _Unary(_OPERATIONS, "ListAudit", op.ListAuditRequest, op.ListAuditResponse)
 
 
-class _Base(_Rpcs):
+class _Base(_Rpcs, abc.ABC):
     def __init__(self, options: ConnectionOptions | None) -> None:
         self.options = options if options is not None else ConnectionOptions()
         self._metadata = self.options.call_metadata()
@@ -230,11 +231,12 @@ class _Base(_Rpcs):
             self._callables[rpc.path] = found
         return found
 
-    def _call_unary(self, rpc: _Rpc[_Req, _Resp], request: _Req, timeout: float | None) -> Any:
-        raise NotImplementedError
+    # How a call is made is the sync or async client's own.
+    @abc.abstractmethod
+    def _call_unary(self, rpc: _Rpc[_Req, _Resp], request: _Req, timeout: float | None) -> Any: ...
 
-    def _call_stream(self, rpc: _Rpc[_Req, _Resp], request: _Req, timeout: float | None) -> Any:
-        raise NotImplementedError
+    @abc.abstractmethod
+    def _call_stream(self, rpc: _Rpc[_Req, _Resp], request: _Req, timeout: float | None) -> Any: ...
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(target={self.options.target!r})"

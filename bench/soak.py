@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import argparse
 import asyncio
+import datetime
 import sqlite3
 import sys
 import tempfile
@@ -33,6 +34,7 @@ from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 from turnkeeper_server.app import create_server
 from turnkeeper_server.config import Settings
 
+from bench import report
 from bench.report import REPO
 
 EVENTS_PER_TURN = 4
@@ -176,7 +178,9 @@ def _slope(a: Sample, b: Sample) -> float:
     return (b.turns_total - a.turns_total) / max(1, b.turns - a.turns)
 
 
-def render(samples: list[Sample], args: argparse.Namespace) -> str:
+def render(
+    samples: list[Sample], args: argparse.Namespace, where: dict[str, str] | None = None
+) -> str:
     floor = samples[-1] if args.drain else None
     if floor is not None:
         samples = samples[:-1]
@@ -214,7 +218,13 @@ def render(samples: list[Sample], args: argparse.Namespace) -> str:
         f"(StartTurn, AppendEvents of {EVENTS_PER_TURN} events of ~{len(EVENT_DATA)} bytes, "
         "FinishTurn; each on a thread of its own) against one service in the same process, "
         f"SQLite, no NATS, retention {args.retention:g} s swept every {args.interval:g} s; "
-        f"{rate:,.0f} turns/s overall.",
+        f"{rate:,.0f} turns/s overall."
+        + (
+            f" Run on {datetime.date.today().isoformat()} at commit {where['commit']}, "
+            f"load average at start {where['load average at start']}."
+            if where
+            else ""
+        ),
         "",
         *rows,
         "",
@@ -225,16 +235,19 @@ def render(samples: list[Sample], args: argparse.Namespace) -> str:
         "(the service journals its own start and end events besides) and as many outbox "
         f"rows: over {last.turns * EVENTS_PER_TURN:,} event rows by the end; "
         f"{last.events:,} were still held (the last seconds' turns, not yet old enough).",
-        "- The residual growth is the turn row itself: retention keeps every turn row by "
-        "design (TurnStatus and GetTurn still answer for a pruned turn), so turns.db keeps "
-        "growing by that row and its index entries per turn; the events and the outbox "
-        "level off, and their pages go back to the file system through incremental vacuum.",
+        "- What still grows is what retention keeps by design: the turn row (TurnStatus "
+        "and GetTurn still answer for a pruned turn) and its index entries; the table "
+        "above does not break the bytes down by table. The events and outbox rows held "
+        "stay bounded by the turns of the last retention period and sweep interval.",
+        "- sessions.db does not move: these turns write no checkpoints (each thread has "
+        "one turn, so a checkpoint would add nothing the sweep keeps).",
     ]
     if floor is not None:
         lines.append(
             f"- The drained row: the same files once the sweeper had taken every turn "
             f"({floor.turns_total / max(1, floor.turn_rows):,.0f} bytes of turns.db and WAL "
-            f"per turn row kept, free pages included)."
+            f"per turn row kept, the WAL's fixed size and {floor.free_pages:,} free pages "
+            "included: the last sweep's freed pages not yet given back when measured)."
         )
     lines.append("")
     return "\n".join(lines)
@@ -277,6 +290,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     if args.turns < args.every:
         parser.error("--turns must be at least --every")
+    where = report.machine()
     with tempfile.TemporaryDirectory(prefix="turnkeeper-bench-soak-") as tmp:
         samples = asyncio.run(
             soak(
@@ -289,7 +303,7 @@ def main(argv: list[str] | None = None) -> int:
                 args.drain,
             )
         )
-    section = render(samples, args)
+    section = render(samples, args, where)
     if args.out == "-":
         print(section)
     else:

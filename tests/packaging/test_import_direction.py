@@ -95,7 +95,7 @@ def test_the_server_imports_only_the_client_core() -> None:
 def test_import_linter_contracts_are_kept() -> None:
     lint = shutil.which("lint-imports", path=str(Path(sys.executable).parent))
     if lint is None:
-        pytest.skip("lint-imports is not installed: it comes with the dev extra")
+        pytest.skip(reason="lint-imports is not installed: it comes with the dev extra")
     result = subprocess.run(
         [lint, "--no-cache"], cwd=ROOT, capture_output=True, text=True, timeout=300
     )

@@ -2,17 +2,23 @@
 a refused message answered alone while the stream goes on, events and a checkpoint
 on one stream committed in order (the checkpoint's boundary counts the events sent
 before it), and a stale attempt ending the stream with ABORTED so that nothing sent
-after it on the stream is stored."""
+after it on the stream is stored. The same for a frame that carries a batch of
+messages, and the client batching what a graph step asks for together."""
 
 from __future__ import annotations
 
+import asyncio
+from typing import Any
 from uuid import uuid4
 
 import grpc
 import pytest
 from google.protobuf import struct_pb2
 from grpc import aio
+from turnkeeper.agent.saver_stream import AsyncRunStream
+from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
+from turnkeeper_server.app import TurnkeeperServer
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.both_backends]
 
@@ -110,3 +116,190 @@ async def test_a_stale_attempt_ends_the_stream_with_aborted(
             checkpoints_pb2.GetCheckpointRequest(thread_id=thread, checkpoint_id=checkpoint_id)
         )
         assert not found.found, checkpoint_id
+
+
+def _append(turn_id: str, attempt: int, *seqs: int) -> Req:
+    events = [turns_pb2.EventInput(seq=s, type="token", data_json=f'{{"n": {s}}}') for s in seqs]
+    return Req(
+        append=turns_pb2.AppendEventsRequest(turn_id=turn_id, attempt=attempt, events=events)
+    )
+
+
+async def _stored(
+    checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub, thread: str
+) -> set[str]:
+    return {
+        answer.checkpoint.ref.checkpoint_id
+        async for answer in checkpoints.ListCheckpoints(
+            checkpoints_pb2.ListCheckpointsRequest(thread_id=thread)
+        )
+    }
+
+
+async def test_a_batch_is_answered_in_one_frame_in_its_order(
+    turns: turns_pb2_grpc.TurnServiceAsyncStub,
+    checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
+) -> None:
+    thread, turn_id = f"s-{uuid4().hex[:8]}", f"t-{uuid4().hex[:8]}"
+    await _start(turns, thread, turn_id)
+    batch = [
+        _append(turn_id, 0, 1, 2, 3),
+        _put(thread, turn_id, 0, "cp-1"),
+        _put(thread, turn_id, 0, ""),  # refused alone: the batch goes on
+        _append(turn_id, 0, 4),
+        _put(thread, turn_id, 0, "cp-2"),
+        Req(get=checkpoints_pb2.GetCheckpointRequest(thread_id=thread)),
+    ]
+    for n, request in enumerate(batch, start=1):
+        request.id = n
+
+    [frame] = [answer async for answer in checkpoints.CheckpointStream(iter([Req(batch=batch)]))]
+
+    assert frame.accepts_batch
+    assert [a.id for a in frame.batch] == [1, 2, 3, 4, 5, 6]
+    assert [a.WhichOneof("result") for a in frame.batch] == [
+        "append",
+        "put",
+        "error",
+        "append",
+        "put",
+        "get",
+    ]
+    assert frame.batch[3].append.last_seq == 4
+    assert frame.batch[2].error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    # Each message saw the ones before it committed: the get finds cp-2, written
+    # just before it in the same frame, and cp-2's boundary counts the 4th event.
+    assert frame.batch[5].get.checkpoint.ref.checkpoint_id == "cp-2"
+    redriven = await turns.Redrive(
+        turns_pb2.RedriveRequest(
+            agent="stream-agent", replica=f"replica-{turn_id}", incarnation="inc-2"
+        )
+    )
+    [mine] = [r for r in redriven.turns if r.turn.turn_id == turn_id]
+    assert (mine.checkpoint_id, mine.rewind_seq) == ("cp-2", 4)
+
+
+async def test_a_stale_attempt_in_a_batch_ends_the_stream_and_nothing_after_it_is_stored(
+    turns: turns_pb2_grpc.TurnServiceAsyncStub,
+    checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
+) -> None:
+    thread, turn_id = f"s-{uuid4().hex[:8]}", f"t-{uuid4().hex[:8]}"
+    await _start(turns, thread, turn_id)
+    await turns.Redrive(
+        turns_pb2.RedriveRequest(
+            agent="stream-agent", replica=f"replica-{turn_id}", incarnation="inc-2"
+        )
+    )
+    batch = [
+        _put(thread, turn_id, 0, "zombie-1"),
+        _append(turn_id, 0, 1),
+        _put(thread, turn_id, 0, "zombie-2"),
+    ]
+    for n, request in enumerate(batch, start=1):
+        request.id = n
+
+    with pytest.raises(aio.AioRpcError) as info:
+        async for _ in checkpoints.CheckpointStream(iter([Req(batch=batch)])):
+            pass
+    assert info.value.code() == grpc.StatusCode.ABORTED
+    assert await _stored(checkpoints, thread) == set()
+    turn = await turns.GetTurn(turns_pb2.GetTurnRequest(turn_id=turn_id))
+    assert turn.turn.last_seq == 0
+
+
+@pytest.mark.parametrize(
+    ("frame", "says"),
+    [
+        pytest.param(
+            lambda thread, turn_id: Req(
+                batch=[_put(thread, turn_id, 0, "a"), _put(thread, turn_id, 1, "b")]
+            ),
+            "one turn attempt",
+            id="two-attempts",
+        ),
+        pytest.param(
+            lambda thread, turn_id: Req(batch=[Req(batch=[_put(thread, turn_id, 0, "a")])]),
+            "batch of its own",
+            id="nested",
+        ),
+        pytest.param(
+            lambda thread, turn_id: Req(id=7, batch=[_put(thread, turn_id, 0, "a")]),
+            "not both",
+            id="message-and-batch",
+        ),
+        pytest.param(
+            lambda thread, turn_id: Req(
+                batch=[_put(thread, turn_id, 0, f"c{n}") for n in range(257)]
+            ),
+            "the limit is 256",
+            id="too-many",
+        ),
+    ],
+)
+async def test_a_malformed_batch_is_refused_whole(
+    turns: turns_pb2_grpc.TurnServiceAsyncStub,
+    checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
+    frame: Any,
+    says: str,
+) -> None:
+    thread, turn_id = f"s-{uuid4().hex[:8]}", f"t-{uuid4().hex[:8]}"
+    await _start(turns, thread, turn_id)
+
+    with pytest.raises(aio.AioRpcError) as info:
+        async for _ in checkpoints.CheckpointStream(iter([frame(thread, turn_id)])):
+            pass
+    assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    assert says in (info.value.details() or "")
+    assert await _stored(checkpoints, thread) == set()
+
+
+class _CountingClient(AsyncTurnkeeperClient):
+    """The real client; it keeps every frame it writes on a checkpoint stream."""
+
+    frames: list[Req]
+
+    def open_checkpoint_stream(self) -> Any:
+        call = super().open_checkpoint_stream()
+        write = call.write
+
+        async def counted(request: Req) -> None:
+            self.frames.append(request)
+            await write(request)
+
+        call.write = counted  # type: ignore[method-assign]
+        return call
+
+
+async def test_the_client_batches_what_is_asked_for_together_once_the_service_says_it_may(
+    service: TurnkeeperServer, turns: turns_pb2_grpc.TurnServiceAsyncStub
+) -> None:
+    thread, turn_id = f"s-{uuid4().hex[:8]}", f"t-{uuid4().hex[:8]}"
+    await _start(turns, thread, turn_id)
+    async with _CountingClient(ConnectionOptions(target=f"127.0.0.1:{service.port}")) as client:
+        client.frames = []
+        stream = AsyncRunStream(client)
+        try:
+            # Asked for together before any answer: one frame each (no batch yet).
+            first = await asyncio.gather(
+                stream.request(get=checkpoints_pb2.GetCheckpointRequest(thread_id=thread)),
+                stream.request(append=_append(turn_id, 0, 1, 2).append),
+            )
+            assert len(client.frames) == 2 and not any(f.batch for f in client.frames)
+            # A step's writes and checkpoint, asked for on one turn of the loop: one frame.
+            step = await asyncio.gather(
+                stream.request(append=_append(turn_id, 0, 3).append),
+                stream.request(put=_put(thread, turn_id, 0, "cp-1").put),
+                stream.request(get=checkpoints_pb2.GetCheckpointRequest(thread_id=thread)),
+            )
+            # Asked for one after another: one frame each, as without batches.
+            alone = await stream.request(put=_put(thread, turn_id, 0, "cp-2").put)
+        finally:
+            stream.close()
+            await stream.wait_closed()
+
+    assert first[1].append.last_seq == 2
+    assert [len(f.batch) for f in client.frames] == [0, 0, 3, 0]
+    assert step[0].append.last_seq == 3
+    assert step[1].put.ref.checkpoint_id == "cp-1"
+    assert step[2].get.checkpoint.ref.checkpoint_id == "cp-1"
+    assert alone.put.ref.checkpoint_id == "cp-2"

@@ -7,17 +7,29 @@ caller's right to that RPC, so the stream behaves
 like the unary calls on any store backend and costs the service one stream's
 set-up instead of grpc's per-call machinery for every step.
 
-Messages are handled one at a time, in the order they arrive, and each answer is
-sent after its commit: events appended before a checkpoint on the same stream are
-committed before it, which is the boundary rule by construction. A fenced message
-(a stale attempt) ends the stream with ABORTED, as the unary call would answer,
-and nothing after it on the stream is handled; any other refusal answers that
-message alone and the stream goes on, so one bad request does not fail the
-requests the client has pipelined behind it.
+Messages are handled in the order they arrive, and each answer is sent after its
+commit: events appended before a checkpoint on the same stream are committed
+before it, which is the boundary rule by construction. A fenced message (a stale
+attempt) ends the stream with ABORTED, as the unary call would answer, and no
+answer follows it; any other refusal answers that message alone and the stream
+goes on, so one bad request does not fail the requests the client has pipelined
+behind it.
+
+A frame may carry a batch of messages (a graph step's writes and its checkpoint,
+which LangGraph hands the saver together): one frame each way instead of one per
+message. Their writes are pipelined: each is queued as soon as the one before it
+is (store/contract.py's WRITE_QUEUED), so on SQLite's single writer they commit
+in order and usually in one transaction; where writes run concurrently
+(PostgreSQL) each waits for the commit of the one before, as single frames do. A
+read in a batch waits for the writes before it to commit. The writes of one batch
+carry one turn attempt's fence (or none), so a stale attempt's refusal refuses every
+write after it in the batch as well.
 """
 
 from __future__ import annotations
 
+import asyncio
+import contextvars
 from collections.abc import AsyncIterator
 
 from grpc import aio
@@ -32,12 +44,15 @@ from turnkeeper_server.rpc.checkpoint_service import CheckpointServicer
 from turnkeeper_server.rpc.limits import Limits
 from turnkeeper_server.rpc.turn_service import TurnServicer
 from turnkeeper_server.security import auth
+from turnkeeper_server.store.contract import WRITE_FOLLOWED, WRITE_QUEUED
 
 Ctx = aio.ServicerContext[object, object]
 Request = checkpoints_pb2.CheckpointStreamRequest
 Response = checkpoints_pb2.CheckpointStreamResponse
 
 _OPS = "get, put, writes or append"
+# Messages in one frame's batch: a step's writes (one per task) and its checkpoint.
+MAX_BATCH = 256
 
 # The right each kind of message needs: its unary RPC's (security/auth.py's RIGHTS).
 MESSAGE_RIGHTS: dict[str, str] = {
@@ -71,18 +86,77 @@ class StreamingCheckpointServicer(CheckpointServicer):
         self, requests: AsyncIterator[Request], context: Ctx
     ) -> AsyncIterator[Response]:
         with self.streams.hold(auth.client_key(context)):
-            async for request in requests:
-                try:
-                    yield await self._one(request, context)
-                except StaleAttempt:
-                    # Ends the stream: ErrorsAndMetrics answers ABORTED with the message.
-                    raise
-                except TurnkeeperError as exc:
-                    code, message = status_for(exc)
-                    yield Response(
-                        id=request.id,
-                        error=checkpoints_pb2.StreamError(code=code.value[0], message=message),
-                    )
+            async for frame in requests:
+                if frame.batch:
+                    answers = await self._batch(frame, context)
+                    yield Response(batch=answers, accepts_batch=True)
+                else:
+                    yield await self._answer(frame, context)
+
+    async def _answer(self, request: Request, context: Ctx) -> Response:
+        try:
+            response = await self._one(request, context)
+        except StaleAttempt:
+            # Ends the stream: ErrorsAndMetrics answers ABORTED with the message.
+            raise
+        except TurnkeeperError as exc:
+            code, message = status_for(exc)
+            response = Response(
+                id=request.id,
+                error=checkpoints_pb2.StreamError(code=code.value[0], message=message),
+            )
+        response.accepts_batch = True
+        return response
+
+    async def _batch(self, frame: Request, context: Ctx) -> list[Response]:
+        if frame.id or frame.WhichOneof("op") is not None:
+            raise InvalidArgument("a frame carries one message or a batch, not both")
+        if len(frame.batch) > MAX_BATCH:
+            raise InvalidArgument(
+                f"{len(frame.batch)} messages in one frame; the limit is {MAX_BATCH}"
+            )
+        if any(request.batch for request in frame.batch):
+            raise InvalidArgument("a message in a batch cannot carry a batch of its own")
+        if len({_run_of(request) for request in frame.batch} - {_READ}) > 1:
+            # So that a stale attempt's refusal refuses every write after it in the
+            # batch (fencing does, in each one's transaction), as on a single frame.
+            raise InvalidArgument(
+                "the writes of one batch carry one turn attempt (or none): "
+                "send another run's on its own stream"
+            )
+        runs = [_run_of(request) for request in frame.batch]
+        answers: list[asyncio.Task[Response]] = []
+        for n, request in enumerate(frame.batch):
+            if answers and runs[n] == _READ:
+                # A read sees what the messages before it wrote: once committed.
+                await asyncio.wait(answers)
+            followed = n + 1 < len(runs) and runs[n] != _READ and runs[n + 1] != _READ
+            answers.append(await self._queue(request, context, followed))
+        settled = await asyncio.gather(*answers, return_exceptions=True)
+        for answer in settled:  # in the batch's order: what ends the stream is the first
+            if isinstance(answer, BaseException):
+                raise answer
+        return [answer for answer in settled if isinstance(answer, Response)]
+
+    async def _queue(
+        self, request: Request, context: Ctx, followed: bool
+    ) -> asyncio.Task[Response]:
+        """Start handling `request`; return once its write is queued behind the
+        previous message's (or, where the store does not say so, once it is done)."""
+        loop = asyncio.get_running_loop()
+        queued: asyncio.Future[None] = loop.create_future()
+
+        def mark(*_: object) -> None:
+            if not queued.done():
+                queued.set_result(None)
+
+        run = contextvars.copy_context()
+        run.run(WRITE_QUEUED.set, mark)
+        run.run(WRITE_FOLLOWED.set, followed)
+        task = loop.create_task(self._answer(request, context), context=run)
+        task.add_done_callback(mark)
+        await queued
+        return task
 
     async def _one(self, request: Request, context: Ctx) -> Response:
         op = request.WhichOneof("op")
@@ -100,3 +174,19 @@ class StreamingCheckpointServicer(CheckpointServicer):
         raise InvalidArgument(
             f"a stream message carries one of {_OPS}; message {request.id} has none"
         )
+
+
+_READ = ("read",)
+
+
+def _run_of(request: Request) -> tuple[str, ...]:
+    """The turn attempt a message writes for ("", "") for none; reads are `_READ`."""
+    op = request.WhichOneof("op")
+    if op == "append":
+        return (request.append.turn_id, str(request.append.attempt))
+    if op in ("put", "writes"):
+        write = request.put if op == "put" else request.writes
+        if write.HasField("fence"):
+            return (write.fence.turn_id, str(write.fence.attempt))
+        return ("", "")
+    return _READ

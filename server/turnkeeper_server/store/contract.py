@@ -12,6 +12,7 @@ and the checkpoint tables (each backend keeps its LangGraph saver's own schema).
 from __future__ import annotations
 
 from collections.abc import Awaitable, Callable, Iterable, Sequence
+from contextvars import ContextVar
 from types import ModuleType
 from typing import Any, Protocol, TypeVar
 
@@ -24,6 +25,16 @@ Publish = Callable[[list[OutboxRow]], Awaitable[bool]]
 # Called with a turn_id changed through another replica, or None: "any turn may
 # have changed" (notifications may have been missed).
 TurnChanged = Callable[[str | None], None]
+
+# Set by a caller that pipelines writes (a checkpoint stream's batch): a backend
+# whose writes run one after another in the order they were queued calls it as
+# soon as a write is queued, so the caller may queue the next one right behind it
+# without waiting for its commit. A backend that runs writes concurrently never
+# calls it: the caller then waits for each commit, and order holds either way.
+WRITE_QUEUED: ContextVar[Callable[[], None] | None] = ContextVar("write_queued", default=None)
+# Set with it when the same caller queues another write right after this one: a
+# backend that groups commits may wait a moment for it, to commit both at once.
+WRITE_FOLLOWED: ContextVar[bool] = ContextVar("write_followed", default=False)
 
 
 class Cursor(Protocol):

@@ -35,7 +35,14 @@ from typing import Any, Generic, TypeVar
 from turnkeeper import tracing
 
 from turnkeeper_server.journal import checkpoints
-from turnkeeper_server.store.contract import Conn, Publish, Store, TurnChanged
+from turnkeeper_server.store.contract import (
+    WRITE_FOLLOWED,
+    WRITE_QUEUED,
+    Conn,
+    Publish,
+    Store,
+    TurnChanged,
+)
 from turnkeeper_server.store.lockfile import FileLock
 from turnkeeper_server.store.sqlite_schema import SESSIONS_MIGRATIONS, TURNS_MIGRATIONS, migrate
 
@@ -45,6 +52,9 @@ T = TypeVar("T")
 
 # Operations per group commit; bounds the latency one slow group adds to the next.
 MAX_GROUP = 256
+# How long the writer waits for a write announced to follow (WRITE_FOLLOWED) before
+# it commits without it: the caller queues it on its event loop's next turns.
+FOLLOW_WAIT = 0.002
 
 
 class Tx:
@@ -80,6 +90,8 @@ class _Job(Generic[T]):
     future: asyncio.Future[T]
     after: list[Callable[[], None]] = field(default_factory=list)
     trace: str | None = None
+    # Its caller queues another write right behind it (contract.WRITE_FOLLOWED).
+    followed: bool = False
 
 
 def _create_private(path: Path) -> None:
@@ -240,12 +252,14 @@ class Database:
         if self._closed:
             raise RuntimeError("database is closed")
         loop = asyncio.get_running_loop()
-        job: _Job[T] = _Job(fn, loop, loop.create_future())
+        job: _Job[T] = _Job(fn, loop, loop.create_future(), followed=WRITE_FOLLOWED.get())
         if self.traced:
             carrier: dict[str, str] = {}
             tracing.inject(carrier)
             job.trace = carrier.get("traceparent")
         self._queue.put(job)
+        if (queued := WRITE_QUEUED.get()) is not None:
+            queued()  # one writer, first in first out: the next write runs after this one
         return await job.future
 
     def _write_loop(self, conn: sqlite3.Connection, ready: threading.Event) -> None:
@@ -259,7 +273,11 @@ class Database:
                 group: list[_Job[Any]] = [first]
                 while len(group) < MAX_GROUP:
                     try:
-                        job = self._queue.get_nowait()
+                        if group[-1].followed:
+                            # The next write of the same batch is microseconds away.
+                            job = self._queue.get(timeout=FOLLOW_WAIT)
+                        else:
+                            job = self._queue.get_nowait()
                     except queue.Empty:
                         break
                     if job is None:

@@ -13,6 +13,10 @@ What holds, as on the unary path:
   were sent, so events flushed before a checkpoint are committed before it;
 - fencing: a stale attempt's message ends the stream with ABORTED, and every
   message waiting on it fails with ``StaleAttempt``;
+- batching: messages asked for in the same turn of the event loop (a graph step's
+  writes and its checkpoint: LangGraph hands them over together) go in one frame
+  once the service has said it takes batches on this stream; each is still
+  answered on its own, after its commit;
 - a broken stream (the service restarted, the connection dropped) is opened again,
   up to ``options.retry_max_attempts`` times with the retry backoff, and every
   message not answered yet is sent again, in order. All four operations are
@@ -110,6 +114,12 @@ class AsyncRunStream:
         # reconnect (or the opening of the call) already sent is not written twice.
         self._sent_on: dict[int, object] = {}
         self._call: grpc.aio.StreamStreamCall[Request, Response] | None = None
+        # The call whose service said it takes batches (a call after a reconnect may
+        # reach another replica): frames of several messages go on it alone.
+        self._batching: object = None
+        # Asked for and not written yet, for the next frame (batching calls only).
+        self._unsent: list[Request] = []
+        self._flushing = False
         self._writing = asyncio.Lock()
         self._reader: asyncio.Task[None] | None = None
         self._closed = False
@@ -131,13 +141,21 @@ class AsyncRunStream:
             # The deadline covers the write too: a write waits while the connection
             # is being made, or while the service reads nothing.
             async with asyncio.timeout(timeout):
-                async with self._writing:
-                    if self._call is None:
-                        self._call = self._client.open_checkpoint_stream()
-                        self._reader = asyncio.create_task(self._read(self._call))
-                        await self._send_pending(self._call)
-                    elif self._sent_on.get(request.id) is not self._call:
-                        await self._write(self._call, request)
+                if self._call is not None and self._batching is self._call:
+                    self._unsent.append(request)
+                    if not self._flushing:
+                        # Runs on the loop's next turn, after the other messages
+                        # asked for on this one: they share its frame.
+                        self._flushing = True
+                        asyncio.get_running_loop().create_task(self._flush())
+                else:
+                    async with self._writing:
+                        if self._call is None:
+                            self._call = self._client.open_checkpoint_stream()
+                            self._reader = asyncio.create_task(self._read(self._call))
+                            await self._send_pending(self._call)
+                        elif self._sent_on.get(request.id) is not self._call:
+                            await self._write(self._call, request)
                 return _answer(await future)
         except TimeoutError:
             # The stream is stuck (or the write was cut short): it counts as broken,
@@ -161,6 +179,24 @@ class AsyncRunStream:
         with contextlib.suppress(grpc.RpcError, asyncio.InvalidStateError):
             await call.write(r)
 
+    async def _flush(self) -> None:
+        async with self._writing:
+            self._flushing = False
+            unsent, self._unsent = self._unsent, []
+            call = self._call
+            if call is None:
+                return  # the reader sends every pending message on the next call
+            frame = [
+                r for r in unsent if r.id in self._pending and self._sent_on.get(r.id) is not call
+            ]
+            if len(frame) == 1:
+                await self._write(call, frame[0])
+            elif frame:
+                for r in frame:
+                    self._sent_on[r.id] = call
+                with contextlib.suppress(grpc.RpcError, asyncio.InvalidStateError):
+                    await call.write(Request(batch=frame))
+
     async def _send_pending(self, call: grpc.aio.StreamStreamCall[Request, Response]) -> None:
         for request, _ in list(self._pending.values()):
             await self._write(call, request)
@@ -173,9 +209,12 @@ class AsyncRunStream:
             try:
                 async for response in call:
                     breaks = 0
-                    entry = self._pending.get(response.id)
-                    if entry is not None and not entry[1].done():
-                        entry[1].set_result(response)
+                    if response.accepts_batch:
+                        self._batching = call
+                    for answer in response.batch or (response,):
+                        entry = self._pending.get(answer.id)
+                        if entry is not None and not entry[1].done():
+                            entry[1].set_result(answer)
                 code = grpc.StatusCode.OK
             except grpc.RpcError as err:
                 error = err

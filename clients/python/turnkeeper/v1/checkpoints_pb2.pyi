@@ -620,6 +620,7 @@ class CheckpointStreamRequest(_message.Message):
     PUT_FIELD_NUMBER: _builtins.int
     WRITES_FIELD_NUMBER: _builtins.int
     APPEND_FIELD_NUMBER: _builtins.int
+    BATCH_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     """Chosen by the client, echoed in the response; unique among its open requests."""
     @_builtins.property
@@ -630,6 +631,14 @@ class CheckpointStreamRequest(_message.Message):
     def writes(self) -> Global___PutWritesRequest: ...
     @_builtins.property
     def append(self) -> _turns_pb2.AppendEventsRequest: ...
+    @_builtins.property
+    def batch(self) -> _containers.RepeatedCompositeFieldContainer[Global___CheckpointStreamRequest]:
+        """A frame of several messages instead of one (then id and op are unset): they
+        are handled in order as if sent one by one, and answered by one frame whose
+        `batch` holds their answers in the same order. A client sends a batch only on
+        a stream whose service set `accepts_batch`; a message in a batch has no batch.
+        """
+
     def __init__(
         self,
         *,
@@ -638,10 +647,11 @@ class CheckpointStreamRequest(_message.Message):
         put: Global___PutCheckpointRequest | None = ...,
         writes: Global___PutWritesRequest | None = ...,
         append: _turns_pb2.AppendEventsRequest | None = ...,
+        batch: _abc.Iterable[Global___CheckpointStreamRequest] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["append", b"append", "get", b"get", "op", b"op", "put", b"put", "writes", b"writes"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["append", b"append", "get", b"get", "id", b"id", "op", b"op", "put", b"put", "writes", b"writes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["append", b"append", "batch", b"batch", "get", b"get", "id", b"id", "op", b"op", "put", b"put", "writes", b"writes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_op: _TypeAlias = _typing.Literal["get", "put", "writes", "append"]  # noqa: Y015
     _WhichOneofArgType_op: _TypeAlias = _typing.Literal["op", b"op"]  # noqa: Y015
@@ -683,7 +693,11 @@ class CheckpointStreamResponse(_message.Message):
     WRITES_FIELD_NUMBER: _builtins.int
     APPEND_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
+    BATCH_FIELD_NUMBER: _builtins.int
+    ACCEPTS_BATCH_FIELD_NUMBER: _builtins.int
     id: _builtins.int
+    accepts_batch: _builtins.bool
+    """Set on every answer of a service that takes batches on this stream."""
     @_builtins.property
     def get(self) -> Global___GetCheckpointResponse: ...
     @_builtins.property
@@ -694,6 +708,10 @@ class CheckpointStreamResponse(_message.Message):
     def append(self) -> _turns_pb2.AppendEventsResponse: ...
     @_builtins.property
     def error(self) -> Global___StreamError: ...
+    @_builtins.property
+    def batch(self) -> _containers.RepeatedCompositeFieldContainer[Global___CheckpointStreamResponse]:
+        """The answers to a request frame's batch, in its order."""
+
     def __init__(
         self,
         *,
@@ -703,10 +721,12 @@ class CheckpointStreamResponse(_message.Message):
         writes: Global___PutWritesResponse | None = ...,
         append: _turns_pb2.AppendEventsResponse | None = ...,
         error: Global___StreamError | None = ...,
+        batch: _abc.Iterable[Global___CheckpointStreamResponse] | None = ...,
+        accepts_batch: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["append", b"append", "error", b"error", "get", b"get", "put", b"put", "result", b"result", "writes", b"writes"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["append", b"append", "error", b"error", "get", b"get", "id", b"id", "put", b"put", "result", b"result", "writes", b"writes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["accepts_batch", b"accepts_batch", "append", b"append", "batch", b"batch", "error", b"error", "get", b"get", "id", b"id", "put", b"put", "result", b"result", "writes", b"writes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_result: _TypeAlias = _typing.Literal["get", "put", "writes", "append", "error"]  # noqa: Y015
     _WhichOneofArgType_result: _TypeAlias = _typing.Literal["result", b"result"]  # noqa: Y015

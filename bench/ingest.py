@@ -14,7 +14,6 @@ import asyncio
 import time
 from pathlib import Path
 
-import nats
 from google.protobuf import struct_pb2
 from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
@@ -34,6 +33,7 @@ from bench.common import (
     paired_ratio,
     scratch_dir,
 )
+from bench.nats_count import MessageCounter
 
 SUBJECT = "vystak.turn.events.>"
 
@@ -78,19 +78,9 @@ async def _service_round(
     """(acknowledged events/s, mirrored events/s, the service's CPU seconds by thread);
     `stream`: each turn's batches on a CheckpointStream instead of AppendEvents calls."""
     total = size.ingest_turns * size.ingest_batches * size.ingest_batch
-    received = 0
-    all_received = asyncio.Event()
-
-    async def count(_msg: object) -> None:
-        nonlocal received
-        received += 1
-        if received >= total:
-            all_received.set()
-
-    nc = await nats.connect(nats_url)
+    counter = MessageCounter(nats_url, SUBJECT)
+    await counter.start()
     try:
-        await nc.subscribe(SUBJECT, cb=count)
-        await nc.flush()
         requests = _requests(size, round_)
         async with aio.insecure_channel(address) as channel:
             stub = turns_pb2_grpc.TurnServiceStub(channel)
@@ -119,11 +109,11 @@ async def _service_round(
             started = time.perf_counter()
             await asyncio.gather(*(writer(b) for b in requests))
             acked = time.perf_counter() - started
-            await asyncio.wait_for(all_received.wait(), timeout=max(60.0, acked * 20))
+            await asyncio.wait_for(counter.wait_for(total), timeout=max(60.0, acked * 20))
             mirrored = time.perf_counter() - started
             cpu = cpu_delta(cpu, cpu_seconds(pid))
     finally:
-        await nc.close()
+        await counter.close()
     return total / acked, total / mirrored, cpu
 
 
@@ -180,7 +170,8 @@ def run(size: Size) -> Section:
             f"AppendEvents batches of {size.ingest_batch} token events (~100 bytes of JSON "
             f"each): {total:,} events per round, {size.ingest_rounds} rounds; values are medians, ratios medians of each round's ratio. "
             "The service runs in its own process (synchronous=FULL) with a real "
-            "nats-server; a subscriber in the load generator counts the mirrored events. "
+            "nats-server; a subscriber in the load generator counts the mirrored events "
+            "(bench/nats_count.py: a bare protocol reader, a few µs per message). "
             "Baseline, in the same round: the same number of rows inserted into the same "
             "`events` table in-process with `executemany`, one transaction per batch, WAL, "
             "synchronous=FULL. The CheckpointStream rows: the same batches, each turn's "
@@ -237,10 +228,18 @@ def run(size: Size) -> Section:
         Row(
             "events/s, durable + retained + mirrored to NATS",
             fmt_rate(m_mirrored),
+            "—",
+            "—",
+            "≥ 50,000/s",
+            m_mirrored >= 50_000,
+        ),
+        Row(
+            "the same, against raw inserts in-process",
+            fmt_rate(m_mirrored),
             fmt_rate(m_raw),
             fmt_ratio(r),
-            "≥ 50,000/s and ≥ 0.50\u00d7",
-            m_mirrored >= 50_000 and r >= 0.5,
+            "≥ 0.50\u00d7",
+            r >= 0.5,
         ),
         Row(
             "events/s, acknowledged (durable + retained)",

@@ -17,6 +17,7 @@ import time
 from pathlib import Path
 
 import grpc
+import psycopg
 import pytest
 from grpc import aio
 from turnkeeper.panel.follower import Concluded, ConclusionReason, TurnState
@@ -26,6 +27,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.config import Settings
 from turnkeeper_server.main import add_serve_arguments, main, settings_from_args
 from turnkeeper_server.retention import RetentionSweeper
+from turnkeeper_server.store.postgres import THREAD_LOCK
 
 from tests.lifecycle.test_erasure import rows_of, store_traced, thread_with_everything
 from tests.panel.test_follower import ObservedClient, append, finish, follow
@@ -183,6 +185,36 @@ async def test_with_retention_a_turn_is_pruned_first_and_deleted_at_the_horizon(
         assert turn_rows(service, "th1") == 0
         status = await turns.TurnStatus(pb.TurnStatusRequest(turn_id="t1"))
         assert status.state == pb.TURN_STATE_UNKNOWN
+
+
+async def test_a_thread_another_replica_is_sweeping_is_left_to_it(
+    make_service: ServiceFactory, backend: str
+) -> None:
+    """PostgreSQL only: SQLite has one writer, so no other sweep can hold a thread."""
+    if backend != "postgres":
+        pytest.skip("one writer on SQLite: claim_thread always succeeds there")
+    service = await make_service(nats_url=None)
+    sweeper = RetentionSweeper(service.db, service.policy, 0.0, HOUR, turn_retention=HOUR)
+    url = service.settings.database_url
+    assert url is not None
+    async with aio.insecure_channel(service.address) as channel:
+        turns = turns_pb2_grpc.TurnServiceStub(channel)
+        for thread_id in ("th-held", "th-free"):
+            await start(turns, f"{thread_id}-t", thread_id)
+            await finish(turns, f"{thread_id}-t", 0)
+        later = time.time() + 2 * HOUR
+        # Another replica's sweep transaction, still open, has claimed th-held.
+        with psycopg.connect(url) as other:
+            other.execute(
+                "SELECT pg_advisory_xact_lock(%s, hashtext(%s))", (THREAD_LOCK, "th-held")
+            )
+            swept = await sweeper.sweep(now=later)
+            assert (swept.turns_deleted, swept.threads_erased) == (1, 1)
+            assert (turn_rows(service, "th-held"), turn_rows(service, "th-free")) == (1, 0)
+        # Released (its transaction ended): the next pass takes the thread.
+        swept = await sweeper.sweep(now=later)
+        assert (swept.turns_deleted, swept.threads_erased) == (1, 1)
+        assert turn_rows(service, "th-held") == 0
 
 
 def test_a_horizon_shorter_than_the_retention_is_refused(

@@ -17,7 +17,11 @@ The audit log is not touched: its records name turns and threads by id only, and
 who did what is what that log is for (as after an erasure).
 
 Written once over the store contract: on PostgreSQL the batch's rows are taken
-`FOR UPDATE SKIP LOCKED`, so replicas sweeping at once share the work.
+`FOR UPDATE SKIP LOCKED`, so replicas sweeping at once share the work, and each
+thread is claimed (`Tx.claim_thread`) before its turns go, so one replica alone
+decides whether the thread was left empty. A StartTurn on a thread at the very
+moment its last turn is swept may find the thread erased and start it afresh:
+the thread had been idle for the whole horizon.
 """
 
 from __future__ import annotations
@@ -37,15 +41,20 @@ class Deleted:
 
 
 def delete_batch(tx: Tx, *, cutoff: float, policy: Policy, limit: int) -> Deleted:
-    """Delete up to `limit` turns that ended before `cutoff`, oldest first."""
+    """Delete up to `limit` turns that ended before `cutoff`, oldest first. A thread
+    another replica's sweep holds is left for a later batch."""
     rows = tx.execute(
         f"SELECT turn_id, thread_id FROM main.turns WHERE state IN {TERMINAL} "
         f"AND updated_at < ? ORDER BY updated_at LIMIT ?{tx.skip_locked}",
         (cutoff, limit),
     ).fetchall()
-    if not rows:
+    threads: dict[str, list[str]] = {}
+    for turn_id, thread_id in rows:
+        threads.setdefault(thread_id, []).append(turn_id)
+    claimed = [thread_id for thread_id in threads if tx.claim_thread(thread_id)]
+    ids = [turn_id for thread_id in claimed for turn_id in threads[thread_id]]
+    if not ids:
         return Deleted(0, 0)
-    ids = [r[0] for r in rows]
     marks = ", ".join("?" for _ in ids)
     tx.execute(f"DELETE FROM main.events WHERE turn_id IN ({marks})", ids)
     tx.execute(
@@ -56,7 +65,7 @@ def delete_batch(tx: Tx, *, cutoff: float, policy: Policy, limit: int) -> Delete
     tx.execute(f"DELETE FROM main.turns WHERE turn_id IN ({marks})", ids)
     emptied = [
         thread_id
-        for thread_id in dict.fromkeys(r[1] for r in rows)
+        for thread_id in claimed
         if tx.execute(
             "SELECT 1 FROM main.turns WHERE thread_id = ? LIMIT 1", (thread_id,)
         ).fetchone()

@@ -108,7 +108,11 @@ class TurnkeeperServer:
         )
         self.reaper = LeaseReaper(self.engine, settings.reap_interval)
         self.retention = RetentionSweeper(
-            self.db, self.policy, settings.retention_seconds, settings.retention_interval
+            self.db,
+            self.policy,
+            settings.retention_seconds,
+            settings.retention_interval,
+            turn_retention=settings.turn_retention_seconds,
         )
         self.audit = AuditLog(self.db)
         if self.token_reloader is not None:

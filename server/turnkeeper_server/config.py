@@ -67,7 +67,10 @@ class Settings:
     park_expiry_seconds: float = 7 * 24 * 3600.0
     # How long a finished turn's events (and checkpoint history) are kept; 0: forever.
     retention_seconds: float = 0.0
-    # How often the retention sweeper runs (when retention is on).
+    # How long a finished turn's row (and everything that still names it) is kept;
+    # 0: forever. At least `retention_seconds` when both are on (retention.py).
+    turn_retention_seconds: float = 0.0
+    # How often the retention sweeper runs (when either retention is on).
     retention_interval: float = 60.0
     # "FULL" fsyncs every commit: an acknowledged write survives power loss too.
     synchronous: str = "FULL"
@@ -91,6 +94,21 @@ class Settings:
     http_listen: str | None = None
     # When the HTTP port is the default one and taken, serve on a free port instead.
     http_any_port_if_busy: bool = False
+
+    def __post_init__(self) -> None:
+        if self.retention_seconds < 0 or self.turn_retention_seconds < 0:
+            raise ValueError("--retention and --turn-retention must be durations of 0 or more")
+        if 0 < self.turn_retention_seconds < self.retention_seconds:
+            raise ValueError(
+                f"--turn-retention ({_seconds(self.turn_retention_seconds)}) is shorter than "
+                f"--retention ({_seconds(self.retention_seconds)}): a turn row would be deleted "
+                "before the events retention keeps for it. Set --turn-retention to at least "
+                "--retention, or leave it off (0) to keep turn rows"
+            )
+
+
+def _seconds(value: float) -> str:
+    return f"{value:g} s"
 
 
 def _writable_dir(path: Path) -> bool:

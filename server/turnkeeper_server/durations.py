@@ -1,5 +1,5 @@
 """Durations on the command line (`90s`, `15m`, `2h`, `7d`, or plain seconds), and
-the serve flags that take them: the turn deadlines' defaults and retention."""
+the serve flags that take them: the turn deadlines' defaults and the two retentions."""
 
 from __future__ import annotations
 
@@ -45,4 +45,15 @@ def add_lifecycle_arguments(parser: argparse.ArgumentParser) -> None:
         metavar="DURATION",
         help="delete finished turns' events and prune their threads' checkpoints to the "
         "latest this long after the turn ended (0: keep everything; env TURNKEEPER_RETENTION)",
+    )
+    parser.add_argument(
+        "--turn-retention",
+        type=parse_duration,
+        default=parse_duration(os.environ.get("TURNKEEPER_TURN_RETENTION", "0")),
+        metavar="DURATION",
+        help="delete finished turns themselves (their rows, events, outbox rows and "
+        "boundaries) this long after they ended, and a thread's checkpoints once its last "
+        "turn goes; TurnStatus then answers UNKNOWN and a StartTurn with the same turn_id "
+        "starts a new turn. At least --retention (0: keep turn rows; env "
+        "TURNKEEPER_TURN_RETENTION)",
     )

@@ -238,6 +238,7 @@ def settings_from_args(
         max_run_seconds=args.max_run_time,
         park_expiry_seconds=args.park_expiry,
         retention_seconds=args.retention,
+        turn_retention_seconds=args.turn_retention,
         metrics_listen=args.metrics_listen,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,

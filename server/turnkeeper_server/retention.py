@@ -13,6 +13,9 @@ on PostgreSQL autovacuum makes the dead rows' space reusable on its own).
 Written once over the store contract: on PostgreSQL the batch's turn rows are
 taken `FOR UPDATE SKIP LOCKED`, so replicas sweeping at once share the work.
 
+With `--turn-retention DURATION` as well (or alone), the same pass then deletes
+the finished turns older than that horizon, rows and all (journal/horizon.py).
+
 Each pass works in batches, one transaction each, so the writer thread is never
 held for long.
 """
@@ -25,7 +28,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from turnkeeper_server.journal import maintenance
+from turnkeeper_server.journal import horizon, maintenance
 from turnkeeper_server.journal.records import Policy
 from turnkeeper_server.store.contract import Store, Tx
 
@@ -39,6 +42,9 @@ class Swept:
     turns: int
     events: int
     checkpoints: int
+    # Past the turn horizon: turn rows deleted, and threads erased with their last turn.
+    turns_deleted: int = 0
+    threads_erased: int = 0
 
 
 def sweep_batch(tx: Tx, *, cutoff: float, policy: Policy, limit: int = BATCH) -> Swept:
@@ -77,20 +83,61 @@ def sweep_rewinds(tx: Tx, *, cutoff: float, policy: Policy) -> None:
 
 
 class RetentionSweeper:
-    def __init__(self, db: Store, policy: Policy, retention: float, interval: float) -> None:
+    def __init__(
+        self,
+        db: Store,
+        policy: Policy,
+        retention: float,
+        interval: float,
+        turn_retention: float = 0.0,
+    ) -> None:
         self.db = db
         self.policy = policy
         self.retention = retention
+        self.turn_retention = turn_retention
         self.interval = interval
         self._task: asyncio.Task[None] | None = None
 
     async def start(self) -> None:
-        if self.retention > 0:
+        if self.retention > 0 or self.turn_retention > 0:
             self._task = asyncio.create_task(self._run(), name="retention")
 
-    async def sweep(self) -> Swept:
-        """One whole pass; returns what it deleted."""
-        cutoff = time.time() - self.retention
+    async def sweep(self, now: float | None = None) -> Swept:
+        """One whole pass, as at `now` (the clock when None); returns what it deleted.
+        A retention of 0 is off, even when a pass is asked for."""
+        now = time.time() if now is None else now
+        total = Swept(0, 0, 0)
+        if self.retention > 0:
+            total = await self._prune(now - self.retention)
+        deleted, erased = 0, 0
+        if self.turn_retention > 0:
+            cutoff = now - self.turn_retention
+            while True:
+                batch = await self.db.write(
+                    lambda tx: horizon.delete_batch(
+                        tx, cutoff=cutoff, policy=self.policy, limit=BATCH
+                    )
+                )
+                deleted, erased = deleted + batch.turns, erased + batch.threads
+                if batch.turns < BATCH:
+                    break
+            total = Swept(total.turns, total.events, total.checkpoints, deleted, erased)
+        on = [r for r in (self.retention, self.turn_retention) if r > 0]
+        if on:
+            # Rewind notices NATS never took go with the shorter horizon.
+            rewinds = now - min(on)
+            await self.db.write(lambda tx: sweep_rewinds(tx, cutoff=rewinds, policy=self.policy))
+        if total.turns or total.turns_deleted:
+            await self.db.reclaim()
+        if total.turns_deleted:
+            log.info(
+                "turn retention: %d finished turns deleted (%d threads with them)",
+                total.turns_deleted,
+                total.threads_erased,
+            )
+        return total
+
+    async def _prune(self, cutoff: float) -> Swept:
         total = Swept(0, 0, 0)
         while True:
             swept = await self.db.write(
@@ -103,9 +150,7 @@ class RetentionSweeper:
             )
             if swept.turns < BATCH:
                 break
-        await self.db.write(lambda tx: sweep_rewinds(tx, cutoff=cutoff, policy=self.policy))
         if total.turns:
-            await self.db.reclaim()
             log.info(
                 "retention: %d finished turns pruned (%d events, %d checkpoints)",
                 total.turns,

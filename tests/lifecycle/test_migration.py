@@ -20,7 +20,7 @@ from tests.support.postgres import PostgresCluster
 PG_MIGRATIONS = list(postgres_schema.TURNKEEPER_MIGRATIONS)
 
 
-@pytest.mark.parametrize("from_version", [1, 2])
+@pytest.mark.parametrize("from_version", [1, 2, 3])
 def test_an_older_journal_is_rebuilt_with_its_rows(tmp_path: Path, from_version: int) -> None:
     turns_path = tmp_path / "turns.db"
     with sqlite3.connect(turns_path, isolation_level=None) as conn:
@@ -49,7 +49,12 @@ def test_an_older_journal_is_rebuilt_with_its_rows(tmp_path: Path, from_version:
         assert rows == [(7, "t-old", "DONE", "", 0), (9, "t-live", "PARKED", "", 0)]
         conn.execute("UPDATE turns SET state = 'CANCELLED' WHERE turn_id = 't-live'")
         indexes = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='index'")}
-        assert {"turns_one_live_per_thread", "turns_queued", "turns_to_prune"} <= indexes
+        assert {
+            "turns_one_live_per_thread",
+            "turns_queued",
+            "turns_to_prune",
+            "turns_to_delete",
+        } <= indexes
         assert conn.execute("SELECT count(*) FROM audit").fetchone() == (0,)
         outbox = {r[1] for r in conn.execute("PRAGMA table_info(outbox)")}
         assert "traceparent" in outbox
@@ -106,4 +111,8 @@ def test_a_version_1_postgres_journal_is_altered_in_place(
         assert conn.execute(
             "SELECT 1 FROM information_schema.columns "
             "WHERE table_name = 'outbox' AND column_name = 'traceparent'"
+        ).fetchone() == (1,)
+        # Migration 4: the turn horizon's index.
+        assert conn.execute(
+            "SELECT 1 FROM pg_indexes WHERE tablename = 'turns' AND indexname = 'turns_to_delete'"
         ).fetchone() == (1,)

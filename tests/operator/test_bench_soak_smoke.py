@@ -53,6 +53,49 @@ def test_soak_sweeps_the_events_and_keeps_the_turn_rows(tmp_path: Path) -> None:
     assert "| 300, drained |" in text
 
 
+def test_soak_with_a_turn_horizon_deletes_the_turns_and_their_threads(tmp_path: Path) -> None:
+    data = tmp_path / "data"
+    data.mkdir()
+    samples = asyncio.run(
+        soak.soak(
+            data,
+            TURNS,
+            every=100,
+            callers=4,
+            retention=0.2,
+            interval=0.1,
+            drain=True,
+            turn_retention=0.4,
+            checkpoints=True,
+        )
+    )
+    floor = samples[-1]
+    # Drained: the sweeper took every turn, row and all, and every thread's checkpoint.
+    assert (floor.events, floor.outbox, floor.turn_rows) == (0, 0, 0)
+    with sqlite3.connect(data / "sessions.db") as db:
+        left = [
+            db.execute(f"SELECT count(*) FROM {table}").fetchone()[0]
+            for table in ("checkpoints", "writes", "turnkeeper_boundaries")
+        ]
+    db.close()
+    assert left == [0, 0, 0]
+
+    args = argparse.Namespace(
+        turns=TURNS,
+        every=100,
+        report_every=100,
+        callers=4,
+        retention=0.2,
+        turn_retention=0.4,
+        checkpoints=True,
+        interval=0.1,
+        drain=True,
+    )
+    section = soak.render(samples, args)
+    assert "--turn-retention 0.4 --checkpoints" in section
+    assert "Past the turn horizon (0.4 s)" in section
+
+
 def test_soak_command_writes_its_section(tmp_path: Path) -> None:
     out = tmp_path / "benchmarks.md"
     done = subprocess.run(
@@ -71,8 +114,9 @@ def test_soak_command_writes_its_section(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr[-2000:]
     rows = [line for line in out.read_text().splitlines() if line.startswith("| 300, drained |")]
     assert len(rows) == 1
-    # The drained row's last two cells: events and outbox rows still held.
+    # The drained row's last three cells: events, outbox rows and turn rows still held.
     cells = [c.strip() for c in rows[0].strip("|").split("|")]
-    events, outbox = (int(c.replace(",", "")) for c in cells[-2:])
+    events, outbox, turn_rows = (int(c.replace(",", "")) for c in cells[-3:])
+    assert turn_rows == TURNS  # no turn horizon: retention keeps the rows
     assert events < TURNS * soak.EVENTS_PER_TURN / 10
     assert outbox < TURNS * soak.EVENTS_PER_TURN / 10

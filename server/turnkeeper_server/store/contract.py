@@ -84,6 +84,12 @@ class Tx(Protocol):
         """Tell other replicas, when this commits, that these turns changed."""
         ...
 
+    def claim_thread(self, thread_id: str) -> bool:
+        """Whether this transaction alone works on the thread until it commits; False
+        when another replica's transaction holds it (PostgreSQL; never waits). The
+        turn horizon takes a thread's turns only under a claim."""
+        ...
+
 
 class Store(Protocol):
     """A backend: where turns, events, the outbox and checkpoints are kept."""

@@ -109,6 +109,11 @@ class PgConn:
             cur.executemany(translate(sql), seq_of_parameters)
 
 
+# The advisory-lock class of `claim_thread` (any fixed number; the migrations' lock
+# is a one-key lock, a separate space).
+THREAD_LOCK = 0x74687264  # "thrd"
+
+
 class PgTx:
     for_update = " FOR UPDATE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
@@ -134,6 +139,16 @@ class PgTx:
 
     def after_commit(self, callback: Callable[[], None]) -> None:
         self._after.append(callback)
+
+    def claim_thread(self, thread_id: str) -> bool:
+        # A transaction-scoped advisory lock, tried without waiting: two replicas'
+        # sweeps each holding some of a thread's turns would otherwise both see the
+        # other's (not yet deleted) rows and neither would erase the emptied thread.
+        # Keyed (class, hash of the id): a hash collision only defers a thread.
+        row = self.raw.execute(
+            "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", (THREAD_LOCK, thread_id)
+        ).fetchone()
+        return row is not None and bool(row[0])
 
     def announce(self, turn_ids: Sequence[str]) -> None:
         # Delivered by PostgreSQL only if and when this transaction commits.

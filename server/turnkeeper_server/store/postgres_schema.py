@@ -122,6 +122,11 @@ TURNKEEPER_MIGRATIONS: list[str] = [
     CREATE INDEX turns_to_prune ON turns (updated_at)
         WHERE pruned = 0 AND state IN ('DONE', 'FAILED', 'CANCELLED');
     """,
+    # 4: the turn horizon's next finished turns, as SQLite's turns.db migration 4.
+    """
+    CREATE INDEX turns_to_delete ON turns (updated_at)
+        WHERE state IN ('DONE', 'FAILED', 'CANCELLED');
+    """,
 ]
 
 

@@ -82,6 +82,10 @@ class Tx:
     def announce(self, turn_ids: Sequence[str]) -> None:
         """Nobody else to tell: one process serves the files."""
 
+    def claim_thread(self, thread_id: str) -> bool:
+        """Always: one writer thread runs every operation in turn."""
+        return True
+
 
 @dataclass
 class _Job(Generic[T]):

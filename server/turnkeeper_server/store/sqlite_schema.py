@@ -131,6 +131,12 @@ TURNS_MIGRATIONS: list[str] = [
     CREATE INDEX turns_to_prune ON turns (updated_at)
         WHERE pruned = 0 AND state IN ('DONE', 'FAILED', 'CANCELLED')
     """,
+    # 4: the turn horizon's next finished turns (retention.py), pruned or not: the
+    # rows themselves are deleted once they are old enough.
+    """
+    CREATE INDEX turns_to_delete ON turns (updated_at)
+        WHERE state IN ('DONE', 'FAILED', 'CANCELLED')
+    """,
 ]
 
 SESSIONS_MIGRATIONS: list[str] = [

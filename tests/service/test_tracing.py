@@ -19,7 +19,9 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 ROOT = Path(__file__).resolve().parents[2]
 
 
-async def traced_turn(workdir: Path, database_url: str | None) -> list[dict[str, Any]]:
+async def traced_turn(
+    workdir: Path, database_url: str | None, transport: str = "stream"
+) -> list[dict[str, Any]]:
     proc = await asyncio.create_subprocess_exec(
         sys.executable,
         "-m",
@@ -27,9 +29,9 @@ async def traced_turn(workdir: Path, database_url: str | None) -> list[dict[str,
         str(workdir),
         *([database_url] if database_url else []),
         cwd=ROOT,
-        # The unary transport: each of the run's calls is a span of its own. How the
-        # checkpoint stream's one span per run joins the turn's trace is not shown yet.
-        env={**os.environ, "TURNKEEPER_SAVER_STREAM": "0"},
+        # Unary: each of the run's calls is a span of its own. Stream: the run's
+        # checkpoint stream is one span, its messages (appends, puts) inside it.
+        env={**os.environ, "TURNKEEPER_SAVER_STREAM": "1" if transport == "stream" else "0"},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,
     )
@@ -44,10 +46,11 @@ def mirrored(lines: list[dict[str, Any]]) -> list[dict[str, str]]:
 
 # The outbox rows keep their trace context in either store's transaction.
 @pytest.mark.both_backends
+@pytest.mark.parametrize("transport", ["stream", "unary"])
 async def test_one_turn_is_one_trace_across_panel_bridge_agent_and_service(
-    tmp_path: Path, database_url: str | None
+    tmp_path: Path, database_url: str | None, transport: str
 ) -> None:
-    lines = await traced_turn(tmp_path, database_url)
+    lines = await traced_turn(tmp_path, database_url, transport)
     spans = [line for line in lines if "name" in line]
     by_id = {s["span_id"]: s for s in spans}
     (root,) = [s for s in spans if s["name"] == "panel"]
@@ -66,12 +69,28 @@ async def test_one_turn_is_one_trace_across_panel_bridge_agent_and_service(
     assert handled["parent"] == sent["span_id"]
     # ... whose gRPC calls (the agent's client) the service continues, through the
     # turn's whole run to its FinishTurn.
-    for rpc in ("TurnService/StartTurn", "TurnService/AppendEvents", "TurnService/FinishTurn"):
+    for rpc in ("TurnService/StartTurn", "TurnService/FinishTurn"):
         client = one(f"turnkeeper.v1.{rpc}", "CLIENT")
         server = one(f"turnkeeper.v1.{rpc}", "SERVER")
         assert server["parent"] == client["span_id"], rpc
         assert by_id[client["parent"]] is handled, rpc
-    one("turnkeeper.v1.CheckpointService/PutCheckpoint", "SERVER")
+    # The run's events and checkpoints: a call each (unary), or the messages of the
+    # run's one checkpoint stream, opened inside the bridge's handling of the turn.
+    rpcs = (
+        ("TurnService/AppendEvents", "CheckpointService/PutCheckpoint")
+        if transport == "unary"
+        else ("CheckpointService/CheckpointStream",)
+    )
+    for rpc in rpcs:
+        client = one(f"turnkeeper.v1.{rpc}", "CLIENT")
+        server = one(f"turnkeeper.v1.{rpc}", "SERVER")
+        assert server["parent"] == client["span_id"], rpc
+        ancestors = []
+        span = client
+        while span.get("parent") in by_id:
+            span = by_id[span["parent"]]
+            ancestors.append(span)
+        assert handled in ancestors, rpc
 
     # The events the outbox mirrored to NATS carry the trace context of the call
     # that wrote them: this turn's trace, a span of the service.

@@ -153,7 +153,10 @@ def client_span(name: str, **attributes: Any) -> Iterator[dict[str, str] | None]
 def client_interceptors() -> list[Any]:
     """grpc.aio client interceptors that make a CLIENT span per RPC and send its
     context as metadata; none when tracing is off (no cost per call)."""
-    return [_ClientTracing()] if active() else []
+    # One object per kind of call: grpc.aio files an interceptor under the first
+    # of the four kinds it is an instance of, so one class for all would trace the
+    # unary calls only.
+    return [_UnaryUnaryTracing(), _UnaryStreamTracing(), _StreamStreamTracing()] if active() else []
 
 
 def _traced_details(details: Any, headers: dict[str, str]) -> Any:
@@ -183,11 +186,7 @@ def _end_when_done(call: Any, span: Any) -> Any:
     return call
 
 
-class _ClientTracing(
-    grpc.aio.UnaryUnaryClientInterceptor,  # type: ignore[type-arg]
-    grpc.aio.UnaryStreamClientInterceptor,  # type: ignore[type-arg]
-    grpc.aio.StreamStreamClientInterceptor,  # type: ignore[type-arg]
-):
+class _UnaryUnaryTracing(grpc.aio.UnaryUnaryClientInterceptor):  # type: ignore[type-arg]
     async def intercept_unary_unary(
         self, continuation: Any, client_call_details: Any, request: Any
     ) -> Any:
@@ -199,6 +198,8 @@ class _ClientTracing(
             raise
         return _end_when_done(call, span)
 
+
+class _UnaryStreamTracing(grpc.aio.UnaryStreamClientInterceptor):  # type: ignore[type-arg]
     async def intercept_unary_stream(
         self, continuation: Any, client_call_details: Any, request: Any
     ) -> Any:
@@ -210,6 +211,8 @@ class _ClientTracing(
             raise
         return _end_when_done(call, span)
 
+
+class _StreamStreamTracing(grpc.aio.StreamStreamClientInterceptor):  # type: ignore[type-arg]
     async def intercept_stream_stream(
         self, continuation: Any, client_call_details: Any, request_iterator: Any
     ) -> Any:

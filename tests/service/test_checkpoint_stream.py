@@ -38,6 +38,17 @@ async def _start(turns: turns_pb2_grpc.TurnServiceAsyncStub, thread: str, turn_i
     )
 
 
+async def _redrive(turns: turns_pb2_grpc.TurnServiceAsyncStub, turn_id: str) -> tuple[str, int]:
+    """Re-drive the turn's replica (a new incarnation): its checkpoint and rewind seq."""
+    redriven = await turns.Redrive(
+        turns_pb2.RedriveRequest(
+            agent="stream-agent", replica=f"replica-{turn_id}", incarnation="inc-2"
+        )
+    )
+    [mine] = [r for r in redriven.turns if r.turn.turn_id == turn_id]
+    return mine.checkpoint_id, mine.rewind_seq
+
+
 def _put(thread: str, turn_id: str, attempt: int, checkpoint_id: str) -> Req:
     return Req(
         put=checkpoints_pb2.PutCheckpointRequest(
@@ -79,13 +90,7 @@ async def test_stream_answers_in_order_and_a_refusal_does_not_end_it(
     assert answers[4].error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
     assert "get, put, writes or append" in answers[4].error.message
     # The events sent before the checkpoint are its boundary: a re-drive rewinds to 3.
-    redriven = await turns.Redrive(
-        turns_pb2.RedriveRequest(
-            agent="stream-agent", replica=f"replica-{turn_id}", incarnation="inc-2"
-        )
-    )
-    [mine] = [r for r in redriven.turns if r.turn.turn_id == turn_id]
-    assert (mine.checkpoint_id, mine.rewind_seq) == ("cp-1", 3)
+    assert await _redrive(turns, turn_id) == ("cp-1", 3)
 
 
 async def test_a_stale_attempt_ends_the_stream_with_aborted(
@@ -95,11 +100,7 @@ async def test_a_stale_attempt_ends_the_stream_with_aborted(
 ) -> None:
     thread, turn_id = f"s-{uuid4().hex[:8]}", f"t-{uuid4().hex[:8]}"
     await _start(turns, thread, turn_id)
-    await turns.Redrive(
-        turns_pb2.RedriveRequest(
-            agent="stream-agent", replica=f"replica-{turn_id}", incarnation="inc-2"
-        )
-    )
+    await _redrive(turns, turn_id)
     # Attempt 0 was re-driven away; attempt 1's put comes after it on the stream.
     stale, after = _put(thread, turn_id, 0, "zombie"), _put(thread, turn_id, 1, "after")
     stale.id, after.id = 1, 2
@@ -170,13 +171,7 @@ async def test_a_batch_is_answered_in_one_frame_in_its_order(
     # Each message saw the ones before it committed: the get finds cp-2, written
     # just before it in the same frame, and cp-2's boundary counts the 4th event.
     assert frame.batch[5].get.checkpoint.ref.checkpoint_id == "cp-2"
-    redriven = await turns.Redrive(
-        turns_pb2.RedriveRequest(
-            agent="stream-agent", replica=f"replica-{turn_id}", incarnation="inc-2"
-        )
-    )
-    [mine] = [r for r in redriven.turns if r.turn.turn_id == turn_id]
-    assert (mine.checkpoint_id, mine.rewind_seq) == ("cp-2", 4)
+    assert await _redrive(turns, turn_id) == ("cp-2", 4)
 
 
 async def test_a_stale_attempt_in_a_batch_ends_the_stream_and_nothing_after_it_is_stored(
@@ -185,11 +180,7 @@ async def test_a_stale_attempt_in_a_batch_ends_the_stream_and_nothing_after_it_i
 ) -> None:
     thread, turn_id = f"s-{uuid4().hex[:8]}", f"t-{uuid4().hex[:8]}"
     await _start(turns, thread, turn_id)
-    await turns.Redrive(
-        turns_pb2.RedriveRequest(
-            agent="stream-agent", replica=f"replica-{turn_id}", incarnation="inc-2"
-        )
-    )
+    await _redrive(turns, turn_id)
     batch = [
         _put(thread, turn_id, 0, "zombie-1"),
         _append(turn_id, 0, 1),

@@ -54,15 +54,7 @@ def erase_thread(tx: Tx, *, thread_id: str, cancel: bool, policy: Policy) -> Era
             tx, turn_id=live[0].turn_id, rollback=False, detail="thread deleted", policy=policy
         )
     ids = [t.turn_id for t in turns]
-    for start in range(0, len(ids), _CHUNK):
-        chunk = ids[start : start + _CHUNK]
-        marks = ", ".join("?" for _ in chunk)
-        tx.execute(f"DELETE FROM main.events WHERE turn_id IN ({marks})", chunk)
-        tx.execute(
-            f"DELETE FROM main.outbox WHERE subject IN ({marks})",
-            [policy.events_subject(turn_id) for turn_id in chunk],
-        )
-        tx.execute(f"DELETE FROM main.turns WHERE turn_id IN ({marks})", chunk)
+    delete_turns(tx, ids, policy)
     _erase_rewinds(tx, thread_id, policy)
     # The backend's checkpoint rows (blobs too, on PostgreSQL); no live turn is left.
     tx.checkpoints.delete_thread(tx, thread_id)
@@ -82,3 +74,18 @@ def _erase_rewinds(tx: Tx, thread_id: str, policy: Policy) -> None:
             continue
     for row_id in doomed:
         tx.execute("DELETE FROM main.outbox WHERE id = ?", (row_id,))
+
+
+def delete_turns(tx: Tx, ids: list[str], policy: Policy) -> None:
+    """Delete these turns' rows and all that is theirs alone: events, the outbox rows
+    of their events subject, and their checkpoint boundaries."""
+    for start in range(0, len(ids), _CHUNK):
+        chunk = ids[start : start + _CHUNK]
+        marks = ", ".join("?" for _ in chunk)
+        tx.execute(f"DELETE FROM main.events WHERE turn_id IN ({marks})", chunk)
+        tx.execute(
+            f"DELETE FROM main.outbox WHERE subject IN ({marks})",
+            [policy.events_subject(turn_id) for turn_id in chunk],
+        )
+        tx.execute(f"DELETE FROM sessions.turnkeeper_boundaries WHERE turn_id IN ({marks})", chunk)
+        tx.execute(f"DELETE FROM main.turns WHERE turn_id IN ({marks})", chunk)

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
+from turnkeeper_server.journal.erasure import delete_turns
 from turnkeeper_server.journal.records import Policy
 from turnkeeper_server.store.contract import Tx
 
@@ -55,14 +56,7 @@ def delete_batch(tx: Tx, *, cutoff: float, policy: Policy, limit: int) -> Delete
     ids = [turn_id for thread_id in claimed for turn_id in threads[thread_id]]
     if not ids:
         return Deleted(0, 0)
-    marks = ", ".join("?" for _ in ids)
-    tx.execute(f"DELETE FROM main.events WHERE turn_id IN ({marks})", ids)
-    tx.execute(
-        f"DELETE FROM main.outbox WHERE subject IN ({marks})",
-        [policy.events_subject(turn_id) for turn_id in ids],
-    )
-    tx.execute(f"DELETE FROM sessions.turnkeeper_boundaries WHERE turn_id IN ({marks})", ids)
-    tx.execute(f"DELETE FROM main.turns WHERE turn_id IN ({marks})", ids)
+    delete_turns(tx, ids, policy)
     emptied = [
         thread_id
         for thread_id in claimed

@@ -49,6 +49,14 @@ async def _redrive(turns: turns_pb2_grpc.TurnServiceAsyncStub, turn_id: str) -> 
     return mine.checkpoint_id, mine.rewind_seq
 
 
+@pytest.fixture
+async def started(turns: turns_pb2_grpc.TurnServiceAsyncStub) -> tuple[str, str]:
+    """A RUNNING turn (attempt 0) on a thread of its own: (thread_id, turn_id)."""
+    thread, turn_id = f"s-{uuid4().hex[:8]}", f"t-{uuid4().hex[:8]}"
+    await _start(turns, thread, turn_id)
+    return thread, turn_id
+
+
 def _put(thread: str, turn_id: str, attempt: int, checkpoint_id: str) -> Req:
     return Req(
         put=checkpoints_pb2.PutCheckpointRequest(
@@ -62,11 +70,11 @@ def _put(thread: str, turn_id: str, attempt: int, checkpoint_id: str) -> Req:
 
 
 async def test_stream_answers_in_order_and_a_refusal_does_not_end_it(
+    started: tuple[str, str],
     turns: turns_pb2_grpc.TurnServiceAsyncStub,
     checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
 ) -> None:
-    thread, turn_id = f"s-{uuid4().hex[:8]}", f"t-{uuid4().hex[:8]}"
-    await _start(turns, thread, turn_id)
+    thread, turn_id = started
     events = [
         turns_pb2.EventInput(seq=seq, type="token", data_json=f'{{"n": {seq}}}')
         for seq in (1, 2, 3)
@@ -94,12 +102,11 @@ async def test_stream_answers_in_order_and_a_refusal_does_not_end_it(
 
 
 async def test_a_stale_attempt_ends_the_stream_with_aborted(
-    channel: aio.Channel,
+    started: tuple[str, str],
     turns: turns_pb2_grpc.TurnServiceAsyncStub,
     checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
 ) -> None:
-    thread, turn_id = f"s-{uuid4().hex[:8]}", f"t-{uuid4().hex[:8]}"
-    await _start(turns, thread, turn_id)
+    thread, turn_id = started
     await _redrive(turns, turn_id)
     # Attempt 0 was re-driven away; attempt 1's put comes after it on the stream.
     stale, after = _put(thread, turn_id, 0, "zombie"), _put(thread, turn_id, 1, "after")
@@ -138,11 +145,11 @@ async def _stored(
 
 
 async def test_a_batch_is_answered_in_one_frame_in_its_order(
+    started: tuple[str, str],
     turns: turns_pb2_grpc.TurnServiceAsyncStub,
     checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
 ) -> None:
-    thread, turn_id = f"s-{uuid4().hex[:8]}", f"t-{uuid4().hex[:8]}"
-    await _start(turns, thread, turn_id)
+    thread, turn_id = started
     batch = [
         _append(turn_id, 0, 1, 2, 3),
         _put(thread, turn_id, 0, "cp-1"),
@@ -175,11 +182,11 @@ async def test_a_batch_is_answered_in_one_frame_in_its_order(
 
 
 async def test_a_stale_attempt_in_a_batch_ends_the_stream_and_nothing_after_it_is_stored(
+    started: tuple[str, str],
     turns: turns_pb2_grpc.TurnServiceAsyncStub,
     checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
 ) -> None:
-    thread, turn_id = f"s-{uuid4().hex[:8]}", f"t-{uuid4().hex[:8]}"
-    await _start(turns, thread, turn_id)
+    thread, turn_id = started
     await _redrive(turns, turn_id)
     batch = [
         _put(thread, turn_id, 0, "zombie-1"),
@@ -228,13 +235,12 @@ async def test_a_stale_attempt_in_a_batch_ends_the_stream_and_nothing_after_it_i
     ],
 )
 async def test_a_malformed_batch_is_refused_whole(
-    turns: turns_pb2_grpc.TurnServiceAsyncStub,
+    started: tuple[str, str],
     checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
     frame: Any,
     says: str,
 ) -> None:
-    thread, turn_id = f"s-{uuid4().hex[:8]}", f"t-{uuid4().hex[:8]}"
-    await _start(turns, thread, turn_id)
+    thread, turn_id = started
 
     with pytest.raises(aio.AioRpcError) as info:
         async for _ in checkpoints.CheckpointStream(iter([frame(thread, turn_id)])):
@@ -262,10 +268,9 @@ class _CountingClient(AsyncTurnkeeperClient):
 
 
 async def test_the_client_batches_what_is_asked_for_together_once_the_service_says_it_may(
-    service: TurnkeeperServer, turns: turns_pb2_grpc.TurnServiceAsyncStub
+    service: TurnkeeperServer, started: tuple[str, str]
 ) -> None:
-    thread, turn_id = f"s-{uuid4().hex[:8]}", f"t-{uuid4().hex[:8]}"
-    await _start(turns, thread, turn_id)
+    thread, turn_id = started
     async with _CountingClient(ConnectionOptions(target=f"127.0.0.1:{service.port}")) as client:
         client.frames = []
         stream = AsyncRunStream(client)

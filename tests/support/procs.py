@@ -18,7 +18,7 @@ _LISTENING = re.compile(r"turnkeeper listening on (\S+)")
 def signal_child(proc: asyncio.subprocess.Process, sig: int) -> None:
     """Send ``sig`` to an asyncio child whose exit the loop has not seen, reaping nothing.
 
-    Not ``proc.send_signal``: before Python 3.13 that goes through
+    Not ``proc.send_signal``: on Python 3.11 that goes through
     ``Popen.send_signal``, which first polls the child with ``waitpid(WNOHANG)``. A
     child that died a moment before (an agent whose poison node SIGKILLed it) is then
     reaped by that poll instead of by asyncio's child watcher, which finds it gone and

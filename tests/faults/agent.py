@@ -14,8 +14,8 @@ streams again. The record, one file per process under ``FAULT_DIR``, holds lines
 
 - ``start|done <turn> <node> <langgraph_step> <attempt>``: a node ran;
 - ``ledger <turn> <idempotency key>``: the tool acted;
-- ``ackev <turn> <attempt> <seq> <digest>``: AppendEvents / ParkTurn / FinishTurn
-  acknowledged this event (digest of its type and data);
+- ``ackev <turn> <attempt> <seq> <digest>``: AppendEvents (unary or on the saver's
+  stream) / ParkTurn / FinishTurn acknowledged this event (digest of its type and data);
 - ``ackend <turn> <attempt> <state> <last_seq>``: ParkTurn / FinishTurn acknowledged;
 - ``ackcp <thread> <checkpoint_id>`` and ``ackwr <thread> <checkpoint_id> <task_id>``:
   PutCheckpoint / PutWrites acknowledged.
@@ -160,11 +160,21 @@ def record_acknowledgements(bridge: Bridge) -> None:
     client, saver = bridge.client, bridge.saver
     append, park, finish = client.append_events, client.park_turn, client.finish_turn
     put, put_writes = saver.aput, saver.aput_writes
+    # A run's events go on the saver's stream (the saver looks this up when a run
+    # starts), else by the client's unary AppendEvents: both are noted.
+    stream_append = saver.aappend_events
 
     async def append_events(
         request: turns_pb2.AppendEventsRequest, **kwargs: Any
     ) -> turns_pb2.AppendEventsResponse:
         response = await append(request, **kwargs)
+        RECORD.events(request.turn_id, request.attempt, request.events)
+        return response
+
+    async def aappend_events(
+        request: turns_pb2.AppendEventsRequest,
+    ) -> turns_pb2.AppendEventsResponse:
+        response = await stream_append(request)
         RECORD.events(request.turn_id, request.attempt, request.events)
         return response
 
@@ -205,6 +215,7 @@ def record_acknowledgements(bridge: Bridge) -> None:
     setattr(client, "park_turn", park_turn)  # noqa: B010
     setattr(client, "finish_turn", finish_turn)  # noqa: B010
     setattr(saver, "aput", aput)  # noqa: B010
+    setattr(saver, "aappend_events", aappend_events)  # noqa: B010
     setattr(saver, "aput_writes", aput_writes)  # noqa: B010
 
 

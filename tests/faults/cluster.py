@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import json
 import os
 import signal
@@ -241,7 +242,7 @@ class Cluster:
         self.channel: aio.Channel | None = None
         self.turns: turns_pb2_grpc.TurnServiceAsyncStub | None = None
         self.checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub | None = None
-        self._archived: set[int] = set()
+        self._archived: set[Agent] = set()
 
     @property
     def service(self) -> ServiceProcess | None:
@@ -353,12 +354,16 @@ class Cluster:
     # -- logs -------------------------------------------------------------------------------
 
     def archive(self, agent: Agent) -> None:
-        """Keep an agent process's output under logs/ (once per process)."""
-        pid = agent.proc.pid
-        if pid in self._archived:
+        """Keep an agent process's output under logs/ (once per process). By the
+        process, not its pid: a campaign starts hundreds of processes, and on a busy
+        machine the pids come round again within one run."""
+        if agent in self._archived:
             return
-        self._archived.add(pid)
-        path = self.logs / f"agent-{agent.name}-{pid}.log"
+        self._archived.add(agent)
+        path = self.logs / f"agent-{agent.name}-{agent.proc.pid}.log"
+        again = itertools.count(2)
+        while path.exists():
+            path = self.logs / f"agent-{agent.name}-{agent.proc.pid}-{next(again)}.log"
         path.write_text("\n".join(agent.lines) + "\n")
 
     async def close(self) -> None:

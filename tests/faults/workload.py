@@ -17,7 +17,13 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import nats.errors
-from turnkeeper.panel.follower import ConclusionReason, FollowOptions, TurnFollower
+from turnkeeper.errors import TurnkeeperError
+from turnkeeper.panel.follower import (
+    ConclusionReason,
+    FollowOptions,
+    TurnFollower,
+    is_transient,
+)
 from turnkeeper.v1 import turns_pb2
 
 from tests.faults.checks import Checks
@@ -219,13 +225,31 @@ class Workload:
             return
         # FAILED_PRECONDITION: not PARKED. Fine if an earlier try, whose answer was
         # lost, resumed it; a violation if it is still parked.
-        c = self.cluster
-        assert c.client is not None
-        status = await c.client.turn_status(turns_pb2.TurnStatusRequest(turn_id=run.turn_id))
+        status = await self._status(run.turn_id)
+        if status is None:
+            return
         run.resumed = self.checks.expect(
             status.state != turns_pb2.TURN_STATE_PARKED,
             f"{run.turn_id}: resumeDetached refused ({reply['error']}) while PARKED",
         )
+
+    async def _status(self, turn_id: str) -> turns_pb2.TurnStatusResponse | None:
+        """TurnStatus, asked again while the service cannot answer (a replica or
+        PostgreSQL down is the fault at work, not a verdict on the turn)."""
+        c = self.cluster
+        assert c.client is not None
+        loop = asyncio.get_running_loop()
+        give_up = loop.time() + self.deadline
+        delay = 0.1
+        while True:
+            try:
+                return await c.client.turn_status(turns_pb2.TurnStatusRequest(turn_id=turn_id))
+            except TurnkeeperError as err:
+                if not is_transient(err) or loop.time() > give_up:
+                    self.checks.expect(False, f"{turn_id}: TurnStatus failed: {err!r}")
+                    return None
+            await asyncio.sleep(delay)  # back-off between tries, not synchronisation
+            delay = min(delay * 2, 1.0)
 
     async def _late_joiner(self, run: TurnRun, delay: float) -> None:
         """A second raw stream opened later, after a random seq already seen."""

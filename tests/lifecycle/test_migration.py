@@ -112,7 +112,8 @@ def test_a_version_1_postgres_journal_is_altered_in_place(
             "SELECT 1 FROM information_schema.columns "
             "WHERE table_name = 'outbox' AND column_name = 'traceparent'"
         ).fetchone() == (1,)
-        # Migration 4: the turn horizon's index.
-        assert conn.execute(
-            "SELECT 1 FROM pg_indexes WHERE tablename = 'turns' AND indexname = 'turns_to_delete'"
-        ).fetchone() == (1,)
+        # Migrations 4 and 5: the turn horizon's index, one probation turn per agent.
+        for index in ("turns_to_delete", "turns_one_probation"):
+            assert conn.execute(
+                "SELECT 1 FROM pg_indexes WHERE tablename = 'turns' AND indexname = %s", (index,)
+            ).fetchone() == (1,), index

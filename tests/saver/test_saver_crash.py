@@ -34,7 +34,7 @@ from langgraph.types import StateSnapshot
 from turnkeeper.agent.saver import RemoteSaver, durable_config
 
 from tests.agents.saver_four_steps import PAYLOAD, QUESTION, build_graph
-from tests.support.procs import ServiceProcess
+from tests.support.procs import ServiceProcess, signal_child
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(60)]
 
@@ -118,8 +118,7 @@ class GraphProcess:
 
     async def kill(self) -> int:
         """SIGKILL (if still running) and reap."""
-        if self.proc.returncode is None:
-            self.proc.send_signal(signal.SIGKILL)
+        signal_child(self.proc, signal.SIGKILL)
         return await asyncio.wait_for(self.proc.wait(), LINE_TIMEOUT)
 
 

@@ -20,6 +20,7 @@ from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
 
 from tests.support.nats import Collector
+from tests.support.procs import signal_child
 
 AGENT_SCRIPT = Path(__file__).resolve().parent.parent / "agents" / "job_agent.py"
 AGENT = "jobs"
@@ -124,8 +125,7 @@ class Agent:
         return "\n".join(self.lines[-60:])
 
     def signal(self, sig: signal.Signals) -> None:
-        if self.proc.returncode is None:
-            self.proc.send_signal(sig)
+        signal_child(self.proc, sig)
 
     async def kill(self) -> None:
         """SIGKILL: no goodbye, no flush, no shutdown."""

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import os
 import re
 import signal
@@ -11,6 +13,22 @@ import threading
 from pathlib import Path
 
 _LISTENING = re.compile(r"turnkeeper listening on (\S+)")
+
+
+def signal_child(proc: asyncio.subprocess.Process, sig: int) -> None:
+    """Send ``sig`` to an asyncio child whose exit the loop has not seen, reaping nothing.
+
+    Not ``proc.send_signal``: on Python 3.11 that goes through
+    ``Popen.send_signal``, which first polls the child with ``waitpid(WNOHANG)``. A
+    child that died a moment before (an agent whose poison node SIGKILLed it) is then
+    reaped by that poll instead of by asyncio's child watcher, which finds it gone and
+    reports status 255 in place of the real one. ``os.kill`` never waits. If the
+    watcher reaped the child but the loop has not yet run its callback, the pid is
+    free, not reused (pids are handed out in a cycle), and the kill finds no process.
+    """
+    if proc.returncode is None:
+        with contextlib.suppress(ProcessLookupError):
+            os.kill(proc.pid, sig)
 
 
 class ServiceProcess:

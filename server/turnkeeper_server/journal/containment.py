@@ -70,7 +70,9 @@ def blame(
 def release_next(
     tx: Tx, agent: str, owner: tuple[str, str] | None, policy: Policy
 ) -> Redriven | None:
-    """Put the agent's oldest held turn on probation, unless one already is."""
+    """Put the agent's oldest held turn on probation, unless one already is. Two
+    replicas doing this at once on PostgreSQL would each see none: the partial
+    unique index `turns_one_probation` makes the later one fail and run again."""
     busy = tx.execute(
         "SELECT 1 FROM main.turns WHERE agent = ? AND suspect = 3 AND state = 'RUNNING' LIMIT 1",
         (agent,),

@@ -127,6 +127,21 @@ TURNKEEPER_MIGRATIONS: list[str] = [
     CREATE INDEX turns_to_delete ON turns (updated_at)
         WHERE state IN ('DONE', 'FAILED', 'CANCELLED');
     """,
+    # 5: at most one turn of an agent on probation (journal/containment.py). Every
+    # replica's reaper, and each agent's startup Redrive, releases the agent's next
+    # held turn when none is on probation; two transactions at once each saw none
+    # and released one each, and the healthy one then ran beside the poison one and
+    # was blamed with it. With this index the second waits for the first, fails on
+    # its commit, and runs again (a lost race, see store/postgres.py), seeing the
+    # first's probation turn. Any extra probation turn is a plain suspect again.
+    """
+    UPDATE turns SET suspect = 1
+        WHERE suspect = 3 AND state = 'RUNNING' AND turn_id NOT IN (
+            SELECT min(turn_id) FROM turns WHERE suspect = 3 AND state = 'RUNNING'
+            GROUP BY agent);
+    CREATE UNIQUE INDEX turns_one_probation ON turns (agent)
+        WHERE suspect = 3 AND state = 'RUNNING';
+    """,
 ]
 
 

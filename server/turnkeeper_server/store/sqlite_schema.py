@@ -137,6 +137,18 @@ TURNS_MIGRATIONS: list[str] = [
     CREATE INDEX turns_to_delete ON turns (updated_at)
         WHERE state IN ('DONE', 'FAILED', 'CANCELLED')
     """,
+    # 5: at most one turn of an agent on probation (journal/containment.py), as on
+    # PostgreSQL, where replicas releasing held turns at the same moment could each
+    # release one. The one writer here never does; the schemas stay alike. Any
+    # extra probation turn is a plain suspect again.
+    """
+    UPDATE turns SET suspect = 1
+        WHERE suspect = 3 AND state = 'RUNNING' AND turn_id NOT IN (
+            SELECT min(turn_id) FROM turns WHERE suspect = 3 AND state = 'RUNNING'
+            GROUP BY agent);
+    CREATE UNIQUE INDEX turns_one_probation ON turns (agent)
+        WHERE suspect = 3 AND state = 'RUNNING'
+    """,
 ]
 
 SESSIONS_MIGRATIONS: list[str] = [

@@ -86,10 +86,10 @@ async def test_one_turn_is_one_trace_across_panel_bridge_agent_and_service(
         server = one(f"turnkeeper.v1.{rpc}", "SERVER")
         assert server["parent"] == client["span_id"], rpc
         ancestors = []
-        span = client
-        while span.get("parent") in by_id:
-            span = by_id[span["parent"]]
-            ancestors.append(span)
+        node = client
+        while node.get("parent") in by_id:
+            node = by_id[node["parent"]]
+            ancestors.append(node)
         assert handled in ancestors, rpc
 
     # The events the outbox mirrored to NATS carry the trace context of the call

@@ -192,7 +192,7 @@ async def test_a_thread_another_replica_is_sweeping_is_left_to_it(
 ) -> None:
     """PostgreSQL only: SQLite has one writer, so no other sweep can hold a thread."""
     if backend != "postgres":
-        pytest.skip("one writer on SQLite: claim_thread always succeeds there")
+        pytest.skip(reason="one writer on SQLite: claim_thread always succeeds there")
     service = await make_service(nats_url=None)
     sweeper = RetentionSweeper(service.db, service.policy, 0.0, HOUR, turn_retention=HOUR)
     url = service.settings.database_url

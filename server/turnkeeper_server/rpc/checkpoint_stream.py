@@ -117,14 +117,14 @@ class StreamingCheckpointServicer(CheckpointServicer):
             )
         if any(request.batch for request in frame.batch):
             raise InvalidArgument("a message in a batch cannot carry a batch of its own")
-        if len({_run_of(request) for request in frame.batch} - {_READ}) > 1:
+        runs = [_run_of(request) for request in frame.batch]
+        if len(set(runs) - {_READ}) > 1:
             # So that a stale attempt's refusal refuses every write after it in the
             # batch (fencing does, in each one's transaction), as on a single frame.
             raise InvalidArgument(
                 "the writes of one batch carry one turn attempt (or none): "
                 "send another run's on its own stream"
             )
-        runs = [_run_of(request) for request in frame.batch]
         answers: list[asyncio.Task[Response]] = []
         for n, request in enumerate(frame.batch):
             if answers and runs[n] == _READ:

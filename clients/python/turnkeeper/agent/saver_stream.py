@@ -120,6 +120,7 @@ class AsyncRunStream:
         # Asked for and not written yet, for the next frame (batching calls only).
         self._unsent: list[Request] = []
         self._flushing = False
+        self._flusher: asyncio.Task[None] | None = None  # held: the loop keeps weak refs
         self._writing = asyncio.Lock()
         self._reader: asyncio.Task[None] | None = None
         self._closed = False
@@ -147,7 +148,7 @@ class AsyncRunStream:
                         # Runs on the loop's next turn, after the other messages
                         # asked for on this one: they share its frame.
                         self._flushing = True
-                        asyncio.get_running_loop().create_task(self._flush())
+                        self._flusher = asyncio.get_running_loop().create_task(self._flush())
                 else:
                     async with self._writing:
                         if self._call is None:

@@ -256,7 +256,8 @@ def run(size: Size) -> Section:
             f"{size.saver_concurrent} turns from {size.saver_callers} threads. "
             "RemoteSaver both ways: `invoke` from threads (blocking), and `ainvoke` as "
             f"{size.saver_callers} tasks on one event loop (async), which is how the "
-            "bridge runs turns; both on the checkpoint stream per run. "
+            "bridge runs turns; each on its default transport (blocking: a unary call per "
+            "operation; async: the checkpoint stream per run). "
             f"{size.saver_rounds} rounds; values are medians, ratios medians of each round's "
             "ratio. Lower time is better; the target "
             "ratios are RemoteSaver's time over theirs."
@@ -277,7 +278,7 @@ def run(size: Size) -> Section:
             single["floor"].append(turns.single(floor, size.saver_single))
             conc["floor"].append(turns.concurrent(floor, size.saver_concurrent, size.saver_callers))
             with saver.remote_turns(data_dir) as (runs, _pid, address):
-                remote = runs["stream"]
+                remote = runs["unary"]  # the blocking API's default transport
                 single["remote"].append(turns.single(remote, size.saver_single))
                 conc["remote"].append(
                     turns.concurrent(remote, size.saver_concurrent, size.saver_callers)

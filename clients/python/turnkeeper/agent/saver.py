@@ -33,10 +33,12 @@ and the event boundary recorded with each checkpoint is exact.
 Sync methods use a blocking gRPC channel; async ones a grpc.aio channel per event
 loop, opened on first use in that loop, since a graph may be driven from several.
 
-Transport. By default a run's operations go as messages on one open checkpoint
-stream per run (:mod:`turnkeeper.agent.saver_stream`), with the same guarantees as
-the unary calls; ``stream=False`` (or ``TURNKEEPER_SAVER_STREAM=0``) makes one
-unary call per operation instead. Listing and deleting are always unary calls.
+Transport. With the async API (how the bridge runs turns) a run's operations go
+by default as messages on one open checkpoint stream per run
+(:mod:`turnkeeper.agent.saver_stream`), with the same guarantees as the unary calls;
+the blocking API makes one unary call per operation by default, which costs its
+graph process less. ``stream=True``/``False`` (or ``TURNKEEPER_SAVER_STREAM=1``/``0``)
+sets both. Listing and deleting are always unary calls.
 """
 
 from __future__ import annotations
@@ -91,12 +93,23 @@ __all__ = [
 # The durability every turn runs with; see the module docstring for why.
 DURABILITY: Final[Durability] = "sync"
 
-# "0", "false", "no" or "off": RemoteSaver() makes unary calls instead of a stream.
+# RemoteSaver()'s transport: unset, the async API streams and the blocking API makes
+# unary calls; "1" (or "true", "yes", "on") streams both; "0" (or "false", "no",
+# "off") makes unary calls on both.
 STREAM_ENV: Final = "TURNKEEPER_SAVER_STREAM"
 
 
-def _stream_default() -> bool:
-    return os.environ.get(STREAM_ENV, "1").strip().lower() not in ("0", "false", "no", "off")
+def _stream_defaults() -> tuple[bool, bool]:
+    """(async API streams, blocking API streams) when the constructor does not say."""
+    value = os.environ.get(STREAM_ENV, "").strip().lower()
+    if value in ("0", "false", "no", "off"):
+        return False, False
+    if value in ("1", "true", "yes", "on"):
+        return True, True
+    # The blocking API hands each stream message to the saver's own event-loop
+    # thread and back, which costs the graph process more than a unary call saves
+    # the service (decision 143): it makes unary calls unless asked to stream.
+    return True, False
 
 
 class DurableRunKwargs(TypedDict):
@@ -253,8 +266,10 @@ class RemoteSaver(ExtendedSaverMethods, BaseCheckpointSaver[str]):
     ``RemoteSaver()`` connects to ``$TURNKEEPER_ADDRESS`` (default
     ``127.0.0.1:50051``); ``address`` overrides ``options.target``. Errors are
     :mod:`turnkeeper.errors` exceptions; a fenced write raises ``StaleAttempt``.
-    ``stream``: one checkpoint stream per run (the default, unless
-    ``$TURNKEEPER_SAVER_STREAM`` is ``0``) or one unary call per operation.
+    ``stream``: one checkpoint stream per run (True) or one unary call per
+    operation (False), for both APIs. Unset, ``$TURNKEEPER_SAVER_STREAM`` decides,
+    and without it the async API (how the bridge runs turns) streams while the
+    blocking API makes unary calls.
     """
 
     def __init__(
@@ -270,7 +285,8 @@ class RemoteSaver(ExtendedSaverMethods, BaseCheckpointSaver[str]):
         if address is not None:
             options = dataclasses.replace(options, target=address)
         self.options = options
-        self.stream = _stream_default() if stream is None else stream
+        # The async API's transport, and the blocking API's.
+        self.stream, self.sync_stream = _stream_defaults() if stream is None else (stream, stream)
         self._channels = _Channels(options)
 
     @classmethod
@@ -336,7 +352,7 @@ class RemoteSaver(ExtendedSaverMethods, BaseCheckpointSaver[str]):
     def get_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         """The checkpoint ``config`` names, or the thread's newest in its namespace."""
         request = wire.get_request(config)
-        if self.stream:
+        if self.sync_stream:
             response = self._channels.sync_streams().request(run_key(config), get=request).get
         else:
             response = self._channels.sync().get_checkpoint(request)
@@ -366,7 +382,7 @@ class RemoteSaver(ExtendedSaverMethods, BaseCheckpointSaver[str]):
     ) -> RunnableConfig:
         """Store a checkpoint; its parent is the checkpoint ``config`` names."""
         request, stored = wire.put_request(self.serde, config, checkpoint, metadata)
-        if self.stream:
+        if self.sync_stream:
             self._channels.sync_streams().request(run_key(config), put=request)
         else:
             self._channels.sync().put_checkpoint(request)
@@ -383,7 +399,7 @@ class RemoteSaver(ExtendedSaverMethods, BaseCheckpointSaver[str]):
         if not writes:
             return
         request = wire.writes_request(self.serde, config, writes, task_id, task_path)
-        if self.stream:
+        if self.sync_stream:
             self._channels.sync_streams().request(run_key(config), writes=request)
         else:
             self._channels.sync().put_writes(request)

@@ -2,8 +2,9 @@
 files under tmp_path or a database of a real PostgreSQL. Nothing is mocked.
 
 The service-level suites run on both backends: a module marked `both_backends`
-gets each test twice, with `backend` "sqlite" and "postgres"; every other test
-gets "sqlite". The services a test starts follow `backend`.
+gets each test twice, with `backend` "sqlite" and "postgres"; a test marked
+`postgres_only` gets "postgres" alone (what only replicas can race on); every
+other test gets "sqlite". The services a test starts follow `backend`.
 """
 
 from __future__ import annotations
@@ -23,9 +24,11 @@ from tests.support.service import BACKENDS, ServiceFactory, make_settings
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    if "backend" in metafunc.fixturenames and metafunc.definition.get_closest_marker(
-        "both_backends"
-    ):
+    if "backend" not in metafunc.fixturenames:
+        return
+    if metafunc.definition.get_closest_marker("postgres_only"):
+        metafunc.parametrize("backend", ("postgres",))
+    elif metafunc.definition.get_closest_marker("both_backends"):
         metafunc.parametrize("backend", BACKENDS)
 
 

@@ -187,12 +187,10 @@ async def test_with_retention_a_turn_is_pruned_first_and_deleted_at_the_horizon(
         assert status.state == pb.TURN_STATE_UNKNOWN
 
 
+@pytest.mark.postgres_only  # SQLite has one writer: no other sweep can hold a thread
 async def test_a_thread_another_replica_is_sweeping_is_left_to_it(
     make_service: ServiceFactory, backend: str
 ) -> None:
-    """PostgreSQL only: SQLite has one writer, so no other sweep can hold a thread."""
-    if backend != "postgres":
-        pytest.skip(reason="one writer on SQLite: claim_thread always succeeds there")
     service = await make_service(nats_url=None)
     sweeper = RetentionSweeper(service.db, service.policy, 0.0, HOUR, turn_retention=HOUR)
     url = service.settings.database_url

@@ -15,7 +15,7 @@ import grpc
 import pytest
 from google.protobuf import struct_pb2
 from grpc import aio
-from turnkeeper.agent.saver_stream import AsyncRunStream
+from turnkeeper.agent.saver_stream import AsyncRunStream, RunStreams
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
@@ -299,3 +299,39 @@ async def test_the_client_batches_what_is_asked_for_together_once_the_service_sa
     assert step[1].put.ref.checkpoint_id == "cp-1"
     assert step[2].get.checkpoint.ref.checkpoint_id == "cp-1"
     assert alone.put.ref.checkpoint_id == "cp-2"
+
+
+async def test_a_new_run_takes_an_idle_stream_and_never_one_with_a_message_unanswered(
+    service: TurnkeeperServer,
+) -> None:
+    async with _CountingClient(ConnectionOptions(target=f"127.0.0.1:{service.port}")) as client:
+        client.frames = []
+        opened: list[object] = []
+        make_call = client.open_checkpoint_stream
+
+        def open_call() -> Any:
+            opened.append(call := make_call())
+            return call
+
+        client.open_checkpoint_stream = open_call  # type: ignore[method-assign]
+        streams: RunStreams[AsyncRunStream] = RunStreams(lambda: AsyncRunStream(client))
+        get = checkpoints_pb2.GetCheckpointRequest
+        try:
+            first = streams.get(("thread", "a", 0))
+            await first.request(get=get(thread_id="a"))
+            # Run a is answered: run b goes on its stream, no new one is opened.
+            assert streams.get(("thread", "b", 0)) is first
+            pending = asyncio.ensure_future(first.request(get=get(thread_id="b")))
+            await asyncio.sleep(0)  # one turn of the loop: the task registers b's message
+            assert not first.idle
+            # Run a asks again while b has a message unanswered: a stream of its own.
+            second = streams.get(("thread", "a", 0))
+            assert second is not first
+            await asyncio.gather(pending, second.request(get=get(thread_id="a")))
+            # A run that ended leaves its stream open for the next one.
+            streams.drop(("thread", "a", 0))
+            assert streams.get(("thread", "c", 0)) is second
+            await second.request(get=get(thread_id="c"))
+        finally:
+            await streams.aclose()
+    assert len(opened) == 2

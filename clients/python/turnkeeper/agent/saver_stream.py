@@ -65,6 +65,8 @@ RunKey = tuple[str, str, int]
 IDLE_SECONDS: Final = 30.0
 # Open streams per saver and event loop; past it the least recently used idle go.
 MAX_STREAMS: Final = 64
+# Streams of ended runs kept open for the next ones, per saver and event loop.
+MAX_SPARE: Final = 16
 # How a stream ends when it broke rather than refused: opened again. INTERNAL is
 # among them because grpc reports a connection cut in the middle of a frame as
 # INTERNAL, not UNAVAILABLE; every message is idempotent and the breaks are
@@ -275,11 +277,21 @@ _S = TypeVar("_S", bound=AsyncRunStream)
 
 
 class RunStreams(Generic[_S]):
-    """The open streams of one saver (on one event loop, for the async kind)."""
+    """The open streams of one saver (on one event loop, for the async kind).
+
+    A run keeps its stream while it has a message unanswered: that is all the order
+    of its messages needs, since one answered was committed. A run that asks for
+    its first message (or its next, after another took its stream) is given the
+    least recently used stream with nothing unanswered, if any, so a new run does
+    not pay for opening a stream, which costs about what a unary call does. So one
+    stream carries one run's messages at a time, and a batch one run's.
+    """
 
     def __init__(self, make: Callable[[], _S]) -> None:
         self._make: Callable[[], _S] = make
         self._streams: dict[RunKey, _S] = {}
+        # Streams of runs that ended (drop), kept open for the next runs.
+        self._spare: list[_S] = []
         self._lock = threading.Lock()
         self._swept = time.monotonic()
 
@@ -288,14 +300,26 @@ class RunStreams(Generic[_S]):
             stream = self._streams.get(key)
             if stream is None:
                 self._sweep()
-                stream = self._streams[key] = self._make()
+                stream = self._streams[key] = self._reuse() or self._make()
             return stream
+
+    def _reuse(self) -> _S | None:
+        if self._spare:
+            return self._spare.pop()
+        idle = [(s.last_used, k) for k, s in self._streams.items() if s.idle]
+        if not idle:
+            return None
+        _, key = min(idle)
+        return self._streams.pop(key)
 
     def _sweep(self) -> None:
         now = time.monotonic()
         if now - self._swept < IDLE_SECONDS / 2 and len(self._streams) < MAX_STREAMS:
             return
         self._swept = now
+        for stream in [s for s in self._spare if now - s.last_used > IDLE_SECONDS]:
+            self._spare.remove(stream)
+            stream.close()
         by_age = sorted(self._streams.items(), key=lambda item: item[1].last_used)
         excess = len(by_age) - MAX_STREAMS + 1
         for key, stream in by_age:
@@ -305,21 +329,29 @@ class RunStreams(Generic[_S]):
                 del self._streams[key]
 
     def drop(self, key: RunKey) -> None:
+        """The run of `key` ended: its stream waits, open, for the next run (a few
+        are kept; the rest are closed)."""
         with self._lock:
             stream = self._streams.pop(key, None)
+            if stream is not None and stream.idle and len(self._spare) < MAX_SPARE:
+                self._spare.append(stream)
+                return
         if stream is not None:
             stream.close()
 
-    def close(self) -> None:
+    def _take_all(self) -> list[_S]:
         with self._lock:
-            streams, self._streams = list(self._streams.values()), {}
-        for stream in streams:
+            streams = [*self._streams.values(), *self._spare]
+            self._streams, self._spare = {}, []
+        return streams
+
+    def close(self) -> None:
+        for stream in self._take_all():
             stream.close()
 
     async def aclose(self) -> None:
         """Close every stream and wait for their readers (on the streams' loop)."""
-        with self._lock:
-            streams, self._streams = list(self._streams.values()), {}
+        streams = self._take_all()
         for stream in streams:
             stream.close()
         await asyncio.gather(*(stream.wait_closed() for stream in streams))

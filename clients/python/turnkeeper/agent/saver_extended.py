@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from turnkeeper.v1 import checkpoints_pb2
 
 if TYPE_CHECKING:
-    from turnkeeper.agent.saver import _Channels
+    from turnkeeper.agent.saver_channels import Channels
 
 _STRATEGIES = {
     "keep_latest": checkpoints_pb2.PRUNE_STRATEGY_KEEP_LATEST,
@@ -46,7 +46,7 @@ class ExtendedSaverMethods:
     """Mixed into RemoteSaver (ahead of BaseCheckpointSaver, whose defaults raise
     NotImplementedError)."""
 
-    _channels: _Channels
+    _channels: Channels
 
     def delete_for_runs(self, run_ids: Sequence[str]) -> None:
         """Delete the checkpoints (and writes) of the given runs (metadata ``run_id``)."""

@@ -8,19 +8,18 @@ re-drives the turn from the checkpoint after `plan` with a new incarnation.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.panel.follower import Event, Reset
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import result, until
 from tests.support.nats import NatsServer, subscribe
-from tests.support.node import Watcher, prepare_package, spawn_agent
+from tests.support.node import Watcher, hold_turn, prepare_package, spawn_agent
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -30,12 +29,6 @@ AGENT = "js-steps"
 @pytest.fixture(scope="module")
 def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return prepare_package(tmp_path_factory.mktemp("node-agent"))
-
-
-@pytest.fixture
-async def client(service: TurnkeeperServer) -> AsyncIterator[AsyncTurnkeeperClient]:
-    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as c:
-        yield c
 
 
 def seen_by_a_reader(events: list[Event]) -> list[tuple[int, str, Any]]:
@@ -93,20 +86,8 @@ async def test_a_js_agent_sigkilled_mid_turn_and_restarted_finishes_with_the_uni
         ]
 
         # The turn that is killed: `work` has emitted its event, not finished.
-        await result(
-            nc,
-            "responses/create",
-            {
-                "input": "report",
-                "turn_id": "hold-js",
-                "thread_id": "th-hold-js",
-                "background": True,
-            },
-            agent=AGENT,
-        )
-        watcher = Watcher(client, "hold-js")
+        watcher = await hold_turn(nc, client, "hold-js", agent=AGENT, thread_id="th-hold-js")
         watchers.append(watcher)
-        await watcher.until_event("token", "work")
         await first.kill()
 
         second = await spawn()
@@ -165,14 +146,7 @@ async def test_a_js_execution_whose_attempt_was_redriven_away_stops_and_writes_n
     watcher: Watcher | None = None
     try:
         await agent.ready()
-        await result(
-            nc,
-            "responses/create",
-            {"input": "report", "turn_id": "hold-zombie", "background": True},
-            agent=AGENT,
-        )
-        watcher = Watcher(client, "hold-zombie")
-        await watcher.until_event("token", "work")
+        watcher = await hold_turn(nc, client, "hold-zombie", agent=AGENT)
 
         # Another incarnation of the replica takes the turn over while this
         # execution still runs: its attempt is fenced from now on.
@@ -243,14 +217,7 @@ async def test_a_js_agent_restarted_while_nats_is_away_re_drives_its_orphans_ove
     watcher: Watcher | None = None
     try:
         await first.ready()
-        await result(
-            nc,
-            "responses/create",
-            {"input": "report", "turn_id": "hold-no-nats", "background": True},
-            agent=AGENT,
-        )
-        watcher = Watcher(client, "hold-no-nats")
-        await watcher.until_event("token", "work")
+        watcher = await hold_turn(nc, client, "hold-no-nats", agent=AGENT)
         await first.kill()
 
         # Port 1 on loopback: nothing listens, every NATS connection is refused.

@@ -5,17 +5,16 @@ the graph's AbortSignal, and nothing written after."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
 from pathlib import Path
 
 import pytest
-from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import result
 from tests.support.nats import NatsServer, subscribe
-from tests.support.node import Watcher, prepare_package, spawn_agent
+from tests.support.node import Watcher, hold_turn, prepare_package, spawn_agent
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -25,12 +24,6 @@ AGENT = "js-cancel"
 @pytest.fixture(scope="module")
 def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return prepare_package(tmp_path_factory.mktemp("node-cancel"))
-
-
-@pytest.fixture
-async def client(service: TurnkeeperServer) -> AsyncIterator[AsyncTurnkeeperClient]:
-    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as c:
-        yield c
 
 
 async def test_a_cancelled_js_turn_stops_its_graph_mid_node(
@@ -54,14 +47,7 @@ async def test_a_cancelled_js_turn_stops_its_graph_mid_node(
     watcher: Watcher | None = None
     try:
         await agent.ready()
-        await result(
-            nc,
-            "responses/create",
-            {"input": "report", "turn_id": "hold-cancel", "background": True},
-            agent=AGENT,
-        )
-        watcher = Watcher(client, "hold-cancel")
-        await watcher.until_event("token", "work")
+        watcher = await hold_turn(nc, client, "hold-cancel", agent=AGENT)
 
         answer = await result(
             nc, "responses/cancel", {"turn_id": "hold-cancel", "reason": "stop"}, agent=AGENT

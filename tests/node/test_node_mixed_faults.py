@@ -17,12 +17,12 @@ import functools
 import json
 import os
 import random
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
-from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
@@ -41,12 +41,6 @@ RANDOM_KILLS = 4
 @pytest.fixture(scope="module")
 def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return prepare_package(tmp_path_factory.mktemp("node-mixed"))
-
-
-@pytest.fixture
-async def client(service: TurnkeeperServer) -> AsyncIterator[AsyncTurnkeeperClient]:
-    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as c:
-        yield c
 
 
 class Replica:

@@ -12,13 +12,12 @@ import asyncio
 import json
 import os
 import urllib.request
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
 import grpc.aio
 import pytest
-from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.panel.agent_rpc import NatsAgentTransport
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
@@ -38,12 +37,6 @@ AGENT = "js-approval"
 @pytest.fixture(scope="module")
 def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
     return prepare_package(tmp_path_factory.mktemp("node-sdk"))
-
-
-@pytest.fixture
-async def client(service: TurnkeeperServer) -> AsyncIterator[AsyncTurnkeeperClient]:
-    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as c:
-        yield c
 
 
 async def run(

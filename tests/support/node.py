@@ -9,12 +9,13 @@ import os
 import shutil
 import subprocess
 from pathlib import Path
+from typing import Any
 
 import pytest
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.panel.follower import FollowOptions, Frame, Transcript, TurnFollower
 
-from tests.support.agents import PATIENCE, Agent
+from tests.support.agents import PATIENCE, Agent, result
 
 REPO = Path(__file__).resolve().parent.parent.parent
 NPM = shutil.which("npm")
@@ -139,3 +140,24 @@ class Watcher:
         await self.follower.aclose()
         self.task.cancel()
         await asyncio.gather(self.task, return_exceptions=True)
+
+
+async def hold_turn(
+    nc: Any, client: AsyncTurnkeeperClient, turn_id: str, *, agent: str, **request: Any
+) -> Watcher:
+    """Start a background turn on an agent spawned with `hold_work` and return a
+    Watcher once the turn's `work` node has emitted its token: the node is running
+    and holds there."""
+    await result(
+        nc,
+        "responses/create",
+        {"input": "report", "turn_id": turn_id, "background": True, **request},
+        agent=agent,
+    )
+    watcher = Watcher(client, turn_id)
+    try:
+        await watcher.until_event("token", "work")
+    except BaseException:
+        await watcher.close()
+        raise
+    return watcher

@@ -24,6 +24,7 @@ from turnkeeper_server.journal import transitions as journal
 from turnkeeper_server.journal.lifecycle import Cancelled, Ended
 from turnkeeper_server.journal.records import EventRecord, NewEvent, Policy, TurnRecord
 from turnkeeper_server.journal.redrive import Redriven
+from turnkeeper_server.journal.status import TurnStatusRow, load_status
 from turnkeeper_server.logs import turn_log
 from turnkeeper_server.messaging.link import EXECUTE_METHOD, NatsLink, agent_subject
 from turnkeeper_server.messaging.outbox import OutboxPublisher
@@ -96,6 +97,10 @@ class Engine(LifecycleOps):
 
     def get(self, turn_id: str) -> TurnRecord | None:
         return journal.load_turn(self._read().conn, turn_id)
+
+    def status(self, turn_id: str) -> TurnStatusRow | None:
+        """The columns TurnStatus answers with (`journal.status`)."""
+        return load_status(self._read().conn, turn_id)
 
     def require(self, turn_id: str) -> TurnRecord:
         return journal.require_turn(self._read().conn, turn_id)

@@ -171,13 +171,11 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
     ) -> turns_pb2.TurnStatusResponse:
         turn_id = self._id("turn_id", request.turn_id)
         # Another agent's turn is UNKNOWN to an agent token, like a never-seen id.
-        turn = auth.visible(self.engine.get(turn_id))
-        if turn is None:
+        turn = self.engine.status(turn_id)
+        if turn is None or not auth.sees_agent(turn.agent):
             return turns_pb2.TurnStatusResponse(turn_id=turn_id, state=turns_pb2.TURN_STATE_UNKNOWN)
         return turns_pb2.TurnStatusResponse(
             turn_id=turn_id,
-            # Not turn_to_proto(turn).state: that converts the whole turn (its input
-            # JSON to a protobuf Value) for one enum (bench/status.py, CPU per call).
             state=STATE_TO_PROTO[turn.state],
             attempts=turn.attempts,
             last_seq=turn.last_seq,

@@ -226,12 +226,15 @@ def require_agent(agent: str) -> None:
         raise PermissionDenied(f"{caller} may not act for agent {agent!r}")
 
 
+def sees_agent(agent: str) -> bool:
+    """False when the caller is an agent token and `agent` another agent."""
+    caller = current()
+    return caller is None or caller.role != AGENT or caller.agent == agent
+
+
 def visible(turn: TurnRecord | None) -> TurnRecord | None:
     """The turn, or None when it is another agent's and the caller an agent token."""
-    caller = current()
-    if turn is None or caller is None or caller.role != AGENT:
-        return turn
-    return turn if turn.agent == caller.agent else None
+    return turn if turn is not None and sees_agent(turn.agent) else None
 
 
 def require_turn(turn_id: str, load: Callable[[], TurnRecord | None]) -> TurnRecord | None:

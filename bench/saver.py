@@ -3,7 +3,8 @@ the checkpoint stream per run (its default) and one unary call per operation.
 
 Both sides commit with `synchronous=FULL` (the service's default; set with a
 PRAGMA on SqliteSaver's connection) in WAL mode. The graph with no checkpointer is
-the floor: what the turn costs with no durability at all.
+the floor: what the turn costs with no durability at all; `transport_floor` adds
+the stream's round trips to a process that does nothing but answer.
 """
 
 from __future__ import annotations
@@ -19,7 +20,7 @@ from pathlib import Path
 from langgraph.checkpoint.sqlite import SqliteSaver
 from turnkeeper.agent.saver import RemoteSaver
 
-from bench import turns
+from bench import transport_floor, turns
 from bench.common import (
     Row,
     Section,
@@ -105,9 +106,14 @@ def run(size: Size) -> Section:
     # its checkpointer's client side) and, for RemoteSaver, the service.
     client_ms: dict[str, list[float]] = {k: [] for k in names}
     service_ms: dict[str, list[float]] = {k: [] for k in names[2:]}
+    transport: list[float] = []
     with scratch_dir("saver") as data_dir:
         floor = turns.graph_turn(turns.build(None))
-        with sqlite_turn(data_dir) as sqlite_run, remote_turns(data_dir) as (remote, pid, address):
+        with (
+            sqlite_turn(data_dir) as sqlite_run,
+            remote_turns(data_dir) as (remote, pid, address),
+            transport_floor.answering_process() as answering,
+        ):
             runs: dict[str, Callable[[], None]] = {"floor": floor, "sqlite": sqlite_run, **remote}
             asyncs = {"astream": True, "aunary": False}
 
@@ -126,6 +132,7 @@ def run(size: Size) -> Section:
                 order = list(names) if round_ % 2 == 0 else list(reversed(names))
                 for name in order:
                     single[name].append(one_single(name))
+                transport.append(transport_floor.single(answering, size.saver_single))
                 for name in order:
                     client, service = time.process_time(), cpu_seconds(pid)
                     conc[name].append(one_concurrent(name))
@@ -143,6 +150,7 @@ def run(size: Size) -> Section:
         | {f"concurrent_{k}_tps": v for k, v in c.items()}
         | {f"client_cpu_ms_per_turn_{k}": v for k, v in cpu.items()}
         | {f"service_cpu_ms_per_turn_{k}": v for k, v in svc.items()}
+        | {"single_transport_floor_s": median(transport)}
     )
     single_ratio = paired_ratio(single["stream"], single["sqlite"])
     conc_ratio = paired_ratio(conc["stream"], conc["sqlite"])
@@ -225,6 +233,19 @@ def run(size: Size) -> Section:
             fmt_ms(s["floor"]),
             f"SqliteSaver {fmt_ms(s['sqlite'])}",
             fmt_ratio(paired_ratio(single["floor"], single["sqlite"])),
+        ),
+        Row(
+            "floor: InMemorySaver and the stream's 7 round trips to a process that only "
+            "answers, single",
+            fmt_ms(median(transport)),
+            f"SqliteSaver {fmt_ms(s['sqlite'])}",
+            fmt_ratio(paired_ratio(transport, single["sqlite"])),
+        ),
+        Row(
+            "per-turn time, single: async stream over that floor",
+            fmt_ms(s["astream"]),
+            f"floor {fmt_ms(median(transport))}",
+            fmt_ratio(paired_ratio(single["astream"], transport)),
         ),
         Row(
             f"floor: no checkpointer, {size.saver_callers} concurrent",

@@ -1,0 +1,96 @@
+"""The transport floor: what a remote saver's turn cannot go under on grpc.aio.
+
+A RemoteSaver turn on its stream is seven round trips (a read, then a frame per
+checkpoint). Here the same graph runs on LangGraph's in-process `InMemorySaver`
+and, after it, sends seven frames of the sizes a RemoteSaver turn sends on a bare
+grpc.aio stream to a process that answers each with a few bytes: no parsing, no
+SQL, no commit. What a RemoteSaver turn costs above this is turnkeeper's own
+work (the messages, the service's handlers, the writer, the commits), not the
+transport's (bench/analysis.md, "Round four").
+
+`python -m bench.transport_floor` is that answering process; it prints its port.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import subprocess
+import sys
+from collections.abc import AsyncIterator, Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import grpc
+from grpc import aio
+from langgraph.checkpoint.memory import InMemorySaver
+
+from bench import turns
+
+# The frames a 4-step RemoteSaver turn writes on its stream, in bytes: the read of
+# the thread's checkpoint, then the step checkpoints with their writes (counted on
+# the client with langgraph 1.2; docs/benchmarks.md names the version measured).
+FRAMES = (44, 4741, 2782, 3141, 3292, 3437, 3463)
+ANSWER = b"\x08\x01" * 8
+_METHOD = "/bench.Echo/Stream"
+
+
+async def _answer(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
+    async for _ in requests:
+        yield ANSWER
+
+
+async def _serve() -> None:
+    server = aio.server()
+    handler = grpc.stream_stream_rpc_method_handler(_answer)
+    server.add_generic_rpc_handlers(
+        (grpc.method_handlers_generic_handler("bench.Echo", {"Stream": handler}),)
+    )
+    port = server.add_insecure_port("127.0.0.1:0")
+    await server.start()
+    print(port, flush=True)
+    await server.wait_for_termination()
+
+
+@contextmanager
+def answering_process() -> Iterator[str]:
+    """The answering process, on a port the OS picked; yields its address."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "bench.transport_floor"], stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert process.stdout is not None
+        port = process.stdout.readline().strip()
+        if not port.isdigit():
+            raise RuntimeError("the answering process did not start")
+        yield f"127.0.0.1:{port}"
+    finally:
+        process.terminate()
+        process.wait(timeout=10)
+
+
+def single(address: str, count: int) -> float:
+    """Median seconds per turn: the InMemorySaver turn, then its frames' round trips."""
+
+    async def run() -> float:
+        frames = [b"\0" * size for size in FRAMES]
+        graph_turn = turns.async_graph_turn(turns.build(InMemorySaver()))
+        async with aio.insecure_channel(address) as channel:
+            open_stream: Any = channel.stream_stream
+            call = open_stream(_METHOD)()  # bytes in, bytes out: no (de)serializers
+
+            async def turn() -> None:
+                await graph_turn()
+                for frame in frames:
+                    await call.write(frame)
+                    await call.read()
+
+            try:
+                return await turns.async_single(turn, count)
+            finally:
+                call.cancel()
+
+    return asyncio.run(run())
+
+
+if __name__ == "__main__":
+    asyncio.run(_serve())

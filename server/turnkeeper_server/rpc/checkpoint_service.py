@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from grpc import aio
@@ -23,6 +24,15 @@ Ctx = aio.ServicerContext[object, object]
 
 # Namespaces are "" (root) or subgraph paths like "child:<task id>|grandchild:<id>".
 MAX_NS = 1024
+
+
+@dataclass(frozen=True)
+class PreparedWrite:
+    """A checkpoint write validated and authorized: the engine's keyword arguments
+    and the bytes it counts in the metrics once committed."""
+
+    fields: dict[str, Any]
+    size: int
 
 
 class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
@@ -102,9 +112,8 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         for row in rows:
             yield checkpoints_pb2.ListCheckpointsResponse(checkpoint=_tuple(row))
 
-    async def PutCheckpoint(
-        self, request: checkpoints_pb2.PutCheckpointRequest, context: Ctx
-    ) -> checkpoints_pb2.PutCheckpointResponse:
+    def prepare_put(self, request: checkpoints_pb2.PutCheckpointRequest) -> PreparedWrite:
+        """A PutCheckpoint validated and authorized: the engine's arguments."""
         thread_id = self._thread(request.thread_id)
         ns = self._ns(request.checkpoint_ns)
         checkpoint_id = lim.check_id("checkpoint_id", request.checkpoint_id, self.limits)
@@ -122,26 +131,41 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         )
         self._own_thread(thread_id)
         fence = self._fence(request.fence, request.HasField("fence"))
-        await self.engine.put_checkpoint(
-            thread_id=thread_id,
-            checkpoint_ns=ns,
-            checkpoint_id=checkpoint_id,
-            parent_checkpoint_id=parent,
-            type_=request.checkpoint.type,
-            blob=request.checkpoint.data,
-            metadata_json=request.metadata_json or "{}",
-            fence=fence,
+        return PreparedWrite(
+            fields={
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint_id,
+                "parent_checkpoint_id": parent,
+                "type_": request.checkpoint.type,
+                "blob": request.checkpoint.data,
+                "metadata_json": request.metadata_json or "{}",
+                "fence": fence,
+            },
+            size=size,
         )
-        self.metrics.checkpoint_bytes.inc(size)
+
+    def put_answer(self, prepared: PreparedWrite) -> checkpoints_pb2.PutCheckpointResponse:
+        """The answer to a committed PutCheckpoint (and its count in the metrics)."""
+        self.metrics.checkpoint_bytes.inc(prepared.size)
+        fields = prepared.fields
         return checkpoints_pb2.PutCheckpointResponse(
             ref=checkpoints_pb2.CheckpointRef(
-                thread_id=thread_id, checkpoint_ns=ns, checkpoint_id=checkpoint_id
+                thread_id=fields["thread_id"],
+                checkpoint_ns=fields["checkpoint_ns"],
+                checkpoint_id=fields["checkpoint_id"],
             )
         )
 
-    async def PutWrites(
-        self, request: checkpoints_pb2.PutWritesRequest, context: Ctx
-    ) -> checkpoints_pb2.PutWritesResponse:
+    async def PutCheckpoint(
+        self, request: checkpoints_pb2.PutCheckpointRequest, context: Ctx
+    ) -> checkpoints_pb2.PutCheckpointResponse:
+        prepared = self.prepare_put(request)
+        await self.engine.put_checkpoint(**prepared.fields)
+        return self.put_answer(prepared)
+
+    def prepare_writes(self, request: checkpoints_pb2.PutWritesRequest) -> PreparedWrite:
+        """A PutWrites validated and authorized: the engine's arguments."""
         thread_id = self._thread(request.thread_id)
         ns = self._ns(request.checkpoint_ns)
         checkpoint_id = lim.check_id("checkpoint_id", request.checkpoint_id, self.limits)
@@ -164,18 +188,31 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
             writes.append((w.idx, w.channel, w.value.type, w.value.data))
         self._own_thread(thread_id)
         fence = self._fence(request.fence, request.HasField("fence"))
-        await self.engine.put_writes(
-            thread_id=thread_id,
-            checkpoint_ns=ns,
-            checkpoint_id=checkpoint_id,
-            task_id=request.task_id,
-            task_path=request.task_path,
-            writes=writes,
-            replace=request.replace,
-            fence=fence,
+        return PreparedWrite(
+            fields={
+                "thread_id": thread_id,
+                "checkpoint_ns": ns,
+                "checkpoint_id": checkpoint_id,
+                "task_id": request.task_id,
+                "task_path": request.task_path,
+                "writes": writes,
+                "replace": request.replace,
+                "fence": fence,
+            },
+            size=size,
         )
-        self.metrics.checkpoint_bytes.inc(size)
+
+    def writes_answer(self, prepared: PreparedWrite) -> checkpoints_pb2.PutWritesResponse:
+        """The answer to a committed PutWrites (and its count in the metrics)."""
+        self.metrics.checkpoint_bytes.inc(prepared.size)
         return checkpoints_pb2.PutWritesResponse()
+
+    async def PutWrites(
+        self, request: checkpoints_pb2.PutWritesRequest, context: Ctx
+    ) -> checkpoints_pb2.PutWritesResponse:
+        prepared = self.prepare_writes(request)
+        await self.engine.put_writes(**prepared.fields)
+        return self.writes_answer(prepared)
 
     async def DeleteThread(
         self, request: checkpoints_pb2.DeleteThreadRequest, context: Ctx

@@ -17,10 +17,14 @@ behind it.
 
 A frame may carry a batch of messages (a graph step's writes and its checkpoint,
 which LangGraph hands the saver together): one frame each way instead of one per
-message. Their writes are pipelined: each is queued as soon as the one before it
-is (store/contract.py's WRITE_QUEUED), so on SQLite's single writer they commit
-in order and usually in one transaction; where writes run concurrently
-(PostgreSQL) each waits for the commit of the one before, as single frames do. A
+message. Their writes are pipelined. Where the store queues writes (SQLite's single
+writer), a batch's puts and writes are checked as their unary calls check them and
+queued at once, one behind the other (store/contract.py's `queue_write`), with no
+task per message: they commit in order and usually in one transaction. Other
+messages (appends) run as their unary call in a task of their own, and the next
+message waits until that one's write is queued (WRITE_QUEUED); where writes run
+concurrently (PostgreSQL) each waits for the commit of the one before, as single
+frames do. A
 read in a batch waits for the writes before it to commit. The writes of one batch
 carry one turn attempt's fence (or none), so a stale attempt's refusal refuses every
 write after it in the batch as well.
@@ -30,7 +34,8 @@ from __future__ import annotations
 
 import asyncio
 import contextvars
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
+from typing import Any, NamedTuple
 
 from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2
@@ -100,11 +105,7 @@ class StreamingCheckpointServicer(CheckpointServicer):
             # Ends the stream: ErrorsAndMetrics answers ABORTED with the message.
             raise
         except TurnkeeperError as exc:
-            code, message = status_for(exc)
-            response = Response(
-                id=request.id,
-                error=checkpoints_pb2.StreamError(code=code.value[0], message=message),
-            )
+            response = _refused(request, exc)
         response.accepts_batch = True
         return response
 
@@ -125,18 +126,58 @@ class StreamingCheckpointServicer(CheckpointServicer):
                 "the writes of one batch carry one turn attempt (or none): "
                 "send another run's on its own stream"
             )
-        answers: list[asyncio.Task[Response]] = []
+        started: list[_Started] = []
         for n, request in enumerate(frame.batch):
-            if answers and runs[n] == _READ:
+            if started and runs[n] == _READ:
                 # A read sees what the messages before it wrote: once committed.
-                await asyncio.wait(answers)
+                await asyncio.wait([s.done for s in started])
             followed = n + 1 < len(runs) and runs[n] != _READ and runs[n + 1] != _READ
-            answers.append(await self._queue(request, context, followed))
-        settled = await asyncio.gather(*answers, return_exceptions=True)
-        for answer in settled:  # in the batch's order: what ends the stream is the first
-            if isinstance(answer, BaseException):
-                raise answer
-        return [answer for answer in settled if isinstance(answer, Response)]
+            started.append(await self._start(request, context, followed))
+        answers: list[Response] = []
+        ending: BaseException | None = None
+        # In the batch's order, every outcome taken: what ends the stream is the first.
+        for item in started:
+            try:
+                answers.append(item.answer(await item.done))
+            except StaleAttempt as exc:
+                ending = ending or exc
+            except TurnkeeperError as exc:
+                answers.append(_refused(item.request, exc))
+            except Exception as exc:
+                ending = ending or exc
+        if ending is not None:
+            raise ending
+        return answers
+
+    async def _start(self, request: Request, context: Ctx, followed: bool) -> _Started:
+        """Start handling one message of a batch; return once its write is queued
+        behind the previous message's (or, where writes do not queue, once done)."""
+        op = request.WhichOneof("op")
+        if self.engine.queues_writes and op in ("put", "writes"):
+            # The servicer's checks, then the write queued at once: no task per
+            # message, and the next message's write queues right behind this one.
+            try:
+                auth.require_right(MESSAGE_RIGHTS[op])
+                if op == "put":
+                    put = self.prepare_put(request.put)
+                    return _Started(
+                        request,
+                        self.engine.queue_put_checkpoint(followed=followed, **put.fields),
+                        lambda _: Response(
+                            id=request.id, put=self.put_answer(put), accepts_batch=True
+                        ),
+                    )
+                writes = self.prepare_writes(request.writes)
+                return _Started(
+                    request,
+                    self.engine.queue_put_writes(followed=followed, **writes.fields),
+                    lambda _: Response(
+                        id=request.id, writes=self.writes_answer(writes), accepts_batch=True
+                    ),
+                )
+            except TurnkeeperError as exc:  # answered in its turn, as a failed commit
+                return _Started(request, _failed(exc), _same)
+        return _Started(request, await self._queue(request, context, followed), _same)
 
     async def _queue(
         self, request: Request, context: Ctx, followed: bool
@@ -177,6 +218,34 @@ class StreamingCheckpointServicer(CheckpointServicer):
 
 
 _READ = ("read",)
+
+
+class _Started(NamedTuple):
+    """A message of a batch under way: what to await, and its answer from that."""
+
+    request: Request
+    done: asyncio.Future[Any]
+    answer: Callable[[Any], Response]
+
+
+def _same(response: Response) -> Response:
+    return response
+
+
+def _failed(exc: TurnkeeperError) -> asyncio.Future[Response]:
+    future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
+    future.set_exception(exc)
+    return future
+
+
+def _refused(request: Request, exc: TurnkeeperError) -> Response:
+    """The answer to a message refused on its own (the stream goes on)."""
+    code, message = status_for(exc)
+    return Response(
+        id=request.id,
+        error=checkpoints_pb2.StreamError(code=code.value[0], message=message),
+        accepts_batch=True,
+    )
 
 
 def _run_of(request: Request) -> tuple[str, ...]:

@@ -11,6 +11,7 @@ and the checkpoint tables (each backend keeps its LangGraph saver's own schema).
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar
 from types import ModuleType
@@ -116,6 +117,18 @@ class Store(Protocol):
     async def write(self, fn: Callable[[Tx], T]) -> T:
         """Run `fn` in one transaction; return once it is durable. After-commit
         callbacks run on the caller's loop before the result is delivered."""
+        ...
+
+    # True where writes run one at a time in the order they were queued (SQLite's
+    # writer thread); False where they run concurrently (PostgreSQL's pool).
+    queues_writes: bool
+
+    def queue_write(self, fn: Callable[[Tx], T], *, followed: bool = False) -> asyncio.Future[T]:
+        """Only where `queues_writes`: queue `fn` behind every write queued before it,
+        now, and return the future of its result, set once it is durable (as
+        `write`'s). `followed`: the caller queues another write right after this
+        one (WRITE_FOLLOWED). A caller that pipelines writes this way needs no task
+        per write and no WRITE_QUEUED hook."""
         ...
 
     def read_conn(self) -> Conn:

@@ -288,6 +288,12 @@ class PostgresDatabase:
 
     # -- writes ------------------------------------------------------------------
 
+    # Writes run concurrently on the pool's connections, each in its own transaction.
+    queues_writes = False
+
+    def queue_write(self, fn: Callable[[Tx], T], *, followed: bool = False) -> asyncio.Future[T]:
+        raise RuntimeError("PostgreSQL runs writes concurrently: await write() for each, in order")
+
     async def write(self, fn: Callable[[Tx], T]) -> T:
         if self._closed or self._executor is None:
             raise RuntimeError("database is closed")

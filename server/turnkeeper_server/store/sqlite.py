@@ -251,20 +251,28 @@ class Database:
 
     # -- writes ------------------------------------------------------------------
 
+    # One writer thread runs the writes in the order they were queued.
+    queues_writes = True
+
     async def write(self, fn: Callable[[Tx], T]) -> T:
         """Run `fn` in the writer thread inside a transaction; return once durable."""
+        future = self.queue_write(fn, followed=WRITE_FOLLOWED.get())
+        if (queued := WRITE_QUEUED.get()) is not None:
+            queued()  # one writer, first in first out: the next write runs after this one
+        return await future
+
+    def queue_write(self, fn: Callable[[Tx], T], *, followed: bool = False) -> asyncio.Future[T]:
+        """Queue `fn` for the writer thread now; the future is set once it is durable."""
         if self._closed:
             raise RuntimeError("database is closed")
         loop = asyncio.get_running_loop()
-        job: _Job[T] = _Job(fn, loop, loop.create_future(), followed=WRITE_FOLLOWED.get())
+        job: _Job[T] = _Job(fn, loop, loop.create_future(), followed=followed)
         if self.traced:
             carrier: dict[str, str] = {}
             tracing.inject(carrier)
             job.trace = carrier.get("traceparent")
         self._queue.put(job)
-        if (queued := WRITE_QUEUED.get()) is not None:
-            queued()  # one writer, first in first out: the next write runs after this one
-        return await job.future
+        return job.future
 
     def _write_loop(self, conn: sqlite3.Connection, ready: threading.Event) -> None:
         ready.set()

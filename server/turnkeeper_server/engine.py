@@ -149,18 +149,14 @@ class Engine(LifecycleOps):
         """Writes run one at a time in the order queued (store.contract)."""
         return self.db.queues_writes
 
-    def queue_put_checkpoint(self, *, followed: bool, **fields: Any) -> asyncio.Future[None]:
-        """`put_checkpoint` queued now, behind every write before it (only where
-        `queues_writes`); the future is set once it is durable."""
-        return self.db.queue_write(
-            lambda tx: self.db.checkpoints.put(tx, **fields), followed=followed
-        )
-
-    def queue_put_writes(self, *, followed: bool, **fields: Any) -> asyncio.Future[None]:
-        """`put_writes`, queued as `queue_put_checkpoint`."""
-        return self.db.queue_write(
-            lambda tx: self.db.checkpoints.put_writes(tx, **fields), followed=followed
-        )
+    def queue_checkpoint_write(
+        self, kind: str, fields: dict[str, Any], *, followed: bool
+    ) -> asyncio.Future[None]:
+        """`put_checkpoint` (kind "put") or `put_writes` (kind "writes") queued now,
+        behind every write before it (only where `queues_writes`); the future is set
+        once it is durable."""
+        write = self.db.checkpoints.put if kind == "put" else self.db.checkpoints.put_writes
+        return self.db.queue_write(lambda tx: write(tx, **fields), followed=followed)
 
     async def delete_thread(self, thread_id: str) -> None:
         await self.db.write(lambda tx: self.db.checkpoints.delete_thread(tx, thread_id))

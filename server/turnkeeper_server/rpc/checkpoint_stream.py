@@ -45,7 +45,7 @@ from turnkeeper_server.engine import Engine
 from turnkeeper_server.errors import InvalidArgument, StaleAttempt, TurnkeeperError, status_for
 from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.rpc import limits as lim
-from turnkeeper_server.rpc.checkpoint_service import CheckpointServicer
+from turnkeeper_server.rpc.checkpoint_service import CheckpointServicer, PreparedWrite
 from turnkeeper_server.rpc.limits import Limits
 from turnkeeper_server.rpc.turn_service import TurnServicer
 from turnkeeper_server.security import auth
@@ -156,27 +156,17 @@ class StreamingCheckpointServicer(CheckpointServicer):
         if self.engine.queues_writes and op in ("put", "writes"):
             # The servicer's checks, then the write queued at once: no task per
             # message, and the next message's write queues right behind this one.
+            answer: Callable[[PreparedWrite], Any]
             try:
                 auth.require_right(MESSAGE_RIGHTS[op])
                 if op == "put":
-                    put = self.prepare_put(request.put)
-                    return _Started(
-                        request,
-                        self.engine.queue_put_checkpoint(followed=followed, **put.fields),
-                        lambda _: Response(
-                            id=request.id, put=self.put_answer(put), accepts_batch=True
-                        ),
-                    )
-                writes = self.prepare_writes(request.writes)
-                return _Started(
-                    request,
-                    self.engine.queue_put_writes(followed=followed, **writes.fields),
-                    lambda _: Response(
-                        id=request.id, writes=self.writes_answer(writes), accepts_batch=True
-                    ),
-                )
+                    prepared, answer = self.prepare_put(request.put), self.put_answer
+                else:
+                    prepared, answer = self.prepare_writes(request.writes), self.writes_answer
             except TurnkeeperError as exc:  # answered in its turn, as a failed commit
                 return _Started(request, _failed(exc), _same)
+            done = self.engine.queue_checkpoint_write(op, prepared.fields, followed=followed)
+            return _Started(request, done, lambda _: _answered(request, op, answer(prepared)))
         return _Started(request, await self._queue(request, context, followed), _same)
 
     async def _queue(
@@ -236,6 +226,13 @@ def _failed(exc: TurnkeeperError) -> asyncio.Future[Response]:
     future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
     future.set_exception(exc)
     return future
+
+
+def _answered(request: Request, op: str, body: Any) -> Response:
+    """The answer to a committed message: `body` in its field `op`."""
+    response = Response(id=request.id, accepts_batch=True)
+    getattr(response, op).CopyFrom(body)
+    return response
 
 
 def _refused(request: Request, exc: TurnkeeperError) -> Response:

@@ -24,10 +24,9 @@ task per message: they commit in order and usually in one transaction. Other
 messages (appends) run as their unary call in a task of their own, and the next
 message waits until that one's write is queued (WRITE_QUEUED); where writes run
 concurrently (PostgreSQL) each waits for the commit of the one before, as single
-frames do. A
-read in a batch waits for the writes before it to commit. The writes of one batch
-carry one turn attempt's fence (or none), so a stale attempt's refusal refuses every
-write after it in the batch as well.
+frames do. A read in a batch waits for the writes before it to commit. The writes of
+one batch carry one turn attempt's fence (or none), so a stale attempt's refusal
+refuses every write after it in the batch as well.
 """
 
 from __future__ import annotations

@@ -21,37 +21,50 @@ def parse_duration(text: str) -> float:
     return float(match.group(1)) * _UNITS[match.group(2)]
 
 
-def add_lifecycle_arguments(parser: argparse.ArgumentParser) -> None:
+def _duration_argument(
+    parser: argparse.ArgumentParser, flag: str, env: str, default: str, help: str
+) -> None:
+    """A DURATION flag whose default comes from `env`, else `default`."""
     parser.add_argument(
-        "--max-run-time",
+        flag,
         type=parse_duration,
-        default=parse_duration(os.environ.get("TURNKEEPER_MAX_RUN_TIME", "1h")),
+        default=parse_duration(os.environ.get(env, default)),
         metavar="DURATION",
-        help="default longest a turn may run between a start or resume and its next park; "
+        help=help,
+    )
+
+
+def add_lifecycle_arguments(parser: argparse.ArgumentParser) -> None:
+    _duration_argument(
+        parser,
+        "--max-run-time",
+        "TURNKEEPER_MAX_RUN_TIME",
+        "1h",
+        "default longest a turn may run between a start or resume and its next park; "
         "the reaper fails it after (0: no limit; env TURNKEEPER_MAX_RUN_TIME; default 1h)",
     )
-    parser.add_argument(
+    _duration_argument(
+        parser,
         "--park-expiry",
-        type=parse_duration,
-        default=parse_duration(os.environ.get("TURNKEEPER_PARK_EXPIRY", "7d")),
-        metavar="DURATION",
-        help="default longest a turn may wait PARKED for ResumeDetached; the reaper fails "
+        "TURNKEEPER_PARK_EXPIRY",
+        "7d",
+        "default longest a turn may wait PARKED for ResumeDetached; the reaper fails "
         "it after (0: no limit; env TURNKEEPER_PARK_EXPIRY; default 7d)",
     )
-    parser.add_argument(
+    _duration_argument(
+        parser,
         "--retention",
-        type=parse_duration,
-        default=parse_duration(os.environ.get("TURNKEEPER_RETENTION", "0")),
-        metavar="DURATION",
-        help="delete finished turns' events and prune their threads' checkpoints to the "
+        "TURNKEEPER_RETENTION",
+        "0",
+        "delete finished turns' events and prune their threads' checkpoints to the "
         "latest this long after the turn ended (0: keep everything; env TURNKEEPER_RETENTION)",
     )
-    parser.add_argument(
+    _duration_argument(
+        parser,
         "--turn-retention",
-        type=parse_duration,
-        default=parse_duration(os.environ.get("TURNKEEPER_TURN_RETENTION", "0")),
-        metavar="DURATION",
-        help="delete finished turns themselves (their rows, events, outbox rows and "
+        "TURNKEEPER_TURN_RETENTION",
+        "0",
+        "delete finished turns themselves (their rows, events, outbox rows and "
         "boundaries) this long after they ended, and a thread's checkpoints once its last "
         "turn goes; TurnStatus then answers UNKNOWN and a StartTurn with the same turn_id "
         "starts a new turn. At least --retention (0: keep turn rows; env "

@@ -29,10 +29,14 @@ class Channels:
         ] = weakref.WeakKeyDictionary()
         self._closed = False
 
+    def _check_open(self) -> None:
+        """Under the lock: a closed saver opens no more clients or streams."""
+        if self._closed:
+            raise RuntimeError("RemoteSaver is closed")
+
     def sync(self) -> TurnkeeperClient:
         with self._lock:
-            if self._closed:
-                raise RuntimeError("RemoteSaver is closed")
+            self._check_open()
             if self._sync is None:
                 self._sync = TurnkeeperClient(self.options)
             return self._sync
@@ -40,8 +44,7 @@ class Channels:
     def aio(self) -> AsyncTurnkeeperClient:
         loop = asyncio.get_running_loop()
         with self._lock:
-            if self._closed:
-                raise RuntimeError("RemoteSaver is closed")
+            self._check_open()
             client = self._async.get(loop)
             if client is None:
                 client = self._async[loop] = AsyncTurnkeeperClient(self.options)
@@ -49,8 +52,7 @@ class Channels:
 
     def sync_streams(self) -> LoopStreams:
         with self._lock:
-            if self._closed:
-                raise RuntimeError("RemoteSaver is closed")
+            self._check_open()
             if self._sync_streams is None:
                 self._sync_streams = LoopStreams(self.options)
             return self._sync_streams

@@ -10,6 +10,7 @@ import sqlite3
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -56,19 +57,16 @@ def test_soak_sweeps_the_events_and_keeps_the_turn_rows(tmp_path: Path) -> None:
 def test_soak_with_a_turn_horizon_deletes_the_turns_and_their_threads(tmp_path: Path) -> None:
     data = tmp_path / "data"
     data.mkdir()
-    samples = asyncio.run(
-        soak.soak(
-            data,
-            TURNS,
-            every=100,
-            callers=4,
-            retention=0.2,
-            interval=0.1,
-            drain=True,
-            turn_retention=0.4,
-            checkpoints=True,
-        )
-    )
+    settings: dict[str, Any] = {
+        "every": 100,
+        "callers": 4,
+        "retention": 0.2,
+        "interval": 0.1,
+        "drain": True,
+        "turn_retention": 0.4,
+        "checkpoints": True,
+    }
+    samples = asyncio.run(soak.soak(data, TURNS, **settings))
     floor = samples[-1]
     # Drained: the sweeper took every turn, row and all, and every thread's checkpoint.
     assert (floor.events, floor.outbox, floor.turn_rows) == (0, 0, 0)
@@ -80,17 +78,7 @@ def test_soak_with_a_turn_horizon_deletes_the_turns_and_their_threads(tmp_path: 
     db.close()
     assert left == [0, 0, 0]
 
-    args = argparse.Namespace(
-        turns=TURNS,
-        every=100,
-        report_every=100,
-        callers=4,
-        retention=0.2,
-        turn_retention=0.4,
-        checkpoints=True,
-        interval=0.1,
-        drain=True,
-    )
+    args = argparse.Namespace(turns=TURNS, report_every=100, **settings)
     section = soak.render(samples, args)
     assert "--turn-retention 0.4 --checkpoints" in section
     assert "Past the turn horizon (0.4 s)" in section

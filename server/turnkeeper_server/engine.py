@@ -100,6 +100,8 @@ class Engine(LifecycleOps):
 
     def status(self, turn_id: str) -> TurnStatusRow | None:
         """The columns TurnStatus answers with (`journal.status`)."""
+        if (cache := self.db.status_cache) is not None:
+            return cache.status(self._read().conn, turn_id)
         return load_status(self._read().conn, turn_id)
 
     def require(self, turn_id: str) -> TurnRecord:

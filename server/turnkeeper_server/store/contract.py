@@ -15,7 +15,10 @@ import asyncio
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from contextvars import ContextVar
 from types import ModuleType
-from typing import Any, Protocol, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+
+if TYPE_CHECKING:
+    from turnkeeper_server.journal.status import StatusCache
 
 T = TypeVar("T")
 
@@ -130,6 +133,10 @@ class Store(Protocol):
         one (WRITE_FOLLOWED). A caller that pipelines writes this way needs no task
         per write and no WRITE_QUEUED hook."""
         ...
+
+    # TurnStatus's rows, kept exact by the store's own writes (journal/status.py);
+    # None where another process may write (PostgreSQL's replicas): read each time.
+    status_cache: StatusCache | None
 
     def read_conn(self) -> Conn:
         """A connection for reads on the event loop's thread."""

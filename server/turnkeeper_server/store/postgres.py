@@ -36,6 +36,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from turnkeeper import tracing
 
 from turnkeeper_server.errors import Unavailable
+from turnkeeper_server.journal.status import StatusCache
 from turnkeeper_server.store import postgres_checkpoints
 from turnkeeper_server.store.contract import Conn, OutboxRow, Publish, TurnChanged, Tx
 from turnkeeper_server.store.postgres_schema import migrate
@@ -290,6 +291,8 @@ class PostgresDatabase:
 
     # Writes run concurrently on the pool's connections, each in its own transaction.
     queues_writes = False
+    # Other replicas write the same rows: TurnStatus reads the database every time.
+    status_cache: StatusCache | None = None
 
     def queue_write(self, fn: Callable[[Tx], T], *, followed: bool = False) -> asyncio.Future[T]:
         raise RuntimeError("PostgreSQL runs writes concurrently: await write() for each, in order")

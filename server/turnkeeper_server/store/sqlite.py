@@ -35,6 +35,7 @@ from typing import Any, Generic, TypeVar
 from turnkeeper import tracing
 
 from turnkeeper_server.journal import checkpoints
+from turnkeeper_server.journal.status import StatusCache, trigger_statements
 from turnkeeper_server.store.contract import (
     WRITE_FOLLOWED,
     WRITE_QUEUED,
@@ -126,6 +127,9 @@ class Database:
         # Set by the server when tracing is on: each write keeps its caller's trace
         # context (contextvars do not cross into the writer thread).
         self.traced = False
+        # TurnStatus's rows: exact, since every write goes through the writer's
+        # connection and its triggers (journal/status.py).
+        self.status_cache: StatusCache | None = StatusCache()
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -145,6 +149,7 @@ class Database:
             migrate(conn, "main", TURNS_MIGRATIONS)
             migrate(conn, "sessions", SESSIONS_MIGRATIONS)
             conn.execute("COMMIT")
+            self._watch_status(conn)
         except BaseException:
             conn.close()
             self._lock.release()
@@ -192,6 +197,13 @@ class Database:
             # The reader must never write by mistake: the writer thread owns writes.
             conn.execute("PRAGMA query_only=ON")
         return conn
+
+    def _watch_status(self, conn: sqlite3.Connection) -> None:
+        """The writer's triggers that keep `status_cache` exact."""
+        assert self.status_cache is not None
+        conn.create_function("turnkeeper_status_touched", 1, self.status_cache.touched)
+        for statement in trigger_statements("turnkeeper_status_touched"):
+            conn.execute(statement)
 
     def describe(self) -> str:
         return f"turns {self.turns_path}, sessions {self.sessions_path}"
@@ -322,9 +334,17 @@ class Database:
             log.error("group commit of %d operations failed: %s", len(group), exc)
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
+            self._status_settled()
             _settle([(job, False, exc) for job in group])
             return
+        self._status_settled()
         _settle([(job, ok, value) for job, (ok, value) in zip(group, outcomes, strict=True)])
+
+    def _status_settled(self) -> None:
+        # Before the group's futures resolve: no write is acknowledged while a
+        # status it changed could still be answered from before it.
+        if self.status_cache is not None:
+            self.status_cache.settled()
 
 
 def _settle(settled: list[tuple[_Job[Any], bool, Any]]) -> None:

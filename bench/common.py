@@ -254,12 +254,18 @@ class ServerProcess:
     """`python -m turnkeeper_server` in a subprocess, on a port the OS picked."""
 
     def __init__(
-        self, data_dir: Path, nats_url: str | None = None, env: dict[str, str] | None = None
+        self,
+        data_dir: Path,
+        nats_url: str | None = None,
+        env: dict[str, str] | None = None,
+        args: Sequence[str] = (),
     ) -> None:
         self.data_dir = data_dir
         self.nats_url = nats_url
         # Added to the child's environment (bench/tracing.py: OTEL_* variables).
         self.env = env or {}
+        # Added to its command line (bench/status.py: --status-cache-turns 0).
+        self.args = list(args)
         self.process: subprocess.Popen[str] | None = None
         self.address = ""
 
@@ -284,6 +290,7 @@ class ServerProcess:
             "3600",
         ]
         args += ["--nats-url", self.nats_url] if self.nats_url else ["--no-nats"]
+        args += self.args
         log = open(self.data_dir / "server.log", "w")  # noqa: SIM115 - the child owns it
         self.process = subprocess.Popen(
             args, stdout=subprocess.PIPE, stderr=log, text=True, env=_child_env() | self.env

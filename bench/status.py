@@ -1,8 +1,10 @@
 """TurnStatus against the standard gRPC health Check on the same server.
 
 Both go through the same channel, interceptor and event loop; the difference is
-what TurnStatus does on top: validate the id, read the turn's row from SQLite and
-build the answer. Closed loop: N callers each issue the next call as soon as the
+what TurnStatus does on top: validate the id, look the turn's status up (on SQLite
+in the cache the writer keeps exact, decision 148, else its row) and build the
+answer. Every call after the first of a turn is a cache hit here, as for a panel
+asking about the same turn on each idle gap; nothing writes during the run. Closed loop: N callers each issue the next call as soon as the
 last one answered (throughput, p50/p99). Open loop: calls are sent at a fixed rate
 whatever the answers do (latency at a realistic load, no coordinated omission).
 """
@@ -101,7 +103,7 @@ async def open_loop(call: Call, rate: float, seconds: float) -> tuple[list[float
     return latencies, lateness
 
 
-async def _measure(address: str, pid: int, size: Size) -> dict[str, float]:
+async def _measure(address: str, pid: int, size: Size, with_open_loop: bool) -> dict[str, float]:
     out: dict[str, float] = {}
     async with aio.insecure_channel(address) as channel:
         calls = _calls(channel)
@@ -127,7 +129,7 @@ async def _measure(address: str, pid: int, size: Size) -> dict[str, float]:
                 out[f"{name}_{key}"] = median(values)
         for key in ("rps", "cpu_us", "p50", "p99"):
             out[f"{key}_ratio"] = paired_ratio(per["status"][key], per["health"][key])
-        for name in ("health", "status"):
+        for name in ("health", "status") if with_open_loop else ():
             lat, late = await open_loop(calls[name], size.open_loop_rate, size.open_loop_seconds)
             out[f"{name}_open_p50"] = percentile(lat, 50)
             out[f"{name}_open_p99"] = percentile(lat, 99)
@@ -144,7 +146,11 @@ def run(size: Size) -> Section:
             f"with {TURNS:,} journaled turns; the load generator is this process, one "
             f"grpc.aio channel. Closed loop: {size.status_callers} concurrent callers, "
             f"{size.status_rounds} alternating rounds of {size.status_seconds:g} s per RPC; "
-            f"values are medians of the rounds, ratios medians of each round's ratio. TurnStatus asks for a random existing turn. Open loop: "
+            f"values are medians of the rounds, ratios medians of each round's ratio. "
+            "TurnStatus asks for a random existing turn; on SQLite the service keeps "
+            "turns' statuses in a cache its writer keeps exact (decision 148), and the "
+            "no-cache rows run the same load against the service started with "
+            "`--status-cache-turns 0`, as PostgreSQL and a miss read. Open loop: "
             f"{size.open_loop_rate:g} calls/s for {size.open_loop_seconds:g} s, latency "
             "from send to answer."
         ),
@@ -152,7 +158,11 @@ def run(size: Size) -> Section:
     with scratch_dir("status") as data_dir:
         populate.fill(data_dir, populate.TurnSpec(TURNS))
         with ServerProcess(data_dir) as server:
-            m = asyncio.run(_measure(server.address, server.pid, size))
+            m = asyncio.run(_measure(server.address, server.pid, size, with_open_loop=True))
+        # What a miss costs, and every call on PostgreSQL: the read each time.
+        with ServerProcess(data_dir, args=["--status-cache-turns", "0"]) as server:
+            u = asyncio.run(_measure(server.address, server.pid, size, with_open_loop=False))
+    m |= {f"uncached_{key}": value for key, value in u.items()}
     section.metrics = m
     through = m["rps_ratio"]
     section.rows = [
@@ -169,6 +179,18 @@ def run(size: Size) -> Section:
             f"{m['status_cpu_us']:.0f} µs",
             f"{m['health_cpu_us']:.0f} µs",
             fmt_ratio(m["cpu_us_ratio"]),
+        ),
+        Row(
+            f"throughput, {size.status_callers} callers, no cache (a read per call)",
+            fmt_rate(m["uncached_status_rps"], " calls/s"),
+            fmt_rate(m["uncached_health_rps"], " calls/s"),
+            fmt_ratio(m["uncached_rps_ratio"]),
+        ),
+        Row(
+            "service CPU per call, no cache",
+            f"{m['uncached_status_cpu_us']:.0f} µs",
+            f"{m['uncached_health_cpu_us']:.0f} µs",
+            fmt_ratio(m["uncached_cpu_us_ratio"]),
         ),
         Row(
             f"p50 latency, {size.status_callers} callers",

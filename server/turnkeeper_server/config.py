@@ -26,6 +26,7 @@ from pathlib import Path
 
 from turnkeeper.nats_auth import NatsAuth
 
+from turnkeeper_server.journal.status import CACHED_TURNS
 from turnkeeper_server.rpc.limits import DEFAULT_LIMITS, Limits
 
 log = logging.getLogger(__name__)
@@ -74,6 +75,9 @@ class Settings:
     retention_interval: float = 60.0
     # "FULL" fsyncs every commit: an acknowledged write survives power loss too.
     synchronous: str = "FULL"
+    # SQLite: turns whose TurnStatus columns are kept in memory (journal/status.py);
+    # 0: every TurnStatus reads the file.
+    status_cache_turns: int = CACHED_TURNS
     metrics_listen: str | None = None
     shutdown_grace: float = 5.0
     limits: Limits = field(default_factory=lambda: DEFAULT_LIMITS)
@@ -96,6 +100,8 @@ class Settings:
     http_any_port_if_busy: bool = False
 
     def __post_init__(self) -> None:
+        if self.status_cache_turns < 0:
+            raise ValueError("--status-cache-turns must be 0 (no cache) or more")
         if self.retention_seconds < 0 or self.turn_retention_seconds < 0:
             raise ValueError("--retention and --turn-retention must be durations of 0 or more")
         if 0 < self.turn_retention_seconds < self.retention_seconds:

@@ -23,6 +23,7 @@ from turnkeeper_server.app import create_server
 from turnkeeper_server.config import Settings, resolve_paths
 from turnkeeper_server.durations import add_lifecycle_arguments
 from turnkeeper_server.errors import Unavailable
+from turnkeeper_server.journal.status import CACHED_TURNS
 from turnkeeper_server.messaging.credentials import bundled_credentials
 from turnkeeper_server.messaging.embedded import EmbeddedNats
 from turnkeeper_server.rpc.limits import DEFAULT_LIMITS
@@ -85,6 +86,12 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     )
     parser.add_argument(
         "--max-redrives", type=int, default=3, help="re-drives before an orphaned turn is FAILED"
+    )
+    parser.add_argument(
+        "--status-cache-turns",
+        type=int,
+        default=CACHED_TURNS,
+        help="SQLite: turns whose TurnStatus is kept in memory, exact (decision 148); 0: none",
     )
     add_lifecycle_arguments(parser)
     add_security_arguments(parser)
@@ -235,6 +242,7 @@ def settings_from_args(
         namespace=args.namespace,
         lease_seconds=args.lease_seconds,
         max_redrives=args.max_redrives,
+        status_cache_turns=args.status_cache_turns,
         max_run_seconds=args.max_run_time,
         park_expiry_seconds=args.park_expiry,
         retention_seconds=args.retention,

@@ -23,4 +23,9 @@ def open_store(settings: Settings) -> Store:
         return PostgresDatabase(settings.database_url)
     from turnkeeper_server.store.sqlite import Database
 
-    return Database(settings.turns_path, settings.sessions_path, settings.synchronous)
+    return Database(
+        settings.turns_path,
+        settings.sessions_path,
+        settings.synchronous,
+        status_cache_turns=settings.status_cache_turns,
+    )

@@ -35,7 +35,7 @@ from typing import Any, Generic, TypeVar
 from turnkeeper import tracing
 
 from turnkeeper_server.journal import checkpoints
-from turnkeeper_server.journal.status import StatusCache, trigger_statements
+from turnkeeper_server.journal.status import CACHED_TURNS, StatusCache, trigger_statements
 from turnkeeper_server.store.contract import (
     WRITE_FOLLOWED,
     WRITE_QUEUED,
@@ -113,7 +113,14 @@ class Database:
     kind = "sqlite"
     checkpoints = checkpoints
 
-    def __init__(self, turns_path: Path, sessions_path: Path, synchronous: str = "FULL") -> None:
+    def __init__(
+        self,
+        turns_path: Path,
+        sessions_path: Path,
+        synchronous: str = "FULL",
+        *,
+        status_cache_turns: int = CACHED_TURNS,
+    ) -> None:
         if synchronous.upper() not in {"OFF", "NORMAL", "FULL", "EXTRA"}:
             raise ValueError(f"synchronous must be OFF, NORMAL, FULL or EXTRA, not {synchronous}")
         self.turns_path = turns_path
@@ -129,7 +136,7 @@ class Database:
         self.traced = False
         # TurnStatus's rows: exact, since every write goes through the writer's
         # connection and its triggers (journal/status.py).
-        self.status_cache: StatusCache | None = StatusCache()
+        self.status_cache = StatusCache(status_cache_turns) if status_cache_turns > 0 else None
 
     # -- lifecycle ---------------------------------------------------------------
 
@@ -149,7 +156,8 @@ class Database:
             migrate(conn, "main", TURNS_MIGRATIONS)
             migrate(conn, "sessions", SESSIONS_MIGRATIONS)
             conn.execute("COMMIT")
-            self._watch_status(conn)
+            if self.status_cache is not None:
+                self._watch_status(conn)
         except BaseException:
             conn.close()
             self._lock.release()
@@ -200,7 +208,7 @@ class Database:
 
     def _watch_status(self, conn: sqlite3.Connection) -> None:
         """The writer's triggers that keep `status_cache` exact."""
-        assert self.status_cache is not None
+        assert self.status_cache is not None  # the caller checked
         conn.create_function("turnkeeper_status_touched", 1, self.status_cache.touched)
         for statement in trigger_statements("turnkeeper_status_touched"):
             conn.execute(statement)

@@ -36,7 +36,7 @@ from turnkeeper.agent.saver import RemoteSaver
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.v1 import turns_pb2 as pb
 
-from bench import turns
+from bench import saver, turns
 from bench.common import ServerProcess, cpu_delta, cpu_seconds, percentile, scratch_dir
 
 
@@ -137,6 +137,15 @@ async def status_rate(address: str, size: Sizes) -> float:
         return calls / (time.perf_counter() - started)
 
 
+def async_figures(address: str, size: Sizes) -> dict[str, float]:
+    """As the bridge runs turns (``ainvoke``, the checkpoint stream): per-turn seconds
+    one after the other, and turns/s with ``callers`` tasks on one loop."""
+    return {
+        "single_s": saver.async_run(address, True, size.single),
+        "tps": saver.async_run(address, True, size.concurrent, size.callers),
+    }
+
+
 async def watch_delays(watch_on: str, append_on: str, size: Sizes, turn_id: str) -> list[float]:
     """Seconds from sending an AppendEvents (through ``append_on``) to its frame on a
     WatchTurn (on ``watch_on``), one event at a time."""
@@ -226,6 +235,32 @@ def run(size: Sizes) -> list[tuple[str, str, str]]:
                 "PostgreSQL per turn: commits / rows inserted / updated / deleted / fetched",
                 "—",
                 " / ".join(f"{per_turn[k]:.1f}" for k in per_turn),
+            ),
+        ]
+        # The async API on its checkpoint stream: a step's writes and checkpoint
+        # commit in one transaction on PostgreSQL too (decision 149).
+        lite_async = async_figures(sqlite.address, size)
+        before = pg_counters(database)
+        pg_async = async_figures(one.address, size)
+        time.sleep(1.5)
+        after = pg_counters(database)
+        # Each async_run warms up with one turn per caller (one for the single).
+        async_turns = size.single + 1 + size.concurrent + size.callers
+        rows += [
+            (
+                "RemoteSaver async turn (stream), one after the other",
+                _ms(lite_async["single_s"]),
+                _ms(pg_async["single_s"]),
+            ),
+            (
+                f"RemoteSaver async turns/s (stream), {size.callers} tasks",
+                f"{lite_async['tps']:.0f}",
+                f"{pg_async['tps']:.0f}",
+            ),
+            (
+                "PostgreSQL commits per async turn",
+                "—",
+                f"{(after['commits'] - before['commits']) / async_turns:.1f}",
             ),
         ]
         # One replica vs two on one database.

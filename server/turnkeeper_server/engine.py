@@ -12,6 +12,7 @@ here too, after the commit, over NATS. No servicer or metric reaches into SQL it
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -19,6 +20,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from turnkeeper_server.engine_lifecycle import LifecycleOps
+from turnkeeper_server.errors import TurnkeeperError
 from turnkeeper_server.journal import checkpoints, containment, lifecycle, redrive
 from turnkeeper_server.journal import transitions as journal
 from turnkeeper_server.journal.lifecycle import Cancelled, Ended
@@ -159,6 +161,33 @@ class Engine(LifecycleOps):
         once it is durable."""
         write = self.db.checkpoints.put if kind == "put" else self.db.checkpoints.put_writes
         return self.db.queue_write(lambda tx: write(tx, **fields), followed=followed)
+
+    async def write_checkpoints(
+        self, writes: Sequence[tuple[str, dict[str, Any]]]
+    ) -> list[TurnkeeperError | None]:
+        """`put_checkpoint`s (kind "put") and `put_writes` ("writes"), in order, in
+        one transaction; per write, None or why it was refused. A refusal (a stale
+        fence, say) rolls the transaction back, and then each write runs in a
+        transaction of its own, so only the refused ones are left out."""
+
+        def together(tx: Tx) -> list[TurnkeeperError | None]:
+            for kind, fields in writes:
+                (self.db.checkpoints.put if kind == "put" else self.db.checkpoints.put_writes)(
+                    tx, **fields
+                )
+            return [None] * len(writes)
+
+        if len(writes) > 1:
+            with contextlib.suppress(TurnkeeperError):
+                return await self.db.write(together)
+        outcomes: list[TurnkeeperError | None] = []
+        for kind, fields in writes:
+            try:
+                await (self.put_checkpoint if kind == "put" else self.put_writes)(**fields)
+                outcomes.append(None)
+            except TurnkeeperError as exc:
+                outcomes.append(exc)
+        return outcomes
 
     async def delete_thread(self, thread_id: str) -> None:
         await self.db.write(lambda tx: self.db.checkpoints.delete_thread(tx, thread_id))

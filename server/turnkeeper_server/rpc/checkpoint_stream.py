@@ -20,11 +20,13 @@ which LangGraph hands the saver together): one frame each way instead of one per
 message. Their writes are pipelined. Where the store queues writes (SQLite's single
 writer), a batch's puts and writes are checked as their unary calls check them and
 queued at once, one behind the other (store/contract.py's `queue_write`), with no
-task per message: they commit in order and usually in one transaction. Other
-messages (appends) run as their unary call in a task of their own, and the next
-message waits until that one's write is queued (WRITE_QUEUED); where writes run
-concurrently (PostgreSQL) each waits for the commit of the one before, as single
-frames do. A read in a batch waits for the writes before it to commit. The writes of
+task per message: they commit in order and usually in one transaction. Where
+writes run concurrently (PostgreSQL), the puts and writes in a row of a batch are
+checked the same way and committed in one transaction (`Engine.write_checkpoints`;
+if one is refused there, each runs in a transaction of its own). Other messages
+(appends) run as their unary call in a task of their own, and the next message
+waits until that one's write is queued (WRITE_QUEUED); on PostgreSQL, until it is
+committed. A read in a batch waits for the writes before it to commit. The writes of
 one batch carry one turn attempt's fence (or none), so a stale attempt's refusal
 refuses every write after it in the batch as well.
 """
@@ -126,12 +128,24 @@ class StreamingCheckpointServicer(CheckpointServicer):
                 "send another run's on its own stream"
             )
         started: list[_Started] = []
-        for n, request in enumerate(frame.batch):
+        n = 0
+        while n < len(frame.batch):
+            request = frame.batch[n]
+            if not self.engine.queues_writes and _is_checkpoint_write(request):
+                # Where writes run concurrently, the puts and writes in a row commit
+                # in one transaction instead of one each, in the batch's order.
+                end = n + 1
+                while end < len(frame.batch) and _is_checkpoint_write(frame.batch[end]):
+                    end += 1
+                started += await self._commit_together(frame.batch[n:end])
+                n = end
+                continue
             if started and runs[n] == _READ:
                 # A read sees what the messages before it wrote: once committed.
                 await asyncio.wait([s.done for s in started])
             followed = n + 1 < len(runs) and runs[n] != _READ and runs[n + 1] != _READ
             started.append(await self._start(request, context, followed))
+            n += 1
         answers: list[Response] = []
         ending: BaseException | None = None
         # In the batch's order, every outcome taken: what ends the stream is the first.
@@ -151,22 +165,49 @@ class StreamingCheckpointServicer(CheckpointServicer):
     async def _start(self, request: Request, context: Ctx, followed: bool) -> _Started:
         """Start handling one message of a batch; return once its write is queued
         behind the previous message's (or, where writes do not queue, once done)."""
-        op = request.WhichOneof("op")
-        if self.engine.queues_writes and op in ("put", "writes"):
+        if self.engine.queues_writes and _is_checkpoint_write(request):
             # The servicer's checks, then the write queued at once: no task per
             # message, and the next message's write queues right behind this one.
-            answer: Callable[[PreparedWrite], Any]
             try:
-                auth.require_right(MESSAGE_RIGHTS[op])
-                if op == "put":
-                    prepared, answer = self.prepare_put(request.put), self.put_answer
-                else:
-                    prepared, answer = self.prepare_writes(request.writes), self.writes_answer
+                op, prepared, answer = self._prepare(request)
             except TurnkeeperError as exc:  # answered in its turn, as a failed commit
                 return _Started(request, _failed(exc), _same)
             done = self.engine.queue_checkpoint_write(op, prepared.fields, followed=followed)
-            return _Started(request, done, lambda _: _answered(request, op, answer(prepared)))
+            return _Started(request, done, answer)
         return _Started(request, await self._queue(request, context, followed), _same)
+
+    def _prepare(self, request: Request) -> tuple[str, PreparedWrite, Callable[[Any], Response]]:
+        """A put or writes message checked as its unary call checks it: its kind, the
+        engine's arguments, and its answer once committed."""
+        op = "put" if request.WhichOneof("op") == "put" else "writes"
+        auth.require_right(MESSAGE_RIGHTS[op])
+        body: Callable[[PreparedWrite], Any]
+        if op == "put":
+            prepared, body = self.prepare_put(request.put), self.put_answer
+        else:
+            prepared, body = self.prepare_writes(request.writes), self.writes_answer
+        return op, prepared, lambda _: _answered(request, op, body(prepared))
+
+    async def _commit_together(self, requests: list[Request]) -> list[_Started]:
+        """Puts and writes checked one by one, then committed in one transaction
+        (`Engine.write_checkpoints`); each answered or refused on its own."""
+        started: list[_Started | None] = []
+        ready: list[tuple[Request, str, PreparedWrite, Callable[[Any], Response]]] = []
+        for request in requests:
+            try:
+                ready.append((request, *self._prepare(request)))
+                started.append(None)
+            except TurnkeeperError as exc:
+                started.append(_Started(request, _failed(exc), _same))
+        outcomes = await self.engine.write_checkpoints([(op, p.fields) for _, op, p, _ in ready])
+        committed = iter(zip(ready, outcomes, strict=True))
+        filled: list[_Started] = []
+        for item in started:
+            if item is None:
+                (request, _, _, answer), refusal = next(committed)
+                item = _Started(request, _done(refusal), answer)
+            filled.append(item)
+        return filled
 
     async def _queue(
         self, request: Request, context: Ctx, followed: bool
@@ -225,6 +266,19 @@ def _failed(exc: TurnkeeperError) -> asyncio.Future[Response]:
     future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
     future.set_exception(exc)
     return future
+
+
+def _done(refusal: TurnkeeperError | None) -> asyncio.Future[Any]:
+    """A committed write's outcome: None, or why it alone was refused."""
+    if refusal is not None:
+        return _failed(refusal)
+    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
+    future.set_result(None)
+    return future
+
+
+def _is_checkpoint_write(request: Request) -> bool:
+    return request.WhichOneof("op") in ("put", "writes")
 
 
 def _answered(request: Request, op: str, body: Any) -> Response:

@@ -58,8 +58,13 @@ class Channels:
             return self._sync_streams
 
     def aio_stream(self, key: RunKey) -> AsyncRunStream:
-        client = self.aio()
         loop = asyncio.get_running_loop()
+        # Every message of a run asks: the loop's streams, once made, without the
+        # lock (close() empties the map, so a closed saver takes the path below).
+        streams = self._async_streams.get(loop)
+        if streams is not None:
+            return streams.get(key)
+        client = self.aio()
         with self._lock:
             streams = self._async_streams.get(loop)
             if streams is None:

@@ -189,6 +189,37 @@ class Section:
     skipped: str | None = None
 
 
+def call_rows(
+    m: dict[str, float],
+    mine: str,
+    base: str,
+    labels: tuple[str, str],
+    ratios: str = "",
+    target: float | None = None,
+) -> list[Row]:
+    """A closed loop's two rows, `mine` against `base` from the same run: calls/s
+    (held to `target` when given) and the service's CPU per call. The metrics are
+    `{mine}_rps`, `{mine}_cpu_us` (and `base`'s) and `{ratios}rps_ratio`,
+    `{ratios}cpu_us_ratio`."""
+    through = m[f"{ratios}rps_ratio"]
+    return [
+        Row(
+            labels[0],
+            fmt_rate(m[f"{mine}_rps"], " calls/s"),
+            fmt_rate(m[f"{base}_rps"], " calls/s"),
+            fmt_ratio(through),
+            "—" if target is None else f"≥ {target:.2f}\u00d7",
+            None if target is None else through >= target,
+        ),
+        Row(
+            labels[1],
+            f"{m[f'{mine}_cpu_us']:.0f} µs",
+            f"{m[f'{base}_cpu_us']:.0f} µs",
+            fmt_ratio(m[f"{ratios}cpu_us_ratio"]),
+        ),
+    ]
+
+
 def fmt_rate(per_second: float, unit: str = "/s") -> str:
     return f"{per_second:,.0f}{unit}"
 

@@ -26,10 +26,10 @@ from bench.common import (
     Section,
     ServerProcess,
     Size,
+    call_rows,
     cpu_delta,
     cpu_seconds,
     fmt_ms,
-    fmt_rate,
     fmt_ratio,
     median,
     paired_ratio,
@@ -164,33 +164,24 @@ def run(size: Size) -> Section:
             u = asyncio.run(_measure(server.address, server.pid, size, with_open_loop=False))
     m |= {f"uncached_{key}": value for key, value in u.items()}
     section.metrics = m
-    through = m["rps_ratio"]
+    callers = size.status_callers
     section.rows = [
-        Row(
-            f"throughput, {size.status_callers} callers",
-            fmt_rate(m["status_rps"], " calls/s"),
-            fmt_rate(m["health_rps"], " calls/s"),
-            fmt_ratio(through),
-            "≥ 0.90\u00d7",
-            through >= 0.9,
+        *call_rows(
+            m,
+            "status",
+            "health",
+            (f"throughput, {callers} callers", "service CPU per call"),
+            target=0.9,
         ),
-        Row(
-            "service CPU per call",
-            f"{m['status_cpu_us']:.0f} µs",
-            f"{m['health_cpu_us']:.0f} µs",
-            fmt_ratio(m["cpu_us_ratio"]),
-        ),
-        Row(
-            f"throughput, {size.status_callers} callers, no cache (a read per call)",
-            fmt_rate(m["uncached_status_rps"], " calls/s"),
-            fmt_rate(m["uncached_health_rps"], " calls/s"),
-            fmt_ratio(m["uncached_rps_ratio"]),
-        ),
-        Row(
-            "service CPU per call, no cache",
-            f"{m['uncached_status_cpu_us']:.0f} µs",
-            f"{m['uncached_health_cpu_us']:.0f} µs",
-            fmt_ratio(m["uncached_cpu_us_ratio"]),
+        *call_rows(
+            m,
+            "uncached_status",
+            "uncached_health",
+            (
+                f"throughput, {callers} callers, no cache (a read per call)",
+                "service CPU per call, no cache",
+            ),
+            ratios="uncached_",
         ),
         Row(
             f"p50 latency, {size.status_callers} callers",

@@ -16,14 +16,12 @@ from grpc import aio
 
 from bench import populate
 from bench.common import (
-    Row,
     Section,
     ServerProcess,
     Size,
+    call_rows,
     cpu_delta,
     cpu_seconds,
-    fmt_rate,
-    fmt_ratio,
     median,
     paired_ratio,
     scratch_dir,
@@ -79,18 +77,13 @@ def run(size: Size) -> Section:
         with ServerProcess(off_dir) as off, ServerProcess(on_dir, env=TRACED) as on:
             m = asyncio.run(_measure({"off": off, "on": on}, size))
     section.metrics = m
-    section.rows = [
-        Row(
+    section.rows = call_rows(
+        m,
+        "on",
+        "off",
+        (
             f"TurnStatus throughput, {size.status_callers} callers, tracing on",
-            fmt_rate(m["on_rps"], " calls/s"),
-            fmt_rate(m["off_rps"], " calls/s"),
-            fmt_ratio(m["rps_ratio"]),
-        ),
-        Row(
             "service CPU per call, tracing on",
-            f"{m['on_cpu_us']:.0f} µs",
-            f"{m['off_cpu_us']:.0f} µs",
-            fmt_ratio(m["cpu_us_ratio"]),
         ),
-    ]
+    )
     return section

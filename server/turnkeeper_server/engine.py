@@ -12,7 +12,6 @@ here too, after the commit, over NATS. No servicer or metric reaches into SQL it
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import functools
 import logging
 from collections.abc import AsyncIterator, Callable, Sequence
@@ -20,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any, TypeVar
 
 from turnkeeper_server.engine_lifecycle import LifecycleOps
-from turnkeeper_server.errors import TurnkeeperError
+from turnkeeper_server.errors import TurnkeeperError, Unavailable
 from turnkeeper_server.journal import checkpoints, containment, lifecycle, redrive
 from turnkeeper_server.journal import transitions as journal
 from turnkeeper_server.journal.lifecycle import Cancelled, Ended
@@ -178,8 +177,14 @@ class Engine(LifecycleOps):
             return [None] * len(writes)
 
         if len(writes) > 1:
-            with contextlib.suppress(TurnkeeperError):
+            try:
                 return await self.db.write(together)
+            except Unavailable as exc:
+                # The database is away: running each on its own would only wait for
+                # the pool again per write. Every write is refused alike, as before.
+                return [exc] * len(writes)
+            except TurnkeeperError:
+                pass
         outcomes: list[TurnkeeperError | None] = []
         for kind, fields in writes:
             try:

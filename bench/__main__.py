@@ -16,8 +16,25 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from bench import agents, engines, ingest, memory, recovery, redrive, report, saver, status, tracing
-from bench.common import FULL, SMOKE, Section, Size
+from turnkeeper.io_engine import prefer_iomgr
+
+# Before grpc loads: the graph processes here run on the engine the service does
+# (turnkeeper/io_engine.py; docs/operators.md gives an agent's process the same).
+prefer_iomgr()
+
+from bench import (  # noqa: E402 - after prefer_iomgr
+    agents,
+    engines,
+    ingest,
+    memory,
+    recovery,
+    redrive,
+    report,
+    saver,
+    status,
+    tracing,
+)
+from bench.common import FULL, SMOKE, Section, Size  # noqa: E402
 
 BENCHMARKS: dict[str, Callable[[Size], Section]] = {
     "status": status.run,

@@ -17,18 +17,18 @@ behind it.
 
 A frame may carry a batch of messages (a graph step's writes and its checkpoint,
 which LangGraph hands the saver together): one frame each way instead of one per
-message. Their writes are pipelined. Where the store queues writes (SQLite's single
-writer), a batch's puts and writes are checked as their unary calls check them and
-queued at once, one behind the other (store/contract.py's `queue_write`), with no
-task per message: they commit in order and usually in one transaction. Where
-writes run concurrently (PostgreSQL), the puts and writes in a row of a batch are
-checked the same way and committed in one transaction (`Engine.write_checkpoints`;
-if one is refused there, each runs in a transaction of its own). Other messages
-(appends) run as their unary call in a task of their own, and the next message
-waits until that one's write is queued (WRITE_QUEUED); on PostgreSQL, until it is
-committed. A read in a batch waits for the writes before it to commit. The writes of
-one batch carry one turn attempt's fence (or none), so a stale attempt's refusal
-refuses every write after it in the batch as well.
+message. Their writes are pipelined. The puts and writes in a row of a batch are
+checked as their unary calls check them, all of them first, then committed
+together in the batch's order, with no task per message: queued back to back where
+the store queues writes (SQLite's single writer, store/contract.py's
+`queue_write`, commits them in one transaction), in one transaction where writes
+run concurrently (PostgreSQL: `Engine.write_checkpoints`; if one is refused there,
+each runs in a transaction of its own). Other messages (appends) run as their
+unary call in a task of their own, and the next message waits until that one's
+write is queued (WRITE_QUEUED); on PostgreSQL, until it is committed. A read in a
+batch waits for the writes before it to commit. The writes of one batch carry one
+turn attempt's fence (or none), so a stale attempt's refusal refuses every write
+after it in the batch as well.
 """
 
 from __future__ import annotations
@@ -131,20 +131,21 @@ class StreamingCheckpointServicer(CheckpointServicer):
         n = 0
         while n < len(frame.batch):
             request = frame.batch[n]
-            if not self.engine.queues_writes and _is_checkpoint_write(request):
-                # Where writes run concurrently, the puts and writes in a row commit
-                # in one transaction instead of one each, in the batch's order.
+            if _is_checkpoint_write(request):
+                # The puts and writes in a row: checked, then committed together.
                 end = n + 1
                 while end < len(frame.batch) and _is_checkpoint_write(frame.batch[end]):
                     end += 1
-                started += await self._commit_together(frame.batch[n:end])
+                followed = end < len(runs) and runs[end] != _READ
+                started += await self._write_row(frame.batch[n:end], followed)
                 n = end
                 continue
             if started and runs[n] == _READ:
                 # A read sees what the messages before it wrote: once committed.
                 await asyncio.wait([s.done for s in started])
             followed = n + 1 < len(runs) and runs[n] != _READ and runs[n + 1] != _READ
-            started.append(await self._start(request, context, followed))
+            queued = await self._queue(request, context, followed)
+            started.append(_Started(request, queued, _same))
             n += 1
         answers: list[Response] = []
         ending: BaseException | None = None
@@ -162,20 +163,6 @@ class StreamingCheckpointServicer(CheckpointServicer):
             raise ending
         return answers
 
-    async def _start(self, request: Request, context: Ctx, followed: bool) -> _Started:
-        """Start handling one message of a batch; return once its write is queued
-        behind the previous message's (or, where writes do not queue, once done)."""
-        if self.engine.queues_writes and _is_checkpoint_write(request):
-            # The servicer's checks, then the write queued at once: no task per
-            # message, and the next message's write queues right behind this one.
-            try:
-                op, prepared, answer = self._prepare(request)
-            except TurnkeeperError as exc:  # answered in its turn, as a failed commit
-                return _Started(request, _failed(exc), _same)
-            done = self.engine.queue_checkpoint_write(op, prepared.fields, followed=followed)
-            return _Started(request, done, answer)
-        return _Started(request, await self._queue(request, context, followed), _same)
-
     def _prepare(self, request: Request) -> tuple[str, PreparedWrite, Callable[[Any], Response]]:
         """A put or writes message checked as its unary call checks it: its kind, the
         engine's arguments, and its answer once committed."""
@@ -188,24 +175,37 @@ class StreamingCheckpointServicer(CheckpointServicer):
             prepared, body = self.prepare_writes(request.writes), self.writes_answer
         return op, prepared, lambda _: _answered(request, op, body(prepared))
 
-    async def _commit_together(self, requests: list[Request]) -> list[_Started]:
-        """Puts and writes checked one by one, then committed in one transaction
-        (`Engine.write_checkpoints`); each answered or refused on its own."""
+    async def _write_row(self, requests: list[Request], followed: bool) -> list[_Started]:
+        """A row of puts and writes checked one by one as their unary calls check
+        them, then committed together in the batch's order: queued back to back
+        where the store queues writes (SQLite's writer commits them in one
+        transaction, with no task per message), else in one transaction
+        (`Engine.write_checkpoints`). Each is answered or refused on its own;
+        `followed`: a write comes right after the row."""
         started: list[_Started | None] = []
         ready: list[tuple[Request, str, PreparedWrite, Callable[[Any], Response]]] = []
         for request in requests:
             try:
                 ready.append((request, *self._prepare(request)))
                 started.append(None)
-            except TurnkeeperError as exc:
+            except TurnkeeperError as exc:  # answered in its turn, as a failed commit
                 started.append(_Started(request, _failed(exc), _same))
-        outcomes = await self.engine.write_checkpoints([(op, p.fields) for _, op, p, _ in ready])
-        committed = iter(zip(ready, outcomes, strict=True))
+        writes = [(op, prepared.fields) for _, op, prepared, _ in ready]
+        done: list[asyncio.Future[Any]]
+        if self.engine.queues_writes:
+            last = len(writes) - 1
+            done = [
+                self.engine.queue_checkpoint_write(op, fields, followed=k < last or followed)
+                for k, (op, fields) in enumerate(writes)
+            ]
+        else:
+            done = [_done(refusal) for refusal in await self.engine.write_checkpoints(writes)]
+        committed = iter(zip(ready, done, strict=True))
         filled: list[_Started] = []
         for item in started:
             if item is None:
-                (request, _, _, answer), refusal = next(committed)
-                item = _Started(request, _done(refusal), answer)
+                (request, _, _, answer), future = next(committed)
+                item = _Started(request, future, answer)
             filled.append(item)
         return filled
 

@@ -20,9 +20,17 @@ from tests.support.procs import ServiceProcess
 _TRACED = {"GRPC_TRACE": "tcp", "GRPC_VERBOSITY": "debug"}
 
 
-def _endpoints(tmp_path: Path, env: dict[str, str]) -> set[str]:
+# Both ways to start the service: its module (and `turnkeeper-server`), and the
+# `turnkeeper` command's `serve` (the quick start's, and the image's entrypoint).
+COMMANDS = {
+    "python -m turnkeeper_server": ("-m", "turnkeeper_server"),
+    "turnkeeper serve": ("-m", "turnkeeper.operator", "serve"),
+}
+
+
+def _endpoints(tmp_path: Path, env: dict[str, str], command: str) -> set[str]:
     """The source files grpc's tcp trace names once the service has answered a call."""
-    service = ServiceProcess(tmp_path, env={**_TRACED, **env})
+    service = ServiceProcess(tmp_path, env={**_TRACED, **env}, command=COMMANDS[command])
     service.start()
     try:
         with grpc.insecure_channel(service.address) as channel:
@@ -35,14 +43,15 @@ def _endpoints(tmp_path: Path, env: dict[str, str]) -> set[str]:
     return {m.group(1) for line in service.log if (m := re.search(r"(\w+)\.cc:\d+\]", line))}
 
 
-def test_the_service_runs_on_iomgr_by_default(tmp_path: Path) -> None:
-    files = _endpoints(tmp_path, {})
+@pytest.mark.parametrize("command", COMMANDS)
+def test_the_service_runs_on_iomgr_by_default(tmp_path: Path, command: str) -> None:
+    files = _endpoints(tmp_path, {}, command)
     assert "tcp_posix" in files and "posix_endpoint" not in files and "endpoint" not in files
 
 
 def test_an_operator_who_sets_grpc_experiments_gets_grpcs_own_choice(tmp_path: Path) -> None:
     # The empty string is grpc's defaults: EventEngine on this grpcio.
-    files = _endpoints(tmp_path, {"GRPC_EXPERIMENTS": ""})
+    files = _endpoints(tmp_path, {"GRPC_EXPERIMENTS": ""}, "python -m turnkeeper_server")
     assert "tcp_posix" not in files and files & {"posix_endpoint", "endpoint"}
 
 

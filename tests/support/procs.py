@@ -44,8 +44,11 @@ class ServiceProcess:
         database_url: str | None = None,
         env: dict[str, str] | None = None,
         bundled_nats: bool = False,
+        command: tuple[str, ...] = ("-m", "turnkeeper_server"),
     ) -> None:
         self.data_dir = data_dir
+        # What follows the interpreter: the service's module, or `turnkeeper serve`.
+        self.command = command
         # PostgreSQL instead of the SQLite files in data_dir.
         self.database_url = database_url
         self.env = env or {}
@@ -61,8 +64,7 @@ class ServiceProcess:
     def start(self, timeout: float = 20.0) -> str:
         args = [
             sys.executable,
-            "-m",
-            "turnkeeper_server",
+            *self.command,
             "--listen",
             self.listen,
             *(

@@ -241,8 +241,12 @@ async def test_the_npm_pack_tarball_installs_into_an_empty_directory_runs_and_fo
         json.dumps({"name": "app", "private": True, "type": "module"})
     )
     # Peer dependencies (@langchain/langgraph and its kin) come along: npm installs them.
+    tgz = str(tarball)
+    # --prefer-offline: from npm's cache where it has them (the package's own `npm ci`
+    # filled it), so a registry that is slow to answer does not decide the test.
     code, stdout, stderr = await run(
-        [NPM, "install", "--no-audit", "--no-fund", "--ignore-scripts", str(tarball)], app
+        [NPM, "install", "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts", tgz],
+        app,
     )
     assert code == 0, stdout + stderr
     installed = json.loads(

@@ -56,7 +56,9 @@ def prepare_package(root: Path) -> Path:
         package,
         ignore=shutil.ignore_patterns("node_modules", "dist"),
     )
-    npm_run(["ci", "--no-audit", "--no-fund"], package)
+    # --prefer-offline: the lockfile's packages from npm's cache where it has them
+    # (.ci/run's own `npm ci` filled it), so a slow registry does not decide the tests.
+    npm_run(["ci", "--prefer-offline", "--no-audit", "--no-fund"], package)
     npm_run(["run", "build"], package)
     return package
 

@@ -18,6 +18,7 @@ from turnkeeper_server import main as server_main
 from turnkeeper_server.app import create_server
 from turnkeeper_server.security.transport import InsecureListen, is_loopback
 
+from tests.support.procs import ServiceProcess
 from tests.support.security import CertificateAuthority, Issued, bearer, write_tokens
 from tests.support.service import ServiceFactory, make_settings
 
@@ -103,6 +104,37 @@ async def test_mutual_tls_needs_a_client_certificate_from_the_client_ca(
     assert await status(server.address, creds(pki.client)) == grpc.StatusCode.OK
     assert await status(server.address, creds(None)) == grpc.StatusCode.UNAVAILABLE
     assert await status(server.address, creds(pki.stranger_client)) == grpc.StatusCode.UNAVAILABLE
+
+
+async def test_the_service_process_serves_mutual_tls_on_its_grpc_engine(
+    pki: Pki, tmp_path: Path
+) -> None:
+    # The services above run in this process, on grpc's default engine; the service's
+    # own process runs on iomgr (turnkeeper/io_engine.py), whose TLS path is this one.
+    service = ServiceProcess(
+        tmp_path / "data",
+        extra=[
+            "--tls-cert",
+            str(pki.server.cert),
+            "--tls-key",
+            str(pki.server.key),
+            "--tls-client-ca",
+            str(pki.ca.files.cert),
+        ],
+    )
+    address = await asyncio.to_thread(service.start)
+    try:
+        client = grpc.ssl_channel_credentials(
+            root_certificates=pki.ca.pem,
+            private_key=pki.client.key_pem,
+            certificate_chain=pki.client.cert_pem,
+        )
+        assert await status(address, client) == grpc.StatusCode.OK
+        anonymous = grpc.ssl_channel_credentials(root_certificates=pki.ca.pem)
+        assert await status(address, anonymous) == grpc.StatusCode.UNAVAILABLE
+        assert await status(address, None) == grpc.StatusCode.UNAVAILABLE
+    finally:
+        service.kill()
 
 
 async def test_tls_and_tokens_serve_every_interface_with_call_credentials(

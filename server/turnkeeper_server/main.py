@@ -15,7 +15,7 @@ import os
 import signal
 from pathlib import Path
 
-from turnkeeper import nats_auth, tracing
+from turnkeeper import io_engine, nats_auth, tracing
 from turnkeeper.nats_auth import NatsAuth
 
 from turnkeeper_server import logs
@@ -319,6 +319,7 @@ def _bundled_nats(args: argparse.Namespace, nats: NatsAuth) -> tuple[EmbeddedNat
 
 def run(args: argparse.Namespace) -> int:
     logs.configure(args.log_level, args.log_format)
+    log.info("grpc I/O engine: %s", io_engine.describe())
     try:
         # Traces only when the OTEL_* variables ask for them (turnkeeper.tracing).
         tracing.configure_from_env("turnkeeper")

@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from turnkeeper.io_engine import IOMGR, prefer_iomgr
+from turnkeeper.io_engine import IOMGR, describe, prefer_iomgr
 
 from tests.support.procs import ServiceProcess
 
@@ -28,8 +28,9 @@ COMMANDS = {
 }
 
 
-def _endpoints(tmp_path: Path, env: dict[str, str], command: str) -> set[str]:
-    """The source files grpc's tcp trace names once the service has answered a call."""
+def _endpoints(tmp_path: Path, env: dict[str, str], command: str) -> tuple[set[str], str]:
+    """The source files grpc's tcp trace names once the service has answered a call,
+    and the service's log."""
     service = ServiceProcess(tmp_path, env={**_TRACED, **env}, command=COMMANDS[command])
     service.start()
     try:
@@ -40,18 +41,21 @@ def _endpoints(tmp_path: Path, env: dict[str, str], command: str) -> set[str]:
         assert answer.status == health_pb2.HealthCheckResponse.SERVING
     finally:
         service.terminate()
-    return {m.group(1) for line in service.log if (m := re.search(r"(\w+)\.cc:\d+\]", line))}
+    files = {m.group(1) for line in service.log if (m := re.search(r"(\w+)\.cc:\d+\]", line))}
+    return files, "\n".join(service.log)
 
 
 @pytest.mark.parametrize("command", COMMANDS)
 def test_the_service_runs_on_iomgr_by_default(tmp_path: Path, command: str) -> None:
-    files = _endpoints(tmp_path, {}, command)
+    files, log = _endpoints(tmp_path, {}, command)
     assert "tcp_posix" in files and "posix_endpoint" not in files and "endpoint" not in files
+    assert f"grpc I/O engine: iomgr (GRPC_EXPERIMENTS={IOMGR})" in log
 
 
 def test_an_operator_who_sets_grpc_experiments_gets_grpcs_own_choice(tmp_path: Path) -> None:
     # The empty string is grpc's defaults: EventEngine on this grpcio.
-    files = _endpoints(tmp_path, {"GRPC_EXPERIMENTS": ""}, "python -m turnkeeper_server")
+    files, log = _endpoints(tmp_path, {"GRPC_EXPERIMENTS": ""}, "python -m turnkeeper_server")
+    assert "grpc I/O engine: as GRPC_EXPERIMENTS='' says" in log
     assert "tcp_posix" not in files and files & {"posix_endpoint", "endpoint"}
 
 
@@ -63,6 +67,7 @@ def test_prefer_iomgr_sets_the_experiments_only_where_nobody_chose() -> None:
     chosen = {"GRPC_EXPERIMENTS": ""}
     assert prefer_iomgr(chosen, grpcio="1.85.3") is False
     assert chosen == {"GRPC_EXPERIMENTS": ""}
+    assert describe({}) == "grpc's default (GRPC_EXPERIMENTS unset)"
 
 
 @pytest.mark.parametrize(

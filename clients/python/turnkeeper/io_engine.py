@@ -24,7 +24,7 @@ from __future__ import annotations
 
 import os
 import sys
-from collections.abc import MutableMapping
+from collections.abc import Mapping, MutableMapping
 from importlib import metadata
 
 # The experiments that put grpc's clients and listeners back on iomgr.
@@ -58,3 +58,13 @@ def prefer_iomgr(environ: MutableMapping[str, str] = os.environ, grpcio: str | N
         return False
     environ["GRPC_EXPERIMENTS"] = IOMGR
     return True
+
+
+def describe(environ: Mapping[str, str] = os.environ) -> str:
+    """Which engine this process asked grpc for, in words for its start-up log."""
+    chosen = environ.get("GRPC_EXPERIMENTS")
+    if chosen is None:
+        return "grpc's default (GRPC_EXPERIMENTS unset)"
+    if chosen == IOMGR:
+        return f"iomgr (GRPC_EXPERIMENTS={chosen})"
+    return f"as GRPC_EXPERIMENTS={chosen!r} says"

@@ -72,6 +72,18 @@ async def status(
         return grpc.StatusCode.OK
 
 
+def mutual_tls_flags(pki: Pki) -> list[str]:
+    """`turnkeeper serve`'s flags for TLS with client certificates from `pki`'s CA."""
+    return [
+        "--tls-cert",
+        str(pki.server.cert),
+        "--tls-key",
+        str(pki.server.key),
+        "--tls-client-ca",
+        str(pki.ca.files.cert),
+    ]
+
+
 def loopback(address: str) -> str:
     return f"127.0.0.1:{address.rsplit(':', 1)[1]}"
 
@@ -113,14 +125,7 @@ async def test_the_service_process_serves_mutual_tls_on_its_grpc_engine(
     # own process runs on iomgr (turnkeeper/io_engine.py), whose TLS path is this one.
     service = ServiceProcess(
         tmp_path / "data",
-        extra=[
-            "--tls-cert",
-            str(pki.server.cert),
-            "--tls-key",
-            str(pki.server.key),
-            "--tls-client-ca",
-            str(pki.ca.files.cert),
-        ],
+        extra=mutual_tls_flags(pki),
     )
     address = await asyncio.to_thread(service.start)
     try:
@@ -266,12 +271,7 @@ def test_flags_and_env_reach_the_settings(
         [
             "--data-dir",
             str(tmp_path),
-            "--tls-cert",
-            str(pki.server.cert),
-            "--tls-key",
-            str(pki.server.key),
-            "--tls-client-ca",
-            str(pki.ca.files.cert),
+            *mutual_tls_flags(pki),
             "--tokens-file",
             "/etc/turnkeeper/tokens.jsonl",
             "--insecure",

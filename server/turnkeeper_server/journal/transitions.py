@@ -37,6 +37,7 @@ from turnkeeper_server.journal.records import (
     TurnRecord,
 )
 from turnkeeper_server.store.contract import Conn, Tx
+from turnkeeper_server.store.rows import insert_rows
 
 RUNNING, PARKED, DONE, FAILED, CANCELLED, QUEUED = STATE_NAMES
 LIVE = (RUNNING, PARKED)
@@ -139,6 +140,11 @@ def request_hash(thread_id: str, agent: str, input_json: str) -> str:
     return hashlib.sha256(json.dumps([thread_id, agent, input_json]).encode()).hexdigest()
 
 
+_EVENTS_INSERT = "INSERT INTO main.events (turn_id, seq, attempt, type, data_json, created_at)"
+_OUTBOX_INSERT = "INSERT INTO main.outbox (subject, payload, created_at)"
+_TRACED_OUTBOX_INSERT = "INSERT INTO main.outbox (subject, payload, created_at, traceparent)"
+
+
 def write_outbox(tx: Tx, subject: str, payload: str, now: float) -> None:
     if tx.trace is None:
         tx.execute(
@@ -146,16 +152,17 @@ def write_outbox(tx: Tx, subject: str, payload: str, now: float) -> None:
             (subject, payload.encode(), now),
         )
     else:
-        _traced_outbox(tx, [(subject, payload.encode(), now)])
+        _traced_outbox(tx, [subject, payload.encode(), now])
 
 
-def _traced_outbox(tx: Tx, rows: Sequence[tuple[str, bytes, float]]) -> None:
-    """Outbox rows that carry the writing call's trace context (tracing on only):
-    the publisher sends it as the message's traceparent header."""
-    tx.conn.executemany(
-        "INSERT INTO main.outbox (subject, payload, created_at, traceparent) VALUES (?, ?, ?, ?)",
-        [(*row, tx.trace) for row in rows],
-    )
+def _traced_outbox(tx: Tx, values: Sequence[object]) -> None:
+    """Outbox rows (`values` flattened, 3 a row) that carry the writing call's trace
+    context (tracing on only): the publisher sends it as the message's traceparent
+    header."""
+    traced: list[object] = []
+    for i in range(0, len(values), 3):
+        traced += (*values[i : i + 3], tx.trace)
+    insert_rows(tx.conn, _TRACED_OUTBOX_INSERT, 4, traced)
 
 
 def _payload_head(turn: TurnRecord) -> str:
@@ -216,23 +223,16 @@ def _append(
     head = _payload_head(turn)
     turn_id = turn.turn_id
     types_json: dict[str, str] = {}
-    # One executemany per table instead of two execute calls per event: the calls'
-    # own overhead was most of the writer thread's time in bench/ingest.py.
-    rows: list[tuple[str, int, int, str, str, float]] = []
-    outbox: list[tuple[str, bytes, float]] = []
+    # Each table's rows flattened, for one multi-row INSERT per table (store/rows.py):
+    # executemany's step per row waited for the GIL each time (bench/ingest.py).
+    rows: list[object] = []
+    outbox: list[object] = []
 
     def flush() -> None:
         if rows:
-            tx.conn.executemany(
-                "INSERT INTO main.events (turn_id, seq, attempt, type, data_json, created_at) "
-                "VALUES (?, ?, ?, ?, ?, ?)",
-                rows,
-            )
+            insert_rows(tx.conn, _EVENTS_INSERT, 6, rows)
             if tx.trace is None:
-                tx.conn.executemany(
-                    "INSERT INTO main.outbox (subject, payload, created_at) VALUES (?, ?, ?)",
-                    outbox,
-                )
+                insert_rows(tx.conn, _OUTBOX_INSERT, 3, outbox)
             else:
                 _traced_outbox(tx, outbox)
             rows.clear()
@@ -259,19 +259,17 @@ def _append(
             raise WrongState(
                 f"turn {turn.turn_id!r}: seq {seq} leaves a gap; the next seq is {last + 1}"
             )
-        rows.append((turn_id, seq, attempt, type_, data_json, now))
+        rows += (turn_id, seq, attempt, type_, data_json, now)
         # _event_payload's text, inline: the call and json.dumps of the type per event
         # were a third of this loop (bench/ingest.py).
         type_json = types_json.get(type_)
         if type_json is None:
             type_json = types_json[type_] = json.dumps(type_)
-        outbox.append(
-            (
-                subject,
-                f'{head}"seq":{seq},"attempt":{attempt},"type":{type_json},'
-                f'"data":{data_json}}}'.encode(),
-                now,
-            )
+        outbox += (
+            subject,
+            f'{head}"seq":{seq},"attempt":{attempt},"type":{type_json},'
+            f'"data":{data_json}}}'.encode(),
+            now,
         )
         last = seq
     flush()

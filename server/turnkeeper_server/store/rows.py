@@ -1,0 +1,45 @@
+"""Many rows in one INSERT, in the dialect both backends share.
+
+sqlite3's `executemany` steps its statement once per row, and every step lets go
+of the GIL and takes it back. While the event loop is busy, each of those takes
+waits for the loop to let go in turn, so a batch of 100 events in the writer
+thread waited for the GIL 200 times (bench/analysis.md, round seven). One
+statement with many `VALUES` rows steps once. On PostgreSQL it is one statement
+instead of a pipeline of them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+from turnkeeper_server.store.contract import Conn
+
+# Rows per statement at most: 256 rows of 9 columns stay far under both SQLite's
+# (32,766) and PostgreSQL's (65,535) limit on parameters.
+MAX_ROWS = 256
+
+
+def insert_rows(conn: Conn, head: str, width: int, values: Sequence[Any]) -> None:
+    """Insert rows of `width` columns whose values are flattened into `values`, in
+    order: `head` is the statement up to `VALUES` ("INSERT INTO main.t (a, b)").
+
+    The rows go in chunks whose sizes are powers of two (100 rows: 64, 32, 4), so a
+    table has at most nine statement texts to prepare and cache, whatever the
+    batch sizes it sees.
+    """
+    if len(values) % width:
+        raise ValueError(f"{len(values)} values do not make rows of {width}")
+    rows = len(values) // width
+    start = 0
+    while start < rows:
+        size = min(MAX_ROWS, 1 << ((rows - start).bit_length() - 1))
+        conn.execute(_statement(head, width, size), values[start * width : (start + size) * width])
+        start += size
+
+
+@cache
+def _statement(head: str, width: int, rows: int) -> str:
+    row = "(" + ", ".join("?" * width) + ")"
+    return f"{head} VALUES " + ", ".join([row] * rows)

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
+from collections.abc import Awaitable, Callable
 from typing import TypeAlias
 
 import pytest
+from grpc import aio
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper.v1 import turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
+from turnkeeper_server.store.contract import OutboxRow
 
 from tests.support.nats import NatsServer, subscribe
 from tests.support.service import ServiceFactory
@@ -109,8 +112,6 @@ async def test_no_nats_configured_the_service_still_serves(
 ) -> None:
     import logging
 
-    from grpc import aio
-
     with caplog.at_level(logging.WARNING):
         server = await make_service(nats_url=None)
     assert any("mirroring to NATS is off" in r.getMessage() for r in caplog.records)
@@ -124,6 +125,44 @@ async def test_no_nats_configured_the_service_still_serves(
             pb.FinishTurnRequest(turn_id="t1", attempt=0, outcome=pb.OUTCOME_DONE)
         )
         assert done.turn.state == pb.TURN_STATE_DONE
+
+
+async def test_a_confirmed_outbox_row_is_handed_out_once_and_deleted_behind_it(
+    make_service: ServiceFactory,
+) -> None:
+    """The store's drain, with the publisher off: rows it confirmed are never handed
+    out again, even while their delete waits for the writer (SQLite), and rows whose
+    publish failed are handed out again."""
+    server = await make_service(nats_url=None)
+    async with aio.insecure_channel(server.address) as ch:
+        stub = turns_pb2_grpc.TurnServiceStub(ch)
+        await start(stub)
+        await stub.AppendEvents(
+            pb.AppendEventsRequest(
+                turn_id="t1", attempt=0, events=events(1, "token", "token", "token", "token")
+            )
+        )
+    db = server.db
+    handed: list[list[int]] = []
+
+    def publisher(ok: bool) -> Callable[[list[OutboxRow]], Awaitable[bool]]:
+        async def publish(rows: list[OutboxRow]) -> bool:
+            handed.append([row[0] for row in rows])
+            return ok
+
+        return publish
+
+    assert db.outbox_backlog() == 4
+    assert await db.drain_outbox(3, publisher(False)) == 0
+    assert db.outbox_backlog() == 4
+    assert await db.drain_outbox(3, publisher(True)) == 3
+    assert db.outbox_backlog() == 1
+    assert await db.drain_outbox(3, publisher(True)) == 1
+    assert await db.drain_outbox(3, publisher(True)) == 0
+    first = handed[0]
+    assert handed == [first, first, [first[-1] + 1]]
+    await db.write(lambda tx: None)  # behind the deletes, on a writer that queues
+    assert db.read_conn().execute("SELECT count(*) FROM main.outbox").fetchone()[0] == 0
 
 
 @pytest.mark.parametrize("msg_id", [1, 42, 10**12])

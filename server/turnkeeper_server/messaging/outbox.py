@@ -18,7 +18,6 @@ import time
 from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.store.contract import OutboxRow, Store
-from turnkeeper_server.store.sqlite import Reader
 
 log = logging.getLogger(__name__)
 
@@ -57,8 +56,7 @@ class OutboxPublisher:
         await self._drained.wait()
 
     def backlog(self) -> int:
-        row = Reader(self.db).conn.execute("SELECT count(*) FROM main.outbox").fetchone()
-        return int(row[0])
+        return self.db.outbox_backlog()
 
     async def start(self) -> None:
         if self.link.enabled:

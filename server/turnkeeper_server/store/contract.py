@@ -150,8 +150,14 @@ class Store(Protocol):
 
     async def drain_outbox(self, limit: int, publish: Publish) -> int:
         """Hand up to `limit` outbox rows, in id order, to `publish`; delete those
-        it confirms (True). Returns how many left the outbox. Rows another replica
-        is publishing at that moment are not handed out twice."""
+        it confirms (True). Returns how many it confirmed. Rows another replica is
+        publishing at that moment are not handed out twice. A confirmed row is
+        never handed out again by this store, though its delete may commit after
+        this returns (SQLite: it joins the writer's next group)."""
+        ...
+
+    def outbox_backlog(self) -> int:
+        """How many outbox rows are left to publish (the metric, the shutdown log)."""
         ...
 
     async def reclaim(self) -> None:

@@ -287,6 +287,10 @@ class PostgresDatabase:
                     conn.rollback()
             pool.putconn(conn)
 
+    def outbox_backlog(self) -> int:
+        row = self.read_conn().execute("SELECT count(*) FROM main.outbox").fetchone()
+        return int(row[0])
+
     # -- writes ------------------------------------------------------------------
 
     # Writes run concurrently on the pool's connections, each in its own transaction.

@@ -22,6 +22,7 @@ from turnkeeper_server.errors import InvalidArgument, WrongState
 from turnkeeper_server.journal import transitions as journal
 from turnkeeper_server.journal.records import TurnRecord
 from turnkeeper_server.store.contract import Conn, Tx
+from turnkeeper_server.store.rows import insert_rows
 
 
 @dataclass(frozen=True)
@@ -121,23 +122,27 @@ def put_writes(
 ) -> None:
     check_fence(tx, fence, thread_id)
     verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-    tx.conn.executemany(
+    values: list[object] = []
+    for idx, channel, type_, value in writes:
+        values += (
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            task_id,
+            task_path,
+            idx,
+            channel,
+            type_,
+            value,
+        )
+    # One statement for the task's writes (store/rows.py): a later row with the same
+    # key replaces (or is ignored after) an earlier one, as executemany's rows did.
+    insert_rows(
+        tx.conn,
         f"{verb} INTO sessions.writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
-        "task_path, idx, channel, type, value) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        [
-            (
-                thread_id,
-                checkpoint_ns,
-                checkpoint_id,
-                task_id,
-                task_path,
-                idx,
-                channel,
-                type_,
-                value,
-            )
-            for idx, channel, type_, value in writes
-        ],
+        "task_path, idx, channel, type, value)",
+        9,
+        values,
     )
 
 

@@ -16,6 +16,8 @@ def state_counts(conn: Conn) -> dict[str, int]:
 
 
 def outbox_backlog(conn: Conn) -> int:
-    """Outbox messages not yet published to NATS."""
+    """Outbox messages not yet published to NATS. On SQLite it also counts, for
+    about one group commit, the rows the publisher has just published and whose
+    delete waits in the writer's queue (docs/decisions.md, entry 153)."""
     count: int = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
     return count

@@ -36,6 +36,7 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from turnkeeper import tracing
 
 from turnkeeper_server.errors import Unavailable
+from turnkeeper_server.journal import stats
 from turnkeeper_server.journal.status import StatusCache
 from turnkeeper_server.store import postgres_checkpoints
 from turnkeeper_server.store.contract import Conn, OutboxRow, Publish, TurnChanged, Tx
@@ -288,8 +289,7 @@ class PostgresDatabase:
             pool.putconn(conn)
 
     def outbox_backlog(self) -> int:
-        row = self.read_conn().execute("SELECT count(*) FROM main.outbox").fetchone()
-        return int(row[0])
+        return stats.outbox_backlog(self.read_conn())
 
     # -- writes ------------------------------------------------------------------
 

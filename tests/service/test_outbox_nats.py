@@ -137,11 +137,11 @@ async def test_a_confirmed_outbox_row_is_handed_out_once_and_deleted_behind_it(
     async with aio.insecure_channel(server.address) as ch:
         stub = turns_pb2_grpc.TurnServiceStub(ch)
         await start(stub)
-        await stub.AppendEvents(
-            pb.AppendEventsRequest(
-                turn_id="t1", attempt=0, events=events(1, "token", "token", "token", "token")
+        # One event a call: one outbox row each, on both backends.
+        for seq in range(1, 5):
+            await stub.AppendEvents(
+                pb.AppendEventsRequest(turn_id="t1", attempt=0, events=events(seq, "token"))
             )
-        )
     db = server.db
     handed: list[list[int]] = []
 

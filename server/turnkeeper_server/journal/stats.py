@@ -19,5 +19,5 @@ def outbox_backlog(conn: Conn) -> int:
     """Outbox messages not yet published to NATS. On SQLite it also counts, for
     about one group commit, the rows the publisher has just published and whose
     delete waits in the writer's queue (docs/decisions.md, entry 153)."""
-    count: int = conn.execute("SELECT count(*) FROM outbox").fetchone()[0]
-    return count
+    count = conn.execute("SELECT coalesce(sum(messages), 0) FROM outbox").fetchone()[0]
+    return int(count)

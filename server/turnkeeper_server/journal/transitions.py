@@ -37,6 +37,7 @@ from turnkeeper_server.journal.records import (
     TurnRecord,
 )
 from turnkeeper_server.store.contract import Conn, Tx
+from turnkeeper_server.store.outbox_rows import write_messages
 from turnkeeper_server.store.rows import insert_rows
 
 RUNNING, PARKED, DONE, FAILED, CANCELLED, QUEUED = STATE_NAMES
@@ -141,28 +142,10 @@ def request_hash(thread_id: str, agent: str, input_json: str) -> str:
 
 
 _EVENTS_INSERT = "INSERT INTO main.events (turn_id, seq, attempt, type, data_json, created_at)"
-_OUTBOX_INSERT = "INSERT INTO main.outbox (subject, payload, created_at)"
-_TRACED_OUTBOX_INSERT = "INSERT INTO main.outbox (subject, payload, created_at, traceparent)"
 
 
 def write_outbox(tx: Tx, subject: str, payload: str, now: float) -> None:
-    if tx.trace is None:
-        tx.execute(
-            "INSERT INTO main.outbox (subject, payload, created_at) VALUES (?, ?, ?)",
-            (subject, payload.encode(), now),
-        )
-    else:
-        _traced_outbox(tx, [subject, payload.encode(), now])
-
-
-def _traced_outbox(tx: Tx, values: Sequence[object]) -> None:
-    """Outbox rows (`values` flattened, 3 a row) that carry the writing call's trace
-    context (tracing on only): the publisher sends it as the message's traceparent
-    header."""
-    traced: list[object] = []
-    for i in range(0, len(values), 3):
-        traced += (*values[i : i + 3], tx.trace)
-    insert_rows(tx.conn, _TRACED_OUTBOX_INSERT, 4, traced)
+    write_messages(tx, subject, [payload.encode()], now)
 
 
 def _payload_head(turn: TurnRecord) -> str:
@@ -223,20 +206,18 @@ def _append(
     head = _payload_head(turn)
     turn_id = turn.turn_id
     types_json: dict[str, str] = {}
-    # Each table's rows flattened, for one multi-row INSERT per table (store/rows.py):
-    # executemany's step per row waited for the GIL each time (bench/ingest.py).
+    # The events' rows flattened, for one multi-row INSERT (store/rows.py):
+    # executemany's step per row waited for the GIL each time (bench/ingest.py); their
+    # NATS payloads, for as few outbox rows as the backend allows (store/outbox_rows.py).
     rows: list[object] = []
-    outbox: list[object] = []
+    payloads: list[bytes] = []
 
     def flush() -> None:
         if rows:
             insert_rows(tx.conn, _EVENTS_INSERT, 6, rows)
-            if tx.trace is None:
-                insert_rows(tx.conn, _OUTBOX_INSERT, 3, outbox)
-            else:
-                _traced_outbox(tx, outbox)
+            write_messages(tx, subject, payloads, now)
             rows.clear()
-            outbox.clear()
+            payloads.clear()
 
     for seq, type_, data_json in events:
         if type_ in TERMINAL_EVENTS:
@@ -265,11 +246,9 @@ def _append(
         type_json = types_json.get(type_)
         if type_json is None:
             type_json = types_json[type_] = json.dumps(type_)
-        outbox += (
-            subject,
+        payloads.append(
             f'{head}"seq":{seq},"attempt":{attempt},"type":{type_json},'
-            f'"data":{data_json}}}'.encode(),
-            now,
+            f'"data":{data_json}}}'.encode()
         )
         last = seq
     flush()

@@ -26,6 +26,9 @@ from nats.errors import TimeoutError as NatsTimeout
 from turnkeeper import tracing
 from turnkeeper.nats_auth import NatsAuth
 
+from turnkeeper_server.store.contract import OutboxRow
+from turnkeeper_server.store.outbox_rows import messages
+
 log = logging.getLogger(__name__)
 
 # The JSON-RPC method by which the service hands a replica a turn to execute.
@@ -205,10 +208,10 @@ class NatsLink:
     async def _on_error(self, exc: Exception) -> None:
         log.debug("NATS error: %s", exc)
 
-    async def publish_batch(self, rows: Sequence[tuple[int, str, bytes, str | None]]) -> bool:
-        """Publish outbox rows (id, subject, payload, traceparent), each as one message
-        with its id as Nats-Msg-Id (JetStream de-duplicates by it) and the trace
-        context when tracing was on, then flush; True if the server confirmed all."""
+    async def publish_batch(self, rows: Sequence[OutboxRow]) -> bool:
+        """Publish outbox rows' messages (store/outbox_rows.py), each with its outbox
+        id as Nats-Msg-Id (JetStream de-duplicates by it) and the row's trace context
+        when tracing was on, then flush; True if the server confirmed all."""
         nc = self.client
         if nc is None:
             return False
@@ -217,11 +220,13 @@ class NatsLink:
             if transport is None:
                 # A nats-py without it: its public publish, one by one (whose flush may
                 # then be answered before the server read them; see below).
-                for msg_id, subject, payload, trace in rows:
-                    headers = {"Nats-Msg-Id": str(msg_id)}
-                    if trace is not None:
-                        headers["traceparent"] = trace
-                    await nc.publish(subject, payload, headers=headers)
+                for row in rows:
+                    subject, trace = row[1], row[3]
+                    for msg_id, payload in messages(row):
+                        headers = {"Nats-Msg-Id": str(msg_id)}
+                        if trace is not None:
+                            headers["traceparent"] = trace
+                        await nc.publish(subject, payload, headers=headers)
             else:
                 # The same HPUB frames nc.publish builds, at a quarter of its CPU per
                 # message (bench/ingest.py: the publisher was a fifth of the event
@@ -233,14 +238,16 @@ class NatsLink:
                 max_payload = nc.max_payload
                 checked: set[str] = set()
                 frames: list[bytes] = []
-                for msg_id, subject, payload, trace in rows:
+                for row in rows:
+                    subject, trace = row[1], row[3]
                     if subject not in checked:
                         if not subject or _SUBJECT_INVALID.search(subject):
                             raise BadSubjectError
                         checked.add(subject)
-                    if len(payload) > max_payload:
-                        raise MaxPayloadError
-                    frames.append(_hpub(subject, msg_id, payload, trace))
+                    for msg_id, payload in messages(row):
+                        if len(payload) > max_payload:
+                            raise MaxPayloadError
+                        frames.append(_hpub(subject, msg_id, payload, trace))
                 transport.writelines(frames)
             await nc.flush(timeout=2)
         except Exception as exc:

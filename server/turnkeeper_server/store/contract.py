@@ -22,9 +22,10 @@ if TYPE_CHECKING:
 
 T = TypeVar("T")
 
-# Outbox rows as the publisher gets them: (id, subject, payload, traceparent); the
-# last is None unless tracing was on when the row was written.
-OutboxRow = tuple[int, str, bytes, str | None]
+# Outbox rows as the publisher gets them: (id, subject, payload, traceparent,
+# messages); traceparent is None unless tracing was on when the row was written, and
+# a row of several messages is store/outbox_rows.py's.
+OutboxRow = tuple[int, str, bytes, str | None, int]
 Publish = Callable[[list[OutboxRow]], Awaitable[bool]]
 # Called with a turn_id changed through another replica, or None: "any turn may
 # have changed" (notifications may have been missed).
@@ -73,6 +74,10 @@ class Tx(Protocol):
     # The W3C traceparent of the call that queued the operation (tracing on only),
     # kept on the outbox rows it writes.
     trace: str | None
+    # The INSERT of one outbox row carrying a run of n messages, parameters (n,
+    # subject, payload, created_at, traceparent, n), where the backend can reserve n
+    # ids at once (SQLite's one writer); "" where it cannot (store/outbox_rows.py).
+    outbox_run_insert: str
 
     @property
     def checkpoints(self) -> ModuleType:
@@ -149,15 +154,16 @@ class Store(Protocol):
         ...
 
     async def drain_outbox(self, limit: int, publish: Publish) -> int:
-        """Hand up to `limit` outbox rows, in id order, to `publish`; delete those
-        it confirms (True). Returns how many it confirmed. Rows another replica is
+        """Hand outbox rows, in id order, to `publish`, as many as carry about
+        `limit` messages (at least one row, however many it carries); delete those
+        it confirms (True). Returns how many messages it confirmed. Rows another replica is
         publishing at that moment are not handed out twice. A confirmed row is
         never handed out again by this store, though its delete may commit after
         this returns (SQLite: it joins the writer's next group)."""
         ...
 
     def outbox_backlog(self) -> int:
-        """How many outbox rows are left to publish (the metric, the shutdown log)."""
+        """How many outbox messages are left to publish (the metric, the shutdown log)."""
         ...
 
     async def reclaim(self) -> None:

@@ -119,6 +119,9 @@ THREAD_LOCK = 0x74687264  # "thrd"
 class PgTx:
     for_update = " FOR UPDATE"
     skip_locked = " FOR UPDATE SKIP LOCKED"
+    # Replicas take outbox ids concurrently: reserving a run of them would serialise
+    # every append, so each message keeps a row of its own (store/outbox_rows.py).
+    outbox_run_insert = ""
     checkpoints = postgres_checkpoints
 
     def __init__(self, conn: psycopg.Connection[Any], trace: str | None = None) -> None:
@@ -279,7 +282,7 @@ class PostgresDatabase:
                 return 0
             ids = [row[0] for row in rows]
             await loop.run_in_executor(executor, _delete_claimed, conn, ids)
-            return len(rows)
+            return sum(row[4] for row in rows)
         except psycopg.OperationalError as exc:
             raise _unavailable(self.url, exc) from None
         finally:
@@ -344,11 +347,11 @@ class PostgresDatabase:
 
 def _claim(conn: psycopg.Connection[Any], limit: int) -> list[OutboxRow]:
     rows = conn.execute(
-        "SELECT id, subject, payload, traceparent FROM outbox ORDER BY id LIMIT %s "
-        "FOR UPDATE SKIP LOCKED",
+        "SELECT id, subject, payload, traceparent, messages FROM outbox ORDER BY id "
+        "LIMIT %s FOR UPDATE SKIP LOCKED",
         (limit,),
     ).fetchall()
-    return [(int(r[0]), str(r[1]), bytes(r[2]), r[3]) for r in rows]
+    return [(int(r[0]), str(r[1]), bytes(r[2]), r[3], int(r[4])) for r in rows]
 
 
 def _delete_claimed(conn: psycopg.Connection[Any], ids: list[int]) -> None:

@@ -142,6 +142,11 @@ TURNKEEPER_MIGRATIONS: list[str] = [
     CREATE UNIQUE INDEX turns_one_probation ON turns (agent)
         WHERE suspect = 3 AND state = 'RUNNING';
     """,
+    # 6: as SQLite's turns.db migration 6, so both backends' rows read alike; here
+    # every row carries one message (store/outbox_rows.py).
+    """
+    ALTER TABLE outbox ADD COLUMN messages INTEGER NOT NULL DEFAULT 1;
+    """,
 ]
 
 

@@ -40,6 +40,7 @@ from turnkeeper_server.store.contract import (
     WRITE_FOLLOWED,
     WRITE_QUEUED,
     Conn,
+    OutboxRow,
     Publish,
     Store,
     TurnChanged,
@@ -65,6 +66,14 @@ class Tx:
     for_update = ""
     skip_locked = ""
     checkpoints = checkpoints
+    # One writer: the next n ids past sqlite_sequence's (AUTOINCREMENT's high-water
+    # mark, never reused) are this row's; its id is the last, and sqlite_sequence
+    # moves to it, so the next row's ids come after (store/outbox_rows.py).
+    outbox_run_insert = (
+        "INSERT INTO main.outbox (id, subject, payload, created_at, traceparent, messages) "
+        "VALUES (coalesce((SELECT seq FROM main.sqlite_sequence WHERE name = 'outbox'), 0) "
+        "+ ?, ?, ?, ?, ?, ?)"
+    )
 
     def __init__(self, conn: sqlite3.Connection, trace: str | None = None) -> None:
         self.conn = conn
@@ -243,16 +252,23 @@ class Database:
     async def drain_outbox(self, limit: int, publish: Publish) -> int:
         # One writer commits in id order, so the rows past the last one published are
         # exactly those left to publish: no other publisher, no smaller id committing
-        # later.
-        rows = (
-            self.read_conn()
-            .execute(
-                "SELECT id, subject, payload, traceparent FROM main.outbox WHERE id > ? "
-                "ORDER BY id LIMIT ?",
-                (self._published_through, limit),
-            )
-            .fetchall()
+        # later. `limit` counts messages: rows are stepped through only until it is
+        # reached (a row may carry a batch's messages).
+        cursor = self.read_conn().execute(
+            "SELECT id, subject, payload, traceparent, messages FROM main.outbox "
+            "WHERE id > ? ORDER BY id",
+            (self._published_through,),
         )
+        rows: list[OutboxRow] = []
+        taken = 0
+        try:
+            for row in cursor:
+                rows.append(row)
+                taken += row[4]
+                if taken >= limit:
+                    break
+        finally:
+            cursor.close()
         if not rows or not await publish(rows):
             return 0
         last_id = rows[-1][0]
@@ -269,12 +285,15 @@ class Database:
         # (JetStream drops the copies by Nats-Msg-Id); a delete that fails is made
         # good by the next, which deletes every id up to its own.
         self.queue_write(delete).add_done_callback(_log_failed_delete)
-        return len(rows)
+        return taken
 
     def outbox_backlog(self) -> int:
         row = (
             self.read_conn()
-            .execute("SELECT count(*) FROM main.outbox WHERE id > ?", (self._published_through,))
+            .execute(
+                "SELECT coalesce(sum(messages), 0) FROM main.outbox WHERE id > ?",
+                (self._published_through,),
+            )
             .fetchone()
         )
         return int(row[0])

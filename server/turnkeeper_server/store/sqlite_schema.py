@@ -149,6 +149,11 @@ TURNS_MIGRATIONS: list[str] = [
     CREATE UNIQUE INDEX turns_one_probation ON turns (agent)
         WHERE suspect = 3 AND state = 'RUNNING'
     """,
+    # 6: an outbox row may carry a batch's run of messages, its id the run's last
+    # (store/outbox_rows.py); every row before this one carries one.
+    """
+    ALTER TABLE outbox ADD COLUMN messages INTEGER NOT NULL DEFAULT 1
+    """,
 ]
 
 SESSIONS_MIGRATIONS: list[str] = [

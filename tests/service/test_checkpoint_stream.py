@@ -13,60 +13,32 @@ from uuid import uuid4
 
 import grpc
 import pytest
-from google.protobuf import struct_pb2
 from grpc import aio
 from turnkeeper.agent.saver_stream import AsyncRunStream, RunStreams
-from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.client import ConnectionOptions
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
+
+from tests.support.streams import (
+    CountingClient,
+    append_message,
+    put_message,
+    redrive_turn,
+    start_turn,
+    stored_checkpoints,
+)
 
 pytestmark = [pytest.mark.timeout(60), pytest.mark.both_backends]
 
 Req = checkpoints_pb2.CheckpointStreamRequest
 
 
-async def _start(turns: turns_pb2_grpc.TurnServiceAsyncStub, thread: str, turn_id: str) -> None:
-    await turns.StartTurn(
-        turns_pb2.StartTurnRequest(
-            turn_id=turn_id,
-            thread_id=thread,
-            agent="stream-agent",
-            input=struct_pb2.Value(string_value="hi"),
-            replica=f"replica-{turn_id}",
-            incarnation="inc-1",
-        )
-    )
-
-
-async def _redrive(turns: turns_pb2_grpc.TurnServiceAsyncStub, turn_id: str) -> tuple[str, int]:
-    """Re-drive the turn's replica (a new incarnation): its checkpoint and rewind seq."""
-    redriven = await turns.Redrive(
-        turns_pb2.RedriveRequest(
-            agent="stream-agent", replica=f"replica-{turn_id}", incarnation="inc-2"
-        )
-    )
-    [mine] = [r for r in redriven.turns if r.turn.turn_id == turn_id]
-    return mine.checkpoint_id, mine.rewind_seq
-
-
 @pytest.fixture
 async def started(turns: turns_pb2_grpc.TurnServiceAsyncStub) -> tuple[str, str]:
     """A RUNNING turn (attempt 0) on a thread of its own: (thread_id, turn_id)."""
     thread, turn_id = f"s-{uuid4().hex[:8]}", f"t-{uuid4().hex[:8]}"
-    await _start(turns, thread, turn_id)
+    await start_turn(turns, thread, turn_id)
     return thread, turn_id
-
-
-def _put(thread: str, turn_id: str, attempt: int, checkpoint_id: str) -> Req:
-    return Req(
-        put=checkpoints_pb2.PutCheckpointRequest(
-            thread_id=thread,
-            checkpoint_id=checkpoint_id,
-            checkpoint=checkpoints_pb2.TypedValue(type="json", data=b"{}"),
-            metadata_json="{}",
-            fence=checkpoints_pb2.TurnFence(turn_id=turn_id, attempt=attempt),
-        )
-    )
 
 
 async def test_stream_answers_in_order_and_a_refusal_does_not_end_it(
@@ -80,9 +52,9 @@ async def test_stream_answers_in_order_and_a_refusal_does_not_end_it(
         for seq in (1, 2, 3)
     ]
     append = Req(append=turns_pb2.AppendEventsRequest(turn_id=turn_id, attempt=0, events=events))
-    bad = _put(thread, turn_id, 0, "")
+    bad = put_message(thread, turn_id, 0, "")
     get = Req(get=checkpoints_pb2.GetCheckpointRequest(thread_id=thread))
-    requests = [append, _put(thread, turn_id, 0, "cp-1"), bad, get, Req()]
+    requests = [append, put_message(thread, turn_id, 0, "cp-1"), bad, get, Req()]
     for n, request in enumerate(requests, start=1):
         request.id = n * 10
 
@@ -98,7 +70,7 @@ async def test_stream_answers_in_order_and_a_refusal_does_not_end_it(
     assert answers[4].error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
     assert "get, put, writes or append" in answers[4].error.message
     # The events sent before the checkpoint are its boundary: a re-drive rewinds to 3.
-    assert await _redrive(turns, turn_id) == ("cp-1", 3)
+    assert await redrive_turn(turns, turn_id) == ("cp-1", 3)
 
 
 async def test_a_stale_attempt_ends_the_stream_with_aborted(
@@ -107,9 +79,12 @@ async def test_a_stale_attempt_ends_the_stream_with_aborted(
     checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
 ) -> None:
     thread, turn_id = started
-    await _redrive(turns, turn_id)
+    await redrive_turn(turns, turn_id)
     # Attempt 0 was re-driven away; attempt 1's put comes after it on the stream.
-    stale, after = _put(thread, turn_id, 0, "zombie"), _put(thread, turn_id, 1, "after")
+    stale, after = (
+        put_message(thread, turn_id, 0, "zombie"),
+        put_message(thread, turn_id, 1, "after"),
+    )
     stale.id, after.id = 1, 2
 
     call = checkpoints.CheckpointStream(iter([stale, after]))
@@ -126,24 +101,6 @@ async def test_a_stale_attempt_ends_the_stream_with_aborted(
         assert not found.found, checkpoint_id
 
 
-def _append(turn_id: str, attempt: int, *seqs: int) -> Req:
-    events = [turns_pb2.EventInput(seq=s, type="token", data_json=f'{{"n": {s}}}') for s in seqs]
-    return Req(
-        append=turns_pb2.AppendEventsRequest(turn_id=turn_id, attempt=attempt, events=events)
-    )
-
-
-async def _stored(
-    checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub, thread: str
-) -> set[str]:
-    return {
-        answer.checkpoint.ref.checkpoint_id
-        async for answer in checkpoints.ListCheckpoints(
-            checkpoints_pb2.ListCheckpointsRequest(thread_id=thread)
-        )
-    }
-
-
 async def test_a_batch_is_answered_in_one_frame_in_its_order(
     started: tuple[str, str],
     turns: turns_pb2_grpc.TurnServiceAsyncStub,
@@ -151,11 +108,11 @@ async def test_a_batch_is_answered_in_one_frame_in_its_order(
 ) -> None:
     thread, turn_id = started
     batch = [
-        _append(turn_id, 0, 1, 2, 3),
-        _put(thread, turn_id, 0, "cp-1"),
-        _put(thread, turn_id, 0, ""),  # refused alone: the batch goes on
-        _append(turn_id, 0, 4),
-        _put(thread, turn_id, 0, "cp-2"),
+        append_message(turn_id, 0, 1, 2, 3),
+        put_message(thread, turn_id, 0, "cp-1"),
+        put_message(thread, turn_id, 0, ""),  # refused alone: the batch goes on
+        append_message(turn_id, 0, 4),
+        put_message(thread, turn_id, 0, "cp-2"),
         Req(get=checkpoints_pb2.GetCheckpointRequest(thread_id=thread)),
     ]
     for n, request in enumerate(batch, start=1):
@@ -178,20 +135,20 @@ async def test_a_batch_is_answered_in_one_frame_in_its_order(
     # Each message saw the ones before it committed: the get finds cp-2, written
     # just before it in the same frame, and cp-2's boundary counts the 4th event.
     assert frame.batch[5].get.checkpoint.ref.checkpoint_id == "cp-2"
-    assert await _redrive(turns, turn_id) == ("cp-2", 4)
+    assert await redrive_turn(turns, turn_id) == ("cp-2", 4)
 
 
-async def test_a_stale_attempt_in_a_batch_ends_the_stream_and_nothing_after_it_is_stored(
+async def test_a_stale_attempt_in_a_batch_ends_the_stream_and_nothing_after_it_isstored_checkpoints(
     started: tuple[str, str],
     turns: turns_pb2_grpc.TurnServiceAsyncStub,
     checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
 ) -> None:
     thread, turn_id = started
-    await _redrive(turns, turn_id)
+    await redrive_turn(turns, turn_id)
     batch = [
-        _put(thread, turn_id, 0, "zombie-1"),
-        _append(turn_id, 0, 1),
-        _put(thread, turn_id, 0, "zombie-2"),
+        put_message(thread, turn_id, 0, "zombie-1"),
+        append_message(turn_id, 0, 1),
+        put_message(thread, turn_id, 0, "zombie-2"),
     ]
     for n, request in enumerate(batch, start=1):
         request.id = n
@@ -200,7 +157,7 @@ async def test_a_stale_attempt_in_a_batch_ends_the_stream_and_nothing_after_it_i
         async for _ in checkpoints.CheckpointStream(iter([Req(batch=batch)])):
             pass
     assert info.value.code() == grpc.StatusCode.ABORTED
-    assert await _stored(checkpoints, thread) == set()
+    assert await stored_checkpoints(checkpoints, thread) == set()
     turn = await turns.GetTurn(turns_pb2.GetTurnRequest(turn_id=turn_id))
     assert turn.turn.last_seq == 0
 
@@ -210,24 +167,24 @@ async def test_a_stale_attempt_in_a_batch_ends_the_stream_and_nothing_after_it_i
     [
         pytest.param(
             lambda thread, turn_id: Req(
-                batch=[_put(thread, turn_id, 0, "a"), _put(thread, turn_id, 1, "b")]
+                batch=[put_message(thread, turn_id, 0, "a"), put_message(thread, turn_id, 1, "b")]
             ),
             "one turn attempt",
             id="two-attempts",
         ),
         pytest.param(
-            lambda thread, turn_id: Req(batch=[Req(batch=[_put(thread, turn_id, 0, "a")])]),
+            lambda thread, turn_id: Req(batch=[Req(batch=[put_message(thread, turn_id, 0, "a")])]),
             "batch of its own",
             id="nested",
         ),
         pytest.param(
-            lambda thread, turn_id: Req(id=7, batch=[_put(thread, turn_id, 0, "a")]),
+            lambda thread, turn_id: Req(id=7, batch=[put_message(thread, turn_id, 0, "a")]),
             "not both",
             id="message-and-batch",
         ),
         pytest.param(
             lambda thread, turn_id: Req(
-                batch=[_put(thread, turn_id, 0, f"c{n}") for n in range(257)]
+                batch=[put_message(thread, turn_id, 0, f"c{n}") for n in range(257)]
             ),
             "the limit is 256",
             id="too-many",
@@ -247,48 +204,31 @@ async def test_a_malformed_batch_is_refused_whole(
             pass
     assert info.value.code() == grpc.StatusCode.INVALID_ARGUMENT
     assert says in (info.value.details() or "")
-    assert await _stored(checkpoints, thread) == set()
-
-
-class _CountingClient(AsyncTurnkeeperClient):
-    """The real client; it keeps every frame it writes on a checkpoint stream."""
-
-    frames: list[Req]
-
-    def open_checkpoint_stream(self) -> Any:
-        call = super().open_checkpoint_stream()
-        write = call.write
-
-        async def counted(request: Req) -> None:
-            self.frames.append(request)
-            await write(request)
-
-        call.write = counted  # type: ignore[method-assign]
-        return call
+    assert await stored_checkpoints(checkpoints, thread) == set()
 
 
 async def test_the_client_batches_what_is_asked_for_together_once_the_service_says_it_may(
     service: TurnkeeperServer, started: tuple[str, str]
 ) -> None:
     thread, turn_id = started
-    async with _CountingClient(ConnectionOptions(target=f"127.0.0.1:{service.port}")) as client:
+    async with CountingClient(ConnectionOptions(target=f"127.0.0.1:{service.port}")) as client:
         client.frames = []
         stream = AsyncRunStream(client)
         try:
             # Asked for together before any answer: one frame each (no batch yet).
             first = await asyncio.gather(
                 stream.request(get=checkpoints_pb2.GetCheckpointRequest(thread_id=thread)),
-                stream.request(append=_append(turn_id, 0, 1, 2).append),
+                stream.request(append=append_message(turn_id, 0, 1, 2).append),
             )
             assert len(client.frames) == 2 and not any(f.batch for f in client.frames)
             # A step's writes and checkpoint, asked for on one turn of the loop: one frame.
             step = await asyncio.gather(
-                stream.request(append=_append(turn_id, 0, 3).append),
-                stream.request(put=_put(thread, turn_id, 0, "cp-1").put),
+                stream.request(append=append_message(turn_id, 0, 3).append),
+                stream.request(put=put_message(thread, turn_id, 0, "cp-1").put),
                 stream.request(get=checkpoints_pb2.GetCheckpointRequest(thread_id=thread)),
             )
             # Asked for one after another: one frame each, as without batches.
-            alone = await stream.request(put=_put(thread, turn_id, 0, "cp-2").put)
+            alone = await stream.request(put=put_message(thread, turn_id, 0, "cp-2").put)
         finally:
             stream.close()
             await stream.wait_closed()
@@ -304,7 +244,7 @@ async def test_the_client_batches_what_is_asked_for_together_once_the_service_sa
 async def test_a_new_run_takes_an_idle_stream_and_never_one_with_a_message_unanswered(
     service: TurnkeeperServer,
 ) -> None:
-    async with _CountingClient(ConnectionOptions(target=f"127.0.0.1:{service.port}")) as client:
+    async with CountingClient(ConnectionOptions(target=f"127.0.0.1:{service.port}")) as client:
         client.frames = []
         opened: list[object] = []
         make_call = client.open_checkpoint_stream
@@ -335,3 +275,22 @@ async def test_a_new_run_takes_an_idle_stream_and_never_one_with_a_message_unans
         finally:
             await streams.aclose()
     assert len(opened) == 2
+
+
+async def test_the_client_splits_what_is_asked_for_together_into_frames_the_service_takes(
+    service: TurnkeeperServer, started: tuple[str, str]
+) -> None:
+    thread, _ = started
+    get = checkpoints_pb2.GetCheckpointRequest(thread_id=thread)
+    async with CountingClient(ConnectionOptions(target=f"127.0.0.1:{service.port}")) as client:
+        client.frames = []
+        stream = AsyncRunStream(client)
+        try:
+            await stream.request(get=get)  # the service says it takes batches
+            answers = await asyncio.gather(*(stream.request(get=get) for _ in range(300)))
+        finally:
+            stream.close()
+            await stream.wait_closed()
+    # The service refuses a frame of more than 256 messages whole.
+    assert [len(f.batch) for f in client.frames] == [0, 256, 44]
+    assert [a.WhichOneof("result") for a in answers] == ["get"] * 300

@@ -29,6 +29,14 @@ write is queued (WRITE_QUEUED); on PostgreSQL, until it is committed. A read in 
 batch waits for the writes before it to commit. The writes of one batch carry one
 turn attempt's fence (or none), so a stale attempt's refusal refuses every write
 after it in the batch as well.
+
+A *shared* stream carries several runs' messages (the client marks its frames
+`shared`: one stream per client event loop, so one frame each way carries a step of
+several runs). Its batches may hold several runs' writes, and a stale attempt's
+message is answered ABORTED on its own, as any other refusal, instead of ending
+the stream for every run on it. Each later message of that run is refused by its
+own fence check (an attempt re-driven away never becomes current again), so the
+run still stops at its first stale write (decision 155).
 """
 
 from __future__ import annotations
@@ -97,14 +105,16 @@ class StreamingCheckpointServicer(CheckpointServicer):
                     answers = await self._batch(frame, context)
                     yield Response(batch=answers, accepts_batch=True)
                 else:
-                    yield await self._answer(frame, context)
+                    yield await self._answer(frame, context, frame.shared)
 
-    async def _answer(self, request: Request, context: Ctx) -> Response:
+    async def _answer(self, request: Request, context: Ctx, shared: bool = False) -> Response:
         try:
             response = await self._one(request, context)
-        except StaleAttempt:
-            # Ends the stream: ErrorsAndMetrics answers ABORTED with the message.
-            raise
+        except StaleAttempt as exc:
+            if not shared:
+                # Ends the stream: ErrorsAndMetrics answers ABORTED with the message.
+                raise
+            response = _refused(request, exc)
         except TurnkeeperError as exc:
             response = _refused(request, exc)
         response.accepts_batch = True
@@ -120,12 +130,12 @@ class StreamingCheckpointServicer(CheckpointServicer):
         if any(request.batch for request in frame.batch):
             raise InvalidArgument("a message in a batch cannot carry a batch of its own")
         runs = [_run_of(request) for request in frame.batch]
-        if len(set(runs) - {_READ}) > 1:
-            # So that a stale attempt's refusal refuses every write after it in the
-            # batch (fencing does, in each one's transaction), as on a single frame.
+        if not frame.shared and len(set(runs) - {_READ}) > 1:
+            # So that a stale attempt's refusal ends the stream before any write after
+            # it is answered, as on a single frame; a shared frame answers it alone.
             raise InvalidArgument(
                 "the writes of one batch carry one turn attempt (or none): "
-                "send another run's on its own stream"
+                "send another run's on its own stream, or mark the frame shared"
             )
         started: list[_Started] = []
         n = 0
@@ -154,7 +164,10 @@ class StreamingCheckpointServicer(CheckpointServicer):
             try:
                 answers.append(item.answer(await item.done))
             except StaleAttempt as exc:
-                ending = ending or exc
+                if frame.shared:
+                    answers.append(_refused(item.request, exc))
+                else:
+                    ending = ending or exc
             except TurnkeeperError as exc:
                 answers.append(_refused(item.request, exc))
             except Exception as exc:

@@ -15,8 +15,10 @@ class Channels:
     """The connections of one saver (shared by its ``with_allowlist`` clones): one
     blocking client, and one aio client per event loop."""
 
-    def __init__(self, options: ConnectionOptions) -> None:
+    def __init__(self, options: ConnectionOptions, shared: bool = False) -> None:
         self.options = options
+        # One checkpoint stream per event loop for every run, not one per run.
+        self.shared = shared
         self._lock = threading.Lock()
         self._sync: TurnkeeperClient | None = None
         # Weak keys: a loop that is garbage-collected takes its client with it, and
@@ -54,7 +56,7 @@ class Channels:
         with self._lock:
             self._check_open()
             if self._sync_streams is None:
-                self._sync_streams = LoopStreams(self.options)
+                self._sync_streams = LoopStreams(self.options, self.shared)
             return self._sync_streams
 
     def aio_stream(self, key: RunKey) -> AsyncRunStream:
@@ -68,7 +70,9 @@ class Channels:
         with self._lock:
             streams = self._async_streams.get(loop)
             if streams is None:
-                streams = self._async_streams[loop] = RunStreams(lambda: AsyncRunStream(client))
+                streams = self._async_streams[loop] = RunStreams(
+                    lambda: AsyncRunStream(client, self.shared), self.shared
+                )
         return streams.get(key)
 
     async def aclose_streams(self) -> None:

@@ -76,6 +76,8 @@ _BROKEN: Final = frozenset(
     {grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.CANCELLED, grpc.StatusCode.INTERNAL}
 )
 _RPC: Final = "CheckpointStream"
+# Messages in one frame at most: the service refuses a larger batch whole.
+MAX_FRAME: Final = 256
 _CODES: Final = {code.value[0]: code for code in grpc.StatusCode}
 
 
@@ -92,6 +94,10 @@ def turn_key(turn_id: str, attempt: int) -> RunKey:
     return ("turn", turn_id, attempt)
 
 
+# The key of a shared stream: every run's (RunStreams with `shared`).
+SHARED_KEY: Final[RunKey] = ("shared", "", 0)
+
+
 def _answer(response: Response) -> Response:
     if response.HasField("error"):
         code = _CODES.get(response.error.code, grpc.StatusCode.UNKNOWN)
@@ -104,10 +110,14 @@ def _backoff(options: ConnectionOptions, attempt: int) -> float:
 
 
 class AsyncRunStream:
-    """One run's stream on one event loop; ops from several tasks are pipelined."""
+    """One run's stream on one event loop (or, `shared`, every run's on that loop);
+    ops from several tasks are pipelined."""
 
-    def __init__(self, client: AsyncTurnkeeperClient) -> None:
+    def __init__(self, client: AsyncTurnkeeperClient, shared: bool = False) -> None:
         self._client = client
+        # Every frame says so: the service then takes several runs' messages in one
+        # batch and answers a stale attempt's alone instead of ending the stream.
+        self._shared = shared
         self._options = client.options
         self._ids = itertools.count(1)
         # Sent (or about to be) and not answered, in send order.
@@ -123,6 +133,11 @@ class AsyncRunStream:
         self._unsent: list[Request] = []
         self._flushing = False
         self._flusher: asyncio.Task[None] | None = None  # held: the loop keeps weak refs
+        # Frames written on the current call and not answered yet (the service answers
+        # each frame with one). A shared stream holds its next frame while one is
+        # out: the service reads a stream's frames one at a time anyway, so waiting
+        # costs no time there, and what the other runs ask for meanwhile joins it.
+        self._in_flight = 0
         self._writing = asyncio.Lock()
         self._reader: asyncio.Task[None] | None = None
         self._closed = False
@@ -136,7 +151,7 @@ class AsyncRunStream:
         if self._closed:
             raise RuntimeError("the checkpoint stream is closed")
         self.last_used = time.monotonic()
-        request = Request(id=next(self._ids), **op)
+        request = Request(id=next(self._ids), shared=self._shared, **op)
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._pending[request.id] = (request, future)
         timeout = self._options.default_timeout
@@ -146,15 +161,12 @@ class AsyncRunStream:
             async with asyncio.timeout(timeout):
                 if self._call is not None and self._batching is self._call:
                     self._unsent.append(request)
-                    if not self._flushing:
-                        # Runs on the loop's next turn, after the other messages
-                        # asked for on this one: they share its frame.
-                        self._flushing = True
-                        self._flusher = asyncio.get_running_loop().create_task(self._flush())
+                    self._schedule_flush()
                 else:
                     async with self._writing:
                         if self._call is None:
                             self._call = self._client.open_checkpoint_stream()
+                            self._in_flight = 0
                             self._reader = asyncio.create_task(self._read(self._call))
                             await self._send_pending(self._call)
                         elif self._sent_on.get(request.id) is not self._call:
@@ -175,30 +187,46 @@ class AsyncRunStream:
             self._pending.pop(request.id, None)
             self._sent_on.pop(request.id, None)
 
+    def _schedule_flush(self) -> None:
+        """Write what is unsent on the loop's next turn, after the other messages asked
+        for on this one (they share its frame); on a shared stream, not while a frame
+        is out (the reader calls this again once it is answered)."""
+        if self._flushing or not self._unsent or (self._shared and self._in_flight):
+            return
+        self._flushing = True
+        self._flusher = asyncio.get_running_loop().create_task(self._flush())
+
     async def _write(self, call: grpc.aio.StreamStreamCall[Request, Response], r: Request) -> None:
         # The call may have ended under us; the reader sees why and sends the pending
         # messages (this one included) again on a new stream, or fails them.
         self._sent_on[r.id] = call
+        self._in_flight += 1
         with contextlib.suppress(grpc.RpcError, asyncio.InvalidStateError):
             await call.write(r)
 
     async def _flush(self) -> None:
         async with self._writing:
             self._flushing = False
+            if self._shared and self._in_flight:
+                return  # a frame went out meanwhile: the reader flushes on its answer
             unsent, self._unsent = self._unsent, []
             call = self._call
             if call is None:
                 return  # the reader sends every pending message on the next call
-            frame = [
+            todo = [
                 r for r in unsent if r.id in self._pending and self._sent_on.get(r.id) is not call
             ]
-            if len(frame) == 1:
-                await self._write(call, frame[0])
-            elif frame:
+            # The service refuses a frame of more than MAX_FRAME messages whole.
+            for start in range(0, len(todo), MAX_FRAME):
+                frame = todo[start : start + MAX_FRAME]
+                if len(frame) == 1:
+                    await self._write(call, frame[0])
+                    continue
                 for r in frame:
                     self._sent_on[r.id] = call
+                self._in_flight += 1
                 with contextlib.suppress(grpc.RpcError, asyncio.InvalidStateError):
-                    await call.write(Request(batch=frame))
+                    await call.write(Request(batch=frame, shared=self._shared))
 
     async def _send_pending(self, call: grpc.aio.StreamStreamCall[Request, Response]) -> None:
         for request, _ in list(self._pending.values()):
@@ -218,6 +246,9 @@ class AsyncRunStream:
                         entry = self._pending.get(answer.id)
                         if entry is not None and not entry[1].done():
                             entry[1].set_result(answer)
+                    if call is self._call:
+                        self._in_flight = max(0, self._in_flight - 1)
+                        self._schedule_flush()
                 code = grpc.StatusCode.OK
             except grpc.RpcError as err:
                 error = err
@@ -254,6 +285,7 @@ class AsyncRunStream:
                 if self._closed:
                     continue
                 call = self._call = self._client.open_checkpoint_stream()
+                self._in_flight = 0
                 await self._send_pending(call)
 
     def _fail(self, exc: BaseException) -> None:
@@ -285,10 +317,15 @@ class RunStreams(Generic[_S]):
     least recently used stream with nothing unanswered, if any, so a new run does
     not pay for opening a stream, which costs about what a unary call does. So one
     stream carries one run's messages at a time, and a batch one run's.
+
+    `shared`: every run's messages go on one stream (made with its `shared` flag),
+    whose batches then carry a step of several runs: fewer frames each way when
+    runs overlap (decision 155). Ending a run leaves it open.
     """
 
-    def __init__(self, make: Callable[[], _S]) -> None:
+    def __init__(self, make: Callable[[], _S], shared: bool = False) -> None:
         self._make: Callable[[], _S] = make
+        self._shared = shared
         self._streams: dict[RunKey, _S] = {}
         # Streams of runs that ended (drop), kept open for the next runs.
         self._spare: list[_S] = []
@@ -296,6 +333,8 @@ class RunStreams(Generic[_S]):
         self._swept = time.monotonic()
 
     def get(self, key: RunKey) -> _S:
+        if self._shared:
+            key = SHARED_KEY
         with self._lock:
             stream = self._streams.get(key)
             if stream is None:
@@ -331,6 +370,8 @@ class RunStreams(Generic[_S]):
     def drop(self, key: RunKey) -> None:
         """The run of `key` ended: its stream waits, open, for the next run (a few
         are kept; the rest are closed)."""
+        if self._shared:
+            return  # the one stream goes on carrying the other runs'
         with self._lock:
             stream = self._streams.pop(key, None)
             if stream is not None and stream.idle and len(self._spare) < MAX_SPARE:
@@ -361,14 +402,16 @@ class LoopStreams:
     """The blocking saver's streams: :class:`AsyncRunStream` on a private event loop
     in a daemon thread, which every blocking caller hands its message to."""
 
-    def __init__(self, options: ConnectionOptions) -> None:
+    def __init__(self, options: ConnectionOptions, shared: bool = False) -> None:
         self._loop = asyncio.new_event_loop()
         self._thread = threading.Thread(
             target=self._loop.run_forever, name="turnkeeper-saver-streams", daemon=True
         )
         self._thread.start()
         self._client = AsyncTurnkeeperClient(options)
-        self._streams: RunStreams[AsyncRunStream] = RunStreams(lambda: AsyncRunStream(self._client))
+        self._streams: RunStreams[AsyncRunStream] = RunStreams(
+            lambda: AsyncRunStream(self._client, shared), shared
+        )
 
     def request(self, key: RunKey, **op: Any) -> Response:
         # The caller's context goes with the message (its trace, for one): a stream

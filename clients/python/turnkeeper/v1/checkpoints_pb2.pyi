@@ -621,8 +621,18 @@ class CheckpointStreamRequest(_message.Message):
     WRITES_FIELD_NUMBER: _builtins.int
     APPEND_FIELD_NUMBER: _builtins.int
     BATCH_FIELD_NUMBER: _builtins.int
+    SHARED_FIELD_NUMBER: _builtins.int
     id: _builtins.int
     """Chosen by the client, echoed in the response; unique among its open requests."""
+    shared: _builtins.bool
+    """Set on a frame of a stream that carries several runs' messages (one stream per
+    client event loop instead of one per run: fewer frames each way). The frame's
+    batch may then hold several runs' writes, and a fenced message is answered with
+    an ABORTED error of its own while the stream goes on, since it would otherwise
+    fail the other runs' messages. Fencing still refuses every later message of
+    the stale run, each in its own transaction: an attempt once re-driven away
+    stays stale. In a batch the frame's flag counts, not its messages'.
+    """
     @_builtins.property
     def get(self) -> Global___GetCheckpointRequest: ...
     @_builtins.property
@@ -648,10 +658,11 @@ class CheckpointStreamRequest(_message.Message):
         writes: Global___PutWritesRequest | None = ...,
         append: _turns_pb2.AppendEventsRequest | None = ...,
         batch: _abc.Iterable[Global___CheckpointStreamRequest] | None = ...,
+        shared: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["append", b"append", "get", b"get", "op", b"op", "put", b"put", "writes", b"writes"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["append", b"append", "batch", b"batch", "get", b"get", "id", b"id", "op", b"op", "put", b"put", "writes", b"writes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["append", b"append", "batch", b"batch", "get", b"get", "id", b"id", "op", b"op", "put", b"put", "shared", b"shared", "writes", b"writes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     _WhichOneofReturnType_op: _TypeAlias = _typing.Literal["get", "put", "writes", "append"]  # noqa: Y015
     _WhichOneofArgType_op: _TypeAlias = _typing.Literal["op", b"op"]  # noqa: Y015

@@ -128,7 +128,9 @@ class CheckpointServiceServicer:
         service handles the messages one at a time in the order they arrive, and answers
         each (a put, a write or an append only after its commit) with the same id. A
         fenced message (a stale attempt) ends the stream with ABORTED; any other refusal
-        answers that message with its error and the stream goes on.
+        answers that message with its error and the stream goes on. A frame marked
+        `shared` may carry several runs' messages, and there a fenced message is
+        answered ABORTED on its own instead (see CheckpointStreamRequest.shared).
         """
         context.set_code(grpc.StatusCode.UNIMPLEMENTED)
         context.set_details('Method not implemented!')

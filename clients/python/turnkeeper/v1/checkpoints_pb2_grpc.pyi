@@ -55,7 +55,9 @@ class CheckpointServiceStub:
     service handles the messages one at a time in the order they arrive, and answers
     each (a put, a write or an append only after its commit) with the same id. A
     fenced message (a stale attempt) ends the stream with ABORTED; any other refusal
-    answers that message with its error and the stream goes on.
+    answers that message with its error and the stream goes on. A frame marked
+    `shared` may carry several runs' messages, and there a fenced message is
+    answered ABORTED on its own instead (see CheckpointStreamRequest.shared).
     """
     PruneThreads: _grpc.UnaryUnaryMultiCallable[_checkpoints_pb2.PruneThreadsRequest, _checkpoints_pb2.PruneThreadsResponse]
     """LangGraph's prune: keep only the latest checkpoint of each namespace of each
@@ -95,7 +97,9 @@ class CheckpointServiceAsyncStub(CheckpointServiceStub):
     service handles the messages one at a time in the order they arrive, and answers
     each (a put, a write or an append only after its commit) with the same id. A
     fenced message (a stale attempt) ends the stream with ABORTED; any other refusal
-    answers that message with its error and the stream goes on.
+    answers that message with its error and the stream goes on. A frame marked
+    `shared` may carry several runs' messages, and there a fenced message is
+    answered ABORTED on its own instead (see CheckpointStreamRequest.shared).
     """
     PruneThreads: _aio.UnaryUnaryMultiCallable[_checkpoints_pb2.PruneThreadsRequest, _checkpoints_pb2.PruneThreadsResponse]  # type: ignore[assignment]
     """LangGraph's prune: keep only the latest checkpoint of each namespace of each
@@ -168,7 +172,9 @@ class CheckpointServiceServicer(metaclass=_abc_1.ABCMeta):
         service handles the messages one at a time in the order they arrive, and answers
         each (a put, a write or an append only after its commit) with the same id. A
         fenced message (a stale attempt) ends the stream with ABORTED; any other refusal
-        answers that message with its error and the stream goes on.
+        answers that message with its error and the stream goes on. A frame marked
+        `shared` may carry several runs' messages, and there a fenced message is
+        answered ABORTED on its own instead (see CheckpointStreamRequest.shared).
         """
 
     @_abc_1.abstractmethod

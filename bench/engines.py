@@ -257,7 +257,8 @@ def run(size: Size) -> Section:
             "RemoteSaver both ways: `invoke` from threads (blocking), and `ainvoke` as "
             f"{size.saver_callers} tasks on one event loop (async), which is how the "
             "bridge runs turns; each on its default transport (blocking: a unary call per "
-            "operation; async: the checkpoint stream per run). "
+            "operation; async: the checkpoint stream per run), and async with every run on "
+            "one shared stream (`share_stream=True`, opt-in) under load. "
             f"{size.saver_rounds} rounds; values are medians, ratios medians of each round's "
             "ratio. Lower time is better; the target "
             "ratios are RemoteSaver's time over theirs."
@@ -267,7 +268,7 @@ def run(size: Size) -> Section:
         "dbos": (dbos_missing, run_dbos),
         "restate": (restate_missing, run_restate),
     }
-    names = ("floor", "remote", "async", "dbos", "restate")
+    names = ("floor", "remote", "async", "shared", "dbos", "restate")
     single: dict[str, list[float]] = {name: [] for name in names}
     conc: dict[str, list[float]] = {name: [] for name in names}
     missing = {name: check() for name, (check, _) in engines.items()}
@@ -287,6 +288,12 @@ def run(size: Size) -> Section:
                 single["async"].append(saver.async_run(address, True, size.saver_single))
                 conc["async"].append(
                     saver.async_run(address, True, size.saver_concurrent, size.saver_callers)
+                )
+                # The same with every run on one shared stream (opt-in, decision 155).
+                conc["shared"].append(
+                    saver.async_run(
+                        address, True, size.saver_concurrent, size.saver_callers, shared=True
+                    )
                 )
             for name, (_, measure) in engines.items():
                 if missing[name] or name in failed:
@@ -312,6 +319,10 @@ def run(size: Size) -> Section:
             fmt_rate(c_["async"], " turns/s"),
         ),
         Row(
+            f"RemoteSaver async, one shared stream, {size.saver_callers} concurrent",
+            fmt_rate(c_["shared"], " turns/s"),
+        ),
+        Row(
             "floor (no checkpointer), per turn",
             fmt_ms(s_["floor"]),
             f"RemoteSaver {fmt_ms(s_['remote'])}",
@@ -327,23 +338,26 @@ def run(size: Size) -> Section:
             section.notes.append(f"{label} was not measured: {why}")
             continue
         n = len(single[name])  # rounds in which both ran
-        for mine, api in (("remote", "blocking"), ("async", "async")):
-            single_ratio = paired_ratio(single[mine][:n], single[name])
+        mines = (("remote", "blocking"), ("async", "async"), ("shared", "async, shared stream"))
+        for mine, api in mines:
             # Time per turn under load is 1/throughput: RemoteSaver's over theirs.
             conc_ratio = paired_ratio(conc[name], conc[mine][:n])
-            section.metrics |= {
-                f"{name}_single_ratio_{api}": single_ratio,
-                f"{name}_concurrent_ratio_{api}": conc_ratio,
-            }
+            key = api.replace(", shared stream", "_shared")
+            section.metrics[f"{name}_concurrent_ratio_{key}"] = conc_ratio
+            if single[mine]:  # the shared stream is the run's own stream when alone
+                single_ratio = paired_ratio(single[mine][:n], single[name])
+                section.metrics[f"{name}_single_ratio_{key}"] = single_ratio
+                section.rows.append(
+                    Row(
+                        f"vs {label}, per turn, single ({api})",
+                        fmt_ms(s_[mine]),
+                        f"{label} {fmt_ms(s_[name])}",
+                        fmt_ratio(single_ratio),
+                        f"≤ {limit:.1f}\u00d7",
+                        single_ratio <= limit,
+                    )
+                )
             section.rows += [
-                Row(
-                    f"vs {label}, per turn, single ({api})",
-                    fmt_ms(s_[mine]),
-                    f"{label} {fmt_ms(s_[name])}",
-                    fmt_ratio(single_ratio),
-                    f"≤ {limit:.1f}\u00d7",
-                    single_ratio <= limit,
-                ),
                 Row(
                     f"vs {label}, {size.saver_callers} concurrent, time per turn ({api})",
                     fmt_ms(1 / c_[mine]),

@@ -52,12 +52,15 @@ def remote_turns(data_dir: Path) -> Iterator[tuple[dict[str, Callable[[], None]]
         yield runs, server.pid, server.address
 
 
-def async_run(address: str, stream: bool, count: int, callers: int = 0) -> float:
+def async_run(
+    address: str, stream: bool, count: int, callers: int = 0, shared: bool = False
+) -> float:
     """Async turns through a RemoteSaver made on an event loop of their own: seconds
-    per turn one after the other, or with `callers`, turns/s."""
+    per turn one after the other, or with `callers`, turns/s; `shared`: every run on
+    one checkpoint stream (`share_stream=True`)."""
 
     async def run() -> float:
-        async with RemoteSaver(address, stream=stream) as saver:
+        async with RemoteSaver(address, stream=stream, share_stream=shared) as saver:
             turn = turns.async_graph_turn(turns.build(saver))
             if callers:
                 return await turns.async_concurrent(turn, count, callers)
@@ -92,14 +95,16 @@ def run(size: Size) -> Section:
             "checkpoint stream per run (`stream`) and with one unary call per operation "
             "(`unary`): with the blocking API (`invoke`, threads), and with the async API "
             "(`ainvoke`, as the bridge runs turns: the same counts as tasks on one event "
-            "loop). Each API's default transport carries the targets: unary for the "
+            "loop), there also with every run on one shared stream (`share_stream=True`, "
+            "opt-in: docs/decisions.md, 155). Each API's default transport carries the "
+            "targets: unary for the "
             "blocking API, the stream for the async one (docs/decisions.md, 143). "
             "SqliteSaver (blocking) shares one connection (its lock serialises every "
             "call). Both: WAL, synchronous=FULL. "
             f"{size.saver_rounds} rounds; values are medians, ratios medians of each round's ratio."
         ),
     )
-    names = ("floor", "sqlite", "stream", "unary", "astream", "aunary")
+    names = ("floor", "sqlite", "stream", "unary", "astream", "aunary", "ashared")
     single: dict[str, list[float]] = {k: [] for k in names}
     conc: dict[str, list[float]] = {k: [] for k in names}
     # CPU milliseconds per turn in the concurrent runs: this process (the graph and
@@ -115,17 +120,20 @@ def run(size: Size) -> Section:
             transport_floor.answering_process() as answering,
         ):
             runs: dict[str, Callable[[], None]] = {"floor": floor, "sqlite": sqlite_run, **remote}
-            asyncs = {"astream": True, "aunary": False}
+            # (stream, shared) of each async variant.
+            asyncs = {"astream": (True, False), "aunary": (False, False), "ashared": (True, True)}
 
             def one_single(name: str) -> float:
                 if name in asyncs:
-                    return async_run(address, asyncs[name], size.saver_single)
+                    stream, shared = asyncs[name]
+                    return async_run(address, stream, size.saver_single, shared=shared)
                 return turns.single(runs[name], size.saver_single)
 
             def one_concurrent(name: str) -> float:
                 count, callers = size.saver_concurrent, size.saver_callers
                 if name in asyncs:
-                    return async_run(address, asyncs[name], count, callers)
+                    stream, shared = asyncs[name]
+                    return async_run(address, stream, count, callers, shared)
                 return turns.concurrent(runs[name], count, callers)
 
             for round_ in range(size.saver_rounds):
@@ -160,7 +168,13 @@ def run(size: Size) -> Section:
     a_service_ratio = paired_ratio(service_ms["astream"], service_ms["aunary"])
     a_single = paired_ratio(single["astream"], single["sqlite"])
     a_conc = paired_ratio(conc["astream"], conc["sqlite"])
+    shared_conc = paired_ratio(conc["ashared"], conc["sqlite"])
+    shared_service = paired_ratio(service_ms["ashared"], service_ms["astream"])
+    shared_client = paired_ratio(client_ms["ashared"], client_ms["astream"])
     section.metrics |= {
+        "concurrent_ratio_async_shared": shared_conc,
+        "service_cpu_ratio_shared_vs_stream_async": shared_service,
+        "client_cpu_ratio_shared_vs_stream_async": shared_client,
         "single_ratio": single_ratio,
         "concurrent_ratio": conc_ratio,
         "single_ratio_unary": unary_single,
@@ -223,6 +237,12 @@ def run(size: Size) -> Section:
             a_conc >= 1.0,
         ),
         Row(
+            f"throughput, {size.saver_callers} concurrent turns: async, one shared stream",
+            fmt_rate(c["ashared"], " turns/s"),
+            f"SqliteSaver {fmt_rate(c['sqlite'], ' turns/s')}",
+            fmt_ratio(shared_conc),
+        ),
+        Row(
             f"throughput, {size.saver_callers} concurrent turns: async unary",
             fmt_rate(c["aunary"], " turns/s"),
             f"SqliteSaver {fmt_rate(c['sqlite'], ' turns/s')}",
@@ -280,6 +300,18 @@ def run(size: Size) -> Section:
             fmt_ratio(a_service_ratio),
             "≤ 0.5\u00d7",
             a_service_ratio <= 0.5,
+        ),
+        Row(
+            "CPU per turn, concurrent: the service, async shared stream vs a stream per run",
+            f"{svc['ashared']:.1f} ms",
+            f"a stream per run {svc['astream']:.1f} ms",
+            fmt_ratio(shared_service),
+        ),
+        Row(
+            "CPU per turn, concurrent: graph process, async shared stream vs a stream per run",
+            f"{cpu['ashared']:.1f} ms",
+            f"a stream per run {cpu['astream']:.1f} ms",
+            fmt_ratio(shared_client),
         ),
     ]
     cores = os.cpu_count() or 1

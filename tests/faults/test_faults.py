@@ -15,8 +15,21 @@ from tests.faults.campaign import CI, Campaign
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(115)]
 
 
-@pytest.mark.parametrize("backend", ["sqlite", "postgres"])
-async def test_no_invariant_breaks_under_faults(tmp_path: Path, backend: str) -> None:
+@pytest.mark.parametrize(
+    ("backend", "shared_stream"),
+    [
+        pytest.param("sqlite", False, id="sqlite"),
+        pytest.param("postgres", False, id="postgres"),
+        # Every agent's runs on one checkpoint stream (decision 155): a stale
+        # attempt's message refused on its own, the other runs going on.
+        pytest.param("sqlite", True, id="sqlite-shared-stream"),
+    ],
+)
+async def test_no_invariant_breaks_under_faults(
+    tmp_path: Path, backend: str, shared_stream: bool, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The agents are subprocesses: they take the saver's transport from the environment.
+    monkeypatch.setenv("TURNKEEPER_SAVER_SHARE_STREAM", "1" if shared_stream else "0")
     env_seed = os.environ.get("TURNKEEPER_FAULTS_SEED")
     seed = int(env_seed) if env_seed else random.SystemRandom().randrange(2**32)
     print(f"fault campaign on {backend}, seed {seed}; logs in {tmp_path / 'logs'}")

@@ -171,10 +171,12 @@ def run(size: Size) -> Section:
     shared_conc = paired_ratio(conc["ashared"], conc["sqlite"])
     shared_service = paired_ratio(service_ms["ashared"], service_ms["astream"])
     shared_client = paired_ratio(client_ms["ashared"], client_ms["astream"])
+    shared_vs_unary = paired_ratio(service_ms["ashared"], service_ms["aunary"])
     section.metrics |= {
         "concurrent_ratio_async_shared": shared_conc,
         "service_cpu_ratio_shared_vs_stream_async": shared_service,
         "client_cpu_ratio_shared_vs_stream_async": shared_client,
+        "service_cpu_ratio_shared_vs_unary_async": shared_vs_unary,
         "single_ratio": single_ratio,
         "concurrent_ratio": conc_ratio,
         "single_ratio_unary": unary_single,
@@ -300,6 +302,14 @@ def run(size: Size) -> Section:
             fmt_ratio(a_service_ratio),
             "≤ 0.5\u00d7",
             a_service_ratio <= 0.5,
+        ),
+        Row(
+            "CPU per turn, concurrent: the service, async shared stream vs async unary",
+            f"{svc['ashared']:.1f} ms",
+            f"async unary {svc['aunary']:.1f} ms",
+            fmt_ratio(shared_vs_unary),
+            "≤ 0.5\u00d7",
+            shared_vs_unary <= 0.5,
         ),
         Row(
             "CPU per turn, concurrent: the service, async shared stream vs a stream per run",

@@ -35,12 +35,20 @@ async def _append(server: TurnkeeperServer, first: int, count: int) -> None:
         )
 
 
-async def test_a_batch_takes_one_row_on_sqlite_and_a_row_a_message_on_postgres(
-    make_service: ServiceFactory,
-) -> None:
+@pytest.fixture
+async def two_batches(make_service: ServiceFactory) -> TurnkeeperServer:
+    """A service with NATS off (the outbox keeps its rows) and turn t1's events 1-5
+    and 6-8 appended as two batches."""
     server = await make_service(nats_url=None)
     await _append(server, 1, 5)
     await _append(server, 6, 3)
+    return server
+
+
+async def test_a_batch_takes_one_row_on_sqlite_and_a_row_a_message_on_postgres(
+    two_batches: TurnkeeperServer,
+) -> None:
+    server = two_batches
     rows = _rows(server)
     if server.db.kind == "sqlite":
         # Each row's id is the last of its run; the runs follow each other.
@@ -52,11 +60,9 @@ async def test_a_batch_takes_one_row_on_sqlite_and_a_row_a_message_on_postgres(
 
 
 async def test_every_message_of_a_row_is_handed_out_with_its_own_id_in_seq_order(
-    make_service: ServiceFactory,
+    two_batches: TurnkeeperServer,
 ) -> None:
-    server = await make_service(nats_url=None)
-    await _append(server, 1, 5)
-    await _append(server, 6, 3)
+    server = two_batches
     handed: list[OutboxRow] = []
 
     async def publish(rows: list[OutboxRow]) -> bool:

@@ -92,21 +92,23 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         )
         max_bytes, max_depth = limits.max_event_bytes, limits.max_json_depth
         check_json = lim.check_json_text
-        out = []
-        for seq, type_, data in fields:
+        # The (seq, type, data_json) tuples above are the events handed on (NewEvent):
+        # building a NamedTuple per event showed in the ingest profile.
+        for i, (seq, type_, data) in enumerate(fields):
             if not type_ or len(type_) > 64:
                 raise InvalidArgument(f"event seq {seq}: type must be 1 to 64 characters")
             if seq <= 0:
                 raise InvalidArgument(f"event seq {seq}: seqs start at 1")
-            data = data or "null"
+            if not data:
+                data = "null"
+                fields[i] = (seq, type_, data)
             try:
                 check_json("", data, max_bytes, max_depth)
             except InvalidArgument:
                 # Named only when refused: the f-string showed at ingest rates.
                 check_json(f"event seq {seq} data_json", data, max_bytes, max_depth)
                 raise
-            out.append(NewEvent(seq, type_, data))
-        return out
+        return fields
 
     # -- RPCs -------------------------------------------------------------------------
 

@@ -13,7 +13,7 @@ import itertools
 import shutil
 import subprocess
 import tempfile
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import psycopg
@@ -76,13 +76,36 @@ class PostgresCluster:
         """Stop PostgreSQL now (fast: clients are disconnected mid-transaction)."""
         # pgserver makes its command wrappers at import time: mypy cannot see them.
         pg_ctl = _commands.pg_ctl  # type: ignore[attr-defined]
-        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=self.server.system_user)
+        _forked(
+            lambda: pg_ctl(
+                ["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=self.server.system_user
+            )
+        )
 
     def start_server(self) -> None:
         """Start it again on the same directory and socket (the URLs stay valid)."""
-        self.server.ensure_postgres_running()
+        _forked(self.server.ensure_postgres_running)
 
     def stop(self) -> None:
         if self._server is not None:
             self._server.cleanup()
             self._server = None
+
+
+# pg_ctl runs as pgserver's server user, so subprocess starts it with fork(), not
+# vfork(), and gRPC's fork handlers run in the child. With the process's gRPC threads
+# busy (a fault campaign restarting PostgreSQL under load), they once aborted the
+# child before it reached exec: pg_ctl "exited" with SIGABRT, after "epoll_wait error:
+# Bad file descriptor" from gRPC, and PostgreSQL stayed down. A child killed by a
+# signal before exec never ran pg_ctl, so it is run again.
+_PG_CTL_ATTEMPTS = 3
+
+
+def _forked(run: Callable[[], object]) -> None:
+    for attempt in range(1, _PG_CTL_ATTEMPTS + 1):
+        try:
+            run()
+            return
+        except subprocess.CalledProcessError as exc:
+            if exc.returncode >= 0 or attempt == _PG_CTL_ATTEMPTS:
+                raise

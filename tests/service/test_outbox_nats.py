@@ -167,12 +167,20 @@ async def test_a_confirmed_outbox_row_is_handed_out_once_and_deleted_behind_it(
 
 @pytest.mark.parametrize("msg_id", [1, 42, 10**12])
 def test_outbox_frames_are_what_nats_py_publish_sends(msg_id: int) -> None:
-    """nats_link builds the HPUB frames itself (cheaper than nc.publish per message):
-    byte for byte what nc.publish(subject, payload, headers={"Nats-Msg-Id": id}) sends."""
+    """nats_link builds a row's HPUB frames itself (cheaper than nc.publish per
+    message): byte for byte what nc.publish(subject, payload, headers={"Nats-Msg-Id":
+    id}) sends for each of them."""
+    from nats.errors import MaxPayloadError
     from nats.protocol.command import hpub_cmd
-    from turnkeeper_server.messaging.link import _hpub
+    from turnkeeper_server.messaging.link import _hpub_frames
 
-    payload = '{"seq":1,"data":"é"}'.encode()
-    header = bytearray(b"NATS/1.0\r\nNats-Msg-Id: " + str(msg_id).encode() + b"\r\n\r\n")
-    expected = hpub_cmd("vystak.turn.events.t1", "", header, payload)
-    assert _hpub("vystak.turn.events.t1", msg_id, payload) == expected
+    subject = "vystak.turn.events.t1"
+    payloads = ['{"seq":1,"data":"é"}'.encode(), b'{"seq":2}']
+    expected = [
+        hpub_cmd(subject, "", bytearray(b"NATS/1.0\r\nNats-Msg-Id: %d\r\n\r\n" % n), p)
+        for n, p in enumerate(payloads, start=msg_id)
+    ]
+    row = list(enumerate(payloads, start=msg_id))
+    assert _hpub_frames(subject, row, None, 1 << 20) == expected
+    with pytest.raises(MaxPayloadError):
+        _hpub_frames(subject, row, None, len(payloads[0]) - 1)

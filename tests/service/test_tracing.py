@@ -117,16 +117,16 @@ async def test_one_turn_is_one_trace_across_panel_bridge_agent_and_service(
 
 def test_traced_outbox_frames_are_what_nats_py_publish_sends() -> None:
     from nats.protocol.command import hpub_cmd
-    from turnkeeper_server.messaging.link import _hpub
+    from turnkeeper_server.messaging.link import _hpub_frames
 
     parent = "00-0af7651916cd43dd8448eb211c80319c-b7ad6b7169203331-01"
     payload = b'{"seq":1}'
     header = bytearray(
         b"NATS/1.0\r\nNats-Msg-Id: 7\r\ntraceparent: " + parent.encode() + b"\r\n\r\n"
     )
-    assert _hpub("vystak.turn.events.t1", 7, payload, parent) == hpub_cmd(
-        "vystak.turn.events.t1", "", header, payload
-    )
+    assert _hpub_frames("vystak.turn.events.t1", [(7, payload)], parent, 1 << 20) == [
+        hpub_cmd("vystak.turn.events.t1", "", header, payload)
+    ]
 
 
 def test_tracing_is_off_without_an_sdk_provider() -> None:

@@ -76,7 +76,7 @@ class PostgresCluster:
         """Stop PostgreSQL now (fast: clients are disconnected mid-transaction)."""
         # pgserver makes its command wrappers at import time: mypy cannot see them.
         pg_ctl = _commands.pg_ctl  # type: ignore[attr-defined]
-        _forked(
+        _again_if_aborted(
             lambda: pg_ctl(
                 ["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=self.server.system_user
             )
@@ -84,7 +84,7 @@ class PostgresCluster:
 
     def start_server(self) -> None:
         """Start it again on the same directory and socket (the URLs stay valid)."""
-        _forked(self.server.ensure_postgres_running)
+        _again_if_aborted(self.server.ensure_postgres_running)
 
     def stop(self) -> None:
         if self._server is not None:
@@ -101,7 +101,7 @@ class PostgresCluster:
 _PG_CTL_ATTEMPTS = 3
 
 
-def _forked(run: Callable[[], object]) -> None:
+def _again_if_aborted(run: Callable[[], object]) -> None:
     for attempt in range(1, _PG_CTL_ATTEMPTS + 1):
         try:
             run()

@@ -41,18 +41,14 @@ _SUBJECT_INVALID = re.compile(r"[ \t\r\n]")
 _HEADER_LENGTH = len(b"NATS/1.0\r\nNats-Msg-Id: \r\n\r\n")
 
 
-def _hpub(subject: str, msg_id: int, payload: bytes, traceparent: str | None = None) -> bytes:
-    """The HPUB frame nc.publish(subject, payload, headers={"Nats-Msg-Id": id}) sends
-    (with a traceparent header too when the row carries one)."""
-    return _hpub_frames(subject, [(msg_id, payload)], traceparent, len(payload))[0]
-
-
 def _hpub_frames(
     subject: str, numbered: Iterable[tuple[int, bytes]], traceparent: str | None, max_payload: int
 ) -> list[bytes]:
-    """The HPUB frames of one outbox row's (id, payload) messages; MaxPayloadError if
-    one is over the server's limit. The subject is encoded once per row, not per
-    message: this loop runs once per event at ingest rates (bench/ingest.py)."""
+    """The HPUB frames nc.publish(subject, payload, headers={"Nats-Msg-Id": id}) sends
+    for one outbox row's (id, payload) messages (with a traceparent header too when
+    the row carries one); MaxPayloadError if one is over the server's limit. The
+    subject is encoded once per row, not per message: this loop runs once per event
+    at ingest rates (bench/ingest.py)."""
     if traceparent is not None:
         frames = []
         for msg_id, payload in numbered:

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator, Callable
+from functools import partial
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -394,6 +395,72 @@ async def test_a_rewind_found_at_an_idle_gap_gives_one_local_reset(
 
     assert [f for f in consumer.frames if isinstance(f, Reset)] == [Reset(local=True)]
     assert transcript.content() == reference.content()
+
+
+class OvertakenClient(ObservedClient):
+    """A stream slower than the status call: WatchTurn's reset frame is held until
+    a TurnStatus call made after it arrived has answered `until`."""
+
+    def __init__(self, target: str, until: TurnState) -> None:
+        super().__init__(target)
+        self.until = until
+        self.held = 0
+
+    def watch_turn(
+        self, request: pb.WatchTurnRequest, *, timeout: float | None = None
+    ) -> AsyncIterator[pb.WatchTurnResponse]:
+        return self._held_back(super().watch_turn(request, timeout=timeout))
+
+    async def _held_back(
+        self, stream: AsyncIterator[pb.WatchTurnResponse]
+    ) -> AsyncIterator[pb.WatchTurnResponse]:
+        async for response in stream:
+            if response.HasField("reset"):
+                self.held += 1
+                await self.wait_for(partial(self._answered_since, len(self.statuses)))
+            yield response
+
+    def _answered_since(self, asked: int, statuses: list[TurnState | None]) -> bool:
+        return self.until in statuses[asked:]
+
+
+@pytest.mark.parametrize("then", ["running", "done"])
+async def test_a_reset_overtaken_by_the_status_call_is_still_the_services(
+    svc: TurnkeeperServer, stub: Stub, then: str
+) -> None:
+    """TurnStatus shows the rewind (the new attempt still short of what was shown,
+    or already done) while the service's reset is still on the open stream: the
+    follower waits for the reset instead of resetting on its own."""
+    until = TurnState.RUNNING if then == "running" else TurnState.DONE
+    async with (
+        OvertakenClient(svc.address, until) as client,
+        aio.insecure_channel(svc.address) as ch,
+    ):
+        reference = await uninterrupted(stub, client)
+        await start(stub)
+        # "done": a gap long enough that the new attempt finishes inside it.
+        consumer = follow(client, idle_gap=0.1 if then == "running" else 2.0)
+        await append(stub, "t1", 0, 1, *TYPES_BEFORE)
+        await checkpoints_pb2_grpc.CheckpointServiceStub(ch).PutCheckpoint(
+            checkpoint("th1", "t1", 0, "1ef-0001")
+        )
+        await append(stub, "t1", 0, 4, *TYPES_AFTER)
+        await consumer.wait_for(lambda t: len(t.events) == 5)
+
+        await stub.Redrive(pb.RedriveRequest(agent="agent", replica="r1", incarnation="i2"))
+        if then == "running":
+            # TurnStatus says last_seq 3, fewer than the 5 shown, with the reset held.
+            await consumer.wait_for(lambda t: t.resets == 1)
+        await append(stub, "t1", 1, 4, *TYPES_AFTER)
+        await finish(stub, "t1", 1)
+        transcript = await consumer.finished()
+
+    assert client.held == 1
+    assert [f for f in consumer.frames if isinstance(f, Reset)] == [
+        Reset(seq=3, attempt=1, checkpoint_id="1ef-0001")
+    ]
+    assert transcript.content() == reference.content()
+    assert transcript.concluded == Concluded(ConclusionReason.TERMINAL_EVENT, TurnState.DONE)
 
 
 def test_transcript_applies_frames_and_a_reset_clears() -> None:

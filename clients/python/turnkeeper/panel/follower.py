@@ -31,6 +31,11 @@ What it promises:
   follower emits a reset of its own (``Reset.local``) and replays from seq 1. An idle
   gap whose TurnStatus shows fewer events than were shown (``last_seq`` went back)
   means the same.
+- A status call can overtake the stream: the service's reset (or a finished turn's
+  last events) may be on its way on the open stream when TurnStatus already shows
+  the rewind (or the end). While a stream is open, the follower leaves it one more
+  idle gap to bring them, and only then resets on its own (or reads the rest with
+  ListEvents): the service's reset keeps the events before the boundary on screen.
 
 What it does not promise: events of an attempt that was rewound away may never be
 shown (they are deleted), and a reset of the follower's own may come where the
@@ -245,6 +250,8 @@ class TurnFollower:
         self._queue: asyncio.Queue[_Item] = asyncio.Queue()
         # Set when a re-opened stream must start with the last event shown.
         self._verify: tuple[int, int] | None = None
+        # Set when an idle gap left what TurnStatus showed to the open stream.
+        self._waited_for_stream = False
 
     def __aiter__(self) -> AsyncIterator[Frame]:
         if self._frames is None:
@@ -331,6 +338,7 @@ class TurnFollower:
             await self._stop_reader()
 
     async def _on_frame(self, response: turns_pb2.WatchTurnResponse) -> list[Frame]:
+        self._waited_for_stream = False
         if response.HasField("reset"):
             r = response.reset
             self._last = (0, -1)
@@ -386,11 +394,14 @@ class TurnFollower:
         if state.live:
             if status.last_seq < self._last[0]:
                 # Fewer events retained than we showed: rewound while no stream was
-                # open (or before the open one started).
-                return await self._resync()
+                # open (or before the open one started), or the open stream's reset
+                # is still on its way.
+                return [] if self._leave_to_stream() else await self._resync()
             return []
         if state is TurnState.UNKNOWN:
             return [Concluded(ConclusionReason.STATUS, state)]
+        if self._leave_to_stream():
+            return []  # the open stream brings the turn's last events and its end
         # DONE or FAILED: its events are final now. Show what the stream did not.
         frames, complete = await self._catch_up(deadline_at)
         if not complete:
@@ -399,6 +410,14 @@ class TurnFollower:
             # idle gap asks again and carries on from the last event shown.
             return frames
         return [*frames, Concluded(ConclusionReason.STATUS, state, status.error)]
+
+    def _leave_to_stream(self) -> bool:
+        """Whether to leave what TurnStatus just showed to the open stream for one
+        more idle gap (the module docstring): once, and only while a stream is open."""
+        if self._reader is None or self._reader.done() or self._waited_for_stream:
+            return False
+        self._waited_for_stream = True
+        return True
 
     async def _catch_up(self, deadline_at: float) -> tuple[list[Frame], bool]:
         """The retained events after the last one shown, of a turn that has ended
@@ -451,6 +470,7 @@ class TurnFollower:
         """Start a stream after the last event shown, overlapping it by one."""
         seq, attempt = self._last
         self._verify = (seq, attempt) if seq > 0 else None
+        self._waited_for_stream = False
         after_seq = seq - 1 if seq > 0 else 0
         self._queue = asyncio.Queue()
         self._reader = asyncio.create_task(

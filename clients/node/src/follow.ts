@@ -5,7 +5,9 @@
 //   reset frame the events shown so far are void and the replay starts again at
 //   seq 1, so a consumer that honours resets never shows a duplicated tool call;
 // - it ends after the terminal event (turn.done, turn.failed, turn.cancelled), or when TurnStatus
-//   says the turn is over (the panel's rule on an idle gap), or at the deadline;
+//   says the turn is over (the panel's rule on an idle gap), or at the deadline; a status
+//   call can overtake the stream, so an open stream gets one more idle gap to bring the
+//   turn's last events and its terminal event before the status ends the follow;
 // - a dropped stream is re-opened after the last seq seen, once TurnStatus answers;
 //   when the turn was rewound while the stream was down (TurnStatus shows a newer
 //   attempt, or the re-opened stream brings a newer attempt's event and the last
@@ -197,6 +199,8 @@ export async function followTurn(client: TurnkeeperClient, turnId: string, optio
     signal?.addEventListener("abort", onAbort, { once: true });
     let idleTimer: NodeJS.Timeout | undefined;
     let failure: unknown;
+    // Set when an idle gap found the turn over and left its end to this stream.
+    let leftToStream = false;
     // The panel's rule: on an idle gap ask TurnStatus instead of assuming.
     const onIdle = async (): Promise<void> => {
       try {
@@ -207,7 +211,13 @@ export async function followTurn(client: TurnkeeperClient, turnId: string, optio
         if (status?.state === "UNKNOWN") {
           finish({ kind: "unknown" });
         } else if (status && !LIVE_STATES.includes(status.state)) {
-          finish({ kind: "concluded" });
+          if (leftToStream) {
+            finish({ kind: "concluded" });
+          } else {
+            // The turn's last events may still be on their way on this stream.
+            leftToStream = true;
+            armIdle();
+          }
         } else {
           armIdle();
         }
@@ -229,6 +239,7 @@ export async function followTurn(client: TurnkeeperClient, turnId: string, optio
           break;
         }
         armIdle();
+        leftToStream = false;
         retries = 0;
         const frame = response.frame;
         if (frame.case === "reset") {

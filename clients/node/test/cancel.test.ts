@@ -2,14 +2,12 @@
 // (tests/node/test_node_client.py runs `npm test` with it set): the turn ends
 // CANCELLED once, the follower ends on turn.cancelled, a second cancel is refused.
 
-import { randomUUID } from "node:crypto";
-
 import { Code, ConnectError } from "@connectrpc/connect";
 
 import { TurnkeeperClient } from "../src/client.js";
 import { type Frame, followTurn } from "../src/follow.js";
 import { TurnState } from "../src/gen/turnkeeper/v1/turns_pb.js";
-import { toValue } from "../src/values.js";
+import { startOwnTurn } from "./turns.js";
 
 const address = process.env.TURNKEEPER_ADDRESS;
 
@@ -17,16 +15,7 @@ describe.skipIf(!address)("cancelTurn against the real service (needs TURNKEEPER
   it("cancels a running turn once; the follower ends on turn.cancelled", async () => {
     const client = new TurnkeeperClient(address);
     try {
-      const run = randomUUID().slice(0, 8);
-      const turnId = `node-cancel-${run}`;
-      await client.turns.startTurn({
-        turnId,
-        threadId: `node-cancel-thread-${run}`,
-        agent: "node-client-test",
-        replica: `node-replica-${run}`,
-        incarnation: `node-incarnation-${run}`,
-        input: toValue({ q: "stop me" }),
-      });
+      const turnId = await startOwnTurn(client, "cancel", { q: "stop me" });
       const frames: Frame[] = [];
       let sawStatus!: () => void;
       const statusShown = new Promise<void>((resolve) => {

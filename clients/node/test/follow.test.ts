@@ -5,12 +5,10 @@
 // moment later, as a stream that is behind the status would. The follower must still
 // show the turn's last events and end on its terminal event.
 
-import { randomUUID } from "node:crypto";
-
 import { TurnkeeperClient } from "../src/client.js";
 import { type Frame, followTurn } from "../src/follow.js";
 import { Outcome, TurnState } from "../src/gen/turnkeeper/v1/turns_pb.js";
-import { toValue } from "../src/values.js";
+import { startOwnTurn } from "./turns.js";
 
 const address = process.env.TURNKEEPER_ADDRESS;
 
@@ -22,16 +20,7 @@ describe.skipIf(!address)("followTurn with a stream behind TurnStatus (needs TUR
   it("leaves the turn's end to the open stream for one more idle gap", async () => {
     const client = new TurnkeeperClient(address);
     try {
-      const run = randomUUID().slice(0, 8);
-      const turnId = `node-behind-${run}`;
-      await client.turns.startTurn({
-        turnId,
-        threadId: `node-behind-thread-${run}`,
-        agent: "node-client-test",
-        replica: `node-replica-${run}`,
-        incarnation: `node-incarnation-${run}`,
-        input: toValue({ q: "slow stream" }),
-      });
+      const turnId = await startOwnTurn(client, "behind", { q: "slow stream" });
       await client.turns.appendEvents({ turnId, attempt: 0, events: [{ seq: 1n, type: "step", dataJson: "{}" }] });
 
       // TurnStatus, recording each DONE answer for the held stream.

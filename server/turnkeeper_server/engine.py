@@ -14,7 +14,7 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncGenerator, Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
@@ -447,7 +447,7 @@ class Engine(LifecycleOps):
 
     # -- watching --------------------------------------------------------------------
 
-    async def watch(self, turn_id: str, after_seq: int) -> AsyncIterator[EventRecord | Reset]:
+    async def watch(self, turn_id: str, after_seq: int) -> AsyncGenerator[EventRecord | Reset]:
         """Retained events after `after_seq`, then live ones; a Reset and a replay from
         seq 1 whenever the turn is rewound; ends after the terminal event, or at once
         when the turn is over and `after_seq` is already past it."""

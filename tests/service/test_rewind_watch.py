@@ -193,3 +193,36 @@ async def test_fenced_checkpoint_from_a_stale_attempt_leaves_the_thread_unchange
         r async for r in checkpoints.ListCheckpoints(cpb.ListCheckpointsRequest(thread_id="th1"))
     ]
     assert [r.checkpoint.ref.checkpoint_id for r in listed] == ["1ef-0001"]
+
+
+class _Peer:
+    """The one part of a ServicerContext WatchTurn reads (whose quota it counts)."""
+
+    def peer(self) -> str:
+        return "ipv4:127.0.0.1:50000"
+
+
+async def test_a_watch_closed_at_a_yield_lets_go_of_its_turn_at_once(
+    service: TurnkeeperServer, turns: Stub
+) -> None:
+    # A watcher that leaves while a frame is on its way is not cancelled by grpc: grpc
+    # stops iterating the handler and closes it at its yield. The engine's stream under
+    # it must end then, not when the garbage collector gets to it.
+    await start(turns)
+    await turns.AppendEvents(
+        pb.AppendEventsRequest(turn_id="t1", attempt=0, events=events(1, "a", "b"))
+    )
+    handler = service.turn_servicer.WatchTurn(
+        pb.WatchTurnRequest(turn_id="t1"),
+        _Peer(),  # type: ignore[arg-type]
+    )
+    first = await anext(handler)
+    assert first.event.seq == 1
+    assert (watchers(service), service.notifier.watchers()) == (1, 1)
+    await handler.aclose()  # type: ignore[attr-defined]
+    # No await in between: nothing else on the loop ran.
+    assert (watchers(service), service.notifier.watchers()) == (0, 0)
+
+
+def watchers(service: TurnkeeperServer) -> float | None:
+    return service.metrics.registry.get_sample_value("turnkeeper_watchers")

@@ -348,16 +348,16 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         if request.after_seq < 0:
             raise InvalidArgument("after_seq must not be negative")
         self._own(turn_id)
+        # When a watcher leaves while a frame is being sent, grpc does not cancel this
+        # handler: it stops iterating it and closes it at its `yield`. aclosing() then
+        # closes the engine's stream too, at once, not whenever it is collected.
         with self.watch_streams.hold(auth.client_key(context)):
-            async for frame in self.engine.watch(turn_id, request.after_seq):
-                if isinstance(frame, Reset):
-                    yield turns_pb2.WatchTurnResponse(
-                        reset=turns_pb2.Reset(
-                            seq=frame.seq, attempt=frame.attempt, checkpoint_id=frame.checkpoint_id
-                        )
-                    )
-                else:
-                    yield turns_pb2.WatchTurnResponse(event=event_to_proto(frame))
+            async with contextlib.aclosing(self.engine.watch(turn_id, request.after_seq)) as frames:
+                async for frame in frames:
+                    if isinstance(frame, Reset):
+                        yield turns_pb2.WatchTurnResponse(reset=_reset(frame))
+                    else:
+                        yield turns_pb2.WatchTurnResponse(event=event_to_proto(frame))
 
 
 MAX_REASON_BYTES = 1000
@@ -376,6 +376,10 @@ def _seconds(name: str, value: duration_pb2.Duration) -> float:
     if seconds < 0:
         raise InvalidArgument(f"{name} must not be negative (unset or 0: the service's default)")
     return seconds
+
+
+def _reset(frame: Reset) -> turns_pb2.Reset:
+    return turns_pb2.Reset(seq=frame.seq, attempt=frame.attempt, checkpoint_id=frame.checkpoint_id)
 
 
 def _redriven(r: Redriven) -> turns_pb2.RedrivenTurn:

@@ -8,6 +8,7 @@ authentication and sees the status every refusal ends with.
 
 from __future__ import annotations
 
+import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any, TypeAlias
 
@@ -62,8 +63,10 @@ class ServerTracing(aio.ServerInterceptor):  # type: ignore[type-arg]
             async def stream(request: Any, context: Context) -> AsyncIterator[Any]:
                 span, token = start()
                 try:
-                    async for response in inner_stream(request, context):
-                        yield response
+                    # Closed with this wrapper however grpc ends it (decision 161).
+                    async with contextlib.aclosing(inner_stream(request, context)) as responses:
+                        async for response in responses:
+                            yield response
                 finally:
                     _finish(span, context)
                     span.end()

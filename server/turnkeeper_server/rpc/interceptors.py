@@ -8,6 +8,7 @@ answered INTERNAL without leaking internals into the message.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable
@@ -157,8 +158,10 @@ class ErrorsAndMetrics(aio.ServerInterceptor):  # type: ignore[type-arg]
                     raise InvalidArgument(request.message)
                 if hasattr(request, "__aiter__"):
                     request = _parsed(request)
-                async for response in inner(request, context):
-                    yield response
+                # Closed with this wrapper however grpc ends it (decision 161).
+                async with contextlib.aclosing(inner(request, context)) as responses:
+                    async for response in responses:
+                        yield response
             except aio.AbortError:
                 code = context.code() or grpc.StatusCode.UNKNOWN
                 raise

@@ -78,25 +78,26 @@ def _as_caller(handler: Handler, caller: Caller, streams: OpenStreams) -> Handle
 
         async def stream(request: Any, context: Any) -> AsyncIterator[Any]:
             token = _CALLER.set(caller)
-            responses = aiter(inner_stream(request, context))
             try:
-                with streams.hold(caller) as entry:
-                    while True:
-                        if entry.revoked:
-                            raise _revoked()
-                        entry.waiting = True
-                        try:
-                            response = await anext(responses)
-                        except StopAsyncIteration:
-                            return
-                        except asyncio.CancelledError:
-                            if not entry.revoked or entry.task is None:
-                                raise
-                            entry.task.uncancel()
-                            raise _revoked() from None
-                        finally:
-                            entry.waiting = False
-                        yield response
+                # Closed with this wrapper however grpc ends it (decision 161).
+                async with contextlib.aclosing(inner_stream(request, context)) as responses:
+                    with streams.hold(caller) as entry:
+                        while True:
+                            if entry.revoked:
+                                raise _revoked()
+                            entry.waiting = True
+                            try:
+                                response = await anext(responses)
+                            except StopAsyncIteration:
+                                return
+                            except asyncio.CancelledError:
+                                if not entry.revoked or entry.task is None:
+                                    raise
+                                entry.task.uncancel()
+                                raise _revoked() from None
+                            finally:
+                                entry.waiting = False
+                            yield response
             finally:
                 # An abandoned generator may be closed from another context.
                 with contextlib.suppress(ValueError):

@@ -8,6 +8,7 @@ socket only; the URL carries the socket directory as `host=`.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import itertools
 import shutil
@@ -50,11 +51,15 @@ class PostgresCluster:
             yield cluster
         finally:
             cluster.stop()
-            shutil.rmtree(root, ignore_errors=True)
+            # Removed when the process exits, not in the teardown of whichever test
+            # ran last: a session's few hundred databases are ~300 files each, and
+            # unlinking them on a loaded machine once took longer than that test's
+            # timeout.
+            atexit.register(shutil.rmtree, root, ignore_errors=True)
 
     def start(self) -> None:
-        # "delete": stop the server and remove its directory when the session ends.
-        self._server = get_server(self.pgdata, cleanup_mode="delete")
+        # "stop": stop the server when the session ends; temporary() removes the files.
+        self._server = get_server(self.pgdata, cleanup_mode="stop")
 
     @property
     def server(self) -> PostgresServer:

@@ -61,6 +61,9 @@ class Size:
     saver_concurrent: int
     saver_callers: int
     saver_rounds: int
+    # Single turns in alternation (bench/alternate.py): blocks, turns of each variant per block.
+    saver_blocks: int
+    saver_block: int
     # Recovery: single-turn repetitions, and turns orphaned at once in the batch run
     # (0: no batch run).
     recovery_reps: int
@@ -91,6 +94,8 @@ FULL = Size(
     saver_concurrent=640,
     saver_callers=16,
     saver_rounds=3,
+    saver_blocks=40,
+    saver_block=10,
     recovery_reps=5,
     recovery_batch=10,
     agents_procs=(1, 2, 4),
@@ -118,6 +123,8 @@ SMOKE = Size(
     saver_concurrent=8,
     saver_callers=4,
     saver_rounds=1,
+    saver_blocks=2,
+    saver_block=2,
     recovery_reps=1,
     recovery_batch=0,
     agents_procs=(1, 2),

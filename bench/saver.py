@@ -20,7 +20,7 @@ from pathlib import Path
 from langgraph.checkpoint.sqlite import SqliteSaver
 from turnkeeper.agent.saver import RemoteSaver
 
-from bench import transport_floor, turns
+from bench import alternate, transport_floor, turns
 from bench.common import (
     Row,
     Section,
@@ -89,8 +89,11 @@ def run(size: Size) -> Section:
         title="RemoteSaver vs in-process SqliteSaver",
         method=(
             f'A 4-node linear graph over ~2 KB of state, `durability="sync"`, a new thread '
-            f"per turn. Single: {size.saver_single} turns one after the other, median per "
-            f"turn. Concurrent: {size.saver_concurrent} turns on {size.saver_callers} "
+            f"per turn. Single: {size.saver_blocks} blocks, each {size.saver_block} turns of "
+            "every variant one after the other, the variants in an order reversed from "
+            "block to block (the async ones timed on an event loop of their own thread); "
+            "a figure is the median of all its turns, a ratio the median of the blocks' "
+            "ratios (docs/decisions.md, 163). Concurrent: {size.saver_concurrent} turns on {size.saver_callers} "
             "threads, turns/s. RemoteSaver, against one service in its own process, on its "
             "checkpoint stream per run (`stream`) and with one unary call per operation "
             "(`unary`): with the blocking API (`invoke`, threads), and with the async API "
@@ -101,17 +104,18 @@ def run(size: Size) -> Section:
             "blocking API, the stream for the async one (docs/decisions.md, 143). "
             "SqliteSaver (blocking) shares one connection (its lock serialises every "
             "call). Both: WAL, synchronous=FULL. "
-            f"{size.saver_rounds} rounds; values are medians, ratios medians of each round's ratio."
+            f"Concurrent: {size.saver_rounds} rounds; values are medians, ratios medians of "
+            "each round's ratio."
         ),
     )
     names = ("floor", "sqlite", "stream", "unary", "astream", "aunary", "ashared")
-    single: dict[str, list[float]] = {k: [] for k in names}
     conc: dict[str, list[float]] = {k: [] for k in names}
     # CPU milliseconds per turn in the concurrent runs: this process (the graph and
     # its checkpointer's client side) and, for RemoteSaver, the service.
     client_ms: dict[str, list[float]] = {k: [] for k in names}
     service_ms: dict[str, list[float]] = {k: [] for k in names[2:]}
-    transport: list[float] = []
+    # (stream, shared) of each async variant.
+    asyncs = {"astream": (True, False), "aunary": (False, False), "ashared": (True, True)}
     with scratch_dir("saver") as data_dir:
         floor = turns.graph_turn(turns.build(None))
         with (
@@ -120,14 +124,20 @@ def run(size: Size) -> Section:
             transport_floor.answering_process() as answering,
         ):
             runs: dict[str, Callable[[], None]] = {"floor": floor, "sqlite": sqlite_run, **remote}
-            # (stream, shared) of each async variant.
-            asyncs = {"astream": (True, False), "aunary": (False, False), "ashared": (True, True)}
-
-            def one_single(name: str) -> float:
-                if name in asyncs:
-                    stream, shared = asyncs[name]
-                    return async_run(address, stream, size.saver_single, shared=shared)
-                return turns.single(runs[name], size.saver_single)
+            with alternate.async_host() as host:
+                variants = {name: alternate.blocking(runs[name]) for name in names[:4]}
+                for name, (stream, shared) in asyncs.items():
+                    async_saver = host.enter(
+                        RemoteSaver(address, stream=stream, share_stream=shared)
+                    )
+                    variants[name] = host.timed(turns.async_graph_turn(turns.build(async_saver)))
+                variants["transport"] = host.timed(
+                    host.enter(transport_floor.floor_turn(answering))
+                )
+                measured = alternate.alternate(variants, size.saver_blocks, size.saver_block)
+            single = {k: alternate.block_medians(v) for k, v in measured.items()}
+            s = {k: alternate.overall(v) for k, v in measured.items()}
+            transport = single["transport"]
 
             def one_concurrent(name: str) -> float:
                 count, callers = size.saver_concurrent, size.saver_callers
@@ -139,9 +149,6 @@ def run(size: Size) -> Section:
             for round_ in range(size.saver_rounds):
                 order = list(names) if round_ % 2 == 0 else list(reversed(names))
                 for name in order:
-                    single[name].append(one_single(name))
-                transport.append(transport_floor.single(answering, size.saver_single))
-                for name in order:
                     client, service = time.process_time(), cpu_seconds(pid)
                     conc[name].append(one_concurrent(name))
                     per_turn = 1e3 / size.saver_concurrent
@@ -149,7 +156,6 @@ def run(size: Size) -> Section:
                     if name in service_ms:
                         used = cpu_delta(service, cpu_seconds(pid))
                         service_ms[name].append(sum(used.values()) * per_turn)
-    s = {k: median(v) for k, v in single.items()}
     c = {k: median(v) for k, v in conc.items()}
     cpu = {k: median(v) for k, v in client_ms.items()}
     svc = {k: median(v) for k, v in service_ms.items()}
@@ -158,7 +164,7 @@ def run(size: Size) -> Section:
         | {f"concurrent_{k}_tps": v for k, v in c.items()}
         | {f"client_cpu_ms_per_turn_{k}": v for k, v in cpu.items()}
         | {f"service_cpu_ms_per_turn_{k}": v for k, v in svc.items()}
-        | {"single_transport_floor_s": median(transport)}
+        | {"single_transport_floor_s": s["transport"]}
     )
     single_ratio = paired_ratio(single["stream"], single["sqlite"])
     conc_ratio = paired_ratio(conc["stream"], conc["sqlite"])
@@ -259,14 +265,14 @@ def run(size: Size) -> Section:
         Row(
             "floor: InMemorySaver and the stream's 7 round trips to a process that only "
             "answers, single",
-            fmt_ms(median(transport)),
+            fmt_ms(s["transport"]),
             f"SqliteSaver {fmt_ms(s['sqlite'])}",
             fmt_ratio(paired_ratio(transport, single["sqlite"])),
         ),
         Row(
             "per-turn time, single: async stream over that floor",
             fmt_ms(s["astream"]),
-            f"floor {fmt_ms(median(transport))}",
+            f"floor {fmt_ms(s['transport'])}",
             fmt_ratio(paired_ratio(single["astream"], transport)),
         ),
         Row(

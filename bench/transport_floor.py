@@ -16,8 +16,8 @@ from __future__ import annotations
 import asyncio
 import subprocess
 import sys
-from collections.abc import AsyncIterator, Iterator
-from contextlib import contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import asynccontextmanager, contextmanager
 from typing import Any
 
 import grpc
@@ -68,28 +68,26 @@ def answering_process() -> Iterator[str]:
         process.wait(timeout=10)
 
 
-def single(address: str, count: int) -> float:
-    """Median seconds per turn: the InMemorySaver turn, then its frames' round trips."""
+@asynccontextmanager
+async def floor_turn(address: str) -> AsyncIterator[Callable[[], Awaitable[None]]]:
+    """The floor's turn: the InMemorySaver turn, then its frames' round trips on one
+    stream to the answering process at `address`, open while in the context."""
+    frames = [b"\0" * size for size in FRAMES]
+    graph_turn = turns.async_graph_turn(turns.build(InMemorySaver()))
+    async with aio.insecure_channel(address) as channel:
+        open_stream: Any = channel.stream_stream
+        call = open_stream(_METHOD)()  # bytes in, bytes out: no (de)serializers
 
-    async def run() -> float:
-        frames = [b"\0" * size for size in FRAMES]
-        graph_turn = turns.async_graph_turn(turns.build(InMemorySaver()))
-        async with aio.insecure_channel(address) as channel:
-            open_stream: Any = channel.stream_stream
-            call = open_stream(_METHOD)()  # bytes in, bytes out: no (de)serializers
+        async def turn() -> None:
+            await graph_turn()
+            for frame in frames:
+                await call.write(frame)
+                await call.read()
 
-            async def turn() -> None:
-                await graph_turn()
-                for frame in frames:
-                    await call.write(frame)
-                    await call.read()
-
-            try:
-                return await turns.async_single(turn, count)
-            finally:
-                call.cancel()
-
-    return asyncio.run(run())
+        try:
+            yield turn
+        finally:
+            call.cancel()
 
 
 if __name__ == "__main__":

@@ -1,6 +1,8 @@
 """A 4-step durable turn through RemoteSaver against the same four steps as a DBOS
 workflow on SQLite and as a Restate service; the graph with no checkpointer is the
-floor. All measured in the same round, one after the other.
+floor. Single turns of turnkeeper, Restate and the floor alternate block by block
+(bench/alternate.py); DBOS, a runtime of its own process, runs after them in the
+same round.
 
 Durability of each: turnkeeper commits every checkpoint with synchronous=FULL (an
 fsync of the WAL); DBOS's SQLite system database keeps SQLite's defaults (rollback
@@ -21,13 +23,15 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench import saver, turns
+from turnkeeper.agent.saver import RemoteSaver
+
+from bench import alternate, saver, turns
 from bench.common import (
     REPO_BENCH,
     Row,
@@ -216,7 +220,9 @@ def restate_ingress(data_dir: Path) -> Iterator[str]:
         _stop(server)
 
 
-def run_restate(data_dir: Path, size: Size) -> tuple[float, float]:
+@contextmanager
+def restate_turn(data_dir: Path, size: Size) -> Iterator[Callable[[], None]]:
+    """One Turn call through a local Restate, warmed up; open while in the context."""
     import httpx
 
     with restate_ingress(data_dir) as url:
@@ -233,9 +239,7 @@ def run_restate(data_dir: Path, size: Size) -> tuple[float, float]:
             # Restate's first calls after registration are slow (deployment discovery).
             with ThreadPoolExecutor(size.saver_callers) as pool:
                 list(pool.map(lambda _: turn(), range(size.saver_callers * 2)))
-            return turns.single(turn, size.saver_single), turns.concurrent(
-                turn, size.saver_concurrent, size.saver_callers
-            )
+            yield turn
 
 
 # -- the comparison -------------------------------------------------------------------------
@@ -252,60 +256,87 @@ def run(size: Size) -> Section:
             "`@DBOS.step`s on its SQLite system database (own process); a Restate service "
             "(Python SDK on hypercorn, four `ctx.run_typed` steps) behind a local "
             "restate-server from npm, called through its HTTP ingress. "
-            f"Single: {size.saver_single} turns one after another, median. Concurrent: "
+            f"Single: {max(1, size.saver_blocks // size.saver_rounds)} blocks a round, each "
+            f"{size.saver_block} turns of RemoteSaver (both APIs), Restate and the floor "
+            "one after another, in an order reversed from block to block; a figure is the "
+            "median of all its turns, a ratio against Restate the median of the blocks' "
+            "ratios (docs/decisions.md, 163). DBOS runs in its own process after them: "
+            f"{size.saver_single} turns one after another, median, its ratio against "
+            "RemoteSaver's median of the same round. Concurrent: "
             f"{size.saver_concurrent} turns from {size.saver_callers} threads. "
             "RemoteSaver both ways: `invoke` from threads (blocking), and `ainvoke` as "
             f"{size.saver_callers} tasks on one event loop (async), which is how the "
             "bridge runs turns; each on its default transport (blocking: a unary call per "
             "operation; async: the checkpoint stream per run), and async with every run on "
             "one shared stream (`share_stream=True`, opt-in) under load. "
-            f"{size.saver_rounds} rounds; values are medians, ratios medians of each round's "
-            "ratio. Lower time is better; the target "
+            f"{size.saver_rounds} rounds; values are medians, other ratios medians of each "
+            "round's ratio. Lower time is better; the target "
             "ratios are RemoteSaver's time over theirs."
         ),
     )
-    engines: dict[str, Any] = {
-        "dbos": (dbos_missing, run_dbos),
-        "restate": (restate_missing, run_restate),
-    }
     names = ("floor", "remote", "async", "shared", "dbos", "restate")
+    # Per round: each variant's median single turn (DBOS's from its own process).
     single: dict[str, list[float]] = {name: [] for name in names}
     conc: dict[str, list[float]] = {name: [] for name in names}
-    missing = {name: check() for name, (check, _) in engines.items()}
+    # Every block of alternated single turns: each variant's median in it.
+    blocks: list[dict[str, float]] = []
+    every_turn: dict[str, list[float]] = {name: [] for name in names}
+    missing = {"dbos": dbos_missing(), "restate": restate_missing()}
     failed: dict[str, str] = {}
     floor = turns.graph_turn(turns.build(None))
+    per_round = max(1, size.saver_blocks // size.saver_rounds)
     for _ in range(size.saver_rounds):
         with scratch_dir("engines") as data_dir:
-            single["floor"].append(turns.single(floor, size.saver_single))
-            conc["floor"].append(turns.concurrent(floor, size.saver_concurrent, size.saver_callers))
-            with saver.remote_turns(data_dir) as (runs, _pid, address):
+            with (
+                saver.remote_turns(data_dir) as (runs, _pid, address),
+                ExitStack() as others,
+                alternate.async_host() as host,
+            ):
                 remote = runs["unary"]  # the blocking API's default transport
-                single["remote"].append(turns.single(remote, size.saver_single))
-                conc["remote"].append(
-                    turns.concurrent(remote, size.saver_concurrent, size.saver_callers)
-                )
-                # As the bridge runs turns: ainvoke, on the run's stream.
-                single["async"].append(saver.async_run(address, True, size.saver_single))
-                conc["async"].append(
-                    saver.async_run(address, True, size.saver_concurrent, size.saver_callers)
-                )
+                async_saver = host.enter(RemoteSaver(address, stream=True))
+                variants = {
+                    "floor": alternate.blocking(floor),
+                    "remote": alternate.blocking(remote),
+                    # As the bridge runs turns: ainvoke, on the run's stream.
+                    "async": host.timed(turns.async_graph_turn(turns.build(async_saver))),
+                }
+                if not (missing["restate"] or "restate" in failed):
+                    try:
+                        restate = others.enter_context(restate_turn(data_dir, size))
+                        variants["restate"] = alternate.blocking(restate)
+                    except Exception as exc:
+                        failed["restate"] = str(exc)
+                measured = alternate.alternate(variants, per_round, size.saver_block)
+                blocks += [
+                    {name: median(times[i]) for name, times in measured.items()}
+                    for i in range(per_round)
+                ]
+                for name, times in measured.items():
+                    single[name].append(alternate.overall(times))
+                    every_turn[name] += [t for block in times for t in block]
+                count, callers = size.saver_concurrent, size.saver_callers
+                conc["floor"].append(turns.concurrent(floor, count, callers))
+                conc["remote"].append(turns.concurrent(remote, count, callers))
+                conc["async"].append(saver.async_run(address, True, count, callers))
                 # The same with every run on one shared stream (opt-in, decision 155).
-                conc["shared"].append(
-                    saver.async_run(
-                        address, True, size.saver_concurrent, size.saver_callers, shared=True
-                    )
-                )
-            for name, (_, measure) in engines.items():
-                if missing[name] or name in failed:
-                    continue
+                conc["shared"].append(saver.async_run(address, True, count, callers, shared=True))
+                if "restate" in variants:
+                    conc["restate"].append(turns.concurrent(restate, count, callers))
+            # DBOS alone, once turnkeeper and Restate are down: its own process times it.
+            if not (missing["dbos"] or "dbos" in failed):
                 try:
-                    s, c = measure(data_dir, size)
+                    dbos_single, dbos_conc = run_dbos(data_dir, size)
                 except Exception as exc:
-                    failed[name] = str(exc)
-                    continue
-                single[name].append(s)
-                conc[name].append(c)
-    s_ = {k: median(v) for k, v in single.items() if v}
+                    failed["dbos"] = str(exc)
+                else:
+                    single["dbos"].append(dbos_single)
+                    conc["dbos"].append(dbos_conc)
+
+    def block_ratio(mine: str, theirs: str) -> float:
+        """The median of the blocks' ratios: turns run within a second of each other."""
+        return median([b[mine] / b[theirs] for b in blocks if mine in b and theirs in b])
+
+    s_ = {k: median(every_turn[k]) if every_turn[k] else median(v) for k, v in single.items() if v}
     c_ = {k: median(v) for k, v in conc.items() if v}
     section.metrics = {f"single_{k}_s": v for k, v in s_.items()} | {
         f"concurrent_{k}_tps": v for k, v in c_.items()
@@ -326,7 +357,7 @@ def run(size: Size) -> Section:
             "floor (no checkpointer), per turn",
             fmt_ms(s_["floor"]),
             f"RemoteSaver {fmt_ms(s_['remote'])}",
-            fmt_ratio(paired_ratio(single["floor"], single["remote"])),
+            fmt_ratio(block_ratio("floor", "remote")),
         ),
     ]
     # (single, concurrent): DBOS's from the first round's comparison and this one's.
@@ -345,7 +376,11 @@ def run(size: Size) -> Section:
             key = api.replace(", shared stream", "_shared")
             section.metrics[f"{name}_concurrent_ratio_{key}"] = conc_ratio
             if single[mine]:  # the shared stream is the run's own stream when alone
-                single_ratio = paired_ratio(single[mine][:n], single[name])
+                single_ratio = (
+                    block_ratio(mine, name)
+                    if name == "restate"
+                    else paired_ratio(single[mine][:n], single[name])
+                )
                 section.metrics[f"{name}_single_ratio_{key}"] = single_ratio
                 section.rows.append(
                     Row(

@@ -75,6 +75,13 @@ class AsyncHost:
         return lambda count: self.call(times(count))
 
 
+async def _cancel_the_rest() -> None:
+    tasks = [t for t in asyncio.all_tasks() if t is not asyncio.current_task()]
+    for task in tasks:
+        task.cancel()
+    await asyncio.gather(*tasks, return_exceptions=True)
+
+
 @contextmanager
 def async_host() -> Iterator[AsyncHost]:
     loop = asyncio.new_event_loop()
@@ -87,6 +94,9 @@ def async_host() -> Iterator[AsyncHost]:
     finally:
         try:
             host.call(stack.aclose())
+            # What the closed channels left running ends here, as asyncio.run does.
+            host.call(_cancel_the_rest())
+            host.call(loop.shutdown_asyncgens())
         finally:
             loop.call_soon_threadsafe(loop.stop)
             thread.join(timeout=30)

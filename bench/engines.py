@@ -268,7 +268,8 @@ def run(size: Size) -> Section:
             f"{size.saver_callers} tasks on one event loop (async), which is how the "
             "bridge runs turns; each on its default transport (blocking: a unary call per "
             "operation; async: the checkpoint stream per run), and async with every run on "
-            "one shared stream (`share_stream=True`, opt-in) under load. "
+            "one shared stream (`share_stream=True`, opt-in) under load. Under load each "
+            "runs with the others' servers down (turnkeeper's idle while Restate's run). "
             f"{size.saver_rounds} rounds; values are medians, other ratios medians of each "
             "round's ratio. Lower time is better; the target "
             "ratios are RemoteSaver's time over theirs."
@@ -285,43 +286,41 @@ def run(size: Size) -> Section:
     failed: dict[str, str] = {}
     floor = turns.graph_turn(turns.build(None))
     per_round = max(1, size.saver_blocks // size.saver_rounds)
+    count, callers = size.saver_concurrent, size.saver_callers
     for _ in range(size.saver_rounds):
         with scratch_dir("engines") as data_dir:
-            with (
-                saver.remote_turns(data_dir) as (runs, _pid, address),
-                ExitStack() as others,
-                alternate.async_host() as host,
-            ):
+            with saver.remote_turns(data_dir) as (runs, _pid, address):
                 remote = runs["unary"]  # the blocking API's default transport
-                async_saver = host.enter(RemoteSaver(address, stream=True))
-                variants = {
-                    "floor": alternate.blocking(floor),
-                    "remote": alternate.blocking(remote),
-                    # As the bridge runs turns: ainvoke, on the run's stream.
-                    "async": host.timed(turns.async_graph_turn(turns.build(async_saver))),
-                }
-                if not (missing["restate"] or "restate" in failed):
-                    try:
-                        restate = others.enter_context(restate_turn(data_dir, size))
-                        variants["restate"] = alternate.blocking(restate)
-                    except Exception as exc:
-                        failed["restate"] = str(exc)
-                measured = alternate.alternate(variants, per_round, size.saver_block)
-                blocks += [
-                    {name: median(times[i]) for name, times in measured.items()}
-                    for i in range(per_round)
-                ]
-                for name, times in measured.items():
-                    single[name].append(alternate.overall(times))
-                    every_turn[name] += [t for block in times for t in block]
-                count, callers = size.saver_concurrent, size.saver_callers
+                with ExitStack() as others, alternate.async_host() as host:
+                    async_saver = host.enter(RemoteSaver(address, stream=True))
+                    variants = {
+                        "floor": alternate.blocking(floor),
+                        "remote": alternate.blocking(remote),
+                        # As the bridge runs turns: ainvoke, on the run's stream.
+                        "async": host.timed(turns.async_graph_turn(turns.build(async_saver))),
+                    }
+                    if not (missing["restate"] or "restate" in failed):
+                        try:
+                            restate = others.enter_context(restate_turn(data_dir, size))
+                            variants["restate"] = alternate.blocking(restate)
+                        except Exception as exc:
+                            failed["restate"] = str(exc)
+                    measured = alternate.alternate(variants, per_round, size.saver_block)
+                    blocks += [
+                        {name: median(times[i]) for name, times in measured.items()}
+                        for i in range(per_round)
+                    ]
+                    for name, times in measured.items():
+                        single[name].append(alternate.overall(times))
+                        every_turn[name] += [t for block in times for t in block]
+                    if "restate" in variants:
+                        conc["restate"].append(turns.concurrent(restate, count, callers))
+                # Restate is down: turnkeeper's turns under load with the machine to themselves.
                 conc["floor"].append(turns.concurrent(floor, count, callers))
                 conc["remote"].append(turns.concurrent(remote, count, callers))
                 conc["async"].append(saver.async_run(address, True, count, callers))
                 # The same with every run on one shared stream (opt-in, decision 155).
                 conc["shared"].append(saver.async_run(address, True, count, callers, shared=True))
-                if "restate" in variants:
-                    conc["restate"].append(turns.concurrent(restate, count, callers))
             # DBOS alone, once turnkeeper and Restate are down: its own process times it.
             if not (missing["dbos"] or "dbos" in failed):
                 try:

@@ -14,7 +14,7 @@ import os
 import sqlite3
 import time
 from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 from langgraph.checkpoint.sqlite import SqliteSaver
@@ -124,7 +124,7 @@ def run(size: Size) -> Section:
             transport_floor.answering_process() as answering,
         ):
             runs: dict[str, Callable[[], None]] = {"floor": floor, "sqlite": sqlite_run, **remote}
-            with alternate.async_host() as host:
+            with alternate.async_host() as host, ExitStack() as others:
                 variants = {name: alternate.blocking(runs[name]) for name in names[:4]}
                 for name, (stream, shared) in asyncs.items():
                     async_saver = host.enter(
@@ -133,6 +133,9 @@ def run(size: Size) -> Section:
                     variants[name] = host.timed(turns.async_graph_turn(turns.build(async_saver)))
                 variants["transport"] = host.timed(
                     host.enter(transport_floor.floor_turn(answering))
+                )
+                variants["btransport"] = alternate.blocking(
+                    others.enter_context(transport_floor.blocking_floor_turn(answering))
                 )
                 measured = alternate.alternate(variants, size.saver_blocks, size.saver_block)
             single = {k: alternate.block_medians(v) for k, v in measured.items()}
@@ -165,6 +168,7 @@ def run(size: Size) -> Section:
         | {f"client_cpu_ms_per_turn_{k}": v for k, v in cpu.items()}
         | {f"service_cpu_ms_per_turn_{k}": v for k, v in svc.items()}
         | {"single_transport_floor_s": s["transport"]}
+        | {"single_blocking_transport_floor_s": s["btransport"]}
     )
     single_ratio = paired_ratio(single["stream"], single["sqlite"])
     conc_ratio = paired_ratio(conc["stream"], conc["sqlite"])
@@ -274,6 +278,19 @@ def run(size: Size) -> Section:
             fmt_ms(s["astream"]),
             f"floor {fmt_ms(s['transport'])}",
             fmt_ratio(paired_ratio(single["astream"], transport)),
+        ),
+        Row(
+            "floor, blocking: InMemorySaver through `invoke` and 7 unary round trips, one "
+            "after the other, to a process that only answers, single",
+            fmt_ms(s["btransport"]),
+            f"SqliteSaver {fmt_ms(s['sqlite'])}",
+            fmt_ratio(paired_ratio(single["btransport"], single["sqlite"])),
+        ),
+        Row(
+            "per-turn time, single: blocking unary over that floor",
+            fmt_ms(s["unary"]),
+            f"floor {fmt_ms(s['btransport'])}",
+            fmt_ratio(paired_ratio(single["unary"], single["btransport"])),
         ),
         Row(
             f"floor: no checkpointer, {size.saver_callers} concurrent",

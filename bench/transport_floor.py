@@ -8,6 +8,9 @@ SQL, no commit. What a RemoteSaver turn costs above this is turnkeeper's own
 work (the messages, the service's handlers, the writer, the commits), not the
 transport's (bench/analysis.md, "Round four").
 
+The blocking API's floor is the same with LangGraph's ``invoke`` and the frames as
+blocking unary calls (:func:`blocking_floor_turn`).
+
 `python -m bench.transport_floor` is that answering process; it prints its port.
 """
 
@@ -32,6 +35,7 @@ from bench import turns
 FRAMES = (44, 4741, 2782, 3141, 3292, 3437, 3463)
 ANSWER = b"\x08\x01" * 8
 _METHOD = "/bench.Echo/Stream"
+_UNARY = "/bench.Echo/Call"
 
 
 async def _answer(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator[bytes]:
@@ -39,12 +43,17 @@ async def _answer(requests: AsyncIterator[bytes], context: Any) -> AsyncIterator
         yield ANSWER
 
 
+async def _answer_one(request: bytes, context: Any) -> bytes:
+    return ANSWER
+
+
 async def _serve() -> None:
     server = aio.server()
-    handler = grpc.stream_stream_rpc_method_handler(_answer)
-    server.add_generic_rpc_handlers(
-        (grpc.method_handlers_generic_handler("bench.Echo", {"Stream": handler}),)
-    )
+    handlers = {
+        "Stream": grpc.stream_stream_rpc_method_handler(_answer),
+        "Call": grpc.unary_unary_rpc_method_handler(_answer_one),
+    }
+    server.add_generic_rpc_handlers((grpc.method_handlers_generic_handler("bench.Echo", handlers),))
     port = server.add_insecure_port("127.0.0.1:0")
     await server.start()
     print(port, flush=True)
@@ -88,6 +97,27 @@ async def floor_turn(address: str) -> AsyncIterator[Callable[[], Awaitable[None]
             yield turn
         finally:
             call.cancel()
+
+
+@contextmanager
+def blocking_floor_turn(address: str) -> Iterator[Callable[[], None]]:
+    """The blocking API's floor: the InMemorySaver turn through ``invoke``, then the
+    same frames as blocking unary calls, one after the other, to the answering
+    process at `address`. A blocking RemoteSaver turn waits on as many calls one
+    after the other: the read, then each checkpoint (a step's writes go in calls of
+    their own beside it, on LangGraph's worker threads)."""
+    frames = [b"\0" * size for size in FRAMES]
+    graph_turn = turns.graph_turn(turns.build(InMemorySaver()))
+    with grpc.insecure_channel(address) as channel:
+        open_call: Any = channel.unary_unary
+        call = open_call(_UNARY)  # bytes in, bytes out: no (de)serializers
+
+        def turn() -> None:
+            graph_turn()
+            for frame in frames:
+                call(frame)
+
+        yield turn
 
 
 if __name__ == "__main__":

@@ -140,7 +140,6 @@ def run(size: Size) -> Section:
                 measured = alternate.alternate(variants, size.saver_blocks, size.saver_block)
             single = {k: alternate.block_medians(v) for k, v in measured.items()}
             s = {k: alternate.overall(v) for k, v in measured.items()}
-            transport = single["transport"]
 
             def one_concurrent(name: str) -> float:
                 count, callers = size.saver_concurrent, size.saver_callers
@@ -196,7 +195,17 @@ def run(size: Size) -> Section:
         "single_ratio_async_stream": a_single,
         "concurrent_ratio_async_stream": a_conc,
     }
-    a_unary_single = paired_ratio(single["aunary"], single["sqlite"])
+    baselines = {"sqlite": "SqliteSaver", "transport": "floor", "btransport": "floor"}
+
+    def single_row(label: str, name: str, base: str = "sqlite") -> Row:
+        """A single-turn figure against its baseline's, block by block."""
+        return Row(
+            label,
+            fmt_ms(s[name]),
+            f"{baselines[base]} {fmt_ms(s[base])}",
+            fmt_ratio(paired_ratio(single[name], single[base])),
+        )
+
     section.rows = [
         Row(
             "per-turn time, single: blocking, unary (its default)",
@@ -206,12 +215,7 @@ def run(size: Size) -> Section:
             "≤ 1.5\u00d7",
             unary_single <= 1.5,
         ),
-        Row(
-            "per-turn time, single: blocking, stream",
-            fmt_ms(s["stream"]),
-            f"SqliteSaver {fmt_ms(s['sqlite'])}",
-            fmt_ratio(single_ratio),
-        ),
+        single_row("per-turn time, single: blocking, stream", "stream"),
         Row(
             f"throughput, {size.saver_callers} concurrent turns: blocking, unary (its default)",
             fmt_rate(c["unary"], " turns/s"),
@@ -234,12 +238,7 @@ def run(size: Size) -> Section:
             "≤ 1.5\u00d7",
             a_single <= 1.5,
         ),
-        Row(
-            "per-turn time, single: async unary",
-            fmt_ms(s["aunary"]),
-            f"SqliteSaver {fmt_ms(s['sqlite'])}",
-            fmt_ratio(a_unary_single),
-        ),
+        single_row("per-turn time, single: async unary", "aunary"),
         Row(
             f"throughput, {size.saver_callers} concurrent turns: async stream (its default)",
             fmt_rate(c["astream"], " turns/s"),
@@ -260,38 +259,19 @@ def run(size: Size) -> Section:
             f"SqliteSaver {fmt_rate(c['sqlite'], ' turns/s')}",
             fmt_ratio(paired_ratio(conc["aunary"], conc["sqlite"])),
         ),
-        Row(
-            "floor: no checkpointer, single",
-            fmt_ms(s["floor"]),
-            f"SqliteSaver {fmt_ms(s['sqlite'])}",
-            fmt_ratio(paired_ratio(single["floor"], single["sqlite"])),
-        ),
-        Row(
+        single_row("floor: no checkpointer, single", "floor"),
+        single_row(
             "floor: InMemorySaver and the stream's 7 round trips to a process that only "
             "answers, single",
-            fmt_ms(s["transport"]),
-            f"SqliteSaver {fmt_ms(s['sqlite'])}",
-            fmt_ratio(paired_ratio(transport, single["sqlite"])),
+            "transport",
         ),
-        Row(
-            "per-turn time, single: async stream over that floor",
-            fmt_ms(s["astream"]),
-            f"floor {fmt_ms(s['transport'])}",
-            fmt_ratio(paired_ratio(single["astream"], transport)),
-        ),
-        Row(
+        single_row("per-turn time, single: async stream over that floor", "astream", "transport"),
+        single_row(
             "floor, blocking: InMemorySaver through `invoke` and 7 unary round trips, one "
             "after the other, to a process that only answers, single",
-            fmt_ms(s["btransport"]),
-            f"SqliteSaver {fmt_ms(s['sqlite'])}",
-            fmt_ratio(paired_ratio(single["btransport"], single["sqlite"])),
+            "btransport",
         ),
-        Row(
-            "per-turn time, single: blocking unary over that floor",
-            fmt_ms(s["unary"]),
-            f"floor {fmt_ms(s['btransport'])}",
-            fmt_ratio(paired_ratio(single["unary"], single["btransport"])),
-        ),
+        single_row("per-turn time, single: blocking unary over that floor", "unary", "btransport"),
         Row(
             f"floor: no checkpointer, {size.saver_callers} concurrent",
             fmt_rate(c["floor"], " turns/s"),

@@ -32,6 +32,7 @@ from __future__ import annotations
 
 import json
 import os
+import random
 import re
 import shlex
 import signal
@@ -185,11 +186,39 @@ def read_compose(path: Path) -> dict[str, Service]:
     return services
 
 
+def _ephemeral_low() -> int:
+    """The lowest port the kernel picks for a connection's own end (Linux's default
+    range starts at 32768)."""
+    try:
+        return int(Path("/proc/sys/net/ipv4/ip_local_port_range").read_text().split()[0])
+    except (OSError, ValueError, IndexError):
+        return 32768
+
+
+# Ports handed out by this process: a stack's services each get their own.
+_handed: set[int] = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port: int = s.getsockname()[1]
+    """A port nothing listens on, below the kernel's ephemeral range (decision 164).
+
+    A port the kernel hands out (bind to 0) comes from the range it also takes a
+    connection's source port from: between this choice and the service's bind, a
+    connection of another process of the stack could take it as its own end, and
+    the bind then fails for as long as that connection lives."""
+    low = _ephemeral_low()
+    for _ in range(200):
+        port = random.randrange(10_000, low)
+        if port in _handed:
+            continue
+        with socket.socket() as s:
+            try:
+                s.bind(("0.0.0.0", port))
+            except OSError:
+                continue
+        _handed.add(port)
         return port
+    raise RuntimeError(f"no free port found between 10000 and {low}")
 
 
 @dataclass

@@ -64,6 +64,10 @@ class Size:
     # Single turns in alternation (bench/alternate.py): blocks, turns of each variant per block.
     saver_blocks: int
     saver_block: int
+    # The saver section's concurrent turns: short rounds of every variant, and the
+    # turns of one variant in a round (bench/saver.py).
+    saver_conc_rounds: int
+    saver_conc_turns: int
     # Recovery: single-turn repetitions, and turns orphaned at once in the batch run
     # (0: no batch run).
     recovery_reps: int
@@ -96,6 +100,8 @@ FULL = Size(
     saver_rounds=3,
     saver_blocks=40,
     saver_block=10,
+    saver_conc_rounds=12,
+    saver_conc_turns=160,
     recovery_reps=5,
     recovery_batch=10,
     agents_procs=(1, 2, 4),
@@ -125,6 +131,8 @@ SMOKE = Size(
     saver_rounds=1,
     saver_blocks=2,
     saver_block=2,
+    saver_conc_rounds=1,
+    saver_conc_turns=8,
     recovery_reps=1,
     recovery_batch=0,
     agents_procs=(1, 2),

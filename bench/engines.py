@@ -23,9 +23,10 @@ import socket
 import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
+from functools import partial
 from pathlib import Path
 from typing import Any
 
@@ -242,6 +243,13 @@ def restate_turn(data_dir: Path, size: Size) -> Iterator[Callable[[], None]]:
             yield turn
 
 
+def _on_host(
+    host: alternate.AsyncHost, turn: Callable[[], Awaitable[None]], count: int, callers: int
+) -> float:
+    """Async turns/s with `callers` tasks on the host's event loop."""
+    return host.call(turns.async_concurrent(turn, count, callers))
+
+
 # -- the comparison -------------------------------------------------------------------------
 
 
@@ -263,15 +271,20 @@ def run(size: Size) -> Section:
             "ratios (docs/decisions.md, 163). DBOS runs in its own process after them: "
             f"{size.saver_single} turns one after another, median, its ratio against "
             "RemoteSaver's median of the same round. Concurrent: "
-            f"{size.saver_concurrent} turns from {size.saver_callers} threads. "
+            f"{max(1, size.saver_conc_rounds // size.saver_rounds)} short rounds a round, "
+            f"each {size.saver_conc_turns} turns of RemoteSaver (both APIs), Restate and "
+            "the floor from "
+            f"{size.saver_callers} threads, in an order reversed from round to round, "
+            "both servers up; a ratio against Restate is the median of the short rounds' "
+            "ratios (docs/decisions.md, 165). DBOS: "
+            f"{size.saver_concurrent} turns from {size.saver_callers} threads in its own "
+            "process, its ratio against RemoteSaver's median of the same round. "
             "RemoteSaver both ways: `invoke` from threads (blocking), and `ainvoke` as "
             f"{size.saver_callers} tasks on one event loop (async), which is how the "
             "bridge runs turns; each on its default transport (blocking: a unary call per "
             "operation; async: the checkpoint stream per run), and async with every run on "
-            "one shared stream (`share_stream=True`, opt-in) under load. Under load each "
-            "runs with the others' servers down (turnkeeper's idle while Restate's run). "
-            f"{size.saver_rounds} rounds; values are medians, other ratios medians of each "
-            "round's ratio. Lower time is better; the target "
+            "one shared stream (`share_stream=True`, opt-in) under load. "
+            f"{size.saver_rounds} rounds; values are medians. Lower time is better; the target "
             "ratios are RemoteSaver's time over theirs."
         ),
     )
@@ -286,7 +299,10 @@ def run(size: Size) -> Section:
     failed: dict[str, str] = {}
     floor = turns.graph_turn(turns.build(None))
     per_round = max(1, size.saver_blocks // size.saver_rounds)
-    count, callers = size.saver_concurrent, size.saver_callers
+    conc_per_round = max(1, size.saver_conc_rounds // size.saver_rounds)
+    count, callers = size.saver_conc_turns, size.saver_callers
+    # Every short round under load: each engine's turns/s in it.
+    load_rounds: list[dict[str, float]] = []
     for _ in range(size.saver_rounds):
         with scratch_dir("engines") as data_dir:
             with saver.remote_turns(data_dir) as (runs, _pid, address):
@@ -313,14 +329,29 @@ def run(size: Size) -> Section:
                     for name, times in measured.items():
                         single[name].append(alternate.overall(times))
                         every_turn[name] += [t for block in times for t in block]
+                    # Under load: short rounds of every engine, the order reversed
+                    # from round to round, both servers up (docs/decisions.md, 165).
+                    shared_saver = host.enter(RemoteSaver(address, stream=True, share_stream=True))
+                    async_turn, shared_turn = (
+                        turns.async_graph_turn(turns.build(async_saver)),
+                        turns.async_graph_turn(turns.build(shared_saver)),
+                    )
+                    loads: dict[str, Callable[[], float]] = {
+                        "floor": partial(turns.concurrent, floor, count, callers),
+                        "remote": partial(turns.concurrent, remote, count, callers),
+                        "async": partial(_on_host, host, async_turn, count, callers),
+                        # Every run on one shared stream (opt-in, decision 155).
+                        "shared": partial(_on_host, host, shared_turn, count, callers),
+                    }
                     if "restate" in variants:
-                        conc["restate"].append(turns.concurrent(restate, count, callers))
-                # Restate is down: turnkeeper's turns under load with the machine to themselves.
-                conc["floor"].append(turns.concurrent(floor, count, callers))
-                conc["remote"].append(turns.concurrent(remote, count, callers))
-                conc["async"].append(saver.async_run(address, True, count, callers))
-                # The same with every run on one shared stream (opt-in, decision 155).
-                conc["shared"].append(saver.async_run(address, True, count, callers, shared=True))
+                        loads["restate"] = partial(turns.concurrent, restate, count, callers)
+                    these: list[dict[str, float]] = []
+                    for i in range(conc_per_round):
+                        order = list(loads) if i % 2 == 0 else list(reversed(loads))
+                        these.append({name: loads[name]() for name in order})
+                    load_rounds += these
+                    for name in loads:
+                        conc[name].append(median([r[name] for r in these]))
             # DBOS alone, once turnkeeper and Restate are down: its own process times it.
             if not (missing["dbos"] or "dbos" in failed):
                 try:
@@ -371,7 +402,11 @@ def run(size: Size) -> Section:
         mines = (("remote", "blocking"), ("async", "async"), ("shared", "async, shared stream"))
         for mine, api in mines:
             # Time per turn under load is 1/throughput: RemoteSaver's over theirs.
-            conc_ratio = paired_ratio(conc[name], conc[mine][:n])
+            conc_ratio = (
+                median([r[name] / r[mine] for r in load_rounds if name in r])
+                if name == "restate"
+                else paired_ratio(conc[name], conc[mine][:n])
+            )
             key = api.replace(", shared stream", "_shared")
             section.metrics[f"{name}_concurrent_ratio_{key}"] = conc_ratio
             if single[mine]:  # the shared stream is the run's own stream when alone

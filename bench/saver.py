@@ -13,7 +13,7 @@ import asyncio
 import os
 import sqlite3
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Awaitable, Callable, Iterator
 from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
@@ -94,8 +94,11 @@ def run(size: Size) -> Section:
             "block to block (the async ones timed on an event loop of their own thread); "
             "a figure is the median of all its turns, a ratio the median of the blocks' "
             "ratios (docs/decisions.md, 163). "
-            f"Concurrent: {size.saver_concurrent} turns on {size.saver_callers} "
-            "threads, turns/s. RemoteSaver, against one service in its own process, on its "
+            f"Concurrent: {size.saver_conc_rounds} rounds, each {size.saver_conc_turns} turns "
+            f"of every variant on {size.saver_callers} threads, the variants in an order "
+            "reversed from round to round, turns/s and CPU per turn; a figure is the median "
+            "of the rounds, a ratio the median of the rounds' ratios (docs/decisions.md, "
+            "165). RemoteSaver, against one service in its own process, on its "
             "checkpoint stream per run (`stream`) and with one unary call per operation "
             "(`unary`): with the blocking API (`invoke`, threads), and with the async API "
             "(`ainvoke`, as the bridge runs turns: the same counts as tasks on one event "
@@ -104,9 +107,7 @@ def run(size: Size) -> Section:
             "targets: unary for the "
             "blocking API, the stream for the async one (docs/decisions.md, 143). "
             "SqliteSaver (blocking) shares one connection (its lock serialises every "
-            "call). Both: WAL, synchronous=FULL. "
-            f"Concurrent: {size.saver_rounds} rounds; values are medians, ratios medians of "
-            "each round's ratio."
+            "call). Both: WAL, synchronous=FULL."
         ),
     )
     names = ("floor", "sqlite", "stream", "unary", "astream", "aunary", "ashared")
@@ -127,11 +128,15 @@ def run(size: Size) -> Section:
             runs: dict[str, Callable[[], None]] = {"floor": floor, "sqlite": sqlite_run, **remote}
             with alternate.async_host() as host, ExitStack() as others:
                 variants = {name: alternate.blocking(runs[name]) for name in names[:4]}
+                # Each async variant's turn on its saver, open on the host's loop for
+                # the single turns and the concurrent rounds alike.
+                async_turns: dict[str, Callable[[], Awaitable[None]]] = {}
                 for name, (stream, shared) in asyncs.items():
                     async_saver = host.enter(
                         RemoteSaver(address, stream=stream, share_stream=shared)
                     )
-                    variants[name] = host.timed(turns.async_graph_turn(turns.build(async_saver)))
+                    async_turns[name] = turns.async_graph_turn(turns.build(async_saver))
+                    variants[name] = host.timed(async_turns[name])
                 variants["transport"] = host.timed(
                     host.enter(transport_floor.floor_turn(answering))
                 )
@@ -139,26 +144,27 @@ def run(size: Size) -> Section:
                     others.enter_context(transport_floor.blocking_floor_turn(answering))
                 )
                 measured = alternate.alternate(variants, size.saver_blocks, size.saver_block)
+
+                def one_concurrent(name: str) -> float:
+                    count, callers = size.saver_conc_turns, size.saver_callers
+                    if name in async_turns:
+                        return host.call(turns.async_concurrent(async_turns[name], count, callers))
+                    return turns.concurrent(runs[name], count, callers)
+
+                # Short rounds, every variant in each, the order reversed from round
+                # to round: each round's ratio compares runs seconds apart.
+                for round_ in range(size.saver_conc_rounds):
+                    order = list(names) if round_ % 2 == 0 else list(reversed(names))
+                    for name in order:
+                        client, service = time.process_time(), cpu_seconds(pid)
+                        conc[name].append(one_concurrent(name))
+                        per_turn = 1e3 / size.saver_conc_turns
+                        client_ms[name].append((time.process_time() - client) * per_turn)
+                        if name in service_ms:
+                            used = cpu_delta(service, cpu_seconds(pid))
+                            service_ms[name].append(sum(used.values()) * per_turn)
             single = {k: alternate.block_medians(v) for k, v in measured.items()}
             s = {k: alternate.overall(v) for k, v in measured.items()}
-
-            def one_concurrent(name: str) -> float:
-                count, callers = size.saver_concurrent, size.saver_callers
-                if name in asyncs:
-                    stream, shared = asyncs[name]
-                    return async_run(address, stream, count, callers, shared)
-                return turns.concurrent(runs[name], count, callers)
-
-            for round_ in range(size.saver_rounds):
-                order = list(names) if round_ % 2 == 0 else list(reversed(names))
-                for name in order:
-                    client, service = time.process_time(), cpu_seconds(pid)
-                    conc[name].append(one_concurrent(name))
-                    per_turn = 1e3 / size.saver_concurrent
-                    client_ms[name].append((time.process_time() - client) * per_turn)
-                    if name in service_ms:
-                        used = cpu_delta(service, cpu_seconds(pid))
-                        service_ms[name].append(sum(used.values()) * per_turn)
     c = {k: median(v) for k, v in conc.items()}
     cpu = {k: median(v) for k, v in client_ms.items()}
     svc = {k: median(v) for k, v in service_ms.items()}

@@ -1,8 +1,10 @@
 """RemoteSaver against LangGraph's in-process SqliteSaver, on both of its transports:
 the checkpoint stream per run (its default) and one unary call per operation.
 
-Both sides commit with `synchronous=FULL` (the service's default; set with a
-PRAGMA on SqliteSaver's connection) in WAL mode. The graph with no checkpointer is
+Every saver commits with `synchronous=FULL` (the service's default; set with a
+PRAGMA on SqliteSaver's and AsyncSqliteSaver's connections) in WAL mode.
+AsyncSqliteSaver, the in-process saver an async agent would use, is measured
+beside them; the targets are against SqliteSaver. The graph with no checkpointer is
 the floor: what the turn costs with no durability at all; `transport_floor` adds
 the stream's round trips to a process that does nothing but answer.
 """
@@ -13,11 +15,12 @@ import asyncio
 import os
 import sqlite3
 import time
-from collections.abc import Awaitable, Callable, Iterator
-from contextlib import ExitStack, contextmanager
+from collections.abc import AsyncIterator, Awaitable, Callable, Iterator
+from contextlib import ExitStack, asynccontextmanager, contextmanager
 from pathlib import Path
 
 from langgraph.checkpoint.sqlite import SqliteSaver
+from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
 from turnkeeper.agent.saver import RemoteSaver
 
 from bench import alternate, transport_floor, turns
@@ -69,6 +72,17 @@ def async_run(
     return asyncio.run(run())
 
 
+@asynccontextmanager
+async def async_sqlite_saver(path: Path) -> AsyncIterator[AsyncSqliteSaver]:
+    """LangGraph's AsyncSqliteSaver (aiosqlite: SQLite in a thread of its own), with
+    the same pragmas as `sqlite_turn`'s."""
+    async with AsyncSqliteSaver.from_conn_string(str(path)) as saver:
+        await saver.setup()
+        await saver.conn.execute("PRAGMA journal_mode=WAL")
+        await saver.conn.execute("PRAGMA synchronous=FULL")
+        yield saver
+
+
 @contextmanager
 def sqlite_turn(data_dir: Path) -> Iterator[Callable[[], None]]:
     conn = sqlite3.connect(data_dir / "sqlite-saver.db", check_same_thread=False)
@@ -107,15 +121,18 @@ def run(size: Size) -> Section:
             "targets: unary for the "
             "blocking API, the stream for the async one (docs/decisions.md, 143). "
             "SqliteSaver (blocking) shares one connection (its lock serialises every "
-            "call). Both: WAL, synchronous=FULL."
+            "call). AsyncSqliteSaver (`ainvoke` on the async variants' event loop; "
+            "aiosqlite runs SQLite in a thread of its own) is measured beside them as an "
+            "async agent's in-process choice; the targets stay against SqliteSaver. All: "
+            "WAL, synchronous=FULL."
         ),
     )
-    names = ("floor", "sqlite", "stream", "unary", "astream", "aunary", "ashared")
+    names = ("floor", "sqlite", "stream", "unary", "astream", "aunary", "ashared", "asqlite")
     conc: dict[str, list[float]] = {k: [] for k in names}
     # CPU milliseconds per turn in the concurrent runs: this process (the graph and
     # its checkpointer's client side) and, for RemoteSaver, the service.
     client_ms: dict[str, list[float]] = {k: [] for k in names}
-    service_ms: dict[str, list[float]] = {k: [] for k in names[2:]}
+    service_ms: dict[str, list[float]] = {k: [] for k in names[2:7]}
     # (stream, shared) of each async variant.
     asyncs = {"astream": (True, False), "aunary": (False, False), "ashared": (True, True)}
     with scratch_dir("saver") as data_dir:
@@ -137,6 +154,10 @@ def run(size: Size) -> Section:
                     )
                     async_turns[name] = turns.async_graph_turn(turns.build(async_saver))
                     variants[name] = host.timed(async_turns[name])
+                # The in-process saver an async agent would use instead.
+                in_process = host.enter(async_sqlite_saver(data_dir / "async-sqlite-saver.db"))
+                async_turns["asqlite"] = turns.async_graph_turn(turns.build(in_process))
+                variants["asqlite"] = host.timed(async_turns["asqlite"])
                 variants["transport"] = host.timed(
                     host.enter(transport_floor.floor_turn(answering))
                 )
@@ -201,8 +222,19 @@ def run(size: Size) -> Section:
         "service_cpu_ratio_stream_vs_unary_async": a_service_ratio,
         "single_ratio_async_stream": a_single,
         "concurrent_ratio_async_stream": a_conc,
+        "single_ratio_async_stream_vs_async_sqlite": paired_ratio(
+            single["astream"], single["asqlite"]
+        ),
+        "concurrent_ratio_async_stream_vs_async_sqlite": paired_ratio(
+            conc["astream"], conc["asqlite"]
+        ),
     }
-    baselines = {"sqlite": "SqliteSaver", "transport": "floor", "btransport": "floor"}
+    baselines = {
+        "sqlite": "SqliteSaver",
+        "asqlite": "AsyncSqliteSaver",
+        "transport": "floor",
+        "btransport": "floor",
+    }
 
     def single_row(label: str, name: str, base: str = "sqlite") -> Row:
         """A single-turn figure against its baseline's, block by block."""
@@ -246,6 +278,13 @@ def run(size: Size) -> Section:
             a_single <= 1.5,
         ),
         single_row("per-turn time, single: async unary", "aunary"),
+        single_row(
+            "per-turn time, single: AsyncSqliteSaver (`ainvoke`, in-process), for comparison",
+            "asqlite",
+        ),
+        single_row(
+            "per-turn time, single: async stream against AsyncSqliteSaver", "astream", "asqlite"
+        ),
         Row(
             f"throughput, {size.saver_callers} concurrent turns: async stream (its default)",
             fmt_rate(c["astream"], " turns/s"),
@@ -265,6 +304,19 @@ def run(size: Size) -> Section:
             fmt_rate(c["aunary"], " turns/s"),
             f"SqliteSaver {fmt_rate(c['sqlite'], ' turns/s')}",
             fmt_ratio(paired_ratio(conc["aunary"], conc["sqlite"])),
+        ),
+        Row(
+            f"throughput, {size.saver_callers} concurrent turns: AsyncSqliteSaver (in-process)",
+            fmt_rate(c["asqlite"], " turns/s"),
+            f"SqliteSaver {fmt_rate(c['sqlite'], ' turns/s')}",
+            fmt_ratio(paired_ratio(conc["asqlite"], conc["sqlite"])),
+        ),
+        Row(
+            f"throughput, {size.saver_callers} concurrent turns: async stream against "
+            "AsyncSqliteSaver",
+            fmt_rate(c["astream"], " turns/s"),
+            f"AsyncSqliteSaver {fmt_rate(c['asqlite'], ' turns/s')}",
+            fmt_ratio(paired_ratio(conc["astream"], conc["asqlite"])),
         ),
         single_row("floor: no checkpointer, single", "floor"),
         single_row(

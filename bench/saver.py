@@ -132,7 +132,9 @@ def run(size: Size) -> Section:
     # CPU milliseconds per turn in the concurrent runs: this process (the graph and
     # its checkpointer's client side) and, for RemoteSaver, the service.
     client_ms: dict[str, list[float]] = {k: [] for k in names}
-    service_ms: dict[str, list[float]] = {k: [] for k in names[2:7]}
+    service_ms: dict[str, list[float]] = {
+        k: [] for k in ("stream", "unary", "astream", "aunary", "ashared")
+    }
     # (stream, shared) of each async variant.
     asyncs = {"astream": (True, False), "aunary": (False, False), "ashared": (True, True)}
     with scratch_dir("saver") as data_dir:

@@ -14,7 +14,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
-from turnkeeper_server.journal.transitions import request_hash
+from turnkeeper_server.journal.start import request_hash
 from turnkeeper_server.store.sqlite import Database
 
 # A token event as a streaming model emits it (about 100 bytes of JSON).

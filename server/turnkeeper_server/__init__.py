@@ -1,36 +1,25 @@
 """turnkeeper's gRPC service: the turn journal, the checkpoint store, the NATS outbox.
 
-The service is the only writer of both SQLite files (turns.db and sessions.db).
-It imports the client core (`turnkeeper.v1`, `turnkeeper.states`) and nothing else
-from the client. `app.create_server` wires the pieces together; each module below
-is one concern:
+The service is the only writer of its store (the SQLite files turns.db and
+sessions.db, or a PostgreSQL database its replicas share). It imports the client
+core (`turnkeeper.v1`, `turnkeeper.states`) and nothing else from the client.
 
-- main:        `turnkeeper serve` (flags and env, signals); found by the client's CLI
-               through the `turnkeeper.commands` entry point
-- app:         wiring and lifecycle (start, graceful stop)
-- config:      settings from flags and env, and the data-file paths (docs/architecture.md §7)
-- engine:      the layer servicers, reaper and metrics go through: commits through the
-               store, wakes watchers and the outbox, hands work to replicas
-- store/:      the store contract both backends meet: `sqlite` (connections, PRAGMAs,
-               group-commit writer), `sqlite_schema` (migrations), `lockfile` (one
-               writer per data directory); `postgres` (`--database-url`: replicas on
-               one database)
-- journal/:    `transitions` (the turn state machine: compare-and-set, fencing),
-               `records` (turn, event, policy),
-               `redrive` (orphaned turns run again: attempts+1, rewind, the cap),
-               `checkpoints` (LangGraph checkpoints in langgraph-checkpoint-sqlite's
-               schema), `stats` (counts for the metrics)
-- messaging/:  `outbox` (NATS mirroring through a table in turns.db), `link` (the NATS
-               connection, hand-offs to agent replicas), `embedded` (a bundled nats-server)
-- rpc/:        `turn_service`, `checkpoint_service` (thin glue over the engine),
-               `interceptors`, `limits` (request validation), `convert` (records to protos)
-- security/:   `auth` (bearer tokens, roles), `transport` (TLS, the exposed-port rule)
-- web/:        the HTTP side on the same event loop: `connect` (TurnService as Connect
-               JSON), `sse` (a turn's events as Server-Sent Events), `relay` (the chat
-               page's calls to agents over NATS), `auth` (tokens on HTTP), `app` (the
-               aiohttp server, the console's static pages)
-- watch:       wake-ups for WatchTurn streams
-- reaper:      re-drives turns whose owner stopped heartbeating
-- errors:      domain errors and their one mapping to gRPC status codes
-- metrics, logs: Prometheus metrics, log setup
+Its floors, top to bottom; each imports only the floors below it (an import-linter
+`layers` contract in pyproject.toml; docs/architecture.md §10 has every module):
+
+- main, app:   `turnkeeper serve` (flags, env, signals); the wiring and lifecycle
+- config:      settings from flags and env, and the data-file paths
+- web/, rpc/:  the HTTP side (Connect JSON, SSE, the relay, the console) and the
+               gRPC servicers: validation and conversion over the engine
+- engine/:     `turns` (every transition and what follows its commit), `checkpoints`
+               (LangGraph's saver operations), `handoffs` (work for replicas over
+               NATS), `watch` (WatchTurn)
+- reaper, retention, audit: the lease reaper, the retention sweeper, the audit log
+- journal/, messaging/, security/: the transactions of a turn's life (shared SQL);
+               the outbox and NATS; tokens, rights and the transport rules
+- metrics:     Prometheus metrics
+- store/:      each backend's SQL behind one typed contract (`contract`, `records`)
+- the ground floor: `records` (turns, events, states, the fence, the policy),
+               `limits` (request validation), `periodic`, `logs`, `tracing`,
+               `durations`; and under it `errors` (domain errors and their status codes)
 """

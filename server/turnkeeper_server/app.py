@@ -30,25 +30,24 @@ from turnkeeper.v1 import (
 
 from turnkeeper_server.audit import OK, TOKENS_RELOAD, AuditLog
 from turnkeeper_server.config import Settings
-from turnkeeper_server.engine import Engine
-from turnkeeper_server.journal.records import Policy
+from turnkeeper_server.engine import Engine, TurnNotifier
 from turnkeeper_server.messaging.jetstream import StreamSpec, ensure_stream
 from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.messaging.outbox import OutboxPublisher
 from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.reaper import LeaseReaper
+from turnkeeper_server.records import Policy
 from turnkeeper_server.retention import RetentionSweeper
 from turnkeeper_server.rpc.checkpoint_stream import StreamingCheckpointServicer
 from turnkeeper_server.rpc.interceptors import ErrorsAndMetrics
 from turnkeeper_server.rpc.operations_service import OperationsServicer
 from turnkeeper_server.rpc.turn_service import TurnServicer
-from turnkeeper_server.security import transport as security
+from turnkeeper_server.security import transport
 from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.security.authenticate import Authenticate
 from turnkeeper_server.security.streams import OpenStreams
 from turnkeeper_server.security.token_reload import Reload, TokenReloader
 from turnkeeper_server.store import open_store
-from turnkeeper_server.watch import TurnNotifier
 from turnkeeper_server.web.app import WebServer
 
 log = logging.getLogger(__name__)
@@ -64,7 +63,7 @@ class TurnkeeperServer:
     def __init__(self, settings: Settings) -> None:
         # Security first: a server that would be exposed refuses before touching data.
         self.tokens = TokenStore.load(settings.tokens_file) if settings.tokens_file else None
-        security.check_exposure(settings, tokens=self.tokens is not None)
+        transport.check_exposure(settings, tokens=self.tokens is not None)
         self.streams = OpenStreams()
         self.token_reloader = (
             TokenReloader(
@@ -76,14 +75,20 @@ class TurnkeeperServer:
             if settings.tokens_file is not None and self.tokens is not None
             else None
         )
-        self.credentials = security.server_credentials(settings)
+        self.credentials = transport.server_credentials(settings)
         self.settings = settings
         self.metrics = (
             Metrics(database_url=settings.database_url)
             if settings.database_url
             else Metrics(settings.turns_path, settings.sessions_path)
         )
-        self.db = open_store(settings)
+        self.db = open_store(
+            database_url=settings.database_url or "",
+            turns_path=settings.turns_path,
+            sessions_path=settings.sessions_path,
+            synchronous=settings.synchronous,
+            status_cache_turns=settings.status_cache_turns,
+        )
         self.link = NatsLink(
             settings.nats_url, auth=settings.nats_auth, prepare=_jetstream(settings)
         )
@@ -106,7 +111,7 @@ class TurnkeeperServer:
             self.metrics,
             namespace=settings.namespace,
         )
-        self.reaper = LeaseReaper(self.engine, settings.reap_interval)
+        self.reaper = LeaseReaper(self.engine.turns.reap, settings.reap_interval)
         self.retention = RetentionSweeper(
             self.db,
             self.policy,

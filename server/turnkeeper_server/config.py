@@ -26,8 +26,8 @@ from pathlib import Path
 
 from turnkeeper.nats_auth import NatsAuth
 
-from turnkeeper_server.journal.status import CACHED_TURNS
-from turnkeeper_server.rpc.limits import DEFAULT_LIMITS, Limits
+from turnkeeper_server.limits import DEFAULT_LIMITS, Limits
+from turnkeeper_server.store.status_cache import CACHED_TURNS
 
 log = logging.getLogger(__name__)
 
@@ -75,7 +75,7 @@ class Settings:
     retention_interval: float = 60.0
     # "FULL" fsyncs every commit: an acknowledged write survives power loss too.
     synchronous: str = "FULL"
-    # SQLite: turns whose TurnStatus columns are kept in memory (journal/status.py);
+    # SQLite: turns whose TurnStatus columns are kept in memory (store/status_cache.py);
     # 0: every TurnStatus reads the file.
     status_cache_turns: int = CACHED_TURNS
     metrics_listen: str | None = None

@@ -24,12 +24,12 @@ from turnkeeper_server.app import create_server
 from turnkeeper_server.config import Settings, resolve_paths
 from turnkeeper_server.durations import add_lifecycle_arguments
 from turnkeeper_server.errors import Unavailable
-from turnkeeper_server.journal.status import CACHED_TURNS
+from turnkeeper_server.limits import DEFAULT_LIMITS
 from turnkeeper_server.messaging.credentials import bundled_credentials
 from turnkeeper_server.messaging.embedded import EmbeddedNats
-from turnkeeper_server.rpc.limits import DEFAULT_LIMITS
 from turnkeeper_server.security.transport import InsecureListen
 from turnkeeper_server.store.lockfile import StoreInUse
+from turnkeeper_server.store.status_cache import CACHED_TURNS
 
 log = logging.getLogger("turnkeeper")
 

@@ -19,7 +19,7 @@ from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
 from turnkeeper.states import STATE_NAMES
 
-from turnkeeper_server.journal import stats
+from turnkeeper_server.store import stats
 
 STATES = STATE_NAMES
 

@@ -22,14 +22,13 @@ held for long.
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import time
 from dataclasses import dataclass
 
 from turnkeeper_server.journal import horizon, maintenance
-from turnkeeper_server.journal.records import Policy
+from turnkeeper_server.periodic import Periodic
+from turnkeeper_server.records import ENDED_SQL, Policy
 from turnkeeper_server.store.contract import Store, Tx
 
 log = logging.getLogger(__name__)
@@ -50,7 +49,7 @@ class Swept:
 def sweep_batch(tx: Tx, *, cutoff: float, policy: Policy, limit: int = BATCH) -> Swept:
     rows = tx.execute(
         "SELECT turn_id, thread_id FROM main.turns WHERE pruned = 0 "
-        "AND state IN ('DONE','FAILED','CANCELLED') AND updated_at < ? "
+        f"AND state IN {ENDED_SQL} AND updated_at < ? "
         f"ORDER BY updated_at LIMIT ?{tx.skip_locked}",
         (cutoff, limit),
     ).fetchall()
@@ -95,12 +94,14 @@ class RetentionSweeper:
         self.policy = policy
         self.retention = retention
         self.turn_retention = turn_retention
-        self.interval = interval
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic("retention", interval, self._pass, log)
 
     async def start(self) -> None:
         if self.retention > 0 or self.turn_retention > 0:
-            self._task = asyncio.create_task(self._run(), name="retention")
+            self._periodic.start()
+
+    async def _pass(self) -> None:
+        await self.sweep()
 
     async def sweep(self, now: float | None = None) -> Swept:
         """One whole pass, as at `now` (the clock when None); returns what it deleted.
@@ -159,19 +160,5 @@ class RetentionSweeper:
             )
         return total
 
-    async def _run(self) -> None:
-        while True:
-            await asyncio.sleep(self.interval)
-            try:
-                await self.sweep()
-            except asyncio.CancelledError:
-                raise
-            except Exception:
-                log.exception("retention pass failed; retrying next interval")
-
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._periodic.stop()

@@ -44,7 +44,9 @@ class RedriveWatch:
         self.arrived = asyncio.Event()
         self.release = asyncio.Event()
         self.agent: Agent | None = None
-        self._original: Callable[..., Awaitable[list[Redriven]]] = service.engine.redrive_replica
+        self._original: Callable[..., Awaitable[list[Redriven]]] = (
+            service.engine.turns.redrive_replica
+        )
 
     async def redrive_replica(self, **kwargs: Any) -> list[Redriven]:
         if kwargs.get("replica") == REPLICA:
@@ -72,7 +74,7 @@ async def service(make_service: ServiceFactory, nats_server: NatsServer) -> Turn
 @pytest.fixture
 async def watch(service: TurnkeeperServer, monkeypatch: pytest.MonkeyPatch) -> RedriveWatch:
     w = RedriveWatch(service)
-    monkeypatch.setattr(service.engine, "redrive_replica", w.redrive_replica)
+    monkeypatch.setattr(service.engine.turns, "redrive_replica", w.redrive_replica)
     return w
 
 

@@ -14,8 +14,8 @@ from typing import Any
 
 import psycopg
 import pytest
-from turnkeeper_server.journal import containment, transitions
-from turnkeeper_server.journal.records import Policy
+from turnkeeper_server.journal import containment, start
+from turnkeeper_server.records import Policy
 from turnkeeper_server.store.contract import Tx
 from turnkeeper_server.store.postgres import PostgresDatabase
 
@@ -38,15 +38,17 @@ async def database(postgres_cluster: PostgresCluster) -> AsyncIterator[PostgresD
 
 def _held(tx: Tx) -> None:
     for i, turn_id in enumerate(HELD):
-        transitions.start_turn(
+        start.start_turn(
             tx,
-            turn_id=turn_id,
-            thread_id=f"th-{i}",
-            agent=AGENT,
-            input_json="{}",
-            replica="r0",
-            incarnation="dead",
-            policy=POLICY,
+            start.StartRequest(
+                turn_id=turn_id,
+                thread_id=f"th-{i}",
+                agent=AGENT,
+                input_json="{}",
+                replica="r0",
+                incarnation="dead",
+            ),
+            POLICY,
         )
         tx.execute(
             "UPDATE main.turns SET suspect = ?, owner_replica = NULL, "

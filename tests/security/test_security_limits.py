@@ -16,7 +16,7 @@ from google.protobuf import message, struct_pb2
 from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
 from turnkeeper_server.errors import InvalidArgument
-from turnkeeper_server.rpc.limits import Limits, check_json_text
+from turnkeeper_server.limits import Limits, check_json_text
 
 from tests.support.security import bearer, write_tokens
 from tests.support.service import ServiceFactory, expect_code

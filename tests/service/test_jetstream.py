@@ -24,6 +24,7 @@ from turnkeeper_server.messaging.jetstream import (
     ensure_stream,
     stream_name,
 )
+from turnkeeper_server.store.records import OutboxRow
 
 from tests.support.nats import NatsServer
 from tests.support.postgres import PostgresCluster
@@ -123,7 +124,8 @@ async def test_three_replicas_put_every_outbox_row_in_the_stream_exactly_once(
     # The duplicate the outbox can make: a batch published again after a connection
     # loss hid that it arrived. The stream drops it by its Nats-Msg-Id.
     again = [
-        (int(msg_id), subject, json.dumps(m).encode(), None, 1) for subject, m, msg_id in got[:20]
+        OutboxRow(int(msg_id), subject, json.dumps(m).encode(), None, 1)
+        for subject, m, msg_id in got[:20]
     ]
     assert await replicas[1].link.publish_batch(again)
     # A marker published after them: once the stream holds it, it has dealt with

@@ -13,6 +13,7 @@ import contextlib
 
 import pytest
 from turnkeeper_server.messaging.link import NatsLink
+from turnkeeper_server.store.records import OutboxRow
 
 from tests.support.nats import NatsServer, subscribe
 
@@ -75,7 +76,9 @@ async def test_a_batch_is_confirmed_only_once_the_server_read_it(nats_server: Na
         await link.start()
         assert await link.wait_connected(10)
         proxy.armed = True
-        rows = [(i, "vystak.turn.events.t1", b'{"seq": %d}' % i, None, 1) for i in range(1, 4)]
+        rows = [
+            OutboxRow(i, "vystak.turn.events.t1", b'{"seq": %d}' % i, None, 1) for i in range(1, 4)
+        ]
         confirmed = await link.publish_batch(rows)
         if confirmed:
             # The outbox now deletes these rows: the server must have them.

@@ -12,7 +12,7 @@ from grpc import aio
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper.v1 import turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
-from turnkeeper_server.store.contract import OutboxRow
+from turnkeeper_server.store.records import OutboxRow
 
 from tests.support.nats import NatsServer, subscribe
 from tests.support.service import ServiceFactory

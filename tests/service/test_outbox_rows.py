@@ -7,8 +7,9 @@ from grpc import aio
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper.v1 import turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
-from turnkeeper_server.store.contract import OutboxRow, Tx
+from turnkeeper_server.store.contract import Tx
 from turnkeeper_server.store.outbox_rows import SEPARATOR, messages, write_messages
+from turnkeeper_server.store.records import OutboxRow
 
 from tests.support.nats import subscribe
 from tests.support.service import ServiceFactory
@@ -93,7 +94,7 @@ def _drained(server: TurnkeeperServer) -> list[OutboxRow]:
         .execute("SELECT id, subject, payload, traceparent, messages FROM outbox ORDER BY id")
         .fetchall()
     )
-    return [(int(r[0]), str(r[1]), bytes(r[2]), r[3], int(r[4])) for r in rows]
+    return [OutboxRow(int(r[0]), str(r[1]), bytes(r[2]), r[3], int(r[4])) for r in rows]
 
 
 async def test_a_payload_holding_the_separator_goes_one_row_a_message(
@@ -112,7 +113,7 @@ async def test_a_payload_holding_the_separator_goes_one_row_a_message(
 
 
 def test_a_row_whose_payload_does_not_split_into_its_count_is_refused() -> None:
-    row: OutboxRow = (10, "s", SEPARATOR.join([b"{}", b"{}"]), None, 3)
+    row = OutboxRow(10, "s", SEPARATOR.join([b"{}", b"{}"]), None, 3)
     with pytest.raises(ValueError, match="holds 2 messages, not 3"):
         list(messages(row))
 

@@ -21,16 +21,15 @@ import pytest
 from google.protobuf import struct_pb2
 from turnkeeper.states import TurnState
 from turnkeeper.v1 import turns_pb2
-from turnkeeper_server.engine import Engine
+from turnkeeper_server.engine import Engine, TurnNotifier
 from turnkeeper_server.errors import status_for
-from turnkeeper_server.journal.records import Policy
+from turnkeeper_server.limits import DEFAULT_LIMITS
 from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.messaging.outbox import OutboxPublisher
 from turnkeeper_server.metrics import Metrics
-from turnkeeper_server.rpc.limits import DEFAULT_LIMITS
+from turnkeeper_server.records import Policy
 from turnkeeper_server.rpc.turn_service import TurnServicer
 from turnkeeper_server.store.sqlite import Database
-from turnkeeper_server.watch import TurnNotifier
 
 SERVICE = turns_pb2.DESCRIPTOR.services_by_name["TurnService"]
 CALL_TIMEOUT = 30.0

@@ -16,8 +16,9 @@ import pytest
 from turnkeeper.v1 import checkpoints_pb2 as cpb
 from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper.v1 import turns_pb2 as pb
-from turnkeeper_server.journal.status import StatusCache, TurnStatusRow
+from turnkeeper_server.store.records import TurnStatusRow
 from turnkeeper_server.store.sqlite import Database, Tx
+from turnkeeper_server.store.status_cache import StatusCache
 
 from tests.support.turns import events, start
 

@@ -1,154 +1,61 @@
-"""LangGraph checkpoints in sessions.db, in langgraph-checkpoint-sqlite's schema.
+"""The journal's rules for LangGraph checkpoints, above each backend's rows.
 
-Rows are written exactly as `SqliteSaver` writes them (same columns, same
-INSERT OR REPLACE / IGNORE rules), so stock SqliteSaver reads what RemoteSaver
-wrote and the other way round. Values stay opaque `(type, bytes)`: the service
-never deserialises application objects. Metadata arrives as the client's JSON.
-
-A checkpoint written for a turn carries (turn_id, attempt): it is fenced like any
-other write of the turn, and records the turn's last_seq as its boundary.
+A checkpoint or a task's writes made for a turn carry the turn's fence (turn_id,
+attempt): they are refused like any other write of a stale attempt
+(docs/architecture.md §4), and a checkpoint records the turn's last_seq as its
+boundary, where a re-drive rewinds to (§3). A thread's checkpoints are not deleted
+while a turn of the thread is live: they are what its re-drive resumes from.
+The rows themselves are the backend's (`Tx.checkpoints`: store/sqlite_checkpoints.py,
+store/postgres_checkpoints.py).
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
-from langgraph.checkpoint.sqlite.utils import search_where
-
-from turnkeeper_server.errors import InvalidArgument, WrongState
-from turnkeeper_server.journal import transitions as journal
-from turnkeeper_server.journal.records import TurnRecord
-from turnkeeper_server.store.contract import Conn, Tx
-from turnkeeper_server.store.rows import insert_rows
+from turnkeeper_server.errors import WrongState
+from turnkeeper_server.journal import transitions
+from turnkeeper_server.records import LIVE_SQL, Fence, TurnRecord
+from turnkeeper_server.store.contract import Tx
+from turnkeeper_server.store.records import Boundary, CheckpointPut, WritesPut
 
 
-@dataclass(frozen=True)
-class Fence:
-    turn_id: str
-    attempt: int
+@dataclass(frozen=True, slots=True)
+class CheckpointWrite:
+    """A PutCheckpoint (`row` a CheckpointPut) or a PutWrites (`row` a WritesPut),
+    with the fence of the turn attempt it is made for, if any."""
+
+    row: CheckpointPut | WritesPut
+    fence: Fence | None
 
 
-@dataclass(frozen=True)
-class WriteRow:
-    task_id: str
-    channel: str
-    type: str | None
-    value: bytes | None
-    task_path: str
-    idx: int
-
-
-@dataclass(frozen=True)
-class CheckpointRow:
-    thread_id: str
-    checkpoint_ns: str
-    checkpoint_id: str
-    parent_checkpoint_id: str | None
-    type: str | None
-    checkpoint: bytes | None
-    metadata: bytes | None
-    writes: list[WriteRow]
-
-
-_PENDING_WRITES = (
-    "SELECT task_id, channel, type, value, task_path, idx FROM sessions.writes "
-    "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
-)
-_COLUMNS = (
-    "thread_id, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, metadata"
-)
+def write(tx: Tx, write: CheckpointWrite) -> None:
+    """Store one checkpoint write, fenced; a turn's checkpoint with its boundary."""
+    turn = check_fence(tx, write.fence, write.row.thread_id)
+    if isinstance(write.row, CheckpointPut):
+        boundary = None if turn is None else Boundary(turn.turn_id, turn.attempts, turn.last_seq)
+        tx.checkpoints.put(tx, write.row, boundary)
+    else:
+        tx.checkpoints.put_writes(tx, write.row)
 
 
 def check_fence(tx: Tx, fence: Fence | None, thread_id: str) -> TurnRecord | None:
+    """The fenced turn, locked, when the write's attempt is its current one and it
+    runs on `thread_id`; None for an unfenced write."""
     if fence is None:
         return None
-    turn = journal.lock_turn(tx, fence.turn_id)
+    turn = transitions.lock_turn(tx, fence.turn_id)
     if turn.thread_id != thread_id:
         raise WrongState(
             f"turn {fence.turn_id!r} runs on thread {turn.thread_id!r}, not {thread_id!r}"
         )
-    journal.fence(turn, fence.attempt)
+    transitions.fence(turn, fence.attempt)
     return turn
-
-
-def put(
-    tx: Tx,
-    *,
-    thread_id: str,
-    checkpoint_ns: str,
-    checkpoint_id: str,
-    parent_checkpoint_id: str,
-    type_: str,
-    blob: bytes,
-    metadata_json: str,
-    fence: Fence | None,
-) -> None:
-    turn = check_fence(tx, fence, thread_id)
-    tx.execute(
-        f"INSERT OR REPLACE INTO sessions.checkpoints ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?)",
-        (
-            thread_id,
-            checkpoint_ns,
-            checkpoint_id,
-            parent_checkpoint_id or None,
-            type_,
-            blob,
-            metadata_json.encode("utf-8", "ignore"),
-        ),
-    )
-    if turn is not None:
-        tx.execute(
-            "INSERT OR REPLACE INTO sessions.turnkeeper_boundaries "
-            "(turn_id, checkpoint_id, thread_id, checkpoint_ns, attempt, last_seq) "
-            "VALUES (?, ?, ?, ?, ?, ?)",
-            (turn.turn_id, checkpoint_id, thread_id, checkpoint_ns, turn.attempts, turn.last_seq),
-        )
-
-
-def put_writes(
-    tx: Tx,
-    *,
-    thread_id: str,
-    checkpoint_ns: str,
-    checkpoint_id: str,
-    task_id: str,
-    task_path: str,
-    writes: Sequence[tuple[int, str, str, bytes]],
-    replace: bool,
-    fence: Fence | None,
-) -> None:
-    check_fence(tx, fence, thread_id)
-    verb = "INSERT OR REPLACE" if replace else "INSERT OR IGNORE"
-    values: list[object] = []
-    for idx, channel, type_, value in writes:
-        values += (
-            thread_id,
-            checkpoint_ns,
-            checkpoint_id,
-            task_id,
-            task_path,
-            idx,
-            channel,
-            type_,
-            value,
-        )
-    # One statement for the task's writes (store/rows.py): a later row with the same
-    # key replaces (or is ignored after) an earlier one, as executemany's rows did.
-    insert_rows(
-        tx.conn,
-        f"{verb} INTO sessions.writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
-        "task_path, idx, channel, type, value)",
-        9,
-        values,
-    )
 
 
 def require_no_live_turn(tx: Tx, thread_id: str) -> None:
     live = tx.execute(
-        "SELECT turn_id FROM main.turns WHERE thread_id = ? AND state IN ('RUNNING','PARKED')",
+        f"SELECT turn_id FROM main.turns WHERE thread_id = ? AND state IN {LIVE_SQL}",
         (thread_id,),
     ).fetchone()
     if live is not None:
@@ -159,165 +66,6 @@ def require_no_live_turn(tx: Tx, thread_id: str) -> None:
 
 
 def delete_thread(tx: Tx, thread_id: str) -> None:
+    """Every checkpoint of the thread, once no turn of it is live."""
     require_no_live_turn(tx, thread_id)
-    tx.execute("DELETE FROM sessions.checkpoints WHERE thread_id = ?", (thread_id,))
-    tx.execute("DELETE FROM sessions.writes WHERE thread_id = ?", (thread_id,))
-    tx.execute("DELETE FROM sessions.turnkeeper_boundaries WHERE thread_id = ?", (thread_id,))
-
-
-# -- the lifecycle's deletes and copies (journal/maintenance.py, journal/lifecycle.py) --
-
-
-def delete_checkpoint(tx: Tx, thread_id: str, ns: str, checkpoint_id: str) -> int:
-    """One checkpoint, its writes and its boundary rows; returns 1 if it existed."""
-    key = (thread_id, ns, checkpoint_id)
-    where = "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?"
-    gone = int(tx.execute(f"DELETE FROM sessions.checkpoints {where}", key).rowcount)
-    tx.execute(f"DELETE FROM sessions.writes {where}", key)
-    tx.execute(f"DELETE FROM sessions.turnkeeper_boundaries {where}", key)
-    return gone
-
-
-def namespaces(tx: Tx, thread_id: str) -> list[tuple[str, str]]:
-    """(namespace, latest checkpoint id) of each namespace of the thread."""
-    return [
-        (r[0], r[1])
-        for r in tx.execute(
-            "SELECT checkpoint_ns, max(checkpoint_id) FROM sessions.checkpoints "
-            "WHERE thread_id = ? GROUP BY checkpoint_ns",
-            (thread_id,),
-        ).fetchall()
-    ]
-
-
-def prune_namespace(tx: Tx, thread_id: str, ns: str, keep: str | None) -> int:
-    """Delete the namespace's checkpoints older than `keep` (all when None), with
-    their writes and boundaries; returns how many checkpoints went."""
-    deleted = 0
-    for table in ("checkpoints", "writes", "turnkeeper_boundaries"):
-        sql = f"DELETE FROM sessions.{table} WHERE thread_id = ? AND checkpoint_ns = ?"
-        params: tuple[str, ...] = (thread_id, ns)
-        if keep is not None:
-            sql += " AND checkpoint_id < ?"
-            params += (keep,)
-        count = int(tx.execute(sql, params).rowcount)
-        if table == "checkpoints":
-            deleted = count
-    if keep is None:
-        # Writes saved against a checkpoint that was never stored go too.
-        tx.execute(
-            "DELETE FROM sessions.writes WHERE thread_id = ? AND checkpoint_ns = ?",
-            (thread_id, ns),
-        )
-    return deleted
-
-
-def checkpoints_of_runs(tx: Tx, run_id: str) -> list[tuple[str, str, str]]:
-    """(thread, namespace, id) of the checkpoints whose metadata names `run_id`:
-    json_extract, the same filter `list_` uses."""
-    return [
-        (r[0], r[1], r[2])
-        for r in tx.execute(
-            "SELECT thread_id, checkpoint_ns, checkpoint_id FROM sessions.checkpoints "
-            "WHERE json_extract(CAST(metadata AS TEXT), '$.run_id') = ?",
-            (run_id,),
-        ).fetchall()
-    ]
-
-
-def copy_thread(tx: Tx, source: str, target: str) -> int:
-    """Every checkpoint and write of `source` under `target`, same ids."""
-    copied = tx.execute(
-        "INSERT OR REPLACE INTO sessions.checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
-        "parent_checkpoint_id, type, checkpoint, metadata) "
-        "SELECT ?, checkpoint_ns, checkpoint_id, parent_checkpoint_id, type, checkpoint, "
-        "metadata FROM sessions.checkpoints WHERE thread_id = ?",
-        (target, source),
-    ).rowcount
-    tx.execute(
-        "INSERT OR REPLACE INTO sessions.writes (thread_id, checkpoint_ns, checkpoint_id, "
-        "task_id, task_path, idx, channel, type, value) "
-        "SELECT ?, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, type, value "
-        "FROM sessions.writes WHERE thread_id = ?",
-        (target, source),
-    )
-    return int(copied)
-
-
-def _writes(conn: Conn, thread_id: str, ns: str, checkpoint_id: str) -> list[WriteRow]:
-    return [WriteRow(*r) for r in conn.execute(_PENDING_WRITES, (thread_id, ns, checkpoint_id))]
-
-
-def _row(conn: Conn, row: tuple[Any, ...]) -> CheckpointRow:
-    thread_id, ns, checkpoint_id, parent, type_, blob, metadata = row
-    return CheckpointRow(
-        thread_id,
-        ns,
-        checkpoint_id,
-        parent,
-        type_,
-        blob,
-        metadata,
-        writes=_writes(conn, thread_id, ns, checkpoint_id),
-    )
-
-
-def get(conn: Conn, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> CheckpointRow | None:
-    if checkpoint_id:
-        row = conn.execute(
-            f"SELECT {_COLUMNS} FROM sessions.checkpoints "
-            "WHERE thread_id = ? AND checkpoint_ns = ? AND checkpoint_id = ?",
-            (thread_id, checkpoint_ns, checkpoint_id),
-        ).fetchone()
-    else:
-        row = conn.execute(
-            f"SELECT {_COLUMNS} FROM sessions.checkpoints WHERE thread_id = ? AND checkpoint_ns = ? "
-            "ORDER BY checkpoint_id DESC LIMIT 1",
-            (thread_id, checkpoint_ns),
-        ).fetchone()
-    if row is None:
-        return None
-    return _row(conn, row)
-
-
-def list_(
-    conn: Conn,
-    *,
-    thread_id: str,
-    checkpoint_ns: str | None,
-    checkpoint_id: str,
-    filter_json: str,
-    before_checkpoint_id: str,
-    limit: int,
-) -> Iterator[CheckpointRow]:
-    config: dict[str, Any] | None = None
-    if thread_id:
-        configurable: dict[str, Any] = {"thread_id": thread_id}
-        if checkpoint_ns is not None:
-            configurable["checkpoint_ns"] = checkpoint_ns
-        if checkpoint_id:
-            configurable["checkpoint_id"] = checkpoint_id
-        config = {"configurable": configurable}
-    filter_: dict[str, Any] | None = None
-    if filter_json:
-        try:
-            filter_ = json.loads(filter_json)
-        except ValueError as exc:
-            raise InvalidArgument(f"filter_json is not valid JSON: {exc}") from None
-        if not isinstance(filter_, dict):
-            raise InvalidArgument("filter_json must be a JSON object")
-    before = (
-        {"configurable": {"checkpoint_id": before_checkpoint_id}} if before_checkpoint_id else None
-    )
-    try:
-        # SqliteSaver's own WHERE builder: the same filter semantics, and its
-        # key validation keeps metadata keys out of the SQL text.
-        where, params = search_where(config, filter_, before)  # type: ignore[arg-type]
-    except ValueError as exc:
-        raise InvalidArgument(str(exc)) from None
-    sql = f"SELECT {_COLUMNS} FROM sessions.checkpoints {where} ORDER BY checkpoint_id DESC"
-    if limit > 0:
-        sql += " LIMIT ?"
-        params = (*params, limit)
-    for row in conn.execute(sql, params).fetchall():
-        yield _row(conn, row)
+    tx.checkpoints.delete_thread(tx, thread_id)

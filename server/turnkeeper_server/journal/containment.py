@@ -25,13 +25,13 @@ import time
 from collections.abc import Sequence
 
 from turnkeeper_server.journal import redrive
-from turnkeeper_server.journal.records import TURN_COLUMNS, Policy, TurnRecord
 from turnkeeper_server.journal.redrive import Redriven
 from turnkeeper_server.journal.transitions import (
     latest_boundary,
     reload_turn,
     update_turn,
 )
+from turnkeeper_server.records import TURN_COLUMNS, Policy, TurnRecord
 from turnkeeper_server.store.contract import Tx
 
 NONE, SUSPECT, HELD, PROBATION = 0, 1, 2, 3

@@ -18,9 +18,9 @@ import json
 from dataclasses import dataclass
 
 from turnkeeper_server.errors import WrongState
-from turnkeeper_server.journal import lifecycle
+from turnkeeper_server.journal import checkpoints, lifecycle
 from turnkeeper_server.journal.lifecycle import Cancelled
-from turnkeeper_server.journal.records import TURN_COLUMNS, Policy, TurnRecord
+from turnkeeper_server.records import LIVE, TURN_COLUMNS, Policy, TurnRecord
 from turnkeeper_server.store.contract import Tx
 
 # Rows deleted per statement that lists turn ids (SQLite's default variable limit
@@ -41,7 +41,7 @@ def erase_thread(tx: Tx, *, thread_id: str, cancel: bool, policy: Policy) -> Era
         f"SELECT {TURN_COLUMNS} FROM main.turns WHERE thread_id = ?{tx.for_update}", (thread_id,)
     ).fetchall()
     turns = [TurnRecord(*r) for r in rows]
-    live = [t for t in turns if t.state in ("RUNNING", "PARKED")]
+    live = [t for t in turns if t.state in LIVE]
     cancelled: Cancelled | None = None
     if live:
         if not cancel:
@@ -57,7 +57,7 @@ def erase_thread(tx: Tx, *, thread_id: str, cancel: bool, policy: Policy) -> Era
     delete_turns(tx, ids, policy)
     _erase_rewinds(tx, thread_id, policy)
     # The backend's checkpoint rows (blobs too, on PostgreSQL); no live turn is left.
-    tx.checkpoints.delete_thread(tx, thread_id)
+    checkpoints.delete_thread(tx, thread_id)
     return Erased(thread_id, len(ids), cancelled)
 
 

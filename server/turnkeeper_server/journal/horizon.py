@@ -29,10 +29,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from turnkeeper_server.journal.erasure import delete_turns
-from turnkeeper_server.journal.records import Policy
+from turnkeeper_server.records import ENDED_SQL, Policy
 from turnkeeper_server.store.contract import Tx
-
-TERMINAL = "('DONE','FAILED','CANCELLED')"
 
 
 @dataclass(frozen=True)
@@ -45,7 +43,7 @@ def delete_batch(tx: Tx, *, cutoff: float, policy: Policy, limit: int) -> Delete
     """Delete up to `limit` turns that ended before `cutoff`, oldest first. A thread
     another replica's sweep holds is left for a later batch."""
     rows = tx.execute(
-        f"SELECT turn_id, thread_id FROM main.turns WHERE state IN {TERMINAL} "
+        f"SELECT turn_id, thread_id FROM main.turns WHERE state IN {ENDED_SQL} "
         f"AND updated_at < ? ORDER BY updated_at LIMIT ?{tx.skip_locked}",
         (cutoff, limit),
     ).fetchall()

@@ -14,6 +14,7 @@ from __future__ import annotations
 from collections.abc import Iterable, Sequence
 
 from turnkeeper_server.errors import WrongState
+from turnkeeper_server.records import UNFINISHED_SQL
 from turnkeeper_server.store.contract import Tx
 
 KEEP_LATEST, DELETE = "keep_latest", "delete"
@@ -25,8 +26,7 @@ def live_threads(tx: Tx, thread_ids: Iterable[str]) -> list[str]:
         thread_id
         for thread_id in dict.fromkeys(thread_ids)
         if tx.execute(
-            "SELECT 1 FROM main.turns WHERE thread_id = ? "
-            "AND state IN ('RUNNING','PARKED','QUEUED') LIMIT 1",
+            f"SELECT 1 FROM main.turns WHERE thread_id = ? AND state IN {UNFINISHED_SQL} LIMIT 1",
             (thread_id,),
         ).fetchone()
         is not None

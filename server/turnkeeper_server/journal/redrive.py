@@ -16,11 +16,7 @@ import time
 from dataclasses import dataclass
 
 from turnkeeper_server.errors import WrongState
-from turnkeeper_server.journal.records import Policy, TurnRecord
 from turnkeeper_server.journal.transitions import (
-    FAILED,
-    PARKED,
-    RUNNING,
     append_terminal,
     latest_boundary,
     lock_turn,
@@ -28,6 +24,7 @@ from turnkeeper_server.journal.transitions import (
     update_turn,
     write_outbox,
 )
+from turnkeeper_server.records import FAILED, PARKED, RUNNING, Policy, TurnRecord
 from turnkeeper_server.store.contract import Tx
 
 
@@ -60,7 +57,9 @@ def redrive_orphan(
             f"turn orphaned {turn.charged + 1} times; the re-drive cap of "
             f"{policy.max_redrives} is reached"
         )
-        last = append_terminal(tx, turn, turn.last_seq, "turn.failed", error, policy, now)
+        last = append_terminal(
+            tx, turn, turn.last_seq, "turn.failed", {"error": error}, policy, now
+        )
         update_turn(
             tx,
             turn.turn_id,

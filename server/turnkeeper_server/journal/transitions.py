@@ -8,28 +8,27 @@ Outbox rows for NATS are written in the same transaction as the change they mirr
     StartTurn -> RUNNING --park--> PARKED --ResumeDetached--> RUNNING
                  RUNNING --finish--> DONE | FAILED
 
-Re-drives of orphaned turns (RUNNING -> RUNNING with attempts+1 and a rewind, or
-FAILED at the cap) are in `redrive`, built on the helpers here.
+StartTurn itself, with its multitask strategy and deadlines, is `start`; cancel,
+the thread's queue and the deadlines are `lifecycle`; re-drives of orphaned turns
+(RUNNING -> RUNNING with attempts+1 and a rewind, or FAILED at the cap) are
+`redrive`. All are built on the reads, the fence and the writers here.
 """
 
 from __future__ import annotations
 
-import hashlib
 import json
 import time
 from collections.abc import Sequence
 
-from turnkeeper.states import STATE_NAMES, TERMINAL_EVENT_TYPES
-
-from turnkeeper_server.errors import (
-    AlreadyExists,
-    InvalidArgument,
-    NotFound,
-    StaleAttempt,
-    WrongState,
-)
-from turnkeeper_server.journal.records import (
+from turnkeeper_server.errors import InvalidArgument, NotFound, StaleAttempt, WrongState
+from turnkeeper_server.records import (
+    CANCELLED,
+    DONE,
     EVENT_COLUMNS,
+    FAILED,
+    PARKED,
+    RUNNING,
+    TERMINAL_EVENTS,
     TURN_COLUMNS,
     EventRecord,
     NewEvent,
@@ -39,13 +38,6 @@ from turnkeeper_server.journal.records import (
 from turnkeeper_server.store.contract import Conn, Tx
 from turnkeeper_server.store.outbox_rows import write_messages
 from turnkeeper_server.store.rows import insert_rows
-
-RUNNING, PARKED, DONE, FAILED, CANCELLED, QUEUED = STATE_NAMES
-LIVE = (RUNNING, PARKED)
-# CANCELLED is terminal; QUEUED waits behind the thread's live turn (`lifecycle`).
-ENDED = (DONE, FAILED, CANCELLED)
-TERMINAL_EVENTS = TERMINAL_EVENT_TYPES
-
 
 # -- reads (usable on any connection) -----------------------------------------------
 
@@ -135,10 +127,6 @@ def list_turns(
 
 
 # -- helpers -------------------------------------------------------------------------
-
-
-def request_hash(thread_id: str, agent: str, input_json: str) -> str:
-    return hashlib.sha256(json.dumps([thread_id, agent, input_json]).encode()).hexdigest()
 
 
 _EVENTS_INSERT = "INSERT INTO main.events (turn_id, seq, attempt, type, data_json, created_at)"
@@ -256,19 +244,27 @@ def _append(
 
 
 def append_terminal(
-    tx: Tx, turn: TurnRecord, last_seq: int, type_: str, error: str, policy: Policy, now: float
+    tx: Tx,
+    turn: TurnRecord,
+    last_seq: int,
+    type_: str,
+    data: dict[str, object],
+    policy: Policy,
+    now: float,
 ) -> int:
+    """The turn's terminal event (turn.done, turn.failed, turn.cancelled) after
+    `last_seq`, with its outbox message: the one writer of terminal events, which
+    only the service writes (decision 2). Returns its seq."""
     seq = last_seq + 1
-    data = json.dumps({"error": error} if error else {})
+    data_json = json.dumps(data)
     tx.execute(
-        "INSERT INTO main.events (turn_id, seq, attempt, type, data_json, created_at) "
-        "VALUES (?, ?, ?, ?, ?, ?)",
-        (turn.turn_id, seq, turn.attempts, type_, data, now),
+        f"{_EVENTS_INSERT} VALUES (?, ?, ?, ?, ?, ?)",
+        (turn.turn_id, seq, turn.attempts, type_, data_json, now),
     )
     write_outbox(
         tx,
         policy.events_subject(turn.turn_id),
-        _event_payload(turn, seq, turn.attempts, type_, data),
+        _event_payload(turn, seq, turn.attempts, type_, data_json),
         now,
     )
     return seq
@@ -279,64 +275,6 @@ def reload_turn(tx: Tx, turn_id: str) -> TurnRecord:
 
 
 # -- transitions ---------------------------------------------------------------------
-
-
-def start_turn(
-    tx: Tx,
-    *,
-    turn_id: str,
-    thread_id: str,
-    agent: str,
-    input_json: str,
-    replica: str,
-    incarnation: str,
-    policy: Policy,
-) -> tuple[TurnRecord, bool]:
-    digest = request_hash(thread_id, agent, input_json)
-    existing = load_turn(tx.conn, turn_id)
-    live = None
-    if existing is None:
-        live = tx.execute(
-            "SELECT turn_id, state FROM main.turns WHERE thread_id = ? "
-            "AND state IN ('RUNNING','PARKED')",
-            (thread_id,),
-        ).fetchone()
-        if live is not None and live[0] == turn_id:
-            # The same StartTurn through another replica committed between the two
-            # reads (PostgreSQL reads each statement afresh): it is that turn.
-            existing = load_turn(tx.conn, turn_id)
-    if existing is not None:
-        if existing.request_hash != digest:
-            raise AlreadyExists(
-                f"turn {turn_id!r} already exists with a different thread, agent or input; "
-                "use a new turn_id for a new request"
-            )
-        return existing, False
-    if live is not None:
-        raise WrongState(
-            f"thread {thread_id!r} already has a live turn {live[0]!r} ({live[1]}); "
-            "wait for it to end or resume it"
-        )
-    now = time.time()
-    owned = bool(replica)
-    tx.execute(
-        "INSERT INTO main.turns (turn_id, thread_id, agent, state, input_json, request_hash, "
-        "owner_replica, owner_incarnation, lease_expires_at, created_at, updated_at) "
-        "VALUES (?, ?, ?, 'RUNNING', ?, ?, ?, ?, ?, ?, ?)",
-        (
-            turn_id,
-            thread_id,
-            agent,
-            input_json,
-            digest,
-            replica if owned else None,
-            incarnation if owned else None,
-            now + (policy.lease_seconds if owned else policy.claim_seconds),
-            now,
-            now,
-        ),
-    )
-    return reload_turn(tx, turn_id), True
 
 
 def heartbeat(
@@ -407,7 +345,13 @@ def finish_turn(
     now = time.time()
     last = _append(tx, turn, attempt, events, policy, now)
     last = append_terminal(
-        tx, turn, last, "turn.failed" if failed else "turn.done", error, policy, now
+        tx,
+        turn,
+        last,
+        "turn.failed" if failed else "turn.done",
+        {"error": error} if error else {},
+        policy,
+        now,
     )
     update_turn(
         tx,

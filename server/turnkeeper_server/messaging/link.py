@@ -26,8 +26,8 @@ from nats.errors import TimeoutError as NatsTimeout
 from turnkeeper import tracing
 from turnkeeper.nats_auth import NatsAuth
 
-from turnkeeper_server.store.contract import OutboxRow
 from turnkeeper_server.store.outbox_rows import messages
+from turnkeeper_server.store.records import OutboxRow
 
 log = logging.getLogger(__name__)
 

@@ -17,7 +17,8 @@ import time
 
 from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.metrics import Metrics
-from turnkeeper_server.store.contract import OutboxRow, Store
+from turnkeeper_server.store.contract import Store
+from turnkeeper_server.store.records import OutboxRow
 
 log = logging.getLogger(__name__)
 

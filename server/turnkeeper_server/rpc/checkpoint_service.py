@@ -10,15 +10,22 @@ from typing import Any
 from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc
 
+from turnkeeper_server import limits as lim
 from turnkeeper_server.audit import DELETE_THREAD, AuditLog
 from turnkeeper_server.engine import Engine
 from turnkeeper_server.errors import InvalidArgument
-from turnkeeper_server.journal import checkpoints as store
 from turnkeeper_server.journal import maintenance
+from turnkeeper_server.journal.checkpoints import CheckpointWrite
+from turnkeeper_server.limits import Limits
 from turnkeeper_server.metrics import Metrics
-from turnkeeper_server.rpc import limits as lim
-from turnkeeper_server.rpc.limits import Limits
+from turnkeeper_server.records import Fence
 from turnkeeper_server.security import auth
+from turnkeeper_server.store.records import (
+    CheckpointPut,
+    CheckpointQuery,
+    CheckpointRow,
+    WritesPut,
+)
 
 Ctx = aio.ServicerContext[object, object]
 
@@ -26,12 +33,12 @@ Ctx = aio.ServicerContext[object, object]
 MAX_NS = 1024
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, slots=True)
 class PreparedWrite:
-    """A checkpoint write validated and authorized: the engine's keyword arguments
-    and the bytes it counts in the metrics once committed."""
+    """A checkpoint write validated and authorized, and the bytes it counts in the
+    metrics once committed."""
 
-    fields: dict[str, Any]
+    write: CheckpointWrite
     size: int
 
 
@@ -49,7 +56,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
 
     def _own_thread(self, thread_id: str) -> None:
         """An agent token uses its own agent's threads only (auth.py)."""
-        auth.require_thread(thread_id, lambda: self.engine.thread_agents(thread_id))
+        auth.require_thread(thread_id, lambda: self.engine.turns.thread_agents(thread_id))
 
     def _name(self, name: str, value: str) -> str:
         return lim.check_length(name, value, self.limits.max_name_length)
@@ -59,15 +66,15 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
             raise InvalidArgument(f"checkpoint_ns is {len(ns)} characters; the limit is {MAX_NS}")
         return ns
 
-    def _fence(self, fence: checkpoints_pb2.TurnFence, present: bool) -> store.Fence | None:
+    def _fence(self, fence: checkpoints_pb2.TurnFence, present: bool) -> Fence | None:
         if not present:
             return None
         if fence.attempt < 0:
             raise InvalidArgument("fence.attempt must not be negative")
         turn_id = lim.check_id("fence.turn_id", fence.turn_id, self.limits)
         # Another agent's turn is not found, not "on another thread" (which would leak).
-        auth.require_turn(turn_id, lambda: self.engine.get(turn_id))
-        return store.Fence(turn_id, fence.attempt)
+        auth.require_turn(turn_id, lambda: self.engine.turns.get(turn_id))
+        return Fence(turn_id, fence.attempt)
 
     async def GetCheckpoint(
         self, request: checkpoints_pb2.GetCheckpointRequest, context: Ctx
@@ -76,7 +83,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         ns = self._ns(request.checkpoint_ns)
         checkpoint_id = lim.check_optional_id("checkpoint_id", request.checkpoint_id, self.limits)
         self._own_thread(thread_id)
-        row = await self.engine.checkpoint(thread_id, ns, checkpoint_id)
+        row = await self.engine.checkpoints.get(thread_id, ns, checkpoint_id)
         if row is None:
             return checkpoints_pb2.GetCheckpointResponse(found=False)
         return checkpoints_pb2.GetCheckpointResponse(found=True, checkpoint=_tuple(row))
@@ -95,7 +102,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
                 self.limits.max_json_depth,
             )
         self._own_thread(thread_id)
-        rows = await self.engine.list_checkpoints(
+        query = CheckpointQuery(
             thread_id=thread_id,
             checkpoint_ns=self._ns(request.checkpoint_ns)
             if request.HasField("checkpoint_ns")
@@ -109,7 +116,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
             ),
             limit=request.limit,
         )
-        for row in rows:
+        for row in await self.engine.checkpoints.search(query):
             yield checkpoints_pb2.ListCheckpointsResponse(checkpoint=_tuple(row))
 
     def prepare_put(self, request: checkpoints_pb2.PutCheckpointRequest) -> PreparedWrite:
@@ -131,29 +138,26 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         )
         self._own_thread(thread_id)
         fence = self._fence(request.fence, request.HasField("fence"))
-        return PreparedWrite(
-            fields={
-                "thread_id": thread_id,
-                "checkpoint_ns": ns,
-                "checkpoint_id": checkpoint_id,
-                "parent_checkpoint_id": parent,
-                "type_": request.checkpoint.type,
-                "blob": request.checkpoint.data,
-                "metadata_json": request.metadata_json or "{}",
-                "fence": fence,
-            },
-            size=size,
+        put = CheckpointPut(
+            thread_id=thread_id,
+            checkpoint_ns=ns,
+            checkpoint_id=checkpoint_id,
+            parent_checkpoint_id=parent,
+            type=request.checkpoint.type,
+            blob=request.checkpoint.data,
+            metadata_json=request.metadata_json or "{}",
         )
+        return PreparedWrite(CheckpointWrite(put, fence), size)
 
     def put_answer(self, prepared: PreparedWrite) -> checkpoints_pb2.PutCheckpointResponse:
         """The answer to a committed PutCheckpoint (and its count in the metrics)."""
         self.metrics.checkpoint_bytes.inc(prepared.size)
-        fields = prepared.fields
+        put = prepared.write.row
         return checkpoints_pb2.PutCheckpointResponse(
             ref=checkpoints_pb2.CheckpointRef(
-                thread_id=fields["thread_id"],
-                checkpoint_ns=fields["checkpoint_ns"],
-                checkpoint_id=fields["checkpoint_id"],
+                thread_id=put.thread_id,
+                checkpoint_ns=put.checkpoint_ns,
+                checkpoint_id=put.checkpoint_id,
             )
         )
 
@@ -161,7 +165,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         self, request: checkpoints_pb2.PutCheckpointRequest, context: Ctx
     ) -> checkpoints_pb2.PutCheckpointResponse:
         prepared = self.prepare_put(request)
-        await self.engine.put_checkpoint(**prepared.fields)
+        await self.engine.checkpoints.write(prepared.write)
         return self.put_answer(prepared)
 
     def prepare_writes(self, request: checkpoints_pb2.PutWritesRequest) -> PreparedWrite:
@@ -188,19 +192,16 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
             writes.append((w.idx, w.channel, w.value.type, w.value.data))
         self._own_thread(thread_id)
         fence = self._fence(request.fence, request.HasField("fence"))
-        return PreparedWrite(
-            fields={
-                "thread_id": thread_id,
-                "checkpoint_ns": ns,
-                "checkpoint_id": checkpoint_id,
-                "task_id": request.task_id,
-                "task_path": request.task_path,
-                "writes": writes,
-                "replace": request.replace,
-                "fence": fence,
-            },
-            size=size,
+        put = WritesPut(
+            thread_id=thread_id,
+            checkpoint_ns=ns,
+            checkpoint_id=checkpoint_id,
+            task_id=request.task_id,
+            task_path=request.task_path,
+            writes=writes,
+            replace=request.replace,
         )
+        return PreparedWrite(CheckpointWrite(put, fence), size)
 
     def writes_answer(self, prepared: PreparedWrite) -> checkpoints_pb2.PutWritesResponse:
         """The answer to a committed PutWrites (and its count in the metrics)."""
@@ -211,7 +212,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         self, request: checkpoints_pb2.PutWritesRequest, context: Ctx
     ) -> checkpoints_pb2.PutWritesResponse:
         prepared = self.prepare_writes(request)
-        await self.engine.put_writes(**prepared.fields)
+        await self.engine.checkpoints.write(prepared.write)
         return self.writes_answer(prepared)
 
     async def DeleteThread(
@@ -225,7 +226,9 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         )
         async with audited:
             self._own_thread(thread_id)
-            erased = await self.engine.erase_thread(thread_id=thread_id, cancel=request.cancel)
+            erased = await self.engine.turns.erase_thread(
+                thread_id=thread_id, cancel=request.cancel
+            )
         return checkpoints_pb2.DeleteThreadResponse(
             turns_deleted=erased.turns_deleted,
             cancelled_turn_id=erased.cancelled.turn.turn_id if erased.cancelled else "",
@@ -247,7 +250,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
             raise InvalidArgument("strategy must be KEEP_LATEST or DELETE (or unset)")
         for thread_id in thread_ids:
             self._own_thread(thread_id)
-        deleted = await self.engine.prune_threads(thread_ids, strategy)
+        deleted = await self.engine.checkpoints.prune_threads(thread_ids, strategy)
         return checkpoints_pb2.PruneThreadsResponse(checkpoints_deleted=deleted)
 
     async def DeleteForRuns(
@@ -258,7 +261,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         ]
         if len(run_ids) > MAX_IDS:
             raise InvalidArgument(f"{len(run_ids)} run_ids in one call; the limit is {MAX_IDS}")
-        deleted = await self.engine.delete_for_runs(run_ids)
+        deleted = await self.engine.checkpoints.delete_for_runs(run_ids)
         return checkpoints_pb2.DeleteForRunsResponse(checkpoints_deleted=deleted)
 
     async def CopyThread(
@@ -268,7 +271,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         target = lim.check_id("target_thread_id", request.target_thread_id, self.limits)
         self._own_thread(source)
         self._own_thread(target)
-        copied = await self.engine.copy_thread(source, target)
+        copied = await self.engine.checkpoints.copy_thread(source, target)
         return checkpoints_pb2.CopyThreadResponse(checkpoints_copied=copied)
 
 
@@ -282,7 +285,7 @@ _PRUNE = {
 MAX_IDS = 1000
 
 
-def _tuple(row: store.CheckpointRow) -> checkpoints_pb2.CheckpointTuple:
+def _tuple(row: CheckpointRow) -> checkpoints_pb2.CheckpointTuple:
     return checkpoints_pb2.CheckpointTuple(
         ref=checkpoints_pb2.CheckpointRef(
             thread_id=row.thread_id,

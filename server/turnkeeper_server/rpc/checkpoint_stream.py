@@ -19,13 +19,11 @@ A frame may carry a batch of messages (a graph step's writes and its checkpoint,
 which LangGraph hands the saver together): one frame each way instead of one per
 message. Their writes are pipelined. The puts and writes in a row of a batch are
 checked as their unary calls check them, all of them first, then committed
-together in the batch's order, with no task per message: queued back to back where
-the store queues writes (SQLite's single writer, store/contract.py's
-`queue_write`, commits them in one transaction), in one transaction where writes
-run concurrently (PostgreSQL: `Engine.write_checkpoints`; if one is refused there,
-each runs in a transaction of its own). Other messages (appends) run as their
-unary call in a task of their own, and the next message waits until that one's
-write is queued (WRITE_QUEUED); on PostgreSQL, until it is committed. A read in a
+together in the batch's order, with no task per message; the engine decides how
+they reach the store (engine/checkpoints.py's `write_batch`). Other messages
+(appends) run as their unary call in a task of their own, and the next message
+waits until that one's write is queued (`Engine.pipelined`); on PostgreSQL, until
+it is committed. A read in a
 batch waits for the writes before it to commit. The writes of one batch carry one
 turn attempt's fence (or none), so a stale attempt's refusal refuses every write
 after it in the batch as well.
@@ -42,23 +40,21 @@ run still stops at its first stale write (decision 155).
 from __future__ import annotations
 
 import asyncio
-import contextvars
 from collections.abc import AsyncIterator, Callable
 from typing import Any, NamedTuple
 
 from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2
 
+from turnkeeper_server import limits as lim
 from turnkeeper_server.audit import AuditLog
 from turnkeeper_server.engine import Engine
 from turnkeeper_server.errors import InvalidArgument, StaleAttempt, TurnkeeperError, status_for
+from turnkeeper_server.limits import Limits
 from turnkeeper_server.metrics import Metrics
-from turnkeeper_server.rpc import limits as lim
 from turnkeeper_server.rpc.checkpoint_service import CheckpointServicer, PreparedWrite
-from turnkeeper_server.rpc.limits import Limits
 from turnkeeper_server.rpc.turn_service import TurnServicer
 from turnkeeper_server.security import auth
-from turnkeeper_server.store.contract import WRITE_FOLLOWED, WRITE_QUEUED
 
 Ctx = aio.ServicerContext[object, object]
 Request = checkpoints_pb2.CheckpointStreamRequest
@@ -176,9 +172,9 @@ class StreamingCheckpointServicer(CheckpointServicer):
             raise ending
         return answers
 
-    def _prepare(self, request: Request) -> tuple[str, PreparedWrite, Callable[[Any], Response]]:
-        """A put or writes message checked as its unary call checks it: its kind, the
-        engine's arguments, and its answer once committed."""
+    def _prepare(self, request: Request) -> tuple[PreparedWrite, Callable[[Any], Response]]:
+        """A put or writes message checked as its unary call checks it, and its
+        answer once committed."""
         op = "put" if request.WhichOneof("op") == "put" else "writes"
         auth.require_right(MESSAGE_RIGHTS[op])
         body: Callable[[PreparedWrite], Any]
@@ -186,38 +182,30 @@ class StreamingCheckpointServicer(CheckpointServicer):
             prepared, body = self.prepare_put(request.put), self.put_answer
         else:
             prepared, body = self.prepare_writes(request.writes), self.writes_answer
-        return op, prepared, lambda _: _answered(request, op, body(prepared))
+        return prepared, lambda _: _answered(request, op, body(prepared))
 
     async def _write_row(self, requests: list[Request], followed: bool) -> list[_Started]:
         """A row of puts and writes checked one by one as their unary calls check
-        them, then committed together in the batch's order: queued back to back
-        where the store queues writes (SQLite's writer commits them in one
-        transaction, with no task per message), else in one transaction
-        (`Engine.write_checkpoints`). Each is answered or refused on its own;
-        `followed`: a write comes right after the row."""
+        them, then committed together in the batch's order (`write_batch`: the
+        engine decides how). Each is answered or refused on its own; `followed`: a
+        write comes right after the row."""
         started: list[_Started | None] = []
-        ready: list[tuple[Request, str, PreparedWrite, Callable[[Any], Response]]] = []
+        ready: list[tuple[Request, PreparedWrite, Callable[[Any], Response]]] = []
         for request in requests:
             try:
-                ready.append((request, *self._prepare(request)))
+                prepared, answer = self._prepare(request)
+                ready.append((request, prepared, answer))
                 started.append(None)
             except TurnkeeperError as exc:  # answered in its turn, as a failed commit
                 started.append(_Started(request, _failed(exc), _same))
-        writes = [(op, prepared.fields) for _, op, prepared, _ in ready]
-        done: list[asyncio.Future[Any]]
-        if self.engine.queues_writes:
-            last = len(writes) - 1
-            done = [
-                self.engine.queue_checkpoint_write(op, fields, followed=k < last or followed)
-                for k, (op, fields) in enumerate(writes)
-            ]
-        else:
-            done = [_done(refusal) for refusal in await self.engine.write_checkpoints(writes)]
+        done = await self.engine.checkpoints.write_batch(
+            [prepared.write for _, prepared, _ in ready], followed=followed
+        )
         committed = iter(zip(ready, done, strict=True))
         filled: list[_Started] = []
         for item in started:
             if item is None:
-                (request, _, _, answer), future = next(committed)
+                (request, _, answer), future = next(committed)
                 item = _Started(request, future, answer)
             filled.append(item)
         return filled
@@ -227,18 +215,14 @@ class StreamingCheckpointServicer(CheckpointServicer):
     ) -> asyncio.Task[Response]:
         """Start handling `request`; return once its write is queued behind the
         previous message's (or, where the store does not say so, once it is done)."""
-        loop = asyncio.get_running_loop()
-        queued: asyncio.Future[None] = loop.create_future()
+        run, queued = self.engine.pipelined(followed=followed)
+        task = asyncio.get_running_loop().create_task(self._answer(request, context), context=run)
 
-        def mark(*_: object) -> None:
+        def done(_: object) -> None:
             if not queued.done():
                 queued.set_result(None)
 
-        run = contextvars.copy_context()
-        run.run(WRITE_QUEUED.set, mark)
-        run.run(WRITE_FOLLOWED.set, followed)
-        task = loop.create_task(self._answer(request, context), context=run)
-        task.add_done_callback(mark)
+        task.add_done_callback(done)
         await queued
         return task
 
@@ -278,15 +262,6 @@ def _same(response: Response) -> Response:
 def _failed(exc: TurnkeeperError) -> asyncio.Future[Response]:
     future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
     future.set_exception(exc)
-    return future
-
-
-def _done(refusal: TurnkeeperError | None) -> asyncio.Future[Any]:
-    """A committed write's outcome: None, or why it alone was refused."""
-    if refusal is not None:
-        return _failed(refusal)
-    future: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-    future.set_result(None)
     return future
 
 

@@ -8,7 +8,7 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from turnkeeper.states import JOURNAL_STATES
 from turnkeeper.v1 import turns_pb2
 
-from turnkeeper_server.journal.records import EventRecord, TurnRecord
+from turnkeeper_server.records import EventRecord, TurnRecord
 
 STATE_TO_PROTO = {state.value: state.proto for state in JOURNAL_STATES}
 PROTO_TO_STATE = {v: k for k, v in STATE_TO_PROTO.items()}

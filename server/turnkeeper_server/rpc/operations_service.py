@@ -5,9 +5,9 @@ from __future__ import annotations
 from grpc import aio
 from turnkeeper.v1 import operations_pb2, operations_pb2_grpc
 
+from turnkeeper_server import limits as lim
 from turnkeeper_server.audit import AuditLog
 from turnkeeper_server.errors import InvalidArgument
-from turnkeeper_server.rpc import limits as lim
 from turnkeeper_server.rpc.convert import timestamp
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import TokenStore

@@ -12,13 +12,15 @@ from grpc import aio
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 
 from turnkeeper_server import audit as audit_log
+from turnkeeper_server import limits as lim
 from turnkeeper_server.audit import AuditLog
 from turnkeeper_server.engine import Engine, Reset
 from turnkeeper_server.errors import InvalidArgument
-from turnkeeper_server.journal import lifecycle
-from turnkeeper_server.journal.records import NewEvent
+from turnkeeper_server.journal import start
 from turnkeeper_server.journal.redrive import Redriven
-from turnkeeper_server.rpc import limits as lim
+from turnkeeper_server.journal.start import StartRequest
+from turnkeeper_server.limits import Limits
+from turnkeeper_server.records import NewEvent
 from turnkeeper_server.rpc.convert import (
     PROTO_TO_STATE,
     STATE_TO_PROTO,
@@ -27,7 +29,6 @@ from turnkeeper_server.rpc.convert import (
     turn_to_proto,
     value_to_json,
 )
-from turnkeeper_server.rpc.limits import Limits
 from turnkeeper_server.security import auth
 
 Ctx = aio.ServicerContext[object, object]
@@ -57,7 +58,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
 
     def _own(self, turn_id: str) -> None:
         """An agent token acts on its own agent's turns only (auth.py)."""
-        auth.require_turn(turn_id, lambda: self.engine.get(turn_id))
+        auth.require_turn(turn_id, lambda: self.engine.turns.get(turn_id))
 
     def _attempt(self, attempt: int) -> int:
         if attempt < 0:
@@ -126,7 +127,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         auth.require_agent(agent)
         auth.require_thread(
             thread_id,
-            lambda: self.engine.thread_agents(thread_id),
+            lambda: self.engine.turns.thread_agents(thread_id),
             starting=True,
         )
         strategy = STRATEGIES.get(request.multitask_strategy)
@@ -136,21 +137,23 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             )
         max_run = _seconds("max_run_time", request.max_run_time)
         park_expiry = _seconds("park_expiry", request.park_expiry)
-        turn, created, cancelled = await self.engine.start(
-            turn_id=turn_id,
-            thread_id=thread_id,
-            agent=agent,
-            input_json=input_json,
-            replica=replica,
-            incarnation=incarnation,
-            strategy=strategy,
-            max_run_seconds=max_run,
-            park_expiry_seconds=park_expiry,
+        started = await self.engine.turns.start(
+            StartRequest(
+                turn_id=turn_id,
+                thread_id=thread_id,
+                agent=agent,
+                input_json=input_json,
+                replica=replica,
+                incarnation=incarnation,
+                strategy=strategy,
+                max_run_seconds=max_run,
+                park_expiry_seconds=park_expiry,
+            )
         )
         return turns_pb2.StartTurnResponse(
-            turn=turn_to_proto(turn),
-            created=created,
-            cancelled_turn_id=cancelled.turn.turn_id if cancelled else "",
+            turn=turn_to_proto(started.turn),
+            created=started.created,
+            cancelled_turn_id=started.cancelled.turn.turn_id if started.cancelled else "",
         )
 
     async def CancelTurn(
@@ -161,7 +164,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             # Ownership first: another agent's turn is NOT_FOUND whatever the request.
             self._own(turn_id)
             lim.check_size("reason", len(request.reason.encode()), MAX_REASON_BYTES)
-            cancelled = await self.engine.cancel(
+            cancelled = await self.engine.turns.cancel(
                 turn_id=turn_id, rollback=request.rollback, detail=request.reason
             )
         return turns_pb2.CancelTurnResponse(
@@ -173,7 +176,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
     ) -> turns_pb2.TurnStatusResponse:
         turn_id = self._id("turn_id", request.turn_id)
         # Another agent's turn is UNKNOWN to an agent token, like a never-seen id.
-        turn = self.engine.status(turn_id)
+        turn = self.engine.turns.status(turn_id)
         if turn is None or not auth.sees_agent(turn.agent):
             return turns_pb2.TurnStatusResponse(turn_id=turn_id, state=turns_pb2.TURN_STATE_UNKNOWN)
         return turns_pb2.TurnStatusResponse(
@@ -188,7 +191,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
     async def GetTurn(
         self, request: turns_pb2.GetTurnRequest, context: Ctx
     ) -> turns_pb2.GetTurnResponse:
-        turn = self.engine.require(self._id("turn_id", request.turn_id))
+        turn = self.engine.turns.require(self._id("turn_id", request.turn_id))
         auth.require_turn(turn.turn_id, lambda: turn)
         return turns_pb2.GetTurnResponse(turn=turn_to_proto(turn))
 
@@ -205,7 +208,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             state = PROTO_TO_STATE[request.state]
         lim.check_length("page_token", request.page_token, 64)
         before = _decode_token(request.page_token) if request.page_token else None
-        rows = self.engine.list_turns(
+        rows = self.engine.turns.list_turns(
             state=state,
             agent=lim.check_optional_id("agent", request.agent, self.limits),
             thread_id=lim.check_optional_id("thread_id", request.thread_id, self.limits),
@@ -221,12 +224,12 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
     async def ListEvents(
         self, request: turns_pb2.ListEventsRequest, context: Ctx
     ) -> turns_pb2.ListEventsResponse:
-        turn = self.engine.require(self._id("turn_id", request.turn_id))
+        turn = self.engine.turns.require(self._id("turn_id", request.turn_id))
         auth.require_turn(turn.turn_id, lambda: turn)
         if request.after_seq < 0:
             raise InvalidArgument("after_seq must not be negative")
         size = lim.page_size(request.page_size, self.limits.max_page_size, self.limits)
-        events = self.engine.events(turn.turn_id, request.after_seq, size)
+        events = self.engine.turns.events(turn.turn_id, request.after_seq, size)
         return turns_pb2.ListEventsResponse(
             events=[event_to_proto(e) for e in events], last_seq=turn.last_seq
         )
@@ -239,7 +242,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         replica = self._id("replica", request.replica)
         incarnation = self._id("incarnation", request.incarnation)
         self._own(turn_id)
-        lease = await self.engine.heartbeat(
+        lease = await self.engine.turns.heartbeat(
             turn_id=turn_id, attempt=attempt, replica=replica, incarnation=incarnation
         )
         return turns_pb2.HeartbeatResponse(lease_expires_at=timestamp(lease))
@@ -251,7 +254,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         attempt = self._attempt(request.attempt)
         events = self._events(request.events)
         self._own(turn_id)
-        last = await self.engine.append(turn_id=turn_id, attempt=attempt, events=events)
+        last = await self.engine.turns.append(turn_id=turn_id, attempt=attempt, events=events)
         return turns_pb2.AppendEventsResponse(last_seq=last)
 
     async def ParkTurn(
@@ -262,7 +265,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         interrupt_json = self._value("interrupt", request.interrupt, self.limits.max_input_bytes)
         events = self._events(request.events)
         self._own(turn_id)
-        turn = await self.engine.park(
+        turn = await self.engine.turns.park(
             turn_id=turn_id, attempt=attempt, interrupt_json=interrupt_json, events=events
         )
         return turns_pb2.ParkTurnResponse(turn=turn_to_proto(turn))
@@ -280,7 +283,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         attempt = self._attempt(request.attempt)
         events = self._events(request.events)
         self._own(turn_id)
-        turn = await self.engine.finish(
+        turn = await self.engine.turns.finish(
             turn_id=turn_id, attempt=attempt, failed=failed, error=request.error, events=events
         )
         return turns_pb2.FinishTurnResponse(turn=turn_to_proto(turn))
@@ -292,7 +295,9 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         resume_json = self._value("resume", request.resume, self.limits.max_resume_bytes)
         async with self._audited(audit_log.RESUME, turn_id, context):
             self._own(turn_id)
-            turn, dispatched = await self.engine.resume(turn_id=turn_id, resume_json=resume_json)
+            turn, dispatched = await self.engine.turns.resume(
+                turn_id=turn_id, resume_json=resume_json
+            )
         return turns_pb2.ResumeDetachedResponse(turn=turn_to_proto(turn), dispatched=dispatched)
 
     async def Redrive(
@@ -307,7 +312,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             turn_id = self._id("turn_id", request.turn_id)
             async with self._audited(audit_log.REDRIVE, turn_id, context):
                 auth.require_right(auth.REDRIVE_OPERATOR)
-                redriven, dispatched = await self.engine.redrive_turn(
+                redriven, dispatched = await self.engine.turns.redrive_turn(
                     turn_id=turn_id, force=request.force
                 )
             return turns_pb2.RedriveResponse(turns=[_redriven(redriven)], dispatched=dispatched)
@@ -323,7 +328,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         incarnation = self._id("incarnation", request.incarnation)
         auth.require_right(auth.REDRIVE_STARTUP)
         auth.require_agent(agent)
-        redriven_all = await self.engine.redrive_replica(
+        redriven_all = await self.engine.turns.redrive_replica(
             agent=agent, replica=replica, incarnation=incarnation
         )
         return turns_pb2.RedriveResponse(turns=[_redriven(r) for r in redriven_all])
@@ -336,7 +341,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         replica = self._id("replica", request.replica)
         incarnation = self._id("incarnation", request.incarnation)
         self._own(turn_id)
-        turn, checkpoint_id = await self.engine.claim(
+        turn, checkpoint_id = await self.engine.turns.claim(
             turn_id=turn_id, attempt=attempt, replica=replica, incarnation=incarnation
         )
         return turns_pb2.ClaimTurnResponse(turn=turn_to_proto(turn), checkpoint_id=checkpoint_id)
@@ -352,7 +357,9 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         # handler: it stops iterating it and closes it at its `yield`. aclosing() then
         # closes the engine's stream too, at once, not whenever it is collected.
         with self.watch_streams.hold(auth.client_key(context)):
-            async with contextlib.aclosing(self.engine.watch(turn_id, request.after_seq)) as frames:
+            async with contextlib.aclosing(
+                self.engine.turns.watch(turn_id, request.after_seq)
+            ) as frames:
                 async for frame in frames:
                     if isinstance(frame, Reset):
                         yield turns_pb2.WatchTurnResponse(reset=_reset(frame))
@@ -363,11 +370,11 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
 MAX_REASON_BYTES = 1000
 
 STRATEGIES = {
-    turns_pb2.MULTITASK_STRATEGY_UNSPECIFIED: lifecycle.REJECT,
-    turns_pb2.MULTITASK_STRATEGY_REJECT: lifecycle.REJECT,
-    turns_pb2.MULTITASK_STRATEGY_ENQUEUE: lifecycle.ENQUEUE,
-    turns_pb2.MULTITASK_STRATEGY_INTERRUPT: lifecycle.INTERRUPT,
-    turns_pb2.MULTITASK_STRATEGY_ROLLBACK: lifecycle.ROLLBACK,
+    turns_pb2.MULTITASK_STRATEGY_UNSPECIFIED: start.REJECT,
+    turns_pb2.MULTITASK_STRATEGY_REJECT: start.REJECT,
+    turns_pb2.MULTITASK_STRATEGY_ENQUEUE: start.ENQUEUE,
+    turns_pb2.MULTITASK_STRATEGY_INTERRUPT: start.INTERRUPT,
+    turns_pb2.MULTITASK_STRATEGY_ROLLBACK: start.ROLLBACK,
 }
 
 

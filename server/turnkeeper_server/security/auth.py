@@ -69,9 +69,9 @@ from typing import Any
 
 from grpc import aio
 
+from turnkeeper_server import limits as lim
 from turnkeeper_server.errors import NotFound, PermissionDenied, TurnkeeperError, Unauthenticated
-from turnkeeper_server.journal.records import TurnRecord
-from turnkeeper_server.rpc import limits as lim
+from turnkeeper_server.records import TurnRecord
 
 log = logging.getLogger(__name__)
 

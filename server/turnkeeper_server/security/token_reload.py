@@ -13,14 +13,13 @@ anyone in). Each reload is reported to `on_reload` (the audit log).
 
 from __future__ import annotations
 
-import asyncio
-import contextlib
 import logging
 import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from turnkeeper_server.periodic import Periodic
 from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.security.streams import OpenStreams
 
@@ -78,7 +77,7 @@ class TokenReloader:
         self.poll_seconds = poll_seconds
         self.on_reload = on_reload
         self._stamp = _stamp(path)
-        self._task: asyncio.Task[None] | None = None
+        self._periodic = Periodic("tokens-file-poll", poll_seconds, self._poll, log)
 
     def reload(self, trigger: str) -> Reload:
         """Read the file now; take it if it is valid."""
@@ -108,18 +107,12 @@ class TokenReloader:
 
     async def start(self) -> None:
         if self.poll_seconds > 0:
-            self._task = asyncio.create_task(self._poll(), name="tokens-file-poll")
+            self._periodic.start()
 
     async def _poll(self) -> None:
-        while True:
-            await asyncio.sleep(self.poll_seconds)
-            stamp = _stamp(self.path)
-            if stamp is not None and stamp != self._stamp:
-                self.reload("file changed")
+        stamp = _stamp(self.path)
+        if stamp is not None and stamp != self._stamp:
+            self.reload("file changed")
 
     async def stop(self) -> None:
-        if self._task is not None:
-            self._task.cancel()
-            with contextlib.suppress(asyncio.CancelledError):
-                await self._task
-            self._task = None
+        await self._periodic.stop()

@@ -18,14 +18,31 @@ import ipaddress
 import logging
 import socket
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import grpc
 
-if TYPE_CHECKING:
-    from turnkeeper_server.config import Settings
-
 log = logging.getLogger(__name__)
+
+
+class TransportSettings(Protocol):
+    """What the transport rules read of the service's settings (config.Settings
+    has them all; the settings live above this floor, so they are named here)."""
+
+    @property
+    def listen(self) -> str: ...
+
+    @property
+    def insecure(self) -> bool: ...
+
+    @property
+    def tls_cert(self) -> Path | None: ...
+
+    @property
+    def tls_key(self) -> Path | None: ...
+
+    @property
+    def tls_client_ca(self) -> Path | None: ...
 
 
 class InsecureListen(RuntimeError):
@@ -67,14 +84,14 @@ def _read(path: Path, what: str) -> bytes:
         raise ValueError(f"cannot read the TLS {what} {path}: {exc}") from None
 
 
-def check_tls_settings(settings: Settings) -> None:
+def check_tls_settings(settings: TransportSettings) -> None:
     if (settings.tls_cert is None) != (settings.tls_key is None):
         raise ValueError("--tls-cert and --tls-key go together: give both or neither")
     if settings.tls_client_ca is not None and settings.tls_cert is None:
         raise ValueError("--tls-client-ca (mutual TLS) needs --tls-cert and --tls-key")
 
 
-def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
+def server_credentials(settings: TransportSettings) -> grpc.ServerCredentials | None:
     """TLS credentials from the settings' PEM files, or None for plaintext."""
     check_tls_settings(settings)
     if settings.tls_cert is None or settings.tls_key is None:
@@ -92,13 +109,15 @@ def server_credentials(settings: Settings) -> grpc.ServerCredentials | None:
     )
 
 
-def check_exposure(settings: Settings, *, tokens: bool) -> None:
+def check_exposure(settings: TransportSettings, *, tokens: bool, listen: str | None = None) -> None:
     """Refuse an exposed listener without TLS and authentication, unless insecure.
 
-    `tokens`: bearer-token authentication is on. Raises InsecureListen.
+    `tokens`: bearer-token authentication is on; `listen`: the address, when not
+    the settings' gRPC one (the HTTP port's). Raises InsecureListen.
     """
     check_tls_settings(settings)
-    if is_loopback(settings.listen):
+    listen = settings.listen if listen is None else listen
+    if is_loopback(listen):
         return
     missing = []
     if settings.tls_cert is None:
@@ -110,7 +129,7 @@ def check_exposure(settings: Settings, *, tokens: bool) -> None:
     what = " and ".join(missing)
     if not settings.insecure:
         raise InsecureListen(
-            f"refusing to listen on {settings.listen} without {what}: that address is "
+            f"refusing to listen on {listen} without {what}: that address is "
             "reachable from the network, and anyone who reaches it could read and change "
             "every turn and checkpoint. Configure them, listen on 127.0.0.1, or pass "
             "--insecure (env TURNKEEPER_INSECURE=1) to serve it this way anyway."
@@ -118,6 +137,6 @@ def check_exposure(settings: Settings, *, tokens: bool) -> None:
     log.warning(
         "INSECURE: listening on %s without %s because --insecure was given: anyone who "
         "can reach this port can read and change every turn and checkpoint",
-        settings.listen,
+        listen,
         what,
     )

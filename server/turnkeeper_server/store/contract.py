@@ -1,6 +1,7 @@
 """The store contract: what the state machine, fencing, re-drive, rewind, boundary
-and outbox logic (journal/transitions.py, journal/redrive.py, journal/checkpoints.py,
-messaging/outbox.py) needs from a backend, so that logic is written once.
+and outbox logic (journal/, messaging/outbox.py) needs from a backend, so that
+logic is written once. The store is the service's bottom floor: it imports
+nothing above it, and what crosses this contract is typed (store/records.py).
 
 SQL is written in one dialect: `?` placeholders, and tables named by the SQLite
 file they live in (`main.turns`, `sessions.checkpoints`). A backend translates
@@ -12,20 +13,22 @@ and the checkpoint tables (each backend keeps its LangGraph saver's own schema).
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Iterable, Sequence
+from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
-from types import ModuleType
-from typing import TYPE_CHECKING, Any, Protocol, TypeVar
+from typing import Any, Protocol, TypeVar
 
-if TYPE_CHECKING:
-    from turnkeeper_server.journal.status import StatusCache
+from turnkeeper_server.store.records import (
+    Boundary,
+    CheckpointPut,
+    CheckpointQuery,
+    CheckpointRow,
+    OutboxRow,
+    TurnStatusRow,
+    WritesPut,
+)
 
 T = TypeVar("T")
 
-# Outbox rows as the publisher gets them: (id, subject, payload, traceparent,
-# messages); traceparent is None unless tracing was on when the row was written, and
-# a row of several messages is store/outbox_rows.py's.
-OutboxRow = tuple[int, str, bytes, str | None, int]
 Publish = Callable[[list[OutboxRow]], Awaitable[bool]]
 # Called with a turn_id changed through another replica, or None: "any turn may
 # have changed" (notifications may have been missed).
@@ -59,6 +62,56 @@ class Conn(Protocol):
     def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> Any: ...
 
 
+class CheckpointRows(Protocol):
+    """A backend's checkpoint tables: `sqlite_checkpoints` (langgraph-checkpoint-sqlite's
+    schema) or `postgres_checkpoints` (langgraph-checkpoint-postgres's). Each is a
+    module of functions; mypy checks it against this protocol where the backend
+    names it as its `checkpoints`."""
+
+    def put(self, tx: Tx, put: CheckpointPut, boundary: Boundary | None) -> None:
+        """Store the checkpoint (replacing one with the same id) and, for a turn's
+        checkpoint, its boundary."""
+        ...
+
+    def put_writes(self, tx: Tx, writes: WritesPut) -> None: ...
+
+    def get(
+        self, conn: Conn, thread_id: str, checkpoint_ns: str, checkpoint_id: str
+    ) -> CheckpointRow | None:
+        """The checkpoint with its pending writes; the namespace's newest when
+        `checkpoint_id` is ""."""
+        ...
+
+    def list_(self, conn: Conn, query: CheckpointQuery) -> Iterator[CheckpointRow]:
+        """Newest first."""
+        ...
+
+    def delete_thread(self, tx: Tx, thread_id: str) -> None:
+        """Every checkpoint, write and boundary of the thread."""
+        ...
+
+    def delete_checkpoint(self, tx: Tx, thread_id: str, ns: str, checkpoint_id: str) -> int:
+        """One checkpoint, its writes and its boundary rows; 1 if it existed."""
+        ...
+
+    def namespaces(self, tx: Tx, thread_id: str) -> list[tuple[str, str]]:
+        """(namespace, newest checkpoint id) of each namespace of the thread."""
+        ...
+
+    def prune_namespace(self, tx: Tx, thread_id: str, ns: str, keep: str | None) -> int:
+        """Delete the namespace's checkpoints older than `keep` (all when None), with
+        their writes and boundaries; how many checkpoints went."""
+        ...
+
+    def checkpoints_of_runs(self, tx: Tx, run_id: str) -> list[tuple[str, str, str]]:
+        """(thread, namespace, id) of the checkpoints whose metadata names `run_id`."""
+        ...
+
+    def copy_thread(self, tx: Tx, source: str, target: str) -> int:
+        """Every checkpoint and write of `source` under `target`, same ids."""
+        ...
+
+
 class Tx(Protocol):
     """One operation's transaction."""
 
@@ -80,9 +133,9 @@ class Tx(Protocol):
     outbox_run_insert: str
 
     @property
-    def checkpoints(self) -> ModuleType:
-        """The backend's checkpoint rows (as `Store.checkpoints`): the lifecycle's
-        rollback, erasure and pruning delete and copy checkpoints through it."""
+    def checkpoints(self) -> CheckpointRows:
+        """The backend's checkpoint rows (as `Store.checkpoints`): the journal's
+        checkpoint writes, rollback, erasure and pruning go through it."""
         ...
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
@@ -112,10 +165,8 @@ class Store(Protocol):
     traced: bool
 
     @property
-    def checkpoints(self) -> ModuleType:
-        """The backend's checkpoint rows (journal/checkpoints.py, store/postgres_checkpoints.py):
-        put, put_writes, delete_thread, get, list_, and for the lifecycle
-        delete_checkpoint, prune_namespace, checkpoints_of_runs, copy_thread."""
+    def checkpoints(self) -> CheckpointRows:
+        """The backend's checkpoint rows, for reads (`Store.read`)."""
         ...
 
     def open(self) -> None: ...
@@ -139,9 +190,11 @@ class Store(Protocol):
         per write and no WRITE_QUEUED hook."""
         ...
 
-    # TurnStatus's rows, kept exact by the store's own writes (journal/status.py);
-    # None where another process may write (PostgreSQL's replicas): read each time.
-    status_cache: StatusCache | None
+    def turn_status(self, turn_id: str) -> TurnStatusRow | None:
+        """TurnStatus's columns of one turn, on the event loop's thread: from a cache
+        kept exact by the store's own writes where one process writes (SQLite,
+        store/status_cache.py), else read each time."""
+        ...
 
     def read_conn(self) -> Conn:
         """A connection for reads on the event loop's thread."""
@@ -163,7 +216,7 @@ class Store(Protocol):
         ...
 
     def outbox_backlog(self) -> int:
-        """How many outbox messages are left to publish (the metric, the shutdown log)."""
+        """How many outbox messages are left to publish (the shutdown log)."""
         ...
 
     async def reclaim(self) -> None:

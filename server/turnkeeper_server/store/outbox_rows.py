@@ -23,7 +23,8 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from turnkeeper_server.store.contract import OutboxRow, Tx
+from turnkeeper_server.store.contract import Tx
+from turnkeeper_server.store.records import OutboxRow
 from turnkeeper_server.store.rows import insert_rows
 
 SEPARATOR = b"\x1e"

@@ -36,11 +36,11 @@ from psycopg_pool import ConnectionPool, PoolTimeout
 from turnkeeper import tracing
 
 from turnkeeper_server.errors import Unavailable
-from turnkeeper_server.journal import stats
-from turnkeeper_server.journal.status import StatusCache
-from turnkeeper_server.store import postgres_checkpoints
-from turnkeeper_server.store.contract import Conn, OutboxRow, Publish, TurnChanged, Tx
+from turnkeeper_server.store import postgres_checkpoints, stats
+from turnkeeper_server.store.contract import CheckpointRows, Conn, Publish, TurnChanged, Tx
 from turnkeeper_server.store.postgres_schema import migrate
+from turnkeeper_server.store.records import OutboxRow, TurnStatusRow
+from turnkeeper_server.store.status_cache import load_status
 
 log = logging.getLogger(__name__)
 
@@ -122,7 +122,7 @@ class PgTx:
     # Replicas take outbox ids concurrently: reserving a run of them would serialise
     # every append, so each message keeps a row of its own (store/outbox_rows.py).
     outbox_run_insert = ""
-    checkpoints = postgres_checkpoints
+    checkpoints: CheckpointRows = postgres_checkpoints
 
     def __init__(self, conn: psycopg.Connection[Any], trace: str | None = None) -> None:
         self._conn = PgConn(conn)
@@ -166,7 +166,7 @@ class PgTx:
 
 class PostgresDatabase:
     kind = "postgres"
-    checkpoints = postgres_checkpoints
+    checkpoints: CheckpointRows = postgres_checkpoints
 
     def __init__(self, url: str, *, pool_size: int = POOL_SIZE) -> None:
         self.url = url
@@ -298,8 +298,10 @@ class PostgresDatabase:
 
     # Writes run concurrently on the pool's connections, each in its own transaction.
     queues_writes = False
-    # Other replicas write the same rows: TurnStatus reads the database every time.
-    status_cache: StatusCache | None = None
+
+    def turn_status(self, turn_id: str) -> TurnStatusRow | None:
+        # Other replicas write the same rows: TurnStatus reads the database every time.
+        return load_status(self.read_conn(), turn_id)
 
     def queue_write(self, fn: Callable[[Tx], T], *, followed: bool = False) -> asyncio.Future[T]:
         raise RuntimeError("PostgreSQL runs writes concurrently: await write() for each, in order")
@@ -351,7 +353,7 @@ def _claim(conn: psycopg.Connection[Any], limit: int) -> list[OutboxRow]:
         "LIMIT %s FOR UPDATE SKIP LOCKED",
         (limit,),
     ).fetchall()
-    return [(int(r[0]), str(r[1]), bytes(r[2]), r[3], int(r[4])) for r in rows]
+    return [OutboxRow(int(r[0]), str(r[1]), bytes(r[2]), r[3], int(r[4])) for r in rows]
 
 
 def _delete_claimed(conn: psycopg.Connection[Any], ids: list[int]) -> None:

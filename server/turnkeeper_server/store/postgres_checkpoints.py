@@ -15,6 +15,9 @@ A checkpoint that cannot be split without decoding it (serialised with pickle or
 an encrypting serde, or not a msgpack map) is kept whole, as one blob of a
 reserved channel: the service serves it back as it came, and PostgresSaver sees
 that single channel instead of the graph's (docs/decisions.md).
+
+The PostgreSQL backend's `CheckpointRows` (store/contract.py); the rules above the
+rows (fencing, boundaries) are journal/checkpoints.py's.
 """
 
 from __future__ import annotations
@@ -28,9 +31,15 @@ import ormsgpack
 import psycopg
 
 from turnkeeper_server.errors import InvalidArgument, WrongState
-from turnkeeper_server.journal import checkpoints as shared
-from turnkeeper_server.journal.checkpoints import CheckpointRow, Fence, WriteRow
 from turnkeeper_server.store.contract import Conn, Tx
+from turnkeeper_server.store.records import (
+    Boundary,
+    CheckpointPut,
+    CheckpointQuery,
+    CheckpointRow,
+    WriteRow,
+    WritesPut,
+)
 
 _OPTS = ormsgpack.OPT_NON_STR_KEYS
 # The channel holding a checkpoint kept whole, and the marker in its JSONB document.
@@ -141,20 +150,9 @@ def join(
     return "msgpack", ormsgpack.packb({**document, "channel_values": values}, option=_OPTS)
 
 
-def put(
-    tx: Tx,
-    *,
-    thread_id: str,
-    checkpoint_ns: str,
-    checkpoint_id: str,
-    parent_checkpoint_id: str,
-    type_: str,
-    blob: bytes,
-    metadata_json: str,
-    fence: Fence | None,
-) -> None:
-    document, blobs = split(checkpoint_id, type_, blob)
-    turn = shared.check_fence(tx, fence, thread_id)
+def put(tx: Tx, put: CheckpointPut, boundary: Boundary | None) -> None:
+    thread_id, checkpoint_ns, checkpoint_id = put.thread_id, put.checkpoint_ns, put.checkpoint_id
+    document, blobs = split(checkpoint_id, put.type, put.blob)
     try:
         tx.conn.executemany(
             "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) "
@@ -171,41 +169,36 @@ def put(
                 thread_id,
                 checkpoint_ns,
                 checkpoint_id,
-                parent_checkpoint_id or None,
+                put.parent_checkpoint_id or None,
                 json.dumps(document),
-                metadata_json,
+                put.metadata_json,
             ),
         )
     except psycopg.DataError as exc:
         # JSONB refuses what JSON text allows, e.g. "\u0000" in a string.
         raise InvalidArgument(f"PostgreSQL refused the checkpoint's JSON: {exc}") from None
-    if turn is not None:
+    if boundary is not None:
         tx.execute(
             "INSERT INTO turnkeeper_boundaries "
             "(turn_id, checkpoint_id, thread_id, checkpoint_ns, attempt, last_seq) "
             "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (turn_id, checkpoint_ns, checkpoint_id) "
             "DO UPDATE SET attempt = EXCLUDED.attempt, last_seq = EXCLUDED.last_seq",
-            (turn.turn_id, checkpoint_id, thread_id, checkpoint_ns, turn.attempts, turn.last_seq),
+            (
+                boundary.turn_id,
+                checkpoint_id,
+                thread_id,
+                checkpoint_ns,
+                boundary.attempt,
+                boundary.last_seq,
+            ),
         )
 
 
-def put_writes(
-    tx: Tx,
-    *,
-    thread_id: str,
-    checkpoint_ns: str,
-    checkpoint_id: str,
-    task_id: str,
-    task_path: str,
-    writes: Sequence[tuple[int, str, str, bytes]],
-    replace: bool,
-    fence: Fence | None,
-) -> None:
-    shared.check_fence(tx, fence, thread_id)
+def put_writes(tx: Tx, writes: WritesPut) -> None:
     # PostgresSaver's two statements: special channels replace, others keep the first.
     on_conflict = (
         "DO UPDATE SET channel = EXCLUDED.channel, type = EXCLUDED.type, blob = EXCLUDED.blob"
-        if replace
+        if writes.replace
         else "DO NOTHING"
     )
     tx.conn.executemany(
@@ -213,14 +206,23 @@ def put_writes(
         "task_path, idx, channel, type, blob) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
         f"ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {on_conflict}",
         [
-            (thread_id, checkpoint_ns, checkpoint_id, task_id, task_path, idx, channel, t, v)
-            for idx, channel, t, v in writes
+            (
+                writes.thread_id,
+                writes.checkpoint_ns,
+                writes.checkpoint_id,
+                writes.task_id,
+                writes.task_path,
+                idx,
+                channel,
+                t,
+                v,
+            )
+            for idx, channel, t, v in writes.writes
         ],
     )
 
 
 def delete_thread(tx: Tx, thread_id: str) -> None:
-    shared.require_no_live_turn(tx, thread_id)
     for table in ("checkpoints", "checkpoint_blobs", "checkpoint_writes", "turnkeeper_boundaries"):
         tx.execute(f"DELETE FROM {table} WHERE thread_id = ?", (thread_id,))
 
@@ -356,30 +358,21 @@ def get(conn: Conn, thread_id: str, checkpoint_ns: str, checkpoint_id: str) -> C
     return None if row is None else _row(conn, row)
 
 
-def list_(
-    conn: Conn,
-    *,
-    thread_id: str,
-    checkpoint_ns: str | None,
-    checkpoint_id: str,
-    filter_json: str,
-    before_checkpoint_id: str,
-    limit: int,
-) -> Iterator[CheckpointRow]:
+def list_(conn: Conn, query: CheckpointQuery) -> Iterator[CheckpointRow]:
     where: list[str] = []
     params: list[Any] = []
-    if thread_id:
+    if query.thread_id:
         where.append("thread_id = ?")
-        params.append(thread_id)
-        if checkpoint_ns is not None:
+        params.append(query.thread_id)
+        if query.checkpoint_ns is not None:
             where.append("checkpoint_ns = ?")
-            params.append(checkpoint_ns)
-        if checkpoint_id:
+            params.append(query.checkpoint_ns)
+        if query.checkpoint_id:
             where.append("checkpoint_id = ?")
-            params.append(checkpoint_id)
-    if filter_json:
+            params.append(query.checkpoint_id)
+    if query.filter_json:
         try:
-            filter_ = json.loads(filter_json)
+            filter_ = json.loads(query.filter_json)
         except ValueError as exc:
             raise InvalidArgument(f"filter_json is not valid JSON: {exc}") from None
         if not isinstance(filter_, dict):
@@ -393,15 +386,15 @@ def list_(
         # PostgresSaver's own filter: JSONB containment.
         where.append("metadata @> ?::jsonb")
         params.append(json.dumps(filter_))
-    if before_checkpoint_id:
+    if query.before_checkpoint_id:
         where.append("checkpoint_id < ?")
-        params.append(before_checkpoint_id)
+        params.append(query.before_checkpoint_id)
     sql = f"SELECT {_COLUMNS} FROM checkpoints"
     if where:
         sql += " WHERE " + " AND ".join(where)
     sql += " ORDER BY checkpoint_id DESC"
-    if limit > 0:
+    if query.limit > 0:
         sql += " LIMIT ?"
-        params.append(limit)
+        params.append(query.limit)
     for row in conn.execute(sql, params).fetchall():
         yield _row(conn, row)

@@ -34,19 +34,24 @@ from typing import Any, Generic, TypeVar
 
 from turnkeeper import tracing
 
-from turnkeeper_server.journal import checkpoints
-from turnkeeper_server.journal.status import CACHED_TURNS, StatusCache, trigger_statements
+from turnkeeper_server.store import sqlite_checkpoints
 from turnkeeper_server.store.contract import (
     WRITE_FOLLOWED,
     WRITE_QUEUED,
+    CheckpointRows,
     Conn,
-    OutboxRow,
     Publish,
-    Store,
     TurnChanged,
 )
 from turnkeeper_server.store.lockfile import FileLock
+from turnkeeper_server.store.records import OutboxRow, TurnStatusRow
 from turnkeeper_server.store.sqlite_schema import SESSIONS_MIGRATIONS, TURNS_MIGRATIONS, migrate
+from turnkeeper_server.store.status_cache import (
+    CACHED_TURNS,
+    StatusCache,
+    load_status,
+    trigger_statements,
+)
 
 log = logging.getLogger(__name__)
 
@@ -65,7 +70,7 @@ class Tx:
     # One writer thread runs every operation in turn: no row locks needed.
     for_update = ""
     skip_locked = ""
-    checkpoints = checkpoints
+    checkpoints: CheckpointRows = sqlite_checkpoints
     # One writer: the next n ids past sqlite_sequence's (AUTOINCREMENT's high-water
     # mark, never reused) are this row's; its id is the last, and sqlite_sequence
     # moves to it, so the next row's ids come after (store/outbox_rows.py).
@@ -120,7 +125,7 @@ class Database:
     """The SQLite backend of the store contract (store/contract.py)."""
 
     kind = "sqlite"
-    checkpoints = checkpoints
+    checkpoints: CheckpointRows = sqlite_checkpoints
 
     def __init__(
         self,
@@ -147,7 +152,7 @@ class Database:
         # context (contextvars do not cross into the writer thread).
         self.traced = False
         # TurnStatus's rows: exact, since every write goes through the writer's
-        # connection and its triggers (journal/status.py).
+        # connection and its triggers (store/status_cache.py).
         self.status_cache = StatusCache(status_cache_turns) if status_cache_turns > 0 else None
 
     # -- lifecycle ---------------------------------------------------------------
@@ -235,6 +240,11 @@ class Database:
             raise RuntimeError("database is not open")
         return self._reader
 
+    def turn_status(self, turn_id: str) -> TurnStatusRow | None:
+        if self.status_cache is not None:
+            return self.status_cache.status(self.read_conn(), turn_id)
+        return load_status(self.read_conn(), turn_id)
+
     async def read(self, fn: Callable[[Conn], T]) -> T:
         # A local file: on the loop's thread, as every SQLite read.
         return self.snapshot(fn)
@@ -263,7 +273,7 @@ class Database:
         taken = 0
         try:
             for row in cursor:
-                rows.append(row)
+                rows.append(OutboxRow(*row))
                 taken += row[4]
                 if taken >= limit:
                     break
@@ -426,10 +436,3 @@ def _resolve(items: list[tuple[_Job[Any], bool, Any]]) -> None:
             job.future.set_result(value)
         else:
             job.future.set_exception(value)
-
-
-class Reader:
-    """Point reads on the loop thread (`Store.read` for snapshots)."""
-
-    def __init__(self, db: Store) -> None:
-        self.conn = db.read_conn()

@@ -12,18 +12,16 @@ under /console/ (`static/`). The exposure rule is the gRPC side's own
 
 from __future__ import annotations
 
-import dataclasses
 import errno
 import logging
 import ssl
 from collections.abc import Awaitable, Callable
 from pathlib import Path
-from typing import Any, Final
+from typing import Any, Final, Protocol
 
 from aiohttp import web
 from prometheus_client.metrics_core import Metric
 
-from turnkeeper_server.config import Settings
 from turnkeeper_server.errors import PermissionDenied
 from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.metrics import Metrics
@@ -75,7 +73,23 @@ async def _headers(request: web.Request, response: web.StreamResponse) -> None:
         response.headers.setdefault("Cache-Control", "no-store")
 
 
-def ssl_context(settings: Settings) -> ssl.SSLContext | None:
+class WebSettings(transport.TransportSettings, Protocol):
+    """What the HTTP side reads of the service's settings (config.Settings)."""
+
+    @property
+    def http_listen(self) -> str | None: ...
+
+    @property
+    def http_any_port_if_busy(self) -> bool: ...
+
+    @property
+    def subject_prefix(self) -> str: ...
+
+    @property
+    def namespace(self) -> str: ...
+
+
+def ssl_context(settings: transport.TransportSettings) -> ssl.SSLContext | None:
     """The gRPC side's TLS settings as an ssl context (mutual TLS with a client CA)."""
     transport.check_tls_settings(settings)
     if settings.tls_cert is None or settings.tls_key is None:
@@ -110,7 +124,7 @@ def metric_summary(families: list[Metric]) -> dict[str, Any]:
 class WebServer:
     def __init__(
         self,
-        settings: Settings,
+        settings: WebSettings,
         *,
         servicer: object,
         tokens: TokenStore | None,
@@ -124,9 +138,7 @@ class WebServer:
         self.settings = settings
         self.listen = settings.http_listen
         # The same refusal as gRPC's, for this address.
-        transport.check_exposure(
-            dataclasses.replace(settings, listen=self.listen), tokens=tokens is not None
-        )
+        transport.check_exposure(settings, tokens=tokens is not None, listen=self.listen)
         self.tokens = tokens
         self.metrics = metrics
         self.link = link

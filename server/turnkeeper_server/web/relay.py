@@ -32,9 +32,9 @@ from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from turnkeeper import tracing
 
+from turnkeeper_server import limits as lim
 from turnkeeper_server.errors import InvalidArgument, PermissionDenied
 from turnkeeper_server.messaging.link import NatsLink, agent_subject
-from turnkeeper_server.rpc import limits as lim
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.web import auth as web_auth

@@ -1,10 +1,32 @@
-"""The journal's records as the state machine reads and writes them: a turn, an
-event, an event about to be appended, and the policy knobs from the settings."""
+"""The records every layer speaks in: a turn and its states, an event, an event
+about to be appended, the fence a turn's writes carry, and the policy knobs from
+the settings. The ground floor: it imports nothing of the service."""
 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TypeAlias
+from typing import Final, TypeAlias
+
+from turnkeeper.states import STATE_NAMES, TERMINAL_EVENT_TYPES
+
+RUNNING, PARKED, DONE, FAILED, CANCELLED, QUEUED = STATE_NAMES
+# A live turn holds its thread: one at most per thread.
+LIVE: Final = (RUNNING, PARKED)
+# Over for good. QUEUED is neither: it waits behind the thread's live turn.
+ENDED: Final = (DONE, FAILED, CANCELLED)
+# Not over yet: live, or queued to run.
+UNFINISHED: Final = (*LIVE, QUEUED)
+
+
+def sql_list(states: tuple[str, ...]) -> str:
+    """States as an SQL list for `state IN ...` (state names are plain words)."""
+    return "(" + ", ".join(f"'{state}'" for state in states) + ")"
+
+
+LIVE_SQL: Final = sql_list(LIVE)
+UNFINISHED_SQL: Final = sql_list(UNFINISHED)
+ENDED_SQL: Final = sql_list(ENDED)
+TERMINAL_EVENTS: Final = TERMINAL_EVENT_TYPES
 
 
 @dataclass(frozen=True)
@@ -85,3 +107,12 @@ class Policy:
     @property
     def rewind_subject(self) -> str:
         return f"{self.subject_prefix}.turn.rewind"
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """The turn attempt a write is made for: refused once that attempt is not the
+    turn's current one (docs/architecture.md §4)."""
+
+    turn_id: str
+    attempt: int

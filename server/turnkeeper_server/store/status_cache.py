@@ -22,19 +22,10 @@ from __future__ import annotations
 
 import threading
 from collections import OrderedDict
-from typing import Final, NamedTuple
+from typing import Final
 
 from turnkeeper_server.store.contract import Conn
-
-
-class TurnStatusRow(NamedTuple):
-    agent: str
-    state: str
-    attempts: int
-    last_seq: int
-    error: str
-    end_reason: str
-
+from turnkeeper_server.store.records import TurnStatusRow
 
 _SELECT = f"SELECT {', '.join(TurnStatusRow._fields)} FROM main.turns WHERE turn_id = ?"
 

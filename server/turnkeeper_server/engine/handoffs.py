@@ -1,0 +1,92 @@
+"""Hand-offs: what the service tells live agent replicas over NATS after a commit.
+
+A RUNNING turn without an owner (resumed, re-driven by the reaper or an operator,
+promoted from its thread's queue) is handed to a live replica of its agent, which
+claims it (ClaimTurn) before running it; a turn the service ended while an executor
+ran it (cancelled, past a deadline) has that executor told to stop. Neither is a
+promise: a hand-off nobody takes waits for the reaper's next claim window or a
+replica's startup Redrive, and a stop notice that is lost is caught by the
+executor's next fenced write (docs/architecture.md §4-§6).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Coroutine
+from typing import Any
+
+from turnkeeper_server.logs import turn_log
+from turnkeeper_server.messaging.link import (
+    CANCEL_METHOD,
+    EXECUTE_METHOD,
+    NatsLink,
+    agent_subject,
+    control_subject,
+)
+from turnkeeper_server.records import Policy, TurnRecord
+
+# The engine's one logger: its lines say what happened to a turn, and operators
+# filter on its name.
+log = logging.getLogger("turnkeeper_server.engine")
+
+
+class Handoffs:
+    """Hand-offs to replicas and stop notices, each after its commit."""
+
+    def __init__(
+        self, link: NatsLink, policy: Policy, *, namespace: str, dispatch_timeout: float
+    ) -> None:
+        self.link = link
+        self.policy = policy
+        self.namespace = namespace
+        self.dispatch_timeout = dispatch_timeout
+        self._background: set[asyncio.Task[bool]] = set()
+
+    async def dispatch(self, turn: TurnRecord, *, reason: str) -> bool:
+        """Hand a RUNNING, unowned turn to a live replica of its agent.
+
+        True when a replica acknowledged it. Otherwise the turn waits: the reaper
+        hands it out again when its claim window passes, and a replica of the agent
+        that starts up takes it in its startup Redrive.
+        """
+        if not self.link.connected:
+            return False
+        result = await self.link.request(
+            agent_subject(self.policy.subject_prefix, self.namespace, turn.agent),
+            EXECUTE_METHOD,
+            {"turn_id": turn.turn_id, "attempt": turn.attempts, "reason": reason},
+            self.dispatch_timeout,
+        )
+        accepted = isinstance(result, dict) and bool(result.get("accepted"))
+        turn_log(log, turn.turn_id, turn.attempts).info(
+            "hand-off (%s) %s",
+            reason,
+            "accepted" if accepted else "not taken; waiting for a replica",
+        )
+        return accepted
+
+    def dispatch_later(self, turn: TurnRecord, *, reason: str) -> None:
+        """`dispatch` in the background: the caller does not wait for a replica."""
+        self._run(self.dispatch(turn, reason=reason))
+
+    def stop_later(self, turn: TurnRecord) -> None:
+        """Tell the executor of a turn the service ended to stop, in the background."""
+        self._run(
+            self.link.notify(
+                control_subject(self.policy.subject_prefix, self.namespace, turn.agent),
+                CANCEL_METHOD,
+                {"turn_id": turn.turn_id, "attempt": turn.attempts, "reason": turn.end_reason},
+            )
+        )
+
+    def _run(self, coro: Coroutine[Any, Any, bool]) -> None:
+        task = asyncio.create_task(coro)
+        self._background.add(task)
+        task.add_done_callback(self._background.discard)
+
+    async def stop(self) -> None:
+        """Cancel the hand-offs and notices still under way (at shutdown)."""
+        for task in list(self._background):
+            task.cancel()
+        await asyncio.gather(*self._background, return_exceptions=True)

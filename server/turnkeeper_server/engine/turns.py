@@ -1,0 +1,361 @@
+"""The engine's turns: every transition of a turn, committed through the store, and
+what follows each commit.
+
+Each operation is one compare-and-set of the journal (journal/) in one transaction
+of the store. After it commits, the turn's watchers are woken (on other replicas
+too, through the store's notification), the outbox is told there is work, and
+hand-offs or stop notices go to replicas (engine/handoffs.py). Reads for the RPCs
+are here too; no servicer or metric reaches into SQL itself.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import AsyncGenerator, Callable, Sequence
+from typing import TypeVar
+
+from turnkeeper_server.engine.handoffs import Handoffs
+from turnkeeper_server.engine.watch import Reset, TurnNotifier, follow
+from turnkeeper_server.journal import containment, erasure, lifecycle, redrive, start, transitions
+from turnkeeper_server.journal.erasure import Erased
+from turnkeeper_server.journal.lifecycle import Cancelled, Ended
+from turnkeeper_server.journal.redrive import Redriven
+from turnkeeper_server.journal.start import Started, StartRequest
+from turnkeeper_server.logs import turn_log
+from turnkeeper_server.messaging.outbox import OutboxPublisher
+from turnkeeper_server.metrics import Metrics
+from turnkeeper_server.records import QUEUED, RUNNING, EventRecord, NewEvent, Policy, TurnRecord
+from turnkeeper_server.store.contract import Store, Tx
+from turnkeeper_server.store.records import TurnStatusRow
+
+# The engine's one logger (engine/handoffs.py).
+log = logging.getLogger("turnkeeper_server.engine")
+
+T = TypeVar("T")
+
+
+class Turns:
+    """Turn operations (see the module docstring)."""
+
+    def __init__(
+        self,
+        db: Store,
+        policy: Policy,
+        notifier: TurnNotifier,
+        outbox: OutboxPublisher,
+        metrics: Metrics,
+        handoffs: Handoffs,
+    ) -> None:
+        self.db = db
+        self.policy = policy
+        self.notifier = notifier
+        self.outbox = outbox
+        self.metrics = metrics
+        self.handoffs = handoffs
+
+    # -- plumbing ---------------------------------------------------------------
+
+    async def _write(self, turn_ids: Callable[[T], Sequence[str]], fn: Callable[[Tx], T]) -> T:
+        def op(tx: Tx) -> T:
+            result = fn(tx)
+            ids = list(turn_ids(result))
+            tx.announce(ids)
+
+            def woken() -> None:
+                for turn_id in ids:
+                    self.notifier.notify(turn_id)
+                self.outbox.wake()
+
+            tx.after_commit(woken)
+            return result
+
+        return await self.db.write(op)
+
+    # -- reads --------------------------------------------------------------------
+
+    def get(self, turn_id: str) -> TurnRecord | None:
+        return transitions.load_turn(self.db.read_conn(), turn_id)
+
+    def status(self, turn_id: str) -> TurnStatusRow | None:
+        """The columns TurnStatus answers with (store/status_cache.py)."""
+        return self.db.turn_status(turn_id)
+
+    def require(self, turn_id: str) -> TurnRecord:
+        return transitions.require_turn(self.db.read_conn(), turn_id)
+
+    def events(self, turn_id: str, after_seq: int, limit: int) -> list[EventRecord]:
+        return transitions.load_events(self.db.read_conn(), turn_id, after_seq, limit)
+
+    def list_turns(
+        self, *, state: str | None, agent: str, thread_id: str, before: int | None, limit: int
+    ) -> list[tuple[int, TurnRecord]]:
+        return transitions.list_turns(
+            self.db.read_conn(),
+            state=state,
+            agent=agent,
+            thread_id=thread_id,
+            before_rowid=before,
+            limit=limit,
+        )
+
+    def thread_agents(self, thread_id: str) -> set[str]:
+        return transitions.thread_agents(self.db.read_conn(), thread_id)
+
+    def watch(self, turn_id: str, after_seq: int) -> AsyncGenerator[EventRecord | Reset]:
+        """WatchTurn's stream (engine/watch.py)."""
+        return follow(self.db, self.notifier, self.metrics, turn_id, after_seq)
+
+    # -- transitions ----------------------------------------------------------------
+
+    async def start(self, request: StartRequest) -> Started:
+        started = await self._write(
+            lambda r: [r.turn.turn_id] + ([r.cancelled.turn.turn_id] if r.cancelled else []),
+            lambda tx: start.start_turn(tx, request, self.policy),
+        )
+        turn, cancelled = started.turn, started.cancelled
+        if cancelled is not None:
+            self._cancelled(cancelled, f"{request.strategy} by turn {turn.turn_id}")
+            self._after_end(Ended(stop_owner=cancelled.owner), cancelled.turn)
+        if started.created:
+            self.metrics.turns_started.inc()
+            turn_log(log, turn.turn_id, turn.attempts).info(
+                "%s on thread %s (agent %s, owner %s)",
+                "queued" if turn.state == QUEUED else "started",
+                turn.thread_id,
+                turn.agent,
+                f"{request.replica}/{request.incarnation}"
+                if request.replica and turn.state == RUNNING
+                else "none: waits for a claim",
+            )
+        return started
+
+    async def heartbeat(
+        self, *, turn_id: str, attempt: int, replica: str, incarnation: str
+    ) -> float:
+        return await self.db.write(
+            lambda tx: transitions.heartbeat(
+                tx,
+                turn_id=turn_id,
+                attempt=attempt,
+                replica=replica,
+                incarnation=incarnation,
+                policy=self.policy,
+            )
+        )
+
+    async def append(self, *, turn_id: str, attempt: int, events: Sequence[NewEvent]) -> int:
+        last = await self._write(
+            lambda _: [turn_id],
+            lambda tx: transitions.append_events(
+                tx, turn_id=turn_id, attempt=attempt, events=events, policy=self.policy
+            ),
+        )
+        self.metrics.events_appended.inc(len(events))
+        return last
+
+    async def park(
+        self, *, turn_id: str, attempt: int, interrupt_json: str, events: Sequence[NewEvent]
+    ) -> TurnRecord:
+        turn = await self._write(
+            lambda _: [turn_id],
+            lambda tx: lifecycle.on_parked(
+                tx,
+                transitions.park_turn(
+                    tx,
+                    turn_id=turn_id,
+                    attempt=attempt,
+                    interrupt_json=interrupt_json,
+                    events=events,
+                    policy=self.policy,
+                ),
+            ),
+        )
+        self.metrics.events_appended.inc(len(events))
+        turn_log(log, turn_id, attempt).info("parked at seq %d", turn.last_seq)
+        return turn
+
+    async def finish(
+        self, *, turn_id: str, attempt: int, failed: bool, error: str, events: Sequence[NewEvent]
+    ) -> TurnRecord:
+        def finish(tx: Tx) -> tuple[TurnRecord, Ended]:
+            turn = transitions.finish_turn(
+                tx,
+                turn_id=turn_id,
+                attempt=attempt,
+                failed=failed,
+                error=error,
+                events=events,
+                policy=self.policy,
+            )
+            return turn, lifecycle.after_end(tx, turn, self.policy)
+
+        turn, ended = await self._write(lambda _: [turn_id], finish)
+        self._after_end(ended, turn)
+        self.metrics.events_appended.inc(len(events))
+        self.metrics.turns_finished.labels(state=turn.state).inc()
+        turn_log(log, turn_id, attempt).info(
+            "finished %s at seq %d%s", turn.state, turn.last_seq, f": {error}" if error else ""
+        )
+        return turn
+
+    async def resume(self, *, turn_id: str, resume_json: str) -> tuple[TurnRecord, bool]:
+        turn = await self._write(
+            lambda _: [turn_id],
+            lambda tx: lifecycle.on_resumed(
+                tx,
+                transitions.resume_detached(
+                    tx, turn_id=turn_id, resume_json=resume_json, policy=self.policy
+                ),
+            ),
+        )
+        self.metrics.resumes.inc()
+        turn_log(log, turn_id, turn.attempts).info("resumed: RUNNING, waiting for a replica")
+        return turn, await self.handoffs.dispatch(turn, reason="resume")
+
+    async def claim(
+        self, *, turn_id: str, attempt: int, replica: str, incarnation: str
+    ) -> tuple[TurnRecord, str]:
+        claimed = await self._write(
+            lambda r: [r[0].turn_id],
+            lambda tx: transitions.claim_turn(
+                tx,
+                turn_id=turn_id,
+                attempt=attempt,
+                replica=replica,
+                incarnation=incarnation,
+                policy=self.policy,
+            ),
+        )
+        turn_log(log, turn_id, attempt).info(
+            "claimed by %s/%s (checkpoint %s)", replica, incarnation, claimed[1] or "none"
+        )
+        return claimed
+
+    async def redrive_replica(
+        self, *, agent: str, replica: str, incarnation: str
+    ) -> list[Redriven]:
+        redriven = await self._write(
+            lambda rs: [r.turn.turn_id for r in rs],
+            lambda tx: self._capped(
+                tx,
+                containment.redrive_replica(
+                    tx, agent=agent, replica=replica, incarnation=incarnation, policy=self.policy
+                ),
+            ),
+        )
+        self._count(redriven, "startup")
+        return redriven
+
+    async def redrive_turn(self, *, turn_id: str, force: bool) -> tuple[Redriven, bool]:
+        redriven = await self._write(
+            lambda r: [r.turn.turn_id],
+            lambda tx: self._capped(
+                tx, [redrive.redrive_operator(tx, turn_id=turn_id, force=force, policy=self.policy)]
+            )[0],
+        )
+        self._count([redriven], "operator")
+        if redriven.failed_at_cap:
+            return redriven, False
+        return redriven, await self.handoffs.dispatch(redriven.turn, reason="redrive")
+
+    async def reap(self) -> list[Redriven]:
+        """Re-drive turns whose lease expired and hand each to a live replica."""
+        expired = await self._write(
+            lambda rs: [t.turn_id for t, _ in rs],
+            lambda tx: lifecycle.expire_deadlines(tx, policy=self.policy),
+        )
+        for turn, ended in expired:
+            self.metrics.turns_finished.labels(state=turn.state).inc()
+            turn_log(log, turn.turn_id, turn.attempts).warning(
+                "%s: FAILED (%s)", turn.end_reason, turn.error
+            )
+            self._after_end(ended, turn)
+        redriven = await self._write(
+            lambda rs: [r.turn.turn_id for r in rs],
+            lambda tx: self._capped(tx, containment.reap_expired(tx, policy=self.policy)),
+        )
+        self._count(redriven, "lease")
+        for r in redriven:
+            if not r.failed_at_cap:
+                self.handoffs.dispatch_later(r.turn, reason="lease-expired")
+        return redriven
+
+    def _count(self, redriven: Sequence[Redriven], trigger: str) -> None:
+        for r in redriven:
+            tlog = turn_log(log, r.turn.turn_id, r.turn.attempts)
+            if r.failed_at_cap:
+                self.metrics.failed_at_cap.inc()
+                tlog.warning(
+                    "orphaned (%s) at the re-drive cap of %d: FAILED",
+                    trigger,
+                    self.policy.max_redrives,
+                )
+            elif r.rewound:
+                self.metrics.redrives.labels(trigger=trigger).inc()
+                self.metrics.rewinds.inc()
+                tlog.info(
+                    "re-driven (%s): rewound to seq %d, checkpoint %s",
+                    trigger,
+                    r.rewind_seq,
+                    r.checkpoint_id or "none (restarts from the journaled input)",
+                )
+
+    def _capped(self, tx: Tx, redriven: list[Redriven]) -> list[Redriven]:
+        """A turn failed at the re-drive cap ended: its thread's queue moves on."""
+        for r in redriven:
+            if r.failed_at_cap:
+                ended = lifecycle.after_end(tx, r.turn, self.policy)
+                if ended.promoted is not None:
+                    tx.after_commit(
+                        functools.partial(self._after_end, Ended(promoted=ended.promoted), r.turn)
+                    )
+        return redriven
+
+    # -- cancel, erasure and the queue ---------------------------------------------------
+
+    async def cancel(self, *, turn_id: str, rollback: bool, detail: str) -> Cancelled:
+        cancelled, ended = await self._write(
+            lambda r: [turn_id] + ([r[1].promoted.turn_id] if r[1].promoted else []),
+            lambda tx: lifecycle.cancel_turn(
+                tx, turn_id=turn_id, rollback=rollback, detail=detail, policy=self.policy
+            ),
+        )
+        self._cancelled(cancelled, detail or "CancelTurn")
+        self._after_end(ended, cancelled.turn)
+        return cancelled
+
+    async def erase_thread(self, *, thread_id: str, cancel: bool) -> Erased:
+        erased = await self._write(
+            lambda e: [e.cancelled.turn.turn_id] if e.cancelled else [],
+            lambda tx: erasure.erase_thread(
+                tx, thread_id=thread_id, cancel=cancel, policy=self.policy
+            ),
+        )
+        if erased.cancelled is not None:
+            self._cancelled(erased.cancelled, "thread deleted")
+            self._after_end(Ended(stop_owner=erased.cancelled.owner), erased.cancelled.turn)
+        log.info("thread %s erased: %d turns", thread_id, erased.turns_deleted)
+        return erased
+
+    def _cancelled(self, cancelled: Cancelled, why: str) -> None:
+        self.metrics.turns_finished.labels(state=cancelled.turn.state).inc()
+        turn_log(log, cancelled.turn.turn_id, cancelled.turn.attempts).info(
+            "cancelled (%s)%s",
+            why,
+            f"; rollback removed {cancelled.checkpoints_removed} checkpoints"
+            if cancelled.checkpoints_removed
+            else "",
+        )
+
+    def _after_end(self, ended: Ended, turn: TurnRecord) -> None:
+        """After the commit that ended `turn`: tell its executor to stop, and hand
+        the thread's next (promoted) turn to a replica. Both in the background."""
+        if ended.stop_owner is not None:
+            self.handoffs.stop_later(turn)
+        if ended.promoted is not None:
+            self.notifier.notify(ended.promoted.turn_id)
+            turn_log(log, ended.promoted.turn_id, 0).info(
+                "dequeued on thread %s: RUNNING, waiting for a replica", turn.thread_id
+            )
+            self.handoffs.dispatch_later(ended.promoted, reason="dequeued")

@@ -1,0 +1,118 @@
+"""WatchTurn: a turn's retained events, then live ones, and a reset on each rewind.
+
+`TurnNotifier` wakes the streams: a stream registers its waiter *before* it reads,
+then waits; a commit touching the turn (here, or on another replica through the
+store's notification) sets every waiter of that turn. Reading after registering
+means a commit can never slip between the read and the wait unnoticed.
+`follow` is one stream (docs/architecture.md §3, decision 3).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import functools
+from collections import defaultdict
+from collections.abc import AsyncGenerator
+from dataclasses import dataclass
+
+from turnkeeper_server.journal import transitions
+from turnkeeper_server.metrics import Metrics
+from turnkeeper_server.records import ENDED, TERMINAL_EVENTS, EventRecord, TurnRecord
+from turnkeeper_server.store.contract import Conn, Store
+
+# Events read at a time.
+WATCH_BATCH = 500
+
+
+class TurnNotifier:
+    def __init__(self) -> None:
+        self._waiters: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
+
+    def register(self, turn_id: str) -> asyncio.Event:
+        event = asyncio.Event()
+        self._waiters[turn_id].add(event)
+        return event
+
+    def unregister(self, turn_id: str, event: asyncio.Event) -> None:
+        waiters = self._waiters.get(turn_id)
+        if waiters is not None:
+            waiters.discard(event)
+            if not waiters:
+                del self._waiters[turn_id]
+
+    def notify(self, turn_id: str) -> None:
+        for event in self._waiters.get(turn_id, ()):
+            event.set()
+
+    def changed(self, turn_id: str | None) -> None:
+        """A change made through another replica; None: any turn may have changed
+        (notifications were missed while reconnecting), so every stream re-reads."""
+        if turn_id is not None:
+            self.notify(turn_id)
+            return
+        for waiters in self._waiters.values():
+            for event in waiters:
+                event.set()
+
+    def watchers(self) -> int:
+        return sum(len(w) for w in self._waiters.values())
+
+
+@dataclass(frozen=True)
+class Reset:
+    """The turn was rewound: drop what was shown; its retained events follow from
+    seq 1. `seq`, `attempt` and `checkpoint_id` say where it went back to."""
+
+    seq: int
+    attempt: int
+    checkpoint_id: str
+
+
+async def follow(
+    db: Store, notifier: TurnNotifier, metrics: Metrics, turn_id: str, after_seq: int
+) -> AsyncGenerator[EventRecord | Reset]:
+    """Retained events after `after_seq`, then live ones; a Reset and a replay from
+    seq 1 whenever the turn is rewound; ends after the terminal event, or at once
+    when the turn is over and `after_seq` is already past it."""
+    turn = transitions.require_turn(db.read_conn(), turn_id)
+    epoch = turn.rewinds
+    cursor = after_seq
+    metrics.watchers.inc()
+    try:
+        while True:
+            waiter = notifier.register(turn_id)
+            try:
+                turn, events = await db.read(
+                    functools.partial(_turn_and_events, turn_id=turn_id, after_seq=cursor)
+                )
+                if turn.rewinds != epoch:
+                    epoch = turn.rewinds
+                    cursor = 0
+                    checkpoint_id, boundary = transitions.latest_boundary(db.read_conn(), turn_id)
+                    yield Reset(seq=boundary, attempt=turn.attempts, checkpoint_id=checkpoint_id)
+                    continue
+                for event in events:
+                    yield event
+                    cursor = event.seq
+                    if event.type in TERMINAL_EVENTS:
+                        return
+                if len(events) == WATCH_BATCH:
+                    continue
+                if turn.state in ENDED:
+                    # Over, and its terminal event is at or before the cursor:
+                    # nothing more will ever come (a watcher joined too late).
+                    return
+                await waiter.wait()
+            finally:
+                notifier.unregister(turn_id, waiter)
+    finally:
+        metrics.watchers.dec()
+
+
+def _turn_and_events(
+    conn: Conn, *, turn_id: str, after_seq: int
+) -> tuple[TurnRecord, list[EventRecord]]:
+    return (
+        transitions.require_turn(conn, turn_id),
+        transitions.load_events(conn, turn_id, after_seq, WATCH_BATCH),
+    )

@@ -1,0 +1,169 @@
+"""StartTurn: one transition that journals a turn before its graph's first step,
+with what to do when the thread is busy (the multitask strategy) and its deadlines.
+
+    new turn_id, thread free           --> RUNNING (owned by the caller, or waiting
+                                            for a claim when no replica is named)
+    same turn_id, same request         --> the stored turn (idempotent)
+    same turn_id, another request      --> ALREADY_EXISTS
+    thread busy (a RUNNING or PARKED turn):
+        reject    --> FAILED_PRECONDITION
+        enqueue   --> QUEUED behind it (also behind turns already queued)
+        interrupt --> it is cancelled, this one runs
+        rollback  --> it is cancelled and its checkpoints removed, this one runs
+
+The strategies are LangGraph Platform's names. One transaction, three reads of the
+turns table (the id, the thread's live turn, the row written), and the count of
+queued turns for `enqueue` alone.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import time
+from dataclasses import dataclass
+
+from turnkeeper_server.errors import AlreadyExists, InvalidArgument, WrongState
+from turnkeeper_server.journal import lifecycle, transitions
+from turnkeeper_server.journal.lifecycle import Cancelled
+from turnkeeper_server.records import LIVE_SQL, QUEUED, RUNNING, TURN_COLUMNS, Policy, TurnRecord
+from turnkeeper_server.store.contract import Tx
+
+REJECT, ENQUEUE, INTERRUPT, ROLLBACK = "reject", "enqueue", "interrupt", "rollback"
+STRATEGIES = (REJECT, ENQUEUE, INTERRUPT, ROLLBACK)
+
+_LIVE_ON_THREAD = (
+    f"SELECT {TURN_COLUMNS} FROM main.turns WHERE thread_id = ? AND state IN {LIVE_SQL}"
+)
+
+
+@dataclass(frozen=True, slots=True)
+class StartRequest:
+    """What StartTurn asks for. `replica`/`incarnation` empty: no executor yet (the
+    turn waits for a claim). Deadlines of 0 take the policy's defaults."""
+
+    turn_id: str
+    thread_id: str
+    agent: str
+    input_json: str
+    replica: str = ""
+    incarnation: str = ""
+    strategy: str = REJECT
+    max_run_seconds: float = 0.0
+    park_expiry_seconds: float = 0.0
+
+
+@dataclass(frozen=True, slots=True)
+class Started:
+    turn: TurnRecord
+    # False when the turn_id was already journaled with the same request.
+    created: bool
+    # The thread's live turn this one cancelled (interrupt, rollback).
+    cancelled: Cancelled | None = None
+
+
+def request_hash(thread_id: str, agent: str, input_json: str) -> str:
+    return hashlib.sha256(json.dumps([thread_id, agent, input_json]).encode()).hexdigest()
+
+
+def start_turn(tx: Tx, request: StartRequest, policy: Policy) -> Started:
+    if request.strategy not in STRATEGIES:
+        raise InvalidArgument(f"multitask strategy must be one of {', '.join(STRATEGIES)}")
+    digest = request_hash(request.thread_id, request.agent, request.input_json)
+    existing = transitions.load_turn(tx.conn, request.turn_id)
+    if existing is not None:
+        return _same_request(existing, digest)
+    # Locked (PostgreSQL): the live turn cannot end, and promote the queue, between
+    # this read and the insert below, so a QUEUED turn is never left behind nobody.
+    live_row = tx.execute(_LIVE_ON_THREAD + tx.for_update, (request.thread_id,)).fetchone()
+    if live_row is None and tx.for_update:
+        # Waiting on that lock may have ended in a commit that promoted a QUEUED
+        # turn; only a new statement sees it.
+        live_row = tx.execute(_LIVE_ON_THREAD, (request.thread_id,)).fetchone()
+    live = TurnRecord(*live_row) if live_row else None
+    if live is not None and live.turn_id == request.turn_id:
+        # The same StartTurn through another replica committed between the two
+        # reads (PostgreSQL reads each statement afresh): it is that turn.
+        return _same_request(live, digest)
+    max_run = request.max_run_seconds or policy.max_run_seconds
+    park_expiry = request.park_expiry_seconds or policy.park_expiry_seconds
+    if request.strategy == ENQUEUE and (live is not None or _queued(tx, request.thread_id)):
+        _insert(tx, request, digest, QUEUED, None, None, max_run, park_expiry, now=time.time())
+        return Started(transitions.reload_turn(tx, request.turn_id), True)
+    cancelled: Cancelled | None = None
+    if live is not None:
+        if request.strategy not in (INTERRUPT, ROLLBACK):
+            raise WrongState(
+                f"thread {request.thread_id!r} already has a live turn {live.turn_id!r} "
+                f"({live.state}); wait for it to end or resume it"
+            )
+        cancelled = lifecycle.cancel_live(
+            tx,
+            live,
+            rollback=request.strategy == ROLLBACK,
+            detail=f"{request.strategy}: turn {request.turn_id!r} was started on the thread",
+            policy=policy,
+        )
+    now = time.time()
+    owner = (request.replica, request.incarnation) if request.replica else None
+    lease = now + (policy.lease_seconds if owner else policy.claim_seconds)
+    _insert(tx, request, digest, RUNNING, owner, lease, max_run, park_expiry, now=now)
+    return Started(transitions.reload_turn(tx, request.turn_id), True, cancelled)
+
+
+def _same_request(turn: TurnRecord, digest: str) -> Started:
+    """Idempotent by turn_id, or ALREADY_EXISTS."""
+    if turn.request_hash != digest:
+        raise AlreadyExists(
+            f"turn {turn.turn_id!r} already exists with a different thread, agent or input; "
+            "use a new turn_id for a new request"
+        )
+    return Started(turn, False)
+
+
+def _queued(tx: Tx, thread_id: str) -> bool:
+    return (
+        tx.execute(
+            f"SELECT 1 FROM main.turns WHERE thread_id = ? AND state = '{QUEUED}' LIMIT 1",
+            (thread_id,),
+        ).fetchone()
+        is not None
+    )
+
+
+def _insert(
+    tx: Tx,
+    request: StartRequest,
+    digest: str,
+    state: str,
+    owner: tuple[str, str] | None,
+    lease_expires_at: float | None,
+    max_run: float,
+    park_expiry: float,
+    *,
+    now: float,
+) -> None:
+    # A QUEUED turn's run clock starts when it is promoted (lifecycle.promote_queued).
+    run_deadline = lifecycle.deadline(now, max_run) if state == RUNNING else None
+    tx.execute(
+        "INSERT INTO main.turns (turn_id, thread_id, agent, state, input_json, request_hash, "
+        "owner_replica, owner_incarnation, lease_expires_at, created_at, updated_at, "
+        "max_run_seconds, park_expiry_seconds, run_deadline_at) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (
+            request.turn_id,
+            request.thread_id,
+            request.agent,
+            state,
+            request.input_json,
+            digest,
+            owner[0] if owner else None,
+            owner[1] if owner else None,
+            lease_expires_at,
+            now,
+            now,
+            max_run,
+            park_expiry,
+            run_deadline,
+        ),
+    )

@@ -132,8 +132,11 @@ async def test_scraped_counts_after_a_turn_with_a_redrive(
     await expect_code(turns.GetTurn(pb.GetTurnRequest(turn_id="nope")), grpc.StatusCode.NOT_FOUND)
 
     # 4 events + turn.done + turn.failed + 2 rewinds went through the outbox.
-    s = await scrape_when(metered.metrics_port, "turnkeeper_outbox_published_total", 8)
-    assert sample(s, "turnkeeper_outbox_backlog") == 0
+    await scrape_when(metered.metrics_port, "turnkeeper_outbox_published_total", 8)
+    # On SQLite a published row's delete joins the writer's next group commit, and the
+    # backlog counts it until then (decision 153): it drains, and nothing more is sent.
+    s = await scrape_when(metered.metrics_port, "turnkeeper_outbox_backlog", 0)
+    assert sample(s, "turnkeeper_outbox_published_total") == 8
     assert sample(s, "turnkeeper_outbox_publish_failures_total") == 0
 
     assert sample(s, "turnkeeper_turns", state="DONE") == 1

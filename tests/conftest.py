@@ -22,6 +22,9 @@ from tests.support.nats import NatsServer
 from tests.support.postgres import PostgresCluster
 from tests.support.service import BACKENDS, ServiceFactory, make_settings
 
+# Fixtures more than one package's tests use (client, nc, bus, agents), defined once.
+pytest_plugins = ("tests.support.fixtures",)
+
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" not in metafunc.fixturenames:

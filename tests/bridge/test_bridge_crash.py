@@ -11,7 +11,6 @@ import asyncio
 import re
 import signal
 from collections import Counter
-from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
@@ -26,34 +25,13 @@ from turnkeeper.v1 import checkpoints_pb2, turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Agents, Panel, agents_for, all_events, result, shape, until
-from tests.support.nats import Collector, NatsServer, subscribe
+from tests.support.nats import Collector, NatsServer
 from tests.support.relay import Relay
 from tests.support.service import ServiceFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
 JOB = {"job": "report", "results": []}
-
-
-@pytest.fixture
-async def agents(
-    service: TurnkeeperServer, nats_server: NatsServer, tmp_path: Path
-) -> AsyncIterator[Agents]:
-    async with agents_for(service.address, nats_server.url, tmp_path / "side.log") as spawned:
-        yield spawned
-
-
-@pytest.fixture
-async def client(service: TurnkeeperServer) -> AsyncIterator[AsyncTurnkeeperClient]:
-    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as c:
-        yield c
-
-
-@pytest.fixture
-async def bus(nats_server: NatsServer) -> AsyncIterator[tuple[Client, Collector]]:
-    nc, collector = await subscribe(nats_server.url, "vystak.turn.>")
-    yield nc, collector
-    await nc.close()
 
 
 def events_on_nats(seen: Collector, turn_id: str) -> list[dict[str, Any]]:

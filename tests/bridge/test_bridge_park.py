@@ -5,42 +5,19 @@ to the service with grpcurl) finishes it, even across an agent restart."""
 from __future__ import annotations
 
 import json
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import pytest
 from nats.aio.client import Client
-from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.support.agents import Agents, Panel, agents_for, all_events, result, rpc, until
+from tests.support.agents import Agents, Panel, all_events, result, rpc, until
 from tests.support.grpcurl import grpcurl
-from tests.support.nats import Collector, NatsServer, subscribe
+from tests.support.nats import Collector
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
-
-
-@pytest.fixture
-async def agents(
-    service: TurnkeeperServer, nats_server: NatsServer, tmp_path: Path
-) -> AsyncIterator[Agents]:
-    async with agents_for(service.address, nats_server.url, tmp_path / "side.log") as spawned:
-        yield spawned
-
-
-@pytest.fixture
-async def client(service: TurnkeeperServer) -> AsyncIterator[AsyncTurnkeeperClient]:
-    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as c:
-        yield c
-
-
-@pytest.fixture
-async def bus(nats_server: NatsServer) -> AsyncIterator[tuple[Client, Collector]]:
-    nc, collector = await subscribe(nats_server.url, "vystak.turn.>")
-    yield nc, collector
-    await nc.close()
 
 
 async def create_and_park(

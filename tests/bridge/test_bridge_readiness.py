@@ -9,7 +9,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import operator
-from collections.abc import AsyncIterator
 from typing import Annotated, Any, TypedDict
 
 import nats
@@ -57,12 +56,6 @@ async def until_healthz(bridge: Bridge, status: int, timeout: float = 20) -> str
             await asyncio.sleep(0.02)
 
     return await asyncio.wait_for(poll(), timeout)
-
-
-@pytest.fixture
-async def client(service: TurnkeeperServer) -> AsyncIterator[AsyncTurnkeeperClient]:
-    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as c:
-        yield c
 
 
 async def test_healthz_is_200_only_while_the_subscription_is_live(

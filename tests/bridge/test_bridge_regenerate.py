@@ -108,12 +108,6 @@ class Stack:
 
 
 @pytest.fixture
-async def client(service: TurnkeeperServer) -> AsyncIterator[AsyncTurnkeeperClient]:
-    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as c:
-        yield c
-
-
-@pytest.fixture
 async def stack(
     service: TurnkeeperServer, nats_server: NatsServer, client: AsyncTurnkeeperClient
 ) -> AsyncIterator[Stack]:

@@ -107,15 +107,11 @@ async def bridge(
 
 @pytest.fixture
 async def nc(nats_server: NatsServer) -> AsyncIterator[Client]:
+    # Not the shared `nc` (tests/support/fixtures.py): this one reconnects without
+    # end and is subscribed to every turn subject, as `subscribe` leaves it.
     client, _ = await subscribe(nats_server.url, "vystak.turn.>")
     yield client
     await client.close()
-
-
-@pytest.fixture
-async def client(service: TurnkeeperServer) -> AsyncIterator[AsyncTurnkeeperClient]:
-    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as c:
-        yield c
 
 
 async def call(nc: Client, method: str, params: Any) -> dict[str, Any]:

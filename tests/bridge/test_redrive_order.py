@@ -13,18 +13,17 @@ from __future__ import annotations
 
 import asyncio
 import re
-from collections.abc import AsyncIterator, Awaitable, Callable
-from pathlib import Path
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 import pytest
 from turnkeeper.agent.bridge.health import get
-from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.journal.redrive import Redriven
 
-from tests.support.agents import AGENT, Agent, Agents, Panel, agents_for
+from tests.support.agents import AGENT, Agent, Agents, Panel
 from tests.support.nats import NatsServer
 from tests.support.service import ServiceFactory
 from tests.support.turns import value
@@ -76,20 +75,6 @@ async def watch(service: TurnkeeperServer, monkeypatch: pytest.MonkeyPatch) -> R
     w = RedriveWatch(service)
     monkeypatch.setattr(service.engine.turns, "redrive_replica", w.redrive_replica)
     return w
-
-
-@pytest.fixture
-async def client(service: TurnkeeperServer) -> AsyncIterator[AsyncTurnkeeperClient]:
-    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as c:
-        yield c
-
-
-@pytest.fixture
-async def agents(
-    service: TurnkeeperServer, nats_server: NatsServer, tmp_path: Path
-) -> AsyncIterator[Agents]:
-    async with agents_for(service.address, nats_server.url, tmp_path / "side.log") as a:
-        yield a
 
 
 async def orphan(client: AsyncTurnkeeperClient, turn_id: str) -> None:

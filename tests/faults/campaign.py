@@ -266,18 +266,18 @@ Three bugs, each fixed with a test that reproduces it:
   mirror saw a turn's seq 55 never arrive while 56 and on did). The batch's frames
   now go straight onto the socket, ahead of the PING. (The first fix, forcing
   nats-py's pending buffer out, could wait forever: the next full run caught the
-  publisher hung for two minutes with NATS up.) `tests/service/test_outbox_flush_order.py`
+  publisher hung for two minutes with NATS up.) `tests/service/outbox/test_outbox_flush_order.py`
   reproduces it.
 - **StartTurn was not idempotent across a service restart** (commit 1f2c1cb). A
   `responses/create` journaled just before the service was SIGKILLed, sent again with
   the same `turn_id` after the restart, was refused ALREADY_EXISTS: the request hash
   covered the input as JSON in the protobuf Struct's map order, which differs from
   one process to the next (upb). Keys are sorted now.
-  `tests/service/test_service_crash.py::test_start_turn_stays_idempotent_after_a_restart`.
+  `tests/service/process/test_service_crash.py::test_start_turn_stays_idempotent_after_a_restart`.
 - **WatchTurn never ended for a watcher that joined a finished turn after its last
   seq** (commit 58647e9): no frame and an open stream forever, holding one of the
   client's watch-stream slots. It ends at once now.
-  `tests/service/test_rewind_watch.py::test_watch_after_the_terminal_event_of_an_ended_turn_ends_at_once`.
+  `tests/service/turns/test_rewind_watch.py::test_watch_after_the_terminal_event_of_an_ended_turn_ends_at_once`.
 
 Poison containment (docs/decisions.md, "Turn lifecycle"): a crash is charged only
 to a turn that can be blamed for it, the only turn its process ran or the one on

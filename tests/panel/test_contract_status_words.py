@@ -10,7 +10,6 @@ words back. (gRPC's TurnStatus keeps its enum names: test_turn_states.py.)
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
 from typing import Any, TypedDict
 
 import pytest
@@ -54,20 +53,6 @@ def build(release: asyncio.Event, entered: asyncio.Event) -> StateGraph[Any, Any
     builder.add_edge("work", "ask")
     builder.add_edge("ask", END)
     return builder
-
-
-@pytest.fixture
-async def client(service: TurnkeeperServer) -> AsyncIterator[AsyncTurnkeeperClient]:
-    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as c:
-        yield c
-
-
-@pytest.fixture
-async def nc(nats_server: NatsServer) -> AsyncIterator[Client]:
-    client = Client()
-    await client.connect(nats_server.url)
-    yield client
-    await client.close()
 
 
 async def state_of(client: AsyncTurnkeeperClient, turn_id: str) -> int:

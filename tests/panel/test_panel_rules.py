@@ -14,7 +14,6 @@ import dataclasses
 from collections.abc import AsyncIterator
 from typing import Any, TypedDict
 
-import nats
 import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
@@ -74,19 +73,6 @@ class Panel:
         ]
         assert len(finals) == 1, self.session.transcript.events
         return finals[0]["output"]
-
-
-@pytest.fixture
-async def nc(nats_server: NatsServer) -> AsyncIterator[Client]:
-    client = await nats.connect(nats_server.url)
-    yield client
-    await client.close()
-
-
-@pytest.fixture
-async def client(service: TurnkeeperServer) -> AsyncIterator[AsyncTurnkeeperClient]:
-    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as c:
-        yield c
 
 
 @pytest.fixture

@@ -11,21 +11,16 @@ from __future__ import annotations
 
 import asyncio
 from collections import Counter
-from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
-import nats
 import pytest
 from nats.aio.client import Client
-from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.panel.agent_rpc import NatsAgentTransport
 from turnkeeper.panel.follower import Event, FollowOptions, Frame, Reset, TurnState
 from turnkeeper.panel.session import AgentSession
-from turnkeeper_server.app import TurnkeeperServer
 
-from tests.support.agents import AGENT, Agents, agents_for
-from tests.support.nats import NatsServer
+from tests.support.agents import AGENT, Agents
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -63,27 +58,6 @@ class Screen:
                 await self._changed.wait()
 
         await asyncio.wait_for(loop(), 60)
-
-
-@pytest.fixture
-async def agents(
-    service: TurnkeeperServer, nats_server: NatsServer, tmp_path: Path
-) -> AsyncIterator[Agents]:
-    async with agents_for(service.address, nats_server.url, tmp_path / "side.log") as spawned:
-        yield spawned
-
-
-@pytest.fixture
-async def nc(nats_server: NatsServer) -> AsyncIterator[Client]:
-    conn = await nats.connect(nats_server.url)
-    yield conn
-    await conn.close()
-
-
-@pytest.fixture
-async def client(service: TurnkeeperServer) -> AsyncIterator[AsyncTurnkeeperClient]:
-    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as c:
-        yield c
 
 
 def session_for(

@@ -16,7 +16,6 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
-import nats
 import pytest
 from nats.aio.client import Client
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
@@ -68,13 +67,6 @@ async def agents(
 ) -> AsyncIterator[Agents]:
     async with agents_for(secured.address, nats_server.url, tmp_path / "side.log") as spawned:
         yield spawned
-
-
-@pytest.fixture
-async def nc(nats_server: NatsServer) -> AsyncIterator[Client]:
-    client = await nats.connect(nats_server.url)
-    yield client
-    await client.close()
 
 
 async def call(nc: Client, method: str, params: dict[str, Any], token: str | None) -> Any:

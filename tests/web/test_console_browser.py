@@ -21,7 +21,7 @@ from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Agents, agents_for, all_events, result, shape
-from tests.support.nats import Collector, NatsServer, subscribe
+from tests.support.nats import Collector, NatsServer
 from tests.support.pages import PATIENCE_MS, open_page, recorded, timeline
 from tests.support.security import bearer, write_tokens
 from tests.support.service import ServiceFactory
@@ -73,13 +73,6 @@ async def agents(
 ) -> AsyncIterator[Agents]:
     async with agents_for(web_service.address, nats_server.url, tmp_path / "side.log") as spawned:
         yield spawned
-
-
-@pytest.fixture
-async def bus(nats_server: NatsServer) -> AsyncIterator[tuple[Client, Collector]]:
-    nc, collector = await subscribe(nats_server.url, "vystak.turn.>")
-    yield nc, collector
-    await nc.close()
 
 
 async def ended(page: Page) -> None:

@@ -43,7 +43,8 @@ from langgraph.checkpoint.base import (
 )
 
 from turnkeeper.agent.bridge.events import EventLog
-from turnkeeper.agent.saver import ATTEMPT_KEY, TURN_ID_KEY, RemoteSaver
+from turnkeeper.agent.saver import RemoteSaver
+from turnkeeper.agent.saver.identity import turn_identity
 
 log = logging.getLogger(__name__)
 
@@ -78,12 +79,11 @@ class BoundarySaver(RemoteSaver):
         self.end_run(events.turn_id, events.attempt)
 
     def _log_for(self, config: RunnableConfig) -> EventLog | None:
-        configurable = config.get("configurable") or {}
-        turn_id, attempt = configurable.get(TURN_ID_KEY), configurable.get(ATTEMPT_KEY)
-        if turn_id is None or attempt is None:
+        identity = turn_identity(config)
+        if identity is None:
             return None
         with self._logs_lock:
-            return self._logs.get((str(turn_id), int(attempt)))
+            return self._logs.get(identity)
 
     async def aput(
         self,

@@ -5,7 +5,7 @@ from __future__ import annotations
 from langchain_core.runnables import RunnableConfig
 from langgraph.config import get_config
 
-from turnkeeper.agent.saver import ATTEMPT_KEY, TURN_ID_KEY
+from turnkeeper.agent.saver.identity import ATTEMPT_KEY, TURN_ID_KEY, turn_identity
 
 
 def idempotency_key(config: RunnableConfig | None = None) -> str:
@@ -21,15 +21,18 @@ def idempotency_key(config: RunnableConfig | None = None) -> str:
     ``config["metadata"]["langgraph_step"]`` and ``config["configurable"]["attempt"]``.
     """
     config = get_config() if config is None else config
-    configurable = config.get("configurable") or {}
+    identity = turn_identity(config)
     metadata = config.get("metadata") or {}
-    try:
-        turn_id = configurable[TURN_ID_KEY]
-        attempt = configurable[ATTEMPT_KEY]
-        step = metadata["langgraph_step"]
-    except KeyError as exc:
-        raise RuntimeError(
-            f"no {exc.args[0]!r} in the config: idempotency_key() works inside a node or "
-            "a tool of a turn run by the bridge"
-        ) from None
-    return f"{turn_id}:{step}:{attempt}"
+    if identity is None:
+        configurable = config.get("configurable") or {}
+        raise _missing(TURN_ID_KEY if not configurable.get(TURN_ID_KEY) else ATTEMPT_KEY)
+    if "langgraph_step" not in metadata:
+        raise _missing("langgraph_step")
+    return f"{identity.turn_id}:{metadata['langgraph_step']}:{identity.attempt}"
+
+
+def _missing(key: str) -> RuntimeError:
+    return RuntimeError(
+        f"no {key!r} in the config: idempotency_key() works inside a node or "
+        "a tool of a turn run by the bridge"
+    )

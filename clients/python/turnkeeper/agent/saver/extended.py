@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING
 from turnkeeper.v1 import checkpoints_pb2
 
 if TYPE_CHECKING:
-    from turnkeeper.agent.saver_channels import Channels
+    from turnkeeper.agent.saver.channels import Channels
 
 _STRATEGIES = {
     "keep_latest": checkpoints_pb2.PRUNE_STRATEGY_KEEP_LATEST,

@@ -7,7 +7,7 @@ from __future__ import annotations
 import builtins
 import json
 from collections.abc import Sequence
-from typing import Any, Final, cast
+from typing import Any, cast
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import (
@@ -22,20 +22,15 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from turnkeeper.agent.saver.identity import turn_identity
 from turnkeeper.v1 import checkpoints_pb2
-
-# The configurable keys that tie a checkpoint to a turn (and fence it).
-TURN_ID_KEY: Final = "turn_id"
-ATTEMPT_KEY: Final = "attempt"
 
 
 def turn_fence(config: RunnableConfig) -> checkpoints_pb2.TurnFence | None:
-    configurable = config.get("configurable") or {}
-    turn_id = configurable.get(TURN_ID_KEY)
-    attempt = configurable.get(ATTEMPT_KEY)
-    if not turn_id or attempt is None:
+    identity = turn_identity(config)
+    if identity is None:
         return None
-    return checkpoints_pb2.TurnFence(turn_id=str(turn_id), attempt=int(attempt))
+    return checkpoints_pb2.TurnFence(turn_id=identity.turn_id, attempt=identity.attempt)
 
 
 def get_request(config: RunnableConfig) -> checkpoints_pb2.GetCheckpointRequest:

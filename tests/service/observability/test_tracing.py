@@ -16,7 +16,7 @@ from turnkeeper import tracing
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 async def traced_turn(

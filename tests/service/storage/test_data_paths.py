@@ -25,7 +25,7 @@ from turnkeeper_server.config import DATA_DIR_ENV, SESSIONS_ENV, TURNS_ENV, reso
 
 pytestmark = pytest.mark.timeout(60)
 
-ROOT = Path(__file__).resolve().parents[2]
+ROOT = Path(__file__).resolve().parents[3]
 
 
 def chosen_by(caplog: pytest.LogCaptureFixture) -> list[str]:

@@ -1,5 +1,5 @@
 """RemoteSaver's connections: one blocking client, one aio client per event loop,
-and the checkpoint streams of each (turnkeeper.agent.saver_stream)."""
+and the checkpoint streams of each (turnkeeper.agent.saver.stream)."""
 
 from __future__ import annotations
 
@@ -7,7 +7,7 @@ import asyncio
 import threading
 import weakref
 
-from turnkeeper.agent.saver_stream import AsyncRunStream, LoopStreams, RunKey, RunStreams
+from turnkeeper.agent.saver.stream import AsyncRunStream, LoopStreams, RunKey, RunStreams
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions, TurnkeeperClient
 
 

@@ -16,12 +16,12 @@ from langgraph.checkpoint.base import WRITES_IDX_MAP, empty_checkpoint
 from langgraph.checkpoint.serde.types import ERROR, INTERRUPT
 from langgraph.checkpoint.sqlite import SqliteSaver
 from turnkeeper import errors
-from turnkeeper.agent import saver_wire as wire
 from turnkeeper.agent.saver import (
     DURABILITY,
     RemoteSaver,
     durable_config,
     durable_run_kwargs,
+    wire,
 )
 from turnkeeper.client import ConnectionOptions, default_address
 

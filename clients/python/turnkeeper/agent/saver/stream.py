@@ -50,7 +50,7 @@ import grpc
 import grpc.aio
 from langchain_core.runnables import RunnableConfig
 
-from turnkeeper.agent.saver_wire import ATTEMPT_KEY, TURN_ID_KEY
+from turnkeeper.agent.saver.identity import turn_identity
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.connection import ConnectionOptions
 from turnkeeper.errors import TurnkeeperError, Unavailable, from_rpc_error, from_status
@@ -83,10 +83,10 @@ _CODES: Final = {code.value[0]: code for code in grpc.StatusCode}
 
 def run_key(config: RunnableConfig) -> RunKey:
     """The stream a config's operations go on: its turn attempt, else its thread."""
+    identity = turn_identity(config)
+    if identity is not None:
+        return turn_key(identity.turn_id, identity.attempt)
     configurable = config.get("configurable") or {}
-    turn_id, attempt = configurable.get(TURN_ID_KEY), configurable.get(ATTEMPT_KEY)
-    if turn_id and attempt is not None:
-        return ("turn", str(turn_id), int(attempt))
     return ("thread", str(configurable.get("thread_id", "")), 0)
 
 

@@ -35,7 +35,7 @@ loop, opened on first use in that loop, since a graph may be driven from several
 
 Transport. With the async API (how the bridge runs turns) a run's operations go
 by default as messages on one open checkpoint stream per run
-(:mod:`turnkeeper.agent.saver_stream`), with the same guarantees as the unary calls;
+(:mod:`turnkeeper.agent.saver.stream`), with the same guarantees as the unary calls;
 the blocking API makes one unary call per operation by default, which costs its
 graph process less. ``stream=True``/``False`` (or ``TURNKEEPER_SAVER_STREAM=1``/``0``)
 sets both. ``share_stream=True`` (or ``TURNKEEPER_SAVER_SHARE_STREAM=1``) puts every
@@ -64,14 +64,14 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 from langgraph.types import Durability
 
-from turnkeeper.agent import saver_wire as wire
-from turnkeeper.agent.saver_channels import Channels
-from turnkeeper.agent.saver_extended import ExtendedSaverMethods
-from turnkeeper.agent.saver_stream import (
+from turnkeeper.agent.saver import wire
+from turnkeeper.agent.saver.channels import Channels
+from turnkeeper.agent.saver.extended import ExtendedSaverMethods
+from turnkeeper.agent.saver.identity import ATTEMPT_KEY, TURN_ID_KEY
+from turnkeeper.agent.saver.stream import (
     run_key,
     turn_key,
 )
-from turnkeeper.agent.saver_wire import ATTEMPT_KEY, TURN_ID_KEY
 from turnkeeper.client import ConnectionOptions
 from turnkeeper.v1 import checkpoints_pb2, turns_pb2
 

@@ -1,0 +1,53 @@
+"""Fixtures that many test modules used to define for themselves, defined once here
+and registered for the whole suite by tests/conftest.py (`pytest_plugins`).
+
+A module that needs something different keeps its own fixture of the same name,
+which pytest prefers to these: e.g. a `client` on another service, a `nc` on a
+JetStream server, or `agents` against a secured service.
+"""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+
+import nats
+import pytest
+from nats.aio.client import Client
+from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper_server.app import TurnkeeperServer
+
+from tests.support.agents import Agents, agents_for
+from tests.support.nats import Collector, NatsServer, subscribe
+
+
+@pytest.fixture
+async def client(service: TurnkeeperServer) -> AsyncIterator[AsyncTurnkeeperClient]:
+    """A typed client of the test's service."""
+    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as c:
+        yield c
+
+
+@pytest.fixture
+async def nc(nats_server: NatsServer) -> AsyncIterator[Client]:
+    """A plain NATS connection to the test's nats-server."""
+    conn = await nats.connect(nats_server.url)
+    yield conn
+    await conn.close()
+
+
+@pytest.fixture
+async def bus(nats_server: NatsServer) -> AsyncIterator[tuple[Client, Collector]]:
+    """A NATS connection subscribed to every turn subject, and what it has seen."""
+    conn, collector = await subscribe(nats_server.url, "vystak.turn.>")
+    yield conn, collector
+    await conn.close()
+
+
+@pytest.fixture
+async def agents(
+    service: TurnkeeperServer, nats_server: NatsServer, tmp_path: Path
+) -> AsyncIterator[Agents]:
+    """Real agent subprocesses against the test's service."""
+    async with agents_for(service.address, nats_server.url, tmp_path / "side.log") as spawned:
+        yield spawned

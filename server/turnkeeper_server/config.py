@@ -98,6 +98,9 @@ class Settings:
     http_listen: str | None = None
     # When the HTTP port is the default one and taken, serve on a free port instead.
     http_any_port_if_busy: bool = False
+    # Host names served besides localhost, 127.0.0.1 and [::1] while the HTTP port
+    # is on loopback without authentication (web/guard.py, decision 182).
+    http_allowed_hosts: tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if self.status_cache_turns < 0:

@@ -105,6 +105,15 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "port when that one is taken)",
     )
     parser.add_argument(
+        "--allow-host",
+        dest="allowed_hosts",
+        action="append",
+        default=[h for h in env("TURNKEEPER_ALLOWED_HOSTS", "").split(",") if h.strip()],
+        help="a Host name the HTTP side answers to besides localhost, 127.0.0.1 and "
+        "[::1] while it listens on loopback without tokens (DNS rebinding); repeatable "
+        "(env TURNKEEPER_ALLOWED_HOSTS, comma-separated)",
+    )
+    parser.add_argument(
         "--jetstream",
         action="store_true",
         default=_flag(env("TURNKEEPER_JETSTREAM")),
@@ -239,6 +248,7 @@ def settings_from_args(
     return Settings(
         http_listen=http_listen,
         http_any_port_if_busy=default_port,
+        http_allowed_hosts=tuple(h.strip() for h in args.allowed_hosts),
         turns_path=turns_path,
         sessions_path=sessions_path,
         database_url=args.database_url,

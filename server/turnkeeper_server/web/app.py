@@ -20,6 +20,7 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from prometheus_client.metrics_core import Metric
 
 from turnkeeper_server.errors import PermissionDenied
@@ -29,7 +30,7 @@ from turnkeeper_server.security import auth, transport
 from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.security.streams import OpenStreams
 from turnkeeper_server.web import auth as web_auth
-from turnkeeper_server.web import connect
+from turnkeeper_server.web import connect, guard
 from turnkeeper_server.web.connect import error_response
 from turnkeeper_server.web.relay import AgentRelay
 from turnkeeper_server.web.sse import EventStream
@@ -81,6 +82,9 @@ class WebSettings(transport.TransportSettings, Protocol):
 
     @property
     def http_any_port_if_busy(self) -> bool: ...
+
+    @property
+    def http_allowed_hosts(self) -> tuple[str, ...]: ...
 
     @property
     def subject_prefix(self) -> str: ...
@@ -144,7 +148,14 @@ class WebServer:
         self.link = link
         self.serving = serving
         self.ssl = ssl_context(settings)
-        self.app = web.Application(client_max_size=connect.MAX_BODY_BYTES)
+        middlewares: list[Middleware] = []
+        if tokens is None and transport.is_loopback(self.listen):
+            # DNS rebinding: only this host's names (guard.py, decision 182).
+            allowed = guard.allowed_hosts(
+                transport.listen_host(self.listen), settings.http_allowed_hosts
+            )
+            middlewares.append(guard.host_allow_list(allowed))
+        self.app = web.Application(client_max_size=connect.MAX_BODY_BYTES, middlewares=middlewares)
         self.app.on_response_prepare.append(_headers)
         connect.add_routes(self.app, servicer, tokens, metrics)
         self.app.router.add_get(

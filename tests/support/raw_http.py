@@ -65,7 +65,16 @@ async def exchange(port: int, pieces: list[bytes], *, host: str = "127.0.0.1") -
             await writer.drain()
             # Let the service read this write on its own before the next arrives.
             await asyncio.sleep(0)
-        raw = await reader.read()
+        return await read_response(reader)
     finally:
         writer.close()
-    return parse_response(raw)
+
+
+async def read_response(reader: asyncio.StreamReader) -> RawResponse:
+    """One response: to its Content-Length when it has one (the service may keep the
+    connection open a while after it, reading what the client still sends), else to
+    the end of the connection."""
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = parse_response(head).headers.get("content-length")
+    body = await (reader.readexactly(int(length)) if length is not None else reader.read())
+    return parse_response(head + body)

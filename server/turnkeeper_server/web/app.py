@@ -12,6 +12,7 @@ under /console/ (`static/`). The exposure rule is the gRPC side's own
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import ssl
@@ -87,6 +88,18 @@ class WebSettings(transport.TransportSettings, Protocol):
     def http_allowed_hosts(self) -> tuple[str, ...]: ...
 
     @property
+    def http_header_timeout(self) -> float: ...
+
+    @property
+    def http_idle_timeout(self) -> float: ...
+
+    @property
+    def http_body_timeout(self) -> float: ...
+
+    @property
+    def http_max_pending_per_peer(self) -> int: ...
+
+    @property
     def subject_prefix(self) -> str: ...
 
     @property
@@ -148,7 +161,13 @@ class WebServer:
         self.link = link
         self.serving = serving
         self.ssl = ssl_context(settings)
-        middlewares: list[Middleware] = []
+        # Connections that have not sent a request yet: timed and capped per peer.
+        self.gate = guard.ConnectionGate(
+            header_timeout=settings.http_header_timeout,
+            max_pending=settings.http_max_pending_per_peer,
+            setting="--http-max-pending-per-peer",
+        )
+        middlewares: list[Middleware] = [self.gate.middleware]
         if tokens is None and transport.is_loopback(self.listen):
             # DNS rebinding: only this host's names (guard.py, decision 182).
             allowed = guard.allowed_hosts(
@@ -156,6 +175,7 @@ class WebServer:
             )
             middlewares.append(guard.host_allow_list(allowed))
         self.app = web.Application(client_max_size=connect.MAX_BODY_BYTES, middlewares=middlewares)
+        self.app[connect.BODY_TIMEOUT] = settings.http_body_timeout
         self.app.on_response_prepare.append(_headers)
         connect.add_routes(self.app, servicer, tokens, metrics)
         self.app.router.add_get(
@@ -175,6 +195,7 @@ class WebServer:
         self.app.router.add_get("/console/chat", self._page("chat.html"))
         self.app.router.add_static("/console/", STATIC)
         self.runner: web.AppRunner | None = None
+        self.listeners: list[asyncio.Server] = []
         self.port = 0
         self._stopped = False
 
@@ -188,7 +209,13 @@ class WebServer:
     async def start(self) -> None:
         host = transport.listen_host(self.listen)
         port = int(self.listen.rpartition(":")[2])
-        self.runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=1.0)
+        self.runner = web.AppRunner(
+            self.app,
+            access_log=None,
+            shutdown_timeout=1.0,
+            # Closes a connection idle between requests (aiohttp's keep-alive timer).
+            keepalive_timeout=self.settings.http_idle_timeout,
+        )
         await self.runner.setup()
         try:
             await self._bind(host, port)
@@ -200,16 +227,25 @@ class WebServer:
         log.info("console and HTTP API on %s", self.url)
 
     async def _bind(self, host: str, port: int) -> None:
-        assert self.runner is not None
-        site = web.TCPSite(self.runner, host, port, ssl_context=self.ssl)
-        await site.start()
-        bound = self.runner.addresses[-1]
-        self.port = int(bound[1])
+        assert self.runner is not None and self.runner.server is not None
+        # Our own listener rather than web.TCPSite: each connection goes through the
+        # gate before aiohttp's protocol sees it.
+        listener = await asyncio.get_running_loop().create_server(
+            self.gate.factory(self.runner.server),
+            host,
+            port,
+            ssl=self.ssl,
+            reuse_address=True,
+        )
+        self.listeners.append(listener)
+        self.port = int(listener.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
         if self._stopped or self.runner is None:
             return
         self._stopped = True
+        for listener in self.listeners:
+            listener.close()
         # Open event streams end here; pages reconnect with Last-Event-ID.
         await self.runner.cleanup()
 

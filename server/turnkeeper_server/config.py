@@ -109,6 +109,9 @@ class Settings:
     http_body_timeout: float = 30.0
     http_idle_timeout: float = 75.0
     http_max_pending_per_peer: int = 64
+    # An event stream whose client takes nothing for this long is dropped; it
+    # resumes with Last-Event-ID (web/sse.py, decision 184).
+    http_write_timeout: float = 30.0
     # gRPC: a connection without an RPC for this long gets GOAWAY; a new connection
     # must finish its TLS and HTTP/2 handshake within the handshake timeout.
     grpc_idle_timeout: float = 300.0

@@ -177,6 +177,12 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
         "http_idle_timeout",
         "an HTTP connection idle between requests is closed after this",
     )
+    duration(
+        "--http-write-timeout",
+        "http_write_timeout",
+        "an event stream whose client takes nothing for this long is dropped (it "
+        "resumes with Last-Event-ID)",
+    )
     parser.add_argument(
         "--http-max-pending-per-peer",
         type=int,
@@ -332,6 +338,7 @@ def settings_from_args(
         http_body_timeout=args.http_body_timeout,
         http_idle_timeout=args.http_idle_timeout,
         http_max_pending_per_peer=args.http_max_pending_per_peer,
+        http_write_timeout=args.http_write_timeout,
         grpc_idle_timeout=args.grpc_idle_timeout,
         grpc_handshake_timeout=args.grpc_handshake_timeout,
         turns_path=turns_path,

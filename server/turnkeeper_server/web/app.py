@@ -100,6 +100,9 @@ class WebSettings(transport.TransportSettings, Protocol):
     def http_max_pending_per_peer(self) -> int: ...
 
     @property
+    def http_write_timeout(self) -> float: ...
+
+    @property
     def subject_prefix(self) -> str: ...
 
     @property
@@ -178,9 +181,10 @@ class WebServer:
         self.app[connect.BODY_TIMEOUT] = settings.http_body_timeout
         self.app.on_response_prepare.append(_headers)
         connect.add_routes(self.app, servicer, tokens, metrics)
-        self.app.router.add_get(
-            "/v1/turns/{turn_id}/events", EventStream(servicer, tokens, streams).__call__
+        self.events = EventStream(
+            servicer, tokens, streams, write_timeout=settings.http_write_timeout
         )
+        self.app.router.add_get("/v1/turns/{turn_id}/events", self.events.__call__)
         self.app.router.add_post(
             "/v1/agents/{agent}/rpc",
             AgentRelay(

@@ -71,6 +71,9 @@ async def _headers(request: web.Request, response: web.StreamResponse) -> None:
     response.headers.setdefault("Content-Security-Policy", _CSP)
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
     response.headers.setdefault("Referrer-Policy", "no-referrer")
+    if request.secure:
+        # Served over TLS: the browser keeps to HTTPS for this host (decision 189).
+        response.headers.setdefault("Strict-Transport-Security", "max-age=31536000")
     if not request.path.startswith("/console/"):
         response.headers.setdefault("Cache-Control", "no-store")
 

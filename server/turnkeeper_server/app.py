@@ -172,6 +172,7 @@ class TurnkeeperServer:
             options=[
                 ("grpc.max_receive_message_length", message_bytes),
                 ("grpc.max_send_message_length", message_bytes),
+                *connection_options(self.settings),
             ],
         )
         turns_pb2_grpc.add_TurnServiceServicer_to_server(self.turn_servicer, server)
@@ -284,6 +285,23 @@ async def create_server(settings: Settings) -> TurnkeeperServer:
         await server.stop(0)
         raise
     return server
+
+
+def connection_options(settings: Settings) -> list[tuple[str, int]]:
+    """gRPC core's limits on connections (decision 181): a connection without an RPC
+    is sent GOAWAY after the idle timeout; a new one must finish its handshakes (TLS,
+    then HTTP/2's SETTINGS) within the handshake timeout; a peer that pings more
+    often than every 10 s without data is disconnected after 2 strikes; the server
+    pings a connection quiet for 2 minutes (open streams included) and closes it when
+    no answer comes within 20 s, so a vanished peer does not hold a stream."""
+    return [
+        ("grpc.max_connection_idle_ms", int(settings.grpc_idle_timeout * 1000)),
+        ("grpc.server_handshake_timeout_ms", int(settings.grpc_handshake_timeout * 1000)),
+        ("grpc.http2.min_ping_interval_without_data_ms", 10_000),
+        ("grpc.http2.max_ping_strikes", 2),
+        ("grpc.keepalive_time_ms", 120_000),
+        ("grpc.keepalive_timeout_ms", 20_000),
+    ]
 
 
 def _jetstream(settings: Settings) -> Any:

@@ -98,8 +98,39 @@ class Settings:
     http_listen: str | None = None
     # When the HTTP port is the default one and taken, serve on a free port instead.
     http_any_port_if_busy: bool = False
+    # Host names served besides localhost, 127.0.0.1 and [::1] while the HTTP port
+    # is on loopback without authentication (web/guard.py, decision 182).
+    http_allowed_hosts: tuple[str, ...] = ()
+    # Connections (decision 181). HTTP: a new connection's first request head must
+    # arrive within the header timeout; a body within the body timeout of its head;
+    # a connection idle between requests is closed after the idle timeout; one peer
+    # address holds at most this many connections that have not sent a request yet.
+    http_header_timeout: float = 10.0
+    http_body_timeout: float = 30.0
+    http_idle_timeout: float = 75.0
+    http_max_pending_per_peer: int = 64
+    # An event stream whose client takes nothing for this long is dropped; it
+    # resumes with Last-Event-ID (web/sse.py, decision 184).
+    http_write_timeout: float = 30.0
+    # gRPC: a connection without an RPC for this long gets GOAWAY; a new connection
+    # must finish its TLS and HTTP/2 handshake within the handshake timeout.
+    grpc_idle_timeout: float = 300.0
+    grpc_handshake_timeout: float = 10.0
 
     def __post_init__(self) -> None:
+        if (
+            min(
+                self.http_header_timeout,
+                self.http_body_timeout,
+                self.http_idle_timeout,
+                self.grpc_idle_timeout,
+                self.grpc_handshake_timeout,
+            )
+            <= 0
+        ):
+            raise ValueError("connection timeouts must be longer than 0")
+        if self.http_max_pending_per_peer < 1:
+            raise ValueError("--http-max-pending-per-peer must be 1 or more")
         if self.status_cache_turns < 0:
             raise ValueError("--status-cache-turns must be 0 (no cache) or more")
         if self.retention_seconds < 0 or self.turn_retention_seconds < 0:

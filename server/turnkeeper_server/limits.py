@@ -24,13 +24,20 @@ _ID = re.compile(r"^[A-Za-z0-9._:@/+=-]+$")
 # A turn id is the last token of `<prefix>.turn.events.<turn_id>`: no dot, so a
 # subscriber's `*` wildcard matches every turn.
 _TURN_ID = re.compile(r"^[A-Za-z0-9_:@/+=-]+$")
-# Thread ids are LangGraph's, and SqliteSaver takes any text: only control
-# characters (which would forge log lines) are refused, so threads stay portable.
-_THREAD_ID = re.compile(r"^[^\x00-\x1f\x7f]+$")
+# Thread ids are LangGraph's, and SqliteSaver takes any text: only characters that
+# forge what a reader sees are refused, so threads stay portable: control characters
+# (C0, DEL, C1), the line and paragraph separators, and the bidi controls that
+# reorder a log line or a page (decision 188).
+_THREAD_ID = re.compile(
+    r"^[^\x00-\x1f\x7f-\x9f\u2028\u2029\u202a-\u202e\u2066-\u2069\u200e\u200f\u061c]+$"
+)
 _PATTERNS = {
     "turn_id": (_TURN_ID, "[A-Za-z0-9_:@/+=-] (no '.': it ends a NATS subject)"),
     "fence.turn_id": (_TURN_ID, "[A-Za-z0-9_:@/+=-] (no '.': it ends a NATS subject)"),
-    "thread_id": (_THREAD_ID, "printable characters"),
+    "thread_id": (
+        _THREAD_ID,
+        "printable characters (no control characters, line separators or bidi controls)",
+    ),
 }
 # Agent names become a NATS subject token: no dots, no wildcards.
 _AGENT = re.compile(r"^[A-Za-z0-9_-]+$")

@@ -13,6 +13,7 @@ import dataclasses
 import gc
 import logging
 import os
+import resource
 import signal
 from pathlib import Path
 
@@ -22,7 +23,7 @@ from turnkeeper.nats_auth import NatsAuth
 from turnkeeper_server import logs
 from turnkeeper_server.app import create_server
 from turnkeeper_server.config import Settings, resolve_paths
-from turnkeeper_server.durations import add_lifecycle_arguments
+from turnkeeper_server.durations import add_lifecycle_arguments, parse_duration
 from turnkeeper_server.errors import Unavailable
 from turnkeeper_server.limits import DEFAULT_LIMITS
 from turnkeeper_server.messaging.credentials import bundled_credentials
@@ -105,6 +106,16 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "port when that one is taken)",
     )
     parser.add_argument(
+        "--allow-host",
+        dest="allowed_hosts",
+        action="append",
+        default=[h for h in env("TURNKEEPER_ALLOWED_HOSTS", "").split(",") if h.strip()],
+        help="a Host name the HTTP side answers to besides localhost, 127.0.0.1 and "
+        "[::1] while it listens on loopback without tokens (DNS rebinding); repeatable "
+        "(env TURNKEEPER_ALLOWED_HOSTS, comma-separated)",
+    )
+    add_connection_arguments(parser)
+    parser.add_argument(
         "--jetstream",
         action="store_true",
         default=_flag(env("TURNKEEPER_JETSTREAM")),
@@ -132,6 +143,89 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="text, or json: one object per line with turn_id and attempt as fields "
         "(env TURNKEEPER_LOG_FORMAT)",
     )
+
+
+def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
+    """Timeouts and caps on connections before any request (decision 181)."""
+    env = os.environ.get
+    defaults = Settings(turns_path=Path("turns.db"), sessions_path=Path("sessions.db"))
+
+    def duration(flag: str, name: str, help: str) -> None:
+        variable = "TURNKEEPER_" + name.upper()
+        default = env(variable)
+        parser.add_argument(
+            flag,
+            dest=name,
+            type=parse_duration,
+            default=parse_duration(default) if default else getattr(defaults, name),
+            metavar="DURATION",
+            help=f"{help} (env {variable}; default {getattr(defaults, name):g} s)",
+        )
+
+    duration(
+        "--http-header-timeout",
+        "http_header_timeout",
+        "a new HTTP connection's first request head must arrive within this, or 408",
+    )
+    duration(
+        "--http-body-timeout",
+        "http_body_timeout",
+        "an HTTP request's body must arrive within this of its head, or 408",
+    )
+    duration(
+        "--http-idle-timeout",
+        "http_idle_timeout",
+        "an HTTP connection idle between requests is closed after this",
+    )
+    duration(
+        "--http-write-timeout",
+        "http_write_timeout",
+        "an event stream whose client takes nothing for this long is dropped (it "
+        "resumes with Last-Event-ID)",
+    )
+    parser.add_argument(
+        "--http-max-pending-per-peer",
+        type=int,
+        default=int(
+            env("TURNKEEPER_HTTP_MAX_PENDING_PER_PEER") or defaults.http_max_pending_per_peer
+        ),
+        help="HTTP connections one address may hold open before sending a request; past "
+        "it a new one is answered 429 (env TURNKEEPER_HTTP_MAX_PENDING_PER_PEER; "
+        "default %(default)s)",
+    )
+    duration(
+        "--grpc-idle-timeout",
+        "grpc_idle_timeout",
+        "a gRPC connection without an RPC for this long is closed (GOAWAY)",
+    )
+    duration(
+        "--grpc-handshake-timeout",
+        "grpc_handshake_timeout",
+        "a new gRPC connection must finish its TLS and HTTP/2 handshake within this",
+    )
+
+
+def raise_fd_limit() -> tuple[int, int]:
+    """The soft limit on open files raised to the hard one (decision 181): a
+    service holding many connections runs out of descriptors at the soft limit,
+    and then its storage cannot open a file either. Returns (before, after)."""
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    target = hard
+    if hard == resource.RLIM_INFINITY:
+        try:
+            target = int(Path("/proc/sys/fs/nr_open").read_text())
+        except (OSError, ValueError):
+            target = 1 << 20
+    if soft != resource.RLIM_INFINITY and soft < target:
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (OSError, ValueError) as exc:
+            log.warning("could not raise the open-files limit from %d: %s", soft, exc)
+            return soft, soft
+        log.info("open-files limit raised from %d to %d (the hard limit)", soft, target)
+        return soft, target
+    log.info("open-files limit: %d", soft)
+    return soft, soft
 
 
 def _path(value: str | None) -> Path | None:
@@ -239,6 +333,14 @@ def settings_from_args(
     return Settings(
         http_listen=http_listen,
         http_any_port_if_busy=default_port,
+        http_allowed_hosts=tuple(h.strip() for h in args.allowed_hosts),
+        http_header_timeout=args.http_header_timeout,
+        http_body_timeout=args.http_body_timeout,
+        http_idle_timeout=args.http_idle_timeout,
+        http_max_pending_per_peer=args.http_max_pending_per_peer,
+        http_write_timeout=args.http_write_timeout,
+        grpc_idle_timeout=args.grpc_idle_timeout,
+        grpc_handshake_timeout=args.grpc_handshake_timeout,
         turns_path=turns_path,
         sessions_path=sessions_path,
         database_url=args.database_url,
@@ -274,6 +376,7 @@ async def serve(args: argparse.Namespace) -> int:
     embedded: EmbeddedNats | None = None
     nats_url = args.nats_url
     server = None
+    raise_fd_limit()
     try:
         try:
             nats = nats_auth.from_args(args)

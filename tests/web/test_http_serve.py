@@ -94,3 +94,29 @@ def test_http_port_flag_and_env(monkeypatch: pytest.MonkeyPatch) -> None:
     )
     monkeypatch.setenv("TURNKEEPER_HTTP_PORT", "8088")
     assert main._http_listen(parse()) == ("127.0.0.1:8088", False)
+
+
+async def test_https_responses_carry_hsts_and_http_ones_do_not(
+    make_service: ServiceFactory, tmp_path: Path
+) -> None:
+    ca = CertificateAuthority(tmp_path, "ca")
+    server = ca.issue("server", server=True)
+    service = await make_service(
+        tls_cert=server.cert, tls_key=server.key, http_listen="127.0.0.1:0"
+    )
+    assert service.web is not None
+    trusted = ssl.create_default_context(cafile=str(ca.files.cert))
+    async with aiohttp.ClientSession() as session:
+        for path in ("v1/health", "console/"):
+            async with session.get(f"{service.web.url}{path}", ssl=trusted) as r:
+                assert r.headers["Strict-Transport-Security"] == "max-age=31536000", path
+    other = tmp_path / "plain"
+    other.mkdir()
+    plain = await make_service(
+        http_listen="127.0.0.1:0",
+        turns_path=other / "turns.db",
+        sessions_path=other / "sessions.db",
+    )
+    assert plain.web is not None
+    async with aiohttp.ClientSession() as session, session.get(f"{plain.web.url}v1/health") as r:
+        assert "Strict-Transport-Security" not in r.headers

@@ -20,8 +20,13 @@ from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.records import ENDED, TERMINAL_EVENTS, EventRecord, TurnRecord
 from turnkeeper_server.store.contract import Conn, Store
 
-# Events read at a time.
+# A page of events read at a time: at most WATCH_BATCH events and, past the first,
+# at most WATCH_PAGE_BYTES of event data (decision 184), read WATCH_CHUNK rows at a
+# time so a page of large events never holds more than a chunk beyond the budget.
+# The next page is read only when the stream's consumer has taken the last event.
 WATCH_BATCH = 500
+WATCH_PAGE_BYTES = 1 << 20
+WATCH_CHUNK = 16
 
 
 class TurnNotifier:
@@ -82,7 +87,7 @@ async def follow(
         while True:
             waiter = notifier.register(turn_id)
             try:
-                turn, events = await db.read(
+                turn, events, more = await db.read(
                     functools.partial(_turn_and_events, turn_id=turn_id, after_seq=cursor)
                 )
                 if turn.rewinds != epoch:
@@ -96,7 +101,7 @@ async def follow(
                     cursor = event.seq
                     if event.type in TERMINAL_EVENTS:
                         return
-                if len(events) == WATCH_BATCH:
+                if more:
                     continue
                 if turn.state in ENDED:
                     # Over, and its terminal event is at or before the cursor:
@@ -109,10 +114,31 @@ async def follow(
         metrics.watchers.dec()
 
 
+def event_bytes(event: EventRecord) -> int:
+    """What an event weighs in a page: its data and type (characters, close enough
+    to bytes for a budget)."""
+    return len(event.data_json) + len(event.type) + 64
+
+
 def _turn_and_events(
     conn: Conn, *, turn_id: str, after_seq: int
-) -> tuple[TurnRecord, list[EventRecord]]:
-    return (
-        transitions.require_turn(conn, turn_id),
-        transitions.load_events(conn, turn_id, after_seq, WATCH_BATCH),
-    )
+) -> tuple[TurnRecord, list[EventRecord], bool]:
+    """The turn, a page of its events after `after_seq`, and whether more may follow
+    at once (the page stopped at its count or byte budget, not at the last event)."""
+    turn = transitions.require_turn(conn, turn_id)
+    page: list[EventRecord] = []
+    size = 0
+    cursor = after_seq
+    while len(page) < WATCH_BATCH:
+        want = min(WATCH_CHUNK, WATCH_BATCH - len(page))
+        chunk = transitions.load_events(conn, turn_id, cursor, want)
+        for event in chunk:
+            # Always at least one event, however large.
+            if page and size + event_bytes(event) > WATCH_PAGE_BYTES:
+                return turn, page, True
+            page.append(event)
+            size += event_bytes(event)
+        if len(chunk) < want:
+            return turn, page, False
+        cursor = chunk[-1].seq
+    return turn, page, True

@@ -12,6 +12,7 @@ under /console/ (`static/`). The exposure rule is the gRPC side's own
 
 from __future__ import annotations
 
+import asyncio
 import errno
 import logging
 import ssl
@@ -20,6 +21,7 @@ from pathlib import Path
 from typing import Any, Final, Protocol
 
 from aiohttp import web
+from aiohttp.typedefs import Middleware
 from prometheus_client.metrics_core import Metric
 
 from turnkeeper_server.errors import PermissionDenied
@@ -29,7 +31,7 @@ from turnkeeper_server.security import auth, transport
 from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.security.streams import OpenStreams
 from turnkeeper_server.web import auth as web_auth
-from turnkeeper_server.web import connect
+from turnkeeper_server.web import connect, guard
 from turnkeeper_server.web.connect import error_response
 from turnkeeper_server.web.relay import AgentRelay
 from turnkeeper_server.web.sse import EventStream
@@ -69,6 +71,9 @@ async def _headers(request: web.Request, response: web.StreamResponse) -> None:
     response.headers.setdefault("Content-Security-Policy", _CSP)
     response.headers.setdefault("X-Content-Type-Options", "nosniff")
     response.headers.setdefault("Referrer-Policy", "no-referrer")
+    if request.secure:
+        # Served over TLS: the browser keeps to HTTPS for this host (decision 189).
+        response.headers.setdefault("Strict-Transport-Security", "max-age=31536000")
     if not request.path.startswith("/console/"):
         response.headers.setdefault("Cache-Control", "no-store")
 
@@ -81,6 +86,24 @@ class WebSettings(transport.TransportSettings, Protocol):
 
     @property
     def http_any_port_if_busy(self) -> bool: ...
+
+    @property
+    def http_allowed_hosts(self) -> tuple[str, ...]: ...
+
+    @property
+    def http_header_timeout(self) -> float: ...
+
+    @property
+    def http_idle_timeout(self) -> float: ...
+
+    @property
+    def http_body_timeout(self) -> float: ...
+
+    @property
+    def http_max_pending_per_peer(self) -> int: ...
+
+    @property
+    def http_write_timeout(self) -> float: ...
 
     @property
     def subject_prefix(self) -> str: ...
@@ -144,12 +167,27 @@ class WebServer:
         self.link = link
         self.serving = serving
         self.ssl = ssl_context(settings)
-        self.app = web.Application(client_max_size=connect.MAX_BODY_BYTES)
+        # Connections that have not sent a request yet: timed and capped per peer.
+        self.gate = guard.ConnectionGate(
+            header_timeout=settings.http_header_timeout,
+            max_pending=settings.http_max_pending_per_peer,
+            setting="--http-max-pending-per-peer",
+        )
+        middlewares: list[Middleware] = [self.gate.middleware]
+        if tokens is None and transport.is_loopback(self.listen):
+            # DNS rebinding: only this host's names (guard.py, decision 182).
+            allowed = guard.allowed_hosts(
+                transport.listen_host(self.listen), settings.http_allowed_hosts
+            )
+            middlewares.append(guard.host_allow_list(allowed))
+        self.app = web.Application(client_max_size=connect.MAX_BODY_BYTES, middlewares=middlewares)
+        self.app[connect.BODY_TIMEOUT] = settings.http_body_timeout
         self.app.on_response_prepare.append(_headers)
         connect.add_routes(self.app, servicer, tokens, metrics)
-        self.app.router.add_get(
-            "/v1/turns/{turn_id}/events", EventStream(servicer, tokens, streams).__call__
+        self.events = EventStream(
+            servicer, tokens, streams, write_timeout=settings.http_write_timeout
         )
+        self.app.router.add_get("/v1/turns/{turn_id}/events", self.events.__call__)
         self.app.router.add_post(
             "/v1/agents/{agent}/rpc",
             AgentRelay(
@@ -164,6 +202,7 @@ class WebServer:
         self.app.router.add_get("/console/chat", self._page("chat.html"))
         self.app.router.add_static("/console/", STATIC)
         self.runner: web.AppRunner | None = None
+        self.listeners: list[asyncio.Server] = []
         self.port = 0
         self._stopped = False
 
@@ -177,7 +216,13 @@ class WebServer:
     async def start(self) -> None:
         host = transport.listen_host(self.listen)
         port = int(self.listen.rpartition(":")[2])
-        self.runner = web.AppRunner(self.app, access_log=None, shutdown_timeout=1.0)
+        self.runner = web.AppRunner(
+            self.app,
+            access_log=None,
+            shutdown_timeout=1.0,
+            # Closes a connection idle between requests (aiohttp's keep-alive timer).
+            keepalive_timeout=self.settings.http_idle_timeout,
+        )
         await self.runner.setup()
         try:
             await self._bind(host, port)
@@ -189,16 +234,25 @@ class WebServer:
         log.info("console and HTTP API on %s", self.url)
 
     async def _bind(self, host: str, port: int) -> None:
-        assert self.runner is not None
-        site = web.TCPSite(self.runner, host, port, ssl_context=self.ssl)
-        await site.start()
-        bound = self.runner.addresses[-1]
-        self.port = int(bound[1])
+        assert self.runner is not None and self.runner.server is not None
+        # Our own listener rather than web.TCPSite: each connection goes through the
+        # gate before aiohttp's protocol sees it.
+        listener = await asyncio.get_running_loop().create_server(
+            self.gate.factory(self.runner.server),
+            host,
+            port,
+            ssl=self.ssl,
+            reuse_address=True,
+        )
+        self.listeners.append(listener)
+        self.port = int(listener.sockets[0].getsockname()[1])
 
     async def stop(self) -> None:
         if self._stopped or self.runner is None:
             return
         self._stopped = True
+        for listener in self.listeners:
+            listener.close()
         # Open event streams end here; pages reconnect with Last-Event-ID.
         await self.runner.cleanup()
 

@@ -15,6 +15,7 @@ writes stay on gRPC, and WatchTurn (a stream) is `sse.py`.
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
@@ -28,7 +29,12 @@ from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
 from google.protobuf.message import Message
 from turnkeeper.v1 import turns_pb2
 
-from turnkeeper_server.errors import InvalidArgument, TurnkeeperError, status_for
+from turnkeeper_server.errors import (
+    InvalidArgument,
+    ResourceExhausted,
+    TurnkeeperError,
+    status_for,
+)
 from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.web import auth as web_auth
@@ -74,6 +80,53 @@ HTTP_STATUS: Final[Mapping[grpc.StatusCode, int]] = {
 # Bodies beyond this are refused before parsing; ResumeDetached's value is the
 # largest thing a browser sends, and the servicer applies its own limit to it.
 MAX_BODY_BYTES: Final = 1 << 20
+# How long a request's body may take to arrive once its headers have; the
+# application's BODY_TIMEOUT (settings.http_body_timeout) overrides it.
+BODY_TIMEOUT_SECONDS: Final = 30.0
+BODY_TIMEOUT: Final = web.AppKey("body_timeout", float)
+
+
+class BodyTooLarge(ResourceExhausted):
+    """A request body over the limit: 413, whether it said its length or not."""
+
+    http_status = 413
+
+
+class BodyTimeout(TurnkeeperError):
+    """The body did not arrive in time: 408."""
+
+    code = grpc.StatusCode.DEADLINE_EXCEEDED
+    http_status = 408
+
+
+async def read_body(request: web.Request, limit: int = MAX_BODY_BYTES) -> bytes:
+    """The whole body, however it arrives (several TCP writes, chunked), up to
+    `limit` bytes; BodyTooLarge past it, BodyTimeout when it takes longer than the
+    application's BODY_TIMEOUT.
+
+    `request.content.read(n)` answers with what is buffered so far, so it is never
+    the whole of a body larger than one read; this reads until the end of the body.
+    """
+    if request.content_length is not None and request.content_length > limit:
+        raise BodyTooLarge(f"the body is over {limit} bytes ({request.content_length})")
+    timeout = request.config_dict.get(BODY_TIMEOUT, BODY_TIMEOUT_SECONDS)
+    parts: list[bytes] = []
+    size = 0
+    try:
+        async with asyncio.timeout(timeout):
+            while True:
+                chunk = await request.content.readany()
+                if not chunk:
+                    break
+                size += len(chunk)
+                if size > limit:
+                    raise BodyTooLarge(f"the body is over {limit} bytes")
+                parts.append(chunk)
+    except TimeoutError:
+        raise BodyTimeout(
+            f"the request body did not arrive within {timeout:g} s of its headers"
+        ) from None
+    return b"".join(parts)
 
 
 def connect_code(code: grpc.StatusCode) -> str:
@@ -86,9 +139,8 @@ def error_response(exc: BaseException) -> web.Response:
     code, message = status_for(exc)
     if code == grpc.StatusCode.INTERNAL:
         log.error("HTTP request failed unexpectedly", exc_info=exc)
-    return web.json_response(
-        {"code": connect_code(code), "message": message}, status=HTTP_STATUS.get(code, 500)
-    )
+    status = getattr(exc, "http_status", None) or HTTP_STATUS.get(code, 500)
+    return web.json_response({"code": connect_code(code), "message": message}, status=status)
 
 
 def to_json(message: Message) -> dict[str, Any]:
@@ -185,12 +237,8 @@ class ConnectHandler:
             raise InvalidArgument(
                 f"send the request as Content-Type application/json, not {content_type!r}"
             )
-        if request.content_length is not None and request.content_length > MAX_BODY_BYTES:
-            raise InvalidArgument(f"the body is over {MAX_BODY_BYTES} bytes")
         caller = web_auth.caller_of(request, self.tokens)
-        raw = await request.content.read(MAX_BODY_BYTES + 1)
-        if len(raw) > MAX_BODY_BYTES:
-            raise InvalidArgument(f"the body is over {MAX_BODY_BYTES} bytes")
+        raw = await read_body(request)
         message = parse(raw, self.route.request_type)
         with web_auth.acting_as(caller):
             web_auth.require(self.route.name)

@@ -38,7 +38,7 @@ from turnkeeper_server.messaging.link import NatsLink, agent_subject
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.web import auth as web_auth
-from turnkeeper_server.web.connect import MAX_BODY_BYTES, error_response
+from turnkeeper_server.web.connect import error_response, read_body
 
 log = logging.getLogger(__name__)
 
@@ -93,9 +93,7 @@ class AgentRelay:
             agent = lim.check_agent(request.match_info["agent"])
             if request.content_type != "application/json":
                 raise InvalidArgument("send the request as Content-Type application/json")
-            raw = await request.content.read(MAX_BODY_BYTES + 1)
-            if len(raw) > MAX_BODY_BYTES:
-                raise InvalidArgument(f"the body is over {MAX_BODY_BYTES} bytes")
+            raw = await read_body(request)
             try:
                 body = json.loads(raw)
             except ValueError as exc:

@@ -26,6 +26,7 @@ that revokes its token ends it with an `error` frame (UNAUTHENTICATED).
 from __future__ import annotations
 
 import asyncio
+import collections
 import contextlib
 import json
 import logging
@@ -45,6 +46,40 @@ log = logging.getLogger(__name__)
 
 # A comment line this often keeps proxies and the browser from closing an idle stream.
 KEEPALIVE_SECONDS: Final = 15.0
+# Frames read ahead of the client, in bytes (always at least one frame), and how long
+# one write may wait for a client that does not read before it is dropped; it
+# resumes with Last-Event-ID (decision 184).
+BUFFER_BYTES: Final = 1 << 20
+WRITE_TIMEOUT_SECONDS: Final = 30.0
+
+
+class FrameBuffer:
+    """Frames between the watch and the client, bounded in bytes: `put` waits while
+    the buffer holds `limit` bytes or more (one frame always fits)."""
+
+    def __init__(self, limit: int) -> None:
+        self.limit = limit
+        self.bytes = 0
+        self._items: collections.deque[tuple[bytes | BaseException | None, int]] = (
+            collections.deque()
+        )
+        self._changed = asyncio.Condition()
+
+    async def put(self, item: bytes | BaseException | None) -> None:
+        size = len(item) if isinstance(item, bytes) else 0
+        async with self._changed:
+            await self._changed.wait_for(lambda: not self.bytes or self.bytes + size <= self.limit)
+            self._items.append((item, size))
+            self.bytes += size
+            self._changed.notify_all()
+
+    async def get(self) -> bytes | BaseException | None:
+        async with self._changed:
+            await self._changed.wait_for(lambda: bool(self._items))
+            item, size = self._items.popleft()
+            self.bytes -= size
+            self._changed.notify_all()
+            return item
 
 
 def frame(event: str, data: Any, *, id: int | None = None) -> bytes:
@@ -99,11 +134,25 @@ class EventStream:
     """The handler of GET /v1/turns/{turn_id}/events."""
 
     def __init__(
-        self, servicer: Any, tokens: TokenStore | None, streams: OpenStreams | None = None
+        self,
+        servicer: Any,
+        tokens: TokenStore | None,
+        streams: OpenStreams | None = None,
+        *,
+        buffer_bytes: int = BUFFER_BYTES,
+        write_timeout: float = WRITE_TIMEOUT_SECONDS,
     ) -> None:
         self.servicer = servicer
         self.tokens = tokens
         self.streams = streams if streams is not None else OpenStreams()
+        self.buffer_bytes = buffer_bytes
+        self.write_timeout = write_timeout
+        # What the open streams hold: frames read ahead plus what the socket has not
+        # taken yet, now and at its highest; and the clients dropped for not reading.
+        self.held: dict[int, int] = {}
+        self.peak_held = 0
+        self.dropped = 0
+        self.dropped_event = asyncio.Event()
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         turn_id = request.match_info["turn_id"]
@@ -134,7 +183,7 @@ class EventStream:
         with web_auth.acting_as(caller), contextlib.ExitStack() as held:
             # Without authentication there is no token to revoke.
             entry = None if caller is None else held.enter_context(self.streams.hold(caller))
-            await self._stream(response, turn_id, start, context, entry)
+            await self._stream(response, request.transport, turn_id, start, context, entry)
         return response
 
     async def _start(
@@ -160,13 +209,14 @@ class EventStream:
     async def _stream(
         self,
         response: web.StreamResponse,
+        transport: asyncio.Transport | None,
         turn_id: str,
         after: int,
         context: HttpContext,
         entry: OpenStream | None,
     ) -> None:
-        frames: asyncio.Queue[turns_pb2.WatchTurnResponse | BaseException | None]
-        frames = asyncio.Queue(maxsize=256)
+        frames = FrameBuffer(self.buffer_bytes)
+        key = id(frames)
 
         async def pump() -> None:
             watch: AsyncIterator[turns_pb2.WatchTurnResponse] = self.servicer.WatchTurn(
@@ -174,7 +224,10 @@ class EventStream:
             )
             try:
                 async for item in watch:
-                    await frames.put(item)
+                    seq = item.event.seq if item.HasField("event") else None
+                    data = watch_frame(item)
+                    # The seq rides in front of the frame: "<seq>\n" (or "-\n").
+                    await frames.put(f"{'-' if seq is None else seq}\n".encode() + data)
                 await frames.put(None)
             except asyncio.CancelledError:
                 raise
@@ -184,26 +237,36 @@ class EventStream:
                 with contextlib.suppress(Exception):
                     await watch.aclose()  # type: ignore[attr-defined]
 
+        async def write(data: bytes) -> None:
+            try:
+                await asyncio.wait_for(response.write(data), self.write_timeout)
+            except TimeoutError:
+                raise _Stalled() from None
+            finally:
+                buffered = transport.get_write_buffer_size() if transport is not None else 0
+                self.held[key] = frames.bytes + buffered
+                self.peak_held = max(self.peak_held, self.held[key])
+
         task = asyncio.create_task(pump())
         last_seq = after
         try:
             while True:
                 if entry is not None and entry.revoked:
-                    await response.write(_revoked())
+                    await write(_revoked())
                     return
                 try:
                     if entry is not None:
                         entry.waiting = True
                     item = await asyncio.wait_for(frames.get(), KEEPALIVE_SECONDS)
                 except TimeoutError:
-                    await response.write(b": keep-alive\n\n")
+                    await write(b": keep-alive\n\n")
                     continue
                 except asyncio.CancelledError:
                     # OpenStreams.end cancels a waiting stream whose token was revoked.
                     if entry is None or not entry.revoked or entry.task is None:
                         raise
                     entry.task.uncancel()
-                    await response.write(_revoked())
+                    await write(_revoked())
                     return
                 finally:
                     if entry is not None:
@@ -213,26 +276,42 @@ class EventStream:
                         turns_pb2.GetTurnRequest(turn_id=turn_id), context
                     )
                     state = turns_pb2.TurnState.Name(turn.turn.state).removeprefix("TURN_STATE_")
-                    await response.write(
-                        frame("end", {"turnId": turn_id, "state": state, "seq": last_seq})
-                    )
+                    await write(frame("end", {"turnId": turn_id, "state": state, "seq": last_seq}))
                     return
                 if isinstance(item, BaseException):
                     code, message = status_for(item)
-                    await response.write(
-                        frame("error", {"code": connect_code(code), "message": message})
-                    )
+                    await write(frame("error", {"code": connect_code(code), "message": message}))
                     return
-                if item.HasField("event"):
-                    last_seq = item.event.seq
-                await response.write(watch_frame(item))
+                seq, _, data = item.partition(b"\n")
+                if seq != b"-":
+                    last_seq = int(seq)
+                await write(data)
         except ConnectionResetError:
             # The browser went away: nothing to answer.
             pass
+        except _Stalled:
+            # A client that does not read is dropped; what it has not taken is freed
+            # with its socket, and it resumes from its Last-Event-ID.
+            log.info(
+                "SSE of turn %s: the client took nothing for %g s; dropped it (it resumes "
+                "after seq %d with Last-Event-ID)",
+                turn_id,
+                self.write_timeout,
+                last_seq,
+            )
+            self.dropped += 1
+            self.dropped_event.set()
+            if transport is not None:
+                transport.abort()
         finally:
+            self.held.pop(key, None)
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+
+
+class _Stalled(Exception):
+    """The client took nothing for the write timeout."""
 
 
 def _revoked() -> bytes:

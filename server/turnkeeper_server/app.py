@@ -43,6 +43,7 @@ from turnkeeper_server.rpc.interceptors import ErrorsAndMetrics
 from turnkeeper_server.rpc.operations_service import OperationsServicer
 from turnkeeper_server.rpc.turn_service import TurnServicer
 from turnkeeper_server.security import transport
+from turnkeeper_server.security.assertions import Assertions
 from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.security.authenticate import Authenticate
 from turnkeeper_server.security.streams import OpenStreams
@@ -122,7 +123,8 @@ class TurnkeeperServer:
         self.audit = AuditLog(self.db)
         if self.token_reloader is not None:
             self.token_reloader.on_reload = self._audit_reload
-        self.turn_servicer = TurnServicer(self.engine, settings.limits, self.audit)
+        self.assertions = Assertions(self.tokens) if self.tokens is not None else None
+        self.turn_servicer = TurnServicer(self.engine, settings.limits, self.audit, self.assertions)
         # The HTTP side calls the same servicer (and so shares its WatchTurn quota).
         self.web: WebServer | None = None
         if settings.http_listen is not None:
@@ -182,7 +184,7 @@ class TurnkeeperServer:
             server,
         )
         operations_pb2_grpc.add_OperationsServiceServicer_to_server(
-            OperationsServicer(tokens, self.audit), server
+            OperationsServicer(tokens, self.audit, self.assertions), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self.settings.reflection:

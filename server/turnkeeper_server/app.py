@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from grpc import aio
@@ -123,6 +124,9 @@ class TurnkeeperServer:
         self.audit = AuditLog(self.db)
         if self.token_reloader is not None:
             self.token_reloader.on_reload = self._audit_reload
+        # Called after each reload that took a changed tokens file (the bundled
+        # nats-server's users follow it: main.py).
+        self.on_tokens_reloaded: list[Callable[[Reload], None]] = []
         self.assertions = Assertions(self.tokens) if self.tokens is not None else None
         self.turn_servicer = TurnServicer(self.engine, settings.limits, self.audit, self.assertions)
         # The HTTP side calls the same servicer (and so shares its WatchTurn quota).
@@ -260,6 +264,9 @@ class TurnkeeperServer:
             log.info("turnkeeper stopped")
 
     def _audit_reload(self, reload: Reload) -> None:
+        if not reload.error:
+            for hook in self.on_tokens_reloaded:
+                hook(reload)
         self.audit.record_soon(
             TOKENS_RELOAD,
             str(self.settings.tokens_file),

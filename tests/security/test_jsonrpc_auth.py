@@ -29,6 +29,7 @@ from turnkeeper.v1 import operations_pb2, turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import AGENT, Agents, agents_for
+from tests.support.agents import assertion_for as issue
 from tests.support.nats import NatsServer
 from tests.support.security import write_tokens
 from tests.support.service import ServiceFactory
@@ -84,14 +85,9 @@ async def nc(nats_server: NatsServer) -> AsyncIterator[Client]:
 SERVICE: dict[str, str] = {}
 
 
-async def assertion_for(token: str, method: str, request_id: str, agent: str = AGENT) -> str:
-    """What a panel does before a request on NATS: ask the service for an assertion."""
+async def assertion_for(token: str, method: str, request_id: str) -> str:
     options = ConnectionOptions(target=SERVICE["address"], bearer_token=token)
-    async with AsyncTurnkeeperClient(options) as client:
-        issued = await client.issue_assertion(
-            operations_pb2.IssueAssertionRequest(agent=agent, method=method, request_id=request_id)
-        )
-    return issued.assertion
+    return await issue(options, method, request_id)
 
 
 async def send(

@@ -120,7 +120,8 @@ class Bridge:
             self.methods.dispatch,
             name=f"turnkeeper-bridge/{config.agent}/{config.replica}",
             control_subject=config.control_subject,
-            auth=config.nats_auth,
+            # No NATS credentials given: connect as this agent token's own NATS user.
+            auth=config.nats_auth.or_token_identity(config.service.bearer_token),
         )
         self._started = False
         self._stopping = False

@@ -290,11 +290,25 @@ class Methods:
 
     async def cancelled(self, request: Request) -> Reply:
         """The service ended a turn (a notification to every replica): stop it here
-        if it runs here. Fencing would stop it at its next write anyway."""
+        if it runs here, once the service confirms it. A notice is only a hint:
+        whoever can publish on the control subject could forge one, so the turn's
+        state is asked of the service (the source of truth) first. Fencing would
+        stop the execution at its next write anyway."""
         params = request.params
         turn_id = jsonrpc.required_str(params, "turn_id")
         attempt = jsonrpc.required_int(params, "attempt")
         reason = params.get("reason")
+        if self.runtime.running(turn_id) is None:
+            return Reply({"stopped": False})
+        status = await self.client.turn_status(turns_pb2.TurnStatusRequest(turn_id=turn_id))
+        if status.state == turns_pb2.TURN_STATE_RUNNING and status.attempts == attempt:
+            log.warning(
+                "turn_id=%s attempt=%d: a stop notice for a turn the service says still "
+                "runs this attempt: ignored (forged or stale)",
+                turn_id,
+                attempt,
+            )
+            return Reply({"stopped": False})
         stopped = self.runtime.cancel(turn_id, attempt, reason if isinstance(reason, str) else "")
         return Reply({"stopped": stopped})
 

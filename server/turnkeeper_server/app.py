@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+from collections.abc import Callable
 from typing import Any
 
 from grpc import aio
@@ -43,6 +44,7 @@ from turnkeeper_server.rpc.interceptors import ErrorsAndMetrics
 from turnkeeper_server.rpc.operations_service import OperationsServicer
 from turnkeeper_server.rpc.turn_service import TurnServicer
 from turnkeeper_server.security import transport
+from turnkeeper_server.security.assertions import Assertions
 from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.security.authenticate import Authenticate
 from turnkeeper_server.security.streams import OpenStreams
@@ -122,7 +124,11 @@ class TurnkeeperServer:
         self.audit = AuditLog(self.db)
         if self.token_reloader is not None:
             self.token_reloader.on_reload = self._audit_reload
-        self.turn_servicer = TurnServicer(self.engine, settings.limits, self.audit)
+        # Called after each reload that took a changed tokens file (the bundled
+        # nats-server's users follow it: main.py).
+        self.on_tokens_reloaded: list[Callable[[Reload], None]] = []
+        self.assertions = Assertions(self.tokens) if self.tokens is not None else None
+        self.turn_servicer = TurnServicer(self.engine, settings.limits, self.audit, self.assertions)
         # The HTTP side calls the same servicer (and so shares its WatchTurn quota).
         self.web: WebServer | None = None
         if settings.http_listen is not None:
@@ -183,7 +189,7 @@ class TurnkeeperServer:
             server,
         )
         operations_pb2_grpc.add_OperationsServiceServicer_to_server(
-            OperationsServicer(tokens, self.audit), server
+            OperationsServicer(tokens, self.audit, self.assertions), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self.settings.reflection:
@@ -259,6 +265,9 @@ class TurnkeeperServer:
             log.info("turnkeeper stopped")
 
     def _audit_reload(self, reload: Reload) -> None:
+        if not reload.error:
+            for hook in self.on_tokens_reloaded:
+                hook(reload)
         self.audit.record_soon(
             TOKENS_RELOAD,
             str(self.settings.tokens_file),

@@ -36,6 +36,11 @@ RESUME, REDRIVE, CANCEL, DELETE_THREAD, TOKENS_RELOAD = (
     "delete_thread",
     "tokens_reload",
 )
+# StartTurn that does to the thread's other turns what a cancel does: an
+# interrupt or rollback strategy, or a regenerate (its last answer goes back).
+START_INTERRUPT, START_ROLLBACK, REGENERATE = "start_interrupt", "start_rollback", "regenerate"
+# LangGraph's extended saver operations, which delete or copy checkpoints.
+PRUNE_THREADS, DELETE_FOR_RUNS, COPY_THREAD = "prune_threads", "delete_for_runs", "copy_thread"
 OK = "ok"
 # Longest detail kept (a refusal's message, a reload's summary).
 MAX_DETAIL = 2000
@@ -66,6 +71,10 @@ def actor(context: Any = None) -> str:
         return "anonymous"
     role = f"agent:{caller.agent}" if caller.role == auth.AGENT else caller.role
     who = f"{caller.name} ({role})"
+    behalf = auth.acting_for()
+    if behalf is not None:
+        # Verified: the service signed this caller's assertion itself.
+        return f"{behalf.who} via {who}"
     # A gRPC context has the call's metadata; the HTTP side's has none.
     metadata = getattr(context, "invocation_metadata", None)
     if caller.role == auth.AGENT and metadata is not None:
@@ -138,3 +147,13 @@ class AuditLog:
             .fetchall()
         )
         return [AuditRecord(*row) for row in rows]
+
+
+def audited(
+    log: AuditLog | None, action: str, target: str, context: Any = None
+) -> contextlib.AbstractAsyncContextManager[None]:
+    """`log.action(...)`, or nothing where the service keeps no audit log (tests of a
+    servicer alone). Targets are cut to 500 characters (a list of thread ids)."""
+    if log is None:
+        return contextlib.nullcontext()
+    return log.action(action, target[:500], context)

@@ -19,6 +19,7 @@ from pathlib import Path
 
 from turnkeeper import io_engine, nats_auth, tracing
 from turnkeeper.nats_auth import NatsAuth
+from turnkeeper.nats_identity import NatsIdentity
 
 from turnkeeper_server import logs
 from turnkeeper_server.app import create_server
@@ -26,8 +27,9 @@ from turnkeeper_server.config import Settings, resolve_paths
 from turnkeeper_server.durations import add_lifecycle_arguments, parse_duration
 from turnkeeper_server.errors import Unavailable
 from turnkeeper_server.limits import DEFAULT_LIMITS
-from turnkeeper_server.messaging.credentials import bundled_credentials
+from turnkeeper_server.messaging.credentials import write_config
 from turnkeeper_server.messaging.embedded import EmbeddedNats
+from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.security.transport import InsecureListen
 from turnkeeper_server.store.lockfile import StoreInUse
 from turnkeeper_server.store.status_cache import CACHED_TURNS
@@ -399,6 +401,15 @@ async def serve(args: argparse.Namespace) -> int:
             loop.add_signal_handler(sig, stop.set)
         # SIGHUP: read the tokens file again (add or revoke tokens without a restart).
         loop.add_signal_handler(signal.SIGHUP, server.reload_tokens)
+        if embedded is not None and embedded.config_file is not None and server.tokens:
+            tokens = server.tokens
+
+            def nats_users(_reload: object) -> None:
+                # The bundled server's users follow the tokens file.
+                _write_nats_users(args, tokens)
+                embedded.reload()
+
+            server.on_tokens_reloaded.append(nats_users)
         if args.gc_freeze:
             # What startup made (modules, descriptors, grpc's and LangGraph's objects)
             # lives as long as the process: out of the collector's reach, the full
@@ -422,19 +433,30 @@ async def serve(args: argparse.Namespace) -> int:
 
 
 def _bundled_nats(args: argparse.Namespace, nats: NatsAuth) -> tuple[EmbeddedNats, NatsAuth]:
-    """The bundled nats-server: locked with a generated token when the service has
-    tokens (messaging/credentials.py), open otherwise (the quick start)."""
+    """The bundled nats-server: with tokens, a user per token allowed only its own
+    subjects and one for the service (messaging/credentials.py); open otherwise
+    (the quick start)."""
     if args.tokens_file is None:
         return EmbeddedNats(jetstream=args.jetstream), nats
-    data_dir = resolve_paths(args.data_dir)[0].parent
-    config, token_file = bundled_credentials(data_dir)
+    config, service = _write_nats_users(args, TokenStore.load(args.tokens_file))
     log.info(
-        "the bundled nats-server requires the token in %s: point agents at it with "
-        "TURNKEEPER_NATS_TOKEN_FILE",
-        token_file,
+        "the bundled nats-server has a user per token of %s, each allowed only its own "
+        "subjects: an agent or panel connects with its turnkeeper token "
+        "(TURNKEEPER_TOKEN) and nothing else",
+        args.tokens_file,
     )
     return EmbeddedNats(jetstream=args.jetstream, config_file=config), dataclasses.replace(
-        nats, credentials=None, nkey_seed=None, token_file=token_file
+        nats, credentials=None, nkey_seed=None, token_file=None, identity=service
+    )
+
+
+def _write_nats_users(args: argparse.Namespace, tokens: TokenStore) -> tuple[Path, NatsIdentity]:
+    data_dir = resolve_paths(args.data_dir)[0].parent
+    return write_config(
+        data_dir,
+        {digest: (c.role, c.agent) for digest, c in tokens.names().items()},
+        prefix=args.subject_prefix,
+        namespace=args.namespace,
     )
 
 

@@ -138,7 +138,7 @@ async def test_a_bridge_with_its_agent_token_over_mutual_tls_runs_turns(
                     "responses/create",
                     params | {"background": True},
                     agent=AGENT,
-                    token=secured.tokens["admin"],
+                    caller=admin.options,
                 )
                 assert created["status"] == "in_progress", created
                 panel = Panel()
@@ -161,7 +161,7 @@ async def test_a_bridge_with_its_agent_token_over_mutual_tls_runs_turns(
                     "responses/create",
                     {"input": None, "thread_id": thread_id, "background": True},
                     agent=AGENT,
-                    token=secured.tokens["admin"],
+                    caller=admin.options,
                 )
                 assert nothing["turn_id"] is None and nothing["status"] == "completed"
     finally:

@@ -1,11 +1,12 @@
 """JSON-RPC callers of a bridge authenticate when the service has tokens.
 
 A real agent process (tests/agents/job_agent.py, the approval graph) with its agent
-token, a real nats-server, a service with tokens. Each responses/* request carries
-the caller's token in the NATS header ``Authorization``; the bridge asks the service
-who it is (OperationsService/Introspect) and applies the role matrix: anonymous and
-unknown tokens are UNAUTHENTICATED, a panel may start turns and read their status
-but may not answer a parked turn, another agent's token may not call this agent.
+token, a real nats-server, a service with tokens. A caller's token never goes on
+NATS: each responses/* request carries a caller assertion the service issued for
+it (OperationsService/IssueAssertion, or the HTTP relay), which the bridge verifies
+with its own token and applies: no assertion, a forged or a replayed one is
+UNAUTHENTICATED, a panel may start turns and read their status but may not answer
+a parked turn, another agent's token gets no assertion for this agent.
 """
 
 from __future__ import annotations
@@ -18,13 +19,16 @@ from typing import Any
 
 import pytest
 from nats.aio.client import Client
+from turnkeeper.caller_assertion import HEADER
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.errors import PermissionDenied, Unauthenticated
 from turnkeeper.panel.agent_rpc import NatsAgentTransport
 from turnkeeper.panel.session import AgentRejected
 from turnkeeper.v1 import operations_pb2, turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import AGENT, Agents, agents_for
+from tests.support.agents import assertion_for as issue
 from tests.support.nats import NatsServer
 from tests.support.security import write_tokens
 from tests.support.service import ServiceFactory
@@ -56,6 +60,7 @@ async def secured(
 async def admin(
     secured: TurnkeeperServer, tokens: dict[str, str]
 ) -> AsyncIterator[AsyncTurnkeeperClient]:
+    SERVICE["address"] = secured.address
     options = ConnectionOptions(target=secured.address, bearer_token=tokens["admin"])
     async with AsyncTurnkeeperClient(options) as client:
         yield client
@@ -69,17 +74,39 @@ async def agents(
         yield spawned
 
 
-async def call(nc: Client, method: str, params: dict[str, Any], token: str | None) -> Any:
-    """One JSON-RPC request with the token (if any) in the Authorization header."""
-    envelope = {"jsonrpc": "2.0", "id": uuid.uuid4().hex, "method": method, "params": params}
-    headers = {"Authorization": f"Bearer {token}"} if token is not None else None
+SERVICE: dict[str, str] = {}
+
+
+async def assertion_for(token: str, method: str, request_id: str) -> str:
+    options = ConnectionOptions(target=SERVICE["address"], bearer_token=token)
+    return await issue(options, method, request_id)
+
+
+async def send(
+    nc: Client, envelope: dict[str, Any], headers: dict[str, str] | None, agent: str = AGENT
+) -> Any:
     msg = await nc.request(
-        f"vystak.default.agents.{AGENT}.tasks",
+        f"vystak.default.agents.{agent}.tasks",
         json.dumps(envelope).encode(),
         timeout=20,
         headers=headers,
     )
     return json.loads(msg.data)
+
+
+async def call(nc: Client, method: str, params: dict[str, Any], token: str | None) -> Any:
+    """One JSON-RPC request, with an assertion the service issued for `token`'s
+    caller (none for None)."""
+    envelope: dict[str, Any] = {
+        "jsonrpc": "2.0",
+        "id": uuid.uuid4().hex,
+        "method": method,
+        "params": params,
+    }
+    headers = None
+    if token is not None:
+        headers = {HEADER: await assertion_for(token, method, envelope["id"])}
+    return await send(nc, envelope, headers)
 
 
 def refused(reply: dict[str, Any], code: str) -> str:
@@ -121,7 +148,14 @@ async def test_callers_get_what_the_role_matrix_says_and_nothing_more(
         await call(nc, "responses/create", {"input": 1, "background": True}, None),
         "UNAUTHENTICATED",
     )
-    assert "bearer token" in message and "Authorization" in message, message
+    assert "caller assertion" in message and HEADER in message, message
+    # A bearer token on NATS is no way in: it is never sent to an agent.
+    envelope = {"jsonrpc": "2.0", "id": "x1", "method": "responses/create", "params": {}}
+    message = refused(
+        await send(nc, envelope, {"Authorization": f"Bearer {tokens['admin']}"}),
+        "UNAUTHENTICATED",
+    )
+    assert "a bearer token is never sent to an agent" in message, message
 
     # A panel may start a turn and read its status ...
     turn_id = await park(nc, admin, tokens["panel"])
@@ -131,17 +165,21 @@ async def test_callers_get_what_the_role_matrix_says_and_nothing_more(
     # ... but nobody without the right answers the parked turn.
     resume = {"turn_id": turn_id, "resume": "yes"}
     message = refused(await call(nc, "responses/resumeDetached", resume, None), "UNAUTHENTICATED")
-    assert "needs a bearer token" in message
-    refused(await call(nc, "responses/resumeDetached", resume, "tk-made-up"), "UNAUTHENTICATED")
-    message = refused(
-        await call(nc, "responses/resumeDetached", resume, tokens["panel"]), "PERMISSION_DENIED"
-    )
-    assert "token panel (panel) may not call responses/resumeDetached" in message, message
-    message = refused(
-        await call(nc, "responses/turnStatus", {"turn_id": turn_id}, tokens["stranger"]),
-        "PERMISSION_DENIED",
-    )
-    assert "acts for agent 'stranger'" in message, message
+    assert "needs a caller assertion" in message
+    # The service issues no assertion to a made-up token, a panel's for a method its
+    # role lacks, or another agent's for this agent.
+    with pytest.raises(Unauthenticated):
+        await assertion_for("tk-made-up", "responses/resumeDetached", "r1")
+    with pytest.raises(PermissionDenied, match=r"'panel' \(panel\) may not call"):
+        await assertion_for(tokens["panel"], "responses/resumeDetached", "r2")
+    with pytest.raises(PermissionDenied, match="may not act for agent 'jobs'"):
+        await assertion_for(tokens["stranger"], "responses/turnStatus", "r3")
+    # A panel's assertion for another method does not open this one.
+    envelope = {"jsonrpc": "2.0", "id": "r4", "method": "responses/resumeDetached"}
+    envelope["params"] = resume
+    panel_status = await assertion_for(tokens["panel"], "responses/turnStatus", "r4")
+    message = refused(await send(nc, envelope, {HEADER: panel_status}), "UNAUTHENTICATED")
+    assert "is for responses/turnStatus, not responses/resumeDetached" in message, message
     assert await state(admin, turn_id) == turns_pb2.TURN_STATE_PARKED
 
     # An operator may: the turn goes on to its end.
@@ -166,11 +204,9 @@ async def test_responses_cancel_goes_through_caller_auth_and_the_audit_log(
     cancel = {"turn_id": turn_id, "reason": "stop"}
 
     message = refused(await call(nc, "responses/cancel", cancel, None), "UNAUTHENTICATED")
-    assert "needs a bearer token" in message
-    message = refused(
-        await call(nc, "responses/cancel", cancel, tokens["panel"]), "PERMISSION_DENIED"
-    )
-    assert "token panel (panel) may not call responses/cancel" in message, message
+    assert "needs a caller assertion" in message
+    with pytest.raises(PermissionDenied, match=r"'panel' \(panel\) may not call responses/cancel"):
+        await assertion_for(tokens["panel"], "responses/cancel", uuid.uuid4().hex)
     assert await state(admin, turn_id) == turns_pb2.TURN_STATE_PARKED
 
     done = await call(nc, "responses/cancel", cancel, tokens["operator"])
@@ -181,7 +217,7 @@ async def test_responses_cancel_goes_through_caller_auth_and_the_audit_log(
     assert cancels == [("operator (operator) via agent (agent:jobs)", turn_id, "ok")]
 
 
-async def test_the_session_transport_sends_its_clients_token(
+async def test_the_session_transport_sends_an_assertion_never_its_token(
     agents: Agents, nc: Client, admin: AsyncTurnkeeperClient, tokens: dict[str, str]
 ) -> None:
     await agents.start(graph="approval", extra_env={"TURNKEEPER_TOKEN": tokens["agent"]})
@@ -199,7 +235,7 @@ async def test_the_session_transport_sends_its_clients_token(
         with pytest.raises(AgentRejected) as info:
             await transport.resume(turn_id, "yes")
         assert info.value.data["code"] == "PERMISSION_DENIED"
-        anonymous = NatsAgentTransport(nc, AGENT, client=panel_client, token="")
+        anonymous = NatsAgentTransport(nc, AGENT, client=panel_client, assert_caller=False)
         with pytest.raises(AgentRejected) as info:
             await anonymous.turn_status(turn_id)
         assert info.value.data["code"] == "UNAUTHENTICATED"
@@ -222,3 +258,102 @@ async def test_introspect_answers_who_a_token_is(
     assert "responses/cancel" in agent.methods
     unknown = await admin.introspect(operations_pb2.IntrospectRequest(token="tk-nobody"))
     assert unknown.authentication and not unknown.active and not unknown.methods
+
+
+@pytest.mark.both_backends
+async def test_strategies_that_cancel_need_the_callers_right_to_cancel(
+    backend: str,
+    agents: Agents,
+    nc: Client,
+    admin: AsyncTurnkeeperClient,
+    tokens: dict[str, str],
+) -> None:
+    """A panel may start turns, not end other turns: an interrupt, a rollback or a
+    regenerate through an agent is checked by the service against the caller's
+    rights (the assertion the bridge passes on), and audited with the caller."""
+    await agents.start(graph="approval", extra_env={"TURNKEEPER_TOKEN": tokens["agent"]})
+    parked = await park(nc, admin, tokens["panel"])
+    thread = (await admin.get_turn(turns_pb2.GetTurnRequest(turn_id=parked))).turn.thread_id
+
+    def create(strategy: str, **extra: Any) -> dict[str, Any]:
+        return {
+            "input": {"job": "again", "results": []},
+            "thread_id": thread,
+            "background": True,
+            "multitask_strategy": strategy,
+            **extra,
+        }
+
+    for strategy in ("interrupt", "rollback"):
+        message = refused(
+            await call(nc, "responses/create", create(strategy), tokens["panel"]),
+            "PERMISSION_DENIED",
+        )
+        assert "panel (panel) may not start a turn that" in message, message
+        assert "CancelTurn right" in message, message
+    regenerate = {"input": None, "thread_id": thread, "background": True, "regenerate": True}
+    message = refused(
+        await call(nc, "responses/create", regenerate, tokens["panel"]), "PERMISSION_DENIED"
+    )
+    assert "may not regenerate the thread's last answer" in message, message
+    assert await state(admin, parked) == turns_pb2.TURN_STATE_PARKED
+
+    # An operator may interrupt: the parked turn is cancelled, the new one runs.
+    started = await call(nc, "responses/create", create("interrupt"), tokens["operator"])
+    assert started["result"]["cancelled_turn_id"] == parked, started
+    assert await state(admin, parked) == turns_pb2.TURN_STATE_CANCELLED
+    audit = await admin.list_audit(operations_pb2.ListAuditRequest())
+    records = [
+        (r.action, r.actor, r.target, r.outcome)
+        for r in audit.records
+        if r.action in ("start_interrupt", "start_rollback", "regenerate")
+    ]
+    assert records == [
+        ("start_interrupt", "operator (operator) via agent (agent:jobs)", thread, "ok"),
+        ("regenerate", "panel (panel) via agent (agent:jobs)", thread, "PERMISSION_DENIED"),
+        ("start_rollback", "panel (panel) via agent (agent:jobs)", thread, "PERMISSION_DENIED"),
+        ("start_interrupt", "panel (panel) via agent (agent:jobs)", thread, "PERMISSION_DENIED"),
+    ]
+
+
+async def test_a_sniffed_request_gives_away_no_token_and_cannot_be_replayed(
+    agents: Agents, nc: Client, admin: AsyncTurnkeeperClient, tokens: dict[str, str]
+) -> None:
+    """An eavesdropper on the agents' subjects (here with no NATS permissions at all)
+    sees assertions, never tokens; an assertion opens nothing at the service, and the
+    bridge takes each request once."""
+    await agents.start(graph="approval", extra_env={"TURNKEEPER_TOKEN": tokens["agent"]})
+    sniffed: list[tuple[bytes, dict[str, str]]] = []
+
+    async def sniff(msg: Any) -> None:
+        sniffed.append((msg.data, dict(msg.headers or {})))
+
+    await nc.subscribe("vystak.default.agents.>", cb=sniff)
+    await nc.flush()
+    turn_id = await park(nc, admin, tokens["operator"])
+    envelope: dict[str, Any] = {
+        "jsonrpc": "2.0",
+        "id": uuid.uuid4().hex,
+        "method": "responses/turnStatus",
+        "params": {"turn_id": turn_id},
+    }
+    value = await assertion_for(tokens["operator"], "responses/turnStatus", envelope["id"])
+    first = await send(nc, envelope, {HEADER: value})
+    assert first["result"]["status"] == "parked", first
+    requests = [(data, headers) for data, headers in sniffed if b"responses/" in data]
+    assert len(requests) >= 2
+    for data, headers in requests:
+        assert "Authorization" not in headers
+        assert not any(t.encode() in data or t in str(headers) for t in tokens.values())
+    # The same request again (a replay of what was sniffed): refused.
+    message = refused(await send(nc, envelope, {HEADER: value}), "UNAUTHENTICATED")
+    assert "already taken" in message, message
+    # The assertion is no bearer token: the service does not take it as one.
+    options = ConnectionOptions(target=admin.options.target, bearer_token=value)
+    async with AsyncTurnkeeperClient(options) as thief:
+        with pytest.raises(Unauthenticated):
+            await thief.list_turns(turns_pb2.ListTurnsRequest())
+    # Nor does the bridge take it for another method or request.
+    other = {**envelope, "id": uuid.uuid4().hex}
+    message = refused(await send(nc, other, {HEADER: value}), "UNAUTHENTICATED")
+    assert "is for request" in message, message

@@ -302,9 +302,9 @@ EXPECTED: dict[str, tuple[grpc.StatusCode, ...]] = {
     "PutCheckpoint": (U, U, ABORTED, D, D, D, ABORTED),
     "PutWrites": (U, U, ABORTED, D, D, D, ABORTED),
     "DeleteThread": (U, U, PRECONDITION, D, D, D, PRECONDITION),
-    "PruneThreads": (U, U, PRECONDITION, D, D, PRECONDITION, PRECONDITION),
-    "CopyThread": (U, U, OK, D, D, OK, OK),
-    "DeleteForRuns": (U, U, D, D, D, OK, OK),
+    "PruneThreads": (U, U, PRECONDITION, D, D, D, PRECONDITION),
+    "CopyThread": (U, U, OK, D, D, D, OK),
+    "DeleteForRuns": (U, U, D, D, D, D, OK),
     "CheckpointStream": (U, U, ABORTED, N, D, D, ABORTED),
 }
 
@@ -490,3 +490,28 @@ async def test_health_is_open_and_reflection_needs_a_token(env: Env) -> None:
         await list_services(None, ask=False)
     assert info.value.code() == UNAUTH
     assert "turnkeeper.v1.TurnService" in await list_services(bearer(env.tokens["panel"]))
+
+
+async def test_checkpoint_deletes_and_copies_are_admin_or_own_and_audited(env: Env) -> None:
+    """PruneThreads, DeleteForRuns and CopyThread destroy or overwrite history: an
+    agent on its own threads and admins may; operators may not; each is audited."""
+    admin, operator = bearer(env.tokens["admin"]), bearer(env.tokens["operator"])
+    copy = checkpoints_pb2.CopyThreadRequest(
+        source_thread_id="th-alpha", target_thread_id="th-copy"
+    )
+    with pytest.raises(grpc.aio.AioRpcError) as refused:
+        await env.checkpoints.CopyThread(copy, metadata=operator)
+    assert refused.value.code() == DENIED
+    await env.checkpoints.CopyThread(copy, metadata=admin)
+    await env.checkpoints.DeleteForRuns(
+        checkpoints_pb2.DeleteForRunsRequest(run_ids=["r-1", "r-2"]), metadata=admin
+    )
+    audit = [
+        (r.actor, r.action, r.target, r.outcome)
+        for r in env.server.audit.list(100)
+        if r.action in ("copy_thread", "delete_for_runs", "prune_threads")
+    ]
+    assert audit == [
+        ("admin (admin)", "delete_for_runs", "r-1,r-2", "ok"),
+        ("admin (admin)", "copy_thread", "th-alpha -> th-copy", "ok"),
+    ]

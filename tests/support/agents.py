@@ -16,8 +16,9 @@ from pathlib import Path
 from typing import Any
 
 from nats.aio.client import Client
-from turnkeeper.client import AsyncTurnkeeperClient
-from turnkeeper.v1 import turns_pb2
+from turnkeeper.caller_assertion import HEADER as ASSERTION_HEADER
+from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.v1 import operations_pb2, turns_pb2
 
 from tests.support.nats import Collector
 from tests.support.procs import signal_child
@@ -180,6 +181,18 @@ class Agents:
         await asyncio.gather(*(a.close() for a in self.spawned), return_exceptions=True)
 
 
+async def assertion_for(
+    caller: ConnectionOptions, method: str, request_id: str, *, agent: str = AGENT
+) -> str:
+    """What a panel does before a request on NATS: ask the service (as `caller`: its
+    address, token and TLS) for an assertion."""
+    async with AsyncTurnkeeperClient(caller) as client:
+        issued = await client.issue_assertion(
+            operations_pb2.IssueAssertionRequest(agent=agent, method=method, request_id=request_id)
+        )
+    return issued.assertion
+
+
 async def rpc(
     nc: Client,
     method: str,
@@ -187,10 +200,11 @@ async def rpc(
     *,
     agent: str = AGENT,
     timeout: float = 20,
-    token: str | None = None,
+    caller: ConnectionOptions | None = None,
 ) -> dict[str, Any]:
-    """One JSON-RPC request to the agent's subject (with `token` in the Authorization
-    header); the whole reply envelope."""
+    """One JSON-RPC request to the agent's subject; the whole reply envelope.
+    `caller`: how to reach the service as the caller: the request carries a caller
+    assertion the service issues to its token (a token never goes on NATS)."""
     request_id = uuid.uuid4().hex
     envelope = {
         "jsonrpc": "2.0",
@@ -199,11 +213,15 @@ async def rpc(
         "params": params,
         "metadata": {},
     }
+    headers = None
+    if caller is not None:
+        value = await assertion_for(caller, method, request_id, agent=agent)
+        headers = {ASSERTION_HEADER: value}
     msg = await nc.request(
         f"vystak.default.agents.{agent}.tasks",
         json.dumps(envelope).encode(),
         timeout=timeout,
-        headers={"Authorization": f"Bearer {token}"} if token else None,
+        headers=headers,
     )
     reply: dict[str, Any] = json.loads(msg.data)
     assert reply["id"] == request_id, reply

@@ -17,6 +17,7 @@ import nats
 import pytest
 from grpc import aio
 from nats.aio.msg import Msg
+from turnkeeper.caller_assertion import HEADER, AssertionRefused, key_of, token_digest, verify
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.messaging.link import agent_subject
@@ -315,7 +316,11 @@ async def test_relay_forwards_cancel_with_the_rights_of_cancel_turn(
 
     async def answer(msg: Msg) -> None:
         request = json.loads(msg.data)
-        heard.append((request, (msg.headers or {}).get("Authorization", "")))
+        headers = msg.headers or {}
+        # The caller's token stays in the service: the agent gets a signed assertion.
+        assert "Authorization" not in headers, headers
+        assert not any(token in str(headers) for token in tokens.values()), headers
+        heard.append((request, headers.get(HEADER, "")))
         reply = {"jsonrpc": "2.0", "id": request["id"], "result": {"status": "cancelled"}}
         await msg.respond(json.dumps(reply).encode())
 
@@ -345,10 +350,18 @@ async def test_relay_forwards_cancel_with_the_rights_of_cancel_turn(
             ) as r:
                 assert r.status == 200
                 assert (await r.json())["result"] == {"status": "cancelled"}
-        assert [(h[0]["method"], h[0]["params"], h[1]) for h in heard] == [
-            ("responses/cancel", {"turn_id": "t-x"}, f"Bearer {tokens[who]}")
-            for who in ("operator", "alpha")
+        assert [(h[0]["method"], h[0]["params"]) for h in heard] == [
+            ("responses/cancel", {"turn_id": "t-x"})
+        ] * 2
+        alpha_key = [key_of(token_digest(tokens["alpha"]))]
+        callers = [
+            verify(value, alpha_key, agent="alpha", method="responses/cancel", request_id=r["id"])
+            for r, value in heard
         ]
+        assert [c.who for c in callers] == ["operator (operator)", "alpha (agent:alpha)"]
+        # Signed for alpha's tokens only: beta's key does not verify it.
+        with pytest.raises(AssertionRefused, match="not signed for agent 'alpha'"):
+            verify(heard[0][1], [key_of(token_digest(tokens["beta"]))], agent="alpha")
     finally:
         await nc.close()
 

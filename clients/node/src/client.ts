@@ -5,9 +5,10 @@
 // message, and returns the response message; a server stream is an async
 // iterable. Errors are ConnectErrors: `error.code` is a `Code` (see errors.ts).
 
-import { type Client, type Interceptor, createClient } from "@connectrpc/connect";
+import { type CallOptions, type Client, type Interceptor, createClient } from "@connectrpc/connect";
 import { Http2SessionManager, createGrpcTransport } from "@connectrpc/connect-node";
 
+import { METADATA as ASSERTION_METADATA } from "./callerAssertion.js";
 import {
   type ConnectionOptions,
   DEFAULT_CALL_TIMEOUT_MS,
@@ -24,6 +25,30 @@ export type TurnServiceClient = Client<typeof TurnService>;
 export type CheckpointServiceClient = Client<typeof CheckpointService>;
 export type OperationsServiceClient = Client<typeof OperationsService>;
 
+/** gRPC metadata in which an agent names whom it acts for (its JSON-RPC caller),
+ * for the service's audit log; the service takes it from agent tokens only. */
+export const ON_BEHALF_OF = "turnkeeper-on-behalf-of";
+
+/**
+ * Call options for a call an agent makes for its JSON-RPC caller (StartTurn,
+ * ResumeDetached, CancelTurn): `turnkeeper-on-behalf-of: <who>` and, given the
+ * caller assertion the service signed for the caller's request
+ * (`turnkeeper-caller-assertion`), the service applies the caller's rights as well
+ * as the agent's (an interrupt, a rollback or a regenerate needs CancelTurn's) and
+ * names the caller in its audit log. Per call: pass it as the call's options,
+ * `client.turns.resumeDetached(request, onBehalfOf("alice (operator)", assertion))`;
+ * the bearer token still goes on through the client's own interceptor.
+ */
+export function onBehalfOf(who: string, assertion = "", options: CallOptions = {}): CallOptions {
+  const headers = new Headers(options.headers);
+  // A header value is printable ASCII: a name that is not is written with "?".
+  headers.set(ON_BEHALF_OF, who.replace(/[^\x20-\x7e]/g, "?"));
+  if (assertion) {
+    headers.set(ASSERTION_METADATA, assertion);
+  }
+  return { ...options, headers };
+}
+
 /** `authorization: Bearer <token>` on every call. */
 function bearer(token: string): Interceptor {
   const value = `Bearer ${token}`;
@@ -38,7 +63,8 @@ export class TurnkeeperClient {
   readonly turns: TurnServiceClient;
   /** Every CheckpointService RPC: getCheckpoint, listCheckpoints (a stream), ... */
   readonly checkpoints: CheckpointServiceClient;
-  /** OperationsService: introspect (who a token is), listAudit. */
+  /** OperationsService: introspect (who a token is), issueAssertion (a caller
+   * assertion for one request to an agent on NATS: callerAssertion.ts), listAudit. */
   readonly operations: OperationsServiceClient;
   readonly options: ConnectionOptions;
   readonly #sessions: Http2SessionManager;

@@ -1,6 +1,14 @@
 // @turnkeeper/client: the turnkeeper service for Node.js agents and tools.
 
-export { STREAM_CALL, TurnkeeperClient, type CheckpointServiceClient, type TurnServiceClient } from "./client.js";
+export {
+  ON_BEHALF_OF,
+  STREAM_CALL,
+  TurnkeeperClient,
+  type CheckpointServiceClient,
+  type OperationsServiceClient,
+  type TurnServiceClient,
+  onBehalfOf,
+} from "./client.js";
 export { type ConnectionOptions, DEFAULT_ADDRESS, connectionFromEnv } from "./connection.js";
 export { Code, ConnectError, codeName, codeOf, isFenced, isRetryable, messageOf } from "./errors.js";
 export { EXIT_CODES, LIVE_STATES, type FollowOptions, type FollowResult, type Frame, followTurn, stateName } from "./follow.js";
@@ -19,5 +27,6 @@ export { idempotencyKey } from "./runner/execution.js";
 export { TurnRunner, type RunnerConfig, type TurnRunnerOptions, agentSubject, runnerConfigFromEnv } from "./runner/runner.js";
 export { stateFromWire, statusWord } from "./runner/status.js";
 export { fromValue, toValue, type JsonValue } from "./values.js";
+export * as callerAssertion from "./callerAssertion.js";
 export * as turnsProto from "./gen/turnkeeper/v1/turns_pb.js";
 export * as checkpointsProto from "./gen/turnkeeper/v1/checkpoints_pb.js";

@@ -32,6 +32,7 @@ import grpc.aio
 from google.protobuf.message import Message
 
 from turnkeeper import tracing
+from turnkeeper.caller_assertion import METADATA as ASSERTION_METADATA
 from turnkeeper.connection import ADDRESS_ENV, DEFAULT_ADDRESS, ConnectionOptions, default_address
 from turnkeeper.errors import from_rpc_error
 from turnkeeper.v1 import checkpoints_pb2 as cp
@@ -206,6 +207,14 @@ class _Rpcs:
         op.IntrospectResponse,
         doc="Who a bearer token is, and which bridge JSON-RPC methods it may call.",
     )
+    issue_assertion = _Unary(
+        _OPERATIONS,
+        "IssueAssertion",
+        op.IssueAssertionRequest,
+        op.IssueAssertionResponse,
+        doc="A caller assertion for one request to an agent's bridge on NATS "
+        "(turnkeeper.caller_assertion): sent instead of the bearer token.",
+    )
     list_audit = _Unary(_OPERATIONS, "ListAudit", op.ListAuditRequest, op.ListAuditResponse)
 
 
@@ -290,18 +299,35 @@ class AsyncTurnkeeperClient(_Base):
         self._loop = loop
         return channel
 
+    async def start_turn_on_behalf(
+        self,
+        request: tp.StartTurnRequest,
+        on_behalf_of: str,
+        *,
+        assertion: str = "",
+        timeout: float | None = None,
+    ) -> tp.StartTurnResponse:
+        """StartTurn for a caller (a bridge: its JSON-RPC caller). `assertion`: the
+        caller assertion the service signed for that request
+        (turnkeeper.caller_assertion): the service then applies the caller's rights
+        too (an interrupt, a rollback or a regenerate needs CancelTurn's) and names
+        it in the audit log. `on_behalf_of` names it where there is none."""
+        response: tp.StartTurnResponse = await self._on_behalf(
+            _Rpcs.start_turn, "StartTurn", request, on_behalf_of, assertion, timeout
+        )
+        return response
+
     async def resume_detached_on_behalf(
         self,
         request: tp.ResumeDetachedRequest,
         on_behalf_of: str,
         *,
+        assertion: str = "",
         timeout: float | None = None,
     ) -> tp.ResumeDetachedResponse:
-        """ResumeDetached, naming whom the caller acts for (a bridge: its JSON-RPC
-        caller) for the service's audit log; the service trusts it from agent tokens
-        only."""
+        """ResumeDetached for a caller, as start_turn_on_behalf."""
         response: tp.ResumeDetachedResponse = await self._on_behalf(
-            _Rpcs.resume_detached, "ResumeDetached", request, on_behalf_of, timeout
+            _Rpcs.resume_detached, "ResumeDetached", request, on_behalf_of, assertion, timeout
         )
         return response
 
@@ -310,24 +336,30 @@ class AsyncTurnkeeperClient(_Base):
         request: tp.CancelTurnRequest,
         on_behalf_of: str,
         *,
+        assertion: str = "",
         timeout: float | None = None,
     ) -> tp.CancelTurnResponse:
-        """CancelTurn, naming whom the caller acts for, as resume_detached_on_behalf."""
+        """CancelTurn for a caller, as start_turn_on_behalf."""
         response: tp.CancelTurnResponse = await self._on_behalf(
-            _Rpcs.cancel_turn, "CancelTurn", request, on_behalf_of, timeout
+            _Rpcs.cancel_turn, "CancelTurn", request, on_behalf_of, assertion, timeout
         )
         return response
 
     async def _on_behalf(
-        self, rpc: Any, name: str, request: Any, on_behalf_of: str, timeout: float | None
+        self,
+        rpc: Any,
+        name: str,
+        request: Any,
+        on_behalf_of: str,
+        assertion: str,
+        timeout: float | None,
     ) -> Any:
         method = self._callable(self._open(), rpc)
+        metadata = (*self._metadata, (ON_BEHALF_OF, on_behalf_of))
+        if assertion:
+            metadata += ((ASSERTION_METADATA, assertion),)
         try:
-            return await method(
-                request,
-                timeout=self._timeout(timeout),
-                metadata=(*self._metadata, (ON_BEHALF_OF, on_behalf_of)),
-            )
+            return await method(request, timeout=self._timeout(timeout), metadata=metadata)
         except grpc.RpcError as err:
             raise from_rpc_error(err, rpc=name) from err
 

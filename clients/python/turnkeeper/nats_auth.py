@@ -15,7 +15,9 @@ environment:
 ==================================  =========================================
 
 A URL may still carry ``user:password@`` or a ``tls://`` scheme; these add what a URL
-cannot say safely. Files are read at each connect, so a rotated token or
+cannot say safely. With none of the three ways above, a process that holds a
+turnkeeper token connects as that token's own NATS identity
+(:mod:`turnkeeper.nats_identity`: what the service's bundled nats-server expects). Files are read at each connect, so a rotated token or
 certificate is picked up by the next connection. This module does not import
 nats-py: it builds the keyword arguments of ``nats.connect``.
 """
@@ -23,12 +25,15 @@ nats-py: it builds the keyword arguments of ``nats.connect``.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import os
 import ssl
-from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Final
+
+from turnkeeper.nats_identity import NatsIdentity, identity_of
 
 ENV: Final = {
     "credentials": "TURNKEEPER_NATS_CREDS",
@@ -56,11 +61,15 @@ class NatsAuth:
     tls_ca: Path | None = None
     tls_cert: Path | None = None
     tls_key: Path | None = None
+    # A user derived from a turnkeeper token (turnkeeper.nats_identity), or the
+    # service's own user of its bundled server; never from the environment.
+    identity: NatsIdentity | None = None
 
     def __post_init__(self) -> None:
         if (self.tls_cert is None) != (self.tls_key is None):
             raise ValueError("the NATS TLS client certificate and key go together")
-        given = [n for n in ("credentials", "nkey_seed", "token_file") if getattr(self, n)]
+        ways = ("credentials", "nkey_seed", "token_file", "identity")
+        given = [n for n in ways if getattr(self, n)]
         if len(given) > 1:
             raise ValueError(f"give one way to authenticate to NATS, not {' and '.join(given)}")
 
@@ -85,6 +94,8 @@ class NatsAuth:
             if not token:
                 raise ValueError(f"the NATS token file {self.token_file} is empty")
             kwargs["token"] = token
+        if self.identity is not None:
+            kwargs.update(self.identity.connect_kwargs())
         if self.tls:
             context = ssl.create_default_context(
                 cafile=str(self.tls_ca) if self.tls_ca is not None else None
@@ -94,10 +105,21 @@ class NatsAuth:
             kwargs["tls"] = context
         return kwargs
 
+    @property
+    def authenticates(self) -> bool:
+        """Whether one of the ways to authenticate is set."""
+        return any((self.credentials, self.nkey_seed, self.token_file, self.identity))
+
+    def or_token_identity(self, token: str | None) -> NatsAuth:
+        """These settings, or where none authenticates, the identity of `token`."""
+        if self.authenticates or not token:
+            return self
+        return dataclasses.replace(self, identity=identity_of(token))
+
     @classmethod
     def from_env(cls, env: Mapping[str, str] | None = None) -> NatsAuth:
         env = os.environ if env is None else env
-        return cls(**{name: Path(env[var]) for name, var in ENV.items() if env.get(var)})
+        return _from_paths(lambda name: Path(env[ENV[name]]) if env.get(ENV[name]) else None)
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -116,4 +138,16 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def from_args(args: argparse.Namespace) -> NatsAuth:
-    return NatsAuth(**{f.name: getattr(args, f"nats_{f.name}") for f in fields(NatsAuth)})
+    return _from_paths(lambda name: getattr(args, f"nats_{name}"))
+
+
+def _from_paths(path: Callable[[str], Path | None]) -> NatsAuth:
+    """The settings whose files `path` names (by the fields' names, ENV's keys)."""
+    return NatsAuth(
+        credentials=path("credentials"),
+        nkey_seed=path("nkey_seed"),
+        token_file=path("token_file"),
+        tls_ca=path("tls_ca"),
+        tls_cert=path("tls_cert"),
+        tls_key=path("tls_key"),
+    )

@@ -98,6 +98,11 @@ class EmbeddedNats:
         self.stop()
         raise RuntimeError(f"nats-server did not become ready: {seen.decode(errors='replace')}")
 
+    def reload(self) -> None:
+        """Have the server read its config file again (nats-server reloads on SIGHUP)."""
+        if self.process is not None and self.process.poll() is None:
+            self.process.send_signal(signal.SIGHUP)
+
     def stop(self) -> None:
         if self.process is not None and self.process.poll() is None:
             self.process.terminate()

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-import contextlib
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc
 
+from turnkeeper_server import audit as audit_log
 from turnkeeper_server import limits as lim
-from turnkeeper_server.audit import DELETE_THREAD, AuditLog
+from turnkeeper_server.audit import AuditLog
 from turnkeeper_server.engine import Engine
 from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.journal import maintenance
@@ -219,12 +218,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         self, request: checkpoints_pb2.DeleteThreadRequest, context: Ctx
     ) -> checkpoints_pb2.DeleteThreadResponse:
         thread_id = self._thread(request.thread_id)
-        audited: contextlib.AbstractAsyncContextManager[Any] = (
-            contextlib.nullcontext()
-            if self.audit is None
-            else self.audit.action(DELETE_THREAD, thread_id, context)
-        )
-        async with audited:
+        async with audit_log.audited(self.audit, audit_log.DELETE_THREAD, thread_id, context):
             self._own_thread(thread_id)
             erased = await self.engine.turns.erase_thread(
                 thread_id=thread_id, cancel=request.cancel
@@ -248,9 +242,12 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         strategy = _PRUNE.get(request.strategy)
         if strategy is None:
             raise InvalidArgument("strategy must be KEEP_LATEST or DELETE (or unset)")
-        for thread_id in thread_ids:
-            self._own_thread(thread_id)
-        deleted = await self.engine.checkpoints.prune_threads(thread_ids, strategy)
+        async with audit_log.audited(
+            self.audit, audit_log.PRUNE_THREADS, ",".join(thread_ids), context
+        ):
+            for thread_id in thread_ids:
+                self._own_thread(thread_id)
+            deleted = await self.engine.checkpoints.prune_threads(thread_ids, strategy)
         return checkpoints_pb2.PruneThreadsResponse(checkpoints_deleted=deleted)
 
     async def DeleteForRuns(
@@ -261,7 +258,10 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         ]
         if len(run_ids) > MAX_IDS:
             raise InvalidArgument(f"{len(run_ids)} run_ids in one call; the limit is {MAX_IDS}")
-        deleted = await self.engine.checkpoints.delete_for_runs(run_ids)
+        async with audit_log.audited(
+            self.audit, audit_log.DELETE_FOR_RUNS, ",".join(run_ids), context
+        ):
+            deleted = await self.engine.checkpoints.delete_for_runs(run_ids)
         return checkpoints_pb2.DeleteForRunsResponse(checkpoints_deleted=deleted)
 
     async def CopyThread(
@@ -269,9 +269,12 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
     ) -> checkpoints_pb2.CopyThreadResponse:
         source = lim.check_id("source_thread_id", request.source_thread_id, self.limits)
         target = lim.check_id("target_thread_id", request.target_thread_id, self.limits)
-        self._own_thread(source)
-        self._own_thread(target)
-        copied = await self.engine.checkpoints.copy_thread(source, target)
+        async with audit_log.audited(
+            self.audit, audit_log.COPY_THREAD, f"{source} -> {target}", context
+        ):
+            self._own_thread(source)
+            self._own_thread(target)
+            copied = await self.engine.checkpoints.copy_thread(source, target)
         return checkpoints_pb2.CopyThreadResponse(checkpoints_copied=copied)
 
 

@@ -1,4 +1,5 @@
-"""OperationsService: who a token is (for the NATS bridges), and the audit log."""
+"""OperationsService: who a token is, caller assertions for requests to agents on
+NATS (security/assertions.py), and the audit log."""
 
 from __future__ import annotations
 
@@ -7,18 +8,36 @@ from turnkeeper.v1 import operations_pb2, operations_pb2_grpc
 
 from turnkeeper_server import limits as lim
 from turnkeeper_server.audit import AuditLog
-from turnkeeper_server.errors import InvalidArgument
+from turnkeeper_server.errors import InvalidArgument, WrongState
 from turnkeeper_server.rpc.convert import timestamp
 from turnkeeper_server.security import auth
+from turnkeeper_server.security.assertions import Assertions
 from turnkeeper_server.security.auth import TokenStore
 
 Ctx = aio.ServicerContext[object, object]
 
 
 class OperationsServicer(operations_pb2_grpc.OperationsServiceServicer):
-    def __init__(self, tokens: TokenStore | None, audit: AuditLog) -> None:
+    def __init__(
+        self, tokens: TokenStore | None, audit: AuditLog, assertions: Assertions | None = None
+    ) -> None:
         self.tokens = tokens
         self.audit = audit
+        self.assertions = assertions
+
+    async def IssueAssertion(
+        self, request: operations_pb2.IssueAssertionRequest, context: Ctx
+    ) -> operations_pb2.IssueAssertionResponse:
+        agent = lim.check_agent(request.agent)
+        request_id = lim.check_id("request_id", request.request_id)
+        caller = auth.current()
+        if self.assertions is None or caller is None:
+            raise WrongState(
+                "this service runs without tokens: bridges take every caller, so there is "
+                "nothing to assert; send the request without a Turnkeeper-Assertion header"
+            )
+        value, expires = self.assertions.issue(caller, agent, request.method, request_id)
+        return operations_pb2.IssueAssertionResponse(assertion=value, expires_at=timestamp(expires))
 
     async def Introspect(
         self, request: operations_pb2.IntrospectRequest, context: Ctx

@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import base64
 import contextlib
+import json
 from collections.abc import AsyncIterator, Sequence
-from typing import Any
 
 from google.protobuf import duration_pb2, struct_pb2
 from grpc import aio
+from turnkeeper.caller_assertion import METADATA as ASSERTION_METADATA
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 
 from turnkeeper_server import audit as audit_log
@@ -30,15 +31,24 @@ from turnkeeper_server.rpc.convert import (
     value_to_json,
 )
 from turnkeeper_server.security import auth
+from turnkeeper_server.security.assertions import Assertions
 
 Ctx = aio.ServicerContext[object, object]
 
 
 class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
-    def __init__(self, engine: Engine, limits: Limits, audit: AuditLog | None = None) -> None:
+    def __init__(
+        self,
+        engine: Engine,
+        limits: Limits,
+        audit: AuditLog | None = None,
+        assertions: Assertions | None = None,
+    ) -> None:
         self.engine = engine
         self.limits = limits
         self.audit = audit
+        # Reads the caller assertions bridges pass on (None without tokens).
+        self.assertions = assertions
         self.watch_streams = lim.StreamQuota(
             "WatchTurn streams", limits.max_watch_streams_per_client, "max_watch_streams_per_client"
         )
@@ -48,13 +58,20 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
     def _id(self, name: str, value: str) -> str:
         return lim.check_id(name, value, self.limits)
 
-    def _audited(
-        self, action: str, target: str, context: Ctx
-    ) -> contextlib.AbstractAsyncContextManager[Any]:
-        """Records an operator action and its outcome (audit.py)."""
-        if self.audit is None:
-            return contextlib.nullcontext()
-        return self.audit.action(action, target, context)
+    def _acting_for(self, context: Ctx, method: str) -> None:
+        """A bridge (an agent token) that passes on its caller's assertion for
+        `method` acts for that caller from here on: the caller's rights apply too,
+        and the audit log names it. A forged or stale one is UNAUTHENTICATED."""
+        caller = auth.current()
+        if self.assertions is None or caller is None or caller.role != auth.AGENT:
+            return
+        values = [v for k, v in context.invocation_metadata() or () if k == ASSERTION_METADATA]
+        if not values:
+            return
+        value = values[0] if isinstance(values[0], str) else values[0].decode("utf-8", "replace")
+        assertion = self.assertions.read(value, caller.agent or "", method)
+        auth.require_jsonrpc_role(assertion.role, method)
+        auth.act_for(assertion)
 
     def _own(self, turn_id: str) -> None:
         """An agent token acts on its own agent's turns only (auth.py)."""
@@ -73,8 +90,6 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             raise InvalidArgument(f"{name} is not valid JSON: {exc}") from None
         lim.check_size(name, len(text), limit)
         if value.WhichOneof("kind") in ("struct_value", "list_value"):
-            import json
-
             lim.check_depth(name, json.loads(text), self.limits.max_json_depth)
         return text
 
@@ -137,19 +152,28 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             )
         max_run = _seconds("max_run_time", request.max_run_time)
         park_expiry = _seconds("park_expiry", request.park_expiry)
-        started = await self.engine.turns.start(
-            StartRequest(
-                turn_id=turn_id,
-                thread_id=thread_id,
-                agent=agent,
-                input_json=input_json,
-                replica=replica,
-                incarnation=incarnation,
-                strategy=strategy,
-                max_run_seconds=max_run,
-                park_expiry_seconds=park_expiry,
-            )
+        self._acting_for(context, auth.JSONRPC_CREATE)
+        start_request = StartRequest(
+            turn_id=turn_id,
+            thread_id=thread_id,
+            agent=agent,
+            input_json=input_json,
+            replica=replica,
+            incarnation=incarnation,
+            strategy=strategy,
+            max_run_seconds=max_run,
+            park_expiry_seconds=park_expiry,
         )
+        disruptive = _disruption(strategy, input_json)
+        if disruptive is None:
+            started = await self.engine.turns.start(start_request)
+        else:
+            # What it does to the thread's live (or last) turn is a cancel's: the
+            # caller, and whom a bridge acts for, need CancelTurn's right.
+            action, what = disruptive
+            async with audit_log.audited(self.audit, action, thread_id, context):
+                auth.require_on_behalf(_TURNS_RPC + "CancelTurn", what)
+                started = await self.engine.turns.start(start_request)
         return turns_pb2.StartTurnResponse(
             turn=turn_to_proto(started.turn),
             created=started.created,
@@ -160,7 +184,8 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         self, request: turns_pb2.CancelTurnRequest, context: Ctx
     ) -> turns_pb2.CancelTurnResponse:
         turn_id = self._id("turn_id", request.turn_id)
-        async with self._audited(audit_log.CANCEL, turn_id, context):
+        self._acting_for(context, auth.JSONRPC_CANCEL)
+        async with audit_log.audited(self.audit, audit_log.CANCEL, turn_id, context):
             # Ownership first: another agent's turn is NOT_FOUND whatever the request.
             self._own(turn_id)
             lim.check_size("reason", len(request.reason.encode()), MAX_REASON_BYTES)
@@ -293,7 +318,8 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
     ) -> turns_pb2.ResumeDetachedResponse:
         turn_id = self._id("turn_id", request.turn_id)
         resume_json = self._value("resume", request.resume, self.limits.max_resume_bytes)
-        async with self._audited(audit_log.RESUME, turn_id, context):
+        self._acting_for(context, auth.JSONRPC_RESUME_DETACHED)
+        async with audit_log.audited(self.audit, audit_log.RESUME, turn_id, context):
             self._own(turn_id)
             turn, dispatched = await self.engine.turns.resume(
                 turn_id=turn_id, resume_json=resume_json
@@ -310,7 +336,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
                     "(startup form), not both"
                 )
             turn_id = self._id("turn_id", request.turn_id)
-            async with self._audited(audit_log.REDRIVE, turn_id, context):
+            async with audit_log.audited(self.audit, audit_log.REDRIVE, turn_id, context):
                 auth.require_right(auth.REDRIVE_OPERATOR)
                 redriven, dispatched = await self.engine.turns.redrive_turn(
                     turn_id=turn_id, force=request.force
@@ -410,3 +436,24 @@ def _decode_token(token: str) -> int:
         return int(rowid)
     except (ValueError, UnicodeDecodeError):
         raise InvalidArgument("page_token is not one this service issued") from None
+
+
+_TURNS_RPC = "/turnkeeper.v1.TurnService/"
+# The journaled input of a regenerate (turnkeeper.agent.bridge.intent): the thread
+# goes back to the entry of its last run, whose answer is replaced.
+_REGENERATE_INPUT = {"__turnkeeper__": "regenerate"}
+
+
+def _disruption(strategy: str, input_json: str) -> tuple[str, str] | None:
+    """(audit action, what it does) of a StartTurn that cancels or rewrites another
+    turn's work; None for one that does not."""
+    if strategy == start.INTERRUPT:
+        return audit_log.START_INTERRUPT, "start a turn that interrupts the thread's live turn"
+    if strategy == start.ROLLBACK:
+        return (
+            audit_log.START_ROLLBACK,
+            "start a turn that cancels the thread's live turn and removes its checkpoints",
+        )
+    if '"__turnkeeper__"' in input_json and json.loads(input_json) == _REGENERATE_INPUT:
+        return audit_log.REGENERATE, "regenerate the thread's last answer (it is replaced)"
+    return None

@@ -68,6 +68,7 @@ from pathlib import Path
 from typing import Any
 
 from grpc import aio
+from turnkeeper.caller_assertion import CallerAssertion
 
 from turnkeeper_server import limits as lim
 from turnkeeper_server.errors import NotFound, PermissionDenied, TurnkeeperError, Unauthenticated
@@ -127,16 +128,22 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     _CHECKPOINTS + "PutWrites": _EXECUTOR,
     _CHECKPOINTS + "DeleteThread": _EXECUTOR,
     # LangGraph's extended saver operations: RemoteSaver (own threads), operators.
-    _CHECKPOINTS + "PruneThreads": frozenset({AGENT, OPERATOR, ADMIN}),
-    _CHECKPOINTS + "CopyThread": frozenset({AGENT, OPERATOR, ADMIN}),
+    # LangGraph's extended saver operations delete or overwrite checkpoints: an
+    # agent's saver on its own threads, and admins; not operators, who inspect,
+    # resume, cancel and re-drive turns but do not destroy their history.
+    _CHECKPOINTS + "PruneThreads": _EXECUTOR,
+    _CHECKPOINTS + "CopyThread": _EXECUTOR,
     # Not scoped by thread (run ids span threads): operators and admins only.
-    _CHECKPOINTS + "DeleteForRuns": _OPERATE,
+    # Run ids cross agents and threads: admins only.
+    _CHECKPOINTS + "DeleteForRuns": frozenset({ADMIN}),
     # Each message then also needs its unary RPC's right (rpc/checkpoint_stream.py).
     _CHECKPOINTS + "CheckpointStream": frozenset({AGENT, OPERATOR, ADMIN}),
     REDRIVE_STARTUP: _EXECUTOR,
     REDRIVE_OPERATOR: _OPERATE,
     # A bridge asks who its JSON-RPC callers are; operators read the audit log.
     _OPERATIONS + "Introspect": _EXECUTOR,
+    # Every role may ask for an assertion; issuing it checks the method's right.
+    _OPERATIONS + "IssueAssertion": _READ,
     _OPERATIONS + "ListAudit": _OPERATE,
     # The JSON-RPC methods a bridge serves on NATS, checked by the bridge with the
     # answer of Introspect. Starting a turn through an agent is what a chat panel
@@ -148,6 +155,20 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     # Cancelling a turn on NATS: the roles that may CancelTurn over gRPC.
     JSONRPC_CANCEL: frozenset({AGENT, OPERATOR, ADMIN}),
 }
+
+
+def require_jsonrpc_role(role: str, method: str) -> None:
+    if role not in RIGHTS[method]:
+        raise PermissionDenied(f"the {role} role may not call {method}")
+
+
+def require_jsonrpc(caller: Caller, agent: str, method: str) -> None:
+    """`caller` may send `method` to agent `agent`'s bridge: its role has the method,
+    and an agent token reaches its own agent only."""
+    if caller.role not in RIGHTS[method]:
+        raise PermissionDenied(f"{caller} may not call {method}")
+    if caller.role == AGENT and caller.agent != agent:
+        raise PermissionDenied(f"{caller} may not act for agent {agent!r}")
 
 
 def jsonrpc_methods(role: str) -> list[str]:
@@ -190,6 +211,41 @@ _CALLER: contextvars.ContextVar[Caller | None] = contextvars.ContextVar(
 
 def current() -> Caller | None:
     return _CALLER.get()
+
+
+# Set for the rest of a call by a servicer that verified the caller assertion a
+# bridge passed on (security/assertions.py): whom that agent token acts for.
+_ACTING_FOR: contextvars.ContextVar[CallerAssertion | None] = contextvars.ContextVar(
+    "turnkeeper_acting_for", default=None
+)
+
+
+def acting_for() -> CallerAssertion | None:
+    return _ACTING_FOR.get()
+
+
+def act_for(assertion: CallerAssertion) -> None:
+    """This call acts for `assertion`'s caller (verified): its rights apply too, and
+    the audit log names it."""
+    _ACTING_FOR.set(assertion)
+
+
+def require_on_behalf(right: str, what: str) -> None:
+    """The caller, and whom it acts for, both hold `right` (the name of an RPC of
+    RIGHTS): `what` does to another turn what that RPC does."""
+    caller = current()
+    if caller is None:
+        return
+    if caller.role not in RIGHTS[right]:
+        raise PermissionDenied(f"{caller} may not {what}: that needs the right of {right}")
+    behalf = acting_for()
+    if behalf is not None and behalf.role not in RIGHTS[right]:
+        method = right.rsplit("/", 1)[-1]
+        raise PermissionDenied(
+            f"{behalf.who} may not {what} through agent {behalf.agent!r}: that needs the "
+            f"{method} right (operator, admin, or the agent's own token), which the "
+            f"{behalf.role} role does not have"
+        )
 
 
 @contextlib.contextmanager

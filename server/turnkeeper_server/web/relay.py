@@ -10,13 +10,17 @@ forwards the panel's requests to `<prefix>.<ns>.agents.<agent>.tasks` unchanged 
 meaning. `dispatched` tells a page whether a retry is safe: only a request that
 reached nobody may be sent again (the client retry rule).
 
-Rights are those of the gRPC call each method stands for: responses/create needs a
-role that talks to agents (panel, operator, admin, or the agent's own token);
-responses/turnStatus is a read; responses/resumeDetached needs the ResumeDetached
-right, so a panel token cannot resume through an agent what it cannot resume itself;
-responses/cancel likewise needs the CancelTurn right.
+Rights are those of the gRPC call each method stands for (security/auth.py's one
+table): responses/create needs a role that talks to agents (panel, operator, admin,
+or the agent's own token); responses/turnStatus is a read; responses/resumeDetached
+needs the ResumeDetached right, so a panel token cannot resume through an agent what
+it cannot resume itself; responses/cancel likewise needs the CancelTurn right.
 An agent token reaches its own agent only. The service's internal hand-off method is
 never relayed.
+
+The caller's token stays here: the request carries instead a caller assertion the
+service signs for that agent, that method and that request id
+(turnkeeper.caller_assertion), which the bridge verifies with its own token.
 """
 
 from __future__ import annotations
@@ -31,11 +35,13 @@ from nats.errors import Error as NatsError
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
 from turnkeeper import tracing
+from turnkeeper.caller_assertion import HEADER as ASSERTION_HEADER
 
 from turnkeeper_server import limits as lim
-from turnkeeper_server.errors import InvalidArgument, PermissionDenied
+from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.messaging.link import NatsLink, agent_subject
 from turnkeeper_server.security import auth
+from turnkeeper_server.security.assertions import Assertions
 from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import error_response, read_body
@@ -47,13 +53,8 @@ TURN_STATUS: Final = "responses/turnStatus"
 RESUME_DETACHED: Final = "responses/resumeDetached"
 CANCEL: Final = auth.JSONRPC_CANCEL
 
-# Which roles may relay each method (see the module docstring).
-RELAYED: Final = {
-    CREATE: frozenset({auth.AGENT, auth.PANEL, auth.OPERATOR, auth.ADMIN}),
-    TURN_STATUS: auth.RIGHTS[web_auth.TURN_SERVICE + "TurnStatus"],
-    RESUME_DETACHED: auth.RIGHTS[web_auth.TURN_SERVICE + "ResumeDetached"],
-    CANCEL: auth.RIGHTS[web_auth.TURN_SERVICE + "CancelTurn"],
-}
+# The methods relayed: a caller's requests to a bridge (never the service's own).
+RELAYED: Final = frozenset(auth.JSONRPC_METHODS)
 
 
 def check_call(caller: auth.Caller | None, agent: str, method: str) -> None:
@@ -61,12 +62,8 @@ def check_call(caller: auth.Caller | None, agent: str, method: str) -> None:
         raise InvalidArgument(
             f"method {method!r} is not relayed; the relay carries {', '.join(sorted(RELAYED))}"
         )
-    if caller is None:
-        return
-    if caller.role not in RELAYED[method]:
-        raise PermissionDenied(f"{caller} may not call {method}")
-    if caller.role == auth.AGENT and caller.agent != agent:
-        raise PermissionDenied(f"{caller} may not act for agent {agent!r}")
+    if caller is not None:
+        auth.require_jsonrpc(caller, agent, method)
 
 
 class AgentRelay:
@@ -83,6 +80,7 @@ class AgentRelay:
     ) -> None:
         self.link = link
         self.tokens = tokens
+        self.assertions = Assertions(tokens) if tokens is not None else None
         self.prefix = prefix
         self.namespace = namespace
         self.timeout = timeout
@@ -104,21 +102,30 @@ class AgentRelay:
             if not isinstance(params, dict):
                 raise InvalidArgument("params must be a JSON object")
             check_call(caller, agent, body["method"])
+            request_id = uuid.uuid4().hex
+            headers: dict[str, str] = {}
+            if caller is not None and self.assertions is not None:
+                # Who the caller is, signed for this request: its token stays here.
+                value, _ = self.assertions.issue(caller, agent, body["method"], request_id)
+                headers[ASSERTION_HEADER] = value
         except Exception as exc:
             return error_response(exc)
-        # The bridge checks its callers itself (caller_auth): it gets the same token.
-        headers = {} if caller is None else {"Authorization": request.headers["Authorization"]}
-        return await self._forward(agent, body["method"], params, headers)
+        return await self._forward(agent, body["method"], params, headers, request_id)
 
     async def _forward(
-        self, agent: str, method: str, params: dict[str, Any], headers: dict[str, str]
+        self,
+        agent: str,
+        method: str,
+        params: dict[str, Any],
+        headers: dict[str, str],
+        request_id: str,
     ) -> web.Response:
         nc = self.link.client
         if nc is None or not nc.is_connected:
             return _not_answered(503, "unavailable", "the service is not connected to NATS", False)
         envelope = {
             "jsonrpc": "2.0",
-            "id": uuid.uuid4().hex,
+            "id": request_id,
             "method": method,
             "params": params,
             "metadata": {"via": "turnkeeper-http"},

@@ -1,92 +1,94 @@
 // Who sent a JSON-RPC request on NATS, and whether they may call its method: the
 // Python bridge's caller_auth, for the TypeScript runner.
 //
-// When the service has tokens, every responses/* request carries the caller's
-// token in the NATS header `Authorization: Bearer <token>`. The runner asks the
-// service who that is (OperationsService/Introspect, with its own agent token) and
-// applies the answer: the methods the token's role may call and, for an
-// `agent:<name>` token, this agent only. Answers are cached CACHE_MS per token (by
-// its hash), so a revoked token is refused at the latest that long after the
-// service stopped accepting it. Without tokens on the service, anyone may call.
+// When the service has tokens, a caller's bearer token never reaches an agent: every
+// responses/* request carries instead, in the NATS header Turnkeeper-Assertion, a
+// caller assertion the service signed for this agent, this method and this request
+// id (../callerAssertion.ts). The runner verifies it with its own token (no call to
+// the service), takes each request id once, and applies what it says: the methods
+// the caller's role may call. The runner passes the assertion on with the calls it
+// makes for the caller (StartTurn, ResumeDetached, CancelTurn), so the service
+// applies the caller's rights as well as the agent's and names the caller in its
+// audit log.
+//
+// A runner without a token talks to a service without tokens: it has no CallerCheck
+// and every caller may call everything, as on gRPC.
+//
+// Refusals are -32000 errors whose data.code is UNAUTHENTICATED (no assertion, or
+// one that is not valid here) or PERMISSION_DENIED (a role without the method), with
+// a message that says which.
 
-import { createHash } from "node:crypto";
-
-import type { IntrospectResponse } from "../gen/turnkeeper/v1/operations_pb.js";
-import type { TurnkeeperClient } from "../client.js";
+import {
+  AssertionRefused,
+  type CallerAssertion,
+  HEADER,
+  ReplayGuard,
+  keyOfToken,
+  requestIdText,
+  verify,
+  who,
+} from "../callerAssertion.js";
 import { type Request, RpcError, SERVICE_ERROR } from "./jsonrpc.js";
 
-export const HEADER = "Authorization";
-export const CACHE_MS = 2000;
-const MAX_CACHED = 1024;
+export { HEADER };
 
 function refusal(code: string, message: string): RpcError {
   return new RpcError(SERVICE_ERROR, message, { code, message });
 }
 
-/** The bearer token in an Authorization header value; "" when there is none. */
-export function tokenOf(header: string | undefined): string {
-  if (header === undefined || header === "") {
-    return "";
-  }
-  const [scheme, ...rest] = header.trim().split(/\s+/);
-  const token = rest.join(" ").trim();
-  if (scheme?.toLowerCase() !== "bearer" || token === "") {
-    throw refusal("UNAUTHENTICATED", `the ${HEADER} header must be 'Bearer <token>'`);
-  }
-  return token;
-}
-
+/** Verifies each request's caller assertion with this agent's own token. */
 export class CallerCheck {
-  readonly #cache = new Map<string, { expires: number; answer: IntrospectResponse }>();
+  readonly #keys: Buffer[];
+  readonly #replays = new ReplayGuard();
 
+  /**
+   * @param token this agent's token (an `agent:<agent>` token of the service)
+   * @param clock seconds since the epoch
+   */
   constructor(
-    readonly client: TurnkeeperClient,
+    token: string,
     readonly agent: string,
-    readonly ttlMs: number = CACHE_MS,
-  ) {}
-
-  async who(token: string): Promise<IntrospectResponse> {
-    const key = createHash("sha256").update(token).digest("hex");
-    const now = Date.now();
-    const cached = this.#cache.get(key);
-    if (cached !== undefined && cached.expires > now) {
-      return cached.answer;
+    readonly clock: () => number = () => Date.now() / 1000,
+  ) {
+    if (!token) {
+      throw new TypeError("a CallerCheck needs the agent's token (without one, every caller is taken)");
     }
-    const answer = await this.client.operations.introspect({ token });
-    if (this.#cache.size >= MAX_CACHED) {
-      this.#cache.clear();
-    }
-    this.#cache.set(key, { expires: now + this.ttlMs, answer });
-    return answer;
+    this.#keys = [keyOfToken(token)];
   }
 
-  /** Throws an RpcError unless the caller may call the method; returns who the
-   * caller is ("name (role)"), or null when the service has no tokens. */
-  async check(request: Request): Promise<string | null> {
-    const token = tokenOf(request.authorization);
-    const answer = await this.who(token);
-    if (!answer.authentication) {
-      return null;
-    }
-    const method = request.method;
-    if (token === "") {
+  /** Throws an RpcError unless the request carries a valid assertion whose caller
+   * may call the method; returns the assertion. */
+  check(request: Request): CallerAssertion {
+    const value = request.assertion?.trim() ?? "";
+    if (!value) {
       throw refusal(
         "UNAUTHENTICATED",
-        `${method} needs a bearer token: the service has tokens; send the NATS header '${HEADER}: Bearer <token>'`,
+        `${request.method} needs a caller assertion in the NATS header ${HEADER}: ` +
+          "the service issues one per request (POST /v1/agents/<agent>/rpc relays " +
+          "with one; OperationsService/IssueAssertion gives one)" +
+          (request.bearer ? "; a bearer token is never sent to an agent" : ""),
       );
     }
-    if (!answer.active) {
-      throw refusal("UNAUTHENTICATED", "the bearer token is not one the service accepts");
+    const now = this.clock();
+    let assertion: CallerAssertion;
+    try {
+      assertion = verify(value, this.#keys, {
+        agent: this.agent,
+        method: request.method,
+        requestId: requestIdText(request.id),
+        now,
+      });
+      this.#replays.take(assertion, now);
+    } catch (error) {
+      if (error instanceof AssertionRefused) {
+        throw refusal("UNAUTHENTICATED", error.message);
+      }
+      throw error;
     }
-    const role = answer.role === "agent" ? `agent:${answer.agent}` : answer.role;
-    const who = `${answer.name} (${role})`;
-    if (!answer.methods.includes(method)) {
-      const may = answer.methods.length > 0 ? answer.methods.join(", ") : "none of the runner's methods";
-      throw refusal("PERMISSION_DENIED", `token ${who} may not call ${method}; it may call ${may}`);
+    if (!assertion.methods.includes(request.method)) {
+      const may = assertion.methods.length > 0 ? assertion.methods.join(", ") : "none of the runner's methods";
+      throw refusal("PERMISSION_DENIED", `${who(assertion)} may not call ${request.method}; it may call ${may}`);
     }
-    if (answer.role === "agent" && answer.agent !== this.agent) {
-      throw refusal("PERMISSION_DENIED", `token ${who} acts for agent '${answer.agent}', not '${this.agent}'`);
-    }
-    return who;
+    return assertion;
   }
 }

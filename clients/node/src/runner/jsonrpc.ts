@@ -42,8 +42,15 @@ export interface Request {
   metadata: Record<string, unknown>;
   /** False for a notification (no id): nobody waits for an answer. */
   wantsReply: boolean;
-  /** The NATS header Authorization, the caller's bearer token (callers.ts). */
-  authorization?: string;
+  /** The NATS header Turnkeeper-Assertion: the caller assertion the service signed
+   * for this request (callers.ts). */
+  assertion?: string;
+  /** Whether an Authorization header came too: never taken, only named in the
+   * refusal (a bearer token is not sent to an agent). */
+  bearer?: boolean;
+  /** Who the caller is once callers.ts checked it ("alice (operator)"): the calls
+   * made for it pass it on, with its assertion. */
+  caller?: string;
 }
 
 /** A method's result, and the work to start once the answer is sent (not named

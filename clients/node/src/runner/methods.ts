@@ -6,9 +6,10 @@
 
 import { randomUUID } from "node:crypto";
 
-import { ConnectError } from "@connectrpc/connect";
+import { type CallOptions, ConnectError } from "@connectrpc/connect";
 
-import type { TurnkeeperClient } from "../client.js";
+import { type TurnkeeperClient, onBehalfOf } from "../client.js";
+import { who } from "../callerAssertion.js";
 import { TurnState } from "../gen/turnkeeper/v1/turns_pb.js";
 import { toValue } from "../values.js";
 import type { CallerCheck } from "./callers.js";
@@ -67,7 +68,8 @@ export class Methods {
       // The service's own hand-offs (execute) and cancel notifications are not a
       // caller's request: who may publish them is NATS's authorization.
       if (this.callers !== undefined && request.method !== EXECUTE && request.method !== CANCEL) {
-        await this.callers.check(request);
+        const assertion = this.callers.check(request);
+        request = { ...request, caller: who(assertion) };
       }
       return await handler(request);
     } catch (error) {
@@ -120,15 +122,20 @@ export class Methods {
     } else if (payload === null && (await this.#nothingToContinue(threadId, optionalString(params, "turn_id")))) {
       return { result: { turn_id: null, thread_id: threadId, status: "completed" } };
     }
-    // Journaled before the answer: a turn the caller was told about exists.
-    const response = await this.client.turns.startTurn({
-      turnId,
-      threadId,
-      agent: this.identity.agent,
-      input,
-      replica: this.identity.replica,
-      incarnation: this.identity.incarnation,
-    });
+    // Journaled before the answer: a turn the caller was told about exists. For a
+    // caller, with its assertion: a regenerate needs the caller's right to cancel,
+    // which the service checks.
+    const response = await this.client.turns.startTurn(
+      {
+        turnId,
+        threadId,
+        agent: this.identity.agent,
+        input,
+        replica: this.identity.replica,
+        incarnation: this.identity.incarnation,
+      },
+      forCaller(request),
+    );
     const turn = response.turn;
     if (turn === undefined) {
       throw new RpcError(SERVICE_ERROR, "StartTurn answered without a turn");
@@ -177,7 +184,8 @@ export class Methods {
     } catch (error) {
       throw invalidParams(`resume is not JSON data: ${(error as Error).message}`);
     }
-    const response = await this.client.turns.resumeDetached({ turnId, resume });
+    // The audit log names whom this runner acted for.
+    const response = await this.client.turns.resumeDetached({ turnId, resume }, forCaller(request));
     return {
       result: {
         turn_id: turnId,
@@ -194,7 +202,8 @@ export class Methods {
       throw invalidParams("rollback must be true or false");
     }
     const reason = optionalString(request.params, "reason") ?? "";
-    const response = await this.client.turns.cancelTurn({ turnId, rollback, reason });
+    // The audit log names whom this runner acted for.
+    const response = await this.client.turns.cancelTurn({ turnId, rollback, reason }, forCaller(request));
     return {
       result: {
         turn_id: turnId,
@@ -223,4 +232,10 @@ export class Methods {
     // Acknowledged on receipt; the claim and the run come after the answer.
     return { result: { accepted: true }, after: () => this.runtime.claim(turnId, attempt, reason) };
   }
+}
+
+/** The call options of a call made for the request's caller: whom it is for and the
+ * caller's assertion (client.ts onBehalfOf); none without a checked caller. */
+export function forCaller(request: Request): CallOptions | undefined {
+  return request.caller === undefined ? undefined : onBehalfOf(request.caller, request.assertion ?? "");
 }

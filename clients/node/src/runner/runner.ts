@@ -133,7 +133,16 @@ export class TurnRunner {
       inputMapper: options.inputMapper ?? ((input) => input),
       log: this.log,
     });
-    this.methods = new Methods(this.client, this.runtime, this.identity, new CallerCheck(this.client, config.agent));
+    // With a token, the service has tokens: callers prove who they are with a caller
+    // assertion the service signed, which this runner verifies with its token.
+    // Without one, the service has none either, and every caller is taken.
+    const token = config.connection.bearerToken;
+    this.methods = new Methods(
+      this.client,
+      this.runtime,
+      this.identity,
+      token ? new CallerCheck(token, config.agent) : undefined,
+    );
     if (config.healthListen !== undefined) {
       const [host, port] = parseListen(config.healthListen);
       this.health = new HealthServer(host, port, () => this.#check());

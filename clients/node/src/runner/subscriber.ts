@@ -9,10 +9,11 @@
 
 import { randomUUID } from "node:crypto";
 
-import { type Msg, type NatsConnection, type Subscription, connect } from "nats";
+import { Match, type Msg, type NatsConnection, type Subscription, connect } from "nats";
 
 import { ConnectError } from "@connectrpc/connect";
 
+import { HEADER as ASSERTION_HEADER } from "../callerAssertion.js";
 import {
   INTERNAL_ERROR,
   type Reply,
@@ -118,9 +119,17 @@ export class NatsSubscriber {
     let body: string;
     try {
       request = parse(msg.data);
-      const authorization = msg.headers?.get("Authorization");
-      if (authorization) {
-        request.authorization = authorization;
+      // The caller assertion (callers.ts); a bearer token is never taken, only
+      // noted, so that the refusal can say it is not to be sent to agents.
+      const headers = msg.headers;
+      if (headers !== undefined) {
+        const assertion = headers.get(ASSERTION_HEADER, Match.IgnoreCase).trim();
+        if (assertion) {
+          request.assertion = assertion;
+        }
+        if (headers.has("Authorization", Match.IgnoreCase)) {
+          request.bearer = true;
+        }
       }
       reply = request.method === PING ? { result: {} } : await this.dispatch(request);
       body = resultEnvelope(request.id, reply.result);

@@ -26,16 +26,22 @@ import nats.errors
 from nats.aio.client import Client
 
 from turnkeeper import tracing
+from turnkeeper.caller_assertion import HEADER as ASSERTION_HEADER
 from turnkeeper.client import AsyncTurnkeeperClient
+from turnkeeper.errors import PermissionDenied, TurnkeeperError, Unauthenticated
 from turnkeeper.panel.follower import FollowOptions, Frame, TurnFollower
 from turnkeeper.panel.session import AgentRejected, Created, NoAnswer, NotDispatched, RunStatus
 from turnkeeper.states import TurnState
+from turnkeeper.v1 import operations_pb2
 
 __all__ = ["CREATE", "RESUME_DETACHED", "TURN_STATUS", "NatsAgentTransport", "agent_subject"]
 
 CREATE: Final = "responses/create"
 TURN_STATUS: Final = "responses/turnStatus"
 RESUME_DETACHED: Final = "responses/resumeDetached"
+
+# A JSON-RPC error answered for the service (the bridges' code for refusals).
+SERVICE_ERROR: Final = -32000
 
 # Raised by nats-py when the connection cannot carry the request at all.
 _UNSENT: Final = (
@@ -67,7 +73,7 @@ class NatsAgentTransport:
         timeout: float = 10.0,
         follow_options: FollowOptions | None = None,
         metadata: Mapping[str, Any] | None = None,
-        token: str | None = None,
+        assert_caller: bool | None = None,
     ) -> None:
         self.nc = nc
         self.agent = agent
@@ -76,11 +82,13 @@ class NatsAgentTransport:
         self.timeout = timeout
         self.follow_options = follow_options
         self.metadata = dict(metadata or {})
-        # Sent as the NATS header "Authorization: Bearer <token>" on every request
-        # (a bridge of a service with tokens refuses requests without one); by
-        # default the token the client uses for the service.
-        token = token if token is not None else client.options.bearer_token
-        self.headers = {"Authorization": f"Bearer {token}"} if token else None
+        # Whether each request carries a caller assertion (turnkeeper.caller_assertion)
+        # the service issues for it: by default when the client has a token (the
+        # service then has tokens, and bridges refuse requests without one). The
+        # token itself never goes on NATS.
+        self.assert_caller = (
+            bool(client.options.bearer_token) if assert_caller is None else assert_caller
+        )
 
     async def call(self, method: str, params: Mapping[str, Any]) -> Any:
         """One JSON-RPC request; its ``result``."""
@@ -99,8 +107,8 @@ class NatsAgentTransport:
     async def _request(
         self, method: str, envelope: dict[str, Any], traced: dict[str, str] | None
     ) -> Any:
-        # The trace context (when tracing is on) beside the bearer token.
-        headers = {**(self.headers or {}), **(traced or {})} or None
+        # The trace context (when tracing is on) beside the caller assertion.
+        headers = {**(await self._assertion(method, envelope["id"])), **(traced or {})} or None
         try:
             msg = await self.nc.request(
                 self.subject,
@@ -128,6 +136,27 @@ class NatsAgentTransport:
                 int(error.get("code", -32603)), str(error.get("message", "")), error.get("data")
             )
         return reply.get("result")
+
+    async def _assertion(self, method: str, request_id: str) -> dict[str, str]:
+        """The header of a caller assertion for this request, from the service."""
+        if not self.assert_caller:
+            return {}
+        try:
+            issued = await self.client.issue_assertion(
+                operations_pb2.IssueAssertionRequest(
+                    agent=self.agent, method=method, request_id=request_id
+                )
+            )
+        except (PermissionDenied, Unauthenticated) as exc:
+            code = "PERMISSION_DENIED" if isinstance(exc, PermissionDenied) else "UNAUTHENTICATED"
+            raise AgentRejected(
+                SERVICE_ERROR, str(exc), {"code": code, "message": str(exc)}
+            ) from exc
+        except TurnkeeperError as exc:
+            raise NotDispatched(
+                f"the service gave no caller assertion for {method} ({exc}); it was not sent"
+            ) from exc
+        return {ASSERTION_HEADER: issued.assertion}
 
     async def create(
         self, *, input: Any, thread_id: str, turn_id: str, regenerate: bool = False

@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from google.protobuf import timestamp_pb2 as google_dot_protobuf_dot_timestamp__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eturnkeeper/v1/operations.proto\x12\rturnkeeper.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\"\n\x11IntrospectRequest\x12\r\n\x05token\x18\x01 \x01(\t\"x\n\x12IntrospectResponse\x12\x16\n\x0e\x61uthentication\x18\x01 \x01(\x08\x12\x0e\n\x06\x61\x63tive\x18\x02 \x01(\x08\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0c\n\x04role\x18\x04 \x01(\t\x12\r\n\x05\x61gent\x18\x05 \x01(\t\x12\x0f\n\x07methods\x18\x06 \x03(\t\"9\n\x10ListAuditRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"\x91\x01\n\x0b\x41uditRecord\x12\n\n\x02id\x18\x01 \x01(\x03\x12&\n\x02\x61t\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x61\x63tor\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x04 \x01(\t\x12\x0e\n\x06target\x18\x05 \x01(\t\x12\x0f\n\x07outcome\x18\x06 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x07 \x01(\t\"Y\n\x11ListAuditResponse\x12+\n\x07records\x18\x01 \x03(\x0b\x32\x1a.turnkeeper.v1.AuditRecord\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\xb6\x01\n\x11OperationsService\x12Q\n\nIntrospect\x12 .turnkeeper.v1.IntrospectRequest\x1a!.turnkeeper.v1.IntrospectResponse\x12N\n\tListAudit\x12\x1f.turnkeeper.v1.ListAuditRequest\x1a .turnkeeper.v1.ListAuditResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1eturnkeeper/v1/operations.proto\x12\rturnkeeper.v1\x1a\x1fgoogle/protobuf/timestamp.proto\"\"\n\x11IntrospectRequest\x12\r\n\x05token\x18\x01 \x01(\t\"x\n\x12IntrospectResponse\x12\x16\n\x0e\x61uthentication\x18\x01 \x01(\x08\x12\x0e\n\x06\x61\x63tive\x18\x02 \x01(\x08\x12\x0c\n\x04name\x18\x03 \x01(\t\x12\x0c\n\x04role\x18\x04 \x01(\t\x12\r\n\x05\x61gent\x18\x05 \x01(\t\x12\x0f\n\x07methods\x18\x06 \x03(\t\"J\n\x15IssueAssertionRequest\x12\r\n\x05\x61gent\x18\x01 \x01(\t\x12\x0e\n\x06method\x18\x02 \x01(\t\x12\x12\n\nrequest_id\x18\x03 \x01(\t\"[\n\x16IssueAssertionResponse\x12\x11\n\tassertion\x18\x01 \x01(\t\x12.\n\nexpires_at\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\"9\n\x10ListAuditRequest\x12\x11\n\tpage_size\x18\x01 \x01(\x05\x12\x12\n\npage_token\x18\x02 \x01(\t\"\x91\x01\n\x0b\x41uditRecord\x12\n\n\x02id\x18\x01 \x01(\x03\x12&\n\x02\x61t\x18\x02 \x01(\x0b\x32\x1a.google.protobuf.Timestamp\x12\r\n\x05\x61\x63tor\x18\x03 \x01(\t\x12\x0e\n\x06\x61\x63tion\x18\x04 \x01(\t\x12\x0e\n\x06target\x18\x05 \x01(\t\x12\x0f\n\x07outcome\x18\x06 \x01(\t\x12\x0e\n\x06\x64\x65tail\x18\x07 \x01(\t\"Y\n\x11ListAuditResponse\x12+\n\x07records\x18\x01 \x03(\x0b\x32\x1a.turnkeeper.v1.AuditRecord\x12\x17\n\x0fnext_page_token\x18\x02 \x01(\t2\x95\x02\n\x11OperationsService\x12Q\n\nIntrospect\x12 .turnkeeper.v1.IntrospectRequest\x1a!.turnkeeper.v1.IntrospectResponse\x12]\n\x0eIssueAssertion\x12$.turnkeeper.v1.IssueAssertionRequest\x1a%.turnkeeper.v1.IssueAssertionResponse\x12N\n\tListAudit\x12\x1f.turnkeeper.v1.ListAuditRequest\x1a .turnkeeper.v1.ListAuditResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -36,12 +36,16 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_INTROSPECTREQUEST']._serialized_end=116
   _globals['_INTROSPECTRESPONSE']._serialized_start=118
   _globals['_INTROSPECTRESPONSE']._serialized_end=238
-  _globals['_LISTAUDITREQUEST']._serialized_start=240
-  _globals['_LISTAUDITREQUEST']._serialized_end=297
-  _globals['_AUDITRECORD']._serialized_start=300
-  _globals['_AUDITRECORD']._serialized_end=445
-  _globals['_LISTAUDITRESPONSE']._serialized_start=447
-  _globals['_LISTAUDITRESPONSE']._serialized_end=536
-  _globals['_OPERATIONSSERVICE']._serialized_start=539
-  _globals['_OPERATIONSSERVICE']._serialized_end=721
+  _globals['_ISSUEASSERTIONREQUEST']._serialized_start=240
+  _globals['_ISSUEASSERTIONREQUEST']._serialized_end=314
+  _globals['_ISSUEASSERTIONRESPONSE']._serialized_start=316
+  _globals['_ISSUEASSERTIONRESPONSE']._serialized_end=407
+  _globals['_LISTAUDITREQUEST']._serialized_start=409
+  _globals['_LISTAUDITREQUEST']._serialized_end=466
+  _globals['_AUDITRECORD']._serialized_start=469
+  _globals['_AUDITRECORD']._serialized_end=614
+  _globals['_LISTAUDITRESPONSE']._serialized_start=616
+  _globals['_LISTAUDITRESPONSE']._serialized_end=705
+  _globals['_OPERATIONSSERVICE']._serialized_start=708
+  _globals['_OPERATIONSSERVICE']._serialized_end=985
 # @@protoc_insertion_point(module_scope)

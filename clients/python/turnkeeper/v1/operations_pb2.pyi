@@ -84,6 +84,60 @@ class IntrospectResponse(_message.Message):
 Global___IntrospectResponse: _TypeAlias = IntrospectResponse  # noqa: Y015
 
 @_typing.final
+class IssueAssertionRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_FIELD_NUMBER: _builtins.int
+    METHOD_FIELD_NUMBER: _builtins.int
+    REQUEST_ID_FIELD_NUMBER: _builtins.int
+    agent: _builtins.str
+    """The agent whose bridge the request goes to."""
+    method: _builtins.str
+    """The JSON-RPC method: responses/create, responses/turnStatus,
+    responses/resumeDetached or responses/cancel.
+    """
+    request_id: _builtins.str
+    """The JSON-RPC envelope's id: the assertion is good for this request only."""
+    def __init__(
+        self,
+        *,
+        agent: _builtins.str = ...,
+        method: _builtins.str = ...,
+        request_id: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "method", b"method", "request_id", b"request_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IssueAssertionRequest: _TypeAlias = IssueAssertionRequest  # noqa: Y015
+
+@_typing.final
+class IssueAssertionResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    ASSERTION_FIELD_NUMBER: _builtins.int
+    EXPIRES_AT_FIELD_NUMBER: _builtins.int
+    assertion: _builtins.str
+    """The value of the NATS header Turnkeeper-Assertion."""
+    @_builtins.property
+    def expires_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        assertion: _builtins.str = ...,
+        expires_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["expires_at", b"expires_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["assertion", b"assertion", "expires_at", b"expires_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___IssueAssertionResponse: _TypeAlias = IssueAssertionResponse  # noqa: Y015
+
+@_typing.final
 class ListAuditRequest(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 

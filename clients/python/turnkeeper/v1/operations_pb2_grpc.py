@@ -41,6 +41,11 @@ class OperationsServiceStub:
                 request_serializer=turnkeeper_dot_v1_dot_operations__pb2.IntrospectRequest.SerializeToString,
                 response_deserializer=turnkeeper_dot_v1_dot_operations__pb2.IntrospectResponse.FromString,
                 _registered_method=True)
+        self.IssueAssertion = channel.unary_unary(
+                '/turnkeeper.v1.OperationsService/IssueAssertion',
+                request_serializer=turnkeeper_dot_v1_dot_operations__pb2.IssueAssertionRequest.SerializeToString,
+                response_deserializer=turnkeeper_dot_v1_dot_operations__pb2.IssueAssertionResponse.FromString,
+                _registered_method=True)
         self.ListAudit = channel.unary_unary(
                 '/turnkeeper.v1.OperationsService/ListAudit',
                 request_serializer=turnkeeper_dot_v1_dot_operations__pb2.ListAuditRequest.SerializeToString,
@@ -62,6 +67,19 @@ class OperationsServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def IssueAssertion(self, request, context):
+        """A caller assertion for one JSON-RPC request to an agent's bridge: who the
+        caller is and which of the bridge's methods it may call, signed by the service
+        for that agent, that method and that request id, good for a minute. A panel
+        that talks NATS itself sends it in the NATS header Turnkeeper-Assertion; its
+        bearer token never leaves the service. PERMISSION_DENIED when the caller may
+        not call the method on that agent; FAILED_PRECONDITION when the service runs
+        without tokens (bridges then take every caller) or the agent has no token.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def ListAudit(self, request, context):
         """The audit log, newest first: who resumed, re-drove or deleted what, and the
         reloads of the tokens file, each with its outcome.
@@ -77,6 +95,11 @@ def add_OperationsServiceServicer_to_server(servicer, server):
                     servicer.Introspect,
                     request_deserializer=turnkeeper_dot_v1_dot_operations__pb2.IntrospectRequest.FromString,
                     response_serializer=turnkeeper_dot_v1_dot_operations__pb2.IntrospectResponse.SerializeToString,
+            ),
+            'IssueAssertion': grpc.unary_unary_rpc_method_handler(
+                    servicer.IssueAssertion,
+                    request_deserializer=turnkeeper_dot_v1_dot_operations__pb2.IssueAssertionRequest.FromString,
+                    response_serializer=turnkeeper_dot_v1_dot_operations__pb2.IssueAssertionResponse.SerializeToString,
             ),
             'ListAudit': grpc.unary_unary_rpc_method_handler(
                     servicer.ListAudit,
@@ -113,6 +136,33 @@ class OperationsService:
             '/turnkeeper.v1.OperationsService/Introspect',
             turnkeeper_dot_v1_dot_operations__pb2.IntrospectRequest.SerializeToString,
             turnkeeper_dot_v1_dot_operations__pb2.IntrospectResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def IssueAssertion(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turnkeeper.v1.OperationsService/IssueAssertion',
+            turnkeeper_dot_v1_dot_operations__pb2.IssueAssertionRequest.SerializeToString,
+            turnkeeper_dot_v1_dot_operations__pb2.IssueAssertionResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -40,6 +40,15 @@ class OperationsServiceStub:
     bridge. A bridge asks this for each caller of responses/*; the answer for an
     unknown token is `active: false`, not an error.
     """
+    IssueAssertion: _grpc.UnaryUnaryMultiCallable[_operations_pb2.IssueAssertionRequest, _operations_pb2.IssueAssertionResponse]
+    """A caller assertion for one JSON-RPC request to an agent's bridge: who the
+    caller is and which of the bridge's methods it may call, signed by the service
+    for that agent, that method and that request id, good for a minute. A panel
+    that talks NATS itself sends it in the NATS header Turnkeeper-Assertion; its
+    bearer token never leaves the service. PERMISSION_DENIED when the caller may
+    not call the method on that agent; FAILED_PRECONDITION when the service runs
+    without tokens (bridges then take every caller) or the agent has no token.
+    """
     ListAudit: _grpc.UnaryUnaryMultiCallable[_operations_pb2.ListAuditRequest, _operations_pb2.ListAuditResponse]
     """The audit log, newest first: who resumed, re-drove or deleted what, and the
     reloads of the tokens file, each with its outcome.
@@ -56,6 +65,15 @@ class OperationsServiceAsyncStub(OperationsServiceStub):
     """Who a bearer token is and which JSON-RPC methods it may call on an agent's
     bridge. A bridge asks this for each caller of responses/*; the answer for an
     unknown token is `active: false`, not an error.
+    """
+    IssueAssertion: _aio.UnaryUnaryMultiCallable[_operations_pb2.IssueAssertionRequest, _operations_pb2.IssueAssertionResponse]  # type: ignore[assignment]
+    """A caller assertion for one JSON-RPC request to an agent's bridge: who the
+    caller is and which of the bridge's methods it may call, signed by the service
+    for that agent, that method and that request id, good for a minute. A panel
+    that talks NATS itself sends it in the NATS header Turnkeeper-Assertion; its
+    bearer token never leaves the service. PERMISSION_DENIED when the caller may
+    not call the method on that agent; FAILED_PRECONDITION when the service runs
+    without tokens (bridges then take every caller) or the agent has no token.
     """
     ListAudit: _aio.UnaryUnaryMultiCallable[_operations_pb2.ListAuditRequest, _operations_pb2.ListAuditResponse]  # type: ignore[assignment]
     """The audit log, newest first: who resumed, re-drove or deleted what, and the
@@ -76,6 +94,21 @@ class OperationsServiceServicer(metaclass=_abc_1.ABCMeta):
         """Who a bearer token is and which JSON-RPC methods it may call on an agent's
         bridge. A bridge asks this for each caller of responses/*; the answer for an
         unknown token is `active: false`, not an error.
+        """
+
+    @_abc_1.abstractmethod
+    def IssueAssertion(
+        self,
+        request: _operations_pb2.IssueAssertionRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_operations_pb2.IssueAssertionResponse, _abc.Awaitable[_operations_pb2.IssueAssertionResponse]]:
+        """A caller assertion for one JSON-RPC request to an agent's bridge: who the
+        caller is and which of the bridge's methods it may call, signed by the service
+        for that agent, that method and that request id, good for a minute. A panel
+        that talks NATS itself sends it in the NATS header Turnkeeper-Assertion; its
+        bearer token never leaves the service. PERMISSION_DENIED when the caller may
+        not call the method on that agent; FAILED_PRECONDITION when the service runs
+        without tokens (bridges then take every caller) or the agent has no token.
         """
 
     @_abc_1.abstractmethod

@@ -102,8 +102,14 @@ class Bridge:
             input_mapper=input_mapper or _identity,
             run_config=run_config,
         )
+        # With a token, the service has tokens: callers prove who they are with a
+        # caller assertion the service signed, which this bridge verifies with it.
+        token = config.service.bearer_token
         self.methods = Methods(
-            self.client, self.runtime, self.identity, CallerCheck(self.client, config.agent)
+            self.client,
+            self.runtime,
+            self.identity,
+            CallerCheck(token, config.agent) if token else None,
         )
         host, port = config.health_address
         self.health = HealthServer(host, port, self._check)
@@ -114,7 +120,8 @@ class Bridge:
             self.methods.dispatch,
             name=f"turnkeeper-bridge/{config.agent}/{config.replica}",
             control_subject=config.control_subject,
-            auth=config.nats_auth,
+            # No NATS credentials given: connect as this agent token's own NATS user.
+            auth=config.nats_auth.or_token_identity(config.service.bearer_token),
         )
         self._started = False
         self._stopping = False

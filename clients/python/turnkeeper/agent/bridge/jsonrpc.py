@@ -55,10 +55,12 @@ class Request:
     metadata: Mapping[str, Any]
     # False for a notification (no id): nobody waits for an answer.
     wants_reply: bool = True
-    # The NATS message's headers (the caller's bearer token: caller_auth).
+    # The NATS message's headers (the caller assertion: caller_auth).
     headers: Mapping[str, str] = field(default_factory=dict)
-    # Who the caller is, once caller_auth checked it ("alice (operator)").
+    # Who the caller is, once caller_auth checked it ("alice (operator)"), and the
+    # assertion that says so, passed on with the calls made for the caller.
     caller: str | None = None
+    assertion: str = ""
 
 
 @dataclass

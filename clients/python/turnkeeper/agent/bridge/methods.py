@@ -16,7 +16,7 @@ from google.protobuf import duration_pb2
 
 from turnkeeper.agent.bridge import jsonrpc
 from turnkeeper.agent.bridge._convert import py_to_value
-from turnkeeper.agent.bridge.caller_auth import CallerCheck
+from turnkeeper.agent.bridge.caller_auth import CallerCheck, assertion_of
 from turnkeeper.agent.bridge.intent import (
     INTENT_KEY,
     REGENERATE_INPUT,
@@ -122,8 +122,10 @@ class Methods:
             # a caller's request: who may publish them is NATS's authorization (the
             # locked bundled server).
             if self.callers is not None and request.method not in (EXECUTE, CANCEL):
-                caller = await self.callers.check(request)
-                request = dataclasses.replace(request, caller=caller)
+                assertion = self.callers.check(request)
+                request = dataclasses.replace(
+                    request, caller=assertion.who, assertion=assertion_of(request.headers)
+                )
             return await handler(request)
         except TurnkeeperError as exc:
             raise RpcError.from_service(exc) from exc
@@ -176,20 +178,26 @@ class Methods:
                 )
         elif payload is None and await self._nothing_to_continue(thread_id, given_turn_id):
             return Reply({"turn_id": None, "thread_id": thread_id, "status": "completed"})
-        # Journaled before the answer: a turn the caller was told about exists.
-        response = await self.client.start_turn(
-            turns_pb2.StartTurnRequest(
-                turn_id=turn_id,
-                thread_id=thread_id,
-                agent=self.identity.agent,
-                input=value,
-                replica=self.identity.replica,
-                incarnation=self.identity.incarnation,
-                multitask_strategy=_STRATEGIES[strategy],
-                max_run_time=deadlines["max_run_time"],
-                park_expiry=deadlines["park_expiry"],
-            )
+        start = turns_pb2.StartTurnRequest(
+            turn_id=turn_id,
+            thread_id=thread_id,
+            agent=self.identity.agent,
+            input=value,
+            replica=self.identity.replica,
+            incarnation=self.identity.incarnation,
+            multitask_strategy=_STRATEGIES[strategy],
+            max_run_time=deadlines["max_run_time"],
+            park_expiry=deadlines["park_expiry"],
         )
+        # Journaled before the answer: a turn the caller was told about exists. For a
+        # caller, with its assertion: an interrupt, a rollback or a regenerate needs
+        # the caller's right to cancel, which the service checks.
+        if request.caller is None:
+            response = await self.client.start_turn(start)
+        else:
+            response = await self.client.start_turn_on_behalf(
+                start, request.caller, assertion=request.assertion
+            )
         turn = response.turn
         result = {
             "turn_id": turn.turn_id,
@@ -246,7 +254,9 @@ class Methods:
             response = await self.client.resume_detached(resume)
         else:
             # The audit log names whom this bridge acted for.
-            response = await self.client.resume_detached_on_behalf(resume, request.caller)
+            response = await self.client.resume_detached_on_behalf(
+                resume, request.caller, assertion=request.assertion
+            )
         return Reply(
             {
                 "turn_id": turn_id,
@@ -266,7 +276,9 @@ class Methods:
             response = await self.client.cancel_turn(cancel)
         else:
             # The audit log names whom this bridge acted for.
-            response = await self.client.cancel_turn_on_behalf(cancel, request.caller)
+            response = await self.client.cancel_turn_on_behalf(
+                cancel, request.caller, assertion=request.assertion
+            )
         return Reply(
             {
                 "turn_id": turn_id,
@@ -278,11 +290,25 @@ class Methods:
 
     async def cancelled(self, request: Request) -> Reply:
         """The service ended a turn (a notification to every replica): stop it here
-        if it runs here. Fencing would stop it at its next write anyway."""
+        if it runs here, once the service confirms it. A notice is only a hint:
+        whoever can publish on the control subject could forge one, so the turn's
+        state is asked of the service (the source of truth) first. Fencing would
+        stop the execution at its next write anyway."""
         params = request.params
         turn_id = jsonrpc.required_str(params, "turn_id")
         attempt = jsonrpc.required_int(params, "attempt")
         reason = params.get("reason")
+        if self.runtime.running(turn_id) is None:
+            return Reply({"stopped": False})
+        status = await self.client.turn_status(turns_pb2.TurnStatusRequest(turn_id=turn_id))
+        if status.state == turns_pb2.TURN_STATE_RUNNING and status.attempts == attempt:
+            log.warning(
+                "turn_id=%s attempt=%d: a stop notice for a turn the service says still "
+                "runs this attempt: ignored (forged or stale)",
+                turn_id,
+                attempt,
+            )
+            return Reply({"stopped": False})
         stopped = self.runtime.cancel(turn_id, attempt, reason if isinstance(reason, str) else "")
         return Reply({"stopped": stopped})
 

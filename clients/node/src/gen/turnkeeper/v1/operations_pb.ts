@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file turnkeeper/v1/operations.proto.
  */
 export const file_turnkeeper_v1_operations: GenFile = /*@__PURE__*/
-  fileDesc("Ch50dXJua2VlcGVyL3YxL29wZXJhdGlvbnMucHJvdG8SDXR1cm5rZWVwZXIudjEiIgoRSW50cm9zcGVjdFJlcXVlc3QSDQoFdG9rZW4YASABKAkieAoSSW50cm9zcGVjdFJlc3BvbnNlEhYKDmF1dGhlbnRpY2F0aW9uGAEgASgIEg4KBmFjdGl2ZRgCIAEoCBIMCgRuYW1lGAMgASgJEgwKBHJvbGUYBCABKAkSDQoFYWdlbnQYBSABKAkSDwoHbWV0aG9kcxgGIAMoCSI5ChBMaXN0QXVkaXRSZXF1ZXN0EhEKCXBhZ2Vfc2l6ZRgBIAEoBRISCgpwYWdlX3Rva2VuGAIgASgJIpEBCgtBdWRpdFJlY29yZBIKCgJpZBgBIAEoAxImCgJhdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASDQoFYWN0b3IYAyABKAkSDgoGYWN0aW9uGAQgASgJEg4KBnRhcmdldBgFIAEoCRIPCgdvdXRjb21lGAYgASgJEg4KBmRldGFpbBgHIAEoCSJZChFMaXN0QXVkaXRSZXNwb25zZRIrCgdyZWNvcmRzGAEgAygLMhoudHVybmtlZXBlci52MS5BdWRpdFJlY29yZBIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkytgEKEU9wZXJhdGlvbnNTZXJ2aWNlElEKCkludHJvc3BlY3QSIC50dXJua2VlcGVyLnYxLkludHJvc3BlY3RSZXF1ZXN0GiEudHVybmtlZXBlci52MS5JbnRyb3NwZWN0UmVzcG9uc2USTgoJTGlzdEF1ZGl0Eh8udHVybmtlZXBlci52MS5MaXN0QXVkaXRSZXF1ZXN0GiAudHVybmtlZXBlci52MS5MaXN0QXVkaXRSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
+  fileDesc("Ch50dXJua2VlcGVyL3YxL29wZXJhdGlvbnMucHJvdG8SDXR1cm5rZWVwZXIudjEiIgoRSW50cm9zcGVjdFJlcXVlc3QSDQoFdG9rZW4YASABKAkieAoSSW50cm9zcGVjdFJlc3BvbnNlEhYKDmF1dGhlbnRpY2F0aW9uGAEgASgIEg4KBmFjdGl2ZRgCIAEoCBIMCgRuYW1lGAMgASgJEgwKBHJvbGUYBCABKAkSDQoFYWdlbnQYBSABKAkSDwoHbWV0aG9kcxgGIAMoCSJKChVJc3N1ZUFzc2VydGlvblJlcXVlc3QSDQoFYWdlbnQYASABKAkSDgoGbWV0aG9kGAIgASgJEhIKCnJlcXVlc3RfaWQYAyABKAkiWwoWSXNzdWVBc3NlcnRpb25SZXNwb25zZRIRCglhc3NlcnRpb24YASABKAkSLgoKZXhwaXJlc19hdBgCIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiOQoQTGlzdEF1ZGl0UmVxdWVzdBIRCglwYWdlX3NpemUYASABKAUSEgoKcGFnZV90b2tlbhgCIAEoCSKRAQoLQXVkaXRSZWNvcmQSCgoCaWQYASABKAMSJgoCYXQYAiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEg0KBWFjdG9yGAMgASgJEg4KBmFjdGlvbhgEIAEoCRIOCgZ0YXJnZXQYBSABKAkSDwoHb3V0Y29tZRgGIAEoCRIOCgZkZXRhaWwYByABKAkiWQoRTGlzdEF1ZGl0UmVzcG9uc2USKwoHcmVjb3JkcxgBIAMoCzIaLnR1cm5rZWVwZXIudjEuQXVkaXRSZWNvcmQSFwoPbmV4dF9wYWdlX3Rva2VuGAIgASgJMpUCChFPcGVyYXRpb25zU2VydmljZRJRCgpJbnRyb3NwZWN0EiAudHVybmtlZXBlci52MS5JbnRyb3NwZWN0UmVxdWVzdBohLnR1cm5rZWVwZXIudjEuSW50cm9zcGVjdFJlc3BvbnNlEl0KDklzc3VlQXNzZXJ0aW9uEiQudHVybmtlZXBlci52MS5Jc3N1ZUFzc2VydGlvblJlcXVlc3QaJS50dXJua2VlcGVyLnYxLklzc3VlQXNzZXJ0aW9uUmVzcG9uc2USTgoJTGlzdEF1ZGl0Eh8udHVybmtlZXBlci52MS5MaXN0QXVkaXRSZXF1ZXN0GiAudHVybmtlZXBlci52MS5MaXN0QXVkaXRSZXNwb25zZWIGcHJvdG8z", [file_google_protobuf_timestamp]);
 
 /**
  * @generated from message turnkeeper.v1.IntrospectRequest
@@ -89,6 +89,64 @@ export const IntrospectResponseSchema: GenMessage<IntrospectResponse> = /*@__PUR
   messageDesc(file_turnkeeper_v1_operations, 1);
 
 /**
+ * @generated from message turnkeeper.v1.IssueAssertionRequest
+ */
+export type IssueAssertionRequest = Message<"turnkeeper.v1.IssueAssertionRequest"> & {
+  /**
+   * The agent whose bridge the request goes to.
+   *
+   * @generated from field: string agent = 1;
+   */
+  agent: string;
+
+  /**
+   * The JSON-RPC method: responses/create, responses/turnStatus,
+   * responses/resumeDetached or responses/cancel.
+   *
+   * @generated from field: string method = 2;
+   */
+  method: string;
+
+  /**
+   * The JSON-RPC envelope's id: the assertion is good for this request only.
+   *
+   * @generated from field: string request_id = 3;
+   */
+  requestId: string;
+};
+
+/**
+ * Describes the message turnkeeper.v1.IssueAssertionRequest.
+ * Use `create(IssueAssertionRequestSchema)` to create a new message.
+ */
+export const IssueAssertionRequestSchema: GenMessage<IssueAssertionRequest> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_operations, 2);
+
+/**
+ * @generated from message turnkeeper.v1.IssueAssertionResponse
+ */
+export type IssueAssertionResponse = Message<"turnkeeper.v1.IssueAssertionResponse"> & {
+  /**
+   * The value of the NATS header Turnkeeper-Assertion.
+   *
+   * @generated from field: string assertion = 1;
+   */
+  assertion: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp expires_at = 2;
+   */
+  expiresAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message turnkeeper.v1.IssueAssertionResponse.
+ * Use `create(IssueAssertionResponseSchema)` to create a new message.
+ */
+export const IssueAssertionResponseSchema: GenMessage<IssueAssertionResponse> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_operations, 3);
+
+/**
  * @generated from message turnkeeper.v1.ListAuditRequest
  */
 export type ListAuditRequest = Message<"turnkeeper.v1.ListAuditRequest"> & {
@@ -112,7 +170,7 @@ export type ListAuditRequest = Message<"turnkeeper.v1.ListAuditRequest"> & {
  * Use `create(ListAuditRequestSchema)` to create a new message.
  */
 export const ListAuditRequestSchema: GenMessage<ListAuditRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_operations, 2);
+  messageDesc(file_turnkeeper_v1_operations, 4);
 
 /**
  * @generated from message turnkeeper.v1.AuditRecord
@@ -170,7 +228,7 @@ export type AuditRecord = Message<"turnkeeper.v1.AuditRecord"> & {
  * Use `create(AuditRecordSchema)` to create a new message.
  */
 export const AuditRecordSchema: GenMessage<AuditRecord> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_operations, 3);
+  messageDesc(file_turnkeeper_v1_operations, 5);
 
 /**
  * @generated from message turnkeeper.v1.ListAuditResponse
@@ -192,7 +250,7 @@ export type ListAuditResponse = Message<"turnkeeper.v1.ListAuditResponse"> & {
  * Use `create(ListAuditResponseSchema)` to create a new message.
  */
 export const ListAuditResponseSchema: GenMessage<ListAuditResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_operations, 4);
+  messageDesc(file_turnkeeper_v1_operations, 6);
 
 /**
  * What operators and the NATS bridges need beside the turn journal: who a bearer
@@ -212,6 +270,22 @@ export const OperationsService: GenService<{
     methodKind: "unary";
     input: typeof IntrospectRequestSchema;
     output: typeof IntrospectResponseSchema;
+  },
+  /**
+   * A caller assertion for one JSON-RPC request to an agent's bridge: who the
+   * caller is and which of the bridge's methods it may call, signed by the service
+   * for that agent, that method and that request id, good for a minute. A panel
+   * that talks NATS itself sends it in the NATS header Turnkeeper-Assertion; its
+   * bearer token never leaves the service. PERMISSION_DENIED when the caller may
+   * not call the method on that agent; FAILED_PRECONDITION when the service runs
+   * without tokens (bridges then take every caller) or the agent has no token.
+   *
+   * @generated from rpc turnkeeper.v1.OperationsService.IssueAssertion
+   */
+  issueAssertion: {
+    methodKind: "unary";
+    input: typeof IssueAssertionRequestSchema;
+    output: typeof IssueAssertionResponseSchema;
   },
   /**
    * The audit log, newest first: who resumed, re-drove or deleted what, and the

@@ -24,14 +24,17 @@ from nats.aio.client import Client
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.targets import ChannelTarget, resolve
 from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
+from turnkeeper_server.messaging.credentials import write_config
+from turnkeeper_server.security.auth import parse_role, token_hash
 
-from tests.faults.mirror import Mirror
+from tests.faults.mirror import PREFIX, Mirror
 from tests.faults.storage import PostgresStorage, SqliteStorage, Storage
 from tests.support.agents import Agent
 from tests.support.nats import NatsServer
 from tests.support.postgres import PostgresCluster
 from tests.support.procs import ServiceProcess
 from tests.support.relay import Relay
+from tests.support.security import bearer_interceptors, write_tokens
 
 REPO = Path(__file__).resolve().parents[2]
 AGENT = "faults"
@@ -113,6 +116,8 @@ class AgentPool:
             "TURNKEEPER_ADDRESS": c.address,
             "NATS_URL": c.nats.url,
             "TURNKEEPER_AGENT": AGENT,
+            # Its token is all an agent is given: its NATS user derives from it.
+            "TURNKEEPER_TOKEN": c.tokens["agent"],
             "TURNKEEPER_REPLICA": slot.replica,
             "TURNKEEPER_HEALTH_LISTEN": "127.0.0.1:0",
             "TURNKEEPER_SHUTDOWN_GRACE": "1",
@@ -225,7 +230,20 @@ class Cluster:
         for d in (self.data_dir, self.records, self.logs):
             d.mkdir(parents=True, exist_ok=True)
         self.step_seconds = step_seconds
-        self.nats = NatsServer()
+        # Deployed as production is secured: tokens on every surface, and on NATS a
+        # user per token allowed only its own subjects (decisions 174 and 175). The
+        # harness is an admin; the agents hold the one agent token.
+        self.tokens = write_tokens(
+            workdir / "tokens.jsonl", {"harness": "admin", "agent": f"agent:{AGENT}"}
+        )
+        nats_config, service_user = write_config(
+            workdir / "nats",
+            {token_hash(t): parse_role(role) for t, role in self._roles().items()},
+            prefix=PREFIX,
+            namespace="default",
+        )
+        self.service_nats = service_user
+        self.nats = NatsServer(config_file=nats_config)
         self.relay: Relay | None = None
         self.backend = backend
         # SQLite: one service (one writer). PostgreSQL: `services` replicas.
@@ -243,6 +261,10 @@ class Cluster:
         self.turns: turns_pb2_grpc.TurnServiceAsyncStub | None = None
         self.checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub | None = None
         self._archived: set[Agent] = set()
+
+    def _roles(self) -> dict[str, str]:
+        """Each token of the tokens file and its role."""
+        return {self.tokens["harness"]: "admin", self.tokens["agent"]: f"agent:{AGENT}"}
 
     @property
     def service(self) -> ServiceProcess | None:
@@ -273,10 +295,17 @@ class Cluster:
             database_url = self.postgres.new_database()
             self.storage = PostgresStorage(database_url)
         for i in range(self.service_count):
+            user = self.service_nats
             service = ServiceProcess(
                 self.data_dir / f"s{i}" if database_url else self.data_dir,
-                nats_url=self.relay.url,
-                extra=["--lease-seconds", str(self.lease_seconds)],
+                # The service's own NATS user (the one that may publish events).
+                nats_url=self.relay.url.replace("nats://", f"nats://{user.user}:{user.password}@"),
+                extra=[
+                    "--lease-seconds",
+                    str(self.lease_seconds),
+                    "--tokens-file",
+                    str(self.workdir / "tokens.jsonl"),
+                ],
                 database_url=database_url,
             )
             self.services.append(service)
@@ -286,16 +315,25 @@ class Cluster:
             max_reconnect_attempts=-1,
             reconnect_time_wait=0.1,
             error_cb=self._nats_error,
+            # The harness watches NATS as the service's user: it publishes its own
+            # routing probes on the turns' subjects (tests/faults/mirror.py).
+            **self.service_nats.connect_kwargs(),
         )
         await self.mirror.subscribe(self.nc)
-        self.client = AsyncTurnkeeperClient(HarnessOptions(target=self.address))
+        self.client = AsyncTurnkeeperClient(
+            HarnessOptions(target=self.address, bearer_token=self.tokens["harness"])
+        )
         # The harness's own stubs, balanced over the replicas like the typed client.
         target = resolve(self.address)
         balance = (
             "grpc.service_config",
             json.dumps({"loadBalancingConfig": [{"round_robin": {}}]}),
         )
-        self.channel = aio.insecure_channel(target.target, options=[*FAST_RECONNECT, balance])
+        self.channel = aio.insecure_channel(
+            target.target,
+            options=[*FAST_RECONNECT, balance],
+            interceptors=bearer_interceptors(self.tokens["harness"]),
+        )
         self.turns = turns_pb2_grpc.TurnServiceStub(self.channel)
         self.checkpoints = checkpoints_pb2_grpc.CheckpointServiceStub(self.channel)
         await self.pool.start()

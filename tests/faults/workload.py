@@ -179,9 +179,18 @@ class Workload:
         delay = 0.1
         while loop.time() < give_up:
             try:
-                reply = await rpc(self.cluster.nc, method, params, agent=AGENT, timeout=5)
-            except (nats.errors.Error, TimeoutError, OSError):
-                reply = None  # NATS down, nobody subscribed, or the agent died
+                reply = await rpc(
+                    self.cluster.nc,
+                    method,
+                    params,
+                    agent=AGENT,
+                    timeout=5,
+                    caller=self.cluster.client,
+                )
+            except (nats.errors.Error, TimeoutError, OSError, TurnkeeperError):
+                # NATS down, nobody subscribed, the agent died, or the service (down)
+                # gave no caller assertion: the request was not answered.
+                reply = None
             if reply is not None:
                 if "result" in reply:
                     return reply

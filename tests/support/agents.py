@@ -182,15 +182,21 @@ class Agents:
 
 
 async def assertion_for(
-    caller: ConnectionOptions, method: str, request_id: str, *, agent: str = AGENT
+    caller: ConnectionOptions | AsyncTurnkeeperClient,
+    method: str,
+    request_id: str,
+    *,
+    agent: str = AGENT,
 ) -> str:
-    """What a panel does before a request on NATS: ask the service (as `caller`: its
-    address, token and TLS) for an assertion."""
+    """What a panel does before a request on NATS: ask the service (as `caller`: a
+    client, or its address, token and TLS) for an assertion."""
+    request = operations_pb2.IssueAssertionRequest(
+        agent=agent, method=method, request_id=request_id
+    )
+    if isinstance(caller, AsyncTurnkeeperClient):
+        return (await caller.issue_assertion(request)).assertion
     async with AsyncTurnkeeperClient(caller) as client:
-        issued = await client.issue_assertion(
-            operations_pb2.IssueAssertionRequest(agent=agent, method=method, request_id=request_id)
-        )
-    return issued.assertion
+        return (await client.issue_assertion(request)).assertion
 
 
 async def rpc(
@@ -200,7 +206,7 @@ async def rpc(
     *,
     agent: str = AGENT,
     timeout: float = 20,
-    caller: ConnectionOptions | None = None,
+    caller: ConnectionOptions | AsyncTurnkeeperClient | None = None,
 ) -> dict[str, Any]:
     """One JSON-RPC request to the agent's subject; the whole reply envelope.
     `caller`: how to reach the service as the caller: the request carries a caller

@@ -17,9 +17,18 @@ from turnkeeper_server.messaging.embedded import EmbeddedNats
 
 
 class NatsServer:
-    def __init__(self, *, jetstream: bool = False, store_dir: Path | None = None) -> None:
-        # With jetstream: `-js`, its store in store_dir (kept across restarts).
-        self._server = EmbeddedNats(jetstream=jetstream, store_dir=store_dir)
+    def __init__(
+        self,
+        *,
+        jetstream: bool = False,
+        store_dir: Path | None = None,
+        config_file: Path | None = None,
+    ) -> None:
+        # With jetstream: `-js`, its store in store_dir (kept across restarts). With a
+        # config file: its users and permissions (messaging/credentials.py writes one).
+        self._server = EmbeddedNats(
+            jetstream=jetstream, store_dir=store_dir, config_file=config_file
+        )
         self.port = 0
 
     @property

@@ -9,11 +9,13 @@ import json
 from collections.abc import Mapping
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 from cryptography import x509
 from cryptography.hazmat.primitives import hashes, serialization
 from cryptography.hazmat.primitives.asymmetric import ec
 from cryptography.x509.oid import ExtendedKeyUsageOID, NameOID
+from grpc import aio
 from turnkeeper_server.security.auth import token_hash
 
 Key = ec.EllipticCurvePrivateKey
@@ -142,3 +144,37 @@ def write_tokens(path: Path, names_to_roles: Mapping[str, str] = ROLE_TOKENS) ->
 
 def bearer(token: str) -> tuple[tuple[str, str], ...]:
     return (("authorization", f"Bearer {token}"),)
+
+
+class _Bearer:
+    def __init__(self, token: str) -> None:
+        self.metadata = bearer(token)
+
+    def _with_token(self, details: Any) -> Any:
+        return details._replace(metadata=(*(details.metadata or ()), *self.metadata))
+
+
+class _UnaryUnary(_Bearer, aio.UnaryUnaryClientInterceptor):  # type: ignore[type-arg]
+    async def intercept_unary_unary(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(self._with_token(details), request)
+
+
+class _UnaryStream(_Bearer, aio.UnaryStreamClientInterceptor):  # type: ignore[type-arg]
+    async def intercept_unary_stream(self, continuation: Any, details: Any, request: Any) -> Any:
+        return await continuation(self._with_token(details), request)
+
+
+class _StreamUnary(_Bearer, aio.StreamUnaryClientInterceptor):  # type: ignore[type-arg]
+    async def intercept_stream_unary(self, continuation: Any, details: Any, requests: Any) -> Any:
+        return await continuation(self._with_token(details), requests)
+
+
+class _StreamStream(_Bearer, aio.StreamStreamClientInterceptor):  # type: ignore[type-arg]
+    async def intercept_stream_stream(self, continuation: Any, details: Any, requests: Any) -> Any:
+        return await continuation(self._with_token(details), requests)
+
+
+def bearer_interceptors(token: str) -> list[Any]:
+    """`authorization: Bearer <token>` on every call of a raw aio channel's stubs: one
+    interceptor per kind of call (grpc.aio files each under one kind only)."""
+    return [kind(token) for kind in (_UnaryUnary, _UnaryStream, _StreamUnary, _StreamStream)]

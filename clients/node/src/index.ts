@@ -30,3 +30,5 @@ export { fromValue, toValue, type JsonValue } from "./values.js";
 export * as callerAssertion from "./callerAssertion.js";
 export * as turnsProto from "./gen/turnkeeper/v1/turns_pb.js";
 export * as checkpointsProto from "./gen/turnkeeper/v1/checkpoints_pb.js";
+
+export { type NatsIdentity, natsIdentityOf } from "./natsIdentity.js";

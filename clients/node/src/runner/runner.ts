@@ -12,6 +12,7 @@ import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 
 import { TurnkeeperClient } from "../client.js";
+import { natsIdentityOf } from "../natsIdentity.js";
 import { type ConnectionOptions, connectionFromEnv } from "../connection.js";
 import { Code, codeOf, messageOf } from "../errors.js";
 import { CallerCheck } from "./callers.js";
@@ -155,6 +156,9 @@ export class TurnRunner {
       `turnkeeper-runner/${config.agent}/${config.replica}`,
       this.log,
       controlSubject(config),
+      // With a token: connect as its own NATS user (the bundled server's, or the
+      // same users on yours); a server without users takes it too.
+      token ? natsIdentityOf(token) : undefined,
     );
   }
 

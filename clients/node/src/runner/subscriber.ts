@@ -14,6 +14,7 @@ import { Match, type Msg, type NatsConnection, type Subscription, connect } from
 import { ConnectError } from "@connectrpc/connect";
 
 import { HEADER as ASSERTION_HEADER } from "../callerAssertion.js";
+import type { NatsIdentity } from "../natsIdentity.js";
 import {
   INTERNAL_ERROR,
   type Reply,
@@ -48,6 +49,8 @@ export class NatsSubscriber {
     /** Heard by every replica (no queue group): notifications such as a cancel,
      * which only the replica running the turn acts on. */
     readonly controlSubject?: string,
+    /** The NATS user to connect as (natsIdentity.ts); none: the URL alone. */
+    readonly identity?: NatsIdentity,
   ) {}
 
   /** Connect (retrying until NATS answers), subscribe, and probe. */
@@ -61,6 +64,7 @@ export class NatsSubscriber {
           maxReconnectAttempts: -1,
           reconnectTimeWait: 500,
           timeout: 2000,
+          ...this.identity,
         });
         break;
       } catch (error) {

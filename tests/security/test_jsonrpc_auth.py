@@ -322,7 +322,9 @@ async def test_a_sniffed_request_gives_away_no_token_and_cannot_be_replayed(
     """An eavesdropper on the agents' subjects (here with no NATS permissions at all)
     sees assertions, never tokens; an assertion opens nothing at the service, and the
     bridge takes each request once."""
-    await agents.start(graph="approval", extra_env={"TURNKEEPER_TOKEN": tokens["agent"]})
+    agent = await agents.start(graph="approval", extra_env={"TURNKEEPER_TOKEN": tokens["agent"]})
+    # This NATS has no users at all: the secured bridge says it is not isolated.
+    await agent.wait_line(lambda line: "NATS lets this agent read vystak.default.agents.>" in line)
     sniffed: list[tuple[bytes, dict[str, str]]] = []
 
     async def sniff(msg: Any) -> None:

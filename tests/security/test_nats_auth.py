@@ -121,8 +121,10 @@ async def test_each_token_gets_its_own_nats_identity_and_only_its_subjects(
         assert "permissions violation" in (await rogue_errors.next()).lower()
 
         async with agents_for(service.address, url, tmp_path / "side.log") as agents:
-            # The agent's token is all it is given: its NATS identity follows from it.
-            await agents.start(extra_env={"TURNKEEPER_TOKEN": tokens["agent"]})
+            # The agent's token is all it is given: its NATS identity follows from it,
+            # and the bridge finds NATS keeping it to its own subjects.
+            agent = await agents.start(extra_env={"TURNKEEPER_TOKEN": tokens["agent"]})
+            await agent.wait_line(lambda line: "NATS keeps this agent to its own" in line)
             turn_id = uuid.uuid4().hex
             created = await result(
                 operator,

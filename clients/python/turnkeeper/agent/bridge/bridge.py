@@ -122,6 +122,8 @@ class Bridge:
             control_subject=config.control_subject,
             # No NATS credentials given: connect as this agent token's own NATS user.
             auth=config.nats_auth.or_token_identity(config.service.bearer_token),
+            # With a token the deployment is secured: NATS must isolate the agents.
+            check_isolation=bool(config.service.bearer_token),
         )
         self._started = False
         self._stopping = False

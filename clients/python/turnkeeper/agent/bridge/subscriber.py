@@ -62,9 +62,18 @@ class NatsSubscriber:
         name: str,
         control_subject: str | None = None,
         auth: NatsAuth | None = None,
+        check_isolation: bool = False,
     ) -> None:
         self.url = url
         self.auth = auth or NatsAuth()
+        # A secured deployment: once subscribed, check that NATS keeps this agent to
+        # its own subjects, and say so loudly where it does not.
+        self.check_isolation = check_isolation
+        #: After that check: True when NATS refused a subscription beyond this
+        #: agent's own subjects; None until checked (or not checked).
+        self.isolated: bool | None = None
+        self._refused: asyncio.Event = asyncio.Event()
+        self._checking: asyncio.Task[None] | None = None
         # Every replica hears it (no queue group): notifications such as a cancel,
         # which only the replica running the turn acts on.
         self.control_subject = control_subject
@@ -124,6 +133,35 @@ class NatsSubscriber:
         await self._probe(nc)
         self.settled.set()
         log.info("serving %s (queue group %s) on %s", self.subject, self.queue, self.url)
+        if self.check_isolation:
+            self._checking = asyncio.create_task(self._check_isolation(nc))
+
+    async def _check_isolation(self, nc: Client, wait: float = 2.0) -> None:
+        """Subscribe to every agent's requests, which NATS should refuse this agent
+        (docs/operators.md, "The NATS side"); warn when it does not."""
+        # "<prefix>.<ns>.agents.<name>.tasks" -> "<prefix>.<ns>.agents.>"
+        everyone = self.subject.rsplit(".", 2)[0] + ".>"
+        self._refused.clear()
+        sub = await nc.subscribe(everyone)
+        try:
+            await nc.flush()
+            # The server's refusal comes before the flush's answer; its callback
+            # may run a moment later.
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._refused.wait(), wait)
+        finally:
+            with contextlib.suppress(Exception):
+                await sub.unsubscribe()
+        self.isolated = self._refused.is_set()
+        if self.isolated:
+            log.info("NATS keeps this agent to its own subjects (%s refused)", everyone)
+        else:
+            log.warning(
+                "NATS lets this agent read %s: every agent's requests and hand-offs. Give "
+                "each agent a NATS user allowed only its own subjects (docs/operators.md, "
+                "'The NATS side'); the bundled nats-server does this by itself",
+                everyone,
+            )
 
     async def _probe(self, nc: Client) -> None:
         """Until a ping sent after the SUB is answered; then ready."""
@@ -156,6 +194,8 @@ class NatsSubscriber:
             self._probing = asyncio.create_task(self._probe(self._nc), name="bridge-nats-probe")
 
     async def _error(self, exc: Exception) -> None:
+        if "permissions violation" in str(exc).lower():
+            self._refused.set()
         log.debug("NATS error: %s", exc)
 
     async def _on_message(self, msg: Msg) -> None:
@@ -212,12 +252,12 @@ class NatsSubscriber:
     async def stop(self, timeout: float = 5.0) -> None:
         """Stop taking requests, let those in flight answer, close. Safe twice."""
         self.subscribed.clear()
-        for task in (self._connecting, self._probing):
+        for task in (self._connecting, self._probing, self._checking):
             if task is not None:
                 task.cancel()
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
-        self._connecting = self._probing = None
+        self._connecting = self._probing = self._checking = None
         for sub in (self._sub, self._control):
             if sub is not None:
                 with contextlib.suppress(Exception):

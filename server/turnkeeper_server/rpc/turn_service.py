@@ -433,7 +433,7 @@ def _decode_token(token: str) -> int:
         version, rowid = base64.urlsafe_b64decode(token.encode()).decode().split(":")
         if version != "v1":
             raise ValueError(version)
-        return int(rowid)
+        return lim.page_position(int(rowid))
     except (ValueError, UnicodeDecodeError):
         raise InvalidArgument("page_token is not one this service issued") from None
 

@@ -439,6 +439,12 @@ class TokenStore:
             raise Unauthenticated("the authorization header must be 'Bearer <token>'")
         if len(token) > MAX_TOKEN_LENGTH:
             raise Unauthenticated("the bearer token is not one this service accepts")
+        if not token.isascii() or not token.isprintable():
+            # HTTP headers arrive as latin-1 or with undecodable bytes escaped; no
+            # token this service makes or hashes is anything but printable ASCII.
+            raise Unauthenticated(
+                "the bearer token is not printable ASCII: send 'Bearer <token>' as issued"
+            )
         # A dict lookup by hash: timing reveals at most something about the hash,
         # and finding a token from its SHA-256 is a preimage attack.
         caller = self._callers.get(token_hash(token))

@@ -1,7 +1,7 @@
 # turnkeeper: the durable-execution gRPC service (docs/architecture.md).
 #
 #   docker build -t turnkeeper .
-#   docker run -p 50051:50051 -p 50080:50080 -p 9464:9464 -v turnkeeper-data:/data \
+#   docker run -p 50051:50051 -p 50080:50080 -v turnkeeper-data:/data \
 #     -v ./secrets:/secrets:ro -e TURNKEEPER_TLS_CERT=/secrets/tls.crt \
 #     -e TURNKEEPER_TLS_KEY=/secrets/tls.key -e TURNKEEPER_TOKENS_FILE=/secrets/tokens.jsonl \
 #     turnkeeper
@@ -14,15 +14,16 @@
 # repository's examples/ is kept under /app, the working directory.
 FROM python:3.11.14-slim-bookworm
 
-# Logs unbuffered, so they reach `docker logs` as they are written; Prometheus
-# metrics on by default in a container (--metrics-listen overrides it). The data
-# dir is set through the environment, not a --data-dir flag: VYSTAK_SESSIONS_PATH
-# and VYSTAK_TURNS_PATH win over TURNKEEPER_DATA_DIR, and a flag would win over them.
+# Logs unbuffered, so they reach `docker logs` as they are written. Prometheus
+# metrics are off by default: their port has no TLS and no tokens, so on 0.0.0.0 it
+# needs TURNKEEPER_INSECURE=1 too (decision 186); -e TURNKEEPER_METRICS_LISTEN=
+# 0.0.0.0:9464 turns them on (compose.yaml does). The data dir is set through the
+# environment, not a --data-dir flag: VYSTAK_SESSIONS_PATH and VYSTAK_TURNS_PATH
+# win over TURNKEEPER_DATA_DIR, and a flag would win over them.
 ENV PYTHONDONTWRITEBYTECODE=1 \
     PYTHONUNBUFFERED=1 \
     PIP_DISABLE_PIP_VERSION_CHECK=1 \
     PIP_ROOT_USER_ACTION=ignore \
-    TURNKEEPER_METRICS_LISTEN=0.0.0.0:9464 \
     TURNKEEPER_DATA_DIR=/data
 
 # A fixed uid/gid, so a volume's ownership means the same thing on every host.
@@ -43,7 +44,8 @@ RUN pip install --no-cache-dir './clients/python[agent]' ./server \
 # Numeric, so a runtime (Kubernetes runAsNonRoot) can tell it is not root.
 USER 10001:10001
 VOLUME /data
-# gRPC (TurnService, CheckpointService, health, reflection) and Prometheus metrics.
+# gRPC (TurnService, CheckpointService, health, reflection), HTTP, and Prometheus
+# metrics when TURNKEEPER_METRICS_LISTEN turns them on.
 EXPOSE 50051 50080 9464
 
 # The standard gRPC health service, asked by the CLI (`turnkeeper health`).

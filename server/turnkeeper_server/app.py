@@ -66,6 +66,10 @@ class TurnkeeperServer:
         # Security first: a server that would be exposed refuses before touching data.
         self.tokens = TokenStore.load(settings.tokens_file) if settings.tokens_file else None
         transport.check_exposure(settings, tokens=self.tokens is not None)
+        if settings.metrics_listen:
+            transport.check_plain_exposure(
+                settings, settings.metrics_listen, "Prometheus metrics", "--metrics-listen"
+            )
         self.streams = OpenStreams()
         self.token_reloader = (
             TokenReloader(

@@ -1,14 +1,16 @@
 """Settings, and where the two SQLite files live (docs/architecture.md §7).
 
-| file         | env override           | deployed default     | fallback                          |
-|--------------|------------------------|----------------------|-----------------------------------|
-| checkpointer | VYSTAK_SESSIONS_PATH   | /data/sessions.db    | <tempdir>/vystak-sessions.db      |
-| turn journal | VYSTAK_TURNS_PATH      | /data/turns.db       | <tempdir>/vystak-turns.db         |
+| file         | env override           | deployed default     | fallback                              |
+|--------------|------------------------|----------------------|---------------------------------------|
+| checkpointer | VYSTAK_SESSIONS_PATH   | /data/sessions.db    | <tempdir>/turnkeeper-<uid>/sessions.db |
+| turn journal | VYSTAK_TURNS_PATH      | /data/turns.db       | <tempdir>/turnkeeper-<uid>/turns.db    |
 
 Each file is chosen on its own, first match wins: an explicit `--data-dir DIR`
 (both files in DIR), the file's env override, the deployed data dir
 (`TURNKEEPER_DATA_DIR`, `/data` when unset) when it is a writable directory, then
-the temp dir with a warning. The image sets the data dir through
+a private directory of this user's in the temp dir, with a warning: created 0700,
+and refused when another user owns it, others may enter it, or others may write a
+file the service keeps there (decision 183). The image sets the data dir through
 `TURNKEEPER_DATA_DIR`, not a flag, so the env overrides still win there. Which
 source chose each path is logged at start.
 `--database-url postgresql://...` (env TURNKEEPER_DATABASE_URL) keeps everything in
@@ -17,8 +19,10 @@ PostgreSQL instead, for any number of replicas on one database.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
+import stat
 import tempfile
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -152,6 +156,70 @@ def _writable_dir(path: Path) -> bool:
     return path.is_dir() and os.access(path, os.W_OK | os.X_OK)
 
 
+# What the service keeps in its data directory, beside the two databases: SQLite's
+# own files, the lock file, and the bundled nats-server's password, config and token.
+KEPT_FILES = (
+    *(f"{db}{sfx}" for db in ("turns.db", "sessions.db") for sfx in ("", "-wal", "-shm")),
+    "turns.db.lock",
+    "nats-service.password",
+    "nats-server.conf",
+    "nats.token",
+)
+
+_TO_DO = (
+    "give the service a directory of its own instead (--data-dir, TURNKEEPER_DATA_DIR, "
+    "or VYSTAK_TURNS_PATH and VYSTAK_SESSIONS_PATH)"
+)
+
+
+def private_fallback_dir(tmp: Path | None = None) -> Path:
+    """`<tmp>/turnkeeper-<uid>`: created 0700, or refused (ValueError) when it is not
+    a directory of this user's that only this user may enter, or holds a file the
+    service keeps there that is not this user's alone to write. The temp dir is
+    shared: what another user planted there must not become our journal or our
+    NATS password (decision 183)."""
+    base = Path(tempfile.gettempdir()) if tmp is None else tmp
+    uid = os.geteuid()
+    path = base / f"turnkeeper-{uid}"
+    with contextlib.suppress(FileExistsError):
+        path.mkdir(mode=0o700)
+    info = path.lstat()
+    if not stat.S_ISDIR(info.st_mode):
+        raise ValueError(
+            f"refusing the temp-dir fallback {path}: it is not a directory (a symlink or "
+            f"a file someone else may have planted); remove it, or {_TO_DO}"
+        )
+    if info.st_uid != uid:
+        raise ValueError(
+            f"refusing the temp-dir fallback {path}: it is owned by uid {info.st_uid}, "
+            f"not by this user (uid {uid}), so another user may have planted it; "
+            f"remove it, or {_TO_DO}"
+        )
+    if stat.S_IMODE(info.st_mode) & 0o077:
+        raise ValueError(
+            f"refusing the temp-dir fallback {path}: its mode is "
+            f"{stat.S_IMODE(info.st_mode):04o}, so other users may read or change what is "
+            f"in it; run chmod 700 {path} (and check its files), or {_TO_DO}"
+        )
+    for name in KEPT_FILES:
+        try:
+            kept = (path / name).lstat()
+        except FileNotFoundError:
+            continue
+        if (
+            not stat.S_ISREG(kept.st_mode)
+            or kept.st_uid != uid
+            or stat.S_IMODE(kept.st_mode) & 0o022
+        ):
+            raise ValueError(
+                f"refusing {path / name} in the temp-dir fallback: it is not a file only "
+                f"this user (uid {uid}) may write (owner uid {kept.st_uid}, mode "
+                f"{stat.S_IMODE(kept.st_mode):04o}), so it may have been planted; remove "
+                f"it if it is not yours, or {_TO_DO}"
+            )
+    return path
+
+
 def resolve_paths(
     data_dir: Path | None = None, env: Mapping[str, str] | None = None
 ) -> tuple[Path, Path]:
@@ -161,7 +229,10 @@ def resolve_paths(
         data_dir.mkdir(parents=True, exist_ok=True, mode=0o700)
     deployed = Path(env.get(DATA_DIR_ENV) or DEPLOYED_DATA_DIR)
 
-    def pick(what: str, env_name: str, filename: str, fallback: str) -> Path:
+    fallback_dir: Path | None = None
+
+    def pick(what: str, env_name: str, filename: str) -> Path:
+        nonlocal fallback_dir
         if data_dir is not None:
             path, source = data_dir / filename, "--data-dir"
         elif env.get(env_name):
@@ -170,7 +241,9 @@ def resolve_paths(
             path = deployed / filename
             source = DATA_DIR_ENV if env.get(DATA_DIR_ENV) else "the deployed default"
         else:
-            path, source = Path(tempfile.gettempdir()) / fallback, "the temp-dir fallback"
+            if fallback_dir is None:
+                fallback_dir = private_fallback_dir()
+            path, source = fallback_dir / filename, "the temp-dir fallback"
             log.warning(
                 "%s is not set and %s is not a writable directory: using %s, "
                 "which does not survive a reboot; set %s, %s or --data-dir",
@@ -184,6 +257,6 @@ def resolve_paths(
         return path
 
     return (
-        pick("turn journal", TURNS_ENV, "turns.db", "vystak-turns.db"),
-        pick("checkpointer", SESSIONS_ENV, "sessions.db", "vystak-sessions.db"),
+        pick("turn journal", TURNS_ENV, "turns.db"),
+        pick("checkpointer", SESSIONS_ENV, "sessions.db"),
     )

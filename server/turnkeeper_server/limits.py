@@ -190,6 +190,18 @@ def page_size(requested: int, default: int, limits: Limits = DEFAULT_LIMITS) -> 
     return requested or default
 
 
+# A row id as SQLite and PostgreSQL store it (a signed 64-bit integer).
+_MAX_ROW_ID = (1 << 63) - 1
+
+
+def page_position(value: int) -> int:
+    """A row id decoded from a page token: one this service could have issued (1 to
+    2**63-1), else INVALID_ARGUMENT. Past 64 bits a store answers OverflowError."""
+    if not 0 < value <= _MAX_ROW_ID:
+        raise InvalidArgument("page_token is not one this service issued")
+    return value
+
+
 def check_length(name: str, value: str, limit: int) -> str:
     if len(value) > limit:
         raise InvalidArgument(f"{name} is {len(value)} characters; the limit is {limit}")

@@ -287,8 +287,9 @@ def add_security_arguments(parser: argparse.ArgumentParser) -> None:
         default=int(
             env("TURNKEEPER_MAX_WATCH_STREAMS", DEFAULT_LIMITS.max_watch_streams_per_client)
         ),
-        help="open WatchTurn streams per token (per peer address without tokens); past it "
-        "RESOURCE_EXHAUSTED (env TURNKEEPER_MAX_WATCH_STREAMS)",
+        help="open WatchTurn and SSE streams per token and peer address (per address "
+        "without tokens); past it RESOURCE_EXHAUSTED, 429 on SSE "
+        "(env TURNKEEPER_MAX_WATCH_STREAMS)",
     )
     parser.add_argument(
         "--no-reflection",

@@ -104,6 +104,9 @@ def test_dockerfile_runs_the_server_as_pid_1_as_a_non_root_user() -> None:
     # No --data-dir: a flag would win over VYSTAK_SESSIONS_PATH / VYSTAK_TURNS_PATH.
     assert json.loads(only(parsed, "CMD")) == ["--listen", "0.0.0.0:50051"]
     assert "TURNKEEPER_DATA_DIR=/data" in only(parsed, "ENV").split()
+    # No metrics port on 0.0.0.0 by default: it has no TLS and no tokens, so a
+    # secured `docker run` (TLS and tokens, no --insecure) would be refused (decision 186).
+    assert "TURNKEEPER_METRICS_LISTEN" not in only(parsed, "ENV")
     healthcheck = only(parsed, "HEALTHCHECK")
     probe = json.loads(healthcheck[healthcheck.index("CMD ") + 4 :])
     assert probe == ["turnkeeper", "health", "--address", "127.0.0.1:50051"]
@@ -172,6 +175,9 @@ def test_compose_wires_postgres_nats_two_replicas_and_an_agent() -> None:
         assert 'TURNKEEPER_JETSTREAM: "1"' in service
         for inside in (50051, 50080, 9464):
             assert f'"{inside + offset}:{inside}"' in service
+        # The development stack serves metrics beyond loopback, which only insecure allows.
+        assert "TURNKEEPER_METRICS_LISTEN: 0.0.0.0:9464" in service
+        assert 'TURNKEEPER_INSECURE: "1"' in service
         assert re.search(r"postgres:\n\s+condition: service_healthy", service)
 
     agent = blocks["agent"]

@@ -7,9 +7,13 @@ import argparse
 import asyncio
 import dataclasses
 import logging
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
+import aiohttp
 import grpc
 import pytest
 from grpc import aio
@@ -204,6 +208,75 @@ async def test_insecure_serves_an_exposed_port_and_warns_at_every_start(
         assert any("INSECURE" in r.getMessage() for r in warnings)
         assert await status(loopback(server.address), None) == grpc.StatusCode.OK
         await server.stop(0)
+
+
+async def test_an_exposed_metrics_port_is_refused_even_with_tls_and_tokens(
+    tmp_path: Path, pki: Pki
+) -> None:
+    # The gRPC and HTTP ports are secured; the Prometheus port has neither TLS nor
+    # tokens, so beyond loopback it is refused without --insecure (decision 186).
+    write_tokens(tmp_path / "tokens.jsonl", {"admin": "admin"})
+    data = tmp_path / "data"
+    for metrics_listen in ("0.0.0.0:0", ":0"):
+        with pytest.raises(InsecureListen) as info:
+            await create_server(
+                make_settings(
+                    data,
+                    listen="0.0.0.0:0",
+                    tls_cert=pki.server.cert,
+                    tls_key=pki.server.key,
+                    tokens_file=tmp_path / "tokens.jsonl",
+                    metrics_listen=metrics_listen,
+                )
+            )
+        message = str(info.value)
+        assert f"refusing to serve Prometheus metrics on {metrics_listen}" in message
+        assert "no TLS and no authentication" in message
+        assert "--metrics-listen" in message and "--insecure" in message
+    assert not (data / "turns.db").exists()
+
+
+async def test_an_exposed_metrics_port_with_insecure_is_served_with_a_warning(
+    make_service: ServiceFactory, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING, logger="turnkeeper_server.security.transport"):
+        server = await make_service(metrics_listen="0.0.0.0:0", insecure=True)
+    warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
+    assert any(
+        w.startswith("INSECURE: serving Prometheus metrics on 0.0.0.0:0") for w in warnings
+    ), warnings
+    async with aiohttp.ClientSession() as session:
+        url = f"http://127.0.0.1:{server.metrics_port}/metrics"
+        async with session.get(url) as response:
+            assert response.status == 200
+            assert "turnkeeper_turns_started_total" in await response.text()
+    # On loopback the metrics port needs nothing, and warns about nothing.
+    await server.stop(0)
+    caplog.clear()
+    with caplog.at_level(logging.WARNING, logger="turnkeeper_server.security.transport"):
+        await make_service(metrics_listen="127.0.0.1:0")
+    assert not [r for r in caplog.records if r.name == "turnkeeper_server.security.transport"]
+
+
+def test_the_cli_refuses_an_exposed_metrics_port_without_insecure(tmp_path: Path) -> None:
+    # A real `python -m turnkeeper_server`: exit status 2 and the reason, no traceback.
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TURNKEEPER_")}
+    done = subprocess.run(
+        [
+            sys.executable,
+            *("-m", "turnkeeper_server", "--listen", "127.0.0.1:0"),
+            *("--data-dir", str(tmp_path / "data"), "--no-nats"),
+            *("--metrics-listen", "0.0.0.0:0"),
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert "refusing to serve Prometheus metrics on 0.0.0.0:0" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert not (tmp_path / "data" / "turns.db").exists()
 
 
 async def test_mutual_tls_counts_as_authentication_for_an_exposed_port(

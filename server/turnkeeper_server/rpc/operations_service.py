@@ -67,7 +67,7 @@ class OperationsServicer(operations_pb2_grpc.OperationsServiceServicer):
         if request.page_token:
             lim.check_length("page_token", request.page_token, 32)
             try:
-                before = int(request.page_token)
+                before = lim.page_position(int(request.page_token))
             except ValueError:
                 raise InvalidArgument("page_token is not one this service issued") from None
         rows = self.audit.list(size + 1, before)

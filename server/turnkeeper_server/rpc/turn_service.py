@@ -5,7 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 
 from google.protobuf import duration_pb2, struct_pb2
 from grpc import aio
@@ -375,6 +375,16 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
     async def WatchTurn(
         self, request: turns_pb2.WatchTurnRequest, context: Ctx
     ) -> AsyncIterator[turns_pb2.WatchTurnResponse]:
+        with self.watch_streams.hold(auth.client_key(context)):
+            async with contextlib.aclosing(self.watch_frames(request)) as frames:
+                async for frame in frames:
+                    yield frame
+
+    async def watch_frames(
+        self, request: turns_pb2.WatchTurnRequest
+    ) -> AsyncGenerator[turns_pb2.WatchTurnResponse, None]:
+        """WatchTurn without its quota: the SSE route holds the quota itself, before
+        it answers 200, so that a client over it gets 429 (decision 187)."""
         turn_id = self._id("turn_id", request.turn_id)
         if request.after_seq < 0:
             raise InvalidArgument("after_seq must not be negative")
@@ -382,15 +392,14 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         # When a watcher leaves while a frame is being sent, grpc does not cancel this
         # handler: it stops iterating it and closes it at its `yield`. aclosing() then
         # closes the engine's stream too, at once, not whenever it is collected.
-        with self.watch_streams.hold(auth.client_key(context)):
-            async with contextlib.aclosing(
-                self.engine.turns.watch(turn_id, request.after_seq)
-            ) as frames:
-                async for frame in frames:
-                    if isinstance(frame, Reset):
-                        yield turns_pb2.WatchTurnResponse(reset=_reset(frame))
-                    else:
-                        yield turns_pb2.WatchTurnResponse(event=event_to_proto(frame))
+        async with contextlib.aclosing(
+            self.engine.turns.watch(turn_id, request.after_seq)
+        ) as frames:
+            async for frame in frames:
+                if isinstance(frame, Reset):
+                    yield turns_pb2.WatchTurnResponse(reset=_reset(frame))
+                else:
+                    yield turns_pb2.WatchTurnResponse(event=event_to_proto(frame))
 
 
 MAX_REASON_BYTES = 1000
@@ -433,7 +442,7 @@ def _decode_token(token: str) -> int:
         version, rowid = base64.urlsafe_b64decode(token.encode()).decode().split(":")
         if version != "v1":
             raise ValueError(version)
-        return int(rowid)
+        return lim.page_position(int(rowid))
     except (ValueError, UnicodeDecodeError):
         raise InvalidArgument("page_token is not one this service issued") from None
 

@@ -65,9 +65,8 @@ import sys
 from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Protocol
 
-from grpc import aio
 from turnkeeper.caller_assertion import CallerAssertion
 
 from turnkeeper_server import limits as lim
@@ -325,17 +324,25 @@ def require_thread(
     raise PermissionDenied(f"thread {thread_id!r} is not open to {caller}")
 
 
-def client_key(context: aio.ServicerContext[Any, Any]) -> str:
-    """Whose quota a call counts against: the token, or else the peer's address."""
-    caller = current()
-    if caller is not None:
-        return caller.quota_key
+class Peer(Protocol):
+    """What client_key reads of a call: a gRPC context, or the HTTP side's."""
+
+    def peer(self) -> str: ...
+
+
+def client_key(context: Peer) -> str:
+    """Whose quota a call counts against: the token and the peer's address together,
+    or the address alone without authentication. Per (token, address), not per
+    token: a token shared by many (a panel's) would otherwise let one of its users
+    hold every stream the others are allowed (decision 187)."""
     peer = context.peer() or "unknown"
     # "ipv4:10.0.0.1:53012", "ipv6:[::1]:53012": one client host, any port.
     kind, _, rest = peer.partition(":")
     if kind in ("ipv4", "ipv6"):
         rest = rest.rpartition(":")[0] or rest
-    return f"peer:{kind}:{rest}"
+    address = f"peer:{kind}:{rest}"
+    caller = current()
+    return address if caller is None else f"{caller.quota_key} {address}"
 
 
 # -- the tokens file ----------------------------------------------------------------
@@ -439,6 +446,12 @@ class TokenStore:
             raise Unauthenticated("the authorization header must be 'Bearer <token>'")
         if len(token) > MAX_TOKEN_LENGTH:
             raise Unauthenticated("the bearer token is not one this service accepts")
+        if not token.isascii() or not token.isprintable():
+            # HTTP headers arrive as latin-1 or with undecodable bytes escaped; no
+            # token this service makes or hashes is anything but printable ASCII.
+            raise Unauthenticated(
+                "the bearer token is not printable ASCII: send 'Bearer <token>' as issued"
+            )
         # A dict lookup by hash: timing reveals at most something about the hash,
         # and finding a token from its SHA-256 is a preimage attack.
         caller = self._callers.get(token_hash(token))

@@ -7,6 +7,8 @@
   and authentication (bearer tokens, `auth.py`, or client certificates through
   mTLS). `--insecure` (env TURNKEEPER_INSECURE=1) overrides that, and the service
   then logs a WARNING at every start.
+- The Prometheus port (`--metrics-listen`) has neither, ever: beyond loopback it
+  needs `--insecure` too (`check_plain_exposure`, decision 186).
 
 Loopback and Unix-socket listeners are exempt: only processes on the host reach them.
 """
@@ -139,4 +141,26 @@ def check_exposure(settings: TransportSettings, *, tokens: bool, listen: str | N
         "can reach this port can read and change every turn and checkpoint",
         listen,
         what,
+    )
+
+
+def check_plain_exposure(settings: TransportSettings, listen: str, what: str, flag: str) -> None:
+    """Refuse a port that serves neither TLS nor authentication (`what`, set by
+    `flag`) beyond loopback, unless insecure, which logs a WARNING. Raises
+    InsecureListen."""
+    if is_loopback(listen):
+        return
+    if not settings.insecure:
+        raise InsecureListen(
+            f"refusing to serve {what} on {listen}: that port has no TLS and no "
+            "authentication, and that address is reachable from the network, so anyone "
+            f"who reaches it could read it. Give {flag} a loopback address (127.0.0.1:PORT) "
+            f"and scrape it there or through a proxy, leave {flag} unset, or pass "
+            "--insecure (env TURNKEEPER_INSECURE=1) to serve it this way anyway."
+        )
+    log.warning(
+        "INSECURE: serving %s on %s without TLS and authentication because --insecure "
+        "was given: anyone who can reach this port can read it",
+        what,
+        listen,
     )

@@ -44,7 +44,7 @@ from turnkeeper_server.security import auth
 from turnkeeper_server.security.assertions import Assertions
 from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.web import auth as web_auth
-from turnkeeper_server.web.connect import error_response, read_body
+from turnkeeper_server.web.connect import MAX_BODY_BYTES, error_response, read_body
 
 log = logging.getLogger(__name__)
 
@@ -93,9 +93,12 @@ class AgentRelay:
                 raise InvalidArgument("send the request as Content-Type application/json")
             raw = await read_body(request)
             try:
-                body = json.loads(raw)
-            except ValueError as exc:
-                raise InvalidArgument(f"the body is not JSON: {exc}") from None
+                text = raw.decode("utf-8")
+            except UnicodeDecodeError as exc:
+                raise InvalidArgument(f"the body is not UTF-8: {exc}") from None
+            # Strict JSON, no deeper than the service's JSON depth limit: a deep
+            # body used to blow the parser's recursion guard into a 500.
+            body = lim.check_json_text("the body", text, MAX_BODY_BYTES)
             if not isinstance(body, dict) or not isinstance(body.get("method"), str):
                 raise InvalidArgument('the body must be {"method": "...", "params": {...}}')
             params = body.get("params", {})
@@ -156,7 +159,7 @@ class AgentRelay:
             return _not_answered(503, "unavailable", f"NATS refused the request: {exc}", False)
         try:
             reply = json.loads(msg.data)
-        except ValueError:
+        except (ValueError, RecursionError):
             return _not_answered(502, "internal", f"agent {agent!r} answered no JSON", True)
         return web.json_response(reply)
 

@@ -18,7 +18,8 @@ reader sets the header; EventSource sets it itself). With `attempt` (of that eve
 the service first checks that the event is still retained as shown: if the turn was
 rewound while nothing was connected, the stream starts with a reset (`local: true`)
 and replays from seq 1, so no stale event stays on the page. The stream is the gRPC
-servicer's WatchTurn, so rights, quotas and frames are WatchTurn's own. Each open
+servicer's WatchTurn, so rights, quotas and frames are WatchTurn's own; the quota
+is held before the response starts, so a client over it is answered 429. Each open
 stream is held in the service's OpenStreams as a gRPC WatchTurn is, so a token reload
 that revokes its token ends it with an `error` frame (UNAUTHENTICATED).
 """
@@ -37,7 +38,7 @@ from aiohttp import web
 from turnkeeper.v1 import turns_pb2
 
 from turnkeeper_server.errors import InvalidArgument, Unauthenticated, status_for
-from turnkeeper_server.security.auth import TokenStore
+from turnkeeper_server.security.auth import Caller, TokenStore, client_key
 from turnkeeper_server.security.streams import OpenStream, OpenStreams
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import HttpContext, connect_code, error_response, to_json
@@ -157,6 +158,9 @@ class EventStream:
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         turn_id = request.match_info["turn_id"]
         context = HttpContext(request)
+        # WatchTurn's quota, held here rather than by the watch: a client over it is
+        # answered 429 before the stream's 200 (decision 187).
+        quota = contextlib.ExitStack()
         try:
             caller = web_auth.caller_of(request, self.tokens)
             after, attempt = resume_point(request)
@@ -168,8 +172,22 @@ class EventStream:
                     turns_pb2.GetTurnRequest(turn_id=turn_id), context
                 )
                 start, local_reset = await self._start(got.turn, after, attempt, context)
+                quota.enter_context(self.servicer.watch_streams.hold(client_key(context)))
         except Exception as exc:
+            quota.close()
             return error_response(exc)
+        with quota:
+            return await self._respond(request, caller, turn_id, start, local_reset, context)
+
+    async def _respond(
+        self,
+        request: web.Request,
+        caller: Caller | None,
+        turn_id: str,
+        start: int,
+        local_reset: bytes | None,
+        context: HttpContext,
+    ) -> web.StreamResponse:
         response = web.StreamResponse(
             headers={
                 "Content-Type": "text/event-stream",
@@ -219,8 +237,8 @@ class EventStream:
         key = id(frames)
 
         async def pump() -> None:
-            watch: AsyncIterator[turns_pb2.WatchTurnResponse] = self.servicer.WatchTurn(
-                turns_pb2.WatchTurnRequest(turn_id=turn_id, after_seq=after), context
+            watch: AsyncIterator[turns_pb2.WatchTurnResponse] = self.servicer.watch_frames(
+                turns_pb2.WatchTurnRequest(turn_id=turn_id, after_seq=after)
             )
             try:
                 async for item in watch:

@@ -2,8 +2,9 @@
 
 Per file, first match wins: ``--data-dir``, the file's env override
 (``VYSTAK_TURNS_PATH`` / ``VYSTAK_SESSIONS_PATH``), the deployed data dir
-(``TURNKEEPER_DATA_DIR``, ``/data`` when unset) when writable, then the temp dir with
-a warning. The deployed data dir is injected through ``TURNKEEPER_DATA_DIR`` (a
+(``TURNKEEPER_DATA_DIR``, ``/data`` when unset) when writable, then a private
+directory in the temp dir (``turnkeeper-<uid>``, 0700) with a warning; a fallback
+directory or kept file another user could have planted is refused (decision 183). The deployed data dir is injected through ``TURNKEEPER_DATA_DIR`` (a
 directory under tmp_path), so no test touches a real ``/data``. The last test runs
 the image's own ENTRYPOINT, CMD and ENV from the Dockerfile as a real process: the
 env overrides must win there too.
@@ -16,12 +17,20 @@ import logging
 import os
 import re
 import signal
+import stat
 import subprocess
+import sys
 import sysconfig
 from pathlib import Path
 
 import pytest
-from turnkeeper_server.config import DATA_DIR_ENV, SESSIONS_ENV, TURNS_ENV, resolve_paths
+from turnkeeper_server.config import (
+    DATA_DIR_ENV,
+    SESSIONS_ENV,
+    TURNS_ENV,
+    private_fallback_dir,
+    resolve_paths,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -93,15 +102,108 @@ def test_without_a_writable_data_dir_the_temp_dir_is_used_with_a_warning(
     scratch.mkdir()
     monkeypatch.setattr("tempfile.tempdir", str(scratch))
     missing = tmp_path / "no-such-dir"
+    private = scratch / f"turnkeeper-{os.geteuid()}"
     assert resolve_paths(env={DATA_DIR_ENV: str(missing)}) == (
-        scratch / "vystak-turns.db",
-        scratch / "vystak-sessions.db",
+        private / "turns.db",
+        private / "sessions.db",
     )
+    assert stat.S_IMODE(private.stat().st_mode) == 0o700
     warnings = [r.getMessage() for r in caplog.records if r.levelno == logging.WARNING]
     assert len(warnings) == 2
     assert all(str(missing) in w and "does not survive a reboot" in w for w in warnings)
     assert TURNS_ENV in warnings[0] and SESSIONS_ENV in warnings[1]
     assert all(m.endswith("(chosen by the temp-dir fallback)") for m in chosen_by(caplog))
+
+
+@pytest.fixture
+def scratch(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> Path:
+    """A temp dir of the test's own, and no writable deployed data dir."""
+    scratch = tmp_path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setattr("tempfile.tempdir", str(scratch))
+    monkeypatch.setattr("turnkeeper_server.config.DEPLOYED_DATA_DIR", tmp_path / "no-data")
+    return scratch
+
+
+def test_a_fresh_fallback_is_created_owner_only_whatever_the_umask(scratch: Path) -> None:
+    old = os.umask(0)
+    try:
+        turns, _ = resolve_paths(env={})
+    finally:
+        os.umask(old)
+    assert turns.parent == scratch / f"turnkeeper-{os.geteuid()}"
+    assert stat.S_IMODE(turns.parent.stat().st_mode) == 0o700
+    # Used again as it is on the next start.
+    assert resolve_paths(env={})[0] == turns
+
+
+@pytest.mark.parametrize(
+    "planted", ["turns.db", "sessions.db-wal", "nats-service.password", "nats-server.conf"]
+)
+def test_a_planted_file_others_can_write_is_refused(scratch: Path, planted: str) -> None:
+    private = private_fallback_dir()
+    (private / planted).write_text("planted")
+    (private / planted).chmod(0o666)
+    with pytest.raises(ValueError, match="in the temp-dir fallback") as info:
+        resolve_paths(env={})
+    message = str(info.value)
+    assert f"refusing {private / planted} in the temp-dir fallback" in message
+    assert "mode 0666" in message and "--data-dir" in message
+    # Owner-only, the same file is the service's own.
+    (private / planted).chmod(0o600)
+    assert resolve_paths(env={})[0] == private / "turns.db"
+
+
+def test_a_fallback_others_may_enter_or_a_symlink_is_refused(scratch: Path) -> None:
+    private = private_fallback_dir()
+    private.chmod(0o777)
+    with pytest.raises(ValueError, match=r"its mode is 0777.*chmod 700"):
+        resolve_paths(env={})
+    private.chmod(0o750)
+    with pytest.raises(ValueError, match="its mode is 0750"):
+        resolve_paths(env={})
+    private.rmdir()
+    elsewhere = scratch / "elsewhere"
+    elsewhere.mkdir(mode=0o700)
+    private.symlink_to(elsewhere)
+    with pytest.raises(ValueError, match="it is not a directory"):
+        resolve_paths(env={})
+
+
+@pytest.mark.skipif(os.geteuid() != 0, reason="chown to another uid needs root")
+def test_a_fallback_owned_by_another_user_is_refused(scratch: Path) -> None:
+    private = scratch / f"turnkeeper-{os.geteuid()}"
+    private.mkdir(mode=0o700)
+    os.chown(private, 65534, 65534)
+    with pytest.raises(ValueError, match="refusing the temp-dir fallback") as info:
+        resolve_paths(env={})
+    assert f"owned by uid 65534, not by this user (uid {os.geteuid()})" in str(info.value)
+    # A kept file of another user's in our own directory is refused too.
+    os.chown(private, os.geteuid(), os.getegid())
+    (private / "nats.token").write_text("planted")
+    (private / "nats.token").chmod(0o600)
+    os.chown(private / "nats.token", 65534, 65534)
+    with pytest.raises(ValueError, match="owner uid 65534"):
+        resolve_paths(env={})
+
+
+def test_the_cli_refuses_a_planted_fallback_with_a_message(scratch: Path) -> None:
+    private = private_fallback_dir()
+    (private / "turns.db").write_text("planted")
+    (private / "turns.db").chmod(0o666)
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("TURNKEEPER_", "VYSTAK_"))}
+    env.update(TMPDIR=str(scratch), TURNKEEPER_DATA_DIR=str(scratch / "no-data"))
+    done = subprocess.run(
+        [sys.executable, "-m", "turnkeeper_server", "--listen", "127.0.0.1:0", "--no-nats"],
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert done.returncode == 2, done.stderr
+    assert f"refusing {private / 'turns.db'} in the temp-dir fallback" in done.stderr
+    assert "Traceback" not in done.stderr
+    assert (private / "turns.db").read_text() == "planted"
 
 
 def dockerfile_exec_form(keyword: str) -> list[str]:

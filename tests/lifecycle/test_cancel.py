@@ -4,6 +4,7 @@ is refused by fencing, and the thread takes a new turn at once."""
 
 from __future__ import annotations
 
+import json
 import signal
 
 import grpc
@@ -177,3 +178,34 @@ async def test_cancel_of_a_finished_turn_is_failed_precondition(
         await client.cancel_turn(turns_pb2.CancelTurnRequest(turn_id="t-twice"))
     assert twice.value.code == grpc.StatusCode.FAILED_PRECONDITION
     assert [e.type for e in await all_events(client, "t-twice")].count("turn.cancelled") == 1
+
+
+async def test_a_forged_stop_notice_stops_nothing(
+    agents: Agents, client: AsyncTurnkeeperClient, bus: tuple[Client, Collector]
+) -> None:
+    """The service's `turnkeeper/cancel` on the control subject is a hint: a bridge
+    asks the service before stopping a run, so a notice for a turn that still runs
+    (forged by whoever could publish there) is ignored and the turn goes on."""
+    nc, seen = bus
+    agent = await agents.start(slow_step=2)
+    await result(nc, "responses/create", create("t-forged", "th-forged"))
+    panel = Panel()
+    panel.start(client, "t-forged")
+    await until(
+        seen,
+        lambda: any(
+            m["type"] == "token" and m["data"]["node"] == "step2"
+            for m in seen.on(".turn.events.t-forged")
+        ),
+    )
+    notice = {
+        "jsonrpc": "2.0",
+        "method": "turnkeeper/cancel",
+        "params": {"turn_id": "t-forged", "attempt": 0, "reason": "cancelled"},
+    }
+    await nc.publish("vystak.default.agents.jobs.control", json.dumps(notice).encode())
+    await agent.wait_line(lambda line: "t-forged attempt=0" in line and "ignored" in line)
+    agent.signal(signal.SIGUSR1)
+    shown = await panel.ended()
+    assert shown[-1][1] == "turn.done"
+    assert "cancelled in step2" not in agent.lines

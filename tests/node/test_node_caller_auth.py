@@ -14,6 +14,7 @@ import json
 import time
 import uuid
 from collections.abc import AsyncIterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -26,6 +27,7 @@ from turnkeeper.errors import PermissionDenied, Unauthenticated
 from turnkeeper.v1 import operations_pb2, turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
+from tests.support.agents import Agent
 from tests.support.nats import NatsServer
 from tests.support.node import prepare_package, spawn_agent
 from tests.support.security import write_tokens
@@ -132,14 +134,24 @@ async def state(admin: AsyncTurnkeeperClient, turn_id: str) -> int:
     return (await admin.turn_status(turns_pb2.TurnStatusRequest(turn_id=turn_id))).state
 
 
-async def test_the_typescript_runner_applies_the_role_matrix(
+@dataclass
+class Runner:
+    """The TypeScript runner of the approval graph with its agent token, and a NATS
+    connection that calls it as a given caller."""
+
+    agent: Agent
+    nc: Client
+    rpc: Callers
+
+
+@pytest.fixture
+async def runner(
     node_package: Path,
     secured: TurnkeeperServer,
     nats_server: NatsServer,
-    admin: AsyncTurnkeeperClient,
     tokens: dict[str, str],
     tmp_path: Path,
-) -> None:
+) -> AsyncIterator[Runner]:
     agent = await spawn_agent(
         node_package,
         service=secured.address,
@@ -151,166 +163,147 @@ async def test_the_typescript_runner_applies_the_role_matrix(
         extra_env={"TURNKEEPER_TOKEN": tokens["agent"]},
     )
     nc = await nats.connect(nats_server.url)
-    rpc = Callers(nc, secured.address)
     try:
         await agent.ready()
-        turn_id = uuid.uuid4().hex
-        create = {"input": "deploy", "turn_id": turn_id, "background": True}
-
-        # Anonymous: nothing at all, and the reason says what to send.
-        message = refused(await rpc.call("responses/create", create, None), "UNAUTHENTICATED")
-        assert "caller assertion" in message and HEADER in message, message
-        # A bearer token on NATS is no way in: it is never sent to an agent.
-        message = refused(
-            await rpc.send(
-                envelope_of("responses/create", create),
-                {"Authorization": f"Bearer {tokens['admin']}"},
-            ),
-            "UNAUTHENTICATED",
-        )
-        assert "a bearer token is never sent to an agent" in message, message
-
-        # A panel may start a turn and read its status ...
-        created = await rpc.call("responses/create", create, tokens["panel"])
-        assert created["result"]["turn_id"] == turn_id, created
-        thread_id = created["result"]["thread_id"]
-        async for frame in admin.watch_turn(turns_pb2.WatchTurnRequest(turn_id=turn_id)):
-            if frame.event.type == "interrupt":
-                break
-        status = await rpc.call("responses/turnStatus", {"turn_id": turn_id}, tokens["panel"])
-        assert status["result"]["status"] == "parked", status
-
-        # ... but nobody without the right answers the parked turn.
-        resume = {"turn_id": turn_id, "resume": "yes"}
-        message = refused(
-            await rpc.call("responses/resumeDetached", resume, None), "UNAUTHENTICATED"
-        )
-        assert "needs a caller assertion" in message, message
-        # The service issues no assertion to a made-up token, a panel's for a method
-        # its role lacks, or another agent's token for this agent.
-        with pytest.raises(Unauthenticated):
-            await rpc.assertion_for("tk-made-up", "responses/resumeDetached", "r1")
-        with pytest.raises(PermissionDenied, match=r"'panel' \(panel\) may not call"):
-            await rpc.assertion_for(tokens["panel"], "responses/resumeDetached", "r2")
-        with pytest.raises(PermissionDenied, match=f"may not act for agent '{AGENT}'"):
-            await rpc.assertion_for(tokens["stranger"], "responses/turnStatus", "r3")
-        # A panel's assertion for another method does not open this one.
-        panel_status = await rpc.assertion_for(tokens["panel"], "responses/turnStatus", "r4")
-        message = refused(
-            await rpc.send(
-                envelope_of("responses/resumeDetached", resume, "r4"), {HEADER: panel_status}
-            ),
-            "UNAUTHENTICATED",
-        )
-        assert "is for responses/turnStatus, not responses/resumeDetached" in message, message
-        # The runner applies the methods an assertion names: one signed with this
-        # agent's key (as the service signs) for a panel is refused for a method the
-        # panel's role lacks.
-        forged_by_the_test = sign(
-            CallerAssertion(
-                agent=AGENT,
-                method="responses/resumeDetached",
-                request_id="r5",
-                name="panel",
-                role="panel",
-                caller_agent="",
-                methods=("responses/create", "responses/turnStatus"),
-                expires_at=time.time() + 60,
-            ),
-            [key_of(token_digest(tokens["agent"]))],
-        )
-        message = refused(
-            await rpc.send(
-                envelope_of("responses/resumeDetached", resume, "r5"),
-                {HEADER: forged_by_the_test},
-            ),
-            "PERMISSION_DENIED",
-        )
-        assert "panel (panel) may not call responses/resumeDetached" in message, message
-        # A regenerate ends the thread's live turn: the runner passes the panel's
-        # assertion on with StartTurn, and the service refuses the panel.
-        regenerate = {"input": None, "thread_id": thread_id, "background": True}
-        message = refused(
-            await rpc.call("responses/create", {**regenerate, "regenerate": True}, tokens["panel"]),
-            "PERMISSION_DENIED",
-        )
-        assert "may not regenerate the thread's last answer" in message, message
-        assert await state(admin, turn_id) == turns_pb2.TURN_STATE_PARKED
-
-        # An operator may: the turn goes on to its end. The same request again (a
-        # replay of what was on the wire) is refused by the runner.
-        envelope = envelope_of("responses/resumeDetached", resume)
-        value = await rpc.assertion_for(
-            tokens["operator"], "responses/resumeDetached", envelope["id"]
-        )
-        done = await rpc.send(envelope, {HEADER: value})
-        assert done["result"]["dispatched"] is True, done
-        message = refused(await rpc.send(envelope, {HEADER: value}), "UNAUTHENTICATED")
-        assert "already taken" in message, message
-        async for frame in admin.watch_turn(turns_pb2.WatchTurnRequest(turn_id=turn_id)):
-            if frame.event.type.startswith("turn."):
-                assert frame.event.type == "turn.done"
-                break
-
-        # The audit log names the callers the runner acted for; the refusals the
-        # runner made itself never reached the service.
-        audit = await admin.list_audit(operations_pb2.ListAuditRequest())
-        records = [
-            (r.action, r.actor, r.target, r.outcome)
-            for r in audit.records
-            if r.action in ("resume", "regenerate")
-        ]
-        assert records == [
-            ("resume", f"operator (operator) via {RUNNER}", turn_id, "ok"),
-            ("regenerate", f"panel (panel) via {RUNNER}", thread_id, "PERMISSION_DENIED"),
-        ]
+        yield Runner(agent, nc, Callers(nc, secured.address))
     finally:
         await nc.close()
         await agent.close()
+
+
+async def test_the_typescript_runner_applies_the_role_matrix(
+    runner: Runner, admin: AsyncTurnkeeperClient, tokens: dict[str, str]
+) -> None:
+    rpc = runner.rpc
+    turn_id = uuid.uuid4().hex
+    create = {"input": "deploy", "turn_id": turn_id, "background": True}
+
+    # Anonymous: nothing at all, and the reason says what to send.
+    message = refused(await rpc.call("responses/create", create, None), "UNAUTHENTICATED")
+    assert "caller assertion" in message and HEADER in message, message
+    # A bearer token on NATS is no way in: it is never sent to an agent.
+    message = refused(
+        await rpc.send(
+            envelope_of("responses/create", create),
+            {"Authorization": f"Bearer {tokens['admin']}"},
+        ),
+        "UNAUTHENTICATED",
+    )
+    assert "a bearer token is never sent to an agent" in message, message
+
+    # A panel may start a turn and read its status ...
+    created = await rpc.call("responses/create", create, tokens["panel"])
+    assert created["result"]["turn_id"] == turn_id, created
+    thread_id = created["result"]["thread_id"]
+    async for frame in admin.watch_turn(turns_pb2.WatchTurnRequest(turn_id=turn_id)):
+        if frame.event.type == "interrupt":
+            break
+    status = await rpc.call("responses/turnStatus", {"turn_id": turn_id}, tokens["panel"])
+    assert status["result"]["status"] == "parked", status
+
+    # ... but nobody without the right answers the parked turn.
+    resume = {"turn_id": turn_id, "resume": "yes"}
+    message = refused(await rpc.call("responses/resumeDetached", resume, None), "UNAUTHENTICATED")
+    assert "needs a caller assertion" in message, message
+    # The service issues no assertion to a made-up token, a panel's for a method
+    # its role lacks, or another agent's token for this agent.
+    with pytest.raises(Unauthenticated):
+        await rpc.assertion_for("tk-made-up", "responses/resumeDetached", "r1")
+    with pytest.raises(PermissionDenied, match=r"'panel' \(panel\) may not call"):
+        await rpc.assertion_for(tokens["panel"], "responses/resumeDetached", "r2")
+    with pytest.raises(PermissionDenied, match=f"may not act for agent '{AGENT}'"):
+        await rpc.assertion_for(tokens["stranger"], "responses/turnStatus", "r3")
+    # A panel's assertion for another method does not open this one.
+    panel_status = await rpc.assertion_for(tokens["panel"], "responses/turnStatus", "r4")
+    message = refused(
+        await rpc.send(
+            envelope_of("responses/resumeDetached", resume, "r4"), {HEADER: panel_status}
+        ),
+        "UNAUTHENTICATED",
+    )
+    assert "is for responses/turnStatus, not responses/resumeDetached" in message, message
+    # The runner applies the methods an assertion names: one signed with this
+    # agent's key (as the service signs) for a panel is refused for a method the
+    # panel's role lacks.
+    forged_by_the_test = sign(
+        CallerAssertion(
+            agent=AGENT,
+            method="responses/resumeDetached",
+            request_id="r5",
+            name="panel",
+            role="panel",
+            caller_agent="",
+            methods=("responses/create", "responses/turnStatus"),
+            expires_at=time.time() + 60,
+        ),
+        [key_of(token_digest(tokens["agent"]))],
+    )
+    message = refused(
+        await rpc.send(
+            envelope_of("responses/resumeDetached", resume, "r5"),
+            {HEADER: forged_by_the_test},
+        ),
+        "PERMISSION_DENIED",
+    )
+    assert "panel (panel) may not call responses/resumeDetached" in message, message
+    # A regenerate ends the thread's live turn: the runner passes the panel's
+    # assertion on with StartTurn, and the service refuses the panel.
+    regenerate = {"input": None, "thread_id": thread_id, "background": True}
+    message = refused(
+        await rpc.call("responses/create", {**regenerate, "regenerate": True}, tokens["panel"]),
+        "PERMISSION_DENIED",
+    )
+    assert "may not regenerate the thread's last answer" in message, message
+    assert await state(admin, turn_id) == turns_pb2.TURN_STATE_PARKED
+
+    # An operator may: the turn goes on to its end. The same request again (a
+    # replay of what was on the wire) is refused by the runner.
+    envelope = envelope_of("responses/resumeDetached", resume)
+    value = await rpc.assertion_for(tokens["operator"], "responses/resumeDetached", envelope["id"])
+    done = await rpc.send(envelope, {HEADER: value})
+    assert done["result"]["dispatched"] is True, done
+    message = refused(await rpc.send(envelope, {HEADER: value}), "UNAUTHENTICATED")
+    assert "already taken" in message, message
+    async for frame in admin.watch_turn(turns_pb2.WatchTurnRequest(turn_id=turn_id)):
+        if frame.event.type.startswith("turn."):
+            assert frame.event.type == "turn.done"
+            break
+
+    # The audit log names the callers the runner acted for; the refusals the
+    # runner made itself never reached the service.
+    audit = await admin.list_audit(operations_pb2.ListAuditRequest())
+    records = [
+        (r.action, r.actor, r.target, r.outcome)
+        for r in audit.records
+        if r.action in ("resume", "regenerate")
+    ]
+    assert records == [
+        ("resume", f"operator (operator) via {RUNNER}", turn_id, "ok"),
+        ("regenerate", f"panel (panel) via {RUNNER}", thread_id, "PERMISSION_DENIED"),
+    ]
 
 
 async def test_the_typescript_runner_passes_the_caller_on_with_a_cancel(
-    node_package: Path,
-    secured: TurnkeeperServer,
-    nats_server: NatsServer,
-    admin: AsyncTurnkeeperClient,
-    tokens: dict[str, str],
-    tmp_path: Path,
+    runner: Runner, admin: AsyncTurnkeeperClient, tokens: dict[str, str]
 ) -> None:
-    agent = await spawn_agent(
-        node_package,
-        service=secured.address,
-        nats_url=nats_server.url,
-        agent=AGENT,
-        replica="r1",
-        side_log=tmp_path / "side.log",
-        graph="approval",
-        extra_env={"TURNKEEPER_TOKEN": tokens["agent"]},
-    )
-    nc = await nats.connect(nats_server.url)
-    rpc = Callers(nc, secured.address)
-    try:
-        await agent.ready()
-        turn_id = uuid.uuid4().hex
-        create = {"input": "deploy", "turn_id": turn_id, "background": True}
-        created = await rpc.call("responses/create", create, tokens["panel"])
-        assert created["result"]["turn_id"] == turn_id, created
-        async for frame in admin.watch_turn(turns_pb2.WatchTurnRequest(turn_id=turn_id)):
-            if frame.event.type == "interrupt":
-                break
-        cancel = {"turn_id": turn_id, "reason": "stop"}
-        message = refused(await rpc.call("responses/cancel", cancel, None), "UNAUTHENTICATED")
-        assert "needs a caller assertion" in message, message
-        with pytest.raises(PermissionDenied, match=r"'panel' \(panel\) may not call"):
-            await rpc.assertion_for(tokens["panel"], "responses/cancel", uuid.uuid4().hex)
-        assert await state(admin, turn_id) == turns_pb2.TURN_STATE_PARKED
+    rpc = runner.rpc
+    turn_id = uuid.uuid4().hex
+    create = {"input": "deploy", "turn_id": turn_id, "background": True}
+    created = await rpc.call("responses/create", create, tokens["panel"])
+    assert created["result"]["turn_id"] == turn_id, created
+    async for frame in admin.watch_turn(turns_pb2.WatchTurnRequest(turn_id=turn_id)):
+        if frame.event.type == "interrupt":
+            break
+    cancel = {"turn_id": turn_id, "reason": "stop"}
+    message = refused(await rpc.call("responses/cancel", cancel, None), "UNAUTHENTICATED")
+    assert "needs a caller assertion" in message, message
+    with pytest.raises(PermissionDenied, match=r"'panel' \(panel\) may not call"):
+        await rpc.assertion_for(tokens["panel"], "responses/cancel", uuid.uuid4().hex)
+    assert await state(admin, turn_id) == turns_pb2.TURN_STATE_PARKED
 
-        done = await rpc.call("responses/cancel", cancel, tokens["operator"])
-        assert done["result"]["status"] == "cancelled", done
-        assert await state(admin, turn_id) == turns_pb2.TURN_STATE_CANCELLED
-        audit = await admin.list_audit(operations_pb2.ListAuditRequest())
-        cancels = [(r.actor, r.target, r.outcome) for r in audit.records if r.action == "cancel"]
-        assert cancels == [(f"operator (operator) via {RUNNER}", turn_id, "ok")]
-    finally:
-        await nc.close()
-        await agent.close()
+    done = await rpc.call("responses/cancel", cancel, tokens["operator"])
+    assert done["result"]["status"] == "cancelled", done
+    assert await state(admin, turn_id) == turns_pb2.TURN_STATE_CANCELLED
+    audit = await admin.list_audit(operations_pb2.ListAuditRequest())
+    cancels = [(r.actor, r.target, r.outcome) for r in audit.records if r.action == "cancel"]
+    assert cancels == [(f"operator (operator) via {RUNNER}", turn_id, "ok")]

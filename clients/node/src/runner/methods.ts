@@ -46,6 +46,7 @@ export class Methods {
     readonly identity: Identity,
     /** Who may call responses/*; undefined: anyone. */
     readonly callers?: CallerCheck,
+    readonly log: (line: string) => void = () => undefined,
   ) {}
 
   async dispatch(request: Request): Promise<Reply> {
@@ -214,11 +215,22 @@ export class Methods {
     };
   }
 
-  /** The service ended a turn: stop it here if it runs here. */
+  /** The service ended a turn: stop it here if it runs here, once the service
+   * confirms it. A notice is only a hint (whoever can publish on the control
+   * subject could forge one), so the turn's state is asked of the service first;
+   * fencing would stop the execution at its next write anyway. */
   async cancelled(request: Request): Promise<Reply> {
     const turnId = requiredString(request.params, "turn_id");
     const attempt = requiredInt(request.params, "attempt");
     const reason = typeof request.params.reason === "string" ? request.params.reason : "";
+    if (this.runtime.running(turnId) === undefined) {
+      return { result: { stopped: false } };
+    }
+    const status = await this.client.turns.turnStatus({ turnId });
+    if (status.state === TurnState.RUNNING && status.attempts === attempt) {
+      this.log(`turn_id=${turnId} attempt=${attempt}: a stop notice for a turn the service says still runs: ignored`);
+      return { result: { stopped: false } };
+    }
     return { result: { stopped: this.runtime.cancel(turnId, attempt, reason) } };
   }
 

@@ -143,6 +143,7 @@ export class TurnRunner {
       this.runtime,
       this.identity,
       token ? new CallerCheck(token, config.agent) : undefined,
+      this.log,
     );
     if (config.healthListen !== undefined) {
       const [host, port] = parseListen(config.healthListen);

@@ -145,6 +145,7 @@ class TurnkeeperServer:
                 serving=lambda: not self._stopped,
                 # A revoked token's SSE streams end as its WatchTurn streams do.
                 streams=self.streams,
+                assertions=self.assertions,
             )
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]  # not in grpc-stubs
         self.server: aio.Server | None = None

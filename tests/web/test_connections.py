@@ -152,7 +152,7 @@ def test_the_service_raises_its_open_files_limit(tmp_path: Path) -> None:
 
     hard = resource.getrlimit(resource.RLIMIT_NOFILE)[1]
     if hard != resource.RLIM_INFINITY and hard <= 256:
-        pytest.skip(f"the hard limit ({hard}) leaves nothing to raise")
+        pytest.skip(reason=f"the hard limit ({hard}) leaves nothing to raise")
     # Started with a soft limit of 256, as a default shell would give it.
     lowered = (
         "import resource, sys; h = resource.getrlimit(resource.RLIMIT_NOFILE)[1]; "

@@ -12,7 +12,6 @@ nothing is issued for it.
 from __future__ import annotations
 
 import time
-from collections.abc import Iterable
 
 from turnkeeper.caller_assertion import (
     LIFETIME,
@@ -79,6 +78,3 @@ class Assertions:
             return verify(value, self._keys(agent), agent=agent, method=method)
         except AssertionRefused as exc:
             raise Unauthenticated(str(exc)) from None
-
-    def agents(self) -> Iterable[str]:
-        return {c.agent for c in self.tokens.names().values() if c.agent}

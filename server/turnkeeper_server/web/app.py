@@ -28,6 +28,7 @@ from turnkeeper_server.errors import PermissionDenied
 from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.security import auth, transport
+from turnkeeper_server.security.assertions import Assertions
 from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.security.streams import OpenStreams
 from turnkeeper_server.web import auth as web_auth
@@ -155,6 +156,7 @@ class WebServer:
         link: NatsLink,
         serving: Callable[[], bool],
         streams: OpenStreams | None = None,
+        assertions: Assertions | None = None,
     ) -> None:
         if settings.http_listen is None:
             raise ValueError("WebServer needs settings.http_listen")
@@ -191,7 +193,11 @@ class WebServer:
         self.app.router.add_post(
             "/v1/agents/{agent}/rpc",
             AgentRelay(
-                link, tokens, prefix=settings.subject_prefix, namespace=settings.namespace
+                link,
+                tokens,
+                assertions,
+                prefix=settings.subject_prefix,
+                namespace=settings.namespace,
             ).__call__,
         )
         self.app.router.add_get("/v1/health", self._health)

@@ -73,6 +73,7 @@ class AgentRelay:
         self,
         link: NatsLink,
         tokens: TokenStore | None,
+        assertions: Assertions | None,
         *,
         prefix: str,
         namespace: str,
@@ -80,7 +81,8 @@ class AgentRelay:
     ) -> None:
         self.link = link
         self.tokens = tokens
-        self.assertions = Assertions(tokens) if tokens is not None else None
+        # Issues the caller assertion of each relayed request (None without tokens).
+        self.assertions = assertions
         self.prefix = prefix
         self.namespace = namespace
         self.timeout = timeout

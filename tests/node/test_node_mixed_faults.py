@@ -29,6 +29,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from tests.support.agents import Agent, result, until
 from tests.support.nats import Collector, NatsServer, subscribe
 from tests.support.node import Watcher, prepare_package, spawn_agent
+from tests.support.service import ServiceFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -36,6 +37,15 @@ JS_AGENT = "js-mixed"
 PY_AGENT = "py-mixed"
 TURNS = 4  # per language
 RANDOM_KILLS = 4
+
+
+@pytest.fixture
+async def service(make_service: ServiceFactory, nats_server: NatsServer) -> TurnkeeperServer:
+    """A re-drive cap above the run's kill count: one turn can be orphaned by every
+    kill (its replica is killed again before it finishes), and failing it at the
+    default cap of 3 would be the cap working, not a violation. This run checks
+    that every turn survives and is seen once, so no kill plan may reach the cap."""
+    return await make_service(nats_url=nats_server.url, max_redrives=RANDOM_KILLS + 2)
 
 
 @pytest.fixture(scope="module")

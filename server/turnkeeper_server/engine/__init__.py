@@ -19,6 +19,7 @@ import contextvars
 
 from turnkeeper_server.engine.checkpoints import Checkpoints
 from turnkeeper_server.engine.handoffs import Handoffs
+from turnkeeper_server.engine.threads import Threads
 from turnkeeper_server.engine.turns import Turns
 from turnkeeper_server.engine.watch import Reset, TurnNotifier
 from turnkeeper_server.messaging.link import NatsLink
@@ -51,7 +52,8 @@ class Engine:
             link, policy, namespace=namespace, dispatch_timeout=dispatch_timeout
         )
         self.turns = Turns(db, policy, notifier, outbox, metrics, self.handoffs)
-        self.checkpoints = Checkpoints(db)
+        self.checkpoints = Checkpoints(db, notifier)
+        self.threads = Threads(db)
 
     def pipelined(self, *, followed: bool) -> tuple[contextvars.Context, asyncio.Future[None]]:
         """A context to run one write's handler in, and a future set as soon as the

@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
+from turnkeeper_server.engine.watch import TurnNotifier
 from turnkeeper_server.errors import TurnkeeperError, Unavailable
 from turnkeeper_server.journal import maintenance
 from turnkeeper_server.journal.checkpoints import CheckpointWrite, write
@@ -21,8 +22,11 @@ from turnkeeper_server.store.records import CheckpointQuery, CheckpointRow
 
 
 class Checkpoints:
-    def __init__(self, db: Store) -> None:
+    def __init__(self, db: Store, notifier: TurnNotifier) -> None:
         self.db = db
+        # A turn's checkpoint moves its boundary: what its events' watchers that
+        # show only settled events (the LangGraph API's streams) wait for.
+        self.notifier = notifier
 
     # -- reads --------------------------------------------------------------------
 
@@ -39,7 +43,7 @@ class Checkpoints:
     # -- writes -------------------------------------------------------------------
 
     async def write(self, checkpoint_write: CheckpointWrite) -> None:
-        await self.db.write(lambda tx: write(tx, checkpoint_write))
+        await self.db.write(self._one(checkpoint_write))
 
     async def write_batch(
         self, writes: Sequence[CheckpointWrite], *, followed: bool
@@ -52,7 +56,7 @@ class Checkpoints:
         if self.db.queues_writes:
             last = len(writes) - 1
             return [
-                self.db.queue_write(_one(w), followed=k < last or followed)
+                self.db.queue_write(self._one(w), followed=k < last or followed)
                 for k, w in enumerate(writes)
             ]
         return [_settled(refusal) for refusal in await self._together(writes)]
@@ -64,7 +68,7 @@ class Checkpoints:
 
         def together(tx: Tx) -> list[TurnkeeperError | None]:
             for w in writes:
-                write(tx, w)
+                self._written(tx, write(tx, w))
             return [None] * len(writes)
 
         if len(writes) > 1:
@@ -85,6 +89,19 @@ class Checkpoints:
                 outcomes.append(exc)
         return outcomes
 
+    def _one(self, checkpoint_write: CheckpointWrite) -> Callable[[Tx], None]:
+        """The store operation of one write."""
+
+        def write_one(tx: Tx) -> None:
+            self._written(tx, write(tx, checkpoint_write))
+
+        return write_one
+
+    def _written(self, tx: Tx, turn_id: str | None) -> None:
+        if turn_id is not None:
+            notify = self.notifier.notify
+            tx.after_commit(lambda: notify(turn_id))
+
     # -- LangGraph's extended saver operations --------------------------------------
 
     async def prune_threads(self, thread_ids: Sequence[str], strategy: str) -> int:
@@ -95,15 +112,6 @@ class Checkpoints:
 
     async def copy_thread(self, source: str, target: str) -> int:
         return await self.db.write(lambda tx: maintenance.copy_thread(tx, source, target))
-
-
-def _one(checkpoint_write: CheckpointWrite) -> Callable[[Tx], None]:
-    """The store operation of one write."""
-
-    def write_batch(tx: Tx) -> None:
-        write(tx, checkpoint_write)
-
-    return write_batch
 
 
 def _settled(refusal: TurnkeeperError | None) -> asyncio.Future[None]:

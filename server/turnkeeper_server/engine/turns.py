@@ -16,7 +16,7 @@ from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import TypeVar
 
 from turnkeeper_server.engine.handoffs import Handoffs
-from turnkeeper_server.engine.watch import Reset, TurnNotifier, follow
+from turnkeeper_server.engine.watch import Reset, TurnNotifier, follow, follow_settled
 from turnkeeper_server.journal import containment, erasure, lifecycle, redrive, start, transitions
 from turnkeeper_server.journal.erasure import Erased
 from turnkeeper_server.journal.lifecycle import Cancelled, Ended
@@ -105,6 +105,10 @@ class Turns:
     def watch(self, turn_id: str, after_seq: int) -> AsyncGenerator[EventRecord | Reset]:
         """WatchTurn's stream (engine/watch.py)."""
         return follow(self.db, self.notifier, self.metrics, turn_id, after_seq)
+
+    def watch_settled(self, turn_id: str, after_seq: int) -> AsyncGenerator[EventRecord]:
+        """The events no rewind can take back (engine/watch.py, the LangGraph API)."""
+        return follow_settled(self.db, self.notifier, self.metrics, turn_id, after_seq)
 
     # -- transitions ----------------------------------------------------------------
 

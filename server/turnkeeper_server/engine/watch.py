@@ -10,6 +10,7 @@ means a commit can never slip between the read and the wait unnoticed.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 from collections import defaultdict
 from collections.abc import AsyncGenerator
@@ -17,7 +18,7 @@ from dataclasses import dataclass
 
 from turnkeeper_server.journal import transitions
 from turnkeeper_server.metrics import Metrics
-from turnkeeper_server.records import ENDED, TERMINAL_EVENTS, EventRecord, TurnRecord
+from turnkeeper_server.records import ENDED, PARKED, TERMINAL_EVENTS, EventRecord, TurnRecord
 from turnkeeper_server.store.contract import Conn, Store
 
 # A page of events read at a time: at most WATCH_BATCH events and, past the first,
@@ -108,6 +109,55 @@ async def follow(
                     # nothing more will ever come (a watcher joined too late).
                     return
                 await waiter.wait()
+            finally:
+                notifier.unregister(turn_id, waiter)
+    finally:
+        metrics.watchers.dec()
+
+
+# How long a follower of settled events waits for a wake before it looks again: a
+# checkpoint committed through another replica (PostgreSQL) notifies no one here.
+SETTLED_RECHECK_SECONDS = 1.0
+
+
+async def follow_settled(
+    db: Store, notifier: TurnNotifier, metrics: Metrics, turn_id: str, after_seq: int
+) -> AsyncGenerator[EventRecord]:
+    """The turn's events after `after_seq` that no rewind can take back: those at or
+    before the boundary of its newest checkpoint (a re-drive rewinds to exactly
+    that boundary, and boundaries only grow), and every event once the turn is
+    parked or over. So a reader never sees an event twice and never needs a reset;
+    what it gives up is seeing a step's events before the step's checkpoint.
+    Ends after the terminal event, or once a parked turn's events are all out
+    (a LangGraph run ends at its interrupt)."""
+    cursor = after_seq
+    metrics.watchers.inc()
+    try:
+        while True:
+            waiter = notifier.register(turn_id)
+            try:
+                turn, events, more = await db.read(
+                    functools.partial(_turn_and_events, turn_id=turn_id, after_seq=cursor)
+                )
+                if turn.state in ENDED or turn.state == PARKED:
+                    limit = turn.last_seq
+                else:
+                    limit = (await db.read(lambda c: transitions.latest_boundary(c, turn_id)))[1]
+                held = False
+                for event in events:
+                    if event.seq > limit:
+                        held = True
+                        break
+                    yield event
+                    cursor = event.seq
+                    if event.type in TERMINAL_EVENTS:
+                        return
+                if more and not held:
+                    continue
+                if (turn.state in ENDED or turn.state == PARKED) and cursor >= turn.last_seq:
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(waiter.wait(), SETTLED_RECHECK_SECONDS)
             finally:
                 notifier.unregister(turn_id, waiter)
     finally:

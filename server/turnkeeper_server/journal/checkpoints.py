@@ -29,14 +29,16 @@ class CheckpointWrite:
     fence: Fence | None
 
 
-def write(tx: Tx, write: CheckpointWrite) -> None:
-    """Store one checkpoint write, fenced; a turn's checkpoint with its boundary."""
+def write(tx: Tx, write: CheckpointWrite) -> str | None:
+    """Store one checkpoint write, fenced; a turn's checkpoint with its boundary.
+    Returns the turn whose boundary moved (a watcher of its settled events wakes)."""
     turn = check_fence(tx, write.fence, write.row.thread_id)
     if isinstance(write.row, CheckpointPut):
         boundary = None if turn is None else Boundary(turn.turn_id, turn.attempts, turn.last_seq)
         tx.checkpoints.put(tx, write.row, boundary)
-    else:
-        tx.checkpoints.put_writes(tx, write.row)
+        return None if turn is None else turn.turn_id
+    tx.checkpoints.put_writes(tx, write.row)
+    return None
 
 
 def check_fence(tx: Tx, fence: Fence | None, thread_id: str) -> TurnRecord | None:

@@ -1,6 +1,6 @@
 """Erasure: every row of a thread goes, in both files, in one transaction.
 
-A thread's rows are its turns (with their journaled inputs, interrupt and resume
+A thread's rows are its own (journal/threads.py: its metadata), its turns (with their journaled inputs, interrupt and resume
 values), their retained events, the outbox rows not yet sent to NATS (which
 carry the same text), and its checkpoints, their writes (and blobs, on PostgreSQL)
 and the turn boundaries. A thread with a live turn is refused unless the call cancels
@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 
 from turnkeeper_server.errors import WrongState
-from turnkeeper_server.journal import checkpoints, lifecycle
+from turnkeeper_server.journal import checkpoints, lifecycle, threads
 from turnkeeper_server.journal.lifecycle import Cancelled
 from turnkeeper_server.records import LIVE, TURN_COLUMNS, Policy, TurnRecord
 from turnkeeper_server.store.contract import Tx
@@ -58,6 +58,7 @@ def erase_thread(tx: Tx, *, thread_id: str, cancel: bool, policy: Policy) -> Era
     _erase_rewinds(tx, thread_id, policy)
     # The backend's checkpoint rows (blobs too, on PostgreSQL); no live turn is left.
     checkpoints.delete_thread(tx, thread_id)
+    threads.delete(tx, thread_id)
     return Erased(thread_id, len(ids), cancelled)
 
 

@@ -10,8 +10,9 @@ config (owner-only, in its data directory) with
   `nats-service.password` (owner-only, across restarts): the only user that may
   publish mirrored events, rewinds, hand-offs and control notices;
 - a user per `agent:<name>` token: subscribe to that agent's request and control
-  subjects, publish to its own request subject (the bridge's readiness probe) and
-  its replies, receive replies on its own inbox;
+  subjects and to the service's discover requests, publish to its own request
+  subject (the bridge's readiness probe), its own announcements (the LangGraph
+  API's assistants) and its replies, receive replies on its own inbox;
 - a user per other token (panel, operator, admin): publish requests to any agent
   (each carries a caller assertion the bridge verifies), subscribe to the turns'
   events and rewinds, receive replies on its own inbox.
@@ -75,8 +76,15 @@ def users(
         if role == "agent" and agent is not None:
             subjects = _agents(prefix, namespace, agent)
             permissions: dict[str, object] = {
-                "publish": {"allow": [f"{subjects}.tasks"]},
-                "subscribe": {"allow": [f"{subjects}.tasks", f"{subjects}.control", inbox]},
+                "publish": {"allow": [f"{subjects}.tasks", f"{subjects}.announce"]},
+                "subscribe": {
+                    "allow": [
+                        f"{subjects}.tasks",
+                        f"{subjects}.control",
+                        f"{prefix}.{namespace}.discover",
+                        inbox,
+                    ]
+                },
                 "allow_responses": True,
             }
         else:

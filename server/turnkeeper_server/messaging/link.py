@@ -113,6 +113,9 @@ class NatsLink:
         # Run on each new connection before it is used (the JetStream stream); a
         # failure drops the connection and the link dials again later.
         self.prepare = prepare
+        # Run on each new connection once it is in use (subscriptions of the service's
+        # own, such as the agent directory's); a failure is logged, not fatal.
+        self.on_connect: list[Callable[[Client], Awaitable[None]]] = []
         self._nc: Client | None = None
         self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
@@ -167,6 +170,11 @@ class NatsLink:
             self._nc = nc
             self._connected.set()
             log.info("connected to NATS at %s", self.url)
+            for hook in self.on_connect:
+                try:
+                    await hook(nc)
+                except Exception as exc:
+                    log.warning("NATS connection hook %s failed: %s", hook, exc)
             await self._lost.wait()
             self._connected.clear()
             self._nc = None

@@ -95,11 +95,20 @@ JSONRPC_CREATE = "responses/create"
 JSONRPC_TURN_STATUS = "responses/turnStatus"
 JSONRPC_RESUME_DETACHED = "responses/resumeDetached"
 JSONRPC_CANCEL = "responses/cancel"
+# What a bridge answers about its graph (the LangGraph API's assistants and state).
+JSONRPC_GRAPH_DESCRIBE = "langgraph/describe"
+JSONRPC_GRAPH_STATE = "langgraph/state"
+JSONRPC_GRAPH_HISTORY = "langgraph/history"
+JSONRPC_GRAPH_UPDATE_STATE = "langgraph/updateState"
 JSONRPC_METHODS = (
     JSONRPC_CREATE,
     JSONRPC_TURN_STATUS,
     JSONRPC_RESUME_DETACHED,
     JSONRPC_CANCEL,
+    JSONRPC_GRAPH_DESCRIBE,
+    JSONRPC_GRAPH_STATE,
+    JSONRPC_GRAPH_HISTORY,
+    JSONRPC_GRAPH_UPDATE_STATE,
 )
 _ALL = frozenset(ROLES)
 _EXECUTOR = frozenset({AGENT, ADMIN})
@@ -153,6 +162,12 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     JSONRPC_RESUME_DETACHED: frozenset({AGENT, OPERATOR, ADMIN}),
     # Cancelling a turn on NATS: the roles that may CancelTurn over gRPC.
     JSONRPC_CANCEL: frozenset({AGENT, OPERATOR, ADMIN}),
+    # Reading a graph and a thread's state is a read; writing a thread's state (an
+    # edit before a new run, as regenerate() does) is as starting a turn.
+    JSONRPC_GRAPH_DESCRIBE: _READ,
+    JSONRPC_GRAPH_STATE: _READ,
+    JSONRPC_GRAPH_HISTORY: _READ,
+    JSONRPC_GRAPH_UPDATE_STATE: frozenset({AGENT, PANEL, OPERATOR, ADMIN}),
 }
 
 

@@ -147,6 +147,15 @@ TURNKEEPER_MIGRATIONS: list[str] = [
     """
     ALTER TABLE outbox ADD COLUMN messages INTEGER NOT NULL DEFAULT 1;
     """,
+    # 7: threads as the LangGraph API knows them, as SQLite's turns.db migration 7.
+    """
+    CREATE TABLE threads (
+        thread_id  TEXT PRIMARY KEY,
+        metadata   TEXT NOT NULL DEFAULT '{}',
+        created_at DOUBLE PRECISION NOT NULL,
+        updated_at DOUBLE PRECISION NOT NULL
+    );
+    """,
 ]
 
 

@@ -154,6 +154,16 @@ TURNS_MIGRATIONS: list[str] = [
     """
     ALTER TABLE outbox ADD COLUMN messages INTEGER NOT NULL DEFAULT 1
     """,
+    # 7: threads as the LangGraph API knows them (journal/threads.py): a thread made
+    # by threads.create, with its metadata, before or without any turn on it.
+    """
+    CREATE TABLE threads (
+        thread_id  TEXT PRIMARY KEY,
+        metadata   TEXT NOT NULL DEFAULT '{}',
+        created_at REAL NOT NULL,
+        updated_at REAL NOT NULL
+    )
+    """,
 ]
 
 SESSIONS_MIGRATIONS: list[str] = [

@@ -25,6 +25,7 @@ from aiohttp.typedefs import Middleware
 from prometheus_client.metrics_core import Metric
 
 from turnkeeper_server.errors import PermissionDenied
+from turnkeeper_server.messaging.directory import AgentDirectory
 from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.security import auth, transport
@@ -32,7 +33,7 @@ from turnkeeper_server.security.assertions import Assertions
 from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.security.streams import OpenStreams
 from turnkeeper_server.web import auth as web_auth
-from turnkeeper_server.web import connect, guard
+from turnkeeper_server.web import connect, guard, langgraph
 from turnkeeper_server.web.connect import error_response
 from turnkeeper_server.web.relay import AgentRelay
 from turnkeeper_server.web.sse import EventStream
@@ -157,6 +158,7 @@ class WebServer:
         serving: Callable[[], bool],
         streams: OpenStreams | None = None,
         assertions: Assertions | None = None,
+        directory: AgentDirectory | None = None,
     ) -> None:
         if settings.http_listen is None:
             raise ValueError("WebServer needs settings.http_listen")
@@ -190,15 +192,28 @@ class WebServer:
             servicer, tokens, streams, write_timeout=settings.http_write_timeout
         )
         self.app.router.add_get("/v1/turns/{turn_id}/events", self.events.__call__)
-        self.app.router.add_post(
-            "/v1/agents/{agent}/rpc",
-            AgentRelay(
-                link,
-                tokens,
-                assertions,
-                prefix=settings.subject_prefix,
-                namespace=settings.namespace,
-            ).__call__,
+        self.relay = AgentRelay(
+            link,
+            tokens,
+            assertions,
+            prefix=settings.subject_prefix,
+            namespace=settings.namespace,
+        )
+        self.app.router.add_post("/v1/agents/{agent}/rpc", self.relay.__call__)
+        # LangGraph's API (web/langgraph/): the assistants are the agents announced.
+        self.directory = directory or AgentDirectory(
+            link, prefix=settings.subject_prefix, namespace=settings.namespace
+        )
+        langgraph.add_routes(
+            self.app,
+            langgraph.Deps(
+                engine=servicer.engine,  # type: ignore[attr-defined]
+                servicer=servicer,
+                relay=self.relay,
+                directory=self.directory,
+                tokens=tokens,
+                write_timeout=settings.http_write_timeout,
+            ),
         )
         self.app.router.add_get("/v1/health", self._health)
         self.app.router.add_get("/v1/metrics", self._metrics)

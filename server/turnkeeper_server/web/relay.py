@@ -108,14 +108,38 @@ class AgentRelay:
                 raise InvalidArgument("params must be a JSON object")
             check_call(caller, agent, body["method"])
             request_id = uuid.uuid4().hex
-            headers: dict[str, str] = {}
-            if caller is not None and self.assertions is not None:
-                # Who the caller is, signed for this request: its token stays here.
-                value, _ = self.assertions.issue(caller, agent, body["method"], request_id)
-                headers[ASSERTION_HEADER] = value
+            headers = self._headers(caller, agent, body["method"], request_id)
         except Exception as exc:
             return error_response(exc)
         return await self._forward(agent, body["method"], params, headers, request_id)
+
+    async def call(
+        self, caller: auth.Caller | None, agent: str, method: str, params: dict[str, Any]
+    ) -> Any:
+        """One request to `agent` made for `caller` (rights checked, assertion
+        signed): the bridge's result. Raises NotAnswered when no replica answered,
+        AgentRefused with the bridge's JSON-RPC error."""
+        check_call(caller, agent, method)
+        request_id = uuid.uuid4().hex
+        reply = await self._send(
+            agent, method, params, self._headers(caller, agent, method, request_id), request_id
+        )
+        if isinstance(reply, NotAnswered):
+            raise reply
+        if not isinstance(reply, dict) or "error" in reply:
+            error = reply.get("error") if isinstance(reply, dict) else None
+            raise AgentRefused(agent, method, error if isinstance(error, dict) else {})
+        return reply.get("result")
+
+    def _headers(
+        self, caller: auth.Caller | None, agent: str, method: str, request_id: str
+    ) -> dict[str, str]:
+        headers: dict[str, str] = {}
+        if caller is not None and self.assertions is not None:
+            # Who the caller is, signed for this request: its token stays here.
+            value, _ = self.assertions.issue(caller, agent, method, request_id)
+            headers[ASSERTION_HEADER] = value
+        return headers
 
     async def _forward(
         self,
@@ -125,9 +149,26 @@ class AgentRelay:
         headers: dict[str, str],
         request_id: str,
     ) -> web.Response:
+        reply = await self._send(agent, method, params, headers, request_id)
+        if isinstance(reply, NotAnswered):
+            return web.json_response(
+                {"code": reply.code, "message": reply.message, "dispatched": reply.dispatched},
+                status=reply.status,
+            )
+        return web.json_response(reply)
+
+    async def _send(
+        self,
+        agent: str,
+        method: str,
+        params: dict[str, Any],
+        headers: dict[str, str],
+        request_id: str,
+    ) -> Any:
+        """The bridge's reply envelope, or NotAnswered."""
         nc = self.link.client
         if nc is None or not nc.is_connected:
-            return _not_answered(503, "unavailable", "the service is not connected to NATS", False)
+            return NotAnswered(503, "unavailable", "the service is not connected to NATS", False)
         envelope = {
             "jsonrpc": "2.0",
             "id": request_id,
@@ -145,11 +186,11 @@ class AgentRelay:
                 headers=headers or None,
             )
         except NoRespondersError:
-            return _not_answered(
+            return NotAnswered(
                 503, "unavailable", f"no replica of agent {agent!r} is listening", False
             )
         except (TimeoutError, NatsTimeout):
-            return _not_answered(
+            return NotAnswered(
                 504,
                 "deadline_exceeded",
                 f"agent {agent!r} did not answer {method} in {self.timeout:g} s; "
@@ -158,15 +199,40 @@ class AgentRelay:
             )
         except NatsError as exc:
             # Closed or reconnecting: nothing went out.
-            return _not_answered(503, "unavailable", f"NATS refused the request: {exc}", False)
+            return NotAnswered(503, "unavailable", f"NATS refused the request: {exc}", False)
         try:
-            reply = json.loads(msg.data)
+            return json.loads(msg.data)
         except (ValueError, RecursionError):
-            return _not_answered(502, "internal", f"agent {agent!r} answered no JSON", True)
-        return web.json_response(reply)
+            return NotAnswered(502, "internal", f"agent {agent!r} answered no JSON", True)
 
 
-def _not_answered(status: int, code: str, message: str, dispatched: bool) -> web.Response:
-    return web.json_response(
-        {"code": code, "message": message, "dispatched": dispatched}, status=status
-    )
+class NotAnswered(Exception):
+    """No replica answered: `dispatched` says whether the request went out at all."""
+
+    def __init__(self, status: int, code: str, message: str, dispatched: bool) -> None:
+        super().__init__(message)
+        self.status = status
+        self.code = code
+        self.message = message
+        self.dispatched = dispatched
+
+
+class AgentRefused(Exception):
+    """The bridge answered with a JSON-RPC error (`error`: {code, message, data})."""
+
+    def __init__(self, agent: str, method: str, error: dict[str, Any]) -> None:
+        super().__init__(f"agent {agent!r} refused {method}: {error.get('message', error)}")
+        self.error = error
+
+    @property
+    def service_code(self) -> str | None:
+        """The gRPC status name when the service refused the bridge's call."""
+        data = self.error.get("data")
+        return data.get("code") if isinstance(data, dict) else None
+
+    @property
+    def message(self) -> str:
+        data = self.error.get("data")
+        if isinstance(data, dict) and isinstance(data.get("message"), str):
+            return str(data["message"])
+        return str(self.error.get("message", "refused"))

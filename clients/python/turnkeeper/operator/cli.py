@@ -133,6 +133,14 @@ def build_parser(serve_arguments: bool = True) -> argparse.ArgumentParser:
         if server is not None:
             server.add_arguments(serve)
 
+    agent = commands.add_parser(
+        "agent",
+        help="serve the graphs of a langgraph.json durably (needs turnkeeper[agent])",
+        add_help=False,
+    )
+    # Its arguments are the host's own (main() hands them over unparsed).
+    agent.add_argument("agent_args", nargs=argparse.REMAINDER)
+
     conn = _connection_parser()
     output = argparse.ArgumentParser(add_help=False)
     output.add_argument("--json", action="store_true", help="print JSON for scripts")
@@ -435,8 +443,25 @@ class _Usage(Exception):
     """A usage error found after parsing (argparse's own exit 2 covers the rest)."""
 
 
+def _agent(argv: list[str]) -> int:
+    """`turnkeeper agent langgraph.json`: the host lives with the agent extra."""
+    try:
+        from turnkeeper.agent.host.run import main as host_main
+    except ImportError as exc:
+        print(
+            f"error: `turnkeeper agent` needs the agent extra ({exc.name} is missing): "
+            "pip install 'turnkeeper[agent]' (from a clone: "
+            "pip install -e './clients/python[agent]')",
+            file=sys.stderr,
+        )
+        return EXIT_USAGE
+    return host_main(argv)
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
+    if argv[:1] == ["agent"]:
+        return _agent(argv[1:])
     serving = argv[:1] == ["serve"]
     if serving and plugins.server_command() is None:
         print(

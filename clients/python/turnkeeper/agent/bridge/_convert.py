@@ -58,12 +58,16 @@ def message_to_json(message: BaseMessage) -> dict[str, Any]:
     return out
 
 
-def to_jsonable(obj: Any, _depth: int = 0) -> Any:
+def to_jsonable(obj: Any, _depth: int = 0, *, whole: bool = False) -> Any:
     """Best-effort plain JSON for whatever a graph puts in its state or its stream.
 
     Messages keep their type, content, id and tool calls; pydantic models and
     dataclasses become objects; anything else unknown becomes its ``repr``. Never
-    raises: an event must not fail a turn because of how it is displayed."""
+    raises: an event must not fail a turn because of how it is displayed.
+
+    ``whole``: messages as LangGraph's API server sends them (every field of the
+    message model: ``additional_kwargs``, ``response_metadata`` ...), for the
+    ``values`` a LangGraph client reads as a thread's state."""
     if _depth > 48:
         return "..."
     if obj is None or isinstance(obj, bool | int | str):
@@ -71,21 +75,27 @@ def to_jsonable(obj: Any, _depth: int = 0) -> Any:
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else str(obj)
     if isinstance(obj, BaseMessage):
+        if whole:
+            try:
+                return to_jsonable(obj.model_dump(mode="json"), _depth + 1, whole=whole)
+            except Exception:
+                return message_to_json(obj)
         return message_to_json(obj)
     if isinstance(obj, Mapping):
-        return {str(k): to_jsonable(v, _depth + 1) for k, v in obj.items()}
+        return {str(k): to_jsonable(v, _depth + 1, whole=whole) for k, v in obj.items()}
     if isinstance(obj, list | tuple | set | frozenset):
-        return [to_jsonable(v, _depth + 1) for v in obj]
+        return [to_jsonable(v, _depth + 1, whole=whole) for v in obj]
     if isinstance(obj, bytes):
         return {"base64": base64.b64encode(obj).decode()}
     if isinstance(obj, BaseModel):
         try:
-            return to_jsonable(obj.model_dump(mode="json"), _depth + 1)
+            return to_jsonable(obj.model_dump(mode="json"), _depth + 1, whole=whole)
         except Exception:
             return repr(obj)
     if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
         return {
-            f.name: to_jsonable(getattr(obj, f.name), _depth + 1) for f in dataclasses.fields(obj)
+            f.name: to_jsonable(getattr(obj, f.name), _depth + 1, whole=whole)
+            for f in dataclasses.fields(obj)
         }
     # langgraph's Interrupt, Command, Send ... carry their fields as attributes.
     if hasattr(obj, "__slots__") or hasattr(obj, "__dict__"):
@@ -96,7 +106,7 @@ def to_jsonable(obj: Any, _depth: int = 0) -> Any:
         }
         if fields:
             return {"__type__": type(obj).__name__} | {
-                k: to_jsonable(v, _depth + 1) for k, v in fields.items()
+                k: to_jsonable(v, _depth + 1, whole=whole) for k, v in fields.items()
             }
     return repr(obj)
 

@@ -30,7 +30,7 @@ from __future__ import annotations
 
 import logging
 import threading
-from collections.abc import Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
@@ -64,6 +64,10 @@ class BoundarySaver(RemoteSaver):
         super().__init__(*args, **kwargs)
         self._logs: dict[tuple[str, int], EventLog] = {}
         self._logs_lock = threading.Lock()
+        #: Set: each checkpoint of a turn is preceded by a ``values`` event of the
+        #: state it holds (this function's view of its channel values), so it is
+        #: retained with the checkpoint and a rewind to it keeps it.
+        self.values_of: Callable[[Mapping[str, Any]], Any] | None = None
 
     def attach(self, events: EventLog) -> None:
         if self.stream:
@@ -93,6 +97,8 @@ class BoundarySaver(RemoteSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         if (events := self._log_for(config)) is not None:
+            if self.values_of is not None:
+                events.emit("values", {"values": self.values_of(checkpoint["channel_values"])})
             boundary = await events.flush()
             mark = {"turn_id": events.turn_id, "last_seq": boundary}
             metadata = {**metadata, METADATA_KEY: mark}  # type: ignore[typeddict-unknown-key]

@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import logging
 import signal
 import threading
@@ -38,9 +39,11 @@ from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
 
 from turnkeeper import tracing
+from turnkeeper.agent.bridge.announce import Announcer
 from turnkeeper.agent.bridge.boundary import BoundarySaver
 from turnkeeper.agent.bridge.caller_auth import CallerCheck
 from turnkeeper.agent.bridge.config import BridgeConfig
+from turnkeeper.agent.bridge.graph_api import GraphApi, state_values
 from turnkeeper.agent.bridge.health import HealthServer, get
 from turnkeeper.agent.bridge.methods import Methods
 from turnkeeper.agent.bridge.runtime import AnyGraph, Assignment, Identity, InputMapper, TurnRuntime
@@ -101,15 +104,20 @@ class Bridge:
             self.identity,
             input_mapper=input_mapper or _identity,
             run_config=run_config,
+            langgraph_api=config.langgraph_api,
         )
         # With a token, the service has tokens: callers prove who they are with a
         # caller assertion the service signed, which this bridge verifies with it.
         token = config.service.bearer_token
+        self.graph_api = GraphApi(self.graph, config.agent)
+        if config.langgraph_api:
+            self.saver.values_of = functools.partial(state_values, self.graph)
         self.methods = Methods(
             self.client,
             self.runtime,
             self.identity,
             CallerCheck(token, config.agent) if token else None,
+            self.graph_api,
         )
         host, port = config.health_address
         self.health = HealthServer(host, port, self._check)
@@ -124,6 +132,15 @@ class Bridge:
             auth=config.nats_auth.or_token_identity(config.service.bearer_token),
             # With a token the deployment is secured: NATS must isolate the agents.
             check_isolation=bool(config.service.bearer_token),
+            announcer=Announcer(
+                config.announce_subject,
+                config.discover_subject,
+                {
+                    "agent": config.agent,
+                    "replica": config.replica,
+                    "incarnation": config.incarnation,
+                },
+            ),
         )
         self._started = False
         self._stopping = False

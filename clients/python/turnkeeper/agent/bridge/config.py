@@ -42,6 +42,10 @@ class BridgeConfig:
     health_listen: str = "127.0.0.1:8080"
     # How long shutdown waits for running turns before leaving them for a re-drive.
     shutdown_grace: float = 10.0
+    # Host the graph for the LangGraph API (docs/langgraph-api.md): journal a
+    # ``values`` event (the graph's state) with every checkpoint, and give each run
+    # the ``configurable`` keys LangGraph's server gives (run_id, graph_id ...).
+    langgraph_api: bool = False
 
     def __post_init__(self) -> None:
         if not _AGENT.match(self.agent):
@@ -63,6 +67,17 @@ class BridgeConfig:
         """``<prefix>.<ns>.agents.<name>.control``: what the service tells every replica
         of the agent (no queue group), e.g. to stop a turn that was cancelled."""
         return f"{self.subject_prefix}.{self.namespace}.agents.{self.agent}.control"
+
+    @property
+    def announce_subject(self) -> str:
+        """``<prefix>.<ns>.agents.<name>.announce``: where the replicas say they serve
+        the agent, so the service lists it as an assistant."""
+        return f"{self.subject_prefix}.{self.namespace}.agents.{self.agent}.announce"
+
+    @property
+    def discover_subject(self) -> str:
+        """``<prefix>.<ns>.discover``: the service asks every replica to announce."""
+        return f"{self.subject_prefix}.{self.namespace}.discover"
 
     @property
     def queue_group(self) -> str:

@@ -14,9 +14,10 @@ from typing import Any, Final
 
 from google.protobuf import duration_pb2
 
-from turnkeeper.agent.bridge import jsonrpc
+from turnkeeper.agent.bridge import graph_api, jsonrpc
 from turnkeeper.agent.bridge._convert import py_to_value
 from turnkeeper.agent.bridge.caller_auth import CallerCheck, assertion_of
+from turnkeeper.agent.bridge.graph_api import GraphApi
 from turnkeeper.agent.bridge.intent import (
     INTENT_KEY,
     REGENERATE_INPUT,
@@ -27,6 +28,7 @@ from turnkeeper.agent.bridge.intent import (
 )
 from turnkeeper.agent.bridge.jsonrpc import (
     METHOD_NOT_FOUND,
+    Method,
     Reply,
     Request,
     RpcError,
@@ -93,8 +95,11 @@ class Methods:
         runtime: TurnRuntime,
         identity: Identity,
         callers: CallerCheck | None = None,
+        graph_api: GraphApi | None = None,
     ) -> None:
         self.client = client
+        # The langgraph/* methods (the service's LangGraph API reads the graph here).
+        self.graph_api = graph_api
         self.runtime = runtime
         self.identity = identity
         # Who may call the responses/* methods; None: anyone (tests of the methods).
@@ -102,20 +107,26 @@ class Methods:
         self.accepting = True
 
     async def dispatch(self, request: Request) -> Reply:
-        handler = {
+        handlers: dict[str, Method] = {
             CREATE: self.create,
             TURN_STATUS: self.turn_status,
             RESUME_DETACHED: self.resume_detached,
             RESPONSES_CANCEL: self.responses_cancel,
             EXECUTE: self.execute,
             CANCEL: self.cancelled,
-        }.get(request.method)
+        }
+        if self.graph_api is not None:
+            handlers |= {
+                graph_api.DESCRIBE: self.graph_api.describe,
+                graph_api.STATE: self.graph_api.state,
+                graph_api.HISTORY: self.graph_api.history,
+                graph_api.UPDATE_STATE: self.graph_api.update_state,
+            }
+        handler = handlers.get(request.method)
         if handler is None:
             raise RpcError(
                 METHOD_NOT_FOUND,
-                f"method {request.method!r} not found; this bridge serves "
-                f"{CREATE}, {TURN_STATUS}, {RESUME_DETACHED}, {RESPONSES_CANCEL}, {EXECUTE} "
-                f"and {CANCEL}",
+                f"method {request.method!r} not found; this bridge serves {', '.join(handlers)}",
             )
         try:
             # The service's own hand-offs (execute) and cancel notifications are not

@@ -103,8 +103,11 @@ class TurnRuntime:
         *,
         input_mapper: InputMapper,
         run_config: Mapping[str, Any] | None = None,
+        langgraph_api: bool = False,
     ) -> None:
         self.graph = graph
+        # Runs get the configurable keys LangGraph's server gives its graphs.
+        self.langgraph_api = langgraph_api
         self.client = client
         self.saver = saver
         self.identity = identity
@@ -285,7 +288,12 @@ class Execution:
         turn = self.assignment.turn
         config = durable_config(turn.thread_id, turn.turn_id, turn.attempts)
         extra = dict(self.runtime.run_config)
+        served: dict[str, Any] = {}
+        if self.runtime.langgraph_api:
+            agent = self.runtime.identity.agent
+            served = {"run_id": turn.turn_id, "graph_id": agent, "assistant_id": agent}
         config["configurable"] = {
+            **served,
             **(extra.pop("configurable", None) or {}),
             **config["configurable"],
         }

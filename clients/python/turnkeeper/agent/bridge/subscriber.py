@@ -38,6 +38,7 @@ from nats.aio.subscription import Subscription
 
 from turnkeeper import tracing
 from turnkeeper.agent.bridge import jsonrpc
+from turnkeeper.agent.bridge.announce import Announcer
 from turnkeeper.agent.bridge.jsonrpc import INTERNAL_ERROR, Reply, Request, RpcError
 from turnkeeper.errors import TurnkeeperError
 from turnkeeper.nats_auth import NatsAuth
@@ -63,8 +64,11 @@ class NatsSubscriber:
         control_subject: str | None = None,
         auth: NatsAuth | None = None,
         check_isolation: bool = False,
+        announcer: Announcer | None = None,
     ) -> None:
         self.url = url
+        # Says which agent this replica serves once subscribed (the assistants list).
+        self.announcer = announcer
         self.auth = auth or NatsAuth()
         # A secured deployment: once subscribed, check that NATS keeps this agent to
         # its own subjects, and say so loudly where it does not.
@@ -132,6 +136,8 @@ class NatsSubscriber:
             self._control = await nc.subscribe(self.control_subject, cb=self._on_message)
         await self._probe(nc)
         self.settled.set()
+        if self.announcer is not None and nc.is_connected:
+            await self.announcer.start(nc)
         log.info("serving %s (queue group %s) on %s", self.subject, self.queue, self.url)
         if self.check_isolation:
             self._checking = asyncio.create_task(self._check_isolation(nc))
@@ -258,6 +264,8 @@ class NatsSubscriber:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         self._connecting = self._probing = self._checking = None
+        if self.announcer is not None:
+            await self.announcer.stop()
         for sub in (self._sub, self._control):
             if sub is not None:
                 with contextlib.suppress(Exception):

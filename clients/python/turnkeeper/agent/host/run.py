@@ -1,0 +1,81 @@
+"""Serve every graph of a ``langgraph.json`` under its own bridge, in one process,
+until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import sys
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from turnkeeper.agent.bridge import Bridge, BridgeConfig
+from turnkeeper.agent.host.config import HostConfig, read_config
+from turnkeeper.agent.host.loader import load_graph
+
+log = logging.getLogger(__name__)
+
+
+def prepare(config: HostConfig) -> None:
+    """The file's environment (variables already set win) and local dependencies."""
+    for key, value in config.env.items():
+        os.environ.setdefault(key, value)
+    for directory in reversed(config.dependencies):
+        if str(directory) not in sys.path:
+            sys.path.insert(0, str(directory))
+
+
+def bridge_configs(
+    config: HostConfig, env: Mapping[str, str], **overrides: Any
+) -> list[BridgeConfig]:
+    """One bridge per graph, named after it, streaming ``values`` for the LangGraph
+    API. With several graphs, only the first serves /healthz where
+    TURNKEEPER_HEALTH_LISTEN says; the others pick free ports (logged)."""
+    out = []
+    for k, spec in enumerate(config.graphs):
+        extra: dict[str, Any] = {"langgraph_api": True, **overrides}
+        if k > 0:
+            host = BridgeConfig.from_env(spec.name, env).health_address[0]
+            extra["health_listen"] = f"{host}:0"
+        out.append(BridgeConfig.from_env(spec.name, env, **extra))
+    return out
+
+
+async def host(path: Path | str, env: Mapping[str, str] | None = None, **overrides: Any) -> None:
+    """Load and serve the graphs of `path` until shut down."""
+    config = read_config(path)
+    prepare(config)
+    env = os.environ if env is None else env
+    bridges = []
+    for spec, bridge_config in zip(
+        config.graphs, bridge_configs(config, env, **overrides), strict=True
+    ):
+        graph = await load_graph(spec)
+        bridges.append(Bridge(graph, bridge_config))
+        log.info("graph %s loaded from %s:%s", spec.name, spec.module, spec.attribute)
+    await asyncio.gather(*(b.run() for b in bridges))
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="turnkeeper agent",
+        description="Serve the graphs of a langgraph.json durably (docs/langgraph-api.md). "
+        "The service, NATS and the token are the bridge's TURNKEEPER_* variables.",
+    )
+    parser.add_argument("config", help="the langgraph.json")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        asyncio.run(host(args.config))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0

@@ -1,0 +1,62 @@
+"""The engine's threads: LangGraph API threads (journal/threads.py) committed through
+the store, and what a thread's turns say about it (its status, its newest turn)."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from turnkeeper_server.journal import threads
+from turnkeeper_server.journal.threads import ThreadRecord
+from turnkeeper_server.records import TURN_COLUMNS, TurnRecord
+from turnkeeper_server.store.contract import Conn, Store
+
+
+class Threads:
+    def __init__(self, db: Store) -> None:
+        self.db = db
+
+    async def get(self, thread_id: str) -> ThreadRecord | None:
+        return await self.db.read(lambda conn: threads.get(conn, thread_id))
+
+    async def create(
+        self, thread_id: str, metadata: dict[str, Any], *, if_exists: str
+    ) -> ThreadRecord:
+        return await self.db.write(
+            lambda tx: threads.create(tx, thread_id, metadata, time.time(), if_exists=if_exists)
+        )
+
+    async def ensure(self, thread_id: str, metadata: dict[str, Any]) -> ThreadRecord:
+        return await self.db.write(lambda tx: threads.ensure(tx, thread_id, metadata, time.time()))
+
+    async def update_metadata(
+        self, thread_id: str, metadata: dict[str, Any]
+    ) -> ThreadRecord | None:
+        return await self.db.write(
+            lambda tx: threads.update_metadata(tx, thread_id, metadata, time.time())
+        )
+
+    async def touch(self, thread_id: str) -> None:
+        await self.db.write(lambda tx: threads.touch(tx, thread_id, time.time()))
+
+    async def search(
+        self, *, metadata: dict[str, Any], ids: list[str] | None, limit: int, offset: int
+    ) -> list[ThreadRecord]:
+        return await self.db.read(
+            lambda conn: threads.search(
+                conn, metadata=metadata, ids=ids, limit=limit, offset=offset
+            )
+        )
+
+    async def turns(self, thread_id: str, *, limit: int, offset: int = 0) -> list[TurnRecord]:
+        """The thread's turns, newest first."""
+        return await self.db.read(lambda conn: _turns(conn, thread_id, limit, offset))
+
+
+def _turns(conn: Conn, thread_id: str, limit: int, offset: int) -> list[TurnRecord]:
+    rows = conn.execute(
+        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE thread_id = ? "
+        "ORDER BY created_at DESC, rowid DESC LIMIT ? OFFSET ?",
+        (thread_id, limit, offset),
+    ).fetchall()
+    return [TurnRecord(*r) for r in rows]

@@ -1,0 +1,126 @@
+"""Threads as the LangGraph API knows them: a thread id with metadata, made before or
+without any turn on it (`threads.create`), found, searched, its metadata merged.
+
+A thread needs no row to exist for the rest of the service: turns and checkpoints
+name their thread, and a thread that only they name is still a thread here (its
+first turn's time is its creation). The row holds what only the API gives it: the
+metadata, and a thread created with nothing run on it yet. Erasing a thread
+(journal/erasure.py) deletes its row with the rest. The SQL is plain: PostgreSQL
+accepts it too.
+"""
+
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from typing import Any
+
+from turnkeeper_server.errors import AlreadyExists
+from turnkeeper_server.store.contract import Conn, Tx
+
+
+@dataclass(frozen=True)
+class ThreadRecord:
+    thread_id: str
+    metadata: dict[str, Any]
+    created_at: float
+    updated_at: float
+
+
+_COLUMNS = "thread_id, metadata, created_at, updated_at"
+
+
+def _record(row: Any) -> ThreadRecord:
+    metadata = json.loads(row[1]) if row[1] else {}
+    return ThreadRecord(row[0], metadata if isinstance(metadata, dict) else {}, row[2], row[3])
+
+
+def get(conn: Conn, thread_id: str) -> ThreadRecord | None:
+    """The thread's row, or a record made from its turns; None: no such thread."""
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM main.threads WHERE thread_id = ?", (thread_id,)
+    ).fetchone()
+    if row is not None:
+        return _record(row)
+    found = conn.execute(
+        "SELECT min(created_at), max(updated_at) FROM main.turns WHERE thread_id = ?",
+        (thread_id,),
+    ).fetchone()
+    if found is None or found[0] is None:
+        return None
+    return ThreadRecord(thread_id, {}, found[0], found[1])
+
+
+def create(
+    tx: Tx, thread_id: str, metadata: dict[str, Any], now: float, *, if_exists: str
+) -> ThreadRecord:
+    """A new thread row. `if_exists`: "raise" (ALREADY_EXISTS) or "do_nothing" (the
+    thread as it is). A thread its turns already name gets its row now."""
+    existing = get(tx.conn, thread_id)
+    if existing is not None:
+        if if_exists != "do_nothing":
+            raise AlreadyExists(
+                f"thread {thread_id!r} exists; pass if_exists='do_nothing' to get it instead"
+            )
+        return existing
+    tx.execute(
+        f"INSERT INTO main.threads ({_COLUMNS}) VALUES (?, ?, ?, ?)",
+        (thread_id, json.dumps(metadata), now, now),
+    )
+    return ThreadRecord(thread_id, metadata, now, now)
+
+
+def ensure(tx: Tx, thread_id: str, metadata: dict[str, Any], now: float) -> ThreadRecord:
+    """The thread, made if it does not exist yet (a run with if_not_exists=create)."""
+    return create(tx, thread_id, metadata, now, if_exists="do_nothing")
+
+
+def update_metadata(
+    tx: Tx, thread_id: str, metadata: dict[str, Any], now: float
+) -> ThreadRecord | None:
+    """Merge `metadata` into the thread's (LangGraph's rule: keys given replace,
+    others stay); None: no such thread."""
+    existing = get(tx.conn, thread_id)
+    if existing is None:
+        return None
+    merged = {**existing.metadata, **metadata}
+    tx.execute(
+        "INSERT INTO main.threads (thread_id, metadata, created_at, updated_at) "
+        "VALUES (?, ?, ?, ?) ON CONFLICT (thread_id) DO UPDATE SET metadata = excluded.metadata, "
+        "updated_at = excluded.updated_at",
+        (thread_id, json.dumps(merged), existing.created_at, now),
+    )
+    return ThreadRecord(thread_id, merged, existing.created_at, now)
+
+
+def touch(tx: Tx, thread_id: str, now: float) -> None:
+    tx.execute("UPDATE main.threads SET updated_at = ? WHERE thread_id = ?", (now, thread_id))
+
+
+def search(
+    conn: Conn,
+    *,
+    metadata: dict[str, Any],
+    ids: list[str] | None,
+    limit: int,
+    offset: int,
+) -> list[ThreadRecord]:
+    """Threads with a row whose metadata holds every key of `metadata` with its value,
+    newest first (updated_at); `ids` narrows to those threads."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM main.threads ORDER BY updated_at DESC, thread_id"
+    ).fetchall()
+    out = []
+    for row in rows:
+        record = _record(row)
+        if ids is not None and record.thread_id not in ids:
+            continue
+        if all(record.metadata.get(k) == v for k, v in metadata.items()):
+            out.append(record)
+    return out[offset : offset + limit]
+
+
+def delete(tx: Tx, thread_id: str) -> int:
+    return int(
+        tx.execute("DELETE FROM main.threads WHERE thread_id = ?", (thread_id,)).rowcount or 0
+    )

@@ -1,0 +1,181 @@
+"""What the LangGraph API's handlers share: the service's parts they call, who the
+caller is, and the request body."""
+
+from __future__ import annotations
+
+import functools
+import json
+from collections.abc import Awaitable, Callable
+from dataclasses import dataclass
+from typing import Any, Final
+
+from aiohttp import web
+
+from turnkeeper_server import limits as lim
+from turnkeeper_server.engine import Engine
+from turnkeeper_server.errors import InvalidArgument
+from turnkeeper_server.journal.threads import ThreadRecord
+from turnkeeper_server.messaging.directory import AgentDirectory
+from turnkeeper_server.records import TurnRecord
+from turnkeeper_server.security import auth
+from turnkeeper_server.security.auth import Caller, TokenStore
+from turnkeeper_server.web import auth as web_auth
+from turnkeeper_server.web.connect import MAX_BODY_BYTES, read_body
+from turnkeeper_server.web.langgraph.errors import ApiError, not_found, problem
+from turnkeeper_server.web.relay import AgentRelay
+
+# Creating a thread or changing its metadata: the roles that may start a turn
+# through an agent. Reading threads, assistants and runs: every role's read right.
+THREADS_WRITE: Final = auth.JSONRPC_CREATE
+READ: Final = auth.JSONRPC_TURN_STATUS
+
+Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
+
+
+@dataclass(frozen=True)
+class Deps:
+    engine: Engine
+    # The gRPC servicer of TurnService: cancels go through it (rights, audit).
+    servicer: Any
+    relay: AgentRelay
+    directory: AgentDirectory
+    tokens: TokenStore | None
+    write_timeout: float
+
+
+Endpoint = Callable[[web.Request, "Caller | None", "Deps"], Awaitable[web.StreamResponse]]
+
+
+def caller_of(request: web.Request, tokens: TokenStore | None) -> Caller | None:
+    """The bearer token, or LangGraph's SDKs' `x-api-key` taken as one."""
+    if tokens is None:
+        return None
+    key = request.headers.get("X-Api-Key")
+    if key and not request.headers.get("Authorization"):
+        return tokens.authenticate([("authorization", f"Bearer {key}")])
+    return web_auth.caller_of(request, tokens)
+
+
+def require(caller: Caller | None, right: str) -> None:
+    if caller is not None:
+        with web_auth.acting_as(caller):
+            auth.require_right(right)
+
+
+def handler(fn: Endpoint, deps: Deps) -> Handler:
+    """`fn` with the caller resolved and every exception answered as LangGraph's
+    server answers it."""
+
+    @functools.wraps(fn)
+    async def handle(request: web.Request) -> web.StreamResponse:
+        try:
+            caller = caller_of(request, deps.tokens)
+            return await fn(request, caller, deps)
+        except Exception as exc:
+            return problem(exc)
+
+    return handle
+
+
+async def body_of(request: web.Request) -> dict[str, Any]:
+    """The JSON object sent (an empty body: {})."""
+    raw = await read_body(request)
+    if not raw.strip():
+        return {}
+    try:
+        text = raw.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise ApiError(422, f"the body is not UTF-8: {exc}") from None
+    try:
+        body = lim.check_json_text("the body", text, MAX_BODY_BYTES)
+    except InvalidArgument as exc:
+        raise ApiError(422, str(exc)) from None
+    if not isinstance(body, dict):
+        raise ApiError(422, "the body must be a JSON object")
+    return body
+
+
+def field(
+    body: dict[str, Any], name: str, kind: type | tuple[type, ...], default: Any = None
+) -> Any:
+    value = body.get(name, default)
+    if value is None:
+        return default
+    if not isinstance(value, kind) or (isinstance(value, bool) and kind is int):
+        names = kind.__name__ if isinstance(kind, type) else " or ".join(k.__name__ for k in kind)
+        raise ApiError(422, f"{name} must be {_KIND_WORDS.get(names, names)}")
+    return value
+
+
+_KIND_WORDS: Final = {
+    "dict": "an object",
+    "str": "a string",
+    "int": "a whole number",
+    "list": "a list",
+}
+
+
+def limit_offset(body: dict[str, Any] | Any, *, default: int = 10) -> tuple[int, int]:
+    try:
+        limit = int(body.get("limit", default))
+        offset = int(body.get("offset", 0))
+    except (TypeError, ValueError):
+        raise ApiError(422, "limit and offset must be whole numbers") from None
+    if not 1 <= limit <= 1000 or offset < 0:
+        raise ApiError(422, "limit must be from 1 to 1000 and offset not negative")
+    return limit, offset
+
+
+def agent_id(value: Any, what: str = "assistant_id") -> str:
+    if not isinstance(value, str) or not value:
+        raise ApiError(422, f"{what} must be a non-empty string")
+    try:
+        return lim.check_agent(value)
+    except InvalidArgument as exc:
+        raise ApiError(422, str(exc)) from None
+
+
+def thread_id_of(request: web.Request) -> str:
+    value = request.match_info["thread_id"]
+    try:
+        lim.check_id("thread_id", value)
+    except InvalidArgument as exc:
+        raise ApiError(422, str(exc)) from None
+    return value
+
+
+async def thread_or_404(deps: Deps, caller: Caller | None, thread_id: str) -> ThreadRecord:
+    """The thread, if it exists and the caller may see it (an agent token: threads
+    with no other agent's turns)."""
+    record = await deps.engine.threads.get(thread_id)
+    if record is None or not _sees_thread(deps, caller, thread_id):
+        raise not_found(f"thread {thread_id}")
+    return record
+
+
+def _sees_thread(deps: Deps, caller: Caller | None, thread_id: str) -> bool:
+    if caller is None or caller.role != auth.AGENT:
+        return True
+    agents = deps.engine.turns.thread_agents(thread_id)
+    return agents <= {caller.agent}
+
+
+def run_or_404(deps: Deps, caller: Caller | None, thread_id: str | None, run_id: str) -> TurnRecord:
+    try:
+        lim.check_id("run_id", run_id)
+    except InvalidArgument as exc:
+        raise ApiError(422, str(exc)) from None
+    turn = deps.engine.turns.get(run_id)
+    if turn is None or (thread_id is not None and turn.thread_id != thread_id):
+        raise not_found(f"run {run_id}")
+    if caller is not None and caller.role == auth.AGENT and caller.agent != turn.agent:
+        raise not_found(f"run {run_id}")
+    return turn
+
+
+def json_response(data: Any, status: int = 200) -> web.Response:
+    return web.json_response(data, status=status, dumps=_dumps)
+
+
+def _dumps(data: Any) -> str:
+    return json.dumps(data, ensure_ascii=False, separators=(",", ":"))

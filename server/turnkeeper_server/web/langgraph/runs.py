@@ -1,0 +1,337 @@
+"""Runs: a run is a turn. Creating one asks the assistant's agent to start a turn
+(``responses/create`` through the relay, with the caller's signed assertion), so it
+is journaled, re-driven, parked, cancelled and fenced like any turn, and its id is
+the turn id everywhere (TurnStatus, the console, the CLI, NATS).
+
+A ``command`` with ``resume`` answers the thread's interrupted run: that turn goes
+on (``responses/resumeDetached``) and its id is the run's; LangGraph's server makes
+a new run for it instead (docs/langgraph-api.md says what differs).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+import uuid
+from collections.abc import AsyncIterator
+from typing import Any, Final
+
+from aiohttp import web
+from turnkeeper.v1 import turns_pb2
+
+from turnkeeper_server.records import ENDED, PARKED, TurnRecord
+from turnkeeper_server.security import auth
+from turnkeeper_server.security.auth import Caller, client_key
+from turnkeeper_server.web import auth as web_auth
+from turnkeeper_server.web.connect import HttpContext
+from turnkeeper_server.web.langgraph import assistants, shapes
+from turnkeeper_server.web.langgraph.api import (
+    READ,
+    Deps,
+    agent_id,
+    body_of,
+    field,
+    json_response,
+    limit_offset,
+    require,
+    run_or_404,
+    thread_id_of,
+    thread_or_404,
+)
+from turnkeeper_server.web.langgraph.errors import ApiError, not_found
+from turnkeeper_server.web.langgraph.stream import Translator, modes_of, sse
+
+log = logging.getLogger(__name__)
+
+STRATEGIES: Final = ("reject", "interrupt", "rollback", "enqueue")
+# What LangGraph's runs take that turnkeeper does not do yet (docs/langgraph-api.md).
+NOT_YET: Final = (
+    "checkpoint",
+    "checkpoint_id",
+    "interrupt_before",
+    "interrupt_after",
+    "after_seconds",
+    "webhook",
+)
+KEEPALIVE_SECONDS: Final = 15.0
+WATCH_RIGHT: Final = "/turnkeeper.v1.TurnService/WatchTurn"
+CANCEL_RIGHT: Final = "/turnkeeper.v1.TurnService/CancelTurn"
+
+
+def _thread_path(request: web.Request) -> str | None:
+    return thread_id_of(request) if "thread_id" in request.match_info else None
+
+
+async def start_run(
+    request: web.Request, caller: Caller | None, deps: Deps
+) -> tuple[TurnRecord, dict[str, Any]]:
+    """Validate the run, make its thread if asked, start (or resume) its turn."""
+    body = await body_of(request)
+    agent = agent_id(body.get("assistant_id"))
+    given = [k for k in NOT_YET if body.get(k) not in (None, [], {})]
+    if given:
+        raise ApiError(
+            422, f"{', '.join(given)}: not supported by turnkeeper yet (docs/langgraph-api.md)"
+        )
+    command = field(body, "command", dict)
+    if command and (command.get("update") is not None or command.get("goto")):
+        raise ApiError(
+            422, "command update and goto are not supported by turnkeeper yet; resume is"
+        )
+    if command and body.get("input") is not None:
+        raise ApiError(422, "send input or a command, not both")
+    try:
+        modes_of(body.get("stream_mode"))
+    except ValueError as exc:
+        raise ApiError(422, str(exc)) from None
+    strategy = field(body, "multitask_strategy", str, "reject")
+    if strategy not in STRATEGIES:
+        raise ApiError(422, f"multitask_strategy must be one of {', '.join(STRATEGIES)}")
+    if_not_exists = field(body, "if_not_exists", str, "reject")
+    if if_not_exists not in ("reject", "create"):
+        raise ApiError(422, "if_not_exists must be 'reject' or 'create'")
+    on_disconnect = field(body, "on_disconnect", str, "continue")
+    if on_disconnect not in ("continue", "cancel"):
+        raise ApiError(422, "on_disconnect must be 'continue' or 'cancel'")
+    await assistants.known(deps, caller, agent)
+
+    thread_id = _thread_path(request)
+    tagged = {"graph_id": agent, "assistant_id": agent}
+    if thread_id is None:
+        thread_id = str(uuid.uuid4())
+        await deps.engine.threads.ensure(thread_id, tagged)
+    elif await deps.engine.threads.get(thread_id) is None:
+        if if_not_exists != "create":
+            raise not_found(f"thread {thread_id}")
+        await deps.engine.threads.ensure(thread_id, tagged)
+    else:
+        await thread_or_404(deps, caller, thread_id)
+
+    if command and "resume" in command:
+        parked = [
+            t for t in await deps.engine.threads.turns(thread_id, limit=1) if t.state == PARKED
+        ]
+        if not parked:
+            raise ApiError(409, f"thread {thread_id} has no interrupted run to resume")
+        run_id = parked[0].turn_id
+        await deps.relay.call(
+            caller,
+            parked[0].agent,
+            auth.JSONRPC_RESUME_DETACHED,
+            {"turn_id": run_id, "resume": command["resume"]},
+        )
+    else:
+        run_id = str(uuid.uuid4())
+        params = {
+            "input": body.get("input"),
+            "thread_id": thread_id,
+            "turn_id": run_id,
+            "background": True,
+            "multitask_strategy": strategy,
+        }
+        started = await deps.relay.call(caller, agent, auth.JSONRPC_CREATE, params)
+        if not isinstance(started, dict) or not started.get("turn_id"):
+            raise ApiError(409, f"thread {thread_id} has nothing to run: send input")
+    await deps.engine.threads.update_metadata(thread_id, tagged)
+    turn = deps.engine.turns.get(run_id)
+    if turn is None:  # erased between its start and here
+        raise not_found(f"run {run_id}")
+    return turn, body
+
+
+def _locations(turn: TurnRecord, modes: Any) -> dict[str, str]:
+    run = f"/threads/{turn.thread_id}/runs/{turn.turn_id}"
+    return {"Content-Location": run, "Location": f"{run}/stream"}
+
+
+async def create(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    turn, body = await start_run(request, caller, deps)
+    response = json_response(shapes.run(turn, field(body, "metadata", dict, {})))
+    response.headers["Content-Location"] = _locations(turn, None)["Content-Location"]
+    return response
+
+
+async def stream(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    turn, body = await start_run(request, caller, deps)
+    return await _stream(
+        request,
+        caller,
+        deps,
+        turn,
+        modes_of(body.get("stream_mode")),
+        after=0,
+        cancel_on_disconnect=body.get("on_disconnect") == "cancel",
+    )
+
+
+async def join_stream(
+    request: web.Request, caller: Caller | None, deps: Deps
+) -> web.StreamResponse:
+    require(caller, WATCH_RIGHT)
+    turn = run_or_404(deps, caller, _thread_path(request), request.match_info["run_id"])
+    raw = request.headers.get("Last-Event-ID") or "0"
+    try:
+        after = max(int(raw), 0)
+    except ValueError:
+        raise ApiError(422, "Last-Event-ID must be a whole number") from None
+    try:
+        modes = modes_of(request.query.getall("stream_mode", None) or None)
+    except ValueError as exc:
+        raise ApiError(422, str(exc)) from None
+    cancel = request.query.get("cancel_on_disconnect", "").lower() in ("true", "1")
+    return await _stream(
+        request, caller, deps, turn, modes, after=after, cancel_on_disconnect=cancel
+    )
+
+
+async def _settled_parts(
+    deps: Deps, turn: TurnRecord, translator: Translator, after: int
+) -> AsyncIterator[bytes]:
+    if after > 0:
+        # What the client already has shapes what comes next (the last state).
+        for event in deps.engine.turns.events(turn.turn_id, 0, after):
+            translator.parts(event)
+    async for event in deps.engine.turns.watch_settled(turn.turn_id, after):
+        for name, data in translator.parts(event):
+            yield sse(name, data, id=str(event.seq))
+
+
+async def _stream(
+    request: web.Request,
+    caller: Caller | None,
+    deps: Deps,
+    turn: TurnRecord,
+    modes: frozenset[str],
+    *,
+    after: int,
+    cancel_on_disconnect: bool,
+) -> web.StreamResponse:
+    with web_auth.acting_as(caller):
+        auth.require_right(WATCH_RIGHT)
+    # WatchTurn's quota: a LangGraph stream is a watch of the turn.
+    with deps.servicer.watch_streams.hold(client_key(HttpContext(request))):
+        response = web.StreamResponse(
+            headers={
+                "Content-Type": "text/event-stream",
+                "Cache-Control": "no-store",
+                "X-Accel-Buffering": "no",
+                **_locations(turn, modes),
+            }
+        )
+        await response.prepare(request)
+        translator = Translator(turn.turn_id, modes)
+        frames: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=64)
+
+        async def pump() -> None:
+            try:
+                async for frame in _settled_parts(deps, turn, translator, after):
+                    await frames.put(frame)
+            finally:
+                await frames.put(None)
+
+        task = asyncio.create_task(pump())
+        try:
+            if after == 0:
+                await _write(
+                    response, sse("metadata", {"run_id": turn.turn_id, "attempt": 1}), deps
+                )
+            while True:
+                try:
+                    frame = await asyncio.wait_for(frames.get(), KEEPALIVE_SECONDS)
+                except TimeoutError:
+                    await _write(response, b": heartbeat\n\n", deps)
+                    continue
+                if frame is None:
+                    break
+                await _write(response, frame, deps)
+            if task.done() and not task.cancelled() and task.exception() is not None:
+                exc = task.exception()
+                log.error("LangGraph stream of run %s failed", turn.turn_id, exc_info=exc)
+                await _write(
+                    response, sse("error", {"error": "StreamError", "message": str(exc)}), deps
+                )
+        except (ConnectionResetError, TimeoutError):
+            if cancel_on_disconnect:
+                await _cancel_quietly(deps, caller, turn.turn_id, "the streaming client went away")
+        finally:
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+        return response
+
+
+async def _write(response: web.StreamResponse, data: bytes, deps: Deps) -> None:
+    await asyncio.wait_for(response.write(data), deps.write_timeout)
+
+
+async def _cancel_quietly(deps: Deps, caller: Caller | None, run_id: str, why: str) -> None:
+    with contextlib.suppress(Exception), web_auth.acting_as(caller):
+        await deps.servicer.CancelTurn(
+            turns_pb2.CancelTurnRequest(turn_id=run_id, reason=why), None
+        )
+
+
+async def _outcome(deps: Deps, turn: TurnRecord) -> Any:
+    translator = Translator(turn.turn_id, frozenset({"values"}))
+    async for event in deps.engine.turns.watch_settled(turn.turn_id, 0):
+        translator.parts(event)
+    return translator.outcome()
+
+
+async def wait(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    turn, _ = await start_run(request, caller, deps)
+    response = json_response(await _outcome(deps, turn))
+    response.headers.update(_locations(turn, None))
+    return response
+
+
+async def join(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    require(caller, WATCH_RIGHT)
+    turn = run_or_404(deps, caller, _thread_path(request), request.match_info["run_id"])
+    return json_response(await _outcome(deps, turn))
+
+
+async def get(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    require(caller, READ)
+    turn = run_or_404(deps, caller, _thread_path(request), request.match_info["run_id"])
+    return json_response(shapes.run(turn))
+
+
+async def list_(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    require(caller, READ)
+    thread_id = thread_id_of(request)
+    await thread_or_404(deps, caller, thread_id)
+    limit, offset = limit_offset(request.query)
+    status = request.query.get("status")
+    turns = await deps.engine.threads.turns(
+        thread_id, limit=1000 if status else limit, offset=0 if status else offset
+    )
+    runs = [shapes.run(t) for t in turns]
+    if status:
+        runs = [r for r in runs if r["status"] == status][offset : offset + limit]
+    return json_response(runs)
+
+
+async def cancel(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    turn = run_or_404(deps, caller, _thread_path(request), request.match_info["run_id"])
+    action = request.query.get("action", "interrupt")
+    if action not in ("interrupt", "rollback"):
+        raise ApiError(422, "action must be 'interrupt' or 'rollback'")
+    wait_for_end = request.query.get("wait", "").lower() in ("true", "1")
+    with web_auth.acting_as(caller):
+        auth.require_right(CANCEL_RIGHT)
+        if turn.state not in ENDED:
+            await deps.servicer.CancelTurn(
+                turns_pb2.CancelTurnRequest(
+                    turn_id=turn.turn_id,
+                    rollback=action == "rollback",
+                    reason="cancelled through the LangGraph API",
+                ),
+                HttpContext(request),
+            )
+    if wait_for_end:
+        async for _ in deps.engine.turns.watch_settled(turn.turn_id, turn.last_seq):
+            pass
+        return web.Response(status=204)
+    return web.Response(status=202)

@@ -1,0 +1,246 @@
+"""Threads: made with metadata (journal/threads.py), found and searched here; their
+state read and written through the graph of the agent that runs them (the bridge's
+``langgraph/*`` methods), deleted with the service's full erasure (DeleteThread)."""
+
+from __future__ import annotations
+
+import uuid
+from typing import Any, Final
+
+from aiohttp import web
+
+from turnkeeper_server.records import TurnRecord
+from turnkeeper_server.security import auth
+from turnkeeper_server.security.auth import Caller
+from turnkeeper_server.web.langgraph import shapes
+from turnkeeper_server.web.langgraph.api import (
+    READ,
+    THREADS_WRITE,
+    Deps,
+    body_of,
+    field,
+    json_response,
+    limit_offset,
+    require,
+    thread_id_of,
+    thread_or_404,
+)
+from turnkeeper_server.web.langgraph.errors import ApiError
+from turnkeeper_server.web.langgraph.stream import Translator
+
+DELETE_THREAD: Final = "/turnkeeper.v1.CheckpointService/DeleteThread"
+COPY_THREAD: Final = "/turnkeeper.v1.CheckpointService/CopyThread"
+# How far back a thread's newest state is looked for in its newest run's events.
+_TAIL: Final = 64
+
+
+async def newest_turn(deps: Deps, thread_id: str) -> TurnRecord | None:
+    turns = await deps.engine.threads.turns(thread_id, limit=1)
+    return turns[0] if turns else None
+
+
+def newest_state(deps: Deps, turn: TurnRecord | None) -> tuple[Any, dict[str, Any]]:
+    """(values, interrupts by id) from the tail of the thread's newest run."""
+    if turn is None:
+        return {}, {}
+    translator = Translator(turn.turn_id, frozenset({"values"}))
+    for event in deps.engine.turns.events(turn.turn_id, max(turn.last_seq - _TAIL, 0), _TAIL):
+        translator.parts(event)
+    interrupts = (
+        {str(i["id"]): [i] for i in translator.interrupts} if turn.state == "PARKED" else {}
+    )
+    return (translator.values if translator.values is not None else {}), interrupts
+
+
+async def thread_json(deps: Deps, record: Any) -> dict[str, Any]:
+    turn = await newest_turn(deps, record.thread_id)
+    values, interrupts = newest_state(deps, turn)
+    return shapes.thread(record, turn, values, interrupts)
+
+
+async def create(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    require(caller, THREADS_WRITE)
+    body = await body_of(request)
+    thread_id = field(body, "thread_id", str) or str(uuid.uuid4())
+    metadata = dict(field(body, "metadata", dict, {}))
+    graph_id = field(body, "graph_id", str)
+    if graph_id:
+        metadata.setdefault("graph_id", graph_id)
+    if_exists = field(body, "if_exists", str, "raise")
+    if if_exists not in ("raise", "do_nothing"):
+        raise ApiError(422, "if_exists must be 'raise' or 'do_nothing'")
+    if body.get("supersteps"):
+        raise ApiError(422, "supersteps is not supported by turnkeeper yet (docs/langgraph-api.md)")
+    record = await deps.engine.threads.create(thread_id, metadata, if_exists=if_exists)
+    return json_response(await thread_json(deps, record))
+
+
+async def get(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    require(caller, READ)
+    record = await thread_or_404(deps, caller, thread_id_of(request))
+    return json_response(await thread_json(deps, record))
+
+
+async def update(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    require(caller, THREADS_WRITE)
+    thread_id = thread_id_of(request)
+    await thread_or_404(deps, caller, thread_id)
+    body = await body_of(request)
+    metadata = field(body, "metadata", dict, {})
+    record = await deps.engine.threads.update_metadata(thread_id, metadata)
+    if record is None:
+        raise ApiError(404, f"thread {thread_id} not found")
+    return json_response(await thread_json(deps, record))
+
+
+async def delete(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    require(caller, DELETE_THREAD)
+    thread_id = thread_id_of(request)
+    await thread_or_404(deps, caller, thread_id)
+    # LangGraph's server deletes a thread with its runs: a live run is cancelled in
+    # the same transaction as the erasure.
+    await deps.engine.turns.erase_thread(thread_id=thread_id, cancel=True)
+    return web.Response(status=204)
+
+
+async def _search(request: web.Request, caller: Caller | None, deps: Deps) -> list[dict[str, Any]]:
+    require(caller, READ)
+    body = await body_of(request)
+    limit, offset = limit_offset(body)
+    metadata = field(body, "metadata", dict, {})
+    ids = field(body, "ids", list)
+    status = field(body, "status", str)
+    records = await deps.engine.threads.search(
+        metadata=metadata, ids=ids, limit=1000 if status else limit, offset=0 if status else offset
+    )
+    out = []
+    for record in records:
+        if (
+            caller is not None
+            and caller.role == auth.AGENT
+            and not deps.engine.turns.thread_agents(record.thread_id) <= {caller.agent}
+        ):
+            continue
+        out.append(await thread_json(deps, record))
+    if status:
+        out = [t for t in out if t["status"] == status][offset : offset + limit]
+    return out
+
+
+async def search(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    return json_response(await _search(request, caller, deps))
+
+
+async def count(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    return json_response(len(await _search(request, caller, deps)))
+
+
+async def copy(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    require(caller, COPY_THREAD)
+    source = thread_id_of(request)
+    record = await thread_or_404(deps, caller, source)
+    target = str(uuid.uuid4())
+    await deps.engine.checkpoints.copy_thread(source, target)
+    copied = await deps.engine.threads.create(target, dict(record.metadata), if_exists="raise")
+    return json_response(await thread_json(deps, copied))
+
+
+async def thread_agent(deps: Deps, thread_id: str, record: Any) -> str | None:
+    """The agent whose graph holds the thread's state: its newest run's, else the
+    graph it was made for."""
+    turn = await newest_turn(deps, thread_id)
+    if turn is not None:
+        return turn.agent
+    for key in ("graph_id", "assistant_id"):
+        value = record.metadata.get(key)
+        if isinstance(value, str) and value:
+            return value
+    return None
+
+
+async def _graph_call(
+    request: web.Request, caller: Caller | None, deps: Deps, method: str, params: dict[str, Any]
+) -> Any:
+    thread_id = thread_id_of(request)
+    record = await thread_or_404(deps, caller, thread_id)
+    agent = await thread_agent(deps, thread_id, record)
+    if agent is None:
+        return None
+    return await deps.relay.call(caller, agent, method, {"thread_id": thread_id, **params})
+
+
+def _checkpoint_id(body: dict[str, Any]) -> str | None:
+    checkpoint = body.get("checkpoint")
+    if isinstance(checkpoint, dict) and isinstance(checkpoint.get("checkpoint_id"), str):
+        return str(checkpoint["checkpoint_id"])
+    value = body.get("checkpoint_id")
+    return value if isinstance(value, str) and value else None
+
+
+async def state(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    require(caller, READ)
+    params: dict[str, Any] = {}
+    checkpoint_id = request.match_info.get("checkpoint_id")
+    if request.method == "POST":
+        checkpoint_id = _checkpoint_id(await body_of(request))
+    if checkpoint_id:
+        params["checkpoint_id"] = checkpoint_id
+    answer = await _graph_call(request, caller, deps, auth.JSONRPC_GRAPH_STATE, params)
+    return json_response(answer if answer is not None else _empty(thread_id_of(request)))
+
+
+async def update_state(
+    request: web.Request, caller: Caller | None, deps: Deps
+) -> web.StreamResponse:
+    require(caller, THREADS_WRITE)
+    body = await body_of(request)
+    params: dict[str, Any] = {"values": body.get("values")}
+    as_node = field(body, "as_node", str)
+    if as_node:
+        params["as_node"] = as_node
+    checkpoint_id = _checkpoint_id(body)
+    if checkpoint_id:
+        params["checkpoint_id"] = checkpoint_id
+    answer = await _graph_call(request, caller, deps, auth.JSONRPC_GRAPH_UPDATE_STATE, params)
+    if answer is None:
+        raise ApiError(
+            409, "the thread has no graph yet: run it once, or create it with a graph_id"
+        )
+    await deps.engine.threads.touch(thread_id_of(request))
+    return json_response(answer)
+
+
+async def history(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    require(caller, READ)
+    body: dict[str, Any] = (
+        dict(request.query) if request.method == "GET" else await body_of(request)
+    )
+    limit, _ = limit_offset(body)
+    params: dict[str, Any] = {"limit": limit}
+    before = body.get("before")
+    if isinstance(before, dict):
+        before = before.get("checkpoint_id")
+    if isinstance(before, str) and before:
+        params["before"] = before
+    if isinstance(body.get("metadata"), dict):
+        params["metadata"] = body["metadata"]
+    checkpoint_id = _checkpoint_id(body)
+    if checkpoint_id:
+        params["checkpoint_id"] = checkpoint_id
+    answer = await _graph_call(request, caller, deps, auth.JSONRPC_GRAPH_HISTORY, params)
+    return json_response(answer if answer is not None else [])
+
+
+def _empty(thread_id: str) -> dict[str, Any]:
+    return {
+        "values": {},
+        "next": [],
+        "tasks": [],
+        "metadata": {},
+        "created_at": None,
+        "checkpoint": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": None},
+        "parent_checkpoint": None,
+        "checkpoint_id": None,
+        "parent_checkpoint_id": None,
+        "interrupts": [],
+    }

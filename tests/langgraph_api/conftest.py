@@ -16,24 +16,29 @@ from tests.support.langgraph_host import start_host
 from tests.support.nats import NatsServer
 from tests.support.service import ServiceFactory
 
+# The threadplane example and a graph that interrupts, hosted by one process.
+GRAPHS = Path(__file__).resolve().parent / "graphs" / "langgraph.json"
+
 
 @pytest.fixture
-async def api_service(make_service: ServiceFactory, nats_server: NatsServer) -> TurnkeeperServer:
+async def service(make_service: ServiceFactory, nats_server: NatsServer) -> TurnkeeperServer:
+    """The test's service, with its HTTP port (the `client` fixture's too)."""
     return await make_service(nats_url=nats_server.url, http_listen="127.0.0.1:0")
 
 
 @pytest.fixture
-def api_url(api_service: TurnkeeperServer) -> str:
-    assert api_service.web is not None
-    return api_service.web.url.rstrip("/")
+def api_url(service: TurnkeeperServer) -> str:
+    assert service.web is not None
+    return service.web.url.rstrip("/")
 
 
 @pytest.fixture
 async def host(
-    api_service: TurnkeeperServer, nats_server: NatsServer, tmp_path: Path
+    service: TurnkeeperServer, nats_server: NatsServer, tmp_path: Path
 ) -> AsyncIterator[Agent]:
     agent = await start_host(
-        service=api_service.address,
+        GRAPHS,
+        service=service.address,
         nats_url=nats_server.url,
         replica="lg-1",
         extra_env={"THREADPLANE_STEP_DELAY": "0.05"},

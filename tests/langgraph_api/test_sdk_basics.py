@@ -1,46 +1,106 @@
-"""LangGraph's Python SDK, unchanged, against turnkeeper: assistants, threads, runs."""
+"""LangGraph's Python SDK, unchanged, against turnkeeper: assistants, and a run
+streamed, joined and waited for, its id a turn id everywhere."""
 
 from __future__ import annotations
 
+from typing import Any
+
 from langgraph_sdk.client import LangGraphClient
+from turnkeeper.client import AsyncTurnkeeperClient
+from turnkeeper.v1 import turns_pb2
 
 ASSISTANT = "durable-execution"
+QUESTION: Any = {"messages": [{"role": "user", "content": "what is a turn?"}]}
 
 
 async def test_assistants_are_the_hosted_graphs(sdk: LangGraphClient) -> None:
     found = await sdk.assistants.search()
-    assert [a["assistant_id"] for a in found] == [ASSISTANT]
+    assert sorted(a["assistant_id"] for a in found) == ["approval", ASSISTANT]
+    assert [a["graph_id"] for a in await sdk.assistants.search(graph_id="approval")] == ["approval"]
+    assert await sdk.assistants.count() == 2
     got = await sdk.assistants.get(ASSISTANT)
     assert got["graph_id"] == ASSISTANT
     drawn = await sdk.assistants.get_graph(ASSISTANT)
-    ids = {n["id"] for n in drawn["nodes"]}
-    assert {"analyze", "plan", "generate"} <= ids
+    assert {"analyze", "plan", "generate"} <= {n["id"] for n in drawn["nodes"]}
     schemas = await sdk.assistants.get_schemas(ASSISTANT)
+    assert schemas["input_schema"] is not None
     assert "messages" in schemas["input_schema"]["properties"]
 
 
-async def test_a_streamed_run_ends_with_the_graphs_state(sdk: LangGraphClient) -> None:
+async def test_a_streamed_run_ends_with_the_graphs_state(
+    sdk: LangGraphClient, client: AsyncTurnkeeperClient
+) -> None:
     thread = await sdk.threads.create(metadata={"user": "ada"})
+    created: list[Any] = []
     parts = [
         p
         async for p in sdk.runs.stream(
             thread["thread_id"],
             ASSISTANT,
-            input={"messages": [{"role": "user", "content": "what is a turn?"}]},
-            stream_mode=["values", "updates"],
+            input=QUESTION,
+            stream_mode=["values", "updates", "messages-tuple"],
+            on_run_created=created.append,
         )
     ]
-    events = [p.event for p in parts]
-    assert events[0] == "metadata"
+    assert parts[0].event == "metadata"
+    run_id = parts[0].data["run_id"]
+    assert created[0]["run_id"] == run_id
     updates = [next(iter(p.data)) for p in parts if p.event == "updates"]
     assert updates == ["analyze", "plan", "generate"]
     last = [p.data for p in parts if p.event == "values"][-1]
     assert last["step"] == "generate"
-    assert last["messages"][-1]["content"].startswith("Here is the answer")
+    assert last["completed_turn_id"] == run_id
+    assert last["completed_answer_id"] == f"answer-{run_id}"
+    answer = last["messages"][-1]["content"]
+    assert answer.startswith("Here is the answer")
+    # The generate node's tokens, in order, make up its answer.
+    tokens = [p.data[0]["content"] for p in parts if p.event == "messages"]
+    assert "".join(tokens).endswith(answer)
+
     state = await sdk.threads.get_state(thread["thread_id"])
     assert state["values"] == last
     assert state["next"] == []
     got = await sdk.threads.get(thread["thread_id"])
-    assert got["status"] == "idle" and got["metadata"]["user"] == "ada"
+    assert got["status"] == "idle" and (got["metadata"] or {})["user"] == "ada"
+    assert got["values"] == last
     runs = await sdk.runs.list(thread["thread_id"])
-    assert [r["status"] for r in runs] == ["success"]
+    assert [(r["run_id"], r["status"]) for r in runs] == [(run_id, "success")]
+    # The run is a turn: TurnStatus knows it by the same id.
+    status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=run_id))
+    assert status.state == turns_pb2.TURN_STATE_DONE
+
+
+async def test_wait_join_and_a_threadless_run(sdk: LangGraphClient) -> None:
+    waited: Any = await sdk.runs.wait(None, ASSISTANT, input=QUESTION)
+    assert waited["step"] == "generate"
+    thread = await sdk.threads.create()
+    run = await sdk.runs.create(thread["thread_id"], ASSISTANT, input=QUESTION)
+    assert run["status"] in ("pending", "running")
+    joined: Any = await sdk.runs.join(thread["thread_id"], run["run_id"])
+    assert joined["messages"][-1]["content"] == waited["messages"][-1]["content"]
+    got = await sdk.runs.get(thread["thread_id"], run["run_id"])
+    assert got["status"] == "success" and got["assistant_id"] == ASSISTANT
+
+
+async def test_join_stream_resumes_after_the_last_event_id(sdk: LangGraphClient) -> None:
+    thread = await sdk.threads.create()
+    run = await sdk.runs.create(thread["thread_id"], ASSISTANT, input=QUESTION)
+    whole = [
+        p
+        async for p in sdk.runs.join_stream(
+            thread["thread_id"], run["run_id"], stream_mode="updates"
+        )
+    ]
+    assert whole[0].event == "metadata"
+    whole = whole[1:]
+    assert [next(iter(p.data)) for p in whole] == ["analyze", "plan", "generate"]
+    # Resume after the first update, as a client that lost its connection does.
+    first_id = whole[0].id
+    assert first_id is not None
+    rest = [
+        p
+        async for p in sdk.runs.join_stream(
+            thread["thread_id"], run["run_id"], stream_mode="updates", last_event_id=first_id
+        )
+    ]
+    assert [next(iter(p.data)) for p in rest] == ["plan", "generate"]

@@ -251,7 +251,16 @@ async def test_introspect_answers_who_a_token_is(
         "panel",
         "panel",
     )
-    assert list(panel.methods) == ["responses/create", "responses/turnStatus"]
+    # A panel starts turns and reads, and reads and edits a thread's graph state
+    # (the LangGraph API); it neither resumes nor cancels.
+    assert list(panel.methods) == [
+        "responses/create",
+        "responses/turnStatus",
+        "langgraph/describe",
+        "langgraph/state",
+        "langgraph/history",
+        "langgraph/updateState",
+    ]
     agent = await admin.introspect(operations_pb2.IntrospectRequest(token=tokens["agent"]))
     assert (agent.role, agent.agent) == ("agent", AGENT)
     assert "responses/resumeDetached" in agent.methods

@@ -55,6 +55,8 @@ NOT_YET: Final = (
     "webhook",
 )
 KEEPALIVE_SECONDS: Final = 15.0
+# How many of a thread's newest runs are looked through for the interrupted one.
+PARKED_LOOKBACK: Final = 100
 WATCH_RIGHT: Final = "/turnkeeper.v1.TurnService/WatchTurn"
 CANCEL_RIGHT: Final = "/turnkeeper.v1.TurnService/CancelTurn"
 
@@ -109,9 +111,9 @@ async def start_run(
         await thread_or_404(deps, caller, thread_id)
 
     if command and "resume" in command:
-        parked = [
-            t for t in await deps.engine.threads.turns(thread_id, limit=1) if t.state == PARKED
-        ]
+        # At most one turn of a thread is live; queued ones may be newer.
+        recent = await deps.engine.threads.turns(thread_id, limit=PARKED_LOOKBACK)
+        parked = [t for t in recent if t.state == PARKED]
         if not parked:
             raise ApiError(409, f"thread {thread_id} has no interrupted run to resume")
         run_id = parked[0].turn_id

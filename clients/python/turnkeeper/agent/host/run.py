@@ -6,7 +6,9 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import signal
 import sys
+import threading
 from collections.abc import Mapping
 from pathlib import Path
 from typing import Any
@@ -44,18 +46,36 @@ def bridge_configs(
 
 
 async def host(path: Path | str, env: Mapping[str, str] | None = None, **overrides: Any) -> None:
-    """Load and serve the graphs of `path` until shut down."""
+    """Load and serve the graphs of `path` until SIGTERM or SIGINT (or until a
+    bridge closes for good), then shut every bridge down."""
     config = read_config(path)
     prepare(config)
     env = os.environ if env is None else env
     bridges = []
-    for spec, bridge_config in zip(
-        config.graphs, bridge_configs(config, env, **overrides), strict=True
-    ):
+    configs = bridge_configs(config, env, **overrides)
+    for spec, bridge_config in zip(config.graphs, configs, strict=True):
         graph = await load_graph(spec)
         bridges.append(Bridge(graph, bridge_config))
         log.info("graph %s loaded from %s:%s", spec.name, spec.module, spec.attribute)
-    await asyncio.gather(*(b.run() for b in bridges))
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    handled: list[signal.Signals] = []
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+            handled.append(sig)
+    try:
+        await asyncio.gather(*(b.start() for b in bridges))
+        waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(stop.wait())]
+        waits += [asyncio.ensure_future(b.wait_closed()) for b in bridges]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for waiting in waits:
+            waiting.cancel()
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+        log.info("shutting down %d graph(s)", len(bridges))
+        await asyncio.gather(*(b.shutdown() for b in bridges), return_exceptions=True)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -1,0 +1,82 @@
+"""A run that stops for a person, resumed with Command(resume=...); double-texting
+(multitask_strategy) on a busy thread; a run cancelled, with or without rollback."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.errors import ConflictError
+from turnkeeper.client import AsyncTurnkeeperClient
+from turnkeeper.v1 import turns_pb2
+
+APPROVAL = "approval"
+TOPIC: Any = {"topic": "turns"}
+
+
+async def _parked(sdk: LangGraphClient) -> tuple[str, dict[str, Any]]:
+    """A thread whose run waits at review's interrupt(); (thread_id, its run)."""
+    thread = await sdk.threads.create()
+    run = await sdk.runs.create(thread["thread_id"], APPROVAL, input=TOPIC)
+    await sdk.runs.join(thread["thread_id"], run["run_id"])
+    return thread["thread_id"], dict(run)
+
+
+async def test_interrupt_then_resume(sdk: LangGraphClient) -> None:
+    thread = await sdk.threads.create()
+    parts = [
+        p
+        async for p in sdk.runs.stream(
+            thread["thread_id"], APPROVAL, input=TOPIC, stream_mode=["values", "updates"]
+        )
+    ]
+    interrupts = [
+        p.data["__interrupt__"] for p in parts if p.event == "updates" and "__interrupt__" in p.data
+    ]
+    assert interrupts and interrupts[0][0]["value"]["question"] == "approve the draft?"
+    got = await sdk.threads.get(thread["thread_id"])
+    assert got["status"] == "interrupted"
+    state = await sdk.threads.get_state(thread["thread_id"])
+    assert state["next"] == ["review"]
+    assert state["tasks"][0]["interrupts"][0]["value"]["draft"] == "a draft about turns"
+    waited: Any = await sdk.runs.wait(thread["thread_id"], APPROVAL, command={"resume": "yes"})
+    assert waited["verdict"] == "approved"
+    assert (await sdk.threads.get(thread["thread_id"]))["status"] == "idle"
+
+
+async def test_reject_refuses_a_second_run_on_a_busy_thread(sdk: LangGraphClient) -> None:
+    thread_id, _ = await _parked(sdk)
+    with pytest.raises(ConflictError):
+        await sdk.runs.create(thread_id, APPROVAL, input=TOPIC, multitask_strategy="reject")
+
+
+async def test_interrupt_strategy_cancels_the_run_in_the_way(
+    sdk: LangGraphClient, client: AsyncTurnkeeperClient
+) -> None:
+    thread_id, first = await _parked(sdk)
+    second = await sdk.runs.create(thread_id, APPROVAL, input=TOPIC, multitask_strategy="interrupt")
+    status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=first["run_id"]))
+    assert status.state == turns_pb2.TURN_STATE_CANCELLED
+    await sdk.runs.join(thread_id, second["run_id"])
+    assert (await sdk.runs.get(thread_id, second["run_id"]))["status"] == "interrupted"
+
+
+async def test_enqueue_runs_after_the_run_before(sdk: LangGraphClient) -> None:
+    thread_id, first = await _parked(sdk)
+    queued = await sdk.runs.create(thread_id, APPROVAL, input=TOPIC, multitask_strategy="enqueue")
+    assert (await sdk.runs.get(thread_id, queued["run_id"]))["status"] == "pending"
+    await sdk.runs.wait(thread_id, APPROVAL, command={"resume": "no"})
+    await sdk.runs.join(thread_id, queued["run_id"])
+    runs = {r["run_id"]: r["status"] for r in await sdk.runs.list(thread_id)}
+    assert runs == {first["run_id"]: "success", queued["run_id"]: "interrupted"}
+
+
+async def test_cancel_a_run(sdk: LangGraphClient, client: AsyncTurnkeeperClient) -> None:
+    thread_id, run = await _parked(sdk)
+    await sdk.runs.cancel(thread_id, run["run_id"], wait=True, action="rollback")
+    status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=run["run_id"]))
+    assert status.state == turns_pb2.TURN_STATE_CANCELLED
+    # rollback: the run's checkpoints went with it.
+    state = await sdk.threads.get_state(thread_id)
+    assert state["values"] == {}

@@ -5,7 +5,7 @@ sent by the agent: the service holds the journal, so a stream can be joined at a
 moment, resumed with ``Last-Event-ID`` for as long as the events are retained, and
 followed across a crash of the agent running the run.
 
-The rewind rule (docs/langgraph-api.md, decision 190): a stream carries only the
+The rewind rule (docs/langgraph-api.md, decision 210): a stream carries only the
 *settled* events, those no re-drive can take back (engine/watch.py
 ``follow_settled``: at or before the newest checkpoint's boundary, or all of them
 once the run is parked or over). So no part is ever retracted or repeated and the

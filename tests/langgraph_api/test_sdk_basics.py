@@ -3,11 +3,19 @@ streamed, joined and waited for, its id a turn id everywhere."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
+import pytest
+from langgraph.pregel.remote import RemoteGraph
 from langgraph_sdk.client import LangGraphClient
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
+
+from tests.support.agents import Agent
+
+# On SQLite and on PostgreSQL (a real cluster the tests start).
+pytestmark = pytest.mark.both_backends
 
 ASSISTANT = "durable-execution"
 QUESTION: Any = {"messages": [{"role": "user", "content": "what is a turn?"}]}
@@ -104,3 +112,14 @@ async def test_join_stream_resumes_after_the_last_event_id(sdk: LangGraphClient)
         )
     ]
     assert [next(iter(p.data)) for p in rest] == ["plan", "generate"]
+
+
+async def test_remote_graph_invokes_and_streams_a_hosted_graph(api_url: str, host: Agent) -> None:
+    remote = RemoteGraph(ASSISTANT, url=api_url)
+    thread: Any = {"configurable": {"thread_id": str(uuid.uuid4())}}
+    out = await remote.ainvoke(QUESTION, thread)
+    assert out["step"] == "generate"
+    nodes = [next(iter(chunk)) async for chunk in remote.astream(QUESTION, stream_mode="updates")]
+    assert nodes == ["analyze", "plan", "generate"]
+    # The thread it ran on holds the state it answered with.
+    assert (await remote.aget_state(thread)).values == out

@@ -22,7 +22,7 @@ from tests.support.agents import PATIENCE, Agent
 from tests.support.langgraph_host import THREADPLANE, start_host
 from tests.support.nats import NatsServer
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.both_backends]
 
 ASSISTANT = "durable-execution"
 MODES: Any = ["values", "updates", "messages-tuple"]

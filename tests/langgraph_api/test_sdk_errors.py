@@ -11,6 +11,9 @@ import pytest
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import NotFoundError, UnprocessableEntityError
 
+# On SQLite and on PostgreSQL (a real cluster the tests start).
+pytestmark = pytest.mark.both_backends
+
 ASSISTANT = "durable-execution"
 QUESTION: Any = {"messages": [{"role": "user", "content": "hi"}]}
 

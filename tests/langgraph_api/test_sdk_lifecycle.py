@@ -11,6 +11,9 @@ from langgraph_sdk.errors import ConflictError
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
 
+# On SQLite and on PostgreSQL (a real cluster the tests start).
+pytestmark = pytest.mark.both_backends
+
 APPROVAL = "approval"
 TOPIC: Any = {"topic": "turns"}
 

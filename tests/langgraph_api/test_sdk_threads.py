@@ -13,6 +13,9 @@ from langgraph_sdk.errors import ConflictError, NotFoundError
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
 
+# On SQLite and on PostgreSQL (a real cluster the tests start).
+pytestmark = pytest.mark.both_backends
+
 ASSISTANT = "durable-execution"
 QUESTION: Any = {"messages": [{"role": "user", "content": "what is a thread?"}]}
 

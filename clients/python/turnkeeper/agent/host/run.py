@@ -34,15 +34,28 @@ def bridge_configs(
 ) -> list[BridgeConfig]:
     """One bridge per graph, named after it, streaming ``values`` for the LangGraph
     API. With several graphs, only the first serves /healthz where
-    TURNKEEPER_HEALTH_LISTEN says; the others pick free ports (logged)."""
+    TURNKEEPER_HEALTH_LISTEN says; the others pick free ports (logged). A graph's
+    token is ``TURNKEEPER_TOKEN_<GRAPH>`` when set, else ``TURNKEEPER_TOKEN``."""
     out = []
     for k, spec in enumerate(config.graphs):
         extra: dict[str, Any] = {"langgraph_api": True, **overrides}
         if k > 0:
             host = BridgeConfig.from_env(spec.name, env).health_address[0]
             extra["health_listen"] = f"{host}:0"
-        out.append(BridgeConfig.from_env(spec.name, env, **extra))
+        out.append(BridgeConfig.from_env(spec.name, graph_env(env, spec.name), **extra))
     return out
+
+
+def token_variable(graph: str) -> str:
+    """``TURNKEEPER_TOKEN_<GRAPH>``: the agent token of one graph (an agent token
+    is for one agent, and each graph is its own agent)."""
+    return "TURNKEEPER_TOKEN_" + graph.upper().replace("-", "_")
+
+
+def graph_env(env: Mapping[str, str], graph: str) -> Mapping[str, str]:
+    """The bridge's variables for `graph`: its own token where one is set."""
+    own = env.get(token_variable(graph))
+    return {**env, "TURNKEEPER_TOKEN": own} if own else env
 
 
 async def host(path: Path | str, env: Mapping[str, str] | None = None, **overrides: Any) -> None:

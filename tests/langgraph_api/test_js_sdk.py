@@ -1,0 +1,118 @@
+"""LangGraph's JS SDK (@langchain/langgraph-sdk from npm), unchanged, against
+turnkeeper: every assistants, threads and runs method it offers that the issue lists
+(js/sdk_tour.mjs), and a stream that outlives a SIGKILL of the agent running it."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import os
+import shutil
+from pathlib import Path
+from typing import Any
+
+import pytest
+from turnkeeper_server.app import TurnkeeperServer
+
+from tests.support.agents import PATIENCE, Agent
+from tests.support.langgraph_host import THREADPLANE, start_host
+from tests.support.nats import NatsServer
+from tests.support.node import NO_PROXY_ENV, NODE, npm_run
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.both_backends]
+
+JS = Path(__file__).resolve().parent / "js"
+STEPS = ["analyze", "plan", "generate"]
+
+
+@pytest.fixture(scope="module")
+def sdk_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of js/ with its locked packages installed (`npm ci`)."""
+    if NODE is None or shutil.which("npm") is None:
+        pytest.skip(reason="node and npm are not on PATH: the JS SDK cannot be run")
+    package = tmp_path_factory.mktemp("langgraph-js") / "js"
+    shutil.copytree(JS, package, ignore=shutil.ignore_patterns("node_modules"))
+    npm_run(["ci", "--prefer-offline", "--no-audit", "--no-fund"], package)
+    return package
+
+
+async def node(package: Path, *args: str) -> asyncio.subprocess.Process:
+    assert NODE is not None
+    return await asyncio.create_subprocess_exec(
+        NODE,
+        str(package / "sdk_tour.mjs"),
+        *args,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **NO_PROXY_ENV},
+    )
+
+
+async def test_every_method_of_the_js_sdk(sdk_package: Path, api_url: str, host: Agent) -> None:
+    proc = await node(sdk_package, api_url, "tour")
+    out, err = await asyncio.wait_for(proc.communicate(), 120)
+    assert proc.returncode == 0, err.decode()
+    tour: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
+    assert tour["assistants"] == ["approval", "durable-execution"]
+    assert tour["assistant"] == "durable-execution"
+    assert {"analyze", "plan", "generate"} <= set(tour["graphNodes"])
+    assert "messages" in tour["schemaKeys"]
+    assert tour["created"] == "idle" and tour["duplicate"] == 409
+    assert tour["found"] == [tour["threadId"]]
+    assert tour["updated"] == {"user": "ada", "team": "red"}
+    assert tour["streamEvents"][0] == "metadata"
+    assert tour["updates"] == STEPS
+    assert tour["lastValues"]["step"] == "generate" == tour["state"]["step"]
+    assert tour["state"] == tour["lastValues"]
+    assert tour["historySteps"][:3] == ["generate", "plan", "analyze"]
+    assert tour["earlierNext"] == ["generate"]
+    assert tour["edited"] and tour["afterEditNext"] == ["generate"]
+    assert tour["joined"] == "generate" and tour["got"] == "success"
+    assert tour["listed"] == ["success", "success"]
+    assert tour["joinStreamUpdates"] == STEPS
+    assert tour["waited"] == "generate"
+    assert tour["interrupted"] == "interrupted" and tour["busy"] == 409
+    assert tour["resumed"] == "approved"
+    assert tour["cancelled"] == "interrupted"
+    assert tour["copied"] is True and tour["deleted"] == 404
+    assert tour["unknownAssistant"] == 404 and tour["badMode"] == 422
+
+
+async def test_a_js_stream_outlives_a_sigkill_of_its_agent(
+    sdk_package: Path, api_url: str, service: TurnkeeperServer, nats_server: NatsServer
+) -> None:
+    spawn: dict[str, Any] = {
+        "service": service.address,
+        "nats_url": nats_server.url,
+        "replica": "lg-js-crash",
+        "extra_env": {"THREADPLANE_STEP_DELAY": "1.0"},
+    }
+    hosts: list[Agent] = [await start_host(THREADPLANE, **spawn)]
+    proc = await node(sdk_package, api_url, "stream")
+    assert proc.stdout is not None
+    lines: list[dict[str, Any]] = []
+    try:
+
+        async def until(predicate: Any) -> None:
+            while not any(predicate(line) for line in lines):
+                raw = await asyncio.wait_for(proc.stdout.readline(), PATIENCE)  # type: ignore[union-attr]
+                assert raw, "the JS stream ended early"
+                lines.append(json.loads(raw))
+
+        await until(lambda m: m.get("event") == "updates" and "analyze" in m["data"])
+        await hosts[0].kill()  # mid-`plan`
+        hosts.append(await start_host(THREADPLANE, **spawn))
+        await until(lambda m: "final" in m)
+        assert await asyncio.wait_for(proc.wait(), PATIENCE) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        for host in hosts:
+            await host.close()
+    parts = [m for m in lines if "event" in m]
+    updates = [next(iter(m["data"])) for m in parts if m["event"] == "updates"]
+    assert updates == STEPS
+    values = [m["data"] for m in parts if m["event"] == "values"]
+    final = next(m["final"] for m in lines if "final" in m)
+    assert values[-1] == final and final["step"] == "generate"

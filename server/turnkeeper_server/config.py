@@ -105,6 +105,9 @@ class Settings:
     # Host names served besides localhost, 127.0.0.1 and [::1] while the HTTP port
     # is on loopback without authentication (web/guard.py, decision 182).
     http_allowed_hosts: tuple[str, ...] = ()
+    # Origins whose pages may call the LangGraph API from a browser (CORS; a panel
+    # served from elsewhere, as LangGraph's server allows; web/langgraph/cors.py).
+    http_cors_origins: tuple[str, ...] = ()
     # Connections (decision 181). HTTP: a new connection's first request head must
     # arrive within the header timeout; a body within the body timeout of its head;
     # a connection idle between requests is closed after the idle timeout; one peer

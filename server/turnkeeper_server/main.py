@@ -116,6 +116,15 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "[::1] while it listens on loopback without tokens (DNS rebinding); repeatable "
         "(env TURNKEEPER_ALLOWED_HOSTS, comma-separated)",
     )
+    parser.add_argument(
+        "--cors-origin",
+        dest="cors_origins",
+        action="append",
+        default=[o for o in env("TURNKEEPER_CORS_ORIGINS", "").split(",") if o.strip()],
+        help="an origin (scheme://host:port) whose browser pages may call the LangGraph "
+        "API, as a panel served elsewhere does; '*' for any; repeatable (env "
+        "TURNKEEPER_CORS_ORIGINS, comma-separated; default: none)",
+    )
     add_connection_arguments(parser)
     parser.add_argument(
         "--jetstream",
@@ -337,6 +346,7 @@ def settings_from_args(
         http_listen=http_listen,
         http_any_port_if_busy=default_port,
         http_allowed_hosts=tuple(h.strip() for h in args.allowed_hosts),
+        http_cors_origins=tuple(o.strip().rstrip("/") for o in args.cors_origins),
         http_header_timeout=args.http_header_timeout,
         http_body_timeout=args.http_body_timeout,
         http_idle_timeout=args.http_idle_timeout,

@@ -1,61 +1,21 @@
 """Fixtures for the HTTP side: a service with its HTTP port, an HTTP client, and a
-real headless Chromium (Debian's `chromium`) driven by Playwright.
-
-Without a Chromium the browser tests skip, saying so; with TURNKEEPER_REQUIRE_BROWSER=1
-(CI sets it after installing chromium) that skip is a failure instead.
-"""
+real headless Chromium (tests/support/browser.py)."""
 
 from __future__ import annotations
 
-import os
-import shutil
 from collections.abc import AsyncIterator
 
 import aiohttp
 import pytest
-from playwright.async_api import Browser, async_playwright
 from turnkeeper_server.app import TurnkeeperServer
 
+from tests.support.browser import browser
 from tests.support.http import Http
 from tests.support.nats import NatsServer
 from tests.support.service import ServiceFactory
 
-CHROMIUM_ARGS = [
-    "--headless",
-    "--no-sandbox",
-    "--disable-gpu",
-    "--disable-background-networking",
-    "--disable-component-update",
-    "--disable-sync",
-    "--no-first-run",
-]
-
-
-def chromium_path() -> str | None:
-    """TURNKEEPER_CHROMIUM, else Debian's chromium on PATH or at /usr/bin/chromium."""
-    given = os.environ.get("TURNKEEPER_CHROMIUM")
-    if given:
-        return given if os.path.exists(given) else None
-    found = shutil.which("chromium")
-    if found:
-        return found
-    return "/usr/bin/chromium" if os.path.exists("/usr/bin/chromium") else None
-
-
-@pytest.fixture
-async def browser() -> AsyncIterator[Browser]:
-    path = chromium_path()
-    if path is None:
-        reason = "no Chromium: install Debian's chromium (apt-get install chromium)"
-        if os.environ.get("TURNKEEPER_REQUIRE_BROWSER") == "1":
-            pytest.fail(f"TURNKEEPER_REQUIRE_BROWSER=1 but {reason}")
-        pytest.skip(reason)
-    async with async_playwright() as p:
-        launched = await p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        try:
-            yield launched
-        finally:
-            await launched.close()
+# The one Chromium fixture, shared with tests/langgraph_api/.
+__all__ = ["browser"]
 
 
 @pytest.fixture

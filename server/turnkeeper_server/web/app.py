@@ -93,6 +93,9 @@ class WebSettings(transport.TransportSettings, Protocol):
     def http_allowed_hosts(self) -> tuple[str, ...]: ...
 
     @property
+    def http_cors_origins(self) -> tuple[str, ...]: ...
+
+    @property
     def http_header_timeout(self) -> float: ...
 
     @property
@@ -184,9 +187,15 @@ class WebServer:
                 transport.listen_host(self.listen), settings.http_allowed_hosts
             )
             middlewares.append(guard.host_allow_list(allowed))
+        # Browser panels of other origins calling the LangGraph API (decision 216).
+        cors = langgraph.Cors(settings.http_cors_origins) if settings.http_cors_origins else None
+        if cors is not None:
+            middlewares.append(cors.middleware)
         self.app = web.Application(client_max_size=connect.MAX_BODY_BYTES, middlewares=middlewares)
         self.app[connect.BODY_TIMEOUT] = settings.http_body_timeout
         self.app.on_response_prepare.append(_headers)
+        if cors is not None:
+            self.app.on_response_prepare.append(cors.on_prepare)
         connect.add_routes(self.app, servicer, tokens, metrics)
         self.events = EventStream(
             servicer, tokens, streams, write_timeout=settings.http_write_timeout

@@ -15,8 +15,9 @@ from aiohttp import web
 
 from turnkeeper_server.web.langgraph import assistants, runs, threads
 from turnkeeper_server.web.langgraph.api import Deps, Endpoint, handler, json_response
+from turnkeeper_server.web.langgraph.cors import Cors
 
-__all__ = ["Deps", "add_routes"]
+__all__ = ["Cors", "Deps", "add_routes"]
 
 
 def add_routes(app: web.Application, deps: Deps) -> None:

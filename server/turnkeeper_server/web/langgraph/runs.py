@@ -67,8 +67,10 @@ def _thread_path(request: web.Request) -> str | None:
 
 async def start_run(
     request: web.Request, caller: Caller | None, deps: Deps
-) -> tuple[TurnRecord, dict[str, Any]]:
-    """Validate the run, make its thread if asked, start (or resume) its turn."""
+) -> tuple[TurnRecord, dict[str, Any], int]:
+    """Validate the run, make its thread if asked, start (or resume) its turn.
+    Returns the turn, the body, and the seq the run's own events come after (a
+    resume goes on with a turn whose earlier events were the run before's)."""
     body = await body_of(request)
     agent = agent_id(body.get("assistant_id"))
     given = [k for k in NOT_YET if body.get(k) not in (None, [], {})]
@@ -117,6 +119,7 @@ async def start_run(
         if not parked:
             raise ApiError(409, f"thread {thread_id} has no interrupted run to resume")
         run_id = parked[0].turn_id
+        start_after = parked[0].last_seq
         await deps.relay.call(
             caller,
             parked[0].agent,
@@ -125,6 +128,7 @@ async def start_run(
         )
     else:
         run_id = str(uuid.uuid4())
+        start_after = 0
         params = {
             "input": body.get("input"),
             "thread_id": thread_id,
@@ -139,7 +143,7 @@ async def start_run(
     turn = deps.engine.turns.get(run_id)
     if turn is None:  # erased between its start and here
         raise not_found(f"run {run_id}")
-    return turn, body
+    return turn, body, start_after
 
 
 def _locations(turn: TurnRecord, modes: Any) -> dict[str, str]:
@@ -148,21 +152,22 @@ def _locations(turn: TurnRecord, modes: Any) -> dict[str, str]:
 
 
 async def create(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
-    turn, body = await start_run(request, caller, deps)
+    turn, body, _ = await start_run(request, caller, deps)
     response = json_response(shapes.run(turn, field(body, "metadata", dict, {})))
     response.headers["Content-Location"] = _locations(turn, None)["Content-Location"]
     return response
 
 
 async def stream(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
-    turn, body = await start_run(request, caller, deps)
+    turn, body, after = await start_run(request, caller, deps)
     return await _stream(
         request,
         caller,
         deps,
         turn,
         modes_of(body.get("stream_mode")),
-        after=0,
+        after=after,
+        fresh=True,
         cancel_on_disconnect=body.get("on_disconnect") == "cancel",
     )
 
@@ -183,7 +188,14 @@ async def join_stream(
         raise ApiError(422, str(exc)) from None
     cancel = request.query.get("cancel_on_disconnect", "").lower() in ("true", "1")
     return await _stream(
-        request, caller, deps, turn, modes, after=after, cancel_on_disconnect=cancel
+        request,
+        caller,
+        deps,
+        turn,
+        modes,
+        after=after,
+        fresh=after == 0,
+        cancel_on_disconnect=cancel,
     )
 
 
@@ -191,9 +203,11 @@ async def _settled_parts(
     deps: Deps, turn: TurnRecord, translator: Translator, after: int
 ) -> AsyncIterator[bytes]:
     if after > 0:
-        # What the client already has shapes what comes next (the last state).
+        # What came before shapes what comes next (the last state); an interrupt
+        # answered since is not pending any more.
         for event in deps.engine.turns.events(turn.turn_id, 0, after):
             translator.parts(event)
+        translator.settled()
     async for event in deps.engine.turns.watch_settled(turn.turn_id, after):
         for name, data in translator.parts(event):
             yield sse(name, data, id=str(event.seq))
@@ -207,8 +221,11 @@ async def _stream(
     modes: frozenset[str],
     *,
     after: int,
+    fresh: bool,
     cancel_on_disconnect: bool,
 ) -> web.StreamResponse:
+    """`after`: the seq the client has (or the run's events begin after); `fresh`:
+    a new stream, which starts with the run's metadata."""
     with web_auth.acting_as(caller):
         auth.require_right(WATCH_RIGHT)
     # WatchTurn's quota: a LangGraph stream is a watch of the turn.
@@ -234,7 +251,7 @@ async def _stream(
 
         task = asyncio.create_task(pump())
         try:
-            if after == 0:
+            if fresh:
                 await _write(
                     response, sse("metadata", {"run_id": turn.turn_id, "attempt": 1}), deps
                 )
@@ -274,16 +291,18 @@ async def _cancel_quietly(deps: Deps, caller: Caller | None, run_id: str, why: s
         )
 
 
-async def _outcome(deps: Deps, turn: TurnRecord) -> Any:
+async def _outcome(deps: Deps, turn: TurnRecord, after: int = 0) -> Any:
+    """The run's end state (runs.wait, runs.join): its events after `after`, with
+    the state before them as the starting point."""
     translator = Translator(turn.turn_id, frozenset({"values"}))
-    async for event in deps.engine.turns.watch_settled(turn.turn_id, 0):
-        translator.parts(event)
+    async for _ in _settled_parts(deps, turn, translator, after):
+        pass
     return translator.outcome()
 
 
 async def wait(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
-    turn, _ = await start_run(request, caller, deps)
-    response = json_response(await _outcome(deps, turn))
+    turn, _, after = await start_run(request, caller, deps)
+    response = json_response(await _outcome(deps, turn, after))
     response.headers.update(_locations(turn, None))
     return response
 

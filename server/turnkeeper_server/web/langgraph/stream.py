@@ -79,6 +79,12 @@ class Translator:
         self._message: tuple[str, int, str] | None = None  # (node, number, text)
         self._messages = 0
 
+    def settled(self) -> None:
+        """What was read so far is history: keep the state, forget the interrupts
+        (answered since) and the message being streamed."""
+        self.interrupts = []
+        self._message = None
+
     def parts(self, event: EventRecord) -> list[Part]:
         data = json.loads(event.data_json or "null")
         handler = getattr(self, "_on_" + event.type.replace(".", "_"), None)

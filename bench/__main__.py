@@ -26,6 +26,7 @@ from bench import (  # noqa: E402 - after prefer_iomgr
     agents,
     engines,
     ingest,
+    langgraph_api,
     memory,
     recovery,
     redrive,
@@ -46,6 +47,7 @@ BENCHMARKS: dict[str, Callable[[Size], Section]] = {
     "recovery": recovery.run,
     "agents": agents.run,
     "tracing": tracing.run,
+    "langgraph": langgraph_api.run,
 }
 
 

@@ -1,0 +1,331 @@
+"""The LangGraph API: turnkeeper against `langgraph dev`, through the same SDK client.
+
+The same graph (examples/threadplane, three nodes, each a streamed stand-in model
+call) served by turnkeeper (the service plus `turnkeeper agent langgraph.json`) and
+by `langgraph dev` (langgraph-cli's in-memory server: nothing survives its process),
+driven by one `langgraph_sdk` client; beside them the floor, the same graph streamed
+in-process with `AsyncSqliteSaver`. Measured: the time from `runs.stream` to its
+last part, one run at a time, and throughput with 32 runs at once.
+
+`langgraph dev` runs from its own virtualenv (bench/langgraph-dev.txt, decision 217):
+`TURNKEEPER_BENCH_LANGGRAPH` names its `langgraph` executable, else one is made under
+`~/.cache/turnkeeper-bench/`.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import subprocess
+import sys
+import time
+import venv
+from collections.abc import Awaitable, Callable, Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+from bench.common import (
+    REPO_BENCH,
+    Row,
+    Section,
+    ServerProcess,
+    Size,
+    fmt_ms,
+    fmt_rate,
+    fmt_ratio,
+    median,
+    nats_server,
+    scratch_dir,
+)
+
+EXAMPLE = REPO_BENCH.parent / "examples" / "threadplane"
+CONFIG = EXAMPLE / "langgraph.json"
+ASSISTANT = "durable-execution"
+MODES: Any = ["values", "updates"]
+QUESTION: dict[str, Any] = {"messages": [{"role": "user", "content": "how fast?"}]}
+CACHE = Path.home() / ".cache" / "turnkeeper-bench" / "langgraph-dev"
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def langgraph_executable() -> Path:
+    given = os.environ.get("TURNKEEPER_BENCH_LANGGRAPH")
+    if given:
+        return Path(given)
+    exe = CACHE / "bin" / "langgraph"
+    if not exe.exists():
+        venv.create(CACHE, with_pip=True)
+        subprocess.run(
+            [
+                str(CACHE / "bin" / "pip"),
+                "install",
+                "-q",
+                "-r",
+                str(REPO_BENCH / "langgraph-dev.txt"),
+            ],
+            check=True,
+        )
+    return exe
+
+
+def _wait_ok(url: str, proc: subprocess.Popen[Any], timeout: float = 120) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"{proc.args!r} exited with {proc.returncode}")
+        try:
+            if httpx.get(f"{url}/ok", timeout=1).status_code == 200:
+                return
+        except httpx.HTTPError:
+            pass
+        time.sleep(0.2)
+    raise RuntimeError(f"{url} did not answer /ok in {timeout:g} s")
+
+
+def _stop(proc: subprocess.Popen[Any]) -> None:
+    if proc.poll() is None:
+        proc.terminate()
+        try:
+            proc.wait(20)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@contextmanager
+def turnkeeper_api(data_dir: Path) -> Iterator[str]:
+    """The service (SQLite, its HTTP port) and the graph hosted by `turnkeeper agent`."""
+    port = _free_port()
+    with (
+        nats_server() as nats_url,
+        ServerProcess(data_dir, nats_url, args=["--http-port", str(port)]) as server,
+    ):
+        env = {
+            **os.environ,
+            "TURNKEEPER_ADDRESS": server.address,
+            "NATS_URL": nats_url,
+            "TURNKEEPER_REPLICA": "bench",
+            "TURNKEEPER_HEALTH_LISTEN": "127.0.0.1:0",
+        }
+        log = open(data_dir / "host.log", "w")  # noqa: SIM115 - the child owns it
+        host = subprocess.Popen(
+            [sys.executable, "-m", "turnkeeper.agent.host", str(CONFIG)],
+            env=env,
+            stdout=log,
+            stderr=subprocess.STDOUT,
+        )
+        log.close()
+        url = f"http://127.0.0.1:{port}"
+        try:
+            _wait_announced(url, host)
+            yield url
+        finally:
+            _stop(host)
+
+
+def _wait_announced(url: str, proc: subprocess.Popen[Any], timeout: float = 60) -> None:
+    import httpx
+
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError("turnkeeper agent exited")
+        found = httpx.post(f"{url}/assistants/search", json={}, timeout=2).json()
+        if any(a["assistant_id"] == ASSISTANT for a in found):
+            return
+        time.sleep(0.2)
+    raise RuntimeError("the hosted graph was not announced")
+
+
+@contextmanager
+def langgraph_dev(data_dir: Path) -> Iterator[str]:
+    port = _free_port()
+    env = {
+        **os.environ,
+        "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+        "LANGSMITH_TRACING": "false",
+    }
+    log = open(data_dir / "langgraph-dev.log", "w")  # noqa: SIM115 - the child owns it
+    proc = subprocess.Popen(
+        [
+            str(langgraph_executable()),
+            "dev",
+            "--config",
+            str(CONFIG),
+            "--port",
+            str(port),
+            "--no-browser",
+            "--no-reload",
+        ],
+        cwd=EXAMPLE,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
+    log.close()
+    url = f"http://127.0.0.1:{port}"
+    try:
+        _wait_ok(url, proc)
+        yield url
+    finally:
+        _stop(proc)
+
+
+# -- one streamed run, three ways ---------------------------------------------------------
+
+
+def sdk_stream(url: str) -> Callable[[], Awaitable[None]]:
+    from langgraph_sdk import get_client
+
+    client = get_client(url=url)
+
+    async def one() -> None:
+        async for _ in client.runs.stream(None, ASSISTANT, input=QUESTION, stream_mode=MODES):
+            pass
+
+    return one
+
+
+def floor_stream(db: Path) -> Callable[[], Awaitable[None]]:
+    """The graph in this process with AsyncSqliteSaver: no service, no network."""
+    import aiosqlite
+    from langgraph.checkpoint.sqlite.aio import AsyncSqliteSaver
+    from turnkeeper.agent.host import load_graph, read_config
+
+    state: dict[str, Any] = {}
+
+    async def one() -> None:
+        if "graph" not in state:
+            # The host's own loader: the graph exactly as `turnkeeper agent` loads it.
+            graph = await load_graph(read_config(CONFIG).graphs[0])
+            conn = await aiosqlite.connect(str(db))
+            saver = AsyncSqliteSaver(conn)
+            await saver.setup()
+            state["graph"] = graph.copy(update={"checkpointer": saver})  # type: ignore[union-attr]
+        n = state["n"] = state.get("n", 0) + 1
+        config: Any = {"configurable": {"thread_id": f"floor-{n}", "run_id": f"run-{n}"}}
+        async for _ in state["graph"].astream(
+            QUESTION, config, stream_mode=MODES, durability="sync"
+        ):
+            pass
+
+    return one
+
+
+async def _single(one: Callable[[], Awaitable[None]], n: int) -> list[float]:
+    times = []
+    for _ in range(n):
+        started = time.perf_counter()
+        await one()
+        times.append(time.perf_counter() - started)
+    return times
+
+
+async def _concurrent(one: Callable[[], Awaitable[None]], n: int) -> float:
+    started = time.perf_counter()
+    await asyncio.gather(*(one() for _ in range(n)))
+    return n / (time.perf_counter() - started)
+
+
+def run(size: Size) -> Section:
+    single_n = max(3, size.saver_block)
+    concurrent_n = 32
+    rounds = max(1, size.saver_rounds)
+    section = Section(
+        key="langgraph",
+        title="The LangGraph API: turnkeeper vs langgraph dev",
+        method=(
+            "The threadplane example (three nodes, each a streamed stand-in model call) "
+            "served by turnkeeper (service on SQLite, `turnkeeper agent langgraph.json`) "
+            "and by `langgraph dev` (in memory), through the same `langgraph_sdk` client: "
+            "the time from `runs.stream` (a thread-less run, modes values and updates) to "
+            f"its last part, {single_n} runs one after another, median; and runs/s with "
+            f"{concurrent_n} at once. The floor: the same graph streamed in-process with "
+            f'AsyncSqliteSaver (`durability="sync"`). {rounds} rounds, the three in turn; '
+            "medians over the rounds."
+        ),
+    )
+    figures: dict[str, list[float]] = {
+        k: [] for k in ("tk1", "dev1", "floor1", "tk32", "dev32", "floor32")
+    }
+    with scratch_dir("langgraph") as data_dir:
+        (data_dir / "dev").mkdir()
+        with turnkeeper_api(data_dir) as tk_url, langgraph_dev(data_dir / "dev") as dev_url:
+            ways = {
+                "tk": sdk_stream(tk_url),
+                "dev": sdk_stream(dev_url),
+                "floor": floor_stream(data_dir / "floor.db"),
+            }
+
+            async def rounds_() -> None:
+                for one in ways.values():  # warm each up
+                    await one()
+                for _ in range(rounds):
+                    for key, one in ways.items():
+                        figures[f"{key}1"].append(median(await _single(one, single_n)))
+                        figures[f"{key}32"].append(await _concurrent(one, concurrent_n))
+
+            asyncio.run(rounds_())
+    m = {k: median(v) for k, v in figures.items()}
+    section.metrics = {
+        "turnkeeper_single_s": m["tk1"],
+        "langgraph_dev_single_s": m["dev1"],
+        "floor_single_s": m["floor1"],
+        "turnkeeper_runs_per_s_32": m["tk32"],
+        "langgraph_dev_runs_per_s_32": m["dev32"],
+        "floor_runs_per_s_32": m["floor32"],
+    }
+    single_vs_dev = m["tk1"] / m["dev1"]
+    through_vs_dev = m["tk32"] / m["dev32"]
+    single_vs_floor = m["tk1"] / m["floor1"]
+    through_vs_floor = m["floor32"] / m["tk32"]
+    section.rows += [
+        Row(
+            "streamed run, one at a time",
+            fmt_ms(m["tk1"]),
+            f"langgraph dev {fmt_ms(m['dev1'])}",
+            fmt_ratio(single_vs_dev),
+            "≤ 0.05\u00d7",
+            single_vs_dev <= 0.05,
+        ),
+        Row(
+            "32 streamed runs at once",
+            fmt_rate(m["tk32"], " runs/s"),
+            f"langgraph dev {fmt_rate(m['dev32'], ' runs/s')}",
+            fmt_ratio(through_vs_dev),
+            "≥ 5\u00d7",
+            through_vs_dev >= 5,
+        ),
+        Row(
+            "streamed run vs the in-process floor",
+            fmt_ms(m["tk1"]),
+            f"AsyncSqliteSaver {fmt_ms(m['floor1'])}",
+            fmt_ratio(single_vs_floor),
+            "≤ 3\u00d7",
+            single_vs_floor <= 3,
+        ),
+        Row(
+            "32 at once vs the in-process floor (time per run)",
+            fmt_rate(m["tk32"], " runs/s"),
+            f"AsyncSqliteSaver {fmt_rate(m['floor32'], ' runs/s')}",
+            fmt_ratio(through_vs_floor),
+            "≤ 3\u00d7",
+            through_vs_floor <= 3,
+        ),
+    ]
+    section.notes.append(
+        "`langgraph dev` keeps threads and runs in memory (a periodic flush to disk for "
+        "development, not per step): nothing it has not flushed survives its process. "
+        "turnkeeper makes every step durable (its checkpoint and events committed) "
+        "before the run goes on, and streams a step once its checkpoint is durable "
+        "(decision 210)."
+    )
+    return section

@@ -41,6 +41,8 @@ RESUME, REDRIVE, CANCEL, DELETE_THREAD, TOKENS_RELOAD = (
 START_INTERRUPT, START_ROLLBACK, REGENERATE = "start_interrupt", "start_rollback", "regenerate"
 # LangGraph's extended saver operations, which delete or copy checkpoints.
 PRUNE_THREADS, DELETE_FOR_RUNS, COPY_THREAD = "prune_threads", "delete_for_runs", "copy_thread"
+# A finished run deleted through the LangGraph API (its turn, events and boundaries).
+DELETE_RUN = "delete_run"
 OK = "ok"
 # Longest detail kept (a refusal's message, a reload's summary).
 MAX_DETAIL = 2000

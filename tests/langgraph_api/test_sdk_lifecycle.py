@@ -7,9 +7,9 @@ from typing import Any
 
 import pytest
 from langgraph_sdk.client import LangGraphClient
-from langgraph_sdk.errors import ConflictError
+from langgraph_sdk.errors import ConflictError, NotFoundError
 from turnkeeper.client import AsyncTurnkeeperClient
-from turnkeeper.v1 import turns_pb2
+from turnkeeper.v1 import operations_pb2, turns_pb2
 
 # On SQLite and on PostgreSQL (a real cluster the tests start).
 pytestmark = pytest.mark.both_backends
@@ -83,3 +83,19 @@ async def test_cancel_a_run(sdk: LangGraphClient, client: AsyncTurnkeeperClient)
     # rollback: the run's checkpoints went with it.
     state = await sdk.threads.get_state(thread_id)
     assert state["values"] == {}
+
+
+async def test_delete_a_run(sdk: LangGraphClient, client: AsyncTurnkeeperClient) -> None:
+    thread_id, run = await _parked(sdk)
+    with pytest.raises(ConflictError, match="cancel it first"):
+        await sdk.runs.delete(thread_id, run["run_id"])
+    await sdk.runs.cancel(thread_id, run["run_id"], wait=True)
+    await sdk.runs.delete(thread_id, run["run_id"])
+    with pytest.raises(NotFoundError):
+        await sdk.runs.get(thread_id, run["run_id"])
+    status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=run["run_id"]))
+    assert status.state == turns_pb2.TURN_STATE_UNKNOWN
+    audit = await client.list_audit(operations_pb2.ListAuditRequest())
+    actions = [(r.action, r.target, r.outcome) for r in audit.records]
+    assert ("delete_run", run["run_id"], "ok") in actions
+    assert ("delete_run", run["run_id"], "FAILED_PRECONDITION") in actions

@@ -342,6 +342,15 @@ class Turns:
         log.info("thread %s erased: %d turns", thread_id, erased.turns_deleted)
         return erased
 
+    async def delete(self, turn_id: str) -> TurnRecord:
+        """A finished turn's rows (journal/erasure.py `delete_turn`)."""
+        deleted = await self._write(
+            lambda t: [t.turn_id],
+            lambda tx: erasure.delete_turn(tx, turn_id=turn_id, policy=self.policy),
+        )
+        turn_log(log, turn_id, deleted.attempts).info("deleted (a finished run)")
+        return deleted
+
     def _cancelled(self, cancelled: Cancelled, why: str) -> None:
         self.metrics.turns_finished.labels(state=cancelled.turn.state).inc()
         turn_log(log, cancelled.turn.turn_id, cancelled.turn.attempts).info(

@@ -18,9 +18,9 @@ import json
 from dataclasses import dataclass
 
 from turnkeeper_server.errors import WrongState
-from turnkeeper_server.journal import checkpoints, lifecycle, threads
+from turnkeeper_server.journal import checkpoints, lifecycle, threads, transitions
 from turnkeeper_server.journal.lifecycle import Cancelled
-from turnkeeper_server.records import LIVE, TURN_COLUMNS, Policy, TurnRecord
+from turnkeeper_server.records import ENDED, LIVE, TURN_COLUMNS, Policy, TurnRecord
 from turnkeeper_server.store.contract import Tx
 
 # Rows deleted per statement that lists turn ids (SQLite's default variable limit
@@ -60,6 +60,20 @@ def erase_thread(tx: Tx, *, thread_id: str, cancel: bool, policy: Policy) -> Era
     checkpoints.delete_thread(tx, thread_id)
     threads.delete(tx, thread_id)
     return Erased(thread_id, len(ids), cancelled)
+
+
+def delete_turn(tx: Tx, *, turn_id: str, policy: Policy) -> TurnRecord:
+    """One finished turn's rows (a LangGraph run deleted): its events, outbox rows and
+    boundaries; the thread's checkpoints stay, they are the thread's history. A live
+    or queued turn is refused: cancel it first."""
+    turn = transitions.lock_turn(tx, turn_id)
+    if turn.state not in ENDED:
+        raise WrongState(
+            f"run {turn_id} is {turn.state.lower()}; cancel it first (a run that may "
+            "still write is not deleted)"
+        )
+    delete_turns(tx, [turn_id], policy)
+    return turn
 
 
 def _erase_rewinds(tx: Tx, thread_id: str, policy: Policy) -> None:

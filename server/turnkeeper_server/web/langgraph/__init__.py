@@ -52,6 +52,7 @@ def add_routes(app: web.Application, deps: Deps) -> None:
     route("POST", "/threads/{thread_id}/runs/stream", runs.stream)
     route("POST", "/threads/{thread_id}/runs/wait", runs.wait)
     route("GET", "/threads/{thread_id}/runs/{run_id}", runs.get)
+    route("DELETE", "/threads/{thread_id}/runs/{run_id}", runs.delete)
     route("POST", "/threads/{thread_id}/runs/{run_id}/cancel", runs.cancel)
     route("GET", "/threads/{thread_id}/runs/{run_id}/join", runs.join)
     route("GET", "/threads/{thread_id}/runs/{run_id}/stream", runs.join_stream)

@@ -20,6 +20,7 @@ from typing import Any, Final
 from aiohttp import web
 from turnkeeper.v1 import turns_pb2
 
+from turnkeeper_server import audit as audit_log
 from turnkeeper_server.records import ENDED, PARKED, TurnRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller, client_key
@@ -59,6 +60,8 @@ KEEPALIVE_SECONDS: Final = 15.0
 PARKED_LOOKBACK: Final = 100
 WATCH_RIGHT: Final = "/turnkeeper.v1.TurnService/WatchTurn"
 CANCEL_RIGHT: Final = "/turnkeeper.v1.TurnService/CancelTurn"
+# Deleting a run erases history, as deleting its thread does: DeleteThread's right.
+DELETE_RIGHT: Final = "/turnkeeper.v1.CheckpointService/DeleteThread"
 
 
 def _thread_path(request: web.Request) -> str | None:
@@ -101,16 +104,20 @@ async def start_run(
     await assistants.known(deps, caller, agent)
 
     thread_id = _thread_path(request)
+    # A run tags its thread with its graph, as LangGraph's server does (one write,
+    # and none when the thread already says so).
     tagged = {"graph_id": agent, "assistant_id": agent}
     if thread_id is None:
         thread_id = str(uuid.uuid4())
         await deps.engine.threads.ensure(thread_id, tagged)
-    elif await deps.engine.threads.get(thread_id) is None:
+    elif (record := await deps.engine.threads.get(thread_id)) is None:
         if if_not_exists != "create":
             raise not_found(f"thread {thread_id}")
         await deps.engine.threads.ensure(thread_id, tagged)
     else:
         await thread_or_404(deps, caller, thread_id)
+        if any(record.metadata.get(k) != v for k, v in tagged.items()):
+            await deps.engine.threads.update_metadata(thread_id, tagged)
 
     if command and "resume" in command:
         # At most one turn of a thread is live; queued ones may be newer.
@@ -139,7 +146,6 @@ async def start_run(
         started = await deps.relay.call(caller, agent, auth.JSONRPC_CREATE, params)
         if not isinstance(started, dict) or not started.get("turn_id"):
             raise ApiError(409, f"thread {thread_id} has nothing to run: send input")
-    await deps.engine.threads.update_metadata(thread_id, tagged)
     turn = deps.engine.turns.get(run_id)
     if turn is None:  # erased between its start and here
         raise not_found(f"run {run_id}")
@@ -332,6 +338,18 @@ async def list_(request: web.Request, caller: Caller | None, deps: Deps) -> web.
     if status:
         runs = [r for r in runs if r["status"] == status][offset : offset + limit]
     return json_response(runs)
+
+
+async def delete(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    """A finished run's turn, events and boundaries (409 while it may still run)."""
+    turn = run_or_404(deps, caller, _thread_path(request), request.match_info["run_id"])
+    with web_auth.acting_as(caller):
+        auth.require_right(DELETE_RIGHT)
+        async with audit_log.audited(
+            deps.servicer.audit, audit_log.DELETE_RUN, turn.turn_id, HttpContext(request)
+        ):
+            await deps.engine.turns.delete(turn.turn_id)
+    return web.Response(status=204)
 
 
 async def cancel(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:

@@ -9,9 +9,12 @@ from typing import Any, Final
 
 from aiohttp import web
 
+from turnkeeper_server import audit as audit_log
 from turnkeeper_server.records import TurnRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
+from turnkeeper_server.web import auth as web_auth
+from turnkeeper_server.web.connect import HttpContext
 from turnkeeper_server.web.langgraph import shapes
 from turnkeeper_server.web.langgraph.api import (
     READ,
@@ -99,7 +102,11 @@ async def delete(request: web.Request, caller: Caller | None, deps: Deps) -> web
     await thread_or_404(deps, caller, thread_id)
     # LangGraph's server deletes a thread with its runs: a live run is cancelled in
     # the same transaction as the erasure.
-    await deps.engine.turns.erase_thread(thread_id=thread_id, cancel=True)
+    with web_auth.acting_as(caller):
+        async with audit_log.audited(
+            deps.servicer.audit, audit_log.DELETE_THREAD, thread_id, HttpContext(request)
+        ):
+            await deps.engine.turns.erase_thread(thread_id=thread_id, cancel=True)
     return web.Response(status=204)
 
 
@@ -140,7 +147,11 @@ async def copy(request: web.Request, caller: Caller | None, deps: Deps) -> web.S
     source = thread_id_of(request)
     record = await thread_or_404(deps, caller, source)
     target = str(uuid.uuid4())
-    await deps.engine.checkpoints.copy_thread(source, target)
+    with web_auth.acting_as(caller):
+        async with audit_log.audited(
+            deps.servicer.audit, audit_log.COPY_THREAD, f"{source}->{target}", HttpContext(request)
+        ):
+            await deps.engine.checkpoints.copy_thread(source, target)
     copied = await deps.engine.threads.create(target, dict(record.metadata), if_exists="raise")
     return json_response(await thread_json(deps, copied))
 

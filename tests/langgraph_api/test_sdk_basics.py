@@ -64,6 +64,13 @@ async def test_a_streamed_run_ends_with_the_graphs_state(
     # The generate node's tokens, in order, make up its answer.
     tokens = [p.data[0]["content"] for p in parts if p.event == "messages"]
     assert "".join(tokens).endswith(answer)
+    # One id per streamed message: the model's own, as the bridge journals it.
+    chunk_ids = {
+        p.data[0]["id"]
+        for p in parts
+        if p.event == "messages" and p.data[1]["langgraph_node"] == "generate"
+    }
+    assert len(chunk_ids) == 1 and next(iter(chunk_ids)).startswith("lc_run")
 
     state = await sdk.threads.get_state(thread["thread_id"])
     assert state["values"] == last

@@ -222,6 +222,7 @@ class WebServer:
                 directory=self.directory,
                 tokens=tokens,
                 write_timeout=settings.http_write_timeout,
+                streams=self.events.streams,
             ),
         )
         self.app.router.add_get("/v1/health", self._health)

@@ -19,6 +19,7 @@ from turnkeeper_server.messaging.directory import AgentDirectory
 from turnkeeper_server.records import TurnRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller, TokenStore
+from turnkeeper_server.security.streams import OpenStreams
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import MAX_BODY_BYTES, read_body
 from turnkeeper_server.web.langgraph.errors import ApiError, not_found, problem
@@ -41,6 +42,8 @@ class Deps:
     directory: AgentDirectory
     tokens: TokenStore | None
     write_timeout: float
+    # Each caller's open streams, ended when its token is revoked (as WatchTurn's).
+    streams: OpenStreams
 
 
 Endpoint = Callable[[web.Request, "Caller | None", "Deps"], Awaitable[web.StreamResponse]]

@@ -234,8 +234,11 @@ async def _stream(
     a new stream, which starts with the run's metadata."""
     with web_auth.acting_as(caller):
         auth.require_right(WATCH_RIGHT)
-    # WatchTurn's quota: a LangGraph stream is a watch of the turn.
-    with deps.servicer.watch_streams.hold(client_key(HttpContext(request))):
+    # WatchTurn's quota: a LangGraph stream is a watch of the turn; and like one,
+    # it ends when its caller's token is revoked.
+    with contextlib.ExitStack() as held:
+        held.enter_context(deps.servicer.watch_streams.hold(client_key(HttpContext(request))))
+        entry = None if caller is None else held.enter_context(deps.streams.hold(caller))
         response = web.StreamResponse(
             headers={
                 "Content-Type": "text/event-stream",
@@ -268,6 +271,10 @@ async def _stream(
                     await _write(response, b": heartbeat\n\n", deps)
                     continue
                 if frame is None:
+                    break
+                if entry is not None and entry.revoked:
+                    revoked = {"error": "Unauthenticated", "message": "the token was revoked"}
+                    await _write(response, sse("error", revoked), deps)
                     break
                 await _write(response, frame, deps)
             if task.done() and not task.cancelled() and task.exception() is not None:

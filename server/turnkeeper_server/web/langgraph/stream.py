@@ -76,7 +76,8 @@ class Translator:
         self.saw_values = False
         self.interrupts: list[dict[str, Any]] = []
         self.error: dict[str, Any] | None = None
-        self._message: tuple[str, int, str] | None = None  # (node, number, text)
+        # The message streaming: (its key, its id, its text so far).
+        self._message: tuple[str, str, str] | None = None
         self._messages = 0
 
     def settled(self) -> None:
@@ -107,13 +108,18 @@ class Translator:
     def _on_token(self, data: dict[str, Any]) -> Iterable[Part]:
         node = str(data.get("node", ""))
         text = str(data.get("text", ""))
-        if self._message is None or self._message[0] != node:
+        # The model's message id when the bridge journals it (the final message in
+        # `values` has the same), else one per message the run streams: a new one
+        # when the node changes or a step ended in between.
+        given = data.get("id")
+        key = given if isinstance(given, str) else node
+        if self._message is None or self._message[0] != key:
             self._messages += 1
-            self._message = (node, self._messages, "")
-        node, number, so_far = self._message
+            message_id = given if isinstance(given, str) else f"run-{self.run_id}-{self._messages}"
+            self._message = (key, message_id, "")
+        key, message_id, so_far = self._message
         so_far += text
-        self._message = (node, number, so_far)
-        message_id = f"run-{self.run_id}-{number}"
+        self._message = (key, message_id, so_far)
         if "messages-tuple" in self.modes:
             chunk = {"type": "AIMessageChunk", "content": text, "id": message_id}
             yield "messages", [chunk, {"langgraph_node": node, "run_id": self.run_id}]

@@ -14,12 +14,15 @@ of the node is in the :class:`EventLog`, which the saver flushes first
 
 Event types and their ``data``:
 
-- ``token`` ``{node, text}``: a chunk of a chat model's streamed reply;
+- ``token`` ``{node, text}``: a chunk of a chat model's streamed reply (with
+  ``id``, its message's id, on a bridge serving the LangGraph API);
 - ``tool_call_start`` ``{node, name, tool_call_id, input}`` and
   ``tool_call_end`` ``{node, name, tool_call_id, output | error}``;
 - ``step`` ``{node, step, update}``: a node of the graph finished (``step`` is
   LangGraph's superstep, ``update`` what the node returned);
 - ``interrupt`` ``{id, value}``: the graph called ``interrupt(value)``; the turn parks;
+- ``values`` ``{values}``: the graph's state, before each checkpoint (on a bridge
+  serving the LangGraph API, ``BridgeConfig.langgraph_api``);
 - ``final`` ``{output}``: the graph's output; the service then appends ``turn.done``;
 - ``error`` ``{type, message}``: the graph raised; the service then appends
   ``turn.failed``.
@@ -199,8 +202,11 @@ class EventCapture(BaseCallbackHandler):
     run_inline = True
     raise_error = False
 
-    def __init__(self, events: EventLog) -> None:
+    def __init__(self, events: EventLog, *, message_ids: bool = False) -> None:
         self.events = events
+        # Tokens carry their message's id (the LangGraph API's message chunks do;
+        # off elsewhere: a re-run's model makes up new ids, and transcripts compare).
+        self.message_ids = message_ids
         self._lock = threading.Lock()
         self._root: UUID | None = None
         self._nodes: dict[UUID, tuple[str, int]] = {}
@@ -284,7 +290,12 @@ class EventCapture(BaseCallbackHandler):
             return  # tool-call chunks and empty keep-alives carry no text
         with self._lock:
             node = self._models.get(run_id, "")
-        self.events.emit("token", {"node": node, "text": token})
+        data = {"node": node, "text": token}
+        chunk = kwargs.get("chunk")
+        message_id = getattr(getattr(chunk, "message", None), "id", None)
+        if self.message_ids and isinstance(message_id, str):
+            data["id"] = message_id
+        self.events.emit("token", data)
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:

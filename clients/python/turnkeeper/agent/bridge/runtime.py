@@ -299,7 +299,10 @@ class Execution:
         }
         callbacks = list(extra.pop("callbacks", None) or [])
         merged: RunnableConfig = {**extra, **config}  # type: ignore[typeddict-item]
-        merged["callbacks"] = [*callbacks, EventCapture(events)]
+        merged["callbacks"] = [
+            *callbacks,
+            EventCapture(events, message_ids=self.runtime.langgraph_api),
+        ]
         return merged
 
     async def _start_point(self, config: RunnableConfig) -> tuple[Any, RunnableConfig]:

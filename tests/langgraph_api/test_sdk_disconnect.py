@@ -1,0 +1,71 @@
+"""on_disconnect: a streamed run whose client goes away is cancelled when it asked
+for that ("cancel"), and goes on otherwise ("continue", LangGraph's default)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+from turnkeeper.client import AsyncTurnkeeperClient
+from turnkeeper.v1 import turns_pb2
+from turnkeeper_server.app import TurnkeeperServer
+
+from tests.support.langgraph_host import THREADPLANE, start_host
+from tests.support.nats import NatsServer
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
+
+QUESTION: Any = {"messages": [{"role": "user", "content": "still there?"}]}
+
+
+async def leave_after_metadata(api_url: str, on_disconnect: str) -> tuple[str, str]:
+    """Open a stream, read its metadata, hang up; (thread_id, run_id)."""
+    async with httpx.AsyncClient(base_url=api_url) as http:
+        thread = (await http.post("/threads", json={})).json()
+        async with http.stream(
+            "POST",
+            f"/threads/{thread['thread_id']}/runs/stream",
+            json={
+                "assistant_id": "durable-execution",
+                "input": QUESTION,
+                "on_disconnect": on_disconnect,
+                "stream_mode": ["updates"],
+            },
+        ) as response:
+            assert response.status_code == 200
+            run_id = response.headers["Content-Location"].rsplit("/", 1)[1]
+            async for line in response.aiter_lines():
+                if line.startswith("event: metadata"):
+                    break
+    return thread["thread_id"], run_id
+
+
+async def test_a_client_gone_cancels_only_when_asked(
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    api_url: str,
+    client: AsyncTurnkeeperClient,
+) -> None:
+    # Each step takes a second: the first part is written after the client left.
+    host = await start_host(
+        THREADPLANE,
+        service=service.address,
+        nats_url=nats_server.url,
+        replica="lg-leave",
+        extra_env={"THREADPLANE_STEP_DELAY": "1.0"},
+    )
+    sdk = get_client(url=api_url)
+    try:
+        for on_disconnect, ended in (
+            ("cancel", turns_pb2.TURN_STATE_CANCELLED),
+            ("continue", turns_pb2.TURN_STATE_DONE),
+        ):
+            thread_id, run_id = await leave_after_metadata(api_url, on_disconnect)
+            await sdk.runs.join(thread_id, run_id)
+            status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=run_id))
+            assert status.state == ended, on_disconnect
+    finally:
+        await sdk.http.client.aclose()
+        await host.close()

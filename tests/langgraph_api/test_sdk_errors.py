@@ -40,7 +40,9 @@ async def test_malformed_requests(sdk: LangGraphClient, api_url: str) -> None:
     with pytest.raises(UnprocessableEntityError, match="multitask_strategy"):
         await runs.create(None, ASSISTANT, input=QUESTION, multitask_strategy="shout")
     with pytest.raises(UnprocessableEntityError, match="not supported by turnkeeper yet"):
-        await sdk.runs.create(None, ASSISTANT, input=QUESTION, interrupt_before=["plan"])
+        await sdk.runs.create(None, ASSISTANT, input=QUESTION, after_seconds=5)
+    with pytest.raises(UnprocessableEntityError, match="interrupt_before"):
+        await runs.create(None, ASSISTANT, input=QUESTION, interrupt_before="plan")
     async with httpx.AsyncClient(base_url=api_url) as http:
         bad = await http.post(
             "/threads", content=b"{not json", headers={"Content-Type": "application/json"}

@@ -99,3 +99,66 @@ async def test_delete_a_run(sdk: LangGraphClient, client: AsyncTurnkeeperClient)
     actions = [(r.action, r.target, r.outcome) for r in audit.records]
     assert ("delete_run", run["run_id"], "ok") in actions
     assert ("delete_run", run["run_id"], "FAILED_PRECONDITION") in actions
+
+
+ASSISTANT = "durable-execution"
+QUESTION: Any = {"messages": [{"role": "user", "content": "what is a fork?"}]}
+
+
+async def test_interrupt_before_stops_the_run_and_a_null_run_goes_on(
+    sdk: LangGraphClient,
+) -> None:
+    thread = await sdk.threads.create()
+    stopped: Any = await sdk.runs.wait(
+        thread["thread_id"], ASSISTANT, input=QUESTION, interrupt_before=["plan"]
+    )
+    assert stopped["step"] == "analyze"
+    state = await sdk.threads.get_state(thread["thread_id"])
+    assert state["next"] == ["plan"]
+    assert (await sdk.threads.get(thread["thread_id"]))["status"] == "interrupted"
+    # submit(null): no input, no command; the run goes on past the interrupt.
+    done: Any = await sdk.runs.wait(thread["thread_id"], ASSISTANT, input=None)
+    assert done["step"] == "generate"
+    assert (await sdk.threads.get_state(thread["thread_id"]))["next"] == []
+
+
+async def test_a_run_from_an_earlier_checkpoint_forks_the_thread(sdk: LangGraphClient) -> None:
+    thread = await sdk.threads.create()
+    first: Any = await sdk.runs.wait(thread["thread_id"], ASSISTANT, input=QUESTION)
+    history = await sdk.threads.get_history(thread["thread_id"], limit=20)
+    after_analyze: Any = next(h for h in history if h["values"].get("step") == "analyze")  # type: ignore[union-attr]
+    forked: Any = await sdk.runs.wait(
+        thread["thread_id"],
+        ASSISTANT,
+        input=None,
+        checkpoint_id=after_analyze["checkpoint"]["checkpoint_id"],
+    )
+    # plan and generate ran again from there: the same answer, a new branch.
+    assert forked["step"] == "generate"
+    assert forked["messages"][-1]["content"] == first["messages"][-1]["content"]
+    newest: Any = await sdk.threads.get_history(thread["thread_id"], limit=50)
+    assert len(newest) > len(history)
+    # The new branch goes back to the checkpoint it forked from.
+    by_id = {h["checkpoint"]["checkpoint_id"]: h for h in newest}
+    chain, at = [], newest[0]
+    while at is not None and at["parent_checkpoint"]:
+        chain.append(at["checkpoint"]["checkpoint_id"])
+        at = by_id.get(at["parent_checkpoint"]["checkpoint_id"])
+    fork_point = after_analyze["checkpoint"]["checkpoint_id"]
+    assert fork_point in chain
+    # ... and not through the first run's answer: the branch left it.
+    first_answer = history[0]["checkpoint"]["checkpoint_id"]
+    assert first_answer not in chain
+
+
+async def test_a_command_with_update_and_goto(sdk: LangGraphClient) -> None:
+    thread = await sdk.threads.create()
+    await sdk.runs.wait(thread["thread_id"], ASSISTANT, input=QUESTION)
+    went: Any = await sdk.runs.wait(
+        thread["thread_id"],
+        ASSISTANT,
+        command={"update": {"step": "plan"}, "goto": "generate"},
+    )
+    assert went["step"] == "generate"
+    runs = await sdk.runs.list(thread["thread_id"])
+    assert [r["status"] for r in runs] == ["success", "success"]

@@ -47,14 +47,7 @@ log = logging.getLogger(__name__)
 
 STRATEGIES: Final = ("reject", "interrupt", "rollback", "enqueue")
 # What LangGraph's runs take that turnkeeper does not do yet (docs/langgraph-api.md).
-NOT_YET: Final = (
-    "checkpoint",
-    "checkpoint_id",
-    "interrupt_before",
-    "interrupt_after",
-    "after_seconds",
-    "webhook",
-)
+NOT_YET: Final = ("after_seconds", "webhook")
 KEEPALIVE_SECONDS: Final = 15.0
 # How many of a thread's newest runs are looked through for the interrupted one.
 PARKED_LOOKBACK: Final = 100
@@ -82,12 +75,9 @@ async def start_run(
             422, f"{', '.join(given)}: not supported by turnkeeper yet (docs/langgraph-api.md)"
         )
     command = field(body, "command", dict)
-    if command and (command.get("update") is not None or command.get("goto")):
-        raise ApiError(
-            422, "command update and goto are not supported by turnkeeper yet; resume is"
-        )
     if command and body.get("input") is not None:
         raise ApiError(422, "send input or a command, not both")
+    options = run_options(body, command)
     try:
         modes_of(body.get("stream_mode"))
     except ValueError as exc:
@@ -119,12 +109,16 @@ async def start_run(
         if any(record.metadata.get(k) != v for k, v in tagged.items()):
             await deps.engine.threads.update_metadata(thread_id, tagged)
 
-    if command and "resume" in command:
-        # At most one turn of a thread is live; queued ones may be newer.
-        recent = await deps.engine.threads.turns(thread_id, limit=PARKED_LOOKBACK)
-        parked = [t for t in recent if t.state == PARKED]
+    # At most one turn of a thread is live; queued ones may be newer.
+    recent = await deps.engine.threads.turns(thread_id, limit=PARKED_LOOKBACK)
+    parked = [t for t in recent if t.state == PARKED]
+    resume_only = bool(command) and set(command or {}) == {"resume"}
+    # A run with no input and no command on an interrupted thread goes on with it
+    # (useStream's submit(null)); with a resume it answers the interrupt.
+    if resume_only or (parked and body.get("input") is None and not command and not options):
         if not parked:
             raise ApiError(409, f"thread {thread_id} has no interrupted run to resume")
+        command = command or {"resume": None}
         run_id = parked[0].turn_id
         start_after = parked[0].last_seq
         await deps.relay.call(
@@ -143,6 +137,9 @@ async def start_run(
             "background": True,
             "multitask_strategy": strategy,
         }
+        if options:
+            # Journaled with the run, so a re-drive runs it the same way.
+            params["run"] = options
         started = await deps.relay.call(caller, agent, auth.JSONRPC_CREATE, params)
         if not isinstance(started, dict) or not started.get("turn_id"):
             raise ApiError(409, f"thread {thread_id} has nothing to run: send input")
@@ -150,6 +147,36 @@ async def start_run(
     if turn is None:  # erased between its start and here
         raise not_found(f"run {run_id}")
     return turn, body, start_after
+
+
+def run_options(body: dict[str, Any], command: dict[str, Any] | None) -> dict[str, Any]:
+    """What the agent journals beside the input: a Command with update or goto (a
+    resume alone answers the parked run instead), a checkpoint to start from (a
+    fork), static interrupts."""
+    options: dict[str, Any] = {}
+    if command and set(command) != {"resume"}:
+        unknown = sorted(set(command) - {"resume", "update", "goto"})
+        if unknown:
+            raise ApiError(422, f"command takes resume, update and goto, not {', '.join(unknown)}")
+        options["command"] = {k: v for k, v in command.items() if v is not None}
+    checkpoint = body.get("checkpoint")
+    checkpoint_id = body.get("checkpoint_id") or (
+        checkpoint.get("checkpoint_id") if isinstance(checkpoint, dict) else None
+    )
+    if checkpoint_id is not None:
+        if not isinstance(checkpoint_id, str):
+            raise ApiError(422, "checkpoint_id must be a string")
+        options["checkpoint_id"] = checkpoint_id
+    for name in ("interrupt_before", "interrupt_after"):
+        value = body.get(name)
+        if value in (None, []):
+            continue
+        if value != "*" and (
+            not isinstance(value, list) or not all(isinstance(v, str) for v in value)
+        ):
+            raise ApiError(422, f"{name} must be '*' or a list of node names")
+        options[name] = value
+    return options
 
 
 def _locations(turn: TurnRecord, modes: Any) -> dict[str, str]:

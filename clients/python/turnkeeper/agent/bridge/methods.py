@@ -21,8 +21,10 @@ from turnkeeper.agent.bridge.graph_api import GraphApi
 from turnkeeper.agent.bridge.intent import (
     INTENT_KEY,
     REGENERATE_INPUT,
+    RunIntent,
     has_pending_work,
     is_reserved,
+    parse_run,
     regenerate_point,
     thread_config,
 )
@@ -170,8 +172,19 @@ class Methods:
         if payload is None and given_thread_id is None:
             raise invalid_params("input null continues a thread: thread_id is required")
         thread_id = given_thread_id or uuid.uuid4().hex
+        intent: RunIntent | None = None
+        if params.get("run") is not None:
+            if regenerate:
+                raise invalid_params("regenerate takes no run options")
+            try:
+                intent = parse_run(params["run"], payload)
+            except ValueError as exc:
+                raise invalid_params(str(exc)) from None
+        journaled: Any = REGENERATE_INPUT if regenerate else payload
+        if intent is not None:
+            journaled = intent.journaled()
         try:
-            value = py_to_value(REGENERATE_INPUT if regenerate else payload)
+            value = py_to_value(journaled)
         except Exception as exc:
             raise invalid_params(f"input is not JSON data: {exc}") from None
         if not self.accepting:
@@ -187,7 +200,11 @@ class Methods:
                     message,
                     {"code": "FAILED_PRECONDITION", "message": message},
                 )
-        elif payload is None and await self._nothing_to_continue(thread_id, given_turn_id):
+        elif (
+            payload is None
+            and (intent is None or not (intent.command or intent.checkpoint_id))
+            and await self._nothing_to_continue(thread_id, given_turn_id)
+        ):
             return Reply({"turn_id": None, "thread_id": thread_id, "status": "completed"})
         start = turns_pb2.StartTurnRequest(
             turn_id=turn_id,

@@ -41,7 +41,7 @@ from langgraph.types import Command, Interrupt
 from turnkeeper.agent.bridge._convert import py_to_value, to_jsonable, value_to_py
 from turnkeeper.agent.bridge.boundary import BoundarySaver
 from turnkeeper.agent.bridge.events import FENCED, EventCapture, EventLog
-from turnkeeper.agent.bridge.intent import is_regenerate, regenerate_point
+from turnkeeper.agent.bridge.intent import RunIntent, is_regenerate, regenerate_point, run_intent
 from turnkeeper.agent.reposition import at_checkpoint
 from turnkeeper.agent.saver import durable_config, durable_run_kwargs
 from turnkeeper.client import AsyncTurnkeeperClient
@@ -316,6 +316,8 @@ class Execution:
                     raise NothingToRegenerate(f"thread {turn.thread_id} has no run to regenerate")
                 log.info("%s: regenerating from checkpoint %s", self._tag(), entry)
                 return None, at_checkpoint(config, entry)
+            if (intent := run_intent(journaled)) is not None:
+                return self._run_start(intent, config)
             if journaled is None:
                 return None, config  # continue the thread from its latest checkpoint
             return self.runtime.input_mapper(journaled), config
@@ -330,6 +332,22 @@ class Execution:
                 return Command(resume=value), config
         return None, config
 
+    def _run_start(self, intent: RunIntent, config: RunnableConfig) -> tuple[Any, RunnableConfig]:
+        """A LangGraph API run's start: from its checkpoint (a fork) when it names one,
+        with its Command or its input."""
+        if intent.checkpoint_id:
+            config = at_checkpoint(config, intent.checkpoint_id)
+        if intent.command:
+            return Command(**intent.command), config
+        if intent.input is None:
+            return None, config
+        return self.runtime.input_mapper(intent.input), config
+
+    def _stream_kwargs(self) -> dict[str, Any]:
+        """The run's own astream options (static interrupts), for every execution."""
+        intent = run_intent(value_to_py(self.assignment.turn.input))
+        return {} if intent is None else intent.stream_kwargs()
+
     async def _drive(self, events: EventLog) -> None:
         graph = self.runtime.graph
         config = self._config(events)
@@ -337,12 +355,14 @@ class Execution:
         interrupts: list[Interrupt] = []
         try:
             graph_input, config = await self._start_point(config)
+            static = self._stream_kwargs()
             async for mode, chunk in graph.astream(
                 graph_input,
                 config,
                 # "messages" makes chat models stream, so tokens reach the callbacks.
                 stream_mode=["values", "updates", "messages"],
                 output_keys=graph.output_channels,
+                **static,
                 **durable_run_kwargs(),
             ):
                 if mode == "values":
@@ -375,6 +395,18 @@ class Execution:
                 events=await events.close(("error", error)),
             )
             return
+        if not interrupts and static:
+            # Stopped by interrupt_before/after with nodes still to run: the run
+            # waits for a person as at an interrupt() (LangGraph's "interrupted").
+            state = await graph.aget_state(self._config(events))
+            if state.next:
+                value = {"when": "static", "next": list(state.next)}
+                interrupts = [
+                    Interrupt(
+                        value=value,
+                        id=f"static:{state.config['configurable'].get('checkpoint_id')}",
+                    )
+                ]
         if interrupts:
             await self._park(events, interrupts)
         else:

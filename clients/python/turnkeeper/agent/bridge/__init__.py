@@ -57,6 +57,11 @@ none is held up by a running turn. These methods and their fields are stable:
     and ``max_run_time`` / ``park_expiry`` in seconds (the turn's deadlines; unset:
     the service's defaults).
 
+    ``run`` (the LangGraph API's run options, journaled with the input so every
+    execution runs the same way; :class:`~turnkeeper.agent.bridge.intent.RunIntent`):
+    ``{command?: {resume?, update?, goto?}, checkpoint_id?, interrupt_before?,
+    interrupt_after?}``; a run stopped by a static interrupt parks.
+
 ``responses/turnStatus`` ``{turn_id}``
     Result: ``{turn_id, status, attempts, last_seq, error}``, status one of the
     contract's lower-case words ``running``, ``parked``, ``done``, ``failed``,
@@ -75,6 +80,10 @@ none is held up by a running turn. These methods and their fields are stable:
     ``interrupt()`` returns in the graph) through the service's ResumeDetached.
     Result: ``{turn_id, status, dispatched}``; ``dispatched`` false means no
     replica took the turn yet; it runs when one does.
+
+``langgraph/describe``, ``langgraph/state``, ``langgraph/history``, ``langgraph/updateState``
+    The graph's description and a thread's state, history and edits, for the
+    service's LangGraph API (:mod:`turnkeeper.agent.bridge.graph_api`).
 
 ``turnkeeper/execute`` ``{turn_id, attempt, reason}``
     Internal: how the service hands a replica a turn (``reason`` ``resume``,

@@ -28,6 +28,8 @@ class ThreadRecord:
 
 
 _COLUMNS = "thread_id, metadata, created_at, updated_at"
+# Rows read at a time by a search that filters on metadata.
+_CHUNK = 500
 
 
 def _record(row: Any) -> ThreadRecord:
@@ -106,18 +108,37 @@ def search(
     offset: int,
 ) -> list[ThreadRecord]:
     """Threads with a row whose metadata holds every key of `metadata` with its value,
-    newest first (updated_at); `ids` narrows to those threads."""
-    rows = conn.execute(
-        f"SELECT {_COLUMNS} FROM main.threads ORDER BY updated_at DESC, thread_id"
-    ).fetchall()
-    out = []
-    for row in rows:
-        record = _record(row)
-        if ids is not None and record.thread_id not in ids:
-            continue
-        if all(record.metadata.get(k) == v for k, v in metadata.items()):
+    newest first (updated_at); `ids` narrows to those threads. Without a metadata
+    filter the page is the database's (LIMIT/OFFSET); with one, rows are read a
+    chunk at a time and matched here (metadata is JSON text on both backends)."""
+    where, params = "", []
+    if ids is not None:
+        if not ids:
+            return []
+        where = f" WHERE thread_id IN ({', '.join('?' for _ in ids)})"
+        params = list(ids)
+    order = f"SELECT {_COLUMNS} FROM main.threads{where} ORDER BY updated_at DESC, thread_id"
+    if not metadata:
+        rows = conn.execute(f"{order} LIMIT ? OFFSET ?", (*params, limit, offset)).fetchall()
+        return [_record(r) for r in rows]
+    out: list[ThreadRecord] = []
+    skipped, start = 0, 0
+    while len(out) < limit:
+        rows = conn.execute(f"{order} LIMIT ? OFFSET ?", (*params, _CHUNK, start)).fetchall()
+        for row in rows:
+            record = _record(row)
+            if not all(record.metadata.get(k) == v for k, v in metadata.items()):
+                continue
+            if skipped < offset:
+                skipped += 1
+                continue
             out.append(record)
-    return out[offset : offset + limit]
+            if len(out) == limit:
+                break
+        if len(rows) < _CHUNK:
+            break
+        start += _CHUNK
+    return out
 
 
 def delete(tx: Tx, thread_id: str) -> int:

@@ -33,6 +33,8 @@ from turnkeeper_server.web.langgraph.stream import Translator
 
 DELETE_THREAD: Final = "/turnkeeper.v1.CheckpointService/DeleteThread"
 COPY_THREAD: Final = "/turnkeeper.v1.CheckpointService/CopyThread"
+# Thread ids one search may name.
+MAX_IDS: Final = 1000
 # How far back a thread's newest state is looked for in its newest run's events.
 _TAIL: Final = 64
 
@@ -116,6 +118,8 @@ async def _search(request: web.Request, caller: Caller | None, deps: Deps) -> li
     limit, offset = limit_offset(body)
     metadata = field(body, "metadata", dict, {})
     ids = field(body, "ids", list)
+    if ids is not None and (len(ids) > MAX_IDS or not all(isinstance(i, str) for i in ids)):
+        raise ApiError(422, f"ids must be a list of at most {MAX_IDS} thread ids")
     status = field(body, "status", str)
     records = await deps.engine.threads.search(
         metadata=metadata, ids=ids, limit=1000 if status else limit, offset=0 if status else offset

@@ -41,9 +41,11 @@ from bench.common import (
     fmt_ms,
     fmt_rate,
     fmt_ratio,
+    free_port,
     median,
     paired_ratio,
     scratch_dir,
+    stop_process,
 )
 
 RESTATE_BIN = REPO_BENCH / "node_modules" / ".bin" / "restate-server"
@@ -106,12 +108,6 @@ def restate_missing() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def _wait_http(url: str, timeout: float, proc: subprocess.Popen[bytes]) -> None:
     import httpx
 
@@ -140,20 +136,10 @@ def _wait_port(port: int, timeout: float, proc: subprocess.Popen[bytes]) -> None
     raise RuntimeError(f"nothing listens on port {port} after {timeout:g} s")
 
 
-def _stop(proc: subprocess.Popen[bytes]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @contextmanager
 def restate_ingress(data_dir: Path) -> Iterator[str]:
     """A restate-server and the Turn service registered with it; yields the ingress URL."""
-    ingress, admin, node, service_port = (_free_port() for _ in range(4))
+    ingress, admin, node, service_port = (free_port() for _ in range(4))
     config = data_dir / "restate.toml"
     config.write_text(
         "\n".join(
@@ -217,8 +203,8 @@ def restate_ingress(data_dir: Path) -> Iterator[str]:
         tail = (data_dir / "restate.log").read_bytes()[-2000:].decode(errors="replace")
         raise RuntimeError(f"{exc}; restate log: {tail}") from exc
     finally:
-        _stop(service)
-        _stop(server)
+        stop_process(service)
+        stop_process(server)
 
 
 @contextmanager

@@ -16,7 +16,6 @@ from __future__ import annotations
 
 import asyncio
 import os
-import socket
 import subprocess
 import sys
 import time
@@ -35,9 +34,11 @@ from bench.common import (
     fmt_ms,
     fmt_rate,
     fmt_ratio,
+    free_port,
     median,
     nats_server,
     scratch_dir,
+    stop_process,
 )
 
 EXAMPLE = REPO_BENCH.parent / "examples" / "threadplane"
@@ -46,12 +47,6 @@ ASSISTANT = "durable-execution"
 MODES: Any = ["values", "updates"]
 QUESTION: dict[str, Any] = {"messages": [{"role": "user", "content": "how fast?"}]}
 CACHE = Path.home() / ".cache" / "turnkeeper-bench" / "langgraph-dev"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def langgraph_executable() -> Path:
@@ -74,6 +69,14 @@ def langgraph_executable() -> Path:
     return exe
 
 
+def _spawn(
+    args: list[str], env: dict[str, str], log_path: Path, cwd: Path | None = None
+) -> subprocess.Popen[Any]:
+    """A child whose output goes to `log_path`."""
+    with log_path.open("w") as log:
+        return subprocess.Popen(args, cwd=cwd, env=env, stdout=log, stderr=subprocess.STDOUT)
+
+
 def _wait_ok(url: str, proc: subprocess.Popen[Any], timeout: float = 120) -> None:
     import httpx
 
@@ -90,20 +93,10 @@ def _wait_ok(url: str, proc: subprocess.Popen[Any], timeout: float = 120) -> Non
     raise RuntimeError(f"{url} did not answer /ok in {timeout:g} s")
 
 
-def _stop(proc: subprocess.Popen[Any]) -> None:
-    if proc.poll() is None:
-        proc.terminate()
-        try:
-            proc.wait(20)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
-
-
 @contextmanager
 def turnkeeper_api(data_dir: Path) -> Iterator[str]:
     """The service (SQLite, its HTTP port) and the graph hosted by `turnkeeper agent`."""
-    port = _free_port()
+    port = free_port()
     with (
         nats_server() as nats_url,
         ServerProcess(data_dir, nats_url, args=["--http-port", str(port)]) as server,
@@ -115,20 +108,17 @@ def turnkeeper_api(data_dir: Path) -> Iterator[str]:
             "TURNKEEPER_REPLICA": "bench",
             "TURNKEEPER_HEALTH_LISTEN": "127.0.0.1:0",
         }
-        log = open(data_dir / "host.log", "w")  # noqa: SIM115 - the child owns it
-        host = subprocess.Popen(
+        host = _spawn(
             [sys.executable, "-m", "turnkeeper.agent.host", str(CONFIG)],
-            env=env,
-            stdout=log,
-            stderr=subprocess.STDOUT,
+            env,
+            data_dir / "host.log",
         )
-        log.close()
         url = f"http://127.0.0.1:{port}"
         try:
             _wait_announced(url, host)
             yield url
         finally:
-            _stop(host)
+            stop_process(host)
 
 
 def _wait_announced(url: str, proc: subprocess.Popen[Any], timeout: float = 60) -> None:
@@ -147,14 +137,13 @@ def _wait_announced(url: str, proc: subprocess.Popen[Any], timeout: float = 60) 
 
 @contextmanager
 def langgraph_dev(data_dir: Path) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     env = {
         **os.environ,
         "LANGGRAPH_CLI_NO_ANALYTICS": "1",
         "LANGSMITH_TRACING": "false",
     }
-    log = open(data_dir / "langgraph-dev.log", "w")  # noqa: SIM115 - the child owns it
-    proc = subprocess.Popen(
+    proc = _spawn(
         [
             str(langgraph_executable()),
             "dev",
@@ -165,18 +154,16 @@ def langgraph_dev(data_dir: Path) -> Iterator[str]:
             "--no-browser",
             "--no-reload",
         ],
+        env,
+        data_dir / "langgraph-dev.log",
         cwd=EXAMPLE,
-        env=env,
-        stdout=log,
-        stderr=subprocess.STDOUT,
     )
-    log.close()
     url = f"http://127.0.0.1:{port}"
     try:
         _wait_ok(url, proc)
         yield url
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 # -- one streamed run, three ways ---------------------------------------------------------

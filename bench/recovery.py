@@ -19,7 +19,6 @@ import importlib.util
 import json
 import os
 import signal
-import socket
 import sys
 import time
 import uuid
@@ -38,6 +37,7 @@ from bench.common import (
     ServerProcess,
     Size,
     fmt_ms,
+    free_port,
     median,
     nats_server,
     scratch_dir,
@@ -46,12 +46,6 @@ from bench.common import (
 AGENT = "benchagent"
 REPLICA = "bench-replica"
 SUBJECT = f"vystak.default.agents.{AGENT}.tasks"
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 class Watch:
@@ -185,10 +179,10 @@ async def _one(service: str, nats_url: str, count: int, log: Path) -> list[float
         await nc.subscribe("vystak.turn.events.>", cb=watch.on_event)
         await nc.flush()
         turn_ids = [f"rec-{uuid.uuid4().hex[:12]}" for _ in range(count)]
-        port = _free_port()
+        port = free_port()
         # The replacement imports while the first agent runs; its bridge starts at go.
         async with (
-            agent(service, nats_url, _free_port(), log) as first,
+            agent(service, nats_url, free_port(), log) as first,
             agent(service, nats_url, port, log, warm=True) as second,
         ):
             await _line(first, b"ready")

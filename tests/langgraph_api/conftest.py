@@ -41,7 +41,7 @@ async def host(
         service=service.address,
         nats_url=nats_server.url,
         replica="lg-1",
-        extra_env={"THREADPLANE_STEP_DELAY": "0.05"},
+        step_delay=0.05,
     )
     try:
         yield agent

@@ -85,7 +85,7 @@ async def test_a_js_stream_outlives_a_sigkill_of_its_agent(
         "service": service.address,
         "nats_url": nats_server.url,
         "replica": "lg-js-crash",
-        "extra_env": {"THREADPLANE_STEP_DELAY": "1.0"},
+        "step_delay": 1.0,
     }
     hosts: list[Agent] = [await start_host(THREADPLANE, **spawn)]
     proc = await node(sdk_package, api_url, "stream")

@@ -119,7 +119,7 @@ async def test_the_panel_survives_a_sigkill_during_plan(
         "service": service.address,
         "nats_url": nats_server.url,
         "replica": "lg-panel",
-        "extra_env": {"THREADPLANE_STEP_DELAY": "1.0"},
+        "step_delay": 1.0,
     }
     hosts: list[Agent] = [await start_host(GRAPHS, **spawn)]
     try:

@@ -73,7 +73,7 @@ async def test_a_streamed_run_survives_a_sigkill_of_its_agent(
         "service": service.address,
         "nats_url": nats_server.url,
         "replica": "lg-crash",
-        "extra_env": {"THREADPLANE_STEP_DELAY": "1.0"},
+        "step_delay": 1.0,
     }
     first: Agent = await start_host(THREADPLANE, **spawn)
     hosts = [first]

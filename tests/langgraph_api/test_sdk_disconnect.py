@@ -54,7 +54,7 @@ async def test_a_client_gone_cancels_only_when_asked(
         service=service.address,
         nats_url=nats_server.url,
         replica="lg-leave",
-        extra_env={"THREADPLANE_STEP_DELAY": "1.0"},
+        step_delay=1.0,
     )
     sdk = get_client(url=api_url)
     try:

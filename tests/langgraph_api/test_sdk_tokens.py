@@ -54,7 +54,7 @@ async def secured_host(
         nats_url=nats_server.url,
         replica="lg-secure",
         token=tokens["agent"],
-        extra_env={"THREADPLANE_STEP_DELAY": "0.05"},
+        step_delay=0.05,
     )
     try:
         yield agent

@@ -21,9 +21,13 @@ async def spawn_host(
     nats_url: str,
     replica: str,
     token: str | None = None,
+    step_delay: float | None = None,
     extra_env: dict[str, str] | None = None,
 ) -> Agent:
-    """Start the host; `await agent.wait_line(startup_done)` before using it."""
+    """Start the host; `await agent.wait_line(startup_done)` before using it.
+    `step_delay`: seconds each node of the example graphs takes (a window mid-step)."""
+    if step_delay is not None:
+        extra_env = {**(extra_env or {}), "THREADPLANE_STEP_DELAY": str(step_delay)}
     env = {
         **os.environ,
         "TURNKEEPER_ADDRESS": service,

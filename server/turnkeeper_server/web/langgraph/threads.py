@@ -8,6 +8,7 @@ import uuid
 from typing import Any, Final
 
 from aiohttp import web
+from turnkeeper.thread_state import empty_thread_state
 
 from turnkeeper_server import audit as audit_log
 from turnkeeper_server.records import TurnRecord
@@ -201,7 +202,9 @@ async def state(request: web.Request, caller: Caller | None, deps: Deps) -> web.
     if checkpoint_id:
         params["checkpoint_id"] = checkpoint_id
     answer = await _graph_call(request, caller, deps, auth.JSONRPC_GRAPH_STATE, params)
-    return json_response(answer if answer is not None else _empty(thread_id_of(request)))
+    return json_response(
+        answer if answer is not None else empty_thread_state(thread_id_of(request))
+    )
 
 
 async def update_state(
@@ -244,18 +247,3 @@ async def history(request: web.Request, caller: Caller | None, deps: Deps) -> we
         params["checkpoint_id"] = checkpoint_id
     answer = await _graph_call(request, caller, deps, auth.JSONRPC_GRAPH_HISTORY, params)
     return json_response(answer if answer is not None else [])
-
-
-def _empty(thread_id: str) -> dict[str, Any]:
-    return {
-        "values": {},
-        "next": [],
-        "tasks": [],
-        "metadata": {},
-        "created_at": None,
-        "checkpoint": {"thread_id": thread_id, "checkpoint_ns": "", "checkpoint_id": None},
-        "parent_checkpoint": None,
-        "checkpoint_id": None,
-        "parent_checkpoint_id": None,
-        "interrupts": [],
-    }

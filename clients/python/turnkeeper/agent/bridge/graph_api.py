@@ -31,6 +31,7 @@ from langgraph.types import StateSnapshot
 from turnkeeper.agent.bridge._convert import to_jsonable
 from turnkeeper.agent.bridge.jsonrpc import Reply, Request, invalid_params
 from turnkeeper.agent.bridge.runtime import AnyGraph
+from turnkeeper.thread_state import empty_thread_state
 
 DESCRIBE: Final = "langgraph/describe"
 STATE: Final = "langgraph/state"
@@ -94,27 +95,6 @@ def snapshot_json(snapshot: StateSnapshot) -> dict[str, Any]:
         "checkpoint_id": checkpoint and checkpoint["checkpoint_id"],
         "parent_checkpoint_id": parent and parent["checkpoint_id"],
         "interrupts": [_interrupt(i) for i in snapshot.interrupts],
-    }
-
-
-def empty_state(thread_id: str) -> dict[str, Any]:
-    """A thread with no checkpoint yet, as LangGraph's server answers for it."""
-    return {
-        "values": {},
-        "next": [],
-        "tasks": [],
-        "metadata": {},
-        "created_at": None,
-        "checkpoint": {
-            "thread_id": thread_id,
-            "checkpoint_ns": "",
-            "checkpoint_id": None,
-            "checkpoint_map": None,
-        },
-        "parent_checkpoint": None,
-        "checkpoint_id": None,
-        "parent_checkpoint_id": None,
-        "interrupts": [],
     }
 
 
@@ -186,7 +166,7 @@ class GraphApi:
         if snapshot.config is None or not snapshot.config.get("configurable", {}).get(
             "checkpoint_id"
         ):
-            return Reply(empty_state(thread_id))
+            return Reply(empty_thread_state(thread_id))
         return Reply(snapshot_json(snapshot))
 
     async def history(self, request: Request) -> Reply:

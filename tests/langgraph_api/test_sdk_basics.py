@@ -11,6 +11,8 @@ from langgraph.pregel.remote import RemoteGraph
 from langgraph_sdk.client import LangGraphClient
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
+from turnkeeper_server.records import EventRecord
+from turnkeeper_server.web.langgraph.stream import Translator
 
 from tests.support.agents import Agent
 
@@ -130,3 +132,14 @@ async def test_remote_graph_invokes_and_streams_a_hosted_graph(api_url: str, hos
     assert nodes == ["analyze", "plan", "generate"]
     # The thread it ran on holds the state it answered with.
     assert (await remote.aget_state(thread)).values == out
+
+
+def test_a_truncated_values_event_sends_no_state() -> None:
+    """An event over the size limit is journaled as its size alone: no part, rather
+    than a client told the state is None."""
+    translator = Translator("r1", frozenset({"values"}))
+    whole = EventRecord("r1", 1, 0, "values", '{"values": {"step": "plan"}}', 0.0)
+    cut = EventRecord("r1", 2, 0, "values", '{"truncated": true, "bytes": 300000}', 0.0)
+    assert translator.parts(whole) == [("values", {"step": "plan"})]
+    assert translator.parts(cut) == []
+    assert translator.outcome() == {"step": "plan"}

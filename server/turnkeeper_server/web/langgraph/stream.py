@@ -94,6 +94,10 @@ class Translator:
         return list(handler(data))
 
     def _on_values(self, data: dict[str, Any]) -> Iterable[Part]:
+        if "values" not in data:
+            # Over the event size limit, journaled truncated: the state is not in
+            # it. Nothing is sent rather than a wrong state; get_state has it whole.
+            return
         self.values = data.get("values")
         self.saw_values = True
         self._message = None

@@ -31,9 +31,13 @@ async def test_interrupt_then_resume(sdk: LangGraphClient) -> None:
     parts = [
         p
         async for p in sdk.runs.stream(
-            thread["thread_id"], APPROVAL, input=TOPIC, stream_mode=["values", "updates"]
+            thread["thread_id"],
+            APPROVAL,
+            input=TOPIC,
+            stream_mode=["values", "updates", "custom"],
         )
     ]
+    assert [p.data for p in parts if p.event == "custom"] == [{"progress": "drafting"}]
     interrupts = [
         p.data["__interrupt__"] for p in parts if p.event == "updates" and "__interrupt__" in p.data
     ]

@@ -1,10 +1,12 @@
-"""A graph that stops for a person: `draft` writes, `review` calls interrupt() and
-keeps the draft only if the answer approves it."""
+"""A graph that stops for a person: `draft` writes (and reports progress on the
+`custom` stream), `review` calls interrupt() and keeps the draft only if the answer
+approves it."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from langgraph.config import get_stream_writer
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 from typing_extensions import TypedDict
@@ -17,6 +19,8 @@ class ApprovalState(TypedDict, total=False):
 
 
 def draft(state: ApprovalState) -> ApprovalState:
+    # A `custom` stream part, as a node reporting progress writes one.
+    get_stream_writer()({"progress": "drafting"})
     return {"draft": f"a draft about {state.get('topic', 'nothing')}"}
 
 

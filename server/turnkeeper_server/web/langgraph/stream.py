@@ -27,6 +27,7 @@ event                     parts
 ``interrupt``             ``updates``: ``{"__interrupt__": [...]}``; ``values``: the
                           last state with ``__interrupt__``
 ``final``                 ``values``: the output, when no ``values`` event came
+``custom``                ``custom``: what the graph wrote with ``get_stream_writer()``
 ``error``, ``turn.failed``  ``error``: ``{error, message}``
 ========================  ===========================================================
 
@@ -129,6 +130,10 @@ class Translator:
             yield "messages", [chunk, {"langgraph_node": node, "run_id": self.run_id}]
         if "messages" in self.modes:
             yield "messages/partial", [{"type": "ai", "content": so_far, "id": message_id}]
+
+    def _on_custom(self, data: dict[str, Any]) -> Iterable[Part]:
+        if "custom" in self.modes:
+            yield "custom", data.get("data")
 
     def _on_interrupt(self, data: dict[str, Any]) -> Iterable[Part]:
         described = {"value": data.get("value"), "id": data.get("id")}

@@ -23,6 +23,9 @@ Event types and their ``data``:
 - ``interrupt`` ``{id, value}``: the graph called ``interrupt(value)``; the turn parks;
 - ``values`` ``{values}``: the graph's state, before each checkpoint (on a bridge
   serving the LangGraph API, ``BridgeConfig.langgraph_api``);
+- ``custom`` ``{data}``: what the graph wrote with ``get_stream_writer()`` (on a
+  bridge serving the LangGraph API; read from the stream, so a crash right after
+  its step's checkpoint can lose it);
 - ``final`` ``{output}``: the graph's output; the service then appends ``turn.done``;
 - ``error`` ``{type, message}``: the graph raised; the service then appends
   ``turn.failed``.

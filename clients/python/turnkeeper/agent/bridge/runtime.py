@@ -36,7 +36,7 @@ from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
-from langgraph.types import Command, Interrupt
+from langgraph.types import Command, Interrupt, StreamMode
 
 from turnkeeper.agent.bridge._convert import py_to_value, to_jsonable, value_to_py
 from turnkeeper.agent.bridge.boundary import BoundarySaver
@@ -343,6 +343,11 @@ class Execution:
             return None, config
         return self.runtime.input_mapper(intent.input), config
 
+    def _stream_modes(self) -> list[StreamMode]:
+        modes: list[StreamMode] = ["values", "updates", "messages"]
+        # The LangGraph API's `custom` parts: only where a client can ask for them.
+        return [*modes, "custom"] if self.runtime.langgraph_api else modes
+
     def _stream_kwargs(self) -> dict[str, Any]:
         """The run's own astream options (static interrupts), for every execution."""
         intent = run_intent(value_to_py(self.assignment.turn.input))
@@ -360,7 +365,7 @@ class Execution:
                 graph_input,
                 config,
                 # "messages" makes chat models stream, so tokens reach the callbacks.
-                stream_mode=["values", "updates", "messages"],
+                stream_mode=self._stream_modes(),
                 output_keys=graph.output_channels,
                 **static,
                 **durable_run_kwargs(),
@@ -369,6 +374,11 @@ class Execution:
                     values = chunk
                 elif mode == "updates" and isinstance(chunk, dict) and _INTERRUPT_KEY in chunk:
                     interrupts.extend(chunk[_INTERRUPT_KEY])
+                elif mode == "custom":
+                    # What the graph wrote with get_stream_writer(). Read here, after
+                    # the fact: it may land after its step's checkpoint, so a crash
+                    # right then loses it (never repeats it; docs/langgraph-api.md).
+                    events.emit("custom", {"data": to_jsonable(chunk, whole=True)})
         except asyncio.CancelledError:
             raise
         except FENCED as exc:

@@ -102,10 +102,14 @@ async def test_a_steps_writes_and_checkpoint_commit_in_one_transaction(
 
     assert [(a.id, a.WhichOneof("result")) for a in frame.batch] == [(1, "writes"), (2, "put")]
     # Both in one transaction (on SQLite a write of the reaper's may share it).
-    ours = [t for t in transactions if any(op in ("_one", "Checkpoints._together") for op in t)]
+    ours = [
+        t
+        for t in transactions
+        if any(op in ("Checkpoints._one", "Checkpoints._together") for op in t)
+    ]
     assert len(ours) == 1, transactions
     if backend == "sqlite":
-        assert ours[0].count("_one") == 2, transactions
+        assert ours[0].count("Checkpoints._one") == 2, transactions
     else:
         assert ours[0] == ["Checkpoints._together"], transactions
 

@@ -63,6 +63,9 @@ async def test_nats_outage_loses_nothing_and_publishes_each_outbox_id_once(
             pb.AppendEventsRequest(turn_id="before", attempt=0, events=events(1, "token"))
         )
         await got.wait_for(lambda: len(got.messages) == 1)
+        # Received is not yet marked sent: the row leaves the outbox once NATS has
+        # acknowledged it. Stop NATS only after that, or it is counted again below.
+        await asyncio.wait_for(service.outbox.wait_drained(), 30)
 
         nats_server.stop()
         # While NATS is down every RPC still works; events and rewinds pile up.

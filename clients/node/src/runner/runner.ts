@@ -253,7 +253,7 @@ export class TurnRunner {
         continue;
       }
       if (redriven.failedAtCap) {
-        this.log(`turn_id=${turn.turnId}: FAILED at the re-drive cap (attempts ${turn.attempts}); not run again`);
+        this.log(`turn_id=${turn.turnId}: FAILED at the re-drive cap after ${turn.crashesCharged} re-drives; not run again`);
         continue;
       }
       this.runtime.start({ turn, checkpointId: redriven.checkpointId, reason: "startup redrive" });

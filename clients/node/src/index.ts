@@ -25,7 +25,7 @@ export { BoundarySaver } from "./runner/boundary.js";
 export { emitEvent } from "./runner/events.js";
 export { idempotencyKey } from "./runner/execution.js";
 export { TurnRunner, type RunnerConfig, type TurnRunnerOptions, agentSubject, runnerConfigFromEnv } from "./runner/runner.js";
-export { stateFromWire, statusWord } from "./runner/status.js";
+export { contractWord, stateFromWire, stateOfAnswer, statusWord } from "./runner/status.js";
 export { fromValue, toValue, type JsonValue } from "./values.js";
 export * as callerAssertion from "./callerAssertion.js";
 export * as turnsProto from "./gen/turnkeeper/v1/turns_pb.js";

@@ -11,7 +11,16 @@ export {
 } from "./client.js";
 export { type ConnectionOptions, DEFAULT_ADDRESS, connectionFromEnv } from "./connection.js";
 export { Code, ConnectError, codeName, codeOf, isFenced, isRetryable, messageOf } from "./errors.js";
-export { EXIT_CODES, LIVE_STATES, type FollowOptions, type FollowResult, type Frame, followTurn, stateName } from "./follow.js";
+export {
+  EXIT_CODES,
+  FOLLOW_DEFAULTS,
+  LIVE_STATES,
+  type FollowOptions,
+  type FollowResult,
+  type Frame,
+  followTurn,
+  stateName,
+} from "./follow.js";
 export {
   ATTEMPT_KEY,
   DURABILITY,

@@ -10,6 +10,7 @@ Chromium against a real service, real NATS and the pipeline agent as a subproces
 - The sidebar: Analyze, Plan, Generate, a spinner on the active entry, a check on
   completed ones, a circle on the rest, the line between entries done or pending.
 - Retry after a run that ended CANCELLED re-submits the question as a new run.
+- A pending approval and the progress shown stay when the stream breaks.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ from turnkeeper_server.limits import DEFAULT_LIMITS
 
 from tests.support.nats import NatsServer
 from tests.support.pages import open_context, open_page
+from tests.support.relay import Relay
 from tests.support.service import ServiceFactory
 from tests.support.turns import start
 from tests.web.test_chat_browser import Pipelines, answered, ask, chat_url, pipelines, sidebar
@@ -187,4 +189,42 @@ async def test_retry_after_a_cancelled_run_resubmits_the_question_as_a_new_run(
     await expect(page.locator("#chat-error")).to_be_empty()
     await expect(page.locator("#retry")).to_be_hidden()
     assert (await reply.locator(".text").inner_text()).startswith("Answer: ")
+    await page.context.close()
+
+
+async def test_a_pending_approval_and_the_progress_shown_stay_when_the_stream_breaks(
+    browser: Browser, web_service: TurnkeeperServer, pipelines: Pipelines
+) -> None:
+    # The pipeline parks for an approval of its plan before generate.
+    await pipelines.start(approve=True)
+    assert web_service.web is not None
+    relay = Relay(web_service.web.port)
+    await relay.start()
+    try:
+        page = await open_page(
+            browser, f"http://127.0.0.1:{relay.port}/console/chat?agent=pipeline"
+        )
+        await ask(page, "May I see the plan first?")
+        await expect(page.locator("#approval")).to_be_visible()
+        await expect(page.locator("#approval-value")).to_contain_text('"approve"')
+        await expect(page.locator("#chat-status")).to_have_text("parked")
+        assert await sidebar(page) == "complete,active,pending"
+
+        relay.shut()
+        await expect(page.locator("#chat-error")).to_contain_text("interrupted")
+        await expect(page.locator("#check")).to_be_visible()
+        # What the page showed stays: the approval it waits for, and the progress.
+        await expect(page.locator("#approval")).to_be_visible()
+        assert await sidebar(page) == "complete,active,pending"
+        relay.open()
+        await expect(page.locator("#chat-status")).to_have_text("parked")
+
+        await page.click("#approve")
+        await answered(page, 1)
+        await expect(page.locator("#approval")).to_be_hidden()
+        reply = page.locator(".message.agent .text")
+        assert (await reply.inner_text()).startswith("Answer: ")
+        assert await sidebar(page) == "complete,complete,active"
+    finally:
+        await relay.stop()
     await page.context.close()

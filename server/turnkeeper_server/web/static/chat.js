@@ -43,6 +43,7 @@
     interrupted: false,
     follower: null,
     seen: null,          // {seq, attempt} of the last event applied from the run
+    approval: null,      // the value of the run's pending interrupt(), while parked
   };
 
   const $ = (id) => document.getElementById(id);
@@ -68,6 +69,14 @@
     $("retry").hidden = !(chat.offerRetry && !chat.running && chat.lastRequest);
     $("check").hidden = !(chat.interrupted && chat.turnId);
     $("regenerate").hidden = chat.running || !chat.turnId || chat.interrupted;
+  }
+
+  // The run's pending approval: shown from its `interrupt` event until it is answered
+  // or the run moves on; an interrupted stream leaves it shown.
+  function approval(value) {
+    chat.approval = value;
+    $("approval").hidden = value === null;
+    $("approval-value").textContent = value === null ? "" : JSON.stringify(value);
   }
 
   function setError(text, {retry = false, interrupted = false} = {}) {
@@ -125,11 +134,19 @@
       onReset() {
         draft = "";
         chat.seen = null;
+        approval(null);
         reply.querySelector(".text").textContent = "";
       },
       onEvent(e) {
         chat.seen = {seq: e.seq, attempt: e.attempt};
         reply.dataset.lastSeq = String(e.seq);
+        if (e.type === "interrupt") {
+          approval(e.data && "value" in e.data ? e.data.value : e.data);
+          $("chat-status").textContent = "parked";
+        } else if (chat.approval !== null) {
+          approval(null);  // resumed: the run moved on
+          $("chat-status").textContent = "running";
+        }
         if (e.type === "step" && e.data && e.data.update && typeof e.data.update.step === "string") {
           chat.step = e.data.update.step;
           sidebar();
@@ -145,6 +162,7 @@
       onEnd(end) {
         chat.running = false;
         chat.follower = null;
+        if (end.state && end.state !== "PARKED") approval(null);
         if (end.by === "deadline") {
           // Given up waiting, whatever the run does: it may still be going.
           $("chat-status").textContent = "no end in time";
@@ -165,7 +183,7 @@
           $("chat-status").textContent = "connection lost, re-attaching";
           setError("The stream was interrupted; the run may still be going.", {interrupted: true});
         } else if (s === "live") {
-          $("chat-status").textContent = "running";
+          $("chat-status").textContent = chat.approval !== null ? "parked" : "running";
           if (chat.interrupted) setError("");
         }
       },
@@ -215,6 +233,17 @@
     if (chat.running || !chat.lastRequest) return;
     const replies = $("messages").querySelectorAll(".message.agent");
     send(chat.lastRequest, replies[replies.length - 1] || message("agent", ""));
+  });
+
+  $("approve").addEventListener("click", async () => {
+    if (chat.approval === null || !chat.turnId) return;
+    try {
+      await relay("responses/resumeDetached", {turn_id: chat.turnId, resume: {approved: true}});
+      approval(null);
+      $("chat-status").textContent = "running";
+    } catch (e) {
+      setError("Could not approve: " + e.message, {interrupted: chat.interrupted});
+    }
   });
 
   $("stop").addEventListener("click", () => {

@@ -26,17 +26,19 @@ The rules, each one a method:
   id; after one that went out, the last payload goes out as a new run.
 - :meth:`~AgentSession.reload` is retry that leaves the error in place until the new
   run's outcome replaces it.
-- A run whose event stream closes without a terminal event is *interrupted*, never
-  retryable: it may have gone on. :meth:`~AgentSession.check_status` is the read-only
-  look; it clears the error when the run turned out finished, and when it cannot
-  confirm the outcome it says so (:class:`StatusCheck`), never a bare None.
+- A run whose event stream closes without a terminal event is *interrupted*, not
+  ``retryable``: it may have gone on, so a banner offers
+  :meth:`~AgentSession.check_status`, the read-only look; what was shown (the
+  transcript, a pending approval) stays. check_status clears the error when the run
+  turned out finished, and when it cannot confirm the outcome it says so
+  (:class:`StatusCheck`), never a bare None.
 - :meth:`~AgentSession.regenerate` repositions the thread to the entry node, then
   submits None (the agent does both, on ``regenerate: true``).
 - :meth:`~AgentSession.switch_thread` moves to another thread and forgets the last
   payload.
 
-A retried submission reuses its turn id, so an agent that did get it after all
-(StartTurn is idempotent by turn id) runs it once. The session talks to agents through
+A submission retried because it never went out reuses its turn id, so an agent that
+did get it after all (StartTurn is idempotent by turn id) runs it once. The session talks to agents through
 an :class:`AgentTransport` (NATS JSON-RPC: :class:`~turnkeeper.panel.agent_rpc.NatsAgentTransport`).
 """
 

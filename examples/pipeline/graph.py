@@ -26,6 +26,7 @@ from langgraph.checkpoint.base import BaseCheckpointSaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.message import add_messages
 from langgraph.graph.state import CompiledStateGraph
+from langgraph.types import interrupt
 
 from examples.pipeline.model import configured_model, newest_human, text_of
 
@@ -54,10 +55,14 @@ def build_graph(
     *,
     checkpointer: BaseCheckpointSaver[Any] | None = None,
     delay: float = 0.0,
+    approve_plan: bool = False,
 ) -> CompiledStateGraph[PipelineState, None, PipelineState, PipelineState]:
     """The compiled pipeline. ``model`` defaults to :func:`configured_model`;
     ``delay`` seconds are slept at the start of every node (a slow step, for demos
-    and for tests that need a window mid-turn). Nodes are async: run the graph with
+    and for tests that need a window mid-turn). With ``approve_plan`` a person
+    approves the plan before ``generate`` runs: an ``approve`` node parks the run at
+    ``interrupt({"approve": plan})`` (a panel's pending approval); it writes no
+    ``step``, so the sidebar is the same. Nodes are async: run the graph with
     ``ainvoke`` / ``astream``."""
     llm = model if model is not None else configured_model()
 
@@ -97,12 +102,21 @@ def build_graph(
         reply = AIMessage(content=answer, id=f"{question.id}-answer")
         return {"messages": [*stale, reply], "step": "generate"}
 
+    async def approve(state: PipelineState) -> PipelineState:
+        interrupt({"approve": state.get("plan", "")})  # resumed: approved
+        return {}
+
     builder = StateGraph(PipelineState)
     builder.add_node("analyze", analyze)
     builder.add_node("plan", plan)
     builder.add_node("generate", generate)
     builder.add_edge(START, "analyze")
     builder.add_edge("analyze", "plan")
-    builder.add_edge("plan", "generate")
+    if approve_plan:
+        builder.add_node("approve", approve)
+        builder.add_edge("plan", "approve")
+        builder.add_edge("approve", "generate")
+    else:
+        builder.add_edge("plan", "generate")
     builder.add_edge("generate", END)
     return builder.compile(checkpointer=checkpointer)

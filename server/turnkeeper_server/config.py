@@ -66,10 +66,17 @@ class Settings:
     reap_interval: float = 1.0
     max_redrives: int = 3
     # Defaults of the per-turn deadlines the reaper enforces; 0 switches one off.
+    # These are the defaults: `turnkeeper serve`'s flags and the docs take them from
+    # here (decision 195).
     # How long a turn may stay RUNNING between a start or resume and its next park.
+    # On by default: a running turn is a process at work, and a loop or a hung tool
+    # keeps heartbeating, so no lease ends it, and it holds its thread (one live turn
+    # per thread) until something does.
     max_run_seconds: float = 3600.0
-    # How long a turn may stay PARKED waiting for ResumeDetached.
-    park_expiry_seconds: float = 7 * 24 * 3600.0
+    # How long a turn may stay PARKED waiting for ResumeDetached. Off by default: the
+    # contract has no park expiry, a turn waiting for a human waits; an operator may
+    # set one (`--park-expiry`).
+    park_expiry_seconds: float = 0.0
     # How long a finished turn's events (and checkpoint history) are kept; 0: forever.
     retention_seconds: float = 0.0
     # How long a finished turn's row (and everything that still names it) is kept;

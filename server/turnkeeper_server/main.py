@@ -42,9 +42,11 @@ HELP = "run the turnkeeper gRPC service"
 
 def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     env = os.environ.get
+    # The defaults are Settings' own, said once there (decision 195).
+    defaults = Settings(turns_path=Path("turns.db"), sessions_path=Path("sessions.db"))
     parser.add_argument(
         "--listen",
-        default=env("TURNKEEPER_LISTEN", "127.0.0.1:50051"),
+        default=env("TURNKEEPER_LISTEN", defaults.listen),
         help="gRPC listen address (env TURNKEEPER_LISTEN)",
     )
     parser.add_argument(
@@ -74,22 +76,25 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     nats_auth.add_arguments(parser)
     parser.add_argument(
         "--subject-prefix",
-        default=env("TURNKEEPER_SUBJECT_PREFIX", "vystak"),
+        default=env("TURNKEEPER_SUBJECT_PREFIX", defaults.subject_prefix),
         help="NATS subject prefix (env TURNKEEPER_SUBJECT_PREFIX)",
     )
     parser.add_argument(
         "--namespace",
-        default=env("TURNKEEPER_NAMESPACE", "default"),
+        default=env("TURNKEEPER_NAMESPACE", defaults.namespace),
         help="agent subject namespace (env TURNKEEPER_NAMESPACE)",
     )
     parser.add_argument(
         "--lease-seconds",
         type=float,
-        default=float(env("TURNKEEPER_LEASE_SECONDS", "15")),
+        default=float(env("TURNKEEPER_LEASE_SECONDS", str(defaults.lease_seconds))),
         help="executor lease without a heartbeat (env TURNKEEPER_LEASE_SECONDS)",
     )
     parser.add_argument(
-        "--max-redrives", type=int, default=3, help="re-drives before an orphaned turn is FAILED"
+        "--max-redrives",
+        type=int,
+        default=defaults.max_redrives,
+        help="re-drives before an orphaned turn is FAILED (default %(default)s)",
     )
     parser.add_argument(
         "--status-cache-turns",
@@ -97,7 +102,9 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         default=CACHED_TURNS,
         help="SQLite: turns whose TurnStatus is kept in memory, exact (decision 148); 0: none",
     )
-    add_lifecycle_arguments(parser)
+    add_lifecycle_arguments(
+        parser, max_run_time=defaults.max_run_seconds, park_expiry=defaults.park_expiry_seconds
+    )
     add_security_arguments(parser)
     parser.add_argument(
         "--http-port",

@@ -98,8 +98,9 @@ class Policy:
     claim_seconds: float = 5.0
     max_redrives: int = 3
     # Defaults of the per-turn deadlines (journal/lifecycle.py); 0 switches one off.
-    max_run_seconds: float = 3600.0
-    park_expiry_seconds: float = 7 * 24 * 3600.0
+    # The service passes its settings' (config.Settings holds the defaults); none here.
+    max_run_seconds: float = 0.0
+    park_expiry_seconds: float = 0.0
 
     def events_subject(self, turn_id: str) -> str:
         return f"{self.subject_prefix}.turn.events.{turn_id}"

@@ -3,7 +3,8 @@
 
 Input from the chat page: {"question": str, "id": str}; `id` becomes the question's
 message id, so a re-run of a step says what the first run said. PIPELINE_DELAY
-seconds are slept at the start of each step. Prints ``ready <healthz url>``.
+seconds are slept at the start of each step; PIPELINE_APPROVE=1 parks each run for a
+person's approval of the plan before generate. Prints ``ready <healthz url>``.
 """
 
 from __future__ import annotations
@@ -29,7 +30,10 @@ def to_graph_input(payload: Any) -> Any:
 
 
 async def main() -> None:
-    graph = build_graph(delay=float(os.environ.get("PIPELINE_DELAY", "0")))
+    graph = build_graph(
+        delay=float(os.environ.get("PIPELINE_DELAY", "0")),
+        approve_plan=os.environ.get("PIPELINE_APPROVE") == "1",
+    )
     agent = os.environ.get("TURNKEEPER_AGENT") or "pipeline"
     bridge = Bridge(graph, BridgeConfig.from_env(agent), input_mapper=to_graph_input)
 

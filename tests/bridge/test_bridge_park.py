@@ -65,6 +65,7 @@ async def test_park_then_resume_detached_after_the_agent_restarted(
     assert await result(nc, "responses/turnStatus", {"turn_id": "t-park"}) == {
         "turn_id": "t-park",
         "status": "parked",
+        "state": "parked",
         "attempts": 0,
         "last_seq": (await all_events(client, "t-park"))[-1].seq,
         "error": "",
@@ -77,7 +78,12 @@ async def test_park_then_resume_detached_after_the_agent_restarted(
     resumed = await result(
         nc, "responses/resumeDetached", {"turn_id": "t-park", "resume": {"approved": True}}
     )
-    assert resumed == {"turn_id": "t-park", "status": "running", "dispatched": True}
+    assert resumed == {
+        "turn_id": "t-park",
+        "status": "running",
+        "state": "running",
+        "dispatched": True,
+    }
     shown = await panel.ended()
 
     final = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id="t-park"))

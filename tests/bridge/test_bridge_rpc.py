@@ -165,6 +165,7 @@ async def test_service_refusals_come_back_as_server_errors_with_the_status_name(
     assert status["result"] == {
         "turn_id": "ghost",
         "status": "unknown",
+        "state": "unknown",
         "attempts": 0,
         "last_seq": 0,
         "error": "",

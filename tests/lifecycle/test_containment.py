@@ -81,7 +81,9 @@ async def test_a_poison_turn_fails_alone_and_healthy_turns_finish(
         assert turn.crashes_charged == 0, job
     poison = (await client.get_turn(turns_pb2.GetTurnRequest(turn_id="poison-1"))).turn
     assert poison.state == turns_pb2.TURN_STATE_FAILED
-    assert poison.error == "turn orphaned 4 times; the re-drive cap of 3 is reached"
+    assert (
+        poison.error == "turn re-driven 3 times and orphaned again: the re-drive cap is 3 re-drives"
+    )
     assert poison.crashes_charged == 3
     # It killed its agent: twice among the healthy turns (nobody charged, then the
     # suspects held back), then four times alone on probation (three charged

@@ -153,9 +153,10 @@ async def test_retention_prunes_finished_turns_and_leaves_live_ones(
 
 def test_the_retention_flag_takes_a_duration() -> None:
     parser = argparse.ArgumentParser()
-    add_lifecycle_arguments(parser)
+    add_lifecycle_arguments(parser, max_run_time=3600.0, park_expiry=0.0)
     args = parser.parse_args(["--retention", "30d", "--max-run-time", "90s"])
-    assert (args.retention, args.max_run_time, args.park_expiry) == (30 * 86400, 90, 7 * 86400)
+    assert (args.retention, args.max_run_time, args.park_expiry) == (30 * 86400, 90, 0)
+    assert parser.parse_args(["--park-expiry", "7d"]).park_expiry == 7 * 86400
     assert parser.parse_args([]).retention == 0
     assert parse_duration("1.5h") == 5400
     with pytest.raises(argparse.ArgumentTypeError, match="not a duration"):

@@ -191,7 +191,7 @@ async def test_a_js_execution_whose_attempt_was_redriven_away_stops_and_writes_n
         await nc.close()
 
 
-async def test_a_js_agent_restarted_while_nats_is_away_re_drives_its_orphans_over_grpc(
+async def test_a_js_agent_restarted_while_nats_is_away_waits_for_it_then_finishes_its_orphan(
     node_package: Path,
     service: TurnkeeperServer,
     nats_server: NatsServer,
@@ -220,10 +220,16 @@ async def test_a_js_agent_restarted_while_nats_is_away_re_drives_its_orphans_ove
         watcher = await hold_turn(nc, client, "hold-no-nats", agent=AGENT)
         await first.kill()
 
-        # Port 1 on loopback: nothing listens, every NATS connection is refused.
-        second = await spawn("nats://127.0.0.1:1")
+        nats_server.stop()
+        second = await spawn(nats_server.url)
+        # Not ready without NATS: the startup re-drive waits for /healthz 200
+        # (decision 193), and nothing runs the turn meanwhile.
+        waiting = await second.wait_line(
+            lambda line: "startup Redrive waits for /healthz 200" in line
+        )
+        assert "NATS" in waiting
+        nats_server.start()
         await second.ready()
-        await second.wait_line(lambda line: "re-driving over gRPC meanwhile" in line)
         transcript = await watcher.finished()
         assert [e.type for e in transcript.events][-2:] == ["final", "turn.done"]
         status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id="hold-no-nats"))

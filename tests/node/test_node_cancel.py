@@ -13,8 +13,10 @@ from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import result
+from tests.support.contract_panel import ContractPanel
 from tests.support.nats import NatsServer, subscribe
 from tests.support.node import Watcher, hold_turn, prepare_package, spawn_agent
+from tests.support.turns import value
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -72,6 +74,59 @@ async def test_a_cancelled_js_turn_stops_its_graph_mid_node(
         runs = [r for r in side_log.read_text().splitlines() if "hold-cancel" in r]
         assert runs == ["plan hold-cancel 0", "work hold-cancel 0", "holding hold-cancel"]
     finally:
+        if watcher is not None:
+            await watcher.close()
+        await agent.close()
+        await nc.close()
+
+
+async def test_a_queued_js_turn_keeps_a_five_word_panel_waiting_and_cancelled_concludes_it(
+    node_package: Path,
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    client: AsyncTurnkeeperClient,
+    tmp_path: Path,
+) -> None:
+    nc, _seen = await subscribe(nats_server.url, "vystak.turn.>")
+    agent = await spawn_agent(
+        node_package,
+        service=service.address,
+        nats_url=nats_server.url,
+        agent=AGENT,
+        replica="js-replica-words",
+        side_log=tmp_path / "side.log",
+        hold_work=True,
+    )
+    watcher: Watcher | None = None
+    panel: ContractPanel | None = None
+    try:
+        await agent.ready()
+        watcher = await hold_turn(nc, client, "hold-first", agent=AGENT, thread_id="th-js-q")
+        # A turn queued behind it on the thread (StartTurn's enqueue, as a client asks).
+        queued = await client.start_turn(
+            turns_pb2.StartTurnRequest(
+                turn_id="js-queued",
+                thread_id="th-js-q",
+                agent=AGENT,
+                input=value("report"),
+                multitask_strategy=turns_pb2.MULTITASK_STRATEGY_ENQUEUE,
+            )
+        )
+        assert queued.turn.state == turns_pb2.TURN_STATE_QUEUED
+        panel = ContractPanel(nc, AGENT, "js-queued")
+        await panel.polled(3)
+        # A panel that knows only the five words keeps waiting on a queued turn.
+        assert panel.concluded is None, panel.words
+        assert set(panel.words) == {"running"}
+        assert {a["state"] for a in panel.answers} == {"queued"}
+        await result(nc, "responses/cancel", {"turn_id": "js-queued"}, agent=AGENT)
+        assert await panel.conclusion() == "cancelled"
+        assert panel.answers[-1]["state"] == "cancelled"
+        await result(nc, "responses/cancel", {"turn_id": "hold-first"}, agent=AGENT)
+        await watcher.finished()
+    finally:
+        if panel is not None:
+            await panel.close()
         if watcher is not None:
             await watcher.close()
         await agent.close()

@@ -110,6 +110,7 @@ async def park(nc: Any, seen: Collector, turn_id: str) -> None:
     assert status == {
         "turn_id": turn_id,
         "status": "parked",
+        "state": "parked",
         "attempts": 0,
         "last_seq": 1,
         "error": "",

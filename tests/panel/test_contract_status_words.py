@@ -25,6 +25,7 @@ from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import result
+from tests.support.contract_panel import KEEP_WAITING, ContractPanel
 from tests.support.nats import NatsServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -134,3 +135,81 @@ def test_one_table_maps_every_state_to_its_wire_word_and_back() -> None:
     # which a panel treats as over, never as live.
     assert TurnState.from_wire("in_progress") is TurnState.UNKNOWN
     assert TurnState.from_wire(None) is TurnState.UNKNOWN
+
+
+async def test_a_queued_turn_keeps_a_five_word_panel_waiting_and_cancelled_concludes_it(
+    service: TurnkeeperServer, nats_server: NatsServer, nc: Client, client: AsyncTurnkeeperClient
+) -> None:
+    release, entered = asyncio.Event(), asyncio.Event()
+    config = BridgeConfig(
+        agent=AGENT,
+        service=ConnectionOptions(target=service.address),
+        nats_url=nats_server.url,
+        replica="words-q",
+        health_listen="127.0.0.1:0",
+        shutdown_grace=1.0,
+    )
+    transport = NatsAgentTransport(nc, AGENT, client=client)
+    async with Bridge(build(release, entered), config) as bridge:
+        await bridge.wait_subscribed()
+        await result(
+            nc,
+            "responses/create",
+            {"input": {"steps": []}, "turn_id": "t-live", "thread_id": "th-q", "background": True},
+            agent=AGENT,
+        )
+        await entered.wait()
+        # A second turn on the busy thread waits QUEUED behind the first: it will run.
+        queued = await result(
+            nc,
+            "responses/create",
+            {
+                "input": {"steps": []},
+                "turn_id": "t-queued",
+                "thread_id": "th-q",
+                "background": True,
+                "multitask_strategy": "enqueue",
+            },
+            agent=AGENT,
+        )
+        assert queued["status"] == "queued"  # responses/create's own (OpenAI) words
+        panel = ContractPanel(nc, AGENT, "t-queued")
+        try:
+            await panel.polled(3)
+            # A panel that knows only the five words keeps waiting on a queued turn.
+            assert panel.concluded is None, panel.words
+            assert set(panel.words) == {"running"}
+            # The finer state is beside it, for clients that know it.
+            assert {a["state"] for a in panel.answers} == {"queued"}
+            assert (await transport.turn_status("t-queued")).state is TurnState.QUEUED
+
+            await result(nc, "responses/cancel", {"turn_id": "t-queued"}, agent=AGENT)
+            # Cancelled is not a word it waits on: it concludes, as it should.
+            assert await panel.conclusion() == "cancelled"
+            assert panel.answers[-1]["state"] == "cancelled"
+            assert (await transport.turn_status("t-queued")).state is TurnState.CANCELLED
+        finally:
+            await panel.close()
+        release.set()
+        await until_state(client, "t-live", turns_pb2.TURN_STATE_PARKED)
+        status = await result(nc, "responses/turnStatus", {"turn_id": "t-live"}, agent=AGENT)
+        assert (status["status"], status["state"]) == ("parked", "parked")
+        resumed = await result(
+            nc, "responses/resumeDetached", {"turn_id": "t-live", "resume": "no"}, agent=AGENT
+        )
+        assert (resumed["status"], resumed["state"]) == ("running", "running")
+        await until_state(client, "t-live", turns_pb2.TURN_STATE_DONE)
+
+
+def test_the_contract_word_of_every_state_is_one_a_five_word_panel_reads_right() -> None:
+    assert {state: state.contract_word for state in TurnState} == {
+        TurnState.RUNNING: "running",
+        TurnState.PARKED: "parked",
+        TurnState.DONE: "done",
+        TurnState.FAILED: "failed",
+        TurnState.CANCELLED: "cancelled",  # not one of the five: a panel concludes
+        TurnState.QUEUED: "running",  # it will run: a panel keeps waiting
+        TurnState.UNKNOWN: "unknown",
+    }
+    for state in TurnState:
+        assert (state.contract_word in KEEP_WAITING) is state.live

@@ -177,3 +177,29 @@ async def test_check_status_says_plainly_when_it_cannot_confirm_the_outcome(
     # Read-only: the state last learned stays, and no error is invented or cleared.
     assert p.session.state is TurnState.PARKED
     assert p.session.error is None or p.session.error.kind is not ErrorKind.FAILED
+
+
+@pytest.mark.usefixtures("bridge")
+async def test_an_interrupted_follow_keeps_the_pending_approval_shown(
+    nc: Client, client: AsyncTurnkeeperClient
+) -> None:
+    # The follow gives up (its deadline) while the run waits PARKED for a person.
+    p = panel(nc, client, dataclasses.replace(FOLLOW, deadline=1.0))
+    assert await p.session.submit({"order": "a sofa", "answer": None})
+    await p.until_parked()
+    await p.session.join()
+    assert p.session.error is not None and p.session.error.kind is ErrorKind.INTERRUPTED
+    # What the panel showed stays: the steps before, the approval it asks for, and
+    # the run's state.
+    types = [e.type for e in p.session.transcript.events if isinstance(e, Event)]
+    assert "interrupt" in types and types.index("interrupt") > 0, types
+    assert p.session.state is TurnState.PARKED
+    # And it can still be answered.
+    assert await p.session.resume({"approved": True})
+    await p.session.join()
+    assert outcome(p.session) == (TurnState.DONE, None)
+
+
+def outcome(session: AgentSession) -> tuple[TurnState | None, object]:
+    """(state, error), read through a call: no narrowing carried over an await."""
+    return session.state, session.error

@@ -120,10 +120,10 @@ async def test_retry_after_a_connection_refusal_resubmits_once(stack: Stack) -> 
     assert session.error is None  # retry clears it at once
     await session.join()
     assert outcome(session) == (TurnState.DONE, None)
-    assert [c["input"] for c in responder.creates()] == [QUESTION]
-    # Once: with the error gone there is nothing to retry.
-    assert not await session.retry()
-    assert len(responder.creates()) == 1
+    # What never went out goes out as it was: the same turn id, so an agent that got
+    # it after all runs it once.
+    [create] = responder.creates()
+    assert (create["input"], create["turn_id"]) == (QUESTION, session.turn_id)
 
 
 async def test_reload_resubmits_but_keeps_the_error_until_the_outcome(stack: Stack) -> None:
@@ -198,9 +198,7 @@ async def test_an_interrupted_stream_offers_check_status_not_retry(stack: Stack)
     assert await session.submit(QUESTION)
     await session.join()
     assert session.error is not None and session.error.kind is ErrorKind.INTERRUPTED
-    assert not session.error.retryable
-    assert not await session.retry()
-    assert not await session.reload()
+    assert not session.error.retryable  # a banner offers check_status, not Retry
     assert len(responder.creates()) == 1
 
     # check_status is read-only: still running, the error stays.
@@ -313,3 +311,65 @@ async def test_a_rejected_request_is_not_retryable(stack: Stack) -> None:
     await session.join()
     assert session.error is not None and session.error.kind is ErrorKind.FAILED
     assert not await session.retry()
+
+
+# -- retry has two guards; which errors offer it is the banner's decision ----------
+
+
+async def test_retry_resubmits_a_failed_runs_payload_as_a_new_run(stack: Stack) -> None:
+    responder = await stack.responder(fail_once=["plan"])
+    session = stack.session()
+    assert await session.submit(QUESTION)
+    await session.join()
+    failed_turn = session.turn_id
+    assert session.error is not None and session.error.kind is ErrorKind.FAILED
+    assert not session.error.retryable  # not safe to resend as it was: a new run
+
+    assert await session.retry()
+    await session.join()
+    assert outcome(session) == (TurnState.DONE, None)
+    assert session.turn_id not in (failed_turn, None)
+    assert steps_of(session) == STEPS
+    assert [c["input"] for c in responder.creates()] == [QUESTION, QUESTION]
+
+
+async def test_reload_resubmits_a_failed_runs_payload_and_keeps_the_error_until_the_outcome(
+    stack: Stack,
+) -> None:
+    responder = await stack.responder(fail_once=["plan"])
+    session = stack.session()
+    assert await session.submit(QUESTION)
+    await session.join()
+    failed = session.error
+    assert failed is not None and failed.kind is ErrorKind.FAILED
+
+    responder.gate.clear()
+    assert await session.reload()
+    assert session.error == failed  # shown until the new run's outcome replaces it
+    responder.gate.set()
+    await session.join()
+    assert outcome(session) == (TurnState.DONE, None)
+    assert [c["input"] for c in responder.creates()] == [QUESTION, QUESTION]
+
+
+async def test_retry_resubmits_after_an_interrupted_run_when_asked(stack: Stack) -> None:
+    responder = await stack.responder()
+    responder.gate.clear()
+    session = stack.session(deadline=0.5)
+    assert await session.submit(QUESTION)
+    await session.join()
+    assert session.error is not None and session.error.kind is ErrorKind.INTERRUPTED
+    first_turn = session.turn_id
+    # A banner offers check_status here; a panel that offers Retry anyway gets it.
+    responder.gate.set()
+    assert first_turn is not None
+    await responder.ended(first_turn)
+
+    transport = session.transport
+    assert isinstance(transport, NatsAgentTransport)
+    transport.follow_options = dataclasses.replace(FOLLOW, deadline=30.0)
+    assert await session.retry()
+    await session.join()
+    assert outcome(session) == (TurnState.DONE, None)
+    assert session.turn_id != first_turn
+    assert len(responder.creates()) == 2

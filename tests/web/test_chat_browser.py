@@ -36,10 +36,13 @@ class Pipelines:
         self.nats_url = nats_url
         self.started: list[Agent] = []
 
-    async def start(self, agent: str = "pipeline", delay: float = 0.0) -> Agent:
+    async def start(
+        self, agent: str = "pipeline", delay: float = 0.0, approve: bool = False
+    ) -> Agent:
         env = {
             **os.environ,
             "PIPELINE_DELAY": str(delay),
+            "PIPELINE_APPROVE": "1" if approve else "0",
             "TURNKEEPER_ADDRESS": self.service,
             "NATS_URL": self.nats_url,
             "TURNKEEPER_AGENT": agent,

@@ -109,6 +109,12 @@ export function resetFrame(
   };
 }
 
+/**
+ * The follower's defaults: the panel's rule gives up after 15 minutes whatever the turn
+ * does (the Python follower and the browser panel say the same; decision 190).
+ */
+export const FOLLOW_DEFAULTS = Object.freeze({ idleMs: 30_000, deadlineMs: 15 * 60_000 });
+
 export interface FollowOptions {
   onFrame: (frame: Frame) => void;
   /** Show only events after this seq (default 0: all). */
@@ -144,8 +150,8 @@ export async function followTurn(client: TurnkeeperClient, turnId: string, optio
   const {
     onFrame,
     afterSeq = 0,
-    idleMs = 30_000,
-    deadlineMs = 15 * 60_000,
+    idleMs = FOLLOW_DEFAULTS.idleMs,
+    deadlineMs = FOLLOW_DEFAULTS.deadlineMs,
     retryMinMs = 200,
     retryMaxMs = 5_000,
     signal,

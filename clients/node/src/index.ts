@@ -11,7 +11,16 @@ export {
 } from "./client.js";
 export { type ConnectionOptions, DEFAULT_ADDRESS, connectionFromEnv } from "./connection.js";
 export { Code, ConnectError, codeName, codeOf, isFenced, isRetryable, messageOf } from "./errors.js";
-export { EXIT_CODES, LIVE_STATES, type FollowOptions, type FollowResult, type Frame, followTurn, stateName } from "./follow.js";
+export {
+  EXIT_CODES,
+  FOLLOW_DEFAULTS,
+  LIVE_STATES,
+  type FollowOptions,
+  type FollowResult,
+  type Frame,
+  followTurn,
+  stateName,
+} from "./follow.js";
 export {
   ATTEMPT_KEY,
   DURABILITY,
@@ -25,7 +34,7 @@ export { BoundarySaver } from "./runner/boundary.js";
 export { emitEvent } from "./runner/events.js";
 export { idempotencyKey } from "./runner/execution.js";
 export { TurnRunner, type RunnerConfig, type TurnRunnerOptions, agentSubject, runnerConfigFromEnv } from "./runner/runner.js";
-export { stateFromWire, statusWord } from "./runner/status.js";
+export { contractWord, stateFromWire, stateOfAnswer, statusWord } from "./runner/status.js";
 export { fromValue, toValue, type JsonValue } from "./values.js";
 export * as callerAssertion from "./callerAssertion.js";
 export * as turnsProto from "./gen/turnkeeper/v1/turns_pb.js";

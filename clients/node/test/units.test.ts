@@ -16,7 +16,7 @@ import {
   parse,
   requiredInt,
 } from "../src/runner/jsonrpc.js";
-import { responseStatus, stateFromWire, statusWord } from "../src/runner/status.js";
+import { contractWord, responseStatus, stateFromWire, stateOfAnswer, statusWord } from "../src/runner/status.js";
 import { durableConfig, fenceOf } from "../src/saver.js";
 import { fromValue, toValue } from "../src/values.js";
 
@@ -96,6 +96,26 @@ describe("status words read from the wire", () => {
     expect(LIVE_STATES).toContain(stateName(stateFromWire("queued")));
     expect(LIVE_STATES).not.toContain(stateName(stateFromWire("done")));
     expect(LIVE_STATES).not.toContain(stateName(stateFromWire("cancelled")));
+  });
+
+  it("answers a word a five-word contract panel reads right, the exact state beside it", () => {
+    const keepWaiting = ["running", "parked"];
+    const states = [
+      TurnState.RUNNING,
+      TurnState.PARKED,
+      TurnState.DONE,
+      TurnState.FAILED,
+      TurnState.CANCELLED,
+      TurnState.QUEUED,
+      TurnState.UNKNOWN,
+    ];
+    expect(states.map(contractWord)).toEqual(["running", "parked", "done", "failed", "cancelled", "running", "unknown"]);
+    for (const state of states) {
+      expect(keepWaiting.includes(contractWord(state))).toBe(LIVE_STATES.includes(stateName(state)));
+      expect(stateOfAnswer({ status: contractWord(state), state: statusWord(state) })).toBe(state);
+    }
+    // An agent that sends no `state` (older bridges): its status is read.
+    expect(stateOfAnswer({ status: "parked" })).toBe(TurnState.PARKED);
   });
 
   it("reads the upper-case words older bridges sent, anything else as UNKNOWN", () => {

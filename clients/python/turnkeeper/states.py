@@ -5,15 +5,22 @@ A turn the journal holds is QUEUED (waiting behind its thread's live turn), RUNN
 PARKED, DONE, FAILED or CANCELLED; UNKNOWN is what a client reads for a turn the
 service never saw. The names are the enum's values
 (upper case, as stored in turns.db and printed by the CLI); `word` is the lower-case
-form used on JSON wires (`running|parked|done|failed|cancelled|queued|unknown`): the NATS JSON-RPC
-``status`` of ``responses/turnStatus`` and the Node client read the same words, and
-`from_wire` reads them back through the one table, `WIRE_WORDS`.
+form used on JSON wires (`running|parked|done|failed|cancelled|queued|unknown`), and
+`from_wire` reads it back through the one table, `WIRE_WORDS`.
+
+On the contract's NATS methods (``responses/turnStatus``, ``responses/resumeDetached``)
+``status`` is the `contract_word`: a panel written to the contract knows
+`running|parked|done|failed|unknown` and concludes on anything else, so a QUEUED turn,
+which will run, answers `running`; CANCELLED answers `cancelled`, which concludes it.
+The exact `word` is beside it in ``state``, for clients that know the whole lifecycle;
+`from_answer` reads ``state`` first (decision 192).
 """
 
 from __future__ import annotations
 
 import enum
-from typing import Final
+from collections.abc import Mapping
+from typing import Any, Final
 
 from turnkeeper.v1 import turns_pb2
 
@@ -53,6 +60,12 @@ class TurnState(enum.Enum):
         Upper-case words are read too: bridges before the contract's words sent them."""
         return WIRE_WORDS.get(str(word).lower(), cls.UNKNOWN)
 
+    @classmethod
+    def from_answer(cls, answer: Mapping[str, Any]) -> TurnState:
+        """The state of a ``responses/turnStatus`` or ``responses/resumeDetached``
+        answer: its ``state``, or its ``status`` from an agent that sends none."""
+        return cls.from_wire(answer.get("state", answer.get("status")))
+
     @property
     def proto(self) -> turns_pb2.TurnState.ValueType:
         """The generated enum's value (`turns_pb2.TURN_STATE_*`)."""
@@ -62,6 +75,12 @@ class TurnState(enum.Enum):
     def word(self) -> str:
         """The lower-case name used on JSON wires."""
         return self.value.lower()
+
+    @property
+    def contract_word(self) -> str:
+        """The word for ``status`` on the contract's NATS methods: one a five-word
+        panel reads right (QUEUED, which will run, is `running`)."""
+        return "running" if self is TurnState.QUEUED else self.word
 
     @property
     def live(self) -> bool:

@@ -53,13 +53,15 @@ def redrive_orphan(
     crash is not counted against the cap (`containment` decides)."""
     now = time.time()
     if charge and turn.charged >= policy.max_redrives:
+        # Counted in the contract's terms: the re-drives charged to the turn, which
+        # the cap limits (decision 196). Re-drives after a crash it shared with other
+        # turns are in its attempts, not here: they were charged to nobody.
         error = (
-            f"turn orphaned {turn.charged + 1} times; the re-drive cap of "
-            f"{policy.max_redrives} is reached"
+            f"turn re-driven {turn.charged} times and orphaned again: the re-drive cap "
+            f"is {policy.max_redrives} re-drives"
         )
-        last = append_terminal(
-            tx, turn, turn.last_seq, "turn.failed", {"error": error}, policy, now
-        )
+        data = {"error": error, "redrives": turn.charged, "max_redrives": policy.max_redrives}
+        last = append_terminal(tx, turn, turn.last_seq, "turn.failed", data, policy, now)
         update_turn(
             tx,
             turn.turn_id,

@@ -204,7 +204,9 @@ async def test_redrive_cap_fails_the_turn_with_one_synthetic_terminal_event(turn
     resp = await turns.Redrive(pb.RedriveRequest(agent="agent", replica="r1", incarnation="i9"))
     r = resp.turns[0]
     assert r.failed_at_cap and r.turn.state == pb.TURN_STATE_FAILED and r.turn.attempts == 3
-    assert "re-drive cap" in r.turn.error
+    assert (
+        r.turn.error == "turn re-driven 3 times and orphaned again: the re-drive cap is 3 re-drives"
+    )
     listed = await turns.ListEvents(pb.ListEventsRequest(turn_id="t1"))
     assert [e.type for e in listed.events] == ["turn.failed"]
     # Nothing re-drives a failed turn again.

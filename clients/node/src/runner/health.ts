@@ -27,9 +27,15 @@ export class HealthServer {
         response.writeHead(404).end("not found\n");
         return;
       }
+      // With its length, not chunked: the body reads the same to the simplest probe
+      // (and to the Python bridge's own, which the tests share).
+      const answer = (status: number, body: string): void => {
+        response.setHeader("content-length", Buffer.byteLength(body));
+        response.writeHead(status).end(body);
+      };
       this.check().then(
-        ([healthy, reason]) => response.writeHead(healthy ? 200 : 503).end(`${reason}\n`),
-        (error: unknown) => response.writeHead(503).end(`health check failed: ${String(error)}\n`),
+        ([healthy, reason]) => answer(healthy ? 200 : 503, `${reason}\n`),
+        (error: unknown) => answer(503, `health check failed: ${String(error)}\n`),
       );
     });
     server.headersTimeout = HEADERS_TIMEOUT_MS;

@@ -26,7 +26,7 @@ import {
   requiredInt,
   requiredString,
 } from "./jsonrpc.js";
-import { responseStatus, statusWord } from "./status.js";
+import { contractWord, responseStatus, statusWord } from "./status.js";
 import type { TurnRuntime } from "./runtime.js";
 
 export const CREATE = "responses/create";
@@ -165,7 +165,8 @@ export class Methods {
     return {
       result: {
         turn_id: turnId,
-        status: statusWord(status.state),
+        status: contractWord(status.state),
+        state: statusWord(status.state),
         attempts: status.attempts,
         last_seq: Number(status.lastSeq),
         error: status.error,
@@ -190,7 +191,8 @@ export class Methods {
     return {
       result: {
         turn_id: turnId,
-        status: statusWord(response.turn?.state ?? TurnState.UNKNOWN),
+        status: contractWord(response.turn?.state ?? TurnState.UNKNOWN),
+        state: statusWord(response.turn?.state ?? TurnState.UNKNOWN),
         dispatched: response.dispatched,
       },
     };

@@ -1,10 +1,12 @@
 // TurnRunner: hosts a LangGraph.js graph as a turnkeeper agent, with the Python
 // bridge's guarantees and its NATS JSON-RPC methods.
 //
-// Startup: compile the graph with the BoundarySaver, wait until the service
-// answers, subscribe on NATS (and probe until the subscription is live, for at most
-// NATS_STARTUP_WAIT_MS), then call Redrive with this process's new incarnation and
-// run every turn it hands back.
+// Startup: compile the graph with the BoundarySaver, serve /healthz, start
+// subscribing on NATS, wait until this runner's own GET /healthz answers 200 (the
+// service answers and the NATS subscription is live, however long that takes: no
+// timer starts a re-drive while it is 503), then call Redrive with this process's
+// new incarnation and run every turn it hands back. The Python bridge's order
+// (decisions 38 and 193); /healthz never waits for the re-drive.
 // Shutdown (SIGTERM/SIGINT in run()): stop taking requests, let running turns
 // finish for shutdownGraceMs and leave the rest to a re-drive, close.
 
@@ -23,8 +25,8 @@ import { Methods } from "./methods.js";
 import { TurnRuntime } from "./runtime.js";
 import { NatsSubscriber } from "./subscriber.js";
 
-/** How long startup waits for the NATS subscription before its Redrive. */
-export const NATS_STARTUP_WAIT_MS = 5000;
+/** How often startup says, while it waits for /healthz 200, why it is not yet. */
+const WAIT_REPORT_MS = 5000;
 /** An agent name is a NATS subject token (the service checks the same). */
 const AGENT_NAME = /^[A-Za-z0-9_-]{1,64}$/;
 
@@ -175,19 +177,51 @@ export class TurnRunner {
       this.log(`/healthz on ${this.health.url}`);
     }
     await this.#waitForService();
-    // NATS may be away: Redrive does not wait for it longer than NATS_STARTUP_WAIT_MS
-    // (re-driven turns go on over gRPC, their events reach NATS through the
-    // service's outbox); the subscription is made in the background meanwhile.
-    const subscribed = this.subscriber.start().catch((error: unknown) => {
+    // The subscription is made in the background (it retries until NATS answers);
+    // the re-drive waits for it through /healthz, as an orchestrator would.
+    this.subscriber.start().catch((error: unknown) => {
       this.log(`NATS subscription failed: ${messageOf(error)}`);
     });
-    let timer: NodeJS.Timeout | undefined;
-    await Promise.race([subscribed, new Promise((resolve) => (timer = setTimeout(resolve, NATS_STARTUP_WAIT_MS)))]);
-    clearTimeout(timer);
-    if (!this.subscriber.ready) {
-      this.log(`NATS at ${this.config.natsUrl} not subscribed yet; re-driving over gRPC meanwhile`);
+    if (!(await this.#waitUntilHealthy())) {
+      return;
     }
     await this.#redrive();
+  }
+
+  /**
+   * Until this runner's own GET /healthz answers 200 (the check itself when it
+   * serves none); false when it is shut down first. Asked over HTTP: 200 proves the
+   * listener too. With NATS down the orphans stay RUNNING in the journal and no
+   * re-drive attempt is spent by a replica that is not ready.
+   */
+  async #waitUntilHealthy(): Promise<boolean> {
+    let delay = 50;
+    let reported = -Infinity;
+    while (this.#stopping === undefined) {
+      const [healthy, reason] = await this.#askHealth();
+      if (healthy) {
+        return true;
+      }
+      if (Date.now() - reported >= WAIT_REPORT_MS) {
+        this.log(`startup Redrive waits for /healthz 200: ${reason.trim()}`);
+        reported = Date.now();
+      }
+      await new Promise((resolve) => setTimeout(resolve, delay));
+      delay = Math.min(delay * 2, 1000);
+    }
+    return false;
+  }
+
+  async #askHealth(): Promise<[boolean, string]> {
+    if (this.health === undefined) {
+      return this.#check();
+    }
+    try {
+      const response = await fetch(this.health.url, { signal: AbortSignal.timeout(5000) });
+      return [response.status === 200, await response.text()];
+    } catch (error) {
+      return [false, `GET ${this.health.url} failed: ${messageOf(error)}`];
+    }
   }
 
   /** What GET /healthz answers: the service takes our calls and NATS routes to us. */
@@ -253,7 +287,7 @@ export class TurnRunner {
         continue;
       }
       if (redriven.failedAtCap) {
-        this.log(`turn_id=${turn.turnId}: FAILED at the re-drive cap (attempts ${turn.attempts}); not run again`);
+        this.log(`turn_id=${turn.turnId}: FAILED at the re-drive cap after ${turn.crashesCharged} re-drives; not run again`);
         continue;
       }
       this.runtime.start({ turn, checkpointId: redriven.checkpointId, reason: "startup redrive" });

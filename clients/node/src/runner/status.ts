@@ -1,5 +1,8 @@
 // The words for a turn's state on the NATS JSON-RPC wire, defined once: the runner
 // writes them and a panel written to the contract reads them with the same table.
+// On the contract's methods `status` is the contract word (a five-word panel knows
+// running | parked | done | failed | unknown and concludes on anything else, so a
+// QUEUED turn, which will run, is `running`) and `state` the exact word (decision 192).
 
 import { TurnState } from "../gen/turnkeeper/v1/turns_pb.js";
 
@@ -21,6 +24,16 @@ const STATES_BY_WORD: ReadonlyMap<string, TurnState> = new Map(
 /** A state's wire word; UNSPECIFIED, never sent, reads unknown. */
 export function statusWord(state: TurnState): string {
   return WIRE_WORDS.get(state) ?? "unknown";
+}
+
+/** `status` on the contract's methods: a word a five-word panel reads right. */
+export function contractWord(state: TurnState): string {
+  return state === TurnState.QUEUED ? "running" : statusWord(state);
+}
+
+/** The state of a `responses/turnStatus` or `responses/resumeDetached` answer: its `state`, else its `status`. */
+export function stateOfAnswer(answer: { status?: unknown; state?: unknown }): TurnState {
+  return stateFromWire(answer.state ?? answer.status);
 }
 
 /**

@@ -367,7 +367,7 @@ def turns_redrive(args: argparse.Namespace) -> int:
         turn = r.turn
         if r.failed_at_cap:
             _out(
-                f"{turn.turn_id}: FAILED at the re-drive cap after {turn.attempts} re-drives "
+                f"{turn.turn_id}: FAILED at the re-drive cap after {turn.crashes_charged} re-drives "
                 f"({turn.error})"
             )
             continue

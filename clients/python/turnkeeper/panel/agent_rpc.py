@@ -181,7 +181,7 @@ class NatsAgentTransport:
         result = _object(await self.call(TURN_STATUS, {"turn_id": turn_id}), TURN_STATUS)
         return RunStatus(
             turn_id=turn_id,
-            state=TurnState.from_wire(result.get("status")),
+            state=TurnState.from_answer(result),
             attempts=int(result.get("attempts", 0)),
             last_seq=int(result.get("last_seq", 0)),
             error=str(result.get("error", "")),

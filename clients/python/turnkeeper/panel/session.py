@@ -3,10 +3,10 @@
     session = AgentSession(NatsAgentTransport(nc, "pipeline", client=turnkeeper))
     if await session.submit({"messages": [{"role": "user", "content": "Hi"}]}):
         await session.join()                 # the run went out; wait for its end
-    if session.error and session.error.retryable:
-        await session.retry()                # it never reached an agent: send it again
-    elif session.error and session.error.kind is ErrorKind.INTERRUPTED:
-        await session.check_status()         # the run may have gone on: look, don't resend
+    if session.error and session.error.kind is ErrorKind.INTERRUPTED:
+        await session.check_status()         # the run may have gone on: look first
+    elif session.error:
+        await session.retry()                # the banner offered Retry: send it again
 
 The rules, each one a method:
 
@@ -15,25 +15,30 @@ The rules, each one a method:
   run parked at ``interrupt()`` (which then returns None), re-attaches to a run still
   going, or asks the agent to continue the thread from its checkpoint; on a finished
   thread it does nothing.
-- :meth:`~AgentSession.retry` re-submits the last payload, and only when the error is
-  retryable: a connection failure *before* the request was dispatched (no NATS
-  connection, no agent listening). It does nothing while a run is in flight, and
-  nothing without a last payload (before the first submit, after switch_thread).
-  What it sends again is the submission that failed to go out: a payload, or a
-  submit(None) or regenerate() that never reached an agent.
+- :meth:`~AgentSession.retry` re-submits the last payload. It has exactly two guards:
+  it does nothing while a run is in flight, and nothing without a last payload
+  (before the first submit, after switch_thread). Which errors offer a Retry is the
+  banner's decision, not retry()'s: a failed or rejected run can be re-submitted
+  through it. :attr:`SessionError.retryable` tells a banner which errors are safe to
+  resend as they were (a connection failure *before* dispatch); an interrupted run
+  is better looked at first (check_status). A submission that never went out (a
+  payload, or a submit(None) or regenerate()) is sent again as it was, with its turn
+  id; after one that went out, the last payload goes out as a new run.
 - :meth:`~AgentSession.reload` is retry that leaves the error in place until the new
   run's outcome replaces it.
-- A run whose event stream closes without a terminal event is *interrupted*, never
-  retryable: it may have gone on. :meth:`~AgentSession.check_status` is the read-only
-  look; it clears the error when the run turned out finished, and when it cannot
-  confirm the outcome it says so (:class:`StatusCheck`), never a bare None.
+- A run whose event stream closes without a terminal event is *interrupted*, not
+  ``retryable``: it may have gone on, so a banner offers
+  :meth:`~AgentSession.check_status`, the read-only look; what was shown (the
+  transcript, a pending approval) stays. check_status clears the error when the run
+  turned out finished, and when it cannot confirm the outcome it says so
+  (:class:`StatusCheck`), never a bare None.
 - :meth:`~AgentSession.regenerate` repositions the thread to the entry node, then
   submits None (the agent does both, on ``regenerate: true``).
 - :meth:`~AgentSession.switch_thread` moves to another thread and forgets the last
   payload.
 
-A retried submission reuses its turn id, so an agent that did get it after all
-(StartTurn is idempotent by turn id) runs it once. The session talks to agents through
+A submission retried because it never went out reuses its turn id, so an agent that
+did get it after all (StartTurn is idempotent by turn id) runs it once. The session talks to agents through
 an :class:`AgentTransport` (NATS JSON-RPC: :class:`~turnkeeper.panel.agent_rpc.NatsAgentTransport`).
 """
 
@@ -179,7 +184,8 @@ class SessionError:
 
     @property
     def retryable(self) -> bool:
-        """Only a connection failure before dispatch is retryable."""
+        """Safe to resend as it was: only a connection failure before dispatch. A
+        hint for the banner; retry() itself re-submits after any error."""
         return self.kind is ErrorKind.CONNECTION
 
 
@@ -212,8 +218,8 @@ class AgentSession:
         self._new_id = new_id
         self._thread_id = thread_id or new_id()
         self._last_payload: Any = None
-        # The submission that failed to go out (retry() sends it again); None once
-        # it went out, after another error, and after switch_thread.
+        # The submission that failed to go out (retry() sends it again as it was);
+        # None once it went out, after another error, and after switch_thread.
         self._unsent: _Submission | None = None
         self._turn_id: str | None = None
         self._state: TurnState | None = None
@@ -276,20 +282,20 @@ class AgentSession:
         return await self._dispatch(_Submission(payload, False, self._new_id()), clear_error=True)
 
     async def retry(self) -> bool:
-        """Re-submit the last payload after a connection failure before dispatch.
-        A no-op (False) while a run is in flight, without a last payload, or when
-        the error is anything else (an interrupted run is for check_status)."""
-        if not self._may_resend():
+        """Re-submit the last payload, whatever the error was (offering it is the
+        banner's decision). A no-op (False) while a run is in flight or without a
+        last payload. True when a run is now in flight."""
+        submission = self._resubmission()
+        if submission is None:
             return False
-        assert self._unsent is not None
-        return await self._dispatch(self._unsent, clear_error=True)
+        return await self._dispatch(submission, clear_error=True)
 
     async def reload(self) -> bool:
         """As retry(), but the error stays until the new run's outcome replaces it."""
-        if not self._may_resend():
+        submission = self._resubmission()
+        if submission is None:
             return False
-        assert self._unsent is not None
-        return await self._dispatch(self._unsent, clear_error=False)
+        return await self._dispatch(submission, clear_error=False)
 
     async def check_status(self) -> StatusCheck:
         """Read-only: the last run's status from the agent. When there is no run or
@@ -366,13 +372,16 @@ class AgentSession:
         if self.running:
             raise SessionBusy(f"run {self._turn_id} is in flight")
 
-    def _may_resend(self) -> bool:
-        return (
-            not self.running
-            and self._unsent is not None
-            and self._error is not None
-            and self._error.retryable
-        )
+    def _resubmission(self) -> _Submission | None:
+        """What retry() sends: the submission that never went out, as it was (its
+        turn id too); else the last payload as a new run; None under the guards."""
+        if self.running:
+            return None
+        if self._unsent is not None:
+            return self._unsent
+        if self._last_payload is None:
+            return None
+        return _Submission(self._last_payload, False, self._new_id())
 
     async def _resume_pending(self) -> bool:
         if self._turn_id is not None:

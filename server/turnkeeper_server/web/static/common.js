@@ -80,17 +80,71 @@ const TK = (() => {
     };
   }
 
+  // A panel's follow (docs/durable-execution.md, "The panel's rule"; decision 190): on
+  // every idle gap in the event stream it asks TurnStatus instead of assuming the turn
+  // is over. RUNNING, PARKED or QUEUED, or a service it cannot reach: keep waiting;
+  // anything else concludes, after one more gap for the stream to bring the end
+  // itself. The deadline ends the wait whatever TurnStatus says. The defaults are the
+  // Python and Node followers' own.
+  const FOLLOW_DEFAULTS = Object.freeze({idleMs: 5000, deadlineMs: 15 * 60 * 1000});
+  const LIVE = ["RUNNING", "PARKED", "QUEUED"];
+
   // Follows a turn's events: onReset(reset), onEvent(event), onEnd(end), onStatus(text).
   // Reconnects after a drop with Last-Event-ID (and the attempt of that event, so the
   // service can tell a rewind that happened meanwhile). `after` ({seq, attempt}) starts
-  // after an event already shown. Returns {stop()}.
-  function follow(turnId, handlers, after) {
+  // after an event already shown. With `rules` ({idleMs, deadlineMs}, or {} for the
+  // defaults) it follows the panel's rule above; `end` is then also {state, by:
+  // "status"} when TurnStatus concluded, or {state (last known), by: "deadline"}.
+  // Returns {stop()}.
+  function follow(turnId, handlers, after, rules) {
     let lastId = after ? after.seq : 0;
     let lastAttempt = after ? after.attempt : null;
     let stopped = false;
     let controller = null;
     let delay = 250;
     const status = handlers.onStatus || (() => {});
+    const panel = rules ? Object.assign({}, FOLLOW_DEFAULTS, rules) : null;
+    let idleTimer = null;
+    let deadlineTimer = null;
+    let lastState = null;
+    // Stops everything and reports how the follow ended, once.
+    function finish(end) {
+      if (stopped) return;
+      stopped = true;
+      clearTimeout(idleTimer);
+      clearTimeout(deadlineTimer);
+      if (controller) controller.abort();
+      handlers.onEnd && handlers.onEnd(end);
+    }
+    // An idle gap: look at the turn; `over` is the state a look found it ended in.
+    function idle(over) {
+      clearTimeout(idleTimer);
+      idleTimer = setTimeout(async () => {
+        let state = null;
+        try {
+          state = stateWord((await call("TurnStatus", {turnId})).state);
+        } catch (e) {
+          state = null;  // unreachable: keep waiting
+        }
+        if (stopped) return;
+        if (state !== null) lastState = state;
+        if (state === null || LIVE.includes(state)) {
+          idle(null);
+        } else if (over !== null) {
+          finish({state, by: "status"});  // a whole gap more and the stream brought nothing
+        } else {
+          idle(state);
+        }
+      }, panel.idleMs);
+    }
+    // Any frame from the stream: the gap starts again.
+    function active() {
+      if (panel && !stopped) idle(null);
+    }
+    if (panel) {
+      deadlineTimer = setTimeout(() => finish({state: lastState, by: "deadline"}), panel.deadlineMs);
+      idle(null);
+    }
 
     async function once() {
       controller = new AbortController();
@@ -105,6 +159,8 @@ const TK = (() => {
       delay = 250;
       let ended = false;
       const parse = sseParser((f) => {
+        if (stopped) return;
+        active();
         const data = JSON.parse(f.data);
         if (f.event === "reset") {
           lastId = 0;
@@ -116,7 +172,8 @@ const TK = (() => {
           handlers.onEvent && handlers.onEvent(data);
         } else if (f.event === "end") {
           ended = true;
-          handlers.onEnd && handlers.onEnd(data);
+          if (panel) finish(Object.assign({by: "stream"}, data));
+          else handlers.onEnd && handlers.onEnd(data);
         } else if (f.event === "error") {
           throw new ApiError(data.code, data.message, 200, data);
         }
@@ -125,10 +182,10 @@ const TK = (() => {
       const decoder = new TextDecoder();
       for (;;) {
         const {value, done} = await reader.read();
-        if (done) break;
+        if (done || stopped) break;
         parse(decoder.decode(value, {stream: true}));
       }
-      return ended;
+      return ended || stopped;
     }
 
     (async () => {
@@ -139,6 +196,9 @@ const TK = (() => {
         } catch (e) {
           if (stopped) return;
           if (e instanceof ApiError && e.status >= 400 && e.status < 500 && e.status !== 429) {
+            stopped = true;
+            clearTimeout(idleTimer);
+            clearTimeout(deadlineTimer);
             status("refused");
             handlers.onError && handlers.onError(e);
             return;
@@ -153,6 +213,8 @@ const TK = (() => {
     return {
       stop() {
         stopped = true;
+        clearTimeout(idleTimer);
+        clearTimeout(deadlineTimer);
         if (controller) controller.abort();
       },
     };
@@ -176,7 +238,7 @@ const TK = (() => {
     const node = document.createElement(tag);
     for (const [k, v] of Object.entries(attrs || {})) {
       if (k === "class") node.className = v;
-      else if (k.startsWith("data-")) node.setAttribute(k, v);
+      else if (k.startsWith("data-") || k.startsWith("aria-")) node.setAttribute(k, v);
       else node[k] = v;
     }
     for (const c of children) {
@@ -194,5 +256,5 @@ const TK = (() => {
   }
 
   return {ApiError, call, getJson, follow, headers, errorOf, tokenBox, el, stateWord, when,
-    sseParser, token};
+    sseParser, token, FOLLOW_DEFAULTS};
 })();

@@ -118,9 +118,15 @@
   document.getElementById("redrive").addEventListener("click", async () => {
     const out = document.getElementById("action-result");
     try {
-      await call("Redrive", {turnId});
-      out.className = "";
-      out.textContent = "re-driven";
+      const r = await call("Redrive", {turnId});
+      const redriven = (r.turns || [])[0] || {};
+      const turn = redriven.turn || {};
+      out.className = redriven.failedAtCap ? "error" : "";
+      // The number the turn's error and its turn.failed event give: the re-drives
+      // charged to it, which the cap counts (decision 196).
+      out.textContent = redriven.failedAtCap
+        ? "FAILED at the re-drive cap after " + (turn.crashesCharged || 0) + " re-drives"
+        : "re-driven";
       refresh();
     } catch (e) {
       out.className = "error";

@@ -63,9 +63,11 @@ none is held up by a running turn. These methods and their fields are stable:
     interrupt_after?}``; a run stopped by a static interrupt parks.
 
 ``responses/turnStatus`` ``{turn_id}``
-    Result: ``{turn_id, status, attempts, last_seq, error}``, status one of the
-    contract's lower-case words ``running``, ``parked``, ``done``, ``failed``,
-    ``cancelled``, ``queued``, ``unknown`` (never seen), asked of the service; plus
+    Result: ``{turn_id, status, state, attempts, last_seq, error}``, asked of the
+    service. ``status`` is the contract's word, one a panel that knows only
+    ``running``, ``parked``, ``done``, ``failed``, ``unknown`` reads right: a queued
+    turn is ``running`` (it will run), a cancelled one ``cancelled`` (which concludes
+    such a panel); ``state`` is the exact word (``queued`` too); plus
     ``end_reason`` (``cancelled``, ``max_run_time``, ``park_expired``) when the service
     ended it. (gRPC's TurnStatus keeps the upper-case enum names.)
 
@@ -78,7 +80,7 @@ none is held up by a running turn. These methods and their fields are stable:
 ``responses/resumeDetached`` ``{turn_id, resume}``
     Resumes a PARKED turn with ``resume`` (any JSON, ``null`` included: the value
     ``interrupt()`` returns in the graph) through the service's ResumeDetached.
-    Result: ``{turn_id, status, dispatched}``; ``dispatched`` false means no
+    Result: ``{turn_id, status, state, dispatched}`` (words as above); ``dispatched`` false means no
     replica took the turn yet; it runs when one does.
 
 ``langgraph/describe``, ``langgraph/state``, ``langgraph/history``, ``langgraph/updateState``

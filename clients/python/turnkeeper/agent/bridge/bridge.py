@@ -265,9 +265,9 @@ class Bridge:
             turn = redriven.turn
             if redriven.failed_at_cap:
                 log.warning(
-                    "turn_id=%s: FAILED at the re-drive cap (attempts %d); not run again",
+                    "turn_id=%s: FAILED at the re-drive cap after %d re-drives; not run again",
                     turn.turn_id,
-                    turn.attempts,
+                    turn.crashes_charged,
                 )
                 continue
             self.runtime.start(Assignment(turn, redriven.checkpoint_id, "startup redrive"))

@@ -84,10 +84,12 @@ def _seconds(params: Mapping[str, Any], name: str) -> duration_pb2.Duration:
     return duration
 
 
-def status_word(state: int) -> str:
-    """The contract's wire word for a turn state: running, parked, done, failed,
-    cancelled, queued or unknown (gRPC keeps its upper-case enum names)."""
-    return TurnState.from_proto(state).word
+def status_words(state: int) -> dict[str, str]:
+    """A turn state on the contract's methods: ``status``, the word a panel written to
+    the contract reads right (a QUEUED turn is `running`), and ``state``, the exact
+    one (decision 192). gRPC keeps its upper-case enum names."""
+    turn_state = TurnState.from_proto(state)
+    return {"status": turn_state.contract_word, "state": turn_state.word}
 
 
 class Methods:
@@ -259,7 +261,7 @@ class Methods:
         status = await self.client.turn_status(turns_pb2.TurnStatusRequest(turn_id=turn_id))
         answer = {
             "turn_id": turn_id,
-            "status": status_word(status.state),
+            **status_words(status.state),
             "attempts": status.attempts,
             "last_seq": status.last_seq,
             "error": status.error,
@@ -288,7 +290,7 @@ class Methods:
         return Reply(
             {
                 "turn_id": turn_id,
-                "status": status_word(response.turn.state),
+                **status_words(response.turn.state),
                 "dispatched": response.dispatched,
             }
         )

@@ -1,0 +1,149 @@
+"""The Node runner's startup order is the Python bridge's: its own /healthz answers
+200 first, then it re-drives its orphans; no fixed timer starts a re-drive while
+/healthz is still 503, and /healthz never waits for the re-drive.
+
+A real Node agent process (clients/node/testing/agent.mjs under TurnRunner) starts as
+the replica that owned an orphaned turn, against a real service and a real
+nats-server. The service's startup re-drive is observed where it arrives: when the
+runner's Redrive reaches the service, the test asks the runner's /healthz, and holds
+the Redrive while it asks again. Both ways, as tests/bridge/test_redrive_order.py
+does for Python: NATS up at startup, and NATS down at startup (the re-drive then
+waits for NATS, however long that takes).
+"""
+
+from __future__ import annotations
+
+import asyncio
+from pathlib import Path
+
+import pytest
+from turnkeeper.client import AsyncTurnkeeperClient
+from turnkeeper.v1 import turns_pb2
+from turnkeeper_server.app import TurnkeeperServer
+
+from tests.bridge.test_redrive_order import RedriveWatch, agent_healthz
+from tests.support.agents import Agent, Panel
+from tests.support.nats import NatsServer
+from tests.support.node import prepare_package, spawn_agent
+from tests.support.service import ServiceFactory
+from tests.support.turns import value
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
+
+AGENT = "js-order"
+REPLICA = "r-order"  # the replica RedriveWatch holds
+WAITS = "startup Redrive waits for /healthz 200"
+
+
+@pytest.fixture(scope="module")
+def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return prepare_package(tmp_path_factory.mktemp("node-order"))
+
+
+@pytest.fixture
+async def service(make_service: ServiceFactory, nats_server: NatsServer) -> TurnkeeperServer:
+    # Leases longer than any test: the orphan is re-driven by the runner's startup,
+    # never by the reaper's lease expiry.
+    return await make_service(nats_url=nats_server.url, lease_seconds=60.0, claim_seconds=60.0)
+
+
+@pytest.fixture
+async def watch(service: TurnkeeperServer, monkeypatch: pytest.MonkeyPatch) -> RedriveWatch:
+    w = RedriveWatch(service)
+    monkeypatch.setattr(service.engine.turns, "redrive_replica", w.redrive_replica)
+    return w
+
+
+async def orphan(client: AsyncTurnkeeperClient, turn_id: str) -> None:
+    """A turn journaled by an incarnation of the replica that is gone."""
+    await client.start_turn(
+        turns_pb2.StartTurnRequest(
+            turn_id=turn_id,
+            thread_id=f"th-{turn_id}",
+            agent=AGENT,
+            input=value("report"),
+            replica=REPLICA,
+            incarnation="gone",
+        )
+    )
+
+
+async def spawn(
+    node_package: Path, service: TurnkeeperServer, nats: NatsServer, tmp: Path
+) -> Agent:
+    return await spawn_agent(
+        node_package,
+        service=service.address,
+        nats_url=nats.url,
+        agent=AGENT,
+        replica=REPLICA,
+        side_log=tmp / "side.log",
+    )
+
+
+async def finishes(client: AsyncTurnkeeperClient, turn_id: str) -> list[str]:
+    panel = Panel()
+    panel.start(client, turn_id)
+    types = [t for _, t, _ in await panel.ended()]
+    status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=turn_id))
+    assert (status.state, status.attempts) == (turns_pb2.TURN_STATE_DONE, 1)
+    return types
+
+
+async def test_with_nats_up_healthz_is_200_before_the_redrive_and_while_it_runs(
+    node_package: Path,
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    watch: RedriveWatch,
+    client: AsyncTurnkeeperClient,
+    tmp_path: Path,
+) -> None:
+    await orphan(client, "t-up")
+    watch.agent = agent = await spawn(node_package, service, nats_server, tmp_path)
+    try:
+        await asyncio.wait_for(watch.arrived.wait(), 60)
+        assert watch.arrivals == [(200, "ok\n")]
+        # The re-drive is held at the service: /healthz does not wait for it.
+        assert await agent_healthz(agent) == (200, "ok\n")
+        watch.release.set()
+        assert (await finishes(client, "t-up"))[-1] == "turn.done"
+        assert len(watch.arrivals) == 1
+    finally:
+        await agent.close()
+
+
+async def test_with_nats_down_the_redrive_waits_for_healthz_200(
+    node_package: Path,
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    watch: RedriveWatch,
+    client: AsyncTurnkeeperClient,
+    tmp_path: Path,
+) -> None:
+    await orphan(client, "t-down")
+    nats_server.stop()
+    watch.agent = agent = await spawn(node_package, service, nats_server, tmp_path)
+    try:
+        # Up, answering 503 (NATS), and not re-driving, however long NATS stays away:
+        # the runner says so twice, the second time well past any startup timer.
+        waiting = await agent.wait_line(lambda line: WAITS in line, timeout=30)
+        assert "NATS" in waiting
+        code, reason = await agent_healthz(agent)
+        assert code == 503 and "NATS" in reason
+        reports = sum(WAITS in line for line in agent.lines)
+        await agent.wait_line(
+            lambda _: sum(WAITS in line for line in agent.lines) > reports, timeout=30
+        )
+        assert watch.arrivals == []
+        status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id="t-down"))
+        assert (status.state, status.attempts) == (turns_pb2.TURN_STATE_RUNNING, 0)
+
+        nats_server.start()
+        await asyncio.wait_for(watch.arrived.wait(), 60)
+        assert watch.arrivals == [(200, "ok\n")]
+        watch.release.set()
+        assert (await finishes(client, "t-down"))[-1] == "turn.done"
+        events = (await client.list_events(turns_pb2.ListEventsRequest(turn_id="t-down"))).events
+        assert {e.attempt for e in events} == {1}
+    finally:
+        await agent.close()

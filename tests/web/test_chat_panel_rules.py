@@ -1,0 +1,230 @@
+"""The chat page follows the panel rules the Python and Node followers follow, shows
+the contract's Pipeline sidebar, and leaves offering Retry to its banner: in headless
+Chromium against a real service, real NATS and the pipeline agent as a subprocess.
+
+- On every idle gap in the event stream the page asks TurnStatus: RUNNING keeps it
+  waiting, a finished run concludes it even when no stream ever comes through (here:
+  the stream quota is held, so every stream the page opens is refused with 429).
+- An overall deadline, 15 minutes by default, ends the wait whatever the run does
+  (the page's clock is Playwright's, run forward; the service's is real).
+- The sidebar: Analyze, Plan, Generate, a spinner on the active entry, a check on
+  completed ones, a circle on the rest, the line between entries done or pending.
+- Retry after a run that ended CANCELLED re-submits the question as a new run.
+- A pending approval and the progress shown stay when the stream breaks.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import re
+from collections.abc import AsyncIterator
+
+import aiohttp
+import pytest
+from grpc import aio
+from playwright.async_api import Browser, Page, Request, Response, expect
+from turnkeeper.v1 import turns_pb2 as pb
+from turnkeeper.v1 import turns_pb2_grpc
+from turnkeeper_server.app import TurnkeeperServer
+from turnkeeper_server.limits import DEFAULT_LIMITS
+
+from tests.support.nats import NatsServer
+from tests.support.pages import open_context, open_page
+from tests.support.relay import Relay
+from tests.support.service import ServiceFactory
+from tests.support.turns import start
+from tests.web.test_chat_browser import Pipelines, answered, ask, chat_url, pipelines, sidebar
+
+__all__ = ["pipelines"]  # the fixture, shared with test_chat_browser
+
+pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(240)]
+
+FIFTEEN_MINUTES_MS = 15 * 60 * 1000
+ANY = re.compile(r".+")
+
+
+async def markers(page: Page) -> tuple[list[str], list[str], list[str]]:
+    """(labels, markers, lines) of the sidebar, top to bottom."""
+    labels: list[str] = await page.eval_on_selector_all(
+        "#pipeline li .label", "xs => xs.map(x => x.textContent)"
+    )
+    marks: list[str] = await page.eval_on_selector_all(
+        "#pipeline li .marker", "xs => xs.map(x => x.dataset.marker)"
+    )
+    lines: list[str] = await page.eval_on_selector_all(
+        "#pipeline li .line", "xs => xs.map(x => x.dataset.line)"
+    )
+    return labels, marks, lines
+
+
+async def test_the_sidebar_shows_the_contracts_labels_markers_and_lines(
+    browser: Browser, web_service: TurnkeeperServer, pipelines: Pipelines
+) -> None:
+    await pipelines.start(delay=1.0)
+    page = await open_page(browser, chat_url(web_service, "pipeline"))
+    labels = ["Analyze", "Plan", "Generate"]
+    assert await markers(page) == (labels, ["circle"] * 3, ["pending"] * 2)
+    await expect(page.locator("#pipeline li").first).to_have_attribute("data-step", "analyze")
+    await ask(page, "What does the sidebar show?")
+    await expect(page.locator('#pipeline li[data-step="analyze"]')).to_have_attribute(
+        "data-state", "active"
+    )
+    assert (await markers(page))[1][0] == "spinner"
+    await answered(page, 1)
+    assert await sidebar(page) == "complete,complete,active"
+    assert await markers(page) == (labels, ["check", "check", "spinner"], ["done", "done"])
+    await page.context.close()
+
+
+@pytest.fixture
+async def one_stream_service(
+    make_service: ServiceFactory, nats_server: NatsServer
+) -> TurnkeeperServer:
+    # One open stream per client: the test holds it, so the page's are refused (429).
+    return await make_service(
+        nats_url=nats_server.url,
+        http_listen="127.0.0.1:0",
+        limits=dataclasses.replace(DEFAULT_LIMITS, max_watch_streams_per_client=1),
+    )
+
+
+@pytest.fixture
+async def held_stream(one_stream_service: TurnkeeperServer) -> AsyncIterator[None]:
+    """The one stream this address may open, on a turn of an agent nobody runs."""
+    async with aio.insecure_channel(one_stream_service.address) as channel:
+        await start(turns_pb2_grpc.TurnServiceStub(channel), "t-held", "th-held", "nobody")
+    assert one_stream_service.web is not None
+    url = f"{one_stream_service.web.url}v1/turns/t-held/events"
+    async with aiohttp.ClientSession() as session, session.get(url) as response:
+        assert response.status == 200
+        yield
+
+
+@pytest.mark.usefixtures("held_stream")
+async def test_an_idle_gap_asks_turn_status_and_a_finished_run_concludes_without_a_stream(
+    browser: Browser, one_stream_service: TurnkeeperServer, nats_server: NatsServer
+) -> None:
+    agents = Pipelines(one_stream_service.address, nats_server.url)
+    # Three steps of 3 s: the run is still RUNNING at the first idle gap (5 s).
+    agent = await agents.start(delay=3.0)
+    try:
+        page = await open_page(browser, chat_url(one_stream_service, "pipeline"))
+        asked: list[Request] = []
+        answered_running = asyncio.Event()
+
+        async def on_response(response: Response) -> None:
+            request = response.request
+            if request.url.endswith(".TurnService/TurnStatus"):
+                asked.append(request)
+                body = await response.json()
+                if body.get("state") == "TURN_STATE_RUNNING":
+                    answered_running.set()
+
+        page.on("response", on_response)
+        await ask(page, "Is anyone streaming?")
+        reply = page.locator(".message.agent")
+        await expect(reply).to_have_attribute("data-turn-id", ANY)
+        # An idle gap found the run RUNNING: the page keeps waiting.
+        await asyncio.wait_for(answered_running.wait(), 60)
+        await expect(page.locator("#chat-status")).not_to_have_text("done")
+        await expect(page.locator("#submit")).to_be_disabled()
+        # The run ends; no stream ever came through, the next idle gaps conclude it.
+        await expect(page.locator("#chat-status")).to_have_text("done", timeout=45_000)
+        await expect(page.locator("#submit")).to_be_enabled()
+        await expect(page.locator("#chat-error")).to_be_empty()
+        assert len(asked) >= 2
+        await page.context.close()
+    finally:
+        await agent.close()
+
+
+async def test_the_follow_deadline_is_15_minutes_by_default(
+    browser: Browser, web_service: TurnkeeperServer, pipelines: Pipelines
+) -> None:
+    # Each step sleeps far longer than the test: the run stays RUNNING throughout.
+    await pipelines.start(delay=600.0)
+    context = await open_context(browser)
+    page = await context.new_page()
+    await page.clock.install()
+    await page.goto(chat_url(web_service, "pipeline"))
+    assert await page.evaluate("TK.FOLLOW_DEFAULTS.deadlineMs") == FIFTEEN_MINUTES_MS
+    await ask(page, "Will you wait for me?")
+    await expect(page.locator(".message.agent")).to_have_attribute("data-turn-id", ANY)
+    await expect(page.locator("#chat-status")).to_have_text("running")
+    # A second short of 15 minutes on the page's clock: still waiting.
+    await page.clock.run_for(FIFTEEN_MINUTES_MS - 1000)
+    await expect(page.locator("#chat-status")).to_have_text("running")
+    await expect(page.locator("#check")).to_be_hidden()
+    # At 15 minutes the page gives up, whatever TurnStatus says, and says so.
+    await page.clock.run_for(2000)
+    await expect(page.locator("#chat-status")).to_have_text("no end in time")
+    await expect(page.locator("#chat-error")).to_contain_text("15 minutes")
+    await expect(page.locator("#check")).to_be_visible()
+    await expect(page.locator("#retry")).to_be_hidden()
+    await context.close()
+
+
+async def test_retry_after_a_cancelled_run_resubmits_the_question_as_a_new_run(
+    browser: Browser, web_service: TurnkeeperServer, pipelines: Pipelines
+) -> None:
+    await pipelines.start(delay=1.0)
+    page = await open_page(browser, chat_url(web_service, "pipeline"))
+    await ask(page, "Can I try again?")
+    reply = page.locator(".message.agent")
+    await expect(reply).to_have_attribute("data-turn-id", ANY)
+    first = await reply.get_attribute("data-turn-id")
+    assert first is not None
+    async with aio.insecure_channel(web_service.address) as channel:
+        await turns_pb2_grpc.TurnServiceStub(channel).CancelTurn(
+            pb.CancelTurnRequest(turn_id=first, reason="an operator stopped it")
+        )
+    await expect(page.locator("#chat-status")).to_have_text("cancelled")
+    await expect(page.locator("#chat-error")).to_have_text("the run ended cancelled")
+    # The banner offers Retry for a run that ended so; Retry sends the question again.
+    await expect(page.locator("#retry")).to_be_visible()
+    await page.click("#retry")
+    await answered(page, 1)
+    await expect(reply).not_to_have_attribute("data-turn-id", first)
+    await expect(page.locator("#chat-error")).to_be_empty()
+    await expect(page.locator("#retry")).to_be_hidden()
+    assert (await reply.locator(".text").inner_text()).startswith("Answer: ")
+    await page.context.close()
+
+
+async def test_a_pending_approval_and_the_progress_shown_stay_when_the_stream_breaks(
+    browser: Browser, web_service: TurnkeeperServer, pipelines: Pipelines
+) -> None:
+    # The pipeline parks for an approval of its plan before generate.
+    await pipelines.start(approve=True)
+    assert web_service.web is not None
+    relay = Relay(web_service.web.port)
+    await relay.start()
+    try:
+        page = await open_page(
+            browser, f"http://127.0.0.1:{relay.port}/console/chat?agent=pipeline"
+        )
+        await ask(page, "May I see the plan first?")
+        await expect(page.locator("#approval")).to_be_visible()
+        await expect(page.locator("#approval-value")).to_contain_text('"approve"')
+        await expect(page.locator("#chat-status")).to_have_text("parked")
+        assert await sidebar(page) == "complete,active,pending"
+
+        relay.shut()
+        await expect(page.locator("#chat-error")).to_contain_text("interrupted")
+        await expect(page.locator("#check")).to_be_visible()
+        # What the page showed stays: the approval it waits for, and the progress.
+        await expect(page.locator("#approval")).to_be_visible()
+        assert await sidebar(page) == "complete,active,pending"
+        relay.open()
+        await expect(page.locator("#chat-status")).to_have_text("parked")
+
+        await page.click("#approve")
+        await answered(page, 1)
+        await expect(page.locator("#approval")).to_be_hidden()
+        reply = page.locator(".message.agent .text")
+        assert (await reply.inner_text()).startswith("Answer: ")
+        assert await sidebar(page) == "complete,complete,active"
+    finally:
+        await relay.stop()
+    await page.context.close()

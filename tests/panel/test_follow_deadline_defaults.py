@@ -17,9 +17,9 @@ from playwright.async_api import async_playwright
 from turnkeeper.panel.follower import FollowOptions
 from turnkeeper_server.app import TurnkeeperServer
 
+from tests.support.browser import CHROMIUM_ARGS, chromium_path
 from tests.support.node import NODE, prepare_package
 from tests.support.service import ServiceFactory
-from tests.web.conftest import CHROMIUM_ARGS, chromium_path
 
 FIFTEEN_MINUTES = 15 * 60
 

@@ -40,6 +40,17 @@ from turnkeeper_server.web.sse import EventStream
 log = logging.getLogger(__name__)
 
 STATIC: Final = Path(__file__).resolve().parent / "static"
+# The console's files by name: a fixed set, so no path from a request reaches the disk.
+STATIC_FILES: Final = {p.name: p for p in STATIC.iterdir() if p.is_file()}
+NOT_FOUND_PAGE: Final = """<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>not found · turnkeeper console</title>
+<link rel="stylesheet" href="/console/console.css"></head>
+<body><main><h2>Not found</h2>
+<p>The console has no such page. <a href="/console/">Turns</a> ·
+<a href="/console/chat">Chat</a></p></main></body>
+</html>
+"""
 
 # Only our own files run in the pages; nothing may frame them.
 _CSP: Final = (
@@ -206,7 +217,7 @@ class WebServer:
         self.app.router.add_get("/", self._to_console)
         self.app.router.add_get("/console/", self._page("index.html"))
         self.app.router.add_get("/console/chat", self._page("chat.html"))
-        self.app.router.add_static("/console/", STATIC)
+        self.app.router.add_get("/console/{name:.*}", self._static)
         self.runner: web.AppRunner | None = None
         self.listeners: list[asyncio.Server] = []
         self.port = 0
@@ -290,6 +301,14 @@ class WebServer:
 
     async def _to_console(self, request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound("/console/")
+
+    async def _static(self, request: web.Request) -> web.StreamResponse:
+        """A file of the console's own, by name; anything else an HTML 404 page (not
+        aiohttp's body without a type, which a browser offers to download)."""
+        found = STATIC_FILES.get(request.match_info["name"])
+        if found is None:
+            return web.Response(status=404, text=NOT_FOUND_PAGE, content_type="text/html")
+        return web.FileResponse(found)
 
     @staticmethod
     def _page(name: str) -> Handler:

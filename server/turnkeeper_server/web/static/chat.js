@@ -1,10 +1,12 @@
-// The chat panel: a conversation with one agent through the service's relay, and the
-// Pipeline sidebar drawn from the run's `step` events.
+// The chat panel: a conversation with one agent through the service's relay, and a
+// sidebar of the run's steps drawn from its `step` events, whatever the agent's graph.
 //
-// Sidebar rule: `step` is the step that finished last. Steps before it are complete,
-// it is active, the rest pending; with no `step` yet all are pending (nothing spins in
-// the first node). When a run ends its last step stays active, and a second question
-// starts from that stale value until its first step writes `step` again.
+// Sidebar rule: each `step` event is a node of the graph that finished; the nodes
+// finished so far are complete, in the order they finished, and while the run goes
+// on one more item is active (the node running now, not yet named). When the run
+// ends the active item goes: the sidebar says what the header says (done: every
+// step complete; parked, failed or cancelled: that word last). A new question starts
+// an empty sidebar.
 //
 // Client rules: Retry re-sends the last request only after an error that is
 // retryable (the request reached no agent); a stream that broke without the end is
@@ -15,14 +17,14 @@
 
 (() => {
   const {call, follow, el, tokenBox, headers, errorOf, ApiError, stateWord} = TK;
-  const STEPS = ["analyze", "plan", "generate"];
   const params = new URLSearchParams(location.search);
   const agentInput = document.getElementById("agent");
-  agentInput.value = params.get("agent") || "pipeline";
+  agentInput.value = params.get("agent") || "";
 
   const chat = {
     threadId: params.get("thread") || crypto.randomUUID(),
-    step: null,          // the `step` value last seen on this thread
+    steps: [],           // the nodes of the run that finished, in order
+    ended: null,         // how the run ended (its state's word), null while it runs
     turnId: null,        // the run being followed
     lastRequest: null,   // what Retry would send again
     running: false,
@@ -35,14 +37,17 @@
   const $ = (id) => document.getElementById(id);
 
   function sidebar() {
-    const current = STEPS.indexOf(chat.step);
-    $("pipeline").replaceChildren(...STEPS.map((name, i) => {
-      const state = current < 0 ? "pending" : i < current ? "complete" : i === current ? "active" : "pending";
-      return el("li", {class: state, "data-step": name, "data-state": state}, name);
-    }));
+    const items = chat.steps.map((name) => el("li", {class: "complete", "data-step": name, "data-state": "complete"}, name));
+    if (chat.running) {
+      items.push(el("li", {class: "active", "data-step": "", "data-state": "active"}, "running"));
+    } else if (chat.ended && chat.ended !== "done") {
+      items.push(el("li", {class: chat.ended, "data-step": "", "data-state": chat.ended}, chat.ended));
+    }
+    $("pipeline").replaceChildren(...items);
   }
 
   function buttons() {
+    sidebar();
     $("submit").disabled = chat.running;
     $("stop").hidden = !chat.running;
     $("retry").hidden = !(chat.retryable && !chat.running && chat.lastRequest);
@@ -105,17 +110,19 @@
       onReset() {
         draft = "";
         chat.seen = null;
+        chat.steps = [];
+        sidebar();
         reply.querySelector(".text").textContent = "";
       },
       onEvent(e) {
         chat.seen = {seq: e.seq, attempt: e.attempt};
         reply.dataset.lastSeq = String(e.seq);
-        if (e.type === "step" && e.data && e.data.update && typeof e.data.update.step === "string") {
-          chat.step = e.data.update.step;
+        if (e.type === "step" && e.data && typeof e.data.node === "string") {
+          chat.steps.push(e.data.node);
           sidebar();
           const answer = answerOf(e.data.update);
           if (answer !== null) reply.querySelector(".text").textContent = answer;
-        } else if (e.type === "token" && e.data && e.data.node === "generate") {
+        } else if (e.type === "token" && e.data) {
           draft += e.data.text || "";
           reply.querySelector(".text").textContent = draft;
         } else if (e.type === "error") {
@@ -125,7 +132,9 @@
       onEnd(end) {
         chat.running = false;
         chat.follower = null;
-        $("chat-status").textContent = end.state.toLowerCase();
+        chat.ended = end.state.toLowerCase();
+        sidebar();
+        $("chat-status").textContent = chat.ended;
         if (end.state !== "DONE" && end.state !== "PARKED") setError("the run ended " + end.state.toLowerCase());
         buttons();
       },
@@ -149,6 +158,9 @@
   async function send(request, reply) {
     chat.lastRequest = request;
     chat.running = true;
+    chat.steps = [];
+    chat.ended = null;
+    sidebar();
     setError("");
     try {
       const created = await relay("responses/create", request);

@@ -122,6 +122,14 @@ def test_every_readme_block_is_run_or_says_why() -> None:
 # -- running ---------------------------------------------------------------------
 
 
+def data_dir(tmp_path: Path) -> Path:
+    """The service's files, in a directory that exists: a missing one sends the service
+    to the temp dir's shared fallback (decision 183)."""
+    path = tmp_path / "data"
+    path.mkdir(exist_ok=True)
+    return path
+
+
 def free_port() -> int:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
@@ -274,7 +282,7 @@ def test_the_quick_start_serves_and_each_check_prints_what_the_readme_says(
         return text.replace("50051", str(grpc_port)).replace("50080", str(http_port))
 
     env = clean_env(
-        TURNKEEPER_DATA_DIR=str(tmp_path / "data"),
+        TURNKEEPER_DATA_DIR=str(data_dir(tmp_path)),
         TURNKEEPER_LISTEN=f"127.0.0.1:{grpc_port}",
         TURNKEEPER_HTTP_PORT=str(http_port),
         TURNKEEPER_ADDRESS=f"127.0.0.1:{grpc_port}",
@@ -306,7 +314,7 @@ def test_the_quick_start_serves_and_each_check_prints_what_the_readme_says(
 def test_the_pipeline_readme_installs_what_it_needs_and_both_ways_of_running_work(
     copy: Path, tmp_path: Path
 ) -> None:
-    env = clean_env(TURNKEEPER_DATA_DIR=str(tmp_path / "data"))
+    env = clean_env(TURNKEEPER_DATA_DIR=str(data_dir(tmp_path)))
     out = bash(
         block("examples/pipeline/README.md", PIPELINE_INSTALL).text, copy, env, INSTALL_TIMEOUT
     )
@@ -347,7 +355,7 @@ def test_the_pipeline_readme_installs_what_it_needs_and_both_ways_of_running_wor
 def test_the_four_step_readme_installs_what_it_needs_and_the_walkthrough_holds(
     copy: Path, tmp_path: Path
 ) -> None:
-    env = clean_env(TURNKEEPER_DATA_DIR=str(tmp_path / "data"))
+    env = clean_env(TURNKEEPER_DATA_DIR=str(data_dir(tmp_path)))
     out = bash(
         block("examples/durable-four-step/README.md", FOUR_STEP_INSTALL).text,
         copy,

@@ -18,7 +18,7 @@ from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.pages import open_page
-from tests.support.turns import events, start
+from tests.support.turns import events, start, value
 from tests.web.test_chat_browser import Pipelines, answered, ask, chat_url, pipelines, sidebar
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(180)]
@@ -40,6 +40,23 @@ async def test_the_turn_page_shows_the_turns_input(
     shown = page.locator('dd[data-fact="input"]')
     await expect(shown).to_have_text(
         json.dumps({"question": "what is a turn?"}, separators=(",", ":"))
+    )
+    await page.context.close()
+
+
+async def test_the_turn_page_says_why_nobody_runs_a_turn_of_an_unannounced_agent(
+    browser: Browser, web_service: TurnkeeperServer
+) -> None:
+    async with aio.insecure_channel(web_service.address) as channel:
+        stub = turns_pb2_grpc.TurnServiceStub(channel)
+        await stub.StartTurn(
+            turns_pb2.StartTurnRequest(
+                turn_id="t-typo", thread_id="th-typo", agent="reserch", input=value({})
+            )
+        )
+    page = await open_page(browser, console(web_service) + "turn.html?id=t-typo")
+    await expect(page.locator('dd[data-fact="waiting"]')).to_contain_text(
+        "no replica of agent 'reserch' has announced itself"
     )
     await page.context.close()
 

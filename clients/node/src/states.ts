@@ -22,6 +22,9 @@ export interface TurnStatusView {
   error: string;
   /** Why the service ended the turn ("cancelled", "max_run_time", ...); empty otherwise. */
   endReason: string;
+  /** Why nobody runs the turn, when the service knows (no replica of its agent ever
+   * announced itself); empty otherwise. */
+  detail: string;
 }
 
 export function statusView(status: TurnStatusResponse): TurnStatusView {
@@ -32,5 +35,6 @@ export function statusView(status: TurnStatusResponse): TurnStatusView {
     lastSeq: Number(status.lastSeq),
     error: status.error,
     endReason: status.endReason,
+    detail: status.detail,
   };
 }

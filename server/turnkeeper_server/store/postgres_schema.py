@@ -147,6 +147,13 @@ TURNKEEPER_MIGRATIONS: list[str] = [
     """
     ALTER TABLE outbox ADD COLUMN messages INTEGER NOT NULL DEFAULT 1;
     """,
+    # 7: as SQLite's turns.db migration 7: the agents replicas announced.
+    """
+    CREATE TABLE agents (
+        agent        TEXT PRIMARY KEY,
+        announced_at DOUBLE PRECISION NOT NULL
+    );
+    """,
 ]
 
 

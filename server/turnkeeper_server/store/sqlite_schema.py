@@ -154,6 +154,14 @@ TURNS_MIGRATIONS: list[str] = [
     """
     ALTER TABLE outbox ADD COLUMN messages INTEGER NOT NULL DEFAULT 1
     """,
+    # 7: the agents replicas announced with their startup Redrive (journal/agents.py),
+    # so a turn for an agent nobody serves can say so.
+    """
+    CREATE TABLE agents (
+        agent        TEXT PRIMARY KEY,
+        announced_at REAL NOT NULL
+    )
+    """,
 ]
 
 SESSIONS_MIGRATIONS: list[str] = [

@@ -168,6 +168,7 @@ class WebServer:
         serving: Callable[[], bool],
         streams: OpenStreams | None = None,
         assertions: Assertions | None = None,
+        announced: Callable[[str], bool] = lambda agent: True,
     ) -> None:
         if settings.http_listen is None:
             raise ValueError("WebServer needs settings.http_listen")
@@ -209,6 +210,7 @@ class WebServer:
                 assertions,
                 prefix=settings.subject_prefix,
                 namespace=settings.namespace,
+                announced=announced,
             ).__call__,
         )
         self.app.router.add_get("/v1/health", self._health)

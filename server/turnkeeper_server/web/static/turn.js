@@ -39,6 +39,8 @@
     const lastReset = resets.lastElementChild;
     document.getElementById("facts").replaceChildren(
       ...fact("state", el("span", {class: "state state-" + state, id: "state"}, state)),
+      // Why nobody runs it, when the service knows (an agent no replica announced).
+      ...(turn.detail ? fact("waiting", el("span", {class: "error"}, turn.detail)) : []),
       ...fact("agent", turn.agent),
       ...fact("thread", turn.threadId),
       ...fact("attempts", String(turn.attempts)),

@@ -148,6 +148,7 @@ class TurnkeeperServer:
                 assertions=self.assertions,
                 # The relay says when an agent nobody hears was never announced.
                 announced=self.engine.turns.announced,
+                agents=self.engine.turns.announced_agents,
             )
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]  # not in grpc-stubs
         self.server: aio.Server | None = None

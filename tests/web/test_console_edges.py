@@ -130,3 +130,25 @@ async def test_after_a_run_ends_the_sidebar_and_the_header_agree(
     )
     assert steps == ["analyze", "plan", "generate"]
     await page.context.close()
+
+
+async def test_the_chat_page_offers_the_agents_replicas_announced(
+    browser: Browser, web_service: TurnkeeperServer
+) -> None:
+    async with aio.insecure_channel(web_service.address) as channel:
+        stub = turns_pb2_grpc.TurnServiceStub(channel)
+        # What each replica does as it starts: its startup Redrive names its agent.
+        for agent in ("writer", "researcher"):
+            await stub.Redrive(
+                turns_pb2.RedriveRequest(agent=agent, replica=f"{agent}-1", incarnation="i1")
+            )
+    agents_url = console(web_service).replace("console/", "v1/agents")
+    async with aiohttp.ClientSession() as session, session.get(agents_url) as r:
+        assert r.status == 200
+        assert await r.json() == {"agents": ["researcher", "writer"]}
+    assert web_service.web is not None
+    page = await open_page(browser, web_service.web.url + "console/chat")
+    await expect(page.locator("#agent")).to_have_value("researcher")
+    options = await page.eval_on_selector_all("#agents option", "os => os.map(o => o.value)")
+    assert options == ["researcher", "writer"]
+    await page.context.close()

@@ -119,6 +119,10 @@ class Turns:
             return True
         return False
 
+    def announced_agents(self) -> list[str]:
+        """Every agent a replica ever announced, in name order."""
+        return agents.all_announced(self.db.read_conn())
+
     def detail(self, turn: TurnRecord) -> str:
         """Why nobody runs the turn, when the service knows (Turn.detail)."""
         if turn.state != RUNNING or turn.owner_replica or self.announced(turn.agent):

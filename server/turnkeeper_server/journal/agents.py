@@ -17,6 +17,7 @@ _ANNOUNCE = (
     "ON CONFLICT (agent) DO UPDATE SET announced_at = excluded.announced_at"
 )
 _ANNOUNCED = "SELECT 1 FROM main.agents WHERE agent = ?"
+_ALL = "SELECT agent FROM main.agents ORDER BY agent"
 
 
 def announce(tx: Tx, agent: str) -> None:
@@ -25,6 +26,11 @@ def announce(tx: Tx, agent: str) -> None:
 
 def announced(conn: Conn, agent: str) -> bool:
     return conn.execute(_ANNOUNCED, (agent,)).fetchone() is not None
+
+
+def all_announced(conn: Conn) -> list[str]:
+    """Every agent name announced, in name order (the chat page's agent list)."""
+    return [row[0] for row in conn.execute(_ALL).fetchall()]
 
 
 def unannounced(agent: str) -> str:

@@ -169,6 +169,7 @@ class WebServer:
         streams: OpenStreams | None = None,
         assertions: Assertions | None = None,
         announced: Callable[[str], bool] = lambda agent: True,
+        agents: Callable[[], list[str]] = list,
     ) -> None:
         if settings.http_listen is None:
             raise ValueError("WebServer needs settings.http_listen")
@@ -180,6 +181,8 @@ class WebServer:
         self.metrics = metrics
         self.link = link
         self.serving = serving
+        # The agents replicas announced (Turns.announced_agents), for GET /v1/agents.
+        self.agents = agents
         self.ssl = ssl_context(settings)
         # Connections that have not sent a request yet: timed and capped per peer.
         self.gate = guard.ConnectionGate(
@@ -216,6 +219,7 @@ class WebServer:
         self.app.router.add_get("/v1/health", self._health)
         self.app.router.add_get("/v1/metrics", self._metrics)
         self.app.router.add_get("/v1/whoami", self._whoami)
+        self.app.router.add_get("/v1/agents", self._agents)
         self.app.router.add_get("/", self._to_console)
         self.app.router.add_get("/console/", self._page("index.html"))
         self.app.router.add_get("/console/chat", self._page("chat.html"))
@@ -300,6 +304,18 @@ class WebServer:
         if caller is None:
             return web.json_response({"role": None, "name": None, "agent": None})
         return web.json_response({"role": caller.role, "name": caller.name, "agent": caller.agent})
+
+    async def _agents(self, request: web.Request) -> web.Response:
+        """The agents replicas announced (the chat page's list); an agent token sees
+        its own agent only, as it sees only its own turns."""
+        try:
+            caller = web_auth.caller_of(request, self.tokens)
+        except Exception as exc:
+            return error_response(exc)
+        names = self.agents()
+        if caller is not None and caller.role == auth.AGENT:
+            names = [n for n in names if n == caller.agent]
+        return web.json_response({"agents": names})
 
     async def _to_console(self, request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound("/console/")

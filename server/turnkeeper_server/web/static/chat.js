@@ -230,6 +230,14 @@
     send({input: null, regenerate: true, thread_id: chat.threadId, background: true}, reply);
   });
 
+  // The agents replicas announced, offered in the agent field; the first one when the
+  // address names none.
+  TK.getJson("/v1/agents").then((answer) => {
+    const names = answer.agents || [];
+    $("agents").replaceChildren(...names.map((name) => el("option", {value: name})));
+    if (!agentInput.value && names.length) agentInput.value = names[0];
+  }).catch(() => {});
+
   tokenBox();
   sidebar();
   buttons();

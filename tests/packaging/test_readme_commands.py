@@ -56,6 +56,10 @@ NOT_RUN_HERE = {
         "python3.11 -m venv .venv && . .venv/bin/activate && pip install ./clients/python",
     ): "tests/packaging/test_client_only.py installs ./clients/python into a fresh venv",
     (
+        "README.md",
+        "mkdocs build --strict && python -m http.server -d site 8000",
+    ): "a server on a fixed port: tests/packaging/test_docs_site.py runs the build",
+    (
         "clients/node/README.md",
         "npm ci && npm run build        # install from package-lock.json, compile src/ to dist/",
     ): "tests/support/node.py runs npm ci and npm run build for every tests/node test",

@@ -129,13 +129,11 @@ class Turns:
             return ""
         return agents.unannounced(turn.agent)
 
-    def status_detail(self, turn_id: str, status: TurnStatusRow) -> str:
-        """TurnStatus's detail: its row has no owner, so a RUNNING turn of an agent
-        never announced is read whole (rare: the detail is for a mistake)."""
-        if status.state != RUNNING or self.announced(status.agent):
+    def status_detail(self, status: TurnStatusRow) -> str:
+        """TurnStatus's detail, as `detail`'s: an owned or ended turn costs no read."""
+        if status.state != RUNNING or status.owner_replica or self.announced(status.agent):
             return ""
-        turn = self.get(turn_id)
-        return "" if turn is None else self.detail(turn)
+        return agents.unannounced(status.agent)
 
     def thread_agents(self, thread_id: str) -> set[str]:
         return transitions.thread_agents(self.db.read_conn(), thread_id)

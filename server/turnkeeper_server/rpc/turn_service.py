@@ -212,7 +212,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             last_seq=turn.last_seq,
             error=turn.error,
             end_reason=turn.end_reason,
-            detail=self.engine.turns.status_detail(turn_id, turn),
+            detail=self.engine.turns.status_detail(turn),
         )
 
     async def GetTurn(

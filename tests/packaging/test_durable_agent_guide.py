@@ -93,7 +93,7 @@ def test_the_guide_starts_follows_crashes_and_resumes_a_turn(tmp_path: Path) -> 
     started: list[Background] = []
 
     def background(line: str) -> Background:
-        started.append(Background.start(line.rstrip("& "), work, env))
+        started.append(Background.start(line.strip().removesuffix("&").strip(), work, env))
         return started[-1]
 
     try:

@@ -15,6 +15,7 @@ neither collide nor touch `/data`.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import re
@@ -23,6 +24,7 @@ import signal
 import socket
 import subprocess
 import threading
+import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -229,14 +231,25 @@ class Background:
         assert found, f"never printed {pattern!r}:\n" + "\n".join(self.lines)
         return found[0]
 
-    def stop(self) -> None:
-        if self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
+    def stop(self, grace: float = 30.0) -> None:
+        """SIGTERM to the command's process group, whether or not the shell itself
+        is still there: what it started with `&` outlives it in the group, and is
+        not our child to wait for, so the group is asked until it is empty."""
+        group = self.process.pid
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            self.process.poll()
             try:
-                self.process.wait(30)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait()
+                os.killpg(group, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+        self.process.wait()
 
 
 def same_output(shown: str, expected: str) -> bool:

@@ -146,6 +146,9 @@ class TurnkeeperServer:
                 # A revoked token's SSE streams end as its WatchTurn streams do.
                 streams=self.streams,
                 assertions=self.assertions,
+                # The relay says when an agent nobody hears was never announced.
+                announced=self.engine.turns.announced,
+                agents=self.engine.turns.announced_agents,
             )
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]  # not in grpc-stubs
         self.server: aio.Server | None = None

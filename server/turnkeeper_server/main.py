@@ -68,7 +68,8 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "--nats-url",
         default=env("TURNKEEPER_NATS_URL") or env("NATS_URL"),
         help="NATS server URL (env TURNKEEPER_NATS_URL or NATS_URL); "
-        "without one a bundled nats-server is started",
+        "without one a bundled nats-server is started (refused with --database-url: "
+        "replicas of one database share one NATS)",
     )
     parser.add_argument(
         "--no-nats", action="store_true", help="run without NATS: no mirroring, no hand-offs"
@@ -401,6 +402,8 @@ async def serve(args: argparse.Namespace) -> int:
         try:
             nats = nats_auth.from_args(args)
             if nats_url is None and not args.no_nats:
+                if args.database_url:
+                    raise ValueError(SHARED_NATS)
                 embedded, nats = _bundled_nats(args, nats)
                 nats_url = embedded.start()
                 log.info(
@@ -448,6 +451,16 @@ async def serve(args: argparse.Namespace) -> int:
         if embedded is not None:
             embedded.stop()
     return 0
+
+
+# Replicas of one database hand turns to each other's agents over NATS: each on its
+# own bundled nats-server, a hand-off goes where no agent listens (decision 200).
+SHARED_NATS = (
+    "--database-url without --nats-url: replicas of one database must share one NATS, "
+    "and a bundled nats-server is this replica's alone. Pass --nats-url nats://HOST:4222 "
+    "(the same NATS for every replica of the database; env TURNKEEPER_NATS_URL), or "
+    "--no-nats to run without hand-offs"
+)
 
 
 def _bundled_nats(args: argparse.Namespace, nats: NatsAuth) -> tuple[EmbeddedNats, NatsAuth]:

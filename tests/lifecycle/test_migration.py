@@ -6,6 +6,8 @@ tokens), the new states are storable, and the audit table is there."""
 from __future__ import annotations
 
 import sqlite3
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import psycopg
@@ -117,3 +119,26 @@ def test_a_version_1_postgres_journal_is_altered_in_place(
             assert conn.execute(
                 "SELECT 1 FROM pg_indexes WHERE tablename = 'turns' AND indexname = %s", (index,)
             ).fetchone() == (1,), index
+
+
+def test_replicas_migrating_a_new_database_at_once_do_not_deadlock(
+    postgres_cluster: PostgresCluster,
+) -> None:
+    """Replicas started together on an empty database: one migrates, the others wait
+    for it. Waiting inside `pg_advisory_lock` kept a transaction open that the
+    migrator's CREATE INDEX CONCURRENTLY waited for in turn: PostgreSQL saw a deadlock
+    and one replica failed to start (found by docs/two-replicas.md's test)."""
+    url = postgres_cluster.new_database()
+    ready = threading.Barrier(REPLICAS_AT_ONCE)
+
+    def replica() -> int:
+        with psycopg.connect(url, autocommit=True) as conn:
+            ready.wait()
+            return postgres_schema.migrate(conn)
+
+    with ThreadPoolExecutor(REPLICAS_AT_ONCE) as pool:
+        versions = list(pool.map(lambda _: replica(), range(REPLICAS_AT_ONCE)))
+    assert versions == [len(PG_MIGRATIONS)] * REPLICAS_AT_ONCE
+
+
+REPLICAS_AT_ONCE = 4

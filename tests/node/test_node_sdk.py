@@ -194,10 +194,14 @@ async def test_a_parked_js_turn_is_resumed_by_grpcurl_and_by_the_python_session_
         await nc.close()
 
 
+# What the package's README tells an agent to install beside it.
+LANGGRAPH_PEERS = ("@langchain/langgraph", "@langchain/langgraph-checkpoint", "@langchain/core")
+
 PACKED_AGENT = r"""
 import { Annotation, END, START, StateGraph } from "@langchain/langgraph";
 import { connect } from "nats";
-import { TurnRunner, TurnkeeperClient, followTurn, runnerConfigFromEnv } from "@turnkeeper/client";
+import { TurnkeeperClient, followTurn } from "@turnkeeper/client";
+import { TurnRunner, runnerConfigFromEnv } from "@turnkeeper/client/agent";
 
 const State = Annotation.Root({
   log: Annotation({ reducer: (a, b) => a.concat(b), default: () => [] }),
@@ -241,12 +245,22 @@ async def test_the_npm_pack_tarball_installs_into_an_empty_directory_runs_and_fo
     (app / "package.json").write_text(
         json.dumps({"name": "app", "private": True, "type": "module"})
     )
-    # Peer dependencies (@langchain/langgraph and its kin) come along: npm installs them.
+    # LangGraph.js is an optional peer: an agent installs it beside the package, as the
+    # package's README says.
     tgz = str(tarball)
     # --prefer-offline: from npm's cache where it has them (the package's own `npm ci`
     # filled it), so a registry that is slow to answer does not decide the test.
     code, stdout, stderr = await run(
-        [NPM, "install", "--prefer-offline", "--no-audit", "--no-fund", "--ignore-scripts", tgz],
+        [
+            NPM,
+            "install",
+            "--prefer-offline",
+            "--no-audit",
+            "--no-fund",
+            "--ignore-scripts",
+            tgz,
+            *LANGGRAPH_PEERS,
+        ],
         app,
     )
     assert code == 0, stdout + stderr

@@ -79,6 +79,16 @@ async def pipelines(
             print(f"--- agent {agent.name} ---\n{agent.output()}")
 
 
+# Every state the sidebar shows during one pipeline run, in order.
+RUN = [
+    "active",
+    "complete,active",
+    "complete,complete,active",
+    "complete,complete,complete,active",
+    "complete,complete,complete",
+]
+
+
 def chat_url(service: TurnkeeperServer, agent: str) -> str:
     assert service.web is not None
     return f"{service.web.url}console/chat?agent={agent}"
@@ -105,26 +115,24 @@ async def sidebar(page: Page) -> str:
     return ",".join(states)
 
 
-async def test_sidebar_follows_step_and_a_second_question_starts_from_a_stale_generate(
+async def test_sidebar_shows_the_graphs_steps_as_they_finish_and_a_second_question_starts_empty(
     browser: Browser, web_service: TurnkeeperServer, pipelines: Pipelines
 ) -> None:
     await pipelines.start()
     page = await open_page(browser, chat_url(web_service, "pipeline"))
-    # Before any run nothing is active: no step has finished.
-    assert await sidebar(page) == "pending,pending,pending"
+    # Before any run the sidebar is empty: the page knows no agent's steps of its own.
+    assert await sidebar(page) == ""
     await ask(page, "What is a turn?")
     await answered(page, 1)
-    # The run is over: its last step stays active.
-    assert await sidebar(page) == "complete,complete,active"
+    # The run is over: its steps are complete and nothing is active (the header: done).
+    assert await sidebar(page) == "complete,complete,complete"
     await ask(page, "Why does it matter?")
     await answered(page, 2)
 
-    # Every state the sidebar ever showed, in order. Nothing was active before the
-    # first step finished (analyze never "spun" while it ran), and the second
-    # question went on from the first one's stale `generate` until its own analyze
-    # finished.
-    first = ["active,pending,pending", "complete,active,pending", "complete,complete,active"]
-    assert (await recorded(page))["sidebar"] == first + first
+    # Every state the sidebar ever showed, in order: while the run goes on one item
+    # more is active (the node running now); each step event completes a node; the
+    # second question starts again from an empty sidebar.
+    assert (await recorded(page))["sidebar"] == RUN + RUN
     texts = await page.locator(".message .text").all_inner_texts()
     assert texts[0] == "What is a turn?" and texts[2] == "Why does it matter?"
     assert "turn" in texts[1].lower() and texts[3]
@@ -188,7 +196,7 @@ async def test_a_dropped_network_is_interrupted_not_retryable_and_reattaches_wit
         assert turn_id is not None
         # Mid-run (analyze has finished, plan runs): the network goes.
         await expect(page.locator('#pipeline li[data-step="analyze"]')).to_have_attribute(
-            "data-state", "active"
+            "data-state", "complete"
         )
         relay.shut()
         await expect(page.locator("#chat-error")).to_contain_text("interrupted")
@@ -206,8 +214,7 @@ async def test_a_dropped_network_is_interrupted_not_retryable_and_reattaches_wit
         retained = await all_events(client, turn_id)
     # Every event applied once, in order, none missing.
     assert (await reply_seqs(page))[turn_id] == [e.seq for e in retained]
-    first = ["active,pending,pending", "complete,active,pending", "complete,complete,active"]
-    assert (await recorded(page))["sidebar"] == first
+    assert (await recorded(page))["sidebar"] == RUN
     assert (await reply.locator(".text").inner_text()).startswith("Answer: ")
     await page.context.close()
 
@@ -220,7 +227,7 @@ async def test_stop_then_check_status_picks_up_the_finished_run(
     await ask(page, "Can I look away?")
     reply = page.locator(".message.agent")
     await expect(page.locator('#pipeline li[data-step="analyze"]')).to_have_attribute(
-        "data-state", "active"
+        "data-state", "complete"
     )
     turn_id = await reply.get_attribute("data-turn-id")
     assert turn_id is not None
@@ -229,16 +236,17 @@ async def test_stop_then_check_status_picks_up_the_finished_run(
     await expect(page.locator("#check")).to_be_visible()
     await expect(page.locator("#retry")).to_be_hidden()
     # Where the sidebar stood when following stopped: mid-run (the step after analyze
-    # may already have finished on a loaded machine, the last one not).
+    # may already have finished on a loaded machine, the last one not), and nothing
+    # active, since the page follows no run.
     stopped_at = await sidebar(page)
-    assert stopped_at in ("active,pending,pending", "complete,active,pending")
+    assert stopped_at in ("complete", "complete,complete")
     await until_over(web_service, turn_id)
     # Nothing moved while the page was not following.
     assert await sidebar(page) == stopped_at
     await page.click("#check")
     await expect(page.locator("#chat-status")).to_have_text("done")
     await expect(page.locator("#chat-error")).to_be_empty()
-    assert await sidebar(page) == "complete,complete,active"
+    assert await sidebar(page) == "complete,complete,complete"
     async with AsyncTurnkeeperClient(ConnectionOptions(target=web_service.address)) as client:
         retained = await all_events(client, turn_id)
     assert (await reply_seqs(page))[turn_id] == [e.seq for e in retained]
@@ -262,4 +270,4 @@ async def test_regenerate_answers_the_last_question_again_in_a_new_run(
     # The same question answered again by a new run, in place of the old answer.
     await expect(reply).to_have_count(1)
     await expect(reply.locator(".text")).to_have_text(first_answer)
-    assert await sidebar(page) == "complete,complete,active"
+    assert await sidebar(page) == "complete,complete,complete"

@@ -408,3 +408,26 @@ async def test_pages_are_served_from_the_package_with_a_strict_policy(
     assert await web_service.link.wait_connected(10)
     async with http.session.get(f"{http.base}v1/health") as response:
         assert await response.json() == {"status": "SERVING", "nats": "up"}
+
+
+async def test_the_agent_list_is_the_announced_agents_and_an_agent_token_sees_its_own(
+    secured: tuple[TurnkeeperServer, dict[str, str], Http],
+) -> None:
+    service, tokens, http = secured
+    for agent in ("alpha", "beta"):
+        async with aio.insecure_channel(service.address) as channel:
+            stub = turns_pb2_grpc.TurnServiceStub(channel)
+            await stub.Redrive(
+                turns_pb2.RedriveRequest(agent=agent, replica=f"{agent}-1", incarnation="i1"),
+                metadata=bearer(tokens[agent]),
+            )
+
+    async def listed(token: str | None) -> tuple[int, Any]:
+        headers = {"Authorization": f"Bearer {token}"} if token else {}
+        async with http.session.get(f"{http.base}v1/agents", headers=headers) as r:
+            return r.status, await r.json()
+
+    assert await listed(tokens["panel"]) == (200, {"agents": ["alpha", "beta"]})
+    assert await listed(tokens["alpha"]) == (200, {"agents": ["alpha"]})
+    status, _ = await listed(None)
+    assert status == 401

@@ -20,6 +20,7 @@ import { CheckpointService } from "./gen/turnkeeper/v1/checkpoints_pb.js";
 import { OperationsService } from "./gen/turnkeeper/v1/operations_pb.js";
 import { retryInterceptor } from "./retry.js";
 import { TurnService } from "./gen/turnkeeper/v1/turns_pb.js";
+import { type TurnStatusView, statusView } from "./states.js";
 
 export type TurnServiceClient = Client<typeof TurnService>;
 export type CheckpointServiceClient = Client<typeof CheckpointService>;
@@ -106,6 +107,14 @@ export class TurnkeeperClient {
     this.turns = createClient(TurnService, transport);
     this.checkpoints = createClient(CheckpointService, transport);
     this.operations = createClient(OperationsService, transport);
+  }
+
+  /**
+   * A turn's status with its state by name ("RUNNING", ..., "UNKNOWN" for an id the
+   * service never saw); `turns.turnStatus` answers the raw message, its state a number.
+   */
+  async status(turnId: string, options?: CallOptions): Promise<TurnStatusView> {
+    return statusView(await this.turns.turnStatus({ turnId }, options));
   }
 
   /** Close the connection; calls in flight fail with CANCELED. Safe twice. */

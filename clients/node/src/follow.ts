@@ -17,7 +17,8 @@
 
 import { type TurnkeeperClient, STREAM_CALL } from "./client.js";
 import { isRetryable } from "./errors.js";
-import { type Event, type Reset, TurnState, type TurnStatusResponse } from "./gen/turnkeeper/v1/turns_pb.js";
+import { type Event, type Reset, type TurnStatusResponse } from "./gen/turnkeeper/v1/turns_pb.js";
+import { stateName } from "./states.js";
 import { type JsonValue, parseDataJson, timestampToIso } from "./values.js";
 
 export interface StatusFrame {
@@ -66,10 +67,6 @@ const TERMINAL_STATES: Readonly<Record<string, string>> = { "turn.done": "DONE",
 /** Process exit codes of turnkeeper-follow, by outcome; an error is 1, bad usage 2. */
 export const EXIT_CODES = Object.freeze({ terminal: 0, concluded: 0, unknown: 3, deadline: 4, aborted: 130 });
 
-/** RUNNING, PARKED, DONE, FAILED, CANCELLED, QUEUED, UNKNOWN: the states of a turn. */
-export function stateName(state: TurnState): string {
-  return state === TurnState.UNSPECIFIED ? "UNKNOWN" : TurnState[state];
-}
 
 export function statusFrame(status: TurnStatusResponse): StatusFrame {
   return {

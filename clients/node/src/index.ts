@@ -1,4 +1,6 @@
-// @turnkeeper/client: the turnkeeper service for Node.js agents and tools.
+// @turnkeeper/client: the turnkeeper service for Node.js tools and panels. Nothing
+// here loads LangGraph.js: the checkpointer and the turn runner are the
+// "@turnkeeper/client/agent" entry point (src/agent.ts), for agents.
 
 export {
   ON_BEHALF_OF,
@@ -19,21 +21,8 @@ export {
   type FollowResult,
   type Frame,
   followTurn,
-  stateName,
 } from "./follow.js";
-export {
-  ATTEMPT_KEY,
-  DURABILITY,
-  TURN_ID_KEY,
-  TurnkeeperSaver,
-  type TurnkeeperSaverOptions,
-  durableConfig,
-  durableRunOptions,
-} from "./saver.js";
-export { BoundarySaver } from "./runner/boundary.js";
-export { emitEvent } from "./runner/events.js";
-export { idempotencyKey } from "./runner/execution.js";
-export { TurnRunner, type RunnerConfig, type TurnRunnerOptions, agentSubject, runnerConfigFromEnv } from "./runner/runner.js";
+export { type TurnStateName, type TurnStatusView, stateName, statusView } from "./states.js";
 export { contractWord, stateFromWire, stateOfAnswer, statusWord } from "./runner/status.js";
 export { fromValue, toValue, type JsonValue } from "./values.js";
 export * as callerAssertion from "./callerAssertion.js";

@@ -5,7 +5,8 @@ import { Code, ConnectError } from "@connectrpc/connect";
 
 import { connectionFromEnv, validateConnection } from "../src/connection.js";
 import { codeName, isFenced } from "../src/errors.js";
-import { LIVE_STATES, stateName } from "../src/follow.js";
+import { LIVE_STATES } from "../src/follow.js";
+import { stateName } from "../src/states.js";
 import { TurnState } from "../src/gen/turnkeeper/v1/turns_pb.js";
 import {
   INVALID_PARAMS,

@@ -20,7 +20,7 @@ import { appendFileSync } from "node:fs";
 
 import { Annotation, END, START, StateGraph, interrupt } from "@langchain/langgraph";
 
-import { TurnRunner, emitEvent, runnerConfigFromEnv } from "../dist/index.js";
+import { TurnRunner, emitEvent, runnerConfigFromEnv } from "../dist/agent.js";
 
 const State = Annotation.Root({
   job: Annotation(),

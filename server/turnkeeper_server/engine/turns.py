@@ -17,7 +17,15 @@ from typing import TypeVar
 
 from turnkeeper_server.engine.handoffs import Handoffs
 from turnkeeper_server.engine.watch import Reset, TurnNotifier, follow, follow_settled
-from turnkeeper_server.journal import containment, erasure, lifecycle, redrive, start, transitions
+from turnkeeper_server.journal import (
+    agents,
+    containment,
+    erasure,
+    lifecycle,
+    redrive,
+    start,
+    transitions,
+)
 from turnkeeper_server.journal.erasure import Erased
 from turnkeeper_server.journal.lifecycle import Cancelled, Ended
 from turnkeeper_server.journal.redrive import Redriven
@@ -53,6 +61,9 @@ class Turns:
         self.outbox = outbox
         self.metrics = metrics
         self.handoffs = handoffs
+        # Agents known to be announced: a name stays announced (journal/agents.py), so
+        # only a name not yet seen costs a read.
+        self._announced: set[str] = set()
 
     # -- plumbing ---------------------------------------------------------------
 
@@ -98,6 +109,31 @@ class Turns:
             before_rowid=before,
             limit=limit,
         )
+
+    def announced(self, agent: str) -> bool:
+        """Whether a replica of the agent ever announced itself (its startup Redrive)."""
+        if agent in self._announced:
+            return True
+        if agents.announced(self.db.read_conn(), agent):
+            self._announced.add(agent)
+            return True
+        return False
+
+    def announced_agents(self) -> list[str]:
+        """Every agent a replica ever announced, in name order."""
+        return agents.all_announced(self.db.read_conn())
+
+    def detail(self, turn: TurnRecord) -> str:
+        """Why nobody runs the turn, when the service knows (Turn.detail)."""
+        if turn.state != RUNNING or turn.owner_replica or self.announced(turn.agent):
+            return ""
+        return agents.unannounced(turn.agent)
+
+    def status_detail(self, status: TurnStatusRow) -> str:
+        """TurnStatus's detail, as `detail`'s: an owned or ended turn costs no read."""
+        if status.state != RUNNING or status.owner_replica or self.announced(status.agent):
+            return ""
+        return agents.unannounced(status.agent)
 
     def thread_agents(self, thread_id: str) -> set[str]:
         return transitions.thread_agents(self.db.read_conn(), thread_id)
@@ -239,15 +275,17 @@ class Turns:
     async def redrive_replica(
         self, *, agent: str, replica: str, incarnation: str
     ) -> list[Redriven]:
-        redriven = await self._write(
-            lambda rs: [r.turn.turn_id for r in rs],
-            lambda tx: self._capped(
+        def op(tx: Tx) -> list[Redriven]:
+            # The startup Redrive is how a replica announces its agent.
+            agents.announce(tx, agent)
+            return self._capped(
                 tx,
                 containment.redrive_replica(
                     tx, agent=agent, replica=replica, incarnation=incarnation, policy=self.policy
                 ),
-            ),
-        )
+            )
+
+        redriven = await self._write(lambda rs: [r.turn.turn_id for r in rs], op)
         self._count(redriven, "startup")
         return redriven
 

@@ -24,7 +24,7 @@ import time
 from dataclasses import dataclass
 
 from turnkeeper_server.errors import AlreadyExists, InvalidArgument, WrongState
-from turnkeeper_server.journal import lifecycle, transitions
+from turnkeeper_server.journal import agents, lifecycle, transitions
 from turnkeeper_server.journal.lifecycle import Cancelled
 from turnkeeper_server.records import LIVE_SQL, QUEUED, RUNNING, TURN_COLUMNS, Policy, TurnRecord
 from turnkeeper_server.store.contract import Tx
@@ -51,6 +51,8 @@ class StartRequest:
     strategy: str = REJECT
     max_run_seconds: float = 0.0
     park_expiry_seconds: float = 0.0
+    # Refuse an agent no replica ever announced (journal/agents.py).
+    require_announced: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -73,6 +75,8 @@ def start_turn(tx: Tx, request: StartRequest, policy: Policy) -> Started:
     existing = transitions.load_turn(tx.conn, request.turn_id)
     if existing is not None:
         return _same_request(existing, digest)
+    if request.require_announced and not agents.announced(tx.conn, request.agent):
+        raise WrongState(agents.unannounced(request.agent))
     # Locked (PostgreSQL): the live turn cannot end, and promote the queue, between
     # this read and the insert below, so a QUEUED turn is never left behind nobody.
     live_row = tx.execute(_LIVE_ON_THREAD + tx.for_update, (request.thread_id,)).fetchone()

@@ -35,8 +35,10 @@ def json_to_value(text: str) -> struct_pb2.Value:
     return value
 
 
-def turn_to_proto(turn: TurnRecord) -> turns_pb2.Turn:
+def turn_to_proto(turn: TurnRecord, detail: str = "") -> turns_pb2.Turn:
+    """The Turn message; `detail` is the engine's (Turns.detail), where the RPC gives it."""
     msg = turns_pb2.Turn(
+        detail=detail,
         turn_id=turn.turn_id,
         thread_id=turn.thread_id,
         agent=turn.agent,

@@ -163,6 +163,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             strategy=strategy,
             max_run_seconds=max_run,
             park_expiry_seconds=park_expiry,
+            require_announced=request.require_announced_agent,
         )
         disruptive = _disruption(strategy, input_json)
         if disruptive is None:
@@ -175,7 +176,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
                 auth.require_on_behalf(_TURNS_RPC + "CancelTurn", what)
                 started = await self.engine.turns.start(start_request)
         return turns_pb2.StartTurnResponse(
-            turn=turn_to_proto(started.turn),
+            turn=turn_to_proto(started.turn, self.engine.turns.detail(started.turn)),
             created=started.created,
             cancelled_turn_id=started.cancelled.turn.turn_id if started.cancelled else "",
         )
@@ -211,6 +212,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             last_seq=turn.last_seq,
             error=turn.error,
             end_reason=turn.end_reason,
+            detail=self.engine.turns.status_detail(turn),
         )
 
     async def GetTurn(
@@ -218,7 +220,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
     ) -> turns_pb2.GetTurnResponse:
         turn = self.engine.turns.require(self._id("turn_id", request.turn_id))
         auth.require_turn(turn.turn_id, lambda: turn)
-        return turns_pb2.GetTurnResponse(turn=turn_to_proto(turn))
+        return turns_pb2.GetTurnResponse(turn=turn_to_proto(turn, self.engine.turns.detail(turn)))
 
     async def ListTurns(
         self, request: turns_pb2.ListTurnsRequest, context: Ctx

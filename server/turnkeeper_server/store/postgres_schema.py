@@ -13,12 +13,15 @@ step once.
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 from langgraph.checkpoint.postgres.base import MIGRATIONS as SAVER_MIGRATIONS
 
 # Any fixed number: held while migrating, so concurrent starts take turns.
 MIGRATION_LOCK = 0x7475726E  # "turn"
+# How often a replica asks again for the migration lock another replica holds.
+MIGRATION_LOCK_RETRY_SECONDS = 0.05
 
 TURNKEEPER_MIGRATIONS: list[str] = [
     # 1: the journal, its retained events, the NATS outbox and turn boundaries.
@@ -147,7 +150,14 @@ TURNKEEPER_MIGRATIONS: list[str] = [
     """
     ALTER TABLE outbox ADD COLUMN messages INTEGER NOT NULL DEFAULT 1;
     """,
-    # 7: threads as the LangGraph API knows them, as SQLite's turns.db migration 7.
+    # 7: as SQLite's turns.db migration 7: the agents replicas announced.
+    """
+    CREATE TABLE agents (
+        agent        TEXT PRIMARY KEY,
+        announced_at DOUBLE PRECISION NOT NULL
+    );
+    """,
+    # 8: threads as the LangGraph API knows them, as SQLite's turns.db migration 8.
     """
     CREATE TABLE threads (
         thread_id  TEXT PRIMARY KEY,
@@ -165,7 +175,13 @@ def migrate(conn: Any) -> int:
     `conn` is a psycopg connection in autocommit mode (PostgresSaver's index
     migrations use CREATE INDEX CONCURRENTLY, which refuses a transaction).
     """
-    conn.execute("SELECT pg_advisory_lock(%s)", (MIGRATION_LOCK,))
+    # Taken with try-and-retry, not pg_advisory_lock: a replica waiting inside that
+    # call holds a transaction open, and the migrating replica's CREATE INDEX
+    # CONCURRENTLY waits for every open transaction, so replicas starting together on
+    # an empty database deadlocked and one failed to start. Between tries no
+    # transaction is open.
+    while not conn.execute("SELECT pg_try_advisory_lock(%s)", (MIGRATION_LOCK,)).fetchone()[0]:
+        time.sleep(MIGRATION_LOCK_RETRY_SECONDS)
     try:
         _saver_tables(conn)
         return _turnkeeper_tables(conn)

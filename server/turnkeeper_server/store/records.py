@@ -95,7 +95,8 @@ class CheckpointRow:
 
 
 class TurnStatusRow(NamedTuple):
-    """What TurnStatus answers with: six columns of one turn (store/status_cache.py)."""
+    """What TurnStatus answers with: columns of one turn (store/status_cache.py).
+    `owner_replica` is for its detail: a RUNNING turn nobody owns (journal/agents.py)."""
 
     agent: str
     state: str
@@ -103,6 +104,7 @@ class TurnStatusRow(NamedTuple):
     last_seq: int
     error: str
     end_reason: str
+    owner_replica: str | None
 
 
 class OutboxRow(NamedTuple):

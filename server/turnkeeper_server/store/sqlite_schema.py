@@ -154,7 +154,15 @@ TURNS_MIGRATIONS: list[str] = [
     """
     ALTER TABLE outbox ADD COLUMN messages INTEGER NOT NULL DEFAULT 1
     """,
-    # 7: threads as the LangGraph API knows them (journal/threads.py): a thread made
+    # 7: the agents replicas announced with their startup Redrive (journal/agents.py),
+    # so a turn for an agent nobody serves can say so.
+    """
+    CREATE TABLE agents (
+        agent        TEXT PRIMARY KEY,
+        announced_at REAL NOT NULL
+    )
+    """,
+    # 8: threads as the LangGraph API knows them (journal/threads.py): a thread made
     # by threads.create, with its metadata, before or without any turn on it.
     """
     CREATE TABLE threads (

@@ -41,6 +41,17 @@ from turnkeeper_server.web.sse import EventStream
 log = logging.getLogger(__name__)
 
 STATIC: Final = Path(__file__).resolve().parent / "static"
+# The console's files by name: a fixed set, so no path from a request reaches the disk.
+STATIC_FILES: Final = {p.name: p for p in STATIC.iterdir() if p.is_file()}
+NOT_FOUND_PAGE: Final = """<!doctype html>
+<html lang="en">
+<head><meta charset="utf-8"><title>not found · turnkeeper console</title>
+<link rel="stylesheet" href="/console/console.css"></head>
+<body><main><h2>Not found</h2>
+<p>The console has no such page. <a href="/console/">Turns</a> ·
+<a href="/console/chat">Chat</a></p></main></body>
+</html>
+"""
 
 # Only our own files run in the pages; nothing may frame them.
 _CSP: Final = (
@@ -162,6 +173,8 @@ class WebServer:
         streams: OpenStreams | None = None,
         assertions: Assertions | None = None,
         directory: AgentDirectory | None = None,
+        announced: Callable[[str], bool] = lambda agent: True,
+        agents: Callable[[], list[str]] = list,
     ) -> None:
         if settings.http_listen is None:
             raise ValueError("WebServer needs settings.http_listen")
@@ -173,6 +186,8 @@ class WebServer:
         self.metrics = metrics
         self.link = link
         self.serving = serving
+        # The agents replicas announced (Turns.announced_agents), for GET /v1/agents.
+        self.agents = agents
         self.ssl = ssl_context(settings)
         # Connections that have not sent a request yet: timed and capped per peer.
         self.gate = guard.ConnectionGate(
@@ -207,6 +222,7 @@ class WebServer:
             assertions,
             prefix=settings.subject_prefix,
             namespace=settings.namespace,
+            announced=announced,
         )
         self.app.router.add_post("/v1/agents/{agent}/rpc", self.relay.__call__)
         # LangGraph's API (web/langgraph/): the assistants are the agents announced.
@@ -228,10 +244,11 @@ class WebServer:
         self.app.router.add_get("/v1/health", self._health)
         self.app.router.add_get("/v1/metrics", self._metrics)
         self.app.router.add_get("/v1/whoami", self._whoami)
+        self.app.router.add_get("/v1/agents", self._agents)
         self.app.router.add_get("/", self._to_console)
         self.app.router.add_get("/console/", self._page("index.html"))
         self.app.router.add_get("/console/chat", self._page("chat.html"))
-        self.app.router.add_static("/console/", STATIC)
+        self.app.router.add_get("/console/{name:.*}", self._static)
         self.runner: web.AppRunner | None = None
         self.listeners: list[asyncio.Server] = []
         self.port = 0
@@ -313,8 +330,28 @@ class WebServer:
             return web.json_response({"role": None, "name": None, "agent": None})
         return web.json_response({"role": caller.role, "name": caller.name, "agent": caller.agent})
 
+    async def _agents(self, request: web.Request) -> web.Response:
+        """The agents replicas announced (the chat page's list); an agent token sees
+        its own agent only, as it sees only its own turns."""
+        try:
+            caller = web_auth.caller_of(request, self.tokens)
+        except Exception as exc:
+            return error_response(exc)
+        names = self.agents()
+        if caller is not None and caller.role == auth.AGENT:
+            names = [n for n in names if n == caller.agent]
+        return web.json_response({"agents": names})
+
     async def _to_console(self, request: web.Request) -> web.StreamResponse:
         raise web.HTTPFound("/console/")
+
+    async def _static(self, request: web.Request) -> web.StreamResponse:
+        """A file of the console's own, by name; anything else an HTML 404 page (not
+        aiohttp's body without a type, which a browser offers to download)."""
+        found = STATIC_FILES.get(request.match_info["name"])
+        if found is None:
+            return web.Response(status=404, text=NOT_FOUND_PAGE, content_type="text/html")
+        return web.FileResponse(found)
 
     @staticmethod
     def _page(name: str) -> Handler:

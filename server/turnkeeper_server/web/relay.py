@@ -28,6 +28,7 @@ from __future__ import annotations
 import json
 import logging
 import uuid
+from collections.abc import Callable
 from typing import Any, Final
 
 from aiohttp import web
@@ -77,9 +78,13 @@ class AgentRelay:
         *,
         prefix: str,
         namespace: str,
+        announced: Callable[[str], bool] = lambda agent: True,
         timeout: float = 10.0,
     ) -> None:
         self.link = link
+        # Whether a replica of an agent ever announced itself (Turns.announced): a
+        # request nobody heard for an agent never announced is likely a typo.
+        self.announced = announced
         self.tokens = tokens
         # Issues the caller assertion of each relayed request (None without tokens).
         self.assertions = assertions
@@ -186,9 +191,13 @@ class AgentRelay:
                 headers=headers or None,
             )
         except NoRespondersError:
-            return NotAnswered(
-                503, "unavailable", f"no replica of agent {agent!r} is listening", False
-            )
+            message = f"no replica of agent {agent!r} is listening"
+            if not self.announced(agent):
+                message += (
+                    ", and none has ever announced itself to this service: is the agent's "
+                    "name right?"
+                )
+            return NotAnswered(503, "unavailable", message, False)
         except (TimeoutError, NatsTimeout):
             return NotAnswered(
                 504,

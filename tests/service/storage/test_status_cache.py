@@ -137,10 +137,11 @@ async def test_a_turn_inside_an_unsettled_transaction_is_read_from_the_database(
 def test_the_cache_keeps_at_most_its_capacity_oldest_first(tmp_path: Path) -> None:
     conn = sqlite3.connect(tmp_path / "t.db")
     conn.execute(
-        "CREATE TABLE turns (turn_id, agent, state, attempts, last_seq, error, end_reason)"
+        "CREATE TABLE turns (turn_id, agent, state, attempts, last_seq, error, end_reason, "
+        "owner_replica)"
     )
     for n in range(3):
-        conn.execute("INSERT INTO turns VALUES (?, 'a', 'RUNNING', 0, 0, '', '')", (f"t{n}",))
+        conn.execute("INSERT INTO turns VALUES (?, 'a', 'RUNNING', 0, 0, '', '', NULL)", (f"t{n}",))
     cache = StatusCache(capacity=2)
     for n in range(3):
         cache.status(conn, f"t{n}")

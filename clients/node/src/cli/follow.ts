@@ -75,6 +75,16 @@ async function main(argv: string[]): Promise<number> {
   }
   const controller = new AbortController();
   let stoppedBy = 0;
+  let closedOutput = false;
+  // A reader that left (`turnkeeper-follow ID | head`): stop following and end with 0,
+  // without a stack trace, as the Python CLI does on a broken pipe.
+  process.stdout.on("error", (error: NodeJS.ErrnoException) => {
+    if (error.code !== "EPIPE") {
+      throw error;
+    }
+    closedOutput = true;
+    controller.abort();
+  });
   for (const [name, code] of [
     ["SIGINT", 130],
     ["SIGTERM", 143],
@@ -88,15 +98,25 @@ async function main(argv: string[]): Promise<number> {
     const result = await followTurn(client, turnId, {
       ...settings,
       signal: controller.signal,
-      onFrame: (frame) => process.stdout.write(`${JSON.stringify(frame)}\n`),
+      onFrame: (frame) => {
+        if (!closedOutput) {
+          process.stdout.write(`${JSON.stringify(frame)}\n`);
+        }
+      },
     });
     if (result.outcome === "unknown") {
       process.stderr.write(`turnkeeper-follow: the service never saw turn ${turnId}\n`);
     } else if (result.outcome === "deadline") {
       process.stderr.write(`turnkeeper-follow: deadline passed; the turn was last ${result.state ?? "unreachable"}\n`);
     }
+    if (closedOutput) {
+      return 0;
+    }
     return result.outcome === "aborted" ? stoppedBy || EXIT_CODES.aborted : EXIT_CODES[result.outcome];
   } catch (error) {
+    if (closedOutput) {
+      return 0;
+    }
     const code = codeOf(error);
     process.stderr.write(`turnkeeper-follow: ${messageOf(error)}${code === undefined ? "" : ` (${codeName(code)})`}\n`);
     return 1;

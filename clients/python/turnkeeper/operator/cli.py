@@ -329,6 +329,8 @@ def turns_status(args: argparse.Namespace) -> int:
     line = f"{d['turn_id']}  {d['state']}  attempts={d['attempts']}  last_seq={d['last_seq']}"
     line += f"  end_reason={d['end_reason']}" if d.get("end_reason") else ""
     _out(line + (f"  error={d['error']}" if d["error"] else ""))
+    if d.get("detail"):
+        _out(f"  {d['detail']}")
     return EXIT_OK
 
 

@@ -79,6 +79,7 @@ def turn_dict(turn: turns_pb2.Turn) -> dict[str, Any]:
         "updated_at": time_text(turn.updated_at),
         # Only when the service ended the turn (cancel, a deadline): why.
         **({"end_reason": turn.end_reason} if turn.end_reason else {}),
+        **({"detail": turn.detail} if turn.detail else {}),
     }
 
 
@@ -104,6 +105,8 @@ def status_dict(status: turns_pb2.TurnStatusResponse) -> dict[str, Any]:
         "last_seq": status.last_seq,
         "error": status.error,
         **({"end_reason": status.end_reason} if status.end_reason else {}),
+        # Why nobody runs the turn, when the service knows (an agent never announced).
+        **({"detail": status.detail} if status.detail else {}),
     }
 
 
@@ -204,6 +207,8 @@ def turn_record(turn: turns_pb2.Turn) -> str:
         lines.append(("error", d["error"]))
     if d.get("end_reason"):
         lines.append(("ended by", d["end_reason"]))
+    if d.get("detail"):
+        lines.append(("waiting", d["detail"]))
     lines += [("created", d["created_at"] or "-"), ("updated", d["updated_at"] or "-")]
     width = max(len(k) for k, _ in lines) + 1
     return "\n".join(f"{(k + ':').ljust(width)} {v}" for k, v in lines)

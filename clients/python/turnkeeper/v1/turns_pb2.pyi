@@ -172,6 +172,7 @@ class Turn(_message.Message):
     RUN_DEADLINE_FIELD_NUMBER: _builtins.int
     PARK_DEADLINE_FIELD_NUMBER: _builtins.int
     CRASHES_CHARGED_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     thread_id: _builtins.str
     agent: _builtins.str
@@ -192,6 +193,11 @@ class Turn(_message.Message):
     """Crashes of its executor charged to this turn, counted against the re-drive cap
     (a crash of a process running several turns is charged only once the culprit
     is known: see docs/decisions.md, poison containment).
+    """
+    detail: _builtins.str
+    """Why nobody runs the turn, when the service knows: set while it is RUNNING with no
+    owner and no replica of its agent has ever announced itself (a replica announces
+    its agent with its startup Redrive), for instance when the agent's name is a typo.
     """
     @_builtins.property
     def input(self) -> _struct_pb2.Value: ...
@@ -241,10 +247,11 @@ class Turn(_message.Message):
         run_deadline: _timestamp_pb2.Timestamp | None = ...,
         park_deadline: _timestamp_pb2.Timestamp | None = ...,
         crashes_charged: _builtins.int = ...,
+        detail: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "input", b"input", "interrupt", b"interrupt", "owner", b"owner", "park_deadline", b"park_deadline", "resume", b"resume", "run_deadline", b"run_deadline", "updated_at", b"updated_at"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "attempts", b"attempts", "crashes_charged", b"crashes_charged", "created_at", b"created_at", "end_reason", b"end_reason", "error", b"error", "has_resume", b"has_resume", "input", b"input", "interrupt", b"interrupt", "last_seq", b"last_seq", "owner", b"owner", "park_deadline", b"park_deadline", "resume", b"resume", "rewinds", b"rewinds", "run_deadline", b"run_deadline", "state", b"state", "thread_id", b"thread_id", "turn_id", b"turn_id", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "attempts", b"attempts", "crashes_charged", b"crashes_charged", "created_at", b"created_at", "detail", b"detail", "end_reason", b"end_reason", "error", b"error", "has_resume", b"has_resume", "input", b"input", "interrupt", b"interrupt", "last_seq", b"last_seq", "owner", b"owner", "park_deadline", b"park_deadline", "resume", b"resume", "rewinds", b"rewinds", "run_deadline", b"run_deadline", "state", b"state", "thread_id", b"thread_id", "turn_id", b"turn_id", "updated_at", b"updated_at"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -327,6 +334,7 @@ class StartTurnRequest(_message.Message):
     MULTITASK_STRATEGY_FIELD_NUMBER: _builtins.int
     MAX_RUN_TIME_FIELD_NUMBER: _builtins.int
     PARK_EXPIRY_FIELD_NUMBER: _builtins.int
+    REQUIRE_ANNOUNCED_AGENT_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     thread_id: _builtins.str
     agent: _builtins.str
@@ -334,6 +342,11 @@ class StartTurnRequest(_message.Message):
     incarnation: _builtins.str
     multitask_strategy: Global___MultitaskStrategy.ValueType
     """What to do when the thread has a live turn; unset: reject."""
+    require_announced_agent: _builtins.bool
+    """Refuse (FAILED_PRECONDITION, nothing journaled) when no replica of the agent has
+    ever announced itself to the service: a turn nobody would take. Unset: the turn
+    is journaled, and its detail says so.
+    """
     @_builtins.property
     def input(self) -> _struct_pb2.Value: ...
     @_builtins.property
@@ -360,10 +373,11 @@ class StartTurnRequest(_message.Message):
         multitask_strategy: Global___MultitaskStrategy.ValueType = ...,
         max_run_time: _duration_pb2.Duration | None = ...,
         park_expiry: _duration_pb2.Duration | None = ...,
+        require_announced_agent: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["input", b"input", "max_run_time", b"max_run_time", "park_expiry", b"park_expiry"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "incarnation", b"incarnation", "input", b"input", "max_run_time", b"max_run_time", "multitask_strategy", b"multitask_strategy", "park_expiry", b"park_expiry", "replica", b"replica", "thread_id", b"thread_id", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "incarnation", b"incarnation", "input", b"input", "max_run_time", b"max_run_time", "multitask_strategy", b"multitask_strategy", "park_expiry", b"park_expiry", "replica", b"replica", "require_announced_agent", b"require_announced_agent", "thread_id", b"thread_id", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -426,6 +440,7 @@ class TurnStatusResponse(_message.Message):
     LAST_SEQ_FIELD_NUMBER: _builtins.int
     ERROR_FIELD_NUMBER: _builtins.int
     END_REASON_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     state: Global___TurnState.ValueType
     attempts: _builtins.int
@@ -433,6 +448,8 @@ class TurnStatusResponse(_message.Message):
     error: _builtins.str
     end_reason: _builtins.str
     """As Turn.end_reason."""
+    detail: _builtins.str
+    """As Turn.detail."""
     def __init__(
         self,
         *,
@@ -442,10 +459,11 @@ class TurnStatusResponse(_message.Message):
         last_seq: _builtins.int = ...,
         error: _builtins.str = ...,
         end_reason: _builtins.str = ...,
+        detail: _builtins.str = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "end_reason", b"end_reason", "error", b"error", "last_seq", b"last_seq", "state", b"state", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "detail", b"detail", "end_reason", b"end_reason", "error", b"error", "last_seq", b"last_seq", "state", b"state", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

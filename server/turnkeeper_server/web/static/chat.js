@@ -1,13 +1,17 @@
-// The chat panel: a conversation with one agent through the service's relay, and the
-// Pipeline sidebar drawn from the run's `step` events.
+// The chat panel: a conversation with one agent through the service's relay, and a
+// sidebar of the run's steps drawn from its `step` events, whatever the agent's graph.
 //
-// Sidebar rule: `step` is the step that finished last. Steps before it are complete,
-// it is active, the rest pending; with no `step` yet all are pending (nothing spins in
-// the first node). When a run ends its last step stays active, and a second question
-// starts from that stale value until its first step writes `step` again. Each entry
-// shows the contract's label (Analyze, Plan, Generate) with a spinner when active, a
-// check when complete and a circle when pending, and the line to the next entry is
-// done once the entry is complete (decision 191).
+// Sidebar rule (decision 219): the entries are the agent's graph's nodes, in its
+// order, read from the LangGraph API's assistant graph (`GET /assistants/{agent}/graph`)
+// when the agent can describe itself; else the nodes as their steps finish. Each
+// `step` event completes its node. While the run goes on, the first node not complete
+// is active (a spinner; nothing is active before a run). When the run ends the
+// sidebar says what the header says: done, every step that ran complete; parked,
+// failed or cancelled, the next entry shows that word. A new question starts over.
+// Each entry shows its label (the node's name capitalized: Analyze, Plan, Generate for
+// the pipeline), a spinner when active, a check when complete, a circle when
+// pending, and the line to the next entry is done once the entry is complete
+// (decision 191).
 //
 // Client rules: the run is followed by the panel's rule (TK.follow with its rules:
 // TurnStatus on every idle gap, a 15-minute deadline; decision 190). Retry re-sends
@@ -22,20 +26,17 @@
 
 (() => {
   const {call, follow, el, tokenBox, headers, errorOf, ApiError, stateWord} = TK;
-  // The pipeline's nodes and the contract's labels for them.
-  const STEPS = [
-    {id: "analyze", label: "Analyze"},
-    {id: "plan", label: "Plan"},
-    {id: "generate", label: "Generate"},
-  ];
   const MARKERS = {active: "spinner", complete: "check", pending: "circle"};
+  const label = (node) => node.charAt(0).toUpperCase() + node.slice(1);
   const params = new URLSearchParams(location.search);
   const agentInput = document.getElementById("agent");
-  agentInput.value = params.get("agent") || "pipeline";
+  agentInput.value = params.get("agent") || "";
 
   const chat = {
     threadId: params.get("thread") || crypto.randomUUID(),
-    step: null,          // the `step` value last seen on this thread
+    nodes: [],           // the agent's graph's nodes, in order (empty: not known)
+    steps: [],           // the nodes of the run that finished, in order
+    ended: null,         // how the run ended (its state's word), null while it runs
     turnId: null,        // the run being followed
     lastRequest: null,   // what Retry would send again
     running: false,
@@ -49,21 +50,32 @@
   const $ = (id) => document.getElementById(id);
 
   function sidebar() {
-    const current = STEPS.findIndex((s) => s.id === chat.step);
-    $("pipeline").replaceChildren(...STEPS.map((step, i) => {
-      const state = current < 0 ? "pending" : i < current ? "complete" : i === current ? "active" : "pending";
-      const marker = MARKERS[state];
-      return el("li", {class: state, "data-step": step.id, "data-state": state},
+    // The graph's nodes when known, then any node that ran beyond them.
+    const nodes = [...chat.nodes];
+    for (const name of chat.steps) if (!nodes.includes(name)) nodes.push(name);
+    let next = nodes.findIndex((name) => !chat.steps.includes(name));
+    const items = nodes.map((name) => ({name, state: chat.steps.includes(name) ? "complete" : "pending"}));
+    if (chat.running) {
+      if (next < 0) items.push({name: "", state: "active"});
+      else items[next].state = "active";
+    } else if (chat.ended && chat.ended !== "done") {
+      if (next < 0) items.push({name: "", state: chat.ended});
+      else items[next].state = chat.ended;
+    }
+    $("pipeline").replaceChildren(...items.map((item, i) => {
+      const marker = MARKERS[item.state] || "circle";
+      return el("li", {class: item.state, "data-step": item.name, "data-state": item.state},
         el("span", {class: "marker " + marker, "data-marker": marker, "aria-hidden": "true"}),
-        el("span", {class: "label"}, step.label),
-        i < STEPS.length - 1
-          ? el("span", {class: "line", "data-line": state === "complete" ? "done" : "pending",
+        el("span", {class: "label"}, item.name ? label(item.name) : item.state),
+        i < items.length - 1
+          ? el("span", {class: "line", "data-line": item.state === "complete" ? "done" : "pending",
             "aria-hidden": "true"})
           : null);
     }));
   }
 
   function buttons() {
+    sidebar();
     $("submit").disabled = chat.running;
     $("stop").hidden = !chat.running;
     $("retry").hidden = !(chat.offerRetry && !chat.running && chat.lastRequest);
@@ -135,6 +147,8 @@
         draft = "";
         chat.seen = null;
         approval(null);
+        chat.steps = [];
+        sidebar();
         reply.querySelector(".text").textContent = "";
       },
       onEvent(e) {
@@ -147,12 +161,12 @@
           approval(null);  // resumed: the run moved on
           $("chat-status").textContent = "running";
         }
-        if (e.type === "step" && e.data && e.data.update && typeof e.data.update.step === "string") {
-          chat.step = e.data.update.step;
+        if (e.type === "step" && e.data && typeof e.data.node === "string") {
+          chat.steps.push(e.data.node);
           sidebar();
           const answer = answerOf(e.data.update);
           if (answer !== null) reply.querySelector(".text").textContent = answer;
-        } else if (e.type === "token" && e.data && e.data.node === "generate") {
+        } else if (e.type === "token" && e.data) {
           draft += e.data.text || "";
           reply.querySelector(".text").textContent = draft;
         } else if (e.type === "error") {
@@ -172,7 +186,9 @@
           return;
         }
         const state = String(end.state || "UNKNOWN");
-        $("chat-status").textContent = state.toLowerCase();
+        chat.ended = state.toLowerCase();
+        sidebar();
+        $("chat-status").textContent = chat.ended;
         if (state === "UNKNOWN") setError("the service does not know this run", {retry: true});
         else if (state !== "DONE" && state !== "PARKED") setError("the run ended " + state.toLowerCase(), {retry: true});
         else if (chat.interrupted) setError("");  // the stream's trouble no longer matters
@@ -198,6 +214,9 @@
   async function send(request, reply) {
     chat.lastRequest = request;
     chat.running = true;
+    chat.steps = [];
+    chat.ended = null;
+    sidebar();
     setError("");
     try {
       const created = await relay("responses/create", request);
@@ -281,6 +300,35 @@
     reply.querySelector(".text").textContent = "";
     send({input: null, regenerate: true, thread_id: chat.threadId, background: true}, reply);
   });
+
+  // The agent's graph, for the sidebar's entries: its nodes in order, as the LangGraph
+  // API describes the assistant (a replica answers); none when it cannot say.
+  async function loadGraph() {
+    const agent = agentInput.value;
+    let nodes = [];
+    if (agent) {
+      try {
+        const graph = await TK.getJson("/assistants/" + encodeURIComponent(agent) + "/graph");
+        nodes = (graph.nodes || []).map((n) => String(n.id))
+          .filter((id) => id !== "__start__" && id !== "__end__");
+      } catch (e) {
+        nodes = [];  // no replica describes it: the steps as they finish
+      }
+    }
+    if (agentInput.value === agent) {
+      chat.nodes = nodes;
+      sidebar();
+    }
+  }
+  agentInput.addEventListener("change", loadGraph);
+
+  // The agents replicas announced, offered in the agent field; the first one when the
+  // address names none.
+  TK.getJson("/v1/agents").then((answer) => {
+    const names = answer.agents || [];
+    $("agents").replaceChildren(...names.map((name) => el("option", {value: name})));
+    if (!agentInput.value && names.length) agentInput.value = names[0];
+  }).catch(() => {}).finally(loadGraph);
 
   tokenBox();
   sidebar();

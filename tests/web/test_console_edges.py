@@ -118,8 +118,9 @@ async def test_after_a_run_ends_the_sidebar_and_the_header_agree(
 ) -> None:
     await pipelines.start()
     page = await open_page(browser, chat_url(web_service, "pipeline"))
-    # No step list of its own: the sidebar is empty until the graph's first step.
-    assert await sidebar(page) == ""
+    # The sidebar is the agent's graph's nodes, asked of a replica (decision 219).
+    await expect(page.locator("#pipeline li")).to_have_count(3)
+    assert await sidebar(page) == "pending,pending,pending"
     await ask(page, "What is a turn?")
     await answered(page, 1)
     await expect(page.locator("#chat-status")).to_have_text("done")

@@ -55,12 +55,15 @@
     for (const name of chat.steps) if (!nodes.includes(name)) nodes.push(name);
     let next = nodes.findIndex((name) => !chat.steps.includes(name));
     const items = nodes.map((name) => ({name, state: chat.steps.includes(name) ? "complete" : "pending"}));
+    // Past the last known node (or with no graph known), an unnamed item stands for
+    // the node running now, or for how the run ended.
+    const known = chat.nodes.length > 0;
     if (chat.running) {
-      if (next < 0) items.push({name: "", state: "active"});
-      else items[next].state = "active";
+      if (next >= 0) items[next].state = "active";
+      else if (!known) items.push({name: "", state: "active"});
     } else if (chat.ended && chat.ended !== "done") {
-      if (next < 0) items.push({name: "", state: chat.ended});
-      else items[next].state = chat.ended;
+      if (next >= 0) items[next].state = chat.ended;
+      else items.push({name: "", state: chat.ended});
     }
     $("pipeline").replaceChildren(...items.map((item, i) => {
       const marker = MARKERS[item.state] || "circle";

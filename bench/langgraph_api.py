@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import shutil
 import subprocess
 import sys
 import time
@@ -137,6 +138,12 @@ def _wait_announced(url: str, proc: subprocess.Popen[Any], timeout: float = 60) 
 
 @contextmanager
 def langgraph_dev(data_dir: Path) -> Iterator[str]:
+    """`langgraph dev` on a copy of the example: it writes its in-memory state's
+    flushes (`.langgraph_api/`) beside the config, not into the repository."""
+    app = data_dir / "app"
+    app.mkdir()
+    for name in ("graph.py", "langgraph.json"):
+        shutil.copy(EXAMPLE / name, app / name)
     port = free_port()
     env = {
         **os.environ,
@@ -148,7 +155,7 @@ def langgraph_dev(data_dir: Path) -> Iterator[str]:
             str(langgraph_executable()),
             "dev",
             "--config",
-            str(CONFIG),
+            str(app / "langgraph.json"),
             "--port",
             str(port),
             "--no-browser",
@@ -156,7 +163,7 @@ def langgraph_dev(data_dir: Path) -> Iterator[str]:
         ],
         env,
         data_dir / "langgraph-dev.log",
-        cwd=EXAMPLE,
+        cwd=app,
     )
     url = f"http://127.0.0.1:{port}"
     try:

@@ -110,7 +110,12 @@ def _only_prose_between(previous_end: int, match: re.Match[str]) -> bool:
 
 
 def block(readme: str, first_line: str) -> Block:
-    return next(b for b in blocks(readme) if b.first_line == first_line)
+    """The block of that one command where there is one (the quick start shows its two
+    commands together first, then each on its own with what it prints), else the
+    first block starting with it."""
+    found = [b for b in blocks(readme) if b.first_line == first_line]
+    alone = [b for b in found if b.text.strip() == first_line]
+    return (alone or found)[0]
 
 
 def test_every_readme_block_is_run_or_says_why() -> None:

@@ -13,13 +13,16 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from playwright.async_api import async_playwright
+from playwright.async_api import Browser
 from turnkeeper.panel.follower import FollowOptions
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.support.browser import CHROMIUM_ARGS, chromium_path
+from tests.support.browser import browser
 from tests.support.node import NODE, prepare_package
 from tests.support.service import ServiceFactory
+
+# The one Chromium fixture (a missing browser fails under TURNKEEPER_REQUIRE_BROWSER).
+__all__ = ["browser"]
 
 FIFTEEN_MINUTES = 15 * 60
 
@@ -50,19 +53,11 @@ def test_the_node_followers_default_deadline_is_15_minutes(tmp_path: Path) -> No
 @pytest.mark.browser
 @pytest.mark.slow
 async def test_the_browser_panels_default_deadline_is_15_minutes(
-    make_service: ServiceFactory,
+    make_service: ServiceFactory, browser: Browser
 ) -> None:
-    path = chromium_path()
-    if path is None:
-        pytest.skip("no Chromium: install Debian's chromium (apt-get install chromium)")
     service: TurnkeeperServer = await make_service(http_listen="127.0.0.1:0")
     assert service.web is not None
-    async with async_playwright() as p:
-        browser = await p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
-        try:
-            page = await browser.new_page()
-            await page.goto(f"{service.web.url}console/chat?agent=pipeline")
-            deadline = await page.evaluate("TK.FOLLOW_DEFAULTS.deadlineMs")
-        finally:
-            await browser.close()
+    page = await browser.new_page()
+    await page.goto(f"{service.web.url}console/chat?agent=pipeline")
+    deadline = await page.evaluate("TK.FOLLOW_DEFAULTS.deadlineMs")
     assert deadline == FIFTEEN_MINUTES * 1000

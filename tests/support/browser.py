@@ -41,7 +41,7 @@ async def browser() -> AsyncIterator[Browser]:
         reason = "no Chromium: install Debian's chromium (apt-get install chromium)"
         if os.environ.get("TURNKEEPER_REQUIRE_BROWSER") == "1":
             pytest.fail(f"TURNKEEPER_REQUIRE_BROWSER=1 but {reason}")
-        pytest.skip(reason)
+        pytest.skip(reason=reason)
     async with async_playwright() as p:
         launched = await p.chromium.launch(executable_path=path, args=CHROMIUM_ARGS)
         try:

@@ -335,9 +335,15 @@ async def _outcome(deps: Deps, turn: TurnRecord, after: int = 0) -> Any:
     """The run's end state (runs.wait, runs.join): its events after `after`, with
     the state before them as the starting point."""
     translator = Translator(turn.turn_id, frozenset({"values"}))
-    async for _ in _settled_parts(deps, turn, translator, after):
-        pass
+    await _drain(_settled_parts(deps, turn, translator, after))
     return translator.outcome()
+
+
+async def _drain(items: AsyncIterator[Any]) -> None:
+    """Read `items` to their end: what reading them does is the point (a translator
+    fed, a run waited for)."""
+    async for _ in items:
+        continue
 
 
 async def wait(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
@@ -404,7 +410,6 @@ async def cancel(request: web.Request, caller: Caller | None, deps: Deps) -> web
                 HttpContext(request),
             )
     if wait_for_end:
-        async for _ in deps.engine.turns.watch_settled(turn.turn_id, turn.last_seq):
-            pass
+        await _drain(deps.engine.turns.watch_settled(turn.turn_id, turn.last_seq))
         return web.Response(status=204)
     return web.Response(status=202)

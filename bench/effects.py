@@ -127,9 +127,7 @@ async def _turn(client: AsyncTurnkeeperClient, compiled: Any, calls: int) -> flo
         )
     )
     config: RunnableConfig = durable_config(thread_id, turn_id, 0)
-    out = await compiled.ainvoke(
-        {"calls": calls, "seconds": []}, config, durability="sync"
-    )
+    out = await compiled.ainvoke({"calls": calls, "seconds": []}, config, durability="sync")
     return float(out["seconds"][-1])
 
 
@@ -152,9 +150,10 @@ def commits_per_effect(data_dir: Path, calls: int) -> dict[str, float]:
 
             async def measure(kind: str) -> None:
                 options = ConnectionOptions(target=server.address)
-                async with AsyncTurnkeeperClient(options) as client, RemoteSaver(
-                    server.address
-                ) as saver:
+                async with (
+                    AsyncTurnkeeperClient(options) as client,
+                    RemoteSaver(server.address) as saver,
+                ):
                     compiled = graph(kind, saver)
                     await _turn(client, compiled, 2)  # warm up
                     # A turn's own commits (start, checkpoints) are the same for every
@@ -300,7 +299,7 @@ def run(size: Size) -> Section:
                 _us(m["turnkeeper_retry_s"]),
                 _us(m["restate_run_s"]),
                 fmt_ratio(versus),
-                "≤ 1.00×",
+                "≤ 1.00\u00d7",
                 versus <= 1.0,
             )
         )

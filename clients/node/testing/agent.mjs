@@ -117,17 +117,20 @@ function effects() {
     { policy: process.env.EFFECT_POLICY || undefined },
   );
   return new StateGraph(State)
-    .addNode("plan", (_state, config) => {
+    .addNode("plan", async (_state, config) => {
       ran("plan", config);
+      await work();
       return { log: ["planned"] };
     })
     .addNode("work", async (state, config) => {
       const { turnId, attempt } = ran("work", config);
+      await work();
       const receipt = await charge(state.job);
       emitEvent(config, "token", { node: "work", text: "charged" });
       if (turnId.startsWith("hold-after-") && attempt === 0) {
         await forever();
       }
+      await work();
       return { log: [`receipt:${JSON.stringify(receipt)}`] };
     })
     .addNode("answer", (_state, config) => {

@@ -5,7 +5,7 @@ Environment (besides the bridge's own, see BridgeConfig.from_env):
 - JOB_GRAPH: ``four-step`` (default), ``poison``, ``approval``, ``fan-out``, ``mixed``
   (a poison job, by its name, and healthy jobs in one graph) or ``effects`` (a tool
   that charges through an exactly-once effect at RECEIVER_URL, a separate process:
-  tests/support/receiver.py);
+  tests/support/receiver.py; EFFECT_POLICY and CHARGE_HANGS below);
 - SIDE_FILE: each node appends what it does here, so a test counts executions;
 - SLOW_STEP: the four-step node that, on attempt SLOW_ATTEMPT only (default 0),
   streams its reply and then waits until SIGUSR1 (or SLOW_SECONDS, default 60):
@@ -29,16 +29,17 @@ import os
 import signal
 import sys
 import urllib.request
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, TypedDict, cast
 
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
+from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 from turnkeeper.agent.bridge import Bridge, BridgeConfig, idempotency_key
-from turnkeeper.agent.effect import effect
+from turnkeeper.agent.effect import Policy, effect
 
 # Set by SIGUSR1: ends the wait of the slow step.
 RELEASE = asyncio.Event()
@@ -206,10 +207,11 @@ def mixed() -> StateGraph[Any, Any, Any, Any]:
     return builder
 
 
-@effect
-async def charge(amount: int, *, key: str = "") -> dict[str, Any]:
+async def send_charge(amount: int, *, key: str = "") -> dict[str, Any]:
     """Charge `amount` at the receiver, passing the effect's key on as the
-    Idempotency-Key, as a payment API asks."""
+    Idempotency-Key, as a payment API asks. With CHARGE_HANGS=1 the first attempt
+    hangs after the receiver applied it, before the outcome can be recorded: the
+    window in which a test kills the agent to leave the call uncertain."""
     request = urllib.request.Request(
         os.environ["RECEIVER_URL"] + "/charge",
         data=json.dumps({"amount": amount}).encode(),
@@ -222,7 +224,18 @@ async def charge(amount: int, *, key: str = "") -> dict[str, Any]:
             charged: dict[str, Any] = json.loads(answer.read())
             return charged
 
-    return await asyncio.to_thread(send)
+    charged = await asyncio.to_thread(send)
+    if os.environ.get("CHARGE_HANGS") == "1" and get_config()["configurable"]["attempt"] == 0:
+        print("charged, hanging", flush=True)
+        await asyncio.Event().wait()
+    return charged
+
+
+# EFFECT_POLICY: the charge's policy for an uncertain call; unset, the default (it
+# takes its key: retry).
+charge = effect(
+    name="charge", policy=cast("Policy | None", os.environ.get("EFFECT_POLICY") or None)
+)(send_charge)
 
 
 @tool

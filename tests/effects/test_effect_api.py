@@ -21,10 +21,19 @@ from typing import Annotated, Any, TypedDict
 from uuid import uuid4
 
 import pytest
+from langchain_core.language_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
 from langgraph.types import Command
-from turnkeeper.agent.effect import EffectFailed, EffectUncertain, Policy, effect, effect_key
+from turnkeeper.agent.effect import (
+    EffectFailed,
+    EffectUncertain,
+    Policy,
+    effect,
+    effect_key,
+    journal_replies,
+)
 from turnkeeper.agent.saver import RemoteSaver, durable_config, durable_run_kwargs
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2 as pb
@@ -332,3 +341,29 @@ async def test_outside_a_turn_the_function_is_simply_called() -> None:
         return a + b
 
     assert add(1, 2) == 3
+
+
+async def test_journaled_model_replies_are_reused_by_the_redrive(turn: Turn) -> None:
+    # Two replies and no more: a third call of the model would fail.
+    model = journal_replies(
+        GenericFakeChatModel(
+            messages=iter([AIMessage(content="first"), AIMessage(content="second")])
+        )
+    )
+    receiver = Receiver()
+
+    async def act(state: State) -> State:
+        replies = [await model.ainvoke(q) for q in ("plan it", "write it")]
+        receiver.called.set()
+        await receiver.gate.wait()
+        return {"results": [str(r.content) for r in replies]}
+
+    g = graph(turn.saver, act)
+    await crash_after_calls(turn, g, receiver, {"orders": []})
+    done = await g.ainvoke(None, turn.config(), **durable_run_kwargs())
+    assert done["results"] == ["first", "second"]
+    ledger = await turn.effects()
+    assert [(e.name, e.call_index, e.state, e.attempt) for e in ledger] == [
+        ("model:GenericFakeChatModel", 0, pb.EFFECT_STATE_DONE, 0),
+        ("model:GenericFakeChatModel", 1, pb.EFFECT_STATE_DONE, 0),
+    ]

@@ -124,11 +124,6 @@ def record(tx: Tx, call: EffectCall, key: str, state: str, outcome_json: str) ->
                 f"effect {call.name!r} (key {key!r}) has no recorded intent: only an "
                 "uncertain effect is resolved"
             )
-        if _under_base(tx.conn, call.turn_id, call.key) and key == call.key:
-            raise WrongState(
-                f"effect {call.name!r}: key {key!r} was superseded; record under the key "
-                "BeginEffect answered"
-            )
         fresh = _new_row(call, key, state, outcome_json, now)
         tx.execute(_INSERT, _values(fresh))
         return fresh

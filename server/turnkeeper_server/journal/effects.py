@@ -110,6 +110,22 @@ def begin(tx: Tx, call: EffectCall, *, record_intent: bool) -> tuple[str, Effect
     return RUN, row
 
 
+def peek(conn: Conn, call: EffectCall) -> tuple[str, EffectRecord] | None:
+    """BeginEffect without an intent to record, as a read: the same answer as `begin`,
+    or None when the call diverges (other arguments), which only `begin` may settle.
+    No lock and no commit: a stale attempt told RUN here is refused when it records,
+    exactly as one re-driven away just after a locked begin would be."""
+    turn = transitions.require_turn(conn, call.turn_id)
+    transitions.fence(turn, call.attempt)
+    rows = _under_base(conn, call.turn_id, call.key)
+    live = next((r for r in rows if r.state != EFFECT_SUPERSEDED), None)
+    if live is None:
+        return RUN, _new_row(call, _revision(call.key, len(rows)), EFFECT_INTENT, "", time.time())
+    if live.args_json == call.args_json:
+        return (RECORDED if live.state in EFFECT_OUTCOMES else UNCERTAIN), live
+    return None
+
+
 def record(tx: Tx, call: EffectCall, key: str, state: str, outcome_json: str) -> EffectRecord:
     """RecordEffect: the outcome of the call under `key` (what BeginEffect answered)."""
     turn = transitions.lock_turn(tx, call.turn_id)

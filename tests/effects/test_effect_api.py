@@ -25,7 +25,7 @@ from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command
+from langgraph.types import Command, RetryPolicy
 from turnkeeper.agent.effect import (
     EffectFailed,
     EffectUncertain,
@@ -366,4 +366,38 @@ async def test_journaled_model_replies_are_reused_by_the_redrive(turn: Turn) -> 
     assert [(e.name, e.call_index, e.state, e.attempt) for e in ledger] == [
         ("model:GenericFakeChatModel", 0, pb.EFFECT_STATE_DONE, 0),
         ("model:GenericFakeChatModel", 1, pb.EFFECT_STATE_DONE, 0),
+    ]
+
+
+async def test_a_retry_policy_try_is_a_new_call_and_each_try_keeps_its_outcome(
+    turn: Turn,
+) -> None:
+    made: list[str] = []
+    tries = {"n": 0}
+
+    @effect
+    async def notify(who: str, *, key: str = "") -> str:
+        made.append(key)
+        return f"notified {who}"
+
+    async def act(state: State) -> State:
+        tries["n"] += 1
+        note = await notify("ops")
+        if tries["n"] == 1:
+            raise ConnectionError("the node's own step after the effect failed")
+        return {"results": [note]}
+
+    builder: StateGraph[Any] = StateGraph(State)
+    builder.add_node("act", act, retry_policy=RetryPolicy(max_attempts=2, initial_interval=0.01))
+    builder.add_edge(START, "act")
+    builder.add_edge("act", END)
+    g = builder.compile(checkpointer=turn.saver)
+    done = await g.ainvoke({"orders": []}, turn.config(), **durable_run_kwargs())
+    assert done["results"] == ["notified ops"]
+    # RetryPolicy ran the node again: its second try's call is a call of its own.
+    assert len(made) == 2 and made[0] != made[1]
+    # Both tries' calls stay recorded: the task's writes name both as made.
+    assert [(e.key, e.state) for e in await turn.effects()] == [
+        (made[0], pb.EFFECT_STATE_DONE),
+        (made[1], pb.EFFECT_STATE_DONE),
     ]

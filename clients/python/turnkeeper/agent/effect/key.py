@@ -89,7 +89,12 @@ def call_site(config: RunnableConfig, name: str) -> CallSite | None:
     runtime = configurable.get(_RUNTIME)
     info = getattr(runtime, "execution_info", None)
     node_attempt = int(getattr(info, "node_attempt", 1) or 1)
-    execution = executions.execution(identity, str(task_id), scratchpad)
+    # A RetryPolicy retry replaces the scratchpad with a copy (its interrupt counter
+    # reset) that keeps the other fields' objects: its call counter is the identity
+    # of the task's preparation, the same for every try, new for each re-drive.
+    execution = executions.execution(
+        identity, str(task_id), getattr(scratchpad, "call_counter", scratchpad)
+    )
     return CallSite(
         identity=identity,
         thread_id=str(configurable.get("thread_id", "")),

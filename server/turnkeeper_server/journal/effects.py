@@ -130,7 +130,8 @@ def record(tx: Tx, call: EffectCall, key: str, state: str, outcome_json: str) ->
     """RecordEffect: the outcome of the call under `key` (what BeginEffect answered)."""
     turn = transitions.lock_turn(tx, call.turn_id)
     transitions.fence(turn, call.attempt)
-    if key != call.key and not key.startswith(call.key + "~"):
+    revision = key.removeprefix(call.key + "~")
+    if key != call.key and (revision == key or not revision.isdigit()):
         raise WrongState(f"effect key {key!r} is not one BeginEffect gives for key {call.key!r}")
     now = time.time()
     row = _by_key(tx.conn, call.turn_id, key)

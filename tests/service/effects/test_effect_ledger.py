@@ -324,3 +324,13 @@ async def test_bad_calls_are_invalid_argument(
         setattr(bad, field, value)
     message = await expect_code(begin(turns, bad), grpc.StatusCode.INVALID_ARGUMENT)
     assert words in message
+
+
+async def test_an_outcome_is_recorded_only_under_a_key_begin_can_answer(turns: Stub) -> None:
+    await start(turns)
+    for wrong in ("other", "k1~x", "k1~"):
+        message = await expect_code(
+            record(turns, call(), "r", key=wrong), grpc.StatusCode.FAILED_PRECONDITION
+        )
+        assert "is not one BeginEffect gives" in message
+    assert await effects(turns) == []

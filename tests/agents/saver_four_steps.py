@@ -3,6 +3,7 @@ as a real subprocess, for tests/saver/test_saver_crash.py.
 
     python saver_four_steps.py --address HOST:PORT --thread T --side-file F
         [--step3 plain|block|interrupt] [--api sync|async]
+        [--crash-between writes-first|checkpoint-first]
         (start | continue | answer JSON)
 
 - ``start`` invokes the graph with a fresh input, ``continue`` with ``None`` (resume
@@ -14,6 +15,14 @@ as a real subprocess, for tests/saver/test_saver_crash.py.
   blocks until its stdin closes (the test SIGKILLs it before that; a stdin that
   closes means the test went away, and the process exits 3 without finishing).
 - ``--step3 interrupt``: step3 calls ``interrupt()`` and returns what it resumes with.
+- ``--crash-between``: the process SIGKILLs itself between the two stores that end
+  step3 under ``durability="sync"``, its task's writes (``put_writes``) and the
+  checkpoint after its step (``put``), in the order given, whatever order LangGraph
+  submitted them in (LangGraph issue #8039: it hands both to a thread pool and does
+  not enforce one). ``writes-first``: step3's writes are stored (acknowledged), then
+  the process dies as the checkpoint would be sent. ``checkpoint-first``: step3's
+  writes are held back, the checkpoint is stored, and the process dies before the
+  writes are sent.
 
 On completion prints ``result <json>``: the state's ``log``, the payload's length and
 the pending interrupts' values.
@@ -26,7 +35,9 @@ import asyncio
 import json
 import operator
 import os
+import signal
 import sys
+import threading
 from typing import Annotated, Any, Literal, TypedDict
 
 from langgraph.checkpoint.base import BaseCheckpointSaver
@@ -36,6 +47,7 @@ from langgraph.types import Command, interrupt
 from turnkeeper.agent.saver import RemoteSaver, durable_config, durable_run_kwargs
 
 Step3 = Literal["plain", "block", "interrupt"]
+Order = Literal["writes-first", "checkpoint-first"]
 
 # ~1 KB of state carried through every checkpoint.
 PAYLOAD = "turnkeeper-" * 96
@@ -52,6 +64,72 @@ def note(side_file: str, line: str) -> None:
         f.write(line + "\n")
         f.flush()
         os.fsync(f.fileno())
+
+
+class CrashBetween(RemoteSaver):
+    """RemoteSaver that dies between step3's writes and the next checkpoint, in the
+    order it is given (see the module's docstring). LangGraph may ask for the
+    checkpoint while the writes are still on their way: ``writes-first`` then waits
+    until they are acknowledged before it dies."""
+
+    def __init__(self, address: str, order: Order, side_file: str) -> None:
+        super().__init__(address)
+        self.order, self.side_file = order, side_file
+        self.armed = False
+        self.stored = threading.Event()
+        self.astored = asyncio.Event()
+
+    def _step3(self, writes: Any) -> bool:
+        return any(channel == "log" and value == ["step3"] for channel, value in writes)
+
+    def _die(self, what: str) -> None:
+        note(self.side_file, f"killed {what}")
+        os.kill(os.getpid(), signal.SIGKILL)
+
+    def put_writes(self, config: Any, writes: Any, task_id: str, task_path: str = "") -> None:
+        if not self._step3(writes):
+            return super().put_writes(config, writes, task_id, task_path)
+        self.armed = True
+        if self.order == "writes-first":
+            super().put_writes(config, writes, task_id, task_path)
+            self.stored.set()
+        # checkpoint-first: held back, never sent.
+
+    async def aput_writes(
+        self, config: Any, writes: Any, task_id: str, task_path: str = ""
+    ) -> None:
+        if not self._step3(writes):
+            return await super().aput_writes(config, writes, task_id, task_path)
+        self.armed = True
+        if self.order == "writes-first":
+            await super().aput_writes(config, writes, task_id, task_path)
+            self.astored.set()
+
+    def put(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        if not self.armed:
+            return super().put(config, checkpoint, metadata, new_versions)
+        if self.order == "writes-first":
+            self.stored.wait()
+            self._die("before the checkpoint")
+        stored = super().put(config, checkpoint, metadata, new_versions)
+        self._die("before the writes")
+        return stored
+
+    async def aput(self, config: Any, checkpoint: Any, metadata: Any, new_versions: Any) -> Any:
+        if not self.armed:
+            return await super().aput(config, checkpoint, metadata, new_versions)
+        if self.order == "writes-first":
+            await self.astored.wait()
+            self._die("before the checkpoint")
+        stored = await super().aput(config, checkpoint, metadata, new_versions)
+        self._die("before the writes")
+        return stored
+
+
+def saver_for(args: argparse.Namespace) -> RemoteSaver:
+    if args.crash_between is None:
+        return RemoteSaver(args.address)
+    return CrashBetween(args.address, args.crash_between, args.side_file)
 
 
 def build_graph(
@@ -107,14 +185,14 @@ def report(out: dict[str, Any]) -> None:
 
 
 def run_sync(args: argparse.Namespace) -> None:
-    with RemoteSaver.from_address(args.address) as saver:
+    with saver_for(args) as saver:
         graph = build_graph(saver, args.side_file, args.step3)
         out = graph.invoke(graph_input(args), durable_config(args.thread), **durable_run_kwargs())
     report(out)
 
 
 async def run_async(args: argparse.Namespace) -> None:
-    async with RemoteSaver(args.address) as saver:
+    async with saver_for(args) as saver:
         graph = build_graph(saver, args.side_file, args.step3)
         out = await graph.ainvoke(
             graph_input(args), durable_config(args.thread), **durable_run_kwargs()
@@ -129,6 +207,7 @@ def main() -> None:
     parser.add_argument("--side-file", required=True)
     parser.add_argument("--step3", choices=["plain", "block", "interrupt"], default="plain")
     parser.add_argument("--api", choices=["sync", "async"], default="sync")
+    parser.add_argument("--crash-between", choices=["writes-first", "checkpoint-first"])
     parser.add_argument("action", choices=["start", "continue", "answer"])
     parser.add_argument("value", nargs="?")
     args = parser.parse_args()

@@ -17,14 +17,23 @@ import json
 import operator
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, TypedDict, cast
 from uuid import uuid4
 
 import pytest
+from langchain_core.language_models import GenericFakeChatModel
+from langchain_core.messages import AIMessage
 from langgraph.graph import END, START, StateGraph
 from langgraph.graph.state import CompiledStateGraph
-from langgraph.types import Command
-from turnkeeper.agent.effect import EffectFailed, EffectUncertain, Policy, effect, effect_key
+from langgraph.types import Command, RetryPolicy
+from turnkeeper.agent.effect import (
+    EffectFailed,
+    EffectUncertain,
+    Policy,
+    effect,
+    effect_key,
+    journal_replies,
+)
 from turnkeeper.agent.saver import RemoteSaver, durable_config, durable_run_kwargs
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2 as pb
@@ -96,7 +105,7 @@ async def turn(service: TurnkeeperServer, client: AsyncTurnkeeperClient) -> Asyn
 
 def graph(saver: RemoteSaver, act: Callable[[State], Any]) -> CompiledStateGraph[Any]:
     builder: StateGraph[Any] = StateGraph(State)
-    builder.add_node("act", act)  # type: ignore[call-overload]  # a sync or an async node
+    builder.add_node("act", cast(Any, act))  # a sync or an async node
     builder.add_edge(START, "act")
     builder.add_edge("act", END)
     return builder.compile(checkpointer=saver)
@@ -332,3 +341,63 @@ async def test_outside_a_turn_the_function_is_simply_called() -> None:
         return a + b
 
     assert add(1, 2) == 3
+
+
+async def test_journaled_model_replies_are_reused_by_the_redrive(turn: Turn) -> None:
+    # Two replies and no more: a third call of the model would fail.
+    model = journal_replies(
+        GenericFakeChatModel(
+            messages=iter([AIMessage(content="first"), AIMessage(content="second")])
+        )
+    )
+    receiver = Receiver()
+
+    async def act(state: State) -> State:
+        replies = [await model.ainvoke(q) for q in ("plan it", "write it")]
+        receiver.called.set()
+        await receiver.gate.wait()
+        return {"results": [str(r.content) for r in replies]}
+
+    g = graph(turn.saver, act)
+    await crash_after_calls(turn, g, receiver, {"orders": []})
+    done = await g.ainvoke(None, turn.config(), **durable_run_kwargs())
+    assert done["results"] == ["first", "second"]
+    ledger = await turn.effects()
+    assert [(e.name, e.call_index, e.state, e.attempt) for e in ledger] == [
+        ("model:GenericFakeChatModel", 0, pb.EFFECT_STATE_DONE, 0),
+        ("model:GenericFakeChatModel", 1, pb.EFFECT_STATE_DONE, 0),
+    ]
+
+
+async def test_a_retry_policy_try_is_a_new_call_and_each_try_keeps_its_outcome(
+    turn: Turn,
+) -> None:
+    made: list[str] = []
+    tries = {"n": 0}
+
+    @effect
+    async def notify(who: str, *, key: str = "") -> str:
+        made.append(key)
+        return f"notified {who}"
+
+    async def act(state: State) -> State:
+        tries["n"] += 1
+        note = await notify("ops")
+        if tries["n"] == 1:
+            raise ConnectionError("the node's own step after the effect failed")
+        return {"results": [note]}
+
+    builder: StateGraph[Any] = StateGraph(State)
+    builder.add_node("act", act, retry_policy=RetryPolicy(max_attempts=2, initial_interval=0.01))
+    builder.add_edge(START, "act")
+    builder.add_edge("act", END)
+    g = builder.compile(checkpointer=turn.saver)
+    done = await g.ainvoke({"orders": []}, turn.config(), **durable_run_kwargs())
+    assert done["results"] == ["notified ops"]
+    # RetryPolicy ran the node again: its second try's call is a call of its own.
+    assert len(made) == 2 and made[0] != made[1]
+    # Both tries' calls stay recorded: the task's writes name both as made.
+    assert [(e.key, e.state) for e in await turn.effects()] == [
+        (made[0], pb.EFFECT_STATE_DONE),
+        (made[1], pb.EFFECT_STATE_DONE),
+    ]

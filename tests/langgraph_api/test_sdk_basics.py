@@ -123,6 +123,17 @@ async def test_join_stream_resumes_after_the_last_event_id(sdk: LangGraphClient)
     assert [next(iter(p.data)) for p in rest] == ["plan", "generate"]
 
 
+async def test_join_stream_without_a_mode_streams_values(sdk: LangGraphClient) -> None:
+    """The SDK sends `stream_mode=` (empty) when given none; that is no mode, so
+    LangGraph's default, `values`, not a 422."""
+    thread = await sdk.threads.create()
+    run = await sdk.runs.create(thread["thread_id"], ASSISTANT, input=QUESTION)
+    parts = [p async for p in sdk.runs.join_stream(thread["thread_id"], run["run_id"])]
+    assert parts[0].event == "metadata"
+    assert {p.event for p in parts[1:]} == {"values"}
+    assert parts[-1].data["step"] == "generate"
+
+
 async def test_remote_graph_invokes_and_streams_a_hosted_graph(api_url: str, host: Agent) -> None:
     remote = RemoteGraph(ASSISTANT, url=api_url)
     thread: Any = {"configurable": {"thread_id": str(uuid.uuid4())}}

@@ -1,19 +1,27 @@
-"""docs/guides/durable-agent.md, run as written: its Python files written out, its
-commands run, the agent SIGKILLed while `write` runs (the page's `kill -9`) and started
-again, and the turn then DONE after one rewind, `research`'s step shown once after the
-reset (decision 207).
+"""The "make your agent durable" guides, run as written (decision 207): the Python
+bridge's (docs/guides/durable-agent.md), the TypeScript turn runner's
+(docs/guides/durable-agent-typescript.md) and the `langgraph.json` host's, driven by
+LangGraph's own client (docs/guides/langgraph-json.md). Each page's files are written
+out, its commands run, the agent SIGKILLed while `write` runs (the page's `kill -9`)
+and started again, and the turn then done, `research`'s step shown once: after the
+reset to a follower of the journal, and once in all to a LangGraph client, which is
+never shown a step that may run again.
 
-As the README test, the page's fixed ports (4222, 50051, 8080) become free ones, in
+As the README test, the pages' fixed ports (4222, 50051, 8080, 2024) become free ones, in
 the commands and the files, and the environment gives the service's address and data
-directory; the install line is the README test's own (an editable install of the
-client's `agent` extra and the server), so this test runs in the suite's venv.
+directory. The Python install line is the README test's own (an editable install of
+the client and the server), so it is checked, not run: this test runs in the suite's
+venv. The TypeScript page's npm lines run as written, in a copy of clients/node, from
+npm's cache where it has the packages (.ci/run's `npm ci` filled it).
 """
 
 from __future__ import annotations
 
 import os
 import re
+import shutil
 import signal
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
@@ -26,58 +34,134 @@ from tests.packaging.test_readme_commands import (
     data_dir,
     free_port,
 )
+from tests.support.node import NPM
 
-PAGE = "docs/guides/durable-agent.md"
 ROOT = Path(__file__).resolve().parents[2]
-PYTHON_FILE = re.compile(r"^```python\n# (\w+\.py):.*?\n(.*?)^```\n", re.MULTILINE | re.DOTALL)
-
-INSTALL = "python3.11 -m venv .venv && . .venv/bin/activate && pip install -e './clients/python[agent]' -e ./server"
-START_ALL = "nats-server -p 4222 &"
-START_TURN = "python start.py"
-WATCH = "turnkeeper turns watch turn-1"
-RESTART = "NATS_URL=nats://127.0.0.1:4222 python agent.py &"
-SHOW = "turnkeeper turns show turn-1"
+INSTALL_SERVICE = (
+    "python3.11 -m venv .venv && . .venv/bin/activate && pip install -e {client} -e ./server"
+)
 
 
-def python_files() -> dict[str, str]:
-    text = (ROOT / PAGE).read_text()
-    return {
-        m.group(1): f"# {m.group(1)}:" + m.group(0).split(":", 1)[1]
-        for m in PYTHON_FILE.finditer(text)
-    }
+@dataclass(frozen=True)
+class Guide:
+    page: str
+    install: str
+    language: str  # the fence of the page's files: ```python or ```ts
+    files: tuple[str, ...]
+    start_all: str
+    start_turn: str
+    started: tuple[str, ...]  # what the start command's answer contains
+    follow: str
+    research_done: str  # what the follower prints when research's step is done
+    restart: str
+    show: str
+    ended: str = r"turn\.done"  # what the follower prints last
+    json_file: str | None = None  # the name of the page's one ```json block
+    rewinds_shown: bool = True  # the follower is shown the reset
+
+    def commands(self) -> list[str]:
+        return [self.install, self.start_all, self.start_turn, self.follow, self.restart, self.show]
+
+    def sources(self) -> dict[str, str]:
+        """Each file of the page by the name its first line gives it, as written."""
+        fence = re.compile(
+            rf"^```{self.language}\n((?://|#) ([\w.]+):.*?\n.*?)^```\n", re.MULTILINE | re.DOTALL
+        )
+        text = (ROOT / self.page).read_text()
+        found = {m.group(2): m.group(1) for m in fence.finditer(text)}
+        if self.json_file is not None:
+            json_block = re.search(r"^```json\n(.*?)^```\n", text, re.MULTILINE | re.DOTALL)
+            assert json_block, f"{self.page} has no json block"
+            found[self.json_file] = json_block.group(1)
+        return found
 
 
-def test_the_page_has_the_blocks_and_files_this_test_runs() -> None:
-    assert [b.first_line for b in blocks(PAGE)] == [
-        INSTALL,
-        START_ALL,
-        START_TURN,
-        WATCH,
-        RESTART,
-        SHOW,
-    ]
-    assert sorted(python_files()) == ["agent.py", "graph.py", "start.py"]
+PYTHON = Guide(
+    page="docs/guides/durable-agent.md",
+    install=INSTALL_SERVICE.format(client="'./clients/python[agent]'"),
+    language="python",
+    files=("agent.py", "graph.py", "start.py"),
+    start_all="nats-server -p 4222 &",
+    start_turn="python start.py",
+    started=("'turn_id': 'turn-1'", "'status': 'in_progress'"),
+    follow="turnkeeper turns watch turn-1",
+    research_done=r"\bstep\b.*research",
+    restart="NATS_URL=nats://127.0.0.1:4222 python agent.py &",
+    show="turnkeeper turns show turn-1",
+)
+TYPESCRIPT = Guide(
+    page="docs/guides/durable-agent-typescript.md",
+    install=INSTALL_SERVICE.format(client="./clients/python"),
+    language="ts",
+    files=("agent.ts", "graph.ts", "start.ts", "status.ts"),
+    start_all="nats-server -p 4222 &",
+    start_turn="node --import tsx start.ts",
+    started=('"turn_id":"turn-1"', '"status":"in_progress"'),
+    follow="npx turnkeeper-follow turn-1",
+    research_done=r"\bstep\b.*research",
+    restart="NATS_URL=nats://127.0.0.1:4222 node --import tsx agent.ts &",
+    show="node --import tsx status.ts",
+)
+LANGGRAPH_JSON = Guide(
+    page="docs/guides/langgraph-json.md",
+    install=INSTALL_SERVICE.format(client="'./clients/python[agent]'"),
+    language="python",
+    files=("follow.py", "graph.py", "langgraph.json", "run.py", "state.py"),
+    json_file="langgraph.json",
+    start_all="nats-server -p 4222 &",
+    start_turn="python run.py > run-id",
+    started=(),
+    follow="python follow.py",
+    research_done=r"^updates \{'research'",
+    ended=r"^updates \{'write'",
+    restart="NATS_URL=nats://127.0.0.1:4222 turnkeeper agent langgraph.json &",
+    show="python state.py",
+    rewinds_shown=False,
+)
+GUIDES = [
+    pytest.param(PYTHON, id="python"),
+    pytest.param(TYPESCRIPT, id="typescript"),
+    pytest.param(LANGGRAPH_JSON, id="langgraph-json"),
+]
+
+
+@pytest.mark.parametrize("guide", GUIDES)
+def test_the_page_has_the_blocks_and_files_this_test_runs(guide: Guide) -> None:
+    assert [b.first_line for b in blocks(guide.page)] == guide.commands()
+    assert sorted(guide.sources()) == list(guide.files)
 
 
 def words(text: str) -> list[list[str]]:
     return [line.split() for line in text.splitlines() if line.strip()]
 
 
+def npm_project(guide: Guide, tmp_path: Path, env: dict[str, str]) -> Path:
+    """The TypeScript page's install lines after the service's, run as written in a
+    copy of the package; the agent's project they make."""
+    if NPM is None:
+        pytest.skip("npm is not on PATH: the TypeScript guide's agent cannot be installed")
+    repo = tmp_path / "repo"
+    shutil.copytree(
+        ROOT / "clients" / "node",
+        repo / "clients" / "node",
+        ignore=shutil.ignore_patterns("node_modules", "dist", "*.tgz"),
+    )
+    install = block(guide.page, guide.install).text.split("\n", 1)[1]
+    bash(install, repo, {**env, "npm_config_prefer_offline": "true"}, 600)
+    return repo / "my-agent"
+
+
 @pytest.mark.slow
-@pytest.mark.timeout(180)
-def test_the_guide_starts_follows_crashes_and_resumes_a_turn(tmp_path: Path) -> None:
-    ports = {fixed: str(free_port()) for fixed in ("4222", "50051", "8080")}
+@pytest.mark.timeout(600)
+@pytest.mark.parametrize("guide", GUIDES)
+def test_the_guide_starts_follows_crashes_and_resumes_a_turn(guide: Guide, tmp_path: Path) -> None:
+    ports = {fixed: str(free_port()) for fixed in ("4222", "50051", "8080", "2024")}
 
     def ported(text: str) -> str:
         for fixed, free in ports.items():
             text = text.replace(fixed, free)
         return text
 
-    work = tmp_path / "my-agent"
-    work.mkdir()
-    for name, source in python_files().items():
-        code = source.split("\n", 1)[1].rsplit("```", 1)[0]
-        (work / name).write_text(ported(code))
     env = {
         **{k: v for k, v in os.environ.items() if not k.startswith(("TURNKEEPER_", "NATS_"))},
         "PYTHONUNBUFFERED": "1",
@@ -89,7 +173,14 @@ def test_the_guide_starts_follows_crashes_and_resumes_a_turn(tmp_path: Path) -> 
         "no_proxy": "127.0.0.1,localhost",
         "no_grpc_proxy": "127.0.0.1,localhost",
     }
-    nats_line, serve_line, agent_line = ported(block(PAGE, START_ALL).text).splitlines()
+    if guide is TYPESCRIPT:
+        work = npm_project(guide, tmp_path, env)
+    else:
+        work = tmp_path / "my-agent"
+        work.mkdir()
+    for name, source in guide.sources().items():
+        (work / name).write_text(ported(source))
+    nats_line, serve_line, agent_line = ported(block(guide.page, guide.start_all).text).splitlines()
     started: list[Background] = []
 
     def background(line: str) -> Background:
@@ -102,24 +193,26 @@ def test_the_guide_starts_follows_crashes_and_resumes_a_turn(tmp_path: Path) -> 
         agent = background(agent_line)
         agent.wait_for(r"serving vystak\.default\.agents\.writer\.tasks", 60)
 
-        answer = bash(block(PAGE, START_TURN).text, work, env, 60)
-        assert "'turn_id': 'turn-1'" in answer and "'status': 'in_progress'" in answer
-        watch = background(block(PAGE, WATCH).text)
+        answer = bash(block(guide.page, guide.start_turn).text, work, env, 60)
+        for part in guide.started:
+            assert part in answer, answer
+        follow = background(block(guide.page, guide.follow).text)
         # research has finished and written its step event: write runs now.
-        watch.wait_for(r"\bstep\b.*research", 60)
+        follow.wait_for(guide.research_done, 60)
         os.killpg(agent.process.pid, signal.SIGKILL)  # the page's `kill -9`
         agent.process.wait()
-        background(ported(block(PAGE, RESTART).text))
-        watch.wait_for(r"turn\.done", 60)
-        assert watch.process.wait(30) == 0
-        shown = "\n".join(watch.lines)
-        assert "reset" in shown.lower()
-        # research's step event once after the reset: it was not run again.
-        after_reset = shown.lower().split("reset", 1)[1]
-        assert len(re.findall(r"\bstep\b.*research", after_reset)) == 1
+        background(ported(block(guide.page, guide.restart).text))
+        follow.wait_for(guide.ended, 60)
+        assert follow.process.wait(30) == 0
+        shown = "\n".join(follow.lines)
+        if guide.rewinds_shown:
+            assert "reset" in shown.lower()
+            # research's step event once after the reset: it was not run again.
+            shown = shown.lower().split("reset", 1)[1]
+        assert len(re.findall(guide.research_done, shown, re.MULTILINE)) == 1
 
-        record = words(bash(block(PAGE, SHOW).text, work, env, 60))
-        expected = block(PAGE, SHOW).output
+        record = words(bash(block(guide.page, guide.show).text, work, env, 60))
+        expected = block(guide.page, guide.show).output
         assert expected is not None
         for line in words(expected):
             assert line in record, f"{line} not in\n{record}"

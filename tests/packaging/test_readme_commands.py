@@ -40,6 +40,7 @@ README_FILES = (
     "clients/node/README.md",
     "examples/durable-four-step/README.md",
     "examples/pipeline/README.md",
+    "examples/threadplane/README.md",
     "protos/README.md",
     "tests/faults/README.md",
 )
@@ -76,6 +77,17 @@ NOT_RUN_HERE = {
         "docker compose -f examples/durable-four-step/compose.yaml run --build --rm panel",
     ): "no container engine here: tests/operator/test_compose_run.py runs the compose "
     "file's services as their containers would (decision 42)",
+    (
+        "examples/threadplane/README.md",
+        "python examples/threadplane/walkthrough.py",
+    ): "tests/langgraph_api/test_threadplane_walkthrough.py runs it as written, from the "
+    "repository root, with the test command's install",
+    (
+        "examples/threadplane/README.md",
+        "turnkeeper serve --http-port 2024 --cors-origin http://127.0.0.1:8000 &",
+    ): "fixed ports and a person at a browser: tests/langgraph_api/test_panel_browser.py "
+    "builds the panel (npm ci, npm run build) and drives it in Chromium against the service "
+    "and `turnkeeper agent` on the same langgraph.json",
 }
 
 

@@ -9,7 +9,9 @@ subprocess too (``ServiceProcess``):
   port between the crash and the resume;
 - a thread parked by ``interrupt()`` in one process is resumed with
   ``Command(resume=...)`` by a fresh one; while parked, stock SqliteSaver on
-  sessions.db sees the interrupt as a pending write.
+  sessions.db sees the interrupt as a pending write;
+- LangGraph issue #8039: SIGKILLed between step3's writes and the checkpoint after
+  it, in either order, step3 is replayed on resume, never run again (decision 253).
 
 Each node appends its name to a side file (fsynced), so the tests count executions.
 Nothing is mocked and nothing sleeps: the tests wait on lines the processes print.
@@ -278,3 +280,42 @@ async def test_interrupt_then_command_resume_from_a_fresh_process(tmp_path: Path
         history = await state_of(address, thread, tmp_path)
         assert history[0].next == ()
         assert history[0].interrupts == ()
+
+
+@pytest.mark.parametrize("api", ["sync", "async"])
+@pytest.mark.parametrize("order", ["writes-first", "checkpoint-first"])
+async def test_a_completed_task_is_replayed_never_re_executed_whichever_store_lands_first(
+    tmp_path: Path, order: str, api: str
+) -> None:
+    """LangGraph issue #8039: under ``durability="sync"`` a finished task's writes and
+    the checkpoint after its step go to a thread pool in no enforced order, so with
+    a saver that stores them as they come, whether a crash between them replays the
+    task or re-runs it depends on the scheduler. Both orders are forced here, with a
+    SIGKILL between the two stores: under RemoteSaver step3, once finished, never
+    runs again. Its writes stored first, the resume replays them onto the
+    checkpoint after step2; the checkpoint stored first, the resume starts after it."""
+    thread = f"order-{order}-{api}-{uuid4().hex[:6]}"
+    async with service_process(tmp_path) as service:
+        first = await GraphProcess.spawn(
+            tmp_path, service.address, thread, "--crash-between", order, "start", api=api
+        )
+        code = await asyncio.wait_for(first.proc.wait(), LINE_TIMEOUT)
+        assert code == -signal.SIGKILL, first.output()
+        killed = "before the checkpoint" if order == "writes-first" else "before the writes"
+        assert runs(tmp_path) == ["step1", "step2", "step3", f"killed {killed}"]
+
+        # What the crash left: step3's writes pending on the checkpoint after step2,
+        # or the checkpoint after step3.
+        left = await state_of(service.address, thread, tmp_path)
+        if order == "writes-first":
+            assert left[0].next == ("step3",)
+            assert left[0].tasks[0].result == {"log": ["step3"]}
+        else:
+            assert left[0].next == ("step4",)
+
+        second = await GraphProcess.spawn(tmp_path, service.address, thread, "continue", api=api)
+        result = await second.result()
+
+    assert result["log"] == ["in", "step1", "step2", "step3", "step4"]
+    # step3 ran once, in the process that was killed: replayed, not re-executed.
+    assert runs(tmp_path) == ["step1", "step2", "step3", f"killed {killed}", "step4"]

@@ -1,7 +1,12 @@
-// @turnkeeper/client/agent: what runs inside an agent, on LangGraph.js (an optional
-// peer dependency: install @langchain/langgraph, @langchain/langgraph-checkpoint and
-// @langchain/core beside this package to use it). The client, the follower and the
-// states are the package's main entry point.
+/**
+ * What runs inside an agent, on LangGraph.js: the checkpointer (`TurnkeeperSaver`)
+ * and the durable turn runner (`TurnRunner`). LangGraph.js is an optional peer
+ * dependency: install `@langchain/langgraph`, `@langchain/langgraph-checkpoint` and
+ * `@langchain/core` beside this package to use it. The client, the follower and the
+ * states are the package's main entry point, `@turnkeeper/client`.
+ *
+ * @module @turnkeeper/client/agent
+ */
 
 export {
   ATTEMPT_KEY,
@@ -24,5 +29,13 @@ export {
 export { EffectError, EffectFailed, EffectOutsideTurnkeeperSaver, EffectUncertain } from "./effect/errors.js";
 export { KEY_PREFIX as EFFECT_KEY_PREFIX } from "./effect/key.js";
 export { emitEvent } from "./runner/events.js";
-export { idempotencyKey } from "./runner/execution.js";
-export { TurnRunner, type RunnerConfig, type TurnRunnerOptions, agentSubject, runnerConfigFromEnv } from "./runner/runner.js";
+export { type EventLog } from "./runner/events.js";
+export { type Identity, type RunnableGraph, idempotencyKey } from "./runner/execution.js";
+export {
+  type Compilable,
+  TurnRunner,
+  type RunnerConfig,
+  type TurnRunnerOptions,
+  agentSubject,
+  runnerConfigFromEnv,
+} from "./runner/runner.js";

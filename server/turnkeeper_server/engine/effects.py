@@ -13,6 +13,13 @@ class Effects:
         self.db = db
 
     async def begin(self, call: EffectCall, *, record_intent: bool) -> tuple[str, EffectRecord]:
+        """BeginEffect. Without an intent to record it is a read (decision 224: a
+        `retry` effect costs one durable commit, its outcome's), unless the call
+        diverges and a recorded call must be superseded."""
+        if not record_intent:
+            peeked = await self.db.read(lambda conn: effects.peek(conn, call))
+            if peeked is not None:
+                return peeked
         return await self.db.write(lambda tx: effects.begin(tx, call, record_intent=record_intent))
 
     async def record(

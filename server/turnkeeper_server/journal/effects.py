@@ -110,11 +110,28 @@ def begin(tx: Tx, call: EffectCall, *, record_intent: bool) -> tuple[str, Effect
     return RUN, row
 
 
+def peek(conn: Conn, call: EffectCall) -> tuple[str, EffectRecord] | None:
+    """BeginEffect without an intent to record, as a read: the same answer as `begin`,
+    or None when the call diverges (other arguments), which only `begin` may settle.
+    No lock and no commit: a stale attempt told RUN here is refused when it records,
+    exactly as one re-driven away just after a locked begin would be."""
+    turn = transitions.require_turn(conn, call.turn_id)
+    transitions.fence(turn, call.attempt)
+    rows = _under_base(conn, call.turn_id, call.key)
+    live = next((r for r in rows if r.state != EFFECT_SUPERSEDED), None)
+    if live is None:
+        return RUN, _new_row(call, _revision(call.key, len(rows)), EFFECT_INTENT, "", time.time())
+    if live.args_json == call.args_json:
+        return (RECORDED if live.state in EFFECT_OUTCOMES else UNCERTAIN), live
+    return None
+
+
 def record(tx: Tx, call: EffectCall, key: str, state: str, outcome_json: str) -> EffectRecord:
     """RecordEffect: the outcome of the call under `key` (what BeginEffect answered)."""
     turn = transitions.lock_turn(tx, call.turn_id)
     transitions.fence(turn, call.attempt)
-    if key != call.key and not key.startswith(call.key + "~"):
+    revision = key.removeprefix(call.key + "~")
+    if key != call.key and (revision == key or not revision.isdigit()):
         raise WrongState(f"effect key {key!r} is not one BeginEffect gives for key {call.key!r}")
     now = time.time()
     row = _by_key(tx.conn, call.turn_id, key)
@@ -123,11 +140,6 @@ def record(tx: Tx, call: EffectCall, key: str, state: str, outcome_json: str) ->
             raise WrongState(
                 f"effect {call.name!r} (key {key!r}) has no recorded intent: only an "
                 "uncertain effect is resolved"
-            )
-        if _under_base(tx.conn, call.turn_id, call.key) and key == call.key:
-            raise WrongState(
-                f"effect {call.name!r}: key {key!r} was superseded; record under the key "
-                "BeginEffect answered"
             )
         fresh = _new_row(call, key, state, outcome_json, now)
         tx.execute(_INSERT, _values(fresh))

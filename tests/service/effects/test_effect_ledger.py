@@ -196,7 +196,12 @@ async def test_a_stale_attempt_cannot_begin_or_record(turns: Stub) -> None:
     await start(turns)
     await begin(turns, call(), intent=True)
     await redrive(turns)
-    for attempt_call in (begin(turns, call(), intent=True), record(turns, call(), "late")):
+    stale = (
+        begin(turns, call(), intent=True),
+        begin(turns, call()),  # a retry's begin is a read, fenced all the same
+        record(turns, call(), "late"),
+    )
+    for attempt_call in stale:
         message = await expect_code(attempt_call, grpc.StatusCode.ABORTED)
         assert "re-driven away" in message
     [row] = await effects(turns)
@@ -319,3 +324,13 @@ async def test_bad_calls_are_invalid_argument(
         setattr(bad, field, value)
     message = await expect_code(begin(turns, bad), grpc.StatusCode.INVALID_ARGUMENT)
     assert words in message
+
+
+async def test_an_outcome_is_recorded_only_under_a_key_begin_can_answer(turns: Stub) -> None:
+    await start(turns)
+    for wrong in ("other", "k1~x", "k1~"):
+        message = await expect_code(
+            record(turns, call(), "r", key=wrong), grpc.StatusCode.FAILED_PRECONDITION
+        )
+        assert "is not one BeginEffect gives" in message
+    assert await effects(turns) == []

@@ -84,7 +84,8 @@ export function controlSubject(config: RunnerConfig): string {
   return `${config.subjectPrefix}.${config.namespace}.agents.${config.agent}.control`;
 }
 
-interface Compilable {
+/** A StateGraph: anything the runner can compile with its checkpointer. */
+export interface Compilable {
   compile(options: { checkpointer: BoundarySaver }): unknown;
 }
 
@@ -101,10 +102,14 @@ export class TurnRunner {
   readonly client: TurnkeeperClient;
   readonly saver: BoundarySaver;
   readonly graph: RunnableGraph;
+  /** @internal The runner's parts, reachable for tests; not an API. */
   readonly runtime: TurnRuntime;
+  /** @internal */
   readonly methods: Methods;
+  /** @internal */
   readonly subscriber: NatsSubscriber;
   readonly log: (line: string) => void;
+  /** @internal */
   readonly health: HealthServer | undefined;
   #started = false;
   #stopping: Promise<void> | undefined;

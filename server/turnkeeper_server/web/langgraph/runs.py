@@ -215,8 +215,10 @@ async def join_stream(
         after = max(int(raw), 0)
     except ValueError:
         raise ApiError(422, "Last-Event-ID must be a whole number") from None
+    # langgraph-sdk sends `stream_mode=` (empty) when its caller gives none: none.
+    given = [mode for mode in request.query.getall("stream_mode", []) if mode]
     try:
-        modes = modes_of(request.query.getall("stream_mode", None) or None)
+        modes = modes_of(given or None)
     except ValueError as exc:
         raise ApiError(422, str(exc)) from None
     cancel = request.query.get("cancel_on_disconnect", "").lower() in ("true", "1")

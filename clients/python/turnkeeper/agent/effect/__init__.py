@@ -3,7 +3,8 @@ world makes each of its calls within a turn happen once, recorded in the turn's
 effect ledger in the service; ``effect_key()`` is the running call's idempotency
 key. The modules: :mod:`~turnkeeper.agent.effect.decorator` (the call's steps and
 the uncertain policies), :mod:`~turnkeeper.agent.effect.key` (the key's derivation
-and what breaks it) and :mod:`~turnkeeper.agent.effect.errors`."""
+and what breaks it), :mod:`~turnkeeper.agent.effect.model` (a chat model's replies
+as effects, opt-in) and :mod:`~turnkeeper.agent.effect.errors`."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from turnkeeper.agent.effect.errors import (
     EffectOutsideRemoteSaver,
     EffectUncertain,
 )
+from turnkeeper.agent.effect.model import ModelReplies, journal_replies
 
 __all__ = [
     "UNCERTAIN_INTERRUPT",
@@ -21,7 +23,9 @@ __all__ = [
     "EffectFailed",
     "EffectOutsideRemoteSaver",
     "EffectUncertain",
+    "ModelReplies",
     "Policy",
     "effect",
     "effect_key",
+    "journal_replies",
 ]

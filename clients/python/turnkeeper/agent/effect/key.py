@@ -4,7 +4,9 @@ different for different calls.
 
 The parts, all read from the running task's config:
 
-- the thread (``configurable["thread_id"]``);
+- the thread and the turn (``configurable["thread_id"]``, ``["turn_id"]``): a
+  re-drive or a resume continues the same turn; a new turn replaying an old
+  checkpoint (a fork, time travel) makes new calls, with new keys;
 - the task: LangGraph's task id, a hash of the checkpoint the step started from,
   the namespace, the step, the node and its trigger (pregel's task id is computed,
   not drawn at random, so a re-drive from the same checkpoint, here or on another
@@ -61,7 +63,7 @@ class CallSite:
 
     @property
     def key(self) -> str:
-        parts = [self.thread_id, self.checkpoint_ns, self.task_id]
+        parts = [self.thread_id, self.identity.turn_id, self.checkpoint_ns, self.task_id]
         if self.node_attempt > 1:
             parts.append(f"try-{self.node_attempt}")
         parts += [self.name, str(self.call_index)]
@@ -87,7 +89,12 @@ def call_site(config: RunnableConfig, name: str) -> CallSite | None:
     runtime = configurable.get(_RUNTIME)
     info = getattr(runtime, "execution_info", None)
     node_attempt = int(getattr(info, "node_attempt", 1) or 1)
-    execution = executions.execution(identity, str(task_id), scratchpad)
+    # A RetryPolicy retry replaces the scratchpad with a copy (its interrupt counter
+    # reset) that keeps the other fields' objects: its call counter is the identity
+    # of the task's preparation, the same for every try, new for each re-drive.
+    execution = executions.execution(
+        identity, str(task_id), getattr(scratchpad, "call_counter", scratchpad)
+    )
     return CallSite(
         identity=identity,
         thread_id=str(configurable.get("thread_id", "")),

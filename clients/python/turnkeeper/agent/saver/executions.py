@@ -6,11 +6,12 @@ the set and sends it with them (``PutWritesRequest.settle_effects``), and the
 service supersedes any other recorded effect of the task: one an earlier, lost
 execution made and this one did not make again (docs/effects.md, divergence).
 
-A task execution is identified by LangGraph's per-execution scratchpad (a new one
-each time a task is prepared: a re-drive, a resume after interrupt()); the entry is
-found by (turn, attempt, task id), since put_writes sees only the task id. A
-RetryPolicy retry of a node keeps its scratchpad, so its tries count as one
-execution and every try's calls are kept.
+A task execution is identified by an object of LangGraph's per-execution
+scratchpad (new each time a task is prepared: a re-drive, a resume after
+interrupt(); turnkeeper.agent.effect.key picks it); the entry is found by (turn,
+attempt, task id), since put_writes sees only the task id. A RetryPolicy retry of a
+node keeps that object, so its tries count as one execution and every try's calls
+are kept.
 """
 
 from __future__ import annotations
@@ -46,8 +47,8 @@ _executions: OrderedDict[tuple[str, int, str], Execution] = OrderedDict()
 
 
 def execution(identity: TurnIdentity, task_id: str, scratchpad: object) -> Execution:
-    """The execution of `task_id` that `scratchpad` belongs to: a new one when the
-    task was prepared again since (another scratchpad)."""
+    """The execution of `task_id` that `scratchpad` (the preparation's identity)
+    belongs to: a new one when the task was prepared again since."""
     key = (identity.turn_id, identity.attempt, task_id)
     with _lock:
         found = _executions.get(key)

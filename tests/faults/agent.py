@@ -27,7 +27,7 @@ kernel already has, and the harness never sees an acknowledgement that was not.
 
 step3's tool acts through an effect (``turnkeeper.agent.effect``, policy ``retry``):
 it delivers the job's entry to the receiver, a separate process that counts every
-execution and applies each idempotency key once (tests/faults/receiver.py).
+execution and applies each idempotency key once (tests/support/receiver.py).
 
 Environment, besides the bridge's own: ``FAULT_DIR``, ``FAULT_RECEIVER_URL``,
 ``FAULT_STEP_SECONDS`` (the longest random work of a node), ``WAIT_FOR_GO`` (as in tests/agents/job_agent.py:
@@ -101,13 +101,15 @@ async def deliver(entry: str, turn_id: str, *, key: str = "") -> str:
     """Deliver the entry to the receiver; its receipt. The receiver drops a repeated
     key, so an uncertain call (the process died while it ran) is simply made again."""
     attempt = get_config()["configurable"]["attempt"]
-    body = {"key": key, "turn_id": turn_id, "attempt": attempt, "entry": entry}
+    body = {"turn_id": turn_id, "attempt": attempt, "entry": entry}
     async with (
         aiohttp.ClientSession() as session,
-        session.post(f"{RECEIVER_URL}/apply", json=body) as response,
+        session.post(
+            f"{RECEIVER_URL}/charge", json=body, headers={"Idempotency-Key": key}
+        ) as response,
     ):
         response.raise_for_status()
-        receipt = str((await response.json())["receipt"])
+        receipt = str((await response.json())["charge"])
     # The answer's way back: a kill here leaves the call uncertain (applied, outcome
     # not recorded). Random, not synchronisation: nothing waits for it.
     await asyncio.sleep(random.uniform(0, STEP_SECONDS / 2))

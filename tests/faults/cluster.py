@@ -262,7 +262,7 @@ class Cluster:
         self.turns: turns_pb2_grpc.TurnServiceAsyncStub | None = None
         self.checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub | None = None
         self._archived: set[Agent] = set()
-        # The receiver step3's effect acts on (tests/faults/receiver.py).
+        # The receiver step3's effect acts on (tests/support/receiver.py).
         self.receiver_log = workdir / "receiver.log"
         self.receiver: asyncio.subprocess.Process | None = None
         self.receiver_url = ""
@@ -294,7 +294,7 @@ class Cluster:
         self.receiver = await asyncio.create_subprocess_exec(
             sys.executable,
             "-m",
-            "tests.faults.receiver",
+            "tests.support.receiver",
             str(self.receiver_log),
             cwd=REPO,
             stdout=asyncio.subprocess.PIPE,

@@ -28,13 +28,13 @@ from pathlib import Path
 
 from turnkeeper.v1 import turns_pb2
 
-from tests.faults import receiver
 from tests.faults.checks import Checks, covered_by_rewind, digest
 from tests.faults.cluster import Cluster
 from tests.faults.injectors import Zombie
 from tests.faults.storage import Storage
 from tests.faults.watchers import TERMINAL, Shape, shape_of
 from tests.faults.workload import TurnRun
+from tests.support import receiver
 
 MAX_REDRIVES = 3
 STATES = {v: k.removeprefix("TURN_STATE_") for k, v in turns_pb2.TurnState.items()}

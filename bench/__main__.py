@@ -24,6 +24,7 @@ prefer_iomgr()
 
 from bench import (  # noqa: E402 - after prefer_iomgr
     agents,
+    effects,
     engines,
     ingest,
     langgraph_api,
@@ -48,6 +49,7 @@ BENCHMARKS: dict[str, Callable[[Size], Section]] = {
     "agents": agents.run,
     "tracing": tracing.run,
     "langgraph": langgraph_api.run,
+    "effects": effects.run,
 }
 
 

@@ -74,6 +74,9 @@ class Size:
     # (0: no batch run).
     recovery_reps: int
     recovery_batch: int
+    # Effects: calls per measured node (or workflow, or handler), and rounds of each.
+    effect_calls: int
+    effect_rounds: int
     # Many agents: agent process counts, turns per process, turns in flight in each.
     agents_procs: tuple[int, ...]
     agents_turns: int
@@ -106,6 +109,8 @@ FULL = Size(
     saver_conc_turns=160,
     recovery_reps=5,
     recovery_batch=10,
+    effect_calls=50,
+    effect_rounds=7,
     agents_procs=(1, 2, 4),
     agents_turns=160,
     agents_callers=8,
@@ -137,6 +142,8 @@ SMOKE = Size(
     saver_conc_turns=8,
     recovery_reps=1,
     recovery_batch=0,
+    effect_calls=3,
+    effect_rounds=1,
     agents_procs=(1, 2),
     agents_turns=4,
     agents_callers=2,

@@ -2,7 +2,8 @@
 
     python -m bench.restate_turn --port PORT
 
-serves the `Turn` service on 127.0.0.1:PORT until killed. Each step is a
+serves the `Turn` service (and bench/restate_effects.py's `Effects`) on
+127.0.0.1:PORT until killed. Each step is a
 `ctx.run_typed` action over the ~2 KB state, so Restate journals the state after
 every step, as the LangGraph turn checkpoints it.
 """
@@ -18,7 +19,7 @@ import restate
 from hypercorn.asyncio import serve
 from hypercorn.config import Config
 
-from bench import turns
+from bench import restate_effects, turns
 
 service = restate.Service("Turn")
 
@@ -37,7 +38,8 @@ async def run(ctx: restate.Context, state: dict[str, Any]) -> dict[str, Any]:
 service.handler()(run)
 
 
-app = restate.app(services=[service])
+# The Effects service (bench/restate_effects.py) rides on the same deployment.
+app = restate.app(services=[service, restate_effects.service])
 
 
 def main() -> int:

@@ -1,8 +1,10 @@
 """The four-step agent: outline -> research -> draft -> publish, hosted by the bridge.
 
 Each step streams a reply from a deterministic chat model (so a re-run step says
-what the lost run said); ``publish`` calls a tool that must act once and uses the
-idempotency key the bridge provides. Run it with the service and NATS up::
+what the lost run said); ``publish`` calls a tool that must act once: an effect
+(``turnkeeper.agent.effect``), recorded in the service's effect ledger, so a re-run
+of the step gets the recorded outcome instead of publishing again. Run it with the
+service and NATS up::
 
     TURNKEEPER_ADDRESS=127.0.0.1:50051 NATS_URL=nats://127.0.0.1:4222 \\
         python examples/durable-four-step/agent.py
@@ -12,8 +14,9 @@ the agent name defaults to ``four-step``):
 
 - ``STEP_LOG``: a file each step appends to when it starts and ends, and the
   ledger of published posts: how the walkthrough counts what ran;
-- ``CRASH_WINDOW_STEP``: on the first attempt, that step waits after streaming
-  (``CRASH_WINDOW_SECONDS``, default 30): the moment the walkthrough SIGKILLs us;
+- ``CRASH_WINDOW_STEP``: in attempt ``CRASH_WINDOW_ATTEMPT`` (default 0), that step
+  waits after streaming and after its tool (``CRASH_WINDOW_SECONDS``, default 30):
+  the moment the walkthrough SIGKILLs us;
 - ``CRASH_AT_STEP``: on the first attempt, that step SIGKILLs its own process after
   streaming (the containers' walkthrough, where compose restarts the agent).
 
@@ -36,7 +39,8 @@ from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.graph import END, START, StateGraph
-from turnkeeper.agent.bridge import Bridge, BridgeConfig, idempotency_key
+from turnkeeper.agent.bridge import Bridge, BridgeConfig
+from turnkeeper.agent.effect import effect
 
 STEPS = ("outline", "research", "draft", "publish")
 REPLIES = {
@@ -62,13 +66,20 @@ def log_step(line: str) -> None:
             os.fsync(f.fileno())
 
 
-@tool
-def publish_post(title: str) -> str:
-    """Publish the post. A real publisher would be given the key and refuse a
-    second post under it (or look for an earlier key of the same turn and step)."""
-    key = idempotency_key()
+@effect
+def publish(title: str, *, key: str = "") -> str:
+    """Publish the post under its idempotency key. A real publisher is given the key
+    and refuses a second post under it: then an uncertain call (the process died
+    while it ran) is simply made again (the policy ``retry``, the default for a
+    function that takes its key)."""
     log_step(f"ledger published {title!r} key={key}")
     return f"post {title!r} is live"
+
+
+@tool
+def publish_post(title: str) -> str:
+    """Publish the post, once."""
+    return publish(title)
 
 
 def make_step(number: int, name: str) -> Any:
@@ -83,7 +94,8 @@ def make_step(number: int, name: str) -> Any:
         if attempt == 0 and os.environ.get("CRASH_AT_STEP") == str(number):
             log_step(f"crash in {name}")
             os.kill(os.getpid(), signal.SIGKILL)
-        if attempt == 0 and os.environ.get("CRASH_WINDOW_STEP") == str(number):
+        window_attempt = int(os.environ.get("CRASH_WINDOW_ATTEMPT", "0"))
+        if attempt == window_attempt and os.environ.get("CRASH_WINDOW_STEP") == str(number):
             await asyncio.sleep(float(os.environ.get("CRASH_WINDOW_SECONDS", "30")))
         log_step(f"done {name}")
         return {"results": [str(reply.content)]}

@@ -6,8 +6,11 @@ It starts NATS, the turnkeeper service and the four-step agent (each a process o
 its own), dispatches the job over NATS (``responses/create``), and prints what a
 panel watching the turn sees. When step 2 is streaming it SIGKILLs the agent and
 starts it again; the new process re-drives the turn from its last checkpoint, and
-the panel gets a reset, the replay of what survived, and the rest of the job. It
-ends with what ran how often and exits 0 when every promise held.
+the panel gets a reset, the replay of what survived, and the rest of the job. Then
+it SIGKILLs the agent again in step 4, after the step's tool published the post and
+before the step's checkpoint: step 4 runs again, and its tool does not publish
+again (the effect ledger answers with the recorded outcome). It ends with what ran
+how often and exits 0 when every promise held.
 
 ``--attach`` skips the process management: it talks to the NATS and service named
 by ``NATS_URL`` and ``TURNKEEPER_ADDRESS`` and lets the agent crash by itself
@@ -291,22 +294,43 @@ async def local() -> int:
             created = await dispatch(nc, turn_id)
             say(f"responses/create -> {created}")
             say("what the panel sees:")
+            agents = [first]
             restarting: list[asyncio.Task[Process]] = []
 
-            async def crash_in_step_two(event: Event) -> None:
-                data = event.data if isinstance(event.data, dict) else {}
-                if restarting or event.type != "token" or data.get("node") != "research":
-                    return
+            async def restart(**extra: str) -> Process:
+                agent = await start_agent(**extra)
+                agents.append(agent)
+                return agent
 
-                await first.kill()
-                view.note(f"  !!! SIGKILL agent pid {first.proc.pid} in the middle of step 2")
-                view.note("  ... starting it again: its startup Redrive takes the turn back")
-                restarting.append(asyncio.create_task(start_agent()))
+            async def crash(event: Event) -> None:
+                data = event.data if isinstance(event.data, dict) else {}
+                node = data.get("node")
+                if len(restarting) == 0 and event.type == "token" and node == "research":
+                    await agents[-1].kill()
+                    view.note(
+                        f"  !!! SIGKILL agent pid {agents[-1].proc.pid} in the middle of step 2"
+                    )
+                    view.note("  ... starting it again: its startup Redrive takes the turn back")
+                    # The next process makes the second crash: in step 4, after its tool.
+                    extra = {"CRASH_WINDOW_STEP": "4", "CRASH_WINDOW_ATTEMPT": "1"}
+                    restarting.append(asyncio.create_task(restart(**extra)))
+                elif len(restarting) == 1 and event.type == "tool_call_end" and node == "publish":
+                    await restarting[0]
+                    await agents[-1].kill()
+                    view.note(
+                        f"  !!! SIGKILL agent pid {agents[-1].proc.pid} in step 4, after its "
+                        "tool published the post, before the step's checkpoint"
+                    )
+                    view.note("  ... starting it again: step 4 runs again, its tool must not")
+                    restarting.append(asyncio.create_task(restart()))
 
             view = PanelView()
-            transcript = await follow(client, turn_id, view, crash_in_step_two)
+            transcript = await follow(client, turn_id, view, crash)
             await asyncio.gather(*restarting)
             ok = await summary(client, turn_id, transcript, rewinds)
+            effects = (
+                await client.list_effects(turns_pb2.ListEffectsRequest(turn_id=turn_id))
+            ).effects
         await nc.close()
 
         runs = Counter(
@@ -320,11 +344,19 @@ async def local() -> int:
             + ", ".join(
                 f"{name} {runs[name]}x" for name in ("outline", "research", "draft", "publish")
             )
-            + " (research was running at the crash: at-least-once)"
+            + " (research and publish were running at the crashes: at-least-once)"
         )
         say(f"  ledger: {len(ledger)} post(s): {ledger[0].split(' key=')[1] if ledger else '-'}")
-        ok = ok and runs["outline"] == 1 and runs["research"] == 2 and len(ledger) == 1
-        ok = ok and len(rewinds) == 1
+        states = [
+            turns_pb2.EffectState.Name(e.state).removeprefix("EFFECT_STATE_") for e in effects
+        ]
+        say(
+            f"  effects: {', '.join(f'{e.name} {s}' for e, s in zip(effects, states, strict=True))}"
+            "; publish ran again after the crash and its tool did not publish again: "
+            "the effect ledger returned the recorded outcome"
+        )
+        ok = ok and runs["outline"] == 1 and runs["research"] == 2 and runs["publish"] == 2
+        ok = ok and len(ledger) == 1 and states == ["DONE"] and len(rewinds) == 2
         say("every promise held" if ok else "SOMETHING WENT WRONG")
         return 0 if ok else 1
     finally:

@@ -14,9 +14,17 @@ the agent name defaults to ``pipeline``):
 
 - ``STEP_LOG``: a file each model call appends ``model <step>`` to: how the
   walkthrough counts what ran;
-- ``CRASH_WINDOW_STEP``: that step waits after streaming its reply
-  (``CRASH_WINDOW_SECONDS``, default 30): the moment the walkthrough SIGKILLs us.
-  The walkthrough starts the replacement process without it.
+- ``CRASH_WINDOW_STEP``: that step waits after streaming its reply, before the
+  reply is complete (``CRASH_WINDOW_SECONDS``, default 30): the moment the
+  walkthrough SIGKILLs us. The walkthrough starts the replacement process without it;
+- ``CRASH_AFTER_REPLY_STEP``: that step's model call, once its reply is complete and
+  journaled, prints ``replied <step>`` and waits (``CRASH_WINDOW_SECONDS``): the
+  walkthrough's second SIGKILL, after a reply was paid for.
+
+The model's completed replies are journaled as effects of the turn
+(``turnkeeper.agent.effect.journal_replies``, docs/effects.md): a step re-run after a
+crash gets a reply its lost run already received from the ledger, and the model is
+not called for it again.
 
 Prints ``ready <healthz url>`` once the bridge serves.
 """
@@ -32,8 +40,9 @@ from typing import Any
 
 from langchain_core.callbacks import AsyncCallbackManagerForLLMRun
 from langchain_core.messages import AIMessageChunk, BaseMessage
-from langchain_core.outputs import ChatGenerationChunk
+from langchain_core.outputs import ChatGenerationChunk, LLMResult
 from turnkeeper.agent.bridge import Bridge, BridgeConfig
+from turnkeeper.agent.effect import journal_replies
 
 from examples.pipeline.graph import PipelineState, build_graph, question_input
 from examples.pipeline.model import ScriptedChatModel, scripted_reply, step_and_question
@@ -72,6 +81,18 @@ class StreamingScriptedModel(ScriptedChatModel):
         if os.environ.get("CRASH_WINDOW_STEP") == step:
             await asyncio.sleep(float(os.environ.get("CRASH_WINDOW_SECONDS", "30")))
 
+    async def agenerate(
+        self, messages: list[list[BaseMessage]], *args: Any, **kwargs: Any
+    ) -> LLMResult:
+        """The model's call, and after it (its reply complete, and journaled by the
+        cache) the walkthrough's second crash window."""
+        result = await super().agenerate(messages, *args, **kwargs)
+        step, _ = step_and_question(messages[0])
+        if os.environ.get("CRASH_AFTER_REPLY_STEP") == step:
+            print(f"replied {step}", flush=True)
+            await asyncio.sleep(float(os.environ.get("CRASH_WINDOW_SECONDS", "30")))
+        return result
+
 
 def graph_input(payload: Any) -> PipelineState:
     """``{"question": TEXT, "id": MESSAGE_ID}`` as the graph's input."""
@@ -83,7 +104,8 @@ def graph_input(payload: Any) -> PipelineState:
 
 async def main() -> None:
     config = BridgeConfig.from_env(os.environ.get("TURNKEEPER_AGENT", AGENT))
-    bridge = Bridge(build_graph(StreamingScriptedModel()), config, input_mapper=graph_input)
+    model = journal_replies(StreamingScriptedModel())
+    bridge = Bridge(build_graph(model), config, input_mapper=graph_input)
 
     async def announce() -> None:
         await bridge.wait_subscribed()

@@ -68,6 +68,19 @@ class PipelineView:
                 update = data.get("update")
                 if isinstance(update, dict) and isinstance(update.get("step"), str):
                     self.step = update["step"]
+                if data.get("node") == "generate" and isinstance(update, dict):
+                    # The step's own output holds the answer whole: what a reply the
+                    # effect ledger gave back (no tokens streamed again) shows.
+                    replies = [
+                        m["content"]
+                        for m in update.get("messages") or []
+                        if isinstance(m, dict)
+                        and m.get("type") == "ai"
+                        and isinstance(m.get("content"), str)
+                    ]
+                    if replies:
+                        self._answer = replies[-1]
+                        self.messages = [*self.messages[:1], AIMessage(self._answer)]
             elif frame.type == "token" and data.get("node") == "generate":
                 self._answer += str(data.get("text", ""))
                 self.messages = [*self.messages[:1], AIMessage(self._answer)]

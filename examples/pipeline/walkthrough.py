@@ -8,9 +8,13 @@ its own), asks the agent a question through the panel's session (NATS JSON-RPC,
 every step. While **Plan** is streaming it SIGKILLs the agent and starts it again;
 the new process re-drives the run from the checkpoint **Analyze** left, so the
 sidebar goes back over Analyze's retained step (a replay, not a re-run) and goes on
-at Plan. It ends with what ran how often, and exits 0 when every promise held:
-Analyze ran once, Plan twice (it was running at the crash: at-least-once), Generate
-once, and the panel ended with exactly the run's retained events.
+at Plan. Then it SIGKILLs the agent again in **Generate**, once the model's reply is
+complete and journaled in the turn's effect ledger and before the step's checkpoint:
+Generate runs again, and gets the reply from the ledger without calling the model.
+It ends with what ran how often, and exits 0 when every promise held: the model was
+called once for Analyze, twice for Plan (it was streaming at the first crash: a reply
+not finished is not kept), once for Generate, and the panel ended with exactly the
+run's retained events.
 """
 
 from __future__ import annotations
@@ -147,6 +151,14 @@ async def walkthrough() -> int:
             await first.kill()
             say(f"  !!! SIGKILL agent pid {first.proc.pid} while {label('plan')} is streaming")
             say("  ... starting it again: its startup Redrive takes the run back")
+            second = await start_agent(CRASH_AFTER_REPLY_STEP="generate")
+            await second.line_starting("replied generate")
+            await second.kill()
+            say(
+                f"  !!! SIGKILL agent pid {second.proc.pid} in {label('generate')}, its model "
+                "reply complete and journaled, before the step's checkpoint"
+            )
+            say("  ... starting it again: Generate runs again, its model must not")
             return await start_agent()
 
         nc = await nats.connect(nats_url)
@@ -178,17 +190,24 @@ async def walkthrough() -> int:
         say(f"run {turn.turn_id}: {state}, {turn.attempts} re-drive(s), {turn.rewinds} rewind(s)")
         runs = Counter(line.split()[1] for line in step_log.read_text().splitlines())
         say("  model calls: " + ", ".join(f"{label(s)} {runs[s]}x" for s in STEPS))
+        say(
+            f"  {label('generate')} ran again after the second crash and its model was not "
+            "called again: the reply came from the effect ledger"
+        )
         exact = session.transcript.content() == [
             (e.seq, e.type, Event.from_proto(e).data) for e in events
         ]
         say(f"  the panel ends with {'exactly' if exact else 'NOT'} the run's retained events")
-        if runs["analyze"] == 1 and turn.attempts == 1:
-            say(f"  the re-drive resumed at {label('plan')}: {label('analyze')} was not re-run")
+        if runs["analyze"] == 1 and turn.attempts == 2:
+            say(
+                f"  the first re-drive resumed at {label('plan')}: {label('analyze')} was not re-run"
+            )
         ok = (
             state == "DONE"
             and session.error is None
             and exact
             and (runs["analyze"], runs["plan"], runs["generate"]) == (1, 2, 1)
+            and turn.attempts == 2
             and shown[-1] == sidebar_text("generate")
         )
         say("every promise held" if ok else "SOMETHING WENT WRONG")

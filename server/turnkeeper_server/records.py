@@ -83,6 +83,57 @@ class EventRecord:
 EVENT_COLUMNS = ", ".join(EventRecord.__dataclass_fields__)
 
 
+# An effect's states in the ledger (journal/effects.py); RESOLVED is an uncertain
+# one an operator said happened, SUPERSEDED one a re-execution did not make again.
+EFFECT_INTENT, EFFECT_DONE, EFFECT_FAILED = "INTENT", "DONE", "FAILED"
+EFFECT_RESOLVED, EFFECT_SUPERSEDED = "RESOLVED", "SUPERSEDED"
+# States that carry an outcome: a later execution returns it and never calls again.
+EFFECT_OUTCOMES: Final = (EFFECT_DONE, EFFECT_FAILED, EFFECT_RESOLVED)
+EFFECT_POLICIES: Final = ("retry", "park", "fail")
+
+
+@dataclass(frozen=True, slots=True)
+class EffectCall:
+    """One call of an effect as an executor describes it (BeginEffect, RecordEffect)."""
+
+    turn_id: str
+    attempt: int
+    # The client's key: the same in every execution of the same logical call.
+    key: str
+    name: str
+    # Canonical JSON (sorted keys), so that two executions' arguments compare as text.
+    args_json: str
+    policy: str
+    task_id: str
+    checkpoint_id: str
+    call_index: int
+
+
+@dataclass(frozen=True)
+class EffectRecord:
+    turn_id: str
+    # The key the call runs with: `base_key`, or `base_key~N` after N were superseded.
+    effect_key: str
+    base_key: str
+    name: str
+    args_json: str
+    policy: str
+    state: str
+    outcome_json: str
+    attempt: int
+    task_id: str
+    checkpoint_id: str
+    call_index: int
+    detail: str
+    # 1 once the turn's events said it was superseded.
+    announced: int
+    created_at: float
+    updated_at: float
+
+
+EFFECT_COLUMNS = ", ".join(EffectRecord.__dataclass_fields__)
+
+
 # An event to append: (seq, type, data_json). A bare tuple, not a class: one is
 # built per appended event, and a NamedTuple's constructor showed in the ingest
 # profile (bench/ingest.py) as a dataclass's had before it.

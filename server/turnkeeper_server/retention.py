@@ -2,7 +2,8 @@
 
 With `--retention DURATION`, a sweeper pass (every `retention_interval` seconds)
 takes turns that ended (DONE, FAILED, CANCELLED) longer ago than the retention,
-deletes their retained events and any outbox row still held for them, marks them
+deletes their retained events, their effects (the ledger is part of the turn's
+record, as its events are) and any outbox row still held for them, marks them
 pruned (the turn row itself stays: TurnStatus and GetTurn still answer), and prunes
 the checkpoints of their threads to the latest of each namespace, unless the thread
 has a live or queued turn again. Then it gives the freed pages back to the file
@@ -26,7 +27,7 @@ import logging
 import time
 from dataclasses import dataclass
 
-from turnkeeper_server.journal import horizon, maintenance
+from turnkeeper_server.journal import effects, horizon, maintenance
 from turnkeeper_server.periodic import Periodic
 from turnkeeper_server.records import ENDED_SQL, Policy
 from turnkeeper_server.store.contract import Store, Tx
@@ -58,6 +59,7 @@ def sweep_batch(tx: Tx, *, cutoff: float, policy: Policy, limit: int = BATCH) ->
     ids = [r[0] for r in rows]
     marks = ", ".join("?" for _ in ids)
     events = tx.execute(f"DELETE FROM main.events WHERE turn_id IN ({marks})", ids).rowcount
+    effects.delete_for_turns(tx, ids)
     tx.execute(
         f"DELETE FROM main.outbox WHERE subject IN ({marks})",
         [policy.events_subject(turn_id) for turn_id in ids],

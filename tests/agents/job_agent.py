@@ -2,8 +2,10 @@
 
 Environment (besides the bridge's own, see BridgeConfig.from_env):
 
-- JOB_GRAPH: ``four-step`` (default), ``poison``, ``approval``, ``fan-out`` or ``mixed``
-  (a poison job, by its name, and healthy jobs in one graph);
+- JOB_GRAPH: ``four-step`` (default), ``poison``, ``approval``, ``fan-out``, ``mixed``
+  (a poison job, by its name, and healthy jobs in one graph) or ``effects`` (a tool
+  that charges through an exactly-once effect at RECEIVER_URL, a separate process:
+  tests/support/receiver.py; EFFECT_POLICY and CHARGE_HANGS below);
 - SIDE_FILE: each node appends what it does here, so a test counts executions;
 - SLOW_STEP: the four-step node that, on attempt SLOW_ATTEMPT only (default 0),
   streams its reply and then waits until SIGUSR1 (or SLOW_SECONDS, default 60):
@@ -20,20 +22,24 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import operator
 import os
 import signal
 import sys
-from typing import Annotated, Any, TypedDict
+import urllib.request
+from typing import Annotated, Any, TypedDict, cast
 
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
+from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 from turnkeeper.agent.bridge import Bridge, BridgeConfig, idempotency_key
+from turnkeeper.agent.effect import Policy, effect
 
 # Set by SIGUSR1: ends the wait of the slow step.
 RELEASE = asyncio.Event()
@@ -201,12 +207,79 @@ def mixed() -> StateGraph[Any, Any, Any, Any]:
     return builder
 
 
+async def send_charge(amount: int, *, key: str = "") -> dict[str, Any]:
+    """Charge `amount` at the receiver, passing the effect's key on as the
+    Idempotency-Key, as a payment API asks. With CHARGE_HANGS=1 the first attempt
+    hangs after the receiver applied it, before the outcome can be recorded: the
+    window in which a test kills the agent to leave the call uncertain."""
+    request = urllib.request.Request(
+        os.environ["RECEIVER_URL"] + "/charge",
+        data=json.dumps({"amount": amount}).encode(),
+        headers={"Idempotency-Key": key, "Content-Type": "application/json"},
+        method="POST",
+    )
+
+    def send() -> dict[str, Any]:
+        with urllib.request.urlopen(request, timeout=10) as answer:
+            charged: dict[str, Any] = json.loads(answer.read())
+            return charged
+
+    charged = await asyncio.to_thread(send)
+    if os.environ.get("CHARGE_HANGS") == "1" and get_config()["configurable"]["attempt"] == 0:
+        print("charged, hanging", flush=True)
+        await asyncio.Event().wait()
+    return charged
+
+
+# EFFECT_POLICY: the charge's policy for an uncertain call; unset, the default (it
+# takes its key: retry).
+charge = effect(
+    name="charge", policy=cast("Policy | None", os.environ.get("EFFECT_POLICY") or None)
+)(send_charge)
+
+
+@tool
+async def pay(amount: int) -> str:
+    """Pay `amount` (a side effect that must happen once)."""
+    charged = await charge(amount)
+    return f"paid {amount}: {charged['charge']}"
+
+
+async def pay_node(state: Job, config: RunnableConfig) -> dict[str, Any]:
+    """Calls the tool, then (on SLOW_ATTEMPT) waits before the step's checkpoint:
+    the window in which a test SIGKILLs the agent after the charge was recorded."""
+    attempt = config["configurable"]["attempt"]
+    note(f"start pay attempt={attempt}")
+    call = {"name": "pay", "args": {"amount": 42}, "id": "call-pay"}
+    message = await pay.ainvoke({**call, "type": "tool_call"})
+    note(f"paid attempt={attempt}: {message.content}")
+    print(f"paid attempt={attempt}", flush=True)
+    if attempt == int(os.environ.get("SLOW_ATTEMPT", "0")):
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(RELEASE.wait(), float(os.environ.get("SLOW_SECONDS", "60")))
+    return {"results": [str(message.content)]}
+
+
+def effects() -> StateGraph[Any, Any, Any, Any]:
+    """step1, pay (a tool charging through an effect), step2."""
+    builder = StateGraph(Job)
+    builder.add_node("step1", step(1))
+    builder.add_node("pay", pay_node)
+    builder.add_node("step2", step(2))
+    builder.add_edge(START, "step1")
+    builder.add_edge("step1", "pay")
+    builder.add_edge("pay", "step2")
+    builder.add_edge("step2", END)
+    return builder
+
+
 GRAPHS = {
     "four-step": four_step,
     "poison": poison,
     "approval": approval,
     "fan-out": fan_out,
     "mixed": mixed,
+    "effects": effects,
 }
 
 

@@ -26,13 +26,18 @@ def test_the_walkthrough_crashes_the_agent_and_the_turn_still_finishes_exactly()
     )
     out = run.stdout
     assert run.returncode == 0, f"{out}\n{run.stderr}"
-    assert "!!! SIGKILL agent" in out
-    assert len(re.findall(r"<<< RESET: the turn was rewound to seq \d+ \(attempt 1\)", out)) == 1
+    assert "!!! SIGKILL agent" in out and "in step 4, after its tool published the post" in out
+    for attempt in (1, 2):
+        rewound = rf"<<< RESET: the turn was rewound to seq \d+ \(attempt {attempt}\)"
+        assert len(re.findall(rewound, out)) == 1
     assert "replay [outline]" in out
     assert "the turn is DONE" in out
     assert "contiguous, exactly the retained ones" in out
-    assert "outline 1x, research 2x, draft 1x, publish 1x" in out
-    assert re.search(r"ledger: 1 post\(s\): job-\w+:4:1", out)
+    # publish ran twice (the second crash was in it), its tool published once: the
+    # effect ledger answered the re-run with the recorded outcome.
+    assert "outline 1x, research 2x, draft 1x, publish 2x" in out
+    assert re.search(r"ledger: 1 post\(s\): fx-[0-9a-f]{40}\n", out)
+    assert "effects: publish DONE; publish ran again after the crash and its tool did not" in out
     assert out.rstrip().endswith("every promise held")
 
 

@@ -13,7 +13,8 @@ Each node streams tokens, works for a random while (the window a kill lands in),
 streams again. The record, one file per process under ``FAULT_DIR``, holds lines:
 
 - ``start|done <turn> <node> <langgraph_step> <attempt>``: a node ran;
-- ``ledger <turn> <idempotency key>``: the tool acted;
+- ``effect <turn> <attempt> <receipt>``: the tool's effect returned (from the
+  receiver, or from the service's effect ledger without calling it again);
 - ``ackev <turn> <attempt> <seq> <digest>``: AppendEvents (unary or on the saver's
   stream) / ParkTurn / FinishTurn acknowledged this event (digest of its type and data);
 - ``ackend <turn> <attempt> <state> <last_seq>``: ParkTurn / FinishTurn acknowledged;
@@ -24,8 +25,12 @@ Lines are written with one ``write(2)`` each on an O_APPEND file, after the
 acknowledgement arrived: a SIGKILL (what this agent is for) loses nothing the
 kernel already has, and the harness never sees an acknowledgement that was not.
 
-Environment, besides the bridge's own: ``FAULT_DIR``, ``FAULT_STEP_SECONDS`` (the
-longest random work of a node), ``WAIT_FOR_GO`` (as in tests/agents/job_agent.py:
+step3's tool acts through an effect (``turnkeeper.agent.effect``, policy ``retry``):
+it delivers the job's entry to the receiver, a separate process that counts every
+execution and applies each idempotency key once (tests/support/receiver.py).
+
+Environment, besides the bridge's own: ``FAULT_DIR``, ``FAULT_RECEIVER_URL``,
+``FAULT_STEP_SECONDS`` (the longest random work of a node), ``WAIT_FOR_GO`` (as in tests/agents/job_agent.py:
 print ``imported``, wait for a line on stdin; the incarnation starts at the go).
 """
 
@@ -42,12 +47,14 @@ from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, TypedDict
 
+import aiohttp
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
 from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
-from turnkeeper.agent.bridge import Bridge, BridgeConfig, idempotency_key
+from turnkeeper.agent.bridge import Bridge, BridgeConfig
+from turnkeeper.agent.effect import effect
 from turnkeeper.v1 import turns_pb2
 
 from tests.agents.job_agent import say
@@ -75,6 +82,7 @@ class Record:
 # Opened by main(): importing this module (the harness does) writes nothing.
 RECORD: Record
 STEP_SECONDS = float(os.environ.get("FAULT_STEP_SECONDS", "0.2"))
+RECEIVER_URL = os.environ.get("FAULT_RECEIVER_URL", "")
 
 
 class Job(TypedDict):
@@ -88,12 +96,33 @@ def _where(config: RunnableConfig) -> tuple[str, int, int]:
     return configurable["turn_id"], config["metadata"]["langgraph_step"], configurable["attempt"]
 
 
+@effect(policy="retry")
+async def deliver(entry: str, turn_id: str, *, key: str = "") -> str:
+    """Deliver the entry to the receiver; its receipt. The receiver drops a repeated
+    key, so an uncertain call (the process died while it ran) is simply made again."""
+    attempt = get_config()["configurable"]["attempt"]
+    body = {"turn_id": turn_id, "attempt": attempt, "entry": entry}
+    async with (
+        aiohttp.ClientSession() as session,
+        session.post(
+            f"{RECEIVER_URL}/charge", json=body, headers={"Idempotency-Key": key}
+        ) as response,
+    ):
+        response.raise_for_status()
+        receipt = str((await response.json())["charge"])
+    # The answer's way back: a kill here leaves the call uncertain (applied, outcome
+    # not recorded). Random, not synchronisation: nothing waits for it.
+    await asyncio.sleep(random.uniform(0, STEP_SECONDS / 2))
+    return receipt
+
+
 @tool
-def record(entry: str) -> str:
+async def record(entry: str) -> str:
     """Record an entry in the job's ledger (a side effect that must happen once)."""
-    turn_id = get_config()["configurable"]["turn_id"]
-    RECORD.note(f"ledger {turn_id} {idempotency_key()}")
-    return f"recorded {entry}"
+    turn_id, _, attempt = _where(get_config())
+    receipt = await deliver(entry, turn_id)
+    RECORD.note(f"effect {turn_id} {attempt} {receipt}")
+    return f"recorded {entry}: {receipt}"
 
 
 def node(name: str) -> Any:  # add_node's node protocols do not take a plain callable type
@@ -108,6 +137,8 @@ def node(name: str) -> Any:  # add_node's node protocols do not take a plain cal
         if name == "step3":
             call = {"name": "record", "args": {"entry": name}, "id": f"call-{name}"}
             await record.ainvoke({**call, "type": "tool_call"})
+            # More work after the effect: a kill here finds its outcome recorded.
+            await asyncio.sleep(random.uniform(0, STEP_SECONDS))
         await say(f"{name} of {state['job']} ends")
         RECORD.note(f"done {turn_id} {name} {step} {attempt}")
         return {"results": [name]}

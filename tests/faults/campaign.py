@@ -305,7 +305,9 @@ def report(result: Result, command: str) -> str:
         "breaks its parts, and checks the invariants after every round: no turn lost, nothing",
         "acknowledged missing, `integrity_check` ok, every watcher's transcript without gap,",
         "repeat or second terminal event, no step before the last committed checkpoint run",
-        "twice, the outbox drained once NATS is back (tests/faults/invariants.py has them",
+        "twice, no effect executed again once its outcome was recorded (step3's tool acts",
+        "on a receiver process through the effect ledger), the outbox drained once NATS",
+        "is back (tests/faults/invariants.py has them",
         "word for word; tests/faults/injectors.py says how each fault is made). `pytest`",
         "runs a reduced campaign; this is the full one:",
         "",
@@ -343,6 +345,11 @@ def report(result: Result, command: str) -> str:
         f"{r.prober_events} from the prober |",
         f"| acknowledged checkpoints checked | {t.acked_checkpoints} from agents "
         f"(and {t.acked_writes} task writes), {r.prober_checkpoints} from the prober |",
+        f"| effects (step3's tool, through the effect ledger to the receiver) | "
+        f"{t.effects} recorded, {t.effect_executions} executions at the receiver, "
+        f"{t.effects_from_ledger} outcomes returned from the ledger without a call, "
+        f"{t.effects_retried} uncertain calls made again with their key (applied once), "
+        f"{t.effects_superseded} superseded |",
         f"| NATS copies dropped as duplicates (same Nats-Msg-Id) | {r.nats_duplicates} |",
         f"| invariant checks | **{r.checks.count}** |",
         f"| violations | **{len(r.violations)}** |",

@@ -122,6 +122,7 @@ class AgentPool:
             "TURNKEEPER_HEALTH_LISTEN": "127.0.0.1:0",
             "TURNKEEPER_SHUTDOWN_GRACE": "1",
             "FAULT_DIR": str(c.records),
+            "FAULT_RECEIVER_URL": c.receiver_url,
             "FAULT_STEP_SECONDS": str(c.step_seconds),
             "WAIT_FOR_GO": "1",
             "PYTHONUNBUFFERED": "1",
@@ -261,6 +262,10 @@ class Cluster:
         self.turns: turns_pb2_grpc.TurnServiceAsyncStub | None = None
         self.checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub | None = None
         self._archived: set[Agent] = set()
+        # The receiver step3's effect acts on (tests/support/receiver.py).
+        self.receiver_log = workdir / "receiver.log"
+        self.receiver: asyncio.subprocess.Process | None = None
+        self.receiver_url = ""
 
     def _roles(self) -> dict[str, str]:
         """Each token of the tokens file and its role."""
@@ -285,7 +290,22 @@ class Cluster:
     def sessions_db(self) -> Path:
         return self.data_dir / "sessions.db"
 
+    async def start_receiver(self) -> None:
+        self.receiver = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "tests.support.receiver",
+            str(self.receiver_log),
+            cwd=REPO,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert self.receiver.stdout is not None
+        line = await asyncio.wait_for(self.receiver.stdout.readline(), 60)
+        assert line.startswith(b"listening "), f"the receiver said {line!r}"
+        self.receiver_url = f"http://127.0.0.1:{int(line.split()[1])}"
+
     async def start(self) -> None:
+        await self.start_receiver()
         self.nats.start()
         self.relay = _Relay(self.nats.port)
         await self.relay.start()
@@ -425,3 +445,6 @@ class Cluster:
             await self.relay.stop()
         self.nats.stop()
         self._postgres_stack.close()
+        if self.receiver is not None and self.receiver.returncode is None:
+            self.receiver.kill()
+            await self.receiver.wait()

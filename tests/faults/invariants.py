@@ -34,6 +34,7 @@ from tests.faults.injectors import Zombie
 from tests.faults.storage import Storage
 from tests.faults.watchers import TERMINAL, Shape, shape_of
 from tests.faults.workload import TurnRun
+from tests.support import receiver
 
 MAX_REDRIVES = 3
 STATES = {v: k.removeprefix("TURN_STATE_") for k, v in turns_pb2.TurnState.items()}
@@ -48,7 +49,10 @@ class Records:
     starts: defaultdict[str, list[tuple[str, int, int]]] = field(
         default_factory=lambda: defaultdict(list)
     )
-    ledger: defaultdict[str, list[str]] = field(default_factory=lambda: defaultdict(list))
+    # (attempt, receipt) of each return of step3's effect.
+    effects: defaultdict[str, list[tuple[int, str]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
     events: defaultdict[str, dict[tuple[int, int], str]] = field(
         default_factory=lambda: defaultdict(dict)
     )
@@ -74,8 +78,8 @@ class Records:
         match w:
             case ["start", turn, node, step, attempt]:
                 self.starts[turn].append((node, int(step), int(attempt)))
-            case ["ledger", turn, key]:
-                self.ledger[turn].append(key)
+            case ["effect", turn, attempt, receipt]:
+                self.effects[turn].append((int(attempt), receipt))
             case ["ackev", turn, attempt, seq, dig]:
                 self.events[turn][(int(seq), int(attempt))] = dig
             case ["ackend", turn, attempt, state, last_seq]:
@@ -98,6 +102,12 @@ class Tally:
     acked_writes: int = 0
     zombie_refusals: int = 0
     zombie_turns: int = 0
+    # The effect ledger against the receiver (step3's tool).
+    effects: int = 0
+    effect_executions: int = 0
+    effects_from_ledger: int = 0
+    effects_retried: int = 0
+    effects_superseded: int = 0
     by_kind: Counter[str] = field(default_factory=Counter)
     # (kind, when) of each turn FAILED at the re-drive cap, by the service's clock.
     at_cap: list[tuple[str, float]] = field(default_factory=list)
@@ -116,6 +126,7 @@ class RoundCheck:
         self.checks = checks
         self.records = records
         self.tally = tally
+        self.receiver = receiver.ReceiverLog()
         self._checkpoints_done = 0
         self._writes_done = 0
 
@@ -127,6 +138,7 @@ class RoundCheck:
         for sound, found in self.c.storage.integrity():
             self.expect(sound, found)
         self.records.read()
+        self.receiver = receiver.read(self.c.receiver_log)
         sessions = self.c.storage
         try:
             self.acknowledged_checkpoints(sessions)
@@ -244,11 +256,50 @@ class RoundCheck:
         self.mirror(tid, retained)
         self.acknowledged(tid, raw, rewinds, state, turn.last_seq)
         self.steps(tid, sessions)
-        keys = Counter(self.records.ledger[tid])
-        twice = [k for k, n in keys.items() if n > 1]
-        self.expect(not twice, f"{tid}: the tool acted twice with one idempotency key: {twice}")
+        await self.effects(run, state)
         if stale is not None:
             self.zombie(tid, stale, retained, rewinds)
+
+    async def effects(self, run: TurnRun, state: str) -> None:
+        """Exactly-once effects (docs/effects.md), against what the receiver saw: no
+        effect whose outcome was recorded is executed again by a later attempt; no
+        logical call is applied under two keys; every return of the effect in the
+        turn is the receipt of the one application; a DONE turn past step3 applied
+        its entry once."""
+        assert self.c.client is not None
+        tid = run.turn_id
+        listed = await self.c.client.list_effects(turns_pb2.ListEffectsRequest(turn_id=tid))
+        seen = self.receiver
+        for row in listed.effects:
+            self.tally.effects += 1
+            executions = seen.executions.get(row.key, [])
+            self.tally.effect_executions += len(executions)
+            self.tally.effects_retried += max(len(executions) - 1, 0)
+            if row.state == turns_pb2.EFFECT_STATE_SUPERSEDED:
+                self.tally.effects_superseded += 1
+            if row.state == turns_pb2.EFFECT_STATE_DONE:
+                again = [a for _, a, _ in executions if a > row.attempt]
+                self.expect(
+                    not again,
+                    f"{tid}: effect {row.key} executed again in attempt(s) {again} after "
+                    f"attempt {row.attempt} recorded its outcome",
+                )
+                self.tally.effects_from_ledger += sum(
+                    a > row.attempt for a, _ in self.records.effects[tid]
+                )
+        applied = {entry: keys for (turn, entry), keys in seen.applied.items() if turn == tid}
+        for entry, keys in applied.items():
+            self.expect(len(keys) == 1, f"{tid}: {entry} applied under {len(keys)} keys: {keys}")
+        receipts = {receipt for _, receipt in self.records.effects[tid]}
+        self.expect(len(receipts) <= 1, f"{tid}: step3's effect returned {sorted(receipts)}")
+        passed_step3 = any(node == "step3" for node, _, _ in self.records.starts[tid])
+        if state == "DONE" and passed_step3:
+            done = [e for e in listed.effects if e.state == turns_pb2.EFFECT_STATE_DONE]
+            self.expect(
+                len(done) == 1 and applied.get("step3") == [done[0].key],
+                f"{tid}: DONE with effects {[(e.key, e.state) for e in listed.effects]}, "
+                f"applied {applied}",
+            )
 
     def content(self, run: TurnRun, retained: list[Shape], state: str) -> None:
         """The retained events are those of an uninterrupted run: each node that

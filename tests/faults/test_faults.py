@@ -44,3 +44,5 @@ async def test_no_invariant_breaks_under_faults(
     assert result.storage_refusals > 0
     assert result.poison_kills >= 1
     assert result.tally.done > 0 and result.tally.acked_events > 0
+    # step3's effect reached the receiver, through the ledger.
+    assert result.tally.effects > 0 and result.tally.effect_executions > 0

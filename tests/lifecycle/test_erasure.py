@@ -40,7 +40,8 @@ async def thread_with_everything(
     thread_id: str,
 ) -> list[str]:
     """Two turns on the thread: one re-driven (a rewind in the outbox) and finished,
-    one finished after writing a fenced checkpoint with pending writes. No NATS, so
+    one finished after writing a fenced checkpoint with pending writes and recording
+    an effect. No NATS, so
     every outbox row stays in turns.db."""
     ids = [f"{thread_id}-a", f"{thread_id}-b"]
     await start(turns, ids[0], thread_id, input={"text": f"{SECRET} {thread_id}"})
@@ -81,6 +82,22 @@ async def thread_with_everything(
                 )
             ],
             fence=fence,
+        )
+    )
+    # An effect whose arguments and result name the secret: the ledger goes too.
+    call = pb.EffectCall(
+        turn_id=ids[1],
+        attempt=0,
+        key=f"{thread_id}-send",
+        name="send",
+        args_json=json.dumps({"to": SECRET}),
+        policy=pb.EFFECT_POLICY_RETRY,
+        task_id="task-1",
+        checkpoint_id="c1",
+    )
+    await turns.RecordEffect(
+        pb.RecordEffectRequest(
+            call=call, state=pb.EFFECT_STATE_DONE, outcome_json=json.dumps(SECRET)
         )
     )
     await turns.FinishTurn(pb.FinishTurnRequest(turn_id=ids[1], attempt=0, outcome=pb.OUTCOME_DONE))

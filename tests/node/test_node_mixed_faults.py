@@ -7,7 +7,11 @@ blobs do not cross serializers). Afterwards every turn is checked the way the fa
 campaign checks its turns: DONE, retained seqs 1..last_seq with attempts never
 going back, one terminal event and it is last, a Python TurnFollower's transcript
 equal to what was retained, each step's event exactly once, and one rewind on NATS
-per re-drive. The seed is printed; TURNKEEPER_FAULTS_SEED runs the same plan again.
+per re-drive. The JS agent's `work` step acts through an effect (`charge`, policy
+retry, which appends one line per execution to a side log: the receiver's count):
+no execution after its outcome was recorded, one key for every execution of the
+call, and the receipt the turn ends with is the recorded one. The seed is printed;
+TURNKEEPER_FAULTS_SEED runs the same plan again.
 """
 
 from __future__ import annotations
@@ -133,6 +137,8 @@ async def test_js_and_python_agents_side_by_side_under_random_kills(
             replica="js-mixed-1",
             side_log=tmp_path / "js-side.log",
             step_ms=300,
+            graph="effects",
+            extra_env={"EFFECT_POLICY": "retry"},
         )
 
     async def spawn_py() -> Agent:
@@ -187,6 +193,11 @@ async def test_js_and_python_agents_side_by_side_under_random_kills(
             )
             rewinds = rewinds_of(seen, turn_id)
             problems += check_turn(turn_id, status, events, watcher, rewinds, steps)
+            if turn_id.startswith("js-"):
+                effects = await client.list_effects(turns_pb2.ListEffectsRequest(turn_id=turn_id))
+                problems += check_effects(
+                    turn_id, list(effects.effects), events, tmp_path / "js-side.log"
+                )
         assert not problems, f"seed {seed}:\n" + "\n".join(problems)
         assert js.kills >= 1 and redriven >= 1
     finally:
@@ -195,6 +206,39 @@ async def test_js_and_python_agents_side_by_side_under_random_kills(
         await js.close()
         await py.close()
         await nc.close()
+
+
+def check_effects(
+    turn_id: str, effects: list[turns_pb2.Effect], events: list[turns_pb2.Event], side_log: Path
+) -> list[str]:
+    """Exactly-once effects (docs/effects.md) against the side log's count."""
+    executions = [
+        (int(attempt), key)
+        for kind, turn, attempt, key in (
+            line.split() for line in side_log.read_text().splitlines() if line.startswith("charge ")
+        )
+        if turn == turn_id and kind == "charge"
+    ]
+    final = [json.loads(e.data_json)["output"]["log"] for e in events if e.type == "final"]
+    receipts = (
+        [json.loads(entry.split(":", 1)[1]) for entry in final[-1] if entry.startswith("receipt:")]
+        if final
+        else []
+    )
+    done = [e for e in effects if e.state == turns_pb2.EFFECT_STATE_DONE]
+    problems = []
+    if len(done) != 1:
+        problems.append(f"{turn_id}: effects {[(e.key, e.state) for e in effects]}")
+        return problems
+    row = done[0]
+    if {key for _, key in executions} != {row.key}:
+        problems.append(f"{turn_id}: charge ran under {executions}, recorded under {row.key}")
+    again = [attempt for attempt, _ in executions if attempt > row.attempt]
+    if again:
+        problems.append(f"{turn_id}: charge ran again in {again} after attempt {row.attempt}")
+    if receipts != [{"charged": json.loads(row.args_json)["input"], "key": row.key}]:
+        problems.append(f"{turn_id}: receipts {receipts} for effect {row.key}")
+    return problems
 
 
 def done_on_nats(seen: Collector, turn_id: str) -> bool:

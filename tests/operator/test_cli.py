@@ -457,3 +457,37 @@ async def test_serve_as_the_container_runs_it(tmp_path: Path) -> None:
     messages = [line["msg"] for line in lines]
     assert any(m.startswith("metrics on http://127.0.0.1:") for m in messages)
     assert messages[-1] == "turnkeeper stopped"
+
+
+async def test_effects_lists_the_turn_s_ledger(
+    service: TurnkeeperServer, turns: TurnStub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    await start(turns)
+    code, out, _ = await cli(capsys, service.address, "turns", "effects", "t1")
+    assert (code, out) == (0, "no effects recorded\n")
+    send = pb.EffectCall(
+        turn_id="t1",
+        attempt=0,
+        key="k1",
+        name="send_invoice",
+        args_json='{"order": 7}',
+        policy=pb.EFFECT_POLICY_PARK,
+        task_id="task-1",
+    )
+    await turns.RecordEffect(
+        pb.RecordEffectRequest(call=send, state=pb.EFFECT_STATE_DONE, outcome_json='"inv-1"')
+    )
+    code, out, _ = await cli(capsys, service.address, "turns", "effects", "t1")
+    header, row = out.strip().splitlines()
+    assert header.split() == ["KEY", "NAME", "STATE", "POLICY", "ATTEMPT", "ARGS", "OUTCOME"]
+    assert row.split() == ["k1", "send_invoice", "DONE", "park", "0", '{"order":7}', "inv-1"]
+    code, out, _ = await cli(capsys, service.address, "turns", "effects", "t1", "--json")
+    [shown] = json.loads(out)["effects"]
+    assert (shown["key"], shown["state"], shown["args"], shown["outcome"]) == (
+        "k1",
+        "DONE",
+        {"order": 7},
+        "inv-1",
+    )
+    code, _, err = await cli(capsys, service.address, "turns", "effects", "nope")
+    assert code == EXIT_NOT_FOUND and "NOT_FOUND" in err

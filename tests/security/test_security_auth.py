@@ -159,6 +159,17 @@ def fence(attempt: int = STALE, turn_id: str = "t-alpha") -> checkpoints_pb2.Tur
     return checkpoints_pb2.TurnFence(turn_id=turn_id, attempt=attempt)
 
 
+def effect_call(turn_id: str) -> turns_pb2.EffectCall:
+    return turns_pb2.EffectCall(
+        turn_id=turn_id,
+        attempt=STALE,
+        key="k1",
+        name="send",
+        args_json="{}",
+        policy=turns_pb2.EFFECT_POLICY_RETRY,
+    )
+
+
 # One request per case, aimed at agent alpha's turn t-alpha / thread th-alpha, chosen
 # so an authorised call changes nothing: a replayed StartTurn, fenced writes with a
 # stale attempt, a resume of a turn that is not parked, a re-drive of a live lease.
@@ -214,6 +225,18 @@ CASES: dict[str, tuple[str, Callable[[str], message.Message]]] = {
         T + "CancelTurn",
         lambda t: turns_pb2.CancelTurnRequest(turn_id=t, reason="x" * 1001),
     ),
+    # The effect ledger: a stale attempt's begin and record change nothing.
+    "BeginEffect": (
+        T + "BeginEffect",
+        lambda t: turns_pb2.BeginEffectRequest(call=effect_call(t), record_intent=True),
+    ),
+    "RecordEffect": (
+        T + "RecordEffect",
+        lambda t: turns_pb2.RecordEffectRequest(
+            call=effect_call(t), state=turns_pb2.EFFECT_STATE_DONE, outcome_json="1"
+        ),
+    ),
+    "ListEffects": (T + "ListEffects", lambda t: turns_pb2.ListEffectsRequest(turn_id=t)),
     "GetCheckpoint": (
         C + "GetCheckpoint",
         lambda t: checkpoints_pb2.GetCheckpointRequest(thread_id="th-alpha"),
@@ -297,6 +320,9 @@ EXPECTED: dict[str, tuple[grpc.StatusCode, ...]] = {
     "ClaimTurn": (U, U, ABORTED, N, D, D, ABORTED),
     "WatchTurn": (U, U, OK, N, OK, OK, OK),
     "CancelTurn": (U, U, INVALID, N, D, INVALID, INVALID),
+    "BeginEffect": (U, U, ABORTED, N, D, D, ABORTED),
+    "RecordEffect": (U, U, ABORTED, N, D, D, ABORTED),
+    "ListEffects": (U, U, OK, N, D, OK, OK),
     "GetCheckpoint": (U, U, OK, D, D, OK, OK),
     "ListCheckpoints": (U, U, OK, D, D, OK, OK),
     "PutCheckpoint": (U, U, ABORTED, D, D, D, ABORTED),

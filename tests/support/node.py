@@ -8,12 +8,13 @@ import asyncio
 import os
 import shutil
 import subprocess
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
 from turnkeeper.client import AsyncTurnkeeperClient
-from turnkeeper.panel.follower import FollowOptions, Frame, Transcript, TurnFollower
+from turnkeeper.panel.follower import Event, FollowOptions, Frame, Transcript, TurnFollower
 
 from tests.support.agents import PATIENCE, Agent, result
 
@@ -121,12 +122,23 @@ class Watcher:
             self._changed.set()
         self._changed.set()
 
-    async def until_event(self, type_: str, node: str) -> None:
+    async def until_event(self, type_: str, node: str, text: str | None = None) -> None:
+        """Until the turn has an event of that type from that node (with that `text`
+        in its data, when given)."""
+
+        def seen(e: Event) -> bool:
+            data = e.data or {}
+            return (
+                e.type == type_
+                and data.get("node") == node
+                and (text is None or data.get("text") == text)
+            )
+
+        await self.until(seen)
+
+    async def until(self, predicate: Callable[[Event], bool]) -> None:
         async def loop() -> None:
-            while not any(
-                e.type == type_ and (e.data or {}).get("node") == node
-                for e in self.transcript.events
-            ):
+            while not any(predicate(e) for e in self.transcript.events):
                 if self.task.done():
                     raise AssertionError(f"the follower ended first: {self.frames}")
                 self._changed.clear()

@@ -49,6 +49,7 @@ def _sqlite_rows(
         return {
             "turns": count("SELECT count(*) FROM turns WHERE thread_id = ?", (thread_id,)),
             "events": count(f"SELECT count(*) FROM events WHERE turn_id IN ({marks})", turn_ids),
+            "effects": count(f"SELECT count(*) FROM effects WHERE turn_id IN ({marks})", turn_ids),
             "outbox (events)": count(
                 f"SELECT count(*) FROM outbox WHERE subject IN ({marks})",
                 _events_subjects(turn_ids),
@@ -83,6 +84,7 @@ def _pg_rows(url: str, thread_id: str, turn_ids: list[str]) -> dict[str, int]:
         return {
             "turns": count(by_thread.format("turns"), (thread_id,)),
             "events": count("SELECT count(*) FROM events WHERE turn_id = ANY(%s)", (turn_ids,)),
+            "effects": count("SELECT count(*) FROM effects WHERE turn_id = ANY(%s)", (turn_ids,)),
             "outbox (events)": count(
                 "SELECT count(*) FROM outbox WHERE subject = ANY(%s)", (_events_subjects(turn_ids),)
             ),

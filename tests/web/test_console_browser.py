@@ -17,7 +17,7 @@ from grpc import aio
 from nats.aio.client import Client
 from playwright.async_api import Browser, Page, expect
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
-from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
+from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Agents, agents_for, all_events, result, shape
@@ -277,3 +277,70 @@ async def test_an_operator_cancels_a_parked_turn_and_a_panel_token_is_refused(
     await expect(operator.locator("#state")).to_have_text("CANCELLED")
     await expect(operator.locator("#cancel")).to_be_hidden()
     await expect(operator.locator('#timeline li[data-type="turn.cancelled"]')).to_have_count(1)
+
+
+async def test_the_turn_page_lists_the_effect_ledger_and_follows_a_supersede(
+    browser: Browser, web_service: TurnkeeperServer
+) -> None:
+    async with aio.insecure_channel(web_service.address) as channel:
+        stub = turns_pb2_grpc.TurnServiceStub(channel)
+        checkpoints = checkpoints_pb2_grpc.CheckpointServiceStub(channel)
+        await start(stub, turn_id="t-fx", thread_id="th-fx", agent="writer")
+        for key, order in (("k1", 1), ("k2", 2)):
+            call = turns_pb2.EffectCall(
+                turn_id="t-fx",
+                key=key,
+                name="charge",
+                args_json=json.dumps({"order": order}),
+                policy=turns_pb2.EFFECT_POLICY_RETRY,
+                task_id="task-1",
+            )
+            await stub.RecordEffect(
+                turns_pb2.RecordEffectRequest(
+                    call=call, state=turns_pb2.EFFECT_STATE_DONE, outcome_json=f'"ch-{order}"'
+                )
+            )
+        page = await open_page(browser, console(web_service) + "turn.html?id=t-fx")
+        rows = page.locator("#effects tbody tr")
+        await expect(rows).to_have_count(2)
+        await expect(page.locator('tr[data-key="k2"]')).to_have_attribute("data-state", "DONE")
+        assert (await page.locator('tr[data-key="k1"]').inner_text()).split() == [
+            "k1",
+            "charge",
+            "DONE",
+            "retry",
+            "0",
+            '{"order":1}',
+            '"ch-1"',
+        ]
+        # The task's writes say only k1 was made; the next checkpoint announces k2.
+        fence = checkpoints_pb2.TurnFence(turn_id="t-fx", attempt=0)
+        await checkpoints.PutWrites(
+            checkpoints_pb2.PutWritesRequest(
+                thread_id="th-fx",
+                checkpoint_id="cp-0",
+                task_id="task-1",
+                writes=[
+                    checkpoints_pb2.WriteInput(
+                        idx=0, channel="out", value=checkpoints_pb2.TypedValue(type="json")
+                    )
+                ],
+                fence=fence,
+                settle_effects=True,
+                effect_keys=["k1"],
+            )
+        )
+        await checkpoints.PutCheckpoint(
+            checkpoints_pb2.PutCheckpointRequest(
+                thread_id="th-fx",
+                checkpoint_id="cp-1",
+                checkpoint=checkpoints_pb2.TypedValue(type="json", data=b"{}"),
+                metadata_json="{}",
+                fence=fence,
+            )
+        )
+        superseded = page.locator('tr[data-key="k2"]')
+        await expect(superseded).to_have_attribute("data-state", "SUPERSEDED")
+        await expect(superseded).to_contain_text("not made again")
+        await expect(page.locator('li[data-type="effect.superseded"]')).to_have_count(1)
+    await page.context.close()

@@ -18,6 +18,16 @@ export {
   durableRunOptions,
 } from "./saver.js";
 export { BoundarySaver } from "./runner/boundary.js";
+export {
+  type EffectContext,
+  type EffectOptions,
+  type EffectPolicyName,
+  UNCERTAIN_INTERRUPT,
+  effect,
+  effectKey,
+} from "./effect/effect.js";
+export { EffectError, EffectFailed, EffectOutsideTurnkeeperSaver, EffectUncertain } from "./effect/errors.js";
+export { KEY_PREFIX as EFFECT_KEY_PREFIX } from "./effect/key.js";
 export { emitEvent } from "./runner/events.js";
 export { type EventLog } from "./runner/events.js";
 export { type Identity, type RunnableGraph, idempotencyKey } from "./runner/execution.js";

@@ -20,6 +20,11 @@ export const RETRIED: ReadonlySet<string> = new Set([
   "turnkeeper.v1.TurnService/ListTurns",
   "turnkeeper.v1.TurnService/ListEvents",
   "turnkeeper.v1.TurnService/AppendEvents",
+  // The effect ledger: a list is a read; an outcome recorded again changes nothing.
+  // BeginEffect never: one that recorded its intent, sent again, would find that
+  // intent and call its own effect uncertain (docs/effects.md).
+  "turnkeeper.v1.TurnService/ListEffects",
+  "turnkeeper.v1.TurnService/RecordEffect",
   "turnkeeper.v1.CheckpointService/GetCheckpoint",
   "turnkeeper.v1.CheckpointService/PutCheckpoint",
   "turnkeeper.v1.CheckpointService/PutWrites",

@@ -54,6 +54,7 @@ import {
   TypedValueSchema,
   WriteInputSchema,
 } from "./gen/turnkeeper/v1/checkpoints_pb.js";
+import { takeMade } from "./effect/executions.js";
 
 /** The configurable keys that tie a checkpoint to a turn (and fence it). */
 export const TURN_ID_KEY = "turn_id";
@@ -263,6 +264,7 @@ export class TurnkeeperSaver extends BaseCheckpointSaver<number> {
       throw new Error('Failed to put writes: the RunnableConfig has no "checkpoint_id" in its "configurable"');
     }
     const values = await Promise.all(writes.map(async ([, value]) => this.serde.dumpsTyped(value)));
+    const fence = fenceOf(config);
     return create(PutWritesRequestSchema, {
       threadId,
       checkpointNs: String(config.configurable?.checkpoint_ns ?? ""),
@@ -280,7 +282,11 @@ export class TurnkeeperSaver extends BaseCheckpointSaver<number> {
           value: create(TypedValueSchema, { type: values[idx][0], data: values[idx][1] }),
         }),
       ),
-      fence: fenceOf(config),
+      fence,
+      // The task's writes say which effects the execution that made them made, so the
+      // service supersedes the task's others (src/effect/executions.ts).
+      settleEffects: fence !== undefined,
+      effectKeys: fence === undefined ? [] : takeMade(fence.turnId, fence.attempt, taskId),
     });
   }
 

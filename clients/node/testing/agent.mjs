@@ -4,8 +4,15 @@
 //
 //   TURNKEEPER_ADDRESS, TURNKEEPER_NATS_URL, TURNKEEPER_AGENT, TURNKEEPER_REPLICA:
 //     as for any runner (runnerConfigFromEnv)
-//   AGENT_GRAPH   "steps" (plan -> work -> answer) or "approval" (ask -> answer,
-//                 where ask calls interrupt())
+//   AGENT_GRAPH   "steps" (plan -> work -> answer), "approval" (ask -> answer,
+//                 where ask calls interrupt()) or "effects" (plan -> work -> answer,
+//                 where work calls the effect `charge`, policy EFFECT_POLICY, which
+//                 appends "charge <turn_id> <attempt> <key>" to SIDE_LOG: the
+//                 receiver's count). In the first attempt of a turn whose id starts
+//                 with "hold-in-", charge emits the token "charging" and waits inside
+//                 the function (its intent recorded, its outcome not: uncertain);
+//                 with "hold-after-", work emits "charged" after charge's outcome is
+//                 recorded and waits before its step's checkpoint
 //   SIDE_LOG      a file each node appends "<node> <turn_id> <attempt>" to when it
 //                 runs, so a test can count runs
 //   HOLD_WORK     "1": in a turn whose id starts with "hold-", the first attempt's
@@ -18,9 +25,9 @@
 
 import { appendFileSync } from "node:fs";
 
-import { Annotation, END, START, StateGraph, interrupt } from "@langchain/langgraph";
+import { Annotation, END, START, StateGraph, getConfig, interrupt } from "@langchain/langgraph";
 
-import { TurnRunner, emitEvent, runnerConfigFromEnv } from "../dist/agent.js";
+import { TurnRunner, effect, emitEvent, runnerConfigFromEnv } from "../dist/agent.js";
 
 const State = Annotation.Root({
   job: Annotation(),
@@ -91,7 +98,53 @@ function approval() {
     .addEdge("answer", END);
 }
 
-const graph = process.env.AGENT_GRAPH === "approval" ? approval() : steps();
+// Until SIGKILL: the window a test's kill lands in.
+const forever = () => new Promise(() => {});
+
+function effects() {
+  const charge = effect(
+    "charge",
+    async (job, { key }) => {
+      const config = getConfig();
+      const { turn_id: turnId, attempt } = config.configurable;
+      appendFileSync(process.env.SIDE_LOG, `charge ${turnId} ${attempt} ${key}\n`);
+      emitEvent(config, "token", { node: "work", text: "charging" });
+      if (turnId.startsWith("hold-in-") && attempt === 0) {
+        await forever();
+      }
+      return { charged: job, key };
+    },
+    { policy: process.env.EFFECT_POLICY || undefined },
+  );
+  return new StateGraph(State)
+    .addNode("plan", async (_state, config) => {
+      ran("plan", config);
+      await work();
+      return { log: ["planned"] };
+    })
+    .addNode("work", async (state, config) => {
+      const { turnId, attempt } = ran("work", config);
+      await work();
+      const receipt = await charge(state.job);
+      emitEvent(config, "token", { node: "work", text: "charged" });
+      if (turnId.startsWith("hold-after-") && attempt === 0) {
+        await forever();
+      }
+      await work();
+      return { log: [`receipt:${JSON.stringify(receipt)}`] };
+    })
+    .addNode("answer", (_state, config) => {
+      ran("answer", config);
+      return { log: ["answered"] };
+    })
+    .addEdge(START, "plan")
+    .addEdge("plan", "work")
+    .addEdge("work", "answer")
+    .addEdge("answer", END);
+}
+
+const graphs = { steps, approval, effects };
+const graph = (graphs[process.env.AGENT_GRAPH] ?? steps)();
 const runner = new TurnRunner(graph, runnerConfigFromEnv(), {
   inputMapper: (input) => ({ job: input }),
 });

@@ -168,6 +168,9 @@ class _Rpcs:
     redrive = _Unary(_TURNS, "Redrive", tp.RedriveRequest, tp.RedriveResponse)
     claim_turn = _Unary(_TURNS, "ClaimTurn", tp.ClaimTurnRequest, tp.ClaimTurnResponse)
     cancel_turn = _Unary(_TURNS, "CancelTurn", tp.CancelTurnRequest, tp.CancelTurnResponse)
+    begin_effect = _Unary(_TURNS, "BeginEffect", tp.BeginEffectRequest, tp.BeginEffectResponse)
+    record_effect = _Unary(_TURNS, "RecordEffect", tp.RecordEffectRequest, tp.RecordEffectResponse)
+    list_effects = _Unary(_TURNS, "ListEffects", tp.ListEffectsRequest, tp.ListEffectsResponse)
     watch_turn = _Stream(
         _TURNS,
         "WatchTurn",

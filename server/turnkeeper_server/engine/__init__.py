@@ -1,7 +1,7 @@
 """The engine: the one floor the servicers (rpc/, web/), the reaper and the retention
 sweeper go through to reach the journal and the store.
 
-Three concepts, composed by `Engine`:
+The concepts `Engine` composes:
 
 - `turns` (engine/turns.py): every transition of a turn, one transaction each,
   and what follows its commit (watchers woken, the outbox, hand-offs); the reads
@@ -9,7 +9,8 @@ Three concepts, composed by `Engine`:
 - `checkpoints` (engine/checkpoints.py): LangGraph's saver operations, and how a
   graph step's batch of writes reaches the store;
 - `handoffs` (engine/handoffs.py): work handed to live replicas over NATS, and
-  stop notices to executors of turns the service ended.
+  stop notices to executors of turns the service ended;
+- `effects` (engine/effects.py): the ledger of a turn's effects.
 """
 
 from __future__ import annotations
@@ -18,6 +19,7 @@ import asyncio
 import contextvars
 
 from turnkeeper_server.engine.checkpoints import Checkpoints
+from turnkeeper_server.engine.effects import Effects
 from turnkeeper_server.engine.handoffs import Handoffs
 from turnkeeper_server.engine.threads import Threads
 from turnkeeper_server.engine.turns import Turns
@@ -28,7 +30,7 @@ from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.records import Policy
 from turnkeeper_server.store.contract import WRITE_FOLLOWED, WRITE_QUEUED, Store
 
-__all__ = ["Checkpoints", "Engine", "Handoffs", "Reset", "TurnNotifier", "Turns"]
+__all__ = ["Checkpoints", "Effects", "Engine", "Handoffs", "Reset", "TurnNotifier", "Turns"]
 
 
 class Engine:
@@ -52,8 +54,9 @@ class Engine:
             link, policy, namespace=namespace, dispatch_timeout=dispatch_timeout
         )
         self.turns = Turns(db, policy, notifier, outbox, metrics, self.handoffs)
-        self.checkpoints = Checkpoints(db, notifier)
+        self.checkpoints = Checkpoints(db, notifier, policy)
         self.threads = Threads(db)
+        self.effects = Effects(db)
 
     def pipelined(self, *, followed: bool) -> tuple[contextvars.Context, asyncio.Future[None]]:
         """A context to run one write's handler in, and a future set as soon as the

@@ -17,13 +17,16 @@ from turnkeeper_server.engine.watch import TurnNotifier
 from turnkeeper_server.errors import TurnkeeperError, Unavailable
 from turnkeeper_server.journal import maintenance
 from turnkeeper_server.journal.checkpoints import CheckpointWrite, write
+from turnkeeper_server.records import Policy
 from turnkeeper_server.store.contract import Store, Tx
 from turnkeeper_server.store.records import CheckpointQuery, CheckpointRow
 
 
 class Checkpoints:
-    def __init__(self, db: Store, notifier: TurnNotifier) -> None:
+    def __init__(self, db: Store, notifier: TurnNotifier, policy: Policy) -> None:
         self.db = db
+        # A turn's checkpoint may announce superseded effects in its events.
+        self.policy = policy
         # A turn's checkpoint moves its boundary: what its events' watchers that
         # show only settled events (the LangGraph API's streams) wait for.
         self.notifier = notifier
@@ -68,7 +71,7 @@ class Checkpoints:
 
         def together(tx: Tx) -> list[TurnkeeperError | None]:
             for w in writes:
-                self._written(tx, write(tx, w))
+                self._written(tx, write(tx, w, self.policy))
             return [None] * len(writes)
 
         if len(writes) > 1:
@@ -93,7 +96,7 @@ class Checkpoints:
         """The store operation of one write."""
 
         def write_one(tx: Tx) -> None:
-            self._written(tx, write(tx, checkpoint_write))
+            self._written(tx, write(tx, checkpoint_write, self.policy))
 
         return write_one
 

@@ -7,6 +7,13 @@ boundary, where a re-drive rewinds to (§3). A thread's checkpoints are not dele
 while a turn of the thread is live: they are what its re-drive resumes from.
 The rows themselves are the backend's (`Tx.checkpoints`: store/sqlite_checkpoints.py,
 store/postgres_checkpoints.py).
+
+Effects (journal/effects.py) ride on the same writes: a task's writes that say which
+effects their execution made settle the task's others (superseded), and a turn's
+checkpoint first announces the superseded ones in its events, so its boundary
+keeps the announcement. On SQLite the effects are in turns.db and the checkpoint
+rows in sessions.db: one group commits both, but WAL makes each file atomic on its
+own (docs/effects.md says what a power loss between the two can leave).
 """
 
 from __future__ import annotations
@@ -14,8 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 from turnkeeper_server.errors import WrongState
-from turnkeeper_server.journal import transitions
-from turnkeeper_server.records import LIVE_SQL, Fence, TurnRecord
+from turnkeeper_server.journal import effects, transitions
+from turnkeeper_server.records import LIVE_SQL, Fence, Policy, TurnRecord
 from turnkeeper_server.store.contract import Tx
 from turnkeeper_server.store.records import Boundary, CheckpointPut, WritesPut
 
@@ -27,17 +34,28 @@ class CheckpointWrite:
 
     row: CheckpointPut | WritesPut
     fence: Fence | None
+    # A task's writes from an effect-aware client: the keys of the effects the
+    # execution that made them made (PutWritesRequest.settle_effects); None otherwise.
+    effects_made: frozenset[str] | None = None
 
 
-def write(tx: Tx, write: CheckpointWrite) -> str | None:
+def write(tx: Tx, write: CheckpointWrite, policy: Policy) -> str | None:
     """Store one checkpoint write, fenced; a turn's checkpoint with its boundary.
     Returns the turn whose boundary moved (a watcher of its settled events wakes)."""
     turn = check_fence(tx, write.fence, write.row.thread_id)
     if isinstance(write.row, CheckpointPut):
+        if turn is not None:
+            turn = effects.announce(tx, turn, policy)
         boundary = None if turn is None else Boundary(turn.turn_id, turn.attempts, turn.last_seq)
         tx.checkpoints.put(tx, write.row, boundary)
         return None if turn is None else turn.turn_id
     tx.checkpoints.put_writes(tx, write.row)
+    if (
+        turn is not None
+        and write.effects_made is not None
+        and not any(w[1] == effects.INTERRUPT_CHANNEL for w in write.row.writes)
+    ):
+        effects.settle(tx, turn, write.row.task_id, write.effects_made)
     return None
 
 

@@ -270,6 +270,19 @@ def append_terminal(
     return seq
 
 
+def append_service_events(
+    tx: Tx, turn: TurnRecord, events: Sequence[tuple[str, str]], policy: Policy, now: float
+) -> int:
+    """Events the service writes into a running turn's stream on its own account
+    (an effect superseded: journal/effects.py), as (type, data_json), after its
+    last_seq and under its current attempt; returns the new last_seq."""
+    numbered = [(turn.last_seq + k, type_, data) for k, (type_, data) in enumerate(events, 1)]
+    last = _append(tx, turn, turn.attempts, numbered, policy, now)
+    if last != turn.last_seq:
+        update_turn(tx, turn.turn_id, now, last_seq=last)
+    return last
+
+
 def reload_turn(tx: Tx, turn_id: str) -> TurnRecord:
     return require_turn(tx.conn, turn_id)
 

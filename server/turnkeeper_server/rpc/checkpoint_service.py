@@ -200,7 +200,14 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
             writes=writes,
             replace=request.replace,
         )
-        return PreparedWrite(CheckpointWrite(put, fence), size)
+        made: frozenset[str] | None = None
+        if request.settle_effects:
+            if fence is None:
+                raise InvalidArgument("settle_effects needs a fence: effects belong to a turn")
+            for key in request.effect_keys:
+                lim.check_length("effect key", key, self.limits.max_id_length)
+            made = frozenset(request.effect_keys)
+        return PreparedWrite(CheckpointWrite(put, fence, made), size)
 
     def writes_answer(self, prepared: PreparedWrite) -> checkpoints_pb2.PutWritesResponse:
         """The answer to a committed PutWrites (and its count in the metrics)."""

@@ -8,7 +8,7 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from turnkeeper.states import JOURNAL_STATES
 from turnkeeper.v1 import turns_pb2
 
-from turnkeeper_server.records import EventRecord, TurnRecord
+from turnkeeper_server.records import EffectRecord, EventRecord, TurnRecord
 
 STATE_TO_PROTO = {state.value: state.proto for state in JOURNAL_STATES}
 PROTO_TO_STATE = {v: k for k, v in STATE_TO_PROTO.items()}
@@ -77,4 +77,38 @@ def event_to_proto(event: EventRecord) -> turns_pb2.Event:
         type=event.type,
         data_json=event.data_json,
         created_at=timestamp(event.created_at),
+    )
+
+
+EFFECT_STATE_TO_PROTO = {
+    "INTENT": turns_pb2.EFFECT_STATE_INTENT,
+    "DONE": turns_pb2.EFFECT_STATE_DONE,
+    "FAILED": turns_pb2.EFFECT_STATE_FAILED,
+    "RESOLVED": turns_pb2.EFFECT_STATE_RESOLVED,
+    "SUPERSEDED": turns_pb2.EFFECT_STATE_SUPERSEDED,
+}
+EFFECT_POLICY_TO_PROTO = {
+    "retry": turns_pb2.EFFECT_POLICY_RETRY,
+    "park": turns_pb2.EFFECT_POLICY_PARK,
+    "fail": turns_pb2.EFFECT_POLICY_FAIL,
+}
+PROTO_TO_EFFECT_POLICY = {v: k for k, v in EFFECT_POLICY_TO_PROTO.items()}
+
+
+def effect_to_proto(effect: EffectRecord) -> turns_pb2.Effect:
+    return turns_pb2.Effect(
+        turn_id=effect.turn_id,
+        key=effect.effect_key,
+        name=effect.name,
+        args_json=effect.args_json,
+        policy=EFFECT_POLICY_TO_PROTO[effect.policy],
+        state=EFFECT_STATE_TO_PROTO[effect.state],
+        outcome_json=effect.outcome_json,
+        attempt=effect.attempt,
+        task_id=effect.task_id,
+        checkpoint_id=effect.checkpoint_id,
+        call_index=effect.call_index,
+        detail=effect.detail,
+        created_at=timestamp(effect.created_at),
+        updated_at=timestamp(effect.updated_at),
     )

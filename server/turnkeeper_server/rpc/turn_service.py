@@ -17,14 +17,22 @@ from turnkeeper_server import limits as lim
 from turnkeeper_server.audit import AuditLog
 from turnkeeper_server.engine import Engine, Reset
 from turnkeeper_server.errors import InvalidArgument
-from turnkeeper_server.journal import start
+from turnkeeper_server.journal import effects, start
 from turnkeeper_server.journal.redrive import Redriven
 from turnkeeper_server.journal.start import StartRequest
 from turnkeeper_server.limits import Limits
-from turnkeeper_server.records import NewEvent
+from turnkeeper_server.records import (
+    EFFECT_DONE,
+    EFFECT_FAILED,
+    EFFECT_RESOLVED,
+    EffectCall,
+    NewEvent,
+)
 from turnkeeper_server.rpc.convert import (
+    PROTO_TO_EFFECT_POLICY,
     PROTO_TO_STATE,
     STATE_TO_PROTO,
+    effect_to_proto,
     event_to_proto,
     timestamp,
     turn_to_proto,
@@ -374,6 +382,78 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         )
         return turns_pb2.ClaimTurnResponse(turn=turn_to_proto(turn), checkpoint_id=checkpoint_id)
 
+    # -- effects (journal/effects.py) ---------------------------------------------------
+
+    def _effect_call(self, call: turns_pb2.EffectCall) -> EffectCall:
+        turn_id = self._id("call.turn_id", call.turn_id)
+        # An id's characters exclude "~", which marks a superseded key's successors.
+        key = lim.check_id("call.key", call.key, self.limits)
+        if not call.name or len(call.name) > 200:
+            raise InvalidArgument("call.name (the effect's name) must be 1 to 200 characters")
+        policy = PROTO_TO_EFFECT_POLICY.get(call.policy)
+        if policy is None:
+            raise InvalidArgument("call.policy must be RETRY, PARK or FAIL")
+        if call.call_index < 0:
+            raise InvalidArgument("call.call_index must not be negative")
+        args = _canonical_json("call.args_json", call.args_json or "{}", self.limits)
+        return EffectCall(
+            turn_id=turn_id,
+            attempt=self._attempt(call.attempt),
+            key=key,
+            name=call.name,
+            args_json=args,
+            policy=policy,
+            task_id=lim.check_length("call.task_id", call.task_id, self.limits.max_id_length),
+            checkpoint_id=lim.check_length(
+                "call.checkpoint_id", call.checkpoint_id, self.limits.max_id_length
+            ),
+            call_index=call.call_index,
+        )
+
+    async def BeginEffect(
+        self, request: turns_pb2.BeginEffectRequest, context: Ctx
+    ) -> turns_pb2.BeginEffectResponse:
+        call = self._effect_call(request.call)
+        self._own(call.turn_id)
+        decision, effect = await self.engine.effects.begin(
+            call, record_intent=request.record_intent
+        )
+        return turns_pb2.BeginEffectResponse(
+            decision=_DECISIONS[decision], effect=effect_to_proto(effect)
+        )
+
+    async def RecordEffect(
+        self, request: turns_pb2.RecordEffectRequest, context: Ctx
+    ) -> turns_pb2.RecordEffectResponse:
+        call = self._effect_call(request.call)
+        key = lim.check_length("key", request.key or call.key, self.limits.max_id_length + 12)
+        state = _RECORDED_STATES.get(request.state)
+        if state is None:
+            raise InvalidArgument("state must be DONE, FAILED or RESOLVED")
+        if not request.outcome_json:
+            raise InvalidArgument(
+                "outcome_json is required: the result (DONE, RESOLVED) or the error (FAILED)"
+            )
+        outcome = _canonical_json("outcome_json", request.outcome_json, self.limits)
+        self._own(call.turn_id)
+        effect = await self.engine.effects.record(call, key, state, outcome)
+        return turns_pb2.RecordEffectResponse(effect=effect_to_proto(effect))
+
+    async def ListEffects(
+        self, request: turns_pb2.ListEffectsRequest, context: Ctx
+    ) -> turns_pb2.ListEffectsResponse:
+        turn = self.engine.turns.require(self._id("turn_id", request.turn_id))
+        auth.require_turn(turn.turn_id, lambda: turn)
+        size = lim.page_size(request.page_size, self.limits.max_page_size, self.limits)
+        lim.check_length("page_token", request.page_token, 64)
+        offset = _decode_token(request.page_token) if request.page_token else 0
+        rows = await self.engine.effects.list(turn.turn_id, offset, size + 1)
+        page, more = rows[:size], len(rows) > size
+        return turns_pb2.ListEffectsResponse(
+            effects=[effect_to_proto(e) for e in page],
+            next_page_token=_encode_token(offset + size) if more else "",
+        )
+
     async def WatchTurn(
         self, request: turns_pb2.WatchTurnRequest, context: Ctx
     ) -> AsyncIterator[turns_pb2.WatchTurnResponse]:
@@ -405,6 +485,25 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
 
 
 MAX_REASON_BYTES = 1000
+
+_DECISIONS = {
+    effects.RUN: turns_pb2.EFFECT_DECISION_RUN,
+    effects.RECORDED: turns_pb2.EFFECT_DECISION_RECORDED,
+    effects.UNCERTAIN: turns_pb2.EFFECT_DECISION_UNCERTAIN,
+}
+_RECORDED_STATES = {
+    turns_pb2.EFFECT_STATE_DONE: EFFECT_DONE,
+    turns_pb2.EFFECT_STATE_FAILED: EFFECT_FAILED,
+    turns_pb2.EFFECT_STATE_RESOLVED: EFFECT_RESOLVED,
+}
+
+
+def _canonical_json(name: str, text: str, limits: Limits) -> str:
+    """`text` checked as JSON within the limits, re-written with sorted keys, so that
+    two executions' arguments compare as text (divergence) whatever their order."""
+    lim.check_json_text(name, text, limits.max_input_bytes, limits.max_json_depth)
+    return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
+
 
 STRATEGIES = {
     turns_pb2.MULTITASK_STRATEGY_UNSPECIFIED: start.REJECT,

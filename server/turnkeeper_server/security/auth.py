@@ -23,10 +23,11 @@ Roles (RIGHTS below is the table the interceptor and the servicers both read):
   AppendEvents, ParkTurn, FinishTurn, ClaimTurn, the startup form of Redrive,
   ResumeDetached and CancelTurn (the bridge answers `responses/resumeDetached` and
   `responses/cancel`), the reads TurnStatus, GetTurn, ListEvents, WatchTurn, and the
-  checkpoint RPCs of its own threads. To an agent another agent's turn does not
+  checkpoint RPCs of its own threads; BeginEffect, RecordEffect and ListEffects of
+  its own turns (the effect ledger). To an agent another agent's turn does not
   exist: it gets the answer a never-seen turn_id gets (UNKNOWN, or NOT_FOUND).
 - `panel`: TurnStatus, GetTurn, ListEvents, WatchTurn, of any turn.
-- `operator`: every read (ListTurns and the checkpoint reads too), ResumeDetached,
+- `operator`: every read (ListTurns, ListEffects and the checkpoint reads too), ResumeDetached,
   CancelTurn, and the operator form of Redrive.
 - `admin`: everything.
 
@@ -130,6 +131,11 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     _TURNS + "ClaimTurn": _EXECUTOR,
     _TURNS + "CancelTurn": frozenset({AGENT, OPERATOR, ADMIN}),  # `responses/cancel`
     _TURNS + "WatchTurn": _READ,
+    # The effect ledger: an agent writes its own turns' effects; operators read them
+    # (their arguments and results may say more than a panel's events do).
+    _TURNS + "BeginEffect": _EXECUTOR,
+    _TURNS + "RecordEffect": _EXECUTOR,
+    _TURNS + "ListEffects": frozenset({AGENT, OPERATOR, ADMIN}),
     _CHECKPOINTS + "GetCheckpoint": frozenset({AGENT, OPERATOR, ADMIN}),
     _CHECKPOINTS + "ListCheckpoints": frozenset({AGENT, OPERATOR, ADMIN}),
     _CHECKPOINTS + "PutCheckpoint": _EXECUTOR,

@@ -166,6 +166,33 @@ TURNKEEPER_MIGRATIONS: list[str] = [
         updated_at DOUBLE PRECISION NOT NULL
     );
     """,
+    # 9: the effect ledger, as SQLite's turns.db migration 9.
+    """
+    CREATE TABLE effects (
+        turn_id        TEXT NOT NULL,
+        effect_key     TEXT NOT NULL,
+        base_key       TEXT NOT NULL,
+        name           TEXT NOT NULL,
+        args_json      TEXT NOT NULL,
+        policy         TEXT NOT NULL,
+        state          TEXT NOT NULL
+            CHECK (state IN ('INTENT','DONE','FAILED','RESOLVED','SUPERSEDED')),
+        outcome_json   TEXT NOT NULL DEFAULT '',
+        attempt        INTEGER NOT NULL,
+        task_id        TEXT NOT NULL,
+        checkpoint_id  TEXT NOT NULL,
+        call_index     INTEGER NOT NULL,
+        detail         TEXT NOT NULL DEFAULT '',
+        announced      INTEGER NOT NULL DEFAULT 0,
+        created_at     DOUBLE PRECISION NOT NULL,
+        updated_at     DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (turn_id, effect_key)
+    );
+    -- The live call under a client's key: what BeginEffect looks up.
+    CREATE INDEX effects_by_base ON effects (turn_id, base_key);
+    -- A task's effects: what its writes settle.
+    CREATE INDEX effects_by_task ON effects (turn_id, task_id);
+    """,
 ]
 
 

@@ -172,6 +172,34 @@ TURNS_MIGRATIONS: list[str] = [
         updated_at REAL NOT NULL
     )
     """,
+    # 9: the effect ledger (journal/effects.py): per turn, each call of an effect with
+    # its arguments, policy, state and outcome, keyed by its idempotency key.
+    """
+    CREATE TABLE effects (
+        turn_id        TEXT NOT NULL,
+        effect_key     TEXT NOT NULL,
+        base_key       TEXT NOT NULL,
+        name           TEXT NOT NULL,
+        args_json      TEXT NOT NULL,
+        policy         TEXT NOT NULL,
+        state          TEXT NOT NULL
+            CHECK (state IN ('INTENT','DONE','FAILED','RESOLVED','SUPERSEDED')),
+        outcome_json   TEXT NOT NULL DEFAULT '',
+        attempt        INTEGER NOT NULL,
+        task_id        TEXT NOT NULL,
+        checkpoint_id  TEXT NOT NULL,
+        call_index     INTEGER NOT NULL,
+        detail         TEXT NOT NULL DEFAULT '',
+        announced      INTEGER NOT NULL DEFAULT 0,
+        created_at     REAL NOT NULL,
+        updated_at     REAL NOT NULL,
+        PRIMARY KEY (turn_id, effect_key)
+    ) WITHOUT ROWID;
+    -- The live call under a client's key: what BeginEffect looks up.
+    CREATE INDEX effects_by_base ON effects (turn_id, base_key);
+    -- A task's effects: what its writes settle.
+    CREATE INDEX effects_by_task ON effects (turn_id, task_id)
+    """,
 ]
 
 SESSIONS_MIGRATIONS: list[str] = [

@@ -51,6 +51,7 @@ BROWSER_METHODS: Final = frozenset(
         "GetTurn",
         "ListTurns",
         "ListEvents",
+        "ListEffects",
         "ResumeDetached",
         "Redrive",
         "CancelTurn",

@@ -157,6 +157,8 @@ def test_retry_policy_covers_exactly_the_idempotent_rpcs() -> None:
         ("TurnService", "ListTurns"),
         ("TurnService", "ListEvents"),
         ("TurnService", "AppendEvents"),
+        ("TurnService", "ListEffects"),
+        ("TurnService", "RecordEffect"),
         ("CheckpointService", "GetCheckpoint"),
         ("CheckpointService", "ListCheckpoints"),
         ("CheckpointService", "PutCheckpoint"),

@@ -2,6 +2,7 @@
 
 turnkeeper turns list [--status S] [--agent A] [--thread T] [--all] [--json]
 turnkeeper turns show ID          the record and its retained events
+turnkeeper turns effects ID       the turn's effect ledger (docs/effects.md)
 turnkeeper turns status ID        TurnStatus (UNKNOWN for an id never seen)
 turnkeeper turns resume ID --value JSON
 turnkeeper turns redrive ID [--force]
@@ -172,6 +173,14 @@ def build_parser(serve_arguments: bool = True) -> argparse.ArgumentParser:
     show.add_argument("turn_id", metavar="ID")
     show.set_defaults(handler=turns_show)
 
+    effects = verbs.add_parser(
+        "effects",
+        parents=[conn, output],
+        help="a turn's effects: each call, its state, arguments and outcome",
+    )
+    effects.add_argument("turn_id", metavar="ID")
+    effects.set_defaults(handler=turns_effects)
+
     status = verbs.add_parser(
         "status", parents=[conn, output], help="TurnStatus: what the panel asks"
     )
@@ -313,6 +322,28 @@ def turns_show(args: argparse.Namespace) -> int:
         _out(render.table(render.EVENT_COLUMNS, [render.event_row(e) for e in events]))
     else:
         _out("no retained events")
+    return EXIT_OK
+
+
+def turns_effects(args: argparse.Namespace) -> int:
+    found: list[turns_pb2.Effect] = []
+    with _client(args) as client:
+        token = ""
+        while True:
+            page = client.list_effects(
+                turns_pb2.ListEffectsRequest(turn_id=args.turn_id, page_token=token)
+            )
+            found.extend(page.effects)
+            token = page.next_page_token
+            if not token:
+                break
+    if args.json:
+        _json_out({"effects": [render.effect_dict(e) for e in found]})
+        return EXIT_OK
+    if found:
+        _out(render.table(render.EFFECT_COLUMNS, [render.effect_row(e) for e in found]))
+    else:
+        _out("no effects recorded")
     return EXIT_OK
 
 

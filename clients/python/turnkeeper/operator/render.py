@@ -93,6 +93,27 @@ def event_dict(event: turns_pb2.Event) -> dict[str, Any]:
     }
 
 
+def _enum_word(name: str, prefix: str) -> str:
+    return name.removeprefix(prefix)
+
+
+def effect_dict(effect: turns_pb2.Effect) -> dict[str, Any]:
+    return {
+        "key": effect.key,
+        "name": effect.name,
+        "state": _enum_word(turns_pb2.EffectState.Name(effect.state), "EFFECT_STATE_"),
+        "policy": _enum_word(turns_pb2.EffectPolicy.Name(effect.policy), "EFFECT_POLICY_").lower(),
+        "args": _json_text(effect.args_json),
+        "outcome": _json_text(effect.outcome_json) if effect.outcome_json else None,
+        "attempt": effect.attempt,
+        "task_id": effect.task_id,
+        "call_index": effect.call_index,
+        "detail": effect.detail,
+        "created_at": time_text(effect.created_at),
+        "updated_at": time_text(effect.updated_at),
+    }
+
+
 def reset_dict(reset: turns_pb2.Reset) -> dict[str, Any]:
     return {"seq": reset.seq, "attempt": reset.attempt, "checkpoint_id": reset.checkpoint_id}
 
@@ -162,6 +183,27 @@ EVENT_COLUMNS: Final = ("SEQ", "ATTEMPT", "TYPE", "DATA")
 def event_row(event: turns_pb2.Event) -> list[str]:
     data = _json_text(event.data_json)
     return [str(event.seq), str(event.attempt), event.type, compact(data, DATA_WIDTH)]
+
+
+EFFECT_COLUMNS: Final = ("KEY", "NAME", "STATE", "POLICY", "ATTEMPT", "ARGS", "OUTCOME")
+
+
+def effect_row(effect: turns_pb2.Effect) -> list[str]:
+    shown = effect_dict(effect)
+    outcome = (
+        shown["detail"]
+        if effect.state == turns_pb2.EFFECT_STATE_SUPERSEDED
+        else (compact(shown["outcome"], DATA_WIDTH // 2) if shown["outcome"] is not None else "-")
+    )
+    return [
+        effect.key,
+        effect.name,
+        shown["state"],
+        shown["policy"],
+        str(effect.attempt),
+        compact(shown["args"], DATA_WIDTH // 2),
+        outcome,
+    ]
 
 
 def event_line(event: turns_pb2.Event) -> str:

@@ -394,6 +394,8 @@ class PutWritesRequest(_message.Message):
     WRITES_FIELD_NUMBER: _builtins.int
     REPLACE_FIELD_NUMBER: _builtins.int
     FENCE_FIELD_NUMBER: _builtins.int
+    SETTLE_EFFECTS_FIELD_NUMBER: _builtins.int
+    EFFECT_KEYS_FIELD_NUMBER: _builtins.int
     thread_id: _builtins.str
     checkpoint_ns: _builtins.str
     checkpoint_id: _builtins.str
@@ -401,10 +403,19 @@ class PutWritesRequest(_message.Message):
     task_path: _builtins.str
     replace: _builtins.bool
     """Replace existing rows (every channel is a special one) instead of keeping them."""
+    settle_effects: _builtins.bool
+    """Set by an effect-aware client (turnkeeper.agent.effect) on a fenced task's
+    writes: effect_keys are the keys of every effect the execution that produced
+    them made. Any other recorded effect of this task is marked superseded (the
+    re-execution did not make it again) and announced in the turn's events with its
+    next checkpoint. Ignored for writes that park the task (an interrupt).
+    """
     @_builtins.property
     def writes(self) -> _containers.RepeatedCompositeFieldContainer[Global___WriteInput]: ...
     @_builtins.property
     def fence(self) -> Global___TurnFence: ...
+    @_builtins.property
+    def effect_keys(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
         self,
         *,
@@ -416,10 +427,12 @@ class PutWritesRequest(_message.Message):
         writes: _abc.Iterable[Global___WriteInput] | None = ...,
         replace: _builtins.bool = ...,
         fence: Global___TurnFence | None = ...,
+        settle_effects: _builtins.bool = ...,
+        effect_keys: _abc.Iterable[_builtins.str] | None = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["fence", b"fence"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_id", b"checkpoint_id", "checkpoint_ns", b"checkpoint_ns", "fence", b"fence", "replace", b"replace", "task_id", b"task_id", "task_path", b"task_path", "thread_id", b"thread_id", "writes", b"writes"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_id", b"checkpoint_id", "checkpoint_ns", b"checkpoint_ns", "effect_keys", b"effect_keys", "fence", b"fence", "replace", b"replace", "settle_effects", b"settle_effects", "task_id", b"task_id", "task_path", b"task_path", "thread_id", b"thread_id", "writes", b"writes"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -119,6 +119,106 @@ OUTCOME_DONE: Outcome.ValueType  # 1
 OUTCOME_FAILED: Outcome.ValueType  # 2
 Global___Outcome: _TypeAlias = Outcome  # noqa: Y015
 
+class _EffectPolicy:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _EffectPolicyEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EffectPolicy.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    EFFECT_POLICY_UNSPECIFIED: _EffectPolicy.ValueType  # 0
+    """The client's default (docs/effects.md); the service stores what the client chose."""
+    EFFECT_POLICY_RETRY: _EffectPolicy.ValueType  # 1
+    """Call it again with the same idempotency key: for receivers that deduplicate by it."""
+    EFFECT_POLICY_PARK: _EffectPolicy.ValueType  # 2
+    """Park the turn with an interrupt naming the effect; an operator answers whether it
+    happened (and its result) or not (then it runs).
+    """
+    EFFECT_POLICY_FAIL: _EffectPolicy.ValueType  # 3
+    """Fail the turn with an error naming the effect."""
+
+class EffectPolicy(_EffectPolicy, metaclass=_EffectPolicyEnumTypeWrapper):
+    """What an effect does when an earlier execution recorded its intent but no outcome
+    (the process died while it ran): the outcome is uncertain.
+    """
+
+EFFECT_POLICY_UNSPECIFIED: EffectPolicy.ValueType  # 0
+"""The client's default (docs/effects.md); the service stores what the client chose."""
+EFFECT_POLICY_RETRY: EffectPolicy.ValueType  # 1
+"""Call it again with the same idempotency key: for receivers that deduplicate by it."""
+EFFECT_POLICY_PARK: EffectPolicy.ValueType  # 2
+"""Park the turn with an interrupt naming the effect; an operator answers whether it
+happened (and its result) or not (then it runs).
+"""
+EFFECT_POLICY_FAIL: EffectPolicy.ValueType  # 3
+"""Fail the turn with an error naming the effect."""
+Global___EffectPolicy: _TypeAlias = EffectPolicy  # noqa: Y015
+
+class _EffectState:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _EffectStateEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EffectState.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    EFFECT_STATE_UNSPECIFIED: _EffectState.ValueType  # 0
+    EFFECT_STATE_INTENT: _EffectState.ValueType  # 1
+    """Recorded before the call; no outcome yet."""
+    EFFECT_STATE_DONE: _EffectState.ValueType  # 2
+    """The call returned; outcome_json is its result."""
+    EFFECT_STATE_FAILED: _EffectState.ValueType  # 3
+    """The call raised; outcome_json is the error ({"type": ..., "message": ...})."""
+    EFFECT_STATE_RESOLVED: _EffectState.ValueType  # 4
+    """It was uncertain and an operator said it happened; outcome_json is the result
+    they gave.
+    """
+    EFFECT_STATE_SUPERSEDED: _EffectState.ValueType  # 5
+    """A re-executed task did not make this call again, or made it with other
+    arguments: kept, never silently forgotten, and announced in the turn's events.
+    """
+
+class EffectState(_EffectState, metaclass=_EffectStateEnumTypeWrapper): ...
+
+EFFECT_STATE_UNSPECIFIED: EffectState.ValueType  # 0
+EFFECT_STATE_INTENT: EffectState.ValueType  # 1
+"""Recorded before the call; no outcome yet."""
+EFFECT_STATE_DONE: EffectState.ValueType  # 2
+"""The call returned; outcome_json is its result."""
+EFFECT_STATE_FAILED: EffectState.ValueType  # 3
+"""The call raised; outcome_json is the error ({"type": ..., "message": ...})."""
+EFFECT_STATE_RESOLVED: EffectState.ValueType  # 4
+"""It was uncertain and an operator said it happened; outcome_json is the result
+they gave.
+"""
+EFFECT_STATE_SUPERSEDED: EffectState.ValueType  # 5
+"""A re-executed task did not make this call again, or made it with other
+arguments: kept, never silently forgotten, and announced in the turn's events.
+"""
+Global___EffectState: _TypeAlias = EffectState  # noqa: Y015
+
+class _EffectDecision:
+    ValueType = _typing.NewType("ValueType", _builtins.int)
+    V: _TypeAlias = ValueType  # noqa: Y015
+
+class _EffectDecisionEnumTypeWrapper(_enum_type_wrapper._EnumTypeWrapper[_EffectDecision.ValueType], _builtins.type):
+    DESCRIPTOR: _descriptor.EnumDescriptor
+    EFFECT_DECISION_UNSPECIFIED: _EffectDecision.ValueType  # 0
+    EFFECT_DECISION_RUN: _EffectDecision.ValueType  # 1
+    """Call the function with effect.key, then RecordEffect."""
+    EFFECT_DECISION_RECORDED: _EffectDecision.ValueType  # 2
+    """The outcome is recorded: return (or raise) it without calling."""
+    EFFECT_DECISION_UNCERTAIN: _EffectDecision.ValueType  # 3
+    """An earlier execution recorded the intent and no outcome: apply the policy."""
+
+class EffectDecision(_EffectDecision, metaclass=_EffectDecisionEnumTypeWrapper): ...
+
+EFFECT_DECISION_UNSPECIFIED: EffectDecision.ValueType  # 0
+EFFECT_DECISION_RUN: EffectDecision.ValueType  # 1
+"""Call the function with effect.key, then RecordEffect."""
+EFFECT_DECISION_RECORDED: EffectDecision.ValueType  # 2
+"""The outcome is recorded: return (or raise) it without calling."""
+EFFECT_DECISION_UNCERTAIN: EffectDecision.ValueType  # 3
+"""An earlier execution recorded the intent and no outcome: apply the policy."""
+Global___EffectDecision: _TypeAlias = EffectDecision  # noqa: Y015
+
 @_typing.final
 class Owner(_message.Message):
     """The executor that owns a RUNNING turn."""
@@ -1138,3 +1238,274 @@ class CancelTurnResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___CancelTurnResponse: _TypeAlias = CancelTurnResponse  # noqa: Y015
+
+@_typing.final
+class EffectCall(_message.Message):
+    """One call of an effect as the agent describes it. The key is derived by the client
+    from what LangGraph makes deterministic (docs/effects.md): the same in every
+    execution of the same logical call.
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TURN_ID_FIELD_NUMBER: _builtins.int
+    ATTEMPT_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    ARGS_JSON_FIELD_NUMBER: _builtins.int
+    POLICY_FIELD_NUMBER: _builtins.int
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    CHECKPOINT_ID_FIELD_NUMBER: _builtins.int
+    CALL_INDEX_FIELD_NUMBER: _builtins.int
+    turn_id: _builtins.str
+    attempt: _builtins.int
+    key: _builtins.str
+    name: _builtins.str
+    """The effect's name (the decorated function's)."""
+    args_json: _builtins.str
+    """The call's arguments as a JSON object."""
+    policy: Global___EffectPolicy.ValueType
+    task_id: _builtins.str
+    """The LangGraph task that made the call, and the checkpoint its step started from."""
+    checkpoint_id: _builtins.str
+    call_index: _builtins.int
+    """The call's position among the task's calls of the effect, from 0."""
+    def __init__(
+        self,
+        *,
+        turn_id: _builtins.str = ...,
+        attempt: _builtins.int = ...,
+        key: _builtins.str = ...,
+        name: _builtins.str = ...,
+        args_json: _builtins.str = ...,
+        policy: Global___EffectPolicy.ValueType = ...,
+        task_id: _builtins.str = ...,
+        checkpoint_id: _builtins.str = ...,
+        call_index: _builtins.int = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["args_json", b"args_json", "attempt", b"attempt", "call_index", b"call_index", "checkpoint_id", b"checkpoint_id", "key", b"key", "name", b"name", "policy", b"policy", "task_id", b"task_id", "turn_id", b"turn_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___EffectCall: _TypeAlias = EffectCall  # noqa: Y015
+
+@_typing.final
+class Effect(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TURN_ID_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    NAME_FIELD_NUMBER: _builtins.int
+    ARGS_JSON_FIELD_NUMBER: _builtins.int
+    POLICY_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    OUTCOME_JSON_FIELD_NUMBER: _builtins.int
+    ATTEMPT_FIELD_NUMBER: _builtins.int
+    TASK_ID_FIELD_NUMBER: _builtins.int
+    CHECKPOINT_ID_FIELD_NUMBER: _builtins.int
+    CALL_INDEX_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    CREATED_AT_FIELD_NUMBER: _builtins.int
+    UPDATED_AT_FIELD_NUMBER: _builtins.int
+    turn_id: _builtins.str
+    key: _builtins.str
+    """The idempotency key the call runs with: the client's key, or with a "~N" suffix
+    when an earlier call under that key was superseded (a divergent re-execution).
+    """
+    name: _builtins.str
+    args_json: _builtins.str
+    policy: Global___EffectPolicy.ValueType
+    state: Global___EffectState.ValueType
+    outcome_json: _builtins.str
+    """The result (DONE, RESOLVED) or error (FAILED) as JSON; empty otherwise."""
+    attempt: _builtins.int
+    """The attempt that recorded the current state."""
+    task_id: _builtins.str
+    checkpoint_id: _builtins.str
+    call_index: _builtins.int
+    detail: _builtins.str
+    """Why it was superseded, for people."""
+    @_builtins.property
+    def created_at(self) -> _timestamp_pb2.Timestamp: ...
+    @_builtins.property
+    def updated_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        turn_id: _builtins.str = ...,
+        key: _builtins.str = ...,
+        name: _builtins.str = ...,
+        args_json: _builtins.str = ...,
+        policy: Global___EffectPolicy.ValueType = ...,
+        state: Global___EffectState.ValueType = ...,
+        outcome_json: _builtins.str = ...,
+        attempt: _builtins.int = ...,
+        task_id: _builtins.str = ...,
+        checkpoint_id: _builtins.str = ...,
+        call_index: _builtins.int = ...,
+        detail: _builtins.str = ...,
+        created_at: _timestamp_pb2.Timestamp | None = ...,
+        updated_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "updated_at", b"updated_at"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["args_json", b"args_json", "attempt", b"attempt", "call_index", b"call_index", "checkpoint_id", b"checkpoint_id", "created_at", b"created_at", "detail", b"detail", "key", b"key", "name", b"name", "outcome_json", b"outcome_json", "policy", b"policy", "state", b"state", "task_id", b"task_id", "turn_id", b"turn_id", "updated_at", b"updated_at"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___Effect: _TypeAlias = Effect  # noqa: Y015
+
+@_typing.final
+class BeginEffectRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALL_FIELD_NUMBER: _builtins.int
+    RECORD_INTENT_FIELD_NUMBER: _builtins.int
+    record_intent: _builtins.bool
+    """Record the intent before answering RUN: needed where the policy must know later
+    that the call may have happened (park, fail); a retry needs none, its key alone
+    makes the repeat harmless, and so it costs one durable commit fewer.
+    """
+    @_builtins.property
+    def call(self) -> Global___EffectCall: ...
+    def __init__(
+        self,
+        *,
+        call: Global___EffectCall | None = ...,
+        record_intent: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["call", b"call"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["call", b"call", "record_intent", b"record_intent"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BeginEffectRequest: _TypeAlias = BeginEffectRequest  # noqa: Y015
+
+@_typing.final
+class BeginEffectResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    DECISION_FIELD_NUMBER: _builtins.int
+    EFFECT_FIELD_NUMBER: _builtins.int
+    decision: Global___EffectDecision.ValueType
+    @_builtins.property
+    def effect(self) -> Global___Effect:
+        """The ledger's row (for RUN without an intent: the row the call will have)."""
+
+    def __init__(
+        self,
+        *,
+        decision: Global___EffectDecision.ValueType = ...,
+        effect: Global___Effect | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["effect", b"effect"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["decision", b"decision", "effect", b"effect"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___BeginEffectResponse: _TypeAlias = BeginEffectResponse  # noqa: Y015
+
+@_typing.final
+class RecordEffectRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    CALL_FIELD_NUMBER: _builtins.int
+    KEY_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    OUTCOME_JSON_FIELD_NUMBER: _builtins.int
+    key: _builtins.str
+    """The key BeginEffect answered with (Effect.key)."""
+    state: Global___EffectState.ValueType
+    """DONE, FAILED or RESOLVED."""
+    outcome_json: _builtins.str
+    @_builtins.property
+    def call(self) -> Global___EffectCall: ...
+    def __init__(
+        self,
+        *,
+        call: Global___EffectCall | None = ...,
+        key: _builtins.str = ...,
+        state: Global___EffectState.ValueType = ...,
+        outcome_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["call", b"call"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["call", b"call", "key", b"key", "outcome_json", b"outcome_json", "state", b"state"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecordEffectRequest: _TypeAlias = RecordEffectRequest  # noqa: Y015
+
+@_typing.final
+class RecordEffectResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EFFECT_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def effect(self) -> Global___Effect: ...
+    def __init__(
+        self,
+        *,
+        effect: Global___Effect | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["effect", b"effect"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["effect", b"effect"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___RecordEffectResponse: _TypeAlias = RecordEffectResponse  # noqa: Y015
+
+@_typing.final
+class ListEffectsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TURN_ID_FIELD_NUMBER: _builtins.int
+    PAGE_SIZE_FIELD_NUMBER: _builtins.int
+    PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    turn_id: _builtins.str
+    page_size: _builtins.int
+    """At most 1000; 0 means 1000."""
+    page_token: _builtins.str
+    def __init__(
+        self,
+        *,
+        turn_id: _builtins.str = ...,
+        page_size: _builtins.int = ...,
+        page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["page_size", b"page_size", "page_token", b"page_token", "turn_id", b"turn_id"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListEffectsRequest: _TypeAlias = ListEffectsRequest  # noqa: Y015
+
+@_typing.final
+class ListEffectsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    EFFECTS_FIELD_NUMBER: _builtins.int
+    NEXT_PAGE_TOKEN_FIELD_NUMBER: _builtins.int
+    next_page_token: _builtins.str
+    """Empty on the last page."""
+    @_builtins.property
+    def effects(self) -> _containers.RepeatedCompositeFieldContainer[Global___Effect]: ...
+    def __init__(
+        self,
+        *,
+        effects: _abc.Iterable[Global___Effect] | None = ...,
+        next_page_token: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["effects", b"effects", "next_page_token", b"next_page_token"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListEffectsResponse: _TypeAlias = ListEffectsResponse  # noqa: Y015

@@ -106,6 +106,21 @@ class TurnServiceStub:
                 request_serializer=turnkeeper_dot_v1_dot_turns__pb2.CancelTurnRequest.SerializeToString,
                 response_deserializer=turnkeeper_dot_v1_dot_turns__pb2.CancelTurnResponse.FromString,
                 _registered_method=True)
+        self.BeginEffect = channel.unary_unary(
+                '/turnkeeper.v1.TurnService/BeginEffect',
+                request_serializer=turnkeeper_dot_v1_dot_turns__pb2.BeginEffectRequest.SerializeToString,
+                response_deserializer=turnkeeper_dot_v1_dot_turns__pb2.BeginEffectResponse.FromString,
+                _registered_method=True)
+        self.RecordEffect = channel.unary_unary(
+                '/turnkeeper.v1.TurnService/RecordEffect',
+                request_serializer=turnkeeper_dot_v1_dot_turns__pb2.RecordEffectRequest.SerializeToString,
+                response_deserializer=turnkeeper_dot_v1_dot_turns__pb2.RecordEffectResponse.FromString,
+                _registered_method=True)
+        self.ListEffects = channel.unary_unary(
+                '/turnkeeper.v1.TurnService/ListEffects',
+                request_serializer=turnkeeper_dot_v1_dot_turns__pb2.ListEffectsRequest.SerializeToString,
+                response_deserializer=turnkeeper_dot_v1_dot_turns__pb2.ListEffectsResponse.FromString,
+                _registered_method=True)
 
 
 class TurnServiceServicer:
@@ -224,6 +239,33 @@ class TurnServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def BeginEffect(self, request, context):
+        """Effects (docs/effects.md): the ledger of a turn's calls that act on the world.
+        Begin one call of an effect, in one round trip: the answer says whether its
+        outcome is already recorded (return it, never call again), whether an earlier
+        execution left its intent without an outcome (uncertain: apply the policy), or
+        that the caller runs it (after recording its intent when record_intent is set).
+        Fenced like every executor write: a stale attempt is ABORTED.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def RecordEffect(self, request, context):
+        """Record the outcome of an effect's call (its result or its error), or an
+        operator's answer for an uncertain one. Fenced like BeginEffect.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def ListEffects(self, request, context):
+        """The effects a turn recorded, in the order they were first recorded.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
 
 def add_TurnServiceServicer_to_server(servicer, server):
     rpc_method_handlers = {
@@ -296,6 +338,21 @@ def add_TurnServiceServicer_to_server(servicer, server):
                     servicer.CancelTurn,
                     request_deserializer=turnkeeper_dot_v1_dot_turns__pb2.CancelTurnRequest.FromString,
                     response_serializer=turnkeeper_dot_v1_dot_turns__pb2.CancelTurnResponse.SerializeToString,
+            ),
+            'BeginEffect': grpc.unary_unary_rpc_method_handler(
+                    servicer.BeginEffect,
+                    request_deserializer=turnkeeper_dot_v1_dot_turns__pb2.BeginEffectRequest.FromString,
+                    response_serializer=turnkeeper_dot_v1_dot_turns__pb2.BeginEffectResponse.SerializeToString,
+            ),
+            'RecordEffect': grpc.unary_unary_rpc_method_handler(
+                    servicer.RecordEffect,
+                    request_deserializer=turnkeeper_dot_v1_dot_turns__pb2.RecordEffectRequest.FromString,
+                    response_serializer=turnkeeper_dot_v1_dot_turns__pb2.RecordEffectResponse.SerializeToString,
+            ),
+            'ListEffects': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListEffects,
+                    request_deserializer=turnkeeper_dot_v1_dot_turns__pb2.ListEffectsRequest.FromString,
+                    response_serializer=turnkeeper_dot_v1_dot_turns__pb2.ListEffectsResponse.SerializeToString,
             ),
     }
     generic_handler = grpc.method_handlers_generic_handler(
@@ -678,6 +735,87 @@ class TurnService:
             '/turnkeeper.v1.TurnService/CancelTurn',
             turnkeeper_dot_v1_dot_turns__pb2.CancelTurnRequest.SerializeToString,
             turnkeeper_dot_v1_dot_turns__pb2.CancelTurnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def BeginEffect(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turnkeeper.v1.TurnService/BeginEffect',
+            turnkeeper_dot_v1_dot_turns__pb2.BeginEffectRequest.SerializeToString,
+            turnkeeper_dot_v1_dot_turns__pb2.BeginEffectResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def RecordEffect(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turnkeeper.v1.TurnService/RecordEffect',
+            turnkeeper_dot_v1_dot_turns__pb2.RecordEffectRequest.SerializeToString,
+            turnkeeper_dot_v1_dot_turns__pb2.RecordEffectResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListEffects(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turnkeeper.v1.TurnService/ListEffects',
+            turnkeeper_dot_v1_dot_turns__pb2.ListEffectsRequest.SerializeToString,
+            turnkeeper_dot_v1_dot_turns__pb2.ListEffectsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -88,6 +88,20 @@ class TurnServiceStub:
     every later write of that execution (ABORTED). The thread's checkpoints stay
     unless rollback is set. A turn already over: FAILED_PRECONDITION.
     """
+    BeginEffect: _grpc.UnaryUnaryMultiCallable[_turns_pb2.BeginEffectRequest, _turns_pb2.BeginEffectResponse]
+    """Effects (docs/effects.md): the ledger of a turn's calls that act on the world.
+    Begin one call of an effect, in one round trip: the answer says whether its
+    outcome is already recorded (return it, never call again), whether an earlier
+    execution left its intent without an outcome (uncertain: apply the policy), or
+    that the caller runs it (after recording its intent when record_intent is set).
+    Fenced like every executor write: a stale attempt is ABORTED.
+    """
+    RecordEffect: _grpc.UnaryUnaryMultiCallable[_turns_pb2.RecordEffectRequest, _turns_pb2.RecordEffectResponse]
+    """Record the outcome of an effect's call (its result or its error), or an
+    operator's answer for an uncertain one. Fenced like BeginEffect.
+    """
+    ListEffects: _grpc.UnaryUnaryMultiCallable[_turns_pb2.ListEffectsRequest, _turns_pb2.ListEffectsResponse]
+    """The effects a turn recorded, in the order they were first recorded."""
 
 @_typing.type_check_only
 class TurnServiceAsyncStub(TurnServiceStub):
@@ -144,6 +158,20 @@ class TurnServiceAsyncStub(TurnServiceStub):
     every later write of that execution (ABORTED). The thread's checkpoints stay
     unless rollback is set. A turn already over: FAILED_PRECONDITION.
     """
+    BeginEffect: _aio.UnaryUnaryMultiCallable[_turns_pb2.BeginEffectRequest, _turns_pb2.BeginEffectResponse]  # type: ignore[assignment]
+    """Effects (docs/effects.md): the ledger of a turn's calls that act on the world.
+    Begin one call of an effect, in one round trip: the answer says whether its
+    outcome is already recorded (return it, never call again), whether an earlier
+    execution left its intent without an outcome (uncertain: apply the policy), or
+    that the caller runs it (after recording its intent when record_intent is set).
+    Fenced like every executor write: a stale attempt is ABORTED.
+    """
+    RecordEffect: _aio.UnaryUnaryMultiCallable[_turns_pb2.RecordEffectRequest, _turns_pb2.RecordEffectResponse]  # type: ignore[assignment]
+    """Record the outcome of an effect's call (its result or its error), or an
+    operator's answer for an uncertain one. Fenced like BeginEffect.
+    """
+    ListEffects: _aio.UnaryUnaryMultiCallable[_turns_pb2.ListEffectsRequest, _turns_pb2.ListEffectsResponse]  # type: ignore[assignment]
+    """The effects a turn recorded, in the order they were first recorded."""
 
 class TurnServiceServicer(metaclass=_abc_1.ABCMeta):
     """TurnService owns the turn journal (turns.db): its state machine, the retained
@@ -281,5 +309,37 @@ class TurnServiceServicer(metaclass=_abc_1.ABCMeta):
         every later write of that execution (ABORTED). The thread's checkpoints stay
         unless rollback is set. A turn already over: FAILED_PRECONDITION.
         """
+
+    @_abc_1.abstractmethod
+    def BeginEffect(
+        self,
+        request: _turns_pb2.BeginEffectRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_turns_pb2.BeginEffectResponse, _abc.Awaitable[_turns_pb2.BeginEffectResponse]]:
+        """Effects (docs/effects.md): the ledger of a turn's calls that act on the world.
+        Begin one call of an effect, in one round trip: the answer says whether its
+        outcome is already recorded (return it, never call again), whether an earlier
+        execution left its intent without an outcome (uncertain: apply the policy), or
+        that the caller runs it (after recording its intent when record_intent is set).
+        Fenced like every executor write: a stale attempt is ABORTED.
+        """
+
+    @_abc_1.abstractmethod
+    def RecordEffect(
+        self,
+        request: _turns_pb2.RecordEffectRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_turns_pb2.RecordEffectResponse, _abc.Awaitable[_turns_pb2.RecordEffectResponse]]:
+        """Record the outcome of an effect's call (its result or its error), or an
+        operator's answer for an uncertain one. Fenced like BeginEffect.
+        """
+
+    @_abc_1.abstractmethod
+    def ListEffects(
+        self,
+        request: _turns_pb2.ListEffectsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_turns_pb2.ListEffectsResponse, _abc.Awaitable[_turns_pb2.ListEffectsResponse]]:
+        """The effects a turn recorded, in the order they were first recorded."""
 
 def add_TurnServiceServicer_to_server(servicer: TurnServiceServicer, server: _typing.Union[_grpc.Server, _aio.Server]) -> None: ...

@@ -13,7 +13,7 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from turnkeeper_server.web.langgraph import assistants, runs, threads
+from turnkeeper_server.web.langgraph import assistants, effects, runs, threads
 from turnkeeper_server.web.langgraph.api import Deps, Endpoint, handler, json_response
 from turnkeeper_server.web.langgraph.cors import Cors
 
@@ -56,6 +56,7 @@ def add_routes(app: web.Application, deps: Deps) -> None:
     route("POST", "/threads/{thread_id}/runs/{run_id}/cancel", runs.cancel)
     route("GET", "/threads/{thread_id}/runs/{run_id}/join", runs.join)
     route("GET", "/threads/{thread_id}/runs/{run_id}/stream", runs.join_stream)
+    route("GET", "/threads/{thread_id}/runs/{run_id}/effects", effects.list_)
     route("POST", "/runs", runs.create)
     route("POST", "/runs/stream", runs.stream)
     route("POST", "/runs/wait", runs.wait)

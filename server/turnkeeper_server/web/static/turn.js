@@ -72,6 +72,35 @@
     } catch (e) {
       document.getElementById("turn-error").textContent = e.message;
     }
+    await refreshEffects();
+  }
+
+  // The turn's effect ledger (ListEffects): operators, admins and the turn's own
+  // agent read it; another token sees the service's refusal instead.
+  function effectRow(f) {
+    const state = (f.state || "").replace("EFFECT_STATE_", "");
+    const outcome = state === "SUPERSEDED" ? f.detail || "" : f.outcomeJson || "";
+    return el("tr", {"data-key": f.key, "data-state": state},
+      el("td", {class: "mono"}, f.key),
+      el("td", {}, f.name),
+      el("td", {}, state),
+      el("td", {}, (f.policy || "").replace("EFFECT_POLICY_", "").toLowerCase()),
+      el("td", {}, String(f.attempt || 0)),
+      el("td", {class: "mono"}, f.argsJson || ""),
+      el("td", {class: "mono"}, outcome));
+  }
+
+  async function refreshEffects() {
+    const body = document.querySelector("#effects tbody");
+    const note = document.getElementById("effects-note");
+    try {
+      const effects = (await call("ListEffects", {turnId})).effects || [];
+      body.replaceChildren(...effects.map(effectRow));
+      note.textContent = effects.length ? "" : "no effects recorded";
+    } catch (e) {
+      body.replaceChildren();
+      note.textContent = e.message;
+    }
   }
 
   function eventItem(e) {
@@ -95,6 +124,8 @@
       },
       onEvent(e) {
         timeline.append(eventItem(e));
+        // A superseded effect is announced by an event; the ledger changed with it.
+        if (e.type === "effect.superseded") refreshEffects();
       },
       onEnd(end) {
         ended = true;

@@ -363,6 +363,32 @@ class RemoteSaver(ExtendedSaverMethods, BaseCheckpointSaver[str]):
         else:
             await self._channels.aio().put_writes(request)
 
+    # The effect ledger (turnkeeper.agent.effect): unary calls beside the run's
+    # checkpoint stream. An effect's call must be ordered after nothing but its own
+    # begin, and its outcome must be durable before the function's caller goes on.
+
+    def begin_effect(self, request: turns_pb2.BeginEffectRequest) -> turns_pb2.BeginEffectResponse:
+        """BeginEffect, blocking."""
+        return self._channels.sync().begin_effect(request)
+
+    def record_effect(
+        self, request: turns_pb2.RecordEffectRequest
+    ) -> turns_pb2.RecordEffectResponse:
+        """RecordEffect, blocking."""
+        return self._channels.sync().record_effect(request)
+
+    async def abegin_effect(
+        self, request: turns_pb2.BeginEffectRequest
+    ) -> turns_pb2.BeginEffectResponse:
+        """BeginEffect on this event loop's channel."""
+        return await self._channels.aio().begin_effect(request)
+
+    async def arecord_effect(
+        self, request: turns_pb2.RecordEffectRequest
+    ) -> turns_pb2.RecordEffectResponse:
+        """RecordEffect on this event loop's channel."""
+        return await self._channels.aio().record_effect(request)
+
     def end_run(self, turn_id: str, attempt: int) -> None:
         """The run of (turn_id, attempt) is over: close its stream on this loop now
         rather than when it has been idle long enough."""

@@ -22,6 +22,7 @@ from langgraph.checkpoint.base import (
 )
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
+from turnkeeper.agent.saver import executions
 from turnkeeper.agent.saver.identity import turn_identity
 from turnkeeper.v1 import checkpoints_pb2
 
@@ -141,8 +142,13 @@ def writes_request(
                 value=checkpoints_pb2.TypedValue(type=type_, data=data),
             )
         )
-    if (fence := turn_fence(config)) is not None:
-        request.fence.CopyFrom(fence)
+    identity = turn_identity(config)
+    if identity is not None:
+        request.fence.turn_id, request.fence.attempt = identity
+        # The task's writes say which effects the execution that made them made, so
+        # the service supersedes the task's others (turnkeeper.agent.saver.executions).
+        request.settle_effects = True
+        request.effect_keys.extend(executions.take_made(identity, task_id))
     return request
 
 

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file turnkeeper/v1/turns.proto.
  */
 export const file_turnkeeper_v1_turns: GenFile = /*@__PURE__*/
-  fileDesc("Chl0dXJua2VlcGVyL3YxL3R1cm5zLnByb3RvEg10dXJua2VlcGVyLnYxImMKBU93bmVyEg8KB3JlcGxpY2EYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi2wQKBFR1cm4SDwoHdHVybl9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSDQoFYWdlbnQYAyABKAkSJwoFc3RhdGUYBCABKA4yGC50dXJua2VlcGVyLnYxLlR1cm5TdGF0ZRIQCghhdHRlbXB0cxgFIAEoBRIQCghsYXN0X3NlcRgGIAEoAxIlCgVpbnB1dBgHIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIjCgVvd25lchgIIAEoCzIULnR1cm5rZWVwZXIudjEuT3duZXISKQoJaW50ZXJydXB0GAkgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEiYKBnJlc3VtZRgKIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRISCgpoYXNfcmVzdW1lGAsgASgIEg0KBWVycm9yGAwgASgJEg8KB3Jld2luZHMYDSABKAUSLgoKY3JlYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZW5kX3JlYXNvbhgQIAEoCRIwCgxydW5fZGVhZGxpbmUYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDXBhcmtfZGVhZGxpbmUYEiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD2NyYXNoZXNfY2hhcmdlZBgTIAEoBRIOCgZkZXRhaWwYFCABKAkidgoFRXZlbnQSCwoDc2VxGAEgASgDEg8KB2F0dGVtcHQYAiABKAUSDAoEdHlwZRgDIAEoCRIRCglkYXRhX2pzb24YBCABKAkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiOgoKRXZlbnRJbnB1dBILCgNzZXEYASABKAMSDAoEdHlwZRgCIAEoCRIRCglkYXRhX2pzb24YAyABKAki0gIKEFN0YXJ0VHVyblJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSDQoFYWdlbnQYAyABKAkSJQoFaW5wdXQYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDwoHcmVwbGljYRgFIAEoCRITCgtpbmNhcm5hdGlvbhgGIAEoCRI8ChJtdWx0aXRhc2tfc3RyYXRlZ3kYByABKA4yIC50dXJua2VlcGVyLnYxLk11bHRpdGFza1N0cmF0ZWd5Ei8KDG1heF9ydW5fdGltZRgIIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgtwYXJrX2V4cGlyeRgJIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIfChdyZXF1aXJlX2Fubm91bmNlZF9hZ2VudBgKIAEoCCJiChFTdGFydFR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEg8KB2NyZWF0ZWQYAiABKAgSGQoRY2FuY2VsbGVkX3R1cm5faWQYAyABKAkiJAoRVHVyblN0YXR1c1JlcXVlc3QSDwoHdHVybl9pZBgBIAEoCSKlAQoSVHVyblN0YXR1c1Jlc3BvbnNlEg8KB3R1cm5faWQYASABKAkSJwoFc3RhdGUYAiABKA4yGC50dXJua2VlcGVyLnYxLlR1cm5TdGF0ZRIQCghhdHRlbXB0cxgDIAEoBRIQCghsYXN0X3NlcRgEIAEoAxINCgVlcnJvchgFIAEoCRISCgplbmRfcmVhc29uGAYgASgJEg4KBmRldGFpbBgHIAEoCSIhCg5HZXRUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJIjQKD0dldFR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuIoQBChBMaXN0VHVybnNSZXF1ZXN0EicKBXN0YXRlGAEgASgOMhgudHVybmtlZXBlci52MS5UdXJuU3RhdGUSDQoFYWdlbnQYAiABKAkSEQoJdGhyZWFkX2lkGAMgASgJEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJIlAKEUxpc3RUdXJuc1Jlc3BvbnNlEiIKBXR1cm5zGAEgAygLMhMudHVybmtlZXBlci52MS5UdXJuEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJKChFMaXN0RXZlbnRzUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoAxIRCglwYWdlX3NpemUYAyABKAUiTAoSTGlzdEV2ZW50c1Jlc3BvbnNlEiQKBmV2ZW50cxgBIAMoCzIULnR1cm5rZWVwZXIudjEuRXZlbnQSEAoIbGFzdF9zZXEYAiABKAMiWgoQSGVhcnRiZWF0UmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSDwoHcmVwbGljYRgDIAEoCRITCgtpbmNhcm5hdGlvbhgEIAEoCSJJChFIZWFydGJlYXRSZXNwb25zZRI0ChBsZWFzZV9leHBpcmVzX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJiChNBcHBlbmRFdmVudHNSZXF1ZXN0Eg8KB3R1cm5faWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoBRIpCgZldmVudHMYAyADKAsyGS50dXJua2VlcGVyLnYxLkV2ZW50SW5wdXQiKAoUQXBwZW5kRXZlbnRzUmVzcG9uc2USEAoIbGFzdF9zZXEYASABKAMiiQEKD1BhcmtUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSKQoJaW50ZXJydXB0GAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEikKBmV2ZW50cxgEIAMoCzIZLnR1cm5rZWVwZXIudjEuRXZlbnRJbnB1dCI1ChBQYXJrVHVyblJlc3BvbnNlEiEKBHR1cm4YASABKAsyEy50dXJua2VlcGVyLnYxLlR1cm4imAEKEUZpbmlzaFR1cm5SZXF1ZXN0Eg8KB3R1cm5faWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoBRInCgdvdXRjb21lGAMgASgOMhYudHVybmtlZXBlci52MS5PdXRjb21lEg0KBWVycm9yGAQgASgJEikKBmV2ZW50cxgFIAMoCzIZLnR1cm5rZWVwZXIudjEuRXZlbnRJbnB1dCI3ChJGaW5pc2hUdXJuUmVzcG9uc2USIQoEdHVybhgBIAEoCzITLnR1cm5rZWVwZXIudjEuVHVybiJQChVSZXN1bWVEZXRhY2hlZFJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRImCgZyZXN1bWUYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiTwoWUmVzdW1lRGV0YWNoZWRSZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhIKCmRpc3BhdGNoZWQYAiABKAgiZQoOUmVkcml2ZVJlcXVlc3QSDQoFYWdlbnQYASABKAkSDwoHcmVwbGljYRgCIAEoCRITCgtpbmNhcm5hdGlvbhgDIAEoCRIPCgd0dXJuX2lkGAQgASgJEg0KBWZvcmNlGAUgASgIInMKDFJlZHJpdmVuVHVybhIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkSEgoKcmV3aW5kX3NlcRgDIAEoAxIVCg1mYWlsZWRfYXRfY2FwGAQgASgIIlEKD1JlZHJpdmVSZXNwb25zZRIqCgV0dXJucxgBIAMoCzIbLnR1cm5rZWVwZXIudjEuUmVkcml2ZW5UdXJuEhIKCmRpc3BhdGNoZWQYAiABKAgiWgoQQ2xhaW1UdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSDwoHcmVwbGljYRgDIAEoCRITCgtpbmNhcm5hdGlvbhgEIAEoCSJNChFDbGFpbVR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkiNgoQV2F0Y2hUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoAyI8CgVSZXNldBILCgNzZXEYASABKAMSDwoHYXR0ZW1wdBgCIAEoBRIVCg1jaGVja3BvaW50X2lkGAMgASgJImoKEVdhdGNoVHVyblJlc3BvbnNlEiUKBWV2ZW50GAEgASgLMhQudHVybmtlZXBlci52MS5FdmVudEgAEiUKBXJlc2V0GAIgASgLMhQudHVybmtlZXBlci52MS5SZXNldEgAQgcKBWZyYW1lIkYKEUNhbmNlbFR1cm5SZXF1ZXN0Eg8KB3R1cm5faWQYASABKAkSEAoIcm9sbGJhY2sYAiABKAgSDgoGcmVhc29uGAMgASgJIlQKEkNhbmNlbFR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhsKE2NoZWNrcG9pbnRzX3JlbW92ZWQYAiABKAUqywEKCVR1cm5TdGF0ZRIaChZUVVJOX1NUQVRFX1VOU1BFQ0lGSUVEEAASFgoSVFVSTl9TVEFURV9SVU5OSU5HEAESFQoRVFVSTl9TVEFURV9QQVJLRUQQAhITCg9UVVJOX1NUQVRFX0RPTkUQAxIVChFUVVJOX1NUQVRFX0ZBSUxFRBAEEhYKElRVUk5fU1RBVEVfVU5LTk9XThAFEhgKFFRVUk5fU1RBVEVfQ0FOQ0VMTEVEEAYSFQoRVFVSTl9TVEFURV9RVUVVRUQQByq5AQoRTXVsdGl0YXNrU3RyYXRlZ3kSIgoeTVVMVElUQVNLX1NUUkFURUdZX1VOU1BFQ0lGSUVEEAASHQoZTVVMVElUQVNLX1NUUkFURUdZX1JFSkVDVBABEh4KGk1VTFRJVEFTS19TVFJBVEVHWV9FTlFVRVVFEAISIAocTVVMVElUQVNLX1NUUkFURUdZX0lOVEVSUlVQVBADEh8KG01VTFRJVEFTS19TVFJBVEVHWV9ST0xMQkFDSxAEKkgKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhAKDE9VVENPTUVfRE9ORRABEhIKDk9VVENPTUVfRkFJTEVEEAIyhAkKC1R1cm5TZXJ2aWNlEk4KCVN0YXJ0VHVybhIfLnR1cm5rZWVwZXIudjEuU3RhcnRUdXJuUmVxdWVzdBogLnR1cm5rZWVwZXIudjEuU3RhcnRUdXJuUmVzcG9uc2USUQoKVHVyblN0YXR1cxIgLnR1cm5rZWVwZXIudjEuVHVyblN0YXR1c1JlcXVlc3QaIS50dXJua2VlcGVyLnYxLlR1cm5TdGF0dXNSZXNwb25zZRJICgdHZXRUdXJuEh0udHVybmtlZXBlci52MS5HZXRUdXJuUmVxdWVzdBoeLnR1cm5rZWVwZXIudjEuR2V0VHVyblJlc3BvbnNlEk4KCUxpc3RUdXJucxIfLnR1cm5rZWVwZXIudjEuTGlzdFR1cm5zUmVxdWVzdBogLnR1cm5rZWVwZXIudjEuTGlzdFR1cm5zUmVzcG9uc2USUQoKTGlzdEV2ZW50cxIgLnR1cm5rZWVwZXIudjEuTGlzdEV2ZW50c1JlcXVlc3QaIS50dXJua2VlcGVyLnYxLkxpc3RFdmVudHNSZXNwb25zZRJOCglIZWFydGJlYXQSHy50dXJua2VlcGVyLnYxLkhlYXJ0YmVhdFJlcXVlc3QaIC50dXJua2VlcGVyLnYxLkhlYXJ0YmVhdFJlc3BvbnNlElcKDEFwcGVuZEV2ZW50cxIiLnR1cm5rZWVwZXIudjEuQXBwZW5kRXZlbnRzUmVxdWVzdBojLnR1cm5rZWVwZXIudjEuQXBwZW5kRXZlbnRzUmVzcG9uc2USSwoIUGFya1R1cm4SHi50dXJua2VlcGVyLnYxLlBhcmtUdXJuUmVxdWVzdBofLnR1cm5rZWVwZXIudjEuUGFya1R1cm5SZXNwb25zZRJRCgpGaW5pc2hUdXJuEiAudHVybmtlZXBlci52MS5GaW5pc2hUdXJuUmVxdWVzdBohLnR1cm5rZWVwZXIudjEuRmluaXNoVHVyblJlc3BvbnNlEl0KDlJlc3VtZURldGFjaGVkEiQudHVybmtlZXBlci52MS5SZXN1bWVEZXRhY2hlZFJlcXVlc3QaJS50dXJua2VlcGVyLnYxLlJlc3VtZURldGFjaGVkUmVzcG9uc2USSAoHUmVkcml2ZRIdLnR1cm5rZWVwZXIudjEuUmVkcml2ZVJlcXVlc3QaHi50dXJua2VlcGVyLnYxLlJlZHJpdmVSZXNwb25zZRJOCglDbGFpbVR1cm4SHy50dXJua2VlcGVyLnYxLkNsYWltVHVyblJlcXVlc3QaIC50dXJua2VlcGVyLnYxLkNsYWltVHVyblJlc3BvbnNlElAKCVdhdGNoVHVybhIfLnR1cm5rZWVwZXIudjEuV2F0Y2hUdXJuUmVxdWVzdBogLnR1cm5rZWVwZXIudjEuV2F0Y2hUdXJuUmVzcG9uc2UwARJRCgpDYW5jZWxUdXJuEiAudHVybmtlZXBlci52MS5DYW5jZWxUdXJuUmVxdWVzdBohLnR1cm5rZWVwZXIudjEuQ2FuY2VsVHVyblJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Chl0dXJua2VlcGVyL3YxL3R1cm5zLnByb3RvEg10dXJua2VlcGVyLnYxImMKBU93bmVyEg8KB3JlcGxpY2EYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi2wQKBFR1cm4SDwoHdHVybl9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSDQoFYWdlbnQYAyABKAkSJwoFc3RhdGUYBCABKA4yGC50dXJua2VlcGVyLnYxLlR1cm5TdGF0ZRIQCghhdHRlbXB0cxgFIAEoBRIQCghsYXN0X3NlcRgGIAEoAxIlCgVpbnB1dBgHIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIjCgVvd25lchgIIAEoCzIULnR1cm5rZWVwZXIudjEuT3duZXISKQoJaW50ZXJydXB0GAkgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEiYKBnJlc3VtZRgKIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRISCgpoYXNfcmVzdW1lGAsgASgIEg0KBWVycm9yGAwgASgJEg8KB3Jld2luZHMYDSABKAUSLgoKY3JlYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZW5kX3JlYXNvbhgQIAEoCRIwCgxydW5fZGVhZGxpbmUYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDXBhcmtfZGVhZGxpbmUYEiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD2NyYXNoZXNfY2hhcmdlZBgTIAEoBRIOCgZkZXRhaWwYFCABKAkidgoFRXZlbnQSCwoDc2VxGAEgASgDEg8KB2F0dGVtcHQYAiABKAUSDAoEdHlwZRgDIAEoCRIRCglkYXRhX2pzb24YBCABKAkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiOgoKRXZlbnRJbnB1dBILCgNzZXEYASABKAMSDAoEdHlwZRgCIAEoCRIRCglkYXRhX2pzb24YAyABKAki0gIKEFN0YXJ0VHVyblJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSDQoFYWdlbnQYAyABKAkSJQoFaW5wdXQYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDwoHcmVwbGljYRgFIAEoCRITCgtpbmNhcm5hdGlvbhgGIAEoCRI8ChJtdWx0aXRhc2tfc3RyYXRlZ3kYByABKA4yIC50dXJua2VlcGVyLnYxLk11bHRpdGFza1N0cmF0ZWd5Ei8KDG1heF9ydW5fdGltZRgIIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgtwYXJrX2V4cGlyeRgJIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIfChdyZXF1aXJlX2Fubm91bmNlZF9hZ2VudBgKIAEoCCJiChFTdGFydFR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEg8KB2NyZWF0ZWQYAiABKAgSGQoRY2FuY2VsbGVkX3R1cm5faWQYAyABKAkiJAoRVHVyblN0YXR1c1JlcXVlc3QSDwoHdHVybl9pZBgBIAEoCSKlAQoSVHVyblN0YXR1c1Jlc3BvbnNlEg8KB3R1cm5faWQYASABKAkSJwoFc3RhdGUYAiABKA4yGC50dXJua2VlcGVyLnYxLlR1cm5TdGF0ZRIQCghhdHRlbXB0cxgDIAEoBRIQCghsYXN0X3NlcRgEIAEoAxINCgVlcnJvchgFIAEoCRISCgplbmRfcmVhc29uGAYgASgJEg4KBmRldGFpbBgHIAEoCSIhCg5HZXRUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJIjQKD0dldFR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuIoQBChBMaXN0VHVybnNSZXF1ZXN0EicKBXN0YXRlGAEgASgOMhgudHVybmtlZXBlci52MS5UdXJuU3RhdGUSDQoFYWdlbnQYAiABKAkSEQoJdGhyZWFkX2lkGAMgASgJEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJIlAKEUxpc3RUdXJuc1Jlc3BvbnNlEiIKBXR1cm5zGAEgAygLMhMudHVybmtlZXBlci52MS5UdXJuEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJKChFMaXN0RXZlbnRzUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoAxIRCglwYWdlX3NpemUYAyABKAUiTAoSTGlzdEV2ZW50c1Jlc3BvbnNlEiQKBmV2ZW50cxgBIAMoCzIULnR1cm5rZWVwZXIudjEuRXZlbnQSEAoIbGFzdF9zZXEYAiABKAMiWgoQSGVhcnRiZWF0UmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSDwoHcmVwbGljYRgDIAEoCRITCgtpbmNhcm5hdGlvbhgEIAEoCSJJChFIZWFydGJlYXRSZXNwb25zZRI0ChBsZWFzZV9leHBpcmVzX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJiChNBcHBlbmRFdmVudHNSZXF1ZXN0Eg8KB3R1cm5faWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoBRIpCgZldmVudHMYAyADKAsyGS50dXJua2VlcGVyLnYxLkV2ZW50SW5wdXQiKAoUQXBwZW5kRXZlbnRzUmVzcG9uc2USEAoIbGFzdF9zZXEYASABKAMiiQEKD1BhcmtUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSKQoJaW50ZXJydXB0GAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEikKBmV2ZW50cxgEIAMoCzIZLnR1cm5rZWVwZXIudjEuRXZlbnRJbnB1dCI1ChBQYXJrVHVyblJlc3BvbnNlEiEKBHR1cm4YASABKAsyEy50dXJua2VlcGVyLnYxLlR1cm4imAEKEUZpbmlzaFR1cm5SZXF1ZXN0Eg8KB3R1cm5faWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoBRInCgdvdXRjb21lGAMgASgOMhYudHVybmtlZXBlci52MS5PdXRjb21lEg0KBWVycm9yGAQgASgJEikKBmV2ZW50cxgFIAMoCzIZLnR1cm5rZWVwZXIudjEuRXZlbnRJbnB1dCI3ChJGaW5pc2hUdXJuUmVzcG9uc2USIQoEdHVybhgBIAEoCzITLnR1cm5rZWVwZXIudjEuVHVybiJQChVSZXN1bWVEZXRhY2hlZFJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRImCgZyZXN1bWUYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiTwoWUmVzdW1lRGV0YWNoZWRSZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhIKCmRpc3BhdGNoZWQYAiABKAgiZQoOUmVkcml2ZVJlcXVlc3QSDQoFYWdlbnQYASABKAkSDwoHcmVwbGljYRgCIAEoCRITCgtpbmNhcm5hdGlvbhgDIAEoCRIPCgd0dXJuX2lkGAQgASgJEg0KBWZvcmNlGAUgASgIInMKDFJlZHJpdmVuVHVybhIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkSEgoKcmV3aW5kX3NlcRgDIAEoAxIVCg1mYWlsZWRfYXRfY2FwGAQgASgIIlEKD1JlZHJpdmVSZXNwb25zZRIqCgV0dXJucxgBIAMoCzIbLnR1cm5rZWVwZXIudjEuUmVkcml2ZW5UdXJuEhIKCmRpc3BhdGNoZWQYAiABKAgiWgoQQ2xhaW1UdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSDwoHcmVwbGljYRgDIAEoCRITCgtpbmNhcm5hdGlvbhgEIAEoCSJNChFDbGFpbVR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkiNgoQV2F0Y2hUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoAyI8CgVSZXNldBILCgNzZXEYASABKAMSDwoHYXR0ZW1wdBgCIAEoBRIVCg1jaGVja3BvaW50X2lkGAMgASgJImoKEVdhdGNoVHVyblJlc3BvbnNlEiUKBWV2ZW50GAEgASgLMhQudHVybmtlZXBlci52MS5FdmVudEgAEiUKBXJlc2V0GAIgASgLMhQudHVybmtlZXBlci52MS5SZXNldEgAQgcKBWZyYW1lIkYKEUNhbmNlbFR1cm5SZXF1ZXN0Eg8KB3R1cm5faWQYASABKAkSEAoIcm9sbGJhY2sYAiABKAgSDgoGcmVhc29uGAMgASgJIlQKEkNhbmNlbFR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhsKE2NoZWNrcG9pbnRzX3JlbW92ZWQYAiABKAUixQEKCkVmZmVjdENhbGwSDwoHdHVybl9pZBgBIAEoCRIPCgdhdHRlbXB0GAIgASgFEgsKA2tleRgDIAEoCRIMCgRuYW1lGAQgASgJEhEKCWFyZ3NfanNvbhgFIAEoCRIrCgZwb2xpY3kYBiABKA4yGy50dXJua2VlcGVyLnYxLkVmZmVjdFBvbGljeRIPCgd0YXNrX2lkGAcgASgJEhUKDWNoZWNrcG9pbnRfaWQYCCABKAkSEgoKY2FsbF9pbmRleBgJIAEoBSLyAgoGRWZmZWN0Eg8KB3R1cm5faWQYASABKAkSCwoDa2V5GAIgASgJEgwKBG5hbWUYAyABKAkSEQoJYXJnc19qc29uGAQgASgJEisKBnBvbGljeRgFIAEoDjIbLnR1cm5rZWVwZXIudjEuRWZmZWN0UG9saWN5EikKBXN0YXRlGAYgASgOMhoudHVybmtlZXBlci52MS5FZmZlY3RTdGF0ZRIUCgxvdXRjb21lX2pzb24YByABKAkSDwoHYXR0ZW1wdBgIIAEoBRIPCgd0YXNrX2lkGAkgASgJEhUKDWNoZWNrcG9pbnRfaWQYCiABKAkSEgoKY2FsbF9pbmRleBgLIAEoBRIOCgZkZXRhaWwYDCABKAkSLgoKY3JlYXRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiVAoSQmVnaW5FZmZlY3RSZXF1ZXN0EicKBGNhbGwYASABKAsyGS50dXJua2VlcGVyLnYxLkVmZmVjdENhbGwSFQoNcmVjb3JkX2ludGVudBgCIAEoCCJtChNCZWdpbkVmZmVjdFJlc3BvbnNlEi8KCGRlY2lzaW9uGAEgASgOMh0udHVybmtlZXBlci52MS5FZmZlY3REZWNpc2lvbhIlCgZlZmZlY3QYAiABKAsyFS50dXJua2VlcGVyLnYxLkVmZmVjdCKMAQoTUmVjb3JkRWZmZWN0UmVxdWVzdBInCgRjYWxsGAEgASgLMhkudHVybmtlZXBlci52MS5FZmZlY3RDYWxsEgsKA2tleRgCIAEoCRIpCgVzdGF0ZRgDIAEoDjIaLnR1cm5rZWVwZXIudjEuRWZmZWN0U3RhdGUSFAoMb3V0Y29tZV9qc29uGAQgASgJIj0KFFJlY29yZEVmZmVjdFJlc3BvbnNlEiUKBmVmZmVjdBgBIAEoCzIVLnR1cm5rZWVwZXIudjEuRWZmZWN0IkwKEkxpc3RFZmZlY3RzUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIlYKE0xpc3RFZmZlY3RzUmVzcG9uc2USJgoHZWZmZWN0cxgBIAMoCzIVLnR1cm5rZWVwZXIudjEuRWZmZWN0EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSrLAQoJVHVyblN0YXRlEhoKFlRVUk5fU1RBVEVfVU5TUEVDSUZJRUQQABIWChJUVVJOX1NUQVRFX1JVTk5JTkcQARIVChFUVVJOX1NUQVRFX1BBUktFRBACEhMKD1RVUk5fU1RBVEVfRE9ORRADEhUKEVRVUk5fU1RBVEVfRkFJTEVEEAQSFgoSVFVSTl9TVEFURV9VTktOT1dOEAUSGAoUVFVSTl9TVEFURV9DQU5DRUxMRUQQBhIVChFUVVJOX1NUQVRFX1FVRVVFRBAHKrkBChFNdWx0aXRhc2tTdHJhdGVneRIiCh5NVUxUSVRBU0tfU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIdChlNVUxUSVRBU0tfU1RSQVRFR1lfUkVKRUNUEAESHgoaTVVMVElUQVNLX1NUUkFURUdZX0VOUVVFVUUQAhIgChxNVUxUSVRBU0tfU1RSQVRFR1lfSU5URVJSVVBUEAMSHwobTVVMVElUQVNLX1NUUkFURUdZX1JPTExCQUNLEAQqSAoHT3V0Y29tZRIXChNPVVRDT01FX1VOU1BFQ0lGSUVEEAASEAoMT1VUQ09NRV9ET05FEAESEgoOT1VUQ09NRV9GQUlMRUQQAip2CgxFZmZlY3RQb2xpY3kSHQoZRUZGRUNUX1BPTElDWV9VTlNQRUNJRklFRBAAEhcKE0VGRkVDVF9QT0xJQ1lfUkVUUlkQARIWChJFRkZFQ1RfUE9MSUNZX1BBUksQAhIWChJFRkZFQ1RfUE9MSUNZX0ZBSUwQAyqsAQoLRWZmZWN0U3RhdGUSHAoYRUZGRUNUX1NUQVRFX1VOU1BFQ0lGSUVEEAASFwoTRUZGRUNUX1NUQVRFX0lOVEVOVBABEhUKEUVGRkVDVF9TVEFURV9ET05FEAISFwoTRUZGRUNUX1NUQVRFX0ZBSUxFRBADEhkKFUVGRkVDVF9TVEFURV9SRVNPTFZFRBAEEhsKF0VGRkVDVF9TVEFURV9TVVBFUlNFREVEEAUqhwEKDkVmZmVjdERlY2lzaW9uEh8KG0VGRkVDVF9ERUNJU0lPTl9VTlNQRUNJRklFRBAAEhcKE0VGRkVDVF9ERUNJU0lPTl9SVU4QARIcChhFRkZFQ1RfREVDSVNJT05fUkVDT1JERUQQAhIdChlFRkZFQ1RfREVDSVNJT05fVU5DRVJUQUlOEAMyiQsKC1R1cm5TZXJ2aWNlEk4KCVN0YXJ0VHVybhIfLnR1cm5rZWVwZXIudjEuU3RhcnRUdXJuUmVxdWVzdBogLnR1cm5rZWVwZXIudjEuU3RhcnRUdXJuUmVzcG9uc2USUQoKVHVyblN0YXR1cxIgLnR1cm5rZWVwZXIudjEuVHVyblN0YXR1c1JlcXVlc3QaIS50dXJua2VlcGVyLnYxLlR1cm5TdGF0dXNSZXNwb25zZRJICgdHZXRUdXJuEh0udHVybmtlZXBlci52MS5HZXRUdXJuUmVxdWVzdBoeLnR1cm5rZWVwZXIudjEuR2V0VHVyblJlc3BvbnNlEk4KCUxpc3RUdXJucxIfLnR1cm5rZWVwZXIudjEuTGlzdFR1cm5zUmVxdWVzdBogLnR1cm5rZWVwZXIudjEuTGlzdFR1cm5zUmVzcG9uc2USUQoKTGlzdEV2ZW50cxIgLnR1cm5rZWVwZXIudjEuTGlzdEV2ZW50c1JlcXVlc3QaIS50dXJua2VlcGVyLnYxLkxpc3RFdmVudHNSZXNwb25zZRJOCglIZWFydGJlYXQSHy50dXJua2VlcGVyLnYxLkhlYXJ0YmVhdFJlcXVlc3QaIC50dXJua2VlcGVyLnYxLkhlYXJ0YmVhdFJlc3BvbnNlElcKDEFwcGVuZEV2ZW50cxIiLnR1cm5rZWVwZXIudjEuQXBwZW5kRXZlbnRzUmVxdWVzdBojLnR1cm5rZWVwZXIudjEuQXBwZW5kRXZlbnRzUmVzcG9uc2USSwoIUGFya1R1cm4SHi50dXJua2VlcGVyLnYxLlBhcmtUdXJuUmVxdWVzdBofLnR1cm5rZWVwZXIudjEuUGFya1R1cm5SZXNwb25zZRJRCgpGaW5pc2hUdXJuEiAudHVybmtlZXBlci52MS5GaW5pc2hUdXJuUmVxdWVzdBohLnR1cm5rZWVwZXIudjEuRmluaXNoVHVyblJlc3BvbnNlEl0KDlJlc3VtZURldGFjaGVkEiQudHVybmtlZXBlci52MS5SZXN1bWVEZXRhY2hlZFJlcXVlc3QaJS50dXJua2VlcGVyLnYxLlJlc3VtZURldGFjaGVkUmVzcG9uc2USSAoHUmVkcml2ZRIdLnR1cm5rZWVwZXIudjEuUmVkcml2ZVJlcXVlc3QaHi50dXJua2VlcGVyLnYxLlJlZHJpdmVSZXNwb25zZRJOCglDbGFpbVR1cm4SHy50dXJua2VlcGVyLnYxLkNsYWltVHVyblJlcXVlc3QaIC50dXJua2VlcGVyLnYxLkNsYWltVHVyblJlc3BvbnNlElAKCVdhdGNoVHVybhIfLnR1cm5rZWVwZXIudjEuV2F0Y2hUdXJuUmVxdWVzdBogLnR1cm5rZWVwZXIudjEuV2F0Y2hUdXJuUmVzcG9uc2UwARJRCgpDYW5jZWxUdXJuEiAudHVybmtlZXBlci52MS5DYW5jZWxUdXJuUmVxdWVzdBohLnR1cm5rZWVwZXIudjEuQ2FuY2VsVHVyblJlc3BvbnNlElQKC0JlZ2luRWZmZWN0EiEudHVybmtlZXBlci52MS5CZWdpbkVmZmVjdFJlcXVlc3QaIi50dXJua2VlcGVyLnYxLkJlZ2luRWZmZWN0UmVzcG9uc2USVwoMUmVjb3JkRWZmZWN0EiIudHVybmtlZXBlci52MS5SZWNvcmRFZmZlY3RSZXF1ZXN0GiMudHVybmtlZXBlci52MS5SZWNvcmRFZmZlY3RSZXNwb25zZRJUCgtMaXN0RWZmZWN0cxIhLnR1cm5rZWVwZXIudjEuTGlzdEVmZmVjdHNSZXF1ZXN0GiIudHVybmtlZXBlci52MS5MaXN0RWZmZWN0c1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * The executor that owns a RUNNING turn.
@@ -1139,6 +1139,322 @@ export const CancelTurnResponseSchema: GenMessage<CancelTurnResponse> = /*@__PUR
   messageDesc(file_turnkeeper_v1_turns, 33);
 
 /**
+ * One call of an effect as the agent describes it. The key is derived by the client
+ * from what LangGraph makes deterministic (docs/effects.md): the same in every
+ * execution of the same logical call.
+ *
+ * @generated from message turnkeeper.v1.EffectCall
+ */
+export type EffectCall = Message<"turnkeeper.v1.EffectCall"> & {
+  /**
+   * @generated from field: string turn_id = 1;
+   */
+  turnId: string;
+
+  /**
+   * @generated from field: int32 attempt = 2;
+   */
+  attempt: number;
+
+  /**
+   * @generated from field: string key = 3;
+   */
+  key: string;
+
+  /**
+   * The effect's name (the decorated function's).
+   *
+   * @generated from field: string name = 4;
+   */
+  name: string;
+
+  /**
+   * The call's arguments as a JSON object.
+   *
+   * @generated from field: string args_json = 5;
+   */
+  argsJson: string;
+
+  /**
+   * @generated from field: turnkeeper.v1.EffectPolicy policy = 6;
+   */
+  policy: EffectPolicy;
+
+  /**
+   * The LangGraph task that made the call, and the checkpoint its step started from.
+   *
+   * @generated from field: string task_id = 7;
+   */
+  taskId: string;
+
+  /**
+   * @generated from field: string checkpoint_id = 8;
+   */
+  checkpointId: string;
+
+  /**
+   * The call's position among the task's calls of the effect, from 0.
+   *
+   * @generated from field: int32 call_index = 9;
+   */
+  callIndex: number;
+};
+
+/**
+ * Describes the message turnkeeper.v1.EffectCall.
+ * Use `create(EffectCallSchema)` to create a new message.
+ */
+export const EffectCallSchema: GenMessage<EffectCall> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 34);
+
+/**
+ * @generated from message turnkeeper.v1.Effect
+ */
+export type Effect = Message<"turnkeeper.v1.Effect"> & {
+  /**
+   * @generated from field: string turn_id = 1;
+   */
+  turnId: string;
+
+  /**
+   * The idempotency key the call runs with: the client's key, or with a "~N" suffix
+   * when an earlier call under that key was superseded (a divergent re-execution).
+   *
+   * @generated from field: string key = 2;
+   */
+  key: string;
+
+  /**
+   * @generated from field: string name = 3;
+   */
+  name: string;
+
+  /**
+   * @generated from field: string args_json = 4;
+   */
+  argsJson: string;
+
+  /**
+   * @generated from field: turnkeeper.v1.EffectPolicy policy = 5;
+   */
+  policy: EffectPolicy;
+
+  /**
+   * @generated from field: turnkeeper.v1.EffectState state = 6;
+   */
+  state: EffectState;
+
+  /**
+   * The result (DONE, RESOLVED) or error (FAILED) as JSON; empty otherwise.
+   *
+   * @generated from field: string outcome_json = 7;
+   */
+  outcomeJson: string;
+
+  /**
+   * The attempt that recorded the current state.
+   *
+   * @generated from field: int32 attempt = 8;
+   */
+  attempt: number;
+
+  /**
+   * @generated from field: string task_id = 9;
+   */
+  taskId: string;
+
+  /**
+   * @generated from field: string checkpoint_id = 10;
+   */
+  checkpointId: string;
+
+  /**
+   * @generated from field: int32 call_index = 11;
+   */
+  callIndex: number;
+
+  /**
+   * Why it was superseded, for people.
+   *
+   * @generated from field: string detail = 12;
+   */
+  detail: string;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp created_at = 13;
+   */
+  createdAt?: Timestamp | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp updated_at = 14;
+   */
+  updatedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message turnkeeper.v1.Effect.
+ * Use `create(EffectSchema)` to create a new message.
+ */
+export const EffectSchema: GenMessage<Effect> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 35);
+
+/**
+ * @generated from message turnkeeper.v1.BeginEffectRequest
+ */
+export type BeginEffectRequest = Message<"turnkeeper.v1.BeginEffectRequest"> & {
+  /**
+   * @generated from field: turnkeeper.v1.EffectCall call = 1;
+   */
+  call?: EffectCall | undefined;
+
+  /**
+   * Record the intent before answering RUN: needed where the policy must know later
+   * that the call may have happened (park, fail); a retry needs none, its key alone
+   * makes the repeat harmless, and so it costs one durable commit fewer.
+   *
+   * @generated from field: bool record_intent = 2;
+   */
+  recordIntent: boolean;
+};
+
+/**
+ * Describes the message turnkeeper.v1.BeginEffectRequest.
+ * Use `create(BeginEffectRequestSchema)` to create a new message.
+ */
+export const BeginEffectRequestSchema: GenMessage<BeginEffectRequest> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 36);
+
+/**
+ * @generated from message turnkeeper.v1.BeginEffectResponse
+ */
+export type BeginEffectResponse = Message<"turnkeeper.v1.BeginEffectResponse"> & {
+  /**
+   * @generated from field: turnkeeper.v1.EffectDecision decision = 1;
+   */
+  decision: EffectDecision;
+
+  /**
+   * The ledger's row (for RUN without an intent: the row the call will have).
+   *
+   * @generated from field: turnkeeper.v1.Effect effect = 2;
+   */
+  effect?: Effect | undefined;
+};
+
+/**
+ * Describes the message turnkeeper.v1.BeginEffectResponse.
+ * Use `create(BeginEffectResponseSchema)` to create a new message.
+ */
+export const BeginEffectResponseSchema: GenMessage<BeginEffectResponse> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 37);
+
+/**
+ * @generated from message turnkeeper.v1.RecordEffectRequest
+ */
+export type RecordEffectRequest = Message<"turnkeeper.v1.RecordEffectRequest"> & {
+  /**
+   * @generated from field: turnkeeper.v1.EffectCall call = 1;
+   */
+  call?: EffectCall | undefined;
+
+  /**
+   * The key BeginEffect answered with (Effect.key).
+   *
+   * @generated from field: string key = 2;
+   */
+  key: string;
+
+  /**
+   * DONE, FAILED or RESOLVED.
+   *
+   * @generated from field: turnkeeper.v1.EffectState state = 3;
+   */
+  state: EffectState;
+
+  /**
+   * @generated from field: string outcome_json = 4;
+   */
+  outcomeJson: string;
+};
+
+/**
+ * Describes the message turnkeeper.v1.RecordEffectRequest.
+ * Use `create(RecordEffectRequestSchema)` to create a new message.
+ */
+export const RecordEffectRequestSchema: GenMessage<RecordEffectRequest> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 38);
+
+/**
+ * @generated from message turnkeeper.v1.RecordEffectResponse
+ */
+export type RecordEffectResponse = Message<"turnkeeper.v1.RecordEffectResponse"> & {
+  /**
+   * @generated from field: turnkeeper.v1.Effect effect = 1;
+   */
+  effect?: Effect | undefined;
+};
+
+/**
+ * Describes the message turnkeeper.v1.RecordEffectResponse.
+ * Use `create(RecordEffectResponseSchema)` to create a new message.
+ */
+export const RecordEffectResponseSchema: GenMessage<RecordEffectResponse> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 39);
+
+/**
+ * @generated from message turnkeeper.v1.ListEffectsRequest
+ */
+export type ListEffectsRequest = Message<"turnkeeper.v1.ListEffectsRequest"> & {
+  /**
+   * @generated from field: string turn_id = 1;
+   */
+  turnId: string;
+
+  /**
+   * At most 1000; 0 means 1000.
+   *
+   * @generated from field: int32 page_size = 2;
+   */
+  pageSize: number;
+
+  /**
+   * @generated from field: string page_token = 3;
+   */
+  pageToken: string;
+};
+
+/**
+ * Describes the message turnkeeper.v1.ListEffectsRequest.
+ * Use `create(ListEffectsRequestSchema)` to create a new message.
+ */
+export const ListEffectsRequestSchema: GenMessage<ListEffectsRequest> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 40);
+
+/**
+ * @generated from message turnkeeper.v1.ListEffectsResponse
+ */
+export type ListEffectsResponse = Message<"turnkeeper.v1.ListEffectsResponse"> & {
+  /**
+   * @generated from field: repeated turnkeeper.v1.Effect effects = 1;
+   */
+  effects: Effect[];
+
+  /**
+   * Empty on the last page.
+   *
+   * @generated from field: string next_page_token = 2;
+   */
+  nextPageToken: string;
+};
+
+/**
+ * Describes the message turnkeeper.v1.ListEffectsResponse.
+ * Use `create(ListEffectsResponseSchema)` to create a new message.
+ */
+export const ListEffectsResponseSchema: GenMessage<ListEffectsResponse> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 41);
+
+/**
  * @generated from enum turnkeeper.v1.TurnState
  */
 export enum TurnState {
@@ -1271,6 +1587,139 @@ export enum Outcome {
  */
 export const OutcomeSchema: GenEnum<Outcome> = /*@__PURE__*/
   enumDesc(file_turnkeeper_v1_turns, 2);
+
+/**
+ * What an effect does when an earlier execution recorded its intent but no outcome
+ * (the process died while it ran): the outcome is uncertain.
+ *
+ * @generated from enum turnkeeper.v1.EffectPolicy
+ */
+export enum EffectPolicy {
+  /**
+   * The client's default (docs/effects.md); the service stores what the client chose.
+   *
+   * @generated from enum value: EFFECT_POLICY_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Call it again with the same idempotency key: for receivers that deduplicate by it.
+   *
+   * @generated from enum value: EFFECT_POLICY_RETRY = 1;
+   */
+  RETRY = 1,
+
+  /**
+   * Park the turn with an interrupt naming the effect; an operator answers whether it
+   * happened (and its result) or not (then it runs).
+   *
+   * @generated from enum value: EFFECT_POLICY_PARK = 2;
+   */
+  PARK = 2,
+
+  /**
+   * Fail the turn with an error naming the effect.
+   *
+   * @generated from enum value: EFFECT_POLICY_FAIL = 3;
+   */
+  FAIL = 3,
+}
+
+/**
+ * Describes the enum turnkeeper.v1.EffectPolicy.
+ */
+export const EffectPolicySchema: GenEnum<EffectPolicy> = /*@__PURE__*/
+  enumDesc(file_turnkeeper_v1_turns, 3);
+
+/**
+ * @generated from enum turnkeeper.v1.EffectState
+ */
+export enum EffectState {
+  /**
+   * @generated from enum value: EFFECT_STATE_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Recorded before the call; no outcome yet.
+   *
+   * @generated from enum value: EFFECT_STATE_INTENT = 1;
+   */
+  INTENT = 1,
+
+  /**
+   * The call returned; outcome_json is its result.
+   *
+   * @generated from enum value: EFFECT_STATE_DONE = 2;
+   */
+  DONE = 2,
+
+  /**
+   * The call raised; outcome_json is the error ({"type": ..., "message": ...}).
+   *
+   * @generated from enum value: EFFECT_STATE_FAILED = 3;
+   */
+  FAILED = 3,
+
+  /**
+   * It was uncertain and an operator said it happened; outcome_json is the result
+   * they gave.
+   *
+   * @generated from enum value: EFFECT_STATE_RESOLVED = 4;
+   */
+  RESOLVED = 4,
+
+  /**
+   * A re-executed task did not make this call again, or made it with other
+   * arguments: kept, never silently forgotten, and announced in the turn's events.
+   *
+   * @generated from enum value: EFFECT_STATE_SUPERSEDED = 5;
+   */
+  SUPERSEDED = 5,
+}
+
+/**
+ * Describes the enum turnkeeper.v1.EffectState.
+ */
+export const EffectStateSchema: GenEnum<EffectState> = /*@__PURE__*/
+  enumDesc(file_turnkeeper_v1_turns, 4);
+
+/**
+ * @generated from enum turnkeeper.v1.EffectDecision
+ */
+export enum EffectDecision {
+  /**
+   * @generated from enum value: EFFECT_DECISION_UNSPECIFIED = 0;
+   */
+  UNSPECIFIED = 0,
+
+  /**
+   * Call the function with effect.key, then RecordEffect.
+   *
+   * @generated from enum value: EFFECT_DECISION_RUN = 1;
+   */
+  RUN = 1,
+
+  /**
+   * The outcome is recorded: return (or raise) it without calling.
+   *
+   * @generated from enum value: EFFECT_DECISION_RECORDED = 2;
+   */
+  RECORDED = 2,
+
+  /**
+   * An earlier execution recorded the intent and no outcome: apply the policy.
+   *
+   * @generated from enum value: EFFECT_DECISION_UNCERTAIN = 3;
+   */
+  UNCERTAIN = 3,
+}
+
+/**
+ * Describes the enum turnkeeper.v1.EffectDecision.
+ */
+export const EffectDecisionSchema: GenEnum<EffectDecision> = /*@__PURE__*/
+  enumDesc(file_turnkeeper_v1_turns, 5);
 
 /**
  * TurnService owns the turn journal (turns.db): its state machine, the retained
@@ -1431,6 +1880,42 @@ export const TurnService: GenService<{
     methodKind: "unary";
     input: typeof CancelTurnRequestSchema;
     output: typeof CancelTurnResponseSchema;
+  },
+  /**
+   * Effects (docs/effects.md): the ledger of a turn's calls that act on the world.
+   * Begin one call of an effect, in one round trip: the answer says whether its
+   * outcome is already recorded (return it, never call again), whether an earlier
+   * execution left its intent without an outcome (uncertain: apply the policy), or
+   * that the caller runs it (after recording its intent when record_intent is set).
+   * Fenced like every executor write: a stale attempt is ABORTED.
+   *
+   * @generated from rpc turnkeeper.v1.TurnService.BeginEffect
+   */
+  beginEffect: {
+    methodKind: "unary";
+    input: typeof BeginEffectRequestSchema;
+    output: typeof BeginEffectResponseSchema;
+  },
+  /**
+   * Record the outcome of an effect's call (its result or its error), or an
+   * operator's answer for an uncertain one. Fenced like BeginEffect.
+   *
+   * @generated from rpc turnkeeper.v1.TurnService.RecordEffect
+   */
+  recordEffect: {
+    methodKind: "unary";
+    input: typeof RecordEffectRequestSchema;
+    output: typeof RecordEffectResponseSchema;
+  },
+  /**
+   * The effects a turn recorded, in the order they were first recorded.
+   *
+   * @generated from rpc turnkeeper.v1.TurnService.ListEffects
+   */
+  listEffects: {
+    methodKind: "unary";
+    input: typeof ListEffectsRequestSchema;
+    output: typeof ListEffectsResponseSchema;
   },
 }> = /*@__PURE__*/
   serviceDesc(file_turnkeeper_v1_turns, 0);

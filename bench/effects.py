@@ -1,0 +1,308 @@
+"""The cost of an effect (docs/effects.md): one call of a function through
+turnkeeper's effect ledger against the same call made plainly, against a DBOS
+`@DBOS.step` and against a Restate `ctx.run`, side by side in one run.
+
+- turnkeeper: a LangGraph node (RemoteSaver, a journaled turn, the service in its
+  own process on SQLite) makes N calls of an `@effect` function and times them
+  inside the node, policy `retry` (BeginEffect reads, RecordEffect commits the
+  outcome) and `park` (BeginEffect commits the intent first); the same node with a
+  plain function is the floor;
+- DBOS: a workflow making N `@DBOS.step` calls, and one making N plain calls, timed
+  inside the workflow (bench/dbos_effects.py, its own process);
+- Restate: a handler making N `ctx.run_typed` calls, and one making N plain calls,
+  timed inside the handler (bench/restate_effects.py, behind a local restate-server);
+- commits: the WAL flushes PostgreSQL makes per effect (`pg_stat_wal.wal_sync`,
+  the service on pgserver's PostgreSQL 16), each policy: what "durable" costs in
+  commits, whatever the machine's fsync speed.
+
+Each figure is the median of its rounds' per-call seconds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import operator
+import subprocess
+import sys
+import time
+import uuid
+from collections.abc import Awaitable, Callable
+from contextlib import ExitStack
+from pathlib import Path
+from typing import Annotated, Any, TypedDict
+
+import psycopg
+from google.protobuf import struct_pb2
+from langchain_core.runnables import RunnableConfig
+from langgraph.graph import END, START, StateGraph
+from turnkeeper.agent.effect import effect
+from turnkeeper.agent.saver import RemoteSaver, durable_config
+from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.v1 import turns_pb2 as pb
+
+from bench.common import (
+    Row,
+    Section,
+    ServerProcess,
+    Size,
+    fmt_ratio,
+    median,
+    ratio,
+    scratch_dir,
+)
+from bench.engines import dbos_missing, restate_ingress, restate_missing
+
+KINDS = ("plain", "retry", "park")
+
+
+class Acts(TypedDict):
+    calls: int
+    seconds: Annotated[list[float], operator.add]
+
+
+def _act(i: int) -> dict[str, Any]:
+    return {"i": i}
+
+
+async def _plain(i: int) -> dict[str, Any]:
+    return _act(i)
+
+
+@effect(name="act-retry", policy="retry")
+async def _retry(i: int) -> dict[str, Any]:
+    return _act(i)
+
+
+@effect(name="act-park", policy="park")
+async def _park(i: int) -> dict[str, Any]:
+    return _act(i)
+
+
+CALLS: dict[str, Callable[[int], Awaitable[dict[str, Any]]]] = {
+    "plain": _plain,
+    "retry": _retry,
+    "park": _park,
+}
+
+
+def graph(kind: str, saver: RemoteSaver) -> Any:
+    call = CALLS[kind]
+
+    async def act(state: Acts) -> dict[str, Any]:
+        started = time.perf_counter()
+        for i in range(state["calls"]):
+            await call(i)
+        return {"seconds": [(time.perf_counter() - started) / state["calls"]]}
+
+    builder = StateGraph(Acts)
+    builder.add_node("act", act)
+    builder.add_edge(START, "act")
+    builder.add_edge("act", END)
+    return builder.compile(checkpointer=saver)
+
+
+async def turnkeeper_calls(address: str, calls: int, rounds: int) -> dict[str, float]:
+    """Median seconds per call of each kind, measured inside a node of a turn."""
+    options = ConnectionOptions(target=address)
+    seconds: dict[str, list[float]] = {kind: [] for kind in KINDS}
+    async with AsyncTurnkeeperClient(options) as client, RemoteSaver(address) as saver:
+        graphs = {kind: graph(kind, saver) for kind in KINDS}
+        for _ in range(rounds + 1):  # the first round warms up
+            for kind in KINDS:
+                seconds[kind].append(await _turn(client, graphs[kind], calls))
+    return {kind: median(values[1:]) for kind, values in seconds.items()}
+
+
+async def _turn(client: AsyncTurnkeeperClient, compiled: Any, calls: int) -> float:
+    turn_id, thread_id = f"fx-{uuid.uuid4().hex}", f"th-{uuid.uuid4().hex}"
+    await client.start_turn(
+        pb.StartTurnRequest(
+            turn_id=turn_id,
+            thread_id=thread_id,
+            agent="bench",
+            input=struct_pb2.Value(struct_value=struct_pb2.Struct()),
+            replica="bench",
+            incarnation="bench",
+        )
+    )
+    config: RunnableConfig = durable_config(thread_id, turn_id, 0)
+    out = await compiled.ainvoke({"calls": calls, "seconds": []}, config, durability="sync")
+    return float(out["seconds"][-1])
+
+
+def wal_syncs(database_url: str) -> int:
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute("SELECT pg_stat_clear_snapshot()")
+        row = conn.execute("SELECT wal_sync FROM pg_stat_wal").fetchone()
+    assert row is not None
+    return int(row[0])
+
+
+def commits_per_effect(data_dir: Path, calls: int) -> dict[str, float]:
+    """WAL flushes per call of each kind, the service on PostgreSQL."""
+    from bench.postgres import postgres
+
+    with postgres() as new_database:
+        url = new_database()
+        with ServerProcess(data_dir, args=["--database-url", url]) as server:
+            figures: dict[str, float] = {}
+
+            async def measure(kind: str) -> None:
+                options = ConnectionOptions(target=server.address)
+                async with (
+                    AsyncTurnkeeperClient(options) as client,
+                    RemoteSaver(server.address) as saver,
+                ):
+                    compiled = graph(kind, saver)
+                    await _turn(client, compiled, 2)  # warm up
+                    # A turn's own commits (start, checkpoints) are the same for every
+                    # kind: the plain turn's are taken off.
+                    before = wal_syncs(url)
+                    await _turn(client, compiled, calls)
+                    # WAL statistics reach pg_stat_wal lazily.
+                    await asyncio.sleep(1.5)
+                    figures[kind] = wal_syncs(url) - before
+
+            for kind in KINDS:
+                asyncio.run(measure(kind))
+    return {kind: (figures[kind] - figures["plain"]) / calls for kind in ("retry", "park")}
+
+
+def dbos_calls(data_dir: Path, calls: int, rounds: int) -> dict[str, float]:
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench.dbos_effects",
+            "--data-dir",
+            str(data_dir),
+            "--calls",
+            str(calls),
+            "--rounds",
+            str(rounds),
+        ],
+        capture_output=True,
+        text=True,
+        timeout=1800,
+        check=False,
+    )
+    if out.returncode != 0:
+        raise RuntimeError(f"the DBOS workflows failed: {out.stderr[-2000:]}")
+    figures: dict[str, float] = json.loads(out.stdout.strip().splitlines()[-1])
+    return figures
+
+
+def restate_calls(data_dir: Path, calls: int, rounds: int) -> dict[str, float]:
+    import httpx
+
+    seconds: dict[str, list[float]] = {"plain_s": [], "run_s": []}
+    with restate_ingress(data_dir) as url, httpx.Client(base_url=url, timeout=120) as client:
+        for _ in range(rounds + 1):  # the first round warms up (deployment discovery)
+            for name, handler in (("plain_s", "plain"), ("run_s", "run")):
+                answer = client.post(f"/Effects/{handler}", json=calls)
+                answer.raise_for_status()
+                seconds[name].append(float(answer.json()))
+    return {name: median(values[1:]) for name, values in seconds.items()}
+
+
+def _us(seconds: float) -> str:
+    return f"{seconds * 1e6:,.0f} µs"
+
+
+def run(size: Size) -> Section:
+    calls, rounds = size.effect_calls, size.effect_rounds
+    section = Section(
+        key="effects",
+        title="The cost of an effect: turnkeeper's ledger vs a plain call, DBOS and Restate",
+        method=(
+            f"{calls} calls a round, timed where they are made, {rounds} rounds after one "
+            "warm-up round; a figure is the median of the rounds' seconds per call. "
+            "turnkeeper: an `@effect` function called in a LangGraph node of a journaled "
+            "turn (RemoteSaver, the service in its own process on SQLite, "
+            "synchronous=FULL), policy `retry` (BeginEffect, a read; RecordEffect, a "
+            "commit) and `park` (BeginEffect commits the intent first); the floor is "
+            "the same node calling a plain function. DBOS: `@DBOS.step` calls in a "
+            "workflow on its SQLite system database (its own process). Restate: "
+            "`ctx.run_typed` calls in a handler (Python SDK on hypercorn) behind a local "
+            "restate-server from npm (RocksDB WAL fsync on). Commits: "
+            "`pg_stat_wal.wal_sync` around one turn of each kind with the service on "
+            "PostgreSQL 16 (pgserver), the plain turn's taken off, per call."
+        ),
+    )
+    m = section.metrics
+    with ExitStack() as stack:
+        data = stack.enter_context(scratch_dir("effects"))
+        (data / "sqlite").mkdir()
+        with ServerProcess(data / "sqlite") as server:
+            ours = asyncio.run(turnkeeper_calls(server.address, calls, rounds))
+        m.update({f"turnkeeper_{kind}_s": value for kind, value in ours.items()})
+        others: dict[str, str] = {}
+        if (why := dbos_missing()) is None:
+            (data / "dbos").mkdir()
+            dbos = dbos_calls(data / "dbos", calls, rounds)
+            m.update({f"dbos_{name}": value for name, value in dbos.items()})
+        else:
+            others["DBOS"] = why
+        if (why := restate_missing()) is None:
+            (data / "restate").mkdir()
+            restate = restate_calls(data / "restate", calls, rounds)
+            m.update({f"restate_{name}": value for name, value in restate.items()})
+        else:
+            others["Restate"] = why
+        (data / "pg").mkdir()
+        commits = commits_per_effect(data / "pg", calls)
+        m.update({f"commits_{kind}": value for kind, value in commits.items()})
+
+    plain = m["turnkeeper_plain_s"]
+    section.rows += [
+        Row("a plain call in a node (the floor)", _us(plain)),
+        Row(
+            "an effect, policy retry",
+            _us(m["turnkeeper_retry_s"]),
+            _us(plain),
+            fmt_ratio(ratio(m["turnkeeper_retry_s"], plain)),
+        ),
+        Row(
+            "an effect, policy park (intent recorded first)",
+            _us(m["turnkeeper_park_s"]),
+            _us(plain),
+            fmt_ratio(ratio(m["turnkeeper_park_s"], plain)),
+        ),
+        Row(
+            "WAL flushes per effect, retry (PostgreSQL)",
+            f"{m['commits_retry']:.2f}",
+            target="≤ 1",
+            met=m["commits_retry"] <= 1.0,
+        ),
+        Row(
+            "WAL flushes per effect, park (PostgreSQL)",
+            f"{m['commits_park']:.2f}",
+            target="≤ 2",
+            met=m["commits_park"] <= 2.0,
+        ),
+    ]
+    if "dbos_step_s" in m:
+        section.rows.append(
+            Row(
+                "an effect (retry) vs a DBOS `@DBOS.step`",
+                _us(m["turnkeeper_retry_s"]),
+                _us(m["dbos_step_s"]),
+                fmt_ratio(ratio(m["turnkeeper_retry_s"], m["dbos_step_s"])),
+            )
+        )
+    if "restate_run_s" in m:
+        versus = ratio(m["turnkeeper_retry_s"], m["restate_run_s"])
+        section.rows.append(
+            Row(
+                "an effect (retry) vs a Restate `ctx.run`",
+                _us(m["turnkeeper_retry_s"]),
+                _us(m["restate_run_s"]),
+                fmt_ratio(versus),
+                "≤ 1.00\u00d7",
+                versus <= 1.0,
+            )
+        )
+    for name, why in others.items():
+        section.notes.append(f"{name} was not measured: {why}.")
+    return section

@@ -1,0 +1,165 @@
+"""Exactly-once across a real crash: a bridge-run agent (tests/agents/job_agent.py,
+graph `effects`) whose tool charges a separate receiver process through an effect
+is SIGKILLed after the charge's outcome is recorded and before its step's
+checkpoint; a second replica re-drives the turn and re-runs the step, and the
+receiver counts one execution. And with the `park` policy, killed while the charge
+runs: the re-drive parks the turn naming the uncertain charge, and the operator's
+answer is used without charging again. On both backends.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import signal
+import sys
+import urllib.request
+from collections.abc import AsyncIterator
+from typing import Any
+
+import pytest
+from google.protobuf import json_format, struct_pb2
+from nats.aio.client import Client
+from turnkeeper.client import AsyncTurnkeeperClient
+from turnkeeper.v1 import turns_pb2
+
+from tests.support.agents import Agents, Panel, result, until
+from tests.support.nats import Collector
+from tests.support.procs import signal_child
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(120), pytest.mark.both_backends]
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[str]:
+    """The receiver's URL, its process started for the test and stopped after."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.support.receiver",
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert proc.stdout is not None
+        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        assert line.startswith("listening "), line
+        yield f"http://127.0.0.1:{int(line.split()[1])}"
+    finally:
+        signal_child(proc, signal.SIGTERM)
+        await proc.wait()
+
+
+def counts(url: str) -> dict[str, Any]:
+    with urllib.request.urlopen(url + "/counts", timeout=10) as answer:
+        counted: dict[str, Any] = json.loads(answer.read())
+        return counted
+
+
+async def test_a_charge_recorded_before_a_sigkill_is_not_made_again_by_the_redrive(
+    agents: Agents,
+    client: AsyncTurnkeeperClient,
+    bus: tuple[Client, Collector],
+    receiver: str,
+) -> None:
+    nc, _ = bus
+    env = {"RECEIVER_URL": receiver}
+    first = await agents.start(graph="effects", extra_env=env)
+    second = await agents.spawn(graph="effects", warm=True, extra_env=env)
+
+    await result(
+        nc,
+        "responses/create",
+        {
+            "input": {"job": "invoice", "results": []},
+            "turn_id": "t-pay",
+            "thread_id": "th-pay",
+            "background": True,
+        },
+    )
+    panel = Panel()
+    panel.start(client, "t-pay")
+    # The tool returned: the charge is at the receiver and its outcome in the ledger;
+    # the node now waits before its step's checkpoint.
+    await first.wait_line(lambda line: line == "paid attempt=0")
+    [row] = (await client.list_effects(turns_pb2.ListEffectsRequest(turn_id="t-pay"))).effects
+    assert (row.state, row.attempt) == (turns_pb2.EFFECT_STATE_DONE, 0)
+    await first.kill()
+    await second.go()
+    shown = await panel.ended()
+    assert shown[-1][1] == "turn.done"
+
+    status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id="t-pay"))
+    assert (status.state, status.attempts) == (turns_pb2.TURN_STATE_DONE, 1)
+    # The step ran again, the tool again, but the charge was not made again.
+    side = agents.side()
+    assert [line for line in side if line.startswith("start pay")] == [
+        "start pay attempt=0",
+        "start pay attempt=1",
+    ]
+    seen = counts(receiver)
+    assert seen["executions"] == {row.key: 1}, seen
+    # Both executions answered with the one charge the receiver applied.
+    charge = seen["applied"][row.key]["charge"]
+    paid = [line.split(": ", 1)[1] for line in side if line.startswith("paid ")]
+    assert paid == [f"paid 42: {charge}", f"paid 42: {charge}"]
+    [after] = (await client.list_effects(turns_pb2.ListEffectsRequest(turn_id="t-pay"))).effects
+    assert (after.key, after.state, after.attempt) == (row.key, turns_pb2.EFFECT_STATE_DONE, 0)
+
+
+async def test_an_uncertain_charge_parks_and_the_operator_s_answer_is_used(
+    agents: Agents,
+    client: AsyncTurnkeeperClient,
+    bus: tuple[Client, Collector],
+    receiver: str,
+) -> None:
+    nc, seen = bus
+    env = {"RECEIVER_URL": receiver, "EFFECT_POLICY": "park", "CHARGE_HANGS": "1"}
+    first = await agents.start(graph="effects", extra_env=env)
+    second = await agents.spawn(graph="effects", warm=True, extra_env=env)
+    await result(
+        nc,
+        "responses/create",
+        {
+            "input": {"job": "invoice", "results": []},
+            "turn_id": "t-unsure",
+            "thread_id": "th-unsure",
+            "background": True,
+        },
+    )
+    # The receiver applied the charge; the agent dies before the outcome is recorded.
+    await first.wait_line(lambda line: line == "charged, hanging")
+    [row] = (await client.list_effects(turns_pb2.ListEffectsRequest(turn_id="t-unsure"))).effects
+    assert row.state == turns_pb2.EFFECT_STATE_INTENT
+    await first.kill()
+    await second.go()
+
+    # The re-drive finds the call uncertain and parks the turn, naming it.
+    subject = ".turn.events.t-unsure"
+    await until(seen, lambda: any(m["type"] == "interrupt" for m in seen.on(subject)))
+    turn = (await client.get_turn(turns_pb2.GetTurnRequest(turn_id="t-unsure"))).turn
+    assert turn.state == turns_pb2.TURN_STATE_PARKED
+    asked = json_format.MessageToDict(turn.interrupt)
+    assert (asked["type"], asked["effect"], asked["key"], asked["args"]) == (
+        "turnkeeper.effect.uncertain",
+        "charge",
+        row.key,
+        {"amount": 42},
+    )
+    # The operator checks the receiver for the key and answers: it happened.
+    applied = counts(receiver)["applied"][row.key]
+    panel = Panel()
+    panel.start(client, "t-unsure")
+    resume = struct_pb2.Value()
+    json_format.ParseDict({"happened": True, "result": applied}, resume)
+    await client.resume_detached(turns_pb2.ResumeDetachedRequest(turn_id="t-unsure", resume=resume))
+    shown = await panel.ended()
+    assert shown[-1][1] == "turn.done"
+
+    assert counts(receiver)["executions"] == {row.key: 1}
+    [after] = (await client.list_effects(turns_pb2.ListEffectsRequest(turn_id="t-unsure"))).effects
+    assert (after.state, json.loads(after.outcome_json)) == (
+        turns_pb2.EFFECT_STATE_RESOLVED,
+        applied,
+    )
+    paid = [line for line in agents.side() if line.startswith("paid ")]
+    assert paid == [f"paid attempt=1: paid 42: {applied['charge']}"]

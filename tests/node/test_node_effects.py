@@ -1,0 +1,191 @@
+"""Exactly-once effects in a LangGraph.js agent (`effect` from
+`@turnkeeper/client/agent`), against a real service, a real nats-server and the agent
+as a real Node.js process SIGKILLed mid-step (clients/node/testing/agent.mjs, graph
+`effects`: plan -> work -> answer, where work calls the effect `charge`, which appends
+one line per execution to a side log: the receiver's count).
+
+- killed after charge's outcome is recorded and before work's checkpoint: the
+  re-driven work gets the recorded outcome and charge is not called again;
+- killed inside charge (its intent recorded, its outcome not: uncertain): `retry`
+  calls it again with the same key, `park` parks the turn with an interrupt naming the
+  effect until an operator answers, `fail` fails the turn naming the effect.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import AsyncIterator, Awaitable, Callable
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from turnkeeper.client import AsyncTurnkeeperClient
+from turnkeeper.v1 import turns_pb2 as pb
+from turnkeeper_server.app import TurnkeeperServer
+
+from tests.support.agents import Agent, result
+from tests.support.nats import NatsServer
+from tests.support.node import Watcher, prepare_package, spawn_agent
+
+pytestmark = [pytest.mark.slow, pytest.mark.both_backends, pytest.mark.timeout(600)]
+
+AGENT = "js-effects"
+Spawn = Callable[[str], Awaitable[Agent]]
+
+
+@pytest.fixture(scope="module")
+def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return prepare_package(tmp_path_factory.mktemp("node-effects"))
+
+
+@pytest.fixture
+def side_log(tmp_path: Path) -> Path:
+    return tmp_path / "side.log"
+
+
+@pytest.fixture
+async def spawn(
+    node_package: Path, service: TurnkeeperServer, nats_server: NatsServer, side_log: Path
+) -> AsyncIterator[Spawn]:
+    started: list[Agent] = []
+
+    async def start(policy: str) -> Agent:
+        agent = await spawn_agent(
+            node_package,
+            service=service.address,
+            nats_url=nats_server.url,
+            agent=AGENT,
+            replica="js-fx-1",
+            side_log=side_log,
+            graph="effects",
+            extra_env={"EFFECT_POLICY": policy},
+        )
+        started.append(agent)
+        await agent.ready()
+        return agent
+
+    yield start
+    for agent in started:
+        await agent.kill()
+
+
+def charges(side_log: Path, turn_id: str) -> list[tuple[str, str]]:
+    """(attempt, key) of each execution of charge in the turn."""
+    rows = [line.split() for line in side_log.read_text().splitlines()]
+    return [(r[2], r[3]) for r in rows if r[0] == "charge" and r[1] == turn_id]
+
+
+async def ledger(client: AsyncTurnkeeperClient, turn_id: str) -> list[pb.Effect]:
+    return list((await client.list_effects(pb.ListEffectsRequest(turn_id=turn_id))).effects)
+
+
+async def start_turn(
+    nats_server: NatsServer, client: AsyncTurnkeeperClient, turn_id: str
+) -> Watcher:
+    nc = await nats.connect(nats_server.url)
+    try:
+        await result(
+            nc,
+            "responses/create",
+            {"input": "order-7", "turn_id": turn_id, "background": True},
+            agent=AGENT,
+        )
+    finally:
+        await nc.close()
+    return Watcher(client, turn_id)
+
+
+def receipts(watcher: Watcher) -> list[Any]:
+    final = [e for e in watcher.transcript.events if e.type == "final"]
+    assert len(final) == 1, watcher.frames
+    log = final[0].data["output"]["log"]
+    return [json.loads(entry.split(":", 1)[1]) for entry in log if entry.startswith("receipt:")]
+
+
+async def test_a_recorded_outcome_is_returned_after_a_crash_without_calling_again(
+    spawn: Spawn, nats_server: NatsServer, client: AsyncTurnkeeperClient, side_log: Path
+) -> None:
+    first = await spawn("park")
+    watcher = await start_turn(nats_server, client, "hold-after-1")
+    try:
+        await watcher.until_event("token", "work", text="charged")
+        await first.kill()
+        await spawn("park")
+        await watcher.finished()
+    finally:
+        await watcher.close()
+
+    # Charged once, in the killed attempt; the re-driven work got its receipt.
+    [(attempt, key)] = charges(side_log, "hold-after-1")
+    assert attempt == "0" and key.startswith("fx-")
+    assert receipts(watcher) == [{"charged": "order-7", "key": key}]
+    [row] = await ledger(client, "hold-after-1")
+    assert (row.name, row.key, row.state) == ("charge", key, pb.EFFECT_STATE_DONE)
+    assert json.loads(row.args_json) == {"input": "order-7"}
+
+
+@pytest.mark.parametrize("policy", ["retry", "park", "fail"])
+async def test_an_uncertain_call_is_resolved_by_its_policy(
+    policy: str,
+    spawn: Spawn,
+    nats_server: NatsServer,
+    client: AsyncTurnkeeperClient,
+    side_log: Path,
+) -> None:
+    turn_id = f"hold-in-{policy}"
+    first = await spawn(policy)
+    watcher = await start_turn(nats_server, client, turn_id)
+    try:
+        await watcher.until_event("token", "work", text="charging")
+        await first.kill()
+        await spawn(policy)
+        if policy == "park":
+            await watcher.until(lambda e: e.type == "interrupt")
+            [interrupt] = [e for e in watcher.transcript.events if e.type == "interrupt"]
+            question = json.dumps(interrupt.data)
+            assert "turnkeeper.effect.uncertain" in question and "charge" in question
+            status = await client.turn_status(pb.TurnStatusRequest(turn_id=turn_id))
+            assert status.state == pb.TURN_STATE_PARKED
+            nc = await nats.connect(nats_server.url)
+            try:
+                await result(
+                    nc,
+                    "responses/resumeDetached",
+                    {
+                        "turn_id": turn_id,
+                        "resume": {
+                            "happened": True,
+                            "result": {"charged": "order-7", "key": "by-hand"},
+                        },
+                    },
+                    agent=AGENT,
+                )
+            finally:
+                await nc.close()
+        await watcher.finished()
+    finally:
+        await watcher.close()
+
+    calls = charges(side_log, turn_id)
+    [row] = await ledger(client, turn_id)
+    status = await client.turn_status(pb.TurnStatusRequest(turn_id=turn_id))
+    if policy == "retry":
+        # Called again, with the same key: a receiver that drops a repeated key acts once.
+        assert [a for a, _ in calls] == ["0", "1"] and calls[0][1] == calls[1][1] == row.key
+        assert row.state == pb.EFFECT_STATE_DONE
+        assert status.state == pb.TURN_STATE_DONE
+    elif policy == "park":
+        # Not called again: the operator's answer is its outcome.
+        assert [a for a, _ in calls] == ["0"]
+        assert (row.state, json.loads(row.outcome_json)) == (
+            pb.EFFECT_STATE_RESOLVED,
+            {"charged": "order-7", "key": "by-hand"},
+        )
+        assert receipts(watcher) == [{"charged": "order-7", "key": "by-hand"}]
+        assert status.state == pb.TURN_STATE_DONE
+    else:
+        assert [a for a, _ in calls] == ["0"]
+        assert row.state == pb.EFFECT_STATE_INTENT
+        assert status.state == pb.TURN_STATE_FAILED
+        assert "charge" in status.error and "may or may not have happened" in status.error

@@ -53,7 +53,7 @@ async def test_every_method_of_the_js_sdk(sdk_package: Path, api_url: str, host:
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, err.decode()
     tour: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
-    assert tour["assistants"] == ["approval", "durable-execution"]
+    assert tour["assistants"] == ["approval", "durable-execution", "effects"]
     assert tour["assistant"] == "durable-execution"
     assert {"analyze", "plan", "generate"} <= set(tour["graphNodes"])
     assert "messages" in tour["schemaKeys"]

@@ -25,9 +25,9 @@ QUESTION: Any = {"messages": [{"role": "user", "content": "what is a turn?"}]}
 
 async def test_assistants_are_the_hosted_graphs(sdk: LangGraphClient) -> None:
     found = await sdk.assistants.search()
-    assert sorted(a["assistant_id"] for a in found) == ["approval", ASSISTANT]
+    assert sorted(a["assistant_id"] for a in found) == ["approval", ASSISTANT, "effects"]
     assert [a["graph_id"] for a in await sdk.assistants.search(graph_id="approval")] == ["approval"]
-    assert await sdk.assistants.count() == 2
+    assert await sdk.assistants.count() == 3
     got = await sdk.assistants.get(ASSISTANT)
     assert got["graph_id"] == ASSISTANT
     drawn = await sdk.assistants.get_graph(ASSISTANT)

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file turnkeeper/v1/turns.proto.
  */
 export const file_turnkeeper_v1_turns: GenFile = /*@__PURE__*/
-  fileDesc("Chl0dXJua2VlcGVyL3YxL3R1cm5zLnByb3RvEg10dXJua2VlcGVyLnYxImMKBU93bmVyEg8KB3JlcGxpY2EYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi2wQKBFR1cm4SDwoHdHVybl9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSDQoFYWdlbnQYAyABKAkSJwoFc3RhdGUYBCABKA4yGC50dXJua2VlcGVyLnYxLlR1cm5TdGF0ZRIQCghhdHRlbXB0cxgFIAEoBRIQCghsYXN0X3NlcRgGIAEoAxIlCgVpbnB1dBgHIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIjCgVvd25lchgIIAEoCzIULnR1cm5rZWVwZXIudjEuT3duZXISKQoJaW50ZXJydXB0GAkgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEiYKBnJlc3VtZRgKIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRISCgpoYXNfcmVzdW1lGAsgASgIEg0KBWVycm9yGAwgASgJEg8KB3Jld2luZHMYDSABKAUSLgoKY3JlYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZW5kX3JlYXNvbhgQIAEoCRIwCgxydW5fZGVhZGxpbmUYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDXBhcmtfZGVhZGxpbmUYEiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD2NyYXNoZXNfY2hhcmdlZBgTIAEoBRIOCgZkZXRhaWwYFCABKAkidgoFRXZlbnQSCwoDc2VxGAEgASgDEg8KB2F0dGVtcHQYAiABKAUSDAoEdHlwZRgDIAEoCRIRCglkYXRhX2pzb24YBCABKAkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiOgoKRXZlbnRJbnB1dBILCgNzZXEYASABKAMSDAoEdHlwZRgCIAEoCRIRCglkYXRhX2pzb24YAyABKAki0gIKEFN0YXJ0VHVyblJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSDQoFYWdlbnQYAyABKAkSJQoFaW5wdXQYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDwoHcmVwbGljYRgFIAEoCRITCgtpbmNhcm5hdGlvbhgGIAEoCRI8ChJtdWx0aXRhc2tfc3RyYXRlZ3kYByABKA4yIC50dXJua2VlcGVyLnYxLk11bHRpdGFza1N0cmF0ZWd5Ei8KDG1heF9ydW5fdGltZRgIIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgtwYXJrX2V4cGlyeRgJIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIfChdyZXF1aXJlX2Fubm91bmNlZF9hZ2VudBgKIAEoCCJiChFTdGFydFR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEg8KB2NyZWF0ZWQYAiABKAgSGQoRY2FuY2VsbGVkX3R1cm5faWQYAyABKAkiJAoRVHVyblN0YXR1c1JlcXVlc3QSDwoHdHVybl9pZBgBIAEoCSKlAQoSVHVyblN0YXR1c1Jlc3BvbnNlEg8KB3R1cm5faWQYASABKAkSJwoFc3RhdGUYAiABKA4yGC50dXJua2VlcGVyLnYxLlR1cm5TdGF0ZRIQCghhdHRlbXB0cxgDIAEoBRIQCghsYXN0X3NlcRgEIAEoAxINCgVlcnJvchgFIAEoCRISCgplbmRfcmVhc29uGAYgASgJEg4KBmRldGFpbBgHIAEoCSIhCg5HZXRUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJIjQKD0dldFR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuIoQBChBMaXN0VHVybnNSZXF1ZXN0EicKBXN0YXRlGAEgASgOMhgudHVybmtlZXBlci52MS5UdXJuU3RhdGUSDQoFYWdlbnQYAiABKAkSEQoJdGhyZWFkX2lkGAMgASgJEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJIlAKEUxpc3RUdXJuc1Jlc3BvbnNlEiIKBXR1cm5zGAEgAygLMhMudHVybmtlZXBlci52MS5UdXJuEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJKChFMaXN0RXZlbnRzUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoAxIRCglwYWdlX3NpemUYAyABKAUiTAoSTGlzdEV2ZW50c1Jlc3BvbnNlEiQKBmV2ZW50cxgBIAMoCzIULnR1cm5rZWVwZXIudjEuRXZlbnQSEAoIbGFzdF9zZXEYAiABKAMiWgoQSGVhcnRiZWF0UmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSDwoHcmVwbGljYRgDIAEoCRITCgtpbmNhcm5hdGlvbhgEIAEoCSJJChFIZWFydGJlYXRSZXNwb25zZRI0ChBsZWFzZV9leHBpcmVzX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJiChNBcHBlbmRFdmVudHNSZXF1ZXN0Eg8KB3R1cm5faWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoBRIpCgZldmVudHMYAyADKAsyGS50dXJua2VlcGVyLnYxLkV2ZW50SW5wdXQiKAoUQXBwZW5kRXZlbnRzUmVzcG9uc2USEAoIbGFzdF9zZXEYASABKAMiiQEKD1BhcmtUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSKQoJaW50ZXJydXB0GAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEikKBmV2ZW50cxgEIAMoCzIZLnR1cm5rZWVwZXIudjEuRXZlbnRJbnB1dCI1ChBQYXJrVHVyblJlc3BvbnNlEiEKBHR1cm4YASABKAsyEy50dXJua2VlcGVyLnYxLlR1cm4imAEKEUZpbmlzaFR1cm5SZXF1ZXN0Eg8KB3R1cm5faWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoBRInCgdvdXRjb21lGAMgASgOMhYudHVybmtlZXBlci52MS5PdXRjb21lEg0KBWVycm9yGAQgASgJEikKBmV2ZW50cxgFIAMoCzIZLnR1cm5rZWVwZXIudjEuRXZlbnRJbnB1dCI3ChJGaW5pc2hUdXJuUmVzcG9uc2USIQoEdHVybhgBIAEoCzITLnR1cm5rZWVwZXIudjEuVHVybiJQChVSZXN1bWVEZXRhY2hlZFJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRImCgZyZXN1bWUYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiTwoWUmVzdW1lRGV0YWNoZWRSZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhIKCmRpc3BhdGNoZWQYAiABKAgiZQoOUmVkcml2ZVJlcXVlc3QSDQoFYWdlbnQYASABKAkSDwoHcmVwbGljYRgCIAEoCRITCgtpbmNhcm5hdGlvbhgDIAEoCRIPCgd0dXJuX2lkGAQgASgJEg0KBWZvcmNlGAUgASgIInMKDFJlZHJpdmVuVHVybhIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkSEgoKcmV3aW5kX3NlcRgDIAEoAxIVCg1mYWlsZWRfYXRfY2FwGAQgASgIIlEKD1JlZHJpdmVSZXNwb25zZRIqCgV0dXJucxgBIAMoCzIbLnR1cm5rZWVwZXIudjEuUmVkcml2ZW5UdXJuEhIKCmRpc3BhdGNoZWQYAiABKAgiWgoQQ2xhaW1UdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSDwoHcmVwbGljYRgDIAEoCRITCgtpbmNhcm5hdGlvbhgEIAEoCSJNChFDbGFpbVR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkiNgoQV2F0Y2hUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoAyI8CgVSZXNldBILCgNzZXEYASABKAMSDwoHYXR0ZW1wdBgCIAEoBRIVCg1jaGVja3BvaW50X2lkGAMgASgJImoKEVdhdGNoVHVyblJlc3BvbnNlEiUKBWV2ZW50GAEgASgLMhQudHVybmtlZXBlci52MS5FdmVudEgAEiUKBXJlc2V0GAIgASgLMhQudHVybmtlZXBlci52MS5SZXNldEgAQgcKBWZyYW1lIkYKEUNhbmNlbFR1cm5SZXF1ZXN0Eg8KB3R1cm5faWQYASABKAkSEAoIcm9sbGJhY2sYAiABKAgSDgoGcmVhc29uGAMgASgJIlQKEkNhbmNlbFR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhsKE2NoZWNrcG9pbnRzX3JlbW92ZWQYAiABKAUqywEKCVR1cm5TdGF0ZRIaChZUVVJOX1NUQVRFX1VOU1BFQ0lGSUVEEAASFgoSVFVSTl9TVEFURV9SVU5OSU5HEAESFQoRVFVSTl9TVEFURV9QQVJLRUQQAhITCg9UVVJOX1NUQVRFX0RPTkUQAxIVChFUVVJOX1NUQVRFX0ZBSUxFRBAEEhYKElRVUk5fU1RBVEVfVU5LTk9XThAFEhgKFFRVUk5fU1RBVEVfQ0FOQ0VMTEVEEAYSFQoRVFVSTl9TVEFURV9RVUVVRUQQByq5AQoRTXVsdGl0YXNrU3RyYXRlZ3kSIgoeTVVMVElUQVNLX1NUUkFURUdZX1VOU1BFQ0lGSUVEEAASHQoZTVVMVElUQVNLX1NUUkFURUdZX1JFSkVDVBABEh4KGk1VTFRJVEFTS19TVFJBVEVHWV9FTlFVRVVFEAISIAocTVVMVElUQVNLX1NUUkFURUdZX0lOVEVSUlVQVBADEh8KG01VTFRJVEFTS19TVFJBVEVHWV9ST0xMQkFDSxAEKkgKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhAKDE9VVENPTUVfRE9ORRABEhIKDk9VVENPTUVfRkFJTEVEEAIyhAkKC1R1cm5TZXJ2aWNlEk4KCVN0YXJ0VHVybhIfLnR1cm5rZWVwZXIudjEuU3RhcnRUdXJuUmVxdWVzdBogLnR1cm5rZWVwZXIudjEuU3RhcnRUdXJuUmVzcG9uc2USUQoKVHVyblN0YXR1cxIgLnR1cm5rZWVwZXIudjEuVHVyblN0YXR1c1JlcXVlc3QaIS50dXJua2VlcGVyLnYxLlR1cm5TdGF0dXNSZXNwb25zZRJICgdHZXRUdXJuEh0udHVybmtlZXBlci52MS5HZXRUdXJuUmVxdWVzdBoeLnR1cm5rZWVwZXIudjEuR2V0VHVyblJlc3BvbnNlEk4KCUxpc3RUdXJucxIfLnR1cm5rZWVwZXIudjEuTGlzdFR1cm5zUmVxdWVzdBogLnR1cm5rZWVwZXIudjEuTGlzdFR1cm5zUmVzcG9uc2USUQoKTGlzdEV2ZW50cxIgLnR1cm5rZWVwZXIudjEuTGlzdEV2ZW50c1JlcXVlc3QaIS50dXJua2VlcGVyLnYxLkxpc3RFdmVudHNSZXNwb25zZRJOCglIZWFydGJlYXQSHy50dXJua2VlcGVyLnYxLkhlYXJ0YmVhdFJlcXVlc3QaIC50dXJua2VlcGVyLnYxLkhlYXJ0YmVhdFJlc3BvbnNlElcKDEFwcGVuZEV2ZW50cxIiLnR1cm5rZWVwZXIudjEuQXBwZW5kRXZlbnRzUmVxdWVzdBojLnR1cm5rZWVwZXIudjEuQXBwZW5kRXZlbnRzUmVzcG9uc2USSwoIUGFya1R1cm4SHi50dXJua2VlcGVyLnYxLlBhcmtUdXJuUmVxdWVzdBofLnR1cm5rZWVwZXIudjEuUGFya1R1cm5SZXNwb25zZRJRCgpGaW5pc2hUdXJuEiAudHVybmtlZXBlci52MS5GaW5pc2hUdXJuUmVxdWVzdBohLnR1cm5rZWVwZXIudjEuRmluaXNoVHVyblJlc3BvbnNlEl0KDlJlc3VtZURldGFjaGVkEiQudHVybmtlZXBlci52MS5SZXN1bWVEZXRhY2hlZFJlcXVlc3QaJS50dXJua2VlcGVyLnYxLlJlc3VtZURldGFjaGVkUmVzcG9uc2USSAoHUmVkcml2ZRIdLnR1cm5rZWVwZXIudjEuUmVkcml2ZVJlcXVlc3QaHi50dXJua2VlcGVyLnYxLlJlZHJpdmVSZXNwb25zZRJOCglDbGFpbVR1cm4SHy50dXJua2VlcGVyLnYxLkNsYWltVHVyblJlcXVlc3QaIC50dXJua2VlcGVyLnYxLkNsYWltVHVyblJlc3BvbnNlElAKCVdhdGNoVHVybhIfLnR1cm5rZWVwZXIudjEuV2F0Y2hUdXJuUmVxdWVzdBogLnR1cm5rZWVwZXIudjEuV2F0Y2hUdXJuUmVzcG9uc2UwARJRCgpDYW5jZWxUdXJuEiAudHVybmtlZXBlci52MS5DYW5jZWxUdXJuUmVxdWVzdBohLnR1cm5rZWVwZXIudjEuQ2FuY2VsVHVyblJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Chl0dXJua2VlcGVyL3YxL3R1cm5zLnByb3RvEg10dXJua2VlcGVyLnYxImMKBU93bmVyEg8KB3JlcGxpY2EYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAivwUKBFR1cm4SDwoHdHVybl9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSDQoFYWdlbnQYAyABKAkSJwoFc3RhdGUYBCABKA4yGC50dXJua2VlcGVyLnYxLlR1cm5TdGF0ZRIQCghhdHRlbXB0cxgFIAEoBRIQCghsYXN0X3NlcRgGIAEoAxIlCgVpbnB1dBgHIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIjCgVvd25lchgIIAEoCzIULnR1cm5rZWVwZXIudjEuT3duZXISKQoJaW50ZXJydXB0GAkgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEiYKBnJlc3VtZRgKIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRISCgpoYXNfcmVzdW1lGAsgASgIEg0KBWVycm9yGAwgASgJEg8KB3Jld2luZHMYDSABKAUSLgoKY3JlYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZW5kX3JlYXNvbhgQIAEoCRIwCgxydW5fZGVhZGxpbmUYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDXBhcmtfZGVhZGxpbmUYEiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD2NyYXNoZXNfY2hhcmdlZBgTIAEoBRIOCgZkZXRhaWwYFCABKAkSLQoFZ3JhcGgYFSABKAsyHi50dXJua2VlcGVyLnYxLkdyYXBoVmVyc2lvblJlZhIzCgt3YWl0aW5nX2ZvchgWIAEoCzIeLnR1cm5rZWVwZXIudjEuR3JhcGhWZXJzaW9uUmVmIjUKD0dyYXBoVmVyc2lvblJlZhITCgtmaW5nZXJwcmludBgBIAEoCRINCgVsYWJlbBgCIAEoCSJGCgxHcmFwaFZlcnNpb24SEwoLZmluZ2VycHJpbnQYASABKAkSDQoFbGFiZWwYAiABKAkSEgoKc2hhcGVfanNvbhgDIAEoCSJ2CgVFdmVudBILCgNzZXEYASABKAMSDwoHYXR0ZW1wdBgCIAEoBRIMCgR0eXBlGAMgASgJEhEKCWRhdGFfanNvbhgEIAEoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI6CgpFdmVudElucHV0EgsKA3NlcRgBIAEoAxIMCgR0eXBlGAIgASgJEhEKCWRhdGFfanNvbhgDIAEoCSLSAgoQU3RhcnRUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEhEKCXRocmVhZF9pZBgCIAEoCRINCgVhZ2VudBgDIAEoCRIlCgVpbnB1dBgEIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIPCgdyZXBsaWNhGAUgASgJEhMKC2luY2FybmF0aW9uGAYgASgJEjwKEm11bHRpdGFza19zdHJhdGVneRgHIAEoDjIgLnR1cm5rZWVwZXIudjEuTXVsdGl0YXNrU3RyYXRlZ3kSLwoMbWF4X3J1bl90aW1lGAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC3BhcmtfZXhwaXJ5GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEh8KF3JlcXVpcmVfYW5ub3VuY2VkX2FnZW50GAogASgIImIKEVN0YXJ0VHVyblJlc3BvbnNlEiEKBHR1cm4YASABKAsyEy50dXJua2VlcGVyLnYxLlR1cm4SDwoHY3JlYXRlZBgCIAEoCBIZChFjYW5jZWxsZWRfdHVybl9pZBgDIAEoCSIkChFUdXJuU3RhdHVzUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJItoBChJUdXJuU3RhdHVzUmVzcG9uc2USDwoHdHVybl9pZBgBIAEoCRInCgVzdGF0ZRgCIAEoDjIYLnR1cm5rZWVwZXIudjEuVHVyblN0YXRlEhAKCGF0dGVtcHRzGAMgASgFEhAKCGxhc3Rfc2VxGAQgASgDEg0KBWVycm9yGAUgASgJEhIKCmVuZF9yZWFzb24YBiABKAkSDgoGZGV0YWlsGAcgASgJEjMKC3dhaXRpbmdfZm9yGAggASgLMh4udHVybmtlZXBlci52MS5HcmFwaFZlcnNpb25SZWYiIQoOR2V0VHVyblJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCSI0Cg9HZXRUdXJuUmVzcG9uc2USIQoEdHVybhgBIAEoCzITLnR1cm5rZWVwZXIudjEuVHVybiKEAQoQTGlzdFR1cm5zUmVxdWVzdBInCgVzdGF0ZRgBIAEoDjIYLnR1cm5rZWVwZXIudjEuVHVyblN0YXRlEg0KBWFnZW50GAIgASgJEhEKCXRocmVhZF9pZBgDIAEoCRIRCglwYWdlX3NpemUYBCABKAUSEgoKcGFnZV90b2tlbhgFIAEoCSJQChFMaXN0VHVybnNSZXNwb25zZRIiCgV0dXJucxgBIAMoCzITLnR1cm5rZWVwZXIudjEuVHVybhIXCg9uZXh0X3BhZ2VfdG9rZW4YAiABKAkiSgoRTGlzdEV2ZW50c1JlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRIRCglhZnRlcl9zZXEYAiABKAMSEQoJcGFnZV9zaXplGAMgASgFIkwKEkxpc3RFdmVudHNSZXNwb25zZRIkCgZldmVudHMYASADKAsyFC50dXJua2VlcGVyLnYxLkV2ZW50EhAKCGxhc3Rfc2VxGAIgASgDIloKEEhlYXJ0YmVhdFJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRIPCgdhdHRlbXB0GAIgASgFEg8KB3JlcGxpY2EYAyABKAkSEwoLaW5jYXJuYXRpb24YBCABKAkiSQoRSGVhcnRiZWF0UmVzcG9uc2USNAoQbGVhc2VfZXhwaXJlc19hdBgBIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiYgoTQXBwZW5kRXZlbnRzUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSKQoGZXZlbnRzGAMgAygLMhkudHVybmtlZXBlci52MS5FdmVudElucHV0IigKFEFwcGVuZEV2ZW50c1Jlc3BvbnNlEhAKCGxhc3Rfc2VxGAEgASgDIokBCg9QYXJrVHVyblJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRIPCgdhdHRlbXB0GAIgASgFEikKCWludGVycnVwdBgDIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIpCgZldmVudHMYBCADKAsyGS50dXJua2VlcGVyLnYxLkV2ZW50SW5wdXQiNQoQUGFya1R1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuIpgBChFGaW5pc2hUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSJwoHb3V0Y29tZRgDIAEoDjIWLnR1cm5rZWVwZXIudjEuT3V0Y29tZRINCgVlcnJvchgEIAEoCRIpCgZldmVudHMYBSADKAsyGS50dXJua2VlcGVyLnYxLkV2ZW50SW5wdXQiNwoSRmluaXNoVHVyblJlc3BvbnNlEiEKBHR1cm4YASABKAsyEy50dXJua2VlcGVyLnYxLlR1cm4iUAoVUmVzdW1lRGV0YWNoZWRSZXF1ZXN0Eg8KB3R1cm5faWQYASABKAkSJgoGcmVzdW1lGAIgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlIk8KFlJlc3VtZURldGFjaGVkUmVzcG9uc2USIQoEdHVybhgBIAEoCzITLnR1cm5rZWVwZXIudjEuVHVybhISCgpkaXNwYXRjaGVkGAIgASgIIpEBCg5SZWRyaXZlUmVxdWVzdBINCgVhZ2VudBgBIAEoCRIPCgdyZXBsaWNhGAIgASgJEhMKC2luY2FybmF0aW9uGAMgASgJEg8KB3R1cm5faWQYBCABKAkSDQoFZm9yY2UYBSABKAgSKgoFZ3JhcGgYBiABKAsyGy50dXJua2VlcGVyLnYxLkdyYXBoVmVyc2lvbiJzCgxSZWRyaXZlblR1cm4SIQoEdHVybhgBIAEoCzITLnR1cm5rZWVwZXIudjEuVHVybhIVCg1jaGVja3BvaW50X2lkGAIgASgJEhIKCnJld2luZF9zZXEYAyABKAMSFQoNZmFpbGVkX2F0X2NhcBgEIAEoCCJRCg9SZWRyaXZlUmVzcG9uc2USKgoFdHVybnMYASADKAsyGy50dXJua2VlcGVyLnYxLlJlZHJpdmVuVHVybhISCgpkaXNwYXRjaGVkGAIgASgIIoYBChBDbGFpbVR1cm5SZXF1ZXN0Eg8KB3R1cm5faWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoBRIPCgdyZXBsaWNhGAMgASgJEhMKC2luY2FybmF0aW9uGAQgASgJEioKBWdyYXBoGAUgASgLMhsudHVybmtlZXBlci52MS5HcmFwaFZlcnNpb24iTQoRQ2xhaW1UdXJuUmVzcG9uc2USIQoEdHVybhgBIAEoCzITLnR1cm5rZWVwZXIudjEuVHVybhIVCg1jaGVja3BvaW50X2lkGAIgASgJIjYKEFdhdGNoVHVyblJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRIRCglhZnRlcl9zZXEYAiABKAMiPAoFUmVzZXQSCwoDc2VxGAEgASgDEg8KB2F0dGVtcHQYAiABKAUSFQoNY2hlY2twb2ludF9pZBgDIAEoCSJqChFXYXRjaFR1cm5SZXNwb25zZRIlCgVldmVudBgBIAEoCzIULnR1cm5rZWVwZXIudjEuRXZlbnRIABIlCgVyZXNldBgCIAEoCzIULnR1cm5rZWVwZXIudjEuUmVzZXRIAEIHCgVmcmFtZSJGChFDYW5jZWxUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEhAKCHJvbGxiYWNrGAIgASgIEg4KBnJlYXNvbhgDIAEoCSJUChJDYW5jZWxUdXJuUmVzcG9uc2USIQoEdHVybhgBIAEoCzITLnR1cm5rZWVwZXIudjEuVHVybhIbChNjaGVja3BvaW50c19yZW1vdmVkGAIgASgFIiIKEUxpc3RBZ2VudHNSZXF1ZXN0Eg0KBWFnZW50GAEgASgJIpUBCgxBZ2VudFJlcGxpY2ESDwoHcmVwbGljYRgBIAEoCRITCgtpbmNhcm5hdGlvbhgCIAEoCRItCgVncmFwaBgDIAEoCzIeLnR1cm5rZWVwZXIudjEuR3JhcGhWZXJzaW9uUmVmEjAKDGFubm91bmNlZF9hdBgEIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAinwEKC1dhaXRpbmdUdXJuEg8KB3R1cm5faWQYASABKAkSEQoJdGhyZWFkX2lkGAIgASgJEicKBXN0YXRlGAMgASgOMhgudHVybmtlZXBlci52MS5UdXJuU3RhdGUSMwoLd2FpdGluZ19mb3IYBCABKAsyHi50dXJua2VlcGVyLnYxLkdyYXBoVmVyc2lvblJlZhIOCgZkZXRhaWwYBSABKAkiigEKDUFnZW50VmVyc2lvbnMSDQoFYWdlbnQYASABKAkSDgoGcG9saWN5GAIgASgJEi0KCHJlcGxpY2FzGAMgAygLMhsudHVybmtlZXBlci52MS5BZ2VudFJlcGxpY2ESKwoHd2FpdGluZxgEIAMoCzIaLnR1cm5rZWVwZXIudjEuV2FpdGluZ1R1cm4iQgoSTGlzdEFnZW50c1Jlc3BvbnNlEiwKBmFnZW50cxgBIAMoCzIcLnR1cm5rZWVwZXIudjEuQWdlbnRWZXJzaW9ucyJ5ChNNaWdyYXRlVHVybnNSZXF1ZXN0Eg0KBWFnZW50GAEgASgJEhYKDnRvX2ZpbmdlcnByaW50GAIgASgJEhgKEGZyb21fZmluZ2VycHJpbnQYAyABKAkSEAoIdHVybl9pZHMYBCADKAkSDwoHZHJ5X3J1bhgFIAEoCCIoChRNaWdyYXRlVHVybnNSZXNwb25zZRIQCgh0dXJuX2lkcxgBIAMoCSrLAQoJVHVyblN0YXRlEhoKFlRVUk5fU1RBVEVfVU5TUEVDSUZJRUQQABIWChJUVVJOX1NUQVRFX1JVTk5JTkcQARIVChFUVVJOX1NUQVRFX1BBUktFRBACEhMKD1RVUk5fU1RBVEVfRE9ORRADEhUKEVRVUk5fU1RBVEVfRkFJTEVEEAQSFgoSVFVSTl9TVEFURV9VTktOT1dOEAUSGAoUVFVSTl9TVEFURV9DQU5DRUxMRUQQBhIVChFUVVJOX1NUQVRFX1FVRVVFRBAHKrkBChFNdWx0aXRhc2tTdHJhdGVneRIiCh5NVUxUSVRBU0tfU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIdChlNVUxUSVRBU0tfU1RSQVRFR1lfUkVKRUNUEAESHgoaTVVMVElUQVNLX1NUUkFURUdZX0VOUVVFVUUQAhIgChxNVUxUSVRBU0tfU1RSQVRFR1lfSU5URVJSVVBUEAMSHwobTVVMVElUQVNLX1NUUkFURUdZX1JPTExCQUNLEAQqSAoHT3V0Y29tZRIXChNPVVRDT01FX1VOU1BFQ0lGSUVEEAASEAoMT1VUQ09NRV9ET05FEAESEgoOT1VUQ09NRV9GQUlMRUQQAjKwCgoLVHVyblNlcnZpY2USTgoJU3RhcnRUdXJuEh8udHVybmtlZXBlci52MS5TdGFydFR1cm5SZXF1ZXN0GiAudHVybmtlZXBlci52MS5TdGFydFR1cm5SZXNwb25zZRJRCgpUdXJuU3RhdHVzEiAudHVybmtlZXBlci52MS5UdXJuU3RhdHVzUmVxdWVzdBohLnR1cm5rZWVwZXIudjEuVHVyblN0YXR1c1Jlc3BvbnNlEkgKB0dldFR1cm4SHS50dXJua2VlcGVyLnYxLkdldFR1cm5SZXF1ZXN0Gh4udHVybmtlZXBlci52MS5HZXRUdXJuUmVzcG9uc2USTgoJTGlzdFR1cm5zEh8udHVybmtlZXBlci52MS5MaXN0VHVybnNSZXF1ZXN0GiAudHVybmtlZXBlci52MS5MaXN0VHVybnNSZXNwb25zZRJRCgpMaXN0RXZlbnRzEiAudHVybmtlZXBlci52MS5MaXN0RXZlbnRzUmVxdWVzdBohLnR1cm5rZWVwZXIudjEuTGlzdEV2ZW50c1Jlc3BvbnNlEk4KCUhlYXJ0YmVhdBIfLnR1cm5rZWVwZXIudjEuSGVhcnRiZWF0UmVxdWVzdBogLnR1cm5rZWVwZXIudjEuSGVhcnRiZWF0UmVzcG9uc2USVwoMQXBwZW5kRXZlbnRzEiIudHVybmtlZXBlci52MS5BcHBlbmRFdmVudHNSZXF1ZXN0GiMudHVybmtlZXBlci52MS5BcHBlbmRFdmVudHNSZXNwb25zZRJLCghQYXJrVHVybhIeLnR1cm5rZWVwZXIudjEuUGFya1R1cm5SZXF1ZXN0Gh8udHVybmtlZXBlci52MS5QYXJrVHVyblJlc3BvbnNlElEKCkZpbmlzaFR1cm4SIC50dXJua2VlcGVyLnYxLkZpbmlzaFR1cm5SZXF1ZXN0GiEudHVybmtlZXBlci52MS5GaW5pc2hUdXJuUmVzcG9uc2USXQoOUmVzdW1lRGV0YWNoZWQSJC50dXJua2VlcGVyLnYxLlJlc3VtZURldGFjaGVkUmVxdWVzdBolLnR1cm5rZWVwZXIudjEuUmVzdW1lRGV0YWNoZWRSZXNwb25zZRJICgdSZWRyaXZlEh0udHVybmtlZXBlci52MS5SZWRyaXZlUmVxdWVzdBoeLnR1cm5rZWVwZXIudjEuUmVkcml2ZVJlc3BvbnNlEk4KCUNsYWltVHVybhIfLnR1cm5rZWVwZXIudjEuQ2xhaW1UdXJuUmVxdWVzdBogLnR1cm5rZWVwZXIudjEuQ2xhaW1UdXJuUmVzcG9uc2USUQoKTGlzdEFnZW50cxIgLnR1cm5rZWVwZXIudjEuTGlzdEFnZW50c1JlcXVlc3QaIS50dXJua2VlcGVyLnYxLkxpc3RBZ2VudHNSZXNwb25zZRJXCgxNaWdyYXRlVHVybnMSIi50dXJua2VlcGVyLnYxLk1pZ3JhdGVUdXJuc1JlcXVlc3QaIy50dXJua2VlcGVyLnYxLk1pZ3JhdGVUdXJuc1Jlc3BvbnNlElAKCVdhdGNoVHVybhIfLnR1cm5rZWVwZXIudjEuV2F0Y2hUdXJuUmVxdWVzdBogLnR1cm5rZWVwZXIudjEuV2F0Y2hUdXJuUmVzcG9uc2UwARJRCgpDYW5jZWxUdXJuEiAudHVybmtlZXBlci52MS5DYW5jZWxUdXJuUmVxdWVzdBohLnR1cm5rZWVwZXIudjEuQ2FuY2VsVHVyblJlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * The executor that owns a RUNNING turn.
@@ -183,6 +183,22 @@ export type Turn = Message<"turnkeeper.v1.Turn"> & {
    * @generated from field: string detail = 20;
    */
   detail: string;
+
+  /**
+   * The graph version of the code that started the turn or last took it over (the
+   * claiming replica's); empty until a replica that announces versions ran it.
+   *
+   * @generated from field: turnkeeper.v1.GraphVersionRef graph = 21;
+   */
+  graph?: GraphVersionRef | undefined;
+
+  /**
+   * Set while the turn waits for a replica its agent's version policy allows: the
+   * version it waits for (docs/versions.md). `detail` says it in words.
+   *
+   * @generated from field: turnkeeper.v1.GraphVersionRef waiting_for = 22;
+   */
+  waitingFor?: GraphVersionRef | undefined;
 };
 
 /**
@@ -191,6 +207,67 @@ export type Turn = Message<"turnkeeper.v1.Turn"> & {
  */
 export const TurnSchema: GenMessage<Turn> = /*@__PURE__*/
   messageDesc(file_turnkeeper_v1_turns, 1);
+
+/**
+ * A graph version: the fingerprint of a graph's shape and label, and the label
+ * (docs/versions.md says what the fingerprint covers).
+ *
+ * @generated from message turnkeeper.v1.GraphVersionRef
+ */
+export type GraphVersionRef = Message<"turnkeeper.v1.GraphVersionRef"> & {
+  /**
+   * SHA-256 (hex) of the canonical JSON of {"label": label, "shape": shape}.
+   *
+   * @generated from field: string fingerprint = 1;
+   */
+  fingerprint: string;
+
+  /**
+   * The author's version label; may be empty.
+   *
+   * @generated from field: string label = 2;
+   */
+  label: string;
+};
+
+/**
+ * Describes the message turnkeeper.v1.GraphVersionRef.
+ * Use `create(GraphVersionRefSchema)` to create a new message.
+ */
+export const GraphVersionRefSchema: GenMessage<GraphVersionRef> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 2);
+
+/**
+ * What a replica serves: its graph version and the shape behind the fingerprint.
+ *
+ * @generated from message turnkeeper.v1.GraphVersion
+ */
+export type GraphVersion = Message<"turnkeeper.v1.GraphVersion"> & {
+  /**
+   * @generated from field: string fingerprint = 1;
+   */
+  fingerprint: string;
+
+  /**
+   * @generated from field: string label = 2;
+   */
+  label: string;
+
+  /**
+   * The shape as canonical JSON (nodes, edges, branches, channels with reducer
+   * kinds, state schema, interrupt points).
+   *
+   * @generated from field: string shape_json = 3;
+   */
+  shapeJson: string;
+};
+
+/**
+ * Describes the message turnkeeper.v1.GraphVersion.
+ * Use `create(GraphVersionSchema)` to create a new message.
+ */
+export const GraphVersionSchema: GenMessage<GraphVersion> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 3);
 
 /**
  * @generated from message turnkeeper.v1.Event
@@ -234,7 +311,7 @@ export type Event = Message<"turnkeeper.v1.Event"> & {
  * Use `create(EventSchema)` to create a new message.
  */
 export const EventSchema: GenMessage<Event> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 2);
+  messageDesc(file_turnkeeper_v1_turns, 4);
 
 /**
  * An event as an executor writes it.
@@ -263,7 +340,7 @@ export type EventInput = Message<"turnkeeper.v1.EventInput"> & {
  * Use `create(EventInputSchema)` to create a new message.
  */
 export const EventInputSchema: GenMessage<EventInput> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 3);
+  messageDesc(file_turnkeeper_v1_turns, 5);
 
 /**
  * @generated from message turnkeeper.v1.StartTurnRequest
@@ -337,7 +414,7 @@ export type StartTurnRequest = Message<"turnkeeper.v1.StartTurnRequest"> & {
  * Use `create(StartTurnRequestSchema)` to create a new message.
  */
 export const StartTurnRequestSchema: GenMessage<StartTurnRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 4);
+  messageDesc(file_turnkeeper_v1_turns, 6);
 
 /**
  * @generated from message turnkeeper.v1.StartTurnResponse
@@ -368,7 +445,7 @@ export type StartTurnResponse = Message<"turnkeeper.v1.StartTurnResponse"> & {
  * Use `create(StartTurnResponseSchema)` to create a new message.
  */
 export const StartTurnResponseSchema: GenMessage<StartTurnResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 5);
+  messageDesc(file_turnkeeper_v1_turns, 7);
 
 /**
  * @generated from message turnkeeper.v1.TurnStatusRequest
@@ -385,7 +462,7 @@ export type TurnStatusRequest = Message<"turnkeeper.v1.TurnStatusRequest"> & {
  * Use `create(TurnStatusRequestSchema)` to create a new message.
  */
 export const TurnStatusRequestSchema: GenMessage<TurnStatusRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 6);
+  messageDesc(file_turnkeeper_v1_turns, 8);
 
 /**
  * @generated from message turnkeeper.v1.TurnStatusResponse
@@ -429,6 +506,13 @@ export type TurnStatusResponse = Message<"turnkeeper.v1.TurnStatusResponse"> & {
    * @generated from field: string detail = 7;
    */
   detail: string;
+
+  /**
+   * As Turn.waiting_for.
+   *
+   * @generated from field: turnkeeper.v1.GraphVersionRef waiting_for = 8;
+   */
+  waitingFor?: GraphVersionRef | undefined;
 };
 
 /**
@@ -436,7 +520,7 @@ export type TurnStatusResponse = Message<"turnkeeper.v1.TurnStatusResponse"> & {
  * Use `create(TurnStatusResponseSchema)` to create a new message.
  */
 export const TurnStatusResponseSchema: GenMessage<TurnStatusResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 7);
+  messageDesc(file_turnkeeper_v1_turns, 9);
 
 /**
  * @generated from message turnkeeper.v1.GetTurnRequest
@@ -453,7 +537,7 @@ export type GetTurnRequest = Message<"turnkeeper.v1.GetTurnRequest"> & {
  * Use `create(GetTurnRequestSchema)` to create a new message.
  */
 export const GetTurnRequestSchema: GenMessage<GetTurnRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 8);
+  messageDesc(file_turnkeeper_v1_turns, 10);
 
 /**
  * @generated from message turnkeeper.v1.GetTurnResponse
@@ -470,7 +554,7 @@ export type GetTurnResponse = Message<"turnkeeper.v1.GetTurnResponse"> & {
  * Use `create(GetTurnResponseSchema)` to create a new message.
  */
 export const GetTurnResponseSchema: GenMessage<GetTurnResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 9);
+  messageDesc(file_turnkeeper_v1_turns, 11);
 
 /**
  * @generated from message turnkeeper.v1.ListTurnsRequest
@@ -511,7 +595,7 @@ export type ListTurnsRequest = Message<"turnkeeper.v1.ListTurnsRequest"> & {
  * Use `create(ListTurnsRequestSchema)` to create a new message.
  */
 export const ListTurnsRequestSchema: GenMessage<ListTurnsRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 10);
+  messageDesc(file_turnkeeper_v1_turns, 12);
 
 /**
  * @generated from message turnkeeper.v1.ListTurnsResponse
@@ -535,7 +619,7 @@ export type ListTurnsResponse = Message<"turnkeeper.v1.ListTurnsResponse"> & {
  * Use `create(ListTurnsResponseSchema)` to create a new message.
  */
 export const ListTurnsResponseSchema: GenMessage<ListTurnsResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 11);
+  messageDesc(file_turnkeeper_v1_turns, 13);
 
 /**
  * @generated from message turnkeeper.v1.ListEventsRequest
@@ -564,7 +648,7 @@ export type ListEventsRequest = Message<"turnkeeper.v1.ListEventsRequest"> & {
  * Use `create(ListEventsRequestSchema)` to create a new message.
  */
 export const ListEventsRequestSchema: GenMessage<ListEventsRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 12);
+  messageDesc(file_turnkeeper_v1_turns, 14);
 
 /**
  * @generated from message turnkeeper.v1.ListEventsResponse
@@ -586,7 +670,7 @@ export type ListEventsResponse = Message<"turnkeeper.v1.ListEventsResponse"> & {
  * Use `create(ListEventsResponseSchema)` to create a new message.
  */
 export const ListEventsResponseSchema: GenMessage<ListEventsResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 13);
+  messageDesc(file_turnkeeper_v1_turns, 15);
 
 /**
  * @generated from message turnkeeper.v1.HeartbeatRequest
@@ -618,7 +702,7 @@ export type HeartbeatRequest = Message<"turnkeeper.v1.HeartbeatRequest"> & {
  * Use `create(HeartbeatRequestSchema)` to create a new message.
  */
 export const HeartbeatRequestSchema: GenMessage<HeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 14);
+  messageDesc(file_turnkeeper_v1_turns, 16);
 
 /**
  * @generated from message turnkeeper.v1.HeartbeatResponse
@@ -635,7 +719,7 @@ export type HeartbeatResponse = Message<"turnkeeper.v1.HeartbeatResponse"> & {
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 15);
+  messageDesc(file_turnkeeper_v1_turns, 17);
 
 /**
  * @generated from message turnkeeper.v1.AppendEventsRequest
@@ -662,7 +746,7 @@ export type AppendEventsRequest = Message<"turnkeeper.v1.AppendEventsRequest"> &
  * Use `create(AppendEventsRequestSchema)` to create a new message.
  */
 export const AppendEventsRequestSchema: GenMessage<AppendEventsRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 16);
+  messageDesc(file_turnkeeper_v1_turns, 18);
 
 /**
  * @generated from message turnkeeper.v1.AppendEventsResponse
@@ -679,7 +763,7 @@ export type AppendEventsResponse = Message<"turnkeeper.v1.AppendEventsResponse">
  * Use `create(AppendEventsResponseSchema)` to create a new message.
  */
 export const AppendEventsResponseSchema: GenMessage<AppendEventsResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 17);
+  messageDesc(file_turnkeeper_v1_turns, 19);
 
 /**
  * @generated from message turnkeeper.v1.ParkTurnRequest
@@ -713,7 +797,7 @@ export type ParkTurnRequest = Message<"turnkeeper.v1.ParkTurnRequest"> & {
  * Use `create(ParkTurnRequestSchema)` to create a new message.
  */
 export const ParkTurnRequestSchema: GenMessage<ParkTurnRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 18);
+  messageDesc(file_turnkeeper_v1_turns, 20);
 
 /**
  * @generated from message turnkeeper.v1.ParkTurnResponse
@@ -730,7 +814,7 @@ export type ParkTurnResponse = Message<"turnkeeper.v1.ParkTurnResponse"> & {
  * Use `create(ParkTurnResponseSchema)` to create a new message.
  */
 export const ParkTurnResponseSchema: GenMessage<ParkTurnResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 19);
+  messageDesc(file_turnkeeper_v1_turns, 21);
 
 /**
  * @generated from message turnkeeper.v1.FinishTurnRequest
@@ -771,7 +855,7 @@ export type FinishTurnRequest = Message<"turnkeeper.v1.FinishTurnRequest"> & {
  * Use `create(FinishTurnRequestSchema)` to create a new message.
  */
 export const FinishTurnRequestSchema: GenMessage<FinishTurnRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 20);
+  messageDesc(file_turnkeeper_v1_turns, 22);
 
 /**
  * @generated from message turnkeeper.v1.FinishTurnResponse
@@ -788,7 +872,7 @@ export type FinishTurnResponse = Message<"turnkeeper.v1.FinishTurnResponse"> & {
  * Use `create(FinishTurnResponseSchema)` to create a new message.
  */
 export const FinishTurnResponseSchema: GenMessage<FinishTurnResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 21);
+  messageDesc(file_turnkeeper_v1_turns, 23);
 
 /**
  * @generated from message turnkeeper.v1.ResumeDetachedRequest
@@ -810,7 +894,7 @@ export type ResumeDetachedRequest = Message<"turnkeeper.v1.ResumeDetachedRequest
  * Use `create(ResumeDetachedRequestSchema)` to create a new message.
  */
 export const ResumeDetachedRequestSchema: GenMessage<ResumeDetachedRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 22);
+  messageDesc(file_turnkeeper_v1_turns, 24);
 
 /**
  * @generated from message turnkeeper.v1.ResumeDetachedResponse
@@ -835,7 +919,7 @@ export type ResumeDetachedResponse = Message<"turnkeeper.v1.ResumeDetachedRespon
  * Use `create(ResumeDetachedResponseSchema)` to create a new message.
  */
 export const ResumeDetachedResponseSchema: GenMessage<ResumeDetachedResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 23);
+  messageDesc(file_turnkeeper_v1_turns, 25);
 
 /**
  * @generated from message turnkeeper.v1.RedriveRequest
@@ -869,6 +953,14 @@ export type RedriveRequest = Message<"turnkeeper.v1.RedriveRequest"> & {
    * @generated from field: bool force = 5;
    */
   force: boolean;
+
+  /**
+   * Startup form: the graph version this replica serves. Unset: a replica from
+   * before versions, which every version policy treats as serving an unknown version.
+   *
+   * @generated from field: turnkeeper.v1.GraphVersion graph = 6;
+   */
+  graph?: GraphVersion | undefined;
 };
 
 /**
@@ -876,7 +968,7 @@ export type RedriveRequest = Message<"turnkeeper.v1.RedriveRequest"> & {
  * Use `create(RedriveRequestSchema)` to create a new message.
  */
 export const RedriveRequestSchema: GenMessage<RedriveRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 24);
+  messageDesc(file_turnkeeper_v1_turns, 26);
 
 /**
  * One re-driven turn.
@@ -917,7 +1009,7 @@ export type RedrivenTurn = Message<"turnkeeper.v1.RedrivenTurn"> & {
  * Use `create(RedrivenTurnSchema)` to create a new message.
  */
 export const RedrivenTurnSchema: GenMessage<RedrivenTurn> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 25);
+  messageDesc(file_turnkeeper_v1_turns, 27);
 
 /**
  * @generated from message turnkeeper.v1.RedriveResponse
@@ -941,7 +1033,7 @@ export type RedriveResponse = Message<"turnkeeper.v1.RedriveResponse"> & {
  * Use `create(RedriveResponseSchema)` to create a new message.
  */
 export const RedriveResponseSchema: GenMessage<RedriveResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 26);
+  messageDesc(file_turnkeeper_v1_turns, 28);
 
 /**
  * @generated from message turnkeeper.v1.ClaimTurnRequest
@@ -966,6 +1058,15 @@ export type ClaimTurnRequest = Message<"turnkeeper.v1.ClaimTurnRequest"> & {
    * @generated from field: string incarnation = 4;
    */
   incarnation: string;
+
+  /**
+   * The graph version this replica serves. The agent's version policy decides
+   * whether it may take the turn; when not: FAILED_PRECONDITION, and the turn waits
+   * for a replica that may (Turn.waiting_for).
+   *
+   * @generated from field: turnkeeper.v1.GraphVersion graph = 5;
+   */
+  graph?: GraphVersion | undefined;
 };
 
 /**
@@ -973,7 +1074,7 @@ export type ClaimTurnRequest = Message<"turnkeeper.v1.ClaimTurnRequest"> & {
  * Use `create(ClaimTurnRequestSchema)` to create a new message.
  */
 export const ClaimTurnRequestSchema: GenMessage<ClaimTurnRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 27);
+  messageDesc(file_turnkeeper_v1_turns, 29);
 
 /**
  * @generated from message turnkeeper.v1.ClaimTurnResponse
@@ -997,7 +1098,7 @@ export type ClaimTurnResponse = Message<"turnkeeper.v1.ClaimTurnResponse"> & {
  * Use `create(ClaimTurnResponseSchema)` to create a new message.
  */
 export const ClaimTurnResponseSchema: GenMessage<ClaimTurnResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 28);
+  messageDesc(file_turnkeeper_v1_turns, 30);
 
 /**
  * @generated from message turnkeeper.v1.WatchTurnRequest
@@ -1019,7 +1120,7 @@ export type WatchTurnRequest = Message<"turnkeeper.v1.WatchTurnRequest"> & {
  * Use `create(WatchTurnRequestSchema)` to create a new message.
  */
 export const WatchTurnRequestSchema: GenMessage<WatchTurnRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 29);
+  messageDesc(file_turnkeeper_v1_turns, 31);
 
 /**
  * Sent when the turn was rewound: drop every event shown so far; the frames that
@@ -1051,7 +1152,7 @@ export type Reset = Message<"turnkeeper.v1.Reset"> & {
  * Use `create(ResetSchema)` to create a new message.
  */
 export const ResetSchema: GenMessage<Reset> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 30);
+  messageDesc(file_turnkeeper_v1_turns, 32);
 
 /**
  * @generated from message turnkeeper.v1.WatchTurnResponse
@@ -1080,7 +1181,7 @@ export type WatchTurnResponse = Message<"turnkeeper.v1.WatchTurnResponse"> & {
  * Use `create(WatchTurnResponseSchema)` to create a new message.
  */
 export const WatchTurnResponseSchema: GenMessage<WatchTurnResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 31);
+  messageDesc(file_turnkeeper_v1_turns, 33);
 
 /**
  * @generated from message turnkeeper.v1.CancelTurnRequest
@@ -1112,7 +1213,7 @@ export type CancelTurnRequest = Message<"turnkeeper.v1.CancelTurnRequest"> & {
  * Use `create(CancelTurnRequestSchema)` to create a new message.
  */
 export const CancelTurnRequestSchema: GenMessage<CancelTurnRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 32);
+  messageDesc(file_turnkeeper_v1_turns, 34);
 
 /**
  * @generated from message turnkeeper.v1.CancelTurnResponse
@@ -1136,7 +1237,218 @@ export type CancelTurnResponse = Message<"turnkeeper.v1.CancelTurnResponse"> & {
  * Use `create(CancelTurnResponseSchema)` to create a new message.
  */
 export const CancelTurnResponseSchema: GenMessage<CancelTurnResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 33);
+  messageDesc(file_turnkeeper_v1_turns, 35);
+
+/**
+ * @generated from message turnkeeper.v1.ListAgentsRequest
+ */
+export type ListAgentsRequest = Message<"turnkeeper.v1.ListAgentsRequest"> & {
+  /**
+   * Only this agent; empty: every agent known.
+   *
+   * @generated from field: string agent = 1;
+   */
+  agent: string;
+};
+
+/**
+ * Describes the message turnkeeper.v1.ListAgentsRequest.
+ * Use `create(ListAgentsRequestSchema)` to create a new message.
+ */
+export const ListAgentsRequestSchema: GenMessage<ListAgentsRequest> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 36);
+
+/**
+ * One live replica of an agent, as it last announced itself.
+ *
+ * @generated from message turnkeeper.v1.AgentReplica
+ */
+export type AgentReplica = Message<"turnkeeper.v1.AgentReplica"> & {
+  /**
+   * @generated from field: string replica = 1;
+   */
+  replica: string;
+
+  /**
+   * @generated from field: string incarnation = 2;
+   */
+  incarnation: string;
+
+  /**
+   * @generated from field: turnkeeper.v1.GraphVersionRef graph = 3;
+   */
+  graph?: GraphVersionRef | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp announced_at = 4;
+   */
+  announcedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message turnkeeper.v1.AgentReplica.
+ * Use `create(AgentReplicaSchema)` to create a new message.
+ */
+export const AgentReplicaSchema: GenMessage<AgentReplica> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 37);
+
+/**
+ * A turn that no live replica may take under its agent's version policy.
+ *
+ * @generated from message turnkeeper.v1.WaitingTurn
+ */
+export type WaitingTurn = Message<"turnkeeper.v1.WaitingTurn"> & {
+  /**
+   * @generated from field: string turn_id = 1;
+   */
+  turnId: string;
+
+  /**
+   * @generated from field: string thread_id = 2;
+   */
+  threadId: string;
+
+  /**
+   * @generated from field: turnkeeper.v1.TurnState state = 3;
+   */
+  state: TurnState;
+
+  /**
+   * The version it waits for.
+   *
+   * @generated from field: turnkeeper.v1.GraphVersionRef waiting_for = 4;
+   */
+  waitingFor?: GraphVersionRef | undefined;
+
+  /**
+   * Why, in words a person can act on.
+   *
+   * @generated from field: string detail = 5;
+   */
+  detail: string;
+};
+
+/**
+ * Describes the message turnkeeper.v1.WaitingTurn.
+ * Use `create(WaitingTurnSchema)` to create a new message.
+ */
+export const WaitingTurnSchema: GenMessage<WaitingTurn> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 38);
+
+/**
+ * @generated from message turnkeeper.v1.AgentVersions
+ */
+export type AgentVersions = Message<"turnkeeper.v1.AgentVersions"> & {
+  /**
+   * @generated from field: string agent = 1;
+   */
+  agent: string;
+
+  /**
+   * pin, compatible or latest.
+   *
+   * @generated from field: string policy = 2;
+   */
+  policy: string;
+
+  /**
+   * @generated from field: repeated turnkeeper.v1.AgentReplica replicas = 3;
+   */
+  replicas: AgentReplica[];
+
+  /**
+   * @generated from field: repeated turnkeeper.v1.WaitingTurn waiting = 4;
+   */
+  waiting: WaitingTurn[];
+};
+
+/**
+ * Describes the message turnkeeper.v1.AgentVersions.
+ * Use `create(AgentVersionsSchema)` to create a new message.
+ */
+export const AgentVersionsSchema: GenMessage<AgentVersions> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 39);
+
+/**
+ * @generated from message turnkeeper.v1.ListAgentsResponse
+ */
+export type ListAgentsResponse = Message<"turnkeeper.v1.ListAgentsResponse"> & {
+  /**
+   * @generated from field: repeated turnkeeper.v1.AgentVersions agents = 1;
+   */
+  agents: AgentVersions[];
+};
+
+/**
+ * Describes the message turnkeeper.v1.ListAgentsResponse.
+ * Use `create(ListAgentsResponseSchema)` to create a new message.
+ */
+export const ListAgentsResponseSchema: GenMessage<ListAgentsResponse> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 40);
+
+/**
+ * @generated from message turnkeeper.v1.MigrateTurnsRequest
+ */
+export type MigrateTurnsRequest = Message<"turnkeeper.v1.MigrateTurnsRequest"> & {
+  /**
+   * @generated from field: string agent = 1;
+   */
+  agent: string;
+
+  /**
+   * The version the turns move to: a fingerprint a replica of the agent announced.
+   *
+   * @generated from field: string to_fingerprint = 2;
+   */
+  toFingerprint: string;
+
+  /**
+   * Only turns that wait for this version; empty: every waiting turn of the agent.
+   *
+   * @generated from field: string from_fingerprint = 3;
+   */
+  fromFingerprint: string;
+
+  /**
+   * Only these turns; empty: as from_fingerprint says.
+   *
+   * @generated from field: repeated string turn_ids = 4;
+   */
+  turnIds: string[];
+
+  /**
+   * Say which turns would move, and move none.
+   *
+   * @generated from field: bool dry_run = 5;
+   */
+  dryRun: boolean;
+};
+
+/**
+ * Describes the message turnkeeper.v1.MigrateTurnsRequest.
+ * Use `create(MigrateTurnsRequestSchema)` to create a new message.
+ */
+export const MigrateTurnsRequestSchema: GenMessage<MigrateTurnsRequest> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 41);
+
+/**
+ * @generated from message turnkeeper.v1.MigrateTurnsResponse
+ */
+export type MigrateTurnsResponse = Message<"turnkeeper.v1.MigrateTurnsResponse"> & {
+  /**
+   * The turns moved (or, with dry_run, that would move).
+   *
+   * @generated from field: repeated string turn_ids = 1;
+   */
+  turnIds: string[];
+};
+
+/**
+ * Describes the message turnkeeper.v1.MigrateTurnsResponse.
+ * Use `create(MigrateTurnsResponseSchema)` to create a new message.
+ */
+export const MigrateTurnsResponseSchema: GenMessage<MigrateTurnsResponse> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 42);
 
 /**
  * @generated from enum turnkeeper.v1.TurnState
@@ -1406,6 +1718,29 @@ export const TurnService: GenService<{
     methodKind: "unary";
     input: typeof ClaimTurnRequestSchema;
     output: typeof ClaimTurnResponseSchema;
+  },
+  /**
+   * Each agent's live replicas with the graph versions they serve, its version
+   * policy, and its turns that no live replica may take (docs/versions.md).
+   *
+   * @generated from rpc turnkeeper.v1.TurnService.ListAgents
+   */
+  listAgents: {
+    methodKind: "unary";
+    input: typeof ListAgentsRequestSchema;
+    output: typeof ListAgentsResponseSchema;
+  },
+  /**
+   * Move waiting turns of an agent to another graph version on purpose: each turn's
+   * required version becomes `to_fingerprint`, so replicas serving it may take the
+   * turn. Recorded in the audit log. dry_run: say which turns would move.
+   *
+   * @generated from rpc turnkeeper.v1.TurnService.MigrateTurns
+   */
+  migrateTurns: {
+    methodKind: "unary";
+    input: typeof MigrateTurnsRequestSchema;
+    output: typeof MigrateTurnsResponseSchema;
   },
   /**
    * Replay the retained events after after_seq, then live ones. On a rewind:

@@ -166,6 +166,11 @@ TURNKEEPER_MIGRATIONS: list[str] = [
         updated_at DOUBLE PRECISION NOT NULL
     );
     """,
+    # As SQLite's turns.db migration of the same place: each turn's graph version.
+    """
+    ALTER TABLE turns ADD COLUMN graph_fingerprint TEXT NOT NULL DEFAULT '';
+    ALTER TABLE turns ADD COLUMN graph_label TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 

@@ -172,6 +172,12 @@ TURNS_MIGRATIONS: list[str] = [
         updated_at REAL NOT NULL
     )
     """,
+    # The graph version (docs/versions.md) of the code that started the turn or last
+    # took it over; '' for a turn no versioned replica ran.
+    """
+    ALTER TABLE turns ADD COLUMN graph_fingerprint TEXT NOT NULL DEFAULT '';
+    ALTER TABLE turns ADD COLUMN graph_label TEXT NOT NULL DEFAULT ''
+    """,
 ]
 
 SESSIONS_MIGRATIONS: list[str] = [

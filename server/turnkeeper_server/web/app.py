@@ -226,8 +226,11 @@ class WebServer:
         )
         self.app.router.add_post("/v1/agents/{agent}/rpc", self.relay.__call__)
         # LangGraph's API (web/langgraph/): the assistants are the agents announced.
-        self.directory = directory or AgentDirectory(
-            link, prefix=settings.subject_prefix, namespace=settings.namespace
+        # The engine's own (the version policies route hand-offs by it) when it has one.
+        self.directory = (
+            directory
+            or getattr(getattr(servicer, "engine", None), "directory", None)
+            or AgentDirectory(link, prefix=settings.subject_prefix, namespace=settings.namespace)
         )
         langgraph.add_routes(
             self.app,

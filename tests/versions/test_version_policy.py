@@ -126,7 +126,7 @@ async def replicas(
         yield Replicas(channel)
 
 
-def policy(name: str) -> Any:
+def policy(name: str) -> pytest.MarkDecorator:
     return pytest.mark.parametrize("policies", [VersionPolicies(name)])
 
 

@@ -38,22 +38,23 @@ class PlainLog(TypedDict, total=False):
     answer: str
 
 
-def _draft(state: Any) -> Any:
-    return {"log": ["draft"]}
-
-
 def _ask(state: Any) -> Any:
     return {"answer": str(interrupt({"question": "publish?"}))}
 
 
-def _publish(state: Any) -> Any:
-    return {"log": [f"publish:{state.get('answer')}"]}
+def _builder(schema: Any, ask: str | None, label: str) -> StateGraph[Any, Any, Any, Any]:
+    """Each node writes its name and the label of the code that ran it to ``log``, so
+    a turn's output says which version ran which step."""
 
+    def draft(state: Any) -> Any:
+        return {"log": [f"draft@{label}"]}
 
-def _builder(schema: Any, ask: str | None) -> StateGraph[Any, Any, Any, Any]:
+    def publish(state: Any) -> Any:
+        return {"log": [f"publish@{label}:{state.get('answer')}"]}
+
     graph = StateGraph(schema)
-    graph.add_node("draft", _draft)
-    graph.add_node("publish", _publish)
+    graph.add_node("draft", draft)
+    graph.add_node("publish", publish)
     graph.add_edge(START, "draft")
     if ask is None:
         graph.add_edge("draft", "publish")
@@ -71,16 +72,15 @@ COMPATIBLE: Final = {"v1", "label", "new-channel"}
 
 def build(variant: str) -> tuple[StateGraph[Any, Any, Any, Any], str]:
     """The variant's builder and its label."""
-    if variant == "v1":
-        return _builder(State, "ask"), "v1"
-    if variant == "label":
-        return _builder(State, "ask"), "v1.1"
-    if variant == "new-channel":
-        return _builder(WithNotes, "ask"), "v2-notes"
-    if variant == "renamed":
-        return _builder(State, "approve"), "v2-renamed"
-    if variant == "removed":
-        return _builder(State, None), "v2-removed"
-    if variant == "reducer":
-        return _builder(PlainLog, "ask"), "v2-reducer"
+    made = {
+        "v1": (State, "ask", "v1"),
+        "label": (State, "ask", "v1.1"),
+        "new-channel": (WithNotes, "ask", "v2-notes"),
+        "renamed": (State, "approve", "v2-renamed"),
+        "removed": (State, None, "v2-removed"),
+        "reducer": (PlainLog, "ask", "v2-reducer"),
+    }
+    if variant in made:
+        schema, ask, label = made[variant]
+        return _builder(schema, ask, label), label
     raise ValueError(f"no variant {variant!r}; one of {', '.join(VARIANTS)}")

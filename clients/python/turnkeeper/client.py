@@ -168,6 +168,8 @@ class _Rpcs:
     redrive = _Unary(_TURNS, "Redrive", tp.RedriveRequest, tp.RedriveResponse)
     claim_turn = _Unary(_TURNS, "ClaimTurn", tp.ClaimTurnRequest, tp.ClaimTurnResponse)
     cancel_turn = _Unary(_TURNS, "CancelTurn", tp.CancelTurnRequest, tp.CancelTurnResponse)
+    list_agents = _Unary(_TURNS, "ListAgents", tp.ListAgentsRequest, tp.ListAgentsResponse)
+    migrate_turns = _Unary(_TURNS, "MigrateTurns", tp.MigrateTurnsRequest, tp.MigrateTurnsResponse)
     watch_turn = _Stream(
         _TURNS,
         "WatchTurn",

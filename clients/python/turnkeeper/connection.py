@@ -30,7 +30,8 @@ _CHECKPOINTS: Final = "turnkeeper.v1.CheckpointService"
 
 # The RPCs the client retries on UNAVAILABLE. Only those for which running twice is
 # the same as running once:
-# - reads: TurnStatus, GetTurn, ListTurns, ListEvents, GetCheckpoint, ListCheckpoints;
+# - reads: TurnStatus, GetTurn, ListTurns, ListEvents, ListAgents, GetCheckpoint,
+#   ListCheckpoints;
 # - idempotent by design: StartTurn (by turn_id, for the same request), AppendEvents
 #   (by (turn_id, attempt, seq): a batch already stored is skipped), PutCheckpoint
 #   (by checkpoint id, replaces the row with the same content) and PutWrites (by
@@ -42,7 +43,8 @@ _CHECKPOINTS: Final = "turnkeeper.v1.CheckpointService"
 # FinishTurn, ClaimTurn or CancelTurn that had committed finds the turn already moved on and
 # reports FAILED_PRECONDITION (or ABORTED) for what was a success, and a retried
 # Redrive re-drives a second time (attempts+2, a second rewind). The caller checks
-# GetTurn/TurnStatus and decides. Also not retried: Heartbeat (the next beat is the
+# GetTurn/TurnStatus and decides. MigrateTurns is not retried either: the caller
+# checks with ListAgents. Also not retried: Heartbeat (the next beat is the
 # retry), WatchTurn (the caller reconnects with after_seq, which the stream supports)
 # and DeleteThread, PruneThreads, DeleteForRuns, CopyThread (idempotent alone, but a
 # late retry could delete or overwrite a checkpoint another writer stored in between).
@@ -61,6 +63,7 @@ _RETRIED: Final[tuple[tuple[str, str], ...]] = (
     (_TURNS, "GetTurn"),
     (_TURNS, "ListTurns"),
     (_TURNS, "ListEvents"),
+    (_TURNS, "ListAgents"),
     (_TURNS, "AppendEvents"),
     (_CHECKPOINTS, "GetCheckpoint"),
     (_CHECKPOINTS, "ListCheckpoints"),

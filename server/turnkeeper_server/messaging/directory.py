@@ -13,7 +13,10 @@ Each announcement also says which replica it is and the graph version it serves
 (``{"replica", "incarnation", "graph": {"fingerprint", "label", "shape"}}``,
 docs/versions.md): the directory keeps the live replicas of each agent with their
 versions, which the version policies route hand-offs by (engine/handoffs.py) and
-``ListAgents`` shows. A body it cannot read still counts for the agent's name.
+``ListAgents`` shows. A body it cannot read still counts for the agent's name. A
+replica says ``"leaving": true`` as it shuts down and is dropped at once; one that
+crashed is dropped after FORGET_AFTER, and until then a hand-off to its version finds
+no responder and is tried again at the next claim window.
 """
 
 from __future__ import annotations
@@ -50,6 +53,8 @@ class Replica:
     # When it was heard, on the directory's clock, and on the wall clock.
     seen: float
     announced_at: float
+    # Its farewell at shutdown: no longer live.
+    leaving: bool = False
 
 
 def _replica(body: bytes, seen: float) -> Replica | None:
@@ -69,6 +74,7 @@ def _replica(body: bytes, seen: float) -> Replica | None:
         shape=shape if isinstance(shape, dict) else None,
         seen=seen,
         announced_at=time.time(),
+        leaving=data.get("leaving") is True,
     )
 
 
@@ -112,8 +118,15 @@ class AgentDirectory:
             log.info("agent %s announced: listed as an assistant", agent)
         self._seen[agent] = self.clock()
         replica = _replica(msg.data, self._seen[agent])
-        if replica is not None:
-            self._replicas.setdefault(agent, {})[replica.replica] = replica
+        if replica is None:
+            return
+        known = self._replicas.setdefault(agent, {})
+        if replica.leaving:
+            # A replica shutting down; a newer incarnation of it may already be back.
+            if (old := known.get(replica.replica)) and old.incarnation == replica.incarnation:
+                del known[replica.replica]
+            return
+        known[replica.replica] = replica
 
     def replicas(self, agent: str) -> list[Replica]:
         """The agent's replicas heard within the last FORGET_AFTER seconds, by name."""

@@ -36,6 +36,10 @@ class Announcer:
         self.subject = subject
         self.discover_subject = discover_subject
         self.payload = json.dumps(payload).encode()
+        # Said once at shutdown: the service drops this replica from its live list
+        # at once, rather than after three silent periods (its version stops being
+        # offered hand-offs, docs/versions.md).
+        self.farewell = json.dumps({**payload, "leaving": True}).encode()
         self.every = every
         self._task: asyncio.Task[None] | None = None
         self._sub: Subscription | None = None
@@ -63,7 +67,14 @@ class Announcer:
             if nc.is_connected:
                 await self.announce(nc)
 
-    async def stop(self) -> None:
+    async def stop(self, nc: Client | None = None) -> None:
+        """Stop announcing; with the connection, say that this replica is leaving."""
+        if nc is not None and nc.is_connected:
+            try:
+                await nc.publish(self.subject, self.farewell)
+                await nc.flush(timeout=1)
+            except Exception as exc:  # the service forgets it after three periods anyway
+                log.debug("farewell on %s not sent: %s", self.subject, exc)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

@@ -277,7 +277,7 @@ class NatsSubscriber:
                     await task
         self._connecting = self._probing = self._checking = None
         if self.announcer is not None:
-            await self.announcer.stop()
+            await self.announcer.stop(self._nc)
         for sub in (self._sub, self._control, self._version):
             if sub is not None:
                 with contextlib.suppress(Exception):

@@ -20,6 +20,7 @@ import pytest
 from grpc import aio
 from turnkeeper.agent.fingerprint import GraphVersion
 from turnkeeper.graph_versions import canonical
+from turnkeeper.operator.cli import main
 from turnkeeper.v1 import checkpoints_pb2 as cpb
 from turnkeeper.v1 import checkpoints_pb2_grpc, operations_pb2, operations_pb2_grpc, turns_pb2_grpc
 from turnkeeper.v1 import turns_pb2 as pb
@@ -116,13 +117,15 @@ def policies() -> VersionPolicies:
 
 
 @pytest.fixture
-async def replicas(
+async def versioned_service(
     make_service: ServiceFactory, nats_server: NatsServer, policies: VersionPolicies
-) -> AsyncIterator[Replicas]:
-    service: TurnkeeperServer = await make_service(
-        nats_url=nats_server.url, version_policies=policies
-    )
-    async with aio.insecure_channel(service.address) as channel:
+) -> TurnkeeperServer:
+    return await make_service(nats_url=nats_server.url, version_policies=policies)
+
+
+@pytest.fixture
+async def replicas(versioned_service: TurnkeeperServer) -> AsyncIterator[Replicas]:
+    async with aio.insecure_channel(versioned_service.address) as channel:
         yield Replicas(channel)
 
 
@@ -302,3 +305,44 @@ async def test_agents_lists_replicas_and_waiting_turns_and_a_migration_moves_the
         ("ok", f"agent {AGENT} to {removed.fingerprint[:12]}"),
         ("FAILED_PRECONDITION", f"agent {AGENT} to {version('reducer').fingerprint[:12]}"),
     ]
+
+
+async def cli(capsys: pytest.CaptureFixture[str], *argv: str) -> tuple[int, str, str]:
+    code = await asyncio.to_thread(main, list(argv))
+    out, err = capsys.readouterr()
+    return code, out, err
+
+
+@policy("pin")
+async def test_the_cli_lists_versions_and_waiting_turns_and_migrates_by_label(
+    replicas: Replicas,
+    versioned_service: TurnkeeperServer,
+    nats_server: NatsServer,
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    address = ("--address", versioned_service.address)
+    await replicas.start_parked("t-cli")
+    await announce(nats_server.url, "r-notes", "new-channel")
+    await listed(replicas, 1)
+    code, out, _ = await cli(capsys, "agents", *address)
+    assert code == 0
+    assert "writer  (version policy pin)" in out
+    assert "r-notes" in out and "v2-notes" in out and version("new-channel").fingerprint[:12] in out
+    assert "1 turn(s) no live replica may take:" in out
+    assert "t-cli" in out and f'{version("v1").fingerprint[:12]} (label "v1")' in out
+    code, out, _ = await cli(capsys, "agents", "--json", *address)
+    [entry] = json.loads(out)["agents"]
+    assert entry["waiting"][0]["turn_id"] == "t-cli"
+    assert entry["waiting"][0]["label"] == "v1"
+
+    # A version nobody serves: exit 2 and what is live.
+    code, _, err = await cli(capsys, "agents", "migrate", AGENT, "--to", "v9", *address)
+    assert code == 2 and "no live replica serves a version 'v9'" in err and "v2-notes" in err
+    code, out, _ = await cli(
+        capsys, "agents", "migrate", AGENT, "--to", "v2-notes", "--dry-run", *address
+    )
+    assert code == 0 and "would move 1 turn(s)" in out and "t-cli" in out
+    code, out, _ = await cli(capsys, "agents", "migrate", AGENT, "--to", "v2-notes", *address)
+    assert code == 0 and "moved 1 turn(s)" in out
+    turn = (await replicas.turns.GetTurn(pb.GetTurnRequest(turn_id="t-cli"))).turn
+    assert turn.graph.label == "v2-notes"

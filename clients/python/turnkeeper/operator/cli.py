@@ -7,6 +7,8 @@ turnkeeper turns resume ID --value JSON
 turnkeeper turns redrive ID [--force]
 turnkeeper turns watch ID         live events; a rewind shows a RESET line
 turnkeeper audit [--limit N]      operator actions: who, what, when, outcome
+turnkeeper agents [--agent A]     replicas, their graph versions, turns waiting for one
+turnkeeper agents migrate AGENT --to VERSION [--dry-run]   move waiting turns on purpose
 turnkeeper backup DEST [--data-dir DIR]   consistent copy of the SQLite files
 turnkeeper health                 exit 0 only when the service is SERVING
 """
@@ -25,8 +27,8 @@ import grpc
 
 from turnkeeper.client import ConnectionOptions, TurnkeeperClient, default_address
 from turnkeeper.errors import TurnkeeperError, from_rpc_error
+from turnkeeper.operator import agents, audit, backup, lifecycle_cli, plugins, render
 from turnkeeper.operator import args as argtypes
-from turnkeeper.operator import audit, backup, lifecycle_cli, plugins, render
 from turnkeeper.v1 import turns_pb2
 
 # Exit codes. Scripts can tell "no such turn" and "not in that state" apart from
@@ -211,6 +213,7 @@ def build_parser(serve_arguments: bool = True) -> argparse.ArgumentParser:
     lifecycle_cli.add_commands(commands, verbs, [conn, output])
 
     audit.add_command(commands, [conn, output], _client)
+    agents.add_command(commands, [conn, output], _client)
     backup.add_command(commands)
 
     health = commands.add_parser(

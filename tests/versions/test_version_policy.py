@@ -12,6 +12,7 @@ from __future__ import annotations
 import asyncio
 import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any, TypeAlias
 
 import grpc
@@ -346,3 +347,86 @@ async def test_the_cli_lists_versions_and_waiting_turns_and_migrates_by_label(
     assert code == 0 and "moved 1 turn(s)" in out
     turn = (await replicas.turns.GetTurn(pb.GetTurnRequest(turn_id="t-cli"))).turn
     assert turn.graph.label == "v2-notes"
+
+
+def new_graph_file(tmp_path: Path, variant: str) -> str:
+    """A module holding one variant's graph, as a project's graph module would."""
+    path = tmp_path / f"graph_{variant.replace('-', '_')}.py"
+    path.write_text(
+        f"from tests.support.versioned_graphs import build\ngraph = build({variant!r})[0]\n",
+        encoding="utf-8",
+    )
+    return f"{path}:graph"
+
+
+async def test_the_replay_check_reads_an_export_and_fails_on_a_thread_that_cannot_continue(
+    replicas: Replicas,
+    versioned_service: TurnkeeperServer,
+    capsys: pytest.CaptureFixture[str],
+    tmp_path: Path,
+) -> None:
+    address = ("--address", versioned_service.address)
+    await replicas.start_parked("t-ci")
+    # A thread with a turn and no checkpoint: it starts from its input on any code.
+    await replicas.turns.StartTurn(
+        pb.StartTurnRequest(turn_id="t-fresh", thread_id="th-fresh", agent=AGENT, input=value({}))
+    )
+    export = tmp_path / "threads.json"
+    code, out, _ = await cli(
+        capsys, "threads", "export", "--agent", AGENT, "-o", str(export), *address
+    )
+    assert code == 0 and "2 thread(s) written" in out
+    document = json.loads(export.read_text())
+    assert [t["thread_id"] for t in document["threads"]] == ["th-fresh", "th-t-ci"]
+    assert document["threads"][1]["stamp"]["next"] == ["ask"]
+
+    code, out, _ = await cli(
+        capsys,
+        "replay-check",
+        "--graph",
+        new_graph_file(tmp_path, "new-channel"),
+        "--threads",
+        str(export),
+    )
+    assert code == 0, out
+    assert "2 thread(s): 2 can continue, 0 cannot, 0 unchecked" in out
+
+    code, out, _ = await cli(
+        capsys,
+        "replay-check",
+        "--graph",
+        new_graph_file(tmp_path, "removed"),
+        "--threads",
+        str(export),
+        "--json",
+    )
+    assert code == 1
+    verdicts = {t["thread_id"]: t for t in json.loads(out)["threads"]}
+    assert verdicts["th-fresh"]["verdict"] == "ok"
+    assert verdicts["th-t-ci"]["verdict"] == "cannot continue"
+    assert verdicts["th-t-ci"]["written_by"].endswith('(label "v1")')
+    assert any("node 'ask'" in r for r in verdicts["th-t-ci"]["reasons"])
+
+    # Straight from the service, without a file.
+    code, out, _ = await cli(
+        capsys,
+        "replay-check",
+        "--graph",
+        new_graph_file(tmp_path, "reducer"),
+        "--agent",
+        AGENT,
+        *address,
+    )
+    assert code == 1 and "channel 'log' changed its reducer" in out
+
+    # Bad input: exit 2 and why.
+    (tmp_path / "other.json").write_text("{}")
+    code, _, err = await cli(
+        capsys,
+        "replay-check",
+        "--graph",
+        new_graph_file(tmp_path, "v1"),
+        "--threads",
+        str(tmp_path / "other.json"),
+    )
+    assert code == 2 and "not a `turnkeeper threads export` file" in err

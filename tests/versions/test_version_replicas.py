@@ -13,6 +13,7 @@ from typing import Any
 import pytest
 from nats.aio.client import Client
 from turnkeeper.client import AsyncTurnkeeperClient
+from turnkeeper.operator.cli import main
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.journal.versions import VersionPolicies
@@ -21,7 +22,7 @@ from tests.support.agents import PATIENCE, Agent, Agents, agents_for, result
 from tests.support.nats import NatsServer
 from tests.support.service import ServiceFactory
 from tests.support.turns import value
-from tests.support.versioned_graphs import build
+from tests.support.versioned_graphs import COMPATIBLE, build
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -100,6 +101,25 @@ async def run_case(
     async with agents_for(service.address, nats_server.url, tmp_path / "side.log") as agents:
         old = await replica(agents, "r-old", "v1")
         await park_on_v1(nc, client, turn_id)
+        # CI's replay check, against the threads of the running service as the v1
+        # bridge checkpointed them, says what the policy will do below.
+        graph_file = tmp_path / "new_graph.py"
+        graph_file.write_text(
+            f"from tests.support.versioned_graphs import build\ngraph = build({variant!r})[0]\n"
+        )
+        code = await asyncio.to_thread(
+            main,
+            [
+                "replay-check",
+                "--graph",
+                f"{graph_file}:graph",
+                "--agent",
+                AGENT,
+                "--address",
+                service.address,
+            ],
+        )
+        assert code == (0 if variant in COMPATIBLE else 1)
         new = await replica(agents, "r-new", variant)
         # The old code is gone (a rolling upgrade's last old replica, stopped cleanly).
         await old.close()

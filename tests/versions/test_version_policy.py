@@ -430,3 +430,35 @@ async def test_the_replay_check_reads_an_export_and_fails_on_a_thread_that_canno
         str(tmp_path / "other.json"),
     )
     assert code == 2 and "not a `turnkeeper threads export` file" in err
+
+
+async def test_a_turn_records_the_version_of_the_executor_that_started_it(
+    replicas: Replicas,
+) -> None:
+    started = await replicas.turns.StartTurn(
+        pb.StartTurnRequest(
+            turn_id="t-own",
+            thread_id="th-own",
+            agent=AGENT,
+            input=value({}),
+            replica="r-1",
+            incarnation="i1",
+            graph=graph("label"),
+        )
+    )
+    assert started.turn.graph.fingerprint == version("label").fingerprint
+    assert started.turn.graph.label == "v1.1"
+    await expect_code(
+        replicas.turns.StartTurn(
+            pb.StartTurnRequest(
+                turn_id="t-bad",
+                thread_id="th-bad",
+                agent=AGENT,
+                input=value({}),
+                replica="r-1",
+                incarnation="i1",
+                graph=pb.GraphVersion(fingerprint="not-hex"),
+            )
+        ),
+        grpc.StatusCode.INVALID_ARGUMENT,
+    )

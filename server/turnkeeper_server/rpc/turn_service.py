@@ -158,6 +158,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         max_run = _seconds("max_run_time", request.max_run_time)
         park_expiry = _seconds("park_expiry", request.park_expiry)
         self._acting_for(context, auth.JSONRPC_CREATE)
+        served = _served(request.graph)
         start_request = StartRequest(
             turn_id=turn_id,
             thread_id=thread_id,
@@ -169,6 +170,8 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             max_run_seconds=max_run,
             park_expiry_seconds=park_expiry,
             require_announced=request.require_announced_agent,
+            graph_fingerprint=served.fingerprint,
+            graph_label=served.label,
         )
         disruptive = _disruption(strategy, input_json)
         if disruptive is None:

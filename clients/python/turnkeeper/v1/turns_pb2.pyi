@@ -409,6 +409,7 @@ class StartTurnRequest(_message.Message):
     MAX_RUN_TIME_FIELD_NUMBER: _builtins.int
     PARK_EXPIRY_FIELD_NUMBER: _builtins.int
     REQUIRE_ANNOUNCED_AGENT_FIELD_NUMBER: _builtins.int
+    GRAPH_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     thread_id: _builtins.str
     agent: _builtins.str
@@ -435,6 +436,12 @@ class StartTurnRequest(_message.Message):
         (serve --park-expiry).
         """
 
+    @_builtins.property
+    def graph(self) -> Global___GraphVersion:
+        """The graph version of the calling executor, when it names itself (replica):
+        recorded as the turn's (Turn.graph, docs/versions.md).
+        """
+
     def __init__(
         self,
         *,
@@ -448,10 +455,11 @@ class StartTurnRequest(_message.Message):
         max_run_time: _duration_pb2.Duration | None = ...,
         park_expiry: _duration_pb2.Duration | None = ...,
         require_announced_agent: _builtins.bool = ...,
+        graph: Global___GraphVersion | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["input", b"input", "max_run_time", b"max_run_time", "park_expiry", b"park_expiry"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["graph", b"graph", "input", b"input", "max_run_time", b"max_run_time", "park_expiry", b"park_expiry"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "incarnation", b"incarnation", "input", b"input", "max_run_time", b"max_run_time", "multitask_strategy", b"multitask_strategy", "park_expiry", b"park_expiry", "replica", b"replica", "require_announced_agent", b"require_announced_agent", "thread_id", b"thread_id", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "graph", b"graph", "incarnation", b"incarnation", "input", b"input", "max_run_time", b"max_run_time", "multitask_strategy", b"multitask_strategy", "park_expiry", b"park_expiry", "replica", b"replica", "require_announced_agent", b"require_announced_agent", "thread_id", b"thread_id", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

@@ -51,6 +51,7 @@ BROWSER_METHODS: Final = frozenset(
         "GetTurn",
         "ListTurns",
         "ListEvents",
+        "ListAgents",
         "ResumeDetached",
         "Redrive",
         "CancelTurn",

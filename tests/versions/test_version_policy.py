@@ -331,6 +331,11 @@ async def test_the_cli_lists_versions_and_waiting_turns_and_migrates_by_label(
     assert "r-notes" in out and "v2-notes" in out and version("new-channel").fingerprint[:12] in out
     assert "1 turn(s) no live replica may take:" in out
     assert "t-cli" in out and f'{version("v1").fingerprint[:12]} (label "v1")' in out
+    code, out, _ = await cli(capsys, "turns", "status", "t-cli", "--json", *address)
+    assert json.loads(out)["waiting_for"] == {
+        "fingerprint": version("v1").fingerprint,
+        "label": "v1",
+    }
     code, out, _ = await cli(capsys, "agents", "--json", *address)
     [entry] = json.loads(out)["agents"]
     assert entry["waiting"][0]["turn_id"] == "t-cli"
@@ -347,6 +352,8 @@ async def test_the_cli_lists_versions_and_waiting_turns_and_migrates_by_label(
     assert code == 0 and "moved 1 turn(s)" in out
     turn = (await replicas.turns.GetTurn(pb.GetTurnRequest(turn_id="t-cli"))).turn
     assert turn.graph.label == "v2-notes"
+    code, out, _ = await cli(capsys, "turns", "show", "t-cli", *address)
+    assert "graph:" in out and '(label "v2-notes")' in out
 
 
 def new_graph_file(tmp_path: Path, variant: str) -> str:

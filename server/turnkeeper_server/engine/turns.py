@@ -10,6 +10,7 @@ are here too; no servicer or metric reaches into SQL itself.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import AsyncGenerator, Callable, Sequence
@@ -332,14 +333,9 @@ class Turns:
             for r in taken:
                 if not r.failed_at_cap:
                     versions.record_runner(tx, r.turn.turn_id, served)
+            # The records as they are now, with the version just recorded.
             return [
-                Redriven(
-                    transitions.reload_turn(tx, r.turn.turn_id),
-                    r.checkpoint_id,
-                    r.rewind_seq,
-                    r.failed_at_cap,
-                    rewound=r.rewound,
-                )
+                dataclasses.replace(r, turn=transitions.reload_turn(tx, r.turn.turn_id))
                 for r in taken
             ], self._capped(tx, elsewhere)
 

@@ -157,6 +157,7 @@ CASES = [
     ("compatible", "renamed", False),
     ("compatible", "removed", False),
     ("compatible", "reducer", False),
+    ("latest", "new-channel", True),
 ]
 
 

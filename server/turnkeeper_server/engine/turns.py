@@ -285,9 +285,9 @@ class Turns:
         self, *, turn_id: str, attempt: int, replica: str, incarnation: str, served: Served
     ) -> tuple[TurnRecord, str]:
         def op(tx: Tx) -> tuple[TurnRecord, str]:
-            turn = transitions.lock_turn(tx, turn_id)
-            transitions.fence(turn, attempt)
-            versions.check_claim(tx, turn, self.versions.policies.of(turn.agent), served)
+            # The claim's own checks first (the attempt, another live owner: ABORTED),
+            # then the version policy's; its refusal rolls the claim back.
+            before = transitions.lock_turn(tx, turn_id)
             _, checkpoint_id = transitions.claim_turn(
                 tx,
                 turn_id=turn_id,
@@ -296,6 +296,7 @@ class Turns:
                 incarnation=incarnation,
                 policy=self.policy,
             )
+            versions.check_claim(tx, before, self.versions.policies.of(before.agent), served)
             versions.record_runner(tx, turn_id, served)
             return transitions.reload_turn(tx, turn_id), checkpoint_id
 

@@ -397,7 +397,8 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             self.engine.turns.announced_agents()
         )
         if request.agent:
-            names = {lim.check_agent(request.agent, self.limits)} & (names | {request.agent})
+            # Named: listed even with no replica and never announced (its turns may wait).
+            names = {lim.check_agent(request.agent, self.limits)}
         out = turns_pb2.ListAgentsResponse()
         for agent in sorted(names):
             if not auth.sees_agent(agent):

@@ -15,6 +15,8 @@ docs/versions.md): the directory keeps the live replicas of each agent with thei
 versions, which the version policies route hand-offs by (engine/handoffs.py) and
 ``ListAgents`` shows. A body it cannot read still counts for the agent's name. A
 replica says ``"leaving": true`` as it shuts down and is dropped at once; one that
+says ``"assistant": false`` (the TypeScript runner, which serves no LangGraph API
+methods) is kept with its version but does not make its agent an assistant; one that
 crashed is dropped after FORGET_AFTER, and until then a hand-off to its version finds
 no responder and is tried again at the next claim window.
 """
@@ -55,6 +57,9 @@ class Replica:
     announced_at: float
     # Its farewell at shutdown: no longer live.
     leaving: bool = False
+    # False: it does not serve LangGraph's API methods (the TypeScript runner), so
+    # its agent is not listed as an assistant.
+    assistant: bool = True
 
 
 def _replica(body: bytes, seen: float) -> Replica | None:
@@ -75,6 +80,7 @@ def _replica(body: bytes, seen: float) -> Replica | None:
         seen=seen,
         announced_at=time.time(),
         leaving=data.get("leaving") is True,
+        assistant=data.get("assistant") is not False,
     )
 
 
@@ -114,10 +120,11 @@ class AgentDirectory:
             agent = lim.check_agent(parts[-2])
         except (IndexError, InvalidArgument):
             return
-        if agent not in self._seen:
-            log.info("agent %s announced: listed as an assistant", agent)
-        self._seen[agent] = self.clock()
-        replica = _replica(msg.data, self._seen[agent])
+        replica = _replica(msg.data, self.clock())
+        if replica is None or replica.assistant:
+            if agent not in self._seen:
+                log.info("agent %s announced: listed as an assistant", agent)
+            self._seen[agent] = self.clock()
         if replica is None:
             return
         known = self._replicas.setdefault(agent, {})

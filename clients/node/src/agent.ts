@@ -18,7 +18,15 @@ export {
   durableRunOptions,
 } from "./saver.js";
 export { BoundarySaver } from "./runner/boundary.js";
-export { GraphVersion, type Stamp, graphShape } from "./runner/version.js";
+export {
+  type BranchLike,
+  type CheckpointLike,
+  type Describable,
+  GraphVersion,
+  type NodeLike,
+  type Stamp,
+  graphShape,
+} from "./runner/version.js";
 export { emitEvent } from "./runner/events.js";
 export { type EventLog } from "./runner/events.js";
 export { type Identity, type RunnableGraph, idempotencyKey } from "./runner/execution.js";

@@ -41,12 +41,14 @@ export function fingerprint(shape: unknown, label = ""): string {
   return createHash("sha256").update(canonical({ label, shape }), "ascii").digest("hex");
 }
 
-interface NodeLike {
+/** A compiled graph's node, as a shape reads it. */
+export interface NodeLike {
   triggers?: unknown;
   channels?: unknown;
 }
 
-interface BranchLike {
+/** A conditional edge's branch, as a shape reads it. */
+export interface BranchLike {
   ends?: Record<string, string> | undefined;
 }
 
@@ -147,7 +149,8 @@ export interface Stamp {
   channels: Record<string, string>;
 }
 
-interface CheckpointLike {
+/** The parts of a LangGraph.js checkpoint a stamp is read from. */
+export interface CheckpointLike {
   channel_versions?: Record<string, unknown>;
   versions_seen?: Record<string, Record<string, unknown>>;
   channel_values?: Record<string, unknown>;

@@ -176,3 +176,33 @@ async def test_a_parked_turn_resumes_only_on_code_the_policy_allows(
     expect_taken: bool,
 ) -> None:
     await run_case(service, nats_server, tmp_path, nc, client, variant, expect_taken)
+
+
+@pytest.mark.parametrize("policies", [VersionPolicies("pin")])
+async def test_hand_offs_reach_the_right_version_while_a_wrong_one_is_alive(
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    tmp_path: Path,
+    nc: Client,
+    client: AsyncTurnkeeperClient,
+) -> None:
+    """Both versions alive: on the agent's queue group each resume would reach the
+    replica of the other version half the time, which could only refuse it. Routed by
+    version, the v1 replica gets every one and the other never hears of them."""
+    turn_ids = [f"t-route-{i}" for i in range(4)]
+    async with agents_for(service.address, nats_server.url, tmp_path / "side.log") as agents:
+        old = await replica(agents, "r-old", "v1")
+        for turn_id in turn_ids:
+            await park_on_v1(nc, client, turn_id)
+        new = await replica(agents, "r-new", "removed")
+        for turn_id in turn_ids:
+            await client.resume_detached(
+                pb.ResumeDetachedRequest(turn_id=turn_id, resume=value("yes"))
+            )
+        for turn_id in turn_ids:
+            turn = await settled(client, turn_id, pb.TURN_STATE_DONE)
+            assert turn.graph.label == "v1"
+            events = (await client.list_events(pb.ListEventsRequest(turn_id=turn_id))).events
+            assert output(list(events)) == ["draft@v1", "publish@v1:yes"]
+        assert not [line for line in new.lines if "t-route-" in line], new.output()
+        assert any("t-route-3" in line and "executing" in line for line in old.lines)

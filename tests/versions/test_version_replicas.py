@@ -7,6 +7,7 @@ nothing ran on the wrong code."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -81,14 +82,29 @@ async def park_on_v1(nc: Client, client: AsyncTurnkeeperClient, turn_id: str) ->
 
 
 def output(events: Any) -> list[str]:
-    import json
-
+    """The ``log`` of the turn's final output: which code ran each step."""
     final = [json.loads(e.data_json) for e in events if e.type == "final"]
     assert final, [e.type for e in events]
     return list(final[-1]["output"]["log"])
 
 
-async def run_case(
+CASES = [
+    ("pin", "label", False),
+    ("compatible", "label", True),
+    ("compatible", "new-channel", True),
+    ("compatible", "renamed", False),
+    ("compatible", "removed", False),
+    ("compatible", "reducer", False),
+    ("latest", "new-channel", True),
+]
+
+
+@pytest.mark.parametrize(
+    ("policies", "variant", "expect_taken"),
+    [(VersionPolicies(p), v, t) for p, v, t in CASES],
+    ids=[f"{p}-{v}" for p, v, _ in CASES],
+)
+async def test_a_parked_turn_resumes_only_on_code_the_policy_allows(
     service: TurnkeeperServer,
     nats_server: NatsServer,
     tmp_path: Path,
@@ -120,7 +136,7 @@ async def run_case(
             ],
         )
         assert code == (0 if variant in COMPATIBLE else 1)
-        new = await replica(agents, "r-new", variant)
+        await replica(agents, "r-new", variant)
         # The old code is gone (a rolling upgrade's last old replica, stopped cleanly).
         await old.close()
         await client.resume_detached(pb.ResumeDetachedRequest(turn_id=turn_id, resume=value("yes")))
@@ -147,35 +163,6 @@ async def run_case(
         events = (await client.list_events(pb.ListEventsRequest(turn_id=turn_id))).events
         assert output(list(events)) == ["draft@v1", "publish@v1:yes"]
         assert not any(f"@{label}" in line for line in output(list(events)))
-        del new
-
-
-CASES = [
-    ("pin", "label", False),
-    ("compatible", "label", True),
-    ("compatible", "new-channel", True),
-    ("compatible", "renamed", False),
-    ("compatible", "removed", False),
-    ("compatible", "reducer", False),
-    ("latest", "new-channel", True),
-]
-
-
-@pytest.mark.parametrize(
-    ("policies", "variant", "expect_taken"),
-    [(VersionPolicies(p), v, t) for p, v, t in CASES],
-    ids=[f"{p}-{v}" for p, v, _ in CASES],
-)
-async def test_a_parked_turn_resumes_only_on_code_the_policy_allows(
-    service: TurnkeeperServer,
-    nats_server: NatsServer,
-    tmp_path: Path,
-    nc: Client,
-    client: AsyncTurnkeeperClient,
-    variant: str,
-    expect_taken: bool,
-) -> None:
-    await run_case(service, nats_server, tmp_path, nc, client, variant, expect_taken)
 
 
 @pytest.mark.parametrize("policies", [VersionPolicies("pin")])

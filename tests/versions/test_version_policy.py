@@ -439,33 +439,26 @@ async def test_the_replay_check_reads_an_export_and_fails_on_a_thread_that_canno
     assert code == 2 and "not a `turnkeeper threads export` file" in err
 
 
+def owned_start(turn_id: str, version_message: pb.GraphVersion | None) -> pb.StartTurnRequest:
+    """StartTurn by an executor naming itself, as a bridge's responses/create does."""
+    return pb.StartTurnRequest(
+        turn_id=turn_id,
+        thread_id=f"th-{turn_id}",
+        agent=AGENT,
+        input=value({}),
+        replica="r-1",
+        incarnation="i1",
+        graph=version_message,
+    )
+
+
 async def test_a_turn_records_the_version_of_the_executor_that_started_it(
     replicas: Replicas,
 ) -> None:
-    started = await replicas.turns.StartTurn(
-        pb.StartTurnRequest(
-            turn_id="t-own",
-            thread_id="th-own",
-            agent=AGENT,
-            input=value({}),
-            replica="r-1",
-            incarnation="i1",
-            graph=graph("label"),
-        )
-    )
+    started = await replicas.turns.StartTurn(owned_start("t-own", graph("label")))
     assert started.turn.graph.fingerprint == version("label").fingerprint
     assert started.turn.graph.label == "v1.1"
     await expect_code(
-        replicas.turns.StartTurn(
-            pb.StartTurnRequest(
-                turn_id="t-bad",
-                thread_id="th-bad",
-                agent=AGENT,
-                input=value({}),
-                replica="r-1",
-                incarnation="i1",
-                graph=pb.GraphVersion(fingerprint="not-hex"),
-            )
-        ),
+        replicas.turns.StartTurn(owned_start("t-bad", pb.GraphVersion(fingerprint="not-hex"))),
         grpc.StatusCode.INVALID_ARGUMENT,
     )

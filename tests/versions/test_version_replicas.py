@@ -7,6 +7,7 @@ nothing ran on the wrong code."""
 from __future__ import annotations
 
 import asyncio
+import json
 from pathlib import Path
 from typing import Any
 
@@ -81,14 +82,29 @@ async def park_on_v1(nc: Client, client: AsyncTurnkeeperClient, turn_id: str) ->
 
 
 def output(events: Any) -> list[str]:
-    import json
-
+    """The ``log`` of the turn's final output: which code ran each step."""
     final = [json.loads(e.data_json) for e in events if e.type == "final"]
     assert final, [e.type for e in events]
     return list(final[-1]["output"]["log"])
 
 
-async def run_case(
+CASES = [
+    ("pin", "label", False),
+    ("compatible", "label", True),
+    ("compatible", "new-channel", True),
+    ("compatible", "renamed", False),
+    ("compatible", "removed", False),
+    ("compatible", "reducer", False),
+    ("latest", "new-channel", True),
+]
+
+
+@pytest.mark.parametrize(
+    ("policies", "variant", "expect_taken"),
+    [(VersionPolicies(p), v, t) for p, v, t in CASES],
+    ids=[f"{p}-{v}" for p, v, _ in CASES],
+)
+async def test_a_parked_turn_resumes_only_on_code_the_policy_allows(
     service: TurnkeeperServer,
     nats_server: NatsServer,
     tmp_path: Path,
@@ -120,7 +136,7 @@ async def run_case(
             ],
         )
         assert code == (0 if variant in COMPATIBLE else 1)
-        new = await replica(agents, "r-new", variant)
+        await replica(agents, "r-new", variant)
         # The old code is gone (a rolling upgrade's last old replica, stopped cleanly).
         await old.close()
         await client.resume_detached(pb.ResumeDetachedRequest(turn_id=turn_id, resume=value("yes")))
@@ -147,32 +163,33 @@ async def run_case(
         events = (await client.list_events(pb.ListEventsRequest(turn_id=turn_id))).events
         assert output(list(events)) == ["draft@v1", "publish@v1:yes"]
         assert not any(f"@{label}" in line for line in output(list(events)))
-        del new
 
 
-CASES = [
-    ("pin", "label", False),
-    ("compatible", "label", True),
-    ("compatible", "new-channel", True),
-    ("compatible", "renamed", False),
-    ("compatible", "removed", False),
-    ("compatible", "reducer", False),
-    ("latest", "new-channel", True),
-]
-
-
-@pytest.mark.parametrize(
-    ("policies", "variant", "expect_taken"),
-    [(VersionPolicies(p), v, t) for p, v, t in CASES],
-    ids=[f"{p}-{v}" for p, v, _ in CASES],
-)
-async def test_a_parked_turn_resumes_only_on_code_the_policy_allows(
+@pytest.mark.parametrize("policies", [VersionPolicies("pin")])
+async def test_hand_offs_reach_the_right_version_while_a_wrong_one_is_alive(
     service: TurnkeeperServer,
     nats_server: NatsServer,
     tmp_path: Path,
     nc: Client,
     client: AsyncTurnkeeperClient,
-    variant: str,
-    expect_taken: bool,
 ) -> None:
-    await run_case(service, nats_server, tmp_path, nc, client, variant, expect_taken)
+    """Both versions alive: on the agent's queue group each resume would reach the
+    replica of the other version half the time, which could only refuse it. Routed by
+    version, the v1 replica gets every one and the other never hears of them."""
+    turn_ids = [f"t-route-{i}" for i in range(4)]
+    async with agents_for(service.address, nats_server.url, tmp_path / "side.log") as agents:
+        old = await replica(agents, "r-old", "v1")
+        for turn_id in turn_ids:
+            await park_on_v1(nc, client, turn_id)
+        new = await replica(agents, "r-new", "removed")
+        for turn_id in turn_ids:
+            await client.resume_detached(
+                pb.ResumeDetachedRequest(turn_id=turn_id, resume=value("yes"))
+            )
+        for turn_id in turn_ids:
+            turn = await settled(client, turn_id, pb.TURN_STATE_DONE)
+            assert turn.graph.label == "v1"
+            events = (await client.list_events(pb.ListEventsRequest(turn_id=turn_id))).events
+            assert output(list(events)) == ["draft@v1", "publish@v1:yes"]
+        assert not [line for line in new.lines if "t-route-" in line], new.output()
+        assert any("t-route-3" in line and "executing" in line for line in old.lines)

@@ -66,7 +66,11 @@ class Handoffs:
             return False
         route = self.route(turn)
         if route.waiting is not None:
-            turn_log(log, turn.turn_id, turn.attempts).info(
+            # The reaper offers a waiting turn again every claim window: those
+            # repeats at DEBUG (the turn's detail says it for as long as it waits).
+            level = logging.DEBUG if reason == "lease-expired" else logging.INFO
+            turn_log(log, turn.turn_id, turn.attempts).log(
+                level,
                 "hand-off (%s) not sent: no live replica may take it; it waits for graph "
                 "version %s",
                 reason,

@@ -116,6 +116,7 @@ class TurnkeeperServer:
             self.link,
             self.metrics,
             namespace=settings.namespace,
+            version_policies=settings.version_policies,
         )
         self.reaper = LeaseReaper(self.engine.turns.reap, settings.reap_interval)
         self.retention = RetentionSweeper(

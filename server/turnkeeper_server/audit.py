@@ -1,7 +1,7 @@
 """The audit log: who did what to which turn or thread, when, and how it ended.
 
 Recorded: ResumeDetached (`resume`), the operator form of Redrive (`redrive`),
-CancelTurn (`cancel`), DeleteThread (`delete_thread`, also when it cancels the
+CancelTurn (`cancel`), MigrateTurns (`migrate_turns`), DeleteThread (`delete_thread`, also when it cancels the
 thread's live turn) and each reload of the tokens file that changed
 something or was refused (`tokens_reload`). The startup form of Redrive is the
 bridges' own recovery, not an operator's action, and is not recorded.
@@ -43,6 +43,8 @@ START_INTERRUPT, START_ROLLBACK, REGENERATE = "start_interrupt", "start_rollback
 PRUNE_THREADS, DELETE_FOR_RUNS, COPY_THREAD = "prune_threads", "delete_for_runs", "copy_thread"
 # A finished run deleted through the LangGraph API (its turn, events and boundaries).
 DELETE_RUN = "delete_run"
+# Waiting turns moved to another graph version on purpose (docs/versions.md).
+MIGRATE_TURNS = "migrate_turns"
 OK = "ok"
 # Longest detail kept (a refusal's message, a reload's summary).
 MAX_DETAIL = 2000

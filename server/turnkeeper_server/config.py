@@ -30,6 +30,7 @@ from pathlib import Path
 
 from turnkeeper.nats_auth import NatsAuth
 
+from turnkeeper_server.journal.versions import VersionPolicies
 from turnkeeper_server.limits import DEFAULT_LIMITS, Limits
 from turnkeeper_server.store.status_cache import CACHED_TURNS
 
@@ -65,6 +66,9 @@ class Settings:
     # How often the reaper looks for expired leases.
     reap_interval: float = 1.0
     max_redrives: int = 3
+    # Which replicas may continue a turn whose graph changed, per agent
+    # (docs/versions.md; `compatible` unless the operator says otherwise).
+    version_policies: VersionPolicies = field(default_factory=VersionPolicies)
     # Defaults of the per-turn deadlines the reaper enforces; 0 switches one off.
     # These are the defaults: `turnkeeper serve`'s flags and the docs take them from
     # here (decision 195).

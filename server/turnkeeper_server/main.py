@@ -26,6 +26,8 @@ from turnkeeper_server.app import create_server
 from turnkeeper_server.config import Settings, resolve_paths
 from turnkeeper_server.durations import add_lifecycle_arguments, parse_duration
 from turnkeeper_server.errors import Unavailable
+from turnkeeper_server.journal import versions
+from turnkeeper_server.journal.versions import VersionPolicies
 from turnkeeper_server.limits import DEFAULT_LIMITS
 from turnkeeper_server.messaging.credentials import write_config
 from turnkeeper_server.messaging.embedded import EmbeddedNats
@@ -96,6 +98,24 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         type=int,
         default=defaults.max_redrives,
         help="re-drives before an orphaned turn is FAILED (default %(default)s)",
+    )
+    parser.add_argument(
+        "--version-policy",
+        dest="version_policies",
+        action="append",
+        default=[p for p in env("TURNKEEPER_VERSION_POLICIES", "").split(",") if p.strip()],
+        metavar="AGENT=POLICY",
+        help="which replicas may continue a turn of AGENT whose graph changed: pin (only "
+        "its own graph version), compatible (a version that can continue its checkpoint) "
+        "or latest (any); repeatable (env TURNKEEPER_VERSION_POLICIES, comma-separated; "
+        "docs/versions.md)",
+    )
+    parser.add_argument(
+        "--default-version-policy",
+        choices=versions.POLICIES,
+        default=env("TURNKEEPER_DEFAULT_VERSION_POLICY", versions.DEFAULT_POLICY),
+        help="the version policy of agents --version-policy does not name (env "
+        "TURNKEEPER_DEFAULT_VERSION_POLICY; default %(default)s)",
     )
     parser.add_argument(
         "--status-cache-turns",
@@ -350,6 +370,10 @@ def settings_from_args(
     else:
         turns_path, sessions_path = resolve_paths(args.data_dir)
     http_listen, default_port = _http_listen(args)
+    # ValueError with the bad entry: reported like every configuration error.
+    version_policies = VersionPolicies.parse(
+        args.default_version_policy, list(args.version_policies)
+    )
     return Settings(
         http_listen=http_listen,
         http_any_port_if_busy=default_port,
@@ -374,6 +398,7 @@ def settings_from_args(
         namespace=args.namespace,
         lease_seconds=args.lease_seconds,
         max_redrives=args.max_redrives,
+        version_policies=version_policies,
         status_cache_turns=args.status_cache_turns,
         max_run_seconds=args.max_run_time,
         park_expiry_seconds=args.park_expiry,

@@ -61,6 +61,10 @@ class TurnRecord:
     # held to run alone (journal/containment.py).
     charged: int = 0
     suspect: int = 0
+    # The graph version of the code that started the turn or last took it over
+    # (journal/versions.py); '' when no versioned replica ran it.
+    graph_fingerprint: str = ""
+    graph_label: str = ""
 
     @property
     def owned(self) -> bool:

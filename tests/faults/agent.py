@@ -13,6 +13,7 @@ Each node streams tokens, works for a random while (the window a kill lands in),
 streams again. The record, one file per process under ``FAULT_DIR``, holds lines:
 
 - ``start|done <turn> <node> <langgraph_step> <attempt>``: a node ran;
+- ``version <turn> <attempt> <label>``: the graph version (its label) a node ran on;
 - ``effect <turn> <attempt> <receipt>``: the tool's effect returned (from the
   receiver, or from the service's effect ledger without calling it again);
 - ``ackev <turn> <attempt> <seq> <digest>``: AppendEvents (unary or on the saver's
@@ -83,6 +84,8 @@ class Record:
 RECORD: Record
 STEP_SECONDS = float(os.environ.get("FAULT_STEP_SECONDS", "0.2"))
 RECEIVER_URL = os.environ.get("FAULT_RECEIVER_URL", "")
+# The graph version this process serves, by its label (a rolling upgrade changes it).
+LABEL = os.environ.get("TURNKEEPER_VERSION_LABEL", "")
 
 
 class Job(TypedDict):
@@ -130,6 +133,7 @@ def node(name: str) -> Any:  # add_node's node protocols do not take a plain cal
     async def run(state: Job, config: RunnableConfig) -> dict[str, Any]:
         turn_id, step, attempt = _where(config)
         RECORD.note(f"start {turn_id} {name} {step} {attempt}")
+        RECORD.note(f"version {turn_id} {attempt} {LABEL}")
         await say(f"{name} of {state['job']} begins")
         # Work (a model call, a tool): the window most kills land in. Random, not
         # synchronisation: nothing waits for it.

@@ -47,6 +47,8 @@ class Plan:
     lease_seconds: float = 3.0
     step_seconds: float = 0.25
     turn_deadline: float = 90.0
+    # The agent's version policy (docs/versions.md); empty: the service's default.
+    version_policy: str = ""
 
 
 # Part of every `pytest` run: each kind of fault at least once, in under 2 minutes.
@@ -131,6 +133,7 @@ class Campaign:
             lease_seconds=plan.lease_seconds,
             step_seconds=plan.step_seconds,
             backend=backend,
+            version_policy=plan.version_policy,
         )
         r = self.result
         self.prober = Prober(self.cluster, r.checks, seed)
@@ -330,6 +333,9 @@ def report(result: Result, command: str) -> str:
         f"| agent processes started | {r.agent_processes} |",
         f"| service SIGKILLs under load (on PostgreSQL: one replica of two) | {c.service_kills} |",
         f"| NATS stopped or SIGKILLed, then restarted | {c.nats_restarts} |",
+        f"| rolling upgrades (every replica replaced, one by one, with a new graph "
+        f"version; policy {r.plan.version_policy or 'compatible'}) | {c.upgrades}: "
+        f"{t.across_versions} turns continued on a newer version |",
         f"| zombie executors (frozen, re-driven away, thawed) | {len(c.zombies)}: "
         f"{t.zombie_turns} turns taken from them, {t.zombie_refusals} of their writes refused |",
         f"| disk refusing writes (RLIMIT_FSIZE; on PostgreSQL: PostgreSQL restarted) | "

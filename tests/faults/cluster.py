@@ -91,6 +91,10 @@ class Slot:
     killed: bool = False
     restart_after: float = 0.0
     supervisor: asyncio.Task[None] | None = None
+    # The graph version label its processes serve (a rolling upgrade changes it),
+    # and whether the harness is replacing it with a new version now.
+    label: str = "v1"
+    upgrading: bool = False
 
 
 @dataclass
@@ -119,6 +123,7 @@ class AgentPool:
             # Its token is all an agent is given: its NATS user derives from it.
             "TURNKEEPER_TOKEN": c.tokens["agent"],
             "TURNKEEPER_REPLICA": slot.replica,
+            "TURNKEEPER_VERSION_LABEL": slot.label,
             "TURNKEEPER_HEALTH_LISTEN": "127.0.0.1:0",
             "TURNKEEPER_SHUTDOWN_GRACE": "1",
             "FAULT_DIR": str(c.records),
@@ -167,7 +172,9 @@ class AgentPool:
             self.cluster.archive(agent)
             if self.closing:
                 return
-            if slot.killed:
+            if slot.upgrading:
+                slot.upgrading = False  # stopped for its upgrade: expected
+            elif slot.killed:
                 self.deaths.harness += 1
             elif rc == -signal.SIGKILL:
                 self.deaths.poison += 1  # the only other SIGKILL: a poison turn's own
@@ -179,13 +186,38 @@ class AgentPool:
             await self._go(slot)
 
     def killable(self) -> list[Slot]:
-        return [s for s in self.slots if s.up.is_set() and not s.paused and not s.killed]
+        return [
+            s
+            for s in self.slots
+            if s.up.is_set() and not s.paused and not s.killed and not s.upgrading
+        ]
 
     async def any_killable(self) -> list[Slot]:
         while not (live := self.killable()):
             self._changed.clear()
             await self._changed.wait()
         return live
+
+    async def upgrade(self, slot: Slot, label: str) -> Agent:
+        """Replace the slot's replica with one serving version `label`, as a rolling
+        deploy does: the old process is stopped (SIGTERM, its shutdown grace), its
+        warm spare of the old version dropped, and the new one started."""
+        assert slot.current is not None
+        slot.label = label
+        if slot.spare is not None:
+            spare, slot.spare = slot.spare, None
+            await spare.close()
+            self.cluster.archive(spare)
+        slot.upgrading = True
+        old = slot.current
+        old.signal(signal.SIGTERM)
+        return old
+
+    async def replaced(self, slot: Slot, old: Agent) -> None:
+        """Until the slot runs a process other than `old`, and it is up."""
+        while slot.current is old or not slot.up.is_set():
+            self._changed.clear()
+            await self._changed.wait()
 
     def kill(self, slot: Slot, restart_after: float) -> None:
         """SIGKILL the slot's process; its supervisor restarts the replica."""
@@ -223,6 +255,7 @@ class Cluster:
         step_seconds: float,
         backend: str = "sqlite",
         services: int = 2,
+        version_policy: str = "",
     ) -> None:
         self.workdir = workdir
         self.data_dir = workdir / "data"
@@ -231,6 +264,8 @@ class Cluster:
         for d in (self.data_dir, self.records, self.logs):
             d.mkdir(parents=True, exist_ok=True)
         self.step_seconds = step_seconds
+        # The agent's version policy (docs/versions.md); empty: the service's default.
+        self.version_policy = version_policy
         # Deployed as production is secured: tokens on every surface, and on NATS a
         # user per token allowed only its own subjects (decisions 174 and 175). The
         # harness is an admin; the agents hold the one agent token.
@@ -325,6 +360,11 @@ class Cluster:
                     str(self.lease_seconds),
                     "--tokens-file",
                     str(self.workdir / "tokens.jsonl"),
+                    *(
+                        ["--version-policy", f"{AGENT}={self.version_policy}"]
+                        if self.version_policy
+                        else []
+                    ),
                 ],
                 database_url=database_url,
             )

@@ -42,8 +42,8 @@ from tests.faults.cluster import AGENT, Cluster
 from tests.faults.prober import Prober
 from tests.support.agents import Agent
 
-BIG_FAULTS = ("kill_service", "restart_nats", "zombie", "disk_full")
-POSTGRES_FAULTS = ("kill_service", "restart_nats", "zombie", "restart_postgres")
+BIG_FAULTS = ("kill_service", "restart_nats", "zombie", "disk_full", "rolling_upgrade")
+POSTGRES_FAULTS = ("kill_service", "restart_nats", "zombie", "restart_postgres", "rolling_upgrade")
 # How the service refuses a write from an attempt that was re-driven away.
 _FENCED = frozenset({grpc.StatusCode.ABORTED, grpc.StatusCode.FAILED_PRECONDITION})
 
@@ -67,6 +67,8 @@ class Counts:
     nats_restarts: int = 0
     zombies: list[Zombie] = field(default_factory=list)
     disk_windows: int = 0
+    # Rolling upgrades: every replica replaced, one by one, with a new graph version.
+    upgrades: int = 0
     # When each fault struck and ended, for a person reading a violation.
     timeline: list[str] = field(default_factory=list)
 
@@ -119,11 +121,32 @@ class Injector:
                 "zombie": self.zombie,
                 "disk_full": self.disk_full,
                 "restart_postgres": self.restart_postgres,
+                "rolling_upgrade": self.rolling_upgrade,
             }[name]
             try:
                 await fault(rng)
             except Exception as exc:  # the harness could not inject it: say so, go on
                 self.checks.expect(False, f"injecting {name} failed: {exc!r}")
+
+    async def rolling_upgrade(self, rng: random.Random) -> None:
+        """Every replica replaced, one by one, with the next version of the graph (its
+        label: v1, v2 ...), while turns run and park; the next replica goes once the
+        new one is up, as a deploy waits for readiness. Under `compatible` (the
+        default) a label-only change may continue every turn. Under `pin` a new label
+        is an incompatible version: the last replica stays on v1, so that every turn
+        started on v1 finishes there (or waits for it), and the others go to v2."""
+        pool = self.cluster.pool
+        pinned = self.cluster.version_policy == "pin"
+        label = "v2" if pinned else f"v{self.counts.upgrades + 2}"
+        for slot in pool.slots[:-1] if pinned else pool.slots:
+            await asyncio.sleep(rng.uniform(0.1, 0.5))
+            await slot.up.wait()
+            if slot.paused or slot.killed:
+                continue  # a frozen zombie, or one being killed: it keeps its version
+            self.mark(f"upgrade agent {slot.replica} to {label}")
+            old = await pool.upgrade(slot, label)
+            await asyncio.wait_for(pool.replaced(slot, old), 120)
+        self.counts.upgrades += 1
 
     async def kill_service(self, rng: random.Random) -> None:
         c = self.cluster

@@ -59,6 +59,10 @@ class Records:
     ends: defaultdict[str, list[tuple[int, str, int]]] = field(
         default_factory=lambda: defaultdict(list)
     )
+    # (attempt, version label) of each node run.
+    versions: defaultdict[str, list[tuple[int, str]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
     checkpoints: list[tuple[str, str]] = field(default_factory=list)
     writes: list[tuple[str, str, str]] = field(default_factory=list)
 
@@ -80,6 +84,8 @@ class Records:
                 self.starts[turn].append((node, int(step), int(attempt)))
             case ["effect", turn, attempt, receipt]:
                 self.effects[turn].append((int(attempt), receipt))
+            case ["version", turn, attempt, label]:
+                self.versions[turn].append((int(attempt), label))
             case ["ackev", turn, attempt, seq, dig]:
                 self.events[turn][(int(seq), int(attempt))] = dig
             case ["ackend", turn, attempt, state, last_seq]:
@@ -108,6 +114,8 @@ class Tally:
     effects_from_ledger: int = 0
     effects_retried: int = 0
     effects_superseded: int = 0
+    # Turns whose steps ran on more than one graph version (taken across an upgrade).
+    across_versions: int = 0
     by_kind: Counter[str] = field(default_factory=Counter)
     # (kind, when) of each turn FAILED at the re-drive cap, by the service's clock.
     at_cap: list[tuple[str, float]] = field(default_factory=list)
@@ -259,6 +267,15 @@ class RoundCheck:
         await self.effects(run, state)
         if stale is not None:
             self.zombie(tid, stale, retained, rewinds)
+        self.versions(tid)
+
+    def versions(self, tid: str) -> None:
+        """Under `pin` a turn's steps all ran on one graph version; under the others it
+        may move to a version the policy allows (counted)."""
+        labels = sorted({label for _, label in self.records.versions[tid]})
+        self.tally.across_versions += len(labels) > 1
+        if self.c.version_policy == "pin":
+            self.expect(len(labels) <= 1, f"{tid}: ran on versions {labels} under pin")
 
     async def effects(self, run: TurnRun, state: str) -> None:
         """Exactly-once effects (docs/effects.md), against what the receiver saw: no

@@ -4,6 +4,7 @@ TURNKEEPER_FAULTS_SEED to run the same plan again."""
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import random
 from pathlib import Path
@@ -23,17 +24,22 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(115)]
         # Every agent's runs on one checkpoint stream (decision 155): a stale
         # attempt's message refused on its own, the other runs going on.
         pytest.param("sqlite", True, id="sqlite-shared-stream"),
+        # Version policy pin: a rolling upgrade keeps one replica on v1, and no turn
+        # runs on two versions (docs/versions.md).
+        pytest.param("sqlite-pin", False, id="sqlite-pin"),
     ],
 )
 async def test_no_invariant_breaks_under_faults(
     tmp_path: Path, backend: str, shared_stream: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
+    backend, _, policy = backend.partition("-")
     # The agents are subprocesses: they take the saver's transport from the environment.
     monkeypatch.setenv("TURNKEEPER_SAVER_SHARE_STREAM", "1" if shared_stream else "0")
     env_seed = os.environ.get("TURNKEEPER_FAULTS_SEED")
     seed = int(env_seed) if env_seed else random.SystemRandom().randrange(2**32)
     print(f"fault campaign on {backend}, seed {seed}; logs in {tmp_path / 'logs'}")
-    result = await Campaign(CI, seed, tmp_path, backend).run()
+    plan = dataclasses.replace(CI, version_policy=policy)
+    result = await Campaign(plan, seed, tmp_path, backend).run()
     assert not result.violations, (
         f"seed {seed}: {len(result.violations)} violations\n{result.checks.summary()}"
     )
@@ -41,6 +47,7 @@ async def test_no_invariant_breaks_under_faults(
     # Every kind of fault was injected, and the turns really ran through them.
     assert c.agent_kills >= CI.target_kills
     assert (c.service_kills, c.nats_restarts, len(c.zombies), c.disk_windows) == (2, 2, 2, 2)
+    assert c.upgrades == 2
     assert result.storage_refusals > 0
     assert result.poison_kills >= 1
     assert result.tally.done > 0 and result.tally.acked_events > 0

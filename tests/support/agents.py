@@ -58,6 +58,7 @@ class Agent:
         warm: bool = False,
         agent: str = AGENT,
         extra_env: dict[str, str] | None = None,
+        script: Path = AGENT_SCRIPT,
     ) -> Agent:
         env = {
             **os.environ,
@@ -78,7 +79,7 @@ class Agent:
             env["SLOW_STEP"] = str(slow_step)
         proc = await asyncio.create_subprocess_exec(
             sys.executable,
-            str(AGENT_SCRIPT),
+            str(script),
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,

@@ -28,6 +28,15 @@ export {
 } from "./effect/effect.js";
 export { EffectError, EffectFailed, EffectOutsideTurnkeeperSaver, EffectUncertain } from "./effect/errors.js";
 export { KEY_PREFIX as EFFECT_KEY_PREFIX } from "./effect/key.js";
+export {
+  type BranchLike,
+  type CheckpointLike,
+  type Describable,
+  GraphVersion,
+  type NodeLike,
+  type Stamp,
+  graphShape,
+} from "./runner/version.js";
 export { emitEvent } from "./runner/events.js";
 export { type EventLog } from "./runner/events.js";
 export { type Identity, type RunnableGraph, idempotencyKey } from "./runner/execution.js";

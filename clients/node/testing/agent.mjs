@@ -81,9 +81,23 @@ function steps() {
     .addEdge("answer", END);
 }
 
+// GRAPH_VARIANT (docs/versions.md): "renamed" names approval's ask node "confirm";
+// "reducer" gives `log` another reducer. TURNKEEPER_VERSION_LABEL, when set, tags
+// the answer ("answered@<label>"), so a test sees which code ran it.
+const VARIANT = process.env.GRAPH_VARIANT ?? "";
+const LABEL = process.env.TURNKEEPER_VERSION_LABEL ?? "";
+
 function approval() {
-  return new StateGraph(State)
-    .addNode("ask", (state, config) => {
+  const ask = VARIANT === "renamed" ? "confirm" : "ask";
+  const state =
+    VARIANT === "reducer"
+      ? Annotation.Root({
+          job: Annotation(),
+          log: Annotation({ reducer: (left, right) => [...left, ...right], default: () => [] }),
+        })
+      : State;
+  return new StateGraph(state)
+    .addNode(ask, (state, config) => {
       // interrupt() first: the resume re-runs this node from its start.
       const decision = interrupt({ question: `approve ${JSON.stringify(state.job)}?` });
       ran("ask", config);
@@ -91,10 +105,10 @@ function approval() {
     })
     .addNode("answer", (_state, config) => {
       ran("answer", config);
-      return { log: ["answered"] };
+      return { log: [LABEL ? `answered@${LABEL}` : "answered"] };
     })
-    .addEdge(START, "ask")
-    .addEdge("ask", "answer")
+    .addEdge(START, ask)
+    .addEdge(ask, "answer")
     .addEdge("answer", END);
 }
 

@@ -171,6 +171,8 @@ class _Rpcs:
     begin_effect = _Unary(_TURNS, "BeginEffect", tp.BeginEffectRequest, tp.BeginEffectResponse)
     record_effect = _Unary(_TURNS, "RecordEffect", tp.RecordEffectRequest, tp.RecordEffectResponse)
     list_effects = _Unary(_TURNS, "ListEffects", tp.ListEffectsRequest, tp.ListEffectsResponse)
+    list_agents = _Unary(_TURNS, "ListAgents", tp.ListAgentsRequest, tp.ListAgentsResponse)
+    migrate_turns = _Unary(_TURNS, "MigrateTurns", tp.MigrateTurnsRequest, tp.MigrateTurnsResponse)
     watch_turn = _Stream(
         _TURNS,
         "WatchTurn",

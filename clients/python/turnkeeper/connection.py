@@ -30,7 +30,8 @@ _CHECKPOINTS: Final = "turnkeeper.v1.CheckpointService"
 
 # The RPCs the client retries on UNAVAILABLE. Only those for which running twice is
 # the same as running once:
-# - reads: TurnStatus, GetTurn, ListTurns, ListEvents, ListEffects, GetCheckpoint,
+# - reads: TurnStatus, GetTurn, ListTurns, ListEvents, ListEffects, ListAgents,
+#   GetCheckpoint,
 #   ListCheckpoints;
 # - idempotent by design: StartTurn (by turn_id, for the same request), AppendEvents
 #   (by (turn_id, attempt, seq): a batch already stored is skipped), PutCheckpoint
@@ -44,8 +45,9 @@ _CHECKPOINTS: Final = "turnkeeper.v1.CheckpointService"
 # reports FAILED_PRECONDITION (or ABORTED) for what was a success, and a retried
 # Redrive re-drives a second time (attempts+2, a second rewind). The caller checks
 # GetTurn/TurnStatus and decides. BeginEffect neither: a retry of one that recorded
-# its intent would find that intent and answer UNCERTAIN for a call never made. Also
-# not retried: Heartbeat (the next beat is the
+# its intent would find that intent and answer UNCERTAIN for a call never made.
+# MigrateTurns is not retried either: the caller checks with ListAgents. Also not
+# retried: Heartbeat (the next beat is the
 # retry), WatchTurn (the caller reconnects with after_seq, which the stream supports)
 # and DeleteThread, PruneThreads, DeleteForRuns, CopyThread (idempotent alone, but a
 # late retry could delete or overwrite a checkpoint another writer stored in between).
@@ -64,6 +66,7 @@ _RETRIED: Final[tuple[tuple[str, str], ...]] = (
     (_TURNS, "GetTurn"),
     (_TURNS, "ListTurns"),
     (_TURNS, "ListEvents"),
+    (_TURNS, "ListAgents"),
     (_TURNS, "AppendEvents"),
     (_TURNS, "ListEffects"),
     (_TURNS, "RecordEffect"),

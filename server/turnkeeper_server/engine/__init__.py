@@ -11,6 +11,9 @@ The concepts `Engine` composes:
 - `handoffs` (engine/handoffs.py): work handed to live replicas over NATS, and
   stop notices to executors of turns the service ended;
 - `effects` (engine/effects.py): the ledger of a turn's effects.
+- `versions` (engine/versions.py): the live replicas of each agent with the graph
+  versions they announce (messaging/directory.py), and which of them the agent's
+  version policy lets take a turn (docs/versions.md).
 """
 
 from __future__ import annotations
@@ -23,7 +26,10 @@ from turnkeeper_server.engine.effects import Effects
 from turnkeeper_server.engine.handoffs import Handoffs
 from turnkeeper_server.engine.threads import Threads
 from turnkeeper_server.engine.turns import Turns
+from turnkeeper_server.engine.versions import Versions
 from turnkeeper_server.engine.watch import Reset, TurnNotifier
+from turnkeeper_server.journal.versions import VersionPolicies
+from turnkeeper_server.messaging.directory import AgentDirectory
 from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.messaging.outbox import OutboxPublisher
 from turnkeeper_server.metrics import Metrics
@@ -47,13 +53,20 @@ class Engine:
         *,
         namespace: str = "default",
         dispatch_timeout: float = 2.0,
+        version_policies: VersionPolicies | None = None,
     ) -> None:
         self.db = db
         self.policy = policy
+        self.directory = AgentDirectory(link, prefix=policy.subject_prefix, namespace=namespace)
+        self.versions = Versions(db, self.directory, version_policies or VersionPolicies())
         self.handoffs = Handoffs(
-            link, policy, namespace=namespace, dispatch_timeout=dispatch_timeout
+            link,
+            policy,
+            namespace=namespace,
+            dispatch_timeout=dispatch_timeout,
+            route=self.versions.route,
         )
-        self.turns = Turns(db, policy, notifier, outbox, metrics, self.handoffs)
+        self.turns = Turns(db, policy, notifier, outbox, metrics, self.handoffs, self.versions)
         self.checkpoints = Checkpoints(db, notifier, policy)
         self.threads = Threads(db)
         self.effects = Effects(db)

@@ -13,9 +13,12 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Coroutine
+from collections.abc import Callable, Coroutine
 from typing import Any
 
+from turnkeeper.graph_versions import describe
+
+from turnkeeper_server.engine.versions import Route
 from turnkeeper_server.logs import turn_log
 from turnkeeper_server.messaging.link import (
     CANCEL_METHOD,
@@ -23,6 +26,7 @@ from turnkeeper_server.messaging.link import (
     NatsLink,
     agent_subject,
     control_subject,
+    version_subject,
 )
 from turnkeeper_server.records import Policy, TurnRecord
 
@@ -35,9 +39,17 @@ class Handoffs:
     """Hand-offs to replicas and stop notices, each after its commit."""
 
     def __init__(
-        self, link: NatsLink, policy: Policy, *, namespace: str, dispatch_timeout: float
+        self,
+        link: NatsLink,
+        policy: Policy,
+        *,
+        namespace: str,
+        dispatch_timeout: float,
+        route: Callable[[TurnRecord], Route] = lambda turn: Route(),
     ) -> None:
         self.link = link
+        # Which replicas may take a turn, by graph version (engine/versions.py).
+        self.route = route
         self.policy = policy
         self.namespace = namespace
         self.dispatch_timeout = dispatch_timeout
@@ -52,8 +64,27 @@ class Handoffs:
         """
         if not self.link.connected:
             return False
+        route = self.route(turn)
+        if route.waiting is not None:
+            # The reaper offers a waiting turn again every claim window: those
+            # repeats at DEBUG (the turn's detail says it for as long as it waits).
+            level = logging.DEBUG if reason == "lease-expired" else logging.INFO
+            turn_log(log, turn.turn_id, turn.attempts).log(
+                level,
+                "hand-off (%s) not sent: no live replica may take it; it waits for graph "
+                "version %s",
+                reason,
+                describe(route.waiting.fingerprint, route.waiting.label),
+            )
+            return False
+        prefix = self.policy.subject_prefix
+        subject = (
+            agent_subject(prefix, self.namespace, turn.agent)
+            if route.fingerprint is None
+            else version_subject(prefix, self.namespace, turn.agent, route.fingerprint)
+        )
         result = await self.link.request(
-            agent_subject(self.policy.subject_prefix, self.namespace, turn.agent),
+            subject,
             EXECUTE_METHOD,
             {"turn_id": turn.turn_id, "attempt": turn.attempts, "reason": reason},
             self.dispatch_timeout,

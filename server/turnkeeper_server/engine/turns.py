@@ -10,13 +10,18 @@ are here too; no servicer or metric reaches into SQL itself.
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import logging
 from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import TypeVar
 
+from turnkeeper.graph_versions import describe, short
+
 from turnkeeper_server.engine.handoffs import Handoffs
+from turnkeeper_server.engine.versions import Versions, Waiting
 from turnkeeper_server.engine.watch import Reset, TurnNotifier, follow, follow_settled
+from turnkeeper_server.errors import WrongState
 from turnkeeper_server.journal import (
     agents,
     containment,
@@ -25,15 +30,25 @@ from turnkeeper_server.journal import (
     redrive,
     start,
     transitions,
+    versions,
 )
 from turnkeeper_server.journal.erasure import Erased
 from turnkeeper_server.journal.lifecycle import Cancelled, Ended
 from turnkeeper_server.journal.redrive import Redriven
 from turnkeeper_server.journal.start import Started, StartRequest
+from turnkeeper_server.journal.versions import Requirement, Served
 from turnkeeper_server.logs import turn_log
 from turnkeeper_server.messaging.outbox import OutboxPublisher
 from turnkeeper_server.metrics import Metrics
-from turnkeeper_server.records import QUEUED, RUNNING, EventRecord, NewEvent, Policy, TurnRecord
+from turnkeeper_server.records import (
+    PARKED,
+    QUEUED,
+    RUNNING,
+    EventRecord,
+    NewEvent,
+    Policy,
+    TurnRecord,
+)
 from turnkeeper_server.store.contract import Store, Tx
 from turnkeeper_server.store.records import TurnStatusRow
 
@@ -54,6 +69,7 @@ class Turns:
         outbox: OutboxPublisher,
         metrics: Metrics,
         handoffs: Handoffs,
+        versions: Versions,
     ) -> None:
         self.db = db
         self.policy = policy
@@ -61,6 +77,7 @@ class Turns:
         self.outbox = outbox
         self.metrics = metrics
         self.handoffs = handoffs
+        self.versions = versions
         # Agents known to be announced: a name stays announced (journal/agents.py), so
         # only a name not yet seen costs a read.
         self._announced: set[str] = set()
@@ -125,15 +142,26 @@ class Turns:
 
     def detail(self, turn: TurnRecord) -> str:
         """Why nobody runs the turn, when the service knows (Turn.detail)."""
-        if turn.state != RUNNING or turn.owner_replica or self.announced(turn.agent):
-            return ""
-        return agents.unannounced(turn.agent)
+        return self.explain(turn)[0]
 
-    def status_detail(self, status: TurnStatusRow) -> str:
-        """TurnStatus's detail, as `detail`'s: an owned or ended turn costs no read."""
-        if status.state != RUNNING or status.owner_replica or self.announced(status.agent):
-            return ""
-        return agents.unannounced(status.agent)
+    def explain(self, turn: TurnRecord) -> tuple[str, Requirement | None]:
+        """Turn.detail and Turn.waiting_for: why nobody runs a RUNNING turn nobody
+        owns (its agent never announced; no live replica's graph version may take it,
+        docs/versions.md), and the version it waits for."""
+        if turn.state != RUNNING or turn.owner_replica:
+            return "", None
+        if not self.announced(turn.agent):
+            return agents.unannounced(turn.agent), None
+        waiting = self.versions.waiting(turn)
+        return (waiting.detail, waiting.need) if waiting is not None else ("", None)
+
+    def status_explain(self, turn_id: str, status: TurnStatusRow) -> tuple[str, Requirement | None]:
+        """TurnStatus's detail and waiting_for, as `explain`'s: an owned or ended turn
+        costs no read."""
+        if status.state != RUNNING or status.owner_replica:
+            return "", None
+        turn = self.get(turn_id)
+        return ("", None) if turn is None else self.explain(turn)
 
     def thread_agents(self, thread_id: str) -> set[str]:
         return transitions.thread_agents(self.db.read_conn(), thread_id)
@@ -254,40 +282,70 @@ class Turns:
         return turn, await self.handoffs.dispatch(turn, reason="resume")
 
     async def claim(
-        self, *, turn_id: str, attempt: int, replica: str, incarnation: str
+        self, *, turn_id: str, attempt: int, replica: str, incarnation: str, served: Served
     ) -> tuple[TurnRecord, str]:
-        claimed = await self._write(
-            lambda r: [r[0].turn_id],
-            lambda tx: transitions.claim_turn(
+        def op(tx: Tx) -> tuple[TurnRecord, str]:
+            # The claim's own checks first (the attempt, another live owner: ABORTED),
+            # then the version policy's; its refusal rolls the claim back.
+            before = transitions.lock_turn(tx, turn_id)
+            _, checkpoint_id = transitions.claim_turn(
                 tx,
                 turn_id=turn_id,
                 attempt=attempt,
                 replica=replica,
                 incarnation=incarnation,
                 policy=self.policy,
-            ),
-        )
+            )
+            versions.check_claim(tx, before, self.versions.policies.of(before.agent), served)
+            versions.record_runner(tx, turn_id, served)
+            return transitions.reload_turn(tx, turn_id), checkpoint_id
+
+        claimed = await self._write(lambda r: [r[0].turn_id], op)
         turn_log(log, turn_id, attempt).info(
             "claimed by %s/%s (checkpoint %s)", replica, incarnation, claimed[1] or "none"
         )
         return claimed
 
     async def redrive_replica(
-        self, *, agent: str, replica: str, incarnation: str
+        self, *, agent: str, replica: str, incarnation: str, served: Served
     ) -> list[Redriven]:
-        def op(tx: Tx) -> list[Redriven]:
+        """The startup Redrive: the replica's orphans and the agent's unowned turns,
+        those its graph version may take (journal/versions.py). The others are
+        re-driven to nobody and handed to a replica whose version may take them."""
+        policy = self.versions.policies.of(agent)
+
+        def op(tx: Tx) -> tuple[list[Redriven], list[Redriven]]:
             # The startup Redrive is how a replica announces its agent.
             agents.announce(tx, agent)
-            return self._capped(
-                tx,
-                containment.redrive_replica(
-                    tx, agent=agent, replica=replica, incarnation=incarnation, policy=self.policy
-                ),
-            )
 
-        redriven = await self._write(lambda rs: [r.turn.turn_id for r in rs], op)
-        self._count(redriven, "startup")
-        return redriven
+            def may_take(turn: TurnRecord) -> bool:
+                need = versions.requirement(tx.conn, tx.checkpoints, turn)
+                return versions.refusal(policy, need, served) is None
+
+            taken, elsewhere = containment.redrive_replica(
+                tx,
+                agent=agent,
+                replica=replica,
+                incarnation=incarnation,
+                policy=self.policy,
+                may_take=may_take,
+            )
+            taken = self._capped(tx, taken)
+            for r in taken:
+                if not r.failed_at_cap:
+                    versions.record_runner(tx, r.turn.turn_id, served)
+            # The records as they are now, with the version just recorded.
+            return [
+                dataclasses.replace(r, turn=transitions.reload_turn(tx, r.turn.turn_id))
+                for r in taken
+            ], self._capped(tx, elsewhere)
+
+        taken, elsewhere = await self._write(lambda rs: [r.turn.turn_id for r in rs[0] + rs[1]], op)
+        self._count(taken + elsewhere, "startup")
+        for r in elsewhere:
+            if not r.failed_at_cap:
+                self.handoffs.dispatch_later(r.turn, reason="redrive, for another version")
+        return taken
 
     async def redrive_turn(self, *, turn_id: str, force: bool) -> tuple[Redriven, bool]:
         redriven = await self._write(
@@ -322,6 +380,93 @@ class Turns:
             if not r.failed_at_cap:
                 self.handoffs.dispatch_later(r.turn, reason="lease-expired")
         return redriven
+
+    # -- graph versions (docs/versions.md) ------------------------------------------------
+
+    def waiting_turns(self, agent: str, limit: int = 500) -> list[Waiting]:
+        """The agent's RUNNING turns nobody owns that no live replica may take."""
+        rows = self.list_turns(state=RUNNING, agent=agent, thread_id="", before=None, limit=limit)
+        out = []
+        for _, turn in rows:
+            waiting = self.versions.waiting(turn)
+            if waiting is not None:
+                out.append(waiting)
+        return out
+
+    async def migrate(
+        self,
+        *,
+        agent: str,
+        to_fingerprint: str,
+        from_fingerprint: str,
+        turn_ids: Sequence[str],
+        dry_run: bool,
+    ) -> list[str]:
+        """Move the agent's waiting (RUNNING, unowned) and PARKED turns to a graph
+        version a live replica serves: the policy then lets that version take them.
+        A RUNNING one is handed to such a replica at once."""
+        target = next(
+            (r for r in self.versions.directory.replicas(agent) if r.fingerprint == to_fingerprint),
+            None,
+        )
+        if target is None:
+            live = sorted(
+                {describe(r.fingerprint, r.label) for r in self.versions.directory.replicas(agent)}
+            )
+            raise WrongState(
+                f"no live replica of agent {agent!r} serves graph version {short(to_fingerprint)}"
+                f"; live versions: {', '.join(live) or 'none'} (turnkeeper agents lists them)"
+            )
+        wanted = set(turn_ids)
+
+        def chosen(turn: TurnRecord) -> bool:
+            if wanted and turn.turn_id not in wanted:
+                return False
+            if turn.state == RUNNING and turn.owned:
+                return False
+            need = self.versions.requirement(turn)
+            current = need.fingerprint if need is not None else ""
+            if current == to_fingerprint:
+                return False
+            return not from_fingerprint or current == from_fingerprint
+
+        candidates = [
+            turn
+            for state in (RUNNING, PARKED)
+            for _, turn in self.list_turns(
+                state=state, agent=agent, thread_id="", before=None, limit=10_000
+            )
+            if chosen(turn)
+        ]
+        if wanted - {t.turn_id for t in candidates}:
+            missing = sorted(wanted - {t.turn_id for t in candidates})
+            raise WrongState(
+                f"turn(s) {', '.join(missing)} of agent {agent!r} are not waiting or parked "
+                f"on another version than {short(to_fingerprint)}: nothing to move"
+            )
+        if dry_run or not candidates:
+            return [t.turn_id for t in candidates]
+        served = Served(target.fingerprint, target.label, target.shape)
+
+        def op(tx: Tx) -> list[TurnRecord]:
+            moved = []
+            for turn in candidates:
+                current = transitions.lock_turn(tx, turn.turn_id)
+                if current.state not in (RUNNING, PARKED) or current.owned:
+                    continue  # taken or ended since: left as it is
+                versions.record_runner(tx, turn.turn_id, served)
+                moved.append(transitions.reload_turn(tx, turn.turn_id))
+            return moved
+
+        moved = await self._write(lambda ts: [t.turn_id for t in ts], op)
+        for turn in moved:
+            turn_log(log, turn.turn_id, turn.attempts).info(
+                "moved to graph version %s by an operator",
+                describe(served.fingerprint, served.label),
+            )
+            if turn.state == RUNNING:
+                self.handoffs.dispatch_later(turn, reason="migrated")
+        return [t.turn_id for t in moved]
 
     def _count(self, redriven: Sequence[Redriven], trigger: str) -> None:
         for r in redriven:

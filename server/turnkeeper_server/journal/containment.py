@@ -22,7 +22,7 @@ always charged. The SQL is plain: PostgreSQL accepts it too.
 from __future__ import annotations
 
 import time
-from collections.abc import Sequence
+from collections.abc import Callable, Collection, Sequence
 
 from turnkeeper_server.journal import redrive
 from turnkeeper_server.journal.redrive import Redriven
@@ -38,22 +38,28 @@ NONE, SUSPECT, HELD, PROBATION = 0, 1, 2, 3
 
 
 def blame(
-    tx: Tx, orphans: Sequence[TurnRecord], owner: tuple[str, str] | None, policy: Policy
+    tx: Tx,
+    orphans: Sequence[TurnRecord],
+    owner: tuple[str, str] | None,
+    policy: Policy,
+    refused: Collection[str] = (),
 ) -> list[Redriven]:
     """Re-drive the RUNNING turns of one dead incarnation. Returns those to run
-    now (owned by `owner`, or to hand out when None); held turns are not in it."""
+    now (owned by `owner`, or to hand out when None); held turns are not in it.
+    Turns in `refused` (whose graph version `owner` may not run) go to nobody."""
     probation = [t for t in orphans if t.suspect == PROBATION]
     blamed = {t.turn_id for t in (orphans if len(orphans) == 1 else probation)}
     out: list[Redriven] = []
     for turn in orphans:
+        owner_of = None if turn.turn_id in refused else owner
         if turn.turn_id in blamed:
-            out.append(redrive.redrive_orphan(tx, turn, policy, owner, charge=True))
+            out.append(redrive.redrive_orphan(tx, turn, policy, owner_of, charge=True))
         elif turn.suspect == SUSPECT:
             redrive.redrive_orphan(tx, turn, policy, None, charge=False)
             # Handed to nobody: no lease, so the lease reaper passes it by.
             update_turn(tx, turn.turn_id, time.time(), suspect=HELD, lease_expires_at=None)
         else:
-            r = redrive.redrive_orphan(tx, turn, policy, owner, charge=False)
+            r = redrive.redrive_orphan(tx, turn, policy, owner_of, charge=False)
             update_turn(tx, turn.turn_id, time.time(), suspect=SUSPECT)
             out.append(
                 Redriven(
@@ -123,11 +129,19 @@ def _partly_alive(
 
 
 def redrive_replica(
-    tx: Tx, *, agent: str, replica: str, incarnation: str, policy: Policy
-) -> list[Redriven]:
+    tx: Tx,
+    *,
+    agent: str,
+    replica: str,
+    incarnation: str,
+    policy: Policy,
+    may_take: Callable[[TurnRecord], bool] = lambda turn: True,
+) -> tuple[list[Redriven], list[Redriven]]:
     """The startup Redrive, with blame: the replica's older incarnations' turns are
     orphans of one crash; unowned turns waiting for a claimer (not held ones) and
-    the agent's next held turn go to the caller too."""
+    the agent's next held turn go to the caller too. Returns (the caller's turns,
+    the turns re-driven to nobody because the caller may not run them: `may_take`,
+    the agent's version policy, said no), for the caller to hand out."""
     rows = tx.execute(
         f"SELECT {TURN_COLUMNS} FROM main.turns WHERE state = 'RUNNING' AND agent = ? "
         "AND ((owner_replica = ? AND owner_incarnation != ?) OR "
@@ -141,15 +155,38 @@ def redrive_replica(
     for turn in turns:
         if turn.owned:
             dead.setdefault(turn.owner_incarnation or "", []).append(turn)
+    refused = {t.turn_id for t in turns if not may_take(t)}
     for orphans in dead.values():
-        out += blame(tx, orphans, owner, policy)
+        out += blame(tx, orphans, owner, policy, refused)
     for turn in turns:
-        if not turn.owned:
+        if not turn.owned and turn.turn_id not in refused:
             out.append(redrive.hand_out(tx, turn, owner=owner, lease=policy.lease_seconds))
     released = release_next(tx, agent, owner, policy)
     if released is not None:
-        out.append(released)
-    return out
+        if may_take(released.turn):
+            out.append(released)
+        else:
+            update_turn(
+                tx,
+                released.turn.turn_id,
+                time.time(),
+                owner_replica=None,
+                owner_incarnation=None,
+                lease_expires_at=time.time() + policy.claim_seconds,
+            )
+            refused.add(released.turn.turn_id)
+            out.append(
+                Redriven(
+                    reload_turn(tx, released.turn.turn_id),
+                    released.checkpoint_id,
+                    released.rewind_seq,
+                    False,
+                )
+            )
+    return (
+        [r for r in out if r.turn.turn_id not in refused],
+        [r for r in out if r.turn.turn_id in refused],
+    )
 
 
 def reap_expired(tx: Tx, *, policy: Policy, limit: int = 500) -> list[Redriven]:

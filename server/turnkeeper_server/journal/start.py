@@ -48,6 +48,9 @@ class StartRequest:
     input_json: str
     replica: str = ""
     incarnation: str = ""
+    # The executor's graph version (journal/versions.py), recorded when it owns the turn.
+    graph_fingerprint: str = ""
+    graph_label: str = ""
     strategy: str = REJECT
     max_run_seconds: float = 0.0
     park_expiry_seconds: float = 0.0
@@ -152,8 +155,8 @@ def _insert(
     tx.execute(
         "INSERT INTO main.turns (turn_id, thread_id, agent, state, input_json, request_hash, "
         "owner_replica, owner_incarnation, lease_expires_at, created_at, updated_at, "
-        "max_run_seconds, park_expiry_seconds, run_deadline_at) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "max_run_seconds, park_expiry_seconds, run_deadline_at, graph_fingerprint, graph_label) "
+        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             request.turn_id,
             request.thread_id,
@@ -169,5 +172,7 @@ def _insert(
             max_run,
             park_expiry,
             run_deadline,
+            request.graph_fingerprint if owner else "",
+            request.graph_label if owner else "",
         ),
     )

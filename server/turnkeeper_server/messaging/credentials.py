@@ -81,6 +81,8 @@ def users(
                     "allow": [
                         f"{subjects}.tasks",
                         f"{subjects}.control",
+                        # Hand-offs for one graph version (docs/versions.md).
+                        f"{subjects}.versions.*",
                         f"{prefix}.{namespace}.discover",
                         inbox,
                     ]

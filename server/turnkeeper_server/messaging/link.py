@@ -88,6 +88,12 @@ def agent_subject(prefix: str, namespace: str, agent: str) -> str:
     return f"{prefix}.{namespace}.agents.{agent}.tasks"
 
 
+def version_subject(prefix: str, namespace: str, agent: str, fingerprint: str) -> str:
+    """Where the replicas serving one graph version of the agent take hand-offs
+    (docs/versions.md), one of them per hand-off."""
+    return f"{prefix}.{namespace}.agents.{agent}.versions.{fingerprint}"
+
+
 # Told to every replica of an agent (no queue group): "stop executing this turn".
 CANCEL_METHOD = "turnkeeper/cancel"
 

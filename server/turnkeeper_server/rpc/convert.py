@@ -8,6 +8,7 @@ from google.protobuf import json_format, struct_pb2, timestamp_pb2
 from turnkeeper.states import JOURNAL_STATES
 from turnkeeper.v1 import turns_pb2
 
+from turnkeeper_server.journal.versions import Requirement
 from turnkeeper_server.records import EffectRecord, EventRecord, TurnRecord
 
 STATE_TO_PROTO = {state.value: state.proto for state in JOURNAL_STATES}
@@ -35,8 +36,11 @@ def json_to_value(text: str) -> struct_pb2.Value:
     return value
 
 
-def turn_to_proto(turn: TurnRecord, detail: str = "") -> turns_pb2.Turn:
-    """The Turn message; `detail` is the engine's (Turns.detail), where the RPC gives it."""
+def turn_to_proto(
+    turn: TurnRecord, detail: str = "", waiting_for: Requirement | None = None
+) -> turns_pb2.Turn:
+    """The Turn message; `detail` and `waiting_for` are the engine's (Turns.explain),
+    where the RPC gives them."""
     msg = turns_pb2.Turn(
         detail=detail,
         turn_id=turn.turn_id,
@@ -53,6 +57,11 @@ def turn_to_proto(turn: TurnRecord, detail: str = "") -> turns_pb2.Turn:
         end_reason=turn.end_reason,
         crashes_charged=turn.charged,
     )
+    if turn.graph_fingerprint:
+        msg.graph.fingerprint = turn.graph_fingerprint
+        msg.graph.label = turn.graph_label
+    if waiting_for is not None:
+        msg.waiting_for.CopyFrom(version_ref(waiting_for.fingerprint, waiting_for.label))
     if turn.run_deadline_at is not None:
         msg.run_deadline.CopyFrom(timestamp(turn.run_deadline_at))
     if turn.park_deadline_at is not None:
@@ -68,6 +77,10 @@ def turn_to_proto(turn: TurnRecord, detail: str = "") -> turns_pb2.Turn:
     if turn.resume_json is not None:
         msg.resume.CopyFrom(json_to_value(turn.resume_json))
     return msg
+
+
+def version_ref(fingerprint: str, label: str) -> turns_pb2.GraphVersionRef:
+    return turns_pb2.GraphVersionRef(fingerprint=fingerprint, label=label)
 
 
 def event_to_proto(event: EventRecord) -> turns_pb2.Event:

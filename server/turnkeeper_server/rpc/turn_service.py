@@ -5,6 +5,7 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
+import re
 from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 
 from google.protobuf import duration_pb2, struct_pb2
@@ -20,6 +21,7 @@ from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.journal import effects, start
 from turnkeeper_server.journal.redrive import Redriven
 from turnkeeper_server.journal.start import StartRequest
+from turnkeeper_server.journal.versions import Served
 from turnkeeper_server.limits import Limits
 from turnkeeper_server.records import (
     EFFECT_DONE,
@@ -37,11 +39,14 @@ from turnkeeper_server.rpc.convert import (
     timestamp,
     turn_to_proto,
     value_to_json,
+    version_ref,
 )
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.assertions import Assertions
 
 Ctx = aio.ServicerContext[object, object]
+# A graph fingerprint: SHA-256 in hex (docs/versions.md).
+_FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
 
 
 class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
@@ -161,6 +166,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         max_run = _seconds("max_run_time", request.max_run_time)
         park_expiry = _seconds("park_expiry", request.park_expiry)
         self._acting_for(context, auth.JSONRPC_CREATE)
+        served = _served(request.graph)
         start_request = StartRequest(
             turn_id=turn_id,
             thread_id=thread_id,
@@ -172,6 +178,8 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             max_run_seconds=max_run,
             park_expiry_seconds=park_expiry,
             require_announced=request.require_announced_agent,
+            graph_fingerprint=served.fingerprint,
+            graph_label=served.label,
         )
         disruptive = _disruption(strategy, input_json)
         if disruptive is None:
@@ -213,6 +221,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         turn = self.engine.turns.status(turn_id)
         if turn is None or not auth.sees_agent(turn.agent):
             return turns_pb2.TurnStatusResponse(turn_id=turn_id, state=turns_pb2.TURN_STATE_UNKNOWN)
+        detail, waiting_for = self.engine.turns.status_explain(turn_id, turn)
         return turns_pb2.TurnStatusResponse(
             turn_id=turn_id,
             state=STATE_TO_PROTO[turn.state],
@@ -220,7 +229,10 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             last_seq=turn.last_seq,
             error=turn.error,
             end_reason=turn.end_reason,
-            detail=self.engine.turns.status_detail(turn),
+            detail=detail,
+            waiting_for=None
+            if waiting_for is None
+            else version_ref(waiting_for.fingerprint, waiting_for.label),
         )
 
     async def GetTurn(
@@ -228,7 +240,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
     ) -> turns_pb2.GetTurnResponse:
         turn = self.engine.turns.require(self._id("turn_id", request.turn_id))
         auth.require_turn(turn.turn_id, lambda: turn)
-        return turns_pb2.GetTurnResponse(turn=turn_to_proto(turn, self.engine.turns.detail(turn)))
+        return turns_pb2.GetTurnResponse(turn=turn_to_proto(turn, *self.engine.turns.explain(turn)))
 
     async def ListTurns(
         self, request: turns_pb2.ListTurnsRequest, context: Ctx
@@ -365,7 +377,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         auth.require_right(auth.REDRIVE_STARTUP)
         auth.require_agent(agent)
         redriven_all = await self.engine.turns.redrive_replica(
-            agent=agent, replica=replica, incarnation=incarnation
+            agent=agent, replica=replica, incarnation=incarnation, served=_served(request.graph)
         )
         return turns_pb2.RedriveResponse(turns=[_redriven(r) for r in redriven_all])
 
@@ -378,7 +390,11 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         incarnation = self._id("incarnation", request.incarnation)
         self._own(turn_id)
         turn, checkpoint_id = await self.engine.turns.claim(
-            turn_id=turn_id, attempt=attempt, replica=replica, incarnation=incarnation
+            turn_id=turn_id,
+            attempt=attempt,
+            replica=replica,
+            incarnation=incarnation,
+            served=_served(request.graph),
         )
         return turns_pb2.ClaimTurnResponse(turn=turn_to_proto(turn), checkpoint_id=checkpoint_id)
 
@@ -454,6 +470,70 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             next_page_token=_encode_token(offset + size) if more else "",
         )
 
+    async def ListAgents(
+        self, request: turns_pb2.ListAgentsRequest, context: Ctx
+    ) -> turns_pb2.ListAgentsResponse:
+        names = set(self.engine.directory.known_agents()) | set(
+            self.engine.turns.announced_agents()
+        )
+        if request.agent:
+            # Named: listed even with no replica and never announced (its turns may wait).
+            names = {lim.check_agent(request.agent, self.limits)}
+        out = turns_pb2.ListAgentsResponse()
+        for agent in sorted(names):
+            if not auth.sees_agent(agent):
+                continue
+            entry = out.agents.add(agent=agent, policy=self.engine.versions.policies.of(agent))
+            for r in self.engine.directory.replicas(agent):
+                entry.replicas.add(
+                    replica=r.replica,
+                    incarnation=r.incarnation,
+                    graph=version_ref(r.fingerprint, r.label),
+                    announced_at=timestamp(r.announced_at),
+                )
+            for w in self.engine.turns.waiting_turns(agent):
+                entry.waiting.add(
+                    turn_id=w.turn.turn_id,
+                    thread_id=w.turn.thread_id,
+                    state=STATE_TO_PROTO[w.turn.state],
+                    waiting_for=version_ref(w.need.fingerprint, w.need.label),
+                    detail=w.detail,
+                )
+        return out
+
+    async def MigrateTurns(
+        self, request: turns_pb2.MigrateTurnsRequest, context: Ctx
+    ) -> turns_pb2.MigrateTurnsResponse:
+        agent = lim.check_agent(request.agent, self.limits)
+        if not _FINGERPRINT.match(request.to_fingerprint):
+            raise InvalidArgument(
+                "to_fingerprint must be a graph fingerprint (64 hex digits); "
+                "`turnkeeper agents` lists the ones live replicas serve"
+            )
+        if request.from_fingerprint and not _FINGERPRINT.match(request.from_fingerprint):
+            raise InvalidArgument("from_fingerprint must be empty or 64 hex digits")
+        turn_ids = [self._id("turn_ids", t) for t in request.turn_ids]
+        target = f"agent {agent} to {request.to_fingerprint[:12]}" + (
+            f": {', '.join(turn_ids)}" if turn_ids else ""
+        )
+        if request.dry_run:
+            moved = await self._migrate(request, agent, turn_ids)
+        else:
+            async with audit_log.audited(self.audit, audit_log.MIGRATE_TURNS, target, context):
+                moved = await self._migrate(request, agent, turn_ids)
+        return turns_pb2.MigrateTurnsResponse(turn_ids=moved)
+
+    async def _migrate(
+        self, request: turns_pb2.MigrateTurnsRequest, agent: str, turn_ids: list[str]
+    ) -> list[str]:
+        return await self.engine.turns.migrate(
+            agent=agent,
+            to_fingerprint=request.to_fingerprint,
+            from_fingerprint=request.from_fingerprint,
+            turn_ids=turn_ids,
+            dry_run=request.dry_run,
+        )
+
     async def WatchTurn(
         self, request: turns_pb2.WatchTurnRequest, context: Ctx
     ) -> AsyncIterator[turns_pb2.WatchTurnResponse]:
@@ -523,6 +603,15 @@ def _seconds(name: str, value: duration_pb2.Duration) -> float:
 
 def _reset(frame: Reset) -> turns_pb2.Reset:
     return turns_pb2.Reset(seq=frame.seq, attempt=frame.attempt, checkpoint_id=frame.checkpoint_id)
+
+
+def _served(graph: turns_pb2.GraphVersion) -> Served:
+    """The version a replica says it serves; INVALID_ARGUMENT for a malformed one."""
+    if graph.fingerprint and not _FINGERPRINT.match(graph.fingerprint):
+        raise InvalidArgument("graph.fingerprint must be 64 lower-case hex digits (SHA-256)")
+    if len(graph.label) > 128:
+        raise InvalidArgument("graph.label: at most 128 characters")
+    return Served.parse(graph.fingerprint, graph.label, graph.shape_json)
 
 
 def _redriven(r: Redriven) -> turns_pb2.RedrivenTurn:

@@ -27,8 +27,8 @@ Roles (RIGHTS below is the table the interceptor and the servicers both read):
   its own turns (the effect ledger). To an agent another agent's turn does not
   exist: it gets the answer a never-seen turn_id gets (UNKNOWN, or NOT_FOUND).
 - `panel`: TurnStatus, GetTurn, ListEvents, WatchTurn, of any turn.
-- `operator`: every read (ListTurns, ListEffects and the checkpoint reads too), ResumeDetached,
-  CancelTurn, and the operator form of Redrive.
+- `operator`: every read (ListTurns, ListEffects, ListAgents and the checkpoint reads
+  too), ResumeDetached, CancelTurn, the operator form of Redrive, and MigrateTurns.
 - `admin`: everything.
 
 The NATS bridges apply the same table to their JSON-RPC callers (the token in the
@@ -120,6 +120,9 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     _TURNS + "TurnStatus": _READ,
     _TURNS + "GetTurn": _READ,
     _TURNS + "ListTurns": _OPERATE,
+    # Graph versions (docs/versions.md): what replicas serve, and moving waiting turns.
+    _TURNS + "ListAgents": _OPERATE,
+    _TURNS + "MigrateTurns": _OPERATE,
     _TURNS + "ListEvents": _READ,
     _TURNS + "Heartbeat": _EXECUTOR,
     _TURNS + "AppendEvents": _EXECUTOR,

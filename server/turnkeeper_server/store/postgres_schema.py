@@ -193,6 +193,11 @@ TURNKEEPER_MIGRATIONS: list[str] = [
     -- A task's effects: what its writes settle.
     CREATE INDEX effects_by_task ON effects (turn_id, task_id);
     """,
+    # As SQLite's turns.db migration of the same place: each turn's graph version.
+    """
+    ALTER TABLE turns ADD COLUMN graph_fingerprint TEXT NOT NULL DEFAULT '';
+    ALTER TABLE turns ADD COLUMN graph_label TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 

@@ -200,6 +200,12 @@ TURNS_MIGRATIONS: list[str] = [
     -- A task's effects: what its writes settle.
     CREATE INDEX effects_by_task ON effects (turn_id, task_id)
     """,
+    # The graph version (docs/versions.md) of the code that started the turn or last
+    # took it over; '' for a turn no versioned replica ran.
+    """
+    ALTER TABLE turns ADD COLUMN graph_fingerprint TEXT NOT NULL DEFAULT '';
+    ALTER TABLE turns ADD COLUMN graph_label TEXT NOT NULL DEFAULT ''
+    """,
 ]
 
 SESSIONS_MIGRATIONS: list[str] = [

@@ -226,8 +226,11 @@ class WebServer:
         )
         self.app.router.add_post("/v1/agents/{agent}/rpc", self.relay.__call__)
         # LangGraph's API (web/langgraph/): the assistants are the agents announced.
-        self.directory = directory or AgentDirectory(
-            link, prefix=settings.subject_prefix, namespace=settings.namespace
+        # The engine's own (the version policies route hand-offs by it) when it has one.
+        self.directory = (
+            directory
+            or getattr(getattr(servicer, "engine", None), "directory", None)
+            or AgentDirectory(link, prefix=settings.subject_prefix, namespace=settings.namespace)
         )
         langgraph.add_routes(
             self.app,
@@ -248,6 +251,7 @@ class WebServer:
         self.app.router.add_get("/", self._to_console)
         self.app.router.add_get("/console/", self._page("index.html"))
         self.app.router.add_get("/console/chat", self._page("chat.html"))
+        self.app.router.add_get("/console/agents", self._page("agents.html"))
         self.app.router.add_get("/console/{name:.*}", self._static)
         self.runner: web.AppRunner | None = None
         self.listeners: list[asyncio.Server] = []

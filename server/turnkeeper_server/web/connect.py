@@ -52,6 +52,7 @@ BROWSER_METHODS: Final = frozenset(
         "ListTurns",
         "ListEvents",
         "ListEffects",
+        "ListAgents",
         "ResumeDetached",
         "Redrive",
         "CancelTurn",

@@ -15,6 +15,7 @@
 // result (an interrupt, a resume value, an error, the run's input) are kept. Each
 // checkpoint records its boundary in its metadata under `turnkeeper`.
 
+import { STAMP_KEY } from "./version.js";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import {
   type ChannelVersions,
@@ -46,6 +47,10 @@ export class BoundarySaver extends TurnkeeperSaver {
     }
   }
 
+  /** Set: each root checkpoint of a turn records under `graph` in its mark what this
+   * says about the code that wrote it (its graph version, next nodes, channels). */
+  stampOf: ((checkpoint: Checkpoint) => unknown) | undefined;
+
   /** The log of the execution a config belongs to, if it runs here. */
   logFor(config: RunnableConfig): EventLog | undefined {
     const turnId = config.configurable?.[TURN_ID_KEY] as unknown;
@@ -65,7 +70,12 @@ export class BoundarySaver extends TurnkeeperSaver {
     const events = this.logFor(config);
     if (events !== undefined) {
       const boundary = await events.flush();
-      metadata = { ...metadata, [METADATA_KEY]: { turn_id: events.turnId, last_seq: boundary } } as CheckpointMetadata;
+      const mark: Record<string, unknown> = { turn_id: events.turnId, last_seq: boundary };
+      if (this.stampOf !== undefined && !config.configurable?.checkpoint_ns) {
+        // A root checkpoint says which code wrote it (docs/versions.md).
+        mark[STAMP_KEY] = this.stampOf(checkpoint);
+      }
+      metadata = { ...metadata, [METADATA_KEY]: mark } as CheckpointMetadata;
     }
     return super.put(config, checkpoint, metadata, newVersions);
   }

@@ -15,6 +15,7 @@
 // orphan. Steps are at-least-once: the step running when an execution dies runs
 // again in the next attempt (idempotencyKey() gives tools a key per step).
 
+import type { GraphVersion as GraphVersionMessage } from "../gen/turnkeeper/v1/turns_pb.js";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { Command } from "@langchain/langgraph";
 
@@ -60,6 +61,8 @@ export interface ExecutionHost {
   identity: Identity;
   inputMapper: (input: unknown) => unknown;
   log: (line: string) => void;
+  /** The graph version this replica serves, as ClaimTurn and StartTurn carry it. */
+  graphVersion?: GraphVersionMessage;
 }
 
 /** `turn_id:step:attempt` for the step running in `config`, for a tool's idempotency key. */

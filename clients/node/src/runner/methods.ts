@@ -134,6 +134,7 @@ export class Methods {
         input,
         replica: this.identity.replica,
         incarnation: this.identity.incarnation,
+        graph: this.runtime.host.graphVersion,
       },
       forCaller(request),
     );

@@ -10,6 +10,10 @@
 // Shutdown (SIGTERM/SIGINT in run()): stop taking requests, let running turns
 // finish for shutdownGraceMs and leave the rest to a re-drive, close.
 
+import { create } from "@bufbuild/protobuf";
+import { type GraphVersion as GraphVersionMessage, GraphVersionSchema } from "../gen/turnkeeper/v1/turns_pb.js";
+import { Announcer } from "./announce.js";
+import { type Describable, GraphVersion, canonical } from "./version.js";
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 
@@ -43,13 +47,17 @@ export interface RunnerConfig {
   shutdownGraceMs: number;
   /** HOST:PORT of GET /healthz (port 0 picks a free one); undefined: none. */
   healthListen?: string;
+  /** The author's name for this version of the graph (docs/versions.md): part of
+   * the graph's fingerprint. */
+  versionLabel?: string;
 }
 
 /**
  * Settings from the environment, the Python bridge's variables: TURNKEEPER_AGENT,
  * TURNKEEPER_NATS_URL (or NATS_URL), TURNKEEPER_REPLICA, TURNKEEPER_SUBJECT_PREFIX,
  * TURNKEEPER_NAMESPACE, TURNKEEPER_SHUTDOWN_GRACE (seconds), TURNKEEPER_HEALTH_LISTEN
- * (/healthz, default 127.0.0.1:8080) and the connection's (connectionFromEnv).
+ * (/healthz, default 127.0.0.1:8080), TURNKEEPER_VERSION_LABEL (the graph's version
+ * label, empty by default) and the connection's (connectionFromEnv).
  */
 export function runnerConfigFromEnv(
   agent?: string,
@@ -70,6 +78,7 @@ export function runnerConfigFromEnv(
     namespace: env.TURNKEEPER_NAMESPACE || "default",
     shutdownGraceMs: env.TURNKEEPER_SHUTDOWN_GRACE ? Number(env.TURNKEEPER_SHUTDOWN_GRACE) * 1000 : 10_000,
     healthListen: env.TURNKEEPER_HEALTH_LISTEN || "127.0.0.1:8080",
+    versionLabel: env.TURNKEEPER_VERSION_LABEL || "",
   };
   return { ...config, ...overrides };
 }
@@ -77,6 +86,22 @@ export function runnerConfigFromEnv(
 /** `<prefix>.<ns>.agents.<agent>.tasks`: where requests for the agent go. */
 export function agentSubject(config: RunnerConfig): string {
   return `${config.subjectPrefix}.${config.namespace}.agents.${config.agent}.tasks`;
+}
+
+/** `<prefix>.<ns>.agents.<agent>.versions.<fingerprint>`: hand-offs of turns the
+ * agent's version policy keeps for that graph version (docs/versions.md). */
+export function versionSubject(config: RunnerConfig, fingerprint: string): string {
+  return `${config.subjectPrefix}.${config.namespace}.agents.${config.agent}.versions.${fingerprint}`;
+}
+
+/** `<prefix>.<ns>.agents.<agent>.announce`: where a replica says what it serves. */
+export function announceSubject(config: RunnerConfig): string {
+  return `${config.subjectPrefix}.${config.namespace}.agents.${config.agent}.announce`;
+}
+
+/** `<prefix>.<ns>.discover`: where the service asks every replica to announce. */
+export function discoverSubject(config: RunnerConfig): string {
+  return `${config.subjectPrefix}.${config.namespace}.discover`;
 }
 
 /** `<prefix>.<ns>.agents.<agent>.control`: what the service tells every replica. */
@@ -111,6 +136,9 @@ export class TurnRunner {
   readonly log: (line: string) => void;
   /** @internal */
   readonly health: HealthServer | undefined;
+  /** What this replica serves (docs/versions.md): announced, sent with Redrive,
+   * ClaimTurn and StartTurn, and stamped on every root checkpoint. */
+  readonly version: GraphVersion;
   #started = false;
   #stopping: Promise<void> | undefined;
 
@@ -133,6 +161,11 @@ export class TurnRunner {
       (graph as { checkpointer?: unknown }).checkpointer = this.saver;
       this.graph = graph as unknown as RunnableGraph;
     }
+    if ((config.versionLabel ?? "").length > 128) {
+      throw new TypeError("versionLabel: at most 128 characters");
+    }
+    this.version = new GraphVersion(this.graph as unknown as Describable, config.versionLabel ?? "");
+    this.saver.stampOf = (checkpoint) => this.version.stamp(checkpoint);
     this.runtime = new TurnRuntime({
       graph: this.graph,
       client: this.client,
@@ -140,6 +173,7 @@ export class TurnRunner {
       identity: this.identity,
       inputMapper: options.inputMapper ?? ((input) => input),
       log: this.log,
+      graphVersion: this.versionMessage,
     });
     // With a token, the service has tokens: callers prove who they are with a caller
     // assertion the service signed, which this runner verifies with its token.
@@ -167,7 +201,24 @@ export class TurnRunner {
       // With a token: connect as its own NATS user (the bundled server's, or the
       // same users on yours); a server without users takes it too.
       token ? natsIdentityOf(token) : undefined,
+      versionSubject(config, this.version.fingerprint),
+      new Announcer(announceSubject(config), discoverSubject(config), {
+        agent: config.agent,
+        replica: config.replica,
+        incarnation: config.incarnation,
+        graph: { fingerprint: this.version.fingerprint, label: this.version.label, shape: this.version.shape },
+        assistant: false,
+      }),
     );
+  }
+
+  /** This replica's graph version as Redrive, ClaimTurn and StartTurn carry it. */
+  get versionMessage(): GraphVersionMessage {
+    return create(GraphVersionSchema, {
+      fingerprint: this.version.fingerprint,
+      label: this.version.label,
+      shapeJson: canonical(this.version.shape),
+    });
   }
 
   /** Wait for the service, subscribe, re-drive this replica's orphans. */
@@ -274,6 +325,7 @@ export class TurnRunner {
           agent: this.identity.agent,
           replica: this.identity.replica,
           incarnation: this.identity.incarnation,
+          graph: this.versionMessage,
         });
         break;
       } catch (error) {

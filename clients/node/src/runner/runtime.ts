@@ -67,7 +67,10 @@ export class TurnRuntime {
     const { replica, incarnation } = this.host.identity;
     let response;
     try {
-      response = await this.client.turns.claimTurn({ turnId, attempt, replica, incarnation });
+      // The agent's version policy decides on the version: a refusal (the turn is
+      // kept for another version) is FAILED_PRECONDITION, and the turn waits for a
+      // replica that may take it (docs/versions.md).
+      response = await this.client.turns.claimTurn({ turnId, attempt, replica, incarnation, graph: this.host.graphVersion });
     } catch (error) {
       // Fenced: someone else took it. Otherwise it is handed out again when its
       // claim window passes.

@@ -15,6 +15,7 @@ import { ConnectError } from "@connectrpc/connect";
 
 import { HEADER as ASSERTION_HEADER } from "../callerAssertion.js";
 import type { NatsIdentity } from "../natsIdentity.js";
+import type { Announcer } from "./announce.js";
 import {
   INTERNAL_ERROR,
   type Reply,
@@ -35,6 +36,7 @@ export class NatsSubscriber {
   #nc: NatsConnection | undefined;
   #sub: Subscription | undefined;
   #control: Subscription | undefined;
+  #version: Subscription | undefined;
   #inflight = new Set<Promise<void>>();
   #stopped = false;
   ready = false;
@@ -51,6 +53,12 @@ export class NatsSubscriber {
     readonly controlSubject?: string,
     /** The NATS user to connect as (natsIdentity.ts); none: the URL alone. */
     readonly identity?: NatsIdentity,
+    /** Hand-offs for this replica's graph version only (docs/versions.md), in a queue
+     * group of that version: a turn its agent's version policy keeps for a version
+     * goes only to replicas that may take it. */
+    readonly versionSubject?: string,
+    /** Says, once subscribed, which agent and version this replica serves. */
+    readonly announcer?: Announcer,
   ) {}
 
   /** Connect (retrying until NATS answers), subscribe, and probe. */
@@ -87,8 +95,13 @@ export class NatsSubscriber {
     if (this.controlSubject !== undefined) {
       this.#control = nc.subscribe(this.controlSubject, { callback });
     }
+    if (this.versionSubject !== undefined) {
+      const version = this.versionSubject.slice(this.versionSubject.lastIndexOf(".") + 1);
+      this.#version = nc.subscribe(this.versionSubject, { queue: `${this.queue}.${version}`, callback });
+    }
     void this.#watchStatus(nc);
     await this.#probe(nc);
+    this.announcer?.start(nc);
     this.log(`serving ${this.subject} (queue group ${this.queue}) on ${this.url}`);
   }
 
@@ -169,6 +182,9 @@ export class NatsSubscriber {
     this.#sub = undefined;
     this.#control?.unsubscribe();
     this.#control = undefined;
+    this.#version?.unsubscribe();
+    this.#version = undefined;
+    await this.announcer?.stop(this.#nc);
     await Promise.allSettled([...this.#inflight]);
     const nc = this.#nc;
     this.#nc = undefined;

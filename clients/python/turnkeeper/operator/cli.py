@@ -8,6 +8,11 @@ turnkeeper turns resume ID --value JSON
 turnkeeper turns redrive ID [--force]
 turnkeeper turns watch ID         live events; a rewind shows a RESET line
 turnkeeper audit [--limit N]      operator actions: who, what, when, outcome
+turnkeeper agents [--agent A]     replicas, their graph versions, turns waiting for one
+turnkeeper agents migrate AGENT --to VERSION [--dry-run]   move waiting turns on purpose
+turnkeeper threads export --agent A [-o FILE]    threads with their graph versions
+turnkeeper replay-check --graph M:ATTR (--threads FILE | --agent A)   for CI; exit 1
+                                  when the new graph cannot continue a stored thread
 turnkeeper backup DEST [--data-dir DIR]   consistent copy of the SQLite files
 turnkeeper health                 exit 0 only when the service is SERVING
 """
@@ -26,8 +31,8 @@ import grpc
 
 from turnkeeper.client import ConnectionOptions, TurnkeeperClient, default_address
 from turnkeeper.errors import TurnkeeperError, from_rpc_error
+from turnkeeper.operator import agents, audit, backup, lifecycle_cli, plugins, render, replay
 from turnkeeper.operator import args as argtypes
-from turnkeeper.operator import audit, backup, lifecycle_cli, plugins, render
 from turnkeeper.v1 import turns_pb2
 
 # Exit codes. Scripts can tell "no such turn" and "not in that state" apart from
@@ -217,9 +222,11 @@ def build_parser(serve_arguments: bool = True) -> argparse.ArgumentParser:
         "--after-seq", type=int, default=0, metavar="SEQ", help="start after this seq"
     )
     watch.set_defaults(handler=turns_watch)
-    lifecycle_cli.add_commands(commands, verbs, [conn, output])
+    thread_verbs = lifecycle_cli.add_commands(commands, verbs, [conn, output])
 
     audit.add_command(commands, [conn, output], _client)
+    agents.add_command(commands, [conn, output], _client)
+    replay.add_commands(commands, thread_verbs, [conn, output], _client)
     backup.add_command(commands)
 
     health = commands.add_parser(

@@ -15,10 +15,9 @@ from turnkeeper.v1 import checkpoints_pb2, turns_pb2
 _TIMEOUT = 30.0
 
 
-def add_commands(
-    commands: Any, turn_verbs: Any, parents: Sequence[argparse.ArgumentParser]
-) -> None:
-    """`turns cancel` under `turn_verbs`; a `threads` command with `delete`."""
+def add_commands(commands: Any, turn_verbs: Any, parents: Sequence[argparse.ArgumentParser]) -> Any:
+    """`turns cancel` under `turn_verbs`; a `threads` command with `delete`. Returns
+    the verbs of `threads`, for the commands other modules add to it."""
     cancel = turn_verbs.add_parser(
         "cancel",
         parents=list(parents),
@@ -47,6 +46,7 @@ def add_commands(
         help="cancel the thread's live turn first (otherwise a live turn refuses the erasure)",
     )
     delete.set_defaults(handler=threads_delete)
+    return verbs
 
 
 @contextlib.contextmanager

@@ -80,7 +80,14 @@ def turn_dict(turn: turns_pb2.Turn) -> dict[str, Any]:
         # Only when the service ended the turn (cancel, a deadline): why.
         **({"end_reason": turn.end_reason} if turn.end_reason else {}),
         **({"detail": turn.detail} if turn.detail else {}),
+        # The graph version that last ran it, and the one it waits for (docs/versions.md).
+        **({"graph": _version(turn.graph)} if turn.graph.fingerprint else {}),
+        **({"waiting_for": _version(turn.waiting_for)} if turn.waiting_for.fingerprint else {}),
     }
+
+
+def _version(ref: turns_pb2.GraphVersionRef) -> dict[str, str]:
+    return {"fingerprint": ref.fingerprint, "label": ref.label}
 
 
 def event_dict(event: turns_pb2.Event) -> dict[str, Any]:
@@ -128,6 +135,7 @@ def status_dict(status: turns_pb2.TurnStatusResponse) -> dict[str, Any]:
         **({"end_reason": status.end_reason} if status.end_reason else {}),
         # Why nobody runs the turn, when the service knows (an agent never announced).
         **({"detail": status.detail} if status.detail else {}),
+        **({"waiting_for": _version(status.waiting_for)} if status.waiting_for.fingerprint else {}),
     }
 
 
@@ -251,6 +259,10 @@ def turn_record(turn: turns_pb2.Turn) -> str:
         lines.append(("ended by", d["end_reason"]))
     if d.get("detail"):
         lines.append(("waiting", d["detail"]))
+    if d.get("graph"):
+        graph = d["graph"]
+        label = f' (label "{graph["label"]}")' if graph["label"] else ""
+        lines.append(("graph", f"{graph['fingerprint'][:12]}{label}"))
     lines += [("created", d["created_at"] or "-"), ("updated", d["updated_at"] or "-")]
     width = max(len(k) for k, _ in lines) + 1
     return "\n".join(f"{(k + ':').ljust(width)} {v}" for k, v in lines)

@@ -273,6 +273,8 @@ class Turn(_message.Message):
     PARK_DEADLINE_FIELD_NUMBER: _builtins.int
     CRASHES_CHARGED_FIELD_NUMBER: _builtins.int
     DETAIL_FIELD_NUMBER: _builtins.int
+    GRAPH_FIELD_NUMBER: _builtins.int
+    WAITING_FOR_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     thread_id: _builtins.str
     agent: _builtins.str
@@ -325,6 +327,18 @@ class Turn(_message.Message):
     def park_deadline(self) -> _timestamp_pb2.Timestamp:
         """When the reaper fails the turn if it is still PARKED (park expiry)."""
 
+    @_builtins.property
+    def graph(self) -> Global___GraphVersionRef:
+        """The graph version of the code that started the turn or last took it over (the
+        claiming replica's); empty until a replica that announces versions ran it.
+        """
+
+    @_builtins.property
+    def waiting_for(self) -> Global___GraphVersionRef:
+        """Set while the turn waits for a replica its agent's version policy allows: the
+        version it waits for (docs/versions.md). `detail` says it in words.
+        """
+
     def __init__(
         self,
         *,
@@ -348,14 +362,74 @@ class Turn(_message.Message):
         park_deadline: _timestamp_pb2.Timestamp | None = ...,
         crashes_charged: _builtins.int = ...,
         detail: _builtins.str = ...,
+        graph: Global___GraphVersionRef | None = ...,
+        waiting_for: Global___GraphVersionRef | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "input", b"input", "interrupt", b"interrupt", "owner", b"owner", "park_deadline", b"park_deadline", "resume", b"resume", "run_deadline", b"run_deadline", "updated_at", b"updated_at"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "graph", b"graph", "input", b"input", "interrupt", b"interrupt", "owner", b"owner", "park_deadline", b"park_deadline", "resume", b"resume", "run_deadline", b"run_deadline", "updated_at", b"updated_at", "waiting_for", b"waiting_for"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "attempts", b"attempts", "crashes_charged", b"crashes_charged", "created_at", b"created_at", "detail", b"detail", "end_reason", b"end_reason", "error", b"error", "has_resume", b"has_resume", "input", b"input", "interrupt", b"interrupt", "last_seq", b"last_seq", "owner", b"owner", "park_deadline", b"park_deadline", "resume", b"resume", "rewinds", b"rewinds", "run_deadline", b"run_deadline", "state", b"state", "thread_id", b"thread_id", "turn_id", b"turn_id", "updated_at", b"updated_at"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "attempts", b"attempts", "crashes_charged", b"crashes_charged", "created_at", b"created_at", "detail", b"detail", "end_reason", b"end_reason", "error", b"error", "graph", b"graph", "has_resume", b"has_resume", "input", b"input", "interrupt", b"interrupt", "last_seq", b"last_seq", "owner", b"owner", "park_deadline", b"park_deadline", "resume", b"resume", "rewinds", b"rewinds", "run_deadline", b"run_deadline", "state", b"state", "thread_id", b"thread_id", "turn_id", b"turn_id", "updated_at", b"updated_at", "waiting_for", b"waiting_for"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___Turn: _TypeAlias = Turn  # noqa: Y015
+
+@_typing.final
+class GraphVersionRef(_message.Message):
+    """A graph version: the fingerprint of a graph's shape and label, and the label
+    (docs/versions.md says what the fingerprint covers).
+    """
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FINGERPRINT_FIELD_NUMBER: _builtins.int
+    LABEL_FIELD_NUMBER: _builtins.int
+    fingerprint: _builtins.str
+    """SHA-256 (hex) of the canonical JSON of {"label": label, "shape": shape}."""
+    label: _builtins.str
+    """The author's version label; may be empty."""
+    def __init__(
+        self,
+        *,
+        fingerprint: _builtins.str = ...,
+        label: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fingerprint", b"fingerprint", "label", b"label"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GraphVersionRef: _TypeAlias = GraphVersionRef  # noqa: Y015
+
+@_typing.final
+class GraphVersion(_message.Message):
+    """What a replica serves: its graph version and the shape behind the fingerprint."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    FINGERPRINT_FIELD_NUMBER: _builtins.int
+    LABEL_FIELD_NUMBER: _builtins.int
+    SHAPE_JSON_FIELD_NUMBER: _builtins.int
+    fingerprint: _builtins.str
+    label: _builtins.str
+    shape_json: _builtins.str
+    """The shape as canonical JSON (nodes, edges, branches, channels with reducer
+    kinds, state schema, interrupt points).
+    """
+    def __init__(
+        self,
+        *,
+        fingerprint: _builtins.str = ...,
+        label: _builtins.str = ...,
+        shape_json: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["fingerprint", b"fingerprint", "label", b"label", "shape_json", b"shape_json"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___GraphVersion: _TypeAlias = GraphVersion  # noqa: Y015
 
 @_typing.final
 class Event(_message.Message):
@@ -435,6 +509,7 @@ class StartTurnRequest(_message.Message):
     MAX_RUN_TIME_FIELD_NUMBER: _builtins.int
     PARK_EXPIRY_FIELD_NUMBER: _builtins.int
     REQUIRE_ANNOUNCED_AGENT_FIELD_NUMBER: _builtins.int
+    GRAPH_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     thread_id: _builtins.str
     agent: _builtins.str
@@ -461,6 +536,12 @@ class StartTurnRequest(_message.Message):
         (serve --park-expiry).
         """
 
+    @_builtins.property
+    def graph(self) -> Global___GraphVersion:
+        """The graph version of the calling executor, when it names itself (replica):
+        recorded as the turn's (Turn.graph, docs/versions.md).
+        """
+
     def __init__(
         self,
         *,
@@ -474,10 +555,11 @@ class StartTurnRequest(_message.Message):
         max_run_time: _duration_pb2.Duration | None = ...,
         park_expiry: _duration_pb2.Duration | None = ...,
         require_announced_agent: _builtins.bool = ...,
+        graph: Global___GraphVersion | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["input", b"input", "max_run_time", b"max_run_time", "park_expiry", b"park_expiry"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["graph", b"graph", "input", b"input", "max_run_time", b"max_run_time", "park_expiry", b"park_expiry"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "incarnation", b"incarnation", "input", b"input", "max_run_time", b"max_run_time", "multitask_strategy", b"multitask_strategy", "park_expiry", b"park_expiry", "replica", b"replica", "require_announced_agent", b"require_announced_agent", "thread_id", b"thread_id", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "graph", b"graph", "incarnation", b"incarnation", "input", b"input", "max_run_time", b"max_run_time", "multitask_strategy", b"multitask_strategy", "park_expiry", b"park_expiry", "replica", b"replica", "require_announced_agent", b"require_announced_agent", "thread_id", b"thread_id", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -541,6 +623,7 @@ class TurnStatusResponse(_message.Message):
     ERROR_FIELD_NUMBER: _builtins.int
     END_REASON_FIELD_NUMBER: _builtins.int
     DETAIL_FIELD_NUMBER: _builtins.int
+    WAITING_FOR_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     state: Global___TurnState.ValueType
     attempts: _builtins.int
@@ -550,6 +633,10 @@ class TurnStatusResponse(_message.Message):
     """As Turn.end_reason."""
     detail: _builtins.str
     """As Turn.detail."""
+    @_builtins.property
+    def waiting_for(self) -> Global___GraphVersionRef:
+        """As Turn.waiting_for."""
+
     def __init__(
         self,
         *,
@@ -560,10 +647,11 @@ class TurnStatusResponse(_message.Message):
         error: _builtins.str = ...,
         end_reason: _builtins.str = ...,
         detail: _builtins.str = ...,
+        waiting_for: Global___GraphVersionRef | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["waiting_for", b"waiting_for"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "detail", b"detail", "end_reason", b"end_reason", "error", b"error", "last_seq", b"last_seq", "state", b"state", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempts", b"attempts", "detail", b"detail", "end_reason", b"end_reason", "error", b"error", "last_seq", b"last_seq", "state", b"state", "turn_id", b"turn_id", "waiting_for", b"waiting_for"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -972,6 +1060,7 @@ class RedriveRequest(_message.Message):
     INCARNATION_FIELD_NUMBER: _builtins.int
     TURN_ID_FIELD_NUMBER: _builtins.int
     FORCE_FIELD_NUMBER: _builtins.int
+    GRAPH_FIELD_NUMBER: _builtins.int
     agent: _builtins.str
     """Startup form."""
     replica: _builtins.str
@@ -979,6 +1068,12 @@ class RedriveRequest(_message.Message):
     turn_id: _builtins.str
     """Operator form."""
     force: _builtins.bool
+    @_builtins.property
+    def graph(self) -> Global___GraphVersion:
+        """Startup form: the graph version this replica serves. Unset: a replica from
+        before versions, which every version policy treats as serving an unknown version.
+        """
+
     def __init__(
         self,
         *,
@@ -987,10 +1082,11 @@ class RedriveRequest(_message.Message):
         incarnation: _builtins.str = ...,
         turn_id: _builtins.str = ...,
         force: _builtins.bool = ...,
+        graph: Global___GraphVersion | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["graph", b"graph"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "force", b"force", "incarnation", b"incarnation", "replica", b"replica", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "force", b"force", "graph", b"graph", "incarnation", b"incarnation", "replica", b"replica", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1064,10 +1160,18 @@ class ClaimTurnRequest(_message.Message):
     ATTEMPT_FIELD_NUMBER: _builtins.int
     REPLICA_FIELD_NUMBER: _builtins.int
     INCARNATION_FIELD_NUMBER: _builtins.int
+    GRAPH_FIELD_NUMBER: _builtins.int
     turn_id: _builtins.str
     attempt: _builtins.int
     replica: _builtins.str
     incarnation: _builtins.str
+    @_builtins.property
+    def graph(self) -> Global___GraphVersion:
+        """The graph version this replica serves. The agent's version policy decides
+        whether it may take the turn; when not: FAILED_PRECONDITION, and the turn waits
+        for a replica that may (Turn.waiting_for).
+        """
+
     def __init__(
         self,
         *,
@@ -1075,10 +1179,11 @@ class ClaimTurnRequest(_message.Message):
         attempt: _builtins.int = ...,
         replica: _builtins.str = ...,
         incarnation: _builtins.str = ...,
+        graph: Global___GraphVersion | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["graph", b"graph"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "incarnation", b"incarnation", "replica", b"replica", "turn_id", b"turn_id"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["attempt", b"attempt", "graph", b"graph", "incarnation", b"incarnation", "replica", b"replica", "turn_id", b"turn_id"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
@@ -1509,3 +1614,202 @@ class ListEffectsResponse(_message.Message):
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 
 Global___ListEffectsResponse: _TypeAlias = ListEffectsResponse  # noqa: Y015
+
+@_typing.final
+class ListAgentsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_FIELD_NUMBER: _builtins.int
+    agent: _builtins.str
+    """Only this agent; empty: every agent known."""
+    def __init__(
+        self,
+        *,
+        agent: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAgentsRequest: _TypeAlias = ListAgentsRequest  # noqa: Y015
+
+@_typing.final
+class AgentReplica(_message.Message):
+    """One live replica of an agent, as it last announced itself."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    REPLICA_FIELD_NUMBER: _builtins.int
+    INCARNATION_FIELD_NUMBER: _builtins.int
+    GRAPH_FIELD_NUMBER: _builtins.int
+    ANNOUNCED_AT_FIELD_NUMBER: _builtins.int
+    replica: _builtins.str
+    incarnation: _builtins.str
+    @_builtins.property
+    def graph(self) -> Global___GraphVersionRef: ...
+    @_builtins.property
+    def announced_at(self) -> _timestamp_pb2.Timestamp: ...
+    def __init__(
+        self,
+        *,
+        replica: _builtins.str = ...,
+        incarnation: _builtins.str = ...,
+        graph: Global___GraphVersionRef | None = ...,
+        announced_at: _timestamp_pb2.Timestamp | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["announced_at", b"announced_at", "graph", b"graph"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["announced_at", b"announced_at", "graph", b"graph", "incarnation", b"incarnation", "replica", b"replica"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AgentReplica: _TypeAlias = AgentReplica  # noqa: Y015
+
+@_typing.final
+class WaitingTurn(_message.Message):
+    """A turn that no live replica may take under its agent's version policy."""
+
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TURN_ID_FIELD_NUMBER: _builtins.int
+    THREAD_ID_FIELD_NUMBER: _builtins.int
+    STATE_FIELD_NUMBER: _builtins.int
+    WAITING_FOR_FIELD_NUMBER: _builtins.int
+    DETAIL_FIELD_NUMBER: _builtins.int
+    turn_id: _builtins.str
+    thread_id: _builtins.str
+    state: Global___TurnState.ValueType
+    detail: _builtins.str
+    """Why, in words a person can act on."""
+    @_builtins.property
+    def waiting_for(self) -> Global___GraphVersionRef:
+        """The version it waits for."""
+
+    def __init__(
+        self,
+        *,
+        turn_id: _builtins.str = ...,
+        thread_id: _builtins.str = ...,
+        state: Global___TurnState.ValueType = ...,
+        waiting_for: Global___GraphVersionRef | None = ...,
+        detail: _builtins.str = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _typing.Literal["waiting_for", b"waiting_for"]  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["detail", b"detail", "state", b"state", "thread_id", b"thread_id", "turn_id", b"turn_id", "waiting_for", b"waiting_for"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___WaitingTurn: _TypeAlias = WaitingTurn  # noqa: Y015
+
+@_typing.final
+class AgentVersions(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_FIELD_NUMBER: _builtins.int
+    POLICY_FIELD_NUMBER: _builtins.int
+    REPLICAS_FIELD_NUMBER: _builtins.int
+    WAITING_FIELD_NUMBER: _builtins.int
+    agent: _builtins.str
+    policy: _builtins.str
+    """pin, compatible or latest."""
+    @_builtins.property
+    def replicas(self) -> _containers.RepeatedCompositeFieldContainer[Global___AgentReplica]: ...
+    @_builtins.property
+    def waiting(self) -> _containers.RepeatedCompositeFieldContainer[Global___WaitingTurn]: ...
+    def __init__(
+        self,
+        *,
+        agent: _builtins.str = ...,
+        policy: _builtins.str = ...,
+        replicas: _abc.Iterable[Global___AgentReplica] | None = ...,
+        waiting: _abc.Iterable[Global___WaitingTurn] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "policy", b"policy", "replicas", b"replicas", "waiting", b"waiting"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___AgentVersions: _TypeAlias = AgentVersions  # noqa: Y015
+
+@_typing.final
+class ListAgentsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENTS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def agents(self) -> _containers.RepeatedCompositeFieldContainer[Global___AgentVersions]: ...
+    def __init__(
+        self,
+        *,
+        agents: _abc.Iterable[Global___AgentVersions] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agents", b"agents"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___ListAgentsResponse: _TypeAlias = ListAgentsResponse  # noqa: Y015
+
+@_typing.final
+class MigrateTurnsRequest(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    AGENT_FIELD_NUMBER: _builtins.int
+    TO_FINGERPRINT_FIELD_NUMBER: _builtins.int
+    FROM_FINGERPRINT_FIELD_NUMBER: _builtins.int
+    TURN_IDS_FIELD_NUMBER: _builtins.int
+    DRY_RUN_FIELD_NUMBER: _builtins.int
+    agent: _builtins.str
+    to_fingerprint: _builtins.str
+    """The version the turns move to: a fingerprint a replica of the agent announced."""
+    from_fingerprint: _builtins.str
+    """Only turns that wait for this version; empty: every waiting turn of the agent."""
+    dry_run: _builtins.bool
+    """Say which turns would move, and move none."""
+    @_builtins.property
+    def turn_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """Only these turns; empty: as from_fingerprint says."""
+
+    def __init__(
+        self,
+        *,
+        agent: _builtins.str = ...,
+        to_fingerprint: _builtins.str = ...,
+        from_fingerprint: _builtins.str = ...,
+        turn_ids: _abc.Iterable[_builtins.str] | None = ...,
+        dry_run: _builtins.bool = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["agent", b"agent", "dry_run", b"dry_run", "from_fingerprint", b"from_fingerprint", "to_fingerprint", b"to_fingerprint", "turn_ids", b"turn_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MigrateTurnsRequest: _TypeAlias = MigrateTurnsRequest  # noqa: Y015
+
+@_typing.final
+class MigrateTurnsResponse(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    TURN_IDS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def turn_ids(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]:
+        """The turns moved (or, with dry_run, that would move)."""
+
+    def __init__(
+        self,
+        *,
+        turn_ids: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["turn_ids", b"turn_ids"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___MigrateTurnsResponse: _TypeAlias = MigrateTurnsResponse  # noqa: Y015

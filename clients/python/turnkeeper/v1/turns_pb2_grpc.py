@@ -96,6 +96,16 @@ class TurnServiceStub:
                 request_serializer=turnkeeper_dot_v1_dot_turns__pb2.ClaimTurnRequest.SerializeToString,
                 response_deserializer=turnkeeper_dot_v1_dot_turns__pb2.ClaimTurnResponse.FromString,
                 _registered_method=True)
+        self.ListAgents = channel.unary_unary(
+                '/turnkeeper.v1.TurnService/ListAgents',
+                request_serializer=turnkeeper_dot_v1_dot_turns__pb2.ListAgentsRequest.SerializeToString,
+                response_deserializer=turnkeeper_dot_v1_dot_turns__pb2.ListAgentsResponse.FromString,
+                _registered_method=True)
+        self.MigrateTurns = channel.unary_unary(
+                '/turnkeeper.v1.TurnService/MigrateTurns',
+                request_serializer=turnkeeper_dot_v1_dot_turns__pb2.MigrateTurnsRequest.SerializeToString,
+                response_deserializer=turnkeeper_dot_v1_dot_turns__pb2.MigrateTurnsResponse.FromString,
+                _registered_method=True)
         self.WatchTurn = channel.unary_stream(
                 '/turnkeeper.v1.TurnService/WatchTurn',
                 request_serializer=turnkeeper_dot_v1_dot_turns__pb2.WatchTurnRequest.SerializeToString,
@@ -220,6 +230,23 @@ class TurnServiceServicer:
         context.set_details('Method not implemented!')
         raise NotImplementedError('Method not implemented!')
 
+    def ListAgents(self, request, context):
+        """Each agent's live replicas with the graph versions they serve, its version
+        policy, and its turns that no live replica may take (docs/versions.md).
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
+    def MigrateTurns(self, request, context):
+        """Move waiting turns of an agent to another graph version on purpose: each turn's
+        required version becomes `to_fingerprint`, so replicas serving it may take the
+        turn. Recorded in the audit log. dry_run: say which turns would move.
+        """
+        context.set_code(grpc.StatusCode.UNIMPLEMENTED)
+        context.set_details('Method not implemented!')
+        raise NotImplementedError('Method not implemented!')
+
     def WatchTurn(self, request, context):
         """Replay the retained events after after_seq, then live ones. On a rewind:
         a reset frame, then the turn's retained events from seq 1. Ends after the
@@ -328,6 +355,16 @@ def add_TurnServiceServicer_to_server(servicer, server):
                     servicer.ClaimTurn,
                     request_deserializer=turnkeeper_dot_v1_dot_turns__pb2.ClaimTurnRequest.FromString,
                     response_serializer=turnkeeper_dot_v1_dot_turns__pb2.ClaimTurnResponse.SerializeToString,
+            ),
+            'ListAgents': grpc.unary_unary_rpc_method_handler(
+                    servicer.ListAgents,
+                    request_deserializer=turnkeeper_dot_v1_dot_turns__pb2.ListAgentsRequest.FromString,
+                    response_serializer=turnkeeper_dot_v1_dot_turns__pb2.ListAgentsResponse.SerializeToString,
+            ),
+            'MigrateTurns': grpc.unary_unary_rpc_method_handler(
+                    servicer.MigrateTurns,
+                    request_deserializer=turnkeeper_dot_v1_dot_turns__pb2.MigrateTurnsRequest.FromString,
+                    response_serializer=turnkeeper_dot_v1_dot_turns__pb2.MigrateTurnsResponse.SerializeToString,
             ),
             'WatchTurn': grpc.unary_stream_rpc_method_handler(
                     servicer.WatchTurn,
@@ -681,6 +718,60 @@ class TurnService:
             '/turnkeeper.v1.TurnService/ClaimTurn',
             turnkeeper_dot_v1_dot_turns__pb2.ClaimTurnRequest.SerializeToString,
             turnkeeper_dot_v1_dot_turns__pb2.ClaimTurnResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def ListAgents(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turnkeeper.v1.TurnService/ListAgents',
+            turnkeeper_dot_v1_dot_turns__pb2.ListAgentsRequest.SerializeToString,
+            turnkeeper_dot_v1_dot_turns__pb2.ListAgentsResponse.FromString,
+            options,
+            channel_credentials,
+            insecure,
+            call_credentials,
+            compression,
+            wait_for_ready,
+            timeout,
+            metadata,
+            _registered_method=True)
+
+    @staticmethod
+    def MigrateTurns(request,
+            target,
+            options=(),
+            channel_credentials=None,
+            call_credentials=None,
+            insecure=False,
+            compression=None,
+            wait_for_ready=None,
+            timeout=None,
+            metadata=None):
+        return grpc.experimental.unary_unary(
+            request,
+            target,
+            '/turnkeeper.v1.TurnService/MigrateTurns',
+            turnkeeper_dot_v1_dot_turns__pb2.MigrateTurnsRequest.SerializeToString,
+            turnkeeper_dot_v1_dot_turns__pb2.MigrateTurnsResponse.FromString,
             options,
             channel_credentials,
             insecure,

@@ -77,6 +77,15 @@ class TurnServiceStub:
     """Take over a RUNNING turn that has no owner (after a resume or a lease-expiry
     re-drive was handed to this replica over NATS). Fenced by attempt.
     """
+    ListAgents: _grpc.UnaryUnaryMultiCallable[_turns_pb2.ListAgentsRequest, _turns_pb2.ListAgentsResponse]
+    """Each agent's live replicas with the graph versions they serve, its version
+    policy, and its turns that no live replica may take (docs/versions.md).
+    """
+    MigrateTurns: _grpc.UnaryUnaryMultiCallable[_turns_pb2.MigrateTurnsRequest, _turns_pb2.MigrateTurnsResponse]
+    """Move waiting turns of an agent to another graph version on purpose: each turn's
+    required version becomes `to_fingerprint`, so replicas serving it may take the
+    turn. Recorded in the audit log. dry_run: say which turns would move.
+    """
     WatchTurn: _grpc.UnaryStreamMultiCallable[_turns_pb2.WatchTurnRequest, _turns_pb2.WatchTurnResponse]
     """Replay the retained events after after_seq, then live ones. On a rewind:
     a reset frame, then the turn's retained events from seq 1. Ends after the
@@ -146,6 +155,15 @@ class TurnServiceAsyncStub(TurnServiceStub):
     ClaimTurn: _aio.UnaryUnaryMultiCallable[_turns_pb2.ClaimTurnRequest, _turns_pb2.ClaimTurnResponse]  # type: ignore[assignment]
     """Take over a RUNNING turn that has no owner (after a resume or a lease-expiry
     re-drive was handed to this replica over NATS). Fenced by attempt.
+    """
+    ListAgents: _aio.UnaryUnaryMultiCallable[_turns_pb2.ListAgentsRequest, _turns_pb2.ListAgentsResponse]  # type: ignore[assignment]
+    """Each agent's live replicas with the graph versions they serve, its version
+    policy, and its turns that no live replica may take (docs/versions.md).
+    """
+    MigrateTurns: _aio.UnaryUnaryMultiCallable[_turns_pb2.MigrateTurnsRequest, _turns_pb2.MigrateTurnsResponse]  # type: ignore[assignment]
+    """Move waiting turns of an agent to another graph version on purpose: each turn's
+    required version becomes `to_fingerprint`, so replicas serving it may take the
+    turn. Recorded in the audit log. dry_run: say which turns would move.
     """
     WatchTurn: _aio.UnaryStreamMultiCallable[_turns_pb2.WatchTurnRequest, _turns_pb2.WatchTurnResponse]  # type: ignore[assignment]
     """Replay the retained events after after_seq, then live ones. On a rewind:
@@ -285,6 +303,27 @@ class TurnServiceServicer(metaclass=_abc_1.ABCMeta):
     ) -> _typing.Union[_turns_pb2.ClaimTurnResponse, _abc.Awaitable[_turns_pb2.ClaimTurnResponse]]:
         """Take over a RUNNING turn that has no owner (after a resume or a lease-expiry
         re-drive was handed to this replica over NATS). Fenced by attempt.
+        """
+
+    @_abc_1.abstractmethod
+    def ListAgents(
+        self,
+        request: _turns_pb2.ListAgentsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_turns_pb2.ListAgentsResponse, _abc.Awaitable[_turns_pb2.ListAgentsResponse]]:
+        """Each agent's live replicas with the graph versions they serve, its version
+        policy, and its turns that no live replica may take (docs/versions.md).
+        """
+
+    @_abc_1.abstractmethod
+    def MigrateTurns(
+        self,
+        request: _turns_pb2.MigrateTurnsRequest,
+        context: _ServicerContext,
+    ) -> _typing.Union[_turns_pb2.MigrateTurnsResponse, _abc.Awaitable[_turns_pb2.MigrateTurnsResponse]]:
+        """Move waiting turns of an agent to another graph version on purpose: each turn's
+        required version becomes `to_fingerprint`, so replicas serving it may take the
+        turn. Recorded in the audit log. dry_run: say which turns would move.
         """
 
     @_abc_1.abstractmethod

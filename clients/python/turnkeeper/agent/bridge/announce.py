@@ -1,12 +1,15 @@
 """A replica says which agent it serves, so the service lists the agent as an
 assistant of its LangGraph API (docs/langgraph-api.md).
 
-The announcement ``{agent, replica, incarnation}`` goes to
+The announcement ``{agent, replica, incarnation, graph}`` goes to
 ``<prefix>.<ns>.agents.<agent>.announce`` once the bridge is subscribed, again every
 :data:`EVERY` seconds (the service forgets an agent none of whose replicas announced
 for three periods) and whenever the service asks on ``<prefix>.<ns>.discover`` (at
-its start, so its list is whole at once). The graph's description is not in it:
-the service asks for that with ``langgraph/describe`` when a client wants it.
+its start, so its list is whole at once). ``graph`` is the version the replica
+serves (docs/versions.md): ``{"fingerprint": ..., "label": ..., "shape": {...}}``,
+which the service lists (``turnkeeper agents``) and its version policies use. The
+graph's LangGraph description is not in it: the service asks for that with
+``langgraph/describe`` when a client wants it.
 """
 
 from __future__ import annotations
@@ -15,7 +18,7 @@ import asyncio
 import contextlib
 import json
 import logging
-from typing import Final
+from typing import Any, Final
 
 from nats.aio.client import Client
 from nats.aio.msg import Msg
@@ -28,11 +31,15 @@ EVERY: Final = 30.0
 
 class Announcer:
     def __init__(
-        self, subject: str, discover_subject: str, payload: dict[str, str], every: float = EVERY
+        self, subject: str, discover_subject: str, payload: dict[str, Any], every: float = EVERY
     ) -> None:
         self.subject = subject
         self.discover_subject = discover_subject
         self.payload = json.dumps(payload).encode()
+        # Said once at shutdown: the service drops this replica from its live list
+        # at once, rather than after three silent periods (its version stops being
+        # offered hand-offs, docs/versions.md).
+        self.farewell = json.dumps({**payload, "leaving": True}).encode()
         self.every = every
         self._task: asyncio.Task[None] | None = None
         self._sub: Subscription | None = None
@@ -60,7 +67,14 @@ class Announcer:
             if nc.is_connected:
                 await self.announce(nc)
 
-    async def stop(self) -> None:
+    async def stop(self, nc: Client | None = None) -> None:
+        """Stop announcing; with the connection, say that this replica is leaving."""
+        if nc is not None and nc.is_connected:
+            try:
+                await nc.publish(self.subject, self.farewell)
+                await nc.flush(timeout=1)
+            except Exception as exc:  # the service forgets it after three periods anyway
+                log.debug("farewell on %s not sent: %s", self.subject, exc)
         if self._task is not None:
             self._task.cancel()
             with contextlib.suppress(asyncio.CancelledError):

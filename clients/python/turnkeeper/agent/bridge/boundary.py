@@ -23,7 +23,8 @@ happened), the saver hands LangGraph that checkpoint without the writes of its
 tasks, and the whole step runs again, finished siblings included. Writes that are
 not a task's own result (an interrupt, a resume value, an error, the run's input)
 are kept. Each checkpoint records, in its metadata under ``turnkeeper``, the turn
-and the seq of its boundary, which is how the saver knows.
+and the seq of its boundary, which is how the saver knows; a root checkpoint also
+records under ``graph`` the version of the code that wrote it (docs/versions.md).
 """
 
 from __future__ import annotations
@@ -45,6 +46,7 @@ from langgraph.checkpoint.base import (
 from turnkeeper.agent.bridge.events import EventLog
 from turnkeeper.agent.saver import RemoteSaver
 from turnkeeper.agent.saver.identity import turn_identity
+from turnkeeper.graph_versions import STAMP_KEY
 
 log = logging.getLogger(__name__)
 
@@ -68,6 +70,10 @@ class BoundarySaver(RemoteSaver):
         #: state it holds (this function's view of its channel values), so it is
         #: retained with the checkpoint and a rewind to it keeps it.
         self.values_of: Callable[[Mapping[str, Any]], Any] | None = None
+        #: Set: each root checkpoint of a turn records, under ``graph`` in its
+        #: mark, what this function says about the code that wrote it (its graph
+        #: version, next nodes and channels: turnkeeper.graph_versions.Stamp).
+        self.stamp_of: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
 
     def attach(self, events: EventLog) -> None:
         if self.stream:
@@ -100,7 +106,9 @@ class BoundarySaver(RemoteSaver):
             if self.values_of is not None:
                 events.emit("values", {"values": self.values_of(checkpoint["channel_values"])})
             boundary = await events.flush()
-            mark = {"turn_id": events.turn_id, "last_seq": boundary}
+            mark: dict[str, Any] = {"turn_id": events.turn_id, "last_seq": boundary}
+            if self.stamp_of is not None and not config["configurable"].get("checkpoint_ns"):
+                mark[STAMP_KEY] = self.stamp_of(checkpoint)
             metadata = {**metadata, METADATA_KEY: mark}  # type: ignore[typeddict-unknown-key]
         return await super().aput(config, checkpoint, metadata, new_versions)
 

@@ -48,8 +48,10 @@ from turnkeeper.agent.bridge.health import HealthServer, get
 from turnkeeper.agent.bridge.methods import Methods
 from turnkeeper.agent.bridge.runtime import AnyGraph, Assignment, Identity, InputMapper, TurnRuntime
 from turnkeeper.agent.bridge.subscriber import NatsSubscriber
+from turnkeeper.agent.fingerprint import GraphVersion
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.errors import PermissionDenied, TurnkeeperError, Unauthenticated, Unavailable
+from turnkeeper.graph_versions import canonical
 from turnkeeper.v1 import turns_pb2
 
 log = logging.getLogger(__name__)
@@ -97,6 +99,10 @@ class Bridge:
             self.graph = graph.copy(update={"checkpointer": self.saver})
         else:
             raise TypeError(f"graph must be a StateGraph or a compiled graph, not {type(graph)}")
+        # What this replica serves, by shape and label (docs/versions.md): announced,
+        # sent with Redrive and ClaimTurn, and stamped on every root checkpoint.
+        self.version = GraphVersion.of(self.graph, config.version_label)
+        self.saver.stamp_of = lambda checkpoint: self.version.stamp(checkpoint).to_json()
         self.runtime = TurnRuntime(
             self.graph,
             self.client,
@@ -105,6 +111,7 @@ class Bridge:
             input_mapper=input_mapper or _identity,
             run_config=run_config,
             langgraph_api=config.langgraph_api,
+            graph_version=self.version_message,
         )
         # With a token, the service has tokens: callers prove who they are with a
         # caller assertion the service signed, which this bridge verifies with it.
@@ -128,6 +135,7 @@ class Bridge:
             self.methods.dispatch,
             name=f"turnkeeper-bridge/{config.agent}/{config.replica}",
             control_subject=config.control_subject,
+            version_subject=config.version_subject(self.version.fingerprint),
             # No NATS credentials given: connect as this agent token's own NATS user.
             auth=config.nats_auth.or_token_identity(config.service.bearer_token),
             # With a token the deployment is secured: NATS must isolate the agents.
@@ -139,6 +147,11 @@ class Bridge:
                     "agent": config.agent,
                     "replica": config.replica,
                     "incarnation": config.incarnation,
+                    "graph": {
+                        "fingerprint": self.version.fingerprint,
+                        "label": self.version.label,
+                        "shape": self.version.shape,
+                    },
                 },
             ),
         )
@@ -147,6 +160,15 @@ class Bridge:
         self._closed = asyncio.Event()
         self._redriven = asyncio.Event()
         self._shutdown_task: asyncio.Task[None] | None = None
+
+    @property
+    def version_message(self) -> turns_pb2.GraphVersion:
+        """This replica's graph version as Redrive and ClaimTurn carry it."""
+        return turns_pb2.GraphVersion(
+            fingerprint=self.version.fingerprint,
+            label=self.version.label,
+            shape_json=canonical(self.version.shape),
+        )
 
     @property
     def health_url(self) -> str:
@@ -248,6 +270,7 @@ class Bridge:
             agent=self.identity.agent,
             replica=self.identity.replica,
             incarnation=self.identity.incarnation,
+            graph=self.version_message,
         )
         delay = 0.2
         while True:

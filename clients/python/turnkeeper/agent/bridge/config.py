@@ -46,6 +46,10 @@ class BridgeConfig:
     # ``values`` event (the graph's state) with every checkpoint, and give each run
     # the ``configurable`` keys LangGraph's server gives (run_id, graph_id ...).
     langgraph_api: bool = False
+    # The author's name for this version of the graph (docs/versions.md): part of
+    # the graph's fingerprint, so a change the shape cannot see (a node's body, a
+    # prompt) can still be told apart by the agent's version policy.
+    version_label: str = ""
 
     def __post_init__(self) -> None:
         if not _AGENT.match(self.agent):
@@ -55,6 +59,10 @@ class BridgeConfig:
                 raise ValueError(
                     f"{name} {getattr(self, name)!r} has characters the journal refuses"
                 )
+        if len(self.version_label) > 128 or not self.version_label.isprintable():
+            raise ValueError(
+                f"version_label {self.version_label!r}: at most 128 printable characters"
+            )
         self.health_address  # noqa: B018  (validates health_listen)
 
     @property
@@ -67,6 +75,11 @@ class BridgeConfig:
         """``<prefix>.<ns>.agents.<name>.control``: what the service tells every replica
         of the agent (no queue group), e.g. to stop a turn that was cancelled."""
         return f"{self.subject_prefix}.{self.namespace}.agents.{self.agent}.control"
+
+    def version_subject(self, fingerprint: str) -> str:
+        """``<prefix>.<ns>.agents.<name>.versions.<fingerprint>``: hand-offs of turns
+        the agent's version policy keeps for that graph version (docs/versions.md)."""
+        return f"{self.subject_prefix}.{self.namespace}.agents.{self.agent}.versions.{fingerprint}"
 
     @property
     def announce_subject(self) -> str:
@@ -113,6 +126,7 @@ class BridgeConfig:
         ``TURNKEEPER_REPLICA``                  replica name (the hostname)
         ``TURNKEEPER_HEALTH_LISTEN``            /healthz address (``127.0.0.1:8080``)
         ``TURNKEEPER_SHUTDOWN_GRACE``           seconds (``10``)
+        ``TURNKEEPER_VERSION_LABEL``            the graph's version label (empty)
         ======================================  ==================================
 
         The connection settings are the CLI's (``turnkeeper --help``); the bridge's
@@ -135,6 +149,7 @@ class BridgeConfig:
             ("TURNKEEPER_NAMESPACE", "namespace"),
             ("TURNKEEPER_REPLICA", "replica"),
             ("TURNKEEPER_HEALTH_LISTEN", "health_listen"),
+            ("TURNKEEPER_VERSION_LABEL", "version_label"),
         ):
             if env.get(key):
                 values[attr] = env[key]

@@ -218,6 +218,7 @@ class Methods:
             multitask_strategy=_STRATEGIES[strategy],
             max_run_time=deadlines["max_run_time"],
             park_expiry=deadlines["park_expiry"],
+            graph=self.runtime.graph_version,
         )
         # Journaled before the answer: a turn the caller was told about exists. For a
         # caller, with its assertion: an interrupt, a rollback or a regenerate needs

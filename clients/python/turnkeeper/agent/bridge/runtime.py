@@ -104,8 +104,11 @@ class TurnRuntime:
         input_mapper: InputMapper,
         run_config: Mapping[str, Any] | None = None,
         langgraph_api: bool = False,
+        graph_version: turns_pb2.GraphVersion | None = None,
     ) -> None:
         self.graph = graph
+        # Sent with ClaimTurn: the agent's version policy decides on it.
+        self.graph_version = graph_version
         # Runs get the configurable keys LangGraph's server gives its graphs.
         self.langgraph_api = langgraph_api
         self.client = client
@@ -161,9 +164,13 @@ class TurnRuntime:
                     attempt=attempt,
                     replica=self.identity.replica,
                     incarnation=self.identity.incarnation,
+                    graph=self.graph_version,
                 )
             )
         except FENCED as exc:
+            # Also FAILED_PRECONDITION when the agent's version policy keeps the turn
+            # for another graph version (docs/versions.md): the service hands it to
+            # a replica serving one, and says in the turn's detail which it waits for.
             log.info("turn_id=%s attempt=%d: not claimed (%s)", turn_id, attempt, exc.message)
             return
         except TurnkeeperError as exc:

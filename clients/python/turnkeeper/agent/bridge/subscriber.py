@@ -65,8 +65,14 @@ class NatsSubscriber:
         auth: NatsAuth | None = None,
         check_isolation: bool = False,
         announcer: Announcer | None = None,
+        version_subject: str | None = None,
     ) -> None:
         self.url = url
+        # Hand-offs for this replica's graph version only (docs/versions.md): the
+        # service sends a turn that its agent's version policy keeps for a version
+        # here, so only a replica that may take it gets it; one queue group per version.
+        self.version_subject = version_subject
+        self._version: Subscription | None = None
         # Says which agent this replica serves once subscribed (the assistants list).
         self.announcer = announcer
         self.auth = auth or NatsAuth()
@@ -134,6 +140,12 @@ class NatsSubscriber:
         self._sub = await nc.subscribe(self.subject, queue=self.queue, cb=self._on_message)
         if self.control_subject is not None:
             self._control = await nc.subscribe(self.control_subject, cb=self._on_message)
+        if self.version_subject is not None:
+            self._version = await nc.subscribe(
+                self.version_subject,
+                queue=f"{self.queue}.{self.version_subject.rsplit('.', 1)[-1]}",
+                cb=self._on_message,
+            )
         await self._probe(nc)
         self.settled.set()
         if self.announcer is not None and nc.is_connected:
@@ -265,12 +277,12 @@ class NatsSubscriber:
                     await task
         self._connecting = self._probing = self._checking = None
         if self.announcer is not None:
-            await self.announcer.stop()
-        for sub in (self._sub, self._control):
+            await self.announcer.stop(self._nc)
+        for sub in (self._sub, self._control, self._version):
             if sub is not None:
                 with contextlib.suppress(Exception):
                     await sub.unsubscribe()
-        self._sub = self._control = None
+        self._sub = self._control = self._version = None
         if self._inflight:
             await asyncio.wait(set(self._inflight), timeout=timeout)
         if self._nc is not None:

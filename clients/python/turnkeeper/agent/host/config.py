@@ -1,7 +1,8 @@
 """``langgraph.json`` as LangGraph's CLI reads it, the parts a host needs:
 
 - ``graphs``: ``{"name": "./path/to/file.py:attribute"}`` (or ``"package.module:attr"``);
-  the name is the agent's and the assistant's id;
+  the name is the agent's and the assistant's id; the object form ``{"path": ...,
+  "version_label": "v2"}`` also names the graph's version (docs/versions.md);
 - ``dependencies``: local directories put on ``sys.path`` (``"."`` included), so the
   graphs' own imports resolve; package names (installed with pip) are not installed
   here, they must be installed already;
@@ -29,6 +30,9 @@ class GraphSpec:
     # A file (absolute) or a dotted module, and the attribute in it.
     module: str
     attribute: str
+    # The graph's version label (docs/versions.md): ``"version_label"`` of the graph's
+    # object form, ``{"path": ..., "version_label": "v2"}``.
+    version_label: str = ""
 
     @property
     def is_file(self) -> bool:
@@ -67,14 +71,18 @@ def read_config(path: Path | str) -> HostConfig:
     for name, target in graphs.items():
         if not _NAME.match(name):
             raise _fail(path, f"graph name {name!r}: letters, digits, '_' and '-' only")
+        label = ""
         if isinstance(target, dict):
+            label = target.get("version_label", "")
+            if not isinstance(label, str):
+                raise _fail(path, f'graph {name!r}: "version_label" must be a string')
             target = target.get("path")
         if not isinstance(target, str) or ":" not in target:
             raise _fail(path, f"graph {name!r}: expected 'path/to/file.py:attribute'")
         module, _, attribute = target.rpartition(":")
         if module.endswith(".py"):
             module = str((base / module).resolve())
-        specs.append(GraphSpec(name, module, attribute))
+        specs.append(GraphSpec(name, module, attribute, label))
     dependencies = raw.get("dependencies", [])
     if not isinstance(dependencies, list) or not all(isinstance(d, str) for d in dependencies):
         raise _fail(path, '"dependencies" must be a list of strings')

@@ -39,6 +39,8 @@ def bridge_configs(
     out = []
     for k, spec in enumerate(config.graphs):
         extra: dict[str, Any] = {"langgraph_api": True, **overrides}
+        if spec.version_label:
+            extra["version_label"] = spec.version_label
         if k > 0:
             host = BridgeConfig.from_env(spec.name, env).health_address[0]
             extra["health_listen"] = f"{host}:0"

@@ -18,7 +18,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file turnkeeper/v1/turns.proto.
  */
 export const file_turnkeeper_v1_turns: GenFile = /*@__PURE__*/
-  fileDesc("Chl0dXJua2VlcGVyL3YxL3R1cm5zLnByb3RvEg10dXJua2VlcGVyLnYxImMKBU93bmVyEg8KB3JlcGxpY2EYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAi2wQKBFR1cm4SDwoHdHVybl9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSDQoFYWdlbnQYAyABKAkSJwoFc3RhdGUYBCABKA4yGC50dXJua2VlcGVyLnYxLlR1cm5TdGF0ZRIQCghhdHRlbXB0cxgFIAEoBRIQCghsYXN0X3NlcRgGIAEoAxIlCgVpbnB1dBgHIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIjCgVvd25lchgIIAEoCzIULnR1cm5rZWVwZXIudjEuT3duZXISKQoJaW50ZXJydXB0GAkgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEiYKBnJlc3VtZRgKIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRISCgpoYXNfcmVzdW1lGAsgASgIEg0KBWVycm9yGAwgASgJEg8KB3Jld2luZHMYDSABKAUSLgoKY3JlYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZW5kX3JlYXNvbhgQIAEoCRIwCgxydW5fZGVhZGxpbmUYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDXBhcmtfZGVhZGxpbmUYEiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD2NyYXNoZXNfY2hhcmdlZBgTIAEoBRIOCgZkZXRhaWwYFCABKAkidgoFRXZlbnQSCwoDc2VxGAEgASgDEg8KB2F0dGVtcHQYAiABKAUSDAoEdHlwZRgDIAEoCRIRCglkYXRhX2pzb24YBCABKAkSLgoKY3JlYXRlZF9hdBgFIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiOgoKRXZlbnRJbnB1dBILCgNzZXEYASABKAMSDAoEdHlwZRgCIAEoCRIRCglkYXRhX2pzb24YAyABKAki0gIKEFN0YXJ0VHVyblJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSDQoFYWdlbnQYAyABKAkSJQoFaW5wdXQYBCABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUSDwoHcmVwbGljYRgFIAEoCRITCgtpbmNhcm5hdGlvbhgGIAEoCRI8ChJtdWx0aXRhc2tfc3RyYXRlZ3kYByABKA4yIC50dXJua2VlcGVyLnYxLk11bHRpdGFza1N0cmF0ZWd5Ei8KDG1heF9ydW5fdGltZRgIIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIuCgtwYXJrX2V4cGlyeRgJIAEoCzIZLmdvb2dsZS5wcm90b2J1Zi5EdXJhdGlvbhIfChdyZXF1aXJlX2Fubm91bmNlZF9hZ2VudBgKIAEoCCJiChFTdGFydFR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEg8KB2NyZWF0ZWQYAiABKAgSGQoRY2FuY2VsbGVkX3R1cm5faWQYAyABKAkiJAoRVHVyblN0YXR1c1JlcXVlc3QSDwoHdHVybl9pZBgBIAEoCSKlAQoSVHVyblN0YXR1c1Jlc3BvbnNlEg8KB3R1cm5faWQYASABKAkSJwoFc3RhdGUYAiABKA4yGC50dXJua2VlcGVyLnYxLlR1cm5TdGF0ZRIQCghhdHRlbXB0cxgDIAEoBRIQCghsYXN0X3NlcRgEIAEoAxINCgVlcnJvchgFIAEoCRISCgplbmRfcmVhc29uGAYgASgJEg4KBmRldGFpbBgHIAEoCSIhCg5HZXRUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJIjQKD0dldFR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuIoQBChBMaXN0VHVybnNSZXF1ZXN0EicKBXN0YXRlGAEgASgOMhgudHVybmtlZXBlci52MS5UdXJuU3RhdGUSDQoFYWdlbnQYAiABKAkSEQoJdGhyZWFkX2lkGAMgASgJEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJIlAKEUxpc3RUdXJuc1Jlc3BvbnNlEiIKBXR1cm5zGAEgAygLMhMudHVybmtlZXBlci52MS5UdXJuEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJKChFMaXN0RXZlbnRzUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoAxIRCglwYWdlX3NpemUYAyABKAUiTAoSTGlzdEV2ZW50c1Jlc3BvbnNlEiQKBmV2ZW50cxgBIAMoCzIULnR1cm5rZWVwZXIudjEuRXZlbnQSEAoIbGFzdF9zZXEYAiABKAMiWgoQSGVhcnRiZWF0UmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSDwoHcmVwbGljYRgDIAEoCRITCgtpbmNhcm5hdGlvbhgEIAEoCSJJChFIZWFydGJlYXRSZXNwb25zZRI0ChBsZWFzZV9leHBpcmVzX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJiChNBcHBlbmRFdmVudHNSZXF1ZXN0Eg8KB3R1cm5faWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoBRIpCgZldmVudHMYAyADKAsyGS50dXJua2VlcGVyLnYxLkV2ZW50SW5wdXQiKAoUQXBwZW5kRXZlbnRzUmVzcG9uc2USEAoIbGFzdF9zZXEYASABKAMiiQEKD1BhcmtUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSKQoJaW50ZXJydXB0GAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEikKBmV2ZW50cxgEIAMoCzIZLnR1cm5rZWVwZXIudjEuRXZlbnRJbnB1dCI1ChBQYXJrVHVyblJlc3BvbnNlEiEKBHR1cm4YASABKAsyEy50dXJua2VlcGVyLnYxLlR1cm4imAEKEUZpbmlzaFR1cm5SZXF1ZXN0Eg8KB3R1cm5faWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoBRInCgdvdXRjb21lGAMgASgOMhYudHVybmtlZXBlci52MS5PdXRjb21lEg0KBWVycm9yGAQgASgJEikKBmV2ZW50cxgFIAMoCzIZLnR1cm5rZWVwZXIudjEuRXZlbnRJbnB1dCI3ChJGaW5pc2hUdXJuUmVzcG9uc2USIQoEdHVybhgBIAEoCzITLnR1cm5rZWVwZXIudjEuVHVybiJQChVSZXN1bWVEZXRhY2hlZFJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRImCgZyZXN1bWUYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiTwoWUmVzdW1lRGV0YWNoZWRSZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhIKCmRpc3BhdGNoZWQYAiABKAgiZQoOUmVkcml2ZVJlcXVlc3QSDQoFYWdlbnQYASABKAkSDwoHcmVwbGljYRgCIAEoCRITCgtpbmNhcm5hdGlvbhgDIAEoCRIPCgd0dXJuX2lkGAQgASgJEg0KBWZvcmNlGAUgASgIInMKDFJlZHJpdmVuVHVybhIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkSEgoKcmV3aW5kX3NlcRgDIAEoAxIVCg1mYWlsZWRfYXRfY2FwGAQgASgIIlEKD1JlZHJpdmVSZXNwb25zZRIqCgV0dXJucxgBIAMoCzIbLnR1cm5rZWVwZXIudjEuUmVkcml2ZW5UdXJuEhIKCmRpc3BhdGNoZWQYAiABKAgiWgoQQ2xhaW1UdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSDwoHcmVwbGljYRgDIAEoCRITCgtpbmNhcm5hdGlvbhgEIAEoCSJNChFDbGFpbVR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkiNgoQV2F0Y2hUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoAyI8CgVSZXNldBILCgNzZXEYASABKAMSDwoHYXR0ZW1wdBgCIAEoBRIVCg1jaGVja3BvaW50X2lkGAMgASgJImoKEVdhdGNoVHVyblJlc3BvbnNlEiUKBWV2ZW50GAEgASgLMhQudHVybmtlZXBlci52MS5FdmVudEgAEiUKBXJlc2V0GAIgASgLMhQudHVybmtlZXBlci52MS5SZXNldEgAQgcKBWZyYW1lIkYKEUNhbmNlbFR1cm5SZXF1ZXN0Eg8KB3R1cm5faWQYASABKAkSEAoIcm9sbGJhY2sYAiABKAgSDgoGcmVhc29uGAMgASgJIlQKEkNhbmNlbFR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhsKE2NoZWNrcG9pbnRzX3JlbW92ZWQYAiABKAUixQEKCkVmZmVjdENhbGwSDwoHdHVybl9pZBgBIAEoCRIPCgdhdHRlbXB0GAIgASgFEgsKA2tleRgDIAEoCRIMCgRuYW1lGAQgASgJEhEKCWFyZ3NfanNvbhgFIAEoCRIrCgZwb2xpY3kYBiABKA4yGy50dXJua2VlcGVyLnYxLkVmZmVjdFBvbGljeRIPCgd0YXNrX2lkGAcgASgJEhUKDWNoZWNrcG9pbnRfaWQYCCABKAkSEgoKY2FsbF9pbmRleBgJIAEoBSLyAgoGRWZmZWN0Eg8KB3R1cm5faWQYASABKAkSCwoDa2V5GAIgASgJEgwKBG5hbWUYAyABKAkSEQoJYXJnc19qc29uGAQgASgJEisKBnBvbGljeRgFIAEoDjIbLnR1cm5rZWVwZXIudjEuRWZmZWN0UG9saWN5EikKBXN0YXRlGAYgASgOMhoudHVybmtlZXBlci52MS5FZmZlY3RTdGF0ZRIUCgxvdXRjb21lX2pzb24YByABKAkSDwoHYXR0ZW1wdBgIIAEoBRIPCgd0YXNrX2lkGAkgASgJEhUKDWNoZWNrcG9pbnRfaWQYCiABKAkSEgoKY2FsbF9pbmRleBgLIAEoBRIOCgZkZXRhaWwYDCABKAkSLgoKY3JlYXRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiVAoSQmVnaW5FZmZlY3RSZXF1ZXN0EicKBGNhbGwYASABKAsyGS50dXJua2VlcGVyLnYxLkVmZmVjdENhbGwSFQoNcmVjb3JkX2ludGVudBgCIAEoCCJtChNCZWdpbkVmZmVjdFJlc3BvbnNlEi8KCGRlY2lzaW9uGAEgASgOMh0udHVybmtlZXBlci52MS5FZmZlY3REZWNpc2lvbhIlCgZlZmZlY3QYAiABKAsyFS50dXJua2VlcGVyLnYxLkVmZmVjdCKMAQoTUmVjb3JkRWZmZWN0UmVxdWVzdBInCgRjYWxsGAEgASgLMhkudHVybmtlZXBlci52MS5FZmZlY3RDYWxsEgsKA2tleRgCIAEoCRIpCgVzdGF0ZRgDIAEoDjIaLnR1cm5rZWVwZXIudjEuRWZmZWN0U3RhdGUSFAoMb3V0Y29tZV9qc29uGAQgASgJIj0KFFJlY29yZEVmZmVjdFJlc3BvbnNlEiUKBmVmZmVjdBgBIAEoCzIVLnR1cm5rZWVwZXIudjEuRWZmZWN0IkwKEkxpc3RFZmZlY3RzUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIlYKE0xpc3RFZmZlY3RzUmVzcG9uc2USJgoHZWZmZWN0cxgBIAMoCzIVLnR1cm5rZWVwZXIudjEuRWZmZWN0EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSrLAQoJVHVyblN0YXRlEhoKFlRVUk5fU1RBVEVfVU5TUEVDSUZJRUQQABIWChJUVVJOX1NUQVRFX1JVTk5JTkcQARIVChFUVVJOX1NUQVRFX1BBUktFRBACEhMKD1RVUk5fU1RBVEVfRE9ORRADEhUKEVRVUk5fU1RBVEVfRkFJTEVEEAQSFgoSVFVSTl9TVEFURV9VTktOT1dOEAUSGAoUVFVSTl9TVEFURV9DQU5DRUxMRUQQBhIVChFUVVJOX1NUQVRFX1FVRVVFRBAHKrkBChFNdWx0aXRhc2tTdHJhdGVneRIiCh5NVUxUSVRBU0tfU1RSQVRFR1lfVU5TUEVDSUZJRUQQABIdChlNVUxUSVRBU0tfU1RSQVRFR1lfUkVKRUNUEAESHgoaTVVMVElUQVNLX1NUUkFURUdZX0VOUVVFVUUQAhIgChxNVUxUSVRBU0tfU1RSQVRFR1lfSU5URVJSVVBUEAMSHwobTVVMVElUQVNLX1NUUkFURUdZX1JPTExCQUNLEAQqSAoHT3V0Y29tZRIXChNPVVRDT01FX1VOU1BFQ0lGSUVEEAASEAoMT1VUQ09NRV9ET05FEAESEgoOT1VUQ09NRV9GQUlMRUQQAip2CgxFZmZlY3RQb2xpY3kSHQoZRUZGRUNUX1BPTElDWV9VTlNQRUNJRklFRBAAEhcKE0VGRkVDVF9QT0xJQ1lfUkVUUlkQARIWChJFRkZFQ1RfUE9MSUNZX1BBUksQAhIWChJFRkZFQ1RfUE9MSUNZX0ZBSUwQAyqsAQoLRWZmZWN0U3RhdGUSHAoYRUZGRUNUX1NUQVRFX1VOU1BFQ0lGSUVEEAASFwoTRUZGRUNUX1NUQVRFX0lOVEVOVBABEhUKEUVGRkVDVF9TVEFURV9ET05FEAISFwoTRUZGRUNUX1NUQVRFX0ZBSUxFRBADEhkKFUVGRkVDVF9TVEFURV9SRVNPTFZFRBAEEhsKF0VGRkVDVF9TVEFURV9TVVBFUlNFREVEEAUqhwEKDkVmZmVjdERlY2lzaW9uEh8KG0VGRkVDVF9ERUNJU0lPTl9VTlNQRUNJRklFRBAAEhcKE0VGRkVDVF9ERUNJU0lPTl9SVU4QARIcChhFRkZFQ1RfREVDSVNJT05fUkVDT1JERUQQAhIdChlFRkZFQ1RfREVDSVNJT05fVU5DRVJUQUlOEAMyiQsKC1R1cm5TZXJ2aWNlEk4KCVN0YXJ0VHVybhIfLnR1cm5rZWVwZXIudjEuU3RhcnRUdXJuUmVxdWVzdBogLnR1cm5rZWVwZXIudjEuU3RhcnRUdXJuUmVzcG9uc2USUQoKVHVyblN0YXR1cxIgLnR1cm5rZWVwZXIudjEuVHVyblN0YXR1c1JlcXVlc3QaIS50dXJua2VlcGVyLnYxLlR1cm5TdGF0dXNSZXNwb25zZRJICgdHZXRUdXJuEh0udHVybmtlZXBlci52MS5HZXRUdXJuUmVxdWVzdBoeLnR1cm5rZWVwZXIudjEuR2V0VHVyblJlc3BvbnNlEk4KCUxpc3RUdXJucxIfLnR1cm5rZWVwZXIudjEuTGlzdFR1cm5zUmVxdWVzdBogLnR1cm5rZWVwZXIudjEuTGlzdFR1cm5zUmVzcG9uc2USUQoKTGlzdEV2ZW50cxIgLnR1cm5rZWVwZXIudjEuTGlzdEV2ZW50c1JlcXVlc3QaIS50dXJua2VlcGVyLnYxLkxpc3RFdmVudHNSZXNwb25zZRJOCglIZWFydGJlYXQSHy50dXJua2VlcGVyLnYxLkhlYXJ0YmVhdFJlcXVlc3QaIC50dXJua2VlcGVyLnYxLkhlYXJ0YmVhdFJlc3BvbnNlElcKDEFwcGVuZEV2ZW50cxIiLnR1cm5rZWVwZXIudjEuQXBwZW5kRXZlbnRzUmVxdWVzdBojLnR1cm5rZWVwZXIudjEuQXBwZW5kRXZlbnRzUmVzcG9uc2USSwoIUGFya1R1cm4SHi50dXJua2VlcGVyLnYxLlBhcmtUdXJuUmVxdWVzdBofLnR1cm5rZWVwZXIudjEuUGFya1R1cm5SZXNwb25zZRJRCgpGaW5pc2hUdXJuEiAudHVybmtlZXBlci52MS5GaW5pc2hUdXJuUmVxdWVzdBohLnR1cm5rZWVwZXIudjEuRmluaXNoVHVyblJlc3BvbnNlEl0KDlJlc3VtZURldGFjaGVkEiQudHVybmtlZXBlci52MS5SZXN1bWVEZXRhY2hlZFJlcXVlc3QaJS50dXJua2VlcGVyLnYxLlJlc3VtZURldGFjaGVkUmVzcG9uc2USSAoHUmVkcml2ZRIdLnR1cm5rZWVwZXIudjEuUmVkcml2ZVJlcXVlc3QaHi50dXJua2VlcGVyLnYxLlJlZHJpdmVSZXNwb25zZRJOCglDbGFpbVR1cm4SHy50dXJua2VlcGVyLnYxLkNsYWltVHVyblJlcXVlc3QaIC50dXJua2VlcGVyLnYxLkNsYWltVHVyblJlc3BvbnNlElAKCVdhdGNoVHVybhIfLnR1cm5rZWVwZXIudjEuV2F0Y2hUdXJuUmVxdWVzdBogLnR1cm5rZWVwZXIudjEuV2F0Y2hUdXJuUmVzcG9uc2UwARJRCgpDYW5jZWxUdXJuEiAudHVybmtlZXBlci52MS5DYW5jZWxUdXJuUmVxdWVzdBohLnR1cm5rZWVwZXIudjEuQ2FuY2VsVHVyblJlc3BvbnNlElQKC0JlZ2luRWZmZWN0EiEudHVybmtlZXBlci52MS5CZWdpbkVmZmVjdFJlcXVlc3QaIi50dXJua2VlcGVyLnYxLkJlZ2luRWZmZWN0UmVzcG9uc2USVwoMUmVjb3JkRWZmZWN0EiIudHVybmtlZXBlci52MS5SZWNvcmRFZmZlY3RSZXF1ZXN0GiMudHVybmtlZXBlci52MS5SZWNvcmRFZmZlY3RSZXNwb25zZRJUCgtMaXN0RWZmZWN0cxIhLnR1cm5rZWVwZXIudjEuTGlzdEVmZmVjdHNSZXF1ZXN0GiIudHVybmtlZXBlci52MS5MaXN0RWZmZWN0c1Jlc3BvbnNlYgZwcm90bzM", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
+  fileDesc("Chl0dXJua2VlcGVyL3YxL3R1cm5zLnByb3RvEg10dXJua2VlcGVyLnYxImMKBU93bmVyEg8KB3JlcGxpY2EYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkSNAoQbGVhc2VfZXhwaXJlc19hdBgDIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAivwUKBFR1cm4SDwoHdHVybl9pZBgBIAEoCRIRCgl0aHJlYWRfaWQYAiABKAkSDQoFYWdlbnQYAyABKAkSJwoFc3RhdGUYBCABKA4yGC50dXJua2VlcGVyLnYxLlR1cm5TdGF0ZRIQCghhdHRlbXB0cxgFIAEoBRIQCghsYXN0X3NlcRgGIAEoAxIlCgVpbnB1dBgHIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIjCgVvd25lchgIIAEoCzIULnR1cm5rZWVwZXIudjEuT3duZXISKQoJaW50ZXJydXB0GAkgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEiYKBnJlc3VtZRgKIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRISCgpoYXNfcmVzdW1lGAsgASgIEg0KBWVycm9yGAwgASgJEg8KB3Jld2luZHMYDSABKAUSLgoKY3JlYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgPIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASEgoKZW5kX3JlYXNvbhgQIAEoCRIwCgxydW5fZGVhZGxpbmUYESABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEjEKDXBhcmtfZGVhZGxpbmUYEiABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wEhcKD2NyYXNoZXNfY2hhcmdlZBgTIAEoBRIOCgZkZXRhaWwYFCABKAkSLQoFZ3JhcGgYFSABKAsyHi50dXJua2VlcGVyLnYxLkdyYXBoVmVyc2lvblJlZhIzCgt3YWl0aW5nX2ZvchgWIAEoCzIeLnR1cm5rZWVwZXIudjEuR3JhcGhWZXJzaW9uUmVmIjUKD0dyYXBoVmVyc2lvblJlZhITCgtmaW5nZXJwcmludBgBIAEoCRINCgVsYWJlbBgCIAEoCSJGCgxHcmFwaFZlcnNpb24SEwoLZmluZ2VycHJpbnQYASABKAkSDQoFbGFiZWwYAiABKAkSEgoKc2hhcGVfanNvbhgDIAEoCSJ2CgVFdmVudBILCgNzZXEYASABKAMSDwoHYXR0ZW1wdBgCIAEoBRIMCgR0eXBlGAMgASgJEhEKCWRhdGFfanNvbhgEIAEoCRIuCgpjcmVhdGVkX2F0GAUgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCI6CgpFdmVudElucHV0EgsKA3NlcRgBIAEoAxIMCgR0eXBlGAIgASgJEhEKCWRhdGFfanNvbhgDIAEoCSL+AgoQU3RhcnRUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEhEKCXRocmVhZF9pZBgCIAEoCRINCgVhZ2VudBgDIAEoCRIlCgVpbnB1dBgEIAEoCzIWLmdvb2dsZS5wcm90b2J1Zi5WYWx1ZRIPCgdyZXBsaWNhGAUgASgJEhMKC2luY2FybmF0aW9uGAYgASgJEjwKEm11bHRpdGFza19zdHJhdGVneRgHIAEoDjIgLnR1cm5rZWVwZXIudjEuTXVsdGl0YXNrU3RyYXRlZ3kSLwoMbWF4X3J1bl90aW1lGAggASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEi4KC3BhcmtfZXhwaXJ5GAkgASgLMhkuZ29vZ2xlLnByb3RvYnVmLkR1cmF0aW9uEh8KF3JlcXVpcmVfYW5ub3VuY2VkX2FnZW50GAogASgIEioKBWdyYXBoGAsgASgLMhsudHVybmtlZXBlci52MS5HcmFwaFZlcnNpb24iYgoRU3RhcnRUdXJuUmVzcG9uc2USIQoEdHVybhgBIAEoCzITLnR1cm5rZWVwZXIudjEuVHVybhIPCgdjcmVhdGVkGAIgASgIEhkKEWNhbmNlbGxlZF90dXJuX2lkGAMgASgJIiQKEVR1cm5TdGF0dXNSZXF1ZXN0Eg8KB3R1cm5faWQYASABKAki2gEKElR1cm5TdGF0dXNSZXNwb25zZRIPCgd0dXJuX2lkGAEgASgJEicKBXN0YXRlGAIgASgOMhgudHVybmtlZXBlci52MS5UdXJuU3RhdGUSEAoIYXR0ZW1wdHMYAyABKAUSEAoIbGFzdF9zZXEYBCABKAMSDQoFZXJyb3IYBSABKAkSEgoKZW5kX3JlYXNvbhgGIAEoCRIOCgZkZXRhaWwYByABKAkSMwoLd2FpdGluZ19mb3IYCCABKAsyHi50dXJua2VlcGVyLnYxLkdyYXBoVmVyc2lvblJlZiIhCg5HZXRUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJIjQKD0dldFR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuIoQBChBMaXN0VHVybnNSZXF1ZXN0EicKBXN0YXRlGAEgASgOMhgudHVybmtlZXBlci52MS5UdXJuU3RhdGUSDQoFYWdlbnQYAiABKAkSEQoJdGhyZWFkX2lkGAMgASgJEhEKCXBhZ2Vfc2l6ZRgEIAEoBRISCgpwYWdlX3Rva2VuGAUgASgJIlAKEUxpc3RUdXJuc1Jlc3BvbnNlEiIKBXR1cm5zGAEgAygLMhMudHVybmtlZXBlci52MS5UdXJuEhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSJKChFMaXN0RXZlbnRzUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoAxIRCglwYWdlX3NpemUYAyABKAUiTAoSTGlzdEV2ZW50c1Jlc3BvbnNlEiQKBmV2ZW50cxgBIAMoCzIULnR1cm5rZWVwZXIudjEuRXZlbnQSEAoIbGFzdF9zZXEYAiABKAMiWgoQSGVhcnRiZWF0UmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSDwoHcmVwbGljYRgDIAEoCRITCgtpbmNhcm5hdGlvbhgEIAEoCSJJChFIZWFydGJlYXRSZXNwb25zZRI0ChBsZWFzZV9leHBpcmVzX2F0GAEgASgLMhouZ29vZ2xlLnByb3RvYnVmLlRpbWVzdGFtcCJiChNBcHBlbmRFdmVudHNSZXF1ZXN0Eg8KB3R1cm5faWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoBRIpCgZldmVudHMYAyADKAsyGS50dXJua2VlcGVyLnYxLkV2ZW50SW5wdXQiKAoUQXBwZW5kRXZlbnRzUmVzcG9uc2USEAoIbGFzdF9zZXEYASABKAMiiQEKD1BhcmtUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEg8KB2F0dGVtcHQYAiABKAUSKQoJaW50ZXJydXB0GAMgASgLMhYuZ29vZ2xlLnByb3RvYnVmLlZhbHVlEikKBmV2ZW50cxgEIAMoCzIZLnR1cm5rZWVwZXIudjEuRXZlbnRJbnB1dCI1ChBQYXJrVHVyblJlc3BvbnNlEiEKBHR1cm4YASABKAsyEy50dXJua2VlcGVyLnYxLlR1cm4imAEKEUZpbmlzaFR1cm5SZXF1ZXN0Eg8KB3R1cm5faWQYASABKAkSDwoHYXR0ZW1wdBgCIAEoBRInCgdvdXRjb21lGAMgASgOMhYudHVybmtlZXBlci52MS5PdXRjb21lEg0KBWVycm9yGAQgASgJEikKBmV2ZW50cxgFIAMoCzIZLnR1cm5rZWVwZXIudjEuRXZlbnRJbnB1dCI3ChJGaW5pc2hUdXJuUmVzcG9uc2USIQoEdHVybhgBIAEoCzITLnR1cm5rZWVwZXIudjEuVHVybiJQChVSZXN1bWVEZXRhY2hlZFJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRImCgZyZXN1bWUYAiABKAsyFi5nb29nbGUucHJvdG9idWYuVmFsdWUiTwoWUmVzdW1lRGV0YWNoZWRSZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhIKCmRpc3BhdGNoZWQYAiABKAgikQEKDlJlZHJpdmVSZXF1ZXN0Eg0KBWFnZW50GAEgASgJEg8KB3JlcGxpY2EYAiABKAkSEwoLaW5jYXJuYXRpb24YAyABKAkSDwoHdHVybl9pZBgEIAEoCRINCgVmb3JjZRgFIAEoCBIqCgVncmFwaBgGIAEoCzIbLnR1cm5rZWVwZXIudjEuR3JhcGhWZXJzaW9uInMKDFJlZHJpdmVuVHVybhIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkSEgoKcmV3aW5kX3NlcRgDIAEoAxIVCg1mYWlsZWRfYXRfY2FwGAQgASgIIlEKD1JlZHJpdmVSZXNwb25zZRIqCgV0dXJucxgBIAMoCzIbLnR1cm5rZWVwZXIudjEuUmVkcml2ZW5UdXJuEhIKCmRpc3BhdGNoZWQYAiABKAgihgEKEENsYWltVHVyblJlcXVlc3QSDwoHdHVybl9pZBgBIAEoCRIPCgdhdHRlbXB0GAIgASgFEg8KB3JlcGxpY2EYAyABKAkSEwoLaW5jYXJuYXRpb24YBCABKAkSKgoFZ3JhcGgYBSABKAsyGy50dXJua2VlcGVyLnYxLkdyYXBoVmVyc2lvbiJNChFDbGFpbVR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhUKDWNoZWNrcG9pbnRfaWQYAiABKAkiNgoQV2F0Y2hUdXJuUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEhEKCWFmdGVyX3NlcRgCIAEoAyI8CgVSZXNldBILCgNzZXEYASABKAMSDwoHYXR0ZW1wdBgCIAEoBRIVCg1jaGVja3BvaW50X2lkGAMgASgJImoKEVdhdGNoVHVyblJlc3BvbnNlEiUKBWV2ZW50GAEgASgLMhQudHVybmtlZXBlci52MS5FdmVudEgAEiUKBXJlc2V0GAIgASgLMhQudHVybmtlZXBlci52MS5SZXNldEgAQgcKBWZyYW1lIkYKEUNhbmNlbFR1cm5SZXF1ZXN0Eg8KB3R1cm5faWQYASABKAkSEAoIcm9sbGJhY2sYAiABKAgSDgoGcmVhc29uGAMgASgJIlQKEkNhbmNlbFR1cm5SZXNwb25zZRIhCgR0dXJuGAEgASgLMhMudHVybmtlZXBlci52MS5UdXJuEhsKE2NoZWNrcG9pbnRzX3JlbW92ZWQYAiABKAUixQEKCkVmZmVjdENhbGwSDwoHdHVybl9pZBgBIAEoCRIPCgdhdHRlbXB0GAIgASgFEgsKA2tleRgDIAEoCRIMCgRuYW1lGAQgASgJEhEKCWFyZ3NfanNvbhgFIAEoCRIrCgZwb2xpY3kYBiABKA4yGy50dXJua2VlcGVyLnYxLkVmZmVjdFBvbGljeRIPCgd0YXNrX2lkGAcgASgJEhUKDWNoZWNrcG9pbnRfaWQYCCABKAkSEgoKY2FsbF9pbmRleBgJIAEoBSLyAgoGRWZmZWN0Eg8KB3R1cm5faWQYASABKAkSCwoDa2V5GAIgASgJEgwKBG5hbWUYAyABKAkSEQoJYXJnc19qc29uGAQgASgJEisKBnBvbGljeRgFIAEoDjIbLnR1cm5rZWVwZXIudjEuRWZmZWN0UG9saWN5EikKBXN0YXRlGAYgASgOMhoudHVybmtlZXBlci52MS5FZmZlY3RTdGF0ZRIUCgxvdXRjb21lX2pzb24YByABKAkSDwoHYXR0ZW1wdBgIIAEoBRIPCgd0YXNrX2lkGAkgASgJEhUKDWNoZWNrcG9pbnRfaWQYCiABKAkSEgoKY2FsbF9pbmRleBgLIAEoBRIOCgZkZXRhaWwYDCABKAkSLgoKY3JlYXRlZF9hdBgNIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXASLgoKdXBkYXRlZF9hdBgOIAEoCzIaLmdvb2dsZS5wcm90b2J1Zi5UaW1lc3RhbXAiVAoSQmVnaW5FZmZlY3RSZXF1ZXN0EicKBGNhbGwYASABKAsyGS50dXJua2VlcGVyLnYxLkVmZmVjdENhbGwSFQoNcmVjb3JkX2ludGVudBgCIAEoCCJtChNCZWdpbkVmZmVjdFJlc3BvbnNlEi8KCGRlY2lzaW9uGAEgASgOMh0udHVybmtlZXBlci52MS5FZmZlY3REZWNpc2lvbhIlCgZlZmZlY3QYAiABKAsyFS50dXJua2VlcGVyLnYxLkVmZmVjdCKMAQoTUmVjb3JkRWZmZWN0UmVxdWVzdBInCgRjYWxsGAEgASgLMhkudHVybmtlZXBlci52MS5FZmZlY3RDYWxsEgsKA2tleRgCIAEoCRIpCgVzdGF0ZRgDIAEoDjIaLnR1cm5rZWVwZXIudjEuRWZmZWN0U3RhdGUSFAoMb3V0Y29tZV9qc29uGAQgASgJIj0KFFJlY29yZEVmZmVjdFJlc3BvbnNlEiUKBmVmZmVjdBgBIAEoCzIVLnR1cm5rZWVwZXIudjEuRWZmZWN0IkwKEkxpc3RFZmZlY3RzUmVxdWVzdBIPCgd0dXJuX2lkGAEgASgJEhEKCXBhZ2Vfc2l6ZRgCIAEoBRISCgpwYWdlX3Rva2VuGAMgASgJIlYKE0xpc3RFZmZlY3RzUmVzcG9uc2USJgoHZWZmZWN0cxgBIAMoCzIVLnR1cm5rZWVwZXIudjEuRWZmZWN0EhcKD25leHRfcGFnZV90b2tlbhgCIAEoCSIiChFMaXN0QWdlbnRzUmVxdWVzdBINCgVhZ2VudBgBIAEoCSKVAQoMQWdlbnRSZXBsaWNhEg8KB3JlcGxpY2EYASABKAkSEwoLaW5jYXJuYXRpb24YAiABKAkSLQoFZ3JhcGgYAyABKAsyHi50dXJua2VlcGVyLnYxLkdyYXBoVmVyc2lvblJlZhIwCgxhbm5vdW5jZWRfYXQYBCABKAsyGi5nb29nbGUucHJvdG9idWYuVGltZXN0YW1wIp8BCgtXYWl0aW5nVHVybhIPCgd0dXJuX2lkGAEgASgJEhEKCXRocmVhZF9pZBgCIAEoCRInCgVzdGF0ZRgDIAEoDjIYLnR1cm5rZWVwZXIudjEuVHVyblN0YXRlEjMKC3dhaXRpbmdfZm9yGAQgASgLMh4udHVybmtlZXBlci52MS5HcmFwaFZlcnNpb25SZWYSDgoGZGV0YWlsGAUgASgJIooBCg1BZ2VudFZlcnNpb25zEg0KBWFnZW50GAEgASgJEg4KBnBvbGljeRgCIAEoCRItCghyZXBsaWNhcxgDIAMoCzIbLnR1cm5rZWVwZXIudjEuQWdlbnRSZXBsaWNhEisKB3dhaXRpbmcYBCADKAsyGi50dXJua2VlcGVyLnYxLldhaXRpbmdUdXJuIkIKEkxpc3RBZ2VudHNSZXNwb25zZRIsCgZhZ2VudHMYASADKAsyHC50dXJua2VlcGVyLnYxLkFnZW50VmVyc2lvbnMieQoTTWlncmF0ZVR1cm5zUmVxdWVzdBINCgVhZ2VudBgBIAEoCRIWCg50b19maW5nZXJwcmludBgCIAEoCRIYChBmcm9tX2ZpbmdlcnByaW50GAMgASgJEhAKCHR1cm5faWRzGAQgAygJEg8KB2RyeV9ydW4YBSABKAgiKAoUTWlncmF0ZVR1cm5zUmVzcG9uc2USEAoIdHVybl9pZHMYASADKAkqywEKCVR1cm5TdGF0ZRIaChZUVVJOX1NUQVRFX1VOU1BFQ0lGSUVEEAASFgoSVFVSTl9TVEFURV9SVU5OSU5HEAESFQoRVFVSTl9TVEFURV9QQVJLRUQQAhITCg9UVVJOX1NUQVRFX0RPTkUQAxIVChFUVVJOX1NUQVRFX0ZBSUxFRBAEEhYKElRVUk5fU1RBVEVfVU5LTk9XThAFEhgKFFRVUk5fU1RBVEVfQ0FOQ0VMTEVEEAYSFQoRVFVSTl9TVEFURV9RVUVVRUQQByq5AQoRTXVsdGl0YXNrU3RyYXRlZ3kSIgoeTVVMVElUQVNLX1NUUkFURUdZX1VOU1BFQ0lGSUVEEAASHQoZTVVMVElUQVNLX1NUUkFURUdZX1JFSkVDVBABEh4KGk1VTFRJVEFTS19TVFJBVEVHWV9FTlFVRVVFEAISIAocTVVMVElUQVNLX1NUUkFURUdZX0lOVEVSUlVQVBADEh8KG01VTFRJVEFTS19TVFJBVEVHWV9ST0xMQkFDSxAEKkgKB091dGNvbWUSFwoTT1VUQ09NRV9VTlNQRUNJRklFRBAAEhAKDE9VVENPTUVfRE9ORRABEhIKDk9VVENPTUVfRkFJTEVEEAIqdgoMRWZmZWN0UG9saWN5Eh0KGUVGRkVDVF9QT0xJQ1lfVU5TUEVDSUZJRUQQABIXChNFRkZFQ1RfUE9MSUNZX1JFVFJZEAESFgoSRUZGRUNUX1BPTElDWV9QQVJLEAISFgoSRUZGRUNUX1BPTElDWV9GQUlMEAMqrAEKC0VmZmVjdFN0YXRlEhwKGEVGRkVDVF9TVEFURV9VTlNQRUNJRklFRBAAEhcKE0VGRkVDVF9TVEFURV9JTlRFTlQQARIVChFFRkZFQ1RfU1RBVEVfRE9ORRACEhcKE0VGRkVDVF9TVEFURV9GQUlMRUQQAxIZChVFRkZFQ1RfU1RBVEVfUkVTT0xWRUQQBBIbChdFRkZFQ1RfU1RBVEVfU1VQRVJTRURFRBAFKocBCg5FZmZlY3REZWNpc2lvbhIfChtFRkZFQ1RfREVDSVNJT05fVU5TUEVDSUZJRUQQABIXChNFRkZFQ1RfREVDSVNJT05fUlVOEAESHAoYRUZGRUNUX0RFQ0lTSU9OX1JFQ09SREVEEAISHQoZRUZGRUNUX0RFQ0lTSU9OX1VOQ0VSVEFJThADMrUMCgtUdXJuU2VydmljZRJOCglTdGFydFR1cm4SHy50dXJua2VlcGVyLnYxLlN0YXJ0VHVyblJlcXVlc3QaIC50dXJua2VlcGVyLnYxLlN0YXJ0VHVyblJlc3BvbnNlElEKClR1cm5TdGF0dXMSIC50dXJua2VlcGVyLnYxLlR1cm5TdGF0dXNSZXF1ZXN0GiEudHVybmtlZXBlci52MS5UdXJuU3RhdHVzUmVzcG9uc2USSAoHR2V0VHVybhIdLnR1cm5rZWVwZXIudjEuR2V0VHVyblJlcXVlc3QaHi50dXJua2VlcGVyLnYxLkdldFR1cm5SZXNwb25zZRJOCglMaXN0VHVybnMSHy50dXJua2VlcGVyLnYxLkxpc3RUdXJuc1JlcXVlc3QaIC50dXJua2VlcGVyLnYxLkxpc3RUdXJuc1Jlc3BvbnNlElEKCkxpc3RFdmVudHMSIC50dXJua2VlcGVyLnYxLkxpc3RFdmVudHNSZXF1ZXN0GiEudHVybmtlZXBlci52MS5MaXN0RXZlbnRzUmVzcG9uc2USTgoJSGVhcnRiZWF0Eh8udHVybmtlZXBlci52MS5IZWFydGJlYXRSZXF1ZXN0GiAudHVybmtlZXBlci52MS5IZWFydGJlYXRSZXNwb25zZRJXCgxBcHBlbmRFdmVudHMSIi50dXJua2VlcGVyLnYxLkFwcGVuZEV2ZW50c1JlcXVlc3QaIy50dXJua2VlcGVyLnYxLkFwcGVuZEV2ZW50c1Jlc3BvbnNlEksKCFBhcmtUdXJuEh4udHVybmtlZXBlci52MS5QYXJrVHVyblJlcXVlc3QaHy50dXJua2VlcGVyLnYxLlBhcmtUdXJuUmVzcG9uc2USUQoKRmluaXNoVHVybhIgLnR1cm5rZWVwZXIudjEuRmluaXNoVHVyblJlcXVlc3QaIS50dXJua2VlcGVyLnYxLkZpbmlzaFR1cm5SZXNwb25zZRJdCg5SZXN1bWVEZXRhY2hlZBIkLnR1cm5rZWVwZXIudjEuUmVzdW1lRGV0YWNoZWRSZXF1ZXN0GiUudHVybmtlZXBlci52MS5SZXN1bWVEZXRhY2hlZFJlc3BvbnNlEkgKB1JlZHJpdmUSHS50dXJua2VlcGVyLnYxLlJlZHJpdmVSZXF1ZXN0Gh4udHVybmtlZXBlci52MS5SZWRyaXZlUmVzcG9uc2USTgoJQ2xhaW1UdXJuEh8udHVybmtlZXBlci52MS5DbGFpbVR1cm5SZXF1ZXN0GiAudHVybmtlZXBlci52MS5DbGFpbVR1cm5SZXNwb25zZRJRCgpMaXN0QWdlbnRzEiAudHVybmtlZXBlci52MS5MaXN0QWdlbnRzUmVxdWVzdBohLnR1cm5rZWVwZXIudjEuTGlzdEFnZW50c1Jlc3BvbnNlElcKDE1pZ3JhdGVUdXJucxIiLnR1cm5rZWVwZXIudjEuTWlncmF0ZVR1cm5zUmVxdWVzdBojLnR1cm5rZWVwZXIudjEuTWlncmF0ZVR1cm5zUmVzcG9uc2USUAoJV2F0Y2hUdXJuEh8udHVybmtlZXBlci52MS5XYXRjaFR1cm5SZXF1ZXN0GiAudHVybmtlZXBlci52MS5XYXRjaFR1cm5SZXNwb25zZTABElEKCkNhbmNlbFR1cm4SIC50dXJua2VlcGVyLnYxLkNhbmNlbFR1cm5SZXF1ZXN0GiEudHVybmtlZXBlci52MS5DYW5jZWxUdXJuUmVzcG9uc2USVAoLQmVnaW5FZmZlY3QSIS50dXJua2VlcGVyLnYxLkJlZ2luRWZmZWN0UmVxdWVzdBoiLnR1cm5rZWVwZXIudjEuQmVnaW5FZmZlY3RSZXNwb25zZRJXCgxSZWNvcmRFZmZlY3QSIi50dXJua2VlcGVyLnYxLlJlY29yZEVmZmVjdFJlcXVlc3QaIy50dXJua2VlcGVyLnYxLlJlY29yZEVmZmVjdFJlc3BvbnNlElQKC0xpc3RFZmZlY3RzEiEudHVybmtlZXBlci52MS5MaXN0RWZmZWN0c1JlcXVlc3QaIi50dXJua2VlcGVyLnYxLkxpc3RFZmZlY3RzUmVzcG9uc2ViBnByb3RvMw", [file_google_protobuf_duration, file_google_protobuf_struct, file_google_protobuf_timestamp]);
 
 /**
  * The executor that owns a RUNNING turn.
@@ -183,6 +183,22 @@ export type Turn = Message<"turnkeeper.v1.Turn"> & {
    * @generated from field: string detail = 20;
    */
   detail: string;
+
+  /**
+   * The graph version of the code that started the turn or last took it over (the
+   * claiming replica's); empty until a replica that announces versions ran it.
+   *
+   * @generated from field: turnkeeper.v1.GraphVersionRef graph = 21;
+   */
+  graph?: GraphVersionRef | undefined;
+
+  /**
+   * Set while the turn waits for a replica its agent's version policy allows: the
+   * version it waits for (docs/versions.md). `detail` says it in words.
+   *
+   * @generated from field: turnkeeper.v1.GraphVersionRef waiting_for = 22;
+   */
+  waitingFor?: GraphVersionRef | undefined;
 };
 
 /**
@@ -191,6 +207,67 @@ export type Turn = Message<"turnkeeper.v1.Turn"> & {
  */
 export const TurnSchema: GenMessage<Turn> = /*@__PURE__*/
   messageDesc(file_turnkeeper_v1_turns, 1);
+
+/**
+ * A graph version: the fingerprint of a graph's shape and label, and the label
+ * (docs/versions.md says what the fingerprint covers).
+ *
+ * @generated from message turnkeeper.v1.GraphVersionRef
+ */
+export type GraphVersionRef = Message<"turnkeeper.v1.GraphVersionRef"> & {
+  /**
+   * SHA-256 (hex) of the canonical JSON of {"label": label, "shape": shape}.
+   *
+   * @generated from field: string fingerprint = 1;
+   */
+  fingerprint: string;
+
+  /**
+   * The author's version label; may be empty.
+   *
+   * @generated from field: string label = 2;
+   */
+  label: string;
+};
+
+/**
+ * Describes the message turnkeeper.v1.GraphVersionRef.
+ * Use `create(GraphVersionRefSchema)` to create a new message.
+ */
+export const GraphVersionRefSchema: GenMessage<GraphVersionRef> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 2);
+
+/**
+ * What a replica serves: its graph version and the shape behind the fingerprint.
+ *
+ * @generated from message turnkeeper.v1.GraphVersion
+ */
+export type GraphVersion = Message<"turnkeeper.v1.GraphVersion"> & {
+  /**
+   * @generated from field: string fingerprint = 1;
+   */
+  fingerprint: string;
+
+  /**
+   * @generated from field: string label = 2;
+   */
+  label: string;
+
+  /**
+   * The shape as canonical JSON (nodes, edges, branches, channels with reducer
+   * kinds, state schema, interrupt points).
+   *
+   * @generated from field: string shape_json = 3;
+   */
+  shapeJson: string;
+};
+
+/**
+ * Describes the message turnkeeper.v1.GraphVersion.
+ * Use `create(GraphVersionSchema)` to create a new message.
+ */
+export const GraphVersionSchema: GenMessage<GraphVersion> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 3);
 
 /**
  * @generated from message turnkeeper.v1.Event
@@ -234,7 +311,7 @@ export type Event = Message<"turnkeeper.v1.Event"> & {
  * Use `create(EventSchema)` to create a new message.
  */
 export const EventSchema: GenMessage<Event> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 2);
+  messageDesc(file_turnkeeper_v1_turns, 4);
 
 /**
  * An event as an executor writes it.
@@ -263,7 +340,7 @@ export type EventInput = Message<"turnkeeper.v1.EventInput"> & {
  * Use `create(EventInputSchema)` to create a new message.
  */
 export const EventInputSchema: GenMessage<EventInput> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 3);
+  messageDesc(file_turnkeeper_v1_turns, 5);
 
 /**
  * @generated from message turnkeeper.v1.StartTurnRequest
@@ -330,6 +407,14 @@ export type StartTurnRequest = Message<"turnkeeper.v1.StartTurnRequest"> & {
    * @generated from field: bool require_announced_agent = 10;
    */
   requireAnnouncedAgent: boolean;
+
+  /**
+   * The graph version of the calling executor, when it names itself (replica):
+   * recorded as the turn's (Turn.graph, docs/versions.md).
+   *
+   * @generated from field: turnkeeper.v1.GraphVersion graph = 11;
+   */
+  graph?: GraphVersion | undefined;
 };
 
 /**
@@ -337,7 +422,7 @@ export type StartTurnRequest = Message<"turnkeeper.v1.StartTurnRequest"> & {
  * Use `create(StartTurnRequestSchema)` to create a new message.
  */
 export const StartTurnRequestSchema: GenMessage<StartTurnRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 4);
+  messageDesc(file_turnkeeper_v1_turns, 6);
 
 /**
  * @generated from message turnkeeper.v1.StartTurnResponse
@@ -368,7 +453,7 @@ export type StartTurnResponse = Message<"turnkeeper.v1.StartTurnResponse"> & {
  * Use `create(StartTurnResponseSchema)` to create a new message.
  */
 export const StartTurnResponseSchema: GenMessage<StartTurnResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 5);
+  messageDesc(file_turnkeeper_v1_turns, 7);
 
 /**
  * @generated from message turnkeeper.v1.TurnStatusRequest
@@ -385,7 +470,7 @@ export type TurnStatusRequest = Message<"turnkeeper.v1.TurnStatusRequest"> & {
  * Use `create(TurnStatusRequestSchema)` to create a new message.
  */
 export const TurnStatusRequestSchema: GenMessage<TurnStatusRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 6);
+  messageDesc(file_turnkeeper_v1_turns, 8);
 
 /**
  * @generated from message turnkeeper.v1.TurnStatusResponse
@@ -429,6 +514,13 @@ export type TurnStatusResponse = Message<"turnkeeper.v1.TurnStatusResponse"> & {
    * @generated from field: string detail = 7;
    */
   detail: string;
+
+  /**
+   * As Turn.waiting_for.
+   *
+   * @generated from field: turnkeeper.v1.GraphVersionRef waiting_for = 8;
+   */
+  waitingFor?: GraphVersionRef | undefined;
 };
 
 /**
@@ -436,7 +528,7 @@ export type TurnStatusResponse = Message<"turnkeeper.v1.TurnStatusResponse"> & {
  * Use `create(TurnStatusResponseSchema)` to create a new message.
  */
 export const TurnStatusResponseSchema: GenMessage<TurnStatusResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 7);
+  messageDesc(file_turnkeeper_v1_turns, 9);
 
 /**
  * @generated from message turnkeeper.v1.GetTurnRequest
@@ -453,7 +545,7 @@ export type GetTurnRequest = Message<"turnkeeper.v1.GetTurnRequest"> & {
  * Use `create(GetTurnRequestSchema)` to create a new message.
  */
 export const GetTurnRequestSchema: GenMessage<GetTurnRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 8);
+  messageDesc(file_turnkeeper_v1_turns, 10);
 
 /**
  * @generated from message turnkeeper.v1.GetTurnResponse
@@ -470,7 +562,7 @@ export type GetTurnResponse = Message<"turnkeeper.v1.GetTurnResponse"> & {
  * Use `create(GetTurnResponseSchema)` to create a new message.
  */
 export const GetTurnResponseSchema: GenMessage<GetTurnResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 9);
+  messageDesc(file_turnkeeper_v1_turns, 11);
 
 /**
  * @generated from message turnkeeper.v1.ListTurnsRequest
@@ -511,7 +603,7 @@ export type ListTurnsRequest = Message<"turnkeeper.v1.ListTurnsRequest"> & {
  * Use `create(ListTurnsRequestSchema)` to create a new message.
  */
 export const ListTurnsRequestSchema: GenMessage<ListTurnsRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 10);
+  messageDesc(file_turnkeeper_v1_turns, 12);
 
 /**
  * @generated from message turnkeeper.v1.ListTurnsResponse
@@ -535,7 +627,7 @@ export type ListTurnsResponse = Message<"turnkeeper.v1.ListTurnsResponse"> & {
  * Use `create(ListTurnsResponseSchema)` to create a new message.
  */
 export const ListTurnsResponseSchema: GenMessage<ListTurnsResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 11);
+  messageDesc(file_turnkeeper_v1_turns, 13);
 
 /**
  * @generated from message turnkeeper.v1.ListEventsRequest
@@ -564,7 +656,7 @@ export type ListEventsRequest = Message<"turnkeeper.v1.ListEventsRequest"> & {
  * Use `create(ListEventsRequestSchema)` to create a new message.
  */
 export const ListEventsRequestSchema: GenMessage<ListEventsRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 12);
+  messageDesc(file_turnkeeper_v1_turns, 14);
 
 /**
  * @generated from message turnkeeper.v1.ListEventsResponse
@@ -586,7 +678,7 @@ export type ListEventsResponse = Message<"turnkeeper.v1.ListEventsResponse"> & {
  * Use `create(ListEventsResponseSchema)` to create a new message.
  */
 export const ListEventsResponseSchema: GenMessage<ListEventsResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 13);
+  messageDesc(file_turnkeeper_v1_turns, 15);
 
 /**
  * @generated from message turnkeeper.v1.HeartbeatRequest
@@ -618,7 +710,7 @@ export type HeartbeatRequest = Message<"turnkeeper.v1.HeartbeatRequest"> & {
  * Use `create(HeartbeatRequestSchema)` to create a new message.
  */
 export const HeartbeatRequestSchema: GenMessage<HeartbeatRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 14);
+  messageDesc(file_turnkeeper_v1_turns, 16);
 
 /**
  * @generated from message turnkeeper.v1.HeartbeatResponse
@@ -635,7 +727,7 @@ export type HeartbeatResponse = Message<"turnkeeper.v1.HeartbeatResponse"> & {
  * Use `create(HeartbeatResponseSchema)` to create a new message.
  */
 export const HeartbeatResponseSchema: GenMessage<HeartbeatResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 15);
+  messageDesc(file_turnkeeper_v1_turns, 17);
 
 /**
  * @generated from message turnkeeper.v1.AppendEventsRequest
@@ -662,7 +754,7 @@ export type AppendEventsRequest = Message<"turnkeeper.v1.AppendEventsRequest"> &
  * Use `create(AppendEventsRequestSchema)` to create a new message.
  */
 export const AppendEventsRequestSchema: GenMessage<AppendEventsRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 16);
+  messageDesc(file_turnkeeper_v1_turns, 18);
 
 /**
  * @generated from message turnkeeper.v1.AppendEventsResponse
@@ -679,7 +771,7 @@ export type AppendEventsResponse = Message<"turnkeeper.v1.AppendEventsResponse">
  * Use `create(AppendEventsResponseSchema)` to create a new message.
  */
 export const AppendEventsResponseSchema: GenMessage<AppendEventsResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 17);
+  messageDesc(file_turnkeeper_v1_turns, 19);
 
 /**
  * @generated from message turnkeeper.v1.ParkTurnRequest
@@ -713,7 +805,7 @@ export type ParkTurnRequest = Message<"turnkeeper.v1.ParkTurnRequest"> & {
  * Use `create(ParkTurnRequestSchema)` to create a new message.
  */
 export const ParkTurnRequestSchema: GenMessage<ParkTurnRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 18);
+  messageDesc(file_turnkeeper_v1_turns, 20);
 
 /**
  * @generated from message turnkeeper.v1.ParkTurnResponse
@@ -730,7 +822,7 @@ export type ParkTurnResponse = Message<"turnkeeper.v1.ParkTurnResponse"> & {
  * Use `create(ParkTurnResponseSchema)` to create a new message.
  */
 export const ParkTurnResponseSchema: GenMessage<ParkTurnResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 19);
+  messageDesc(file_turnkeeper_v1_turns, 21);
 
 /**
  * @generated from message turnkeeper.v1.FinishTurnRequest
@@ -771,7 +863,7 @@ export type FinishTurnRequest = Message<"turnkeeper.v1.FinishTurnRequest"> & {
  * Use `create(FinishTurnRequestSchema)` to create a new message.
  */
 export const FinishTurnRequestSchema: GenMessage<FinishTurnRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 20);
+  messageDesc(file_turnkeeper_v1_turns, 22);
 
 /**
  * @generated from message turnkeeper.v1.FinishTurnResponse
@@ -788,7 +880,7 @@ export type FinishTurnResponse = Message<"turnkeeper.v1.FinishTurnResponse"> & {
  * Use `create(FinishTurnResponseSchema)` to create a new message.
  */
 export const FinishTurnResponseSchema: GenMessage<FinishTurnResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 21);
+  messageDesc(file_turnkeeper_v1_turns, 23);
 
 /**
  * @generated from message turnkeeper.v1.ResumeDetachedRequest
@@ -810,7 +902,7 @@ export type ResumeDetachedRequest = Message<"turnkeeper.v1.ResumeDetachedRequest
  * Use `create(ResumeDetachedRequestSchema)` to create a new message.
  */
 export const ResumeDetachedRequestSchema: GenMessage<ResumeDetachedRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 22);
+  messageDesc(file_turnkeeper_v1_turns, 24);
 
 /**
  * @generated from message turnkeeper.v1.ResumeDetachedResponse
@@ -835,7 +927,7 @@ export type ResumeDetachedResponse = Message<"turnkeeper.v1.ResumeDetachedRespon
  * Use `create(ResumeDetachedResponseSchema)` to create a new message.
  */
 export const ResumeDetachedResponseSchema: GenMessage<ResumeDetachedResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 23);
+  messageDesc(file_turnkeeper_v1_turns, 25);
 
 /**
  * @generated from message turnkeeper.v1.RedriveRequest
@@ -869,6 +961,14 @@ export type RedriveRequest = Message<"turnkeeper.v1.RedriveRequest"> & {
    * @generated from field: bool force = 5;
    */
   force: boolean;
+
+  /**
+   * Startup form: the graph version this replica serves. Unset: a replica from
+   * before versions, which every version policy treats as serving an unknown version.
+   *
+   * @generated from field: turnkeeper.v1.GraphVersion graph = 6;
+   */
+  graph?: GraphVersion | undefined;
 };
 
 /**
@@ -876,7 +976,7 @@ export type RedriveRequest = Message<"turnkeeper.v1.RedriveRequest"> & {
  * Use `create(RedriveRequestSchema)` to create a new message.
  */
 export const RedriveRequestSchema: GenMessage<RedriveRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 24);
+  messageDesc(file_turnkeeper_v1_turns, 26);
 
 /**
  * One re-driven turn.
@@ -917,7 +1017,7 @@ export type RedrivenTurn = Message<"turnkeeper.v1.RedrivenTurn"> & {
  * Use `create(RedrivenTurnSchema)` to create a new message.
  */
 export const RedrivenTurnSchema: GenMessage<RedrivenTurn> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 25);
+  messageDesc(file_turnkeeper_v1_turns, 27);
 
 /**
  * @generated from message turnkeeper.v1.RedriveResponse
@@ -941,7 +1041,7 @@ export type RedriveResponse = Message<"turnkeeper.v1.RedriveResponse"> & {
  * Use `create(RedriveResponseSchema)` to create a new message.
  */
 export const RedriveResponseSchema: GenMessage<RedriveResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 26);
+  messageDesc(file_turnkeeper_v1_turns, 28);
 
 /**
  * @generated from message turnkeeper.v1.ClaimTurnRequest
@@ -966,6 +1066,15 @@ export type ClaimTurnRequest = Message<"turnkeeper.v1.ClaimTurnRequest"> & {
    * @generated from field: string incarnation = 4;
    */
   incarnation: string;
+
+  /**
+   * The graph version this replica serves. The agent's version policy decides
+   * whether it may take the turn; when not: FAILED_PRECONDITION, and the turn waits
+   * for a replica that may (Turn.waiting_for).
+   *
+   * @generated from field: turnkeeper.v1.GraphVersion graph = 5;
+   */
+  graph?: GraphVersion | undefined;
 };
 
 /**
@@ -973,7 +1082,7 @@ export type ClaimTurnRequest = Message<"turnkeeper.v1.ClaimTurnRequest"> & {
  * Use `create(ClaimTurnRequestSchema)` to create a new message.
  */
 export const ClaimTurnRequestSchema: GenMessage<ClaimTurnRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 27);
+  messageDesc(file_turnkeeper_v1_turns, 29);
 
 /**
  * @generated from message turnkeeper.v1.ClaimTurnResponse
@@ -997,7 +1106,7 @@ export type ClaimTurnResponse = Message<"turnkeeper.v1.ClaimTurnResponse"> & {
  * Use `create(ClaimTurnResponseSchema)` to create a new message.
  */
 export const ClaimTurnResponseSchema: GenMessage<ClaimTurnResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 28);
+  messageDesc(file_turnkeeper_v1_turns, 30);
 
 /**
  * @generated from message turnkeeper.v1.WatchTurnRequest
@@ -1019,7 +1128,7 @@ export type WatchTurnRequest = Message<"turnkeeper.v1.WatchTurnRequest"> & {
  * Use `create(WatchTurnRequestSchema)` to create a new message.
  */
 export const WatchTurnRequestSchema: GenMessage<WatchTurnRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 29);
+  messageDesc(file_turnkeeper_v1_turns, 31);
 
 /**
  * Sent when the turn was rewound: drop every event shown so far; the frames that
@@ -1051,7 +1160,7 @@ export type Reset = Message<"turnkeeper.v1.Reset"> & {
  * Use `create(ResetSchema)` to create a new message.
  */
 export const ResetSchema: GenMessage<Reset> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 30);
+  messageDesc(file_turnkeeper_v1_turns, 32);
 
 /**
  * @generated from message turnkeeper.v1.WatchTurnResponse
@@ -1080,7 +1189,7 @@ export type WatchTurnResponse = Message<"turnkeeper.v1.WatchTurnResponse"> & {
  * Use `create(WatchTurnResponseSchema)` to create a new message.
  */
 export const WatchTurnResponseSchema: GenMessage<WatchTurnResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 31);
+  messageDesc(file_turnkeeper_v1_turns, 33);
 
 /**
  * @generated from message turnkeeper.v1.CancelTurnRequest
@@ -1112,7 +1221,7 @@ export type CancelTurnRequest = Message<"turnkeeper.v1.CancelTurnRequest"> & {
  * Use `create(CancelTurnRequestSchema)` to create a new message.
  */
 export const CancelTurnRequestSchema: GenMessage<CancelTurnRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 32);
+  messageDesc(file_turnkeeper_v1_turns, 34);
 
 /**
  * @generated from message turnkeeper.v1.CancelTurnResponse
@@ -1136,7 +1245,7 @@ export type CancelTurnResponse = Message<"turnkeeper.v1.CancelTurnResponse"> & {
  * Use `create(CancelTurnResponseSchema)` to create a new message.
  */
 export const CancelTurnResponseSchema: GenMessage<CancelTurnResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 33);
+  messageDesc(file_turnkeeper_v1_turns, 35);
 
 /**
  * One call of an effect as the agent describes it. The key is derived by the client
@@ -1205,7 +1314,7 @@ export type EffectCall = Message<"turnkeeper.v1.EffectCall"> & {
  * Use `create(EffectCallSchema)` to create a new message.
  */
 export const EffectCallSchema: GenMessage<EffectCall> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 34);
+  messageDesc(file_turnkeeper_v1_turns, 36);
 
 /**
  * @generated from message turnkeeper.v1.Effect
@@ -1296,7 +1405,7 @@ export type Effect = Message<"turnkeeper.v1.Effect"> & {
  * Use `create(EffectSchema)` to create a new message.
  */
 export const EffectSchema: GenMessage<Effect> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 35);
+  messageDesc(file_turnkeeper_v1_turns, 37);
 
 /**
  * @generated from message turnkeeper.v1.BeginEffectRequest
@@ -1322,7 +1431,7 @@ export type BeginEffectRequest = Message<"turnkeeper.v1.BeginEffectRequest"> & {
  * Use `create(BeginEffectRequestSchema)` to create a new message.
  */
 export const BeginEffectRequestSchema: GenMessage<BeginEffectRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 36);
+  messageDesc(file_turnkeeper_v1_turns, 38);
 
 /**
  * @generated from message turnkeeper.v1.BeginEffectResponse
@@ -1346,7 +1455,7 @@ export type BeginEffectResponse = Message<"turnkeeper.v1.BeginEffectResponse"> &
  * Use `create(BeginEffectResponseSchema)` to create a new message.
  */
 export const BeginEffectResponseSchema: GenMessage<BeginEffectResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 37);
+  messageDesc(file_turnkeeper_v1_turns, 39);
 
 /**
  * @generated from message turnkeeper.v1.RecordEffectRequest
@@ -1382,7 +1491,7 @@ export type RecordEffectRequest = Message<"turnkeeper.v1.RecordEffectRequest"> &
  * Use `create(RecordEffectRequestSchema)` to create a new message.
  */
 export const RecordEffectRequestSchema: GenMessage<RecordEffectRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 38);
+  messageDesc(file_turnkeeper_v1_turns, 40);
 
 /**
  * @generated from message turnkeeper.v1.RecordEffectResponse
@@ -1399,7 +1508,7 @@ export type RecordEffectResponse = Message<"turnkeeper.v1.RecordEffectResponse">
  * Use `create(RecordEffectResponseSchema)` to create a new message.
  */
 export const RecordEffectResponseSchema: GenMessage<RecordEffectResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 39);
+  messageDesc(file_turnkeeper_v1_turns, 41);
 
 /**
  * @generated from message turnkeeper.v1.ListEffectsRequest
@@ -1428,7 +1537,7 @@ export type ListEffectsRequest = Message<"turnkeeper.v1.ListEffectsRequest"> & {
  * Use `create(ListEffectsRequestSchema)` to create a new message.
  */
 export const ListEffectsRequestSchema: GenMessage<ListEffectsRequest> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 40);
+  messageDesc(file_turnkeeper_v1_turns, 42);
 
 /**
  * @generated from message turnkeeper.v1.ListEffectsResponse
@@ -1452,7 +1561,218 @@ export type ListEffectsResponse = Message<"turnkeeper.v1.ListEffectsResponse"> &
  * Use `create(ListEffectsResponseSchema)` to create a new message.
  */
 export const ListEffectsResponseSchema: GenMessage<ListEffectsResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_turns, 41);
+  messageDesc(file_turnkeeper_v1_turns, 43);
+
+/**
+ * @generated from message turnkeeper.v1.ListAgentsRequest
+ */
+export type ListAgentsRequest = Message<"turnkeeper.v1.ListAgentsRequest"> & {
+  /**
+   * Only this agent; empty: every agent known.
+   *
+   * @generated from field: string agent = 1;
+   */
+  agent: string;
+};
+
+/**
+ * Describes the message turnkeeper.v1.ListAgentsRequest.
+ * Use `create(ListAgentsRequestSchema)` to create a new message.
+ */
+export const ListAgentsRequestSchema: GenMessage<ListAgentsRequest> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 44);
+
+/**
+ * One live replica of an agent, as it last announced itself.
+ *
+ * @generated from message turnkeeper.v1.AgentReplica
+ */
+export type AgentReplica = Message<"turnkeeper.v1.AgentReplica"> & {
+  /**
+   * @generated from field: string replica = 1;
+   */
+  replica: string;
+
+  /**
+   * @generated from field: string incarnation = 2;
+   */
+  incarnation: string;
+
+  /**
+   * @generated from field: turnkeeper.v1.GraphVersionRef graph = 3;
+   */
+  graph?: GraphVersionRef | undefined;
+
+  /**
+   * @generated from field: google.protobuf.Timestamp announced_at = 4;
+   */
+  announcedAt?: Timestamp | undefined;
+};
+
+/**
+ * Describes the message turnkeeper.v1.AgentReplica.
+ * Use `create(AgentReplicaSchema)` to create a new message.
+ */
+export const AgentReplicaSchema: GenMessage<AgentReplica> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 45);
+
+/**
+ * A turn that no live replica may take under its agent's version policy.
+ *
+ * @generated from message turnkeeper.v1.WaitingTurn
+ */
+export type WaitingTurn = Message<"turnkeeper.v1.WaitingTurn"> & {
+  /**
+   * @generated from field: string turn_id = 1;
+   */
+  turnId: string;
+
+  /**
+   * @generated from field: string thread_id = 2;
+   */
+  threadId: string;
+
+  /**
+   * @generated from field: turnkeeper.v1.TurnState state = 3;
+   */
+  state: TurnState;
+
+  /**
+   * The version it waits for.
+   *
+   * @generated from field: turnkeeper.v1.GraphVersionRef waiting_for = 4;
+   */
+  waitingFor?: GraphVersionRef | undefined;
+
+  /**
+   * Why, in words a person can act on.
+   *
+   * @generated from field: string detail = 5;
+   */
+  detail: string;
+};
+
+/**
+ * Describes the message turnkeeper.v1.WaitingTurn.
+ * Use `create(WaitingTurnSchema)` to create a new message.
+ */
+export const WaitingTurnSchema: GenMessage<WaitingTurn> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 46);
+
+/**
+ * @generated from message turnkeeper.v1.AgentVersions
+ */
+export type AgentVersions = Message<"turnkeeper.v1.AgentVersions"> & {
+  /**
+   * @generated from field: string agent = 1;
+   */
+  agent: string;
+
+  /**
+   * pin, compatible or latest.
+   *
+   * @generated from field: string policy = 2;
+   */
+  policy: string;
+
+  /**
+   * @generated from field: repeated turnkeeper.v1.AgentReplica replicas = 3;
+   */
+  replicas: AgentReplica[];
+
+  /**
+   * @generated from field: repeated turnkeeper.v1.WaitingTurn waiting = 4;
+   */
+  waiting: WaitingTurn[];
+};
+
+/**
+ * Describes the message turnkeeper.v1.AgentVersions.
+ * Use `create(AgentVersionsSchema)` to create a new message.
+ */
+export const AgentVersionsSchema: GenMessage<AgentVersions> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 47);
+
+/**
+ * @generated from message turnkeeper.v1.ListAgentsResponse
+ */
+export type ListAgentsResponse = Message<"turnkeeper.v1.ListAgentsResponse"> & {
+  /**
+   * @generated from field: repeated turnkeeper.v1.AgentVersions agents = 1;
+   */
+  agents: AgentVersions[];
+};
+
+/**
+ * Describes the message turnkeeper.v1.ListAgentsResponse.
+ * Use `create(ListAgentsResponseSchema)` to create a new message.
+ */
+export const ListAgentsResponseSchema: GenMessage<ListAgentsResponse> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 48);
+
+/**
+ * @generated from message turnkeeper.v1.MigrateTurnsRequest
+ */
+export type MigrateTurnsRequest = Message<"turnkeeper.v1.MigrateTurnsRequest"> & {
+  /**
+   * @generated from field: string agent = 1;
+   */
+  agent: string;
+
+  /**
+   * The version the turns move to: a fingerprint a replica of the agent announced.
+   *
+   * @generated from field: string to_fingerprint = 2;
+   */
+  toFingerprint: string;
+
+  /**
+   * Only turns that wait for this version; empty: every waiting turn of the agent.
+   *
+   * @generated from field: string from_fingerprint = 3;
+   */
+  fromFingerprint: string;
+
+  /**
+   * Only these turns; empty: as from_fingerprint says.
+   *
+   * @generated from field: repeated string turn_ids = 4;
+   */
+  turnIds: string[];
+
+  /**
+   * Say which turns would move, and move none.
+   *
+   * @generated from field: bool dry_run = 5;
+   */
+  dryRun: boolean;
+};
+
+/**
+ * Describes the message turnkeeper.v1.MigrateTurnsRequest.
+ * Use `create(MigrateTurnsRequestSchema)` to create a new message.
+ */
+export const MigrateTurnsRequestSchema: GenMessage<MigrateTurnsRequest> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 49);
+
+/**
+ * @generated from message turnkeeper.v1.MigrateTurnsResponse
+ */
+export type MigrateTurnsResponse = Message<"turnkeeper.v1.MigrateTurnsResponse"> & {
+  /**
+   * The turns moved (or, with dry_run, that would move).
+   *
+   * @generated from field: repeated string turn_ids = 1;
+   */
+  turnIds: string[];
+};
+
+/**
+ * Describes the message turnkeeper.v1.MigrateTurnsResponse.
+ * Use `create(MigrateTurnsResponseSchema)` to create a new message.
+ */
+export const MigrateTurnsResponseSchema: GenMessage<MigrateTurnsResponse> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_turns, 50);
 
 /**
  * @generated from enum turnkeeper.v1.TurnState
@@ -1855,6 +2175,29 @@ export const TurnService: GenService<{
     methodKind: "unary";
     input: typeof ClaimTurnRequestSchema;
     output: typeof ClaimTurnResponseSchema;
+  },
+  /**
+   * Each agent's live replicas with the graph versions they serve, its version
+   * policy, and its turns that no live replica may take (docs/versions.md).
+   *
+   * @generated from rpc turnkeeper.v1.TurnService.ListAgents
+   */
+  listAgents: {
+    methodKind: "unary";
+    input: typeof ListAgentsRequestSchema;
+    output: typeof ListAgentsResponseSchema;
+  },
+  /**
+   * Move waiting turns of an agent to another graph version on purpose: each turn's
+   * required version becomes `to_fingerprint`, so replicas serving it may take the
+   * turn. Recorded in the audit log. dry_run: say which turns would move.
+   *
+   * @generated from rpc turnkeeper.v1.TurnService.MigrateTurns
+   */
+  migrateTurns: {
+    methodKind: "unary";
+    input: typeof MigrateTurnsRequestSchema;
+    output: typeof MigrateTurnsResponseSchema;
   },
   /**
    * Replay the retained events after after_seq, then live ones. On a rewind:

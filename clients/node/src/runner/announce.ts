@@ -1,0 +1,57 @@
+// A replica says which agent it serves and the graph version it serves (the Python
+// bridge's turnkeeper.agent.bridge.announce): `{agent, replica, incarnation, graph,
+// assistant}` on `<prefix>.<ns>.agents.<agent>.announce` once subscribed, again every
+// EVERY_MS, whenever the service asks on `<prefix>.<ns>.discover`, and a farewell
+// (`leaving: true`) at shutdown. The service keeps the live replicas of each agent
+// and their versions (`turnkeeper agents`), and hands a turn its agent's version
+// policy keeps for a version to a replica announcing it (docs/versions.md).
+// `assistant: false`: this runner does not serve LangGraph's API methods
+// (langgraph/*), so the service does not list its agent as an assistant.
+
+import type { NatsConnection, Subscription } from "nats";
+
+/** The bridges' announcement period; the service forgets after three silent ones. */
+export const EVERY_MS = 30_000;
+
+export class Announcer {
+  readonly #payload: string;
+  readonly #farewell: string;
+  #timer: NodeJS.Timeout | undefined;
+  #sub: Subscription | undefined;
+
+  constructor(
+    readonly subject: string,
+    readonly discoverSubject: string,
+    payload: Record<string, unknown>,
+    readonly everyMs = EVERY_MS,
+  ) {
+    this.#payload = JSON.stringify(payload);
+    this.#farewell = JSON.stringify({ ...payload, leaving: true });
+  }
+
+  /** Announce now and from now on; answer the service's discover. */
+  start(nc: NatsConnection): void {
+    this.#sub ??= nc.subscribe(this.discoverSubject, { callback: () => this.announce(nc) });
+    this.announce(nc);
+    this.#timer ??= setInterval(() => this.announce(nc), this.everyMs);
+    this.#timer.unref();
+  }
+
+  announce(nc: NatsConnection): void {
+    if (!nc.isClosed()) {
+      nc.publish(this.subject, this.#payload); // NATS away: the next period says it again
+    }
+  }
+
+  /** Stop announcing; say this replica is leaving, so the service drops it at once. */
+  async stop(nc: NatsConnection | undefined): Promise<void> {
+    clearInterval(this.#timer);
+    this.#timer = undefined;
+    this.#sub?.unsubscribe();
+    this.#sub = undefined;
+    if (nc !== undefined && !nc.isClosed()) {
+      nc.publish(this.subject, this.#farewell);
+      await nc.flush().catch(() => undefined);
+    }
+  }
+}

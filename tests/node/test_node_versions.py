@@ -1,0 +1,173 @@
+"""Graph versions in LangGraph.js agents (docs/versions.md): the TypeScript runner
+announces the version it serves, sends it with Redrive, ClaimTurn and StartTurn, and
+stamps its root checkpoints, so the agent's version policy holds for it as for the
+Python bridge. Two versions of clients/node/testing/agent.mjs's approval graph run as
+two real runner processes: a turn parked by v1 is resumed while only the other
+version is alive; under each policy that replica takes it, or the turn waits,
+visibly, for v1 and a v1 replica started later finishes it. The answer says which
+code ran it (`answered@<label>`)."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import nats
+import pytest
+from nats.aio.client import Client
+from turnkeeper.client import AsyncTurnkeeperClient
+from turnkeeper.v1 import turns_pb2 as pb
+from turnkeeper_server.app import TurnkeeperServer
+from turnkeeper_server.journal.versions import VersionPolicies
+
+from tests.support.agents import PATIENCE, Agent, result
+from tests.support.nats import NatsServer
+from tests.support.node import prepare_package, spawn_agent
+from tests.support.service import ServiceFactory
+from tests.support.turns import value
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+AGENT = "js-versions"
+
+# (policy, the new replica's variant and label, whether it may take a v1 turn)
+CASES = [
+    ("pin", ("", "v2"), False),
+    ("compatible", ("", "v2"), True),
+    ("compatible", ("renamed", "v2"), False),
+    ("compatible", ("reducer", "v2"), False),
+    ("latest", ("reducer", "v2"), True),
+]
+
+
+@pytest.fixture(scope="module")
+def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return prepare_package(tmp_path_factory.mktemp("node-versions"))
+
+
+@pytest.fixture
+def policies() -> VersionPolicies:
+    return VersionPolicies()
+
+
+@pytest.fixture
+async def service(
+    make_service: ServiceFactory, nats_server: NatsServer, policies: VersionPolicies
+) -> TurnkeeperServer:
+    return await make_service(nats_url=nats_server.url, version_policies=policies)
+
+
+@pytest.fixture
+async def nc(nats_server: NatsServer) -> AsyncIterator[Client]:
+    connection = await nats.connect(nats_server.url)
+    yield connection
+    await connection.close()
+
+
+async def settled(client: AsyncTurnkeeperClient, turn_id: str, want: int) -> pb.Turn:
+    """The turn once it reaches state `want` (its watchers are woken on each change)."""
+    async with asyncio.timeout(PATIENCE):
+        while True:
+            turn = (await client.get_turn(pb.GetTurnRequest(turn_id=turn_id))).turn
+            if turn.state == want:
+                return turn
+            async for _ in client.watch_turn(
+                pb.WatchTurnRequest(turn_id=turn_id, after_seq=turn.last_seq)
+            ):
+                break
+
+
+async def announced(client: AsyncTurnkeeperClient, replicas: set[str]) -> list[pb.AgentReplica]:
+    """The agent's live replicas once exactly `replicas` are announced."""
+    async with asyncio.timeout(PATIENCE):
+        while True:
+            listed = (await client.list_agents(pb.ListAgentsRequest(agent=AGENT))).agents
+            live = list(listed[0].replicas) if listed else []
+            if {r.replica for r in live} == replicas:
+                return live
+            await asyncio.sleep(0.05)  # polling the directory: nothing to await on
+
+
+def answer_of(events: Any) -> list[str]:
+    final = [json.loads(e.data_json) for e in events if e.type == "final"]
+    assert final, [e.type for e in events]
+    return list(final[-1]["output"]["log"])
+
+
+@pytest.mark.parametrize(
+    ("policies", "new", "expect_taken"),
+    [(VersionPolicies(p), n, t) for p, n, t in CASES],
+    ids=[f"{p}-{n[0] or 'label'}" for p, n, _ in CASES],
+)
+async def test_a_parked_turn_resumes_only_on_code_the_policy_allows(
+    node_package: Path,
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    nc: Client,
+    client: AsyncTurnkeeperClient,
+    tmp_path: Path,
+    new: tuple[str, str],
+    expect_taken: bool,
+) -> None:
+    variant, label = new
+    started: list[Agent] = []
+
+    async def replica(name: str, variant: str, label: str) -> Agent:
+        agent = await spawn_agent(
+            node_package,
+            service=service.address,
+            nats_url=nats_server.url,
+            agent=AGENT,
+            replica=name,
+            side_log=tmp_path / "side.log",
+            graph="approval",
+            extra_env={"GRAPH_VARIANT": variant, "TURNKEEPER_VERSION_LABEL": label},
+        )
+        started.append(agent)
+        await agent.ready()
+        return agent
+
+    turn_id = f"t-{variant or 'label'}"
+    try:
+        old = await replica("r-old", "", "v1")
+        [v1] = await announced(client, {"r-old"})
+        assert v1.graph.label == "v1" and len(v1.graph.fingerprint) == 64
+        # It serves no LangGraph API methods: its agent is not listed as an assistant.
+        assert AGENT not in service.engine.directory.agents()
+        await result(
+            nc,
+            "responses/create",
+            {"input": "job", "turn_id": turn_id, "thread_id": f"th-{turn_id}", "background": True},
+            agent=AGENT,
+        )
+        parked = await settled(client, turn_id, pb.TURN_STATE_PARKED)
+        assert (parked.graph.fingerprint, parked.graph.label) == (v1.graph.fingerprint, "v1")
+
+        await replica("r-new", variant, label)
+        # The old code is gone (a rolling upgrade's last old replica), cleanly.
+        await old.close()
+        [v2] = await announced(client, {"r-new"})
+        assert v2.graph.fingerprint != v1.graph.fingerprint and v2.graph.label == label
+        await client.resume_detached(pb.ResumeDetachedRequest(turn_id=turn_id, resume=value("yes")))
+        if expect_taken:
+            done = await settled(client, turn_id, pb.TURN_STATE_DONE)
+            assert done.graph.label == label
+            events = (await client.list_events(pb.ListEventsRequest(turn_id=turn_id))).events
+            assert answer_of(events) == ['decision:"yes"', f"answered@{label}"]
+            return
+        # Nobody may take it: it waits, RUNNING, and says for which version.
+        status = await client.turn_status(pb.TurnStatusRequest(turn_id=turn_id))
+        assert status.state == pb.TURN_STATE_RUNNING
+        assert status.waiting_for.label == "v1"
+        assert "serving graph version" in status.detail
+        # A replica of the old code comes back: it finishes the turn.
+        await replica("r-old-2", "", "v1")
+        done = await settled(client, turn_id, pb.TURN_STATE_DONE)
+        events = (await client.list_events(pb.ListEventsRequest(turn_id=turn_id))).events
+        assert answer_of(events) == ['decision:"yes"', "answered@v1"]
+    finally:
+        for agent in started:
+            await agent.kill()

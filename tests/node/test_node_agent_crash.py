@@ -148,11 +148,19 @@ async def test_a_js_execution_whose_attempt_was_redriven_away_stops_and_writes_n
         await agent.ready()
         watcher = await hold_turn(nc, client, "hold-zombie", agent=AGENT)
 
-        # Another incarnation of the replica takes the turn over while this
-        # execution still runs: its attempt is fenced from now on.
+        # Another incarnation of the replica (the same code, so the same graph
+        # version: docs/versions.md) takes the turn over while this execution still
+        # runs: its attempt is fenced from now on.
+        held = (await client.get_turn(turns_pb2.GetTurnRequest(turn_id="hold-zombie"))).turn
+        assert held.graph.fingerprint, "the runner recorded its graph version"
         taken = await client.redrive(
             turns_pb2.RedriveRequest(
-                agent=AGENT, replica="js-replica-zombie", incarnation="another-process"
+                agent=AGENT,
+                replica="js-replica-zombie",
+                incarnation="another-process",
+                graph=turns_pb2.GraphVersion(
+                    fingerprint=held.graph.fingerprint, label=held.graph.label
+                ),
             )
         )
         assert [(r.turn.turn_id, r.turn.attempts) for r in taken.turns] == [("hold-zombie", 1)]

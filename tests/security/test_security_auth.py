@@ -237,6 +237,14 @@ CASES: dict[str, tuple[str, Callable[[str], message.Message]]] = {
         ),
     ),
     "ListEffects": (T + "ListEffects", lambda t: turns_pb2.ListEffectsRequest(turn_id=t)),
+    "ListAgents": (T + "ListAgents", lambda t: turns_pb2.ListAgentsRequest()),
+    # A version no replica serves: refused once authorised.
+    "MigrateTurns": (
+        T + "MigrateTurns",
+        lambda t: turns_pb2.MigrateTurnsRequest(
+            agent="alpha", to_fingerprint="0" * 64, dry_run=True
+        ),
+    ),
     "GetCheckpoint": (
         C + "GetCheckpoint",
         lambda t: checkpoints_pb2.GetCheckpointRequest(thread_id="th-alpha"),
@@ -323,6 +331,8 @@ EXPECTED: dict[str, tuple[grpc.StatusCode, ...]] = {
     "BeginEffect": (U, U, ABORTED, N, D, D, ABORTED),
     "RecordEffect": (U, U, ABORTED, N, D, D, ABORTED),
     "ListEffects": (U, U, OK, N, D, OK, OK),
+    "ListAgents": (U, U, D, D, D, OK, OK),
+    "MigrateTurns": (U, U, D, D, D, PRECONDITION, PRECONDITION),
     "GetCheckpoint": (U, U, OK, D, D, OK, OK),
     "ListCheckpoints": (U, U, OK, D, D, OK, OK),
     "PutCheckpoint": (U, U, ABORTED, D, D, D, ABORTED),

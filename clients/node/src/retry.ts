@@ -20,6 +20,7 @@ export const RETRIED: ReadonlySet<string> = new Set([
   "turnkeeper.v1.TurnService/ListTurns",
   "turnkeeper.v1.TurnService/ListEvents",
   "turnkeeper.v1.TurnService/AppendEvents",
+  "turnkeeper.v1.TurnService/ListAgents",
   // The effect ledger: a list is a read; an outcome recorded again changes nothing.
   // BeginEffect never: one that recorded its intent, sent again, would find that
   // intent and call its own effect uncertain (docs/effects.md).

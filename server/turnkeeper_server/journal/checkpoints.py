@@ -53,7 +53,7 @@ def write(tx: Tx, write: CheckpointWrite, policy: Policy) -> str | None:
     if (
         turn is not None
         and write.effects_made is not None
-        and not any(w[1] == effects.INTERRUPT_CHANNEL for w in write.row.writes)
+        and not any(w[1] in effects.NOT_A_RESULT for w in write.row.writes)
     ):
         effects.settle(tx, turn, write.row.task_id, write.effects_made)
     return None

@@ -44,9 +44,13 @@ from turnkeeper_server.store.contract import Conn, Tx
 RUN, RECORDED, UNCERTAIN = "run", "recorded", "uncertain"
 # The event a superseded call is announced with.
 SUPERSEDED_EVENT: Final = "effect.superseded"
-# The channel LangGraph writes when a task parks at interrupt(): such writes are not
-# the task's last, so they settle nothing.
-INTERRUPT_CHANNEL: Final = "__interrupt__"
+# The channels LangGraph writes for a task that did not finish: it parked at
+# interrupt(), or it raised (its error), or what it was scheduled or resumed with.
+# Such writes are not the task's result: they settle nothing. An execution that
+# failed before it reached an effect must not supersede the effect an earlier one
+# recorded; the next execution would make it again under a new key (the fault
+# campaign found this: a BeginEffect refused while the disk was full).
+NOT_A_RESULT: Final = frozenset({"__interrupt__", "__error__", "__scheduled__", "__resume__"})
 
 _INSERT = (
     f"INSERT INTO main.effects ({EFFECT_COLUMNS}) "

@@ -156,6 +156,7 @@ def test_retry_policy_covers_exactly_the_idempotent_rpcs() -> None:
         ("TurnService", "GetTurn"),
         ("TurnService", "ListTurns"),
         ("TurnService", "ListEvents"),
+        ("TurnService", "ListAgents"),
         ("TurnService", "AppendEvents"),
         ("TurnService", "ListEffects"),
         ("TurnService", "RecordEffect"),

@@ -250,9 +250,11 @@ async def test_a_task_s_writes_supersede_the_calls_its_re_execution_did_not_make
     await record(turns, call("other", task_id="task-2"), "three")
     await redrive(turns)
     assert (await begin(turns, call("k1", attempt=1))).decision == pb.EFFECT_DECISION_RECORDED
-    # A task that parks (an interrupt) has not finished: nothing is settled yet.
-    await put_writes(checkpoints, attempt=1, made=["k1"], channel="__interrupt__")
-    assert {e.key: e.state for e in await effects(turns)}["k2"] == pb.EFFECT_STATE_DONE
+    # A task that parks (an interrupt) or raised (an error, before it made k2 again)
+    # has not finished: nothing is settled.
+    for unfinished in ("__interrupt__", "__error__"):
+        await put_writes(checkpoints, attempt=1, made=["k1"], channel=unfinished)
+        assert {e.key: e.state for e in await effects(turns)}["k2"] == pb.EFFECT_STATE_DONE
     await put_writes(checkpoints, attempt=1, made=["k1"])
     states = {e.key: (e.state, e.detail) for e in await effects(turns)}
     assert states["k1"][0] == pb.EFFECT_STATE_DONE

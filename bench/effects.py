@@ -37,6 +37,8 @@ from google.protobuf import struct_pb2
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from turnkeeper.agent.effect import effect
+from turnkeeper.agent.effect.snapshot import CONFIG_KEY as SNAPSHOT_KEY
+from turnkeeper.agent.effect.snapshot import LedgerSnapshot
 from turnkeeper.agent.saver import RemoteSaver, durable_config
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.v1 import turns_pb2 as pb
@@ -148,6 +150,8 @@ async def _turn(client: AsyncTurnkeeperClient, compiled: Any, calls: int) -> flo
         )
     )
     config: RunnableConfig = durable_config(thread_id, turn_id, 0)
+    # As the bridge runs a turn: with the run's snapshot of the ledger (decision 260).
+    config["configurable"][SNAPSHOT_KEY] = LedgerSnapshot()
     out = await compiled.ainvoke({"calls": calls, "seconds": []}, config, durability="sync")
     return float(out["seconds"][-1])
 
@@ -235,9 +239,10 @@ def run(size: Size) -> Section:
             "is the median of the rounds' ratios (decision 163); DBOS runs after them in "
             "its own process. "
             "turnkeeper: an `@effect` function called in a LangGraph node of a journaled "
-            "turn (RemoteSaver, the service in its own process on SQLite, "
-            "synchronous=FULL), policy `retry` (BeginEffect, a read; RecordEffect, a "
-            "commit) and `park` (BeginEffect commits the intent first); the floor is "
+            "turn run as the bridge runs it (RemoteSaver, the run's ledger snapshot, the "
+            "service in its own process on SQLite, synchronous=FULL), policy `retry` (a "
+            "new key runs at once, RecordEffect commits its outcome) and `park` "
+            "(BeginEffect commits the intent first); the floor is "
             "the same node calling a plain function. DBOS: `@DBOS.step` calls in a "
             "workflow on its SQLite system database (its own process). Restate: "
             "`ctx.run_typed` calls in a handler (Python SDK on hypercorn) behind a local "

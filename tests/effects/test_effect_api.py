@@ -34,6 +34,8 @@ from turnkeeper.agent.effect import (
     effect_key,
     journal_replies,
 )
+from turnkeeper.agent.effect.snapshot import CONFIG_KEY as SNAPSHOT_KEY
+from turnkeeper.agent.effect.snapshot import LedgerSnapshot
 from turnkeeper.agent.saver import RemoteSaver, durable_config, durable_run_kwargs
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2 as pb
@@ -401,3 +403,67 @@ async def test_a_retry_policy_try_is_a_new_call_and_each_try_keeps_its_outcome(
         (made[0], pb.EFFECT_STATE_DONE),
         (made[1], pb.EFFECT_STATE_DONE),
     ]
+
+
+async def test_with_the_run_s_snapshot_a_new_retry_call_asks_nothing_before_it_runs(
+    turn: Turn,
+) -> None:
+    """The bridge gives each run a LedgerSnapshot (decision 260): the turn's ledger is
+    read once, a `retry` call whose key has no row runs without BeginEffect, and a
+    key with a row still asks, so a re-drive gets the recorded outcome as before."""
+    receiver = Receiver()
+    begun: list[str] = []
+    listed: list[str] = []
+    begin, list_effects = turn.saver.abegin_effect, turn.saver.alist_effects
+
+    async def counting_begin(request: pb.BeginEffectRequest) -> pb.BeginEffectResponse:
+        begun.append(request.call.key)
+        return await begin(request)
+
+    async def counting_list(turn_id: str) -> Any:
+        listed.append(turn_id)
+        return await list_effects(turn_id)
+
+    turn.saver.abegin_effect = counting_begin  # type: ignore[method-assign]
+    turn.saver.alist_effects = counting_list  # type: ignore[method-assign]
+
+    @effect
+    async def charge(order: int, *, key: str = "") -> dict[str, Any]:
+        receiver.calls.append((key, order))
+        return {"charge": f"ch-{order}", "key": key}
+
+    async def act(state: State) -> State:
+        results = [await charge(order) for order in state["orders"]]
+        receiver.called.set()
+        await receiver.gate.wait()
+        return {"results": results}
+
+    def with_snapshot() -> Any:
+        config = turn.config()
+        config["configurable"][SNAPSHOT_KEY] = LedgerSnapshot()
+        return config
+
+    g = graph(turn.saver, act)
+    run = asyncio.create_task(
+        g.ainvoke({"orders": [1, 2, 3]}, with_snapshot(), **durable_run_kwargs())
+    )
+    await receiver.called.wait()
+    run.cancel()
+    with pytest.raises(asyncio.CancelledError):
+        await run
+    # One read of the ledger for the run, no BeginEffect: three charges made.
+    assert (len(listed), begun, len(receiver.calls)) == (1, [], 3)
+
+    await turn.redrive()
+    receiver.called.clear()
+    receiver.gate.set()
+    done = await g.ainvoke(None, with_snapshot(), **durable_run_kwargs())
+    # The re-drive's run read the ledger once more; every key had a row, so each
+    # asked, and got its recorded outcome without a charge.
+    keys = receiver.keys()
+    assert (len(listed), begun, len(receiver.calls)) == (2, keys, 3)
+    assert done["results"] == [
+        {"charge": f"ch-{o}", "key": k} for o, k in zip((1, 2, 3), keys, strict=True)
+    ]
+    ledger = await turn.effects()
+    assert [(e.key, e.state) for e in ledger] == [(k, pb.EFFECT_STATE_DONE) for k in keys]

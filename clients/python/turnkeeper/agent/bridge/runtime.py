@@ -42,6 +42,8 @@ from turnkeeper.agent.bridge._convert import py_to_value, to_jsonable, value_to_
 from turnkeeper.agent.bridge.boundary import BoundarySaver
 from turnkeeper.agent.bridge.events import FENCED, EventCapture, EventLog
 from turnkeeper.agent.bridge.intent import RunIntent, is_regenerate, regenerate_point, run_intent
+from turnkeeper.agent.effect.snapshot import CONFIG_KEY as EFFECTS_SNAPSHOT_KEY
+from turnkeeper.agent.effect.snapshot import LedgerSnapshot
 from turnkeeper.agent.reposition import at_checkpoint
 from turnkeeper.agent.saver import durable_config, durable_run_kwargs
 from turnkeeper.client import AsyncTurnkeeperClient
@@ -303,6 +305,9 @@ class Execution:
             **served,
             **(extra.pop("configurable", None) or {}),
             **config["configurable"],
+            # What this run knows of the turn's effect ledger: a `retry` effect with
+            # no row under its key runs without a read (decision 260).
+            EFFECTS_SNAPSHOT_KEY: LedgerSnapshot(),
         }
         callbacks = list(extra.pop("callbacks", None) or [])
         merged: RunnableConfig = {**extra, **config}  # type: ignore[typeddict-item]

@@ -34,6 +34,8 @@ from langgraph.types import interrupt
 
 from turnkeeper.agent.effect.errors import EffectFailed, EffectOutsideRemoteSaver, EffectUncertain
 from turnkeeper.agent.effect.key import CallSite, call_site
+from turnkeeper.agent.effect.snapshot import CONFIG_KEY as SNAPSHOT_KEY
+from turnkeeper.agent.effect.snapshot import LedgerSnapshot, run_answer
 from turnkeeper.agent.saver.remote import RemoteSaver
 from turnkeeper.v1 import turns_pb2
 
@@ -141,8 +143,10 @@ class _Spec:
 class _Call:
     """One call's requests to the ledger, shared by the sync and the async path."""
 
-    def __init__(self, spec: _Spec, site: CallSite, args_json: str) -> None:
-        self.spec, self.site = spec, site
+    def __init__(
+        self, spec: _Spec, site: CallSite, args_json: str, snapshot: LedgerSnapshot | None
+    ) -> None:
+        self.spec, self.site, self.snapshot = spec, site, snapshot
         self.message = turns_pb2.EffectCall(
             turn_id=site.identity.turn_id,
             attempt=site.identity.attempt,
@@ -166,6 +170,8 @@ class _Call:
         """Take BeginEffect's answer; returns "recorded", "uncertain" or "run"."""
         self.key = answer.effect.key or self.site.key
         self.site.execution.made.add(self.key)
+        if self.snapshot is not None:
+            self.snapshot.note(self.key)  # a row under it from now on
         if answer.decision == turns_pb2.EFFECT_DECISION_RECORDED:
             return "recorded"
         if answer.decision == turns_pb2.EFFECT_DECISION_UNCERTAIN:
@@ -249,7 +255,18 @@ def _prepare(
             f"checkpointer is {type(site.checkpointer).__name__}, not RemoteSaver: the "
             "effect ledger is the turnkeeper service's"
         )
-    return _Call(spec, site, spec.args_json(args, kwargs)), site.checkpointer
+    snapshot = (config.get("configurable") or {}).get(SNAPSHOT_KEY)
+    if not isinstance(snapshot, LedgerSnapshot) or spec.policy != "retry":
+        snapshot = None  # only a retry's BeginEffect is a read the snapshot can answer
+    return _Call(spec, site, spec.args_json(args, kwargs), snapshot), site.checkpointer
+
+
+def _known_run(call: _Call) -> turns_pb2.BeginEffectResponse | None:
+    """RUN without asking, when the run's snapshot of the ledger has no row under the
+    call's key (turnkeeper.agent.effect.snapshot); None: ask the service."""
+    if call.snapshot is not None and call.snapshot.unknown(call.message.key):
+        return run_answer(call.message)
+    return None
 
 
 def _call(
@@ -259,7 +276,9 @@ def _call(
     if prepared is None:
         return func(*args, **kwargs)
     call, saver = prepared
-    answer = saver.begin_effect(call.begin_request())
+    if call.snapshot is not None and not call.snapshot.loaded:
+        call.snapshot.load(saver.list_effects(call.message.turn_id))
+    answer = _known_run(call) or saver.begin_effect(call.begin_request())
     decision = call.answered(answer)
     if decision == "recorded":
         return call.recorded(answer)
@@ -294,7 +313,11 @@ async def _acall(
     if prepared is None:
         return await func(*args, **kwargs)
     call, saver = prepared
-    answer = await saver.abegin_effect(call.begin_request())
+    if call.snapshot is not None and not call.snapshot.loaded:
+        async with call.snapshot.loading():
+            if not call.snapshot.loaded:
+                call.snapshot.load(await saver.alist_effects(call.message.turn_id))
+    answer = _known_run(call) or await saver.abegin_effect(call.begin_request())
     decision = call.answered(answer)
     if decision == "recorded":
         return call.recorded(answer)

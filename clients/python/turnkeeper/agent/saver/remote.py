@@ -389,6 +389,28 @@ class RemoteSaver(ExtendedSaverMethods, BaseCheckpointSaver[str]):
         """RecordEffect on this event loop's channel."""
         return await self._channels.aio().record_effect(request)
 
+    def list_effects(self, turn_id: str) -> Sequence[turns_pb2.Effect]:
+        """The turn's whole effect ledger (every page), blocking."""
+        request = turns_pb2.ListEffectsRequest(turn_id=turn_id)
+        effects: list[turns_pb2.Effect] = []
+        while True:
+            page = self._channels.sync().list_effects(request)
+            effects += page.effects
+            if not page.next_page_token:
+                return effects
+            request.page_token = page.next_page_token
+
+    async def alist_effects(self, turn_id: str) -> Sequence[turns_pb2.Effect]:
+        """The turn's whole effect ledger (every page) on this event loop's channel."""
+        request = turns_pb2.ListEffectsRequest(turn_id=turn_id)
+        effects: list[turns_pb2.Effect] = []
+        while True:
+            page = await self._channels.aio().list_effects(request)
+            effects += page.effects
+            if not page.next_page_token:
+                return effects
+            request.page_token = page.next_page_token
+
     def end_run(self, turn_id: str, attempt: int) -> None:
         """The run of (turn_id, attempt) is over: close its stream on this loop now
         rather than when it has been idle long enough."""

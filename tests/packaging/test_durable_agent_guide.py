@@ -139,7 +139,7 @@ def npm_project(guide: Guide, tmp_path: Path, env: dict[str, str]) -> Path:
     """The TypeScript page's install lines after the service's, run as written in a
     copy of the package; the agent's project they make."""
     if NPM is None:
-        pytest.skip("npm is not on PATH: the TypeScript guide's agent cannot be installed")
+        pytest.skip(reason="npm is not on PATH: the TypeScript guide's agent cannot be installed")
     repo = tmp_path / "repo"
     shutil.copytree(
         ROOT / "clients" / "node",

@@ -2,7 +2,8 @@
 // counting per task execution, the settle list a task's writes carry, canonical
 // arguments, and a call outside any turn.
 
-import { canonicalJson, effect } from "../src/effect/effect.js";
+import { canonical as canonicalJson } from "../src/canonical.js";
+import { effect } from "../src/effect/effect.js";
 import { executionOf, takeMade } from "../src/effect/executions.js";
 import { KEY_PREFIX, callSite, keyOf } from "../src/effect/key.js";
 

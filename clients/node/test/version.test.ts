@@ -4,7 +4,8 @@
 
 import { Annotation, END, START, StateGraph } from "@langchain/langgraph";
 
-import { GraphVersion, canonical, fingerprint, graphShape } from "../src/runner/version.js";
+import { canonical } from "../src/canonical.js";
+import { GraphVersion, fingerprint, graphShape } from "../src/runner/version.js";
 
 const State = Annotation.Root({
   job: Annotation<string>(),

@@ -28,6 +28,7 @@ import {
   EffectPolicy,
   EffectState,
 } from "../gen/turnkeeper/v1/turns_pb.js";
+import { canonical } from "../canonical.js";
 import { TurnkeeperSaver } from "../saver.js";
 import { EffectFailed, EffectOutsideTurnkeeperSaver, EffectUncertain } from "./errors.js";
 import { type CallSite, callSite } from "./key.js";
@@ -71,19 +72,6 @@ export function effectKey(): string {
     throw new Error("effectKey() is only known inside a function wrapped by effect()");
   }
   return key;
-}
-
-/** JSON with every object's keys sorted, so equal arguments record equal text. */
-export function canonicalJson(value: unknown): string {
-  return JSON.stringify(value, (_key, item: unknown) => {
-    if (typeof item === "bigint") {
-      return item.toString();
-    }
-    if (item !== null && typeof item === "object" && !Array.isArray(item)) {
-      return Object.fromEntries(Object.entries(item as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0)));
-    }
-    return item;
-  }) ?? "null";
 }
 
 /**
@@ -136,7 +124,7 @@ function prepare(name: string, policy: EffectPolicyName, input: unknown): Ledger
       `effect ${JSON.stringify(name)} runs in turn ${JSON.stringify(site.turnId)} but the graph's checkpointer is ${kind}, not TurnkeeperSaver: the effect ledger is the turnkeeper service's`,
     );
   }
-  return new LedgerCall(site, policy, site.checkpointer, canonicalJson({ input }));
+  return new LedgerCall(site, policy, site.checkpointer, canonical({ input }));
 }
 
 /** One call's requests to the ledger. */
@@ -193,7 +181,7 @@ class LedgerCall {
       await this.record(EffectState.FAILED, errorOf(error));
       throw error;
     }
-    const outcome = canonicalJsonOrUndefined(result);
+    const outcome = canonicalOrUndefined(result);
     if (outcome === undefined) {
       const error = new TypeError(
         `effect ${JSON.stringify(this.site.name)} returned ${typeof result}, which JSON cannot record; return a JSON value (its outcome is recorded as an error instead)`,
@@ -247,16 +235,16 @@ class LedgerCall {
       call: this.message,
       key: this.key,
       state,
-      outcomeJson: canonicalJson(outcome ?? null),
+      outcomeJson: canonical(outcome ?? null),
     });
   }
 }
 
-function canonicalJsonOrUndefined(value: unknown): string | undefined {
+function canonicalOrUndefined(value: unknown): string | undefined {
   if (typeof value === "function" || typeof value === "symbol") {
     return undefined;
   }
-  return canonicalJson(value === undefined ? null : value);
+  return canonical(value === undefined ? null : value);
 }
 
 function errorOf(error: unknown): { type: string; message: string } {

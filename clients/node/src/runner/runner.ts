@@ -13,7 +13,8 @@
 import { create } from "@bufbuild/protobuf";
 import { type GraphVersion as GraphVersionMessage, GraphVersionSchema } from "../gen/turnkeeper/v1/turns_pb.js";
 import { Announcer } from "./announce.js";
-import { type Describable, GraphVersion, canonical } from "./version.js";
+import { canonical } from "../canonical.js";
+import { type Describable, GraphVersion } from "./version.js";
 import { randomUUID } from "node:crypto";
 import { hostname } from "node:os";
 

@@ -18,23 +18,12 @@
 
 import { createHash } from "node:crypto";
 
+import { canonical } from "../canonical.js";
+
 /** The shape format, as the Python bridge's (turnkeeper.graph_versions.SHAPE_FORMAT). */
 export const SHAPE_FORMAT = 1;
 /** Where a root checkpoint's stamp goes in its `turnkeeper` metadata mark. */
 export const STAMP_KEY = "graph";
-
-/** The one JSON text of a value: sorted keys, no spaces, non-ASCII escaped (Python's
- * `json.dumps(sort_keys=True, separators=(",", ":"), ensure_ascii=True)`). */
-export function canonical(value: unknown): string {
-  const text = JSON.stringify(value, (_key, item: unknown) => {
-    if (item !== null && typeof item === "object" && !Array.isArray(item)) {
-      const entries = Object.entries(item as Record<string, unknown>).sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0));
-      return Object.fromEntries(entries);
-    }
-    return item;
-  });
-  return (text ?? "null").replace(/[\u007f-\uffff]/g, (c) => `\\u${c.charCodeAt(0).toString(16).padStart(4, "0")}`);
-}
 
 /** SHA-256 (hex) of the canonical JSON of `{label, shape}`. */
 export function fingerprint(shape: unknown, label = ""): string {
@@ -106,11 +95,15 @@ export function graphShape(graph: Describable): Record<string, unknown> {
   );
   const channels = Object.fromEntries(sortedKeys(graph.channels).map(([name, channel]) => [name, reducerKind(channel)]));
   const builder = graph.builder;
+  // Sorted by their JSON text, each edge's computed once.
   const edges = builder
     ? [
         ...[...(builder.edges ?? [])].map(([start, end]) => [start, end] as unknown[]),
         ...[...(builder.waitingEdges ?? [])].map(([starts, end]) => [[...starts].sort(), end] as unknown[]),
-      ].sort((a, b) => (canonical(a) < canonical(b) ? -1 : canonical(a) > canonical(b) ? 1 : 0))
+      ]
+        .map((edge) => [canonical(edge), edge] as const)
+        .sort(([a], [b]) => (a < b ? -1 : a > b ? 1 : 0))
+        .map(([, edge]) => edge)
     : [];
   const branches = Object.fromEntries(
     sortedKeys(builder?.branches ?? {}).map(([source, specs]) => [

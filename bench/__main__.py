@@ -29,6 +29,7 @@ from bench import (  # noqa: E402 - after prefer_iomgr
     ingest,
     langgraph_api,
     memory,
+    postgres_section,
     recovery,
     redrive,
     report,
@@ -50,6 +51,7 @@ BENCHMARKS: dict[str, Callable[[Size], Section]] = {
     "tracing": tracing.run,
     "langgraph": langgraph_api.run,
     "effects": effects.run,
+    "postgres": postgres_section.run,
 }
 
 

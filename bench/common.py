@@ -82,6 +82,21 @@ class Size:
     agents_turns: int
     agents_callers: int
     agents_rounds: int
+    # The PostgreSQL section (bench/postgres_section.py): single turns in alternated
+    # blocks; the two concurrency levels; concurrent rounds, the turns of one variant
+    # in a round at each level; rounds of the multi-process run; the turns of each
+    # untimed pass (commits, round trips); the wait for every PostgreSQL backend's
+    # counters to reach pg_stat_database (an idle backend that flushed under a second
+    # ago reports again 10 s later: PGSTAT_IDLE_INTERVAL).
+    pg_blocks: int
+    pg_block: int
+    pg_callers: tuple[int, int]
+    pg_rounds: int
+    pg_turns: int
+    pg_turns_many: int
+    pg_spread_rounds: int
+    pg_count_turns: int
+    pg_stats_wait: float
 
 
 FULL = Size(
@@ -115,6 +130,15 @@ FULL = Size(
     agents_turns=160,
     agents_callers=8,
     agents_rounds=2,
+    pg_blocks=20,
+    pg_block=10,
+    pg_callers=(16, 200),
+    pg_rounds=5,
+    pg_turns=160,
+    pg_turns_many=600,
+    pg_spread_rounds=2,
+    pg_count_turns=100,
+    pg_stats_wait=11.0,
 )
 
 SMOKE = Size(
@@ -148,6 +172,16 @@ SMOKE = Size(
     agents_turns=4,
     agents_callers=2,
     agents_rounds=1,
+    pg_blocks=2,
+    pg_block=2,
+    pg_callers=(2, 8),
+    pg_rounds=1,
+    pg_turns=8,
+    pg_turns_many=16,
+    pg_spread_rounds=1,
+    pg_count_turns=4,
+    # Too short for exact counts (the smoke run only checks the section runs).
+    pg_stats_wait=2.0,
 )
 
 

@@ -162,26 +162,26 @@ def _spread(side: str, target: str, count: int, callers: int) -> tuple[float, fl
     """`count` turns with `callers` in flight over PROCESSES graph processes (each
     its own event loop, started together after warming up): (turns/s, the graph
     processes' CPU seconds)."""
-    workers = [
-        subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "bench.postgres_worker",
-                side,
-                target,
-                str(count // PROCESSES),
-                str(callers // PROCESSES),
-            ],
-            cwd=REPO_BENCH.parent,
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            text=True,
-        )
-        for _ in range(PROCESSES)
-    ]
+    workers: list[subprocess.Popen[str]] = []
     try:
-        for worker in workers:
+        # One at a time: the stock saver's `setup()` is not safe to run concurrently.
+        for _ in range(PROCESSES):
+            worker = subprocess.Popen(
+                [
+                    sys.executable,
+                    "-m",
+                    "bench.postgres_worker",
+                    side,
+                    target,
+                    str(count // PROCESSES),
+                    str(callers // PROCESSES),
+                ],
+                cwd=REPO_BENCH.parent,
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                text=True,
+            )
+            workers.append(worker)
             assert worker.stdout is not None
             if worker.stdout.readline().strip() != "ready":
                 raise RuntimeError(f"a {side} graph process did not start")

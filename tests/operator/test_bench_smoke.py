@@ -59,3 +59,49 @@ def test_bench_smoke_runs_and_reports(tmp_path: Path) -> None:
     assert "python -m bench --smoke" in text
     for heading in ("## Machine", "## Summary", "## Event ingest", "## Re-drive of orphaned turns"):
         assert heading in text
+
+
+def test_bench_smoke_postgres_section(tmp_path: Path) -> None:
+    """The PostgreSQL section on its own (it starts a PostgreSQL cluster and two
+    services): both sides ran turns, PostgreSQL counted commits, and the round-trip
+    count tells PostgreSQL's sockets from gRPC's."""
+    raw = tmp_path / "benchmarks.json"
+    done = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "bench",
+            "--smoke",
+            "--only",
+            "postgres",
+            "--out",
+            str(tmp_path / "benchmarks.md"),
+            "--json",
+            str(raw),
+        ],
+        cwd=REPO,
+        capture_output=True,
+        text=True,
+        timeout=280,
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr[-4000:]
+    section = json.loads(raw.read_text())["sections"]["postgres"]
+    assert section["skipped"] is None
+    metrics = section["metrics"]
+    for name, value in metrics.items():
+        assert math.isfinite(value) and value >= 0, f"postgres.{name} = {value}"
+    for side in ("turnkeeper", "stock"):
+        assert metrics[f"single_{side}_s"] > 0
+        for level in ("single", "few"):
+            assert metrics[f"commits_per_turn_{side}_{level}"] > 0
+    for variant in ("tk_few", "stock_few", "lite_few", "tk_many", "stock_many"):
+        assert metrics[f"tps_{variant}"] > 0
+    # strace may be missing or not permitted here: the section then says so instead.
+    if "sendto_postgres_per_turn_single" in metrics:
+        assert metrics["sendto_postgres_per_turn_single"] > 0
+        assert metrics["sendto_postgres_per_turn_stock_single"] > 0
+        assert metrics["sendto_postgres_per_turn_sqlite_single"] == 0
+        assert metrics["sendto_tcp_per_turn_sqlite_single"] == 0
+    else:
+        assert any("not counted" in note for note in section["notes"])

@@ -228,9 +228,10 @@ def run(size: Size) -> Section:
             f"seconds over the wall seconds of the {many}-in-flight runs (1.0 = one core); "
             f"at {SATURATED:.0%} or more the {many} turns run again over {PROCESSES} "
             f"processes per side (docs/decisions.md, 263). Commits: "
-            "`pg_stat_database.xact_commit` of each side's database around "
-            f"{size.pg_count_turns} turns, one after the other and {few} in flight, less an "
-            "idle reading. Round trips: the service's `sendto` calls (libpq's sends; gRPC "
+            "`pg_stat_database.xact_commit` of each side's database, read from a third "
+            f"database after {size.pg_stats_wait:g} s of quiet, around {size.pg_count_turns} "
+            f"turns of each side, one after the other and {few} in flight "
+            "(docs/decisions.md, 264). Round trips: the service's `sendto` calls (libpq's sends; gRPC "
             f"writes with sendmsg) counted by `strace -f -c` over {size.pg_count_turns} "
             "turns (docs/decisions.md, 262). Commits and round trips come from untimed "
             "passes after the timed ones."
@@ -275,14 +276,9 @@ def run(size: Size) -> Section:
         for round_ in range(size.pg_rounds):
             for name in conc_names if round_ % 2 == 0 else reversed(conc_names):
                 which, level = name.split("_")
-                callers, count = (
-                    (many, size.pg_turns_many)
-                    if level == "many"
-                    else (
-                        few,
-                        size.pg_turns,
-                    )
-                )
+                many_level = level == "many"
+                callers = many if many_level else few
+                count = size.pg_turns_many if many_level else size.pg_turns
                 pid = pids.get(which)
                 service = cpu_seconds(pid) if pid is not None else {}
                 graph = time.process_time()

@@ -8,7 +8,7 @@ pgserver cluster (a database for each side), side by side in one run.
   alternated rounds (decision 165), the graph process's CPU use during the 200
   run; when it saturates a core, the 200 turns again over 2 processes per side;
 - the service's CPU per turn on PostgreSQL against a service on SQLite, in the
-  same rounds;
+  same rounds, and PostgreSQL's CPU per turn and the machine's busy cores;
 - PostgreSQL commits per turn (`pg_stat_database.xact_commit`) of each side, and
   the service's round trips to PostgreSQL per turn (its `sendto` calls, counted by
   strace), both in untimed passes after the timed ones.
@@ -87,6 +87,38 @@ def _commits(counters_url: str, databases: list[str]) -> dict[str, int]:
             (databases,),
         ).fetchall()
     return {str(name): int(commits) for name, commits in rows}
+
+
+def _postmaster(database_url: str) -> int:
+    """The cluster's postmaster: the parent of a backend."""
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        row = conn.execute("SELECT pg_backend_pid()").fetchone()
+        assert row is not None
+        # Read while the backend lives: it ends with the connection.
+        status = Path(f"/proc/{row[0]}/status").read_text()
+    return int(next(line.split()[1] for line in status.splitlines() if line.startswith("PPid:")))
+
+
+def _cluster_cpu(postmaster: int) -> float:
+    """CPU seconds used by the postmaster and its live children (the backends, the
+    WAL writer, the checkpointer), from /proc (Linux)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    used = 0
+    for stat in Path("/proc").glob("[0-9]*/stat"):
+        try:
+            fields = stat.read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # ended meanwhile
+        if stat.parent.name == str(postmaster) or fields[1] == str(postmaster):
+            used += int(fields[11]) + int(fields[12])
+    return used / ticks
+
+
+def _machine_busy() -> float:
+    """CPU seconds every core of the machine has spent busy (not idle or waiting on
+    I/O) since boot, from /proc/stat."""
+    fields = [int(v) for v in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    return (sum(fields[:8]) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
 
 
 def _dbname(url: str) -> str:
@@ -227,7 +259,10 @@ def run(size: Size) -> Section:
             "service on SQLite in the same rounds. Graph process CPU: this process's CPU "
             f"seconds over the wall seconds of the {many}-in-flight runs (1.0 = one core); "
             f"at {SATURATED:.0%} or more the {many} turns run again over {PROCESSES} "
-            f"processes per side (docs/decisions.md, 263). Commits: "
+            f"processes per side (docs/decisions.md, 263). In the same runs: PostgreSQL's "
+            "CPU per turn (the postmaster and its live children, from /proc; both sides "
+            "share the cluster but never run at once) and the machine's busy cores (from "
+            "/proc/stat, whatever else runs on it). Commits: "
             "`pg_stat_database.xact_commit` of each side's database, read from a third "
             f"database after {size.pg_stats_wait:g} s of quiet, around {size.pg_count_turns} "
             f"turns of each side, one after the other and {few} in flight "
@@ -242,6 +277,9 @@ def run(size: Size) -> Section:
     tps: dict[str, list[float]] = {k: [] for k in conc_names}
     graph_cpu: dict[str, list[float]] = {k: [] for k in conc_names}
     service_ms: dict[str, list[float]] = {"tk_few": [], "lite_few": [], "tk_many": []}
+    # PostgreSQL's CPU per turn, and the machine's busy cores, in the same runs.
+    pg_ms: dict[str, list[float]] = {k: [] for k in conc_names}
+    machine: dict[str, list[float]] = {k: [] for k in conc_names}
     spread: dict[str, list[float]] = {"tk": [], "stock": []}
     with ExitStack() as stack:
         new_database = stack.enter_context(postgres())
@@ -258,6 +296,7 @@ def run(size: Size) -> Section:
             "lite": host.enter(side_turn("turnkeeper", lite.address)),
         }
         pids = {"tk": pg.pid, "lite": lite.pid}
+        postmaster = _postmaster(counters_url)
 
         # Single turns, alternated.
         measured = alternate.alternate(
@@ -281,8 +320,14 @@ def run(size: Size) -> Section:
                 count = size.pg_turns_many if many_level else size.pg_turns
                 pid = pids.get(which)
                 service = cpu_seconds(pid) if pid is not None else {}
-                graph = time.process_time()
+                graph, cluster, busy_s = (
+                    time.process_time(),
+                    _cluster_cpu(postmaster),
+                    _machine_busy(),
+                )
                 elapsed = host.call(_concurrent(side[which], count, callers))
+                pg_ms[name].append((_cluster_cpu(postmaster) - cluster) * 1e3 / count)
+                machine[name].append((_machine_busy() - busy_s) / elapsed)
                 graph_cpu[name].append((time.process_time() - graph) / elapsed)
                 tps[name].append(count / elapsed)
                 if pid is not None and name in service_ms:
@@ -294,6 +339,8 @@ def run(size: Size) -> Section:
         m |= {f"tps_{k}": v for k, v in t.items()}
         m |= {f"graph_cores_{k}": v for k, v in busy.items()}
         m |= {f"service_cpu_ms_per_turn_{k}": v for k, v in svc.items()}
+        m |= {f"postgres_cpu_ms_per_turn_{k}": median(v) for k, v in pg_ms.items()}
+        m |= {f"machine_cores_{k}": median(v) for k, v in machine.items()}
         m["tps_ratio_few"] = paired_ratio(tps["tk_few"], tps["stock_few"])
         m["tps_ratio_many"] = paired_ratio(tps["tk_many"], tps["stock_many"])
         m["tps_ratio_many_vs_few"] = paired_ratio(tps["tk_many"], tps["tk_few"])
@@ -417,6 +464,26 @@ def run(size: Size) -> Section:
             m["service_cpu_ratio_pg_vs_sqlite"] <= 1.0,
         ),
     ]
+    for level, count in (("few", few), ("many", many)):
+        ours_ms, stock_ms = (
+            m[f"postgres_cpu_ms_per_turn_tk_{level}"],
+            m[f"postgres_cpu_ms_per_turn_stock_{level}"],
+        )
+        section.rows.append(
+            Row(
+                f"PostgreSQL's CPU per turn, {count} concurrent",
+                f"{ours_ms:.2f} ms",
+                f"stock {stock_ms:.2f} ms",
+                fmt_ratio(ratio(ours_ms, stock_ms)),
+            )
+        )
+    section.rows.append(
+        Row(
+            f"the machine's busy cores during the {many}-turn run",
+            f"{m['machine_cores_tk_many']:.2f}",
+            f"stock {m['machine_cores_stock_many']:.2f}",
+        )
+    )
     for level, label in (("single", "one after the other"), ("few", f"{few} concurrent")):
         section.rows.append(
             Row(
@@ -471,7 +538,11 @@ def run(size: Size) -> Section:
             f"the {many} turns also ran over {PROCESSES} processes per side."
             if saturated
             else f"No graph process reached {SATURATED:.0%} of a core at {many} in flight."
-        ),
+        )
+        + f" The machine's cores were {m['machine_cores_tk_many']:.2f} busy (of {cores}) "
+        f"during turnkeeper's {many}-turn runs, {m['machine_cores_stock_many']:.2f} during "
+        "the stock saver's: the graph process, the service and PostgreSQL share them, so "
+        "near the machine's count every side is CPU bound whatever its design.",
         "The installed AsyncPostgresSaver serialises every statement of one saver behind "
         "its instance lock, pool or not (LangGraph issue #7259), so its pool size does "
         "not change its figures here.",

@@ -29,6 +29,10 @@ PACKAGES = (
     "langgraph",
     "langgraph-checkpoint",
     "langgraph-checkpoint-sqlite",
+    # The PostgreSQL section's stock saver and its driver.
+    "langgraph-checkpoint-postgres",
+    "psycopg",
+    "psycopg-pool",
     "dbos",
     "restate-sdk",
     "hypercorn",

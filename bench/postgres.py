@@ -5,8 +5,9 @@
   per-turn time one after the other, turns/s with concurrent callers, service CPU
   per turn;
 - TurnStatus calls/s, closed loop, on each backend;
-- one replica vs two on one PostgreSQL: aggregate turns/s and service CPU per turn,
-  the client given both addresses (round_robin);
+- one replica vs two on one PostgreSQL, each replica pinned to a core of its own:
+  aggregate turns/s and service CPU per turn, the client given both addresses
+  (round_robin);
 - the cross-replica WatchTurn delay: an event appended through replica B, seen by
   a WatchTurn on replica A (beside the same-replica figure);
 - what one turn costs PostgreSQL (transactions and rows written, from
@@ -184,6 +185,15 @@ async def watch_delays(watch_on: str, append_on: str, size: Sizes, turn_id: str)
         return delays
 
 
+def pin(pid: int, cores: set[int]) -> None:
+    """Every thread of process `pid` on `cores` (threads it starts later inherit)."""
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            os.sched_setaffinity(int(task.name), cores)
+        except ProcessLookupError:
+            continue  # the thread ended meanwhile
+
+
 def pg_counters(database_url: str) -> dict[str, int]:
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute("SELECT pg_stat_force_next_flush()")
@@ -263,15 +273,21 @@ def run(size: Sizes) -> list[tuple[str, str, str]]:
                 f"{(after['commits'] - before['commits']) / async_turns:.1f}",
             ),
         ]
-        # One replica vs two on one database.
+        # One replica vs two on one database, each replica's threads on a core of
+        # its own (as `taskset -a` would): the second replica's Python gets a core
+        # the first one's does not use.
         two_db = new_database()
         a = stack.enter_context(Replica(_dir(data, "pg2a"), two_db))
         b = stack.enter_context(Replica(_dir(data, "pg2b"), two_db))
+        cores = sorted(os.sched_getaffinity(0))
+        pin(a.pid, {cores[0]})
+        pin(b.pid, {cores[-1]})
         solo = saver_figures(a.address, [a.pid], size)
         pair = saver_figures(f"{a.address},{b.address}", [a.pid, b.pid], size)
         rows += [
             (
-                f"PostgreSQL: turns/s, {size.callers} callers, 1 replica vs 2",
+                f"PostgreSQL: turns/s, {size.callers} callers, 1 replica vs 2 (each pinned "
+                "to a core of its own)",
                 f"{solo['tps']:.0f} (1)",
                 f"{pair['tps']:.0f} (2)",
             ),

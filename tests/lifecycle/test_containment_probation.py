@@ -3,7 +3,8 @@ once. On PostgreSQL every replica's reaper (and each agent's startup Redrive)
 releases the agent's next held turn when none is on probation; two such
 transactions, each seeing none, must not put two turns on probation, or a healthy
 turn runs beside the poison one, is blamed with it at every crash and ends FAILED
-at the cap. Two real transactions, the first held open until the second waits."""
+at the cap. Two real transactions of two replicas' stores on one database (each
+replica has one writer: decision 265), the first held open until the second waits."""
 
 from __future__ import annotations
 
@@ -27,13 +28,19 @@ HELD = ("held-1", "held-2")
 
 
 @pytest.fixture
-async def database(postgres_cluster: PostgresCluster) -> AsyncIterator[PostgresDatabase]:
-    db = PostgresDatabase(postgres_cluster.new_database())
-    db.open()
+async def replicas(
+    postgres_cluster: PostgresCluster,
+) -> AsyncIterator[tuple[PostgresDatabase, PostgresDatabase]]:
+    """Two replicas' stores on one database."""
+    url = postgres_cluster.new_database()
+    stores = (PostgresDatabase(url), PostgresDatabase(url))
+    for store in stores:
+        store.open()
     try:
-        yield db
+        yield stores
     finally:
-        db.close()
+        for store in stores:
+            store.close()
 
 
 def _held(tx: Tx) -> None:
@@ -67,8 +74,9 @@ def _waiting_on_a_lock(url: str) -> bool:
 
 
 async def test_two_replicas_releasing_at_once_put_one_turn_on_probation(
-    database: PostgresDatabase,
+    replicas: tuple[PostgresDatabase, PostgresDatabase],
 ) -> None:
+    database, other_replica = replicas
     await database.write(_held)
     first_released = threading.Event()
     let_go = threading.Event()
@@ -82,7 +90,7 @@ async def test_two_replicas_releasing_at_once_put_one_turn_on_probation(
     first = asyncio.ensure_future(database.write(release_and_hold))
     assert await asyncio.to_thread(first_released.wait, 30)
     second = asyncio.ensure_future(
-        database.write(lambda tx: containment.release_next(tx, AGENT, None, POLICY))
+        other_replica.write(lambda tx: containment.release_next(tx, AGENT, None, POLICY))
     )
     loop = asyncio.get_running_loop()
     deadline = loop.time() + 30

@@ -98,10 +98,13 @@ def test_bench_smoke_postgres_section(tmp_path: Path) -> None:
     for variant in ("tk_few", "stock_few", "lite_few", "tk_many", "stock_many"):
         assert metrics[f"tps_{variant}"] > 0
     # strace may be missing or not permitted here: the section then says so instead.
-    if "sendto_postgres_per_turn_single" in metrics:
-        assert metrics["sendto_postgres_per_turn_single"] > 0
-        assert metrics["sendto_postgres_per_turn_stock_single"] > 0
-        assert metrics["sendto_postgres_per_turn_sqlite_single"] == 0
-        assert metrics["sendto_tcp_per_turn_sqlite_single"] == 0
+    if "socket_postgres_per_turn_single" in metrics:
+        assert metrics["socket_postgres_per_turn_single"] > 0
+        assert metrics["socket_postgres_per_turn_stock_single"] > 0
+        assert metrics["socket_postgres_per_turn_sqlite_single"] == 0
+        assert metrics["socket_tcp_per_turn_sqlite_single"] == 0
+        # Every send is answered; the SQLite service reads nothing from PostgreSQL.
+        assert metrics["socket_answers_per_turn_single"] > 0
+        assert metrics["socket_answers_per_turn_sqlite_single"] == 0
     else:
         assert any("not counted" in note for note in section["notes"])

@@ -2,10 +2,8 @@
 
 A write is the journal's (journal/checkpoints.py: fenced, with its boundary) in one
 transaction of the store. A graph step hands its saver its tasks' writes and the
-next checkpoint together; `write_batch` decides how such a batch reaches the store:
-queued back to back where the store runs writes one at a time in order (SQLite's
-writer commits them in one group), else in one transaction, and if one write is
-refused there, each in a transaction of its own so only the refused one is left out.
+next checkpoint together; `write_batch` queues them back to back, and the store's
+writer commits them in one group (a refused one is left out alone).
 """
 
 from __future__ import annotations
@@ -14,7 +12,6 @@ import asyncio
 from collections.abc import Callable, Sequence
 
 from turnkeeper_server.engine.watch import TurnNotifier
-from turnkeeper_server.errors import TurnkeeperError, Unavailable
 from turnkeeper_server.journal import maintenance
 from turnkeeper_server.journal.checkpoints import CheckpointWrite, write
 from turnkeeper_server.records import Policy
@@ -52,45 +49,15 @@ class Checkpoints:
         self, writes: Sequence[CheckpointWrite], *, followed: bool
     ) -> list[asyncio.Future[None]]:
         """Start committing `writes` in order; per write, a future set once it is
-        durable, or with why it alone was refused. Returns once they are queued
-        (where the store queues writes) or committed. `followed`: the caller
-        queues another write right after these (the store may wait for it, to
-        commit both at once)."""
-        if self.db.queues_writes:
-            last = len(writes) - 1
-            return [
-                self.db.queue_write(self._one(w), followed=k < last or followed)
-                for k, w in enumerate(writes)
-            ]
-        return [_settled(refusal) for refusal in await self._together(writes)]
-
-    async def _together(self, writes: Sequence[CheckpointWrite]) -> list[TurnkeeperError | None]:
-        """`writes` in one transaction; per write, None or why it was refused. A
-        refusal (a stale fence, say) rolls the transaction back, and then each write
-        runs in a transaction of its own, so only the refused ones are left out."""
-
-        def together(tx: Tx) -> list[TurnkeeperError | None]:
-            for w in writes:
-                self._written(tx, write(tx, w, self.policy))
-            return [None] * len(writes)
-
-        if len(writes) > 1:
-            try:
-                return await self.db.write(together)
-            except Unavailable as exc:
-                # The database is away: running each on its own would only wait for
-                # the pool again per write. Every write is refused alike.
-                return [exc] * len(writes)
-            except TurnkeeperError:
-                pass
-        outcomes: list[TurnkeeperError | None] = []
-        for w in writes:
-            try:
-                await self.write(w)
-                outcomes.append(None)
-            except TurnkeeperError as exc:
-                outcomes.append(exc)
-        return outcomes
+         durable, or with why it alone was refused. Returns once they are queued
+        . `followed`: the caller
+         queues another write right after these (the store may wait for it, to
+         commit both at once)."""
+        last = len(writes) - 1
+        return [
+            self.db.queue_write(self._one(w), followed=k < last or followed)
+            for k, w in enumerate(writes)
+        ]
 
     def _one(self, checkpoint_write: CheckpointWrite) -> Callable[[Tx], None]:
         """The store operation of one write."""
@@ -115,12 +82,3 @@ class Checkpoints:
 
     async def copy_thread(self, source: str, target: str) -> int:
         return await self.db.write(lambda tx: maintenance.copy_thread(tx, source, target))
-
-
-def _settled(refusal: TurnkeeperError | None) -> asyncio.Future[None]:
-    future: asyncio.Future[None] = asyncio.get_running_loop().create_future()
-    if refusal is None:
-        future.set_result(None)
-    else:
-        future.set_exception(refusal)
-    return future

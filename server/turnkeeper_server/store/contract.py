@@ -34,14 +34,13 @@ Publish = Callable[[list[OutboxRow]], Awaitable[bool]]
 # have changed" (notifications may have been missed).
 TurnChanged = Callable[[str | None], None]
 
-# Set by a caller that pipelines writes (a checkpoint stream's batch): a backend
-# whose writes run one after another in the order they were queued calls it as
-# soon as a write is queued, so the caller may queue the next one right behind it
-# without waiting for its commit. A backend that runs writes concurrently never
-# calls it: the caller then waits for each commit, and order holds either way.
+# Set by a caller that pipelines writes (a checkpoint stream's batch): the store
+# calls it as soon as a write is queued (writes run one after another in the order
+# they were queued), so the caller may queue the next one right behind it without
+# waiting for its commit.
 WRITE_QUEUED: ContextVar[Callable[[], None] | None] = ContextVar("write_queued", default=None)
-# Set with it when the same caller queues another write right after this one: a
-# backend that groups commits may wait a moment for it, to commit both at once.
+# Set with it when the same caller queues another write right after this one: the
+# store's writer may wait a moment for it, to commit both at once.
 WRITE_FOLLOWED: ContextVar[bool] = ContextVar("write_followed", default=False)
 
 
@@ -174,18 +173,15 @@ class Store(Protocol):
     def close(self) -> None: ...
 
     async def write(self, fn: Callable[[Tx], T]) -> T:
-        """Run `fn` in one transaction; return once it is durable. After-commit
-        callbacks run on the caller's loop before the result is delivered."""
+        """Run `fn` in a transaction (shared with the writes queued beside it: group
+        commit, store/group_commit.py); return once it is durable. After-commit
+        callbacks run on the caller's loop before the result is delivered. Writes
+        run in the order they were queued, one after another."""
         ...
 
-    # True where writes run one at a time in the order they were queued (SQLite's
-    # writer thread); False where they run concurrently (PostgreSQL's pool).
-    queues_writes: bool
-
     def queue_write(self, fn: Callable[[Tx], T], *, followed: bool = False) -> asyncio.Future[T]:
-        """Only where `queues_writes`: queue `fn` behind every write queued before it,
-        now, and return the future of its result, set once it is durable (as
-        `write`'s). `followed`: the caller queues another write right after this
+        """Queue `fn` behind every write queued before it, now, and return the
+        future of its result, set once it is durable (as `write`'s). `followed`: the caller queues another write right after this
         one (WRITE_FOLLOWED). A caller that pipelines writes this way needs no task
         per write and no WRITE_QUEUED hook."""
         ...

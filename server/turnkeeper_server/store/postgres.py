@@ -1,13 +1,20 @@
 """The PostgreSQL backend of the store contract: any number of replicas on one database.
 
-Each operation is its own transaction on a pooled connection, run in a worker
-thread so the event loop never waits on the network for a write. Concurrency
-control is PostgreSQL's: an operation locks the turn row it changes
-(`SELECT ... FOR UPDATE`, see `Tx.for_update`), one live turn per thread is a
-partial unique index, and an operation that loses a race (a serialization
-failure, a deadlock, or a unique violation from a concurrent insert) is run
-again from the start: the second run sees the winner's commit and answers as the
-state machine does (the same turn again, or the thread's live turn).
+Writes are group-committed, as on SQLite (store/group_commit.py, decision 265): one
+writer thread per replica, on a connection of its own, runs whatever operations
+are queued at that moment in one transaction and commits them together, so
+concurrent turns share a commit and its WAL flush, and an operation costs its own
+statements, not a pool checkout, a BEGIN and a COMMIT.
+
+Concurrency control between replicas is PostgreSQL's: an operation locks the turn
+row it changes (`SELECT ... FOR UPDATE`, see `Tx.for_update`), one live turn per
+thread is a partial unique index. A group that loses a race with another replica
+(a serialization failure, a deadlock, or a unique violation from a concurrent
+insert) is rolled back and run again from the start: the second run sees the
+winner's commit and answers as the state machine does (the same turn again, or the
+thread's live turn). An operation that fails is left out the same way: the group
+is rolled back and run again without it, so its partial writes never commit and
+the others' do; no savepoint costs a round trip per operation on the happy path.
 
 Point reads run on the event loop's thread on one connection of their own, like
 the SQLite backend's; snapshots and reads that may be large (checkpoints,
@@ -25,7 +32,7 @@ import logging
 import re
 import threading
 import time
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -33,11 +40,11 @@ from urllib.parse import urlsplit
 import psycopg
 from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
-from turnkeeper import tracing
 
-from turnkeeper_server.errors import Unavailable
+from turnkeeper_server.errors import InvalidArgument, Unavailable
 from turnkeeper_server.store import postgres_checkpoints, stats
 from turnkeeper_server.store.contract import CheckpointRows, Conn, Publish, TurnChanged, Tx
+from turnkeeper_server.store.group_commit import GroupWriter, Job, settle
 from turnkeeper_server.store.postgres_schema import migrate
 from turnkeeper_server.store.records import OutboxRow, TurnStatusRow
 from turnkeeper_server.store.status_cache import load_status
@@ -46,7 +53,8 @@ log = logging.getLogger(__name__)
 
 T = TypeVar("T")
 
-# Connections (and worker threads) per replica for writes.
+# Connections (and worker threads) per replica for snapshot reads and the outbox
+# publisher; writes have the writer's connection.
 POOL_SIZE = 8
 # How long a call waits for the database before it is UNAVAILABLE.
 CONNECT_TIMEOUT = 5
@@ -66,6 +74,9 @@ CONNECTION: dict[str, Any] = {
 READER_BACKOFF = 1.0
 # Runs of one operation that lost a race before the error is returned.
 MAX_RUNS = 8
+# Runs of a group whose commit itself lost a race before every operation of it is
+# refused.
+MAX_COMMITS = 8
 
 # The LISTEN/NOTIFY channel: payload a turn_id whose events or state changed.
 CHANNEL = "turnkeeper_turns"
@@ -96,19 +107,51 @@ def redact(url: str) -> str:
 
 
 class PgConn:
-    """A psycopg connection behind the shared dialect."""
+    """A psycopg connection behind the shared dialect; `pipeline` when the writer
+    runs it in pipeline mode (statements sent without waiting for each)."""
 
-    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+    def __init__(
+        self, conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline | None = None
+    ) -> None:
         self.raw = conn
+        self.pipeline = pipeline
 
-    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> psycopg.Cursor[Any]:
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Any:
         if parameters:
-            return self.raw.execute(translate(sql), parameters)
-        return self.raw.execute(_PREFIX.sub("", sql))
+            cursor = self.raw.execute(translate(sql), parameters)
+        else:
+            cursor = self.raw.execute(_PREFIX.sub("", sql))
+        if self.pipeline is None:
+            return cursor
+        return PipelinedCursor(cursor, self.pipeline)
 
     def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> None:
         with self.raw.cursor() as cur:
             cur.executemany(translate(sql), seq_of_parameters)
+
+
+class PipelinedCursor:
+    """A statement's cursor in pipeline mode. psycopg waits for its rows when they
+    are fetched, but fills its row count only once its result has arrived: asking
+    for it syncs the pipeline first, so `rowcount` means what it means elsewhere."""
+
+    def __init__(self, cursor: psycopg.Cursor[Any], pipeline: psycopg.Pipeline) -> None:
+        self._cursor = cursor
+        self._pipeline = pipeline
+
+    @property
+    def rowcount(self) -> int:
+        self._pipeline.sync()
+        return self._cursor.rowcount
+
+    def fetchone(self) -> Any:
+        return self._cursor.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self._cursor.fetchall()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._cursor)
 
 
 # The advisory-lock class of `claim_thread` (any fixed number; the migrations' lock
@@ -124,8 +167,13 @@ class PgTx:
     outbox_run_insert = ""
     checkpoints: CheckpointRows = postgres_checkpoints
 
-    def __init__(self, conn: psycopg.Connection[Any], trace: str | None = None) -> None:
-        self._conn = PgConn(conn)
+    def __init__(
+        self,
+        conn: psycopg.Connection[Any],
+        trace: str | None = None,
+        pipeline: psycopg.Pipeline | None = None,
+    ) -> None:
+        self._conn = PgConn(conn, pipeline)
         self._after: list[Callable[[], None]] = []
         # The W3C traceparent of the call that queued this operation; None unless
         # tracing is on (outbox rows carry it to NATS).
@@ -139,7 +187,7 @@ class PgTx:
     def raw(self) -> psycopg.Connection[Any]:
         return self._conn.raw
 
-    def execute(self, sql: str, params: Sequence[Any] = ()) -> psycopg.Cursor[Any]:
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._conn.execute(sql, params)
 
     def after_commit(self, callback: Callable[[], None]) -> None:
@@ -177,10 +225,12 @@ class PostgresDatabase:
         self._reader_lock = threading.Lock()
         self._reader_down_until = 0.0
         self._listener: Listener | None = None
+        self._writer: GroupWriter | None = None
+        # The writer thread's connection; None until its first group, and again
+        # after it broke (the next group connects anew).
+        self._write_conn: WriteConnection | None = None
         self._closed = False
-        # Set by the server when tracing is on: each write keeps its caller's trace
-        # context (contextvars do not cross into the worker threads).
-        self.traced = False
+        self._traced = False
 
     def describe(self) -> str:
         return f"PostgreSQL {redact(self.url)}"
@@ -206,6 +256,9 @@ class PostgresDatabase:
         )
         self._pool.open(wait=True, timeout=CONNECT_TIMEOUT)
         self._executor = ThreadPoolExecutor(self.pool_size, thread_name_prefix="turnkeeper-pg")
+        self._writer = GroupWriter("turnkeeper-pg-writer", self._run_group)
+        self._writer.traced = self._traced
+        self._writer.start(on_exit=self._close_write_conn)
 
     def close(self) -> None:
         if self._closed:
@@ -213,6 +266,8 @@ class PostgresDatabase:
         self._closed = True
         if self._listener is not None:
             self._listener.stop()
+        if self._writer is not None:
+            self._writer.stop()
         if self._executor is not None:
             self._executor.shutdown(wait=True)
         if self._pool is not None:
@@ -296,55 +351,265 @@ class PostgresDatabase:
 
     # -- writes ------------------------------------------------------------------
 
-    # Writes run concurrently on the pool's connections, each in its own transaction.
-    queues_writes = False
+    @property
+    def traced(self) -> bool:
+        """Set by the server when tracing is on: each write keeps its caller's trace
+        context (Tx.trace)."""
+        return self._traced
+
+    @traced.setter
+    def traced(self, on: bool) -> None:
+        self._traced = on
+        if self._writer is not None:
+            self._writer.traced = on
 
     def turn_status(self, turn_id: str) -> TurnStatusRow | None:
         # Other replicas write the same rows: TurnStatus reads the database every time.
         return load_status(self.read_conn(), turn_id)
 
-    def queue_write(self, fn: Callable[[Tx], T], *, followed: bool = False) -> asyncio.Future[T]:
-        raise RuntimeError("PostgreSQL runs writes concurrently: await write() for each, in order")
-
     async def write(self, fn: Callable[[Tx], T]) -> T:
-        if self._closed or self._executor is None:
-            raise RuntimeError("database is closed")
-        loop = asyncio.get_running_loop()
-        trace = None
-        if self.traced:
-            carrier: dict[str, str] = {}
-            tracing.inject(carrier)
-            trace = carrier.get("traceparent")
-        result, after = await loop.run_in_executor(self._executor, self._run, fn, trace)
-        for callback in after:
-            try:
-                callback()
-            except Exception:
-                log.exception("after-commit callback failed")
-        return result
+        return await self._open_writer().write(fn)
 
-    def _run(
-        self, fn: Callable[[Tx], T], trace: str | None = None
-    ) -> tuple[T, list[Callable[[], None]]]:
-        assert self._pool is not None
-        for run in range(1, MAX_RUNS + 1):
+    def queue_write(self, fn: Callable[[Tx], T], *, followed: bool = False) -> asyncio.Future[T]:
+        return self._open_writer().queue(fn, followed=followed)
+
+    def _open_writer(self) -> GroupWriter:
+        if self._closed or self._writer is None:
+            raise RuntimeError("database is closed")
+        return self._writer
+
+    # -- the writer thread ----------------------------------------------------------
+
+    def _run_group(self, group: list[Job[Any]]) -> None:
+        """Run `group` in one transaction, in pipeline mode, and settle every job:
+        committed, refused on its own, or (the database away) refused together.
+
+        Statements are sent without waiting for each (psycopg's pipeline mode): an
+        operation waits only for the rows it reads, and the group's last statements
+        go with its COMMIT. A database error may then surface after the operation
+        that caused it, so the group is rolled back and run again *carefully*: each
+        operation under a savepoint, the pipeline synced after it, so an error is
+        its own. Carefully, an operation the database refuses is rolled back to its
+        savepoint alone; one that lost a race with another replica (a deadlock, a
+        unique violation from a concurrent insert) has the operations before it
+        committed, which lets the winner go on, and runs again first thing in the
+        next transaction, after them, so the order holds."""
+        outcomes: dict[int, tuple[bool, Any]] = {}
+        races: dict[int, int] = {}
+        careful = reconnected = False
+        commits = 0
+        while todo := [job for job in group if id(job) not in outcomes]:
             try:
-                # The pool's context commits on a clean exit and rolls back on an error.
-                with self._pool.connection() as conn:
-                    tx = PgTx(conn, trace)
-                    result = fn(tx)
-                return result, tx._after
-            except _RETRIED as exc:
-                if run == MAX_RUNS:
-                    raise Unavailable(
-                        f"the operation lost {MAX_RUNS} races with concurrent ones in a row "
-                        f"({type(exc).__name__}); retry it"
-                    ) from None
-                # Let the winner finish before running again (spread out, not in lockstep).
-                time.sleep(0.001 * run)
-            except (psycopg.OperationalError, PoolTimeout) as exc:
-                raise _unavailable(self.url, exc) from None
-        raise AssertionError("unreachable")
+                conn, pipeline = self._connection()
+            except psycopg.OperationalError as exc:
+                _fail(outcomes, todo, _unavailable(self.url, exc))
+                break
+            ran: list[tuple[Job[Any], Any]] = []
+            current: Job[Any] | None = None
+            try:
+                for current in todo:
+                    if not careful:
+                        ran.append((current, self._run_fast(conn, pipeline, current)))
+                        continue
+                    ok, value = self._run_careful(conn, pipeline, current)
+                    if ok:
+                        ran.append((current, value))
+                    elif not isinstance(value, _RETRIED):
+                        outcomes[id(current)] = (False, value)
+                    else:
+                        # The winner may wait on what this transaction holds: commit
+                        # what ran before this one, then run it again.
+                        loser, current = current, None
+                        conn.commit()
+                        _commit(outcomes, ran)
+                        lost = races[id(loser)] = races.get(id(loser), 0) + 1
+                        if lost >= MAX_RUNS:
+                            outcomes[id(loser)] = (False, _lost(value))
+                        else:
+                            # Let the winner finish first (spread out, not in
+                            # lockstep with it).
+                            time.sleep(0.001 * lost)
+                        break
+                else:
+                    current = None
+                    conn.commit()
+                    _commit(outcomes, ran)
+            except _Refused as refusal:
+                # Found running fast: run the group again without it.
+                self._rollback()
+                assert current is not None
+                outcomes[id(current)] = (False, refusal.error)
+            except psycopg.Error as exc:
+                if conn.broken or conn.closed:
+                    # Nothing of this transaction is acknowledged. A connection that
+                    # died with the server since the last group is replaced once,
+                    # as a pool would; a COMMIT cut off has an unknown outcome.
+                    self._drop_write_conn()
+                    if current is not None and not reconnected:
+                        reconnected = True
+                        continue
+                    _fail(outcomes, todo, _unavailable(self.url, exc))
+                    break
+                self._rollback()
+                if not careful:
+                    careful = True  # find the operation it belongs to
+                    continue
+                # Every operation was synced: the transaction itself (its COMMIT)
+                # lost a race.
+                commits += 1
+                if commits < MAX_COMMITS and isinstance(exc, _RETRIED):
+                    time.sleep(0.001 * commits)
+                    continue
+                _fail(outcomes, todo, _lost(exc) if isinstance(exc, _RETRIED) else _refusal(exc))
+                break
+        settle([(job, *outcomes[id(job)]) for job in group])
+
+    @staticmethod
+    def _run_fast(conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline, job: Job[Any]) -> Any:
+        """Run `job` without a savepoint or a sync: its result, or _Refused when it
+        refused itself (a database error propagates as it is)."""
+        tx = PgTx(conn, job.trace, pipeline)
+        try:
+            value = job.fn(tx)
+        except psycopg.Error:
+            raise
+        except Exception as exc:
+            # What the database still owes the group comes first (an earlier
+            # operation's error: then it is not this one's refusal).
+            pipeline.sync()
+            raise _Refused(exc) from None
+        job.after = tx._after
+        return value
+
+    @staticmethod
+    def _run_careful(
+        conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline, job: Job[Any]
+    ) -> tuple[bool, Any]:
+        """Run `job` under a savepoint and sync: (True, its result), or (False, why
+        it was refused: a database error of its own, or its own refusal), rolled
+        back to the savepoint. A connection that broke propagates."""
+        conn.execute("SAVEPOINT op")
+        tx = PgTx(conn, job.trace, pipeline)
+        error: BaseException
+        try:
+            value = job.fn(tx)
+            pipeline.sync()
+        except psycopg.Error as exc:
+            if conn.broken or conn.closed:
+                raise
+            error = exc if isinstance(exc, _RETRIED) else _refusal(exc)
+        except Exception as exc:
+            error = exc
+            try:
+                pipeline.sync()  # its statements sent before it refused itself
+            except psycopg.Error as db_exc:
+                if conn.broken or conn.closed:
+                    raise
+                error = db_exc if isinstance(db_exc, _RETRIED) else _refusal(db_exc)
+        else:
+            conn.execute("RELEASE SAVEPOINT op")
+            job.after = tx._after
+            return True, value
+        _resync(conn, pipeline)
+        conn.execute("ROLLBACK TO SAVEPOINT op")
+        conn.execute("RELEASE SAVEPOINT op")
+        pipeline.sync()
+        return False, error
+
+    def _connection(self) -> tuple[psycopg.Connection[Any], psycopg.Pipeline]:
+        held = self._write_conn
+        if held is None or held.conn.closed or held.conn.broken:
+            self._drop_write_conn()
+            held = self._write_conn = WriteConnection(self.url)
+        return held.conn, held.pipeline
+
+    def _rollback(self) -> None:
+        held = self._write_conn
+        if held is None or held.conn.closed:
+            return
+        try:
+            _resync(held.conn, held.pipeline)
+            held.conn.rollback()
+        except psycopg.Error:
+            # It broke meanwhile: the next group connects anew.
+            self._drop_write_conn()
+
+    def _drop_write_conn(self) -> None:
+        held, self._write_conn = self._write_conn, None
+        if held is not None:
+            held.close()
+
+    def _close_write_conn(self) -> None:
+        self._drop_write_conn()
+
+
+class WriteConnection:
+    """The writer thread's connection, in pipeline mode for as long as it lives:
+    leaving the mode after each group would cost a round trip of its own (psycopg
+    syncs on the way out), and a group's COMMIT already syncs."""
+
+    def __init__(self, url: str) -> None:
+        self._held = contextlib.ExitStack()
+        # No prepared statements: psycopg forgets its own on a rollback (to a
+        # savepoint too) and deallocates them on the server later, which in pipeline
+        # mode lands after the next group has prepared them again under new names
+        # ("prepared statement ... does not exist"; decision 266).
+        self.conn: psycopg.Connection[Any] = self._held.enter_context(
+            psycopg.connect(url, prepare_threshold=None, **CONNECTION)
+        )
+        self.pipeline: psycopg.Pipeline = self._held.enter_context(self.conn.pipeline())
+
+    def close(self) -> None:
+        with contextlib.suppress(psycopg.Error):
+            self._held.close()
+
+
+class _Refused(Exception):
+    """An operation of a group refused itself (a stale fence, a bad request)."""
+
+    def __init__(self, error: Exception) -> None:
+        self.error = error
+
+
+def _resync(conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline) -> None:
+    """Leave a pipeline's aborted state after an error: the server skips every
+    statement until a Sync, and psycopg answers those it skipped with
+    PipelineAborted. Only a broken connection is an error here."""
+    try:
+        pipeline.sync()
+    except psycopg.Error:
+        if conn.broken or conn.closed:
+            raise
+
+
+def _commit(outcomes: dict[int, tuple[bool, Any]], ran: list[tuple[Job[Any], Any]]) -> None:
+    for job, value in ran:
+        outcomes[id(job)] = (True, value)
+    ran.clear()
+
+
+def _fail(
+    outcomes: dict[int, tuple[bool, Any]], jobs: list[Job[Any]], error: BaseException
+) -> None:
+    for job in jobs:
+        outcomes.setdefault(id(job), (False, error))
+
+
+def _lost(exc: BaseException) -> Unavailable:
+    return Unavailable(
+        f"the operation lost {MAX_RUNS} races with concurrent ones in a row "
+        f"({type(exc).__name__}); retry it"
+    )
+
+
+def _refusal(exc: psycopg.Error) -> BaseException:
+    """What the caller of an operation the database refused is told."""
+    if isinstance(exc, psycopg.DataError):
+        # JSONB refuses what JSON text allows, e.g. "\\u0000" in a string.
+        return InvalidArgument(f"PostgreSQL refused the data written: {exc}")
+    if isinstance(exc, psycopg.OperationalError):
+        return Unavailable(f"PostgreSQL could not run the write: {exc}")
+    return exc
 
 
 def _claim(conn: psycopg.Connection[Any], limit: int) -> list[OutboxRow]:

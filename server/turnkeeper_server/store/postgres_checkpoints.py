@@ -28,7 +28,6 @@ from collections.abc import Iterator, Sequence
 from typing import Any
 
 import ormsgpack
-import psycopg
 
 from turnkeeper_server.errors import InvalidArgument, WrongState
 from turnkeeper_server.store.contract import Conn, Tx
@@ -40,6 +39,7 @@ from turnkeeper_server.store.records import (
     WriteRow,
     WritesPut,
 )
+from turnkeeper_server.store.rows import insert_rows
 
 _OPTS = ormsgpack.OPT_NON_STR_KEYS
 # The channel holding a checkpoint kept whole, and the marker in its JSONB document.
@@ -153,30 +153,30 @@ def join(
 def put(tx: Tx, put: CheckpointPut, boundary: Boundary | None) -> None:
     thread_id, checkpoint_ns, checkpoint_id = put.thread_id, put.checkpoint_ns, put.checkpoint_id
     document, blobs = split(checkpoint_id, put.type, put.blob)
-    try:
-        tx.conn.executemany(
-            "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob) "
-            "VALUES (?, ?, ?, ?, ?, ?) "
-            "ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING",
-            [(thread_id, checkpoint_ns, *row) for row in blobs],
-        )
-        tx.execute(
-            "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
-            "parent_checkpoint_id, checkpoint, metadata) VALUES (?, ?, ?, ?, ?::jsonb, ?::jsonb) "
-            "ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) "
-            "DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata",
-            (
-                thread_id,
-                checkpoint_ns,
-                checkpoint_id,
-                put.parent_checkpoint_id or None,
-                json.dumps(document),
-                put.metadata_json,
-            ),
-        )
-    except psycopg.DataError as exc:
-        # JSONB refuses what JSON text allows, e.g. "\u0000" in a string.
-        raise InvalidArgument(f"PostgreSQL refused the checkpoint's JSON: {exc}") from None
+    # The rows in one statement (store/rows.py), not executemany's one per row.
+    insert_rows(
+        tx.conn,
+        "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)",
+        6,
+        [value for row in blobs for value in (thread_id, checkpoint_ns, *row)],
+        "ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING",
+    )
+    # JSONB refuses what JSON text allows ("\u0000" in a string): the writer
+    # answers that refusal as INVALID_ARGUMENT (store/postgres.py's `_refusal`).
+    tx.execute(
+        "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+        "parent_checkpoint_id, checkpoint, metadata) VALUES (?, ?, ?, ?, ?::jsonb, ?::jsonb) "
+        "ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) "
+        "DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata",
+        (
+            thread_id,
+            checkpoint_ns,
+            checkpoint_id,
+            put.parent_checkpoint_id or None,
+            json.dumps(document),
+            put.metadata_json,
+        ),
+    )
     if boundary is not None:
         tx.execute(
             "INSERT INTO turnkeeper_boundaries "
@@ -201,24 +201,26 @@ def put_writes(tx: Tx, writes: WritesPut) -> None:
         if writes.replace
         else "DO NOTHING"
     )
-    tx.conn.executemany(
+    # One row per index, as the row-by-row inserts left it (one statement may not
+    # update a row twice): the last where writes replace, else the first.
+    rows: dict[int, tuple[int, str, str, bytes | None]] = {}
+    for row in writes.writes:
+        if writes.replace or row[0] not in rows:
+            rows[row[0]] = row
+    key = (
+        writes.thread_id,
+        writes.checkpoint_ns,
+        writes.checkpoint_id,
+        writes.task_id,
+        writes.task_path,
+    )
+    insert_rows(
+        tx.conn,
         "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
-        "task_path, idx, channel, type, blob) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "task_path, idx, channel, type, blob)",
+        9,
+        [value for row in rows.values() for value in (*key, *row)],
         f"ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id, task_id, idx) {on_conflict}",
-        [
-            (
-                writes.thread_id,
-                writes.checkpoint_ns,
-                writes.checkpoint_id,
-                writes.task_id,
-                writes.task_path,
-                idx,
-                channel,
-                t,
-                v,
-            )
-            for idx, channel, t, v in writes.writes
-        ],
     )
 
 

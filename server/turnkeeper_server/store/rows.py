@@ -21,9 +21,10 @@ from turnkeeper_server.store.contract import Conn
 MAX_ROWS = 256
 
 
-def insert_rows(conn: Conn, head: str, width: int, values: Sequence[Any]) -> None:
+def insert_rows(conn: Conn, head: str, width: int, values: Sequence[Any], tail: str = "") -> None:
     """Insert rows of `width` columns whose values are flattened into `values`, in
-    order: `head` is the statement up to `VALUES` ("INSERT INTO main.t (a, b)").
+    order: `head` is the statement up to `VALUES` ("INSERT INTO main.t (a, b)"),
+    `tail` what follows the rows (PostgreSQL's "ON CONFLICT ...").
 
     The rows go in chunks whose sizes are powers of two (100 rows: 64, 32, 4), so a
     table has at most nine statement texts to prepare and cache, whatever the
@@ -35,11 +36,12 @@ def insert_rows(conn: Conn, head: str, width: int, values: Sequence[Any]) -> Non
     start = 0
     while start < rows:
         size = min(MAX_ROWS, 1 << ((rows - start).bit_length() - 1))
-        conn.execute(_statement(head, width, size), values[start * width : (start + size) * width])
+        statement = _statement(head, width, size, tail)
+        conn.execute(statement, values[start * width : (start + size) * width])
         start += size
 
 
 @cache
-def _statement(head: str, width: int, rows: int) -> str:
+def _statement(head: str, width: int, rows: int, tail: str) -> str:
     row = "(" + ", ".join("?" * width) + ")"
-    return f"{head} VALUES " + ", ".join([row] * rows)
+    return f"{head} VALUES " + ", ".join([row] * rows) + (f" {tail}" if tail else "")

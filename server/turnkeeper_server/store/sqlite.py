@@ -6,8 +6,8 @@ check on a turn (turns.db) and the checkpoint it guards (sessions.db) can never
 interleave with a re-drive. Each operation touches one file for its writes, so
 each stays atomic even though WAL commits the two files separately.
 
-Writes queue up for the writer thread, which runs whatever is queued in one
-`BEGIN IMMEDIATE` transaction, each operation under its own SAVEPOINT (a failed
+Writes queue up for the writer thread (store/group_commit.py), which runs
+whatever is queued in one `BEGIN IMMEDIATE` transaction, each operation under its own SAVEPOINT (a failed
 operation rolls back alone). One fsync then acknowledges the whole group: this is
 what lets many concurrent turns outrun an in-process saver that commits each put
 behind a lock. A future resolves only after COMMIT returned, so nothing is
@@ -21,28 +21,16 @@ proceed while the writer commits.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import os
-import queue
 import sqlite3
-import threading
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Generic, TypeVar
-
-from turnkeeper import tracing
+from typing import Any, TypeVar
 
 from turnkeeper_server.store import sqlite_checkpoints
-from turnkeeper_server.store.contract import (
-    WRITE_FOLLOWED,
-    WRITE_QUEUED,
-    CheckpointRows,
-    Conn,
-    Publish,
-    TurnChanged,
-)
+from turnkeeper_server.store.contract import CheckpointRows, Conn, Publish, TurnChanged
+from turnkeeper_server.store.group_commit import GroupWriter, Job, settle
 from turnkeeper_server.store.lockfile import FileLock
 from turnkeeper_server.store.records import OutboxRow, TurnStatusRow
 from turnkeeper_server.store.sqlite_schema import SESSIONS_MIGRATIONS, TURNS_MIGRATIONS, migrate
@@ -56,12 +44,6 @@ from turnkeeper_server.store.status_cache import (
 log = logging.getLogger(__name__)
 
 T = TypeVar("T")
-
-# Operations per group commit; bounds the latency one slow group adds to the next.
-MAX_GROUP = 256
-# How long the writer waits for a write announced to follow (WRITE_FOLLOWED) before
-# it commits without it: the caller queues it on its event loop's next turns.
-FOLLOW_WAIT = 0.002
 
 
 class Tx:
@@ -102,17 +84,6 @@ class Tx:
         return True
 
 
-@dataclass
-class _Job(Generic[T]):
-    fn: Callable[[Tx], T]
-    loop: asyncio.AbstractEventLoop
-    future: asyncio.Future[T]
-    after: list[Callable[[], None]] = field(default_factory=list)
-    trace: str | None = None
-    # Its caller queues another write right behind it (contract.WRITE_FOLLOWED).
-    followed: bool = False
-
-
 def _create_private(path: Path) -> None:
     """Create the file owner-only before SQLite opens it (its -wal and -shm files
     inherit these permissions)."""
@@ -140,8 +111,7 @@ class Database:
         self.turns_path = turns_path
         self.sessions_path = sessions_path
         self.synchronous = synchronous.upper()
-        self._queue: queue.SimpleQueue[_Job[Any] | None] = queue.SimpleQueue()
-        self._writer: threading.Thread | None = None
+        self._writer: GroupWriter | None = None
         self._reader: sqlite3.Connection | None = None
         self._lock = FileLock(turns_path.with_name(turns_path.name + ".lock"))
         self._closed = False
@@ -150,7 +120,7 @@ class Database:
         self._published_through = 0
         # Set by the server when tracing is on: each write keeps its caller's trace
         # context (contextvars do not cross into the writer thread).
-        self.traced = False
+        self._traced = False
         # TurnStatus's rows: exact, since every write goes through the writer's
         # connection and its triggers (store/status_cache.py).
         self.status_cache = StatusCache(status_cache_turns) if status_cache_turns > 0 else None
@@ -180,12 +150,9 @@ class Database:
             self._lock.release()
             raise
         self._reader = self._connect(reader=True)
-        ready = threading.Event()
-        self._writer = threading.Thread(
-            target=self._write_loop, args=(conn, ready), name="turnkeeper-writer", daemon=True
-        )
-        self._writer.start()
-        ready.wait()
+        self._writer = GroupWriter("turnkeeper-writer", lambda group: self._run_group(conn, group))
+        self._writer.traced = self._traced
+        self._writer.start(on_exit=conn.close)
 
     def close(self) -> None:
         """Finish queued writes, then close. Safe to call twice."""
@@ -193,8 +160,7 @@ class Database:
             return
         self._closed = True
         if self._writer is not None:
-            self._queue.put(None)
-            self._writer.join()
+            self._writer.stop()
         if self._reader is not None:
             self._reader.close()
         self._lock.release()
@@ -321,56 +287,30 @@ class Database:
 
     # -- writes ------------------------------------------------------------------
 
-    # One writer thread runs the writes in the order they were queued.
-    queues_writes = True
+    @property
+    def traced(self) -> bool:
+        return self._traced
+
+    @traced.setter
+    def traced(self, on: bool) -> None:
+        self._traced = on
+        if self._writer is not None:
+            self._writer.traced = on
 
     async def write(self, fn: Callable[[Tx], T]) -> T:
         """Run `fn` in the writer thread inside a transaction; return once durable."""
-        future = self.queue_write(fn, followed=WRITE_FOLLOWED.get())
-        if (queued := WRITE_QUEUED.get()) is not None:
-            queued()  # one writer, first in first out: the next write runs after this one
-        return await future
+        return await self._open_writer().write(fn)
 
     def queue_write(self, fn: Callable[[Tx], T], *, followed: bool = False) -> asyncio.Future[T]:
         """Queue `fn` for the writer thread now; the future is set once it is durable."""
-        if self._closed:
+        return self._open_writer().queue(fn, followed=followed)
+
+    def _open_writer(self) -> GroupWriter:
+        if self._closed or self._writer is None:
             raise RuntimeError("database is closed")
-        loop = asyncio.get_running_loop()
-        job: _Job[T] = _Job(fn, loop, loop.create_future(), followed=followed)
-        if self.traced:
-            carrier: dict[str, str] = {}
-            tracing.inject(carrier)
-            job.trace = carrier.get("traceparent")
-        self._queue.put(job)
-        return job.future
+        return self._writer
 
-    def _write_loop(self, conn: sqlite3.Connection, ready: threading.Event) -> None:
-        ready.set()
-        stop = False
-        try:
-            while not stop:
-                first = self._queue.get()
-                if first is None:
-                    break
-                group: list[_Job[Any]] = [first]
-                while len(group) < MAX_GROUP:
-                    try:
-                        if group[-1].followed:
-                            # The next write of the same batch is microseconds away.
-                            job = self._queue.get(timeout=FOLLOW_WAIT)
-                        else:
-                            job = self._queue.get_nowait()
-                    except queue.Empty:
-                        break
-                    if job is None:
-                        stop = True
-                        break
-                    group.append(job)
-                self._run_group(conn, group)
-        finally:
-            conn.close()
-
-    def _run_group(self, conn: sqlite3.Connection, group: list[_Job[Any]]) -> None:
+    def _run_group(self, conn: sqlite3.Connection, group: list[Job[Any]]) -> None:
         outcomes: list[tuple[bool, Any]] = []
         try:
             conn.execute("BEGIN IMMEDIATE")
@@ -393,10 +333,10 @@ class Database:
             if conn.in_transaction:
                 conn.execute("ROLLBACK")
             self._status_settled()
-            _settle([(job, False, exc) for job in group])
+            settle([(job, False, exc) for job in group])
             return
         self._status_settled()
-        _settle([(job, ok, value) for job, (ok, value) in zip(group, outcomes, strict=True)])
+        settle([(job, ok, value) for job, (ok, value) in zip(group, outcomes, strict=True)])
 
     def _status_settled(self) -> None:
         # Before the group's futures resolve: no write is acknowledged while a
@@ -408,31 +348,3 @@ class Database:
 def _log_failed_delete(future: asyncio.Future[None]) -> None:
     if not future.cancelled() and (exc := future.exception()) is not None:
         log.warning("deleting published outbox rows failed (the next delete retries): %s", exc)
-
-
-def _settle(settled: list[tuple[_Job[Any], bool, Any]]) -> None:
-    """Resolve a group's futures on their loops: one hand-off per loop, not per job
-    (each call_soon_threadsafe writes to the loop's self-pipe)."""
-    by_loop: dict[asyncio.AbstractEventLoop, list[tuple[_Job[Any], bool, Any]]] = {}
-    for item in settled:
-        by_loop.setdefault(item[0].loop, []).append(item)
-    for loop, items in by_loop.items():
-        # A closed loop raises RuntimeError: nobody is waiting any more.
-        with contextlib.suppress(RuntimeError):
-            loop.call_soon_threadsafe(_resolve, items)
-
-
-def _resolve(items: list[tuple[_Job[Any], bool, Any]]) -> None:
-    """On the loop, in the group's order: after-commit callbacks, then the result."""
-    for job, ok, value in items:
-        if job.future.done():
-            continue
-        if ok:
-            for callback in job.after:
-                try:
-                    callback()
-                except Exception:
-                    log.exception("after-commit callback failed")
-            job.future.set_result(value)
-        else:
-            job.future.set_exception(value)

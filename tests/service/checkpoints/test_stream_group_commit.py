@@ -1,8 +1,7 @@
 """A graph step's writes and its checkpoint, sent as one batch on the checkpoint
-stream, commit in one transaction in the batch's order: one commit per step. On
-SQLite the stream queues them on the one writer back to back (decision 146); on
-PostgreSQL it runs them in one transaction (decision 149), and when one of them is
-refused there, each runs on its own so that only that one is left out."""
+stream, commit in one transaction in the batch's order: one commit per step. The
+stream queues them on the store's writer back to back (decisions 146 and 261), and
+when one of them is refused, only that one is left out."""
 
 from __future__ import annotations
 
@@ -58,36 +57,26 @@ def step_batch(thread: str, turn_id: str, put_thread: str | None = None) -> list
 def record_transactions(
     service: TurnkeeperServer, monkeypatch: pytest.MonkeyPatch
 ) -> list[list[str]]:
-    """What each transaction of the store runs from now on, by the operations' names:
-    SQLite's writer groups several operations; PostgreSQL runs one per transaction."""
+    """What each transaction of the store runs from now on, by the operations'
+    names: the writer's groups."""
     transactions: list[list[str]] = []
 
     def name(fn: Any) -> str:
         return str(fn.__qualname__.split(".<locals>")[0])
 
-    db: Any = service.db
-    if db.queues_writes:
-        run_group = db._run_group
+    writer: Any = service.db._writer  # type: ignore[attr-defined]
+    run_group = writer.run_group
 
-        def grouped(conn: Any, group: list[Any]) -> None:
-            transactions.append([name(job.fn) for job in group])
-            run_group(conn, group)
+    def grouped(group: list[Any]) -> None:
+        transactions.append([name(job.fn) for job in group])
+        run_group(group)
 
-        monkeypatch.setattr(db, "_run_group", grouped)
-    else:
-        write = db.write
-
-        async def one(fn: Any) -> Any:
-            transactions.append([name(fn)])
-            return await write(fn)
-
-        monkeypatch.setattr(db, "write", one)
+    monkeypatch.setattr(writer, "run_group", grouped)
     return transactions
 
 
 @pytest.mark.both_backends
 async def test_a_steps_writes_and_checkpoint_commit_in_one_transaction(
-    backend: str,
     service: TurnkeeperServer,
     turns: turns_pb2_grpc.TurnServiceAsyncStub,
     checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
@@ -101,17 +90,10 @@ async def test_a_steps_writes_and_checkpoint_commit_in_one_transaction(
     [frame] = [answer async for answer in checkpoints.CheckpointStream(iter([batch]))]
 
     assert [(a.id, a.WhichOneof("result")) for a in frame.batch] == [(1, "writes"), (2, "put")]
-    # Both in one transaction (on SQLite a write of the reaper's may share it).
-    ours = [
-        t
-        for t in transactions
-        if any(op in ("Checkpoints._one", "Checkpoints._together") for op in t)
-    ]
+    # Both in one transaction (a write of the reaper's may share it).
+    ours = [t for t in transactions if "Checkpoints._one" in t]
     assert len(ours) == 1, transactions
-    if backend == "sqlite":
-        assert ours[0].count("Checkpoints._one") == 2, transactions
-    else:
-        assert ours[0] == ["Checkpoints._together"], transactions
+    assert ours[0].count("Checkpoints._one") == 2, transactions
 
 
 @pytest.mark.both_backends

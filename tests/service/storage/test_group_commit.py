@@ -1,0 +1,170 @@
+"""Group commit on both backends (store/group_commit.py, decision 265): writes queued
+together share one transaction, each is answered only once the group committed,
+and an operation that fails, by its own refusal or the database's, is left out
+alone while the others of its group commit. On PostgreSQL the writer runs its
+groups in pipeline mode, finds the failing operation by running the group again
+carefully, and replaces a connection that died between groups."""
+
+from __future__ import annotations
+
+import asyncio
+import threading
+from collections.abc import AsyncIterator, Callable
+from pathlib import Path
+from typing import Any
+
+import psycopg
+import pytest
+from turnkeeper_server.errors import InvalidArgument
+from turnkeeper_server.store.contract import Store, Tx
+from turnkeeper_server.store.postgres import PostgresDatabase
+from turnkeeper_server.store.sqlite import Database
+
+pytestmark = [pytest.mark.both_backends, pytest.mark.timeout(60)]
+
+TABLE = "CREATE TABLE IF NOT EXISTS main.scratch (k TEXT PRIMARY KEY, v INTEGER NOT NULL)"
+
+
+@pytest.fixture
+async def store(tmp_path: Path, database_url: str | None) -> AsyncIterator[Store]:
+    db: Store = (
+        Database(tmp_path / "turns.db", tmp_path / "sessions.db")
+        if database_url is None
+        else PostgresDatabase(database_url)
+    )
+    db.open()
+    try:
+        await db.write(lambda tx: tx.execute(TABLE))
+        yield db
+    finally:
+        db.close()
+
+
+def insert(key: str, value: int | None = 1) -> Callable[[Tx], str]:
+    def op(tx: Tx) -> str:
+        tx.execute("INSERT INTO main.scratch (k, v) VALUES (?, ?)", (key, value))
+        return key
+
+    return op
+
+
+def keys(db: Store) -> list[str]:
+    return [row[0] for row in db.read_conn().execute("SELECT k FROM main.scratch ORDER BY k")]
+
+
+def record_groups(db: Store, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """The size of each group the writer runs from now on."""
+    sizes: list[int] = []
+    writer: Any = db._writer  # type: ignore[attr-defined]
+    run_group = writer.run_group
+
+    def recorded(group: list[Any]) -> None:
+        sizes.append(len(group))
+        run_group(group)
+
+    monkeypatch.setattr(writer, "run_group", recorded)
+    return sizes
+
+
+async def in_one_group(db: Store, ops: list[Callable[[Tx], Any]]) -> list[Any]:
+    """Run `ops` as one group: the writer is held busy while they are queued."""
+    release = threading.Event()
+    held = db.queue_write(lambda tx: release.wait(10))
+    futures = [db.queue_write(op) for op in ops]
+    release.set()
+    await held
+    return await asyncio.gather(*futures, return_exceptions=True)
+
+
+async def test_writes_queued_together_share_a_commit(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    sizes = record_groups(store, monkeypatch)
+
+    done = await asyncio.gather(*(store.write(insert(f"k{n:03}")) for n in range(64)))
+
+    assert done == [f"k{n:03}" for n in range(64)]
+    assert keys(store) == done
+    # Fewer transactions than writes: at least one group held several.
+    assert sum(sizes) == 64
+    assert len(sizes) < 64, sizes
+
+
+async def test_an_operation_that_refuses_itself_is_left_out_alone(store: Store) -> None:
+    def refuses(tx: Tx) -> None:
+        tx.execute("INSERT INTO main.scratch (k, v) VALUES (?, ?)", ("b", 1))
+        raise InvalidArgument("b is refused after its insert")
+
+    a, b, c = await in_one_group(store, [insert("a"), refuses, insert("c")])
+
+    assert (a, c) == ("a", "c")
+    assert isinstance(b, InvalidArgument)
+    assert keys(store) == ["a", "c"]
+
+
+async def test_an_operation_the_database_refuses_is_left_out_alone(
+    store: Store, backend: str
+) -> None:
+    def null_then_read(tx: Tx) -> None:
+        insert("d", None)(tx)
+        tx.execute("SELECT count(*) FROM main.scratch").fetchone()
+
+    # b's and d's statements violate NOT NULL. On PostgreSQL b's error arrives in
+    # the pipeline after b returned, and the group is run again to find whose it
+    # is; d's arrives in d's own read.
+    a, b, c, d, e = await in_one_group(
+        store, [insert("a"), insert("b", None), insert("c"), null_then_read, insert("e")]
+    )
+
+    assert (a, c, e) == ("a", "c", "e")
+    assert "null" in str(b).lower(), b
+    assert "null" in str(d).lower(), d
+    assert keys(store) == ["a", "c", "e"]
+    # The writer goes on as before.
+    assert await store.write(insert("f")) == "f"
+
+
+@pytest.mark.postgres_only
+async def test_jsonb_the_database_refuses_is_invalid_argument(store: Store, backend: str) -> None:
+    def nul_in_json(tx: Tx) -> None:
+        tx.execute("SELECT ?::jsonb", ('{"user": "zo\\u0000"}',))
+
+    a, refused = await in_one_group(store, [insert("a"), nul_in_json])
+
+    assert a == "a"
+    assert isinstance(refused, InvalidArgument)
+    assert "PostgreSQL refused the data written" in str(refused)
+    assert keys(store) == ["a"]
+
+
+@pytest.mark.postgres_only
+async def test_a_writer_connection_that_died_is_replaced_between_groups(
+    store: Store, backend: str, database_url: str
+) -> None:
+    def backend_pid(tx: Tx) -> int:
+        return int(tx.execute("SELECT pg_backend_pid()").fetchone()[0])
+
+    first = await store.write(backend_pid)
+    with psycopg.connect(database_url, autocommit=True) as admin:
+        admin.execute("SELECT pg_terminate_backend(%s)", (first,))
+
+    # Acknowledged on a new connection, not refused for the old one.
+    assert await store.write(insert("after")) == "after"
+    assert await store.write(backend_pid) != first
+    assert keys(store) == ["after"]
+
+
+async def test_the_writer_goes_on_after_refusals_with_statements_it_ran_before(
+    store: Store,
+) -> None:
+    # The same statements before and after rollbacks (a refusal running fast, a
+    # database error found carefully): psycopg's prepared statements did not
+    # survive them in pipeline mode ("prepared statement ... does not exist").
+    for n in range(8):
+        assert await store.write(insert(f"a{n}")) == f"a{n}"
+    for n in range(4):
+        done = await in_one_group(store, [insert(f"b{n}"), insert(f"x{n}", None), insert(f"c{n}")])
+        assert done[0] == f"b{n}" and done[2] == f"c{n}", done
+    for n in range(8):
+        assert await store.write(insert(f"d{n}")) == f"d{n}"
+    assert len(keys(store)) == 8 + 4 * 2 + 8

@@ -25,6 +25,7 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator, Sequence
+from functools import cache
 from typing import Any
 
 import ormsgpack
@@ -39,7 +40,7 @@ from turnkeeper_server.store.records import (
     WriteRow,
     WritesPut,
 )
-from turnkeeper_server.store.rows import insert_rows
+from turnkeeper_server.store.rows import MAX_ROWS, insert_rows
 
 _OPTS = ormsgpack.OPT_NON_STR_KEYS
 # The channel holding a checkpoint kept whole, and the marker in its JSONB document.
@@ -150,48 +151,66 @@ def join(
     return "msgpack", ormsgpack.packb({**document, "channel_values": values}, option=_OPTS)
 
 
+_BLOBS_HEAD = (
+    "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)"
+)
+_BLOBS_TAIL = "ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING"
+_BOUNDARY = (
+    "INSERT INTO turnkeeper_boundaries "
+    "(turn_id, checkpoint_id, thread_id, checkpoint_ns, attempt, last_seq) "
+    "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (turn_id, checkpoint_ns, checkpoint_id) "
+    "DO UPDATE SET attempt = EXCLUDED.attempt, last_seq = EXCLUDED.last_seq"
+)
+_CHECKPOINT = (
+    "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
+    "parent_checkpoint_id, checkpoint, metadata) VALUES (?, ?, ?, ?, ?::jsonb, ?::jsonb) "
+    "ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) "
+    "DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata"
+)
+
+
 def put(tx: Tx, put: CheckpointPut, boundary: Boundary | None) -> None:
+    """One statement: the blob rows and the boundary ride on the checkpoint's INSERT
+    as data-modifying WITH clauses (three tables, no row written twice), so a put
+    is one statement for the writer's pipeline, not three (decision 267)."""
     thread_id, checkpoint_ns, checkpoint_id = put.thread_id, put.checkpoint_ns, put.checkpoint_id
     document, blobs = split(checkpoint_id, put.type, put.blob)
-    # The rows in one statement (store/rows.py), not executemany's one per row.
-    insert_rows(
-        tx.conn,
-        "INSERT INTO checkpoint_blobs (thread_id, checkpoint_ns, channel, version, type, blob)",
-        6,
-        [value for row in blobs for value in (thread_id, checkpoint_ns, *row)],
-        "ON CONFLICT (thread_id, checkpoint_ns, channel, version) DO NOTHING",
-    )
-    # JSONB refuses what JSON text allows ("\u0000" in a string): the writer
-    # answers that refusal as INVALID_ARGUMENT (store/postgres.py's `_refusal`).
-    tx.execute(
-        "INSERT INTO checkpoints (thread_id, checkpoint_ns, checkpoint_id, "
-        "parent_checkpoint_id, checkpoint, metadata) VALUES (?, ?, ?, ?, ?::jsonb, ?::jsonb) "
-        "ON CONFLICT (thread_id, checkpoint_ns, checkpoint_id) "
-        "DO UPDATE SET checkpoint = EXCLUDED.checkpoint, metadata = EXCLUDED.metadata",
-        (
+    clauses: list[str] = []
+    params: list[Any] = []
+    blob_values = [value for row in blobs for value in (thread_id, checkpoint_ns, *row)]
+    if len(blobs) > MAX_ROWS:
+        # More parameters than one statement should carry: the rows on their own.
+        insert_rows(tx.conn, _BLOBS_HEAD, 6, blob_values, _BLOBS_TAIL)
+    elif blobs:
+        clauses.append(f"blobs AS ({_blobs(len(blobs))})")
+        params += blob_values
+    if boundary is not None:
+        clauses.append(f"boundary AS ({_BOUNDARY})")
+        params += (
+            boundary.turn_id,
+            checkpoint_id,
             thread_id,
             checkpoint_ns,
-            checkpoint_id,
-            put.parent_checkpoint_id or None,
-            json.dumps(document),
-            put.metadata_json,
-        ),
-    )
-    if boundary is not None:
-        tx.execute(
-            "INSERT INTO turnkeeper_boundaries "
-            "(turn_id, checkpoint_id, thread_id, checkpoint_ns, attempt, last_seq) "
-            "VALUES (?, ?, ?, ?, ?, ?) ON CONFLICT (turn_id, checkpoint_ns, checkpoint_id) "
-            "DO UPDATE SET attempt = EXCLUDED.attempt, last_seq = EXCLUDED.last_seq",
-            (
-                boundary.turn_id,
-                checkpoint_id,
-                thread_id,
-                checkpoint_ns,
-                boundary.attempt,
-                boundary.last_seq,
-            ),
+            boundary.attempt,
+            boundary.last_seq,
         )
+    # JSONB refuses what JSON text allows ("\u0000" in a string): the writer
+    # answers that refusal as INVALID_ARGUMENT (store/postgres.py's `_refusal`).
+    params += (
+        thread_id,
+        checkpoint_ns,
+        checkpoint_id,
+        put.parent_checkpoint_id or None,
+        json.dumps(document),
+        put.metadata_json,
+    )
+    with_ = f"WITH {', '.join(clauses)} " if clauses else ""
+    tx.execute(with_ + _CHECKPOINT, params)
+
+
+@cache
+def _blobs(rows: int) -> str:
+    return f"{_BLOBS_HEAD} VALUES {', '.join(['(?, ?, ?, ?, ?, ?)'] * rows)} {_BLOBS_TAIL}"
 
 
 def put_writes(tx: Tx, writes: WritesPut) -> None:

@@ -164,10 +164,15 @@ def wal_syncs(database_url: str) -> int:
     return int(row[0])
 
 
-def commits_per_effect(data_dir: Path, calls: int) -> dict[str, float]:
+def commits_per_effect(data_dir: Path, calls: int, quiet: float) -> dict[str, float]:
     """WAL flushes per call of each kind, the service on PostgreSQL: the flushes of a
     turn of 2N calls less those of a turn of N, over N. What every turn costs (its
-    start, its checkpoints, its end) cancels out, and so does the plain call."""
+    start, its checkpoints, its end) cancels out, and so does the plain call.
+
+    Each reading waits `quiet` seconds after its turn: a backend that reported its
+    counts less than a second ago holds the next ones until it has been idle 10 s
+    (decision 264). The service's writer keeps one connection busy, so a shorter
+    wait moves one turn's flushes into the next reading (decision 268)."""
     from bench.postgres import postgres
 
     with postgres() as new_database:
@@ -178,8 +183,7 @@ def commits_per_effect(data_dir: Path, calls: int) -> dict[str, float]:
             async def flushes(compiled: Any, client: AsyncTurnkeeperClient, n: int) -> int:
                 before = wal_syncs(url)
                 await _turn(client, compiled, n)
-                # WAL statistics reach pg_stat_wal lazily.
-                await asyncio.sleep(1.5)
+                await asyncio.sleep(quiet)
                 return wal_syncs(url) - before
 
             async def measure(kind: str) -> None:
@@ -249,7 +253,8 @@ def run(size: Size) -> Section:
             "restate-server from npm (RocksDB WAL fsync on). Commits: "
             "`pg_stat_wal.wal_sync` around a turn of 2N calls and one of N, with the "
             "service on PostgreSQL 16 (pgserver), the difference over N (what every turn "
-            "costs cancels out)."
+            f"costs cancels out), each reading after {size.pg_stats_wait:g} s of quiet "
+            "(decision 268)."
         ),
     )
     m = section.metrics
@@ -276,7 +281,7 @@ def run(size: Size) -> Section:
         else:
             others["DBOS"] = why
         (data / "pg").mkdir()
-        commits = commits_per_effect(data / "pg", calls)
+        commits = commits_per_effect(data / "pg", calls, size.pg_stats_wait)
         m.update({f"commits_{kind}": value for kind, value in commits.items()})
 
     plain = m["turnkeeper_plain_s"]

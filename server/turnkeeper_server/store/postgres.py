@@ -45,6 +45,7 @@ from turnkeeper_server.errors import InvalidArgument, Unavailable
 from turnkeeper_server.store import postgres_checkpoints, stats
 from turnkeeper_server.store.contract import CheckpointRows, Conn, Publish, TurnChanged, Tx
 from turnkeeper_server.store.group_commit import GroupWriter, Job, settle
+from turnkeeper_server.store.postgres_pipeline import SendingConnection
 from turnkeeper_server.store.postgres_schema import migrate
 from turnkeeper_server.store.records import OutboxRow, TurnStatusRow
 from turnkeeper_server.store.status_cache import load_status
@@ -546,7 +547,8 @@ class PostgresDatabase:
 class WriteConnection:
     """The writer thread's connection, in pipeline mode for as long as it lives:
     leaving the mode after each group would cost a round trip of its own (psycopg
-    syncs on the way out), and a group's COMMIT already syncs."""
+    syncs on the way out), and a group's COMMIT already syncs. It sends all of a
+    statement however large (store/postgres_pipeline.py)."""
 
     def __init__(self, url: str) -> None:
         self._held = contextlib.ExitStack()
@@ -555,7 +557,7 @@ class WriteConnection:
         # mode lands after the next group has prepared them again under new names
         # ("prepared statement ... does not exist"; decision 266).
         self.conn: psycopg.Connection[Any] = self._held.enter_context(
-            psycopg.connect(url, prepare_threshold=None, **CONNECTION)
+            SendingConnection.connect(url, prepare_threshold=None, **CONNECTION)
         )
         self.pipeline: psycopg.Pipeline = self._held.enter_context(self.conn.pipeline())
 

@@ -8,6 +8,7 @@ carefully, and replaces a connection that died between groups."""
 from __future__ import annotations
 
 import asyncio
+import os
 import threading
 from collections.abc import AsyncIterator, Callable
 from pathlib import Path
@@ -168,3 +169,26 @@ async def test_the_writer_goes_on_after_refusals_with_statements_it_ran_before(
     for n in range(8):
         assert await store.write(insert(f"d{n}")) == f"d{n}"
     assert len(keys(store)) == 8 + 4 * 2 + 8
+
+
+async def test_statements_larger_than_the_sockets_buffers_are_sent_whole(store: Store) -> None:
+    # Statements of 4 MiB each, far past any socket's buffers, one after another
+    # while the database is still storing the one before, between two small ones.
+    # psycopg's pipeline left the last one's tail unsent and waited for its answer
+    # for ever (decision 269).
+    sizes = [4 << 20] * 8
+
+    def large(tx: Tx) -> str:
+        for n, size in enumerate(sizes):
+            tx.execute(
+                "INSERT INTO main.scratch (k, v) VALUES (?, length(CAST(? AS TEXT)))",
+                (f"big{n}", os.urandom(size // 2).hex()),
+            )
+        return "big"
+
+    done = await in_one_group(store, [insert("a"), large, insert("c")])
+
+    assert done == ["a", "big", "c"]
+    assert keys(store) == ["a", *(f"big{n}" for n in range(len(sizes))), "c"]
+    stored = store.read_conn().execute("SELECT sum(v) FROM main.scratch WHERE k LIKE 'big%'")
+    assert stored.fetchone()[0] == sum(sizes)

@@ -5,9 +5,10 @@ records that cross the contract; `sqlite` (connections, PRAGMAs, the group-commi
 writer) with `sqlite_schema` (migrations), `sqlite_checkpoints` (langgraph-checkpoint-
 sqlite's tables), `status_cache` (TurnStatus's rows, kept exact by the writer's
 triggers) and `lockfile` (one writer per data directory); `postgres` with
-`postgres_schema`, `postgres_checkpoints` and `postgres_pipeline` (the writer's
-connection) (`--database-url`: replicas on one database); `rows`, `outbox_rows` and `stats`, SQL both backends share. `open_store`
-picks one: PostgreSQL when a database URL is given, else the two SQLite files.
+`postgres_schema`, `postgres_checkpoints` and `postgres_pipeline`, its writer's
+connection (`--database-url`: replicas on one database); `rows`, `outbox_rows` and
+`stats`, SQL both backends share. `open_store` picks one: PostgreSQL when a database
+URL is given, else the two SQLite files.
 """
 
 from __future__ import annotations

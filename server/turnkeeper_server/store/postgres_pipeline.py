@@ -36,21 +36,11 @@ def sending(gen: PQGen[RV], pgconn: PGconn) -> PQGen[RV]:
     `flush()` answers 1 while bytes remain) and waits again; readable, `gen` reads."""
     try:
         wait = next(gen)
+        while True:
+            pending = wait == Wait.R and pgconn.flush() == 1
+            ready = yield (Wait.RW if pending else wait)
+            if pending and not ready & Ready.R:
+                continue  # only writable: send more, or wait to read once all is sent
+            wait = gen.send(ready)
     except StopIteration as done:
         return done.value  # type: ignore[no-any-return]
-    while True:
-        pending = wait == Wait.R and pgconn.flush() == 1
-        try:
-            ready = yield (Wait.RW if pending else wait)
-        except BaseException as exc:  # thrown in by the waiting function: gen's to handle
-            try:
-                wait = gen.throw(exc)
-            except StopIteration as done:
-                return done.value  # type: ignore[no-any-return]
-            continue
-        if pending and not ready & Ready.R:
-            continue  # only writable: send more, or wait to read once all is sent
-        try:
-            wait = gen.send(ready)
-        except StopIteration as done:
-            return done.value  # type: ignore[no-any-return]

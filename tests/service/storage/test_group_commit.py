@@ -176,10 +176,10 @@ async def test_statements_larger_than_the_sockets_buffers_are_sent_whole(store: 
     # while the database is still storing the one before, between two small ones.
     # psycopg's pipeline left the last one's tail unsent and waited for its answer
     # for ever (decision 269).
-    sizes = [4 << 20] * 8
+    count, size = 8, 4 << 20
 
     def large(tx: Tx) -> str:
-        for n, size in enumerate(sizes):
+        for n in range(count):
             tx.execute(
                 "INSERT INTO main.scratch (k, v) VALUES (?, length(CAST(? AS TEXT)))",
                 (f"big{n}", os.urandom(size // 2).hex()),
@@ -189,6 +189,6 @@ async def test_statements_larger_than_the_sockets_buffers_are_sent_whole(store: 
     done = await in_one_group(store, [insert("a"), large, insert("c")])
 
     assert done == ["a", "big", "c"]
-    assert keys(store) == ["a", *(f"big{n}" for n in range(len(sizes))), "c"]
+    assert keys(store) == ["a", *(f"big{n}" for n in range(count)), "c"]
     stored = store.read_conn().execute("SELECT sum(v) FROM main.scratch WHERE k LIKE 'big%'")
-    assert stored.fetchone()[0] == sum(sizes)
+    assert stored.fetchone()[0] == count * size

@@ -5,7 +5,7 @@ minutes (bench/analysis.md, round ten). Measured one variant after another (200
 turns of one, then 200 of the next), a variant and its baseline fall in different
 phases of the machine, and one run's ratio says more about the phases than about
 the code: the same two variants gave 1.53x to 2.24x within a few minutes that way,
-and 1.54x to 1.69x in alternation (docs/decisions.md, 163). So :func:`alternate`
+and 1.54x to 1.69x in alternation (decision 163). So :func:`alternate`
 runs `blocks` blocks; a block runs `per_block` turns of every variant, in an order
 that reverses from block to block. A variant's figure is the median of all its
 turns, a ratio the median of the blocks' ratios (:func:`block_medians` with

@@ -254,7 +254,7 @@ def run(size: Size) -> Section:
             f"{size.saver_block} turns of RemoteSaver (both APIs), Restate and the floor "
             "one after another, in an order reversed from block to block; a figure is the "
             "median of all its turns, a ratio against Restate the median of the blocks' "
-            "ratios (docs/decisions.md, 163). DBOS runs in its own process after them: "
+            "ratios (decision 163). DBOS runs in its own process after them: "
             f"{size.saver_single} turns one after another, median, its ratio against "
             "RemoteSaver's median of the same round. Concurrent: "
             f"{max(1, size.saver_conc_rounds // size.saver_rounds)} short rounds a round, "
@@ -262,7 +262,7 @@ def run(size: Size) -> Section:
             "the floor from "
             f"{size.saver_callers} threads, in an order reversed from round to round, "
             "both servers up; a ratio against Restate is the median of the short rounds' "
-            "ratios (docs/decisions.md, 165). DBOS: "
+            "ratios (decision 165). DBOS: "
             f"{size.saver_concurrent} turns from {size.saver_callers} threads in its own "
             "process, its ratio against RemoteSaver's median of the same round. "
             "RemoteSaver both ways: `invoke` from threads (blocking), and `ainvoke` as "
@@ -316,7 +316,7 @@ def run(size: Size) -> Section:
                         single[name].append(alternate.overall(times))
                         every_turn[name] += [t for block in times for t in block]
                     # Under load: short rounds of every engine, the order reversed
-                    # from round to round, both servers up (docs/decisions.md, 165).
+                    # from round to round, both servers up (decision 165).
                     shared_saver = host.enter(RemoteSaver(address, stream=True, share_stream=True))
                     async_turn, shared_turn = (
                         turns.async_graph_turn(turns.build(async_saver)),

@@ -23,7 +23,7 @@ from turnkeeper.agent.saver import RemoteSaver
 
 from bench import turns
 
-# The pool LangGraph's Postgres how-to gives AsyncPostgresSaver (docs/decisions.md, 261).
+# The pool LangGraph's Postgres how-to gives AsyncPostgresSaver (decision 261).
 STOCK_POOL_SIZE = 20
 
 

@@ -6,7 +6,7 @@ an orphaned turn, against a real service and a real nats-server. The service's
 startup re-drive is observed where it arrives: when the agent's Redrive reaches
 the service, the test asks the agent's /healthz, and holds the Redrive while it
 asks again. Both ways: NATS up at startup, and NATS down at startup (the re-drive
-then waits for NATS, docs/decisions.md).
+then waits for NATS, decision 38).
 """
 
 from __future__ import annotations

@@ -282,7 +282,7 @@ Three bugs, each fixed with a test that reproduces it:
   client's watch-stream slots. It ends at once now.
   `tests/service/turns/test_rewind_watch.py::test_watch_after_the_terminal_event_of_an_ended_turn_ends_at_once`.
 
-Poison containment (docs/decisions.md, "Turn lifecycle"): a crash is charged only
+Poison containment (decision 112): a crash is charged only
 to a turn that can be blamed for it, the only turn its process ran or the one on
 probation. Turns that shared a replica with a poison turn are re-run uncharged, then
 held and run one at a time, so they are not taken down with it (the "non-poison

@@ -194,7 +194,7 @@ async def test_postgres_saver_and_the_service_agree_on_application_objects(
 async def test_a_checkpoint_the_service_cannot_split_round_trips_but_is_opaque_to_postgres_saver(
     make_service: ServiceFactory, postgres_cluster: PostgresCluster
 ) -> None:
-    # What does not round-trip with PostgresSaver (docs/decisions.md): a checkpoint
+    # What does not round-trip with PostgresSaver (decision 64): a checkpoint
     # serialised other than with LangGraph's msgpack serde is kept whole.
     url = postgres_cluster.new_database()
     service = await make_service(database_url=url)

@@ -1,5 +1,5 @@
 """Malformed requests are 4xx (or a gRPC client error) with a message, never a 500
-with a traceback in the log (docs/decisions.md 185): bytes that are not text in
+with a traceback in the log (decision 185): bytes that are not text in
 the Authorization header, a relay body nested past the parser's recursion limit,
 and page tokens that decode to a row id no store can hold. A real service on port 0
 with tokens, spoken to over raw sockets and gRPC."""

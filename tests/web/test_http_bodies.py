@@ -1,7 +1,7 @@
 """Request bodies on the HTTP side, sent over raw sockets the way a slow or hostile
 client sends them: in several TCP writes, chunked, nested, with stray bytes.
 
-Each test speaks HTTP/1.1 to a real service on port 0 (docs/decisions.md 180, 185).
+Each test speaks HTTP/1.1 to a real service on port 0 (decisions 180, 185).
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """The WatchTurn stream quota on the SSE route and on gRPC: counted per (token, peer
 address), and refused over HTTP with 429 and the error shape before any stream
-starts (docs/decisions.md 187). A real service on port 0; a second client address
+starts (decision 187). A real service on port 0; a second client address
 is 127.0.0.2 (HTTP, a bound source address) or ::1 (gRPC, a dual-stack listener)."""
 
 from __future__ import annotations

@@ -36,7 +36,7 @@ PIN: Final = "pin"
 COMPATIBLE: Final = "compatible"
 LATEST: Final = "latest"
 POLICIES: Final = (PIN, COMPATIBLE, LATEST)
-# The default a production team wants (docs/decisions.md): never continue a turn
+# The default a production team wants (decision 237): never continue a turn
 # on code that cannot, and never hold one back that can.
 DEFAULT_POLICY: Final = COMPATIBLE
 # A shape is a few kilobytes; a bigger one is not a graph description.

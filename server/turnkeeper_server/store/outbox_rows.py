@@ -5,7 +5,7 @@ events, and the publisher read them back one row at a time: the outbox was half 
 the writer's SQLite work and a fifth of the event loop's (bench/analysis.md, round
 eight). Where the backend can reserve a run of message ids (SQLite: its one writer
 takes `sqlite_sequence`'s next n ids), a batch's messages for one subject go in one
-row instead (docs/decisions.md, entry 154):
+row instead (decision 154):
 
 - `messages` is n, and the row's id is the *last* of its n ids, so every message
   still has an outbox id of its own, the ids stay one increasing run, and

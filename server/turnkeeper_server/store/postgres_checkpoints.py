@@ -14,7 +14,7 @@ tree gives the same bytes, so what RemoteSaver put is what it gets.
 A checkpoint that cannot be split without decoding it (serialised with pickle or
 an encrypting serde, or not a msgpack map) is kept whole, as one blob of a
 reserved channel: the service serves it back as it came, and PostgresSaver sees
-that single channel instead of the graph's (docs/decisions.md).
+that single channel instead of the graph's (decision 64).
 
 The PostgreSQL backend's `CheckpointRows` (store/contract.py); the rules above the
 rows (fencing, boundaries) are journal/checkpoints.py's.

@@ -18,6 +18,6 @@ def state_counts(conn: Conn) -> dict[str, int]:
 def outbox_backlog(conn: Conn) -> int:
     """Outbox messages not yet published to NATS. On SQLite it also counts, for
     about one group commit, the rows the publisher has just published and whose
-    delete waits in the writer's queue (docs/decisions.md, entry 153)."""
+    delete waits in the writer's queue (decision 153)."""
     count = conn.execute("SELECT coalesce(sum(messages), 0) FROM outbox").fetchone()[0]
     return int(count)

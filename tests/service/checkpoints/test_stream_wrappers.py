@@ -4,7 +4,7 @@ When a caller leaves while grpc is sending a frame, grpc does not cancel the han
 it stops iterating the outermost wrapper and closes it at its `yield`. Each wrapper
 must then close what it wraps in the same step, so the handler's own cleanup (a
 stream quota, the engine's watch, a span) runs at once and not whenever the garbage
-collector gets to it (docs/decisions.md, 161)."""
+collector gets to it (decision 161)."""
 
 from __future__ import annotations
 

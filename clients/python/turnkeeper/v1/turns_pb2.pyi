@@ -294,7 +294,7 @@ class Turn(_message.Message):
     crashes_charged: _builtins.int
     """Crashes of its executor charged to this turn, counted against the re-drive cap
     (a crash of a process running several turns is charged only once the culprit
-    is known: see docs/decisions.md, poison containment).
+    is known: see decision 112, poison containment).
     """
     detail: _builtins.str
     """Why nobody runs the turn, when the service knows: set while it is RUNNING with no

@@ -9,7 +9,7 @@ incarnation and start every turn it hands back. /healthz never waits for the
 re-drive. With NATS down at startup the re-drive waits too: a replica nobody can
 reach is not ready, and one that never gets ready (misconfigured, crash-looping)
 must not spend its orphans' re-drive attempts; the orphans wait in the journal
-and are taken as soon as NATS is back (docs/decisions.md).
+and are taken as soon as NATS is back (decision 38).
 
 ``GET /healthz`` answers 200 when the bridge can take requests: the graph is
 loaded, the service answers this bridge's calls (its TLS settings and token

@@ -169,7 +169,7 @@ export type Turn = Message<"turnkeeper.v1.Turn"> & {
   /**
    * Crashes of its executor charged to this turn, counted against the re-drive cap
    * (a crash of a process running several turns is charged only once the culprit
-   * is known: see docs/decisions.md, poison containment).
+   * is known: see decision 112, poison containment).
    *
    * @generated from field: int32 crashes_charged = 19;
    */

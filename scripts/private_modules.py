@@ -91,7 +91,7 @@ RENAMES: dict[str, str] = {
 
 TEXT_SUFFIXES = (".py", ".pyi", ".md", ".toml", ".yaml", ".yml", ".json", ".cfg", ".ini", ".txt")
 TEXT_NAMES = ("Dockerfile",)
-SKIP = ("scripts/private_modules.py",)
+SKIP = ("scripts/private_modules.py", "tests/packaging/test_private_modules.py")
 
 MAP_START = "<!-- module map: clients/python/turnkeeper -->"
 MAP_END = "<!-- end of module map -->"

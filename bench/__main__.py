@@ -16,10 +16,10 @@ import traceback
 from collections.abc import Callable
 from pathlib import Path
 
-from turnkeeper.io_engine import prefer_iomgr
+from turnkeeper._io_engine import prefer_iomgr
 
 # Before grpc loads: the graph processes here run on the engine the service does
-# (turnkeeper/io_engine.py; docs/operators.md gives an agent's process the same).
+# (turnkeeper/_io_engine.py; docs/operators.md gives an agent's process the same).
 prefer_iomgr()
 
 from bench import (  # noqa: E402 - after prefer_iomgr

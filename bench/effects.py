@@ -37,8 +37,8 @@ from google.protobuf import struct_pb2
 from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from turnkeeper.agent.effect import effect
-from turnkeeper.agent.effect.snapshot import CONFIG_KEY as SNAPSHOT_KEY
-from turnkeeper.agent.effect.snapshot import LedgerSnapshot
+from turnkeeper.agent.effect._snapshot import CONFIG_KEY as SNAPSHOT_KEY
+from turnkeeper.agent.effect._snapshot import LedgerSnapshot
 from turnkeeper.agent.saver import RemoteSaver, durable_config
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.v1 import turns_pb2 as pb

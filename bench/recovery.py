@@ -140,7 +140,7 @@ async def _healthy(port: int, timeout: float = 60) -> float:
     healthy, and the answer can reach us later than the resumed step's first event
     (the agent's loop is busy resuming). Healthy came after the send, so the send
     time is a lower bound, off by at most one poll."""
-    from turnkeeper.agent.bridge.health import get_status
+    from turnkeeper.agent.bridge._health import get_status
 
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:

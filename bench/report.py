@@ -105,7 +105,7 @@ def machine() -> dict[str, str]:
         "load average at start": f"{load[0]:.2f} {load[1]:.2f} {load[2]:.2f}",
         "fsync of 4 KiB at start (median)": f"{_fsync_ms():.2f} ms",
         "commit": commit or "unknown",
-        # Every process of the run (turnkeeper/io_engine.py): grpc's I/O engine.
+        # Every process of the run (turnkeeper/_io_engine.py): grpc's I/O engine.
         "GRPC_EXPERIMENTS": os.environ.get("GRPC_EXPERIMENTS") or "(grpc's defaults)",
     }
     node = shutil.which("node")

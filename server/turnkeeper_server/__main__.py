@@ -2,7 +2,7 @@
 
 import sys
 
-from turnkeeper.io_engine import prefer_iomgr
+from turnkeeper._io_engine import prefer_iomgr
 
 
 def main() -> int:

@@ -19,7 +19,7 @@ from grpc import aio
 from grpc_health.v1 import health, health_pb2, health_pb2_grpc
 from grpc_reflection.v1alpha import reflection
 from prometheus_client import start_http_server
-from turnkeeper import tracing
+from turnkeeper import _tracing as tracing
 from turnkeeper.v1 import (
     checkpoints_pb2,
     checkpoints_pb2_grpc,

@@ -28,7 +28,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from turnkeeper.nats_auth import NatsAuth
+from turnkeeper._nats_auth import NatsAuth
 
 from turnkeeper_server.journal.versions import VersionPolicies
 from turnkeeper_server.limits import DEFAULT_LIMITS, Limits

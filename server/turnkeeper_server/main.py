@@ -17,9 +17,11 @@ import resource
 import signal
 from pathlib import Path
 
-from turnkeeper import io_engine, nats_auth, tracing
-from turnkeeper.nats_auth import NatsAuth
-from turnkeeper.nats_identity import NatsIdentity
+from turnkeeper import _io_engine as io_engine
+from turnkeeper import _nats_auth as nats_auth
+from turnkeeper import _tracing as tracing
+from turnkeeper._nats_auth import NatsAuth
+from turnkeeper._nats_identity import NatsIdentity
 
 from turnkeeper_server import logs
 from turnkeeper_server.app import create_server
@@ -520,7 +522,7 @@ def run(args: argparse.Namespace) -> int:
     logs.configure(args.log_level, args.log_format)
     log.info("grpc I/O engine: %s", io_engine.describe())
     try:
-        # Traces only when the OTEL_* variables ask for them (turnkeeper.tracing).
+        # Traces only when the OTEL_* variables ask for them (turnkeeper._tracing).
         tracing.configure_from_env("turnkeeper")
     except RuntimeError as exc:
         log.error("%s", exc)

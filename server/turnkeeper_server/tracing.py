@@ -1,7 +1,7 @@
 """A SERVER span per RPC, continuing the caller's trace (W3C traceparent metadata).
 
 Installed only while an OpenTelemetry SDK tracer provider is set when the server
-starts (`turnkeeper.tracing`): with tracing off the service has no interceptor
+starts (`turnkeeper._tracing`): with tracing off the service has no interceptor
 here and pays nothing per call. Outermost of the interceptors, so a span covers
 authentication and sees the status every refusal ends with.
 """
@@ -17,7 +17,7 @@ from grpc import aio
 from opentelemetry import context as otel_context
 from opentelemetry import propagate, trace
 from opentelemetry.trace import Status, StatusCode
-from turnkeeper import tracing
+from turnkeeper import _tracing as tracing
 
 Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 Context: TypeAlias = "aio.ServicerContext[Any, Any]"

@@ -15,7 +15,7 @@ import nats
 import pytest
 from langgraph.graph import END, START, StateGraph
 from turnkeeper.agent.bridge import Bridge, BridgeConfig
-from turnkeeper.agent.bridge.health import get
+from turnkeeper.agent.bridge._health import get
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper_server.app import TurnkeeperServer
 

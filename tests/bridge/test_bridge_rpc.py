@@ -19,7 +19,7 @@ from langchain_core.messages import AIMessage
 from langgraph.graph import END, START, StateGraph
 from nats.aio.client import Client
 from turnkeeper.agent.bridge import Bridge, BridgeConfig
-from turnkeeper.agent.bridge.health import get_status
+from turnkeeper.agent.bridge._health import get_status
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.v1 import checkpoints_pb2, turns_pb2
 from turnkeeper_server.app import TurnkeeperServer

@@ -19,7 +19,7 @@ import nats
 import pytest
 from langgraph.graph import END, START, StateGraph
 from turnkeeper.agent.bridge import Bridge, BridgeConfig
-from turnkeeper.agent.bridge.health import get
+from turnkeeper.agent.bridge._health import get
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.errors import PermissionDenied
 from turnkeeper_server.app import TurnkeeperServer
@@ -171,7 +171,7 @@ async def test_a_bridge_with_its_agent_token_over_mutual_tls_runs_turns(
 async def test_a_wrong_token_leaves_the_bridge_unhealthy_not_hanging(
     secured: Secured, caplog: pytest.LogCaptureFixture
 ) -> None:
-    caplog.set_level(logging.ERROR, logger="turnkeeper.agent.bridge.bridge")
+    caplog.set_level(logging.ERROR, logger="turnkeeper.agent.bridge._bridge")
     # The startup loop's log line and /healthz's own status check race; await the line.
     refused = asyncio.Event()
     loop = asyncio.get_running_loop()
@@ -182,7 +182,7 @@ async def test_a_wrong_token_leaves_the_bridge_unhealthy_not_hanging(
                 loop.call_soon_threadsafe(refused.set)
 
     watcher = Refused()
-    logging.getLogger("turnkeeper.agent.bridge.bridge").addHandler(watcher)
+    logging.getLogger("turnkeeper.agent.bridge._bridge").addHandler(watcher)
     bridge = Bridge(build([]), BridgeConfig.from_env(env=secured.env("tk-not-a-token")))
     starting = asyncio.create_task(bridge.start())
     try:
@@ -199,7 +199,7 @@ async def test_a_wrong_token_leaves_the_bridge_unhealthy_not_hanging(
         await asyncio.wait_for(refused.wait(), 10)
         assert not starting.done()  # still waiting for the service to accept it
     finally:
-        logging.getLogger("turnkeeper.agent.bridge.bridge").removeHandler(watcher)
+        logging.getLogger("turnkeeper.agent.bridge._bridge").removeHandler(watcher)
         await asyncio.wait_for(bridge.shutdown(), 10)
         await asyncio.wait_for(starting, 10)  # start() gives up once shut down
     with pytest.raises(ConnectionRefusedError):

@@ -34,8 +34,8 @@ from turnkeeper.agent.effect import (
     effect_key,
     journal_replies,
 )
-from turnkeeper.agent.effect.snapshot import CONFIG_KEY as SNAPSHOT_KEY
-from turnkeeper.agent.effect.snapshot import LedgerSnapshot
+from turnkeeper.agent.effect._snapshot import CONFIG_KEY as SNAPSHOT_KEY
+from turnkeeper.agent.effect._snapshot import LedgerSnapshot
 from turnkeeper.agent.saver import RemoteSaver, durable_config, durable_run_kwargs
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2 as pb

@@ -21,8 +21,8 @@ from pathlib import Path
 import nats
 from grpc import aio
 from nats.aio.client import Client
+from turnkeeper._targets import ChannelTarget, resolve
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
-from turnkeeper.targets import ChannelTarget, resolve
 from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper_server.messaging.credentials import write_config
 from turnkeeper_server.security.auth import parse_role, token_hash

@@ -11,7 +11,7 @@ import signal
 import pytest
 from nats.aio.client import Client
 from turnkeeper.client import AsyncTurnkeeperClient
-from turnkeeper.operator.cli import main
+from turnkeeper.operator._cli import main
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 

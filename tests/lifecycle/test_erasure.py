@@ -16,7 +16,7 @@ import pytest
 from grpc import aio
 from nats.aio.client import Client
 from turnkeeper.client import AsyncTurnkeeperClient
-from turnkeeper.operator.cli import main
+from turnkeeper.operator._cli import main
 from turnkeeper.v1 import checkpoints_pb2 as cpb
 from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper.v1 import turns_pb2 as pb

@@ -21,7 +21,7 @@ from typing import Any
 import nats
 import pytest
 from nats.aio.client import Client
-from turnkeeper.caller_assertion import HEADER, CallerAssertion, key_of, sign, token_digest
+from turnkeeper._caller_assertion import HEADER, CallerAssertion, key_of, sign, token_digest
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.errors import PermissionDenied, Unauthenticated
 from turnkeeper.v1 import operations_pb2, turns_pb2

@@ -33,10 +33,37 @@ HEAVY = ("langgraph", "langchain_core", "nats", "prometheus_client", "nats_serve
 ROLES = ("turnkeeper.agent", "turnkeeper.panel", "turnkeeper.operator")
 
 
+def type_checking_only(node: ast.AST) -> bool:
+    """`if TYPE_CHECKING:`, whose imports never run: the packages' lazy exports
+    (PEP 562 `__getattr__`) name their types there."""
+    if not isinstance(node, ast.If):
+        return False
+    test = node.test
+    return (isinstance(test, ast.Name) and test.id == "TYPE_CHECKING") or (
+        isinstance(test, ast.Attribute) and test.attr == "TYPE_CHECKING"
+    )
+
+
+def run_time_nodes(tree: ast.AST) -> list[ast.AST]:
+    """Every node of the tree but the bodies of `if TYPE_CHECKING:`."""
+    found: list[ast.AST] = []
+    pending = [tree]
+    while pending:
+        node = pending.pop()
+        found.append(node)
+        if type_checking_only(node):
+            assert isinstance(node, ast.If)
+            pending.extend(node.orelse)
+            continue
+        pending.extend(ast.iter_child_nodes(node))
+    return found
+
+
 def imported(source: str) -> set[str]:
-    """Every absolute module name a source imports (at any depth of the file)."""
+    """Every absolute module name a source imports at run time (at any depth of the
+    file; not under `if TYPE_CHECKING:`)."""
     names: set[str] = set()
-    for node in ast.walk(ast.parse(source)):
+    for node in run_time_nodes(ast.parse(source)):
         if isinstance(node, ast.Import):
             names.update(alias.name for alias in node.names)
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
@@ -67,6 +94,8 @@ def test_the_check_sees_a_wrong_import() -> None:
     wrong = "def f():\n    from turnkeeper_server.app import create_server\n"
     assert any(under(n, "turnkeeper_server") for n in imported(wrong))
     assert not any(under(n, "turnkeeper_server") for n in imported("import turnkeeper_serverless"))
+    typed = "if TYPE_CHECKING:\n    import nats\nelse:\n    import langgraph\n"
+    assert imported(typed) == {"langgraph"}
 
 
 def test_the_client_never_imports_the_server() -> None:

@@ -19,7 +19,7 @@ from typing import Any
 
 import pytest
 from nats.aio.client import Client
-from turnkeeper.caller_assertion import HEADER
+from turnkeeper._caller_assertion import HEADER
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.errors import PermissionDenied, Unauthenticated
 from turnkeeper.panel.agent_rpc import NatsAgentTransport

@@ -23,8 +23,8 @@ import nats
 import pytest
 from nats.aio.client import Client
 from nats.aio.msg import Msg
+from turnkeeper._nats_identity import identity_of
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
-from turnkeeper.nats_identity import identity_of
 from turnkeeper.v1 import turns_pb2
 
 from tests.support.agents import AGENT, agents_for, result

@@ -1,4 +1,4 @@
-"""NATS over mutual TLS: the options beside the URL (turnkeeper.nats_auth).
+"""NATS over mutual TLS: the options beside the URL (turnkeeper._nats_auth).
 
 A real nats-server requiring TLS and client certificates (a test CA made with
 `cryptography`); the service's NATS link connects with the CA and a client
@@ -12,8 +12,8 @@ from pathlib import Path
 
 import nats
 import pytest
+from turnkeeper._nats_auth import NatsAuth
 from turnkeeper.agent.bridge import BridgeConfig
-from turnkeeper.nats_auth import NatsAuth
 from turnkeeper_server.messaging.embedded import EmbeddedNats
 
 from tests.support.security import CertificateAuthority, Issued

@@ -126,7 +126,7 @@ async def test_the_service_process_serves_mutual_tls_on_its_grpc_engine(
     pki: Pki, tmp_path: Path
 ) -> None:
     # The services above run in this process, on grpc's default engine; the service's
-    # own process runs on iomgr (turnkeeper/io_engine.py), whose TLS path is this one.
+    # own process runs on iomgr (turnkeeper/_io_engine.py), whose TLS path is this one.
     service = ServiceProcess(
         tmp_path / "data",
         extra=mutual_tls_flags(pki),

@@ -10,7 +10,7 @@ tests/bridge/test_bridge_regenerate.py):
   ``{turn_id: null, status: "completed"}`` and starts no turn;
 - ``responses/create`` with ``regenerate: true`` (and ``input: null``) repositions the
   thread to the entry node of its latest run before running
-  (:mod:`turnkeeper.agent.reposition`).
+  (:mod:`turnkeeper.agent._reposition`).
 
 No heartbeats and no checkpoints in the service: the graph's checkpointer is in
 memory, so tests give the service leases longer than they last.
@@ -31,7 +31,7 @@ from langchain_core.outputs import ChatResult
 from langgraph.checkpoint.memory import InMemorySaver
 from nats.aio.client import Client
 from nats.aio.msg import Msg
-from turnkeeper.agent.reposition import at_checkpoint, entry_checkpoint_id
+from turnkeeper.agent._reposition import at_checkpoint, entry_checkpoint_id
 from turnkeeper.panel.agent_rpc import CREATE, RESUME_DETACHED, TURN_STATUS, agent_subject
 from turnkeeper.states import TurnState
 from turnkeeper.v1 import turns_pb2 as pb

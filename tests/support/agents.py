@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 from nats.aio.client import Client
-from turnkeeper.caller_assertion import HEADER as ASSERTION_HEADER
+from turnkeeper._caller_assertion import HEADER as ASSERTION_HEADER
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.v1 import operations_pb2, turns_pb2
 

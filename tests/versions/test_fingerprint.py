@@ -10,14 +10,14 @@ from typing import Any
 
 import pytest
 from langgraph.checkpoint.memory import InMemorySaver
-from turnkeeper.agent.fingerprint import GraphVersion, graph_shape
-from turnkeeper.graph_versions import Stamp, fingerprint, incompatibilities, stamp_of_metadata
+from turnkeeper._graph_versions import Stamp, fingerprint, incompatibilities, stamp_of_metadata
+from turnkeeper.agent._fingerprint import GraphVersion, graph_shape
 
 from tests.support.versioned_graphs import COMPATIBLE, VARIANTS, build
 
 _PRINT = (
     "from tests.support.versioned_graphs import build;"
-    "from turnkeeper.agent.fingerprint import GraphVersion;"
+    "from turnkeeper.agent._fingerprint import GraphVersion;"
     "import sys; b, label = build(sys.argv[1]);"
     "print(GraphVersion.of(b.compile(), label).fingerprint)"
 )

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 from turnkeeper.agent.bridge import BridgeConfig
-from turnkeeper.agent.host.config import read_config
-from turnkeeper.agent.host.run import bridge_configs
+from turnkeeper.agent.host._config import read_config
+from turnkeeper.agent.host._run import bridge_configs
 
 
 def test_the_bridge_reads_its_label_from_the_environment() -> None:

@@ -19,9 +19,9 @@ import grpc
 import nats
 import pytest
 from grpc import aio
-from turnkeeper.agent.fingerprint import GraphVersion
-from turnkeeper.graph_versions import canonical
-from turnkeeper.operator.cli import main
+from turnkeeper._graph_versions import canonical
+from turnkeeper.agent._fingerprint import GraphVersion
+from turnkeeper.operator._cli import main
 from turnkeeper.v1 import checkpoints_pb2 as cpb
 from turnkeeper.v1 import checkpoints_pb2_grpc, operations_pb2, operations_pb2_grpc, turns_pb2_grpc
 from turnkeeper.v1 import turns_pb2 as pb

@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 from nats.aio.client import Client
 from turnkeeper.client import AsyncTurnkeeperClient
-from turnkeeper.operator.cli import main
+from turnkeeper.operator._cli import main
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.journal.versions import VersionPolicies

@@ -17,7 +17,7 @@ import nats
 import pytest
 from grpc import aio
 from nats.aio.msg import Msg
-from turnkeeper.caller_assertion import HEADER, AssertionRefused, key_of, token_digest, verify
+from turnkeeper._caller_assertion import HEADER, AssertionRefused, key_of, token_digest, verify
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.messaging.link import agent_subject

@@ -17,7 +17,7 @@ from collections.abc import AsyncIterator
 import pytest
 from grpc import aio
 from playwright.async_api import Browser, expect
-from turnkeeper.operator.cli import main
+from turnkeeper.operator._cli import main
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper.v1 import turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer

@@ -12,7 +12,7 @@ generated stubs:
   default deadline, message size limit);
 - several replicas in one target, calls spread over them, and a bounded retry of
   *idempotent* RPCs on UNAVAILABLE that lands on a replica still up (see
-  :mod:`turnkeeper.connection`);
+  :mod:`turnkeeper._connection`);
 - gRPC errors raised as :mod:`turnkeeper.errors` exceptions;
 - ``with`` / ``async with`` and a ``close()`` that is safe to call twice.
 
@@ -31,9 +31,9 @@ import grpc
 import grpc.aio
 from google.protobuf.message import Message
 
-from turnkeeper import tracing
-from turnkeeper.caller_assertion import METADATA as ASSERTION_METADATA
-from turnkeeper.connection import ADDRESS_ENV, DEFAULT_ADDRESS, ConnectionOptions, default_address
+from turnkeeper import _tracing as tracing
+from turnkeeper._caller_assertion import METADATA as ASSERTION_METADATA
+from turnkeeper._connection import ADDRESS_ENV, DEFAULT_ADDRESS, ConnectionOptions, default_address
 from turnkeeper.errors import from_rpc_error
 from turnkeeper.v1 import checkpoints_pb2 as cp
 from turnkeeper.v1 import operations_pb2 as op
@@ -218,7 +218,7 @@ class _Rpcs:
         op.IssueAssertionRequest,
         op.IssueAssertionResponse,
         doc="A caller assertion for one request to an agent's bridge on NATS "
-        "(turnkeeper.caller_assertion): sent instead of the bearer token.",
+        "(turnkeeper._caller_assertion): sent instead of the bearer token.",
     )
     list_audit = _Unary(_OPERATIONS, "ListAudit", op.ListAuditRequest, op.ListAuditResponse)
 
@@ -290,7 +290,7 @@ class AsyncTurnkeeperClient(_Base):
         target = self.options.channel_target()
         options = self.options.channel_options(target)
         credentials = self.options.credentials()
-        # A span per RPC only while an OpenTelemetry SDK is installed (tracing.py).
+        # A span per RPC only while an OpenTelemetry SDK is installed (_tracing.py).
         interceptors = tracing.client_interceptors() or None
         if credentials is None:
             channel = grpc.aio.insecure_channel(
@@ -314,7 +314,7 @@ class AsyncTurnkeeperClient(_Base):
     ) -> tp.StartTurnResponse:
         """StartTurn for a caller (a bridge: its JSON-RPC caller). `assertion`: the
         caller assertion the service signed for that request
-        (turnkeeper.caller_assertion): the service then applies the caller's rights
+        (turnkeeper._caller_assertion): the service then applies the caller's rights
         too (an interrupt, a rollback or a regenerate needs CancelTurn's) and names
         it in the audit log. `on_behalf_of` names it where there is none."""
         response: tp.StartTurnResponse = await self._on_behalf(

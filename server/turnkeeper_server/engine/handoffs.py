@@ -16,7 +16,7 @@ import logging
 from collections.abc import Callable, Coroutine
 from typing import Any
 
-from turnkeeper.graph_versions import describe
+from turnkeeper._graph_versions import describe
 
 from turnkeeper_server.engine.versions import Route
 from turnkeeper_server.logs import turn_log

@@ -16,7 +16,7 @@ import logging
 from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import TypeVar
 
-from turnkeeper.graph_versions import describe, short
+from turnkeeper._graph_versions import describe, short
 
 from turnkeeper_server.engine.handoffs import Handoffs
 from turnkeeper_server.engine.versions import Versions, Waiting

@@ -2,7 +2,7 @@
 
 Each turn records the graph version (fingerprint and label) of the code that started
 it or last took it over, and each root checkpoint its bridge wrote carries a stamp of
-that code (turnkeeper.graph_versions). When a replica takes a turn (ClaimTurn after
+that code (turnkeeper._graph_versions). When a replica takes a turn (ClaimTurn after
 a hand-off, its startup Redrive), the agent's version policy decides:
 
 - ``pin``: only a replica serving the turn's own version;
@@ -25,7 +25,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
-from turnkeeper.graph_versions import Stamp, describe, incompatibilities, stamp_of_metadata
+from turnkeeper._graph_versions import Stamp, describe, incompatibilities, stamp_of_metadata
 
 from turnkeeper_server.errors import InvalidArgument, WrongState
 from turnkeeper_server.journal.transitions import latest_boundary, update_turn

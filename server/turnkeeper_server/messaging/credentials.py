@@ -1,5 +1,5 @@
 """The bundled nats-server's users when the service has tokens: one per token, each
-allowed only its own subjects (turnkeeper.nats_identity says who may do what).
+allowed only its own subjects (turnkeeper._nats_identity says who may do what).
 
 With a tokens file the gRPC and HTTP sides are locked; NATS must be too, and more:
 one shared secret would let any agent host read every agent's requests and events
@@ -17,7 +17,7 @@ config (owner-only, in its data directory) with
   (each carries a caller assertion the bridge verifies), subscribe to the turns'
   events and rewinds, receive replies on its own inbox.
 
-Users and passwords derive from the tokens' SHA-256 (turnkeeper.nats_identity), so
+Users and passwords derive from the tokens' SHA-256 (turnkeeper._nats_identity), so
 a process connects with its turnkeeper token alone. The config is written again
 and the server reloaded when the tokens file changes.
 """
@@ -30,7 +30,7 @@ import secrets
 from collections.abc import Mapping
 from pathlib import Path
 
-from turnkeeper.nats_identity import NatsIdentity, identity_of_digest
+from turnkeeper._nats_identity import NatsIdentity, identity_of_digest
 
 SERVICE_USER = "turnkeeper-service"
 PASSWORD_FILE = "nats-service.password"

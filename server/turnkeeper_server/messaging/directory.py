@@ -1,7 +1,7 @@
 """The agents that replicas say they serve: the LangGraph API's assistants.
 
 Each bridge announces its agent on ``<prefix>.<ns>.agents.<agent>.announce`` when it
-is subscribed and every 30 s after (turnkeeper.agent.bridge.announce); the service
+is subscribed and every 30 s after (turnkeeper.agent.bridge._announce); the service
 asks every replica to announce at once on ``<prefix>.<ns>.discover`` each time it
 connects to NATS, so its list is whole right after a start. The agent's name is
 read from the subject, which NATS lets only that agent's own user publish to when

@@ -23,8 +23,8 @@ import nats
 from nats.aio.client import Client
 from nats.errors import BadSubjectError, MaxPayloadError, NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
-from turnkeeper import tracing
-from turnkeeper.nats_auth import NatsAuth
+from turnkeeper import _tracing as tracing
+from turnkeeper._nats_auth import NatsAuth
 
 from turnkeeper_server.store.outbox_rows import messages
 from turnkeeper_server.store.records import OutboxRow
@@ -295,7 +295,7 @@ class NatsLink:
             "metadata": {},
         }
         headers: dict[str, str] = {}
-        # The turn's trace goes on in the bridge that takes it (turnkeeper.tracing).
+        # The turn's trace goes on in the bridge that takes it (turnkeeper._tracing).
         tracing.inject(headers)
         try:
             msg = await nc.request(

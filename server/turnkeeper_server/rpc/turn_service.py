@@ -10,7 +10,7 @@ from collections.abc import AsyncGenerator, AsyncIterator, Sequence
 
 from google.protobuf import duration_pb2, struct_pb2
 from grpc import aio
-from turnkeeper.caller_assertion import METADATA as ASSERTION_METADATA
+from turnkeeper._caller_assertion import METADATA as ASSERTION_METADATA
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 
 from turnkeeper_server import audit as audit_log
@@ -638,7 +638,7 @@ def _decode_token(token: str) -> int:
 
 
 _TURNS_RPC = "/turnkeeper.v1.TurnService/"
-# The journaled input of a regenerate (turnkeeper.agent.bridge.intent): the thread
+# The journaled input of a regenerate (turnkeeper.agent.bridge._intent): the thread
 # goes back to the entry of its last run, whose answer is replaced.
 _REGENERATE_INPUT = {"__turnkeeper__": "regenerate"}
 

@@ -1,4 +1,4 @@
-"""The service's side of caller assertions (turnkeeper.caller_assertion): it issues
+"""The service's side of caller assertions (turnkeeper._caller_assertion): it issues
 one per request to an agent, in place of the caller's token, and reads back the ones
 a bridge passes on when it acts for its caller.
 
@@ -13,7 +13,7 @@ from __future__ import annotations
 
 import time
 
-from turnkeeper.caller_assertion import (
+from turnkeeper._caller_assertion import (
     LIFETIME,
     AssertionRefused,
     CallerAssertion,

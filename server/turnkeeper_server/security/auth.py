@@ -68,7 +68,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
-from turnkeeper.caller_assertion import CallerAssertion
+from turnkeeper._caller_assertion import CallerAssertion
 
 from turnkeeper_server import limits as lim
 from turnkeeper_server.errors import NotFound, PermissionDenied, TurnkeeperError, Unauthenticated

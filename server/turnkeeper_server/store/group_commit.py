@@ -23,7 +23,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Generic, TypeVar
 
-from turnkeeper import tracing
+from turnkeeper import _tracing as tracing
 
 from turnkeeper_server.store.contract import WRITE_FOLLOWED, WRITE_QUEUED
 

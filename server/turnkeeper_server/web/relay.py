@@ -20,7 +20,7 @@ never relayed.
 
 The caller's token stays here: the request carries instead a caller assertion the
 service signs for that agent, that method and that request id
-(turnkeeper.caller_assertion), which the bridge verifies with its own token.
+(turnkeeper._caller_assertion), which the bridge verifies with its own token.
 """
 
 from __future__ import annotations
@@ -35,8 +35,8 @@ from aiohttp import web
 from nats.errors import Error as NatsError
 from nats.errors import NoRespondersError
 from nats.errors import TimeoutError as NatsTimeout
-from turnkeeper import tracing
-from turnkeeper.caller_assertion import HEADER as ASSERTION_HEADER
+from turnkeeper import _tracing as tracing
+from turnkeeper._caller_assertion import HEADER as ASSERTION_HEADER
 
 from turnkeeper_server import limits as lim
 from turnkeeper_server.errors import InvalidArgument

@@ -14,7 +14,7 @@ from uuid import uuid4
 import grpc
 import pytest
 from grpc import aio
-from turnkeeper.agent.saver.stream import AsyncRunStream, RunStreams
+from turnkeeper.agent.saver._stream import AsyncRunStream, RunStreams
 from turnkeeper.client import ConnectionOptions
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer

@@ -13,7 +13,7 @@ import pytest
 from grpc import aio
 from langgraph.types import Command
 from turnkeeper.agent.saver import RemoteSaver, durable_config
-from turnkeeper.agent.saver.stream import AsyncRunStream
+from turnkeeper.agent.saver._stream import AsyncRunStream
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.errors import StaleAttempt
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc

@@ -21,7 +21,9 @@ from turnkeeper.agent.saver import (
     RemoteSaver,
     durable_config,
     durable_run_kwargs,
-    wire,
+)
+from turnkeeper.agent.saver import (
+    _wire as wire,
 )
 from turnkeeper.client import ConnectionOptions, default_address
 

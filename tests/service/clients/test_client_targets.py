@@ -9,8 +9,8 @@ import json
 import socket
 
 import pytest
+from turnkeeper._targets import ChannelTarget, resolve
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions, TurnkeeperClient
-from turnkeeper.targets import ChannelTarget, resolve
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper_server.app import TurnkeeperServer
 

@@ -12,7 +12,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from turnkeeper import tracing
+from turnkeeper import _tracing as tracing
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 

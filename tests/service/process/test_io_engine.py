@@ -1,5 +1,5 @@
 """The service runs on grpc's iomgr engine unless its operator chose otherwise
-(turnkeeper/io_engine.py): set before grpc loads, checked in a real service process
+(turnkeeper/_io_engine.py): set before grpc loads, checked in a real service process
 by the endpoint grpc's own trace says carried a call."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ from pathlib import Path
 import grpc
 import pytest
 from grpc_health.v1 import health_pb2, health_pb2_grpc
-from turnkeeper.io_engine import IOMGR, describe, prefer_iomgr
+from turnkeeper._io_engine import IOMGR, describe, prefer_iomgr
 
 from tests.support.procs import ServiceProcess
 

@@ -13,7 +13,7 @@ from typing import TypeAlias
 import aiohttp
 import grpc
 import pytest
-from turnkeeper.operator.cli import main
+from turnkeeper.operator._cli import main
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper.v1 import turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer

@@ -2,14 +2,14 @@
 
 import sys
 
-from turnkeeper.io_engine import prefer_iomgr
+from turnkeeper._io_engine import prefer_iomgr
 
 
 def main() -> int:
     # Before anything imports grpc: its I/O engine is chosen when it loads
     # (`turnkeeper serve` runs the service in this process).
     prefer_iomgr()
-    from turnkeeper.operator.cli import main as run
+    from turnkeeper.operator._cli import main as run
 
     return run()
 

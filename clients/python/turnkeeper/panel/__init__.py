@@ -2,6 +2,62 @@
 
 `follower` needs only the client core (grpcio, protobuf), so a panel that only
 follows turns installs nothing more. `session` and `agent_rpc` speak to agents over
-NATS and need the `panel` extra; they are not imported here, so importing
-`turnkeeper.panel.follower` never loads NATS.
+NATS and need the `panel` extra. The names below are imported on first use (PEP 562),
+never here, so importing `turnkeeper.panel.follower` (or `turnkeeper.panel.TurnFollower`)
+never loads NATS.
 """
+
+from __future__ import annotations
+
+import importlib
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from turnkeeper.panel.agent_rpc import NatsAgentTransport
+    from turnkeeper.panel.follower import (
+        Concluded,
+        Event,
+        FollowOptions,
+        Frame,
+        Reset,
+        Transcript,
+        TurnFollower,
+    )
+    from turnkeeper.panel.session import AgentSession
+
+__all__ = [
+    "AgentSession",
+    "Concluded",
+    "Event",
+    "FollowOptions",
+    "Frame",
+    "NatsAgentTransport",
+    "Reset",
+    "Transcript",
+    "TurnFollower",
+]
+
+_LAZY: dict[str, str] = {
+    "NatsAgentTransport": "turnkeeper.panel.agent_rpc",
+    "Concluded": "turnkeeper.panel.follower",
+    "Event": "turnkeeper.panel.follower",
+    "FollowOptions": "turnkeeper.panel.follower",
+    "Frame": "turnkeeper.panel.follower",
+    "Reset": "turnkeeper.panel.follower",
+    "Transcript": "turnkeeper.panel.follower",
+    "TurnFollower": "turnkeeper.panel.follower",
+    "AgentSession": "turnkeeper.panel.session",
+}
+
+
+def __getattr__(name: str) -> Any:
+    module = _LAZY.get(name)
+    if module is None:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    value = getattr(importlib.import_module(module), name)
+    globals()[name] = value
+    return value
+
+
+def __dir__() -> list[str]:
+    return sorted(set(globals()) | set(__all__))

@@ -25,8 +25,8 @@ from typing import Any, Final
 import nats.errors
 from nats.aio.client import Client
 
-from turnkeeper import tracing
-from turnkeeper.caller_assertion import HEADER as ASSERTION_HEADER
+from turnkeeper import _tracing as tracing
+from turnkeeper._caller_assertion import HEADER as ASSERTION_HEADER
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.errors import PermissionDenied, TurnkeeperError, Unauthenticated
 from turnkeeper.panel.follower import FollowOptions, Frame, TurnFollower
@@ -82,7 +82,7 @@ class NatsAgentTransport:
         self.timeout = timeout
         self.follow_options = follow_options
         self.metadata = dict(metadata or {})
-        # Whether each request carries a caller assertion (turnkeeper.caller_assertion)
+        # Whether each request carries a caller assertion (turnkeeper._caller_assertion)
         # the service issues for it: by default when the client has a token (the
         # service then has tokens, and bridges refuse requests without one). The
         # token itself never goes on NATS.

@@ -8,7 +8,7 @@ import uuid
 from typing import Any, Final
 
 from aiohttp import web
-from turnkeeper.thread_state import empty_thread_state
+from turnkeeper._thread_state import empty_thread_state
 
 from turnkeeper_server import audit as audit_log
 from turnkeeper_server.records import TurnRecord

@@ -38,7 +38,7 @@ none is held up by a running turn. These methods and their fields are stable:
       the same request again, answered for that turn).
     - ``regenerate: true`` (with ``input: null``) answers the thread's latest
       input again: a new turn repositions the thread to the entry node of its
-      latest run (:mod:`turnkeeper.agent.reposition`: the checkpoint right after that
+      latest run (:mod:`turnkeeper.agent._reposition`: the checkpoint right after that
       run's input) and runs from there; the old answer stays in the history, off
       the thread's line. A thread with no run to go back to gets ``-32000`` with
       ``FAILED_PRECONDITION``.
@@ -46,7 +46,7 @@ none is held up by a running turn. These methods and their fields are stable:
     The intent is journaled as the turn's input, so a turn that dies before its
     first checkpoint is re-driven with it: ``null`` for a continuation,
     ``{"__turnkeeper__": "regenerate"}`` for a regenerate (the entry checkpoint is
-    looked up again when the turn starts over; :mod:`turnkeeper.agent.bridge.intent`).
+    looked up again when the turn starts over; :mod:`turnkeeper.agent.bridge._intent`).
     A thread with a RUNNING or PARKED turn refuses either (``FAILED_PRECONDITION``,
     from the service).
 
@@ -58,7 +58,7 @@ none is held up by a running turn. These methods and their fields are stable:
     the service's defaults).
 
     ``run`` (the LangGraph API's run options, journaled with the input so every
-    execution runs the same way; :class:`~turnkeeper.agent.bridge.intent.RunIntent`):
+    execution runs the same way; :class:`~turnkeeper.agent.bridge._intent.RunIntent`):
     ``{command?: {resume?, update?, goto?}, checkpoint_id?, interrupt_before?,
     interrupt_after?}``; a run stopped by a static interrupt parks.
 
@@ -85,7 +85,7 @@ none is held up by a running turn. These methods and their fields are stable:
 
 ``langgraph/describe``, ``langgraph/state``, ``langgraph/history``, ``langgraph/updateState``
     The graph's description and a thread's state, history and edits, for the
-    service's LangGraph API (:mod:`turnkeeper.agent.bridge.graph_api`).
+    service's LangGraph API (:mod:`turnkeeper.agent.bridge._graph_api`).
 
 ``turnkeeper/execute`` ``{turn_id, attempt, reason}``
     Internal: how the service hands a replica a turn (``reason`` ``resume``,
@@ -97,7 +97,7 @@ none is held up by a running turn. These methods and their fields are stable:
     Answered ``{}`` by whichever replica gets it. A bridge sends it to its own
     subject after subscribing (and after every NATS reconnect): its answer proves
     the server routes the subject to the new subscription, and only then is the
-    bridge ready (``GET /healthz`` 200; see :mod:`turnkeeper.agent.bridge.subscriber`).
+    bridge ready (``GET /healthz`` 200; see :mod:`turnkeeper.agent.bridge._subscriber`).
 
 Errors: ``-32700`` not JSON, ``-32600`` not a request, ``-32601`` unknown method,
 ``-32602`` bad params, ``-32603`` internal error, ``-32000`` the service refused
@@ -109,14 +109,14 @@ Other params are ignored, so adding one breaks no caller.
 What a turn promises
 ====================
 
-- Events (:mod:`turnkeeper.agent.bridge.events`) are numbered contiguously per turn and
+- Events (:mod:`turnkeeper.agent.bridge._events`) are numbered contiguously per turn and
   appended before the checkpoint that ends their step, so a re-drive rewinds to an
   exact boundary: a watcher sees the events of completed steps once, then the
   re-run step's events again after a reset, never a duplicate or a gap.
 - Steps are at-least-once: the step running when an execution dies runs again
   (``durability="sync"``: only that step), all of its nodes, including parallel
   ones that had already finished (their events were rewound away with the
-  others'; see :mod:`turnkeeper.agent.bridge.boundary`). Tools that must act once use
+  others'; see :mod:`turnkeeper.agent.bridge._boundary`). Tools that must act once use
   :func:`idempotency_key` (``turn_id:step:attempt``).
 - A node calling ``interrupt(value)`` parks the turn (an ``interrupt`` event, no
   terminal event); the resume re-runs that node from its start, as LangGraph does,
@@ -126,9 +126,9 @@ What a turn promises
   synthetic ``turn.failed``; the bridge never runs it again.
 """
 
-from turnkeeper.agent.bridge.boundary import BoundarySaver
-from turnkeeper.agent.bridge.bridge import Bridge
-from turnkeeper.agent.bridge.config import BridgeConfig
-from turnkeeper.agent.bridge.idempotency import idempotency_key
+from turnkeeper.agent.bridge._boundary import BoundarySaver
+from turnkeeper.agent.bridge._bridge import Bridge
+from turnkeeper.agent.bridge._config import BridgeConfig
+from turnkeeper.agent.bridge._idempotency import idempotency_key
 
 __all__ = ["BoundarySaver", "Bridge", "BridgeConfig", "idempotency_key"]

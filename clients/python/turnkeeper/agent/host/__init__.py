@@ -8,8 +8,8 @@ graphs; re-drive, park, cancel, containment and fencing are the bridge's.
 (docs/langgraph-api.md)
 """
 
-from turnkeeper.agent.host.config import GraphSpec, HostConfig, read_config
-from turnkeeper.agent.host.loader import load_graph
-from turnkeeper.agent.host.run import host
+from turnkeeper.agent.host._config import GraphSpec, HostConfig, read_config
+from turnkeeper.agent.host._loader import load_graph
+from turnkeeper.agent.host._run import host
 
 __all__ = ["GraphSpec", "HostConfig", "host", "load_graph", "read_config"]

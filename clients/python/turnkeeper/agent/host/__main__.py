@@ -2,7 +2,7 @@
 
 import sys
 
-from turnkeeper.agent.host.run import main
+from turnkeeper.agent.host._run import main
 
 if __name__ == "__main__":
     sys.exit(main())

@@ -1,0 +1,176 @@
+"""The boundary rule (docs/architecture.md §3), enforced where checkpoints are written.
+
+Every checkpoint a turn writes records the turn's ``last_seq`` at that moment as
+its boundary; a re-drive rewinds the event stream to the boundary of the newest
+checkpoint and re-runs the step after it. For that to lose nothing and repeat
+nothing, every event a step produced must be appended *before* the checkpoint that
+ends the step. :class:`BoundarySaver` makes it so: before it stores a checkpoint or
+a task's writes for a turn, it flushes that turn's :class:`~turnkeeper.agent.bridge._events.EventLog`.
+
+LangGraph calls ``aput`` from a background task after ``after_tick`` and, with
+``durability="sync"``, waits for it before the next step starts; ``aput_writes``
+runs as each task of a step finishes. The events are already in the log at that
+point (they are captured by callbacks inside the node), so the flush covers them.
+
+Orphaned writes. A task's writes are stored as soon as the task finishes, against
+the step's starting checkpoint, and a resumed graph does not run again a task whose
+writes it finds. But a re-drive rewinds the events to that checkpoint's boundary,
+which drops the finished task's events too (they interleave with those of the tasks
+still running, so no boundary could keep them apart). Left alone, the task would
+neither run again nor have events: a gap in the stream. So when an execution
+starts right at a checkpoint's boundary (nothing retained after it: a rewind just
+happened), the saver hands LangGraph that checkpoint without the writes of its
+tasks, and the whole step runs again, finished siblings included. Writes that are
+not a task's own result (an interrupt, a resume value, an error, the run's input)
+are kept. Each checkpoint records, in its metadata under ``turnkeeper``, the turn
+and the seq of its boundary, which is how the saver knows; a root checkpoint also
+records under ``graph`` the version of the code that wrote it (docs/versions.md).
+"""
+
+from __future__ import annotations
+
+import logging
+import threading
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any, Final
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.checkpoint.base import (
+    WRITES_IDX_MAP,
+    ChannelVersions,
+    Checkpoint,
+    CheckpointMetadata,
+    CheckpointTuple,
+)
+
+from turnkeeper._graph_versions import STAMP_KEY
+from turnkeeper.agent.bridge._events import EventLog
+from turnkeeper.agent.saver import RemoteSaver
+from turnkeeper.agent.saver._identity import turn_identity
+
+log = logging.getLogger(__name__)
+
+# The checkpoint metadata key of the boundary: {"turn_id": ..., "last_seq": ...}.
+METADATA_KEY: Final = "turnkeeper"
+# LangGraph's task id for writes that come from the run's input (a Command's resume
+# or update), not from a task (langgraph's NULL_TASK_ID).
+_NULL_TASK_ID: Final = "00000000-0000-0000-0000-000000000000"
+
+
+class BoundarySaver(RemoteSaver):
+    """A :class:`~turnkeeper.agent.saver.RemoteSaver` that flushes the turn's events
+    first. Executions register their log with :meth:`attach`; a checkpoint whose
+    config names no attached (turn_id, attempt) is stored as RemoteSaver stores it."""
+
+    def __init__(self, *args: Any, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._logs: dict[tuple[str, int], EventLog] = {}
+        self._logs_lock = threading.Lock()
+        #: Set: each checkpoint of a turn is preceded by a ``values`` event of the
+        #: state it holds (this function's view of its channel values), so it is
+        #: retained with the checkpoint and a rewind to it keeps it.
+        self.values_of: Callable[[Mapping[str, Any]], Any] | None = None
+        #: Set: each root checkpoint of a turn records, under ``graph`` in its
+        #: mark, what this function says about the code that wrote it (its graph
+        #: version, next nodes and channels: turnkeeper._graph_versions.Stamp).
+        self.stamp_of: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
+
+    def attach(self, events: EventLog) -> None:
+        if self.stream:
+            # One stream per run carries its events and its checkpoints, in order.
+            events.send_through(self.aappend_events)
+        with self._logs_lock:
+            self._logs[(events.turn_id, events.attempt)] = events
+
+    def detach(self, events: EventLog) -> None:
+        with self._logs_lock:
+            if self._logs.get((events.turn_id, events.attempt)) is events:
+                del self._logs[(events.turn_id, events.attempt)]
+        self.end_run(events.turn_id, events.attempt)
+
+    def _log_for(self, config: RunnableConfig) -> EventLog | None:
+        identity = turn_identity(config)
+        if identity is None:
+            return None
+        with self._logs_lock:
+            return self._logs.get(identity)
+
+    async def aput(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        if (events := self._log_for(config)) is not None:
+            if self.values_of is not None:
+                events.emit("values", {"values": self.values_of(checkpoint["channel_values"])})
+            boundary = await events.flush()
+            mark: dict[str, Any] = {"turn_id": events.turn_id, "last_seq": boundary}
+            if self.stamp_of is not None and not config["configurable"].get("checkpoint_ns"):
+                mark[STAMP_KEY] = self.stamp_of(checkpoint)
+            metadata = {**metadata, METADATA_KEY: mark}  # type: ignore[typeddict-unknown-key]
+        return await super().aput(config, checkpoint, metadata, new_versions)
+
+    async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        found = await super().aget_tuple(config)
+        events = self._log_for(config)
+        if found is None or events is None or not found.pending_writes:
+            return found
+        mark = (found.metadata or {}).get(METADATA_KEY)
+        if not isinstance(mark, dict) or mark.get("turn_id") != events.turn_id:
+            return found  # another turn's checkpoint (or written without the bridge)
+        boundary = mark.get("last_seq")
+        if not isinstance(boundary, int) or events.start_seq > boundary:
+            return found  # events after the checkpoint were kept: its writes stand
+        kept = [w for w in found.pending_writes if w[1] in WRITES_IDX_MAP or w[0] == _NULL_TASK_ID]
+        if len(kept) < len(found.pending_writes):
+            log.info(
+                "turn_id=%s attempt=%d: %d task write(s) of checkpoint %s were rewound "
+                "away with their events; the step runs again",
+                events.turn_id,
+                events.attempt,
+                len(found.pending_writes) - len(kept),
+                found.config["configurable"].get("checkpoint_id"),
+            )
+        return found._replace(pending_writes=kept)
+
+    async def aput_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        if (events := self._log_for(config)) is not None:
+            await events.flush()
+        await super().aput_writes(config, writes, task_id, task_path)
+
+    def put(
+        self,
+        config: RunnableConfig,
+        checkpoint: Checkpoint,
+        metadata: CheckpointMetadata,
+        new_versions: ChannelVersions,
+    ) -> RunnableConfig:
+        self._refuse_sync(config)
+        return super().put(config, checkpoint, metadata, new_versions)
+
+    def put_writes(
+        self,
+        config: RunnableConfig,
+        writes: Sequence[tuple[str, Any]],
+        task_id: str,
+        task_path: str = "",
+    ) -> None:
+        self._refuse_sync(config)
+        super().put_writes(config, writes, task_id, task_path)
+
+    def _refuse_sync(self, config: RunnableConfig) -> None:
+        # The event log lives on the bridge's event loop; a blocking put could not
+        # flush it first, and storing without flushing would break the boundary.
+        if self._log_for(config) is not None:
+            raise RuntimeError(
+                "a turn run by the bridge checkpoints through the async API only "
+                "(the graph is driven with astream)"
+            )

@@ -1,0 +1,343 @@
+"""A turn's event stream on the executor side: the graph's callbacks become events
+with contiguous ``seq``, buffered and appended to the service.
+
+Events are captured when the graph emits them, not when a consumer of
+``astream`` gets round to reading them. That matters for the boundary rule
+(docs/architecture.md §3): with ``durability="sync"`` LangGraph writes a step's checkpoint
+(``aput``) before ``astream`` has handed out that step's last chunks (its
+``updates`` chunk, and for a node run in a thread all of its tokens), so a
+consumer-side converter would append them after the checkpoint and a re-drive's
+rewind to that checkpoint would drop them for good. LangChain callbacks run inside
+the node as it works, so by the time LangGraph saves the node's writes, every event
+of the node is in the :class:`EventLog`, which the saver flushes first
+(:mod:`turnkeeper.agent.bridge._boundary`).
+
+Event types and their ``data``:
+
+- ``token`` ``{node, text}``: a chunk of a chat model's streamed reply (with
+  ``id``, its message's id, on a bridge serving the LangGraph API);
+- ``tool_call_start`` ``{node, name, tool_call_id, input}`` and
+  ``tool_call_end`` ``{node, name, tool_call_id, output | error}``;
+- ``step`` ``{node, step, update}``: a node of the graph finished (``step`` is
+  LangGraph's superstep, ``update`` what the node returned);
+- ``interrupt`` ``{id, value}``: the graph called ``interrupt(value)``; the turn parks;
+- ``values`` ``{values}``: the graph's state, before each checkpoint (on a bridge
+  serving the LangGraph API, ``BridgeConfig.langgraph_api``);
+- ``custom`` ``{data}``: what the graph wrote with ``get_stream_writer()`` (on a
+  bridge serving the LangGraph API; read from the stream, so a crash right after
+  its step's checkpoint can lose it);
+- ``final`` ``{output}``: the graph's output; the service then appends ``turn.done``;
+- ``error`` ``{type, message}``: the graph raised; the service then appends
+  ``turn.failed``.
+
+Event data holds no run ids or timestamps, so an execution that re-runs a step
+produces the same events as the one that was lost.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import threading
+from collections.abc import Awaitable, Callable
+from typing import Any, Final
+from uuid import UUID
+
+from langchain_core.callbacks import BaseCallbackHandler
+from langgraph.errors import GraphBubbleUp
+
+from turnkeeper.agent.bridge._convert import dumps, to_jsonable
+from turnkeeper.client import AsyncTurnkeeperClient
+from turnkeeper.errors import StaleAttempt, TurnkeeperError, TurnNotFound, WrongState
+from turnkeeper.v1 import turns_pb2
+
+log = logging.getLogger(__name__)
+
+# The service refuses an event over 256 KiB and a batch over 1000 events; stay under.
+MAX_EVENT_BYTES: Final = 192 * 1024
+MAX_BATCH: Final = 500
+
+Append = Callable[[turns_pb2.AppendEventsRequest], Awaitable[turns_pb2.AppendEventsResponse]]
+
+# Errors after which an execution must stop: its attempt is no longer the turn's.
+FENCED: Final = (StaleAttempt, WrongState, TurnNotFound)
+
+
+class EventLog:
+    """The events of one execution (one attempt) of a turn.
+
+    :meth:`emit` may be called from any thread (a sync node runs in a worker
+    thread) and never blocks on I/O: it numbers the event and buffers it. Appends
+    happen in :meth:`flush`, one batch at a time, in seq order; a background
+    flusher (:meth:`run`) keeps watchers live between checkpoints.
+    """
+
+    def __init__(
+        self, client: AsyncTurnkeeperClient, turn_id: str, attempt: int, last_seq: int
+    ) -> None:
+        self.client = client
+        self.turn_id = turn_id
+        self.attempt = attempt
+        self._loop = asyncio.get_running_loop()
+        self._lock = threading.Lock()
+        self._pending: list[turns_pb2.EventInput] = []
+        self._next_seq = last_seq + 1
+        # The turn's last_seq when this execution began, and the newest seq the
+        # service has confirmed since.
+        self.start_seq = last_seq
+        self.appended_seq = last_seq
+        self._closed = False
+        self._flushing = asyncio.Lock()
+        self._wake = asyncio.Event()
+        self._append: Append = client.append_events
+
+    def send_through(self, append: Append) -> None:
+        """Append through ``append`` instead of the client's unary AppendEvents (the
+        saver's stream of this run, which then carries events and checkpoints in
+        the order they were written)."""
+        self._append = append
+
+    @property
+    def last_seq(self) -> int:
+        """The seq of the newest event emitted (appended or not)."""
+        with self._lock:
+            return self._next_seq - 1
+
+    def emit(self, type_: str, data: Any) -> None:
+        text = _bounded(dumps(data))
+        with self._lock:
+            if self._closed:
+                log.debug("turn_id=%s: %s event after close dropped", self.turn_id, type_)
+                return
+            seq = self._next_seq
+            self._next_seq += 1
+            self._pending.append(turns_pb2.EventInput(seq=seq, type=type_, data_json=text))
+        self._notify()
+
+    def _notify(self) -> None:
+        try:
+            running = asyncio.get_running_loop()
+        except RuntimeError:
+            running = None
+        if running is self._loop:
+            self._wake.set()
+        elif not self._loop.is_closed():
+            self._loop.call_soon_threadsafe(self._wake.set)
+
+    async def flush(self) -> int:
+        """Append every event emitted so far; returns the newest seq appended.
+        Raises what AppendEvents raised; the events stay buffered, and a later
+        flush sends them again (appends are idempotent by (attempt, seq))."""
+        async with self._flushing:
+            while True:
+                with self._lock:
+                    batch = self._pending[:MAX_BATCH]
+                if not batch:
+                    return self.appended_seq
+                await self._append(
+                    turns_pb2.AppendEventsRequest(
+                        turn_id=self.turn_id, attempt=self.attempt, events=batch
+                    )
+                )
+                with self._lock:
+                    del self._pending[: len(batch)]
+                    self.appended_seq = batch[-1].seq
+
+    async def close(self, *last: tuple[str, Any]) -> list[turns_pb2.EventInput]:
+        """Stop taking events; return those not appended yet followed by ``last``
+        (type, data) events, for the ParkTurn or FinishTurn that writes them in the
+        same transaction as the state change: a reader that sees the ``interrupt``
+        or ``final`` event can count on the turn being PARKED or over."""
+        async with self._flushing:
+            with self._lock:
+                self._closed = True
+                pending, self._pending = self._pending, []
+                for type_, data in last:
+                    pending.append(
+                        turns_pb2.EventInput(
+                            seq=self._next_seq, type=type_, data_json=_bounded(dumps(data))
+                        )
+                    )
+                    self._next_seq += 1
+        return pending
+
+    def discard(self) -> None:
+        """Drop what is buffered and take no more (the execution is giving up)."""
+        with self._lock:
+            self._closed = True
+            self._pending = []
+
+    async def run(self, on_fenced: Callable[[TurnkeeperError], None]) -> None:
+        """Flush whenever events arrive, until cancelled. A fenced append means the
+        execution lost the turn: ``on_fenced`` is told and the flusher stops."""
+        while True:
+            await self._wake.wait()
+            self._wake.clear()
+            try:
+                await self.flush()
+            except FENCED as exc:
+                on_fenced(exc)
+                return
+            except TurnkeeperError as exc:
+                # The client already retried UNAVAILABLE; the next flush (at the
+                # latest the one before the next checkpoint) sends them again.
+                log.warning(
+                    "turn_id=%s attempt=%d: appending events failed, will retry: %s",
+                    self.turn_id,
+                    self.attempt,
+                    exc,
+                )
+
+
+def _bounded(text: str) -> str:
+    size = len(text.encode())
+    if size <= MAX_EVENT_BYTES:
+        return text
+    return dumps({"truncated": True, "bytes": size, "head": text[:1024]})
+
+
+class EventCapture(BaseCallbackHandler):
+    """LangChain callbacks of one graph run, as events in an :class:`EventLog`.
+
+    ``run_inline``: called in the node's own thread or task, in order, before the
+    node goes on, so an event is in the log before the node's writes are saved."""
+
+    run_inline = True
+    raise_error = False
+
+    def __init__(self, events: EventLog, *, message_ids: bool = False) -> None:
+        self.events = events
+        # Tokens carry their message's id (the LangGraph API's message chunks do;
+        # off elsewhere: a re-run's model makes up new ids, and transcripts compare).
+        self.message_ids = message_ids
+        self._lock = threading.Lock()
+        self._root: UUID | None = None
+        self._nodes: dict[UUID, tuple[str, int]] = {}
+        self._models: dict[UUID, str] = {}
+        self._tools: dict[UUID, dict[str, Any]] = {}
+
+    # The graph and its nodes.
+
+    def on_chain_start(
+        self,
+        serialized: dict[str, Any] | None,
+        inputs: Any,
+        *,
+        run_id: UUID,
+        parent_run_id: UUID | None = None,
+        tags: list[str] | None = None,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        with self._lock:
+            if parent_run_id is None:
+                self._root = run_id
+                return
+            node = (metadata or {}).get("langgraph_node")
+            # Only the graph's own nodes are steps; chains inside a node (and the
+            # nodes of a subgraph) are part of that node's step.
+            if parent_run_id == self._root and node and kwargs.get("name") == node:
+                self._nodes[run_id] = (str(node), int((metadata or {}).get("langgraph_step", 0)))
+
+    def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        with self._lock:
+            node = self._nodes.pop(run_id, None)
+        if node is not None:
+            self.events.emit("step", {"node": node[0], "step": node[1], "update": outputs})
+
+    def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        # An interrupted or failed node is not a finished step: the interrupt or the
+        # error is reported once, for the whole run, by the runtime.
+        with self._lock:
+            self._nodes.pop(run_id, None)
+        if not isinstance(error, GraphBubbleUp):
+            log.debug("turn_id=%s: node run %s failed: %r", self.events.turn_id, run_id, error)
+
+    # Chat models and LLMs.
+
+    def on_chat_model_start(
+        self,
+        serialized: dict[str, Any],
+        messages: list[list[Any]],
+        *,
+        run_id: UUID,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        with self._lock:
+            self._models[run_id] = str((metadata or {}).get("langgraph_node", ""))
+
+    def on_llm_start(
+        self,
+        serialized: dict[str, Any],
+        prompts: list[str],
+        *,
+        run_id: UUID,
+        metadata: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        with self._lock:
+            self._models[run_id] = str((metadata or {}).get("langgraph_node", ""))
+
+    def on_llm_new_token(
+        self, token: str | list[str | dict[str, Any]], *, run_id: UUID, **kwargs: Any
+    ) -> None:
+        if not isinstance(token, str):
+            # Content blocks: the text ones are what a reader sees.
+            token = "".join(
+                b if isinstance(b, str) else str(b.get("text", ""))
+                for b in token
+                if isinstance(b, str) or b.get("type") == "text"
+            )
+        if not token:
+            return  # tool-call chunks and empty keep-alives carry no text
+        with self._lock:
+            node = self._models.get(run_id, "")
+        data = {"node": node, "text": token}
+        chunk = kwargs.get("chunk")
+        message_id = getattr(getattr(chunk, "message", None), "id", None)
+        if self.message_ids and isinstance(message_id, str):
+            data["id"] = message_id
+        self.events.emit("token", data)
+
+    def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        with self._lock:
+            self._models.pop(run_id, None)
+
+    def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        with self._lock:
+            self._models.pop(run_id, None)
+
+    # Tools.
+
+    def on_tool_start(
+        self,
+        serialized: dict[str, Any],
+        input_str: str,
+        *,
+        run_id: UUID,
+        metadata: dict[str, Any] | None = None,
+        inputs: dict[str, Any] | None = None,
+        **kwargs: Any,
+    ) -> None:
+        call = {
+            "node": str((metadata or {}).get("langgraph_node", "")),
+            "name": (serialized or {}).get("name") or kwargs.get("name") or "",
+            "tool_call_id": kwargs.get("tool_call_id"),
+        }
+        with self._lock:
+            self._tools[run_id] = call
+        self.events.emit("tool_call_start", call | {"input": inputs if inputs else input_str})
+
+    def on_tool_end(self, output: Any, *, run_id: UUID, **kwargs: Any) -> None:
+        with self._lock:
+            call = self._tools.pop(run_id, None)
+        if call is not None:
+            content = getattr(output, "content", output)
+            self.events.emit("tool_call_end", call | {"output": to_jsonable(content)})
+
+    def on_tool_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
+        with self._lock:
+            call = self._tools.pop(run_id, None)
+        if call is not None and not isinstance(error, GraphBubbleUp):
+            self.events.emit("tool_call_end", call | {"error": f"{type(error).__name__}: {error}"})

@@ -1,0 +1,153 @@
+"""What a turn's journaled input asks for: new input, a continuation, or a regenerate.
+
+The journal keeps one JSON value per turn, its input, and a turn that dies before
+its first checkpoint is started again from it alone. So the input carries the
+turn's intent, and an execution reads it back the same way whether it is the first
+one or a re-drive:
+
+- ``null``: continue the thread from its latest checkpoint (``astream(None)``); the
+  pending work of an earlier turn that failed or was cut short;
+- ``{"__turnkeeper__": "regenerate"}`` (:data:`REGENERATE_INPUT`): reposition the
+  thread to the entry node of its latest run (:mod:`turnkeeper.agent._reposition`), then
+  run from there: the latest input is answered again;
+- ``{"__turnkeeper__": "run", "input", "command", "checkpoint_id",
+  "interrupt_before", "interrupt_after"}`` (:class:`RunIntent`): a LangGraph API run
+  with options: a ``Command`` (resume, update, goto) instead of input, a start at an
+  earlier checkpoint (a fork), and static interrupts, kept for every execution;
+- anything else: new input, handed to the bridge's ``input_mapper``.
+
+An object with a top-level ``"__turnkeeper__"`` key is reserved for these markers;
+``responses/create`` refuses one as ``input``.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from typing import Any, Final
+
+from langchain_core.runnables import RunnableConfig
+from langgraph.pregel import Pregel
+
+from turnkeeper.agent._reposition import entry_checkpoint_id
+from turnkeeper.errors import PermissionDenied
+
+INTENT_KEY: Final = "__turnkeeper__"
+REGENERATE: Final = "regenerate"
+#: The journaled input of a regenerate turn.
+REGENERATE_INPUT: Final = {INTENT_KEY: REGENERATE}
+
+
+RUN: Final = "run"
+
+
+@dataclass(frozen=True)
+class RunIntent:
+    """A LangGraph API run's options, journaled with its input."""
+
+    input: Any = None
+    command: dict[str, Any] | None = None
+    checkpoint_id: str | None = None
+    interrupt_before: list[str] | str | None = None
+    interrupt_after: list[str] | str | None = None
+
+    def journaled(self) -> dict[str, Any]:
+        out: dict[str, Any] = {INTENT_KEY: RUN, "input": self.input}
+        for name in ("command", "checkpoint_id", "interrupt_before", "interrupt_after"):
+            value = getattr(self, name)
+            if value is not None:
+                out[name] = value
+        return out
+
+    def stream_kwargs(self) -> dict[str, Any]:
+        """What ``astream`` takes of it, for every execution of the turn."""
+        return {
+            name: value
+            for name in ("interrupt_before", "interrupt_after")
+            if (value := getattr(self, name)) is not None
+        }
+
+    @property
+    def static_interrupts(self) -> bool:
+        return bool(self.interrupt_before or self.interrupt_after)
+
+
+def run_intent(journaled: Any) -> RunIntent | None:
+    if not isinstance(journaled, dict) or journaled.get(INTENT_KEY) != RUN:
+        return None
+    return RunIntent(
+        input=journaled.get("input"),
+        command=journaled.get("command"),
+        checkpoint_id=journaled.get("checkpoint_id"),
+        interrupt_before=journaled.get("interrupt_before"),
+        interrupt_after=journaled.get("interrupt_after"),
+    )
+
+
+def parse_run(options: Any, payload: Any) -> RunIntent:
+    """``responses/create``'s ``run`` param: ValueError saying what is wrong."""
+    if not isinstance(options, dict):
+        raise ValueError("run must be an object")
+    unknown = sorted(
+        set(options) - {"command", "checkpoint_id", "interrupt_before", "interrupt_after"}
+    )
+    if unknown:
+        raise ValueError(f"run: unknown option(s) {', '.join(unknown)}")
+    command = options.get("command")
+    if command is not None:
+        if not isinstance(command, dict) or not set(command) <= {"resume", "update", "goto"}:
+            raise ValueError("run.command must be an object of resume, update and goto")
+        if payload is not None:
+            raise ValueError("send input or run.command, not both")
+    checkpoint_id = options.get("checkpoint_id")
+    if checkpoint_id is not None and (not isinstance(checkpoint_id, str) or not checkpoint_id):
+        raise ValueError("run.checkpoint_id must be a non-empty string")
+    for name in ("interrupt_before", "interrupt_after"):
+        value = options.get(name)
+        if value is None or value == "*":
+            continue
+        if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
+            raise ValueError(f"run.{name} must be '*' or a list of node names")
+    return RunIntent(
+        input=payload,
+        command=command,
+        checkpoint_id=checkpoint_id,
+        interrupt_before=options.get("interrupt_before"),
+        interrupt_after=options.get("interrupt_after"),
+    )
+
+
+def is_regenerate(journaled: Any) -> bool:
+    return isinstance(journaled, dict) and journaled == REGENERATE_INPUT
+
+
+def is_reserved(payload: Any) -> bool:
+    """An input ``responses/create`` refuses: it would read as a marker."""
+    return isinstance(payload, dict) and INTENT_KEY in payload
+
+
+def thread_config(thread_id: str) -> RunnableConfig:
+    return {"configurable": {"thread_id": thread_id}}
+
+
+Graph = Pregel[Any, Any, Any, Any]
+
+
+async def has_pending_work(graph: Graph, thread_id: str) -> bool:
+    """The thread's latest checkpoint has nodes still to run (a run that failed,
+    was cut short, or waits in an interrupt)."""
+    try:
+        state = await graph.aget_state(thread_config(thread_id))
+    except PermissionDenied:
+        # With tokens on, a thread that holds no turn of this agent is closed to it
+        # (unknown, or another agent's): nothing of ours is pending there.
+        return False
+    return bool(state.next)
+
+
+async def regenerate_point(graph: Graph, config: RunnableConfig) -> str | None:
+    """The checkpoint a regenerate runs from (the latest run's input applied, no
+    node run yet), on the thread of ``config``; None when there is none."""
+    try:
+        return await entry_checkpoint_id(graph, config)
+    except PermissionDenied:
+        return None

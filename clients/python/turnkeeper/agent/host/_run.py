@@ -1,0 +1,116 @@
+"""Serve every graph of a ``langgraph.json`` under its own bridge, in one process,
+until SIGTERM or SIGINT."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import signal
+import sys
+import threading
+from collections.abc import Mapping
+from pathlib import Path
+from typing import Any
+
+from turnkeeper.agent.bridge import Bridge, BridgeConfig
+from turnkeeper.agent.host._config import HostConfig, read_config
+from turnkeeper.agent.host._loader import load_graph
+
+log = logging.getLogger(__name__)
+
+
+def prepare(config: HostConfig) -> None:
+    """The file's environment (variables already set win) and local dependencies."""
+    for key, value in config.env.items():
+        os.environ.setdefault(key, value)
+    for directory in reversed(config.dependencies):
+        if str(directory) not in sys.path:
+            sys.path.insert(0, str(directory))
+
+
+def bridge_configs(
+    config: HostConfig, env: Mapping[str, str], **overrides: Any
+) -> list[BridgeConfig]:
+    """One bridge per graph, named after it, streaming ``values`` for the LangGraph
+    API. With several graphs, only the first serves /healthz where
+    TURNKEEPER_HEALTH_LISTEN says; the others pick free ports (logged). A graph's
+    token is ``TURNKEEPER_TOKEN_<GRAPH>`` when set, else ``TURNKEEPER_TOKEN``."""
+    out = []
+    for k, spec in enumerate(config.graphs):
+        extra: dict[str, Any] = {"langgraph_api": True, **overrides}
+        if spec.version_label:
+            extra["version_label"] = spec.version_label
+        if k > 0:
+            host = BridgeConfig.from_env(spec.name, env).health_address[0]
+            extra["health_listen"] = f"{host}:0"
+        out.append(BridgeConfig.from_env(spec.name, graph_env(env, spec.name), **extra))
+    return out
+
+
+def token_variable(graph: str) -> str:
+    """``TURNKEEPER_TOKEN_<GRAPH>``: the agent token of one graph (an agent token
+    is for one agent, and each graph is its own agent)."""
+    return "TURNKEEPER_TOKEN_" + graph.upper().replace("-", "_")
+
+
+def graph_env(env: Mapping[str, str], graph: str) -> Mapping[str, str]:
+    """The bridge's variables for `graph`: its own token where one is set."""
+    own = env.get(token_variable(graph))
+    return {**env, "TURNKEEPER_TOKEN": own} if own else env
+
+
+async def host(path: Path | str, env: Mapping[str, str] | None = None, **overrides: Any) -> None:
+    """Load and serve the graphs of `path` until SIGTERM or SIGINT (or until a
+    bridge closes for good), then shut every bridge down."""
+    config = read_config(path)
+    prepare(config)
+    env = os.environ if env is None else env
+    bridges = []
+    configs = bridge_configs(config, env, **overrides)
+    for spec, bridge_config in zip(config.graphs, configs, strict=True):
+        graph = await load_graph(spec)
+        bridges.append(Bridge(graph, bridge_config))
+        log.info("graph %s loaded from %s:%s", spec.name, spec.module, spec.attribute)
+    loop = asyncio.get_running_loop()
+    stop = asyncio.Event()
+    handled: list[signal.Signals] = []
+    if threading.current_thread() is threading.main_thread():
+        for sig in (signal.SIGTERM, signal.SIGINT):
+            loop.add_signal_handler(sig, stop.set)
+            handled.append(sig)
+    try:
+        await asyncio.gather(*(b.start() for b in bridges))
+        waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(stop.wait())]
+        waits += [asyncio.ensure_future(b.wait_closed()) for b in bridges]
+        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        for waiting in waits:
+            waiting.cancel()
+    finally:
+        for sig in handled:
+            loop.remove_signal_handler(sig)
+        log.info("shutting down %d graph(s)", len(bridges))
+        await asyncio.gather(*(b.shutdown() for b in bridges), return_exceptions=True)
+
+
+def main(argv: list[str] | None = None) -> int:
+    import argparse
+
+    parser = argparse.ArgumentParser(
+        prog="turnkeeper agent",
+        description="Serve the graphs of a langgraph.json durably (docs/langgraph-api.md). "
+        "The service, NATS and the token are the bridge's TURNKEEPER_* variables.",
+    )
+    parser.add_argument("config", help="the langgraph.json")
+    args = parser.parse_args(argv)
+    logging.basicConfig(
+        level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
+    )
+    try:
+        asyncio.run(host(args.config))
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except KeyboardInterrupt:
+        return 130
+    return 0

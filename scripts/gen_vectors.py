@@ -20,7 +20,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
-from turnkeeper import caller_assertion, graph_versions, nats_identity
+from turnkeeper import caller_assertion, graph_versions, nats_identity, states
 from turnkeeper.agent.bridge import intent
 from turnkeeper.agent.bridge.idempotency import idempotency_key
 from turnkeeper.agent.effect.key import CallSite
@@ -414,6 +414,49 @@ def intent_cases() -> list[Case]:
     ]
 
 
+# -- turn states -------------------------------------------------------------------
+
+
+def state_cases() -> list[Case]:
+    cases = []
+    # The generated enum's numbers, UNSPECIFIED (0, never sent) and one past the last.
+    for number in range(9):
+        state = states.TurnState.from_proto(number)
+        cases.append(
+            case(
+                f"the state numbered {number}",
+                {"proto": number},
+                {
+                    "name": state.value,
+                    "word": state.word,
+                    "contract_word": state.contract_word,
+                    "live": state.live,
+                },
+            )
+        )
+    answers: list[tuple[str, dict[str, Any]]] = [
+        ("a contract answer: state and status", {"status": "running", "state": "queued"}),
+        ("an answer with status only", {"status": "parked"}),
+        ("an older bridge's upper-case word", {"status": "DONE"}),
+        ("a word nobody knows", {"status": "finished"}),
+        ("a state that is not text", {"state": 3, "status": "done"}),
+        ("a state of null, beside a status", {"state": None, "status": "running"}),
+        ("neither", {}),
+    ]
+    for name, answer in answers:
+        cases.append(
+            case(name, {"answer": answer}, {"name": states.TurnState.from_answer(answer).value})
+        )
+    cases.append(
+        case(
+            "the event types that end a turn",
+            {},
+            {"terminal_event_types": sorted(states.TERMINAL_EVENT_TYPES)},
+        )
+    )
+    return cases
+
+
 # -- the files ---------------------------------------------------------------------
 
 # file name -> (what the rule is, where each language implements it, the cases)
@@ -471,6 +514,12 @@ RULES: dict[str, tuple[str, str, str, Callable[[], list[Case]]]] = {
         "turnkeeper.agent.fingerprint.GraphVersion.stamp",
         "clients/node/src/runner/version.ts GraphVersion.stamp",
         stamp_cases,
+    ),
+    "turn_states.json": (
+        "A turn's state: by proto number, its wire words, read from an answer; terminal event types.",
+        "turnkeeper.states.TurnState (from_proto, word, contract_word, live, from_answer)",
+        "clients/node/src/states.ts stateName, runner/status.ts, follow.ts",
+        state_cases,
     ),
     "run_intents.json": (
         "What a turn's journaled input asks for: a regenerate, or an input refused as reserved.",

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from turnkeeper import caller_assertion, graph_versions, nats_identity
+from turnkeeper import caller_assertion, graph_versions, nats_identity, states
 from turnkeeper.agent.bridge import intent
 from turnkeeper.agent.bridge.idempotency import idempotency_key
 from turnkeeper.agent.effect.key import CallSite
@@ -127,6 +127,20 @@ def run_intent(given: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+def turn_state(given: dict[str, Any]) -> dict[str, Any]:
+    if "proto" in given:
+        state = states.TurnState.from_proto(given["proto"])
+        return {
+            "name": state.value,
+            "word": state.word,
+            "contract_word": state.contract_word,
+            "live": state.live,
+        }
+    if "answer" in given:
+        return {"name": states.TurnState.from_answer(given["answer"]).value}
+    return {"terminal_event_types": sorted(states.TERMINAL_EVENT_TYPES)}
+
+
 RULES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "effect_keys.json": effect_key,
     "step_keys.json": step_key,
@@ -138,6 +152,7 @@ RULES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "graph_fingerprints.json": graph_fingerprint,
     "graph_stamps.json": graph_stamp,
     "run_intents.json": run_intent,
+    "turn_states.json": turn_state,
 }
 
 

@@ -8,7 +8,17 @@ import { fileURLToPath } from "node:url";
 
 import type { RunnableConfig } from "@langchain/core/runnables";
 
+import { type CallerAssertion, keyId, keyOf, keyOfToken, sign, tokenDigest, verify, who } from "../src/callerAssertion.js";
+import { canonical } from "../src/canonical.js";
 import { callSite } from "../src/effect/key.js";
+import { LIVE_STATES, TERMINAL_EVENT_TYPES } from "../src/follow.js";
+import type { TurnState } from "../src/gen/turnkeeper/v1/turns_pb.js";
+import { natsIdentityOf } from "../src/natsIdentity.js";
+import { idempotencyKey } from "../src/runner/execution.js";
+import { isRegenerate, isReserved } from "../src/runner/intent.js";
+import { contractWord, stateOfAnswer, statusWord } from "../src/runner/status.js";
+import { type CheckpointLike, GraphVersion, fingerprint } from "../src/runner/version.js";
+import { stateName } from "../src/states.js";
 
 interface Case<I, E> {
   name: string;
@@ -53,5 +63,151 @@ describe("effect keys (vectors/effect_keys.json)", () => {
     }
     expect(site?.callIndex).toBe(input.call_index);
     expect(site?.key).toBe(expected.key);
+  });
+});
+
+describe("step keys (vectors/step_keys.json)", () => {
+  it.each(vectors<{ config: RunnableConfig }, { key: string }>("step_keys.json"))("$name", ({ input, expected }) => {
+    expect(idempotencyKey(input.config)).toBe(expected.key);
+  });
+});
+
+describe("caller assertion keys (vectors/caller_assertion_keys.json)", () => {
+  type Keys = { digest: string; key_hex: string; key_id: string };
+  it.each(vectors<{ token: string }, Keys>("caller_assertion_keys.json"))("$name", ({ input, expected }) => {
+    const digest = tokenDigest(input.token);
+    const key = keyOf(digest);
+    expect({ digest, key_hex: key.toString("hex"), key_id: keyId(key) }).toEqual(expected);
+  });
+});
+
+interface AssertionFields {
+  agent: string;
+  method: string;
+  request_id: string;
+  name: string;
+  role: string;
+  caller_agent: string;
+  methods: string[];
+  expires_at: number;
+}
+
+const assertionOf = (fields: AssertionFields): CallerAssertion => ({
+  agent: fields.agent,
+  method: fields.method,
+  requestId: fields.request_id,
+  name: fields.name,
+  role: fields.role,
+  callerAgent: fields.caller_agent,
+  methods: fields.methods,
+  expiresAt: fields.expires_at,
+});
+
+describe("caller assertion signatures (vectors/caller_assertion_signatures.json)", () => {
+  type Input = { assertion: AssertionFields; tokens: string[] };
+  it.each(vectors<Input, { header: string }>("caller_assertion_signatures.json"))("$name", ({ input, expected }) => {
+    expect(sign(assertionOf(input.assertion), input.tokens.map(keyOfToken))).toBe(expected.header);
+  });
+});
+
+describe("caller assertion verifications (vectors/caller_assertion_verifications.json)", () => {
+  interface Input {
+    header: string;
+    tokens: string[];
+    agent: string;
+    method: string | null;
+    request_id: string | null;
+    now: number;
+  }
+  type Expected = { assertion: AssertionFields & { who: string } } | { refused: string };
+  it.each(vectors<Input, Expected>("caller_assertion_verifications.json"))("$name", ({ input, expected }) => {
+    let outcome: Expected;
+    try {
+      const found = verify(input.header, input.tokens.map(keyOfToken), {
+        agent: input.agent,
+        method: input.method ?? undefined,
+        requestId: input.request_id ?? undefined,
+        now: input.now,
+      });
+      outcome = {
+        assertion: {
+          agent: found.agent,
+          method: found.method,
+          request_id: found.requestId,
+          name: found.name,
+          role: found.role,
+          caller_agent: found.callerAgent,
+          methods: [...found.methods],
+          expires_at: found.expiresAt,
+          who: who(found),
+        },
+      };
+    } catch (error) {
+      outcome = { refused: (error as Error).message };
+    }
+    expect(outcome).toEqual(expected);
+  });
+});
+
+describe("NATS identities (vectors/nats_identities.json)", () => {
+  type Expected = { user: string; password: string; inbox_prefix: string };
+  it.each(vectors<{ token: string }, Expected>("nats_identities.json"))("$name", ({ input, expected }) => {
+    const found = natsIdentityOf(input.token);
+    expect({ user: found.user, password: found.pass, inbox_prefix: found.inboxPrefix }).toEqual(expected);
+  });
+});
+
+describe("canonical JSON (vectors/canonical_json.json)", () => {
+  it.each(vectors<{ value: unknown }, { text: string }>("canonical_json.json"))("$name", ({ input, expected }) => {
+    expect(canonical(input.value)).toBe(expected.text);
+  });
+});
+
+describe("graph fingerprints (vectors/graph_fingerprints.json)", () => {
+  type Input = { shape: unknown; label: string };
+  it.each(vectors<Input, { fingerprint: string }>("graph_fingerprints.json"))("$name", ({ input, expected }) => {
+    expect(fingerprint(input.shape, input.label)).toBe(expected.fingerprint);
+  });
+});
+
+describe("graph stamps (vectors/graph_stamps.json)", () => {
+  type Input = { shape: Record<string, unknown>; label: string; checkpoint: CheckpointLike };
+  type Expected = { stamp: { fingerprint: string; label: string; next: string[]; channels: Record<string, string> } };
+  it.each(vectors<Input, Expected>("graph_stamps.json"))("$name", ({ input, expected }) => {
+    // A version made from a shape, as one made from a compiled graph holds it: the
+    // shape itself is read from a graph differently in each language (README).
+    const version = Object.assign(Object.create(GraphVersion.prototype) as GraphVersion, {
+      shape: input.shape,
+      label: input.label,
+      fingerprint: fingerprint(input.shape, input.label),
+    });
+    expect(version.stamp(input.checkpoint)).toEqual(expected.stamp);
+  });
+});
+
+describe("run intents (vectors/run_intents.json)", () => {
+  type Expected = { regenerate: boolean; reserved: boolean };
+  it.each(vectors<{ journaled: unknown }, Expected>("run_intents.json"))("$name", ({ input, expected }) => {
+    expect({ regenerate: isRegenerate(input.journaled), reserved: isReserved(input.journaled) }).toEqual(expected);
+  });
+});
+
+describe("turn states (vectors/turn_states.json)", () => {
+  type Input = { proto?: number; answer?: { state?: unknown; status?: unknown } };
+  it.each(vectors<Input, Record<string, unknown>>("turn_states.json"))("$name", ({ input, expected }) => {
+    if (input.proto !== undefined) {
+      const state = input.proto as TurnState;
+      const name = stateName(state);
+      expect({
+        name,
+        word: statusWord(state),
+        contract_word: contractWord(state),
+        live: LIVE_STATES.includes(name),
+      }).toEqual(expected);
+    } else if (input.answer !== undefined) {
+      expect({ name: stateName(stateOfAnswer(input.answer)) }).toEqual(expected);
+    } else {
+      expect({ terminal_event_types: [...TERMINAL_EVENT_TYPES].sort() }).toEqual(expected);
+    }
   });
 });

@@ -16,12 +16,15 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+import uuid
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
+from langchain_core.messages import ToolMessage
 from turnkeeper import caller_assertion, graph_versions, nats_identity, states
 from turnkeeper.agent.bridge import intent
+from turnkeeper.agent.bridge.events import EventCapture, EventLog
 from turnkeeper.agent.bridge.idempotency import idempotency_key
 from turnkeeper.agent.effect.key import CallSite
 from turnkeeper.agent.fingerprint import GraphVersion
@@ -457,6 +460,189 @@ def state_cases() -> list[Case]:
     return cases
 
 
+# -- captured events -----------------------------------------------------------------
+
+
+class _Recorder:
+    """What EventCapture emits, in order (an EventLog's emit, nothing sent)."""
+
+    turn_id = "turn-1"
+
+    def __init__(self) -> None:
+        self.events: list[list[Any]] = []
+
+    def emit(self, type_: str, data: Any) -> None:
+        self.events.append([type_, data])
+
+
+def _run(name: str | None) -> uuid.UUID | None:
+    return None if name is None else uuid.uuid5(uuid.NAMESPACE_URL, name)
+
+
+def captured(callbacks: list[dict[str, Any]]) -> list[list[Any]]:
+    """The events EventCapture emits for a script of LangChain callbacks (the
+    vector's neutral form: each language's test calls its own handler's methods)."""
+    recorder = _Recorder()
+    capture = EventCapture(cast(EventLog, recorder))
+    for c in callbacks:
+        run = _run(c["run"])
+        assert run is not None
+        metadata = {"langgraph_node": c["node"]} if c.get("node") is not None else {}
+        if c.get("step") is not None:
+            metadata["langgraph_step"] = c["step"]
+        if c["on"] == "chain_start":
+            capture.on_chain_start(
+                None,
+                {},
+                run_id=run,
+                parent_run_id=_run(c["parent"]),
+                metadata=metadata,
+                name=c["name"],
+            )
+        elif c["on"] == "chain_end":
+            capture.on_chain_end(c["outputs"], run_id=run)
+        elif c["on"] == "chain_error":
+            capture.on_chain_error(RuntimeError(c["error"]), run_id=run)
+        elif c["on"] == "chat_model_start":
+            capture.on_chat_model_start({}, [[]], run_id=run, metadata=metadata)
+        elif c["on"] == "llm_new_token":
+            capture.on_llm_new_token(c["token"], run_id=run)
+        elif c["on"] == "llm_end":
+            capture.on_llm_end(None, run_id=run)
+        elif c["on"] == "tool_start":
+            parsed = json.loads(c["input"]) if c["input"].startswith("{") else None
+            capture.on_tool_start(
+                {"name": c["name"]},
+                c["input"],
+                run_id=run,
+                metadata=metadata,
+                inputs=parsed,
+                tool_call_id=c["tool_call_id"],
+            )
+        elif c["on"] == "tool_end":
+            output = c["output"]
+            if c.get("message"):
+                output = ToolMessage(content=output, tool_call_id=c["tool_call_id"])
+            capture.on_tool_end(output, run_id=run)
+        elif c["on"] == "tool_error":
+            error = type(c["error"]["type"], (Exception,), {})(c["error"]["message"])
+            capture.on_tool_error(error, run_id=run)
+        else:
+            raise ValueError(f"no callback {c['on']!r}")
+    return recorder.events
+
+
+_ROOT = {"on": "chain_start", "run": "graph", "parent": None, "name": "LangGraph"}
+
+
+def capture_cases() -> list[Case]:
+    scripts: list[tuple[str, list[dict[str, Any]]]] = [
+        (
+            "a node of the graph is a step when it ends",
+            [
+                _ROOT,
+                {
+                    "on": "chain_start",
+                    "run": "n1",
+                    "parent": "graph",
+                    "node": "plan",
+                    "name": "plan",
+                    "step": 1,
+                },
+                {"on": "chain_end", "run": "n1", "outputs": {"log": ["planned"]}},
+                {"on": "chain_end", "run": "graph", "outputs": {"log": ["planned"]}},
+            ],
+        ),
+        (
+            "a chain inside a node, and a failed node, are no step",
+            [
+                _ROOT,
+                {
+                    "on": "chain_start",
+                    "run": "n1",
+                    "parent": "graph",
+                    "node": "act",
+                    "name": "act",
+                    "step": 2,
+                },
+                {
+                    "on": "chain_start",
+                    "run": "inner",
+                    "parent": "n1",
+                    "node": "act",
+                    "name": "act",
+                    "step": 2,
+                },
+                {"on": "chain_end", "run": "inner", "outputs": {"x": 1}},
+                {"on": "chain_error", "run": "n1", "error": "boom"},
+            ],
+        ),
+        (
+            "a chat model's tokens, named by the node; an empty one is dropped",
+            [
+                {"on": "chat_model_start", "run": "m1", "node": "agent"},
+                {"on": "llm_new_token", "run": "m1", "token": "Hel"},
+                {"on": "llm_new_token", "run": "m1", "token": ""},
+                {"on": "llm_new_token", "run": "m1", "token": "lo ✓"},
+                {"on": "llm_end", "run": "m1"},
+                {"on": "llm_new_token", "run": "m1", "token": "late"},
+            ],
+        ),
+        (
+            "a tool call that returns a message, and one that fails",
+            [
+                {
+                    "on": "tool_start",
+                    "run": "t1",
+                    "node": "tools",
+                    "name": "lookup",
+                    "tool_call_id": "call-1",
+                    "input": '{"city": "Oslo"}',
+                },
+                {
+                    "on": "tool_end",
+                    "run": "t1",
+                    "output": "sunny in Oslo",
+                    "message": True,
+                    "tool_call_id": "call-1",
+                },
+                {
+                    "on": "tool_start",
+                    "run": "t2",
+                    "node": "tools",
+                    "name": "broken",
+                    "tool_call_id": None,
+                    "input": '{"retries": 0}',
+                },
+                {
+                    "on": "tool_error",
+                    "run": "t2",
+                    "error": {"type": "TimeoutError", "message": "no network"},
+                },
+            ],
+        ),
+        (
+            "a tool with a text input and a plain output",
+            [
+                {
+                    "on": "tool_start",
+                    "run": "t1",
+                    "node": "tools",
+                    "name": "echo",
+                    "tool_call_id": None,
+                    "input": "hello",
+                },
+                {"on": "tool_end", "run": "t1", "output": ["a", 1]},
+                {"on": "tool_end", "run": "t1", "output": "again: no call open"},
+            ],
+        ),
+    ]
+    return [
+        case(name, {"callbacks": callbacks}, {"events": captured(callbacks)})
+        for name, callbacks in scripts
+    ]
+
+
 # -- the files ---------------------------------------------------------------------
 
 # file name -> (what the rule is, where each language implements it, the cases)
@@ -520,6 +706,12 @@ RULES: dict[str, tuple[str, str, str, Callable[[], list[Case]]]] = {
         "turnkeeper.states.TurnState (from_proto, word, contract_word, live, from_answer)",
         "clients/node/src/states.ts stateName, runner/status.ts, follow.ts",
         state_cases,
+    ),
+    "captured_events.json": (
+        "The events a run's LangChain callbacks become: step, token, tool_call_start/end.",
+        "turnkeeper.agent.bridge.events.EventCapture",
+        "clients/node/src/runner/capture.ts EventCapture",
+        capture_cases,
     ),
     "run_intents.json": (
         "What a turn's journaled input asks for: a regenerate, or an input refused as reserved.",

@@ -8,6 +8,8 @@ TypeScript side follow; the vectors are never rewritten by a test.
 
 from __future__ import annotations
 
+import functools
+import importlib.util
 import json
 import subprocess
 import sys
@@ -127,6 +129,24 @@ def run_intent(given: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+@functools.cache
+def _generator() -> Any:
+    """scripts/gen_vectors.py as a module: its `captured` drives EventCapture with a
+    vector's script of callbacks (the same driving as the expected events came from;
+    what is checked is that EventCapture still emits them)."""
+    spec = importlib.util.spec_from_file_location(
+        "gen_vectors", ROOT / "scripts" / "gen_vectors.py"
+    )
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def captured_events(given: dict[str, Any]) -> dict[str, Any]:
+    return {"events": _generator().captured(given["callbacks"])}
+
+
 def turn_state(given: dict[str, Any]) -> dict[str, Any]:
     if "proto" in given:
         state = states.TurnState.from_proto(given["proto"])
@@ -153,6 +173,7 @@ RULES: dict[str, Callable[[dict[str, Any]], dict[str, Any]]] = {
     "graph_stamps.json": graph_stamp,
     "run_intents.json": run_intent,
     "turn_states.json": turn_state,
+    "captured_events.json": captured_events,
 }
 
 

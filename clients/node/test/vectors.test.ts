@@ -6,6 +6,7 @@
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
+import { ToolMessage } from "@langchain/core/messages";
 import type { RunnableConfig } from "@langchain/core/runnables";
 
 import { type CallerAssertion, keyId, keyOf, keyOfToken, sign, tokenDigest, verify, who } from "../src/callerAssertion.js";
@@ -14,6 +15,8 @@ import { callSite } from "../src/effect/key.js";
 import { LIVE_STATES, TERMINAL_EVENT_TYPES } from "../src/follow.js";
 import type { TurnState } from "../src/gen/turnkeeper/v1/turns_pb.js";
 import { natsIdentityOf } from "../src/natsIdentity.js";
+import { EventCapture } from "../src/runner/capture.js";
+import type { EventLog } from "../src/runner/events.js";
 import { idempotencyKey } from "../src/runner/execution.js";
 import { isRegenerate, isReserved } from "../src/runner/intent.js";
 import { contractWord, stateOfAnswer, statusWord } from "../src/runner/status.js";
@@ -209,5 +212,75 @@ describe("turn states (vectors/turn_states.json)", () => {
     } else {
       expect({ terminal_event_types: [...TERMINAL_EVENT_TYPES].sort() }).toEqual(expected);
     }
+  });
+});
+
+describe("captured events (vectors/captured_events.json)", () => {
+  // One LangChain callback, in the vector's neutral form.
+  interface Callback {
+    on: string;
+    run: string;
+    parent?: string | null;
+    node?: string | null;
+    name?: string;
+    step?: number | null;
+    outputs?: unknown;
+    error?: string | { type: string; message: string };
+    token?: string;
+    input?: string;
+    tool_call_id?: string | null;
+    output?: unknown;
+    message?: boolean;
+  }
+
+  function captured(callbacks: Callback[]): unknown[][] {
+    const events: unknown[][] = [];
+    const log = { emit: (type: string, data: unknown) => events.push([type, data]) } as unknown as EventLog;
+    const capture = new EventCapture(log);
+    for (const c of callbacks) {
+      const metadata: Record<string, unknown> = {};
+      if (c.node !== undefined && c.node !== null) metadata.langgraph_node = c.node;
+      if (c.step !== undefined && c.step !== null) metadata.langgraph_step = c.step;
+      const parent = c.parent ?? undefined;
+      if (c.on === "chain_start") {
+        capture.handleChainStart({} as never, {}, c.run, parent, undefined, metadata, undefined, c.name);
+      } else if (c.on === "chain_end") {
+        capture.handleChainEnd(c.outputs, c.run);
+      } else if (c.on === "chain_error") {
+        capture.handleChainError(new Error(String(c.error)), c.run);
+      } else if (c.on === "chat_model_start") {
+        capture.handleChatModelStart({} as never, [[]], c.run, undefined, undefined, undefined, metadata);
+      } else if (c.on === "llm_new_token") {
+        capture.handleLLMNewToken(c.token ?? "", {}, c.run);
+      } else if (c.on === "llm_end") {
+        capture.handleLLMEnd({}, c.run);
+      } else if (c.on === "tool_start") {
+        capture.handleToolStart(
+          { name: c.name } as never,
+          c.input ?? "",
+          c.run,
+          undefined,
+          undefined,
+          metadata,
+          c.name,
+          c.tool_call_id ?? undefined,
+        );
+      } else if (c.on === "tool_end") {
+        const output = c.message ? new ToolMessage({ content: c.output as string, tool_call_id: c.tool_call_id ?? "" }) : c.output;
+        capture.handleToolEnd(output, c.run);
+      } else if (c.on === "tool_error") {
+        const given = c.error as { type: string; message: string };
+        const error = new Error(given.message);
+        error.name = given.type;
+        capture.handleToolError(error, c.run);
+      } else {
+        throw new Error(`no callback ${c.on}`);
+      }
+    }
+    return events;
+  }
+
+  it.each(vectors<{ callbacks: Callback[] }, { events: unknown[][] }>("captured_events.json"))("$name", ({ input, expected }) => {
+    expect(captured(input.callbacks)).toEqual(expected.events);
   });
 });

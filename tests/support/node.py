@@ -43,14 +43,16 @@ def npm_run(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.Comp
 
 
 def prepare_package(root: Path) -> Path:
-    """A copy of clients/node (and the protos its generator reads from ../../protos)
-    under `root`, installed from package-lock.json and built. A copy, so a test
-    neither replaces a developer's node_modules nor races another run."""
+    """A copy of clients/node (with the protos its generator reads from ../../protos
+    and the test vectors its tests read from ../../vectors) under `root`, installed
+    from package-lock.json and built. A copy, so a test neither replaces a
+    developer's node_modules nor races another run."""
     if NPM is None or NODE is None:
         pytest.skip(
             reason="npm is not on PATH: the Node.js package in clients/node cannot be tested"
         )
     shutil.copytree(REPO / "protos", root / "protos")
+    shutil.copytree(REPO / "vectors", root / "vectors")
     package = root / "clients" / "node"
     shutil.copytree(
         REPO / "clients" / "node",

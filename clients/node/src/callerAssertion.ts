@@ -156,7 +156,7 @@ export function verify(value: string, keys: Iterable<Uint8Array>, options: Verif
   const now = options.now ?? Date.now() / 1000;
   if (found.expiresAt + SKEW < now) {
     throw new AssertionRefused(
-      `the ${HEADER} expired ${(now - found.expiresAt).toFixed(0)} s ago: ask the service for ` +
+      `the ${HEADER} expired ${pyWhole(now - found.expiresAt)} s ago: ask the service for ` +
         "a new one (each is good for one request, for a minute)",
     );
   }
@@ -289,6 +289,16 @@ function pyFloat(value: number): string {
   }
   const shortest = String(value);
   return /[.e]/.test(shortest) ? shortest : `${shortest}.0`;
+}
+
+/** A count of seconds (positive) as Python's f"{x:.0f}" writes it: the nearest whole
+ * number, an exact half to even (toFixed(0) takes the larger: 32.5 s read "33" here
+ * and "32" there). */
+function pyWhole(value: number): string {
+  const floor = Math.floor(value);
+  const fraction = value - floor; // exact for a double
+  const whole = fraction > 0.5 || (fraction === 0.5 && floor % 2 !== 0) ? floor + 1 : floor;
+  return String(whole);
 }
 
 /** Python's round(x, 3): the double nearest the exact value rounded to thousandths,

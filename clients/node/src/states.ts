@@ -5,9 +5,11 @@ import { TurnState, type TurnStatusResponse } from "./gen/turnkeeper/v1/turns_pb
 /** The states of a turn, by name. */
 export type TurnStateName = "RUNNING" | "PARKED" | "DONE" | "FAILED" | "CANCELLED" | "QUEUED" | "UNKNOWN";
 
-/** RUNNING, PARKED, DONE, FAILED, CANCELLED, QUEUED, UNKNOWN: the states of a turn. */
+/** RUNNING, PARKED, DONE, FAILED, CANCELLED, QUEUED, UNKNOWN: the states of a turn.
+ * UNSPECIFIED (never sent) and a number this client does not know (a newer
+ * service's) read UNKNOWN, as in the Python client. */
 export function stateName(state: TurnState): TurnStateName {
-  return state === TurnState.UNSPECIFIED ? "UNKNOWN" : (TurnState[state] as TurnStateName);
+  return state === TurnState.UNSPECIFIED ? "UNKNOWN" : ((TurnState[state] as TurnStateName | undefined) ?? "UNKNOWN");
 }
 
 /** TurnStatus's answer, its state by name (`TurnkeeperClient.status`). */

@@ -2,6 +2,8 @@
 // counting per task execution, the settle list a task's writes carry, canonical
 // arguments, and a call outside any turn.
 
+import { Annotation, END, START, StateGraph, getConfig } from "@langchain/langgraph";
+
 import { canonical as canonicalJson } from "../src/canonical.js";
 import { effect } from "../src/effect/effect.js";
 import { executionOf, takeMade } from "../src/effect/executions.js";
@@ -24,18 +26,21 @@ function taskConfig(scratchpad: object, overrides: Record<string, unknown> = {})
 
 describe("the idempotency key", () => {
   it("is stable, prefixed, and differs by every part", () => {
-    const key = keyOf("th", "ns", "task", "charge", 0);
-    expect(key).toBe(keyOf("th", "ns", "task", "charge", 0));
+    const parts = { threadId: "th", turnId: "t1", checkpointNs: "ns", taskId: "task", nodeAttempt: 1, name: "charge", callIndex: 0 };
+    const key = keyOf(parts);
+    expect(key).toBe(keyOf({ ...parts }));
     expect(key.startsWith(KEY_PREFIX)).toBe(true);
     expect(key).toHaveLength(KEY_PREFIX.length + 40);
     const others = [
-      keyOf("th2", "ns", "task", "charge", 0),
-      keyOf("th", "ns2", "task", "charge", 0),
-      keyOf("th", "ns", "task2", "charge", 0),
-      keyOf("th", "ns", "task", "refund", 0),
-      keyOf("th", "ns", "task", "charge", 1),
+      keyOf({ ...parts, threadId: "th2" }),
+      keyOf({ ...parts, turnId: "t2" }),
+      keyOf({ ...parts, checkpointNs: "ns2" }),
+      keyOf({ ...parts, taskId: "task2" }),
+      keyOf({ ...parts, nodeAttempt: 2 }),
+      keyOf({ ...parts, name: "refund" }),
+      keyOf({ ...parts, callIndex: 1 }),
     ];
-    expect(new Set([key, ...others]).size).toBe(6);
+    expect(new Set([key, ...others]).size).toBe(8);
   });
 
   it("counts a task's calls per effect, again from 0 in a new execution of the task", () => {
@@ -50,6 +55,37 @@ describe("the idempotency key", () => {
     const again = callSite(taskConfig({}, { attempt: 1 }), "charge");
     expect(again?.key).toBe(a?.key);
     expect(again?.callIndex).toBe(0);
+  });
+
+  it("is new in each try of a RetryPolicy, counted from 0 again, as LangGraph.js tells the try", async () => {
+    const seen: { nodeAttempt: number; callIndex: number; key: string }[] = [];
+    const State = Annotation.Root({ done: Annotation<boolean> });
+    const graph = new StateGraph(State)
+      .addNode(
+        "pay",
+        () => {
+          for (const _ of [0, 1]) {
+            const site = callSite(getConfig(), "charge");
+            seen.push({ nodeAttempt: site?.nodeAttempt ?? 0, callIndex: site?.callIndex ?? -1, key: site?.key ?? "" });
+          }
+          if (seen.length < 4) {
+            throw new Error("the payment service timed out");
+          }
+          return { done: true };
+        },
+        { retryPolicy: { maxAttempts: 3, initialInterval: 1, jitter: false, logWarning: false, retryOn: () => true } },
+      )
+      .addEdge(START, "pay")
+      .addEdge("pay", END)
+      .compile();
+    await graph.invoke({ done: false }, { configurable: { thread_id: "th", turn_id: "t1", attempt: 0 } });
+    expect(seen.map(({ nodeAttempt, callIndex }) => [nodeAttempt, callIndex])).toEqual([
+      [1, 0],
+      [1, 1],
+      [2, 0],
+      [2, 1],
+    ]);
+    expect(new Set(seen.map(({ key }) => key)).size).toBe(4);
   });
 
   it("is not made outside a turn's task", () => {

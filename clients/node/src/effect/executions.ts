@@ -14,7 +14,9 @@
 /** Executions remembered at most; a task whose writes never come is forgotten first. */
 const MAX_EXECUTIONS = 4096;
 
-/** One execution of a task: its calls' counters (per effect name) and the keys it made. */
+/** One execution of a task: its calls' counters (per node try and effect name) and the
+ * keys it made. A RetryPolicy retry keeps the execution, so every try's keys are
+ * kept for the settle list. */
 export class Execution {
   readonly scratchpad: unknown;
   readonly made = new Set<string>();
@@ -24,10 +26,12 @@ export class Execution {
     this.scratchpad = scratchpad;
   }
 
-  /** The position of the next call of effect `name` in this execution, from 0. */
-  nextIndex(name: string): number {
-    const index = this.#counters.get(name) ?? 0;
-    this.#counters.set(name, index + 1);
+  /** The position of the next call of effect `name` in the node's try `nodeAttempt`
+   * of this execution, from 0. */
+  nextIndex(nodeAttempt: number, name: string): number {
+    const counter = `${nodeAttempt}\u001f${name}`;
+    const index = this.#counters.get(counter) ?? 0;
+    this.#counters.set(counter, index + 1);
     return index;
   }
 }

@@ -1,17 +1,21 @@
 // An effect call's identity: its idempotency key, derived from what LangGraph.js makes
 // deterministic, so it is the same in every execution of the same logical call and
 // different for different calls. The parts, all from the running task's config, are
-// the Python client's (turnkeeper.agent.effect.key):
+// the Python client's (turnkeeper.agent.effect.key), in the same order, and
+// vectors/effect_keys.json holds both clients to them:
 //
-// - the thread (`configurable.thread_id`);
+// - the thread and the turn (`configurable.thread_id`, `configurable.turn_id`): a
+//   re-drive or a resume continues the same turn; a new turn replaying an old
+//   checkpoint (a fork, time travel) makes new calls, with new keys;
 // - the task: LangGraph's task id, computed (not drawn at random) from the checkpoint
 //   the step started from, the namespace, the step, the node and its trigger, so a
 //   re-drive from the same checkpoint, here or on another replica, prepares the same
 //   task ids; and the task's namespace (`configurable.checkpoint_ns`), for subgraphs;
-// - the effect's name, and the call's position among the task's calls of that effect
-//   in this execution (0, 1, 2 ... in the order they are made). A LangGraph.js
-//   RetryPolicy retry keeps the execution, so its calls take the next positions: a
-//   retry is a new call, as RetryPolicy means it to be.
+// - the node's try when a LangGraph.js RetryPolicy runs it again
+//   (`executionInfo.nodeAttempt`, from the second try on): a retry is a new call, as
+//   RetryPolicy means it to be;
+// - the effect's name, and the call's position among the try's calls of that effect
+//   (0, 1, 2 ... in the order they are made).
 //
 // What breaks it (docs/effects.md): calls of one effect made in a different order
 // within one task from one execution to the next (concurrent calls racing, a loop
@@ -34,28 +38,47 @@ const CHECKPOINTER = "__pregel_checkpointer";
 /** The prefix of every key: a receiver's logs show where it came from. */
 export const KEY_PREFIX = "fx-";
 
-/** Where an effect is called: the turn, the task and the call's position. */
-export interface CallSite {
-  turnId: string;
-  attempt: number;
+/** What a call's key is made of. */
+export interface KeyParts {
   threadId: string;
-  taskId: string;
+  turnId: string;
   checkpointNs: string;
-  /** The checkpoint the task's step started from. */
-  checkpointId: string;
+  taskId: string;
+  /** The node's try under a RetryPolicy: 1, 2 ... */
+  nodeAttempt: number;
   name: string;
   callIndex: number;
+}
+
+/** Where an effect is called: the turn, the task and the call's position. */
+export interface CallSite extends KeyParts {
+  attempt: number;
+  /** The checkpoint the task's step started from. */
+  checkpointId: string;
   execution: Execution;
   checkpointer: unknown;
   key: string;
 }
 
-/** The key of a call: `fx-` and 40 hex digits of a SHA-256 over its parts. */
-export function keyOf(threadId: string, checkpointNs: string, taskId: string, name: string, callIndex: number): string {
-  const digest = createHash("sha256")
-    .update([threadId, checkpointNs, taskId, name, String(callIndex)].join("\u001f"))
-    .digest("hex");
+/** The key of a call: `fx-` and 40 hex digits of a SHA-256 over its parts (UTF-8,
+ * joined by U+001F; the try only from the second on, so a first try's key is the
+ * same whether or not a RetryPolicy is set). */
+export function keyOf(parts: KeyParts): string {
+  const hashed = [parts.threadId, parts.turnId, parts.checkpointNs, parts.taskId];
+  if (parts.nodeAttempt > 1) {
+    hashed.push(`try-${parts.nodeAttempt}`);
+  }
+  hashed.push(parts.name, String(parts.callIndex));
+  const digest = createHash("sha256").update(hashed.join("\u001f"), "utf8").digest("hex");
   return `${KEY_PREFIX}${digest.slice(0, 40)}`;
+}
+
+/** The node's try the running task is in: LangGraph.js counts them in the config's
+ * `executionInfo` (1 when it says nothing). */
+function nodeAttemptOf(config: RunnableConfig): number {
+  const info = (config as { executionInfo?: { nodeAttempt?: unknown } }).executionInfo;
+  const attempt = Number(info?.nodeAttempt ?? 1);
+  return Number.isInteger(attempt) && attempt > 1 ? attempt : 1;
 }
 
 /** The call site of the next call of effect `name` in the running task, counted;
@@ -76,19 +99,22 @@ export function callSite(config: RunnableConfig, name: string): CallSite | undef
   const parentNs = cut < 0 ? "" : checkpointNs.slice(0, cut);
   const checkpointMap = (configurable[CHECKPOINT_MAP] ?? {}) as Record<string, unknown>;
   const execution = executionOf(String(turnId), Number(attempt), String(taskId), scratchpad);
-  const threadId = String(configurable.thread_id ?? "");
-  const callIndex = execution.nextIndex(name);
-  return {
+  const nodeAttempt = nodeAttemptOf(config);
+  const parts: KeyParts = {
+    threadId: String(configurable.thread_id ?? ""),
     turnId: String(turnId),
-    attempt: Number(attempt),
-    threadId,
-    taskId: String(taskId),
     checkpointNs,
-    checkpointId: String(checkpointMap[parentNs] ?? ""),
+    taskId: String(taskId),
+    nodeAttempt,
     name,
-    callIndex,
+    callIndex: execution.nextIndex(nodeAttempt, name),
+  };
+  return {
+    ...parts,
+    attempt: Number(attempt),
+    checkpointId: String(checkpointMap[parentNs] ?? ""),
     execution,
     checkpointer: configurable[CHECKPOINTER],
-    key: keyOf(threadId, checkpointNs, String(taskId), name, callIndex),
+    key: keyOf(parts),
   };
 }

@@ -31,9 +31,11 @@ export function contractWord(state: TurnState): string {
   return state === TurnState.QUEUED ? "running" : statusWord(state);
 }
 
-/** The state of a `responses/turnStatus` or `responses/resumeDetached` answer: its `state`, else its `status`. */
+/** The state of a `responses/turnStatus` or `responses/resumeDetached` answer: its
+ * `state` when it has one (a JSON null too, which reads UNKNOWN, as in the Python
+ * client), else its `status`. */
 export function stateOfAnswer(answer: { status?: unknown; state?: unknown }): TurnState {
-  return stateFromWire(answer.state ?? answer.status);
+  return stateFromWire(answer.state !== undefined ? answer.state : answer.status);
 }
 
 /**

@@ -5,7 +5,7 @@ Environment (besides the bridge's own, see BridgeConfig.from_env):
 - JOB_GRAPH: ``four-step`` (default), ``poison``, ``approval``, ``fan-out``, ``mixed``
   (a poison job, by its name, and healthy jobs in one graph) or ``effects`` (a tool
   that charges through an exactly-once effect at RECEIVER_URL, a separate process:
-  tests/support/receiver.py; EFFECT_POLICY and CHARGE_HANGS below);
+  tests/support/receiver.py; EFFECT_POLICY, CHARGE_HANGS and DIVERGE below);
 - SIDE_FILE: each node appends what it does here, so a test counts executions;
 - SLOW_STEP: the four-step node that, on attempt SLOW_ATTEMPT only (default 0),
   streams its reply and then waits until SIGUSR1 (or SLOW_SECONDS, default 60):
@@ -250,7 +250,13 @@ async def pay_node(state: Job, config: RunnableConfig) -> dict[str, Any]:
     the window in which a test SIGKILLs the agent after the charge was recorded."""
     attempt = config["configurable"]["attempt"]
     note(f"start pay attempt={attempt}")
-    call = {"name": "pay", "args": {"amount": 42}, "id": "call-pay"}
+    # DIVERGE: from attempt 1 on, the re-run step calls the charge with another
+    # amount ("amount") or not at all ("skip"), as a model answering differently would.
+    diverge = os.environ.get("DIVERGE", "") if attempt > 0 else ""
+    if diverge == "skip":
+        note(f"skipped pay attempt={attempt}")
+        return {"results": ["not paid"]}
+    call = {"name": "pay", "args": {"amount": 43 if diverge else 42}, "id": "call-pay"}
     message = await pay.ainvoke({**call, "type": "tool_call"})
     note(f"paid attempt={attempt}: {message.content}")
     print(f"paid attempt={attempt}", flush=True)

@@ -8,7 +8,11 @@ one line per execution to a side log: the receiver's count).
   re-driven work gets the recorded outcome and charge is not called again;
 - killed inside charge (its intent recorded, its outcome not: uncertain): `retry`
   calls it again with the same key, `park` parks the turn with an interrupt naming the
-  effect until an operator answers, `fail` fails the turn naming the effect.
+  effect until an operator answers, `fail` fails the turn naming the effect;
+- killed after charge's outcome is recorded, and the re-driven work charges another
+  input or none: the service announces the superseded charge in the turn's events
+  while the runner writes its own, and the re-driven execution finishes the turn
+  (issue 46).
 """
 
 from __future__ import annotations
@@ -74,6 +78,12 @@ def charges(side_log: Path, turn_id: str) -> list[tuple[str, str]]:
     """(attempt, key) of each execution of charge in the turn."""
     rows = [line.split() for line in side_log.read_text().splitlines()]
     return [(r[2], r[3]) for r in rows if r[0] == "charge" and r[1] == turn_id]
+
+
+def ran(side_log: Path, node: str, turn_id: str) -> list[str]:
+    """The attempt of each run of `node` in the turn."""
+    rows = [line.split() for line in side_log.read_text().splitlines()]
+    return [r[2] for r in rows if r[:2] == [node, turn_id]]
 
 
 async def ledger(client: AsyncTurnkeeperClient, turn_id: str) -> list[pb.Effect]:
@@ -189,3 +199,41 @@ async def test_an_uncertain_call_is_resolved_by_its_policy(
         assert row.state == pb.EFFECT_STATE_INTENT
         assert status.state == pb.TURN_STATE_FAILED
         assert "charge" in status.error and "may or may not have happened" in status.error
+
+
+@pytest.mark.parametrize("diverge", ["diverge", "skip"])
+async def test_a_re_run_that_diverges_finishes_in_its_own_execution_announcing_it(
+    diverge: str,
+    spawn: Spawn,
+    nats_server: NatsServer,
+    client: AsyncTurnkeeperClient,
+    side_log: Path,
+) -> None:
+    turn_id = f"hold-after-{diverge}-1"
+    first = await spawn("retry")
+    watcher = await start_turn(nats_server, client, turn_id)
+    try:
+        await watcher.until_event("token", "work", text="charged")
+        [row] = await ledger(client, turn_id)
+        await first.kill()
+        await spawn("retry")
+        await watcher.finished()
+    finally:
+        await watcher.close()
+
+    # Finished by the re-driven execution (attempt 1): no write of it was refused,
+    # which would have stopped it and left the turn to a re-drive after its lease.
+    status = await client.turn_status(pb.TurnStatusRequest(turn_id=turn_id))
+    assert (status.state, status.attempts) == (pb.TURN_STATE_DONE, 1)
+    assert ran(side_log, "answer", turn_id) == ["1"]
+    events = list((await client.list_events(pb.ListEventsRequest(turn_id=turn_id))).events)
+    assert [e.seq for e in events] == list(range(1, len(events) + 1))
+    [announced] = [e for e in events if e.type == "effect.superseded"]
+    data = json.loads(announced.data_json)
+    assert (data["key"], data["args"]) == (row.key, {"input": "order-7"})
+    assert announced.attempt == 1 and events[-1].type == "turn.done"
+    # A follower shows exactly the retained events, in order, across the rewind.
+    shown = [(e.seq, e.type) for e in watcher.transcript.events if not e.terminal]
+    assert shown == [(e.seq, e.type) for e in events[:-1]]
+    [superseded] = [e for e in await ledger(client, turn_id) if e.key == row.key]
+    assert superseded.state == pb.EFFECT_STATE_SUPERSEDED

@@ -18,11 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from turnkeeper import _caller_assertion as caller_assertion, _graph_versions as graph_versions, _nats_identity as nats_identity, states
+from turnkeeper import _caller_assertion as caller_assertion
+from turnkeeper import _graph_versions as graph_versions
+from turnkeeper import _nats_identity as nats_identity
+from turnkeeper import states
+from turnkeeper.agent._fingerprint import GraphVersion
 from turnkeeper.agent.bridge import _intent as intent
 from turnkeeper.agent.bridge._idempotency import idempotency_key
 from turnkeeper.agent.effect._key import CallSite
-from turnkeeper.agent._fingerprint import GraphVersion
 from turnkeeper.agent.saver import _executions as executions
 from turnkeeper.agent.saver._identity import TurnIdentity
 

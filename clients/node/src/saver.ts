@@ -182,15 +182,31 @@ export class TurnkeeperSaver extends BaseCheckpointSaver<number> {
     metadata: CheckpointMetadata,
     _newVersions: ChannelVersions,
   ): Promise<RunnableConfig> {
+    const [stored] = await this.putFenced(config, checkpoint, metadata);
+    return stored;
+  }
+
+  /**
+   * `put`, also resolving with the turn's last_seq the service recorded as the
+   * checkpoint's boundary (0 for a checkpoint of no turn). It may be past the last
+   * event the caller appended: the service writes events of its own with a turn's
+   * checkpoint (an effect superseded), and the caller's next event comes after them.
+   */
+  async putFenced(
+    config: RunnableConfig,
+    checkpoint: Checkpoint,
+    metadata: CheckpointMetadata,
+  ): Promise<[RunnableConfig, number]> {
     const request = await this.putRequest(config, checkpoint, metadata);
-    await this.client.checkpoints.putCheckpoint(request);
-    return {
+    const response = await this.client.checkpoints.putCheckpoint(request);
+    const stored = {
       configurable: {
         thread_id: request.threadId,
         checkpoint_ns: request.checkpointNs,
         checkpoint_id: checkpoint.id,
       },
     };
+    return [stored, Number(response.lastSeq)];
   }
 
   async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {

@@ -12,7 +12,9 @@
 //                 with "hold-in-", charge emits the token "charging" and waits inside
 //                 the function (its intent recorded, its outcome not: uncertain);
 //                 with "hold-after-", work emits "charged" after charge's outcome is
-//                 recorded and waits before its step's checkpoint
+//                 recorded and waits before its step's checkpoint; from the second
+//                 attempt on, a "hold-after-diverge-" turn charges another input and
+//                 a "hold-after-skip-" turn does not charge (a re-run that diverges)
 //   SIDE_LOG      a file each node appends "<node> <turn_id> <attempt>" to when it
 //                 runs, so a test can count runs
 //   HOLD_WORK     "1": in a turn whose id starts with "hold-", the first attempt's
@@ -139,7 +141,9 @@ function effects() {
     .addNode("work", async (state, config) => {
       const { turnId, attempt } = ran("work", config);
       await work();
-      const receipt = await charge(state.job);
+      const diverge = attempt > 0 && turnId.startsWith("hold-after-diverge-");
+      const skip = attempt > 0 && turnId.startsWith("hold-after-skip-");
+      const receipt = skip ? "skipped" : await charge(diverge ? `${state.job}-again` : state.job);
       emitEvent(config, "token", { node: "work", text: "charged" });
       if (turnId.startsWith("hold-after-") && attempt === 0) {
         await forever();

@@ -42,35 +42,36 @@ class Checkpoints:
 
     # -- writes -------------------------------------------------------------------
 
-    async def write(self, checkpoint_write: CheckpointWrite) -> None:
-        await self.db.write(self._one(checkpoint_write))
+    async def write(self, checkpoint_write: CheckpointWrite) -> int | None:
+        """Commit one write; for a turn's checkpoint, the turn's last_seq it records
+        as its boundary (the writer's next event comes after it), else None."""
+        return await self.db.write(self._one(checkpoint_write))
 
     async def write_batch(
         self, writes: Sequence[CheckpointWrite], *, followed: bool
-    ) -> list[asyncio.Future[None]]:
+    ) -> list[asyncio.Future[int | None]]:
         """Start committing `writes` in order; per write, a future set once it is
-         durable, or with why it alone was refused. Returns once they are queued
-        . `followed`: the caller
-         queues another write right after these (the store may wait for it, to
-         commit both at once)."""
+        durable (to what `write` returns), or with why it alone was refused.
+        Returns once they are queued. `followed`: the caller queues another write
+        right after these (the store may wait for it, to commit both at once)."""
         last = len(writes) - 1
         return [
             self.db.queue_write(self._one(w), followed=k < last or followed)
             for k, w in enumerate(writes)
         ]
 
-    def _one(self, checkpoint_write: CheckpointWrite) -> Callable[[Tx], None]:
+    def _one(self, checkpoint_write: CheckpointWrite) -> Callable[[Tx], int | None]:
         """The store operation of one write."""
 
-        def write_one(tx: Tx) -> None:
-            self._written(tx, write(tx, checkpoint_write, self.policy))
+        def write_one(tx: Tx) -> int | None:
+            boundary = write(tx, checkpoint_write, self.policy)
+            if boundary is None:
+                return None
+            notify, turn_id = self.notifier.notify, boundary.turn_id
+            tx.after_commit(lambda: notify(turn_id))
+            return boundary.last_seq
 
         return write_one
-
-    def _written(self, tx: Tx, turn_id: str | None) -> None:
-        if turn_id is not None:
-            notify = self.notifier.notify
-            tx.after_commit(lambda: notify(turn_id))
 
     # -- LangGraph's extended saver operations --------------------------------------
 

@@ -39,16 +39,18 @@ class CheckpointWrite:
     effects_made: frozenset[str] | None = None
 
 
-def write(tx: Tx, write: CheckpointWrite, policy: Policy) -> str | None:
+def write(tx: Tx, write: CheckpointWrite, policy: Policy) -> Boundary | None:
     """Store one checkpoint write, fenced; a turn's checkpoint with its boundary.
-    Returns the turn whose boundary moved (a watcher of its settled events wakes)."""
+    Returns that boundary: the turn whose boundary moved (a watcher of its settled
+    events wakes) and its last_seq, which the writer numbers its next event after
+    (the announcements below took seqs it did not write)."""
     turn = check_fence(tx, write.fence, write.row.thread_id)
     if isinstance(write.row, CheckpointPut):
         if turn is not None:
             turn = effects.announce(tx, turn, policy)
         boundary = None if turn is None else Boundary(turn.turn_id, turn.attempts, turn.last_seq)
         tx.checkpoints.put(tx, write.row, boundary)
-        return None if turn is None else turn.turn_id
+        return boundary
     tx.checkpoints.put_writes(tx, write.row)
     if (
         turn is not None

@@ -148,8 +148,11 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         )
         return PreparedWrite(CheckpointWrite(put, fence), size)
 
-    def put_answer(self, prepared: PreparedWrite) -> checkpoints_pb2.PutCheckpointResponse:
-        """The answer to a committed PutCheckpoint (and its count in the metrics)."""
+    def put_answer(
+        self, prepared: PreparedWrite, last_seq: int | None
+    ) -> checkpoints_pb2.PutCheckpointResponse:
+        """The answer to a committed PutCheckpoint (and its count in the metrics);
+        `last_seq`: the turn's, recorded as the checkpoint's boundary."""
         self.metrics.checkpoint_bytes.inc(prepared.size)
         put = prepared.write.row
         return checkpoints_pb2.PutCheckpointResponse(
@@ -157,15 +160,16 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
                 thread_id=put.thread_id,
                 checkpoint_ns=put.checkpoint_ns,
                 checkpoint_id=put.checkpoint_id,
-            )
+            ),
+            last_seq=last_seq or 0,
         )
 
     async def PutCheckpoint(
         self, request: checkpoints_pb2.PutCheckpointRequest, context: Ctx
     ) -> checkpoints_pb2.PutCheckpointResponse:
         prepared = self.prepare_put(request)
-        await self.engine.checkpoints.write(prepared.write)
-        return self.put_answer(prepared)
+        last_seq = await self.engine.checkpoints.write(prepared.write)
+        return self.put_answer(prepared, last_seq)
 
     def prepare_writes(self, request: checkpoints_pb2.PutWritesRequest) -> PreparedWrite:
         """A PutWrites validated and authorized: the engine's arguments."""

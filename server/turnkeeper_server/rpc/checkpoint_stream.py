@@ -177,12 +177,13 @@ class StreamingCheckpointServicer(CheckpointServicer):
         answer once committed."""
         op = "put" if request.WhichOneof("op") == "put" else "writes"
         auth.require_right(MESSAGE_RIGHTS[op])
-        body: Callable[[PreparedWrite], Any]
         if op == "put":
-            prepared, body = self.prepare_put(request.put), self.put_answer
-        else:
-            prepared, body = self.prepare_writes(request.writes), self.writes_answer
-        return prepared, lambda _: _answered(request, op, body(prepared))
+            prepared = self.prepare_put(request.put)
+            return prepared, lambda last_seq: _answered(
+                request, op, self.put_answer(prepared, last_seq)
+            )
+        prepared = self.prepare_writes(request.writes)
+        return prepared, lambda _: _answered(request, op, self.writes_answer(prepared))
 
     async def _write_row(self, requests: list[Request], followed: bool) -> list[_Started]:
         """A row of puts and writes checked one by one as their unary calls check

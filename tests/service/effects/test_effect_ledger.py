@@ -265,6 +265,54 @@ async def test_a_task_s_writes_supersede_the_calls_its_re_execution_did_not_make
     assert [(t, d["key"]) for t, d in await event_types(turns)] == [("effect.superseded", "k2")]
 
 
+async def test_a_checkpoint_that_announces_answers_the_seq_its_writer_continues_after(
+    turns: Stub, checkpoints: Checkpoints
+) -> None:
+    """The service and the executor write one turn's events (issue 46): the
+    checkpoint's answer says where the executor's next event goes."""
+    await start(turns)
+    await record(turns, call(args={"order": 7}), "inv-1")
+    await redrive(turns)
+    await begin(turns, call(attempt=1, args={"order": 8}))  # supersedes k1
+
+    def event(seq: int) -> pb.EventInput:
+        return pb.EventInput(seq=seq, type="step", data_json=json.dumps({"n": seq}))
+
+    await turns.AppendEvents(pb.AppendEventsRequest(turn_id="t1", attempt=1, events=[event(1)]))
+    answer = await checkpoints.PutCheckpoint(
+        cpb.PutCheckpointRequest(
+            thread_id="th1",
+            checkpoint_id="cp-1",
+            checkpoint=cpb.TypedValue(type="json", data=b"{}"),
+            metadata_json="{}",
+            fence=cpb.TurnFence(turn_id="t1", attempt=1),
+        )
+    )
+    # The announcement took seq 2: the executor goes on at 3.
+    assert answer.last_seq == 2
+    assert [t for t, _ in await event_types(turns)] == ["step", "effect.superseded"]
+    await expect_code(
+        turns.AppendEvents(pb.AppendEventsRequest(turn_id="t1", attempt=1, events=[event(2)])),
+        grpc.StatusCode.FAILED_PRECONDITION,
+    )
+    appended = await turns.AppendEvents(
+        pb.AppendEventsRequest(turn_id="t1", attempt=1, events=[event(3)])
+    )
+    assert appended.last_seq == 3
+    # Nothing more to announce: the next checkpoint's boundary is the last event.
+    answer = await checkpoints.PutCheckpoint(
+        cpb.PutCheckpointRequest(
+            thread_id="th1",
+            checkpoint_id="cp-2",
+            parent_checkpoint_id="cp-1",
+            checkpoint=cpb.TypedValue(type="json", data=b"{}"),
+            metadata_json="{}",
+            fence=cpb.TurnFence(turn_id="t1", attempt=1),
+        )
+    )
+    assert answer.last_seq == 3
+
+
 async def test_a_stale_attempt_s_writes_settle_nothing(
     turns: Stub, checkpoints: Checkpoints
 ) -> None:

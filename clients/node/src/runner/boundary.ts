@@ -68,16 +68,19 @@ export class BoundarySaver extends TurnkeeperSaver {
     newVersions: ChannelVersions,
   ): Promise<RunnableConfig> {
     const events = this.logFor(config);
-    if (events !== undefined) {
-      const boundary = await events.flush();
+    if (events === undefined) {
+      return super.put(config, checkpoint, metadata, newVersions);
+    }
+    // Through the log: the service may announce superseded effects with the
+    // checkpoint, in seqs the log must not number its next events with.
+    return events.checkpoint(async (boundary) => {
       const mark: Record<string, unknown> = { turn_id: events.turnId, last_seq: boundary };
       if (this.stampOf !== undefined && !config.configurable?.checkpoint_ns) {
         // A root checkpoint says which code wrote it (docs/versions.md).
         mark[STAMP_KEY] = this.stampOf(checkpoint);
       }
-      metadata = { ...metadata, [METADATA_KEY]: mark } as CheckpointMetadata;
-    }
-    return super.put(config, checkpoint, metadata, newVersions);
+      return this.putFenced(config, checkpoint, { ...metadata, [METADATA_KEY]: mark } as CheckpointMetadata);
+    });
   }
 
   override async putWrites(config: RunnableConfig, writes: PendingWrite[], taskId: string, taskPath = ""): Promise<void> {

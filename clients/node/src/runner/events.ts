@@ -7,6 +7,13 @@
 // rule). A background flusher (run()) keeps watchers live between checkpoints.
 // Event data holds no run ids or timestamps, so an execution that re-runs a step
 // produces the same events as the one that was lost.
+//
+// The service writes events into the stream too: a turn's checkpoint may carry the
+// announcement of an effect superseded (`effect.superseded`), at the seqs after the
+// last one appended. So a checkpoint is stored through checkpoint(), which appends
+// nothing while it is under way and then numbers the events still buffered after
+// the turn's last_seq the service answered: one numbering for both writers
+// (decision 271).
 
 import { create } from "@bufbuild/protobuf";
 
@@ -29,7 +36,7 @@ export class EventLog {
   readonly attempt: number;
   /** The turn's last_seq when this execution began. */
   readonly startSeq: number;
-  /** The newest seq the service has confirmed. */
+  /** The newest seq the service has confirmed (its own events' included: checkpoint()). */
   appendedSeq: number;
   #client: TurnkeeperClient;
   #pending: EventInput[] = [];
@@ -69,6 +76,44 @@ export class EventLog {
     }
     const running = this.#drain();
     this.#flushing = running;
+    try {
+      return await running;
+    } finally {
+      this.#flushing = undefined;
+    }
+  }
+
+  /**
+   * Flush, then `store(boundary)` a checkpoint of the turn, which resolves with what
+   * it stored and the turn's last_seq the service answered; resolves with the
+   * former. Nothing is appended while the checkpoint is under way, and events
+   * emitted meanwhile are numbered after that last_seq: seqs the service took for
+   * its own events with the checkpoint are not written again.
+   */
+  async checkpoint<T>(store: (boundary: number) => Promise<[T, number]>): Promise<T> {
+    while (this.#flushing !== undefined) {
+      await this.#flushing.catch(() => undefined);
+    }
+    const running = (async (): Promise<T> => {
+      const [stored, lastSeq] = await store(await this.#drain());
+      // Nothing is in flight (this holds the flush turn), so no buffered event has
+      // been sent under its seq yet. A service that writes no events of its own
+      // answers no more than what was appended.
+      const shift = lastSeq - this.appendedSeq;
+      if (shift > 0) {
+        for (const event of this.#pending) {
+          event.seq += BigInt(shift);
+        }
+        this.#nextSeq += shift;
+        this.appendedSeq = lastSeq;
+      }
+      return stored;
+    })();
+    // Waiters only wait for the turn to end; the caller gets the outcome.
+    this.#flushing = running.then(
+      () => this.appendedSeq,
+      () => this.appendedSeq,
+    );
     try {
       return await running;
     } finally {

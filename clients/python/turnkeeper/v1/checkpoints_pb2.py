@@ -25,15 +25,15 @@ _sym_db = _symbol_database.Default()
 from turnkeeper.v1 import turns_pb2 as turnkeeper_dot_v1_dot_turns__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fturnkeeper/v1/checkpoints.proto\x12\rturnkeeper.v1\x1a\x19turnkeeper/v1/turns.proto\"(\n\nTypedValue\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"P\n\rCheckpointRef\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\"z\n\x0cPendingWrite\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63hannel\x18\x02 \x01(\t\x12(\n\x05value\x18\x03 \x01(\x0b\x32\x19.turnkeeper.v1.TypedValue\x12\x11\n\ttask_path\x18\x04 \x01(\t\x12\x0b\n\x03idx\x18\x05 \x01(\x05\"\xd5\x01\n\x0f\x43heckpointTuple\x12)\n\x03ref\x18\x01 \x01(\x0b\x32\x1c.turnkeeper.v1.CheckpointRef\x12\x1c\n\x14parent_checkpoint_id\x18\x02 \x01(\t\x12-\n\ncheckpoint\x18\x03 \x01(\x0b\x32\x19.turnkeeper.v1.TypedValue\x12\x15\n\rmetadata_json\x18\x04 \x01(\t\x12\x33\n\x0epending_writes\x18\x05 \x03(\x0b\x32\x1b.turnkeeper.v1.PendingWrite\"-\n\tTurnFence\x12\x0f\n\x07turn_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\"W\n\x14GetCheckpointRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\"Z\n\x15GetCheckpointResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x32\n\ncheckpoint\x18\x02 \x01(\x0b\x32\x1e.turnkeeper.v1.CheckpointTuple\"\xb2\x01\n\x16ListCheckpointsRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x1a\n\rcheckpoint_ns\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\x12\x13\n\x0b\x66ilter_json\x18\x04 \x01(\t\x12\x1c\n\x14\x62\x65\x66ore_checkpoint_id\x18\x05 \x01(\t\x12\r\n\x05limit\x18\x06 \x01(\x05\x42\x10\n\x0e_checkpoint_ns\"M\n\x17ListCheckpointsResponse\x12\x32\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1e.turnkeeper.v1.CheckpointTuple\"\xe4\x01\n\x14PutCheckpointRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\x12\x1c\n\x14parent_checkpoint_id\x18\x04 \x01(\t\x12-\n\ncheckpoint\x18\x05 \x01(\x0b\x32\x19.turnkeeper.v1.TypedValue\x12\x15\n\rmetadata_json\x18\x06 \x01(\t\x12\'\n\x05\x66\x65nce\x18\x07 \x01(\x0b\x32\x18.turnkeeper.v1.TurnFence\"B\n\x15PutCheckpointResponse\x12)\n\x03ref\x18\x01 \x01(\x0b\x32\x1c.turnkeeper.v1.CheckpointRef\"T\n\nWriteInput\x12\x0b\n\x03idx\x18\x01 \x01(\x05\x12\x0f\n\x07\x63hannel\x18\x02 \x01(\t\x12(\n\x05value\x18\x03 \x01(\x0b\x32\x19.turnkeeper.v1.TypedValue\"\x89\x02\n\x10PutWritesRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\x12\x0f\n\x07task_id\x18\x04 \x01(\t\x12\x11\n\ttask_path\x18\x05 \x01(\t\x12)\n\x06writes\x18\x06 \x03(\x0b\x32\x19.turnkeeper.v1.WriteInput\x12\x0f\n\x07replace\x18\x07 \x01(\x08\x12\'\n\x05\x66\x65nce\x18\x08 \x01(\x0b\x32\x18.turnkeeper.v1.TurnFence\x12\x16\n\x0esettle_effects\x18\t \x01(\x08\x12\x13\n\x0b\x65\x66\x66\x65\x63t_keys\x18\n \x03(\t\"\x13\n\x11PutWritesResponse\"8\n\x13\x44\x65leteThreadRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x0e\n\x06\x63\x61ncel\x18\x02 \x01(\x08\"H\n\x14\x44\x65leteThreadResponse\x12\x15\n\rturns_deleted\x18\x01 \x01(\x05\x12\x19\n\x11\x63\x61ncelled_turn_id\x18\x02 \x01(\t\"Y\n\x13PruneThreadsRequest\x12\x12\n\nthread_ids\x18\x01 \x03(\t\x12.\n\x08strategy\x18\x02 \x01(\x0e\x32\x1c.turnkeeper.v1.PruneStrategy\"3\n\x14PruneThreadsResponse\x12\x1b\n\x13\x63heckpoints_deleted\x18\x01 \x01(\x05\"\'\n\x14\x44\x65leteForRunsRequest\x12\x0f\n\x07run_ids\x18\x01 \x03(\t\"4\n\x15\x44\x65leteForRunsResponse\x12\x1b\n\x13\x63heckpoints_deleted\x18\x01 \x01(\x05\"G\n\x11\x43opyThreadRequest\x12\x18\n\x10source_thread_id\x18\x01 \x01(\t\x12\x18\n\x10target_thread_id\x18\x02 \x01(\t\"0\n\x12\x43opyThreadResponse\x12\x1a\n\x12\x63heckpoints_copied\x18\x01 \x01(\x05\"\xc3\x02\n\x17\x43heckpointStreamRequest\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x32\n\x03get\x18\x02 \x01(\x0b\x32#.turnkeeper.v1.GetCheckpointRequestH\x00\x12\x32\n\x03put\x18\x03 \x01(\x0b\x32#.turnkeeper.v1.PutCheckpointRequestH\x00\x12\x31\n\x06writes\x18\x04 \x01(\x0b\x32\x1f.turnkeeper.v1.PutWritesRequestH\x00\x12\x34\n\x06\x61ppend\x18\x05 \x01(\x0b\x32\".turnkeeper.v1.AppendEventsRequestH\x00\x12\x35\n\x05\x62\x61tch\x18\x06 \x03(\x0b\x32&.turnkeeper.v1.CheckpointStreamRequest\x12\x0e\n\x06shared\x18\x07 \x01(\x08\x42\x04\n\x02op\",\n\x0bStreamError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x81\x03\n\x18\x43heckpointStreamResponse\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x33\n\x03get\x18\x02 \x01(\x0b\x32$.turnkeeper.v1.GetCheckpointResponseH\x00\x12\x33\n\x03put\x18\x03 \x01(\x0b\x32$.turnkeeper.v1.PutCheckpointResponseH\x00\x12\x32\n\x06writes\x18\x04 \x01(\x0b\x32 .turnkeeper.v1.PutWritesResponseH\x00\x12\x35\n\x06\x61ppend\x18\x05 \x01(\x0b\x32#.turnkeeper.v1.AppendEventsResponseH\x00\x12+\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x1a.turnkeeper.v1.StreamErrorH\x00\x12\x36\n\x05\x62\x61tch\x18\x07 \x03(\x0b\x32\'.turnkeeper.v1.CheckpointStreamResponse\x12\x15\n\raccepts_batch\x18\x08 \x01(\x08\x42\x08\n\x06result*j\n\rPruneStrategy\x12\x1e\n\x1aPRUNE_STRATEGY_UNSPECIFIED\x10\x00\x12\x1e\n\x1aPRUNE_STRATEGY_KEEP_LATEST\x10\x01\x12\x19\n\x15PRUNE_STRATEGY_DELETE\x10\x02\x32\xc9\x06\n\x11\x43heckpointService\x12Z\n\rGetCheckpoint\x12#.turnkeeper.v1.GetCheckpointRequest\x1a$.turnkeeper.v1.GetCheckpointResponse\x12\x62\n\x0fListCheckpoints\x12%.turnkeeper.v1.ListCheckpointsRequest\x1a&.turnkeeper.v1.ListCheckpointsResponse0\x01\x12Z\n\rPutCheckpoint\x12#.turnkeeper.v1.PutCheckpointRequest\x1a$.turnkeeper.v1.PutCheckpointResponse\x12N\n\tPutWrites\x12\x1f.turnkeeper.v1.PutWritesRequest\x1a .turnkeeper.v1.PutWritesResponse\x12W\n\x0c\x44\x65leteThread\x12\".turnkeeper.v1.DeleteThreadRequest\x1a#.turnkeeper.v1.DeleteThreadResponse\x12g\n\x10\x43heckpointStream\x12&.turnkeeper.v1.CheckpointStreamRequest\x1a\'.turnkeeper.v1.CheckpointStreamResponse(\x01\x30\x01\x12W\n\x0cPruneThreads\x12\".turnkeeper.v1.PruneThreadsRequest\x1a#.turnkeeper.v1.PruneThreadsResponse\x12Z\n\rDeleteForRuns\x12#.turnkeeper.v1.DeleteForRunsRequest\x1a$.turnkeeper.v1.DeleteForRunsResponse\x12Q\n\nCopyThread\x12 .turnkeeper.v1.CopyThreadRequest\x1a!.turnkeeper.v1.CopyThreadResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x1fturnkeeper/v1/checkpoints.proto\x12\rturnkeeper.v1\x1a\x19turnkeeper/v1/turns.proto\"(\n\nTypedValue\x12\x0c\n\x04type\x18\x01 \x01(\t\x12\x0c\n\x04\x64\x61ta\x18\x02 \x01(\x0c\"P\n\rCheckpointRef\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\"z\n\x0cPendingWrite\x12\x0f\n\x07task_id\x18\x01 \x01(\t\x12\x0f\n\x07\x63hannel\x18\x02 \x01(\t\x12(\n\x05value\x18\x03 \x01(\x0b\x32\x19.turnkeeper.v1.TypedValue\x12\x11\n\ttask_path\x18\x04 \x01(\t\x12\x0b\n\x03idx\x18\x05 \x01(\x05\"\xd5\x01\n\x0f\x43heckpointTuple\x12)\n\x03ref\x18\x01 \x01(\x0b\x32\x1c.turnkeeper.v1.CheckpointRef\x12\x1c\n\x14parent_checkpoint_id\x18\x02 \x01(\t\x12-\n\ncheckpoint\x18\x03 \x01(\x0b\x32\x19.turnkeeper.v1.TypedValue\x12\x15\n\rmetadata_json\x18\x04 \x01(\t\x12\x33\n\x0epending_writes\x18\x05 \x03(\x0b\x32\x1b.turnkeeper.v1.PendingWrite\"-\n\tTurnFence\x12\x0f\n\x07turn_id\x18\x01 \x01(\t\x12\x0f\n\x07\x61ttempt\x18\x02 \x01(\x05\"W\n\x14GetCheckpointRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\"Z\n\x15GetCheckpointResponse\x12\r\n\x05\x66ound\x18\x01 \x01(\x08\x12\x32\n\ncheckpoint\x18\x02 \x01(\x0b\x32\x1e.turnkeeper.v1.CheckpointTuple\"\xb2\x01\n\x16ListCheckpointsRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x1a\n\rcheckpoint_ns\x18\x02 \x01(\tH\x00\x88\x01\x01\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\x12\x13\n\x0b\x66ilter_json\x18\x04 \x01(\t\x12\x1c\n\x14\x62\x65\x66ore_checkpoint_id\x18\x05 \x01(\t\x12\r\n\x05limit\x18\x06 \x01(\x05\x42\x10\n\x0e_checkpoint_ns\"M\n\x17ListCheckpointsResponse\x12\x32\n\ncheckpoint\x18\x01 \x01(\x0b\x32\x1e.turnkeeper.v1.CheckpointTuple\"\xe4\x01\n\x14PutCheckpointRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\x12\x1c\n\x14parent_checkpoint_id\x18\x04 \x01(\t\x12-\n\ncheckpoint\x18\x05 \x01(\x0b\x32\x19.turnkeeper.v1.TypedValue\x12\x15\n\rmetadata_json\x18\x06 \x01(\t\x12\'\n\x05\x66\x65nce\x18\x07 \x01(\x0b\x32\x18.turnkeeper.v1.TurnFence\"T\n\x15PutCheckpointResponse\x12)\n\x03ref\x18\x01 \x01(\x0b\x32\x1c.turnkeeper.v1.CheckpointRef\x12\x10\n\x08last_seq\x18\x02 \x01(\x03\"T\n\nWriteInput\x12\x0b\n\x03idx\x18\x01 \x01(\x05\x12\x0f\n\x07\x63hannel\x18\x02 \x01(\t\x12(\n\x05value\x18\x03 \x01(\x0b\x32\x19.turnkeeper.v1.TypedValue\"\x89\x02\n\x10PutWritesRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x15\n\rcheckpoint_ns\x18\x02 \x01(\t\x12\x15\n\rcheckpoint_id\x18\x03 \x01(\t\x12\x0f\n\x07task_id\x18\x04 \x01(\t\x12\x11\n\ttask_path\x18\x05 \x01(\t\x12)\n\x06writes\x18\x06 \x03(\x0b\x32\x19.turnkeeper.v1.WriteInput\x12\x0f\n\x07replace\x18\x07 \x01(\x08\x12\'\n\x05\x66\x65nce\x18\x08 \x01(\x0b\x32\x18.turnkeeper.v1.TurnFence\x12\x16\n\x0esettle_effects\x18\t \x01(\x08\x12\x13\n\x0b\x65\x66\x66\x65\x63t_keys\x18\n \x03(\t\"\x13\n\x11PutWritesResponse\"8\n\x13\x44\x65leteThreadRequest\x12\x11\n\tthread_id\x18\x01 \x01(\t\x12\x0e\n\x06\x63\x61ncel\x18\x02 \x01(\x08\"H\n\x14\x44\x65leteThreadResponse\x12\x15\n\rturns_deleted\x18\x01 \x01(\x05\x12\x19\n\x11\x63\x61ncelled_turn_id\x18\x02 \x01(\t\"Y\n\x13PruneThreadsRequest\x12\x12\n\nthread_ids\x18\x01 \x03(\t\x12.\n\x08strategy\x18\x02 \x01(\x0e\x32\x1c.turnkeeper.v1.PruneStrategy\"3\n\x14PruneThreadsResponse\x12\x1b\n\x13\x63heckpoints_deleted\x18\x01 \x01(\x05\"\'\n\x14\x44\x65leteForRunsRequest\x12\x0f\n\x07run_ids\x18\x01 \x03(\t\"4\n\x15\x44\x65leteForRunsResponse\x12\x1b\n\x13\x63heckpoints_deleted\x18\x01 \x01(\x05\"G\n\x11\x43opyThreadRequest\x12\x18\n\x10source_thread_id\x18\x01 \x01(\t\x12\x18\n\x10target_thread_id\x18\x02 \x01(\t\"0\n\x12\x43opyThreadResponse\x12\x1a\n\x12\x63heckpoints_copied\x18\x01 \x01(\x05\"\xc3\x02\n\x17\x43heckpointStreamRequest\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x32\n\x03get\x18\x02 \x01(\x0b\x32#.turnkeeper.v1.GetCheckpointRequestH\x00\x12\x32\n\x03put\x18\x03 \x01(\x0b\x32#.turnkeeper.v1.PutCheckpointRequestH\x00\x12\x31\n\x06writes\x18\x04 \x01(\x0b\x32\x1f.turnkeeper.v1.PutWritesRequestH\x00\x12\x34\n\x06\x61ppend\x18\x05 \x01(\x0b\x32\".turnkeeper.v1.AppendEventsRequestH\x00\x12\x35\n\x05\x62\x61tch\x18\x06 \x03(\x0b\x32&.turnkeeper.v1.CheckpointStreamRequest\x12\x0e\n\x06shared\x18\x07 \x01(\x08\x42\x04\n\x02op\",\n\x0bStreamError\x12\x0c\n\x04\x63ode\x18\x01 \x01(\x05\x12\x0f\n\x07message\x18\x02 \x01(\t\"\x81\x03\n\x18\x43heckpointStreamResponse\x12\n\n\x02id\x18\x01 \x01(\x04\x12\x33\n\x03get\x18\x02 \x01(\x0b\x32$.turnkeeper.v1.GetCheckpointResponseH\x00\x12\x33\n\x03put\x18\x03 \x01(\x0b\x32$.turnkeeper.v1.PutCheckpointResponseH\x00\x12\x32\n\x06writes\x18\x04 \x01(\x0b\x32 .turnkeeper.v1.PutWritesResponseH\x00\x12\x35\n\x06\x61ppend\x18\x05 \x01(\x0b\x32#.turnkeeper.v1.AppendEventsResponseH\x00\x12+\n\x05\x65rror\x18\x06 \x01(\x0b\x32\x1a.turnkeeper.v1.StreamErrorH\x00\x12\x36\n\x05\x62\x61tch\x18\x07 \x03(\x0b\x32\'.turnkeeper.v1.CheckpointStreamResponse\x12\x15\n\raccepts_batch\x18\x08 \x01(\x08\x42\x08\n\x06result*j\n\rPruneStrategy\x12\x1e\n\x1aPRUNE_STRATEGY_UNSPECIFIED\x10\x00\x12\x1e\n\x1aPRUNE_STRATEGY_KEEP_LATEST\x10\x01\x12\x19\n\x15PRUNE_STRATEGY_DELETE\x10\x02\x32\xc9\x06\n\x11\x43heckpointService\x12Z\n\rGetCheckpoint\x12#.turnkeeper.v1.GetCheckpointRequest\x1a$.turnkeeper.v1.GetCheckpointResponse\x12\x62\n\x0fListCheckpoints\x12%.turnkeeper.v1.ListCheckpointsRequest\x1a&.turnkeeper.v1.ListCheckpointsResponse0\x01\x12Z\n\rPutCheckpoint\x12#.turnkeeper.v1.PutCheckpointRequest\x1a$.turnkeeper.v1.PutCheckpointResponse\x12N\n\tPutWrites\x12\x1f.turnkeeper.v1.PutWritesRequest\x1a .turnkeeper.v1.PutWritesResponse\x12W\n\x0c\x44\x65leteThread\x12\".turnkeeper.v1.DeleteThreadRequest\x1a#.turnkeeper.v1.DeleteThreadResponse\x12g\n\x10\x43heckpointStream\x12&.turnkeeper.v1.CheckpointStreamRequest\x1a\'.turnkeeper.v1.CheckpointStreamResponse(\x01\x30\x01\x12W\n\x0cPruneThreads\x12\".turnkeeper.v1.PruneThreadsRequest\x1a#.turnkeeper.v1.PruneThreadsResponse\x12Z\n\rDeleteForRuns\x12#.turnkeeper.v1.DeleteForRunsRequest\x1a$.turnkeeper.v1.DeleteForRunsResponse\x12Q\n\nCopyThread\x12 .turnkeeper.v1.CopyThreadRequest\x1a!.turnkeeper.v1.CopyThreadResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
 _builder.BuildTopDescriptorsAndMessages(DESCRIPTOR, 'turnkeeper.v1.checkpoints_pb2', _globals)
 if not _descriptor._USE_C_DESCRIPTORS:
   DESCRIPTOR._loaded_options = None
-  _globals['_PRUNESTRATEGY']._serialized_start=2957
-  _globals['_PRUNESTRATEGY']._serialized_end=3063
+  _globals['_PRUNESTRATEGY']._serialized_start=2975
+  _globals['_PRUNESTRATEGY']._serialized_end=3081
   _globals['_TYPEDVALUE']._serialized_start=77
   _globals['_TYPEDVALUE']._serialized_end=117
   _globals['_CHECKPOINTREF']._serialized_start=119
@@ -55,35 +55,35 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_PUTCHECKPOINTREQUEST']._serialized_start=1030
   _globals['_PUTCHECKPOINTREQUEST']._serialized_end=1258
   _globals['_PUTCHECKPOINTRESPONSE']._serialized_start=1260
-  _globals['_PUTCHECKPOINTRESPONSE']._serialized_end=1326
-  _globals['_WRITEINPUT']._serialized_start=1328
-  _globals['_WRITEINPUT']._serialized_end=1412
-  _globals['_PUTWRITESREQUEST']._serialized_start=1415
-  _globals['_PUTWRITESREQUEST']._serialized_end=1680
-  _globals['_PUTWRITESRESPONSE']._serialized_start=1682
-  _globals['_PUTWRITESRESPONSE']._serialized_end=1701
-  _globals['_DELETETHREADREQUEST']._serialized_start=1703
-  _globals['_DELETETHREADREQUEST']._serialized_end=1759
-  _globals['_DELETETHREADRESPONSE']._serialized_start=1761
-  _globals['_DELETETHREADRESPONSE']._serialized_end=1833
-  _globals['_PRUNETHREADSREQUEST']._serialized_start=1835
-  _globals['_PRUNETHREADSREQUEST']._serialized_end=1924
-  _globals['_PRUNETHREADSRESPONSE']._serialized_start=1926
-  _globals['_PRUNETHREADSRESPONSE']._serialized_end=1977
-  _globals['_DELETEFORRUNSREQUEST']._serialized_start=1979
-  _globals['_DELETEFORRUNSREQUEST']._serialized_end=2018
-  _globals['_DELETEFORRUNSRESPONSE']._serialized_start=2020
-  _globals['_DELETEFORRUNSRESPONSE']._serialized_end=2072
-  _globals['_COPYTHREADREQUEST']._serialized_start=2074
-  _globals['_COPYTHREADREQUEST']._serialized_end=2145
-  _globals['_COPYTHREADRESPONSE']._serialized_start=2147
-  _globals['_COPYTHREADRESPONSE']._serialized_end=2195
-  _globals['_CHECKPOINTSTREAMREQUEST']._serialized_start=2198
-  _globals['_CHECKPOINTSTREAMREQUEST']._serialized_end=2521
-  _globals['_STREAMERROR']._serialized_start=2523
-  _globals['_STREAMERROR']._serialized_end=2567
-  _globals['_CHECKPOINTSTREAMRESPONSE']._serialized_start=2570
-  _globals['_CHECKPOINTSTREAMRESPONSE']._serialized_end=2955
-  _globals['_CHECKPOINTSERVICE']._serialized_start=3066
-  _globals['_CHECKPOINTSERVICE']._serialized_end=3907
+  _globals['_PUTCHECKPOINTRESPONSE']._serialized_end=1344
+  _globals['_WRITEINPUT']._serialized_start=1346
+  _globals['_WRITEINPUT']._serialized_end=1430
+  _globals['_PUTWRITESREQUEST']._serialized_start=1433
+  _globals['_PUTWRITESREQUEST']._serialized_end=1698
+  _globals['_PUTWRITESRESPONSE']._serialized_start=1700
+  _globals['_PUTWRITESRESPONSE']._serialized_end=1719
+  _globals['_DELETETHREADREQUEST']._serialized_start=1721
+  _globals['_DELETETHREADREQUEST']._serialized_end=1777
+  _globals['_DELETETHREADRESPONSE']._serialized_start=1779
+  _globals['_DELETETHREADRESPONSE']._serialized_end=1851
+  _globals['_PRUNETHREADSREQUEST']._serialized_start=1853
+  _globals['_PRUNETHREADSREQUEST']._serialized_end=1942
+  _globals['_PRUNETHREADSRESPONSE']._serialized_start=1944
+  _globals['_PRUNETHREADSRESPONSE']._serialized_end=1995
+  _globals['_DELETEFORRUNSREQUEST']._serialized_start=1997
+  _globals['_DELETEFORRUNSREQUEST']._serialized_end=2036
+  _globals['_DELETEFORRUNSRESPONSE']._serialized_start=2038
+  _globals['_DELETEFORRUNSRESPONSE']._serialized_end=2090
+  _globals['_COPYTHREADREQUEST']._serialized_start=2092
+  _globals['_COPYTHREADREQUEST']._serialized_end=2163
+  _globals['_COPYTHREADRESPONSE']._serialized_start=2165
+  _globals['_COPYTHREADRESPONSE']._serialized_end=2213
+  _globals['_CHECKPOINTSTREAMREQUEST']._serialized_start=2216
+  _globals['_CHECKPOINTSTREAMREQUEST']._serialized_end=2539
+  _globals['_STREAMERROR']._serialized_start=2541
+  _globals['_STREAMERROR']._serialized_end=2585
+  _globals['_CHECKPOINTSTREAMRESPONSE']._serialized_start=2588
+  _globals['_CHECKPOINTSTREAMRESPONSE']._serialized_end=2973
+  _globals['_CHECKPOINTSERVICE']._serialized_start=3084
+  _globals['_CHECKPOINTSERVICE']._serialized_end=3925
 # @@protoc_insertion_point(module_scope)

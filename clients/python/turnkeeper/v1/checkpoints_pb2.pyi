@@ -340,16 +340,25 @@ class PutCheckpointResponse(_message.Message):
     DESCRIPTOR: _descriptor.Descriptor
 
     REF_FIELD_NUMBER: _builtins.int
+    LAST_SEQ_FIELD_NUMBER: _builtins.int
+    last_seq: _builtins.int
+    """With a fence: the turn's last_seq once the checkpoint is stored, which it
+    records as its boundary. The service may append events of its own with the
+    checkpoint (an effect superseded, `effect.superseded`), so this can be past the
+    last seq the writer appended: the writer's next event takes the seq after this
+    one. 0 without a fence.
+    """
     @_builtins.property
     def ref(self) -> Global___CheckpointRef: ...
     def __init__(
         self,
         *,
         ref: Global___CheckpointRef | None = ...,
+        last_seq: _builtins.int = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["ref", b"ref"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["last_seq", b"last_seq", "ref", b"ref"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

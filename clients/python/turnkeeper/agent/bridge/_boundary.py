@@ -102,15 +102,22 @@ class BoundarySaver(RemoteSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
-        if (events := self._log_for(config)) is not None:
-            if self.values_of is not None:
-                events.emit("values", {"values": self.values_of(checkpoint["channel_values"])})
-            boundary = await events.flush()
+        events = self._log_for(config)
+        if events is None:
+            return await super().aput(config, checkpoint, metadata, new_versions)
+        if self.values_of is not None:
+            events.emit("values", {"values": self.values_of(checkpoint["channel_values"])})
+
+        async def store(boundary: int) -> tuple[RunnableConfig, int]:
             mark: dict[str, Any] = {"turn_id": events.turn_id, "last_seq": boundary}
             if self.stamp_of is not None and not config["configurable"].get("checkpoint_ns"):
                 mark[STAMP_KEY] = self.stamp_of(checkpoint)
-            metadata = {**metadata, METADATA_KEY: mark}  # type: ignore[typeddict-unknown-key]
-        return await super().aput(config, checkpoint, metadata, new_versions)
+            marked = {**metadata, METADATA_KEY: mark}
+            return await self.aput_fenced(config, checkpoint, marked)  # type: ignore[arg-type]
+
+        # Through the log: the service may announce superseded effects with the
+        # checkpoint, in seqs the log must not number its next events with.
+        return await events.checkpoint(store)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         found = await super().aget_tuple(config)

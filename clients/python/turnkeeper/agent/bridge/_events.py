@@ -32,6 +32,14 @@ Event types and their ``data``:
 
 Event data holds no run ids or timestamps, so an execution that re-runs a step
 produces the same events as the one that was lost.
+
+The service writes events into the stream too: a turn's checkpoint may carry the
+announcement of an effect superseded (``effect.superseded``, docs/effects.md), at
+the seqs after the last one appended. So a checkpoint is stored through
+:meth:`EventLog.checkpoint`, which appends nothing while the checkpoint is under way
+and then numbers the events still buffered after the turn's ``last_seq`` the
+service answered: the two writers share one numbering, and neither takes a seq the
+other wrote (decision 271).
 """
 
 from __future__ import annotations
@@ -40,7 +48,7 @@ import asyncio
 import logging
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, Final
+from typing import Any, Final, TypeVar
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
@@ -58,6 +66,7 @@ MAX_EVENT_BYTES: Final = 192 * 1024
 MAX_BATCH: Final = 500
 
 Append = Callable[[turns_pb2.AppendEventsRequest], Awaitable[turns_pb2.AppendEventsResponse]]
+T = TypeVar("T")
 
 # Errors after which an execution must stop: its attempt is no longer the turn's.
 FENCED: Final = (StaleAttempt, WrongState, TurnNotFound)
@@ -83,7 +92,7 @@ class EventLog:
         self._pending: list[turns_pb2.EventInput] = []
         self._next_seq = last_seq + 1
         # The turn's last_seq when this execution began, and the newest seq the
-        # service has confirmed since.
+        # service has confirmed since (its own events' included: `checkpoint`).
         self.start_seq = last_seq
         self.appended_seq = last_seq
         self._closed = False
@@ -129,19 +138,42 @@ class EventLog:
         Raises what AppendEvents raised; the events stay buffered, and a later
         flush sends them again (appends are idempotent by (attempt, seq))."""
         async with self._flushing:
-            while True:
-                with self._lock:
-                    batch = self._pending[:MAX_BATCH]
-                if not batch:
-                    return self.appended_seq
-                await self._append(
-                    turns_pb2.AppendEventsRequest(
-                        turn_id=self.turn_id, attempt=self.attempt, events=batch
-                    )
+            return await self._flush()
+
+    async def checkpoint(self, store: Callable[[int], Awaitable[tuple[T, int]]]) -> T:
+        """Flush, then ``store(boundary)`` a checkpoint of the turn, which returns
+        what it stored and the turn's last_seq the service answered; returns the
+        former. Nothing is appended while the checkpoint is under way, and events
+        emitted meanwhile are numbered after that last_seq: seqs the service took
+        for its own events with the checkpoint are not written again."""
+        async with self._flushing:
+            stored, last_seq = await store(await self._flush())
+            with self._lock:
+                # Nothing is in flight (the flush lock is held), so no buffered
+                # event has been sent under its seq yet. A service that writes no
+                # events of its own answers no more than what was appended.
+                shift = last_seq - self.appended_seq
+                if shift > 0:
+                    for event in self._pending:
+                        event.seq += shift
+                    self._next_seq += shift
+                    self.appended_seq = last_seq
+            return stored
+
+    async def _flush(self) -> int:
+        while True:
+            with self._lock:
+                batch = self._pending[:MAX_BATCH]
+            if not batch:
+                return self.appended_seq
+            await self._append(
+                turns_pb2.AppendEventsRequest(
+                    turn_id=self.turn_id, attempt=self.attempt, events=batch
                 )
-                with self._lock:
-                    del self._pending[: len(batch)]
-                    self.appended_seq = batch[-1].seq
+            )
+            with self._lock:
+                del self._pending[: len(batch)]
+                self.appended_seq = batch[-1].seq
 
     async def close(self, *last: tuple[str, Any]) -> list[turns_pb2.EventInput]:
         """Stop taking events; return those not appended yet followed by ``last``

@@ -340,12 +340,24 @@ class RemoteSaver(ExtendedSaverMethods, BaseCheckpointSaver[str]):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         """Async :meth:`put`."""
+        stored, _ = await self.aput_fenced(config, checkpoint, metadata)
+        return stored
+
+    async def aput_fenced(
+        self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata
+    ) -> tuple[RunnableConfig, int]:
+        """:meth:`aput`, also returning the turn's ``last_seq`` the service recorded as
+        the checkpoint's boundary (0 for a checkpoint of no turn). It may be past the
+        last event the caller appended: the service writes events of its own with a
+        turn's checkpoint (an effect superseded), and the caller's next event comes
+        after them."""
         request, stored = wire.put_request(self.serde, config, checkpoint, metadata)
         if self.stream:
-            await self._channels.aio_stream(run_key(config)).request(put=request)
+            answer = await self._channels.aio_stream(run_key(config)).request(put=request)
+            response = answer.put
         else:
-            await self._channels.aio().put_checkpoint(request)
-        return stored
+            response = await self._channels.aio().put_checkpoint(request)
+        return stored, response.last_seq
 
     async def aput_writes(
         self,

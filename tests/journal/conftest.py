@@ -101,9 +101,11 @@ class Journal:
     async def checkpoint(
         self, thread_id: str, checkpoint_id: str, fence: Fence | None
     ) -> str | None:
-        """PutCheckpoint through the journal's fenced write."""
+        """PutCheckpoint through the journal's fenced write; the turn whose boundary
+        moved (a watcher of its settled events wakes), if any."""
         write = checkpoints.CheckpointWrite(self.put(thread_id, checkpoint_id), fence)
-        return await self.write(lambda tx: checkpoints.write(tx, write, POLICY))
+        boundary = await self.write(lambda tx: checkpoints.write(tx, write, POLICY))
+        return None if boundary is None else boundary.turn_id
 
     async def task_writes(
         self,

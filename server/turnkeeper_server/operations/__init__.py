@@ -1,6 +1,6 @@
 """The operations beneath both surfaces: `rpc/` (gRPC) and `web/` (HTTP: Connect,
 SSE, the LangGraph API) are two translations of these, each mapping its own
-requests, errors and statuses (decision 270).
+requests, errors and statuses (decision 271).
 
     operations = Operations(engine, limits, audit, assertions)
     await operations.turns.cancel(turns_pb2.CancelTurnRequest(turn_id=...), origin)

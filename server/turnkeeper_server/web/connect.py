@@ -6,7 +6,7 @@
                                           ->  404 {"code": "not_found", "message": "..."}
 
 Each route is one method of `BrowserMethods`, a typed protocol of the gRPC
-servicer's methods that browsers may call (decision 270): the request is parsed by
+servicer's methods that browsers may call (decision 271): the request is parsed by
 protobuf's JSON mapping into the method's request type, handed to the servicer's own
 method (so validation, rights and error mapping are the gRPC ones, not a copy), and
 the response is the message's canonical JSON. Connect is the gRPC contract over

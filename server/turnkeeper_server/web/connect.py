@@ -264,7 +264,7 @@ class MethodRoute(Generic[Req, Resp]):
         return functools.partial(self.call, parse(raw, self.request_type))
 
 
-def _route(
+def method_route(
     service: ServiceDescriptor,
     request_type: type[Req],
     call: Callable[[Req, Origin], Awaitable[Resp]],
@@ -283,15 +283,15 @@ def routes(methods: BrowserMethods, service: ServiceDescriptor = TURN_SERVICE) -
     """One route per method of BROWSER_METHODS, bound to `methods`' method of the same
     name, and checked against `service`'s descriptor."""
     out = [
-        _route(service, turns_pb2.TurnStatusRequest, methods.TurnStatus),
-        _route(service, turns_pb2.GetTurnRequest, methods.GetTurn),
-        _route(service, turns_pb2.ListTurnsRequest, methods.ListTurns),
-        _route(service, turns_pb2.ListEventsRequest, methods.ListEvents),
-        _route(service, turns_pb2.ListEffectsRequest, methods.ListEffects),
-        _route(service, turns_pb2.ListAgentsRequest, methods.ListAgents),
-        _route(service, turns_pb2.ResumeDetachedRequest, methods.ResumeDetached),
-        _route(service, turns_pb2.RedriveRequest, methods.Redrive),
-        _route(service, turns_pb2.CancelTurnRequest, methods.CancelTurn),
+        method_route(service, turns_pb2.TurnStatusRequest, methods.TurnStatus),
+        method_route(service, turns_pb2.GetTurnRequest, methods.GetTurn),
+        method_route(service, turns_pb2.ListTurnsRequest, methods.ListTurns),
+        method_route(service, turns_pb2.ListEventsRequest, methods.ListEvents),
+        method_route(service, turns_pb2.ListEffectsRequest, methods.ListEffects),
+        method_route(service, turns_pb2.ListAgentsRequest, methods.ListAgents),
+        method_route(service, turns_pb2.ResumeDetachedRequest, methods.ResumeDetached),
+        method_route(service, turns_pb2.RedriveRequest, methods.Redrive),
+        method_route(service, turns_pb2.CancelTurnRequest, methods.CancelTurn),
     ]
     assert {r.name for r in out} == BROWSER_METHODS, "BROWSER_METHODS and the routes differ"
     return out

@@ -36,6 +36,7 @@ from turnkeeper_server.messaging.jetstream import StreamSpec, ensure_stream
 from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.messaging.outbox import OutboxPublisher
 from turnkeeper_server.metrics import Metrics
+from turnkeeper_server.operations import Operations
 from turnkeeper_server.reaper import LeaseReaper
 from turnkeeper_server.records import Policy
 from turnkeeper_server.retention import RetentionSweeper
@@ -133,13 +134,19 @@ class TurnkeeperServer:
         # nats-server's users follow it: main.py).
         self.on_tokens_reloaded: list[Callable[[Reload], None]] = []
         self.assertions = Assertions(self.tokens) if self.tokens is not None else None
-        self.turn_servicer = TurnServicer(self.engine, settings.limits, self.audit, self.assertions)
-        # The HTTP side calls the same servicer (and so shares its WatchTurn quota).
+        # The operations beneath both surfaces: one instance, so gRPC's WatchTurn and
+        # the HTTP side's event streams count against one quota.
+        self.operations = Operations(self.engine, settings.limits, self.audit, self.assertions)
+        self.turn_servicer = TurnServicer(
+            self.engine, settings.limits, self.audit, self.assertions, self.operations.turns
+        )
         self.web: WebServer | None = None
         if settings.http_listen is not None:
             self.web = WebServer(
                 settings,
-                servicer=self.turn_servicer,
+                operations=self.operations,
+                # Connect: TurnService over HTTP, through the servicer's own methods.
+                methods=self.turn_servicer,
                 tokens=self.tokens,
                 metrics=self.metrics,
                 link=self.link,

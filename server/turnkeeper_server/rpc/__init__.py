@@ -1,1 +1,3 @@
-"""gRPC layer (servicers, interceptors, request limits, proto conversion). Servicers: validate the request, call the store, build the response."""
+"""gRPC layer (servicers, interceptors). Servicers: validate the request, call the
+engine (or the operation both surfaces share, `turnkeeper_server.operations`), build
+the response."""

@@ -17,6 +17,7 @@ from turnkeeper_server.journal import maintenance
 from turnkeeper_server.journal.checkpoints import CheckpointWrite
 from turnkeeper_server.limits import Limits
 from turnkeeper_server.metrics import Metrics
+from turnkeeper_server.operations.threads import ThreadOperations
 from turnkeeper_server.records import Fence
 from turnkeeper_server.security import auth
 from turnkeeper_server.store.records import (
@@ -49,13 +50,16 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
         self.limits = limits
         self.metrics = metrics
         self.audit = audit
+        # DeleteThread and CopyThread are the operations the LangGraph API's thread
+        # delete and copy call too (operations/threads.py; they keep no state).
+        self.threads = ThreadOperations(engine, limits, audit)
 
     def _thread(self, thread_id: str) -> str:
         return lim.check_id("thread_id", thread_id, self.limits)
 
     def _own_thread(self, thread_id: str) -> None:
         """An agent token uses its own agent's threads only (auth.py)."""
-        auth.require_thread(thread_id, lambda: self.engine.turns.thread_agents(thread_id))
+        self.threads.own(thread_id)
 
     def _name(self, name: str, value: str) -> str:
         return lim.check_length(name, value, self.limits.max_name_length)
@@ -228,16 +232,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
     async def DeleteThread(
         self, request: checkpoints_pb2.DeleteThreadRequest, context: Ctx
     ) -> checkpoints_pb2.DeleteThreadResponse:
-        thread_id = self._thread(request.thread_id)
-        async with audit_log.audited(self.audit, audit_log.DELETE_THREAD, thread_id, context):
-            self._own_thread(thread_id)
-            erased = await self.engine.turns.erase_thread(
-                thread_id=thread_id, cancel=request.cancel
-            )
-        return checkpoints_pb2.DeleteThreadResponse(
-            turns_deleted=erased.turns_deleted,
-            cancelled_turn_id=erased.cancelled.turn.turn_id if erased.cancelled else "",
-        )
+        return await self.threads.erase(request, context, self._own_thread)
 
     # -- LangGraph's extended saver operations (journal/maintenance.py) ----------------
 
@@ -278,15 +273,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
     async def CopyThread(
         self, request: checkpoints_pb2.CopyThreadRequest, context: Ctx
     ) -> checkpoints_pb2.CopyThreadResponse:
-        source = lim.check_id("source_thread_id", request.source_thread_id, self.limits)
-        target = lim.check_id("target_thread_id", request.target_thread_id, self.limits)
-        async with audit_log.audited(
-            self.audit, audit_log.COPY_THREAD, f"{source} -> {target}", context
-        ):
-            self._own_thread(source)
-            self._own_thread(target)
-            copied = await self.engine.checkpoints.copy_thread(source, target)
-        return checkpoints_pb2.CopyThreadResponse(checkpoints_copied=copied)
+        return await self.threads.copy(request, context, self._own_thread)
 
 
 _PRUNE = {

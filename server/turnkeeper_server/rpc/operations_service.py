@@ -9,7 +9,7 @@ from turnkeeper.v1 import operations_pb2, operations_pb2_grpc
 from turnkeeper_server import limits as lim
 from turnkeeper_server.audit import AuditLog
 from turnkeeper_server.errors import InvalidArgument, WrongState
-from turnkeeper_server.rpc.convert import timestamp
+from turnkeeper_server.operations.convert import timestamp
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.assertions import Assertions
 from turnkeeper_server.security.auth import TokenStore

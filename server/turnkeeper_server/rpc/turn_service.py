@@ -6,23 +6,34 @@ import base64
 import contextlib
 import json
 import re
-from collections.abc import AsyncGenerator, AsyncIterator, Sequence
+from collections.abc import AsyncIterator, Sequence
 
 from google.protobuf import duration_pb2, struct_pb2
 from grpc import aio
-from turnkeeper._caller_assertion import METADATA as ASSERTION_METADATA
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 
 from turnkeeper_server import audit as audit_log
 from turnkeeper_server import limits as lim
 from turnkeeper_server.audit import AuditLog
-from turnkeeper_server.engine import Engine, Reset
+from turnkeeper_server.engine import Engine
 from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.journal import effects, start
 from turnkeeper_server.journal.redrive import Redriven
 from turnkeeper_server.journal.start import StartRequest
 from turnkeeper_server.journal.versions import Served
 from turnkeeper_server.limits import Limits
+from turnkeeper_server.operations.convert import (
+    PROTO_TO_EFFECT_POLICY,
+    PROTO_TO_STATE,
+    STATE_TO_PROTO,
+    effect_to_proto,
+    timestamp,
+    turn_to_proto,
+    value_to_json,
+    version_ref,
+)
+from turnkeeper_server.operations.origin import Origin
+from turnkeeper_server.operations.turns import TurnOperations
 from turnkeeper_server.records import (
     EFFECT_DONE,
     EFFECT_FAILED,
@@ -30,21 +41,12 @@ from turnkeeper_server.records import (
     EffectCall,
     NewEvent,
 )
-from turnkeeper_server.rpc.convert import (
-    PROTO_TO_EFFECT_POLICY,
-    PROTO_TO_STATE,
-    STATE_TO_PROTO,
-    effect_to_proto,
-    event_to_proto,
-    timestamp,
-    turn_to_proto,
-    value_to_json,
-    version_ref,
-)
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.assertions import Assertions
 
 Ctx = aio.ServicerContext[object, object]
+# The methods browsers call over Connect too (web/connect.py `BrowserMethods`) take
+# an `Origin` (operations/origin.py), which a gRPC context and the HTTP side's are.
 # A graph fingerprint: SHA-256 in hex (docs/versions.md).
 _FINGERPRINT = re.compile(r"^[0-9a-f]{64}$")
 
@@ -56,39 +58,27 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         limits: Limits,
         audit: AuditLog | None = None,
         assertions: Assertions | None = None,
+        operations: TurnOperations | None = None,
     ) -> None:
         self.engine = engine
         self.limits = limits
         self.audit = audit
-        # Reads the caller assertions bridges pass on (None without tokens).
-        self.assertions = assertions
-        self.watch_streams = lim.StreamQuota(
-            "WatchTurn streams", limits.max_watch_streams_per_client, "max_watch_streams_per_client"
-        )
+        # What the HTTP side offers too (cancel, reads, the watch and its quota) is
+        # one call of the operations beneath both surfaces (operations/turns.py).
+        self.operations = operations or TurnOperations(engine, limits, audit, assertions)
 
     # -- validation helpers ---------------------------------------------------------
 
     def _id(self, name: str, value: str) -> str:
         return lim.check_id(name, value, self.limits)
 
-    def _acting_for(self, context: Ctx, method: str) -> None:
-        """A bridge (an agent token) that passes on its caller's assertion for
-        `method` acts for that caller from here on: the caller's rights apply too,
-        and the audit log names it. A forged or stale one is UNAUTHENTICATED."""
-        caller = auth.current()
-        if self.assertions is None or caller is None or caller.role != auth.AGENT:
-            return
-        values = [v for k, v in context.invocation_metadata() or () if k == ASSERTION_METADATA]
-        if not values:
-            return
-        value = values[0] if isinstance(values[0], str) else values[0].decode("utf-8", "replace")
-        assertion = self.assertions.read(value, caller.agent or "", method)
-        auth.require_jsonrpc_role(assertion.role, method)
-        auth.act_for(assertion)
+    def _acting_for(self, context: Origin, method: str) -> None:
+        """Whom a bridge acts for (operations/origin.py)."""
+        self.operations.acting_for(context, method)
 
     def _own(self, turn_id: str) -> None:
         """An agent token acts on its own agent's turns only (auth.py)."""
-        auth.require_turn(turn_id, lambda: self.engine.turns.get(turn_id))
+        self.operations.own(turn_id)
 
     def _attempt(self, attempt: int) -> int:
         if attempt < 0:
@@ -198,23 +188,12 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         )
 
     async def CancelTurn(
-        self, request: turns_pb2.CancelTurnRequest, context: Ctx
+        self, request: turns_pb2.CancelTurnRequest, context: Origin
     ) -> turns_pb2.CancelTurnResponse:
-        turn_id = self._id("turn_id", request.turn_id)
-        self._acting_for(context, auth.JSONRPC_CANCEL)
-        async with audit_log.audited(self.audit, audit_log.CANCEL, turn_id, context):
-            # Ownership first: another agent's turn is NOT_FOUND whatever the request.
-            self._own(turn_id)
-            lim.check_size("reason", len(request.reason.encode()), MAX_REASON_BYTES)
-            cancelled = await self.engine.turns.cancel(
-                turn_id=turn_id, rollback=request.rollback, detail=request.reason
-            )
-        return turns_pb2.CancelTurnResponse(
-            turn=turn_to_proto(cancelled.turn), checkpoints_removed=cancelled.checkpoints_removed
-        )
+        return await self.operations.cancel(request, context)
 
     async def TurnStatus(
-        self, request: turns_pb2.TurnStatusRequest, context: Ctx
+        self, request: turns_pb2.TurnStatusRequest, context: Origin
     ) -> turns_pb2.TurnStatusResponse:
         turn_id = self._id("turn_id", request.turn_id)
         # Another agent's turn is UNKNOWN to an agent token, like a never-seen id.
@@ -236,14 +215,12 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         )
 
     async def GetTurn(
-        self, request: turns_pb2.GetTurnRequest, context: Ctx
+        self, request: turns_pb2.GetTurnRequest, context: Origin
     ) -> turns_pb2.GetTurnResponse:
-        turn = self.engine.turns.require(self._id("turn_id", request.turn_id))
-        auth.require_turn(turn.turn_id, lambda: turn)
-        return turns_pb2.GetTurnResponse(turn=turn_to_proto(turn, *self.engine.turns.explain(turn)))
+        return self.operations.get(request)
 
     async def ListTurns(
-        self, request: turns_pb2.ListTurnsRequest, context: Ctx
+        self, request: turns_pb2.ListTurnsRequest, context: Origin
     ) -> turns_pb2.ListTurnsResponse:
         size = lim.page_size(request.page_size, 100, self.limits)
         state = None
@@ -269,17 +246,9 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         )
 
     async def ListEvents(
-        self, request: turns_pb2.ListEventsRequest, context: Ctx
+        self, request: turns_pb2.ListEventsRequest, context: Origin
     ) -> turns_pb2.ListEventsResponse:
-        turn = self.engine.turns.require(self._id("turn_id", request.turn_id))
-        auth.require_turn(turn.turn_id, lambda: turn)
-        if request.after_seq < 0:
-            raise InvalidArgument("after_seq must not be negative")
-        size = lim.page_size(request.page_size, self.limits.max_page_size, self.limits)
-        events = self.engine.turns.events(turn.turn_id, request.after_seq, size)
-        return turns_pb2.ListEventsResponse(
-            events=[event_to_proto(e) for e in events], last_seq=turn.last_seq
-        )
+        return self.operations.list_events(request)
 
     async def Heartbeat(
         self, request: turns_pb2.HeartbeatRequest, context: Ctx
@@ -336,7 +305,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         return turns_pb2.FinishTurnResponse(turn=turn_to_proto(turn))
 
     async def ResumeDetached(
-        self, request: turns_pb2.ResumeDetachedRequest, context: Ctx
+        self, request: turns_pb2.ResumeDetachedRequest, context: Origin
     ) -> turns_pb2.ResumeDetachedResponse:
         turn_id = self._id("turn_id", request.turn_id)
         resume_json = self._value("resume", request.resume, self.limits.max_resume_bytes)
@@ -349,7 +318,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         return turns_pb2.ResumeDetachedResponse(turn=turn_to_proto(turn), dispatched=dispatched)
 
     async def Redrive(
-        self, request: turns_pb2.RedriveRequest, context: Ctx
+        self, request: turns_pb2.RedriveRequest, context: Origin
     ) -> turns_pb2.RedriveResponse:
         if request.turn_id:
             if request.agent or request.replica or request.incarnation:
@@ -456,7 +425,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         return turns_pb2.RecordEffectResponse(effect=effect_to_proto(effect))
 
     async def ListEffects(
-        self, request: turns_pb2.ListEffectsRequest, context: Ctx
+        self, request: turns_pb2.ListEffectsRequest, context: Origin
     ) -> turns_pb2.ListEffectsResponse:
         turn = self.engine.turns.require(self._id("turn_id", request.turn_id))
         auth.require_turn(turn.turn_id, lambda: turn)
@@ -471,7 +440,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         )
 
     async def ListAgents(
-        self, request: turns_pb2.ListAgentsRequest, context: Ctx
+        self, request: turns_pb2.ListAgentsRequest, context: Origin
     ) -> turns_pb2.ListAgentsResponse:
         names = set(self.engine.directory.known_agents()) | set(
             self.engine.turns.announced_agents()
@@ -537,34 +506,11 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
     async def WatchTurn(
         self, request: turns_pb2.WatchTurnRequest, context: Ctx
     ) -> AsyncIterator[turns_pb2.WatchTurnResponse]:
-        with self.watch_streams.hold(auth.client_key(context)):
-            async with contextlib.aclosing(self.watch_frames(request)) as frames:
+        with self.operations.watch_quota(context):
+            async with contextlib.aclosing(self.operations.watch(request)) as frames:
                 async for frame in frames:
                     yield frame
 
-    async def watch_frames(
-        self, request: turns_pb2.WatchTurnRequest
-    ) -> AsyncGenerator[turns_pb2.WatchTurnResponse, None]:
-        """WatchTurn without its quota: the SSE route holds the quota itself, before
-        it answers 200, so that a client over it gets 429 (decision 187)."""
-        turn_id = self._id("turn_id", request.turn_id)
-        if request.after_seq < 0:
-            raise InvalidArgument("after_seq must not be negative")
-        self._own(turn_id)
-        # When a watcher leaves while a frame is being sent, grpc does not cancel this
-        # handler: it stops iterating it and closes it at its `yield`. aclosing() then
-        # closes the engine's stream too, at once, not whenever it is collected.
-        async with contextlib.aclosing(
-            self.engine.turns.watch(turn_id, request.after_seq)
-        ) as frames:
-            async for frame in frames:
-                if isinstance(frame, Reset):
-                    yield turns_pb2.WatchTurnResponse(reset=_reset(frame))
-                else:
-                    yield turns_pb2.WatchTurnResponse(event=event_to_proto(frame))
-
-
-MAX_REASON_BYTES = 1000
 
 _DECISIONS = {
     effects.RUN: turns_pb2.EFFECT_DECISION_RUN,
@@ -599,10 +545,6 @@ def _seconds(name: str, value: duration_pb2.Duration) -> float:
     if seconds < 0:
         raise InvalidArgument(f"{name} must not be negative (unset or 0: the service's default)")
     return seconds
-
-
-def _reset(frame: Reset) -> turns_pb2.Reset:
-    return turns_pb2.Reset(seq=frame.seq, attempt=frame.attempt, checkpoint_id=frame.checkpoint_id)
 
 
 def _served(graph: turns_pb2.GraphVersion) -> Served:

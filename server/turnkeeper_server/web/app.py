@@ -1,11 +1,12 @@
 """The HTTP side's aiohttp application and lifecycle, in the gRPC server's event loop.
 
-    web = WebServer(settings, servicer=..., tokens=..., metrics=..., link=...)
+    web = WebServer(settings, operations=..., methods=..., tokens=..., metrics=..., link=...)
     await web.start()        # bound (port 0 works); web.url is where it serves
     await web.stop()         # safe to call twice
 
-Routes: the Connect methods of TurnService (`connect.py`), a turn's events as SSE
-(`sse.py`), the agent relay (`relay.py`), /v1/health and /v1/metrics, and the pages
+Routes: the Connect methods of TurnService (`connect.py`, through the gRPC
+servicer's methods as a typed protocol), a turn's events as SSE (`sse.py`, through
+the operations beneath both surfaces), the agent relay (`relay.py`), /v1/health and /v1/metrics, and the pages
 under /console/ (`static/`). The exposure rule is the gRPC side's own
 (`transport.check_exposure`), applied to this address.
 """
@@ -25,9 +26,9 @@ from aiohttp.typedefs import Middleware
 from prometheus_client.metrics_core import Metric
 
 from turnkeeper_server.errors import PermissionDenied
-from turnkeeper_server.messaging.directory import AgentDirectory
 from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.metrics import Metrics
+from turnkeeper_server.operations import Operations
 from turnkeeper_server.security import auth, transport
 from turnkeeper_server.security.assertions import Assertions
 from turnkeeper_server.security.auth import TokenStore
@@ -35,6 +36,7 @@ from turnkeeper_server.security.streams import OpenStreams
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web import connect, guard, langgraph
 from turnkeeper_server.web.connect import error_response
+from turnkeeper_server.web.pump import Pump
 from turnkeeper_server.web.relay import AgentRelay
 from turnkeeper_server.web.sse import EventStream
 
@@ -165,14 +167,14 @@ class WebServer:
         self,
         settings: WebSettings,
         *,
-        servicer: object,
+        operations: Operations,
+        methods: connect.BrowserMethods,
         tokens: TokenStore | None,
         metrics: Metrics,
         link: NatsLink,
         serving: Callable[[], bool],
         streams: OpenStreams | None = None,
         assertions: Assertions | None = None,
-        directory: AgentDirectory | None = None,
         announced: Callable[[str], bool] = lambda agent: True,
         agents: Callable[[], list[str]] = list,
     ) -> None:
@@ -211,9 +213,13 @@ class WebServer:
         self.app.on_response_prepare.append(_headers)
         if cors is not None:
             self.app.on_response_prepare.append(cors.on_prepare)
-        connect.add_routes(self.app, servicer, tokens, metrics)
+        connect.add_routes(self.app, methods, tokens, metrics)
+        # Each caller's open streams, ended when its token is revoked (as WatchTurn's).
+        streams = streams if streams is not None else OpenStreams()
         self.events = EventStream(
-            servicer, tokens, streams, write_timeout=settings.http_write_timeout
+            operations.turns,
+            tokens,
+            Pump(operations.turns, streams, write_timeout=settings.http_write_timeout),
         )
         self.app.router.add_get("/v1/turns/{turn_id}/events", self.events.__call__)
         self.relay = AgentRelay(
@@ -226,22 +232,15 @@ class WebServer:
         )
         self.app.router.add_post("/v1/agents/{agent}/rpc", self.relay.__call__)
         # LangGraph's API (web/langgraph/): the assistants are the agents announced.
-        # The engine's own (the version policies route hand-offs by it) when it has one.
-        self.directory = (
-            directory
-            or getattr(getattr(servicer, "engine", None), "directory", None)
-            or AgentDirectory(link, prefix=settings.subject_prefix, namespace=settings.namespace)
-        )
         langgraph.add_routes(
             self.app,
             langgraph.Deps(
-                engine=servicer.engine,  # type: ignore[attr-defined]
-                servicer=servicer,
+                engine=operations.engine,
+                operations=operations,
                 relay=self.relay,
-                directory=self.directory,
+                directory=operations.directory,
                 tokens=tokens,
-                write_timeout=settings.http_write_timeout,
-                streams=self.events.streams,
+                pump=Pump(operations.turns, streams, write_timeout=settings.http_write_timeout),
             ),
         )
         self.app.router.add_get("/v1/health", self._health)

@@ -5,10 +5,13 @@
     {"turnId": "t1"}                      ->  200 {"turn": {...}}
                                           ->  404 {"code": "not_found", "message": "..."}
 
-The routes are generated from the service descriptor in the generated stubs: the
-request is parsed by protobuf's JSON mapping into the method's request type, handed
-to the gRPC servicer's own method (so validation, rights and error mapping are the
-gRPC ones, not a copy), and the response is the message's canonical JSON. Only
+Each route is one method of `BrowserMethods`, a typed protocol of the gRPC
+servicer's methods that browsers may call (decision 272): the request is parsed by
+protobuf's JSON mapping into the method's request type, handed to the servicer's own
+method (so validation, rights and error mapping are the gRPC ones, not a copy), and
+the response is the message's canonical JSON. Connect is the gRPC contract over
+HTTP, so it dispatches per proto method rather than through the operations beneath
+both surfaces (operations/): the servicer is that contract's one implementation. Only
 BROWSER_METHODS are offered: the reads and the operator's actions; the executor's
 writes stay on gRPC, and WatchTurn (a stream) is `sse.py`.
 """
@@ -16,16 +19,17 @@ writes stay on gRPC, and WatchTurn (a stream) is `sse.py`.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
-from typing import Any, Final
+from typing import Any, Final, Generic, Protocol, TypeVar
 
 import grpc
 from aiohttp import web
-from google.protobuf import json_format, message_factory
-from google.protobuf.descriptor import MethodDescriptor, ServiceDescriptor
+from google.protobuf import json_format
+from google.protobuf.descriptor import ServiceDescriptor
 from google.protobuf.message import Message
 from turnkeeper.v1 import turns_pb2
 
@@ -36,6 +40,7 @@ from turnkeeper_server.errors import (
     status_for,
 )
 from turnkeeper_server.metrics import Metrics
+from turnkeeper_server.operations.origin import Metadata, Origin
 from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.web import auth as web_auth
 
@@ -151,7 +156,11 @@ def to_json(message: Message) -> dict[str, Any]:
     return json_format.MessageToDict(message, always_print_fields_with_no_presence=True)
 
 
-def parse(raw: bytes, request_type: type[Message]) -> Message:
+Req = TypeVar("Req", bound=Message)
+Resp = TypeVar("Resp", bound=Message)
+
+
+def parse(raw: bytes, request_type: type[Req]) -> Req:
     """The body as the method's request; INVALID_ARGUMENT saying what is wrong."""
     request = request_type()
     if not raw.strip():
@@ -166,8 +175,9 @@ def parse(raw: bytes, request_type: type[Message]) -> Message:
 
 
 class HttpContext:
-    """What the servicer reads of a gRPC context, for a call that came over HTTP:
-    the peer (quota keys when authentication is off)."""
+    """What an operation reads of a gRPC context (operations/origin.py), for a call
+    that came over HTTP: the peer (quota keys when authentication is off), and no
+    metadata (a browser passes on no caller assertion)."""
 
     def __init__(self, request: web.Request) -> None:
         self.request = request
@@ -177,33 +187,113 @@ class HttpContext:
         kind = "ipv6" if ":" in remote else "ipv4"
         return f"{kind}:{remote}:0"
 
+    def invocation_metadata(self) -> Metadata | None:
+        return None
+
+
+class BrowserMethods(Protocol):
+    """The methods of TurnService that browsers may call (BROWSER_METHODS), as the
+    gRPC servicer (rpc/turn_service.py) has them."""
+
+    async def TurnStatus(
+        self, request: turns_pb2.TurnStatusRequest, context: Origin
+    ) -> turns_pb2.TurnStatusResponse: ...
+
+    async def GetTurn(
+        self, request: turns_pb2.GetTurnRequest, context: Origin
+    ) -> turns_pb2.GetTurnResponse: ...
+
+    async def ListTurns(
+        self, request: turns_pb2.ListTurnsRequest, context: Origin
+    ) -> turns_pb2.ListTurnsResponse: ...
+
+    async def ListEvents(
+        self, request: turns_pb2.ListEventsRequest, context: Origin
+    ) -> turns_pb2.ListEventsResponse: ...
+
+    async def ListEffects(
+        self, request: turns_pb2.ListEffectsRequest, context: Origin
+    ) -> turns_pb2.ListEffectsResponse: ...
+
+    async def ListAgents(
+        self, request: turns_pb2.ListAgentsRequest, context: Origin
+    ) -> turns_pb2.ListAgentsResponse: ...
+
+    async def ResumeDetached(
+        self, request: turns_pb2.ResumeDetachedRequest, context: Origin
+    ) -> turns_pb2.ResumeDetachedResponse: ...
+
+    async def Redrive(
+        self, request: turns_pb2.RedriveRequest, context: Origin
+    ) -> turns_pb2.RedriveResponse: ...
+
+    async def CancelTurn(
+        self, request: turns_pb2.CancelTurnRequest, context: Origin
+    ) -> turns_pb2.CancelTurnResponse: ...
+
+
+class Route(Protocol):
+    """One Connect route: a method, its request type, and the call that answers it."""
+
+    @property
+    def name(self) -> str: ...
+
+    @property
+    def path(self) -> str: ...
+
+    @property
+    def request_type(self) -> type[Message]: ...
+
+    @property
+    def call(self) -> Callable[..., Awaitable[Message]]: ...
+
+    def bind(self, raw: bytes) -> Callable[[Origin], Awaitable[Message]]:
+        """The call of the method with the request body parsed (INVALID_ARGUMENT
+        when it is not the method's request)."""
+        ...
+
 
 @dataclass(frozen=True)
-class Route:
+class MethodRoute(Generic[Req, Resp]):
     name: str
     path: str
-    request_type: type[Message]
-    call: Callable[[Message, Any], Awaitable[Message]]
+    request_type: type[Req]
+    call: Callable[[Req, Origin], Awaitable[Resp]]
+
+    def bind(self, raw: bytes) -> Callable[[Origin], Awaitable[Resp]]:
+        return functools.partial(self.call, parse(raw, self.request_type))
 
 
-def routes(servicer: object, service: ServiceDescriptor = TURN_SERVICE) -> list[Route]:
-    """One route per unary method of `service` in BROWSER_METHODS, bound to
-    `servicer`'s method of the same name."""
-    out = []
-    method: MethodDescriptor
-    for method in service.methods:
-        if method.name not in BROWSER_METHODS:
-            continue
-        if method.client_streaming or method.server_streaming:
-            continue
-        out.append(
-            Route(
-                name=method.name,
-                path=f"/{service.full_name}/{method.name}",
-                request_type=message_factory.GetMessageClass(method.input_type),
-                call=getattr(servicer, method.name),
-            )
-        )
+def method_route(
+    service: ServiceDescriptor,
+    request_type: type[Req],
+    call: Callable[[Req, Origin], Awaitable[Resp]],
+) -> Route:
+    """The route of the unary method of `service` whose request is `request_type`."""
+    name = request_type.DESCRIPTOR.name.removesuffix("Request")
+    method = service.methods_by_name[name]
+    if method.client_streaming or method.server_streaming:
+        raise ValueError(f"{name} streams: Connect's unary JSON form cannot carry it")
+    if method.input_type.full_name != request_type.DESCRIPTOR.full_name:
+        raise ValueError(f"{name} takes {method.input_type.full_name}")
+    return MethodRoute(name, f"/{service.full_name}/{name}", request_type, call)
+
+
+def routes(methods: BrowserMethods, service: ServiceDescriptor = TURN_SERVICE) -> list[Route]:
+    """One route per method of BROWSER_METHODS, bound to `methods`' method of the same
+    name, and checked against `service`'s descriptor."""
+    out = [
+        method_route(service, turns_pb2.TurnStatusRequest, methods.TurnStatus),
+        method_route(service, turns_pb2.GetTurnRequest, methods.GetTurn),
+        method_route(service, turns_pb2.ListTurnsRequest, methods.ListTurns),
+        method_route(service, turns_pb2.ListEventsRequest, methods.ListEvents),
+        method_route(service, turns_pb2.ListEffectsRequest, methods.ListEffects),
+        method_route(service, turns_pb2.ListAgentsRequest, methods.ListAgents),
+        method_route(service, turns_pb2.ResumeDetachedRequest, methods.ResumeDetached),
+        method_route(service, turns_pb2.RedriveRequest, methods.Redrive),
+        method_route(service, turns_pb2.CancelTurnRequest, methods.CancelTurn),
+    ]
+    assert {r.name for r in out} == BROWSER_METHODS, "BROWSER_METHODS and the routes differ"
     return out
 
 
@@ -240,19 +330,18 @@ class ConnectHandler:
                 f"send the request as Content-Type application/json, not {content_type!r}"
             )
         caller = web_auth.caller_of(request, self.tokens)
-        raw = await read_body(request)
-        message = parse(raw, self.route.request_type)
+        call = self.route.bind(await read_body(request))
         with web_auth.acting_as(caller):
             web_auth.require(self.route.name)
-            return await self.route.call(message, HttpContext(request))
+            return await call(HttpContext(request))
 
 
 def add_routes(
-    app: web.Application, servicer: object, tokens: TokenStore | None, metrics: Metrics
+    app: web.Application, methods: BrowserMethods, tokens: TokenStore | None, metrics: Metrics
 ) -> list[str]:
     """Adds the Connect routes; returns their paths."""
     paths = []
-    for route in routes(servicer):
+    for route in routes(methods):
         # The bound method: aiohttp wants a coroutine function, not a callable object.
         app.router.add_post(route.path, ConnectHandler(route, tokens, metrics).__call__)
         paths.append(route.path)

@@ -17,70 +17,32 @@ Resuming: a reconnect sends the id of the last event it showed (the page's fetch
 reader sets the header; EventSource sets it itself). With `attempt` (of that event)
 the service first checks that the event is still retained as shown: if the turn was
 rewound while nothing was connected, the stream starts with a reset (`local: true`)
-and replays from seq 1, so no stale event stays on the page. The stream is the gRPC
-servicer's WatchTurn, so rights, quotas and frames are WatchTurn's own; the quota
-is held before the response starts, so a client over it is answered 429. Each open
-stream is held in the service's OpenStreams as a gRPC WatchTurn is, so a token reload
-that revokes its token ends it with an `error` frame (UNAUTHENTICATED).
+and replays from seq 1, so no stale event stays on the page. The stream is the watch
+operation gRPC's WatchTurn serves (operations/turns.py), so rights, quotas and frames
+are WatchTurn's own; the pump (pump.py) holds the quota before the response starts,
+so a client over it is answered 429, and ends the stream with an `error` frame
+(UNAUTHENTICATED) when a token reload revokes its token.
 """
 
 from __future__ import annotations
 
 import asyncio
-import collections
 import contextlib
 import json
-import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from typing import Any, Final
 
 from aiohttp import web
 from turnkeeper.v1 import turns_pb2
 
 from turnkeeper_server.errors import InvalidArgument, Unauthenticated, status_for
-from turnkeeper_server.security.auth import Caller, TokenStore, client_key
-from turnkeeper_server.security.streams import OpenStream, OpenStreams
+from turnkeeper_server.operations.turns import TurnOperations
+from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.web import auth as web_auth
-from turnkeeper_server.web.connect import HttpContext, connect_code, error_response, to_json
+from turnkeeper_server.web.connect import connect_code, error_response, to_json
+from turnkeeper_server.web.pump import BUFFER_BYTES, Frame, Pump
 
-log = logging.getLogger(__name__)
-
-# A comment line this often keeps proxies and the browser from closing an idle stream.
-KEEPALIVE_SECONDS: Final = 15.0
-# Frames read ahead of the client, in bytes (always at least one frame), and how long
-# one write may wait for a client that does not read before it is dropped; it
-# resumes with Last-Event-ID (decision 184).
-BUFFER_BYTES: Final = 1 << 20
-WRITE_TIMEOUT_SECONDS: Final = 30.0
-
-
-class FrameBuffer:
-    """Frames between the watch and the client, bounded in bytes: `put` waits while
-    the buffer holds `limit` bytes or more (one frame always fits)."""
-
-    def __init__(self, limit: int) -> None:
-        self.limit = limit
-        self.bytes = 0
-        self._items: collections.deque[tuple[bytes | BaseException | None, int]] = (
-            collections.deque()
-        )
-        self._changed = asyncio.Condition()
-
-    async def put(self, item: bytes | BaseException | None) -> None:
-        size = len(item) if isinstance(item, bytes) else 0
-        async with self._changed:
-            await self._changed.wait_for(lambda: not self.bytes or self.bytes + size <= self.limit)
-            self._items.append((item, size))
-            self.bytes += size
-            self._changed.notify_all()
-
-    async def get(self) -> bytes | BaseException | None:
-        async with self._changed:
-            await self._changed.wait_for(lambda: bool(self._items))
-            item, size = self._items.popleft()
-            self.bytes -= size
-            self._changed.notify_all()
-            return item
+__all__ = ["BUFFER_BYTES", "EventStream", "event_data", "frame", "resume_point", "watch_frame"]
 
 
 def frame(event: str, data: Any, *, id: int | None = None) -> bytes:
@@ -134,78 +96,43 @@ def resume_point(request: web.Request) -> tuple[int, int | None]:
 class EventStream:
     """The handler of GET /v1/turns/{turn_id}/events."""
 
-    def __init__(
-        self,
-        servicer: Any,
-        tokens: TokenStore | None,
-        streams: OpenStreams | None = None,
-        *,
-        buffer_bytes: int = BUFFER_BYTES,
-        write_timeout: float = WRITE_TIMEOUT_SECONDS,
-    ) -> None:
-        self.servicer = servicer
+    def __init__(self, operations: TurnOperations, tokens: TokenStore | None, pump: Pump) -> None:
+        self.operations = operations
         self.tokens = tokens
-        self.streams = streams if streams is not None else OpenStreams()
-        self.buffer_bytes = buffer_bytes
-        self.write_timeout = write_timeout
-        # What the open streams hold: frames read ahead plus what the socket has not
-        # taken yet, now and at its highest; and the clients dropped for not reading.
-        self.held: dict[int, int] = {}
-        self.peak_held = 0
-        self.dropped = 0
-        self.dropped_event = asyncio.Event()
+        self.pump = pump
 
     async def __call__(self, request: web.Request) -> web.StreamResponse:
         turn_id = request.match_info["turn_id"]
-        context = HttpContext(request)
-        # WatchTurn's quota, held here rather than by the watch: a client over it is
-        # answered 429 before the stream's 200 (decision 187).
+        # WatchTurn's quota, held before the stream's 200: a client over it is
+        # answered 429 (decision 187).
         quota = contextlib.ExitStack()
         try:
             caller = web_auth.caller_of(request, self.tokens)
             after, attempt = resume_point(request)
             with web_auth.acting_as(caller):
                 web_auth.require("WatchTurn")
-                # GetTurn validates the id and answers NOT_FOUND for an unknown turn
+                # The read validates the id and answers NOT_FOUND for an unknown turn
                 # (and for another agent's, to an agent token) before the stream opens.
-                got = await self.servicer.GetTurn(
-                    turns_pb2.GetTurnRequest(turn_id=turn_id), context
-                )
-                start, local_reset = await self._start(got.turn, after, attempt, context)
-                quota.enter_context(self.servicer.watch_streams.hold(client_key(context)))
+                got = self.operations.get(turns_pb2.GetTurnRequest(turn_id=turn_id))
+                start, local_reset = self._start(got.turn, after, attempt)
+                quota.enter_context(self.pump.admit(request))
         except Exception as exc:
             quota.close()
             return error_response(exc)
         with quota:
-            return await self._respond(request, caller, turn_id, start, local_reset, context)
-
-    async def _respond(
-        self,
-        request: web.Request,
-        caller: Caller | None,
-        turn_id: str,
-        start: int,
-        local_reset: bytes | None,
-        context: HttpContext,
-    ) -> web.StreamResponse:
-        response = web.StreamResponse(
-            headers={
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-store",
-                "X-Accel-Buffering": "no",
-            }
-        )
-        await response.prepare(request)
-        if local_reset is not None:
-            await response.write(local_reset)
-        with web_auth.acting_as(caller), contextlib.ExitStack() as held:
-            # Without authentication there is no token to revoke.
-            entry = None if caller is None else held.enter_context(self.streams.hold(caller))
-            await self._stream(response, request.transport, turn_id, start, context, entry)
+            response, _ = await self.pump.serve(
+                request,
+                caller,
+                self._frames(turn_id, start),
+                _TurnFraming(self.operations, turn_id),
+                name=f"SSE of turn {turn_id}",
+                after=start,
+                preamble=local_reset,
+            )
         return response
 
-    async def _start(
-        self, turn: turns_pb2.Turn, after: int, attempt: int | None, context: HttpContext
+    def _start(
+        self, turn: turns_pb2.Turn, after: int, attempt: int | None
     ) -> tuple[int, bytes | None]:
         """Where the watch starts, and a reset of our own when the resume point is no
         longer what the page showed (the turn was rewound while it was away)."""
@@ -213,9 +140,8 @@ class EventStream:
             return 0, None
         stale = after > turn.last_seq
         if not stale and attempt is not None:
-            listed = await self.servicer.ListEvents(
-                turns_pb2.ListEventsRequest(turn_id=turn.turn_id, after_seq=after - 1, page_size=1),
-                context,
+            listed = self.operations.list_events(
+                turns_pb2.ListEventsRequest(turn_id=turn.turn_id, after_seq=after - 1, page_size=1)
             )
             shown = [e for e in listed.events if e.seq == after]
             stale = not shown or shown[0].attempt != attempt
@@ -224,116 +150,48 @@ class EventStream:
         reset = {"seq": 0, "attempt": turn.attempts, "checkpointId": "", "local": True}
         return 0, frame("reset", reset, id=0)
 
-    async def _stream(
-        self,
-        response: web.StreamResponse,
-        transport: asyncio.Transport | None,
-        turn_id: str,
-        after: int,
-        context: HttpContext,
-        entry: OpenStream | None,
-    ) -> None:
-        frames = FrameBuffer(self.buffer_bytes)
-        key = id(frames)
+    async def _frames(self, turn_id: str, after: int) -> AsyncGenerator[Frame, None]:
+        watch = self.operations.watch(turns_pb2.WatchTurnRequest(turn_id=turn_id, after_seq=after))
+        async with contextlib.aclosing(watch) as items:
+            async for item in items:
+                seq = item.event.seq if item.HasField("event") else None
+                yield Frame(watch_frame(item), seq)
 
-        async def pump() -> None:
-            watch: AsyncIterator[turns_pb2.WatchTurnResponse] = self.servicer.watch_frames(
-                turns_pb2.WatchTurnRequest(turn_id=turn_id, after_seq=after)
-            )
-            try:
-                async for item in watch:
-                    seq = item.event.seq if item.HasField("event") else None
-                    data = watch_frame(item)
-                    # The seq rides in front of the frame: "<seq>\n" (or "-\n").
-                    await frames.put(f"{'-' if seq is None else seq}\n".encode() + data)
-                await frames.put(None)
-            except asyncio.CancelledError:
-                raise
-            except Exception as exc:
-                await frames.put(exc)
-            finally:
-                with contextlib.suppress(Exception):
-                    await watch.aclose()  # type: ignore[attr-defined]
+    # What the streams hold and drop (pump.py), for the slow-reader tests and metrics.
+    @property
+    def held(self) -> dict[int, int]:
+        return self.pump.held
 
-        async def write(data: bytes) -> None:
-            try:
-                await asyncio.wait_for(response.write(data), self.write_timeout)
-            except TimeoutError:
-                raise _Stalled() from None
-            finally:
-                buffered = transport.get_write_buffer_size() if transport is not None else 0
-                self.held[key] = frames.bytes + buffered
-                self.peak_held = max(self.peak_held, self.held[key])
+    @property
+    def peak_held(self) -> int:
+        return self.pump.peak_held
 
-        task = asyncio.create_task(pump())
-        last_seq = after
-        try:
-            while True:
-                if entry is not None and entry.revoked:
-                    await write(_revoked())
-                    return
-                try:
-                    if entry is not None:
-                        entry.waiting = True
-                    item = await asyncio.wait_for(frames.get(), KEEPALIVE_SECONDS)
-                except TimeoutError:
-                    await write(b": keep-alive\n\n")
-                    continue
-                except asyncio.CancelledError:
-                    # OpenStreams.end cancels a waiting stream whose token was revoked.
-                    if entry is None or not entry.revoked or entry.task is None:
-                        raise
-                    entry.task.uncancel()
-                    await write(_revoked())
-                    return
-                finally:
-                    if entry is not None:
-                        entry.waiting = False
-                if item is None:
-                    turn = await self.servicer.GetTurn(
-                        turns_pb2.GetTurnRequest(turn_id=turn_id), context
-                    )
-                    state = turns_pb2.TurnState.Name(turn.turn.state).removeprefix("TURN_STATE_")
-                    await write(frame("end", {"turnId": turn_id, "state": state, "seq": last_seq}))
-                    return
-                if isinstance(item, BaseException):
-                    code, message = status_for(item)
-                    await write(frame("error", {"code": connect_code(code), "message": message}))
-                    return
-                seq, _, data = item.partition(b"\n")
-                if seq != b"-":
-                    last_seq = int(seq)
-                await write(data)
-        except ConnectionResetError:
-            # The browser went away: nothing to answer.
-            pass
-        except _Stalled:
-            # A client that does not read is dropped; what it has not taken is freed
-            # with its socket, and it resumes from its Last-Event-ID.
-            log.info(
-                "SSE of turn %s: the client took nothing for %g s; dropped it (it resumes "
-                "after seq %d with Last-Event-ID)",
-                turn_id,
-                self.write_timeout,
-                last_seq,
-            )
-            self.dropped += 1
-            self.dropped_event.set()
-            if transport is not None:
-                transport.abort()
-        finally:
-            self.held.pop(key, None)
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
+    @property
+    def dropped(self) -> int:
+        return self.pump.dropped
+
+    @property
+    def dropped_event(self) -> asyncio.Event:
+        return self.pump.dropped_event
 
 
-class _Stalled(Exception):
-    """The client took nothing for the write timeout."""
+class _TurnFraming:
+    """This stream's own frames besides the events (the module docstring)."""
 
+    heartbeat: Final = b": keep-alive\n\n"
 
-def _revoked() -> bytes:
-    code, message = status_for(
-        Unauthenticated("the bearer token was revoked; this stream is closed")
-    )
-    return frame("error", {"code": connect_code(code), "message": message})
+    def __init__(self, operations: TurnOperations, turn_id: str) -> None:
+        self.operations = operations
+        self.turn_id = turn_id
+
+    def revoked(self) -> bytes:
+        return self.failed(Unauthenticated("the bearer token was revoked; this stream is closed"))
+
+    def failed(self, exc: Exception) -> bytes:
+        code, message = status_for(exc)
+        return frame("error", {"code": connect_code(code), "message": message})
+
+    async def ended(self, last_seq: int) -> bytes:
+        turn = self.operations.get(turns_pb2.GetTurnRequest(turn_id=self.turn_id)).turn
+        state = turns_pb2.TurnState.Name(turn.state).removeprefix("TURN_STATE_")
+        return frame("end", {"turnId": self.turn_id, "state": state, "seq": last_seq})

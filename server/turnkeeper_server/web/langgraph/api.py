@@ -16,13 +16,15 @@ from turnkeeper_server.engine import Engine
 from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.journal.threads import ThreadRecord
 from turnkeeper_server.messaging.directory import AgentDirectory
+from turnkeeper_server.operations import Operations
+from turnkeeper_server.operations.threads import Access
 from turnkeeper_server.records import TurnRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller, TokenStore
-from turnkeeper_server.security.streams import OpenStreams
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import MAX_BODY_BYTES, read_body
 from turnkeeper_server.web.langgraph.errors import ApiError, not_found, problem
+from turnkeeper_server.web.pump import Pump
 from turnkeeper_server.web.relay import AgentRelay
 
 # Creating a thread or changing its metadata: the roles that may start a turn
@@ -36,14 +38,15 @@ Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 @dataclass(frozen=True)
 class Deps:
     engine: Engine
-    # The gRPC servicer of TurnService: cancels go through it (rights, audit).
-    servicer: Any
+    # The operations beneath both surfaces (operations/): a run's cancel and delete,
+    # a thread's erasure and copy, with their rights and audit, as gRPC's.
+    operations: Operations
     relay: AgentRelay
     directory: AgentDirectory
     tokens: TokenStore | None
-    write_timeout: float
-    # Each caller's open streams, ended when its token is revoked (as WatchTurn's).
-    streams: OpenStreams
+    # The SSE pump (web/pump.py): a run stream's quota, heartbeat, write timeout, and
+    # its end when the caller's token is revoked, as a turn's event stream's.
+    pump: Pump
 
 
 Endpoint = Callable[[web.Request, "Caller | None", "Deps"], Awaitable[web.StreamResponse]]
@@ -154,6 +157,17 @@ async def thread_or_404(deps: Deps, caller: Caller | None, thread_id: str) -> Th
     if record is None or not _sees_thread(deps, caller, thread_id):
         raise not_found(f"thread {thread_id}")
     return record
+
+
+def thread_access(deps: Deps, caller: Caller | None) -> Access:
+    """This API's rule for the threads `caller` may erase or copy, as
+    ThreadOperations takes it: the ones it may see (NOT_FOUND for the others)."""
+
+    def access(thread_id: str) -> None:
+        if not _sees_thread(deps, caller, thread_id):
+            raise not_found(f"thread {thread_id}")
+
+    return access
 
 
 def _sees_thread(deps: Deps, caller: Caller | None, thread_id: str) -> bool:

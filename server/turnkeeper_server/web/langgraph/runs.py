@@ -10,20 +10,18 @@ a new run for it instead (docs/langgraph-api.md says what differs).
 
 from __future__ import annotations
 
-import asyncio
 import contextlib
 import logging
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, Final
 
 from aiohttp import web
 from turnkeeper.v1 import turns_pb2
 
-from turnkeeper_server import audit as audit_log
 from turnkeeper_server.records import ENDED, PARKED, TurnRecord
 from turnkeeper_server.security import auth
-from turnkeeper_server.security.auth import Caller, client_key
+from turnkeeper_server.security.auth import Caller
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import HttpContext
 from turnkeeper_server.web.langgraph import assistants, shapes
@@ -42,19 +40,17 @@ from turnkeeper_server.web.langgraph.api import (
 )
 from turnkeeper_server.web.langgraph.errors import ApiError, not_found
 from turnkeeper_server.web.langgraph.stream import Translator, modes_of, sse
+from turnkeeper_server.web.pump import Frame, Outcome
 
 log = logging.getLogger(__name__)
 
 STRATEGIES: Final = ("reject", "interrupt", "rollback", "enqueue")
 # What LangGraph's runs take that turnkeeper does not do yet (docs/langgraph-api.md).
 NOT_YET: Final = ("after_seconds", "webhook")
-KEEPALIVE_SECONDS: Final = 15.0
 # How many of a thread's newest runs are looked through for the interrupted one.
 PARKED_LOOKBACK: Final = 100
 WATCH_RIGHT: Final = "/turnkeeper.v1.TurnService/WatchTurn"
 CANCEL_RIGHT: Final = "/turnkeeper.v1.TurnService/CancelTurn"
-# Deleting a run erases history, as deleting its thread does: DeleteThread's right.
-DELETE_RIGHT: Final = "/turnkeeper.v1.CheckpointService/DeleteThread"
 
 
 def _thread_path(request: web.Request) -> str | None:
@@ -236,7 +232,7 @@ async def join_stream(
 
 async def _settled_parts(
     deps: Deps, turn: TurnRecord, translator: Translator, after: int
-) -> AsyncIterator[bytes]:
+) -> AsyncGenerator[Frame, None]:
     if after > 0:
         # What came before shapes what comes next (the last state); an interrupt
         # answered since is not pending any more.
@@ -245,7 +241,7 @@ async def _settled_parts(
         translator.settled()
     async for event in deps.engine.turns.watch_settled(turn.turn_id, after):
         for name, data in translator.parts(event):
-            yield sse(name, data, id=str(event.seq))
+            yield Frame(sse(name, data, id=str(event.seq)), event.seq)
 
 
 async def _stream(
@@ -263,72 +259,47 @@ async def _stream(
     a new stream, which starts with the run's metadata."""
     with web_auth.acting_as(caller):
         auth.require_right(WATCH_RIGHT)
-    # WatchTurn's quota: a LangGraph stream is a watch of the turn; and like one,
-    # it ends when its caller's token is revoked.
-    with contextlib.ExitStack() as held:
-        held.enter_context(deps.servicer.watch_streams.hold(client_key(HttpContext(request))))
-        entry = None if caller is None else held.enter_context(deps.streams.hold(caller))
-        response = web.StreamResponse(
-            headers={
-                "Content-Type": "text/event-stream",
-                "Cache-Control": "no-store",
-                "X-Accel-Buffering": "no",
-                **_locations(turn, modes),
-            }
+        # WatchTurn's quota: a LangGraph stream is a watch of the turn; and like one,
+        # it ends when its caller's token is revoked (the pump, web/pump.py).
+        quota = deps.pump.admit(request)
+    with quota:
+        response, outcome = await deps.pump.serve(
+            request,
+            caller,
+            _settled_parts(deps, turn, Translator(turn.turn_id, modes), after),
+            _RunFraming(turn.turn_id),
+            name=f"LangGraph stream of run {turn.turn_id}",
+            after=after,
+            preamble=sse("metadata", {"run_id": turn.turn_id, "attempt": 1}) if fresh else None,
+            headers=_locations(turn, modes),
         )
-        await response.prepare(request)
-        translator = Translator(turn.turn_id, modes)
-        frames: asyncio.Queue[bytes | None] = asyncio.Queue(maxsize=64)
-
-        async def pump() -> None:
-            try:
-                async for frame in _settled_parts(deps, turn, translator, after):
-                    await frames.put(frame)
-            finally:
-                await frames.put(None)
-
-        task = asyncio.create_task(pump())
-        try:
-            if fresh:
-                await _write(
-                    response, sse("metadata", {"run_id": turn.turn_id, "attempt": 1}), deps
-                )
-            while True:
-                try:
-                    frame = await asyncio.wait_for(frames.get(), KEEPALIVE_SECONDS)
-                except TimeoutError:
-                    await _write(response, b": heartbeat\n\n", deps)
-                    continue
-                if frame is None:
-                    break
-                if entry is not None and entry.revoked:
-                    revoked = {"error": "Unauthenticated", "message": "the token was revoked"}
-                    await _write(response, sse("error", revoked), deps)
-                    break
-                await _write(response, frame, deps)
-            if task.done() and not task.cancelled() and task.exception() is not None:
-                exc = task.exception()
-                log.error("LangGraph stream of run %s failed", turn.turn_id, exc_info=exc)
-                await _write(
-                    response, sse("error", {"error": "StreamError", "message": str(exc)}), deps
-                )
-        except (ConnectionResetError, TimeoutError):
-            if cancel_on_disconnect:
-                await _cancel_quietly(deps, caller, turn.turn_id, "the streaming client went away")
-        finally:
-            task.cancel()
-            with contextlib.suppress(asyncio.CancelledError, Exception):
-                await task
-        return response
+    if cancel_on_disconnect and outcome in (Outcome.GONE, Outcome.STALLED):
+        await _cancel_quietly(deps, caller, turn.turn_id, "the streaming client went away")
+    return response
 
 
-async def _write(response: web.StreamResponse, data: bytes, deps: Deps) -> None:
-    await asyncio.wait_for(response.write(data), deps.write_timeout)
+class _RunFraming:
+    """A run stream's own frames besides its parts (LangGraph's server's)."""
+
+    heartbeat: Final = b": heartbeat\n\n"
+
+    def __init__(self, run_id: str) -> None:
+        self.run_id = run_id
+
+    def revoked(self) -> bytes:
+        return sse("error", {"error": "Unauthenticated", "message": "the token was revoked"})
+
+    def failed(self, exc: Exception) -> bytes:
+        log.error("LangGraph stream of run %s failed", self.run_id, exc_info=exc)
+        return sse("error", {"error": "StreamError", "message": str(exc)})
+
+    async def ended(self, last_seq: int) -> None:
+        return None
 
 
 async def _cancel_quietly(deps: Deps, caller: Caller | None, run_id: str, why: str) -> None:
     with contextlib.suppress(Exception), web_auth.acting_as(caller):
-        await deps.servicer.CancelTurn(
+        await deps.operations.turns.cancel(
             turns_pb2.CancelTurnRequest(turn_id=run_id, reason=why), None
         )
 
@@ -386,11 +357,7 @@ async def delete(request: web.Request, caller: Caller | None, deps: Deps) -> web
     """A finished run's turn, events and boundaries (409 while it may still run)."""
     turn = run_or_404(deps, caller, _thread_path(request), request.match_info["run_id"])
     with web_auth.acting_as(caller):
-        auth.require_right(DELETE_RIGHT)
-        async with audit_log.audited(
-            deps.servicer.audit, audit_log.DELETE_RUN, turn.turn_id, HttpContext(request)
-        ):
-            await deps.engine.turns.delete(turn.turn_id)
+        await deps.operations.turns.delete(turn.turn_id, HttpContext(request))
     return web.Response(status=204)
 
 
@@ -403,7 +370,7 @@ async def cancel(request: web.Request, caller: Caller | None, deps: Deps) -> web
     with web_auth.acting_as(caller):
         auth.require_right(CANCEL_RIGHT)
         if turn.state not in ENDED:
-            await deps.servicer.CancelTurn(
+            await deps.operations.turns.cancel(
                 turns_pb2.CancelTurnRequest(
                     turn_id=turn.turn_id,
                     rollback=action == "rollback",

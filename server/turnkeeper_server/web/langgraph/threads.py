@@ -9,8 +9,8 @@ from typing import Any, Final
 
 from aiohttp import web
 from turnkeeper._thread_state import empty_thread_state
+from turnkeeper.v1 import checkpoints_pb2
 
-from turnkeeper_server import audit as audit_log
 from turnkeeper_server.records import TurnRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
@@ -26,6 +26,7 @@ from turnkeeper_server.web.langgraph.api import (
     json_response,
     limit_offset,
     require,
+    thread_access,
     thread_id_of,
     thread_or_404,
 )
@@ -106,10 +107,11 @@ async def delete(request: web.Request, caller: Caller | None, deps: Deps) -> web
     # LangGraph's server deletes a thread with its runs: a live run is cancelled in
     # the same transaction as the erasure.
     with web_auth.acting_as(caller):
-        async with audit_log.audited(
-            deps.servicer.audit, audit_log.DELETE_THREAD, thread_id, HttpContext(request)
-        ):
-            await deps.engine.turns.erase_thread(thread_id=thread_id, cancel=True)
+        await deps.operations.threads.erase(
+            checkpoints_pb2.DeleteThreadRequest(thread_id=thread_id, cancel=True),
+            HttpContext(request),
+            thread_access(deps, caller),
+        )
     return web.Response(status=204)
 
 
@@ -153,10 +155,11 @@ async def copy(request: web.Request, caller: Caller | None, deps: Deps) -> web.S
     record = await thread_or_404(deps, caller, source)
     target = str(uuid.uuid4())
     with web_auth.acting_as(caller):
-        async with audit_log.audited(
-            deps.servicer.audit, audit_log.COPY_THREAD, f"{source}->{target}", HttpContext(request)
-        ):
-            await deps.engine.checkpoints.copy_thread(source, target)
+        await deps.operations.threads.copy(
+            checkpoints_pb2.CopyThreadRequest(source_thread_id=source, target_thread_id=target),
+            HttpContext(request),
+            thread_access(deps, caller),
+        )
     copied = await deps.engine.threads.create(target, dict(record.metadata), if_exists="raise")
     return json_response(await thread_json(deps, copied))
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final
@@ -33,16 +34,25 @@ from turnkeeper_server.web.connect import error_response
 log = logging.getLogger(__name__)
 
 LOCAL_NAMES: Final = frozenset({"localhost", "127.0.0.1", "[::1]"})
+# What may follow a Host's name: nothing, or a colon and a port of ASCII digits
+# (RFC 9110 allows it empty).
+_PORT: Final = re.compile(r"(?::[0-9]*)?")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def host_name(header: str) -> str:
-    """The name of a Host header, without its port, lower-case ("[::1]:80" -> "[::1]")."""
+    """The name of a Host header, without its port, lower-case ("[::1]:80" -> "[::1]").
+
+    Only a port of digits is taken off, and only right after the name (after the
+    `]` of an IPv6 literal): anything else stays part of the name, so
+    "[::1]evil.example" is that whole name and matches no allowed one."""
     header = header.strip().lower()
     if header.startswith("["):
-        return header.partition("]")[0] + "]"
-    return header.rpartition(":")[0] if ":" in header else header
+        literal, bracket, rest = header.partition("]")
+        return literal + "]" if bracket and _PORT.fullmatch(rest) else header
+    name, colon, port = header.rpartition(":")
+    return name if colon and _PORT.fullmatch(colon + port) else header
 
 
 def allowed_hosts(listen_host: str, extra: Iterable[str]) -> frozenset[str]:

@@ -33,7 +33,7 @@ from turnkeeper_server.security.assertions import Assertions
 from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.security.streams import OpenStreams
 from turnkeeper_server.web import auth as web_auth
-from turnkeeper_server.web import connect, guard, langgraph
+from turnkeeper_server.web import connect, cross_site, guard, langgraph
 from turnkeeper_server.web.connect import error_response
 from turnkeeper_server.web.relay import AgentRelay
 from turnkeeper_server.web.sse import EventStream
@@ -202,6 +202,11 @@ class WebServer:
                 transport.listen_host(self.listen), settings.http_allowed_hosts
             )
             middlewares.append(guard.host_allow_list(allowed))
+        # Pages of other sites change nothing (cross_site.py, decision 250); it also
+        # refuses --cors-origin '*' without tokens.
+        middlewares.append(
+            cross_site.CrossSite(settings.http_cors_origins, tokens=tokens is not None).middleware
+        )
         # Browser panels of other origins calling the LangGraph API (decision 216).
         cors = langgraph.Cors(settings.http_cors_origins) if settings.http_cors_origins else None
         if cors is not None:

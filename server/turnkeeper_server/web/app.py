@@ -119,6 +119,12 @@ class WebSettings(transport.TransportSettings, Protocol):
     def http_max_pending_per_peer(self) -> int: ...
 
     @property
+    def http_max_connections(self) -> int: ...
+
+    @property
+    def http_max_connections_per_peer(self) -> int: ...
+
+    @property
     def http_write_timeout(self) -> float: ...
 
     @property
@@ -194,6 +200,8 @@ class WebServer:
             header_timeout=settings.http_header_timeout,
             max_pending=settings.http_max_pending_per_peer,
             setting="--http-max-pending-per-peer",
+            max_open=settings.http_max_connections,
+            max_open_per_peer=settings.http_max_connections_per_peer,
         )
         middlewares: list[Middleware] = [self.gate.middleware]
         if tokens is None and transport.is_loopback(self.listen):
@@ -202,7 +210,7 @@ class WebServer:
                 transport.listen_host(self.listen), settings.http_allowed_hosts
             )
             middlewares.append(guard.host_allow_list(allowed))
-        # Pages of other sites change nothing (cross_site.py, decision 250); it also
+        # Pages of other sites change nothing (cross_site.py, decision 270); it also
         # refuses --cors-origin '*' without tokens.
         middlewares.append(
             cross_site.CrossSite(settings.http_cors_origins, tokens=tokens is not None).middleware
@@ -281,6 +289,8 @@ class WebServer:
             keepalive_timeout=self.settings.http_idle_timeout,
         )
         await self.runner.setup()
+        # Out of descriptors, asyncio would log each failed accept with a traceback.
+        guard.quiet_accept_errors(asyncio.get_running_loop())
         try:
             await self._bind(host, port)
         except OSError as exc:

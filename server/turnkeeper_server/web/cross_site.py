@@ -66,7 +66,8 @@ def refusal(
     if origin is not None:
         own = headers.get("Host", "").strip().lower()
         configured = "*" in allowed or origin.rstrip("/") in allowed
-        if not configured and (_authority(origin) is None or _authority(origin) != own):
+        # An opaque origin (None) is never this service's own.
+        if not configured and _authority(origin) != own:
             return Refusal(
                 403,
                 f"a page of origin {origin} may not change anything on this service "

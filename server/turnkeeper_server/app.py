@@ -314,7 +314,7 @@ def connection_options(settings: Settings) -> list[tuple[str, int]]:
     no answer comes within 20 s, so a vanished peer does not hold a stream."""
     return [
         # Connections in all: past it gRPC core closes a new one at accept, so a flood
-        # holds a bounded number of descriptors (decision 272).
+        # holds a bounded number of descriptors (decision 273).
         ("grpc.max_allowed_incoming_connections", settings.grpc_max_connections),
         ("grpc.max_concurrent_streams", settings.grpc_max_streams_per_connection),
         ("grpc.max_connection_idle_ms", int(settings.grpc_idle_timeout * 1000)),

@@ -127,13 +127,13 @@ class Settings:
     http_body_timeout: float = 30.0
     http_idle_timeout: float = 75.0
     http_max_pending_per_peer: int = 64
-    # Open connections, counted before authentication (web/guard.py, decision 272):
+    # Open connections, counted before authentication (web/guard.py, decision 273):
     # in all, and from one address (each open TCP connection, whatever it carries;
     # 256 per address leaves one address 200 event streams at once, issue 51).
     http_max_connections: int = 4096
     http_max_connections_per_peer: int = 256
     # gRPC connections in all (grpc.max_allowed_incoming_connections; grpcio has no
-    # per-address limit, decision 272), and streams on one connection.
+    # per-address limit, decision 273), and streams on one connection.
     grpc_max_connections: int = 4096
     grpc_max_streams_per_connection: int = 1024
     # An event stream whose client takes nothing for this long is dropped; it

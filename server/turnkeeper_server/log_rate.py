@@ -1,6 +1,6 @@
 """Log lines at a bounded rate: a flood of one kind of event (refused connections,
 failed accepts, oversized announcements) is one line per interval with a count, so
-the log stays small however fast the events come (decision 272).
+the log stays small however fast the events come (decision 273).
 
     refused = LogRate(log, interval=1.0)
     refused.warning("refused a connection from %s", peer)   # at most 1 line a second

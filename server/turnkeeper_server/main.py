@@ -305,7 +305,7 @@ def raise_fd_limit() -> tuple[int, int]:
 
 
 def fit_connections(settings: Settings, open_files: int) -> Settings:
-    """The connection caps lowered to fit the open-files limit (decision 272): a
+    """The connection caps lowered to fit the open-files limit (decision 273): a
     quarter of it (at most 1024) stays for the stores, NATS and the rest, the other
     three quarters are shared between HTTP and gRPC, so a flood of connections
     reaches a cap, never the limit, and the service keeps answering."""

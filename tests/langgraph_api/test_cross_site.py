@@ -1,5 +1,5 @@
 """A web page of another site cannot drive the token-less service on loopback
-(web/cross_site.py, decision 271): what a browser sends for a page (a `text/plain`
+(web/cross_site.py, decision 272): what a browser sends for a page (a `text/plain`
 body, a foreign `Origin`, `Sec-Fetch-Site: cross-site`) is refused before any run
 starts, while LangGraph's own SDK (JSON, no `Origin`) works as before, and an origin
 given with `--cors-origin` is served. `--cors-origin '*'` without tokens refuses to

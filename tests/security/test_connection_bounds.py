@@ -1,5 +1,5 @@
 """Anyone who reaches the ports cannot take the service's file descriptors or
-memory (decision 272). The service runs as a subprocess with an open-files limit of
+memory (decision 273). The service runs as a subprocess with an open-files limit of
 1024 (soft and hard, so it cannot raise it), and
 
 - a flood of keep-alive HTTP connections from one address (each after one

@@ -1,5 +1,5 @@
 """An agent's announcements cannot grow the service without bound
-(messaging/directory.py, decision 273): 300 replicas announcing 512 KiB shapes of 300
+(messaging/directory.py, decision 274): 300 replicas announcing 512 KiB shapes of 300
 versions leave the service holding at most MAX_REPLICAS replicas and MAX_VERSIONS
 shapes for the agent, its memory grows by a few MiB (before: +150 MiB), and the
 refusals are a few log lines, not 300.

@@ -1,7 +1,7 @@
 """Connections before any request (decision 181): half-sent HTTP requests are
 answered 408 and closed after the header timeout, one peer's waiting connections
 are capped, a slow body is 408; open connections are capped per address and in all
-(decision 272); an idle gRPC connection gets GOAWAY and one that
+(decision 273); an idle gRPC connection gets GOAWAY and one that
 never speaks HTTP/2 is closed; the service raises its open-files limit.
 
 Real sockets against a real service on port 0; nothing waits on a clock where an

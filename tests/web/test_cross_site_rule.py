@@ -1,4 +1,4 @@
-"""The cross-site rule (web/cross_site.py, decision 271) as a table: which requests
+"""The cross-site rule (web/cross_site.py, decision 272) as a table: which requests
 a page of another site could send are refused, and with what status."""
 
 from __future__ import annotations

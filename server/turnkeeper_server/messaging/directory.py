@@ -20,7 +20,7 @@ methods) is kept with its version but does not make its agent an assistant; one 
 crashed is dropped after FORGET_AFTER, and until then a hand-off to its version finds
 no responder and is tried again at the next claim window.
 
-What an agent's announcements may hold is bounded (decision 273), so no agent's
+What an agent's announcements may hold is bounded (decision 274), so no agent's
 replicas grow the service without limit: a body over MAX_ANNOUNCEMENT_BYTES is
 refused unread; an agent keeps at most MAX_REPLICAS live replicas and MAX_VERSIONS
 graph versions (fingerprints) among them, and an announcement past either is

@@ -41,7 +41,7 @@ def _refusal(handler: Handler, exc: TurnkeeperError) -> Handler:
     """A handler that raises `exc` (ErrorsAndMetrics maps it) without reading the
     request: it takes the request as a stream it never iterates, so a refused call's
     message is never received whole (HTTP/2 flow control stops its sender at the
-    stream's window), however large the message says it is (decision 272)."""
+    stream's window), however large the message says it is (decision 273)."""
 
     async def unary(_requests: Any, _context: Any) -> Any:
         raise exc

@@ -210,7 +210,7 @@ class WebServer:
                 transport.listen_host(self.listen), settings.http_allowed_hosts
             )
             middlewares.append(guard.host_allow_list(allowed))
-        # Pages of other sites change nothing (cross_site.py, decision 271); it also
+        # Pages of other sites change nothing (cross_site.py, decision 272); it also
         # refuses --cors-origin '*' without tokens.
         middlewares.append(
             cross_site.CrossSite(settings.http_cors_origins, tokens=tokens is not None).middleware

@@ -1,4 +1,4 @@
-"""What a web page of another site may not make a browser do here (decision 271).
+"""What a web page of another site may not make a browser do here (decision 272).
 
 A browser sends a "simple" cross-site request (a form post, a `fetch` with a
 `text/plain` body) without asking first, with whatever ambient authority the service

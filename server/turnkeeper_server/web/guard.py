@@ -13,7 +13,7 @@
   past that a new one is answered 429 and closed. After its first request the
   connection is aiohttp's, whose keep-alive timeout closes it when idle. An answer
   of 401 closes its connection: a caller without a valid token keeps nothing open.
-- Open connections (decision 272), counted before any authentication: at most
+- Open connections (decision 273), counted before any authentication: at most
   `max_open` in all and `max_open_per_peer` from one address, each open TCP
   connection counted from accept to close whatever it carries (one request, a
   keep-alive idling, an event stream); past either a new one is answered 503 or 429
@@ -277,7 +277,7 @@ _ACCEPT_FAILED: Final = "socket.accept() out of system resource"
 
 def quiet_accept_errors(loop: asyncio.AbstractEventLoop) -> LogRate:
     """The loop's exception handler, with failed accepts logged one line a second
-    with a count and no traceback (decision 272); every other error as before."""
+    with a count and no traceback (decision 273); every other error as before."""
     failed = LogRate(log)
     previous = loop.get_exception_handler()
 

@@ -320,6 +320,10 @@ def connection_options(settings: Settings) -> list[tuple[str, int]]:
     pings a connection quiet for 2 minutes (open streams included) and closes it when
     no answer comes within 20 s, so a vanished peer does not hold a stream."""
     return [
+        # Connections in all: past it gRPC core closes a new one at accept, so a flood
+        # holds a bounded number of descriptors (decision 274).
+        ("grpc.max_allowed_incoming_connections", settings.grpc_max_connections),
+        ("grpc.max_concurrent_streams", settings.grpc_max_streams_per_connection),
         ("grpc.max_connection_idle_ms", int(settings.grpc_idle_timeout * 1000)),
         ("grpc.server_handshake_timeout_ms", int(settings.grpc_handshake_timeout * 1000)),
         ("grpc.http2.min_ping_interval_without_data_ms", 10_000),

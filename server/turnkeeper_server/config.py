@@ -127,6 +127,15 @@ class Settings:
     http_body_timeout: float = 30.0
     http_idle_timeout: float = 75.0
     http_max_pending_per_peer: int = 64
+    # Open connections, counted before authentication (web/guard.py, decision 274):
+    # in all, and from one address (each open TCP connection, whatever it carries;
+    # 256 per address leaves one address 200 event streams at once, issue 51).
+    http_max_connections: int = 4096
+    http_max_connections_per_peer: int = 256
+    # gRPC connections in all (grpc.max_allowed_incoming_connections; grpcio has no
+    # per-address limit, decision 274), and streams on one connection.
+    grpc_max_connections: int = 4096
+    grpc_max_streams_per_connection: int = 1024
     # An event stream whose client takes nothing for this long is dropped; it
     # resumes with Last-Event-ID (web/sse.py, decision 184).
     http_write_timeout: float = 30.0
@@ -149,6 +158,14 @@ class Settings:
             raise ValueError("connection timeouts must be longer than 0")
         if self.http_max_pending_per_peer < 1:
             raise ValueError("--http-max-pending-per-peer must be 1 or more")
+        if min(self.http_max_connections, self.http_max_connections_per_peer) < 1:
+            raise ValueError(
+                "--http-max-connections and --http-max-connections-per-peer must be 1 or more"
+            )
+        if min(self.grpc_max_connections, self.grpc_max_streams_per_connection) < 1:
+            raise ValueError(
+                "--grpc-max-connections and --grpc-max-streams-per-connection must be 1 or more"
+            )
         if self.status_cache_turns < 0:
             raise ValueError("--status-cache-turns must be 0 (no cache) or more")
         if self.retention_seconds < 0 or self.turn_retention_seconds < 0:

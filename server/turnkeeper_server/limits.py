@@ -13,7 +13,7 @@ import re
 from collections import Counter
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Final
 
 import orjson
 
@@ -41,6 +41,9 @@ _PATTERNS = {
 }
 # Agent names become a NATS subject token: no dots, no wildcards.
 _AGENT = re.compile(r"^[A-Za-z0-9_-]+$")
+# A graph's shape (journal/versions.py, and in announcements, messaging/directory.py)
+# is a few kilobytes; a bigger one is not a graph description.
+MAX_SHAPE_BYTES: Final = 1 << 20
 
 
 @dataclass(frozen=True)

@@ -81,7 +81,7 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
     nats_auth.add_arguments(parser)
     parser.add_argument(
         "--subject-prefix",
-        default=env("TURNKEEPER_SUBJECT_PREFIX", defaults.subject_prefix),
+        default=env("TURNKEEPER_SUBJECT_PREFI", defaults.subject_prefix),
         help="NATS subject prefix (env TURNKEEPER_SUBJECT_PREFIX)",
     )
     parser.add_argument(
@@ -234,6 +234,41 @@ def add_connection_arguments(parser: argparse.ArgumentParser) -> None:
         "it a new one is answered 429 (env TURNKEEPER_HTTP_MAX_PENDING_PER_PEER; "
         "default %(default)s)",
     )
+
+    def count(flag: str, name: str, help: str) -> None:
+        variable = "TURNKEEPER_" + name.upper()
+        parser.add_argument(
+            flag,
+            dest=name,
+            type=int,
+            default=int(env(variable) or getattr(defaults, name)),
+            metavar="N",
+            help=f"{help} (env {variable}; default %(default)s)",
+        )
+
+    count(
+        "--http-max-connections",
+        "http_max_connections",
+        "HTTP connections open at once; past it a new one is answered 503 and closed "
+        "(lowered to fit the open-files limit)",
+    )
+    count(
+        "--http-max-connections-per-peer",
+        "http_max_connections_per_peer",
+        "HTTP connections one address may hold open (event streams included); past it "
+        "a new one is answered 429 and closed",
+    )
+    count(
+        "--grpc-max-connections",
+        "grpc_max_connections",
+        "gRPC connections open at once; past it a new one is closed at accept "
+        "(lowered to fit the open-files limit)",
+    )
+    count(
+        "--grpc-max-streams-per-connection",
+        "grpc_max_streams_per_connection",
+        "concurrent RPCs on one gRPC connection (HTTP/2 MAX_CONCURRENT_STREAMS)",
+    )
     duration(
         "--grpc-idle-timeout",
         "grpc_idle_timeout",
@@ -267,6 +302,32 @@ def raise_fd_limit() -> tuple[int, int]:
         return soft, target
     log.info("open-files limit: %d", soft)
     return soft, soft
+
+
+def fit_connections(settings: Settings, open_files: int) -> Settings:
+    """The connection caps lowered to fit the open-files limit (decision 274): a
+    quarter of it (at most 1024) stays for the stores, NATS and the rest, the other
+    three quarters are shared between HTTP and gRPC, so a flood of connections
+    reaches a cap, never the limit, and the service keeps answering."""
+    reserve = min(1024, open_files // 4)
+    share = max(1, (open_files - reserve) // 2)
+    http = min(settings.http_max_connections, share)
+    grpc_ = min(settings.grpc_max_connections, share)
+    if (http, grpc_) == (settings.http_max_connections, settings.grpc_max_connections):
+        return settings
+    log.warning(
+        "connections capped at %d HTTP and %d gRPC to fit the open-files limit of %d "
+        "(raise the hard limit: ulimit -Hn, LimitNOFILE=, docker --ulimit nofile=)",
+        http,
+        grpc_,
+        open_files,
+    )
+    return dataclasses.replace(
+        settings,
+        http_max_connections=http,
+        http_max_connections_per_peer=min(settings.http_max_connections_per_peer, http),
+        grpc_max_connections=grpc_,
+    )
 
 
 def _path(value: str | None) -> Path | None:
@@ -385,6 +446,10 @@ def settings_from_args(
         http_body_timeout=args.http_body_timeout,
         http_idle_timeout=args.http_idle_timeout,
         http_max_pending_per_peer=args.http_max_pending_per_peer,
+        http_max_connections=args.http_max_connections,
+        http_max_connections_per_peer=args.http_max_connections_per_peer,
+        grpc_max_connections=args.grpc_max_connections,
+        grpc_max_streams_per_connection=args.grpc_max_streams_per_connection,
         http_write_timeout=args.http_write_timeout,
         grpc_idle_timeout=args.grpc_idle_timeout,
         grpc_handshake_timeout=args.grpc_handshake_timeout,
@@ -424,7 +489,7 @@ async def serve(args: argparse.Namespace) -> int:
     embedded: EmbeddedNats | None = None
     nats_url = args.nats_url
     server = None
-    raise_fd_limit()
+    _, open_files = raise_fd_limit()
     try:
         try:
             nats = nats_auth.from_args(args)
@@ -437,7 +502,8 @@ async def serve(args: argparse.Namespace) -> int:
                     "started a bundled nats-server at %s (pass --nats-url to use yours)",
                     nats_url,
                 )
-            server = await create_server(settings_from_args(args, nats_url, nats))
+            settings = fit_connections(settings_from_args(args, nats_url, nats), open_files)
+            server = await create_server(settings)
         except (InsecureListen, ValueError, StoreInUse, Unavailable) as exc:
             # Configuration, not a crash: say what is wrong without a traceback.
             log.error("%s", exc)

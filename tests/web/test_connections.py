@@ -1,6 +1,7 @@
 """Connections before any request (decision 181): half-sent HTTP requests are
 answered 408 and closed after the header timeout, one peer's waiting connections
-are capped, a slow body is 408; an idle gRPC connection gets GOAWAY and one that
+are capped, a slow body is 408; open connections are capped per address and in all
+(decision 274); an idle gRPC connection gets GOAWAY and one that
 never speaks HTTP/2 is closed; the service raises its open-files limit.
 
 Real sockets against a real service on port 0; nothing waits on a clock where an
@@ -171,3 +172,78 @@ def test_the_service_raises_its_open_files_limit(tmp_path: Path) -> None:
         assert any(re.search(r"open-files limit raised from 256 to \d+", x) for x in proc.log)
     finally:
         proc.terminate()
+
+
+Held = tuple[int, asyncio.StreamReader, asyncio.StreamWriter]
+HEALTH = b"GET /v1/health HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n"
+
+
+async def open_and_ask(port: int) -> Held:
+    """A keep-alive connection after one request: its status, and the connection."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(HEALTH)
+    await writer.drain()
+    head = await reader.readuntil(b"\r\n\r\n")
+    length = int(parse_response(head).headers["content-length"])
+    await reader.readexactly(length)
+    return int(head.split()[1]), reader, writer
+
+
+async def open_many(port: int, count: int) -> list[Held]:
+    """`count` of them, in batches below the pending-connection limit (64)."""
+    out: list[Held] = []
+    while len(out) < count:
+        batch = min(32, count - len(out))
+        out += await asyncio.gather(*(open_and_ask(port) for _ in range(batch)))
+    return out
+
+
+async def let_go(held: Held) -> None:
+    """Ask on `held` with Connection: close and read to its end: once the service
+    has closed the socket it no longer counts the connection."""
+    _, reader, writer = held
+    writer.write(HEALTH.replace(b"\r\n\r\n", b"\r\nConnection: close\r\n\r\n"))
+    await writer.drain()
+    await reader.read()
+    writer.close()
+
+
+async def test_200_connections_from_one_address_are_served_and_open_ones_are_capped(
+    make_service: ServiceFactory,
+) -> None:
+    # The defaults: one address may hold 256 open connections (200 event streams
+    # from one address, issue 51, fit); the 257th is answered 429 and closed.
+    service = await make_service(http_listen="127.0.0.1:0")
+    assert service.web is not None
+    port = service.web.port
+    held = await open_many(port, 256)
+    try:
+        assert [status for status, _, _ in held] == [200] * 256
+        assert service.web.gate.open() == 256
+        response = await asyncio.wait_for(exchange(port, [request_head("GET", "/v1/health")]), 10)
+        assert response.status == 429
+        assert "--http-max-connections-per-peer" in response.json()["message"]
+        # A connection closed frees its place.
+        await let_go(held.pop())
+        status, _, again = await open_and_ask(port)
+        again.close()
+        assert status == 200
+    finally:
+        for _, _, writer in held:
+            writer.close()
+
+
+async def test_past_the_global_connection_limit_a_new_one_is_503(
+    make_service: ServiceFactory,
+) -> None:
+    service = await make_service(http_listen="127.0.0.1:0", http_max_connections=40)
+    assert service.web is not None
+    port = service.web.port
+    held = await open_many(port, 40)
+    try:
+        response = await asyncio.wait_for(exchange(port, [request_head("GET", "/v1/health")]), 10)
+        assert response.status == 503
+        assert "--http-max-connections" in response.json()["message"]
+    finally:
+        for _, _, writer in held:
+            writer.close()

@@ -55,6 +55,17 @@ async def test_only_this_hosts_names_are_served_without_authentication(
         assert r.status == 403
 
 
+async def test_a_name_glued_after_a_bracketed_address_is_not_that_address(
+    web_service: TurnkeeperServer,
+) -> None:
+    # "[::1]evil.example" is no IPv6 literal with a port: its name is all of it
+    # (before: read as "[::1]" and served). A port must be digits.
+    assert web_service.web is not None
+    for host in ("[::1]evil.example", "[::1]evil.example:80", "[::1]:80x", "127.0.0.1:x"):
+        status, body = await status_with_host(web_service, host)
+        assert status == 403, (host, body)
+
+
 async def test_names_can_be_added_and_authentication_lifts_the_rule(
     make_service: ServiceFactory, tmp_path: Path
 ) -> None:

@@ -29,6 +29,7 @@ from turnkeeper._graph_versions import Stamp, describe, incompatibilities, stamp
 
 from turnkeeper_server.errors import InvalidArgument, WrongState
 from turnkeeper_server.journal.transitions import latest_boundary, update_turn
+from turnkeeper_server.limits import MAX_SHAPE_BYTES
 from turnkeeper_server.records import TurnRecord
 from turnkeeper_server.store.contract import CheckpointRows, Conn, Tx
 
@@ -39,8 +40,6 @@ POLICIES: Final = (PIN, COMPATIBLE, LATEST)
 # The default a production team wants (decision 237): never continue a turn
 # on code that cannot, and never hold one back that can.
 DEFAULT_POLICY: Final = COMPATIBLE
-# A shape is a few kilobytes; a bigger one is not a graph description.
-MAX_SHAPE_BYTES: Final = 1 << 20
 
 
 @dataclass(frozen=True)

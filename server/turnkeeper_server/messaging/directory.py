@@ -19,10 +19,19 @@ says ``"assistant": false`` (the TypeScript runner, which serves no LangGraph AP
 methods) is kept with its version but does not make its agent an assistant; one that
 crashed is dropped after FORGET_AFTER, and until then a hand-off to its version finds
 no responder and is tried again at the next claim window.
+
+What an agent's announcements may hold is bounded (decision 275), so no agent's
+replicas grow the service without limit: a body over MAX_ANNOUNCEMENT_BYTES is
+refused unread; an agent keeps at most MAX_REPLICAS live replicas and MAX_VERSIONS
+graph versions (fingerprints) among them, and an announcement past either is
+refused; replicas of one version share one shape, the first one heard (the
+fingerprint is the shape's digest, so a replica of that version has that shape).
+Each refusal is logged, at most one line a second with a count.
 """
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import logging
 import time
@@ -35,12 +44,19 @@ from nats.aio.msg import Msg
 
 from turnkeeper_server import limits as lim
 from turnkeeper_server.errors import InvalidArgument
+from turnkeeper_server.log_rate import LogRate
 from turnkeeper_server.messaging.link import NatsLink
 
 log = logging.getLogger(__name__)
 
 # Three of the bridges' announcement periods.
 FORGET_AFTER: Final = 90.0
+# A body is a shape (at most limits.MAX_SHAPE_BYTES, as the journal takes) and names.
+MAX_ANNOUNCEMENT_BYTES: Final = lim.MAX_SHAPE_BYTES + (16 << 10)
+# Live replicas of one agent, and graph versions among them (each version keeps one
+# shape): at most MAX_VERSIONS * MAX_ANNOUNCEMENT_BYTES of shapes per agent.
+MAX_REPLICAS: Final = 256
+MAX_VERSIONS: Final = 8
 
 
 @dataclass(frozen=True)
@@ -100,6 +116,8 @@ class AgentDirectory:
         self.clock = clock
         self._seen: dict[str, float] = {}
         self._replicas: dict[str, dict[str, Replica]] = {}
+        # Announcements refused for a bound, logged at most once a second.
+        self.refusals = LogRate(log)
         link.on_connect.append(self._connected)
 
     @property
@@ -120,7 +138,19 @@ class AgentDirectory:
             agent = lim.check_agent(parts[-2])
         except (IndexError, InvalidArgument):
             return
+        if len(msg.data) > MAX_ANNOUNCEMENT_BYTES:
+            self.refusals.warning(
+                "agent %s: refused an announcement of %d bytes, unread (at most %d)",
+                agent,
+                len(msg.data),
+                MAX_ANNOUNCEMENT_BYTES,
+            )
+            return
         replica = _replica(msg.data, self.clock())
+        if replica is not None and not replica.leaving:
+            replica = self._bounded(agent, replica)
+            if replica is None:
+                return
         if replica is None or replica.assistant:
             if agent not in self._seen:
                 log.info("agent %s announced: listed as an assistant", agent)
@@ -134,6 +164,36 @@ class AgentDirectory:
                 del known[replica.replica]
             return
         known[replica.replica] = replica
+
+    def _bounded(self, agent: str, replica: Replica) -> Replica | None:
+        """`replica` with its version's shared shape, or None (logged) when keeping
+        it would pass MAX_REPLICAS or MAX_VERSIONS for its agent."""
+        known = {r.replica: r for r in self.replicas(agent) if r.replica != replica.replica}
+        if len(known) >= MAX_REPLICAS:
+            self.refusals.warning(
+                "agent %s: refused the announcement of replica %r: it has %d live "
+                "replicas already (at most %d)",
+                agent,
+                replica.replica,
+                len(known),
+                MAX_REPLICAS,
+            )
+            return None
+        same = next((r for r in known.values() if r.fingerprint == replica.fingerprint), None)
+        if same is not None:
+            return dataclasses.replace(replica, shape=same.shape)
+        versions = {r.fingerprint for r in known.values()}
+        if len(versions) >= MAX_VERSIONS:
+            self.refusals.warning(
+                "agent %s: refused the announcement of replica %r: its replicas serve "
+                "%d graph versions already (at most %d)",
+                agent,
+                replica.replica,
+                len(versions),
+                MAX_VERSIONS,
+            )
+            return None
+        return replica
 
     def replicas(self, agent: str) -> list[Replica]:
         """The agent's replicas heard within the last FORGET_AFTER seconds, by name."""

@@ -38,21 +38,23 @@ Handler: TypeAlias = "grpc.RpcMethodHandler[Any, Any]"
 
 
 def _refusal(handler: Handler, exc: TurnkeeperError) -> Handler:
-    """A handler of the same shape that raises `exc` (ErrorsAndMetrics maps it)."""
+    """A handler that raises `exc` (ErrorsAndMetrics maps it) without reading the
+    request: it takes the request as a stream it never iterates, so a refused call's
+    message is never received whole (HTTP/2 flow control stops its sender at the
+    stream's window), however large the message says it is (decision 274)."""
 
-    async def unary(_request: Any, _context: Any) -> Any:
+    async def unary(_requests: Any, _context: Any) -> Any:
         raise exc
 
-    async def stream(_request: Any, _context: Any) -> AsyncIterator[Any]:
+    async def stream(_requests: Any, _context: Any) -> AsyncIterator[Any]:
         raise exc
         yield  # pragma: no cover - makes this an async generator
 
-    kind: Any = {
-        (False, False): grpc.unary_unary_rpc_method_handler,
-        (False, True): grpc.unary_stream_rpc_method_handler,
-        (True, False): grpc.stream_unary_rpc_method_handler,
-        (True, True): grpc.stream_stream_rpc_method_handler,
-    }[(handler.request_streaming, handler.response_streaming)]
+    kind: Any = (
+        grpc.stream_stream_rpc_method_handler
+        if handler.response_streaming
+        else grpc.stream_unary_rpc_method_handler
+    )
     return cast(
         Handler,
         kind(

@@ -34,7 +34,7 @@ from turnkeeper_server.security.assertions import Assertions
 from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.security.streams import OpenStreams
 from turnkeeper_server.web import auth as web_auth
-from turnkeeper_server.web import connect, guard, langgraph
+from turnkeeper_server.web import connect, cross_site, guard, langgraph
 from turnkeeper_server.web.connect import error_response
 from turnkeeper_server.web.pump import Pump
 from turnkeeper_server.web.relay import AgentRelay
@@ -121,6 +121,12 @@ class WebSettings(transport.TransportSettings, Protocol):
     def http_max_pending_per_peer(self) -> int: ...
 
     @property
+    def http_max_connections(self) -> int: ...
+
+    @property
+    def http_max_connections_per_peer(self) -> int: ...
+
+    @property
     def http_write_timeout(self) -> float: ...
 
     @property
@@ -196,6 +202,8 @@ class WebServer:
             header_timeout=settings.http_header_timeout,
             max_pending=settings.http_max_pending_per_peer,
             setting="--http-max-pending-per-peer",
+            max_open=settings.http_max_connections,
+            max_open_per_peer=settings.http_max_connections_per_peer,
         )
         middlewares: list[Middleware] = [self.gate.middleware]
         if tokens is None and transport.is_loopback(self.listen):
@@ -204,6 +212,11 @@ class WebServer:
                 transport.listen_host(self.listen), settings.http_allowed_hosts
             )
             middlewares.append(guard.host_allow_list(allowed))
+        # Pages of other sites change nothing (cross_site.py, decision 273); it also
+        # refuses --cors-origin '*' without tokens.
+        middlewares.append(
+            cross_site.CrossSite(settings.http_cors_origins, tokens=tokens is not None).middleware
+        )
         # Browser panels of other origins calling the LangGraph API (decision 216).
         cors = langgraph.Cors(settings.http_cors_origins) if settings.http_cors_origins else None
         if cors is not None:
@@ -275,6 +288,8 @@ class WebServer:
             keepalive_timeout=self.settings.http_idle_timeout,
         )
         await self.runner.setup()
+        # Out of descriptors, asyncio would log each failed accept with a traceback.
+        guard.quiet_accept_errors(asyncio.get_running_loop())
         try:
             await self._bind(host, port)
         except OSError as exc:

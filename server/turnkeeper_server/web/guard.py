@@ -13,6 +13,13 @@
   past that a new one is answered 429 and closed. After its first request the
   connection is aiohttp's, whose keep-alive timeout closes it when idle. An answer
   of 401 closes its connection: a caller without a valid token keeps nothing open.
+- Open connections (decision 274), counted before any authentication: at most
+  `max_open` in all and `max_open_per_peer` from one address, each open TCP
+  connection counted from accept to close whatever it carries (one request, a
+  keep-alive idling, an event stream); past either a new one is answered 503 or 429
+  and closed at once, so a flood of connections holds a bounded number of file
+  descriptors and the service keeps answering. Refusals are logged one line a
+  second at most, with a count.
 """
 
 from __future__ import annotations
@@ -20,6 +27,7 @@ from __future__ import annotations
 import asyncio
 import json
 import logging
+import re
 from collections import Counter
 from collections.abc import Awaitable, Callable, Iterable
 from typing import Any, Final
@@ -28,21 +36,31 @@ from aiohttp import web
 from aiohttp.typedefs import Middleware
 
 from turnkeeper_server.errors import PermissionDenied
+from turnkeeper_server.log_rate import LogRate
 from turnkeeper_server.web.connect import error_response
 
 log = logging.getLogger(__name__)
 
 LOCAL_NAMES: Final = frozenset({"localhost", "127.0.0.1", "[::1]"})
+# What may follow a Host's name: nothing, or a colon and a port of ASCII digits
+# (RFC 9110 allows it empty).
+_PORT: Final = re.compile(r"(?::[0-9]*)?")
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
 
 def host_name(header: str) -> str:
-    """The name of a Host header, without its port, lower-case ("[::1]:80" -> "[::1]")."""
+    """The name of a Host header, without its port, lower-case ("[::1]:80" -> "[::1]").
+
+    Only a port of digits is taken off, and only right after the name (after the
+    `]` of an IPv6 literal): anything else stays part of the name, so
+    "[::1]evil.example" is that whole name and matches no allowed one."""
     header = header.strip().lower()
     if header.startswith("["):
-        return header.partition("]")[0] + "]"
-    return header.rpartition(":")[0] if ":" in header else header
+        literal, bracket, rest = header.partition("]")
+        return literal + "]" if bracket and _PORT.fullmatch(rest) else header
+    name, colon, port = header.rpartition(":")
+    return name if colon and _PORT.fullmatch(colon + port) else header
 
 
 def allowed_hosts(listen_host: str, extra: Iterable[str]) -> frozenset[str]:
@@ -87,16 +105,54 @@ class ConnectionGate:
     and the header timeout. `factory(inner)` wraps aiohttp's protocol factory; the
     `middleware` tells the gate a connection's request has arrived."""
 
-    def __init__(self, *, header_timeout: float, max_pending: int, setting: str) -> None:
+    def __init__(
+        self,
+        *,
+        header_timeout: float,
+        max_pending: int,
+        setting: str,
+        max_open: int = 4096,
+        max_open_per_peer: int = 256,
+    ) -> None:
         self.header_timeout = header_timeout
         self.max_pending = max_pending
         self.setting = setting
+        self.max_open = max_open
+        self.max_open_per_peer = max_open_per_peer
         self._pending: Counter[str] = Counter()
+        self._open: Counter[str] = Counter()
+        self.open_total = 0
         self.refused = 0
         self.timed_out = 0
+        self.refusals = LogRate(log)
 
     def pending(self, peer: str | None = None) -> int:
         return sum(self._pending.values()) if peer is None else self._pending[peer]
+
+    def open(self, peer: str | None = None) -> int:
+        return self.open_total if peer is None else self._open[peer]
+
+    def _full(self, peer: str) -> tuple[str, str] | None:
+        """Why a new connection from `peer` is refused: (HTTP status, message)."""
+        if self.open_total >= self.max_open:
+            return (
+                "503 Service Unavailable",
+                f"the service holds {self.open_total} HTTP connections, its limit "
+                "(--http-max-connections); try again later",
+            )
+        if self._open[peer] >= self.max_open_per_peer:
+            return (
+                "429 Too Many Requests",
+                f"{self._open[peer]} connections from {peer} are open; the limit is "
+                f"{self.max_open_per_peer} (--http-max-connections-per-peer)",
+            )
+        if self._pending[peer] >= self.max_pending:
+            return (
+                "429 Too Many Requests",
+                f"{self._pending[peer]} connections from {peer} have not sent a request "
+                f"yet; the limit is {self.max_pending} ({self.setting})",
+            )
+        return None
 
     def factory(self, inner: Callable[[], Any]) -> Callable[[], asyncio.Protocol]:
         return lambda: _Gated(self, inner())
@@ -129,6 +185,8 @@ class _Gated(asyncio.Protocol):
         self.transport: asyncio.Transport | None = None
         self.waiting = False
         self.refused = False
+        # Counted among the gate's open connections (until connection_lost).
+        self.counted = False
         self.timer: asyncio.TimerHandle | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
@@ -137,29 +195,24 @@ class _Gated(asyncio.Protocol):
         peername = transport.get_extra_info("peername")
         self.peer = str(peername[0]) if isinstance(peername, tuple) else "local"
         gate = self.gate
-        if gate._pending[self.peer] >= gate.max_pending:
+        full = gate._full(self.peer)
+        if full is not None:
             self.refused = True
             gate.refused += 1
-            if gate.refused == 1 or gate.refused % 1000 == 0:
-                log.warning(
-                    "HTTP: refused a connection from %s: %d of its connections have not "
-                    "sent a request yet (limit %d, %s); %d refused so far",
-                    self.peer,
-                    gate._pending[self.peer],
-                    gate.max_pending,
-                    gate.setting,
-                    gate.refused,
-                )
-            transport.write(
-                _raw_response(
-                    "429 Too Many Requests",
-                    "resource_exhausted",
-                    f"{gate._pending[self.peer]} connections from {self.peer} have not sent "
-                    f"a request yet; the limit is {gate.max_pending} ({gate.setting})",
-                )
+            status, message = full
+            gate.refusals.warning(
+                "HTTP: refused a connection from %s: %s; %d refused so far",
+                self.peer,
+                message,
+                gate.refused,
             )
+            code = "unavailable" if status.startswith("503") else "resource_exhausted"
+            transport.write(_raw_response(status, code, message))
             transport.close()
             return
+        gate._open[self.peer] += 1
+        gate.open_total += 1
+        self.counted = True
         gate._pending[self.peer] += 1
         self.waiting = True
         self.timer = asyncio.get_running_loop().call_later(gate.header_timeout, self._expire)
@@ -191,6 +244,13 @@ class _Gated(asyncio.Protocol):
 
     def connection_lost(self, exc: Exception | None) -> None:
         self.arrived()
+        if self.counted:
+            self.counted = False
+            gate = self.gate
+            gate.open_total -= 1
+            gate._open[self.peer] -= 1
+            if not gate._open[self.peer]:
+                del gate._open[self.peer]
         if not self.refused:
             self.inner.connection_lost(exc)
 
@@ -208,3 +268,26 @@ class _Gated(asyncio.Protocol):
     def resume_writing(self) -> None:
         if not self.refused:
             self.inner.resume_writing()
+
+
+# What asyncio's accept loop says when the process is out of descriptors; it pauses
+# accepting for a second and says it again, each time with a traceback.
+_ACCEPT_FAILED: Final = "socket.accept() out of system resource"
+
+
+def quiet_accept_errors(loop: asyncio.AbstractEventLoop) -> LogRate:
+    """The loop's exception handler, with failed accepts logged one line a second
+    with a count and no traceback (decision 274); every other error as before."""
+    failed = LogRate(log)
+    previous = loop.get_exception_handler()
+
+    def handler(loop: asyncio.AbstractEventLoop, context: dict[str, Any]) -> None:
+        if str(context.get("message", "")).startswith(_ACCEPT_FAILED):
+            failed.error("HTTP: could not accept a connection: %s", context.get("exception"))
+        elif previous is not None:
+            previous(loop, context)
+        else:
+            loop.default_exception_handler(context)
+
+    loop.set_exception_handler(handler)
+    return failed

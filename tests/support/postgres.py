@@ -12,9 +12,8 @@ import atexit
 import contextlib
 import itertools
 import shutil
-import subprocess
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -37,17 +36,7 @@ class PostgresCluster:
         root = Path(tempfile.mkdtemp(prefix="turnkeeper-pg-"))
         cluster = cls(root / "pgdata")
         try:
-            for attempt in range(1, 4):
-                try:
-                    cluster.start()
-                    break
-                except subprocess.CalledProcessError:
-                    # initdb has been seen to die of SIGSEGV now and then on a loaded
-                    # machine; a fresh directory (pgserver caches a server per
-                    # directory, failed or not) and another go.
-                    if attempt == 3:
-                        raise
-                    cluster = cls(root / f"pgdata{attempt}")
+            cluster.start()
             yield cluster
         finally:
             cluster.stop()
@@ -81,36 +70,13 @@ class PostgresCluster:
         """Stop PostgreSQL now (fast: clients are disconnected mid-transaction)."""
         # pgserver makes its command wrappers at import time: mypy cannot see them.
         pg_ctl = _commands.pg_ctl  # type: ignore[attr-defined]
-        _again_if_aborted(
-            lambda: pg_ctl(
-                ["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=self.server.system_user
-            )
-        )
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=self.server.system_user)
 
     def start_server(self) -> None:
         """Start it again on the same directory and socket (the URLs stay valid)."""
-        _again_if_aborted(self.server.ensure_postgres_running)
+        self.server.ensure_postgres_running()
 
     def stop(self) -> None:
         if self._server is not None:
             self._server.cleanup()
             self._server = None
-
-
-# pg_ctl runs as pgserver's server user, so subprocess starts it with fork(), not
-# vfork(), and gRPC's fork handlers run in the child. With the process's gRPC threads
-# busy (a fault campaign restarting PostgreSQL under load), they once aborted the
-# child before it reached exec: pg_ctl "exited" with SIGABRT, after "epoll_wait error:
-# Bad file descriptor" from gRPC, and PostgreSQL stayed down. A child killed by a
-# signal before exec never ran pg_ctl, so it is run again.
-_PG_CTL_ATTEMPTS = 3
-
-
-def _again_if_aborted(run: Callable[[], object]) -> None:
-    for attempt in range(1, _PG_CTL_ATTEMPTS + 1):
-        try:
-            run()
-            return
-        except subprocess.CalledProcessError as exc:
-            if exc.returncode >= 0 or attempt == _PG_CTL_ATTEMPTS:
-                raise

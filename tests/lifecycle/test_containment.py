@@ -62,10 +62,10 @@ async def test_a_poison_turn_fails_alone_and_healthy_turns_finish(
         await create(nc, job)
         panels[job].start(client, job)
 
-    ended = asyncio.ensure_future(asyncio.gather(*(p.ended(timeout=200) for p in panels.values())))
+    ended = asyncio.ensure_future(asyncio.gather(*(p.ended() for p in panels.values())))
     restarts = 0
     while True:
-        exited = asyncio.ensure_future(agent.wait_exit(timeout=200))
+        exited = asyncio.ensure_future(agent.wait_exit())
         await asyncio.wait({ended, exited}, return_when=asyncio.FIRST_COMPLETED)
         if ended.done():
             exited.cancel()

@@ -126,7 +126,7 @@ async def test_with_nats_down_the_redrive_waits_for_healthz_200(
     try:
         # Up, answering 503 (NATS), and not re-driving, however long NATS stays away:
         # the runner says so twice, the second time well past any startup timer.
-        waiting = await agent.wait_line(lambda line: WAITS in line, timeout=30)
+        waiting = await agent.wait_line(lambda line: WAITS in line)
         assert "NATS" in waiting
         code, reason = await agent_healthz(agent)
         assert code == 503 and "NATS" in reason

@@ -61,7 +61,10 @@ class ServiceProcess:
         self.address = ""
         self.log: list[str] = []
 
-    def start(self, timeout: float = 20.0) -> str:
+    def start(self, timeout: float | None = None) -> str:
+        """Start it and return its address, read from its announcement ("turnkeeper
+        listening on ..."), the event itself. Fails at once if the process exits first;
+        no deadline unless `timeout` is given (the test's timeout bounds it)."""
         args = [
             sys.executable,
             *self.command,

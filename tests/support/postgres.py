@@ -8,10 +8,11 @@ socket only; the URL carries the socket directory as `host=`.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
+import fcntl
 import itertools
-import shutil
+import subprocess
+import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
@@ -35,16 +36,33 @@ class PostgresCluster:
         and those are pytest's private ones."""
         root = Path(tempfile.mkdtemp(prefix="turnkeeper-pg-"))
         cluster = cls(root / "pgdata")
+        reaper: subprocess.Popen[bytes] | None = None
         try:
-            cluster.start()
+            # pgserver creates its server user (useradd) outside its own lock: two
+            # xdist workers starting their clusters at once on a fresh machine both
+            # found it missing, and the second useradd failed.
+            with _machine_lock():
+                cluster.start()
+            # Stops the server and removes `root` once this process is gone, even by
+            # Ctrl-C or SIGKILL; and does the removal (a session's few hundred
+            # databases, ~300 files each) off any test's clock.
+            reaper = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(Path(__file__).with_name("pg_reaper.py")),
+                    str(_commands.POSTGRES_BIN_PATH / "pg_ctl"),
+                    str(cluster.pgdata),
+                    str(root),
+                    *([cluster.server.system_user] if cluster.server.system_user else []),
+                ],
+                stdin=subprocess.PIPE,
+                start_new_session=True,
+            )
             yield cluster
         finally:
             cluster.stop()
-            # Removed when the process exits, not in the teardown of whichever test
-            # ran last: a session's few hundred databases are ~300 files each, and
-            # unlinking them on a loaded machine once took longer than that test's
-            # timeout.
-            atexit.register(shutil.rmtree, root, ignore_errors=True)
+            if reaper is not None and reaper.stdin is not None:
+                reaper.stdin.close()  # the reaper's turn, in the background
 
     def start(self) -> None:
         # "stop": stop the server when the session ends; temporary() removes the files.
@@ -80,3 +98,15 @@ class PostgresCluster:
         if self._server is not None:
             self._server.cleanup()
             self._server = None
+
+
+@contextlib.contextmanager
+def _machine_lock() -> Iterator[None]:
+    """A lock every test process on this machine shares (a file in the temp dir)."""
+    path = Path(tempfile.gettempdir()) / "turnkeeper-tests-pgserver.lock"
+    with path.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
+        try:
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

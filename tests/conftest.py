@@ -41,6 +41,25 @@ from tests.support.service import BACKENDS, ServiceFactory, make_settings
 pytest_plugins = ("tests.support.fixtures",)
 
 
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full",
+        action="store_true",
+        help="also run the tests marked `full`: the slow campaigns at their full size",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without --full, the tests marked `full` are deselected (not skipped): the
+    default run keeps a reduced campaign of each kind, `pytest --full` runs them all."""
+    if config.getoption("--full"):
+        return
+    full = [item for item in items if item.get_closest_marker("full")]
+    if full:
+        config.hook.pytest_deselected(items=full)
+        items[:] = [item for item in items if not item.get_closest_marker("full")]
+
+
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "backend" not in metafunc.fixturenames:
         return
@@ -58,6 +77,8 @@ def backend() -> str:
 
 @pytest.fixture(scope="session")
 def postgres_cluster() -> Iterator[PostgresCluster]:
+    """One PostgreSQL per session, so one per xdist worker: its own directory and
+    Unix socket (tests/support/postgres.py)."""
     with PostgresCluster.temporary() as cluster:
         yield cluster
 

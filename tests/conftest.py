@@ -9,6 +9,21 @@ other test gets "sqlite". The services a test starts follow `backend`.
 
 from __future__ import annotations
 
+import os
+import sys
+
+# Before gRPC is imported: its fork handlers off in this process and in every child.
+# The suite forks from a process whose gRPC threads are busy (nats-server is started
+# with a preexec_fn, pgserver's pg_ctl with user=, so subprocess must fork() rather
+# than vfork()), and gRPC's pthread_atfork handlers, on by default in grpcio's core,
+# then run in the child: "Other threads are currently calling into gRPC, skipping
+# fork() handlers", and the child, holding half of gRPC's state, died of SIGSEGV
+# ("Fatal Python error: Segmentation fault") or SIGABRT before it reached exec. Those
+# handlers exist for a child that goes on using gRPC; every child here execs at once.
+if "grpc" in sys.modules:
+    raise RuntimeError("tests/conftest.py must run before gRPC is imported (fork support)")
+os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "0"
+
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any
@@ -24,6 +39,25 @@ from tests.support.service import BACKENDS, ServiceFactory, make_settings
 
 # Fixtures more than one package's tests use (client, nc, bus, agents), defined once.
 pytest_plugins = ("tests.support.fixtures",)
+
+
+def pytest_addoption(parser: pytest.Parser) -> None:
+    parser.addoption(
+        "--full",
+        action="store_true",
+        help="also run the tests marked `full`: the slow campaigns at their full size",
+    )
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Without --full, the tests marked `full` are deselected (not skipped): the
+    default run keeps a reduced campaign of each kind, `pytest --full` runs them all."""
+    if config.getoption("--full"):
+        return
+    full = [item for item in items if item.get_closest_marker("full")]
+    if full:
+        config.hook.pytest_deselected(items=full)
+        items[:] = [item for item in items if not item.get_closest_marker("full")]
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -43,6 +77,8 @@ def backend() -> str:
 
 @pytest.fixture(scope="session")
 def postgres_cluster() -> Iterator[PostgresCluster]:
+    """One PostgreSQL per session, so one per xdist worker: its own directory and
+    Unix socket (tests/support/postgres.py)."""
     with PostgresCluster.temporary() as cluster:
         yield cluster
 

@@ -96,7 +96,7 @@ async def test_healthz_is_200_only_while_the_subscription_is_live(
                 )
                 panel = Panel()
                 panel.start(client, created["turn_id"])
-                assert [t for _, t, _ in await panel.ended(30)] == ["step", "final", "turn.done"]
+                assert [t for _, t, _ in await panel.ended()] == ["step", "final", "turn.done"]
             finally:
                 await nc.close()
             nats_server.stop()

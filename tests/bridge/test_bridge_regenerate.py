@@ -141,7 +141,7 @@ def final_answers(session: AgentSession) -> list[str]:
 async def ended(client: AsyncTurnkeeperClient, turn_id: str) -> list[tuple[int, str, Any]]:
     panel = Panel()
     panel.start(client, turn_id)
-    return await panel.ended(timeout=30)
+    return await panel.ended()
 
 
 async def test_session_regenerate_reruns_the_latest_question_from_the_entry_node(

@@ -127,7 +127,7 @@ async def raw(nc: Client, body: bytes) -> dict[str, Any]:
 async def finished(client: AsyncTurnkeeperClient, turn_id: str) -> list[tuple[int, str, Any]]:
     panel = Panel()
     panel.start(client, turn_id)
-    return await panel.ended(timeout=30)
+    return await panel.ended()
 
 
 @pytest.mark.usefixtures("bridge")

@@ -143,7 +143,7 @@ async def test_a_bridge_with_its_agent_token_over_mutual_tls_runs_turns(
                 assert created["status"] == "in_progress", created
                 panel = Panel()
                 panel.start(admin, created["turn_id"])
-                return await panel.ended(30)
+                return await panel.ended()
 
             shown = await run({"input": {"question": "q"}, "thread_id": "th-secure"})
             assert [t for _, t, _ in shown] == ["step", "step", "final", "turn.done"]

@@ -44,7 +44,7 @@ async def receiver() -> AsyncIterator[str]:
     )
     try:
         assert proc.stdout is not None
-        line = (await asyncio.wait_for(proc.stdout.readline(), 30)).decode()
+        line = (await proc.stdout.readline()).decode()
         assert line.startswith("listening "), line
         yield f"http://127.0.0.1:{int(line.split()[1])}"
     finally:

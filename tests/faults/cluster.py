@@ -335,7 +335,7 @@ class Cluster:
             stdout=asyncio.subprocess.PIPE,
         )
         assert self.receiver.stdout is not None
-        line = await asyncio.wait_for(self.receiver.stdout.readline(), 60)
+        line = await self.receiver.stdout.readline()
         assert line.startswith(b"listening "), f"the receiver said {line!r}"
         self.receiver_url = f"http://127.0.0.1:{int(line.split()[1])}"
 

@@ -28,7 +28,12 @@ from tests.support.service import ServiceFactory
 
 __all__ = ["browser"]
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+# On one xdist worker: the module-scoped npm install is done once, not once per worker.
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(300),
+    pytest.mark.xdist_group("threadplane-panel"),
+]
 
 PANEL = Path(__file__).resolve().parents[2] / "examples" / "threadplane" / "panel"
 GRAPHS = Path(__file__).resolve().parent / "graphs" / "langgraph.json"

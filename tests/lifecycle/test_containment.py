@@ -16,7 +16,10 @@ from turnkeeper.v1 import turns_pb2
 from tests.support.agents import Agent, Agents, Panel, result, until
 from tests.support.nats import Collector
 
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(240), pytest.mark.both_backends]
+# The timeout is for a hang. The test starts an agent process seven times (a cold
+# interpreter importing langgraph and grpc each time): on a loaded machine, with the
+# suite's other worker busy too, that alone took past 240 s while the test progressed.
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(480), pytest.mark.both_backends]
 
 
 @pytest.fixture(autouse=True)
@@ -62,10 +65,10 @@ async def test_a_poison_turn_fails_alone_and_healthy_turns_finish(
         await create(nc, job)
         panels[job].start(client, job)
 
-    ended = asyncio.ensure_future(asyncio.gather(*(p.ended(timeout=200) for p in panels.values())))
+    ended = asyncio.ensure_future(asyncio.gather(*(p.ended() for p in panels.values())))
     restarts = 0
     while True:
-        exited = asyncio.ensure_future(agent.wait_exit(timeout=200))
+        exited = asyncio.ensure_future(agent.wait_exit())
         await asyncio.wait({ended, exited}, return_when=asyncio.FIRST_COMPLETED)
         if ended.done():
             exited.cancel()

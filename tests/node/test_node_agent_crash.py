@@ -19,16 +19,17 @@ from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import result, until
 from tests.support.nats import NatsServer, subscribe
-from tests.support.node import Watcher, hold_turn, prepare_package, spawn_agent
+from tests.support.node import Watcher, hold_turn, spawn_agent
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 AGENT = "js-steps"
 
 
-@pytest.fixture(scope="module")
-def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return prepare_package(tmp_path_factory.mktemp("node-agent"))
+@pytest.fixture
+def node_package(built_node_package: Path) -> Path:
+    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
+    return built_node_package
 
 
 def seen_by_a_reader(events: list[Event]) -> list[tuple[int, str, Any]]:

@@ -29,7 +29,7 @@ from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Agent
 from tests.support.nats import NatsServer
-from tests.support.node import prepare_package, spawn_agent
+from tests.support.node import spawn_agent
 from tests.support.security import write_tokens
 from tests.support.service import ServiceFactory
 
@@ -40,9 +40,10 @@ AGENT = "js-approval"
 RUNNER = f"agent (agent:{AGENT})"
 
 
-@pytest.fixture(scope="module")
-def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return prepare_package(tmp_path_factory.mktemp("node-callers"))
+@pytest.fixture
+def node_package(built_node_package: Path) -> Path:
+    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
+    return built_node_package
 
 
 @pytest.fixture

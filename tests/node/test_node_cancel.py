@@ -15,7 +15,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from tests.support.agents import result
 from tests.support.contract_panel import ContractPanel
 from tests.support.nats import NatsServer, subscribe
-from tests.support.node import Watcher, hold_turn, prepare_package, spawn_agent
+from tests.support.node import Watcher, hold_turn, spawn_agent
 from tests.support.turns import value
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -23,9 +23,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 AGENT = "js-cancel"
 
 
-@pytest.fixture(scope="module")
-def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return prepare_package(tmp_path_factory.mktemp("node-cancel"))
+@pytest.fixture
+def node_package(built_node_package: Path) -> Path:
+    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
+    return built_node_package
 
 
 async def test_a_cancelled_js_turn_stops_its_graph_mid_node(

@@ -27,7 +27,7 @@ from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer, create_server
 from turnkeeper_server.config import Settings
 
-from tests.support.node import NO_PROXY_ENV, NODE, NPM, prepare_package
+from tests.support.node import NO_PROXY_ENV, NODE, NPM
 
 if TYPE_CHECKING:
     # Only in the .pyi: what TurnServiceStub(channel) is for a grpc.aio channel.
@@ -39,10 +39,10 @@ AGENT = "python-executor"
 FOLLOW = "dist/cli/follow.js"
 
 
-@pytest.fixture(scope="module")
-def node_client(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """clients/node copied, installed by `npm ci` and built (tests/support/node.py)."""
-    return prepare_package(tmp_path_factory.mktemp("node-client"))
+@pytest.fixture
+def node_client(built_node_package: Path) -> Path:
+    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
+    return built_node_package
 
 
 @pytest.fixture
@@ -249,7 +249,7 @@ async def test_follow_js_follows_a_live_turn_through_a_redrive(
     )
     assert process.stdout is not None
     try:
-        lines = [await asyncio.wait_for(process.stdout.readline(), 30) for _ in range(3)]
+        lines = [await process.stdout.readline() for _ in range(3)]
         assert brief([json.loads(line) for line in lines]) == [
             "status RUNNING",
             "event 1 a0 step",

@@ -30,7 +30,7 @@ from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Agent, result
 from tests.support.nats import NatsServer
-from tests.support.node import Watcher, prepare_package, spawn_agent
+from tests.support.node import Watcher, spawn_agent
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_backends, pytest.mark.timeout(600)]
 
@@ -38,9 +38,10 @@ AGENT = "js-effects"
 Spawn = Callable[[str], Awaitable[Agent]]
 
 
-@pytest.fixture(scope="module")
-def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return prepare_package(tmp_path_factory.mktemp("node-effects"))
+@pytest.fixture
+def node_package(built_node_package: Path) -> Path:
+    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
+    return built_node_package
 
 
 @pytest.fixture

@@ -32,7 +32,7 @@ from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Agent, result, until
 from tests.support.nats import Collector, NatsServer, subscribe
-from tests.support.node import Watcher, prepare_package, spawn_agent
+from tests.support.node import Watcher, spawn_agent
 from tests.support.service import ServiceFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -52,9 +52,10 @@ async def service(make_service: ServiceFactory, nats_server: NatsServer) -> Turn
     return await make_service(nats_url=nats_server.url, max_redrives=RANDOM_KILLS + 2)
 
 
-@pytest.fixture(scope="module")
-def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return prepare_package(tmp_path_factory.mktemp("node-mixed"))
+@pytest.fixture
+def node_package(built_node_package: Path) -> Path:
+    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
+    return built_node_package
 
 
 class Replica:

@@ -16,16 +16,17 @@ from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.node.test_node_sdk import run
-from tests.support.node import NODE, NPM, REPO, prepare_package
+from tests.support.node import NODE, NPM, REPO
 from tests.support.turns import value
 
 README = REPO / "clients" / "node" / "README.md"
 PACKAGE_JSON = REPO / "clients" / "node" / "package.json"
 
 
-@pytest.fixture(scope="module")
-def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return prepare_package(tmp_path_factory.mktemp("node-use"))
+@pytest.fixture
+def node_package(built_node_package: Path) -> Path:
+    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
+    return built_node_package
 
 
 def test_the_node_versions_the_readme_names_are_the_ones_engines_accepts() -> None:

@@ -24,7 +24,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from tests.bridge.test_redrive_order import RedriveWatch, agent_healthz
 from tests.support.agents import Agent, Panel
 from tests.support.nats import NatsServer
-from tests.support.node import prepare_package, spawn_agent
+from tests.support.node import spawn_agent
 from tests.support.service import ServiceFactory
 from tests.support.turns import value
 
@@ -35,9 +35,10 @@ REPLICA = "r-order"  # the replica RedriveWatch holds
 WAITS = "startup Redrive waits for /healthz 200"
 
 
-@pytest.fixture(scope="module")
-def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return prepare_package(tmp_path_factory.mktemp("node-order"))
+@pytest.fixture
+def node_package(built_node_package: Path) -> Path:
+    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
+    return built_node_package
 
 
 @pytest.fixture
@@ -126,7 +127,7 @@ async def test_with_nats_down_the_redrive_waits_for_healthz_200(
     try:
         # Up, answering 503 (NATS), and not re-driving, however long NATS stays away:
         # the runner says so twice, the second time well past any startup timer.
-        waiting = await agent.wait_line(lambda line: WAITS in line, timeout=30)
+        waiting = await agent.wait_line(lambda line: WAITS in line)
         assert "NATS" in waiting
         code, reason = await agent_healthz(agent)
         assert code == 503 and "NATS" in reason

@@ -25,7 +25,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from tests.support.agents import result, rpc, until
 from tests.support.grpcurl import grpcurl
 from tests.support.nats import Collector, NatsServer, subscribe
-from tests.support.node import NO_PROXY_ENV, NODE, NPM, prepare_package, spawn_agent
+from tests.support.node import NO_PROXY_ENV, NODE, NPM, spawn_agent
 from tests.support.procs import ServiceProcess
 from tests.support.security import CertificateAuthority, write_tokens
 
@@ -34,9 +34,10 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 AGENT = "js-approval"
 
 
-@pytest.fixture(scope="module")
-def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return prepare_package(tmp_path_factory.mktemp("node-sdk"))
+@pytest.fixture
+def node_package(built_node_package: Path) -> Path:
+    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
+    return built_node_package
 
 
 async def run(
@@ -463,9 +464,7 @@ async def test_turnkeeper_follow_rides_out_a_service_restart_and_a_re_drive(
             stderr=asyncio.subprocess.PIPE,
         )
         assert follower.stdout is not None
-        first = [
-            json.loads(await asyncio.wait_for(follower.stdout.readline(), 30)) for _ in range(3)
-        ]
+        first = [json.loads(await follower.stdout.readline()) for _ in range(3)]
         assert [f["frame"] for f in first] == ["status", "event", "event"]
 
         # The service dies and comes back on the same port; meanwhile nothing is

@@ -25,7 +25,7 @@ from turnkeeper_server.journal.versions import VersionPolicies
 
 from tests.support.agents import PATIENCE, Agent, result
 from tests.support.nats import NatsServer
-from tests.support.node import prepare_package, spawn_agent
+from tests.support.node import spawn_agent
 from tests.support.service import ServiceFactory
 from tests.support.turns import value
 
@@ -43,9 +43,10 @@ CASES = [
 ]
 
 
-@pytest.fixture(scope="module")
-def node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return prepare_package(tmp_path_factory.mktemp("node-versions"))
+@pytest.fixture
+def node_package(built_node_package: Path) -> Path:
+    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
+    return built_node_package
 
 
 @pytest.fixture

@@ -117,7 +117,7 @@ class PipelineResponder:
 
     async def ended(self, turn_id: str) -> None:
         """Wait until the run of ``turn_id`` has finished (DONE or FAILED)."""
-        await asyncio.wait_for(self._ended.setdefault(turn_id, asyncio.Event()).wait(), 10)
+        await self._ended.setdefault(turn_id, asyncio.Event()).wait()
 
     # -- JSON-RPC ----------------------------------------------------------------------
 

@@ -25,8 +25,11 @@ from tests.support.procs import signal_child
 
 AGENT_SCRIPT = Path(__file__).resolve().parent.parent / "agents" / "job_agent.py"
 AGENT = "jobs"
-# How long a test waits for something that happens in another process (CI runners
-# can be slow; nothing here waits this long when things work).
+# How long some tests wait for something that happens in another process (CI runners
+# can be slow; nothing here waits this long when things work). The waits of this
+# module have no deadline of their own: each waits for its event, fails at once when
+# the process it waits on has exited, and is otherwise bounded by the test's timeout
+# (pytest-timeout), which a loaded machine cannot turn into a false failure.
 PATIENCE = 30.0
 
 
@@ -93,7 +96,13 @@ class Agent:
             self._changed.set()
         self._changed.set()
 
-    async def wait_line(self, predicate: Callable[[str], bool], timeout: float = 60) -> str:
+    async def wait_line(
+        self, predicate: Callable[[str], bool], timeout: float | None = None
+    ) -> str:
+        """The first output line that satisfies `predicate`: the line is the event (an
+        announcement the agent prints). Fails at once if the agent exits first; no
+        deadline unless `timeout` is given."""
+
         async def loop() -> str:
             seen = 0
             while True:
@@ -120,7 +129,8 @@ class Agent:
         self.proc.stdin.write(b"go\n")
         await self.proc.stdin.drain()
 
-    async def ready(self, timeout: float = 60) -> None:
+    async def ready(self, timeout: float | None = None) -> None:
+        """Until the agent announces ``ready <healthz url>``: its bridge serves."""
         await self.wait_line(lambda line: line.startswith("ready "), timeout)
 
     def output(self) -> str:
@@ -134,7 +144,7 @@ class Agent:
         self.signal(signal.SIGKILL)
         await self.wait_exit()
 
-    async def wait_exit(self, timeout: float = 60) -> int:
+    async def wait_exit(self, timeout: float | None = None) -> int:
         rc = await asyncio.wait_for(self.proc.wait(), timeout)
         await asyncio.gather(*self._readers, return_exceptions=True)
         return rc
@@ -265,7 +275,7 @@ class Panel:
     def start(self, client: AsyncTurnkeeperClient, turn_id: str) -> None:
         self.task = asyncio.create_task(self._watch(client, turn_id))
 
-    async def ended(self, timeout: float = 60) -> list[tuple[int, str, Any]]:
+    async def ended(self, timeout: float | None = None) -> list[tuple[int, str, Any]]:
         assert self.task is not None
         await asyncio.wait_for(asyncio.shield(self.task), timeout)
         return self.shown
@@ -273,7 +283,7 @@ class Panel:
 
 async def until(seen: Collector, predicate: Callable[[], bool]) -> None:
     """Until what a NATS subscriber received satisfies `predicate`."""
-    await seen.wait_for(predicate, timeout=PATIENCE)
+    await seen.wait_for(predicate)
 
 
 async def all_events(client: AsyncTurnkeeperClient, turn_id: str) -> list[turns_pb2.Event]:

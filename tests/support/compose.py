@@ -195,6 +195,14 @@ def _ephemeral_low() -> int:
         return 32768
 
 
+def _xdist_worker() -> tuple[int, int]:
+    """(this pytest-xdist worker's index, the number of workers); (0, 1) without xdist."""
+    name = os.environ.get("PYTEST_XDIST_WORKER", "")
+    if not name.startswith("gw"):
+        return 0, 1
+    return int(name[2:]), int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+
+
 # Ports handed out by this process: a stack's services each get their own.
 _handed: set[int] = set()
 
@@ -207,8 +215,11 @@ def free_port() -> int:
     connection of another process of the stack could take it as its own end, and
     the bind then fails for as long as that connection lives."""
     low = _ephemeral_low()
+    worker, workers = _xdist_worker()
     for _ in range(200):
-        port = random.randrange(10_000, low)
+        # Each xdist worker draws from its own residue class: two workers' stacks
+        # never pick the same port between the check below and their bind.
+        port = random.randrange(10_000 + worker, low, workers)
         if port in _handed:
             continue
         with socket.socket() as s:

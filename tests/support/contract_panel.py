@@ -48,7 +48,7 @@ class ContractPanel:
                 return
             await asyncio.sleep(self.interval)  # the panel's own polling cadence
 
-    async def polled(self, times: int, timeout: float = 30) -> None:
+    async def polled(self, times: int, timeout: float | None = None) -> None:
         """Until it has asked `times` more times (or concluded)."""
         async with self._changed:
             target = len(self.words) + times
@@ -59,7 +59,7 @@ class ContractPanel:
                 timeout,
             )
 
-    async def conclusion(self, timeout: float = 30) -> str:
+    async def conclusion(self, timeout: float | None = None) -> str:
         await asyncio.wait_for(asyncio.shield(self.task), timeout)
         assert self.concluded is not None
         return self.concluded

@@ -19,6 +19,7 @@ from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Agents, agents_for
 from tests.support.nats import Collector, NatsServer, subscribe
+from tests.support.node import prepare_package
 
 
 @pytest.fixture
@@ -51,3 +52,11 @@ async def agents(
     """Real agent subprocesses against the test's service."""
     async with agents_for(service.address, nats_server.url, tmp_path / "side.log") as spawned:
         yield spawned
+
+
+@pytest.fixture(scope="session")
+def built_node_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """clients/node copied, installed by `npm ci` and built (tests/support/node.py),
+    once per session (per xdist worker) for every Node module on it. The tests of a
+    worker run one at a time; one that edits the copy puts it back."""
+    return prepare_package(tmp_path_factory.mktemp("node-package"))

@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import math
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -36,16 +37,10 @@ class NatsServer:
         return f"nats://127.0.0.1:{self.port}"
 
     def start(self) -> None:
-        for attempt in range(1, 4):
-            try:
-                self._server.start(port=self.port or -1)
-                break
-            except RuntimeError:
-                # Now and then the child dies before exec'ing nats-server, printing
-                # only a gRPC event-engine error inherited through fork from this
-                # test process (gRPC threads, preexec_fn); a new child starts fine.
-                if attempt == 3:
-                    raise
+        # "Server is ready" on its output is the event itself. No deadline of our own:
+        # a closed pipe (the server exited) fails at once, and a server that is only
+        # slow (a loaded machine) is bounded by the test's timeout alone.
+        self._server.start(port=self.port or -1, timeout=math.inf)
         self.port = self._server.port
 
     def stop(self) -> None:
@@ -83,7 +78,9 @@ class Collector:
     def on(self, subject_suffix: str) -> list[dict[str, Any]]:
         return [m for s, m, _ in self.messages if s.endswith(subject_suffix)]
 
-    async def wait_for(self, predicate: Any, timeout: float = 10.0) -> None:
+    async def wait_for(self, predicate: Any, timeout: float | None = None) -> None:
+        """Until `predicate` holds; no deadline unless given (the test's timeout)."""
+
         async def loop() -> None:
             while not predicate():
                 self._changed.clear()

@@ -16,7 +16,7 @@ import pytest
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.panel.follower import Event, FollowOptions, Frame, Transcript, TurnFollower
 
-from tests.support.agents import PATIENCE, Agent, result
+from tests.support.agents import Agent, result
 
 REPO = Path(__file__).resolve().parent.parent.parent
 NPM = shutil.which("npm")
@@ -146,10 +146,12 @@ class Watcher:
                 self._changed.clear()
                 await self._changed.wait()
 
-        await asyncio.wait_for(loop(), PATIENCE)
+        # No deadline: it fails at once if the follower ends first, and is otherwise
+        # bounded by the test's timeout.
+        await loop()
 
     async def finished(self) -> Transcript:
-        await asyncio.wait_for(self.task, PATIENCE)
+        await self.task
         return self.transcript
 
     async def close(self) -> None:

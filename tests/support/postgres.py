@@ -8,13 +8,13 @@ socket only; the URL carries the socket directory as `host=`.
 
 from __future__ import annotations
 
-import atexit
 import contextlib
+import fcntl
 import itertools
-import shutil
 import subprocess
+import sys
 import tempfile
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from pathlib import Path
 
 import psycopg
@@ -36,26 +36,33 @@ class PostgresCluster:
         and those are pytest's private ones."""
         root = Path(tempfile.mkdtemp(prefix="turnkeeper-pg-"))
         cluster = cls(root / "pgdata")
+        reaper: subprocess.Popen[bytes] | None = None
         try:
-            for attempt in range(1, 4):
-                try:
-                    cluster.start()
-                    break
-                except subprocess.CalledProcessError:
-                    # initdb has been seen to die of SIGSEGV now and then on a loaded
-                    # machine; a fresh directory (pgserver caches a server per
-                    # directory, failed or not) and another go.
-                    if attempt == 3:
-                        raise
-                    cluster = cls(root / f"pgdata{attempt}")
+            # pgserver creates its server user (useradd) outside its own lock: two
+            # xdist workers starting their clusters at once on a fresh machine both
+            # found it missing, and the second useradd failed.
+            with _machine_lock():
+                cluster.start()
+            # Stops the server and removes `root` once this process is gone, even by
+            # Ctrl-C or SIGKILL; and does the removal (a session's few hundred
+            # databases, ~300 files each) off any test's clock.
+            reaper = subprocess.Popen(
+                [
+                    sys.executable,
+                    str(Path(__file__).with_name("pg_reaper.py")),
+                    str(_commands.POSTGRES_BIN_PATH / "pg_ctl"),
+                    str(cluster.pgdata),
+                    str(root),
+                    *([cluster.server.system_user] if cluster.server.system_user else []),
+                ],
+                stdin=subprocess.PIPE,
+                start_new_session=True,
+            )
             yield cluster
         finally:
             cluster.stop()
-            # Removed when the process exits, not in the teardown of whichever test
-            # ran last: a session's few hundred databases are ~300 files each, and
-            # unlinking them on a loaded machine once took longer than that test's
-            # timeout.
-            atexit.register(shutil.rmtree, root, ignore_errors=True)
+            if reaper is not None and reaper.stdin is not None:
+                reaper.stdin.close()  # the reaper's turn, in the background
 
     def start(self) -> None:
         # "stop": stop the server when the session ends; temporary() removes the files.
@@ -81,15 +88,11 @@ class PostgresCluster:
         """Stop PostgreSQL now (fast: clients are disconnected mid-transaction)."""
         # pgserver makes its command wrappers at import time: mypy cannot see them.
         pg_ctl = _commands.pg_ctl  # type: ignore[attr-defined]
-        _again_if_aborted(
-            lambda: pg_ctl(
-                ["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=self.server.system_user
-            )
-        )
+        pg_ctl(["-w", "-m", "fast", "stop"], pgdata=self.pgdata, user=self.server.system_user)
 
     def start_server(self) -> None:
         """Start it again on the same directory and socket (the URLs stay valid)."""
-        _again_if_aborted(self.server.ensure_postgres_running)
+        self.server.ensure_postgres_running()
 
     def stop(self) -> None:
         if self._server is not None:
@@ -97,20 +100,13 @@ class PostgresCluster:
             self._server = None
 
 
-# pg_ctl runs as pgserver's server user, so subprocess starts it with fork(), not
-# vfork(), and gRPC's fork handlers run in the child. With the process's gRPC threads
-# busy (a fault campaign restarting PostgreSQL under load), they once aborted the
-# child before it reached exec: pg_ctl "exited" with SIGABRT, after "epoll_wait error:
-# Bad file descriptor" from gRPC, and PostgreSQL stayed down. A child killed by a
-# signal before exec never ran pg_ctl, so it is run again.
-_PG_CTL_ATTEMPTS = 3
-
-
-def _again_if_aborted(run: Callable[[], object]) -> None:
-    for attempt in range(1, _PG_CTL_ATTEMPTS + 1):
+@contextlib.contextmanager
+def _machine_lock() -> Iterator[None]:
+    """A lock every test process on this machine shares (a file in the temp dir)."""
+    path = Path(tempfile.gettempdir()) / "turnkeeper-tests-pgserver.lock"
+    with path.open("a") as f:
+        fcntl.flock(f, fcntl.LOCK_EX)
         try:
-            run()
-            return
-        except subprocess.CalledProcessError as exc:
-            if exc.returncode >= 0 or attempt == _PG_CTL_ATTEMPTS:
-                raise
+            yield
+        finally:
+            fcntl.flock(f, fcntl.LOCK_UN)

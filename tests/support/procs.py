@@ -60,8 +60,14 @@ class ServiceProcess:
         self.process: subprocess.Popen[str] | None = None
         self.address = ""
         self.log: list[str] = []
+        # Notified on every line and at the end of the output (the process exited).
+        self._changed = threading.Condition()
+        self._output_ended = False
 
-    def start(self, timeout: float = 20.0) -> str:
+    def start(self, timeout: float | None = None) -> str:
+        """Start it and return its address, read from its announcement ("turnkeeper
+        listening on ..."), the event itself. Fails at once if the process exits first;
+        no deadline unless `timeout` is given (the test's timeout bounds it)."""
         args = [
             sys.executable,
             *self.command,
@@ -89,15 +95,23 @@ class ServiceProcess:
         )
         assert self.process.stdout is not None
         found = threading.Event()
+        self._output_ended = False
+        process = self.process
 
         def pump() -> None:
-            assert self.process is not None and self.process.stdout is not None
-            for line in self.process.stdout:
-                self.log.append(line.rstrip())
+            assert process.stdout is not None
+            for line in process.stdout:
+                with self._changed:
+                    self.log.append(line.rstrip())
+                    self._changed.notify_all()
                 match = _LISTENING.search(line)
                 if match:
                     self.address = match.group(1)
                     found.set()
+            with self._changed:
+                if self.process is process:
+                    self._output_ended = True
+                self._changed.notify_all()
             found.set()
 
         threading.Thread(target=pump, daemon=True).start()
@@ -107,6 +121,25 @@ class ServiceProcess:
         # Keep the same port across restarts.
         self.listen = self.address
         return self.address
+
+    def wait_line(self, pattern: re.Pattern[str]) -> re.Match[str]:
+        """The first line of its output (all its runs, as `log`) that `pattern` finds:
+        the line is the event. Blocking (async tests call it in a thread); fails at
+        once when the output ends, i.e. the process exited; no deadline of its own."""
+        seen = 0
+        with self._changed:
+            while True:
+                for line in self.log[seen:]:
+                    match = pattern.search(line)
+                    if match:
+                        return match
+                seen = len(self.log)
+                if self._output_ended:
+                    raise AssertionError(
+                        f"the service exited before a line {pattern.pattern!r}:\n"
+                        + "\n".join(self.log)
+                    )
+                self._changed.wait()
 
     def kill(self) -> None:
         """SIGKILL: no shutdown code runs."""

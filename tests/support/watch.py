@@ -38,7 +38,7 @@ class Watcher:
                 self.shown.append((e.seq, e.type, e.data_json))
             self._changed.set()
 
-    async def wait_for(self, predicate: object, timeout: float = 10.0) -> None:
+    async def wait_for(self, predicate: object, timeout: float | None = None) -> None:
         async def loop() -> None:
             while not predicate():  # type: ignore[operator]
                 self._changed.clear()
@@ -46,7 +46,7 @@ class Watcher:
 
         await asyncio.wait_for(loop(), timeout)
 
-    async def finished(self, timeout: float = 10.0) -> None:
+    async def finished(self, timeout: float | None = None) -> None:
         assert self.task is not None
         await asyncio.wait_for(self.task, timeout)
 

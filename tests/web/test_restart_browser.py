@@ -38,13 +38,7 @@ def service(tmp_path: Path, nats_server: NatsServer) -> Iterator[ServiceProcess]
 
 async def console_url(proc: ServiceProcess) -> str:
     """The console URL the service printed right after its listening line."""
-    for _ in range(200):
-        for line in proc.log:
-            match = _CONSOLE.search(line)
-            if match:
-                return match.group(1)
-        await asyncio.sleep(0.05)
-    raise AssertionError("no console URL in the service's output:\n" + "\n".join(proc.log))
+    return (await asyncio.to_thread(proc.wait_line, _CONSOLE)).group(1)
 
 
 async def test_service_restart_mid_stream_resumes_by_last_event_id(

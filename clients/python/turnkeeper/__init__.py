@@ -22,9 +22,9 @@ who uses it:
 
 Modules whose name starts with ``_`` are private. Some of the core's are shared with
 the server (distribution ``turnkeeper-server``, which depends on this core):
-``_caller_assertion``, ``_graph_versions``, ``_io_engine``, ``_nats_auth``,
-``_nats_identity``, ``_thread_state``, ``_tracing``. They are not public API and
-change with the server. Nothing here imports the server.
+``_caller_assertion``, ``_graph_versions``, ``_io_engine``, ``_multitask``,
+``_nats_auth``, ``_nats_identity``, ``_run_request``, ``_thread_state``, ``_tracing``.
+They are not public API and change with the server. Nothing here imports the server.
 
 The names below are imported on first use (PEP 562), so ``import turnkeeper`` loads
 nothing: ``turnkeeper._io_engine.prefer_iomgr`` must run before grpc is first imported.

@@ -11,7 +11,8 @@ with what to do when the thread is busy (the multitask strategy) and its deadlin
         interrupt --> it is cancelled, this one runs
         rollback  --> it is cancelled and its checkpoints removed, this one runs
 
-The strategies are LangGraph Platform's names. One transaction, three reads of the
+The strategies are LangGraph Platform's names, from the client core's one table
+(turnkeeper._multitask). One transaction, three reads of the
 turns table (the id, the thread's live turn, the row written), and the count of
 queued turns for `enqueue` alone.
 """
@@ -23,14 +24,13 @@ import json
 import time
 from dataclasses import dataclass
 
+from turnkeeper._multitask import ENQUEUE, INTERRUPT, REJECT, ROLLBACK, STRATEGIES
+
 from turnkeeper_server.errors import AlreadyExists, InvalidArgument, WrongState
 from turnkeeper_server.journal import agents, lifecycle, transitions
 from turnkeeper_server.journal.lifecycle import Cancelled
 from turnkeeper_server.records import LIVE_SQL, QUEUED, RUNNING, TURN_COLUMNS, Policy, TurnRecord
 from turnkeeper_server.store.contract import Tx
-
-REJECT, ENQUEUE, INTERRUPT, ROLLBACK = "reject", "enqueue", "interrupt", "rollback"
-STRATEGIES = (REJECT, ENQUEUE, INTERRUPT, ROLLBACK)
 
 _LIVE_ON_THREAD = (
     f"SELECT {TURN_COLUMNS} FROM main.turns WHERE thread_id = ? AND state IN {LIVE_SQL}"

@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator, Sequence
 
 from google.protobuf import duration_pb2, struct_pb2
 from grpc import aio
+from turnkeeper import _multitask as multitask
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 
 from turnkeeper_server import audit as audit_log
@@ -17,7 +18,7 @@ from turnkeeper_server import limits as lim
 from turnkeeper_server.audit import AuditLog
 from turnkeeper_server.engine import Engine
 from turnkeeper_server.errors import InvalidArgument
-from turnkeeper_server.journal import effects, start
+from turnkeeper_server.journal import effects
 from turnkeeper_server.journal.redrive import Redriven
 from turnkeeper_server.journal.start import StartRequest
 from turnkeeper_server.journal.versions import Served
@@ -148,11 +149,10 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             lambda: self.engine.turns.thread_agents(thread_id),
             starting=True,
         )
-        strategy = STRATEGIES.get(request.multitask_strategy)
-        if strategy is None:
-            raise InvalidArgument(
-                "multitask_strategy must be REJECT, ENQUEUE, INTERRUPT or ROLLBACK (or unset)"
-            )
+        try:
+            strategy = multitask.from_wire(request.multitask_strategy)
+        except ValueError as exc:
+            raise InvalidArgument(str(exc)) from None
         max_run = _seconds("max_run_time", request.max_run_time)
         park_expiry = _seconds("park_expiry", request.park_expiry)
         self._acting_for(context, auth.JSONRPC_CREATE)
@@ -531,15 +531,6 @@ def _canonical_json(name: str, text: str, limits: Limits) -> str:
     return json.dumps(json.loads(text), sort_keys=True, separators=(",", ":"))
 
 
-STRATEGIES = {
-    turns_pb2.MULTITASK_STRATEGY_UNSPECIFIED: start.REJECT,
-    turns_pb2.MULTITASK_STRATEGY_REJECT: start.REJECT,
-    turns_pb2.MULTITASK_STRATEGY_ENQUEUE: start.ENQUEUE,
-    turns_pb2.MULTITASK_STRATEGY_INTERRUPT: start.INTERRUPT,
-    turns_pb2.MULTITASK_STRATEGY_ROLLBACK: start.ROLLBACK,
-}
-
-
 def _seconds(name: str, value: duration_pb2.Duration) -> float:
     seconds = value.ToNanoseconds() / 1e9
     if seconds < 0:
@@ -588,9 +579,9 @@ _REGENERATE_INPUT = {"__turnkeeper__": "regenerate"}
 def _disruption(strategy: str, input_json: str) -> tuple[str, str] | None:
     """(audit action, what it does) of a StartTurn that cancels or rewrites another
     turn's work; None for one that does not."""
-    if strategy == start.INTERRUPT:
+    if strategy == multitask.INTERRUPT:
         return audit_log.START_INTERRUPT, "start a turn that interrupts the thread's live turn"
-    if strategy == start.ROLLBACK:
+    if strategy == multitask.ROLLBACK:
         return (
             audit_log.START_ROLLBACK,
             "start a turn that cancels the thread's live turn and removes its checkpoints",

@@ -17,6 +17,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, Final
 
 from aiohttp import web
+from turnkeeper._run_request import parse_run_request
 from turnkeeper.v1 import turns_pb2
 
 from turnkeeper_server.records import ENDED, PARKED, TurnRecord
@@ -44,7 +45,6 @@ from turnkeeper_server.web.pump import Frame, Outcome
 
 log = logging.getLogger(__name__)
 
-STRATEGIES: Final = ("reject", "interrupt", "rollback", "enqueue")
 # What LangGraph's runs take that turnkeeper does not do yet (docs/langgraph-api.md).
 NOT_YET: Final = ("after_seconds", "webhook")
 # How many of a thread's newest runs are looked through for the interrupted one.
@@ -70,23 +70,11 @@ async def start_run(
         raise ApiError(
             422, f"{', '.join(given)}: not supported by turnkeeper yet (docs/langgraph-api.md)"
         )
-    command = field(body, "command", dict)
-    if command and body.get("input") is not None:
-        raise ApiError(422, "send input or a command, not both")
-    options = run_options(body, command)
     try:
+        run = parse_run_request(body)
         modes_of(body.get("stream_mode"))
     except ValueError as exc:
         raise ApiError(422, str(exc)) from None
-    strategy = field(body, "multitask_strategy", str, "reject")
-    if strategy not in STRATEGIES:
-        raise ApiError(422, f"multitask_strategy must be one of {', '.join(STRATEGIES)}")
-    if_not_exists = field(body, "if_not_exists", str, "reject")
-    if if_not_exists not in ("reject", "create"):
-        raise ApiError(422, "if_not_exists must be 'reject' or 'create'")
-    on_disconnect = field(body, "on_disconnect", str, "continue")
-    if on_disconnect not in ("continue", "cancel"):
-        raise ApiError(422, "on_disconnect must be 'continue' or 'cancel'")
     await assistants.known(deps, caller, agent)
 
     thread_id = _thread_path(request)
@@ -97,7 +85,7 @@ async def start_run(
         thread_id = str(uuid.uuid4())
         await deps.engine.threads.ensure(thread_id, tagged)
     elif (record := await deps.engine.threads.get(thread_id)) is None:
-        if if_not_exists != "create":
+        if run.if_not_exists != "create":
             raise not_found(f"thread {thread_id}")
         await deps.engine.threads.ensure(thread_id, tagged)
     else:
@@ -108,30 +96,30 @@ async def start_run(
     # At most one turn of a thread is live; queued ones may be newer.
     recent = await deps.engine.threads.turns(thread_id, limit=PARKED_LOOKBACK)
     parked = [t for t in recent if t.state == PARKED]
-    resume_only = bool(command) and set(command or {}) == {"resume"}
+    options = run.options.as_dict()
     # A run with no input and no command on an interrupted thread goes on with it
     # (useStream's submit(null)); with a resume it answers the interrupt.
-    if resume_only or (parked and body.get("input") is None and not command and not options):
+    if run.resume_only or (parked and run.input is None and not run.command and not options):
         if not parked:
             raise ApiError(409, f"thread {thread_id} has no interrupted run to resume")
-        command = command or {"resume": None}
+        resume = run.command["resume"] if run.command else None
         run_id = parked[0].turn_id
         start_after = parked[0].last_seq
         await deps.relay.call(
             caller,
             parked[0].agent,
             auth.JSONRPC_RESUME_DETACHED,
-            {"turn_id": run_id, "resume": command["resume"]},
+            {"turn_id": run_id, "resume": resume},
         )
     else:
         run_id = str(uuid.uuid4())
         start_after = 0
         params = {
-            "input": body.get("input"),
+            "input": run.input,
             "thread_id": thread_id,
             "turn_id": run_id,
             "background": True,
-            "multitask_strategy": strategy,
+            "multitask_strategy": run.multitask_strategy,
         }
         if options:
             # Journaled with the run, so a re-drive runs it the same way.
@@ -143,36 +131,6 @@ async def start_run(
     if turn is None:  # erased between its start and here
         raise not_found(f"run {run_id}")
     return turn, body, start_after
-
-
-def run_options(body: dict[str, Any], command: dict[str, Any] | None) -> dict[str, Any]:
-    """What the agent journals beside the input: a Command with update or goto (a
-    resume alone answers the parked run instead), a checkpoint to start from (a
-    fork), static interrupts."""
-    options: dict[str, Any] = {}
-    if command and set(command) != {"resume"}:
-        unknown = sorted(set(command) - {"resume", "update", "goto"})
-        if unknown:
-            raise ApiError(422, f"command takes resume, update and goto, not {', '.join(unknown)}")
-        options["command"] = {k: v for k, v in command.items() if v is not None}
-    checkpoint = body.get("checkpoint")
-    checkpoint_id = body.get("checkpoint_id") or (
-        checkpoint.get("checkpoint_id") if isinstance(checkpoint, dict) else None
-    )
-    if checkpoint_id is not None:
-        if not isinstance(checkpoint_id, str):
-            raise ApiError(422, "checkpoint_id must be a string")
-        options["checkpoint_id"] = checkpoint_id
-    for name in ("interrupt_before", "interrupt_after"):
-        value = body.get(name)
-        if value in (None, []):
-            continue
-        if value != "*" and (
-            not isinstance(value, list) or not all(isinstance(v, str) for v in value)
-        ):
-            raise ApiError(422, f"{name} must be '*' or a list of node names")
-        options[name] = value
-    return options
 
 
 def _locations(turn: TurnRecord, modes: Any) -> dict[str, str]:

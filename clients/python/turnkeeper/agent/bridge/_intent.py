@@ -22,12 +22,13 @@ An object with a top-level ``"__turnkeeper__"`` key is reserved for these marker
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
 
+from turnkeeper._run_request import RunOptions, parse_run_options
 from turnkeeper.agent._reposition import entry_checkpoint_id
 from turnkeeper.errors import PermissionDenied
 
@@ -42,78 +43,47 @@ RUN: Final = "run"
 
 @dataclass(frozen=True)
 class RunIntent:
-    """A LangGraph API run's options, journaled with its input."""
+    """A LangGraph API run's input and options (turnkeeper._run_request), journaled
+    together."""
 
     input: Any = None
-    command: dict[str, Any] | None = None
-    checkpoint_id: str | None = None
-    interrupt_before: list[str] | str | None = None
-    interrupt_after: list[str] | str | None = None
+    options: RunOptions = field(default_factory=RunOptions)
 
     def journaled(self) -> dict[str, Any]:
-        out: dict[str, Any] = {INTENT_KEY: RUN, "input": self.input}
-        for name in ("command", "checkpoint_id", "interrupt_before", "interrupt_after"):
-            value = getattr(self, name)
-            if value is not None:
-                out[name] = value
-        return out
+        return {INTENT_KEY: RUN, "input": self.input, **self.options.as_dict()}
 
     def stream_kwargs(self) -> dict[str, Any]:
         """What ``astream`` takes of it, for every execution of the turn."""
         return {
             name: value
             for name in ("interrupt_before", "interrupt_after")
-            if (value := getattr(self, name)) is not None
+            if (value := getattr(self.options, name)) is not None
         }
 
     @property
     def static_interrupts(self) -> bool:
-        return bool(self.interrupt_before or self.interrupt_after)
+        return bool(self.options.interrupt_before or self.options.interrupt_after)
 
 
 def run_intent(journaled: Any) -> RunIntent | None:
+    """A journaled run, read back as it was written (its options were parsed then)."""
     if not isinstance(journaled, dict) or journaled.get(INTENT_KEY) != RUN:
         return None
     return RunIntent(
         input=journaled.get("input"),
-        command=journaled.get("command"),
-        checkpoint_id=journaled.get("checkpoint_id"),
-        interrupt_before=journaled.get("interrupt_before"),
-        interrupt_after=journaled.get("interrupt_after"),
+        options=RunOptions(
+            command=journaled.get("command"),
+            checkpoint_id=journaled.get("checkpoint_id"),
+            interrupt_before=journaled.get("interrupt_before"),
+            interrupt_after=journaled.get("interrupt_after"),
+        ),
     )
 
 
 def parse_run(options: Any, payload: Any) -> RunIntent:
-    """``responses/create``'s ``run`` param: ValueError saying what is wrong."""
-    if not isinstance(options, dict):
-        raise ValueError("run must be an object")
-    unknown = sorted(
-        set(options) - {"command", "checkpoint_id", "interrupt_before", "interrupt_after"}
-    )
-    if unknown:
-        raise ValueError(f"run: unknown option(s) {', '.join(unknown)}")
-    command = options.get("command")
-    if command is not None:
-        if not isinstance(command, dict) or not set(command) <= {"resume", "update", "goto"}:
-            raise ValueError("run.command must be an object of resume, update and goto")
-        if payload is not None:
-            raise ValueError("send input or run.command, not both")
-    checkpoint_id = options.get("checkpoint_id")
-    if checkpoint_id is not None and (not isinstance(checkpoint_id, str) or not checkpoint_id):
-        raise ValueError("run.checkpoint_id must be a non-empty string")
-    for name in ("interrupt_before", "interrupt_after"):
-        value = options.get(name)
-        if value is None or value == "*":
-            continue
-        if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
-            raise ValueError(f"run.{name} must be '*' or a list of node names")
-    return RunIntent(
-        input=payload,
-        command=command,
-        checkpoint_id=checkpoint_id,
-        interrupt_before=options.get("interrupt_before"),
-        interrupt_after=options.get("interrupt_after"),
-    )
+    """``responses/create``'s ``run`` param with its input: ValueError saying what is
+    wrong (turnkeeper._run_request's rules, the service's too)."""
+    return RunIntent(input=payload, options=parse_run_options(options, payload))
 
 
 def is_regenerate(journaled: Any) -> bool:

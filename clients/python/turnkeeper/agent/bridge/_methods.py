@@ -14,6 +14,7 @@ from typing import Any, Final
 
 from google.protobuf import duration_pb2
 
+from turnkeeper import _multitask as multitask
 from turnkeeper.agent.bridge import _graph_api as graph_api
 from turnkeeper.agent.bridge import _jsonrpc as jsonrpc
 from turnkeeper.agent.bridge._caller_auth import CallerCheck, assertion_of
@@ -62,14 +63,6 @@ _RESPONSE_STATUS: Final = {
     turns_pb2.TURN_STATE_FAILED: "failed",
     turns_pb2.TURN_STATE_CANCELLED: "cancelled",
     turns_pb2.TURN_STATE_QUEUED: "queued",
-}
-
-# responses/create's multitask_strategy (LangGraph Platform's words).
-_STRATEGIES: Final = {
-    "reject": turns_pb2.MULTITASK_STRATEGY_REJECT,
-    "enqueue": turns_pb2.MULTITASK_STRATEGY_ENQUEUE,
-    "interrupt": turns_pb2.MULTITASK_STRATEGY_INTERRUPT,
-    "rollback": turns_pb2.MULTITASK_STRATEGY_ROLLBACK,
 }
 
 
@@ -155,9 +148,10 @@ class Methods:
             )
         if "input" not in params:
             raise invalid_params("input is required")
-        strategy = params.get("multitask_strategy", "reject")
-        if strategy not in _STRATEGIES:
-            raise invalid_params(f"multitask_strategy must be one of {', '.join(_STRATEGIES)}")
+        try:
+            strategy = multitask.parse(params.get("multitask_strategy"))
+        except ValueError as exc:
+            raise invalid_params(str(exc)) from None
         deadlines = {name: _seconds(params, name) for name in ("max_run_time", "park_expiry")}
         regenerate = params.get("regenerate", False)
         if not isinstance(regenerate, bool):
@@ -205,7 +199,7 @@ class Methods:
                 )
         elif (
             payload is None
-            and (intent is None or not (intent.command or intent.checkpoint_id))
+            and (intent is None or not (intent.options.command or intent.options.checkpoint_id))
             and await self._nothing_to_continue(thread_id, given_turn_id)
         ):
             return Reply({"turn_id": None, "thread_id": thread_id, "status": "completed"})
@@ -216,7 +210,7 @@ class Methods:
             input=value,
             replica=self.identity.replica,
             incarnation=self.identity.incarnation,
-            multitask_strategy=_STRATEGIES[strategy],
+            multitask_strategy=multitask.to_wire(strategy),
             max_run_time=deadlines["max_run_time"],
             park_expiry=deadlines["park_expiry"],
             graph=self.runtime.graph_version,

@@ -347,10 +347,10 @@ class Execution:
     def _run_start(self, intent: RunIntent, config: RunnableConfig) -> tuple[Any, RunnableConfig]:
         """A LangGraph API run's start: from its checkpoint (a fork) when it names one,
         with its Command or its input."""
-        if intent.checkpoint_id:
-            config = at_checkpoint(config, intent.checkpoint_id)
-        if intent.command:
-            return Command(**intent.command), config
+        if intent.options.checkpoint_id:
+            config = at_checkpoint(config, intent.options.checkpoint_id)
+        if intent.options.command:
+            return Command(**intent.options.command), config
         if intent.input is None:
             return None, config
         return self.runtime.input_mapper(intent.input), config

@@ -1,0 +1,220 @@
+"""The client core's request rules, by table: the multitask strategies
+(turnkeeper._multitask) and a LangGraph API run (turnkeeper._run_request). The service's
+HTTP and gRPC doors and the bridge all parse with these functions, so one table says
+what each of them accepts and how it refuses the rest.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+import pytest
+from turnkeeper import _multitask as multitask
+from turnkeeper._run_request import RunOptions, RunRequest, parse_run_options, parse_run_request
+from turnkeeper.v1 import turns_pb2
+
+ONE_OF = "multitask_strategy must be one of reject, enqueue, interrupt, rollback"
+
+
+@pytest.mark.parametrize(
+    ("given", "word"),
+    [
+        (None, "reject"),
+        ("reject", "reject"),
+        ("enqueue", "enqueue"),
+        ("interrupt", "interrupt"),
+        ("rollback", "rollback"),
+    ],
+)
+def test_a_strategy_word_is_parsed_to_itself_and_none_is_reject(given: Any, word: str) -> None:
+    assert multitask.parse(given) == word
+
+
+@pytest.mark.parametrize("given", ["", "REJECT", "cancel", 1, True, ["reject"], {"reject": 1}])
+def test_anything_else_is_refused_naming_every_strategy(given: Any) -> None:
+    with pytest.raises(ValueError, match=f"^{ONE_OF}$"):
+        multitask.parse(given)
+
+
+@pytest.mark.parametrize(
+    ("wire", "word"),
+    [
+        (turns_pb2.MULTITASK_STRATEGY_UNSPECIFIED, "reject"),
+        (turns_pb2.MULTITASK_STRATEGY_REJECT, "reject"),
+        (turns_pb2.MULTITASK_STRATEGY_ENQUEUE, "enqueue"),
+        (turns_pb2.MULTITASK_STRATEGY_INTERRUPT, "interrupt"),
+        (turns_pb2.MULTITASK_STRATEGY_ROLLBACK, "rollback"),
+    ],
+)
+def test_a_wire_value_reads_as_its_word_and_back(
+    wire: turns_pb2.MultitaskStrategy.ValueType, word: str
+) -> None:
+    assert multitask.from_wire(wire) == word
+    if wire != turns_pb2.MULTITASK_STRATEGY_UNSPECIFIED:
+        assert multitask.to_wire(word) == wire
+
+
+def test_every_wire_value_but_unset_has_a_word() -> None:
+    named = set(turns_pb2.MultitaskStrategy.values()) - {turns_pb2.MULTITASK_STRATEGY_UNSPECIFIED}
+    assert {multitask.to_wire(word) for word in multitask.STRATEGIES} == named
+
+
+def test_an_unknown_wire_value_is_refused_in_the_enum_s_names() -> None:
+    unknown = turns_pb2.MultitaskStrategy.ValueType(99)
+    with pytest.raises(
+        ValueError,
+        match=r"^multitask_strategy must be REJECT, ENQUEUE, INTERRUPT or ROLLBACK \(or unset\)$",
+    ):
+        multitask.from_wire(unknown)
+
+
+# A LangGraph API run's body: what it parses to.
+RUNS: list[tuple[str, dict[str, Any], RunRequest]] = [
+    ("an empty body", {}, RunRequest()),
+    ("input", {"input": {"q": 1}}, RunRequest(input={"q": 1})),
+    (
+        "the lifecycle fields",
+        {"multitask_strategy": "enqueue", "if_not_exists": "create", "on_disconnect": "cancel"},
+        RunRequest(multitask_strategy="enqueue", if_not_exists="create", on_disconnect="cancel"),
+    ),
+    (
+        "nulls are the defaults",
+        {"multitask_strategy": None, "if_not_exists": None, "on_disconnect": None},
+        RunRequest(),
+    ),
+    (
+        "a resume alone answers the interrupted run: not an option",
+        {"command": {"resume": "yes"}},
+        RunRequest(command={"resume": "yes"}, resume_only=True),
+    ),
+    (
+        "a resume of null is a resume too",
+        {"command": {"resume": None}},
+        RunRequest(command={"resume": None}, resume_only=True),
+    ),
+    (
+        "update and goto are an option, null fields left out",
+        {"command": {"update": {"x": 1}, "goto": None}},
+        RunRequest(
+            command={"update": {"x": 1}, "goto": None},
+            options=RunOptions(command={"update": {"x": 1}}),
+        ),
+    ),
+    ("an empty command is none", {"command": {}, "input": 1}, RunRequest(input=1)),
+    (
+        "a command of nulls is no option",
+        {"command": {"update": None, "goto": None}},
+        RunRequest(command={"update": None, "goto": None}),
+    ),
+    (
+        "a checkpoint id (a fork)",
+        {"checkpoint_id": "c1"},
+        RunRequest(options=RunOptions(checkpoint_id="c1")),
+    ),
+    (
+        "a checkpoint id inside checkpoint",
+        {"checkpoint": {"checkpoint_id": "c2", "checkpoint_ns": ""}},
+        RunRequest(options=RunOptions(checkpoint_id="c2")),
+    ),
+    (
+        "checkpoint_id before checkpoint",
+        {"checkpoint_id": "c1", "checkpoint": {"checkpoint_id": "c2"}},
+        RunRequest(options=RunOptions(checkpoint_id="c1")),
+    ),
+    ("a checkpoint without an id", {"checkpoint": {"checkpoint_ns": ""}}, RunRequest()),
+    (
+        "static interrupts",
+        {"interrupt_before": "*", "interrupt_after": ["a", "b"]},
+        RunRequest(options=RunOptions(interrupt_before="*", interrupt_after=["a", "b"])),
+    ),
+    ("an empty list is no interrupt", {"interrupt_before": []}, RunRequest()),
+]
+
+
+@pytest.mark.parametrize(("body", "parsed"), [r[1:] for r in RUNS], ids=[r[0] for r in RUNS])
+def test_a_run_body_parses_to_its_request(body: dict[str, Any], parsed: RunRequest) -> None:
+    assert parse_run_request(body) == parsed
+
+
+# A LangGraph API run's body: how it is refused (the HTTP door answers 422 with it).
+REFUSED_RUNS: list[tuple[dict[str, Any], str]] = [
+    ({"multitask_strategy": "later"}, ONE_OF),
+    ({"multitask_strategy": 3}, ONE_OF),
+    ({"if_not_exists": "make"}, "if_not_exists must be 'reject' or 'create'"),
+    ({"on_disconnect": "stop"}, "on_disconnect must be 'continue' or 'cancel'"),
+    ({"command": "resume"}, "command must be an object of resume, update and goto"),
+    ({"command": {"resume": 1, "jump": 2}}, "command takes resume, update and goto, not jump"),
+    ({"command": {"resume": 1}, "input": 2}, "send input or a command, not both"),
+    ({"command": {"goto": "n"}, "input": {}}, "send input or a command, not both"),
+    ({"checkpoint_id": 7}, "checkpoint_id must be a non-empty string"),
+    ({"checkpoint": {"checkpoint_id": ""}}, "checkpoint_id must be a non-empty string"),
+    ({"interrupt_before": "a"}, "interrupt_before must be '*' or a list of node names"),
+    ({"interrupt_after": ["a", 1]}, "interrupt_after must be '*' or a list of node names"),
+]
+
+
+@pytest.mark.parametrize(("body", "message"), REFUSED_RUNS)
+def test_a_wrong_run_body_is_refused_saying_what_is_wrong(
+    body: dict[str, Any], message: str
+) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        parse_run_request(body)
+
+
+# The bridge's `run` param, beside its input: what it parses to.
+OPTIONS: list[tuple[dict[str, Any], Any, RunOptions]] = [
+    ({}, "hi", RunOptions()),
+    ({"command": {"resume": 1}}, None, RunOptions(command={"resume": 1})),
+    ({"command": {"update": None, "goto": "n"}}, None, RunOptions(command={"goto": "n"})),
+    ({"command": {"resume": None}}, None, RunOptions()),
+    ({"command": {}}, "hi", RunOptions()),
+    ({"checkpoint_id": "c1"}, "hi", RunOptions(checkpoint_id="c1")),
+    (
+        {"interrupt_before": ["a"], "interrupt_after": "*"},
+        None,
+        RunOptions(interrupt_before=["a"], interrupt_after="*"),
+    ),
+    ({"interrupt_before": [], "interrupt_after": None}, None, RunOptions()),
+]
+
+
+@pytest.mark.parametrize(("value", "payload", "parsed"), OPTIONS)
+def test_a_run_param_parses_to_its_options(value: Any, payload: Any, parsed: RunOptions) -> None:
+    assert parse_run_options(value, payload) == parsed
+
+
+# The bridge's `run` param: how it is refused (the bridge answers -32602 with it).
+REFUSED_OPTIONS: list[tuple[Any, Any, str]] = [
+    ("fork", None, "run must be an object"),
+    ([], None, "run must be an object"),
+    ({"webhook": "x", "after": 1}, None, "run: unknown option(s) after, webhook"),
+    ({"command": 1}, None, "run.command must be an object of resume, update and goto"),
+    ({"command": {"jump": 1}}, None, "run.command takes resume, update and goto, not jump"),
+    ({"command": {"resume": 1}}, "hi", "send input or run.command, not both"),
+    ({"checkpoint_id": ""}, None, "run.checkpoint_id must be a non-empty string"),
+    ({"checkpoint_id": 1}, None, "run.checkpoint_id must be a non-empty string"),
+    ({"interrupt_after": "node"}, None, "run.interrupt_after must be '*' or a list of node names"),
+]
+
+
+@pytest.mark.parametrize(("value", "payload", "message"), REFUSED_OPTIONS)
+def test_a_wrong_run_param_is_refused_saying_what_is_wrong(
+    value: Any, payload: Any, message: str
+) -> None:
+    with pytest.raises(ValueError, match=f"^{re.escape(message)}$"):
+        parse_run_options(value, payload)
+
+
+@pytest.mark.parametrize(
+    "options",
+    [
+        RunOptions(),
+        RunOptions(command={"update": {"x": 1}, "goto": "n"}, checkpoint_id="c"),
+        RunOptions(interrupt_before="*", interrupt_after=["a"]),
+    ],
+)
+def test_the_options_the_service_sends_parse_back_to_themselves_on_the_bridge(
+    options: RunOptions,
+) -> None:
+    assert parse_run_options(options.as_dict(), None) == options

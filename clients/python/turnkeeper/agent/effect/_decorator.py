@@ -16,15 +16,21 @@ The uncertain policies: `retry` calls again with the same key; `park` calls
 LangGraph's interrupt() with a payload naming the effect, and the resume value
 answers it, `{"happened": true, "result": ...}` or `{"happened": false}`; `fail`
 raises EffectUncertain, which fails the turn with the effect named.
+
+That sequence is written once, for sync and async functions alike: `_steps` yields
+each step that does I/O (read the ledger, BeginEffect, the function, RecordEffect)
+and the two shells, `_call` and `_acall`, do the steps, blocking or awaited.
 """
 
 from __future__ import annotations
 
+import contextlib
 import contextvars
 import functools
 import inspect
 import json
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Generator, Iterator
+from dataclasses import dataclass
 from typing import Any, Final, Literal, ParamSpec, TypeVar, cast, overload
 
 from langchain_core.runnables import RunnableConfig
@@ -269,77 +275,160 @@ def _known_run(call: _Call) -> turns_pb2.BeginEffectResponse | None:
     return None
 
 
-def _call(
-    spec: _Spec, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
-) -> Any:
+@dataclass(frozen=True, slots=True)
+class _LoadLedger:
+    """Read the turn's ledger into the run's snapshot (once per run)."""
+
+    saver: RemoteSaver
+    snapshot: LedgerSnapshot
+    turn_id: str
+
+
+@dataclass(frozen=True, slots=True)
+class _Begin:
+    saver: RemoteSaver
+    request: turns_pb2.BeginEffectRequest
+
+
+@dataclass(frozen=True, slots=True)
+class _Record:
+    saver: RemoteSaver
+    request: turns_pb2.RecordEffectRequest
+
+
+@dataclass(frozen=True, slots=True)
+class _Invoke:
+    """Call the function with these keyword arguments; `key` (None outside a turn) is
+    what effect_key() answers meanwhile."""
+
+    key: str | None
+    kwargs: dict[str, Any]
+
+
+# What the call's core asks its shell to do: each step is one of its I/O lines.
+_Step = _LoadLedger | _Begin | _Record | _Invoke
+
+
+def _steps(
+    spec: _Spec, args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Generator[_Step, Any, Any]:
+    """One effect call's sequence, the same for sync and async functions: it yields
+    each step that does I/O, is sent the step's result or thrown its error, and
+    returns the call's result. The shells (_call, _acall) differ only in how they do
+    a step: blocking, or awaited."""
     prepared = _prepare(spec, args, kwargs)
     if prepared is None:
-        return func(*args, **kwargs)
+        return (yield _Invoke(None, kwargs))
     call, saver = prepared
     if call.snapshot is not None and not call.snapshot.loaded:
-        call.snapshot.load(saver.list_effects(call.message.turn_id))
-    answer = _known_run(call) or saver.begin_effect(call.begin_request())
+        yield _LoadLedger(saver, call.snapshot, call.message.turn_id)
+    answer = _known_run(call) or (yield _Begin(saver, call.begin_request()))
     decision = call.answered(answer)
     if decision == "recorded":
         return call.recorded(answer)
     if decision == "uncertain":
         again, result = call.uncertain()
         if not again:
-            saver.record_effect(call.record_request(turns_pb2.EFFECT_STATE_RESOLVED, result))
+            yield _Record(saver, call.record_request(turns_pb2.EFFECT_STATE_RESOLVED, result))
             return result
-    token = _KEY.set(call.key)
     try:
-        result = func(*args, **spec.kwargs_with_key(kwargs, call.key))
+        result = yield _Invoke(call.key, spec.kwargs_with_key(kwargs, call.key))
     except GraphBubbleUp:
         raise  # an interrupt inside the function: not an outcome
     except Exception as exc:
-        saver.record_effect(call.error_request(exc))
+        yield _Record(saver, call.error_request(exc))
         raise
-    finally:
-        _KEY.reset(token)
     try:
         request = call.result_request(result)
     except TypeError as exc:
-        saver.record_effect(call.error_request(exc))
+        yield _Record(saver, call.error_request(exc))
         raise
-    saver.record_effect(request)
+    yield _Record(saver, request)
     return result
+
+
+class _Steps:
+    """A shell's side of _steps: iterate for the next step; do it inside `answer()`,
+    giving its result to `done` (an error it raises goes to the core); `result` once
+    the steps have ended."""
+
+    def __init__(self, spec: _Spec, args: tuple[Any, ...], kwargs: dict[str, Any]) -> None:
+        self._core = _steps(spec, args, kwargs)
+        self._reply: Any = None
+        self._error: BaseException | None = None
+        self.result: Any = None
+
+    def __iter__(self) -> Iterator[_Step]:
+        while True:
+            reply, error = self._reply, self._error
+            self._reply, self._error = None, None
+            try:
+                step = self._core.send(reply) if error is None else self._core.throw(error)
+            except StopIteration as end:
+                self.result = end.value
+                return
+            yield step
+
+    @contextlib.contextmanager
+    def answer(self) -> Iterator[None]:
+        try:
+            yield
+        except BaseException as exc:  # every outcome is the core's to handle
+            self._error = exc
+
+    def done(self, reply: Any) -> None:
+        self._reply = reply
+
+
+@contextlib.contextmanager
+def _keyed(key: str | None) -> Iterator[None]:
+    """effect_key() answers `key` inside (outside a turn, nothing is set)."""
+    if key is None:
+        yield
+        return
+    token = _KEY.set(key)
+    try:
+        yield
+    finally:
+        _KEY.reset(token)
+
+
+def _call(
+    spec: _Spec, func: Callable[..., Any], args: tuple[Any, ...], kwargs: dict[str, Any]
+) -> Any:
+    steps = _Steps(spec, args, kwargs)
+    for step in steps:
+        with steps.answer():
+            match step:
+                case _LoadLedger(saver, snapshot, turn_id):
+                    snapshot.load(saver.list_effects(turn_id))
+                case _Begin(saver, request):
+                    steps.done(saver.begin_effect(request))
+                case _Record(saver, request):
+                    saver.record_effect(request)
+                case _Invoke(key, keyed):
+                    with _keyed(key):
+                        steps.done(func(*args, **keyed))
+    return steps.result
 
 
 async def _acall(
     spec: _Spec, func: Callable[..., Awaitable[Any]], args: tuple[Any, ...], kwargs: dict[str, Any]
 ) -> Any:
-    prepared = _prepare(spec, args, kwargs)
-    if prepared is None:
-        return await func(*args, **kwargs)
-    call, saver = prepared
-    if call.snapshot is not None and not call.snapshot.loaded:
-        async with call.snapshot.loading():
-            if not call.snapshot.loaded:
-                call.snapshot.load(await saver.alist_effects(call.message.turn_id))
-    answer = _known_run(call) or await saver.abegin_effect(call.begin_request())
-    decision = call.answered(answer)
-    if decision == "recorded":
-        return call.recorded(answer)
-    if decision == "uncertain":
-        again, result = call.uncertain()
-        if not again:
-            await saver.arecord_effect(call.record_request(turns_pb2.EFFECT_STATE_RESOLVED, result))
-            return result
-    token = _KEY.set(call.key)
-    try:
-        result = await func(*args, **spec.kwargs_with_key(kwargs, call.key))
-    except GraphBubbleUp:
-        raise
-    except Exception as exc:
-        await saver.arecord_effect(call.error_request(exc))
-        raise
-    finally:
-        _KEY.reset(token)
-    try:
-        request = call.result_request(result)
-    except TypeError as exc:
-        await saver.arecord_effect(call.error_request(exc))
-        raise
-    await saver.arecord_effect(request)
-    return result
+    steps = _Steps(spec, args, kwargs)
+    for step in steps:
+        with steps.answer():
+            match step:
+                case _LoadLedger(saver, snapshot, turn_id):
+                    # Concurrent effects of one run read the ledger once.
+                    async with snapshot.loading():
+                        if not snapshot.loaded:
+                            snapshot.load(await saver.alist_effects(turn_id))
+                case _Begin(saver, request):
+                    steps.done(await saver.abegin_effect(request))
+                case _Record(saver, request):
+                    await saver.arecord_effect(request)
+                case _Invoke(key, keyed):
+                    with _keyed(key):
+                        steps.done(await func(*args, **keyed))
+    return steps.result

@@ -11,10 +11,10 @@ with what to do when the thread is busy (the multitask strategy) and its deadlin
         interrupt --> it is cancelled, this one runs
         rollback  --> it is cancelled and its checkpoints removed, this one runs
 
-The strategies are LangGraph Platform's names, from the client core's one table
-(turnkeeper._multitask). One transaction, three reads of the
-turns table (the id, the thread's live turn, the row written), and the count of
-queued turns for `enqueue` alone.
+The strategies are LangGraph Platform's names, from the client core's one table of
+them (turnkeeper._multitask). One transaction, three reads of the turns table (the
+id, the thread's live turn, the row written), and the count of queued turns for
+`enqueue` alone.
 """
 
 from __future__ import annotations

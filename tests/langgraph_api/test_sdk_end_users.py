@@ -5,7 +5,12 @@ langgraph-sdk over the real HTTP API."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+import asyncio
+import json
+import os
+import shutil
+import socket
+from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
 
@@ -195,3 +200,144 @@ async def test_with_tokens_the_panels_token_rides_in_the_api_key_and_the_user_in
     finally:
         await alice.http.client.aclose()
         await stranger.http.client.aclose()
+
+
+# -- the same auth.py and client script under `langgraph dev`, the reference --------------
+
+# `langgraph dev` runs from a virtualenv of its own (bench/langgraph-dev.txt, decision 217).
+LANGGRAPH = Path(
+    os.environ.get("TURNKEEPER_BENCH_LANGGRAPH")
+    or Path.home() / ".cache" / "turnkeeper-bench" / "langgraph-dev" / "bin" / "langgraph"
+)
+HAVE_LANGGRAPH = LANGGRAPH.exists()
+THREADPLANE_GRAPH = Path(__file__).resolve().parents[2] / "examples" / "threadplane" / "graph.py"
+
+
+@pytest.fixture
+async def langgraph_dev(tmp_path: Path) -> AsyncIterator[str]:
+    """`langgraph dev` serving the same graph with the same auth.py, on a copy (it
+    writes its in-memory state's flushes beside the config)."""
+    if not HAVE_LANGGRAPH:
+        pytest.skip(f"no `langgraph dev` at {LANGGRAPH}: make it from bench/langgraph-dev.txt")
+    app = tmp_path / "app"
+    app.mkdir()
+    shutil.copy(THREADPLANE_GRAPH, app / "graph.py")
+    shutil.copy(CONFIG.parent / "auth.py", app / "auth.py")
+    config = json.loads(CONFIG.read_text())
+    config["graphs"] = {ASSISTANT: "./graph.py:graph"}
+    (app / "langgraph.json").write_text(json.dumps(config))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = await asyncio.create_subprocess_exec(
+        str(LANGGRAPH),
+        "dev",
+        "--config",
+        str(app / "langgraph.json"),
+        "--port",
+        str(port),
+        "--no-browser",
+        "--no-reload",
+        cwd=app,
+        stdin=asyncio.subprocess.DEVNULL,
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false"},
+    )
+    server = Agent(proc, "langgraph-dev")
+    try:
+        await server.wait_line(lambda line: "Application started up" in line, timeout=90)
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await server.close()
+
+
+async def answer_of(call: Awaitable[Any]) -> int:
+    """The HTTP status a call is answered with (200 for any success)."""
+    try:
+        await call
+    except httpx.HTTPStatusError as exc:
+        return exc.response.status_code
+    return 200
+
+
+async def observe(url: str) -> dict[str, Any]:
+    """Two end users through langgraph-sdk; what each is shown and answered, with
+    ids replaced by what they stand for, so two servers can be compared."""
+    made = [get_client(url=url, api_key=None, headers=h) for h in (ALICE, BOB, {})]
+    alice, bob, nobody = made
+    seen: dict[str, Any] = {}
+    try:
+        seen["nobody"] = await answer_of(nobody.threads.search())
+        mine = await alice.threads.create(metadata={"topic": "a"})
+        theirs = await bob.threads.create(metadata={"topic": "a"})
+        forged = await bob.threads.create(metadata={"owner": "alice"})
+        seen["owners"] = [owner(mine), owner(theirs), owner(forged)]
+        names = {
+            t["thread_id"]: n for t, n in ((mine, "mine"), (theirs, "theirs"), (forged, "forged"))
+        }
+        for who, client in (("alice", alice), ("bob", bob)):
+            found = await client.threads.search(limit=100)
+            seen[f"{who} sees"] = sorted(names.get(t["thread_id"], "other") for t in found)
+        seen["counts"] = [
+            await alice.threads.count(),
+            await bob.threads.count(metadata={"topic": "a"}),
+        ]
+        asked = await bob.threads.search(metadata={"owner": "alice"}, limit=100)
+        seen["bob asks for alice's"] = sorted(owner(t) for t in asked)
+        seen["bob's graphs"] = [a["graph_id"] for a in await bob.assistants.search()]
+
+        tid = mine["thread_id"]
+        await alice.runs.wait(tid, ASSISTANT, input=QUESTION)
+        run = (await alice.runs.list(tid))[0]
+        rid = run["run_id"]
+        calls: dict[str, Awaitable[Any]] = {
+            "get": bob.threads.get(tid),
+            "update": bob.threads.update(tid, metadata={"owner": "bob"}),
+            "state": bob.threads.get_state(tid),
+            "history": bob.threads.get_history(tid),
+            "copy": bob.threads.copy(tid),
+            "run": bob.runs.create(tid, ASSISTANT, input=QUESTION),
+            "wait": bob.runs.wait(tid, ASSISTANT, input=QUESTION),
+            "list runs": bob.runs.list(tid),
+            "get run": bob.runs.get(tid, rid),
+            "join run": bob.runs.join(tid, rid),
+            "cancel run": bob.runs.cancel(tid, rid),
+            "delete run": bob.runs.delete(tid, rid),
+            "delete": bob.threads.delete(tid),
+            "take its id": bob.threads.create(thread_id=tid, if_exists="do_nothing"),
+        }
+        seen["bob on alice's thread"] = {name: await answer_of(c) for name, c in calls.items()}
+        seen["alice's after"] = [
+            owner(await alice.threads.get(tid)),
+            [r["run_id"] == rid for r in await alice.runs.list(tid)],
+            (await alice.runs.get(tid, rid))["status"],
+        ]
+
+        # LangGraph's server deletes a thread-less run's thread when it ends unless
+        # told to keep it (turnkeeper always keeps it; docs/langgraph-api.md).
+        threadless = await bob.runs.create(None, ASSISTANT, input=QUESTION, on_completion="keep")
+        await bob.runs.join(threadless["thread_id"], threadless["run_id"])
+        seen["thread-less run"] = [
+            owner(await bob.threads.get(threadless["thread_id"])),
+            await answer_of(alice.runs.get(threadless["thread_id"], threadless["run_id"])),
+        ]
+    finally:
+        for c in made:
+            await c.http.client.aclose()
+    return seen
+
+
+async def test_the_same_auth_py_answers_the_same_on_turnkeeper_and_langgraph_dev(
+    service: TurnkeeperServer, host: Agent, langgraph_dev: str
+) -> None:
+    assert service.web is not None
+    reference = await observe(langgraph_dev)
+    ours = await observe(service.web.url.rstrip("/"))
+    # One known difference (decision 280): LangGraph's server answers a copy of a
+    # thread it does not find, or whose filter hides it, with 409; turnkeeper answers
+    # 404, as for any thread a caller cannot see.
+    refused = reference["bob on alice's thread"]
+    assert refused["copy"] == 409
+    refused["copy"] = 404
+    assert ours == reference

@@ -179,6 +179,9 @@ async def copy(request: web.Request, caller: Caller | None, deps: Deps) -> web.S
     source = thread_id_of(request)
     record = await thread_or_404(deps, caller, source)
     target = str(uuid.uuid4())
+    # A langgraph.json's auth: the copy is a create too (refusable; it keeps the
+    # source's metadata, as on LangGraph's server). The source's read is the route's.
+    await end_users.authorize(request, deps, "threads", "create", {"thread_id": target})
     with web_auth.acting_as(caller):
         await deps.operations.threads.copy(
             checkpoints_pb2.CopyThreadRequest(source_thread_id=source, target_thread_id=target),

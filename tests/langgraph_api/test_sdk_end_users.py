@@ -286,6 +286,9 @@ async def observe(url: str) -> dict[str, Any]:
         asked = await bob.threads.search(metadata={"owner": "alice"}, limit=100)
         seen["bob asks for alice's"] = sorted(owner(t) for t in asked)
         seen["bob's graphs"] = [a["graph_id"] for a in await bob.assistants.search()]
+        # The handler stamps an update's metadata too: no one gives a thread away.
+        given = await alice.threads.update(mine["thread_id"], metadata={"owner": "bob", "x": 1})
+        seen["alice gives hers away"] = [owner(given), (given["metadata"] or {}).get("x")]
 
         tid = mine["thread_id"]
         await alice.runs.wait(tid, ASSISTANT, input=QUESTION)

@@ -46,7 +46,7 @@ def add_routes(app: web.Application, deps: Deps) -> None:
     route("POST", "/threads/search", threads.search)
     route("POST", "/threads/count", threads.count)
     route("GET", "/threads/{thread_id}", threads.get, read)
-    route("PATCH", "/threads/{thread_id}", threads.update, ("threads", "update"))
+    route("PATCH", "/threads/{thread_id}", threads.update)
     route("DELETE", "/threads/{thread_id}", threads.delete, ("threads", "delete"))
     route("POST", "/threads/{thread_id}/copy", threads.copy, read)
     route("GET", "/threads/{thread_id}/state", threads.state, read)

@@ -63,6 +63,21 @@ async def create_thread(request: web.Request, deps: Deps, value: dict[str, Any])
             raise ApiError(409, f"thread {value['thread_id']} already exists")
 
 
+async def update_thread(
+    request: web.Request, deps: Deps, thread_id: str, metadata: dict[str, Any]
+) -> dict[str, Any]:
+    """`threads.update` asked with the metadata sent, which it may stamp (an owner
+    kept); returns what is to be merged. A thread its filter hides is not found."""
+    value: dict[str, Any] = {"thread_id": thread_id, "metadata": metadata}
+    filters = await authorize(request, deps, "threads", "update", value)
+    if filters:
+        record = await deps.engine.threads.get(thread_id)
+        if record is not None and not matches(record.metadata, filters):
+            raise not_found(f"thread {thread_id}")
+    stamped = value.get("metadata")
+    return dict(stamped) if isinstance(stamped, dict) else {}
+
+
 async def create_run(
     request: web.Request, deps: Deps, thread_id: str | None, body: Mapping[str, Any]
 ) -> dict[str, Any]:

@@ -99,6 +99,8 @@ async def update(request: web.Request, caller: Caller | None, deps: Deps) -> web
     await thread_or_404(deps, caller, thread_id)
     body = await body_of(request)
     metadata = field(body, "metadata", dict, {})
+    # A langgraph.json's auth: its filter, and the metadata as its handler left it.
+    metadata = await end_users.update_thread(request, deps, thread_id, metadata)
     record = await deps.engine.threads.update_metadata(thread_id, metadata)
     if record is None:
         raise ApiError(404, f"thread {thread_id} not found")

@@ -9,6 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from aiohttp.test_utils import make_mocked_request
 from langgraph_sdk import Auth
 from turnkeeper_server.web.langgraph.custom_auth import (
     CustomAuth,
@@ -172,5 +173,38 @@ def test_an_auth_object_is_refused_without_authenticate_or_with_unknown_paramete
     (tmp_path / "odd.py").write_text(AUTH_PY.replace("authorization: str | None", "cookie"))
     with pytest.raises(ValueError, match="cookie"):
         load(f"{tmp_path}/odd.py:auth")
+    (tmp_path / "fine.py").write_text(AUTH_PY.replace("authorization: str | None", "cookie=None"))
+    assert load(f"{tmp_path}/fine.py:auth").spec.endswith("fine.py:auth")
     with pytest.raises(ValueError, match=r"not a langgraph_sdk\.Auth"):
         load(f"{tmp_path}/none.py:Auth")
+
+
+async def test_authenticate_is_given_what_it_names_and_its_refusal_is_the_answer() -> None:
+    auth = Auth()
+    given: dict[str, Any] = {}
+
+    # The SDK types only async handlers; LangGraph's server runs plain ones too.
+    @auth.authenticate  # type: ignore[type-var]
+    def authenticate(headers: dict[bytes, bytes], path: str, method: str) -> dict[str, Any]:
+        # A plain function, as LangGraph's server allows (run off the event loop).
+        given.update(path=path, method=method)
+        user = headers.get(b"x-user", b"").decode()
+        if user == "banned":
+            raise Auth.exceptions.HTTPException(status_code=403, detail="banned")
+        if not user:
+            raise Auth.exceptions.HTTPException(detail="who are you?")
+        return {"identity": user, "permissions": ["read"]}
+
+    custom = CustomAuth(auth, "test")
+
+    async def no_body() -> dict[str, Any]:
+        raise AssertionError("authenticate did not ask for the body")
+
+    request = make_mocked_request("GET", "/threads/t1", headers={"X-User": "dora"})
+    user = await custom.authenticate(request, no_body)
+    assert (user.identity, tuple(user.permissions)) == ("dora", ("read",))
+    assert given == {"path": "/threads/t1", "method": "GET"}
+    for headers, status in (({"X-User": "banned"}, 403), ({}, 401)):
+        with pytest.raises(ApiError) as exc:
+            await custom.authenticate(make_mocked_request("GET", "/", headers=headers), no_body)
+        assert exc.value.status == status

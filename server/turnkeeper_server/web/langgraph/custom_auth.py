@@ -18,6 +18,7 @@ end user is a user within it. Without an auth file nothing here runs.
 
 from __future__ import annotations
 
+import asyncio
 import importlib.util
 import inspect
 import json
@@ -268,7 +269,12 @@ def load(spec: str, *, base: Path | None = None) -> CustomAuth:
         raise ValueError(f"{spec!r} names {type(obj).__name__}, not a langgraph_sdk.Auth")
     if obj._authenticate_handler is None:
         raise ValueError(f"the auth object {spec!r} has no @auth.authenticate handler")
-    unknown = set(inspect.signature(obj._authenticate_handler).parameters) - PARAMETERS
+    # As LangGraph's server: a parameter it cannot give is refused unless it has a default.
+    unknown = {
+        name
+        for name, param in inspect.signature(obj._authenticate_handler).parameters.items()
+        if name not in PARAMETERS and param.default is param.empty
+    }
     if unknown:
         raise ValueError(
             f"authenticate takes parameters turnkeeper does not know: {', '.join(sorted(unknown))}"
@@ -302,8 +308,10 @@ def load_setting(auth: str | None, config: Path | None) -> CustomAuth | None:
 
 
 async def _call(handler: Any, arguments: dict[str, Any]) -> Any:
-    answer = handler(**arguments)
-    return await answer if inspect.isawaitable(answer) else answer
+    if inspect.iscoroutinefunction(handler):
+        return await handler(**arguments)
+    # A plain function may block (LangGraph's server runs it in a thread pool too).
+    return await asyncio.to_thread(handler, **arguments)
 
 
 def _arguments(names: set[str], request: web.Request, body: Mapping[str, Any]) -> dict[str, Any]:

@@ -22,6 +22,7 @@ import asyncio
 import importlib.util
 import inspect
 import json
+import logging
 import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
@@ -34,6 +35,8 @@ from langgraph_sdk.auth import exceptions as auth_exceptions
 from langgraph_sdk.auth import types as auth_types
 
 from turnkeeper_server.web.langgraph.errors import ApiError
+
+log = logging.getLogger(__name__)
 
 Filters = dict[str, Any]
 Resource = Literal["threads", "crons", "assistants", "store"]
@@ -298,13 +301,14 @@ def spec_of_config(config: Path) -> tuple[str, Path] | None:
 def load_setting(auth: str | None, config: Path | None) -> CustomAuth | None:
     """The service's settings (`--langgraph-auth`, `--langgraph-config`) to the auth
     object they name, if any; `--langgraph-auth` wins."""
+    loaded = None
     if auth:
-        return load(auth)
-    if config is not None:
-        found = spec_of_config(config)
-        if found is not None:
-            return load(found[0], base=found[1])
-    return None
+        loaded = load(auth)
+    elif config is not None and (found := spec_of_config(config)) is not None:
+        loaded = load(found[0], base=found[1])
+    if loaded is not None:
+        log.info("LangGraph API: end users from %s (langgraph.json auth)", loaded.spec)
+    return loaded
 
 
 async def _call(handler: Any, arguments: dict[str, Any]) -> Any:

@@ -119,6 +119,12 @@ class Settings:
     # Origins whose pages may call the LangGraph API from a browser (CORS; a panel
     # served from elsewhere, as LangGraph's server allows; web/langgraph/cors.py).
     http_cors_origins: tuple[str, ...] = ()
+    # End users, the LangGraph way (web/langgraph/custom_auth.py): a
+    # `langgraph_sdk.Auth` as "file.py:name" or "module:name" (`--langgraph-auth`), or
+    # the `auth.path` of a langgraph.json (`--langgraph-config`), its file taken
+    # relative to that file's folder and refused outside it. Neither: no end users.
+    langgraph_auth: str | None = None
+    langgraph_config: Path | None = None
     # Connections (decision 181). HTTP: a new connection's first request head must
     # arrive within the header timeout; a body within the body timeout of its head;
     # a connection idle between requests is closed after the idle timeout; one peer

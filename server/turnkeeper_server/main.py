@@ -155,6 +155,23 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "API, as a panel served elsewhere does; '*' for any; repeatable (env "
         "TURNKEEPER_CORS_ORIGINS, comma-separated; default: none)",
     )
+    parser.add_argument(
+        "--langgraph-auth",
+        default=env("TURNKEEPER_LANGGRAPH_AUTH") or None,
+        metavar="PATH:ATTR",
+        help="a langgraph_sdk.Auth ('./auth.py:auth' or 'module:auth') whose "
+        "authenticate and @auth.on handlers decide the LangGraph API's end users, as "
+        "on LangGraph's server (env TURNKEEPER_LANGGRAPH_AUTH)",
+    )
+    parser.add_argument(
+        "--langgraph-config",
+        type=Path,
+        default=Path(v) if (v := env("TURNKEEPER_LANGGRAPH_CONFIG")) else None,
+        metavar="LANGGRAPH_JSON",
+        help="a langgraph.json whose auth.path names the Auth object (relative to its "
+        "folder, never outside it); --langgraph-auth wins (env "
+        "TURNKEEPER_LANGGRAPH_CONFIG)",
+    )
     add_connection_arguments(parser)
     parser.add_argument(
         "--jetstream",
@@ -442,6 +459,8 @@ def settings_from_args(
         http_any_port_if_busy=default_port,
         http_allowed_hosts=tuple(h.strip() for h in args.allowed_hosts),
         http_cors_origins=tuple(o.strip().rstrip("/") for o in args.cors_origins),
+        langgraph_auth=args.langgraph_auth,
+        langgraph_config=args.langgraph_config,
         http_header_timeout=args.http_header_timeout,
         http_body_timeout=args.http_body_timeout,
         http_idle_timeout=args.http_idle_timeout,

@@ -36,6 +36,7 @@ from turnkeeper_server.security.streams import OpenStreams
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web import connect, cross_site, guard, langgraph
 from turnkeeper_server.web.connect import error_response
+from turnkeeper_server.web.langgraph import custom_auth
 from turnkeeper_server.web.pump import Pump
 from turnkeeper_server.web.relay import AgentRelay
 from turnkeeper_server.web.sse import EventStream
@@ -128,6 +129,12 @@ class WebSettings(transport.TransportSettings, Protocol):
 
     @property
     def http_write_timeout(self) -> float: ...
+
+    @property
+    def langgraph_auth(self) -> str | None: ...
+
+    @property
+    def langgraph_config(self) -> Path | None: ...
 
     @property
     def subject_prefix(self) -> str: ...
@@ -254,6 +261,9 @@ class WebServer:
                 directory=operations.directory,
                 tokens=tokens,
                 pump=Pump(operations.turns, streams, write_timeout=settings.http_write_timeout),
+                custom_auth=custom_auth.load_setting(
+                    settings.langgraph_auth, settings.langgraph_config
+                ),
             ),
         )
         self.app.router.add_get("/v1/health", self._health)

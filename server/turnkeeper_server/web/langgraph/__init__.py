@@ -13,9 +13,10 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from turnkeeper_server.web.langgraph import assistants, effects, runs, threads
+from turnkeeper_server.web.langgraph import assistants, effects, end_users, runs, threads
 from turnkeeper_server.web.langgraph.api import Deps, Endpoint, handler, json_response
 from turnkeeper_server.web.langgraph.cors import Cors
+from turnkeeper_server.web.langgraph.custom_auth import Resource
 
 __all__ = ["Cors", "Deps", "add_routes"]
 
@@ -23,40 +24,49 @@ __all__ = ["Cors", "Deps", "add_routes"]
 def add_routes(app: web.Application, deps: Deps) -> None:
     router = app.router
 
-    def route(method: str, path: str, fn: Endpoint) -> None:
-        router.add_route(method, path, handler(fn, deps))
+    def route(
+        method: str, path: str, fn: Endpoint, guarded: tuple[Resource, str] | None = None
+    ) -> None:
+        # Behind a langgraph.json's auth when one is configured (end_users.py): the
+        # resource and action its handlers are asked for on the thread or assistant
+        # the path names; the routes without one ask from inside (create, search).
+        resource, action = guarded if guarded is not None else (None, None)
+        router.add_route(method, path, handler(end_users.guard(fn, resource, action), deps))
 
+    assistant_read: tuple[Resource, str] = ("assistants", "read")
+    read: tuple[Resource, str] = ("threads", "read")
     route("POST", "/assistants/search", assistants.search)
     route("POST", "/assistants/count", assistants.count)
-    route("GET", "/assistants/{assistant_id}", assistants.get)
-    route("GET", "/assistants/{assistant_id}/graph", assistants.graph)
-    route("GET", "/assistants/{assistant_id}/schemas", assistants.schemas)
-    route("GET", "/assistants/{assistant_id}/subgraphs", assistants.subgraphs)
+    route("GET", "/assistants/{assistant_id}", assistants.get, assistant_read)
+    route("GET", "/assistants/{assistant_id}/graph", assistants.graph, assistant_read)
+    route("GET", "/assistants/{assistant_id}/schemas", assistants.schemas, assistant_read)
+    route("GET", "/assistants/{assistant_id}/subgraphs", assistants.subgraphs, assistant_read)
 
     route("POST", "/threads", threads.create)
     route("POST", "/threads/search", threads.search)
     route("POST", "/threads/count", threads.count)
-    route("GET", "/threads/{thread_id}", threads.get)
+    route("GET", "/threads/{thread_id}", threads.get, read)
     route("PATCH", "/threads/{thread_id}", threads.update)
-    route("DELETE", "/threads/{thread_id}", threads.delete)
-    route("POST", "/threads/{thread_id}/copy", threads.copy)
-    route("GET", "/threads/{thread_id}/state", threads.state)
-    route("POST", "/threads/{thread_id}/state", threads.update_state)
-    route("POST", "/threads/{thread_id}/state/checkpoint", threads.state)
-    route("GET", "/threads/{thread_id}/state/{checkpoint_id}", threads.state)
-    route("GET", "/threads/{thread_id}/history", threads.history)
-    route("POST", "/threads/{thread_id}/history", threads.history)
+    route("DELETE", "/threads/{thread_id}", threads.delete, ("threads", "delete"))
+    route("POST", "/threads/{thread_id}/copy", threads.copy, read)
+    route("GET", "/threads/{thread_id}/state", threads.state, read)
+    route("POST", "/threads/{thread_id}/state", threads.update_state, ("threads", "update"))
+    route("POST", "/threads/{thread_id}/state/checkpoint", threads.state, read)
+    route("GET", "/threads/{thread_id}/state/{checkpoint_id}", threads.state, read)
+    route("GET", "/threads/{thread_id}/history", threads.history, read)
+    route("POST", "/threads/{thread_id}/history", threads.history, read)
 
+    # A run is its thread's, for the handlers too (`threads` resource, as LangGraph's).
     route("POST", "/threads/{thread_id}/runs", runs.create)
-    route("GET", "/threads/{thread_id}/runs", runs.list_)
+    route("GET", "/threads/{thread_id}/runs", runs.list_, ("threads", "search"))
     route("POST", "/threads/{thread_id}/runs/stream", runs.stream)
     route("POST", "/threads/{thread_id}/runs/wait", runs.wait)
-    route("GET", "/threads/{thread_id}/runs/{run_id}", runs.get)
-    route("DELETE", "/threads/{thread_id}/runs/{run_id}", runs.delete)
-    route("POST", "/threads/{thread_id}/runs/{run_id}/cancel", runs.cancel)
-    route("GET", "/threads/{thread_id}/runs/{run_id}/join", runs.join)
-    route("GET", "/threads/{thread_id}/runs/{run_id}/stream", runs.join_stream)
-    route("GET", "/threads/{thread_id}/runs/{run_id}/effects", effects.list_)
+    route("GET", "/threads/{thread_id}/runs/{run_id}", runs.get, read)
+    route("DELETE", "/threads/{thread_id}/runs/{run_id}", runs.delete, ("threads", "delete"))
+    route("POST", "/threads/{thread_id}/runs/{run_id}/cancel", runs.cancel, ("threads", "update"))
+    route("GET", "/threads/{thread_id}/runs/{run_id}/join", runs.join, read)
+    route("GET", "/threads/{thread_id}/runs/{run_id}/stream", runs.join_stream, read)
+    route("GET", "/threads/{thread_id}/runs/{run_id}/effects", effects.list_, read)
     route("POST", "/runs", runs.create)
     route("POST", "/runs/stream", runs.stream)
     route("POST", "/runs/wait", runs.wait)

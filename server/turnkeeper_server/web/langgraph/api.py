@@ -23,6 +23,7 @@ from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller, TokenStore
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import MAX_BODY_BYTES, read_body
+from turnkeeper_server.web.langgraph.custom_auth import CustomAuth
 from turnkeeper_server.web.langgraph.errors import ApiError, not_found, problem
 from turnkeeper_server.web.pump import Pump
 from turnkeeper_server.web.relay import AgentRelay
@@ -47,17 +48,24 @@ class Deps:
     # The SSE pump (web/pump.py): a run stream's quota, heartbeat, write timeout, and
     # its end when the caller's token is revoked, as a turn's event stream's.
     pump: Pump
+    # The `auth` of a langgraph.json (custom_auth.py, end_users.py): end users within
+    # the caller's role. None: no end users, as without an auth file on LangGraph's.
+    custom_auth: CustomAuth | None = None
 
 
 Endpoint = Callable[[web.Request, "Caller | None", "Deps"], Awaitable[web.StreamResponse]]
 
 
-def caller_of(request: web.Request, tokens: TokenStore | None) -> Caller | None:
-    """The bearer token, or LangGraph's SDKs' `x-api-key` taken as one."""
+def caller_of(
+    request: web.Request, tokens: TokenStore | None, *, end_users: bool = False
+) -> Caller | None:
+    """The bearer token, or LangGraph's SDKs' `x-api-key` taken as one. With end
+    users (a langgraph.json's auth), `Authorization` is theirs: the service's token
+    is the `x-api-key`."""
     if tokens is None:
         return None
     key = request.headers.get("X-Api-Key")
-    if key and not request.headers.get("Authorization"):
+    if key and (end_users or not request.headers.get("Authorization")):
         return tokens.authenticate([("authorization", f"Bearer {key}")])
     return web_auth.caller_of(request, tokens)
 
@@ -75,7 +83,7 @@ def handler(fn: Endpoint, deps: Deps) -> Handler:
     @functools.wraps(fn)
     async def handle(request: web.Request) -> web.StreamResponse:
         try:
-            caller = caller_of(request, deps.tokens)
+            caller = caller_of(request, deps.tokens, end_users=deps.custom_auth is not None)
             return await fn(request, caller, deps)
         except Exception as exc:
             return problem(exc)
@@ -83,8 +91,19 @@ def handler(fn: Endpoint, deps: Deps) -> Handler:
     return handle
 
 
+_BODY: Final = web.RequestKey("turnkeeper_langgraph_body", dict)
+
+
 async def body_of(request: web.Request) -> dict[str, Any]:
-    """The JSON object sent (an empty body: {})."""
+    """The JSON object sent (an empty body: {}); read once, then kept with the
+    request (an auth handler may have read it before the endpoint)."""
+    if _BODY in request:
+        return request[_BODY]
+    request[_BODY] = body = await _read_json(request)
+    return body
+
+
+async def _read_json(request: web.Request) -> dict[str, Any]:
     raw = await read_body(request)
     if not raw.strip():
         return {}

@@ -14,7 +14,7 @@ from aiohttp import web
 
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
-from turnkeeper_server.web.langgraph import shapes
+from turnkeeper_server.web.langgraph import end_users, shapes
 from turnkeeper_server.web.langgraph.api import (
     READ,
     Deps,
@@ -45,7 +45,10 @@ async def _matching(request: web.Request, caller: Caller | None, deps: Deps) -> 
     metadata = body.get("metadata")
     if isinstance(metadata, dict) and metadata:
         agents = [a for a in agents if _has(shapes.assistant(a)["metadata"], metadata)]
-    return agents
+    # A langgraph.json's auth: only the assistants its filter lets through.
+    value = {k: body.get(k) for k in ("assistant_id", "graph_id", "metadata", "limit", "offset")}
+    filters = await end_users.authorize(request, deps, "assistants", "search", value)
+    return end_users.visible_assistants(agents, filters)
 
 
 def _has(metadata: dict[str, Any], wanted: dict[str, Any]) -> bool:

@@ -25,7 +25,7 @@ from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import HttpContext
-from turnkeeper_server.web.langgraph import assistants, shapes
+from turnkeeper_server.web.langgraph import assistants, end_users, shapes
 from turnkeeper_server.web.langgraph.api import (
     READ,
     Deps,
@@ -78,16 +78,19 @@ async def start_run(
     await assistants.known(deps, caller, agent)
 
     thread_id = _thread_path(request)
+    # A langgraph.json's auth: the thread's filter, and what a thread this run makes
+    # is stamped with (the run's metadata as its handler left it, LangGraph's rule).
+    stamped = await end_users.create_run(request, deps, thread_id, body)
     # A run tags its thread with its graph, as LangGraph's server does (one write,
     # and none when the thread already says so).
     tagged = {"graph_id": agent, "assistant_id": agent}
     if thread_id is None:
         thread_id = str(uuid.uuid4())
-        await deps.engine.threads.ensure(thread_id, tagged)
+        await deps.engine.threads.ensure(thread_id, {**tagged, **stamped})
     elif (record := await deps.engine.threads.get(thread_id)) is None:
         if run.if_not_exists != "create":
             raise not_found(f"thread {thread_id}")
-        await deps.engine.threads.ensure(thread_id, tagged)
+        await deps.engine.threads.ensure(thread_id, {**tagged, **stamped})
     else:
         await thread_or_404(deps, caller, thread_id)
         if any(record.metadata.get(k) != v for k, v in tagged.items()):

@@ -16,7 +16,7 @@ from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import HttpContext
-from turnkeeper_server.web.langgraph import shapes
+from turnkeeper_server.web.langgraph import end_users, shapes
 from turnkeeper_server.web.langgraph.api import (
     READ,
     THREADS_WRITE,
@@ -30,6 +30,7 @@ from turnkeeper_server.web.langgraph.api import (
     thread_id_of,
     thread_or_404,
 )
+from turnkeeper_server.web.langgraph.custom_auth import matches
 from turnkeeper_server.web.langgraph.errors import ApiError
 from turnkeeper_server.web.langgraph.stream import Translator
 
@@ -78,6 +79,10 @@ async def create(request: web.Request, caller: Caller | None, deps: Deps) -> web
         raise ApiError(422, "if_exists must be 'raise' or 'do_nothing'")
     if body.get("supersteps"):
         raise ApiError(422, "supersteps is not supported by turnkeeper yet (docs/langgraph-api.md)")
+    # A langgraph.json's auth may stamp the metadata (an owner) or refuse.
+    value = {"thread_id": thread_id, "metadata": metadata, "if_exists": if_exists}
+    await end_users.create_thread(request, deps, value)
+    metadata = dict(value.get("metadata") or {})
     record = await deps.engine.threads.create(thread_id, metadata, if_exists=if_exists)
     return json_response(await thread_json(deps, record))
 
@@ -94,6 +99,8 @@ async def update(request: web.Request, caller: Caller | None, deps: Deps) -> web
     await thread_or_404(deps, caller, thread_id)
     body = await body_of(request)
     metadata = field(body, "metadata", dict, {})
+    # A langgraph.json's auth: its filter, and the metadata as its handler left it.
+    metadata = await end_users.update_thread(request, deps, thread_id, metadata)
     record = await deps.engine.threads.update_metadata(thread_id, metadata)
     if record is None:
         raise ApiError(404, f"thread {thread_id} not found")
@@ -124,11 +131,31 @@ async def _search(request: web.Request, caller: Caller | None, deps: Deps) -> li
     if ids is not None and (len(ids) > MAX_IDS or not all(isinstance(i, str) for i in ids)):
         raise ApiError(422, f"ids must be a list of at most {MAX_IDS} thread ids")
     status = field(body, "status", str)
+    # A langgraph.json's auth narrows the search to what its filter lets through.
+    filters = await end_users.authorize(
+        request,
+        deps,
+        "threads",
+        "search",
+        {
+            "metadata": metadata,
+            "values": body.get("values"),
+            "status": status,
+            "limit": limit,
+            "offset": offset,
+        },
+    )
+    narrowed, rest = end_users.narrowed(metadata, filters)
+    if narrowed is None:
+        return []
+    wide = bool(status) or rest is not None
     records = await deps.engine.threads.search(
-        metadata=metadata, ids=ids, limit=1000 if status else limit, offset=0 if status else offset
+        metadata=narrowed, ids=ids, limit=1000 if wide else limit, offset=0 if wide else offset
     )
     out = []
     for record in records:
+        if rest is not None and not matches(record.metadata, rest):
+            continue
         if (
             caller is not None
             and caller.role == auth.AGENT
@@ -136,8 +163,8 @@ async def _search(request: web.Request, caller: Caller | None, deps: Deps) -> li
         ):
             continue
         out.append(await thread_json(deps, record))
-    if status:
-        out = [t for t in out if t["status"] == status][offset : offset + limit]
+    if wide:
+        out = [t for t in out if not status or t["status"] == status][offset : offset + limit]
     return out
 
 
@@ -154,6 +181,9 @@ async def copy(request: web.Request, caller: Caller | None, deps: Deps) -> web.S
     source = thread_id_of(request)
     record = await thread_or_404(deps, caller, source)
     target = str(uuid.uuid4())
+    # A langgraph.json's auth: the copy is a create too (refusable; it keeps the
+    # source's metadata, as on LangGraph's server). The source's read is the route's.
+    await end_users.authorize(request, deps, "threads", "create", {"thread_id": target})
     with web_auth.acting_as(caller):
         await deps.operations.threads.copy(
             checkpoints_pb2.CopyThreadRequest(source_thread_id=source, target_thread_id=target),

@@ -218,7 +218,10 @@ async def langgraph_dev(tmp_path: Path) -> AsyncIterator[str]:
     """`langgraph dev` serving the same graph with the same auth.py, on a copy (it
     writes its in-memory state's flushes beside the config)."""
     if not HAVE_LANGGRAPH:
-        pytest.skip(f"no `langgraph dev` at {LANGGRAPH}: make it from bench/langgraph-dev.txt")
+        missing = f"no `langgraph dev` at {LANGGRAPH}: make it from bench/langgraph-dev.txt"
+        if os.environ.get("TURNKEEPER_REQUIRE_REFERENCE") == "1":
+            pytest.fail(missing + " (.ci/run makes it and requires it)")
+        pytest.skip(missing)
     app = tmp_path / "app"
     app.mkdir()
     shutil.copy(THREADPLANE_GRAPH, app / "graph.py")

@@ -79,9 +79,7 @@ def check_fence(tx: Tx, fence: Fence | None, thread_id: str) -> TurnRecord | Non
     return turn
 
 
-def require_no_live_turn(
-    tx: Tx, thread_id: str, what: str = "deleted until the turn ends"
-) -> None:
+def require_no_live_turn(tx: Tx, thread_id: str, what: str = "deleted until the turn ends") -> None:
     live = tx.execute(
         f"SELECT turn_id FROM main.turns WHERE thread_id = ? AND state IN {LIVE_SQL}",
         (thread_id,),

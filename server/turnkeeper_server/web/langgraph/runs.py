@@ -24,7 +24,7 @@ from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import HttpContext
-from turnkeeper_server.web.langgraph import assistants, shapes
+from turnkeeper_server.web.langgraph import assistants, rights, shapes
 from turnkeeper_server.web.langgraph.api import (
     READ,
     Deps,
@@ -109,6 +109,10 @@ async def start_run(
     recent = await deps.engine.threads.turns(thread_id, limit=PARKED_LOOKBACK)
     parked = [t for t in recent if t.state == PARKED]
     resume_only = bool(command) and set(command or {}) == {"resume"}
+    # Answering the interrupt, editing the state, forking: rights of their own.
+    needed = rights.of_run(options, resume_only)
+    target = parked[0].turn_id if resume_only and parked else thread_id
+    await rights.refuse_unless(deps, caller, needed, target)
     # A run with no input and no command on an interrupted thread goes on with it
     # (useStream's submit(null)); with a resume it answers the interrupt.
     if resume_only or (parked and body.get("input") is None and not command and not options):

@@ -11,12 +11,13 @@ from aiohttp import web
 from turnkeeper._thread_state import empty_thread_state
 from turnkeeper.v1 import checkpoints_pb2
 
+from turnkeeper_server import audit as audit_log
 from turnkeeper_server.records import TurnRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import HttpContext
-from turnkeeper_server.web.langgraph import shapes
+from turnkeeper_server.web.langgraph import rights, shapes
 from turnkeeper_server.web.langgraph.api import (
     READ,
     THREADS_WRITE,
@@ -213,7 +214,7 @@ async def state(request: web.Request, caller: Caller | None, deps: Deps) -> web.
 async def update_state(
     request: web.Request, caller: Caller | None, deps: Deps
 ) -> web.StreamResponse:
-    require(caller, THREADS_WRITE)
+    require(caller, READ)
     body = await body_of(request)
     params: dict[str, Any] = {"values": body.get("values")}
     as_node = field(body, "as_node", str)
@@ -222,7 +223,11 @@ async def update_state(
     checkpoint_id = _checkpoint_id(body)
     if checkpoint_id:
         params["checkpoint_id"] = checkpoint_id
-    answer = await _graph_call(request, caller, deps, auth.JSONRPC_GRAPH_UPDATE_STATE, params)
+    # Audited here, under the caller: the checkpoint is written by the agent's graph.
+    async with rights.audited(deps, caller, audit_log.EDIT_STATE, thread_id_of(request)):
+        with web_auth.acting_as(caller):
+            auth.require_right(auth.EDIT_STATE)
+        answer = await _graph_call(request, caller, deps, auth.JSONRPC_GRAPH_UPDATE_STATE, params)
     if answer is None:
         raise ApiError(
             409, "the thread has no graph yet: run it once, or create it with a graph_id"

@@ -358,6 +358,41 @@ def require_thread(
     raise PermissionDenied(f"thread {thread_id!r} is not open to {caller}")
 
 
+# -- thread ownership (issue 47) ------------------------------------------------------
+#
+# A thread made through the LangGraph API records its creator's identity (its
+# `owner`). The rule for who sees a thread is `sees_thread`; what an owner may do
+# beyond seeing it is the role's (RIGHTS).
+
+
+def identity(caller: Caller | None) -> str:
+    """Whom a thread `caller` makes belongs to: "agent:<name>" for an agent token,
+    "<role>:<token name>" for the others; "" without tokens (no one)."""
+    if caller is None:
+        return ""
+    if caller.role == AGENT:
+        return f"agent:{caller.agent}"
+    return f"{caller.role}:{caller.name}"
+
+
+def sees_every_thread(caller: Caller | None) -> bool:
+    """Operators and admins (and everyone without tokens) see every thread."""
+    return caller is None or caller.role in (OPERATOR, ADMIN)
+
+
+def sees_thread(caller: Caller | None, owner: str, agents: Callable[[], set[str]]) -> bool:
+    """`caller` may see (and, by its role's rights, act on) a thread `owner` made.
+    A thread is its owner's; an agent token also sees a thread on which only its own
+    agent's turns run (it executes them), never one without turns it did not make.
+    `agents`: the agents with turns on the thread, asked only for agent tokens."""
+    if sees_every_thread(caller):
+        return True
+    assert caller is not None
+    if owner and owner == identity(caller):
+        return True
+    return caller.role == AGENT and agents() == {caller.agent}
+
+
 class Peer(Protocol):
     """What client_key reads of a call: a gRPC context, or the HTTP side's."""
 

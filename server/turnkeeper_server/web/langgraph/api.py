@@ -151,12 +151,18 @@ def thread_id_of(request: web.Request) -> str:
 
 
 async def thread_or_404(deps: Deps, caller: Caller | None, thread_id: str) -> ThreadRecord:
-    """The thread, if it exists and the caller may see it (an agent token: threads
-    with no other agent's turns)."""
+    """The thread, if it exists and the caller may see it (auth.sees_thread: its
+    owner's, operators'; NOT_FOUND for the others, as for a thread that is not)."""
     record = await deps.engine.threads.get(thread_id)
-    if record is None or not _sees_thread(deps, caller, thread_id):
+    if record is None or not sees(deps, caller, record):
         raise not_found(f"thread {thread_id}")
     return record
+
+
+def sees(deps: Deps, caller: Caller | None, record: ThreadRecord) -> bool:
+    return auth.sees_thread(
+        caller, record.owner, lambda: deps.engine.turns.thread_agents(record.thread_id)
+    )
 
 
 def thread_access(deps: Deps, caller: Caller | None) -> Access:
@@ -164,17 +170,12 @@ def thread_access(deps: Deps, caller: Caller | None) -> Access:
     ThreadOperations takes it: the ones it may see (NOT_FOUND for the others)."""
 
     def access(thread_id: str) -> None:
-        if not _sees_thread(deps, caller, thread_id):
+        # A thread that does not exist yet (a copy's target) is the caller's to make.
+        record = deps.engine.threads.get_now(thread_id)
+        if record is not None and not sees(deps, caller, record):
             raise not_found(f"thread {thread_id}")
 
     return access
-
-
-def _sees_thread(deps: Deps, caller: Caller | None, thread_id: str) -> bool:
-    if caller is None or caller.role != auth.AGENT:
-        return True
-    agents = deps.engine.turns.thread_agents(thread_id)
-    return agents <= {caller.agent}
 
 
 def run_or_404(deps: Deps, caller: Caller | None, thread_id: str | None, run_id: str) -> TurnRecord:

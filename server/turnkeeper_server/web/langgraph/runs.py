@@ -93,13 +93,14 @@ async def start_run(
     # A run tags its thread with its graph, as LangGraph's server does (one write,
     # and none when the thread already says so).
     tagged = {"graph_id": agent, "assistant_id": agent}
+    owner = auth.identity(caller)
     if thread_id is None:
         thread_id = str(uuid.uuid4())
-        await deps.engine.threads.ensure(thread_id, tagged)
+        await deps.engine.threads.ensure(thread_id, tagged, owner)
     elif (record := await deps.engine.threads.get(thread_id)) is None:
         if if_not_exists != "create":
             raise not_found(f"thread {thread_id}")
-        await deps.engine.threads.ensure(thread_id, tagged)
+        await deps.engine.threads.ensure(thread_id, tagged, owner)
     else:
         await thread_or_404(deps, caller, thread_id)
         if any(record.metadata.get(k) != v for k, v in tagged.items()):

@@ -27,6 +27,7 @@ from turnkeeper_server.web.langgraph.api import (
     json_response,
     limit_offset,
     require,
+    sees,
     thread_access,
     thread_id_of,
     thread_or_404,
@@ -79,7 +80,12 @@ async def create(request: web.Request, caller: Caller | None, deps: Deps) -> web
         raise ApiError(422, "if_exists must be 'raise' or 'do_nothing'")
     if body.get("supersteps"):
         raise ApiError(422, "supersteps is not supported by turnkeeper yet (docs/langgraph-api.md)")
-    record = await deps.engine.threads.create(thread_id, metadata, if_exists=if_exists)
+    record = await deps.engine.threads.create(
+        thread_id, metadata, if_exists=if_exists, owner=auth.identity(caller)
+    )
+    if not sees(deps, caller, record):
+        # if_exists=do_nothing on another caller's thread: it is not given away.
+        raise ApiError(409, f"thread {thread_id} exists")
     return json_response(await thread_json(deps, record))
 
 
@@ -125,16 +131,21 @@ async def _search(request: web.Request, caller: Caller | None, deps: Deps) -> li
     if ids is not None and (len(ids) > MAX_IDS or not all(isinstance(i, str) for i in ids)):
         raise ApiError(422, f"ids must be a list of at most {MAX_IDS} thread ids")
     status = field(body, "status", str)
+    # A panel's page is of its own threads; an agent's is filtered below (it also
+    # sees the threads its turns run on).
+    owner = None
+    if caller is not None and not auth.sees_every_thread(caller) and caller.role != auth.AGENT:
+        owner = auth.identity(caller)
     records = await deps.engine.threads.search(
-        metadata=metadata, ids=ids, limit=1000 if status else limit, offset=0 if status else offset
+        metadata=metadata,
+        ids=ids,
+        limit=1000 if status else limit,
+        offset=0 if status else offset,
+        owner=owner,
     )
     out = []
     for record in records:
-        if (
-            caller is not None
-            and caller.role == auth.AGENT
-            and not deps.engine.turns.thread_agents(record.thread_id) <= {caller.agent}
-        ):
+        if not sees(deps, caller, record):
             continue
         out.append(await thread_json(deps, record))
     if status:
@@ -161,7 +172,9 @@ async def copy(request: web.Request, caller: Caller | None, deps: Deps) -> web.S
             HttpContext(request),
             thread_access(deps, caller),
         )
-    copied = await deps.engine.threads.create(target, dict(record.metadata), if_exists="raise")
+    copied = await deps.engine.threads.create(
+        target, dict(record.metadata), if_exists="raise", owner=auth.identity(caller)
+    )
     return json_response(await thread_json(deps, copied))
 
 

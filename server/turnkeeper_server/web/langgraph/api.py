@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -98,7 +99,24 @@ async def body_of(request: web.Request) -> dict[str, Any]:
         raise ApiError(422, str(exc)) from None
     if not isinstance(body, dict):
         raise ApiError(422, "the body must be a JSON object")
+    # A lone surrogate (only a \\uD800-\\uDFFF escape makes one) cannot be written
+    # back as UTF-8: stored, it would break every answer that includes it.
+    if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(body):
+        raise ApiError(422, "the body has a lone UTF-16 surrogate (\\uD800-\\uDFFF) in a string")
     return body
+
+
+_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return any("\ud800" <= c <= "\udfff" for c in value)
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
 
 
 def field(
@@ -125,7 +143,7 @@ def limit_offset(body: dict[str, Any] | Any, *, default: int = 10) -> tuple[int,
     try:
         limit = int(body.get("limit", default))
         offset = int(body.get("offset", 0))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ApiError(422, "limit and offset must be whole numbers") from None
     if not 1 <= limit <= 1000 or offset < 0:
         raise ApiError(422, "limit must be from 1 to 1000 and offset not negative")

@@ -19,6 +19,8 @@ from typing import Any, Final
 from aiohttp import web
 from turnkeeper.v1 import turns_pb2
 
+from turnkeeper_server import limits as lim
+from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.records import ENDED, PARKED, TurnRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
@@ -213,9 +215,9 @@ async def join_stream(
     turn = run_or_404(deps, caller, _thread_path(request), request.match_info["run_id"])
     raw = request.headers.get("Last-Event-ID") or "0"
     try:
-        after = max(int(raw), 0)
-    except ValueError:
-        raise ApiError(422, "Last-Event-ID must be a whole number") from None
+        after = lim.check_seq("Last-Event-ID", max(int(raw), 0))
+    except (ValueError, InvalidArgument):
+        raise ApiError(422, f"Last-Event-ID must be a whole number from 0 to {2**63 - 1}") from None
     # langgraph-sdk sends `stream_mode=` (empty) when its caller gives none: none.
     given = [mode for mode in request.query.getall("stream_mode", []) if mode]
     try:

@@ -12,6 +12,8 @@ from turnkeeper._thread_state import empty_thread_state
 from turnkeeper.v1 import checkpoints_pb2
 
 from turnkeeper_server import audit as audit_log
+from turnkeeper_server import limits as lim
+from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.records import TurnRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
@@ -71,6 +73,10 @@ async def create(request: web.Request, caller: Caller | None, deps: Deps) -> web
     require(caller, THREADS_WRITE)
     body = await body_of(request)
     thread_id = field(body, "thread_id", str) or str(uuid.uuid4())
+    try:
+        lim.check_id("thread_id", thread_id)
+    except InvalidArgument as exc:
+        raise ApiError(422, str(exc)) from None
     metadata = dict(field(body, "metadata", dict, {}))
     graph_id = field(body, "graph_id", str)
     if graph_id:

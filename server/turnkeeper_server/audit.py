@@ -39,6 +39,9 @@ RESUME, REDRIVE, CANCEL, DELETE_THREAD, TOKENS_RELOAD = (
 # StartTurn that does to the thread's other turns what a cancel does: an
 # interrupt or rollback strategy, or a regenerate (its last answer goes back).
 START_INTERRUPT, START_ROLLBACK, REGENERATE = "start_interrupt", "start_rollback", "regenerate"
+# A thread's state edited (update_state, a Command's update or goto), or a run from
+# an earlier checkpoint (decision 283).
+EDIT_STATE, FORK = "edit_state", "fork"
 # LangGraph's extended saver operations, which delete or copy checkpoints.
 PRUNE_THREADS, DELETE_FOR_RUNS, COPY_THREAD = "prune_threads", "delete_for_runs", "copy_thread"
 # A finished run deleted through the LangGraph API (its turn, events and boundaries).
@@ -128,11 +131,11 @@ class AuditLog:
             yield
         except Exception as exc:
             code, message = status_for(exc)
-            await self._safely(action, target, code.name, message, who)
+            await self.safely(action, target, code.name, message, who)
             raise
-        await self._safely(action, target, OK, "", who)
+        await self.safely(action, target, OK, "", who)
 
-    async def _safely(self, action: str, target: str, outcome: str, detail: str, who: str) -> None:
+    async def safely(self, action: str, target: str, outcome: str, detail: str, who: str) -> None:
         try:
             await self.record(action, target, outcome, detail, who)
         except Exception:

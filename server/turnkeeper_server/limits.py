@@ -197,6 +197,14 @@ def page_size(requested: int, default: int, limits: Limits = DEFAULT_LIMITS) -> 
 _MAX_ROW_ID = (1 << 63) - 1
 
 
+def check_seq(name: str, value: int) -> int:
+    """A sequence number a client sends back (Last-Event-ID): what the store can
+    hold, a signed 64-bit integer, and not negative."""
+    if not 0 <= value <= _MAX_ROW_ID:
+        raise InvalidArgument(f"{name} must be a whole number from 0 to {_MAX_ROW_ID}")
+    return value
+
+
 def page_position(value: int) -> int:
     """A row id decoded from a page token: one this service could have issued (1 to
     2**63-1), else INVALID_ARGUMENT. Past 64 bits a store answers OverflowError."""

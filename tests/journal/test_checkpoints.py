@@ -34,12 +34,25 @@ async def test_a_turns_checkpoint_records_its_last_seq_as_the_boundary(journal: 
     assert journal.boundary("t1") == ("cp-2", 4)
 
 
-async def test_an_unfenced_checkpoint_is_stored_and_moves_no_boundary(journal: Journal) -> None:
+async def test_an_unfenced_checkpoint_beside_a_live_turn_is_refused(journal: Journal) -> None:
+    # Decision 276: the live (or parked) turn's checkpoints are its own.
     await journal.start("t1", "th1")
     await journal.events("t1", 0, "step")
-    assert await journal.checkpoint("th1", "cp-1", None) is None
-    assert stored(journal, "th1") == ["cp-1"]
+    with pytest.raises(WrongState, match="cannot be written beside it"):
+        await journal.checkpoint("th1", "cp-1", None)
+    with pytest.raises(WrongState, match="cannot be written beside it"):
+        await journal.task_writes("th1", "cp-1", "task-a", None, None)
+    assert stored(journal, "th1") == []
     assert journal.boundary("t1") == ("", 0)
+
+
+async def test_an_unfenced_checkpoint_on_a_thread_without_a_live_turn_is_stored(
+    journal: Journal,
+) -> None:
+    # A graph's own write outside any turn (LangGraph's update_state before a run).
+    await journal.start("t1", "th1")
+    assert await journal.checkpoint("th2", "cp-1", None) is None
+    assert stored(journal, "th2") == ["cp-1"]
 
 
 async def test_a_stale_attempts_checkpoint_is_refused_and_not_stored(journal: Journal) -> None:
@@ -101,7 +114,10 @@ async def test_check_fence_returns_the_locked_turn_or_none(journal: Journal) -> 
     turn = await journal.write(lambda tx: checkpoints.check_fence(tx, Fence("t1", 0), "th1"))
     assert turn is not None
     assert (turn.turn_id, turn.attempts) == ("t1", 0)
-    assert await journal.write(lambda tx: checkpoints.check_fence(tx, None, "th1")) is None
+    # Unfenced: None on a thread without a live turn; refused beside one (decision 283).
+    assert await journal.write(lambda tx: checkpoints.check_fence(tx, None, "th2")) is None
+    with pytest.raises(WrongState, match="cannot be written beside it"):
+        await journal.write(lambda tx: checkpoints.check_fence(tx, None, "th1"))
 
 
 async def test_a_threads_checkpoints_stay_while_a_turn_of_it_is_live(journal: Journal) -> None:

@@ -251,15 +251,14 @@ async def test_introspect_answers_who_a_token_is(
         "panel",
         "panel",
     )
-    # A panel starts turns and reads, and reads and edits a thread's graph state
-    # (the LangGraph API); it neither resumes nor cancels.
+    # A panel starts turns and reads, and reads a thread's graph state (the
+    # LangGraph API); it neither resumes, cancels nor edits state (decision 283).
     assert list(panel.methods) == [
         "responses/create",
         "responses/turnStatus",
         "langgraph/describe",
         "langgraph/state",
         "langgraph/history",
-        "langgraph/updateState",
     ]
     agent = await admin.introspect(operations_pb2.IntrospectRequest(token=tokens["agent"]))
     assert (agent.role, agent.agent) == ("agent", AGENT)
@@ -368,3 +367,49 @@ async def test_a_sniffed_request_gives_away_no_token_and_cannot_be_replayed(
     other = {**envelope, "id": uuid.uuid4().hex}
     message = refused(await send(nc, other, {HEADER: value}), "UNAUTHENTICATED")
     assert "is for request" in message, message
+
+
+@pytest.mark.both_backends
+async def test_a_panels_run_that_edits_forks_or_answers_is_refused_by_the_service(
+    backend: str,
+    agents: Agents,
+    nc: Client,
+    admin: AsyncTurnkeeperClient,
+    tokens: dict[str, str],
+) -> None:
+    """Decision 276 on NATS: a run whose Command updates, jumps or resumes, or that
+    starts from a checkpoint, is checked by the service (StartTurn, on behalf of the
+    caller the bridge passes on) and audited with the caller; a panel cannot even
+    get an assertion for langgraph/updateState."""
+    await agents.start(graph="approval", extra_env={"TURNKEEPER_TOKEN": tokens["agent"]})
+    parked = await park(nc, admin, tokens["panel"])
+    thread = (await admin.get_turn(turns_pb2.GetTurnRequest(turn_id=parked))).turn.thread_id
+
+    def run(payload: Any, **options: Any) -> dict[str, Any]:
+        return {
+            "input": payload,
+            "thread_id": thread,
+            "background": True,
+            "run": options,
+        }
+
+    attempts = [
+        ("edit_state", run(None, command={"update": {"ok": True}, "goto": "publish"})),
+        ("fork", run({"job": "again", "results": []}, checkpoint_id="cp-earlier")),
+        ("resume", run(None, command={"resume": "approve"})),
+    ]
+    for _, params in attempts:
+        refused(await call(nc, "responses/create", params, tokens["panel"]), "PERMISSION_DENIED")
+    with pytest.raises(PermissionDenied, match="may not call langgraph/updateState"):
+        await assertion_for(tokens["panel"], "langgraph/updateState", uuid.uuid4().hex)
+    assert await state(admin, parked) == turns_pb2.TURN_STATE_PARKED
+    audit = await admin.list_audit(operations_pb2.ListAuditRequest())
+    records = [
+        (r.action, r.actor, r.outcome)
+        for r in reversed(audit.records)
+        if r.action in ("edit_state", "fork", "resume")
+    ]
+    assert records == [
+        (action, "panel (panel) via agent (agent:jobs)", "PERMISSION_DENIED")
+        for action, _ in attempts
+    ]

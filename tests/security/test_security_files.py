@@ -43,8 +43,9 @@ async def test_databases_and_their_wal_and_shm_files_are_owner_only(
     async with aio.insecure_channel(server.address) as channel:
         await start(turns_pb2_grpc.TurnServiceStub(channel), "t1", "th1")
         await checkpoints_pb2_grpc.CheckpointServiceStub(channel).PutCheckpoint(
+            # Another thread: th1's live turn takes only its own fenced writes.
             checkpoints_pb2.PutCheckpointRequest(
-                thread_id="th1",
+                thread_id="th2",
                 checkpoint_id="c1",
                 checkpoint=checkpoints_pb2.TypedValue(type="json", data=b"{}"),
                 metadata_json="{}",

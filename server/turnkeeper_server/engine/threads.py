@@ -19,15 +19,25 @@ class Threads:
     async def get(self, thread_id: str) -> ThreadRecord | None:
         return await self.db.read(lambda conn: threads.get(conn, thread_id))
 
+    def get_now(self, thread_id: str) -> ThreadRecord | None:
+        """As get, on the calling thread (a surface's synchronous access rule)."""
+        return threads.get(self.db.read_conn(), thread_id)
+
     async def create(
-        self, thread_id: str, metadata: dict[str, Any], *, if_exists: str
+        self, thread_id: str, metadata: dict[str, Any], *, if_exists: str, owner: str = ""
     ) -> ThreadRecord:
         return await self.db.write(
-            lambda tx: threads.create(tx, thread_id, metadata, time.time(), if_exists=if_exists)
+            lambda tx: threads.create(
+                tx, thread_id, metadata, time.time(), if_exists=if_exists, owner=owner
+            )
         )
 
-    async def ensure(self, thread_id: str, metadata: dict[str, Any]) -> ThreadRecord:
-        return await self.db.write(lambda tx: threads.ensure(tx, thread_id, metadata, time.time()))
+    async def ensure(
+        self, thread_id: str, metadata: dict[str, Any], owner: str = ""
+    ) -> ThreadRecord:
+        return await self.db.write(
+            lambda tx: threads.ensure(tx, thread_id, metadata, time.time(), owner)
+        )
 
     async def update_metadata(
         self, thread_id: str, metadata: dict[str, Any]
@@ -40,11 +50,17 @@ class Threads:
         await self.db.write(lambda tx: threads.touch(tx, thread_id, time.time()))
 
     async def search(
-        self, *, metadata: dict[str, Any], ids: list[str] | None, limit: int, offset: int
+        self,
+        *,
+        metadata: dict[str, Any],
+        ids: list[str] | None,
+        limit: int,
+        offset: int,
+        owner: str | None = None,
     ) -> list[ThreadRecord]:
         return await self.db.read(
             lambda conn: threads.search(
-                conn, metadata=metadata, ids=ids, limit=limit, offset=offset
+                conn, metadata=metadata, ids=ids, limit=limit, offset=offset, owner=owner
             )
         )
 

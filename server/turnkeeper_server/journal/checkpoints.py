@@ -63,8 +63,12 @@ def write(tx: Tx, write: CheckpointWrite, policy: Policy) -> Boundary | None:
 
 def check_fence(tx: Tx, fence: Fence | None, thread_id: str) -> TurnRecord | None:
     """The fenced turn, locked, when the write's attempt is its current one and it
-    runs on `thread_id`; None for an unfenced write."""
+    runs on `thread_id`; None for an unfenced write, which a thread with a live
+    (running or parked) turn refuses: that turn's checkpoints are its own, and a
+    write beside it (an update_state on a parked human gate) would change what its
+    resume goes on from (decision 283)."""
     if fence is None:
+        require_no_live_turn(tx, thread_id, "written beside it")
         return None
     turn = transitions.lock_turn(tx, fence.turn_id)
     if turn.thread_id != thread_id:
@@ -75,7 +79,7 @@ def check_fence(tx: Tx, fence: Fence | None, thread_id: str) -> TurnRecord | Non
     return turn
 
 
-def require_no_live_turn(tx: Tx, thread_id: str) -> None:
+def require_no_live_turn(tx: Tx, thread_id: str, what: str = "deleted until the turn ends") -> None:
     live = tx.execute(
         f"SELECT turn_id FROM main.turns WHERE thread_id = ? AND state IN {LIVE_SQL}",
         (thread_id,),
@@ -83,7 +87,7 @@ def require_no_live_turn(tx: Tx, thread_id: str) -> None:
     if live is not None:
         raise WrongState(
             f"thread {thread_id!r} has a live turn {live[0]!r}; its checkpoints are what a "
-            "re-drive resumes from, so they cannot be deleted until the turn ends"
+            f"resume or re-drive goes on from, so they cannot be {what}"
         )
 
 

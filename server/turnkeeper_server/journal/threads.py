@@ -25,16 +25,21 @@ class ThreadRecord:
     metadata: dict[str, Any]
     created_at: float
     updated_at: float
+    # Who made it (auth.identity of its creator); '' for a thread made before owners
+    # were recorded, without tokens, or named only by its turns.
+    owner: str = ""
 
 
-_COLUMNS = "thread_id, metadata, created_at, updated_at"
+_COLUMNS = "thread_id, metadata, created_at, updated_at, owner"
 # Rows read at a time by a search that filters on metadata.
 _CHUNK = 500
 
 
 def _record(row: Any) -> ThreadRecord:
     metadata = json.loads(row[1]) if row[1] else {}
-    return ThreadRecord(row[0], metadata if isinstance(metadata, dict) else {}, row[2], row[3])
+    return ThreadRecord(
+        row[0], metadata if isinstance(metadata, dict) else {}, row[2], row[3], row[4]
+    )
 
 
 def get(conn: Conn, thread_id: str) -> ThreadRecord | None:
@@ -54,7 +59,13 @@ def get(conn: Conn, thread_id: str) -> ThreadRecord | None:
 
 
 def create(
-    tx: Tx, thread_id: str, metadata: dict[str, Any], now: float, *, if_exists: str
+    tx: Tx,
+    thread_id: str,
+    metadata: dict[str, Any],
+    now: float,
+    *,
+    if_exists: str,
+    owner: str = "",
 ) -> ThreadRecord:
     """A new thread row. `if_exists`: "raise" (ALREADY_EXISTS) or "do_nothing" (the
     thread as it is). A thread its turns already name gets its row now."""
@@ -66,15 +77,17 @@ def create(
             )
         return existing
     tx.execute(
-        f"INSERT INTO main.threads ({_COLUMNS}) VALUES (?, ?, ?, ?)",
-        (thread_id, json.dumps(metadata), now, now),
+        f"INSERT INTO main.threads ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
+        (thread_id, json.dumps(metadata), now, now, owner),
     )
-    return ThreadRecord(thread_id, metadata, now, now)
+    return ThreadRecord(thread_id, metadata, now, now, owner)
 
 
-def ensure(tx: Tx, thread_id: str, metadata: dict[str, Any], now: float) -> ThreadRecord:
+def ensure(
+    tx: Tx, thread_id: str, metadata: dict[str, Any], now: float, owner: str = ""
+) -> ThreadRecord:
     """The thread, made if it does not exist yet (a run with if_not_exists=create)."""
-    return create(tx, thread_id, metadata, now, if_exists="do_nothing")
+    return create(tx, thread_id, metadata, now, if_exists="do_nothing", owner=owner)
 
 
 def update_metadata(
@@ -92,7 +105,7 @@ def update_metadata(
         "updated_at = excluded.updated_at",
         (thread_id, json.dumps(merged), existing.created_at, now),
     )
-    return ThreadRecord(thread_id, merged, existing.created_at, now)
+    return ThreadRecord(thread_id, merged, existing.created_at, now, existing.owner)
 
 
 def touch(tx: Tx, thread_id: str, now: float) -> None:
@@ -106,17 +119,24 @@ def search(
     ids: list[str] | None,
     limit: int,
     offset: int,
+    owner: str | None = None,
 ) -> list[ThreadRecord]:
     """Threads with a row whose metadata holds every key of `metadata` with its value,
     newest first (updated_at); `ids` narrows to those threads. Without a metadata
     filter the page is the database's (LIMIT/OFFSET); with one, rows are read a
-    chunk at a time and matched here (metadata is JSON text on both backends)."""
-    where, params = "", []
+    chunk at a time and matched here (metadata is JSON text on both backends).
+    `owner`: only the threads that identity made."""
+    clauses: list[str] = []
+    params: list[Any] = []
     if ids is not None:
         if not ids:
             return []
-        where = f" WHERE thread_id IN ({', '.join('?' for _ in ids)})"
-        params = list(ids)
+        clauses.append(f"thread_id IN ({', '.join('?' for _ in ids)})")
+        params += ids
+    if owner is not None:
+        clauses.append("owner = ?")
+        params.append(owner)
+    where = f" WHERE {' AND '.join(clauses)}" if clauses else ""
     order = f"SELECT {_COLUMNS} FROM main.threads{where} ORDER BY updated_at DESC, thread_id"
     if not metadata:
         rows = conn.execute(f"{order} LIMIT ? OFFSET ?", (*params, limit, offset)).fetchall()

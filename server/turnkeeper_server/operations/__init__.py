@@ -36,6 +36,8 @@ class Operations:
         assertions: Assertions | None = None,
     ) -> None:
         self.engine = engine
+        # Where a surface records what it refuses or does itself (decision 283).
+        self.audit = audit
         self.turns = TurnOperations(engine, limits, audit, assertions)
         self.threads = ThreadOperations(engine, limits, audit)
 

@@ -5,8 +5,10 @@ these; the audit record is taken here, around the thread's access check.
 
 Which threads an agent token may use differs by surface, and each surface passes
 its rule (`Access`): CheckpointService's is `ThreadOperations.own` (the threads
-with its own agent's turns, auth.require_thread), the LangGraph API's lets it see
-a thread no other agent's turn is on, a new one included (web/langgraph/api.py).
+with its own agent's turns, auth.require_thread), the LangGraph API's is
+ownership (auth.sees_thread: the threads the caller made, or its own agent's
+turns run on; a thread not made yet, a copy's target, is the caller's to make;
+web/langgraph/api.py).
 """
 
 from __future__ import annotations

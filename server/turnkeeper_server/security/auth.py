@@ -28,7 +28,9 @@ Roles (RIGHTS below is the table the interceptor and the servicers both read):
   exist: it gets the answer a never-seen turn_id gets (UNKNOWN, or NOT_FOUND).
 - `panel`: TurnStatus, GetTurn, ListEvents, WatchTurn, of any turn.
 - `operator`: every read (ListTurns, ListEffects, ListAgents and the checkpoint reads
-  too), ResumeDetached, CancelTurn, the operator form of Redrive, and MigrateTurns.
+  too), ResumeDetached, CancelTurn, the operator form of Redrive, and MigrateTurns,
+  and EDIT_STATE: editing a thread's state (update_state, a Command's update or
+  goto, a fork from a checkpoint), which a panel may not do (decision 283).
 - `admin`: everything.
 
 The NATS bridges apply the same table to their JSON-RPC callers (the token in the
@@ -101,6 +103,12 @@ JSONRPC_GRAPH_DESCRIBE = "langgraph/describe"
 JSONRPC_GRAPH_STATE = "langgraph/state"
 JSONRPC_GRAPH_HISTORY = "langgraph/history"
 JSONRPC_GRAPH_UPDATE_STATE = "langgraph/updateState"
+# Editing a thread's state: update_state, a Command's update or goto, a run from an
+# earlier checkpoint (a fork), a rewind. A right of its own (decision 283), which a
+# panel does not hold: a panel's edit could approve a human gate it may not answer.
+EDIT_STATE = "edit a thread's state"
+# Answering an interrupt (a Command's resume): the right of ResumeDetached.
+ANSWER_INTERRUPT = _TURNS + "ResumeDetached"
 JSONRPC_METHODS = (
     JSONRPC_CREATE,
     JSONRPC_TURN_STATUS,
@@ -171,12 +179,14 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     JSONRPC_RESUME_DETACHED: frozenset({AGENT, OPERATOR, ADMIN}),
     # Cancelling a turn on NATS: the roles that may CancelTurn over gRPC.
     JSONRPC_CANCEL: frozenset({AGENT, OPERATOR, ADMIN}),
-    # Reading a graph and a thread's state is a read; writing a thread's state (an
-    # edit before a new run, as regenerate() does) is as starting a turn.
+    # Reading a graph and a thread's state is a read; writing a thread's state is
+    # an edit (EDIT_STATE).
     JSONRPC_GRAPH_DESCRIBE: _READ,
     JSONRPC_GRAPH_STATE: _READ,
     JSONRPC_GRAPH_HISTORY: _READ,
-    JSONRPC_GRAPH_UPDATE_STATE: frozenset({AGENT, PANEL, OPERATOR, ADMIN}),
+    JSONRPC_GRAPH_UPDATE_STATE: frozenset({AGENT, OPERATOR, ADMIN}),
+    # An agent on its own threads (it writes their checkpoints anyway), operators.
+    EDIT_STATE: frozenset({AGENT, OPERATOR, ADMIN}),
 }
 
 
@@ -346,6 +356,41 @@ def require_thread(
     if on_thread == own or (starting and not on_thread):
         return
     raise PermissionDenied(f"thread {thread_id!r} is not open to {caller}")
+
+
+# -- thread ownership (issue 47) ------------------------------------------------------
+#
+# A thread made through the LangGraph API records its creator's identity (its
+# `owner`). The rule for who sees a thread is `sees_thread`; what an owner may do
+# beyond seeing it is the role's (RIGHTS).
+
+
+def identity(caller: Caller | None) -> str:
+    """Whom a thread `caller` makes belongs to: "agent:<name>" for an agent token,
+    "<role>:<token name>" for the others; "" without tokens (no one)."""
+    if caller is None:
+        return ""
+    if caller.role == AGENT:
+        return f"agent:{caller.agent}"
+    return f"{caller.role}:{caller.name}"
+
+
+def sees_every_thread(caller: Caller | None) -> bool:
+    """Operators and admins (and everyone without tokens) see every thread."""
+    return caller is None or caller.role in (OPERATOR, ADMIN)
+
+
+def sees_thread(caller: Caller | None, owner: str, agents: Callable[[], set[str]]) -> bool:
+    """`caller` may see (and, by its role's rights, act on) a thread `owner` made.
+    A thread is its owner's; an agent token also sees a thread on which only its own
+    agent's turns run (it executes them), never one without turns it did not make.
+    `agents`: the agents with turns on the thread, asked only for agent tokens."""
+    if sees_every_thread(caller):
+        return True
+    assert caller is not None
+    if owner and owner == identity(caller):
+        return True
+    return caller.role == AGENT and agents() == {caller.agent}
 
 
 class Peer(Protocol):

@@ -198,6 +198,10 @@ TURNKEEPER_MIGRATIONS: list[str] = [
     ALTER TABLE turns ADD COLUMN graph_fingerprint TEXT NOT NULL DEFAULT '';
     ALTER TABLE turns ADD COLUMN graph_label TEXT NOT NULL DEFAULT '';
     """,
+    # As SQLite's turns.db migration of the same place: who made each thread.
+    """
+    ALTER TABLE threads ADD COLUMN owner TEXT NOT NULL DEFAULT '';
+    """,
 ]
 
 

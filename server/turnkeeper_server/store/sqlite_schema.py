@@ -206,6 +206,11 @@ TURNS_MIGRATIONS: list[str] = [
     ALTER TABLE turns ADD COLUMN graph_fingerprint TEXT NOT NULL DEFAULT '';
     ALTER TABLE turns ADD COLUMN graph_label TEXT NOT NULL DEFAULT ''
     """,
+    # Who made a thread (auth.identity, issue 47): '' for a thread made before owners
+    # were recorded, or named only by its turns.
+    """
+    ALTER TABLE threads ADD COLUMN owner TEXT NOT NULL DEFAULT ''
+    """,
 ]
 
 SESSIONS_MIGRATIONS: list[str] = [

@@ -35,6 +35,7 @@ from typing import Any, Final
 from aiohttp import web
 from turnkeeper.v1 import turns_pb2
 
+from turnkeeper_server import limits as lim
 from turnkeeper_server.errors import InvalidArgument, Unauthenticated, status_for
 from turnkeeper_server.operations.turns import TurnOperations
 from turnkeeper_server.security.auth import TokenStore
@@ -90,7 +91,7 @@ def resume_point(request: web.Request) -> tuple[int, int | None]:
         ) from None
     if after < 0:
         raise InvalidArgument("Last-Event-ID must not be negative")
-    return after, attempt
+    return lim.check_seq("Last-Event-ID", after), attempt
 
 
 class EventStream:

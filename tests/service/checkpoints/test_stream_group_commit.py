@@ -103,7 +103,7 @@ async def test_a_write_refused_at_its_commit_is_left_out_and_the_others_commit(
     checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
 ) -> None:
     thread, turn_id = f"g-{uuid4().hex[:8]}", f"t-{uuid4().hex[:8]}"
-    await start(turns, turn_id=turn_id, thread_id=thread, agent="group-agent")
+    # Written before the turn starts: beside a live turn only its fenced writes go in.
     await checkpoints.PutCheckpoint(
         checkpoints_pb2.PutCheckpointRequest(
             thread_id=thread,
@@ -112,6 +112,7 @@ async def test_a_write_refused_at_its_commit_is_left_out_and_the_others_commit(
             metadata_json="{}",
         )
     )
+    await start(turns, turn_id=turn_id, thread_id=thread, agent="group-agent")
     # The checkpoint names the turn's fence on another thread: valid as a message,
     # refused only inside its transaction, when the turn's row is read.
     batch = Req(batch=step_batch(thread, turn_id, put_thread=f"{thread}-other"))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import functools
 import json
+import re
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from typing import Any, Final
@@ -117,7 +118,24 @@ async def _read_json(request: web.Request) -> dict[str, Any]:
         raise ApiError(422, str(exc)) from None
     if not isinstance(body, dict):
         raise ApiError(422, "the body must be a JSON object")
+    # A lone surrogate (only a \\uD800-\\uDFFF escape makes one) cannot be written
+    # back as UTF-8: stored, it would break every answer that includes it.
+    if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(body):
+        raise ApiError(422, "the body has a lone UTF-16 surrogate (\\uD800-\\uDFFF) in a string")
     return body
+
+
+_SURROGATE_ESCAPE: Final = re.compile(r"\\u[dD][89a-fA-F]")
+
+
+def _has_lone_surrogate(value: Any) -> bool:
+    if isinstance(value, str):
+        return any("\ud800" <= c <= "\udfff" for c in value)
+    if isinstance(value, dict):
+        return any(_has_lone_surrogate(k) or _has_lone_surrogate(v) for k, v in value.items())
+    if isinstance(value, list):
+        return any(_has_lone_surrogate(v) for v in value)
+    return False
 
 
 def field(
@@ -144,7 +162,7 @@ def limit_offset(body: dict[str, Any] | Any, *, default: int = 10) -> tuple[int,
     try:
         limit = int(body.get("limit", default))
         offset = int(body.get("offset", 0))
-    except (TypeError, ValueError):
+    except (TypeError, ValueError, OverflowError):
         raise ApiError(422, "limit and offset must be whole numbers") from None
     if not 1 <= limit <= 1000 or offset < 0:
         raise ApiError(422, "limit must be from 1 to 1000 and offset not negative")
@@ -170,12 +188,18 @@ def thread_id_of(request: web.Request) -> str:
 
 
 async def thread_or_404(deps: Deps, caller: Caller | None, thread_id: str) -> ThreadRecord:
-    """The thread, if it exists and the caller may see it (an agent token: threads
-    with no other agent's turns)."""
+    """The thread, if it exists and the caller may see it (auth.sees_thread: its
+    owner's, operators'; NOT_FOUND for the others, as for a thread that is not)."""
     record = await deps.engine.threads.get(thread_id)
-    if record is None or not _sees_thread(deps, caller, thread_id):
+    if record is None or not sees(deps, caller, record):
         raise not_found(f"thread {thread_id}")
     return record
+
+
+def sees(deps: Deps, caller: Caller | None, record: ThreadRecord) -> bool:
+    return auth.sees_thread(
+        caller, record.owner, lambda: deps.engine.turns.thread_agents(record.thread_id)
+    )
 
 
 def thread_access(deps: Deps, caller: Caller | None) -> Access:
@@ -183,17 +207,12 @@ def thread_access(deps: Deps, caller: Caller | None) -> Access:
     ThreadOperations takes it: the ones it may see (NOT_FOUND for the others)."""
 
     def access(thread_id: str) -> None:
-        if not _sees_thread(deps, caller, thread_id):
+        # A thread that does not exist yet (a copy's target) is the caller's to make.
+        record = deps.engine.threads.get_now(thread_id)
+        if record is not None and not sees(deps, caller, record):
             raise not_found(f"thread {thread_id}")
 
     return access
-
-
-def _sees_thread(deps: Deps, caller: Caller | None, thread_id: str) -> bool:
-    if caller is None or caller.role != auth.AGENT:
-        return True
-    agents = deps.engine.turns.thread_agents(thread_id)
-    return agents <= {caller.agent}
 
 
 def run_or_404(deps: Deps, caller: Caller | None, thread_id: str | None, run_id: str) -> TurnRecord:

@@ -20,12 +20,14 @@ from aiohttp import web
 from turnkeeper._run_request import parse_run_request
 from turnkeeper.v1 import turns_pb2
 
+from turnkeeper_server import limits as lim
+from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.records import ENDED, PARKED, TurnRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import HttpContext
-from turnkeeper_server.web.langgraph import assistants, end_users, shapes
+from turnkeeper_server.web.langgraph import assistants, end_users, rights, shapes
 from turnkeeper_server.web.langgraph.api import (
     READ,
     Deps,
@@ -84,13 +86,14 @@ async def start_run(
     # A run tags its thread with its graph, as LangGraph's server does (one write,
     # and none when the thread already says so).
     tagged = {"graph_id": agent, "assistant_id": agent}
+    owner = auth.identity(caller)
     if thread_id is None:
         thread_id = str(uuid.uuid4())
-        await deps.engine.threads.ensure(thread_id, {**tagged, **stamped})
+        await deps.engine.threads.ensure(thread_id, {**tagged, **stamped}, owner)
     elif (record := await deps.engine.threads.get(thread_id)) is None:
         if run.if_not_exists != "create":
             raise not_found(f"thread {thread_id}")
-        await deps.engine.threads.ensure(thread_id, {**tagged, **stamped})
+        await deps.engine.threads.ensure(thread_id, {**tagged, **stamped}, owner)
     else:
         await thread_or_404(deps, caller, thread_id)
         if any(record.metadata.get(k) != v for k, v in tagged.items()):
@@ -100,6 +103,10 @@ async def start_run(
     recent = await deps.engine.threads.turns(thread_id, limit=PARKED_LOOKBACK)
     parked = [t for t in recent if t.state == PARKED]
     options = run.options.as_dict()
+    # Answering the interrupt, editing the state, forking: rights of their own.
+    needed = rights.of_run(options, run.resume_only)
+    target = parked[0].turn_id if run.resume_only and parked else thread_id
+    await rights.refuse_unless(deps, caller, needed, target)
     # A run with no input and no command on an interrupted thread goes on with it
     # (useStream's submit(null)); with a resume it answers the interrupt.
     if run.resume_only or (parked and run.input is None and not run.command and not options):
@@ -169,9 +176,9 @@ async def join_stream(
     turn = run_or_404(deps, caller, _thread_path(request), request.match_info["run_id"])
     raw = request.headers.get("Last-Event-ID") or "0"
     try:
-        after = max(int(raw), 0)
-    except ValueError:
-        raise ApiError(422, "Last-Event-ID must be a whole number") from None
+        after = lim.check_seq("Last-Event-ID", max(int(raw), 0))
+    except (ValueError, InvalidArgument):
+        raise ApiError(422, f"Last-Event-ID must be a whole number from 0 to {2**63 - 1}") from None
     # langgraph-sdk sends `stream_mode=` (empty) when its caller gives none: none.
     given = [mode for mode in request.query.getall("stream_mode", []) if mode]
     try:

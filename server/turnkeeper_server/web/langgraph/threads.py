@@ -11,12 +11,15 @@ from aiohttp import web
 from turnkeeper._thread_state import empty_thread_state
 from turnkeeper.v1 import checkpoints_pb2
 
+from turnkeeper_server import audit as audit_log
+from turnkeeper_server import limits as lim
+from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.records import TurnRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import HttpContext
-from turnkeeper_server.web.langgraph import end_users, shapes
+from turnkeeper_server.web.langgraph import end_users, rights, shapes
 from turnkeeper_server.web.langgraph.api import (
     READ,
     THREADS_WRITE,
@@ -26,6 +29,7 @@ from turnkeeper_server.web.langgraph.api import (
     json_response,
     limit_offset,
     require,
+    sees,
     thread_access,
     thread_id_of,
     thread_or_404,
@@ -70,6 +74,10 @@ async def create(request: web.Request, caller: Caller | None, deps: Deps) -> web
     require(caller, THREADS_WRITE)
     body = await body_of(request)
     thread_id = field(body, "thread_id", str) or str(uuid.uuid4())
+    try:
+        lim.check_id("thread_id", thread_id)
+    except InvalidArgument as exc:
+        raise ApiError(422, str(exc)) from None
     metadata = dict(field(body, "metadata", dict, {}))
     graph_id = field(body, "graph_id", str)
     if graph_id:
@@ -83,7 +91,12 @@ async def create(request: web.Request, caller: Caller | None, deps: Deps) -> web
     value = {"thread_id": thread_id, "metadata": metadata, "if_exists": if_exists}
     await end_users.create_thread(request, deps, value)
     metadata = dict(value.get("metadata") or {})
-    record = await deps.engine.threads.create(thread_id, metadata, if_exists=if_exists)
+    record = await deps.engine.threads.create(
+        thread_id, metadata, if_exists=if_exists, owner=auth.identity(caller)
+    )
+    if not sees(deps, caller, record):
+        # if_exists=do_nothing on another caller's thread: it is not given away.
+        raise ApiError(409, f"thread {thread_id} exists")
     return json_response(await thread_json(deps, record))
 
 
@@ -148,19 +161,24 @@ async def _search(request: web.Request, caller: Caller | None, deps: Deps) -> li
     narrowed, rest = end_users.narrowed(metadata, filters)
     if narrowed is None:
         return []
+    # A panel's page is of its own threads; an agent's is filtered below (it also
+    # sees the threads its turns run on).
+    owner = None
+    if caller is not None and not auth.sees_every_thread(caller) and caller.role != auth.AGENT:
+        owner = auth.identity(caller)
     wide = bool(status) or rest is not None
     records = await deps.engine.threads.search(
-        metadata=narrowed, ids=ids, limit=1000 if wide else limit, offset=0 if wide else offset
+        metadata=narrowed,
+        ids=ids,
+        limit=1000 if wide else limit,
+        offset=0 if wide else offset,
+        owner=owner,
     )
     out = []
     for record in records:
         if rest is not None and not matches(record.metadata, rest):
             continue
-        if (
-            caller is not None
-            and caller.role == auth.AGENT
-            and not deps.engine.turns.thread_agents(record.thread_id) <= {caller.agent}
-        ):
+        if not sees(deps, caller, record):
             continue
         out.append(await thread_json(deps, record))
     if wide:
@@ -190,7 +208,9 @@ async def copy(request: web.Request, caller: Caller | None, deps: Deps) -> web.S
             HttpContext(request),
             thread_access(deps, caller),
         )
-    copied = await deps.engine.threads.create(target, dict(record.metadata), if_exists="raise")
+    copied = await deps.engine.threads.create(
+        target, dict(record.metadata), if_exists="raise", owner=auth.identity(caller)
+    )
     return json_response(await thread_json(deps, copied))
 
 
@@ -243,7 +263,7 @@ async def state(request: web.Request, caller: Caller | None, deps: Deps) -> web.
 async def update_state(
     request: web.Request, caller: Caller | None, deps: Deps
 ) -> web.StreamResponse:
-    require(caller, THREADS_WRITE)
+    require(caller, READ)
     body = await body_of(request)
     params: dict[str, Any] = {"values": body.get("values")}
     as_node = field(body, "as_node", str)
@@ -252,7 +272,11 @@ async def update_state(
     checkpoint_id = _checkpoint_id(body)
     if checkpoint_id:
         params["checkpoint_id"] = checkpoint_id
-    answer = await _graph_call(request, caller, deps, auth.JSONRPC_GRAPH_UPDATE_STATE, params)
+    # Audited here, under the caller: the checkpoint is written by the agent's graph.
+    async with rights.audited(deps, caller, audit_log.EDIT_STATE, thread_id_of(request)):
+        with web_auth.acting_as(caller):
+            auth.require_right(auth.EDIT_STATE)
+        answer = await _graph_call(request, caller, deps, auth.JSONRPC_GRAPH_UPDATE_STATE, params)
     if answer is None:
         raise ApiError(
             409, "the thread has no graph yet: run it once, or create it with a graph_id"

@@ -4,7 +4,8 @@ read and written through the graph itself, which alone knows its channels, its
 next nodes and its pending tasks.
 
 JSON-RPC methods (the relay's rights: describe, state and history are reads;
-updateState writes a checkpoint, so it needs the right to start a turn):
+updateState edits a thread's state, a right of its own that panels do not hold,
+decision 283):
 
 ``langgraph/describe`` ``{}``
     ``{assistant_id, graph_id, name, graph: {nodes, edges}, schemas: {...}}``.
@@ -14,7 +15,8 @@ updateState writes a checkpoint, so it needs the right to start a turn):
     Its states, newest first.
 ``langgraph/updateState`` ``{thread_id, values, as_node?, checkpoint_id?}``
     ``{checkpoint: {thread_id, checkpoint_ns, checkpoint_id}}``; refused while the
-    thread has a live turn (the service fences the write).
+    thread has a live or parked turn (the service refuses a write without that
+    turn's fence).
 
 Values are JSON the way LangGraph's server writes them (messages with every field:
 ``to_jsonable(whole=True)``), so a client cannot tell the two servers apart by them.

@@ -1,16 +1,36 @@
-"""The harness sees an agent exit when it exits, whatever became of its pipes. On
-Python 3.11 a `Process.wait()` begun before the exit returns only once every pipe
-to the child has closed: a process that outlives the agent holding its stdout, or
-a reader that stopped (a line over the stream's limit), kept `wait_exit()` waiting
-for ever though the agent had long been reaped (the containment test's 480 s)."""
+"""The harness sees an agent exit when it exits. Two ways it did not:
+
+- `Agent.wait_line` (so `ready()`) was woken only by output, and checked the exit
+  status when woken. An agent's pipes usually end before asyncio delivers its exit,
+  so an agent that died before its announcement left the wait asleep for ever (the
+  [postgres] containment test's 480 s: the restarted agent took the poison turn in
+  its startup Redrive and died before printing ``ready``).
+- On Python 3.11 a `Process.wait()` begun before the exit returns only once every
+  pipe to the child has closed: a process that outlives the agent holding its
+  stdout, or a reader that stopped (a line over the stream's limit), kept
+  `wait_exit()` waiting though the agent had long been reaped.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import sys
 
+import pytest
+
 from tests.support.agents import Agent
 from tests.support.procs import spawn_child
+
+
+async def test_an_agent_that_exits_before_its_announcement_fails_the_wait_at_once() -> None:
+    # Its pipes usually end before asyncio delivers the exit (a waitpid thread, then
+    # two loop iterations); a wait woken only by output missed the exit and waited
+    # for ever: 9 of 20 such waits hung with the old wait_line, on an idle machine.
+    for i in range(20):
+        agent = Agent(await spawn_child("/bin/sh", "-c", "exit 3"), f"early-{i}")
+        with pytest.raises(AssertionError, match="exited"):
+            await agent.ready()
+        assert await agent.wait_exit() == 3
 
 
 async def test_an_agent_whose_pipes_outlive_it_is_seen_to_exit() -> None:

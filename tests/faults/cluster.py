@@ -32,7 +32,7 @@ from tests.faults.storage import PostgresStorage, SqliteStorage, Storage
 from tests.support.agents import Agent
 from tests.support.nats import NatsServer
 from tests.support.postgres import PostgresCluster
-from tests.support.procs import ServiceProcess
+from tests.support.procs import ServiceProcess, spawn_child
 from tests.support.relay import Relay
 from tests.support.security import bearer_interceptors, write_tokens
 
@@ -132,18 +132,9 @@ class AgentPool:
             "WAIT_FOR_GO": "1",
             "PYTHONUNBUFFERED": "1",
         }
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tests.faults.agent",
-            cwd=REPO,
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=env,
-        )
+        child = await spawn_child(sys.executable, "-m", "tests.faults.agent", cwd=REPO, env=env)
         self.processes += 1
-        return Agent(proc, slot.replica)
+        return Agent(child, slot.replica)
 
     async def _go(self, slot: Slot) -> None:
         agent = slot.spare if slot.spare is not None else await self._spawn(slot)
@@ -165,7 +156,7 @@ class AgentPool:
         while not self.closing:
             agent = slot.current
             assert agent is not None
-            rc = await agent.proc.wait()
+            rc = await agent.wait_exited()
             slot.up.clear()
             self._changed.set()
             await agent.wait_exit()

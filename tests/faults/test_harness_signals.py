@@ -9,6 +9,7 @@ import asyncio
 import signal
 
 from tests.support.agents import Agent
+from tests.support.procs import spawn_child
 
 # Each child dies at once; with a signal path that polls the child, about a third
 # of them lose their status to that poll, so this many make the loss certain.
@@ -17,14 +18,9 @@ CHILDREN = 40
 
 async def test_an_agent_signalled_as_it_dies_keeps_its_exit_status() -> None:
     for i in range(CHILDREN):
-        proc = await asyncio.create_subprocess_exec(
-            "/bin/sh",
-            "-c",
-            "kill -KILL $$",
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-        )
-        agent = Agent(proc, f"dying-{i}")
+        child = await spawn_child("/bin/sh", "-c", "kill -KILL $$")
+        proc = child.proc
+        agent = Agent(child, f"dying-{i}")
         while proc.returncode is None:
             # SIGCONT: harmless to a live process, so only the race is under test.
             agent.signal(signal.SIGCONT)

@@ -75,7 +75,11 @@ async def test_a_poison_turn_fails_alone_and_healthy_turns_finish(
             break
         restarts += 1
         assert restarts <= 12, "the agent kept crashing"
-        agent = await agents.start(graph="mixed")  # same replica name: a restart
+        # Same replica name: a restart. Not awaited to its `ready`: its startup Redrive
+        # hands it the turn on probation, which may kill it before it announces
+        # itself (the announcement waits for the NATS subscription too); that exit
+        # is the next crash of this loop.
+        agent = await agents.spawn(graph="mixed")
     await ended
 
     for job in HEALTHY:

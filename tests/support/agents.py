@@ -21,7 +21,7 @@ from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.v1 import operations_pb2, turns_pb2
 
 from tests.support.nats import Collector
-from tests.support.procs import signal_child
+from tests.support.procs import Child, kill_group, signal_child, spawn_child
 
 AGENT_SCRIPT = Path(__file__).resolve().parent.parent / "agents" / "job_agent.py"
 AGENT = "jobs"
@@ -36,16 +36,23 @@ PATIENCE = 30.0
 class Agent:
     """One agent process. Its stdout and stderr lines are collected in `lines`."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, name: str) -> None:
-        self.proc = proc
+    def __init__(self, child: Child, name: str) -> None:
+        self.proc = child.proc
         self.name = name
         self.lines: list[str] = []
         self._changed = asyncio.Event()
-        assert proc.stdout is not None and proc.stderr is not None
+        assert self.proc.stdout is not None and self.proc.stderr is not None
         self._readers = [
-            asyncio.create_task(self._read(proc.stdout)),
-            asyncio.create_task(self._read(proc.stderr)),
+            asyncio.create_task(self._read(self.proc.stdout)),
+            asyncio.create_task(self._read(self.proc.stderr)),
         ]
+        self._child = child
+        self._exited = child.exited
+        self._exited.add_done_callback(lambda _: self._changed.set())
+        # The exit and the end of its output, as one task: a caller that stops
+        # waiting (a cancelled wait_exit) stops neither the readers nor this.
+        self._ended = asyncio.create_task(self._end())
+        self._ended.add_done_callback(lambda _: self._changed.set())
 
     @classmethod
     async def spawn(
@@ -80,21 +87,36 @@ class Agent:
         env.pop("SLOW_STEP", None)
         if slow_step is not None:
             env["SLOW_STEP"] = str(slow_step)
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            str(script),
-            stdin=asyncio.subprocess.PIPE,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
-            env=env,
-        )
-        return cls(proc, replica)
+        return cls(await spawn_child(sys.executable, str(script), env=env), replica)
 
     async def _read(self, stream: asyncio.StreamReader) -> None:
-        async for raw in stream:
-            self.lines.append(raw.decode(errors="replace").rstrip("\n"))
-            self._changed.set()
+        """Every line of `stream`, until its end. Reads chunks, not lines: a line
+        longer than the stream's limit makes readline() raise, and a reader that
+        stops leaves the pipe's transport paused once the buffer fills, so the end
+        of file is never seen."""
+        pending = b""
+        while chunk := await stream.read(1 << 16):
+            *complete, pending = (pending + chunk).split(b"\n")
+            if complete:
+                self.lines.extend(raw.decode(errors="replace") for raw in complete)
+                self._changed.set()
+        if pending:
+            self.lines.append(pending.decode(errors="replace"))
         self._changed.set()
+
+    async def _end(self) -> int:
+        """The exit status, once the process has exited (by its pid) and its output
+        has ended. Whatever of its process group is left goes with it, so no other
+        process keeps its pipes open; a pipe open PATIENCE after that is closed."""
+        returncode = await self._exited
+        kill_group(self.proc.pid)
+        _, open_ = await asyncio.wait(self._readers, timeout=PATIENCE)
+        if open_:
+            self.lines.append(f"[output still open {PATIENCE:.0f} s after the exit: closed]")
+            self._changed.set()
+            self._child.close_pipes()
+            await asyncio.wait(self._readers)
+        return returncode
 
     async def wait_line(
         self, predicate: Callable[[str], bool], timeout: float | None = None
@@ -110,7 +132,7 @@ class Agent:
                     if predicate(line):
                         return line
                 seen = len(self.lines)
-                if self.proc.returncode is not None and all(r.done() for r in self._readers):
+                if self._ended.done():
                     raise AssertionError(f"agent {self.name} exited: {self.output()}")
                 self._changed.clear()
                 await self._changed.wait()
@@ -144,19 +166,23 @@ class Agent:
         self.signal(signal.SIGKILL)
         await self.wait_exit()
 
+    async def wait_exited(self) -> int:
+        """Its exit status, as soon as it has exited (its output may not have ended)."""
+        return await asyncio.shield(self._exited)
+
     async def wait_exit(self, timeout: float | None = None) -> int:
-        rc = await asyncio.wait_for(self.proc.wait(), timeout)
-        await asyncio.gather(*self._readers, return_exceptions=True)
-        return rc
+        """Its exit status, once it has exited and its output has been read to the
+        end. By its pid, not by ``proc.wait()`` (procs.Child says why)."""
+        return await asyncio.wait_for(asyncio.shield(self._ended), timeout)
 
     async def close(self) -> None:
-        if self.proc.returncode is None:
+        if not self._exited.done():
             self.signal(signal.SIGCONT)
             self.signal(signal.SIGTERM)
             try:
-                await asyncio.wait_for(self.proc.wait(), 10)
+                await asyncio.wait_for(asyncio.shield(self._exited), 10)
             except TimeoutError:
-                self.signal(signal.SIGKILL)
+                kill_group(self.proc.pid)
         await self.wait_exit()
 
 

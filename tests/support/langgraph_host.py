@@ -9,6 +9,7 @@ import sys
 from pathlib import Path
 
 from tests.support.agents import Agent
+from tests.support.procs import spawn_child
 
 REPO = Path(__file__).resolve().parents[2]
 THREADPLANE = REPO / "examples" / "threadplane" / "langgraph.json"
@@ -40,17 +41,15 @@ async def spawn_host(
     env.pop("TURNKEEPER_TOKEN", None)
     if token is not None:
         env["TURNKEEPER_TOKEN"] = token
-    proc = await asyncio.create_subprocess_exec(
+    child = await spawn_child(
         sys.executable,
         "-m",
         "turnkeeper.agent.host",
         str(config),
         stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
         env=env,
     )
-    return Agent(proc, replica)
+    return Agent(child, replica)
 
 
 def startup_done(line: str) -> bool:

@@ -17,6 +17,7 @@ from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.panel.follower import Event, FollowOptions, Frame, Transcript, TurnFollower
 
 from tests.support.agents import Agent, result
+from tests.support.procs import spawn_child
 
 REPO = Path(__file__).resolve().parent.parent.parent
 NPM = shutil.which("npm")
@@ -95,16 +96,14 @@ async def spawn_agent(
         "STEP_MS": str(step_ms),
         **(extra_env or {}),
     }
-    proc = await asyncio.create_subprocess_exec(
+    child = await spawn_child(
         NODE,
         str(package / "testing" / "agent.mjs"),
         cwd=package,
         stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
         env=env,
     )
-    return Agent(proc, replica)
+    return Agent(child, replica)
 
 
 class Watcher:

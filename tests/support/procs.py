@@ -10,6 +10,7 @@ import signal
 import subprocess
 import sys
 import threading
+from dataclasses import dataclass
 from pathlib import Path
 
 _LISTENING = re.compile(r"turnkeeper listening on (\S+)")
@@ -29,6 +30,76 @@ def signal_child(proc: asyncio.subprocess.Process, sig: int) -> None:
     if proc.returncode is None:
         with contextlib.suppress(ProcessLookupError):
             os.kill(proc.pid, sig)
+
+
+class _ExitProtocol(asyncio.subprocess.SubprocessStreamProtocol):
+    """asyncio's protocol of a Process, plus the child's exit as asyncio's child watcher
+    saw it: waitpid on its pid, whatever became of its pipes."""
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        super().__init__(limit=2**16, loop=loop)
+        self.exited: asyncio.Future[int] = loop.create_future()
+
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.SubprocessTransport)
+        self._process = transport
+        super().connection_made(transport)
+
+    def process_exited(self) -> None:
+        returncode = self._process.get_returncode()
+        assert returncode is not None
+        if not self.exited.done():
+            self.exited.set_result(returncode)
+        super().process_exited()
+
+
+@dataclass
+class Child:
+    """An asyncio child process, and its exit by its pid (`exited`: the exit status).
+
+    Not ``proc.wait()``: on Python 3.11 that returns only once the child has exited
+    *and* every pipe asyncio holds to it has closed (base_subprocess.py:
+    ``_try_finish`` wakes the waiters from ``_call_connection_lost``). A pipe still
+    open after the exit (another process holding its other end, or a reader that
+    stopped reading, so the transport is paused and never sees the end of file)
+    keeps ``wait()`` waiting for ever, though the child has long been reaped.
+    """
+
+    proc: asyncio.subprocess.Process
+    exited: asyncio.Future[int]
+    transport: asyncio.SubprocessTransport
+
+    def close_pipes(self) -> None:
+        """Close asyncio's ends of its pipes (their readers see the end of file)."""
+        self.transport.close()
+
+
+async def spawn_child(program: str, *args: str, **kwargs: object) -> Child:
+    """Start `program` with asyncio: stdin, stdout and stderr pipes unless given, no
+    descriptor of ours but those three (close_fds), in a process group of its own
+    (its pid), so that `kill_group` ends whatever it started too."""
+    loop = asyncio.get_running_loop()
+    options: dict[str, object] = {
+        "stdin": asyncio.subprocess.PIPE,
+        "stdout": asyncio.subprocess.PIPE,
+        "stderr": asyncio.subprocess.PIPE,
+        "close_fds": True,
+        "process_group": 0,
+        **kwargs,
+    }
+    transport, protocol = await loop.subprocess_exec(
+        lambda: _ExitProtocol(loop),
+        program,
+        *args,
+        **options,  # type: ignore[arg-type]
+    )
+    return Child(asyncio.subprocess.Process(transport, protocol, loop), protocol.exited, transport)
+
+
+def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
+    """Send `sig` to the process group `pid` leads (spawn_child), if any is left."""
+    with contextlib.suppress(ProcessLookupError, PermissionError):
+        os.killpg(pid, sig)
 
 
 class ServiceProcess:

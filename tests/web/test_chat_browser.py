@@ -21,6 +21,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from tests.support.agents import Agent, all_events
 from tests.support.nats import NatsServer
 from tests.support.pages import open_page, recorded, reply_seqs
+from tests.support.procs import spawn_child
 from tests.support.relay import Relay
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(180)]
@@ -50,17 +51,15 @@ class Pipelines:
             "TURNKEEPER_HEALTH_LISTEN": "127.0.0.1:0",
             "PYTHONUNBUFFERED": "1",
         }
-        proc = await asyncio.create_subprocess_exec(
+        child = await spawn_child(
             sys.executable,
             "-m",
             "tests.agents.pipeline_agent",
             cwd=REPO,
             env=env,
             stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=asyncio.subprocess.PIPE,
         )
-        started = Agent(proc, agent)
+        started = Agent(child, agent)
         self.started.append(started)
         await started.ready()
         return started

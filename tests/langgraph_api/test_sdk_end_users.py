@@ -23,6 +23,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from tests.support.agents import Agent
 from tests.support.langgraph_host import start_host
 from tests.support.nats import NatsServer
+from tests.support.procs import spawn_child
 from tests.support.security import write_tokens
 from tests.support.service import ServiceFactory
 
@@ -232,7 +233,7 @@ async def langgraph_dev(tmp_path: Path) -> AsyncIterator[str]:
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         port = s.getsockname()[1]
-    proc = await asyncio.create_subprocess_exec(
+    proc = await spawn_child(
         str(LANGGRAPH),
         "dev",
         "--config",
@@ -243,13 +244,11 @@ async def langgraph_dev(tmp_path: Path) -> AsyncIterator[str]:
         "--no-reload",
         cwd=app,
         stdin=asyncio.subprocess.DEVNULL,
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
         env={**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false"},
     )
     server = Agent(proc, "langgraph-dev")
     try:
-        await server.wait_line(lambda line: "Application started up" in line, timeout=90)
+        await server.wait_line(lambda line: "Application started up" in line)
         yield f"http://127.0.0.1:{port}"
     finally:
         await server.close()

@@ -222,7 +222,7 @@ async def langgraph_dev(tmp_path: Path) -> AsyncIterator[str]:
         missing = f"no `langgraph dev` at {LANGGRAPH}: make it from bench/langgraph-dev.txt"
         if os.environ.get("TURNKEEPER_REQUIRE_REFERENCE") == "1":
             pytest.fail(missing + " (.ci/run makes it and requires it)")
-        pytest.skip(missing)
+        pytest.skip(reason=missing)
     app = tmp_path / "app"
     app.mkdir()
     shutil.copy(THREADPLANE_GRAPH, app / "graph.py")

@@ -25,28 +25,14 @@ from turnkeeper import states
 from turnkeeper.agent._fingerprint import GraphVersion
 from turnkeeper.agent.bridge import _intent as intent
 from turnkeeper.agent.bridge._idempotency import idempotency_key
-from turnkeeper.agent.effect._key import CallSite
-from turnkeeper.agent.saver import _executions as executions
-from turnkeeper.agent.saver._identity import TurnIdentity
 
 ROOT = Path(__file__).resolve().parents[2]
 VECTORS = ROOT / "vectors"
 
 
 def effect_key(given: dict[str, Any]) -> dict[str, Any]:
-    site = CallSite(
-        identity=TurnIdentity(given["turn_id"], 0),
-        thread_id=given["thread_id"],
-        task_id=given["task_id"],
-        checkpoint_ns=given["checkpoint_ns"],
-        checkpoint_id="",
-        node_attempt=given["node_attempt"],
-        name=given["name"],
-        call_index=given["call_index"],
-        execution=executions.Execution(scratchpad=object()),
-        checkpointer=None,
-    )
-    return {"key": site.key}
+    # The generator's own adapter from a vector's fields to a CallSite.
+    return {"key": _generator().effect_key(given)}
 
 
 def step_key(given: dict[str, Any]) -> dict[str, Any]:

@@ -32,8 +32,9 @@ nothing: ``turnkeeper._io_engine.prefer_iomgr`` must run before grpc is first im
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from turnkeeper import _lazy
 
 if TYPE_CHECKING:
     from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions, TurnkeeperClient
@@ -57,14 +58,4 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy.exports(globals(), _LAZY, __all__)

@@ -11,8 +11,9 @@ bridge needs. (The ``@effect`` decorator is ``turnkeeper.agent.effect.effect``: 
 
 from __future__ import annotations
 
-import importlib
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
+
+from turnkeeper import _lazy
 
 if TYPE_CHECKING:
     from turnkeeper.agent.bridge import Bridge, BridgeConfig, idempotency_key
@@ -54,14 +55,4 @@ _LAZY: dict[str, str] = {
 }
 
 
-def __getattr__(name: str) -> Any:
-    module = _LAZY.get(name)
-    if module is None:
-        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(module), name)
-    globals()[name] = value
-    return value
-
-
-def __dir__() -> list[str]:
-    return sorted(set(globals()) | set(__all__))
+__getattr__, __dir__ = _lazy.exports(globals(), _LAZY, __all__)

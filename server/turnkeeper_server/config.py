@@ -125,6 +125,12 @@ class Settings:
     # relative to that file's folder and refused outside it. Neither: no end users.
     langgraph_auth: str | None = None
     langgraph_config: Path | None = None
+    # How a LangGraph stream sends a model's tokens (web/langgraph/stream.py):
+    # "live", as the model produces them, taken back with a rewind's `values` and
+    # `remove` parts if a re-drive takes them back; or "settled", once their step's
+    # checkpoint is durable, never taken back (decision 210). A run's stream may
+    # ask for the other with the `X-Turnkeeper-Stream` header.
+    langgraph_stream: str = "live"
     # Connections (decision 181). HTTP: a new connection's first request head must
     # arrive within the header timeout; a body within the body timeout of its head;
     # a connection idle between requests is closed after the idle timeout; one peer

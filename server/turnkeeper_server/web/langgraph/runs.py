@@ -21,8 +21,9 @@ from turnkeeper._run_request import parse_run_request
 from turnkeeper.v1 import turns_pb2
 
 from turnkeeper_server import limits as lim
+from turnkeeper_server.engine.watch import Rewound
 from turnkeeper_server.errors import InvalidArgument
-from turnkeeper_server.records import ENDED, PARKED, TurnRecord
+from turnkeeper_server.records import ENDED, PARKED, EventRecord, TurnRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
 from turnkeeper_server.web import auth as web_auth
@@ -42,7 +43,14 @@ from turnkeeper_server.web.langgraph.api import (
     thread_or_404,
 )
 from turnkeeper_server.web.langgraph.errors import ApiError, not_found
-from turnkeeper_server.web.langgraph.stream import Translator, modes_of, sse
+from turnkeeper_server.web.langgraph.stream import (
+    LIVE_EVENTS,
+    Translator,
+    live_id,
+    modes_of,
+    position_of,
+    sse,
+)
 from turnkeeper_server.web.pump import Frame, Outcome
 
 log = logging.getLogger(__name__)
@@ -53,6 +61,8 @@ NOT_YET: Final = ("after_seconds", "webhook")
 PARKED_LOOKBACK: Final = 100
 WATCH_RIGHT: Final = "/turnkeeper.v1.TurnService/WatchTurn"
 CANCEL_RIGHT: Final = "/turnkeeper.v1.TurnService/CancelTurn"
+# A stream's choice of how tokens go out, over the service's (--langgraph-stream).
+STREAM_HEADER: Final = "X-Turnkeeper-Stream"
 
 
 def _thread_path(request: web.Request) -> str | None:
@@ -176,9 +186,12 @@ async def join_stream(
     turn = run_or_404(deps, caller, _thread_path(request), request.match_info["run_id"])
     raw = request.headers.get("Last-Event-ID") or "0"
     try:
-        after = lim.check_seq("Last-Event-ID", max(int(raw), 0))
+        position = lim.check_seq("Last-Event-ID", max(int(raw), 0))
     except (ValueError, InvalidArgument):
         raise ApiError(422, f"Last-Event-ID must be a whole number from 0 to {2**63 - 1}") from None
+    # A live stream's ids name the attempt too (stream.py live_id); a settled one's
+    # are bare seqs, whose attempt is not needed: nothing settled is taken back.
+    after, after_attempt = position_of(position)
     # langgraph-sdk sends `stream_mode=` (empty) when its caller gives none: none.
     given = [mode for mode in request.query.getall("stream_mode", []) if mode]
     try:
@@ -195,7 +208,57 @@ async def join_stream(
         after=after,
         fresh=after == 0,
         cancel_on_disconnect=cancel,
+        after_attempt=after_attempt,
     )
+
+
+def stream_kind(request: web.Request, deps: Deps) -> str:
+    """ "live" or "settled": what the request's X-Turnkeeper-Stream asks, else the
+    service's setting."""
+    asked = request.headers.get(STREAM_HEADER, "").strip().lower()
+    if not asked:
+        return deps.stream
+    if asked not in ("live", "settled"):
+        raise ApiError(422, f"{STREAM_HEADER} must be 'live' or 'settled' (docs/langgraph-api.md)")
+    return asked
+
+
+async def _live_parts(
+    deps: Deps, turn: TurnRecord, translator: Translator, after: int, after_attempt: int
+) -> AsyncGenerator[Frame, None]:
+    """Settled parts, and message parts as the model produces them; a rewind that
+    takes streamed messages back is sent as `values` and `remove` parts
+    (stream.py `Translator.rewound`)."""
+    attempts: dict[int, int] = {}
+
+    def prime(upto: int) -> None:
+        for event in deps.engine.turns.events(turn.turn_id, 0, upto):
+            attempts[event.seq] = event.attempt
+            translator.parts(event)
+        translator.settled()
+
+    if after > 0:
+        prime(after)
+    async for item in deps.engine.turns.watch_live(
+        turn.turn_id, after, after_attempt=after_attempt, live=LIVE_EVENTS
+    ):
+        if isinstance(item, Rewound):
+            if not item.taken:
+                # A resume from a position taken back: the state is the one at
+                # the seq that still stands, not what the journal now has up to
+                # the resume's seq.
+                translator.reset()
+                attempts.clear()
+                prime(item.seq)
+            at = attempts.get(item.seq)
+            rewind_id = None if at is None else live_id(item.seq, at)
+            for name, data in translator.rewound(item.taken):
+                yield Frame(sse(name, data, id=rewind_id), item.seq or None)
+            continue
+        event: EventRecord = item
+        attempts[event.seq] = event.attempt
+        for name, data in translator.parts(event):
+            yield Frame(sse(name, data, id=live_id(event.seq, event.attempt)), event.seq)
 
 
 async def _settled_parts(
@@ -222,9 +285,18 @@ async def _stream(
     after: int,
     fresh: bool,
     cancel_on_disconnect: bool,
+    after_attempt: int = 0,
 ) -> web.StreamResponse:
-    """`after`: the seq the client has (or the run's events begin after); `fresh`:
-    a new stream, which starts with the run's metadata."""
+    """`after`: the seq the client has (or the run's events begin after), and
+    `after_attempt` the attempt that wrote it (0: unknown); `fresh`: a new stream,
+    which starts with the run's metadata."""
+    kind = stream_kind(request, deps)
+    translator = Translator(turn.turn_id, modes, context=_context(request, turn, caller))
+    parts = (
+        _live_parts(deps, turn, translator, after, after_attempt)
+        if kind == "live"
+        else _settled_parts(deps, turn, translator, after)
+    )
     with web_auth.acting_as(caller):
         auth.require_right(WATCH_RIGHT)
         # WatchTurn's quota: a LangGraph stream is a watch of the turn; and like one,
@@ -234,7 +306,7 @@ async def _stream(
         response, outcome = await deps.pump.serve(
             request,
             caller,
-            _settled_parts(deps, turn, Translator(turn.turn_id, modes), after),
+            parts,
             _RunFraming(turn.turn_id),
             name=f"LangGraph stream of run {turn.turn_id}",
             after=after,
@@ -244,6 +316,24 @@ async def _stream(
     if cancel_on_disconnect and outcome in (Outcome.GONE, Outcome.STALLED):
         await _cancel_quietly(deps, caller, turn.turn_id, "the streaming client went away")
     return response
+
+
+def _context(request: web.Request, turn: TurnRecord, caller: Caller | None) -> dict[str, Any]:
+    """What a message part's metadata says of its run, as LangGraph's server's does
+    (the rest is the model call's own, journaled by the agent)."""
+    context: dict[str, Any] = {
+        "created_by": "system",
+        "graph_id": turn.agent,
+        "assistant_id": turn.agent,
+        "langgraph_host": "self-hosted",
+        "langgraph_api_url": f"{request.scheme}://{request.host}",
+        "thread_id": turn.thread_id,
+        "run_id": turn.turn_id,
+    }
+    user = request.get(end_users.END_USER)
+    if user is not None:
+        context["user_id"] = user.identity
+    return context
 
 
 class _RunFraming:

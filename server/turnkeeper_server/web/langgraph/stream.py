@@ -50,6 +50,10 @@ STREAM_MODES: Final = frozenset(
 
 Part = tuple[str, Any]
 
+# The events a live stream sends before their step's checkpoint (a model's tokens),
+# and those that make no part, which need not wait either.
+LIVE_EVENTS: Final = frozenset({"token", "tool_call_start", "tool_call_end"})
+
 
 def modes_of(raw: Any) -> frozenset[str]:
     """The requested stream modes (LangGraph's default: values)."""
@@ -70,9 +74,14 @@ class Translator:
     """One stream's events -> parts; keeps what a later part needs (the last state,
     the text of a message streaming)."""
 
-    def __init__(self, run_id: str, modes: frozenset[str]) -> None:
+    def __init__(
+        self, run_id: str, modes: frozenset[str], *, context: dict[str, Any] | None = None
+    ) -> None:
         self.run_id = run_id
         self.modes = modes
+        # What every message part's metadata says of the run (its thread, graph,
+        # assistant, ...), under what the agent journaled for the model call.
+        self.context = {"run_id": run_id, **(context or {})}
         self.values: Any = None
         self.saw_values = False
         self.interrupts: list[dict[str, Any]] = []
@@ -80,6 +89,16 @@ class Translator:
         # The message streaming: (its key, its id, its text so far).
         self._message: tuple[str, str, str] | None = None
         self._messages = 0
+        # The message id each token event streamed (by seq), each streamed
+        # message's metadata, and the ids streamed since the last `values`.
+        self._token_ids: dict[int, str] = {}
+        self._metadata: dict[str, dict[str, Any]] = {}
+        self._streamed: set[str] = set()
+        self._attempt = 1
+
+    def reset(self) -> None:
+        """Forget everything read (a resume starts over from an earlier seq)."""
+        self.__init__(self.run_id, self.modes, context=self.context)  # type: ignore[misc]
 
     def settled(self) -> None:
         """What was read so far is history: keep the state, forget the interrupts
@@ -92,7 +111,43 @@ class Translator:
         handler = getattr(self, "_on_" + event.type.replace(".", "_"), None)
         if handler is None or not isinstance(data, dict):
             return []
+        self._attempt = event.attempt
+        if event.type == "token":
+            return list(self._on_token(data, event.seq))
         return list(handler(data))
+
+    def rewound(self, taken: Iterable[EventRecord]) -> list[Part]:
+        """The parts that take back what a rewind took back (engine/watch.py
+        `Rewound`): the state the turn was rewound to as `values` (useStream
+        replaces its state with it), then a `remove` message part (LangGraph's
+        RemoveMessage) for each message streamed by the `taken` events, which will
+        not be settled. With nothing `taken` (a resume from a position the journal
+        no longer has, so which messages the reader saw is not known), the remove
+        is LangGraph's remove-all, followed by the rewound-to state's messages
+        whole: add_messages then holds exactly that state's messages."""
+        taken = tuple(taken)
+        self._message = None
+        parts: list[Part] = []
+        if "values" in self.modes and self.saw_values:
+            parts.append(("values", self.values))
+        gone: list[str] = []
+        for event in taken:
+            message_id = self._token_ids.pop(event.seq, None)
+            if message_id is not None and message_id not in gone:
+                gone.append(message_id)
+        settled_messages = _messages_of(self.values)
+        if "messages-tuple" in self.modes:
+            if not taken:
+                parts.append(("messages", [_removal(REMOVE_ALL), dict(self.context)]))
+                for message in settled_messages:
+                    meta = self._metadata.get(str(message.get("id")), self.context)
+                    parts.append(("messages", [message, meta]))
+            for message_id in gone:
+                meta = self._metadata.get(message_id, self.context)
+                parts.append(("messages", [_removal(message_id), meta]))
+        settled_ids = {m.get("id") for m in settled_messages}
+        self._streamed = {i for i in self._streamed if i not in gone or i in settled_ids}
+        return parts
 
     def _on_values(self, data: dict[str, Any]) -> Iterable[Part]:
         if "values" not in data:
@@ -107,10 +162,29 @@ class Translator:
 
     def _on_step(self, data: dict[str, Any]) -> Iterable[Part]:
         self._message = None
+        node = str(data.get("node"))
         if "updates" in self.modes:
-            yield "updates", {str(data.get("node")): data.get("update")}
+            yield "updates", {node: data.get("update")}
+        if "messages-tuple" not in self.modes:
+            return
+        # The messages the node returned that were not streamed (a tool's result, a
+        # reply made without streaming) go out whole, as LangGraph's server sends
+        # them; those streamed already, or in the state before, do not.
+        known = self._streamed | {m.get("id") for m in _messages_of(self.values)}
+        given_meta = data.get("metadata")
+        meta = {
+            **self.context,
+            "run_attempt": self._attempt,
+            **(given_meta if isinstance(given_meta, dict) else {"langgraph_node": node}),
+        }
+        for message in _returned_messages(data.get("update")):
+            message_id = message.get("id")
+            if isinstance(message_id, str) and message_id not in known:
+                known.add(message_id)
+                self._streamed.add(message_id)
+                yield "messages", [message, meta]
 
-    def _on_token(self, data: dict[str, Any]) -> Iterable[Part]:
+    def _on_token(self, data: dict[str, Any], seq: int = 0) -> Iterable[Part]:
         node = str(data.get("node", ""))
         text = str(data.get("text", ""))
         # The model's message id when the bridge journals it (the final message in
@@ -125,10 +199,25 @@ class Translator:
         key, message_id, so_far = self._message
         so_far += text
         self._message = (key, message_id, so_far)
+        self._token_ids[seq] = message_id
+        self._streamed.add(message_id)
+        given_meta = data.get("metadata")
+        meta = {
+            **self.context,
+            "run_attempt": self._attempt,
+            **(given_meta if isinstance(given_meta, dict) else {"langgraph_node": node}),
+        }
+        self._metadata[message_id] = meta
         if "messages-tuple" in self.modes:
-            chunk = {"type": "AIMessageChunk", "content": text, "id": message_id}
-            yield "messages", [chunk, {"langgraph_node": node, "run_id": self.run_id}]
-        if "messages" in self.modes:
+            given_chunk = data.get("chunk")
+            if isinstance(given_chunk, dict):
+                # The whole chunk as the agent journaled it (every field of LangGraph's
+                # AIMessageChunk), under the id the stream uses for its message.
+                chunk = {**given_chunk, "id": message_id}
+            else:
+                chunk = {"type": "AIMessageChunk", "content": text, "id": message_id}
+            yield "messages", [chunk, meta]
+        if "messages" in self.modes and text:
             yield "messages/partial", [{"type": "ai", "content": so_far, "id": message_id}]
 
     def _on_custom(self, data: dict[str, Any]) -> Iterable[Part]:
@@ -170,6 +259,65 @@ class Translator:
         if self.interrupts and isinstance(self.values, dict):
             return {**self.values, "__interrupt__": list(self.interrupts)}
         return self.values
+
+
+# LangGraph's RemoveMessage id that removes every message before it.
+REMOVE_ALL: Final = "__remove_all__"
+
+
+def _removal(message_id: str) -> dict[str, Any]:
+    """LangGraph's RemoveMessage, as its server serializes one."""
+    return {
+        "content": "",
+        "additional_kwargs": {},
+        "response_metadata": {},
+        "type": "remove",
+        "name": None,
+        "id": message_id,
+    }
+
+
+def _is_message(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("type"), str) and "content" in value
+
+
+def _messages_of(state: Any) -> list[dict[str, Any]]:
+    """The messages of a state's `messages` key (LangGraph's MessagesState)."""
+    found = state.get("messages") if isinstance(state, dict) else None
+    return [m for m in found if _is_message(m)] if isinstance(found, list) else []
+
+
+def _returned_messages(update: Any) -> list[dict[str, Any]]:
+    """The messages in what a node returned: a message, a list of them, or a
+    state whose keys hold either (LangGraph's StreamMessagesHandler looks there)."""
+    if _is_message(update):
+        return [update]
+    values = update if isinstance(update, list) else []
+    if isinstance(update, dict):
+        values = list(update.values())
+    found: list[dict[str, Any]] = []
+    for value in values:
+        if _is_message(value):
+            found.append(value)
+        elif isinstance(value, list):
+            found.extend(v for v in value if _is_message(v))
+    return found
+
+
+# A live stream's SSE id: the event's seq and the attempt that wrote it, in one
+# number that only grows along a stream (attempts only grow along the journal's
+# seqs). A resume names both: whether what it saw was taken back is then known.
+ATTEMPT_STRIDE: Final = 10**9
+
+
+def live_id(seq: int, attempt: int) -> str:
+    return str(attempt * ATTEMPT_STRIDE + seq)
+
+
+def position_of(event_id: int) -> tuple[int, int]:
+    """A Last-Event-ID's (seq, attempt): a settled stream's id is a bare seq, and
+    its attempt unknown (0)."""
+    return event_id % ATTEMPT_STRIDE, event_id // ATTEMPT_STRIDE
 
 
 def sse(event: str, data: Any, *, id: str | None = None) -> bytes:

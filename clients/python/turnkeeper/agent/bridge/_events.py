@@ -14,12 +14,18 @@ of the node is in the :class:`EventLog`, which the saver flushes first
 
 Event types and their ``data``:
 
-- ``token`` ``{node, text}``: a chunk of a chat model's streamed reply (with
-  ``id``, its message's id, on a bridge serving the LangGraph API);
+- ``token`` ``{node, text}``: a chunk of a chat model's streamed reply; on a bridge
+  serving the LangGraph API also ``id`` (its message's id), ``chunk`` (the whole
+  ``AIMessageChunk`` as LangGraph's server sends it: ``tool_call_chunks``,
+  ``usage_metadata``, ``response_metadata``, ...) and ``metadata`` (the model
+  call's LangGraph metadata: ``langgraph_step``, ``langgraph_node``,
+  ``langgraph_path``, ``checkpoint_ns``, ``ls_*``, ...), for every chunk, those
+  without text (tool-call chunks, the closing one) included;
 - ``tool_call_start`` ``{node, name, tool_call_id, input}`` and
   ``tool_call_end`` ``{node, name, tool_call_id, output | error}``;
 - ``step`` ``{node, step, update}``: a node of the graph finished (``step`` is
-  LangGraph's superstep, ``update`` what the node returned);
+  LangGraph's superstep, ``update`` what the node returned; on a bridge serving
+  the LangGraph API, messages in it whole and the node's ``metadata``);
 - ``interrupt`` ``{id, value}``: the graph called ``interrupt(value)``; the turn parks;
 - ``values`` ``{values}``: the graph's state, before each checkpoint (on a bridge
   serving the LangGraph API, ``BridgeConfig.langgraph_api``);
@@ -52,9 +58,11 @@ from typing import Any, Final, TypeVar
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.messages import BaseMessage
 from langgraph.errors import GraphBubbleUp
 
 from turnkeeper.agent.bridge._convert import dumps, to_jsonable
+from turnkeeper.agent.saver._identity import ATTEMPT_KEY, TURN_ID_KEY
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.errors import StaleAttempt, TurnkeeperError, TurnNotFound, WrongState
 from turnkeeper.v1 import turns_pb2
@@ -67,6 +75,9 @@ MAX_BATCH: Final = 500
 
 Append = Callable[[turns_pb2.AppendEventsRequest], Awaitable[turns_pb2.AppendEventsResponse]]
 T = TypeVar("T")
+
+# Metadata keys that say which execution ran, not what it did.
+_PRIVATE_METADATA: Final = frozenset({TURN_ID_KEY, ATTEMPT_KEY})
 
 # Errors after which an execution must stop: its attempt is no longer the turn's.
 FENCED: Final = (StaleAttempt, WrongState, TurnNotFound)
@@ -244,8 +255,8 @@ class EventCapture(BaseCallbackHandler):
         self.message_ids = message_ids
         self._lock = threading.Lock()
         self._root: UUID | None = None
-        self._nodes: dict[UUID, tuple[str, int]] = {}
-        self._models: dict[UUID, str] = {}
+        self._nodes: dict[UUID, tuple[str, int, dict[str, Any]]] = {}
+        self._models: dict[UUID, tuple[str, dict[str, Any]]] = {}
         self._tools: dict[UUID, dict[str, Any]] = {}
 
     # The graph and its nodes.
@@ -269,13 +280,33 @@ class EventCapture(BaseCallbackHandler):
             # Only the graph's own nodes are steps; chains inside a node (and the
             # nodes of a subgraph) are part of that node's step.
             if parent_run_id == self._root and node and kwargs.get("name") == node:
-                self._nodes[run_id] = (str(node), int((metadata or {}).get("langgraph_step", 0)))
+                step = int((metadata or {}).get("langgraph_step", 0))
+                self._nodes[run_id] = (str(node), step, self._metadata(metadata))
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:
             node = self._nodes.pop(run_id, None)
-        if node is not None:
-            self.events.emit("step", {"node": node[0], "step": node[1], "update": outputs})
+        if node is None:
+            return
+        data: dict[str, Any] = {"node": node[0], "step": node[1], "update": outputs}
+        if self.message_ids:
+            # The LangGraph API's `updates` carry messages whole, and a message the
+            # node returned is streamed whole with the node's metadata.
+            data["update"] = to_jsonable(outputs, whole=True)
+            data["metadata"] = node[2]
+        self.events.emit("step", data)
+
+    def _metadata(self, metadata: dict[str, Any] | None) -> dict[str, Any]:
+        """A callback's metadata as the LangGraph API's message parts carry it: plain
+        JSON values, without the run's fencing keys (an execution's attempt must not
+        make a re-run's events differ)."""
+        if not self.message_ids or not metadata:
+            return {}
+        return {
+            str(k): to_jsonable(v)
+            for k, v in metadata.items()
+            if k not in _PRIVATE_METADATA and not str(k).startswith("__")
+        }
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         # An interrupted or failed node is not a finished step: the interrupt or the
@@ -297,7 +328,10 @@ class EventCapture(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         with self._lock:
-            self._models[run_id] = str((metadata or {}).get("langgraph_node", ""))
+            self._models[run_id] = (
+                str((metadata or {}).get("langgraph_node", "")),
+                self._metadata(metadata),
+            )
 
     def on_llm_start(
         self,
@@ -309,7 +343,7 @@ class EventCapture(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         with self._lock:
-            self._models[run_id] = str((metadata or {}).get("langgraph_node", ""))
+            self._models[run_id] = (str((metadata or {}).get("langgraph_node", "")), {})
 
     def on_llm_new_token(
         self, token: str | list[str | dict[str, Any]], *, run_id: UUID, **kwargs: Any
@@ -321,15 +355,20 @@ class EventCapture(BaseCallbackHandler):
                 for b in token
                 if isinstance(b, str) or b.get("type") == "text"
             )
-        if not token:
+        message = getattr(kwargs.get("chunk"), "message", None)
+        whole = self.message_ids and isinstance(message, BaseMessage)
+        if not token and not whole:
             return  # tool-call chunks and empty keep-alives carry no text
         with self._lock:
-            node = self._models.get(run_id, "")
-        data = {"node": node, "text": token}
-        chunk = kwargs.get("chunk")
-        message_id = getattr(getattr(chunk, "message", None), "id", None)
+            node, metadata = self._models.get(run_id, ("", {}))
+        data: dict[str, Any] = {"node": node, "text": token}
+        message_id = getattr(message, "id", None)
         if self.message_ids and isinstance(message_id, str):
             data["id"] = message_id
+        if whole:
+            # The chunk as LangGraph's server streams it, every field of it.
+            data["chunk"] = to_jsonable(message, whole=True)
+            data["metadata"] = metadata
         self.events.emit("token", data)
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:

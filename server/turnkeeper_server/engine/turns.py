@@ -182,7 +182,7 @@ class Turns:
         return follow_settled(self.db, self.notifier, self.metrics, turn_id, after_seq)
 
     def watch_live(
-        self, turn_id: str, after_seq: int, *, after_attempt: int, live: frozenset[str]
+        self, turn_id: str, after_seq: int, *, after_attempt: int | None, live: frozenset[str]
     ) -> AsyncGenerator[EventRecord | Rewound]:
         """The settled events, and `live` ones as they come, with a `Rewound` when a
         re-drive takes live ones back (engine/watch.py, the LangGraph API)."""

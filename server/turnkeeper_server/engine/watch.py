@@ -183,7 +183,7 @@ async def follow_live(
     turn_id: str,
     after_seq: int,
     *,
-    after_attempt: int = 0,
+    after_attempt: int | None = None,
     live: frozenset[str],
 ) -> AsyncGenerator[EventRecord | Rewound]:
     """`follow_settled`, but events of a `live` type (a model's tokens) go out as
@@ -194,7 +194,7 @@ async def follow_live(
     stands, and the re-run's events follow from there.
 
     `after_attempt`: the attempt of the event at `after_seq` the reader had (a
-    resume); 0 when unknown (a settled stream's position, which no rewind takes
+    resume); None when unknown (a settled stream's position, which no rewind takes
     back). If that event is no longer the journal's, the reader's position was
     taken back: a `Rewound` with no `taken` comes first."""
     cursor = after_seq
@@ -203,7 +203,7 @@ async def follow_live(
     metrics.watchers.inc()
     try:
         epoch = (await db.read(lambda c: transitions.require_turn(c, turn_id))).rewinds
-        if after_seq > 0 and after_attempt > 0:
+        if after_seq > 0 and after_attempt is not None:
             kept = await db.read(
                 functools.partial(_kept, turn_id=turn_id, seq=after_seq, attempt=after_attempt)
             )

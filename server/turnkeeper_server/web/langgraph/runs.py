@@ -224,7 +224,7 @@ def stream_kind(request: web.Request, deps: Deps) -> str:
 
 
 async def _live_parts(
-    deps: Deps, turn: TurnRecord, translator: Translator, after: int, after_attempt: int
+    deps: Deps, turn: TurnRecord, translator: Translator, after: int, after_attempt: int | None
 ) -> AsyncGenerator[Frame, None]:
     """Settled parts, and message parts as the model produces them; a rewind that
     takes streamed messages back is sent as `values` and `remove` parts
@@ -285,10 +285,10 @@ async def _stream(
     after: int,
     fresh: bool,
     cancel_on_disconnect: bool,
-    after_attempt: int = 0,
+    after_attempt: int | None = None,
 ) -> web.StreamResponse:
     """`after`: the seq the client has (or the run's events begin after), and
-    `after_attempt` the attempt that wrote it (0: unknown); `fresh`: a new stream,
+    `after_attempt` the attempt that wrote it (None: unknown); `fresh`: a new stream,
     which starts with the run's metadata."""
     kind = stream_kind(request, deps)
     translator = Translator(turn.turn_id, modes, context=_context(request, turn, caller))

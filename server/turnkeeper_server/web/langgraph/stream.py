@@ -118,18 +118,16 @@ class Translator:
 
     def rewound(self, taken: Iterable[EventRecord]) -> list[Part]:
         """The parts that take back what a rewind took back (engine/watch.py
-        `Rewound`): the state the turn was rewound to as `values` (useStream
-        replaces its state with it), then a `remove` message part (LangGraph's
-        RemoveMessage) for each message streamed by the `taken` events, which will
-        not be settled. With nothing `taken` (a resume from a position the journal
+        `Rewound`): a `remove` message part (LangGraph's RemoveMessage) for each
+        message streamed by the `taken` events, which will not be settled, then
+        the state the turn was rewound to as `values` (useStream replaces its
+        state with it). With nothing `taken` (a resume from a position the journal
         no longer has, so which messages the reader saw is not known), the remove
         is LangGraph's remove-all, followed by the rewound-to state's messages
         whole: add_messages then holds exactly that state's messages."""
         taken = tuple(taken)
         self._message = None
         parts: list[Part] = []
-        if "values" in self.modes and self.saw_values:
-            parts.append(("values", self.values))
         gone: list[str] = []
         for event in taken:
             message_id = self._token_ids.pop(event.seq, None)
@@ -145,6 +143,10 @@ class Translator:
             for message_id in gone:
                 meta = self._metadata.get(message_id, self.context)
                 parts.append(("messages", [_removal(message_id), meta]))
+        # After the removals: a reader applying them (add_messages) finds each
+        # message still there; useStream's state is then the rewound-to one.
+        if "values" in self.modes and self.saw_values:
+            parts.append(("values", self.values))
         settled_ids = {m.get("id") for m in settled_messages}
         self._streamed = {i for i in self._streamed if i not in gone or i in settled_ids}
         return parts
@@ -311,13 +313,14 @@ ATTEMPT_STRIDE: Final = 10**9
 
 
 def live_id(seq: int, attempt: int) -> str:
-    return str(attempt * ATTEMPT_STRIDE + seq)
+    return str((attempt + 1) * ATTEMPT_STRIDE + seq)
 
 
-def position_of(event_id: int) -> tuple[int, int]:
+def position_of(event_id: int) -> tuple[int, int | None]:
     """A Last-Event-ID's (seq, attempt): a settled stream's id is a bare seq, and
-    its attempt unknown (0)."""
-    return event_id % ATTEMPT_STRIDE, event_id // ATTEMPT_STRIDE
+    its attempt unknown (None)."""
+    stride = event_id // ATTEMPT_STRIDE
+    return event_id % ATTEMPT_STRIDE, (stride - 1 if stride else None)
 
 
 def sse(event: str, data: Any, *, id: str | None = None) -> bytes:

@@ -1,0 +1,393 @@
+"""Live tokens through LangGraph's Python SDK, unchanged: a model's tokens reach the
+client while the model is still replying (its step's checkpoint not written yet);
+a SIGKILL of the agent mid-reply is taken back in the client's terms (a `values`
+part with the state the run was rewound to, a `remove` message part for the reply
+that will not be settled) before the re-run's parts, so LangGraph's own
+add_messages, applied to the parts, ends with an uninterrupted run's messages, each
+once; a resume from a position the rewind took back gets the same; the settled
+mode (decision 210) still holds tokens until the checkpoint. Message parts carry
+what LangGraph's server's carry (recorded from `langgraph dev`, langgraph-api
+0.16.7, on this graph).
+
+The model (graphs/chat.py) waits for one byte from the test's gate before each word
+after the first, so "the model is mid-reply" is a state the test holds, not a time.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langchain_core.messages import (
+    AIMessageChunk,
+    AnyMessage,
+    RemoveMessage,
+    convert_to_messages,
+)
+from langgraph.graph.message import add_messages
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.schema import StreamPart
+from turnkeeper_server.app import TurnkeeperServer
+
+from tests.support.agents import PATIENCE, Agent
+from tests.support.langgraph_host import start_host
+from tests.support.nats import NatsServer
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
+
+CHAT = Path(__file__).resolve().parent / "graphs" / "chat.json"
+REPLY = "one two three four five six"
+WORDS = len(REPLY.split(" "))
+MODES: Any = ["values", "updates", "messages-tuple"]
+
+# What `langgraph dev` (langgraph-api 0.16.7) sends for this graph: a chunk's keys,
+# and a message part's metadata keys for a model's token and for a message a node
+# returned. Left out on purpose (docs/langgraph-api.md, "what differs"): the
+# reference server's own version and plan (langgraph_api_version, langgraph_plan),
+# which turnkeeper is not.
+CHUNK_KEYS = {
+    "content",
+    "additional_kwargs",
+    "response_metadata",
+    "type",
+    "name",
+    "id",
+    "tool_calls",
+    "invalid_tool_calls",
+    "usage_metadata",
+    "tool_call_chunks",
+    "chunk_position",
+}
+RUN_KEYS = {
+    "created_by",
+    "graph_id",
+    "assistant_id",
+    "run_attempt",
+    "langgraph_host",
+    "langgraph_api_url",
+    "thread_id",
+    "run_id",
+    "langgraph_step",
+    "langgraph_node",
+    "langgraph_triggers",
+    "langgraph_path",
+    "langgraph_checkpoint_ns",
+    "ls_integration",
+}
+TOKEN_KEYS = RUN_KEYS | {"checkpoint_ns", "ls_provider", "ls_model_type", "lc_versions"}
+NOT_SENT = {"langgraph_api_version", "langgraph_plan"}
+
+
+class Gate:
+    """The model's gate: each reply connects once; `release(n)` lets n more words
+    of the newest reply through."""
+
+    def __init__(self) -> None:
+        self.replies: asyncio.Queue[asyncio.StreamWriter] = asyncio.Queue()
+        self.server: asyncio.Server | None = None
+
+    async def start(self) -> str:
+        async def accept(_r: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+            await self.replies.put(writer)
+
+        self.server = await asyncio.start_server(accept, "127.0.0.1", 0)
+        return f"127.0.0.1:{self.server.sockets[0].getsockname()[1]}"
+
+    async def next_reply(self) -> asyncio.StreamWriter:
+        return await asyncio.wait_for(self.replies.get(), PATIENCE)
+
+    @staticmethod
+    async def release(reply: asyncio.StreamWriter, words: int) -> None:
+        reply.write(b"x" * words)
+        await reply.drain()
+
+    def close(self) -> None:
+        if self.server is not None:
+            self.server.close()
+
+
+@pytest.fixture
+async def gate() -> AsyncIterator[tuple[Gate, str]]:
+    g = Gate()
+    address = await g.start()
+    try:
+        yield g, address
+    finally:
+        g.close()
+
+
+@pytest.fixture
+async def sdk(service: TurnkeeperServer) -> AsyncIterator[LangGraphClient]:
+    assert service.web is not None
+    client = get_client(url=service.web.url.rstrip("/"))
+    try:
+        yield client
+    finally:
+        await client.http.client.aclose()
+
+
+def hosting(service: TurnkeeperServer, nats_server: NatsServer, gate: str | None) -> Any:
+    env = {"CHAT_GATE": gate} if gate else {}
+    return {
+        "service": service.address,
+        "nats_url": nats_server.url,
+        "replica": "lg-chat",
+        "extra_env": env,
+    }
+
+
+QUESTION: Any = {"messages": [{"role": "user", "content": "count", "id": "q-1"}]}
+
+
+def is_token(part: StreamPart) -> bool:
+    return part.event == "messages" and part.data[0].get("type") == "AIMessageChunk"
+
+
+class Collector:
+    """A stream read in a task: its parts, and an event per part count reached."""
+
+    def __init__(self, parts: AsyncIterator[StreamPart]) -> None:
+        self.parts: list[StreamPart] = []
+        self._source = parts
+        self._changed = asyncio.Condition()
+        self.task = asyncio.create_task(self._read())
+
+    async def _read(self) -> None:
+        async for part in self._source:
+            async with self._changed:
+                self.parts.append(part)
+                self._changed.notify_all()
+
+    async def tokens(self, n: int) -> None:
+        """Until n token parts have arrived."""
+
+        async def enough() -> None:
+            async with self._changed:
+                await self._changed.wait_for(
+                    lambda: sum(is_token(p) for p in self.parts) >= n or self.task.done()
+                )
+
+        await asyncio.wait_for(enough(), PATIENCE)
+        assert sum(is_token(p) for p in self.parts) >= n, self.parts
+
+    async def end(self) -> list[StreamPart]:
+        await asyncio.wait_for(self.task, PATIENCE * 2)
+        return self.parts
+
+
+def as_message(data: dict[str, Any]) -> AnyMessage:
+    if data["type"] == "AIMessageChunk":
+        fields = {k: v for k, v in data.items() if k in ("content", "id", "response_metadata")}
+        return AIMessageChunk(
+            **fields,
+            tool_call_chunks=data.get("tool_call_chunks") or [],
+            usage_metadata=data.get("usage_metadata"),
+        )
+    [message] = convert_to_messages([data])
+    return message
+
+
+def apply(messages: list[AnyMessage], parts: list[StreamPart], *, values: bool) -> list[Any]:
+    """The parts applied as a client keeping a conversation does: a chunk merged
+    into its message by id, a whole message and a removal through add_messages,
+    and (`values`) a `values` part replacing the conversation, as useStream does."""
+    streamed: dict[str | None, AIMessageChunk] = {}
+    for part in parts:
+        if part.event == "values" and values:
+            messages = list(convert_to_messages(part.data.get("messages", [])))
+        if part.event != "messages":
+            continue
+        data = part.data[0]
+        if data["type"] == "remove":
+            messages = add_messages(messages, [RemoveMessage(id=data["id"])])  # type: ignore[assignment]
+            continue
+        message = as_message(data)
+        if isinstance(message, AIMessageChunk):
+            # add_messages keeps a chunk as a message: the chunks so far, merged.
+            held = streamed.get(message.id)
+            message = streamed[message.id] = message if held is None else held + message
+        messages = add_messages(messages, [message])  # type: ignore[assignment]
+    return [(m.id, m.type, m.content) for m in messages]
+
+
+def conversation(state: Any) -> list[Any]:
+    return [(m["id"], m["type"], m["content"]) for m in state["messages"]]
+
+
+async def test_tokens_leave_while_the_model_is_still_replying(
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    sdk: LangGraphClient,
+    gate: tuple[Gate, str],
+) -> None:
+    g, address = gate
+    host = await start_host(CHAT, **hosting(service, nats_server, address))
+    try:
+        thread = await sdk.threads.create()
+        stream = Collector(
+            sdk.runs.stream(thread["thread_id"], "chat", input=QUESTION, stream_mode=MODES)
+        )
+        reply = await g.next_reply()
+        # The model said its first word and waits for the gate: that word is here,
+        # and nothing of the step's checkpoint is (no update, no state with it).
+        await stream.tokens(1)
+        assert not any(p.event == "updates" for p in stream.parts)
+        state = await sdk.threads.get_state(thread["thread_id"])
+        assert [m["id"] for m in state["values"].get("messages", [])] in ([], ["q-1"])
+        await g.release(reply, WORDS - 1)
+        parts = await stream.end()
+        text = "".join(p.data[0]["content"] for p in parts if is_token(p))
+        assert text == REPLY
+        final = await sdk.threads.get_state(thread["thread_id"])
+        assert apply([], parts, values=True) == conversation(final["values"])
+    finally:
+        await host.close()
+
+
+async def test_the_settled_mode_holds_tokens_until_their_checkpoint(
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    sdk: LangGraphClient,
+    gate: tuple[Gate, str],
+) -> None:
+    g, address = gate
+    host = await start_host(CHAT, **hosting(service, nats_server, address))
+    try:
+        thread = await sdk.threads.create()
+        stream = Collector(
+            sdk.runs.stream(
+                thread["thread_id"],
+                "chat",
+                input=QUESTION,
+                stream_mode=MODES,
+                headers={"X-Turnkeeper-Stream": "settled"},
+            )
+        )
+        reply = await g.next_reply()
+        await g.release(reply, WORDS - 1)
+        await stream.tokens(1)
+        # Sent once the step's checkpoint was durable: the reply is in the state.
+        state = await sdk.threads.get_state(thread["thread_id"])
+        assert len(state["values"]["messages"]) >= 2, state["values"]
+        parts = await stream.end()
+        ids = [int(p.id) for p in parts if p.id]
+        assert ids == sorted(ids) and max(ids) < 10**9, "settled ids are the journal's seqs"
+        assert "".join(p.data[0]["content"] for p in parts if is_token(p)) == REPLY
+    finally:
+        await host.close()
+
+
+async def test_message_parts_carry_what_langgraphs_server_sends(
+    service: TurnkeeperServer, nats_server: NatsServer, sdk: LangGraphClient
+) -> None:
+    host = await start_host(CHAT, **hosting(service, nats_server, None))
+    try:
+        thread = await sdk.threads.create()
+        parts = [
+            p
+            async for p in sdk.runs.stream(
+                thread["thread_id"], "chat", input=QUESTION, stream_mode=MODES
+            )
+        ]
+        tokens = [p.data for p in parts if is_token(p)]
+        for chunk, metadata in tokens:
+            assert set(chunk) >= CHUNK_KEYS, set(chunk) ^ CHUNK_KEYS
+            assert set(metadata) >= TOKEN_KEYS, TOKEN_KEYS - set(metadata)
+            assert not NOT_SENT & set(metadata)
+            assert metadata["langgraph_node"] == "chat" and metadata["graph_id"] == "chat"
+            assert metadata["thread_id"] == thread["thread_id"]
+        # The closing chunks: the tool-call chunk and the usage, as the model sent them.
+        [calling] = [c for c, _ in tokens if c["tool_call_chunks"]]
+        assert calling["tool_call_chunks"][0]["id"] == "call-1"
+        assert calling["usage_metadata"]["total_tokens"] == 9
+        assert calling["response_metadata"]["finish_reason"] == "stop"
+        # A message the node returned without streaming it: a part of its own, whole.
+        [(note, note_meta)] = [
+            p.data for p in parts if p.event == "messages" and p.data[0]["type"] == "ai"
+        ]
+        assert note["id"] == "note-2" and note["content"] == "noted 2 messages"
+        assert set(note) >= CHUNK_KEYS - {"tool_call_chunks", "chunk_position"}
+        assert set(note_meta) >= RUN_KEYS and note_meta["langgraph_node"] == "note"
+        # `updates` carry the messages whole.
+        [chat_update] = [p.data["chat"] for p in parts if p.event == "updates" and "chat" in p.data]
+        [answer] = chat_update["messages"]
+        assert answer["usage_metadata"]["total_tokens"] == 9 and "additional_kwargs" in answer
+    finally:
+        await host.close()
+
+
+@pytest.mark.both_backends
+async def test_a_sigkill_mid_reply_is_taken_back_before_the_rerun(
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    sdk: LangGraphClient,
+    gate: tuple[Gate, str],
+) -> None:
+    g, address = gate
+    spawn = hosting(service, nats_server, address)
+    hosts: list[Agent] = [await start_host(CHAT, **spawn)]
+    try:
+        # The reference: the same question, uninterrupted.
+        reference_thread = await sdk.threads.create()
+        waited = asyncio.create_task(
+            sdk.runs.wait(reference_thread["thread_id"], "chat", input=QUESTION)
+        )
+        await g.release(await g.next_reply(), WORDS - 1)
+        reference = await asyncio.wait_for(waited, PATIENCE)
+
+        thread = await sdk.threads.create()
+        stream = Collector(
+            sdk.runs.stream(thread["thread_id"], "chat", input=QUESTION, stream_mode=MODES)
+        )
+        reply = await g.next_reply()
+        await g.release(reply, 2)
+        await stream.tokens(3)
+        # Three words out, the model waits for the fourth: the agent dies.
+        await hosts[0].kill()
+        before_crash = len(stream.parts)
+        partial_id = next(p.data[0]["id"] for p in stream.parts if is_token(p))
+        last_seen = [p.id for p in stream.parts if p.id][-1]
+        hosts.append(await start_host(CHAT, **spawn))
+        await g.release(await g.next_reply(), WORDS - 1)
+        parts = await stream.end()
+
+        after = parts[before_crash:]
+        rewind = [p for p in after if not is_token(p)][:2]
+        assert [p.event for p in rewind] == ["messages", "values"], after
+        assert rewind[0].data[0] == {**rewind[0].data[0], "type": "remove", "id": partial_id}
+        assert conversation(rewind[1].data) == [("q-1", "human", "count")]
+        first_rerun = next(i for i, p in enumerate(after) if is_token(p))
+        assert first_rerun > after.index(rewind[1])
+
+        final = await sdk.threads.get_state(thread["thread_id"])
+        expected = conversation(final["values"])
+        assert [(t, c) for _, t, c in expected] == [(t, c) for _, t, c in conversation(reference)]
+        # add_messages over the message parts alone, and useStream's way with
+        # `values` too: each ends with the uninterrupted run's messages, each once.
+        question = list(convert_to_messages(QUESTION["messages"]))
+        assert apply(question, parts, values=False) == expected
+        assert apply([], parts, values=True) == expected
+        assert partial_id not in {i for i, _, _ in expected}
+
+        # A resume from the last part seen before the crash: that part was taken
+        # back, so the stream says so (the rewound-to state, a remove-all and its
+        # messages) before the re-run's parts; applied, the same conversation.
+        resumed = [
+            p
+            async for p in sdk.runs.join_stream(
+                thread["thread_id"],
+                parts[0].data["run_id"],
+                stream_mode=MODES,
+                last_event_id=last_seen,
+            )
+        ]
+        assert resumed[0].event == "messages" and resumed[0].data[0]["type"] == "remove"
+        assert resumed[0].data[0]["id"] == "__remove_all__"
+        assert apply(question, resumed, values=False) == expected
+    finally:
+        for host in hosts:
+            await host.close()

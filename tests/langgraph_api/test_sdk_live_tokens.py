@@ -23,7 +23,6 @@ from typing import Any
 import pytest
 from langchain_core.messages import (
     AIMessageChunk,
-    AnyMessage,
     RemoveMessage,
     convert_to_messages,
 )
@@ -179,7 +178,7 @@ class Collector:
         return self.parts
 
 
-def as_message(data: dict[str, Any]) -> AnyMessage:
+def as_message(data: dict[str, Any]) -> Any:
     if data["type"] == "AIMessageChunk":
         fields = {k: v for k, v in data.items() if k in ("content", "id", "response_metadata")}
         return AIMessageChunk(
@@ -191,7 +190,7 @@ def as_message(data: dict[str, Any]) -> AnyMessage:
     return message
 
 
-def apply(messages: list[AnyMessage], parts: list[StreamPart], *, values: bool) -> list[Any]:
+def apply(messages: Any, parts: list[StreamPart], *, values: bool) -> list[Any]:
     """The parts applied as a client keeping a conversation does: a chunk merged
     into its message by id, a whole message and a removal through add_messages,
     and (`values`) a `values` part replacing the conversation, as useStream does."""
@@ -203,14 +202,14 @@ def apply(messages: list[AnyMessage], parts: list[StreamPart], *, values: bool) 
             continue
         data = part.data[0]
         if data["type"] == "remove":
-            messages = add_messages(messages, [RemoveMessage(id=data["id"])])  # type: ignore[assignment]
+            messages = add_messages(messages, [RemoveMessage(id=data["id"])])  # type: ignore[arg-type]
             continue
         message = as_message(data)
         if isinstance(message, AIMessageChunk):
             # add_messages keeps a chunk as a message: the chunks so far, merged.
             held = streamed.get(message.id)
             message = streamed[message.id] = message if held is None else held + message
-        messages = add_messages(messages, [message])  # type: ignore[assignment]
+        messages = add_messages(messages, [message])
     return [(m.id, m.type, m.content) for m in messages]
 
 

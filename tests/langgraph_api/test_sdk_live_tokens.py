@@ -235,7 +235,7 @@ async def test_tokens_leave_while_the_model_is_still_replying(
         # and nothing of the step's checkpoint is (no update, no state with it).
         await stream.tokens(1)
         assert not any(p.event == "updates" for p in stream.parts)
-        state = await sdk.threads.get_state(thread["thread_id"])
+        state: Any = await sdk.threads.get_state(thread["thread_id"])
         assert [m["id"] for m in state["values"].get("messages", [])] in ([], ["q-1"])
         await g.release(reply, WORDS - 1)
         parts = await stream.end()
@@ -270,7 +270,7 @@ async def test_the_settled_mode_holds_tokens_until_their_checkpoint(
         await g.release(reply, WORDS - 1)
         await stream.tokens(1)
         # Sent once the step's checkpoint was durable: the reply is in the state.
-        state = await sdk.threads.get_state(thread["thread_id"])
+        state: Any = await sdk.threads.get_state(thread["thread_id"])
         assert len(state["values"]["messages"]) >= 2, state["values"]
         parts = await stream.end()
         ids = [int(p.id) for p in parts if p.id]

@@ -464,6 +464,10 @@ def settings_from_args(
     version_policies = VersionPolicies.parse(
         args.default_version_policy, list(args.version_policies)
     )
+    if args.langgraph_stream not in ("live", "settled"):
+        raise ValueError(
+            f"TURNKEEPER_LANGGRAPH_STREAM={args.langgraph_stream!r}: must be 'live' or 'settled'"
+        )
     return Settings(
         http_listen=http_listen,
         http_any_port_if_busy=default_port,

@@ -20,6 +20,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from langchain_core.messages import (
     AIMessageChunk,
@@ -390,3 +391,23 @@ async def test_a_sigkill_mid_reply_is_taken_back_before_the_rerun(
     finally:
         for host in hosts:
             await host.close()
+
+
+async def test_an_unknown_stream_kind_is_refused_before_a_run_starts(
+    service: TurnkeeperServer, nats_server: NatsServer, sdk: LangGraphClient
+) -> None:
+    host = await start_host(CHAT, **hosting(service, nats_server, None))
+    try:
+        thread = await sdk.threads.create()
+        assert service.web is not None
+        async with httpx.AsyncClient(base_url=service.web.url.rstrip("/")) as http:
+            refused = await http.post(
+                f"/threads/{thread['thread_id']}/runs/stream",
+                json={"assistant_id": "chat", "input": QUESTION},
+                headers={"X-Turnkeeper-Stream": "eventually"},
+            )
+        assert refused.status_code == 422
+        assert "X-Turnkeeper-Stream" in refused.json()["detail"]
+        assert await sdk.runs.list(thread["thread_id"]) == []
+    finally:
+        await host.close()

@@ -166,11 +166,13 @@ async def create(request: web.Request, caller: Caller | None, deps: Deps) -> web
 
 
 async def stream(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    kind = stream_kind(request, deps)  # refused before a run starts
     turn, body, after = await start_run(request, caller, deps)
     return await _stream(
         request,
         caller,
         deps,
+        kind,
         turn,
         modes_of(body.get("stream_mode")),
         after=after,
@@ -203,6 +205,7 @@ async def join_stream(
         request,
         caller,
         deps,
+        stream_kind(request, deps),
         turn,
         modes,
         after=after,
@@ -279,6 +282,7 @@ async def _stream(
     request: web.Request,
     caller: Caller | None,
     deps: Deps,
+    kind: str,
     turn: TurnRecord,
     modes: frozenset[str],
     *,
@@ -290,7 +294,6 @@ async def _stream(
     """`after`: the seq the client has (or the run's events begin after), and
     `after_attempt` the attempt that wrote it (None: unknown); `fresh`: a new stream,
     which starts with the run's metadata."""
-    kind = stream_kind(request, deps)
     translator = Translator(turn.turn_id, modes, context=_context(request, turn, caller))
     parts = (
         _live_parts(deps, turn, translator, after, after_attempt)

@@ -203,13 +203,17 @@ class Translator:
         self._message = (key, message_id, so_far)
         self._token_ids[seq] = message_id
         self._streamed.add(message_id)
+        # The model call's metadata rides on its first chunk (the agent journals it
+        # once); the message's later chunks carry the same.
         given_meta = data.get("metadata")
-        meta = {
-            **self.context,
-            "run_attempt": self._attempt,
-            **(given_meta if isinstance(given_meta, dict) else {"langgraph_node": node}),
-        }
-        self._metadata[message_id] = meta
+        meta = self._metadata.get(message_id)
+        if isinstance(given_meta, dict) or meta is None:
+            meta = {
+                **self.context,
+                "run_attempt": self._attempt,
+                **(given_meta if isinstance(given_meta, dict) else {"langgraph_node": node}),
+            }
+            self._metadata[message_id] = meta
         if "messages-tuple" in self.modes:
             given_chunk = data.get("chunk")
             if isinstance(given_chunk, dict):

@@ -17,10 +17,10 @@ Event types and their ``data``:
 - ``token`` ``{node, text}``: a chunk of a chat model's streamed reply; on a bridge
   serving the LangGraph API also ``id`` (its message's id), ``chunk`` (the whole
   ``AIMessageChunk`` as LangGraph's server sends it: ``tool_call_chunks``,
-  ``usage_metadata``, ``response_metadata``, ...) and ``metadata`` (the model
-  call's LangGraph metadata: ``langgraph_step``, ``langgraph_node``,
-  ``langgraph_path``, ``checkpoint_ns``, ``ls_*``, ...), for every chunk, those
-  without text (tool-call chunks, the closing one) included;
+  ``usage_metadata``, ``response_metadata``, ...) for every chunk, those without
+  text (tool-call chunks, the closing one) included, and on a model call's first
+  chunk ``metadata`` (the call's LangGraph metadata: ``langgraph_step``,
+  ``langgraph_node``, ``langgraph_path``, ``checkpoint_ns``, ``ls_*``, ...);
 - ``tool_call_start`` ``{node, name, tool_call_id, input}`` and
   ``tool_call_end`` ``{node, name, tool_call_id, output | error}``;
 - ``step`` ``{node, step, update}``: a node of the graph finished (``step`` is
@@ -257,6 +257,7 @@ class EventCapture(BaseCallbackHandler):
         self._root: UUID | None = None
         self._nodes: dict[UUID, tuple[str, int, dict[str, Any]]] = {}
         self._models: dict[UUID, tuple[str, dict[str, Any]]] = {}
+        self._described: set[UUID] = set()
         self._tools: dict[UUID, dict[str, Any]] = {}
 
     # The graph and its nodes.
@@ -361,6 +362,9 @@ class EventCapture(BaseCallbackHandler):
             return  # tool-call chunks and empty keep-alives carry no text
         with self._lock:
             node, metadata = self._models.get(run_id, ("", {}))
+            # The call's metadata rides on its first chunk only: the same for all.
+            first = run_id not in self._described
+            self._described.add(run_id)
         data: dict[str, Any] = {"node": node, "text": token}
         message_id = getattr(message, "id", None)
         if self.message_ids and isinstance(message_id, str):
@@ -368,16 +372,19 @@ class EventCapture(BaseCallbackHandler):
         if whole:
             # The chunk as LangGraph's server streams it, every field of it.
             data["chunk"] = to_jsonable(message, whole=True)
-            data["metadata"] = metadata
+            if first:
+                data["metadata"] = metadata
         self.events.emit("token", data)
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:
             self._models.pop(run_id, None)
+            self._described.discard(run_id)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:
             self._models.pop(run_id, None)
+            self._described.discard(run_id)
 
     # Tools.
 

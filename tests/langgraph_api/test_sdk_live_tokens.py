@@ -16,6 +16,11 @@ after the first, so "the model is mid-reply" is a state the test holds, not a ti
 from __future__ import annotations
 
 import asyncio
+import json
+import os
+import re
+import shutil
+import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -36,6 +41,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from tests.support.agents import PATIENCE, Agent
 from tests.support.langgraph_host import start_host
 from tests.support.nats import NatsServer
+from tests.support.procs import spawn_child
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -68,6 +74,7 @@ RUN_KEYS = {
     "assistant_id",
     "run_attempt",
     "langgraph_host",
+    "langgraph_version",
     "langgraph_api_url",
     "thread_id",
     "run_id",
@@ -410,4 +417,96 @@ async def test_an_unknown_stream_kind_is_refused_before_a_run_starts(
         assert "X-Turnkeeper-Stream" in refused.json()["detail"]
         assert await sdk.runs.list(thread["thread_id"]) == []
     finally:
+        await host.close()
+
+
+# -- the same graph and client under `langgraph dev`, the reference -------------------------
+
+# `langgraph dev` runs from a virtualenv of its own (bench/langgraph-dev.txt, decision 217).
+LANGGRAPH = Path(
+    os.environ.get("TURNKEEPER_BENCH_LANGGRAPH")
+    or Path.home() / ".cache" / "turnkeeper-bench" / "langgraph-dev" / "bin" / "langgraph"
+)
+HAVE_LANGGRAPH = LANGGRAPH.exists()
+
+
+@pytest.fixture
+async def langgraph_dev(tmp_path: Path) -> AsyncIterator[str]:
+    """`langgraph dev` serving graphs/chat.py, from a copy (it writes its in-memory
+    state's flushes beside the config)."""
+    if not HAVE_LANGGRAPH:
+        missing = f"no `langgraph dev` at {LANGGRAPH}: make it from bench/langgraph-dev.txt"
+        if os.environ.get("TURNKEEPER_REQUIRE_REFERENCE") == "1":
+            pytest.fail(missing + " (.ci/run makes it and requires it)")
+        pytest.skip(reason=missing)
+    app = tmp_path / "app"
+    app.mkdir()
+    shutil.copy(CHAT.parent / "chat.py", app / "chat.py")
+    (app / "langgraph.json").write_text(
+        json.dumps({"dependencies": ["."], "graphs": {"chat": "./chat.py:graph"}})
+    )
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = await spawn_child(
+        str(LANGGRAPH),
+        "dev",
+        "--config",
+        str(app / "langgraph.json"),
+        "--port",
+        str(port),
+        "--no-browser",
+        "--no-reload",
+        cwd=app,
+        stdin=asyncio.subprocess.DEVNULL,
+        env={**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false"},
+    )
+    server = Agent(proc, "langgraph-dev")
+    try:
+        await server.wait_line(lambda line: "Application started up" in line)
+        # It moves to another port when the one asked for was taken meanwhile.
+        moved = re.search(r"using port (\d+) instead", "\n".join(server.lines))
+        yield f"http://127.0.0.1:{moved.group(1) if moved else port}"
+    finally:
+        await server.close()
+
+
+def shape(parts: list[StreamPart]) -> list[Any]:
+    """What a client can tell of a stream apart from ids and times: each part's
+    event and, for a message part, its type, content and keys."""
+    shown: list[Any] = []
+    for part in parts:
+        if part.event == "messages":
+            message, metadata = part.data
+            keys = sorted(set(metadata) - NOT_SENT)
+            shown.append(("messages", message["type"], message["content"], sorted(message), keys))
+        elif part.event == "updates":
+            [(node, update)] = part.data.items()
+            shown.append(("updates", node, [sorted(m) for m in update.get("messages", [])]))
+        else:
+            shown.append((part.event,))
+    return shown
+
+
+async def test_the_stream_is_the_reference_servers_part_for_part(
+    service: TurnkeeperServer, nats_server: NatsServer, sdk: LangGraphClient, langgraph_dev: str
+) -> None:
+    host = await start_host(CHAT, **hosting(service, nats_server, None))
+    reference = get_client(url=langgraph_dev)
+    try:
+        streams = []
+        for client in (reference, sdk):
+            thread = await client.threads.create()
+            streams.append(
+                [
+                    p
+                    async for p in client.runs.stream(
+                        thread["thread_id"], "chat", input=QUESTION, stream_mode=MODES
+                    )
+                ]
+            )
+        theirs, ours = (shape(s) for s in streams)
+        assert ours == theirs
+    finally:
+        await reference.http.client.aclose()
         await host.close()

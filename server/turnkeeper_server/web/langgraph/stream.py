@@ -165,8 +165,11 @@ class Translator:
     def _on_step(self, data: dict[str, Any]) -> Iterable[Part]:
         self._message = None
         node = str(data.get("node"))
+        yield from self._returned(node, data)
         if "updates" in self.modes:
             yield "updates", {node: data.get("update")}
+
+    def _returned(self, node: str, data: dict[str, Any]) -> Iterable[Part]:
         if "messages-tuple" not in self.modes:
             return
         # The messages the node returned that were not streamed (a tool's result, a

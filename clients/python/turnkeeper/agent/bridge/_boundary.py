@@ -66,9 +66,10 @@ class BoundarySaver(RemoteSaver):
         super().__init__(*args, **kwargs)
         self._logs: dict[tuple[str, int], EventLog] = {}
         self._logs_lock = threading.Lock()
-        #: Set: each checkpoint of a turn is preceded by a ``values`` event of the
-        #: state it holds (this function's view of its channel values), so it is
-        #: retained with the checkpoint and a rewind to it keeps it.
+        #: Set: each checkpoint of a turn (but the input's, step -1) is preceded by
+        #: a ``values`` event of the state it holds (this function's view of its
+        #: channel values), so it is retained with the checkpoint and a rewind to
+        #: it keeps it.
         self.values_of: Callable[[Mapping[str, Any]], Any] | None = None
         #: Set: each root checkpoint of a turn records, under ``graph`` in its
         #: mark, what this function says about the code that wrote it (its graph
@@ -105,7 +106,9 @@ class BoundarySaver(RemoteSaver):
         events = self._log_for(config)
         if events is None:
             return await super().aput(config, checkpoint, metadata, new_versions)
-        if self.values_of is not None:
+        if self.values_of is not None and metadata.get("source") != "input":
+            # Not the input's checkpoint (step -1), whose state is the one before the
+            # input is applied: LangGraph streams no `values` for it either.
             events.emit("values", {"values": self.values_of(checkpoint["channel_values"])})
 
         async def store(boundary: int) -> tuple[RunnableConfig, int]:

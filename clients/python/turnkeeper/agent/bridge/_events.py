@@ -51,6 +51,7 @@ other wrote (decision 271).
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import logging
 import threading
 from collections.abc import Awaitable, Callable
@@ -75,6 +76,9 @@ MAX_BATCH: Final = 500
 
 Append = Callable[[turns_pb2.AppendEventsRequest], Awaitable[turns_pb2.AppendEventsResponse]]
 T = TypeVar("T")
+
+# LangGraph's server names its langgraph in every message part's metadata.
+_LANGGRAPH_VERSION: Final = importlib.metadata.version("langgraph")
 
 # Metadata keys that say which execution ran, not what it did.
 _PRIVATE_METADATA: Final = frozenset({TURN_ID_KEY, ATTEMPT_KEY})
@@ -304,9 +308,12 @@ class EventCapture(BaseCallbackHandler):
         if not self.message_ids or not metadata:
             return {}
         return {
-            str(k): to_jsonable(v)
-            for k, v in metadata.items()
-            if k not in _PRIVATE_METADATA and not str(k).startswith("__")
+            "langgraph_version": _LANGGRAPH_VERSION,
+            **{
+                str(k): to_jsonable(v)
+                for k, v in metadata.items()
+                if k not in _PRIVATE_METADATA and not str(k).startswith("__")
+            },
         }
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:

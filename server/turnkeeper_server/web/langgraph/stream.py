@@ -5,14 +5,18 @@ sent by the agent: the service holds the journal, so a stream can be joined at a
 moment, resumed with ``Last-Event-ID`` for as long as the events are retained, and
 followed across a crash of the agent running the run.
 
-The rewind rule (docs/langgraph-api.md, decision 210): a stream carries only the
-*settled* events, those no re-drive can take back (engine/watch.py
-``follow_settled``: at or before the newest checkpoint's boundary, or all of them
-once the run is parked or over). So no part is ever retracted or repeated and the
-SSE ids are the journal's seqs, stable for a resume; a step's parts reach the
-client when the step's checkpoint is durable. When the agent dies mid-step, what
-the dead execution produced after its last checkpoint was never sent, and the
-re-run's parts are the only ones the client sees.
+The rewind rule (docs/langgraph-api.md, decisions 210, 290-292). Live (the
+default): a model's ``token`` events go out as soon as they are journaled, every
+other event once *settled*, in seq order (engine/watch.py ``follow_live``). When a
+re-drive takes tokens back, the stream sends a ``remove`` message part (LangGraph's
+RemoveMessage) for each message they streamed, then the rewound-to state as
+``values`` (``Translator.rewound``), then the re-run's parts; SSE ids are
+``live_id(seq, attempt)``, so a resume knows whether what it saw still stands.
+Settled (``X-Turnkeeper-Stream: settled`` or the service's ``--langgraph-stream``):
+only the events no re-drive can take back (``follow_settled``: at or before the
+newest checkpoint's boundary, or all once the run is parked or over), so no part is
+ever retracted and the SSE ids are the journal's seqs; a step's parts, its tokens
+included, reach the client when the step's checkpoint is durable.
 
 Parts per journaled event (stream modes as LangGraph names them):
 
@@ -21,9 +25,12 @@ event                     parts
 ========================  ===========================================================
 ``values``                ``values``: the state at a checkpoint (hosts with
                           ``langgraph_api``)
-``step``                  ``updates``: ``{node: update}``
-``token``                 ``messages`` (mode ``messages-tuple``): ``[chunk, metadata]``;
-                          mode ``messages``: ``messages/partial`` with the text so far
+``step``                  ``updates``: ``{node: update}``; before it, ``messages``
+                          ``[message, metadata]`` for each message the node returned
+                          that was not streamed
+``token``                 ``messages`` (mode ``messages-tuple``): ``[chunk, metadata]``,
+                          the chunk whole as the agent journaled it; mode
+                          ``messages``: ``messages/partial`` with the text so far
 ``interrupt``             ``updates``: ``{"__interrupt__": [...]}``; ``values``: the
                           last state with ``__interrupt__``
 ``final``                 ``values``: the output, when no ``values`` event came

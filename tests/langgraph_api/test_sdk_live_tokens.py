@@ -41,6 +41,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from tests.support.agents import PATIENCE, Agent
 from tests.support.langgraph_host import start_host
 from tests.support.nats import NatsServer
+from tests.support.node import NO_PROXY_ENV, NODE, npm_run
 from tests.support.procs import spawn_child
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
@@ -510,3 +511,83 @@ async def test_the_stream_is_the_reference_servers_part_for_part(
     finally:
         await reference.http.client.aclose()
         await host.close()
+
+
+# -- useStream's engine --------------------------------------------------------------------
+
+JS = Path(__file__).resolve().parent / "js"
+
+
+@pytest.fixture(scope="module")
+def js_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A copy of js/ with its locked packages installed (`npm ci`)."""
+    if NODE is None or shutil.which("npm") is None:
+        pytest.skip(reason="node and npm are not on PATH: the JS SDK cannot be run")
+    package = tmp_path_factory.mktemp("langgraph-js-live") / "js"
+    shutil.copytree(JS, package, ignore=shutil.ignore_patterns("node_modules"))
+    npm_run(["ci", "--prefer-offline", "--no-audit", "--no-fund"], package)
+    return package
+
+
+async def test_use_streams_engine_shows_the_partial_reply_vanish(
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    sdk: LangGraphClient,
+    gate: tuple[Gate, str],
+    js_package: Path,
+) -> None:
+    g, address = gate
+    spawn = hosting(service, nats_server, address)
+    hosts: list[Agent] = [await start_host(CHAT, **spawn)]
+    assert NODE is not None and service.web is not None
+    proc = await asyncio.create_subprocess_exec(
+        NODE,
+        str(js_package / "use_stream_rewind.mjs"),
+        service.web.url.rstrip("/"),
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+        env={**os.environ, **NO_PROXY_ENV},
+    )
+    assert proc.stdout is not None
+    renders: list[dict[str, Any]] = []
+
+    async def until(predicate: Any) -> None:
+        while not any(predicate(r) for r in renders):
+            raw = await asyncio.wait_for(proc.stdout.readline(), PATIENCE)  # type: ignore[union-attr]
+            assert raw, "useStream's engine ended early"
+            renders.append(json.loads(raw))
+
+    def replying(render: dict[str, Any]) -> bool:
+        return any(text == "one two three" for _, text in render.get("messages", []))
+
+    try:
+        reply = await g.next_reply()
+        await g.release(reply, 2)
+        await until(replying)
+        partial_id = next(
+            i for i, t in next(filter(replying, renders))["messages"] if t == "one two three"
+        )
+        await hosts[0].kill()
+        hosts.append(await start_host(CHAT, **spawn))
+        await g.release(await g.next_reply(), WORDS - 1)
+        await until(lambda r: "final" in r)
+        assert await asyncio.wait_for(proc.wait(), PATIENCE) == 0
+    finally:
+        if proc.returncode is None:
+            proc.kill()
+            await proc.wait()
+        for host in hosts:
+            await host.close()
+    shown = [r["messages"] for r in renders if "messages" in r]
+    # Each render shows each message once; the partial reply was shown, then gone
+    # (before the new reply began), and the end is the thread's conversation.
+    for messages in shown:
+        ids = [i for i, _ in messages]
+        assert len(ids) == len(set(ids)), messages
+    with_partial = [k for k, m in enumerate(shown) if partial_id in {i for i, _ in m}]
+    gone = with_partial[-1] + 1
+    assert [i for i, _ in shown[gone]] == ["q-1"], shown[gone]
+    final = renders[-1]
+    assert final["final"] == final["state"]
+    assert [t for _, t in final["final"]] == ["count", REPLY, "noted 2 messages"]
+    assert partial_id not in {i for i, _ in final["final"]}

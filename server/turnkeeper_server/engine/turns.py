@@ -182,10 +182,16 @@ class Turns:
         return follow_settled(self.db, self.notifier, self.metrics, turn_id, after_seq)
 
     def watch_live(
-        self, turn_id: str, after_seq: int, *, after_attempt: int | None, live: frozenset[str]
+        self,
+        turn_id: str,
+        after_seq: int,
+        *,
+        after_attempt: int | None,
+        waits: Callable[[str], bool],
     ) -> AsyncGenerator[EventRecord | Rewound]:
-        """The settled events, and `live` ones as they come, with a `Rewound` when a
-        re-drive takes live ones back (engine/watch.py, the LangGraph API)."""
+        """The events as they come but those `waits` holds back until settled, with a `Rewound`
+        when a re-drive takes released ones back (engine/watch.py, the LangGraph
+        API)."""
         return follow_live(
             self.db,
             self.notifier,
@@ -193,7 +199,7 @@ class Turns:
             turn_id,
             after_seq,
             after_attempt=after_attempt,
-            live=live,
+            waits=waits,
         )
 
     # -- transitions ----------------------------------------------------------------

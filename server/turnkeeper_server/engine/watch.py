@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import functools
 from collections import defaultdict
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 
 from turnkeeper_server.journal import transitions
@@ -184,14 +184,15 @@ async def follow_live(
     after_seq: int,
     *,
     after_attempt: int | None = None,
-    live: frozenset[str],
+    waits: Callable[[str], bool],
 ) -> AsyncGenerator[EventRecord | Rewound]:
-    """`follow_settled`, but events of a `live` type (a model's tokens) go out as
-    soon as they are journaled, ahead of their step's checkpoint. Events are still
-    released in seq order: an unsettled event of another type holds back those
-    after it until it settles, so only `live` events can ever be taken back. When
-    a re-drive takes released ones back, a `Rewound` says where the turn now
-    stands, and the re-run's events follow from there.
+    """`follow_settled`, but events go out as soon as they are journaled, ahead of
+    their step's checkpoint, but for those of a type `waits` says must wait (what a
+    reader could not take back: a step's update, a state). Events are still
+    released in seq order: an unsettled held event holds back those after it until
+    it settles, so only events of other types (a model's tokens) can ever be taken
+    back. When a re-drive takes released ones back, a `Rewound` says where the turn
+    now stands, and the re-run's events follow from there.
 
     `after_attempt`: the attempt of the event at `after_seq` the reader had (a
     resume); None when unknown (a settled stream's position, which no rewind takes
@@ -235,7 +236,7 @@ async def follow_live(
                 held = False
                 for event in events:
                     if event.seq > limit:
-                        if event.type not in live:
+                        if waits(event.type):
                             held = True
                             break
                         released.append(event)

@@ -44,8 +44,8 @@ from turnkeeper_server.web.langgraph.api import (
 )
 from turnkeeper_server.web.langgraph.errors import ApiError, not_found
 from turnkeeper_server.web.langgraph.stream import (
-    LIVE_EVENTS,
     Translator,
+    held,
     live_id,
     modes_of,
     position_of,
@@ -243,7 +243,7 @@ async def _live_parts(
     if after > 0:
         prime(after)
     async for item in deps.engine.turns.watch_live(
-        turn.turn_id, after, after_attempt=after_attempt, live=LIVE_EVENTS
+        turn.turn_id, after, after_attempt=after_attempt, waits=held
     ):
         if isinstance(item, Rewound):
             if not item.taken:

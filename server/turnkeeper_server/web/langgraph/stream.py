@@ -57,9 +57,17 @@ STREAM_MODES: Final = frozenset(
 
 Part = tuple[str, Any]
 
-# The events a live stream sends before their step's checkpoint (a model's tokens),
-# and those that make no part, which need not wait either.
-LIVE_EVENTS: Final = frozenset({"token", "tool_call_start", "tool_call_end"})
+# The events a live stream sends before their step's checkpoint: a model's tokens
+# (a rewind takes them back with `remove` parts), and those that make no part.
+LIVE_EVENTS: Final = frozenset({"token"})
+
+
+def held(event_type: str) -> bool:
+    """Whether a live stream holds an event of this type until it is settled: it
+    makes parts, and they are not tokens (nothing could take them back)."""
+    return event_type not in LIVE_EVENTS and hasattr(
+        Translator, "_on_" + event_type.replace(".", "_")
+    )
 
 
 def modes_of(raw: Any) -> frozenset[str]:

@@ -189,9 +189,9 @@ class Turns:
         after_attempt: int | None,
         waits: Callable[[str], bool],
     ) -> AsyncGenerator[EventRecord | Rewound]:
-        """The events as they come but those `waits` holds back until settled, with a `Rewound`
-        when a re-drive takes released ones back (engine/watch.py, the LangGraph
-        API)."""
+        """The events as they come but those `waits` holds back until settled, with a
+        `Rewound` when a re-drive takes released ones back (engine/watch.py, the
+        LangGraph API)."""
         return follow_live(
             self.db,
             self.notifier,

@@ -12,6 +12,7 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import urlencode
 
+import httpx
 import pytest
 from aiohttp import web
 from langgraph_sdk import get_client
@@ -155,3 +156,22 @@ async def test_the_partial_reply_vanishes_and_the_new_one_streams(
     finally:
         for host in hosts:
             await host.close()
+
+
+async def test_a_page_may_ask_for_the_settled_stream(
+    page_origin: str, service: TurnkeeperServer
+) -> None:
+    """X-Turnkeeper-Stream passes a CORS preflight from the page's origin."""
+    assert service.web is not None
+    async with httpx.AsyncClient(base_url=service.web.url.rstrip("/")) as http:
+        answer = await http.options(
+            "/threads/any/runs/stream",
+            headers={
+                "Origin": page_origin,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "content-type,x-turnkeeper-stream",
+            },
+        )
+    assert answer.status_code in (200, 204)
+    allowed = answer.headers["Access-Control-Allow-Headers"].lower()
+    assert "x-turnkeeper-stream" in allowed

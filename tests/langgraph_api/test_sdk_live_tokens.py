@@ -591,3 +591,33 @@ async def test_use_streams_engine_shows_the_partial_reply_vanish(
     assert final["final"] == final["state"]
     assert [t for _, t in final["final"]] == ["count", REPLY, "noted 2 messages"]
     assert partial_id not in {i for i, _ in final["final"]}
+
+
+async def test_a_deployment_may_stream_settled_and_a_stream_ask_for_live(
+    make_service: Any, nats_server: NatsServer
+) -> None:
+    """--langgraph-stream settled: bare-seq ids (nothing taken back); a stream's
+    X-Turnkeeper-Stream: live gets the live stream's ids (seq and attempt)."""
+    settled: TurnkeeperServer = await make_service(
+        nats_url=nats_server.url, http_listen="127.0.0.1:0", langgraph_stream="settled"
+    )
+    assert settled.web is not None
+    host = await start_host(CHAT, **hosting(settled, nats_server, None))
+    client = get_client(url=settled.web.url.rstrip("/"))
+    try:
+        ids: dict[str, list[int]] = {}
+        for kind in ("settled", "live"):
+            thread = await client.threads.create()
+            headers = {"X-Turnkeeper-Stream": "live"} if kind == "live" else None
+            ids[kind] = [
+                int(p.id)
+                async for p in client.runs.stream(
+                    thread["thread_id"], "chat", input=QUESTION, stream_mode=MODES, headers=headers
+                )
+                if p.id
+            ]
+        assert ids["settled"] and max(ids["settled"]) < 10**9
+        assert ids["live"] and min(ids["live"]) > 10**9
+    finally:
+        await client.http.client.aclose()
+        await host.close()

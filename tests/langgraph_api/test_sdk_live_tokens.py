@@ -15,6 +15,7 @@ after the first, so "the model is mid-reply" is a state the test holds, not a ti
 
 from __future__ import annotations
 
+import argparse
 import asyncio
 import json
 import os
@@ -37,6 +38,7 @@ from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.schema import StreamPart
 from turnkeeper_server.app import TurnkeeperServer
+from turnkeeper_server.main import add_serve_arguments, settings_from_args
 
 from tests.support.agents import PATIENCE, Agent
 from tests.support.langgraph_host import start_host
@@ -621,3 +623,21 @@ async def test_a_deployment_may_stream_settled_and_a_stream_ask_for_live(
     finally:
         await client.http.client.aclose()
         await host.close()
+
+
+def test_the_stream_setting_its_flag_and_its_environment_variable(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    parser = argparse.ArgumentParser()
+    add_serve_arguments(parser)
+    assert (
+        settings_from_args(parser.parse_args(["--data-dir", str(tmp_path)]), None).langgraph_stream
+        == "live"
+    )
+    flagged = parser.parse_args(["--data-dir", str(tmp_path), "--langgraph-stream", "settled"])
+    assert settings_from_args(flagged, None).langgraph_stream == "settled"
+    monkeypatch.setenv("TURNKEEPER_LANGGRAPH_STREAM", "eventually")
+    from_env = argparse.ArgumentParser()
+    add_serve_arguments(from_env)
+    with pytest.raises(ValueError, match="TURNKEEPER_LANGGRAPH_STREAM='eventually'"):
+        settings_from_args(from_env.parse_args(["--data-dir", str(tmp_path)]), None)

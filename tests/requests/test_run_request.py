@@ -129,6 +129,16 @@ RUNS: list[tuple[str, dict[str, Any], RunRequest]] = [
         RunRequest(options=RunOptions(interrupt_before="*", interrupt_after=["a", "b"])),
     ),
     ("an empty list is no interrupt", {"interrupt_before": []}, RunRequest()),
+    (
+        "stream modes only some runs journal, and subgraphs",
+        {"stream_mode": ["values", "tasks", "debug"], "stream_subgraphs": True},
+        RunRequest(options=RunOptions(stream=["debug", "subgraphs", "tasks"])),
+    ),
+    (
+        "stream modes every run journals are no option",
+        {"stream_mode": "updates", "stream_subgraphs": False},
+        RunRequest(),
+    ),
 ]
 
 
@@ -176,6 +186,7 @@ OPTIONS: list[tuple[dict[str, Any], Any, RunOptions]] = [
         RunOptions(interrupt_before=["a"], interrupt_after="*"),
     ),
     ({"interrupt_before": [], "interrupt_after": None}, None, RunOptions()),
+    ({"stream": ["tasks", "checkpoints"]}, "hi", RunOptions(stream=["checkpoints", "tasks"])),
 ]
 
 
@@ -195,6 +206,11 @@ REFUSED_OPTIONS: list[tuple[Any, Any, str]] = [
     ({"checkpoint_id": ""}, None, "run.checkpoint_id must be a non-empty string"),
     ({"checkpoint_id": 1}, None, "run.checkpoint_id must be a non-empty string"),
     ({"interrupt_after": "node"}, None, "run.interrupt_after must be '*' or a list of node names"),
+    (
+        {"stream": ["events"]},
+        None,
+        "run.stream must be a list of checkpoints, tasks, debug, subgraphs",
+    ),
 ]
 
 

@@ -9,7 +9,9 @@ places that read one.
   execution of the turn runs the same way.
 
 The options are a ``Command`` (resume, update, goto) instead of input, a checkpoint
-to start from (a fork), and static interrupts. A wrong request raises ValueError
+to start from (a fork), static interrupts, and what the run's stream shows beyond
+what every run journals (``stream``: the stream modes ``checkpoints``, ``tasks``,
+``debug`` and ``subgraphs``, for ``stream_subgraphs``). A wrong request raises ValueError
 saying what is wrong, in the words of the request it came in (``run.checkpoint_id``
 on the bridge, ``checkpoint_id`` over HTTP); each door answers it as its own
 invalid-request error.
@@ -24,7 +26,15 @@ from typing import Any, Final
 from turnkeeper import _multitask as multitask
 
 #: The option names, as journaled and as the bridge's ``run`` param holds them.
-OPTION_NAMES: Final = ("command", "checkpoint_id", "interrupt_before", "interrupt_after")
+OPTION_NAMES: Final = (
+    "command",
+    "checkpoint_id",
+    "interrupt_before",
+    "interrupt_after",
+    "stream",
+)
+#: What a run's ``stream`` option may name: what the agent journals for it only.
+STREAM_CAPTURES: Final = ("checkpoints", "tasks", "debug", "subgraphs")
 COMMAND_KEYS: Final = ("resume", "update", "goto")
 # What a run does when its thread does not exist, and when its streaming client goes
 # away; the default first.
@@ -41,6 +51,8 @@ class RunOptions:
     # "*" (every node) or node names.
     interrupt_before: list[str] | str | None = None
     interrupt_after: list[str] | str | None = None
+    # Of STREAM_CAPTURES, sorted: journaled for this run's stream.
+    stream: list[str] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The options asked for, by name: the bridge's ``run`` param, and what the
@@ -81,6 +93,7 @@ def parse_run_request(body: Mapping[str, Any]) -> RunRequest:
         body.get("interrupt_before"),
         body.get("interrupt_after"),
         where="",
+        stream=_captures(body.get("stream_mode"), body.get("stream_subgraphs")),
     )
     return RunRequest(
         input=payload,
@@ -106,7 +119,19 @@ def parse_run_options(value: Any, payload: Any) -> RunOptions:
         value.get("interrupt_before"),
         value.get("interrupt_after"),
         where="run.",
+        stream=value.get("stream"),
     )
+
+
+def _captures(stream_mode: Any, subgraphs: Any) -> list[str] | None:
+    """What a request's ``stream_mode`` and ``stream_subgraphs`` ask the agent to
+    journal beyond every run's events (the modes themselves are checked by the
+    service's stream)."""
+    modes = [stream_mode] if isinstance(stream_mode, str) else stream_mode
+    named = set(modes) if isinstance(modes, list) else set()
+    if subgraphs is True:
+        named.add("subgraphs")
+    return sorted(named & set(STREAM_CAPTURES)) or None
 
 
 def _command(value: Any, payload: Any, *, where: str) -> dict[str, Any] | None:
@@ -133,6 +158,7 @@ def _options(
     interrupt_after: Any,
     *,
     where: str,
+    stream: Any = None,
 ) -> RunOptions:
     if checkpoint_id is not None and (not isinstance(checkpoint_id, str) or not checkpoint_id):
         raise ValueError(f"{where}checkpoint_id must be a non-empty string")
@@ -144,6 +170,10 @@ def _options(
             continue
         if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
             raise ValueError(f"{where}{name} must be '*' or a list of node names")
+    if stream is not None and (
+        not isinstance(stream, list) or not all(n in STREAM_CAPTURES for n in stream)
+    ):
+        raise ValueError(f"{where}stream must be a list of {', '.join(STREAM_CAPTURES)}")
     # None fields are LangGraph's defaults: left out, and a command of none is none.
     given = {k: v for k, v in (command or {}).items() if v is not None}
     return RunOptions(
@@ -152,6 +182,7 @@ def _options(
         # An empty list is no static interrupt, as LangGraph reads it.
         interrupt_before=interrupt_before or None,
         interrupt_after=interrupt_after or None,
+        stream=sorted(set(stream)) if stream else None,
     )
 
 

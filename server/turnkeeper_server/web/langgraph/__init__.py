@@ -41,6 +41,12 @@ def add_routes(app: web.Application, deps: Deps) -> None:
     route("GET", "/assistants/{assistant_id}/graph", assistants.graph, assistant_read)
     route("GET", "/assistants/{assistant_id}/schemas", assistants.schemas, assistant_read)
     route("GET", "/assistants/{assistant_id}/subgraphs", assistants.subgraphs, assistant_read)
+    route(
+        "GET",
+        "/assistants/{assistant_id}/subgraphs/{namespace}",
+        assistants.subgraphs,
+        assistant_read,
+    )
 
     route("POST", "/threads", threads.create)
     route("POST", "/threads/search", threads.search)

@@ -24,7 +24,7 @@ from turnkeeper_server.web.langgraph.api import (
     limit_offset,
     require,
 )
-from turnkeeper_server.web.langgraph.errors import not_found
+from turnkeeper_server.web.langgraph.errors import ApiError, not_found
 from turnkeeper_server.web.relay import NotAnswered
 
 
@@ -65,13 +65,18 @@ async def count(request: web.Request, caller: Caller | None, deps: Deps) -> web.
     return json_response(len(await _matching(request, caller, deps)))
 
 
-async def describe(deps: Deps, caller: Caller | None, assistant: str) -> dict[str, Any]:
-    """The agent's description from one of its replicas; 404 when none serves it."""
+async def describe(
+    deps: Deps, caller: Caller | None, assistant: str, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The agent's description from one of its replicas; 404 when none serves it.
+    `params`: what else to draw or list (`langgraph/describe`'s xray, subgraphs)."""
     require(caller, READ)
     if caller is not None and caller.role == auth.AGENT and caller.agent != assistant:
         raise not_found(f"assistant {assistant}")
     try:
-        described = await deps.relay.call(caller, assistant, auth.JSONRPC_GRAPH_DESCRIBE, {})
+        described = await deps.relay.call(
+            caller, assistant, auth.JSONRPC_GRAPH_DESCRIBE, params or {}
+        )
     except NotAnswered as exc:
         if exc.dispatched:
             raise
@@ -95,8 +100,20 @@ async def get(request: web.Request, caller: Caller | None, deps: Deps) -> web.St
 
 
 async def graph(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
-    described = await describe(deps, caller, agent_id(request.match_info["assistant_id"]))
+    xray = _xray(request.query.get("xray", "false"))
+    described = await describe(
+        deps, caller, agent_id(request.match_info["assistant_id"]), {"xray": xray} if xray else None
+    )
     return json_response(described.get("graph") or {"nodes": [], "edges": []})
+
+
+def _xray(raw: str) -> bool | int:
+    """`?xray=`: true, false, or how many levels of subgraphs to draw."""
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    if raw.isdigit():
+        return int(raw)
+    raise ApiError(422, "xray must be true, false or a whole number of subgraph levels")
 
 
 async def schemas(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
@@ -105,5 +122,14 @@ async def schemas(request: web.Request, caller: Caller | None, deps: Deps) -> we
 
 
 async def subgraphs(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
-    await describe(deps, caller, agent_id(request.match_info["assistant_id"]))
-    return json_response({})
+    """The graph's subgraphs with their schemas, by namespace (all of them with
+    `recurse`; under `/subgraphs/{namespace}`, that one's)."""
+    recurse = request.query.get("recurse", "false").lower()
+    if recurse not in ("true", "false"):
+        raise ApiError(422, "recurse must be true or false")
+    asked: dict[str, Any] = {"recurse": recurse == "true"}
+    if namespace := request.match_info.get("namespace"):
+        asked["namespace"] = namespace
+    assistant = agent_id(request.match_info["assistant_id"])
+    described = await describe(deps, caller, assistant, {"subgraphs": asked})
+    return json_response(described.get("subgraphs") or {})

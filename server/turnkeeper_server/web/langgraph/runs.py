@@ -109,7 +109,9 @@ async def start_run(
     await rights.refuse_unless(deps, caller, needed, target)
     # A run with no input and no command on an interrupted thread goes on with it
     # (useStream's submit(null)); with a resume it answers the interrupt.
-    if run.resume_only or (parked and run.input is None and not run.command and not options):
+    # What the agent journals for the run's stream modes does not change what it runs.
+    runs_as = {k: v for k, v in options.items() if k != "stream"}
+    if run.resume_only or (parked and run.input is None and not run.command and not runs_as):
         if not parked:
             raise ApiError(409, f"thread {thread_id} has no interrupted run to resume")
         resume = run.command["resume"] if run.command else None

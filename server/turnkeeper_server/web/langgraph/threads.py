@@ -250,10 +250,16 @@ async def state(request: web.Request, caller: Caller | None, deps: Deps) -> web.
     require(caller, READ)
     params: dict[str, Any] = {}
     checkpoint_id = request.match_info.get("checkpoint_id")
+    subgraphs: Any = request.query.get("subgraphs", "false").lower() == "true"
     if request.method == "POST":
-        checkpoint_id = _checkpoint_id(await body_of(request))
+        body = await body_of(request)
+        checkpoint_id = _checkpoint_id(body)
+        subgraphs = body.get("subgraphs") is True
     if checkpoint_id:
         params["checkpoint_id"] = checkpoint_id
+    if subgraphs:
+        # A subgraph task's own state in its `state` (LangGraph's get_state).
+        params["subgraphs"] = True
     answer = await _graph_call(request, caller, deps, auth.JSONRPC_GRAPH_STATE, params)
     return json_response(
         answer if answer is not None else empty_thread_state(thread_id_of(request))

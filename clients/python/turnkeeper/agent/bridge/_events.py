@@ -26,6 +26,9 @@ Event types and their ``data``:
 - ``custom`` ``{data}``: what the graph wrote with ``get_stream_writer()`` (on a
   bridge serving the LangGraph API; read from the stream, so a crash right after
   its step's checkpoint can lose it);
+- ``stream`` ``{ns, mode, data}``: a part of the graph's own stream that a LangGraph
+  API run asked for beyond these (:class:`StreamCapture`: the ``checkpoints``,
+  ``tasks`` and ``debug`` modes, and its subgraphs' parts);
 - ``final`` ``{output}``: the graph's output; the service then appends ``turn.done``;
 - ``error`` ``{type, message}``: the graph raised; the service then appends
   ``turn.failed``.
@@ -52,7 +55,10 @@ from typing import Any, Final, TypeVar
 from uuid import UUID
 
 from langchain_core.callbacks import BaseCallbackHandler
+from langgraph._internal._constants import CONFIG_KEY_STREAM
 from langgraph.errors import GraphBubbleUp
+from langgraph.pregel.protocol import StreamProtocol
+from langgraph.types import StreamMode
 
 from turnkeeper.agent.bridge._convert import dumps, to_jsonable
 from turnkeeper.client import AsyncTurnkeeperClient
@@ -373,3 +379,62 @@ class EventCapture(BaseCallbackHandler):
             call = self._tools.pop(run_id, None)
         if call is not None and not isinstance(error, GraphBubbleUp):
             self.events.emit("tool_call_end", call | {"error": f"{type(error).__name__}: {error}"})
+
+
+class StreamCapture:
+    """What a LangGraph API run asks of the graph's own stream beyond every run's
+    events (its ``stream`` option, turnkeeper._run_request): the ``checkpoints``,
+    ``tasks`` and ``debug`` modes, and with ``subgraphs`` the ``values``, ``updates``
+    and ``custom`` parts of the graph's subgraphs, as ``stream`` events
+    ``{ns, mode, data}`` (``ns``: the namespace, ``[]`` for the root graph).
+
+    Handed to LangGraph as the run's stream (:meth:`configurable`), which every
+    Pregel loop of the run, a subgraph's too, writes its parts to as it produces
+    them, in the loop's own thread: so a step's parts are in the :class:`EventLog`
+    before the step's checkpoint is stored, and retained with it (the boundary rule).
+    The root graph's ``values`` and ``updates`` are journaled as every run's are
+    (``values``, ``step``); they are not repeated here."""
+
+    ROOT_MODES: Final[tuple[StreamMode, ...]] = ("checkpoints", "tasks", "debug")
+    SUBGRAPH_MODES: Final[tuple[StreamMode, ...]] = ("values", "updates", "custom")
+
+    def __init__(self, events: EventLog, captures: list[str]) -> None:
+        self.events = events
+        self.subgraphs = "subgraphs" in captures
+        modes: set[StreamMode] = {m for m in self.ROOT_MODES if m in captures}
+        if self.subgraphs:
+            modes.update(self.SUBGRAPH_MODES)
+        self.modes = modes
+
+    def configurable(self) -> dict[str, Any]:
+        """The run's configurable keys that make LangGraph write to this capture
+        (none when the run asks for nothing of it)."""
+        if not self.modes:
+            return {}
+        return {CONFIG_KEY_STREAM: StreamProtocol(self, self.modes)}
+
+    def __call__(self, chunk: tuple[tuple[str, ...], str, Any]) -> None:
+        ns, mode, data = chunk
+        if not ns and mode in self.SUBGRAPH_MODES:
+            return  # the root's: journaled as every run's are
+        if ns and not self.subgraphs:
+            return
+        data = _without_internals(to_jsonable(data, whole=True))
+        self.events.emit("stream", {"ns": list(ns), "mode": mode, "data": data})
+
+
+def _without_internals(value: Any) -> Any:
+    """A part without the run's private configurable keys (``__``-prefixed: the
+    effect ledger's snapshot, LangGraph's own), which a checkpoint's config holds."""
+    if isinstance(value, dict):
+        return {
+            k: (
+                {n: v for n, v in c.items() if not str(n).startswith("__")}
+                if k == "configurable" and isinstance(c := value[k], dict)
+                else _without_internals(value[k])
+            )
+            for k in value
+        }
+    if isinstance(value, list):
+        return [_without_internals(v) for v in value]
+    return value

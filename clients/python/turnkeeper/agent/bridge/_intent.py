@@ -11,9 +11,10 @@ one or a re-drive:
   thread to the entry node of its latest run (:mod:`turnkeeper.agent._reposition`), then
   run from there: the latest input is answered again;
 - ``{"__turnkeeper__": "run", "input", "command", "checkpoint_id",
-  "interrupt_before", "interrupt_after"}`` (:class:`RunIntent`): a LangGraph API run
-  with options: a ``Command`` (resume, update, goto) instead of input, a start at an
-  earlier checkpoint (a fork), and static interrupts, kept for every execution;
+  "interrupt_before", "interrupt_after", "stream"}`` (:class:`RunIntent`): a LangGraph
+  API run with options: a ``Command`` (resume, update, goto) instead of input, a start
+  at an earlier checkpoint (a fork), static interrupts, and the stream modes journaled
+  for it alone, kept for every execution;
 - anything else: new input, handed to the bridge's ``input_mapper``.
 
 An object with a top-level ``"__turnkeeper__"`` key is reserved for these markers;
@@ -76,6 +77,7 @@ def run_intent(journaled: Any) -> RunIntent | None:
             checkpoint_id=journaled.get("checkpoint_id"),
             interrupt_before=journaled.get("interrupt_before"),
             interrupt_after=journaled.get("interrupt_after"),
+            stream=journaled.get("stream"),
         ),
     )
 

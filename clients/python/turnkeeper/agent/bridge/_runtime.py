@@ -41,7 +41,7 @@ from langgraph.types import Command, Interrupt, StreamMode
 from turnkeeper.agent._reposition import at_checkpoint
 from turnkeeper.agent.bridge._boundary import BoundarySaver
 from turnkeeper.agent.bridge._convert import py_to_value, to_jsonable, value_to_py
-from turnkeeper.agent.bridge._events import FENCED, EventCapture, EventLog
+from turnkeeper.agent.bridge._events import FENCED, EventCapture, EventLog, StreamCapture
 from turnkeeper.agent.bridge._intent import RunIntent, is_regenerate, regenerate_point, run_intent
 from turnkeeper.agent.effect._snapshot import CONFIG_KEY as EFFECTS_SNAPSHOT_KEY
 from turnkeeper.agent.effect._snapshot import LedgerSnapshot
@@ -365,6 +365,14 @@ class Execution:
         intent = run_intent(value_to_py(self.assignment.turn.input))
         return {} if intent is None else intent.stream_kwargs()
 
+    def _stream_capture(self, events: EventLog) -> dict[str, Any]:
+        """The configurable keys of the run's own stream parts (its ``stream``
+        option), journaled as the graph produces them."""
+        intent = run_intent(value_to_py(self.assignment.turn.input))
+        if intent is None or not intent.options.stream:
+            return {}
+        return StreamCapture(events, intent.options.stream).configurable()
+
     async def _drive(self, events: EventLog) -> None:
         graph = self.runtime.graph
         config = self._config(events)
@@ -372,6 +380,10 @@ class Execution:
         interrupts: list[Interrupt] = []
         try:
             graph_input, config = await self._start_point(config)
+            config["configurable"] = {
+                **config["configurable"],
+                **self._stream_capture(events),
+            }
             static = self._stream_kwargs()
             async for mode, chunk in graph.astream(
                 graph_input,

@@ -1,0 +1,172 @@
+"""Stream modes and subgraphs as LangGraph's server has them, with its own SDK over a
+graph with a subgraph and a Send fan-out (graphs/nested.py): the root's `values` is
+the root's state only; `checkpoints`, `tasks` and `debug` parts; `stream_subgraphs`
+names a subgraph's parts by its namespace; a thread's state with its subgraph's;
+the subgraphs' descriptions and the graph drawn with them (`xray`). What each part
+holds was measured against `langgraph dev` with the same client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.errors import UnprocessableEntityError
+from turnkeeper_server.app import TurnkeeperServer
+
+from tests.support.langgraph_host import start_host
+from tests.support.nats import NatsServer
+
+pytestmark = [pytest.mark.slow, pytest.mark.both_backends, pytest.mark.timeout(180)]
+
+NESTED = "nested"
+CONFIG = Path(__file__).resolve().parent / "graphs" / "nested.json"
+TOPICS = {"topics": ["a", "b"]}
+CHECKPOINT_KEYS = ["config", "metadata", "next", "parent_config", "tasks", "values"]
+TASK_KEYS = ["id", "input", "metadata", "name", "triggers"]
+RESULT_KEYS = ["error", "id", "interrupts", "name", "result"]
+
+
+@pytest.fixture
+async def nested(
+    service: TurnkeeperServer, nats_server: NatsServer, api_url: str
+) -> AsyncIterator[LangGraphClient]:
+    agent = await start_host(
+        CONFIG, service=service.address, nats_url=nats_server.url, replica="lg-nested"
+    )
+    sdk = get_client(url=api_url)
+    try:
+        yield sdk
+    finally:
+        await sdk.http.client.aclose()
+        await agent.close()
+
+
+async def _parts(sdk: LangGraphClient, modes: Any, **kwargs: Any) -> list[tuple[str, Any]]:
+    thread = await sdk.threads.create()
+    kwargs.setdefault("input", TOPICS)
+    stream = sdk.runs.stream(thread["thread_id"], NESTED, stream_mode=modes, **kwargs)
+    return [(p.event, p.data) async for p in stream if p.event != "metadata"]
+
+
+async def test_values_are_the_roots_state_only(nested: LangGraphClient) -> None:
+    values = [data for event, data in await _parts(nested, "values") if event == "values"]
+    # As `langgraph dev` streams it: the input applied, then after each root step;
+    # none of the subgraph's states (nor the empty one before the input).
+    assert [len(v["log"]) for v in values] == [0, 1, 3, 8]
+    assert all(v["topics"] == ["a", "b"] for v in values)
+
+
+async def test_checkpoints_tasks_and_debug_parts(nested: LangGraphClient) -> None:
+    checkpoints = await _parts(nested, "checkpoints")
+    assert {event for event, _ in checkpoints} == {"checkpoints"}
+    assert [sorted(data) for _, data in checkpoints] == [CHECKPOINT_KEYS] * 5
+    assert [
+        (d["metadata"]["source"], d["metadata"]["step"], d["next"]) for _, d in checkpoints
+    ] == [
+        ("input", -1, ["__start__"]),
+        ("loop", 0, ["plan"]),
+        ("loop", 1, ["work", "work"]),
+        ("loop", 2, ["inner"]),
+        ("loop", 3, []),
+    ]
+    configurable = checkpoints[-1][1]["config"]["configurable"]
+    assert configurable["checkpoint_ns"] == ""
+    assert not [key for key in configurable if key.startswith("__")]
+
+    tasks = await _parts(nested, "tasks")
+    shapes = [(d["name"], sorted(d)) for _, d in tasks]
+    assert shapes == [
+        ("plan", TASK_KEYS),
+        ("plan", RESULT_KEYS),
+        ("work", TASK_KEYS),
+        ("work", TASK_KEYS),
+        ("work", RESULT_KEYS),
+        ("work", RESULT_KEYS),
+        ("inner", TASK_KEYS),
+        ("inner", RESULT_KEYS),
+    ]
+    assert sorted(
+        d["input"]["topics"][0] for _, d in tasks if d["name"] == "work" and "input" in d
+    ) == [
+        "a",
+        "b",
+    ]
+
+    debug = await _parts(nested, "debug")
+    assert {event for event, _ in debug} == {"debug"}
+    kinds = [d["type"] for _, d in debug]
+    assert kinds.count("checkpoint") == 5
+    assert kinds.count("task") == kinds.count("task_result") == 4
+    first = debug[0][1]
+    assert sorted(first) == ["payload", "step", "timestamp", "type"]
+    assert first["step"] == -1
+    # LangGraph's server adds where the checkpoint is to a debug checkpoint.
+    assert sorted(first["payload"]) == sorted([*CHECKPOINT_KEYS, "checkpoint", "parent_checkpoint"])
+    assert first["payload"]["checkpoint"]["checkpoint_ns"] == ""
+
+
+async def test_stream_subgraphs_names_a_subgraphs_parts(nested: LangGraphClient) -> None:
+    parts = await _parts(nested, ["values", "updates"], stream_subgraphs=True)
+    names = [event for event, _ in parts]
+    inner = [n for n in names if "|" in n]
+    assert inner and all(n.split("|")[1].startswith("inner:") for n in inner)
+    assert [n.split("|")[0] for n in inner] == ["values", "updates", "values", "updates", "values"]
+    assert len({n.split("|")[1] for n in inner}) == 1
+    assert [d for n, d in parts if n.startswith("updates|")] == [
+        {"first": {"log": ["inner:first"], "note": "noted"}},
+        {"second": {"log": ["inner:second"]}},
+    ]
+    # The root's parts are the root's alone, as without subgraphs.
+    root_values = [d for n, d in parts if n == "values"]
+    assert [len(v["log"]) for v in root_values] == [0, 1, 3, 8]
+
+    plain = await _parts(nested, ["values", "updates"])
+    assert all("|" not in event for event, _ in plain)
+
+
+async def test_state_with_subgraphs_holds_the_subgraphs_own(nested: LangGraphClient) -> None:
+    thread = await nested.threads.create()
+    paused: Any = {"topics": ["a"], "pause": True}
+    await nested.runs.wait(thread["thread_id"], NESTED, input=paused)
+    plain: Any = await nested.threads.get_state(thread["thread_id"])
+    [task] = plain["tasks"]
+    assert task["name"] == "inner" and task["state"] is None
+    assert task["checkpoint"]["checkpoint_ns"].startswith("inner:")
+
+    deep: Any = await nested.threads.get_state(thread["thread_id"], subgraphs=True)
+    [task] = deep["tasks"]
+    assert task["checkpoint"] is None
+    state = task["state"]
+    assert state["values"]["log"] == ["plan", "work:a", "inner:first"]
+    assert state["next"] == ["second"]
+    assert state["checkpoint"]["checkpoint_ns"].startswith("inner:")
+    assert [i["value"] for i in state["interrupts"]] == [{"question": "go on?"}]
+
+
+async def test_subgraphs_and_the_graph_drawn_with_them(nested: LangGraphClient) -> None:
+    found: Any = await nested.assistants.get_subgraphs(NESTED)
+    assert list(found) == ["inner"]
+    assert sorted(found["inner"]) == [
+        "config_schema",
+        "context_schema",
+        "input_schema",
+        "output_schema",
+        "state_schema",
+    ]
+    assert set(found["inner"]["input_schema"]["properties"]) == {"log", "note", "pause"}
+    assert list(await nested.assistants.get_subgraphs(NESTED, namespace="inner")) == ["inner"]
+    assert await nested.assistants.get_subgraphs(NESTED, namespace="nowhere") == {}
+    assert list(await nested.assistants.get_subgraphs(NESTED, recurse=True)) == ["inner"]
+
+    flat = await nested.assistants.get_graph(NESTED)
+    assert [n["id"] for n in flat["nodes"]] == ["__start__", "plan", "work", "inner", "__end__"]
+    for xray in (True, 1):
+        drawn = await nested.assistants.get_graph(NESTED, xray=xray)
+        ids = {n["id"] for n in drawn["nodes"]}
+        assert {"inner:first", "inner:second"} <= ids and "inner" not in ids
+    with pytest.raises(UnprocessableEntityError):
+        await nested.http.get(f"/assistants/{NESTED}/graph", params={"xray": "deep"})

@@ -7,6 +7,7 @@ holds was measured against `langgraph dev` with the same client."""
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -24,10 +25,12 @@ pytestmark = [pytest.mark.slow, pytest.mark.both_backends, pytest.mark.timeout(1
 
 NESTED = "nested"
 CONFIG = Path(__file__).resolve().parent / "graphs" / "nested.json"
-TOPICS = {"topics": ["a", "b"]}
+TOPICS: Any = {"topics": ["a", "b"]}
 CHECKPOINT_KEYS = ["config", "metadata", "next", "parent_config", "tasks", "values"]
 TASK_KEYS = ["id", "input", "metadata", "name", "triggers"]
 RESULT_KEYS = ["error", "id", "interrupts", "name", "result"]
+# The nodes that run once: the root's and the subgraph's.
+NODES = ("plan", "inner", "first", "second")
 
 
 @pytest.fixture
@@ -107,6 +110,39 @@ async def test_checkpoints_tasks_and_debug_parts(nested: LangGraphClient) -> Non
     # LangGraph's server adds where the checkpoint is to a debug checkpoint.
     assert sorted(first["payload"]) == sorted([*CHECKPOINT_KEYS, "checkpoint", "parent_checkpoint"])
     assert first["payload"]["checkpoint"]["checkpoint_ns"] == ""
+
+
+async def test_events_mode_is_astream_events_v2(nested: LangGraphClient) -> None:
+    thread = await nested.threads.create()
+    stream = nested.runs.stream(thread["thread_id"], NESTED, input=TOPICS, stream_mode="events")
+    parts = [(p.event, p.data) async for p in stream]
+    run_id = parts[0][1]["run_id"]
+    events = [data for event, data in parts[1:]]
+    assert {event for event, _ in parts[1:]} == {"events"}
+    assert all(
+        sorted(e) == ["data", "event", "metadata", "name", "parent_ids", "run_id", "tags"]
+        for e in events
+    )
+    # As `langgraph dev` sends them: the graph's run (named after it, the run's id),
+    # each node's start, stream and end, the branch, the subgraph and its nodes.
+    first, last = events[0], events[-1]
+    assert (first["event"], first["name"], first["run_id"]) == ("on_chain_start", NESTED, run_id)
+    assert first["data"] == {"input": TOPICS}
+    assert (last["event"], last["name"], last["parent_ids"]) == ("on_chain_end", NESTED, [])
+    assert sorted(last["data"]) == ["output"] and len(last["data"]["output"]["log"]) == 8
+    counted = Counter((e["event"], e["name"]) for e in events[1:-1])
+    assert counted == Counter(
+        {
+            **{(f"on_chain_{kind}", n): 1 for kind in ("start", "stream", "end") for n in NODES},
+            **{(f"on_chain_{kind}", "work"): 2 for kind in ("start", "stream", "end")},
+            ("on_chain_start", "fan_out"): 1,
+            ("on_chain_end", "fan_out"): 1,
+            ("on_chain_start", "LangGraph"): 1,
+            ("on_chain_end", "LangGraph"): 1,
+        }
+    )
+    first_node = next(e for e in events if e["name"] == "first")
+    assert len(first_node["parent_ids"]) == 3 and first_node["parent_ids"][0] == run_id
 
 
 async def test_stream_subgraphs_names_a_subgraphs_parts(nested: LangGraphClient) -> None:

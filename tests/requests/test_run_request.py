@@ -131,8 +131,8 @@ RUNS: list[tuple[str, dict[str, Any], RunRequest]] = [
     ("an empty list is no interrupt", {"interrupt_before": []}, RunRequest()),
     (
         "stream modes only some runs journal, and subgraphs",
-        {"stream_mode": ["values", "tasks", "debug"], "stream_subgraphs": True},
-        RunRequest(options=RunOptions(stream=["debug", "subgraphs", "tasks"])),
+        {"stream_mode": ["values", "tasks", "events"], "stream_subgraphs": True},
+        RunRequest(options=RunOptions(stream=["events", "subgraphs", "tasks"])),
     ),
     (
         "stream modes every run journals are no option",
@@ -207,9 +207,9 @@ REFUSED_OPTIONS: list[tuple[Any, Any, str]] = [
     ({"checkpoint_id": 1}, None, "run.checkpoint_id must be a non-empty string"),
     ({"interrupt_after": "node"}, None, "run.interrupt_after must be '*' or a list of node names"),
     (
-        {"stream": ["events"]},
+        {"stream": ["values"]},
         None,
-        "run.stream must be a list of checkpoints, tasks, debug, subgraphs",
+        "run.stream must be a list of checkpoints, tasks, debug, events, subgraphs",
     ),
 ]
 

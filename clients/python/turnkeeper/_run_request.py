@@ -11,7 +11,7 @@ places that read one.
 The options are a ``Command`` (resume, update, goto) instead of input, a checkpoint
 to start from (a fork), static interrupts, and what the run's stream shows beyond
 what every run journals (``stream``: the stream modes ``checkpoints``, ``tasks``,
-``debug`` and ``subgraphs``, for ``stream_subgraphs``). A wrong request raises ValueError
+``debug`` and ``events``, and ``subgraphs`` for ``stream_subgraphs``). A wrong request raises ValueError
 saying what is wrong, in the words of the request it came in (``run.checkpoint_id``
 on the bridge, ``checkpoint_id`` over HTTP); each door answers it as its own
 invalid-request error.
@@ -34,7 +34,7 @@ OPTION_NAMES: Final = (
     "stream",
 )
 #: What a run's ``stream`` option may name: what the agent journals for it only.
-STREAM_CAPTURES: Final = ("checkpoints", "tasks", "debug", "subgraphs")
+STREAM_CAPTURES: Final = ("checkpoints", "tasks", "debug", "events", "subgraphs")
 COMMAND_KEYS: Final = ("resume", "update", "goto")
 # What a run does when its thread does not exist, and when its streaming client goes
 # away; the default first.

@@ -29,8 +29,8 @@ event                     parts
 ``final``                 ``values``: the output, when no ``values`` event came
 ``stream``                the graph's own part, journaled for a run that asked for it
                           (the agent's StreamCapture): ``checkpoints``, ``tasks``,
-                          ``debug``; a subgraph's parts named with their namespace,
-                          ``updates|inner:<task id>`` (``stream_subgraphs``)
+                          ``debug``, ``events``; a subgraph's parts named with their
+                          namespace, ``updates|inner:<task id>`` (``stream_subgraphs``)
 ``custom``                ``custom``: what the graph wrote with ``get_stream_writer()``
 ``error``, ``turn.failed``  ``error``: ``{error, message}``
 ========================  ===========================================================
@@ -46,8 +46,7 @@ from typing import Any, Final
 
 from turnkeeper_server.records import EventRecord
 
-# The modes a run may ask for; events is accepted and produces nothing (no journaled
-# event carries what it shows; docs/langgraph-api.md).
+# The modes a run may ask for.
 STREAM_MODES: Final = frozenset(
     {
         "values",

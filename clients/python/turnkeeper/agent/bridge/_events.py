@@ -51,10 +51,12 @@ import asyncio
 import logging
 import threading
 from collections.abc import Awaitable, Callable
-from typing import Any, Final, TypeVar
+from typing import Any, Final, TypeVar, cast
 from uuid import UUID
 
-from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tracers.event_stream import _AstreamEventsCallbackHandler
 from langgraph._internal._constants import CONFIG_KEY_STREAM
 from langgraph.errors import GraphBubbleUp
 from langgraph.pregel.protocol import StreamProtocol
@@ -384,9 +386,10 @@ class EventCapture(BaseCallbackHandler):
 class StreamCapture:
     """What a LangGraph API run asks of the graph's own stream beyond every run's
     events (its ``stream`` option, turnkeeper._run_request): the ``checkpoints``,
-    ``tasks`` and ``debug`` modes, and with ``subgraphs`` the ``values``, ``updates``
-    and ``custom`` parts of the graph's subgraphs, as ``stream`` events
-    ``{ns, mode, data}`` (``ns``: the namespace, ``[]`` for the root graph).
+    ``tasks`` and ``debug`` modes, with ``subgraphs`` the ``values``, ``updates``
+    and ``custom`` parts of the graph's subgraphs, and the ``events`` mode
+    (:class:`_RunEvents`), as ``stream`` events ``{ns, mode, data}`` (``ns``: the
+    namespace, ``[]`` for the root graph).
 
     Handed to LangGraph as the run's stream (:meth:`configurable`), which every
     Pregel loop of the run, a subgraph's too, writes its parts to as it produces
@@ -398,20 +401,33 @@ class StreamCapture:
     ROOT_MODES: Final[tuple[StreamMode, ...]] = ("checkpoints", "tasks", "debug")
     SUBGRAPH_MODES: Final[tuple[StreamMode, ...]] = ("values", "updates", "custom")
 
-    def __init__(self, events: EventLog, captures: list[str]) -> None:
+    def __init__(self, events: EventLog, captures: list[str], graph_name: str) -> None:
         self.events = events
+        self.graph_name = graph_name
         self.subgraphs = "subgraphs" in captures
         modes: set[StreamMode] = {m for m in self.ROOT_MODES if m in captures}
         if self.subgraphs:
             modes.update(self.SUBGRAPH_MODES)
         self.modes = modes
+        self.events_mode = "events" in captures
 
-    def configurable(self) -> dict[str, Any]:
-        """The run's configurable keys that make LangGraph write to this capture
-        (none when the run asks for nothing of it)."""
-        if not self.modes:
-            return {}
-        return {CONFIG_KEY_STREAM: StreamProtocol(self, self.modes)}
+    def applied(self, config: RunnableConfig) -> RunnableConfig:
+        """``config`` with what makes LangGraph write to this capture: the run's
+        stream in its configurable keys, the ``events`` handler in its callbacks."""
+        configured: Any = dict(config)
+        if self.modes:
+            stream = StreamProtocol(self, self.modes)
+            configured["configurable"] = {**config["configurable"], CONFIG_KEY_STREAM: stream}
+        if self.events_mode:
+            handler = _RunEvents(self.events, self.graph_name)
+            callbacks = config.get("callbacks")
+            if isinstance(callbacks, BaseCallbackManager):
+                callbacks = callbacks.copy()
+                callbacks.add_handler(handler, inherit=True)
+                configured["callbacks"] = callbacks
+            else:
+                configured["callbacks"] = [*(callbacks or []), handler]
+        return cast(RunnableConfig, configured)
 
     def __call__(self, chunk: tuple[tuple[str, ...], str, Any]) -> None:
         ns, mode, data = chunk
@@ -438,3 +454,39 @@ def _without_internals(value: Any) -> Any:
     if isinstance(value, list):
         return [_without_internals(v) for v in value]
     return value
+
+
+class _RunEvents(_AstreamEventsCallbackHandler):
+    """The ``events`` stream mode: the run's callbacks as LangChain's
+    ``astream_events`` (v2) makes them, journaled instead of queued. As LangGraph's
+    server sends them: without the hidden ones (``langsmith:hidden``). Its async
+    callbacks run as the graph's do; an event that lands after its step's
+    checkpoint is lost with a crash right then, never sent twice (like ``custom``)."""
+
+    def __init__(self, events: EventLog, graph_name: str) -> None:
+        super().__init__()
+        self._log = events
+        self._graph_name = graph_name
+        self._root: str | None = None
+
+    def _send(self, event: Any, event_type: str) -> None:
+        if not self.root_event_filter.include_event(event, event_type):
+            return
+        if "langsmith:hidden" in (event.get("tags") or ()):
+            return
+        event = dict(event)
+        if not event.get("parent_ids"):
+            # The graph's own run, as LangGraph's server runs it: named after the
+            # graph, its id the run's, its end with the output only.
+            self._root = self._root or str(event.get("run_id"))
+            event["name"] = self._graph_name
+            if event.get("event") == "on_chain_end" and isinstance(event.get("data"), dict):
+                event["data"] = {k: v for k, v in event["data"].items() if k != "input"}
+        if self._root is not None:
+            turn = self._log.turn_id
+            event["run_id"] = turn if event.get("run_id") == self._root else event.get("run_id")
+            event["parent_ids"] = [
+                turn if p == self._root else p for p in event.get("parent_ids") or []
+            ]
+        data = to_jsonable(event, whole=True)
+        self._log.emit("stream", {"ns": [], "mode": "events", "data": data})

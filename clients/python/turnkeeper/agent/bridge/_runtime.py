@@ -365,13 +365,14 @@ class Execution:
         intent = run_intent(value_to_py(self.assignment.turn.input))
         return {} if intent is None else intent.stream_kwargs()
 
-    def _stream_capture(self, events: EventLog) -> dict[str, Any]:
-        """The configurable keys of the run's own stream parts (its ``stream``
-        option), journaled as the graph produces them."""
+    def _captured(self, config: RunnableConfig, events: EventLog) -> RunnableConfig:
+        """``config`` with the run's own stream parts (its ``stream`` option)
+        journaled as the graph produces them."""
         intent = run_intent(value_to_py(self.assignment.turn.input))
         if intent is None or not intent.options.stream:
-            return {}
-        return StreamCapture(events, intent.options.stream).configurable()
+            return config
+        capture = StreamCapture(events, intent.options.stream, self.runtime.identity.agent)
+        return capture.applied(config)
 
     async def _drive(self, events: EventLog) -> None:
         graph = self.runtime.graph
@@ -380,10 +381,7 @@ class Execution:
         interrupts: list[Interrupt] = []
         try:
             graph_input, config = await self._start_point(config)
-            config["configurable"] = {
-                **config["configurable"],
-                **self._stream_capture(events),
-            }
+            config = self._captured(config, events)
             static = self._stream_kwargs()
             async for mode, chunk in graph.astream(
                 graph_input,

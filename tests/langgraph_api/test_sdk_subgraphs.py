@@ -7,6 +7,7 @@ holds was measured against `langgraph dev` with the same client."""
 
 from __future__ import annotations
 
+import asyncio
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,14 +17,18 @@ import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import UnprocessableEntityError
+from turnkeeper.client import AsyncTurnkeeperClient
+from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.support.langgraph_host import start_host
+from tests.support.agents import PATIENCE
+from tests.support.langgraph_host import THREADPLANE, start_host
 from tests.support.nats import NatsServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_backends, pytest.mark.timeout(180)]
 
 NESTED = "nested"
+THREADPLANE_GRAPH = "durable-execution"
 CONFIG = Path(__file__).resolve().parent / "graphs" / "nested.json"
 TOPICS: Any = {"topics": ["a", "b"]}
 CHECKPOINT_KEYS = ["config", "metadata", "next", "parent_config", "tasks", "values"]
@@ -206,3 +211,66 @@ async def test_subgraphs_and_the_graph_drawn_with_them(nested: LangGraphClient) 
         assert {"inner:first", "inner:second"} <= ids and "inner" not in ids
     with pytest.raises(UnprocessableEntityError):
         await nested.http.get(f"/assistants/{NESTED}/graph", params={"xray": "deep"})
+
+
+async def test_the_run_asked_modes_survive_a_sigkill_of_its_agent(
+    service: TurnkeeperServer, nats_server: NatsServer, api_url: str, client: AsyncTurnkeeperClient
+) -> None:
+    """The parts a run asks the agent to journal keep the durability rule: with the
+    agent SIGKILLed mid-step and the run re-driven, each checkpoint and each task is
+    streamed once, in order, as in an uninterrupted run (decision 301)."""
+    spawn: Any = {
+        "service": service.address,
+        "nats_url": nats_server.url,
+        "replica": "lg-modes",
+        "step_delay": 1.0,
+    }
+    hosts = [await start_host(THREADPLANE, **spawn)]
+    sdk = get_client(url=api_url)
+    question: Any = {"messages": [{"role": "user", "content": "crash?", "id": "q-1"}]}
+    modes: Any = ["checkpoints", "tasks"]
+
+    def shown(parts: list[Any]) -> list[tuple[str, Any]]:
+        ids = [int(p.id) for p in parts if p.id]
+        assert ids == sorted(set(ids)), "a part came twice or out of order"
+        return [
+            (p.event, p.data["metadata"]["step"])
+            if p.event == "checkpoints"
+            else (p.event, (p.data["name"], "result" in p.data))
+            for p in parts
+            if p.event in ("checkpoints", "tasks")
+        ]
+
+    try:
+        thread = await sdk.threads.create()
+        stream = sdk.runs.stream(None, THREADPLANE_GRAPH, input=question, stream_mode=modes)
+        reference = shown([p async for p in stream])
+        assert [s for e, s in reference if e == "checkpoints"] == [-1, 0, 1, 2, 3]
+        parts: list[Any] = []
+        analyzed = asyncio.Event()
+
+        async def opened_before() -> None:
+            async for part in sdk.runs.stream(
+                thread["thread_id"], THREADPLANE_GRAPH, input=question, stream_mode=modes
+            ):
+                parts.append(part)
+                if (
+                    part.event == "tasks"
+                    and part.data["name"] == "analyze"
+                    and "result" in part.data
+                ):
+                    analyzed.set()
+
+        before = asyncio.create_task(opened_before())
+        await asyncio.wait_for(analyzed.wait(), PATIENCE)
+        await hosts[0].kill()  # `plan` is running: each step takes a second
+        hosts.append(await start_host(THREADPLANE, **spawn))
+        await asyncio.wait_for(before, PATIENCE)
+        assert shown(parts) == reference
+        run_id = parts[0].data["run_id"]
+        status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=run_id))
+        assert status.state == turns_pb2.TURN_STATE_DONE and status.attempts >= 1  # re-driven once
+    finally:
+        await sdk.http.client.aclose()
+        for host in hosts:
+            await host.close()

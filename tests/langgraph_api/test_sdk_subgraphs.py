@@ -161,7 +161,11 @@ async def test_stream_subgraphs_names_a_subgraphs_parts(nested: LangGraphClient)
         {"first": {"log": ["inner:first"], "note": "noted"}},
         {"second": {"log": ["inner:second"]}},
     ]
-    # The root's parts are the root's alone, as without subgraphs.
+    # The root's parts are the root's alone, as without subgraphs: the subgraph's
+    # node updates the root's keys only (its `note` is the subgraph's own).
+    assert [d for n, d in parts if n == "updates"][-1] == {
+        "inner": {"log": ["plan", "work:a", "work:b", "inner:first", "inner:second"]}
+    }
     root_values = [d for n, d in parts if n == "values"]
     assert [len(v["log"]) for v in root_values] == [0, 1, 3, 8]
 

@@ -50,7 +50,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Final, TypeVar, cast
 from uuid import UUID
 
@@ -245,11 +245,20 @@ class EventCapture(BaseCallbackHandler):
     run_inline = True
     raise_error = False
 
-    def __init__(self, events: EventLog, *, message_ids: bool = False) -> None:
+    def __init__(
+        self,
+        events: EventLog,
+        *,
+        message_ids: bool = False,
+        channels: Collection[str] | None = None,
+    ) -> None:
         self.events = events
         # Tokens carry their message's id (the LangGraph API's message chunks do;
         # off elsewhere: a re-run's model makes up new ids, and transcripts compare).
         self.message_ids = message_ids
+        # A step's update holds these of the node's output only, as LangGraph's
+        # `updates` do (a subgraph's node returns the subgraph's whole state).
+        self.channels = None if channels is None else frozenset(channels)
         self._lock = threading.Lock()
         self._root: UUID | None = None
         self._nodes: dict[UUID, tuple[str, int]] = {}
@@ -283,6 +292,8 @@ class EventCapture(BaseCallbackHandler):
         with self._lock:
             node = self._nodes.pop(run_id, None)
         if node is not None:
+            if self.channels is not None and isinstance(outputs, dict):
+                outputs = {k: v for k, v in outputs.items() if k in self.channels}
             self.events.emit("step", {"node": node[0], "step": node[1], "update": outputs})
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:

@@ -313,7 +313,11 @@ class Execution:
         merged: RunnableConfig = {**extra, **config}  # type: ignore[typeddict-item]
         merged["callbacks"] = [
             *callbacks,
-            EventCapture(events, message_ids=self.runtime.langgraph_api),
+            EventCapture(
+                events,
+                message_ids=self.runtime.langgraph_api,
+                channels=self._update_channels(),
+            ),
         ]
         return merged
 
@@ -364,6 +368,14 @@ class Execution:
         """The run's own astream options (static interrupts), for every execution."""
         intent = run_intent(value_to_py(self.assignment.turn.input))
         return {} if intent is None else intent.stream_kwargs()
+
+    def _update_channels(self) -> list[str] | None:
+        """The channels a step's journaled update keeps, for the LangGraph API's
+        `updates` (its graph's state keys; None: the node's whole output)."""
+        channels = self.runtime.graph.stream_channels_asis
+        if not self.runtime.langgraph_api or isinstance(channels, str):
+            return None
+        return list(channels)
 
     def _captured(self, config: RunnableConfig, events: EventLog) -> RunnableConfig:
         """``config`` with the run's own stream parts (its ``stream`` option)

@@ -8,6 +8,7 @@ holds was measured against `langgraph dev` with the same client."""
 from __future__ import annotations
 
 import asyncio
+import json
 from collections import Counter
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -20,6 +21,8 @@ from langgraph_sdk.errors import UnprocessableEntityError
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
+from turnkeeper_server.records import EventRecord
+from turnkeeper_server.web.langgraph.stream import Translator
 
 from tests.support.agents import PATIENCE
 from tests.support.langgraph_host import THREADPLANE, start_host
@@ -278,3 +281,29 @@ async def test_the_run_asked_modes_survive_a_sigkill_of_its_agent(
         await sdk.http.client.aclose()
         for host in hosts:
             await host.close()
+
+
+def test_a_stream_event_becomes_its_named_part_or_none() -> None:
+    """The service names a journaled stream part by its namespace, sends it only to a
+    stream that asked for its mode, and sends none for an event cut to its size."""
+    translator = Translator("r1", frozenset({"tasks", "debug"}))
+
+    def event(seq: int, data: Any) -> EventRecord:
+        return EventRecord("r1", seq, 0, "stream", json.dumps(data), 0.0)
+
+    task = {"id": "t1", "name": "first"}
+    assert translator.parts(event(1, {"ns": ["inner:t0"], "mode": "tasks", "data": task})) == [
+        ("tasks|inner:t0", task)
+    ]
+    assert translator.parts(event(2, {"ns": [], "mode": "checkpoints", "data": {}})) == []
+    assert translator.parts(event(3, {"truncated": True, "bytes": 300000})) == []
+    config = {"configurable": {"thread_id": "th", "checkpoint_ns": "", "checkpoint_id": "c2"}}
+    debug = {"type": "checkpoint", "step": 0, "payload": {"config": config, "tasks": []}}
+    [(name, part)] = translator.parts(event(4, {"ns": [], "mode": "debug", "data": debug}))
+    assert name == "debug"
+    assert part["payload"]["checkpoint"] == {
+        "checkpoint_id": "c2",
+        "thread_id": "th",
+        "checkpoint_ns": "",
+    }
+    assert part["payload"]["parent_checkpoint"] is None

@@ -193,6 +193,11 @@ async def test_state_with_subgraphs_holds_the_subgraphs_own(nested: LangGraphCli
     assert state["next"] == ["second"]
     assert state["checkpoint"]["checkpoint_ns"].startswith("inner:")
     assert [i["value"] for i in state["interrupts"]] == [{"question": "go on?"}]
+    # The same by checkpoint (the SDK POSTs it).
+    at: Any = await nested.threads.get_state(
+        thread["thread_id"], checkpoint=deep["checkpoint"], subgraphs=True
+    )
+    assert at["tasks"][0]["state"]["values"] == state["values"]
 
 
 async def test_subgraphs_and_the_graph_drawn_with_them(nested: LangGraphClient) -> None:

@@ -184,3 +184,41 @@ async def test_prune_is_erasure_an_admins_right_audited(
     finally:
         for sdk in clients.values():
             await sdk.http.client.aclose()
+
+
+async def test_ttl_and_include_are_refused_and_return_minimal_is_honoured(
+    bare: LangGraphClient,
+) -> None:
+    with pytest.raises(UnprocessableEntityError, match="ttl"):
+        await bare.threads.create(ttl=60)
+    thread = await bare.threads.create(metadata={"a": 1})
+    with pytest.raises(UnprocessableEntityError, match="ttl"):
+        await bare.threads.update(thread["thread_id"], metadata={"b": 2}, ttl=60)
+    with pytest.raises(UnprocessableEntityError, match="ttl"):
+        await bare.threads.get(thread["thread_id"], include=["ttl"])
+    assert (await bare.threads.get(thread["thread_id"]))["metadata"] == {"a": 1}
+    # Prefer: return=minimal, as the SDK sends it: no body, the change made.
+    minimal = await bare.threads.update(thread["thread_id"], metadata={"b": 2}, return_minimal=True)
+    assert minimal is None
+    assert (await bare.threads.get(thread["thread_id"]))["metadata"] == {"a": 1, "b": 2}
+
+
+async def test_state_and_history_select(sdk: LangGraphClient) -> None:
+    thread = await sdk.threads.create()
+    thread_id = thread["thread_id"]
+    question: Any = {"messages": [{"role": "user", "content": "hi"}]}
+    await sdk.runs.wait(thread_id, ASSISTANT, input=question)
+    full: Any = await sdk.threads.get_state(thread_id)
+    assert len(full["values"]) > 1 and "messages" in full["values"]
+    state: Any = await sdk.threads.get_state(thread_id, select=["values.messages", "next"])
+    assert set(state) == {"values", "next"} and set(state["values"]) == {"messages"}
+    assert state["values"]["messages"] == full["values"]["messages"]
+    at: Any = await sdk.threads.get_state(
+        thread_id, checkpoint_id=full["checkpoint"]["checkpoint_id"], select=["checkpoint"]
+    )
+    assert at == {"checkpoint": full["checkpoint"]}
+    history: Any = await sdk.threads.get_history(thread_id, limit=3, select=["checkpoint"])
+    assert len(history) == 3 and all(set(h) == {"checkpoint"} for h in history)
+    states: Any = sdk.threads  # the SDK's types refuse this before sending it
+    with pytest.raises(UnprocessableEntityError, match="select"):
+        await states.get_state(thread_id, select=["secrets"])

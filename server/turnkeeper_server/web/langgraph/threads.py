@@ -90,6 +90,7 @@ async def create(request: web.Request, caller: Caller | None, deps: Deps) -> web
         raise ApiError(422, "if_exists must be 'raise' or 'do_nothing'")
     if body.get("supersteps"):
         raise ApiError(422, "supersteps is not supported by turnkeeper yet (docs/langgraph-api.md)")
+    _no_ttl(body)
     # A langgraph.json's auth may stamp the metadata (an owner) or refuse.
     value = {"thread_id": thread_id, "metadata": metadata, "if_exists": if_exists}
     await end_users.create_thread(request, deps, value)
@@ -105,6 +106,13 @@ async def create(request: web.Request, caller: Caller | None, deps: Deps) -> web
 
 async def get(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
     require(caller, READ)
+    include = [v for item in request.query.getall("include", []) for v in item.split(",") if v]
+    if include:
+        raise ApiError(
+            422,
+            f"include: {', '.join(include)}: turnkeeper's threads have no ttl (nothing "
+            "else may be included); a thread is kept until it is deleted or pruned",
+        )
     record = await thread_or_404(deps, caller, thread_id_of(request))
     return json_response(await thread_json(deps, record))
 
@@ -115,12 +123,25 @@ async def update(request: web.Request, caller: Caller | None, deps: Deps) -> web
     await thread_or_404(deps, caller, thread_id)
     body = await body_of(request)
     metadata = field(body, "metadata", dict, {})
+    _no_ttl(body)
     # A langgraph.json's auth: its filter, and the metadata as its handler left it.
     metadata = await end_users.update_thread(request, deps, thread_id, metadata)
     record = await deps.engine.threads.update_metadata(thread_id, metadata)
     if record is None:
         raise ApiError(404, f"thread {thread_id} not found")
+    if "return=minimal" in request.headers.get("Prefer", "").replace(" ", "").split(","):
+        # The SDK's return_minimal: no body, as LangGraph's server answers it.
+        return web.Response(status=204)
     return json_response(await thread_json(deps, record))
+
+
+def _no_ttl(body: dict[str, Any]) -> None:
+    if body.get("ttl") is not None:
+        raise ApiError(
+            422,
+            "ttl is not supported by turnkeeper: a thread is kept until it is deleted "
+            "or pruned (threads.prune)",
+        )
 
 
 async def delete(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
@@ -452,14 +473,16 @@ async def state(request: web.Request, caller: Caller | None, deps: Deps) -> web.
     require(caller, READ)
     params: dict[str, Any] = {}
     checkpoint_id = request.match_info.get("checkpoint_id")
+    select = state_select(request.query.getall("select", []))
     if request.method == "POST":
-        checkpoint_id = _checkpoint_id(await body_of(request))
+        body = await body_of(request)
+        checkpoint_id = _checkpoint_id(body)
+        select = state_select(body.get("select"))
     if checkpoint_id:
         params["checkpoint_id"] = checkpoint_id
     answer = await _graph_call(request, caller, deps, auth.JSONRPC_GRAPH_STATE, params)
-    return json_response(
-        answer if answer is not None else empty_thread_state(thread_id_of(request))
-    )
+    found = answer if answer is not None else empty_thread_state(thread_id_of(request))
+    return json_response(selected_state(found, select))
 
 
 async def update_state(
@@ -504,5 +527,54 @@ async def history(request: web.Request, caller: Caller | None, deps: Deps) -> we
     checkpoint_id = _checkpoint_id(body)
     if checkpoint_id:
         params["checkpoint_id"] = checkpoint_id
+    select = state_select(body.get("select"))
     answer = await _graph_call(request, caller, deps, auth.JSONRPC_GRAPH_HISTORY, params)
-    return json_response(answer if answer is not None else [])
+    return json_response([selected_state(state, select) for state in answer or []])
+
+
+# A thread state's fields `select` may name (or `values.<key>`, one key of its values).
+STATE_FIELDS: Final = (
+    "values",
+    "next",
+    "tasks",
+    "checkpoint",
+    "metadata",
+    "created_at",
+    "parent_checkpoint",
+    "interrupts",
+)
+
+
+def state_select(value: Any) -> list[str] | None:
+    """The `select` of a state or history read, checked (None or []: everything)."""
+    if value is None or value == []:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ApiError(422, "select must be a list of field names")
+    invalid = [
+        v for v in value if v not in STATE_FIELDS and not (v.startswith("values.") and v[7:])
+    ]
+    if invalid:
+        raise ApiError(
+            422,
+            f"select: unknown fields {invalid}; the fields: {', '.join(STATE_FIELDS)}, "
+            "or values.<key>",
+        )
+    return value
+
+
+def selected_state(state: Any, select: list[str] | None) -> Any:
+    """The fields of a thread state `select` names; `values.<key>` keeps that key of
+    the values (an absent key stays absent)."""
+    if not select or not isinstance(state, dict):
+        return state
+    out: dict[str, Any] = {}
+    for name in select:
+        if name.startswith("values."):
+            values = state.get("values")
+            kept = out.setdefault("values", {})
+            if isinstance(values, dict) and name[7:] in values and isinstance(kept, dict):
+                kept[name[7:]] = values[name[7:]]
+        elif name in state:
+            out[name] = state[name]
+    return out

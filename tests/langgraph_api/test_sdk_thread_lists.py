@@ -17,6 +17,7 @@ from langgraph_sdk.errors import NotFoundError, PermissionDeniedError, Unprocess
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.v1 import operations_pb2
 from turnkeeper_server.app import TurnkeeperServer
+from turnkeeper_server.web.langgraph import threads as lg_threads
 
 from tests.support.nats import NatsServer
 from tests.support.security import write_tokens
@@ -223,3 +224,16 @@ async def test_state_and_history_select(sdk: LangGraphClient) -> None:
     states: Any = sdk.threads  # the SDK's types refuse this before sending it
     with pytest.raises(UnprocessableEntityError, match="select"):
         await states.get_state(thread_id, select=["secrets"])
+
+
+async def test_more_threads_than_one_list_reads_is_a_422_not_part_of_them(
+    bare: LangGraphClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(lg_threads, "MAX_SCAN", 3)
+    tag = uuid.uuid4().hex
+    await _made(bare, 4, tag)
+    with pytest.raises(UnprocessableEntityError, match="more than 3 threads match"):
+        await bare.threads.count(metadata={"tag": tag})
+    with pytest.raises(UnprocessableEntityError, match="narrow the search"):
+        await bare.threads.search(metadata={"tag": tag}, limit=1)
+    assert len(await bare.threads.search(metadata={"tag": tag, "i": 0})) == 1

@@ -314,8 +314,14 @@ async def _listed(
     if caller is not None and not auth.sees_every_thread(caller) and caller.role != auth.AGENT:
         owner = auth.identity(caller)
     records = await deps.engine.threads.search(
-        metadata=narrowed, ids=ids or None, limit=MAX_SCAN, offset=0, owner=owner
+        metadata=narrowed, ids=ids or None, limit=MAX_SCAN + 1, offset=0, owner=owner
     )
+    if len(records) > MAX_SCAN:
+        # Never a list or a count of some of them as if it were all.
+        raise ApiError(
+            422,
+            f"more than {MAX_SCAN} threads match: narrow the {action} by metadata or ids",
+        )
     out = []
     for record in records:
         if rest is not None and not matches(record.metadata, rest):

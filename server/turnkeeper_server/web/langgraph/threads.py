@@ -406,13 +406,17 @@ async def prune(request: web.Request, caller: Caller | None, deps: Deps) -> web.
     filters = await end_users.authorize(
         request, deps, "threads", "delete", {"thread_ids": list(thread_ids)}
     )
-    pruned = 0
+    # Every thread checked before any is erased: a refusal erases none.
+    seen = []
     for thread_id in dict.fromkeys(thread_ids):
         record = await deps.engine.threads.get(thread_id)
         if record is None or not sees(deps, caller, record):
             continue
         if filters is not None and not matches(record.metadata, filters):
             raise ApiError(404, "at least one thread not found or not authorized")
+        seen.append(thread_id)
+    pruned = 0
+    for thread_id in seen:
         with web_auth.acting_as(caller):
             await deps.operations.threads.erase(
                 checkpoints_pb2.DeleteThreadRequest(thread_id=thread_id, cancel=True),

@@ -100,6 +100,14 @@ async def test_the_openapi_document_is_every_route_served(
     assert spec["openapi"].startswith("3.")
     documented = {(m, p) for p, ops in spec["paths"].items() for m in ops}
     assert documented == _served(service)
+    operations = [op for ops in spec["paths"].values() for op in ops.values()]
+    ids = [op["operationId"] for op in operations]
+    assert len(ids) == len(set(ids)) and all(op["responses"] for op in operations)
+    # Each path parameter of a template is declared.
+    for path, ops in spec["paths"].items():
+        for op in ops.values():
+            named = {p["name"] for p in op.get("parameters", []) if p["in"] == "path"}
+            assert named == set(re.findall(r"\{([^}]+)\}", path)), path
     # The LangGraph API's routes, the new ones among them.
     for method, path in [
         ("post", "/threads/search"),

@@ -16,6 +16,7 @@ from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import APIStatusError, NotFoundError
 from langgraph_sdk.schema import SortOrder, ThreadSortBy, ThreadStatus
 from turnkeeper_server.app import TurnkeeperServer
+from turnkeeper_server.web.langgraph.openapi import DECLARED
 
 # Paths served in the document that are not the API's (the console's pages).
 CONSOLE = re.compile(r"^/$|^/console/")
@@ -100,6 +101,8 @@ async def test_the_openapi_document_is_every_route_served(
     assert spec["openapi"].startswith("3.")
     documented = {(m, p) for p, ops in spec["paths"].items() for m in ops}
     assert documented == _served(service)
+    # Nothing is declared for a route that is not served (a stale declaration).
+    assert {(m.lower(), p) for m, p in DECLARED} <= documented
     operations = [op for ops in spec["paths"].values() for op in ops.values()]
     ids = [op["operationId"] for op in operations]
     assert len(ids) == len(set(ids)) and all(op["responses"] for op in operations)

@@ -17,7 +17,7 @@ from langgraph_sdk.errors import NotFoundError, PermissionDeniedError, Unprocess
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.v1 import operations_pb2
 from turnkeeper_server.app import TurnkeeperServer
-from turnkeeper_server.web.langgraph import threads as lg_threads
+from turnkeeper_server.web.langgraph import thread_lists
 
 from tests.support.nats import NatsServer
 from tests.support.security import write_tokens
@@ -229,7 +229,7 @@ async def test_state_and_history_select(sdk: LangGraphClient) -> None:
 async def test_more_threads_than_one_list_reads_is_a_422_not_part_of_them(
     bare: LangGraphClient, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(lg_threads, "MAX_SCAN", 3)
+    monkeypatch.setattr(thread_lists, "MAX_SCAN", 3)
     tag = uuid.uuid4().hex
     await _made(bare, 4, tag)
     with pytest.raises(UnprocessableEntityError, match="more than 3 threads match"):

@@ -15,13 +15,13 @@ from __future__ import annotations
 
 import html
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from importlib import metadata
 from typing import Any, Final
 
 from aiohttp import web
 
-from turnkeeper_server.web.langgraph import threads
+from turnkeeper_server.web.langgraph import thread_lists, threads
 
 Schema = dict[str, Any]
 
@@ -53,9 +53,14 @@ DOCS: Final = web.AppKey("turnkeeper_openapi_docs", dict)
 TITLE: Final = "turnkeeper: the LangGraph API and the service's HTTP routes"
 
 
-def declare(app: web.Application, method: str, path: str, doc: Doc) -> None:
+def declare(app: web.Application, method: str, path: str, endpoint: Any) -> None:
+    """What the document says of a route: DECLARED's entry, else the first paragraph
+    of its endpoint's docstring."""
     if DOCS not in app:
         app[DOCS] = {}
+    doc = DECLARED.get((method, path))
+    if doc is None:
+        doc = Doc(_summary(method, path, endpoint))
     app[DOCS][(method, path)] = doc
 
 
@@ -215,7 +220,7 @@ THREAD: Final = Named(
             "updated_at": _TIME,
             "state_updated_at": _TIME,
             "metadata": _OBJECT,
-            "status": {"type": "string", "enum": list(threads.STATUSES)},
+            "status": {"type": "string", "enum": list(thread_lists.STATUSES)},
             "values": {},
             "interrupts": _OBJECT,
             "config": _OBJECT,
@@ -225,7 +230,7 @@ THREAD: Final = Named(
 _FILTERS: Final = {
     "metadata": {**_OBJECT, "description": "Keys the thread's metadata has, with these values"},
     "values": {**_OBJECT, "description": "What the thread's state contains (JSON containment)"},
-    "status": {"type": "string", "enum": list(threads.STATUSES)},
+    "status": {"type": "string", "enum": list(thread_lists.STATUSES)},
 }
 THREAD_SEARCH: Final = Named(
     "ThreadSearchRequest",
@@ -236,14 +241,25 @@ THREAD_SEARCH: Final = Named(
             "ids": {"type": "array", "items": {"type": "string"}, "maxItems": threads.MAX_IDS},
             "limit": {"type": "integer", "minimum": 1, "maximum": 1000, "default": 10},
             "offset": {"type": "integer", "minimum": 0, "default": 0},
-            "sort_by": {"type": "string", "enum": list(threads.SORT_BY), "default": "updated_at"},
-            "sort_order": {"type": "string", "enum": list(threads.SORT_ORDER), "default": "desc"},
-            "select": {"type": "array", "items": {"type": "string", "enum": list(threads.SELECT)}},
+            "sort_by": {
+                "type": "string",
+                "enum": list(thread_lists.SORT_BY),
+                "default": "updated_at",
+            },
+            "sort_order": {
+                "type": "string",
+                "enum": list(thread_lists.SORT_ORDER),
+                "default": "desc",
+            },
+            "select": {
+                "type": "array",
+                "items": {"type": "string", "enum": list(thread_lists.SELECT)},
+            },
             "extract": {
                 "type": "object",
                 "additionalProperties": {"type": "string"},
-                "maxProperties": threads.MAX_EXTRACT,
-                "description": "alias: a path from " + ", ".join(threads.EXTRACT_ROOTS),
+                "maxProperties": thread_lists.MAX_EXTRACT,
+                "description": "alias: a path from " + ", ".join(thread_lists.EXTRACT_ROOTS),
             },
         },
     },
@@ -263,7 +279,7 @@ THREAD_PRUNE: Final = Named(
             },
             "strategy": {
                 "type": "string",
-                "enum": list(threads.PRUNE_STRATEGIES),
+                "enum": list(thread_lists.PRUNE_STRATEGIES),
                 "default": "delete",
                 "description": "keep_latest is refused (422)",
             },
@@ -311,3 +327,62 @@ INFO: Final = Named(
         },
     },
 )
+
+# What the document says of the LangGraph API's routes beyond their docstrings, by
+# (method, path template) as `add_routes` serves them (a test holds every key to a
+# served route). A route missing here is listed with its endpoint's docstring.
+_THREAD_ONLY: Final = Doc("", response=THREAD)
+DECLARED: Final[dict[tuple[str, str], Doc]] = {
+    ("POST", "/assistants/search"): Doc("Search assistants"),
+    ("POST", "/assistants/count"): Doc("Count assistants", response=COUNT),
+    ("GET", "/assistants/{assistant_id}"): Doc("Get an assistant"),
+    ("GET", "/assistants/{assistant_id}/graph"): Doc("Get an assistant's graph", query=("xray",)),
+    ("GET", "/assistants/{assistant_id}/schemas"): Doc("Get an assistant's schemas"),
+    ("GET", "/assistants/{assistant_id}/subgraphs"): Doc("Get an assistant's subgraphs"),
+    ("POST", "/threads"): Doc("Create a thread", THREAD_CREATE, THREAD),
+    ("POST", "/threads/search"): Doc("Search threads", THREAD_SEARCH, THREAD, many=True),
+    ("POST", "/threads/count"): Doc("Count threads", THREAD_COUNT, COUNT),
+    ("POST", "/threads/prune"): Doc("Erase threads by id", THREAD_PRUNE, THREAD_PRUNED),
+    ("GET", "/threads/{thread_id}"): replace(_THREAD_ONLY, summary="Get a thread"),
+    ("PATCH", "/threads/{thread_id}"): replace(
+        _THREAD_ONLY, summary="Update a thread's metadata (Prefer: return=minimal: 204)"
+    ),
+    ("DELETE", "/threads/{thread_id}"): Doc("Delete a thread (the service's erasure)", status=204),
+    ("POST", "/threads/{thread_id}/copy"): replace(_THREAD_ONLY, summary="Copy a thread"),
+    ("GET", "/threads/{thread_id}/state"): Doc(
+        "Get a thread's state", query=("subgraphs", "select")
+    ),
+    ("POST", "/threads/{thread_id}/state"): Doc("Update a thread's state"),
+    ("POST", "/threads/{thread_id}/state/checkpoint"): Doc("Get a thread's state at a checkpoint"),
+    ("GET", "/threads/{thread_id}/state/{checkpoint_id}"): Doc(
+        "Get a thread's state at a checkpoint", query=("subgraphs", "select")
+    ),
+    ("GET", "/threads/{thread_id}/history"): Doc(
+        "Get a thread's history", query=("limit", "before")
+    ),
+    ("POST", "/threads/{thread_id}/history"): Doc("Get a thread's history"),
+    ("POST", "/threads/{thread_id}/runs"): Doc("Create a run"),
+    ("GET", "/threads/{thread_id}/runs"): Doc(
+        "List a thread's runs", query=("limit", "offset", "status")
+    ),
+    ("POST", "/threads/{thread_id}/runs/stream"): Doc("Create a run and stream it (SSE)"),
+    ("POST", "/threads/{thread_id}/runs/wait"): Doc("Create a run and wait for its output"),
+    ("GET", "/threads/{thread_id}/runs/{run_id}"): Doc("Get a run"),
+    ("DELETE", "/threads/{thread_id}/runs/{run_id}"): Doc("Delete a finished run", status=204),
+    ("POST", "/threads/{thread_id}/runs/{run_id}/cancel"): Doc(
+        "Cancel a run", query=("wait", "action")
+    ),
+    ("GET", "/threads/{thread_id}/runs/{run_id}/join"): Doc("Wait for a run's output"),
+    ("GET", "/threads/{thread_id}/runs/{run_id}/stream"): Doc(
+        "Join a run's stream (SSE; Last-Event-ID resumes)",
+        query=("stream_mode", "cancel_on_disconnect"),
+    ),
+    ("GET", "/threads/{thread_id}/runs/{run_id}/effects"): Doc(
+        "A run's effect ledger (turnkeeper's own)"
+    ),
+    ("POST", "/runs"): Doc("Create a thread-less run"),
+    ("POST", "/runs/stream"): Doc("Create a thread-less run and stream it (SSE)"),
+    ("POST", "/runs/wait"): Doc("Create a thread-less run and wait for its output"),
+    ("GET", "/info"): Doc("The server's version and features", response=INFO, tag="System"),
+    ("GET", "/ok"): Doc("The server answers", response=OK, tag="System"),
+}

@@ -99,6 +99,9 @@ def _tag(path: str) -> str:
 
 
 def _summary(method: str, path: str, handler: Any) -> str:
+    if path.startswith("/turnkeeper."):
+        rpc = path.rsplit(".", 1)[-1].replace("/", ".")
+        return f"{rpc}: the gRPC method over Connect's JSON protocol (docs/console.md)"
     doc = getattr(handler, "__doc__", None) or ""
     first = doc.strip().split("\n\n")[0]
     return " ".join(first.split()) or f"{method} {path}"

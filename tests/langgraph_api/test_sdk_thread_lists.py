@@ -10,6 +10,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import httpx
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
@@ -56,6 +57,16 @@ async def test_count_is_every_match_not_a_page(bare: LangGraphClient) -> None:
     assert await bare.threads.count(status="busy") == 0
     page = await bare.threads.search(metadata={"tag": tag}, limit=5, offset=10)
     assert len(page) == 3
+    # The reference's paging headers (langgraph-api's get_pagination_headers).
+    async with httpx.AsyncClient(base_url=bare.http.client.base_url) as http:
+        first = await http.post("/threads/search", json={"metadata": {"tag": tag}, "limit": 5})
+        last = await http.post(
+            "/threads/search", json={"metadata": {"tag": tag}, "limit": 5, "offset": 10}
+        )
+    assert first.headers["X-Pagination-Next"] == "5"
+    assert first.headers["X-Pagination-Total"] == "6"
+    assert "X-Pagination-Next" not in last.headers
+    assert last.headers["X-Pagination-Total"] == "13"
 
 
 async def test_search_sorts_selects_extracts_and_narrows(bare: LangGraphClient) -> None:

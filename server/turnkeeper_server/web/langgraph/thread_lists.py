@@ -243,6 +243,14 @@ async def search(request: web.Request, caller: Caller | None, deps: Deps) -> web
     # Ties in the order of their ids, whichever the direction.
     listed.sort(key=lambda t: t.record.thread_id)
     listed.sort(key=lambda t: t.key(sort_by), reverse=descending)
+    # The reference's paging headers, as it computes them: with more after this page,
+    # the next offset and a "total" of one past it; on the last page, the total.
+    more = len(listed) > offset + limit
+    headers = (
+        {"X-Pagination-Next": str(offset + limit), "X-Pagination-Total": str(offset + limit + 1)}
+        if more
+        else {"X-Pagination-Total": str(offset + len(listed[offset:]))}
+    )
     page = []
     for item in listed[offset : offset + limit]:
         values_of, interrupts = newest_state(deps, item.newest)
@@ -251,7 +259,9 @@ async def search(request: web.Request, caller: Caller | None, deps: Deps) -> web
         if extract:
             shown["extracted"] = {a: extract_path(thread, p) for a, p in extract.items()}
         page.append(shown)
-    return json_response(page)
+    response = json_response(page)
+    response.headers.update(headers)
+    return response
 
 
 async def count(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:

@@ -248,3 +248,21 @@ async def test_more_threads_than_one_list_reads_is_a_422_not_part_of_them(
     with pytest.raises(UnprocessableEntityError, match="narrow the search"):
         await bare.threads.search(metadata={"tag": tag}, limit=1)
     assert len(await bare.threads.search(metadata={"tag": tag, "i": 0})) == 1
+
+
+async def test_a_panel_on_another_origin_reads_the_paging_headers(
+    make_service: ServiceFactory,
+) -> None:
+    service = await make_service(
+        http_listen="127.0.0.1:0", http_cors_origins=("https://panel.example",)
+    )
+    assert service.web is not None
+    async with httpx.AsyncClient(base_url=service.web.url) as http:
+        for _ in range(2):
+            await http.post("/threads", json={})
+        found = await http.post(
+            "/threads/search", json={"limit": 1}, headers={"Origin": "https://panel.example"}
+        )
+    assert found.status_code == 200 and found.headers["X-Pagination-Next"] == "1"
+    exposed = {h.strip().lower() for h in found.headers["Access-Control-Expose-Headers"].split(",")}
+    assert {"x-pagination-next", "x-pagination-total", "content-location"} <= exposed

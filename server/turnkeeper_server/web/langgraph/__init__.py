@@ -13,10 +13,18 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from turnkeeper_server.web.langgraph import assistants, effects, end_users, runs, threads
+from turnkeeper_server.web.langgraph import (
+    assistants,
+    effects,
+    end_users,
+    runs,
+    thread_lists,
+    threads,
+)
 from turnkeeper_server.web.langgraph.api import Deps, Endpoint, handler, json_response
 from turnkeeper_server.web.langgraph.cors import Cors
 from turnkeeper_server.web.langgraph.custom_auth import Resource
+from turnkeeper_server.web.langgraph.openapi import declare, docs_page, openapi_json, version
 
 __all__ = ["Cors", "Deps", "add_routes"]
 
@@ -32,6 +40,8 @@ def add_routes(app: web.Application, deps: Deps) -> None:
         # the path names; the routes without one ask from inside (create, search).
         resource, action = guarded if guarded is not None else (None, None)
         router.add_route(method, path, handler(end_users.guard(fn, resource, action), deps))
+        # In /openapi.json: what openapi.DECLARED says of it, else fn's docstring.
+        declare(app, method, path, fn)
 
     assistant_read: tuple[Resource, str] = ("assistants", "read")
     read: tuple[Resource, str] = ("threads", "read")
@@ -49,8 +59,9 @@ def add_routes(app: web.Application, deps: Deps) -> None:
     )
 
     route("POST", "/threads", threads.create)
-    route("POST", "/threads/search", threads.search)
-    route("POST", "/threads/count", threads.count)
+    route("POST", "/threads/search", thread_lists.search)
+    route("POST", "/threads/count", thread_lists.count)
+    route("POST", "/threads/prune", thread_lists.prune)
     route("GET", "/threads/{thread_id}", threads.get, read)
     route("PATCH", "/threads/{thread_id}", threads.update)
     route("DELETE", "/threads/{thread_id}", threads.delete, ("threads", "delete"))
@@ -78,12 +89,35 @@ def add_routes(app: web.Application, deps: Deps) -> None:
     route("POST", "/runs/wait", runs.wait)
 
     async def info(request: web.Request) -> web.StreamResponse:
+        """The server's version and features, in the keys LangGraph's server answers."""
         return json_response(
-            {"version": "turnkeeper", "flags": {"assistants": True, "crons": False}}
+            {
+                "version": version("turnkeeper-server"),
+                "langgraph_py_version": version("langgraph"),
+                "flags": {
+                    "assistants": True,
+                    "crons": False,
+                    "langsmith": False,
+                    "langsmith_tracing_replicas": False,
+                    "langsmith_tracing_session_on_runs": False,
+                },
+                "host": {
+                    "kind": "self-hosted",
+                    "project_id": None,
+                    "host_revision_id": None,
+                    "revision_id": None,
+                    "tenant_id": None,
+                },
+            }
         )
 
     async def ok(request: web.Request) -> web.StreamResponse:
-        return json_response({"ok": True})
+        """The HTTP side answers (the service's own health: /v1/health)."""
+        return json_response({"ok": True, "services": {}})
 
     router.add_get("/info", info)
     router.add_get("/ok", ok)
+    router.add_get("/openapi.json", openapi_json)
+    router.add_get("/docs", docs_page)
+    for method, path, fn in (("GET", "/info", info), ("GET", "/ok", ok)):
+        declare(app, method, path, fn)

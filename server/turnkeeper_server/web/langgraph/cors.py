@@ -19,7 +19,7 @@ PREFIXES: Final = ("/assistants", "/threads", "/runs", "/info")
 ALLOWED_HEADERS: Final = (
     "Authorization, Content-Type, Last-Event-ID, X-Api-Key, Accept, Cache-Control"
 )
-EXPOSED_HEADERS: Final = "Content-Location, Location"
+EXPOSED_HEADERS: Final = "Content-Location, Location, X-Pagination-Next, X-Pagination-Total"
 METHODS: Final = "GET, POST, PATCH, DELETE, OPTIONS"
 
 

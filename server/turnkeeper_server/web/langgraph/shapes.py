@@ -50,16 +50,32 @@ def assistant(agent: str) -> dict[str, Any]:
     }
 
 
+def thread_status(newest: TurnRecord | None) -> str:
+    """A thread's status: its newest run's (idle with none)."""
+    return THREAD_STATUS.get(newest.state, "idle") if newest else "idle"
+
+
+def thread_updated_at(record: ThreadRecord, newest: TurnRecord | None) -> float:
+    """The later of the thread's own change (metadata, state) and its newest run's."""
+    return max(record.updated_at, newest.updated_at if newest else 0.0)
+
+
+def state_updated_at(record: ThreadRecord, newest: TurnRecord | None) -> float:
+    """When the thread's state last changed: its newest run's last change (the
+    thread's own time before it has one)."""
+    return newest.updated_at if newest else record.updated_at
+
+
 def thread(
     record: ThreadRecord, newest: TurnRecord | None, values: Any, interrupts: dict[str, Any]
 ) -> dict[str, Any]:
-    updated = max(record.updated_at, newest.updated_at if newest else 0.0)
     return {
         "thread_id": record.thread_id,
         "created_at": iso(record.created_at),
-        "updated_at": iso(updated),
+        "updated_at": iso(thread_updated_at(record, newest)),
+        "state_updated_at": iso(state_updated_at(record, newest)),
         "metadata": record.metadata,
-        "status": THREAD_STATUS.get(newest.state, "idle") if newest else "idle",
+        "status": thread_status(newest),
         "values": values,
         "interrupts": interrupts,
         "config": {},

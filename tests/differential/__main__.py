@@ -22,6 +22,12 @@ def main() -> int:
     parser = argparse.ArgumentParser(prog="python -m tests.differential", description=__doc__)
     parser.add_argument("--report", action="store_true", help="print what differs today")
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
+    parser.add_argument(
+        "--raw",
+        type=Path,
+        metavar="DIR",
+        help="also write what each side showed each client, unnormalised, as JSON files",
+    )
     args = parser.parse_args()
     if not args.report:
         parser.print_help()
@@ -53,6 +59,11 @@ def main() -> int:
             print(done.stdout[-4000:], done.stderr[-4000:], sep="\n", file=sys.stderr)
             return 1
     found = json.loads(lines[-1])
+    if args.raw is not None:
+        args.raw.mkdir(parents=True, exist_ok=True)
+        for side, by_client in found["raw"].items():
+            for client, seen in by_client.items():
+                (args.raw / f"{side}-{client}.json").write_text(json.dumps(seen, indent=1))
     observed = {
         client: {(s, d): detail for s, d, detail in diffs}
         for client, diffs in found["observed"].items()

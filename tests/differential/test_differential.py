@@ -78,11 +78,16 @@ async def observe(commands: dict[str, list[str]]) -> dict[str, Any]:
     return dict(zip(commands, seen, strict=True))
 
 
-def record(report: Path, backend: str, observed: dict[str, dict[tuple[str, str], str]]) -> None:
-    """What differs, for `python -m tests.differential --report`."""
+def record(
+    report: Path,
+    backend: str,
+    observed: dict[str, dict[tuple[str, str], str]],
+    raw: dict[str, Any],
+) -> None:
+    """What differs, and what each side showed, for `python -m tests.differential`."""
     found = {c: [[*k, v] for k, v in d.items()] for c, d in observed.items()}
     with report.open("a") as out:
-        out.write(json.dumps({"backend": backend, "observed": found}) + "\n")
+        out.write(json.dumps({"backend": backend, "observed": found, "raw": raw}) + "\n")
 
 
 async def test_turnkeeper_shows_the_clients_what_langgraph_dev_shows(
@@ -97,7 +102,7 @@ async def test_turnkeeper_shows_the_clients_what_langgraph_dev_shows(
         for client, seen in ours.items()
     }
     if REPORT:
-        record(Path(REPORT), backend, observed)
+        record(Path(REPORT), backend, observed, {"reference": reference, "turnkeeper": ours})
     allowed = compare.allow_list()
     verdict = compare.judge(observed, allowed)
     message = []

@@ -5,8 +5,9 @@ run, to what a client acts on: the event names in their order, the key paths of 
 event's payloads (recursively; ids and timestamps normalised), an error if the run was
 refused, and after the runs the thread's final state, its status and its runs'
 statuses. Two reductions differ by named differences, `<run>: events`,
-`<run>: keys of <event>`, `<run>: error`, `state`, `thread status`, `run statuses`;
-docs/langgraph-api.md's allow-list names the ones that are known, with a reason."""
+`<run>: keys missing from <event>`, `<run>: keys extra in <event>`, `<run>: error`,
+`state`, `thread status`, `run statuses`; docs/langgraph-api.md's allow-list names the
+ones that are known, with a reason."""
 
 from __future__ import annotations
 
@@ -101,15 +102,6 @@ def _events(events: list[str]) -> str:
     return " ".join(out) or "(none)"
 
 
-def _keys(reference: set[str], ours: set[str]) -> str:
-    parts = []
-    if reference - ours:
-        parts.append("missing " + ", ".join(sorted(reference - ours)))
-    if ours - reference:
-        parts.append("extra " + ", ".join(sorted(ours - reference)))
-    return "; ".join(parts)
-
-
 def differences(reference: dict[str, Any], ours: dict[str, Any]) -> dict[tuple[str, str], str]:
     """Every difference between two reduced observations, as (scenario, difference)
     -> what it is, reference first."""
@@ -128,10 +120,12 @@ def differences(reference: dict[str, Any], ours: dict[str, Any]) -> dict[tuple[s
                     f"{_events(r['events'])} vs {_events(g['events'])}"
                 )
             for event in sorted(set(r["keys"]) & set(g["keys"])):
-                if r["keys"][event] != g["keys"][event]:
-                    found[(name, f"{run}: keys of {event}")] = _keys(
-                        r["keys"][event], g["keys"][event]
-                    )
+                missing = r["keys"][event] - g["keys"][event]
+                extra = g["keys"][event] - r["keys"][event]
+                if missing:
+                    found[(name, f"{run}: keys missing from {event}")] = ", ".join(sorted(missing))
+                if extra:
+                    found[(name, f"{run}: keys extra in {event}")] = ", ".join(sorted(extra))
         for aspect in ("state", "thread status", "run statuses"):
             if ref[aspect] != got[aspect]:
                 found[(name, aspect)] = f"{ref[aspect]!r} vs {got[aspect]!r}"

@@ -71,11 +71,11 @@ def test_each_kind_of_difference_is_named() -> None:
     found = compare.differences(compare.reduce(ref), compare.reduce(ours))
     assert set(found) == {
         ("chat", "first: events"),
-        ("chat", "first: keys of messages"),
+        ("chat", "first: keys missing from messages"),
         ("chat", "state"),
         ("chat", "run statuses"),
     }
-    assert found[("chat", "first: keys of messages")] == "missing [].id"
+    assert found[("chat", "first: keys missing from messages")] == "[].id"
     assert found[("chat", "first: events")] == "metadata messages vs metadata values messages"
 
 

@@ -71,7 +71,12 @@ async def observe(commands: dict[str, list[str]]) -> dict[str, Any]:
             stdout=asyncio.subprocess.PIPE,
             stderr=asyncio.subprocess.PIPE,
         )
-        out, err = await asyncio.wait_for(proc.communicate(), DRIVER_TIMEOUT)
+        try:
+            out, err = await asyncio.wait_for(proc.communicate(), DRIVER_TIMEOUT)
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
         return parse(client, out, err, proc.returncode)
 
     seen = await asyncio.gather(*(one(c, cmd) for c, cmd in commands.items()))
@@ -93,6 +98,15 @@ def record(
 async def test_turnkeeper_shows_the_clients_what_langgraph_dev_shows(
     reference: dict[str, Any], api_url: str, js_package: Path | None, backend: str
 ) -> None:
+    # The script itself is sound: the reference answers every run of it.
+    refused = [
+        f"{client} {name} {run}: {r['error']}"
+        for client, seen in reference.items()
+        for name, scenario in seen.items()
+        for run, r in scenario["runs"].items()
+        if r["error"] is not None
+    ]
+    assert not refused, f"langgraph dev refused runs of scenarios.json: {refused}"
     commands = {"python": python_driver(api_url)}
     if js_package is not None:
         commands["js"] = js_driver(js_package, api_url)

@@ -11,12 +11,15 @@ ones that are known, with a reason."""
 
 from __future__ import annotations
 
+import json
 import re
 from dataclasses import dataclass
+from fnmatch import fnmatchcase
 from pathlib import Path
 from typing import Any
 
 DOC = Path(__file__).resolve().parents[2] / "docs" / "langgraph-api.md"
+SCENARIOS = Path(__file__).resolve().parent / "scenarios.json"
 MARKER = "<!-- differential allow-list -->"
 CLIENTS = ("python", "js")
 
@@ -137,7 +140,8 @@ def differences(reference: dict[str, Any], ours: dict[str, Any]) -> dict[tuple[s
 
 @dataclass(frozen=True)
 class Allowed:
-    """One row of docs/langgraph-api.md's allow-list."""
+    """One row of docs/langgraph-api.md's allow-list. `scenario` may be a pattern
+    (`interrupt*`, fnmatch) for a difference that several scenarios share."""
 
     scenario: str
     client: str  # "python", "js" or "both"
@@ -146,6 +150,23 @@ class Allowed:
 
     def clients(self) -> tuple[str, ...]:
         return CLIENTS if self.client == "both" else (self.client,)
+
+    def covers(self, client: str, scenario: str, difference: str) -> bool:
+        return (
+            client in self.clients()
+            and difference == self.difference
+            and fnmatchcase(scenario, self.scenario)
+        )
+
+    def targets(self, scenarios: dict[str, list[str]]) -> list[str]:
+        """The scenarios this row speaks of: those its pattern matches that have the
+        run its difference names."""
+        run, sep, _ = self.difference.partition(": ")
+        return [
+            name
+            for name, runs in scenarios.items()
+            if fnmatchcase(name, self.scenario) and (not sep or run in runs)
+        ]
 
 
 def _cell(text: str) -> str:
@@ -181,53 +202,76 @@ def allow_list(doc: Path = DOC) -> list[Allowed]:
     return rows
 
 
+def scenario_runs() -> dict[str, list[str]]:
+    """Each scenario of scenarios.json with its runs' names."""
+    found = json.loads(SCENARIOS.read_text())["scenarios"]
+    return {s["name"]: [r["name"] for r in s["runs"]] for s in found}
+
+
 @dataclass
 class Verdict:
     unexpected: dict[tuple[str, str, str], str]  # (client, scenario, difference) -> detail
-    stale: list[Allowed]  # rows that no longer differ
+    stale: dict[Allowed, list[str]]  # rows that no longer differ -> where (client scenario)
 
     def ok(self) -> bool:
         return not self.unexpected and not self.stale
 
 
-def judge(observed: dict[str, dict[tuple[str, str], str]], allowed: list[Allowed]) -> Verdict:
+def judge(
+    observed: dict[str, dict[tuple[str, str], str]],
+    allowed: list[Allowed],
+    scenarios: dict[str, list[str]] | None = None,
+) -> Verdict:
     """`observed`: per client that ran, its differences. A difference no row allows
-    is unexpected; a row whose difference is not observed on a client it names that ran
-    is stale."""
+    is unexpected. A row is stale if, on a client it names that ran, a scenario it
+    speaks of does not show its difference, or it speaks of no scenario at all."""
+    scenarios = scenario_runs() if scenarios is None else scenarios
     unexpected: dict[tuple[str, str, str], str] = {}
     for client, found in observed.items():
         for (scenario, difference), detail in found.items():
-            if not any(
-                a.scenario == scenario and a.difference == difference and client in a.clients()
-                for a in allowed
-            ):
+            if not any(a.covers(client, scenario, difference) for a in allowed):
                 unexpected[(client, scenario, difference)] = detail
-    stale = [
-        a
-        for a in allowed
-        if any(
-            client in observed and (a.scenario, a.difference) not in observed[client]
+    stale: dict[Allowed, list[str]] = {}
+    for a in allowed:
+        targets = a.targets(scenarios)
+        if not targets:
+            stale[a] = ["(no scenario)"]
+            continue
+        gone = [
+            f"{client} {name}"
             for client in a.clients()
-        )
-    ]
+            if client in observed
+            for name in targets
+            if (name, a.difference) not in observed[client]
+        ]
+        if gone:
+            stale[a] = gone
     return Verdict(unexpected, stale)
 
 
 def rows(observed: dict[str, dict[tuple[str, str], str]], allowed: list[Allowed]) -> list[str]:
-    """The allow-list that `observed` calls for, as table rows (reasons kept from
-    `allowed`), each followed by a comment line with what differs."""
+    """The allow-list that `observed` calls for, as table rows: a row of `allowed` that
+    covers a difference stands for it (a pattern row once), any other difference gets a
+    row of its own to give a reason; under each row, what differs, reference first."""
     by_key: dict[tuple[str, str], dict[str, str]] = {}
     for client, found in observed.items():
         for key, detail in found.items():
             by_key.setdefault(key, {})[client] = detail
-    out = []
+    table: dict[str, list[str]] = {}
     for (scenario, difference), details in sorted(by_key.items()):
-        client = "both" if set(details) == set(CLIENTS) else next(iter(details))
-        why = next(
-            (a.why for a in allowed if (a.scenario, a.difference) == (scenario, difference)),
-            "(new: say why)",
+        row = next(
+            (a for a in allowed if all(a.covers(c, scenario, difference) for c in details)),
+            None,
         )
-        out.append(f"| {scenario} | {client} | `{difference}` | {why} |")
-        for c, detail in sorted(details.items()):
-            out.append(f"    {c}: {detail}")
+        if row is None:
+            client = "both" if set(details) == set(CLIENTS) else next(iter(details))
+            line = f"| {scenario} | {client} | `{difference}` | (new: say why) |"
+        else:
+            line = f"| {row.scenario} | {row.client} | `{row.difference}` | {row.why} |"
+        table.setdefault(line, []).extend(
+            f"    {c} {scenario}: {detail}" for c, detail in sorted(details.items())
+        )
+    out = []
+    for line, shown in table.items():
+        out += [line, *shown]
     return out

@@ -88,6 +88,9 @@ def write_doc(tmp_path: Path, rows: str) -> Path:
     return doc
 
 
+SCENARIOS = {"chat": ["first"], "ask": ["ask", "resume"], "ask-twice": ["ask", "again"]}
+
+
 def test_a_difference_not_on_the_list_and_a_row_no_longer_differing_both_fail(
     tmp_path: Path,
 ) -> None:
@@ -106,14 +109,41 @@ def test_a_difference_not_on_the_list_and_a_row_no_longer_differing_both_fail(
         "python": {("chat", "state"): "…", ("chat", "first: error"): "None vs HTTP 422"},
         "js": {("chat", "state"): "…"},
     }
-    verdict = compare.judge(observed, allowed)
+    verdict = compare.judge(observed, allowed, SCENARIOS)
     assert verdict.unexpected == {("python", "chat", "first: error"): "None vs HTTP 422"}
-    assert verdict.stale == [allowed[1]]
+    assert verdict.stale == {allowed[1]: ["js chat"]}
     # Fixed on one client only: a `both` row is stale.
-    verdict = compare.judge({"python": {("chat", "state"): "…"}, "js": {}}, allowed[:1])
-    assert verdict.stale == allowed[:1] and not verdict.ok()
+    verdict = compare.judge({"python": {("chat", "state"): "…"}, "js": {}}, allowed[:1], SCENARIOS)
+    assert verdict.stale == {allowed[0]: ["js chat"]} and not verdict.ok()
     # A client that did not run (no node) leaves its rows unjudged.
-    assert compare.judge({"python": {("chat", "state"): "…"}}, allowed).ok()
+    assert compare.judge({"python": {("chat", "state"): "…"}}, allowed, SCENARIOS).ok()
+
+
+def test_a_pattern_row_must_still_differ_in_every_scenario_it_matches(tmp_path: Path) -> None:
+    allowed = compare.allow_list(
+        write_doc(
+            tmp_path,
+            "| ask* | python | `ask: events` | the extra values part |\n"
+            "| ask* | python | `resume: error` | a 409 |\n"
+            "| nothing* | python | `state` | a row that matches no scenario |",
+        )
+    )
+    both = {("ask", "ask: events"): "…", ("ask-twice", "ask: events"): "…"}
+    # `resume` is a run of `ask` alone: the row speaks of that scenario only.
+    found = {**both, ("ask", "resume: error"): "None vs HTTP 409"}
+    verdict = compare.judge({"python": found}, allowed, SCENARIOS)
+    assert not verdict.unexpected
+    assert verdict.stale == {allowed[2]: ["(no scenario)"]}
+    # Fixed in one of the scenarios the pattern matches: stale, naming where.
+    del found[("ask-twice", "ask: events")]
+    verdict = compare.judge({"python": found}, allowed[:2], SCENARIOS)
+    assert verdict.stale == {allowed[0]: ["python ask-twice"]}
+    # The report prints a pattern row once, with each difference it stands for.
+    assert compare.rows({"python": {**both}}, allowed) == [
+        "| ask* | python | `ask: events` | the extra values part |",
+        "    python ask: …",
+        "    python ask-twice: …",
+    ]
 
 
 def test_a_row_without_its_reason_is_refused(tmp_path: Path) -> None:

@@ -127,7 +127,10 @@ async def test_turnkeeper_shows_the_clients_what_langgraph_dev_shows(
         ]
     if verdict.stale:
         message.append("allow-list rows that no longer differ (remove them):")
-        message += [f"  | {a.scenario} | {a.client} | `{a.difference}` |" for a in verdict.stale]
+        message += [
+            f"  | {a.scenario} | {a.client} | `{a.difference}` | no longer on {', '.join(where)}"
+            for a, where in verdict.stale.items()
+        ]
     if message:
         message.append("the allow-list this run calls for (python -m tests.differential --report):")
         message += compare.rows(observed, allowed)

@@ -4,9 +4,11 @@ A driver's raw observation (driver.py, js/driver.mjs) is reduced, per scenario a
 run, to what a client acts on: the event names in their order, the key paths of each
 event's payloads (recursively; ids and timestamps normalised), an error if the run was
 refused, and after the runs the thread's final state, its status and its runs'
-statuses. Two reductions differ by named differences, `<run>: events`,
-`<run>: keys missing from <event>`, `<run>: keys extra in <event>`, `<run>: error`,
-`state`, `thread status`, `run statuses`; docs/langgraph-api.md's allow-list names the
+statuses; and the assistant a scenario creates, if it does. Two reductions differ by
+named differences, `<run>: events`, `<run>: keys missing from <event>`,
+`<run>: keys extra in <event>`, `<run>: error`, `create assistant: error`,
+`create assistant: keys missing`, `create assistant: keys extra`, `state`,
+`thread status`, `run statuses`; docs/langgraph-api.md's allow-list names the
 ones that are known, with a reason."""
 
 from __future__ import annotations
@@ -22,6 +24,9 @@ DOC = Path(__file__).resolve().parents[2] / "docs" / "langgraph-api.md"
 SCENARIOS = Path(__file__).resolve().parent / "scenarios.json"
 MARKER = "<!-- differential allow-list -->"
 CLIENTS = ("python", "js")
+# A scenario's first step when it creates its own assistant (scenarios.json's
+# `create_assistant`), named in differences as a run is.
+CREATE = "create assistant"
 
 UUID = re.compile(r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}", re.I)
 HEX_ID = re.compile(r"\b[0-9a-f]{32}\b")
@@ -82,7 +87,11 @@ def reduce(observed: dict[str, Any]) -> dict[str, Any]:
     for name, scenario in observed.items():
         state = scenario["state"]
         interrupts = [i.get("value") for t in state.get("tasks") or [] for i in t["interrupts"]]
+        made = scenario.get("assistant")
         reduced[name] = {
+            "assistant": None
+            if made is None
+            else {"error": made["error"], "keys": key_paths(made["data"])},
             "runs": {run: reduce_run(r) for run, r in scenario["runs"].items()},
             "state": normalise(
                 {"values": state["values"], "next": state["next"], "interrupts": interrupts}
@@ -114,6 +123,14 @@ def differences(reference: dict[str, Any], ours: dict[str, Any]) -> dict[tuple[s
         if got is None:
             found[(name, "scenario")] = "not observed"
             continue
+        if ref["assistant"] is not None and got["assistant"] is not None:
+            r, g = ref["assistant"], got["assistant"]
+            if r["error"] != g["error"]:
+                found[(name, f"{CREATE}: error")] = f"{r['error']} vs {g['error']}"
+            elif r["keys"] - g["keys"]:
+                found[(name, f"{CREATE}: keys missing")] = ", ".join(sorted(r["keys"] - g["keys"]))
+            if r["error"] == g["error"] and g["keys"] - r["keys"]:
+                found[(name, f"{CREATE}: keys extra")] = ", ".join(sorted(g["keys"] - r["keys"]))
         for run, r in ref["runs"].items():
             g = got["runs"][run]
             if r["error"] != g["error"]:
@@ -205,7 +222,10 @@ def allow_list(doc: Path = DOC) -> list[Allowed]:
 def scenario_runs() -> dict[str, list[str]]:
     """Each scenario of scenarios.json with its runs' names."""
     found = json.loads(SCENARIOS.read_text())["scenarios"]
-    return {s["name"]: [r["name"] for r in s["runs"]] for s in found}
+    return {
+        s["name"]: [*([CREATE] if "create_assistant" in s else []), *(r["name"] for r in s["runs"])]
+        for s in found
+    }
 
 
 @dataclass

@@ -51,13 +51,36 @@ async def run_once(client: LangGraphClient, thread_id: str, spec: dict[str, Any]
     return {"parts": parts, "error": None}
 
 
+async def create_assistant(client: LangGraphClient, spec: dict[str, Any]) -> Any:
+    """The scenario's own assistant, if it names one to create: its runs then use it
+    (the graph's, if the server refuses to create one)."""
+    made = spec["create_assistant"]
+    try:
+        created: Any = await client.assistants.create(
+            made["graph_id"],
+            context=made.get("context"),
+            config=made.get("config"),
+            metadata=made.get("metadata"),
+            if_exists=made.get("if_exists"),
+            name=made.get("name"),
+            description=made.get("description"),
+        )
+    except Exception as exc:  # recorded, as a refused run is
+        return {"data": None, "error": failure(exc)}
+    spec["assistant"] = created["assistant_id"]
+    return {"data": created, "error": None}
+
+
 async def scenario(client: LangGraphClient, spec: dict[str, Any]) -> dict[str, Any]:
+    spec = dict(spec)
+    made = await create_assistant(client, spec) if "create_assistant" in spec else None
     thread = await client.threads.create()
     tid = thread["thread_id"]
     runs = {run["name"]: await run_once(client, tid, spec, run) for run in spec["runs"]}
     state: Any = await client.threads.get_state(tid)
     listed = await client.runs.list(tid)
     return {
+        "assistant": made,
         "runs": runs,
         "state": state,
         "thread_status": (await client.threads.get(tid))["status"],

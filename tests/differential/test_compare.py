@@ -155,3 +155,18 @@ def test_the_docs_allow_list_is_well_formed() -> None:
     rows = compare.allow_list()
     assert len({(r.scenario, r.client, r.difference) for r in rows}) == len(rows)
     assert all(r.why for r in rows)
+
+
+def test_a_created_assistant_is_compared_by_its_answer_and_shape() -> None:
+    ref = observation([], {}, [])
+    ours = observation([], {}, [])
+    ref["chat"]["assistant"] = {"data": {"assistant_id": RUN_ID, "context": {}}, "error": None}
+    ours["chat"]["assistant"] = {"data": None, "error": "HTTP 404"}
+    found = compare.differences(compare.reduce(ref), compare.reduce(ours))
+    assert found == {("chat", "create assistant: error"): "None vs HTTP 404"}
+    ours["chat"]["assistant"] = {"data": {"assistant_id": RUN_ID, "version": 1}, "error": None}
+    found = compare.differences(compare.reduce(ref), compare.reduce(ours))
+    assert found == {
+        ("chat", "create assistant: keys missing"): "context{}",
+        ("chat", "create assistant: keys extra"): "version",
+    }

@@ -105,6 +105,11 @@ async def test_turnkeeper_shows_the_clients_what_langgraph_dev_shows(
         for name, scenario in seen.items()
         for run, r in scenario["runs"].items()
         if r["error"] is not None
+    ] + [
+        f"{client} {name} create assistant: {scenario['assistant']['error']}"
+        for client, seen in reference.items()
+        for name, scenario in seen.items()
+        if scenario["assistant"] is not None and scenario["assistant"]["error"] is not None
     ]
     assert not refused, f"langgraph dev refused runs of scenarios.json: {refused}"
     commands = {"python": python_driver(api_url)}

@@ -112,6 +112,12 @@ async def test_turnkeeper_shows_the_clients_what_langgraph_dev_shows(
         if scenario["assistant"] is not None and scenario["assistant"]["error"] is not None
     ]
     assert not refused, f"langgraph dev refused runs of scenarios.json: {refused}"
+    # And the two drivers are one script: the reference shows both SDKs the same.
+    if "js" in reference:
+        apart = compare.differences(
+            compare.reduce(reference["python"]), compare.reduce(reference["js"])
+        )
+        assert not apart, f"driver.py and js/driver.mjs were shown different things: {apart}"
     commands = {"python": python_driver(api_url)}
     if js_package is not None:
         commands["js"] = js_driver(js_package, api_url)

@@ -7,6 +7,7 @@ the graph (`runtime.context`, `config["configurable"]`)."""
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 from collections.abc import AsyncIterator
 from pathlib import Path
@@ -16,9 +17,11 @@ import httpx
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
+from turnkeeper.client import AsyncTurnkeeperClient
+from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.support.agents import Agent
+from tests.support.agents import PATIENCE, Agent
 from tests.support.langgraph_host import start_host
 from tests.support.nats import NatsServer
 from tests.support.service import ServiceFactory
@@ -33,9 +36,7 @@ DEFAULT_ID = str(uuid.uuid5(uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8"), G
 
 
 @pytest.fixture
-async def context_host(
-    service: TurnkeeperServer, nats_server: NatsServer
-) -> AsyncIterator[Agent]:
+async def context_host(service: TurnkeeperServer, nats_server: NatsServer) -> AsyncIterator[Agent]:
     agent = await start_host(
         CONFIG, service=service.address, nats_url=nats_server.url, replica="ctx-1"
     )
@@ -68,7 +69,9 @@ async def test_the_default_assistant_has_langgraphs_id(lg: LangGraphClient) -> N
     assert await lg.assistants.get(DEFAULT_ID) == by_name
     assert [a["assistant_id"] for a in await lg.assistants.search()] == [DEFAULT_ID]
     schemas = await lg.assistants.get_schemas(DEFAULT_ID)
-    assert set(schemas["context_schema"]["properties"]) == {"model", "user"}
+    context_schema = schemas["context_schema"]
+    assert context_schema is not None
+    assert set(context_schema["properties"]) == {"model", "user"}
     assert await status_of(lg.assistants.get(str(uuid.uuid4()))) == 404
 
 
@@ -111,6 +114,8 @@ async def test_create_update_versions_set_latest_delete(lg: LangGraphClient) -> 
     # The next update is a version after every one there is.
     assert (await lg.assistants.update(aid, name="renamed"))["version"] == 3
 
+    refused = lg.assistants.delete(aid, delete_threads=True)
+    assert await status_of(refused) == 422  # not yet: refused, never ignored
     await lg.assistants.delete(aid)
     assert await status_of(lg.assistants.get(aid)) == 404
     assert await status_of(lg.assistants.delete(aid)) == 404
@@ -241,3 +246,55 @@ async def test_the_assistants_context_is_under_the_runs(lg: LangGraphClient) -> 
     default = await lg.runs.wait(None, GRAPH, input={})
     assert isinstance(default, dict)
     assert default["before"]["configurable"]["assistant_id"] == DEFAULT_ID
+
+
+@pytest.mark.slow
+async def test_a_re_drive_after_a_sigkill_keeps_the_runs_context_and_config(
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    api_url: str,
+    client: AsyncTurnkeeperClient,
+) -> None:
+    spawn: dict[str, Any] = {
+        "service": service.address,
+        "nats_url": nats_server.url,
+        "replica": "ctx-crash",
+        # `pause` takes this long: the window the agent is killed in.
+        "extra_env": {"CONTEXT_STEP_DELAY": "3"},
+    }
+    hosts = [await start_host(CONFIG, **spawn)]
+    sdk = get_client(url=api_url)
+    try:
+        assistant = await sdk.assistants.create(graph_id=GRAPH, context={"model": "kept-model"})
+        parts: list[Any] = []
+        before = asyncio.Event()
+
+        async def streamed() -> None:
+            async for part in sdk.runs.stream(
+                None,
+                assistant["assistant_id"],
+                input={},
+                context={"user": "kept-user"},
+                stream_mode=["values", "updates"],
+            ):
+                parts.append(part)
+                if part.event == "updates" and "before" in part.data:
+                    before.set()
+
+        stream = asyncio.create_task(streamed())
+        await asyncio.wait_for(before.wait(), PATIENCE)
+        await hosts[0].kill()
+        hosts.append(await start_host(CONFIG, **spawn))
+        await asyncio.wait_for(stream, PATIENCE)
+        final = [p.data for p in parts if p.event == "values"][-1]
+        # `after` ran in the re-drive, with the run's context and config as journaled.
+        assert final["after"] == final["before"]
+        assert (final["after"]["model"], final["after"]["user"]) == ("kept-model", "kept-user")
+        assert final["after"]["configurable"]["assistant_id"] == assistant["assistant_id"]
+        run_id = parts[0].data["run_id"]
+        status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=run_id))
+        assert status.attempts >= 1  # re-driven once (attempts count re-drives)
+    finally:
+        await sdk.http.client.aclose()
+        for host in hosts:
+            await host.close()

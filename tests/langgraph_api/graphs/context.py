@@ -10,7 +10,7 @@ import os
 from dataclasses import dataclass
 from typing import Any
 
-from langchain_core.runnables import RunnableConfig
+from langgraph.config import get_config
 from langgraph.graph import END, START, StateGraph
 from langgraph.runtime import Runtime
 from typing_extensions import TypedDict
@@ -27,7 +27,8 @@ class State(TypedDict, total=False):
     after: dict[str, Any]
 
 
-def _seen(runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
+def _seen(runtime: Runtime[Context]) -> dict[str, Any]:
+    config = get_config()
     configurable = config.get("configurable", {})
     return {
         "model": runtime.context.model,
@@ -40,8 +41,8 @@ def _seen(runtime: Runtime[Context], config: RunnableConfig) -> dict[str, Any]:
     }
 
 
-def before(state: State, runtime: Runtime[Context], config: RunnableConfig) -> State:
-    return {"before": _seen(runtime, config)}
+def before(state: State, runtime: Runtime[Context]) -> State:
+    return {"before": _seen(runtime)}
 
 
 async def pause(state: State) -> State:
@@ -49,8 +50,8 @@ async def pause(state: State) -> State:
     return {}
 
 
-def after(state: State, runtime: Runtime[Context], config: RunnableConfig) -> State:
-    return {"after": _seen(runtime, config)}
+def after(state: State, runtime: Runtime[Context]) -> State:
+    return {"after": _seen(runtime)}
 
 
 builder = StateGraph(State, context_schema=Context)

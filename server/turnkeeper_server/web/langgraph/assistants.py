@@ -221,6 +221,10 @@ async def update(request: web.Request, caller: Caller | None, deps: Deps) -> web
 
 async def delete(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
     require(caller, THREADS_WRITE)
+    if request.query.get("delete_threads", "").lower() == "true":
+        raise ApiError(
+            422, "delete_threads: not supported by turnkeeper yet (docs/langgraph-api.md)"
+        )
     record = await resolve(deps, caller, request.match_info["assistant_id"])
     if not await deps.engine.assistants.delete(record.assistant_id):
         raise not_found(f"assistant {record.assistant_id}")

@@ -84,20 +84,33 @@ async def resolve(deps: Deps, caller: Caller | None, value: Any) -> AssistantRec
 
 
 def shape(record: AssistantRecord, *, version_only: bool = False) -> dict[str, Any]:
-    out: dict[str, Any] = {
-        "assistant_id": record.assistant_id,
+    """The assistant (or one of its versions) with LangGraph's server's keys, in its
+    order."""
+    common = {
         "graph_id": record.graph_id,
-        "name": record.name,
-        "description": record.description,
         "config": record.config,
         "context": record.context,
         "metadata": record.metadata,
-        "version": record.version,
-        "created_at": shapes.iso(record.created_at),
     }
-    if not version_only:
-        out["updated_at"] = shapes.iso(record.updated_at)
-    return out
+    created = shapes.iso(record.created_at)
+    if version_only:
+        return {
+            "assistant_id": record.assistant_id,
+            "version": record.version,
+            **common,
+            "created_at": created,
+            "name": record.name,
+            "description": record.description,
+        }
+    return {
+        "assistant_id": record.assistant_id,
+        **common,
+        "name": record.name,
+        "created_at": created,
+        "updated_at": shapes.iso(record.updated_at),
+        "version": record.version,
+        "description": record.description,
+    }
 
 
 def _object(body: dict[str, Any], name: str) -> dict[str, Any] | None:

@@ -191,6 +191,11 @@ async def test_assistants_survive_a_restart_of_the_service(
             1,
         ]
         assert (await sdk.assistants.get(GRAPH))["assistant_id"] == DEFAULT_ID
+        # A run of it is answered as a run of its graph is while no replica serves it.
+        with pytest.raises(httpx.HTTPStatusError) as caught:
+            await sdk.runs.create(None, kept["assistant_id"], input={})
+        assert caught.value.response.status_code == 404
+        assert "no replica serves it" in caught.value.response.json()["detail"]
     finally:
         await sdk.http.client.aclose()
 

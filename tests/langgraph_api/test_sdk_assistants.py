@@ -243,6 +243,10 @@ async def test_the_assistants_context_is_under_the_runs(lg: LangGraphClient) -> 
     merged = await lg.runs.wait(None, aid, input={}, context={"user": "run-user"})
     assert isinstance(merged, dict)
     assert (merged["after"]["model"], merged["after"]["user"]) == ("assistant-model", "run-user")
+    # A run tags its thread with its assistant, as LangGraph's server does (a chat
+    # UI lists an assistant's threads by it).
+    tagged = await lg.threads.search(metadata={"assistant_id": aid})
+    assert len(tagged) == 2 and all(t["metadata"]["graph_id"] == GRAPH for t in tagged)
     # An update is what the next run gets.
     await lg.assistants.update(aid, context={"model": "newer"})
     newer = await lg.runs.wait(None, aid, input={})

@@ -97,7 +97,7 @@ async def start_run(
     stamped = await end_users.create_run(request, deps, thread_id, body)
     # A run tags its thread with its graph, as LangGraph's server does (one write,
     # and none when the thread already says so).
-    tagged = {"graph_id": agent, "assistant_id": agent}
+    tagged = {"graph_id": agent, "assistant_id": assistant.assistant_id}
     owner = auth.identity(caller)
     if thread_id is None:
         thread_id = str(uuid.uuid4())

@@ -66,6 +66,16 @@ def get(conn: Conn, assistant_id: str) -> AssistantRecord | None:
     return None if row is None else _record(row)
 
 
+def _locked(tx: Tx, assistant_id: str) -> AssistantRecord | None:
+    """As get, the row locked until the transaction ends (PostgreSQL replicas may
+    version one assistant at once)."""
+    row = tx.execute(
+        f"SELECT {_COLUMNS} FROM main.assistants WHERE assistant_id = ?{tx.for_update}",
+        (assistant_id,),
+    ).fetchone()
+    return None if row is None else _record(row)
+
+
 def all_assistants(conn: Conn) -> list[AssistantRecord]:
     """Every assistant, oldest first (a search filters, sorts and pages them)."""
     rows = conn.execute(
@@ -97,19 +107,24 @@ def create(tx: Tx, record: AssistantRecord, *, if_exists: str) -> tuple[Assistan
     """A new assistant at version 1 (`record.version` is ignored). `if_exists`:
     "raise" (ALREADY_EXISTS) or "do_nothing" (the assistant as it is). Returns the
     assistant and whether it was made now."""
-    existing = get(tx.conn, record.assistant_id)
-    if existing is not None:
+    made = replace(record, version=1, updated_at=record.created_at)
+    # ON CONFLICT: two replicas announcing one graph at once (its default assistant)
+    # or two creates of one id race on PostgreSQL; the loser finds the winner's.
+    inserted = tx.execute(
+        f"INSERT INTO main.assistants ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (assistant_id) DO NOTHING",
+        (made.assistant_id, *_field_values(made), 1, made.created_at, made.created_at),
+    )
+    if not inserted.rowcount:
         if if_exists != "do_nothing":
             raise AlreadyExists(
                 f"assistant {record.assistant_id} exists; "
                 "pass if_exists='do_nothing' to get it instead"
             )
+        existing = get(tx.conn, record.assistant_id)
+        if existing is None:  # deleted between the conflict and this read
+            raise AlreadyExists(f"assistant {record.assistant_id} changed meanwhile; try again")
         return existing, False
-    made = replace(record, version=1, updated_at=record.created_at)
-    tx.execute(
-        f"INSERT INTO main.assistants ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (made.assistant_id, *_field_values(made), 1, made.created_at, made.created_at),
-    )
     _insert_version(tx, made)
     return made, True
 
@@ -118,7 +133,7 @@ def update(tx: Tx, assistant_id: str, changes: dict[str, Any], now: float) -> As
     """A new version made of the latest with `changes` (graph_id, name, description,
     config, context replace; metadata merges, keys given replace), and made the
     latest. NOT_FOUND when there is no such assistant."""
-    current = get(tx.conn, assistant_id)
+    current = _locked(tx, assistant_id)
     if current is None:
         raise NotFound(f"assistant {assistant_id} not found")
     newest = tx.execute(
@@ -156,7 +171,7 @@ def versions(conn: Conn, assistant_id: str) -> list[AssistantRecord]:
 def set_latest(tx: Tx, assistant_id: str, version: int, now: float) -> AssistantRecord:
     """Point the assistant at one of its versions. NOT_FOUND for an assistant or a
     version there is not."""
-    current = get(tx.conn, assistant_id)
+    current = _locked(tx, assistant_id)
     if current is None:
         raise NotFound(f"assistant {assistant_id} not found")
     row = tx.execute(

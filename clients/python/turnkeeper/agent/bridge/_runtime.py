@@ -382,7 +382,8 @@ class Execution:
         return [*modes, "custom"] if self.runtime.langgraph_api else modes
 
     def _stream_kwargs(self) -> dict[str, Any]:
-        """The run's own astream options (static interrupts), for every execution."""
+        """The run's own astream options (static interrupts, its context), for every
+        execution."""
         intent = run_intent(value_to_py(self.assignment.turn.input))
         kwargs = {} if intent is None else intent.stream_kwargs()
         graph = self.runtime.graph

@@ -257,8 +257,11 @@ async def test_the_assistants_context_is_under_the_runs(lg: LangGraphClient) -> 
     await lg.assistants.update(aid, context={"model": "newer"})
     newer = await lg.runs.wait(None, aid, input={})
     assert isinstance(newer, dict) and newer["before"]["model"] == "newer"
-    # The graph's default assistant: LangGraph's id in configurable.
-    default = await lg.runs.wait(None, GRAPH, input={})
+    # The graph's default assistant: LangGraph's id in configurable, whatever the
+    # run says it is.
+    default = await lg.runs.wait(
+        None, GRAPH, input={}, config={"configurable": {"assistant_id": "spoofed"}}
+    )
     assert isinstance(default, dict)
     assert default["before"]["configurable"]["assistant_id"] == DEFAULT_ID
 

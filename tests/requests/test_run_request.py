@@ -250,6 +250,25 @@ def test_a_runs_config_and_context_merge_over_its_assistants() -> None:
     assert options.context == {"user": "run", "model": "a"}
     # What the service sends, the bridge reads back the same.
     assert parse_run_options(options.as_dict(), {}) == options
+    # Where the turn runs and what it is are not the run's to set.
+    reserved = parse_run_request(
+        {
+            "config": {
+                "configurable": {
+                    "thread_id": "other",
+                    "checkpoint_id": "fork-without-the-right",
+                    "checkpoint_ns": "elsewhere",
+                    "run_id": "r",
+                    "graph_id": "g",
+                    "assistant_id": "spoofed",
+                    "__pregel_internal": 1,
+                    "prompt": "kept",
+                }
+            }
+        }
+    )
+    merged = merge_assistant(reserved, config={}, context={})
+    assert merged.config == {"configurable": {"prompt": "kept"}}
     # Nothing given and an assistant with nothing: no options at all.
     assert merge_assistant(parse_run_request({}), config={}, context={}).as_dict() == {}
 

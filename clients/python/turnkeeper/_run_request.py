@@ -52,6 +52,24 @@ BOTH_GIVEN: Final = (
 )
 
 
+# Keys of ``configurable`` a run may not set: where the turn runs (its thread, the
+# checkpoint it starts from, which is a fork and a right of its own, its namespace),
+# what the service says it is (its run, graph and assistant), and LangGraph's and
+# turnkeeper's internal ``__`` keys.
+RESERVED_CONFIGURABLE: Final = frozenset(
+    {"thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map", "run_id", "graph_id"}
+)
+
+
+def own_configurable(configurable: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The keys of a run's ``configurable`` that are the run's to set."""
+    return {
+        k: v
+        for k, v in (configurable or {}).items()
+        if k not in RESERVED_CONFIGURABLE and not k.startswith("__")
+    }
+
+
 def default_assistant_id(graph_id: str) -> str:
     """The id of the assistant LangGraph's server makes for each graph."""
     return str(uuid.uuid5(NAMESPACE_GRAPH, graph_id))
@@ -151,14 +169,16 @@ def merge_assistant(
     """The run's options with its config and context merged over its assistant's
     (``config``, ``context``), as LangGraph's server merges them: each top-level key
     of the run's config replaces the assistant's, ``configurable`` merges key by
-    key, and so does ``context``. ``assistant_id``: the assistant's, when it is not
+    key (RESERVED_CONFIGURABLE left out), and so does ``context``. ``assistant_id``: the assistant's, when it is not
     the graph's default (the agent knows that one), in ``configurable`` as
     LangGraph's. Either empty: left out."""
     run_config, run_context = mirror(run.config, run.context)
     configurable = {
-        **(config.get("configurable") or {}),
-        **(run_config.get("configurable") or {}),
+        **own_configurable(config.get("configurable")),
+        **own_configurable(run_config.get("configurable")),
     }
+    # The assistant's id is the service's to say (LangGraph's server overwrites it).
+    configurable.pop("assistant_id", None)
     if assistant_id is not None:
         configurable["assistant_id"] = assistant_id
     merged = {**config, **run_config, "configurable": configurable}

@@ -38,7 +38,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
 from langgraph.types import Command, Interrupt, StreamMode
 
-from turnkeeper._run_request import CONFIG_KEYS, default_assistant_id
+from turnkeeper._run_request import CONFIG_KEYS, default_assistant_id, own_configurable
 from turnkeeper.agent._reposition import at_checkpoint
 from turnkeeper.agent.bridge._boundary import BoundarySaver
 from turnkeeper.agent.bridge._convert import py_to_value, to_jsonable, value_to_py
@@ -324,7 +324,7 @@ class Execution:
         config["configurable"] = {
             **served,
             **(extra.pop("configurable", None) or {}),
-            **(asked.get("configurable") or {}),
+            **own_configurable(asked.get("configurable")),
             **config["configurable"],
             # What this run knows of the turn's effect ledger: a `retry` effect with
             # no row under its key runs without a read (decision 260).

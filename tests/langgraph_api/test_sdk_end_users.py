@@ -114,7 +114,7 @@ async def test_each_user_sees_only_their_own_threads(clients: Clients) -> None:
     found = await bob.threads.search(metadata={"owner": "alice"}, limit=100)
     assert {owner(t) for t in found} == {"bob"}
     # The graphs are everyone's (auth.py allows assistants).
-    assert [a["assistant_id"] for a in await bob.assistants.search()] == [ASSISTANT]
+    assert [a["graph_id"] for a in await bob.assistants.search()] == [ASSISTANT]
 
 
 async def test_another_users_thread_is_not_found_for_every_operation(clients: Clients) -> None:

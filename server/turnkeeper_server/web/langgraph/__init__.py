@@ -3,7 +3,8 @@ LangGraph's server (`langgraph-sdk`, `@langchain/langgraph-sdk` and its `useStre
 `RemoteGraph`) drive turnkeeper by changing nothing but the URL and the API key
 (docs/langgraph-api.md).
 
-Assistants are the agents the replicas announce (`assistants.py`); threads are
+Assistants are stored configurations of the graphs replicas serve, each graph
+with a default one (`assistants.py`); threads are
 the journal's, with metadata (`threads.py`); a run is a turn (`runs.py`), streamed
 from the journal with the rewind rule of `stream.py`. Tokens and roles are the
 service's: the SDKs' `x-api-key` is read as a bearer token (`api.py`).
@@ -45,9 +46,14 @@ def add_routes(app: web.Application, deps: Deps) -> None:
 
     assistant_read: tuple[Resource, str] = ("assistants", "read")
     read: tuple[Resource, str] = ("threads", "read")
+    route("POST", "/assistants", assistants.create)
     route("POST", "/assistants/search", assistants.search)
     route("POST", "/assistants/count", assistants.count)
     route("GET", "/assistants/{assistant_id}", assistants.get, assistant_read)
+    route("PATCH", "/assistants/{assistant_id}", assistants.update)
+    route("DELETE", "/assistants/{assistant_id}", assistants.delete, ("assistants", "delete"))
+    route("POST", "/assistants/{assistant_id}/versions", assistants.versions, assistant_read)
+    route("POST", "/assistants/{assistant_id}/latest", assistants.set_latest)
     route("GET", "/assistants/{assistant_id}/graph", assistants.graph, assistant_read)
     route("GET", "/assistants/{assistant_id}/schemas", assistants.schemas, assistant_read)
     route("GET", "/assistants/{assistant_id}/subgraphs", assistants.subgraphs, assistant_read)

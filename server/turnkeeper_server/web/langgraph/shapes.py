@@ -1,5 +1,6 @@
-"""The JSON objects of LangGraph's API (assistants, threads, runs) made from the
-journal's records, with the field names and values its SDKs read."""
+"""The JSON objects of LangGraph's API (threads, runs; assistants.py shapes its
+own) made from the journal's records, with the field names and values its SDKs
+read."""
 
 from __future__ import annotations
 
@@ -26,28 +27,10 @@ THREAD_STATUS: Final = {
     "FAILED": "error",
     "CANCELLED": "idle",
 }
-# The creation time of an assistant: it has none of its own (it is its agent).
-EPOCH: Final = "1970-01-01T00:00:00+00:00"
 
 
 def iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).isoformat()
-
-
-def assistant(agent: str) -> dict[str, Any]:
-    """An agent as an assistant: its name is the assistant id and the graph id."""
-    return {
-        "assistant_id": agent,
-        "graph_id": agent,
-        "name": agent,
-        "description": None,
-        "config": {},
-        "context": {},
-        "metadata": {"created_by": "system"},
-        "version": 1,
-        "created_at": EPOCH,
-        "updated_at": EPOCH,
-    }
 
 
 def thread_status(newest: TurnRecord | None) -> str:

@@ -25,7 +25,12 @@ QUESTION: Any = {"messages": [{"role": "user", "content": "what is a turn?"}]}
 
 async def test_assistants_are_the_hosted_graphs(sdk: LangGraphClient) -> None:
     found = await sdk.assistants.search()
-    assert sorted(a["assistant_id"] for a in found) == ["approval", ASSISTANT, "effects"]
+    # Each graph's default assistant, its id LangGraph's uuid5 of the graph id.
+    assert sorted(a["graph_id"] for a in found) == ["approval", ASSISTANT, "effects"]
+    assert {a["assistant_id"] for a in found} == {
+        str(uuid.uuid5(uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8"), a["graph_id"]))
+        for a in found
+    }
     assert [a["graph_id"] for a in await sdk.assistants.search(graph_id="approval")] == ["approval"]
     assert await sdk.assistants.count() == 3
     got = await sdk.assistants.get(ASSISTANT)

@@ -114,7 +114,7 @@ async def test_each_user_sees_only_their_own_threads(clients: Clients) -> None:
     found = await bob.threads.search(metadata={"owner": "alice"}, limit=100)
     assert {owner(t) for t in found} == {"bob"}
     # The graphs are everyone's (auth.py allows assistants).
-    assert [a["assistant_id"] for a in await bob.assistants.search()] == [ASSISTANT]
+    assert [a["graph_id"] for a in await bob.assistants.search()] == [ASSISTANT]
 
 
 async def test_another_users_thread_is_not_found_for_every_operation(clients: Clients) -> None:
@@ -319,6 +319,15 @@ async def observe(url: str) -> dict[str, Any]:
             (await alice.runs.get(tid, rid))["status"],
         ]
 
+        # Pruning: the handler's filter hides alice's thread from bob, so a list that
+        # names it erases nothing; his own are erased.
+        seen["bob prunes"] = [
+            await answer_of(bob.threads.prune([tid, theirs["thread_id"]])),
+            await bob.threads.prune([theirs["thread_id"], forged["thread_id"]]),
+            await bob.threads.count(),
+            await alice.threads.count(),
+        ]
+
         # LangGraph's server deletes a thread-less run's thread when it ends unless
         # told to keep it (turnkeeper always keeps it; docs/langgraph-api.md).
         threadless = await bob.runs.create(None, ASSISTANT, input=QUESTION, on_completion="keep")
@@ -346,3 +355,4 @@ async def test_the_same_auth_py_answers_the_same_on_turnkeeper_and_langgraph_dev
     assert refused["copy"] == 409
     refused["copy"] = 404
     assert ours == reference
+    assert ours["bob prunes"] == [404, {"pruned_count": 2}, 0, 1]

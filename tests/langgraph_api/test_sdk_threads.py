@@ -68,11 +68,14 @@ async def test_copy_and_delete(sdk: LangGraphClient, client: AsyncTurnkeeperClie
     copied = await threads.copy(thread["thread_id"])
     assert copied["thread_id"] != thread["thread_id"]
     original = await sdk.threads.get(thread["thread_id"])
-    # A run tags its thread with its graph, as LangGraph's server does.
+    # A run tags its thread with its graph and assistant (the graph's default one,
+    # under LangGraph's id for it), as LangGraph's server does.
     assert original["metadata"] == {
         "kind": "original",
         "graph_id": ASSISTANT,
-        "assistant_id": ASSISTANT,
+        "assistant_id": str(
+            uuid.uuid5(uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8"), ASSISTANT)
+        ),
     }
     assert copied["metadata"] == original["metadata"]
     copy_state: Any = await sdk.threads.get_state(copied["thread_id"])

@@ -77,7 +77,7 @@ async def test_api_keys_are_tokens_and_roles_keep_their_rights(
     panel = get_client(url=api_url, api_key=tokens["panel"])
     operator = get_client(url=api_url, api_key=tokens["operator"])
     try:
-        assert [a["assistant_id"] for a in await panel.assistants.search()] == [ASSISTANT]
+        assert [a["graph_id"] for a in await panel.assistants.search()] == [ASSISTANT]
         thread = await panel.threads.create()
         waited: Any = await panel.runs.wait(thread["thread_id"], ASSISTANT, input=QUESTION)
         assert waited["step"] == "generate"

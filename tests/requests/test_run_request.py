@@ -11,7 +11,14 @@ from typing import Any
 
 import pytest
 from turnkeeper import _multitask as multitask
-from turnkeeper._run_request import RunOptions, RunRequest, parse_run_options, parse_run_request
+from turnkeeper._run_request import (
+    RunOptions,
+    RunRequest,
+    default_assistant_id,
+    merge_assistant,
+    parse_run_options,
+    parse_run_request,
+)
 from turnkeeper.v1 import turns_pb2
 
 ONE_OF = "multitask_strategy must be one of reject, enqueue, interrupt, rollback"
@@ -129,6 +136,16 @@ RUNS: list[tuple[str, dict[str, Any], RunRequest]] = [
         RunRequest(options=RunOptions(interrupt_before="*", interrupt_after=["a", "b"])),
     ),
     ("an empty list is no interrupt", {"interrupt_before": []}, RunRequest()),
+    (
+        "stream modes only some runs journal, and subgraphs",
+        {"stream_mode": ["values", "tasks", "events"], "stream_subgraphs": True},
+        RunRequest(options=RunOptions(stream=["events", "subgraphs", "tasks"])),
+    ),
+    (
+        "stream modes every run journals are no option",
+        {"stream_mode": "updates", "stream_subgraphs": False},
+        RunRequest(),
+    ),
 ]
 
 
@@ -176,6 +193,7 @@ OPTIONS: list[tuple[dict[str, Any], Any, RunOptions]] = [
         RunOptions(interrupt_before=["a"], interrupt_after="*"),
     ),
     ({"interrupt_before": [], "interrupt_after": None}, None, RunOptions()),
+    ({"stream": ["tasks", "checkpoints"]}, "hi", RunOptions(stream=["checkpoints", "tasks"])),
 ]
 
 
@@ -195,6 +213,11 @@ REFUSED_OPTIONS: list[tuple[Any, Any, str]] = [
     ({"checkpoint_id": ""}, None, "run.checkpoint_id must be a non-empty string"),
     ({"checkpoint_id": 1}, None, "run.checkpoint_id must be a non-empty string"),
     ({"interrupt_after": "node"}, None, "run.interrupt_after must be '*' or a list of node names"),
+    (
+        {"stream": ["values"]},
+        None,
+        "run.stream must be a list of checkpoints, tasks, debug, events, subgraphs",
+    ),
 ]
 
 
@@ -218,3 +241,70 @@ def test_the_options_the_service_sends_parse_back_to_themselves_on_the_bridge(
     options: RunOptions,
 ) -> None:
     assert parse_run_options(options.as_dict(), None) == options
+
+
+def test_a_runs_config_and_context_merge_over_its_assistants() -> None:
+    run = parse_run_request(
+        {"input": {}, "config": {"configurable": {"user": "run"}, "tags": ["run"]}}
+    )
+    # LangGraph's server mirrors configurable into the context (and back).
+    assert (run.config, run.context) == (
+        {"configurable": {"user": "run"}, "tags": ["run"]},
+        {},
+    )
+    options = merge_assistant(
+        run,
+        config={"configurable": {"user": "a", "model": "a"}, "tags": ["a"], "run_name": "a"},
+        context={"user": "a", "model": "a"},
+        assistant_id="a-1",
+    )
+    assert options.config == {
+        "configurable": {"user": "run", "model": "a", "assistant_id": "a-1"},
+        "tags": ["run"],
+        "run_name": "a",
+    }
+    assert options.context == {"user": "run", "model": "a"}
+    # What the service sends, the bridge reads back the same.
+    assert parse_run_options(options.as_dict(), {}) == options
+    # Where the turn runs and what it is are not the run's to set.
+    reserved = parse_run_request(
+        {
+            "config": {
+                "configurable": {
+                    "thread_id": "other",
+                    "checkpoint_id": "fork-without-the-right",
+                    "checkpoint_ns": "elsewhere",
+                    "run_id": "r",
+                    "graph_id": "g",
+                    "assistant_id": "spoofed",
+                    "__pregel_internal": 1,
+                    "prompt": "kept",
+                }
+            }
+        }
+    )
+    merged = merge_assistant(reserved, config={}, context={})
+    assert merged.config == {"configurable": {"prompt": "kept"}}
+    # Nothing given and an assistant with nothing: no options at all.
+    assert merge_assistant(parse_run_request({}), config={}, context={}).as_dict() == {}
+
+
+@pytest.mark.parametrize(
+    ("body", "message"),
+    [
+        ({"config": {"configurable": {"a": 1}}, "context": {"b": 2}}, "Cannot specify both"),
+        ({"config": []}, "^config must be an object$"),
+        ({"config": {"configurable": 1}}, "^config.configurable must be an object$"),
+        ({"config": {"tags": "x"}}, "^config.tags must be a list of strings$"),
+        ({"config": {"recursion_limit": 0}}, "^config.recursion_limit must be a whole number"),
+        ({"context": "x"}, "^context must be an object$"),
+    ],
+)
+def test_a_wrong_config_or_context_is_refused(body: dict[str, Any], message: str) -> None:
+    with pytest.raises(ValueError, match=message):
+        merge_assistant(parse_run_request(body), config={}, context={})
+
+
+def test_a_graphs_default_assistant_id_is_langgraphs() -> None:
+    # The id `langgraph dev` gives the default assistant of a graph named "agent".
+    assert default_assistant_id("agent") == "fe096781-5601-53d2-b2f6-0d3403f7e9ca"

@@ -9,7 +9,11 @@ places that read one.
   execution of the turn runs the same way.
 
 The options are a ``Command`` (resume, update, goto) instead of input, a checkpoint
-to start from (a fork), and static interrupts. A wrong request raises ValueError
+to start from (a fork), static interrupts, the run's ``config`` and ``context``
+merged under the assistant's (:func:`merge_assistant`), as LangGraph's server merges
+them, and what the run's stream shows beyond what every run journals (``stream``:
+the stream modes ``checkpoints``, ``tasks``, ``debug`` and ``events``, and
+``subgraphs`` for ``stream_subgraphs``). A wrong request raises ValueError
 saying what is wrong, in the words of the request it came in (``run.checkpoint_id``
 on the bridge, ``checkpoint_id`` over HTTP); each door answers it as its own
 invalid-request error.
@@ -17,19 +21,63 @@ invalid-request error.
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any, Final
 
 from turnkeeper import _multitask as multitask
 
 #: The option names, as journaled and as the bridge's ``run`` param holds them.
-OPTION_NAMES: Final = ("command", "checkpoint_id", "interrupt_before", "interrupt_after")
+OPTION_NAMES: Final = (
+    "command",
+    "checkpoint_id",
+    "interrupt_before",
+    "interrupt_after",
+    "stream",
+    "config",
+    "context",
+)
+#: What a run's ``stream`` option may name: what the agent journals for it only.
+STREAM_CAPTURES: Final = ("checkpoints", "tasks", "debug", "events", "subgraphs")
 COMMAND_KEYS: Final = ("resume", "update", "goto")
 # What a run does when its thread does not exist, and when its streaming client goes
 # away; the default first.
 IF_NOT_EXISTS: Final = ("reject", "create")
 ON_DISCONNECT: Final = ("continue", "cancel")
+# LangGraph's server's namespace for each graph's default assistant id (uuid5 of the
+# graph id), so an SDK that computes or stores that id finds the same assistant.
+NAMESPACE_GRAPH: Final = uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8")
+# What of a run's config reaches the graph: RunnableConfig's keys that JSON carries.
+CONFIG_KEYS: Final = ("configurable", "tags", "metadata", "recursion_limit", "run_name")
+BOTH_GIVEN: Final = (
+    "Cannot specify both configurable and context. Prefer setting context alone. Context "
+    "was introduced in LangGraph 0.6.0 and is the long term planned replacement for "
+    "configurable."
+)
+
+
+# Keys of ``configurable`` a run may not set: where the turn runs (its thread, the
+# checkpoint it starts from, which is a fork and a right of its own, its namespace),
+# what the service says it is (its run, graph and assistant), and LangGraph's and
+# turnkeeper's internal ``__`` keys.
+RESERVED_CONFIGURABLE: Final = frozenset(
+    {"thread_id", "checkpoint_id", "checkpoint_ns", "checkpoint_map", "run_id", "graph_id"}
+)
+
+
+def own_configurable(configurable: Mapping[str, Any] | None) -> dict[str, Any]:
+    """The keys of a run's ``configurable`` that are the run's to set."""
+    return {
+        k: v
+        for k, v in (configurable or {}).items()
+        if k not in RESERVED_CONFIGURABLE and not k.startswith("__")
+    }
+
+
+def default_assistant_id(graph_id: str) -> str:
+    """The id of the assistant LangGraph's server makes for each graph."""
+    return str(uuid.uuid5(NAMESPACE_GRAPH, graph_id))
 
 
 @dataclass(frozen=True, slots=True)
@@ -41,6 +89,12 @@ class RunOptions:
     # "*" (every node) or node names.
     interrupt_before: list[str] | str | None = None
     interrupt_after: list[str] | str | None = None
+    # Of STREAM_CAPTURES, sorted: journaled for this run's stream.
+    stream: list[str] | None = None
+    # The run's RunnableConfig (CONFIG_KEYS) and LangGraph's runtime context, merged
+    # with its assistant's; None: none.
+    config: dict[str, Any] | None = None
+    context: dict[str, Any] | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The options asked for, by name: the bridge's ``run`` param, and what the
@@ -62,6 +116,10 @@ class RunRequest:
     multitask_strategy: str = multitask.REJECT
     if_not_exists: str = IF_NOT_EXISTS[0]
     on_disconnect: str = ON_DISCONNECT[0]
+    # As sent: merged with the assistant's by merge_assistant, which puts them in
+    # the options (``options`` holds neither until then).
+    config: dict[str, Any] = field(default_factory=dict)
+    context: dict[str, Any] = field(default_factory=dict)
 
 
 def parse_run_request(body: Mapping[str, Any]) -> RunRequest:
@@ -81,6 +139,7 @@ def parse_run_request(body: Mapping[str, Any]) -> RunRequest:
         body.get("interrupt_before"),
         body.get("interrupt_after"),
         where="",
+        stream=_captures(body.get("stream_mode"), body.get("stream_subgraphs")),
     )
     return RunRequest(
         input=payload,
@@ -90,7 +149,50 @@ def parse_run_request(body: Mapping[str, Any]) -> RunRequest:
         multitask_strategy=multitask.parse(body.get("multitask_strategy")),
         if_not_exists=_one_of("if_not_exists", body.get("if_not_exists"), IF_NOT_EXISTS),
         on_disconnect=_one_of("on_disconnect", body.get("on_disconnect"), ON_DISCONNECT),
+        config=_config(body.get("config"), where=""),
+        context=_mapping("context", body.get("context"), where=""),
     )
+
+
+def mirror(
+    config: dict[str, Any], context: dict[str, Any]
+) -> tuple[dict[str, Any], dict[str, Any]]:
+    """LangGraph's server keeps ``config["configurable"]`` and ``context`` one copy of
+    each other: the one given is both (giving both non-empty is refused)."""
+    configurable = config.get("configurable") or {}
+    if configurable and context:
+        raise ValueError(BOTH_GIVEN)
+    if context:
+        return {**config, "configurable": dict(context)}, dict(context)
+    return config, dict(configurable)
+
+
+def merge_assistant(
+    run: RunRequest,
+    *,
+    config: Mapping[str, Any],
+    context: Mapping[str, Any],
+    assistant_id: str | None = None,
+) -> RunOptions:
+    """The run's options with its config and context merged over its assistant's
+    (``config``, ``context``), as LangGraph's server merges them: each top-level key
+    of the run's config replaces the assistant's, ``configurable`` merges key by
+    key (RESERVED_CONFIGURABLE left out), and so does ``context``. ``assistant_id``: the assistant's, when it is not
+    the graph's default (the agent knows that one), in ``configurable`` as
+    LangGraph's. Either empty: left out."""
+    run_config, run_context = mirror(run.config, run.context)
+    configurable = {
+        **own_configurable(config.get("configurable")),
+        **own_configurable(run_config.get("configurable")),
+    }
+    # The assistant's id is the service's to say (LangGraph's server overwrites it).
+    configurable.pop("assistant_id", None)
+    if assistant_id is not None:
+        configurable["assistant_id"] = assistant_id
+    merged = {**config, **run_config, "configurable": configurable}
+    merged = {k: v for k, v in merged.items() if v not in (None, {}, [])}
+    merged_context = {**context, **run_context}
+    return replace(run.options, config=merged or None, context=merged_context or None)
 
 
 def parse_run_options(value: Any, payload: Any) -> RunOptions:
@@ -100,13 +202,56 @@ def parse_run_options(value: Any, payload: Any) -> RunOptions:
     unknown = sorted(set(value) - set(OPTION_NAMES))
     if unknown:
         raise ValueError(f"run: unknown option(s) {', '.join(unknown)}")
-    return _options(
+    options = _options(
         _command(value.get("command"), payload, where="run."),
         value.get("checkpoint_id"),
         value.get("interrupt_before"),
         value.get("interrupt_after"),
         where="run.",
+        stream=value.get("stream"),
     )
+    return replace(
+        options,
+        config=_config(value.get("config"), where="run.") or None,
+        context=_mapping("context", value.get("context"), where="run.") or None,
+    )
+
+
+def _mapping(name: str, value: Any, *, where: str) -> dict[str, Any]:
+    if value is None:
+        return {}
+    if not isinstance(value, Mapping):
+        raise ValueError(f"{where}{name} must be an object")
+    return dict(value)
+
+
+def _config(value: Any, *, where: str) -> dict[str, Any]:
+    """A run's config, as LangGraph's server takes it (any keys; ``configurable``
+    an object, ``tags`` strings, ``recursion_limit`` a whole number). The graph
+    gets CONFIG_KEYS of it: others (callbacks …) mean nothing across a process."""
+    config = _mapping("config", value, where=where)
+    for name in ("configurable", "metadata"):
+        _mapping(f"config.{name}", config.get(name), where=where)
+    tags = config.get("tags")
+    if tags is not None and (
+        not isinstance(tags, list) or not all(isinstance(t, str) for t in tags)
+    ):
+        raise ValueError(f"{where}config.tags must be a list of strings")
+    limit = config.get("recursion_limit")
+    if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
+        raise ValueError(f"{where}config.recursion_limit must be a whole number from 1")
+    return {k: v for k, v in config.items() if v is not None}
+
+
+def _captures(stream_mode: Any, subgraphs: Any) -> list[str] | None:
+    """What a request's ``stream_mode`` and ``stream_subgraphs`` ask the agent to
+    journal beyond every run's events (the modes themselves are checked by the
+    service's stream)."""
+    modes = [stream_mode] if isinstance(stream_mode, str) else stream_mode
+    named = set(modes) if isinstance(modes, list) else set()
+    if subgraphs is True:
+        named.add("subgraphs")
+    return sorted(named & set(STREAM_CAPTURES)) or None
 
 
 def _command(value: Any, payload: Any, *, where: str) -> dict[str, Any] | None:
@@ -133,6 +278,7 @@ def _options(
     interrupt_after: Any,
     *,
     where: str,
+    stream: Any = None,
 ) -> RunOptions:
     if checkpoint_id is not None and (not isinstance(checkpoint_id, str) or not checkpoint_id):
         raise ValueError(f"{where}checkpoint_id must be a non-empty string")
@@ -144,6 +290,10 @@ def _options(
             continue
         if not isinstance(value, list) or not all(isinstance(n, str) for n in value):
             raise ValueError(f"{where}{name} must be '*' or a list of node names")
+    if stream is not None and (
+        not isinstance(stream, list) or not all(n in STREAM_CAPTURES for n in stream)
+    ):
+        raise ValueError(f"{where}stream must be a list of {', '.join(STREAM_CAPTURES)}")
     # None fields are LangGraph's defaults: left out, and a command of none is none.
     given = {k: v for k, v in (command or {}).items() if v is not None}
     return RunOptions(
@@ -152,6 +302,7 @@ def _options(
         # An empty list is no static interrupt, as LangGraph reads it.
         interrupt_before=interrupt_before or None,
         interrupt_after=interrupt_after or None,
+        stream=sorted(set(stream)) if stream else None,
     )
 
 

@@ -11,6 +11,8 @@ The concepts `Engine` composes:
 - `handoffs` (engine/handoffs.py): work handed to live replicas over NATS, and
   stop notices to executors of turns the service ended;
 - `effects` (engine/effects.py): the ledger of a turn's effects.
+- `threads`, `assistants` (engine/threads.py, engine/assistants.py): the LangGraph
+  API's threads and assistants, kept in the journal.
 - `versions` (engine/versions.py): the live replicas of each agent with the graph
   versions they announce (messaging/directory.py), and which of them the agent's
   version policy lets take a turn (docs/versions.md).
@@ -21,6 +23,7 @@ from __future__ import annotations
 import asyncio
 import contextvars
 
+from turnkeeper_server.engine.assistants import Assistants
 from turnkeeper_server.engine.checkpoints import Checkpoints
 from turnkeeper_server.engine.effects import Effects
 from turnkeeper_server.engine.handoffs import Handoffs
@@ -69,6 +72,7 @@ class Engine:
         self.turns = Turns(db, policy, notifier, outbox, metrics, self.handoffs, self.versions)
         self.checkpoints = Checkpoints(db, notifier, policy)
         self.threads = Threads(db)
+        self.assistants = Assistants(db)
         self.effects = Effects(db)
 
     def pipelined(self, *, followed: bool) -> tuple[contextvars.Context, asyncio.Future[None]]:

@@ -13,11 +13,13 @@ from __future__ import annotations
 import dataclasses
 import functools
 import logging
+import time
 from collections.abc import AsyncGenerator, Callable, Sequence
 from typing import TypeVar
 
 from turnkeeper._graph_versions import describe, short
 
+from turnkeeper_server.engine.assistants import ensure_default
 from turnkeeper_server.engine.handoffs import Handoffs
 from turnkeeper_server.engine.versions import Versions, Waiting
 from turnkeeper_server.engine.watch import (
@@ -343,8 +345,10 @@ class Turns:
         policy = self.versions.policies.of(agent)
 
         def op(tx: Tx) -> tuple[list[Redriven], list[Redriven]]:
-            # The startup Redrive is how a replica announces its agent.
+            # The startup Redrive is how a replica announces its agent, and its graph
+            # gets its default assistant (LangGraph's, one per graph).
             agents.announce(tx, agent)
+            ensure_default(tx, agent, time.time())
 
             def may_take(turn: TurnRecord) -> bool:
                 need = versions.requirement(tx.conn, tx.checkpoints, turn)

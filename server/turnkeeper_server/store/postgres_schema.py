@@ -202,6 +202,33 @@ TURNKEEPER_MIGRATIONS: list[str] = [
     """
     ALTER TABLE threads ADD COLUMN owner TEXT NOT NULL DEFAULT '';
     """,
+    # As SQLite's turns.db migration of the same place: assistants and their versions.
+    """
+    CREATE TABLE assistants (
+        assistant_id TEXT PRIMARY KEY,
+        graph_id     TEXT NOT NULL,
+        name         TEXT NOT NULL,
+        description  TEXT,
+        config       TEXT NOT NULL DEFAULT '{}',
+        context      TEXT NOT NULL DEFAULT '{}',
+        metadata     TEXT NOT NULL DEFAULT '{}',
+        version      INTEGER NOT NULL,
+        created_at   DOUBLE PRECISION NOT NULL,
+        updated_at   DOUBLE PRECISION NOT NULL
+    );
+    CREATE TABLE assistant_versions (
+        assistant_id TEXT NOT NULL,
+        version      INTEGER NOT NULL,
+        graph_id     TEXT NOT NULL,
+        name         TEXT NOT NULL,
+        description  TEXT,
+        config       TEXT NOT NULL DEFAULT '{}',
+        context      TEXT NOT NULL DEFAULT '{}',
+        metadata     TEXT NOT NULL DEFAULT '{}',
+        created_at   DOUBLE PRECISION NOT NULL,
+        PRIMARY KEY (assistant_id, version)
+    );
+    """,
 ]
 
 

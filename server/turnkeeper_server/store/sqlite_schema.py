@@ -211,6 +211,34 @@ TURNS_MIGRATIONS: list[str] = [
     """
     ALTER TABLE threads ADD COLUMN owner TEXT NOT NULL DEFAULT ''
     """,
+    # Assistants as the LangGraph API knows them (journal/assistants.py): a stored
+    # configuration of a graph, its latest version here, every version beside it.
+    """
+    CREATE TABLE assistants (
+        assistant_id TEXT PRIMARY KEY,
+        graph_id     TEXT NOT NULL,
+        name         TEXT NOT NULL,
+        description  TEXT,
+        config       TEXT NOT NULL DEFAULT '{}',
+        context      TEXT NOT NULL DEFAULT '{}',
+        metadata     TEXT NOT NULL DEFAULT '{}',
+        version      INTEGER NOT NULL,
+        created_at   REAL NOT NULL,
+        updated_at   REAL NOT NULL
+    );
+    CREATE TABLE assistant_versions (
+        assistant_id TEXT NOT NULL,
+        version      INTEGER NOT NULL,
+        graph_id     TEXT NOT NULL,
+        name         TEXT NOT NULL,
+        description  TEXT,
+        config       TEXT NOT NULL DEFAULT '{}',
+        context      TEXT NOT NULL DEFAULT '{}',
+        metadata     TEXT NOT NULL DEFAULT '{}',
+        created_at   REAL NOT NULL,
+        PRIMARY KEY (assistant_id, version)
+    ) WITHOUT ROWID
+    """,
 ]
 
 SESSIONS_MIGRATIONS: list[str] = [

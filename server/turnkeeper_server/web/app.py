@@ -37,6 +37,7 @@ from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web import connect, cross_site, guard, langgraph
 from turnkeeper_server.web.connect import error_response
 from turnkeeper_server.web.langgraph import custom_auth
+from turnkeeper_server.web.langgraph.errors import unmatched_as_json
 from turnkeeper_server.web.pump import Pump
 from turnkeeper_server.web.relay import AgentRelay
 from turnkeeper_server.web.sse import EventStream
@@ -231,6 +232,9 @@ class WebServer:
         cors = langgraph.Cors(settings.http_cors_origins) if settings.http_cors_origins else None
         if cors is not None:
             middlewares.append(cors.middleware)
+        # No route, or not this method: {"detail": ...} JSON as LangGraph's server
+        # answers, not aiohttp's plain text (SDKs read the detail of every error).
+        middlewares.append(unmatched_as_json)
         self.app = web.Application(client_max_size=connect.MAX_BODY_BYTES, middlewares=middlewares)
         self.app[connect.BODY_TIMEOUT] = settings.http_body_timeout
         self.app.on_response_prepare.append(_headers)

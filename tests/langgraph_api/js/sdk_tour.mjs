@@ -29,7 +29,7 @@ async function statusOf(promise) {
 
 async function tour() {
   const out = {};
-  out.assistants = (await client.assistants.search()).map((a) => a.assistant_id).sort();
+  out.assistants = (await client.assistants.search()).map((a) => a.graph_id).sort();
   out.assistant = (await client.assistants.get(ASSISTANT)).graph_id;
   out.graphNodes = (await client.assistants.getGraph(ASSISTANT)).nodes.map((n) => n.id);
   out.schemaKeys = Object.keys((await client.assistants.getSchemas(ASSISTANT)).input_schema.properties);

@@ -3,7 +3,8 @@ LangGraph's server (`langgraph-sdk`, `@langchain/langgraph-sdk` and its `useStre
 `RemoteGraph`) drive turnkeeper by changing nothing but the URL and the API key
 (docs/langgraph-api.md).
 
-Assistants are the agents the replicas announce (`assistants.py`); threads are
+Assistants are stored configurations of the graphs replicas serve, each graph
+with a default one (`assistants.py`); threads are
 the journal's, with metadata (`threads.py`); a run is a turn (`runs.py`), streamed
 from the journal with the rewind rule of `stream.py`. Tokens and roles are the
 service's: the SDKs' `x-api-key` is read as a bearer token (`api.py`).
@@ -13,10 +14,18 @@ from __future__ import annotations
 
 from aiohttp import web
 
-from turnkeeper_server.web.langgraph import assistants, effects, end_users, runs, threads
+from turnkeeper_server.web.langgraph import (
+    assistants,
+    effects,
+    end_users,
+    runs,
+    thread_lists,
+    threads,
+)
 from turnkeeper_server.web.langgraph.api import Deps, Endpoint, handler, json_response
 from turnkeeper_server.web.langgraph.cors import Cors
 from turnkeeper_server.web.langgraph.custom_auth import Resource
+from turnkeeper_server.web.langgraph.openapi import declare, docs_page, openapi_json, version
 
 __all__ = ["Cors", "Deps", "add_routes"]
 
@@ -32,19 +41,33 @@ def add_routes(app: web.Application, deps: Deps) -> None:
         # the path names; the routes without one ask from inside (create, search).
         resource, action = guarded if guarded is not None else (None, None)
         router.add_route(method, path, handler(end_users.guard(fn, resource, action), deps))
+        # In /openapi.json: what openapi.DECLARED says of it, else fn's docstring.
+        declare(app, method, path, fn)
 
     assistant_read: tuple[Resource, str] = ("assistants", "read")
     read: tuple[Resource, str] = ("threads", "read")
+    route("POST", "/assistants", assistants.create)
     route("POST", "/assistants/search", assistants.search)
     route("POST", "/assistants/count", assistants.count)
     route("GET", "/assistants/{assistant_id}", assistants.get, assistant_read)
+    route("PATCH", "/assistants/{assistant_id}", assistants.update)
+    route("DELETE", "/assistants/{assistant_id}", assistants.delete, ("assistants", "delete"))
+    route("POST", "/assistants/{assistant_id}/versions", assistants.versions, assistant_read)
+    route("POST", "/assistants/{assistant_id}/latest", assistants.set_latest)
     route("GET", "/assistants/{assistant_id}/graph", assistants.graph, assistant_read)
     route("GET", "/assistants/{assistant_id}/schemas", assistants.schemas, assistant_read)
     route("GET", "/assistants/{assistant_id}/subgraphs", assistants.subgraphs, assistant_read)
+    route(
+        "GET",
+        "/assistants/{assistant_id}/subgraphs/{namespace}",
+        assistants.subgraphs,
+        assistant_read,
+    )
 
     route("POST", "/threads", threads.create)
-    route("POST", "/threads/search", threads.search)
-    route("POST", "/threads/count", threads.count)
+    route("POST", "/threads/search", thread_lists.search)
+    route("POST", "/threads/count", thread_lists.count)
+    route("POST", "/threads/prune", thread_lists.prune)
     route("GET", "/threads/{thread_id}", threads.get, read)
     route("PATCH", "/threads/{thread_id}", threads.update)
     route("DELETE", "/threads/{thread_id}", threads.delete, ("threads", "delete"))
@@ -72,12 +95,35 @@ def add_routes(app: web.Application, deps: Deps) -> None:
     route("POST", "/runs/wait", runs.wait)
 
     async def info(request: web.Request) -> web.StreamResponse:
+        """The server's version and features, in the keys LangGraph's server answers."""
         return json_response(
-            {"version": "turnkeeper", "flags": {"assistants": True, "crons": False}}
+            {
+                "version": version("turnkeeper-server"),
+                "langgraph_py_version": version("langgraph"),
+                "flags": {
+                    "assistants": True,
+                    "crons": False,
+                    "langsmith": False,
+                    "langsmith_tracing_replicas": False,
+                    "langsmith_tracing_session_on_runs": False,
+                },
+                "host": {
+                    "kind": "self-hosted",
+                    "project_id": None,
+                    "host_revision_id": None,
+                    "revision_id": None,
+                    "tenant_id": None,
+                },
+            }
         )
 
     async def ok(request: web.Request) -> web.StreamResponse:
-        return json_response({"ok": True})
+        """The HTTP side answers (the service's own health: /v1/health)."""
+        return json_response({"ok": True, "services": {}})
 
     router.add_get("/info", info)
     router.add_get("/ok", ok)
+    router.add_get("/openapi.json", openapi_json)
+    router.add_get("/docs", docs_page)
+    for method, path, fn in (("GET", "/info", info), ("GET", "/ok", ok)):
+        declare(app, method, path, fn)

@@ -1,109 +1,436 @@
-"""Assistants: the agents whose replicas announce themselves (messaging/directory.py).
+"""Assistants: stored configurations of the graphs replicas serve (config, context,
+metadata, a name, a description), versioned, kept in the journal
+(journal/assistants.py) on either backend, as LangGraph's server has them.
 
-Each agent is one assistant whose id, graph id and name are the agent's name (the
-graph's name in the `langgraph.json` it was hosted from). Assistants are not made
-or versioned here: they are the graphs being served. The graph and its schemas are
-asked of a replica (`langgraph/describe`).
+Each graph a replica announced has a default assistant, whose id is LangGraph's
+uuid5 of the graph id; the graph's name keeps working as an assistant id (it names
+that default one). An assistant of a graph with no live replica is still listed and
+read; a run of it is answered as a run of that graph is (`for_run`). The graph and
+its schemas are asked of a replica (`langgraph/describe`).
 """
 
 from __future__ import annotations
 
-from typing import Any
+import time
+import uuid
+from typing import Any, Final
 
 from aiohttp import web
+from turnkeeper._run_request import BOTH_GIVEN, default_assistant_id
 
+from turnkeeper_server import limits as lim
+from turnkeeper_server.errors import InvalidArgument
+from turnkeeper_server.journal.assistants import AssistantRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
 from turnkeeper_server.web.langgraph import end_users, shapes
 from turnkeeper_server.web.langgraph.api import (
     READ,
+    THREADS_WRITE,
     Deps,
-    agent_id,
     body_of,
+    field,
     json_response,
     limit_offset,
     require,
 )
-from turnkeeper_server.web.langgraph.errors import not_found
+from turnkeeper_server.web.langgraph.custom_auth import matches
+from turnkeeper_server.web.langgraph.errors import ApiError, not_found
 from turnkeeper_server.web.relay import NotAnswered
 
+IF_EXISTS: Final = ("raise", "do_nothing")
+SORT_BY: Final = ("assistant_id", "created_at", "updated_at", "name", "graph_id")
+SELECT: Final = (
+    "assistant_id",
+    "graph_id",
+    "name",
+    "description",
+    "config",
+    "context",
+    "created_at",
+    "updated_at",
+    "metadata",
+    "version",
+)
 
-def _visible(caller: Caller | None, agents: list[str]) -> list[str]:
+
+async def graphs(deps: Deps) -> list[str]:
+    """The graphs served now or announced once, each with its default assistant."""
+    known = sorted(set(deps.directory.agents()) | set(deps.engine.turns.announced_agents()))
+    await deps.engine.assistants.ensure_defaults(known)
+    return known
+
+
+def _sees(caller: Caller | None, record: AssistantRecord) -> bool:
+    # An agent's token reads its own graph's assistants only.
+    return caller is None or caller.role != auth.AGENT or caller.agent == record.graph_id
+
+
+async def resolve(deps: Deps, caller: Caller | None, value: Any) -> AssistantRecord:
+    """The assistant an id names: a stored one, or a graph's default by the graph's
+    name. 404 for none, or one the caller may not see."""
+    if not isinstance(value, str) or not value:
+        raise ApiError(422, "assistant_id must be a non-empty string")
+    try:
+        lim.check_id("assistant_id", value)
+    except InvalidArgument as exc:
+        raise ApiError(422, str(exc)) from None
+    record = await deps.engine.assistants.get(value)
+    if record is None and value in await graphs(deps):
+        record = await deps.engine.assistants.get(default_assistant_id(value))
+    if record is None or not _sees(caller, record):
+        raise not_found(f"assistant {value}")
+    return record
+
+
+def shape(record: AssistantRecord, *, version_only: bool = False) -> dict[str, Any]:
+    """The assistant (or one of its versions) with LangGraph's server's keys, in its
+    order."""
+    common = {
+        "graph_id": record.graph_id,
+        "config": record.config,
+        "context": record.context,
+        "metadata": record.metadata,
+    }
+    created = shapes.iso(record.created_at)
+    if version_only:
+        return {
+            "assistant_id": record.assistant_id,
+            "version": record.version,
+            **common,
+            "created_at": created,
+            "name": record.name,
+            "description": record.description,
+        }
+    return {
+        "assistant_id": record.assistant_id,
+        **common,
+        "name": record.name,
+        "created_at": created,
+        "updated_at": shapes.iso(record.updated_at),
+        "version": record.version,
+        "description": record.description,
+    }
+
+
+def _object(body: dict[str, Any], name: str) -> dict[str, Any] | None:
+    value = field(body, name, dict)
+    return None if value is None else dict(value)
+
+
+def _mirrored(
+    config: dict[str, Any] | None, context: dict[str, Any] | None
+) -> tuple[dict[str, Any] | None, dict[str, Any] | None]:
+    """LangGraph's server keeps an assistant's configurable and context one copy of
+    each other: the one given is both; giving both is refused (400, its words)."""
+    configurable = (config or {}).get("configurable")
+    if configurable is not None and not isinstance(configurable, dict):
+        raise ApiError(422, "config.configurable must be an object")
+    if configurable and context:
+        raise ApiError(400, BOTH_GIVEN)
+    if configurable:
+        return config, dict(configurable)
+    if context:
+        return {**(config or {}), "configurable": dict(context)}, context
+    return config, context
+
+
+async def _graph_or_404(deps: Deps, caller: Caller | None, graph_id: Any) -> str:
+    if not isinstance(graph_id, str) or not graph_id:
+        raise ApiError(422, "graph_id must be a non-empty string")
+    known = await graphs(deps)
     if caller is not None and caller.role == auth.AGENT:
-        return [a for a in agents if a == caller.agent]
-    return agents
+        known = [g for g in known if g == caller.agent]
+    if graph_id not in known:
+        raise ApiError(404, f"Graph '{graph_id}' not found. Expected one of: {known}")
+    return graph_id
 
 
-async def _matching(request: web.Request, caller: Caller | None, deps: Deps) -> list[str]:
+async def create(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    require(caller, THREADS_WRITE)
+    body = await body_of(request)
+    graph_id = await _graph_or_404(deps, caller, body.get("graph_id"))
+    assistant_id = field(body, "assistant_id", str) or str(uuid.uuid4())
+    try:
+        uuid.UUID(assistant_id)
+    except ValueError:
+        raise ApiError(422, "Invalid assistant ID: must be a UUID") from None
+    if_exists = field(body, "if_exists", str, "raise")
+    if if_exists not in IF_EXISTS:
+        raise ApiError(422, "if_exists must be 'raise' or 'do_nothing'")
+    config, context = _mirrored(_object(body, "config"), _object(body, "context"))
+    value: dict[str, Any] = {
+        "assistant_id": assistant_id,
+        "graph_id": graph_id,
+        "config": config or {},
+        "context": context or {},
+        "metadata": _object(body, "metadata") or {},
+        "name": field(body, "name", str) or "Untitled",
+    }
+    # A langgraph.json's auth: its handler may stamp the metadata; an assistant of
+    # that id its filter hides is a conflict, never handed back (LangGraph's rule).
+    filters = await end_users.authorize(request, deps, "assistants", "create", value)
+    existing = await deps.engine.assistants.get(assistant_id)
+    if existing is not None and (
+        not _sees(caller, existing) or (filters and not matches(existing.metadata, filters))
+    ):
+        raise ApiError(409, f"assistant {assistant_id} already exists")
+    now = time.time()
+    metadata = value.get("metadata")
+    record = AssistantRecord(
+        assistant_id=assistant_id,
+        graph_id=graph_id,
+        version=1,
+        name=value["name"],
+        description=field(body, "description", str),
+        config=config or {},
+        context=context or {},
+        metadata=dict(metadata) if isinstance(metadata, dict) else {},
+        created_at=now,
+        updated_at=now,
+    )
+    made, _ = await deps.engine.assistants.create(record, if_exists=if_exists)
+    return json_response(shape(made))
+
+
+async def get(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    require(caller, READ)
+    return json_response(shape(await resolve(deps, caller, request.match_info["assistant_id"])))
+
+
+async def update(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    """A new version of the assistant, made its latest: what is given replaces the
+    latest's (metadata merges, keys given replace)."""
+    require(caller, THREADS_WRITE)
+    record = await resolve(deps, caller, request.match_info["assistant_id"])
+    body = await body_of(request)
+    changes: dict[str, Any] = {}
+    if body.get("graph_id") is not None:
+        changes["graph_id"] = await _graph_or_404(deps, caller, body["graph_id"])
+    config, context = _mirrored(_object(body, "config"), _object(body, "context"))
+    if config:
+        changes["config"] = config
+    if context is not None:
+        changes["context"] = context
+    for name in ("name", "description"):
+        if (text := field(body, name, str)) is not None:
+            changes[name] = text
+    value: dict[str, Any] = {
+        "assistant_id": record.assistant_id,
+        "graph_id": changes.get("graph_id"),
+        "config": config or {},
+        "context": context,
+        "metadata": _object(body, "metadata") or {},
+        "name": changes.get("name"),
+    }
+    filters = await end_users.authorize(request, deps, "assistants", "update", value)
+    if filters and not matches(record.metadata, filters):
+        raise not_found(f"assistant {record.assistant_id}")
+    metadata = value.get("metadata")
+    changes["metadata"] = dict(metadata) if isinstance(metadata, dict) else {}
+    made = await deps.engine.assistants.update(record.assistant_id, changes)
+    return json_response(shape(made))
+
+
+async def delete(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    require(caller, THREADS_WRITE)
+    if request.query.get("delete_threads", "").lower() == "true":
+        raise ApiError(
+            422, "delete_threads: not supported by turnkeeper yet (docs/langgraph-api.md)"
+        )
+    record = await resolve(deps, caller, request.match_info["assistant_id"])
+    if not await deps.engine.assistants.delete(record.assistant_id):
+        raise not_found(f"assistant {record.assistant_id}")
+    return web.Response(status=204)
+
+
+async def versions(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    """The assistant's versions, newest first; `metadata` filters, paged."""
+    require(caller, READ)
+    record = await resolve(deps, caller, request.match_info["assistant_id"])
+    body = await body_of(request)
+    wanted = _object(body, "metadata") or {}
+    limit, offset = limit_offset(body)
+    found = [
+        v
+        for v in await deps.engine.assistants.versions(record.assistant_id)
+        if _contains(v.metadata, wanted)
+    ]
+    return json_response([shape(v, version_only=True) for v in found[offset : offset + limit]])
+
+
+async def set_latest(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    require(caller, THREADS_WRITE)
+    record = await resolve(deps, caller, request.match_info["assistant_id"])
+    body = await body_of(request)
+    version = field(body, "version", int)
+    if version is None:
+        raise ApiError(422, "version must be a whole number")
+    value = {"assistant_id": record.assistant_id, "version": version}
+    filters = await end_users.authorize(request, deps, "assistants", "update", value)
+    if filters and not matches(record.metadata, filters):
+        raise not_found(f"assistant {record.assistant_id}")
+    return json_response(
+        shape(await deps.engine.assistants.set_latest(record.assistant_id, version))
+    )
+
+
+def _contains(superset: dict[str, Any], subset: dict[str, Any]) -> bool:
+    """PostgreSQL's jsonb @>, as LangGraph's server filters metadata by it."""
+    for key, value in subset.items():
+        if key not in superset:
+            return False
+        if isinstance(value, dict) and isinstance(superset[key], dict):
+            if not _contains(superset[key], value):
+                return False
+        elif superset[key] != value:
+            return False
+    return True
+
+
+async def _matching(
+    request: web.Request, caller: Caller | None, deps: Deps
+) -> list[AssistantRecord]:
+    """The assistants a search or a count asks for, unpaged, in its order."""
     require(caller, READ)
     body = await body_of(request)
-    agents = _visible(caller, deps.directory.agents())
-    for key in ("graph_id", "name", "assistant_id"):
-        wanted = body.get(key)
-        if isinstance(wanted, str) and wanted:
-            agents = [a for a in agents if a == wanted]
-    metadata = body.get("metadata")
-    if isinstance(metadata, dict) and metadata:
-        agents = [a for a in agents if _has(shapes.assistant(a)["metadata"], metadata)]
+    graph_id = field(body, "graph_id", str)
+    if graph_id is not None:
+        await _graph_or_404(deps, caller, graph_id)
+    else:
+        await graphs(deps)
+    name = field(body, "name", str)
+    metadata = _object(body, "metadata") or {}
     # A langgraph.json's auth: only the assistants its filter lets through.
-    value = {k: body.get(k) for k in ("assistant_id", "graph_id", "metadata", "limit", "offset")}
+    value = {
+        "assistant_id": body.get("assistant_id"),
+        "graph_id": graph_id,
+        "metadata": metadata,
+        "limit": body.get("limit"),
+        "offset": body.get("offset"),
+    }
     filters = await end_users.authorize(request, deps, "assistants", "search", value)
-    return end_users.visible_assistants(agents, filters)
+    found = [
+        a
+        for a in await deps.engine.assistants.all()
+        if _sees(caller, a)
+        and (not graph_id or a.graph_id == graph_id)
+        and (not name or name.lower() in a.name.lower())
+        and _contains(a.metadata, metadata)
+        and (not filters or matches(a.metadata, filters))
+    ]
+    sort_by = (field(body, "sort_by", str) or "created_at").lower()
+    if sort_by not in SORT_BY:
+        raise ApiError(422, f"sort_by must be one of {', '.join(SORT_BY)}")
+    order = (field(body, "sort_order", str) or "desc").lower()
+    if order not in ("asc", "desc"):
+        raise ApiError(422, "sort_order must be 'asc' or 'desc'")
+    shaped = {a.assistant_id: shape(a) for a in found}
 
+    def key(a: AssistantRecord) -> Any:
+        if sort_by in ("name", "graph_id"):
+            return str(getattr(a, sort_by)).lower()
+        if sort_by in ("created_at", "updated_at"):
+            return getattr(a, sort_by)
+        return shaped[a.assistant_id][sort_by]
 
-def _has(metadata: dict[str, Any], wanted: dict[str, Any]) -> bool:
-    return all(metadata.get(k) == v for k, v in wanted.items())
+    return sorted(found, key=key, reverse=order == "desc")
 
 
 async def search(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
-    agents = await _matching(request, caller, deps)
-    limit, offset = limit_offset(await body_of(request))
-    return json_response([shapes.assistant(a) for a in agents[offset : offset + limit]])
+    body = await body_of(request)
+    select = field(body, "select", list)
+    if select is not None:
+        wrong = [s for s in select if s not in SELECT]
+        if wrong:
+            raise ApiError(422, f"Invalid select columns: {wrong}. Expected: {list(SELECT)}")
+    limit, offset = limit_offset(body)
+    found = await _matching(request, caller, deps)
+    page = [shape(a) for a in found[offset : offset + limit]]
+    if select:
+        page = [{k: v for k, v in a.items() if k in select} for a in page]
+    response = json_response(page)
+    # LangGraph's server's paging headers: the total so far, and the next offset.
+    if len(found) > offset + limit:
+        response.headers["X-Pagination-Total"] = str(offset + limit + 1)
+        response.headers["X-Pagination-Next"] = str(offset + limit)
+    else:
+        response.headers["X-Pagination-Total"] = str(offset + len(page))
+    return response
 
 
 async def count(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
     return json_response(len(await _matching(request, caller, deps)))
 
 
-async def describe(deps: Deps, caller: Caller | None, assistant: str) -> dict[str, Any]:
-    """The agent's description from one of its replicas; 404 when none serves it."""
+async def describe(
+    deps: Deps, caller: Caller | None, graph_id: str, params: dict[str, Any] | None = None
+) -> dict[str, Any]:
+    """The graph's description from one of its replicas; 404 when none serves it.
+    `params`: what else to draw or list (`langgraph/describe`'s xray, subgraphs)."""
     require(caller, READ)
-    if caller is not None and caller.role == auth.AGENT and caller.agent != assistant:
-        raise not_found(f"assistant {assistant}")
+    if caller is not None and caller.role == auth.AGENT and caller.agent != graph_id:
+        raise not_found(f"assistant {graph_id}")
     try:
-        described = await deps.relay.call(caller, assistant, auth.JSONRPC_GRAPH_DESCRIBE, {})
+        described = await deps.relay.call(
+            caller, graph_id, auth.JSONRPC_GRAPH_DESCRIBE, params or {}
+        )
     except NotAnswered as exc:
         if exc.dispatched:
             raise
-        raise not_found(f"assistant {assistant} (no replica serves it)") from None
-    deps.directory.heard(assistant)
+        raise not_found(f"assistant of graph {graph_id} (no replica serves it)") from None
+    deps.directory.heard(graph_id)
     return described if isinstance(described, dict) else {}
 
 
-async def known(deps: Deps, caller: Caller | None, assistant: str) -> None:
-    """404 unless a replica serves `assistant` (announced, or answering now)."""
-    visible = _visible(caller, deps.directory.agents())
-    if assistant not in visible:
-        await describe(deps, caller, assistant)
-
-
-async def get(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
-    assistant = agent_id(request.match_info["assistant_id"])
+async def for_run(deps: Deps, caller: Caller | None, value: Any) -> AssistantRecord:
+    """The assistant a run names, whose graph a replica serves (announced, or
+    answering now); 404 otherwise."""
     require(caller, READ)
-    await known(deps, caller, assistant)
-    return json_response(shapes.assistant(assistant))
+    record = await resolve(deps, caller, value)
+    if record.graph_id not in deps.directory.agents():
+        await describe(deps, caller, record.graph_id)
+    return record
+
+
+async def _described(
+    request: web.Request,
+    caller: Caller | None,
+    deps: Deps,
+    params: dict[str, Any] | None = None,
+) -> dict[str, Any]:
+    record = await resolve(deps, caller, request.match_info["assistant_id"])
+    return await describe(deps, caller, record.graph_id, params)
 
 
 async def graph(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
-    described = await describe(deps, caller, agent_id(request.match_info["assistant_id"]))
+    xray = _xray(request.query.get("xray", "false"))
+    described = await _described(request, caller, deps, {"xray": xray} if xray else None)
     return json_response(described.get("graph") or {"nodes": [], "edges": []})
 
 
+def _xray(raw: str) -> bool | int:
+    """`?xray=`: true, false, or how many levels of subgraphs to draw."""
+    if raw.lower() in ("true", "false"):
+        return raw.lower() == "true"
+    if raw.isdigit():
+        return int(raw)
+    raise ApiError(422, "xray must be true, false or a whole number of subgraph levels")
+
+
 async def schemas(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
-    described = await describe(deps, caller, agent_id(request.match_info["assistant_id"]))
+    described = await _described(request, caller, deps)
     return json_response(described.get("schemas") or {})
 
 
 async def subgraphs(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
-    await describe(deps, caller, agent_id(request.match_info["assistant_id"]))
-    return json_response({})
+    """The graph's subgraphs with their schemas, by namespace (all of them with
+    `recurse`; under `/subgraphs/{namespace}`, that one's)."""
+    recurse = request.query.get("recurse", "false").lower()
+    if recurse not in ("true", "false"):
+        raise ApiError(422, "recurse must be true or false")
+    asked: dict[str, Any] = {"recurse": recurse == "true"}
+    if namespace := request.match_info.get("namespace"):
+        asked["namespace"] = namespace
+    described = await _described(request, caller, deps, {"subgraphs": asked})
+    return json_response(described.get("subgraphs") or {})

@@ -21,7 +21,7 @@ ALLOWED_HEADERS: Final = (
     # A stream's choice of live or settled tokens (runs.py, decision 292).
     "X-Turnkeeper-Stream"
 )
-EXPOSED_HEADERS: Final = "Content-Location, Location"
+EXPOSED_HEADERS: Final = "Content-Location, Location, X-Pagination-Next, X-Pagination-Total"
 METHODS: Final = "GET, POST, PATCH, DELETE, OPTIONS"
 
 

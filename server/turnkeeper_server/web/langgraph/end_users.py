@@ -14,9 +14,9 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from aiohttp import web
+from turnkeeper._run_request import default_assistant_id
 
 from turnkeeper_server.security.auth import Caller
-from turnkeeper_server.web.langgraph import shapes
 from turnkeeper_server.web.langgraph.api import Deps, Endpoint, body_of
 from turnkeeper_server.web.langgraph.custom_auth import EndUser, Filters, Resource, matches
 from turnkeeper_server.web.langgraph.errors import ApiError, not_found
@@ -129,8 +129,13 @@ def narrowed(
     return merged, rest or None
 
 
-def visible_assistants(agents: list[str], filters: Filters | None) -> list[str]:
-    return [a for a in agents if matches(shapes.assistant(a)["metadata"], filters)]
+async def _assistant_metadata(deps: Deps, assistant_id: str) -> dict[str, Any] | None:
+    """The stored assistant's metadata (by its id, or a graph's default by the
+    graph's name); None for none."""
+    record = await deps.engine.assistants.get(assistant_id)
+    if record is None:
+        record = await deps.engine.assistants.get(default_assistant_id(assistant_id))
+    return None if record is None else record.metadata
 
 
 async def _check_path(request: web.Request, deps: Deps, resource: Resource, action: str) -> None:
@@ -148,5 +153,7 @@ async def _check_path(request: web.Request, deps: Deps, resource: Resource, acti
         filters = await authorize(
             request, deps, resource, action, {"assistant_id": info["assistant_id"]}
         )
-        if not visible_assistants([info["assistant_id"]], filters):
-            raise not_found(f"assistant {info['assistant_id']}")
+        if filters:
+            metadata = await _assistant_metadata(deps, info["assistant_id"])
+            if metadata is not None and not matches(metadata, filters):
+                raise not_found(f"assistant {info['assistant_id']}")

@@ -9,6 +9,8 @@ from typing import Final
 
 import grpc
 from aiohttp import web
+from aiohttp.typedefs import Handler
+from aiohttp.web_urldispatcher import MatchInfoError
 
 from turnkeeper_server.errors import status_for
 from turnkeeper_server.web.relay import AgentRefused, NotAnswered
@@ -66,3 +68,23 @@ def problem(exc: BaseException) -> web.Response:
 
 
 _CODES: Final = frozenset(c.name for c in grpc.StatusCode)
+
+
+@web.middleware
+async def unmatched_as_json(request: web.Request, handler: Handler) -> web.StreamResponse:
+    """A path no route serves (404) or a method its route does not take (405, with
+    `Allow`) answered as every other error of the API: `{"detail": ...}`, as LangGraph's
+    server answers them, not aiohttp's plain text. Errors a route raises are its own."""
+    match = request.match_info
+    if not isinstance(match, MatchInfoError):
+        return await handler(request)
+    exc = match.http_exception
+    if isinstance(exc, web.HTTPMethodNotAllowed):
+        allowed = ", ".join(sorted(exc.allowed_methods))
+        detail = f"{request.method} {request.path} is not served; it takes {allowed}"
+        headers = {"Allow": ",".join(sorted(exc.allowed_methods))}
+        return web.json_response({"detail": detail}, status=405, headers=headers)
+    if exc.status == 404:
+        detail = f"no route {request.path}: the API's routes are listed at /openapi.json"
+        return web.json_response({"detail": detail}, status=404)
+    return web.json_response({"detail": exc.reason}, status=exc.status)

@@ -17,7 +17,7 @@ from collections.abc import AsyncGenerator, AsyncIterator
 from typing import Any, Final
 
 from aiohttp import web
-from turnkeeper._run_request import parse_run_request
+from turnkeeper._run_request import default_assistant_id, merge_assistant, parse_run_request
 from turnkeeper.v1 import turns_pb2
 
 from turnkeeper_server import limits as lim
@@ -32,7 +32,6 @@ from turnkeeper_server.web.langgraph import assistants, end_users, rights, shape
 from turnkeeper_server.web.langgraph.api import (
     READ,
     Deps,
-    agent_id,
     body_of,
     field,
     json_response,
@@ -76,7 +75,6 @@ async def start_run(
     Returns the turn, the body, and the seq the run's own events come after (a
     resume goes on with a turn whose earlier events were the run before's)."""
     body = await body_of(request)
-    agent = agent_id(body.get("assistant_id"))
     given = [k for k in NOT_YET if body.get(k) not in (None, [], {})]
     if given:
         raise ApiError(
@@ -87,7 +85,21 @@ async def start_run(
         modes_of(body.get("stream_mode"))
     except ValueError as exc:
         raise ApiError(422, str(exc)) from None
-    await assistants.known(deps, caller, agent)
+    # The assistant (a graph's default by the graph's name too), whose graph is the
+    # agent; its config and context under the run's, journaled with the run.
+    assistant = await assistants.for_run(deps, caller, body.get("assistant_id"))
+    agent = assistant.graph_id
+    try:
+        merged = merge_assistant(
+            run,
+            config=assistant.config,
+            context=assistant.context,
+            assistant_id=None
+            if assistant.assistant_id == default_assistant_id(agent)
+            else assistant.assistant_id,
+        )
+    except ValueError as exc:
+        raise ApiError(400, str(exc)) from None
 
     thread_id = _thread_path(request)
     # A langgraph.json's auth: the thread's filter, and what a thread this run makes
@@ -95,7 +107,7 @@ async def start_run(
     stamped = await end_users.create_run(request, deps, thread_id, body)
     # A run tags its thread with its graph, as LangGraph's server does (one write,
     # and none when the thread already says so).
-    tagged = {"graph_id": agent, "assistant_id": agent}
+    tagged = {"graph_id": agent, "assistant_id": assistant.assistant_id}
     owner = auth.identity(caller)
     if thread_id is None:
         thread_id = str(uuid.uuid4())
@@ -119,7 +131,9 @@ async def start_run(
     await rights.refuse_unless(deps, caller, needed, target)
     # A run with no input and no command on an interrupted thread goes on with it
     # (useStream's submit(null)); with a resume it answers the interrupt.
-    if run.resume_only or (parked and run.input is None and not run.command and not options):
+    # What the agent journals for the run's stream modes does not change what it runs.
+    runs_as = {k: v for k, v in options.items() if k != "stream"}
+    if run.resume_only or (parked and run.input is None and not run.command and not runs_as):
         if not parked:
             raise ApiError(409, f"thread {thread_id} has no interrupted run to resume")
         resume = run.command["resume"] if run.command else None
@@ -141,9 +155,9 @@ async def start_run(
             "background": True,
             "multitask_strategy": run.multitask_strategy,
         }
-        if options:
+        if given_options := merged.as_dict():
             # Journaled with the run, so a re-drive runs it the same way.
-            params["run"] = options
+            params["run"] = given_options
         started = await deps.relay.call(caller, agent, auth.JSONRPC_CREATE, params)
         if not isinstance(started, dict) or not started.get("turn_id"):
             raise ApiError(409, f"thread {thread_id} has nothing to run: send input")

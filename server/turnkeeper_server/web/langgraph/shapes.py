@@ -1,5 +1,6 @@
-"""The JSON objects of LangGraph's API (assistants, threads, runs) made from the
-journal's records, with the field names and values its SDKs read."""
+"""The JSON objects of LangGraph's API (threads, runs; assistants.py shapes its
+own) made from the journal's records, with the field names and values its SDKs
+read."""
 
 from __future__ import annotations
 
@@ -26,40 +27,38 @@ THREAD_STATUS: Final = {
     "FAILED": "error",
     "CANCELLED": "idle",
 }
-# The creation time of an assistant: it has none of its own (it is its agent).
-EPOCH: Final = "1970-01-01T00:00:00+00:00"
 
 
 def iso(timestamp: float) -> str:
     return datetime.fromtimestamp(timestamp, UTC).isoformat()
 
 
-def assistant(agent: str) -> dict[str, Any]:
-    """An agent as an assistant: its name is the assistant id and the graph id."""
-    return {
-        "assistant_id": agent,
-        "graph_id": agent,
-        "name": agent,
-        "description": None,
-        "config": {},
-        "context": {},
-        "metadata": {"created_by": "system"},
-        "version": 1,
-        "created_at": EPOCH,
-        "updated_at": EPOCH,
-    }
+def thread_status(newest: TurnRecord | None) -> str:
+    """A thread's status: its newest run's (idle with none)."""
+    return THREAD_STATUS.get(newest.state, "idle") if newest else "idle"
+
+
+def thread_updated_at(record: ThreadRecord, newest: TurnRecord | None) -> float:
+    """The later of the thread's own change (metadata, state) and its newest run's."""
+    return max(record.updated_at, newest.updated_at if newest else 0.0)
+
+
+def state_updated_at(record: ThreadRecord, newest: TurnRecord | None) -> float:
+    """When the thread's state last changed: its newest run's last change (the
+    thread's own time before it has one)."""
+    return newest.updated_at if newest else record.updated_at
 
 
 def thread(
     record: ThreadRecord, newest: TurnRecord | None, values: Any, interrupts: dict[str, Any]
 ) -> dict[str, Any]:
-    updated = max(record.updated_at, newest.updated_at if newest else 0.0)
     return {
         "thread_id": record.thread_id,
         "created_at": iso(record.created_at),
-        "updated_at": iso(updated),
+        "updated_at": iso(thread_updated_at(record, newest)),
+        "state_updated_at": iso(state_updated_at(record, newest)),
         "metadata": record.metadata,
-        "status": THREAD_STATUS.get(newest.state, "idle") if newest else "idle",
+        "status": thread_status(newest),
         "values": values,
         "interrupts": interrupts,
         "config": {},

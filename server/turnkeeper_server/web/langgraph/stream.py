@@ -34,6 +34,10 @@ event                     parts
 ``interrupt``             ``updates``: ``{"__interrupt__": [...]}``; ``values``: the
                           last state with ``__interrupt__``
 ``final``                 ``values``: the output, when no ``values`` event came
+``stream``                the graph's own part, journaled for a run that asked for it
+                          (the agent's StreamCapture): ``checkpoints``, ``tasks``,
+                          ``debug``, ``events``; a subgraph's parts named with their
+                          namespace, ``updates|inner:<task id>`` (``stream_subgraphs``)
 ``custom``                ``custom``: what the graph wrote with ``get_stream_writer()``
 ``error``, ``turn.failed``  ``error``: ``{error, message}``
 ========================  ===========================================================
@@ -49,10 +53,20 @@ from typing import Any, Final
 
 from turnkeeper_server.records import EventRecord
 
-# The modes a run may ask for; debug and events are accepted and produce nothing
-# (no journaled event carries what they show; docs/langgraph-api.md).
+# The modes a run may ask for.
 STREAM_MODES: Final = frozenset(
-    {"values", "updates", "messages", "messages-tuple", "custom", "metadata", "debug", "events"}
+    {
+        "values",
+        "updates",
+        "messages",
+        "messages-tuple",
+        "custom",
+        "metadata",
+        "debug",
+        "events",
+        "checkpoints",
+        "tasks",
+    }
 )
 
 Part = tuple[str, Any]
@@ -248,6 +262,18 @@ class Translator:
         if "custom" in self.modes:
             yield "custom", data.get("data")
 
+    def _on_stream(self, data: dict[str, Any]) -> Iterable[Part]:
+        # Journaled only for a run that asked for it; over the event size limit the
+        # event is truncated and carries no part: nothing is sent rather than half.
+        mode, ns = data.get("mode"), data.get("ns")
+        if not isinstance(mode, str) or not isinstance(ns, list) or "data" not in data:
+            return
+        if mode in self.modes:
+            part = data["data"]
+            if mode == "debug" and isinstance(part, dict) and part.get("type") == "checkpoint":
+                part = {**part, "payload": _debug_checkpoint(part.get("payload"))}
+            yield "|".join([mode, *map(str, ns)]), part
+
     def _on_interrupt(self, data: dict[str, Any]) -> Iterable[Part]:
         described = {"value": data.get("value"), "id": data.get("id")}
         self.interrupts.append(described)
@@ -343,6 +369,44 @@ def position_of(event_id: int) -> tuple[int, int | None]:
     its attempt unknown (None)."""
     stride = event_id // ATTEMPT_STRIDE
     return event_id % ATTEMPT_STRIDE, (stride - 1 if stride else None)
+
+
+def _debug_checkpoint(payload: Any) -> Any:
+    """A ``debug`` checkpoint's payload as LangGraph's server sends it: with its
+    ``checkpoint`` and ``parent_checkpoint``, and a subgraph task's config as the
+    task's ``checkpoint``."""
+    if not isinstance(payload, dict):
+        return payload
+    tasks = []
+    for task in payload.get("tasks") or []:
+        state = task.get("state") if isinstance(task, dict) else None
+        if isinstance(state, dict) and state.get("configurable"):
+            task = {k: v for k, v in task.items() if k != "state"}
+            task["checkpoint"] = state["configurable"]
+        tasks.append(task)
+    return {
+        **payload,
+        "checkpoint": _checkpoint_of(payload.get("config")),
+        "parent_checkpoint": _checkpoint_of(payload.get("parent_config")),
+        "tasks": tasks,
+    }
+
+
+def _checkpoint_of(config: Any) -> dict[str, Any] | None:
+    configurable = config.get("configurable") if isinstance(config, dict) else None
+    if not isinstance(configurable, dict) or not (
+        configurable.get("thread_id") and configurable.get("checkpoint_id")
+    ):
+        return None
+    checkpoint = {
+        "checkpoint_id": configurable["checkpoint_id"],
+        "thread_id": configurable["thread_id"],
+    }
+    if "checkpoint_ns" in configurable:
+        checkpoint["checkpoint_ns"] = configurable["checkpoint_ns"] or ""
+    if "checkpoint_map" in configurable:
+        checkpoint["checkpoint_map"] = configurable["checkpoint_map"]
+    return checkpoint
 
 
 def sse(event: str, data: Any, *, id: str | None = None) -> bytes:

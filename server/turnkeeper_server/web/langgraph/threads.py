@@ -34,7 +34,6 @@ from turnkeeper_server.web.langgraph.api import (
     thread_id_of,
     thread_or_404,
 )
-from turnkeeper_server.web.langgraph.custom_auth import matches
 from turnkeeper_server.web.langgraph.errors import ApiError
 from turnkeeper_server.web.langgraph.stream import Translator
 
@@ -87,6 +86,7 @@ async def create(request: web.Request, caller: Caller | None, deps: Deps) -> web
         raise ApiError(422, "if_exists must be 'raise' or 'do_nothing'")
     if body.get("supersteps"):
         raise ApiError(422, "supersteps is not supported by turnkeeper yet (docs/langgraph-api.md)")
+    _no_ttl(body)
     # A langgraph.json's auth may stamp the metadata (an owner) or refuse.
     value = {"thread_id": thread_id, "metadata": metadata, "if_exists": if_exists}
     await end_users.create_thread(request, deps, value)
@@ -102,6 +102,13 @@ async def create(request: web.Request, caller: Caller | None, deps: Deps) -> web
 
 async def get(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
     require(caller, READ)
+    include = [v for item in request.query.getall("include", []) for v in item.split(",") if v]
+    if include:
+        raise ApiError(
+            422,
+            f"include: {', '.join(include)}: turnkeeper's threads have no ttl (nothing "
+            "else may be included); a thread is kept until it is deleted or pruned",
+        )
     record = await thread_or_404(deps, caller, thread_id_of(request))
     return json_response(await thread_json(deps, record))
 
@@ -112,12 +119,25 @@ async def update(request: web.Request, caller: Caller | None, deps: Deps) -> web
     await thread_or_404(deps, caller, thread_id)
     body = await body_of(request)
     metadata = field(body, "metadata", dict, {})
+    _no_ttl(body)
     # A langgraph.json's auth: its filter, and the metadata as its handler left it.
     metadata = await end_users.update_thread(request, deps, thread_id, metadata)
     record = await deps.engine.threads.update_metadata(thread_id, metadata)
     if record is None:
         raise ApiError(404, f"thread {thread_id} not found")
+    if "return=minimal" in request.headers.get("Prefer", "").replace(" ", "").split(","):
+        # The SDK's return_minimal: no body, as LangGraph's server answers it.
+        return web.Response(status=204)
     return json_response(await thread_json(deps, record))
+
+
+def _no_ttl(body: dict[str, Any]) -> None:
+    if body.get("ttl") is not None:
+        raise ApiError(
+            422,
+            "ttl is not supported by turnkeeper: a thread is kept until it is deleted "
+            "or pruned (threads.prune)",
+        )
 
 
 async def delete(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
@@ -133,65 +153,6 @@ async def delete(request: web.Request, caller: Caller | None, deps: Deps) -> web
             thread_access(deps, caller),
         )
     return web.Response(status=204)
-
-
-async def _search(request: web.Request, caller: Caller | None, deps: Deps) -> list[dict[str, Any]]:
-    require(caller, READ)
-    body = await body_of(request)
-    limit, offset = limit_offset(body)
-    metadata = field(body, "metadata", dict, {})
-    ids = field(body, "ids", list)
-    if ids is not None and (len(ids) > MAX_IDS or not all(isinstance(i, str) for i in ids)):
-        raise ApiError(422, f"ids must be a list of at most {MAX_IDS} thread ids")
-    status = field(body, "status", str)
-    # A langgraph.json's auth narrows the search to what its filter lets through.
-    filters = await end_users.authorize(
-        request,
-        deps,
-        "threads",
-        "search",
-        {
-            "metadata": metadata,
-            "values": body.get("values"),
-            "status": status,
-            "limit": limit,
-            "offset": offset,
-        },
-    )
-    narrowed, rest = end_users.narrowed(metadata, filters)
-    if narrowed is None:
-        return []
-    # A panel's page is of its own threads; an agent's is filtered below (it also
-    # sees the threads its turns run on).
-    owner = None
-    if caller is not None and not auth.sees_every_thread(caller) and caller.role != auth.AGENT:
-        owner = auth.identity(caller)
-    wide = bool(status) or rest is not None
-    records = await deps.engine.threads.search(
-        metadata=narrowed,
-        ids=ids,
-        limit=1000 if wide else limit,
-        offset=0 if wide else offset,
-        owner=owner,
-    )
-    out = []
-    for record in records:
-        if rest is not None and not matches(record.metadata, rest):
-            continue
-        if not sees(deps, caller, record):
-            continue
-        out.append(await thread_json(deps, record))
-    if wide:
-        out = [t for t in out if not status or t["status"] == status][offset : offset + limit]
-    return out
-
-
-async def search(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
-    return json_response(await _search(request, caller, deps))
-
-
-async def count(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
-    return json_response(len(await _search(request, caller, deps)))
 
 
 async def copy(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
@@ -250,14 +211,21 @@ async def state(request: web.Request, caller: Caller | None, deps: Deps) -> web.
     require(caller, READ)
     params: dict[str, Any] = {}
     checkpoint_id = request.match_info.get("checkpoint_id")
+    subgraphs: Any = request.query.get("subgraphs", "false").lower() == "true"
+    select = state_select(request.query.getall("select", []))
     if request.method == "POST":
-        checkpoint_id = _checkpoint_id(await body_of(request))
+        body = await body_of(request)
+        checkpoint_id = _checkpoint_id(body)
+        subgraphs = body.get("subgraphs") is True
+        select = state_select(body.get("select"))
     if checkpoint_id:
         params["checkpoint_id"] = checkpoint_id
+    if subgraphs:
+        # A subgraph task's own state in its `state` (LangGraph's get_state).
+        params["subgraphs"] = True
     answer = await _graph_call(request, caller, deps, auth.JSONRPC_GRAPH_STATE, params)
-    return json_response(
-        answer if answer is not None else empty_thread_state(thread_id_of(request))
-    )
+    found = answer if answer is not None else empty_thread_state(thread_id_of(request))
+    return json_response(selected_state(found, select))
 
 
 async def update_state(
@@ -302,5 +270,54 @@ async def history(request: web.Request, caller: Caller | None, deps: Deps) -> we
     checkpoint_id = _checkpoint_id(body)
     if checkpoint_id:
         params["checkpoint_id"] = checkpoint_id
+    select = state_select(body.get("select"))
     answer = await _graph_call(request, caller, deps, auth.JSONRPC_GRAPH_HISTORY, params)
-    return json_response(answer if answer is not None else [])
+    return json_response([selected_state(state, select) for state in answer or []])
+
+
+# A thread state's fields `select` may name (or `values.<key>`, one key of its values).
+STATE_FIELDS: Final = (
+    "values",
+    "next",
+    "tasks",
+    "checkpoint",
+    "metadata",
+    "created_at",
+    "parent_checkpoint",
+    "interrupts",
+)
+
+
+def state_select(value: Any) -> list[str] | None:
+    """The `select` of a state or history read, checked (None or []: everything)."""
+    if value is None or value == []:
+        return None
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise ApiError(422, "select must be a list of field names")
+    invalid = [
+        v for v in value if v not in STATE_FIELDS and not (v.startswith("values.") and v[7:])
+    ]
+    if invalid:
+        raise ApiError(
+            422,
+            f"select: unknown fields {invalid}; the fields: {', '.join(STATE_FIELDS)}, "
+            "or values.<key>",
+        )
+    return value
+
+
+def selected_state(state: Any, select: list[str] | None) -> Any:
+    """The fields of a thread state `select` names; `values.<key>` keeps that key of
+    the values (an absent key stays absent)."""
+    if not select or not isinstance(state, dict):
+        return state
+    out: dict[str, Any] = {}
+    for name in select:
+        if name.startswith("values."):
+            values = state.get("values")
+            kept = out.setdefault("values", {})
+            if isinstance(values, dict) and name[7:] in values and isinstance(kept, dict):
+                kept[name[7:]] = values[name[7:]]
+        elif name in state:
+            out[name] = state[name]
+    return out

@@ -60,7 +60,10 @@ none is held up by a running turn. These methods and their fields are stable:
     ``run`` (the LangGraph API's run options, journaled with the input so every
     execution runs the same way; :class:`~turnkeeper.agent.bridge._intent.RunIntent`):
     ``{command?: {resume?, update?, goto?}, checkpoint_id?, interrupt_before?,
-    interrupt_after?}``; a run stopped by a static interrupt parks.
+    interrupt_after?, config?, context?}``; a run stopped by a static interrupt
+    parks. ``config`` (``configurable``, ``tags``, ``metadata``, ``recursion_limit``,
+    ``run_name``) and ``context`` (LangGraph's runtime context, the keys its
+    ``context_schema`` names) reach the graph in every execution of the turn.
 
 ``responses/turnStatus`` ``{turn_id}``
     Result: ``{turn_id, status, state, attempts, last_seq, error}``, asked of the

@@ -66,10 +66,9 @@ class BoundarySaver(RemoteSaver):
         super().__init__(*args, **kwargs)
         self._logs: dict[tuple[str, int], EventLog] = {}
         self._logs_lock = threading.Lock()
-        #: Set: each checkpoint of a turn (but the input's, step -1) is preceded by
-        #: a ``values`` event of the state it holds (this function's view of its
-        #: channel values), so it is retained with the checkpoint and a rewind to
-        #: it keeps it.
+        #: Set: each root checkpoint of a turn (but its input's) is preceded by a
+        #: ``values`` event of the state it holds (this function's view of its channel values), so it is
+        #: retained with the checkpoint and a rewind to it keeps it.
         self.values_of: Callable[[Mapping[str, Any]], Any] | None = None
         #: Set: each root checkpoint of a turn records, under ``graph`` in its
         #: mark, what this function says about the code that wrote it (its graph
@@ -106,9 +105,7 @@ class BoundarySaver(RemoteSaver):
         events = self._log_for(config)
         if events is None:
             return await super().aput(config, checkpoint, metadata, new_versions)
-        if self.values_of is not None and metadata.get("source") != "input":
-            # Not the input's checkpoint (step -1), whose state is the one before the
-            # input is applied: LangGraph streams no `values` for it either.
+        if self.values_of is not None and _shows_values(config, metadata):
             events.emit("values", {"values": self.values_of(checkpoint["channel_values"])})
 
         async def store(boundary: int) -> tuple[RunnableConfig, int]:
@@ -184,3 +181,10 @@ class BoundarySaver(RemoteSaver):
                 "a turn run by the bridge checkpoints through the async API only "
                 "(the graph is driven with astream)"
             )
+
+
+def _shows_values(config: RunnableConfig, metadata: CheckpointMetadata) -> bool:
+    """A checkpoint whose state the run's ``values`` stream shows, as LangGraph's
+    does: the root graph's (a subgraph's state is its own, in its namespace), once
+    its input is applied (an ``input`` checkpoint holds the input not yet read)."""
+    return not config["configurable"].get("checkpoint_ns") and metadata.get("source") != "input"

@@ -32,6 +32,9 @@ Event types and their ``data``:
 - ``custom`` ``{data}``: what the graph wrote with ``get_stream_writer()`` (on a
   bridge serving the LangGraph API; read from the stream, so a crash right after
   its step's checkpoint can lose it);
+- ``stream`` ``{ns, mode, data}``: a part of the graph's own stream that a LangGraph
+  API run asked for beyond these (:class:`StreamCapture`: the ``checkpoints``,
+  ``tasks`` and ``debug`` modes, and its subgraphs' parts);
 - ``final`` ``{output}``: the graph's output; the service then appends ``turn.done``;
 - ``error`` ``{type, message}``: the graph raised; the service then appends
   ``turn.failed``.
@@ -54,13 +57,18 @@ import asyncio
 import importlib.metadata
 import logging
 import threading
-from collections.abc import Awaitable, Callable
-from typing import Any, Final, TypeVar
+from collections.abc import Awaitable, Callable, Collection
+from typing import Any, Final, TypeVar, cast
 from uuid import UUID
 
-from langchain_core.callbacks import BaseCallbackHandler
+from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.messages import BaseMessage
+from langchain_core.runnables import RunnableConfig
+from langchain_core.tracers.event_stream import _AstreamEventsCallbackHandler
+from langgraph._internal._constants import CONFIG_KEY_STREAM
 from langgraph.errors import GraphBubbleUp
+from langgraph.pregel.protocol import StreamProtocol
+from langgraph.types import StreamMode
 
 from turnkeeper.agent.bridge._convert import dumps, to_jsonable
 from turnkeeper.agent.saver._identity import ATTEMPT_KEY, TURN_ID_KEY
@@ -252,11 +260,20 @@ class EventCapture(BaseCallbackHandler):
     run_inline = True
     raise_error = False
 
-    def __init__(self, events: EventLog, *, message_ids: bool = False) -> None:
+    def __init__(
+        self,
+        events: EventLog,
+        *,
+        message_ids: bool = False,
+        channels: Collection[str] | None = None,
+    ) -> None:
         self.events = events
         # Tokens carry their message's id (the LangGraph API's message chunks do;
         # off elsewhere: a re-run's model makes up new ids, and transcripts compare).
         self.message_ids = message_ids
+        # A step's update holds these of the node's output only, as LangGraph's
+        # `updates` do (a subgraph's node returns the subgraph's whole state).
+        self.channels = None if channels is None else frozenset(channels)
         self._lock = threading.Lock()
         self._root: UUID | None = None
         self._nodes: dict[UUID, tuple[str, int, dict[str, Any]]] = {}
@@ -293,6 +310,8 @@ class EventCapture(BaseCallbackHandler):
             node = self._nodes.pop(run_id, None)
         if node is None:
             return
+        if self.channels is not None and isinstance(outputs, dict):
+            outputs = {k: v for k, v in outputs.items() if k in self.channels}
         data: dict[str, Any] = {"node": node[0], "step": node[1], "update": outputs}
         if self.message_ids:
             # The LangGraph API's `updates` carry messages whole, and a message the
@@ -426,3 +445,112 @@ class EventCapture(BaseCallbackHandler):
             call = self._tools.pop(run_id, None)
         if call is not None and not isinstance(error, GraphBubbleUp):
             self.events.emit("tool_call_end", call | {"error": f"{type(error).__name__}: {error}"})
+
+
+class StreamCapture:
+    """What a LangGraph API run asks of the graph's own stream beyond every run's
+    events (its ``stream`` option, turnkeeper._run_request): the ``checkpoints``,
+    ``tasks`` and ``debug`` modes, with ``subgraphs`` the ``values``, ``updates``
+    and ``custom`` parts of the graph's subgraphs, and the ``events`` mode
+    (:class:`_RunEvents`), as ``stream`` events ``{ns, mode, data}`` (``ns``: the
+    namespace, ``[]`` for the root graph).
+
+    Handed to LangGraph as the run's stream (:meth:`configurable`), which every
+    Pregel loop of the run, a subgraph's too, writes its parts to as it produces
+    them, in the loop's own thread: so a step's parts are in the :class:`EventLog`
+    before the step's checkpoint is stored, and retained with it (the boundary rule).
+    The root graph's ``values`` and ``updates`` are journaled as every run's are
+    (``values``, ``step``); they are not repeated here."""
+
+    ROOT_MODES: Final[tuple[StreamMode, ...]] = ("checkpoints", "tasks", "debug")
+    SUBGRAPH_MODES: Final[tuple[StreamMode, ...]] = ("values", "updates", "custom")
+
+    def __init__(self, events: EventLog, captures: list[str], graph_name: str) -> None:
+        self.events = events
+        self.graph_name = graph_name
+        self.subgraphs = "subgraphs" in captures
+        modes: set[StreamMode] = {m for m in self.ROOT_MODES if m in captures}
+        if self.subgraphs:
+            modes.update(self.SUBGRAPH_MODES)
+        self.modes = modes
+        self.events_mode = "events" in captures
+
+    def applied(self, config: RunnableConfig) -> RunnableConfig:
+        """``config`` with what makes LangGraph write to this capture: the run's
+        stream in its configurable keys, the ``events`` handler in its callbacks."""
+        configured: Any = dict(config)
+        if self.modes:
+            stream = StreamProtocol(self, self.modes)
+            configured["configurable"] = {**config["configurable"], CONFIG_KEY_STREAM: stream}
+        if self.events_mode:
+            handler = _RunEvents(self.events, self.graph_name)
+            callbacks = config.get("callbacks")
+            if isinstance(callbacks, BaseCallbackManager):
+                callbacks = callbacks.copy()
+                callbacks.add_handler(handler, inherit=True)
+                configured["callbacks"] = callbacks
+            else:
+                configured["callbacks"] = [*(callbacks or []), handler]
+        return cast(RunnableConfig, configured)
+
+    def __call__(self, chunk: tuple[tuple[str, ...], str, Any]) -> None:
+        ns, mode, data = chunk
+        if not ns and mode in self.SUBGRAPH_MODES:
+            return  # the root's: journaled as every run's are
+        if ns and not self.subgraphs:
+            return
+        data = _without_internals(to_jsonable(data, whole=True))
+        self.events.emit("stream", {"ns": list(ns), "mode": mode, "data": data})
+
+
+def _without_internals(value: Any) -> Any:
+    """A part without the run's private configurable keys (``__``-prefixed: the
+    effect ledger's snapshot, LangGraph's own), which a checkpoint's config holds."""
+    if isinstance(value, dict):
+        return {
+            k: (
+                {n: v for n, v in c.items() if not str(n).startswith("__")}
+                if k == "configurable" and isinstance(c := value[k], dict)
+                else _without_internals(value[k])
+            )
+            for k in value
+        }
+    if isinstance(value, list):
+        return [_without_internals(v) for v in value]
+    return value
+
+
+class _RunEvents(_AstreamEventsCallbackHandler):
+    """The ``events`` stream mode: the run's callbacks as LangChain's
+    ``astream_events`` (v2) makes them, journaled instead of queued. As LangGraph's
+    server sends them: without the hidden ones (``langsmith:hidden``). Its async
+    callbacks run as the graph's do; an event that lands after its step's
+    checkpoint is lost with a crash right then, never sent twice (like ``custom``)."""
+
+    def __init__(self, events: EventLog, graph_name: str) -> None:
+        super().__init__()
+        self._log = events
+        self._graph_name = graph_name
+        self._root: str | None = None
+
+    def _send(self, event: Any, event_type: str) -> None:
+        if not self.root_event_filter.include_event(event, event_type):
+            return
+        if "langsmith:hidden" in (event.get("tags") or ()):
+            return
+        event = dict(event)
+        if not event.get("parent_ids"):
+            # The graph's own run, as LangGraph's server runs it: named after the
+            # graph, its id the run's, its end with the output only.
+            self._root = self._root or str(event.get("run_id"))
+            event["name"] = self._graph_name
+            if event.get("event") == "on_chain_end" and isinstance(event.get("data"), dict):
+                event["data"] = {k: v for k, v in event["data"].items() if k != "input"}
+        if self._root is not None:
+            turn = self._log.turn_id
+            event["run_id"] = turn if event.get("run_id") == self._root else event.get("run_id")
+            event["parent_ids"] = [
+                turn if p == self._root else p for p in event.get("parent_ids") or []
+            ]
+        data = to_jsonable(event, whole=True)
+        self._log.emit("stream", {"ns": [], "mode": "events", "data": data})

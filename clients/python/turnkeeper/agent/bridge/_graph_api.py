@@ -7,10 +7,13 @@ JSON-RPC methods (the relay's rights: describe, state and history are reads;
 updateState edits a thread's state, a right of its own that panels do not hold,
 decision 283):
 
-``langgraph/describe`` ``{}``
-    ``{assistant_id, graph_id, name, graph: {nodes, edges}, schemas: {...}}``.
-``langgraph/state`` ``{thread_id, checkpoint_id?, checkpoint_ns?}``
-    The thread's state as LangGraph's API server answers ``GET /threads/{id}/state``.
+``langgraph/describe`` ``{xray?, subgraphs?: {namespace?, recurse?}}``
+    ``{assistant_id, graph_id, name, graph: {nodes, edges}, schemas: {...}}``; the
+    graph drawn with its subgraphs' nodes with ``xray`` (true or a depth), and with
+    ``subgraphs`` the subgraphs' schemas by namespace (``subgraphs: {ns: {...}}``).
+``langgraph/state`` ``{thread_id, checkpoint_id?, checkpoint_ns?, subgraphs?}``
+    The thread's state as LangGraph's API server answers ``GET /threads/{id}/state``
+    (with ``subgraphs``, a subgraph task's own state in its ``state``).
 ``langgraph/history`` ``{thread_id, limit?, before?, metadata?, checkpoint_id?}``
     Its states, newest first.
 ``langgraph/updateState`` ``{thread_id, values, as_node?, checkpoint_id?}``
@@ -28,6 +31,8 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
+from langgraph.channels.base import BaseChannel
+from langgraph.errors import EmptyChannelError
 from langgraph.types import StateSnapshot
 
 from turnkeeper._thread_state import empty_thread_state
@@ -46,11 +51,31 @@ MAX_HISTORY: Final = 1000
 
 def state_values(graph: AnyGraph, channel_values: Mapping[str, Any]) -> Any:
     """The graph's state as its ``values`` stream shows it: the output channels of a
-    checkpoint's values (a graph with one root channel: that channel's value)."""
+    checkpoint's values (a graph with one root channel: that channel's value), with
+    those never written that have a value of their own (a reducer's empty list), as
+    LangGraph reads its channels."""
     channels = graph.stream_channels_asis
     if isinstance(channels, str):
         return to_jsonable(channel_values.get(channels), whole=True)
-    return {k: to_jsonable(channel_values[k], whole=True) for k in channels if k in channel_values}
+    values: dict[str, Any] = {}
+    for key in channels:
+        if key in channel_values:
+            values[key] = to_jsonable(channel_values[key], whole=True)
+        elif (initial := _initial(graph, key)) is not _NONE:
+            values[key] = to_jsonable(initial, whole=True)
+    return values
+
+
+_NONE: Final = object()
+
+
+def _initial(graph: AnyGraph, key: str) -> Any:
+    """A channel's value before its first write (``_NONE``: it has none)."""
+    spec = graph.channels.get(key)
+    try:
+        return spec.copy().get() if isinstance(spec, BaseChannel) else _NONE
+    except EmptyChannelError:
+        return _NONE
 
 
 def _checkpoint(config: RunnableConfig | None) -> dict[str, Any] | None:
@@ -80,8 +105,13 @@ def snapshot_json(snapshot: StateSnapshot) -> dict[str, Any]:
             "path": to_jsonable(task.path),
             "error": None if task.error is None else str(task.error),
             "interrupts": [_interrupt(i) for i in task.interrupts],
-            "checkpoint": None,
-            "state": None,
+            # A subgraph's task: where its state is, or (asked with subgraphs) it.
+            "checkpoint": (
+                to_jsonable(task.state.get("configurable"))
+                if isinstance(task.state, dict) and task.state.get("configurable")
+                else None
+            ),
+            "state": snapshot_json(task.state) if isinstance(task.state, StateSnapshot) else None,
             "result": to_jsonable(task.result, whole=True),
         }
         for task in snapshot.tasks
@@ -125,9 +155,9 @@ class GraphApi:
             "schemas": self._schemas(),
         }
 
-    def _drawing(self) -> dict[str, Any]:
+    def _drawing(self, xray: int | bool = False) -> dict[str, Any]:
         try:
-            drawn = self.graph.get_graph().to_json()
+            drawn = self.graph.get_graph(xray=xray).to_json()
         except Exception as exc:  # a graph that cannot be drawn is still served
             return {"nodes": [], "edges": [], "error": f"{type(exc).__name__}: {exc}"}
         return to_jsonable(drawn)  # type: ignore[no-any-return]
@@ -159,12 +189,42 @@ class GraphApi:
         return {"configurable": configurable}
 
     async def describe(self, request: Request) -> Reply:
-        return Reply(self.description())
+        params = request.params
+        described = self.description()
+        xray = params.get("xray", False)
+        if not isinstance(xray, (bool, int)) or (not isinstance(xray, bool) and xray < 0):
+            raise invalid_params("xray must be true, false or a whole number of levels")
+        if xray:
+            described["graph"] = self._drawing(xray)
+        if "subgraphs" in params:
+            described["subgraphs"] = await self._subgraphs(params["subgraphs"])
+        return Reply(described)
+
+    async def _subgraphs(self, asked: Any) -> dict[str, Any]:
+        """The graph's subgraphs by namespace, each with its schemas (LangGraph's
+        server's ``GET /assistants/{id}/subgraphs``)."""
+        if not isinstance(asked, Mapping):
+            raise invalid_params("subgraphs must be an object of namespace and recurse")
+        namespace = _string(asked, "namespace")
+        recurse = asked.get("recurse", False)
+        if not isinstance(recurse, bool):
+            raise invalid_params("subgraphs.recurse must be true or false")
+        found: dict[str, Any] = {}
+        async for ns, subgraph in self.graph.aget_subgraphs(namespace=namespace, recurse=recurse):
+            schemas = GraphApi(subgraph, self.agent)._schemas()  # type: ignore[arg-type]
+            schemas.pop("graph_id", None)
+            found[ns] = schemas
+        return found
 
     async def state(self, request: Request) -> Reply:
         thread_id = _string(request.params, "thread_id", required=True)
         assert thread_id is not None
-        snapshot = await self.graph.aget_state(self._config(thread_id, request.params))
+        subgraphs = request.params.get("subgraphs", False)
+        if not isinstance(subgraphs, bool):
+            raise invalid_params("subgraphs must be true or false")
+        snapshot = await self.graph.aget_state(
+            self._config(thread_id, request.params), subgraphs=subgraphs
+        )
         if snapshot.config is None or not snapshot.config.get("configurable", {}).get(
             "checkpoint_id"
         ):

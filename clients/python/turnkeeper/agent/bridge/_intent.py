@@ -11,9 +11,11 @@ one or a re-drive:
   thread to the entry node of its latest run (:mod:`turnkeeper.agent._reposition`), then
   run from there: the latest input is answered again;
 - ``{"__turnkeeper__": "run", "input", "command", "checkpoint_id",
-  "interrupt_before", "interrupt_after"}`` (:class:`RunIntent`): a LangGraph API run
-  with options: a ``Command`` (resume, update, goto) instead of input, a start at an
-  earlier checkpoint (a fork), and static interrupts, kept for every execution;
+  "interrupt_before", "interrupt_after", "stream", "config", "context"}``
+  (:class:`RunIntent`): a LangGraph API run with options: a ``Command`` (resume,
+  update, goto) instead of input, a start at an earlier checkpoint (a fork), static
+  interrupts, the stream modes journaled for it alone, and the run's config and
+  runtime context (its assistant's merged in), kept for every execution;
 - anything else: new input, handed to the bridge's ``input_mapper``.
 
 An object with a top-level ``"__turnkeeper__"`` key is reserved for these markers;
@@ -53,10 +55,11 @@ class RunIntent:
         return {INTENT_KEY: RUN, "input": self.input, **self.options.as_dict()}
 
     def stream_kwargs(self) -> dict[str, Any]:
-        """What ``astream`` takes of it, for every execution of the turn."""
+        """What ``astream`` takes of it, for every execution of the turn (the
+        context as given: :func:`context_for` fits it to the graph)."""
         return {
             name: value
-            for name in ("interrupt_before", "interrupt_after")
+            for name in ("interrupt_before", "interrupt_after", "context")
             if (value := getattr(self.options, name)) is not None
         }
 
@@ -76,8 +79,26 @@ def run_intent(journaled: Any) -> RunIntent | None:
             checkpoint_id=journaled.get("checkpoint_id"),
             interrupt_before=journaled.get("interrupt_before"),
             interrupt_after=journaled.get("interrupt_after"),
+            stream=journaled.get("stream"),
+            config=journaled.get("config"),
+            context=journaled.get("context"),
         ),
     )
+
+
+def context_for(graph: Graph, context: dict[str, Any]) -> dict[str, Any]:
+    """The keys of a run's context the graph's ``context_schema`` names, as
+    LangGraph's server filters them (configurable and context mirror each other, so
+    a context carries keys a dataclass schema would refuse); all of it when the
+    graph names none."""
+    try:
+        schema = graph.get_context_jsonschema()
+    except Exception:  # a schema LangGraph cannot describe: nothing to filter by
+        return context
+    properties = (schema or {}).get("properties")
+    if not properties:
+        return context
+    return {k: v for k, v in context.items() if k in properties}
 
 
 def parse_run(options: Any, payload: Any) -> RunIntent:

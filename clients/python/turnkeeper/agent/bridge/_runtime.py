@@ -38,11 +38,18 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
 from langgraph.types import Command, Interrupt, StreamMode
 
+from turnkeeper._run_request import CONFIG_KEYS, default_assistant_id, own_configurable
 from turnkeeper.agent._reposition import at_checkpoint
 from turnkeeper.agent.bridge._boundary import BoundarySaver
 from turnkeeper.agent.bridge._convert import py_to_value, to_jsonable, value_to_py
-from turnkeeper.agent.bridge._events import FENCED, EventCapture, EventLog
-from turnkeeper.agent.bridge._intent import RunIntent, is_regenerate, regenerate_point, run_intent
+from turnkeeper.agent.bridge._events import FENCED, EventCapture, EventLog, StreamCapture
+from turnkeeper.agent.bridge._intent import (
+    RunIntent,
+    context_for,
+    is_regenerate,
+    regenerate_point,
+    run_intent,
+)
 from turnkeeper.agent.effect._snapshot import CONFIG_KEY as EFFECTS_SNAPSHOT_KEY
 from turnkeeper.agent.effect._snapshot import LedgerSnapshot
 from turnkeeper.agent.saver import durable_config, durable_run_kwargs
@@ -300,10 +307,24 @@ class Execution:
         served: dict[str, Any] = {}
         if self.runtime.langgraph_api:
             agent = self.runtime.identity.agent
-            served = {"run_id": turn.turn_id, "graph_id": agent, "assistant_id": agent}
+            served = {
+                "run_id": turn.turn_id,
+                "graph_id": agent,
+                "assistant_id": default_assistant_id(agent),
+            }
+        # A LangGraph API run's own config (its assistant's merged in), for every
+        # execution of the turn: over the bridge's, under the turn's own keys.
+        intent = run_intent(value_to_py(turn.input))
+        asked = dict((intent.options.config if intent is not None else None) or {})
+        for key in CONFIG_KEYS:
+            if key != "configurable" and key in asked:
+                extra[key] = (
+                    {**(extra.get(key) or {}), **asked[key]} if key == "metadata" else asked[key]
+                )
         config["configurable"] = {
             **served,
             **(extra.pop("configurable", None) or {}),
+            **own_configurable(asked.get("configurable")),
             **config["configurable"],
             # What this run knows of the turn's effect ledger: a `retry` effect with
             # no row under its key runs without a read (decision 260).
@@ -313,7 +334,11 @@ class Execution:
         merged: RunnableConfig = {**extra, **config}  # type: ignore[typeddict-item]
         merged["callbacks"] = [
             *callbacks,
-            EventCapture(events, message_ids=self.runtime.langgraph_api),
+            EventCapture(
+                events,
+                message_ids=self.runtime.langgraph_api,
+                channels=self._update_channels(),
+            ),
         ]
         return merged
 
@@ -361,9 +386,35 @@ class Execution:
         return [*modes, "custom"] if self.runtime.langgraph_api else modes
 
     def _stream_kwargs(self) -> dict[str, Any]:
-        """The run's own astream options (static interrupts), for every execution."""
+        """The run's own astream options (static interrupts, its context), for every
+        execution."""
         intent = run_intent(value_to_py(self.assignment.turn.input))
-        return {} if intent is None else intent.stream_kwargs()
+        kwargs = {} if intent is None else intent.stream_kwargs()
+        graph = self.runtime.graph
+        if "context" in kwargs:
+            kwargs["context"] = context_for(graph, kwargs["context"])
+        elif self.runtime.langgraph_api and getattr(graph, "context_schema", None) is not None:
+            # As LangGraph's server runs a graph: a context of none given is an
+            # empty one (a dataclass schema's defaults), never None.
+            kwargs["context"] = {}
+        return kwargs
+
+    def _update_channels(self) -> list[str] | None:
+        """The channels a step's journaled update keeps, for the LangGraph API's
+        `updates` (its graph's state keys; None: the node's whole output)."""
+        channels = self.runtime.graph.stream_channels_asis
+        if not self.runtime.langgraph_api or isinstance(channels, str):
+            return None
+        return list(channels)
+
+    def _captured(self, config: RunnableConfig, events: EventLog) -> RunnableConfig:
+        """``config`` with the run's own stream parts (its ``stream`` option)
+        journaled as the graph produces them."""
+        intent = run_intent(value_to_py(self.assignment.turn.input))
+        if intent is None or not intent.options.stream:
+            return config
+        capture = StreamCapture(events, intent.options.stream, self.runtime.identity.agent)
+        return capture.applied(config)
 
     async def _drive(self, events: EventLog) -> None:
         graph = self.runtime.graph
@@ -372,6 +423,7 @@ class Execution:
         interrupts: list[Interrupt] = []
         try:
             graph_input, config = await self._start_point(config)
+            config = self._captured(config, events)
             static = self._stream_kwargs()
             async for mode, chunk in graph.astream(
                 graph_input,
@@ -417,7 +469,7 @@ class Execution:
                 events=await events.close(("error", error)),
             )
             return
-        if not interrupts and static:
+        if not interrupts and ("interrupt_before" in static or "interrupt_after" in static):
             # Stopped by interrupt_before/after with nodes still to run: the run
             # waits for a person as at an interrupt() (LangGraph's "interrupted").
             state = await graph.aget_state(self._config(events))

@@ -1,0 +1,145 @@
+"""The reference side of the differential suite: `langgraph dev` started once per
+session (per xdist worker; the suite's tests share one `xdist_group`), each client's
+observation of it made once, and the JS SDK's package installed once."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import threading
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import pytest
+
+from tests.support.node import NO_PROXY_ENV, NODE, NPM, npm_run
+
+HERE = Path(__file__).resolve().parent
+REPO = HERE.parents[1]
+GRAPHS = HERE / "graphs"
+SCENARIOS = HERE / "scenarios.json"
+# `langgraph dev` runs from a virtualenv of its own (bench/langgraph-dev.txt, decision
+# 217); .ci/run makes it (bench.langgraph_api.langgraph_executable).
+LANGGRAPH = Path(
+    os.environ.get("TURNKEEPER_BENCH_LANGGRAPH")
+    or Path.home() / ".cache" / "turnkeeper-bench" / "langgraph-dev" / "bin" / "langgraph"
+)
+DRIVER_TIMEOUT = 240
+
+
+def python_driver(url: str) -> list[str]:
+    return [sys.executable, "-m", "tests.differential.driver", url]
+
+
+def js_driver(package: Path, url: str) -> list[str]:
+    assert NODE is not None
+    return [NODE, str(package / "driver.mjs"), url, str(SCENARIOS)]
+
+
+def parse(client: str, out: bytes, err: bytes, returncode: int | None) -> Any:
+    assert returncode == 0, f"the {client} driver failed ({returncode}):\n{err.decode()}"
+    return json.loads(out.decode().strip().splitlines()[-1])
+
+
+@pytest.fixture(scope="session")
+def js_package(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
+    """A copy of js/ with its locked packages installed; None without node and npm
+    (then only the Python client runs, unless TURNKEEPER_REQUIRE_REFERENCE=1)."""
+    if NODE is None or NPM is None:
+        if os.environ.get("TURNKEEPER_REQUIRE_REFERENCE") == "1":
+            pytest.fail("node and npm are not on PATH: the JS SDK cannot be run")
+        return None
+    package = tmp_path_factory.mktemp("differential-js") / "js"
+    shutil.copytree(HERE / "js", package, ignore=shutil.ignore_patterns("node_modules"))
+    npm_run(["ci", "--prefer-offline", "--no-audit", "--no-fund"], package)
+    return package
+
+
+def _drain(stream: IO[str], log: Path) -> None:
+    with log.open("a") as out:
+        for line in stream:
+            out.write(line)
+
+
+@pytest.fixture(scope="session")
+def reference_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """`langgraph dev` serving graphs/ (a copy: it writes its state's flushes beside
+    the config), started once for every scenario and client."""
+    if not LANGGRAPH.exists():
+        missing = f"no `langgraph dev` at {LANGGRAPH}: make it from bench/langgraph-dev.txt"
+        if os.environ.get("TURNKEEPER_REQUIRE_REFERENCE") == "1":
+            pytest.fail(missing + " (.ci/run makes it and requires it)")
+        pytest.skip(reason=missing)
+    app = tmp_path_factory.mktemp("differential-reference") / "app"
+    shutil.copytree(GRAPHS, app, ignore=shutil.ignore_patterns("__pycache__"))
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+    proc = subprocess.Popen(
+        [
+            str(LANGGRAPH),
+            "dev",
+            "--config",
+            str(app / "langgraph.json"),
+            "--port",
+            str(port),
+            "--no-browser",
+            "--no-reload",
+        ],
+        cwd=app,
+        stdin=subprocess.DEVNULL,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        env={
+            **os.environ,
+            **NO_PROXY_ENV,
+            "LANGGRAPH_CLI_NO_ANALYTICS": "1",
+            "LANGSMITH_TRACING": "false",
+        },
+    )
+    assert proc.stdout is not None
+    log = app / "langgraph-dev.log"
+    try:
+        # Its start line, awaited: reading blocks until it comes or the process ends.
+        with log.open("w") as out:
+            for line in proc.stdout:
+                out.write(line)
+                if "Application started up" in line:
+                    break
+            else:
+                pytest.fail(f"`langgraph dev` exited ({proc.wait()}):\n{log.read_text()}")
+        threading.Thread(target=_drain, args=(proc.stdout, log), daemon=True).start()
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=30)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait()
+
+
+@pytest.fixture(scope="session")
+def reference(reference_url: str, js_package: Path | None) -> dict[str, Any]:
+    """What each client was shown by `langgraph dev`, raw; both drivers at once."""
+    commands = {"python": python_driver(reference_url)}
+    if js_package is not None:
+        commands["js"] = js_driver(js_package, reference_url)
+    env = {**os.environ, **NO_PROXY_ENV}
+    procs = {
+        client: subprocess.Popen(
+            cmd, cwd=REPO, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE
+        )
+        for client, cmd in commands.items()
+    }
+    seen = {}
+    for client, proc in procs.items():
+        out, err = proc.communicate(timeout=DRIVER_TIMEOUT)
+        seen[client] = parse(client, out, err, proc.returncode)
+    return seen

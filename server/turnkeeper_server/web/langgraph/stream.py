@@ -124,6 +124,8 @@ class Translator:
         self._metadata: dict[str, dict[str, Any]] = {}
         self._streamed: set[str] = set()
         self._attempt = 1
+        # Mode `messages`: each streamed message so far, whole.
+        self._whole: dict[str, dict[str, Any]] = {}
 
     def reset(self) -> None:
         """Forget everything read (a resume starts over from an earlier seq)."""
@@ -199,7 +201,7 @@ class Translator:
             yield "updates", {node: data.get("update")}
 
     def _returned(self, node: str, data: dict[str, Any]) -> Iterable[Part]:
-        if "messages-tuple" not in self.modes:
+        if "messages-tuple" not in self.modes and "messages" not in self.modes:
             return
         # The messages the node returned that were not streamed (a tool's result, a
         # reply made without streaming) go out whole, as LangGraph's server sends
@@ -216,7 +218,11 @@ class Translator:
             if isinstance(message_id, str) and message_id not in known:
                 known.add(message_id)
                 self._streamed.add(message_id)
-                yield "messages", [message, meta]
+                if "messages-tuple" in self.modes:
+                    yield "messages", [message, meta]
+                if "messages" in self.modes:
+                    yield "messages/metadata", {message_id: {"metadata": meta}}
+                    yield "messages/complete", [message]
 
     def _on_token(self, data: dict[str, Any], seq: int = 0) -> Iterable[Part]:
         node = str(data.get("node", ""))
@@ -255,8 +261,16 @@ class Translator:
             else:
                 chunk = {"type": "AIMessageChunk", "content": text, "id": message_id}
             yield "messages", [chunk, meta]
-        if "messages" in self.modes and text:
-            yield "messages/partial", [{"type": "ai", "content": so_far, "id": message_id}]
+        if "messages" in self.modes:
+            # Mode `messages` as LangGraph's server streams it: the message's
+            # metadata once, then the message so far, whole, at each chunk.
+            given_chunk = data.get("chunk")
+            piece = given_chunk if isinstance(given_chunk, dict) else {"content": text}
+            if message_id not in self._whole:
+                self._whole[message_id] = _ai_message(message_id)
+                yield "messages/metadata", {message_id: {"metadata": meta}}
+            _merge_chunk(self._whole[message_id], piece)
+            yield "messages/partial", [dict(self._whole[message_id])]
 
     def _on_custom(self, data: dict[str, Any]) -> Iterable[Part]:
         if "custom" in self.modes:
@@ -309,6 +323,41 @@ class Translator:
         if self.interrupts and isinstance(self.values, dict):
             return {**self.values, "__interrupt__": list(self.interrupts)}
         return self.values
+
+
+def _ai_message(message_id: str) -> dict[str, Any]:
+    """An AI message with no content yet, every field LangGraph serializes."""
+    return {
+        "content": "",
+        "additional_kwargs": {},
+        "response_metadata": {},
+        "type": "ai",
+        "name": None,
+        "id": message_id,
+        "tool_calls": [],
+        "invalid_tool_calls": [],
+        "usage_metadata": None,
+    }
+
+
+def _merge_chunk(message: dict[str, Any], chunk: dict[str, Any]) -> None:
+    """Add a chunk to the message so far, as LangChain adds AIMessageChunks (text
+    content joined, dicts merged, tool calls gathered, the usage the latest)."""
+    content = chunk.get("content")
+    if isinstance(content, str) and isinstance(message["content"], str):
+        message["content"] += content
+    elif content:
+        message["content"] = content
+    for key in ("additional_kwargs", "response_metadata"):
+        if isinstance(chunk.get(key), dict):
+            message[key] = {**message[key], **chunk[key]}
+    for key in ("tool_calls", "invalid_tool_calls"):
+        if isinstance(chunk.get(key), list):
+            message[key] = [*message[key], *chunk[key]]
+    if chunk.get("usage_metadata") is not None:
+        message["usage_metadata"] = chunk["usage_metadata"]
+    if chunk.get("name") is not None:
+        message["name"] = chunk["name"]
 
 
 # LangGraph's RemoveMessage id that removes every message before it.

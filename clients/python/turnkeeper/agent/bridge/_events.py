@@ -59,7 +59,7 @@ import logging
 import threading
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Final, TypeVar, cast
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
 from langchain_core.messages import BaseMessage
@@ -244,6 +244,16 @@ class EventLog:
                 )
 
 
+def _name_messages(output: Any) -> None:
+    """Give each message a node returned without an id one (LangGraph's
+    StreamMessagesHandler does the same, on the same objects)."""
+    values = list(output.values()) if isinstance(output, dict) else [output]
+    for value in values:
+        for message in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(message, BaseMessage) and message.id is None:
+                message.id = str(uuid4())
+
+
 def _bounded(text: str) -> str:
     size = len(text.encode())
     if size <= MAX_EVENT_BYTES:
@@ -315,7 +325,10 @@ class EventCapture(BaseCallbackHandler):
         data: dict[str, Any] = {"node": node[0], "step": node[1], "update": outputs}
         if self.message_ids:
             # The LangGraph API's `updates` carry messages whole, and a message the
-            # node returned is streamed whole with the node's metadata.
+            # node returned is streamed whole with the node's metadata: one without
+            # an id gets one here, as LangGraph's server's stream handler gives it
+            # (the state's reducer keeps it).
+            _name_messages(outputs)
             data["update"] = to_jsonable(outputs, whole=True)
             data["metadata"] = node[2]
         self.events.emit("step", data)

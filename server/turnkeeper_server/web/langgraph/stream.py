@@ -26,11 +26,13 @@ event                     parts
 ``values``                ``values``: the state at a checkpoint (hosts with
                           ``langgraph_api``)
 ``step``                  ``updates``: ``{node: update}``; before it, ``messages``
-                          ``[message, metadata]`` for each message the node returned
-                          that was not streamed
+                          ``[message, metadata]`` (mode ``messages``:
+                          ``messages/metadata`` and ``messages/complete``) for each
+                          message the node returned that was not streamed
 ``token``                 ``messages`` (mode ``messages-tuple``): ``[chunk, metadata]``,
                           the chunk whole as the agent journaled it; mode
-                          ``messages``: ``messages/partial`` with the text so far
+                          ``messages``: ``messages/metadata`` once per message,
+                          then ``messages/partial`` with the message so far, whole
 ``interrupt``             ``updates``: ``{"__interrupt__": [...]}``; ``values``: the
                           last state with ``__interrupt__``
 ``final``                 ``values``: the output, when no ``values`` event came

@@ -151,7 +151,7 @@ def _wait_announced(url: str, proc: subprocess.Popen[Any], timeout: float = 60) 
         if proc.poll() is not None:
             raise RuntimeError("turnkeeper agent exited")
         found = httpx.post(f"{url}/assistants/search", json={}, timeout=2).json()
-        if {ASSISTANT, TOKENS} <= {a["assistant_id"] for a in found}:
+        if {ASSISTANT, TOKENS} <= {a["graph_id"] for a in found}:
             return
         time.sleep(0.2)
     raise RuntimeError("the hosted graph was not announced")

@@ -512,6 +512,23 @@ class Turns:
         self._after_end(ended, cancelled.turn)
         return cancelled
 
+    async def close_parked(self, *, thread_id: str, detail: str) -> TurnRecord | None:
+        """The thread's parked turn ends DONE, answered by the thread's next LangGraph
+        API run (journal/lifecycle.py `close_parked`); None when none was parked."""
+        closed = await self._write(
+            lambda c: (
+                [c[0].turn_id] + ([c[1].promoted.turn_id] if c[1].promoted else []) if c else []
+            ),
+            lambda tx: lifecycle.close_parked(tx, thread_id, detail=detail, policy=self.policy),
+        )
+        if closed is None:
+            return None
+        turn, ended = closed
+        self.metrics.turns_finished.labels(state=turn.state).inc()
+        turn_log(log, turn.turn_id, turn.attempts).info("done (%s)", detail)
+        self._after_end(ended, turn)
+        return turn
+
     async def erase_thread(self, *, thread_id: str, cancel: bool) -> Erased:
         erased = await self._write(
             lambda e: [e.cancelled.turn.turn_id] if e.cancelled else [],

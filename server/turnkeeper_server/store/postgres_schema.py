@@ -202,6 +202,15 @@ TURNKEEPER_MIGRATIONS: list[str] = [
     """
     ALTER TABLE threads ADD COLUMN owner TEXT NOT NULL DEFAULT '';
     """,
+    # As SQLite's turns.db migration of the same place: a LangGraph API run's record.
+    """
+    CREATE TABLE langgraph_runs (
+        turn_id            TEXT PRIMARY KEY,
+        metadata           TEXT NOT NULL DEFAULT '{}',
+        kwargs             TEXT NOT NULL DEFAULT '{}',
+        multitask_strategy TEXT NOT NULL DEFAULT ''
+    );
+    """,
 ]
 
 

@@ -1,0 +1,69 @@
+"""A LangGraph API run's own record, beside its turn: the ``metadata`` and ``kwargs``
+it was created with (its input or command, stream modes, interrupts ...) and its
+multitask strategy, as LangGraph's server stores and answers them. The turn is the
+execution; this row is what only the API gives it. It is written once, when the
+run is started, and deleted with its turn (journal/erasure.py). A turn started
+through another door has none. The SQL is plain: PostgreSQL accepts it too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from turnkeeper_server.store.contract import Conn, Tx
+
+_COLUMNS = "turn_id, metadata, kwargs, multitask_strategy"
+
+
+@dataclass(frozen=True)
+class RunRecord:
+    turn_id: str
+    metadata: dict[str, Any] = field(default_factory=dict)
+    kwargs: dict[str, Any] = field(default_factory=dict)
+    # '' for none recorded.
+    multitask_strategy: str = ""
+
+
+def _object(text: str) -> dict[str, Any]:
+    value = json.loads(text) if text else {}
+    return value if isinstance(value, dict) else {}
+
+
+def put(tx: Tx, record: RunRecord) -> None:
+    """The run's record (the same run started again keeps the first one)."""
+    tx.execute(
+        f"INSERT INTO main.langgraph_runs ({_COLUMNS}) VALUES (?, ?, ?, ?) "
+        "ON CONFLICT (turn_id) DO NOTHING",
+        (
+            record.turn_id,
+            json.dumps(record.metadata),
+            json.dumps(record.kwargs),
+            record.multitask_strategy,
+        ),
+    )
+
+
+def get_many(conn: Conn, turn_ids: Sequence[str]) -> dict[str, RunRecord]:
+    """The records of these turns that have one, by turn id."""
+    found: dict[str, RunRecord] = {}
+    ids = list(dict.fromkeys(turn_ids))
+    for start in range(0, len(ids), 500):
+        chunk = ids[start : start + 500]
+        marks = ", ".join("?" for _ in chunk)
+        rows = conn.execute(
+            f"SELECT {_COLUMNS} FROM main.langgraph_runs WHERE turn_id IN ({marks})", chunk
+        ).fetchall()
+        for row in rows:
+            found[row[0]] = RunRecord(row[0], _object(row[1]), _object(row[2]), row[3])
+    return found
+
+
+def delete_for_turns(tx: Tx, turn_ids: Sequence[str]) -> None:
+    """The records of these turns (their turns are being deleted)."""
+    if not turn_ids:
+        return
+    marks = ", ".join("?" for _ in turn_ids)
+    tx.execute(f"DELETE FROM main.langgraph_runs WHERE turn_id IN ({marks})", list(turn_ids))

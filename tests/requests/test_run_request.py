@@ -158,7 +158,10 @@ REFUSED_RUNS: list[tuple[dict[str, Any], str]] = [
     ({"on_disconnect": "stop"}, "on_disconnect must be 'continue' or 'cancel'"),
     ({"command": "resume"}, "command must be an object of resume, update and goto"),
     ({"command": {"resume": 1, "jump": 2}}, "command takes resume, update and goto, not jump"),
-    ({"command": {"resume": 1, "graph": "__parent__"}}, "command.graph must be null"),
+    (
+        {"command": {"resume": 1, "graph": "__parent__"}},
+        "command.graph must be null: a run's Command is for its own graph",
+    ),
     ({"command": {"resume": 1}, "input": 2}, "send input or a command, not both"),
     ({"command": {"goto": "n"}, "input": {}}, "send input or a command, not both"),
     ({"checkpoint_id": 7}, "checkpoint_id must be a non-empty string"),

@@ -73,6 +73,12 @@ class Threads:
         """The run records of these turns that have one, by turn id."""
         return await self.db.read(lambda conn: runs.get_many(conn, turn_ids))
 
+    async def values_before(self, turn: TurnRecord) -> str | None:
+        """The thread's state as its turns before `turn` journaled it last."""
+        return await self.db.read(
+            lambda conn: runs.values_before(conn, turn.thread_id, turn.turn_id, turn.created_at)
+        )
+
     async def turns(self, thread_id: str, *, limit: int, offset: int = 0) -> list[TurnRecord]:
         """The thread's turns, newest first."""
         return await self.db.read(lambda conn: _turns(conn, thread_id, limit, offset))

@@ -67,3 +67,17 @@ def delete_for_turns(tx: Tx, turn_ids: Sequence[str]) -> None:
         return
     marks = ", ".join("?" for _ in turn_ids)
     tx.execute(f"DELETE FROM main.langgraph_runs WHERE turn_id IN ({marks})", list(turn_ids))
+
+
+def values_before(conn: Conn, thread_id: str, turn_id: str, created_at: float) -> str | None:
+    """The data of the newest `values` event of the thread's turns before this one
+    (the state a run starts from, as LangGraph's server streams it first): a run
+    that goes on from a checkpoint without writing one journals no state of its
+    own before its first step. None: no earlier turn journaled one."""
+    row = conn.execute(
+        "SELECT e.data_json FROM main.events e JOIN main.turns t ON e.turn_id = t.turn_id "
+        "WHERE t.thread_id = ? AND t.turn_id <> ? AND t.created_at <= ? AND e.type = 'values' "
+        "ORDER BY t.created_at DESC, e.seq DESC LIMIT 1",
+        (thread_id, turn_id, created_at),
+    ).fetchone()
+    return None if row is None else str(row[0])

@@ -281,6 +281,9 @@ async def join_stream(
 async def _settled_parts(
     deps: Deps, turn: TurnRecord, translator: Translator, after: int
 ) -> AsyncGenerator[Frame, None]:
+    # The state the run starts from (its thread's, as the turns before it left it):
+    # what an interrupt's `values` part and the outcome add to.
+    translator.start_from(await deps.engine.threads.values_before(turn))
     if after > 0:
         # What came before shapes what comes next (the last state); an interrupt
         # answered since is not pending any more.

@@ -27,7 +27,6 @@ from aiohttp import web
 from turnkeeper._run_request import parse_run_request
 from turnkeeper.v1 import turns_pb2
 
-from turnkeeper_server import audit as audit_log
 from turnkeeper_server import limits as lim
 from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.journal.runs import RunRecord
@@ -148,13 +147,8 @@ async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> 
     if options:
         # Journaled with the run, so a re-drive runs it the same way.
         params["run"] = options
-    if needed is not None and needed.action == audit_log.RESUME:
-        # An answer to an interrupt is audited as one (the run it answers, or the
-        # thread), as ResumeDetached audits it over gRPC.
-        async with rights.audited(deps, caller, audit_log.RESUME, target):
-            started = await deps.relay.call(caller, agent, auth.JSONRPC_CREATE, params)
-    else:
-        started = await deps.relay.call(caller, agent, auth.JSONRPC_CREATE, params)
+    # Audited by the service's StartTurn, which names the caller the agent acts for.
+    started = await deps.relay.call(caller, agent, auth.JSONRPC_CREATE, params)
     if not isinstance(started, dict) or not started.get("turn_id"):
         raise ApiError(409, f"thread {thread_id} has nothing to run: send input")
     # As LangGraph's server merges a run's metadata: the assistant's, the thread's,

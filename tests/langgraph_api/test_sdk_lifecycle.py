@@ -76,7 +76,7 @@ async def test_interrupt_strategy_leaves_an_answered_run_done(
 
 
 async def test_enqueue_on_an_interrupted_thread_runs_at_once(sdk: LangGraphClient) -> None:
-    thread_id, first = await _parked(sdk)
+    thread_id, _ = await _parked(sdk)
     queued = await sdk.runs.create(thread_id, APPROVAL, input=TOPIC, multitask_strategy="enqueue")
     await sdk.runs.join(thread_id, queued["run_id"])
     await sdk.runs.wait(thread_id, APPROVAL, command={"resume": "no"})

@@ -426,7 +426,13 @@ async def wait(request: web.Request, caller: Caller | None, deps: Deps) -> web.S
                 {outcome, gone}, timeout=WAIT_KEEPALIVE_SECONDS, return_when=asyncio.FIRST_COMPLETED
             )
             if outcome in done:
-                body = json.dumps(outcome.result(), ensure_ascii=False, separators=(",", ":"))
+                try:
+                    result = outcome.result()
+                except Exception as exc:
+                    # The 200 is out: the failure is said in the body, as a run's error.
+                    log.error("runs.wait of run %s failed", turn.turn_id, exc_info=exc)
+                    result = {"__error__": {"error": "StreamError", "message": str(exc)}}
+                body = json.dumps(result, ensure_ascii=False, separators=(",", ":"))
                 await response.write(body.encode())
                 await response.write_eof()
                 return response

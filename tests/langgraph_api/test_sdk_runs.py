@@ -171,6 +171,21 @@ async def test_the_default_strategy_queues_a_run_behind_a_busy_thread(
 QUESTION_INPUT: Any = {"messages": [{"role": "user", "content": "what is a queue?"}]}
 
 
+async def test_a_run_queued_behind_a_run_that_stops_at_an_interrupt_starts(
+    sdk: LangGraphClient,
+) -> None:
+    """LangGraph's server: a run stopped at an interrupt is over, so the run queued
+    behind it runs (here it answers the interrupt)."""
+    thread = await sdk.threads.create()
+    thread_id = thread["thread_id"]
+    first = await sdk.runs.create(thread_id, APPROVAL, input={"topic": "q"})
+    # Sent while the first runs (or after it stopped: either way it answers it).
+    answered: Any = await sdk.runs.wait(thread_id, APPROVAL, command={"resume": "yes"})
+    assert answered["verdict"] == "approved"
+    statuses = {r["run_id"]: r["status"] for r in await sdk.runs.list(thread_id)}
+    assert statuses[first["run_id"]] == "success" and len(statuses) == 2
+
+
 async def test_a_join_follows_the_runs_modes_after_the_service_restarted(
     make_service: ServiceFactory, service: TurnkeeperServer, host: Agent, sdk: LangGraphClient
 ) -> None:

@@ -20,7 +20,7 @@ import time
 from dataclasses import dataclass
 
 from turnkeeper_server.errors import WrongState
-from turnkeeper_server.journal import transitions
+from turnkeeper_server.journal import runs, transitions
 from turnkeeper_server.records import (
     CANCELLED,
     DONE,
@@ -34,7 +34,7 @@ from turnkeeper_server.records import (
     Policy,
     TurnRecord,
 )
-from turnkeeper_server.store.contract import Tx
+from turnkeeper_server.store.contract import Conn, Tx
 
 # Turn.end_reason of the turns the service itself ended.
 REASON_CANCELLED = "cancelled"
@@ -163,6 +163,29 @@ def close_parked(
     _end(tx, turn, state=DONE, reason=REASON_ANSWERED, error="", last_seq=last, now=now)
     closed = transitions.reload_turn(tx, turn.turn_id)
     return closed, Ended(promoted=promote_queued(tx, thread_id, policy))
+
+
+def hand_to_queued_run(
+    tx: Tx, thread_id: str, *, policy: Policy
+) -> tuple[TurnRecord, Ended] | None:
+    """When the thread's turn is parked and the oldest turn queued behind it is a
+    LangGraph API run, the parked turn ends answered and the queued run starts
+    (LangGraph's server: a run stopped at an interrupt is over, the next one runs).
+    A turn queued through another door waits for a resume or a cancel, as before."""
+    head = queued_run(tx.conn, thread_id)
+    if head is None:
+        return None
+    return close_parked(tx, thread_id, detail=f"answered by run {head}", policy=policy)
+
+
+def queued_run(conn: Conn, thread_id: str) -> str | None:
+    """The thread's oldest queued turn, when it is a LangGraph API run."""
+    head = conn.execute(
+        "SELECT turn_id FROM main.turns WHERE thread_id = ? AND state = 'QUEUED' "
+        "ORDER BY created_at, turn_id LIMIT 1",
+        (thread_id,),
+    ).fetchone()
+    return str(head[0]) if head is not None and runs.is_run(conn, head[0]) else None
 
 
 # -- the thread's queue ---------------------------------------------------------------

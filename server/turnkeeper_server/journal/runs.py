@@ -61,6 +61,14 @@ def get_many(conn: Conn, turn_ids: Sequence[str]) -> dict[str, RunRecord]:
     return found
 
 
+def is_run(conn: Conn, turn_id: str) -> bool:
+    """The turn is a LangGraph API run (it has a record)."""
+    found = conn.execute(
+        "SELECT 1 FROM main.langgraph_runs WHERE turn_id = ?", (turn_id,)
+    ).fetchone()
+    return found is not None
+
+
 def delete_for_turns(tx: Tx, turn_ids: Sequence[str]) -> None:
     """The records of these turns (their turns are being deleted)."""
     if not turn_ids:

@@ -30,7 +30,7 @@ from turnkeeper.v1 import turns_pb2
 from turnkeeper_server import limits as lim
 from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.journal.runs import RunRecord
-from turnkeeper_server.records import ENDED, PARKED, TurnRecord
+from turnkeeper_server.records import ENDED, PARKED, QUEUED, TurnRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
 from turnkeeper_server.web import auth as web_auth
@@ -177,6 +177,11 @@ async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> 
     turn = deps.engine.turns.get(run_id)
     if turn is None:  # erased between its start and here
         raise not_found(f"run {run_id}")
+    if turn.state == QUEUED:
+        # Queued behind a run that has stopped at an interrupt since (the park saw
+        # no record of this run yet): that run is over, this one starts.
+        await deps.engine.turns.hand_to_queued_run(thread_id=thread_id)
+        turn = deps.engine.turns.get(run_id) or turn
     return Started(turn, body, stored)
 
 

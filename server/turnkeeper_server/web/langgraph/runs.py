@@ -166,7 +166,9 @@ async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> 
         "interrupt_after": body.get("interrupt_after"),
         "webhook": None,
         "feedback_keys": body.get("feedback_keys"),
-        "temporary": _thread_path(request) is None,
+        # A thread-less run's thread is kept here (docs/langgraph-api.md), and every
+        # run's stream can be resumed with Last-Event-ID.
+        "temporary": False,
         "subgraphs": bool(body.get("stream_subgraphs", False)),
         "resumable": True,
         "checkpoint_during": body.get("checkpoint_during", True),

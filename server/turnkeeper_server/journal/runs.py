@@ -3,7 +3,9 @@ it was created with (its input or command, stream modes, interrupts ...) and its
 multitask strategy, as LangGraph's server stores and answers them. The turn is the
 execution; this row is what only the API gives it. It is written once, when the
 run is started, and deleted with its turn (journal/erasure.py). A turn started
-through another door has none. The SQL is plain: PostgreSQL accepts it too.
+through another door has none. Beside it, what a run reads of the thread's turns
+before it: the state they journaled last (`values_before`). The SQL is plain:
+PostgreSQL accepts it too.
 """
 
 from __future__ import annotations
@@ -16,6 +18,8 @@ from typing import Any
 from turnkeeper_server.store.contract import Conn, Tx
 
 _COLUMNS = "turn_id, metadata, kwargs, multitask_strategy"
+# How many of a thread's earlier turns are looked through for its last state.
+VALUES_LOOKBACK = 20
 
 
 @dataclass(frozen=True)
@@ -81,11 +85,19 @@ def values_before(conn: Conn, thread_id: str, turn_id: str, created_at: float) -
     """The data of the newest `values` event of the thread's turns before this one
     (the state a run starts from, as LangGraph's server streams it first): a run
     that goes on from a checkpoint without writing one journals no state of its
-    own before its first step. None: no earlier turn journaled one."""
-    row = conn.execute(
-        "SELECT e.data_json FROM main.events e JOIN main.turns t ON e.turn_id = t.turn_id "
-        "WHERE t.thread_id = ? AND t.turn_id <> ? AND t.created_at <= ? AND e.type = 'values' "
-        "ORDER BY t.created_at DESC, e.seq DESC LIMIT 1",
-        (thread_id, turn_id, created_at),
-    ).fetchone()
-    return None if row is None else str(row[0])
+    own before its first step. None: none of the thread's VALUES_LOOKBACK turns
+    before it journaled one (or retention pruned their events)."""
+    earlier = conn.execute(
+        "SELECT turn_id FROM main.turns WHERE thread_id = ? AND turn_id <> ? AND created_at <= ? "
+        "ORDER BY created_at DESC LIMIT ?",
+        (thread_id, turn_id, created_at, VALUES_LOOKBACK),
+    ).fetchall()
+    for (earlier_id,) in earlier:
+        row = conn.execute(
+            "SELECT data_json FROM main.events WHERE turn_id = ? AND type = 'values' "
+            "ORDER BY seq DESC LIMIT 1",
+            (earlier_id,),
+        ).fetchone()
+        if row is not None:
+            return str(row[0])
+    return None

@@ -44,6 +44,25 @@ async def leave_after_metadata(api_url: str, on_disconnect: str) -> tuple[str, s
     return thread["thread_id"], run_id
 
 
+async def leave_a_wait(api_url: str, on_disconnect: str) -> tuple[str, str]:
+    """Start a runs.wait, take its 200 (sent at once, as the reference's), hang up;
+    (thread_id, run_id)."""
+    async with httpx.AsyncClient(base_url=api_url) as http:
+        thread = (await http.post("/threads", json={})).json()
+        async with http.stream(
+            "POST",
+            f"/threads/{thread['thread_id']}/runs/wait",
+            json={
+                "assistant_id": "durable-execution",
+                "input": QUESTION,
+                "on_disconnect": on_disconnect,
+            },
+        ) as response:
+            assert response.status_code == 200
+            run_id = response.headers["Content-Location"].rsplit("/", 1)[1]
+    return thread["thread_id"], run_id
+
+
 async def test_a_client_gone_cancels_only_when_asked(
     service: TurnkeeperServer,
     nats_server: NatsServer,
@@ -92,12 +111,13 @@ async def test_a_client_gone_cancels_at_once_not_at_the_next_write(
     )
     sdk = get_client(url=api_url)
     try:
-        thread_id, run_id = await leave_after_metadata(api_url, "cancel")
-        left = time.monotonic()
-        await sdk.runs.join(thread_id, run_id)
-        assert time.monotonic() - left < KEEPALIVE_SECONDS
-        status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=run_id))
-        assert status.state == turns_pb2.TURN_STATE_CANCELLED
+        for leave in (leave_after_metadata, leave_a_wait):
+            thread_id, run_id = await leave(api_url, "cancel")
+            left = time.monotonic()
+            await sdk.runs.join(thread_id, run_id)
+            assert time.monotonic() - left < KEEPALIVE_SECONDS, leave.__name__
+            status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=run_id))
+            assert status.state == turns_pb2.TURN_STATE_CANCELLED, leave.__name__
     finally:
         await sdk.http.client.aclose()
         await host.close()

@@ -444,17 +444,19 @@ async def wait(request: web.Request, caller: Caller | None, deps: Deps) -> web.S
                 await response.write_eof()
                 return response
             if gone in done:
-                raise ConnectionResetError("the waiting client went away")
+                break
             await response.write(b"\n")
-    except (ConnectionResetError, asyncio.CancelledError):
-        if cancel_on_disconnect:
-            await _cancel_quietly(deps, caller, turn.turn_id, "the waiting client went away")
-        raise
+    except ConnectionResetError:
+        pass
     finally:
         for task in (outcome, gone):
             task.cancel()
             with contextlib.suppress(asyncio.CancelledError, Exception):
                 await task
+    # The client went away before the outcome: nothing to answer.
+    if cancel_on_disconnect:
+        await _cancel_quietly(deps, caller, turn.turn_id, "the waiting client went away")
+    return response
 
 
 async def join(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:

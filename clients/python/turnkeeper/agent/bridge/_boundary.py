@@ -105,7 +105,10 @@ class BoundarySaver(RemoteSaver):
         events = self._log_for(config)
         if events is None:
             return await super().aput(config, checkpoint, metadata, new_versions)
-        if self.values_of is not None:
+        # An input checkpoint holds the state before its input is applied (the
+        # input is its pending writes): LangGraph's `values` stream does not show
+        # it, and neither does the journal.
+        if self.values_of is not None and metadata.get("source") != "input":
             events.emit("values", {"values": self.values_of(checkpoint["channel_values"])})
 
         async def store(boundary: int) -> tuple[RunnableConfig, int]:

@@ -82,7 +82,8 @@ async def test_enqueue_on_an_interrupted_thread_runs_at_once(sdk: LangGraphClien
     await sdk.runs.wait(thread_id, APPROVAL, command={"resume": "no"})
     runs = [r["status"] for r in await sdk.runs.list(thread_id)]
     assert runs == ["success", "success", "success"]
-    assert (await sdk.threads.get_state(thread_id))["values"]["verdict"] == "rejected"
+    state: Any = await sdk.threads.get_state(thread_id)
+    assert state["values"]["verdict"] == "rejected"
 
 
 async def test_cancel_a_run(sdk: LangGraphClient, client: AsyncTurnkeeperClient) -> None:

@@ -7,7 +7,7 @@ stopped at an interrupt is `success` (its thread `interrupted`), a create answer
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -81,7 +81,7 @@ async def test_remote_graph_resumes_an_interrupt(api_url: str, sdk: LangGraphCli
     remote = RemoteGraph(APPROVAL, url=api_url)
     config: Any = {"configurable": {"thread_id": thread_id}}
     await remote.ainvoke(Command(resume="yes"), config=config)
-    state = await sdk.threads.get_state(thread_id)
+    state: Any = await sdk.threads.get_state(thread_id)
     assert state["values"]["verdict"] == "approved"
     assert state["next"] == []
 
@@ -133,7 +133,8 @@ async def test_a_run_keeps_its_metadata_kwargs_and_strategy(sdk: LangGraphClient
         stream_mode=["updates", "custom"],
     )
     await sdk.runs.join(thread_id, created["run_id"])
-    for run in (created, await sdk.runs.get(thread_id, created["run_id"])):
+    got: Any = await sdk.runs.get(thread_id, created["run_id"])
+    for run in (cast(Any, created), got):
         # The assistant's, the thread's and the run's own, as the reference merges them.
         assert run["metadata"] == {
             "created_by": "system",
@@ -147,7 +148,7 @@ async def test_a_run_keeps_its_metadata_kwargs_and_strategy(sdk: LangGraphClient
         assert run["kwargs"]["command"] is None
         # The reference's default strategy.
         assert run["multitask_strategy"] == "enqueue"
-    listed = await sdk.runs.list(thread_id)
+    listed: Any = await sdk.runs.list(thread_id)
     assert listed[0]["kwargs"]["stream_mode"] == ["updates", "custom"]
     # Joined without modes: the run's own modes (not values).
     events = [p.event async for p in sdk.runs.join_stream(thread_id, created["run_id"])]

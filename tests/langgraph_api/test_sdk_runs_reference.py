@@ -98,7 +98,7 @@ async def observe(url: str) -> dict[str, Any]:
     seen: dict[str, Any] = {}
     try:
         thread_id = (await client.threads.create(metadata={"team": "blue"}))["thread_id"]
-        first = await client.runs.create(
+        first: Any = await client.runs.create(
             thread_id, APPROVAL, input={"topic": "x"}, metadata={"k": 1}, stream_mode="updates"
         )
         seen["create status"] = first["status"]

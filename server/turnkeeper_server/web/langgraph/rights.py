@@ -33,11 +33,9 @@ class Needed:
     rights: tuple[str, ...]
 
 
-def of_run(options: dict[str, Any], resume_only: bool) -> Needed | None:
-    """What a run needs beyond starting one: `options` as runs.run_options made them,
-    `resume_only` a Command with resume alone (it answers the parked run)."""
-    if resume_only:
-        return Needed(audit_log.RESUME, (auth.ANSWER_INTERRUPT,))
+def of_run(options: dict[str, Any]) -> Needed | None:
+    """What a run needs beyond starting one: `options` as the run request parsed
+    them (turnkeeper._run_request)."""
     command = options.get("command") or {}
     if command.keys() & {"update", "goto"}:
         answers = (auth.ANSWER_INTERRUPT,) if "resume" in command else ()

@@ -95,6 +95,12 @@ class Translator:
         self._message: tuple[str, str, str] | None = None
         self._messages = 0
 
+    def start_from(self, values_json: str | None) -> None:
+        """The state before the run's first event (a `values` event's data), if any."""
+        data = json.loads(values_json) if values_json else None
+        if isinstance(data, dict) and "values" in data:
+            self.values = data["values"]
+
     def settled(self) -> None:
         """What was read so far is history: keep the state, forget the interrupts
         (answered since) and the message being streamed."""

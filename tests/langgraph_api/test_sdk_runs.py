@@ -14,6 +14,7 @@ import pytest
 from langgraph.pregel.remote import RemoteGraph
 from langgraph.types import Command
 from langgraph_sdk.client import LangGraphClient
+from turnkeeper._run_request import default_assistant_id
 from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.web.langgraph import runs as runs_module
 
@@ -139,7 +140,7 @@ async def test_a_run_keeps_its_metadata_kwargs_and_strategy(sdk: LangGraphClient
         assert run["metadata"] == {
             "created_by": "system",
             "graph_id": APPROVAL,
-            "assistant_id": APPROVAL,
+            "assistant_id": default_assistant_id(APPROVAL),
             "team": "blue",
             "k": 1,
         }

@@ -223,7 +223,11 @@ def run_or_404(deps: Deps, caller: Caller | None, thread_id: str | None, run_id:
     turn = deps.engine.turns.get(run_id)
     if turn is None or (thread_id is not None and turn.thread_id != thread_id):
         raise not_found(f"run {run_id}")
-    if caller is not None and caller.role == auth.AGENT and caller.agent != turn.agent:
+    # The service's one rule for reading a turn (auth.sees_turn), as a run's: an
+    # agent token its own agent's, a panel the runs of the threads it owns.
+    if caller is not None and not auth.sees_turn(
+        caller, turn.agent, deps.operations.turns.owner(turn.thread_id)
+    ):
         raise not_found(f"run {run_id}")
     return turn
 

@@ -96,6 +96,8 @@ async def start_run(
         await deps.engine.threads.ensure(thread_id, {**tagged, **stamped}, owner)
     else:
         await thread_or_404(deps, caller, thread_id)
+        # Whose thread it is decides who answers its interrupt (rights.py).
+        owner = record.owner
         if any(record.metadata.get(k) != v for k, v in tagged.items()):
             await deps.engine.threads.update_metadata(thread_id, tagged)
 
@@ -106,7 +108,7 @@ async def start_run(
     # Answering the interrupt, editing the state, forking: rights of their own.
     needed = rights.of_run(options, run.resume_only)
     target = parked[0].turn_id if run.resume_only and parked else thread_id
-    await rights.refuse_unless(deps, caller, needed, target)
+    await rights.refuse_unless(deps, caller, needed, target, owner)
     # A run with no input and no command on an interrupted thread goes on with it
     # (useStream's submit(null)); with a resume it answers the interrupt.
     if run.resume_only or (parked and run.input is None and not run.command and not options):

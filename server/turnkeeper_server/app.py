@@ -206,7 +206,12 @@ class TurnkeeperServer:
         turns_pb2_grpc.add_TurnServiceServicer_to_server(self.turn_servicer, server)
         checkpoints_pb2_grpc.add_CheckpointServiceServicer_to_server(
             StreamingCheckpointServicer(
-                self.engine, self.settings.limits, self.metrics, self.turn_servicer, self.audit
+                self.engine,
+                self.settings.limits,
+                self.metrics,
+                self.turn_servicer,
+                self.audit,
+                self.operations.threads,
             ),
             server,
         )

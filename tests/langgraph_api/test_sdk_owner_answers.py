@@ -252,7 +252,7 @@ async def test_under_a_langgraph_auth_the_end_user_who_owns_the_thread_answers_i
         url=url, api_key=tokens["panel"], headers={"Authorization": "Bearer token-bob"}
     )
     try:
-        thread = await alice.threads.create()
+        thread: Any = await alice.threads.create()
         thread_id = thread["thread_id"]
         assert thread["metadata"]["owner"] == "alice"
         run = await alice.runs.create(thread_id, PAYMENT, input={"amount": 40})

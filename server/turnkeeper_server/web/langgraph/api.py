@@ -18,7 +18,6 @@ from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.journal.threads import ThreadRecord
 from turnkeeper_server.messaging.directory import AgentDirectory
 from turnkeeper_server.operations import Operations
-from turnkeeper_server.operations.threads import Access
 from turnkeeper_server.records import TurnRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller, TokenStore
@@ -200,19 +199,6 @@ def sees(deps: Deps, caller: Caller | None, record: ThreadRecord) -> bool:
     return auth.sees_thread(
         caller, record.owner, lambda: deps.engine.turns.thread_agents(record.thread_id)
     )
-
-
-def thread_access(deps: Deps, caller: Caller | None) -> Access:
-    """This API's rule for the threads `caller` may erase or copy, as
-    ThreadOperations takes it: the ones it may see (NOT_FOUND for the others)."""
-
-    def access(thread_id: str) -> None:
-        # A thread that does not exist yet (a copy's target) is the caller's to make.
-        record = deps.engine.threads.get_now(thread_id)
-        if record is not None and not sees(deps, caller, record):
-            raise not_found(f"thread {thread_id}")
-
-    return access
 
 
 def run_or_404(deps: Deps, caller: Caller | None, thread_id: str | None, run_id: str) -> TurnRecord:

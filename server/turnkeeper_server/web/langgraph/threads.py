@@ -30,7 +30,6 @@ from turnkeeper_server.web.langgraph.api import (
     limit_offset,
     require,
     sees,
-    thread_access,
     thread_id_of,
     thread_or_404,
 )
@@ -130,7 +129,6 @@ async def delete(request: web.Request, caller: Caller | None, deps: Deps) -> web
         await deps.operations.threads.erase(
             checkpoints_pb2.DeleteThreadRequest(thread_id=thread_id, cancel=True),
             HttpContext(request),
-            thread_access(deps, caller),
         )
     return web.Response(status=204)
 
@@ -206,7 +204,6 @@ async def copy(request: web.Request, caller: Caller | None, deps: Deps) -> web.S
         await deps.operations.threads.copy(
             checkpoints_pb2.CopyThreadRequest(source_thread_id=source, target_thread_id=target),
             HttpContext(request),
-            thread_access(deps, caller),
         )
     copied = await deps.engine.threads.create(
         target, dict(record.metadata), if_exists="raise", owner=auth.identity(caller)

@@ -26,7 +26,8 @@ Roles (RIGHTS below is the table the interceptor and the servicers both read):
   checkpoint RPCs of its own threads; BeginEffect, RecordEffect and ListEffects of
   its own turns (the effect ledger). To an agent another agent's turn does not
   exist: it gets the answer a never-seen turn_id gets (UNKNOWN, or NOT_FOUND).
-- `panel`: TurnStatus, GetTurn, ListEvents, WatchTurn, of any turn.
+- `panel`: TurnStatus of any turn; GetTurn, ListEvents, WatchTurn and
+  ResumeDetached of the turns on the threads it owns (sees_turn, owner_may).
 - `operator`: every read (ListTurns, ListEffects, ListAgents and the checkpoint reads
   too), ResumeDetached, CancelTurn, the operator form of Redrive, and MigrateTurns,
   and EDIT_STATE: editing a thread's state (update_state, a Command's update or
@@ -40,13 +41,13 @@ bridge only), `responses/turnStatus` to the readers, and `responses/resumeDetach
 the human-in-the-loop gate, and `responses/cancel` to agent, operator and admin tokens
 as ResumeDetached and CancelTurn are.
 
-Threads: a thread belongs to the agent whose turns run on it. An agent token may use
-the checkpoints of a thread only when the journal holds a turn of that agent on it
-and none of another agent; it may start a turn on a thread that is new or its own.
-So a thread is opened by StartTurn (which the bridge calls before the graph's first
-step) and a thread with no turn is closed to agent tokens; operators and admins are
-not bound by threads. Refusals answer PERMISSION_DENIED with one message whether the
-thread is unknown or another agent's.
+Threads: a thread belongs to the identity that made it (`identity`; over gRPC and
+NATS, StartTurn records the caller a bridge acts for), and an agent token also uses
+the threads on which only its own agent's turns run (operations/threads.py's
+`ThreadOperations.require`, one rule for both surfaces). An agent may start a turn
+on a thread that is new or its own agent's (`require_thread`). Operators and admins
+are not bound by threads. Refusals answer PERMISSION_DENIED with one message
+whether the thread is unknown or another's.
 
 What remains visible by construction: turn and thread ids are one global namespace,
 so StartTurn with an id another agent already used cannot succeed; make ids

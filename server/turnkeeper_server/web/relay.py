@@ -13,8 +13,9 @@ reached nobody may be sent again (the client retry rule).
 Rights are those of the gRPC call each method stands for (security/auth.py's one
 table): responses/create needs a role that talks to agents (panel, operator, admin,
 or the agent's own token); responses/turnStatus is a read; responses/resumeDetached
-needs the ResumeDetached right, so a panel token cannot resume through an agent what
-it cannot resume itself; responses/cancel likewise needs the CancelTurn right.
+goes on to ResumeDetached, which answers a panel only on a thread it owns (decision
+309); responses/cancel needs the CancelTurn right, so a panel token cannot cancel
+through an agent what it cannot cancel itself.
 An agent token reaches its own agent only. The service's internal hand-off method is
 never relayed.
 

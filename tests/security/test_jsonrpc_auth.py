@@ -158,7 +158,7 @@ async def test_callers_get_what_the_role_matrix_says_and_nothing_more(
     assert "a bearer token is never sent to an agent" in message, message
 
     # A panel may start a turn and read its status ...
-    await park(nc, admin, tokens["panel"])
+    own = await park(nc, admin, tokens["panel"])
     turn_id = await park(nc, admin, tokens["operator"])
     status = await call(nc, "responses/turnStatus", {"turn_id": turn_id}, tokens["panel"])
     assert status["result"]["status"] == "parked", status
@@ -196,11 +196,18 @@ async def test_callers_get_what_the_role_matrix_says_and_nothing_more(
         if frame.event.type.startswith("turn."):
             assert frame.event.type == "turn.done"
             break
+    # The panel answers the turn on the thread it made (over NATS: decision 310).
+    answered = await call(
+        nc, "responses/resumeDetached", {"turn_id": own, "resume": "yes"}, tokens["panel"]
+    )
+    assert answered["result"]["dispatched"] is True, answered
     # The audit log names whom the bridge acted for: the panel refused by the
-    # service, the operator; the other refusals never reached the service.
+    # service, the operator, the panel on its own; the other refusals never reached
+    # the service.
     audit = await admin.list_audit(operations_pb2.ListAuditRequest())
     resumes = [(r.actor, r.target, r.outcome) for r in audit.records if r.action == "resume"]
     assert resumes == [
+        ("panel (panel) via agent (agent:jobs)", own, "ok"),
         ("operator (operator) via agent (agent:jobs)", turn_id, "ok"),
         ("panel (panel) via agent (agent:jobs)", turn_id, "PERMISSION_DENIED"),
     ]

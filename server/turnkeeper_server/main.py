@@ -172,6 +172,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "folder, never outside it); --langgraph-auth wins (env "
         "TURNKEEPER_LANGGRAPH_CONFIG)",
     )
+    parser.add_argument(
+        "--owners-edit-state",
+        action="store_true",
+        default=_flag(env("TURNKEEPER_OWNERS_EDIT_STATE")),
+        help="let a thread's owner (the token, or the langgraph.json auth's end user, "
+        "that made it) edit its state: update_state, a Command's update or goto, a "
+        "fork; default: only operators and admins (env TURNKEEPER_OWNERS_EDIT_STATE)",
+    )
     add_connection_arguments(parser)
     parser.add_argument(
         "--jetstream",
@@ -461,6 +469,7 @@ def settings_from_args(
         http_cors_origins=tuple(o.strip().rstrip("/") for o in args.cors_origins),
         langgraph_auth=args.langgraph_auth,
         langgraph_config=args.langgraph_config,
+        owners_edit_state=args.owners_edit_state,
         http_header_timeout=args.http_header_timeout,
         http_body_timeout=args.http_body_timeout,
         http_idle_timeout=args.http_idle_timeout,

@@ -130,6 +130,8 @@ async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> 
         thread = await deps.engine.threads.ensure(thread_id, {**tagged, **stamped}, owner)
     else:
         thread = await thread_or_404(deps, caller, thread_id)
+        # Whose thread it is decides who answers its interrupt (rights.py).
+        owner = record.owner
         if any(record.metadata.get(k) != v for k, v in tagged.items()):
             thread = await deps.engine.threads.update_metadata(thread_id, tagged) or thread
 
@@ -141,7 +143,7 @@ async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> 
     needed = rights.of_run(options)
     answers = "resume" in (options.get("command") or {})
     target = parked.turn_id if parked is not None and answers else thread_id
-    await rights.refuse_unless(deps, caller, needed, target)
+    await rights.refuse_unless(deps, caller, needed, target, owner)
     run_id = str(uuid.uuid4())
     if parked is not None:
         # LangGraph's server: the run that stopped at the interrupt is over; this

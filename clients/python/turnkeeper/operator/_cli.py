@@ -1,4 +1,7 @@
-"""The `turnkeeper` command: `serve` runs the service; the rest talk to one.
+"""The `turnkeeper` command: `serve` runs the service, `dev` the service with a
+langgraph.json's graphs; the rest talk to one.
+
+turnkeeper dev [langgraph.json]   service, NATS and graphs; LangGraph API on :2024
 
 turnkeeper turns list [--status S] [--agent A] [--thread T] [--all] [--json]
 turnkeeper turns show ID          the record and its retained events
@@ -140,10 +143,16 @@ def build_parser(serve_arguments: bool = True) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="run the turnkeeper gRPC service")
+    dev = commands.add_parser(
+        "dev",
+        help="the service, NATS and a langgraph.json's graphs in one command, for "
+        "development (LangGraph API and console on port 2024)",
+    )
     if serve_arguments:
-        server = plugins.server_command()
-        if server is not None:
-            server.add_arguments(serve)
+        for name, sub in (("serve", serve), ("dev", dev)):
+            server = plugins.server_command(name)
+            if server is not None:
+                server.add_arguments(sub)
 
     agent = commands.add_parser(
         "agent",
@@ -508,15 +517,16 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["agent"]:
         return _agent(argv[1:])
-    serving = argv[:1] == ["serve"]
-    if serving and plugins.server_command() is None:
+    serving = argv[:1] in (["serve"], ["dev"])
+    if serving and plugins.server_command(argv[0]) is None:
         print(
-            f"error: `turnkeeper serve` needs the server: {plugins.SERVER_INSTALL}", file=sys.stderr
+            f"error: `turnkeeper {argv[0]}` needs the server: {plugins.SERVER_INSTALL}",
+            file=sys.stderr,
         )
         return EXIT_USAGE
     args = build_parser(serve_arguments=serving).parse_args(argv)
-    if args.command == "serve":
-        served: int = plugins.server_command().run(args)
+    if args.command in ("serve", "dev"):
+        served: int = plugins.server_command(args.command).run(args)
         return served
     is_health = args.command == "health"
     try:

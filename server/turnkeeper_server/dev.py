@@ -30,7 +30,7 @@ import socket
 import sys
 import time
 from pathlib import Path
-from typing import Final
+from typing import Final, NoReturn
 
 from turnkeeper import _io_engine as io_engine
 
@@ -326,13 +326,21 @@ async def dev(args: argparse.Namespace) -> int:
         return 2
 
 
-def run(args: argparse.Namespace) -> int:
+def run(args: argparse.Namespace) -> NoReturn:
     logs.configure(args.log_level, "text")
     log.debug("grpc I/O engine: %s", io_engine.describe())
-    return asyncio.run(dev(args))
+    code = asyncio.run(dev(args))
+    # Everything has stopped. The interpreter's finalization would wait seconds for
+    # grpc core to wind down connection attempts (to a NATS or service that does not
+    # answer): the process ends here instead, its output flushed.
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)
 
 
-def main(argv: list[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> NoReturn:
     parser = argparse.ArgumentParser(prog="turnkeeper dev", description=HELP)
     add_arguments(parser)
-    return run(parser.parse_args(argv))
+    run(parser.parse_args(argv))

@@ -52,6 +52,12 @@ NOT_RUN_HERE = {
     (
         "README.md",
         "python3.11 -m venv .venv && . .venv/bin/activate && pip install -e "
+        "'./clients/python[agent]' -e ./server && turnkeeper dev examples/quickstart/langgraph.json",
+    ): "tests/packaging/test_quickstart_dev.py runs its `turnkeeper dev` command as written "
+    "(in a copy of the tree, with the test run's venv: the same install)",
+    (
+        "README.md",
+        "python3.11 -m venv .venv && . .venv/bin/activate && pip install -e "
         "'./clients/python[agent,panel,examples]' -e ./server -e '.[dev]' && pytest",
     ): "the suite itself: .ci/run ends with this line, verbatim (checked below)",
     (

@@ -17,6 +17,9 @@ from turnkeeper.client import ConnectionOptions, default_address
 _AGENT: Final = re.compile(r"^[A-Za-z0-9_-]+$")
 # Replica and incarnation are ids in the journal.
 _ID: Final = re.compile(r"^[A-Za-z0-9._:@/+=-]+$")
+#: Where /healthz listens by default: a free port instead when another process (a
+#: second agent on the machine) holds this one (decision 307).
+DEFAULT_HEALTH_LISTEN: Final = "127.0.0.1:8080"
 
 
 @dataclass(frozen=True)
@@ -38,8 +41,9 @@ class BridgeConfig:
     namespace: str = "default"
     replica: str = field(default_factory=socket.gethostname)
     incarnation: str = field(default_factory=lambda: uuid.uuid4().hex)
-    # HOST:PORT of GET /healthz; port 0 picks a free one.
-    health_listen: str = "127.0.0.1:8080"
+    # HOST:PORT of GET /healthz; port 0 picks a free one. The default moves to a free
+    # port when 8080 is taken (logged); an address given is kept, or start fails.
+    health_listen: str = DEFAULT_HEALTH_LISTEN
     # How long shutdown waits for running turns before leaving them for a re-drive.
     shutdown_grace: float = 10.0
     # Host the graph for the LangGraph API (docs/langgraph-api.md): journal a
@@ -124,7 +128,8 @@ class BridgeConfig:
         ``TURNKEEPER_SUBJECT_PREFIX``           subject prefix (``vystak``)
         ``TURNKEEPER_NAMESPACE``                subject namespace (``default``)
         ``TURNKEEPER_REPLICA``                  replica name (the hostname)
-        ``TURNKEEPER_HEALTH_LISTEN``            /healthz address (``127.0.0.1:8080``)
+        ``TURNKEEPER_HEALTH_LISTEN``            /healthz address (``127.0.0.1:8080``,
+                                                or a free port when that is taken)
         ``TURNKEEPER_SHUTDOWN_GRACE``           seconds (``10``)
         ``TURNKEEPER_VERSION_LABEL``            the graph's version label (empty)
         ======================================  ==================================

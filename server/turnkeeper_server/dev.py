@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Final, NoReturn
 
 from turnkeeper import _io_engine as io_engine
+from turnkeeper import _local_services as local_services
 
 from turnkeeper_server import logs
 from turnkeeper_server import main as serve_main
@@ -249,6 +250,7 @@ async def _serve_and_host(args: argparse.Namespace, config: Path, graphs: list[s
     server: TurnkeeperServer | None = None
     host: GraphHost | None = None
     hosting: asyncio.Task[int] | None = None
+    published: Path | None = None
     try:
         nats_url = args.nats_url
         if nats_url is None:
@@ -273,6 +275,8 @@ async def _serve_and_host(args: argparse.Namespace, config: Path, graphs: list[s
             f"for other turnkeeper commands), data in {settings.turns_path.parent}",
             flush=True,
         )
+        # Agents started by hand beside dev find its NATS too (decision 306).
+        published = local_services.publish(server.address, nats_url)
         host = GraphHost(config, server.address, nats_url)
         hosting = asyncio.create_task(host.run())
         announced = asyncio.create_task(_announced(server, graphs))
@@ -291,6 +295,7 @@ async def _serve_and_host(args: argparse.Namespace, config: Path, graphs: list[s
                 await hosting
         if host is not None:
             await host.stop()
+        local_services.withdraw(published)
         if server is not None:
             await server.stop(DEV_GRACE)
         if embedded is not None:

@@ -18,6 +18,7 @@ import signal
 from pathlib import Path
 
 from turnkeeper import _io_engine as io_engine
+from turnkeeper import _local_services as local_services
 from turnkeeper import _nats_auth as nats_auth
 from turnkeeper import _tracing as tracing
 from turnkeeper._nats_auth import NatsAuth
@@ -508,6 +509,7 @@ async def serve(args: argparse.Namespace) -> int:
     embedded: EmbeddedNats | None = None
     nats_url = args.nats_url
     server = None
+    published: Path | None = None
     _, open_files = raise_fd_limit()
     try:
         try:
@@ -555,9 +557,20 @@ async def serve(args: argparse.Namespace) -> int:
         print(f"turnkeeper listening on {server.address}", flush=True)
         if server.web is not None:
             print(f"turnkeeper console on {server.web.url}console/", flush=True)
+        if nats_url is not None:
+            # Agents on this machine find the NATS here without NATS_URL (decision 306).
+            published = local_services.publish(server.address, nats_url)
+            if published is not None:
+                log.info(
+                    "NATS URL published for agents on this machine in %s (an agent with "
+                    "TURNKEEPER_ADDRESS=%s and no NATS_URL uses it)",
+                    published,
+                    server.address,
+                )
         await stop.wait()
         log.info("signal received: shutting down")
     finally:
+        local_services.withdraw(published)
         if server is not None:
             await server.stop()
         if embedded is not None:

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import re
 import shutil
 import signal
 import socket
@@ -14,11 +15,12 @@ from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
+from turnkeeper import _local_services as local_services
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import PATIENCE, Agent
 from tests.support.nats import NatsServer
-from tests.support.procs import kill_group, spawn_child
+from tests.support.procs import ServiceProcess, kill_group, spawn_child
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -185,3 +187,26 @@ async def test_an_explicit_health_address_in_use_names_the_variable(
     assert f"/healthz cannot listen on 127.0.0.1:{port}: the port is in use" in agent.output()
     assert "TURNKEEPER_HEALTH_LISTEN" in agent.output()
     assert "Traceback" not in agent.output()
+
+
+async def test_an_agent_finds_the_nats_of_the_service_on_this_machine(
+    processes: list[Agent], project: Path, tmp_path: Path
+) -> None:
+    """`turnkeeper serve` with its bundled NATS on a random port, and an agent told
+    only where the service is: it comes up on that NATS (decision 306)."""
+    (tmp_path / "data").mkdir()
+    served = ServiceProcess(tmp_path / "data", bundled_nats=True, extra=["--http-port", "-1"])
+    address = await asyncio.to_thread(served.start)
+    try:
+        nats_url = served.wait_line(re.compile(r"bundled nats-server at (\S+)")).group(1)
+        await asyncio.to_thread(served.wait_line, re.compile("NATS URL published"))
+        env = env_of(TURNKEEPER_ADDRESS=address, TURNKEEPER_HEALTH_LISTEN="127.0.0.1:0")
+        agent = await turnkeeper(processes, "agent", str(project), env=env)
+        await agent.wait_line(lambda line: "startup Redrive:" in line, PATIENCE * 4)
+        said = f"NATS at {nats_url}: where the turnkeeper service at {address} says its NATS is"
+        assert said in agent.output()
+        assert local_services.nats_url_for(address) == nats_url
+    finally:
+        assert await asyncio.to_thread(served.terminate) == 0
+    # Withdrawn when the service stops: a later agent keeps its default.
+    assert local_services.nats_url_for(address) is None

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import errno
 import gc
 import logging
 import os
@@ -510,6 +511,7 @@ async def serve(args: argparse.Namespace) -> int:
     nats_url = args.nats_url
     server = None
     published: Path | None = None
+    settings: Settings | None = None
     _, open_files = raise_fd_limit()
     try:
         try:
@@ -525,6 +527,17 @@ async def serve(args: argparse.Namespace) -> int:
                 )
             settings = fit_connections(settings_from_args(args, nats_url, nats), open_files)
             server = await create_server(settings)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or settings is None or not settings.http_listen:
+                raise
+            # The default HTTP port moves to a free one; a port given does not.
+            log.error(
+                "HTTP port %s is in use (another service, or `langgraph dev`?): pass "
+                "another --http-port (env TURNKEEPER_HTTP_PORT), 0 for any free port, "
+                "or -1 for no HTTP",
+                settings.http_listen.rpartition(":")[2],
+            )
+            return 2
         except (InsecureListen, ValueError, StoreInUse, Unavailable) as exc:
             # Configuration, not a crash: say what is wrong without a traceback.
             log.error("%s", exc)

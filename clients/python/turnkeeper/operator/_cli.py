@@ -513,6 +513,33 @@ def _agent(argv: list[str]) -> int:
     return host_main(argv)
 
 
+def next_step(code: grpc.StatusCode, args: argparse.Namespace) -> str | None:
+    """What a person does about an error the service (or its absence) answered."""
+    address = getattr(args, "address", None) or default_address()
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return (
+            f"no turnkeeper service answered at {address}: start one (`turnkeeper serve`, "
+            "or `turnkeeper dev langgraph.json`, which prints its address), or point "
+            "at yours with --address HOST:PORT or TURNKEEPER_ADDRESS"
+        )
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        if getattr(args, "token", None):
+            return (
+                f"the service at {address} did not accept the token given: pass one of "
+                "its tokens file with --token TOKEN or TURNKEEPER_TOKEN"
+            )
+        return (
+            f"the service at {address} needs a token: pass one with --token TOKEN or "
+            "TURNKEEPER_TOKEN"
+        )
+    if code == grpc.StatusCode.PERMISSION_DENIED:
+        return (
+            "the token (--token or TURNKEEPER_TOKEN) is accepted, but its role may not "
+            "do this: an operator or admin token may"
+        )
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["agent"]:
@@ -534,6 +561,9 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except TurnkeeperError as err:
         print(f"error: {err.code.name}: {err.message}", file=sys.stderr)
+        hint = next_step(err.code, args)
+        if hint:
+            print(hint, file=sys.stderr)
         return EXIT_ERROR if is_health else _EXIT_BY_CODE.get(err.code, EXIT_ERROR)
     except (_Usage, ValueError) as err:
         # ValueError: ConnectionOptions refusing a flag combination.

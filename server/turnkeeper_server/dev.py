@@ -58,6 +58,11 @@ DEV_GRACE: Final = 2.0
 RESTART_BACKOFF: Final = (0.2, 5.0)
 #: The host's exit status for a langgraph.json or a graph it cannot load.
 HOST_USAGE_ERROR: Final = 2
+#: Seconds between two looks at the project's files (reload).
+RELOAD_POLL: Final = 1.0
+#: What a reload watches: sources and settings, not data, caches or environments.
+WATCHED_SUFFIXES: Final = (".py", ".json", ".env", ".toml", ".yaml", ".yml")
+SKIPPED_DIRS: Final = frozenset({"__pycache__", "node_modules", "site-packages", "venv"})
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
@@ -88,6 +93,12 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         help="a NATS server to use instead of the bundled one (no environment variable "
         "is read: dev runs on its own defaults)",
     )
+    parser.add_argument(
+        "--no-reload",
+        dest="reload",
+        action="store_false",
+        help="do not start the graphs again when the project's files change",
+    )
     parser.add_argument("--log-level", default="INFO")
 
 
@@ -109,6 +120,20 @@ def graph_names(config: Path) -> list[str]:
     if not isinstance(graphs, dict) or not graphs:
         raise ValueError(f'{config}: needs "graphs": {{"name": "./file.py:graph", ...}}')
     return [str(name) for name in graphs]
+
+
+def sources(root: Path) -> dict[str, int]:
+    """The project's watched files under `root` and their modification times; hidden
+    folders (.turnkeeper, .venv, .git) and caches are skipped."""
+    found: dict[str, int] = {}
+    for folder, folders, files in os.walk(root):
+        folders[:] = [d for d in folders if not d.startswith(".") and d not in SKIPPED_DIRS]
+        for name in files:
+            if name.endswith(WATCHED_SUFFIXES) or name == ".env":
+                path = os.path.join(folder, name)
+                with contextlib.suppress(OSError):
+                    found[path] = os.stat(path).st_mtime_ns
+    return found
 
 
 def port_free(host: str, port: int) -> bool:
@@ -147,8 +172,11 @@ class GraphHost:
     """``turnkeeper agent langgraph.json`` as a child process, started again when it
     exits until :meth:`stop`. Its output is ours (inherited)."""
 
-    def __init__(self, config: Path, address: str, nats_url: str) -> None:
+    def __init__(self, config: Path, address: str, nats_url: str, *, reload: bool) -> None:
         self.config = config
+        self.reload = reload
+        # Set when the project's files change: the next exit is a reload.
+        self.changed = asyncio.Event()
         env = dict(os.environ)
         # Told where everything is; whatever the environment says of another service
         # is not this one's.
@@ -188,16 +216,37 @@ class GraphHost:
         return process
 
     async def run(self) -> int:
-        """Keep the graphs' process running; returns the host's status when it ends
-        on a usage error (a langgraph.json or a graph it cannot load)."""
+        """Keep the graphs' process running (started again after a crash, and after a
+        change of the project's files when reloading); returns the host's status when
+        it ends on a usage error (a langgraph.json or a graph it cannot load) and dev
+        does not reload."""
+        watching = asyncio.create_task(self._watch()) if self.reload else None
+        try:
+            return await self._keep_running()
+        finally:
+            if watching is not None:
+                watching.cancel()
+
+    async def _keep_running(self) -> int:
         delay = RESTART_BACKOFF[0]
         while True:
             started = time.monotonic()
+            self.changed.clear()
             self.process = await self._spawn()
             code = await self.process.wait()
+            if self.changed.is_set():
+                delay = RESTART_BACKOFF[0]
+                continue
             if code == HOST_USAGE_ERROR:
-                log.error("the graphs could not be loaded (above); fix them and run dev again")
-                return code
+                if not self.reload:
+                    log.error("the graphs could not be loaded (above); fix them and run dev again")
+                    return code
+                log.error(
+                    "the graphs could not be loaded (above): dev loads them again when "
+                    "a file of the project changes"
+                )
+                await self.changed.wait()
+                continue
             how = f"killed by {signal.Signals(-code).name}" if code < 0 else f"exit {code}"
             if time.monotonic() - started > 30:
                 delay = RESTART_BACKOFF[0]
@@ -209,6 +258,30 @@ class GraphHost:
             )
             await asyncio.sleep(delay)
             delay = min(delay * 2, RESTART_BACKOFF[1])
+
+    async def _watch(self) -> None:
+        """Every RELOAD_POLL seconds, the project's sources compared with the last
+        look; on a change, the graphs' process is stopped (SIGTERM: its running turns
+        get DEV_GRACE, then the new process re-drives them) and started again."""
+        seen = await asyncio.to_thread(sources, self.config.parent)
+        while True:
+            await asyncio.sleep(RELOAD_POLL)
+            now = await asyncio.to_thread(sources, self.config.parent)
+            if now == seen:
+                continue
+            edited = sorted(
+                f.removeprefix(f"{self.config.parent}{os.sep}")
+                for f in set(now) ^ set(seen) | {f for f in now if seen.get(f) != now[f]}
+            )
+            seen = now
+            print(
+                f"turnkeeper dev: {', '.join(edited[:5])} changed: reloading the graphs", flush=True
+            )
+            self.changed.set()
+            process = self.process
+            if process is not None and process.returncode is None:
+                with contextlib.suppress(ProcessLookupError):
+                    os.kill(process.pid, signal.SIGTERM)
 
     async def stop(self) -> None:
         """SIGTERM, then SIGKILL when it is not gone within its grace and 3 s."""
@@ -277,7 +350,7 @@ async def _serve_and_host(args: argparse.Namespace, config: Path, graphs: list[s
         )
         # Agents started by hand beside dev find its NATS too (decision 306).
         published = local_services.publish(server.address, nats_url)
-        host = GraphHost(config, server.address, nats_url)
+        host = GraphHost(config, server.address, nats_url, reload=args.reload)
         hosting = asyncio.create_task(host.run())
         announced = asyncio.create_task(_announced(server, graphs))
         await asyncio.wait({hosting, announced}, return_when=asyncio.FIRST_COMPLETED)

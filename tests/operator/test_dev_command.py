@@ -11,10 +11,12 @@ import shutil
 import signal
 import socket
 import sys
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
+from typing import Any
 
 import pytest
+from langgraph_sdk import get_client
 from turnkeeper import _local_services as local_services
 from turnkeeper_server.app import TurnkeeperServer
 
@@ -210,3 +212,44 @@ async def test_an_agent_finds_the_nats_of_the_service_on_this_machine(
         assert await asyncio.to_thread(served.terminate) == 0
     # Withdrawn when the service stops: a later agent keeps its default.
     assert local_services.nats_url_for(address) is None
+
+
+def nth(predicate: Callable[[str], bool], n: int) -> Callable[[str], bool]:
+    """True on the n-th line that satisfies `predicate` (Agent.wait_line asks each line
+    once, in order)."""
+    seen = [0]
+
+    def check(line: str) -> bool:
+        if predicate(line):
+            seen[0] += 1
+        return seen[0] >= n
+
+    return check
+
+
+async def test_dev_reloads_the_graphs_when_a_file_changes(
+    processes: list[Agent], project: Path
+) -> None:
+    dev = await turnkeeper(processes, "dev", str(project), "--port", "0", env=env_of())
+    await dev.wait_line(lambda line: line == "turnkeeper dev: ready (Ctrl-C stops it)", 240)
+    url = next(x.rsplit(" ", 1)[1] for x in dev.lines if "LangGraph API on http://" in x)
+    graph = project.parent / "graph.py"
+    original = graph.read_text()
+
+    # A graph that does not load: dev says so and waits for the next change.
+    graph.write_text(original + "\nthis is not python\n")
+    await dev.wait_line(lambda line: "graph.py changed: reloading the graphs" in line)
+    await dev.wait_line(lambda line: "dev loads them again when a file" in line)
+    graph.write_text(original.replace("A durable answer", "A reloaded answer"))
+    # The second process that serves (the broken graph's never did).
+    await dev.wait_line(nth(lambda line: "startup Redrive:" in line, 2))
+
+    client = get_client(url=url)
+    try:
+        question: Any = {"messages": [{"role": "user", "content": "reloaded?"}]}
+        final = await client.runs.wait(None, "chat", input=question)
+    finally:
+        await client.http.client.aclose()
+    assert isinstance(final, dict)
+    assert "A reloaded answer" in final["messages"][-1]["content"]
+    assert dev.proc.returncode is None

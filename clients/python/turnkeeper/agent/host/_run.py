@@ -70,7 +70,15 @@ async def host(path: Path | str, env: Mapping[str, str] | None = None, **overrid
     bridges = []
     configs = bridge_configs(config, env, **overrides)
     for spec, bridge_config in zip(config.graphs, configs, strict=True):
-        graph = await load_graph(spec)
+        try:
+            graph = await load_graph(spec)
+        except ValueError:
+            raise
+        except Exception as exc:
+            # The graph's own code failed (a syntax error, an import, the factory):
+            # its traceback, then the host's usage error (exit 2), not a crash.
+            log.exception("graph %s: loading %s failed", spec.name, spec.module)
+            raise ValueError(f"graph {spec.name!r} could not be loaded: {exc!r}") from None
         bridges.append(Bridge(graph, bridge_config))
         log.info("graph %s loaded from %s:%s", spec.name, spec.module, spec.attribute)
     loop = asyncio.get_running_loop()

@@ -253,3 +253,30 @@ async def test_dev_reloads_the_graphs_when_a_file_changes(
     assert isinstance(final, dict)
     assert "A reloaded answer" in final["messages"][-1]["content"]
     assert dev.proc.returncode is None
+
+
+async def test_dev_on_a_taken_port_says_so(processes: list[Agent], project: Path) -> None:
+    with socket.socket() as held:
+        held.bind(("127.0.0.1", 0))
+        held.listen()
+        port = held.getsockname()[1]
+        dev = await turnkeeper(processes, "dev", str(project), "--port", str(port), env=env_of())
+        assert await dev.wait_exit(PATIENCE * 2) == 2
+    assert f"port {port} is in use: pass another --port, or --port 0 for any free one" in (
+        dev.output()
+    )
+    assert "Traceback" not in dev.output()
+
+
+async def test_dev_without_a_langgraph_json_says_where_it_looked(tmp_path: Path) -> None:
+    child = await spawn_child(
+        sys.executable,
+        *("-m", "turnkeeper.operator", "dev"),
+        cwd=str(tmp_path),
+        env=env_of(),
+        stdin=asyncio.subprocess.DEVNULL,
+    )
+    dev = Agent(child, "dev")
+    assert await dev.wait_exit(PATIENCE * 2) == 2
+    assert f"{tmp_path}/langgraph.json: no such file" in dev.output()
+    assert "turnkeeper dev path/to/langgraph.json" in dev.output()

@@ -194,7 +194,6 @@ class GraphHost:
         )
         self.env = env
         self.process: asyncio.subprocess.Process | None = None
-        self.starts = 0
 
     async def _spawn(self) -> asyncio.subprocess.Process:
         process = await asyncio.create_subprocess_exec(
@@ -211,7 +210,6 @@ class GraphHost:
             start_new_session=True,
             preexec_fn=die_with_parent,
         )
-        self.starts += 1
         print(f"turnkeeper dev: graphs hosted by pid {process.pid}", flush=True)
         return process
 
@@ -323,6 +321,7 @@ async def _serve_and_host(args: argparse.Namespace, config: Path, graphs: list[s
     server: TurnkeeperServer | None = None
     host: GraphHost | None = None
     hosting: asyncio.Task[int] | None = None
+    announced: asyncio.Task[None] | None = None
     published: Path | None = None
     try:
         nats_url = args.nats_url
@@ -357,10 +356,10 @@ async def _serve_and_host(args: argparse.Namespace, config: Path, graphs: list[s
         if announced.done():
             print(f"turnkeeper dev: assistants: {', '.join(graphs)}", flush=True)
             print("turnkeeper dev: ready (Ctrl-C stops it)", flush=True)
-        else:
-            announced.cancel()
         return await hosting
     finally:
+        if announced is not None:
+            announced.cancel()
         # The supervisor first, so that it does not start the graphs again.
         if hosting is not None and not hosting.done():
             hosting.cancel()

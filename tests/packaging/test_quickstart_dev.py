@@ -47,6 +47,8 @@ def readme_command() -> str:
     assert ("README.md", line) in NOT_RUN_HERE
     found = block("README.md", line)
     assert found.first_line == line
+    # The example's own README shows the same command.
+    assert block("examples/quickstart/README.md", DEV).text.strip() == DEV
     return found.first_line.removeprefix(f"{INSTALL} && ")
 
 

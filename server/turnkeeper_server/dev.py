@@ -40,7 +40,7 @@ from turnkeeper_server import main as serve_main
 from turnkeeper_server.app import TurnkeeperServer, create_server
 from turnkeeper_server.config import Settings
 from turnkeeper_server.errors import Unavailable
-from turnkeeper_server.messaging.embedded import EmbeddedNats, die_with_parent
+from turnkeeper_server.messaging.embedded import EmbeddedNats
 from turnkeeper_server.security.transport import InsecureListen
 from turnkeeper_server.store.lockfile import StoreInUse
 
@@ -190,6 +190,8 @@ class GraphHost:
             TURNKEEPER_HEALTH_LISTEN="127.0.0.1:0",
             TURNKEEPER_REPLICA=env.get("TURNKEEPER_REPLICA") or f"dev-{socket.gethostname()}",
             TURNKEEPER_SHUTDOWN_GRACE=str(DEV_GRACE),
+            # The host ends when dev does, even by SIGKILL (turnkeeper.agent.host).
+            TURNKEEPER_DIE_WITH_PARENT=str(os.getpid()),
             PYTHONUNBUFFERED="1",
         )
         self.env = env
@@ -208,7 +210,6 @@ class GraphHost:
             # Its own process group: a Ctrl-C in the terminal reaches dev alone, which
             # stops the graphs first, in order.
             start_new_session=True,
-            preexec_fn=die_with_parent,
         )
         print(f"turnkeeper dev: graphs hosted by pid {process.pid}", flush=True)
         return process

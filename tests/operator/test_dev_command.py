@@ -280,3 +280,30 @@ async def test_dev_without_a_langgraph_json_says_where_it_looked(tmp_path: Path)
     assert await dev.wait_exit(PATIENCE * 2) == 2
     assert f"{tmp_path}/langgraph.json: no such file" in dev.output()
     assert "turnkeeper dev path/to/langgraph.json" in dev.output()
+
+
+async def exited(pid: int) -> None:
+    """Until process `pid` (not our child) has exited: its pidfd turns readable."""
+    try:
+        fd = os.pidfd_open(pid)
+    except ProcessLookupError:
+        return
+    gone = asyncio.Event()
+    loop = asyncio.get_running_loop()
+    loop.add_reader(fd, gone.set)
+    try:
+        await gone.wait()
+    finally:
+        loop.remove_reader(fd)
+        os.close(fd)
+
+
+async def test_the_graphs_end_with_dev_even_when_dev_is_killed(
+    processes: list[Agent], project: Path
+) -> None:
+    dev = await turnkeeper(processes, "dev", str(project), "--port", "0", env=env_of())
+    await dev.wait_line(lambda line: line == "turnkeeper dev: ready (Ctrl-C stops it)", 240)
+    line = next(x for x in dev.lines if x.startswith("turnkeeper dev: graphs hosted by pid "))
+    host = int(line.rsplit(" ", 1)[1])
+    dev.signal(signal.SIGKILL)
+    await asyncio.wait_for(exited(host), STOP_WITHIN * 2)

@@ -113,6 +113,8 @@ async def test_the_quick_start_survives_a_sigkill_of_its_graphs_mid_run(
     for line in shown.replace(":2024", f":{port}").splitlines():
         assert line in dev.lines, f"the README shows {line!r}; dev printed:\n{dev.output()}"
 
+    # Nothing but what a newcomer should read: no gRPC core chatter about fork().
+    assert not [x for x in dev.lines if "fork_posix" in x], dev.output()
     client = get_client(url=url)
     try:
         thread = await client.threads.create()

@@ -33,7 +33,7 @@ def nats_server_binary() -> str:
     return found
 
 
-def die_with_parent() -> None:
+def _die_with_parent() -> None:
     """Linux: have the kernel SIGTERM the child if the service dies (even SIGKILL)."""
     if sys.platform.startswith("linux"):
         import ctypes
@@ -78,7 +78,7 @@ class EmbeddedNats:
             # Its own session: a Ctrl-C in the terminal reaches only the service,
             # which flushes its outbox to this server before stopping it.
             start_new_session=True,
-            preexec_fn=die_with_parent,
+            preexec_fn=_die_with_parent,
         )
         assert self.process.stderr is not None
         deadline = time.monotonic() + timeout

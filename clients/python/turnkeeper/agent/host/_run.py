@@ -125,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("config", help="the langgraph.json")
     args = parser.parse_args(argv)
+    die_with(os.environ.get(PARENT_VARIABLE))
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -136,6 +137,24 @@ def main(argv: list[str] | None = None) -> int:
     except KeyboardInterrupt:
         return 130
     exit_now(0)
+
+
+#: Set by `turnkeeper dev` to its pid: the host ends when dev does, even by SIGKILL.
+PARENT_VARIABLE = "TURNKEEPER_DIE_WITH_PARENT"
+
+
+def die_with(parent: str | None) -> None:
+    """Linux: have the kernel send this process SIGTERM when `parent` (a pid) dies;
+    gone already: exit. Set here, after exec, rather than by the parent between fork
+    and exec, where a process running gRPC's threads should run no Python."""
+    if not parent or not parent.isdigit() or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() != int(parent):
+        sys.exit(0)
 
 
 def exit_now(code: int) -> NoReturn:

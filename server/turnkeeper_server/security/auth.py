@@ -567,8 +567,9 @@ class TokenStore:
         values = [v for k, v in metadata or () if k.lower() == "authorization"]
         if not values:
             raise Unauthenticated(
-                "this service needs a bearer token: send the metadata "
-                "'authorization: Bearer <token>'"
+                "this service needs a bearer token: the turnkeeper CLI takes --token or "
+                "TURNKEEPER_TOKEN, an agent TURNKEEPER_TOKEN, LangGraph's SDKs api_key "
+                "(x-api-key); over gRPC it is the metadata 'authorization: Bearer <token>'"
             )
         if len(values) > 1:
             raise Unauthenticated("send one authorization header, not several")
@@ -591,7 +592,11 @@ class TokenStore:
         # and finding a token from its SHA-256 is a preimage attack.
         caller = self._callers.get(token_hash(token))
         if caller is None:
-            raise Unauthenticated("the bearer token is not one this service accepts")
+            raise Unauthenticated(
+                "the bearer token is not one this service accepts: check the token "
+                "given (--token or TURNKEEPER_TOKEN, an SDK's api_key) against the "
+                "service's tokens file (a revoked token is refused too)"
+            )
         return caller
 
 

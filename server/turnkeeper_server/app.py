@@ -136,7 +136,13 @@ class TurnkeeperServer:
         self.assertions = Assertions(self.tokens) if self.tokens is not None else None
         # The operations beneath both surfaces: one instance, so gRPC's WatchTurn and
         # the HTTP side's event streams count against one quota.
-        self.operations = Operations(self.engine, settings.limits, self.audit, self.assertions)
+        self.operations = Operations(
+            self.engine,
+            settings.limits,
+            self.audit,
+            self.assertions,
+            owners_edit_state=settings.owners_edit_state,
+        )
         self.turn_servicer = TurnServicer(
             self.engine, settings.limits, self.audit, self.assertions, self.operations.turns
         )
@@ -200,7 +206,12 @@ class TurnkeeperServer:
         turns_pb2_grpc.add_TurnServiceServicer_to_server(self.turn_servicer, server)
         checkpoints_pb2_grpc.add_CheckpointServiceServicer_to_server(
             StreamingCheckpointServicer(
-                self.engine, self.settings.limits, self.metrics, self.turn_servicer, self.audit
+                self.engine,
+                self.settings.limits,
+                self.metrics,
+                self.turn_servicer,
+                self.audit,
+                self.operations.threads,
             ),
             server,
         )

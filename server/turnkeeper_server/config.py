@@ -131,6 +131,11 @@ class Settings:
     # checkpoint is durable, never taken back (decision 210). A run's stream may
     # ask for the other with the `X-Turnkeeper-Stream` header.
     langgraph_stream: str = "live"
+    # A thread's owner (its maker; its end user under a langgraph.json's auth) may
+    # edit its state: update_state, a Command's update or goto, a fork. Off: only
+    # operators and admins (and agents on their own threads) do; an owner answers
+    # its thread's interrupt either way (decision 309).
+    owners_edit_state: bool = False
     # Connections (decision 181). HTTP: a new connection's first request head must
     # arrive within the header timeout; a body within the body timeout of its head;
     # a connection idle between requests is closed after the idle timeout; one peer

@@ -10,6 +10,7 @@ from __future__ import annotations
 import argparse
 import asyncio
 import dataclasses
+import errno
 import gc
 import logging
 import os
@@ -18,6 +19,7 @@ import signal
 from pathlib import Path
 
 from turnkeeper import _io_engine as io_engine
+from turnkeeper import _local_services as local_services
 from turnkeeper import _nats_auth as nats_auth
 from turnkeeper import _tracing as tracing
 from turnkeeper._nats_auth import NatsAuth
@@ -181,6 +183,14 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         help="a langgraph.json whose auth.path names the Auth object (relative to its "
         "folder, never outside it); --langgraph-auth wins (env "
         "TURNKEEPER_LANGGRAPH_CONFIG)",
+    )
+    parser.add_argument(
+        "--owners-edit-state",
+        action="store_true",
+        default=_flag(env("TURNKEEPER_OWNERS_EDIT_STATE")),
+        help="let a thread's owner (the token, or the langgraph.json auth's end user, "
+        "that made it) edit its state: update_state, a Command's update or goto, a "
+        "fork; default: only operators and admins (env TURNKEEPER_OWNERS_EDIT_STATE)",
     )
     add_connection_arguments(parser)
     parser.add_argument(
@@ -476,6 +486,7 @@ def settings_from_args(
         langgraph_auth=args.langgraph_auth,
         langgraph_config=args.langgraph_config,
         langgraph_stream=args.langgraph_stream,
+        owners_edit_state=args.owners_edit_state,
         http_header_timeout=args.http_header_timeout,
         http_body_timeout=args.http_body_timeout,
         http_idle_timeout=args.http_idle_timeout,
@@ -523,6 +534,8 @@ async def serve(args: argparse.Namespace) -> int:
     embedded: EmbeddedNats | None = None
     nats_url = args.nats_url
     server = None
+    published: Path | None = None
+    settings: Settings | None = None
     _, open_files = raise_fd_limit()
     try:
         try:
@@ -538,6 +551,17 @@ async def serve(args: argparse.Namespace) -> int:
                 )
             settings = fit_connections(settings_from_args(args, nats_url, nats), open_files)
             server = await create_server(settings)
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE or settings is None or not settings.http_listen:
+                raise
+            # The default HTTP port moves to a free one; a port given does not.
+            log.error(
+                "HTTP port %s is in use (another service, or `langgraph dev`?): pass "
+                "another --http-port (env TURNKEEPER_HTTP_PORT), 0 for any free port, "
+                "or -1 for no HTTP",
+                settings.http_listen.rpartition(":")[2],
+            )
+            return 2
         except (InsecureListen, ValueError, StoreInUse, Unavailable) as exc:
             # Configuration, not a crash: say what is wrong without a traceback.
             log.error("%s", exc)
@@ -570,9 +594,20 @@ async def serve(args: argparse.Namespace) -> int:
         print(f"turnkeeper listening on {server.address}", flush=True)
         if server.web is not None:
             print(f"turnkeeper console on {server.web.url}console/", flush=True)
+        if nats_url is not None:
+            # Agents on this machine find the NATS here without NATS_URL (decision 306).
+            published = local_services.publish(server.address, nats_url)
+            if published is not None:
+                log.info(
+                    "NATS URL published for agents on this machine in %s (an agent with "
+                    "TURNKEEPER_ADDRESS=%s and no NATS_URL uses it)",
+                    published,
+                    server.address,
+                )
         await stop.wait()
         log.info("signal received: shutting down")
     finally:
+        local_services.withdraw(published)
         if server is not None:
             await server.stop()
         if embedded is not None:

@@ -9,6 +9,7 @@ from typing import Any
 import pytest
 from langgraph.pregel.remote import RemoteGraph
 from langgraph_sdk.client import LangGraphClient
+from turnkeeper._run_request import default_assistant_id
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.records import EventRecord
@@ -111,7 +112,7 @@ async def test_wait_join_and_a_threadless_run(sdk: LangGraphClient) -> None:
     joined: Any = await sdk.runs.join(thread["thread_id"], run["run_id"])
     assert joined["messages"][-1]["content"] == waited["messages"][-1]["content"]
     got = await sdk.runs.get(thread["thread_id"], run["run_id"])
-    assert got["status"] == "success" and got["assistant_id"] == ASSISTANT
+    assert got["status"] == "success" and got["assistant_id"] == default_assistant_id(ASSISTANT)
 
 
 async def test_join_stream_resumes_after_the_last_event_id(sdk: LangGraphClient) -> None:

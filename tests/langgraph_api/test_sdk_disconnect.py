@@ -3,6 +3,7 @@ for that ("cancel"), and goes on otherwise ("continue", LangGraph's default)."""
 
 from __future__ import annotations
 
+import time
 from typing import Any
 
 import httpx
@@ -11,6 +12,7 @@ from langgraph_sdk import get_client
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
+from turnkeeper_server.web.pump import KEEPALIVE_SECONDS
 
 from tests.support.langgraph_host import THREADPLANE, start_host
 from tests.support.nats import NatsServer
@@ -42,6 +44,25 @@ async def leave_after_metadata(api_url: str, on_disconnect: str) -> tuple[str, s
     return thread["thread_id"], run_id
 
 
+async def leave_a_wait(api_url: str, on_disconnect: str) -> tuple[str, str]:
+    """Start a runs.wait, take its 200 (sent at once, as the reference's), hang up;
+    (thread_id, run_id)."""
+    async with httpx.AsyncClient(base_url=api_url) as http:
+        thread = (await http.post("/threads", json={})).json()
+        async with http.stream(
+            "POST",
+            f"/threads/{thread['thread_id']}/runs/wait",
+            json={
+                "assistant_id": "durable-execution",
+                "input": QUESTION,
+                "on_disconnect": on_disconnect,
+            },
+        ) as response:
+            assert response.status_code == 200
+            run_id = response.headers["Content-Location"].rsplit("/", 1)[1]
+    return thread["thread_id"], run_id
+
+
 async def test_a_client_gone_cancels_only_when_asked(
     service: TurnkeeperServer,
     nats_server: NatsServer,
@@ -66,6 +87,37 @@ async def test_a_client_gone_cancels_only_when_asked(
             await sdk.runs.join(thread_id, run_id)
             status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=run_id))
             assert status.state == ended, on_disconnect
+    finally:
+        await sdk.http.client.aclose()
+        await host.close()
+
+
+async def test_a_client_gone_cancels_at_once_not_at_the_next_write(
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    api_url: str,
+    client: AsyncTurnkeeperClient,
+) -> None:
+    """on_disconnect=cancel, as LangGraph's server does it: the run is cancelled when
+    its client leaves. The stream's next write would be its heartbeat
+    (KEEPALIVE_SECONDS) or the first step's parts (a minute away here); the run
+    ends well before either."""
+    host = await start_host(
+        THREADPLANE,
+        service=service.address,
+        nats_url=nats_server.url,
+        replica="lg-leave-now",
+        step_delay=60.0,
+    )
+    sdk = get_client(url=api_url)
+    try:
+        for leave in (leave_after_metadata, leave_a_wait):
+            thread_id, run_id = await leave(api_url, "cancel")
+            left = time.monotonic()
+            await sdk.runs.join(thread_id, run_id)
+            assert time.monotonic() - left < KEEPALIVE_SECONDS, leave.__name__
+            status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=run_id))
+            assert status.state == turns_pb2.TURN_STATE_CANCELLED, leave.__name__
     finally:
         await sdk.http.client.aclose()
         await host.close()

@@ -52,31 +52,38 @@ async def test_interrupt_then_resume(sdk: LangGraphClient) -> None:
     assert (await sdk.threads.get(thread["thread_id"]))["status"] == "idle"
 
 
-async def test_reject_refuses_a_second_run_on_a_busy_thread(sdk: LangGraphClient) -> None:
-    thread_id, _ = await _parked(sdk)
-    with pytest.raises(ConflictError):
-        await sdk.runs.create(thread_id, APPROVAL, input=TOPIC, multitask_strategy="reject")
+async def test_an_interrupted_thread_is_not_busy(sdk: LangGraphClient) -> None:
+    """As on LangGraph's server: a run stopped at an interrupt is over, so a run under
+    `reject` is accepted; it goes on from the thread's checkpoint."""
+    thread_id, first = await _parked(sdk)
+    second = await sdk.runs.create(thread_id, APPROVAL, input=TOPIC, multitask_strategy="reject")
+    await sdk.runs.join(thread_id, second["run_id"])
+    runs = {r["run_id"]: r["status"] for r in await sdk.runs.list(thread_id)}
+    assert runs == {first["run_id"]: "success", second["run_id"]: "success"}
 
 
-async def test_interrupt_strategy_cancels_the_run_in_the_way(
+async def test_interrupt_strategy_leaves_an_answered_run_done(
     sdk: LangGraphClient, client: AsyncTurnkeeperClient
 ) -> None:
     thread_id, first = await _parked(sdk)
     second = await sdk.runs.create(thread_id, APPROVAL, input=TOPIC, multitask_strategy="interrupt")
+    # The parked run was over, not in the way: its turn ended answered, not cancelled.
     status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=first["run_id"]))
-    assert status.state == turns_pb2.TURN_STATE_CANCELLED
+    assert status.state == turns_pb2.TURN_STATE_DONE
+    assert status.end_reason == "answered"
     await sdk.runs.join(thread_id, second["run_id"])
-    assert (await sdk.runs.get(thread_id, second["run_id"]))["status"] == "interrupted"
+    assert (await sdk.runs.get(thread_id, second["run_id"]))["status"] == "success"
 
 
-async def test_enqueue_runs_after_the_run_before(sdk: LangGraphClient) -> None:
-    thread_id, first = await _parked(sdk)
+async def test_enqueue_on_an_interrupted_thread_runs_at_once(sdk: LangGraphClient) -> None:
+    thread_id, _ = await _parked(sdk)
     queued = await sdk.runs.create(thread_id, APPROVAL, input=TOPIC, multitask_strategy="enqueue")
-    assert (await sdk.runs.get(thread_id, queued["run_id"]))["status"] == "pending"
-    await sdk.runs.wait(thread_id, APPROVAL, command={"resume": "no"})
     await sdk.runs.join(thread_id, queued["run_id"])
-    runs = {r["run_id"]: r["status"] for r in await sdk.runs.list(thread_id)}
-    assert runs == {first["run_id"]: "success", queued["run_id"]: "interrupted"}
+    await sdk.runs.wait(thread_id, APPROVAL, command={"resume": "no"})
+    runs = [r["status"] for r in await sdk.runs.list(thread_id)]
+    assert runs == ["success", "success", "success"]
+    state: Any = await sdk.threads.get_state(thread_id)
+    assert state["values"]["verdict"] == "rejected"
 
 
 async def test_cancel_a_run(sdk: LangGraphClient, client: AsyncTurnkeeperClient) -> None:

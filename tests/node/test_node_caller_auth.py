@@ -3,8 +3,9 @@
 never goes on NATS; each responses/* request carries a caller assertion the service
 issued for it (OperationsService/IssueAssertion), which the runner verifies with its
 own agent token and applies. No assertion, a replayed one or one for another method
-is UNAUTHENTICATED and the turn stays PARKED; a panel may start and look but not
-approve; an operator approves, and the service's audit log names it, since the
+is UNAUTHENTICATED and the turn stays PARKED; a panel may start and look, and not
+regenerate (a panel approves only on its own threads, which the service checks:
+decision 309); an operator approves, and the service's audit log names it, since the
 runner passes its caller's assertion on (a real Node.js agent process, a real
 nats-server)."""
 
@@ -207,11 +208,12 @@ async def test_the_typescript_runner_applies_the_role_matrix(
     message = refused(await rpc.call("responses/resumeDetached", resume, None), "UNAUTHENTICATED")
     assert "needs a caller assertion" in message, message
     # The service issues no assertion to a made-up token, a panel's for a method
-    # its role lacks, or another agent's token for this agent.
+    # its role lacks (a panel sends resumeDetached, which the service answers only
+    # on the threads it owns: decision 309), or another agent's token for this agent.
     with pytest.raises(Unauthenticated):
         await rpc.assertion_for("tk-made-up", "responses/resumeDetached", "r1")
     with pytest.raises(PermissionDenied, match=r"'panel' \(panel\) may not call"):
-        await rpc.assertion_for(tokens["panel"], "responses/resumeDetached", "r2")
+        await rpc.assertion_for(tokens["panel"], "responses/cancel", "r2")
     with pytest.raises(PermissionDenied, match=f"may not act for agent '{AGENT}'"):
         await rpc.assertion_for(tokens["stranger"], "responses/turnStatus", "r3")
     # A panel's assertion for another method does not open this one.

@@ -40,6 +40,7 @@ README_FILES = (
     "clients/node/README.md",
     "examples/durable-four-step/README.md",
     "examples/pipeline/README.md",
+    "examples/quickstart/README.md",
     "examples/threadplane/README.md",
     "protos/README.md",
     "tests/faults/README.md",
@@ -49,6 +50,16 @@ BLOCK = re.compile(r"^```(sh|text)\n(.*?)^```\n", re.MULTILINE | re.DOTALL)
 
 # Blocks run elsewhere or not at all, by README and first line, with why.
 NOT_RUN_HERE = {
+    (
+        "README.md",
+        "python3.11 -m venv .venv && . .venv/bin/activate && pip install -e "
+        "'./clients/python[agent]' -e ./server && turnkeeper dev examples/quickstart/langgraph.json",
+    ): "tests/packaging/test_quickstart_dev.py runs its `turnkeeper dev` command as written "
+    "(in a copy of the tree, with the test run's venv: the same install)",
+    (
+        "examples/quickstart/README.md",
+        "turnkeeper dev examples/quickstart/langgraph.json",
+    ): "the README.md quick start's command: tests/packaging/test_quickstart_dev.py runs it",
     (
         "README.md",
         "python3.11 -m venv .venv && . .venv/bin/activate && pip install -e "

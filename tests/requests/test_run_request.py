@@ -91,14 +91,27 @@ RUNS: list[tuple[str, dict[str, Any], RunRequest]] = [
         RunRequest(),
     ),
     (
-        "a resume alone answers the interrupted run: not an option",
+        "a resume is a run's option, as LangGraph's server runs it: a new run",
         {"command": {"resume": "yes"}},
-        RunRequest(command={"resume": "yes"}, resume_only=True),
+        RunRequest(command={"resume": "yes"}, options=RunOptions(command={"resume": "yes"})),
     ),
     (
-        "a resume of null is a resume too",
+        "a resume of null is no resume (LangGraph's Command reads it so)",
         {"command": {"resume": None}},
-        RunRequest(command={"resume": None}, resume_only=True),
+        RunRequest(command={"resume": None}),
+    ),
+    (
+        "RemoteGraph's resume (its whole Command): a null graph and an empty goto are none",
+        {"command": {"graph": None, "update": None, "resume": "yes", "goto": []}},
+        RunRequest(
+            command={"update": None, "resume": "yes", "goto": []},
+            options=RunOptions(command={"resume": "yes"}),
+        ),
+    ),
+    (
+        "the strategy by default is LangGraph's server's: enqueue",
+        {"input": 1},
+        RunRequest(input=1, multitask_strategy="enqueue"),
     ),
     (
         "update and goto are an option, null fields left out",
@@ -162,6 +175,10 @@ REFUSED_RUNS: list[tuple[dict[str, Any], str]] = [
     ({"on_disconnect": "stop"}, "on_disconnect must be 'continue' or 'cancel'"),
     ({"command": "resume"}, "command must be an object of resume, update and goto"),
     ({"command": {"resume": 1, "jump": 2}}, "command takes resume, update and goto, not jump"),
+    (
+        {"command": {"resume": 1, "graph": "__parent__"}},
+        "command.graph must be null: a run's Command is for its own graph",
+    ),
     ({"command": {"resume": 1}, "input": 2}, "send input or a command, not both"),
     ({"command": {"goto": "n"}, "input": {}}, "send input or a command, not both"),
     ({"checkpoint_id": 7}, "checkpoint_id must be a non-empty string"),

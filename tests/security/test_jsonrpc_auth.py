@@ -158,20 +158,27 @@ async def test_callers_get_what_the_role_matrix_says_and_nothing_more(
     assert "a bearer token is never sent to an agent" in message, message
 
     # A panel may start a turn and read its status ...
-    turn_id = await park(nc, admin, tokens["panel"])
+    own = await park(nc, admin, tokens["panel"])
+    turn_id = await park(nc, admin, tokens["operator"])
     status = await call(nc, "responses/turnStatus", {"turn_id": turn_id}, tokens["panel"])
     assert status["result"]["status"] == "parked", status
 
-    # ... but nobody without the right answers the parked turn.
+    # ... but nobody without the right answers the parked turn: not without an
+    # assertion, and not a panel on a thread it does not own (the operator made it;
+    # the service refuses it at ResumeDetached, decision 309).
     resume = {"turn_id": turn_id, "resume": "yes"}
     message = refused(await call(nc, "responses/resumeDetached", resume, None), "UNAUTHENTICATED")
     assert "needs a caller assertion" in message
+    message = refused(
+        await call(nc, "responses/resumeDetached", resume, tokens["panel"]), "PERMISSION_DENIED"
+    )
+    assert "panel (panel) may not answer the interrupt of turn" in message, message
     # The service issues no assertion to a made-up token, a panel's for a method its
     # role lacks, or another agent's for this agent.
     with pytest.raises(Unauthenticated):
         await assertion_for("tk-made-up", "responses/resumeDetached", "r1")
     with pytest.raises(PermissionDenied, match=r"'panel' \(panel\) may not call"):
-        await assertion_for(tokens["panel"], "responses/resumeDetached", "r2")
+        await assertion_for(tokens["panel"], "responses/cancel", "r2")
     with pytest.raises(PermissionDenied, match="may not act for agent 'jobs'"):
         await assertion_for(tokens["stranger"], "responses/turnStatus", "r3")
     # A panel's assertion for another method does not open this one.
@@ -189,11 +196,21 @@ async def test_callers_get_what_the_role_matrix_says_and_nothing_more(
         if frame.event.type.startswith("turn."):
             assert frame.event.type == "turn.done"
             break
-    # The audit log names the operator the bridge acted for; the refusals above
-    # never reached the service.
+    # The panel answers the turn on the thread it made (over NATS: decision 310).
+    answered = await call(
+        nc, "responses/resumeDetached", {"turn_id": own, "resume": "yes"}, tokens["panel"]
+    )
+    assert answered["result"]["dispatched"] is True, answered
+    # The audit log names whom the bridge acted for: the panel refused by the
+    # service, the operator, the panel on its own; the other refusals never reached
+    # the service.
     audit = await admin.list_audit(operations_pb2.ListAuditRequest())
     resumes = [(r.actor, r.target, r.outcome) for r in audit.records if r.action == "resume"]
-    assert resumes == [("operator (operator) via agent (agent:jobs)", turn_id, "ok")]
+    assert resumes == [
+        ("panel (panel) via agent (agent:jobs)", own, "ok"),
+        ("operator (operator) via agent (agent:jobs)", turn_id, "ok"),
+        ("panel (panel) via agent (agent:jobs)", turn_id, "PERMISSION_DENIED"),
+    ]
 
 
 async def test_responses_cancel_goes_through_caller_auth_and_the_audit_log(
@@ -232,9 +249,12 @@ async def test_the_session_transport_sends_an_assertion_never_its_token(
         assert created.turn_id == turn_id
         status = await transport.turn_status(turn_id)
         assert status.turn_id == turn_id
-        with pytest.raises(AgentRejected) as info:
-            await transport.resume(turn_id, "yes")
-        assert info.value.data["code"] == "PERMISSION_DENIED"
+        # The panel made the thread (over NATS: decision 310), so it answers it.
+        async for frame in admin.watch_turn(turns_pb2.WatchTurnRequest(turn_id=turn_id)):
+            if frame.event.type == "interrupt":
+                break
+        await transport.resume(turn_id, "yes")
+        assert await state(admin, turn_id) != turns_pb2.TURN_STATE_PARKED
         anonymous = NatsAgentTransport(nc, AGENT, client=panel_client, assert_caller=False)
         with pytest.raises(AgentRejected) as info:
             await anonymous.turn_status(turn_id)
@@ -252,10 +272,12 @@ async def test_introspect_answers_who_a_token_is(
         "panel",
     )
     # A panel starts turns and reads, and reads a thread's graph state (the
-    # LangGraph API); it neither resumes, cancels nor edits state (decision 283).
+    # LangGraph API); it answers interrupts (of its own threads' turns: the service
+    # checks, decision 309), but neither cancels nor edits state (decision 283).
     assert list(panel.methods) == [
         "responses/create",
         "responses/turnStatus",
+        "responses/resumeDetached",
         "langgraph/describe",
         "langgraph/state",
         "langgraph/history",
@@ -377,10 +399,11 @@ async def test_a_panels_run_that_edits_forks_or_answers_is_refused_by_the_servic
     admin: AsyncTurnkeeperClient,
     tokens: dict[str, str],
 ) -> None:
-    """Decision 276 on NATS: a run whose Command updates, jumps or resumes, or that
-    starts from a checkpoint, is checked by the service (StartTurn, on behalf of the
-    caller the bridge passes on) and audited with the caller; a panel cannot even
-    get an assertion for langgraph/updateState."""
+    """Decision 276 on NATS: a run whose Command updates or jumps, or that starts
+    from a checkpoint, is checked by the service (StartTurn, on behalf of the caller
+    the bridge passes on) and audited with the caller; a panel cannot even get an
+    assertion for langgraph/updateState. (A Command's resume the panel that made the
+    thread may send: decision 309, test_the_session_transport_... above.)"""
     await agents.start(graph="approval", extra_env={"TURNKEEPER_TOKEN": tokens["agent"]})
     parked = await park(nc, admin, tokens["panel"])
     thread = (await admin.get_turn(turns_pb2.GetTurnRequest(turn_id=parked))).turn.thread_id
@@ -396,7 +419,7 @@ async def test_a_panels_run_that_edits_forks_or_answers_is_refused_by_the_servic
     attempts = [
         ("edit_state", run(None, command={"update": {"ok": True}, "goto": "publish"})),
         ("fork", run({"job": "again", "results": []}, checkpoint_id="cp-earlier")),
-        ("resume", run(None, command={"resume": "approve"})),
+        ("edit_state", run(None, command={"resume": "approve", "goto": "publish"})),
     ]
     for _, params in attempts:
         refused(await call(nc, "responses/create", params, tokens["panel"]), "PERMISSION_DENIED")

@@ -398,7 +398,10 @@ async def test_watch_streams_per_peer(small: Stubs) -> None:
 
 
 async def test_watch_streams_per_token(make_service: ServiceFactory, tmp_path: Path) -> None:
-    tokens = write_tokens(tmp_path / "tokens.jsonl", {"a": "panel", "b": "panel", "x": "admin"})
+    # Readers of every turn (a panel watches only its own threads' turns).
+    tokens = write_tokens(
+        tmp_path / "tokens.jsonl", {"a": "operator", "b": "operator", "x": "admin"}
+    )
     server = await make_service(limits=SMALL, tokens_file=tmp_path / "tokens.jsonl")
     async with aio.insecure_channel(server.address) as channel:
         stub: TurnServiceAsyncStub = turns_pb2_grpc.TurnServiceStub(channel)

@@ -25,7 +25,8 @@ from tests.support.turns import events, value
 
 pytestmark = pytest.mark.timeout(60)
 
-ROLES = {"panel": "panel", "admin": "admin"}
+# The watcher reads every turn (a panel reads only its own threads' turns).
+ROLES = {"watcher": "operator", "admin": "admin"}
 
 
 def rewrite(path: Path, tokens: Mapping[str, tuple[str, str]]) -> None:
@@ -81,7 +82,7 @@ async def test_a_revoked_token_is_refused_and_its_stream_ends_a_new_one_works(
     )
     newbie = "tk-newbie-0123456789abcdef"
     async with (
-        client(service.address, tokens["panel"]) as panel,
+        client(service.address, tokens["watcher"]) as panel,
         client(service.address, newbie) as new,
     ):
         with pytest.raises(Unauthenticated):
@@ -149,7 +150,7 @@ async def test_sighup_reloads_the_tokens_file(
     )
     async with (
         client(process.address, newbie) as new,
-        client(process.address, tokens["panel"]) as panel,
+        client(process.address, tokens["watcher"]) as panel,
     ):
         # Polling is off: nothing changes until the signal.
         with pytest.raises(Unauthenticated):

@@ -11,6 +11,7 @@ from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
 
+import grpc
 import pytest
 from google.protobuf import json_format
 from grpc import aio
@@ -164,16 +165,19 @@ async def test_resume_a_parked_turn_with_an_operator_token_and_not_with_a_panel_
         )
         url = console(service) + "turn.html?id=t-park"
 
+        # A panel reads and answers the turns of its own threads only (decisions
+        # 309, 311): agent alpha's turn is not there for it, and its answer is
+        # refused by the service.
         panel = await open_page(browser, url, tokens["panel"])
-        await expect(panel.locator("#parked")).to_be_visible()
-        assert json.loads(await panel.inner_text("#interrupt")) == {
-            "question": "deploy to production?"
-        }
-        await panel.fill("#resume-value", '{"approved": true}')
-        await panel.click("#resume")
-        refusal = panel.locator("#resume-result")
-        await expect(refusal).to_contain_text("refused (permission_denied)")
-        await expect(refusal).to_contain_text("token 'panel' (panel) may not call ResumeDetached")
+        await expect(panel.locator("main")).to_contain_text("turn 't-park' is not in the journal")
+        await expect(panel.locator("#parked")).to_be_hidden()
+        with pytest.raises(aio.AioRpcError) as refused:
+            await stub.ResumeDetached(
+                turns_pb2.ResumeDetachedRequest(turn_id="t-park", resume=value(True)),
+                metadata=bearer(tokens["panel"]),
+            )
+        assert refused.value.code() == grpc.StatusCode.PERMISSION_DENIED
+        assert "may not answer the interrupt of turn 't-park'" in str(refused.value.details())
         state = await stub.TurnStatus(
             turns_pb2.TurnStatusRequest(turn_id="t-park"), metadata=bearer(tokens["admin"])
         )
@@ -205,6 +209,8 @@ async def test_redrive_is_offered_to_operators_only_and_the_service_has_the_last
         tokens_file=tmp_path / "tokens.jsonl",
         lease_seconds=60.0,
     )
+    # The panel's thread: a panel reads the turns of its own threads (decision 311).
+    await service.engine.threads.ensure("th-ll", {}, "panel:panel")
     async with aio.insecure_channel(service.address) as channel:
         stub = turns_pb2_grpc.TurnServiceStub(channel)
         await stub.StartTurn(
@@ -239,6 +245,8 @@ async def test_an_operator_cancels_a_parked_turn_and_a_panel_token_is_refused(
     service = await make_service(
         nats_url=nats_server.url, http_listen="127.0.0.1:0", tokens_file=tmp_path / "tokens.jsonl"
     )
+    # The panel's thread: a panel reads the turns of its own threads (decision 311).
+    await service.engine.threads.ensure("th-stop", {}, "panel:panel")
     async with aio.insecure_channel(service.address) as channel:
         stub = turns_pb2_grpc.TurnServiceStub(channel)
         await stub.StartTurn(

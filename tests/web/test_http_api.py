@@ -279,9 +279,18 @@ async def test_tokens_and_roles_are_the_grpc_ones(
         assert r.status == 404
     async with http.session.get(url) as r:
         assert r.status == 401
-    # The relay: a panel may not resume through an agent what it may not resume itself.
+    # A panel reads the turns of its own threads only (decision 311): th-a is
+    # alpha's, so t-alpha is not found for it, as over gRPC, over SSE too.
+    status, body = await http.call("GetTurn", {"turnId": "t-alpha"}, tokens["panel"])
+    assert (status, body["code"]) == (404, "not_found")
+    status, body = await http.call("ListEvents", {"turnId": "t-alpha"}, tokens["panel"])
+    assert (status, body["code"]) == (404, "not_found")
+    async with http.session.get(url, headers={"Authorization": f"Bearer {tokens['panel']}"}) as r:
+        assert r.status == 404
+    # The relay: a panel may not cancel through an agent what it may not cancel
+    # itself (resumeDetached it may send: the service answers it on its own threads).
     relay = f"{http.base}v1/agents/alpha/rpc"
-    body_json = {"method": "responses/resumeDetached", "params": {"turn_id": "t-alpha"}}
+    body_json = {"method": "responses/cancel", "params": {"turn_id": "t-alpha"}}
     async with http.session.post(
         relay, json=body_json, headers={"Authorization": f"Bearer {tokens['panel']}"}
     ) as r:

@@ -19,7 +19,7 @@ from turnkeeper_server.web import connect
 
 from tests.support.security import write_tokens
 from tests.support.service import ServiceFactory
-from tests.web.test_sse_quota import start_turn
+from tests.web.test_sse_quota import panels_thread, start_turn
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -34,6 +34,7 @@ async def test_a_turns_events_and_a_langgraph_run_stream_share_one_quota(
         limits=TWO, http_listen="127.0.0.1:0", tokens_file=tmp_path / "tokens.jsonl"
     )
     assert service.web is not None
+    await panels_thread(service)
     await start_turn(service.address, tokens["admin"])
     events = f"{service.web.url}v1/turns/t1/events"
     run = f"{service.web.url}threads/th1/runs/t1/stream"

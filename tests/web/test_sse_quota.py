@@ -29,6 +29,12 @@ pytestmark = pytest.mark.timeout(60)
 TWO = dataclasses.replace(DEFAULT_LIMITS, max_watch_streams_per_client=2)
 
 
+async def panels_thread(service: TurnkeeperServer) -> None:
+    """Thread th1 is the panel's: a panel reads and watches the turns of the threads
+    it owns only (decision 311)."""
+    await service.engine.threads.ensure("th1", {}, "panel:panel")
+
+
 async def start_turn(address: str, admin: str) -> None:
     async with aio.insecure_channel(address) as channel:
         await turns_pb2_grpc.TurnServiceStub(channel).StartTurn(
@@ -59,6 +65,7 @@ async def test_an_sse_request_over_the_quota_is_429_and_each_address_has_its_own
         limits=TWO, http_listen="127.0.0.1:0", tokens_file=tmp_path / "tokens.jsonl"
     )
     assert service.web is not None
+    await panels_thread(service)
     await start_turn(service.address, tokens["admin"])
     url = f"{service.web.url}v1/turns/t1/events"
     headers = {"Authorization": f"Bearer {tokens['panel']}"}
@@ -111,6 +118,7 @@ async def test_grpc_watch_streams_are_counted_per_token_and_address(
 ) -> None:
     service, tokens = dual_stack
     port = service.address.rpartition(":")[2]
+    await panels_thread(service)
     await start_turn(f"127.0.0.1:{port}", tokens["admin"])
     panel = bearer(tokens["panel"])
     calls: list[Any] = []

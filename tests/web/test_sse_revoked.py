@@ -29,6 +29,8 @@ async def test_a_token_reload_that_revokes_the_token_ends_its_open_sse_stream(
         tokens_poll_seconds=0.05,
     )
     assert service.web is not None
+    # The panel's thread: a panel reads the turns of its own threads (decision 311).
+    await service.engine.threads.ensure("th1", {}, "panel:panel")
     async with aio.insecure_channel(service.address) as channel:
         stub = turns_pb2_grpc.TurnServiceStub(channel)
         await stub.StartTurn(

@@ -107,13 +107,13 @@ class RunRequest:
     """The body of a LangGraph API run, parsed."""
 
     input: Any = None
-    # As given (None values left out); a resume alone answers the thread's
-    # interrupted run instead of starting one.
+    # As given; every run, a resume too, is a new run on its thread.
     command: dict[str, Any] | None = None
-    resume_only: bool = False
-    # What the agent journals with the input (a resume-only command is not in it).
+    # What the agent journals with the input.
     options: RunOptions = field(default_factory=RunOptions)
-    multitask_strategy: str = multitask.REJECT
+    # LangGraph's server's default for a run: enqueue (the bridge's own default,
+    # for a responses/create that names none, stays reject).
+    multitask_strategy: str = multitask.ENQUEUE
     if_not_exists: str = IF_NOT_EXISTS[0]
     on_disconnect: str = ON_DISCONNECT[0]
     # As sent: merged with the assistant's by merge_assistant, which puts them in
@@ -128,13 +128,12 @@ def parse_run_request(body: Mapping[str, Any]) -> RunRequest:
     caller's to read."""
     payload = body.get("input")
     command = _command(body.get("command"), payload, where="")
-    resume_only = command is not None and set(command) == {"resume"}
     checkpoint = body.get("checkpoint")
     checkpoint_id = body.get("checkpoint_id") or (
         checkpoint.get("checkpoint_id") if isinstance(checkpoint, Mapping) else None
     )
     options = _options(
-        None if resume_only else command,
+        command,
         checkpoint_id,
         body.get("interrupt_before"),
         body.get("interrupt_after"),
@@ -144,9 +143,8 @@ def parse_run_request(body: Mapping[str, Any]) -> RunRequest:
     return RunRequest(
         input=payload,
         command=command,
-        resume_only=resume_only,
         options=options,
-        multitask_strategy=multitask.parse(body.get("multitask_strategy")),
+        multitask_strategy=multitask.parse(body.get("multitask_strategy") or multitask.ENQUEUE),
         if_not_exists=_one_of("if_not_exists", body.get("if_not_exists"), IF_NOT_EXISTS),
         on_disconnect=_one_of("on_disconnect", body.get("on_disconnect"), ON_DISCONNECT),
         config=_config(body.get("config"), where=""),
@@ -261,6 +259,11 @@ def _command(value: Any, payload: Any, *, where: str) -> dict[str, Any] | None:
         return None
     if not isinstance(value, Mapping):
         raise ValueError(f"{where}command must be an object of resume, update and goto")
+    # RemoteGraph sends the whole Command as a dict: its `graph` is null for the
+    # graph the run is on (the only one a run's Command can address).
+    if value.get("graph") is not None:
+        raise ValueError(f"{where}command.graph must be null: a run's Command is for its own graph")
+    value = {k: v for k, v in value.items() if k != "graph"}
     unknown = sorted(set(value) - set(COMMAND_KEYS))
     if unknown:
         raise ValueError(f"{where}command takes resume, update and goto, not {', '.join(unknown)}")
@@ -295,7 +298,13 @@ def _options(
     ):
         raise ValueError(f"{where}stream must be a list of {', '.join(STREAM_CAPTURES)}")
     # None fields are LangGraph's defaults: left out, and a command of none is none.
-    given = {k: v for k, v in (command or {}).items() if v is not None}
+    # So is an empty goto (RemoteGraph sends `goto: []` with every resume): a
+    # Command's goto defaults to none.
+    given = {
+        k: v
+        for k, v in (command or {}).items()
+        if v is not None and not (k == "goto" and v in ([], ""))
+    }
     return RunOptions(
         command=given or None,
         checkpoint_id=checkpoint_id,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from turnkeeper_server.journal import threads
+from turnkeeper_server.journal import runs, threads
+from turnkeeper_server.journal.runs import RunRecord
 from turnkeeper_server.journal.threads import ThreadRecord
 from turnkeeper_server.records import TURN_COLUMNS, TurnRecord
 from turnkeeper_server.store.contract import Conn, Store
@@ -62,6 +63,20 @@ class Threads:
             lambda conn: threads.search(
                 conn, metadata=metadata, ids=ids, limit=limit, offset=offset, owner=owner
             )
+        )
+
+    async def put_run(self, record: RunRecord) -> None:
+        """A LangGraph API run's record beside its turn (journal/runs.py)."""
+        await self.db.write(lambda tx: runs.put(tx, record))
+
+    async def runs(self, turn_ids: list[str]) -> dict[str, RunRecord]:
+        """The run records of these turns that have one, by turn id."""
+        return await self.db.read(lambda conn: runs.get_many(conn, turn_ids))
+
+    async def values_before(self, turn: TurnRecord) -> str | None:
+        """The thread's state as its turns before `turn` journaled it last."""
+        return await self.db.read(
+            lambda conn: runs.values_before(conn, turn.thread_id, turn.turn_id, turn.created_at)
         )
 
     async def turns(self, thread_id: str, *, limit: int, offset: int = 0) -> list[TurnRecord]:

@@ -271,6 +271,11 @@ class Turns:
         )
         self.metrics.events_appended.inc(len(events))
         turn_log(log, turn_id, attempt).info("parked at seq %d", turn.last_seq)
+        try:
+            await self.hand_to_queued_run(thread_id=turn.thread_id)
+        except Exception:
+            # The park stands; the queued run starts at the thread's next run.
+            log.exception("turn %s parked; handing its thread to a queued run failed", turn_id)
         return turn
 
     async def finish(
@@ -543,6 +548,42 @@ class Turns:
         self._cancelled(cancelled, detail or "CancelTurn")
         self._after_end(ended, cancelled.turn)
         return cancelled
+
+    async def hand_to_queued_run(self, *, thread_id: str) -> TurnRecord | None:
+        """A LangGraph API run queued behind the thread's parked turn starts, the
+        parked one ends answered (journal/lifecycle.py `hand_to_queued_run`)."""
+        # Read first: most parks have nothing queued, and cost no second write.
+        if await self.db.read(lambda conn: lifecycle.queued_run(conn, thread_id)) is None:
+            return None
+        return await self._close(
+            lambda tx: lifecycle.hand_to_queued_run(tx, thread_id, policy=self.policy),
+            "a queued run took its thread",
+        )
+
+    async def close_parked(self, *, thread_id: str, detail: str) -> TurnRecord | None:
+        """The thread's parked turn ends DONE, answered by the thread's next LangGraph
+        API run (journal/lifecycle.py `close_parked`); None when none was parked."""
+        return await self._close(
+            lambda tx: lifecycle.close_parked(tx, thread_id, detail=detail, policy=self.policy),
+            detail,
+        )
+
+    async def _close(
+        self, fn: Callable[[Tx], tuple[TurnRecord, Ended] | None], why: str
+    ) -> TurnRecord | None:
+        closed = await self._write(
+            lambda c: (
+                [c[0].turn_id] + ([c[1].promoted.turn_id] if c[1].promoted else []) if c else []
+            ),
+            fn,
+        )
+        if closed is None:
+            return None
+        turn, ended = closed
+        self.metrics.turns_finished.labels(state=turn.state).inc()
+        turn_log(log, turn.turn_id, turn.attempts).info("done (%s)", why)
+        self._after_end(ended, turn)
+        return turn
 
     async def erase_thread(self, *, thread_id: str, cancel: bool) -> Erased:
         erased = await self._write(

@@ -1,7 +1,7 @@
 """Erasure: every row of a thread goes, in both files, in one transaction.
 
 A thread's rows are its own (journal/threads.py: its metadata), its turns (with their journaled inputs, interrupt and resume
-values), their retained events and effects (journal/effects.py), the outbox rows
+values, and their LangGraph run records, journal/runs.py), their retained events and effects (journal/effects.py), the outbox rows
 not yet sent to NATS (which carry the same text), and its checkpoints, their writes (and blobs, on PostgreSQL)
 and the turn boundaries. A thread with a live turn is refused unless the call cancels
 that turn first (the cancel is part of the same transaction, so there is no
@@ -18,7 +18,7 @@ import json
 from dataclasses import dataclass
 
 from turnkeeper_server.errors import WrongState
-from turnkeeper_server.journal import checkpoints, effects, lifecycle, threads, transitions
+from turnkeeper_server.journal import checkpoints, effects, lifecycle, runs, threads, transitions
 from turnkeeper_server.journal.lifecycle import Cancelled
 from turnkeeper_server.records import ENDED, LIVE, TURN_COLUMNS, Policy, TurnRecord
 from turnkeeper_server.store.contract import Tx
@@ -99,6 +99,7 @@ def delete_turns(tx: Tx, ids: list[str], policy: Policy) -> None:
         marks = ", ".join("?" for _ in chunk)
         tx.execute(f"DELETE FROM main.events WHERE turn_id IN ({marks})", chunk)
         effects.delete_for_turns(tx, chunk)
+        runs.delete_for_turns(tx, chunk)
         tx.execute(
             f"DELETE FROM main.outbox WHERE subject IN ({marks})",
             [policy.events_subject(turn_id) for turn_id in chunk],

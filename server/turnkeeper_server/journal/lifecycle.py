@@ -2,6 +2,7 @@
 double-texting on StartTurn, and the deadlines the reaper enforces.
 
     RUNNING | PARKED | QUEUED --cancel--> CANCELLED     (terminal turn.cancelled)
+    PARKED --its thread's next LangGraph run--> DONE    (terminal turn.done, answered)
     a live turn ends (any way) --> the thread's oldest QUEUED turn becomes RUNNING
     RUNNING past run_deadline_at, PARKED past park_deadline_at --> FAILED + reason
 
@@ -19,24 +20,28 @@ import time
 from dataclasses import dataclass
 
 from turnkeeper_server.errors import WrongState
-from turnkeeper_server.journal import transitions
+from turnkeeper_server.journal import runs, transitions
 from turnkeeper_server.records import (
     CANCELLED,
+    DONE,
     FAILED,
     LIVE,
     LIVE_SQL,
+    PARKED,
     QUEUED,
     RUNNING,
     TURN_COLUMNS,
     Policy,
     TurnRecord,
 )
-from turnkeeper_server.store.contract import Tx
+from turnkeeper_server.store.contract import Conn, Tx
 
 # Turn.end_reason of the turns the service itself ended.
 REASON_CANCELLED = "cancelled"
 REASON_MAX_RUN_TIME = "max_run_time"
 REASON_PARK_EXPIRED = "park_expired"
+# A parked turn the thread's next LangGraph API run took over (close_parked).
+REASON_ANSWERED = "answered"
 
 
 @dataclass(frozen=True)
@@ -133,6 +138,54 @@ def cancel_live(
     last = transitions.append_terminal(tx, turn, turn.last_seq, "turn.cancelled", data, policy, now)
     _end(tx, turn, state=CANCELLED, reason=REASON_CANCELLED, error=detail, last_seq=last, now=now)
     return Cancelled(transitions.reload_turn(tx, turn.turn_id), _owner(turn), removed)
+
+
+def close_parked(
+    tx: Tx, thread_id: str, *, detail: str, policy: Policy
+) -> tuple[TurnRecord, Ended] | None:
+    """The thread's PARKED turn, if it has one, ends DONE (a terminal turn.done with
+    reason `answered`): a LangGraph API run is starting on the thread, and it goes on
+    from the thread's checkpoint (LangGraph's server: a run that stopped at an
+    interrupt is over, and the next run answers it). Its checkpoints stay, they are
+    what the next run starts from. A turn queued behind it is promoted, as after any
+    end. None when the thread has no parked turn."""
+    row = tx.execute(
+        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE thread_id = ? AND state = '{PARKED}'"
+        f"{tx.for_update}",
+        (thread_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    turn = TurnRecord(*row)
+    now = time.time()
+    data: dict[str, object] = {"reason": REASON_ANSWERED, "detail": detail}
+    last = transitions.append_terminal(tx, turn, turn.last_seq, "turn.done", data, policy, now)
+    _end(tx, turn, state=DONE, reason=REASON_ANSWERED, error="", last_seq=last, now=now)
+    closed = transitions.reload_turn(tx, turn.turn_id)
+    return closed, Ended(promoted=promote_queued(tx, thread_id, policy))
+
+
+def hand_to_queued_run(
+    tx: Tx, thread_id: str, *, policy: Policy
+) -> tuple[TurnRecord, Ended] | None:
+    """When the thread's turn is parked and the oldest turn queued behind it is a
+    LangGraph API run, the parked turn ends answered and the queued run starts
+    (LangGraph's server: a run stopped at an interrupt is over, the next one runs).
+    A turn queued through another door waits for a resume or a cancel, as before."""
+    head = queued_run(tx.conn, thread_id)
+    if head is None:
+        return None
+    return close_parked(tx, thread_id, detail=f"answered by run {head}", policy=policy)
+
+
+def queued_run(conn: Conn, thread_id: str) -> str | None:
+    """The thread's oldest queued turn, when it is a LangGraph API run."""
+    head = conn.execute(
+        "SELECT turn_id FROM main.turns WHERE thread_id = ? AND state = 'QUEUED' "
+        "ORDER BY created_at, turn_id LIMIT 1",
+        (thread_id,),
+    ).fetchone()
+    return str(head[0]) if head is not None and runs.is_run(conn, head[0]) else None
 
 
 # -- the thread's queue ---------------------------------------------------------------

@@ -27,7 +27,7 @@ from dataclasses import dataclass
 from turnkeeper._multitask import ENQUEUE, INTERRUPT, REJECT, ROLLBACK, STRATEGIES
 
 from turnkeeper_server.errors import AlreadyExists, InvalidArgument, WrongState
-from turnkeeper_server.journal import agents, lifecycle, transitions
+from turnkeeper_server.journal import agents, lifecycle, threads, transitions
 from turnkeeper_server.journal.lifecycle import Cancelled
 from turnkeeper_server.records import LIVE_SQL, QUEUED, RUNNING, TURN_COLUMNS, Policy, TurnRecord
 from turnkeeper_server.store.contract import Tx
@@ -56,6 +56,9 @@ class StartRequest:
     park_expiry_seconds: float = 0.0
     # Refuse an agent no replica ever announced (journal/agents.py).
     require_announced: bool = False
+    # Who a thread this turn opens belongs to (auth.identity of the caller, or of
+    # whom a bridge acts for); "" without tokens: the threads row is left alone.
+    thread_owner: str = ""
 
 
 @dataclass(frozen=True, slots=True)
@@ -152,6 +155,10 @@ def _insert(
 ) -> None:
     # A QUEUED turn's run clock starts when it is promoted (lifecycle.promote_queued).
     run_deadline = lifecycle.deadline(now, max_run) if state == RUNNING else None
+    if request.thread_owner:
+        # A thread made over gRPC or NATS is its maker's, as one made over HTTP is
+        # (decision 310); a thread that exists keeps its owner.
+        threads.ensure(tx, request.thread_id, {}, now, request.thread_owner)
     tx.execute(
         "INSERT INTO main.turns (turn_id, thread_id, agent, state, input_json, request_hash, "
         "owner_replica, owner_incarnation, lease_expires_at, created_at, updated_at, "

@@ -118,6 +118,8 @@ class AgentDirectory:
         self._replicas: dict[str, dict[str, Replica]] = {}
         # Announcements refused for a bound, logged at most once a second.
         self.refusals = LogRate(log)
+        #: Called with the agent's name each time an agent is listed as an assistant.
+        self.on_listed: list[Callable[[str], None]] = []
         link.on_connect.append(self._connected)
 
     @property
@@ -155,6 +157,8 @@ class AgentDirectory:
             if agent not in self._seen:
                 log.info("agent %s announced: listed as an assistant", agent)
             self._seen[agent] = self.clock()
+            for listed in self.on_listed:
+                listed(agent)
         if replica is None:
             return
         known = self._replicas.setdefault(agent, {})

@@ -34,11 +34,15 @@ class Operations:
         limits: Limits,
         audit: AuditLog | None = None,
         assertions: Assertions | None = None,
+        *,
+        owners_edit_state: bool = False,
     ) -> None:
         self.engine = engine
         # Where a surface records what it refuses or does itself (decision 283).
         self.audit = audit
-        self.turns = TurnOperations(engine, limits, audit, assertions)
+        self.turns = TurnOperations(
+            engine, limits, audit, assertions, owners_edit_state=owners_edit_state
+        )
         self.threads = ThreadOperations(engine, limits, audit)
 
     @property

@@ -21,7 +21,7 @@ from turnkeeper_server import audit as audit_log
 from turnkeeper_server import limits as lim
 from turnkeeper_server.audit import AuditLog
 from turnkeeper_server.engine import Engine, Reset
-from turnkeeper_server.errors import InvalidArgument
+from turnkeeper_server.errors import InvalidArgument, NotFound
 from turnkeeper_server.limits import Limits
 from turnkeeper_server.operations.convert import event_to_proto, turn_to_proto
 from turnkeeper_server.operations.origin import Origin, acting_for
@@ -41,10 +41,15 @@ class TurnOperations:
         limits: Limits,
         audit: AuditLog | None = None,
         assertions: Assertions | None = None,
+        *,
+        owners_edit_state: bool = False,
     ) -> None:
         self.engine = engine
         self.limits = limits
         self.audit = audit
+        # Whether a thread's owner may edit its state (--owners-edit-state; decision
+        # 309): answering its interrupt it may always.
+        self.owners_edit_state = owners_edit_state
         # Reads the caller assertions bridges pass on (None without tokens).
         self.assertions = assertions
         # One quota for WatchTurn on gRPC and the event streams on HTTP.
@@ -63,11 +68,47 @@ class TurnOperations:
         """An agent token acts on its own agent's turns only (auth.py)."""
         auth.require_turn(turn_id, lambda: self.engine.turns.get(turn_id))
 
+    def owner(self, thread_id: str) -> str:
+        """Who owns the thread (auth.identity of its maker); "" when no one does."""
+        record = self.engine.threads.get_now(thread_id)
+        return record.owner if record is not None else ""
+
+    def require_on_thread(self, right: str, thread_id: str, what: str) -> None:
+        """The caller, and whom a bridge acts for, hold `right` on the thread: by
+        role, or as its owner where owners hold it (auth.owner_may); one rule for
+        both surfaces."""
+        auth.require_on_behalf(
+            right, what, self.owner(thread_id), owners_edit_state=self.owners_edit_state
+        )
+
+    def require_answer(self, turn_id: str) -> None:
+        """The caller, and whom a bridge acts for, may answer the turn's interrupt:
+        operators, admins and agents (on their own turns, `own`) by role; the owner
+        of the turn's thread on it. PERMISSION_DENIED, whether the turn is unknown or
+        on a thread the caller does not own."""
+        caller, behalf = auth.current(), auth.acting_for()
+        held = auth.RIGHTS[auth.ANSWER_INTERRUPT]
+        if caller is None or (caller.role in held and (behalf is None or behalf.role in held)):
+            return
+        turn = self.engine.turns.get(turn_id)
+        auth.require_on_behalf(
+            auth.ANSWER_INTERRUPT,
+            f"answer the interrupt of turn {turn_id!r}",
+            self.owner(turn.thread_id) if turn is not None else "",
+            owners_edit_state=self.owners_edit_state,
+        )
+
     def visible(self, turn_id: str) -> TurnRecord:
-        """The turn; NOT_FOUND for an unknown one and, to an agent token, another
-        agent's."""
+        """The turn; NOT_FOUND, worded as for an unknown one, for a turn the caller
+        may not read (auth.sees_turn: to an agent token another agent's, to a panel
+        one on a thread it does not own): one rule for gRPC, Connect, SSE and the
+        LangGraph API's runs."""
         turn = self.engine.turns.require(self.turn_id(turn_id))
-        auth.require_turn(turn.turn_id, lambda: turn)
+        caller = auth.current()
+        if caller is not None and not auth.sees_turn(
+            caller, turn.agent, "" if caller.role == auth.AGENT else self.owner(turn.thread_id)
+        ):
+            raise NotFound(f"turn {turn.turn_id!r} is not in the journal")
         return turn
 
     def get(self, request: turns_pb2.GetTurnRequest) -> turns_pb2.GetTurnResponse:
@@ -111,10 +152,9 @@ class TurnOperations:
         """The turn's frames from `after_seq` on, without the quota: the gRPC
         servicer holds it around this, the HTTP side before it answers 200, so a
         client over it gets 429 (decision 187)."""
-        turn_id = self.turn_id(request.turn_id)
+        turn_id = self.visible(request.turn_id).turn_id
         if request.after_seq < 0:
             raise InvalidArgument("after_seq must not be negative")
-        self.own(turn_id)
         # When a watcher leaves while a frame is being sent, grpc does not cancel its
         # handler: it stops iterating it and closes it at its `yield`. aclosing() then
         # closes the engine's stream too, at once, not whenever it is collected.

@@ -44,22 +44,29 @@ class PreparedWrite:
 
 class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
     def __init__(
-        self, engine: Engine, limits: Limits, metrics: Metrics, audit: AuditLog | None = None
+        self,
+        engine: Engine,
+        limits: Limits,
+        metrics: Metrics,
+        audit: AuditLog | None = None,
+        threads: ThreadOperations | None = None,
     ) -> None:
         self.engine = engine
         self.limits = limits
         self.metrics = metrics
         self.audit = audit
         # DeleteThread and CopyThread are the operations the LangGraph API's thread
-        # delete and copy call too (operations/threads.py; they keep no state).
-        self.threads = ThreadOperations(engine, limits, audit)
+        # delete and copy call too, and the rule for which threads a caller uses is
+        # theirs (operations/threads.py: one rule for both surfaces).
+        self.threads = threads or ThreadOperations(engine, limits, audit)
 
     def _thread(self, thread_id: str) -> str:
         return lim.check_id("thread_id", thread_id, self.limits)
 
     def _own_thread(self, thread_id: str) -> None:
-        """An agent token uses its own agent's threads only (auth.py)."""
-        self.threads.own(thread_id)
+        """The caller may use the thread: ThreadOperations' rule, the LangGraph
+        API's too (a thread it owns, or one only its own agent's turns run on)."""
+        self.threads.require(thread_id)
 
     def _name(self, name: str, value: str) -> str:
         return lim.check_length(name, value, self.limits.max_name_length)
@@ -232,7 +239,7 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
     async def DeleteThread(
         self, request: checkpoints_pb2.DeleteThreadRequest, context: Ctx
     ) -> checkpoints_pb2.DeleteThreadResponse:
-        return await self.threads.erase(request, context, self._own_thread)
+        return await self.threads.erase(request, context)
 
     # -- LangGraph's extended saver operations (journal/maintenance.py) ----------------
 
@@ -273,7 +280,13 @@ class CheckpointServicer(checkpoints_pb2_grpc.CheckpointServiceServicer):
     async def CopyThread(
         self, request: checkpoints_pb2.CopyThreadRequest, context: Ctx
     ) -> checkpoints_pb2.CopyThreadResponse:
-        return await self.threads.copy(request, context, self._own_thread)
+        copied = await self.threads.copy(request, context)
+        owner = auth.acting_identity()
+        if owner:
+            # A thread made over gRPC is its maker's, as one made over HTTP (decision
+            # 310); a target that exists keeps its owner.
+            await self.engine.threads.ensure(request.target_thread_id, {}, owner)
+        return copied
 
 
 _PRUNE = {

@@ -52,6 +52,7 @@ from turnkeeper_server.engine import Engine
 from turnkeeper_server.errors import InvalidArgument, StaleAttempt, TurnkeeperError, status_for
 from turnkeeper_server.limits import Limits
 from turnkeeper_server.metrics import Metrics
+from turnkeeper_server.operations.threads import ThreadOperations
 from turnkeeper_server.rpc.checkpoint_service import CheckpointServicer, PreparedWrite
 from turnkeeper_server.rpc.turn_service import TurnServicer
 from turnkeeper_server.security import auth
@@ -83,8 +84,9 @@ class StreamingCheckpointServicer(CheckpointServicer):
         metrics: Metrics,
         turns: TurnServicer,
         audit: AuditLog | None = None,
+        threads: ThreadOperations | None = None,
     ) -> None:
-        super().__init__(engine, limits, metrics, audit)
+        super().__init__(engine, limits, metrics, audit, threads)
         self.turns = turns
         self.streams = lim.StreamQuota(
             "CheckpointStreams",

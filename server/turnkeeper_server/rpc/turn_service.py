@@ -171,6 +171,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             require_announced=request.require_announced_agent,
             graph_fingerprint=served.fingerprint,
             graph_label=served.label,
+            thread_owner=auth.acting_identity(),
         )
         disruptive = _disruption(strategy, input_json)
         if disruptive is None:
@@ -181,7 +182,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             # bridge acts for, need that right.
             async with audit_log.audited(self.audit, disruptive.action, thread_id, context):
                 for right in disruptive.rights:
-                    auth.require_on_behalf(right, disruptive.what)
+                    self.operations.require_on_thread(right, thread_id, disruptive.what)
                 started = await self.engine.turns.start(start_request)
         return turns_pb2.StartTurnResponse(
             turn=turn_to_proto(started.turn, self.engine.turns.detail(started.turn)),
@@ -314,6 +315,8 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         self._acting_for(context, auth.JSONRPC_RESUME_DETACHED)
         async with audit_log.audited(self.audit, audit_log.RESUME, turn_id, context):
             self._own(turn_id)
+            # Operators' and agents' by role; the owner's of the turn's thread.
+            self.operations.require_answer(turn_id)
             turn, dispatched = await self.engine.turns.resume(
                 turn_id=turn_id, resume_json=resume_json
             )

@@ -42,16 +42,31 @@ class Assertions:
         ]
 
     def issue(
-        self, caller: auth.Caller, agent: str, method: str, request_id: str
+        self,
+        caller: auth.Caller,
+        agent: str,
+        method: str,
+        request_id: str,
+        *,
+        granted: bool = False,
     ) -> tuple[str, float]:
         """(header value, expiry) of an assertion that `caller` sends `method` to
-        `agent` in request `request_id`."""
+        `agent` in request `request_id`. `granted`: the service checked this one
+        request's right itself (a thread's owner editing its state where the
+        deployment allows it, decision 309), so the method is asserted whatever the
+        role; never set from what a caller asks."""
         if method not in auth.JSONRPC_METHODS:
             raise PermissionDenied(
                 f"{method!r} is not a method a caller sends to an agent; those are "
                 f"{', '.join(auth.JSONRPC_METHODS)}"
             )
-        auth.require_jsonrpc(caller, agent, method)
+        if granted:
+            auth.require_jsonrpc(caller, agent, auth.JSONRPC_TURN_STATUS)
+        else:
+            auth.require_jsonrpc(caller, agent, method)
+        methods = auth.jsonrpc_methods(caller.role)
+        if method not in methods:
+            methods.append(method)
         keys = self._keys(agent)
         if not keys:
             raise WrongState(
@@ -66,7 +81,7 @@ class Assertions:
             name=caller.name,
             role=caller.role,
             caller_agent=caller.agent or "",
-            methods=tuple(auth.jsonrpc_methods(caller.role)),
+            methods=tuple(methods),
             expires_at=expires,
         )
         return sign(assertion, keys), expires

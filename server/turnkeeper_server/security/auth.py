@@ -26,7 +26,8 @@ Roles (RIGHTS below is the table the interceptor and the servicers both read):
   checkpoint RPCs of its own threads; BeginEffect, RecordEffect and ListEffects of
   its own turns (the effect ledger). To an agent another agent's turn does not
   exist: it gets the answer a never-seen turn_id gets (UNKNOWN, or NOT_FOUND).
-- `panel`: TurnStatus, GetTurn, ListEvents, WatchTurn, of any turn.
+- `panel`: TurnStatus of any turn; GetTurn, ListEvents, WatchTurn and
+  ResumeDetached of the turns on the threads it owns (sees_turn, owner_may).
 - `operator`: every read (ListTurns, ListEffects, ListAgents and the checkpoint reads
   too), ResumeDetached, CancelTurn, the operator form of Redrive, and MigrateTurns,
   and EDIT_STATE: editing a thread's state (update_state, a Command's update or
@@ -40,13 +41,13 @@ bridge only), `responses/turnStatus` to the readers, and `responses/resumeDetach
 the human-in-the-loop gate, and `responses/cancel` to agent, operator and admin tokens
 as ResumeDetached and CancelTurn are.
 
-Threads: a thread belongs to the agent whose turns run on it. An agent token may use
-the checkpoints of a thread only when the journal holds a turn of that agent on it
-and none of another agent; it may start a turn on a thread that is new or its own.
-So a thread is opened by StartTurn (which the bridge calls before the graph's first
-step) and a thread with no turn is closed to agent tokens; operators and admins are
-not bound by threads. Refusals answer PERMISSION_DENIED with one message whether the
-thread is unknown or another agent's.
+Threads: a thread belongs to the identity that made it (`identity`; over gRPC and
+NATS, StartTurn records the caller a bridge acts for), and an agent token also uses
+the threads on which only its own agent's turns run (operations/threads.py's
+`ThreadOperations.require`, one rule for both surfaces). An agent may start a turn
+on a thread that is new or its own agent's (`require_thread`). Operators and admins
+are not bound by threads. Refusals answer PERMISSION_DENIED with one message
+whether the thread is unknown or another's.
 
 What remains visible by construction: turn and thread ids are one global namespace,
 so StartTurn with an id another agent already used cannot succeed; make ids
@@ -107,8 +108,11 @@ JSONRPC_GRAPH_UPDATE_STATE = "langgraph/updateState"
 # earlier checkpoint (a fork), a rewind. A right of its own (decision 283), which a
 # panel does not hold: a panel's edit could approve a human gate it may not answer.
 EDIT_STATE = "edit a thread's state"
-# Answering an interrupt (a Command's resume): the right of ResumeDetached.
-ANSWER_INTERRUPT = _TURNS + "ResumeDetached"
+# Answering any thread's interrupt (a Command's resume, ResumeDetached): operators,
+# admins, and an agent on its own turns. A thread's owner answers its own thread's
+# (owner_may below): every role may call ResumeDetached, and the servicer checks
+# which turns (decision 309).
+ANSWER_INTERRUPT = "answer a thread's interrupt"
 JSONRPC_METHODS = (
     JSONRPC_CREATE,
     JSONRPC_TURN_STATUS,
@@ -136,7 +140,9 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     _TURNS + "AppendEvents": _EXECUTOR,
     _TURNS + "ParkTurn": _EXECUTOR,
     _TURNS + "FinishTurn": _EXECUTOR,
-    _TURNS + "ResumeDetached": frozenset({AGENT, OPERATOR, ADMIN}),
+    # Every role may call it; whose turns it answers is the servicer's check
+    # (ANSWER_INTERRUPT, or the owner of the turn's thread).
+    _TURNS + "ResumeDetached": _READ,
     # Which form is checked in the servicer (REDRIVE_* below).
     _TURNS + "Redrive": frozenset({AGENT, OPERATOR, ADMIN}),
     _TURNS + "ClaimTurn": _EXECUTOR,
@@ -176,7 +182,9 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     # with the roles that may ResumeDetached over gRPC.
     JSONRPC_CREATE: frozenset({AGENT, PANEL, OPERATOR, ADMIN}),
     JSONRPC_TURN_STATUS: _READ,
-    JSONRPC_RESUME_DETACHED: frozenset({AGENT, OPERATOR, ADMIN}),
+    # Sent by every role; the service answers it only for a caller that holds
+    # ANSWER_INTERRUPT or owns the turn's thread (ResumeDetached's own check).
+    JSONRPC_RESUME_DETACHED: _READ,
     # Cancelling a turn on NATS: the roles that may CancelTurn over gRPC.
     JSONRPC_CANCEL: frozenset({AGENT, OPERATOR, ADMIN}),
     # Reading a graph and a thread's state is a read; writing a thread's state is
@@ -185,9 +193,18 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     JSONRPC_GRAPH_STATE: _READ,
     JSONRPC_GRAPH_HISTORY: _READ,
     JSONRPC_GRAPH_UPDATE_STATE: frozenset({AGENT, OPERATOR, ADMIN}),
-    # An agent on its own threads (it writes their checkpoints anyway), operators.
+    # An agent on its own threads (it writes their checkpoints anyway), operators;
+    # a thread's owner too where the deployment says so (--owners-edit-state).
     EDIT_STATE: frozenset({AGENT, OPERATOR, ADMIN}),
+    ANSWER_INTERRUPT: frozenset({AGENT, OPERATOR, ADMIN}),
 }
+
+
+def owner_may(right: str, owners_edit_state: bool) -> bool:
+    """Whether a thread's owner holds `right` on its own thread without its role
+    holding it: answering its interrupt always, editing its state where the
+    deployment lets owners (decision 309)."""
+    return right == ANSWER_INTERRUPT or (right == EDIT_STATE and owners_edit_state)
 
 
 def require_jsonrpc_role(role: str, method: str) -> None:
@@ -263,22 +280,45 @@ def act_for(assertion: CallerAssertion) -> None:
     _ACTING_FOR.set(assertion)
 
 
-def require_on_behalf(right: str, what: str) -> None:
-    """The caller, and whom it acts for, both hold `right` (the name of an RPC of
-    RIGHTS): `what` does to another turn what that RPC does."""
+def require_on_behalf(
+    right: str, what: str, owner: str | None = None, *, owners_edit_state: bool = False
+) -> None:
+    """The caller, and whom it acts for, both hold `right` (a RIGHTS key): `what`
+    does to another turn or to a thread what that right allows. `owner`: the
+    identity that owns the thread acted on ("" none), which holds the rights
+    `owner_may` gives owners (the one ownership rule of both surfaces)."""
     caller = current()
     if caller is None:
         return
-    if caller.role not in RIGHTS[right]:
-        raise PermissionDenied(f"{caller} may not {what}: that needs the right of {right}")
-    behalf = acting_for()
-    if behalf is not None and behalf.role not in RIGHTS[right]:
-        method = right.rsplit("/", 1)[-1]
+    owned = bool(owner) and owner_may(right, owners_edit_state)
+    if caller.role not in RIGHTS[right] and not (owned and identity(caller) == owner):
         raise PermissionDenied(
-            f"{behalf.who} may not {what} through agent {behalf.agent!r}: that needs the "
-            f"{method} right (operator, admin, or the agent's own token), which the "
-            f"{behalf.role} role does not have"
+            f"{caller} may not {what}: that needs {_words(right)}"
+            + (" (or to own the thread)" if owner_may(right, owners_edit_state) else "")
         )
+    behalf = acting_for()
+    if behalf is None or behalf.role in RIGHTS[right]:
+        return
+    if owned and identity_of(behalf.role, behalf.name, behalf.caller_agent) == owner:
+        return
+    holders = "operator, admin, or the agent's own token"
+    if owner_may(right, owners_edit_state):
+        holders += ", or the thread's owner"
+    raise PermissionDenied(
+        f"{behalf.who} may not {what} through agent {behalf.agent!r}: that needs "
+        f"{_words(right)} ({holders}), which the {behalf.role} role does not have"
+        + (" and which it does not own" if owner_may(right, owners_edit_state) else "")
+    )
+
+
+def _words(right: str) -> str:
+    """A right as a refusal says it: "the CancelTurn right", "the right to edit a
+    thread's state"."""
+    return (
+        f"the {right.rsplit('/', 1)[-1]} right"
+        if right.startswith("/")
+        else f"the right to {right}"
+    )
 
 
 @contextlib.contextmanager
@@ -370,9 +410,23 @@ def identity(caller: Caller | None) -> str:
     "<role>:<token name>" for the others; "" without tokens (no one)."""
     if caller is None:
         return ""
-    if caller.role == AGENT:
-        return f"agent:{caller.agent}"
-    return f"{caller.role}:{caller.name}"
+    return identity_of(caller.role, caller.name, caller.agent)
+
+
+def acting_identity() -> str:
+    """Whom the current call acts for: the caller a bridge passed on (its caller
+    assertion), else the caller; "" without tokens. What a thread the call makes is
+    owned by, on every surface."""
+    behalf = acting_for()
+    if behalf is not None:
+        return identity_of(behalf.role, behalf.name, behalf.caller_agent)
+    return identity(current())
+
+
+def identity_of(role: str, name: str, agent: str | None) -> str:
+    """`identity` from a caller's parts (a caller assertion's, which names whom a
+    bridge acts for)."""
+    return f"agent:{agent}" if role == AGENT else f"{role}:{name}"
 
 
 def sees_every_thread(caller: Caller | None) -> bool:
@@ -391,6 +445,18 @@ def sees_thread(caller: Caller | None, owner: str, agents: Callable[[], set[str]
     if owner and owner == identity(caller):
         return True
     return caller.role == AGENT and agents() == {caller.agent}
+
+
+def sees_turn(caller: Caller | None, agent: str, owner: str) -> bool:
+    """`caller` may read a turn of `agent` on a thread `owner` owns (its record, its
+    events, its stream): operators and admins every turn, an agent token its own
+    agent's, the others the turns on the threads they own (decision 311)."""
+    if sees_every_thread(caller):
+        return True
+    assert caller is not None
+    if caller.role == AGENT:
+        return caller.agent == agent
+    return bool(owner) and owner == identity(caller)
 
 
 class Peer(Protocol):
@@ -501,8 +567,9 @@ class TokenStore:
         values = [v for k, v in metadata or () if k.lower() == "authorization"]
         if not values:
             raise Unauthenticated(
-                "this service needs a bearer token: send the metadata "
-                "'authorization: Bearer <token>'"
+                "this service needs a bearer token: the turnkeeper CLI takes --token or "
+                "TURNKEEPER_TOKEN, an agent TURNKEEPER_TOKEN, LangGraph's SDKs api_key "
+                "(x-api-key); over gRPC it is the metadata 'authorization: Bearer <token>'"
             )
         if len(values) > 1:
             raise Unauthenticated("send one authorization header, not several")
@@ -525,7 +592,11 @@ class TokenStore:
         # and finding a token from its SHA-256 is a preimage attack.
         caller = self._callers.get(token_hash(token))
         if caller is None:
-            raise Unauthenticated("the bearer token is not one this service accepts")
+            raise Unauthenticated(
+                "the bearer token is not one this service accepts: check the token "
+                "given (--token or TURNKEEPER_TOKEN, an SDK's api_key) against the "
+                "service's tokens file (a revoked token is refused too)"
+            )
         return caller
 
 

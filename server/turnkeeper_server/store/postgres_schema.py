@@ -229,6 +229,15 @@ TURNKEEPER_MIGRATIONS: list[str] = [
         PRIMARY KEY (assistant_id, version)
     );
     """,
+    # As SQLite's turns.db migration of the same place: a LangGraph API run's record.
+    """
+    CREATE TABLE langgraph_runs (
+        turn_id            TEXT PRIMARY KEY,
+        metadata           TEXT NOT NULL DEFAULT '{}',
+        kwargs             TEXT NOT NULL DEFAULT '{}',
+        multitask_strategy TEXT NOT NULL DEFAULT ''
+    );
+    """,
 ]
 
 

@@ -239,6 +239,16 @@ TURNS_MIGRATIONS: list[str] = [
         PRIMARY KEY (assistant_id, version)
     ) WITHOUT ROWID
     """,
+    # A LangGraph API run's own record beside its turn (journal/runs.py): the
+    # metadata, kwargs and multitask strategy it was created with.
+    """
+    CREATE TABLE langgraph_runs (
+        turn_id            TEXT PRIMARY KEY,
+        metadata           TEXT NOT NULL DEFAULT '{}',
+        kwargs             TEXT NOT NULL DEFAULT '{}',
+        multitask_strategy TEXT NOT NULL DEFAULT ''
+    )
+    """,
 ]
 
 SESSIONS_MIGRATIONS: list[str] = [

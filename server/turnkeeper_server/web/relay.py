@@ -13,8 +13,9 @@ reached nobody may be sent again (the client retry rule).
 Rights are those of the gRPC call each method stands for (security/auth.py's one
 table): responses/create needs a role that talks to agents (panel, operator, admin,
 or the agent's own token); responses/turnStatus is a read; responses/resumeDetached
-needs the ResumeDetached right, so a panel token cannot resume through an agent what
-it cannot resume itself; responses/cancel likewise needs the CancelTurn right.
+goes on to ResumeDetached, which answers a panel only on a thread it owns (decision
+309); responses/cancel needs the CancelTurn right, so a panel token cannot cancel
+through an agent what it cannot cancel itself.
 An agent token reaches its own agent only. The service's internal hand-off method is
 never relayed.
 
@@ -58,13 +59,16 @@ CANCEL: Final = auth.JSONRPC_CANCEL
 RELAYED: Final = frozenset(auth.JSONRPC_METHODS)
 
 
-def check_call(caller: auth.Caller | None, agent: str, method: str) -> None:
+def check_call(
+    caller: auth.Caller | None, agent: str, method: str, *, granted: bool = False
+) -> None:
     if method not in RELAYED:
         raise InvalidArgument(
             f"method {method!r} is not relayed; the relay carries {', '.join(sorted(RELAYED))}"
         )
     if caller is not None:
-        auth.require_jsonrpc(caller, agent, method)
+        # A granted call's right was checked by the service for that one request.
+        auth.require_jsonrpc(caller, agent, auth.JSONRPC_TURN_STATUS if granted else method)
 
 
 class AgentRelay:
@@ -119,16 +123,23 @@ class AgentRelay:
         return await self._forward(agent, body["method"], params, headers, request_id)
 
     async def call(
-        self, caller: auth.Caller | None, agent: str, method: str, params: dict[str, Any]
+        self,
+        caller: auth.Caller | None,
+        agent: str,
+        method: str,
+        params: dict[str, Any],
+        *,
+        granted: bool = False,
     ) -> Any:
         """One request to `agent` made for `caller` (rights checked, assertion
         signed): the bridge's result. Raises NotAnswered when no replica answered,
-        AgentRefused with the bridge's JSON-RPC error."""
-        check_call(caller, agent, method)
+        AgentRefused with the bridge's JSON-RPC error. `granted`: the service
+        checked this request's right itself (a thread owner's edit, decision 309);
+        the relay's route never sets it."""
+        check_call(caller, agent, method, granted=granted)
         request_id = uuid.uuid4().hex
-        reply = await self._send(
-            agent, method, params, self._headers(caller, agent, method, request_id), request_id
-        )
+        headers = self._headers(caller, agent, method, request_id, granted=granted)
+        reply = await self._send(agent, method, params, headers, request_id)
         if isinstance(reply, NotAnswered):
             raise reply
         if not isinstance(reply, dict) or "error" in reply:
@@ -137,12 +148,18 @@ class AgentRelay:
         return reply.get("result")
 
     def _headers(
-        self, caller: auth.Caller | None, agent: str, method: str, request_id: str
+        self,
+        caller: auth.Caller | None,
+        agent: str,
+        method: str,
+        request_id: str,
+        *,
+        granted: bool = False,
     ) -> dict[str, str]:
         headers: dict[str, str] = {}
         if caller is not None and self.assertions is not None:
             # Who the caller is, signed for this request: its token stays here.
-            value, _ = self.assertions.issue(caller, agent, method, request_id)
+            value, _ = self.assertions.issue(caller, agent, method, request_id, granted=granted)
             headers[ASSERTION_HEADER] = value
         return headers
 

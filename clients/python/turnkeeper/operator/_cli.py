@@ -1,4 +1,7 @@
-"""The `turnkeeper` command: `serve` runs the service; the rest talk to one.
+"""The `turnkeeper` command: `serve` runs the service, `dev` the service with a
+langgraph.json's graphs; the rest talk to one.
+
+turnkeeper dev [langgraph.json]   service, NATS and graphs; LangGraph API on :2024
 
 turnkeeper turns list [--status S] [--agent A] [--thread T] [--all] [--json]
 turnkeeper turns show ID          the record and its retained events
@@ -140,10 +143,16 @@ def build_parser(serve_arguments: bool = True) -> argparse.ArgumentParser:
     commands = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
 
     serve = commands.add_parser("serve", help="run the turnkeeper gRPC service")
+    dev = commands.add_parser(
+        "dev",
+        help="the service, NATS and a langgraph.json's graphs in one command, for "
+        "development (LangGraph API and console on port 2024)",
+    )
     if serve_arguments:
-        server = plugins.server_command()
-        if server is not None:
-            server.add_arguments(serve)
+        for name, sub in (("serve", serve), ("dev", dev)):
+            server = plugins.server_command(name)
+            if server is not None:
+                server.add_arguments(sub)
 
     agent = commands.add_parser(
         "agent",
@@ -504,19 +513,47 @@ def _agent(argv: list[str]) -> int:
     return host_main(argv)
 
 
+def next_step(code: grpc.StatusCode, args: argparse.Namespace) -> str | None:
+    """What a person does about an error the service (or its absence) answered."""
+    address = getattr(args, "address", None) or default_address()
+    if code in (grpc.StatusCode.UNAVAILABLE, grpc.StatusCode.DEADLINE_EXCEEDED):
+        return (
+            f"no turnkeeper service answered at {address}: start one (`turnkeeper serve`, "
+            "or `turnkeeper dev langgraph.json`, which prints its address), or point "
+            "at yours with --address HOST:PORT or TURNKEEPER_ADDRESS"
+        )
+    if code == grpc.StatusCode.UNAUTHENTICATED:
+        if getattr(args, "token", None):
+            return (
+                f"the service at {address} did not accept the token given: pass one of "
+                "its tokens file with --token TOKEN or TURNKEEPER_TOKEN"
+            )
+        return (
+            f"the service at {address} needs a token: pass one with --token TOKEN or "
+            "TURNKEEPER_TOKEN"
+        )
+    if code == grpc.StatusCode.PERMISSION_DENIED:
+        return (
+            "the token (--token or TURNKEEPER_TOKEN) is accepted, but its role may not "
+            "do this: an operator or admin token may"
+        )
+    return None
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else argv
     if argv[:1] == ["agent"]:
         return _agent(argv[1:])
-    serving = argv[:1] == ["serve"]
-    if serving and plugins.server_command() is None:
+    serving = argv[:1] in (["serve"], ["dev"])
+    if serving and plugins.server_command(argv[0]) is None:
         print(
-            f"error: `turnkeeper serve` needs the server: {plugins.SERVER_INSTALL}", file=sys.stderr
+            f"error: `turnkeeper {argv[0]}` needs the server: {plugins.SERVER_INSTALL}",
+            file=sys.stderr,
         )
         return EXIT_USAGE
     args = build_parser(serve_arguments=serving).parse_args(argv)
-    if args.command == "serve":
-        served: int = plugins.server_command().run(args)
+    if args.command in ("serve", "dev"):
+        served: int = plugins.server_command(args.command).run(args)
         return served
     is_health = args.command == "health"
     try:
@@ -524,6 +561,9 @@ def main(argv: list[str] | None = None) -> int:
         return code
     except TurnkeeperError as err:
         print(f"error: {err.code.name}: {err.message}", file=sys.stderr)
+        hint = next_step(err.code, args)
+        if hint:
+            print(hint, file=sys.stderr)
         return EXIT_ERROR if is_health else _EXIT_BY_CODE.get(err.code, EXIT_ERROR)
     except (_Usage, ValueError) as err:
         # ValueError: ConnectionOptions refusing a flag combination.

@@ -10,9 +10,9 @@ COMMAND_GROUP: Final = "turnkeeper.commands"
 SERVER_INSTALL: Final = "pip install turnkeeper-server (from a clone: pip install -e ./server)"
 
 
-def server_command() -> Any:
-    """The module behind `turnkeeper serve` (`add_arguments(parser)`, `run(args)`),
-    or None when the server distribution is not installed."""
-    for entry in metadata.entry_points(group=COMMAND_GROUP, name="serve"):
+def server_command(name: str = "serve") -> Any:
+    """The module behind `turnkeeper serve` (or `turnkeeper dev`): `add_arguments(parser)`,
+    `run(args)`; None when the server distribution is not installed."""
+    for entry in metadata.entry_points(group=COMMAND_GROUP, name=name):
         return entry.load()
     return None

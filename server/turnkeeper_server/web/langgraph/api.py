@@ -18,7 +18,6 @@ from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.journal.threads import ThreadRecord
 from turnkeeper_server.messaging.directory import AgentDirectory
 from turnkeeper_server.operations import Operations
-from turnkeeper_server.operations.threads import Access
 from turnkeeper_server.records import TurnRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller, TokenStore
@@ -205,19 +204,6 @@ def sees(deps: Deps, caller: Caller | None, record: ThreadRecord) -> bool:
     )
 
 
-def thread_access(deps: Deps, caller: Caller | None) -> Access:
-    """This API's rule for the threads `caller` may erase or copy, as
-    ThreadOperations takes it: the ones it may see (NOT_FOUND for the others)."""
-
-    def access(thread_id: str) -> None:
-        # A thread that does not exist yet (a copy's target) is the caller's to make.
-        record = deps.engine.threads.get_now(thread_id)
-        if record is not None and not sees(deps, caller, record):
-            raise not_found(f"thread {thread_id}")
-
-    return access
-
-
 def run_or_404(deps: Deps, caller: Caller | None, thread_id: str | None, run_id: str) -> TurnRecord:
     try:
         lim.check_id("run_id", run_id)
@@ -226,7 +212,11 @@ def run_or_404(deps: Deps, caller: Caller | None, thread_id: str | None, run_id:
     turn = deps.engine.turns.get(run_id)
     if turn is None or (thread_id is not None and turn.thread_id != thread_id):
         raise not_found(f"run {run_id}")
-    if caller is not None and caller.role == auth.AGENT and caller.agent != turn.agent:
+    # The service's one rule for reading a turn (auth.sees_turn), as a run's: an
+    # agent token its own agent's, a panel the runs of the threads it owns.
+    if caller is not None and not auth.sees_turn(
+        caller, turn.agent, deps.operations.turns.owner(turn.thread_id)
+    ):
         raise not_found(f"run {run_id}")
     return turn
 

@@ -1,12 +1,16 @@
 """Which right a LangGraph API request needs beyond its endpoint's, checked with its
 caller and audited under it (decision 283).
 
-Answering an interrupt (a Command's ``resume``) is ResumeDetached's right; editing
-a thread's state (``update_state``, a Command's ``update`` or ``goto``) and running
-from an earlier checkpoint (a fork) are EDIT_STATE's. A panel holds neither, so the
-human-in-the-loop gate an operator answers is not answered, edited or skipped by a
-panel. A refusal here is audited here; what goes on to an agent is audited where the
-service does it (StartTurn, ResumeDetached), naming the caller the agent acts for.
+Answering an interrupt (a Command's ``resume``) is ANSWER_INTERRUPT's right, which
+the thread's owner holds on its own thread (decision 309); editing a thread's state
+(``update_state``, a Command's ``update`` or ``goto``) and running from an earlier
+checkpoint (a fork) are EDIT_STATE's, which an owner holds only where the deployment
+says so (``--owners-edit-state``). So a panel answers the interrupts of the threads
+it made (under a langgraph.json's auth: its end user, whose filter hides the others)
+but does not edit, skip or answer another's. The rule is the service's one
+(auth.require_on_behalf with the thread's owner), which StartTurn and ResumeDetached
+apply again to what goes on to an agent. A refusal here is audited here; what goes
+on to an agent is audited where the service does it, naming the caller.
 """
 
 from __future__ import annotations
@@ -31,35 +35,56 @@ class Needed:
 
     action: str
     rights: tuple[str, ...]
+    what: str
 
 
-def of_run(options: dict[str, Any], resume_only: bool) -> Needed | None:
-    """What a run needs beyond starting one: `options` as runs.run_options made them,
-    `resume_only` a Command with resume alone (it answers the parked run)."""
-    if resume_only:
-        return Needed(audit_log.RESUME, (auth.ANSWER_INTERRUPT,))
+def of_run(options: dict[str, Any]) -> Needed | None:
+    """What a run needs beyond starting one: `options` as the run request parsed
+    them (turnkeeper._run_request)."""
+    answer = Needed(audit_log.RESUME, (auth.ANSWER_INTERRUPT,), "answer the thread's interrupt")
     command = options.get("command") or {}
     if command.keys() & {"update", "goto"}:
         answers = (auth.ANSWER_INTERRUPT,) if "resume" in command else ()
-        return Needed(audit_log.EDIT_STATE, (auth.EDIT_STATE, *answers))
+        return Needed(
+            audit_log.EDIT_STATE,
+            (auth.EDIT_STATE, *answers),
+            "run a Command that edits the thread's state",
+        )
     if options.get("checkpoint_id") is not None:
-        return Needed(audit_log.FORK, (auth.EDIT_STATE,))
+        return Needed(
+            audit_log.FORK, (auth.EDIT_STATE,), "run the thread from an earlier checkpoint"
+        )
     if "resume" in command:
-        return Needed(audit_log.RESUME, (auth.ANSWER_INTERRUPT,))
+        return answer
     return None
 
 
+def require(deps: Deps, caller: Caller | None, right: str, owner: str, what: str) -> None:
+    """PERMISSION_DENIED unless `caller` holds `right` on a thread `owner` owns:
+    by role, or as its owner where owners hold it (the service's one rule)."""
+    with web_auth.acting_as(caller):
+        auth.require_on_behalf(
+            right, what, owner, owners_edit_state=deps.operations.turns.owners_edit_state
+        )
+
+
+def by_role(caller: Caller | None, right: str) -> bool:
+    """Whether `caller`'s role holds `right` on any thread (not as an owner)."""
+    return caller is None or caller.role in auth.RIGHTS[right]
+
+
 async def refuse_unless(
-    deps: Deps, caller: Caller | None, needed: Needed | None, target: str
+    deps: Deps, caller: Caller | None, needed: Needed | None, target: str, owner: str
 ) -> None:
-    """PERMISSION_DENIED, audited under the caller, unless it holds every right (what
-    it then does is audited by the service, which does it)."""
+    """PERMISSION_DENIED, audited under the caller, unless it holds every right on
+    the thread `owner` owns (what it then does is audited by the service, which
+    does it)."""
     if caller is None or needed is None:
         return
     with web_auth.acting_as(caller):
         try:
             for right in needed.rights:
-                auth.require_right(right)
+                require(deps, caller, right, owner, needed.what)
         except PermissionDenied as exc:
             if deps.operations.audit is not None:
                 await deps.operations.audit.safely(

@@ -3,17 +3,24 @@
 is journaled, re-driven, parked, cancelled and fenced like any turn, and its id is
 the turn id everywhere (TurnStatus, the console, the CLI, NATS).
 
-A ``command`` with ``resume`` answers the thread's interrupted run: that turn goes
-on (``responses/resumeDetached``) and its id is the run's; LangGraph's server makes
-a new run for it instead (docs/langgraph-api.md says what differs).
+Every run is a new turn, a resume too, as LangGraph's server makes every run a new
+run (decision 294): a run on a thread whose turn waits at an interrupt ends that
+turn (DONE, answered: its run stopped at the interrupt, LangGraph's `success`) and
+goes on from the thread's checkpoint with its own input or ``Command``. So input
+null re-runs the interrupted node (which asks again), new input starts over, and a
+``Command`` with resume, update and goto answers the interrupt. A run's metadata,
+kwargs and strategy are stored beside its turn (journal/runs.py).
 """
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
+import json
 import logging
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
 from typing import Any, Final
 
 from aiohttp import web
@@ -23,7 +30,8 @@ from turnkeeper.v1 import turns_pb2
 from turnkeeper_server import limits as lim
 from turnkeeper_server.engine.watch import Rewound
 from turnkeeper_server.errors import InvalidArgument
-from turnkeeper_server.records import ENDED, PARKED, EventRecord, TurnRecord
+from turnkeeper_server.journal.runs import RunRecord
+from turnkeeper_server.records import ENDED, PARKED, QUEUED, EventRecord, TurnRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
 from turnkeeper_server.web import auth as web_auth
@@ -50,6 +58,7 @@ from turnkeeper_server.web.langgraph.stream import (
     position_of,
     sse,
 )
+from turnkeeper_server.web.pump import HEADERS as SSE_HEADERS
 from turnkeeper_server.web.pump import Frame, Outcome
 
 log = logging.getLogger(__name__)
@@ -58,6 +67,13 @@ log = logging.getLogger(__name__)
 NOT_YET: Final = ("after_seconds", "webhook")
 # How many of a thread's newest runs are looked through for the interrupted one.
 PARKED_LOOKBACK: Final = 100
+# How often runs.wait sends a keep-alive newline while its run goes on (LangGraph's
+# server: "\n" every 5 s; leading whitespace is ignored by JSON parsers).
+WAIT_KEEPALIVE_SECONDS = 5.0
+# How often a stream that cancels its run on disconnect looks at its connection.
+DISCONNECT_POLL_SECONDS = 0.1
+# The kwargs a run records, as LangGraph's server records them (its RunKwargs).
+KWARGS: Final = ("input", "command", "config", "context")
 WATCH_RIGHT: Final = "/turnkeeper.v1.TurnService/WatchTurn"
 CANCEL_RIGHT: Final = "/turnkeeper.v1.TurnService/CancelTurn"
 # A stream's choice of how tokens go out, over the service's (--langgraph-stream).
@@ -68,12 +84,18 @@ def _thread_path(request: web.Request) -> str | None:
     return thread_id_of(request) if "thread_id" in request.match_info else None
 
 
-async def start_run(
-    request: web.Request, caller: Caller | None, deps: Deps
-) -> tuple[TurnRecord, dict[str, Any], int]:
-    """Validate the run, make its thread if asked, start (or resume) its turn.
-    Returns the turn, the body, and the seq the run's own events come after (a
-    resume goes on with a turn whose earlier events were the run before's)."""
+@dataclass(frozen=True)
+class Started:
+    """A run started: its turn, its body, its record (metadata, kwargs)."""
+
+    turn: TurnRecord
+    body: dict[str, Any]
+    record: RunRecord
+
+
+async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> Started:
+    """Validate the run, make its thread if asked, start its turn (a new one, a
+    resume too: the thread's parked turn ends, answered)."""
     body = await body_of(request)
     given = [k for k in NOT_YET if body.get(k) not in (None, [], {})]
     if given:
@@ -82,7 +104,7 @@ async def start_run(
         )
     try:
         run = parse_run_request(body)
-        modes_of(body.get("stream_mode"))
+        modes = modes_of(body.get("stream_mode"))
     except ValueError as exc:
         raise ApiError(422, str(exc)) from None
     # The assistant (a graph's default by the graph's name too), whose graph is the
@@ -111,88 +133,157 @@ async def start_run(
     owner = auth.identity(caller)
     if thread_id is None:
         thread_id = str(uuid.uuid4())
-        await deps.engine.threads.ensure(thread_id, {**tagged, **stamped}, owner)
+        thread = await deps.engine.threads.ensure(thread_id, {**tagged, **stamped}, owner)
     elif (record := await deps.engine.threads.get(thread_id)) is None:
         if run.if_not_exists != "create":
             raise not_found(f"thread {thread_id}")
-        await deps.engine.threads.ensure(thread_id, {**tagged, **stamped}, owner)
+        thread = await deps.engine.threads.ensure(thread_id, {**tagged, **stamped}, owner)
     else:
-        await thread_or_404(deps, caller, thread_id)
+        thread = await thread_or_404(deps, caller, thread_id)
+        # Whose thread it is decides who answers its interrupt (rights.py).
+        owner = record.owner
         if any(record.metadata.get(k) != v for k, v in tagged.items()):
-            await deps.engine.threads.update_metadata(thread_id, tagged)
+            thread = await deps.engine.threads.update_metadata(thread_id, tagged) or thread
 
     # At most one turn of a thread is live; queued ones may be newer.
     recent = await deps.engine.threads.turns(thread_id, limit=PARKED_LOOKBACK)
-    parked = [t for t in recent if t.state == PARKED]
+    parked = next((t for t in recent if t.state == PARKED), None)
     options = run.options.as_dict()
     # Answering the interrupt, editing the state, forking: rights of their own.
-    needed = rights.of_run(options, run.resume_only)
-    target = parked[0].turn_id if run.resume_only and parked else thread_id
-    await rights.refuse_unless(deps, caller, needed, target)
-    # A run with no input and no command on an interrupted thread goes on with it
-    # (useStream's submit(null)); with a resume it answers the interrupt.
-    # What the agent journals for the run's stream modes does not change what it runs.
-    runs_as = {k: v for k, v in options.items() if k != "stream"}
-    if run.resume_only or (parked and run.input is None and not run.command and not runs_as):
-        if not parked:
-            raise ApiError(409, f"thread {thread_id} has no interrupted run to resume")
-        resume = run.command["resume"] if run.command else None
-        run_id = parked[0].turn_id
-        start_after = parked[0].last_seq
-        await deps.relay.call(
-            caller,
-            parked[0].agent,
-            auth.JSONRPC_RESUME_DETACHED,
-            {"turn_id": run_id, "resume": resume},
+    needed = rights.of_run(options)
+    answers = "resume" in (options.get("command") or {})
+    target = parked.turn_id if parked is not None and answers else thread_id
+    await rights.refuse_unless(deps, caller, needed, target, owner)
+    run_id = str(uuid.uuid4())
+    if parked is not None:
+        # LangGraph's server: the run that stopped at the interrupt is over; this
+        # one goes on from the thread's checkpoint.
+        await deps.engine.turns.close_parked(
+            thread_id=thread_id, detail=f"answered by run {run_id}"
         )
-    else:
-        run_id = str(uuid.uuid4())
-        start_after = 0
-        params = {
-            "input": run.input,
-            "thread_id": thread_id,
-            "turn_id": run_id,
-            "background": True,
-            "multitask_strategy": run.multitask_strategy,
-        }
-        if given_options := merged.as_dict():
-            # Journaled with the run, so a re-drive runs it the same way.
-            params["run"] = given_options
-        started = await deps.relay.call(caller, agent, auth.JSONRPC_CREATE, params)
-        if not isinstance(started, dict) or not started.get("turn_id"):
-            raise ApiError(409, f"thread {thread_id} has nothing to run: send input")
+    params: dict[str, Any] = {
+        "input": run.input,
+        "thread_id": thread_id,
+        "turn_id": run_id,
+        "background": True,
+        "multitask_strategy": run.multitask_strategy,
+    }
+    if given_options := merged.as_dict():
+        # Journaled with the run, so a re-drive runs it the same way.
+        params["run"] = given_options
+    # Audited by the service's StartTurn, which names the caller the agent acts for.
+    started = await deps.relay.call(caller, agent, auth.JSONRPC_CREATE, params)
+    if not isinstance(started, dict) or not started.get("turn_id"):
+        raise ApiError(409, f"thread {thread_id} has nothing to run: send input")
+    # As LangGraph's server merges a run's metadata: the assistant's, the thread's,
+    # the run's own (its auth handler's say included); its assistant id last.
+    metadata = {
+        **assistant.metadata,
+        **thread.metadata,
+        **field(body, "metadata", dict, {}),
+        **stamped,
+        "assistant_id": assistant.assistant_id,
+    }
+    kwargs = {name: body.get(name) for name in KWARGS} | {
+        "stream_mode": _mode_list(body.get("stream_mode"), modes),
+        "interrupt_before": body.get("interrupt_before"),
+        "interrupt_after": body.get("interrupt_after"),
+        "webhook": None,
+        "feedback_keys": body.get("feedback_keys"),
+        # A thread-less run's thread is kept here (docs/langgraph-api.md), and every
+        # run's stream can be resumed with Last-Event-ID.
+        "temporary": False,
+        "subgraphs": bool(body.get("stream_subgraphs", False)),
+        "resumable": True,
+        "checkpoint_during": body.get("checkpoint_during", True),
+        "durability": body.get("durability") or "async",
+    }
+    stored = RunRecord(run_id, metadata, _json_safe(kwargs), run.multitask_strategy)
+    await deps.engine.threads.put_run(stored)
     turn = deps.engine.turns.get(run_id)
     if turn is None:  # erased between its start and here
         raise not_found(f"run {run_id}")
-    return turn, body, start_after
+    if turn.state == QUEUED:
+        # Queued behind a run that has stopped at an interrupt since (the park saw
+        # no record of this run yet): that run is over, this one starts.
+        await deps.engine.turns.hand_to_queued_run(thread_id=thread_id)
+        turn = deps.engine.turns.get(run_id) or turn
+    return Started(turn, body, stored)
 
 
-def _locations(turn: TurnRecord, modes: Any) -> dict[str, str]:
+def _mode_list(raw: Any, modes: frozenset[str]) -> list[str]:
+    """The run's stream modes as it gave them (in its order), or the default."""
+    if isinstance(raw, str):
+        return [raw]
+    if isinstance(raw, list) and raw:
+        return list(dict.fromkeys(raw))
+    return sorted(modes)
+
+
+def _json_safe(value: dict[str, Any]) -> dict[str, Any]:
+    """`value` as it reads back from JSON (the body came as JSON: a round trip)."""
+    result: dict[str, Any] = json.loads(json.dumps(value, default=str))
+    return result
+
+
+def _locations(turn: TurnRecord, then: str = "stream") -> dict[str, str]:
+    """Where the run is, and where its client goes on (the SDK follows `Location`
+    when its connection drops: a stream to the run's stream, a wait to its join)."""
     run = f"/threads/{turn.thread_id}/runs/{turn.turn_id}"
-    return {"Content-Location": run, "Location": f"{run}/stream"}
+    return {"Content-Location": run, "Location": f"{run}/{then}"}
+
+
+def _stored_modes(record: RunRecord | None) -> frozenset[str]:
+    """The modes the run was created with (LangGraph's `values` for a turn that has
+    no run record: one started through another door)."""
+    raw = record.kwargs.get("stream_mode") if record is not None else None
+    try:
+        return modes_of(raw or None)
+    except ValueError:
+        return frozenset({"values"})
+
+
+async def _record(deps: Deps, turn: TurnRecord) -> RunRecord | None:
+    return (await deps.engine.threads.runs([turn.turn_id])).get(turn.turn_id)
 
 
 async def create(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
-    turn, body, _ = await start_run(request, caller, deps)
-    response = json_response(shapes.run(turn, field(body, "metadata", dict, {})))
-    response.headers["Content-Location"] = _locations(turn, None)["Content-Location"]
+    started = await start_run(request, caller, deps)
+    # As LangGraph's server answers a create: the run, pending (its worker has not
+    # picked it up yet; here the turn may already run).
+    response = json_response(shapes.run(started.turn, started.record, status="pending"))
+    response.headers["Content-Location"] = _locations(started.turn)["Content-Location"]
     return response
 
 
 async def stream(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
     kind = stream_kind(request, deps)  # refused before a run starts
-    turn, body, after = await start_run(request, caller, deps)
+    started = await start_run(request, caller, deps)
     return await _stream(
         request,
         caller,
         deps,
         kind,
-        turn,
-        modes_of(body.get("stream_mode")),
-        after=after,
+        started.turn,
+        modes_of(started.body.get("stream_mode")),
+        after=0,
         fresh=True,
-        cancel_on_disconnect=body.get("on_disconnect") == "cancel",
+        cancel_on_disconnect=started.body.get("on_disconnect") == "cancel",
     )
+
+
+def last_event_id(request: web.Request, turn: TurnRecord) -> int:
+    """The seq a joining client has: its `Last-Event-ID`, or 0 (none: the whole
+    run). An id that is not one of this stream's (not a whole number in range) is
+    read as LangGraph's server reads an id it has no event for: nothing is replayed,
+    the stream goes on from the run's newest event."""
+    raw = request.headers.get("Last-Event-ID", "").strip()
+    if not raw:
+        return 0
+    try:
+        return lim.check_seq("Last-Event-ID", max(int(raw), 0))
+    except (ValueError, InvalidArgument):
+        return turn.last_seq
 
 
 async def join_stream(
@@ -200,21 +291,17 @@ async def join_stream(
 ) -> web.StreamResponse:
     require(caller, WATCH_RIGHT)
     turn = run_or_404(deps, caller, _thread_path(request), request.match_info["run_id"])
-    raw = request.headers.get("Last-Event-ID") or "0"
-    try:
-        position = lim.check_seq("Last-Event-ID", max(int(raw), 0))
-    except (ValueError, InvalidArgument):
-        raise ApiError(422, f"Last-Event-ID must be a whole number from 0 to {2**63 - 1}") from None
     # A live stream's ids name the attempt too (stream.py live_id); a settled one's
     # are bare seqs, whose attempt is not needed: nothing settled is taken back.
-    after, after_attempt = position_of(position)
-    # langgraph-sdk sends `stream_mode=` (empty) when its caller gives none: none.
+    after, after_attempt = position_of(last_event_id(request, turn))
+    # langgraph-sdk sends `stream_mode=` (empty) when its caller gives none: none,
+    # and then the run's own modes, as LangGraph's server streams what the run does.
     given = [mode for mode in request.query.getall("stream_mode", []) if mode]
     try:
-        modes = modes_of(given or None)
+        modes = modes_of(given) if given else _stored_modes(await _record(deps, turn))
     except ValueError as exc:
         raise ApiError(422, str(exc)) from None
-    cancel = request.query.get("cancel_on_disconnect", "").lower() in ("true", "1")
+    cancel = request.query.get("cancel_on_disconnect", "").lower() in ("true", "1", "yes")
     return await _stream(
         request,
         caller,
@@ -281,6 +368,9 @@ async def _live_parts(
 async def _settled_parts(
     deps: Deps, turn: TurnRecord, translator: Translator, after: int
 ) -> AsyncGenerator[Frame, None]:
+    # The state the run starts from (its thread's, as the turns before it left it):
+    # what an interrupt's `values` part and the outcome add to.
+    translator.start_from(await deps.engine.threads.values_before(turn))
     if after > 0:
         # What came before shapes what comes next (the last state); an interrupt
         # answered since is not pending any more.
@@ -319,17 +409,29 @@ async def _stream(
         # WatchTurn's quota: a LangGraph stream is a watch of the turn; and like one,
         # it ends when its caller's token is revoked (the pump, web/pump.py).
         quota = deps.pump.admit(request)
-    with quota:
-        response, outcome = await deps.pump.serve(
-            request,
-            caller,
-            parts,
-            _RunFraming(turn.turn_id),
-            name=f"LangGraph stream of run {turn.turn_id}",
-            after=after,
-            preamble=sse("metadata", {"run_id": turn.turn_id, "attempt": 1}) if fresh else None,
-            headers=_locations(turn, modes),
-        )
+    # Cancelled as soon as the client goes, not at the stream's next write.
+    watcher = (
+        asyncio.create_task(_cancel_when_gone(request, deps, caller, turn.turn_id))
+        if cancel_on_disconnect
+        else None
+    )
+    try:
+        with quota:
+            response, outcome = await deps.pump.serve(
+                request,
+                caller,
+                parts,
+                _RunFraming(turn.turn_id),
+                name=f"LangGraph stream of run {turn.turn_id}",
+                after=after,
+                preamble=sse("metadata", {"run_id": turn.turn_id, "attempt": 1}) if fresh else None,
+                headers=_locations(turn),
+            )
+    finally:
+        if watcher is not None:
+            watcher.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await watcher
     if cancel_on_disconnect and outcome in (Outcome.GONE, Outcome.STALLED):
         await _cancel_quietly(deps, caller, turn.turn_id, "the streaming client went away")
     return response
@@ -353,6 +455,22 @@ def _context(request: web.Request, turn: TurnRecord, caller: Caller | None) -> d
     return context
 
 
+async def _client_gone(request: web.Request) -> None:
+    """Returns once the request's connection is closed. aiohttp tells a handler only
+    at its next write (handler cancellation is off) and offers no event for it; the
+    transport's state is what there is, so it is looked at every
+    DISCONNECT_POLL_SECONDS."""
+    while (transport := request.transport) is not None and not transport.is_closing():  # noqa: ASYNC110
+        await asyncio.sleep(DISCONNECT_POLL_SECONDS)
+
+
+async def _cancel_when_gone(
+    request: web.Request, deps: Deps, caller: Caller | None, run_id: str
+) -> None:
+    await _client_gone(request)
+    await _cancel_quietly(deps, caller, run_id, "the streaming client went away")
+
+
 class _RunFraming:
     """A run stream's own frames besides its parts (LangGraph's server's)."""
 
@@ -373,6 +491,9 @@ class _RunFraming:
 
 
 async def _cancel_quietly(deps: Deps, caller: Caller | None, run_id: str, why: str) -> None:
+    turn = deps.engine.turns.get(run_id)
+    if turn is None or turn.state in ENDED:
+        return
     with contextlib.suppress(Exception), web_auth.acting_as(caller):
         await deps.operations.turns.cancel(
             turns_pb2.CancelTurnRequest(turn_id=run_id, reason=why), None
@@ -395,9 +516,52 @@ async def _drain(items: AsyncIterator[Any]) -> None:
 
 
 async def wait(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
-    turn, _, after = await start_run(request, caller, deps)
-    response = json_response(await _outcome(deps, turn, after))
-    response.headers.update(_locations(turn, None))
+    """The run's outcome as JSON, as LangGraph's server answers it: the 200 goes out
+    at once and a newline every WAIT_KEEPALIVE_SECONDS keeps the connection open
+    while the run goes on (JSON parsers skip leading whitespace); `Location` is the
+    run's join, which the SDK follows when the connection drops."""
+    started = await start_run(request, caller, deps)
+    turn = started.turn
+    cancel_on_disconnect = started.body.get("on_disconnect") == "cancel"
+    response = web.StreamResponse(
+        headers={
+            "Content-Type": "application/json",
+            "Cache-Control": SSE_HEADERS["Cache-Control"],
+            **_locations(turn, "join"),
+        }
+    )
+    await response.prepare(request)
+    outcome = asyncio.create_task(_outcome(deps, turn))
+    gone = asyncio.create_task(_client_gone(request))
+    try:
+        while True:
+            done, _ = await asyncio.wait(
+                {outcome, gone}, timeout=WAIT_KEEPALIVE_SECONDS, return_when=asyncio.FIRST_COMPLETED
+            )
+            if outcome in done:
+                try:
+                    result = outcome.result()
+                except Exception as exc:
+                    # The 200 is out: the failure is said in the body, as a run's error.
+                    log.error("runs.wait of run %s failed", turn.turn_id, exc_info=exc)
+                    result = {"__error__": {"error": "StreamError", "message": str(exc)}}
+                body = json.dumps(result, ensure_ascii=False, separators=(",", ":"))
+                await response.write(body.encode())
+                await response.write_eof()
+                return response
+            if gone in done:
+                break
+            await response.write(b"\n")
+    except ConnectionResetError:
+        pass
+    finally:
+        for task in (outcome, gone):
+            task.cancel()
+            with contextlib.suppress(asyncio.CancelledError, Exception):
+                await task
+    # The client went away before the outcome: nothing to answer.
+    if cancel_on_disconnect:
+        await _cancel_quietly(deps, caller, turn.turn_id, "the waiting client went away")
     return response
 
 
@@ -410,7 +574,7 @@ async def join(request: web.Request, caller: Caller | None, deps: Deps) -> web.S
 async def get(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
     require(caller, READ)
     turn = run_or_404(deps, caller, _thread_path(request), request.match_info["run_id"])
-    return json_response(shapes.run(turn))
+    return json_response(shapes.run(turn, await _record(deps, turn)))
 
 
 async def list_(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
@@ -422,7 +586,8 @@ async def list_(request: web.Request, caller: Caller | None, deps: Deps) -> web.
     turns = await deps.engine.threads.turns(
         thread_id, limit=1000 if status else limit, offset=0 if status else offset
     )
-    runs = [shapes.run(t) for t in turns]
+    records = await deps.engine.threads.runs([t.turn_id for t in turns])
+    runs = [shapes.run(t, records.get(t.turn_id)) for t in turns]
     if status:
         runs = [r for r in runs if r["status"] == status][offset : offset + limit]
     return json_response(runs)

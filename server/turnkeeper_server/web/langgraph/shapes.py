@@ -7,14 +7,19 @@ from __future__ import annotations
 from datetime import UTC, datetime
 from typing import Any, Final
 
+from turnkeeper._run_request import default_assistant_id
+
+from turnkeeper_server.journal.runs import RunRecord
 from turnkeeper_server.journal.threads import ThreadRecord
 from turnkeeper_server.records import TurnRecord
 
 # A turn's state as a run's status, and as the status of the thread it is newest on.
+# A run stopped at an interrupt is over, LangGraph's server says (`success`; its
+# thread is `interrupted`); a cancelled one is `interrupted`.
 RUN_STATUS: Final = {
     "QUEUED": "pending",
     "RUNNING": "running",
-    "PARKED": "interrupted",
+    "PARKED": "success",
     "DONE": "success",
     "FAILED": "error",
     "CANCELLED": "interrupted",
@@ -65,15 +70,22 @@ def thread(
     }
 
 
-def run(turn: TurnRecord, metadata: dict[str, Any] | None = None) -> dict[str, Any]:
+def run(
+    turn: TurnRecord, record: RunRecord | None = None, *, status: str | None = None
+) -> dict[str, Any]:
+    """A turn as a run, with its record (journal/runs.py) when it has one; `status`
+    instead of the turn's (a create answers `pending`, as LangGraph's server)."""
     return {
         "run_id": turn.turn_id,
         "thread_id": turn.thread_id,
-        "assistant_id": turn.agent,
+        # The assistant the run was made with (its record's metadata, as LangGraph's
+        # server keeps it), else its graph's default.
+        "assistant_id": (record.metadata.get("assistant_id") if record else None)
+        or default_assistant_id(turn.agent),
         "created_at": iso(turn.created_at),
         "updated_at": iso(turn.updated_at),
-        "status": RUN_STATUS.get(turn.state, "pending"),
-        "metadata": metadata or {},
-        "multitask_strategy": None,
-        "kwargs": {},
+        "status": status or RUN_STATUS.get(turn.state, "pending"),
+        "metadata": record.metadata if record else {},
+        "multitask_strategy": (record.multitask_strategy or None) if record else None,
+        "kwargs": record.kwargs if record else {},
     }

@@ -133,6 +133,12 @@ class Translator:
         """Forget everything read (a resume starts over from an earlier seq)."""
         self.__init__(self.run_id, self.modes, context=self.context)  # type: ignore[misc]
 
+    def start_from(self, values_json: str | None) -> None:
+        """The state before the run's first event (a `values` event's data), if any."""
+        data = json.loads(values_json) if values_json else None
+        if isinstance(data, dict) and "values" in data:
+            self.values = data["values"]
+
     def settled(self) -> None:
         """What was read so far is history: keep the state, forget the interrupts
         (answered since) and the message being streamed."""

@@ -35,7 +35,6 @@ from turnkeeper_server.web.langgraph.api import (
     limit_offset,
     require,
     sees,
-    thread_access,
 )
 from turnkeeper_server.web.langgraph.custom_auth import matches
 from turnkeeper_server.web.langgraph.errors import ApiError
@@ -291,8 +290,9 @@ async def prune(request: web.Request, caller: Caller | None, deps: Deps) -> web.
             raise ApiError(422, str(exc)) from None
     # Erasure is DeleteThread's right, one thread or many (decision 298); a refusal
     # is audited under the caller, each erasure by the operation that does it.
-    needed = rights.Needed(audit_log.DELETE_THREAD, (DELETE_THREAD,))
-    await rights.refuse_unless(deps, caller, needed, "prune " + " ".join(thread_ids)[:200])
+    needed = rights.Needed(audit_log.DELETE_THREAD, (DELETE_THREAD,), "prune threads")
+    # No owner: pruning is a role's right over many threads, never an owner's.
+    await rights.refuse_unless(deps, caller, needed, "prune " + " ".join(thread_ids)[:200], "")
     if strategy == "keep_latest":
         raise ApiError(
             422,
@@ -318,7 +318,6 @@ async def prune(request: web.Request, caller: Caller | None, deps: Deps) -> web.
             await deps.operations.threads.erase(
                 checkpoints_pb2.DeleteThreadRequest(thread_id=thread_id, cancel=True),
                 HttpContext(request),
-                thread_access(deps, caller),
             )
         pruned += 1
     return json_response({"pruned_count": pruned})

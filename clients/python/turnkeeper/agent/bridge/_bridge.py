@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import errno
 import functools
 import logging
 import signal
@@ -44,7 +45,7 @@ from turnkeeper.agent._fingerprint import GraphVersion
 from turnkeeper.agent.bridge._announce import Announcer
 from turnkeeper.agent.bridge._boundary import BoundarySaver
 from turnkeeper.agent.bridge._caller_auth import CallerCheck
-from turnkeeper.agent.bridge._config import BridgeConfig
+from turnkeeper.agent.bridge._config import DEFAULT_HEALTH_LISTEN, BridgeConfig
 from turnkeeper.agent.bridge._graph_api import GraphApi, state_values
 from turnkeeper.agent.bridge._health import HealthServer, get
 from turnkeeper.agent.bridge._methods import Methods
@@ -254,7 +255,7 @@ class Bridge:
         # Traces only when the OTEL_* variables ask for them (turnkeeper._tracing).
         tracing.configure_from_env(f"turnkeeper-bridge/{self.config.agent}")
         try:
-            await self.health.start()
+            await self._serve_health()
             log.info(
                 "agent %s replica %s incarnation %s: /healthz on %s",
                 self.identity.agent,
@@ -270,6 +271,29 @@ class Bridge:
         except BaseException:
             await self.shutdown(0)
             raise
+
+    async def _serve_health(self) -> None:
+        """/healthz where the config says; the default port moves to a free one when
+        another process holds it (two agents on one machine), a port given does not."""
+        try:
+            await self.health.start()
+        except OSError as exc:
+            if exc.errno != errno.EADDRINUSE:
+                raise
+            listen = self.config.health_listen
+            if listen != DEFAULT_HEALTH_LISTEN:
+                raise ValueError(
+                    f"/healthz cannot listen on {listen}: the port is in use. Set "
+                    "TURNKEEPER_HEALTH_LISTEN to a free HOST:PORT (port 0: any free one)"
+                ) from None
+            self.health.port = 0
+            await self.health.start()
+            log.warning(
+                "/healthz: port %s is in use (another agent?): listening on %s instead "
+                "(TURNKEEPER_HEALTH_LISTEN=HOST:PORT to choose)",
+                listen.rpartition(":")[2],
+                self.health.url,
+            )
 
     async def _redrive(self) -> None:
         request = turns_pb2.RedriveRequest(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import logging
 import os
 import re
 import socket
@@ -10,13 +11,19 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any, Final
 
+from turnkeeper import _local_services as local_services
 from turnkeeper._nats_auth import NatsAuth
 from turnkeeper.client import ConnectionOptions, default_address
+
+log = logging.getLogger(__name__)
 
 # An agent name is a NATS subject token (the service checks the same).
 _AGENT: Final = re.compile(r"^[A-Za-z0-9_-]+$")
 # Replica and incarnation are ids in the journal.
 _ID: Final = re.compile(r"^[A-Za-z0-9._:@/+=-]+$")
+#: Where /healthz listens by default: a free port instead when another process (a
+#: second agent on the machine) holds this one (decision 307).
+DEFAULT_HEALTH_LISTEN: Final = "127.0.0.1:8080"
 
 
 @dataclass(frozen=True)
@@ -38,8 +45,9 @@ class BridgeConfig:
     namespace: str = "default"
     replica: str = field(default_factory=socket.gethostname)
     incarnation: str = field(default_factory=lambda: uuid.uuid4().hex)
-    # HOST:PORT of GET /healthz; port 0 picks a free one.
-    health_listen: str = "127.0.0.1:8080"
+    # HOST:PORT of GET /healthz; port 0 picks a free one. The default moves to a free
+    # port when 8080 is taken (logged); an address given is kept, or start fails.
+    health_listen: str = DEFAULT_HEALTH_LISTEN
     # How long shutdown waits for running turns before leaving them for a re-drive.
     shutdown_grace: float = 10.0
     # Host the graph for the LangGraph API (docs/langgraph-api.md): journal a
@@ -118,13 +126,16 @@ class BridgeConfig:
         ``TURNKEEPER_TLS_CLIENT_CERT``          mutual TLS: client certificate ...
         ``TURNKEEPER_TLS_CLIENT_KEY``           ... and its key (both or neither)
         ``TURNKEEPER_TOKEN``                    bearer token (``agent:<name>`` role)
-        ``TURNKEEPER_NATS_URL`` / ``NATS_URL``  NATS server
+        ``TURNKEEPER_NATS_URL`` / ``NATS_URL``  NATS server (unset: the one a service
+                                                on this machine published, else
+                                                ``nats://127.0.0.1:4222``)
         ``TURNKEEPER_NATS_CREDS`` ...           NATS credentials and TLS: see
                                                 :mod:`turnkeeper._nats_auth`
         ``TURNKEEPER_SUBJECT_PREFIX``           subject prefix (``vystak``)
         ``TURNKEEPER_NAMESPACE``                subject namespace (``default``)
         ``TURNKEEPER_REPLICA``                  replica name (the hostname)
-        ``TURNKEEPER_HEALTH_LISTEN``            /healthz address (``127.0.0.1:8080``)
+        ``TURNKEEPER_HEALTH_LISTEN``            /healthz address (``127.0.0.1:8080``,
+                                                or a free port when that is taken)
         ``TURNKEEPER_SHUTDOWN_GRACE``           seconds (``10``)
         ``TURNKEEPER_VERSION_LABEL``            the graph's version label (empty)
         ======================================  ==================================
@@ -141,6 +152,16 @@ class BridgeConfig:
         values["agent"] = name
         values["service"] = connection_from_env(env)
         nats_url = env.get("TURNKEEPER_NATS_URL") or env.get("NATS_URL")
+        if not nats_url and "nats_url" not in overrides:
+            # A service on this machine says where its NATS is (decision 306).
+            nats_url = local_services.nats_url_for(values["service"].target)
+            if nats_url:
+                log.info(
+                    "NATS at %s: where the turnkeeper service at %s says its NATS is "
+                    "(NATS_URL to choose another)",
+                    nats_url,
+                    values["service"].target,
+                )
         if nats_url:
             values["nats_url"] = nats_url
         values["nats_auth"] = NatsAuth.from_env(env)

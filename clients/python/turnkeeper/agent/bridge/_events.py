@@ -119,6 +119,9 @@ class EventLog:
         self.start_seq = last_seq
         self.appended_seq = last_seq
         self._closed = False
+        # The event types this execution emitted (what the runtime asks before it
+        # journals a state the saver may already have).
+        self.emitted: set[str] = set()
         self._flushing = asyncio.Lock()
         self._wake = asyncio.Event()
         self._append: Append = client.append_events
@@ -144,6 +147,7 @@ class EventLog:
             seq = self._next_seq
             self._next_seq += 1
             self._pending.append(turns_pb2.EventInput(seq=seq, type=type_, data_json=text))
+            self.emitted.add(type_)
         self._notify()
 
     def _notify(self) -> None:

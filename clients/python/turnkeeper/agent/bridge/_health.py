@@ -52,7 +52,16 @@ class HealthServer:
             elif method not in ("GET", "HEAD"):
                 status, body = 405, "method not allowed\n"
             else:
-                healthy, reason = await self.check()
+                try:
+                    healthy, reason = await self.check()
+                except asyncio.CancelledError:
+                    # A call of the check cancelled under it (the bridge closing its
+                    # client as it stops): answered here, as Python 3.11's stream
+                    # callback would log the handler's CancelledError as an error.
+                    task = asyncio.current_task()
+                    if task is not None and task.cancelling():
+                        raise
+                    healthy, reason = False, "shutting down"
                 status, body = (200, "ok\n") if healthy else (503, f"{reason}\n")
             if method == "HEAD":
                 body = ""

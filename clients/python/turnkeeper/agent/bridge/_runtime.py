@@ -425,6 +425,15 @@ class Execution:
             graph_input, config = await self._start_point(config)
             config = self._captured(config, events)
             static = self._stream_kwargs()
+            # A run that goes on from a checkpoint (input null, a Command) writes no
+            # checkpoint before its first step, so the saver journals no state: the
+            # stream's first `values` is journaled instead, once, on the turn's first
+            # execution (LangGraph's server streams the state a run starts from).
+            start_state = (
+                self.runtime.langgraph_api
+                and events.start_seq == 0
+                and (graph_input is None or isinstance(graph_input, Command))
+            )
             async for mode, chunk in graph.astream(
                 graph_input,
                 config,
@@ -435,6 +444,9 @@ class Execution:
                 **durable_run_kwargs(),
             ):
                 if mode == "values":
+                    if start_state and "values" not in events.emitted:
+                        events.emit("values", {"values": to_jsonable(chunk, whole=True)})
+                    start_state = False
                     values = chunk
                 elif mode == "updates" and isinstance(chunk, dict) and _INTERRUPT_KEY in chunk:
                     interrupts.extend(chunk[_INTERRUPT_KEY])

@@ -4,6 +4,7 @@ until SIGTERM or SIGINT."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import signal
@@ -11,7 +12,7 @@ import sys
 import threading
 from collections.abc import Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, NoReturn
 
 from turnkeeper.agent.bridge import Bridge, BridgeConfig
 from turnkeeper.agent.host._config import HostConfig, read_config
@@ -69,7 +70,15 @@ async def host(path: Path | str, env: Mapping[str, str] | None = None, **overrid
     bridges = []
     configs = bridge_configs(config, env, **overrides)
     for spec, bridge_config in zip(config.graphs, configs, strict=True):
-        graph = await load_graph(spec)
+        try:
+            graph = await load_graph(spec)
+        except ValueError:
+            raise
+        except Exception as exc:
+            # The graph's own code failed (a syntax error, an import, the factory):
+            # its traceback, then the host's usage error (exit 2), not a crash.
+            log.exception("graph %s: loading %s failed", spec.name, spec.module)
+            raise ValueError(f"graph {spec.name!r} could not be loaded: {exc!r}") from None
         bridges.append(Bridge(graph, bridge_config))
         log.info("graph %s loaded from %s:%s", spec.name, spec.module, spec.attribute)
     loop = asyncio.get_running_loop()
@@ -79,18 +88,31 @@ async def host(path: Path | str, env: Mapping[str, str] | None = None, **overrid
         for sig in (signal.SIGTERM, signal.SIGINT):
             loop.add_signal_handler(sig, stop.set)
             handled.append(sig)
+    # A bridge's start returns once the service and NATS answer, which may be never:
+    # the signal is awaited beside it, from the first moment, not after it.
+    starting = asyncio.ensure_future(asyncio.gather(*(b.start() for b in bridges)))
+    waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(stop.wait())]
+    waits += [asyncio.ensure_future(b.wait_closed()) for b in bridges]
     try:
-        await asyncio.gather(*(b.start() for b in bridges))
-        waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(stop.wait())]
-        waits += [asyncio.ensure_future(b.wait_closed()) for b in bridges]
-        await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+        await asyncio.wait([starting, *waits], return_when=asyncio.FIRST_COMPLETED)
+        started_well = starting.done() and starting.exception() is None
+        if started_well and not any(w.done() for w in waits):
+            await asyncio.wait(waits, return_when=asyncio.FIRST_COMPLETED)
+    finally:
         for waiting in waits:
             waiting.cancel()
-    finally:
+        if not starting.done():
+            # Shutting the bridges down ends their starts (each returns when stopped).
+            starting.cancel()
         for sig in handled:
             loop.remove_signal_handler(sig)
         log.info("shutting down %d graph(s)", len(bridges))
         await asyncio.gather(*(b.shutdown() for b in bridges), return_exceptions=True)
+        (started,) = await asyncio.gather(starting, return_exceptions=True)
+    if isinstance(started, Exception):
+        # A start that failed (a /healthz port in use ...) closes its bridge first:
+        # the host ends with the start's error either way.
+        raise started
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -103,6 +125,7 @@ def main(argv: list[str] | None = None) -> int:
     )
     parser.add_argument("config", help="the langgraph.json")
     args = parser.parse_args(argv)
+    die_with(os.environ.get(PARENT_VARIABLE))
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"
     )
@@ -113,4 +136,34 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except KeyboardInterrupt:
         return 130
-    return 0
+    exit_now(0)
+
+
+#: Set by `turnkeeper dev` to its pid: the host ends when dev does, even by SIGKILL.
+PARENT_VARIABLE = "TURNKEEPER_DIE_WITH_PARENT"
+
+
+def die_with(parent: str | None) -> None:
+    """Linux: have the kernel send this process SIGTERM when `parent` (a pid) dies;
+    gone already: exit. Set here, after exec, rather than by the parent between fork
+    and exec, where a process running gRPC's threads should run no Python."""
+    if not parent or not parent.isdigit() or not sys.platform.startswith("linux"):
+        return
+    import ctypes
+
+    pr_set_pdeathsig = 1
+    ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
+    if os.getppid() != int(parent):
+        sys.exit(0)
+
+
+def exit_now(code: int) -> NoReturn:
+    """End the process once the bridges have stopped. The interpreter's own
+    finalization would wait for grpc core to wind down a connection attempt to a
+    service that does not answer, seconds after a SIGTERM: nothing is left to do,
+    so the process ends here, its output flushed."""
+    logging.shutdown()
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(Exception):
+            stream.flush()
+    os._exit(code)

@@ -130,7 +130,9 @@ _RUN: dict[str, Entry] = {
     "interrupt_after": Honoured(f"{THIS}::test_runs_from_a_checkpoint_and_interrupt_after"),
     "webhook": Refused("http://127.0.0.1:9/hook"),
     "after_seconds": Refused(5),
-    "multitask_strategy": Honoured(f"{LIFECYCLE}::test_enqueue_on_an_interrupted_thread_runs_at_once"),
+    "multitask_strategy": Honoured(
+        f"{LIFECYCLE}::test_enqueue_on_an_interrupted_thread_runs_at_once"
+    ),
     "if_not_exists": Honoured("test_sdk_errors.py::test_unknown_assistant_and_thread"),
     # A thread-less run keeps its thread (docs/langgraph-api.md): "delete" is refused.
     "on_completion": Refused("delete"),

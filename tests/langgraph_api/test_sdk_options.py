@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -657,7 +657,7 @@ async def test_runs_list_selects_fields(sdk: LangGraphClient) -> None:
     listed: Any = await sdk.runs.list(run["thread_id"], select=["run_id", "status"])
     assert listed == [{"run_id": run["run_id"], "status": "success"}]
     with pytest.raises(APIStatusError) as refused:
-        await sdk.runs.list(run["thread_id"], select=["no_such_field"])
+        await sdk.runs.list(run["thread_id"], select=cast(Any, ["no_such_field"]))
     assert refused.value.status_code == 422
 
 

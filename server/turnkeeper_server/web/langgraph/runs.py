@@ -57,9 +57,11 @@ log = logging.getLogger(__name__)
 
 # What LangGraph's runs take that turnkeeper does not do yet (docs/langgraph-api.md).
 NOT_YET: Final = ("after_seconds", "webhook")
-# What runs.list's `select` may name: a run's fields (shapes.run).
+# What runs.list's `select` may name: a run's fields (shapes.run), and the SDK's
+# `cancel_reason`, which a run here does not carry (selected, it is left out).
 RUN_FIELDS: Final = frozenset(
     {
+        "cancel_reason",
         "run_id",
         "thread_id",
         "assistant_id",

@@ -65,6 +65,22 @@ log = logging.getLogger(__name__)
 
 # What LangGraph's runs take that turnkeeper does not do yet (docs/langgraph-api.md).
 NOT_YET: Final = ("after_seconds", "webhook")
+# What runs.list's `select` may name: a run's fields (shapes.run), and the SDK's
+# `cancel_reason`, which a run here does not carry (selected, it is left out).
+RUN_FIELDS: Final = frozenset(
+    {
+        "cancel_reason",
+        "run_id",
+        "thread_id",
+        "assistant_id",
+        "created_at",
+        "updated_at",
+        "status",
+        "metadata",
+        "multitask_strategy",
+        "kwargs",
+    }
+)
 # How many of a thread's newest runs are looked through for the interrupted one.
 PARKED_LOOKBACK: Final = 100
 # How often runs.wait sends a keep-alive newline while its run goes on (LangGraph's
@@ -93,6 +109,32 @@ class Started:
     record: RunRecord
 
 
+def _refuse_weaker_durability(body: dict[str, Any]) -> None:
+    """What would make a run less durable than turnkeeper runs every run, refused
+    (decision 325): every step is checkpointed before the next, so a crash loses
+    nothing. ``durability`` ``sync`` and ``async`` are both met by that; ``exit``
+    (a checkpoint only at the end) and ``checkpoint_during: false`` are not
+    applied, so they are refused rather than ignored; so is ``on_completion:
+    delete`` (a thread-less run keeps its thread here, docs/langgraph-api.md)."""
+    if body.get("durability") not in (None, "sync", "async"):
+        raise ApiError(
+            422,
+            "durability: turnkeeper checkpoints every step (durability 'sync'); "
+            "send 'sync', 'async' or nothing",
+        )
+    if body.get("checkpoint_during") not in (None, True):
+        raise ApiError(
+            422,
+            "checkpoint_during: turnkeeper checkpoints every step; send true or nothing",
+        )
+    if body.get("on_completion") not in (None, "keep"):
+        raise ApiError(
+            422,
+            "on_completion: a thread-less run keeps its thread on turnkeeper "
+            "(delete it with threads.delete); send 'keep' or nothing",
+        )
+
+
 async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> Started:
     """Validate the run, make its thread if asked, start its turn (a new one, a
     resume too: the thread's parked turn ends, answered)."""
@@ -102,6 +144,7 @@ async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> 
         raise ApiError(
             422, f"{', '.join(given)}: not supported by turnkeeper yet (docs/langgraph-api.md)"
         )
+    _refuse_weaker_durability(body)
     try:
         run = parse_run_request(body)
         modes = modes_of(body.get("stream_mode"))
@@ -590,6 +633,11 @@ async def list_(request: web.Request, caller: Caller | None, deps: Deps) -> web.
     runs = [shapes.run(t, records.get(t.turn_id)) for t in turns]
     if status:
         runs = [r for r in runs if r["status"] == status][offset : offset + limit]
+    if select := request.query.getall("select", []):
+        unknown = sorted(set(select) - RUN_FIELDS)
+        if unknown:
+            raise ApiError(422, f"select: no run field {', '.join(unknown)}")
+        runs = [{k: v for k, v in r.items() if k in select} for r in runs]
     return json_response(runs)
 
 

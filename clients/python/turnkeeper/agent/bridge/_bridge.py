@@ -126,6 +126,10 @@ class Bridge:
         self.graph_api = GraphApi(self.graph, config.agent)
         if config.langgraph_api:
             self.saver.values_of = functools.partial(state_values, self.graph)
+            channels = self.graph.stream_channels_asis
+            self.saver.values_channels = frozenset(
+                [channels] if isinstance(channels, str) else channels
+            )
         self.methods = Methods(
             self.client,
             self.runtime,

@@ -25,7 +25,8 @@
 //
 // Input shape (decision 324): a graph whose input schema (the LangGraph API's
 // `GET /assistants/{agent}/schemas`) has `messages` is a messages graph, the shape
-// agent-chat-ui and useStream assume: a question goes as
+// agent-chat-ui and useStream assume (unless the bridge maps its input, an
+// `input_mapped` schema: then it takes its own shape): a question goes as
 // `{messages: [{role: "user", content}]}` and the answer is the last AI message of the
 // run's steps, streamed from its tokens (those of the node now streaming). Any other
 // graph gets the pipeline's `{question, id}`. An interrupt is answered with
@@ -366,7 +367,8 @@
       }  // else no replica describes it: the steps as they finish
       if (schemas.status === "fulfilled") {
         const input = schemas.value.input_schema || {};
-        messagesGraph = Boolean(input.properties && input.properties.messages);
+        // A bridge that maps its input (the pipeline's {question, id}) says so.
+        messagesGraph = Boolean(input.properties && input.properties.messages) && !schemas.value.input_mapped;
       }
     }
     if (agentInput.value === agent) {

@@ -165,6 +165,19 @@ async def test_show_prints_the_record_and_its_events(
     assert [(e["seq"], e["type"], e["data"]) for e in shown["events"]] == [(1, "turn.done", {})]
 
 
+async def test_show_prints_whole_numbers_as_they_were_sent(
+    service: TurnkeeperServer, turns: TurnStub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A protobuf Value holds every number as a double; the CLI shows 3, not 3.0.
+    await start(turns, "tn", "thn", "a", input={"n": 3, "ratio": 1.5, "big": [2**60]})
+    code, out, _ = await cli(capsys, service.address, "turns", "show", "tn")
+    assert code == 0
+    fields = dict(line.split(": ", 1) for line in out.split("\n\n")[0].splitlines())
+    assert fields["input"].strip() == '{"big":[1.152921504606847e+18],"n":3,"ratio":1.5}'
+    code, out, _ = await cli(capsys, service.address, "turns", "show", "tn", "--json")
+    assert json.loads(out)["turn"]["input"] == {"n": 3, "ratio": 1.5, "big": [2.0**60]}
+
+
 async def test_show_of_an_unknown_turn_is_not_found(
     service: TurnkeeperServer, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -127,6 +127,8 @@ class NatsLink:
         # Run on each new connection once it is in use (subscriptions of the service's
         # own, such as the agent directory's); a failure is logged, not fatal.
         self.on_connect: list[Callable[[Client], Awaitable[None]]] = []
+        # Run each time a connection in use is lost (the health entry for NATS).
+        self.on_lost: list[Callable[[], Awaitable[None]]] = []
         self._nc: Client | None = None
         self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
@@ -195,6 +197,11 @@ class NatsLink:
             await self._lost.wait()
             self._connected.clear()
             self._nc = None
+            for lost in self.on_lost:
+                try:
+                    await lost()
+                except Exception as exc:
+                    log.warning("NATS connection-lost hook %s failed: %s", lost, exc)
             if not self._stopping:
                 log.warning("lost the NATS connection; reconnecting (the outbox keeps the backlog)")
             await _close(nc)

@@ -62,7 +62,18 @@ HOST_USAGE_ERROR: Final = 2
 RELOAD_POLL: Final = 1.0
 #: What a reload watches: sources and settings, not data, caches or environments.
 WATCHED_SUFFIXES: Final = (
-    ".py", ".json", ".env", ".toml", ".yaml", ".yml", ".ts", ".mts", ".cts", ".js", ".mjs", ".cjs"
+    ".py",
+    ".json",
+    ".env",
+    ".toml",
+    ".yaml",
+    ".yml",
+    ".ts",
+    ".mts",
+    ".cts",
+    ".js",
+    ".mjs",
+    ".cjs",
 )
 SKIPPED_DIRS: Final = frozenset({"__pycache__", "node_modules", "site-packages", "venv"})
 

@@ -86,6 +86,7 @@ class NodeGraph:
         self.env = dict(env)
         self.cwd = cwd
         self.process: asyncio.subprocess.Process | None = None
+        self._started = asyncio.Event()
 
     async def start(self) -> None:
         self.process = await asyncio.create_subprocess_exec(
@@ -96,6 +97,7 @@ class NodeGraph:
             env=self.env,
             stdin=asyncio.subprocess.DEVNULL,
         )
+        self._started.set()
         log.info(
             "graph %s: served by the Node.js runner (pid %d) from %s:%s",
             self.spec.name,
@@ -106,6 +108,7 @@ class NodeGraph:
 
     async def wait_closed(self) -> int:
         """The runner's exit status, once it ends (the host then ends too)."""
+        await self._started.wait()
         assert self.process is not None
         code = await self.process.wait()
         log.info("graph %s: the Node.js runner ended with status %d", self.spec.name, code)

@@ -8,7 +8,6 @@ mid-run is re-driven to the uninterrupted run's answer."""
 
 from __future__ import annotations
 
-import asyncio
 import os
 import re
 import signal
@@ -38,7 +37,7 @@ def node_package(built_node_package: Path) -> Path:
 
 
 async def start_ts_host(
-    node_package: Path, service: TurnkeeperServer, nats_server: NatsServer, hold_log: Path
+    node_package: Path, service: TurnkeeperServer, nats_server: NatsServer
 ) -> Agent:
     """The host with a Node.js runner per graph; returns once each says ready."""
     host = await spawn_host(
@@ -46,10 +45,7 @@ async def start_ts_host(
         service=service.address,
         nats_url=nats_server.url,
         replica="ts-host",
-        extra_env={
-            "TURNKEEPER_NODE_RUNNER": str(node_package / "dist" / "cli" / "graph.js"),
-            "HOLD_LOG": str(hold_log),
-        },
+        extra_env={"TURNKEEPER_NODE_RUNNER": str(node_package / "dist" / "cli" / "graph.js")},
     )
     for k in range(len(GRAPHS)):
         await host.wait_line(
@@ -89,9 +85,8 @@ async def test_a_typescript_langgraph_project_is_served_as_assistants(
     service: TurnkeeperServer,
     nats_server: NatsServer,
     sdk: LangGraphClient,
-    tmp_path: Path,
 ) -> None:
-    host = await start_ts_host(node_package, service, nats_server, tmp_path / "hold.log")
+    host = await start_ts_host(node_package, service, nats_server)
     try:
         listed = await sdk.assistants.search()
         assert {a["graph_id"] for a in listed} >= set(GRAPHS)
@@ -150,9 +145,8 @@ async def test_an_interrupt_in_a_typescript_graph_is_answered_with_a_resume(
     service: TurnkeeperServer,
     nats_server: NatsServer,
     sdk: LangGraphClient,
-    tmp_path: Path,
 ) -> None:
-    host = await start_ts_host(node_package, service, nats_server, tmp_path / "hold.log")
+    host = await start_ts_host(node_package, service, nats_server)
     try:
         thread = await sdk.threads.create()
         tid = thread["thread_id"]
@@ -175,22 +169,18 @@ async def test_a_sigkill_of_the_node_runner_mid_run_is_re_driven(
     service: TurnkeeperServer,
     nats_server: NatsServer,
     sdk: LangGraphClient,
-    tmp_path: Path,
 ) -> None:
-    hold_log = tmp_path / "hold.log"
-    host = await start_ts_host(node_package, service, nats_server, hold_log)
+    host = await start_ts_host(node_package, service, nats_server)
     hosts = [host]
     try:
         thread = await sdk.threads.create()
         tid = thread["thread_id"]
         run = await sdk.runs.create(tid, "ts_chat", input=question("hold"))
         # The first attempt's reply node holds: kill its Node.js process there.
-        await host.wait_line(
-            lambda _l: hold_log.exists() and "holding 0" in hold_log.read_text(), PATIENCE
-        )
+        await host.wait_line(lambda _l: _l == f"holding {run['run_id']}", PATIENCE)
         os.kill(runner_pid(host, "ts_chat"), signal.SIGKILL)
         await host.wait_exit(PATIENCE)  # the host ends with its runner
-        hosts.append(await start_ts_host(node_package, service, nats_server, hold_log))
+        hosts.append(await start_ts_host(node_package, service, nats_server))
 
         parts = [
             p
@@ -205,4 +195,3 @@ async def test_a_sigkill_of_the_node_runner_mid_run_is_re_driven(
     finally:
         for each in hosts:
             await each.close()
-        await asyncio.sleep(0)

@@ -4,11 +4,9 @@
 // chat:      reply (a fake chat model streamed word by word) -> END
 // approval:  write -> review (interrupt({question})) -> finish
 //
-// In a turn's first attempt whose thread's first message is "hold", reply writes
-// "holding <attempt>" to HOLD_LOG and waits until the process is killed (a test's
-// SIGKILL lands mid-run); any later attempt replies at once.
-
-import { appendFileSync } from "node:fs";
+// In a turn's first attempt whose thread's first message is "hold", reply prints
+// "holding <turn_id>" and waits until the process is killed (a test's SIGKILL lands
+// mid-run); any later attempt replies at once.
 
 import { AIMessage, type BaseMessage } from "@langchain/core/messages";
 import { FakeListChatModel } from "@langchain/core/utils/testing";
@@ -24,7 +22,7 @@ export const chat = new StateGraph(MessagesAnnotation)
     const asked = text(state.messages[state.messages.length - 1]);
     const attempt = Number(config.configurable?.attempt ?? 0);
     if (text(state.messages[0]) === "hold" && attempt === 0) {
-      appendFileSync(process.env.HOLD_LOG ?? "/dev/null", `holding ${attempt}\n`);
+      console.log(`holding ${String(config.configurable?.turn_id)}`);
       await new Promise(() => undefined);
     }
     const model = new FakeListChatModel({ responses: [`you said ${asked}`] });

@@ -48,9 +48,11 @@ async def start_ts_host(
         extra_env={"TURNKEEPER_NODE_RUNNER": str(node_package / "dist" / "cli" / "graph.js")},
     )
     for k in range(len(GRAPHS)):
-        await host.wait_line(
-            lambda _line, k=k: sum(ln.startswith("ready ") for ln in host.lines) > k, PATIENCE
-        )
+
+        def ready(_line: str, k: int = k) -> bool:
+            return sum(ln.startswith("ready ") for ln in host.lines) > k
+
+        await host.wait_line(ready, PATIENCE)
     return host
 
 
@@ -76,7 +78,7 @@ def question(text: str) -> dict[str, Any]:
     return {"messages": [{"role": "user", "content": text, "id": f"q-{text}"}]}
 
 
-def conversation(values: dict[str, Any]) -> list[tuple[str, str]]:
+def conversation(values: Any) -> list[tuple[str, str]]:
     return [(m["type"], m["content"]) for m in values["messages"]]
 
 
@@ -99,7 +101,7 @@ async def test_a_typescript_langgraph_project_is_served_as_assistants(
         ].items() or any(
             e["source"] == "__start__" and e["target"] == "reply" for e in drawn["edges"]
         )
-        schemas = await sdk.assistants.get_schemas(chat["assistant_id"])
+        schemas: Any = await sdk.assistants.get_schemas(chat["assistant_id"])
         assert "messages" in schemas["state_schema"]["properties"]
 
         thread = await sdk.threads.create()
@@ -124,9 +126,9 @@ async def test_a_typescript_langgraph_project_is_served_as_assistants(
         final = [p.data for p in parts if p.event == "values"][-1]
         assert conversation(final) == [("human", "hello"), ("ai", "you said hello")]
 
-        state = await sdk.threads.get_state(thread["thread_id"])
+        state: Any = await sdk.threads.get_state(thread["thread_id"])
         assert state["values"] == final and state["next"] == []
-        history = await sdk.threads.get_history(thread["thread_id"], limit=10)
+        history: Any = await sdk.threads.get_history(thread["thread_id"], limit=10)
         assert history[0]["checkpoint_id"] == state["checkpoint_id"]
         assert [h["metadata"]["source"] for h in history][-1] == "input"
 
@@ -150,7 +152,7 @@ async def test_an_interrupt_in_a_typescript_graph_is_answered_with_a_resume(
     try:
         thread = await sdk.threads.create()
         tid = thread["thread_id"]
-        first = await sdk.runs.wait(tid, "ts_approval", input={"topic": "tea"})
+        first: Any = await sdk.runs.wait(tid, "ts_approval", input={"topic": "tea"})
         assert first["__interrupt__"][0]["value"] == {"question": "approve a note on tea?"}
         paused = await sdk.threads.get_state(tid)
         assert paused["next"] == ["review"]

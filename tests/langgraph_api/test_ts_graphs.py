@@ -8,6 +8,7 @@ mid-run is re-driven to the uninterrupted run's answer."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import re
 import signal
@@ -197,3 +198,35 @@ async def test_a_sigkill_of_the_node_runner_mid_run_is_re_driven(
     finally:
         for each in hosts:
             await each.close()
+
+
+async def test_a_runner_started_by_the_host_ends_when_the_hosts_pipe_closes(
+    node_package: Path, service: TurnkeeperServer, nats_server: NatsServer
+) -> None:
+    """The lifeline: a host ended by SIGKILL leaves no runner serving on, because the
+    pipe on the runner's stdin closes with it."""
+    runner = await asyncio.create_subprocess_exec(
+        "node",
+        str(node_package / "dist" / "cli" / "graph.js"),
+        str(PROJECT.parent / "src" / "agent.ts") + ":chat",
+        env={
+            **os.environ,
+            "TURNKEEPER_ADDRESS": service.address,
+            "TURNKEEPER_NATS_URL": nats_server.url,
+            "TURNKEEPER_AGENT": "ts_chat",
+            "TURNKEEPER_HEALTH_LISTEN": "127.0.0.1:0",
+            "TURNKEEPER_STDIN_LIFELINE": "1",
+        },
+        stdin=asyncio.subprocess.PIPE,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    try:
+        assert runner.stdout is not None and runner.stdin is not None
+        line = await asyncio.wait_for(runner.stdout.readline(), PATIENCE)
+        assert line.startswith(b"ready "), line
+        runner.stdin.close()
+        assert await asyncio.wait_for(runner.wait(), PATIENCE) == 0
+    finally:
+        if runner.returncode is None:
+            runner.kill()
+            await runner.wait()

@@ -11,7 +11,9 @@
 // build (tsHooks.ts). Settings come from the environment as for any runner
 // (runnerConfigFromEnv: TURNKEEPER_AGENT, TURNKEEPER_ADDRESS, TURNKEEPER_NATS_URL,
 // TURNKEEPER_TOKEN ...). Prints "ready <incarnation>" once serving; exits 0 after
-// SIGTERM or SIGINT, 2 on bad usage, 1 when the graph cannot be loaded.
+// SIGTERM or SIGINT (or, with TURNKEEPER_STDIN_LIFELINE=1, when its stdin closes:
+// the host that started it is gone), 2 on bad usage, 1 when the graph cannot be
+// loaded.
 
 import { register } from "node:module";
 import { resolve } from "node:path";
@@ -66,6 +68,14 @@ async function main(argv: string[]): Promise<number> {
   const stop = (): void => void runner.shutdown().then(() => process.exit(0));
   process.once("SIGTERM", stop);
   process.once("SIGINT", stop);
+  if (process.env.TURNKEEPER_STDIN_LIFELINE === "1") {
+    // Started by `turnkeeper agent`: its pipe on our stdin closes when it ends, even
+    // by SIGKILL; this runner ends with it (drained, as on SIGTERM) rather than
+    // serving on as an orphan nobody stops.
+    process.stdin.once("close", stop);
+    process.stdin.once("end", stop);
+    process.stdin.resume();
+  }
   await runner.start();
   process.stdout.write(`ready ${runner.identity.incarnation}\n`);
   return -1;

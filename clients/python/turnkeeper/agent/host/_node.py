@@ -71,6 +71,7 @@ def runner_env(spec: GraphSpec, bridge: BridgeConfig, env: Mapping[str, str]) ->
         "TURNKEEPER_REPLICA": bridge.replica,
         "TURNKEEPER_VERSION_LABEL": spec.version_label or bridge.version_label,
         "TURNKEEPER_LANGGRAPH_API": "1",
+        "TURNKEEPER_STDIN_LIFELINE": "1",
     }
 
 
@@ -95,7 +96,9 @@ class NodeGraph:
             f"{self.spec.module}:{self.spec.attribute}",
             cwd=self.cwd,
             env=self.env,
-            stdin=asyncio.subprocess.DEVNULL,
+            # A lifeline: the runner ends when this pipe closes, so a host ended by
+            # SIGKILL leaves no runner serving on (TURNKEEPER_STDIN_LIFELINE).
+            stdin=asyncio.subprocess.PIPE,
         )
         self._started.set()
         log.info(

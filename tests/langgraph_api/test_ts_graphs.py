@@ -126,6 +126,9 @@ async def test_a_typescript_langgraph_project_is_served_as_assistants(
         assert "".join(tokens) == "you said hello", tokens
         final = [p.data for p in parts if p.event == "values"][-1]
         assert conversation(final) == [("human", "hello"), ("ai", "you said hello")]
+        # The tokens are parts of the message the node returned: one id.
+        ids = {p.data[0]["id"] for p in parts if p.event == "messages"}
+        assert ids == {final["messages"][-1]["id"]}, ids
 
         state: Any = await sdk.threads.get_state(thread["thread_id"])
         assert state["values"] == final and state["next"] == []

@@ -105,7 +105,10 @@ export class EventCapture extends BaseCallbackHandler {
     if (token) {
       const data: Record<string, unknown> = { node: this.#models.get(runId) ?? "", text: token };
       const chunk = fields?.chunk as { message?: { id?: unknown } } | undefined;
-      const id = chunk?.message?.id;
+      // A chunk without an id of its own is given `run-<the model's run id>` by
+      // LangChain.js after this callback, and so is the message the node returns:
+      // the id the service matches the streamed message with (decision 313).
+      const id = chunk?.message?.id ?? `run-${runId}`;
       if (this.#apiShapes && typeof id === "string") {
         data.id = id;
       }

@@ -406,7 +406,25 @@ _JOURNALED: list[tuple[str, Any]] = [
     ("new input that is text", "hello"),
     ("a list", [{"__turnkeeper__": "regenerate"}]),
     ("another marker value", {"__turnkeeper__": "something"}),
+    (
+        "a LangGraph API run with options",
+        {
+            "__turnkeeper__": "run",
+            "input": None,
+            "command": {"resume": "yes"},
+            "checkpoint_id": "1f0-c",
+            "interrupt_before": ["review"],
+            "config": {"configurable": {"user": "u1"}, "tags": ["t"]},
+            "context": {"model": "small"},
+        },
+    ),
 ]
+
+
+def _run_read_back(value: Any) -> Any:
+    """A journaled run as an execution reads it back, written again (None: no run)."""
+    run = intent.run_intent(value)
+    return None if run is None else run.journaled()
 
 
 def intent_cases() -> list[Case]:
@@ -414,7 +432,11 @@ def intent_cases() -> list[Case]:
         case(
             name,
             {"journaled": value},
-            {"regenerate": intent.is_regenerate(value), "reserved": intent.is_reserved(value)},
+            {
+                "regenerate": intent.is_regenerate(value),
+                "reserved": intent.is_reserved(value),
+                "run": _run_read_back(value),
+            },
         )
         for name, value in _JOURNALED
     ]
@@ -717,9 +739,10 @@ RULES: dict[str, tuple[str, str, str, Callable[[], list[Case]]]] = {
         capture_cases,
     ),
     "run_intents.json": (
-        "What a turn's journaled input asks for: a regenerate, or an input refused as reserved.",
-        "turnkeeper.agent.bridge._intent.is_regenerate, is_reserved",
-        "clients/node/src/runner/intent.ts isRegenerate, isReserved",
+        "What a turn's journaled input asks for: a regenerate, an input refused as "
+        "reserved, or a LangGraph API run with its options, read back.",
+        "turnkeeper.agent.bridge._intent.is_regenerate, is_reserved, run_intent",
+        "clients/node/src/runner/intent.ts isRegenerate, isReserved, runIntent",
         intent_cases,
     ),
 }

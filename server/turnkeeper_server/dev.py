@@ -61,7 +61,20 @@ HOST_USAGE_ERROR: Final = 2
 #: Seconds between two looks at the project's files (reload).
 RELOAD_POLL: Final = 1.0
 #: What a reload watches: sources and settings, not data, caches or environments.
-WATCHED_SUFFIXES: Final = (".py", ".json", ".env", ".toml", ".yaml", ".yml")
+WATCHED_SUFFIXES: Final = (
+    ".py",
+    ".json",
+    ".env",
+    ".toml",
+    ".yaml",
+    ".yml",
+    ".ts",
+    ".mts",
+    ".cts",
+    ".js",
+    ".mjs",
+    ".cjs",
+)
 SKIPPED_DIRS: Final = frozenset({"__pycache__", "node_modules", "site-packages", "venv"})
 
 

@@ -307,3 +307,32 @@ async def test_the_graphs_end_with_dev_even_when_dev_is_killed(
     host = int(line.rsplit(" ", 1)[1])
     dev.signal(signal.SIGKILL)
     await asyncio.wait_for(exited(host), STOP_WITHIN * 2)
+
+
+async def test_dev_hosts_a_typescript_project(
+    processes: list[Agent], tmp_path: Path, built_node_package: Path
+) -> None:
+    """`turnkeeper dev` on a langgraph.json of LangGraph.js graphs: each is served by
+    the TypeScript runner, an assistant of the LangGraph API like a Python graph."""
+    project = tmp_path / "ts_project"
+    shutil.copytree(REPO / "tests" / "langgraph_api" / "ts_project", project)
+    runner = built_node_package / "dist" / "cli" / "graph.js"
+    env = env_of(TURNKEEPER_NODE_RUNNER=str(runner))
+    dev = await turnkeeper(
+        processes, "dev", str(project / "langgraph.json"), "--port", "0", env=env
+    )
+    await dev.wait_line(lambda line: line == "turnkeeper dev: ready (Ctrl-C stops it)", 240)
+    await dev.wait_line(nth(lambda line: line.startswith("ready "), 2), PATIENCE)
+    url = next(x.rsplit(" ", 1)[1] for x in dev.lines if "LangGraph API on http://" in x)
+    client = get_client(url=url)
+    try:
+        graphs = {a["graph_id"] for a in await client.assistants.search()}
+        assert graphs >= {"ts_chat", "ts_approval"}
+        thread = await client.threads.create()
+        paused: Any = await client.runs.wait(
+            thread["thread_id"], "ts_approval", input={"topic": "tea"}
+        )
+    finally:
+        await client.http.client.aclose()
+    assert paused["__interrupt__"][0]["value"] == {"question": "approve a note on tea?"}
+    assert await stops_within(dev, STOP_WITHIN + 5) == 0

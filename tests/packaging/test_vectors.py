@@ -115,6 +115,7 @@ def run_intent(given: dict[str, Any]) -> dict[str, Any]:
     return {
         "regenerate": intent.is_regenerate(journaled),
         "reserved": intent.is_reserved(journaled),
+        "run": None if (run := intent.run_intent(journaled)) is None else run.journaled(),
     }
 
 

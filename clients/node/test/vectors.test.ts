@@ -18,7 +18,7 @@ import { natsIdentityOf } from "../src/natsIdentity.js";
 import { EventCapture } from "../src/runner/capture.js";
 import type { EventLog } from "../src/runner/events.js";
 import { idempotencyKey } from "../src/runner/execution.js";
-import { isRegenerate, isReserved } from "../src/runner/intent.js";
+import { isRegenerate, isReserved, journaledRun, runIntent } from "../src/runner/intent.js";
 import { contractWord, stateOfAnswer, statusWord } from "../src/runner/status.js";
 import { type CheckpointLike, GraphVersion, fingerprint } from "../src/runner/version.js";
 import { stateName } from "../src/states.js";
@@ -189,9 +189,14 @@ describe("graph stamps (vectors/graph_stamps.json)", () => {
 });
 
 describe("run intents (vectors/run_intents.json)", () => {
-  type Expected = { regenerate: boolean; reserved: boolean };
+  type Expected = { regenerate: boolean; reserved: boolean; run: unknown };
   it.each(vectors<{ journaled: unknown }, Expected>("run_intents.json"))("$name", ({ input, expected }) => {
-    expect({ regenerate: isRegenerate(input.journaled), reserved: isReserved(input.journaled) }).toEqual(expected);
+    const run = runIntent(input.journaled);
+    expect({
+      regenerate: isRegenerate(input.journaled),
+      reserved: isReserved(input.journaled),
+      run: run === undefined ? null : journaledRun(run),
+    }).toEqual(expected);
   });
 });
 

@@ -5,8 +5,9 @@
 // (`leaving: true`) at shutdown. The service keeps the live replicas of each agent
 // and their versions (`turnkeeper agents`), and hands a turn its agent's version
 // policy keeps for a version to a replica announcing it (docs/versions.md).
-// `assistant: false`: this runner does not serve LangGraph's API methods
-// (langgraph/*), so the service does not list its agent as an assistant.
+// `assistant`: whether the runner serves the service's LangGraph API (RunnerConfig
+// langgraphApi, as turnkeeper-graph runs a langgraph.json's graph); false, the
+// service does not list its agent as an assistant.
 
 import type { NatsConnection, Subscription } from "nats";
 

@@ -51,6 +51,12 @@ export class BoundarySaver extends TurnkeeperSaver {
    * says about the code that wrote it (its graph version, next nodes, channels). */
   stampOf: ((checkpoint: Checkpoint) => unknown) | undefined;
 
+  /** Set (a runner serving the LangGraph API): each root checkpoint of a turn, but
+   * its input's, is preceded by a `values` event of the state it holds (what this
+   * says of its channel values), so it is retained with the checkpoint and a rewind
+   * to it keeps it. */
+  valuesOf: ((channelValues: Record<string, unknown>) => unknown) | undefined;
+
   /** The log of the execution a config belongs to, if it runs here. */
   logFor(config: RunnableConfig): EventLog | undefined {
     const turnId = config.configurable?.[TURN_ID_KEY] as unknown;
@@ -70,6 +76,10 @@ export class BoundarySaver extends TurnkeeperSaver {
     const events = this.logFor(config);
     if (events === undefined) {
       return super.put(config, checkpoint, metadata, newVersions);
+    }
+    if (this.valuesOf !== undefined && !config.configurable?.checkpoint_ns && metadata.source !== "input") {
+      // The root graph's state once its input is applied, as its `values` stream shows it.
+      events.emit("values", { values: this.valuesOf(checkpoint.channel_values) });
     }
     // Through the log: the service may announce superseded effects with the
     // checkpoint, in seqs the log must not number its next events with.

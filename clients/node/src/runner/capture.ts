@@ -19,6 +19,7 @@ import type { Serialized } from "@langchain/core/load/serializable";
 import { isGraphBubbleUp } from "@langchain/langgraph";
 
 import type { EventLog } from "./events.js";
+import { toApiJson } from "./graphApi.js";
 
 export class EventCapture extends BaseCallbackHandler {
   name = "turnkeeper-event-capture";
@@ -28,10 +29,16 @@ export class EventCapture extends BaseCallbackHandler {
   #models = new Map<string, string>();
   #tools = new Map<string, { node: string; name: string; tool_call_id: string | null }>();
 
-  constructor(events: EventLog) {
+  #apiShapes: boolean;
+
+  /** @param apiShapes for the LangGraph API (a runner with langgraphApi): tokens
+   * carry their message's `id`, and a step's update is JSON as LangGraph's server
+   * writes it (messages whole: graphApi.ts toApiJson). */
+  constructor(events: EventLog, apiShapes = false) {
     super({ _awaitHandler: true });
     this.awaitHandlers = true;
     this.#events = events;
+    this.#apiShapes = apiShapes;
   }
 
   // The arguments in the order @langchain/core's CallbackManager passes them
@@ -65,7 +72,7 @@ export class EventCapture extends BaseCallbackHandler {
     const node = this.#nodes.get(runId);
     if (node !== undefined) {
       this.#nodes.delete(runId);
-      this.#events.emit("step", { node: node[0], step: node[1], update: outputs });
+      this.#events.emit("step", { node: node[0], step: node[1], update: this.#apiShapes ? toApiJson(outputs) : outputs });
     }
   }
 
@@ -87,9 +94,25 @@ export class EventCapture extends BaseCallbackHandler {
     this.#models.set(runId, String(metadata?.langgraph_node ?? ""));
   }
 
-  override handleLLMNewToken(token: string, _idx: unknown, runId: string): void {
+  override handleLLMNewToken(
+    token: string,
+    _idx: unknown,
+    runId: string,
+    _parentRunId?: string,
+    _tags?: string[],
+    fields?: { chunk?: unknown },
+  ): void {
     if (token) {
-      this.#events.emit("token", { node: this.#models.get(runId) ?? "", text: token });
+      const data: Record<string, unknown> = { node: this.#models.get(runId) ?? "", text: token };
+      const chunk = fields?.chunk as { message?: { id?: unknown } } | undefined;
+      // A chunk without an id of its own is given `run-<the model's run id>` by
+      // LangChain.js after this callback, and so is the message the node returns:
+      // the id the service matches the streamed message with (decision 313).
+      const id = chunk?.message?.id ?? `run-${runId}`;
+      if (this.#apiShapes && typeof id === "string") {
+        data.id = id;
+      }
+      this.#events.emit("token", data);
     }
   }
 

@@ -15,6 +15,8 @@
 // orphan. Steps are at-least-once: the step running when an execution dies runs
 // again in the next attempt (idempotencyKey() gives tools a key per step).
 
+import { createHash } from "node:crypto";
+
 import type { GraphVersion as GraphVersionMessage } from "../gen/turnkeeper/v1/turns_pb.js";
 import type { RunnableConfig } from "@langchain/core/runnables";
 import { Command } from "@langchain/langgraph";
@@ -27,7 +29,8 @@ import { fromValue, toValue } from "../values.js";
 import type { BoundarySaver } from "./boundary.js";
 import { EventCapture } from "./capture.js";
 import { EventLog, register } from "./events.js";
-import { type HistoryGraph, atCheckpoint, entryCheckpointId, isRegenerate } from "./intent.js";
+import { toApiJson } from "./graphApi.js";
+import { type HistoryGraph, type RunIntent, atCheckpoint, entryCheckpointId, isRegenerate, runIntent } from "./intent.js";
 
 export const DEFAULT_LEASE_MS = 15_000;
 export const MAX_ERROR_CHARS = 8000;
@@ -63,6 +66,31 @@ export interface ExecutionHost {
   log: (line: string) => void;
   /** The graph version this replica serves, as ClaimTurn and StartTurn carry it. */
   graphVersion?: GraphVersionMessage;
+  /** Serving the service's LangGraph API: runs carry their own options (intent.ts
+   * RunIntent), tokens their message ids, `custom` parts are journaled. */
+  langgraphApi?: boolean;
+}
+
+/** The config keys a LangGraph API run's own config may set (the rest, callbacks
+ * and the like, mean nothing across a process). */
+const CONFIG_KEYS = ["tags", "metadata", "recursion_limit", "run_name", "max_concurrency"] as const;
+const CONFIG_NAMES: Record<(typeof CONFIG_KEYS)[number], string> = {
+  tags: "tags",
+  metadata: "metadata",
+  recursion_limit: "recursionLimit",
+  run_name: "runName",
+  max_concurrency: "maxConcurrency",
+};
+
+/** The id of the assistant LangGraph's server makes for each graph (uuid5 in the
+ * namespace the Python bridge and the service use). */
+export function defaultAssistantId(graphId: string): string {
+  const namespace = Buffer.from("6ba7b8219dad11d180b400c04fd430c8", "hex");
+  const hash = createHash("sha1").update(namespace).update(graphId, "utf8").digest();
+  hash[6] = (hash[6] & 0x0f) | 0x50;
+  hash[8] = (hash[8] & 0x3f) | 0x80;
+  const hex = hash.subarray(0, 16).toString("hex");
+  return `${hex.slice(0, 8)}-${hex.slice(8, 12)}-${hex.slice(12, 16)}-${hex.slice(16, 20)}-${hex.slice(20)}`;
 }
 
 /** `turn_id:step:attempt` for the step running in `config`, for a tool's idempotency key. */
@@ -181,9 +209,55 @@ export class Execution {
     }
   }
 
+  /** The LangGraph API run this turn is, if it is one. */
+  #intent(): RunIntent | undefined {
+    return this.#host.langgraphApi ? runIntent(fromValue(this.#assignment.turn.input)) : undefined;
+  }
+
   #config(events: EventLog): RunnableConfig {
     const config = durableConfig(this.#assignment.turn.threadId, this.turnId, this.attempt);
-    return { ...config, callbacks: [new EventCapture(events)], signal: this.#abort.signal };
+    const api = this.#host.langgraphApi === true;
+    const extra: Record<string, unknown> = {};
+    let configurable: Record<string, unknown> = {};
+    if (api) {
+      const agent = this.#host.identity.agent;
+      configurable = { run_id: this.turnId, graph_id: agent, assistant_id: defaultAssistantId(agent) };
+      // A LangGraph API run's own config (its assistant's merged in), for every
+      // execution of the turn: under the turn's own keys.
+      const asked = this.#intent()?.config ?? {};
+      for (const key of CONFIG_KEYS) {
+        if (asked[key] !== undefined) {
+          extra[CONFIG_NAMES[key]] = asked[key];
+        }
+      }
+      const own = asked.configurable;
+      if (own !== null && typeof own === "object" && !Array.isArray(own)) {
+        configurable = { ...configurable, ...(own as Record<string, unknown>) };
+      }
+    }
+    return {
+      ...extra,
+      ...config,
+      configurable: { ...configurable, ...config.configurable },
+      callbacks: [new EventCapture(events, api)],
+      signal: this.#abort.signal,
+    };
+  }
+
+  /** A run's own stream options (static interrupts, its context). */
+  #runOptions(): Record<string, unknown> {
+    const intent = this.#intent();
+    const options: Record<string, unknown> = {};
+    if (intent?.interrupt_before !== undefined) {
+      options.interruptBefore = intent.interrupt_before;
+    }
+    if (intent?.interrupt_after !== undefined) {
+      options.interruptAfter = intent.interrupt_after;
+    }
+    if (intent?.context !== undefined) {
+      options.context = intent.context;
+    }
+    return options;
   }
 
   /** The graph's input, and the config to run it with (intent.ts). */
@@ -198,6 +272,16 @@ export class Execution {
           throw new NothingToRegenerate(`thread ${turn.threadId} has no run to regenerate`);
         }
         return [null, atCheckpoint(config, entry)];
+      }
+      const intent = this.#intent();
+      if (intent !== undefined) {
+        // A LangGraph API run: from its checkpoint (a fork) when it names one, with
+        // its Command or its input.
+        const at = intent.checkpoint_id ? atCheckpoint(config, intent.checkpoint_id) : config;
+        if (intent.command !== undefined) {
+          return [new Command(intent.command as ConstructorParameters<typeof Command>[0]), at];
+        }
+        return [intent.input === null ? null : this.#host.inputMapper(intent.input), at];
       }
       // null continues the thread from its latest checkpoint.
       return [journaled === null ? null : this.#host.inputMapper(journaled), config];
@@ -218,14 +302,19 @@ export class Execution {
     try {
       let input: unknown;
       [input, config] = await this.#startPoint(config);
+      const api = this.#host.langgraphApi === true;
       const stream = await this.#host.graph.stream(input, {
         ...config,
-        streamMode: ["values", "updates"],
+        ...this.#runOptions(),
+        // The LangGraph API's `custom` parts: only where a client can ask for them.
+        streamMode: api ? ["values", "updates", "custom"] : ["values", "updates"],
         ...durableRunOptions(),
       });
       for await (const chunk of stream) {
         const [mode, data] = chunk as [string, unknown];
-        if (mode === "values") {
+        if (mode === "custom") {
+          events.emit("custom", { data: toApiJson(data) });
+        } else if (mode === "values") {
           values = data;
         } else if (mode === "updates" && data !== null && typeof data === "object" && INTERRUPT_KEY in data) {
           interrupts.push(...((data as Record<string, Array<{ id?: string; value?: unknown }>>)[INTERRUPT_KEY] ?? []));
@@ -261,12 +350,13 @@ export class Execution {
     if (interrupts.length > 0) {
       await this.#park(events, interrupts);
     } else {
-      await this.#finish(Outcome.DONE, "", await events.close(["final", { output: values }]));
+      const output = this.#host.langgraphApi ? toApiJson(values) : values;
+      await this.#finish(Outcome.DONE, "", await events.close(["final", { output }]));
     }
   }
 
   async #park(events: EventLog, interrupts: Array<{ id?: string; value?: unknown }>): Promise<void> {
-    const described = interrupts.map((i) => ({ id: i.id ?? "", value: i.value ?? null }));
+    const described = interrupts.map((i) => ({ id: i.id ?? "", value: toApiJson(i.value ?? null) }));
     const value = described.length === 1 ? described[0].value : described;
     this.#settling = true;
     const last = await events.close(...described.map((d): [string, unknown] => ["interrupt", d]));

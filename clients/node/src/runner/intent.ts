@@ -61,3 +61,103 @@ export async function entryCheckpointId(graph: HistoryGraph, config: RunnableCon
 export function atCheckpoint(config: RunnableConfig, checkpointId: string): RunnableConfig {
   return { ...config, configurable: { ...config.configurable, checkpoint_id: checkpointId } };
 }
+
+/** The options of a LangGraph API run (the service's `run` param of responses/create),
+ * journaled with its input as `{"__turnkeeper__": "run", input, ...options}` so every
+ * execution of the turn runs it the same way (the Python bridge's RunIntent). */
+export interface RunIntent {
+  input: unknown;
+  command?: { resume?: unknown; update?: unknown; goto?: unknown };
+  checkpoint_id?: string;
+  interrupt_before?: string[] | "*";
+  interrupt_after?: string[] | "*";
+  stream?: string[];
+  config?: Record<string, unknown>;
+  context?: Record<string, unknown>;
+}
+
+export const RUN_OPTIONS = [
+  "command",
+  "checkpoint_id",
+  "interrupt_before",
+  "interrupt_after",
+  "stream",
+  "config",
+  "context",
+] as const;
+
+/** `run`'s options, checked as the Python bridge checks them (the service has checked
+ * them first): an Error saying what is wrong. */
+export function parseRun(options: unknown, input: unknown): RunIntent {
+  if (!isObject(options)) {
+    throw new Error("run must be an object");
+  }
+  const unknown = Object.keys(options)
+    .filter((key) => !(RUN_OPTIONS as readonly string[]).includes(key))
+    .sort();
+  if (unknown.length > 0) {
+    throw new Error(`run: unknown option(s) ${unknown.join(", ")}`);
+  }
+  const intent: RunIntent = { input };
+  const command = options.command;
+  if (command !== undefined && command !== null) {
+    if (!isObject(command) || Object.keys(command).some((k) => !["resume", "update", "goto"].includes(k))) {
+      throw new Error("run.command must be an object of resume, update and goto");
+    }
+    if (Object.keys(command).length > 0) {
+      if (input !== null && input !== undefined) {
+        throw new Error("run: send input or a command, not both");
+      }
+      intent.command = command;
+    }
+  }
+  const checkpointId = options.checkpoint_id;
+  if (checkpointId !== undefined && checkpointId !== null) {
+    if (typeof checkpointId !== "string" || !checkpointId) {
+      throw new Error("run.checkpoint_id must be a non-empty string");
+    }
+    intent.checkpoint_id = checkpointId;
+  }
+  for (const name of ["interrupt_before", "interrupt_after"] as const) {
+    const nodes = options[name];
+    if (nodes === undefined || nodes === null) {
+      continue;
+    }
+    if (nodes !== "*" && !(Array.isArray(nodes) && nodes.every((n) => typeof n === "string"))) {
+      throw new Error(`run.${name} must be "*" or a list of node names`);
+    }
+    intent[name] = nodes as string[] | "*";
+  }
+  const stream = options.stream;
+  if (stream !== undefined && stream !== null) {
+    if (!Array.isArray(stream) || !stream.every((s) => typeof s === "string")) {
+      throw new Error("run.stream must be a list of stream modes");
+    }
+    intent.stream = stream as string[];
+  }
+  for (const name of ["config", "context"] as const) {
+    const value = options[name];
+    if (value === undefined || value === null) {
+      continue;
+    }
+    if (!isObject(value)) {
+      throw new Error(`run.${name} must be an object`);
+    }
+    intent[name] = value;
+  }
+  return intent;
+}
+
+/** The journaled input of a run with options. */
+export function journaledRun(intent: RunIntent): Record<string, unknown> {
+  return { ...intent, [INTENT_KEY]: "run" };
+}
+
+/** A journaled run read back; undefined for any other input. */
+export function runIntent(journaled: unknown): RunIntent | undefined {
+  if (!isObject(journaled) || journaled[INTENT_KEY] !== "run") {
+    return undefined;
+  }
+  const { [INTENT_KEY]: _marker, ...rest } = journaled;
+  return { ...(rest as Omit<RunIntent, "input">), input: rest.input ?? null };
+}

@@ -10,11 +10,20 @@ import { type CallOptions, ConnectError } from "@connectrpc/connect";
 
 import { type TurnkeeperClient, onBehalfOf } from "../client.js";
 import { who } from "../callerAssertion.js";
-import { TurnState } from "../gen/turnkeeper/v1/turns_pb.js";
+import { MultitaskStrategy, TurnState } from "../gen/turnkeeper/v1/turns_pb.js";
 import { toValue } from "../values.js";
 import type { CallerCheck } from "./callers.js";
+import { DESCRIBE, type GraphApi, HISTORY, STATE, UPDATE_STATE } from "./graphApi.js";
 import type { Identity } from "./execution.js";
-import { INTENT_KEY, REGENERATE_INPUT, entryCheckpointId, isReserved } from "./intent.js";
+import {
+  INTENT_KEY,
+  REGENERATE_INPUT,
+  type RunIntent,
+  entryCheckpointId,
+  isReserved,
+  journaledRun,
+  parseRun,
+} from "./intent.js";
 import {
   METHOD_NOT_FOUND,
   type Reply,
@@ -37,6 +46,14 @@ export const EXECUTE = "turnkeeper/execute";
 /** How the service tells every replica that a turn was ended (a notification). */
 export const CANCEL = "turnkeeper/cancel";
 
+/** responses/create's multitask_strategy words (the Python bridge's), the default first. */
+const STRATEGIES: Record<string, MultitaskStrategy> = {
+  reject: MultitaskStrategy.REJECT,
+  enqueue: MultitaskStrategy.ENQUEUE,
+  interrupt: MultitaskStrategy.INTERRUPT,
+  rollback: MultitaskStrategy.ROLLBACK,
+};
+
 export class Methods {
   accepting = true;
 
@@ -47,6 +64,8 @@ export class Methods {
     /** Who may call responses/*; undefined: anyone. */
     readonly callers?: CallerCheck,
     readonly log: (line: string) => void = () => undefined,
+    /** The langgraph/* methods (the service's LangGraph API reads the graph here). */
+    readonly graphApi?: GraphApi,
   ) {}
 
   async dispatch(request: Request): Promise<Reply> {
@@ -58,11 +77,18 @@ export class Methods {
       [EXECUTE]: (r) => this.execute(r),
       [CANCEL]: (r) => this.cancelled(r),
     };
-    const handler = handlers[request.method];
+    const graphApi = this.graphApi;
+    if (graphApi !== undefined) {
+      handlers[DESCRIBE] = (r) => graphApi.describe(r);
+      handlers[STATE] = (r) => graphApi.state(r);
+      handlers[HISTORY] = (r) => graphApi.history(r);
+      handlers[UPDATE_STATE] = (r) => graphApi.updateState(r);
+    }
+    const handler = Object.hasOwn(handlers, request.method) ? handlers[request.method] : undefined;
     if (handler === undefined) {
       throw new RpcError(
         METHOD_NOT_FOUND,
-        `method '${request.method}' not found; this agent serves ${CREATE}, ${TURN_STATUS}, ${RESUME_DETACHED}, ${RESPONSES_CANCEL}, ${EXECUTE} and ${CANCEL}`,
+        `method '${request.method}' not found; this agent serves ${Object.keys(handlers).join(", ")}`,
       );
     }
     try {
@@ -88,6 +114,11 @@ export class Methods {
     if (!("input" in params)) {
       throw invalidParams("input is required");
     }
+    const strategyWord = params.multitask_strategy ?? "reject";
+    const strategy = STRATEGIES[strategyWord as string];
+    if (typeof strategyWord !== "string" || strategy === undefined || !Object.hasOwn(STRATEGIES, strategyWord)) {
+      throw invalidParams(`multitask_strategy must be one of ${Object.keys(STRATEGIES).join(", ")}`);
+    }
     const regenerate = params.regenerate ?? false;
     if (typeof regenerate !== "boolean") {
       throw invalidParams("regenerate must be true or false");
@@ -105,9 +136,20 @@ export class Methods {
       throw invalidParams("input null continues a thread: thread_id is required");
     }
     const threadId = givenThreadId ?? randomUUID().replaceAll("-", "");
+    let intent: RunIntent | undefined;
+    if (params.run !== undefined && params.run !== null) {
+      if (regenerate) {
+        throw invalidParams("regenerate takes no run options");
+      }
+      try {
+        intent = parseRun(params.run, payload);
+      } catch (error) {
+        throw invalidParams((error as Error).message);
+      }
+    }
     let input;
     try {
-      input = toValue(regenerate ? REGENERATE_INPUT : payload);
+      input = toValue(regenerate ? REGENERATE_INPUT : intent !== undefined ? journaledRun(intent) : payload);
     } catch (error) {
       throw invalidParams(`input is not JSON data: ${(error as Error).message}`);
     }
@@ -120,7 +162,12 @@ export class Methods {
         const message = `thread ${threadId} has no run to regenerate`;
         throw new RpcError(SERVICE_ERROR, message, { code: "FAILED_PRECONDITION", message });
       }
-    } else if (payload === null && (await this.#nothingToContinue(threadId, optionalString(params, "turn_id")))) {
+    } else if (
+      payload === null &&
+      intent?.command === undefined &&
+      intent?.checkpoint_id === undefined &&
+      (await this.#nothingToContinue(threadId, optionalString(params, "turn_id")))
+    ) {
       return { result: { turn_id: null, thread_id: threadId, status: "completed" } };
     }
     // Journaled before the answer: a turn the caller was told about exists. For a
@@ -135,6 +182,7 @@ export class Methods {
         replica: this.identity.replica,
         incarnation: this.identity.incarnation,
         graph: this.runtime.host.graphVersion,
+        multitaskStrategy: strategy,
       },
       forCaller(request),
     );
@@ -142,9 +190,18 @@ export class Methods {
     if (turn === undefined) {
       throw new RpcError(SERVICE_ERROR, "StartTurn answered without a turn");
     }
-    const result = { turn_id: turn.turnId, thread_id: turn.threadId, status: responseStatus(turn.state) };
-    if (!response.created) {
-      return { result }; // the same request again: the turn is on its way (or over)
+    const result: Record<string, unknown> = {
+      turn_id: turn.turnId,
+      thread_id: turn.threadId,
+      status: responseStatus(turn.state),
+    };
+    if (response.cancelledTurnId) {
+      result.cancelled_turn_id = response.cancelledTurnId;
+    }
+    if (!response.created || turn.state !== TurnState.RUNNING) {
+      // The same request again: the turn is on its way (or over); or queued: the
+      // service hands it to a replica when its turn comes.
+      return { result };
     }
     return { result, after: async () => void this.runtime.start({ turn, checkpointId: "", reason: "create" }) };
   }

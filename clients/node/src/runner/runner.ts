@@ -26,6 +26,7 @@ import { CallerCheck } from "./callers.js";
 import { BoundarySaver } from "./boundary.js";
 import type { Identity, RunnableGraph } from "./execution.js";
 import { HealthServer, parseListen } from "./health.js";
+import { type DescribableGraph, GraphApi, stateValues } from "./graphApi.js";
 import { Methods } from "./methods.js";
 import { TurnRuntime } from "./runtime.js";
 import { NatsSubscriber } from "./subscriber.js";
@@ -57,6 +58,9 @@ export interface RunnerConfig {
   /** The author's name for this version of the graph (docs/versions.md): part of
    * the graph's fingerprint. */
   versionLabel?: string;
+  /** Serve the service's LangGraph API (docs/langgraph-api.md): announce the graph
+   * as an assistant, and journal the `values` and message parts its runs stream. */
+  langgraphApi?: boolean;
 }
 
 /**
@@ -87,6 +91,7 @@ export function runnerConfigFromEnv(
     healthListen: env.TURNKEEPER_HEALTH_LISTEN || DEFAULT_HEALTH_LISTEN,
     healthListenDefault: !env.TURNKEEPER_HEALTH_LISTEN,
     versionLabel: env.TURNKEEPER_VERSION_LABEL || "",
+    langgraphApi: ["1", "true", "yes"].includes((env.TURNKEEPER_LANGGRAPH_API ?? "").toLowerCase()),
   };
   if (overrides.healthListen !== undefined && overrides.healthListenDefault === undefined) {
     config.healthListenDefault = false;
@@ -177,6 +182,10 @@ export class TurnRunner {
     }
     this.version = new GraphVersion(this.graph as unknown as Describable, config.versionLabel ?? "");
     this.saver.stampOf = (checkpoint) => this.version.stamp(checkpoint);
+    if (config.langgraphApi === true) {
+      const drawn = this.graph as unknown as Parameters<typeof stateValues>[0];
+      this.saver.valuesOf = (channelValues) => stateValues(drawn, channelValues);
+    }
     this.runtime = new TurnRuntime({
       graph: this.graph,
       client: this.client,
@@ -185,6 +194,7 @@ export class TurnRunner {
       inputMapper: options.inputMapper ?? ((input) => input),
       log: this.log,
       graphVersion: this.versionMessage,
+      langgraphApi: config.langgraphApi === true,
     });
     // With a token, the service has tokens: callers prove who they are with a caller
     // assertion the service signed, which this runner verifies with its token.
@@ -196,6 +206,7 @@ export class TurnRunner {
       this.identity,
       token ? new CallerCheck(token, config.agent) : undefined,
       this.log,
+      new GraphApi(this.graph as unknown as DescribableGraph, config.agent),
     );
     if (config.healthListen !== undefined) {
       const [host, port] = parseListen(config.healthListen);
@@ -218,7 +229,7 @@ export class TurnRunner {
         replica: config.replica,
         incarnation: config.incarnation,
         graph: { fingerprint: this.version.fingerprint, label: this.version.label, shape: this.version.shape },
-        assistant: false,
+        assistant: config.langgraphApi === true,
       }),
     );
   }

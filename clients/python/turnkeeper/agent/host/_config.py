@@ -2,7 +2,9 @@
 
 - ``graphs``: ``{"name": "./path/to/file.py:attribute"}`` (or ``"package.module:attr"``);
   the name is the agent's and the assistant's id; the object form ``{"path": ...,
-  "version_label": "v2"}`` also names the graph's version (docs/versions.md);
+  "version_label": "v2"}`` also names the graph's version (docs/versions.md); a
+  ``.ts``/``.js`` file is a LangGraph.js graph, served by the TypeScript runner
+  (``turnkeeper.agent.host._node``);
 - ``dependencies``: local directories put on ``sys.path`` (``"."`` included), so the
   graphs' own imports resolve; package names (installed with pip) are not installed
   here, they must be installed already;
@@ -24,6 +26,10 @@ from typing import Any, Final
 _NAME: Final = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 
+#: The files of LangGraph.js graphs (TypeScript or JavaScript).
+NODE_SUFFIXES: Final = (".ts", ".mts", ".cts", ".js", ".mjs", ".cjs")
+
+
 @dataclass(frozen=True)
 class GraphSpec:
     name: str
@@ -37,6 +43,11 @@ class GraphSpec:
     @property
     def is_file(self) -> bool:
         return self.module.endswith(".py")
+
+    @property
+    def is_node(self) -> bool:
+        """A LangGraph.js graph: served by the TypeScript runner (host._node)."""
+        return self.module.endswith(NODE_SUFFIXES)
 
 
 @dataclass(frozen=True)
@@ -80,7 +91,7 @@ def read_config(path: Path | str) -> HostConfig:
         if not isinstance(target, str) or ":" not in target:
             raise _fail(path, f"graph {name!r}: expected 'path/to/file.py:attribute'")
         module, _, attribute = target.rpartition(":")
-        if module.endswith(".py"):
+        if module.endswith((".py", *NODE_SUFFIXES)):
             module = str((base / module).resolve())
         specs.append(GraphSpec(name, module, attribute, label))
     dependencies = raw.get("dependencies", [])

@@ -1,5 +1,6 @@
 """Serve every graph of a ``langgraph.json`` under its own bridge, in one process,
-until SIGTERM or SIGINT."""
+until SIGTERM or SIGINT; a LangGraph.js graph under the TypeScript runner, in a
+Node.js process of its own that this one starts and stops (``host._node``)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ from typing import Any, NoReturn
 from turnkeeper.agent.bridge import Bridge, BridgeConfig
 from turnkeeper.agent.host._config import HostConfig, read_config
 from turnkeeper.agent.host._loader import load_graph
+from turnkeeper.agent.host._node import NodeGraph, node_graphs
 
 log = logging.getLogger(__name__)
 
@@ -67,9 +69,14 @@ async def host(path: Path | str, env: Mapping[str, str] | None = None, **overrid
     config = read_config(path)
     prepare(config)
     env = os.environ if env is None else env
-    bridges = []
+    bridges: list[Bridge | NodeGraph] = []
     configs = bridge_configs(config, env, **overrides)
-    for spec, bridge_config in zip(config.graphs, configs, strict=True):
+    paired = list(zip(config.graphs, configs, strict=True))
+    # LangGraph.js graphs: each in a Node.js runner of its own (host._node).
+    runners = node_graphs(config, [(s, c) for s, c in paired if s.is_node], env)
+    for spec, bridge_config in paired:
+        if spec.is_node:
+            continue
         try:
             graph = await load_graph(spec)
         except ValueError:
@@ -90,6 +97,7 @@ async def host(path: Path | str, env: Mapping[str, str] | None = None, **overrid
             handled.append(sig)
     # A bridge's start returns once the service and NATS answer, which may be never:
     # the signal is awaited beside it, from the first moment, not after it.
+    bridges += runners
     starting = asyncio.ensure_future(asyncio.gather(*(b.start() for b in bridges)))
     waits: list[asyncio.Future[Any]] = [asyncio.ensure_future(stop.wait())]
     waits += [asyncio.ensure_future(b.wait_closed()) for b in bridges]
@@ -107,7 +115,15 @@ async def host(path: Path | str, env: Mapping[str, str] | None = None, **overrid
         for sig in handled:
             loop.remove_signal_handler(sig)
         log.info("shutting down %d graph(s)", len(bridges))
-        await asyncio.gather(*(b.shutdown() for b in bridges), return_exceptions=True)
+        await asyncio.gather(
+            *(
+                b.shutdown(grace=configs[0].shutdown_grace + 5)
+                if isinstance(b, NodeGraph)
+                else b.shutdown()
+                for b in bridges
+            ),
+            return_exceptions=True,
+        )
         (started,) = await asyncio.gather(starting, return_exceptions=True)
     if isinstance(started, Exception):
         # A start that failed (a /healthz port in use ...) closes its bridge first:

@@ -32,6 +32,7 @@ from turnkeeper.v1 import (
 from turnkeeper_server.audit import OK, TOKENS_RELOAD, AuditLog
 from turnkeeper_server.config import Settings
 from turnkeeper_server.engine import Engine, TurnNotifier
+from turnkeeper_server.engine.store_items import ttl_of_config
 from turnkeeper_server.messaging.jetstream import StreamSpec, ensure_stream
 from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.messaging.outbox import OutboxPublisher
@@ -118,6 +119,7 @@ class TurnkeeperServer:
             self.metrics,
             namespace=settings.namespace,
             version_policies=settings.version_policies,
+            store_ttl=ttl_of_config(settings.langgraph_config),
         )
         self.reaper = LeaseReaper(self.engine.turns.reap, settings.reap_interval)
         self.retention = RetentionSweeper(

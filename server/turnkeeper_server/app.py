@@ -25,6 +25,8 @@ from turnkeeper.v1 import (
     checkpoints_pb2_grpc,
     operations_pb2,
     operations_pb2_grpc,
+    store_pb2,
+    store_pb2_grpc,
     turns_pb2,
     turns_pb2_grpc,
 )
@@ -44,6 +46,7 @@ from turnkeeper_server.retention import RetentionSweeper
 from turnkeeper_server.rpc.checkpoint_stream import StreamingCheckpointServicer
 from turnkeeper_server.rpc.interceptors import ErrorsAndMetrics
 from turnkeeper_server.rpc.operations_service import OperationsServicer
+from turnkeeper_server.rpc.store_service import StoreServicer
 from turnkeeper_server.rpc.turn_service import TurnServicer
 from turnkeeper_server.security import transport
 from turnkeeper_server.security.assertions import Assertions
@@ -60,6 +63,7 @@ SERVICE_NAMES = (
     turns_pb2.DESCRIPTOR.services_by_name["TurnService"].full_name,
     checkpoints_pb2.DESCRIPTOR.services_by_name["CheckpointService"].full_name,
     operations_pb2.DESCRIPTOR.services_by_name["OperationsService"].full_name,
+    store_pb2.DESCRIPTOR.services_by_name["StoreService"].full_name,
 )
 
 
@@ -219,6 +223,9 @@ class TurnkeeperServer:
         )
         operations_pb2_grpc.add_OperationsServiceServicer_to_server(
             OperationsServicer(tokens, self.audit, self.assertions), server
+        )
+        store_pb2_grpc.add_StoreServiceServicer_to_server(
+            StoreServicer(self.engine, self.settings.limits), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self.settings.reflection:

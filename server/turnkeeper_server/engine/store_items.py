@@ -10,9 +10,20 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from turnkeeper_server.journal import store_items
+from langgraph.store.base import GetOp, ListNamespacesOp, PutOp, SearchOp
+
+from turnkeeper_server.errors import InvalidArgument
+from turnkeeper_server.journal import store_items, transitions
 from turnkeeper_server.journal.store_items import StoreItem
+from turnkeeper_server.records import Fence
 from turnkeeper_server.store.contract import Store, Tx
+
+Op = GetOp | PutOp | SearchOp | ListNamespacesOp
+Result = StoreItem | list[StoreItem] | list[tuple[str, ...]] | None
+NO_INDEX = (
+    "semantic search (query) needs a store index, which this server does not "
+    "configure: search without a query, with a filter instead"
+)
 
 
 @dataclass(frozen=True)
@@ -110,8 +121,66 @@ class StoreItems:
         limit: int,
         offset: int,
     ) -> list[tuple[str, ...]]:
+        conditions: list[tuple[str, Sequence[str]]] = []
+        if prefix:
+            conditions.append(("prefix", prefix))
+        if suffix:
+            conditions.append(("suffix", suffix))
         return await self.db.read(
             lambda conn: store_items.list_namespaces(
-                conn, prefix, suffix, max_depth, limit, offset, time.time()
+                conn, conditions, max_depth, limit, offset, time.time()
             )
         )
+
+    async def batch(self, ops: Sequence[Op], fence: Fence | None) -> list[Result]:
+        """BaseStore.batch in one transaction, in order. With a fence, the batch is
+        refused (StaleAttempt) unless the attempt is its turn's current one, checked
+        with the turn locked in the transaction that writes (as checkpoints are)."""
+
+        def op(tx: Tx) -> list[Result]:
+            now = time.time()
+            if fence is not None:
+                transitions.fence(transitions.lock_turn(tx, fence.turn_id), fence.attempt)
+            results: list[Result] = []
+            swept = False
+            for one in ops:
+                if isinstance(one, GetOp):
+                    results.append(
+                        store_items.get(
+                            tx, one.namespace, one.key, now, refresh=self._refresh(one.refresh_ttl)
+                        )
+                    )
+                elif isinstance(one, PutOp):
+                    if not swept:
+                        store_items.sweep(tx, now)
+                        swept = True
+                    if one.value is None:
+                        store_items.delete(tx, one.namespace, one.key)
+                    else:
+                        ttl = one.ttl if one.ttl is not None else self.ttl.default_ttl
+                        store_items.put(tx, one.namespace, one.key, one.value, now, ttl)
+                    results.append(None)
+                elif isinstance(one, SearchOp):
+                    if one.query:
+                        raise InvalidArgument(NO_INDEX)
+                    found = store_items.search(
+                        tx.conn,
+                        one.namespace_prefix,
+                        [one.filter or {}],
+                        one.limit,
+                        one.offset,
+                        now,
+                    )
+                    if self._refresh(one.refresh_ttl):
+                        store_items.refresh(tx, found, now)
+                    results.append(found)
+                else:
+                    conditions = [(c.match_type, c.path) for c in one.match_conditions or ()]
+                    results.append(
+                        store_items.list_namespaces(
+                            tx.conn, conditions, one.max_depth, one.limit, one.offset, now
+                        )
+                    )
+            return results
+
+        return await self.db.write(op)

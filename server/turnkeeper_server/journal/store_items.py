@@ -183,19 +183,25 @@ def namespaces(conn: Conn, now: float) -> list[tuple[str, ...]]:
 
 def list_namespaces(
     conn: Conn,
-    prefix: Sequence[str] | None,
-    suffix: Sequence[str] | None,
+    conditions: Sequence[tuple[str, Sequence[str]]],
     max_depth: int | None,
     limit: int,
     offset: int,
     now: float,
 ) -> list[tuple[str, ...]]:
-    """LangGraph's list_namespaces: the namespaces matching the prefix and the suffix
-    ("*" matches any label), cut to `max_depth`, sorted, paged."""
+    """LangGraph's list_namespaces: the namespaces matching every condition
+    ("prefix" or "suffix", "*" matching any label), cut to `max_depth`, sorted,
+    paged."""
+    for kind, _ in conditions:
+        if kind not in ("prefix", "suffix"):
+            raise InvalidArgument(f"match_type must be 'prefix' or 'suffix', not {kind!r}")
     found = [
         ns
         for ns in namespaces(conn, now)
-        if (not prefix or _fits(ns, prefix)) and (not suffix or _fits(ns[::-1], suffix[::-1]))
+        if all(
+            _fits(ns, path) if kind == "prefix" else _fits(ns[::-1], tuple(path)[::-1])
+            for kind, path in conditions
+        )
     ]
     cut = {ns[:max_depth] for ns in found} if max_depth is not None else set(found)
     return sorted(cut)[offset : offset + limit]

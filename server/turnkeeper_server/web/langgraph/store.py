@@ -20,6 +20,7 @@ from typing import Any
 
 from aiohttp import web
 
+from turnkeeper_server.engine.store_items import NO_INDEX
 from turnkeeper_server.journal.store_items import StoreItem
 from turnkeeper_server.security.auth import Caller
 from turnkeeper_server.web.langgraph import end_users, shapes
@@ -35,10 +36,6 @@ from turnkeeper_server.web.langgraph.api import (
 from turnkeeper_server.web.langgraph.errors import ApiError
 
 MAX_KEY_CHARS = 1024
-NO_INDEX = (
-    "semantic search (query) needs a store index, which this server does not "
-    "configure: search without a query, with a filter instead"
-)
 
 
 def _namespace(value: Any, what: str = "namespace") -> tuple[str, ...]:

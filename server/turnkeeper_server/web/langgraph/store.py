@@ -81,6 +81,7 @@ def shape(item: StoreItem, *, search: bool = False) -> dict[str, Any]:
 
 
 async def put_item(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    """Store or update an item (204)."""
     require(caller, THREADS_WRITE)
     body = await body_of(request)
     value = body.get("value")
@@ -107,6 +108,7 @@ async def put_item(request: web.Request, caller: Caller | None, deps: Deps) -> w
 
 
 async def get_item(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    """One item by namespace and key (null when there is none)."""
     require(caller, READ)
     namespace = _namespace(request.query.get("namespace", "").split("."))
     key = request.query.get("key")
@@ -128,6 +130,8 @@ async def get_item(request: web.Request, caller: Caller | None, deps: Deps) -> w
 async def delete_item(
     request: web.Request, caller: Caller | None, deps: Deps
 ) -> web.StreamResponse:
+    """Delete an item (204, whether or not it was there)."""
+    """Delete an item (204, whether or not it was there)."""
     require(caller, THREADS_WRITE)
     body = await body_of(request)
     payload: dict[str, Any] = {
@@ -142,6 +146,8 @@ async def delete_item(
 async def search_items(
     request: web.Request, caller: Caller | None, deps: Deps
 ) -> web.StreamResponse:
+    """Items under a namespace prefix matching a filter, newest first, paged."""
+    """Items under a namespace prefix matching a filter, newest first, paged."""
     require(caller, READ)
     body = await body_of(request)
     refresh = body.get("refresh_ttl")
@@ -171,6 +177,8 @@ async def search_items(
 async def list_namespaces(
     request: web.Request, caller: Caller | None, deps: Deps
 ) -> web.StreamResponse:
+    """The namespaces holding items, by prefix, suffix and depth, sorted, paged."""
+    """The namespaces holding items, by prefix, suffix and depth, sorted, paged."""
     require(caller, READ)
     body = await body_of(request)
     max_depth = body.get("max_depth")

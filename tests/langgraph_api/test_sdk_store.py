@@ -6,7 +6,9 @@ refusals, and items kept across a restart of the service."""
 
 from __future__ import annotations
 
+import json
 from collections.abc import AsyncIterator
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -15,6 +17,7 @@ from langgraph.store.memory import InMemoryStore
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from turnkeeper_server.app import TurnkeeperServer
+from turnkeeper_server.engine.store_items import ttl_of_config
 from turnkeeper_server.journal import store_items
 
 from tests.support.nats import NatsServer
@@ -242,3 +245,32 @@ async def test_ttl_over_the_api_with_refresh_on_read(
     assert refreshed > put_at
     await sdk.store.search_items(("t",), refresh_ttl=True)
     assert await expiry() > refreshed
+
+
+async def test_the_langgraph_jsons_store_ttl_applies(
+    make_service: ServiceFactory, nats_server: NatsServer, tmp_path: Path
+) -> None:
+    """`store.ttl`: an item put without a ttl gets `default_ttl`, and a read that
+    does not say refreshes only if `refresh_on_read` says so."""
+    config = tmp_path / "langgraph.json"
+    config.write_text(
+        json.dumps({"graphs": {}, "store": {"ttl": {"default_ttl": 2, "refresh_on_read": False}}})
+    )
+    service = await make_service(
+        nats_url=nats_server.url, http_listen="127.0.0.1:0", langgraph_config=config
+    )
+    client = get_client(url=_url(service))
+    try:
+        await client.store.put_item(("t",), "k", {"v": 1})
+        row = await service.db.read(lambda c: store_items.read(c, ("t",), "k", 0.0))
+        assert row is not None and row.ttl_minutes == 2 and row.expires_at is not None
+        await client.store.get_item(("t",), "k")
+        again = await service.db.read(lambda c: store_items.read(c, ("t",), "k", 0.0))
+        assert again is not None and again.expires_at == row.expires_at
+    finally:
+        await client.http.client.aclose()
+
+    bad = tmp_path / "bad.json"
+    bad.write_text(json.dumps({"store": {"ttl": {"default_ttl": "soon"}}}))
+    with pytest.raises(ValueError, match="default_ttl must be a positive number"):
+        ttl_of_config(bad)

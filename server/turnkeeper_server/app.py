@@ -25,6 +25,8 @@ from turnkeeper.v1 import (
     checkpoints_pb2_grpc,
     operations_pb2,
     operations_pb2_grpc,
+    store_pb2,
+    store_pb2_grpc,
     turns_pb2,
     turns_pb2_grpc,
 )
@@ -32,6 +34,7 @@ from turnkeeper.v1 import (
 from turnkeeper_server.audit import OK, TOKENS_RELOAD, AuditLog
 from turnkeeper_server.config import Settings
 from turnkeeper_server.engine import Engine, TurnNotifier
+from turnkeeper_server.engine.store_items import ttl_of_config
 from turnkeeper_server.messaging.jetstream import StreamSpec, ensure_stream
 from turnkeeper_server.messaging.link import NatsLink
 from turnkeeper_server.messaging.outbox import OutboxPublisher
@@ -43,6 +46,7 @@ from turnkeeper_server.retention import RetentionSweeper
 from turnkeeper_server.rpc.checkpoint_stream import StreamingCheckpointServicer
 from turnkeeper_server.rpc.interceptors import ErrorsAndMetrics
 from turnkeeper_server.rpc.operations_service import OperationsServicer
+from turnkeeper_server.rpc.store_service import StoreServicer
 from turnkeeper_server.rpc.turn_service import TurnServicer
 from turnkeeper_server.security import transport
 from turnkeeper_server.security.assertions import Assertions
@@ -59,6 +63,7 @@ SERVICE_NAMES = (
     turns_pb2.DESCRIPTOR.services_by_name["TurnService"].full_name,
     checkpoints_pb2.DESCRIPTOR.services_by_name["CheckpointService"].full_name,
     operations_pb2.DESCRIPTOR.services_by_name["OperationsService"].full_name,
+    store_pb2.DESCRIPTOR.services_by_name["StoreService"].full_name,
 )
 # The gRPC health entry that follows the NATS link (decision 322): SERVING while it is
 # connected, NOT_SERVING while it is not; absent when NATS is off. `turnkeeper health`
@@ -124,6 +129,7 @@ class TurnkeeperServer:
             self.metrics,
             namespace=settings.namespace,
             version_policies=settings.version_policies,
+            store_ttl=ttl_of_config(settings.langgraph_config),
         )
         self.reaper = LeaseReaper(self.engine.turns.reap, settings.reap_interval)
         self.retention = RetentionSweeper(
@@ -223,6 +229,9 @@ class TurnkeeperServer:
         )
         operations_pb2_grpc.add_OperationsServiceServicer_to_server(
             OperationsServicer(tokens, self.audit, self.assertions), server
+        )
+        store_pb2_grpc.add_StoreServiceServicer_to_server(
+            StoreServicer(self.engine, self.settings.limits), server
         )
         health_pb2_grpc.add_HealthServicer_to_server(self.health, server)
         if self.settings.reflection:

@@ -39,6 +39,8 @@ GENERATED = (
     "turnkeeper.v1.checkpoints_pb2_grpc",
     "turnkeeper.v1.operations_pb2",
     "turnkeeper.v1.operations_pb2_grpc",
+    "turnkeeper.v1.store_pb2",
+    "turnkeeper.v1.store_pb2_grpc",
     "turnkeeper.v1.turns_pb2",
     "turnkeeper.v1.turns_pb2_grpc",
 )

@@ -37,6 +37,7 @@ from turnkeeper._connection import ADDRESS_ENV, DEFAULT_ADDRESS, ConnectionOptio
 from turnkeeper.errors import from_rpc_error
 from turnkeeper.v1 import checkpoints_pb2 as cp
 from turnkeeper.v1 import operations_pb2 as op
+from turnkeeper.v1 import store_pb2 as sp
 from turnkeeper.v1 import turns_pb2 as tp
 
 __all__ = [
@@ -51,6 +52,7 @@ __all__ = [
 _TURNS: Final = "turnkeeper.v1.TurnService"
 _CHECKPOINTS: Final = "turnkeeper.v1.CheckpointService"
 _OPERATIONS: Final = "turnkeeper.v1.OperationsService"
+_STORE: Final = "turnkeeper.v1.StoreService"
 # gRPC metadata: whom a bridge acts for (the service's audit log records it).
 ON_BEHALF_OF: Final = "turnkeeper-on-behalf-of"
 
@@ -221,6 +223,14 @@ class _Rpcs:
         "(turnkeeper._caller_assertion): sent instead of the bearer token.",
     )
     list_audit = _Unary(_OPERATIONS, "ListAudit", op.ListAuditRequest, op.ListAuditResponse)
+    # StoreService
+    store_batch = _Unary(
+        _STORE,
+        "StoreBatch",
+        sp.StoreBatchRequest,
+        sp.StoreBatchResponse,
+        doc="LangGraph store operations (BaseStore.batch), in order, in one transaction.",
+    )
 
 
 class _Base(_Rpcs, abc.ABC):

@@ -13,6 +13,8 @@ The concepts `Engine` composes:
 - `effects` (engine/effects.py): the ledger of a turn's effects.
 - `threads`, `assistants` (engine/threads.py, engine/assistants.py): the LangGraph
   API's threads and assistants, kept in the journal.
+- `store` (engine/store_items.py): LangGraph's long-term memory (its BaseStore),
+  kept in the journal.
 - `versions` (engine/versions.py): the live replicas of each agent with the graph
   versions they announce (messaging/directory.py), and which of them the agent's
   version policy lets take a turn (docs/versions.md).
@@ -27,6 +29,7 @@ from turnkeeper_server.engine.assistants import Assistants
 from turnkeeper_server.engine.checkpoints import Checkpoints
 from turnkeeper_server.engine.effects import Effects
 from turnkeeper_server.engine.handoffs import Handoffs
+from turnkeeper_server.engine.store_items import StoreItems, TtlConfig
 from turnkeeper_server.engine.threads import Threads
 from turnkeeper_server.engine.turns import Turns
 from turnkeeper_server.engine.versions import Versions
@@ -56,6 +59,7 @@ class Engine:
         *,
         namespace: str = "default",
         dispatch_timeout: float = 2.0,
+        store_ttl: TtlConfig | None = None,
         version_policies: VersionPolicies | None = None,
     ) -> None:
         self.db = db
@@ -74,6 +78,7 @@ class Engine:
         self.threads = Threads(db)
         self.assistants = Assistants(db)
         self.effects = Effects(db)
+        self.store = StoreItems(db, store_ttl)
 
     def pipelined(self, *, followed: bool) -> tuple[contextvars.Context, asyncio.Future[None]]:
         """A context to run one write's handler in, and a future set as soon as the

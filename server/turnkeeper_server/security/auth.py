@@ -85,6 +85,7 @@ ROLES = (AGENT, PANEL, OPERATOR, ADMIN)
 _TURNS = "/turnkeeper.v1.TurnService/"
 _CHECKPOINTS = "/turnkeeper.v1.CheckpointService/"
 _OPERATIONS = "/turnkeeper.v1.OperationsService/"
+_STORE = "/turnkeeper.v1.StoreService/"
 HEALTH_PREFIX = "/grpc.health.v1.Health/"
 REFLECTION_PREFIXES = (
     "/grpc.reflection.v1alpha.ServerReflection/",
@@ -169,6 +170,9 @@ RIGHTS: Mapping[str, frozenset[str]] = {
     _CHECKPOINTS + "DeleteForRuns": frozenset({ADMIN}),
     # Each message then also needs its unary RPC's right (rpc/checkpoint_stream.py).
     _CHECKPOINTS + "CheckpointStream": frozenset({AGENT, OPERATOR, ADMIN}),
+    # LangGraph's store (a graph's long-term memory): the graphs agents host, and
+    # operators and admins; panels reach it through the LangGraph API (decision 315).
+    _STORE + "StoreBatch": frozenset({AGENT, OPERATOR, ADMIN}),
     REDRIVE_STARTUP: _EXECUTOR,
     REDRIVE_OPERATOR: _OPERATE,
     # A bridge asks who its JSON-RPC callers are; operators read the audit log.

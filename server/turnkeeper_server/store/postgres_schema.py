@@ -238,6 +238,20 @@ TURNKEEPER_MIGRATIONS: list[str] = [
         multitask_strategy TEXT NOT NULL DEFAULT ''
     );
     """,
+    # As SQLite's turns.db migration of the same place: LangGraph's store items.
+    """
+    CREATE TABLE store_items (
+        namespace    TEXT NOT NULL,
+        key          TEXT NOT NULL,
+        value        TEXT NOT NULL,
+        created_at   DOUBLE PRECISION NOT NULL,
+        updated_at   DOUBLE PRECISION NOT NULL,
+        ttl_minutes  DOUBLE PRECISION,
+        expires_at   DOUBLE PRECISION,
+        PRIMARY KEY (namespace, key)
+    );
+    CREATE INDEX store_items_expiry ON store_items (expires_at) WHERE expires_at IS NOT NULL;
+    """,
 ]
 
 

@@ -249,6 +249,22 @@ TURNS_MIGRATIONS: list[str] = [
         multitask_strategy TEXT NOT NULL DEFAULT ''
     )
     """,
+    # LangGraph's long-term memory, its BaseStore (journal/store_items.py): an item
+    # per namespace (labels joined by ".") and key; ttl in minutes, and when it
+    # expires (NULL: never).
+    """
+    CREATE TABLE store_items (
+        namespace    TEXT NOT NULL,
+        key          TEXT NOT NULL,
+        value        TEXT NOT NULL,
+        created_at   REAL NOT NULL,
+        updated_at   REAL NOT NULL,
+        ttl_minutes  REAL,
+        expires_at   REAL,
+        PRIMARY KEY (namespace, key)
+    );
+    CREATE INDEX store_items_expiry ON store_items (expires_at) WHERE expires_at IS NOT NULL
+    """,
 ]
 
 SESSIONS_MIGRATIONS: list[str] = [

@@ -19,6 +19,7 @@ from turnkeeper_server.web.langgraph import (
     effects,
     end_users,
     runs,
+    store,
     thread_lists,
     threads,
 )
@@ -93,6 +94,13 @@ def add_routes(app: web.Application, deps: Deps) -> None:
     route("POST", "/runs", runs.create)
     route("POST", "/runs/stream", runs.stream)
     route("POST", "/runs/wait", runs.wait)
+
+    # LangGraph's long-term memory (store.py); the handlers are asked from inside.
+    route("PUT", "/store/items", store.put_item)
+    route("GET", "/store/items", store.get_item)
+    route("DELETE", "/store/items", store.delete_item)
+    route("POST", "/store/items/search", store.search_items)
+    route("POST", "/store/namespaces", store.list_namespaces)
 
     async def info(request: web.Request) -> web.StreamResponse:
         """The server's version and features, in the keys LangGraph's server answers."""

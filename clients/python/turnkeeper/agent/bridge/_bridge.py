@@ -42,6 +42,7 @@ from langgraph.pregel import Pregel
 from turnkeeper import _tracing as tracing
 from turnkeeper._graph_versions import canonical
 from turnkeeper.agent._fingerprint import GraphVersion
+from turnkeeper.agent._store import RemoteStore
 from turnkeeper.agent.bridge._announce import Announcer
 from turnkeeper.agent.bridge._boundary import BoundarySaver
 from turnkeeper.agent.bridge._caller_auth import CallerCheck
@@ -100,10 +101,15 @@ class Bridge:
         self.identity = Identity(config.agent, config.replica, config.incarnation)
         self.client = AsyncTurnkeeperClient(config.service)
         self.saver = BoundarySaver(options=config.service, serde=serde)
+        # The service's store (get_store(), runtime.store) unless the graph has one.
+        self.store = RemoteStore(config.service)
         if isinstance(graph, StateGraph):
-            self.graph: AnyGraph = graph.compile(checkpointer=self.saver)
+            self.graph: AnyGraph = graph.compile(checkpointer=self.saver, store=self.store)
         elif isinstance(graph, Pregel):
-            self.graph = graph.copy(update={"checkpointer": self.saver})
+            update: dict[str, Any] = {"checkpointer": self.saver}
+            if graph.store is None:
+                update["store"] = self.store
+            self.graph = graph.copy(update=update)
         else:
             raise TypeError(f"graph must be a StateGraph or a compiled graph, not {type(graph)}")
         # What this replica serves, by shape and label (docs/versions.md): announced,
@@ -379,6 +385,8 @@ class Bridge:
         finally:
             with contextlib.suppress(Exception):
                 await self.saver.aclose()
+            with contextlib.suppress(Exception):
+                await self.store.aclose()
             with contextlib.suppress(Exception):
                 await self.client.close()
             await self.health.stop()

@@ -1,0 +1,252 @@
+"""LangGraph's long-term memory (its `BaseStore`) kept in the journal: items of
+JSON values under a namespace (a tuple of labels) and a key, as LangGraph's stores
+keep them, on either backend.
+
+A namespace is stored as its labels joined by "." (LangGraph refuses a label with a
+period), so a namespace prefix is a string prefix: `ns = p OR substr(ns, 1, n) =
+p || '.'`, which the primary key (namespace, key) serves on both backends. The
+`filter` of a search is applied here to the items under the prefix, with
+LangGraph's own rules (InMemoryStore's: nested equality, `$eq`, `$ne`, `$gt`,
+`$gte`, `$lt`, `$lte`); so a search reads every item under its prefix, the way
+InMemoryStore does (decision 315). Newest first (`updated_at`), as PostgresStore
+and SqliteStore answer.
+
+TTL: an item put with `ttl` (minutes) expires that long after it was written, or
+last read with refresh (`refresh_ttl`); an expired item is no longer read, listed
+or searched, and is deleted by the next write (`sweep`). The SQL is plain:
+PostgreSQL accepts it too.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from typing import Any
+
+from turnkeeper_server.errors import InvalidArgument
+from turnkeeper_server.store.contract import Conn, Tx
+
+SEPARATOR = "."
+_COLUMNS = "namespace, key, value, created_at, updated_at, ttl_minutes, expires_at"
+_LIVE = "(expires_at IS NULL OR expires_at > ?)"
+
+
+@dataclass(frozen=True)
+class StoreItem:
+    namespace: tuple[str, ...]
+    key: str
+    value: dict[str, Any]
+    created_at: float
+    updated_at: float
+    ttl_minutes: float | None = None
+    expires_at: float | None = None
+
+
+def joined(namespace: Sequence[str]) -> str:
+    return SEPARATOR.join(namespace)
+
+
+def _item(row: Any) -> StoreItem:
+    value = json.loads(row[2])
+    return StoreItem(
+        namespace=tuple(row[0].split(SEPARATOR)) if row[0] else (),
+        key=row[1],
+        value=value if isinstance(value, dict) else {},
+        created_at=row[3],
+        updated_at=row[4],
+        ttl_minutes=row[5],
+        expires_at=row[6],
+    )
+
+
+def get(
+    tx: Tx, namespace: Sequence[str], key: str, now: float, *, refresh: bool
+) -> StoreItem | None:
+    """The live item, its expiry moved `ttl_minutes` past `now` when `refresh`."""
+    row = tx.execute(
+        f"SELECT {_COLUMNS} FROM main.store_items WHERE namespace = ? AND key = ? AND {_LIVE}",
+        (joined(namespace), key, now),
+    ).fetchone()
+    if row is None:
+        return None
+    item = _item(row)
+    if refresh and item.ttl_minutes is not None:
+        _refresh(tx, [item], now)
+    return item
+
+
+def read(conn: Conn, namespace: Sequence[str], key: str, now: float) -> StoreItem | None:
+    """As get without refresh, on a read connection."""
+    row = conn.execute(
+        f"SELECT {_COLUMNS} FROM main.store_items WHERE namespace = ? AND key = ? AND {_LIVE}",
+        (joined(namespace), key, now),
+    ).fetchone()
+    return None if row is None else _item(row)
+
+
+def _refresh(tx: Tx, items: Sequence[StoreItem], now: float) -> None:
+    for item in items:
+        if item.ttl_minutes is not None:
+            tx.execute(
+                "UPDATE main.store_items SET expires_at = ? WHERE namespace = ? AND key = ?",
+                (now + item.ttl_minutes * 60, joined(item.namespace), item.key),
+            )
+
+
+def put(
+    tx: Tx,
+    namespace: Sequence[str],
+    key: str,
+    value: Mapping[str, Any],
+    now: float,
+    ttl_minutes: float | None,
+) -> None:
+    """Write the item (created_at kept when it exists), expiring `ttl_minutes` after
+    now (None: never)."""
+    expires = None if ttl_minutes is None else now + ttl_minutes * 60
+    tx.execute(
+        f"INSERT INTO main.store_items ({_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?) "
+        "ON CONFLICT (namespace, key) DO UPDATE SET value = excluded.value, "
+        "updated_at = excluded.updated_at, ttl_minutes = excluded.ttl_minutes, "
+        "expires_at = excluded.expires_at, "
+        # An expired row still there is a new item: its creation time is now.
+        "created_at = CASE WHEN store_items.expires_at IS NOT NULL "
+        "AND store_items.expires_at <= excluded.updated_at "
+        "THEN excluded.created_at ELSE store_items.created_at END",
+        (joined(namespace), key, json.dumps(dict(value)), now, now, ttl_minutes, expires),
+    )
+
+
+def delete(tx: Tx, namespace: Sequence[str], key: str) -> None:
+    tx.execute(
+        "DELETE FROM main.store_items WHERE namespace = ? AND key = ?", (joined(namespace), key)
+    )
+
+
+def sweep(tx: Tx, now: float) -> int:
+    """Delete the expired items; how many."""
+    done = tx.execute(
+        "DELETE FROM main.store_items WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)
+    )
+    return int(done.rowcount or 0)
+
+
+def under(conn: Conn, prefix: Sequence[str], now: float) -> list[StoreItem]:
+    """The live items whose namespace starts with `prefix`, newest first."""
+    if not prefix:
+        rows = conn.execute(
+            f"SELECT {_COLUMNS} FROM main.store_items WHERE {_LIVE} "
+            "ORDER BY updated_at DESC, namespace, key",
+            (now,),
+        ).fetchall()
+    else:
+        text = joined(prefix)
+        rows = conn.execute(
+            f"SELECT {_COLUMNS} FROM main.store_items WHERE {_LIVE} "
+            "AND (namespace = ? OR substr(namespace, 1, ?) = ?) "
+            "ORDER BY updated_at DESC, namespace, key",
+            (now, text, len(text) + 1, text + SEPARATOR),
+        ).fetchall()
+    return [_item(r) for r in rows]
+
+
+def search(
+    conn: Conn,
+    prefix: Sequence[str],
+    filters: Sequence[Mapping[str, Any]],
+    limit: int,
+    offset: int,
+    now: float,
+) -> list[StoreItem]:
+    """The live items under `prefix` whose value matches every filter, newest first,
+    paged."""
+    return [
+        item
+        for item in under(conn, prefix, now)
+        if all(matches(item.value, f) for f in filters if f)
+    ][offset : offset + limit]
+
+
+def refresh(tx: Tx, items: Sequence[StoreItem], now: float) -> None:
+    """Move the expiry of each item that has a ttl to `ttl_minutes` past now."""
+    _refresh(tx, items, now)
+
+
+def namespaces(conn: Conn, now: float) -> list[tuple[str, ...]]:
+    """Every namespace that holds a live item."""
+    rows = conn.execute(
+        f"SELECT DISTINCT namespace FROM main.store_items WHERE {_LIVE}", (now,)
+    ).fetchall()
+    return [tuple(r[0].split(SEPARATOR)) for r in rows]
+
+
+def list_namespaces(
+    conn: Conn,
+    conditions: Sequence[tuple[str, Sequence[str]]],
+    max_depth: int | None,
+    limit: int,
+    offset: int,
+    now: float,
+) -> list[tuple[str, ...]]:
+    """LangGraph's list_namespaces: the namespaces matching every condition
+    ("prefix" or "suffix", "*" matching any label), cut to `max_depth`, sorted,
+    paged."""
+    for kind, _ in conditions:
+        if kind not in ("prefix", "suffix"):
+            raise InvalidArgument(f"match_type must be 'prefix' or 'suffix', not {kind!r}")
+    found = [
+        ns
+        for ns in namespaces(conn, now)
+        if all(
+            _fits(ns, path) if kind == "prefix" else _fits(ns[::-1], tuple(path)[::-1])
+            for kind, path in conditions
+        )
+    ]
+    cut = {ns[:max_depth] for ns in found} if max_depth is not None else set(found)
+    return sorted(cut)[offset : offset + limit]
+
+
+def _fits(namespace: Sequence[str], path: Sequence[str]) -> bool:
+    if len(namespace) < len(path):
+        return False
+    return all(p == "*" or n == p for n, p in zip(namespace, path, strict=False))
+
+
+def matches(value: Any, condition: Mapping[str, Any]) -> bool:
+    """Whether an item's value matches a search filter (LangGraph's rules)."""
+    if not isinstance(value, Mapping):
+        return False
+    return all(_compare(value.get(k), v) for k, v in condition.items())
+
+
+def _compare(value: Any, wanted: Any) -> bool:
+    if isinstance(wanted, Mapping):
+        if any(isinstance(k, str) and k.startswith("$") for k in wanted):
+            return all(_operator(value, k, v) for k, v in wanted.items())
+        if not isinstance(value, Mapping):
+            return False
+        return all(_compare(value.get(k), v) for k, v in wanted.items())
+    if isinstance(wanted, list | tuple):
+        return (
+            isinstance(value, list | tuple)
+            and len(value) == len(wanted)
+            and all(_compare(a, b) for a, b in zip(value, wanted, strict=False))
+        )
+    return bool(value == wanted)
+
+
+def _operator(value: Any, operator: str, operand: Any) -> bool:
+    if operator == "$eq":
+        return bool(value == operand)
+    if operator == "$ne":
+        return bool(value != operand)
+    if operator not in ("$gt", "$gte", "$lt", "$lte"):
+        raise InvalidArgument(
+            f"unsupported filter operator {operator!r}: use $eq, $ne, $gt, $gte, $lt or $lte"
+        )
+    try:
+        a, b = float(value), float(operand)
+    except (TypeError, ValueError):
+        return False
+    return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[operator]

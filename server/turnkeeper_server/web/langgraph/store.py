@@ -1,0 +1,205 @@
+"""The store: LangGraph's long-term memory (`client.store.*`), kept in the journal
+(engine/store_items.py) on either backend, with the reference server's routes and
+shapes: PUT, GET and DELETE /store/items, POST /store/items/search and
+/store/namespaces.
+
+Rights (decision 315): reading (get, search, list_namespaces) is every role's read
+right, writing (put, delete) the right to start a run, which every role holds too:
+the store is the graphs' memory, which a panel reads and writes for its user as on
+LangGraph's server. Under a langgraph.json's auth its `@auth.on.store` handlers are
+asked as the reference asks them (resource "store", actions put, get, delete,
+search, list_namespaces, with the same values), and they may change the namespace;
+a search's filter they answer narrows the search. Semantic search (`query`) needs
+an index, which turnkeeper does not configure yet: a query is refused (422,
+decision 316) rather than answered unranked.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from aiohttp import web
+
+from turnkeeper_server.engine.store_items import NO_INDEX
+from turnkeeper_server.journal.store_items import StoreItem
+from turnkeeper_server.security.auth import Caller
+from turnkeeper_server.web.langgraph import end_users, shapes
+from turnkeeper_server.web.langgraph.api import (
+    READ,
+    THREADS_WRITE,
+    Deps,
+    body_of,
+    field,
+    json_response,
+    require,
+)
+from turnkeeper_server.web.langgraph.errors import ApiError
+
+MAX_KEY_CHARS = 1024
+
+
+def _namespace(value: Any, what: str = "namespace") -> tuple[str, ...]:
+    if not isinstance(value, list | tuple):
+        raise ApiError(422, f"{what} must be a list of labels")
+    for label in value:
+        if not isinstance(label, str) or not label or "." in label:
+            raise ApiError(
+                422, f"{what} label {label!r} must be a non-empty string without periods"
+            )
+    return tuple(value)
+
+
+def _key(value: Any) -> str:
+    if not isinstance(value, str) or not value:
+        raise ApiError(422, "key must be a non-empty string")
+    if len(value) > MAX_KEY_CHARS:
+        raise ApiError(422, f"key must be at most {MAX_KEY_CHARS} characters")
+    return value
+
+
+def _whole(body: dict[str, Any], name: str, default: int, low: int) -> int:
+    value = body.get(name)
+    if value is None:
+        return default
+    if isinstance(value, bool) or not isinstance(value, int) or value < low:
+        raise ApiError(422, f"{name} must be a whole number of at least {low}")
+    return value
+
+
+def shape(item: StoreItem, *, search: bool = False) -> dict[str, Any]:
+    """An item with the keys LangGraph's server answers (Item.dict())."""
+    out: dict[str, Any] = {
+        "namespace": list(item.namespace),
+        "key": item.key,
+        "value": item.value,
+        "created_at": shapes.iso(item.created_at),
+        "updated_at": shapes.iso(item.updated_at),
+    }
+    if search:
+        out["score"] = None
+    return out
+
+
+async def put_item(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    """Store or update an item (204)."""
+    require(caller, THREADS_WRITE)
+    body = await body_of(request)
+    value = body.get("value")
+    if not isinstance(value, dict):
+        raise ApiError(422, "value must be an object")
+    ttl = body.get("ttl")
+    if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl <= 0):
+        raise ApiError(422, "ttl must be a positive number of minutes, or null")
+    index = body.get("index")
+    if index is not None and index is not False and not isinstance(index, list):
+        raise ApiError(422, "index must be false, null or a list of paths")
+    payload: dict[str, Any] = {
+        "namespace": _namespace(body.get("namespace") or ()),
+        "key": _key(body.get("key")),
+        "value": value,
+        "index": index,
+        "ttl": ttl,
+    }
+    await end_users.authorize(request, deps, "store", "put", payload)
+    await deps.engine.store.put(
+        _namespace(payload["namespace"]), _key(payload["key"]), payload["value"], payload["ttl"]
+    )
+    return web.Response(status=204)
+
+
+async def get_item(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    """One item by namespace and key (null when there is none)."""
+    require(caller, READ)
+    namespace = _namespace(request.query.get("namespace", "").split("."))
+    key = request.query.get("key")
+    if not key:
+        raise ApiError(400, "Key is required")
+    raw = request.query.get("refresh_ttl")
+    payload: dict[str, Any] = {
+        "namespace": namespace,
+        "key": key,
+        "refresh_ttl": None if raw is None else raw.lower() == "true",
+    }
+    await end_users.authorize(request, deps, "store", "get", payload)
+    item = await deps.engine.store.get(
+        _namespace(payload["namespace"]), _key(payload["key"]), payload["refresh_ttl"]
+    )
+    return json_response(None if item is None else shape(item))
+
+
+async def delete_item(
+    request: web.Request, caller: Caller | None, deps: Deps
+) -> web.StreamResponse:
+    """Delete an item (204, whether or not it was there)."""
+    """Delete an item (204, whether or not it was there)."""
+    require(caller, THREADS_WRITE)
+    body = await body_of(request)
+    payload: dict[str, Any] = {
+        "namespace": _namespace(body.get("namespace") or ()),
+        "key": _key(body.get("key")),
+    }
+    await end_users.authorize(request, deps, "store", "delete", payload)
+    await deps.engine.store.delete(_namespace(payload["namespace"]), _key(payload["key"]))
+    return web.Response(status=204)
+
+
+async def search_items(
+    request: web.Request, caller: Caller | None, deps: Deps
+) -> web.StreamResponse:
+    """Items under a namespace prefix matching a filter, newest first, paged."""
+    """Items under a namespace prefix matching a filter, newest first, paged."""
+    require(caller, READ)
+    body = await body_of(request)
+    refresh = body.get("refresh_ttl")
+    if refresh is not None and not isinstance(refresh, bool):
+        raise ApiError(422, "refresh_ttl must be true, false or null")
+    payload: dict[str, Any] = {
+        "namespace": _namespace(body.get("namespace_prefix") or (), "namespace_prefix"),
+        "filter": field(body, "filter", dict),
+        "limit": _whole(body, "limit", 10, 1),
+        "offset": _whole(body, "offset", 0, 0),
+        "query": field(body, "query", str),
+        "refresh_ttl": refresh,
+    }
+    narrowed = await end_users.authorize(request, deps, "store", "search", payload)
+    if payload["query"]:
+        raise ApiError(422, NO_INDEX)
+    items = await deps.engine.store.search(
+        _namespace(payload["namespace"], "namespace_prefix"),
+        [f for f in (payload["filter"], narrowed) if f],
+        payload["limit"],
+        payload["offset"],
+        payload["refresh_ttl"],
+    )
+    return json_response({"items": [shape(i, search=True) for i in items]})
+
+
+async def list_namespaces(
+    request: web.Request, caller: Caller | None, deps: Deps
+) -> web.StreamResponse:
+    """The namespaces holding items, by prefix, suffix and depth, sorted, paged."""
+    """The namespaces holding items, by prefix, suffix and depth, sorted, paged."""
+    require(caller, READ)
+    body = await body_of(request)
+    max_depth = body.get("max_depth")
+    if max_depth is not None and (
+        isinstance(max_depth, bool) or not isinstance(max_depth, int) or max_depth < 1
+    ):
+        raise ApiError(422, "max_depth must be a whole number of at least 1, or null")
+    payload: dict[str, Any] = {
+        "namespace": _namespace(body["prefix"], "prefix") if body.get("prefix") else None,
+        "suffix": _namespace(body["suffix"], "suffix") if body.get("suffix") else None,
+        "max_depth": max_depth,
+        "limit": _whole(body, "limit", 100, 1),
+        "offset": _whole(body, "offset", 0, 0),
+    }
+    await end_users.authorize(request, deps, "store", "list_namespaces", payload)
+    prefix, suffix = payload["namespace"], payload["suffix"]
+    found = await deps.engine.store.list_namespaces(
+        None if prefix is None else _namespace(prefix, "prefix"),
+        None if suffix is None else _namespace(suffix, "suffix"),
+        payload["max_depth"],
+        payload["limit"],
+        payload["offset"],
+    )
+    return json_response({"namespaces": [list(ns) for ns in found]})

@@ -119,7 +119,9 @@ class TurnkeeperServer:
             namespace=settings.namespace,
             version_policies=settings.version_policies,
         )
-        self.reaper = LeaseReaper(self.engine.turns.reap, settings.reap_interval)
+        self.reaper = LeaseReaper(
+            self.engine.turns.reap, settings.reap_interval, settings.lease_seconds
+        )
         self.retention = RetentionSweeper(
             self.db,
             self.policy,

@@ -60,6 +60,10 @@ SERVICE_NAMES = (
     checkpoints_pb2.DESCRIPTOR.services_by_name["CheckpointService"].full_name,
     operations_pb2.DESCRIPTOR.services_by_name["OperationsService"].full_name,
 )
+# The gRPC health entry that follows the NATS link (decision 322): SERVING while it is
+# connected, NOT_SERVING while it is not; absent when NATS is off. `turnkeeper health`
+# checks it besides the overall status.
+NATS_HEALTH_NAME = "turnkeeper.nats"
 
 
 class TurnkeeperServer:
@@ -99,6 +103,8 @@ class TurnkeeperServer:
         self.link = NatsLink(
             settings.nats_url, auth=settings.nats_auth, prepare=_jetstream(settings)
         )
+        self.link.on_connect.append(lambda _nc: self._nats_health(up=True))
+        self.link.on_lost.append(lambda: self._nats_health(up=False))
         self.outbox = OutboxPublisher(self.db, self.link, metrics=self.metrics)
         self.notifier = TurnNotifier()
         self.policy = Policy(
@@ -251,6 +257,8 @@ class TurnkeeperServer:
             log.info("metrics on http://%s:%d/metrics", host or "0.0.0.0", self.metrics_port)
         for name in ("", *SERVICE_NAMES):
             await self.health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        if self.link.enabled:
+            await self._nats_health(up=self.link.connected)
         log.info(
             "turnkeeper serving on %s (%s, %s; %s, NATS %s)",
             self.address,
@@ -260,6 +268,12 @@ class TurnkeeperServer:
             f"{len(tokens)} tokens" if tokens else "no authentication",
             self.db.describe(),
             self.settings.nats_url or "off",
+        )
+
+    async def _nats_health(self, *, up: bool) -> None:
+        serving = health_pb2.HealthCheckResponse.SERVING
+        await self.health.set(
+            NATS_HEALTH_NAME, serving if up else health_pb2.HealthCheckResponse.NOT_SERVING
         )
 
     async def stop(self, grace: float | None = None) -> None:

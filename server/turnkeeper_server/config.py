@@ -130,6 +130,12 @@ class Settings:
     # relative to that file's folder and refused outside it. Neither: no end users.
     langgraph_auth: str | None = None
     langgraph_config: Path | None = None
+    # How a LangGraph stream sends a model's tokens (web/langgraph/stream.py):
+    # "live", as the model produces them, taken back with a rewind's `values` and
+    # `remove` parts if a re-drive takes them back; or "settled", once their step's
+    # checkpoint is durable, never taken back (decision 210). A run's stream may
+    # ask for the other with the `X-Turnkeeper-Stream` header.
+    langgraph_stream: str = "live"
     # A thread's owner (its maker; its end user under a langgraph.json's auth) may
     # edit its state: update_state, a Command's update or goto, a fork. Off: only
     # operators and admins (and agents on their own threads) do; an owner answers

@@ -171,6 +171,16 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         "TURNKEEPER_CORS_ORIGINS, comma-separated; default: none)",
     )
     parser.add_argument(
+        "--langgraph-stream",
+        choices=("live", "settled"),
+        default=env("TURNKEEPER_LANGGRAPH_STREAM") or "live",
+        help="how LangGraph streams send a model's tokens: 'live', as the model produces "
+        "them (a re-drive's rewind takes back what it undid, with `values` and `remove` "
+        "parts), or 'settled', once their step's checkpoint is durable; a stream may "
+        "ask for the other with the X-Turnkeeper-Stream header (env "
+        "TURNKEEPER_LANGGRAPH_STREAM; default: live)",
+    )
+    parser.add_argument(
         "--langgraph-auth",
         default=env("TURNKEEPER_LANGGRAPH_AUTH") or None,
         metavar="PATH:ATTR",
@@ -477,6 +487,10 @@ def settings_from_args(
     version_policies = VersionPolicies.parse(
         args.default_version_policy, list(args.version_policies)
     )
+    if args.langgraph_stream not in ("live", "settled"):
+        raise ValueError(
+            f"TURNKEEPER_LANGGRAPH_STREAM={args.langgraph_stream!r}: must be 'live' or 'settled'"
+        )
     return Settings(
         http_listen=http_listen,
         http_any_port_if_busy=default_port,
@@ -484,6 +498,7 @@ def settings_from_args(
         http_cors_origins=tuple(o.strip().rstrip("/") for o in args.cors_origins),
         langgraph_auth=args.langgraph_auth,
         langgraph_config=args.langgraph_config,
+        langgraph_stream=args.langgraph_stream,
         owners_edit_state=args.owners_edit_state,
         http_header_timeout=args.http_header_timeout,
         http_body_timeout=args.http_body_timeout,

@@ -14,8 +14,9 @@ from langgraph.checkpoint.memory import InMemorySaver
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import Interrupt
 from pydantic import BaseModel
+from turnkeeper._values import py_to_value, value_to_py
 from turnkeeper.agent.bridge import Bridge, BridgeConfig, idempotency_key
-from turnkeeper.agent.bridge._convert import py_to_value, to_jsonable, value_to_py
+from turnkeeper.agent.bridge._convert import to_jsonable
 
 
 class State(TypedDict):

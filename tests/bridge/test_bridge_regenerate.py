@@ -16,8 +16,8 @@ import nats
 import pytest
 from langgraph.graph import END, START, StateGraph
 from nats.aio.client import Client
+from turnkeeper._values import value_to_py
 from turnkeeper.agent.bridge import Bridge, BridgeConfig
-from turnkeeper.agent.bridge._convert import value_to_py
 from turnkeeper.agent.bridge._intent import REGENERATE_INPUT, thread_config
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.panel.agent_rpc import NatsAgentTransport

@@ -70,15 +70,25 @@ async def test_a_streamed_run_ends_with_the_graphs_state(
     answer = last["messages"][-1]["content"]
     assert answer.startswith("Here is the answer")
     # The generate node's tokens, in order, make up its answer.
-    tokens = [p.data[0]["content"] for p in parts if p.event == "messages"]
+    tokens = [
+        p.data[0]["content"]
+        for p in parts
+        if p.event == "messages" and p.data[0]["type"] == "AIMessageChunk"
+    ]
     assert "".join(tokens).endswith(answer)
     # One id per streamed message: the model's own, as the bridge journals it.
     chunk_ids = {
         p.data[0]["id"]
         for p in parts
-        if p.event == "messages" and p.data[1]["langgraph_node"] == "generate"
+        if p.event == "messages"
+        and p.data[1]["langgraph_node"] == "generate"
+        and p.data[0]["type"] == "AIMessageChunk"
     }
     assert len(chunk_ids) == 1 and next(iter(chunk_ids)).startswith("lc_run")
+    # The answer the node returned (a message of its own, not streamed) is a part
+    # of its own, whole, as LangGraph's server sends it.
+    returned = [p.data[0] for p in parts if p.event == "messages" and p.data[0]["type"] == "ai"]
+    assert [m["id"] for m in returned] == [f"answer-{run_id}"]
 
     state = await sdk.threads.get_state(thread["thread_id"])
     assert state["values"] == last

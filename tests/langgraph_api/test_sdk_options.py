@@ -3,10 +3,10 @@
 threads and assistants methods, read from the SDK's signatures) and holds each to
 one of: honoured (a named test shows it), refused (sent here: 422), the SDK's own
 (never sent, or the call's identity), as the reference (a LangSmith option both
-servers ignore without LangSmith), or a known gap (`IGNORED`: accepted and not
-applied today, with who owns it). A new SDK option fails the walk until it is
-classified; `test_no_option_is_silently_ignored` is the claim itself, expected to
-fail while `IGNORED` lists anything."""
+servers ignore without LangSmith), or a known gap (`Ignored`: accepted and not
+applied, with who owns it). A new SDK option fails the walk until it is
+classified; `test_no_option_is_silently_ignored` is the claim itself: it fails while
+any option is an `Ignored` gap."""
 
 from __future__ import annotations
 
@@ -16,7 +16,7 @@ import uuid
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import httpx
 import pytest
@@ -82,16 +82,7 @@ class NoRoute:
     why: str
 
 
-@dataclass(frozen=True)
-class Elsewhere:
-    """Built by another helper this round (its route changes with that work): not
-    sent here, and a gap until that work classifies it."""
-
-    owner: str
-    why: str
-
-
-Entry = Honoured | Refused | Ignored | Own | AsReference | NoRoute | Elsewhere
+Entry = Honoured | Refused | Ignored | Own | AsReference | NoRoute
 
 ID = Own("the call's identity")
 
@@ -112,7 +103,9 @@ BASICS = "test_sdk_basics.py"
 LIFECYCLE = "test_sdk_lifecycle.py"
 LISTS = "test_sdk_thread_lists.py"
 THIS = "test_sdk_options.py"
-RUNS_RECORDS = "helper runs (issue 48 item 8; decision 251)"
+RUNS = "test_sdk_runs.py"
+ASSISTANTS = "test_sdk_assistants.py"
+SUBGRAPHS = "test_sdk_subgraphs.py"
 
 # What every run method takes, as runs.create, runs.stream and runs.wait share it.
 _RUN: dict[str, Entry] = {
@@ -120,36 +113,29 @@ _RUN: dict[str, Entry] = {
     "assistant_id": ID,
     "input": Honoured(f"{BASICS}::test_wait_join_and_a_threadless_run"),
     "command": Honoured(f"{LIFECYCLE}::test_a_command_with_update_and_goto"),
-    "metadata": Ignored(RUNS_RECORDS, {"k": "v"}, "a run's metadata is not stored"),
-    "config": Ignored(
-        "helper runs (issue 48 item 3)", {"configurable": {"x": 1}}, "not passed to the graph"
-    ),
-    "context": Ignored("helper runs (issue 48 item 3)", {"x": 1}, "not passed to the graph"),
+    "metadata": Honoured(f"{RUNS}::test_a_run_keeps_its_metadata_kwargs_and_strategy"),
+    "config": Honoured(f"{ASSISTANTS}::test_a_runs_context_and_config_reach_the_graph"),
+    "context": Honoured(f"{ASSISTANTS}::test_a_runs_context_and_config_reach_the_graph"),
     "checkpoint": Honoured(f"{THIS}::test_runs_from_a_checkpoint_and_interrupt_after"),
     "checkpoint_id": Honoured(
         f"{LIFECYCLE}::test_a_run_from_an_earlier_checkpoint_forks_the_thread"
     ),
-    "checkpoint_during": Ignored(
-        "the lead (runs.py)",
-        False,
-        "every step is checkpointed whatever is asked: false (only at the end) is not applied",
-    ),
-    "durability": Ignored(
-        "the lead (runs.py)",
-        "exit",
-        "every step is checkpointed (sync): 'exit' is not applied; refuse it or document it",
-    ),
+    # Every step is checkpointed before the next (decision 325): what asks for less
+    # is refused; "sync" and "async" are met.
+    "checkpoint_during": Refused(False),
+    "durability": Refused("exit"),
     "interrupt_before": Honoured(
         f"{LIFECYCLE}::test_interrupt_before_stops_the_run_and_a_null_run_goes_on"
     ),
     "interrupt_after": Honoured(f"{THIS}::test_runs_from_a_checkpoint_and_interrupt_after"),
     "webhook": Refused("http://127.0.0.1:9/hook"),
     "after_seconds": Refused(5),
-    "multitask_strategy": Honoured(f"{LIFECYCLE}::test_enqueue_runs_after_the_run_before"),
-    "if_not_exists": Honoured("test_sdk_errors.py::test_unknown_assistant_and_thread"),
-    "on_completion": Ignored(
-        RUNS_RECORDS, "delete", "a thread-less run keeps its thread whatever is asked"
+    "multitask_strategy": Honoured(
+        f"{LIFECYCLE}::test_enqueue_on_an_interrupted_thread_runs_at_once"
     ),
+    "if_not_exists": Honoured("test_sdk_errors.py::test_unknown_assistant_and_thread"),
+    # A thread-less run keeps its thread (docs/langgraph-api.md): "delete" is refused.
+    "on_completion": Refused("delete"),
     "langsmith_tracing": LANGSMITH,
     "strict_resume": AsReference(
         "the SDK's own words: it takes effect only where /info reports strict_resume; "
@@ -160,9 +146,7 @@ _RUN: dict[str, Entry] = {
 }
 _STREAMED: dict[str, Entry] = {
     "stream_mode": Honoured(f"{BASICS}::test_a_streamed_run_ends_with_the_graphs_state"),
-    "stream_subgraphs": Ignored(
-        "helper modes (issue 48 item 7)", True, "a subgraph's parts are not streamed"
-    ),
+    "stream_subgraphs": Honoured(f"{SUBGRAPHS}::test_stream_subgraphs_names_a_subgraphs_parts"),
     "stream_resumable": Honoured(
         f"{BASICS}::test_join_stream_resumes_after_the_last_event_id", "last_event_id"
     ),
@@ -171,9 +155,7 @@ OPTIONS: dict[str, dict[str, Entry]] = {
     "runs.create": {
         **_RUN,
         **_STREAMED,
-        "stream_mode": Ignored(
-            RUNS_RECORDS, ["updates"], "a join_stream without modes streams values"
-        ),
+        "stream_mode": Honoured(f"{RUNS}::test_a_run_keeps_its_metadata_kwargs_and_strategy"),
         "stream_resumable": Honoured(
             f"{BASICS}::test_join_stream_resumes_after_the_last_event_id", "last_event_id"
         ),
@@ -199,7 +181,7 @@ OPTIONS: dict[str, dict[str, Entry]] = {
         "limit": Honoured(f"{THIS}::test_runs_list_pages_and_filters"),
         "offset": Honoured(f"{THIS}::test_runs_list_pages_and_filters"),
         "status": Honoured(f"{THIS}::test_runs_list_pages_and_filters"),
-        "select": Ignored(RUNS_RECORDS, ["run_id"], "every field is answered"),
+        "select": Honoured(f"{THIS}::test_runs_list_selects_fields"),
         **HEADERS,
     },
     "runs.get": {"thread_id": ID, "run_id": ID, **HEADERS},
@@ -277,9 +259,7 @@ OPTIONS: dict[str, dict[str, Entry]] = {
         "checkpoint": Honoured(f"{THIS}::test_state_and_history_options"),
         "checkpoint_id": Honoured(f"{LISTS}::test_state_and_history_select"),
         "select": Honoured(f"{LISTS}::test_state_and_history_select"),
-        "subgraphs": Ignored(
-            "helper modes (issue 48 item 7)", True, "subgraphs' states are not answered"
-        ),
+        "subgraphs": Honoured(f"{SUBGRAPHS}::test_state_with_subgraphs_holds_the_subgraphs_own"),
         **HEADERS,
     },
     "threads.update_state": {
@@ -321,12 +301,10 @@ OPTIONS: dict[str, dict[str, Entry]] = {
         "name": Honoured(f"{THIS}::test_assistant_lists_page_and_filter"),
         "limit": Honoured(f"{THIS}::test_assistant_lists_page_and_filter"),
         "offset": Honoured(f"{THIS}::test_assistant_lists_page_and_filter"),
-        "sort_by": Ignored("helper assist", "name", "assistants are listed in one order"),
-        "sort_order": Ignored("helper assist", "asc", "assistants are listed in one order"),
-        "select": Ignored("helper assist", ["assistant_id"], "every field is answered"),
-        "response_format": Ignored(
-            "helper assist", "object", "a list is answered, not {assistants, next}"
-        ),
+        "sort_by": Honoured(f"{ASSISTANTS}::test_search_and_count_filter_sort_and_page"),
+        "sort_order": Honoured(f"{ASSISTANTS}::test_search_and_count_filter_sort_and_page"),
+        "select": Honoured(f"{ASSISTANTS}::test_search_and_count_filter_sort_and_page"),
+        "response_format": Honoured(f"{ASSISTANTS}::test_a_search_says_how_to_page_on"),
         **HEADERS,
     },
     "assistants.count": {
@@ -335,30 +313,69 @@ OPTIONS: dict[str, dict[str, Entry]] = {
         "name": Honoured(f"{THIS}::test_assistant_lists_page_and_filter"),
         **HEADERS,
     },
+    "assistants.create": {
+        **_shown(
+            f"{ASSISTANTS}::test_create_update_versions_set_latest_delete",
+            "graph_id",
+            "context",
+            "metadata",
+            "assistant_id",
+            "if_exists",
+            "name",
+            "description",
+        ),
+        "config": Honoured(f"{THIS}::test_an_assistants_config_graph_and_description_change"),
+        **HEADERS,
+    },
+    "assistants.update": {
+        "assistant_id": ID,
+        **_shown(
+            f"{ASSISTANTS}::test_create_update_versions_set_latest_delete",
+            "context",
+            "metadata",
+            "name",
+        ),
+        **_shown(
+            f"{THIS}::test_an_assistants_config_graph_and_description_change",
+            "graph_id",
+            "config",
+            "description",
+        ),
+        **HEADERS,
+    },
+    "assistants.delete": {
+        "assistant_id": ID,
+        "delete_threads": Refused(True),
+        **HEADERS,
+    },
+    "assistants.get_versions": {
+        "assistant_id": ID,
+        **_shown(
+            f"{ASSISTANTS}::test_create_update_versions_set_latest_delete",
+            "metadata",
+            "limit",
+            "offset",
+        ),
+        **HEADERS,
+    },
+    "assistants.set_latest": {
+        "assistant_id": ID,
+        "version": Honoured(f"{ASSISTANTS}::test_create_update_versions_set_latest_delete", "1)"),
+        **HEADERS,
+    },
     "assistants.get": {"assistant_id": ID, **HEADERS},
     "assistants.get_schemas": {"assistant_id": ID, **HEADERS},
     "assistants.get_graph": {
         "assistant_id": ID,
-        "xray": Ignored("helper modes (issue 48 item 7)", True, "subgraphs are not drawn"),
+        "xray": Honoured(f"{SUBGRAPHS}::test_subgraphs_and_the_graph_drawn_with_them"),
         **HEADERS,
     },
     "assistants.get_subgraphs": {
         "assistant_id": ID,
-        "namespace": Elsewhere(
-            "helper modes (issue 48 item 7)", "GET /assistants/{id}/subgraphs/{namespace}: 404"
-        ),
-        "recurse": Ignored("helper modes (issue 48 item 7)", True, "{} is answered"),
+        "namespace": Honoured(f"{SUBGRAPHS}::test_subgraphs_and_the_graph_drawn_with_them"),
+        "recurse": Honoured(f"{SUBGRAPHS}::test_subgraphs_and_the_graph_drawn_with_them"),
         **HEADERS,
     },
-}
-# Whole methods another helper builds this round (assistants as LangGraph's server has
-# them): classified with that work, not walked here.
-ELSEWHERE: dict[str, str] = {
-    "assistants.create": "helper assist",
-    "assistants.update": "helper assist",
-    "assistants.delete": "helper assist",
-    "assistants.get_versions": "helper assist",
-    "assistants.set_latest": "helper assist",
 }
 
 
@@ -380,7 +397,7 @@ def _sdk_options() -> dict[str, set[str]]:
 
 def test_every_option_of_the_sdk_is_classified() -> None:
     sdk = _sdk_options()
-    assert set(sdk) == set(OPTIONS) | set(ELSEWHERE), "a method of the SDK is not walked"
+    assert set(sdk) == set(OPTIONS), "a method of the SDK is not walked"
     unwalked = {m: sdk[m] ^ set(o) for m, o in OPTIONS.items() if sdk[m] != set(o)}
     assert unwalked == {}
 
@@ -410,11 +427,10 @@ def _ignored() -> list[str]:
         f"{method}({option}=...): {entry.why} [{entry.owner}]"
         for method, options in OPTIONS.items()
         for option, entry in options.items()
-        if isinstance(entry, Ignored | Elsewhere)
-    ] + [f"{method}: [{owner}]" for method, owner in ELSEWHERE.items()]
+        if isinstance(entry, Ignored)
+    ]
 
 
-@pytest.mark.xfail(strict=True, reason="known gaps: " + "; ".join(_ignored()))
 def test_no_option_is_silently_ignored() -> None:
     assert _ignored() == []
 
@@ -437,6 +453,7 @@ CALLS: dict[str, Call] = {
     "runs.stream": _stream,
     "runs.wait": lambda sdk, kw: sdk.runs.wait(None, ASSISTANT, input=QUESTION, **kw),
     "runs.list": lambda sdk, kw: _runs_list(sdk, kw),
+    "assistants.delete": lambda sdk, kw: _made_assistant(sdk, "delete", kw),
     "runs.cancel_many": lambda sdk, kw: sdk.runs.cancel_many(
         thread_id=str(uuid.uuid4()), run_ids=[str(uuid.uuid4())]
     ),
@@ -454,6 +471,11 @@ CALLS: dict[str, Call] = {
     "assistants.get_graph": lambda sdk, kw: sdk.assistants.get_graph(ASSISTANT, **kw),
     "assistants.get_subgraphs": lambda sdk, kw: sdk.assistants.get_subgraphs(ASSISTANT, **kw),
 }
+
+
+async def _made_assistant(sdk: LangGraphClient, method: str, kwargs: dict[str, Any]) -> Any:
+    made = await sdk.assistants.create(graph_id=ASSISTANT)
+    return await getattr(sdk.assistants, method)(made["assistant_id"], **kwargs)
 
 
 async def _runs_list(sdk: LangGraphClient, kwargs: dict[str, Any]) -> Any:
@@ -627,3 +649,31 @@ async def test_assistant_lists_page_and_filter(sdk: LangGraphClient) -> None:
     assert await sdk.assistants.count(metadata={"created_by": "system"}) == 3
     assert await sdk.assistants.count(graph_id="approval") == 1
     assert await sdk.assistants.count(name="nobody") == 0
+
+
+async def test_runs_list_selects_fields(sdk: LangGraphClient) -> None:
+    run = await sdk.runs.create(None, ASSISTANT, input=QUESTION)
+    await sdk.runs.join(run["thread_id"], run["run_id"])
+    listed: Any = await sdk.runs.list(run["thread_id"], select=["run_id", "status"])
+    assert listed == [{"run_id": run["run_id"], "status": "success"}]
+    with pytest.raises(APIStatusError) as refused:
+        await sdk.runs.list(run["thread_id"], select=cast(Any, ["no_such_field"]))
+    assert refused.value.status_code == 422
+
+
+async def test_an_assistants_config_graph_and_description_change(sdk: LangGraphClient) -> None:
+    made = await sdk.assistants.create(
+        graph_id=ASSISTANT, config={"tags": ["first"]}, description="one"
+    )
+    assert made["config"]["tags"] == ["first"] and made["description"] == "one"
+    changed = await sdk.assistants.update(
+        made["assistant_id"],
+        graph_id=ASSISTANT,
+        config={"tags": ["second"]},
+        description="two",
+    )
+    assert changed["version"] == 2
+    assert changed["config"]["tags"] == ["second"] and changed["description"] == "two"
+    with pytest.raises(APIStatusError) as unknown:
+        await sdk.assistants.update(made["assistant_id"], graph_id="no-such-graph")
+    assert unknown.value.status_code in (404, 422)

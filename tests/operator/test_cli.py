@@ -32,6 +32,9 @@ from tests.support.turns import events, start, value
 if TYPE_CHECKING:
     # Only in the stubs' .pyi: what TurnServiceStub(aio channel) returns.
     from turnkeeper.v1.turns_pb2_grpc import TurnServiceAsyncStub as TurnStub
+
+    from tests.support.nats import NatsServer
+    from tests.support.service import ServiceFactory
 CONSOLE_SCRIPT = Path(sys.executable).parent / "turnkeeper"
 # Nothing listens on port 1: connections are refused at once.
 DEAD_ADDRESS = "127.0.0.1:1"
@@ -160,6 +163,19 @@ async def test_show_prints_the_record_and_its_events(
     shown = json.loads(out)
     assert shown["turn"]["state"] == "DONE"
     assert [(e["seq"], e["type"], e["data"]) for e in shown["events"]] == [(1, "turn.done", {})]
+
+
+async def test_show_prints_whole_numbers_as_they_were_sent(
+    service: TurnkeeperServer, turns: TurnStub, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # A protobuf Value holds every number as a double; the CLI shows 3, not 3.0.
+    await start(turns, "tn", "thn", "a", input={"n": 3, "ratio": 1.5, "big": [2**60]})
+    code, out, _ = await cli(capsys, service.address, "turns", "show", "tn")
+    assert code == 0
+    fields = dict(line.split(": ", 1) for line in out.split("\n\n")[0].splitlines())
+    assert fields["input"].strip() == '{"big":[1.152921504606847e+18],"n":3,"ratio":1.5}'
+    code, out, _ = await cli(capsys, service.address, "turns", "show", "tn", "--json")
+    assert json.loads(out)["turn"]["input"] == {"n": 3, "ratio": 1.5, "big": [2.0**60]}
 
 
 async def test_show_of_an_unknown_turn_is_not_found(
@@ -353,6 +369,7 @@ async def test_watch_of_an_unknown_turn(
 
 
 async def test_health_exit_status_as_docker_sees_it(service: TurnkeeperServer) -> None:
+    assert await service.link.wait_connected(30)
     assert await run_script("health", "--address", service.address) == (0, "SERVING\n", "")
     code, out, err = await run_script(
         "health", "--address", service.address, "--service", "turnkeeper.v1.TurnService"
@@ -368,6 +385,31 @@ async def test_health_exit_status_as_docker_sees_it(service: TurnkeeperServer) -
     # Shutting down: NOT_SERVING first, so probes fail before the port closes.
     await service.health.enter_graceful_shutdown()
     assert await run_script("health", "--address", service.address) == (1, "NOT_SERVING\n", "")
+
+
+async def test_health_says_not_serving_while_nats_is_down(
+    make_service: ServiceFactory, nats_server: NatsServer
+) -> None:
+    """A wrong or dead NATS URL: the overall check fails with a line a script can
+    tell from a plain NOT_SERVING; the NATS entry can be asked for alone."""
+    down = await make_service(nats_url="nats://127.0.0.1:1")
+    assert await run_script("health", "--address", down.address) == (
+        1,
+        "NOT_SERVING: NATS down\n",
+        "",
+    )
+    assert await run_script(
+        "health", "--address", down.address, "--service", "turnkeeper.nats"
+    ) == (1, "NOT_SERVING\n", "")
+    # Per service, the gRPC services themselves still serve (load balancers see them).
+    code, out, _ = await run_script(
+        "health", "--address", down.address, "--service", "turnkeeper.v1.TurnService"
+    )
+    assert (code, out) == (0, "SERVING\n")
+    # With NATS off there is no entry, and the service is SERVING.
+    await down.stop(0)
+    off = await make_service(nats_url=None)
+    assert await run_script("health", "--address", off.address) == (0, "SERVING\n", "")
 
 
 async def test_an_unreachable_service(capsys: pytest.CaptureFixture[str]) -> None:

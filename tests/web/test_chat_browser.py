@@ -128,6 +128,9 @@ async def test_sidebar_shows_the_graphs_nodes_as_they_finish_and_a_second_questi
     # Before any run the sidebar is the agent's graph's nodes, all pending.
     await graph_shown(page)
     assert await sidebar(page) == BEFORE
+    # Its graph has `messages`, but the bridge maps its input ({question, id}): the
+    # page sends the pipeline's shape (decision 324).
+    await expect(page.locator("body")).to_have_attribute("data-input", "question")
     await ask(page, "What is a turn?")
     await answered(page, 1)
     # The run is over: its steps are complete and nothing is active (the header: done).

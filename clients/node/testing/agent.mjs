@@ -20,6 +20,8 @@
 //   HOLD_WORK     "1": in a turn whose id starts with "hold-", the first attempt's
 //                 work node emits its event and then waits until killed, or until
 //                 the runner aborts the graph (it prints "aborted in work <turn_id>")
+//   RUN_UNTIL_SIGNAL "1": serve through TurnRunner.run() (until SIGTERM or SIGINT,
+//                 then print "stopped" and end by itself) instead of start()
 //   STEP_MS       each node of "steps" works for a random while up to this long
 //                 after its event (the window a kill lands in); default 0
 //
@@ -166,8 +168,15 @@ const graph = (graphs[process.env.AGENT_GRAPH] ?? steps)();
 const runner = new TurnRunner(graph, runnerConfigFromEnv(), {
   inputMapper: (input) => ({ job: input }),
 });
-const stop = () => void runner.shutdown().then(() => process.exit(0));
-process.once("SIGTERM", stop);
-process.once("SIGINT", stop);
-await runner.start();
-process.stdout.write(`ready ${runner.identity.incarnation}\n`);
+if (process.env.RUN_UNTIL_SIGNAL === "1") {
+  // TurnRunner.run() as the guides write it: its own signal handling, and the
+  // process ends by itself once run() returns (nothing left open).
+  await runner.run();
+  process.stdout.write("stopped\n");
+} else {
+  const stop = () => void runner.shutdown().then(() => process.exit(0));
+  process.once("SIGTERM", stop);
+  process.once("SIGINT", stop);
+  await runner.start();
+  process.stdout.write(`ready ${runner.identity.incarnation}\n`);
+}

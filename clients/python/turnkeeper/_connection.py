@@ -59,6 +59,8 @@ _CHECKPOINTS: Final = "turnkeeper.v1.CheckpointService"
 # server stream only until its first message, where a hand-written loop would have
 # to re-implement each of these twice.
 _POLICIES: Final = ("round_robin", "pick_first")
+# A channel's reconnect back-off, first and longest (ms): see channel_options.
+RECONNECT_BACKOFF_MS: Final = (250, 2000)
 
 _RETRIED: Final[tuple[tuple[str, str], ...]] = (
     (_TURNS, "StartTurn"),
@@ -203,6 +205,12 @@ class ConnectionOptions:
             ("grpc.enable_retries", 1),
             ("grpc.service_config", self.service_config()),
             ("grpc.primary_user_agent", _user_agent()),
+            # gRPC's own reconnect back-off grows to 120 s: an agent started before
+            # its service went on saying "unreachable" for 12 s and more after the
+            # service was up (issue 49). A dial every 2 s at most is cheap.
+            ("grpc.initial_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[0]),
+            ("grpc.min_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[0]),
+            ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[1]),
         ]
 
     def call_metadata(self) -> tuple[tuple[str, str], ...]:

@@ -22,7 +22,14 @@ from turnkeeper._graph_versions import describe, short
 from turnkeeper_server.engine.assistants import ensure_default
 from turnkeeper_server.engine.handoffs import Handoffs
 from turnkeeper_server.engine.versions import Versions, Waiting
-from turnkeeper_server.engine.watch import Reset, TurnNotifier, follow, follow_settled
+from turnkeeper_server.engine.watch import (
+    Reset,
+    Rewound,
+    TurnNotifier,
+    follow,
+    follow_live,
+    follow_settled,
+)
 from turnkeeper_server.errors import WrongState
 from turnkeeper_server.journal import (
     agents,
@@ -175,6 +182,27 @@ class Turns:
     def watch_settled(self, turn_id: str, after_seq: int) -> AsyncGenerator[EventRecord]:
         """The events no rewind can take back (engine/watch.py, the LangGraph API)."""
         return follow_settled(self.db, self.notifier, self.metrics, turn_id, after_seq)
+
+    def watch_live(
+        self,
+        turn_id: str,
+        after_seq: int,
+        *,
+        after_attempt: int | None,
+        waits: Callable[[str], bool],
+    ) -> AsyncGenerator[EventRecord | Rewound]:
+        """The events as they come but those `waits` holds back until settled, with a
+        `Rewound` when a re-drive takes released ones back (engine/watch.py, the
+        LangGraph API)."""
+        return follow_live(
+            self.db,
+            self.notifier,
+            self.metrics,
+            turn_id,
+            after_seq,
+            after_attempt=after_attempt,
+            waits=waits,
+        )
 
     # -- transitions ----------------------------------------------------------------
 

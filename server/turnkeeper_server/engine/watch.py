@@ -13,7 +13,7 @@ import asyncio
 import contextlib
 import functools
 from collections import defaultdict
-from collections.abc import AsyncGenerator
+from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
 
 from turnkeeper_server.journal import transitions
@@ -162,6 +162,121 @@ async def follow_settled(
                 notifier.unregister(turn_id, waiter)
     finally:
         metrics.watchers.dec()
+
+
+@dataclass(frozen=True)
+class Rewound:
+    """What `follow_live` released past the settled boundary was taken back by a
+    re-drive: the turn's events now stand as they were at `seq` (every released
+    event after it is gone, and the re-run's follow). `taken`: those events, as
+    they were released; empty when a resume's own position was taken back (its
+    events were released to another stream, and the journal no longer has them)."""
+
+    seq: int
+    taken: tuple[EventRecord, ...]
+
+
+async def follow_live(
+    db: Store,
+    notifier: TurnNotifier,
+    metrics: Metrics,
+    turn_id: str,
+    after_seq: int,
+    *,
+    after_attempt: int | None = None,
+    waits: Callable[[str], bool],
+) -> AsyncGenerator[EventRecord | Rewound]:
+    """`follow_settled`, but events go out as soon as they are journaled, ahead of
+    their step's checkpoint, but for those of a type `waits` says must wait (what a
+    reader could not take back: a step's update, a state). Events are still
+    released in seq order: an unsettled held event holds back those after it until
+    it settles, so only events of other types (a model's tokens) can ever be taken
+    back. When a re-drive takes released ones back, a `Rewound` says where the turn
+    now stands, and the re-run's events follow from there.
+
+    `after_attempt`: the attempt of the event at `after_seq` the reader had (a
+    resume); None when unknown (a settled stream's position, which no rewind takes
+    back). If that event is no longer the journal's, the reader's position was
+    taken back: a `Rewound` with no `taken` comes first."""
+    cursor = after_seq
+    # Released past the settled limit, so a rewind may take them back.
+    released: list[EventRecord] = []
+    metrics.watchers.inc()
+    try:
+        epoch = (await db.read(lambda c: transitions.require_turn(c, turn_id))).rewinds
+        if after_seq > 0 and after_attempt is not None:
+            kept = await db.read(
+                functools.partial(_kept, turn_id=turn_id, seq=after_seq, attempt=after_attempt)
+            )
+            if kept < after_seq:
+                cursor = kept
+                yield Rewound(seq=kept, taken=())
+        while True:
+            waiter = notifier.register(turn_id)
+            try:
+                turn, events, more, limit = await db.read(
+                    functools.partial(_live_page, turn_id=turn_id, after_seq=cursor)
+                )
+                if turn.rewinds != epoch:
+                    epoch = turn.rewinds
+                    if released:
+                        last = released[-1]
+                        kept = await db.read(
+                            functools.partial(
+                                _kept, turn_id=turn_id, seq=last.seq, attempt=last.attempt
+                            )
+                        )
+                        taken = tuple(e for e in released if e.seq > kept)
+                        if taken:
+                            released = [e for e in released if e.seq <= kept]
+                            cursor = min(cursor, kept)
+                            yield Rewound(seq=kept, taken=taken)
+                            continue
+                released = [e for e in released if e.seq > limit]
+                held = False
+                for event in events:
+                    if event.seq > limit:
+                        if waits(event.type):
+                            held = True
+                            break
+                        released.append(event)
+                    yield event
+                    cursor = event.seq
+                    if event.type in TERMINAL_EVENTS:
+                        return
+                if more and not held:
+                    continue
+                if (turn.state in ENDED or turn.state == PARKED) and cursor >= turn.last_seq:
+                    return
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(waiter.wait(), SETTLED_RECHECK_SECONDS)
+            finally:
+                notifier.unregister(turn_id, waiter)
+    finally:
+        metrics.watchers.dec()
+
+
+def _live_page(
+    conn: Conn, *, turn_id: str, after_seq: int
+) -> tuple[TurnRecord, list[EventRecord], bool, int]:
+    """A page of events, and the seq no rewind can go below (all of them once the
+    turn is parked or over), read together."""
+    turn, events, more = _turn_and_events(conn, turn_id=turn_id, after_seq=after_seq)
+    if turn.state in ENDED or turn.state == PARKED:
+        return turn, events, more, turn.last_seq
+    return turn, events, more, transitions.latest_boundary(conn, turn_id)[1]
+
+
+def _kept(conn: Conn, *, turn_id: str, seq: int, attempt: int) -> int:
+    """How far the events a reader had up to (`seq`, written by `attempt`) still
+    stand: a rewind deletes a suffix of the events and the re-run writes with a
+    later attempt, so what stands is the newest seq at or before `seq` written by
+    `attempt` or before."""
+    row = conn.execute(
+        "SELECT MAX(seq) FROM main.events WHERE turn_id = ? AND seq <= ? AND attempt <= ?",
+        (turn_id, seq, attempt),
+    ).fetchone()
+    return int(row[0]) if row and row[0] is not None else 0
 
 
 def event_bytes(event: EventRecord) -> int:

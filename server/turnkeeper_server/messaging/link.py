@@ -15,6 +15,7 @@ import contextlib
 import json
 import logging
 import re
+import time
 import uuid
 from collections.abc import Awaitable, Callable, Iterable, Sequence
 from typing import Any
@@ -26,10 +27,14 @@ from nats.errors import TimeoutError as NatsTimeout
 from turnkeeper import _tracing as tracing
 from turnkeeper._nats_auth import NatsAuth
 
+from turnkeeper_server.log_rate import LogRate
 from turnkeeper_server.store.outbox_rows import messages
 from turnkeeper_server.store.records import OutboxRow
 
 log = logging.getLogger(__name__)
+
+# How long NATS may be out of reach before the link warns (then every 30 s).
+UNREACHABLE_GRACE = 5.0
 
 # The JSON-RPC method by which the service hands a replica a turn to execute.
 EXECUTE_METHOD = "turnkeeper/execute"
@@ -122,12 +127,18 @@ class NatsLink:
         # Run on each new connection once it is in use (subscriptions of the service's
         # own, such as the agent directory's); a failure is logged, not fatal.
         self.on_connect: list[Callable[[Client], Awaitable[None]]] = []
+        # Run each time a connection in use is lost (the health entry for NATS).
+        self.on_lost: list[Callable[[], Awaitable[None]]] = []
         self._nc: Client | None = None
         self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
         self._lost = asyncio.Event()
         self._stop = asyncio.Event()
         self._stopping = False
+        # Since when no connection has been had (None: connected), and the warning
+        # that says so once it has lasted UNREACHABLE_GRACE, at most every 30 s.
+        self._down_since: float | None = None
+        self._unreachable = LogRate(log, interval=30.0)
 
     @property
     def enabled(self) -> bool:
@@ -158,6 +169,7 @@ class NatsLink:
             self._lost.clear()
             nc = await self._dial()
             if nc is None:
+                self._say_unreachable()
                 if not self._stopping:
                     await asyncio.sleep(delay)
                     delay = min(delay * 2, 2.0)
@@ -173,6 +185,7 @@ class NatsLink:
                         delay = min(delay * 2, 2.0)
                     continue
             delay = 0.05
+            self._down_since = None
             self._nc = nc
             self._connected.set()
             log.info("connected to NATS at %s", self.url)
@@ -184,9 +197,31 @@ class NatsLink:
             await self._lost.wait()
             self._connected.clear()
             self._nc = None
+            for lost in self.on_lost:
+                try:
+                    await lost()
+                except Exception as exc:
+                    log.warning("NATS connection-lost hook %s failed: %s", lost, exc)
             if not self._stopping:
                 log.warning("lost the NATS connection; reconnecting (the outbox keeps the backlog)")
             await _close(nc)
+
+    def _say_unreachable(self) -> None:
+        """A warning that names the URL and what to check, once NATS has been out of
+        reach for UNREACHABLE_GRACE (a start-up's first dials, or a restart of the
+        bundled server, say nothing): agents cannot be reached until it is."""
+        now = time.monotonic()
+        if self._down_since is None:
+            self._down_since = now
+        if self._stopping or now - self._down_since < UNREACHABLE_GRACE:
+            return
+        self._unreachable.warning(
+            "NATS at %s not reachable for %.0f s: agents cannot be reached and turns "
+            "cannot start until it is; check --nats-url (TURNKEEPER_NATS_URL), or "
+            "run without it to use the bundled NATS",
+            self.url,
+            now - self._down_since,
+        )
 
     async def _dial(self) -> Client | None:
         """One connection attempt that a stop can abandon at once (nats-py's connect

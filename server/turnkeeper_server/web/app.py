@@ -138,6 +138,9 @@ class WebSettings(transport.TransportSettings, Protocol):
     def langgraph_config(self) -> Path | None: ...
 
     @property
+    def langgraph_stream(self) -> str: ...
+
+    @property
     def subject_prefix(self) -> str: ...
 
     @property
@@ -268,6 +271,7 @@ class WebServer:
                 custom_auth=custom_auth.load_setting(
                     settings.langgraph_auth, settings.langgraph_config
                 ),
+                stream=settings.langgraph_stream,
             ),
         )
         self.app.router.add_get("/v1/health", self._health)

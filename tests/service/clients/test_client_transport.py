@@ -363,3 +363,11 @@ async def test_tls_without_client_certificate_or_plaintext_is_refused(
             with pytest.raises(errors.Unavailable):
                 await client.turn_status(request, timeout=5)
     assert not servicer.calls
+
+
+def test_a_channel_dials_again_within_two_seconds_however_long_the_service_was_away() -> None:
+    # grpc's default reconnect back-off grows to 120 s: an agent started before its
+    # service said "unreachable" for 12 s and more after the service was up (issue 49).
+    options: dict[str, Any] = dict(ConnectionOptions().channel_options())
+    assert options["grpc.max_reconnect_backoff_ms"] <= 2000
+    assert options["grpc.initial_reconnect_backoff_ms"] <= options["grpc.max_reconnect_backoff_ms"]

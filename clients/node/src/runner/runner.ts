@@ -30,6 +30,8 @@ import { Methods } from "./methods.js";
 import { TurnRuntime } from "./runtime.js";
 import { NatsSubscriber } from "./subscriber.js";
 
+/** GET /healthz's address when TURNKEEPER_HEALTH_LISTEN is not set. */
+const DEFAULT_HEALTH_LISTEN = "127.0.0.1:8080";
 /** How often startup says, while it waits for /healthz 200, why it is not yet. */
 const WAIT_REPORT_MS = 5000;
 /** An agent name is a NATS subject token (the service checks the same). */
@@ -48,6 +50,10 @@ export interface RunnerConfig {
   shutdownGraceMs: number;
   /** HOST:PORT of GET /healthz (port 0 picks a free one); undefined: none. */
   healthListen?: string;
+  /** True when healthListen is the default (no TURNKEEPER_HEALTH_LISTEN): a port
+   * another process holds is then replaced by a free one, logged; an address given
+   * that is in use ends the start with an error naming the variable. */
+  healthListenDefault?: boolean;
   /** The author's name for this version of the graph (docs/versions.md): part of
    * the graph's fingerprint. */
   versionLabel?: string;
@@ -78,9 +84,13 @@ export function runnerConfigFromEnv(
     subjectPrefix: env.TURNKEEPER_SUBJECT_PREFIX || "vystak",
     namespace: env.TURNKEEPER_NAMESPACE || "default",
     shutdownGraceMs: env.TURNKEEPER_SHUTDOWN_GRACE ? Number(env.TURNKEEPER_SHUTDOWN_GRACE) * 1000 : 10_000,
-    healthListen: env.TURNKEEPER_HEALTH_LISTEN || "127.0.0.1:8080",
+    healthListen: env.TURNKEEPER_HEALTH_LISTEN || DEFAULT_HEALTH_LISTEN,
+    healthListenDefault: !env.TURNKEEPER_HEALTH_LISTEN,
     versionLabel: env.TURNKEEPER_VERSION_LABEL || "",
   };
+  if (overrides.healthListen !== undefined && overrides.healthListenDefault === undefined) {
+    config.healthListenDefault = false;
+  }
   return { ...config, ...overrides };
 }
 
@@ -230,10 +240,13 @@ export class TurnRunner {
     this.#started = true;
     this.log(`agent ${this.identity.agent} replica ${this.identity.replica} incarnation ${this.identity.incarnation}`);
     if (this.health !== undefined) {
-      await this.health.start();
+      await this.#listenHealth(this.health);
       this.log(`/healthz on ${this.health.url}`);
     }
     await this.#waitForService();
+    if (this.#stopping !== undefined) {
+      return;
+    }
     // The subscription is made in the background (it retries until NATS answers);
     // the re-drive waits for it through /healthz, as an orchestrator would.
     this.subscriber.start().catch((error: unknown) => {
@@ -243,6 +256,31 @@ export class TurnRunner {
       return;
     }
     await this.#redrive();
+  }
+
+  /** Listen for /healthz; the default port, when another process holds it, gives way
+   * to a free one (two agents on one machine both come up). */
+  async #listenHealth(health: HealthServer): Promise<void> {
+    try {
+      await health.start();
+    } catch (error) {
+      if ((error as NodeJS.ErrnoException).code !== "EADDRINUSE") {
+        throw error;
+      }
+      const wanted = `${health.host}:${health.port}`;
+      if (!this.config.healthListenDefault) {
+        throw new Error(
+          `/healthz cannot listen on ${wanted}: the port is in use; ` +
+            "set TURNKEEPER_HEALTH_LISTEN to a free HOST:PORT (port 0 picks one)",
+        );
+      }
+      health.port = 0;
+      await health.start();
+      this.log(
+        `/healthz: ${wanted} is in use (another agent?); listening on a free port instead ` +
+          "(set TURNKEEPER_HEALTH_LISTEN to choose)",
+      );
+    }
   }
 
   /**
@@ -299,7 +337,7 @@ export class TurnRunner {
 
   async #waitForService(): Promise<void> {
     let delay = 50;
-    for (;;) {
+    while (this.#stopping === undefined) {
       try {
         await this.client.turns.turnStatus({ turnId: "turnkeeper-runner-probe" }, { timeoutMs: 2000 });
         return;
@@ -365,7 +403,8 @@ export class TurnRunner {
     process.once("SIGTERM", onSignal);
     process.once("SIGINT", onSignal);
     try {
-      await this.start();
+      // A signal during start (the service or NATS unreachable) ends the wait too.
+      await Promise.race([this.start(), done]);
       await done;
     } finally {
       process.off("SIGTERM", onSignal);

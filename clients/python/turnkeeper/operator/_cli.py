@@ -17,7 +17,8 @@ turnkeeper threads export --agent A [-o FILE]    threads with their graph versio
 turnkeeper replay-check --graph M:ATTR (--threads FILE | --agent A)   for CI; exit 1
                                   when the new graph cannot continue a stored thread
 turnkeeper backup DEST [--data-dir DIR]   consistent copy of the SQLite files
-turnkeeper health                 exit 0 only when the service is SERVING
+turnkeeper health                 exit 0 only when the service is SERVING and,
+                                  unless it runs without NATS, NATS is connected
 """
 
 from __future__ import annotations
@@ -245,7 +246,9 @@ def build_parser(serve_arguments: bool = True) -> argparse.ArgumentParser:
     backup.add_command(commands)
 
     health = commands.add_parser(
-        "health", parents=[conn], help="gRPC health check: exit 0 only when SERVING"
+        "health",
+        parents=[conn],
+        help="gRPC health check: exit 0 only when SERVING (and NATS connected, unless off)",
     )
     health.add_argument(
         "--service", default="", help="a service name (default: the server as a whole)"
@@ -457,6 +460,10 @@ def turns_watch(args: argparse.Namespace) -> int:
     return EXIT_OK
 
 
+# The health entry that follows the service's NATS link (turnkeeper_server.app).
+NATS_HEALTH_NAME = "turnkeeper.nats"
+
+
 def health_check(args: argparse.Namespace) -> int:
     # Imported here: only this command needs the health stubs (the `operator` extra).
     try:
@@ -486,9 +493,26 @@ def health_check(args: argparse.Namespace) -> int:
                 message = f"the server has no health status for service {args.service!r}"
                 error = type(error)(error.code, message, rpc="Check")
             raise error from err
-    status = health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
+        status = health_pb2.HealthCheckResponse.ServingStatus.Name(response.status)
+        serving = response.status == health_pb2.HealthCheckResponse.SERVING
+        if serving and not args.service:
+            # The overall check also asks for the NATS link's entry (decision 322): a
+            # service that cannot reach NATS hands no turn to an agent. A service with
+            # NATS off, or one older than the entry, has none.
+            try:
+                nats = health_pb2_grpc.HealthStub(channel).Check(
+                    health_pb2.HealthCheckRequest(service=NATS_HEALTH_NAME),
+                    timeout=options.default_timeout,
+                    metadata=options.call_metadata(),
+                )
+            except grpc.RpcError as err:
+                if err.code() != grpc.StatusCode.NOT_FOUND:
+                    raise from_rpc_error(err, rpc="Check") from err
+            else:
+                if nats.status != health_pb2.HealthCheckResponse.SERVING:
+                    status, serving = "NOT_SERVING: NATS down", False
     _out(status)
-    return EXIT_OK if response.status == health_pb2.HealthCheckResponse.SERVING else EXIT_ERROR
+    return EXIT_OK if serving else EXIT_ERROR
 
 
 # -- entry point ---------------------------------------------------------------------

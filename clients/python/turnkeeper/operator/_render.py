@@ -13,8 +13,9 @@ from collections.abc import Sequence
 from datetime import UTC
 from typing import Any, Final
 
-from google.protobuf import json_format, struct_pb2, timestamp_pb2
+from google.protobuf import struct_pb2, timestamp_pb2
 
+from turnkeeper._values import py_to_value, value_to_py
 from turnkeeper.v1 import turns_pb2
 
 STATE_PREFIX: Final = "TURN_STATE_"
@@ -35,15 +36,12 @@ def time_text(ts: timestamp_pb2.Timestamp) -> str | None:
 
 def value_of(obj: Any) -> struct_pb2.Value:
     """A JSON value (as json.loads gives it) as a google.protobuf.Value."""
-    value = struct_pb2.Value()
-    json_format.ParseDict(obj, value)
-    return value
+    return py_to_value(obj)
 
 
 def _value(value: struct_pb2.Value, present: bool = True) -> Any:
-    if not present or value.WhichOneof("kind") is None:
-        return None
-    return json_format.MessageToDict(value)
+    # Whole numbers as ints: a Value holds every number as a double.
+    return value_to_py(value) if present else None
 
 
 def _json_text(text: str) -> Any:

@@ -51,6 +51,9 @@ class Deps:
     # The `auth` of a langgraph.json (custom_auth.py, end_users.py): end users within
     # the caller's role. None: no end users, as without an auth file on LangGraph's.
     custom_auth: CustomAuth | None = None
+    # How a stream sends tokens unless it asks otherwise: "live" or "settled"
+    # (stream.py; the service's --langgraph-stream).
+    stream: str = "live"
 
 
 Endpoint = Callable[[web.Request, "Caller | None", "Deps"], Awaitable[web.StreamResponse]]

@@ -17,7 +17,9 @@ from aiohttp.typedefs import Handler
 
 PREFIXES: Final = ("/assistants", "/threads", "/runs", "/info")
 ALLOWED_HEADERS: Final = (
-    "Authorization, Content-Type, Last-Event-ID, X-Api-Key, Accept, Cache-Control"
+    "Authorization, Content-Type, Last-Event-ID, X-Api-Key, Accept, Cache-Control, "
+    # A stream's choice of live or settled tokens (runs.py, decision 292).
+    "X-Turnkeeper-Stream"
 )
 EXPOSED_HEADERS: Final = "Content-Location, Location, X-Pagination-Next, X-Pagination-Total"
 METHODS: Final = "GET, POST, PATCH, DELETE, OPTIONS"

@@ -28,9 +28,10 @@ from turnkeeper._run_request import default_assistant_id, merge_assistant, parse
 from turnkeeper.v1 import turns_pb2
 
 from turnkeeper_server import limits as lim
+from turnkeeper_server.engine.watch import Rewound
 from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.journal.runs import RunRecord
-from turnkeeper_server.records import ENDED, PARKED, QUEUED, TurnRecord
+from turnkeeper_server.records import ENDED, PARKED, QUEUED, EventRecord, TurnRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
 from turnkeeper_server.web import auth as web_auth
@@ -49,7 +50,14 @@ from turnkeeper_server.web.langgraph.api import (
     thread_or_404,
 )
 from turnkeeper_server.web.langgraph.errors import ApiError, not_found
-from turnkeeper_server.web.langgraph.stream import Translator, modes_of, sse
+from turnkeeper_server.web.langgraph.stream import (
+    Translator,
+    held,
+    live_id,
+    modes_of,
+    position_of,
+    sse,
+)
 from turnkeeper_server.web.pump import HEADERS as SSE_HEADERS
 from turnkeeper_server.web.pump import Frame, Outcome
 
@@ -57,6 +65,22 @@ log = logging.getLogger(__name__)
 
 # What LangGraph's runs take that turnkeeper does not do yet (docs/langgraph-api.md).
 NOT_YET: Final = ("after_seconds", "webhook")
+# What runs.list's `select` may name: a run's fields (shapes.run), and the SDK's
+# `cancel_reason`, which a run here does not carry (selected, it is left out).
+RUN_FIELDS: Final = frozenset(
+    {
+        "cancel_reason",
+        "run_id",
+        "thread_id",
+        "assistant_id",
+        "created_at",
+        "updated_at",
+        "status",
+        "metadata",
+        "multitask_strategy",
+        "kwargs",
+    }
+)
 # How many of a thread's newest runs are looked through for the interrupted one.
 PARKED_LOOKBACK: Final = 100
 # How often runs.wait sends a keep-alive newline while its run goes on (LangGraph's
@@ -68,6 +92,8 @@ DISCONNECT_POLL_SECONDS = 0.1
 KWARGS: Final = ("input", "command", "config", "context")
 WATCH_RIGHT: Final = "/turnkeeper.v1.TurnService/WatchTurn"
 CANCEL_RIGHT: Final = "/turnkeeper.v1.TurnService/CancelTurn"
+# A stream's choice of how tokens go out, over the service's (--langgraph-stream).
+STREAM_HEADER: Final = "X-Turnkeeper-Stream"
 
 
 def _thread_path(request: web.Request) -> str | None:
@@ -83,6 +109,32 @@ class Started:
     record: RunRecord
 
 
+def _refuse_weaker_durability(body: dict[str, Any]) -> None:
+    """What would make a run less durable than turnkeeper runs every run, refused
+    (decision 325): every step is checkpointed before the next, so a crash loses
+    nothing. ``durability`` ``sync`` and ``async`` are both met by that; ``exit``
+    (a checkpoint only at the end) and ``checkpoint_during: false`` are not
+    applied, so they are refused rather than ignored; so is ``on_completion:
+    delete`` (a thread-less run keeps its thread here, docs/langgraph-api.md)."""
+    if body.get("durability") not in (None, "sync", "async"):
+        raise ApiError(
+            422,
+            "durability: turnkeeper checkpoints every step (durability 'sync'); "
+            "send 'sync', 'async' or nothing",
+        )
+    if body.get("checkpoint_during") not in (None, True):
+        raise ApiError(
+            422,
+            "checkpoint_during: turnkeeper checkpoints every step; send true or nothing",
+        )
+    if body.get("on_completion") not in (None, "keep"):
+        raise ApiError(
+            422,
+            "on_completion: a thread-less run keeps its thread on turnkeeper "
+            "(delete it with threads.delete); send 'keep' or nothing",
+        )
+
+
 async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> Started:
     """Validate the run, make its thread if asked, start its turn (a new one, a
     resume too: the thread's parked turn ends, answered)."""
@@ -92,6 +144,7 @@ async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> 
         raise ApiError(
             422, f"{', '.join(given)}: not supported by turnkeeper yet (docs/langgraph-api.md)"
         )
+    _refuse_weaker_durability(body)
     try:
         run = parse_run_request(body)
         modes = modes_of(body.get("stream_mode"))
@@ -247,11 +300,13 @@ async def create(request: web.Request, caller: Caller | None, deps: Deps) -> web
 
 
 async def stream(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    kind = stream_kind(request, deps)  # refused before a run starts
     started = await start_run(request, caller, deps)
     return await _stream(
         request,
         caller,
         deps,
+        kind,
         started.turn,
         modes_of(started.body.get("stream_mode")),
         after=0,
@@ -279,7 +334,9 @@ async def join_stream(
 ) -> web.StreamResponse:
     require(caller, WATCH_RIGHT)
     turn = run_or_404(deps, caller, _thread_path(request), request.match_info["run_id"])
-    after = last_event_id(request, turn)
+    # A live stream's ids name the attempt too (stream.py live_id); a settled one's
+    # are bare seqs, whose attempt is not needed: nothing settled is taken back.
+    after, after_attempt = position_of(last_event_id(request, turn))
     # langgraph-sdk sends `stream_mode=` (empty) when its caller gives none: none,
     # and then the run's own modes, as LangGraph's server streams what the run does.
     given = [mode for mode in request.query.getall("stream_mode", []) if mode]
@@ -292,12 +349,63 @@ async def join_stream(
         request,
         caller,
         deps,
+        stream_kind(request, deps),
         turn,
         modes,
         after=after,
         fresh=after == 0,
         cancel_on_disconnect=cancel,
+        after_attempt=after_attempt,
     )
+
+
+def stream_kind(request: web.Request, deps: Deps) -> str:
+    """ "live" or "settled": what the request's X-Turnkeeper-Stream asks, else the
+    service's setting."""
+    asked = request.headers.get(STREAM_HEADER, "").strip().lower()
+    if not asked:
+        return deps.stream
+    if asked not in ("live", "settled"):
+        raise ApiError(422, f"{STREAM_HEADER} must be 'live' or 'settled' (docs/langgraph-api.md)")
+    return asked
+
+
+async def _live_parts(
+    deps: Deps, turn: TurnRecord, translator: Translator, after: int, after_attempt: int | None
+) -> AsyncGenerator[Frame, None]:
+    """Settled parts, and message parts as the model produces them; a rewind that
+    takes streamed messages back is sent as `values` and `remove` parts
+    (stream.py `Translator.rewound`)."""
+    attempts: dict[int, int] = {}
+
+    def prime(upto: int) -> None:
+        for event in deps.engine.turns.events(turn.turn_id, 0, upto):
+            attempts[event.seq] = event.attempt
+            translator.parts(event)
+        translator.settled()
+
+    if after > 0:
+        prime(after)
+    async for item in deps.engine.turns.watch_live(
+        turn.turn_id, after, after_attempt=after_attempt, waits=held
+    ):
+        if isinstance(item, Rewound):
+            if not item.taken:
+                # A resume from a position taken back: the state is the one at
+                # the seq that still stands, not what the journal now has up to
+                # the resume's seq.
+                translator.reset()
+                attempts.clear()
+                prime(item.seq)
+            at = attempts.get(item.seq)
+            rewind_id = None if at is None else live_id(item.seq, at)
+            for name, data in translator.rewound(item.taken):
+                yield Frame(sse(name, data, id=rewind_id), item.seq or None)
+            continue
+        event: EventRecord = item
+        attempts[event.seq] = event.attempt
+        for name, data in translator.parts(event):
+            yield Frame(sse(name, data, id=live_id(event.seq, event.attempt)), event.seq)
 
 
 async def _settled_parts(
@@ -321,15 +429,24 @@ async def _stream(
     request: web.Request,
     caller: Caller | None,
     deps: Deps,
+    kind: str,
     turn: TurnRecord,
     modes: frozenset[str],
     *,
     after: int,
     fresh: bool,
     cancel_on_disconnect: bool,
+    after_attempt: int | None = None,
 ) -> web.StreamResponse:
-    """`after`: the seq the client has (or the run's events begin after); `fresh`:
-    a new stream, which starts with the run's metadata."""
+    """`after`: the seq the client has (or the run's events begin after), and
+    `after_attempt` the attempt that wrote it (None: unknown); `fresh`: a new stream,
+    which starts with the run's metadata."""
+    translator = Translator(turn.turn_id, modes, context=_context(request, turn, caller))
+    parts = (
+        _live_parts(deps, turn, translator, after, after_attempt)
+        if kind == "live"
+        else _settled_parts(deps, turn, translator, after)
+    )
     with web_auth.acting_as(caller):
         auth.require_right(WATCH_RIGHT)
         # WatchTurn's quota: a LangGraph stream is a watch of the turn; and like one,
@@ -346,7 +463,7 @@ async def _stream(
             response, outcome = await deps.pump.serve(
                 request,
                 caller,
-                _settled_parts(deps, turn, Translator(turn.turn_id, modes), after),
+                parts,
                 _RunFraming(turn.turn_id),
                 name=f"LangGraph stream of run {turn.turn_id}",
                 after=after,
@@ -361,6 +478,24 @@ async def _stream(
     if cancel_on_disconnect and outcome in (Outcome.GONE, Outcome.STALLED):
         await _cancel_quietly(deps, caller, turn.turn_id, "the streaming client went away")
     return response
+
+
+def _context(request: web.Request, turn: TurnRecord, caller: Caller | None) -> dict[str, Any]:
+    """What a message part's metadata says of its run, as LangGraph's server's does
+    (the rest is the model call's own, journaled by the agent)."""
+    context: dict[str, Any] = {
+        "created_by": "system",
+        "graph_id": turn.agent,
+        "assistant_id": turn.agent,
+        "langgraph_host": "self-hosted",
+        "langgraph_api_url": f"{request.scheme}://{request.host}",
+        "thread_id": turn.thread_id,
+        "run_id": turn.turn_id,
+    }
+    user = request.get(end_users.END_USER)
+    if user is not None:
+        context["user_id"] = user.identity
+    return context
 
 
 async def _client_gone(request: web.Request) -> None:
@@ -498,6 +633,11 @@ async def list_(request: web.Request, caller: Caller | None, deps: Deps) -> web.
     runs = [shapes.run(t, records.get(t.turn_id)) for t in turns]
     if status:
         runs = [r for r in runs if r["status"] == status][offset : offset + limit]
+    if select := request.query.getall("select", []):
+        unknown = sorted(set(select) - RUN_FIELDS)
+        if unknown:
+            raise ApiError(422, f"select: no run field {', '.join(unknown)}")
+        runs = [{k: v for k, v in r.items() if k in select} for r in runs]
     return json_response(runs)
 
 

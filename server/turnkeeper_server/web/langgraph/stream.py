@@ -5,14 +5,18 @@ sent by the agent: the service holds the journal, so a stream can be joined at a
 moment, resumed with ``Last-Event-ID`` for as long as the events are retained, and
 followed across a crash of the agent running the run.
 
-The rewind rule (docs/langgraph-api.md, decision 210): a stream carries only the
-*settled* events, those no re-drive can take back (engine/watch.py
-``follow_settled``: at or before the newest checkpoint's boundary, or all of them
-once the run is parked or over). So no part is ever retracted or repeated and the
-SSE ids are the journal's seqs, stable for a resume; a step's parts reach the
-client when the step's checkpoint is durable. When the agent dies mid-step, what
-the dead execution produced after its last checkpoint was never sent, and the
-re-run's parts are the only ones the client sees.
+The rewind rule (docs/langgraph-api.md, decisions 210, 290-292). Live (the
+default): a model's ``token`` events go out as soon as they are journaled, every
+other event once *settled*, in seq order (engine/watch.py ``follow_live``). When a
+re-drive takes tokens back, the stream sends a ``remove`` message part (LangGraph's
+RemoveMessage) for each message they streamed, then the rewound-to state as
+``values`` (``Translator.rewound``), then the re-run's parts; SSE ids are
+``live_id(seq, attempt)``, so a resume knows whether what it saw still stands.
+Settled (``X-Turnkeeper-Stream: settled`` or the service's ``--langgraph-stream``):
+only the events no re-drive can take back (``follow_settled``: at or before the
+newest checkpoint's boundary, or all once the run is parked or over), so no part is
+ever retracted and the SSE ids are the journal's seqs; a step's parts, its tokens
+included, reach the client when the step's checkpoint is durable.
 
 Parts per journaled event (stream modes as LangGraph names them):
 
@@ -21,9 +25,14 @@ event                     parts
 ========================  ===========================================================
 ``values``                ``values``: the state at a checkpoint (hosts with
                           ``langgraph_api``)
-``step``                  ``updates``: ``{node: update}``
-``token``                 ``messages`` (mode ``messages-tuple``): ``[chunk, metadata]``;
-                          mode ``messages``: ``messages/partial`` with the text so far
+``step``                  ``updates``: ``{node: update}``; before it, ``messages``
+                          ``[message, metadata]`` (mode ``messages``:
+                          ``messages/metadata`` and ``messages/complete``) for each
+                          message the node returned that was not streamed
+``token``                 ``messages`` (mode ``messages-tuple``): ``[chunk, metadata]``,
+                          the chunk whole as the agent journaled it; mode
+                          ``messages``: ``messages/metadata`` once per message,
+                          then ``messages/partial`` with the message so far, whole
 ``interrupt``             ``updates``: ``{"__interrupt__": [...]}``; ``values``: the
                           last state with ``__interrupt__``
 ``final``                 ``values``: the output, when no ``values`` event came
@@ -64,6 +73,18 @@ STREAM_MODES: Final = frozenset(
 
 Part = tuple[str, Any]
 
+# The events a live stream sends before their step's checkpoint: a model's tokens
+# (a rewind takes them back with `remove` parts), and those that make no part.
+LIVE_EVENTS: Final = frozenset({"token"})
+
+
+def held(event_type: str) -> bool:
+    """Whether a live stream holds an event of this type until it is settled: it
+    makes parts, and they are not tokens (nothing could take them back)."""
+    return event_type not in LIVE_EVENTS and hasattr(
+        Translator, "_on_" + event_type.replace(".", "_")
+    )
+
 
 def modes_of(raw: Any) -> frozenset[str]:
     """The requested stream modes (LangGraph's default: values)."""
@@ -84,9 +105,14 @@ class Translator:
     """One stream's events -> parts; keeps what a later part needs (the last state,
     the text of a message streaming)."""
 
-    def __init__(self, run_id: str, modes: frozenset[str]) -> None:
+    def __init__(
+        self, run_id: str, modes: frozenset[str], *, context: dict[str, Any] | None = None
+    ) -> None:
         self.run_id = run_id
         self.modes = modes
+        # What every message part's metadata says of the run (its thread, graph,
+        # assistant, ...), under what the agent journaled for the model call.
+        self.context = {"run_id": run_id, **(context or {})}
         self.values: Any = None
         self.saw_values = False
         self.interrupts: list[dict[str, Any]] = []
@@ -94,6 +120,18 @@ class Translator:
         # The message streaming: (its key, its id, its text so far).
         self._message: tuple[str, str, str] | None = None
         self._messages = 0
+        # The message id each token event streamed (by seq), each streamed
+        # message's metadata, and the ids streamed since the last `values`.
+        self._token_ids: dict[int, str] = {}
+        self._metadata: dict[str, dict[str, Any]] = {}
+        self._streamed: set[str] = set()
+        self._attempt = 1
+        # Mode `messages`: each streamed message so far, whole.
+        self._whole: dict[str, dict[str, Any]] = {}
+
+    def reset(self) -> None:
+        """Forget everything read (a resume starts over from an earlier seq)."""
+        self.__init__(self.run_id, self.modes, context=self.context)  # type: ignore[misc]
 
     def start_from(self, values_json: str | None) -> None:
         """The state before the run's first event (a `values` event's data), if any."""
@@ -112,7 +150,45 @@ class Translator:
         handler = getattr(self, "_on_" + event.type.replace(".", "_"), None)
         if handler is None or not isinstance(data, dict):
             return []
+        self._attempt = event.attempt
+        if event.type == "token":
+            return list(self._on_token(data, event.seq))
         return list(handler(data))
+
+    def rewound(self, taken: Iterable[EventRecord]) -> list[Part]:
+        """The parts that take back what a rewind took back (engine/watch.py
+        `Rewound`): a `remove` message part (LangGraph's RemoveMessage) for each
+        message streamed by the `taken` events, which will not be settled, then
+        the state the turn was rewound to as `values` (useStream replaces its
+        state with it). With nothing `taken` (a resume from a position the journal
+        no longer has, so which messages the reader saw is not known), the remove
+        is LangGraph's remove-all, followed by the rewound-to state's messages
+        whole: add_messages then holds exactly that state's messages."""
+        taken = tuple(taken)
+        self._message = None
+        parts: list[Part] = []
+        gone: list[str] = []
+        for event in taken:
+            message_id = self._token_ids.pop(event.seq, None)
+            if message_id is not None and message_id not in gone:
+                gone.append(message_id)
+        settled_messages = _messages_of(self.values)
+        if "messages-tuple" in self.modes:
+            if not taken:
+                parts.append(("messages", [_removal(REMOVE_ALL), dict(self.context)]))
+                for message in settled_messages:
+                    meta = self._metadata.get(str(message.get("id")), self.context)
+                    parts.append(("messages", [message, meta]))
+            for message_id in gone:
+                meta = self._metadata.get(message_id, self.context)
+                parts.append(("messages", [_removal(message_id), meta]))
+        # After the removals: a reader applying them (add_messages) finds each
+        # message still there; useStream's state is then the rewound-to one.
+        if "values" in self.modes and self.saw_values:
+            parts.append(("values", self.values))
+        settled_ids = {m.get("id") for m in settled_messages}
+        self._streamed = {i for i in self._streamed if i not in gone or i in settled_ids}
+        return parts
 
     def _on_values(self, data: dict[str, Any]) -> Iterable[Part]:
         if "values" not in data:
@@ -127,10 +203,36 @@ class Translator:
 
     def _on_step(self, data: dict[str, Any]) -> Iterable[Part]:
         self._message = None
+        node = str(data.get("node"))
+        yield from self._returned(node, data)
         if "updates" in self.modes:
-            yield "updates", {str(data.get("node")): data.get("update")}
+            yield "updates", {node: data.get("update")}
 
-    def _on_token(self, data: dict[str, Any]) -> Iterable[Part]:
+    def _returned(self, node: str, data: dict[str, Any]) -> Iterable[Part]:
+        if "messages-tuple" not in self.modes and "messages" not in self.modes:
+            return
+        # The messages the node returned that were not streamed (a tool's result, a
+        # reply made without streaming) go out whole, as LangGraph's server sends
+        # them; those streamed already, or in the state before, do not.
+        known = self._streamed | {m.get("id") for m in _messages_of(self.values)}
+        given_meta = data.get("metadata")
+        meta = {
+            **self.context,
+            "run_attempt": self._attempt,
+            **(given_meta if isinstance(given_meta, dict) else {"langgraph_node": node}),
+        }
+        for message in _returned_messages(data.get("update")):
+            message_id = message.get("id")
+            if isinstance(message_id, str) and message_id not in known:
+                known.add(message_id)
+                self._streamed.add(message_id)
+                if "messages-tuple" in self.modes:
+                    yield "messages", [message, meta]
+                if "messages" in self.modes:
+                    yield "messages/metadata", {message_id: {"metadata": meta}}
+                    yield "messages/complete", [message]
+
+    def _on_token(self, data: dict[str, Any], seq: int = 0) -> Iterable[Part]:
         node = str(data.get("node", ""))
         text = str(data.get("text", ""))
         # The model's message id when the bridge journals it (the final message in
@@ -145,11 +247,38 @@ class Translator:
         key, message_id, so_far = self._message
         so_far += text
         self._message = (key, message_id, so_far)
+        self._token_ids[seq] = message_id
+        self._streamed.add(message_id)
+        # The model call's metadata rides on its first chunk (the agent journals it
+        # once); the message's later chunks carry the same.
+        given_meta = data.get("metadata")
+        meta = self._metadata.get(message_id)
+        if isinstance(given_meta, dict) or meta is None:
+            meta = {
+                **self.context,
+                "run_attempt": self._attempt,
+                **(given_meta if isinstance(given_meta, dict) else {"langgraph_node": node}),
+            }
+            self._metadata[message_id] = meta
         if "messages-tuple" in self.modes:
-            chunk = {"type": "AIMessageChunk", "content": text, "id": message_id}
-            yield "messages", [chunk, {"langgraph_node": node, "run_id": self.run_id}]
+            given_chunk = data.get("chunk")
+            if isinstance(given_chunk, dict):
+                # The whole chunk as the agent journaled it (every field of LangGraph's
+                # AIMessageChunk), under the id the stream uses for its message.
+                chunk = {**given_chunk, "id": message_id}
+            else:
+                chunk = {"type": "AIMessageChunk", "content": text, "id": message_id}
+            yield "messages", [chunk, meta]
         if "messages" in self.modes:
-            yield "messages/partial", [{"type": "ai", "content": so_far, "id": message_id}]
+            # Mode `messages` as LangGraph's server streams it: the message's
+            # metadata once, then the message so far, whole, at each chunk.
+            given_chunk = data.get("chunk")
+            piece = given_chunk if isinstance(given_chunk, dict) else {"content": text}
+            if message_id not in self._whole:
+                self._whole[message_id] = _ai_message(message_id)
+                yield "messages/metadata", {message_id: {"metadata": meta}}
+            _merge_chunk(self._whole[message_id], piece)
+            yield "messages/partial", [dict(self._whole[message_id])]
 
     def _on_custom(self, data: dict[str, Any]) -> Iterable[Part]:
         if "custom" in self.modes:
@@ -202,6 +331,101 @@ class Translator:
         if self.interrupts and isinstance(self.values, dict):
             return {**self.values, "__interrupt__": list(self.interrupts)}
         return self.values
+
+
+def _ai_message(message_id: str) -> dict[str, Any]:
+    """An AI message with no content yet, every field LangGraph serializes."""
+    return {
+        "content": "",
+        "additional_kwargs": {},
+        "response_metadata": {},
+        "type": "ai",
+        "name": None,
+        "id": message_id,
+        "tool_calls": [],
+        "invalid_tool_calls": [],
+        "usage_metadata": None,
+    }
+
+
+def _merge_chunk(message: dict[str, Any], chunk: dict[str, Any]) -> None:
+    """Add a chunk to the message so far, as LangChain adds AIMessageChunks (text
+    content joined, dicts merged, tool calls gathered, the usage the latest)."""
+    content = chunk.get("content")
+    if isinstance(content, str) and isinstance(message["content"], str):
+        message["content"] += content
+    elif content:
+        message["content"] = content
+    for key in ("additional_kwargs", "response_metadata"):
+        if isinstance(chunk.get(key), dict):
+            message[key] = {**message[key], **chunk[key]}
+    for key in ("tool_calls", "invalid_tool_calls"):
+        if isinstance(chunk.get(key), list):
+            message[key] = [*message[key], *chunk[key]]
+    if chunk.get("usage_metadata") is not None:
+        message["usage_metadata"] = chunk["usage_metadata"]
+    if chunk.get("name") is not None:
+        message["name"] = chunk["name"]
+
+
+# LangGraph's RemoveMessage id that removes every message before it.
+REMOVE_ALL: Final = "__remove_all__"
+
+
+def _removal(message_id: str) -> dict[str, Any]:
+    """LangGraph's RemoveMessage, as its server serializes one."""
+    return {
+        "content": "",
+        "additional_kwargs": {},
+        "response_metadata": {},
+        "type": "remove",
+        "name": None,
+        "id": message_id,
+    }
+
+
+def _is_message(value: Any) -> bool:
+    return isinstance(value, dict) and isinstance(value.get("type"), str) and "content" in value
+
+
+def _messages_of(state: Any) -> list[dict[str, Any]]:
+    """The messages of a state's `messages` key (LangGraph's MessagesState)."""
+    found = state.get("messages") if isinstance(state, dict) else None
+    return [m for m in found if _is_message(m)] if isinstance(found, list) else []
+
+
+def _returned_messages(update: Any) -> list[dict[str, Any]]:
+    """The messages in what a node returned: a message, a list of them, or a
+    state whose keys hold either (LangGraph's StreamMessagesHandler looks there)."""
+    if _is_message(update):
+        return [update]
+    values = update if isinstance(update, list) else []
+    if isinstance(update, dict):
+        values = list(update.values())
+    found: list[dict[str, Any]] = []
+    for value in values:
+        if _is_message(value):
+            found.append(value)
+        elif isinstance(value, list):
+            found.extend(v for v in value if _is_message(v))
+    return found
+
+
+# A live stream's SSE id: the event's seq and the attempt that wrote it, in one
+# number that only grows along a stream (attempts only grow along the journal's
+# seqs). A resume names both: whether what it saw was taken back is then known.
+ATTEMPT_STRIDE: Final = 10**9
+
+
+def live_id(seq: int, attempt: int) -> str:
+    return str((attempt + 1) * ATTEMPT_STRIDE + seq)
+
+
+def position_of(event_id: int) -> tuple[int, int | None]:
+    """A Last-Event-ID's (seq, attempt): a settled stream's id is a bare seq, and
+    its attempt unknown (None)."""
+    stride = event_id // ATTEMPT_STRIDE
+    return event_id % ATTEMPT_STRIDE, (stride - 1 if stride else None)
 
 
 def _debug_checkpoint(payload: Any) -> Any:

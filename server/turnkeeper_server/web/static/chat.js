@@ -22,6 +22,18 @@
 // have gone on: Check status asks the service and re-attaches or concludes.
 // Re-attaching resumes after the last event shown (Last-Event-ID), so nothing is shown
 // twice. What was shown (the answer so far) stays until a new run writes over it.
+//
+// Input shape (decision 324): a graph whose input schema (the LangGraph API's
+// `GET /assistants/{agent}/schemas`) has `messages` is a messages graph, the shape
+// agent-chat-ui and useStream assume (unless the bridge maps its input, an
+// `input_mapped` schema: then it takes its own shape): a question goes as
+// `{messages: [{role: "user", content}]}` and the answer is the last AI message of the
+// run's steps, streamed from its tokens (those of the node now streaming). Any other
+// graph gets the pipeline's `{question, id}`. An interrupt is answered with
+// `Command(resume=value)`, the value in the approval box, editable: `{"approved": true}`
+// for the pipeline, agent-inbox's `[{"type": "accept", "args": null}]` for an
+// interrupt that asks in its shape, `true` otherwise. A run that ends FAILED shows the
+// service's error for it (TurnStatus), not only the word.
 "use strict";
 
 (() => {
@@ -45,6 +57,7 @@
     follower: null,
     seen: null,          // {seq, attempt} of the last event applied from the run
     approval: null,      // the value of the run's pending interrupt(), while parked
+    messagesGraph: false, // the graph takes {messages} (its input schema says so)
   };
 
   const $ = (id) => document.getElementById(id);
@@ -89,9 +102,18 @@
   // The run's pending approval: shown from its `interrupt` event until it is answered
   // or the run moves on; an interrupted stream leaves it shown.
   function approval(value) {
+    const shown = chat.approval !== null;
     chat.approval = value;
     $("approval").hidden = value === null;
     $("approval-value").textContent = value === null ? "" : JSON.stringify(value);
+    if (value !== null && !shown) $("resume-value").value = JSON.stringify(resumeFor(value));
+  }
+
+  // What Approve sends by default as Command(resume=...): see the header.
+  function resumeFor(value) {
+    const asks = Array.isArray(value) ? value[0] : value;
+    if (asks && typeof asks === "object" && "action_request" in asks) return [{type: "accept", args: null}];
+    return chat.messagesGraph ? true : {approved: true};
   }
 
   function setError(text, {retry = false, interrupted = false} = {}) {
@@ -145,6 +167,7 @@
     setError("");
     $("chat-status").textContent = "running";
     let draft = after ? reply.querySelector(".text").textContent : "";
+    let draftNode = null;  // the node whose tokens the draft is: a new node starts over
     chat.follower = follow(turnId, {
       onReset() {
         draft = "";
@@ -170,6 +193,8 @@
           const answer = answerOf(e.data.update);
           if (answer !== null) reply.querySelector(".text").textContent = answer;
         } else if (e.type === "token" && e.data) {
+          if (chat.messagesGraph && draftNode !== null && e.data.node !== draftNode) draft = "";
+          draftNode = e.data.node;
           draft += e.data.text || "";
           reply.querySelector(".text").textContent = draft;
         } else if (e.type === "error") {
@@ -193,6 +218,7 @@
         sidebar();
         $("chat-status").textContent = chat.ended;
         if (state === "UNKNOWN") setError("the service does not know this run", {retry: true});
+        else if (state === "FAILED") failed(turnId);
         else if (state !== "DONE" && state !== "PARKED") setError("the run ended " + state.toLowerCase(), {retry: true});
         else if (chat.interrupted) setError("");  // the stream's trouble no longer matters
         buttons();
@@ -212,6 +238,17 @@
       },
     }, after, {});
     buttons();
+  }
+
+  // A failed run: the service's error for it on the page, where it can be acted on.
+  async function failed(turnId) {
+    setError("the run ended failed", {retry: true});
+    try {
+      const status = await call("TurnStatus", {turnId});
+      if (status.error && chat.turnId === turnId) setError("the run failed: " + status.error, {retry: true});
+    } catch (e) {
+      // The word stays; Check status asks again.
+    }
   }
 
   async function send(request, reply) {
@@ -247,7 +284,10 @@
     $("question").value = "";
     message("user", question);
     const reply = message("agent", "");
-    send({input: {question, id: crypto.randomUUID()}, thread_id: chat.threadId, background: true}, reply);
+    const input = chat.messagesGraph
+      ? {messages: [{role: "user", content: question}]}
+      : {question, id: crypto.randomUUID()};
+    send({input, thread_id: chat.threadId, background: true}, reply);
   });
 
   $("retry").addEventListener("click", () => {
@@ -259,8 +299,15 @@
 
   $("approve").addEventListener("click", async () => {
     if (chat.approval === null || !chat.turnId) return;
+    let resume;
     try {
-      await relay("responses/resumeDetached", {turn_id: chat.turnId, resume: {approved: true}});
+      resume = JSON.parse($("resume-value").value);
+    } catch (e) {
+      setError("The resume value is not JSON: " + e.message, {interrupted: chat.interrupted});
+      return;
+    }
+    try {
+      await relay("responses/resumeDetached", {turn_id: chat.turnId, resume});
       approval(null);
       $("chat-status").textContent = "running";
     } catch (e) {
@@ -309,17 +356,25 @@
   async function loadGraph() {
     const agent = agentInput.value;
     let nodes = [];
+    let messagesGraph = false;
     if (agent) {
-      try {
-        const graph = await TK.getJson("/assistants/" + encodeURIComponent(agent) + "/graph");
-        nodes = (graph.nodes || []).map((n) => String(n.id))
+      const path = "/assistants/" + encodeURIComponent(agent);
+      const [graph, schemas] = await Promise.allSettled(
+        [TK.getJson(path + "/graph"), TK.getJson(path + "/schemas")]);
+      if (graph.status === "fulfilled") {
+        nodes = (graph.value.nodes || []).map((n) => String(n.id))
           .filter((id) => id !== "__start__" && id !== "__end__");
-      } catch (e) {
-        nodes = [];  // no replica describes it: the steps as they finish
+      }  // else no replica describes it: the steps as they finish
+      if (schemas.status === "fulfilled") {
+        const input = schemas.value.input_schema || {};
+        // A bridge that maps its input (the pipeline's {question, id}) says so.
+        messagesGraph = Boolean(input.properties && input.properties.messages) && !schemas.value.input_mapped;
       }
     }
     if (agentInput.value === agent) {
       chat.nodes = nodes;
+      chat.messagesGraph = messagesGraph;
+      document.body.dataset.input = messagesGraph ? "messages" : "question";
       sidebar();
     }
   }

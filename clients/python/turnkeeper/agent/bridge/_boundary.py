@@ -70,6 +70,10 @@ class BoundarySaver(RemoteSaver):
         #: ``values`` event of the state it holds (this function's view of its channel values), so it is
         #: retained with the checkpoint and a rewind to it keeps it.
         self.values_of: Callable[[Mapping[str, Any]], Any] | None = None
+        #: Set with ``values_of``: the channels the graph's ``values`` stream shows;
+        #: a step that changed none of them is not shown again (as LangGraph's loop
+        #: emits ``values`` only for a tick that updated an output channel).
+        self.values_channels: frozenset[str] | None = None
         #: Set: each root checkpoint of a turn records, under ``graph`` in its
         #: mark, what this function says about the code that wrote it (its graph
         #: version, next nodes and channels: turnkeeper._graph_versions.Stamp).
@@ -105,7 +109,9 @@ class BoundarySaver(RemoteSaver):
         events = self._log_for(config)
         if events is None:
             return await super().aput(config, checkpoint, metadata, new_versions)
-        if self.values_of is not None and _shows_values(config, metadata):
+        if self.values_of is not None and _shows_values(
+            config, metadata, new_versions, self.values_channels
+        ):
             events.emit("values", {"values": self.values_of(checkpoint["channel_values"])})
 
         async def store(boundary: int) -> tuple[RunnableConfig, int]:
@@ -183,8 +189,19 @@ class BoundarySaver(RemoteSaver):
             )
 
 
-def _shows_values(config: RunnableConfig, metadata: CheckpointMetadata) -> bool:
+def _shows_values(
+    config: RunnableConfig,
+    metadata: CheckpointMetadata,
+    new_versions: ChannelVersions,
+    channels: frozenset[str] | None,
+) -> bool:
     """A checkpoint whose state the run's ``values`` stream shows, as LangGraph's
     does: the root graph's (a subgraph's state is its own, in its namespace), once
-    its input is applied (an ``input`` checkpoint holds the input not yet read)."""
-    return not config["configurable"].get("checkpoint_ns") and metadata.get("source") != "input"
+    its input is applied (an ``input`` checkpoint holds the input not yet read), and
+    after a step only if the step changed what the stream shows (`channels`; a
+    node that wrote nothing, or an input of ``{}``, shows nothing new)."""
+    if config["configurable"].get("checkpoint_ns") or metadata.get("source") == "input":
+        return False
+    if metadata.get("source") == "loop" and channels is not None:
+        return not channels.isdisjoint(new_versions)
+    return True

@@ -123,9 +123,15 @@ class Bridge:
         # With a token, the service has tokens: callers prove who they are with a
         # caller assertion the service signed, which this bridge verifies with it.
         token = config.service.bearer_token
-        self.graph_api = GraphApi(self.graph, config.agent)
+        # A bridge with an input mapper takes its own input shape, not the graph's:
+        # its schemas say so, for the chat page (decision 324).
+        self.graph_api = GraphApi(self.graph, config.agent, input_mapped=input_mapper is not None)
         if config.langgraph_api:
             self.saver.values_of = functools.partial(state_values, self.graph)
+            channels = self.graph.stream_channels_asis
+            self.saver.values_channels = frozenset(
+                [channels] if isinstance(channels, str) else channels
+            )
         self.methods = Methods(
             self.client,
             self.runtime,

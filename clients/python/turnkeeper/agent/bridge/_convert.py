@@ -10,38 +10,8 @@ import math
 from collections.abc import Mapping
 from typing import Any
 
-from google.protobuf import json_format, struct_pb2
 from langchain_core.messages import BaseMessage
 from pydantic import BaseModel
-
-
-def value_to_py(value: struct_pb2.Value) -> Any:
-    """A ``google.protobuf.Value`` as Python JSON data.
-
-    Value keeps every number as a double, so ``3`` comes back as ``3.0``; integral
-    numbers are made ints again, so that a turn's input reads the same whether it
-    came from the request or from the journal (a JSON reader cannot tell them apart
-    anyway)."""
-    if value.WhichOneof("kind") is None:
-        return None
-    return _ints(json_format.MessageToDict(value))
-
-
-def py_to_value(obj: Any) -> struct_pb2.Value:
-    """Python JSON data (as from ``json.loads``) as a ``google.protobuf.Value``."""
-    value = struct_pb2.Value()
-    json_format.ParseDict(obj, value)
-    return value
-
-
-def _ints(obj: Any) -> Any:
-    if isinstance(obj, float) and obj.is_integer() and abs(obj) < 2**53:
-        return int(obj)
-    if isinstance(obj, dict):
-        return {k: _ints(v) for k, v in obj.items()}
-    if isinstance(obj, list):
-        return [_ints(v) for v in obj]
-    return obj
 
 
 def message_to_json(message: BaseMessage) -> dict[str, Any]:

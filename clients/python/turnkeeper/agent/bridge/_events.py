@@ -14,12 +14,18 @@ of the node is in the :class:`EventLog`, which the saver flushes first
 
 Event types and their ``data``:
 
-- ``token`` ``{node, text}``: a chunk of a chat model's streamed reply (with
-  ``id``, its message's id, on a bridge serving the LangGraph API);
+- ``token`` ``{node, text}``: a chunk of a chat model's streamed reply; on a bridge
+  serving the LangGraph API also ``id`` (its message's id), ``chunk`` (the whole
+  ``AIMessageChunk`` as LangGraph's server sends it: ``tool_call_chunks``,
+  ``usage_metadata``, ``response_metadata``, ...) for every chunk, those without
+  text (tool-call chunks, the closing one) included, and on a model call's first
+  chunk ``metadata`` (the call's LangGraph metadata: ``langgraph_step``,
+  ``langgraph_node``, ``langgraph_path``, ``checkpoint_ns``, ``ls_*``, ...);
 - ``tool_call_start`` ``{node, name, tool_call_id, input}`` and
   ``tool_call_end`` ``{node, name, tool_call_id, output | error}``;
 - ``step`` ``{node, step, update}``: a node of the graph finished (``step`` is
-  LangGraph's superstep, ``update`` what the node returned);
+  LangGraph's superstep, ``update`` what the node returned; on a bridge serving
+  the LangGraph API, messages in it whole and the node's ``metadata``);
 - ``interrupt`` ``{id, value}``: the graph called ``interrupt(value)``; the turn parks;
 - ``values`` ``{values}``: the graph's state, before each checkpoint (on a bridge
   serving the LangGraph API, ``BridgeConfig.langgraph_api``);
@@ -48,13 +54,15 @@ other wrote (decision 271).
 from __future__ import annotations
 
 import asyncio
+import importlib.metadata
 import logging
 import threading
 from collections.abc import Awaitable, Callable, Collection
 from typing import Any, Final, TypeVar, cast
-from uuid import UUID
+from uuid import UUID, uuid4
 
 from langchain_core.callbacks import BaseCallbackHandler, BaseCallbackManager
+from langchain_core.messages import BaseMessage
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tracers.event_stream import _AstreamEventsCallbackHandler
 from langgraph._internal._constants import CONFIG_KEY_STREAM
@@ -63,6 +71,7 @@ from langgraph.pregel.protocol import StreamProtocol
 from langgraph.types import StreamMode
 
 from turnkeeper.agent.bridge._convert import dumps, to_jsonable
+from turnkeeper.agent.saver._identity import ATTEMPT_KEY, TURN_ID_KEY
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.errors import StaleAttempt, TurnkeeperError, TurnNotFound, WrongState
 from turnkeeper.v1 import turns_pb2
@@ -75,6 +84,12 @@ MAX_BATCH: Final = 500
 
 Append = Callable[[turns_pb2.AppendEventsRequest], Awaitable[turns_pb2.AppendEventsResponse]]
 T = TypeVar("T")
+
+# LangGraph's server names its langgraph in every message part's metadata.
+_LANGGRAPH_VERSION: Final = importlib.metadata.version("langgraph")
+
+# Metadata keys that say which execution ran, not what it did.
+_PRIVATE_METADATA: Final = frozenset({TURN_ID_KEY, ATTEMPT_KEY})
 
 # Errors after which an execution must stop: its attempt is no longer the turn's.
 FENCED: Final = (StaleAttempt, WrongState, TurnNotFound)
@@ -233,6 +248,16 @@ class EventLog:
                 )
 
 
+def _name_messages(output: Any) -> None:
+    """Give each message a node returned without an id one (LangGraph's
+    StreamMessagesHandler does the same, on the same objects)."""
+    values = list(output.values()) if isinstance(output, dict) else [output]
+    for value in values:
+        for message in value if isinstance(value, list | tuple) else [value]:
+            if isinstance(message, BaseMessage) and message.id is None:
+                message.id = str(uuid4())
+
+
 def _bounded(text: str) -> str:
     size = len(text.encode())
     if size <= MAX_EVENT_BYTES:
@@ -265,8 +290,9 @@ class EventCapture(BaseCallbackHandler):
         self.channels = None if channels is None else frozenset(channels)
         self._lock = threading.Lock()
         self._root: UUID | None = None
-        self._nodes: dict[UUID, tuple[str, int]] = {}
-        self._models: dict[UUID, str] = {}
+        self._nodes: dict[UUID, tuple[str, int, dict[str, Any]]] = {}
+        self._models: dict[UUID, tuple[str, dict[str, Any]]] = {}
+        self._described: set[UUID] = set()
         self._tools: dict[UUID, dict[str, Any]] = {}
 
     # The graph and its nodes.
@@ -290,15 +316,41 @@ class EventCapture(BaseCallbackHandler):
             # Only the graph's own nodes are steps; chains inside a node (and the
             # nodes of a subgraph) are part of that node's step.
             if parent_run_id == self._root and node and kwargs.get("name") == node:
-                self._nodes[run_id] = (str(node), int((metadata or {}).get("langgraph_step", 0)))
+                step = int((metadata or {}).get("langgraph_step", 0))
+                self._nodes[run_id] = (str(node), step, self._metadata(metadata))
 
     def on_chain_end(self, outputs: Any, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:
             node = self._nodes.pop(run_id, None)
-        if node is not None:
-            if self.channels is not None and isinstance(outputs, dict):
-                outputs = {k: v for k, v in outputs.items() if k in self.channels}
-            self.events.emit("step", {"node": node[0], "step": node[1], "update": outputs})
+        if node is None:
+            return
+        if self.channels is not None and isinstance(outputs, dict):
+            outputs = {k: v for k, v in outputs.items() if k in self.channels}
+        data: dict[str, Any] = {"node": node[0], "step": node[1], "update": outputs}
+        if self.message_ids:
+            # The LangGraph API's `updates` carry messages whole, and a message the
+            # node returned is streamed whole with the node's metadata: one without
+            # an id gets one here, as LangGraph's server's stream handler gives it
+            # (the state's reducer keeps it).
+            _name_messages(outputs)
+            data["update"] = to_jsonable(outputs, whole=True)
+            data["metadata"] = node[2]
+        self.events.emit("step", data)
+
+    def _metadata(self, metadata: dict[str, Any] | None) -> dict[str, Any]:
+        """A callback's metadata as the LangGraph API's message parts carry it: plain
+        JSON values, without the run's fencing keys (an execution's attempt must not
+        make a re-run's events differ)."""
+        if not self.message_ids or not metadata:
+            return {}
+        return {
+            "langgraph_version": _LANGGRAPH_VERSION,
+            **{
+                str(k): to_jsonable(v)
+                for k, v in metadata.items()
+                if k not in _PRIVATE_METADATA and not str(k).startswith("__")
+            },
+        }
 
     def on_chain_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         # An interrupted or failed node is not a finished step: the interrupt or the
@@ -320,7 +372,10 @@ class EventCapture(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         with self._lock:
-            self._models[run_id] = str((metadata or {}).get("langgraph_node", ""))
+            self._models[run_id] = (
+                str((metadata or {}).get("langgraph_node", "")),
+                self._metadata(metadata),
+            )
 
     def on_llm_start(
         self,
@@ -332,7 +387,7 @@ class EventCapture(BaseCallbackHandler):
         **kwargs: Any,
     ) -> None:
         with self._lock:
-            self._models[run_id] = str((metadata or {}).get("langgraph_node", ""))
+            self._models[run_id] = (str((metadata or {}).get("langgraph_node", "")), {})
 
     def on_llm_new_token(
         self, token: str | list[str | dict[str, Any]], *, run_id: UUID, **kwargs: Any
@@ -344,24 +399,35 @@ class EventCapture(BaseCallbackHandler):
                 for b in token
                 if isinstance(b, str) or b.get("type") == "text"
             )
-        if not token:
+        message = getattr(kwargs.get("chunk"), "message", None)
+        whole = self.message_ids and isinstance(message, BaseMessage)
+        if not token and not whole:
             return  # tool-call chunks and empty keep-alives carry no text
         with self._lock:
-            node = self._models.get(run_id, "")
-        data = {"node": node, "text": token}
-        chunk = kwargs.get("chunk")
-        message_id = getattr(getattr(chunk, "message", None), "id", None)
+            node, metadata = self._models.get(run_id, ("", {}))
+            # The call's metadata rides on its first chunk only: the same for all.
+            first = run_id not in self._described
+            self._described.add(run_id)
+        data: dict[str, Any] = {"node": node, "text": token}
+        message_id = getattr(message, "id", None)
         if self.message_ids and isinstance(message_id, str):
             data["id"] = message_id
+        if whole:
+            # The chunk as LangGraph's server streams it, every field of it.
+            data["chunk"] = to_jsonable(message, whole=True)
+            if first:
+                data["metadata"] = metadata
         self.events.emit("token", data)
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:
             self._models.pop(run_id, None)
+            self._described.discard(run_id)
 
     def on_llm_error(self, error: BaseException, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:
             self._models.pop(run_id, None)
+            self._described.discard(run_id)
 
     # Tools.
 

@@ -142,9 +142,12 @@ def _string(params: Mapping[str, Any], name: str, *, required: bool = False) -> 
 class GraphApi:
     """The ``langgraph/*`` methods of one bridge's graph."""
 
-    def __init__(self, graph: AnyGraph, agent: str) -> None:
+    def __init__(self, graph: AnyGraph, agent: str, *, input_mapped: bool = False) -> None:
         self.graph = graph
         self.agent = agent
+        # The bridge maps its runs' input (an input_mapper): the graph's input schema
+        # is not what a run takes. Said as `input_mapped: true` in the schemas.
+        self.input_mapped = input_mapped
 
     def description(self) -> dict[str, Any]:
         return {
@@ -152,7 +155,10 @@ class GraphApi:
             "graph_id": self.agent,
             "name": self.agent,
             "graph": self._drawing(),
-            "schemas": self._schemas(),
+            "schemas": {
+                **self._schemas(),
+                **({"input_mapped": True} if self.input_mapped else {}),
+            },
         }
 
     def _drawing(self, xray: int | bool = False) -> dict[str, Any]:

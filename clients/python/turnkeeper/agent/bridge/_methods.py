@@ -15,10 +15,10 @@ from typing import Any, Final
 from google.protobuf import duration_pb2
 
 from turnkeeper import _multitask as multitask
+from turnkeeper._values import py_to_value
 from turnkeeper.agent.bridge import _graph_api as graph_api
 from turnkeeper.agent.bridge import _jsonrpc as jsonrpc
 from turnkeeper.agent.bridge._caller_auth import CallerCheck, assertion_of
-from turnkeeper.agent.bridge._convert import py_to_value
 from turnkeeper.agent.bridge._graph_api import GraphApi
 from turnkeeper.agent.bridge._intent import (
     INTENT_KEY,

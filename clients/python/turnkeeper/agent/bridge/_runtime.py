@@ -38,9 +38,10 @@ from langgraph.pregel import Pregel
 from langgraph.types import Command, Interrupt, StreamMode
 
 from turnkeeper._run_request import CONFIG_KEYS, default_assistant_id, own_configurable
+from turnkeeper._values import py_to_value, value_to_py
 from turnkeeper.agent._reposition import at_checkpoint
 from turnkeeper.agent.bridge._boundary import BoundarySaver
-from turnkeeper.agent.bridge._convert import py_to_value, to_jsonable, value_to_py
+from turnkeeper.agent.bridge._convert import to_jsonable
 from turnkeeper.agent.bridge._events import FENCED, EventCapture, EventLog, StreamCapture
 from turnkeeper.agent.bridge._intent import (
     RunIntent,

@@ -1,0 +1,177 @@
+"""A chat page on LangGraph's useStream (React; use_stream_page/, unchanged SDK) in
+real Chromium, against turnkeeper: the model's reply appears word by word; the agent
+is SIGKILLed mid-reply and the partial reply vanishes from the page before the new
+one streams in; the page ends with the thread's conversation, and no message is
+ever shown twice, on any DOM mutation (a MutationObserver)."""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import AsyncIterator
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlencode
+
+import httpx
+import pytest
+from aiohttp import web
+from langgraph_sdk import get_client
+from playwright.async_api import Browser
+from turnkeeper_server.app import TurnkeeperServer
+
+from tests.langgraph_api.test_sdk_live_tokens import CHAT, REPLY, WORDS, Gate, hosting
+from tests.support.agents import PATIENCE, Agent
+from tests.support.browser import browser
+from tests.support.langgraph_host import start_host
+from tests.support.nats import NatsServer
+from tests.support.node import NODE, npm_run
+from tests.support.service import ServiceFactory
+
+__all__ = ["browser"]
+
+pytestmark = [
+    pytest.mark.slow,
+    pytest.mark.timeout(300),
+    pytest.mark.xdist_group("use-stream-page"),
+]
+
+PAGE = Path(__file__).resolve().parent / "use_stream_page"
+
+# Every mutation of the conversation is recorded: what it shows, and any message
+# id or text shown twice.
+WATCH = """
+window.__shown = [];
+window.__duplicates = [];
+new MutationObserver(() => {
+  const list = document.getElementById("conversation");
+  if (!list) return;
+  const items = [...list.children].map((li) => [li.dataset.id, li.textContent]);
+  const ids = items.map(([id]) => id);
+  const texts = items.map(([, text]) => text);
+  if (new Set(ids).size !== ids.length || new Set(texts).size !== texts.length) {
+    window.__duplicates.push(items);
+  }
+  window.__shown.push(items);
+}).observe(document, { childList: true, subtree: true, characterData: true });
+"""
+
+
+@pytest.fixture(scope="module")
+def page_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The page, installed from its lock file and bundled (esbuild)."""
+    if NODE is None or shutil.which("npm") is None:
+        pytest.skip(reason="node and npm are not on PATH: the page cannot be built")
+    copy = tmp_path_factory.mktemp("use-stream") / "page"
+    shutil.copytree(PAGE, copy, ignore=shutil.ignore_patterns("node_modules", "dist"))
+    npm_run(["ci", "--prefer-offline", "--no-audit", "--no-fund"], copy)
+    npm_run(["run", "build"], copy)
+    return copy
+
+
+@pytest.fixture
+async def page_origin(page_dir: Path) -> AsyncIterator[str]:
+    app = web.Application()
+    app.router.add_static("/", page_dir)
+    runner = web.AppRunner(app, access_log=None)
+    await runner.setup()
+    site = web.TCPSite(runner, "127.0.0.1", 0)
+    await site.start()
+    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
+    try:
+        yield f"http://127.0.0.1:{port}"
+    finally:
+        await runner.cleanup()
+
+
+@pytest.fixture
+async def service(
+    make_service: ServiceFactory, nats_server: NatsServer, page_origin: str
+) -> TurnkeeperServer:
+    """The API, answering the page's origin (CORS)."""
+    return await make_service(
+        nats_url=nats_server.url, http_listen="127.0.0.1:0", http_cors_origins=(page_origin,)
+    )
+
+
+@pytest.fixture
+async def gate() -> AsyncIterator[tuple[Gate, str]]:
+    g = Gate()
+    address = await g.start()
+    try:
+        yield g, address
+    finally:
+        g.close()
+
+
+async def test_the_partial_reply_vanishes_and_the_new_one_streams(
+    browser: Browser,
+    page_origin: str,
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    gate: tuple[Gate, str],
+) -> None:
+    g, address = gate
+    spawn = hosting(service, nats_server, address)
+    hosts: list[Agent] = [await start_host(CHAT, **spawn)]
+    assert service.web is not None
+    api_url = service.web.url.rstrip("/")
+    try:
+        page = await browser.new_page()
+        page.on("pageerror", lambda e: print(f"page error: {e}"))
+        await page.add_init_script(WATCH)
+        await page.goto(f"{page_origin}/index.html?{urlencode({'apiUrl': api_url})}")
+        await page.wait_for_function("typeof window.__send === 'function'")
+        # Not awaited in the page: submit() resolves when the run ends.
+        await page.evaluate("() => { window.__send('count'); }")
+        reply = await g.next_reply()
+        await g.release(reply, 2)
+        partial = await page.wait_for_selector(
+            "#conversation li.ai:text-is('one two three')", timeout=PATIENCE * 1000
+        )
+        assert partial is not None
+        partial_id = await partial.get_attribute("data-id")
+        await hosts[0].kill()
+        hosts.append(await start_host(CHAT, **spawn))
+        await g.release(await g.next_reply(), WORDS - 1)
+        await page.wait_for_selector(
+            "main[data-loading='false'] #conversation li:text-is('noted 2 messages')",
+            timeout=PATIENCE * 1000,
+        )
+        shown: list[list[Any]] = await page.evaluate("window.__shown")
+        assert await page.evaluate("window.__duplicates") == []
+        with_partial = [k for k, items in enumerate(shown) if partial_id in {i for i, _ in items}]
+        # The partial reply vanished before the new reply began.
+        assert shown[with_partial[-1] + 1] == [["q-1", "count"]], shown[with_partial[-1] + 1]
+        texts = await page.eval_on_selector_all(
+            "#conversation li", "els => els.map(e => [e.dataset.id, e.textContent])"
+        )
+        client = get_client(url=api_url)
+        try:
+            [thread] = await client.threads.search()
+            state: Any = await client.threads.get_state(thread["thread_id"])
+        finally:
+            await client.http.client.aclose()
+        assert texts == [[m["id"], m["content"]] for m in state["values"]["messages"]]
+        assert [t for _, t in texts] == ["count", REPLY, "noted 2 messages"]
+    finally:
+        for host in hosts:
+            await host.close()
+
+
+async def test_a_page_may_ask_for_the_settled_stream(
+    page_origin: str, service: TurnkeeperServer
+) -> None:
+    """X-Turnkeeper-Stream passes a CORS preflight from the page's origin."""
+    assert service.web is not None
+    async with httpx.AsyncClient(base_url=service.web.url.rstrip("/")) as http:
+        answer = await http.options(
+            "/threads/any/runs/stream",
+            headers={
+                "Origin": page_origin,
+                "Access-Control-Request-Method": "POST",
+                "Access-Control-Request-Headers": "content-type,x-turnkeeper-stream",
+            },
+        )
+    assert answer.status_code in (200, 204)
+    allowed = answer.headers["Access-Control-Allow-Headers"].lower()
+    assert "x-turnkeeper-stream" in allowed

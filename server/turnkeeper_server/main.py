@@ -619,11 +619,12 @@ async def serve(args: argparse.Namespace) -> int:
                     server.address,
                 )
         await stop.wait()
+        # Bounded first, then said: once the line is out, a second signal stops it.
+        _bound_shutdown(loop, server.settings.shutdown_timeout)
         log.info(
             "signal received: shutting down within %g s (a second signal stops at once)",
             server.settings.shutdown_timeout,
         )
-        _bound_shutdown(loop, server.settings.shutdown_timeout)
     finally:
         local_services.withdraw(published)
         if server is not None:

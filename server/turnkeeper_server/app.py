@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from grpc import aio
@@ -131,7 +131,9 @@ class TurnkeeperServer:
             version_policies=settings.version_policies,
             store_ttl=ttl_of_config(settings.langgraph_config),
         )
-        self.reaper = LeaseReaper(self.engine.turns.reap, settings.reap_interval)
+        self.reaper = LeaseReaper(
+            self.engine.turns.reap, settings.reap_interval, settings.lease_seconds
+        )
         self.retention = RetentionSweeper(
             self.db,
             self.policy,
@@ -284,34 +286,63 @@ class TurnkeeperServer:
         )
 
     async def stop(self, grace: float | None = None) -> None:
-        """Stop in order; safe to call twice and from a signal handler."""
+        """Stop in order; safe to call twice and from a signal handler.
+
+        Bounded (decision 319): the whole stop takes at most `shutdown_timeout`
+        seconds, whatever is down. Each step gets what is left of it, and a step
+        that fails or runs out of time (PostgreSQL stopped, NATS gone) is logged
+        and the next one runs: what was acknowledged is committed already, and an
+        outbox row not published stays stored for the next start."""
         async with self._stop_lock:
             if self._stopped:
                 return
             self._stopped = True
+            loop = asyncio.get_running_loop()
+            end = loop.time() + self.settings.shutdown_timeout
             grace = self.settings.shutdown_grace if grace is None else grace
+            # In-flight RPCs get at most half the deadline: the rest is for the
+            # outbox, NATS and the stores.
+            grace = min(grace, self.settings.shutdown_timeout / 2)
+
+            async def step(name: str, work: Callable[[], Awaitable[object]]) -> object:
+                left = end - loop.time()
+                try:
+                    return await asyncio.wait_for(work(), max(left, 0.01))
+                except TimeoutError:
+                    log.warning("shutdown: %s did not finish in time; going on", name)
+                except Exception as exc:
+                    log.warning("shutdown: %s failed (%s); going on", name, exc)
+                return None
+
             # Probes see NOT_SERVING first, so load balancers stop sending work.
-            await self.health.enter_graceful_shutdown()
+            await step("health", self.health.enter_graceful_shutdown)
             if self.token_reloader is not None:
-                await self.token_reloader.stop()
+                await step("tokens reloader", self.token_reloader.stop)
             if self.web is not None:
-                await self.web.stop()
-            if self.server is not None:
-                await self.server.stop(grace)
-            await self.reaper.stop()
-            await self.retention.stop()
-            await self.engine.stop()
-            await self.outbox.stop()
+                await step("HTTP side", self.web.stop)
+            server = self.server
+            if server is not None:
+                await step("gRPC drain", lambda: server.stop(grace))
+            await step("reaper", self.reaper.stop)
+            await step("retention", self.retention.stop)
+            await step("hand-offs", self.engine.stop)
+            await step("outbox publisher", self.outbox.stop)
             # A start that failed opening the store (another service holds it, the
             # database is unreachable) has nothing to flush.
-            left = await self.outbox.flush(timeout=grace) if self._db_open else 0
-            if left:
-                log.warning("%d outbox messages stay stored for the next start", left)
-            await self.link.stop()
-            await self.audit.flush()
+            if self._db_open:
+                left = await step(
+                    "outbox flush", lambda: self.outbox.flush(timeout=max(0.0, end - loop.time()))
+                )
+                if left:
+                    log.warning("%d outbox messages stay stored for the next start", left)
+            await step("NATS", self.link.stop)
+            await step("audit", self.audit.flush)
             if self._metrics_http is not None:
                 self._metrics_http.shutdown()  # type: ignore[attr-defined]
-            self.db.close()
+            try:
+                self.db.close()
+            except Exception as exc:
+                log.warning("shutdown: closing the store failed (%s)", exc)
             log.info("turnkeeper stopped")
 
     def _audit_reload(self, reload: Reload) -> None:

@@ -94,7 +94,12 @@ class Settings:
     # 0: every TurnStatus reads the file.
     status_cache_turns: int = CACHED_TURNS
     metrics_listen: str | None = None
+    # How long in-flight RPCs get to finish at shutdown (within shutdown_timeout).
     shutdown_grace: float = 5.0
+    # How long a stop may take from the first SIGTERM or SIGINT, whatever state the
+    # database, NATS, agents and clients are in; past it the process exits at once
+    # (main.py, decision 319). Well under Kubernetes' 30 s grace period.
+    shutdown_timeout: float = 10.0
     limits: Limits = field(default_factory=lambda: DEFAULT_LIMITS)
     # Transport security (security.py): PEM files. A client CA turns on mutual TLS.
     tls_cert: Path | None = None

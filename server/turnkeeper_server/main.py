@@ -16,6 +16,7 @@ import logging
 import os
 import resource
 import signal
+import threading
 from pathlib import Path
 
 from turnkeeper import _io_engine as io_engine
@@ -96,6 +97,18 @@ def add_serve_arguments(parser: argparse.ArgumentParser) -> None:
         type=float,
         default=float(env("TURNKEEPER_LEASE_SECONDS", str(defaults.lease_seconds))),
         help="executor lease without a heartbeat (env TURNKEEPER_LEASE_SECONDS)",
+    )
+    parser.add_argument(
+        "--shutdown-timeout",
+        type=parse_duration,
+        default=parse_duration(v)
+        if (v := env("TURNKEEPER_SHUTDOWN_TIMEOUT"))
+        else defaults.shutdown_timeout,
+        metavar="DURATION",
+        help="longest a stop may take after SIGTERM or SIGINT, whatever is down "
+        "(database, NATS) or attached (agents, streams); past it the process exits at "
+        "once, and a second signal ends it at once (env TURNKEEPER_SHUTDOWN_TIMEOUT; "
+        f"default {defaults.shutdown_timeout:g} s)",
     )
     parser.add_argument(
         "--max-redrives",
@@ -517,6 +530,7 @@ def settings_from_args(
         retention_seconds=args.retention,
         turn_retention_seconds=args.turn_retention,
         metrics_listen=args.metrics_listen,
+        shutdown_timeout=args.shutdown_timeout,
         tls_cert=args.tls_cert,
         tls_key=args.tls_key,
         tls_client_ca=args.tls_client_ca,
@@ -605,7 +619,12 @@ async def serve(args: argparse.Namespace) -> int:
                     server.address,
                 )
         await stop.wait()
-        log.info("signal received: shutting down")
+        # Bounded first, then said: once the line is out, a second signal stops it.
+        _bound_shutdown(loop, server.settings.shutdown_timeout)
+        log.info(
+            "signal received: shutting down within %g s (a second signal stops at once)",
+            server.settings.shutdown_timeout,
+        )
     finally:
         local_services.withdraw(published)
         if server is not None:
@@ -613,6 +632,37 @@ async def serve(args: argparse.Namespace) -> int:
         if embedded is not None:
             embedded.stop()
     return 0
+
+
+# The exit status when the shutdown deadline passed before the stop finished.
+FORCED_EXIT = 1
+
+
+def _bound_shutdown(loop: asyncio.AbstractEventLoop, timeout: float) -> None:
+    """From the first signal on, the stop is bounded (decision 319): a second SIGTERM
+    or SIGINT gets the signal's default action (the kernel ends the process at once,
+    whatever the event loop is doing), and a watchdog thread, which no blocked loop
+    or thread holds up, exits the process when `timeout` has passed. Neither loses
+    anything acknowledged: every acknowledged write is committed, an unpublished
+    outbox row stays stored, and a turn mid-run is re-driven when its lease lapses."""
+    for sig in (signal.SIGTERM, signal.SIGINT):
+        loop.remove_signal_handler(sig)
+        signal.signal(sig, signal.SIG_DFL)
+
+    def expire() -> None:
+        log.error(
+            "shutdown did not finish within %g s (--shutdown-timeout): exiting now; "
+            "what was acknowledged is stored, unpublished outbox rows go at the next "
+            "start",
+            timeout,
+        )
+        logging.shutdown()
+        os._exit(FORCED_EXIT)
+
+    watchdog = threading.Timer(timeout, expire)
+    watchdog.name = "turnkeeper-shutdown-deadline"
+    watchdog.daemon = True
+    watchdog.start()
 
 
 # Replicas of one database hand turns to each other's agents over NATS: each on its

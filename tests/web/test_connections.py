@@ -75,7 +75,8 @@ async def test_one_peers_waiting_connections_are_capped(make_service: ServiceFac
     port = service.web.port
     held = [await half_sent(port) for _ in range(4)]
     try:
-        # The fifth is answered 429 at once, saying which limit it hit.
+        # The fifth is answered 429 when its probation ends (decision 321), saying
+        # which limit it hit.
         response = await asyncio.wait_for(exchange(port, [HALF_SENT]), 10)
         assert response.status == 429
         assert "--http-max-pending-per-peer" in response.json()["message"]

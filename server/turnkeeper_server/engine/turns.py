@@ -396,8 +396,9 @@ class Turns:
             return redriven, False
         return redriven, await self.handoffs.dispatch(redriven.turn, reason="redrive")
 
-    async def reap(self) -> list[Redriven]:
-        """Re-drive turns whose lease expired and hand each to a live replica."""
+    async def reap(self, expired_before: float | None = None) -> list[Redriven]:
+        """Re-drive turns whose lease expired (before `expired_before`, when given)
+        and hand each to a live replica."""
         expired = await self._write(
             lambda rs: [t.turn_id for t, _ in rs],
             lambda tx: lifecycle.expire_deadlines(tx, policy=self.policy),
@@ -410,7 +411,10 @@ class Turns:
             self._after_end(ended, turn)
         redriven = await self._write(
             lambda rs: [r.turn.turn_id for r in rs],
-            lambda tx: self._capped(tx, containment.reap_expired(tx, policy=self.policy)),
+            lambda tx: self._capped(
+                tx,
+                containment.reap_expired(tx, policy=self.policy, expired_before=expired_before),
+            ),
         )
         self._count(redriven, "lease")
         for r in redriven:

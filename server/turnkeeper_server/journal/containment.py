@@ -189,14 +189,19 @@ def redrive_replica(
     )
 
 
-def reap_expired(tx: Tx, *, policy: Policy, limit: int = 500) -> list[Redriven]:
+def reap_expired(
+    tx: Tx, *, policy: Policy, limit: int = 500, expired_before: float | None = None
+) -> list[Redriven]:
     """Lease expiry with blame, per dead incarnation; then each agent whose held
-    turns wait and who has none on probation gets its next one released."""
+    turns wait and who has none on probation gets its next one released.
+    `expired_before`: only leases that lapsed before it (the reaper's, after the
+    service's own loop was held: decision 320)."""
     now = time.time()
+    bound = now if expired_before is None else min(now, expired_before)
     rows = tx.execute(
         f"SELECT {TURN_COLUMNS} FROM main.turns WHERE state = 'RUNNING' AND lease_expires_at < ? "
         f"ORDER BY lease_expires_at LIMIT ?{tx.skip_locked}",
-        (now, limit),
+        (bound, limit),
     ).fetchall()
     out: list[Redriven] = []
     dead: dict[tuple[str, str], list[TurnRecord]] = {}

@@ -9,8 +9,11 @@
   tokens there is no ambient authority for a page to borrow, so any name is served.
 - The connection gate (decision 181): a connection must send a whole request head
   within the header timeout of opening, or it is answered 408 and closed; one peer
-  address holds at most `max_pending` connections that have not yet done so, and
-  past that a new one is answered 429 and closed. After its first request the
+  address holds at most `max_pending` connections that have not yet done so: past
+  that, a new one whose head has still not arrived when its probation ends (a
+  second, at most half the header timeout) is answered 429 and closed, so a burst
+  of requests accepted faster than their heads arrive is served (decision 321); a
+  head counts from its blank line, not from its handler. After its first request the
   connection is aiohttp's, whose keep-alive timeout closes it when idle. An answer
   of 401 closes its connection: a caller without a valid token keeps nothing open.
 - Open connections (decision 274), counted before any authentication: at most
@@ -100,6 +103,12 @@ def _raw_response(status: str, code: str, message: str) -> bytes:
     return head.encode() + body
 
 
+# How long a connection past the pending cap has for its request head before it is
+# answered 429 (at most half the header timeout): a burst's heads arrive within it,
+# a connection that sends nothing does not (decision 321).
+PROBATION: Final = 1.0
+
+
 class ConnectionGate:
     """Connections per peer address that have not yet sent a whole request head,
     and the header timeout. `factory(inner)` wraps aiohttp's protocol factory; the
@@ -146,11 +155,16 @@ class ConnectionGate:
                 f"{self._open[peer]} connections from {peer} are open; the limit is "
                 f"{self.max_open_per_peer} (--http-max-connections-per-peer)",
             )
-        if self._pending[peer] >= self.max_pending:
+        return None
+
+    def _over_pending(self, peer: str) -> tuple[str, str] | None:
+        """Why a connection from `peer` still without a whole request head is
+        refused, past the pending cap (decision 321)."""
+        if self._pending[peer] > self.max_pending:
             return (
                 "429 Too Many Requests",
-                f"{self._pending[peer]} connections from {peer} have not sent a request "
-                f"yet; the limit is {self.max_pending} ({self.setting})",
+                f"{self._pending[peer] - 1} other connections from {peer} have not sent a "
+                f"request yet; the limit is {self.max_pending} ({self.setting})",
             )
         return None
 
@@ -188,6 +202,10 @@ class _Gated(asyncio.Protocol):
         # Counted among the gate's open connections (until connection_lost).
         self.counted = False
         self.timer: asyncio.TimerHandle | None = None
+        # Set while the connection is past the pending cap (decision 321).
+        self.probation: asyncio.TimerHandle | None = None
+        # The last bytes of a head still arriving (its blank line may be split).
+        self._tail = b""
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
         assert isinstance(transport, asyncio.Transport)
@@ -215,8 +233,36 @@ class _Gated(asyncio.Protocol):
         self.counted = True
         gate._pending[self.peer] += 1
         self.waiting = True
-        self.timer = asyncio.get_running_loop().call_later(gate.header_timeout, self._expire)
+        loop = asyncio.get_running_loop()
+        self.timer = loop.call_later(gate.header_timeout, self._expire)
+        if gate._pending[self.peer] > gate.max_pending:
+            # Past the pending cap: refused only if its request head has still not
+            # come when the probation ends. A burst of requests from one address
+            # (200 event streams at once) is accepted faster than its heads arrive;
+            # connections that send nothing are answered 429 all the same.
+            self.probation = loop.call_later(
+                min(PROBATION, gate.header_timeout / 2), self._probation_over
+            )
         self.inner.connection_made(transport)
+
+    def _probation_over(self) -> None:
+        self.probation = None
+        if not self.waiting or self.transport is None:
+            return
+        over = self.gate._over_pending(self.peer)
+        if over is None:
+            return
+        gate = self.gate
+        gate.refused += 1
+        status, message = over
+        gate.refusals.warning(
+            "HTTP: refused a connection from %s: %s; %d refused so far",
+            self.peer,
+            message,
+            gate.refused,
+        )
+        self.transport.write(_raw_response(status, "resource_exhausted", message))
+        self.transport.close()
 
     def arrived(self) -> None:
         if not self.waiting:
@@ -224,6 +270,9 @@ class _Gated(asyncio.Protocol):
         self.waiting = False
         if self.timer is not None:
             self.timer.cancel()
+        if self.probation is not None:
+            self.probation.cancel()
+            self.probation = None
         self.gate._pending[self.peer] -= 1
         if not self.gate._pending[self.peer]:
             del self.gate._pending[self.peer]
@@ -255,8 +304,17 @@ class _Gated(asyncio.Protocol):
             self.inner.connection_lost(exc)
 
     def data_received(self, data: bytes) -> None:
-        if not self.refused:
-            self.inner.data_received(data)
+        if self.refused:
+            return
+        if self.waiting:
+            # The whole head is here once its blank line is, though aiohttp has yet
+            # to start the handler: no longer pending (decision 321).
+            seen = self._tail + data
+            if b"\r\n\r\n" in seen:
+                self.arrived()
+            else:
+                self._tail = seen[-3:]
+        self.inner.data_received(data)
 
     def eof_received(self) -> bool | None:
         return None if self.refused else self.inner.eof_received()

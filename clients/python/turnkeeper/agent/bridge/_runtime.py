@@ -29,7 +29,6 @@ from __future__ import annotations
 import asyncio
 import functools
 import logging
-import time
 from collections.abc import Awaitable, Callable, Mapping
 from dataclasses import dataclass
 from typing import Any, Final
@@ -51,6 +50,7 @@ from turnkeeper.agent.bridge._intent import (
     regenerate_point,
     run_intent,
 )
+from turnkeeper.agent.bridge._lease import LeaseKeeper
 from turnkeeper.agent.effect._snapshot import CONFIG_KEY as EFFECTS_SNAPSHOT_KEY
 from turnkeeper.agent.effect._snapshot import LedgerSnapshot
 from turnkeeper.agent.saver import durable_config, durable_run_kwargs
@@ -128,6 +128,8 @@ class TurnRuntime:
         self.run_config = dict(run_config or {})
         self._executions: dict[str, Execution] = {}
         self._stopping = False
+        # Every execution's lease, renewed from a thread of its own (decision 320).
+        self.leases = LeaseKeeper(client.options)
 
     def running(self, turn_id: str) -> Execution | None:
         execution = self._executions.get(turn_id)
@@ -202,6 +204,12 @@ class TurnRuntime:
         A cancelled execution writes nothing more; its turn stays RUNNING and is
         re-driven (by this replica's next start, or by lease expiry elsewhere)."""
         self._stopping = True
+        try:
+            await self._stop_executions(grace)
+        finally:
+            await asyncio.to_thread(self.leases.close)
+
+    async def _stop_executions(self, grace: float) -> None:
         tasks = [e.task for e in self._executions.values() if e.task is not None]
         if not tasks:
             return
@@ -603,27 +611,23 @@ class Execution:
         return DEFAULT_LEASE_SECONDS
 
     async def _heartbeat(self) -> None:
-        lease = self._lease_seconds()
-        interval = max(lease / 3, 0.05)
-        last_ok = time.monotonic()
+        """Keep the lease while the execution runs: renewed by the bridge's lease
+        thread (_lease.py, decision 320), so a node that holds this loop does not
+        let it lapse. Ends (cancelled) with the execution."""
         request = turns_pb2.HeartbeatRequest(
             turn_id=self.turn_id,
             attempt=self.attempt,
             replica=self.runtime.identity.replica,
             incarnation=self.runtime.identity.incarnation,
         )
-        while True:
-            await asyncio.sleep(interval)
-            try:
-                await self.runtime.client.heartbeat(request, timeout=max(interval, 1.0))
-                last_ok = time.monotonic()
-            except FENCED as exc:
-                self.refused("Heartbeat", exc)
-                return
-            except TurnkeeperError as exc:
-                if time.monotonic() - last_ok > lease:
-                    self.lose(
-                        f"no heartbeat got through for {lease:.1f}s, the lease lapsed ({exc})"
-                    )
-                    return
-                log.warning("%s: heartbeat failed, retrying: %s", self._tag(), exc)
+        leases = self.runtime.leases
+        leases.hold(
+            request,
+            self._lease_seconds(),
+            on_refused=lambda exc: self.refused("Heartbeat", exc),
+            on_lapsed=self.lose,
+        )
+        try:
+            await asyncio.get_running_loop().create_future()
+        finally:
+            leases.release(self.turn_id, self.attempt)

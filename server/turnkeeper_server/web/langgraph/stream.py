@@ -297,7 +297,11 @@ class Translator:
             yield "|".join([mode, *map(str, ns)]), part
 
     def _on_interrupt(self, data: dict[str, Any]) -> Iterable[Part]:
-        described = {"value": data.get("value"), "id": data.get("id")}
+        described = {
+            "value": data.get("value"),
+            "id": data.get("id"),
+            "response_schema": data.get("response_schema"),
+        }
         self.interrupts.append(described)
         if "updates" in self.modes:
             yield "updates", {"__interrupt__": [described]}

@@ -93,3 +93,15 @@ def _public_attributes(obj: Any) -> list[str]:
 def dumps(obj: Any) -> str:
     """Compact JSON text of :func:`to_jsonable` ``(obj)``."""
     return json.dumps(to_jsonable(obj), separators=(",", ":"), ensure_ascii=False)
+
+
+def response_schema_of(interrupt: Any) -> Any:
+    """An ``Interrupt``'s ``response_schema`` as JSON (LangGraph's API sends it with
+    every interrupt, null when none was given): a JSON schema as given, a pydantic
+    model's schema, else null."""
+    schema = getattr(interrupt, "response_schema", None)
+    if schema is None or isinstance(schema, dict):
+        return schema
+    if isinstance(schema, type) and issubclass(schema, BaseModel):
+        return schema.model_json_schema()
+    return None

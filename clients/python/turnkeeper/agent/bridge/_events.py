@@ -326,6 +326,8 @@ class EventCapture(BaseCallbackHandler):
             return
         if self.channels is not None and isinstance(outputs, dict):
             outputs = {k: v for k, v in outputs.items() if k in self.channels}
+            # A node that wrote none of them: LangGraph's `updates` says null.
+            outputs = outputs or None
         data: dict[str, Any] = {"node": node[0], "step": node[1], "update": outputs}
         if self.message_ids:
             # The LangGraph API's `updates` carry messages whole, and a message the

@@ -36,7 +36,7 @@ from langgraph.errors import EmptyChannelError
 from langgraph.types import StateSnapshot
 
 from turnkeeper._thread_state import empty_thread_state
-from turnkeeper.agent.bridge._convert import to_jsonable
+from turnkeeper.agent.bridge._convert import response_schema_of, to_jsonable
 from turnkeeper.agent.bridge._jsonrpc import Reply, Request, invalid_params
 from turnkeeper.agent.bridge._runtime import AnyGraph
 
@@ -91,7 +91,11 @@ def _checkpoint(config: RunnableConfig | None) -> dict[str, Any] | None:
 
 
 def _interrupt(value: Any) -> dict[str, Any]:
-    return {"value": to_jsonable(getattr(value, "value", value), whole=True), "id": value.id}
+    return {
+        "value": to_jsonable(getattr(value, "value", value), whole=True),
+        "id": value.id,
+        "response_schema": response_schema_of(value),
+    }
 
 
 def snapshot_json(snapshot: StateSnapshot) -> dict[str, Any]:

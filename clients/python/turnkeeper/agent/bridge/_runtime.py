@@ -41,7 +41,7 @@ from turnkeeper._run_request import CONFIG_KEYS, default_assistant_id, own_confi
 from turnkeeper._values import py_to_value, value_to_py
 from turnkeeper.agent._reposition import at_checkpoint
 from turnkeeper.agent.bridge._boundary import BoundarySaver
-from turnkeeper.agent.bridge._convert import to_jsonable
+from turnkeeper.agent.bridge._convert import response_schema_of, to_jsonable
 from turnkeeper.agent.bridge._events import FENCED, EventCapture, EventLog, StreamCapture
 from turnkeeper.agent.bridge._intent import (
     RunIntent,
@@ -517,7 +517,10 @@ class Execution:
             await asyncio.gather(self._heartbeat_task, return_exceptions=True)
 
     async def _park(self, events: EventLog, interrupts: list[Interrupt]) -> None:
-        described = [{"id": i.id, "value": to_jsonable(i.value)} for i in interrupts]
+        described = [
+            {"id": i.id, "value": to_jsonable(i.value), "response_schema": response_schema_of(i)}
+            for i in interrupts
+        ]
         value = described[0]["value"] if len(described) == 1 else described
         await self._stop_heartbeat()
         request = turns_pb2.ParkTurnRequest(

@@ -7,7 +7,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
 import threading
@@ -17,18 +16,13 @@ from typing import IO, Any
 
 import pytest
 
+from tests.support import reference as reference_server
 from tests.support.node import NO_PROXY_ENV, NODE, NPM, npm_run
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 GRAPHS = HERE / "graphs"
 SCENARIOS = HERE / "scenarios.json"
-# `langgraph dev` runs from a virtualenv of its own (bench/langgraph-dev.txt, decision
-# 217); .ci/run makes it (bench.langgraph_api.langgraph_executable).
-LANGGRAPH = Path(
-    os.environ.get("TURNKEEPER_BENCH_LANGGRAPH")
-    or Path.home() / ".cache" / "turnkeeper-bench" / "langgraph-dev" / "bin" / "langgraph"
-)
 DRIVER_TIMEOUT = 240
 
 
@@ -70,27 +64,12 @@ def _drain(stream: IO[str], log: Path) -> None:
 def reference_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     """`langgraph dev` serving graphs/ (a copy: it writes its state's flushes beside
     the config), started once for every scenario and client."""
-    if not LANGGRAPH.exists():
-        missing = f"no `langgraph dev` at {LANGGRAPH}: make it from bench/langgraph-dev.txt"
-        if os.environ.get("TURNKEEPER_REQUIRE_REFERENCE") == "1":
-            pytest.fail(missing + " (.ci/run makes it and requires it)")
-        pytest.skip(reason=missing)
+    reference_server.require_reference()
     app = tmp_path_factory.mktemp("differential-reference") / "app"
     shutil.copytree(GRAPHS, app, ignore=shutil.ignore_patterns("__pycache__"))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
+    port = reference_server.free_port()
     proc = subprocess.Popen(
-        [
-            str(LANGGRAPH),
-            "dev",
-            "--config",
-            str(app / "langgraph.json"),
-            "--port",
-            str(port),
-            "--no-browser",
-            "--no-reload",
-        ],
+        reference_server.command(app / "langgraph.json", port),
         cwd=app,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -99,8 +78,7 @@ def reference_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         env={
             **os.environ,
             **NO_PROXY_ENV,
-            "LANGGRAPH_CLI_NO_ANALYTICS": "1",
-            "LANGSMITH_TRACING": "false",
+            **reference_server.ENV,
         },
     )
     assert proc.stdout is not None

@@ -5,11 +5,8 @@ langgraph-sdk over the real HTTP API."""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import shutil
-import socket
 from collections.abc import AsyncIterator, Awaitable, Callable
 from pathlib import Path
 from typing import Any
@@ -20,10 +17,10 @@ from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from turnkeeper_server.app import TurnkeeperServer
 
+from tests.support import reference
 from tests.support.agents import Agent
 from tests.support.langgraph_host import start_host
 from tests.support.nats import NatsServer
-from tests.support.procs import spawn_child
 from tests.support.security import write_tokens
 from tests.support.service import ServiceFactory
 
@@ -205,12 +202,6 @@ async def test_with_tokens_the_panels_token_rides_in_the_api_key_and_the_user_in
 
 # -- the same auth.py and client script under `langgraph dev`, the reference --------------
 
-# `langgraph dev` runs from a virtualenv of its own (bench/langgraph-dev.txt, decision 217).
-LANGGRAPH = Path(
-    os.environ.get("TURNKEEPER_BENCH_LANGGRAPH")
-    or Path.home() / ".cache" / "turnkeeper-bench" / "langgraph-dev" / "bin" / "langgraph"
-)
-HAVE_LANGGRAPH = LANGGRAPH.exists()
 THREADPLANE_GRAPH = Path(__file__).resolve().parents[2] / "examples" / "threadplane" / "graph.py"
 
 
@@ -218,11 +209,7 @@ THREADPLANE_GRAPH = Path(__file__).resolve().parents[2] / "examples" / "threadpl
 async def langgraph_dev(tmp_path: Path) -> AsyncIterator[str]:
     """`langgraph dev` serving the same graph with the same auth.py, on a copy (it
     writes its in-memory state's flushes beside the config)."""
-    if not HAVE_LANGGRAPH:
-        missing = f"no `langgraph dev` at {LANGGRAPH}: make it from bench/langgraph-dev.txt"
-        if os.environ.get("TURNKEEPER_REQUIRE_REFERENCE") == "1":
-            pytest.fail(missing + " (.ci/run makes it and requires it)")
-        pytest.skip(reason=missing)
+    reference.require_reference()
     app = tmp_path / "app"
     app.mkdir()
     shutil.copy(THREADPLANE_GRAPH, app / "graph.py")
@@ -230,28 +217,8 @@ async def langgraph_dev(tmp_path: Path) -> AsyncIterator[str]:
     config = json.loads(CONFIG.read_text())
     config["graphs"] = {ASSISTANT: "./graph.py:graph"}
     (app / "langgraph.json").write_text(json.dumps(config))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = await spawn_child(
-        str(LANGGRAPH),
-        "dev",
-        "--config",
-        str(app / "langgraph.json"),
-        "--port",
-        str(port),
-        "--no-browser",
-        "--no-reload",
-        cwd=app,
-        stdin=asyncio.subprocess.DEVNULL,
-        env={**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false"},
-    )
-    server = Agent(proc, "langgraph-dev")
-    try:
-        await server.wait_line(lambda line: "Application started up" in line)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await server.close()
+    async with reference.langgraph_dev(app) as url:
+        yield url
 
 
 async def answer_of(call: Awaitable[Any]) -> int:

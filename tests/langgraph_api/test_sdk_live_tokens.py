@@ -19,9 +19,7 @@ import argparse
 import asyncio
 import json
 import os
-import re
 import shutil
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -40,11 +38,11 @@ from langgraph_sdk.schema import StreamPart
 from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.main import add_serve_arguments, settings_from_args
 
+from tests.support import reference
 from tests.support.agents import PATIENCE, Agent
 from tests.support.langgraph_host import start_host
 from tests.support.nats import NatsServer
 from tests.support.node import NO_PROXY_ENV, NODE, npm_run
-from tests.support.procs import spawn_child
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -425,53 +423,20 @@ async def test_an_unknown_stream_kind_is_refused_before_a_run_starts(
 
 # -- the same graph and client under `langgraph dev`, the reference -------------------------
 
-# `langgraph dev` runs from a virtualenv of its own (bench/langgraph-dev.txt, decision 217).
-LANGGRAPH = Path(
-    os.environ.get("TURNKEEPER_BENCH_LANGGRAPH")
-    or Path.home() / ".cache" / "turnkeeper-bench" / "langgraph-dev" / "bin" / "langgraph"
-)
-HAVE_LANGGRAPH = LANGGRAPH.exists()
-
 
 @pytest.fixture
 async def langgraph_dev(tmp_path: Path) -> AsyncIterator[str]:
     """`langgraph dev` serving graphs/chat.py, from a copy (it writes its in-memory
     state's flushes beside the config)."""
-    if not HAVE_LANGGRAPH:
-        missing = f"no `langgraph dev` at {LANGGRAPH}: make it from bench/langgraph-dev.txt"
-        if os.environ.get("TURNKEEPER_REQUIRE_REFERENCE") == "1":
-            pytest.fail(missing + " (.ci/run makes it and requires it)")
-        pytest.skip(reason=missing)
+    reference.require_reference()
     app = tmp_path / "app"
     app.mkdir()
     shutil.copy(CHAT.parent / "chat.py", app / "chat.py")
     (app / "langgraph.json").write_text(
         json.dumps({"dependencies": ["."], "graphs": {"chat": "./chat.py:graph"}})
     )
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = await spawn_child(
-        str(LANGGRAPH),
-        "dev",
-        "--config",
-        str(app / "langgraph.json"),
-        "--port",
-        str(port),
-        "--no-browser",
-        "--no-reload",
-        cwd=app,
-        stdin=asyncio.subprocess.DEVNULL,
-        env={**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false"},
-    )
-    server = Agent(proc, "langgraph-dev")
-    try:
-        await server.wait_line(lambda line: "Application started up" in line)
-        # It moves to another port when the one asked for was taken meanwhile.
-        moved = re.search(r"using port (\d+) instead", "\n".join(server.lines))
-        yield f"http://127.0.0.1:{moved.group(1) if moved else port}"
-    finally:
-        await server.close()
+    async with reference.langgraph_dev(app) as url:
+        yield url
 
 
 def shape(parts: list[StreamPart]) -> list[Any]:

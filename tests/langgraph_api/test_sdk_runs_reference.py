@@ -9,11 +9,8 @@ interrupt's id is its own), timestamps, and the config the reference fills in.""
 
 from __future__ import annotations
 
-import asyncio
 import json
-import os
 import shutil
-import socket
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -25,19 +22,13 @@ from langgraph.types import Command
 from langgraph_sdk import get_client
 from turnkeeper_server.app import TurnkeeperServer
 
+from tests.support import reference
 from tests.support.agents import Agent
-from tests.support.procs import spawn_child
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(240)]
 
 GRAPHS = Path(__file__).resolve().parent / "graphs"
 THREADPLANE_GRAPH = Path(__file__).resolve().parents[2] / "examples" / "threadplane" / "graph.py"
-# `langgraph dev` runs from a virtualenv of its own (bench/langgraph-dev.txt, decision 217).
-LANGGRAPH = Path(
-    os.environ.get("TURNKEEPER_BENCH_LANGGRAPH")
-    or Path.home() / ".cache" / "turnkeeper-bench" / "langgraph-dev" / "bin" / "langgraph"
-)
-HAVE_LANGGRAPH = LANGGRAPH.exists()
 APPROVAL = "approval"
 
 
@@ -45,11 +36,7 @@ APPROVAL = "approval"
 async def langgraph_dev(tmp_path: Path) -> AsyncIterator[str]:
     """`langgraph dev` serving the same graphs, on a copy (it writes its in-memory
     state's flushes beside the config)."""
-    if not HAVE_LANGGRAPH:
-        missing = f"no `langgraph dev` at {LANGGRAPH}: make it from bench/langgraph-dev.txt"
-        if os.environ.get("TURNKEEPER_REQUIRE_REFERENCE") == "1":
-            pytest.fail(missing + " (.ci/run makes it and requires it)")
-        pytest.skip(reason=missing)
+    reference.require_reference()
     app = tmp_path / "app"
     app.mkdir()
     shutil.copy(GRAPHS / "approval.py", app / "approval.py")
@@ -59,28 +46,8 @@ async def langgraph_dev(tmp_path: Path) -> AsyncIterator[str]:
         "graphs": {APPROVAL: "./approval.py:graph", "durable-execution": "./graph.py:graph"},
     }
     (app / "langgraph.json").write_text(json.dumps(config))
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        port = s.getsockname()[1]
-    proc = await spawn_child(
-        str(LANGGRAPH),
-        "dev",
-        "--config",
-        str(app / "langgraph.json"),
-        "--port",
-        str(port),
-        "--no-browser",
-        "--no-reload",
-        cwd=app,
-        stdin=asyncio.subprocess.DEVNULL,
-        env={**os.environ, "LANGGRAPH_CLI_NO_ANALYTICS": "1", "LANGSMITH_TRACING": "false"},
-    )
-    server = Agent(proc, "langgraph-dev")
-    try:
-        await server.wait_line(lambda line: "Application started up" in line)
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await server.close()
+    async with reference.langgraph_dev(app) as url:
+        yield url
 
 
 def plain(value: Any) -> Any:

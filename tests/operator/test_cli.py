@@ -173,7 +173,9 @@ async def test_show_prints_whole_numbers_as_they_were_sent(
     code, out, _ = await cli(capsys, service.address, "turns", "show", "tn")
     assert code == 0
     fields = dict(line.split(": ", 1) for line in out.split("\n\n")[0].splitlines())
-    assert fields["input"].strip() == '{"big":[1.152921504606847e+18],"n":3,"ratio":1.5}'
+    # (a Struct's keys come in a map's order)
+    assert json.loads(fields["input"]) == {"n": 3, "ratio": 1.5, "big": [2.0**60]}
+    assert '"n":3' in fields["input"].replace(" ", "")
     code, out, _ = await cli(capsys, service.address, "turns", "show", "tn", "--json")
     assert json.loads(out)["turn"]["input"] == {"n": 3, "ratio": 1.5, "big": [2.0**60]}
 

@@ -7,7 +7,6 @@ answered from the page (Command(resume=...))."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -15,15 +14,14 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
-from aiohttp import web
 from playwright.async_api import Browser, Page
 from turnkeeper_server.app import TurnkeeperServer
 
+from tests.support import bundled_pages
 from tests.support.agents import PATIENCE, Agent
 from tests.support.browser import browser
 from tests.support.langgraph_host import start_host
 from tests.support.nats import NatsServer
-from tests.support.node import NODE, npm_run
 from tests.support.service import ServiceFactory
 
 __all__ = ["browser"]
@@ -59,29 +57,14 @@ new MutationObserver(() => {
 @pytest.fixture(scope="module")
 def panel_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The panel, installed from its lock file and bundled (esbuild)."""
-    if NODE is None or shutil.which("npm") is None:
-        pytest.skip(reason="node and npm are not on PATH: the panel cannot be built")
-    copy = tmp_path_factory.mktemp("threadplane") / "panel"
-    shutil.copytree(PANEL, copy, ignore=shutil.ignore_patterns("node_modules", "dist"))
-    npm_run(["ci", "--prefer-offline", "--no-audit", "--no-fund"], copy)
-    npm_run(["run", "build"], copy)
-    return copy
+    return bundled_pages.build(PANEL, tmp_path_factory.mktemp("threadplane") / "panel")
 
 
 @pytest.fixture
 async def panel_origin(panel_dir: Path) -> AsyncIterator[str]:
     """The panel on a static server of its own: another origin than the API's."""
-    app = web.Application()
-    app.router.add_static("/", panel_dir)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    async with bundled_pages.static_origin(panel_dir) as origin:
+        yield origin
 
 
 @pytest.fixture

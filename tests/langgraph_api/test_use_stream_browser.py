@@ -6,7 +6,6 @@ ever shown twice, on any DOM mutation (a MutationObserver)."""
 
 from __future__ import annotations
 
-import shutil
 from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import Any
@@ -14,17 +13,16 @@ from urllib.parse import urlencode
 
 import httpx
 import pytest
-from aiohttp import web
 from langgraph_sdk import get_client
 from playwright.async_api import Browser
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.langgraph_api.test_sdk_live_tokens import CHAT, REPLY, WORDS, Gate, hosting
+from tests.support import bundled_pages
 from tests.support.agents import PATIENCE, Agent
 from tests.support.browser import browser
 from tests.support.langgraph_host import start_host
 from tests.support.nats import NatsServer
-from tests.support.node import NODE, npm_run
 from tests.support.service import ServiceFactory
 
 __all__ = ["browser"]
@@ -59,28 +57,13 @@ new MutationObserver(() => {
 @pytest.fixture(scope="module")
 def page_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     """The page, installed from its lock file and bundled (esbuild)."""
-    if NODE is None or shutil.which("npm") is None:
-        pytest.skip(reason="node and npm are not on PATH: the page cannot be built")
-    copy = tmp_path_factory.mktemp("use-stream") / "page"
-    shutil.copytree(PAGE, copy, ignore=shutil.ignore_patterns("node_modules", "dist"))
-    npm_run(["ci", "--prefer-offline", "--no-audit", "--no-fund"], copy)
-    npm_run(["run", "build"], copy)
-    return copy
+    return bundled_pages.build(PAGE, tmp_path_factory.mktemp("use-stream") / "page")
 
 
 @pytest.fixture
 async def page_origin(page_dir: Path) -> AsyncIterator[str]:
-    app = web.Application()
-    app.router.add_static("/", page_dir)
-    runner = web.AppRunner(app, access_log=None)
-    await runner.setup()
-    site = web.TCPSite(runner, "127.0.0.1", 0)
-    await site.start()
-    port = site._server.sockets[0].getsockname()[1]  # type: ignore[union-attr]
-    try:
-        yield f"http://127.0.0.1:{port}"
-    finally:
-        await runner.cleanup()
+    async with bundled_pages.static_origin(page_dir) as origin:
+        yield origin
 
 
 @pytest.fixture

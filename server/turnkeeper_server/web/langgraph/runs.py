@@ -38,6 +38,7 @@ from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import HttpContext
 from turnkeeper_server.web.langgraph import assistants, end_users, rights, shapes
 from turnkeeper_server.web.langgraph.api import (
+    CANCEL_RIGHT,
     READ,
     Deps,
     body_of,
@@ -91,7 +92,6 @@ DISCONNECT_POLL_SECONDS = 0.1
 # The kwargs a run records, as LangGraph's server records them (its RunKwargs).
 KWARGS: Final = ("input", "command", "config", "context")
 WATCH_RIGHT: Final = "/turnkeeper.v1.TurnService/WatchTurn"
-CANCEL_RIGHT: Final = "/turnkeeper.v1.TurnService/CancelTurn"
 # A stream's choice of how tokens go out, over the service's (--langgraph-stream).
 STREAM_HEADER: Final = "X-Turnkeeper-Stream"
 

@@ -11,6 +11,13 @@ LangGraph's own rules (InMemoryStore's: nested equality, `$eq`, `$ne`, `$gt`,
 InMemoryStore does (decision 315). Newest first (`updated_at`), as PostgresStore
 and SqliteStore answer.
 
+Semantic search (decision 350): where the langgraph.json configures `store.index`,
+a put keeps a vector per embedded path in `store_vectors` (JSON text); a search
+with a query scores each item under the prefix by the cosine similarity of its
+best vector (max pooling, as InMemoryStore), computed here in Python (`scores`)
+or, on PostgreSQL with pgvector installed, in SQL (`scores_pgvector`), and ranks
+as InMemoryStore ranks (`ranked`).
+
 TTL: an item put with `ttl` (minutes) expires that long after it was written, or
 last read with refresh (`refresh_ttl`); an expired item is no longer read, listed
 or searched, and is deleted by the next write (`sweep`). The SQL is plain:
@@ -20,6 +27,7 @@ PostgreSQL accepts it too.
 from __future__ import annotations
 
 import json
+import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -122,10 +130,31 @@ def delete(tx: Tx, namespace: Sequence[str], key: str) -> None:
     tx.execute(
         "DELETE FROM main.store_items WHERE namespace = ? AND key = ?", (joined(namespace), key)
     )
+    tx.execute(
+        "DELETE FROM main.store_vectors WHERE namespace = ? AND key = ?", (joined(namespace), key)
+    )
+
+
+def put_vectors(
+    tx: Tx, namespace: Sequence[str], key: str, vectors: Sequence[tuple[str, Sequence[float]]]
+) -> None:
+    """Replace the item's vectors (path, embedding) with these (none: not indexed)."""
+    text = joined(namespace)
+    tx.execute("DELETE FROM main.store_vectors WHERE namespace = ? AND key = ?", (text, key))
+    if vectors:
+        tx.conn.executemany(
+            "INSERT INTO main.store_vectors (namespace, key, path, embedding) VALUES (?, ?, ?, ?)",
+            [(text, key, path, json.dumps(list(v))) for path, v in vectors],
+        )
 
 
 def sweep(tx: Tx, now: float) -> int:
-    """Delete the expired items; how many."""
+    """Delete the expired items (and their vectors); how many."""
+    tx.execute(
+        "DELETE FROM main.store_vectors WHERE (namespace, key) IN (SELECT namespace, key "
+        "FROM main.store_items WHERE expires_at IS NOT NULL AND expires_at <= ?)",
+        (now,),
+    )
     done = tx.execute(
         "DELETE FROM main.store_items WHERE expires_at IS NOT NULL AND expires_at <= ?", (now,)
     )
@@ -166,6 +195,85 @@ def search(
         for item in under(conn, prefix, now)
         if all(matches(item.value, f) for f in filters if f)
     ][offset : offset + limit]
+
+
+def _prefix_clause(prefix: Sequence[str]) -> tuple[str, tuple[Any, ...]]:
+    if not prefix:
+        return "", ()
+    text = joined(prefix)
+    return " WHERE (namespace = ? OR substr(namespace, 1, ?) = ?)", (
+        text,
+        len(text) + 1,
+        text + SEPARATOR,
+    )
+
+
+def scores(
+    conn: Conn, prefix: Sequence[str], query: Sequence[float]
+) -> dict[tuple[str, str], float]:
+    """Each embedded item under `prefix` (by joined namespace and key): the cosine
+    similarity of its closest vector to `query`, computed here (a plain scan)."""
+    where, params = _prefix_clause(prefix)
+    rows = conn.execute(
+        f"SELECT namespace, key, embedding FROM main.store_vectors{where}", params
+    ).fetchall()
+    norm = math.sqrt(sum(x * x for x in query))
+    best: dict[tuple[str, str], float] = {}
+    for namespace, key, embedding in rows:
+        vector = json.loads(embedding)
+        size = math.sqrt(sum(x * x for x in vector))
+        score = (
+            sum(a * b for a, b in zip(query, vector, strict=False)) / (norm * size)
+            if norm and size
+            else 0.0
+        )
+        if score > best.get((namespace, key), -math.inf):
+            best[(namespace, key)] = score
+    return best
+
+
+def scores_pgvector(
+    conn: Conn, prefix: Sequence[str], query: Sequence[float]
+) -> dict[tuple[str, str], float]:
+    """As `scores`, computed by PostgreSQL with pgvector (its cosine distance `<=>`
+    over the embeddings cast to `vector`)."""
+    where, params = _prefix_clause(prefix)
+    rows = conn.execute(
+        "SELECT namespace, key, MAX(1 - (embedding::vector <=> ?::vector)) "
+        f"FROM main.store_vectors{where} GROUP BY namespace, key",
+        (json.dumps(list(query)), *params),
+    ).fetchall()
+    return {(r[0], r[1]): 0.0 if math.isnan(r[2]) else float(r[2]) for r in rows}
+
+
+def ranked(
+    items: Sequence[StoreItem], found: Mapping[tuple[str, str], float], limit: int, offset: int
+) -> list[tuple[StoreItem, float | None]]:
+    """InMemoryStore's answer to a query: the embedded items by score, best first,
+    paged; then, if the page is not full, items without a vector (score None) fill
+    it, newest first."""
+    scored = [
+        (i, found[(joined(i.namespace), i.key)])
+        for i in items
+        if (joined(i.namespace), i.key) in found
+    ]
+    scored.sort(key=lambda pair: pair[1], reverse=True)
+    kept: list[tuple[StoreItem, float | None]] = list(scored[offset : offset + limit])
+    if len(kept) < limit:
+        scoreless = [i for i in items if (joined(i.namespace), i.key) not in found]
+        kept.extend((i, None) for i in scoreless[: limit - len(kept)])
+    return kept
+
+
+def matching(
+    conn: Conn, prefix: Sequence[str], filters: Sequence[Mapping[str, Any]], now: float
+) -> list[StoreItem]:
+    """Every live item under `prefix` matching every filter, newest first."""
+    return [
+        item
+        for item in under(conn, prefix, now)
+        if all(matches(item.value, f) for f in filters if f)
+    ]
 
 
 def refresh(tx: Tx, items: Sequence[StoreItem], now: float) -> None:

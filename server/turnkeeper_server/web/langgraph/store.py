@@ -9,8 +9,9 @@ the store is the graphs' memory, which a panel reads and writes for its user as 
 LangGraph's server. Under a langgraph.json's auth its `@auth.on.store` handlers are
 asked as the reference asks them (resource "store", actions put, get, delete,
 search, list_namespaces, with the same values), and they may change the namespace;
-a search's filter they answer narrows the search. Semantic search (`query`) needs
-an index, which turnkeeper does not configure yet: a query is refused (422,
+a search's filter they answer narrows the search. Semantic search (`query`)
+ranks by similarity where the langgraph.json configures `store.index` (decision
+350), each item with its `score`; without an index a query is refused (422,
 decision 316) rather than answered unranked.
 """
 
@@ -66,8 +67,9 @@ def _whole(body: dict[str, Any], name: str, default: int, low: int) -> int:
     return value
 
 
-def shape(item: StoreItem, *, search: bool = False) -> dict[str, Any]:
-    """An item with the keys LangGraph's server answers (Item.dict())."""
+def shape(item: StoreItem, *, search: bool = False, score: float | None = None) -> dict[str, Any]:
+    """An item with the keys LangGraph's server answers (Item.dict(); a search's
+    SearchItem with its score)."""
     out: dict[str, Any] = {
         "namespace": list(item.namespace),
         "key": item.key,
@@ -76,7 +78,7 @@ def shape(item: StoreItem, *, search: bool = False) -> dict[str, Any]:
         "updated_at": shapes.iso(item.updated_at),
     }
     if search:
-        out["score"] = None
+        out["score"] = score
     return out
 
 
@@ -91,8 +93,12 @@ async def put_item(request: web.Request, caller: Caller | None, deps: Deps) -> w
     if ttl is not None and (isinstance(ttl, bool) or not isinstance(ttl, int | float) or ttl <= 0):
         raise ApiError(422, "ttl must be a positive number of minutes, or null")
     index = body.get("index")
-    if index is not None and index is not False and not isinstance(index, list):
-        raise ApiError(422, "index must be false, null or a list of paths")
+    if (
+        index is not None
+        and index is not False
+        and not (isinstance(index, list) and all(isinstance(p, str) and p for p in index))
+    ):
+        raise ApiError(422, "index must be false, null or a list of paths (strings)")
     payload: dict[str, Any] = {
         "namespace": _namespace(body.get("namespace") or ()),
         "key": _key(body.get("key")),
@@ -102,7 +108,11 @@ async def put_item(request: web.Request, caller: Caller | None, deps: Deps) -> w
     }
     await end_users.authorize(request, deps, "store", "put", payload)
     await deps.engine.store.put(
-        _namespace(payload["namespace"]), _key(payload["key"]), payload["value"], payload["ttl"]
+        _namespace(payload["namespace"]),
+        _key(payload["key"]),
+        payload["value"],
+        payload["ttl"],
+        index=payload["index"],
     )
     return web.Response(status=204)
 
@@ -162,16 +172,17 @@ async def search_items(
         "refresh_ttl": refresh,
     }
     narrowed = await end_users.authorize(request, deps, "store", "search", payload)
-    if payload["query"]:
+    if payload["query"] and deps.engine.store.index is None:
         raise ApiError(422, NO_INDEX)
-    items = await deps.engine.store.search(
+    found = await deps.engine.store.search(
         _namespace(payload["namespace"], "namespace_prefix"),
         [f for f in (payload["filter"], narrowed) if f],
         payload["limit"],
         payload["offset"],
         payload["refresh_ttl"],
+        payload["query"] or None,
     )
-    return json_response({"items": [shape(i, search=True) for i in items]})
+    return json_response({"items": [shape(i, search=True, score=s) for i, s in found]})
 
 
 async def list_namespaces(

@@ -135,6 +135,22 @@ def delete(tx: Tx, namespace: Sequence[str], key: str) -> None:
     )
 
 
+def erase_under(tx: Tx, prefix: Sequence[str]) -> int:
+    """Delete every item (and its vectors) whose namespace starts with `prefix`, a
+    non-empty one; how many items."""
+    where, params = _prefix_clause(prefix)
+    if not where:
+        raise ValueError("erase_under needs a namespace prefix")
+    tx.execute(f"DELETE FROM main.store_vectors{where}", params)
+    done = tx.execute(f"DELETE FROM main.store_items{where}", params)
+    return int(done.rowcount or 0)
+
+
+# Where the store keeps a thread's own memory (decision 352): its items go with the
+# thread when it is erased.
+THREAD_LABEL = "threads"
+
+
 def put_vectors(
     tx: Tx, namespace: Sequence[str], key: str, vectors: Sequence[tuple[str, Sequence[float]]]
 ) -> None:

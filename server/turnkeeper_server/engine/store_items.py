@@ -133,11 +133,17 @@ class StoreItems:
         if query is None:
             found = store_items.search(conn, prefix, filters, limit, offset, now)
             return [(i, None) for i in found]
-        items = store_items.matching(conn, prefix, filters, now)
-        if not items:
-            return []
         scoring = store_items.scores_pgvector if self.pgvector else store_items.scores
-        return store_items.ranked(items, scoring(conn, prefix, query), limit, offset)
+        if any(filters):
+            # Only the items matching the filter compete: read them all.
+            items = store_items.matching(conn, prefix, filters, now)
+            if not items:
+                return []
+            return store_items.ranked(items, scoring(conn, prefix, query), limit, offset)
+        # No filter: rank the vectors, then read only the items on the page.
+        return store_items.ranked_by_key(
+            conn, prefix, scoring(conn, prefix, query), limit, offset, now
+        )
 
     def _refresh(self, refresh_ttl: bool | None) -> bool:
         return self.ttl.refresh_on_read if refresh_ttl is None else refresh_ttl

@@ -177,21 +177,25 @@ def sweep(tx: Tx, now: float) -> int:
     return int(done.rowcount or 0)
 
 
-def under(conn: Conn, prefix: Sequence[str], now: float) -> list[StoreItem]:
-    """The live items whose namespace starts with `prefix`, newest first."""
+def under(
+    conn: Conn, prefix: Sequence[str], now: float, page: tuple[int, int] | None = None
+) -> list[StoreItem]:
+    """The live items whose namespace starts with `prefix`, newest first; only
+    `page` (limit, offset) of them when given."""
+    cut, paging = ("", ()) if page is None else (" LIMIT ? OFFSET ?", page)
     if not prefix:
         rows = conn.execute(
             f"SELECT {_COLUMNS} FROM main.store_items WHERE {_LIVE} "
-            "ORDER BY updated_at DESC, namespace, key",
-            (now,),
+            f"ORDER BY updated_at DESC, namespace, key{cut}",
+            (now, *paging),
         ).fetchall()
     else:
         text = joined(prefix)
         rows = conn.execute(
             f"SELECT {_COLUMNS} FROM main.store_items WHERE {_LIVE} "
             "AND (namespace = ? OR substr(namespace, 1, ?) = ?) "
-            "ORDER BY updated_at DESC, namespace, key",
-            (now, text, len(text) + 1, text + SEPARATOR),
+            f"ORDER BY updated_at DESC, namespace, key{cut}",
+            (now, text, len(text) + 1, text + SEPARATOR, *paging),
         ).fetchall()
     return [_item(r) for r in rows]
 
@@ -205,7 +209,9 @@ def search(
     now: float,
 ) -> list[StoreItem]:
     """The live items under `prefix` whose value matches every filter, newest first,
-    paged."""
+    paged (in SQL without a filter)."""
+    if not any(filters):
+        return under(conn, prefix, now, (limit, offset))
     return [
         item
         for item in under(conn, prefix, now)
@@ -278,6 +284,37 @@ def ranked(
     if len(kept) < limit:
         scoreless = [i for i in items if (joined(i.namespace), i.key) not in found]
         kept.extend((i, None) for i in scoreless[: limit - len(kept)])
+    return kept
+
+
+def ranked_by_key(
+    conn: Conn,
+    prefix: Sequence[str],
+    found: Mapping[tuple[str, str], float],
+    limit: int,
+    offset: int,
+    now: float,
+) -> list[tuple[StoreItem, float | None]]:
+    """As `ranked` over every live item under `prefix`, reading only the items on
+    the page (by key, best score first; an expired one is passed over), and the
+    items under the prefix without a vector only when the page is not full."""
+    kept: list[tuple[StoreItem, float | None]] = []
+    skipped = 0
+    for (namespace, key), score in sorted(found.items(), key=lambda pair: -pair[1]):
+        row = conn.execute(
+            f"SELECT {_COLUMNS} FROM main.store_items WHERE namespace = ? AND key = ? AND {_LIVE}",
+            (namespace, key, now),
+        ).fetchone()
+        if row is None:
+            continue
+        if skipped < offset:
+            skipped += 1
+            continue
+        kept.append((_item(row), score))
+        if len(kept) == limit:
+            return kept
+    scoreless = [i for i in under(conn, prefix, now) if (joined(i.namespace), i.key) not in found]
+    kept.extend((i, None) for i in scoreless[: limit - len(kept)])
     return kept
 
 

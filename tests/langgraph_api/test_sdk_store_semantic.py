@@ -3,8 +3,8 @@ naming a deterministic embedding function (a file beside it), the same puts and
 queries give the same ranking and scores on turnkeeper (both backends; on
 PostgreSQL both pgvector and the plain scan), on LangGraph's InMemoryStore with
 the same index config, and on `langgraph dev` serving the same langgraph.json;
-through the SDK (`client.store.*`) and the client's RemoteStore (what a graph's
-`runtime.store` is)."""
+through the SDK (`client.store.*`), the client's RemoteStore, and a hosted
+graph's `runtime.store.asearch(query=...)`."""
 
 from __future__ import annotations
 
@@ -25,6 +25,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.engine.store_index import index_of_config
 
 from tests.support import reference
+from tests.support.langgraph_host import start_host
 from tests.support.nats import NatsServer
 from tests.support.service import ServiceFactory
 
@@ -35,6 +36,29 @@ def embed(texts):
 """
 INDEX = {"embed": "./embed.py:embed", "dims": 26, "fields": ["text"]}
 MEMORY_GRAPH = Path(__file__).resolve().parent / "graphs" / "memory.py"
+# A graph that recalls by meaning: `runtime.store.asearch(query=...)` in a node.
+RECALL_GRAPH = """
+from langgraph.graph import END, START, StateGraph
+from typing_extensions import TypedDict
+
+
+class State(TypedDict, total=False):
+    user: str
+    ask: str
+    recalled: list
+
+
+async def recall(state, runtime):
+    found = await runtime.store.asearch(("users", state["user"]), query=state["ask"], limit=2)
+    return {"recalled": [[f.key, round(f.score, 6)] for f in found]}
+
+
+builder = StateGraph(State)
+builder.add_node("recall", recall)
+builder.add_edge(START, "recall")
+builder.add_edge("recall", END)
+graph = builder.compile()
+"""
 
 # (namespace, key, value, index): index None is the configured fields.
 ITEMS: list[tuple[tuple[str, ...], str, dict[str, Any], Any]] = [
@@ -64,9 +88,10 @@ def _project(root: Path) -> Path:
     root.mkdir(parents=True, exist_ok=True)
     (root / "embed.py").write_text(EMBED)
     shutil.copy(MEMORY_GRAPH, root / "memory.py")
+    (root / "recall.py").write_text(RECALL_GRAPH)
     config = {
         "dependencies": ["."],
-        "graphs": {"memory": "./memory.py:graph"},
+        "graphs": {"memory": "./memory.py:graph", "recall": "./recall.py:graph"},
         "store": {"index": INDEX},
     }
     (root / "langgraph.json").write_text(json.dumps(config))
@@ -196,14 +221,47 @@ async def test_a_graphs_remote_store_queries_the_index(
         await remote.aclose()
 
 
+async def _graph_recalls(url: str) -> list[Any]:
+    """What the recall graph answers (a query in a node) after the SDK's puts."""
+    client = get_client(url=url, api_key=None)
+    try:
+        for namespace, key, value, index in ITEMS:
+            await client.store.put_item(namespace, key, value, index=index)
+        answers = []
+        for ask in ("tea", "a black cat"):
+            out = await client.runs.wait(None, "recall", input={"user": "alice", "ask": ask})
+            assert isinstance(out, dict), out
+            answers.append(out["recalled"])
+        return answers
+    finally:
+        await client.http.client.aclose()
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(120)
 async def test_the_same_langgraph_json_ranks_the_same_on_langgraph_dev(
-    indexed: TurnkeeperServer, tmp_path: Path
+    indexed: TurnkeeperServer, nats_server: NatsServer, tmp_path: Path
 ) -> None:
+    """The SDK's queries, and a query inside a graph (`runtime.store.asearch`), on
+    `langgraph dev` and on turnkeeper (the graph hosted by `turnkeeper agent`)."""
     reference.require_reference()
     app = _project(tmp_path / "reference").parent
     async with reference.langgraph_dev(app) as url:
         want = await _sdk_answers(url)
+        recalled = await _graph_recalls(url)
     assert await _sdk_answers(_url(indexed)) == want
+    # Inside a graph: the hosted graph's runtime.store (RemoteStore) ranks the same.
+    host = await start_host(
+        tmp_path / "app" / "langgraph.json",
+        service=indexed.address,
+        nats_url=nats_server.url,
+        replica="recall-1",
+    )
+    try:
+        assert await _graph_recalls(_url(indexed)) == recalled
+    finally:
+        await host.close()
+    assert recalled[1][0][0] == "m2" and all(len(r) == 2 for r in recalled)
 
 
 def test_a_bad_index_config_says_what_to_write(tmp_path: Path) -> None:

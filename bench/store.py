@@ -245,10 +245,15 @@ def run(size: Size) -> Section:
             section.metrics[f"{key}_ms"] = median(mine[op]) * 1e3
             section.metrics[f"{key}_baseline_ms"] = median(base[op]) * 1e3
     section.notes.append(
-        "RemoteStore crosses a process (a gRPC call per batch, the service's transaction "
-        "on its own writer) where LangGraph's stores are a call into a library; the "
-        "semantic query on SQLite is the service's plain scan (every vector under the "
-        "prefix read and scored in Python), O(items under the prefix); on PostgreSQL "
-        "pgvector scores in SQL, still over every vector under the prefix (no ANN index)."
+        "RemoteStore crosses a process (a gRPC call per batch, one transaction of the "
+        "service's) where LangGraph's stores are a call into a library. A search with "
+        "a filter reads the items under its prefix newest first, parsing and matching "
+        "each in Python until its page is full (decision 315), where LangGraph's stores "
+        "filter in SQL: its cost grows with the items it passes over (here a filter most "
+        "items match, on the ~1,500 items under the prefix). The semantic query on "
+        "SQLite is the service's plain scan (every vector under the prefix read and "
+        "scored in Python; the same scan serves PostgreSQL without pgvector), then only "
+        "the page's items read; on PostgreSQL pgvector scores in SQL, still over every "
+        "vector under the prefix (no approximate index; decision 350)."
     )
     return section

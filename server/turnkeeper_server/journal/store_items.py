@@ -55,8 +55,9 @@ def joined(namespace: Sequence[str]) -> str:
     return SEPARATOR.join(namespace)
 
 
-def _item(row: Any) -> StoreItem:
-    value = json.loads(row[2])
+def _item(row: Any, value: Any = None) -> StoreItem:
+    if value is None:
+        value = json.loads(row[2])
     return StoreItem(
         namespace=tuple(row[0].split(SEPARATOR)) if row[0] else (),
         key=row[1],
@@ -177,27 +178,30 @@ def sweep(tx: Tx, now: float) -> int:
     return int(done.rowcount or 0)
 
 
+def _rows(conn: Conn, prefix: Sequence[str], now: float, page: tuple[int, int] | None) -> Any:
+    """A cursor over the live items under `prefix`, newest first."""
+    cut, paging = ("", ()) if page is None else (" LIMIT ? OFFSET ?", page)
+    if not prefix:
+        return conn.execute(
+            f"SELECT {_COLUMNS} FROM main.store_items WHERE {_LIVE} "
+            f"ORDER BY updated_at DESC, namespace, key{cut}",
+            (now, *paging),
+        )
+    text = joined(prefix)
+    return conn.execute(
+        f"SELECT {_COLUMNS} FROM main.store_items WHERE {_LIVE} "
+        "AND (namespace = ? OR substr(namespace, 1, ?) = ?) "
+        f"ORDER BY updated_at DESC, namespace, key{cut}",
+        (now, text, len(text) + 1, text + SEPARATOR, *paging),
+    )
+
+
 def under(
     conn: Conn, prefix: Sequence[str], now: float, page: tuple[int, int] | None = None
 ) -> list[StoreItem]:
     """The live items whose namespace starts with `prefix`, newest first; only
     `page` (limit, offset) of them when given."""
-    cut, paging = ("", ()) if page is None else (" LIMIT ? OFFSET ?", page)
-    if not prefix:
-        rows = conn.execute(
-            f"SELECT {_COLUMNS} FROM main.store_items WHERE {_LIVE} "
-            f"ORDER BY updated_at DESC, namespace, key{cut}",
-            (now, *paging),
-        ).fetchall()
-    else:
-        text = joined(prefix)
-        rows = conn.execute(
-            f"SELECT {_COLUMNS} FROM main.store_items WHERE {_LIVE} "
-            "AND (namespace = ? OR substr(namespace, 1, ?) = ?) "
-            f"ORDER BY updated_at DESC, namespace, key{cut}",
-            (now, text, len(text) + 1, text + SEPARATOR, *paging),
-        ).fetchall()
-    return [_item(r) for r in rows]
+    return [_item(r) for r in _rows(conn, prefix, now, page).fetchall()]
 
 
 def search(
@@ -209,14 +213,23 @@ def search(
     now: float,
 ) -> list[StoreItem]:
     """The live items under `prefix` whose value matches every filter, newest first,
-    paged (in SQL without a filter)."""
-    if not any(filters):
+    paged: in SQL without a filter; with one, the items are read newest first
+    until the page is full (all of them only when few match)."""
+    wanted = [f for f in filters if f]
+    if not wanted:
         return under(conn, prefix, now, (limit, offset))
-    return [
-        item
-        for item in under(conn, prefix, now)
-        if all(matches(item.value, f) for f in filters if f)
-    ][offset : offset + limit]
+    cursor = _rows(conn, prefix, now, None)
+    found: list[StoreItem] = []
+    skipped = 0
+    while len(found) < limit and (row := cursor.fetchone()) is not None:
+        value = json.loads(row[2])
+        if not all(matches(value, f) for f in wanted):
+            continue
+        if skipped < offset:
+            skipped += 1
+            continue
+        found.append(_item(row, value))
+    return found
 
 
 def _prefix_clause(prefix: Sequence[str]) -> tuple[str, tuple[Any, ...]]:

@@ -86,13 +86,21 @@ class StoreItems:
             tx.execute("CREATE EXTENSION IF NOT EXISTS vector")
             tx.execute("SELECT '[1]'::vector")
 
+        def check(tx: Tx) -> None:
+            tx.execute("SELECT '[1]'::vector")
+
+        self.pgvector = False
         try:
             await self.db.write(install)
         except Exception as exc:
-            log.warning("pgvector is not available (%s): store queries scan in Python", exc)
-            self.pgvector = False
-        else:
-            self.pgvector = True
+            # Another replica installing it at the same moment, or no right to: it
+            # may be there all the same.
+            try:
+                await self.db.write(check)
+            except Exception:
+                log.warning("pgvector is not available (%s): store queries scan in Python", exc)
+                return
+        self.pgvector = True
 
     async def _embed(self, texts: list[str]) -> list[list[float]]:
         if not texts or self.index is None:

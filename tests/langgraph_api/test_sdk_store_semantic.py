@@ -15,10 +15,12 @@ from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from langgraph.store.base import IndexConfig
 from langgraph.store.memory import InMemoryStore
 from langgraph_sdk import get_client
+from psycopg.conninfo import conninfo_to_dict, make_conninfo
 from turnkeeper._connection import ConnectionOptions
 from turnkeeper.agent._store import RemoteStore
 from turnkeeper_server.app import TurnkeeperServer
@@ -262,6 +264,34 @@ async def test_the_same_langgraph_json_ranks_the_same_on_langgraph_dev(
     finally:
         await host.close()
     assert recalled[1][0][0] == "m2" and all(len(r) == 2 for r in recalled)
+
+
+@pytest.mark.postgres_only
+async def test_without_pgvector_postgresql_scans_and_ranks_the_same(
+    make_service: ServiceFactory,
+    nats_server: NatsServer,
+    database_url: str,
+    tmp_path: Path,
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """A database role that may not CREATE EXTENSION (pgvector is not a trusted
+    extension): the service starts, says so, and answers queries by a plain scan."""
+    role = f"plain_{tmp_path.name[-12:].lower().replace('-', '_')}"
+    database = conninfo_to_dict(database_url)["dbname"]
+    with psycopg.connect(database_url, autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f"ALTER DATABASE {database} OWNER TO {role}")
+        conn.execute(f"ALTER SCHEMA public OWNER TO {role}")
+    service = await make_service(
+        nats_url=nats_server.url,
+        http_listen="127.0.0.1:0",
+        langgraph_config=_project(tmp_path / "app"),
+        database_url=make_conninfo(database_url, user=role),
+    )
+    assert service.engine.store.pgvector is False
+    assert "pgvector is not available" in caplog.text
+    want = await _reference_answers(tmp_path / "app")
+    assert await _sdk_answers(_url(service)) == want
 
 
 def test_a_bad_index_config_says_what_to_write(tmp_path: Path) -> None:

@@ -220,14 +220,15 @@ def run(size: Size) -> Section:
             + (__doc__ or "").split("\n\n")[1].replace("\n", " ")
         ),
     )
-    with scratch_dir("store") as root, postgres() as new_database:
+    with scratch_dir("store") as root:
         config, module = _project(root)
-        sides = {
-            "SQLite": asyncio.run(_sqlite_side(root, config, module.embed, size)),
-            "PostgreSQL": asyncio.run(
-                _postgres_side(root, config, module.embed, size, new_database)
-            ),
-        }
+        sides = {"SQLite": asyncio.run(_sqlite_side(root, config, module.embed, size))}
+        # The smoke run stays tiny: no PostgreSQL cluster (bench.postgres has its own).
+        if size.name != "smoke":
+            with postgres() as new_database:
+                sides["PostgreSQL"] = asyncio.run(
+                    _postgres_side(root, config, module.embed, size, new_database)
+                )
     for backend, (mine, base, ratios) in sides.items():
         for op in OPS:
             baseline = "AsyncSqliteStore" if backend == "SQLite" else "AsyncPostgresStore"

@@ -34,6 +34,7 @@ from turnkeeper.v1 import (
 from turnkeeper_server.audit import OK, TOKENS_RELOAD, AuditLog
 from turnkeeper_server.config import Settings
 from turnkeeper_server.engine import Engine, TurnNotifier
+from turnkeeper_server.engine.store_index import index_of_config
 from turnkeeper_server.engine.store_items import ttl_of_config
 from turnkeeper_server.messaging.jetstream import StreamSpec, ensure_stream
 from turnkeeper_server.messaging.link import NatsLink
@@ -130,6 +131,7 @@ class TurnkeeperServer:
             namespace=settings.namespace,
             version_policies=settings.version_policies,
             store_ttl=ttl_of_config(settings.langgraph_config),
+            store_index=index_of_config(settings.langgraph_config),
         )
         self.reaper = LeaseReaper(
             self.engine.turns.reap, settings.reap_interval, settings.lease_seconds
@@ -197,6 +199,7 @@ class TurnkeeperServer:
         self.db.open()
         self._db_open = True
         self.db.listen(self.notifier.changed)
+        await self.engine.store.prepare()
         # ErrorsAndMetrics is outermost: authentication refusals are mapped and counted.
         interceptors: list[Any] = [ErrorsAndMetrics(self.metrics)]
         if tracing.active():

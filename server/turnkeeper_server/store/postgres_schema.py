@@ -252,6 +252,19 @@ TURNKEEPER_MIGRATIONS: list[str] = [
     );
     CREATE INDEX store_items_expiry ON store_items (expires_at) WHERE expires_at IS NOT NULL;
     """,
+    # As SQLite's turns.db migration of the same place: the store's semantic index.
+    # The embedding is text ('[0.1, 0.2]'), which pgvector casts (::vector) where
+    # the extension is installed; no column of its type, so the schema is the same
+    # with or without it.
+    """
+    CREATE TABLE store_vectors (
+        namespace  TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        path       TEXT NOT NULL,
+        embedding  TEXT NOT NULL,
+        PRIMARY KEY (namespace, key, path)
+    );
+    """,
 ]
 
 

@@ -265,6 +265,18 @@ TURNS_MIGRATIONS: list[str] = [
     );
     CREATE INDEX store_items_expiry ON store_items (expires_at) WHERE expires_at IS NOT NULL
     """,
+    # The store's semantic index (journal/store_items.py, engine/store_index.py): a
+    # vector per embedded path of an item, as JSON text (a list of numbers, which
+    # pgvector reads as its own text form on PostgreSQL).
+    """
+    CREATE TABLE store_vectors (
+        namespace  TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        path       TEXT NOT NULL,
+        embedding  TEXT NOT NULL,
+        PRIMARY KEY (namespace, key, path)
+    )
+    """,
 ]
 
 SESSIONS_MIGRATIONS: list[str] = [

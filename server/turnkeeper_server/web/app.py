@@ -282,6 +282,7 @@ class WebServer:
         self.app.router.add_get("/console/", self._page("index.html"))
         self.app.router.add_get("/console/chat", self._page("chat.html"))
         self.app.router.add_get("/console/agents", self._page("agents.html"))
+        self.app.router.add_get("/console/store", self._page("store.html"))
         self.app.router.add_get("/console/{name:.*}", self._static)
         self.runner: web.AppRunner | None = None
         self.listeners: list[asyncio.Server] = []

@@ -18,7 +18,15 @@ import json
 from dataclasses import dataclass
 
 from turnkeeper_server.errors import WrongState
-from turnkeeper_server.journal import checkpoints, effects, lifecycle, runs, threads, transitions
+from turnkeeper_server.journal import (
+    checkpoints,
+    effects,
+    lifecycle,
+    runs,
+    threads,
+    transitions,
+    webhooks,
+)
 from turnkeeper_server.journal.lifecycle import Cancelled
 from turnkeeper_server.records import ENDED, LIVE, TURN_COLUMNS, Policy, TurnRecord
 from turnkeeper_server.store.contract import Tx
@@ -100,6 +108,7 @@ def delete_turns(tx: Tx, ids: list[str], policy: Policy) -> None:
         tx.execute(f"DELETE FROM main.events WHERE turn_id IN ({marks})", chunk)
         effects.delete_for_turns(tx, chunk)
         runs.delete_for_turns(tx, chunk)
+        webhooks.delete_for_turns(tx, chunk)
         tx.execute(
             f"DELETE FROM main.outbox WHERE subject IN ({marks})",
             [policy.events_subject(turn_id) for turn_id in chunk],

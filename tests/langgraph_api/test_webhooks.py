@@ -1,0 +1,299 @@
+"""Runs' webhooks through LangGraph's own SDK, delivered to a receiver process that
+counts deliveries by ``webhook-id``, applies each once and verifies signatures:
+delivered signed, with the run's body; refused where the address is not allowed
+(422 at creation, recorded refused at delivery); retried with back-off (read from
+the attempts the service records); and every run delivered, none applied twice,
+with the service SIGKILLed while it delivers. On both backends."""
+
+from __future__ import annotations
+
+import asyncio
+import itertools
+import json
+import re
+import sys
+import urllib.request
+from collections.abc import AsyncIterator
+from datetime import datetime
+from pathlib import Path
+from typing import Any
+
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.errors import UnprocessableEntityError
+from turnkeeper_server.app import TurnkeeperServer
+from turnkeeper_server.webhooks.addresses import AddressPolicy
+from turnkeeper_server.webhooks.settings import WebhookSettings
+
+from tests.support.langgraph_host import start_host
+from tests.support.nats import NatsServer
+from tests.support.procs import ServiceProcess
+from tests.support.service import ServiceFactory
+
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(180), pytest.mark.both_backends]
+
+_HTTP_URL = re.compile(r"console and HTTP API on (\S+)")
+GRAPHS = Path(__file__).resolve().parent / "graphs" / "langgraph.json"
+SECRET = "turnkeeper-test-webhook-secret-0123"
+ASSISTANT = "durable-execution"
+
+
+def question(text: str) -> Any:
+    return {"messages": [{"role": "user", "content": text, "id": "q-1"}]}
+
+
+class Receiver:
+    def __init__(self, proc: asyncio.subprocess.Process, port: int) -> None:
+        self.proc = proc
+        self.url = f"http://127.0.0.1:{port}"
+
+    async def get(self, path: str) -> dict[str, Any]:
+        def fetch() -> dict[str, Any]:
+            with urllib.request.urlopen(self.url + path) as answer:
+                found: dict[str, Any] = json.load(answer)
+                return found
+
+        return await asyncio.to_thread(fetch)
+
+    async def wait_applied(self, n: int) -> dict[str, Any]:
+        """Once n ids are applied (the receiver answers then: no polling here)."""
+        return await self.get(f"/wait?applied={n}")
+
+
+@pytest.fixture
+async def receiver() -> AsyncIterator[Receiver]:
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable,
+        "-m",
+        "tests.support.webhook_receiver",
+        SECRET,
+        stdout=asyncio.subprocess.PIPE,
+    )
+    assert proc.stdout is not None
+    line = (await proc.stdout.readline()).decode()
+    assert line.startswith("listening "), line
+    try:
+        yield Receiver(proc, int(line.split()[1]))
+    finally:
+        proc.kill()
+        await proc.wait()
+
+
+@pytest.fixture
+def secret_file(tmp_path: Path) -> Path:
+    path = tmp_path / "webhook-secret"
+    path.write_text(f"# the deployment's webhook secret\n{SECRET}\n")
+    return path
+
+
+def settings(secret_file: Path, **overrides: Any) -> WebhookSettings:
+    base = {
+        "secret_file": secret_file,
+        "allow": ("127.0.0.1",),
+        "retry_base": 0.2,
+        "timeout": 2.0,
+        "poll": 0.1,
+    }
+    return WebhookSettings(**{**base, **overrides})
+
+
+@pytest.fixture
+async def service(
+    make_service: ServiceFactory, nats_server: NatsServer, secret_file: Path
+) -> TurnkeeperServer:
+    return await make_service(
+        nats_url=nats_server.url, http_listen="127.0.0.1:0", webhooks=settings(secret_file)
+    )
+
+
+@pytest.fixture
+async def sdk(service: TurnkeeperServer, nats_server: NatsServer) -> AsyncIterator[LangGraphClient]:
+    assert service.web is not None
+    host = await start_host(
+        GRAPHS, service=service.address, nats_url=nats_server.url, replica="wh-1", step_delay=0.0
+    )
+    client = get_client(url=service.web.url.rstrip("/"))
+    try:
+        yield client
+    finally:
+        await client.http.client.aclose()
+        await host.close()
+
+
+async def attempts_of(sdk: LangGraphClient, thread_id: str, run_id: str) -> dict[str, Any]:
+    found: dict[str, Any] = await sdk.http.get(f"/threads/{thread_id}/runs/{run_id}/webhook")
+    return found
+
+
+async def test_a_run_is_delivered_signed_with_its_body_and_key(
+    sdk: LangGraphClient, receiver: Receiver
+) -> None:
+    thread = await sdk.threads.create()
+    run = await sdk.runs.create(
+        thread["thread_id"], ASSISTANT, input=question("hi"), webhook=f"{receiver.url}/hook"
+    )
+    counts = await receiver.wait_applied(1)
+    assert counts["bad_signatures"] == 0
+    assert list(counts["applied"]) == [run["run_id"]]
+    body = counts["applied"][run["run_id"]]
+    assert body["run_id"] == run["run_id"]
+    assert body["thread_id"] == thread["thread_id"]
+    assert body["status"] == "success"
+    assert body["kwargs"]["webhook"] == f"{receiver.url}/hook"
+    assert body["values"]["messages"][0]["type"] == "human"
+    for name in ("run_started_at", "run_ended_at", "webhook_sent_at"):
+        datetime.fromisoformat(body[name])
+    seen = await _until_settled(sdk, thread["thread_id"], run["run_id"])
+    assert seen["webhook"]["state"] == "delivered"
+    assert [(a["attempt"], a["outcome"], a["http_status"]) for a in seen["attempts"]] == [
+        (1, "delivered", 200)
+    ]
+
+
+@pytest.mark.parametrize(
+    "url",
+    [
+        "http://169.254.169.254/latest/meta-data",  # the cloud metadata address
+        "http://10.1.2.3/hook",  # a private network
+        "http://[::ffff:192.168.0.1]/hook",  # a private IPv4 address written as IPv6
+        "http://127.0.0.2/hook",  # loopback, but not the address allowed
+        "file:///etc/passwd",
+    ],
+)
+async def test_a_webhook_to_an_address_not_allowed_is_refused_at_creation(
+    sdk: LangGraphClient, url: str
+) -> None:
+    thread = await sdk.threads.create()
+    with pytest.raises(UnprocessableEntityError) as refused:
+        await sdk.runs.create(thread["thread_id"], ASSISTANT, input=question("hi"), webhook=url)
+    assert "webhook" in str(refused.value)
+    assert await sdk.runs.list(thread["thread_id"]) == []
+
+
+async def test_an_address_refused_at_delivery_is_recorded_refused(
+    service: TurnkeeperServer, sdk: LangGraphClient, receiver: Receiver
+) -> None:
+    # The operator took the loopback address off the list after the run was made
+    # (as a DNS answer may change): the delivery refuses it, once, and says so.
+    assert service.webhooks is not None
+    service.webhooks.policy = AddressPolicy()
+    thread = await sdk.threads.create()
+    run = await sdk.runs.wait(
+        thread["thread_id"], ASSISTANT, input=question("hi"), webhook=f"{receiver.url}/hook"
+    )
+    assert run is not None
+    run_id = (await sdk.runs.list(thread["thread_id"]))[0]["run_id"]
+    seen = await _until_settled(sdk, thread["thread_id"], run_id)
+    assert seen["webhook"]["state"] == "refused"
+    assert [a["outcome"] for a in seen["attempts"]] == ["refused"]
+    assert "--webhook-allow" in seen["attempts"][0]["detail"]
+    assert (await receiver.get("/counts"))["deliveries"] == {}
+
+
+async def _until_settled(sdk: LangGraphClient, thread_id: str, run_id: str) -> dict[str, Any]:
+    """The run's delivery once it is no longer pending: each look waits for the
+    service's next attempt to be recorded (the attempts table is the event)."""
+    while True:
+        seen = await attempts_of(sdk, thread_id, run_id)
+        if seen["webhook"] and seen["webhook"]["state"] not in ("waiting", "pending"):
+            return seen
+        await asyncio.sleep(0.05)
+
+
+async def test_retries_back_off_until_the_receiver_takes_it(
+    sdk: LangGraphClient, receiver: Receiver
+) -> None:
+    thread = await sdk.threads.create()
+    run = await sdk.runs.create(
+        thread["thread_id"], ASSISTANT, input=question("hi"), webhook=f"{receiver.url}/hook?fail=3"
+    )
+    counts = await receiver.wait_applied(1)
+    assert counts["deliveries"] == {run["run_id"]: 4}
+    seen = await _until_settled(sdk, thread["thread_id"], run["run_id"])
+    assert [(a["outcome"], a["http_status"]) for a in seen["attempts"]] == [
+        ("retry", 500),
+        ("retry", 500),
+        ("retry", 500),
+        ("delivered", 200),
+    ]
+    # Each wait at least retry_base * 2**(n-1): 0.2, 0.4, 0.8 s.
+    times = counts["times"][run["run_id"]]
+    gaps = [later - earlier for earlier, later in itertools.pairwise(times)]
+    for n, gap in enumerate(gaps, 1):
+        assert gap >= 0.2 * 2 ** (n - 1) * 0.95, gaps
+
+
+async def test_a_webhook_without_a_secret_is_refused(
+    make_service: ServiceFactory, nats_server: NatsServer
+) -> None:
+    service = await make_service(nats_url=nats_server.url, http_listen="127.0.0.1:0")
+    assert service.web is not None
+    client = get_client(url=service.web.url.rstrip("/"))
+    try:
+        with pytest.raises(UnprocessableEntityError) as refused:
+            await client.runs.create(None, ASSISTANT, input={}, webhook="https://example.com/h")
+        assert "--webhook-secret-file" in str(refused.value)
+    finally:
+        await client.http.client.aclose()
+
+
+async def test_every_run_is_delivered_once_across_a_sigkill_of_the_service(
+    tmp_path: Path,
+    nats_server: NatsServer,
+    database_url: str | None,
+    secret_file: Path,
+    receiver: Receiver,
+) -> None:
+    runs = 6
+    proc = ServiceProcess(
+        tmp_path / "data",
+        nats_url=nats_server.url,
+        database_url=database_url,
+        extra=[
+            "--http-port",
+            "0",
+            "--webhook-secret-file",
+            str(secret_file),
+            "--webhook-allow",
+            "127.0.0.1",
+            "--webhook-retry-base",
+            "0.2",
+            "--webhook-timeout",
+            "1",
+        ],
+    )
+    (tmp_path / "data").mkdir()
+    address = proc.start()
+    http = proc.wait_line(_HTTP_URL).group(1).rstrip("/")
+    host = await start_host(
+        GRAPHS, service=address, nats_url=nats_server.url, replica="wh-kill", step_delay=0.0
+    )
+    client = get_client(url=http)
+    try:
+        made: list[tuple[str, str]] = []
+        for i in range(runs):
+            thread = await client.threads.create()
+            # The receiver holds each first delivery for a while after applying it:
+            # the SIGKILL falls while deliveries are in flight, unanswered.
+            await client.runs.wait(
+                thread["thread_id"],
+                ASSISTANT,
+                input=question(f"q{i}"),
+                webhook=f"{receiver.url}/hook?hold=3",
+            )
+            listed = await client.runs.list(thread["thread_id"])
+            made.append((thread["thread_id"], listed[0]["run_id"]))
+        await receiver.wait_applied(1)
+        proc.kill()
+        proc.start()
+        counts = await receiver.wait_applied(runs)
+    finally:
+        await client.http.client.aclose()
+        await host.close()
+        proc.kill()
+    assert sorted(counts["applied"]) == sorted(run_id for _, run_id in made)
+    assert counts["bad_signatures"] == 0
+    # At least once: an attempt the SIGKILL cut short was made again, same key.
+    assert all(counts["deliveries"][run_id] >= 1 for _, run_id in made)
+    assert sum(counts["deliveries"].values()) > runs, counts["deliveries"]

@@ -6,11 +6,12 @@ scheme, computed here on its own, not with the service's code).
     python -m tests.support.webhook_receiver SECRET   prints "listening <port>"
 
 POST any path delivers. Its query may ask for trouble: ``fail=N`` answers 500 to
-the first N deliveries of an id; ``hold=S`` answers the first delivery of an id
-only after S seconds (it is applied on arrival, as a receiver that commits before
-answering does). GET /counts answers {"deliveries": {id: n}, "applied": {id: body},
-"bad_signatures": n, "times": {id: [arrival, ...]}}; GET /wait?applied=N answers it
-once N ids are applied (a long poll: the arrival is the event).
+the first N deliveries of an id; ``hold=1`` answers the first delivery of an id only
+once GET /release is called (it is applied on arrival, as a receiver that commits
+before answering does). GET /counts answers {"deliveries": {id: n}, "applied":
+{id: body}, "bad_signatures": n, "times": {id: [arrival, ...]}}; GET
+/wait?applied=N answers it once N ids are applied, /wait?seen=ID&n=N once ID
+arrived N times (1 by default; long polls: the arrival is the event).
 """
 
 from __future__ import annotations
@@ -32,6 +33,7 @@ _applied: dict[str, Any] = {}
 _times: dict[str, list[float]] = {}
 _bad = 0
 _secret = b""
+_released = threading.Event()
 
 
 def _expected(msg_id: str, timestamp: str, body: bytes) -> str:
@@ -69,15 +71,21 @@ class Handler(BaseHTTPRequestHandler):
         if n <= fail:
             self._answer(500, {"error": "failing on purpose"})
             return
-        hold = float(query.get("hold", ["0"])[0])
-        if hold and n == 1:
-            time.sleep(hold)
+        if query.get("hold") == ["1"] and n == 1:
+            _released.wait()
         self._answer(200 if signed else 401, {"ok": signed})
 
     def do_GET(self) -> None:
         parts = urlsplit(self.path)
-        if parts.path == "/wait":
-            want = int(parse_qs(parts.query).get("applied", ["1"])[0])
+        query = parse_qs(parts.query)
+        if parts.path == "/release":
+            _released.set()
+        if parts.path == "/wait" and "seen" in query:
+            with _changed:
+                times = int(query.get("n", ["1"])[0])
+                _changed.wait_for(lambda: _deliveries.get(query["seen"][0], 0) >= times)
+        elif parts.path == "/wait":
+            want = int(query.get("applied", ["1"])[0])
             with _changed:
                 _changed.wait_for(lambda: len(_applied) >= want)
         with _changed:

@@ -183,7 +183,12 @@ class TurnkeeperServer:
         # Runs' webhooks come with the LangGraph API, and are built by it (their body
         # is a run's): delivered from the journal's rows by every replica.
         self.webhooks = (
-            WebhookDeliverer(self.db, settings.webhooks, webhook_payload(self.web.langgraph))
+            WebhookDeliverer(
+                self.db,
+                settings.webhooks,
+                webhook_payload(self.web.langgraph),
+                metrics=self.metrics,
+            )
             if self.web is not None
             else None
         )

@@ -202,7 +202,7 @@ async def _until_settled(sdk: LangGraphClient, thread_id: str, run_id: str) -> d
 
 
 async def test_retries_back_off_until_the_receiver_takes_it(
-    sdk: LangGraphClient, receiver: Receiver
+    service: TurnkeeperServer, sdk: LangGraphClient, receiver: Receiver
 ) -> None:
     thread = await sdk.threads.create()
     run = await sdk.runs.create(
@@ -217,6 +217,14 @@ async def test_retries_back_off_until_the_receiver_takes_it(
         ("retry", 500),
         ("delivered", 200),
     ]
+    registry = service.metrics.registry
+    counted = {
+        outcome: registry.get_sample_value(
+            "turnkeeper_webhook_attempts_total", {"outcome": outcome}
+        )
+        for outcome in ("retry", "delivered")
+    }
+    assert counted == {"retry": 3.0, "delivered": 1.0}
     # Each wait at least retry_base * 2**(n-1): 0.2, 0.4, 0.8 s.
     times = counts["times"][run["run_id"]]
     gaps = [later - earlier for earlier, later in itertools.pairwise(times)]

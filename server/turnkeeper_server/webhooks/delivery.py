@@ -34,6 +34,7 @@ from typing import Any
 import aiohttp
 
 from turnkeeper_server.journal import webhooks as rows
+from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.store.contract import Store
 from turnkeeper_server.webhooks.addresses import AddressPolicy, PinnedResolver, Refused
 from turnkeeper_server.webhooks.settings import WebhookSettings
@@ -75,9 +76,17 @@ def bounded_body(payload: dict[str, Any], limit: int) -> bytes:
 
 class WebhookDeliverer:
     def __init__(
-        self, db: Store, settings: WebhookSettings, payload: Payload, *, replica: str = ""
+        self,
+        db: Store,
+        settings: WebhookSettings,
+        payload: Payload,
+        *,
+        replica: str = "",
+        metrics: Metrics | None = None,
     ) -> None:
         self.db = db
+        # The server passes its registry's; a deliverer on its own (tests) gets one.
+        self.metrics = metrics if metrics is not None else Metrics()
         self.settings = settings
         self.payload = payload
         self.policy = AddressPolicy.parse(settings.allow)
@@ -126,6 +135,11 @@ class WebhookDeliverer:
         room = self.settings.concurrency - len(self._inflight)
         if room <= 0:
             return 0
+        # A read first: the claim is a write, and the writer (SQLite's one thread)
+        # is not taken every poll for nothing.
+        due = await self.db.read(rows.next_due)
+        if due is None or due > time.time():
+            return 0
         hold = self.settings.hold
         claimed = await self.db.write(
             lambda tx: rows.claim(tx, replica=self.replica, now=time.time(), hold=hold, limit=room)
@@ -162,6 +176,7 @@ class WebhookDeliverer:
                 detail = f"{detail} (gave up after {delivery.attempts} attempts)"
             else:
                 retry_at = now + backoff(self.settings, delivery.attempts)
+        self.metrics.webhook_attempts.labels(outcome=outcome).inc()
         if outcome != rows.DELIVERED:
             log.warning(
                 "webhook of run %s, attempt %d: %s: %s",

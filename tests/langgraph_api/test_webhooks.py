@@ -151,6 +151,32 @@ async def test_a_run_is_delivered_signed_with_its_body_and_key(
     ]
 
 
+async def test_a_run_stopped_at_an_interrupt_and_its_answer_each_deliver_once(
+    sdk: LangGraphClient, receiver: Receiver
+) -> None:
+    # LangGraph's server: the run that stopped at the interrupt succeeded; the run
+    # that answers it is a run of its own, with its own webhook.
+    thread = await sdk.threads.create()
+    hook = f"{receiver.url}/hook"
+    asked = await sdk.runs.create(
+        thread["thread_id"], "approval", input={"topic": "tea"}, webhook=hook
+    )
+    first = await receiver.wait_applied(1)
+    assert first["applied"][asked["run_id"]]["status"] == "success"
+    assert first["applied"][asked["run_id"]]["values"]["draft"] == "a draft about tea"
+    answered = await sdk.runs.create(
+        thread["thread_id"], "approval", command={"resume": "yes"}, webhook=hook
+    )
+    both = await receiver.wait_applied(2)
+    assert both["applied"][answered["run_id"]]["values"]["verdict"] == "approved"
+    # The first run's turn ended again (answered): no second delivery for it.
+    await _until_settled(sdk, thread["thread_id"], answered["run_id"])
+    assert (await receiver.get("/counts"))["deliveries"] == {
+        asked["run_id"]: 1,
+        answered["run_id"]: 1,
+    }
+
+
 # What no webhook may reach by default, though the loopback 127.0.0.1 is allowed.
 NOT_ALLOWED = [
     "http://169.254.169.254/latest/meta-data",  # the cloud metadata address

@@ -146,7 +146,7 @@ async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> 
         )
     _refuse_weaker_durability(body)
     # Refused now when it can be known now: no secret, a URL or address not allowed.
-    webhook = await webhooks.check(deps, body.get("webhook"))
+    await webhooks.check(deps, body.get("webhook"))
     try:
         run = parse_run_request(body)
         modes = modes_of(body.get("stream_mode"))
@@ -233,8 +233,9 @@ async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> 
         "stream_mode": _mode_list(body.get("stream_mode"), modes),
         "interrupt_before": body.get("interrupt_before"),
         "interrupt_after": body.get("interrupt_after"),
-        # Delivered when the run ends (journal/webhooks.py, webhooks/delivery.py).
-        "webhook": webhook,
+        # Delivered when the run ends (journal/webhooks.py, webhooks/delivery.py);
+        # checked above (a cron's when the cron is made).
+        "webhook": body.get("webhook") or None,
         "feedback_keys": body.get("feedback_keys"),
         # A thread-less run's thread is kept here (docs/langgraph-api.md), and every
         # run's stream can be resumed with Last-Event-ID.

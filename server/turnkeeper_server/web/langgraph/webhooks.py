@@ -42,10 +42,10 @@ RIGHT: Final = "/turnkeeper.v1.TurnService/ListEffects"
 EVENTS_PAGE: Final = 1000
 
 
-async def check(deps: Deps, url: Any) -> str | None:
-    """The run body's webhook URL, allowed; None when it gives none."""
+async def check(deps: Deps, url: Any) -> None:
+    """Refuse a run body's (or a cron's) webhook URL unless it may be delivered."""
     if url in (None, ""):
-        return None
+        return
     if not isinstance(url, str):
         raise ApiError(422, "webhook: must be a URL (a string)")
     if deps.webhooks.secret_file is None:
@@ -61,7 +61,6 @@ async def check(deps: Deps, url: Any) -> str | None:
         raise ApiError(422, str(exc)) from None
     except LookupError as exc:
         raise ApiError(422, f"{exc}; check the webhook URL") from None
-    return url
 
 
 def payload(deps: Deps) -> Payload:

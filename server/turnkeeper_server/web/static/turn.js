@@ -89,7 +89,12 @@
       el("td", {class: "mono"}, a.detail || ""));
   }
 
+  // Looked at again every second while the delivery is waiting or due, so each
+  // attempt shows as it is made.
+  let webhookTimer = null;
+
   async function refreshWebhook(threadId) {
+    clearTimeout(webhookTimer);
     const body = document.querySelector("#webhook-attempts tbody");
     const note = document.getElementById("webhook-note");
     try {
@@ -102,6 +107,9 @@
         ? w.url + ": " + w.state + (w.next_attempt_at && w.state === "pending"
           ? ", next attempt " + w.next_attempt_at : "") + (w.last_error ? " (" + w.last_error + ")" : "")
         : "no webhook";
+      if (w && (w.state === "waiting" || w.state === "pending")) {
+        webhookTimer = setTimeout(() => refreshWebhook(threadId), 1000);
+      }
     } catch (e) {
       body.replaceChildren();
       note.textContent = e.message;

@@ -127,7 +127,7 @@ async def attempts_of(sdk: LangGraphClient, thread_id: str, run_id: str) -> dict
 
 
 async def test_a_run_is_delivered_signed_with_its_body_and_key(
-    sdk: LangGraphClient, receiver: Receiver
+    sdk: LangGraphClient, receiver: Receiver, outcomes: Outcomes
 ) -> None:
     thread = await sdk.threads.create()
     run = await sdk.runs.create(
@@ -144,7 +144,8 @@ async def test_a_run_is_delivered_signed_with_its_body_and_key(
     assert body["values"]["messages"][0]["type"] == "human"
     for name in ("run_started_at", "run_ended_at", "webhook_sent_at"):
         datetime.fromisoformat(body[name])
-    seen = await _until_settled(sdk, thread["thread_id"], run["run_id"])
+    assert await outcomes.until_settled(run["run_id"]) == "delivered"
+    seen = await attempts_of(sdk, thread["thread_id"], run["run_id"])
     assert seen["webhook"]["state"] == "delivered"
     assert [(a["attempt"], a["outcome"], a["http_status"]) for a in seen["attempts"]] == [
         (1, "delivered", 200)
@@ -152,7 +153,7 @@ async def test_a_run_is_delivered_signed_with_its_body_and_key(
 
 
 async def test_a_run_stopped_at_an_interrupt_and_its_answer_each_deliver_once(
-    sdk: LangGraphClient, receiver: Receiver
+    sdk: LangGraphClient, receiver: Receiver, outcomes: Outcomes
 ) -> None:
     # LangGraph's server: the run that stopped at the interrupt succeeded; the run
     # that answers it is a run of its own, with its own webhook.
@@ -170,7 +171,7 @@ async def test_a_run_stopped_at_an_interrupt_and_its_answer_each_deliver_once(
     both = await receiver.wait_applied(2)
     assert both["applied"][answered["run_id"]]["values"]["verdict"] == "approved"
     # The first run's turn ended again (answered): no second delivery for it.
-    await _until_settled(sdk, thread["thread_id"], answered["run_id"])
+    assert await outcomes.until_settled(answered["run_id"]) == "delivered"
     assert (await receiver.get("/counts"))["deliveries"] == {
         asked["run_id"]: 1,
         answered["run_id"]: 1,
@@ -209,7 +210,7 @@ async def test_a_webhook_to_an_address_not_allowed_is_refused_at_creation(
 
 
 async def test_an_address_refused_at_delivery_is_recorded_refused(
-    service: TurnkeeperServer, sdk: LangGraphClient, receiver: Receiver
+    service: TurnkeeperServer, sdk: LangGraphClient, receiver: Receiver, outcomes: Outcomes
 ) -> None:
     # The operator took the loopback address off the list after the run was made
     # (as a DNS answer may change): the delivery refuses it, once, and says so.
@@ -221,25 +222,39 @@ async def test_an_address_refused_at_delivery_is_recorded_refused(
     )
     assert run is not None
     run_id = (await sdk.runs.list(thread["thread_id"]))[0]["run_id"]
-    seen = await _until_settled(sdk, thread["thread_id"], run_id)
+    assert await outcomes.until_settled(run_id) == "refused"
+    seen = await attempts_of(sdk, thread["thread_id"], run_id)
     assert seen["webhook"]["state"] == "refused"
     assert [a["outcome"] for a in seen["attempts"]] == ["refused"]
     assert "--webhook-allow" in seen["attempts"][0]["detail"]
     assert (await receiver.get("/counts"))["deliveries"] == {}
 
 
-async def _until_settled(sdk: LangGraphClient, thread_id: str, run_id: str) -> dict[str, Any]:
-    """The run's delivery once it is no longer pending: each look waits for the
-    service's next attempt to be recorded (the attempts table is the event)."""
-    while True:
-        seen = await attempts_of(sdk, thread_id, run_id)
-        if seen["webhook"] and seen["webhook"]["state"] not in ("waiting", "pending"):
-            return seen
-        await asyncio.sleep(0.05)
+class Outcomes:
+    """The outcomes the service records, as it records them (its deliverer's hook)."""
+
+    def __init__(self, service: TurnkeeperServer) -> None:
+        self.queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        assert service.webhooks is not None
+        service.webhooks.on_attempt.append(
+            lambda run, outcome: self.queue.put_nowait((run, outcome))
+        )
+
+    async def until_settled(self, run_id: str) -> str:
+        """The run's delivery's last outcome, once it is no longer retried."""
+        while True:
+            run, outcome = await self.queue.get()
+            if run == run_id and outcome != "retry":
+                return outcome
+
+
+@pytest.fixture
+def outcomes(service: TurnkeeperServer) -> Outcomes:
+    return Outcomes(service)
 
 
 async def test_retries_back_off_until_the_receiver_takes_it(
-    service: TurnkeeperServer, sdk: LangGraphClient, receiver: Receiver
+    service: TurnkeeperServer, sdk: LangGraphClient, receiver: Receiver, outcomes: Outcomes
 ) -> None:
     thread = await sdk.threads.create()
     run = await sdk.runs.create(
@@ -247,7 +262,8 @@ async def test_retries_back_off_until_the_receiver_takes_it(
     )
     counts = await receiver.wait_applied(1)
     assert counts["deliveries"] == {run["run_id"]: 4}
-    seen = await _until_settled(sdk, thread["thread_id"], run["run_id"])
+    assert await outcomes.until_settled(run["run_id"]) == "delivered"
+    seen = await attempts_of(sdk, thread["thread_id"], run["run_id"])
     assert [(a["outcome"], a["http_status"]) for a in seen["attempts"]] == [
         ("retry", 500),
         ("retry", 500),

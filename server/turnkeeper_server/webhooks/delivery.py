@@ -96,6 +96,8 @@ class WebhookDeliverer:
         self._task: asyncio.Task[None] | None = None
         self._inflight: set[asyncio.Task[None]] = set()
         self._stopping = False
+        # Called with (run id, outcome) once an attempt's outcome is recorded.
+        self.on_attempt: list[Callable[[str, str], None]] = []
 
     def wake(self) -> None:
         self._wake.set()
@@ -198,6 +200,8 @@ class WebhookDeliverer:
                 now=now,
             )
         )
+        for hook in self.on_attempt:
+            hook(delivery.turn_id, outcome)
 
     async def _body(self, delivery: rows.Delivery) -> bytes:
         if delivery.payload is not None:

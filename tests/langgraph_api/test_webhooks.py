@@ -306,7 +306,7 @@ async def test_every_run_is_delivered_once_across_a_sigkill_of_the_service(
     secret_file: Path,
     receiver: Receiver,
 ) -> None:
-    runs = 5
+    runs = 4
     (tmp_path / "data").mkdir()
     proc = ServiceProcess(
         tmp_path / "data",
@@ -322,7 +322,7 @@ async def test_every_run_is_delivered_once_across_a_sigkill_of_the_service(
             "--webhook-retry-base",
             "0.2",
             "--webhook-timeout",
-            "3",
+            "2",
         ],
     )
     address = proc.start()

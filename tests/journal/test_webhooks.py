@@ -159,6 +159,21 @@ async def test_a_claim_holds_the_delivery_and_fences_its_outcome(journal: Journa
     ]
 
 
+async def test_a_stopping_replica_gives_its_claims_back(journal: Journal) -> None:
+    await journal.start("t1", "th1")
+    await subscribe(journal, "t1")
+    await finish(journal, "t1")
+    now = delivery(journal, "t1").next_attempt_at or 0.0
+    await journal.write(lambda tx: webhooks.claim(tx, replica="r1", now=now, hold=60, limit=10))
+    assert await journal.write(lambda tx: webhooks.release(tx, replica="r1", now=now + 1)) == 1
+    [again] = await journal.write(
+        lambda tx: webhooks.claim(tx, replica="r2", now=now + 1, hold=60, limit=10)
+    )
+    assert again.attempts == 2
+    attempts = webhooks.attempts(journal.db.read_conn(), "t1")
+    assert [(a.replica, a.outcome) for a in attempts] == [("r1", "retry"), ("r2", "")]
+
+
 async def test_erasing_the_thread_deletes_its_deliveries(journal: Journal) -> None:
     await journal.start("t1", "th1")
     await subscribe(journal, "t1")

@@ -199,6 +199,28 @@ def finish_attempt(
     return True
 
 
+def release(tx: Tx, *, replica: str, now: float) -> int:
+    """A replica stopping: the deliveries it holds are due again now, their attempts
+    in flight recorded as cut short (retried). Returns how many it held."""
+    held = tx.execute(
+        "SELECT turn_id, attempts FROM main.webhook_deliveries WHERE claimed_by = ? "
+        f"AND state = ?{tx.for_update}",
+        (replica, PENDING),
+    ).fetchall()
+    for turn_id, attempt in held:
+        tx.execute(
+            "UPDATE main.webhook_attempts SET finished_at = ?, outcome = 'retry', "
+            "detail = ? WHERE turn_id = ? AND attempt = ? AND finished_at IS NULL",
+            (now, "the service stopped during the attempt", turn_id, attempt),
+        )
+        tx.execute(
+            "UPDATE main.webhook_deliveries SET claimed_by = NULL, claim_expires_at = NULL, "
+            "next_attempt_at = ?, updated_at = ? WHERE turn_id = ?",
+            (now, now, turn_id),
+        )
+    return len(held)
+
+
 def get(conn: Conn, turn_id: str) -> Delivery | None:
     row = conn.execute(
         f"SELECT {_COLUMNS} FROM main.webhook_deliveries WHERE turn_id = ?", (turn_id,)

@@ -106,8 +106,9 @@ class WebhookDeliverer:
         self._task = asyncio.create_task(self._run(), name="webhook-deliverer")
 
     async def stop(self) -> None:
-        """Stop claiming; attempts in flight are cancelled (their claims pass, and the
-        deliveries are attempted again)."""
+        """Stop claiming; attempts in flight are cancelled and their deliveries given
+        back, due at once for whichever replica (or this one, restarted) comes next.
+        A replica killed instead leaves its claims to pass."""
         self._stopping = True
         self._wake.set()
         for task in [self._task, *self._inflight]:
@@ -116,6 +117,10 @@ class WebhookDeliverer:
                 with contextlib.suppress(asyncio.CancelledError, Exception):
                     await task
         self._task = None
+        try:
+            await self.db.write(lambda tx: rows.release(tx, replica=self.replica, now=time.time()))
+        except Exception as exc:
+            log.warning("webhook claims not given back at stop (%s); they will pass", exc)
 
     async def _run(self) -> None:
         while not self._stopping:

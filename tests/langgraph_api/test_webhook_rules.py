@@ -126,6 +126,11 @@ def test_the_secret_file_is_read_again_when_it_changes(tmp_path: Path) -> None:
     assert secrets.current() == (b"second-secret-0123456789-longer",)
 
 
+def test_a_missing_secret_file_is_said_so(tmp_path: Path) -> None:
+    with pytest.raises(ValueError, match=r"--webhook-secret-file .*No such file"):
+        SecretFile(tmp_path / "absent")
+
+
 @pytest.mark.parametrize(
     ("text", "said"),
     [

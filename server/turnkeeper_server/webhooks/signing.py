@@ -79,9 +79,12 @@ class SecretFile:
         self.current()  # a missing or bad file fails the start, not a delivery
 
     def current(self) -> tuple[bytes, ...]:
-        st = os.stat(self.path)
-        seen = (st.st_mtime_ns, st.st_size)
-        if seen != self._seen:
-            self._secrets = parse_secrets(self.path.read_text(), str(self.path))
-            self._seen = seen
+        try:
+            st = os.stat(self.path)
+            seen = (st.st_mtime_ns, st.st_size)
+            if seen != self._seen:
+                self._secrets = parse_secrets(self.path.read_text(), str(self.path))
+                self._seen = seen
+        except OSError as exc:
+            raise ValueError(f"--webhook-secret-file {self.path}: {exc.strerror}") from None
         return self._secrets

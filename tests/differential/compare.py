@@ -186,6 +186,11 @@ class Allowed:
         ]
 
 
+def _escaped(text: str) -> str:
+    """A table cell's text with its own `|` written as Markdown escapes it."""
+    return text.replace("|", "\\|")
+
+
 def _cell(text: str) -> str:
     return text.strip().strip("`").strip()
 
@@ -202,7 +207,9 @@ def allow_list(doc: Path = DOC) -> list[Allowed]:
             continue
         if not line.startswith("|"):
             break
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        # A cell's own `|` (a namespaced event's name) is written `\|`, as Markdown has it.
+        inner = line.strip().removeprefix("|").removesuffix("|")
+        cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", inner)]
         if cells[0].lower() == "scenario" or set(cells[0]) <= set("-: "):
             continue
         if len(cells) != 4:
@@ -285,9 +292,9 @@ def rows(observed: dict[str, dict[tuple[str, str], str]], allowed: list[Allowed]
         )
         if row is None:
             client = "both" if set(details) == set(CLIENTS) else next(iter(details))
-            line = f"| {scenario} | {client} | `{difference}` | (new: say why) |"
+            line = f"| {scenario} | {client} | `{_escaped(difference)}` | (new: say why) |"
         else:
-            line = f"| {row.scenario} | {row.client} | `{row.difference}` | {row.why} |"
+            line = f"| {row.scenario} | {row.client} | `{_escaped(row.difference)}` | {row.why} |"
         table.setdefault(line, []).extend(
             f"    {c} {scenario}: {detail}" for c, detail in sorted(details.items())
         )

@@ -170,3 +170,12 @@ def test_a_created_assistant_is_compared_by_its_answer_and_shape() -> None:
         ("chat", "create assistant: keys missing"): "context{}",
         ("chat", "create assistant: keys extra"): "version",
     }
+
+
+def test_a_namespaced_part_in_a_row_is_one_cell(tmp_path: Path) -> None:
+    # `messages|talk:<id>` is one event's name: written `\|` in the table, it stays
+    # in its cell.
+    rows = compare.allow_list(
+        write_doc(tmp_path, "| sub | both | `run: keys missing from messages\\|talk:<id>` | why |")
+    )
+    assert [r.difference for r in rows] == ["run: keys missing from messages|talk:<id>"]

@@ -345,7 +345,9 @@ OPTIONS: dict[str, dict[str, Entry]] = {
     },
     "assistants.delete": {
         "assistant_id": ID,
-        "delete_threads": Refused(True),
+        "delete_threads": Honoured(
+            f"{ASSISTANTS}::test_deleting_an_assistant_cancels_its_runs_and_may_take_its_threads"
+        ),
         **HEADERS,
     },
     "assistants.get_versions": {

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from turnkeeper_server.journal import webhooks
+from turnkeeper_server.records import QUEUED, RUNNING, sql_list
 from turnkeeper_server.store.contract import Conn, Tx
 
 _COLUMNS = "turn_id, metadata, kwargs, multitask_strategy"
@@ -76,6 +77,18 @@ def is_run(conn: Conn, turn_id: str) -> bool:
         "SELECT 1 FROM main.langgraph_runs WHERE turn_id = ?", (turn_id,)
     ).fetchone()
     return found is not None
+
+
+def unfinished_of_assistant(conn: Conn, assistant_id: str) -> list[str]:
+    """The runs of this assistant still to finish (running, or queued to run), oldest
+    first: what LangGraph's server cancels when the assistant is deleted (a run
+    stopped at an interrupt is over there, so a parked turn is not among them)."""
+    rows = conn.execute(
+        "SELECT r.turn_id, r.metadata FROM main.langgraph_runs r "
+        "JOIN main.turns t ON t.turn_id = r.turn_id "
+        f"WHERE t.state IN {sql_list((RUNNING, QUEUED))} ORDER BY t.created_at"
+    ).fetchall()
+    return [row[0] for row in rows if _object(row[1]).get("assistant_id") == assistant_id]
 
 
 def delete_for_turns(tx: Tx, turn_ids: Sequence[str]) -> None:

@@ -34,6 +34,9 @@ from turnkeeper_server.webhooks.settings import WebhookSettings
 # through an agent. Reading threads, assistants and runs: every role's read right.
 THREADS_WRITE: Final = auth.JSONRPC_CREATE
 READ: Final = auth.JSONRPC_TURN_STATUS
+# The gRPC rights a route needs beside them (the same table: security/auth.py).
+CANCEL_RIGHT: Final = "/turnkeeper.v1.TurnService/CancelTurn"
+DELETE_THREAD: Final = "/turnkeeper.v1.CheckpointService/DeleteThread"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 

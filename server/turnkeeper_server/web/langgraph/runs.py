@@ -38,6 +38,7 @@ from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import HttpContext
 from turnkeeper_server.web.langgraph import assistants, end_users, rights, shapes, webhooks
 from turnkeeper_server.web.langgraph.api import (
+    CANCEL_RIGHT,
     READ,
     Deps,
     body_of,
@@ -91,7 +92,6 @@ DISCONNECT_POLL_SECONDS = 0.1
 # The kwargs a run records, as LangGraph's server records them (its RunKwargs).
 KWARGS: Final = ("input", "command", "config", "context")
 WATCH_RIGHT: Final = "/turnkeeper.v1.TurnService/WatchTurn"
-CANCEL_RIGHT: Final = "/turnkeeper.v1.TurnService/CancelTurn"
 # A stream's choice of how tokens go out, over the service's (--langgraph-stream).
 STREAM_HEADER: Final = "X-Turnkeeper-Stream"
 
@@ -316,6 +316,7 @@ async def stream(request: web.Request, caller: Caller | None, deps: Deps) -> web
         after=0,
         fresh=True,
         cancel_on_disconnect=started.body.get("on_disconnect") == "cancel",
+        subgraphs=bool(started.record.kwargs.get("subgraphs")),
     )
 
 
@@ -344,8 +345,9 @@ async def join_stream(
     # langgraph-sdk sends `stream_mode=` (empty) when its caller gives none: none,
     # and then the run's own modes, as LangGraph's server streams what the run does.
     given = [mode for mode in request.query.getall("stream_mode", []) if mode]
+    record = await _record(deps, turn)
     try:
-        modes = modes_of(given) if given else _stored_modes(await _record(deps, turn))
+        modes = modes_of(given) if given else _stored_modes(record)
     except ValueError as exc:
         raise ApiError(422, str(exc)) from None
     cancel = request.query.get("cancel_on_disconnect", "").lower() in ("true", "1", "yes")
@@ -360,6 +362,8 @@ async def join_stream(
         fresh=after == 0,
         cancel_on_disconnect=cancel,
         after_attempt=after_attempt,
+        # As the run streams: with its subgraphs' parts if it was made with them.
+        subgraphs=record is not None and bool(record.kwargs.get("subgraphs")),
     )
 
 
@@ -441,11 +445,14 @@ async def _stream(
     fresh: bool,
     cancel_on_disconnect: bool,
     after_attempt: int | None = None,
+    subgraphs: bool = False,
 ) -> web.StreamResponse:
     """`after`: the seq the client has (or the run's events begin after), and
     `after_attempt` the attempt that wrote it (None: unknown); `fresh`: a new stream,
     which starts with the run's metadata."""
-    translator = Translator(turn.turn_id, modes, context=_context(request, turn, caller))
+    translator = Translator(
+        turn.turn_id, modes, context=_context(request, turn, caller), subgraphs=subgraphs
+    )
     parts = (
         _live_parts(deps, turn, translator, after, after_attempt)
         if kind == "live"

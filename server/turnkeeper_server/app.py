@@ -57,6 +57,8 @@ from turnkeeper_server.security.streams import OpenStreams
 from turnkeeper_server.security.token_reload import Reload, TokenReloader
 from turnkeeper_server.store import open_store
 from turnkeeper_server.web.app import WebServer
+from turnkeeper_server.web.langgraph.webhooks import payload as webhook_payload
+from turnkeeper_server.webhooks.delivery import WebhookDeliverer
 
 log = logging.getLogger(__name__)
 
@@ -180,6 +182,18 @@ class TurnkeeperServer:
                 announced=self.engine.turns.announced,
                 agents=self.engine.turns.announced_agents,
             )
+        # Runs' webhooks come with the LangGraph API, and are built by it (their body
+        # is a run's): delivered from the journal's rows by every replica.
+        self.webhooks = (
+            WebhookDeliverer(
+                self.db,
+                settings.webhooks,
+                webhook_payload(self.web.langgraph),
+                metrics=self.metrics,
+            )
+            if self.web is not None
+            else None
+        )
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]  # not in grpc-stubs
         self.server: aio.Server | None = None
         self.port = 0
@@ -254,6 +268,8 @@ class TurnkeeperServer:
         await self.outbox.start()
         await self.reaper.start()
         await self.retention.start()
+        if self.webhooks is not None:
+            await self.webhooks.start()
         if self.token_reloader is not None:
             await self.token_reloader.start()
         await server.start()
@@ -328,6 +344,8 @@ class TurnkeeperServer:
                 await step("gRPC drain", lambda: server.stop(grace))
             await step("reaper", self.reaper.stop)
             await step("retention", self.retention.stop)
+            if self.webhooks is not None:
+                await step("webhooks", self.webhooks.stop)
             await step("hand-offs", self.engine.stop)
             await step("outbox publisher", self.outbox.stop)
             # A start that failed opening the store (another service holds it, the

@@ -27,6 +27,7 @@ from turnkeeper_server.journal import (
     store_items,
     threads,
     transitions,
+    webhooks,
 )
 from turnkeeper_server.journal.lifecycle import Cancelled
 from turnkeeper_server.records import ENDED, LIVE, TURN_COLUMNS, Policy, TurnRecord
@@ -113,6 +114,7 @@ def delete_turns(tx: Tx, ids: list[str], policy: Policy) -> None:
         tx.execute(f"DELETE FROM main.events WHERE turn_id IN ({marks})", chunk)
         effects.delete_for_turns(tx, chunk)
         runs.delete_for_turns(tx, chunk)
+        webhooks.delete_for_turns(tx, chunk)
         tx.execute(
             f"DELETE FROM main.outbox WHERE subject IN ({marks})",
             [policy.events_subject(turn_id) for turn_id in chunk],

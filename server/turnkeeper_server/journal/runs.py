@@ -15,6 +15,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from turnkeeper_server.journal import webhooks
 from turnkeeper_server.records import QUEUED, RUNNING, sql_list
 from turnkeeper_server.store.contract import Conn, Tx
 
@@ -38,7 +39,8 @@ def _object(text: str) -> dict[str, Any]:
 
 
 def put(tx: Tx, record: RunRecord) -> None:
-    """The run's record (the same run started again keeps the first one)."""
+    """The run's record (the same run started again keeps the first one), and its
+    webhook's delivery when its kwargs name one (journal/webhooks.py)."""
     tx.execute(
         f"INSERT INTO main.langgraph_runs ({_COLUMNS}) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (turn_id) DO NOTHING",
@@ -49,6 +51,9 @@ def put(tx: Tx, record: RunRecord) -> None:
             record.multitask_strategy,
         ),
     )
+    url = record.kwargs.get("webhook")
+    if isinstance(url, str) and url:
+        webhooks.subscribe(tx, record.turn_id, url)
 
 
 def get_many(conn: Conn, turn_ids: Sequence[str]) -> dict[str, RunRecord]:

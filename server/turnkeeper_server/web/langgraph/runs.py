@@ -36,7 +36,7 @@ from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import HttpContext
-from turnkeeper_server.web.langgraph import assistants, end_users, rights, shapes
+from turnkeeper_server.web.langgraph import assistants, end_users, rights, shapes, webhooks
 from turnkeeper_server.web.langgraph.api import (
     CANCEL_RIGHT,
     READ,
@@ -65,7 +65,7 @@ from turnkeeper_server.web.pump import Frame, Outcome
 log = logging.getLogger(__name__)
 
 # What LangGraph's runs take that turnkeeper does not do yet (docs/langgraph-api.md).
-NOT_YET: Final = ("after_seconds", "webhook")
+NOT_YET: Final = ("after_seconds",)
 # What runs.list's `select` may name: a run's fields (shapes.run), and the SDK's
 # `cancel_reason`, which a run here does not carry (selected, it is left out).
 RUN_FIELDS: Final = frozenset(
@@ -145,6 +145,8 @@ async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> 
             422, f"{', '.join(given)}: not supported by turnkeeper yet (docs/langgraph-api.md)"
         )
     _refuse_weaker_durability(body)
+    # Refused now when it can be known now: no secret, a URL or address not allowed.
+    await webhooks.check(deps, body.get("webhook"))
     try:
         run = parse_run_request(body)
         modes = modes_of(body.get("stream_mode"))
@@ -231,7 +233,9 @@ async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> 
         "stream_mode": _mode_list(body.get("stream_mode"), modes),
         "interrupt_before": body.get("interrupt_before"),
         "interrupt_after": body.get("interrupt_after"),
-        "webhook": None,
+        # Delivered when the run ends (journal/webhooks.py, webhooks/delivery.py);
+        # checked above (a cron's when the cron is made).
+        "webhook": body.get("webhook") or None,
         "feedback_keys": body.get("feedback_keys"),
         # A thread-less run's thread is kept here (docs/langgraph-api.md), and every
         # run's stream can be resumed with Last-Event-ID.

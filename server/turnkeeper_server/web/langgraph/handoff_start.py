@@ -37,7 +37,7 @@ from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.langgraph.api import Deps
 from turnkeeper_server.web.relay import check_call
 
-# Not an answer to anyone: the reason a hand-off's log line and the bridge give.
+# The hand-off's reason, in the engine's log line and the bridge's.
 REASON = "create"
 
 

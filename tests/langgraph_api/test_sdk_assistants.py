@@ -194,11 +194,26 @@ async def test_assistants_survive_a_restart_of_the_service(
             1,
         ]
         assert (await sdk.assistants.get(GRAPH))["assistant_id"] == DEFAULT_ID
-        # A run of it is answered as a run of its graph is while no replica serves it.
+        # A run of it waits, visibly, for a replica of its graph (decision 371) ...
+        run = await sdk.runs.create(None, kept["assistant_id"], input={})
+        assert run["status"] == "pending"
+        waiting = await sdk.runs.get(run["thread_id"], run["run_id"])
+        assert waiting["status"] == "pending"
+        # ... and a replica that comes takes it (its startup Redrive) and runs it.
+        host = await start_host(
+            CONFIG, service=second.address, nats_url=nats_server.url, replica="ctx-late"
+        )
+        try:
+            done = await asyncio.wait_for(sdk.runs.join(run["thread_id"], run["run_id"]), PATIENCE)
+            assert isinstance(done, dict) and done["before"]["user"] == "ada"
+            finished = await sdk.runs.get(run["thread_id"], run["run_id"])
+            assert finished["status"] == "success"
+        finally:
+            await host.close()
+        # A graph nobody ever served is still unknown.
         with pytest.raises(httpx.HTTPStatusError) as caught:
-            await sdk.runs.create(None, kept["assistant_id"], input={})
+            await sdk.runs.create(None, "no-such-graph", input={})
         assert caught.value.response.status_code == 404
-        assert "no replica serves it" in caught.value.response.json()["detail"]
     finally:
         await sdk.http.client.aclose()
 

@@ -444,12 +444,15 @@ async def describe(
     return described if isinstance(described, dict) else {}
 
 
-async def for_run(deps: Deps, caller: Caller | None, value: Any) -> AssistantRecord:
-    """The assistant a run names, whose graph a replica serves (announced, or
-    answering now); 404 otherwise."""
+async def for_run(
+    deps: Deps, caller: Caller | None, value: Any, *, served: bool = True
+) -> AssistantRecord:
+    """The assistant a run names. `served`: its graph must be served by a replica
+    (announced, or answering now), 404 otherwise; a run the service journals itself
+    waits for one instead (web/langgraph/handoff_start.py)."""
     require(caller, READ)
     record = await resolve(deps, caller, value)
-    if record.graph_id not in deps.directory.agents():
+    if served and record.graph_id not in deps.directory.agents():
         await describe(deps, caller, record.graph_id)
     return record
 

@@ -36,7 +36,14 @@ from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import HttpContext
-from turnkeeper_server.web.langgraph import assistants, end_users, rights, shapes, webhooks
+from turnkeeper_server.web.langgraph import (
+    assistants,
+    end_users,
+    handoff_start,
+    rights,
+    shapes,
+    webhooks,
+)
 from turnkeeper_server.web.langgraph.api import (
     CANCEL_RIGHT,
     READ,
@@ -154,7 +161,9 @@ async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> 
         raise ApiError(422, str(exc)) from None
     # The assistant (a graph's default by the graph's name too), whose graph is the
     # agent; its config and context under the run's, journaled with the run.
-    assistant = await assistants.for_run(deps, caller, body.get("assistant_id"))
+    relayed = handoff_start.needs_agent(run.input, run.options.as_dict())
+    # A run the service starts itself waits, `pending`, for a replica of its graph.
+    assistant = await assistants.for_run(deps, caller, body.get("assistant_id"), served=relayed)
     agent = assistant.graph_id
     try:
         merged = merge_assistant(
@@ -216,10 +225,24 @@ async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> 
     if given_options := merged.as_dict():
         # Journaled with the run, so a re-drive runs it the same way.
         params["run"] = given_options
-    # Audited by the service's StartTurn, which names the caller the agent acts for.
-    started = await deps.relay.call(caller, agent, auth.JSONRPC_CREATE, params)
-    if not isinstance(started, dict) or not started.get("turn_id"):
-        raise ApiError(409, f"thread {thread_id} has nothing to run: send input")
+    if relayed:
+        # Only the graph says whether the thread has anything to continue: the agent
+        # starts it (StartTurn audits it, naming the caller the agent acts for).
+        started = await deps.relay.call(caller, agent, auth.JSONRPC_CREATE, params)
+        if not isinstance(started, dict) or not started.get("turn_id"):
+            raise ApiError(409, f"thread {thread_id} has nothing to run: send input")
+    else:
+        # Journaled here and handed to a replica in one message (decision 370).
+        await handoff_start.start(
+            deps,
+            caller,
+            HttpContext(request),
+            agent=agent,
+            thread_id=thread_id,
+            run_id=run_id,
+            strategy=run.multitask_strategy,
+            journaled_input=handoff_start.journaled(run.input, given_options),
+        )
     # As LangGraph's server merges a run's metadata: the assistant's, the thread's,
     # the run's own (its auth handler's say included); its assistant id last.
     metadata = {

@@ -303,18 +303,24 @@ export class Execution {
       let input: unknown;
       [input, config] = await this.#startPoint(config);
       const api = this.#host.langgraphApi === true;
+      // A run that goes on from a checkpoint (input null, a Command) writes no
+      // checkpoint before its first step, so the saver journals no state: the
+      // stream's first `values` (the state it resumes from, which LangGraph.js
+      // streams) is journaled instead, on the turn's first execution.
+      let startState = api && events.startSeq === 0 && (input === null || input instanceof Command);
       const stream = await this.#host.graph.stream(input, {
-        ...config,
+        ...(api ? withRunStream(config, events, this.#intent()?.stream ?? []) : config),
         ...this.#runOptions(),
-        // The LangGraph API's `custom` parts: only where a client can ask for them.
-        streamMode: api ? ["values", "updates", "custom"] : ["values", "updates"],
+        streamMode: ["values", "updates"],
         ...durableRunOptions(),
       });
       for await (const chunk of stream) {
         const [mode, data] = chunk as [string, unknown];
-        if (mode === "custom") {
-          events.emit("custom", { data: toApiJson(data) });
-        } else if (mode === "values") {
+        if (mode === "values") {
+          if (startState && !events.emitted.has("values")) {
+            events.emit("values", { values: toApiJson(data) });
+          }
+          startState = false;
           values = data;
         } else if (mode === "updates" && data !== null && typeof data === "object" && INTERRUPT_KEY in data) {
           interrupts.push(...((data as Record<string, Array<{ id?: string; value?: unknown }>>)[INTERRUPT_KEY] ?? []));
@@ -456,4 +462,110 @@ export class Execution {
       }
     }
   }
+}
+
+/** LangGraph.js's key for a run's stream in a config's configurable: a stream
+ * given there gets the parts of the modes it names as the graph writes them. */
+const RUN_STREAM_KEY = "__pregel_stream";
+
+/** The modes a run's `stream` option (its captures) asks of the root graph, and
+ * those it asks of subgraphs with `subgraphs` (RunIntent.stream; the Python
+ * bridge's StreamCapture). */
+const ROOT_CAPTURES = ["checkpoints", "tasks", "debug"];
+const SUBGRAPH_MODES = ["values", "updates", "custom"];
+
+/**
+ * `config` with a writer and a stream LangGraph.js writes the run's parts to as
+ * the graph produces them, journaled then: the LangGraph API's `custom` parts
+ * (what a node writes with `config.writer`), and what the run's `captures` ask for (the
+ * `checkpoints`, `tasks` and `debug` modes; with `subgraphs` the `values`,
+ * `updates` and `custom` parts of subgraphs) as `stream` events {ns, mode, data}.
+ * A step's parts are so in the log before its `step` event and its checkpoint
+ * (the boundary rule), not after, as when read from stream()'s output.
+ */
+function withRunStream(config: RunnableConfig, events: EventLog, captures: string[]): RunnableConfig {
+  const subgraphs = captures.includes("subgraphs");
+  const modes = new Set(ROOT_CAPTURES.filter((m) => captures.includes(m)));
+  if (subgraphs) {
+    for (const mode of SUBGRAPH_MODES) {
+      modes.add(mode);
+    }
+  }
+  const capture = {
+    modes,
+    push(chunk: [string[], string, unknown]): void {
+      const [ns, mode, data] = chunk;
+      if (!modes.has(mode) || isCheckpointEnvelope(data)) {
+        return; // another stream's mode, or LangGraph.js's own checkpoint marker
+      }
+      if (ns.length === 0 ? ROOT_CAPTURES.includes(mode) : subgraphs) {
+        events.emit("stream", { ns, mode, data: apiPart(mode, data) });
+      }
+    },
+  };
+  // A node's `config.writer`: LangGraph.js's own writes to its stream(), read
+  // only after the step (so after its `step` event).
+  const writer = (data: unknown): void => events.emit("custom", { data: toApiJson(data) });
+  return {
+    ...config,
+    writer,
+    configurable: { ...config.configurable, ...(modes.size > 0 ? { [RUN_STREAM_KEY]: capture } : {}) },
+  } as RunnableConfig;
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === "object" && !Array.isArray(value);
+
+/** LangGraph.js's marker of a checkpoint in a stream (no values, no config). */
+function isCheckpointEnvelope(data: unknown): boolean {
+  return isRecord(data) && typeof data.id === "string" && ("source" in data || typeof data.step === "number") && !("values" in data) && !("config" in data);
+}
+
+/** A config as LangGraph's server shows it: without callbacks and without the
+ * run's private configurable keys (`__`-prefixed: LangGraph.js's own, this stream). */
+function publicConfig(config: unknown): unknown {
+  if (!isRecord(config)) {
+    return config;
+  }
+  const { callbacks: _callbacks, signal: _signal, ...rest } = config;
+  const configurable = isRecord(rest.configurable)
+    ? Object.fromEntries(Object.entries(rest.configurable).filter(([key]) => !key.startsWith("__")))
+    : rest.configurable;
+  return { ...rest, configurable };
+}
+
+/** A task as LangGraph's server sends it: a subgraph task's config as its `checkpoint`. */
+function apiTask(task: unknown): unknown {
+  if (!isRecord(task) || !isRecord(task.state) || !isRecord(task.state.configurable)) {
+    return task;
+  }
+  const { state, ...rest } = task;
+  return { ...rest, checkpoint: (state as { configurable: unknown }).configurable };
+}
+
+/** A captured part as LangGraph's server sends it (JSON, snake_case; the service
+ * adds a debug checkpoint's `checkpoint` and `parent_checkpoint`). */
+function apiPart(mode: string, data: unknown): unknown {
+  if (mode === "checkpoints" && isRecord(data)) {
+    return toApiJson({ values: data.values, metadata: data.metadata, next: data.next });
+  }
+  if (mode === "tasks") {
+    return toApiJson(apiTask(data));
+  }
+  if (mode === "debug" && isRecord(data) && isRecord(data.payload)) {
+    if (data.type === "checkpoint") {
+      const { parentConfig, config, tasks, ...payload } = data.payload;
+      return toApiJson({
+        ...data,
+        payload: {
+          ...payload,
+          config: publicConfig(config),
+          parent_config: publicConfig(parentConfig),
+          tasks: Array.isArray(tasks) ? tasks.map(apiTask) : tasks,
+        },
+      });
+    }
+    return toApiJson({ ...data, payload: apiTask(data.payload) });
+  }
+  return toApiJson(data);
 }

@@ -65,6 +65,8 @@ def main() -> int:
                 "-q",
                 "-p",
                 "no:cacheprovider",
+                # The variant named runs even where the default run leaves it out.
+                "--full",
                 f"{test}::{name}[{args.backend}]",
             ],
             cwd=HERE.parents[1],

@@ -119,3 +119,53 @@ it("for the LangGraph API, streams a model's invoke and names returned messages 
   expect(out.messages[2].id).toBe(result.id);
   expect(reply).not.toHaveProperty("name");
 });
+
+it("journals a run's custom parts as nodes write them, and what its captures ask for, in the graph's order", async () => {
+  const { withRunStream } = await import("../src/runner/execution.js");
+  const Inner = Annotation.Root({ steps: Annotation<string[]>({ reducer: (a, b) => a.concat(b), default: () => [] }) });
+  const inner = new StateGraph(Inner)
+    .addNode("inner_a", (_state, config) => {
+      config.writer?.({ from: "inner" });
+      return { steps: ["inner_a"] };
+    })
+    .addEdge(START, "inner_a")
+    .addEdge("inner_a", END)
+    .compile();
+  const Outer = Annotation.Root({
+    log: Annotation<string[]>({ reducer: (a, b) => a.concat(b), default: () => [] }),
+    steps: Annotation<string[]>({ reducer: (a, b) => a.concat(b), default: () => [] }),
+  });
+  const graph = new StateGraph(Outer)
+    .addNode("count", (_state, config) => {
+      for (let n = 1; n <= 2; n += 1) config.writer?.({ progress: n });
+      return { log: ["count"] };
+    })
+    .addNode("inner", inner)
+    .addEdge(START, "count")
+    .addEdge("count", "inner")
+    .addEdge("inner", END)
+    .compile({ checkpointer: new MemorySaver() });
+
+  const events = new EventLog(undefined as unknown as TurnkeeperClient, "t3", 0, 0);
+  const config = withRunStream(
+    { configurable: { thread_id: "th3", turn_id: "t3", attempt: 0 }, callbacks: [new EventCapture(events, true)] },
+    events,
+    ["tasks", "subgraphs"],
+  );
+  // stream() read to its end without looking: what is journaled is the capture's.
+  for await (const _chunk of await graph.stream({ log: [] }, { ...config, streamMode: ["values", "updates"] })) {
+    // nothing
+  }
+  const seen = (await events.close()).map((e) => [e.type, JSON.parse(e.dataJson)]);
+  const named = seen.map(([type, data]) => (type === "stream" ? `${data.mode}|${data.ns.length}` : type));
+
+  // The custom parts before their node's step, the subgraph's under its namespace.
+  expect(named.indexOf("custom")).toBeLessThan(named.indexOf("step"));
+  expect(seen.filter(([type]) => type === "custom").map(([, d]) => d.data)).toEqual([{ progress: 1 }, { progress: 2 }]);
+  const nested = seen.filter(([type, d]) => type === "stream" && d.ns.length > 0);
+  expect(nested.map(([, d]) => d.mode)).toEqual(expect.arrayContaining(["custom", "values", "updates"]));
+  expect(nested.find(([, d]) => d.mode === "custom")?.[1].data).toEqual({ from: "inner" });
+  // The root's tasks, as LangGraph's server sends them; no checkpoints or debug (not asked).
+  const tasks = seen.filter(([type, d]) => type === "stream" && d.ns.length === 0).map(([, d]) => d.mode);
+  expect(new Set(tasks)).toEqual(new Set(["tasks"]));
+});

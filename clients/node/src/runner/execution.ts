@@ -19,7 +19,7 @@ import { createHash } from "node:crypto";
 
 import type { GraphVersion as GraphVersionMessage } from "../gen/turnkeeper/v1/turns_pb.js";
 import type { RunnableConfig } from "@langchain/core/runnables";
-import { Command } from "@langchain/langgraph";
+import { Command, getConfig } from "@langchain/langgraph";
 
 import type { TurnkeeperClient } from "../client.js";
 import { codeName, isDeterministic, isFenced, messageOf } from "../errors.js";
@@ -483,7 +483,7 @@ const SUBGRAPH_MODES = ["values", "updates", "custom"];
  * A step's parts are so in the log before its `step` event and its checkpoint
  * (the boundary rule), not after, as when read from stream()'s output.
  */
-function withRunStream(config: RunnableConfig, events: EventLog, captures: string[]): RunnableConfig {
+export function withRunStream(config: RunnableConfig, events: EventLog, captures: string[]): RunnableConfig {
   const subgraphs = captures.includes("subgraphs");
   const modes = new Set(ROOT_CAPTURES.filter((m) => captures.includes(m)));
   if (subgraphs) {
@@ -504,8 +504,18 @@ function withRunStream(config: RunnableConfig, events: EventLog, captures: strin
     },
   };
   // A node's `config.writer`: LangGraph.js's own writes to its stream(), read
-  // only after the step (so after its `step` event).
-  const writer = (data: unknown): void => events.emit("custom", { data: toApiJson(data) });
+  // only after the step (so after its `step` event). A subgraph's node writes with
+  // it too: under its namespace for a run that streams subgraphs, as LangGraph.js's
+  // writer names it (its checkpoint_ns less the node's own part).
+  const writer = (data: unknown): void => {
+    const at = getConfig()?.configurable?.checkpoint_ns;
+    const ns = typeof at === "string" && at ? at.split("|").slice(0, -1) : [];
+    if (subgraphs && ns.length > 0) {
+      events.emit("stream", { ns, mode: "custom", data: toApiJson(data) });
+    } else {
+      events.emit("custom", { data: toApiJson(data) });
+    }
+  };
   return {
     ...config,
     writer,

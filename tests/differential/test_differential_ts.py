@@ -51,12 +51,14 @@ async def ts_api_url(
         extra_env={"TURNKEEPER_NODE_RUNNER": str(runner)},
     )
     try:
+        # Seven Node.js processes start at once (each loads LangGraph.js and its
+        # graph): on a loaded machine, a bound per runner, not per host.
         for k in range(len(GRAPH_IDS)):
 
             def ready(_line: str, k: int = k) -> bool:
                 return sum(ln.startswith("ready ") for ln in host.lines) > k
 
-            await host.wait_line(ready, PATIENCE * 2)
+            await host.wait_line(ready, PATIENCE * len(GRAPH_IDS))
         assert service.web is not None
         yield service.web.url.rstrip("/")
     finally:

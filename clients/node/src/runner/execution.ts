@@ -39,6 +39,8 @@ const INTERRUPT_KEY = "__interrupt__";
 /** The slice of a compiled LangGraph.js graph the runner drives. */
 export interface RunnableGraph extends HistoryGraph {
   stream(input: unknown, options: Record<string, unknown>): Promise<AsyncIterable<unknown>>;
+  /** LangChain's astream_events (v2), for a LangGraph API run that asks for `events`. */
+  streamEvents?(input: unknown, options: Record<string, unknown> & { version: "v2" }): AsyncIterable<unknown>;
   getState(config: RunnableConfig): Promise<{ tasks: ReadonlyArray<{ interrupts?: ReadonlyArray<unknown> }> }>;
 }
 
@@ -308,12 +310,18 @@ export class Execution {
       // stream's first `values` (the state it resumes from, which LangGraph.js
       // streams) is journaled instead, on the turn's first execution.
       let startState = api && events.startSeq === 0 && (input === null || input instanceof Command);
-      const stream = await this.#host.graph.stream(input, {
-        ...(api ? withRunStream(config, events, this.#intent()?.stream ?? []) : config),
-        ...this.#runOptions(),
-        streamMode: ["values", "updates"],
-        ...durableRunOptions(),
-      });
+      const captures = api ? (this.#intent()?.stream ?? []) : [];
+      const stream = chunksOf(
+        this.#host.graph,
+        input,
+        {
+          ...(api ? withRunStream(config, events, captures) : config),
+          ...this.#runOptions(),
+          streamMode: ["values", "updates"],
+          ...durableRunOptions(),
+        },
+        captures.includes("events") ? events : undefined,
+      );
       for await (const chunk of stream) {
         const [mode, data] = chunk as [string, unknown];
         if (mode === "values") {
@@ -461,6 +469,48 @@ export class Execution {
         }
       }
     }
+  }
+}
+
+/**
+ * The graph's stream() chunks ([mode, data]). With `events` (a LangGraph API run
+ * that asks for the `events` mode) the run is read through streamEvents (v2), and
+ * each event goes to the log as a `stream` part {ns: [], mode: "events"} as
+ * LangGraph.js's server sends them: not the hidden ones (`langsmith:hidden`), nor
+ * the root graph's own stream chunks, which are the chunks. Read from the stream's
+ * output, an event may land after its step's checkpoint: a crash right then loses
+ * it, a re-drive never sends it twice.
+ */
+async function* chunksOf(
+  graph: RunnableGraph,
+  input: unknown,
+  options: Record<string, unknown>,
+  events: EventLog | undefined,
+): AsyncGenerator<unknown> {
+  if (events === undefined || graph.streamEvents === undefined) {
+    yield* await graph.stream(input, options);
+    return;
+  }
+  let root: string | undefined;
+  for await (const raw of graph.streamEvents(input, { ...options, version: "v2" })) {
+    const event = raw as { event?: string; run_id?: string; tags?: string[]; data?: { chunk?: unknown } };
+    // The first event is the root graph's start.
+    root ??= event.run_id;
+    if (event.tags?.includes("langsmith:hidden")) {
+      continue;
+    }
+    if (event.event === "on_chain_stream" && event.run_id === root) {
+      yield event.data?.chunk;
+      continue;
+    }
+    const data = toApiJson(event) as { data?: { chunk?: Record<string, unknown> } };
+    const chunk = data.data?.chunk;
+    if (event.event === "on_chat_model_stream" && chunk !== undefined && chunk.id == null) {
+      // The id LangChain.js gives the chunk once the callbacks have seen it (its
+      // model run's), which the reference's event, written later, shows.
+      chunk.id = `run-${String(event.run_id)}`;
+    }
+    events.emit("stream", { ns: [], mode: "events", data });
   }
 }
 

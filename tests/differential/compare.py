@@ -23,6 +23,8 @@ from typing import Any
 DOC = Path(__file__).resolve().parents[2] / "docs" / "langgraph-api.md"
 SCENARIOS = Path(__file__).resolve().parent / "scenarios.json"
 MARKER = "<!-- differential allow-list -->"
+# The TypeScript project's (graphs_ts/ against LangGraph.js's dev server).
+MARKER_TS = "<!-- differential allow-list: typescript -->"
 CLIENTS = ("python", "js")
 # A scenario's first step when it creates its own assistant (scenarios.json's
 # `create_assistant`), named in differences as a run is.
@@ -195,10 +197,11 @@ def _cell(text: str) -> str:
     return text.strip().strip("`").strip()
 
 
-def allow_list(doc: Path = DOC) -> list[Allowed]:
-    """The table after the allow-list marker in docs/langgraph-api.md."""
+def allow_list(doc: Path = DOC, marker: str = MARKER) -> list[Allowed]:
+    """The table after an allow-list marker in docs/langgraph-api.md (MARKER: the
+    Python project's, MARKER_TS: the TypeScript project's)."""
     lines = doc.read_text().splitlines()
-    start = lines.index(MARKER) + 1
+    start = lines.index(marker) + 1
     rows: list[Allowed] = []
     for line in lines[start:]:
         if not line.strip():

@@ -169,6 +169,14 @@ export const nested = new StateGraph(Outer)
   .addEdge("after", END)
   .compile();
 
+// -- subgraph-chat: the model streams inside a subgraph --------------------------------
+
+export const nested_chat = new StateGraph(MessagesAnnotation)
+  .addNode("talk", chat)
+  .addEdge(START, "talk")
+  .addEdge("talk", END)
+  .compile();
+
 // -- fanout: Send one task per item, results gathered by a reducer --------------------
 
 const Fan = Annotation.Root({

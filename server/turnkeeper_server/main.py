@@ -16,6 +16,7 @@ import logging
 import os
 import resource
 import signal
+import sys
 import threading
 from pathlib import Path
 
@@ -658,9 +659,9 @@ async def serve(args: argparse.Namespace) -> int:
                 "%d objects from startup frozen out of the cyclic garbage collector",
                 gc.get_freeze_count(),
             )
-        print(f"turnkeeper listening on {server.address}", flush=True)
+        _announce(f"turnkeeper listening on {server.address}")
         if server.web is not None:
-            print(f"turnkeeper console on {server.web.url}console/", flush=True)
+            _announce(f"turnkeeper console on {server.web.url}console/")
         if nats_url is not None:
             # Agents on this machine find the NATS here without NATS_URL (decision 306).
             published = local_services.publish(server.address, nats_url)
@@ -776,3 +777,11 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="turnkeeper-server", description=HELP)
     add_serve_arguments(parser)
     return run(parser.parse_args(argv))
+
+
+def _announce(line: str) -> None:
+    """A line a supervisor (or a test) waits for, written in one piece: with
+    unbuffered output a print writes its text and its newline apart, and another
+    process's line on the same pipe can land between them."""
+    sys.stdout.write(line + "\n")
+    sys.stdout.flush()

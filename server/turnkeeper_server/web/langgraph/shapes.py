@@ -70,6 +70,15 @@ def thread(
     }
 
 
+def run_status(turn: TurnRecord) -> str:
+    """The run's status word: a RUNNING turn no executor has taken yet (every slot of
+    its agent's replicas taken, a hand-off not claimed yet) is `pending`, as LangGraph's
+    server shows a run no worker has picked up."""
+    if turn.state == "RUNNING" and not turn.owned:
+        return "pending"
+    return RUN_STATUS.get(turn.state, "pending")
+
+
 def run(
     turn: TurnRecord, record: RunRecord | None = None, *, status: str | None = None
 ) -> dict[str, Any]:
@@ -84,7 +93,7 @@ def run(
         or default_assistant_id(turn.agent),
         "created_at": iso(turn.created_at),
         "updated_at": iso(turn.updated_at),
-        "status": status or RUN_STATUS.get(turn.state, "pending"),
+        "status": status or run_status(turn),
         "metadata": record.metadata if record else {},
         "multitask_strategy": (record.multitask_strategy or None) if record else None,
         "kwargs": record.kwargs if record else {},

@@ -71,13 +71,10 @@ def overload_section(quiet: Result, loaded: Result, command: str) -> str:
 
 
 def write_overload(target: Path, section: str) -> None:
-    """The page with its "Under overload" section replaced (appended the first time)."""
+    """The page with its "Under overload" section, always the last, replaced."""
     existing = target.read_text() if target.exists() else ""
-    head, _, rest = existing.partition(OVERLOAD_SECTION)
-    # What followed the old section (another section) stays.
-    after = rest.partition("\n## ")[2] if rest else ""
-    page = head.rstrip("\n") + "\n" + OVERLOAD_SECTION + section
-    target.write_text(page + (f"\n## {after}" if after else ""))
+    head = existing.partition(OVERLOAD_SECTION)[0]
+    target.write_text(head.rstrip("\n") + "\n" + OVERLOAD_SECTION + section)
 
 
 def run_overload(args: argparse.Namespace, seed: int, workdir: Path) -> int:
@@ -99,6 +96,7 @@ def write_report(target: Path, text: str, backend: str) -> None:
     """The SQLite report is the page; the PostgreSQL one its last section (its
     table and how it was run). Either run keeps the other's part of the page."""
     existing = target.read_text() if target.exists() else ""
+    existing, _, overload = existing.partition(OVERLOAD_SECTION)
     page, _, section = existing.partition(POSTGRES_SECTION)
     if backend == "sqlite":
         page = text.rstrip("\n") + "\n"
@@ -110,7 +108,9 @@ def write_report(target: Path, text: str, backend: str) -> None:
             "strikes one replica, and a PostgreSQL restart (fast shutdown, then start) "
             "takes the full disk's place.\n" + body.rstrip("\n") + "\n"
         )
-    target.write_text(page.rstrip("\n") + "\n" + (POSTGRES_SECTION + section if section else ""))
+    text = page.rstrip("\n") + "\n" + (POSTGRES_SECTION + section if section else "")
+    # The overload section (`--overload`) stays, last.
+    target.write_text(text + (OVERLOAD_SECTION + overload if overload else ""))
 
 
 def main() -> int:

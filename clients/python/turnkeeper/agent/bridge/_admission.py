@@ -91,6 +91,8 @@ class Admission:
         if known is not None and known[0] >= attempt:
             return
         self._claims[turn_id] = (attempt, reason)
+        if known is not None:
+            return  # offered again (every claim window): said already
         log.info(
             "turn_id=%s attempt=%d: waits for a free slot (%d running, --max-turns %d)",
             turn_id,

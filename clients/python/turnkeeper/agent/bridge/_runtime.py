@@ -175,6 +175,10 @@ class TurnRuntime:
     def _forget(self, execution: Execution) -> None:
         if self._executions.get(execution.turn_id) is execution:
             del self._executions[execution.turn_id]
+        if execution.slot:
+            # Here, not in run(): a task cancelled before it began runs no finally.
+            execution.slot = False
+            self.admission.give_back()
 
     async def claim(self, turn_id: str, attempt: int, reason: str) -> None:
         """Take a turn the service handed out over NATS (a resume, a lease-expiry
@@ -359,9 +363,6 @@ class Execution:
                 helper.cancel()
             await asyncio.gather(heartbeat, flusher, return_exceptions=True)
             rt.saver.detach(events)
-            if self.slot:
-                self.slot = False
-                rt.admission.give_back()
 
     async def _admitted(self) -> None:
         """Until a slot is free: the turn is ours (its lease renewed meanwhile), so it

@@ -20,9 +20,19 @@ import random
 import statistics
 import sys
 import tempfile
+import time
 from pathlib import Path
 
-from tests.faults.campaign import CI, FULL, OVERLOAD, OVERLOAD_FULL, Campaign, Result, report
+from tests.faults.campaign import (
+    CI,
+    FULL,
+    OVERLOAD,
+    OVERLOAD_FULL,
+    Campaign,
+    Result,
+    machine,
+    report,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 
@@ -43,10 +53,12 @@ def overload_section(quiet: Result, loaded: Result, command: str) -> str:
     median = (statistics.median(q) if q else 0.0, statistics.median(o) if o else 0.0)
     lines = [
         "",
-        "The campaign's turns with no fault injected, first on a quiet machine, then with",
+        "The campaign's turns with no fault injected, first without hogs, then with",
         f"{loaded.plan.hogs_per_core}x as many CPU hogs as cores spinning from the first round to",
         "the last (tests/faults/overload.py). No agent dies, so every re-drive would be a live",
         "agent's turn declared dead. `pytest tests/faults/test_overload.py` runs a reduced one.",
+        f"Run on {time.strftime('%Y-%m-%d')}, {machine()}, a machine other work shared",
+        "(both runs alike): the ratio is what the hogs added.",
         "",
         "```",
         command,

@@ -28,8 +28,9 @@ RUN_STATUS: Final = {
 
 def run_status(turn: TurnRecord) -> str:
     """A turn's state as a run's status: a RUNNING turn no replica has claimed yet
-    (just started, or waiting for a replica of its graph) is `pending`, as a run no
-    worker has picked up is on LangGraph's server (decision 371)."""
+    (just started, waiting for a replica of its graph, or for a free slot of one:
+    decision 381) is `pending`, as a run no worker has picked up is on LangGraph's
+    server (decision 371)."""
     if turn.state == "RUNNING" and not turn.owned:
         return "pending"
     return RUN_STATUS.get(turn.state, "pending")
@@ -79,15 +80,6 @@ def thread(
         "interrupts": interrupts,
         "config": {},
     }
-
-
-def run_status(turn: TurnRecord) -> str:
-    """The run's status word: a RUNNING turn no executor has taken yet (every slot of
-    its agent's replicas taken, a hand-off not claimed yet) is `pending`, as LangGraph's
-    server shows a run no worker has picked up."""
-    if turn.state == "RUNNING" and not turn.owned:
-        return "pending"
-    return RUN_STATUS.get(turn.state, "pending")
 
 
 def run(

@@ -12,7 +12,9 @@ checkpoint (docs/langgraph-api.md, "turnkeeper dev").
 
 SIGINT (Ctrl-C) and SIGTERM stop everything in order at any point, start-up
 included: the graphs first (a running turn gets DEV_GRACE seconds, the rest is
-re-driven at the next start), then the service, then NATS.
+re-driven at the next start), then the service, then NATS. The stop is bounded as
+`serve`'s is (decision 319): past ``--shutdown-timeout`` a watchdog thread ends the
+process (status 1), and a second signal ends it at once.
 """
 
 from __future__ import annotations
@@ -39,6 +41,7 @@ from turnkeeper_server import logs
 from turnkeeper_server import main as serve_main
 from turnkeeper_server.app import TurnkeeperServer, create_server
 from turnkeeper_server.config import Settings
+from turnkeeper_server.durations import parse_duration
 from turnkeeper_server.errors import Unavailable
 from turnkeeper_server.messaging.embedded import EmbeddedNats
 from turnkeeper_server.security.transport import InsecureListen
@@ -54,6 +57,9 @@ DEFAULT_HTTP_PORT: Final = 2024
 DEFAULT_GRPC_PORT: Final = 50051
 #: Seconds a running turn gets to finish when dev stops (the rest is re-driven).
 DEV_GRACE: Final = 2.0
+#: The longest a stop may take (decision 319): the graphs' stop (DEV_GRACE and 3 s)
+#: and the service's (DEV_GRACE, bounded by it) fit in it, well under Kubernetes' 30 s.
+DEV_SHUTDOWN_TIMEOUT: Final = 10.0
 #: The graphs' process is started again after an exit, at most this often.
 RESTART_BACKOFF: Final = (0.2, 5.0)
 #: The host's exit status for a langgraph.json or a graph it cannot load.
@@ -111,6 +117,15 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
         dest="reload",
         action="store_false",
         help="do not start the graphs again when the project's files change",
+    )
+    parser.add_argument(
+        "--shutdown-timeout",
+        type=parse_duration,
+        default=DEV_SHUTDOWN_TIMEOUT,
+        metavar="DURATION",
+        help="longest a stop may take after SIGTERM or SIGINT, whatever hangs; past it "
+        "dev exits at once (status 1), and a second signal ends it at once "
+        f"(default {DEV_SHUTDOWN_TIMEOUT:g} s)",
     )
     parser.add_argument("--log-level", default="INFO")
 
@@ -177,7 +192,10 @@ def dev_settings(args: argparse.Namespace, config: Path, nats_url: str | None) -
     serve.http_port = DEFAULT_HTTP_PORT if args.port is None else args.port
     settings = serve_main.settings_from_args(serve, nats_url)
     return dataclasses.replace(
-        settings, http_any_port_if_busy=args.port is None, shutdown_grace=DEV_GRACE
+        settings,
+        http_any_port_if_busy=args.port is None,
+        shutdown_grace=DEV_GRACE,
+        shutdown_timeout=args.shutdown_timeout,
     )
 
 
@@ -404,7 +422,13 @@ async def dev(args: argparse.Namespace) -> int:
     stopping = asyncio.create_task(stop.wait())
     await asyncio.wait({work, stopping}, return_when=asyncio.FIRST_COMPLETED)
     if not work.done():
-        log.info("signal received: stopping the graphs, the service and NATS")
+        # Bounded first, then said: once the line is out, a second signal stops it.
+        serve_main.bound_shutdown(loop, args.shutdown_timeout)
+        log.info(
+            "signal received: stopping the graphs, the service and NATS within %g s "
+            "(a second signal stops at once)",
+            args.shutdown_timeout,
+        )
         work.cancel()
     else:
         stopping.cancel()

@@ -674,7 +674,7 @@ async def serve(args: argparse.Namespace) -> int:
                 )
         await stop.wait()
         # Bounded first, then said: once the line is out, a second signal stops it.
-        _bound_shutdown(loop, server.settings.shutdown_timeout)
+        bound_shutdown(loop, server.settings.shutdown_timeout)
         log.info(
             "signal received: shutting down within %g s (a second signal stops at once)",
             server.settings.shutdown_timeout,
@@ -692,7 +692,7 @@ async def serve(args: argparse.Namespace) -> int:
 FORCED_EXIT = 1
 
 
-def _bound_shutdown(loop: asyncio.AbstractEventLoop, timeout: float) -> None:
+def bound_shutdown(loop: asyncio.AbstractEventLoop, timeout: float) -> None:
     """From the first signal on, the stop is bounded (decision 319): a second SIGTERM
     or SIGINT gets the signal's default action (the kernel ends the process at once,
     whatever the event loop is doing), and a watchdog thread, which no blocked loop

@@ -2,7 +2,9 @@
 
 This is what recovers a turn when its replica never comes back (the startup
 Redrive only helps when the same replica restarts). Each pass is the engine's
-`Turns.reap`: one transaction, and the hand-offs to live replicas after it commits.
+`Turns.reap`: it asks the owners of lapsed leases over NATS whether they still run
+those turns (a late heartbeat is no death, decision 382), then one transaction, and
+the hand-offs to live replicas after it commits.
 The reaper sits below the engine: it is given the pass to run.
 """
 

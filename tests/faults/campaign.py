@@ -19,12 +19,15 @@ import time
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from turnkeeper.v1 import turns_pb2
+
 from tests.faults.checks import Checks
 from tests.faults.cluster import Cluster
 from tests.faults.injectors import BIG_FAULTS, POSTGRES_FAULTS, Counts, Injector
 from tests.faults.invariants import Records, RoundCheck, Tally
+from tests.faults.overload import CpuHogs, Redrive, causes
 from tests.faults.prober import Prober
-from tests.faults.workload import Workload
+from tests.faults.workload import TurnRun, Workload
 
 
 @dataclass(frozen=True)
@@ -49,6 +52,8 @@ class Plan:
     turn_deadline: float = 90.0
     # The agent's version policy (docs/versions.md); empty: the service's default.
     version_policy: str = ""
+    # CPU hogs per core for the whole campaign (tests/faults/overload.py); 0: none.
+    hogs_per_core: int = 0
 
 
 # Part of every `pytest` run: each kind of fault once, in about a minute. One round
@@ -88,6 +93,40 @@ FULL = Plan(
 )
 
 
+# The campaign's turns, no fault injected, on a machine oversubscribed by CPU hogs at
+# twice its core count (issue 51): no agent dies, so no turn may be re-driven or fail.
+# Part of every `pytest` run, kept short: one round.
+OVERLOAD = Plan(
+    name="overload",
+    min_rounds=1,
+    max_rounds=1,
+    target_kills=0,
+    turns=8,
+    max_turns=8,
+    concurrency=4,
+    kills_per_round=0,
+    kill_gap=(0.0, 0.0),
+    late_share=0.0,
+    poison_per_round=0,
+    big_faults=(),
+    big_gap=(0.0, 0.0),
+    replicas=2,
+    hogs_per_core=2,
+)
+
+# `pytest --full tests/faults/test_overload.py`, and `python -m tests.faults --overload`.
+OVERLOAD_FULL = dataclasses.replace(
+    OVERLOAD,
+    name="overload-full",
+    min_rounds=4,
+    max_rounds=4,
+    turns=30,
+    max_turns=30,
+    concurrency=6,
+    replicas=3,
+)
+
+
 @dataclass
 class Result:
     plan: Plan
@@ -105,6 +144,8 @@ class Result:
     storage_refusals: int = 0
     nats_duplicates: int = 0
     turn_seconds: list[float] = field(default_factory=list)
+    # Every turn run more than once, with the causes the logs give.
+    redrives: list[Redrive] = field(default_factory=list)
 
     @property
     def violations(self) -> list[str]:
@@ -152,14 +193,30 @@ class Campaign:
     async def run(self) -> Result:
         plan, r = self.plan, self.result
         self.log(f"plan {plan.name}, seed {self.seed} (TURNKEEPER_FAULTS_SEED={self.seed})")
+        await self._rounds()
+        self._explain_redrives()
+        self.log(
+            f"done: {r.rounds} rounds, {r.turns} turns, {r.counts.agent_kills} agent kills, "
+            f"{r.checks.count} checks, {len(r.violations)} violations, "
+            f"{len(r.redrives)} turns re-driven, {r.seconds:.0f}s"
+        )
+        return r
+
+    async def _rounds(self) -> None:
+        plan, r = self.plan, self.result
         started = time.monotonic()
         await self.cluster.start()
+        # From the first round to the last (the cluster's start is not what is tried).
+        hogs = CpuHogs(plan.hogs_per_core)
+        if hogs.count:
+            self.log(f"{hogs.count} CPU hogs from now to the end of the last round")
         try:
-            while r.rounds < plan.max_rounds and (
-                r.rounds < plan.min_rounds or r.counts.agent_kills < plan.target_kills
-            ):
-                await self.round(r.rounds)
-                r.rounds += 1
+            with hogs:
+                while r.rounds < plan.max_rounds and (
+                    r.rounds < plan.min_rounds or r.counts.agent_kills < plan.target_kills
+                ):
+                    await self.round(r.rounds)
+                    r.rounds += 1
         finally:
             await self.cluster.close()
             (self.cluster.logs / "faults.log").write_text("\n".join(r.counts.timeline) + "\n")
@@ -169,11 +226,25 @@ class Campaign:
             r.prober_events = self.prober.events_checked
             r.prober_checkpoints = self.prober.checkpoints_checked
             r.nats_duplicates = self.cluster.mirror.duplicates
-        self.log(
-            f"done: {r.rounds} rounds, {r.turns} turns, {r.counts.agent_kills} agent kills, "
-            f"{r.checks.count} checks, {len(r.violations)} violations, {r.seconds:.0f}s"
-        )
-        return r
+
+    def _explain_redrives(self) -> None:
+        """Each re-driven turn's causes, from the service's and the agents' logs."""
+        lines: list[str] = []
+        for path in sorted(self.cluster.logs.glob("*.log")):
+            lines += path.read_text(errors="replace").splitlines()
+        for redrive in self.result.redrives:
+            redrive.causes = causes(redrive.turn_id, lines)
+
+    async def _redriven(self, runs: list[TurnRun]) -> None:
+        """The round's turns that ran more than once (attempts > 0)."""
+        client = self.cluster.client
+        assert client is not None
+        for run in runs:
+            if not run.created:
+                continue
+            turn = (await client.get_turn(turns_pb2.GetTurnRequest(turn_id=run.turn_id))).turn
+            if turn.attempts > 0:
+                self.result.redrives.append(Redrive(run.turn_id, turn.attempts))
 
     async def round(self, round_: int) -> None:
         plan, r = self.plan, self.result
@@ -216,6 +287,7 @@ class Campaign:
         await self.prober.verify(probe)
         r.storage_refusals += self.prober.verify_windows()
         await self.check.all(runs, r.counts.zombies[zombies_before:], probe.turn_id)
+        await self._redriven(runs)
         r.turns += sum(run.created for run in runs)
         r.turn_seconds += [run.ended_at - run.started_at for run in runs if run.ended_at]
         self.log(

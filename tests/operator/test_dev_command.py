@@ -11,6 +11,7 @@ import shutil
 import signal
 import socket
 import sys
+import time
 from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -212,6 +213,51 @@ async def test_an_agent_finds_the_nats_of_the_service_on_this_machine(
         assert await asyncio.to_thread(served.terminate) == 0
     # Withdrawn when the service stops: a later agent keeps its default.
     assert local_services.nats_url_for(address) is None
+
+
+def graphs_pid(dev: Agent) -> int:
+    line = next(x for x in dev.lines if x.startswith("turnkeeper dev: graphs hosted by pid "))
+    return int(line.rsplit(" ", 1)[1])
+
+
+async def dev_with_frozen_graphs(processes: list[Agent], project: Path, timeout: str) -> Agent:
+    """dev, told to stop, whose graphs' process is frozen (SIGSTOP): its stop waits
+    for them (DEV_GRACE and 3 s) unless something bounds it."""
+    dev = await turnkeeper(
+        processes,
+        *("dev", str(project), "--port", "0", "--shutdown-timeout", timeout),
+        env=env_of(),
+    )
+    await dev.wait_line(lambda line: line.startswith("turnkeeper dev: graphs hosted by pid "))
+    pid = graphs_pid(dev)
+    os.killpg(pid, signal.SIGSTOP)
+    # Stopped once the kernel delivers it: a SIGTERM pending beside it would be
+    # delivered first (lower number) and end the process instead.
+    await asyncio.wait_for(asyncio.to_thread(stopped, pid), PATIENCE)
+    return dev
+
+
+def stopped(pid: int) -> None:
+    """Until process `pid` is stopped (its /proc state T); no event says so."""
+    while Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()[0] != "T":
+        time.sleep(0.01)
+
+
+async def test_dev_exits_at_its_shutdown_deadline_whatever_hangs(
+    processes: list[Agent], project: Path
+) -> None:
+    """Decision 319's watchdog, in dev: a stop past --shutdown-timeout ends the process."""
+    dev = await dev_with_frozen_graphs(processes, project, "1s")
+    assert await stops_within(dev, 1 + STOP_WITHIN / 2) == 1, dev.output()
+    assert "shutdown did not finish within 1 s (--shutdown-timeout)" in dev.output()
+
+
+async def test_a_second_signal_stops_dev_at_once(processes: list[Agent], project: Path) -> None:
+    dev = await dev_with_frozen_graphs(processes, project, "10m")
+    dev.signal(signal.SIGTERM)
+    await dev.wait_line(lambda line: "(a second signal stops at once)" in line)
+    # Ended by the signal itself, not by a finished stop (which waits for the graphs).
+    assert await stops_within(dev, STOP_WITHIN / 2) == -signal.SIGTERM
 
 
 def nth(predicate: Callable[[str], bool], n: int) -> Callable[[str], bool]:

@@ -21,6 +21,7 @@ from turnkeeper._graph_versions import describe
 from turnkeeper_server.engine.versions import Route
 from turnkeeper_server.logs import turn_log
 from turnkeeper_server.messaging.link import (
+    ALIVE_METHOD,
     CANCEL_METHOD,
     EXECUTE_METHOD,
     NatsLink,
@@ -96,6 +97,24 @@ class Handoffs:
             "accepted" if accepted else "not taken; waiting for a replica",
         )
         return accepted
+
+    async def alive(self, agent: str, incarnation: str, turns: dict[str, int]) -> set[str]:
+        """Of `turns` ({turn_id: attempt}) whose leases lapsed, those the replica of
+        `incarnation` answers that it still runs: its heartbeats came late (a busy
+        machine), it is not dead. No answer within the dispatch timeout (a dead,
+        frozen or unreachable replica): none."""
+        if not self.link.connected:
+            return set()
+        result = await self.link.request(
+            control_subject(self.policy.subject_prefix, self.namespace, agent),
+            ALIVE_METHOD,
+            {"incarnation": incarnation, "turns": turns},
+            self.dispatch_timeout,
+        )
+        running = result.get("running") if isinstance(result, dict) else None
+        if not isinstance(running, list):
+            return set()
+        return {t for t in running if isinstance(t, str) and t in turns}
 
     def dispatch_later(self, turn: TurnRecord, *, reason: str) -> None:
         """`dispatch` in the background: the caller does not wait for a replica."""

@@ -10,6 +10,7 @@ are here too; no servicer or metric reaches into SQL itself.
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 import functools
 import logging
@@ -162,7 +163,18 @@ class Turns:
         if not self.announced(turn.agent):
             return agents.unannounced(turn.agent), None
         waiting = self.versions.waiting(turn)
-        return (waiting.detail, waiting.need) if waiting is not None else ("", None)
+        if waiting is not None:
+            return waiting.detail, waiting.need
+        full = self.versions.directory.full(turn.agent)
+        if full:
+            limits = sorted({r.max_turns for r in full})
+            return (
+                f"waits for a free slot: every live replica of agent {turn.agent} "
+                f"({len(full)}) runs as many turns as it may at once (--max-turns "
+                f"{'/'.join(map(str, limits))}); it starts when one frees, nothing is lost",
+                None,
+            )
+        return "", None
 
     def status_explain(self, turn_id: str, status: TurnStatusRow) -> tuple[str, Requirement | None]:
         """TurnStatus's detail and waiting_for, as `explain`'s: an owned or ended turn
@@ -409,18 +421,48 @@ class Turns:
                 "%s: FAILED (%s)", turn.end_reason, turn.error
             )
             self._after_end(ended, turn)
-        redriven = await self._write(
-            lambda rs: [r.turn.turn_id for r in rs],
-            lambda tx: self._capped(
-                tx,
-                containment.reap_expired(tx, policy=self.policy, expired_before=expired_before),
-            ),
-        )
+        alive = await self._still_running(expired_before)
+
+        def reap(tx: Tx) -> list[Redriven]:
+            # Those whose agent still runs them keep them, with a fresh lease.
+            for turn in containment.renew_alive(tx, alive, self.policy):
+                turn_log(log, turn.turn_id, turn.attempts).warning(
+                    "lease lapsed, but replica %s/%s answers that it still runs it: "
+                    "lease renewed (its heartbeats came late: a busy machine, not a "
+                    "dead agent)",
+                    turn.owner_replica,
+                    turn.owner_incarnation,
+                )
+            return self._capped(
+                tx, containment.reap_expired(tx, policy=self.policy, expired_before=expired_before)
+            )
+
+        redriven = await self._write(lambda rs: [r.turn.turn_id for r in rs], reap)
         self._count(redriven, "lease")
         for r in redriven:
             if not r.failed_at_cap:
                 self.handoffs.dispatch_later(r.turn, reason="lease-expired")
         return redriven
+
+    async def _still_running(self, expired_before: float | None) -> dict[tuple[str, str], int]:
+        """The lapsed leases whose agents answer that they still run the turn, asked
+        of each owner (agent, incarnation) at once over NATS: {(turn_id,
+        incarnation): attempt}. A turn is orphaned only when its agent is gone."""
+        owners = containment.lapsed_owners(self.db.read_conn(), expired_before=expired_before)
+        if not owners:
+            return {}
+        keys = list(owners)
+        answers = await asyncio.gather(
+            *(self.handoffs.alive(key[0], key[2], owners[key]) for key in keys),
+            return_exceptions=True,
+        )
+        alive: dict[tuple[str, str], int] = {}
+        for key, running in zip(keys, answers, strict=True):
+            if isinstance(running, BaseException):
+                continue
+            for turn_id in running:
+                alive[(turn_id, key[2])] = owners[key][turn_id]
+        return alive
 
     # -- graph versions (docs/versions.md) ------------------------------------------------
 

@@ -32,7 +32,7 @@ from turnkeeper_server.journal.transitions import (
     update_turn,
 )
 from turnkeeper_server.records import TURN_COLUMNS, Policy, TurnRecord
-from turnkeeper_server.store.contract import Tx
+from turnkeeper_server.store.contract import Conn, Tx
 
 NONE, SUSPECT, HELD, PROBATION = 0, 1, 2, 3
 
@@ -187,6 +187,51 @@ def redrive_replica(
         [r for r in out if r.turn.turn_id not in refused],
         [r for r in out if r.turn.turn_id in refused],
     )
+
+
+def lapsed_owners(
+    conn: Conn, *, expired_before: float | None = None, limit: int = 500
+) -> dict[tuple[str, str, str], dict[str, int]]:
+    """The owned RUNNING turns whose lease lapsed, by (agent, replica, incarnation):
+    {turn_id: attempt}, for the service to ask their agents before it re-drives."""
+    now = time.time()
+    bound = now if expired_before is None else min(now, expired_before)
+    rows = conn.execute(
+        "SELECT agent, owner_replica, owner_incarnation, turn_id, attempts FROM main.turns "
+        "WHERE state = 'RUNNING' AND lease_expires_at < ? AND owner_replica IS NOT NULL "
+        "ORDER BY lease_expires_at LIMIT ?",
+        (bound, limit),
+    ).fetchall()
+    out: dict[tuple[str, str, str], dict[str, int]] = {}
+    for agent, replica, incarnation, turn_id, attempts in rows:
+        out.setdefault((agent, replica, incarnation or ""), {})[turn_id] = attempts
+    return out
+
+
+def renew_alive(tx: Tx, alive: dict[tuple[str, str], int], policy: Policy) -> list[TurnRecord]:
+    """A fresh lease for each turn its agent said it still runs ({(turn_id,
+    incarnation): attempt}), if it is still that attempt of that owner's and its lease
+    still lapsed: a slow heartbeat is no death (issue 51)."""
+    now = time.time()
+    renewed = []
+    for (turn_id, incarnation), attempt in alive.items():
+        row = tx.execute(
+            f"SELECT {TURN_COLUMNS} FROM main.turns WHERE turn_id = ?{tx.for_update}",
+            (turn_id,),
+        ).fetchone()
+        if row is None:
+            continue
+        turn = TurnRecord(*row)
+        if (
+            turn.state != "RUNNING"
+            or turn.attempts != attempt
+            or turn.owner_incarnation != incarnation
+            or (turn.lease_expires_at or 0) >= now
+        ):
+            continue
+        update_turn(tx, turn_id, now, lease_expires_at=now + policy.lease_seconds)
+        renewed.append(turn)
+    return renewed
 
 
 def reap_expired(

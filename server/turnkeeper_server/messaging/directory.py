@@ -13,7 +13,9 @@ Each announcement also says which replica it is and the graph version it serves
 (``{"replica", "incarnation", "graph": {"fingerprint", "label", "shape"}}``,
 docs/versions.md): the directory keeps the live replicas of each agent with their
 versions, which the version policies route hand-offs by (engine/handoffs.py) and
-``ListAgents`` shows. A body it cannot read still counts for the agent's name. A
+``ListAgents`` shows; and its admission (``"max_turns"``, ``"full"``: every slot
+taken), which Turn.detail reports for a turn that waits for a slot. A body it cannot
+read still counts for the agent's name. A
 replica says ``"leaving": true`` as it shuts down and is dropped at once; one that
 says ``"assistant": false`` (the TypeScript runner, which serves no LangGraph API
 methods) is kept with its version but does not make its agent an assistant; one that
@@ -76,6 +78,10 @@ class Replica:
     # False: it does not serve LangGraph's API methods (the TypeScript runner), so
     # its agent is not listed as an assistant.
     assistant: bool = True
+    # Its admission limit (0: none, or not said) and whether every slot is taken, so
+    # that turns wait for one (turnkeeper.agent.bridge._admission).
+    max_turns: int = 0
+    full: bool = False
 
 
 def _replica(body: bytes, seen: float) -> Replica | None:
@@ -97,6 +103,8 @@ def _replica(body: bytes, seen: float) -> Replica | None:
         announced_at=time.time(),
         leaving=data.get("leaving") is True,
         assistant=data.get("assistant") is not False,
+        max_turns=max_turns if isinstance(max_turns := data.get("max_turns"), int) else 0,
+        full=data.get("full") is True,
     )
 
 
@@ -206,6 +214,12 @@ class AgentDirectory:
         for name in [n for n, r in known.items() if r.seen < horizon]:
             del known[name]
         return [known[n] for n in sorted(known)]
+
+    def full(self, agent: str) -> list[Replica]:
+        """The agent's live replicas, when every one of them has every slot taken (a
+        turn nobody owns waits for a free one); empty otherwise."""
+        live = self.replicas(agent)
+        return live if live and all(r.full for r in live) else []
 
     def known_agents(self) -> list[str]:
         """Agents with a replica announced within FORGET_AFTER seconds, by name."""

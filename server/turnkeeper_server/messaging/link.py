@@ -101,6 +101,9 @@ def version_subject(prefix: str, namespace: str, agent: str, fingerprint: str) -
 
 # Told to every replica of an agent (no queue group): "stop executing this turn".
 CANCEL_METHOD = "turnkeeper/cancel"
+# Asked on the control subject before a lapsed lease's turns are re-driven: does the
+# replica of this incarnation still run them? Only that replica answers.
+ALIVE_METHOD = "turnkeeper/alive"
 
 
 def control_subject(prefix: str, namespace: str, agent: str) -> str:

@@ -28,8 +28,9 @@ RUN_STATUS: Final = {
 
 def run_status(turn: TurnRecord) -> str:
     """A turn's state as a run's status: a RUNNING turn no replica has claimed yet
-    (just started, or waiting for a replica of its graph) is `pending`, as a run no
-    worker has picked up is on LangGraph's server (decision 371)."""
+    (just started, waiting for a replica of its graph, or for a free slot of one:
+    decision 381) is `pending`, as a run no worker has picked up is on LangGraph's
+    server (decision 371)."""
     if turn.state == "RUNNING" and not turn.owned:
         return "pending"
     return RUN_STATUS.get(turn.state, "pending")

@@ -94,7 +94,15 @@ none is held up by a running turn. These methods and their fields are stable:
     Internal: how the service hands a replica a turn (``reason`` ``resume``,
     ``redrive``, ``lease-expired``). Answered ``{accepted: true}`` on receipt
     (``false`` while the bridge shuts down); the replica then claims the turn
-    (ClaimTurn) and runs it.
+    (ClaimTurn) and runs it, or, with every slot taken (``max_turns``), claims it
+    when one frees (:mod:`turnkeeper.agent.bridge._admission`).
+
+``turnkeeper/alive`` ``{incarnation, turns: {turn_id: attempt}}``
+    Internal, on the agent's control subject (every replica hears it): asked by the
+    service before it re-drives turns whose leases lapsed. The replica of that
+    incarnation answers ``{running: [turn_id ...]}``, the turns it still executes at
+    that attempt (or holds, waiting for a slot); the others do not answer at all.
+    The named turns keep their owner with a fresh lease (decision 382).
 
 ``turnkeeper/ping`` ``{}``
     Answered ``{}`` by whichever replica gets it. A bridge sends it to its own

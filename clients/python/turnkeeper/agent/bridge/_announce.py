@@ -35,6 +35,7 @@ class Announcer:
     ) -> None:
         self.subject = subject
         self.discover_subject = discover_subject
+        self._fields = dict(payload)
         self.payload = json.dumps(payload).encode()
         # Said once at shutdown: the service drops this replica from its live list
         # at once, rather than after three silent periods (its version stops being
@@ -43,9 +44,22 @@ class Announcer:
         self.every = every
         self._task: asyncio.Task[None] | None = None
         self._sub: Subscription | None = None
+        self._nc: Client | None = None
+        self._sending: set[asyncio.Task[None]] = set()
+
+    def update(self, **fields: Any) -> None:
+        """Change what the announcement says, and say it now (when connected)."""
+        self._fields.update(fields)
+        self.payload = json.dumps(self._fields).encode()
+        nc = self._nc
+        if nc is not None and nc.is_connected:
+            task = asyncio.get_running_loop().create_task(self.announce(nc))
+            self._sending.add(task)
+            task.add_done_callback(self._sending.discard)
 
     async def start(self, nc: Client) -> None:
         """Announce now and from now on (once per connection: called when subscribed)."""
+        self._nc = nc
         if self._sub is None:
             self._sub = await nc.subscribe(self.discover_subject, cb=self._asked)
         await self.announce(nc)
@@ -69,6 +83,7 @@ class Announcer:
 
     async def stop(self, nc: Client | None = None) -> None:
         """Stop announcing; with the connection, say that this replica is leaving."""
+        self._nc = None
         if nc is not None and nc.is_connected:
             try:
                 await nc.publish(self.subject, self.farewell)

@@ -125,6 +125,7 @@ class Bridge:
             run_config=run_config,
             langgraph_api=config.langgraph_api,
             graph_version=self.version_message,
+            max_turns=config.max_turns,
         )
         # With a token, the service has tokens: callers prove who they are with a
         # caller assertion the service signed, which this bridge verifies with it.
@@ -171,14 +172,25 @@ class Bridge:
                         "label": self.version.label,
                         "shape": self.version.shape,
                     },
+                    # Its admission limit, and whether every slot is taken (turns
+                    # wait): the service says so of a turn nobody runs yet.
+                    "max_turns": config.max_turns,
+                    "full": False,
                 },
             ),
         )
+        self.runtime.admission.on_full = self._full
         self._started = False
         self._stopping = False
         self._closed = asyncio.Event()
         self._redriven = asyncio.Event()
         self._shutdown_task: asyncio.Task[None] | None = None
+
+    def _full(self, full: bool) -> None:
+        """Every slot taken, or one free again: said to the service at once."""
+        announcer = self.subscriber.announcer
+        if announcer is not None:
+            announcer.update(full=full)
 
     @property
     def version_message(self) -> turns_pb2.GraphVersion:

@@ -13,6 +13,7 @@ from typing import Any, Final
 
 from turnkeeper import _local_services as local_services
 from turnkeeper._nats_auth import NatsAuth
+from turnkeeper.agent.bridge._admission import DEFAULT_MAX_TURNS
 from turnkeeper.client import ConnectionOptions, default_address
 
 log = logging.getLogger(__name__)
@@ -58,6 +59,9 @@ class BridgeConfig:
     # the graph's fingerprint, so a change the shape cannot see (a node's body, a
     # prompt) can still be told apart by the agent's version policy.
     version_label: str = ""
+    # Turns this replica executes at once; past it a turn waits, visibly, for a free
+    # slot (agent/bridge/_admission.py). 0: no limit.
+    max_turns: int = DEFAULT_MAX_TURNS
 
     def __post_init__(self) -> None:
         if not _AGENT.match(self.agent):
@@ -71,6 +75,10 @@ class BridgeConfig:
             raise ValueError(
                 f"version_label {self.version_label!r}: at most 128 printable characters"
             )
+        if isinstance(self.max_turns, bool) or not isinstance(self.max_turns, int):
+            raise ValueError(f"max_turns {self.max_turns!r}: a whole number (0: no limit)")
+        if self.max_turns < 0:
+            raise ValueError(f"max_turns {self.max_turns}: 0 (no limit) or more")
         self.health_address  # noqa: B018  (validates health_listen)
 
     @property
@@ -138,6 +146,8 @@ class BridgeConfig:
                                                 or a free port when that is taken)
         ``TURNKEEPER_SHUTDOWN_GRACE``           seconds (``10``)
         ``TURNKEEPER_VERSION_LABEL``            the graph's version label (empty)
+        ``TURNKEEPER_MAX_TURNS``                turns executed at once (``64``; 0:
+                                                no limit); the rest wait, visibly
         ======================================  ==================================
 
         The connection settings are the CLI's (``turnkeeper --help``); the bridge's
@@ -176,6 +186,13 @@ class BridgeConfig:
                 values[attr] = env[key]
         if env.get("TURNKEEPER_SHUTDOWN_GRACE"):
             values["shutdown_grace"] = float(env["TURNKEEPER_SHUTDOWN_GRACE"])
+        if raw := (env.get("TURNKEEPER_MAX_TURNS") or "").strip():
+            try:
+                values["max_turns"] = int(raw)
+            except ValueError:
+                raise ValueError(
+                    f"TURNKEEPER_MAX_TURNS={raw!r}: a whole number of turns (0: no limit)"
+                ) from None
         return cls(**(values | overrides))
 
 

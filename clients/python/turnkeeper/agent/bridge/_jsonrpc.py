@@ -70,6 +70,9 @@ class Reply:
 
     result: Any
     then: Callable[[], Awaitable[None]] | None = field(default=None)
+    # Not answered at all: a question on the control subject (every replica hears
+    # it) that only one replica can answer; the others stay silent.
+    silent: bool = False
 
 
 Method = Callable[[Request], Awaitable[Reply]]

@@ -54,6 +54,9 @@ RESPONSES_CANCEL: Final = "responses/cancel"
 EXECUTE: Final = "turnkeeper/execute"
 # How the service tells every replica that a turn was ended (a notification).
 CANCEL: Final = "turnkeeper/cancel"
+# How the service asks, before it declares a lapsed lease's agent dead, whether the
+# replica of that incarnation still runs the turns (only that replica answers).
+ALIVE: Final = "turnkeeper/alive"
 
 # responses/create's status for each turn state (OpenAI Responses' words).
 _RESPONSE_STATUS: Final = {
@@ -112,6 +115,7 @@ class Methods:
             RESPONSES_CANCEL: self.responses_cancel,
             EXECUTE: self.execute,
             CANCEL: self.cancelled,
+            ALIVE: self.alive,
         }
         if self.graph_api is not None:
             handlers |= {
@@ -127,10 +131,10 @@ class Methods:
                 f"method {request.method!r} not found; this bridge serves {', '.join(handlers)}",
             )
         try:
-            # The service's own hand-offs (execute) and cancel notifications are not
-            # a caller's request: who may publish them is NATS's authorization (the
+            # The service's own hand-offs (execute), cancel notifications and liveness
+            # questions are not a caller's request: who may publish them is NATS's authorization (the
             # locked bundled server).
-            if self.callers is not None and request.method not in (EXECUTE, CANCEL):
+            if self.callers is not None and request.method not in (EXECUTE, CANCEL, ALIVE):
                 assertion = self.callers.check(request)
                 request = dataclasses.replace(
                     request, caller=assertion.who, assertion=assertion_of(request.headers)
@@ -203,13 +207,17 @@ class Methods:
             and await self._nothing_to_continue(thread_id, given_turn_id)
         ):
             return Reply({"turn_id": None, "thread_id": thread_id, "status": "completed"})
+        # A free slot: the turn is this replica's from the start. None: it is
+        # journaled unowned and claimed here when a slot frees (_admission.py).
+        admission = self.runtime.admission
+        slot = admission.try_take()
         start = turns_pb2.StartTurnRequest(
             turn_id=turn_id,
             thread_id=thread_id,
             agent=self.identity.agent,
             input=value,
-            replica=self.identity.replica,
-            incarnation=self.identity.incarnation,
+            replica=self.identity.replica if slot else "",
+            incarnation=self.identity.incarnation if slot else "",
             multitask_strategy=multitask.to_wire(strategy),
             max_run_time=deadlines["max_run_time"],
             park_expiry=deadlines["park_expiry"],
@@ -218,12 +226,17 @@ class Methods:
         # Journaled before the answer: a turn the caller was told about exists. For a
         # caller, with its assertion: an interrupt, a rollback or a regenerate needs
         # the caller's right to cancel, which the service checks.
-        if request.caller is None:
-            response = await self.client.start_turn(start)
-        else:
-            response = await self.client.start_turn_on_behalf(
-                start, request.caller, assertion=request.assertion
-            )
+        try:
+            if request.caller is None:
+                response = await self.client.start_turn(start)
+            else:
+                response = await self.client.start_turn_on_behalf(
+                    start, request.caller, assertion=request.assertion
+                )
+        except BaseException:
+            if slot:
+                admission.give_back()
+            raise
         turn = response.turn
         result = {
             "turn_id": turn.turn_id,
@@ -235,10 +248,17 @@ class Methods:
         if not response.created or turn.state != turns_pb2.TURN_STATE_RUNNING:
             # The same request again: the turn is already on its way (or over); or
             # queued: the service hands it to a replica when its turn comes.
+            if slot:
+                admission.give_back()
             return Reply(result)
+        if not slot:
+            # Every slot is taken: it waits, unowned, for the next one (or for
+            # another replica the service offers it to).
+            admission.wait_to_claim(turn.turn_id, turn.attempts, "create")
+            return Reply({**result, "status": "queued"})
 
         async def run() -> None:
-            self.runtime.start(Assignment(turn, "", "create"))
+            self.runtime.start(Assignment(turn, "", "create"), slot=True)
 
         return Reply(result, then=run)
 
@@ -337,6 +357,27 @@ class Methods:
             return Reply({"stopped": False})
         stopped = self.runtime.cancel(turn_id, attempt, reason if isinstance(reason, str) else "")
         return Reply({"stopped": stopped})
+
+    async def alive(self, request: Request) -> Reply:
+        """Which of ``turns`` ({turn_id: attempt}) this replica still executes (or
+        holds, waiting for a slot), asked by the service when their leases lapsed:
+        a heartbeat that came late on a busy machine is no dead agent. Only the
+        incarnation asked about answers; the other replicas stay silent."""
+        params = request.params
+        if params.get("incarnation") != self.identity.incarnation:
+            return Reply(None, silent=True)
+        turns = params.get("turns")
+        if not isinstance(turns, dict):
+            raise invalid_params("turns must be an object of turn_id: attempt")
+        running = sorted(
+            turn_id
+            for turn_id, attempt in turns.items()
+            if isinstance(attempt, int)
+            and (execution := self.runtime.running(turn_id)) is not None
+            and execution.attempt == attempt
+            and execution.lost is None
+        )
+        return Reply({"running": running})
 
     async def execute(self, request: Request) -> Reply:
         params = request.params

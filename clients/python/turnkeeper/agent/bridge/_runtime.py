@@ -40,6 +40,7 @@ from langgraph.types import Command, Interrupt, StreamMode
 from turnkeeper._run_request import CONFIG_KEYS, default_assistant_id, own_configurable
 from turnkeeper._values import py_to_value, value_to_py
 from turnkeeper.agent._reposition import at_checkpoint
+from turnkeeper.agent.bridge._admission import DEFAULT_MAX_TURNS, Admission
 from turnkeeper.agent.bridge._boundary import BoundarySaver
 from turnkeeper.agent.bridge._convert import response_schema_of, to_jsonable
 from turnkeeper.agent.bridge._events import FENCED, EventCapture, EventLog, StreamCapture
@@ -115,6 +116,7 @@ class TurnRuntime:
         run_config: Mapping[str, Any] | None = None,
         langgraph_api: bool = False,
         graph_version: turns_pb2.GraphVersion | None = None,
+        max_turns: int = DEFAULT_MAX_TURNS,
     ) -> None:
         self.graph = graph
         # Sent with ClaimTurn: the agent's version policy decides on it.
@@ -130,6 +132,10 @@ class TurnRuntime:
         self._stopping = False
         # Every execution's lease, renewed from a thread of its own (decision 320).
         self.leases = LeaseKeeper(client.options)
+        # At most max_turns executions at once; the rest wait, visibly (_admission.py).
+        self.admission = Admission(max_turns)
+        self.admission.on_claim = self._claim_later
+        self._claims: set[asyncio.Task[None]] = set()
 
     def running(self, turn_id: str) -> Execution | None:
         execution = self._executions.get(turn_id)
@@ -139,19 +145,26 @@ class TurnRuntime:
     def active(self) -> int:
         return sum(1 for e in self._executions.values() if not e.done)
 
-    def start(self, assignment: Assignment) -> bool:
-        """Start executing; False if this attempt already runs here (the same turn
-        can reach a replica twice: its startup Redrive and a hand-off)."""
+    def start(self, assignment: Assignment, *, slot: bool = False) -> bool:
+        """Start executing (once a slot is free; `slot`: the caller took one for it,
+        and it is given back however this ends); False if this attempt already runs
+        here (the same turn can reach a replica twice: its startup Redrive and a
+        hand-off)."""
         if self._stopping:
             log.info("turn_id=%s: not started, the bridge is stopping", assignment.turn_id)
+            if slot:
+                self.admission.give_back()
             return False
         current = self.running(assignment.turn_id)
         if current is not None:
             if current.attempt >= assignment.attempt:
+                if slot:
+                    self.admission.give_back()
                 return False
             # An older attempt of ours was re-driven (to us again): it is a zombie.
             current.lose(f"superseded by attempt {assignment.attempt}")
-        execution = Execution(self, assignment)
+        self.admission.forget(assignment.turn_id)
+        execution = Execution(self, assignment, slot=slot)
         self._executions[assignment.turn_id] = execution
         execution.task = asyncio.create_task(
             execution.run(), name=f"turn:{assignment.turn_id}:{assignment.attempt}"
@@ -162,13 +175,48 @@ class TurnRuntime:
     def _forget(self, execution: Execution) -> None:
         if self._executions.get(execution.turn_id) is execution:
             del self._executions[execution.turn_id]
+        if execution.slot:
+            # Here, not in run(): a task cancelled before it began runs no finally.
+            execution.slot = False
+            self.admission.give_back()
 
     async def claim(self, turn_id: str, attempt: int, reason: str) -> None:
         """Take a turn the service handed out over NATS (a resume, a lease-expiry
-        re-drive) and execute it. Someone else claiming it first is not an error."""
+        re-drive) and execute it; with every slot taken, claim it when one frees (it
+        stays unowned meanwhile, and the service may offer it to another replica).
+        Someone else claiming it first is not an error."""
         current = self.running(turn_id)
         if current is not None and current.attempt == attempt:
             return
+        if self._stopping:
+            return
+        if not self.admission.try_take():
+            self.admission.wait_to_claim(turn_id, attempt, reason)
+            return
+        await self._claim(turn_id, attempt, reason)
+
+    def _claim_later(self, turn_id: str, attempt: int, reason: str) -> None:
+        """A slot freed for a waiting claim (Admission.on_claim): claim it now."""
+        if self._stopping:
+            self.admission.give_back()
+            return
+        task = asyncio.create_task(
+            self._claim(turn_id, attempt, f"{reason}, after waiting for a slot"),
+            name=f"claim:{turn_id}",
+        )
+        self._claims.add(task)
+        task.add_done_callback(self._claims.discard)
+
+    async def _claim(self, turn_id: str, attempt: int, reason: str) -> None:
+        """ClaimTurn and start, holding a slot (given back when nothing starts)."""
+        started = False
+        try:
+            started = await self._claimed(turn_id, attempt, reason)
+        finally:
+            if not started:
+                self.admission.give_back()
+
+    async def _claimed(self, turn_id: str, attempt: int, reason: str) -> bool:
         try:
             response = await self.client.claim_turn(
                 turns_pb2.ClaimTurnRequest(
@@ -184,12 +232,12 @@ class TurnRuntime:
             # for another graph version (docs/versions.md): the service hands it to
             # a replica serving one, and says in the turn's detail which it waits for.
             log.info("turn_id=%s attempt=%d: not claimed (%s)", turn_id, attempt, exc.message)
-            return
+            return False
         except TurnkeeperError as exc:
             # Unclaimed, the turn is handed out again when its claim window passes.
             log.warning("turn_id=%s attempt=%d: ClaimTurn failed: %s", turn_id, attempt, exc)
-            return
-        self.start(Assignment(response.turn, response.checkpoint_id, reason))
+            return False
+        return self.start(Assignment(response.turn, response.checkpoint_id, reason), slot=True)
 
     def cancel(self, turn_id: str, attempt: int, reason: str) -> bool:
         """The service ended the turn: stop its graph if this replica runs that attempt."""
@@ -204,6 +252,9 @@ class TurnRuntime:
         A cancelled execution writes nothing more; its turn stays RUNNING and is
         re-driven (by this replica's next start, or by lease expiry elsewhere)."""
         self._stopping = True
+        for task in list(self._claims):
+            task.cancel()
+        await asyncio.gather(*self._claims, return_exceptions=True)
         try:
             await self._stop_executions(grace)
         finally:
@@ -228,8 +279,10 @@ class TurnRuntime:
 class Execution:
     """One attempt of one turn, executed here."""
 
-    def __init__(self, runtime: TurnRuntime, assignment: Assignment) -> None:
+    def __init__(self, runtime: TurnRuntime, assignment: Assignment, *, slot: bool = False) -> None:
         self.runtime = runtime
+        # Whether this execution holds one of the bridge's slots (_admission.py).
+        self.slot = slot
         self.assignment = assignment
         self.turn_id = assignment.turn_id
         self.attempt = assignment.attempt
@@ -296,6 +349,8 @@ class Execution:
         )
         self._heartbeat_task = heartbeat
         try:
+            if not self.slot:
+                await self._admitted()
             await self._drive(events)
         except asyncio.CancelledError:
             if self.lost is None and not self._abandoned:
@@ -308,6 +363,20 @@ class Execution:
                 helper.cancel()
             await asyncio.gather(heartbeat, flusher, return_exceptions=True)
             rt.saver.detach(events)
+
+    async def _admitted(self) -> None:
+        """Until a slot is free: the turn is ours (its lease renewed meanwhile), so it
+        waits here rather than in the journal."""
+        admission = self.runtime.admission
+        if not admission.try_take():
+            log.info(
+                "%s: waits for a free slot (%d running, --max-turns %d)",
+                self._tag(),
+                admission.in_use,
+                admission.limit,
+            )
+            await admission.take()
+        self.slot = True
 
     def _config(self, events: EventLog) -> RunnableConfig:
         turn = self.assignment.turn

@@ -256,7 +256,8 @@ class NatsSubscriber:
                 request.id if request else None,
                 RpcError(INTERNAL_ERROR, f"internal error: {type(exc).__name__}: {exc}"),
             )
-        if msg.reply and (request is None or request.wants_reply):
+        silent = reply is not None and reply.silent
+        if msg.reply and (request is None or request.wants_reply) and not silent:
             try:
                 await msg.respond(body)
             except Exception as exc:

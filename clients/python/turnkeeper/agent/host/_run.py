@@ -16,6 +16,7 @@ from pathlib import Path
 from typing import Any, NoReturn
 
 from turnkeeper.agent.bridge import Bridge, BridgeConfig
+from turnkeeper.agent.bridge._admission import DEFAULT_MAX_TURNS
 from turnkeeper.agent.host._config import HostConfig, read_config
 from turnkeeper.agent.host._loader import load_graph
 from turnkeeper.agent.host._node import NodeGraph, node_graphs
@@ -140,7 +141,21 @@ def main(argv: list[str] | None = None) -> int:
         "The service, NATS and the token are the bridge's TURNKEEPER_* variables.",
     )
     parser.add_argument("config", help="the langgraph.json")
+    parser.add_argument(
+        "--max-turns",
+        type=int,
+        default=None,
+        metavar="N",
+        help="turns each graph's bridge executes at once; past it a run waits, shown "
+        "pending, until a slot frees (env TURNKEEPER_MAX_TURNS; default "
+        f"{DEFAULT_MAX_TURNS}; 0: no limit)",
+    )
     args = parser.parse_args(argv)
+    if args.max_turns is not None:
+        if args.max_turns < 0:
+            parser.error(f"--max-turns {args.max_turns}: 0 (no limit) or more")
+        # The flag wins over the variable; the bridges read it (BridgeConfig.from_env).
+        os.environ["TURNKEEPER_MAX_TURNS"] = str(args.max_turns)
     die_with(os.environ.get(PARENT_VARIABLE))
     logging.basicConfig(
         level=logging.INFO, format="%(asctime)s %(levelname)s %(name)s: %(message)s"

@@ -26,7 +26,12 @@ What holds, as on the unary path:
   again.
 
 Each operation (its write included) is bounded by ``options.default_timeout``, like a
-unary call's deadline. Streams idle for :data:`IDLE_SECONDS` are closed when the
+unary call's deadline, extended while the service is slow but answering (issue 51,
+decision 385): when the deadline passes and the service answered this process within
+it (a heartbeat of the bridge's lease thread, another message on a stream: see
+:func:`heard_from`), the operation waits another ``default_timeout``, up to
+:data:`MAX_EXTENSIONS` times; a service that answered nothing in that time (gone,
+frozen, cut off) fails it as before. Streams idle for :data:`IDLE_SECONDS` are closed when the
 saver is next used (and a bridge's run's stream when the run ends).
 
 The blocking saver's streams run on a private event loop in one daemon thread
@@ -41,6 +46,7 @@ import concurrent.futures
 import contextlib
 import contextvars
 import itertools
+import logging
 import threading
 import time
 from collections.abc import Callable
@@ -55,6 +61,8 @@ from turnkeeper.agent.saver._identity import turn_identity
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.errors import TurnkeeperError, Unavailable, from_rpc_error, from_status
 from turnkeeper.v1 import checkpoints_pb2
+
+log = logging.getLogger(__name__)
 
 Request = checkpoints_pb2.CheckpointStreamRequest
 Response = checkpoints_pb2.CheckpointStreamResponse
@@ -78,6 +86,26 @@ _BROKEN: Final = frozenset(
 _RPC: Final = "CheckpointStream"
 # Messages in one frame at most: the service refuses a larger batch whole.
 MAX_FRAME: Final = 256
+# How many more deadlines an operation waits for its answer while the service keeps
+# answering other calls (a saturated machine, not a lost service): 30 s becomes at
+# most five minutes, and the turn's own deadlines (max run time) still apply.
+MAX_EXTENSIONS: Final = 10
+
+# When each service target last answered this process (monotonic): the lease
+# thread's heartbeats and the streams' answers say it.
+_heard: dict[str, float] = {}
+
+
+def heard_from(target: str) -> None:
+    """The service at `target` answered a call just now (any thread)."""
+    _heard[target] = time.monotonic()
+
+
+def heard_within(target: str, seconds: float) -> bool:
+    """Whether the service at `target` answered anything in the last `seconds`."""
+    return time.monotonic() - _heard.get(target, float("-inf")) <= seconds
+
+
 _CODES: Final = {code.value[0]: code for code in grpc.StatusCode}
 
 
@@ -155,10 +183,12 @@ class AsyncRunStream:
         future: asyncio.Future[Response] = asyncio.get_running_loop().create_future()
         self._pending[request.id] = (request, future)
         timeout = self._options.default_timeout
+        loop = asyncio.get_running_loop()
+        deadline = None if timeout is None else loop.time() + timeout
         try:
             # The deadline covers the write too: a write waits while the connection
             # is being made, or while the service reads nothing.
-            async with asyncio.timeout(timeout):
+            async with asyncio.timeout_at(deadline):
                 if self._call is not None and self._batching is self._call:
                     self._unsent.append(request)
                     self._schedule_flush()
@@ -171,7 +201,30 @@ class AsyncRunStream:
                             await self._send_pending(self._call)
                         elif self._sent_on.get(request.id) is not self._call:
                             await self._write(self._call, request)
-                return _answer(await future)
+            for extension in range(MAX_EXTENSIONS + 1):
+                try:
+                    async with asyncio.timeout_at(deadline):
+                        return _answer(await asyncio.shield(future))
+                except TimeoutError:
+                    target = self._options.target
+                    if (
+                        timeout is None
+                        or extension == MAX_EXTENSIONS
+                        or not heard_within(target, timeout)
+                    ):
+                        raise
+                    # Slow, not gone: it answered something within the deadline.
+                    deadline = loop.time() + timeout
+                    log.warning(
+                        "no answer on the checkpoint stream within %g s, but the service "
+                        "at %s answers other calls: waiting %g s more (%d of %d)",
+                        timeout,
+                        target,
+                        timeout,
+                        extension + 1,
+                        MAX_EXTENSIONS,
+                    )
+            raise AssertionError("unreachable")  # pragma: no cover
         except TimeoutError:
             # The stream is stuck (or the write was cut short): it counts as broken,
             # and the reader sends what else is waiting on a new one.
@@ -240,6 +293,7 @@ class AsyncRunStream:
             try:
                 async for response in call:
                     breaks = 0
+                    heard_from(self._options.target)
                     if response.accepts_batch:
                         self._batching = call
                     for answer in response.batch or (response,):

@@ -1,0 +1,185 @@
+"""Admission (agent/bridge/_admission.py): a replica runs at most ``max_turns`` turns
+at once; a turn past it waits where it can be seen (unowned, Turn.detail says why, the
+LangGraph API says `pending`) and starts when a slot frees, never dropped or failed."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import Callable
+from typing import Any, TypedDict
+
+import pytest
+from langgraph.graph import END, START, StateGraph
+from nats.aio.client import Client
+from turnkeeper.agent.bridge import Bridge, BridgeConfig
+from turnkeeper.agent.bridge._admission import DEFAULT_MAX_TURNS, Admission
+from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.v1 import turns_pb2
+from turnkeeper_server.app import TurnkeeperServer
+from turnkeeper_server.web.langgraph import shapes
+
+from tests.support.agents import Panel, result
+from tests.support.nats import NatsServer
+
+pytestmark = [pytest.mark.timeout(120)]
+
+AGENT = "gated"
+
+
+class State(TypedDict):
+    text: str
+
+
+class Gates:
+    """Each turn's node waits for its gate (keyed by the turn's text)."""
+
+    def __init__(self) -> None:
+        self.entered: dict[str, asyncio.Event] = {}
+        self.open: dict[str, asyncio.Event] = {}
+
+    def of(self, key: str) -> tuple[asyncio.Event, asyncio.Event]:
+        return self.entered.setdefault(key, asyncio.Event()), self.open.setdefault(
+            key, asyncio.Event()
+        )
+
+    def graph(self) -> StateGraph[Any, Any, Any, Any]:
+        async def gate(state: State) -> dict[str, Any]:
+            entered, opened = self.of(state["text"])
+            entered.set()
+            await opened.wait()
+            return {"text": state["text"] + " done"}
+
+        builder = StateGraph(State)
+        builder.add_node("gate", gate)
+        builder.add_edge(START, "gate")
+        builder.add_edge("gate", END)
+        return builder
+
+
+async def announced(service: TurnkeeperServer, check: Callable[[], bool]) -> None:
+    """Until `check` holds, asked after each announcement the service hears (what a
+    replica says of its slots reaches the service over NATS a moment later)."""
+    if check():
+        return
+    directory = service.engine.directory
+    seen = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def look() -> None:
+        if check():
+            seen.set()
+
+    def listed(agent: str) -> None:
+        # Called as the announcement is read, before it is stored: look after it.
+        loop.call_soon(look)
+
+    directory.on_listed.append(listed)
+    try:
+        await asyncio.wait_for(seen.wait(), 30)
+    finally:
+        directory.on_listed.remove(listed)
+
+
+async def create(nc: Client, text: str) -> dict[str, Any]:
+    params = {"input": {"text": text}, "turn_id": text, "background": True}
+    created: dict[str, Any] = await result(nc, "responses/create", params, agent=AGENT)
+    return created
+
+
+async def test_a_turn_past_the_limit_waits_visibly_and_runs_when_a_slot_frees(
+    service: TurnkeeperServer, nats_server: NatsServer, nc: Client
+) -> None:
+    gates = Gates()
+    config = BridgeConfig(
+        agent=AGENT,
+        service=ConnectionOptions(target=service.address),
+        nats_url=nats_server.url,
+        replica="gated-1",
+        health_listen="127.0.0.1:0",
+        shutdown_grace=1.0,
+        max_turns=1,
+    )
+    client = AsyncTurnkeeperClient(ConnectionOptions(target=service.address))
+    try:
+        async with Bridge(gates.graph(), config) as bridge:
+            await bridge.wait_subscribed()
+            assert (await create(nc, "first"))["status"] == "in_progress"
+            await asyncio.wait_for(gates.of("first")[0].wait(), 30)
+
+            # Past the limit: journaled, not refused, and nobody runs it yet.
+            assert (await create(nc, "second"))["status"] == "queued"
+            second = (await client.get_turn(turns_pb2.GetTurnRequest(turn_id="second"))).turn
+            assert second.state == turns_pb2.TURN_STATE_RUNNING
+            assert not second.HasField("owner")
+
+            await announced(service, lambda: bool(service.engine.directory.full(AGENT)))
+            status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id="second"))
+            assert "waits for a free slot" in status.detail, status
+            assert "--max-turns 1" in status.detail
+            record = service.engine.turns.get("second")
+            assert record is not None and shapes.run_status(record) == "pending"
+            assert not gates.of("second")[0].is_set()
+
+            gates.of("first")[1].set()
+            await asyncio.wait_for(gates.of("second")[0].wait(), 30)
+            running = service.engine.turns.get("second")
+            assert running is not None and running.owner_replica == "gated-1"
+            assert shapes.run_status(running) == "running"
+            gates.of("second")[1].set()
+            panel = Panel()
+            panel.start(client, "second")
+            await panel.ended(timeout=30)
+            for turn_id in ("first", "second"):
+                done = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=turn_id))
+                # Neither re-driven nor failed for waiting.
+                assert (done.state, done.attempts) == (turns_pb2.TURN_STATE_DONE, 0), done
+            await announced(service, lambda: not service.engine.directory.full(AGENT))
+    finally:
+        await client.close()
+
+
+async def test_slots_go_to_owned_turns_first_then_to_claims_in_order() -> None:
+    admission = Admission(1)
+    claimed: list[str] = []
+    admission.on_claim = lambda turn_id, attempt, reason: claimed.append(turn_id)
+    flips: list[bool] = []
+    admission.on_full = flips.append
+    assert admission.try_take()
+    assert not admission.try_take()
+    admission.wait_to_claim("a", 0, "create")
+    admission.wait_to_claim("b", 0, "create")
+    owned = asyncio.create_task(admission.take())
+    await asyncio.sleep(0)
+    admission.give_back()  # to the owned execution, before any claim
+    await owned
+    assert claimed == []
+    admission.give_back()
+    assert claimed == ["a"]
+    admission.give_back()
+    assert claimed == ["a", "b"]
+    admission.give_back()
+    assert admission.in_use == 0
+    assert flips == [True, False]
+
+
+async def test_a_cancelled_wait_passes_its_slot_on() -> None:
+    admission = Admission(1)
+    assert admission.try_take()
+    first = asyncio.create_task(admission.take())
+    second = asyncio.create_task(admission.take())
+    await asyncio.sleep(0)
+    first.cancel()
+    admission.give_back()
+    await second
+    assert first.cancelled()
+    assert admission.in_use == 1
+
+
+def test_the_limit_is_read_from_the_environment_and_checked() -> None:
+    assert BridgeConfig(agent="a").max_turns == DEFAULT_MAX_TURNS
+    env = {"TURNKEEPER_MAX_TURNS": "3"}
+    assert BridgeConfig.from_env("a", env).max_turns == 3
+    with pytest.raises(ValueError, match="TURNKEEPER_MAX_TURNS='many'"):
+        BridgeConfig.from_env("a", {"TURNKEEPER_MAX_TURNS": "many"})
+    with pytest.raises(ValueError, match="0 \\(no limit\\) or more"):
+        BridgeConfig(agent="a", max_turns=-1)

@@ -1,0 +1,76 @@
+"""A checkpoint stream's deadline tells a slow service from a lost one (issue 51,
+decision 385): an answer later than ``default_timeout`` is waited for while the
+service answers other calls (the bridge's heartbeats), and fails at the deadline as
+before when it answers nothing."""
+
+from __future__ import annotations
+
+import asyncio
+from collections.abc import AsyncIterator
+from typing import Any
+
+import grpc
+import pytest
+from turnkeeper import errors
+from turnkeeper.agent.saver import STREAM_ENV, RemoteSaver, _stream
+from turnkeeper.agent.saver._stream import heard_from
+from turnkeeper.client import ConnectionOptions
+from turnkeeper_server.app import TurnkeeperServer
+from turnkeeper_server.rpc.checkpoint_stream import StreamingCheckpointServicer
+
+pytestmark = [pytest.mark.timeout(60)]
+
+TIMEOUT = 0.3
+# The service's first answer comes this late: several deadlines.
+DELAY = 4 * TIMEOUT
+
+
+@pytest.fixture
+def slow_first_answer(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv(STREAM_ENV, "1")
+    answer = StreamingCheckpointServicer._answer
+    delayed: list[bool] = []
+
+    async def late(self: StreamingCheckpointServicer, *args: Any, **kwargs: Any) -> Any:
+        if not delayed:
+            delayed.append(True)
+            await asyncio.sleep(DELAY)  # the saturated machine, played by the service
+        return await answer(self, *args, **kwargs)
+
+    monkeypatch.setattr(StreamingCheckpointServicer, "_answer", late)
+
+
+@pytest.fixture
+async def heartbeats(service: TurnkeeperServer) -> AsyncIterator[None]:
+    """What the bridge's lease thread says while the service answers its heartbeats."""
+
+    async def beat() -> None:
+        while True:
+            heard_from(service.address)
+            await asyncio.sleep(TIMEOUT / 3)
+
+    task = asyncio.create_task(beat())
+    yield
+    task.cancel()
+
+
+@pytest.mark.usefixtures("slow_first_answer", "heartbeats")
+async def test_a_late_answer_is_waited_for_while_the_service_answers_others(
+    service: TurnkeeperServer,
+) -> None:
+    options = ConnectionOptions(target=service.address, default_timeout=TIMEOUT)
+    async with RemoteSaver(options=options) as saver:
+        assert await saver.aget_tuple({"configurable": {"thread_id": "t"}}) is None
+
+
+@pytest.mark.usefixtures("slow_first_answer")
+async def test_a_late_answer_from_a_service_that_answers_nothing_fails_at_the_deadline(
+    service: TurnkeeperServer, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(_stream, "_heard", {})  # nothing heard from anyone
+    options = ConnectionOptions(target=service.address, default_timeout=TIMEOUT)
+    async with RemoteSaver(options=options) as saver:
+        with pytest.raises(errors.TurnkeeperError) as info:
+            await saver.aget_tuple({"configurable": {"thread_id": "t"}})
+    assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    assert "checkpoint stream" in info.value.message

@@ -535,6 +535,7 @@ class PostgresDatabase:
         conn.execute("ROLLBACK TO SAVEPOINT op")
         conn.execute("RELEASE SAVEPOINT op")
         pipeline.sync()
+        _forget_prepared(conn, pipeline)
         return False, error
 
     def _connection(self) -> tuple[psycopg.Connection[Any], psycopg.Pipeline]:
@@ -575,12 +576,15 @@ class WriteConnection:
 
     def __init__(self, url: str) -> None:
         self._held = contextlib.ExitStack()
-        # No prepared statements: psycopg forgets its own on a rollback (to a
-        # savepoint too) and deallocates them on the server later, which in pipeline
-        # mode lands after the next group has prepared them again under new names
-        # ("prepared statement ... does not exist"; decision 266).
+        # Every statement prepared at its first run (decision 363): PostgreSQL
+        # parses and plans each text once per connection, not per statement. At 0,
+        # not psycopg's default of 5: a statement prepared at a later run is taken
+        # for prepared without its result being checked, and in pipeline mode an
+        # earlier statement's error can have skipped its Parse ("prepared statement
+        # ... does not exist"); one prepared at its first run is checked. A rollback
+        # makes psycopg forget them all (`_forget_prepared`).
         self.conn: psycopg.Connection[Any] = self._held.enter_context(
-            SendingConnection.connect(url, prepare_threshold=None, **CONNECTION)
+            SendingConnection.connect(url, prepare_threshold=0, **CONNECTION)
         )
         self.pipeline: psycopg.Pipeline = self._held.enter_context(self.conn.pipeline())
 
@@ -630,6 +634,21 @@ def _resync(conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline) -> None:
             raise
 
 
+def _forget_prepared(conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline) -> None:
+    """After a ROLLBACK TO SAVEPOINT (synced): deallocate every prepared statement now.
+
+    psycopg forgets its prepared statements when it sees a rollback and deallocates
+    them on the server with its next statement, but *after* sending that statement,
+    which it prepares anew first: in pipeline mode the DEALLOCATE ALL lands behind
+    the new Parse and drops it ("prepared statement ... does not exist"; decision
+    266). A statement that is never prepared sends the DEALLOCATE ALL before anything
+    is prepared again, and is synced at once: its own result, read later, would make
+    psycopg forget (and drop) what was prepared meanwhile. (`Connection.rollback`
+    deallocates at once on its own.)"""
+    conn.execute("DEALLOCATE ALL", prepare=False)
+    pipeline.sync()
+
+
 def _commit(outcomes: dict[int, tuple[bool, Any]], ran: list[tuple[Job[Any], Any]]) -> None:
     for job, value in ran:
         outcomes[id(job)] = (True, value)
@@ -661,6 +680,9 @@ def _refusal(exc: psycopg.Error) -> BaseException:
 
 
 def _claim(conn: psycopg.Connection[Any], limit: int) -> list[OutboxRow]:
+    # The pool's connections are autocommit: the claim's locks are held by a
+    # transaction of its own, until the rows are deleted or the claim rolled back.
+    conn.execute("BEGIN")
     rows = conn.execute(
         "SELECT id, subject, payload, traceparent, messages FROM outbox ORDER BY id "
         "LIMIT %s FOR UPDATE SKIP LOCKED",

@@ -1,16 +1,21 @@
-"""The PostgreSQL store's pooled reads and its listener (decisions 361 and 362).
+"""The PostgreSQL store's pooled reads, its listener and its writer's prepared
+statements (decisions 361-363).
 
 A pooled read runs on an autocommit connection in pipeline mode, its snapshot opened
 by its first statement, with no check on checkout: a connection found dead with the
 server is dropped and the read runs again on another; a read that refuses leaves no
 transaction open. The listener skips what this replica's own writer announced (its
 commit woke this replica's watchers already) and delivers what another replica's did.
+The writer prepares every statement at its first run, and what it prepared survives
+every way a group rolls back.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+import random
+import threading
+from collections.abc import AsyncIterator, Callable
 
 import psycopg
 import pytest
@@ -105,3 +110,75 @@ async def test_the_listener_skips_what_this_replica_announced(
 
     assert "from-this-replica" not in heard
     assert heard[-1] == "from-another-replica"
+
+
+async def test_prepared_statements_survive_groups_mixing_refusals_errors_and_races(
+    database_url: str, backend: str
+) -> None:
+    # Every statement is prepared at its first run (decision 363). Groups that mix
+    # the writer's every way of rolling back (an operation refusing itself after its
+    # statement, a NOT NULL error found running the group carefully, a duplicate key
+    # taken for a lost race) with reads mid-group and the same statements before and
+    # after: psycopg dropped what it had just prepared after such rollbacks
+    # ("prepared statement ... does not exist").
+    db = PostgresDatabase(database_url, pool_size=1)
+    db.open()
+    try:
+        await db.write(lambda tx: tx.execute(TABLE))
+        rng = random.Random(363)
+        kinds = ["ok", "ok", "ok", "read", "null", "refuse", "duplicate"]
+        expected: set[str] = {"taken"}
+        await db.write(_insert("taken"))
+        for group_no in range(12):
+            plan = [(rng.choice(kinds), f"g{group_no}k{n}") for n in range(6)]
+            done = await _in_one_group(db, [_op(kind, key) for kind, key in plan])
+            for (kind, key), outcome in zip(plan, done, strict=True):
+                assert not isinstance(outcome, psycopg.errors.InvalidSqlStatementName), outcome
+                if kind in ("ok", "read"):
+                    assert outcome == key, (kind, outcome)
+                    expected.add(key)
+                else:
+                    assert isinstance(outcome, Exception), (kind, outcome)
+        assert await db.write(_insert("last")) == "last"
+        stored = await db.read(lambda conn: {r[0] for r in conn.execute(KEYS).fetchall()})
+        assert stored == expected | {"last"}
+    finally:
+        db.close()
+
+
+TABLE = "CREATE TABLE IF NOT EXISTS main.scratch (k TEXT PRIMARY KEY, v INTEGER NOT NULL)"
+KEYS = "SELECT k FROM main.scratch"
+
+
+def _insert(key: str, value: int | None = 1) -> Callable[[Tx], str]:
+    def op(tx: Tx) -> str:
+        tx.execute("INSERT INTO main.scratch (k, v) VALUES (?, ?)", (key, value))
+        return key
+
+    return op
+
+
+def _op(kind: str, key: str) -> Callable[[Tx], str]:
+    def op(tx: Tx) -> str:
+        if kind == "null":
+            return _insert(key, None)(tx)
+        if kind == "duplicate":
+            return _insert("taken")(tx)
+        _insert(key)(tx)
+        if kind == "read":
+            tx.execute("SELECT count(*) FROM main.scratch WHERE k <> ?", (key,)).fetchone()
+        if kind == "refuse":
+            raise LookupError(f"{key} refuses itself")
+        return key
+
+    return op
+
+
+async def _in_one_group(db: PostgresDatabase, ops: list[Callable[[Tx], str]]) -> list[object]:
+    """`ops` as one group: the writer is held busy while they are queued."""
+    release = threading.Event()
+    held = db.queue_write(lambda tx: release.wait(10))
+    futures = [db.queue_write(op) for op in ops]
+    release.set()
+    await held
+    return await asyncio.gather(*futures, return_exceptions=True)

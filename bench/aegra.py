@@ -4,8 +4,8 @@ Aegra (`aegra-api` on PyPI) is a self-hosted LangGraph server on FastAPI and
 PostgreSQL. It needs Python 3.12 or later and pins its own LangGraph, so it runs from a
 virtualenv of its own made from bench/aegra.txt with a Python 3.12 interpreter
 (decision 360): `TURNKEEPER_BENCH_AEGRA` names that virtualenv's `python`, else one is
-made under `~/.cache/turnkeeper-bench/aegra` with the first Python 3.12 found (on PATH,
-or pyenv's). Where none can be had, :class:`Unavailable` says why and the section
+made under `~/.cache/turnkeeper-bench/aegra` with the first Python 3.12 found (pyenv's,
+or one on PATH). Where none can be had, :class:`Unavailable` says why and the section
 runs without Aegra, saying so.
 
 It runs as its docs' single-process mode does: one uvicorn process, no Redis
@@ -36,13 +36,17 @@ class Unavailable(Exception):
 
 
 def _python312() -> Path | None:
-    """A Python 3.12 interpreter: on PATH, else pyenv's newest 3.12.x."""
-    found = shutil.which("python3.12")
-    if found:
-        return Path(found)
+    """A Python 3.12 interpreter that runs: pyenv's newest 3.12.x, else one on PATH
+    (pyenv's shim on PATH answers "command not found" when 3.12 is not selected)."""
     root = Path(os.environ.get("PYENV_ROOT") or Path.home() / ".pyenv")
-    versions = sorted((root / "versions").glob("3.12.*/bin/python3.12"))
-    return versions[-1] if versions else None
+    candidates = sorted((root / "versions").glob("3.12.*/bin/python3.12"), reverse=True)
+    if found := shutil.which("python3.12"):
+        candidates.append(Path(found))
+    for candidate in candidates:
+        probe = [str(candidate), "-c", "import sys; assert sys.version_info[:2] == (3, 12)"]
+        if subprocess.run(probe, capture_output=True, check=False).returncode == 0:
+            return candidate
+    return None
 
 
 def aegra_python(cache: Path = CACHE) -> Path:

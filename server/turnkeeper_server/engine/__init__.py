@@ -29,6 +29,7 @@ from turnkeeper_server.engine.assistants import Assistants
 from turnkeeper_server.engine.checkpoints import Checkpoints
 from turnkeeper_server.engine.effects import Effects
 from turnkeeper_server.engine.handoffs import Handoffs
+from turnkeeper_server.engine.store_index import IndexConfig
 from turnkeeper_server.engine.store_items import StoreItems, TtlConfig
 from turnkeeper_server.engine.threads import Threads
 from turnkeeper_server.engine.turns import Turns
@@ -60,6 +61,7 @@ class Engine:
         namespace: str = "default",
         dispatch_timeout: float = 2.0,
         store_ttl: TtlConfig | None = None,
+        store_index: IndexConfig | None = None,
         version_policies: VersionPolicies | None = None,
     ) -> None:
         self.db = db
@@ -78,7 +80,7 @@ class Engine:
         self.threads = Threads(db)
         self.assistants = Assistants(db)
         self.effects = Effects(db)
-        self.store = StoreItems(db, store_ttl)
+        self.store = StoreItems(db, store_ttl, store_index)
 
     def pipelined(self, *, followed: bool) -> tuple[contextvars.Context, asyncio.Future[None]]:
         """A context to run one write's handler in, and a future set as soon as the

@@ -3,7 +3,8 @@
 A thread's rows are its own (journal/threads.py: its metadata), its turns (with their journaled inputs, interrupt and resume
 values, and their LangGraph run records, journal/runs.py), their retained events and effects (journal/effects.py), the outbox rows
 not yet sent to NATS (which carry the same text), and its checkpoints, their writes (and blobs, on PostgreSQL)
-and the turn boundaries. A thread with a live turn is refused unless the call cancels
+and the turn boundaries, and the store items under the namespace ("threads",
+<thread id>) (journal/store_items.py, decision 352). A thread with a live turn is refused unless the call cancels
 that turn first (the cancel is part of the same transaction, so there is no
 window in which a re-drive resumes from checkpoints about to vanish).
 
@@ -18,7 +19,16 @@ import json
 from dataclasses import dataclass
 
 from turnkeeper_server.errors import WrongState
-from turnkeeper_server.journal import checkpoints, effects, lifecycle, runs, threads, transitions
+from turnkeeper_server.journal import (
+    checkpoints,
+    effects,
+    lifecycle,
+    runs,
+    store_items,
+    threads,
+    transitions,
+    webhooks,
+)
 from turnkeeper_server.journal.lifecycle import Cancelled
 from turnkeeper_server.records import ENDED, LIVE, TURN_COLUMNS, Policy, TurnRecord
 from turnkeeper_server.store.contract import Tx
@@ -59,6 +69,10 @@ def erase_thread(tx: Tx, *, thread_id: str, cancel: bool, policy: Policy) -> Era
     # The backend's checkpoint rows (blobs too, on PostgreSQL); no live turn is left.
     checkpoints.delete_thread(tx, thread_id)
     threads.delete(tx, thread_id)
+    # The store's memory of the thread, by the namespace convention (decision 352);
+    # a thread id may hold a period, which no label may: nothing is stored under it.
+    if "." not in thread_id and thread_id:
+        store_items.erase_under(tx, (store_items.THREAD_LABEL, thread_id))
     return Erased(thread_id, len(ids), cancelled)
 
 
@@ -100,6 +114,7 @@ def delete_turns(tx: Tx, ids: list[str], policy: Policy) -> None:
         tx.execute(f"DELETE FROM main.events WHERE turn_id IN ({marks})", chunk)
         effects.delete_for_turns(tx, chunk)
         runs.delete_for_turns(tx, chunk)
+        webhooks.delete_for_turns(tx, chunk)
         tx.execute(
             f"DELETE FROM main.outbox WHERE subject IN ({marks})",
             [policy.events_subject(turn_id) for turn_id in chunk],

@@ -41,6 +41,7 @@ from turnkeeper_server.web.langgraph.errors import unmatched_as_json
 from turnkeeper_server.web.pump import Pump
 from turnkeeper_server.web.relay import AgentRelay
 from turnkeeper_server.web.sse import EventStream
+from turnkeeper_server.webhooks.settings import WebhookSettings
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +140,9 @@ class WebSettings(transport.TransportSettings, Protocol):
 
     @property
     def langgraph_stream(self) -> str: ...
+
+    @property
+    def webhooks(self) -> WebhookSettings: ...
 
     @property
     def subject_prefix(self) -> str: ...
@@ -259,21 +263,20 @@ class WebServer:
         )
         self.app.router.add_post("/v1/agents/{agent}/rpc", self.relay.__call__)
         # LangGraph's API (web/langgraph/): the assistants are the agents announced.
-        langgraph.add_routes(
-            self.app,
-            langgraph.Deps(
-                engine=operations.engine,
-                operations=operations,
-                relay=self.relay,
-                directory=operations.directory,
-                tokens=tokens,
-                pump=Pump(operations.turns, streams, write_timeout=settings.http_write_timeout),
-                custom_auth=custom_auth.load_setting(
-                    settings.langgraph_auth, settings.langgraph_config
-                ),
-                stream=settings.langgraph_stream,
+        self.langgraph = langgraph.Deps(
+            engine=operations.engine,
+            operations=operations,
+            relay=self.relay,
+            directory=operations.directory,
+            tokens=tokens,
+            pump=Pump(operations.turns, streams, write_timeout=settings.http_write_timeout),
+            custom_auth=custom_auth.load_setting(
+                settings.langgraph_auth, settings.langgraph_config
             ),
+            stream=settings.langgraph_stream,
+            webhooks=settings.webhooks,
         )
+        langgraph.add_routes(self.app, self.langgraph)
         self.app.router.add_get("/v1/health", self._health)
         self.app.router.add_get("/v1/metrics", self._metrics)
         self.app.router.add_get("/v1/whoami", self._whoami)
@@ -282,6 +285,7 @@ class WebServer:
         self.app.router.add_get("/console/", self._page("index.html"))
         self.app.router.add_get("/console/chat", self._page("chat.html"))
         self.app.router.add_get("/console/agents", self._page("agents.html"))
+        self.app.router.add_get("/console/store", self._page("store.html"))
         self.app.router.add_get("/console/{name:.*}", self._static)
         self.runner: web.AppRunner | None = None
         self.listeners: list[asyncio.Server] = []

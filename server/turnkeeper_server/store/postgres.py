@@ -79,6 +79,8 @@ MAX_RUNS = 8
 # refused.
 MAX_COMMITS = 8
 
+# What a read runs first: its snapshot (`_read`).
+BEGIN_READ = "BEGIN ISOLATION LEVEL REPEATABLE READ, READ ONLY"
 # The LISTEN/NOTIFY channel: payload a turn_id whose events or state changed.
 CHANNEL = "turnkeeper_turns"
 # How long the listener waits for a notification before checking it should stop.
@@ -230,6 +232,10 @@ class PostgresDatabase:
         # The writer thread's connection; None until its first group, and again
         # after it broke (the next group connects anew).
         self._write_conn: WriteConnection | None = None
+        # The backend of this replica's writer connection: what it announces, the
+        # writer's after-commit callbacks have already told this replica's watchers,
+        # so the listener skips it (decision 362).
+        self._own_backends: set[int] = set()
         self._closed = False
         self._traced = False
 
@@ -248,10 +254,12 @@ class PostgresDatabase:
             self.url,
             min_size=1,
             max_size=self.pool_size,
-            kwargs=dict(CONNECTION),
+            # Autocommit: a read opens its own transaction with its first statement
+            # (`_read`). No check on checkout (a round trip per read): a read that
+            # finds its connection dead with the server runs again on another, and
+            # the pool replaces the dead one when it comes back (decision 361).
+            kwargs={**CONNECTION, "autocommit": True},
             timeout=CONNECT_TIMEOUT,
-            # A connection that died with the server is replaced, not handed out.
-            check=ConnectionPool.check_connection,
             open=False,
             name="turnkeeper",
         )
@@ -302,13 +310,23 @@ class PostgresDatabase:
         return await asyncio.get_running_loop().run_in_executor(self._executor, self._read, fn)
 
     def _read(self, fn: Callable[[Conn], T]) -> T:
+        """`fn` on a snapshot, in pipeline mode: the BEGIN goes with its first
+        statement and the COMMIT is the one wait after its last, so a read costs the
+        round trips of the rows it fetches plus one (decision 361). A connection
+        found dead (the server restarted since it was pooled) is dropped by the pool
+        and the read runs again on another, at most once per pooled connection."""
         assert self._pool is not None
-        try:
-            with self._pool.connection() as conn:
-                conn.execute("SET TRANSACTION ISOLATION LEVEL REPEATABLE READ, READ ONLY")
-                return fn(PgConn(conn))
-        except (psycopg.OperationalError, PoolTimeout) as exc:
-            raise _unavailable(self.url, exc) from None
+        for attempt in range(self.pool_size + 1):
+            try:
+                with self._pool.connection() as conn:
+                    return _snapshot(conn, fn)
+            except psycopg.OperationalError as exc:
+                if attempt < self.pool_size and isinstance(exc, _DeadConnection):
+                    continue
+                raise _unavailable(self.url, exc) from None
+            except PoolTimeout as exc:
+                raise _unavailable(self.url, exc) from None
+        raise AssertionError("unreachable")
 
     # -- outbox and notification ---------------------------------------------------
 
@@ -317,7 +335,9 @@ class PostgresDatabase:
         exclusive lock is the operator's call, not a background sweeper's."""
 
     def listen(self, on_change: TurnChanged) -> None:
-        self._listener = Listener(self.url, asyncio.get_running_loop(), on_change)
+        self._listener = Listener(
+            self.url, asyncio.get_running_loop(), on_change, self._own_backends
+        )
         self._listener.start()
 
     async def drain_outbox(self, limit: int, publish: Publish) -> int:
@@ -515,6 +535,7 @@ class PostgresDatabase:
         conn.execute("ROLLBACK TO SAVEPOINT op")
         conn.execute("RELEASE SAVEPOINT op")
         pipeline.sync()
+        _forget_prepared(conn, pipeline)
         return False, error
 
     def _connection(self) -> tuple[psycopg.Connection[Any], psycopg.Pipeline]:
@@ -522,6 +543,9 @@ class PostgresDatabase:
         if held is None or held.conn.closed or held.conn.broken:
             self._drop_write_conn()
             held = self._write_conn = WriteConnection(self.url)
+            # Only the live one: a dead backend's pid may be another replica's next.
+            self._own_backends.clear()
+            self._own_backends.add(held.conn.info.backend_pid)
         return held.conn, held.pipeline
 
     def _rollback(self) -> None:
@@ -552,18 +576,44 @@ class WriteConnection:
 
     def __init__(self, url: str) -> None:
         self._held = contextlib.ExitStack()
-        # No prepared statements: psycopg forgets its own on a rollback (to a
-        # savepoint too) and deallocates them on the server later, which in pipeline
-        # mode lands after the next group has prepared them again under new names
-        # ("prepared statement ... does not exist"; decision 266).
+        # Every statement prepared at its first run (decision 363): PostgreSQL
+        # parses and plans each text once per connection, not per statement. At 0,
+        # not psycopg's default of 5: a statement prepared at a later run is taken
+        # for prepared without its result being checked, and in pipeline mode an
+        # earlier statement's error can have skipped its Parse ("prepared statement
+        # ... does not exist"); one prepared at its first run is checked. A rollback
+        # makes psycopg forget them all (`_forget_prepared`).
         self.conn: psycopg.Connection[Any] = self._held.enter_context(
-            SendingConnection.connect(url, prepare_threshold=None, **CONNECTION)
+            SendingConnection.connect(url, prepare_threshold=0, **CONNECTION)
         )
         self.pipeline: psycopg.Pipeline = self._held.enter_context(self.conn.pipeline())
 
     def close(self) -> None:
         with contextlib.suppress(psycopg.Error):
             self._held.close()
+
+
+class _DeadConnection(psycopg.OperationalError):
+    """A pooled connection that was found dead with the server on use."""
+
+
+def _snapshot(conn: psycopg.Connection[Any], fn: Callable[[Conn], T]) -> T:
+    """`fn` in a read-only REPEATABLE READ transaction on an autocommit connection."""
+    try:
+        with conn.pipeline() as pipeline:
+            conn.execute(BEGIN_READ)
+            result = fn(PgConn(conn, pipeline))
+            conn.execute("COMMIT")
+        return result
+    except BaseException as exc:
+        if conn.broken or conn.closed:
+            if isinstance(exc, psycopg.OperationalError):
+                raise _DeadConnection(str(exc)) from exc
+            raise
+        # Leave no transaction open on a pooled connection (`fn` refused, say).
+        with contextlib.suppress(psycopg.Error):
+            conn.execute("ROLLBACK")
+        raise
 
 
 class _Refused(Exception):
@@ -582,6 +632,21 @@ def _resync(conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline) -> None:
     except psycopg.Error:
         if conn.broken or conn.closed:
             raise
+
+
+def _forget_prepared(conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline) -> None:
+    """After a ROLLBACK TO SAVEPOINT (synced): deallocate every prepared statement now.
+
+    psycopg forgets its prepared statements when it sees a rollback and deallocates
+    them on the server with its next statement, but *after* sending that statement,
+    which it prepares anew first: in pipeline mode the DEALLOCATE ALL lands behind
+    the new Parse and drops it ("prepared statement ... does not exist"; decision
+    266). A statement that is never prepared sends the DEALLOCATE ALL before anything
+    is prepared again, and is synced at once: its own result, read later, would make
+    psycopg forget (and drop) what was prepared meanwhile. (`Connection.rollback`
+    deallocates at once on its own.)"""
+    conn.execute("DEALLOCATE ALL", prepare=False)
+    pipeline.sync()
 
 
 def _commit(outcomes: dict[int, tuple[bool, Any]], ran: list[tuple[Job[Any], Any]]) -> None:
@@ -615,6 +680,9 @@ def _refusal(exc: psycopg.Error) -> BaseException:
 
 
 def _claim(conn: psycopg.Connection[Any], limit: int) -> list[OutboxRow]:
+    # The pool's connections are autocommit: the claim's locks are held by a
+    # transaction of its own, until the rows are deleted or the claim rolled back.
+    conn.execute("BEGIN")
     rows = conn.execute(
         "SELECT id, subject, payload, traceparent, messages FROM outbox ORDER BY id "
         "LIMIT %s FOR UPDATE SKIP LOCKED",
@@ -629,13 +697,23 @@ def _delete_claimed(conn: psycopg.Connection[Any], ids: list[int]) -> None:
 
 
 class Listener:
-    """LISTEN on a connection of its own, in a thread: each notification wakes the
-    WatchTurn streams of its turn on this replica's loop."""
+    """LISTEN on a connection of its own, in a thread: each notification of another
+    replica's wakes the WatchTurn streams of its turn on this replica's loop. Those
+    sent by `own` backends (this replica's writer) are skipped: their commits woke
+    the streams already, and a second wake costs each stream a read that finds
+    nothing new."""
 
-    def __init__(self, url: str, loop: asyncio.AbstractEventLoop, on_change: TurnChanged) -> None:
+    def __init__(
+        self,
+        url: str,
+        loop: asyncio.AbstractEventLoop,
+        on_change: TurnChanged,
+        own: set[int] | frozenset[int] = frozenset(),
+    ) -> None:
         self.url = url
         self.loop = loop
         self.on_change = on_change
+        self.own = own
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._run, name="turnkeeper-listen", daemon=True)
 
@@ -663,7 +741,8 @@ class Listener:
                     connected_before = True
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=LISTEN_POLL):
-                            self._deliver(note.payload)
+                            if note.pid not in self.own:
+                                self._deliver(note.payload)
             except psycopg.Error as exc:
                 log.warning("LISTEN connection to PostgreSQL lost (%s); reconnecting", exc)
                 self._stop.wait(1.0)

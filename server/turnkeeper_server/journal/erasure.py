@@ -1,7 +1,8 @@
 """Erasure: every row of a thread goes, in both files, in one transaction.
 
 A thread's rows are its own (journal/threads.py: its metadata), its turns (with their journaled inputs, interrupt and resume
-values, and their LangGraph run records, journal/runs.py), their retained events and effects (journal/effects.py), the outbox rows
+values, and their LangGraph run records, journal/runs.py), its crons and runs due
+later (journal/crons.py), their retained events and effects (journal/effects.py), the outbox rows
 not yet sent to NATS (which carry the same text), and its checkpoints, their writes (and blobs, on PostgreSQL)
 and the turn boundaries. A thread with a live turn is refused unless the call cancels
 that turn first (the cancel is part of the same transaction, so there is no
@@ -18,7 +19,15 @@ import json
 from dataclasses import dataclass
 
 from turnkeeper_server.errors import WrongState
-from turnkeeper_server.journal import checkpoints, effects, lifecycle, runs, threads, transitions
+from turnkeeper_server.journal import (
+    checkpoints,
+    crons,
+    effects,
+    lifecycle,
+    runs,
+    threads,
+    transitions,
+)
 from turnkeeper_server.journal.lifecycle import Cancelled
 from turnkeeper_server.records import ENDED, LIVE, TURN_COLUMNS, Policy, TurnRecord
 from turnkeeper_server.store.contract import Tx
@@ -58,6 +67,8 @@ def erase_thread(tx: Tx, *, thread_id: str, cancel: bool, policy: Policy) -> Era
     _erase_rewinds(tx, thread_id, policy)
     # The backend's checkpoint rows (blobs too, on PostgreSQL); no live turn is left.
     checkpoints.delete_thread(tx, thread_id)
+    # Its crons and its runs due later go with it (they would start runs on it).
+    crons.delete_for_threads(tx, [thread_id])
     threads.delete(tx, thread_id)
     return Erased(thread_id, len(ids), cancelled)
 

@@ -259,21 +259,21 @@ class WebServer:
         )
         self.app.router.add_post("/v1/agents/{agent}/rpc", self.relay.__call__)
         # LangGraph's API (web/langgraph/): the assistants are the agents announced.
-        langgraph.add_routes(
-            self.app,
-            langgraph.Deps(
-                engine=operations.engine,
-                operations=operations,
-                relay=self.relay,
-                directory=operations.directory,
-                tokens=tokens,
-                pump=Pump(operations.turns, streams, write_timeout=settings.http_write_timeout),
-                custom_auth=custom_auth.load_setting(
-                    settings.langgraph_auth, settings.langgraph_config
-                ),
-                stream=settings.langgraph_stream,
+        self.langgraph = langgraph.Deps(
+            engine=operations.engine,
+            operations=operations,
+            relay=self.relay,
+            directory=operations.directory,
+            tokens=tokens,
+            pump=Pump(operations.turns, streams, write_timeout=settings.http_write_timeout),
+            custom_auth=custom_auth.load_setting(
+                settings.langgraph_auth, settings.langgraph_config
             ),
+            stream=settings.langgraph_stream,
         )
+        langgraph.add_routes(self.app, self.langgraph)
+        # Every replica fires due crons and runs started later, one per tick.
+        self.crons = langgraph.CronScheduler(self.langgraph)
         self.app.router.add_get("/v1/health", self._health)
         self.app.router.add_get("/v1/metrics", self._metrics)
         self.app.router.add_get("/v1/whoami", self._whoami)
@@ -316,6 +316,7 @@ class WebServer:
             log.warning("HTTP port %d is in use: serving the console on another port", port)
             await self._bind(host, 0)
         log.info("console and HTTP API on %s", self.url)
+        self.crons.start()
 
     async def _bind(self, host: str, port: int) -> None:
         assert self.runner is not None and self.runner.server is not None
@@ -335,6 +336,7 @@ class WebServer:
         if self._stopped or self.runner is None:
             return
         self._stopped = True
+        await self.crons.stop()
         for listener in self.listeners:
             listener.close()
         # Open event streams end here; pages reconnect with Last-Event-ID.

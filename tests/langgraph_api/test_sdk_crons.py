@@ -54,20 +54,20 @@ async def cron_runs(sdk: LangGraphClient, cron_id: str) -> list[str]:
     found: list[tuple[str, str]] = []
     for thread in threads:
         for run in await sdk.runs.list(thread["thread_id"]):
-            found.append((run["created_at"], run["run_id"]))
+            found.append((str(run["created_at"]), run["run_id"]))
     return [run_id for _, run_id in sorted(found)]
 
 
 async def test_crons_over_the_sdk(sdk: LangGraphClient) -> None:
     thread = await sdk.threads.create()
-    made = await sdk.crons.create(
+    made: Any = await sdk.crons.create(
         ASSISTANT, schedule="0 12 * * *", input=question("noon"), metadata={"team": "a"}
     )
     assert made["schedule"] == "0 12 * * *"
     assert made["thread_id"] is None and made["on_run_completed"] == "delete"
     assert made["next_run_date"].endswith("12:00:00+00:00")
     assert made["payload"]["input"] == question("noon")
-    on_thread = await sdk.crons.create_for_thread(
+    on_thread: Any = await sdk.crons.create_for_thread(
         thread["thread_id"], ASSISTANT, schedule="30 6 * * 1", timezone="Europe/Oslo"
     )
     assert on_thread["thread_id"] == thread["thread_id"]
@@ -83,7 +83,7 @@ async def test_crons_over_the_sdk(sdk: LangGraphClient) -> None:
     picked = await sdk.crons.search(select=["cron_id", "enabled"], sort_by="created_at")
     assert picked[0] == {"cron_id": on_thread["cron_id"], "enabled": True}
 
-    changed = await sdk.crons.update(
+    changed: Any = await sdk.crons.update(
         made["cron_id"], schedule="15 8 * * *", enabled=False, metadata={"b": 1}
     )
     assert changed["enabled"] is False and changed["metadata"] == {"team": "a", "b": 1}
@@ -107,7 +107,7 @@ async def test_crons_over_the_sdk(sdk: LangGraphClient) -> None:
 async def test_a_cron_every_two_seconds_fires_one_run_per_tick(
     sdk: LangGraphClient, service: TurnkeeperServer
 ) -> None:
-    cron = await sdk.crons.create(ASSISTANT, schedule=EVERY_2S, input=question("tick"))
+    cron: Any = await sdk.crons.create(ASSISTANT, schedule=EVERY_2S, input=question("tick"))
     first = cron["next_run_date"]
     ticks = await eventually(lambda: _at_least(sdk, cron["cron_id"], 3), "three runs of the cron")
     await sdk.crons.delete(cron["cron_id"])
@@ -160,7 +160,7 @@ async def test_ticks_missed_while_no_replica_was_up_fire_once(
     nats_server: NatsServer,
     tmp_path: Path,
 ) -> None:
-    cron = await sdk.crons.create(ASSISTANT, schedule=EVERY_2S, input=question("tick"))
+    cron: Any = await sdk.crons.create(ASSISTANT, schedule=EVERY_2S, input=question("tick"))
     cron_id = cron["cron_id"]
     await eventually(lambda: _at_least(sdk, cron_id, 1), "the cron's first run")
     await service.stop(0)
@@ -193,7 +193,7 @@ async def test_ticks_missed_while_no_replica_was_up_fire_once(
             tick_run_id(cron_id, float(g)) for g in range(int(back) + 1, 600 + int(back))
         }
         assert new - {caught_up} <= on_schedule, "a missed tick was run on its own"
-        record = await client.crons.search()
+        record: Any = await client.crons.search()
         assert record[0]["next_run_date"] > cron["next_run_date"]
     finally:
         await client.crons.delete(cron_id)
@@ -236,7 +236,7 @@ async def test_a_run_started_later_survives_a_restart(
 
         finished = await eventually(done, "the run, started when due, done")
         assert finished["kwargs"]["input"] == question("later")
-        state = await client.threads.get_state(thread["thread_id"])
+        state: Any = await client.threads.get_state(thread["thread_id"])
         assert state["values"]["messages"][0]["content"] == "later"
     finally:
         await client.http.client.aclose()

@@ -18,7 +18,13 @@ from langgraph_sdk.client import LangGraphClient
 from turnkeeper_server.journal.crons import tick_run_id
 
 from tests.langgraph_api.conftest import GRAPHS
-from tests.langgraph_api.test_sdk_crons import ASSISTANT, EVERY_2S, cron_runs, question
+from tests.langgraph_api.test_sdk_crons import (
+    ASSISTANT,
+    EVERY_2S,
+    cron_runs,
+    eventually,
+    question,
+)
 from tests.support.langgraph_host import start_host
 from tests.support.nats import NatsServer
 from tests.support.postgres import PostgresCluster
@@ -36,10 +42,13 @@ def _replica(data_dir: Path, database: str, nats_url: str) -> ServiceProcess:
 
 
 async def _runs_reach(client: LangGraphClient, cron_id: str, n: int) -> list[str]:
-    """The cron's runs once there are at least n (asked again every 0.2 s)."""
-    while len(found := await cron_runs(client, cron_id)) < n:
-        await asyncio.sleep(0.2)
-    return found
+    """The cron's runs once there are at least n."""
+
+    async def enough() -> list[str] | None:
+        found = await cron_runs(client, cron_id)
+        return found if len(found) >= n else None
+
+    return await eventually(enough, f"{n} runs of the cron")
 
 
 async def _campaign(

@@ -100,6 +100,9 @@ async def test_crons_over_the_sdk(sdk: LangGraphClient) -> None:
         await sdk.crons.create_for_thread(
             "00000000-0000-0000-0000-000000000001", ASSISTANT, schedule="* * * * *"
         )
+    # A thread's crons go with it.
+    await sdk.threads.delete(thread["thread_id"])
+    assert await sdk.crons.count() == 0
     info = await sdk.http.get("/info")
     assert info["flags"]["crons"] is True
 
@@ -107,7 +110,10 @@ async def test_crons_over_the_sdk(sdk: LangGraphClient) -> None:
 async def test_a_cron_every_two_seconds_fires_one_run_per_tick(
     sdk: LangGraphClient, service: TurnkeeperServer
 ) -> None:
-    cron: Any = await sdk.crons.create(ASSISTANT, schedule=EVERY_2S, input=question("tick"))
+    hook = "http://127.0.0.1:9/hook"
+    cron: Any = await sdk.crons.create(
+        ASSISTANT, schedule=EVERY_2S, input=question("tick"), webhook=hook
+    )
     first = cron["next_run_date"]
     ticks = await eventually(lambda: _at_least(sdk, cron["cron_id"], 3), "three runs of the cron")
     await sdk.crons.delete(cron["cron_id"])
@@ -119,6 +125,9 @@ async def test_a_cron_every_two_seconds_fires_one_run_per_tick(
     for run_id in ticks[:3]:
         run = await _run(sdk, run_id)
         assert run["metadata"]["cron_id"] == cron["cron_id"]
+        assert run["status"] in ("pending", "running", "success")
+        # The cron's webhook is kept and passed to its runs (delivery: the webhooks').
+        assert run["kwargs"]["webhook"] == hook
 
 
 async def _at_least(sdk: LangGraphClient, cron_id: str, n: int) -> list[str] | None:

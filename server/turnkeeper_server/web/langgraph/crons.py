@@ -333,7 +333,6 @@ async def update(request: web.Request, caller: Caller | None, deps: Deps) -> web
     given = {k: body[k] for k in PAYLOAD_KEYS if body.get(k) is not None}
     if given:
         payload = {**record.payload, **given}
-        runs.refuse_not_yet({k: v for k, v in payload.items() if k != "webhook"})
         runs.check_run_body(payload)
         changes["payload"] = payload
         if "webhook" in given:

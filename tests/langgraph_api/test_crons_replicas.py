@@ -8,10 +8,12 @@ from __future__ import annotations
 
 import asyncio
 import re
+import time
 from datetime import datetime
 from pathlib import Path
 from typing import Any
 
+import psycopg
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
@@ -106,3 +108,66 @@ async def test_a_minute_of_a_cron_across_two_replicas_one_sigkilled(
     tmp_path: Path, postgres_cluster: PostgresCluster, nats_server: NatsServer
 ) -> None:
     await _campaign(tmp_path, postgres_cluster, nats_server, ticks=30)
+
+
+def _http_url(replica: ServiceProcess) -> str:
+    """The HTTP side's URL of the replica's latest start."""
+    for line in reversed(replica.log):
+        if found := _HTTP.search(line):
+            return found.group(1)
+    raise AssertionError("no HTTP side announced")
+
+
+def _fired(database: str, cron_id: str) -> set[str]:
+    """The runs of the cron's ticks in the journal (read while no replica is up)."""
+    with psycopg.connect(database) as conn:
+        rows = conn.execute(
+            "SELECT t.turn_id FROM turns t JOIN threads h ON h.thread_id = t.thread_id "
+            "WHERE h.metadata LIKE %s",
+            (f"%{cron_id}%",),
+        ).fetchall()
+    return {row[0] for row in rows}
+
+
+@pytest.mark.full
+@pytest.mark.postgres_only
+async def test_an_outage_of_ten_ticks_fires_once_when_a_replica_comes_back(
+    tmp_path: Path, postgres_cluster: PostgresCluster, nats_server: NatsServer
+) -> None:
+    database = postgres_cluster.new_database()
+    a = _replica(tmp_path / "a", database, nats_server.url)
+    host = None
+    try:
+        address = await asyncio.to_thread(a.start)
+        await asyncio.to_thread(a.wait_line, _HTTP)
+        host = await start_host(
+            GRAPHS, service=address, nats_url=nats_server.url, replica="lg-1", step_delay=0.01
+        )
+        client = get_client(url=_http_url(a))
+        cron: Any = await client.crons.create(ASSISTANT, schedule=EVERY_2S, input=question("t"))
+        cron_id = cron["cron_id"]
+        await _runs_reach(client, cron_id, 2)
+        await client.http.client.aclose()
+        a.kill()
+        down = time.time()
+        before = _fired(database, cron_id)
+        # The outage itself: ten ticks of the schedule with no replica up.
+        await asyncio.sleep(20.5)
+        back = time.time()
+        await asyncio.to_thread(a.start)
+        client = get_client(url=_http_url(a))
+        try:
+            found = await _runs_reach(client, cron_id, len(before) + 3)
+            await client.crons.delete(cron_id)
+        finally:
+            await client.http.client.aclose()
+        new = set(found) - before
+        outage = {tick_run_id(cron_id, float(g)) for g in range(int(down) - 4, int(back) + 1)}
+        late = {tick_run_id(cron_id, float(g)) for g in range(int(back) + 1, int(back) + 600)}
+        # Once for the ticks missed, then on schedule.
+        assert len(new & outage) == 1, "the outage did not fire exactly once"
+        assert new - outage <= late
+    finally:
+        if host is not None:
+            await host.close()
+        a.kill()

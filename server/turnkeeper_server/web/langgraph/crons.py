@@ -452,9 +452,11 @@ class CronScheduler:
             except Exception:
                 log.exception("cron scheduler pass failed; retrying next interval")
                 earliest = None
+            # Until the next tick owed; a tick past due (claimed elsewhere, or whose
+            # graph no replica serves yet) is looked at again an interval later.
             wait = self.interval
-            if earliest is not None:
-                wait = min(wait, max(earliest - time.time(), 0.05))
+            if earliest is not None and earliest > time.time():
+                wait = min(wait, max(earliest - time.time(), 0.01))
             await asyncio.sleep(wait)
 
     async def run_pass(self) -> int:

@@ -171,7 +171,6 @@ async def test_ticks_missed_while_no_replica_was_up_fire_once(
 ) -> None:
     cron: Any = await sdk.crons.create(ASSISTANT, schedule=EVERY_2S, input=question("tick"))
     cron_id = cron["cron_id"]
-    await eventually(lambda: _at_least(sdk, cron_id, 1), "the cron's first run")
     await service.stop(0)
     await host.close()
     # An outage of ten ticks, as the journal keeps it: the tick owed is 20 s ago

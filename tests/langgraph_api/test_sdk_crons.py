@@ -237,12 +237,10 @@ async def test_a_run_started_later_survives_a_restart(
 
     again, new_host, client = await _restart(make_service, nats_server)
     try:
-
-        async def done() -> dict[str, Any] | None:
-            now = await client.runs.get(thread["thread_id"], run["run_id"])
-            return dict(now) if now["status"] == "success" else None
-
-        finished = await eventually(done, "the run, started when due, done")
+        # A join waits for the run to start, then for its end.
+        await client.runs.join(thread["thread_id"], run["run_id"])
+        finished: Any = await client.runs.get(thread["thread_id"], run["run_id"])
+        assert finished["status"] == "success"
         assert finished["kwargs"]["input"] == question("later")
         state: Any = await client.threads.get_state(thread["thread_id"])
         assert state["values"]["messages"][0]["content"] == "later"

@@ -87,6 +87,8 @@ RUN_FIELDS: Final = frozenset(
 )
 # The longest a run may be started later (after_seconds), a year.
 MAX_AFTER_SECONDS: Final = 366 * 24 * 3600
+# How often a join of a run started later looks whether it started.
+LATER_POLL_SECONDS = 0.25
 # How many of a thread's newest runs are looked through for the interrupted one.
 PARKED_LOOKBACK: Final = 100
 # How often runs.wait sends a keep-alive newline while its run goes on (LangGraph's
@@ -406,6 +408,29 @@ async def _later_or_404(
     return record
 
 
+async def _started(
+    deps: Deps, caller: Caller | None, thread_id: str | None, run_id: str
+) -> TurnRecord:
+    """The run, once it started: a run started later is waited for (looked at every
+    LATER_POLL_SECONDS) until a replica starts it; 409 when its start was refused
+    then, 404 when it was cancelled meanwhile."""
+    try:
+        return run_or_404(deps, caller, thread_id, run_id)
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+    await _later_or_404(deps, caller, thread_id, run_id)
+    while True:
+        if deps.engine.turns.get(run_id) is not None:
+            return run_or_404(deps, caller, thread_id, run_id)
+        later = await deps.engine.crons.by_run(run_id)
+        if later is None and deps.engine.turns.get(run_id) is None:
+            raise not_found(f"run {run_id}")
+        if later is not None and later.next_run_at is None:
+            raise ApiError(409, f"run {run_id} was refused when due: {later.last_error}")
+        await asyncio.sleep(LATER_POLL_SECONDS)
+
+
 def _mode_list(raw: Any, modes: frozenset[str]) -> list[str]:
     """The run's stream modes as it gave them (in its order), or the default."""
     if isinstance(raw, str):
@@ -487,7 +512,7 @@ async def join_stream(
     request: web.Request, caller: Caller | None, deps: Deps
 ) -> web.StreamResponse:
     require(caller, WATCH_RIGHT)
-    turn = run_or_404(deps, caller, _thread_path(request), request.match_info["run_id"])
+    turn = await _started(deps, caller, _thread_path(request), request.match_info["run_id"])
     # A live stream's ids name the attempt too (stream.py live_id); a settled one's
     # are bare seqs, whose attempt is not needed: nothing settled is taken back.
     after, after_attempt = position_of(last_event_id(request, turn))
@@ -764,7 +789,7 @@ async def wait(request: web.Request, caller: Caller | None, deps: Deps) -> web.S
 
 async def join(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
     require(caller, WATCH_RIGHT)
-    turn = run_or_404(deps, caller, _thread_path(request), request.match_info["run_id"])
+    turn = await _started(deps, caller, _thread_path(request), request.match_info["run_id"])
     return json_response(await _outcome(deps, turn))
 
 

@@ -28,6 +28,7 @@ import contextlib
 import logging
 import time
 import uuid
+from dataclasses import replace
 from datetime import UTC, datetime
 from typing import Any, Final
 from zoneinfo import ZoneInfo, ZoneInfoNotFoundError
@@ -248,7 +249,7 @@ async def _create(
         updated_at=now,
     )
     first = _next_after(record, now)
-    record = CronRecord(**{**record.__dict__, "next_run_at": first})
+    record = replace(record, next_run_at=first)
     await deps.engine.crons.put(record)
     return json_response(shape(record))
 
@@ -338,7 +339,7 @@ async def update(request: web.Request, caller: Caller | None, deps: Deps) -> web
         if "webhook" in given:
             changes["webhook"] = given["webhook"]
     if "schedule" in changes or "timezone" in changes:
-        moved = CronRecord(**{**record.__dict__, "schedule": schedule, "timezone": timezone})
+        moved = replace(record, schedule=schedule, timezone=timezone)
         changes["next_run_at"] = _next_after(moved, time.time())
     updated = await deps.engine.crons.update(record.cron_id, changes)
     if updated is None:

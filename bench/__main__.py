@@ -35,6 +35,7 @@ from bench import (  # noqa: E402 - after prefer_iomgr
     report,
     saver,
     status,
+    store,
     tracing,
 )
 from bench.common import FULL, SMOKE, Section, Size  # noqa: E402
@@ -52,6 +53,7 @@ BENCHMARKS: dict[str, Callable[[Size], Section]] = {
     "langgraph": langgraph_api.run,
     "effects": effects.run,
     "postgres": postgres_section.run,
+    "store": store.run,
 }
 
 

@@ -97,6 +97,10 @@ class Size:
     pg_spread_rounds: int
     pg_count_turns: int
     pg_stats_wait: float
+    # The store (bench/store.py): items stored before the timed calls, calls of each
+    # operation per round.
+    store_items: int = 1_000
+    store_ops: int = 100
 
 
 FULL = Size(
@@ -182,6 +186,8 @@ SMOKE = Size(
     pg_count_turns=4,
     # Too short for exact counts (the smoke run only checks the section runs).
     pg_stats_wait=2.0,
+    store_items=20,
+    store_ops=3,
 )
 
 

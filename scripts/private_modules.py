@@ -162,9 +162,12 @@ def _module_map(text: str) -> str:
 def rewrite(text: str) -> str:
     text = _from_imports(text)
     for old, new in RENAMES.items():
-        text = _dotted(old).sub(new, text)
-        pattern, replacement = _path(old)
-        text = pattern.sub(replacement, text)
+        # Each pattern needs its literal: `in` first, the regex scan only where it is.
+        if old in text:
+            text = _dotted(old).sub(new, text)
+        if old.replace(".", "/") + ".py" in text:
+            pattern, replacement = _path(old)
+            text = pattern.sub(replacement, text)
     return _module_map(text)
 
 

@@ -51,13 +51,20 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     """Without --full, the tests marked `full` are deselected (not skipped): the
-    default run keeps a reduced campaign of each kind, `pytest --full` runs them all."""
-    if config.getoption("--full"):
-        return
-    full = [item for item in items if item.get_closest_marker("full")]
-    if full:
-        config.hook.pytest_deselected(items=full)
-        items[:] = [item for item in items if not item.get_closest_marker("full")]
+    default run keeps a reduced campaign of each kind, `pytest --full` runs them all.
+
+    The modules with a test marked `slow` (seconds each: subprocesses, installs,
+    campaigns) run first, then the others, each part in collection order (decision
+    327): xdist hands tests out in this order, one at a time to the worker that is
+    free, so the run ends on sub-second tests and no worker waits long for the other.
+    A module's tests stay together, so a module-scoped fixture is not set up twice."""
+    if not config.getoption("--full"):
+        full = [item for item in items if item.get_closest_marker("full")]
+        if full:
+            config.hook.pytest_deselected(items=full)
+            items[:] = [item for item in items if not item.get_closest_marker("full")]
+    slow = {item.path for item in items if item.get_closest_marker("slow")}
+    items.sort(key=lambda item: item.path not in slow)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:

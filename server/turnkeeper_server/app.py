@@ -34,6 +34,7 @@ from turnkeeper.v1 import (
 from turnkeeper_server.audit import OK, TOKENS_RELOAD, AuditLog
 from turnkeeper_server.config import Settings
 from turnkeeper_server.engine import Engine, TurnNotifier
+from turnkeeper_server.engine.store_index import index_of_config
 from turnkeeper_server.engine.store_items import ttl_of_config
 from turnkeeper_server.messaging.jetstream import StreamSpec, ensure_stream
 from turnkeeper_server.messaging.link import NatsLink
@@ -56,6 +57,8 @@ from turnkeeper_server.security.streams import OpenStreams
 from turnkeeper_server.security.token_reload import Reload, TokenReloader
 from turnkeeper_server.store import open_store
 from turnkeeper_server.web.app import WebServer
+from turnkeeper_server.web.langgraph.webhooks import payload as webhook_payload
+from turnkeeper_server.webhooks.delivery import WebhookDeliverer
 
 log = logging.getLogger(__name__)
 
@@ -130,6 +133,7 @@ class TurnkeeperServer:
             namespace=settings.namespace,
             version_policies=settings.version_policies,
             store_ttl=ttl_of_config(settings.langgraph_config),
+            store_index=index_of_config(settings.langgraph_config),
         )
         self.reaper = LeaseReaper(
             self.engine.turns.reap, settings.reap_interval, settings.lease_seconds
@@ -178,6 +182,18 @@ class TurnkeeperServer:
                 announced=self.engine.turns.announced,
                 agents=self.engine.turns.announced_agents,
             )
+        # Runs' webhooks come with the LangGraph API, and are built by it (their body
+        # is a run's): delivered from the journal's rows by every replica.
+        self.webhooks = (
+            WebhookDeliverer(
+                self.db,
+                settings.webhooks,
+                webhook_payload(self.web.langgraph),
+                metrics=self.metrics,
+            )
+            if self.web is not None
+            else None
+        )
         self.health = health.aio.HealthServicer()  # type: ignore[attr-defined]  # not in grpc-stubs
         self.server: aio.Server | None = None
         self.port = 0
@@ -197,6 +213,7 @@ class TurnkeeperServer:
         self.db.open()
         self._db_open = True
         self.db.listen(self.notifier.changed)
+        await self.engine.store.prepare()
         # ErrorsAndMetrics is outermost: authentication refusals are mapped and counted.
         interceptors: list[Any] = [ErrorsAndMetrics(self.metrics)]
         if tracing.active():
@@ -251,6 +268,8 @@ class TurnkeeperServer:
         await self.outbox.start()
         await self.reaper.start()
         await self.retention.start()
+        if self.webhooks is not None:
+            await self.webhooks.start()
         if self.token_reloader is not None:
             await self.token_reloader.start()
         await server.start()
@@ -325,6 +344,8 @@ class TurnkeeperServer:
                 await step("gRPC drain", lambda: server.stop(grace))
             await step("reaper", self.reaper.stop)
             await step("retention", self.retention.stop)
+            if self.webhooks is not None:
+                await step("webhooks", self.webhooks.stop)
             await step("hand-offs", self.engine.stop)
             await step("outbox publisher", self.outbox.stop)
             # A start that failed opening the store (another service holds it, the

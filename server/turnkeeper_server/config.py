@@ -33,6 +33,7 @@ from turnkeeper._nats_auth import NatsAuth
 from turnkeeper_server.journal.versions import VersionPolicies
 from turnkeeper_server.limits import DEFAULT_LIMITS, Limits
 from turnkeeper_server.store.status_cache import CACHED_TURNS
+from turnkeeper_server.webhooks.settings import WebhookSettings
 
 log = logging.getLogger(__name__)
 
@@ -136,6 +137,9 @@ class Settings:
     # checkpoint is durable, never taken back (decision 210). A run's stream may
     # ask for the other with the `X-Turnkeeper-Stream` header.
     langgraph_stream: str = "live"
+    # LangGraph API runs' webhooks: the signing secret, the allow-list, retries
+    # (webhooks/settings.py, docs/operators.md).
+    webhooks: WebhookSettings = field(default_factory=WebhookSettings)
     # A thread's owner (its maker; its end user under a langgraph.json's auth) may
     # edit its state: update_state, a Command's update or goto, a fork. Off: only
     # operators and admins (and agents on their own threads) do; an owner answers

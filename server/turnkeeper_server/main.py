@@ -40,6 +40,7 @@ from turnkeeper_server.security.auth import TokenStore
 from turnkeeper_server.security.transport import InsecureListen
 from turnkeeper_server.store.lockfile import StoreInUse
 from turnkeeper_server.store.status_cache import CACHED_TURNS
+from turnkeeper_server.webhooks.settings import WebhookSettings
 
 log = logging.getLogger("turnkeeper")
 
@@ -418,6 +419,50 @@ def add_security_arguments(parser: argparse.ArgumentParser) -> None:
         "(env TURNKEEPER_TOKENS_FILE; make entries with python -m turnkeeper_server.security.auth)",
     )
     parser.add_argument(
+        "--webhook-secret-file",
+        type=Path,
+        default=_path(env("TURNKEEPER_WEBHOOK_SECRET_FILE")),
+        help="the secrets LangGraph API runs' webhooks are signed with, one a line "
+        "(whsec_ and base64); without it a run with a webhook is refused "
+        "(env TURNKEEPER_WEBHOOK_SECRET_FILE; docs/operators.md)",
+    )
+    parser.add_argument(
+        "--webhook-allow",
+        dest="webhook_allow",
+        action="append",
+        default=[h for h in env("TURNKEEPER_WEBHOOK_ALLOW", "").split(",") if h.strip()],
+        help="an address, network (CIDR) or host name webhooks may reach besides public "
+        "addresses (loopback, private and link-local ones are refused by default); "
+        "repeatable (env TURNKEEPER_WEBHOOK_ALLOW, comma-separated)",
+    )
+    parser.add_argument(
+        "--webhook-timeout",
+        type=float,
+        default=float(env("TURNKEEPER_WEBHOOK_TIMEOUT", "10")),
+        help="seconds one webhook attempt may take (env TURNKEEPER_WEBHOOK_TIMEOUT)",
+    )
+    parser.add_argument(
+        "--webhook-retry-base",
+        type=float,
+        default=float(env("TURNKEEPER_WEBHOOK_RETRY_BASE", "2")),
+        help="seconds before a webhook's first retry, doubled at each next one up to "
+        "--webhook-retry-cap (env TURNKEEPER_WEBHOOK_RETRY_BASE)",
+    )
+    parser.add_argument(
+        "--webhook-retry-cap",
+        type=float,
+        default=float(env("TURNKEEPER_WEBHOOK_RETRY_CAP", "600")),
+        help="the longest wait between two webhook attempts, seconds "
+        "(env TURNKEEPER_WEBHOOK_RETRY_CAP)",
+    )
+    parser.add_argument(
+        "--webhook-max-attempts",
+        type=int,
+        default=int(env("TURNKEEPER_WEBHOOK_MAX_ATTEMPTS", "12")),
+        help="attempts at a webhook before it is given up, recorded failed "
+        "(env TURNKEEPER_WEBHOOK_MAX_ATTEMPTS)",
+    )
+    parser.add_argument(
         "--tokens-poll-seconds",
         type=float,
         default=float(env("TURNKEEPER_TOKENS_POLL_SECONDS", "1")),
@@ -536,6 +581,14 @@ def settings_from_args(
         tls_client_ca=args.tls_client_ca,
         tokens_file=args.tokens_file,
         tokens_poll_seconds=args.tokens_poll_seconds,
+        webhooks=WebhookSettings(
+            secret_file=args.webhook_secret_file,
+            allow=tuple(h.strip() for h in args.webhook_allow),
+            timeout=args.webhook_timeout,
+            retry_base=args.webhook_retry_base,
+            retry_cap=args.webhook_retry_cap,
+            max_attempts=args.webhook_max_attempts,
+        ),
         insecure=args.insecure,
         reflection=args.reflection,
         limits=dataclasses.replace(

@@ -115,6 +115,12 @@ class Metrics:
         self.outbox_failures = Counter(
             "turnkeeper_outbox_publish_failures", "Failed outbox publish batches", registry=r
         )
+        self.webhook_attempts = Counter(
+            "turnkeeper_webhook_attempts",
+            "Webhook delivery attempts by outcome (delivered, retry, refused, failed)",
+            ["outcome"],
+            registry=r,
+        )
         self.checkpoint_bytes = Counter(
             "turnkeeper_checkpoint_bytes", "Bytes of checkpoints and writes stored", registry=r
         )

@@ -1,7 +1,8 @@
 """`python -m tests.differential --report`: the differential suite run once (one
 backend, both clients) and what differs from `langgraph dev` printed as the rows
 docs/langgraph-api.md's allow-list should hold, each with what differs, reasons kept
-from the rows already there."""
+from the rows already there. `--project ts`: the TypeScript project (graphs_ts/)
+against LangGraph.js's dev server, and its allow-list."""
 
 from __future__ import annotations
 
@@ -23,6 +24,13 @@ def main() -> int:
     parser.add_argument("--report", action="store_true", help="print what differs today")
     parser.add_argument("--backend", choices=("sqlite", "postgres"), default="sqlite")
     parser.add_argument(
+        "--project",
+        choices=("python", "ts"),
+        default="python",
+        help="the Python graphs against `langgraph dev`, or the TypeScript ones against "
+        "LangGraph.js's dev server",
+    )
+    parser.add_argument(
         "--raw",
         type=Path,
         metavar="DIR",
@@ -35,7 +43,18 @@ def main() -> int:
     with tempfile.TemporaryDirectory() as scratch:
         report = Path(scratch) / "report.jsonl"
         report.touch()
-        test = HERE / "test_differential.py"
+        test, name, marker = {
+            "python": (
+                HERE / "test_differential.py",
+                "test_turnkeeper_shows_the_clients_what_langgraph_dev_shows",
+                compare.MARKER,
+            ),
+            "ts": (
+                HERE / "test_differential_ts.py",
+                "test_turnkeeper_shows_the_clients_what_langgraphjs_dev_shows",
+                compare.MARKER_TS,
+            ),
+        }[args.project]
         done = subprocess.run(
             [
                 sys.executable,
@@ -46,7 +65,9 @@ def main() -> int:
                 "-q",
                 "-p",
                 "no:cacheprovider",
-                f"{test}::test_turnkeeper_shows_the_clients_what_langgraph_dev_shows[{args.backend}]",
+                # The variant named runs even where the default run leaves it out.
+                "--full",
+                f"{test}::{name}[{args.backend}]",
             ],
             cwd=HERE.parents[1],
             env={**os.environ, "TURNKEEPER_DIFFERENTIAL_REPORT": str(report)},
@@ -68,11 +89,12 @@ def main() -> int:
         client: {(s, d): detail for s, d, detail in diffs}
         for client, diffs in found["observed"].items()
     }
+    reference = "LangGraph.js's dev server" if args.project == "ts" else "`langgraph dev`"
     print(
-        f"# what differs from `langgraph dev` on {found['backend']}, clients: "
+        f"# what differs from {reference} on {found['backend']}, clients: "
         + ", ".join(sorted(observed))
     )
-    for line in compare.rows(observed, compare.allow_list()):
+    for line in compare.rows(observed, compare.allow_list(marker=marker)):
         print(line)
     return 0
 

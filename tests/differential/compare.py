@@ -23,6 +23,8 @@ from typing import Any
 DOC = Path(__file__).resolve().parents[2] / "docs" / "langgraph-api.md"
 SCENARIOS = Path(__file__).resolve().parent / "scenarios.json"
 MARKER = "<!-- differential allow-list -->"
+# The TypeScript project's (graphs_ts/ against LangGraph.js's dev server).
+MARKER_TS = "<!-- differential allow-list: typescript -->"
 CLIENTS = ("python", "js")
 # A scenario's first step when it creates its own assistant (scenarios.json's
 # `create_assistant`), named in differences as a run is.
@@ -186,14 +188,20 @@ class Allowed:
         ]
 
 
+def _escaped(text: str) -> str:
+    """A table cell's text with its own `|` written as Markdown escapes it."""
+    return text.replace("|", "\\|")
+
+
 def _cell(text: str) -> str:
     return text.strip().strip("`").strip()
 
 
-def allow_list(doc: Path = DOC) -> list[Allowed]:
-    """The table after the allow-list marker in docs/langgraph-api.md."""
+def allow_list(doc: Path = DOC, marker: str = MARKER) -> list[Allowed]:
+    """The table after an allow-list marker in docs/langgraph-api.md (MARKER: the
+    Python project's, MARKER_TS: the TypeScript project's)."""
     lines = doc.read_text().splitlines()
-    start = lines.index(MARKER) + 1
+    start = lines.index(marker) + 1
     rows: list[Allowed] = []
     for line in lines[start:]:
         if not line.strip():
@@ -202,7 +210,9 @@ def allow_list(doc: Path = DOC) -> list[Allowed]:
             continue
         if not line.startswith("|"):
             break
-        cells = [c.strip() for c in line.strip().strip("|").split("|")]
+        # A cell's own `|` (a namespaced event's name) is written `\|`, as Markdown has it.
+        inner = line.strip().removeprefix("|").removesuffix("|")
+        cells = [c.strip().replace("\\|", "|") for c in re.split(r"(?<!\\)\|", inner)]
         if cells[0].lower() == "scenario" or set(cells[0]) <= set("-: "):
             continue
         if len(cells) != 4:
@@ -285,9 +295,9 @@ def rows(observed: dict[str, dict[tuple[str, str], str]], allowed: list[Allowed]
         )
         if row is None:
             client = "both" if set(details) == set(CLIENTS) else next(iter(details))
-            line = f"| {scenario} | {client} | `{difference}` | (new: say why) |"
+            line = f"| {scenario} | {client} | `{_escaped(difference)}` | (new: say why) |"
         else:
-            line = f"| {row.scenario} | {row.client} | `{row.difference}` | {row.why} |"
+            line = f"| {row.scenario} | {row.client} | `{_escaped(row.difference)}` | {row.why} |"
         table.setdefault(line, []).extend(
             f"    {c} {scenario}: {detail}" for c, detail in sorted(details.items())
         )

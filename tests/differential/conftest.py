@@ -1,6 +1,9 @@
 """The reference side of the differential suite: `langgraph dev` started once per
 session (per xdist worker; the suite's tests share one `xdist_group`), each client's
-observation of it made once, and the JS SDK's package installed once."""
+observation of it made once, and the JS SDK's package installed once. For the
+TypeScript project (graphs_ts/), LangGraph.js's own dev server (`langgraphjs dev`
+from js_reference/'s locked packages) is the reference, started and observed once
+as well."""
 
 from __future__ import annotations
 
@@ -11,6 +14,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
 
@@ -22,6 +26,8 @@ from tests.support.node import NO_PROXY_ENV, NODE, NPM, npm_run
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
 GRAPHS = HERE / "graphs"
+GRAPHS_TS = HERE / "graphs_ts"
+JS_REFERENCE = HERE / "js_reference"
 SCENARIOS = HERE / "scenarios.json"
 DRIVER_TIMEOUT = 240
 
@@ -68,8 +74,18 @@ def reference_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     app = tmp_path_factory.mktemp("differential-reference") / "app"
     shutil.copytree(GRAPHS, app, ignore=shutil.ignore_patterns("__pycache__"))
     port = reference_server.free_port()
+    with serving(
+        reference_server.command(app / "langgraph.json", port), app, "Application started up"
+    ):
+        yield f"http://127.0.0.1:{port}"
+
+
+@contextmanager
+def serving(command: list[str], app: Path, started: str) -> Iterator[None]:
+    """A reference server running `command` in `app` until the block ends, entered
+    once its log says `started` (its output kept in app/server.log)."""
     proc = subprocess.Popen(
-        reference_server.command(app / "langgraph.json", port),
+        command,
         cwd=app,
         stdin=subprocess.DEVNULL,
         stdout=subprocess.PIPE,
@@ -78,22 +94,23 @@ def reference_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
         env={
             **os.environ,
             **NO_PROXY_ENV,
+            # No usage report, no tracing: both CLIs read these (they run offline).
             **reference_server.ENV,
         },
     )
     assert proc.stdout is not None
-    log = app / "langgraph-dev.log"
+    log = app / "server.log"
     try:
         # Its start line, awaited: reading blocks until it comes or the process ends.
         with log.open("w") as out:
             for line in proc.stdout:
                 out.write(line)
-                if "Application started up" in line:
+                if started in line:
                     break
             else:
-                pytest.fail(f"`langgraph dev` exited ({proc.wait()}):\n{log.read_text()}")
+                pytest.fail(f"{command[:3]} exited ({proc.wait()}):\n{log.read_text()}")
         threading.Thread(target=_drain, args=(proc.stdout, log), daemon=True).start()
-        yield f"http://127.0.0.1:{port}"
+        yield
     finally:
         proc.terminate()
         try:
@@ -103,12 +120,11 @@ def reference_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
             proc.wait()
 
 
-@pytest.fixture(scope="session")
-def reference(reference_url: str, js_package: Path | None) -> dict[str, Any]:
-    """What each client was shown by `langgraph dev`, raw; both drivers at once."""
-    commands = {"python": python_driver(reference_url)}
+def observe_reference(url: str, js_package: Path | None) -> dict[str, Any]:
+    """What each client was shown by a reference server, raw; both drivers at once."""
+    commands = {"python": python_driver(url)}
     if js_package is not None:
-        commands["js"] = js_driver(js_package, reference_url)
+        commands["js"] = js_driver(js_package, url)
     env = {**os.environ, **NO_PROXY_ENV}
     procs = {
         client: subprocess.Popen(
@@ -121,3 +137,54 @@ def reference(reference_url: str, js_package: Path | None) -> dict[str, Any]:
         out, err = proc.communicate(timeout=DRIVER_TIMEOUT)
         seen[client] = parse(client, out, err, proc.returncode)
     return seen
+
+
+@pytest.fixture(scope="session")
+def reference(reference_url: str, js_package: Path | None) -> dict[str, Any]:
+    """What each client was shown by `langgraph dev`, raw; both drivers at once."""
+    return observe_reference(reference_url, js_package)
+
+
+def require_node() -> None:
+    """Skips without node and npm, fails then under TURNKEEPER_REQUIRE_REFERENCE=1."""
+    if NODE is None or NPM is None:
+        if os.environ.get("TURNKEEPER_REQUIRE_REFERENCE") == "1":
+            pytest.fail("node and npm are not on PATH: LangGraph.js's dev server cannot run")
+        pytest.skip("node and npm are not on PATH: LangGraph.js's dev server cannot run")
+
+
+@pytest.fixture(scope="session")
+def ts_reference_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """LangGraph.js's dev server (`langgraphjs dev`, js_reference/'s locked
+    @langchain/langgraph-cli) serving graphs_ts/: a copy inside the installed
+    package, so the graphs import the package's LangGraph.js."""
+    require_node()
+    assert NODE is not None
+    package = tmp_path_factory.mktemp("differential-ts-reference") / "js_reference"
+    shutil.copytree(JS_REFERENCE, package, ignore=shutil.ignore_patterns("node_modules"))
+    npm_run(["ci", "--prefer-offline", "--no-audit", "--no-fund"], package)
+    app = package / "app"
+    shutil.copytree(GRAPHS_TS, app)
+    cli = package / "node_modules" / "@langchain" / "langgraph-cli" / "dist" / "cli" / "cli.mjs"
+    port = reference_server.free_port()
+    command = [
+        NODE,
+        str(cli),
+        "dev",
+        "--no-browser",
+        "--no-reload",
+        "--host",
+        "127.0.0.1",
+        "--port",
+        str(port),
+        "--config",
+        str(app / "langgraph.json"),
+    ]
+    with serving(command, app, "Server running at"):
+        yield f"http://127.0.0.1:{port}"
+
+
+@pytest.fixture(scope="session")
+def ts_reference(ts_reference_url: str, js_package: Path | None) -> dict[str, Any]:
+    """What each client was shown by LangGraph.js's dev server, raw."""
+    return observe_reference(ts_reference_url, js_package)

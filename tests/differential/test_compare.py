@@ -151,10 +151,14 @@ def test_a_row_without_its_reason_is_refused(tmp_path: Path) -> None:
         compare.allow_list(write_doc(tmp_path, "| chat | both | `state` |  |"))
 
 
-def test_the_docs_allow_list_is_well_formed() -> None:
-    rows = compare.allow_list()
+@pytest.mark.parametrize("marker", [compare.MARKER, compare.MARKER_TS], ids=["python", "ts"])
+def test_the_docs_allow_list_is_well_formed(marker: str) -> None:
+    rows = compare.allow_list(marker=marker)
+    assert rows
     assert len({(r.scenario, r.client, r.difference) for r in rows}) == len(rows)
     assert all(r.why for r in rows)
+    # Each row speaks of a scenario of scenarios.json (else it is stale at once).
+    assert all(r.targets(compare.scenario_runs()) for r in rows)
 
 
 def test_a_created_assistant_is_compared_by_its_answer_and_shape() -> None:
@@ -170,3 +174,12 @@ def test_a_created_assistant_is_compared_by_its_answer_and_shape() -> None:
         ("chat", "create assistant: keys missing"): "context{}",
         ("chat", "create assistant: keys extra"): "version",
     }
+
+
+def test_a_namespaced_part_in_a_row_is_one_cell(tmp_path: Path) -> None:
+    # `messages|talk:<id>` is one event's name: written `\|` in the table, it stays
+    # in its cell.
+    rows = compare.allow_list(
+        write_doc(tmp_path, "| sub | both | `run: keys missing from messages\\|talk:<id>` | why |")
+    )
+    assert [r.difference for r in rows] == ["run: keys missing from messages|talk:<id>"]

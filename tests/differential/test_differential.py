@@ -98,7 +98,17 @@ def record(
 async def test_turnkeeper_shows_the_clients_what_langgraph_dev_shows(
     reference: dict[str, Any], api_url: str, js_package: Path | None, backend: str
 ) -> None:
-    # The script itself is sound: the reference answers every run of it.
+    sound(reference, "langgraph dev")
+    commands = {"python": python_driver(api_url)}
+    if js_package is not None:
+        commands["js"] = js_driver(js_package, api_url)
+    ours = await observe(commands)
+    verdict_on(reference, ours, compare.allow_list(), backend)
+
+
+def sound(reference: dict[str, Any], server: str) -> None:
+    """The script itself is sound: the reference answers every run of it, and shows
+    both SDKs the same."""
     refused = [
         f"{client} {name} {run}: {r['error']}"
         for client, seen in reference.items()
@@ -111,24 +121,26 @@ async def test_turnkeeper_shows_the_clients_what_langgraph_dev_shows(
         for name, scenario in seen.items()
         if scenario["assistant"] is not None and scenario["assistant"]["error"] is not None
     ]
-    assert not refused, f"langgraph dev refused runs of scenarios.json: {refused}"
-    # And the two drivers are one script: the reference shows both SDKs the same.
+    assert not refused, f"{server} refused runs of scenarios.json: {refused}"
+    # The two drivers are one script.
     if "js" in reference:
         apart = compare.differences(
             compare.reduce(reference["python"]), compare.reduce(reference["js"])
         )
         assert not apart, f"driver.py and js/driver.mjs were shown different things: {apart}"
-    commands = {"python": python_driver(api_url)}
-    if js_package is not None:
-        commands["js"] = js_driver(js_package, api_url)
-    ours = await observe(commands)
+
+
+def verdict_on(
+    reference: dict[str, Any], ours: dict[str, Any], allowed: list[compare.Allowed], backend: str
+) -> None:
+    """Fails on a difference `allowed` does not list, or a row of it that no longer
+    differs, with the allow-list this run calls for."""
     observed = {
         client: compare.differences(compare.reduce(reference[client]), compare.reduce(seen))
         for client, seen in ours.items()
     }
     if REPORT:
         record(Path(REPORT), backend, observed, {"reference": reference, "turnkeeper": ours})
-    allowed = compare.allow_list()
     verdict = compare.judge(observed, allowed)
     message = []
     if verdict.unexpected:

@@ -114,8 +114,6 @@ async def test_create_update_versions_set_latest_delete(lg: LangGraphClient) -> 
     # The next update is a version after every one there is.
     assert (await lg.assistants.update(aid, name="renamed"))["version"] == 3
 
-    refused = lg.assistants.delete(aid, delete_threads=True)
-    assert await status_of(refused) == 422  # not yet: refused, never ignored
     await lg.assistants.delete(aid)
     assert await status_of(lg.assistants.get(aid)) == 404
     assert await status_of(lg.assistants.delete(aid)) == 404
@@ -196,11 +194,26 @@ async def test_assistants_survive_a_restart_of_the_service(
             1,
         ]
         assert (await sdk.assistants.get(GRAPH))["assistant_id"] == DEFAULT_ID
-        # A run of it is answered as a run of its graph is while no replica serves it.
+        # A run of it waits, visibly, for a replica of its graph (decision 371) ...
+        run = await sdk.runs.create(None, kept["assistant_id"], input={})
+        assert run["status"] == "pending"
+        waiting = await sdk.runs.get(run["thread_id"], run["run_id"])
+        assert waiting["status"] == "pending"
+        # ... and a replica that comes takes it (its startup Redrive) and runs it.
+        host = await start_host(
+            CONFIG, service=second.address, nats_url=nats_server.url, replica="ctx-late"
+        )
+        try:
+            done = await asyncio.wait_for(sdk.runs.join(run["thread_id"], run["run_id"]), PATIENCE)
+            assert isinstance(done, dict) and done["before"]["user"] == "ada"
+            finished = await sdk.runs.get(run["thread_id"], run["run_id"])
+            assert finished["status"] == "success"
+        finally:
+            await host.close()
+        # A graph nobody ever served is still unknown.
         with pytest.raises(httpx.HTTPStatusError) as caught:
-            await sdk.runs.create(None, kept["assistant_id"], input={})
+            await sdk.runs.create(None, "no-such-graph", input={})
         assert caught.value.response.status_code == 404
-        assert "no replica serves it" in caught.value.response.json()["detail"]
     finally:
         await sdk.http.client.aclose()
 
@@ -316,3 +329,62 @@ async def test_a_re_drive_after_a_sigkill_keeps_the_runs_context_and_config(
         await sdk.http.client.aclose()
         for host in hosts:
             await host.close()
+
+
+async def test_deleting_an_assistant_cancels_its_runs_and_may_take_its_threads(
+    service: TurnkeeperServer, nats_server: NatsServer, api_url: str
+) -> None:
+    # As LangGraph's server deletes one: its running and queued runs are cancelled
+    # (a run of another assistant goes on), and with delete_threads its threads go.
+    host = await start_host(
+        CONFIG,
+        service=service.address,
+        nats_url=nats_server.url,
+        replica="ctx-delete",
+        # `pause` outlasts the test: the runs are running when their assistant goes.
+        extra_env={"CONTEXT_STEP_DELAY": "600"},
+    )
+    sdk = get_client(url=api_url)
+    try:
+        kept, dropped, taken = [
+            (await sdk.assistants.create(graph_id=GRAPH, name=name))["assistant_id"]
+            for name in ("kept", "dropped", "taken")
+        ]
+        runs = {}
+        for aid in (kept, dropped, taken):
+            thread = (await sdk.threads.create())["thread_id"]
+            runs[aid] = (thread, (await sdk.runs.create(thread, aid, input={}))["run_id"])
+        # A second run on the dropped assistant's thread waits behind the first.
+        queued = await sdk.runs.create(
+            runs[dropped][0], dropped, input={}, multitask_strategy="enqueue"
+        )
+        for thread, run_id in runs.values():
+            await _until_status(sdk, thread, run_id, "running")
+
+        await sdk.assistants.delete(dropped)
+        thread, run_id = runs[dropped]
+        for one in (run_id, queued["run_id"]):
+            await sdk.runs.join(thread, one)  # ended: cancelled, not left running
+            assert (await sdk.runs.get(thread, one))["status"] not in ("running", "pending")
+        assert (await sdk.threads.get(thread))["thread_id"] == thread  # kept
+
+        await sdk.assistants.delete(taken, delete_threads=True)
+        assert await status_of(sdk.threads.get(runs[taken][0])) == 404
+        assert await status_of(sdk.runs.get(*runs[taken])) == 404
+
+        thread, run_id = runs[kept]
+        assert (await sdk.runs.get(thread, run_id))["status"] == "running"
+        await sdk.runs.cancel(thread, run_id, wait=True)
+    finally:
+        await sdk.http.client.aclose()
+        await host.close()
+
+
+async def _until_status(sdk: LangGraphClient, thread: str, run_id: str, status: str) -> None:
+    """Until the run shows `status` (its pause started): each read waits on the
+    service's answer, none on a clock."""
+    async with asyncio.timeout(PATIENCE):
+        async for part in sdk.runs.join_stream(thread, run_id, stream_mode="updates"):
+            if part.event == "updates" and "before" in (part.data or {}):
+                break
+    assert (await sdk.runs.get(thread, run_id))["status"] == status

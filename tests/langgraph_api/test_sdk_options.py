@@ -128,7 +128,7 @@ _RUN: dict[str, Entry] = {
         f"{LIFECYCLE}::test_interrupt_before_stops_the_run_and_a_null_run_goes_on"
     ),
     "interrupt_after": Honoured(f"{THIS}::test_runs_from_a_checkpoint_and_interrupt_after"),
-    "webhook": Refused("http://127.0.0.1:9/hook"),
+    "webhook": Honoured("test_webhooks.py::test_a_run_is_delivered_signed_with_its_body_and_key"),
     # A run started later is runs.create's (test_sdk_crons.py); a stream or a wait
     # starts now.
     "after_seconds": Refused(5),
@@ -348,7 +348,9 @@ OPTIONS: dict[str, dict[str, Entry]] = {
     },
     "assistants.delete": {
         "assistant_id": ID,
-        "delete_threads": Refused(True),
+        "delete_threads": Honoured(
+            f"{ASSISTANTS}::test_deleting_an_assistant_cancels_its_runs_and_may_take_its_threads"
+        ),
         **HEADERS,
     },
     "assistants.get_versions": {

@@ -140,6 +140,13 @@ async def test_a_panel_cannot_approve_the_payment_gate_and_the_operators_denial_
     assert final["values"]["approved"] is False and not final["values"].get("receipts")
     assert await _receipts(operator, thread_id) == []
 
+    # A run that would interrupt the thread's live run is audited under its caller,
+    # the service starting it itself (decision 370) as the agent's StartTurn did.
+    again = await operator.runs.create(
+        thread_id, PAYMENT, input={"amount": 2}, multitask_strategy="interrupt"
+    )
+    await operator.runs.join(thread_id, again["run_id"])
+
     # The audit names who tried, and who decided.
     options = ConnectionOptions(target=service.address, bearer_token=tokens["operator"])
     async with AsyncTurnkeeperClient(options) as client:
@@ -157,4 +164,5 @@ async def test_a_panel_cannot_approve_the_payment_gate_and_the_operators_denial_
         ("resume", "operator (operator)", "ok"),
         ("edit_state", "panel (panel)", "PERMISSION_DENIED"),
         ("edit_state", "panel (panel)", "PERMISSION_DENIED"),
+        ("start_interrupt", "operator (operator)", "ok"),
     ]

@@ -152,6 +152,16 @@ async def test_update_delete_and_paging(sdk: LangGraphClient) -> None:
         (i["namespace"], i["key"]) for i in whole
     ]
     assert len(whole) == 3
+    # With a filter too: read until the page is full, the same pages.
+    wanted = {"score": {"$gt": 0}}
+    matched = (await sdk.store.search_items((), filter=wanted, limit=100))["items"]
+    paged = []
+    for offset in range(0, len(matched) + 2, 2):
+        paged += (await sdk.store.search_items((), filter=wanted, limit=2, offset=offset))["items"]
+    assert [(i["namespace"], i["key"]) for i in paged] == [
+        (i["namespace"], i["key"]) for i in matched
+    ]
+    assert len(matched) == 3
 
 
 async def test_bad_requests_refused_as_the_reference_refuses_them(

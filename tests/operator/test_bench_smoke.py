@@ -22,7 +22,7 @@ REPO = Path(__file__).resolve().parents[2]
 def test_bench_smoke_runs_and_reports(tmp_path: Path) -> None:
     out, raw = tmp_path / "benchmarks.md", tmp_path / "benchmarks.json"
     # The DBOS and Restate comparisons are bench-only and slow to start: not here.
-    only = ["status", "ingest", "redrive", "memory", "saver", "recovery", "agents"]
+    only = ["status", "ingest", "redrive", "memory", "saver", "recovery", "agents", "store"]
     done = subprocess.run(
         [
             sys.executable,

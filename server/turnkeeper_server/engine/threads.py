@@ -6,7 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
-from turnkeeper_server.journal import runs, threads
+from turnkeeper_server.journal import runs, threads, webhooks
 from turnkeeper_server.journal.runs import RunRecord
 from turnkeeper_server.journal.threads import ThreadRecord
 from turnkeeper_server.records import TURN_COLUMNS, TurnRecord
@@ -73,10 +73,22 @@ class Threads:
         """The run records of these turns that have one, by turn id."""
         return await self.db.read(lambda conn: runs.get_many(conn, turn_ids))
 
+    async def unfinished_runs_of_assistant(self, assistant_id: str) -> list[str]:
+        """The run ids of this assistant still running or queued, oldest first."""
+        return await self.db.read(lambda conn: runs.unfinished_of_assistant(conn, assistant_id))
+
     async def values_before(self, turn: TurnRecord) -> str | None:
         """The thread's state as its turns before `turn` journaled it last."""
         return await self.db.read(
             lambda conn: runs.values_before(conn, turn.thread_id, turn.turn_id, turn.created_at)
+        )
+
+    async def webhook(
+        self, turn_id: str
+    ) -> tuple[webhooks.Delivery | None, list[webhooks.Attempt]]:
+        """The run's webhook delivery (None: it has none) and each attempt at it."""
+        return await self.db.read(
+            lambda conn: (webhooks.get(conn, turn_id), webhooks.attempts(conn, turn_id))
         )
 
     async def turns(self, thread_id: str, *, limit: int, offset: int = 0) -> list[TurnRecord]:

@@ -4,7 +4,8 @@ A thread's rows are its own (journal/threads.py: its metadata), its turns (with 
 values, and their LangGraph run records, journal/runs.py), its crons and runs due
 later (journal/crons.py), their retained events and effects (journal/effects.py), the outbox rows
 not yet sent to NATS (which carry the same text), and its checkpoints, their writes (and blobs, on PostgreSQL)
-and the turn boundaries. A thread with a live turn is refused unless the call cancels
+and the turn boundaries, and the store items under the namespace ("threads",
+<thread id>) (journal/store_items.py, decision 352). A thread with a live turn is refused unless the call cancels
 that turn first (the cancel is part of the same transaction, so there is no
 window in which a re-drive resumes from checkpoints about to vanish).
 
@@ -25,8 +26,10 @@ from turnkeeper_server.journal import (
     effects,
     lifecycle,
     runs,
+    store_items,
     threads,
     transitions,
+    webhooks,
 )
 from turnkeeper_server.journal.lifecycle import Cancelled
 from turnkeeper_server.records import ENDED, LIVE, TURN_COLUMNS, Policy, TurnRecord
@@ -70,6 +73,10 @@ def erase_thread(tx: Tx, *, thread_id: str, cancel: bool, policy: Policy) -> Era
     # Its crons and its runs due later go with it (they would start runs on it).
     crons.delete_for_threads(tx, [thread_id])
     threads.delete(tx, thread_id)
+    # The store's memory of the thread, by the namespace convention (decision 352);
+    # a thread id may hold a period, which no label may: nothing is stored under it.
+    if "." not in thread_id and thread_id:
+        store_items.erase_under(tx, (store_items.THREAD_LABEL, thread_id))
     return Erased(thread_id, len(ids), cancelled)
 
 
@@ -111,6 +118,7 @@ def delete_turns(tx: Tx, ids: list[str], policy: Policy) -> None:
         tx.execute(f"DELETE FROM main.events WHERE turn_id IN ({marks})", chunk)
         effects.delete_for_turns(tx, chunk)
         runs.delete_for_turns(tx, chunk)
+        webhooks.delete_for_turns(tx, chunk)
         tx.execute(
             f"DELETE FROM main.outbox WHERE subject IN ({marks})",
             [policy.events_subject(turn_id) for turn_id in chunk],

@@ -15,6 +15,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from turnkeeper_server.journal import webhooks
+from turnkeeper_server.records import QUEUED, RUNNING, sql_list
 from turnkeeper_server.store.contract import Conn, Tx
 
 _COLUMNS = "turn_id, metadata, kwargs, multitask_strategy"
@@ -37,7 +39,8 @@ def _object(text: str) -> dict[str, Any]:
 
 
 def put(tx: Tx, record: RunRecord) -> None:
-    """The run's record (the same run started again keeps the first one)."""
+    """The run's record (the same run started again keeps the first one), and its
+    webhook's delivery when its kwargs name one (journal/webhooks.py)."""
     tx.execute(
         f"INSERT INTO main.langgraph_runs ({_COLUMNS}) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (turn_id) DO NOTHING",
@@ -48,6 +51,9 @@ def put(tx: Tx, record: RunRecord) -> None:
             record.multitask_strategy,
         ),
     )
+    url = record.kwargs.get("webhook")
+    if isinstance(url, str) and url:
+        webhooks.subscribe(tx, record.turn_id, url)
 
 
 def get_many(conn: Conn, turn_ids: Sequence[str]) -> dict[str, RunRecord]:
@@ -71,6 +77,18 @@ def is_run(conn: Conn, turn_id: str) -> bool:
         "SELECT 1 FROM main.langgraph_runs WHERE turn_id = ?", (turn_id,)
     ).fetchone()
     return found is not None
+
+
+def unfinished_of_assistant(conn: Conn, assistant_id: str) -> list[str]:
+    """The runs of this assistant still to finish (running, or queued to run), oldest
+    first: what LangGraph's server cancels when the assistant is deleted (a run
+    stopped at an interrupt is over there, so a parked turn is not among them)."""
+    rows = conn.execute(
+        "SELECT r.turn_id, r.metadata FROM main.langgraph_runs r "
+        "JOIN main.turns t ON t.turn_id = r.turn_id "
+        f"WHERE t.state IN {sql_list((RUNNING, QUEUED))} ORDER BY t.created_at"
+    ).fetchall()
+    return [row[0] for row in rows if _object(row[1]).get("assistant_id") == assistant_id]
 
 
 def delete_for_turns(tx: Tx, turn_ids: Sequence[str]) -> None:

@@ -19,8 +19,10 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from typing import Final
 
 from turnkeeper_server.errors import InvalidArgument, NotFound, StaleAttempt, WrongState
+from turnkeeper_server.journal import webhooks
 from turnkeeper_server.records import (
     CANCELLED,
     DONE,
@@ -127,6 +129,9 @@ def list_turns(
 
 
 # -- helpers -------------------------------------------------------------------------
+
+# The state each terminal event ends its turn in (a run's webhook says which).
+_ENDS_IN: Final = {"turn.done": DONE, "turn.failed": FAILED, "turn.cancelled": CANCELLED}
 
 
 _EVENTS_INSERT = "INSERT INTO main.events (turn_id, seq, attempt, type, data_json, created_at)"
@@ -254,7 +259,8 @@ def append_terminal(
 ) -> int:
     """The turn's terminal event (turn.done, turn.failed, turn.cancelled) after
     `last_seq`, with its outbox message: the one writer of terminal events, which
-    only the service writes (decision 2). Returns its seq."""
+    only the service writes (decision 2). Returns its seq. The run's webhook, if it
+    has one, becomes due in the same transaction (journal/webhooks.py)."""
     seq = last_seq + 1
     data_json = json.dumps(data)
     tx.execute(
@@ -267,6 +273,7 @@ def append_terminal(
         _event_payload(turn, seq, turn.attempts, type_, data_json),
         now,
     )
+    webhooks.run_ended(tx, turn.turn_id, _ENDS_IN[type_], now)
     return seq
 
 
@@ -327,7 +334,9 @@ def park_turn(
     fence(turn, attempt)
     now = time.time()
     last = _append(tx, turn, attempt, events, policy, now)
-    # Parking publishes no terminal event: the turn is paused, not over.
+    # Parking publishes no terminal event: the turn is paused, not over. Its run is
+    # (LangGraph's `success`): its webhook is due.
+    webhooks.run_ended(tx, turn_id, PARKED, now)
     update_turn(
         tx,
         turn_id,

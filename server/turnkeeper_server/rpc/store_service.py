@@ -81,7 +81,19 @@ def operation(message: store_pb2.StoreOperation) -> Op:
             raise InvalidArgument("ttl_minutes must be positive")
         if not put.namespace:
             raise InvalidArgument("namespace must not be empty")
-        return PutOp(_namespace(put.namespace), _key(put.key), value, ttl=ttl)
+        index: list[str] | None = None
+        if put.HasField("index"):
+            if any(not p for p in put.index.paths):
+                raise InvalidArgument("index paths must not be empty")
+            index = list(put.index.paths)
+        return PutOp(
+            _namespace(put.namespace),
+            _key(put.key),
+            value,
+            # No paths: not embedded (LangGraph's index=False).
+            index=index if index else (False if index is not None else None),
+            ttl=ttl,
+        )
     if kind == "search":
         search = message.search
         limit, offset = _page(search.limit, search.offset)
@@ -115,14 +127,17 @@ def _path(labels: Sequence[str]) -> tuple[str, ...]:
     return tuple(labels)
 
 
-def _item(item: StoreItem) -> store_pb2.StoreItem:
-    return store_pb2.StoreItem(
+def _item(item: StoreItem, score: float | None = None) -> store_pb2.StoreItem:
+    message = store_pb2.StoreItem(
         namespace=list(item.namespace),
         key=item.key,
         value_json=json.dumps(item.value),
         created_at=item.created_at,
         updated_at=item.updated_at,
     )
+    if score is not None:
+        message.score = score
+    return message
 
 
 def result(value: Result) -> store_pb2.StoreResult:
@@ -132,8 +147,8 @@ def result(value: Result) -> store_pb2.StoreResult:
         return store_pb2.StoreResult(items=[_item(value)])
     out = store_pb2.StoreResult()
     for entry in value:
-        if isinstance(entry, StoreItem):
-            out.items.append(_item(entry))
+        if isinstance(entry, tuple) and len(entry) == 2 and isinstance(entry[0], StoreItem):
+            out.items.append(_item(entry[0], entry[1]))
         else:
             out.namespaces.append(store_pb2.StoreNamespace(labels=list(entry)))
     return out

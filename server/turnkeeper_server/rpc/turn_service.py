@@ -7,7 +7,6 @@ import contextlib
 import json
 import re
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
 
 from google.protobuf import duration_pb2, struct_pb2
 from grpc import aio
@@ -35,6 +34,7 @@ from turnkeeper_server.operations.convert import (
     version_ref,
 )
 from turnkeeper_server.operations.origin import Origin
+from turnkeeper_server.operations.start import start_turn
 from turnkeeper_server.operations.turns import TurnOperations
 from turnkeeper_server.records import (
     EFFECT_DONE,
@@ -173,17 +173,7 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
             graph_label=served.label,
             thread_owner=auth.acting_identity(),
         )
-        disruptive = _disruption(strategy, input_json)
-        if disruptive is None:
-            started = await self.engine.turns.start(start_request)
-        else:
-            # What it does to the thread's live (or last) turn is a cancel's, an edit
-            # of its state or an answer to its interrupt: the caller, and whom a
-            # bridge acts for, need that right.
-            async with audit_log.audited(self.audit, disruptive.action, thread_id, context):
-                for right in disruptive.rights:
-                    self.operations.require_on_thread(right, thread_id, disruptive.what)
-                started = await self.engine.turns.start(start_request)
+        started = await start_turn(self.operations, start_request, context)
         return turns_pb2.StartTurnResponse(
             turn=turn_to_proto(started.turn, self.engine.turns.detail(started.turn)),
             created=started.created,
@@ -573,65 +563,3 @@ def _decode_token(token: str) -> int:
         return lim.page_position(int(rowid))
     except (ValueError, UnicodeDecodeError):
         raise InvalidArgument("page_token is not one this service issued") from None
-
-
-_TURNS_RPC = "/turnkeeper.v1.TurnService/"
-_CANCEL_RIGHT = _TURNS_RPC + "CancelTurn"
-# The journaled input of a regenerate (turnkeeper.agent.bridge._intent): the thread
-# goes back to the entry of its last run, whose answer is replaced.
-_REGENERATE_INPUT = {"__turnkeeper__": "regenerate"}
-
-
-@dataclass(frozen=True)
-class _Disruption:
-    """What a StartTurn does to another turn's work or to the thread's state: the
-    audit action, the rights it needs (RIGHTS keys), and the words of a refusal."""
-
-    action: str
-    rights: tuple[str, ...]
-    what: str
-
-
-def _disruption(strategy: str, input_json: str) -> _Disruption | None:
-    """What a StartTurn that cancels or rewrites another turn's work, or edits the
-    thread's state, needs; None for one that does neither."""
-    if strategy == multitask.INTERRUPT:
-        return _Disruption(
-            audit_log.START_INTERRUPT,
-            (_CANCEL_RIGHT,),
-            "start a turn that interrupts the thread's live turn",
-        )
-    if strategy == multitask.ROLLBACK:
-        return _Disruption(
-            audit_log.START_ROLLBACK,
-            (_CANCEL_RIGHT,),
-            "start a turn that cancels the thread's live turn and removes its checkpoints",
-        )
-    if '"__turnkeeper__"' not in input_json:
-        return None
-    journaled = json.loads(input_json)
-    if journaled == _REGENERATE_INPUT:
-        return _Disruption(
-            audit_log.REGENERATE,
-            (_CANCEL_RIGHT,),
-            "regenerate the thread's last answer (it is replaced)",
-        )
-    if not isinstance(journaled, dict) or journaled.get("__turnkeeper__") != "run":
-        return None
-    # A LangGraph API run's options (turnkeeper.agent.bridge._intent.RunIntent).
-    command = journaled.get("command")
-    command = command if isinstance(command, dict) else {}
-    if command.keys() & {"update", "goto"}:
-        rights = (auth.EDIT_STATE,) + ((auth.ANSWER_INTERRUPT,) if "resume" in command else ())
-        return _Disruption(
-            audit_log.EDIT_STATE, rights, "run a Command that edits the thread's state"
-        )
-    if journaled.get("checkpoint_id") is not None:
-        return _Disruption(
-            audit_log.FORK, (auth.EDIT_STATE,), "run the thread from an earlier checkpoint"
-        )
-    if "resume" in command:
-        return _Disruption(
-            audit_log.RESUME, (auth.ANSWER_INTERRUPT,), "answer the thread's interrupt"
-        )
-    return None

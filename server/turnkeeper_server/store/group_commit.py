@@ -10,6 +10,13 @@ were queued, so a caller may queue its next write before the previous one
 committed (a checkpoint stream's batch) and order holds. A future resolves only
 after its group committed, on its caller's loop, after-commit callbacks first:
 nothing is acknowledged before it is durable.
+
+A write no caller waits for and that may wait a little (the outbox publisher's
+delete of the rows it published) *rides*: it joins the next group the writer
+commits anyway, ahead of that group's operations, and commits alone only after
+RIDE_WAIT without other writes. A later rider of the same key replaces one not yet
+taken (a delete up to a later id covers the earlier). So the NATS mirror costs the
+journal no commit of its own while turns are being written (decision 372).
 """
 
 from __future__ import annotations
@@ -21,7 +28,7 @@ import queue
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Generic, TypeVar
+from typing import Any, Final, Generic, TypeVar
 
 from turnkeeper import _tracing as tracing
 
@@ -36,6 +43,10 @@ MAX_GROUP = 256
 # How long the writer waits for a write announced to follow (WRITE_FOLLOWED) before
 # it commits without it: the caller queues it on its event loop's next turns.
 FOLLOW_WAIT = 0.002
+# How long a rider waits for a group to join before it commits alone.
+RIDE_WAIT = 0.05
+# Put in the queue by the first rider after none: the writer then waits RIDE_WAIT.
+_RIDE: Final = object()
 
 
 @dataclass
@@ -65,7 +76,10 @@ class GroupWriter:
         self.run_group = run_group
         # Set by the server when tracing is on.
         self.traced = False
-        self._queue: queue.SimpleQueue[Job[Any] | None] = queue.SimpleQueue()
+        self._queue: queue.SimpleQueue[Job[Any] | object | None] = queue.SimpleQueue()
+        # Riders by key, not yet taken into a group (guarded by _lock).
+        self._riders: dict[str, Job[Any]] = {}
+        self._lock = threading.Lock()
         self._thread: threading.Thread | None = None
         self._closed = False
 
@@ -109,18 +123,49 @@ class GroupWriter:
         self._queue.put(job)
         return job.future
 
+    def ride(self, key: str, fn: Callable[[Any], T]) -> asyncio.Future[T]:
+        """Queue `fn` to ride the next group (see the module docstring), replacing
+        the rider of `key` not yet taken, whose future then resolves to None."""
+        if self._closed:
+            raise RuntimeError("database is closed")
+        loop = asyncio.get_running_loop()
+        job: Job[T] = Job(fn, loop, loop.create_future())
+        with self._lock:
+            replaced = self._riders.pop(key, None)
+            first = not self._riders
+            self._riders[key] = job
+        if replaced is not None and not replaced.future.done():
+            replaced.future.set_result(None)
+        if first:
+            self._queue.put(_RIDE)
+        return job.future
+
+    def _take_riders(self) -> list[Job[Any]]:
+        with self._lock:
+            riders = list(self._riders.values())
+            self._riders.clear()
+        return riders
+
     def _loop(self, ready: threading.Event, on_exit: Callable[[], None]) -> None:
         ready.set()
         stop = False
         try:
             while not stop:
                 first = self._queue.get()
-                if first is None:
-                    break
-                group: list[Job[Any]] = [first]
-                while len(group) < MAX_GROUP:
+                if first is _RIDE:
+                    # A rider waits a little for a group to join.
                     try:
-                        if group[-1].followed:
+                        first = self._queue.get(timeout=RIDE_WAIT)
+                    except queue.Empty:
+                        first = _RIDE
+                if first is None:
+                    stop = True
+                group: list[Job[Any]] = []
+                if isinstance(first, Job):
+                    group.append(first)
+                while not stop and len(group) < MAX_GROUP:
+                    try:
+                        if group and group[-1].followed:
                             # The next write of the same batch is microseconds away.
                             job = self._queue.get(timeout=FOLLOW_WAIT)
                         else:
@@ -129,8 +174,11 @@ class GroupWriter:
                         break
                     if job is None:
                         stop = True
-                        break
-                    group.append(job)
+                    elif isinstance(job, Job):
+                        group.append(job)
+                group = self._take_riders() + group
+                if not group:
+                    continue
                 try:
                     self.run_group(group)
                 except Exception as exc:  # a backend's bug: never leave a caller waiting

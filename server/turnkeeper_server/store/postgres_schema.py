@@ -252,6 +252,52 @@ TURNKEEPER_MIGRATIONS: list[str] = [
     );
     CREATE INDEX store_items_expiry ON store_items (expires_at) WHERE expires_at IS NOT NULL;
     """,
+    # As SQLite's turns.db migration of the same place: the store's semantic index.
+    # The embedding is text ('[0.1, 0.2]'), which pgvector casts (::vector) where
+    # the extension is installed; no column of its type, so the schema is the same
+    # with or without it.
+    """
+    CREATE TABLE store_vectors (
+        namespace  TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        path       TEXT NOT NULL,
+        embedding  TEXT NOT NULL,
+        PRIMARY KEY (namespace, key, path)
+    );
+    """,
+    # As SQLite's turns.db migration of the same place: webhook deliveries and attempts.
+    """
+    CREATE TABLE webhook_deliveries (
+        turn_id          TEXT PRIMARY KEY,
+        thread_id        TEXT NOT NULL,
+        url              TEXT NOT NULL,
+        state            TEXT NOT NULL,
+        run_state        TEXT NOT NULL DEFAULT '',
+        attempts         INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at  DOUBLE PRECISION,
+        claimed_by       TEXT,
+        claim_expires_at DOUBLE PRECISION,
+        payload          TEXT,
+        last_error       TEXT NOT NULL DEFAULT '',
+        created_at       DOUBLE PRECISION NOT NULL,
+        ended_at         DOUBLE PRECISION,
+        updated_at       DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at)
+        WHERE state = 'pending';
+    CREATE INDEX webhook_deliveries_by_thread ON webhook_deliveries (thread_id);
+    CREATE TABLE webhook_attempts (
+        turn_id      TEXT NOT NULL,
+        attempt      INTEGER NOT NULL,
+        replica      TEXT NOT NULL DEFAULT '',
+        started_at   DOUBLE PRECISION NOT NULL,
+        finished_at  DOUBLE PRECISION,
+        outcome      TEXT NOT NULL DEFAULT '',
+        http_status  INTEGER,
+        detail       TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (turn_id, attempt)
+    );
+    """,
     # As SQLite's turns.db migration of the same place: crons and after_seconds runs.
     """
     CREATE TABLE crons (

@@ -260,7 +260,8 @@ class Database:
         # them again at restart, as a crash between publish and delete always could
         # (JetStream drops the copies by Nats-Msg-Id); a delete that fails is made
         # good by the next, which deletes every id up to its own.
-        self.queue_write(delete).add_done_callback(_log_failed_delete)
+        # It rides the next group commit rather than making one (decision 372).
+        self._open_writer().ride("outbox-delete", delete).add_done_callback(_log_failed_delete)
         return taken
 
     def outbox_backlog(self) -> int:

@@ -265,6 +265,54 @@ TURNS_MIGRATIONS: list[str] = [
     );
     CREATE INDEX store_items_expiry ON store_items (expires_at) WHERE expires_at IS NOT NULL
     """,
+    # The store's semantic index (journal/store_items.py, engine/store_index.py): a
+    # vector per embedded path of an item, as JSON text (a list of numbers, which
+    # pgvector reads as its own text form on PostgreSQL).
+    """
+    CREATE TABLE store_vectors (
+        namespace  TEXT NOT NULL,
+        key        TEXT NOT NULL,
+        path       TEXT NOT NULL,
+        embedding  TEXT NOT NULL,
+        PRIMARY KEY (namespace, key, path)
+    )
+    """,
+    # Webhooks of LangGraph API runs (journal/webhooks.py): a delivery per run,
+    # 'waiting' while the run goes on and made 'pending' in the transaction that ends
+    # it (the outbox pattern), claimed by a replica until claim_expires_at; and each
+    # attempt to deliver it, for the console and the back-off.
+    """
+    CREATE TABLE webhook_deliveries (
+        turn_id          TEXT PRIMARY KEY,
+        thread_id        TEXT NOT NULL,
+        url              TEXT NOT NULL,
+        state            TEXT NOT NULL,
+        run_state        TEXT NOT NULL DEFAULT '',
+        attempts         INTEGER NOT NULL DEFAULT 0,
+        next_attempt_at  REAL,
+        claimed_by       TEXT,
+        claim_expires_at REAL,
+        payload          TEXT,
+        last_error       TEXT NOT NULL DEFAULT '',
+        created_at       REAL NOT NULL,
+        ended_at         REAL,
+        updated_at       REAL NOT NULL
+    );
+    CREATE INDEX webhook_deliveries_due ON webhook_deliveries (next_attempt_at)
+        WHERE state = 'pending';
+    CREATE INDEX webhook_deliveries_by_thread ON webhook_deliveries (thread_id);
+    CREATE TABLE webhook_attempts (
+        turn_id      TEXT NOT NULL,
+        attempt      INTEGER NOT NULL,
+        replica      TEXT NOT NULL DEFAULT '',
+        started_at   REAL NOT NULL,
+        finished_at  REAL,
+        outcome      TEXT NOT NULL DEFAULT '',
+        http_status  INTEGER,
+        detail       TEXT NOT NULL DEFAULT '',
+        PRIMARY KEY (turn_id, attempt)
+    ) WITHOUT ROWID
+    """,
     # Crons and after_seconds runs as the LangGraph API knows them (journal/crons.py):
     # a schedule (kind 'cron') or one run due later (kind 'once'), the run body it
     # starts, the tick it owes (next_run_at) and the replica that claimed that tick

@@ -41,6 +41,7 @@ from turnkeeper_server.web.langgraph.errors import unmatched_as_json
 from turnkeeper_server.web.pump import Pump
 from turnkeeper_server.web.relay import AgentRelay
 from turnkeeper_server.web.sse import EventStream
+from turnkeeper_server.webhooks.settings import WebhookSettings
 
 log = logging.getLogger(__name__)
 
@@ -139,6 +140,9 @@ class WebSettings(transport.TransportSettings, Protocol):
 
     @property
     def langgraph_stream(self) -> str: ...
+
+    @property
+    def webhooks(self) -> WebhookSettings: ...
 
     @property
     def subject_prefix(self) -> str: ...
@@ -270,6 +274,7 @@ class WebServer:
                 settings.langgraph_auth, settings.langgraph_config
             ),
             stream=settings.langgraph_stream,
+            webhooks=settings.webhooks,
         )
         langgraph.add_routes(self.app, self.langgraph)
         # Every replica fires due crons and runs started later, one per tick.
@@ -282,6 +287,7 @@ class WebServer:
         self.app.router.add_get("/console/", self._page("index.html"))
         self.app.router.add_get("/console/chat", self._page("chat.html"))
         self.app.router.add_get("/console/agents", self._page("agents.html"))
+        self.app.router.add_get("/console/store", self._page("store.html"))
         self.app.router.add_get("/console/{name:.*}", self._static)
         self.runner: web.AppRunner | None = None
         self.listeners: list[asyncio.Server] = []

@@ -196,6 +196,20 @@ _nested.add_edge("after", END)
 nested = _nested.compile()
 
 
+# -- subgraph-chat: the model streams inside a subgraph --------------------------------------
+
+_talk = StateGraph(MessagesState)
+_talk.add_node("respond", respond)
+_talk.add_edge(START, "respond")
+_talk.add_edge("respond", END)
+
+_nested_chat = StateGraph(MessagesState)
+_nested_chat.add_node("talk", _talk.compile())
+_nested_chat.add_edge(START, "talk")
+_nested_chat.add_edge("talk", END)
+nested_chat = _nested_chat.compile()
+
+
 # -- fanout: Send one task per item, results gathered by a reducer -------------------------
 
 

@@ -91,6 +91,41 @@ async def test_writes_queued_together_share_a_commit(
     assert len(sizes) < 64, sizes
 
 
+async def test_a_rider_joins_the_next_group_and_a_later_one_replaces_it(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Decision 372: a write nobody waits for (the outbox's delete) makes no commit of
+    # its own while others are written.
+    writer: Any = store._writer  # type: ignore[attr-defined]
+    running, release = threading.Event(), threading.Event()
+
+    def hold(tx: Tx) -> bool:
+        running.set()
+        return release.wait(10)
+
+    held = store.queue_write(hold)
+    await asyncio.to_thread(running.wait, 10)  # the writer is in held's group
+    sizes = record_groups(store, monkeypatch)
+    first = writer.ride("scratch", insert("r1"))
+    second = writer.ride("scratch", insert("r2"))
+    assert await first is None  # replaced before the writer took it: never run
+    later = store.queue_write(insert("w1"))
+    release.set()
+    await held
+    assert await later == "w1" and await second == "r2"
+    assert keys(store) == ["r2", "w1"]
+    assert sizes == [2], sizes  # the rider rode w1's group, ahead of it
+
+
+async def test_a_rider_alone_commits_after_a_short_wait(
+    store: Store, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    writer: Any = store._writer  # type: ignore[attr-defined]
+    sizes = record_groups(store, monkeypatch)
+    assert await asyncio.wait_for(writer.ride("scratch", insert("alone")), 10) == "alone"
+    assert keys(store) == ["alone"] and sizes == [1]
+
+
 async def test_an_operation_that_refuses_itself_is_left_out_alone(store: Store) -> None:
     def refuses(tx: Tx) -> None:
         tx.execute("INSERT INTO main.scratch (k, v) VALUES (?, ?)", ("b", 1))

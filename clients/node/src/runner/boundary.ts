@@ -56,6 +56,10 @@ export class BoundarySaver extends TurnkeeperSaver {
    * says of its channel values), so it is retained with the checkpoint and a rewind
    * to it keeps it. */
   valuesOf: ((channelValues: Record<string, unknown>) => unknown) | undefined;
+  /** Whether a checkpoint whose channels `newVersions` names wrote the graph's
+   * output: LangGraph.js streams `values` only after a step that did (an input of
+   * `{}` or a node that returns `{}` makes a checkpoint but no `values`). */
+  writesValues: ((newVersions: ChannelVersions) => boolean) | undefined;
 
   /** The log of the execution a config belongs to, if it runs here. */
   logFor(config: RunnableConfig): EventLog | undefined {
@@ -77,7 +81,12 @@ export class BoundarySaver extends TurnkeeperSaver {
     if (events === undefined) {
       return super.put(config, checkpoint, metadata, newVersions);
     }
-    if (this.valuesOf !== undefined && !config.configurable?.checkpoint_ns && metadata.source !== "input") {
+    if (
+      this.valuesOf !== undefined &&
+      !config.configurable?.checkpoint_ns &&
+      metadata.source !== "input" &&
+      (this.writesValues?.(newVersions) ?? true)
+    ) {
       // The root graph's state once its input is applied, as its `values` stream shows it.
       events.emit("values", { values: this.valuesOf(checkpoint.channel_values) });
     }

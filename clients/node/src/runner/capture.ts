@@ -8,7 +8,10 @@
 // are saved, and the BoundarySaver flushes the log first.
 //
 // Event types: `step` {node, step, update} when a node of the graph finishes;
-// `token` {node, text} for each streamed chat-model chunk; `tool_call_start`
+// `token` {node, text} for each streamed chat-model chunk; for the LangGraph API,
+// `step` also carries the node's `metadata` and `token` its message's `id`, the
+// chunk whole (`chunk`) and, on a model call's first chunk, the call's `metadata`,
+// as LangGraph.js's `messages` stream mode gives them; `tool_call_start`
 // {node, name, tool_call_id, input} and `tool_call_end` {node, name, tool_call_id,
 // output | error} around each tool run; what a node emits with
 // emitEvent(); then `interrupt` {id, value}, `final` {output} or `error`
@@ -16,7 +19,8 @@
 
 import { BaseCallbackHandler } from "@langchain/core/callbacks/base";
 import type { Serialized } from "@langchain/core/load/serializable";
-import { isGraphBubbleUp } from "@langchain/langgraph";
+import { isAIMessageChunk, isBaseMessage, isToolMessage } from "@langchain/core/messages";
+import { isCommand, isGraphBubbleUp } from "@langchain/langgraph";
 
 import type { EventLog } from "./events.js";
 import { toApiJson } from "./graphApi.js";
@@ -25,20 +29,28 @@ export class EventCapture extends BaseCallbackHandler {
   name = "turnkeeper-event-capture";
   #events: EventLog;
   #root: string | undefined;
-  #nodes = new Map<string, [string, number]>();
-  #models = new Map<string, string>();
+  #nodes = new Map<string, [string, number, Record<string, unknown>]>();
+  #models = new Map<string, { node: string; metadata: Record<string, unknown> | undefined }>();
   #tools = new Map<string, { node: string; name: string; tool_call_id: string | null }>();
 
   #apiShapes: boolean;
+  /** For the LangGraph API: a chat model's `invoke` streams (its tokens reach
+   * handleLLMNewToken), as under LangGraph.js's own `messages` stream mode, which
+   * LangGraph's servers run every graph with. @langchain/core reads this field. */
+  lc_prefer_streaming: boolean;
 
   /** @param apiShapes for the LangGraph API (a runner with langgraphApi): tokens
-   * carry their message's `id`, and a step's update is JSON as LangGraph's server
-   * writes it (messages whole: graphApi.ts toApiJson). */
+   * carry their message's `id`, the chunk whole and the model call's metadata, a
+   * step its node's metadata, and a step's update is JSON as LangGraph's server
+   * writes it (messages whole: graphApi.ts toApiJson); a message a node returns
+   * without an id gets the one LangGraph.js's `messages` mode gives it, whatever
+   * modes the run asked for (a later join_stream may ask for `messages`). */
   constructor(events: EventLog, apiShapes = false) {
     super({ _awaitHandler: true });
     this.awaitHandlers = true;
     this.#events = events;
     this.#apiShapes = apiShapes;
+    this.lc_prefer_streaming = apiShapes;
   }
 
   // The arguments in the order @langchain/core's CallbackManager passes them
@@ -64,7 +76,7 @@ export class EventCapture extends BaseCallbackHandler {
     // (__start__) is none.
     const hidden = tags?.includes("langsmith:hidden") ?? false;
     if (parentRunId === this.#root && typeof node === "string" && runName === node && !hidden) {
-      this.#nodes.set(runId, [node, Number(metadata?.langgraph_step ?? 0)]);
+      this.#nodes.set(runId, [node, Number(metadata?.langgraph_step ?? 0), { tags, name: runName, ...metadata }]);
     }
   }
 
@@ -72,7 +84,13 @@ export class EventCapture extends BaseCallbackHandler {
     const node = this.#nodes.get(runId);
     if (node !== undefined) {
       this.#nodes.delete(runId);
-      this.#events.emit("step", { node: node[0], step: node[1], update: this.#apiShapes ? toApiJson(outputs) : outputs });
+      if (!this.#apiShapes) {
+        this.#events.emit("step", { node: node[0], step: node[1], update: outputs });
+        return;
+      }
+      // Before the writes are applied (handlers are awaited): the state keeps them.
+      nameMessages(outputs, runId);
+      this.#events.emit("step", { node: node[0], step: node[1], update: toApiJson(outputs), metadata: toApiJson(node[2]) });
     }
   }
 
@@ -88,10 +106,14 @@ export class EventCapture extends BaseCallbackHandler {
     runId: string,
     _parentRunId?: string,
     _extraParams?: Record<string, unknown>,
-    _tags?: string[],
+    tags?: string[],
     metadata?: Record<string, unknown>,
+    runName?: string,
   ): void {
-    this.#models.set(runId, String(metadata?.langgraph_node ?? ""));
+    // The call's metadata as LangGraph.js's messages mode sends it: its tags and
+    // name, then what LangGraph and the model put in its metadata.
+    const described = this.#apiShapes ? { tags, name: runName, ...metadata } : undefined;
+    this.#models.set(runId, { node: String(metadata?.langgraph_node ?? ""), metadata: described });
   }
 
   override handleLLMNewToken(
@@ -102,15 +124,28 @@ export class EventCapture extends BaseCallbackHandler {
     _tags?: string[],
     fields?: { chunk?: unknown },
   ): void {
-    if (token) {
-      const data: Record<string, unknown> = { node: this.#models.get(runId) ?? "", text: token };
-      const chunk = fields?.chunk as { message?: { id?: unknown } } | undefined;
+    const chunk = fields?.chunk as { message?: { id?: unknown } } | undefined;
+    const message = chunk?.message;
+    // A chunk with no text may still say something (a tool call's chunk): for the
+    // LangGraph API it is a part as LangGraph.js's messages mode sends it.
+    const whole = this.#apiShapes && isAIMessageChunk(message as never);
+    if (token || whole) {
+      const model = this.#models.get(runId);
+      const data: Record<string, unknown> = { node: model?.node ?? "", text: token };
       // A chunk without an id of its own is given `run-<the model's run id>` by
       // LangChain.js after this callback, and so is the message the node returns:
       // the id the service matches the streamed message with (decision 313).
-      const id = chunk?.message?.id ?? `run-${runId}`;
+      const id = message?.id ?? `run-${runId}`;
       if (this.#apiShapes && typeof id === "string") {
         data.id = id;
+        if (whole) {
+          data.chunk = { ...(toApiJson(message) as Record<string, unknown>), id };
+        }
+        if (model?.metadata !== undefined) {
+          // Once per call: the service gives the call's later chunks the same.
+          data.metadata = toApiJson(model.metadata);
+          model.metadata = undefined;
+        }
       }
       this.#events.emit("token", data);
     }
@@ -167,4 +202,47 @@ export class EventCapture extends BaseCallbackHandler {
       this.#events.emit("tool_call_end", { ...call, error: `${err.name}: ${err.message}` });
     }
   }
+}
+
+/** Ids for the messages a node returned without one, as LangGraph.js's `messages`
+ * stream mode gives them (its StreamMessagesHandler): `run-<node run>-tool-<call id>`
+ * for a tool's result, `run-<node run>-out-<n>` for the n-th other message. */
+function nameMessages(outputs: unknown, runId: string): void {
+  let index = 0;
+  const name = (value: unknown): void => {
+    if (!isBaseMessage(value)) {
+      return;
+    }
+    if (value.id === undefined) {
+      const id = isToolMessage(value) ? `run-${runId}-tool-${value.tool_call_id}` : `run-${runId}-out-${index}`;
+      value.id = id;
+      (value.lc_kwargs as Record<string, unknown>).id = id;
+    }
+    index += 1;
+  };
+  const walk = (output: unknown): void => {
+    if (isCommand(output)) {
+      walk(output.update);
+    } else if (isBaseMessage(output)) {
+      name(output);
+    } else if (Array.isArray(output)) {
+      const commands = output.some(isCommand);
+      for (const value of output) {
+        if (commands) {
+          walk(value);
+        } else {
+          name(value);
+        }
+      }
+    } else if (output !== null && typeof output === "object") {
+      for (const value of Object.values(output)) {
+        if (Array.isArray(value)) {
+          walk(value);
+        } else {
+          name(value);
+        }
+      }
+    }
+  };
+  walk(outputs);
 }

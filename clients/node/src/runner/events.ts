@@ -38,6 +38,8 @@ export class EventLog {
   readonly startSeq: number;
   /** The newest seq the service has confirmed (its own events' included: checkpoint()). */
   appendedSeq: number;
+  /** The types of the events this execution emitted. */
+  readonly emitted = new Set<string>();
   #client: TurnkeeperClient;
   #pending: EventInput[] = [];
   #nextSeq: number;
@@ -58,6 +60,7 @@ export class EventLog {
     if (this.#closed) {
       return;
     }
+    this.emitted.add(type);
     const seq = this.#nextSeq;
     this.#nextSeq += 1;
     this.#pending.push(create(EventInputSchema, { seq: BigInt(seq), type, dataJson: bounded(toJsonText(data)) }));

@@ -19,7 +19,7 @@ import { createHash } from "node:crypto";
 
 import type { GraphVersion as GraphVersionMessage } from "../gen/turnkeeper/v1/turns_pb.js";
 import type { RunnableConfig } from "@langchain/core/runnables";
-import { Command } from "@langchain/langgraph";
+import { Command, getConfig } from "@langchain/langgraph";
 
 import type { TurnkeeperClient } from "../client.js";
 import { codeName, isDeterministic, isFenced, messageOf } from "../errors.js";
@@ -39,6 +39,8 @@ const INTERRUPT_KEY = "__interrupt__";
 /** The slice of a compiled LangGraph.js graph the runner drives. */
 export interface RunnableGraph extends HistoryGraph {
   stream(input: unknown, options: Record<string, unknown>): Promise<AsyncIterable<unknown>>;
+  /** LangChain's astream_events (v2), for a LangGraph API run that asks for `events`. */
+  streamEvents?(input: unknown, options: Record<string, unknown> & { version: "v2" }): AsyncIterable<unknown>;
   getState(config: RunnableConfig): Promise<{ tasks: ReadonlyArray<{ interrupts?: ReadonlyArray<unknown> }> }>;
 }
 
@@ -303,18 +305,30 @@ export class Execution {
       let input: unknown;
       [input, config] = await this.#startPoint(config);
       const api = this.#host.langgraphApi === true;
-      const stream = await this.#host.graph.stream(input, {
-        ...config,
-        ...this.#runOptions(),
-        // The LangGraph API's `custom` parts: only where a client can ask for them.
-        streamMode: api ? ["values", "updates", "custom"] : ["values", "updates"],
-        ...durableRunOptions(),
-      });
+      // A run that goes on from a checkpoint (input null, a Command) writes no
+      // checkpoint before its first step, so the saver journals no state: the
+      // stream's first `values` (the state it resumes from, which LangGraph.js
+      // streams) is journaled instead, on the turn's first execution.
+      let startState = api && events.startSeq === 0 && (input === null || input instanceof Command);
+      const captures = api ? (this.#intent()?.stream ?? []) : [];
+      const stream = chunksOf(
+        this.#host.graph,
+        input,
+        {
+          ...(api ? withRunStream(config, events, captures) : config),
+          ...this.#runOptions(),
+          streamMode: ["values", "updates"],
+          ...durableRunOptions(),
+        },
+        captures.includes("events") ? events : undefined,
+      );
       for await (const chunk of stream) {
         const [mode, data] = chunk as [string, unknown];
-        if (mode === "custom") {
-          events.emit("custom", { data: toApiJson(data) });
-        } else if (mode === "values") {
+        if (mode === "values") {
+          if (startState && !events.emitted.has("values")) {
+            events.emit("values", { values: toApiJson(data) });
+          }
+          startState = false;
           values = data;
         } else if (mode === "updates" && data !== null && typeof data === "object" && INTERRUPT_KEY in data) {
           interrupts.push(...((data as Record<string, Array<{ id?: string; value?: unknown }>>)[INTERRUPT_KEY] ?? []));
@@ -456,4 +470,162 @@ export class Execution {
       }
     }
   }
+}
+
+/**
+ * The graph's stream() chunks ([mode, data]). With `events` (a LangGraph API run
+ * that asks for the `events` mode) the run is read through streamEvents (v2), and
+ * each event goes to the log as a `stream` part {ns: [], mode: "events"} as
+ * LangGraph.js's server sends them: not the hidden ones (`langsmith:hidden`), nor
+ * the root graph's own stream chunks, which are the chunks. Read from the stream's
+ * output, an event may land after its step's checkpoint: a crash right then loses
+ * it, a re-drive never sends it twice.
+ */
+async function* chunksOf(
+  graph: RunnableGraph,
+  input: unknown,
+  options: Record<string, unknown>,
+  events: EventLog | undefined,
+): AsyncGenerator<unknown> {
+  if (events === undefined || graph.streamEvents === undefined) {
+    yield* await graph.stream(input, options);
+    return;
+  }
+  let root: string | undefined;
+  for await (const raw of graph.streamEvents(input, { ...options, version: "v2" })) {
+    const event = raw as { event?: string; run_id?: string; tags?: string[]; data?: { chunk?: unknown } };
+    // The first event is the root graph's start.
+    root ??= event.run_id;
+    if (event.tags?.includes("langsmith:hidden")) {
+      continue;
+    }
+    if (event.event === "on_chain_stream" && event.run_id === root) {
+      yield event.data?.chunk;
+      continue;
+    }
+    const data = toApiJson(event) as { data?: { chunk?: Record<string, unknown> } };
+    const chunk = data.data?.chunk;
+    if (event.event === "on_chat_model_stream" && chunk !== undefined && chunk.id == null) {
+      // The id LangChain.js gives the chunk once the callbacks have seen it (its
+      // model run's), which the reference's event, written later, shows.
+      chunk.id = `run-${String(event.run_id)}`;
+    }
+    events.emit("stream", { ns: [], mode: "events", data });
+  }
+}
+
+/** LangGraph.js's key for a run's stream in a config's configurable: a stream
+ * given there gets the parts of the modes it names as the graph writes them. */
+const RUN_STREAM_KEY = "__pregel_stream";
+
+/** The modes a run's `stream` option (its captures) asks of the root graph, and
+ * those it asks of subgraphs with `subgraphs` (RunIntent.stream; the Python
+ * bridge's StreamCapture). */
+const ROOT_CAPTURES = ["checkpoints", "tasks", "debug"];
+const SUBGRAPH_MODES = ["values", "updates", "custom"];
+
+/**
+ * `config` with a writer and a stream LangGraph.js writes the run's parts to as
+ * the graph produces them, journaled then: the LangGraph API's `custom` parts
+ * (what a node writes with `config.writer`), and what the run's `captures` ask for (the
+ * `checkpoints`, `tasks` and `debug` modes; with `subgraphs` the `values`,
+ * `updates` and `custom` parts of subgraphs) as `stream` events {ns, mode, data}.
+ * A step's parts are so in the log before its `step` event and its checkpoint
+ * (the boundary rule), not after, as when read from stream()'s output.
+ */
+export function withRunStream(config: RunnableConfig, events: EventLog, captures: string[]): RunnableConfig {
+  const subgraphs = captures.includes("subgraphs");
+  const modes = new Set(ROOT_CAPTURES.filter((m) => captures.includes(m)));
+  if (subgraphs) {
+    for (const mode of SUBGRAPH_MODES) {
+      modes.add(mode);
+    }
+  }
+  const capture = {
+    modes,
+    push(chunk: [string[], string, unknown]): void {
+      const [ns, mode, data] = chunk;
+      if (!modes.has(mode) || isCheckpointEnvelope(data)) {
+        return; // another stream's mode, or LangGraph.js's own checkpoint marker
+      }
+      if (ns.length === 0 ? ROOT_CAPTURES.includes(mode) : subgraphs) {
+        events.emit("stream", { ns, mode, data: apiPart(mode, data) });
+      }
+    },
+  };
+  // A node's `config.writer`: LangGraph.js's own writes to its stream(), read
+  // only after the step (so after its `step` event). A subgraph's node writes with
+  // it too: under its namespace for a run that streams subgraphs, as LangGraph.js's
+  // writer names it (its checkpoint_ns less the node's own part).
+  const writer = (data: unknown): void => {
+    const at = getConfig()?.configurable?.checkpoint_ns;
+    const ns = typeof at === "string" && at ? at.split("|").slice(0, -1) : [];
+    if (subgraphs && ns.length > 0) {
+      events.emit("stream", { ns, mode: "custom", data: toApiJson(data) });
+    } else {
+      events.emit("custom", { data: toApiJson(data) });
+    }
+  };
+  return {
+    ...config,
+    writer,
+    configurable: { ...config.configurable, ...(modes.size > 0 ? { [RUN_STREAM_KEY]: capture } : {}) },
+  } as RunnableConfig;
+}
+
+const isRecord = (value: unknown): value is Record<string, unknown> =>
+  value !== null && typeof value === "object" && !Array.isArray(value);
+
+/** LangGraph.js's marker of a checkpoint in a stream (no values, no config). */
+function isCheckpointEnvelope(data: unknown): boolean {
+  return isRecord(data) && typeof data.id === "string" && ("source" in data || typeof data.step === "number") && !("values" in data) && !("config" in data);
+}
+
+/** A config as LangGraph's server shows it: without callbacks and without the
+ * run's private configurable keys (`__`-prefixed: LangGraph.js's own, this stream). */
+function publicConfig(config: unknown): unknown {
+  if (!isRecord(config)) {
+    return config;
+  }
+  const { callbacks: _callbacks, signal: _signal, ...rest } = config;
+  const configurable = isRecord(rest.configurable)
+    ? Object.fromEntries(Object.entries(rest.configurable).filter(([key]) => !key.startsWith("__")))
+    : rest.configurable;
+  return { ...rest, configurable };
+}
+
+/** A task as LangGraph's server sends it: a subgraph task's config as its `checkpoint`. */
+function apiTask(task: unknown): unknown {
+  if (!isRecord(task) || !isRecord(task.state) || !isRecord(task.state.configurable)) {
+    return task;
+  }
+  const { state, ...rest } = task;
+  return { ...rest, checkpoint: (state as { configurable: unknown }).configurable };
+}
+
+/** A captured part as LangGraph's server sends it (JSON, snake_case; the service
+ * adds a debug checkpoint's `checkpoint` and `parent_checkpoint`). */
+function apiPart(mode: string, data: unknown): unknown {
+  if (mode === "checkpoints" && isRecord(data)) {
+    return toApiJson({ values: data.values, metadata: data.metadata, next: data.next });
+  }
+  if (mode === "tasks") {
+    return toApiJson(apiTask(data));
+  }
+  if (mode === "debug" && isRecord(data) && isRecord(data.payload)) {
+    if (data.type === "checkpoint") {
+      const { parentConfig, config, tasks, ...payload } = data.payload;
+      return toApiJson({
+        ...data,
+        payload: {
+          ...payload,
+          config: publicConfig(config),
+          parent_config: publicConfig(parentConfig),
+          tasks: Array.isArray(tasks) ? tasks.map(apiTask) : tasks,
+        },
+      });
+    }
+    return toApiJson({ ...data, payload: apiTask(data.payload) });
+  }
+  return toApiJson(data);
 }

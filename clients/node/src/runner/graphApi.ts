@@ -85,7 +85,9 @@ export function toApiJson(value: unknown): Json {
   }
   if (isMessage(value)) {
     const { data } = value.toDict();
-    const out: Record<string, unknown> = { name: null, id: null, ...(toApiJson(data) as Record<string, unknown>) };
+    // As LangGraph.js's server writes a message: the fields it has (no `name` or
+    // `id` it was not given), and its type.
+    const out = toApiJson(data) as Record<string, unknown>;
     out.type = value.getType();
     return out;
   }

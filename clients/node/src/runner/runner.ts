@@ -185,6 +185,11 @@ export class TurnRunner {
     if (config.langgraphApi === true) {
       const drawn = this.graph as unknown as Parameters<typeof stateValues>[0];
       this.saver.valuesOf = (channelValues) => stateValues(drawn, channelValues);
+      const outputs = (this.graph as unknown as { outputChannels?: string | string[] }).outputChannels;
+      if (outputs !== undefined) {
+        const written = typeof outputs === "string" ? [outputs] : outputs;
+        this.saver.writesValues = (newVersions) => written.some((channel) => channel in newVersions);
+      }
     }
     this.runtime = new TurnRuntime({
       graph: this.graph,

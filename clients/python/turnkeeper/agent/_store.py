@@ -1,6 +1,8 @@
 """LangGraph's store (``BaseStore``) kept by the turnkeeper service: what
 ``get_store()`` and ``runtime.store`` answer inside a graph a turnkeeper agent hosts,
-the same items the LangGraph API serves as ``client.store.*``.
+the same items the LangGraph API serves as ``client.store.*``. A ``search`` with a
+``query`` is ranked by the service's index (the langgraph.json's ``store.index``),
+each item with its ``score``; a put's ``index`` says what of it is embedded.
 
 Each ``batch``/``abatch`` is one StoreBatch call (one transaction on the service).
 Inside a turn (a run whose config carries the turn's id and attempt, as the bridge
@@ -58,6 +60,9 @@ def _operation(op: Op) -> store_pb2.StoreOperation:
             put.value_json = json.dumps(op.value)
         if op.ttl is not None:
             put.ttl_minutes = op.ttl
+        if op.index is not None:
+            # False: no paths, the item is not embedded.
+            put.index.CopyFrom(store_pb2.StoreIndexPaths(paths=list(op.index or ())))
         return store_pb2.StoreOperation(put=put)
     if isinstance(op, SearchOp):
         search = store_pb2.StoreSearch(
@@ -89,8 +94,8 @@ def _time(seconds: float) -> datetime:
     return datetime.fromtimestamp(seconds, UTC)
 
 
-def _item(message: store_pb2.StoreItem, cls: type[Item]) -> Item:
-    return cls(
+def _item(message: store_pb2.StoreItem) -> Item:
+    return Item(
         namespace=tuple(message.namespace),
         key=message.key,
         value=json.loads(message.value_json),
@@ -99,11 +104,22 @@ def _item(message: store_pb2.StoreItem, cls: type[Item]) -> Item:
     )
 
 
+def _search_item(message: store_pb2.StoreItem) -> SearchItem:
+    return SearchItem(
+        namespace=tuple(message.namespace),
+        key=message.key,
+        value=json.loads(message.value_json),
+        created_at=_time(message.created_at),
+        updated_at=_time(message.updated_at),
+        score=message.score if message.HasField("score") else None,
+    )
+
+
 def _result(op: Op, message: store_pb2.StoreResult) -> Result:
     if isinstance(op, GetOp):
-        return _item(message.items[0], Item) if message.items else None
+        return _item(message.items[0]) if message.items else None
     if isinstance(op, SearchOp):
-        return [_item(m, SearchItem) for m in message.items]
+        return [_search_item(m) for m in message.items]
     if isinstance(op, ListNamespacesOp):
         return [tuple(n.labels) for n in message.namespaces]
     return None

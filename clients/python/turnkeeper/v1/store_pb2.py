@@ -25,7 +25,7 @@ _sym_db = _symbol_database.Default()
 from turnkeeper.v1 import checkpoints_pb2 as turnkeeper_dot_v1_dot_checkpoints__pb2
 
 
-DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19turnkeeper/v1/store.proto\x12\rturnkeeper.v1\x1a\x1fturnkeeper/v1/checkpoints.proto\"o\n\x11StoreBatchRequest\x12\x31\n\noperations\x18\x01 \x03(\x0b\x32\x1d.turnkeeper.v1.StoreOperation\x12\'\n\x05\x66\x65nce\x18\x02 \x01(\x0b\x32\x18.turnkeeper.v1.TurnFence\"\xda\x01\n\x0eStoreOperation\x12&\n\x03get\x18\x01 \x01(\x0b\x32\x17.turnkeeper.v1.StoreGetH\x00\x12&\n\x03put\x18\x02 \x01(\x0b\x32\x17.turnkeeper.v1.StorePutH\x00\x12,\n\x06search\x18\x03 \x01(\x0b\x32\x1a.turnkeeper.v1.StoreSearchH\x00\x12=\n\x0flist_namespaces\x18\x04 \x01(\x0b\x32\".turnkeeper.v1.StoreListNamespacesH\x00\x42\x0b\n\toperation\"T\n\x08StoreGet\x12\x11\n\tnamespace\x18\x01 \x03(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x18\n\x0brefresh_ttl\x18\x03 \x01(\x08H\x00\x88\x01\x01\x42\x0e\n\x0c_refresh_ttl\"|\n\x08StorePut\x12\x11\n\tnamespace\x18\x01 \x03(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x17\n\nvalue_json\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x18\n\x0bttl_minutes\x18\x04 \x01(\x01H\x01\x88\x01\x01\x42\r\n\x0b_value_jsonB\x0e\n\x0c_ttl_minutes\"\x94\x01\n\x0bStoreSearch\x12\x18\n\x10namespace_prefix\x18\x01 \x03(\t\x12\x13\n\x0b\x66ilter_json\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x0e\n\x06offset\x18\x04 \x01(\x05\x12\r\n\x05query\x18\x05 \x01(\t\x12\x18\n\x0brefresh_ttl\x18\x06 \x01(\x08H\x00\x88\x01\x01\x42\x0e\n\x0c_refresh_ttl\"7\n\x13StoreMatchCondition\x12\x12\n\nmatch_type\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x03(\t\"\x98\x01\n\x13StoreListNamespaces\x12<\n\x10match_conditions\x18\x01 \x03(\x0b\x32\".turnkeeper.v1.StoreMatchCondition\x12\x16\n\tmax_depth\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x0e\n\x06offset\x18\x04 \x01(\x05\x42\x0c\n\n_max_depth\"g\n\tStoreItem\x12\x11\n\tnamespace\x18\x01 \x03(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x12\n\nvalue_json\x18\x03 \x01(\t\x12\x12\n\ncreated_at\x18\x04 \x01(\x01\x12\x12\n\nupdated_at\x18\x05 \x01(\x01\" \n\x0eStoreNamespace\x12\x0e\n\x06labels\x18\x01 \x03(\t\"i\n\x0bStoreResult\x12\'\n\x05items\x18\x01 \x03(\x0b\x32\x18.turnkeeper.v1.StoreItem\x12\x31\n\nnamespaces\x18\x02 \x03(\x0b\x32\x1d.turnkeeper.v1.StoreNamespace\"A\n\x12StoreBatchResponse\x12+\n\x07results\x18\x01 \x03(\x0b\x32\x1a.turnkeeper.v1.StoreResult2a\n\x0cStoreService\x12Q\n\nStoreBatch\x12 .turnkeeper.v1.StoreBatchRequest\x1a!.turnkeeper.v1.StoreBatchResponseb\x06proto3')
+DESCRIPTOR = _descriptor_pool.Default().AddSerializedFile(b'\n\x19turnkeeper/v1/store.proto\x12\rturnkeeper.v1\x1a\x1fturnkeeper/v1/checkpoints.proto\"o\n\x11StoreBatchRequest\x12\x31\n\noperations\x18\x01 \x03(\x0b\x32\x1d.turnkeeper.v1.StoreOperation\x12\'\n\x05\x66\x65nce\x18\x02 \x01(\x0b\x32\x18.turnkeeper.v1.TurnFence\"\xda\x01\n\x0eStoreOperation\x12&\n\x03get\x18\x01 \x01(\x0b\x32\x17.turnkeeper.v1.StoreGetH\x00\x12&\n\x03put\x18\x02 \x01(\x0b\x32\x17.turnkeeper.v1.StorePutH\x00\x12,\n\x06search\x18\x03 \x01(\x0b\x32\x1a.turnkeeper.v1.StoreSearchH\x00\x12=\n\x0flist_namespaces\x18\x04 \x01(\x0b\x32\".turnkeeper.v1.StoreListNamespacesH\x00\x42\x0b\n\toperation\"T\n\x08StoreGet\x12\x11\n\tnamespace\x18\x01 \x03(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x18\n\x0brefresh_ttl\x18\x03 \x01(\x08H\x00\x88\x01\x01\x42\x0e\n\x0c_refresh_ttl\"\xba\x01\n\x08StorePut\x12\x11\n\tnamespace\x18\x01 \x03(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x17\n\nvalue_json\x18\x03 \x01(\tH\x00\x88\x01\x01\x12\x18\n\x0bttl_minutes\x18\x04 \x01(\x01H\x01\x88\x01\x01\x12\x32\n\x05index\x18\x05 \x01(\x0b\x32\x1e.turnkeeper.v1.StoreIndexPathsH\x02\x88\x01\x01\x42\r\n\x0b_value_jsonB\x0e\n\x0c_ttl_minutesB\x08\n\x06_index\" \n\x0fStoreIndexPaths\x12\r\n\x05paths\x18\x01 \x03(\t\"\x94\x01\n\x0bStoreSearch\x12\x18\n\x10namespace_prefix\x18\x01 \x03(\t\x12\x13\n\x0b\x66ilter_json\x18\x02 \x01(\t\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x0e\n\x06offset\x18\x04 \x01(\x05\x12\r\n\x05query\x18\x05 \x01(\t\x12\x18\n\x0brefresh_ttl\x18\x06 \x01(\x08H\x00\x88\x01\x01\x42\x0e\n\x0c_refresh_ttl\"7\n\x13StoreMatchCondition\x12\x12\n\nmatch_type\x18\x01 \x01(\t\x12\x0c\n\x04path\x18\x02 \x03(\t\"\x98\x01\n\x13StoreListNamespaces\x12<\n\x10match_conditions\x18\x01 \x03(\x0b\x32\".turnkeeper.v1.StoreMatchCondition\x12\x16\n\tmax_depth\x18\x02 \x01(\x05H\x00\x88\x01\x01\x12\r\n\x05limit\x18\x03 \x01(\x05\x12\x0e\n\x06offset\x18\x04 \x01(\x05\x42\x0c\n\n_max_depth\"\x85\x01\n\tStoreItem\x12\x11\n\tnamespace\x18\x01 \x03(\t\x12\x0b\n\x03key\x18\x02 \x01(\t\x12\x12\n\nvalue_json\x18\x03 \x01(\t\x12\x12\n\ncreated_at\x18\x04 \x01(\x01\x12\x12\n\nupdated_at\x18\x05 \x01(\x01\x12\x12\n\x05score\x18\x06 \x01(\x01H\x00\x88\x01\x01\x42\x08\n\x06_score\" \n\x0eStoreNamespace\x12\x0e\n\x06labels\x18\x01 \x03(\t\"i\n\x0bStoreResult\x12\'\n\x05items\x18\x01 \x03(\x0b\x32\x18.turnkeeper.v1.StoreItem\x12\x31\n\nnamespaces\x18\x02 \x03(\x0b\x32\x1d.turnkeeper.v1.StoreNamespace\"A\n\x12StoreBatchResponse\x12+\n\x07results\x18\x01 \x03(\x0b\x32\x1a.turnkeeper.v1.StoreResult2a\n\x0cStoreService\x12Q\n\nStoreBatch\x12 .turnkeeper.v1.StoreBatchRequest\x1a!.turnkeeper.v1.StoreBatchResponseb\x06proto3')
 
 _globals = globals()
 _builder.BuildMessageAndEnumDescriptors(DESCRIPTOR, _globals)
@@ -38,22 +38,24 @@ if not _descriptor._USE_C_DESCRIPTORS:
   _globals['_STOREOPERATION']._serialized_end=409
   _globals['_STOREGET']._serialized_start=411
   _globals['_STOREGET']._serialized_end=495
-  _globals['_STOREPUT']._serialized_start=497
-  _globals['_STOREPUT']._serialized_end=621
-  _globals['_STORESEARCH']._serialized_start=624
-  _globals['_STORESEARCH']._serialized_end=772
-  _globals['_STOREMATCHCONDITION']._serialized_start=774
-  _globals['_STOREMATCHCONDITION']._serialized_end=829
-  _globals['_STORELISTNAMESPACES']._serialized_start=832
-  _globals['_STORELISTNAMESPACES']._serialized_end=984
-  _globals['_STOREITEM']._serialized_start=986
-  _globals['_STOREITEM']._serialized_end=1089
-  _globals['_STORENAMESPACE']._serialized_start=1091
-  _globals['_STORENAMESPACE']._serialized_end=1123
-  _globals['_STORERESULT']._serialized_start=1125
-  _globals['_STORERESULT']._serialized_end=1230
-  _globals['_STOREBATCHRESPONSE']._serialized_start=1232
-  _globals['_STOREBATCHRESPONSE']._serialized_end=1297
-  _globals['_STORESERVICE']._serialized_start=1299
-  _globals['_STORESERVICE']._serialized_end=1396
+  _globals['_STOREPUT']._serialized_start=498
+  _globals['_STOREPUT']._serialized_end=684
+  _globals['_STOREINDEXPATHS']._serialized_start=686
+  _globals['_STOREINDEXPATHS']._serialized_end=718
+  _globals['_STORESEARCH']._serialized_start=721
+  _globals['_STORESEARCH']._serialized_end=869
+  _globals['_STOREMATCHCONDITION']._serialized_start=871
+  _globals['_STOREMATCHCONDITION']._serialized_end=926
+  _globals['_STORELISTNAMESPACES']._serialized_start=929
+  _globals['_STORELISTNAMESPACES']._serialized_end=1081
+  _globals['_STOREITEM']._serialized_start=1084
+  _globals['_STOREITEM']._serialized_end=1217
+  _globals['_STORENAMESPACE']._serialized_start=1219
+  _globals['_STORENAMESPACE']._serialized_end=1251
+  _globals['_STORERESULT']._serialized_start=1253
+  _globals['_STORERESULT']._serialized_end=1358
+  _globals['_STOREBATCHRESPONSE']._serialized_start=1360
+  _globals['_STOREBATCHRESPONSE']._serialized_end=1425
+  _globals['_STORESERVICE']._serialized_start=1427
+  _globals['_STORESERVICE']._serialized_end=1524
 # @@protoc_insertion_point(module_scope)

@@ -116,6 +116,7 @@ class StorePut(_message.Message):
     KEY_FIELD_NUMBER: _builtins.int
     VALUE_JSON_FIELD_NUMBER: _builtins.int
     TTL_MINUTES_FIELD_NUMBER: _builtins.int
+    INDEX_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     value_json: _builtins.str
     """The value as a JSON object; unset: delete the item."""
@@ -123,6 +124,13 @@ class StorePut(_message.Message):
     """Minutes until it expires; unset: the deployment's store.ttl.default_ttl."""
     @_builtins.property
     def namespace(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    @_builtins.property
+    def index(self) -> Global___StoreIndexPaths:
+        """Which fields of the value to embed for semantic search: absent, the store's
+        configured fields (langgraph.json's store.index.fields); present, these paths
+        (none: the item is not embedded). LangGraph's put(index=None | False | [...]).
+        """
+
     def __init__(
         self,
         *,
@@ -130,21 +138,46 @@ class StorePut(_message.Message):
         key: _builtins.str = ...,
         value_json: _builtins.str | None = ...,
         ttl_minutes: _builtins.float | None = ...,
+        index: Global___StoreIndexPaths | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _typing.Literal["_ttl_minutes", b"_ttl_minutes", "_value_json", b"_value_json", "ttl_minutes", b"ttl_minutes", "value_json", b"value_json"]  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_index", b"_index", "_ttl_minutes", b"_ttl_minutes", "_value_json", b"_value_json", "index", b"index", "ttl_minutes", b"ttl_minutes", "value_json", b"value_json"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["_ttl_minutes", b"_ttl_minutes", "_value_json", b"_value_json", "key", b"key", "namespace", b"namespace", "ttl_minutes", b"ttl_minutes", "value_json", b"value_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_index", b"_index", "_ttl_minutes", b"_ttl_minutes", "_value_json", b"_value_json", "index", b"index", "key", b"key", "namespace", b"namespace", "ttl_minutes", b"ttl_minutes", "value_json", b"value_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    _WhichOneofReturnType__index: _TypeAlias = _typing.Literal["index"]  # noqa: Y015
+    _WhichOneofArgType__index: _TypeAlias = _typing.Literal["_index", b"_index"]  # noqa: Y015
     _WhichOneofReturnType__ttl_minutes: _TypeAlias = _typing.Literal["ttl_minutes"]  # noqa: Y015
     _WhichOneofArgType__ttl_minutes: _TypeAlias = _typing.Literal["_ttl_minutes", b"_ttl_minutes"]  # noqa: Y015
     _WhichOneofReturnType__value_json: _TypeAlias = _typing.Literal["value_json"]  # noqa: Y015
     _WhichOneofArgType__value_json: _TypeAlias = _typing.Literal["_value_json", b"_value_json"]  # noqa: Y015
+    @_typing.overload
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__index) -> _WhichOneofReturnType__index | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__ttl_minutes) -> _WhichOneofReturnType__ttl_minutes | None: ...
     @_typing.overload
     def WhichOneof(self, oneof_group: _WhichOneofArgType__value_json) -> _WhichOneofReturnType__value_json | None: ...
 
 Global___StorePut: _TypeAlias = StorePut  # noqa: Y015
+
+@_typing.final
+class StoreIndexPaths(_message.Message):
+    DESCRIPTOR: _descriptor.Descriptor
+
+    PATHS_FIELD_NUMBER: _builtins.int
+    @_builtins.property
+    def paths(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
+    def __init__(
+        self,
+        *,
+        paths: _abc.Iterable[_builtins.str] | None = ...,
+    ) -> None: ...
+    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["paths", b"paths"]  # noqa: Y015
+    def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
+    def WhichOneof(self, oneof_group: _Never) -> None: ...
+
+Global___StoreIndexPaths: _TypeAlias = StoreIndexPaths  # noqa: Y015
 
 @_typing.final
 class StoreSearch(_message.Message):
@@ -249,11 +282,16 @@ class StoreItem(_message.Message):
     VALUE_JSON_FIELD_NUMBER: _builtins.int
     CREATED_AT_FIELD_NUMBER: _builtins.int
     UPDATED_AT_FIELD_NUMBER: _builtins.int
+    SCORE_FIELD_NUMBER: _builtins.int
     key: _builtins.str
     value_json: _builtins.str
     created_at: _builtins.float
     """Seconds since the epoch."""
     updated_at: _builtins.float
+    score: _builtins.float
+    """A semantic search's similarity (cosine) of the item to the query; absent
+    otherwise.
+    """
     @_builtins.property
     def namespace(self) -> _containers.RepeatedScalarFieldContainer[_builtins.str]: ...
     def __init__(
@@ -264,12 +302,15 @@ class StoreItem(_message.Message):
         value_json: _builtins.str = ...,
         created_at: _builtins.float = ...,
         updated_at: _builtins.float = ...,
+        score: _builtins.float | None = ...,
     ) -> None: ...
-    _HasFieldArgType: _TypeAlias = _Never  # noqa: Y015
+    _HasFieldArgType: _TypeAlias = _typing.Literal["_score", b"_score", "score", b"score"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["created_at", b"created_at", "key", b"key", "namespace", b"namespace", "updated_at", b"updated_at", "value_json", b"value_json"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["_score", b"_score", "created_at", b"created_at", "key", b"key", "namespace", b"namespace", "score", b"score", "updated_at", b"updated_at", "value_json", b"value_json"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
-    def WhichOneof(self, oneof_group: _Never) -> None: ...
+    _WhichOneofReturnType__score: _TypeAlias = _typing.Literal["score"]  # noqa: Y015
+    _WhichOneofArgType__score: _TypeAlias = _typing.Literal["_score", b"_score"]  # noqa: Y015
+    def WhichOneof(self, oneof_group: _WhichOneofArgType__score) -> _WhichOneofReturnType__score | None: ...
 
 Global___StoreItem: _TypeAlias = StoreItem  # noqa: Y015
 

@@ -23,6 +23,7 @@ from turnkeeper_server.web.langgraph import (
     store,
     thread_lists,
     threads,
+    webhooks,
 )
 from turnkeeper_server.web.langgraph.api import Deps, Endpoint, handler, json_response
 from turnkeeper_server.web.langgraph.cors import Cors
@@ -93,6 +94,7 @@ def add_routes(app: web.Application, deps: Deps) -> None:
     route("GET", "/threads/{thread_id}/runs/{run_id}/join", runs.join, read)
     route("GET", "/threads/{thread_id}/runs/{run_id}/stream", runs.join_stream, read)
     route("GET", "/threads/{thread_id}/runs/{run_id}/effects", effects.list_, read)
+    route("GET", "/threads/{thread_id}/runs/{run_id}/webhook", webhooks.get_, read)
     route("POST", "/runs", runs.create)
     route("POST", "/runs/stream", runs.stream)
     route("POST", "/runs/wait", runs.wait)

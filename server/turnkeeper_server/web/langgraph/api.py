@@ -3,6 +3,7 @@ caller is, and the request body."""
 
 from __future__ import annotations
 
+import dataclasses
 import functools
 import json
 import re
@@ -27,11 +28,15 @@ from turnkeeper_server.web.langgraph.custom_auth import CustomAuth
 from turnkeeper_server.web.langgraph.errors import ApiError, not_found, problem
 from turnkeeper_server.web.pump import Pump
 from turnkeeper_server.web.relay import AgentRelay
+from turnkeeper_server.webhooks.settings import WebhookSettings
 
 # Creating a thread or changing its metadata: the roles that may start a turn
 # through an agent. Reading threads, assistants and runs: every role's read right.
 THREADS_WRITE: Final = auth.JSONRPC_CREATE
 READ: Final = auth.JSONRPC_TURN_STATUS
+# The gRPC rights a route needs beside them (the same table: security/auth.py).
+CANCEL_RIGHT: Final = "/turnkeeper.v1.TurnService/CancelTurn"
+DELETE_THREAD: Final = "/turnkeeper.v1.CheckpointService/DeleteThread"
 
 Handler = Callable[[web.Request], Awaitable[web.StreamResponse]]
 
@@ -54,6 +59,9 @@ class Deps:
     # How a stream sends tokens unless it asks otherwise: "live" or "settled"
     # (stream.py; the service's --langgraph-stream).
     stream: str = "live"
+    # Runs' webhooks: the secret file and allow-list a run's webhook is checked
+    # against when it is created (webhooks.py).
+    webhooks: WebhookSettings = dataclasses.field(default_factory=WebhookSettings)
 
 
 Endpoint = Callable[[web.Request, "Caller | None", "Deps"], Awaitable[web.StreamResponse]]

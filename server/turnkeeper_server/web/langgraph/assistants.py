@@ -11,20 +11,26 @@ its schemas are asked of a replica (`langgraph/describe`).
 
 from __future__ import annotations
 
+import contextlib
 import time
 import uuid
 from typing import Any, Final
 
 from aiohttp import web
 from turnkeeper._run_request import BOTH_GIVEN, default_assistant_id
+from turnkeeper.v1 import checkpoints_pb2, turns_pb2
 
 from turnkeeper_server import limits as lim
-from turnkeeper_server.errors import InvalidArgument
+from turnkeeper_server.errors import InvalidArgument, NotFound, WrongState
 from turnkeeper_server.journal.assistants import AssistantRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
+from turnkeeper_server.web import auth as web_auth
+from turnkeeper_server.web.connect import HttpContext
 from turnkeeper_server.web.langgraph import end_users, shapes
 from turnkeeper_server.web.langgraph.api import (
+    CANCEL_RIGHT,
+    DELETE_THREAD,
     READ,
     THREADS_WRITE,
     Deps,
@@ -33,6 +39,7 @@ from turnkeeper_server.web.langgraph.api import (
     json_response,
     limit_offset,
     require,
+    sees,
 )
 from turnkeeper_server.web.langgraph.custom_auth import matches
 from turnkeeper_server.web.langgraph.errors import ApiError, not_found
@@ -233,15 +240,69 @@ async def update(request: web.Request, caller: Caller | None, deps: Deps) -> web
 
 
 async def delete(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    """The assistant and its versions, as LangGraph's server deletes one: with
+    `delete_threads=true` its threads first (each the caller may delete; the others
+    are left), then its runs still running or queued are cancelled (a run stopped at
+    an interrupt is over, and stays), then the assistant goes."""
     require(caller, THREADS_WRITE)
-    if request.query.get("delete_threads", "").lower() == "true":
-        raise ApiError(
-            422, "delete_threads: not supported by turnkeeper yet (docs/langgraph-api.md)"
-        )
     record = await resolve(deps, caller, request.match_info["assistant_id"])
+    live = []
+    for run_id in await deps.engine.threads.unfinished_runs_of_assistant(record.assistant_id):
+        turn = deps.engine.turns.get(run_id)
+        if turn is not None and auth.sees_turn(
+            caller, turn.agent, deps.operations.turns.owner(turn.thread_id)
+        ):
+            live.append(run_id)
+    if live:
+        # Deleting the assistant cancels them: a token that may not cancel a run
+        # may not delete its assistant while one runs (403, nothing changed).
+        require(caller, CANCEL_RIGHT)
+    if request.query.get("delete_threads", "").lower() == "true":
+        require(caller, DELETE_THREAD)
+        await _delete_threads(request, caller, deps, record.assistant_id)
+    reason = f"assistant {record.assistant_id} was deleted"
+    for run_id in live:
+        with contextlib.suppress(WrongState, NotFound), web_auth.acting_as(caller):
+            # (ended meanwhile, or erased with its thread just now: nothing to stop)
+            await deps.operations.turns.cancel(
+                turns_pb2.CancelTurnRequest(turn_id=run_id, reason=reason),
+                HttpContext(request),
+            )
     if not await deps.engine.assistants.delete(record.assistant_id):
         raise not_found(f"assistant {record.assistant_id}")
     return web.Response(status=204)
+
+
+async def _delete_threads(
+    request: web.Request, caller: Caller | None, deps: Deps, assistant_id: str
+) -> None:
+    """Erase the threads last run with this assistant (their metadata says so), as
+    `DELETE /threads/{id}` erases one; a thread the caller may not delete is kept."""
+    offset = 0
+    while True:
+        page = await deps.engine.threads.search(
+            metadata={"assistant_id": assistant_id}, ids=None, limit=100, offset=offset
+        )
+        offset += len(page)
+        for thread in page:
+            if not sees(deps, caller, thread):
+                continue
+            try:
+                filters = await end_users.authorize(
+                    request, deps, "threads", "delete", {"thread_id": thread.thread_id}
+                )
+            except ApiError:
+                continue  # LangGraph's server: skipped, the caller lacks permission
+            if filters and not matches(thread.metadata, filters):
+                continue
+            with web_auth.acting_as(caller):
+                await deps.operations.threads.erase(
+                    checkpoints_pb2.DeleteThreadRequest(thread_id=thread.thread_id, cancel=True),
+                    HttpContext(request),
+                )
+            offset -= 1  # erased: the next page starts one earlier
+        if len(page) < 100:
+            return
 
 
 async def versions(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
@@ -383,12 +444,15 @@ async def describe(
     return described if isinstance(described, dict) else {}
 
 
-async def for_run(deps: Deps, caller: Caller | None, value: Any) -> AssistantRecord:
-    """The assistant a run names, whose graph a replica serves (announced, or
-    answering now); 404 otherwise."""
+async def for_run(
+    deps: Deps, caller: Caller | None, value: Any, *, served: bool = True
+) -> AssistantRecord:
+    """The assistant a run names. `served`: its graph must be served by a replica
+    (announced, or answering now), 404 otherwise; a run the service journals itself
+    waits for one instead (web/langgraph/handoff_start.py)."""
     require(caller, READ)
     record = await resolve(deps, caller, value)
-    if record.graph_id not in deps.directory.agents():
+    if served and record.graph_id not in deps.directory.agents():
         await describe(deps, caller, record.graph_id)
     return record
 

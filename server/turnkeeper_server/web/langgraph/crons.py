@@ -413,6 +413,20 @@ async def count(request: web.Request, caller: Caller | None, deps: Deps) -> web.
 # -- the scheduler ------------------------------------------------------------------
 
 
+class _Scheduled:
+    """The origin of a run a cron or a later run starts (operations/origin.py):
+    the scheduler, with no caller assertion."""
+
+    def peer(self) -> str:
+        return "scheduler:crons"
+
+    def invocation_metadata(self) -> None:
+        return None
+
+
+_SCHEDULED: Final = _Scheduled()
+
+
 class _Gone(Exception):
     """The token a cron's runs start under is not in the tokens file any more."""
 
@@ -509,6 +523,7 @@ class CronScheduler:
                 body,
                 record.thread_id,
                 stamped,
+                origin=_SCHEDULED,
                 run_id=run_id,
                 new_thread_id=new_thread,
             )

@@ -234,6 +234,11 @@ class CustomAuth:
             )
         return result
 
+    def handles(self, resource: str, action: str) -> bool:
+        """Whether a handler (its own, the resource's, the action's or a global
+        one) is asked for `action` on `resource`."""
+        return self._handler(resource, action) is not None
+
     def _handler(self, resource: str, action: str) -> Any:
         handlers = self.auth._handlers
         for key in ((resource, action), (resource, "*"), ("*", action), ("*", "*")):

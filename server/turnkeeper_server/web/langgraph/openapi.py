@@ -383,6 +383,9 @@ DECLARED: Final[dict[tuple[str, str], Doc]] = {
     ("GET", "/threads/{thread_id}/runs/{run_id}/effects"): Doc(
         "A run's effect ledger (turnkeeper's own)"
     ),
+    ("GET", "/threads/{thread_id}/runs/{run_id}/webhook"): Doc(
+        "A run's webhook delivery and its attempts (turnkeeper's own)"
+    ),
     ("POST", "/runs"): Doc("Create a thread-less run"),
     ("POST", "/runs/stream"): Doc("Create a thread-less run and stream it (SSE)"),
     ("POST", "/runs/wait"): Doc("Create a thread-less run and wait for its output"),

@@ -33,13 +33,22 @@ from turnkeeper_server.engine.watch import Rewound
 from turnkeeper_server.errors import InvalidArgument
 from turnkeeper_server.journal.crons import ONCE, CronRecord
 from turnkeeper_server.journal.runs import RunRecord
+from turnkeeper_server.operations.origin import Origin
 from turnkeeper_server.records import ENDED, PARKED, QUEUED, EventRecord, TurnRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import HttpContext
-from turnkeeper_server.web.langgraph import assistants, end_users, rights, shapes
+from turnkeeper_server.web.langgraph import (
+    assistants,
+    end_users,
+    handoff_start,
+    rights,
+    shapes,
+    webhooks,
+)
 from turnkeeper_server.web.langgraph.api import (
+    CANCEL_RIGHT,
     READ,
     THREADS_WRITE,
     Deps,
@@ -68,7 +77,7 @@ from turnkeeper_server.web.pump import Frame, Outcome
 log = logging.getLogger(__name__)
 
 # What LangGraph's runs take that turnkeeper does not do yet (docs/langgraph-api.md).
-NOT_YET: Final = ("webhook",)
+NOT_YET: Final[tuple[str, ...]] = ()
 # What runs.list's `select` may name: a run's fields (shapes.run), and the SDK's
 # `cancel_reason`, which a run here does not carry (selected, it is left out).
 RUN_FIELDS: Final = frozenset(
@@ -99,7 +108,6 @@ DISCONNECT_POLL_SECONDS = 0.1
 # The kwargs a run records, as LangGraph's server records them (its RunKwargs).
 KWARGS: Final = ("input", "command", "config", "context")
 WATCH_RIGHT: Final = "/turnkeeper.v1.TurnService/WatchTurn"
-CANCEL_RIGHT: Final = "/turnkeeper.v1.TurnService/CancelTurn"
 # A stream's choice of how tokens go out, over the service's (--langgraph-stream).
 STREAM_HEADER: Final = "X-Turnkeeper-Stream"
 
@@ -164,7 +172,7 @@ async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> 
     # A langgraph.json's auth: the thread's filter, and what a thread this run makes
     # is stamped with (the run's metadata as its handler left it, LangGraph's rule).
     stamped = await end_users.create_run(request, deps, thread_id, body)
-    return await launch(deps, caller, body, thread_id, stamped)
+    return await launch(deps, caller, body, thread_id, stamped, origin=HttpContext(request))
 
 
 def check_run_body(body: dict[str, Any]) -> None:
@@ -185,6 +193,7 @@ async def launch(
     thread_id: str | None,
     stamped: dict[str, Any],
     *,
+    origin: Origin,
     run_id: str | None = None,
     new_thread_id: str | None = None,
 ) -> Started:
@@ -198,6 +207,8 @@ async def launch(
         found = await _record(deps, existing)
         return Started(existing, body, found or RunRecord(run_id))
     _refuse_weaker_durability(body)
+    # Refused now when it can be known now: no secret, a URL or address not allowed.
+    await webhooks.check(deps, body.get("webhook"))
     try:
         run = parse_run_request(body)
         modes = modes_of(body.get("stream_mode"))
@@ -205,7 +216,9 @@ async def launch(
         raise ApiError(422, str(exc)) from None
     # The assistant (a graph's default by the graph's name too), whose graph is the
     # agent; its config and context under the run's, journaled with the run.
-    assistant = await assistants.for_run(deps, caller, body.get("assistant_id"))
+    relayed = handoff_start.needs_agent(run.input, run.options.as_dict())
+    # A run the service starts itself waits, `pending`, for a replica of its graph.
+    assistant = await assistants.for_run(deps, caller, body.get("assistant_id"), served=relayed)
     agent = assistant.graph_id
     try:
         merged = merge_assistant(
@@ -263,10 +276,24 @@ async def launch(
     if given_options := merged.as_dict():
         # Journaled with the run, so a re-drive runs it the same way.
         params["run"] = given_options
-    # Audited by the service's StartTurn, which names the caller the agent acts for.
-    started = await deps.relay.call(caller, agent, auth.JSONRPC_CREATE, params)
-    if not isinstance(started, dict) or not started.get("turn_id"):
-        raise ApiError(409, f"thread {thread_id} has nothing to run: send input")
+    if relayed:
+        # Only the graph says whether the thread has anything to continue: the agent
+        # starts it (StartTurn audits it, naming the caller the agent acts for).
+        started = await deps.relay.call(caller, agent, auth.JSONRPC_CREATE, params)
+        if not isinstance(started, dict) or not started.get("turn_id"):
+            raise ApiError(409, f"thread {thread_id} has nothing to run: send input")
+    else:
+        # Journaled here and handed to a replica in one message (decision 370).
+        await handoff_start.start(
+            deps,
+            caller,
+            origin,
+            agent=agent,
+            thread_id=thread_id,
+            run_id=run_id,
+            strategy=run.multitask_strategy,
+            journaled_input=handoff_start.journaled(run.input, given_options),
+        )
     # As LangGraph's server merges a run's metadata: the assistant's, the thread's,
     # the run's own (its auth handler's say included); its assistant id last.
     metadata = {
@@ -280,8 +307,9 @@ async def launch(
         "stream_mode": _mode_list(body.get("stream_mode"), modes),
         "interrupt_before": body.get("interrupt_before"),
         "interrupt_after": body.get("interrupt_after"),
-        # Stored for the webhook's delivery (a cron's runs carry their cron's).
-        "webhook": body.get("webhook"),
+        # Delivered when the run ends (journal/webhooks.py, webhooks/delivery.py);
+        # checked above (a cron's when the cron is made).
+        "webhook": body.get("webhook") or None,
         "feedback_keys": body.get("feedback_keys"),
         # A thread-less run's thread is kept here (docs/langgraph-api.md), and every
         # run's stream can be resumed with Last-Event-ID.
@@ -491,6 +519,7 @@ async def stream(request: web.Request, caller: Caller | None, deps: Deps) -> web
         after=0,
         fresh=True,
         cancel_on_disconnect=started.body.get("on_disconnect") == "cancel",
+        subgraphs=bool(started.record.kwargs.get("subgraphs")),
     )
 
 
@@ -519,8 +548,9 @@ async def join_stream(
     # langgraph-sdk sends `stream_mode=` (empty) when its caller gives none: none,
     # and then the run's own modes, as LangGraph's server streams what the run does.
     given = [mode for mode in request.query.getall("stream_mode", []) if mode]
+    record = await _record(deps, turn)
     try:
-        modes = modes_of(given) if given else _stored_modes(await _record(deps, turn))
+        modes = modes_of(given) if given else _stored_modes(record)
     except ValueError as exc:
         raise ApiError(422, str(exc)) from None
     cancel = request.query.get("cancel_on_disconnect", "").lower() in ("true", "1", "yes")
@@ -535,6 +565,8 @@ async def join_stream(
         fresh=after == 0,
         cancel_on_disconnect=cancel,
         after_attempt=after_attempt,
+        # As the run streams: with its subgraphs' parts if it was made with them.
+        subgraphs=record is not None and bool(record.kwargs.get("subgraphs")),
     )
 
 
@@ -616,11 +648,14 @@ async def _stream(
     fresh: bool,
     cancel_on_disconnect: bool,
     after_attempt: int | None = None,
+    subgraphs: bool = False,
 ) -> web.StreamResponse:
     """`after`: the seq the client has (or the run's events begin after), and
     `after_attempt` the attempt that wrote it (None: unknown); `fresh`: a new stream,
     which starts with the run's metadata."""
-    translator = Translator(turn.turn_id, modes, context=_context(request, turn, caller))
+    translator = Translator(
+        turn.turn_id, modes, context=_context(request, turn, caller), subgraphs=subgraphs
+    )
     parts = (
         _live_parts(deps, turn, translator, after, after_attempt)
         if kind == "live"

@@ -24,6 +24,17 @@ RUN_STATUS: Final = {
     "FAILED": "error",
     "CANCELLED": "interrupted",
 }
+
+
+def run_status(turn: TurnRecord) -> str:
+    """A turn's state as a run's status: a RUNNING turn no replica has claimed yet
+    (just started, or waiting for a replica of its graph) is `pending`, as a run no
+    worker has picked up is on LangGraph's server (decision 371)."""
+    if turn.state == "RUNNING" and not turn.owned:
+        return "pending"
+    return RUN_STATUS.get(turn.state, "pending")
+
+
 THREAD_STATUS: Final = {
     "QUEUED": "busy",
     "RUNNING": "busy",
@@ -84,7 +95,7 @@ def run(
         or default_assistant_id(turn.agent),
         "created_at": iso(turn.created_at),
         "updated_at": iso(turn.updated_at),
-        "status": status or RUN_STATUS.get(turn.state, "pending"),
+        "status": status or run_status(turn),
         "metadata": record.metadata if record else {},
         "multitask_strategy": (record.multitask_strategy or None) if record else None,
         "kwargs": record.kwargs if record else {},

@@ -106,10 +106,19 @@ class Translator:
     the text of a message streaming)."""
 
     def __init__(
-        self, run_id: str, modes: frozenset[str], *, context: dict[str, Any] | None = None
+        self,
+        run_id: str,
+        modes: frozenset[str],
+        *,
+        context: dict[str, Any] | None = None,
+        subgraphs: bool = False,
     ) -> None:
         self.run_id = run_id
         self.modes = modes
+        # `stream_subgraphs`: a subgraph's model tokens stream, named with its
+        # namespace (without it, LangGraph streams none of them: the subgraph
+        # node's returned messages go out whole at its step, as a root node's).
+        self.subgraphs = subgraphs
         # What every message part's metadata says of the run (its thread, graph,
         # assistant, ...), under what the agent journaled for the model call.
         self.context = {"run_id": run_id, **(context or {})}
@@ -131,7 +140,9 @@ class Translator:
 
     def reset(self) -> None:
         """Forget everything read (a resume starts over from an earlier seq)."""
-        self.__init__(self.run_id, self.modes, context=self.context)  # type: ignore[misc]
+        self.__init__(  # type: ignore[misc]
+            self.run_id, self.modes, context=self.context, subgraphs=self.subgraphs
+        )
 
     def start_from(self, values_json: str | None) -> None:
         """The state before the run's first event (a `values` event's data), if any."""
@@ -228,7 +239,7 @@ class Translator:
                 self._streamed.add(message_id)
                 if "messages-tuple" in self.modes:
                     yield "messages", [message, meta]
-                if "messages" in self.modes:
+                else:
                     yield "messages/metadata", {message_id: {"metadata": meta}}
                     yield "messages/complete", [message]
 
@@ -247,8 +258,6 @@ class Translator:
         key, message_id, so_far = self._message
         so_far += text
         self._message = (key, message_id, so_far)
-        self._token_ids[seq] = message_id
-        self._streamed.add(message_id)
         # The model call's metadata rides on its first chunk (the agent journals it
         # once); the message's later chunks carry the same.
         given_meta = data.get("metadata")
@@ -260,6 +269,11 @@ class Translator:
                 **(given_meta if isinstance(given_meta, dict) else {"langgraph_node": node}),
             }
             self._metadata[message_id] = meta
+        ns = graph_namespace(meta)
+        if ns and not self.subgraphs:
+            return  # a subgraph's token: its message goes out whole at the step
+        self._token_ids[seq] = message_id
+        self._streamed.add(message_id)
         if "messages-tuple" in self.modes:
             given_chunk = data.get("chunk")
             if isinstance(given_chunk, dict):
@@ -268,10 +282,11 @@ class Translator:
                 chunk = {**given_chunk, "id": message_id}
             else:
                 chunk = {"type": "AIMessageChunk", "content": text, "id": message_id}
-            yield "messages", [chunk, meta]
-        if "messages" in self.modes:
-            # Mode `messages` as LangGraph's server streams it: the message's
-            # metadata once, then the message so far, whole, at each chunk.
+            yield "|".join(["messages", *ns]), [chunk, meta]
+        elif "messages" in self.modes:
+            # Mode `messages` as LangGraph's server streams it (when the run did not
+            # ask for the tuples too): the message's metadata once, then the message
+            # so far, whole, at each chunk; never named with a namespace.
             given_chunk = data.get("chunk")
             piece = given_chunk if isinstance(given_chunk, dict) else {"content": text}
             if message_id not in self._whole:
@@ -475,3 +490,26 @@ def sse(event: str, data: Any, *, id: str | None = None) -> bytes:
     lines.append(f"event: {event}")
     lines.append("data: " + json.dumps(data, separators=(",", ":"), ensure_ascii=False))
     return ("\n".join(lines) + "\n\n").encode()
+
+
+# LangGraph's task-path marker for a call made with `@task` inside a node.
+_PUSH: Final = "__pregel_push"
+
+
+def graph_namespace(metadata: dict[str, Any]) -> tuple[str, ...]:
+    """The namespace of the graph a model call ran in, from its LangGraph metadata
+    (as LangGraph's message stream computes it): the task's checkpoint namespace
+    without the task's own segment, nor one per enclosing `@task` call. () for the
+    root graph's nodes, and for metadata that does not say."""
+    checkpoint_ns = metadata.get("langgraph_checkpoint_ns")
+    if not isinstance(checkpoint_ns, str) or not checkpoint_ns:
+        return ()
+    ns = tuple(checkpoint_ns.split("|"))
+    path = metadata.get("langgraph_path")
+    drop = 1
+    while (
+        isinstance(path, list | tuple) and len(path) == 4 and path[0] == _PUSH and path[-1] is True
+    ):
+        drop += 1
+        path = path[1]
+    return ns[:-drop]

@@ -27,6 +27,7 @@ from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import HttpContext
 from turnkeeper_server.web.langgraph import end_users, rights, shapes
 from turnkeeper_server.web.langgraph.api import (
+    DELETE_THREAD,
     READ,
     Deps,
     body_of,
@@ -39,7 +40,6 @@ from turnkeeper_server.web.langgraph.api import (
 from turnkeeper_server.web.langgraph.custom_auth import matches
 from turnkeeper_server.web.langgraph.errors import ApiError
 from turnkeeper_server.web.langgraph.threads import (
-    DELETE_THREAD,
     MAX_IDS,
     newest_state,
     newest_turn,

@@ -21,6 +21,7 @@ from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import HttpContext
 from turnkeeper_server.web.langgraph import end_users, rights, shapes
 from turnkeeper_server.web.langgraph.api import (
+    DELETE_THREAD,
     READ,
     THREADS_WRITE,
     Deps,
@@ -36,7 +37,6 @@ from turnkeeper_server.web.langgraph.api import (
 from turnkeeper_server.web.langgraph.errors import ApiError
 from turnkeeper_server.web.langgraph.stream import Translator
 
-DELETE_THREAD: Final = "/turnkeeper.v1.CheckpointService/DeleteThread"
 COPY_THREAD: Final = "/turnkeeper.v1.CheckpointService/CopyThread"
 # Thread ids one search may name.
 MAX_IDS: Final = 1000

@@ -69,10 +69,51 @@
       const response = await call("GetTurn", {turnId});
       document.getElementById("turn-error").textContent = "";
       showTurn(response.turn);
+      await refreshWebhook(response.turn.threadId);
     } catch (e) {
       document.getElementById("turn-error").textContent = e.message;
     }
     await refreshEffects();
+  }
+
+  // A LangGraph run's webhook (GET /threads/{thread}/runs/{run}/webhook): its
+  // delivery's state and every attempt at it, in flight ones too.
+  function attemptRow(a) {
+    return el("tr", {"data-attempt": String(a.attempt), "data-outcome": a.outcome},
+      el("td", {}, String(a.attempt)),
+      el("td", {class: "mono"}, a.replica || ""),
+      el("td", {}, a.started_at || ""),
+      el("td", {}, a.finished_at || ""),
+      el("td", {}, a.outcome),
+      el("td", {}, a.http_status == null ? "" : String(a.http_status)),
+      el("td", {class: "mono"}, a.detail || ""));
+  }
+
+  // Looked at again every second while the delivery is waiting or due, so each
+  // attempt shows as it is made.
+  let webhookTimer = null;
+
+  async function refreshWebhook(threadId) {
+    clearTimeout(webhookTimer);
+    const body = document.querySelector("#webhook-attempts tbody");
+    const note = document.getElementById("webhook-note");
+    try {
+      const path = "/threads/" + encodeURIComponent(threadId) + "/runs/" +
+        encodeURIComponent(turnId) + "/webhook";
+      const found = await getJson(path);
+      body.replaceChildren(...found.attempts.map(attemptRow));
+      const w = found.webhook;
+      note.textContent = w
+        ? w.url + ": " + w.state + (w.next_attempt_at && w.state === "pending"
+          ? ", next attempt " + w.next_attempt_at : "") + (w.last_error ? " (" + w.last_error + ")" : "")
+        : "no webhook";
+      if (w && (w.state === "waiting" || w.state === "pending")) {
+        webhookTimer = setTimeout(() => refreshWebhook(threadId), 1000);
+      }
+    } catch (e) {
+      body.replaceChildren();
+      note.textContent = e.message;
+    }
   }
 
   // The turn's effect ledger (ListEffects): operators, admins and the turn's own

@@ -30,11 +30,11 @@ from typing import Any, Final
 from langchain_core.runnables import RunnableConfig
 from langgraph.pregel import Pregel
 
+from turnkeeper._run_request import INTENT_KEY as INTENT_KEY
 from turnkeeper._run_request import RunOptions, parse_run_options
 from turnkeeper.agent._reposition import entry_checkpoint_id
 from turnkeeper.errors import PermissionDenied
 
-INTENT_KEY: Final = "__turnkeeper__"
 REGENERATE: Final = "regenerate"
 #: The journaled input of a regenerate turn.
 REGENERATE_INPUT: Final = {INTENT_KEY: REGENERATE}

@@ -12,7 +12,7 @@ import type { Message } from "@bufbuild/protobuf";
  * Describes the file turnkeeper/v1/store.proto.
  */
 export const file_turnkeeper_v1_store: GenFile = /*@__PURE__*/
-  fileDesc("Chl0dXJua2VlcGVyL3YxL3N0b3JlLnByb3RvEg10dXJua2VlcGVyLnYxIm8KEVN0b3JlQmF0Y2hSZXF1ZXN0EjEKCm9wZXJhdGlvbnMYASADKAsyHS50dXJua2VlcGVyLnYxLlN0b3JlT3BlcmF0aW9uEicKBWZlbmNlGAIgASgLMhgudHVybmtlZXBlci52MS5UdXJuRmVuY2Ui2gEKDlN0b3JlT3BlcmF0aW9uEiYKA2dldBgBIAEoCzIXLnR1cm5rZWVwZXIudjEuU3RvcmVHZXRIABImCgNwdXQYAiABKAsyFy50dXJua2VlcGVyLnYxLlN0b3JlUHV0SAASLAoGc2VhcmNoGAMgASgLMhoudHVybmtlZXBlci52MS5TdG9yZVNlYXJjaEgAEj0KD2xpc3RfbmFtZXNwYWNlcxgEIAEoCzIiLnR1cm5rZWVwZXIudjEuU3RvcmVMaXN0TmFtZXNwYWNlc0gAQgsKCW9wZXJhdGlvbiJUCghTdG9yZUdldBIRCgluYW1lc3BhY2UYASADKAkSCwoDa2V5GAIgASgJEhgKC3JlZnJlc2hfdHRsGAMgASgISACIAQFCDgoMX3JlZnJlc2hfdHRsInwKCFN0b3JlUHV0EhEKCW5hbWVzcGFjZRgBIAMoCRILCgNrZXkYAiABKAkSFwoKdmFsdWVfanNvbhgDIAEoCUgAiAEBEhgKC3R0bF9taW51dGVzGAQgASgBSAGIAQFCDQoLX3ZhbHVlX2pzb25CDgoMX3R0bF9taW51dGVzIpQBCgtTdG9yZVNlYXJjaBIYChBuYW1lc3BhY2VfcHJlZml4GAEgAygJEhMKC2ZpbHRlcl9qc29uGAIgASgJEg0KBWxpbWl0GAMgASgFEg4KBm9mZnNldBgEIAEoBRINCgVxdWVyeRgFIAEoCRIYCgtyZWZyZXNoX3R0bBgGIAEoCEgAiAEBQg4KDF9yZWZyZXNoX3R0bCI3ChNTdG9yZU1hdGNoQ29uZGl0aW9uEhIKCm1hdGNoX3R5cGUYASABKAkSDAoEcGF0aBgCIAMoCSKYAQoTU3RvcmVMaXN0TmFtZXNwYWNlcxI8ChBtYXRjaF9jb25kaXRpb25zGAEgAygLMiIudHVybmtlZXBlci52MS5TdG9yZU1hdGNoQ29uZGl0aW9uEhYKCW1heF9kZXB0aBgCIAEoBUgAiAEBEg0KBWxpbWl0GAMgASgFEg4KBm9mZnNldBgEIAEoBUIMCgpfbWF4X2RlcHRoImcKCVN0b3JlSXRlbRIRCgluYW1lc3BhY2UYASADKAkSCwoDa2V5GAIgASgJEhIKCnZhbHVlX2pzb24YAyABKAkSEgoKY3JlYXRlZF9hdBgEIAEoARISCgp1cGRhdGVkX2F0GAUgASgBIiAKDlN0b3JlTmFtZXNwYWNlEg4KBmxhYmVscxgBIAMoCSJpCgtTdG9yZVJlc3VsdBInCgVpdGVtcxgBIAMoCzIYLnR1cm5rZWVwZXIudjEuU3RvcmVJdGVtEjEKCm5hbWVzcGFjZXMYAiADKAsyHS50dXJua2VlcGVyLnYxLlN0b3JlTmFtZXNwYWNlIkEKElN0b3JlQmF0Y2hSZXNwb25zZRIrCgdyZXN1bHRzGAEgAygLMhoudHVybmtlZXBlci52MS5TdG9yZVJlc3VsdDJhCgxTdG9yZVNlcnZpY2USUQoKU3RvcmVCYXRjaBIgLnR1cm5rZWVwZXIudjEuU3RvcmVCYXRjaFJlcXVlc3QaIS50dXJua2VlcGVyLnYxLlN0b3JlQmF0Y2hSZXNwb25zZWIGcHJvdG8z", [file_turnkeeper_v1_checkpoints]);
+  fileDesc("Chl0dXJua2VlcGVyL3YxL3N0b3JlLnByb3RvEg10dXJua2VlcGVyLnYxIm8KEVN0b3JlQmF0Y2hSZXF1ZXN0EjEKCm9wZXJhdGlvbnMYASADKAsyHS50dXJua2VlcGVyLnYxLlN0b3JlT3BlcmF0aW9uEicKBWZlbmNlGAIgASgLMhgudHVybmtlZXBlci52MS5UdXJuRmVuY2Ui2gEKDlN0b3JlT3BlcmF0aW9uEiYKA2dldBgBIAEoCzIXLnR1cm5rZWVwZXIudjEuU3RvcmVHZXRIABImCgNwdXQYAiABKAsyFy50dXJua2VlcGVyLnYxLlN0b3JlUHV0SAASLAoGc2VhcmNoGAMgASgLMhoudHVybmtlZXBlci52MS5TdG9yZVNlYXJjaEgAEj0KD2xpc3RfbmFtZXNwYWNlcxgEIAEoCzIiLnR1cm5rZWVwZXIudjEuU3RvcmVMaXN0TmFtZXNwYWNlc0gAQgsKCW9wZXJhdGlvbiJUCghTdG9yZUdldBIRCgluYW1lc3BhY2UYASADKAkSCwoDa2V5GAIgASgJEhgKC3JlZnJlc2hfdHRsGAMgASgISACIAQFCDgoMX3JlZnJlc2hfdHRsIroBCghTdG9yZVB1dBIRCgluYW1lc3BhY2UYASADKAkSCwoDa2V5GAIgASgJEhcKCnZhbHVlX2pzb24YAyABKAlIAIgBARIYCgt0dGxfbWludXRlcxgEIAEoAUgBiAEBEjIKBWluZGV4GAUgASgLMh4udHVybmtlZXBlci52MS5TdG9yZUluZGV4UGF0aHNIAogBAUINCgtfdmFsdWVfanNvbkIOCgxfdHRsX21pbnV0ZXNCCAoGX2luZGV4IiAKD1N0b3JlSW5kZXhQYXRocxINCgVwYXRocxgBIAMoCSKUAQoLU3RvcmVTZWFyY2gSGAoQbmFtZXNwYWNlX3ByZWZpeBgBIAMoCRITCgtmaWx0ZXJfanNvbhgCIAEoCRINCgVsaW1pdBgDIAEoBRIOCgZvZmZzZXQYBCABKAUSDQoFcXVlcnkYBSABKAkSGAoLcmVmcmVzaF90dGwYBiABKAhIAIgBAUIOCgxfcmVmcmVzaF90dGwiNwoTU3RvcmVNYXRjaENvbmRpdGlvbhISCgptYXRjaF90eXBlGAEgASgJEgwKBHBhdGgYAiADKAkimAEKE1N0b3JlTGlzdE5hbWVzcGFjZXMSPAoQbWF0Y2hfY29uZGl0aW9ucxgBIAMoCzIiLnR1cm5rZWVwZXIudjEuU3RvcmVNYXRjaENvbmRpdGlvbhIWCgltYXhfZGVwdGgYAiABKAVIAIgBARINCgVsaW1pdBgDIAEoBRIOCgZvZmZzZXQYBCABKAVCDAoKX21heF9kZXB0aCKFAQoJU3RvcmVJdGVtEhEKCW5hbWVzcGFjZRgBIAMoCRILCgNrZXkYAiABKAkSEgoKdmFsdWVfanNvbhgDIAEoCRISCgpjcmVhdGVkX2F0GAQgASgBEhIKCnVwZGF0ZWRfYXQYBSABKAESEgoFc2NvcmUYBiABKAFIAIgBAUIICgZfc2NvcmUiIAoOU3RvcmVOYW1lc3BhY2USDgoGbGFiZWxzGAEgAygJImkKC1N0b3JlUmVzdWx0EicKBWl0ZW1zGAEgAygLMhgudHVybmtlZXBlci52MS5TdG9yZUl0ZW0SMQoKbmFtZXNwYWNlcxgCIAMoCzIdLnR1cm5rZWVwZXIudjEuU3RvcmVOYW1lc3BhY2UiQQoSU3RvcmVCYXRjaFJlc3BvbnNlEisKB3Jlc3VsdHMYASADKAsyGi50dXJua2VlcGVyLnYxLlN0b3JlUmVzdWx0MmEKDFN0b3JlU2VydmljZRJRCgpTdG9yZUJhdGNoEiAudHVybmtlZXBlci52MS5TdG9yZUJhdGNoUmVxdWVzdBohLnR1cm5rZWVwZXIudjEuU3RvcmVCYXRjaFJlc3BvbnNlYgZwcm90bzM", [file_turnkeeper_v1_checkpoints]);
 
 /**
  * @generated from message turnkeeper.v1.StoreBatchRequest
@@ -135,6 +135,15 @@ export type StorePut = Message<"turnkeeper.v1.StorePut"> & {
    * @generated from field: optional double ttl_minutes = 4;
    */
   ttlMinutes?: number | undefined;
+
+  /**
+   * Which fields of the value to embed for semantic search: absent, the store's
+   * configured fields (langgraph.json's store.index.fields); present, these paths
+   * (none: the item is not embedded). LangGraph's put(index=None | False | [...]).
+   *
+   * @generated from field: optional turnkeeper.v1.StoreIndexPaths index = 5;
+   */
+  index?: StoreIndexPaths | undefined;
 };
 
 /**
@@ -143,6 +152,23 @@ export type StorePut = Message<"turnkeeper.v1.StorePut"> & {
  */
 export const StorePutSchema: GenMessage<StorePut> = /*@__PURE__*/
   messageDesc(file_turnkeeper_v1_store, 3);
+
+/**
+ * @generated from message turnkeeper.v1.StoreIndexPaths
+ */
+export type StoreIndexPaths = Message<"turnkeeper.v1.StoreIndexPaths"> & {
+  /**
+   * @generated from field: repeated string paths = 1;
+   */
+  paths: string[];
+};
+
+/**
+ * Describes the message turnkeeper.v1.StoreIndexPaths.
+ * Use `create(StoreIndexPathsSchema)` to create a new message.
+ */
+export const StoreIndexPathsSchema: GenMessage<StoreIndexPaths> = /*@__PURE__*/
+  messageDesc(file_turnkeeper_v1_store, 4);
 
 /**
  * @generated from message turnkeeper.v1.StoreSearch
@@ -188,7 +214,7 @@ export type StoreSearch = Message<"turnkeeper.v1.StoreSearch"> & {
  * Use `create(StoreSearchSchema)` to create a new message.
  */
 export const StoreSearchSchema: GenMessage<StoreSearch> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_store, 4);
+  messageDesc(file_turnkeeper_v1_store, 5);
 
 /**
  * @generated from message turnkeeper.v1.StoreMatchCondition
@@ -212,7 +238,7 @@ export type StoreMatchCondition = Message<"turnkeeper.v1.StoreMatchCondition"> &
  * Use `create(StoreMatchConditionSchema)` to create a new message.
  */
 export const StoreMatchConditionSchema: GenMessage<StoreMatchCondition> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_store, 5);
+  messageDesc(file_turnkeeper_v1_store, 6);
 
 /**
  * @generated from message turnkeeper.v1.StoreListNamespaces
@@ -244,7 +270,7 @@ export type StoreListNamespaces = Message<"turnkeeper.v1.StoreListNamespaces"> &
  * Use `create(StoreListNamespacesSchema)` to create a new message.
  */
 export const StoreListNamespacesSchema: GenMessage<StoreListNamespaces> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_store, 6);
+  messageDesc(file_turnkeeper_v1_store, 7);
 
 /**
  * @generated from message turnkeeper.v1.StoreItem
@@ -276,6 +302,14 @@ export type StoreItem = Message<"turnkeeper.v1.StoreItem"> & {
    * @generated from field: double updated_at = 5;
    */
   updatedAt: number;
+
+  /**
+   * A semantic search's similarity (cosine) of the item to the query; absent
+   * otherwise.
+   *
+   * @generated from field: optional double score = 6;
+   */
+  score?: number | undefined;
 };
 
 /**
@@ -283,7 +317,7 @@ export type StoreItem = Message<"turnkeeper.v1.StoreItem"> & {
  * Use `create(StoreItemSchema)` to create a new message.
  */
 export const StoreItemSchema: GenMessage<StoreItem> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_store, 7);
+  messageDesc(file_turnkeeper_v1_store, 8);
 
 /**
  * @generated from message turnkeeper.v1.StoreNamespace
@@ -300,7 +334,7 @@ export type StoreNamespace = Message<"turnkeeper.v1.StoreNamespace"> & {
  * Use `create(StoreNamespaceSchema)` to create a new message.
  */
 export const StoreNamespaceSchema: GenMessage<StoreNamespace> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_store, 8);
+  messageDesc(file_turnkeeper_v1_store, 9);
 
 /**
  * A get: at most one item; a search: its items; a list_namespaces: its
@@ -325,7 +359,7 @@ export type StoreResult = Message<"turnkeeper.v1.StoreResult"> & {
  * Use `create(StoreResultSchema)` to create a new message.
  */
 export const StoreResultSchema: GenMessage<StoreResult> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_store, 9);
+  messageDesc(file_turnkeeper_v1_store, 10);
 
 /**
  * @generated from message turnkeeper.v1.StoreBatchResponse
@@ -342,7 +376,7 @@ export type StoreBatchResponse = Message<"turnkeeper.v1.StoreBatchResponse"> & {
  * Use `create(StoreBatchResponseSchema)` to create a new message.
  */
 export const StoreBatchResponseSchema: GenMessage<StoreBatchResponse> = /*@__PURE__*/
-  messageDesc(file_turnkeeper_v1_store, 10);
+  messageDesc(file_turnkeeper_v1_store, 11);
 
 /**
  * LangGraph's long-term memory (its BaseStore) kept by the service: the store a

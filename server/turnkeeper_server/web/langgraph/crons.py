@@ -39,7 +39,7 @@ from croniter import croniter
 from turnkeeper_server.journal.crons import CRON, CronRecord, tick_run_id, tick_thread_id
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
-from turnkeeper_server.web.langgraph import assistants, end_users, runs, shapes
+from turnkeeper_server.web.langgraph import assistants, end_users, runs, shapes, webhooks
 from turnkeeper_server.web.langgraph.api import (
     READ,
     THREADS_WRITE,
@@ -211,6 +211,8 @@ async def _create(
     payload = {k: v for k, v in body.items() if k not in CRON_KEYS}
     metadata = field(body, "metadata", dict, {})
     runs.check_run_body(payload)
+    # A webhook that could not be delivered is refused now, not at each tick.
+    await webhooks.check(deps, payload.get("webhook"))
     assistant = await assistants.resolve(deps, caller, payload.get("assistant_id"))
     payload["assistant_id"] = assistant.assistant_id
     cron_id = str(uuid.uuid4())
@@ -335,6 +337,7 @@ async def update(request: web.Request, caller: Caller | None, deps: Deps) -> web
     if given:
         payload = {**record.payload, **given}
         runs.check_run_body(payload)
+        await webhooks.check(deps, given.get("webhook"))
         changes["payload"] = payload
         if "webhook" in given:
             changes["webhook"] = given["webhook"]

@@ -323,3 +323,29 @@ async def test_the_same_auth_py_answers_the_same_on_turnkeeper_and_langgraph_dev
     refused["copy"] = 404
     assert ours == reference
     assert ours["bob prunes"] == [404, {"pruned_count": 2}, 0, 1]
+
+
+async def test_each_user_sees_only_their_own_crons(clients: Clients) -> None:
+    """The `crons` resource asked as LangGraph's server asks it: the handler stamps
+    the owner on a cron made and hides the others' from get, update, delete and
+    search; a cron on a thread the user cannot see is not found."""
+    alice, bob = clients(ALICE), clients(BOB)
+    thread: Any = await alice.threads.create()
+    on_thread: Any = await alice.crons.create_for_thread(
+        thread["thread_id"], ASSISTANT, schedule="0 4 * * *"
+    )
+    cron: Any = await alice.crons.create(ASSISTANT, schedule="0 5 * * *", metadata={"k": 1})
+    assert cron["metadata"] == {"k": 1, "owner": "alice"}
+    assert cron["user_id"] == "alice"
+    assert await alice.crons.count() == 2
+    assert await bob.crons.search() == [] and await bob.crons.count() == 0
+    for call in (
+        bob.crons.update(cron["cron_id"], enabled=False),
+        bob.crons.delete(on_thread["cron_id"]),
+        bob.crons.create_for_thread(thread["thread_id"], ASSISTANT, schedule="* * * * *"),
+    ):
+        with pytest.raises(httpx.HTTPStatusError) as exc:
+            await call
+        assert status_of(exc) == 404
+    await alice.crons.delete(cron["cron_id"])
+    assert await alice.crons.count() == 1

@@ -39,8 +39,8 @@ async def test_malformed_requests(sdk: LangGraphClient, api_url: str) -> None:
         await runs.create(None, ASSISTANT, input=QUESTION, stream_mode="sideways")
     with pytest.raises(UnprocessableEntityError, match="multitask_strategy"):
         await runs.create(None, ASSISTANT, input=QUESTION, multitask_strategy="shout")
-    with pytest.raises(UnprocessableEntityError, match="not supported by turnkeeper yet"):
-        await sdk.runs.create(None, ASSISTANT, input=QUESTION, after_seconds=5)
+    with pytest.raises(UnprocessableEntityError, match="after_seconds must be"):
+        await sdk.runs.create(None, ASSISTANT, input=QUESTION, after_seconds=-5)
     with pytest.raises(UnprocessableEntityError, match="interrupt_before"):
         await runs.create(None, ASSISTANT, input=QUESTION, interrupt_before="plan")
     async with httpx.AsyncClient(base_url=api_url) as http:

@@ -129,6 +129,8 @@ _RUN: dict[str, Entry] = {
     ),
     "interrupt_after": Honoured(f"{THIS}::test_runs_from_a_checkpoint_and_interrupt_after"),
     "webhook": Honoured("test_webhooks.py::test_a_run_is_delivered_signed_with_its_body_and_key"),
+    # A run started later is runs.create's (test_sdk_crons.py); a stream or a wait
+    # starts now.
     "after_seconds": Refused(5),
     "multitask_strategy": Honoured(
         f"{LIFECYCLE}::test_enqueue_on_an_interrupted_thread_runs_at_once"
@@ -155,6 +157,7 @@ OPTIONS: dict[str, dict[str, Entry]] = {
     "runs.create": {
         **_RUN,
         **_STREAMED,
+        "after_seconds": Honoured("test_sdk_crons.py::test_a_run_started_later_survives_a_restart"),
         "stream_mode": Honoured(f"{RUNS}::test_a_run_keeps_its_metadata_kwargs_and_strategy"),
         "stream_resumable": Honoured(
             f"{BASICS}::test_join_stream_resumes_after_the_last_event_id", "last_event_id"

@@ -68,7 +68,7 @@ async def test_ok_and_info_in_the_references_keys(bare: LangGraphClient) -> None
         "langsmith_tracing_replicas",
         "langsmith_tracing_session_on_runs",
     }
-    assert info["flags"]["assistants"] is True and info["flags"]["crons"] is False
+    assert info["flags"]["assistants"] is True and info["flags"]["crons"] is True
     assert set(info["host"]) == {
         "kind",
         "project_id",

@@ -15,6 +15,8 @@ The concepts `Engine` composes:
   API's threads and assistants, kept in the journal.
 - `store` (engine/store_items.py): LangGraph's long-term memory (its BaseStore),
   kept in the journal.
+- `crons` (engine/crons.py): the LangGraph API's crons and runs due later, kept
+  in the journal, each tick claimed by one replica at a time.
 - `versions` (engine/versions.py): the live replicas of each agent with the graph
   versions they announce (messaging/directory.py), and which of them the agent's
   version policy lets take a turn (docs/versions.md).
@@ -27,6 +29,7 @@ import contextvars
 
 from turnkeeper_server.engine.assistants import Assistants
 from turnkeeper_server.engine.checkpoints import Checkpoints
+from turnkeeper_server.engine.crons import Crons
 from turnkeeper_server.engine.effects import Effects
 from turnkeeper_server.engine.handoffs import Handoffs
 from turnkeeper_server.engine.store_index import IndexConfig
@@ -81,6 +84,7 @@ class Engine:
         self.assistants = Assistants(db)
         self.effects = Effects(db)
         self.store = StoreItems(db, store_ttl, store_index)
+        self.crons = Crons(db)
 
     def pipelined(self, *, followed: bool) -> tuple[contextvars.Context, asyncio.Future[None]]:
         """A context to run one write's handler in, and a future set as soon as the

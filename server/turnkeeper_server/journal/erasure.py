@@ -1,7 +1,8 @@
 """Erasure: every row of a thread goes, in both files, in one transaction.
 
 A thread's rows are its own (journal/threads.py: its metadata), its turns (with their journaled inputs, interrupt and resume
-values, and their LangGraph run records, journal/runs.py), their retained events and effects (journal/effects.py), the outbox rows
+values, and their LangGraph run records, journal/runs.py), its crons and runs due
+later (journal/crons.py), their retained events and effects (journal/effects.py), the outbox rows
 not yet sent to NATS (which carry the same text), and its checkpoints, their writes (and blobs, on PostgreSQL)
 and the turn boundaries, and the store items under the namespace ("threads",
 <thread id>) (journal/store_items.py, decision 352). A thread with a live turn is refused unless the call cancels
@@ -21,6 +22,7 @@ from dataclasses import dataclass
 from turnkeeper_server.errors import WrongState
 from turnkeeper_server.journal import (
     checkpoints,
+    crons,
     effects,
     lifecycle,
     runs,
@@ -68,6 +70,8 @@ def erase_thread(tx: Tx, *, thread_id: str, cancel: bool, policy: Policy) -> Era
     _erase_rewinds(tx, thread_id, policy)
     # The backend's checkpoint rows (blobs too, on PostgreSQL); no live turn is left.
     checkpoints.delete_thread(tx, thread_id)
+    # Its crons and its runs due later go with it (they would start runs on it).
+    crons.delete_for_threads(tx, [thread_id])
     threads.delete(tx, thread_id)
     # The store's memory of the thread, by the namespace convention (decision 352);
     # a thread id may hold a period, which no label may: nothing is stored under it.

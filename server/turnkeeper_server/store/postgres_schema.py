@@ -298,6 +298,35 @@ TURNKEEPER_MIGRATIONS: list[str] = [
         PRIMARY KEY (turn_id, attempt)
     );
     """,
+    # As SQLite's turns.db migration of the same place: crons and after_seconds runs.
+    """
+    CREATE TABLE crons (
+        cron_id          TEXT PRIMARY KEY,
+        kind             TEXT NOT NULL CHECK (kind IN ('cron', 'once')),
+        assistant_id     TEXT NOT NULL,
+        thread_id        TEXT,
+        run_id           TEXT,
+        schedule         TEXT NOT NULL DEFAULT '',
+        timezone         TEXT,
+        payload          TEXT NOT NULL DEFAULT '{}',
+        metadata         TEXT NOT NULL DEFAULT '{}',
+        webhook          TEXT,
+        on_run_completed TEXT,
+        end_time         DOUBLE PRECISION,
+        enabled          INTEGER NOT NULL DEFAULT 1,
+        owner            TEXT NOT NULL DEFAULT '',
+        acts_as          TEXT NOT NULL DEFAULT '',
+        user_id          TEXT,
+        next_run_at      DOUBLE PRECISION,
+        claimed_by       TEXT,
+        claim_expires_at DOUBLE PRECISION,
+        fired            INTEGER NOT NULL DEFAULT 0,
+        last_error       TEXT NOT NULL DEFAULT '',
+        created_at       DOUBLE PRECISION NOT NULL,
+        updated_at       DOUBLE PRECISION NOT NULL
+    );
+    CREATE INDEX crons_due ON crons (next_run_at) WHERE enabled = 1;
+    """,
 ]
 
 

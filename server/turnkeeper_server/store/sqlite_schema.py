@@ -313,6 +313,38 @@ TURNS_MIGRATIONS: list[str] = [
         PRIMARY KEY (turn_id, attempt)
     ) WITHOUT ROWID
     """,
+    # Crons and after_seconds runs as the LangGraph API knows them (journal/crons.py):
+    # a schedule (kind 'cron') or one run due later (kind 'once'), the run body it
+    # starts, the tick it owes (next_run_at) and the replica that claimed that tick
+    # until when (claimed_by, claim_expires_at: the fence of its firing).
+    """
+    CREATE TABLE crons (
+        cron_id          TEXT PRIMARY KEY,
+        kind             TEXT NOT NULL CHECK (kind IN ('cron', 'once')),
+        assistant_id     TEXT NOT NULL,
+        thread_id        TEXT,
+        run_id           TEXT,
+        schedule         TEXT NOT NULL DEFAULT '',
+        timezone         TEXT,
+        payload          TEXT NOT NULL DEFAULT '{}',
+        metadata         TEXT NOT NULL DEFAULT '{}',
+        webhook          TEXT,
+        on_run_completed TEXT,
+        end_time         REAL,
+        enabled          INTEGER NOT NULL DEFAULT 1,
+        owner            TEXT NOT NULL DEFAULT '',
+        acts_as          TEXT NOT NULL DEFAULT '',
+        user_id          TEXT,
+        next_run_at      REAL,
+        claimed_by       TEXT,
+        claim_expires_at REAL,
+        fired            INTEGER NOT NULL DEFAULT 0,
+        last_error       TEXT NOT NULL DEFAULT '',
+        created_at       REAL NOT NULL,
+        updated_at       REAL NOT NULL
+    );
+    CREATE INDEX crons_due ON crons (next_run_at) WHERE enabled = 1
+    """,
 ]
 
 SESSIONS_MIGRATIONS: list[str] = [

@@ -277,6 +277,8 @@ class WebServer:
             webhooks=settings.webhooks,
         )
         langgraph.add_routes(self.app, self.langgraph)
+        # Every replica fires due crons and runs started later, one per tick.
+        self.crons = langgraph.CronScheduler(self.langgraph)
         self.app.router.add_get("/v1/health", self._health)
         self.app.router.add_get("/v1/metrics", self._metrics)
         self.app.router.add_get("/v1/whoami", self._whoami)
@@ -320,6 +322,7 @@ class WebServer:
             log.warning("HTTP port %d is in use: serving the console on another port", port)
             await self._bind(host, 0)
         log.info("console and HTTP API on %s", self.url)
+        self.crons.start()
 
     async def _bind(self, host: str, port: int) -> None:
         assert self.runner is not None and self.runner.server is not None
@@ -339,6 +342,7 @@ class WebServer:
         if self._stopped or self.runner is None:
             return
         self._stopped = True
+        await self.crons.stop()
         for listener in self.listeners:
             listener.close()
         # Open event streams end here; pages reconnect with Last-Event-ID.

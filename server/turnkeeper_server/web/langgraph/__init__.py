@@ -16,6 +16,7 @@ from aiohttp import web
 
 from turnkeeper_server.web.langgraph import (
     assistants,
+    crons,
     effects,
     end_users,
     runs,
@@ -26,10 +27,11 @@ from turnkeeper_server.web.langgraph import (
 )
 from turnkeeper_server.web.langgraph.api import Deps, Endpoint, handler, json_response
 from turnkeeper_server.web.langgraph.cors import Cors
+from turnkeeper_server.web.langgraph.crons import CronScheduler
 from turnkeeper_server.web.langgraph.custom_auth import Resource
 from turnkeeper_server.web.langgraph.openapi import declare, docs_page, openapi_json, version
 
-__all__ = ["Cors", "Deps", "add_routes"]
+__all__ = ["Cors", "CronScheduler", "Deps", "add_routes"]
 
 
 def add_routes(app: web.Application, deps: Deps) -> None:
@@ -97,6 +99,15 @@ def add_routes(app: web.Application, deps: Deps) -> None:
     route("POST", "/runs/stream", runs.stream)
     route("POST", "/runs/wait", runs.wait)
 
+    # Crons (crons.py): schedules in the journal, fired by every replica's scheduler.
+    route("POST", "/runs/crons", crons.create)
+    route("POST", "/runs/crons/search", crons.search)
+    route("POST", "/runs/crons/count", crons.count)
+    route("GET", "/runs/crons/{cron_id}", crons.get)
+    route("PATCH", "/runs/crons/{cron_id}", crons.update)
+    route("DELETE", "/runs/crons/{cron_id}", crons.delete)
+    route("POST", "/threads/{thread_id}/runs/crons", crons.create_for_thread, read)
+
     # LangGraph's long-term memory (store.py); the handlers are asked from inside.
     route("PUT", "/store/items", store.put_item)
     route("GET", "/store/items", store.get_item)
@@ -112,7 +123,7 @@ def add_routes(app: web.Application, deps: Deps) -> None:
                 "langgraph_py_version": version("langgraph"),
                 "flags": {
                     "assistants": True,
-                    "crons": False,
+                    "crons": True,
                     "langsmith": False,
                     "langsmith_tracing_replicas": False,
                     "langsmith_tracing_session_on_runs": False,

@@ -212,6 +212,12 @@ def sees(deps: Deps, caller: Caller | None, record: ThreadRecord) -> bool:
     )
 
 
+def sees_owned(caller: Caller | None, owner: str) -> bool:
+    """A cron or a run started later, by whom made it (`owner`, auth.identity):
+    seen by its owner, operators and admins, as a thread nobody ran a turn on."""
+    return auth.sees_thread(caller, owner, set)
+
+
 def run_or_404(deps: Deps, caller: Caller | None, thread_id: str | None, run_id: str) -> TurnRecord:
     try:
         lim.check_id("run_id", run_id)

@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import json
 import logging
+import time
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
@@ -30,7 +31,9 @@ from turnkeeper.v1 import turns_pb2
 from turnkeeper_server import limits as lim
 from turnkeeper_server.engine.watch import Rewound
 from turnkeeper_server.errors import InvalidArgument
+from turnkeeper_server.journal.crons import ONCE, CronRecord
 from turnkeeper_server.journal.runs import RunRecord
+from turnkeeper_server.operations.origin import Origin
 from turnkeeper_server.records import ENDED, PARKED, QUEUED, EventRecord, TurnRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
@@ -47,6 +50,7 @@ from turnkeeper_server.web.langgraph import (
 from turnkeeper_server.web.langgraph.api import (
     CANCEL_RIGHT,
     READ,
+    THREADS_WRITE,
     Deps,
     body_of,
     field,
@@ -54,6 +58,7 @@ from turnkeeper_server.web.langgraph.api import (
     limit_offset,
     require,
     run_or_404,
+    sees_owned,
     thread_id_of,
     thread_or_404,
 )
@@ -72,7 +77,7 @@ from turnkeeper_server.web.pump import Frame, Outcome
 log = logging.getLogger(__name__)
 
 # What LangGraph's runs take that turnkeeper does not do yet (docs/langgraph-api.md).
-NOT_YET: Final = ("after_seconds",)
+NOT_YET: Final[tuple[str, ...]] = ()
 # What runs.list's `select` may name: a run's fields (shapes.run), and the SDK's
 # `cancel_reason`, which a run here does not carry (selected, it is left out).
 RUN_FIELDS: Final = frozenset(
@@ -89,6 +94,10 @@ RUN_FIELDS: Final = frozenset(
         "kwargs",
     }
 )
+# The longest a run may be started later (after_seconds), a year.
+MAX_AFTER_SECONDS: Final = 366 * 24 * 3600
+# How often a join of a run started later looks whether it started.
+LATER_POLL_SECONDS = 0.25
 # How many of a thread's newest runs are looked through for the interrupted one.
 PARKED_LOOKBACK: Final = 100
 # How often runs.wait sends a keep-alive newline while its run goes on (LangGraph's
@@ -142,15 +151,61 @@ def _refuse_weaker_durability(body: dict[str, Any]) -> None:
         )
 
 
-async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> Started:
-    """Validate the run, make its thread if asked, start its turn (a new one, a
-    resume too: the thread's parked turn ends, answered)."""
-    body = await body_of(request)
+def refuse_not_yet(body: dict[str, Any]) -> None:
     given = [k for k in NOT_YET if body.get(k) not in (None, [], {})]
     if given:
         raise ApiError(
             422, f"{', '.join(given)}: not supported by turnkeeper yet (docs/langgraph-api.md)"
         )
+
+
+async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> Started:
+    """Validate the run, make its thread if asked, start its turn (a new one, a
+    resume too: the thread's parked turn ends, answered)."""
+    body = await body_of(request)
+    refuse_not_yet(body)
+    if body.get("after_seconds") not in (None, 0):
+        raise ApiError(
+            422, "after_seconds: only runs.create starts a run later; stream or join it then"
+        )
+    thread_id = _thread_path(request)
+    # A langgraph.json's auth: the thread's filter, and what a thread this run makes
+    # is stamped with (the run's metadata as its handler left it, LangGraph's rule).
+    stamped = await end_users.create_run(request, deps, thread_id, body)
+    return await launch(deps, caller, body, thread_id, stamped, origin=HttpContext(request))
+
+
+def check_run_body(body: dict[str, Any]) -> None:
+    """What launch refuses before anything starts, checked early (a cron's or a
+    later run's body, when it is made)."""
+    _refuse_weaker_durability(body)
+    try:
+        parse_run_request(body)
+        modes_of(body.get("stream_mode"))
+    except ValueError as exc:
+        raise ApiError(422, str(exc)) from None
+
+
+async def launch(
+    deps: Deps,
+    caller: Caller | None,
+    body: dict[str, Any],
+    thread_id: str | None,
+    stamped: dict[str, Any],
+    *,
+    origin: Origin,
+    run_id: str | None = None,
+    new_thread_id: str | None = None,
+) -> Started:
+    """Start the run `body` asks for, for `caller`, on `thread_id` (None: a new
+    thread, `new_thread_id` or a fresh id), its metadata with `stamped` (an auth
+    handler's, a cron's). `run_id`: the run's id, given by a cron's tick or a run
+    started later; a run of that id that started already is answered as it is
+    (firing a tick twice starts one run). Every run goes through here: POST /runs,
+    /threads/{id}/runs, their stream and wait, and what crons fire."""
+    if run_id is not None and (existing := deps.engine.turns.get(run_id)) is not None:
+        found = await _record(deps, existing)
+        return Started(existing, body, found or RunRecord(run_id))
     _refuse_weaker_durability(body)
     # Refused now when it can be known now: no secret, a URL or address not allowed.
     await webhooks.check(deps, body.get("webhook"))
@@ -177,16 +232,12 @@ async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> 
     except ValueError as exc:
         raise ApiError(400, str(exc)) from None
 
-    thread_id = _thread_path(request)
-    # A langgraph.json's auth: the thread's filter, and what a thread this run makes
-    # is stamped with (the run's metadata as its handler left it, LangGraph's rule).
-    stamped = await end_users.create_run(request, deps, thread_id, body)
     # A run tags its thread with its graph, as LangGraph's server does (one write,
     # and none when the thread already says so).
     tagged = {"graph_id": agent, "assistant_id": assistant.assistant_id}
     owner = auth.identity(caller)
     if thread_id is None:
-        thread_id = str(uuid.uuid4())
+        thread_id = new_thread_id or str(uuid.uuid4())
         thread = await deps.engine.threads.ensure(thread_id, {**tagged, **stamped}, owner)
     elif (record := await deps.engine.threads.get(thread_id)) is None:
         if run.if_not_exists != "create":
@@ -208,7 +259,7 @@ async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> 
     answers = "resume" in (options.get("command") or {})
     target = parked.turn_id if parked is not None and answers else thread_id
     await rights.refuse_unless(deps, caller, needed, target, owner)
-    run_id = str(uuid.uuid4())
+    run_id = run_id or str(uuid.uuid4())
     if parked is not None:
         # LangGraph's server: the run that stopped at the interrupt is over; this
         # one goes on from the thread's checkpoint.
@@ -236,7 +287,7 @@ async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> 
         await handoff_start.start(
             deps,
             caller,
-            HttpContext(request),
+            origin,
             agent=agent,
             thread_id=thread_id,
             run_id=run_id,
@@ -281,6 +332,133 @@ async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> 
     return Started(turn, body, stored)
 
 
+def acts_as(caller: Caller | None) -> dict[str, Any]:
+    """The token a run started later (a cron's, an after_seconds run) starts under:
+    its maker's, looked up again by name when it fires (tokens.names)."""
+    if caller is None:
+        return {}
+    return {"name": caller.name, "role": caller.role, "agent": caller.agent}
+
+
+def after_seconds(value: Any) -> float:
+    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
+        raise ApiError(422, "after_seconds must be a number of seconds, not negative")
+    if value > MAX_AFTER_SECONDS:
+        raise ApiError(422, f"after_seconds must be at most {MAX_AFTER_SECONDS} (a year)")
+    return float(value)
+
+
+async def _start_later(request: web.Request, caller: Caller | None, deps: Deps) -> CronRecord:
+    """A run that starts `after_seconds` from now: its thread made (or checked) and
+    its run id given now, kept in the journal as a one-shot schedule (journal/
+    crons.py, kind 'once') that a replica fires when due, across restarts; until
+    then the run is `pending`."""
+    body = await body_of(request)
+    refuse_not_yet(body)
+    delay = after_seconds(body.get("after_seconds"))
+    payload = {k: v for k, v in body.items() if k != "after_seconds"}
+    check_run_body(payload)
+    require(caller, THREADS_WRITE)
+    assistant = await assistants.resolve(deps, caller, body.get("assistant_id"))
+    thread_id = _thread_path(request)
+    stamped = await end_users.create_run(request, deps, thread_id, body)
+    tagged = {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}
+    owner = auth.identity(caller)
+    if thread_id is None:
+        thread_id = str(uuid.uuid4())
+        await deps.engine.threads.ensure(thread_id, {**tagged, **stamped}, owner)
+    elif await deps.engine.threads.get(thread_id) is None:
+        if body.get("if_not_exists") != "create":
+            raise not_found(f"thread {thread_id}")
+        await deps.engine.threads.ensure(thread_id, {**tagged, **stamped}, owner)
+    else:
+        await thread_or_404(deps, caller, thread_id)
+    now = time.time()
+    user = request.get(end_users.END_USER)
+    record = CronRecord(
+        cron_id=str(uuid.uuid4()),
+        kind=ONCE,
+        assistant_id=assistant.assistant_id,
+        thread_id=thread_id,
+        run_id=str(uuid.uuid4()),
+        schedule="",
+        timezone=None,
+        payload=payload,
+        metadata=stamped,
+        webhook=payload.get("webhook"),
+        on_run_completed=None,
+        end_time=None,
+        enabled=True,
+        owner=owner,
+        acts_as=acts_as(caller),
+        user_id=user.identity if user is not None else None,
+        next_run_at=now + delay,
+        created_at=now,
+        updated_at=now,
+    )
+    await deps.engine.crons.put(record)
+    return record
+
+
+def later_shape(record: CronRecord) -> dict[str, Any]:
+    """A run not started yet (after_seconds) as a run: `pending`, or `error` when
+    its start was refused when it came due (its row keeps why)."""
+    payload = record.payload
+    return {
+        "run_id": record.run_id,
+        "thread_id": record.thread_id,
+        "assistant_id": record.assistant_id,
+        "created_at": shapes.iso(record.created_at),
+        "updated_at": shapes.iso(record.updated_at),
+        "status": "error" if record.last_error and record.next_run_at is None else "pending",
+        "metadata": {
+            **(payload.get("metadata") or {}),
+            **record.metadata,
+            "assistant_id": record.assistant_id,
+        },
+        "multitask_strategy": payload.get("multitask_strategy"),
+        "kwargs": {name: payload.get(name) for name in KWARGS},
+    }
+
+
+async def _later_or_404(
+    deps: Deps, caller: Caller | None, thread_id: str | None, run_id: str
+) -> CronRecord:
+    """The run not started yet that `run_id` names, if the caller sees it; else
+    the run's 404."""
+    record = await deps.engine.crons.by_run(run_id)
+    if (
+        record is None
+        or (thread_id is not None and record.thread_id != thread_id)
+        or (caller is not None and not sees_owned(caller, record.owner))
+    ):
+        raise not_found(f"run {run_id}")
+    return record
+
+
+async def _started(
+    deps: Deps, caller: Caller | None, thread_id: str | None, run_id: str
+) -> TurnRecord:
+    """The run, once it started: a run started later is waited for (looked at every
+    LATER_POLL_SECONDS) until a replica starts it; 409 when its start was refused
+    then, 404 when it was cancelled meanwhile."""
+    try:
+        return run_or_404(deps, caller, thread_id, run_id)
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+    await _later_or_404(deps, caller, thread_id, run_id)
+    while True:
+        if deps.engine.turns.get(run_id) is not None:
+            return run_or_404(deps, caller, thread_id, run_id)
+        later = await deps.engine.crons.by_run(run_id)
+        if later is None and deps.engine.turns.get(run_id) is None:
+            raise not_found(f"run {run_id}")
+        if later is not None and later.next_run_at is None:
+            raise ApiError(409, f"run {run_id} was refused when due: {later.last_error}")
+        await asyncio.sleep(LATER_POLL_SECONDS)
+
+
 def _mode_list(raw: Any, modes: frozenset[str]) -> list[str]:
     """The run's stream modes as it gave them (in its order), or the default."""
     if isinstance(raw, str):
@@ -318,6 +496,8 @@ async def _record(deps: Deps, turn: TurnRecord) -> RunRecord | None:
 
 
 async def create(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
+    if (await body_of(request)).get("after_seconds") not in (None, 0):
+        return json_response(later_shape(await _start_later(request, caller, deps)))
     started = await start_run(request, caller, deps)
     # As LangGraph's server answers a create: the run, pending (its worker has not
     # picked it up yet; here the turn may already run).
@@ -361,7 +541,7 @@ async def join_stream(
     request: web.Request, caller: Caller | None, deps: Deps
 ) -> web.StreamResponse:
     require(caller, WATCH_RIGHT)
-    turn = run_or_404(deps, caller, _thread_path(request), request.match_info["run_id"])
+    turn = await _started(deps, caller, _thread_path(request), request.match_info["run_id"])
     # A live stream's ids name the attempt too (stream.py live_id); a settled one's
     # are bare seqs, whose attempt is not needed: nothing settled is taken back.
     after, after_attempt = position_of(last_event_id(request, turn))
@@ -644,13 +824,20 @@ async def wait(request: web.Request, caller: Caller | None, deps: Deps) -> web.S
 
 async def join(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
     require(caller, WATCH_RIGHT)
-    turn = run_or_404(deps, caller, _thread_path(request), request.match_info["run_id"])
+    turn = await _started(deps, caller, _thread_path(request), request.match_info["run_id"])
     return json_response(await _outcome(deps, turn))
 
 
 async def get(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
     require(caller, READ)
-    turn = run_or_404(deps, caller, _thread_path(request), request.match_info["run_id"])
+    thread_id, run_id = _thread_path(request), request.match_info["run_id"]
+    try:
+        turn = run_or_404(deps, caller, thread_id, run_id)
+    except ApiError as exc:
+        if exc.status != 404:
+            raise
+        # A run started later, not started yet.
+        return json_response(later_shape(await _later_or_404(deps, caller, thread_id, run_id)))
     return json_response(shapes.run(turn, await _record(deps, turn)))
 
 
@@ -665,6 +852,12 @@ async def list_(request: web.Request, caller: Caller | None, deps: Deps) -> web.
     )
     records = await deps.engine.threads.runs([t.turn_id for t in turns])
     runs = [shapes.run(t, records.get(t.turn_id)) for t in turns]
+    # Its runs started later and not started yet, newest, come first.
+    if offset == 0 or status:
+        waiting = [later_shape(r) for r in await deps.engine.crons.once_on_thread(thread_id)]
+        runs = waiting + runs
+        if not status:
+            runs = runs[:limit]
     if status:
         runs = [r for r in runs if r["status"] == status][offset : offset + limit]
     if select := request.query.getall("select", []):
@@ -684,7 +877,14 @@ async def delete(request: web.Request, caller: Caller | None, deps: Deps) -> web
 
 
 async def cancel(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
-    turn = run_or_404(deps, caller, _thread_path(request), request.match_info["run_id"])
+    thread_id, run_id = _thread_path(request), request.match_info["run_id"]
+    if deps.engine.turns.get(run_id) is None:
+        # A run started later, not started yet: it never will.
+        later = await _later_or_404(deps, caller, thread_id, run_id)
+        require(caller, CANCEL_RIGHT)
+        await deps.engine.crons.delete(later.cron_id)
+        return web.Response(status=204 if request.query.get("wait") else 202)
+    turn = run_or_404(deps, caller, thread_id, run_id)
     action = request.query.get("action", "interrupt")
     if action not in ("interrupt", "rollback"):
         raise ApiError(422, "action must be 'interrupt' or 'rollback'")

@@ -1,0 +1,119 @@
+"""A cron is its maker's, as a thread is (decisions 309-311): a panel sees, changes
+and deletes its own crons only, and a cron on a thread it cannot see is not found;
+operators see every cron. A run started later is its maker's too. Read with
+LangGraph's own SDK client."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator, Awaitable
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk import get_client
+from langgraph_sdk.client import LangGraphClient
+from turnkeeper_server.app import TurnkeeperServer
+
+from tests.langgraph_api.test_sdk_crons import ASSISTANT
+from tests.support.agents import Agent
+from tests.support.langgraph_host import THREADPLANE, start_host
+from tests.support.nats import NatsServer
+from tests.support.security import write_tokens
+from tests.support.service import ServiceFactory
+
+pytestmark = [pytest.mark.timeout(120)]
+
+ROLES = {
+    "panel-a": "panel",
+    "panel-b": "panel",
+    "operator": "operator",
+    "agent": f"agent:{ASSISTANT}",
+}
+
+
+@pytest.fixture
+def tokens(tmp_path: Path) -> dict[str, str]:
+    return write_tokens(tmp_path / "tokens.jsonl", ROLES)
+
+
+@pytest.fixture
+async def service(
+    make_service: ServiceFactory, nats_server: NatsServer, tmp_path: Path, tokens: dict[str, str]
+) -> TurnkeeperServer:
+    return await make_service(
+        nats_url=nats_server.url,
+        http_listen="127.0.0.1:0",
+        tokens_file=tmp_path / "tokens.jsonl",
+    )
+
+
+@pytest.fixture
+async def host(
+    service: TurnkeeperServer, nats_server: NatsServer, tokens: dict[str, str]
+) -> AsyncIterator[Agent]:
+    agent = await start_host(
+        THREADPLANE,
+        service=service.address,
+        nats_url=nats_server.url,
+        replica="lg-crons",
+        token=tokens["agent"],
+        step_delay=0.05,
+    )
+    try:
+        yield agent
+    finally:
+        await agent.close()
+
+
+@pytest.fixture
+async def sdks(
+    api_url: str, tokens: dict[str, str], host: Agent
+) -> AsyncIterator[dict[str, LangGraphClient]]:
+    clients = {name: get_client(url=api_url, api_key=token) for name, token in tokens.items()}
+    try:
+        yield clients
+    finally:
+        for sdk in clients.values():
+            await sdk.http.client.aclose()
+
+
+async def _status(call: Awaitable[Any]) -> int:
+    try:
+        await call
+    except httpx.HTTPStatusError as exc:
+        return exc.response.status_code
+    return 200
+
+
+async def test_a_panel_sees_and_changes_its_own_crons_only(
+    sdks: dict[str, LangGraphClient],
+) -> None:
+    mine, theirs = sdks["panel-a"], sdks["panel-b"]
+    thread: Any = await mine.threads.create()
+    thread_id = thread["thread_id"]
+    cron: Any = await mine.crons.create_for_thread(thread_id, ASSISTANT, schedule="0 3 * * *")
+    cron_id = cron["cron_id"]
+    later: Any = await mine.runs.create(thread_id, ASSISTANT, input={}, after_seconds=600)
+
+    for call in (
+        theirs.crons.update(cron_id, enabled=False),
+        theirs.crons.delete(cron_id),
+        theirs.crons.create_for_thread(thread_id, ASSISTANT, schedule="* * * * *"),
+        theirs.runs.get(thread_id, later["run_id"]),
+        theirs.runs.cancel(thread_id, later["run_id"]),
+    ):
+        assert await _status(call) == 404
+    assert await theirs.crons.search() == []
+    assert await theirs.crons.count() == 0
+    assert await mine.crons.count() == 1
+    assert [c["cron_id"] for c in await sdks["operator"].crons.search()] == [cron_id]
+
+    got: Any = await mine.runs.get(thread_id, later["run_id"])
+    assert got["status"] == "pending"
+    # Cancelling is CancelTurn's right, as for a run that started: not a panel's.
+    assert await _status(mine.runs.cancel(thread_id, later["run_id"])) == 403
+    await sdks["operator"].runs.cancel(thread_id, later["run_id"])
+    assert await _status(mine.runs.get(thread_id, later["run_id"])) == 404
+    await mine.crons.delete(cron_id)
+    assert await sdks["operator"].crons.count() == 0

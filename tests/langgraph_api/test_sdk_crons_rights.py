@@ -125,9 +125,8 @@ async def test_a_cron_made_with_a_token_fires_under_that_token(
     # Its maker's token is looked up by its name when a tick fires (the tokens file
     # is keyed by the tokens' hashes): the run starts as the panel's, seen by it.
     panel = sdks["panel-a"]
-    cron: Any = await panel.crons.create(
-        ASSISTANT, schedule=EVERY_2S, input={"messages": [{"role": "user", "content": "t"}]}
-    )
+    question: Any = {"messages": [{"role": "user", "content": "t"}]}
+    cron: Any = await panel.crons.create(ASSISTANT, schedule=EVERY_2S, input=question)
 
     async def first_run() -> list[str] | None:
         return await cron_runs(panel, cron["cron_id"]) or None

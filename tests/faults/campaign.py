@@ -361,7 +361,7 @@ def machine() -> str:
 
 # What the campaign found: kept in the report, whoever regenerates it.
 FINDINGS = """\
-Three bugs, each fixed with a test that reproduces it:
+Four bugs, each fixed with a test that reproduces it:
 
 - **A gap on NATS after a NATS restart: the outbox deleted rows the server never
   read** (commits 26aa58d, 76732f8). nats-py's `flush()` writes its PING straight to
@@ -383,6 +383,12 @@ Three bugs, each fixed with a test that reproduces it:
   seq** (commit 58647e9): no frame and an open stream forever, holding one of the
   client's watch-stream slots. It ends at once now.
   `tests/service/turns/test_rewind_watch.py::test_watch_after_the_terminal_event_of_an_ended_turn_ends_at_once`.
+- **A cron made with a token never fired** (decision 413): the scheduler looked its
+  maker's token up by name in the tokens table, which is keyed by the tokens' hashes,
+  so in a deployment with a tokens file every tick (and every run started later) was
+  refused, "not in the tokens file". The campaign's first round with a cron had no
+  run of it. The token is found by its name now.
+  `tests/langgraph_api/test_sdk_crons_rights.py::test_a_cron_made_with_a_token_fires_under_that_token`.
 
 Poison containment (decision 112): a crash is charged only
 to a turn that can be blamed for it, the only turn its process ran or the one on

@@ -20,7 +20,11 @@ streams again. The record, one file per process under ``FAULT_DIR``, holds lines
   stream) / ParkTurn / FinishTurn acknowledged this event (digest of its type and data);
 - ``ackend <turn> <attempt> <state> <last_seq>``: ParkTurn / FinishTurn acknowledged;
 - ``ackcp <thread> <checkpoint_id>`` and ``ackwr <thread> <checkpoint_id> <task_id>``:
-  PutCheckpoint / PutWrites acknowledged.
+  PutCheckpoint / PutWrites acknowledged;
+- ``stput <turn> <node> <attempt>``: the node's store write acknowledged (a turn whose
+  input has ``memory``: each node puts ``{"attempt", "step"}`` under the key of its
+  name in the namespace ``("faults", <turn>)``, with ``get_store()``, fenced by the
+  turn's attempt, decision 317); ``stref <turn> <node> <attempt>``: refused as stale.
 
 Lines are written with one ``write(2)`` each on an O_APPEND file, after the
 acknowledgement arrived: a SIGKILL (what this agent is for) loses nothing the
@@ -46,16 +50,17 @@ import signal
 import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, NotRequired, TypedDict
 
 import aiohttp
 from langchain_core.runnables import RunnableConfig
 from langchain_core.tools import tool
-from langgraph.config import get_config
+from langgraph.config import get_config, get_store
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 from turnkeeper.agent.bridge import Bridge, BridgeConfig
 from turnkeeper.agent.effect import effect
+from turnkeeper.errors import StaleAttempt
 from turnkeeper.v1 import turns_pb2
 
 from tests.agents.job_agent import say
@@ -92,6 +97,21 @@ class Job(TypedDict):
     job: str
     kind: str
     results: Annotated[list[str], operator.add]
+    # The nodes keep a memory in the store (the campaign's store writes).
+    memory: NotRequired[bool]
+
+
+async def remember(state: Job, name: str, turn_id: str, step: int, attempt: int) -> None:
+    """The node's memory, written in the service's store under the turn's fence: an
+    attempt re-driven away (a zombie) is refused, and nothing of it is kept."""
+    if not state.get("memory"):
+        return
+    try:
+        await get_store().aput(("faults", turn_id), name, {"attempt": attempt, "step": step})
+    except StaleAttempt:
+        RECORD.note(f"stref {turn_id} {name} {attempt}")
+        raise
+    RECORD.note(f"stput {turn_id} {name} {attempt}")
 
 
 def _where(config: RunnableConfig) -> tuple[str, int, int]:
@@ -143,6 +163,7 @@ def node(name: str) -> Any:  # add_node's node protocols do not take a plain cal
             await record.ainvoke({**call, "type": "tool_call"})
             # More work after the effect: a kill here finds its outcome recorded.
             await asyncio.sleep(random.uniform(0, STEP_SECONDS))
+        await remember(state, name, turn_id, step, attempt)
         await say(f"{name} of {state['job']} ends")
         RECORD.note(f"done {turn_id} {name} {step} {attempt}")
         return {"results": [name]}

@@ -23,6 +23,7 @@ from turnkeeper.v1 import turns_pb2
 
 from tests.faults.checks import Checks
 from tests.faults.cluster import Cluster
+from tests.faults.crons import Crons
 from tests.faults.injectors import BIG_FAULTS, POSTGRES_FAULTS, Counts, Injector
 from tests.faults.invariants import Records, RoundCheck, Tally
 from tests.faults.overload import CpuHogs, Redrive, causes
@@ -54,6 +55,12 @@ class Plan:
     version_policy: str = ""
     # CPU hogs per core for the whole campaign (tests/faults/overload.py); 0: none.
     hogs_per_core: int = 0
+    # A cron each round (tests/faults/crons.py), every `cron_period` seconds with a
+    # webhook, for `cron_ticks` ticks (0: the whole round); cron_period 0: none.
+    cron_period: int = 0
+    cron_ticks: int = 0
+    # The share of turns whose nodes keep a memory in the store.
+    memory_share: float = 0.0
 
 
 # Part of every `pytest` run: each kind of fault once, in about a minute. One round
@@ -73,6 +80,10 @@ CI = Plan(
     poison_per_round=1,
     big_faults=BIG_FAULTS,
     big_gap=(0.2, 1.0),
+    # A few runs of a cron, each with a webhook, and a few turns with a memory.
+    cron_period=2,
+    cron_ticks=4,
+    memory_share=0.25,
 )
 
 # `python -m tests.faults --full`: at least 200 agent SIGKILLs.
@@ -90,6 +101,9 @@ FULL = Plan(
     poison_per_round=2,
     big_faults=BIG_FAULTS,
     big_gap=(0.5, 3.0),
+    cron_period=2,
+    cron_ticks=0,
+    memory_share=0.5,
 )
 
 
@@ -182,10 +196,18 @@ class Campaign:
         self.prober = Prober(self.cluster, r.checks, seed)
         self.injector = Injector(self.cluster, r.checks, self.prober, r.counts, seed)
         self.workload = Workload(
-            self.cluster, r.checks, seed=seed, deadline=plan.turn_deadline, patience=30.0
+            self.cluster,
+            r.checks,
+            seed=seed,
+            deadline=plan.turn_deadline,
+            patience=30.0,
+            memory_share=plan.memory_share,
         )
         self.records = Records(self.cluster.records)
         self.check = RoundCheck(self.cluster, r.checks, self.records, r.tally)
+        self.crons = Crons(
+            self.cluster, r.checks, r.tally, period=plan.cron_period, ticks=plan.cron_ticks
+        )
 
     def log(self, message: str) -> None:
         print(f"[faults {time.strftime('%H:%M:%S')}] {message}", flush=True)
@@ -253,6 +275,8 @@ class Campaign:
         faults_done = asyncio.Event()
         stop_probe = asyncio.Event()
         zombies_before = len(r.counts.zombies)
+        # The round's cron, made before its faults strike.
+        cron = await self.crons.start(round_) if plan.cron_period else None
 
         async def faults() -> None:
             try:
@@ -281,12 +305,16 @@ class Campaign:
             stop_probe.set()
             if not injecting.done():
                 injecting.cancel()
+            if cron is not None:
+                await self.crons.stop(cron)
         probe = await probing
         await self.prober.finish(probe)
         await self.cluster.pool.all_up(timeout=60)
         await self.prober.verify(probe)
         r.storage_refusals += self.prober.verify_windows()
         await self.check.all(runs, r.counts.zombies[zombies_before:], probe.turn_id)
+        if cron is not None:
+            await self.crons.check(cron, self.check)
         await self._redriven(runs)
         r.turns += sum(run.created for run in runs)
         r.turn_seconds += [run.ended_at - run.started_at for run in runs if run.ended_at]
@@ -333,7 +361,7 @@ def machine() -> str:
 
 # What the campaign found: kept in the report, whoever regenerates it.
 FINDINGS = """\
-Three bugs, each fixed with a test that reproduces it:
+Four bugs, each fixed with a test that reproduces it:
 
 - **A gap on NATS after a NATS restart: the outbox deleted rows the server never
   read** (commits 26aa58d, 76732f8). nats-py's `flush()` writes its PING straight to
@@ -355,6 +383,12 @@ Three bugs, each fixed with a test that reproduces it:
   seq** (commit 58647e9): no frame and an open stream forever, holding one of the
   client's watch-stream slots. It ends at once now.
   `tests/service/turns/test_rewind_watch.py::test_watch_after_the_terminal_event_of_an_ended_turn_ends_at_once`.
+- **A cron made with a token never fired** (decision 413): the scheduler looked its
+  maker's token up by name in the tokens table, which is keyed by the tokens' hashes,
+  so in a deployment with a tokens file every tick (and every run started later) was
+  refused, "not in the tokens file". The campaign's first round with a cron had no
+  run of it. The token is found by its name now.
+  `tests/langgraph_api/test_sdk_crons_rights.py::test_a_cron_made_with_a_token_fires_under_that_token`.
 
 Poison containment (decision 112): a crash is charged only
 to a turn that can be blamed for it, the only turn its process ran or the one on
@@ -384,7 +418,10 @@ def report(result: Result, command: str) -> str:
         "repeat or second terminal event, no step before the last committed checkpoint run",
         "twice, no effect executed again once its outcome was recorded (step3's tool acts",
         "on a receiver process through the effect ledger), the outbox drained once NATS",
-        "is back (tests/faults/invariants.py has them",
+        "is back, a cron's one run per tick (the catch-up rule's, never once per missed",
+        "tick) with each ended run's webhook applied once at a receiver that deduplicates",
+        "by key, and no store write of a stale attempt kept (tests/faults/invariants.py",
+        "and tests/faults/crons.py have them",
         "word for word; tests/faults/injectors.py says how each fault is made). `pytest`",
         "runs a reduced campaign; this is the full one:",
         "",
@@ -430,6 +467,14 @@ def report(result: Result, command: str) -> str:
         f"{t.effects_from_ledger} outcomes returned from the ledger without a call, "
         f"{t.effects_retried} uncertain calls made again with their key (applied once), "
         f"{t.effects_superseded} superseded |",
+        f"| crons (a tick every {r.plan.cron_period} s, a webhook on each run) | "
+        f"{t.crons}: {t.cron_runs} runs, one per tick fired, none twice; {t.cron_skipped} "
+        "ticks skipped by the catch-up rule |",
+        f"| webhooks (to a receiver that applies each key once) | {t.webhooks} ended runs "
+        f"delivered, each applied once, in {t.webhook_deliveries} deliveries |",
+        f"| store writes inside nodes (fenced by the turn's attempt) | {t.store_puts} "
+        f"acknowledged, each found or overwritten by a later attempt; {t.store_items} items "
+        f"checked; {t.store_refused} writes of stale attempts refused |",
         f"| NATS copies dropped as duplicates (same Nats-Msg-Id) | {r.nats_duplicates} |",
         f"| invariant checks | **{r.checks.count}** |",
         f"| violations | **{len(r.violations)}** |",

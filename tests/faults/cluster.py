@@ -3,6 +3,8 @@ SIGKILL-able subprocess restarted on the same port and data dir; on PostgreSQL,
 several replicas of it on one database, which the clients and agents are given all
 of), and a pool of agent replicas (tests/faults/agent.py) that a supervisor
 restarts whenever one dies, from a warm spare that already imported everything.
+The service serves its HTTP side too (the LangGraph API, for the crons) and
+delivers webhooks, signed, to a receiver process on the loopback address.
 """
 
 from __future__ import annotations
@@ -12,6 +14,7 @@ import contextlib
 import itertools
 import json
 import os
+import re
 import signal
 import sys
 from collections.abc import Callable
@@ -23,7 +26,7 @@ from grpc import aio
 from nats.aio.client import Client
 from turnkeeper._targets import ChannelTarget, resolve
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
-from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
+from turnkeeper.v1 import checkpoints_pb2_grpc, store_pb2, store_pb2_grpc, turns_pb2_grpc
 from turnkeeper_server.messaging.credentials import write_config
 from turnkeeper_server.security.auth import parse_role, token_hash
 
@@ -38,6 +41,9 @@ from tests.support.security import bearer_interceptors, write_tokens
 
 REPO = Path(__file__).resolve().parents[2]
 AGENT = "faults"
+# The deployment's webhook secret (the receiver checks every signature with it).
+WEBHOOK_SECRET = "turnkeeper-faults-webhook-secret-0123"
+_HTTP = re.compile(r"console and HTTP API on (http://\S+?)/?$")
 
 # The harness reconnects fast after a service restart (grpc's default backoff
 # grows to minutes); the agents keep the client's defaults, as deployed.
@@ -292,6 +298,10 @@ class Cluster:
         self.receiver_log = workdir / "receiver.log"
         self.receiver: asyncio.subprocess.Process | None = None
         self.receiver_url = ""
+        # The webhooks' receiver (tests/support/webhook_receiver.py).
+        self.hooks: asyncio.subprocess.Process | None = None
+        self.hooks_url = ""
+        self.store: store_pb2_grpc.StoreServiceAsyncStub | None = None
 
     def _roles(self) -> dict[str, str]:
         """Each token of the tokens file and its role."""
@@ -330,8 +340,46 @@ class Cluster:
         assert line.startswith(b"listening "), f"the receiver said {line!r}"
         self.receiver_url = f"http://127.0.0.1:{int(line.split()[1])}"
 
+    async def start_hooks(self) -> None:
+        self.hooks = await asyncio.create_subprocess_exec(
+            sys.executable,
+            "-m",
+            "tests.support.webhook_receiver",
+            WEBHOOK_SECRET,
+            cwd=REPO,
+            stdout=asyncio.subprocess.PIPE,
+        )
+        assert self.hooks.stdout is not None
+        line = await self.hooks.stdout.readline()
+        assert line.startswith(b"listening "), f"the webhook receiver said {line!r}"
+        self.hooks_url = f"http://127.0.0.1:{int(line.split()[1])}"
+
+    def http_urls(self) -> list[str]:
+        """The HTTP side of each service replica running, as its latest start said."""
+        urls = []
+        for service in self.services:
+            if service.process is None or service.process.poll() is not None:
+                continue
+            for line in reversed(service.log):
+                if found := _HTTP.search(line):
+                    urls.append(found.group(1))
+                    break
+        return urls
+
+    async def store_items(self, namespace: tuple[str, ...]) -> dict[str, dict[str, object]]:
+        """The store's items in `namespace`, key -> value (the harness is an admin)."""
+        assert self.store is not None
+        search = store_pb2.StoreSearch(namespace_prefix=list(namespace), limit=1000)
+        response = await self.store.StoreBatch(
+            store_pb2.StoreBatchRequest(operations=[store_pb2.StoreOperation(search=search)])
+        )
+        return {i.key: json.loads(i.value_json) for i in response.results[0].items}
+
     async def start(self) -> None:
         await self.start_receiver()
+        await self.start_hooks()
+        secret = self.workdir / "webhook-secret"
+        secret.write_text(WEBHOOK_SECRET + "\n")
         self.nats.start()
         self.relay = _Relay(self.nats.port)
         await self.relay.start()
@@ -351,6 +399,17 @@ class Cluster:
                     str(self.lease_seconds),
                     "--tokens-file",
                     str(self.workdir / "tokens.jsonl"),
+                    # The LangGraph API (crons), and webhooks to the loopback receiver.
+                    "--http-port",
+                    "0",
+                    "--webhook-secret-file",
+                    str(secret),
+                    "--webhook-allow",
+                    "127.0.0.1",
+                    "--webhook-retry-base",
+                    "0.2",
+                    "--webhook-timeout",
+                    "2",
                     *(
                         ["--version-policy", f"{AGENT}={self.version_policy}"]
                         if self.version_policy
@@ -387,6 +446,7 @@ class Cluster:
         )
         self.turns = turns_pb2_grpc.TurnServiceStub(self.channel)
         self.checkpoints = checkpoints_pb2_grpc.CheckpointServiceStub(self.channel)
+        self.store = store_pb2_grpc.StoreServiceStub(self.channel)
         await self.pool.start()
 
     async def _nats_error(self, exc: Exception) -> None:
@@ -476,6 +536,7 @@ class Cluster:
             await self.relay.stop()
         self.nats.stop()
         self._postgres_stack.close()
-        if self.receiver is not None and self.receiver.returncode is None:
-            self.receiver.kill()
-            await self.receiver.wait()
+        for proc in (self.receiver, self.hooks):
+            if proc is not None and proc.returncode is None:
+                proc.kill()
+                await proc.wait()

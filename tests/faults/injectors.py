@@ -11,7 +11,8 @@ real processes' timing, which no seed fixes.
 - NATS stopped or SIGKILLed, restarted on the same port;
 - a zombie executor: a replica frozen (SIGSTOP) until one of its turns was
   re-driven away, then thawed: it carries on writing and must be refused; the
-  harness then sends every kind of write in the zombie's name too;
+  harness then sends every kind of write in the zombie's name too (a store write
+  under its fence among them);
 - a disk that refuses writes: the service's RLIMIT_FSIZE lowered to 1 byte with
   prlimit(2), so every write(2) to its SQLite files fails with EFBIG (what a full
   disk does to SQLite); then raised again, without a restart.
@@ -35,7 +36,7 @@ from dataclasses import dataclass, field
 
 import grpc
 from grpc import aio
-from turnkeeper.v1 import checkpoints_pb2, turns_pb2
+from turnkeeper.v1 import checkpoints_pb2, store_pb2, turns_pb2
 
 from tests.faults.checks import Checks
 from tests.faults.cluster import AGENT, Cluster
@@ -244,7 +245,7 @@ class Injector:
         which must be refused (ABORTED, or FAILED_PRECONDITION once the turn ended)
         and change nothing. Returns how many were refused."""
         c = self.cluster
-        assert c.turns is not None and c.checkpoints is not None
+        assert c.turns is not None and c.checkpoints is not None and c.store is not None
         status = await c.turns.TurnStatus(turns_pb2.TurnStatusRequest(turn_id=turn_id))
         fence = checkpoints_pb2.TurnFence(turn_id=turn_id, attempt=attempt)
         blob = checkpoints_pb2.TypedValue(type="bytes", data=b"zombie")
@@ -278,6 +279,23 @@ class Injector:
                         checkpoint_id="zzzzzzzz-zombie",
                         task_id="zombie",
                         writes=[checkpoints_pb2.WriteInput(idx=0, channel="results", value=blob)],
+                        fence=fence,
+                    )
+                ),
+            ),
+            (
+                "StoreBatch",
+                c.store.StoreBatch(
+                    store_pb2.StoreBatchRequest(
+                        operations=[
+                            store_pb2.StoreOperation(
+                                put=store_pb2.StorePut(
+                                    namespace=["faults", turn_id],
+                                    key="zombie",
+                                    value_json=f'{{"attempt": {attempt}}}',
+                                )
+                            )
+                        ],
                         fence=fence,
                     )
                 ),

@@ -16,6 +16,14 @@
   in attempt N at a step that an attempt before N had checkpointed; no tool
   acted twice under one idempotency key;
 - a zombie's attempt wrote nothing after the turn was re-driven away from it;
+- the store keeps no zombie's memory (decision 317): every store write a node
+  had acknowledged is there, or was overwritten by a later attempt of the turn;
+  no item holds an attempt older than one acknowledged for its key (a stale
+  attempt's write that landed after a newer one's); a DONE turn has its path's
+  memory; the write the harness sends in a zombie's name is refused, not kept;
+- a cron fires one run per tick and never once per missed tick (decision 331),
+  and every ended run with a webhook was delivered, applied once by its key, signed
+  (tests/faults/crons.py);
 - the outbox drains to zero once NATS is back, and the mirror saw its last row.
 """
 
@@ -65,6 +73,13 @@ class Records:
     )
     checkpoints: list[tuple[str, str]] = field(default_factory=list)
     writes: list[tuple[str, str, str]] = field(default_factory=list)
+    # (node, attempt) of each store write acknowledged, and of each refused as stale.
+    store_puts: defaultdict[str, list[tuple[str, int]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
+    store_refused: defaultdict[str, list[tuple[str, int]]] = field(
+        default_factory=lambda: defaultdict(list)
+    )
 
     def read(self) -> None:
         """Take in the complete lines written since the last read."""
@@ -94,6 +109,10 @@ class Records:
                 self.checkpoints.append((thread, checkpoint_id))
             case ["ackwr", thread, checkpoint_id, task_id]:
                 self.writes.append((thread, checkpoint_id, task_id))
+            case ["stput", turn, node, attempt]:
+                self.store_puts[turn].append((node, int(attempt)))
+            case ["stref", turn, node, attempt]:
+                self.store_refused[turn].append((node, int(attempt)))
             case _:
                 pass  # "done" lines: for a person reading the record
 
@@ -116,6 +135,17 @@ class Tally:
     effects_superseded: int = 0
     # Turns whose steps ran on more than one graph version (taken across an upgrade).
     across_versions: int = 0
+    # The store (the nodes' memory): writes acknowledged and checked, items read,
+    # writes of stale attempts refused (by the agents' zombies and in their name).
+    store_puts: int = 0
+    store_items: int = 0
+    store_refused: int = 0
+    # Crons and webhooks (tests/faults/crons.py).
+    crons: int = 0
+    cron_runs: int = 0
+    cron_skipped: int = 0
+    webhooks: int = 0
+    webhook_deliveries: int = 0
     by_kind: Counter[str] = field(default_factory=Counter)
     # (kind, when) of each turn FAILED at the re-drive cap, by the service's clock.
     at_cap: list[tuple[str, float]] = field(default_factory=list)
@@ -265,9 +295,49 @@ class RoundCheck:
         self.acknowledged(tid, raw, rewinds, state, turn.last_seq)
         self.steps(tid, sessions)
         await self.effects(run, state)
+        if run.memory or stale is not None:
+            await self.memory(tid, state, run.kind, remembers=run.memory)
         if stale is not None:
             self.zombie(tid, stale, retained, rewinds)
         self.versions(tid)
+
+    async def memory(self, tid: str, state: str, kind: str, *, remembers: bool = True) -> None:
+        """The turn's memory in the store against what the agents were told: nothing
+        acknowledged missing, no stale attempt's write over a newer one, nothing
+        written in a zombie's name, and (a DONE turn that `remembers`) one item per
+        node of its path."""
+        items = await self.c.store_items(("faults", tid))
+        self.tally.store_items += len(items)
+        self.tally.store_refused += len(self.records.store_refused[tid])
+        stored = {key: value.get("attempt") for key, value in items.items()}
+        self.expect(
+            "zombie" not in stored, f"{tid}: the store kept a write made in a zombie's name"
+        )
+        newest: dict[str, int] = {}
+        for node, attempt in self.records.store_puts[tid]:
+            self.tally.store_puts += 1
+            newest[node] = max(attempt, newest.get(node, attempt))
+        ran = {(node, a) for node, _, a in self.records.starts[tid]}
+        for node, attempt in newest.items():
+            kept = stored.get(node)
+            self.expect(
+                isinstance(kept, int) and kept >= attempt,
+                f"{tid}: the store holds {node}'s memory of attempt {kept}, attempt {attempt} "
+                "had been acknowledged its write (a stale attempt wrote over it, or it is lost)",
+            )
+        for node, held in stored.items():
+            if node == "zombie":
+                continue
+            self.expect(
+                (node, held) in ran,
+                f"{tid}: the store holds {node}'s memory of attempt {held}, which never ran it",
+            )
+        if state == "DONE" and remembers:
+            path = {"fanout": ["step1", "left", "right", "step3", "step4"]}.get(
+                kind, ["step1", "step2", "step3", "step4"]
+            )
+            missing = sorted(set(path) - set(stored))
+            self.expect(not missing, f"{tid}: DONE without the memory of {missing}")
 
     def versions(self, tid: str) -> None:
         """Under `pin` a turn's steps all ran on one graph version; under the others it

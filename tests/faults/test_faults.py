@@ -59,3 +59,9 @@ async def test_no_invariant_breaks_under_faults(
     assert result.tally.done > 0 and result.tally.acked_events > 0
     # step3's effect reached the receiver, through the ledger.
     assert result.tally.effects > 0 and result.tally.effect_executions > 0
+    # The round's cron fired among the faults, its runs' webhooks were delivered, and
+    # the nodes' store writes were checked (tests/faults/crons.py, invariants.py).
+    t = result.tally
+    assert t.crons == result.rounds and t.cron_runs > 0
+    assert t.webhooks > 0 and t.webhook_deliveries >= t.webhooks
+    assert t.store_puts > 0 and t.store_items > 0

@@ -44,6 +44,8 @@ class TurnRun:
     round: int
     rng: random.Random
     created: bool = False
+    # Its nodes keep a memory in the store (tests/faults/agent.py's `remember`).
+    memory: bool = False
     leave_parked: bool = False
     resumed: bool = False
     started_at: float = 0.0
@@ -56,13 +58,22 @@ class Workload:
     """Keeps ``concurrency`` turns in flight until told to stop, then lets them end."""
 
     def __init__(
-        self, cluster: Cluster, checks: Checks, *, seed: int, deadline: float, patience: float
+        self,
+        cluster: Cluster,
+        checks: Checks,
+        *,
+        seed: int,
+        deadline: float,
+        patience: float,
+        memory_share: float = 0.0,
     ) -> None:
         self.cluster = cluster
         self.checks = checks
         self.seed = seed
         self.deadline = deadline
         self.patience = patience
+        # The share of turns whose nodes write to the store.
+        self.memory_share = memory_share
         self._threads: list[str] = []
         self._thread_count = 0
 
@@ -101,6 +112,8 @@ class Workload:
                 kind=kind,
                 round=round_,
                 rng=random.Random(f"{self.seed}:{round_}:{i}"),
+                memory=random.Random(f"{self.seed}:{round_}:{i}:memory").random()
+                < self.memory_share,
             )
             runs.append(run)
             task = asyncio.create_task(self._turn(run), name=run.turn_id)
@@ -155,7 +168,7 @@ class Workload:
 
     async def _create(self, run: TurnRun) -> bool:
         params = {
-            "input": {"job": run.turn_id, "kind": run.kind, "results": []},
+            "input": {"job": run.turn_id, "kind": run.kind, "results": [], "memory": run.memory},
             "turn_id": run.turn_id,
             "thread_id": run.thread_id,
             "background": True,

@@ -15,7 +15,7 @@ from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.langgraph_api.test_sdk_crons import ASSISTANT
+from tests.langgraph_api.test_sdk_crons import ASSISTANT, EVERY_2S, cron_runs, eventually
 from tests.support.agents import Agent
 from tests.support.langgraph_host import THREADPLANE, start_host
 from tests.support.nats import NatsServer
@@ -117,3 +117,24 @@ async def test_a_panel_sees_and_changes_its_own_crons_only(
     assert await _status(mine.runs.get(thread_id, later["run_id"])) == 404
     await mine.crons.delete(cron_id)
     assert await sdks["operator"].crons.count() == 0
+
+
+async def test_a_cron_made_with_a_token_fires_under_that_token(
+    sdks: dict[str, LangGraphClient],
+) -> None:
+    # Its maker's token is looked up by its name when a tick fires (the tokens file
+    # is keyed by the tokens' hashes): the run starts as the panel's, seen by it.
+    panel = sdks["panel-a"]
+    question: Any = {"messages": [{"role": "user", "content": "t"}]}
+    cron: Any = await panel.crons.create(ASSISTANT, schedule=EVERY_2S, input=question)
+
+    async def first_run() -> list[str] | None:
+        return await cron_runs(panel, cron["cron_id"]) or None
+
+    run_ids = await eventually(first_run, "the cron's first run")
+    thread = (await panel.threads.search(metadata={"cron_id": cron["cron_id"]}))[0]
+    run = await panel.runs.join(thread["thread_id"], run_ids[0])
+    assert run is not None
+    assert (await panel.runs.get(thread["thread_id"], run_ids[0]))["status"] == "success"
+    assert (await panel.crons.search())[0].get("cron_id") == cron["cron_id"]
+    await panel.crons.delete(cron["cron_id"])

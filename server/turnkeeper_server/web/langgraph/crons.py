@@ -491,7 +491,8 @@ class CronScheduler:
         if tokens is None:
             return None
         who = record.acts_as
-        caller = tokens.names().get(str(who.get("name")))
+        # names() is keyed by the token's hash: the maker's token is found by its name.
+        caller = next((c for c in tokens.names().values() if c.name == who.get("name")), None)
         if caller is None or caller.role != who.get("role") or caller.agent != who.get("agent"):
             raise _Gone(f"token {who.get('name')!r}, which made it, is not in the tokens file")
         return caller

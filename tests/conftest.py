@@ -41,6 +41,16 @@ from tests.support.service import BACKENDS, ServiceFactory, make_settings
 pytest_plugins = ("tests.support.fixtures",)
 
 
+def pytest_xdist_auto_num_workers(config: pytest.Config) -> int:
+    """`-n auto` (the addopts): three workers for two cores. A test here spends much
+    of its time waiting on what it started (a service, an agent, a browser, a
+    database coming up or shutting down), so two workers leave a core idle for long
+    stretches; a worker and a half per core keeps both busy (decision 329)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    cores = cores or 1
+    return cores + (cores + 1) // 2
+
+
 def pytest_addoption(parser: pytest.Parser) -> None:
     parser.addoption(
         "--full",

@@ -1,10 +1,10 @@
 """LangGraph's crons over its API (``client.crons.*``), and the scheduler that fires
-them and the runs started later (``after_seconds``, runs.py).
+them and the runs started later (``after_seconds``, later_runs.py).
 
 A cron is kept in the journal (journal/crons.py) with the run body it starts: on
 each tick of its schedule (a cron expression, five fields, or six with seconds
 last, as croniter reads them; in UTC unless it names a timezone) a replica claims
-the tick and starts a run through `runs.launch`, the code path of POST /runs and
+the tick and starts a run through `run_start.launch`, the code path of POST /runs and
 /threads/{id}/runs, so the run is a turn, durable like any. A thread's cron runs
 on its thread; a thread-less cron's each run on a new thread.
 
@@ -39,7 +39,7 @@ from croniter import croniter
 from turnkeeper_server.journal.crons import CRON, CronRecord, tick_run_id, tick_thread_id
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
-from turnkeeper_server.web.langgraph import assistants, end_users, runs, shapes, webhooks
+from turnkeeper_server.web.langgraph import assistants, end_users, run_start, shapes, webhooks
 from turnkeeper_server.web.langgraph.api import (
     READ,
     THREADS_WRITE,
@@ -210,7 +210,7 @@ async def _create(
         on_run_completed = on_run_completed or "delete"
     payload = {k: v for k, v in body.items() if k not in CRON_KEYS}
     metadata = field(body, "metadata", dict, {})
-    runs.check_run_body(payload)
+    run_start.check_run_body(payload)
     # A webhook that could not be delivered is refused now, not at each tick.
     await webhooks.check(deps, payload.get("webhook"))
     assistant = await assistants.resolve(deps, caller, payload.get("assistant_id"))
@@ -244,7 +244,7 @@ async def _create(
         end_time=end_time,
         enabled=enabled,
         owner=auth.identity(caller),
-        acts_as=runs.acts_as(caller),
+        acts_as=run_start.acts_as(caller),
         user_id=value["user_id"],
         next_run_at=None,
         created_at=now,
@@ -336,7 +336,7 @@ async def update(request: web.Request, caller: Caller | None, deps: Deps) -> web
     given = {k: body[k] for k in PAYLOAD_KEYS if body.get(k) is not None}
     if given:
         payload = {**record.payload, **given}
-        runs.check_run_body(payload)
+        run_start.check_run_body(payload)
         await webhooks.check(deps, given.get("webhook"))
         changes["payload"] = payload
         if "webhook" in given:
@@ -437,7 +437,7 @@ class _Gone(Exception):
 class CronScheduler:
     """Fires the due crons and runs started later, on every replica: each pass
     claims the due ticks (journal/crons.py), starts their runs through
-    `runs.launch`, and moves each on by the catch-up rule. It sleeps until the
+    `run_start.launch`, and moves each on by the catch-up rule. It sleeps until the
     earliest tick owed, at most `interval` (a row made on another replica is
     seen within it)."""
 
@@ -521,7 +521,7 @@ class CronScheduler:
             body = dict(record.payload)
             if record.webhook is not None:
                 body["webhook"] = record.webhook
-            await runs.launch(
+            await run_start.launch(
                 self.deps,
                 caller,
                 body,

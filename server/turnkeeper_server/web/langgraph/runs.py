@@ -1,15 +1,8 @@
-"""Runs: a run is a turn. Creating one asks the assistant's agent to start a turn
-(``responses/create`` through the relay, with the caller's signed assertion), so it
-is journaled, re-driven, parked, cancelled and fenced like any turn, and its id is
-the turn id everywhere (TurnStatus, the console, the CLI, NATS).
-
-Every run is a new turn, a resume too, as LangGraph's server makes every run a new
-run (decision 294): a run on a thread whose turn waits at an interrupt ends that
-turn (DONE, answered: its run stopped at the interrupt, LangGraph's `success`) and
-goes on from the thread's checkpoint with its own input or ``Command``. So input
-null re-runs the interrupted node (which asks again), new input starts over, and a
-``Command`` with resume, update and goto answers the interrupt. A run's metadata,
-kwargs and strategy are stored beside its turn (journal/runs.py).
+"""Runs: a run is a turn, and its id is the turn id everywhere (TurnStatus, the
+console, the CLI, NATS). Here the routes: create, stream, wait and join a run,
+read, list, cancel and delete it. How a run starts is run_start.py (the one path
+every run takes), a run started later is later_runs.py; a run's parts are
+stream.py's translation of its turn's journal, live or settled.
 """
 
 from __future__ import annotations
@@ -18,51 +11,35 @@ import asyncio
 import contextlib
 import json
 import logging
-import time
-import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass
 from typing import Any, Final
 
 from aiohttp import web
-from turnkeeper._run_request import default_assistant_id, merge_assistant, parse_run_request
 from turnkeeper.v1 import turns_pb2
 
 from turnkeeper_server import limits as lim
 from turnkeeper_server.engine.watch import Rewound
 from turnkeeper_server.errors import InvalidArgument
-from turnkeeper_server.journal.crons import ONCE, CronRecord
 from turnkeeper_server.journal.runs import RunRecord
-from turnkeeper_server.operations.origin import Origin
-from turnkeeper_server.records import ENDED, PARKED, QUEUED, EventRecord, TurnRecord
+from turnkeeper_server.records import ENDED, EventRecord, TurnRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import HttpContext
-from turnkeeper_server.web.langgraph import (
-    assistants,
-    end_users,
-    handoff_start,
-    rights,
-    shapes,
-    webhooks,
-)
+from turnkeeper_server.web.langgraph import end_users, later_runs, run_start, shapes
 from turnkeeper_server.web.langgraph.api import (
     CANCEL_RIGHT,
     READ,
-    THREADS_WRITE,
     Deps,
     body_of,
-    field,
     json_response,
     limit_offset,
     require,
     run_or_404,
-    sees_owned,
     thread_id_of,
     thread_or_404,
 )
-from turnkeeper_server.web.langgraph.errors import ApiError, not_found
+from turnkeeper_server.web.langgraph.errors import ApiError
 from turnkeeper_server.web.langgraph.stream import (
     Translator,
     held,
@@ -76,8 +53,6 @@ from turnkeeper_server.web.pump import Frame, Outcome
 
 log = logging.getLogger(__name__)
 
-# What LangGraph's runs take that turnkeeper does not do yet (docs/langgraph-api.md).
-NOT_YET: Final[tuple[str, ...]] = ()
 # What runs.list's `select` may name: a run's fields (shapes.run), and the SDK's
 # `cancel_reason`, which a run here does not carry (selected, it is left out).
 RUN_FIELDS: Final = frozenset(
@@ -94,384 +69,14 @@ RUN_FIELDS: Final = frozenset(
         "kwargs",
     }
 )
-# The longest a run may be started later (after_seconds), a year.
-MAX_AFTER_SECONDS: Final = 366 * 24 * 3600
-# How often a join of a run started later looks whether it started.
-LATER_POLL_SECONDS = 0.25
-# How many of a thread's newest runs are looked through for the interrupted one.
-PARKED_LOOKBACK: Final = 100
 # How often runs.wait sends a keep-alive newline while its run goes on (LangGraph's
 # server: "\n" every 5 s; leading whitespace is ignored by JSON parsers).
 WAIT_KEEPALIVE_SECONDS = 5.0
 # How often a stream that cancels its run on disconnect looks at its connection.
 DISCONNECT_POLL_SECONDS = 0.1
-# The kwargs a run records, as LangGraph's server records them (its RunKwargs).
-KWARGS: Final = ("input", "command", "config", "context")
 WATCH_RIGHT: Final = "/turnkeeper.v1.TurnService/WatchTurn"
 # A stream's choice of how tokens go out, over the service's (--langgraph-stream).
 STREAM_HEADER: Final = "X-Turnkeeper-Stream"
-
-
-def _thread_path(request: web.Request) -> str | None:
-    return thread_id_of(request) if "thread_id" in request.match_info else None
-
-
-@dataclass(frozen=True)
-class Started:
-    """A run started: its turn, its body, its record (metadata, kwargs)."""
-
-    turn: TurnRecord
-    body: dict[str, Any]
-    record: RunRecord
-
-
-def _refuse_weaker_durability(body: dict[str, Any]) -> None:
-    """What would make a run less durable than turnkeeper runs every run, refused
-    (decision 325): every step is checkpointed before the next, so a crash loses
-    nothing. ``durability`` ``sync`` and ``async`` are both met by that; ``exit``
-    (a checkpoint only at the end) and ``checkpoint_during: false`` are not
-    applied, so they are refused rather than ignored; so is ``on_completion:
-    delete`` (a thread-less run keeps its thread here, docs/langgraph-api.md)."""
-    if body.get("durability") not in (None, "sync", "async"):
-        raise ApiError(
-            422,
-            "durability: turnkeeper checkpoints every step (durability 'sync'); "
-            "send 'sync', 'async' or nothing",
-        )
-    if body.get("checkpoint_during") not in (None, True):
-        raise ApiError(
-            422,
-            "checkpoint_during: turnkeeper checkpoints every step; send true or nothing",
-        )
-    if body.get("on_completion") not in (None, "keep"):
-        raise ApiError(
-            422,
-            "on_completion: a thread-less run keeps its thread on turnkeeper "
-            "(delete it with threads.delete); send 'keep' or nothing",
-        )
-
-
-def refuse_not_yet(body: dict[str, Any]) -> None:
-    given = [k for k in NOT_YET if body.get(k) not in (None, [], {})]
-    if given:
-        raise ApiError(
-            422, f"{', '.join(given)}: not supported by turnkeeper yet (docs/langgraph-api.md)"
-        )
-
-
-async def start_run(request: web.Request, caller: Caller | None, deps: Deps) -> Started:
-    """Validate the run, make its thread if asked, start its turn (a new one, a
-    resume too: the thread's parked turn ends, answered)."""
-    body = await body_of(request)
-    refuse_not_yet(body)
-    if body.get("after_seconds") not in (None, 0):
-        raise ApiError(
-            422, "after_seconds: only runs.create starts a run later; stream or join it then"
-        )
-    thread_id = _thread_path(request)
-    # A langgraph.json's auth: the thread's filter, and what a thread this run makes
-    # is stamped with (the run's metadata as its handler left it, LangGraph's rule).
-    stamped = await end_users.create_run(request, deps, thread_id, body)
-    return await launch(deps, caller, body, thread_id, stamped, origin=HttpContext(request))
-
-
-def check_run_body(body: dict[str, Any]) -> None:
-    """What launch refuses before anything starts, checked early (a cron's or a
-    later run's body, when it is made)."""
-    _refuse_weaker_durability(body)
-    try:
-        parse_run_request(body)
-        modes_of(body.get("stream_mode"))
-    except ValueError as exc:
-        raise ApiError(422, str(exc)) from None
-
-
-async def launch(
-    deps: Deps,
-    caller: Caller | None,
-    body: dict[str, Any],
-    thread_id: str | None,
-    stamped: dict[str, Any],
-    *,
-    origin: Origin,
-    run_id: str | None = None,
-    new_thread_id: str | None = None,
-) -> Started:
-    """Start the run `body` asks for, for `caller`, on `thread_id` (None: a new
-    thread, `new_thread_id` or a fresh id), its metadata with `stamped` (an auth
-    handler's, a cron's). `run_id`: the run's id, given by a cron's tick or a run
-    started later; a run of that id that started already is answered as it is
-    (firing a tick twice starts one run). Every run goes through here: POST /runs,
-    /threads/{id}/runs, their stream and wait, and what crons fire."""
-    if run_id is not None and (existing := deps.engine.turns.get(run_id)) is not None:
-        found = await _record(deps, existing)
-        return Started(existing, body, found or RunRecord(run_id))
-    _refuse_weaker_durability(body)
-    # Refused now when it can be known now: no secret, a URL or address not allowed.
-    await webhooks.check(deps, body.get("webhook"))
-    try:
-        run = parse_run_request(body)
-        modes = modes_of(body.get("stream_mode"))
-    except ValueError as exc:
-        raise ApiError(422, str(exc)) from None
-    # The assistant (a graph's default by the graph's name too), whose graph is the
-    # agent; its config and context under the run's, journaled with the run.
-    relayed = handoff_start.needs_agent(run.input, run.options.as_dict())
-    # A run the service starts itself waits, `pending`, for a replica of its graph.
-    assistant = await assistants.for_run(deps, caller, body.get("assistant_id"), served=relayed)
-    agent = assistant.graph_id
-    try:
-        merged = merge_assistant(
-            run,
-            config=assistant.config,
-            context=assistant.context,
-            assistant_id=None
-            if assistant.assistant_id == default_assistant_id(agent)
-            else assistant.assistant_id,
-        )
-    except ValueError as exc:
-        raise ApiError(400, str(exc)) from None
-
-    # A run tags its thread with its graph, as LangGraph's server does (one write,
-    # and none when the thread already says so).
-    tagged = {"graph_id": agent, "assistant_id": assistant.assistant_id}
-    owner = auth.identity(caller)
-    if thread_id is None:
-        thread_id = new_thread_id or str(uuid.uuid4())
-        thread = await deps.engine.threads.ensure(thread_id, {**tagged, **stamped}, owner)
-    elif (record := await deps.engine.threads.get(thread_id)) is None:
-        if run.if_not_exists != "create":
-            raise not_found(f"thread {thread_id}")
-        thread = await deps.engine.threads.ensure(thread_id, {**tagged, **stamped}, owner)
-    else:
-        thread = await thread_or_404(deps, caller, thread_id)
-        # Whose thread it is decides who answers its interrupt (rights.py).
-        owner = record.owner
-        if any(record.metadata.get(k) != v for k, v in tagged.items()):
-            thread = await deps.engine.threads.update_metadata(thread_id, tagged) or thread
-
-    # At most one turn of a thread is live; queued ones may be newer.
-    recent = await deps.engine.threads.turns(thread_id, limit=PARKED_LOOKBACK)
-    parked = next((t for t in recent if t.state == PARKED), None)
-    options = run.options.as_dict()
-    # Answering the interrupt, editing the state, forking: rights of their own.
-    needed = rights.of_run(options)
-    answers = "resume" in (options.get("command") or {})
-    target = parked.turn_id if parked is not None and answers else thread_id
-    await rights.refuse_unless(deps, caller, needed, target, owner)
-    run_id = run_id or str(uuid.uuid4())
-    if parked is not None:
-        # LangGraph's server: the run that stopped at the interrupt is over; this
-        # one goes on from the thread's checkpoint.
-        await deps.engine.turns.close_parked(
-            thread_id=thread_id, detail=f"answered by run {run_id}"
-        )
-    params: dict[str, Any] = {
-        "input": run.input,
-        "thread_id": thread_id,
-        "turn_id": run_id,
-        "background": True,
-        "multitask_strategy": run.multitask_strategy,
-    }
-    if given_options := merged.as_dict():
-        # Journaled with the run, so a re-drive runs it the same way.
-        params["run"] = given_options
-    if relayed:
-        # Only the graph says whether the thread has anything to continue: the agent
-        # starts it (StartTurn audits it, naming the caller the agent acts for).
-        started = await deps.relay.call(caller, agent, auth.JSONRPC_CREATE, params)
-        if not isinstance(started, dict) or not started.get("turn_id"):
-            raise ApiError(409, f"thread {thread_id} has nothing to run: send input")
-    else:
-        # Journaled here and handed to a replica in one message (decision 370).
-        await handoff_start.start(
-            deps,
-            caller,
-            origin,
-            agent=agent,
-            thread_id=thread_id,
-            run_id=run_id,
-            strategy=run.multitask_strategy,
-            journaled_input=handoff_start.journaled(run.input, given_options),
-        )
-    # As LangGraph's server merges a run's metadata: the assistant's, the thread's,
-    # the run's own (its auth handler's say included); its assistant id last.
-    metadata = {
-        **assistant.metadata,
-        **thread.metadata,
-        **field(body, "metadata", dict, {}),
-        **stamped,
-        "assistant_id": assistant.assistant_id,
-    }
-    kwargs = {name: body.get(name) for name in KWARGS} | {
-        "stream_mode": _mode_list(body.get("stream_mode"), modes),
-        "interrupt_before": body.get("interrupt_before"),
-        "interrupt_after": body.get("interrupt_after"),
-        # Delivered when the run ends (journal/webhooks.py, webhooks/delivery.py);
-        # checked above (a cron's when the cron is made).
-        "webhook": body.get("webhook") or None,
-        "feedback_keys": body.get("feedback_keys"),
-        # A thread-less run's thread is kept here (docs/langgraph-api.md), and every
-        # run's stream can be resumed with Last-Event-ID.
-        "temporary": False,
-        "subgraphs": bool(body.get("stream_subgraphs", False)),
-        "resumable": True,
-        "checkpoint_during": body.get("checkpoint_during", True),
-        "durability": body.get("durability") or "async",
-    }
-    stored = RunRecord(run_id, metadata, _json_safe(kwargs), run.multitask_strategy)
-    await deps.engine.threads.put_run(stored)
-    turn = deps.engine.turns.get(run_id)
-    if turn is None:  # erased between its start and here
-        raise not_found(f"run {run_id}")
-    if turn.state == QUEUED:
-        # Queued behind a run that has stopped at an interrupt since (the park saw
-        # no record of this run yet): that run is over, this one starts.
-        await deps.engine.turns.hand_to_queued_run(thread_id=thread_id)
-        turn = deps.engine.turns.get(run_id) or turn
-    return Started(turn, body, stored)
-
-
-def acts_as(caller: Caller | None) -> dict[str, Any]:
-    """The token a run started later (a cron's, an after_seconds run) starts under:
-    its maker's, looked up again by name when it fires (tokens.names)."""
-    if caller is None:
-        return {}
-    return {"name": caller.name, "role": caller.role, "agent": caller.agent}
-
-
-def after_seconds(value: Any) -> float:
-    if isinstance(value, bool) or not isinstance(value, int | float) or not value >= 0:
-        raise ApiError(422, "after_seconds must be a number of seconds, not negative")
-    if value > MAX_AFTER_SECONDS:
-        raise ApiError(422, f"after_seconds must be at most {MAX_AFTER_SECONDS} (a year)")
-    return float(value)
-
-
-async def _start_later(request: web.Request, caller: Caller | None, deps: Deps) -> CronRecord:
-    """A run that starts `after_seconds` from now: its thread made (or checked) and
-    its run id given now, kept in the journal as a one-shot schedule (journal/
-    crons.py, kind 'once') that a replica fires when due, across restarts; until
-    then the run is `pending`."""
-    body = await body_of(request)
-    refuse_not_yet(body)
-    delay = after_seconds(body.get("after_seconds"))
-    payload = {k: v for k, v in body.items() if k != "after_seconds"}
-    check_run_body(payload)
-    require(caller, THREADS_WRITE)
-    assistant = await assistants.resolve(deps, caller, body.get("assistant_id"))
-    thread_id = _thread_path(request)
-    stamped = await end_users.create_run(request, deps, thread_id, body)
-    tagged = {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}
-    owner = auth.identity(caller)
-    if thread_id is None:
-        thread_id = str(uuid.uuid4())
-        await deps.engine.threads.ensure(thread_id, {**tagged, **stamped}, owner)
-    elif await deps.engine.threads.get(thread_id) is None:
-        if body.get("if_not_exists") != "create":
-            raise not_found(f"thread {thread_id}")
-        await deps.engine.threads.ensure(thread_id, {**tagged, **stamped}, owner)
-    else:
-        await thread_or_404(deps, caller, thread_id)
-    now = time.time()
-    user = request.get(end_users.END_USER)
-    record = CronRecord(
-        cron_id=str(uuid.uuid4()),
-        kind=ONCE,
-        assistant_id=assistant.assistant_id,
-        thread_id=thread_id,
-        run_id=str(uuid.uuid4()),
-        schedule="",
-        timezone=None,
-        payload=payload,
-        metadata=stamped,
-        webhook=payload.get("webhook"),
-        on_run_completed=None,
-        end_time=None,
-        enabled=True,
-        owner=owner,
-        acts_as=acts_as(caller),
-        user_id=user.identity if user is not None else None,
-        next_run_at=now + delay,
-        created_at=now,
-        updated_at=now,
-    )
-    await deps.engine.crons.put(record)
-    return record
-
-
-def later_shape(record: CronRecord) -> dict[str, Any]:
-    """A run not started yet (after_seconds) as a run: `pending`, or `error` when
-    its start was refused when it came due (its row keeps why)."""
-    payload = record.payload
-    return {
-        "run_id": record.run_id,
-        "thread_id": record.thread_id,
-        "assistant_id": record.assistant_id,
-        "created_at": shapes.iso(record.created_at),
-        "updated_at": shapes.iso(record.updated_at),
-        "status": "error" if record.last_error and record.next_run_at is None else "pending",
-        "metadata": {
-            **(payload.get("metadata") or {}),
-            **record.metadata,
-            "assistant_id": record.assistant_id,
-        },
-        "multitask_strategy": payload.get("multitask_strategy"),
-        "kwargs": {name: payload.get(name) for name in KWARGS},
-    }
-
-
-async def _later_or_404(
-    deps: Deps, caller: Caller | None, thread_id: str | None, run_id: str
-) -> CronRecord:
-    """The run not started yet that `run_id` names, if the caller sees it; else
-    the run's 404."""
-    record = await deps.engine.crons.by_run(run_id)
-    if (
-        record is None
-        or (thread_id is not None and record.thread_id != thread_id)
-        or (caller is not None and not sees_owned(caller, record.owner))
-    ):
-        raise not_found(f"run {run_id}")
-    return record
-
-
-async def _started(
-    deps: Deps, caller: Caller | None, thread_id: str | None, run_id: str
-) -> TurnRecord:
-    """The run, once it started: a run started later is waited for (looked at every
-    LATER_POLL_SECONDS) until a replica starts it; 409 when its start was refused
-    then, 404 when it was cancelled meanwhile."""
-    try:
-        return run_or_404(deps, caller, thread_id, run_id)
-    except ApiError as exc:
-        if exc.status != 404:
-            raise
-    await _later_or_404(deps, caller, thread_id, run_id)
-    while True:
-        if deps.engine.turns.get(run_id) is not None:
-            return run_or_404(deps, caller, thread_id, run_id)
-        later = await deps.engine.crons.by_run(run_id)
-        if later is None and deps.engine.turns.get(run_id) is None:
-            raise not_found(f"run {run_id}")
-        if later is not None and later.next_run_at is None:
-            raise ApiError(409, f"run {run_id} was refused when due: {later.last_error}")
-        await asyncio.sleep(LATER_POLL_SECONDS)
-
-
-def _mode_list(raw: Any, modes: frozenset[str]) -> list[str]:
-    """The run's stream modes as it gave them (in its order), or the default."""
-    if isinstance(raw, str):
-        return [raw]
-    if isinstance(raw, list) and raw:
-        return list(dict.fromkeys(raw))
-    return sorted(modes)
-
-
-def _json_safe(value: dict[str, Any]) -> dict[str, Any]:
-    """`value` as it reads back from JSON (the body came as JSON: a round trip)."""
-    result: dict[str, Any] = json.loads(json.dumps(value, default=str))
-    return result
 
 
 def _locations(turn: TurnRecord, then: str = "stream") -> dict[str, str]:
@@ -491,14 +96,12 @@ def _stored_modes(record: RunRecord | None) -> frozenset[str]:
         return frozenset({"values"})
 
 
-async def _record(deps: Deps, turn: TurnRecord) -> RunRecord | None:
-    return (await deps.engine.threads.runs([turn.turn_id])).get(turn.turn_id)
-
-
 async def create(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
     if (await body_of(request)).get("after_seconds") not in (None, 0):
-        return json_response(later_shape(await _start_later(request, caller, deps)))
-    started = await start_run(request, caller, deps)
+        return json_response(
+            later_runs.later_shape(await later_runs.start_later(request, caller, deps))
+        )
+    started = await run_start.start_run(request, caller, deps)
     # As LangGraph's server answers a create: the run, pending (its worker has not
     # picked it up yet; here the turn may already run).
     response = json_response(shapes.run(started.turn, started.record, status="pending"))
@@ -508,7 +111,7 @@ async def create(request: web.Request, caller: Caller | None, deps: Deps) -> web
 
 async def stream(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
     kind = stream_kind(request, deps)  # refused before a run starts
-    started = await start_run(request, caller, deps)
+    started = await run_start.start_run(request, caller, deps)
     return await _stream(
         request,
         caller,
@@ -541,14 +144,16 @@ async def join_stream(
     request: web.Request, caller: Caller | None, deps: Deps
 ) -> web.StreamResponse:
     require(caller, WATCH_RIGHT)
-    turn = await _started(deps, caller, _thread_path(request), request.match_info["run_id"])
+    turn = await later_runs.started(
+        deps, caller, run_start.thread_path(request), request.match_info["run_id"]
+    )
     # A live stream's ids name the attempt too (stream.py live_id); a settled one's
     # are bare seqs, whose attempt is not needed: nothing settled is taken back.
     after, after_attempt = position_of(last_event_id(request, turn))
     # langgraph-sdk sends `stream_mode=` (empty) when its caller gives none: none,
     # and then the run's own modes, as LangGraph's server streams what the run does.
     given = [mode for mode in request.query.getall("stream_mode", []) if mode]
-    record = await _record(deps, turn)
+    record = await run_start.run_record(deps, turn)
     try:
         modes = modes_of(given) if given else _stored_modes(record)
     except ValueError as exc:
@@ -777,7 +382,7 @@ async def wait(request: web.Request, caller: Caller | None, deps: Deps) -> web.S
     at once and a newline every WAIT_KEEPALIVE_SECONDS keeps the connection open
     while the run goes on (JSON parsers skip leading whitespace); `Location` is the
     run's join, which the SDK follows when the connection drops."""
-    started = await start_run(request, caller, deps)
+    started = await run_start.start_run(request, caller, deps)
     turn = started.turn
     cancel_on_disconnect = started.body.get("on_disconnect") == "cancel"
     response = web.StreamResponse(
@@ -824,21 +429,25 @@ async def wait(request: web.Request, caller: Caller | None, deps: Deps) -> web.S
 
 async def join(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
     require(caller, WATCH_RIGHT)
-    turn = await _started(deps, caller, _thread_path(request), request.match_info["run_id"])
+    turn = await later_runs.started(
+        deps, caller, run_start.thread_path(request), request.match_info["run_id"]
+    )
     return json_response(await _outcome(deps, turn))
 
 
 async def get(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
     require(caller, READ)
-    thread_id, run_id = _thread_path(request), request.match_info["run_id"]
+    thread_id, run_id = run_start.thread_path(request), request.match_info["run_id"]
     try:
         turn = run_or_404(deps, caller, thread_id, run_id)
     except ApiError as exc:
         if exc.status != 404:
             raise
         # A run started later, not started yet.
-        return json_response(later_shape(await _later_or_404(deps, caller, thread_id, run_id)))
-    return json_response(shapes.run(turn, await _record(deps, turn)))
+        return json_response(
+            later_runs.later_shape(await later_runs.later_or_404(deps, caller, thread_id, run_id))
+        )
+    return json_response(shapes.run(turn, await run_start.run_record(deps, turn)))
 
 
 async def list_(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
@@ -854,7 +463,9 @@ async def list_(request: web.Request, caller: Caller | None, deps: Deps) -> web.
     runs = [shapes.run(t, records.get(t.turn_id)) for t in turns]
     # Its runs started later and not started yet, newest, come first.
     if offset == 0 or status:
-        waiting = [later_shape(r) for r in await deps.engine.crons.once_on_thread(thread_id)]
+        waiting = [
+            later_runs.later_shape(r) for r in await deps.engine.crons.once_on_thread(thread_id)
+        ]
         runs = waiting + runs
         if not status:
             runs = runs[:limit]
@@ -870,17 +481,17 @@ async def list_(request: web.Request, caller: Caller | None, deps: Deps) -> web.
 
 async def delete(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
     """A finished run's turn, events and boundaries (409 while it may still run)."""
-    turn = run_or_404(deps, caller, _thread_path(request), request.match_info["run_id"])
+    turn = run_or_404(deps, caller, run_start.thread_path(request), request.match_info["run_id"])
     with web_auth.acting_as(caller):
         await deps.operations.turns.delete(turn.turn_id, HttpContext(request))
     return web.Response(status=204)
 
 
 async def cancel(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
-    thread_id, run_id = _thread_path(request), request.match_info["run_id"]
+    thread_id, run_id = run_start.thread_path(request), request.match_info["run_id"]
     if deps.engine.turns.get(run_id) is None:
         # A run started later, not started yet: it never will.
-        later = await _later_or_404(deps, caller, thread_id, run_id)
+        later = await later_runs.later_or_404(deps, caller, thread_id, run_id)
         require(caller, CANCEL_RIGHT)
         await deps.engine.crons.delete(later.cron_id)
         return web.Response(status=204 if request.query.get("wait") else 202)

@@ -150,7 +150,7 @@ def require_node() -> None:
     if NODE is None or NPM is None:
         if os.environ.get("TURNKEEPER_REQUIRE_REFERENCE") == "1":
             pytest.fail("node and npm are not on PATH: LangGraph.js's dev server cannot run")
-        pytest.skip("node and npm are not on PATH: LangGraph.js's dev server cannot run")
+        pytest.skip(reason="node and npm are not on PATH: LangGraph.js's dev server cannot run")
 
 
 @pytest.fixture(scope="session")

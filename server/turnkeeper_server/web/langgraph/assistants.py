@@ -23,6 +23,7 @@ from turnkeeper.v1 import checkpoints_pb2, turns_pb2
 from turnkeeper_server import limits as lim
 from turnkeeper_server.errors import InvalidArgument, NotFound, WrongState
 from turnkeeper_server.journal.assistants import AssistantRecord
+from turnkeeper_server.journal.threads import ThreadRecord
 from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
 from turnkeeper_server.web import auth as web_auth
@@ -278,31 +279,30 @@ async def _delete_threads(
 ) -> None:
     """Erase the threads last run with this assistant (their metadata says so), as
     `DELETE /threads/{id}` erases one; a thread the caller may not delete is kept."""
-    offset = 0
+    named: list[ThreadRecord] = []  # all of them first: erasing shifts the pages
     while True:
         page = await deps.engine.threads.search(
-            metadata={"assistant_id": assistant_id}, ids=None, limit=100, offset=offset
+            metadata={"assistant_id": assistant_id}, ids=None, limit=100, offset=len(named)
         )
-        offset += len(page)
-        for thread in page:
-            if not sees(deps, caller, thread):
-                continue
-            try:
-                filters = await end_users.authorize(
-                    request, deps, "threads", "delete", {"thread_id": thread.thread_id}
-                )
-            except ApiError:
-                continue  # LangGraph's server: skipped, the caller lacks permission
-            if filters and not matches(thread.metadata, filters):
-                continue
-            with web_auth.acting_as(caller):
-                await deps.operations.threads.erase(
-                    checkpoints_pb2.DeleteThreadRequest(thread_id=thread.thread_id, cancel=True),
-                    HttpContext(request),
-                )
-            offset -= 1  # erased: the next page starts one earlier
+        named += page
         if len(page) < 100:
-            return
+            break
+    for thread in named:
+        if not sees(deps, caller, thread):
+            continue
+        try:
+            filters = await end_users.authorize(
+                request, deps, "threads", "delete", {"thread_id": thread.thread_id}
+            )
+        except ApiError:
+            continue  # LangGraph's server: skipped, the caller lacks permission
+        if filters and not matches(thread.metadata, filters):
+            continue
+        with web_auth.acting_as(caller):
+            await deps.operations.threads.erase(
+                checkpoints_pb2.DeleteThreadRequest(thread_id=thread.thread_id, cancel=True),
+                HttpContext(request),
+            )
 
 
 async def versions(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:

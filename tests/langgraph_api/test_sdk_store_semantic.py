@@ -301,9 +301,10 @@ def test_a_bad_index_config_says_what_to_write(tmp_path: Path) -> None:
         ({"embed": "./embed.py:embed"}, "dims must be"),
         ({"embed": "./embed.py:embed", "dims": 3, "fields": "text"}, "fields must be a list"),
         ({"embed": "./missing.py:embed", "dims": 3}, "does not exist"),
-        ({"embed": "./embed.py:nothing", "dims": 3}, "names no embedding function"),
+        ({"embed": "./embed.py:nothing", "dims": 3}, r"embed\.py has no attribute 'nothing'"),
+        ({"embed": "./embed.py:SIZE", "dims": 3}, "names no embedding function"),
     ]:
-        (tmp_path / "embed.py").write_text(EMBED)
+        (tmp_path / "embed.py").write_text(EMBED + "SIZE = 3\n")
         config.write_text(json.dumps({"store": {"index": index}}))
         with pytest.raises(ValueError, match=message):
             index_of_config(config)

@@ -177,6 +177,8 @@ def test_an_auth_object_is_refused_without_authenticate_or_with_unknown_paramete
     assert load(f"{tmp_path}/fine.py:auth").spec.endswith("fine.py:auth")
     with pytest.raises(ValueError, match=r"not a langgraph_sdk\.Auth"):
         load(f"{tmp_path}/none.py:Auth")
+    with pytest.raises(ValueError, match=r"none\.py has no attribute 'nope'"):
+        load(f"{tmp_path}/none.py:nope")
 
 
 async def test_authenticate_is_given_what_it_names_and_its_refusal_is_the_answer() -> None:

@@ -9,9 +9,7 @@ embeds nothing; a path reaching several texts gives one vector each, "path.i").
 from __future__ import annotations
 
 import importlib
-import importlib.util
 import json
-import sys
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -19,6 +17,12 @@ from typing import Any, Literal
 
 from langchain_core.embeddings import Embeddings
 from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
+from turnkeeper._object_spec import (
+    SpecImportError,
+    load_object,
+    names_a_file,
+    parse_object_spec,
+)
 
 
 @dataclass(frozen=True)
@@ -96,28 +100,20 @@ def load_embeddings(spec: str, *, base: Path | None = None) -> Embeddings:
     (or an Embeddings object) in a file ("./embed.py:fn", relative to `base`, the
     langgraph.json's folder) or a module ("package.module:fn"), else a provider
     string handed to LangChain's `init_embeddings`."""
-    module_name, _, attr = spec.rpartition(":")
-    if module_name.endswith(".py") or ".py:" in spec:
-        path = Path(module_name)
-        if base is not None and not path.is_absolute():
-            path = (base / path).resolve()
-        if not path.is_file():
-            raise ValueError(f"the store's embeddings file {path} does not exist")
-        name = f"turnkeeper_store_embeddings_{abs(hash(str(path)))}"
-        found = importlib.util.spec_from_file_location(name, path)
-        if found is None or found.loader is None:
-            raise ValueError(f"the store's embeddings file {path} cannot be loaded")
-        module = importlib.util.module_from_spec(found)
-        sys.modules[name] = module
-        found.loader.exec_module(module)
-        return _embeddings(getattr(module, attr, None), spec)
-    if module_name and "." in module_name and "/" not in module_name:
-        try:
-            named = importlib.import_module(module_name)
-        except ImportError:
-            pass  # not a module: a provider string ("openai:text-embedding-3-small")
-        else:
-            return _embeddings(getattr(named, attr, None), spec)
+    what = "the store's embeddings"
+    if names_a_file(spec.rpartition(":")[0]):
+        named = parse_object_spec(spec, what=what)
+        return _embeddings(load_object(named, what=what, base=base), spec)
+    try:
+        named = parse_object_spec(spec, what=what)
+    except ValueError:
+        pass  # not a module's name: a provider string ("openai:text-embedding-3-small")
+    else:
+        if "." in named.module:
+            try:
+                return _embeddings(load_object(named, what=what), spec)
+            except SpecImportError:
+                pass  # no such module: a provider string after all
     try:
         langchain = importlib.import_module("langchain.embeddings")
     except ImportError:

@@ -19,11 +19,9 @@ end user is a user within it. Without an auth file nothing here runs.
 from __future__ import annotations
 
 import asyncio
-import importlib.util
 import inspect
 import json
 import logging
-import sys
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -33,6 +31,7 @@ from aiohttp import web
 from langgraph_sdk import Auth
 from langgraph_sdk.auth import exceptions as auth_exceptions
 from langgraph_sdk.auth import types as auth_types
+from turnkeeper._object_spec import load_object, parse_object_spec
 
 from turnkeeper_server.web.langgraph.errors import ApiError
 
@@ -251,28 +250,9 @@ def load(spec: str, *, base: Path | None = None) -> CustomAuth:
     """The `Auth` object named by `spec` ("./auth.py:auth" or "package.module:auth").
     A file path is taken relative to `base` (the langgraph.json's folder) and refused
     when it points outside it."""
-    module_name, _, attr = spec.rpartition(":")
-    if not module_name or not attr:
-        raise ValueError(f"the auth path {spec!r} must be 'file.py:name' or 'module:name'")
-    if "/" in module_name or module_name.endswith(".py"):
-        path = Path(module_name)
-        if base is not None:
-            root = base.resolve()
-            path = (root / path).resolve()
-            if not path.is_relative_to(root):
-                raise ValueError(f"the auth path {spec!r} points outside {root}")
-        if not path.is_file():
-            raise ValueError(f"the auth file {path} does not exist")
-        name = f"turnkeeper_langgraph_auth_{abs(hash(str(path)))}"
-        found = importlib.util.spec_from_file_location(name, path)
-        if found is None or found.loader is None:
-            raise ValueError(f"the auth file {path} cannot be loaded")
-        module = importlib.util.module_from_spec(found)
-        sys.modules[name] = module
-        found.loader.exec_module(module)
-    else:
-        module = importlib.import_module(module_name)
-    obj = getattr(module, attr, None)
+    named = parse_object_spec(spec, what="the auth path")
+    root = base.resolve() if base is not None else None
+    obj = load_object(named, what="the auth path", base=root, within=root)
     if not isinstance(obj, Auth):
         raise ValueError(f"{spec!r} names {type(obj).__name__}, not a langgraph_sdk.Auth")
     if obj._authenticate_handler is None:

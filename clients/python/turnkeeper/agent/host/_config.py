@@ -23,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Final
 
+from turnkeeper._object_spec import names_a_file, parse_object_spec
+
 _NAME: Final = re.compile(r"^[A-Za-z0-9_-]{1,128}$")
 
 
@@ -42,7 +44,8 @@ class GraphSpec:
 
     @property
     def is_file(self) -> bool:
-        return self.module.endswith(".py")
+        """A Python file (else a dotted module or a LangGraph.js file)."""
+        return names_a_file(self.module) and not self.is_node
 
     @property
     def is_node(self) -> bool:
@@ -88,12 +91,16 @@ def read_config(path: Path | str) -> HostConfig:
             if not isinstance(label, str):
                 raise _fail(path, f'graph {name!r}: "version_label" must be a string')
             target = target.get("path")
-        if not isinstance(target, str) or ":" not in target:
+        if not isinstance(target, str):
             raise _fail(path, f"graph {name!r}: expected 'path/to/file.py:attribute'")
-        module, _, attribute = target.rpartition(":")
-        if module.endswith((".py", *NODE_SUFFIXES)):
-            module = str((base / module).resolve())
-        specs.append(GraphSpec(name, module, attribute, label))
+        try:
+            named = parse_object_spec(
+                target, what=f"graph {name!r}", file_suffixes=(".py", *NODE_SUFFIXES)
+            )
+        except ValueError as exc:
+            raise _fail(path, str(exc)) from None
+        module = str(named.file(base)) if named.is_file else named.module
+        specs.append(GraphSpec(name, module, named.attribute, label))
     dependencies = raw.get("dependencies", [])
     if not isinstance(dependencies, list) or not all(isinstance(d, str) for d in dependencies):
         raise _fail(path, '"dependencies" must be a list of strings')

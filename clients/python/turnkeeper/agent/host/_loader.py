@@ -4,47 +4,27 @@ argument, or with a ``RunnableConfig`` if it takes one; it may be async)."""
 
 from __future__ import annotations
 
-import importlib
-import importlib.util
 import inspect
-import sys
-from pathlib import Path
-from types import ModuleType
 from typing import Any
 
 from langgraph.graph import StateGraph
 from langgraph.pregel import Pregel
 
+from turnkeeper._object_spec import ObjectSpec, load_object
 from turnkeeper.agent.host._config import GraphSpec
-
-
-def _module(spec: GraphSpec) -> ModuleType:
-    if not spec.is_file:
-        return importlib.import_module(spec.module)
-    path = Path(spec.module)
-    if not path.is_file():
-        raise ValueError(f"graph {spec.name!r}: no file {path}")
-    name = f"turnkeeper_graph_{spec.name.replace('-', '_')}"
-    found = importlib.util.spec_from_file_location(name, path)
-    if found is None or found.loader is None:
-        raise ValueError(f"graph {spec.name!r}: cannot load {path}")
-    module = importlib.util.module_from_spec(found)
-    sys.modules[name] = module
-    found.loader.exec_module(module)
-    return module
 
 
 async def load_graph(
     spec: GraphSpec,
 ) -> Pregel[Any, Any, Any, Any] | StateGraph[Any, Any, Any, Any]:
     """The graph itself (the bridge swaps in its own checkpointer)."""
-    module = _module(spec)
-    try:
-        target = getattr(module, spec.attribute)
-    except AttributeError:
-        raise ValueError(
-            f"graph {spec.name!r}: {spec.module} has no attribute {spec.attribute!r}"
-        ) from None
+    # read_config parsed the spec (a file's path made absolute there).
+    named = ObjectSpec(f"{spec.module}:{spec.attribute}", spec.module, spec.attribute, spec.is_file)
+    target = load_object(
+        named,
+        what=f"graph {spec.name!r}",
+        name=f"turnkeeper_graph_{spec.name.replace('-', '_')}",
+    )
     if isinstance(target, Pregel | StateGraph):
         return target
     if callable(target):

@@ -24,7 +24,6 @@ from turnkeeper_server.app import TurnkeeperServer
 from tests.support.agents import Agent
 from tests.support.langgraph_host import start_host
 from tests.support.nats import NatsServer
-from tests.support.security import write_tokens
 from tests.support.service import ServiceFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_backends, pytest.mark.timeout(180)]
@@ -40,8 +39,8 @@ ROLES = {
 
 
 @pytest.fixture
-def tokens(tmp_path: Path) -> dict[str, str]:
-    return write_tokens(tmp_path / "tokens.jsonl", ROLES)
+def roles() -> dict[str, str]:
+    return ROLES
 
 
 @pytest.fixture(params=[False, True], ids=["owners-answer", "owners-edit"])

@@ -4,19 +4,12 @@ threads only; operators see every thread. Read with LangGraph's own SDK client."
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable
-from pathlib import Path
+from collections.abc import Awaitable
 from typing import Any
 
 import httpx
 import pytest
-from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
-from turnkeeper_server.app import TurnkeeperServer
-
-from tests.support.nats import NatsServer
-from tests.support.security import write_tokens
-from tests.support.service import ServiceFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_backends, pytest.mark.timeout(120)]
 
@@ -30,29 +23,8 @@ ROLES = {
 
 
 @pytest.fixture
-def tokens(tmp_path: Path) -> dict[str, str]:
-    return write_tokens(tmp_path / "tokens.jsonl", ROLES)
-
-
-@pytest.fixture
-async def service(
-    make_service: ServiceFactory, nats_server: NatsServer, tmp_path: Path, tokens: dict[str, str]
-) -> TurnkeeperServer:
-    return await make_service(
-        nats_url=nats_server.url,
-        http_listen="127.0.0.1:0",
-        tokens_file=tmp_path / "tokens.jsonl",
-    )
-
-
-@pytest.fixture
-async def sdks(api_url: str, tokens: dict[str, str]) -> AsyncIterator[dict[str, LangGraphClient]]:
-    clients = {name: get_client(url=api_url, api_key=token) for name, token in tokens.items()}
-    try:
-        yield clients
-    finally:
-        for sdk in clients.values():
-            await sdk.http.client.aclose()
+def roles() -> dict[str, str]:
+    return ROLES
 
 
 async def _status(call: Awaitable[Any]) -> int:

@@ -21,8 +21,6 @@ from turnkeeper_server.app import TurnkeeperServer
 from tests.support.agents import Agent
 from tests.support.langgraph_host import start_host
 from tests.support.nats import NatsServer
-from tests.support.security import write_tokens
-from tests.support.service import ServiceFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_backends, pytest.mark.timeout(180)]
 
@@ -32,19 +30,8 @@ ROLES = {"agent": f"agent:{PAYMENT}", "panel": "panel", "operator": "operator"}
 
 
 @pytest.fixture
-def tokens(tmp_path: Path) -> dict[str, str]:
-    return write_tokens(tmp_path / "tokens.jsonl", ROLES)
-
-
-@pytest.fixture
-async def service(
-    make_service: ServiceFactory, nats_server: NatsServer, tmp_path: Path, tokens: dict[str, str]
-) -> TurnkeeperServer:
-    return await make_service(
-        nats_url=nats_server.url,
-        http_listen="127.0.0.1:0",
-        tokens_file=tmp_path / "tokens.jsonl",
-    )
+def roles() -> dict[str, str]:
+    return ROLES
 
 
 @pytest.fixture

@@ -4,7 +4,6 @@ bearer token, and each role keeps exactly its rights."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import httpx
@@ -18,8 +17,6 @@ from turnkeeper_server.app import TurnkeeperServer
 from tests.support.agents import Agent
 from tests.support.langgraph_host import THREADPLANE, start_host
 from tests.support.nats import NatsServer
-from tests.support.security import write_tokens
-from tests.support.service import ServiceFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
 
@@ -29,19 +26,8 @@ QUESTION: Any = {"messages": [{"role": "user", "content": "who may do what?"}]}
 
 
 @pytest.fixture
-def tokens(tmp_path: Path) -> dict[str, str]:
-    return write_tokens(tmp_path / "tokens.jsonl", ROLES)
-
-
-@pytest.fixture
-async def service(
-    make_service: ServiceFactory, nats_server: NatsServer, tmp_path: Path, tokens: dict[str, str]
-) -> TurnkeeperServer:
-    return await make_service(
-        nats_url=nats_server.url,
-        http_listen="127.0.0.1:0",
-        tokens_file=tmp_path / "tokens.jsonl",
-    )
+def roles() -> dict[str, str]:
+    return ROLES
 
 
 @pytest.fixture

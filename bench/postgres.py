@@ -14,6 +14,11 @@
   pg_stat_database), the base of the paper estimate in docs/benchmarks.md.
 
 Prints a Markdown table; ``--smoke`` runs tiny sizes (it only checks the code runs).
+
+Every benchmark on PostgreSQL makes its databases through ``postgres()``: in a
+throwaway cluster of its own, or, with ``TURNKEEPER_BENCH_POSTGRES`` set to the URL of
+a running one (a database there; the user may create databases), in that cluster,
+dropped afterwards: the tests pass their session's (decision 460).
 """
 
 from __future__ import annotations
@@ -30,6 +35,7 @@ from concurrent.futures import ThreadPoolExecutor
 from contextlib import ExitStack, contextmanager
 from dataclasses import dataclass
 from pathlib import Path
+from urllib.parse import urlsplit
 
 import psycopg
 from pgserver.postgres_server import get_server
@@ -77,9 +83,19 @@ class Replica(ServerProcess):
             del os.environ["TURNKEEPER_DATABASE_URL"]
 
 
+#: The URL of a running PostgreSQL to make the databases in, instead of a cluster.
+CLUSTER_ENV = "TURNKEEPER_BENCH_POSTGRES"
+
+
 @contextmanager
 def postgres() -> Iterator[Callable[[], str]]:
-    """A throwaway PostgreSQL; yields a maker of fresh databases."""
+    """A throwaway PostgreSQL (or the one CLUSTER_ENV names); yields a maker of
+    fresh databases."""
+    given = os.environ.get(CLUSTER_ENV)
+    if given:
+        with _databases_in(given) as in_given:
+            yield in_given
+        return
     root = Path(tempfile.mkdtemp(prefix="turnkeeper-bench-pg-"))
     server = get_server(root / "pgdata", cleanup_mode="delete")
     names = iter(range(1, 1000))
@@ -94,6 +110,27 @@ def postgres() -> Iterator[Callable[[], str]]:
         yield new_database
     finally:
         server.cleanup()
+
+
+@contextmanager
+def _databases_in(url: str) -> Iterator[Callable[[], str]]:
+    """Fresh databases in the running cluster at `url`, named after this process and
+    dropped when the block ends."""
+    made: list[str] = []
+
+    def new_database() -> str:
+        name = f"bench_{os.getpid()}_{len(made) + 1}"
+        with psycopg.connect(url, autocommit=True) as conn:
+            conn.execute(f"CREATE DATABASE {name}")
+        made.append(name)
+        return urlsplit(url)._replace(path=f"/{name}").geturl()
+
+    try:
+        yield new_database
+    finally:
+        with psycopg.connect(url, autocommit=True) as conn:
+            for name in made:
+                conn.execute(f"DROP DATABASE IF EXISTS {name} WITH (FORCE)")
 
 
 def saver_figures(address: str, pids: list[int], size: Sizes) -> dict[str, float]:

@@ -1,9 +1,10 @@
 """`python -m bench.postgres --smoke` still runs end to end (tiny sizes) and prints
-its table with a figure in every cell. Never timings: those are in
-docs/benchmarks.md."""
+its table with a figure in every cell, its databases in the session's PostgreSQL.
+Never timings: those are in docs/benchmarks.md."""
 
 from __future__ import annotations
 
+import os
 import re
 import subprocess
 import sys
@@ -11,15 +12,19 @@ from pathlib import Path
 
 import pytest
 
+from bench.postgres import CLUSTER_ENV
+from tests.support.postgres import PostgresCluster
+
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 REPO = Path(__file__).resolve().parents[2]
 
 
-def test_the_postgres_bench_runs_and_prints_every_figure() -> None:
+def test_the_postgres_bench_runs_and_prints_every_figure(postgres_cluster: PostgresCluster) -> None:
     done = subprocess.run(
         [sys.executable, "-m", "bench.postgres", "--smoke"],
         cwd=REPO,
+        env={**os.environ, CLUSTER_ENV: postgres_cluster.url()},
         capture_output=True,
         text=True,
         timeout=280,

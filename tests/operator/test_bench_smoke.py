@@ -8,11 +8,15 @@ from __future__ import annotations
 
 import json
 import math
+import os
 import subprocess
 import sys
 from pathlib import Path
 
 import pytest
+
+from bench.postgres import CLUSTER_ENV
+from tests.support.postgres import PostgresCluster
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -61,10 +65,10 @@ def test_bench_smoke_runs_and_reports(tmp_path: Path) -> None:
         assert heading in text
 
 
-def test_bench_smoke_postgres_section(tmp_path: Path) -> None:
-    """The PostgreSQL section on its own (it starts a PostgreSQL cluster and two
-    services): both sides ran turns, PostgreSQL counted commits, and the round-trip
-    count tells PostgreSQL's sockets from gRPC's."""
+def test_bench_smoke_postgres_section(tmp_path: Path, postgres_cluster: PostgresCluster) -> None:
+    """The PostgreSQL section on its own (its databases in the session's PostgreSQL,
+    two services): both sides ran turns, PostgreSQL counted commits, and the
+    round-trip count tells PostgreSQL's sockets from gRPC's."""
     raw = tmp_path / "benchmarks.json"
     done = subprocess.run(
         [
@@ -80,6 +84,7 @@ def test_bench_smoke_postgres_section(tmp_path: Path) -> None:
             str(raw),
         ],
         cwd=REPO,
+        env={**os.environ, CLUSTER_ENV: postgres_cluster.url()},
         capture_output=True,
         text=True,
         timeout=280,

@@ -21,7 +21,7 @@ from typing import IO, Any
 import pytest
 
 from tests.support import reference as reference_server
-from tests.support.node import NO_PROXY_ENV, NODE, NPM, npm_run
+from tests.support.node import NO_PROXY_ENV, NODE, NPM, npm_ci
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parents[1]
@@ -56,7 +56,7 @@ def js_package(tmp_path_factory: pytest.TempPathFactory) -> Path | None:
         return None
     package = tmp_path_factory.mktemp("differential-js") / "js"
     shutil.copytree(HERE / "js", package, ignore=shutil.ignore_patterns("node_modules"))
-    npm_run(["ci", "--prefer-offline", "--no-audit", "--no-fund"], package)
+    npm_ci(package)
     return package
 
 
@@ -162,7 +162,7 @@ def ts_reference_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     assert NODE is not None
     package = tmp_path_factory.mktemp("differential-ts-reference") / "js_reference"
     shutil.copytree(JS_REFERENCE, package, ignore=shutil.ignore_patterns("node_modules"))
-    npm_run(["ci", "--prefer-offline", "--no-audit", "--no-fund"], package)
+    npm_ci(package)
     app = package / "app"
     shutil.copytree(GRAPHS_TS, app)
     cli = package / "node_modules" / "@langchain" / "langgraph-cli" / "dist" / "cli" / "cli.mjs"

@@ -17,7 +17,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from tests.support.agents import Agent
 from tests.support.langgraph_host import THREADPLANE, start_host
 from tests.support.nats import NatsServer
-from tests.support.node import NO_PROXY_ENV, NODE, npm_run
+from tests.support.node import NO_PROXY_ENV, NODE, npm_ci
 
 # On one xdist worker: the module-scoped npm install is done once, not once per worker.
 pytestmark = [
@@ -38,7 +38,7 @@ def sdk_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(reason="node and npm are not on PATH: the JS SDK cannot be run")
     package = tmp_path_factory.mktemp("langgraph-js") / "js"
     shutil.copytree(JS, package, ignore=shutil.ignore_patterns("node_modules"))
-    npm_run(["ci", "--prefer-offline", "--no-audit", "--no-fund"], package)
+    npm_ci(package)
     return package
 
 

@@ -42,7 +42,7 @@ from tests.support import reference
 from tests.support.agents import PATIENCE, Agent
 from tests.support.langgraph_host import start_host
 from tests.support.nats import NatsServer
-from tests.support.node import NO_PROXY_ENV, NODE, npm_run
+from tests.support.node import NO_PROXY_ENV, NODE, npm_ci
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -492,7 +492,7 @@ def js_package(tmp_path_factory: pytest.TempPathFactory) -> Path:
         pytest.skip(reason="node and npm are not on PATH: the JS SDK cannot be run")
     package = tmp_path_factory.mktemp("langgraph-js-live") / "js"
     shutil.copytree(JS, package, ignore=shutil.ignore_patterns("node_modules"))
-    npm_run(["ci", "--prefer-offline", "--no-audit", "--no-fund"], package)
+    npm_ci(package)
     return package
 
 

@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from aiohttp import web
 
-from tests.support.node import NODE, npm_run
+from tests.support.node import NODE, npm_ci, npm_run
 
 
 def build(source: Path, into: Path) -> Path:
@@ -21,7 +21,7 @@ def build(source: Path, into: Path) -> Path:
     if NODE is None or shutil.which("npm") is None:
         pytest.skip(reason="node and npm are not on PATH: the page cannot be built")
     shutil.copytree(source, into, ignore=shutil.ignore_patterns("node_modules", "dist"))
-    npm_run(["ci", "--prefer-offline", "--no-audit", "--no-fund"], into)
+    npm_ci(into)
     npm_run(["run", "build"], into)
     return into
 

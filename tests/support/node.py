@@ -5,7 +5,9 @@ installed (`npm ci`) and built (`npm run build`), and its test agent
 from __future__ import annotations
 
 import asyncio
+import functools
 import os
+import platform
 import shutil
 import subprocess
 from collections.abc import Callable
@@ -17,6 +19,7 @@ from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.panel.follower import Event, FollowOptions, Frame, Transcript, TurnFollower
 
 from tests.support.agents import Agent, result
+from tests.support.npm_cache import cached_output, link_node_modules
 from tests.support.procs import spawn_child
 
 REPO = Path(__file__).resolve().parent.parent.parent
@@ -43,6 +46,28 @@ def npm_run(args: list[str], cwd: Path, timeout: float = 300) -> subprocess.Comp
     return result
 
 
+@functools.cache
+def _tools() -> str:
+    assert NODE is not None and NPM is not None
+    node, npm = (
+        subprocess.run([tool, "--version"], capture_output=True, text=True, check=True).stdout
+        for tool in (NODE, NPM)
+    )
+    return f"{platform.system()} {platform.machine()} node {node.strip()} npm {npm.strip()}"
+
+
+def npm_ci(package: Path) -> None:
+    """`npm ci` in `package` (a copy holding its package.json and lockfile): hard links
+    to an install made once per lockfile (tests/support/npm_cache.py, decision 460).
+    --prefer-offline: the lockfile's packages from npm's cache where it has them
+    (.ci/run's own `npm ci` filled it), so a slow registry does not decide the tests."""
+    link_node_modules(
+        package,
+        _tools(),
+        lambda scratch: npm_run(["ci", "--prefer-offline", "--no-audit", "--no-fund"], scratch),
+    )
+
+
 def prepare_package(root: Path) -> Path:
     """A copy of clients/node (with the protos its generator reads from ../../protos
     and the test vectors its tests read from ../../vectors) under `root`, installed
@@ -60,10 +85,9 @@ def prepare_package(root: Path) -> Path:
         package,
         ignore=shutil.ignore_patterns("node_modules", "dist"),
     )
-    # --prefer-offline: the lockfile's packages from npm's cache where it has them
-    # (.ci/run's own `npm ci` filled it), so a slow registry does not decide the tests.
-    npm_run(["ci", "--prefer-offline", "--no-audit", "--no-fund"], package)
-    npm_run(["run", "build"], package)
+    npm_ci(package)
+    # Built once per tree of sources (tests/support/npm_cache.py).
+    cached_output(package, _tools(), lambda built: npm_run(["run", "build"], built))
     return package
 
 

@@ -3,7 +3,11 @@ session (per xdist worker; the suite's tests share one `xdist_group`), each clie
 observation of it made once, and the JS SDK's package installed once. For the
 TypeScript project (graphs_ts/), LangGraph.js's own dev server (`langgraphjs dev`
 from js_reference/'s locked packages) is the reference, started and observed once
-as well."""
+as well.
+
+A reference is observed in a thread of its own, started by its fixture: the drivers
+run against it while the test's turnkeeper and host start (decision 460), and the
+test awaits what they saw (`await asyncio.wrap_future(reference)`)."""
 
 from __future__ import annotations
 
@@ -14,6 +18,7 @@ import subprocess
 import sys
 import threading
 from collections.abc import Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from contextlib import contextmanager
 from pathlib import Path
 from typing import IO, Any
@@ -139,10 +144,23 @@ def observe_reference(url: str, js_package: Path | None) -> dict[str, Any]:
     return seen
 
 
+@contextmanager
+def observing(url: str, js_package: Path | None) -> Iterator[Future[dict[str, Any]]]:
+    """observe_reference, begun in a thread; the block waits for it as it ends (the
+    server outlives its drivers)."""
+    pool = ThreadPoolExecutor(1, thread_name_prefix="reference-observer")
+    try:
+        yield pool.submit(observe_reference, url, js_package)
+    finally:
+        pool.shutdown(wait=True)
+
+
 @pytest.fixture(scope="session")
-def reference(reference_url: str, js_package: Path | None) -> dict[str, Any]:
-    """What each client was shown by `langgraph dev`, raw; both drivers at once."""
-    return observe_reference(reference_url, js_package)
+def reference(reference_url: str, js_package: Path | None) -> Iterator[Future[dict[str, Any]]]:
+    """What each client was shown by `langgraph dev`, raw; both drivers at once,
+    begun now, awaited by the test."""
+    with observing(reference_url, js_package) as seen:
+        yield seen
 
 
 def require_node() -> None:
@@ -185,6 +203,10 @@ def ts_reference_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 @pytest.fixture(scope="session")
-def ts_reference(ts_reference_url: str, js_package: Path | None) -> dict[str, Any]:
-    """What each client was shown by LangGraph.js's dev server, raw."""
-    return observe_reference(ts_reference_url, js_package)
+def ts_reference(
+    ts_reference_url: str, js_package: Path | None
+) -> Iterator[Future[dict[str, Any]]]:
+    """What each client was shown by LangGraph.js's dev server, raw; begun now,
+    awaited by the test."""
+    with observing(ts_reference_url, js_package) as seen:
+        yield seen

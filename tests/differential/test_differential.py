@@ -8,6 +8,7 @@ import asyncio
 import json
 import os
 from collections.abc import AsyncIterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -96,14 +97,15 @@ def record(
 
 
 async def test_turnkeeper_shows_the_clients_what_langgraph_dev_shows(
-    reference: dict[str, Any], api_url: str, js_package: Path | None, backend: str
+    reference: Future[dict[str, Any]], api_url: str, js_package: Path | None, backend: str
 ) -> None:
-    sound(reference, "langgraph dev")
+    seen = await asyncio.wrap_future(reference)
+    sound(seen, "langgraph dev")
     commands = {"python": python_driver(api_url)}
     if js_package is not None:
         commands["js"] = js_driver(js_package, api_url)
     ours = await observe(commands)
-    verdict_on(reference, ours, compare.allow_list(), backend)
+    verdict_on(seen, ours, compare.allow_list(), backend)
 
 
 def sound(reference: dict[str, Any], server: str) -> None:

@@ -7,8 +7,10 @@ TypeScript allow-list, and every row of it must still differ."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import AsyncIterator
+from concurrent.futures import Future
 from pathlib import Path
 from typing import Any
 
@@ -70,11 +72,12 @@ async def ts_api_url(
 # test runs both); `pytest --full` adds PostgreSQL.
 @pytest.mark.parametrize("backend", ["sqlite", pytest.param("postgres", marks=pytest.mark.full)])
 async def test_turnkeeper_shows_the_clients_what_langgraphjs_dev_shows(
-    ts_reference: dict[str, Any], ts_api_url: str, js_package: Path | None, backend: str
+    ts_reference: Future[dict[str, Any]], ts_api_url: str, js_package: Path | None, backend: str
 ) -> None:
-    sound(ts_reference, "langgraphjs dev")
+    seen = await asyncio.wrap_future(ts_reference)
+    sound(seen, "langgraphjs dev")
     commands = {"python": python_driver(ts_api_url)}
     if js_package is not None:
         commands["js"] = js_driver(js_package, ts_api_url)
     ours = await observe(commands)
-    verdict_on(ts_reference, ours, compare.allow_list(marker=compare.MARKER_TS), backend)
+    verdict_on(seen, ours, compare.allow_list(marker=compare.MARKER_TS), backend)

@@ -97,6 +97,21 @@ def test_a_module_is_imported_and_its_absence_told_apart() -> None:
     with pytest.raises(SpecImportError, match="cannot import the module 'turnkeeper_no_such"):
         load_object(absent, what="it")
     assert "turnkeeper_no_such" not in sys.modules
+    # A package that exists without the module is the spec's error too.
+    with pytest.raises(SpecImportError, match=r"cannot import the module 'json\.nothing'"):
+        load_object(parse_object_spec("json.nothing:x", what="it"), what="it")
+
+
+def test_an_import_failing_inside_the_module_is_the_modules_own_error(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    (tmp_path / "needs_more.py").write_text("import turnkeeper_not_installed\ngraph = 1\n")
+    monkeypatch.syspath_prepend(str(tmp_path))
+    spec = parse_object_spec("needs_more:graph", what="it")
+    with pytest.raises(ModuleNotFoundError) as raised:
+        load_object(spec, what="it")
+    assert not isinstance(raised.value, SpecImportError)
+    assert raised.value.name == "turnkeeper_not_installed"
 
 
 def _host(tmp_path: Path, spec: str) -> Any:

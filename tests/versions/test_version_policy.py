@@ -437,6 +437,10 @@ async def test_the_replay_check_reads_an_export_and_fails_on_a_thread_that_canno
         str(tmp_path / "other.json"),
     )
     assert code == 2 and "not a `turnkeeper threads export` file" in err
+    code, _, err = await cli(
+        capsys, "replay-check", "--graph", "graph.py", "--threads", str(export)
+    )
+    assert code == 2 and "--graph 'graph.py' must be 'path/to/file.py:name'" in err
 
 
 def owned_start(turn_id: str, version_message: pb.GraphVersion | None) -> pb.StartTurnRequest:

@@ -23,7 +23,7 @@ from typing import Any
 
 
 class SpecImportError(ValueError):
-    """A dotted module that could not be imported (the ImportError is its cause): a
+    """A dotted module that does not exist (the ModuleNotFoundError is its cause): a
     reader for which a spec may be something else (the store's provider strings)
     tells this from the other errors."""
 
@@ -81,11 +81,16 @@ def load_module(
     """The module `spec` names: a file executed as a module (registered in
     sys.modules under `name`, else one made from its path), or a module imported.
     `within`: a file must lie inside that folder. SpecImportError when a dotted
-    module cannot be imported."""
+    module (or its package) does not exist."""
     if not spec.is_file:
         try:
             return importlib.import_module(spec.module)
-        except ImportError as exc:
+        except ModuleNotFoundError as exc:
+            # The module itself (or its package) is missing; an import failing inside
+            # the module's own code is that code's error, and propagates as it is.
+            missing = exc.name or ""
+            if not missing or not (spec.module + ".").startswith(missing + "."):
+                raise
             raise SpecImportError(
                 f"{what} {spec.text!r}: cannot import the module {spec.module!r} ({exc}); "
                 "is it installed, or did you mean a file ('./path/to/file.py:name')?"

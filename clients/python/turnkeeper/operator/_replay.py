@@ -26,6 +26,7 @@ from pathlib import Path
 from typing import Any, Final
 
 from turnkeeper._graph_versions import Stamp, describe, incompatibilities, stamp_of_metadata
+from turnkeeper._object_spec import parse_object_spec
 from turnkeeper.client import TurnkeeperClient
 from turnkeeper.operator import _render as render
 from turnkeeper.v1 import checkpoints_pb2, turns_pb2
@@ -180,12 +181,9 @@ def load_shape(args: argparse.Namespace, agent: str) -> dict[str, Any]:
     from langgraph.graph import StateGraph
 
     if args.graph:
-        module, sep, attribute = args.graph.rpartition(":")
-        if not sep or not module or not attribute:
-            raise ValueError(f"--graph {args.graph!r}: expected MODULE:ATTR or path.py:ATTR")
-        if module.endswith(".py"):
-            module = str(Path(module).resolve())
-        spec = GraphSpec("graph", module, attribute)
+        named = parse_object_spec(args.graph, what="--graph")
+        module = str(named.file()) if named.is_file else named.module
+        spec = GraphSpec("graph", module, named.attribute)
     else:
         config = read_config(args.langgraph_json)
         prepare(config)

@@ -5,8 +5,8 @@ Each copy (clients/node, the differential's JS clients and LangGraph.js referenc
 JS SDK scripts, the bundled pages) used to run `npm ci` of its own, per session and
 per xdist worker: seconds each under load, 161 MB and 11,000 files for LangGraph.js's
 dev server. `npm_ci(package)` (tests/support/node.py) runs `npm ci` once per key in a directory of its own
-under ~/.cache/turnkeeper-tests/node_modules (XDG_CACHE_HOME), made under a file lock
-so two workers or two runs make it once, and gives the copy hard links to it (a copy
+under ~/.cache/turnkeeper-tests/node_modules (tests/support/made_once.py: once per key,
+under a file lock, for every worker and run), and gives the copy hard links to it (a copy
 where the cache is on another file system). The key is the package's package.json,
 package-lock.json and .npmrc with node's and npm's versions: what is installed is
 still decided by the lockfile, and a changed lockfile makes a new install.
@@ -21,48 +21,16 @@ output, kept once, and copied (not linked: a test may edit the copy).
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
 import os
 import shutil
-import time
 from collections.abc import Callable
 from pathlib import Path
 
+from tests.support.made_once import made_once
+
 # What `npm ci` reads of a package (its root has no install scripts of its own).
 KEYED = ("package.json", "package-lock.json", ".npmrc")
-# An entry not used for this long is removed when another one is made.
-STALE_SECONDS = 14 * 24 * 3600
-
-
-def _cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "turnkeeper-tests" / "node_modules"
-
-
-def _cached(key: str, make: Callable[[Path], object]) -> Path:
-    """The cache's directory for `key`; made first if missing, by `make(scratch)`
-    filling an empty scratch directory then renamed, under the key's file lock."""
-    root = _cache_root()
-    entry = root / key
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / f".{key}.lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (entry / ".complete").is_file():
-            _prune(root, keep=key)
-            scratch = root / f"{key}.partial-{os.getpid()}"
-            shutil.rmtree(scratch, ignore_errors=True)
-            scratch.mkdir()
-            try:
-                make(scratch)
-            except BaseException:
-                shutil.rmtree(scratch, ignore_errors=True)
-                raise
-            (scratch / ".complete").write_text(f"{key}\n")
-            shutil.rmtree(entry, ignore_errors=True)
-            scratch.rename(entry)
-        os.utime(entry / ".complete")
-    return entry
 
 
 def cache_key(package: Path, tools: str) -> str:
@@ -86,7 +54,7 @@ def link_node_modules(package: Path, tools: str, install: Callable[[Path], objec
                 shutil.copy2(package / name, scratch / name)
         install(scratch)
 
-    entry = _cached(cache_key(package, tools), make)
+    entry = made_once("node_modules", cache_key(package, tools), make)
     shutil.rmtree(package / "node_modules", ignore_errors=True)
     shutil.copytree(
         entry / "node_modules", package / "node_modules", symlinks=True, copy_function=_link
@@ -113,7 +81,7 @@ def cached_output(
         build(package)
         shutil.copytree(package / output, scratch / output, symlinks=True)
 
-    entry = _cached(f"build-{digest.hexdigest()[:16]}", make)
+    entry = made_once("node_modules", f"build-{digest.hexdigest()[:16]}", make)
     shutil.rmtree(package / output, ignore_errors=True)
     shutil.copytree(entry / output, package / output, symlinks=True)
 
@@ -123,17 +91,3 @@ def _link(source: str, target: str) -> None:
         os.link(source, target)
     except OSError:  # another file system: a copy
         shutil.copy2(source, target)
-
-
-def _prune(root: Path, keep: str) -> None:
-    cutoff = time.time() - STALE_SECONDS
-    for entry in root.iterdir():
-        if entry.name.startswith(".") or entry.name == keep:
-            continue
-        marker = entry / ".complete"
-        stale = not marker.exists() or marker.stat().st_mtime < cutoff
-        # A partial entry is another process's at work unless it is old.
-        if ".partial-" in entry.name:
-            stale = entry.stat().st_mtime < cutoff
-        if stale:
-            shutil.rmtree(entry, ignore_errors=True)

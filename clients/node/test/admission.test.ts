@@ -4,7 +4,8 @@
 
 import { parseArgs } from "../src/cli/graphArgs.js";
 import type { TurnkeeperClient } from "../src/client.js";
-import { TurnState } from "../src/gen/turnkeeper/v1/turns_pb.js";
+import { type Turn, TurnState } from "../src/gen/turnkeeper/v1/turns_pb.js";
+import { toValue } from "../src/values.js";
 import { Admission, DEFAULT_MAX_TURNS, parseMaxTurns } from "../src/runner/admission.js";
 import { Announcer } from "../src/runner/announce.js";
 import type { ExecutionHost } from "../src/runner/execution.js";
@@ -199,6 +200,76 @@ describe("a runner past its limit", () => {
     await vi.waitFor(() => expect(claims).toEqual(["handed"]));
     // ClaimTurn gave no turn: the slot it held is free again.
     await vi.waitFor(() => expect(runtime.admission.inUse).toBe(0));
+  });
+});
+
+describe("a turn already this replica's (its startup Redrive) past the limit", () => {
+  /** A host whose graph only records that it was asked to run, then fails as a lost
+   * service does (the execution leaves the turn for a re-drive, writing nothing). */
+  function owned(): { runtime: TurnRuntime; ran: string[]; heartbeats: string[] } {
+    const ran: string[] = [];
+    const heartbeats: string[] = [];
+    const turns = {
+      heartbeat: async ({ turnId }: { turnId: string }) => {
+        heartbeats.push(turnId);
+        return {};
+      },
+    };
+    const lost = Object.assign(new Error("unavailable"), { name: "ConnectError" });
+    const host = {
+      graph: {
+        stream: async (input: unknown) => {
+          ran.push(String((input as { job: string }).job));
+          throw lost;
+        },
+      },
+      client: { turns } as unknown as TurnkeeperClient,
+      saver: { attach: () => undefined, detach: () => undefined },
+      identity,
+      inputMapper: (input: unknown) => ({ job: input }),
+      log: () => undefined,
+    } as unknown as ExecutionHost;
+    return { runtime: new TurnRuntime(host, 1), ran, heartbeats };
+  }
+  const turn = (turnId: string, leaseMs: number): Turn =>
+    ({
+      turnId,
+      threadId: `th-${turnId}`,
+      attempts: 0,
+      lastSeq: 0n,
+      input: toValue(turnId),
+      updatedAt: { seconds: 100n, nanos: 0 },
+      owner: { leaseExpiresAt: { seconds: 100n, nanos: leaseMs * 1e6 } },
+    }) as unknown as Turn;
+
+  it("waits for a slot holding its lease, is named alive meanwhile, and runs once one frees", async () => {
+    const { runtime, ran, heartbeats } = owned();
+    expect(runtime.admission.tryTake()).toBe(true);
+    expect(runtime.start({ turn: turn("redriven", 150), checkpointId: "", reason: "startup redrive" })).toBe(true);
+    expect(runtime.admission.waiting).toBe(1);
+    // Its lease is heartbeated while it waits (every third of the lease).
+    await vi.waitFor(() => expect(heartbeats).toContain("redriven"));
+    expect(ran).toEqual([]);
+    const methods = new Methods({} as TurnkeeperClient, runtime, identity);
+    const asked = await methods.dispatch(request(ALIVE, { incarnation: "inc-1", turns: { redriven: 0 } }));
+    expect(asked.result).toEqual({ running: ["redriven"] });
+
+    runtime.admission.giveBack();
+    const execution = runtime.running("redriven");
+    await execution?.done;
+    expect(ran).toEqual(["redriven"]);
+    // Its slot came back when it ended.
+    expect([runtime.admission.inUse, runtime.admission.waiting]).toEqual([0, 0]);
+  });
+
+  it("that loses its turn while it waits runs nothing and holds no slot", async () => {
+    const { runtime, ran } = owned();
+    runtime.admission.tryTake();
+    runtime.start({ turn: turn("cancelled", 15_000), checkpointId: "", reason: "startup redrive" });
+    expect(runtime.cancel("cancelled", 0, "cancelled")).toBe(true);
+    await runtime.running("cancelled")?.done;
+    runtime.admission.giveBack();
+    expect([ran, runtime.admission.inUse, runtime.admission.waiting]).toEqual([[], 0, 0]);
   });
 });
 

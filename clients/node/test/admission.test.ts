@@ -122,6 +122,8 @@ describe("the limit's settings", () => {
       'TURNKEEPER_MAX_TURNS="many": a whole number of turns, 0 or more (0: no limit)',
     );
     expect(() => parseMaxTurns("-2")).toThrow("TURNKEEPER_MAX_TURNS");
+    // The flag wins over the variable, even one that would be refused.
+    expect(runnerConfigFromEnv(undefined, { ...env, TURNKEEPER_MAX_TURNS: "many" }, { maxTurns: 2 }).maxTurns).toBe(2);
   });
 
   it("turnkeeper-graph --max-turns N", () => {

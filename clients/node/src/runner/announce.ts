@@ -3,9 +3,10 @@
 // assistant}` on `<prefix>.<ns>.agents.<agent>.announce` once subscribed, again every
 // EVERY_MS, whenever the service asks on `<prefix>.<ns>.discover`, and a farewell
 // (`leaving: true`) at shutdown. `max_turns` and `full`: its admission limit and
-// whether every slot is taken (admission.ts), sent again whenever that changes. The service keeps the live replicas of each agent
-// and their versions (`turnkeeper agents`), and hands a turn its agent's version
-// policy keeps for a version to a replica announcing it (docs/versions.md).
+// whether every slot is taken (admission.ts), sent again whenever that changes. The
+// service keeps the live replicas of each agent and their versions (`turnkeeper
+// agents`), and hands a turn its agent's version policy keeps for a version to a
+// replica announcing it (docs/versions.md).
 // `assistant`: whether the runner serves the service's LangGraph API (RunnerConfig
 // langgraphApi, as turnkeeper-graph runs a langgraph.json's graph); false, the
 // service does not list its agent as an assistant.

@@ -98,7 +98,10 @@ export function runnerConfigFromEnv(
     healthListenDefault: !env.TURNKEEPER_HEALTH_LISTEN,
     versionLabel: env.TURNKEEPER_VERSION_LABEL || "",
     langgraphApi: ["1", "true", "yes"].includes((env.TURNKEEPER_LANGGRAPH_API ?? "").toLowerCase()),
-    maxTurns: env.TURNKEEPER_MAX_TURNS?.trim() ? parseMaxTurns(env.TURNKEEPER_MAX_TURNS) : DEFAULT_MAX_TURNS,
+    // An override (turnkeeper-graph --max-turns) wins over the variable, read or not.
+    maxTurns:
+      overrides.maxTurns ??
+      (env.TURNKEEPER_MAX_TURNS?.trim() ? parseMaxTurns(env.TURNKEEPER_MAX_TURNS) : DEFAULT_MAX_TURNS),
   };
   if (overrides.healthListen !== undefined && overrides.healthListenDefault === undefined) {
     config.healthListenDefault = false;

@@ -101,7 +101,9 @@ async def test_a_js_turn_past_the_limit_waits_visibly_and_runs_when_a_slot_frees
         replica="js-limited-1",
         side_log=tmp_path / "side.log",
         hold_work=True,
-        extra_env={"TURNKEEPER_MAX_TURNS": "1"},
+        # Announced as an assistant (as turnkeeper-graph's runners are): the service's
+        # directory then calls its on_listed hooks, which `announced` waits on.
+        extra_env={"TURNKEEPER_MAX_TURNS": "1", "TURNKEEPER_LANGGRAPH_API": "1"},
     )
     watchers: list[Watcher] = []
     try:

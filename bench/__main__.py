@@ -29,6 +29,7 @@ from bench import (  # noqa: E402 - after prefer_iomgr
     ingest,
     langgraph_api,
     memory,
+    overload,
     postgres_section,
     recovery,
     redrive,
@@ -54,6 +55,7 @@ BENCHMARKS: dict[str, Callable[[Size], Section]] = {
     "effects": effects.run,
     "postgres": postgres_section.run,
     "store": store.run,
+    "overload": overload.run,
 }
 
 

@@ -101,6 +101,12 @@ class Size:
     # operation per round.
     store_items: int = 1_000
     store_ops: int = 100
+    # Under overload (bench/overload.py): turns of each pass, in flight at once, agent
+    # processes, and the longest work of a node (the fault campaign's step).
+    overload_turns: int = 120
+    overload_callers: int = 6
+    overload_replicas: int = 2
+    overload_step_seconds: float = 0.25
 
 
 FULL = Size(
@@ -188,6 +194,10 @@ SMOKE = Size(
     pg_stats_wait=2.0,
     store_items=20,
     store_ops=3,
+    overload_turns=4,
+    overload_callers=2,
+    overload_replicas=1,
+    overload_step_seconds=0.05,
 )
 
 

@@ -5,10 +5,13 @@ bridge, as a real process.
 
 Each step streams a short reply from a deterministic chat model (`token` events).
 On attempt 0, step 3 streams its reply and then hangs: the window in which the
-benchmark SIGKILLs the process. Prints ``ready`` once the bridge has subscribed.
-With BENCH_WAIT_FOR_GO=1 it imports everything, prints ``imported`` and starts the
-bridge only when a line arrives on stdin, so a replacement can be warmed up
-before the process it replaces is killed.
+benchmark SIGKILLs the process (BENCH_HANG_STEP picks another step; 0: none, the
+overload benchmark's turns, bench/overload.py). A turn whose input has ``work`` (four
+seconds) sleeps that long in each step after its reply: the work the overload
+benchmark gives each turn, the same quiet and oversubscribed. Prints ``ready`` once
+the bridge has subscribed. With BENCH_WAIT_FOR_GO=1 it imports everything, prints
+``imported`` and starts the bridge only when a line arrives on stdin, so a
+replacement can be warmed up before the process it replaces is killed.
 """
 
 from __future__ import annotations
@@ -18,7 +21,7 @@ import logging
 import operator
 import os
 import sys
-from typing import Annotated, Any, TypedDict
+from typing import Annotated, Any, NotRequired, TypedDict
 
 from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
@@ -26,18 +29,22 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.graph import END, START, StateGraph
 from turnkeeper.agent.bridge import Bridge, BridgeConfig
 
-HANG_STEP = 3
+HANG_STEP = int(os.environ.get("BENCH_HANG_STEP", "3"))
 
 
 class Job(TypedDict):
     job: str
     results: Annotated[list[str], operator.add]
+    work: NotRequired[list[float]]
 
 
 def step(i: int) -> Any:
     async def node(state: Job, config: RunnableConfig) -> dict[str, Any]:
         model = GenericFakeChatModel(messages=iter([AIMessage(content=f"step {i} is done")]))
         reply = await model.ainvoke("go")
+        work = state.get("work")
+        if work:
+            await asyncio.sleep(work[i - 1])  # the node's work (an awaited call)
         if i == HANG_STEP and config["configurable"]["attempt"] == 0:
             await asyncio.Event().wait()  # until SIGKILL
         return {"results": [str(reply.content)]}

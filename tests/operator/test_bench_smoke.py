@@ -21,12 +21,25 @@ from tests.support.postgres import PostgresCluster
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 REPO = Path(__file__).resolve().parents[2]
+# Counts that are 0 when all is well: the overload section's failed and re-driven
+# turns, and the lapsed leases its agents kept.
+COUNTS = ("failed_", "redriven_", "renewed_")
 
 
 def test_bench_smoke_runs_and_reports(tmp_path: Path) -> None:
     out, raw = tmp_path / "benchmarks.md", tmp_path / "benchmarks.json"
     # The DBOS and Restate comparisons are bench-only and slow to start: not here.
-    only = ["status", "ingest", "redrive", "memory", "saver", "recovery", "agents", "store"]
+    only = [
+        "status",
+        "ingest",
+        "redrive",
+        "memory",
+        "saver",
+        "recovery",
+        "agents",
+        "store",
+        "overload",
+    ]
     done = subprocess.run(
         [
             sys.executable,
@@ -55,13 +68,19 @@ def test_bench_smoke_runs_and_reports(tmp_path: Path) -> None:
         assert metrics, key
         for name, value in metrics.items():
             # CPU time is counted in clock ticks: a tiny run may use none.
-            low = 0.0 if "cpu" in name else math.ulp(0.0)
+            low = 0.0 if "cpu" in name or name.startswith(COUNTS) else math.ulp(0.0)
             assert math.isfinite(value) and value >= low, f"{key}.{name} = {value}"
     assert sections["memory"]["metrics"]["events_read"] > 0
     text = out.read_text()
     assert text.startswith("# Benchmarks")
     assert "python -m bench --smoke" in text
-    for heading in ("## Machine", "## Summary", "## Event ingest", "## Re-drive of orphaned turns"):
+    for heading in (
+        "## Machine",
+        "## Summary",
+        "## Event ingest",
+        "## Re-drive of orphaned turns",
+        "## Under overload",
+    ):
         assert heading in text
 
 

@@ -38,8 +38,14 @@ class Pipelines:
         self.started: list[Agent] = []
 
     async def start(
-        self, agent: str = "pipeline", delay: float = 0.0, approve: bool = False
+        self,
+        agent: str = "pipeline",
+        delay: float = 0.0,
+        approve: bool = False,
+        shutdown_grace: float | None = None,
     ) -> Agent:
+        """An agent; `shutdown_grace`: how long its SIGTERM lets a running turn go on
+        (the bridge's 10 s unless given), for a test that leaves one running."""
         env = {
             **os.environ,
             "PIPELINE_DELAY": str(delay),
@@ -51,6 +57,8 @@ class Pipelines:
             "TURNKEEPER_HEALTH_LISTEN": "127.0.0.1:0",
             "PYTHONUNBUFFERED": "1",
         }
+        if shutdown_grace is not None:
+            env["TURNKEEPER_SHUTDOWN_GRACE"] = str(shutdown_grace)
         child = await spawn_child(
             sys.executable,
             "-m",

@@ -18,8 +18,11 @@
 //   SIDE_LOG      a file each node appends "<node> <turn_id> <attempt>" to when it
 //                 runs, so a test can count runs
 //   HOLD_WORK     "1": in a turn whose id starts with "hold-", the first attempt's
-//                 work node emits its event and then waits until killed, or until
-//                 the runner aborts the graph (it prints "aborted in work <turn_id>")
+//                 work node emits its event and then waits until killed, until
+//                 the runner aborts the graph (it prints "aborted in work <turn_id>"),
+//                 or until the process gets SIGUSR2 (the test lets it go on)
+//   STARVE_HEARTBEATS "1": the runner's heartbeats never reach the service (a
+//                 starved machine at its worst): its leases lapse while it runs
 //   RUN_UNTIL_SIGNAL "1": serve through TurnRunner.run() (until SIGTERM or SIGINT,
 //                 then print "stopped" and end by itself) instead of start()
 //   STEP_MS       each node of "steps" works for a random while up to this long
@@ -64,11 +67,12 @@ function steps() {
         appendFileSync(process.env.SIDE_LOG ?? "/dev/null", `holding ${turnId}\n`);
         // Until SIGKILL, or until the runner aborts the graph (a cancel): then say so,
         // so a test knows the abort reached the node.
-        await new Promise((_resolve, reject) => {
+        await new Promise((resolve, reject) => {
           config.signal?.addEventListener("abort", () => {
             console.log(`aborted in work ${turnId}`);
             reject(config.signal.reason);
           });
+          process.once("SIGUSR2", resolve);
         });
       }
       await work();
@@ -168,6 +172,10 @@ const graph = (graphs[process.env.AGENT_GRAPH] ?? steps)();
 const runner = new TurnRunner(graph, runnerConfigFromEnv(), {
   inputMapper: (input) => ({ job: input }),
 });
+if (process.env.STARVE_HEARTBEATS === "1") {
+  // Answered as if sent, never sent: the execution goes on, its lease lapses.
+  runner.client.turns.heartbeat = async () => ({});
+}
 if (process.env.RUN_UNTIL_SIGNAL === "1") {
   // TurnRunner.run() as the guides write it: its own signal handling, and the
   // process ends by itself once run() returns (nothing left open).

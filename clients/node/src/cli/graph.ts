@@ -4,13 +4,15 @@
 // runs' options and parts). `turnkeeper agent langgraph.json` and `turnkeeper dev`
 // start one per TypeScript or JavaScript graph; it can be started by hand too.
 //
-//   turnkeeper-graph ./src/agent.ts:graph
+//   turnkeeper-graph [--max-turns N] ./src/agent.ts:graph
 //
 // The export is a compiled graph, a StateGraph (compiled here), or a function
 // returning either (awaited; LangGraph's graph factory). A .ts file runs without a
 // build (tsHooks.ts). Settings come from the environment as for any runner
 // (runnerConfigFromEnv: TURNKEEPER_AGENT, TURNKEEPER_ADDRESS, TURNKEEPER_NATS_URL,
-// TURNKEEPER_TOKEN ...). Prints "ready <incarnation>" once serving; exits 0 after
+// TURNKEEPER_TOKEN, TURNKEEPER_MAX_TURNS ...; --max-turns N wins over the variable:
+// turns run at once, past it a run waits `pending` until a slot frees, 64 unless
+// set, 0 for no limit). Prints "ready <incarnation>" once serving; exits 0 after
 // SIGTERM or SIGINT (or, with TURNKEEPER_STDIN_LIFELINE=1, when its stdin closes:
 // the host that started it is gone), 2 on bad usage, 1 when the graph cannot be
 // loaded.
@@ -19,17 +21,7 @@ import { register } from "node:module";
 import { resolve } from "node:path";
 import { pathToFileURL } from "node:url";
 
-const USAGE = "usage: turnkeeper-graph FILE[:EXPORT]   (a langgraph.json graph, e.g. ./src/agent.ts:graph)";
-
-/** `FILE[:EXPORT]` as langgraph.json writes a graph; the export defaults to `default`. */
-export function parseSpec(spec: string): { file: string; exportName: string } {
-  const colon = spec.lastIndexOf(":");
-  // A Windows drive letter ("C:\\...") is no export.
-  if (colon <= 1) {
-    return { file: spec, exportName: "default" };
-  }
-  return { file: spec.slice(0, colon), exportName: spec.slice(colon + 1) || "default" };
-}
+import { USAGE, parseArgs, parseSpec } from "./graphArgs.js";
 
 const isGraph = (value: unknown): boolean =>
   value !== null &&
@@ -38,11 +30,12 @@ const isGraph = (value: unknown): boolean =>
     typeof (value as { stream?: unknown }).stream === "function");
 
 async function main(argv: string[]): Promise<number> {
-  if (argv.length !== 1 || argv[0] === "-h" || argv[0] === "--help") {
-    process.stderr.write(`${USAGE}\n`);
-    return argv.length === 1 ? 0 : 2;
+  const args = parseArgs(argv);
+  if (args.help === true || args.spec === undefined) {
+    process.stderr.write(`${args.error === undefined ? "" : `error: ${args.error}\n`}${USAGE}\n`);
+    return args.help === true ? 0 : 2;
   }
-  const { file, exportName } = parseSpec(argv[0]);
+  const { file, exportName } = parseSpec(args.spec);
   register(new URL("./tsHooks.js", import.meta.url));
   let module: Record<string, unknown>;
   try {
@@ -61,10 +54,17 @@ async function main(argv: string[]): Promise<number> {
     return 1;
   }
   const { TurnRunner, runnerConfigFromEnv } = await import("../agent.js");
-  const runner = new TurnRunner(
-    graph as ConstructorParameters<typeof TurnRunner>[0],
-    runnerConfigFromEnv(undefined, process.env, { langgraphApi: true }),
-  );
+  let config;
+  try {
+    config = runnerConfigFromEnv(undefined, process.env, {
+      langgraphApi: true,
+      ...(args.maxTurns === undefined ? {} : { maxTurns: args.maxTurns }),
+    });
+  } catch (error) {
+    process.stderr.write(`error: ${(error as Error).message}\n`);
+    return 2;
+  }
+  const runner = new TurnRunner(graph as ConstructorParameters<typeof TurnRunner>[0], config);
   const stop = (): void => void runner.shutdown().then(() => process.exit(0));
   process.once("SIGTERM", stop);
   process.once("SIGINT", stop);

@@ -23,6 +23,7 @@ import { Command, getConfig } from "@langchain/langgraph";
 
 import type { TurnkeeperClient } from "../client.js";
 import { codeName, isDeterministic, isFenced, messageOf } from "../errors.js";
+import type { Admission } from "./admission.js";
 import { type EventInput, Outcome, type Turn, TurnState } from "../gen/turnkeeper/v1/turns_pb.js";
 import { durableConfig, durableRunOptions } from "../saver.js";
 import { fromValue, toValue } from "../values.js";
@@ -148,12 +149,20 @@ export class Execution {
   #abort = new AbortController();
   #settling = false;
   #events: EventLog | undefined;
+  /** The runner's slots (admission.ts); none: no limit. */
+  #admission: Admission | undefined;
+  /** Whether this execution holds one of them. */
+  #slot: boolean;
 
-  constructor(host: ExecutionHost, assignment: Assignment) {
+  /** `slot`: the caller took one of `admission`'s slots for it; otherwise it waits
+   * for one (its lease heartbeated meanwhile) before it runs the graph. */
+  constructor(host: ExecutionHost, assignment: Assignment, admission?: Admission, slot = false) {
     this.#host = host;
     this.#assignment = assignment;
     this.turnId = assignment.turn.turnId;
     this.attempt = assignment.turn.attempts;
+    this.#admission = admission;
+    this.#slot = slot;
   }
 
   #tag(): string {
@@ -161,9 +170,16 @@ export class Execution {
   }
 
   start(): void {
-    this.done = this.#run().catch((error: unknown) => {
-      this.#host.log(`${this.#tag()}: execution failed: ${messageOf(error)}`);
-    });
+    this.done = this.#run()
+      .catch((error: unknown) => {
+        this.#host.log(`${this.#tag()}: execution failed: ${messageOf(error)}`);
+      })
+      .finally(() => {
+        if (this.#slot) {
+          this.#slot = false;
+          this.#admission?.giveBack();
+        }
+      });
   }
 
   /** Stop now and write nothing more: the turn is no longer ours. */
@@ -202,13 +218,35 @@ export class Execution {
     const heartbeat = this.#heartbeat(helpers.signal);
     const flusher = events.run(helpers.signal, (error) => this.#refused("AppendEvents", error));
     try {
-      await this.#drive(events);
+      if (await this.#admitted()) {
+        await this.#drive(events);
+      }
     } finally {
       helpers.abort();
       await Promise.allSettled([heartbeat, flusher]);
       host.saver.detach(events);
       unregister();
     }
+  }
+
+  /** Until a slot is free: the turn is ours (its lease heartbeated meanwhile), so it
+   * waits here rather than in the journal. False: it stopped first (lost, or the
+   * runner shut down) and runs nothing. */
+  async #admitted(): Promise<boolean> {
+    const admission = this.#admission;
+    if (this.#slot || admission === undefined) {
+      return true;
+    }
+    if (!admission.tryTake()) {
+      this.#host.log(`${this.#tag()}: waits for a free slot (${admission.inUse} running, --max-turns ${admission.limit})`);
+      try {
+        await admission.take(this.#abort.signal);
+      } catch {
+        return false;
+      }
+    }
+    this.#slot = true;
+    return this.lost === undefined;
   }
 
   /** The LangGraph API run this turn is, if it is one. */

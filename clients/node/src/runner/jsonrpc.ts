@@ -58,6 +58,9 @@ export interface Request {
 export interface Reply {
   result: unknown;
   after?: () => Promise<void>;
+  /** Send no answer at all (a question meant for another replica: turnkeeper/alive
+   * about another incarnation, whose owner may still answer). */
+  silent?: boolean;
 }
 
 const isObject = (value: unknown): value is Record<string, unknown> =>

@@ -1,7 +1,8 @@
 // The JSON-RPC methods a TurnRunner serves, answered like the Python bridge's:
 // responses/create, responses/turnStatus, responses/resumeDetached,
-// responses/cancel, and the service's internal turnkeeper/execute and
-// turnkeeper/cancel (a notification on the control subject). Status questions are answered from the
+// responses/cancel, and the service's internal turnkeeper/execute,
+// turnkeeper/cancel (a notification on the control subject) and turnkeeper/alive
+// (a question on the control subject). Status questions are answered from the
 // service, never from what this replica happens to run.
 
 import { randomUUID } from "node:crypto";
@@ -45,6 +46,14 @@ export const RESPONSES_CANCEL = "responses/cancel";
 export const EXECUTE = "turnkeeper/execute";
 /** How the service tells every replica that a turn was ended (a notification). */
 export const CANCEL = "turnkeeper/cancel";
+/** How the service asks a replica, before it re-drives turns whose leases lapsed,
+ * which of them it still runs (decision 382): `{incarnation, turns: {turn_id:
+ * attempt}}` on the control subject, answered `{running: [turn_id]}` by that
+ * incarnation only. */
+export const ALIVE = "turnkeeper/alive";
+/** The service's own messages: not a caller's request (NATS's authorization says
+ * who may publish them). */
+const SERVICE_METHODS: ReadonlySet<string> = new Set([EXECUTE, CANCEL, ALIVE]);
 
 /** responses/create's multitask_strategy words (the Python bridge's), the default first. */
 const STRATEGIES: Record<string, MultitaskStrategy> = {
@@ -76,6 +85,7 @@ export class Methods {
       [RESPONSES_CANCEL]: (r) => this.responsesCancel(r),
       [EXECUTE]: (r) => this.execute(r),
       [CANCEL]: (r) => this.cancelled(r),
+      [ALIVE]: (r) => this.alive(r),
     };
     const graphApi = this.graphApi;
     if (graphApi !== undefined) {
@@ -92,9 +102,10 @@ export class Methods {
       );
     }
     try {
-      // The service's own hand-offs (execute) and cancel notifications are not a
-      // caller's request: who may publish them is NATS's authorization.
-      if (this.callers !== undefined && request.method !== EXECUTE && request.method !== CANCEL) {
+      // The service's own hand-offs (execute), cancel notifications and liveness
+      // questions are not a caller's request: who may publish them is NATS's
+      // authorization.
+      if (this.callers !== undefined && !SERVICE_METHODS.has(request.method)) {
         const assertion = this.callers.check(request);
         request = { ...request, caller: who(assertion) };
       }
@@ -170,24 +181,39 @@ export class Methods {
     ) {
       return { result: { turn_id: null, thread_id: threadId, status: "completed" } };
     }
+    // A free slot: the turn is this replica's from the start. None: it is
+    // journaled unowned and claimed here when a slot frees (admission.ts).
+    const admission = this.runtime.admission;
+    const slot = admission.tryTake();
     // Journaled before the answer: a turn the caller was told about exists. For a
     // caller, with its assertion: a regenerate needs the caller's right to cancel,
     // which the service checks.
-    const response = await this.client.turns.startTurn(
-      {
-        turnId,
-        threadId,
-        agent: this.identity.agent,
-        input,
-        replica: this.identity.replica,
-        incarnation: this.identity.incarnation,
-        graph: this.runtime.host.graphVersion,
-        multitaskStrategy: strategy,
-      },
-      forCaller(request),
-    );
+    let response;
+    try {
+      response = await this.client.turns.startTurn(
+        {
+          turnId,
+          threadId,
+          agent: this.identity.agent,
+          input,
+          replica: slot ? this.identity.replica : "",
+          incarnation: slot ? this.identity.incarnation : "",
+          graph: this.runtime.host.graphVersion,
+          multitaskStrategy: strategy,
+        },
+        forCaller(request),
+      );
+    } catch (error) {
+      if (slot) {
+        admission.giveBack();
+      }
+      throw error;
+    }
     const turn = response.turn;
     if (turn === undefined) {
+      if (slot) {
+        admission.giveBack();
+      }
       throw new RpcError(SERVICE_ERROR, "StartTurn answered without a turn");
     }
     const result: Record<string, unknown> = {
@@ -201,9 +227,21 @@ export class Methods {
     if (!response.created || turn.state !== TurnState.RUNNING) {
       // The same request again: the turn is on its way (or over); or queued: the
       // service hands it to a replica when its turn comes.
+      if (slot) {
+        admission.giveBack();
+      }
       return { result };
     }
-    return { result, after: async () => void this.runtime.start({ turn, checkpointId: "", reason: "create" }) };
+    if (!slot) {
+      // Every slot is taken: it waits, unowned, for the next one (or for another
+      // replica the service offers it to).
+      admission.waitToClaim(turn.turnId, turn.attempts, "create");
+      return { result: { ...result, status: "queued" } };
+    }
+    return {
+      result,
+      after: async () => void this.runtime.start({ turn, checkpointId: "", reason: "create" }, { slot: true }),
+    };
   }
 
   async #nothingToContinue(threadId: string, turnId: string | undefined): Promise<boolean> {
@@ -292,6 +330,30 @@ export class Methods {
       return { result: { stopped: false } };
     }
     return { result: { stopped: this.runtime.cancel(turnId, attempt, reason) } };
+  }
+
+  /** Which of `turns` ({turn_id: attempt}) this replica still executes (or holds,
+   * waiting for a slot), asked by the service when their leases lapsed: a heartbeat
+   * that came late on a busy machine is no dead agent. Only the incarnation asked
+   * about answers; the other replicas stay silent. */
+  async alive(request: Request): Promise<Reply> {
+    if (request.params.incarnation !== this.identity.incarnation) {
+      return { result: null, silent: true };
+    }
+    const turns = request.params.turns;
+    if (turns === null || typeof turns !== "object" || Array.isArray(turns)) {
+      throw invalidParams("turns must be an object of turn_id: attempt");
+    }
+    const running = Object.entries(turns as Record<string, unknown>)
+      .filter(([turnId, attempt]) => {
+        const execution = this.runtime.running(turnId);
+        return (
+          Number.isInteger(attempt) && execution !== undefined && execution.attempt === attempt && execution.lost === undefined
+        );
+      })
+      .map(([turnId]) => turnId)
+      .sort();
+    return { result: { running } };
   }
 
   async execute(request: Request): Promise<Reply> {

@@ -13,6 +13,7 @@
 import { create } from "@bufbuild/protobuf";
 import { type GraphVersion as GraphVersionMessage, GraphVersionSchema } from "../gen/turnkeeper/v1/turns_pb.js";
 import { Announcer } from "./announce.js";
+import { DEFAULT_MAX_TURNS, parseMaxTurns } from "./admission.js";
 import { canonical } from "../canonical.js";
 import { type Describable, GraphVersion } from "./version.js";
 import { randomUUID } from "node:crypto";
@@ -61,6 +62,10 @@ export interface RunnerConfig {
   /** Serve the service's LangGraph API (docs/langgraph-api.md): announce the graph
    * as an assistant, and journal the `values` and message parts its runs stream. */
   langgraphApi?: boolean;
+  /** Turns this replica executes at once (the Python bridge's `--max-turns`);
+   * past it a turn waits, unowned and shown `pending`, until a slot frees. 64
+   * unless set; 0: no limit. */
+  maxTurns?: number;
 }
 
 /**
@@ -68,7 +73,8 @@ export interface RunnerConfig {
  * TURNKEEPER_NATS_URL (or NATS_URL), TURNKEEPER_REPLICA, TURNKEEPER_SUBJECT_PREFIX,
  * TURNKEEPER_NAMESPACE, TURNKEEPER_SHUTDOWN_GRACE (seconds), TURNKEEPER_HEALTH_LISTEN
  * (/healthz, default 127.0.0.1:8080), TURNKEEPER_VERSION_LABEL (the graph's version
- * label, empty by default) and the connection's (connectionFromEnv).
+ * label, empty by default), TURNKEEPER_MAX_TURNS (turns run at once, 64 by default,
+ * 0: no limit) and the connection's (connectionFromEnv).
  */
 export function runnerConfigFromEnv(
   agent?: string,
@@ -92,6 +98,10 @@ export function runnerConfigFromEnv(
     healthListenDefault: !env.TURNKEEPER_HEALTH_LISTEN,
     versionLabel: env.TURNKEEPER_VERSION_LABEL || "",
     langgraphApi: ["1", "true", "yes"].includes((env.TURNKEEPER_LANGGRAPH_API ?? "").toLowerCase()),
+    // An override (turnkeeper-graph --max-turns) wins over the variable, read or not.
+    maxTurns:
+      overrides.maxTurns ??
+      (env.TURNKEEPER_MAX_TURNS?.trim() ? parseMaxTurns(env.TURNKEEPER_MAX_TURNS) : DEFAULT_MAX_TURNS),
   };
   if (overrides.healthListen !== undefined && overrides.healthListenDefault === undefined) {
     config.healthListenDefault = false;
@@ -191,16 +201,20 @@ export class TurnRunner {
         this.saver.writesValues = (newVersions) => written.some((channel) => channel in newVersions);
       }
     }
-    this.runtime = new TurnRuntime({
-      graph: this.graph,
-      client: this.client,
-      saver: this.saver,
-      identity: this.identity,
-      inputMapper: options.inputMapper ?? ((input) => input),
-      log: this.log,
-      graphVersion: this.versionMessage,
-      langgraphApi: config.langgraphApi === true,
-    });
+    const maxTurns = config.maxTurns ?? DEFAULT_MAX_TURNS;
+    this.runtime = new TurnRuntime(
+      {
+        graph: this.graph,
+        client: this.client,
+        saver: this.saver,
+        identity: this.identity,
+        inputMapper: options.inputMapper ?? ((input) => input),
+        log: this.log,
+        graphVersion: this.versionMessage,
+        langgraphApi: config.langgraphApi === true,
+      },
+      maxTurns,
+    );
     // With a token, the service has tokens: callers prove who they are with a caller
     // assertion the service signed, which this runner verifies with its token.
     // Without one, the service has none either, and every caller is taken.
@@ -235,8 +249,14 @@ export class TurnRunner {
         incarnation: config.incarnation,
         graph: { fingerprint: this.version.fingerprint, label: this.version.label, shape: this.version.shape },
         assistant: config.langgraphApi === true,
+        // Its admission limit, and whether every slot is taken (turns wait): the
+        // service says so of a turn nobody runs yet.
+        max_turns: maxTurns,
+        full: false,
       }),
     );
+    // Every slot taken, or one free again: said to the service at once.
+    this.runtime.admission.onFull = (full) => this.subscriber.announcer?.update({ full });
   }
 
   /** This replica's graph version as Redrive, ClaimTurn and StartTurn carry it. */

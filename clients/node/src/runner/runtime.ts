@@ -1,14 +1,24 @@
-// The executions of one runner: at most one per turn, started, claimed, stopped.
+// The executions of one runner: at most one per turn, started, claimed, stopped;
+// at most `maxTurns` of them at once (admission.ts).
 
 import type { TurnkeeperClient } from "../client.js";
 import { Code, codeOf, isFenced, messageOf } from "../errors.js";
+import { Admission, DEFAULT_MAX_TURNS } from "./admission.js";
 import { type Assignment, Execution, type ExecutionHost } from "./execution.js";
 
 export class TurnRuntime {
   #executions = new Map<string, Execution>();
   #stopping = false;
+  /** At most maxTurns executions at once; the rest wait, visibly (admission.ts). */
+  readonly admission: Admission;
 
-  constructor(readonly host: ExecutionHost) {}
+  constructor(
+    readonly host: ExecutionHost,
+    maxTurns: number = DEFAULT_MAX_TURNS,
+  ) {
+    this.admission = new Admission(maxTurns, host.log);
+    this.admission.onClaim = (turnId, attempt, reason) => this.#claimLater(turnId, attempt, reason);
+  }
 
   get client(): TurnkeeperClient {
     return this.host.client;
@@ -33,22 +43,32 @@ export class TurnRuntime {
     return true;
   }
 
-  /** Start executing; false if this attempt (or a newer one) already runs here. */
-  start(assignment: Assignment): boolean {
+  /** Start executing (once a slot is free; `slot`: the caller took one for it, and
+   * it is given back however this ends); false if this attempt (or a newer one)
+   * already runs here (the same turn can reach a replica twice: its startup Redrive
+   * and a hand-off). */
+  start(assignment: Assignment, { slot = false }: { slot?: boolean } = {}): boolean {
     const turnId = assignment.turn.turnId;
     if (this.#stopping) {
       this.host.log(`turn_id=${turnId}: not started, the runner is stopping`);
+      if (slot) {
+        this.admission.giveBack();
+      }
       return false;
     }
     const current = this.#executions.get(turnId);
     if (current !== undefined) {
       if (current.attempt >= assignment.turn.attempts) {
+        if (slot) {
+          this.admission.giveBack();
+        }
         return false;
       }
       // An older attempt of ours was re-driven (to us again): it is a zombie.
       current.lose(`superseded by attempt ${assignment.turn.attempts}`);
     }
-    const execution = new Execution(this.host, assignment);
+    this.admission.forget(turnId);
+    const execution = new Execution(this.host, assignment, this.admission, slot);
     this.#executions.set(turnId, execution);
     execution.start();
     void execution.done.then(() => {
@@ -59,26 +79,55 @@ export class TurnRuntime {
     return true;
   }
 
-  /** Take a turn the service handed out over NATS (a resume, a lease-expiry re-drive). */
+  /** Take a turn the service handed out over NATS (a resume, a lease-expiry
+   * re-drive) and execute it; with every slot taken, claim it when one frees (it
+   * stays unowned meanwhile, and the service may offer it to another replica). */
   async claim(turnId: string, attempt: number, reason: string): Promise<void> {
-    if (this.#executions.get(turnId)?.attempt === attempt) {
+    if (this.#executions.get(turnId)?.attempt === attempt || this.#stopping) {
       return;
     }
-    const { replica, incarnation } = this.host.identity;
-    let response;
+    if (!this.admission.tryTake()) {
+      this.admission.waitToClaim(turnId, attempt, reason);
+      return;
+    }
+    await this.#claim(turnId, attempt, reason);
+  }
+
+  /** A slot freed for a waiting claim (Admission.onClaim): claim it now. */
+  #claimLater(turnId: string, attempt: number, reason: string): void {
+    if (this.#stopping) {
+      this.admission.giveBack();
+      return;
+    }
+    void this.#claim(turnId, attempt, `${reason}, after waiting for a slot`);
+  }
+
+  /** ClaimTurn and start, holding a slot: start() takes it over (and gives it back
+   * if it starts nothing); given back here when nothing is claimed. */
+  async #claim(turnId: string, attempt: number, reason: string): Promise<void> {
+    let handed = false;
     try {
-      // The agent's version policy decides on the version: a refusal (the turn is
-      // kept for another version) is FAILED_PRECONDITION, and the turn waits for a
-      // replica that may take it (docs/versions.md).
-      response = await this.client.turns.claimTurn({ turnId, attempt, replica, incarnation, graph: this.host.graphVersion });
-    } catch (error) {
-      // Fenced: someone else took it. Otherwise it is handed out again when its
-      // claim window passes.
-      this.host.log(`turn_id=${turnId} attempt=${attempt}: not claimed (${isFenced(error) ? "" : "failed: "}${messageOf(error)})`);
-      return;
-    }
-    if (response.turn !== undefined) {
-      this.start({ turn: response.turn, checkpointId: response.checkpointId, reason });
+      const { replica, incarnation } = this.host.identity;
+      let response;
+      try {
+        // The agent's version policy decides on the version: a refusal (the turn is
+        // kept for another version) is FAILED_PRECONDITION, and the turn waits for a
+        // replica that may take it (docs/versions.md).
+        response = await this.client.turns.claimTurn({ turnId, attempt, replica, incarnation, graph: this.host.graphVersion });
+      } catch (error) {
+        // Fenced: someone else took it. Otherwise it is handed out again when its
+        // claim window passes.
+        this.host.log(`turn_id=${turnId} attempt=${attempt}: not claimed (${isFenced(error) ? "" : "failed: "}${messageOf(error)})`);
+        return;
+      }
+      if (response.turn !== undefined) {
+        handed = true;
+        this.start({ turn: response.turn, checkpointId: response.checkpointId, reason }, { slot: true });
+      }
+    } finally {
+      if (!handed) {
+        this.admission.giveBack();
+      }
     }
   }
 
@@ -105,6 +154,8 @@ export class TurnRuntime {
    */
   async stop(graceMs: number): Promise<void> {
     this.#stopping = true;
+    // Waiting claims were never ours: the service offers them again elsewhere.
+    this.admission.clearClaims();
     const running = [...this.#executions.values()];
     if (running.length === 0) {
       return;

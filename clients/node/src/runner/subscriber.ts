@@ -162,7 +162,7 @@ export class NatsSubscriber {
         body = errorEnvelope(id, new RpcError(INTERNAL_ERROR, `internal error: ${err.name}: ${err.message}`));
       }
     }
-    if (msg.reply && (request === undefined || request.wantsReply)) {
+    if (msg.reply && (request === undefined || request.wantsReply) && reply?.silent !== true) {
       msg.respond(body);
     }
     if (reply?.after !== undefined) {

@@ -6,13 +6,15 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Callable
-from typing import Any, TypedDict
+from typing import Any, TypedDict, cast
 
 import pytest
 from langgraph.graph import END, START, StateGraph
 from nats.aio.client import Client
 from turnkeeper.agent.bridge import Bridge, BridgeConfig
 from turnkeeper.agent.bridge._admission import DEFAULT_MAX_TURNS, Admission
+from turnkeeper.agent.bridge._boundary import BoundarySaver
+from turnkeeper.agent.bridge._runtime import Identity, TurnRuntime
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
@@ -183,3 +185,38 @@ def test_the_limit_is_read_from_the_environment_and_checked() -> None:
         BridgeConfig.from_env("a", {"TURNKEEPER_MAX_TURNS": "many"})
     with pytest.raises(ValueError, match="0 \\(no limit\\) or more"):
         BridgeConfig(agent="a", max_turns=-1)
+
+
+class _StoppedWhileClaiming:
+    """ClaimTurn answered as the service answers it, while the bridge begins to stop
+    (SIGTERM lands during the call): start() then refuses the turn."""
+
+    def __init__(self) -> None:
+        self.options = ConnectionOptions(target="127.0.0.1:1")
+        self.runtime: TurnRuntime | None = None
+
+    async def claim_turn(self, request: turns_pb2.ClaimTurnRequest) -> turns_pb2.ClaimTurnResponse:
+        assert self.runtime is not None
+        self.runtime._stopping = True
+        turn = turns_pb2.Turn(turn_id=request.turn_id, attempts=request.attempt)
+        return turns_pb2.ClaimTurnResponse(turn=turn)
+
+
+async def test_a_claim_that_does_not_start_gives_its_slot_back_once() -> None:
+    client = _StoppedWhileClaiming()
+    runtime = TurnRuntime(
+        Gates().graph().compile(),
+        cast(AsyncTurnkeeperClient, client),
+        cast(BoundarySaver, None),
+        Identity(agent=AGENT, replica="gated-1", incarnation="i1"),
+        input_mapper=lambda value: value,
+        max_turns=2,
+    )
+    client.runtime = runtime
+    assert runtime.admission.try_take()  # a turn that runs
+    assert runtime.admission.try_take()  # the claim's slot
+    await runtime._claim("claimed", 0, "create")
+    # One slot given back (start's); twice would let a third turn past a limit of 2.
+    assert runtime.admission.in_use == 1
+    with pytest.raises(RuntimeError, match="never taken"):
+        Admission(1).give_back()

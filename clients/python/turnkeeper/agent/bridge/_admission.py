@@ -109,6 +109,9 @@ class Admission:
 
     def give_back(self) -> None:
         """A slot freed: to the next owned execution, else the next claim."""
+        if self.in_use <= 0:
+            # A slot given back twice would let one turn more run than the limit.
+            raise RuntimeError("a slot given back that was never taken")
         self.in_use -= 1
         while self._owned:
             waiter = self._owned.popleft()

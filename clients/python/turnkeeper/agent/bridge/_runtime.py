@@ -208,15 +208,17 @@ class TurnRuntime:
         task.add_done_callback(self._claims.discard)
 
     async def _claim(self, turn_id: str, attempt: int, reason: str) -> None:
-        """ClaimTurn and start, holding a slot (given back when nothing starts)."""
-        started = False
+        """ClaimTurn and start, holding a slot: once handed to start() the slot is
+        its to give back (however that ends), before that it is given back here."""
+        handed = False
         try:
-            started = await self._claimed(turn_id, attempt, reason)
+            handed = await self._claimed(turn_id, attempt, reason)
         finally:
-            if not started:
+            if not handed:
                 self.admission.give_back()
 
     async def _claimed(self, turn_id: str, attempt: int, reason: str) -> bool:
+        """True once the slot is start()'s, whether it started the turn or not."""
         try:
             response = await self.client.claim_turn(
                 turns_pb2.ClaimTurnRequest(
@@ -237,7 +239,10 @@ class TurnRuntime:
             # Unclaimed, the turn is handed out again when its claim window passes.
             log.warning("turn_id=%s attempt=%d: ClaimTurn failed: %s", turn_id, attempt, exc)
             return False
-        return self.start(Assignment(response.turn, response.checkpoint_id, reason), slot=True)
+        # start() gives the slot back itself when it does not start (the bridge is
+        # stopping, or this attempt runs here already): given back once, not twice.
+        self.start(Assignment(response.turn, response.checkpoint_id, reason), slot=True)
+        return True
 
     def cancel(self, turn_id: str, attempt: int, reason: str) -> bool:
         """The service ended the turn: stop its graph if this replica runs that attempt."""

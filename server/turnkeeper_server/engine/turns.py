@@ -255,12 +255,23 @@ class Turns:
         )
 
     async def append(self, *, turn_id: str, attempt: int, events: Sequence[NewEvent]) -> int:
-        last = await self._write(
-            lambda _: [turn_id],
-            lambda tx: transitions.append_events(
+        notifier, outbox = self.notifier, self.outbox
+
+        def op(tx: Tx) -> int:
+            written = transitions.append_events_written(
                 tx, turn_id=turn_id, attempt=attempt, events=events, policy=self.policy
-            ),
-        )
+            )
+            tx.announce([turn_id])
+
+            def woken() -> None:
+                # The turn's followers take the events from here, not from a read.
+                notifier.notify(turn_id, written)
+                outbox.wake()
+
+            tx.after_commit(woken)
+            return written.last_seq
+
+        last = await self.db.write(op)
         self.metrics.events_appended.inc(len(events))
         return last
 

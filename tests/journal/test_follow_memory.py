@@ -127,7 +127,12 @@ class Reader:
         await self.items.put(None)
 
     async def take(self, n: int) -> list[Item]:
-        return [await asyncio.wait_for(self.items.get(), 30) for _ in range(n)]
+        got: list[Item] = []
+        for _ in range(n):
+            item = await asyncio.wait_for(self.items.get(), 30)
+            assert item is not None, f"the follow ended after {got}"
+            got.append(item)
+        return got
 
     async def rest(self) -> list[Item]:
         got: list[Item] = []

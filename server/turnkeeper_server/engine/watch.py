@@ -10,7 +10,6 @@ means a commit can never slip between the read and the wait unnoticed.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import dataclasses
 import functools
 from collections import defaultdict
@@ -354,10 +353,16 @@ class _Tail:
     async def woken(self) -> bool:
         """Wait for a commit touching the turn; False when none came in time (a
         change through another replica may notify no one here)."""
-        with contextlib.suppress(TimeoutError):
-            await asyncio.wait_for(self.subscription.event.wait(), SETTLED_RECHECK_SECONDS)
+        event = self.subscription.event
+        if event.is_set():
             return True
-        return False
+        try:
+            # asyncio.timeout, not wait_for: no task per wait.
+            async with asyncio.timeout(SETTLED_RECHECK_SECONDS):
+                await event.wait()
+        except TimeoutError:
+            return False
+        return True
 
     async def page(
         self, cursor: int, *, fresh: bool

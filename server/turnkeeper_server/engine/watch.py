@@ -275,7 +275,9 @@ async def follow_live(
     metrics.watchers.inc()
     tail = _Tail(db, notifier, turn_id)
     try:
-        epoch = (await db.read(lambda c: transitions.require_turn(c, turn_id))).rewinds
+        # The turn's rewinds as of the first page (a read of its own cost a snapshot
+        # per stream): a rewind before it took back nothing this stream released.
+        epoch: int | None = None
         if after_seq > 0 and after_attempt is not None:
             kept = await db.read(
                 functools.partial(_kept, turn_id=turn_id, seq=after_seq, attempt=after_attempt)
@@ -287,7 +289,9 @@ async def follow_live(
         while True:
             turn, events, more, limit = await tail.page(cursor, fresh=fresh)
             fresh = False
-            if turn.rewinds != epoch:
+            if epoch is None:
+                epoch = turn.rewinds
+            elif turn.rewinds != epoch:
                 epoch = turn.rewinds
                 if released:
                     last = released[-1]

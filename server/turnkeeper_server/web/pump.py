@@ -37,6 +37,8 @@ KEEPALIVE_SECONDS: Final = 15.0
 # Frames read ahead of the client, in bytes (always at least one frame), and how long
 # one write may wait for a client that does not read before it is dropped.
 BUFFER_BYTES: Final = 1 << 20
+# Frames already read are written together up to about this many bytes.
+COALESCE_BYTES: Final = 64 << 10
 WRITE_TIMEOUT_SECONDS: Final = 30.0
 
 HEADERS: Final = {
@@ -226,6 +228,8 @@ class Pump:
 
         task = asyncio.create_task(read())
         last_seq = after
+        # An item taken behind a run of frames written together, not yet handled.
+        behind: Frame | Exception | _Empty | None = EMPTY
         try:
             if preamble is not None:
                 await write(preamble)
@@ -233,7 +237,7 @@ class Pump:
                 if entry is not None and entry.revoked:
                     await write(framing.revoked())
                     return Outcome.REVOKED
-                taken = frames.take()
+                taken, behind = (frames.take() if behind is EMPTY else behind), EMPTY
                 try:
                     if entry is not None:
                         entry.waiting = True
@@ -265,7 +269,20 @@ class Pump:
                     return Outcome.ENDED
                 if item.seq is not None:
                     last_seq = item.seq
-                await write(item.data)
+                # The frames already read go out in one write: one chunk, one send.
+                data = item.data
+                behind = frames.take()
+                if isinstance(behind, Frame):
+                    run = [data]
+                    size = len(data)
+                    while isinstance(behind, Frame) and size < COALESCE_BYTES:
+                        run.append(behind.data)
+                        size += len(behind.data)
+                        if behind.seq is not None:
+                            last_seq = behind.seq
+                        behind = frames.take()
+                    data = b"".join(run)
+                await write(data)
         except ConnectionResetError:
             # The client went away: nothing to answer.
             return Outcome.GONE

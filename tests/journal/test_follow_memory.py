@@ -19,6 +19,7 @@ from turnkeeper_server.engine import watch
 from turnkeeper_server.engine.checkpoints import Checkpoints
 from turnkeeper_server.engine.watch import (
     NEWS_HELD,
+    OWNED,
     Rewound,
     Settled,
     TurnNotifier,
@@ -30,7 +31,7 @@ from turnkeeper_server.journal.transitions import Written
 from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.records import EventRecord, Fence, NewEvent
 
-from tests.journal.conftest import POLICY, Journal
+from tests.journal.conftest import POLICY, REPLICA, Journal
 
 pytestmark = [pytest.mark.both_backends, pytest.mark.timeout(60)]
 
@@ -301,3 +302,34 @@ async def test_only_a_root_checkpoint_tells_its_boundary(journal: Journal) -> No
     inner = dataclasses.replace(inner, checkpoint_ns="inner:1")
     await engine.write(checkpoints.CheckpointWrite(inner, Fence("t1", 0)))
     assert subscription.take() == ([], True)
+
+
+async def test_a_claim_wakes_the_follower_without_a_read(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watch, "SETTLED_RECHECK_SECONDS", 600.0)
+    notifier = TurnNotifier()
+    writer = Writer(journal, notifier)
+    await journal.start("t1", "th1")
+    reads = Reads(journal)
+    reader = Reader(live(journal, notifier))
+    await writer.append(0, "token")
+    assert seen(await reader.take(1)) == [(1, 0, "token")]
+    before = reads.count
+    # The replica claims the turn (engine/turns.py: who runs it changed, nothing else).
+    await journal.write(
+        lambda tx: transitions.claim_turn(
+            tx,
+            turn_id="t1",
+            attempt=0,
+            replica=REPLICA[0],
+            incarnation=REPLICA[1],
+            policy=POLICY,
+        )
+    )
+    notifier.notify("t1", OWNED)
+    await writer.append(0, "token")
+    assert seen(await reader.take(1)) == [(2, 0, "token")]
+    assert reads.count == before
+    await writer.finish(0)
+    assert seen(await reader.rest()) == [(3, 0, "turn.done")]

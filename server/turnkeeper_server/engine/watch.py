@@ -15,6 +15,7 @@ import functools
 from collections import defaultdict
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
+from typing import Final
 
 from turnkeeper_server.journal import transitions
 from turnkeeper_server.journal.transitions import Written
@@ -45,10 +46,18 @@ class Settled:
     seq: int
 
 
+@dataclass(frozen=True, slots=True)
+class Owned:
+    """News of a commit that changed only who runs the turn (a claim): nothing a
+    follower keeps."""
+
+
+OWNED: Final = Owned()
+
 # What a commit tells a turn's followers: the events an append stored (the writer
-# knows them), a root checkpoint's boundary, or None: something else changed
-# (read the journal).
-News = Written | Settled | None
+# knows them), a root checkpoint's boundary, a claim, or None: something else
+# changed (read the journal).
+News = Written | Settled | Owned | None
 
 # News held for one follower at most: past it, the follower reads the journal.
 NEWS_HELD = 256
@@ -62,7 +71,7 @@ class Subscription:
 
     def __init__(self) -> None:
         self.event = asyncio.Event()
-        self.news: list[Written | Settled] = []
+        self.news: list[Written | Settled | Owned] = []
         # Something changed that the news does not say: read the journal.
         self.lost = False
 
@@ -74,7 +83,7 @@ class Subscription:
             self.news.append(news)
         self.event.set()
 
-    def take(self) -> tuple[list[Written | Settled], bool]:
+    def take(self) -> tuple[list[Written | Settled | Owned], bool]:
         """The news so far and whether some was lost; forgets them."""
         news, lost = self.news, self.lost
         self.news, self.lost = [], False
@@ -402,7 +411,7 @@ class _Tail:
         self.since, self.events, self.whole = cursor, list(events), not more
         return turn, events, more, limit
 
-    def _apply(self, news: list[Written | Settled]) -> bool:
+    def _apply(self, news: list[Written | Settled | Owned]) -> bool:
         """Bring the view up to date with `news`; False when they do not fit it."""
         turn = self.turn
         if turn is None:
@@ -410,6 +419,8 @@ class _Tail:
         last, limit = turn.last_seq, self.limit
         added: list[EventRecord] = []
         for item in news:
+            if isinstance(item, Owned):
+                continue
             if isinstance(item, Settled):
                 if item.seq > last:
                     return False  # the checkpoint's commit wrote events too

@@ -4,7 +4,11 @@
 then waits; a commit touching the turn (here, or on another replica through the
 store's notification) sets every waiter of that turn. Reading after registering
 means a commit can never slip between the read and the wait unnoticed.
-`follow` is one stream (docs/architecture.md §3, decision 3).
+`follow` is one stream (docs/architecture.md §3, decision 3). The LangGraph API's
+followers (`follow_settled`, `follow_live`) subscribe once for their whole life
+instead, and a commit's wake tells them what it wrote when the writer knows
+(`News`): they serve such a wake from what they keep, and read the journal for
+anything else (`_Tail`, decision 440).
 """
 
 from __future__ import annotations

@@ -6,6 +6,7 @@ route is made only for a unary method whose request type the descriptor names
 
 from __future__ import annotations
 
+import asyncio
 import contextlib
 import dataclasses
 from pathlib import Path
@@ -15,7 +16,7 @@ import pytest
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.limits import DEFAULT_LIMITS
 from turnkeeper_server.operations import Origin
-from turnkeeper_server.web import connect
+from turnkeeper_server.web import connect, pump
 
 from tests.support.security import write_tokens
 from tests.support.service import ServiceFactory
@@ -67,3 +68,27 @@ def test_a_connect_route_is_refused_for_a_streaming_method() -> None:
 
     with pytest.raises(ValueError, match="streams"):
         connect.method_route(connect.TURN_SERVICE, turns_pb2.WatchTurnRequest, watch)
+
+
+async def test_the_frame_buffer_hands_frames_in_order_within_its_byte_bound() -> None:
+    """One source puts, one pump takes: a frame already there is taken at once
+    (`take`), none is EMPTY, and the source waits while the bound is reached (one
+    frame always fits)."""
+    buffer = pump.FrameBuffer(limit=10)
+    assert buffer.take() is pump.EMPTY
+    await buffer.put(pump.Frame(b"123456", 1))
+    # 6 + 6 > 10: the second put waits until the first frame is taken.
+    second = asyncio.create_task(buffer.put(pump.Frame(b"abcdef", 2)))
+    await asyncio.sleep(0)
+    assert not second.done() and buffer.bytes == 6
+    got = buffer.take()
+    assert isinstance(got, pump.Frame) and got.seq == 1
+    await asyncio.wait_for(second, 10)
+    waiting = asyncio.create_task(buffer.get())
+    assert (await asyncio.wait_for(waiting, 10)) == pump.Frame(b"abcdef", 2)
+    getter = asyncio.create_task(buffer.get())
+    await asyncio.sleep(0)
+    assert not getter.done()
+    await buffer.put(None)
+    assert await asyncio.wait_for(getter, 10) is None
+    assert buffer.bytes == 0

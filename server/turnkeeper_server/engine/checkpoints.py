@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 from collections.abc import Callable, Sequence
 
-from turnkeeper_server.engine.watch import TurnNotifier
+from turnkeeper_server.engine.watch import Settled, TurnNotifier
 from turnkeeper_server.journal import maintenance
 from turnkeeper_server.journal.checkpoints import CheckpointWrite, write
 from turnkeeper_server.records import Policy
@@ -68,7 +68,11 @@ class Checkpoints:
             if boundary is None:
                 return None
             notify, turn_id = self.notifier.notify, boundary.turn_id
-            tx.after_commit(lambda: notify(turn_id))
+            row = checkpoint_write.row
+            # A root checkpoint's boundary is the turn's settled limit (what its
+            # followers keep, engine/watch.py); a subgraph's is not: they read.
+            news = Settled(boundary.last_seq) if row.checkpoint_ns == "" else None
+            tx.after_commit(lambda: notify(turn_id, news))
             return boundary.last_seq
 
         return write_one

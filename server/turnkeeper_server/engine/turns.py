@@ -24,6 +24,8 @@ from turnkeeper_server.engine.assistants import ensure_default
 from turnkeeper_server.engine.handoffs import Handoffs
 from turnkeeper_server.engine.versions import Versions, Waiting
 from turnkeeper_server.engine.watch import (
+    OWNED,
+    News,
     Reset,
     Rewound,
     TurnNotifier,
@@ -94,7 +96,12 @@ class Turns:
 
     # -- plumbing ---------------------------------------------------------------
 
-    async def _write(self, turn_ids: Callable[[T], Sequence[str]], fn: Callable[[Tx], T]) -> T:
+    async def _write(
+        self, turn_ids: Callable[[T], Sequence[str]], fn: Callable[[Tx], T], news: News = None
+    ) -> T:
+        """`fn` in a transaction; after its commit the turns it names wake their
+        followers, told `news` (None: they read the journal)."""
+
         def op(tx: Tx) -> T:
             result = fn(tx)
             ids = list(turn_ids(result))
@@ -102,7 +109,7 @@ class Turns:
 
             def woken() -> None:
                 for turn_id in ids:
-                    self.notifier.notify(turn_id)
+                    self.notifier.notify(turn_id, news)
                 self.outbox.wake()
 
             tx.after_commit(woken)
@@ -255,12 +262,23 @@ class Turns:
         )
 
     async def append(self, *, turn_id: str, attempt: int, events: Sequence[NewEvent]) -> int:
-        last = await self._write(
-            lambda _: [turn_id],
-            lambda tx: transitions.append_events(
+        notifier, outbox = self.notifier, self.outbox
+
+        def op(tx: Tx) -> int:
+            written = transitions.append_events_written(
                 tx, turn_id=turn_id, attempt=attempt, events=events, policy=self.policy
-            ),
-        )
+            )
+            tx.announce([turn_id])
+
+            def woken() -> None:
+                # The turn's followers take the events from here, not from a read.
+                notifier.notify(turn_id, written)
+                outbox.wake()
+
+            tx.after_commit(woken)
+            return written.last_seq
+
+        last = await self.db.write(op)
         self.metrics.events_appended.inc(len(events))
         return last
 
@@ -347,7 +365,8 @@ class Turns:
             versions.record_runner(tx, turn_id, served)
             return transitions.reload_turn(tx, turn_id), checkpoint_id
 
-        claimed = await self._write(lambda r: [r[0].turn_id], op)
+        # A claim changes who runs the turn, nothing its followers keep.
+        claimed = await self._write(lambda r: [r[0].turn_id], op, OWNED)
         turn_log(log, turn_id, attempt).info(
             "claimed by %s/%s (checkpoint %s)", replica, incarnation, claimed[1] or "none"
         )

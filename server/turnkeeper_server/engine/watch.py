@@ -4,21 +4,34 @@
 then waits; a commit touching the turn (here, or on another replica through the
 store's notification) sets every waiter of that turn. Reading after registering
 means a commit can never slip between the read and the wait unnoticed.
-`follow` is one stream (docs/architecture.md §3, decision 3).
+`follow` is one stream (docs/architecture.md §3, decision 3). The LangGraph API's
+followers (`follow_settled`, `follow_live`) subscribe once for their whole life
+instead, and a commit's wake tells them what it wrote when the writer knows
+(`News`): they serve such a wake from what they keep, and read the journal for
+anything else (`_Tail`, decision 440).
 """
 
 from __future__ import annotations
 
 import asyncio
-import contextlib
+import dataclasses
 import functools
 from collections import defaultdict
 from collections.abc import AsyncGenerator, Callable
 from dataclasses import dataclass
+from typing import Final
 
 from turnkeeper_server.journal import transitions
+from turnkeeper_server.journal.transitions import Written
 from turnkeeper_server.metrics import Metrics
-from turnkeeper_server.records import ENDED, PARKED, TERMINAL_EVENTS, EventRecord, TurnRecord
+from turnkeeper_server.records import (
+    ENDED,
+    PARKED,
+    RUNNING,
+    TERMINAL_EVENTS,
+    EventRecord,
+    TurnRecord,
+)
 from turnkeeper_server.store.contract import Conn, Store
 
 # A page of events read at a time: at most WATCH_BATCH events and, past the first,
@@ -30,9 +43,62 @@ WATCH_PAGE_BYTES = 1 << 20
 WATCH_CHUNK = 16
 
 
+@dataclass(frozen=True, slots=True)
+class Settled:
+    """News of a commit that wrote a root checkpoint of the turn: its boundary."""
+
+    seq: int
+
+
+@dataclass(frozen=True, slots=True)
+class Owned:
+    """News of a commit that changed only who runs the turn (a claim): nothing a
+    follower keeps."""
+
+
+OWNED: Final = Owned()
+
+# What a commit tells a turn's followers: the events an append stored (the writer
+# knows them), a root checkpoint's boundary, a claim, or None: something else
+# changed (read the journal).
+News = Written | Settled | Owned | None
+
+# News held for one follower at most: past it, the follower reads the journal.
+NEWS_HELD = 256
+
+
+class Subscription:
+    """A follower's wake and the news of the commits since it last looked: kept for
+    the follower's whole life, so a commit made while it was busy is not missed."""
+
+    __slots__ = ("event", "lost", "news")
+
+    def __init__(self) -> None:
+        self.event = asyncio.Event()
+        self.news: list[Written | Settled | Owned] = []
+        # Something changed that the news does not say: read the journal.
+        self.lost = False
+
+    def add(self, news: News) -> None:
+        if news is None or len(self.news) >= NEWS_HELD:
+            self.lost = True
+            self.news.clear()
+        elif not self.lost:
+            self.news.append(news)
+        self.event.set()
+
+    def take(self) -> tuple[list[Written | Settled | Owned], bool]:
+        """The news so far and whether some was lost; forgets them."""
+        news, lost = self.news, self.lost
+        self.news, self.lost = [], False
+        self.event.clear()
+        return news, lost
+
+
 class TurnNotifier:
     def __init__(self) -> None:
         self._waiters: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
+        self._subscribers: defaultdict[str, set[Subscription]] = defaultdict(set)
 
     def register(self, turn_id: str) -> asyncio.Event:
         event = asyncio.Event()
@@ -46,9 +112,29 @@ class TurnNotifier:
             if not waiters:
                 del self._waiters[turn_id]
 
-    def notify(self, turn_id: str) -> None:
+    def subscribe(self, turn_id: str) -> Subscription:
+        subscription = Subscription()
+        self._subscribers[turn_id].add(subscription)
+        return subscription
+
+    def unsubscribe(self, turn_id: str, subscription: Subscription) -> None:
+        subscribers = self._subscribers.get(turn_id)
+        if subscribers is not None:
+            subscribers.discard(subscription)
+            if not subscribers:
+                del self._subscribers[turn_id]
+
+    def notify(self, turn_id: str, news: News = None) -> None:
+        """A commit touched the turn; `news` says what it did when the committer
+        knows (else the followers read the journal)."""
         for event in self._waiters.get(turn_id, ()):
             event.set()
+        for subscription in self._subscribers.get(turn_id, ()):
+            subscription.add(news)
+
+    def follows(self, turn_id: str) -> bool:
+        """Whether a follower would take news of the turn (making it costs)."""
+        return turn_id in self._subscribers
 
     def changed(self, turn_id: str | None) -> None:
         """A change made through another replica; None: any turn may have changed
@@ -59,9 +145,14 @@ class TurnNotifier:
         for waiters in self._waiters.values():
             for event in waiters:
                 event.set()
+        for subscribers in self._subscribers.values():
+            for subscription in subscribers:
+                subscription.add(None)
 
     def watchers(self) -> int:
-        return sum(len(w) for w in self._waiters.values())
+        return sum(len(w) for w in self._waiters.values()) + sum(
+            len(s) for s in self._subscribers.values()
+        )
 
 
 @dataclass(frozen=True)
@@ -132,35 +223,28 @@ async def follow_settled(
     (a LangGraph run ends at its interrupt)."""
     cursor = after_seq
     metrics.watchers.inc()
+    tail = _Tail(db, notifier, turn_id)
     try:
+        fresh = True
         while True:
-            waiter = notifier.register(turn_id)
-            try:
-                turn, events, more = await db.read(
-                    functools.partial(_turn_and_events, turn_id=turn_id, after_seq=cursor)
-                )
-                if turn.state in ENDED or turn.state == PARKED:
-                    limit = turn.last_seq
-                else:
-                    limit = (await db.read(lambda c: transitions.latest_boundary(c, turn_id)))[1]
-                held = False
-                for event in events:
-                    if event.seq > limit:
-                        held = True
-                        break
-                    yield event
-                    cursor = event.seq
-                    if event.type in TERMINAL_EVENTS:
-                        return
-                if more and not held:
-                    continue
-                if (turn.state in ENDED or turn.state == PARKED) and cursor >= turn.last_seq:
+            turn, events, more, limit = await tail.page(cursor, fresh=fresh)
+            fresh = False
+            held = False
+            for event in events:
+                if event.seq > limit:
+                    held = True
+                    break
+                yield event
+                cursor = event.seq
+                if event.type in TERMINAL_EVENTS:
                     return
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(waiter.wait(), SETTLED_RECHECK_SECONDS)
-            finally:
-                notifier.unregister(turn_id, waiter)
+            if more and not held:
+                continue
+            if (turn.state in ENDED or turn.state == PARKED) and cursor >= turn.last_seq:
+                return
+            fresh = not await tail.woken()
     finally:
+        tail.close()
         metrics.watchers.dec()
 
 
@@ -202,8 +286,11 @@ async def follow_live(
     # Released past the settled limit, so a rewind may take them back.
     released: list[EventRecord] = []
     metrics.watchers.inc()
+    tail = _Tail(db, notifier, turn_id)
     try:
-        epoch = (await db.read(lambda c: transitions.require_turn(c, turn_id))).rewinds
+        # The turn's rewinds as of the first page (a read of its own cost a snapshot
+        # per stream): a rewind before it took back nothing this stream released.
+        epoch: int | None = None
         if after_seq > 0 and after_attempt is not None:
             kept = await db.read(
                 functools.partial(_kept, turn_id=turn_id, seq=after_seq, attempt=after_attempt)
@@ -211,49 +298,152 @@ async def follow_live(
             if kept < after_seq:
                 cursor = kept
                 yield Rewound(seq=kept, taken=())
+        fresh = True
         while True:
-            waiter = notifier.register(turn_id)
-            try:
-                turn, events, more, limit = await db.read(
-                    functools.partial(_live_page, turn_id=turn_id, after_seq=cursor)
-                )
-                if turn.rewinds != epoch:
-                    epoch = turn.rewinds
-                    if released:
-                        last = released[-1]
-                        kept = await db.read(
-                            functools.partial(
-                                _kept, turn_id=turn_id, seq=last.seq, attempt=last.attempt
-                            )
+            turn, events, more, limit = await tail.page(cursor, fresh=fresh)
+            fresh = False
+            if epoch is None:
+                epoch = turn.rewinds
+            elif turn.rewinds != epoch:
+                epoch = turn.rewinds
+                if released:
+                    last = released[-1]
+                    kept = await db.read(
+                        functools.partial(
+                            _kept, turn_id=turn_id, seq=last.seq, attempt=last.attempt
                         )
-                        taken = tuple(e for e in released if e.seq > kept)
-                        if taken:
-                            released = [e for e in released if e.seq <= kept]
-                            cursor = min(cursor, kept)
-                            yield Rewound(seq=kept, taken=taken)
-                            continue
-                released = [e for e in released if e.seq > limit]
-                held = False
-                for event in events:
-                    if event.seq > limit:
-                        if waits(event.type):
-                            held = True
-                            break
-                        released.append(event)
-                    yield event
-                    cursor = event.seq
-                    if event.type in TERMINAL_EVENTS:
-                        return
-                if more and not held:
-                    continue
-                if (turn.state in ENDED or turn.state == PARKED) and cursor >= turn.last_seq:
+                    )
+                    taken = tuple(e for e in released if e.seq > kept)
+                    if taken:
+                        released = [e for e in released if e.seq <= kept]
+                        cursor = min(cursor, kept)
+                        yield Rewound(seq=kept, taken=taken)
+                        continue
+            released = [e for e in released if e.seq > limit]
+            held = False
+            for event in events:
+                if event.seq > limit:
+                    if waits(event.type):
+                        held = True
+                        break
+                    released.append(event)
+                yield event
+                cursor = event.seq
+                if event.type in TERMINAL_EVENTS:
                     return
-                with contextlib.suppress(TimeoutError):
-                    await asyncio.wait_for(waiter.wait(), SETTLED_RECHECK_SECONDS)
-            finally:
-                notifier.unregister(turn_id, waiter)
+            if more and not held:
+                continue
+            if (turn.state in ENDED or turn.state == PARKED) and cursor >= turn.last_seq:
+                return
+            fresh = not await tail.woken()
     finally:
+        tail.close()
         metrics.watchers.dec()
+
+
+class _Tail:
+    """A follower's view of its turn: the turn, its settled limit and the events
+    after the follower's position, read from the journal and then kept up to date
+    from the news of this process's commits (`Subscription`): an append's events
+    and a root checkpoint's boundary, which the writer knows, so a wake costs no
+    read. The journal stays the truth: any other change, news that does not fit
+    (a gap, another epoch, events the news did not carry), a position behind what
+    is kept (a resume, a rewind) and every wait that ended without a wake read it
+    again."""
+
+    def __init__(self, db: Store, notifier: TurnNotifier, turn_id: str) -> None:
+        self.db = db
+        self.notifier = notifier
+        self.turn_id = turn_id
+        # Subscribed before the first read: no commit slips between it and a wait.
+        self.subscription = notifier.subscribe(turn_id)
+        self.turn: TurnRecord | None = None
+        self.limit = 0
+        # Every event after `since` through turn.last_seq when `whole`.
+        self.since = 0
+        self.events: list[EventRecord] = []
+        self.whole = False
+
+    def close(self) -> None:
+        self.notifier.unsubscribe(self.turn_id, self.subscription)
+
+    async def woken(self) -> bool:
+        """Wait for a commit touching the turn; False when none came in time (a
+        change through another replica may notify no one here)."""
+        event = self.subscription.event
+        if event.is_set():
+            return True
+        try:
+            # asyncio.timeout, not wait_for: no task per wait.
+            async with asyncio.timeout(SETTLED_RECHECK_SECONDS):
+                await event.wait()
+        except TimeoutError:
+            return False
+        return True
+
+    async def page(
+        self, cursor: int, *, fresh: bool
+    ) -> tuple[TurnRecord, list[EventRecord], bool, int]:
+        """`_live_page` after `cursor`, from memory when it holds it (`fresh`: read
+        the journal)."""
+        news, lost = self.subscription.take()
+        if fresh or lost or not self.whole or cursor < self.since or not self._apply(news):
+            return await self._read(cursor)
+        assert self.turn is not None  # whole after a read
+        if cursor > self.since:
+            drop = 0
+            while drop < len(self.events) and self.events[drop].seq <= cursor:
+                drop += 1
+            del self.events[:drop]
+            self.since = cursor
+        page: list[EventRecord] = []
+        size = 0
+        for event in self.events:
+            if len(page) >= WATCH_BATCH or (page and size + event_bytes(event) > WATCH_PAGE_BYTES):
+                break
+            page.append(event)
+            size += event_bytes(event)
+        turn = self.turn
+        limit = turn.last_seq if turn.state in ENDED or turn.state == PARKED else self.limit
+        return turn, page, len(page) < len(self.events), limit
+
+    async def _read(self, cursor: int) -> tuple[TurnRecord, list[EventRecord], bool, int]:
+        turn, events, more, limit = await self.db.read(
+            functools.partial(_live_page, turn_id=self.turn_id, after_seq=cursor)
+        )
+        self.turn, self.limit = turn, limit
+        self.since, self.events, self.whole = cursor, list(events), not more
+        return turn, events, more, limit
+
+    def _apply(self, news: list[Written | Settled | Owned]) -> bool:
+        """Bring the view up to date with `news`; False when they do not fit it."""
+        turn = self.turn
+        if turn is None:
+            return False
+        last, limit = turn.last_seq, self.limit
+        added: list[EventRecord] = []
+        for item in news:
+            if isinstance(item, Owned):
+                continue
+            if isinstance(item, Settled):
+                if item.seq > last:
+                    return False  # the checkpoint's commit wrote events too
+                limit = max(limit, item.seq)
+                continue
+            if item.rewinds != turn.rewinds or turn.state != RUNNING:
+                return False
+            if item.last_seq <= last:
+                continue  # already read from the journal
+            new = [e for e in item.records() if e.seq > last]
+            if not new or new[0].seq != last + 1 or new[-1].seq != item.last_seq:
+                return False
+            added += new
+            last = item.last_seq
+        if added:
+            self.events += added
+            self.turn = dataclasses.replace(turn, last_seq=last)
+        self.limit = limit
+        return True
 
 
 def _live_page(

@@ -19,6 +19,7 @@ from __future__ import annotations
 import json
 import time
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import Final
 
 from turnkeeper_server.errors import InvalidArgument, NotFound, StaleAttempt, WrongState
@@ -312,13 +313,45 @@ def heartbeat(
 def append_events(
     tx: Tx, *, turn_id: str, attempt: int, events: Sequence[NewEvent], policy: Policy
 ) -> int:
+    return append_events_written(
+        tx, turn_id=turn_id, attempt=attempt, events=events, policy=policy
+    ).last_seq
+
+
+@dataclass(frozen=True, slots=True)
+class Written:
+    """What an append committed: the turn's last_seq after it, its rewinds (the
+    epoch the events belong to) and the events it stored, in seq order (those an
+    idempotent resend skipped are not among them), by `attempt` at `created_at`."""
+
+    last_seq: int
+    rewinds: int
+    turn_id: str
+    attempt: int
+    created_at: float
+    new: tuple[NewEvent, ...]
+
+    def records(self) -> tuple[EventRecord, ...]:
+        return tuple(
+            EventRecord(self.turn_id, seq, self.attempt, type_, data_json, self.created_at)
+            for seq, type_, data_json in self.new
+        )
+
+
+def append_events_written(
+    tx: Tx, *, turn_id: str, attempt: int, events: Sequence[NewEvent], policy: Policy
+) -> Written:
+    """`append_events`, saying what it stored (a follower serves those from memory,
+    engine/watch.py)."""
     turn = lock_turn(tx, turn_id)
     fence(turn, attempt)
     now = time.time()
     last = _append(tx, turn, attempt, events, policy, now)
     if last != turn.last_seq:
         update_turn(tx, turn_id, now, last_seq=last)
-    return last
+    # _append stored exactly the events after the turn's last_seq (a gap raises).
+    new = tuple(e for e in events if e[0] > turn.last_seq)
+    return Written(last, turn.rewinds, turn_id, attempt, now, new)
 
 
 def park_turn(

@@ -65,6 +65,9 @@ class OutboxPublisher:
 
     async def _run(self) -> None:
         while not self._stopping:
+            # Cleared before the look: a commit whose wake this clears committed
+            # before it, so the look sees its rows; a later one wakes us again.
+            self._wake.clear()
             try:
                 sent = await self.drain_once()
             except asyncio.CancelledError:
@@ -72,14 +75,18 @@ class OutboxPublisher:
             except Exception:
                 log.exception("outbox publisher failed; retrying")
                 sent = 0
-            if sent:
+            if sent >= BATCH or (sent and self._wake.is_set()):
                 continue  # more may be waiting
-            self._wake.clear()
+            if sent:
+                # Less than a batch: the look took every row there was, and no
+                # commit wrote one since. No second look only to find none.
+                self._drained.set()
             if not self.link.connected:
                 await self.link.wait_connected(self.idle_poll)
                 continue
             with contextlib.suppress(TimeoutError):
-                await asyncio.wait_for(self._wake.wait(), self.idle_poll)
+                async with asyncio.timeout(self.idle_poll):
+                    await self._wake.wait()
 
     async def drain_once(self) -> int:
         """Publish one batch; returns how many rows left the outbox."""

@@ -37,6 +37,8 @@ KEEPALIVE_SECONDS: Final = 15.0
 # Frames read ahead of the client, in bytes (always at least one frame), and how long
 # one write may wait for a client that does not read before it is dropped.
 BUFFER_BYTES: Final = 1 << 20
+# Frames already read are written together up to about this many bytes.
+COALESCE_BYTES: Final = 64 << 10
 WRITE_TIMEOUT_SECONDS: Final = 30.0
 
 HEADERS: Final = {
@@ -82,31 +84,51 @@ class Outcome(enum.Enum):
     STALLED = "stalled"  # the client took nothing for the write timeout: dropped
 
 
+class _Empty(enum.Enum):
+    EMPTY = enum.auto()
+
+
+# What FrameBuffer.take answers when no frame is there yet.
+EMPTY: Final = _Empty.EMPTY
+
+
 class FrameBuffer:
     """Frames between the source and the client, bounded in bytes: `put` waits while
-    the buffer holds `limit` bytes or more (one frame always fits)."""
+    the buffer holds `limit` bytes or more (one frame always fits). One source puts,
+    one pump takes: a frame already there is taken without waiting (`take`)."""
 
     def __init__(self, limit: int) -> None:
         self.limit = limit
         self.bytes = 0
         self._items: collections.deque[tuple[Frame | Exception | None, int]] = collections.deque()
-        self._changed = asyncio.Condition()
+        self._readable = asyncio.Event()
+        self._writable = asyncio.Event()
 
     async def put(self, item: Frame | Exception | None) -> None:
         size = len(item.data) if isinstance(item, Frame) else 0
-        async with self._changed:
-            await self._changed.wait_for(lambda: not self.bytes or self.bytes + size <= self.limit)
-            self._items.append((item, size))
-            self.bytes += size
-            self._changed.notify_all()
+        while self.bytes and self.bytes + size > self.limit:
+            self._writable.clear()
+            await self._writable.wait()
+        self._items.append((item, size))
+        self.bytes += size
+        self._readable.set()
+
+    def take(self) -> Frame | Exception | _Empty | None:
+        """The next item, or EMPTY when there is none yet."""
+        if not self._items:
+            return EMPTY
+        item, size = self._items.popleft()
+        self.bytes -= size
+        self._writable.set()
+        return item
 
     async def get(self) -> Frame | Exception | None:
-        async with self._changed:
-            await self._changed.wait_for(lambda: bool(self._items))
-            item, size = self._items.popleft()
-            self.bytes -= size
-            self._changed.notify_all()
-            return item
+        while not self._items:
+            self._readable.clear()
+            await self._readable.wait()
+        item = self.take()
+        assert item is not EMPTY
+        return item
 
 
 class Pump:
@@ -193,8 +215,10 @@ class Pump:
                     await source.aclose()
 
         async def write(data: bytes) -> None:
+            # asyncio.timeout, not wait_for: no task per frame.
             try:
-                await asyncio.wait_for(response.write(data), self.write_timeout)
+                async with asyncio.timeout(self.write_timeout):
+                    await response.write(data)
             except TimeoutError:
                 raise _Stalled() from None
             finally:
@@ -204,6 +228,8 @@ class Pump:
 
         task = asyncio.create_task(read())
         last_seq = after
+        # An item taken behind a run of frames written together, not yet handled.
+        behind: Frame | Exception | _Empty | None = EMPTY
         try:
             if preamble is not None:
                 await write(preamble)
@@ -211,10 +237,15 @@ class Pump:
                 if entry is not None and entry.revoked:
                     await write(framing.revoked())
                     return Outcome.REVOKED
+                taken, behind = (frames.take() if behind is EMPTY else behind), EMPTY
                 try:
                     if entry is not None:
                         entry.waiting = True
-                    item = await asyncio.wait_for(frames.get(), self.keepalive)
+                    if taken is EMPTY:
+                        async with asyncio.timeout(self.keepalive):
+                            item = await frames.get()
+                    else:
+                        item = taken
                 except TimeoutError:
                     await write(framing.heartbeat)
                     continue
@@ -238,7 +269,20 @@ class Pump:
                     return Outcome.ENDED
                 if item.seq is not None:
                     last_seq = item.seq
-                await write(item.data)
+                # The frames already read go out in one write: one chunk, one send.
+                data = item.data
+                behind = frames.take()
+                if isinstance(behind, Frame):
+                    run = [data]
+                    size = len(data)
+                    while isinstance(behind, Frame) and size < COALESCE_BYTES:
+                        run.append(behind.data)
+                        size += len(behind.data)
+                        if behind.seq is not None:
+                            last_seq = behind.seq
+                        behind = frames.take()
+                    data = b"".join(run)
+                await write(data)
         except ConnectionResetError:
             # The client went away: nothing to answer.
             return Outcome.GONE

@@ -1,0 +1,335 @@
+"""Followers served from memory (engine/watch.py `_Tail`, decision 440): a wake
+whose news say what was committed (an append's events, a root checkpoint's
+boundary) costs no read of the journal, and the stream is still exactly the
+journal's: no event lost, none twice, in seq order, across stale and out-of-order
+news, a rewind, a resume and a commit that told no one.
+
+The news are made as the engine makes them (engine/turns.py `append`,
+engine/checkpoints.py): the append's `Written`, notified after its commit."""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+from collections.abc import AsyncGenerator, Callable
+from typing import Any
+
+import pytest
+from turnkeeper_server.engine import watch
+from turnkeeper_server.engine.checkpoints import Checkpoints
+from turnkeeper_server.engine.watch import (
+    NEWS_HELD,
+    OWNED,
+    Rewound,
+    Settled,
+    TurnNotifier,
+    follow_live,
+    follow_settled,
+)
+from turnkeeper_server.journal import checkpoints, transitions
+from turnkeeper_server.journal.transitions import Written
+from turnkeeper_server.metrics import Metrics
+from turnkeeper_server.records import EventRecord, Fence, NewEvent
+
+from tests.journal.conftest import POLICY, REPLICA, Journal
+
+pytestmark = [pytest.mark.both_backends, pytest.mark.timeout(60)]
+
+Item = EventRecord | Rewound
+
+
+class Reads:
+    """Counts the follower's reads of the journal (Store.read)."""
+
+    def __init__(self, journal: Journal) -> None:
+        self.count = 0
+        db: Any = journal.db
+        read = db.read
+
+        async def counted(fn: Callable[[Any], Any]) -> Any:
+            self.count += 1
+            return await read(fn)
+
+        db.read = counted
+
+
+class Writer:
+    """Commits as the engine does, and tells the notifier what it committed."""
+
+    def __init__(self, journal: Journal, notifier: TurnNotifier) -> None:
+        self.journal = journal
+        self.notifier = notifier
+
+    async def append(self, attempt: int, *types: str, tell: bool = True) -> Written:
+        last = self.journal.turn("t1").last_seq
+        batch: list[NewEvent] = [
+            (last + i, t, f'{{"n": {last + i}}}') for i, t in enumerate(types, 1)
+        ]
+        written = await self.journal.write(
+            lambda tx: transitions.append_events_written(
+                tx, turn_id="t1", attempt=attempt, events=batch, policy=POLICY
+            )
+        )
+        if tell:
+            self.notifier.notify("t1", written)
+        return written
+
+    async def checkpoint(self, checkpoint_id: str, attempt: int) -> None:
+        await self.journal.checkpoint("th1", checkpoint_id, Fence("t1", attempt))
+        self.notifier.notify("t1", Settled(self.journal.boundary("t1")[1]))
+
+    async def finish(self, attempt: int) -> None:
+        await self.journal.write(
+            lambda tx: transitions.finish_turn(
+                tx, turn_id="t1", attempt=attempt, failed=False, error="", events=[], policy=POLICY
+            )
+        )
+        self.notifier.notify("t1")
+
+    async def redrive(self) -> None:
+        await self.journal.redrive("t1")
+        self.notifier.notify("t1")
+
+
+def live(
+    journal: Journal, notifier: TurnNotifier, after_seq: int = 0, after_attempt: int | None = None
+) -> AsyncGenerator[Item]:
+    # Tokens go out at once; steps wait for their checkpoint (the LangGraph stream's rule).
+    return follow_live(
+        journal.db,
+        notifier,
+        Metrics(),
+        "t1",
+        after_seq,
+        after_attempt=after_attempt,
+        waits=lambda t: t != "token",
+    )
+
+
+def settled(journal: Journal, notifier: TurnNotifier) -> AsyncGenerator[Item]:
+    async def follow() -> AsyncGenerator[Item]:
+        async for event in follow_settled(journal.db, notifier, Metrics(), "t1", 0):
+            yield event
+
+    return follow()
+
+
+class Reader:
+    """Takes a follower's items as they come, in a task of its own."""
+
+    def __init__(self, follow: AsyncGenerator[Item]) -> None:
+        self.follow = follow
+        self.items: asyncio.Queue[Item | None] = asyncio.Queue()
+        self.task = asyncio.create_task(self._run())
+
+    async def _run(self) -> None:
+        async for item in self.follow:
+            await self.items.put(item)
+        await self.items.put(None)
+
+    async def take(self, n: int) -> list[Item]:
+        got: list[Item] = []
+        for _ in range(n):
+            item = await asyncio.wait_for(self.items.get(), 30)
+            assert item is not None, f"the follow ended after {got}"
+            got.append(item)
+        return got
+
+    async def rest(self) -> list[Item]:
+        got: list[Item] = []
+        while (item := await asyncio.wait_for(self.items.get(), 30)) is not None:
+            got.append(item)
+        return got
+
+
+def seen(items: list[Item]) -> list[tuple[int, int, str]]:
+    return [
+        (i.seq, i.attempt, i.type) if isinstance(i, EventRecord) else (i.seq, -1, "REWOUND")
+        for i in items
+    ]
+
+
+@pytest.mark.parametrize("way", ["live", "settled"])
+async def test_woken_by_news_the_follower_reads_nothing_and_misses_nothing(
+    journal: Journal, way: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # No recheck comes in the test's time: every wake is a commit's.
+    monkeypatch.setattr(watch, "SETTLED_RECHECK_SECONDS", 600.0)
+    notifier = TurnNotifier()
+    writer = Writer(journal, notifier)
+    await journal.start("t1", "th1")
+    reads = Reads(journal)
+    await writer.append(0, "token")
+    reader = Reader((live if way == "live" else settled)(journal, notifier))
+    if way == "settled":
+        await writer.checkpoint("cp-0", 0)
+    assert seen(await reader.take(1)) == [(1, 0, "token")]
+    before = reads.count
+    expected = [(1, 0, "token")]
+    for step in range(3):
+        await writer.append(0, "token", "token")
+        await writer.append(0, "token")
+        await writer.append(0, "step", "values")
+        await writer.checkpoint(f"cp-{step + 1}", 0)
+        last = journal.turn("t1").last_seq
+        expected += [
+            (s, 0, t)
+            for s, t in zip(
+                range(last - 4, last + 1), ["token"] * 3 + ["step", "values"], strict=True
+            )
+        ]
+    got = [(1, 0, "token"), *seen(await reader.take(len(expected) - 1))]
+    assert got == expected
+    # Every wake came with news of what was committed: not one read.
+    assert reads.count == before
+    await writer.finish(0)
+    assert seen(await reader.rest()) == [(len(expected) + 1, 0, "turn.done")]
+
+
+async def test_stale_and_out_of_order_news_give_each_event_once_in_order(
+    journal: Journal,
+) -> None:
+    notifier = TurnNotifier()
+    writer = Writer(journal, notifier)
+    await journal.start("t1", "th1")
+    early = await writer.append(0, "token", "token", tell=False)
+    reader = Reader(live(journal, notifier))
+    assert seen(await reader.take(2)) == [(1, 0, "token"), (2, 0, "token")]
+    # The news of what the follower already read arrives after its read.
+    notifier.notify("t1", early)
+    a = await writer.append(0, "token", tell=False)
+    b = await writer.append(0, "token", "token", tell=False)
+    # Told in the wrong order: the later commit's news first.
+    notifier.notify("t1", b)
+    notifier.notify("t1", a)
+    notifier.notify("t1", early)
+    assert seen(await reader.take(3)) == [(3, 0, "token"), (4, 0, "token"), (5, 0, "token")]
+    await writer.append(0, "token")
+    await writer.finish(0)
+    assert seen(await reader.rest()) == [(6, 0, "token"), (7, 0, "turn.done")]
+
+
+async def test_a_rewind_takes_back_what_memory_released_and_the_rerun_follows(
+    journal: Journal,
+) -> None:
+    notifier = TurnNotifier()
+    writer = Writer(journal, notifier)
+    await journal.start("t1", "th1")
+    await writer.append(0, "token", "step")
+    await writer.checkpoint("cp-1", 0)  # boundary 2
+    reader = Reader(live(journal, notifier))
+    assert seen(await reader.take(2)) == [(1, 0, "token"), (2, 0, "step")]
+    await writer.append(0, "token", "token")  # released from memory, past the boundary
+    await writer.append(0, "step")  # held: its checkpoint never comes
+    assert seen(await reader.take(2)) == [(3, 0, "token"), (4, 0, "token")]
+    await writer.redrive()
+    rewound = await reader.take(1)
+    assert isinstance(rewound[0], Rewound)
+    assert rewound[0].seq == 2
+    assert [e.seq for e in rewound[0].taken] == [3, 4]
+    await writer.append(1, "token", "step")
+    await writer.checkpoint("cp-2", 1)
+    await writer.finish(1)
+    assert seen(await reader.rest()) == [(3, 1, "token"), (4, 1, "step"), (5, 1, "turn.done")]
+
+
+async def test_a_resume_from_a_position_served_from_memory(journal: Journal) -> None:
+    notifier = TurnNotifier()
+    writer = Writer(journal, notifier)
+    await journal.start("t1", "th1")
+    reader = Reader(live(journal, notifier))
+    await writer.append(0, "token", "token", "token")
+    shown = await reader.take(2)
+    reader.task.cancel()
+    # The client saw seq 2 (attempt 0), went away, and comes back with its id.
+    resumed = Reader(live(journal, notifier, after_seq=shown[-1].seq, after_attempt=0))
+    assert seen(await resumed.take(1)) == [(3, 0, "token")]
+    await writer.redrive()  # seq 1-3 taken back (no checkpoint: boundary 0)
+    rewound = await resumed.take(1)
+    assert isinstance(rewound[0], Rewound) and rewound[0].seq == 0
+    await writer.append(1, "token")
+    await writer.finish(1)
+    assert seen(await resumed.rest()) == [(1, 1, "token"), (2, 1, "turn.done")]
+    # A resume from a position the rewind took back starts with a Rewound of its own.
+    late = [item async for item in live(journal, notifier, after_seq=3, after_attempt=0)]
+    assert isinstance(late[0], Rewound) and late[0].seq == 0 and late[0].taken == ()
+    assert seen(late[1:]) == [(1, 1, "token"), (2, 1, "turn.done")]
+
+
+async def test_a_commit_that_told_no_one_is_read_at_the_recheck(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watch, "SETTLED_RECHECK_SECONDS", 0.05)
+    notifier = TurnNotifier()
+    writer = Writer(journal, notifier)
+    await journal.start("t1", "th1")
+    reader = Reader(live(journal, notifier))
+    await writer.append(0, "token")
+    assert seen(await reader.take(1)) == [(1, 0, "token")]
+    # A commit through another replica: no news here, not even a wake.
+    await writer.append(0, "token", tell=False)
+    await writer.append(0, "token")  # news that does not fit (seq 2 unknown): read
+    assert seen(await reader.take(2)) == [(2, 0, "token"), (3, 0, "token")]
+    await writer.append(0, "token", tell=False)
+    assert seen(await reader.take(1)) == [(4, 0, "token")]
+    await writer.finish(0)
+    assert seen(await reader.rest()) == [(5, 0, "turn.done")]
+
+
+async def test_news_past_what_a_follower_holds_make_it_read(journal: Journal) -> None:
+    notifier = TurnNotifier()
+    subscription = notifier.subscribe("t1")
+    for n in range(NEWS_HELD):
+        notifier.notify("t1", Settled(n))
+    assert subscription.take() == ([Settled(n) for n in range(NEWS_HELD)], False)
+    for n in range(NEWS_HELD + 1):
+        notifier.notify("t1", Settled(n))
+    assert subscription.take() == ([], True)
+    notifier.changed(None)  # notifications from other replicas were missed
+    assert subscription.take() == ([], True)
+
+
+async def test_only_a_root_checkpoint_tells_its_boundary(journal: Journal) -> None:
+    notifier = TurnNotifier()
+    subscription = notifier.subscribe("t1")
+    engine = Checkpoints(journal.db, notifier, POLICY)
+    await journal.start("t1", "th1")
+    await Writer(journal, notifier).append(0, "token", tell=False)
+    root = journal.put("th1", "cp-1")
+    await engine.write(checkpoints.CheckpointWrite(root, Fence("t1", 0)))
+    assert subscription.take() == ([Settled(1)], False)
+    inner = journal.put("th1", "cp-2")
+    inner = dataclasses.replace(inner, checkpoint_ns="inner:1")
+    await engine.write(checkpoints.CheckpointWrite(inner, Fence("t1", 0)))
+    assert subscription.take() == ([], True)
+
+
+async def test_a_claim_wakes_the_follower_without_a_read(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watch, "SETTLED_RECHECK_SECONDS", 600.0)
+    notifier = TurnNotifier()
+    writer = Writer(journal, notifier)
+    await journal.start("t1", "th1")
+    reads = Reads(journal)
+    reader = Reader(live(journal, notifier))
+    await writer.append(0, "token")
+    assert seen(await reader.take(1)) == [(1, 0, "token")]
+    before = reads.count
+    # The replica claims the turn (engine/turns.py: who runs it changed, nothing else).
+    await journal.write(
+        lambda tx: transitions.claim_turn(
+            tx,
+            turn_id="t1",
+            attempt=0,
+            replica=REPLICA[0],
+            incarnation=REPLICA[1],
+            policy=POLICY,
+        )
+    )
+    notifier.notify("t1", OWNED)
+    await writer.append(0, "token")
+    assert seen(await reader.take(1)) == [(2, 0, "token")]
+    assert reads.count == before
+    await writer.finish(0)
+    assert seen(await reader.rest()) == [(3, 0, "turn.done")]

@@ -70,7 +70,6 @@ def _is_async(fn: Any) -> bool:
 
 def _service() -> None:
     from aiohttp import web, web_app
-
     from turnkeeper_server.engine.handoffs import Handoffs
     from turnkeeper_server.store.group_commit import GroupWriter
 
@@ -102,7 +101,7 @@ def _service() -> None:
         stamp(f"sse.write {head}")
         await original_write(self, data)
 
-    web.StreamResponse.write = write  # type: ignore[method-assign]
+    web.StreamResponse.write = write  # type: ignore[method-assign,assignment]
 
 
 def _agent() -> None:

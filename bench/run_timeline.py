@@ -73,9 +73,7 @@ def stack(
     if code_root is not None:
         paths += [str(code_root / "server"), str(code_root / "clients" / "python")]
     base = {
-        "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]).rstrip(
-            os.pathsep
-        )
+        "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
     }
     if timeline is not None:
         base["TURNKEEPER_TIMELINE"] = str(timeline)

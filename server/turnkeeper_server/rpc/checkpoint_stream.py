@@ -28,6 +28,11 @@ batch waits for the writes before it to commit. The writes of one batch carry on
 turn attempt's fence (or none), so a stale attempt's refusal refuses every write
 after it in the batch as well.
 
+An append refused on its own (its events' checks) refuses the writes of its run
+after it in the same batch, unwritten: they were sent behind it without waiting
+for its answer (decision 420), and a checkpoint must not record events that were
+not appended.
+
 A *shared* stream carries several runs' messages (the client marks its frames
 `shared`: one stream per client event loop, so one frame each way carries a step of
 several runs). Its batches may hold several runs' writes, and a stale attempt's
@@ -136,13 +141,25 @@ class StreamingCheckpointServicer(CheckpointServicer):
                 "send another run's on its own stream, or mark the frame shared"
             )
         started: list[_Started] = []
+        # Runs whose append was refused in this frame: their later writes in it are
+        # refused too, unwritten (a checkpoint past events that were not appended
+        # would break the boundary rule; decision 420).
+        refused: dict[tuple[str, ...], InvalidArgument] = {}
         n = 0
         while n < len(frame.batch):
             request = frame.batch[n]
+            if (cause := refused.get(runs[n])) is not None:
+                started.append(_Started(request, _failed(cause), _same))
+                n += 1
+                continue
             if _is_checkpoint_write(request):
                 # The puts and writes in a row: checked, then committed together.
                 end = n + 1
-                while end < len(frame.batch) and _is_checkpoint_write(frame.batch[end]):
+                while (
+                    end < len(frame.batch)
+                    and _is_checkpoint_write(frame.batch[end])
+                    and runs[end] not in refused
+                ):
                     end += 1
                 followed = end < len(runs) and runs[end] != _READ
                 started += await self._write_row(frame.batch[n:end], followed)
@@ -154,6 +171,10 @@ class StreamingCheckpointServicer(CheckpointServicer):
             followed = n + 1 < len(runs) and runs[n] != _READ and runs[n + 1] != _READ
             queued = await self._queue(request, context, followed)
             started.append(_Started(request, queued, _same))
+            if (why := _refusal(queued)) is not None and runs[n] != _READ:
+                refused[runs[n]] = InvalidArgument(
+                    f"not written: message {request.id} before it in this frame was refused ({why})"
+                )
             n += 1
         answers: list[Response] = []
         ending: BaseException | None = None
@@ -260,6 +281,15 @@ class _Started(NamedTuple):
 
 def _same(response: Response) -> Response:
     return response
+
+
+def _refusal(task: asyncio.Task[Response]) -> str | None:
+    """The message of a refusal `task` already answered (its checks refused it
+    before its write was queued), else None."""
+    if not task.done() or task.cancelled() or task.exception() is not None:
+        return None
+    answer = task.result()
+    return answer.error.message if answer.HasField("error") else None
 
 
 def _failed(exc: TurnkeeperError) -> asyncio.Future[Response]:

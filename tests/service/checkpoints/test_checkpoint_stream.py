@@ -138,6 +138,47 @@ async def test_a_batch_is_answered_in_one_frame_in_its_order(
     assert await redrive_turn(turns, turn_id) == ("cp-2", 4)
 
 
+async def test_a_refused_append_in_a_batch_refuses_its_runs_writes_behind_it(
+    started: tuple[str, str],
+    turns: turns_pb2_grpc.TurnServiceAsyncStub,
+    checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
+) -> None:
+    """The bridge sends a step's events and its writes and checkpoint in one frame
+    without waiting for the events' answer (decision 420): a refused append must not
+    leave a checkpoint behind it whose boundary counts events never appended."""
+    thread, turn_id = started
+    bad = append_message(turn_id, 0, 1)
+    bad.append.events[0].type = ""  # refused by its checks
+    batch = [
+        bad,
+        Req(
+            writes=checkpoints_pb2.PutWritesRequest(
+                thread_id=thread,
+                checkpoint_id="cp-0",
+                fence=checkpoints_pb2.TurnFence(turn_id=turn_id, attempt=0),
+            )
+        ),
+        put_message(thread, turn_id, 0, "cp-1"),
+    ]
+    for n, request in enumerate(batch, start=1):
+        request.id = n
+
+    [frame] = [answer async for answer in checkpoints.CheckpointStream(iter([Req(batch=batch)]))]
+
+    assert [a.WhichOneof("result") for a in frame.batch] == ["error", "error", "error"]
+    assert "type must be" in frame.batch[0].error.message
+    for answer in frame.batch[1:]:
+        assert answer.error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+        assert "message 1 before it in this frame was refused" in answer.error.message
+    assert await stored_checkpoints(checkpoints, thread) == set()
+    # The stream goes on: the same run's next frame is taken as usual.
+    again = [append_message(turn_id, 0, 1), put_message(thread, turn_id, 0, "cp-1")]
+    for n, request in enumerate(again, start=1):
+        request.id = n
+    [frame] = [answer async for answer in checkpoints.CheckpointStream(iter([Req(batch=again)]))]
+    assert [a.WhichOneof("result") for a in frame.batch] == ["append", "put"]
+
+
 async def test_a_stale_attempt_in_a_batch_ends_the_stream_and_nothing_after_it_isstored_checkpoints(
     started: tuple[str, str],
     turns: turns_pb2_grpc.TurnServiceAsyncStub,

@@ -155,9 +155,13 @@ class BoundarySaver(RemoteSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
-        if (events := self._log_for(config)) is not None:
-            await events.flush()
-        await super().aput_writes(config, writes, task_id, task_path)
+        events = self._log_for(config)
+        if events is None:
+            await super().aput_writes(config, writes, task_id, task_path)
+            return
+        # The step's events first: in the same frame when the stream carries both.
+        write = super().aput_writes
+        await events.ahead_of(lambda: write(config, writes, task_id, task_path))
 
     def put(
         self,

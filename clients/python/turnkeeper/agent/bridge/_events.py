@@ -57,7 +57,7 @@ import asyncio
 import importlib.metadata
 import logging
 import threading
-from collections.abc import Awaitable, Callable, Collection
+from collections.abc import Awaitable, Callable, Collection, Sequence
 from typing import Any, Final, TypeVar, cast
 from uuid import UUID, uuid4
 
@@ -125,12 +125,22 @@ class EventLog:
         self._flushing = asyncio.Lock()
         self._wake = asyncio.Event()
         self._append: Append = client.append_events
+        # Through the saver's stream (send_through), appends are pipelined: sent
+        # without waiting for the answer to the one before, and a checkpoint's or a
+        # task's writes go in the same frame as the events before them (decision
+        # 420). The newest seq sent, and the appends sent and not answered yet.
+        self._ordered = False
+        self._sent_seq = last_seq
+        self._inflight: set[asyncio.Task[None]] = set()
 
     def send_through(self, append: Append) -> None:
         """Append through ``append`` instead of the client's unary AppendEvents (the
         saver's stream of this run, which then carries events and checkpoints in
         the order they were written)."""
         self._append = append
+        # The stream handles its messages one at a time in the order they were
+        # sent, each committed before the next: order needs no wait for answers.
+        self._ordered = True
 
     @property
     def last_seq(self) -> int:
@@ -164,28 +174,97 @@ class EventLog:
         """Append every event emitted so far; returns the newest seq appended.
         Raises what AppendEvents raised; the events stay buffered, and a later
         flush sends them again (appends are idempotent by (attempt, seq))."""
+        if not self._ordered:
+            async with self._flushing:
+                return await self._flush()
         async with self._flushing:
-            return await self._flush()
+            sent = self._send()
+        await _settle(sent)
+        return self.appended_seq
+
+    async def ahead_of(self, write: Callable[[], Awaitable[T]]) -> T:
+        """Append every event emitted so far, then ``write()`` (a task's writes):
+        the events are committed before it. Through the saver's stream both go in
+        one frame, and the write does not wait for the events' answer."""
+        if not self._ordered:
+            await self.flush()
+            return await write()
+        async with self._flushing:
+            sent = self._send()
+            # Made after the appends' tasks, so sent after them (tasks start in the
+            # order they were made, each up to its message's place on the stream).
+            writing = asyncio.ensure_future(write())
+        await _settle([*sent, writing])
+        return writing.result()
 
     async def checkpoint(self, store: Callable[[int], Awaitable[tuple[T, int]]]) -> T:
         """Flush, then ``store(boundary)`` a checkpoint of the turn, which returns
         what it stored and the turn's last_seq the service answered; returns the
         former. Nothing is appended while the checkpoint is under way, and events
         emitted meanwhile are numbered after that last_seq: seqs the service took
-        for its own events with the checkpoint are not written again."""
+        for its own events with the checkpoint are not written again. Through the
+        saver's stream, the events and the checkpoint go in one frame (decision
+        420): the checkpoint is sent behind them without waiting for their answer,
+        and the stream commits them in that order."""
         async with self._flushing:
-            stored, last_seq = await store(await self._flush())
+            if not self._ordered:
+                stored, last_seq = await store(await self._flush())
+                boundary = self.appended_seq
+            else:
+                # Every append sent before this one (the flusher's) is on the
+                # stream ahead of it, and answered before the checkpoint is.
+                earlier = list(self._inflight)
+                sent = self._send()
+                boundary = self._sent_seq
+                storing = asyncio.ensure_future(store(boundary))
+                await _settle([*sent, storing], earlier)
+                stored, last_seq = storing.result()
             with self._lock:
-                # Nothing is in flight (the flush lock is held), so no buffered
-                # event has been sent under its seq yet. A service that writes no
-                # events of its own answers no more than what was appended.
-                shift = last_seq - self.appended_seq
+                # Nothing is in flight (the flush lock is held and every append
+                # sent was answered), so no buffered event has been sent under its
+                # seq yet. A service that writes no events of its own answers no
+                # more than the boundary.
+                shift = last_seq - boundary
                 if shift > 0:
                     for event in self._pending:
-                        event.seq += shift
+                        if event.seq > boundary:
+                            event.seq += shift
                     self._next_seq += shift
-                    self.appended_seq = last_seq
+                self.appended_seq = max(self.appended_seq, last_seq)
+                self._sent_seq = max(self._sent_seq, last_seq)
             return stored
+
+    def _send(self) -> list[asyncio.Task[None]]:
+        """Start appending every event not sent yet (ordered transport; the flush
+        lock held): one task per batch, made in seq order."""
+        tasks = []
+        with self._lock:
+            unsent = [e for e in self._pending if e.seq > self._sent_seq]
+            for start in range(0, len(unsent), MAX_BATCH):
+                task = asyncio.ensure_future(self._append_batch(unsent[start : start + MAX_BATCH]))
+                self._inflight.add(task)
+                task.add_done_callback(self._inflight.discard)
+                tasks.append(task)
+            if unsent:
+                self._sent_seq = unsent[-1].seq
+        return tasks
+
+    async def _append_batch(self, batch: list[turns_pb2.EventInput]) -> None:
+        try:
+            await self._append(
+                turns_pb2.AppendEventsRequest(
+                    turn_id=self.turn_id, attempt=self.attempt, events=batch
+                )
+            )
+        except BaseException:
+            with self._lock:
+                # Not appended: the next flush sends them (and what follows) again.
+                self._sent_seq = min(self._sent_seq, batch[0].seq - 1)
+            raise
+        with self._lock:
+            done = {id(event) for event in batch}
+            self._pending = [e for e in self._pending if id(e) not in done]
+            self.appended_seq = max(self.appended_seq, batch[-1].seq)
 
     async def _flush(self) -> int:
         while True:
@@ -208,6 +287,8 @@ class EventLog:
         same transaction as the state change: a reader that sees the ``interrupt``
         or ``final`` event can count on the turn being PARKED or over."""
         async with self._flushing:
+            # Appends still under way end first: what they carry is not sent twice.
+            await asyncio.gather(*self._inflight, return_exceptions=True)
             with self._lock:
                 self._closed = True
                 pending, self._pending = self._pending, []
@@ -246,6 +327,33 @@ class EventLog:
                     self.attempt,
                     exc,
                 )
+
+
+async def _settle(
+    tasks: Sequence[asyncio.Future[Any]], earlier: Collection[asyncio.Future[Any]] = ()
+) -> None:
+    """Wait for every task (and the `earlier` ones, another caller's); raise the
+    first error, in the order they were sent (an append's before the write behind
+    it). Cancelled, the caller stops waiting and the messages go on (each is
+    idempotent, as a retried one is)."""
+    everything = [*earlier, *tasks]
+    for task in everything:
+        task.add_done_callback(_retrieved)
+    if everything:
+        await asyncio.wait(everything)
+    for task in everything:
+        if task.cancelled():
+            if task in tasks:
+                raise asyncio.CancelledError
+            continue
+        if (exc := task.exception()) is not None:
+            raise exc
+
+
+def _retrieved(task: asyncio.Future[Any]) -> None:
+    """Mark a task's outcome seen: one nobody waited for is not logged as lost."""
+    if not task.cancelled():
+        task.exception()
 
 
 def _name_messages(output: Any) -> None:

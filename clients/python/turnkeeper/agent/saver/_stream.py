@@ -14,9 +14,9 @@ What holds, as on the unary path:
 - fencing: a stale attempt's message ends the stream with ABORTED, and every
   message waiting on it fails with ``StaleAttempt``;
 - batching: messages asked for in the same turn of the event loop (a graph step's
-  writes and its checkpoint: LangGraph hands them over together) go in one frame
-  once the service has said it takes batches on this stream; each is still
-  answered on its own, after its commit;
+  writes and its checkpoint: LangGraph hands them over together), and those asked
+  for while a frame is out, go in one frame once the service has said it takes
+  batches on this stream; each is still answered on its own, after its commit;
 - a broken stream (the service restarted, the connection dropped) is opened again,
   up to ``options.retry_max_attempts`` times with the retry backoff, and every
   message not answered yet is sent again, in order. All four operations are
@@ -162,9 +162,11 @@ class AsyncRunStream:
         self._flushing = False
         self._flusher: asyncio.Task[None] | None = None  # held: the loop keeps weak refs
         # Frames written on the current call and not answered yet (the service answers
-        # each frame with one). A shared stream holds its next frame while one is
-        # out: the service reads a stream's frames one at a time anyway, so waiting
-        # costs no time there, and what the other runs ask for meanwhile joins it.
+        # each frame with one). A stream holds its next frame while one is out: the
+        # service reads a stream's frames one at a time anyway, so waiting costs no
+        # commit there, and what is asked for meanwhile joins it (the other runs' on
+        # a shared stream; on a run's own, a step's events, writes and checkpoint
+        # behind its tokens' append: one commit, decision 421).
         self._in_flight = 0
         self._writing = asyncio.Lock()
         self._reader: asyncio.Task[None] | None = None
@@ -242,9 +244,9 @@ class AsyncRunStream:
 
     def _schedule_flush(self) -> None:
         """Write what is unsent on the loop's next turn, after the other messages asked
-        for on this one (they share its frame); on a shared stream, not while a frame
-        is out (the reader calls this again once it is answered)."""
-        if self._flushing or not self._unsent or (self._shared and self._in_flight):
+        for on this one (they share its frame); not while a frame is out (the reader
+        calls this again once it is answered)."""
+        if self._flushing or not self._unsent or self._in_flight:
             return
         self._flushing = True
         self._flusher = asyncio.get_running_loop().create_task(self._flush())
@@ -260,7 +262,7 @@ class AsyncRunStream:
     async def _flush(self) -> None:
         async with self._writing:
             self._flushing = False
-            if self._shared and self._in_flight:
+            if self._in_flight:
                 return  # a frame went out meanwhile: the reader flushes on its answer
             unsent, self._unsent = self._unsent, []
             call = self._call

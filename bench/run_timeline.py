@@ -1,0 +1,275 @@
+"""One streamed LangGraph API run, taken apart: where each millisecond of a step and
+of the first token goes (issue 51), and an A/B of two checkouts' code.
+
+    python -m bench.run_timeline                  # timeline, SQLite and PostgreSQL
+    python -m bench.run_timeline --ab OTHER_ROOT  # OTHER_ROOT's server/ and client
+                                                  # against this tree's, alternated
+
+The timeline: the service and `turnkeeper agent` (bench/langgraph_api.py's
+turnkeeper_api, on SQLite and on a pgserver PostgreSQL) run with
+bench/_timeline_probe.py loaded by a `sitecustomize`, which stamps (wall clock, one
+machine) the HTTP request in, each group commit (start, end, size), the hand-off,
+the agent's execute, ClaimTurn, the graph's drive, each event emitted, each message
+on the checkpoint stream (sent, answered), FinishTurn and each SSE write; the
+client stamps each part it reads. A run's stamps are those between its
+`runs.stream` call and its last part (runs go one at a time). Printed: the merged
+timeline of the median run of each graph (the three-step threadplane graph and the
+one-node first-token graph), in ms from `runs.stream`.
+
+The A/B: both checkouts' services (and hosts) side by side, without the probe,
+rounds alternated (A B B A ...), each round `--runs` streamed runs and first
+tokens; medians per round and the median of the rounds' ratios B/A.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import os
+import statistics
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import ExitStack, contextmanager
+from pathlib import Path
+from typing import Any
+
+from turnkeeper_server.messaging.embedded import EmbeddedNats
+
+from bench.common import REPO_BENCH, ServerProcess, scratch_dir, stop_process
+from bench.langgraph_api import (
+    ASSISTANT,
+    MODES,
+    QUESTION,
+    TOKENS,
+    _spawn,
+    _wait_announced,
+    app_dir,
+)
+
+PROBE = REPO_BENCH / "_timeline_probe.py"
+
+
+@contextmanager
+def stack(
+    data_dir: Path,
+    database_url: str | None,
+    *,
+    timeline: Path | None = None,
+    code_root: Path | None = None,
+) -> Iterator[str]:
+    """bench/langgraph_api.py's turnkeeper_api, with the probe (`timeline`) and/or
+    another checkout's code first on the path (`code_root`); yields the URL."""
+    config = app_dir(data_dir) / "langgraph.json"
+    paths: list[str] = []
+    if timeline is not None:
+        site = data_dir / "site"
+        site.mkdir(exist_ok=True)
+        (site / "sitecustomize.py").write_text(
+            f"import runpy\nrunpy.run_path({str(PROBE)!r}, run_name='_timeline_probe')\n"
+        )
+        paths.append(str(site))
+    if code_root is not None:
+        paths += [str(code_root / "server"), str(code_root / "clients" / "python")]
+    base = {
+        "PYTHONPATH": os.pathsep.join([*paths, os.environ.get("PYTHONPATH", "")]).rstrip(os.pathsep)
+    }
+    if timeline is not None:
+        base["TURNKEEPER_TIMELINE"] = str(timeline)
+    nats = EmbeddedNats()
+    nats_url = nats.start()
+    database = {"TURNKEEPER_DATABASE_URL": database_url} if database_url else {}
+    try:
+        with ServerProcess(
+            data_dir,
+            nats_url,
+            env={**database, **base, "TURNKEEPER_TIMELINE_ROLE": "service"},
+            args=["--http-port", str(port := _free_port())],
+        ) as server:
+            env = {
+                **os.environ,
+                **base,
+                "TURNKEEPER_TIMELINE_ROLE": "agent",
+                "TURNKEEPER_ADDRESS": server.address,
+                "NATS_URL": nats_url,
+                "TURNKEEPER_REPLICA": "bench",
+                "TURNKEEPER_HEALTH_LISTEN": "127.0.0.1:0",
+            }
+            host = _spawn(
+                [sys.executable, "-m", "turnkeeper.agent.host", str(config)],
+                env,
+                data_dir / "host.log",
+            )
+            url = f"http://127.0.0.1:{port}"
+            try:
+                _wait_announced(url, host)
+                yield url
+            finally:
+                stop_process(host)
+    finally:
+        nats.stop()
+
+
+def _free_port() -> int:
+    from bench.common import free_port
+
+    return free_port()
+
+
+async def streamed(client: Any, assistant: str, modes: Any) -> tuple[int, list[tuple[int, str]]]:
+    """One run: its start (ns) and each part's (arrival ns, event)."""
+    parts: list[tuple[int, str]] = []
+    started = time.time_ns()
+    async for part in client.runs.stream(None, assistant, input=QUESTION, stream_mode=modes):
+        parts.append((time.time_ns(), part.event))
+    return started, parts
+
+
+def first_token(parts: list[tuple[int, str]], started: int) -> float:
+    return next((t - started) / 1e6 for t, e in parts if e.startswith("messages"))
+
+
+# -- the timeline -----------------------------------------------------------------------
+
+
+async def _timeline_runs(url: str, runs: int) -> dict[str, list[tuple[int, list[Any]]]]:
+    from langgraph_sdk import get_client
+
+    client = get_client(url=url)
+    out: dict[str, list[tuple[int, list[Any]]]] = {"steps": [], "token": []}
+    for _ in range(2):  # warm up
+        await streamed(client, ASSISTANT, MODES)
+        await streamed(client, TOKENS, ["messages-tuple"])
+    for _ in range(runs):
+        out["steps"].append(await streamed(client, ASSISTANT, MODES))
+        out["token"].append(await streamed(client, TOKENS, ["messages-tuple"]))
+    return out
+
+
+def _stamps(path: Path) -> list[tuple[int, str, str, str]]:
+    rows = []
+    for line in path.read_text().splitlines():
+        ns, who, thread, label = line.split(" ", 3)
+        rows.append((int(ns), who, thread, label))
+    return sorted(rows)
+
+
+def _print_run(
+    title: str, started: int, parts: list[tuple[int, str]], stamps: list[tuple[int, str, str, str]]
+) -> None:
+    end = parts[-1][0]
+    merged = [(ns, who, label) for ns, who, _, label in stamps if started <= ns <= end]
+    merged += [(ns, "client", f"part {event}") for ns, event in parts]
+    merged.sort()
+    print(f"\n{title}: {(end - started) / 1e6:.1f} ms")
+    last = started
+    for ns, who, label in merged:
+        print(f"  {(ns - started) / 1e6:7.2f} (+{(ns - last) / 1e6:5.2f})  {who:8} {label}")
+        last = ns
+
+
+def timeline(backends: list[str], runs: int) -> None:
+    from bench.postgres import postgres
+
+    with ExitStack() as es:
+        root = es.enter_context(scratch_dir("timeline"))
+        new_database = es.enter_context(postgres()) if "postgres" in backends else None
+        for backend in backends:
+            data = root / backend
+            data.mkdir()
+            stamps_file = data / "stamps.txt"
+            url_db = new_database() if backend == "postgres" and new_database else None
+            with stack(data, url_db, timeline=stamps_file) as url:
+                mark = time.time_ns()
+                out = asyncio.run(_timeline_runs(url, runs))
+            stamps = [s for s in _stamps(stamps_file) if s[0] >= mark]
+            for kind, done in out.items():
+                key = (
+                    (lambda r: r[1][-1][0] - r[0])
+                    if kind == "steps"
+                    else (lambda r: first_token(r[1], r[0]))
+                )
+                ordered = sorted(done, key=key)
+                median_run = ordered[len(ordered) // 2]
+                totals = [(r[1][-1][0] - r[0]) / 1e6 for r in done]
+                tokens = [first_token(r[1], r[0]) for r in done if kind == "token"]
+                summary = f"{backend} {kind}: run median {statistics.median(totals):.1f} ms"
+                if tokens:
+                    summary += f", first token median {statistics.median(tokens):.1f} ms"
+                print(f"\n=== {summary}")
+                _print_run(f"{backend} {kind}, the median run", *median_run, stamps)
+
+
+# -- A/B --------------------------------------------------------------------------------
+
+
+async def _ab_round(url: str, runs: int) -> tuple[float, float]:
+    from langgraph_sdk import get_client
+
+    client = get_client(url=url)
+    totals, tokens = [], []
+    for _ in range(runs):
+        started, parts = await streamed(client, ASSISTANT, MODES)
+        totals.append((parts[-1][0] - started) / 1e6)
+        started, parts = await streamed(client, TOKENS, ["messages-tuple"])
+        tokens.append(first_token(parts, started))
+    return statistics.median(totals), statistics.median(tokens)
+
+
+def ab(other: Path, backends: list[str], runs: int, rounds: int) -> None:
+    from bench.postgres import postgres
+
+    with ExitStack() as es:
+        root = es.enter_context(scratch_dir("timeline-ab"))
+        new_database = es.enter_context(postgres()) if "postgres" in backends else None
+        urls: dict[tuple[str, str], str] = {}
+        for backend in backends:
+            for side, code in (("A", other), ("B", None)):
+                data = root / f"{backend}-{side}"
+                data.mkdir()
+                url_db = new_database() if backend == "postgres" and new_database else None
+                urls[backend, side] = es.enter_context(stack(data, url_db, code_root=code))
+        figures: dict[tuple[str, str], list[tuple[float, float]]] = {k: [] for k in urls}
+
+        async def go() -> None:
+            for key in urls:  # warm up
+                await _ab_round(urls[key], 2)
+            for r in range(rounds):
+                for backend in backends:
+                    for side in ("A", "B") if r % 2 == 0 else ("B", "A"):
+                        figures[backend, side].append(await _ab_round(urls[backend, side], runs))
+
+        asyncio.run(go())
+    print(f"A: {other}; B: this tree. {rounds} rounds of {runs} runs, medians (ms).")
+    for backend in backends:
+        a, b = figures[backend, "A"], figures[backend, "B"]
+        for i, what in enumerate(("streamed run", "first token")):
+            ratios = [y[i] / x[i] for x, y in zip(a, b, strict=True)]
+            print(
+                f"{backend:8} {what:12}  A {statistics.median(x[i] for x in a):6.1f}"
+                f"  B {statistics.median(y[i] for y in b):6.1f}"
+                f"  B/A {statistics.median(ratios):.2f}  rounds A "
+                + " ".join(f"{x[i]:.1f}" for x in a)
+                + " | B "
+                + " ".join(f"{y[i]:.1f}" for y in b)
+            )
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(prog="python -m bench.run_timeline")
+    parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
+    parser.add_argument("--runs", type=int, default=15)
+    parser.add_argument("--rounds", type=int, default=6)
+    parser.add_argument("--ab", type=Path, metavar="OTHER_ROOT", help="A/B against a checkout")
+    args = parser.parse_args()
+    backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
+    if args.ab:
+        ab(args.ab, backends, args.runs, args.rounds)
+    else:
+        timeline(backends, args.runs)
+
+
+if __name__ == "__main__":
+    with contextlib.suppress(KeyboardInterrupt):
+        main()

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import json
 import logging
 import re
 import threading
@@ -178,6 +179,9 @@ class PgTx:
     ) -> None:
         self._conn = PgConn(conn, pipeline)
         self._after: list[Callable[[], None]] = []
+        # The turns this operation announced: the group sends them all in one
+        # notification at its commit (`notify`).
+        self._announced: list[str] = []
         # The W3C traceparent of the call that queued this operation; None unless
         # tracing is on (outbox rows carry it to NATS).
         self.trace = trace
@@ -207,12 +211,9 @@ class PgTx:
         return row is not None and bool(row[0])
 
     def announce(self, turn_ids: Sequence[str]) -> None:
-        # Delivered by PostgreSQL only if and when this transaction commits.
-        if turn_ids:
-            self.raw.execute(
-                "SELECT pg_notify(%s, turn_id) FROM unnest(%s::text[]) AS turn_id",
-                (CHANNEL, list(turn_ids)),
-            )
+        # Sent with the group's commit, one notification for all its operations'
+        # turns (`notify`); delivered by PostgreSQL only if and when it commits.
+        self._announced.extend(turn_ids)
 
 
 class PostgresDatabase:
@@ -341,31 +342,35 @@ class PostgresDatabase:
         self._listener.start()
 
     async def drain_outbox(self, limit: int, publish: Publish) -> int:
-        """Claim rows with FOR UPDATE SKIP LOCKED in a transaction held while they
-        are published: another replica's publisher skips them, and takes them over
-        if this one dies (the transaction rolls back with its connection)."""
+        """Take rows (deleted, in a transaction held while they are published) with
+        FOR UPDATE SKIP LOCKED: another replica's publisher skips them, and takes them
+        over if this one dies or fails to publish (the transaction rolls back, the
+        rows come back). One statement takes and deletes them, sent with its BEGIN;
+        the COMMIT is asynchronous (decision 430): the delete of rows already
+        published needs no WAL flush, a crash that loses it publishes them again,
+        which JetStream drops by Nats-Msg-Id, as after a crash before the delete."""
         if self._closed or self._executor is None or self._pool is None:
             return 0
         pool, loop, executor = self._pool, asyncio.get_running_loop(), self._executor
         try:
-            conn = await loop.run_in_executor(executor, pool.getconn)
+            conn, rows = await loop.run_in_executor(executor, _take, pool, limit)
         except PoolTimeout as exc:
             raise _unavailable(self.url, exc) from None
+        except psycopg.OperationalError as exc:
+            raise _unavailable(self.url, exc) from None
+        if conn is None:
+            return 0
+        published = False
         try:
-            rows = await loop.run_in_executor(executor, _claim, conn, limit)
-            if not rows or not await publish(rows):
-                await loop.run_in_executor(executor, conn.rollback)
-                return 0
-            ids = [row[0] for row in rows]
-            await loop.run_in_executor(executor, _delete_claimed, conn, ids)
-            return sum(row[4] for row in rows)
+            published = await publish(rows)
+            if published:
+                await loop.run_in_executor(executor, conn.commit)
+                return sum(row[4] for row in rows)
+            return 0
         except psycopg.OperationalError as exc:
             raise _unavailable(self.url, exc) from None
         finally:
-            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                with contextlib.suppress(psycopg.Error):
-                    conn.rollback()
-            pool.putconn(conn)
+            await loop.run_in_executor(executor, _give_back, pool, conn)
 
     def outbox_backlog(self) -> int:
         return stats.outbox_backlog(self.read_conn())
@@ -426,13 +431,15 @@ class PostgresDatabase:
                 _fail(outcomes, todo, _unavailable(self.url, exc))
                 break
             ran: list[tuple[Job[Any], Any]] = []
+            # The turns the operations that ran announced (`notify`).
+            notes: list[str] = []
             current: Job[Any] | None = None
             try:
                 for current in todo:
                     if not careful:
-                        ran.append((current, self._run_fast(conn, pipeline, current)))
+                        ran.append((current, self._run_fast(conn, pipeline, current, notes)))
                         continue
-                    ok, value = self._run_careful(conn, pipeline, current)
+                    ok, value = self._run_careful(conn, pipeline, current, notes)
                     if ok:
                         ran.append((current, value))
                     elif not isinstance(value, _RETRIED):
@@ -441,6 +448,7 @@ class PostgresDatabase:
                         # The winner may wait on what this transaction holds: commit
                         # what ran before this one, then run it again.
                         loser, current = current, None
+                        notify(conn, notes)
                         conn.commit()
                         _commit(outcomes, ran)
                         lost = races[id(loser)] = races.get(id(loser), 0) + 1
@@ -453,6 +461,7 @@ class PostgresDatabase:
                         break
                 else:
                     current = None
+                    notify(conn, notes)
                     conn.commit()
                     _commit(outcomes, ran)
             except _Refused as refusal:
@@ -486,7 +495,12 @@ class PostgresDatabase:
         settle([(job, *outcomes[id(job)]) for job in group])
 
     @staticmethod
-    def _run_fast(conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline, job: Job[Any]) -> Any:
+    def _run_fast(
+        conn: psycopg.Connection[Any],
+        pipeline: psycopg.Pipeline,
+        job: Job[Any],
+        notes: list[str],
+    ) -> Any:
         """Run `job` without a savepoint or a sync: its result, or _Refused when it
         refused itself (a database error propagates as it is)."""
         tx = PgTx(conn, job.trace, pipeline)
@@ -500,11 +514,15 @@ class PostgresDatabase:
             pipeline.sync()
             raise _Refused(exc) from None
         job.after = tx._after
+        notes.extend(tx._announced)
         return value
 
     @staticmethod
     def _run_careful(
-        conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline, job: Job[Any]
+        conn: psycopg.Connection[Any],
+        pipeline: psycopg.Pipeline,
+        job: Job[Any],
+        notes: list[str],
     ) -> tuple[bool, Any]:
         """Run `job` under a savepoint and sync: (True, its result), or (False, why
         it was refused: a database error of its own, or its own refusal), rolled
@@ -530,6 +548,7 @@ class PostgresDatabase:
         else:
             conn.execute("RELEASE SAVEPOINT op")
             job.after = tx._after
+            notes.extend(tx._announced)
             return True, value
         _resync(conn, pipeline)
         conn.execute("ROLLBACK TO SAVEPOINT op")
@@ -649,6 +668,45 @@ def _forget_prepared(conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline) 
     pipeline.sync()
 
 
+# A notification's payload is at most 8000 bytes: the turns of a group go in as
+# few as fit (`notify`).
+NOTIFY_BYTES = 7900
+
+
+def notify(conn: psycopg.Connection[Any], turn_ids: list[str]) -> None:
+    """One statement for a group's announced turns, before its COMMIT: each turn once,
+    as a JSON array in as few notifications as the payload limit allows (decision
+    431). A notification per operation cost a statement each, and each is an entry
+    in PostgreSQL's queue that every listening replica reads."""
+    if not turn_ids:
+        return
+    payloads: list[str] = []
+    chunk: list[str] = []
+    size = 2
+    for turn_id in dict.fromkeys(turn_ids):
+        grows = len(json.dumps(turn_id).encode()) + 1
+        if chunk and size + grows > NOTIFY_BYTES:
+            payloads.append(json.dumps(chunk, separators=(",", ":")))
+            chunk, size = [], 2
+        chunk.append(turn_id)
+        size += grows
+    payloads.append(json.dumps(chunk, separators=(",", ":")))
+    conn.execute(
+        "SELECT pg_notify(%s, payload) FROM unnest(%s::text[]) AS payload", (CHANNEL, payloads)
+    )
+
+
+def announced(payload: str) -> list[str]:
+    """The turns a notification names: a group's JSON array (`notify`), or one turn
+    id as it is (a replica of before decision 431, or an operator's pg_notify)."""
+    if payload.startswith('["'):
+        with contextlib.suppress(ValueError):
+            turns = json.loads(payload)
+            if isinstance(turns, list) and all(isinstance(t, str) for t in turns):
+                return turns
+    return [payload]
+
+
 def _commit(outcomes: dict[int, tuple[bool, Any]], ran: list[tuple[Job[Any], Any]]) -> None:
     for job, value in ran:
         outcomes[id(job)] = (True, value)
@@ -679,21 +737,47 @@ def _refusal(exc: psycopg.Error) -> BaseException:
     return exc
 
 
-def _claim(conn: psycopg.Connection[Any], limit: int) -> list[OutboxRow]:
-    # The pool's connections are autocommit: the claim's locks are held by a
-    # transaction of its own, until the rows are deleted or the claim rolled back.
-    conn.execute("BEGIN")
-    rows = conn.execute(
-        "SELECT id, subject, payload, traceparent, messages FROM outbox ORDER BY id "
-        "LIMIT %s FOR UPDATE SKIP LOCKED",
-        (limit,),
-    ).fetchall()
-    return [OutboxRow(int(r[0]), str(r[1]), bytes(r[2]), r[3], int(r[4])) for r in rows]
+# What a drain takes: its rows, deleted in the transaction held while they are
+# published (`drain_outbox`), their locks skipped by other replicas' drains.
+TAKE = (
+    "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY id LIMIT %s "
+    "FOR UPDATE SKIP LOCKED) RETURNING id, subject, payload, traceparent, messages"
+)
 
 
-def _delete_claimed(conn: psycopg.Connection[Any], ids: list[int]) -> None:
-    conn.execute("DELETE FROM outbox WHERE id = ANY(%s)", (ids,))
-    conn.commit()
+def _take(
+    pool: ConnectionPool[psycopg.Connection[Any]], limit: int
+) -> tuple[psycopg.Connection[Any] | None, list[OutboxRow]]:
+    """A pooled connection with its transaction open and the rows it took, in id
+    order; (None, []) with the connection given back when there were none. One
+    round trip: the BEGIN, its synchronous_commit and the statement go together."""
+    conn = pool.getconn()
+    try:
+        with conn.pipeline():
+            conn.execute("BEGIN")
+            conn.execute("SET LOCAL synchronous_commit = off")
+            taken = conn.execute(TAKE, (limit,)).fetchall()
+        if not taken:
+            conn.rollback()
+            pool.putconn(conn)
+            return None, []
+    except BaseException:
+        _give_back(pool, conn)
+        raise
+    rows = [OutboxRow(int(r[0]), str(r[1]), bytes(r[2]), r[3], int(r[4])) for r in taken]
+    rows.sort(key=lambda row: row[0])  # RETURNING keeps no order
+    return conn, rows
+
+
+def _give_back(
+    pool: ConnectionPool[psycopg.Connection[Any]], conn: psycopg.Connection[Any]
+) -> None:
+    """Back to the pool, with no transaction open (rows taken and not committed come
+    back for the next drain)."""
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        with contextlib.suppress(psycopg.Error):
+            conn.rollback()
+    pool.putconn(conn)
 
 
 class Listener:
@@ -742,7 +826,8 @@ class Listener:
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=LISTEN_POLL):
                             if note.pid not in self.own:
-                                self._deliver(note.payload)
+                                for turn_id in announced(note.payload):
+                                    self._deliver(turn_id)
             except psycopg.Error as exc:
                 log.warning("LISTEN connection to PostgreSQL lost (%s); reconnecting", exc)
                 self._stop.wait(1.0)

@@ -1,5 +1,5 @@
-"""The PostgreSQL store's pooled reads, its listener and its writer's prepared
-statements (decisions 361-363).
+"""The PostgreSQL store's pooled reads, its listener, its writer's prepared
+statements (decisions 361-363), its notifications and its outbox drain (430, 431).
 
 A pooled read runs on an autocommit connection in pipeline mode, its snapshot opened
 by its first statement, with no check on checkout: a connection found dead with the
@@ -15,12 +15,13 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import psycopg
 import pytest
 from turnkeeper_server.store.contract import Conn, Tx
-from turnkeeper_server.store.postgres import CHANNEL, PostgresDatabase
+from turnkeeper_server.store.postgres import CHANNEL, Listener, PostgresDatabase, announced
+from turnkeeper_server.store.records import OutboxRow
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.timeout(60)]
 
@@ -182,3 +183,122 @@ async def _in_one_group(db: PostgresDatabase, ops: list[Callable[[Tx], str]]) ->
     release.set()
     await held
     return await asyncio.gather(*futures, return_exceptions=True)
+
+
+async def test_a_group_announces_its_turns_in_one_notification(
+    store: PostgresDatabase, backend: str, database_url: str
+) -> None:
+    # Decision 431: one notification per group, each turn once, none for an
+    # operation that was left out; as many as the payload limit needs, no more.
+    with psycopg.connect(database_url, autocommit=True) as other:
+        other.execute(f"LISTEN {CHANNEL}")
+
+        def announcing(*turn_ids: str, refuse: bool = False) -> Callable[[Tx], str]:
+            def op(tx: Tx) -> str:
+                tx.announce(list(turn_ids))
+                if refuse:
+                    raise LookupError("refused after announcing")
+                return "ok"
+
+            return op
+
+        ops = [announcing("t1", "t2"), announcing("gone", refuse=True), announcing("t1", "t3")]
+        done = await _in_one_group(store, ops)
+        assert isinstance(done[1], LookupError)
+        # 300 ids of 50 characters, 53 bytes each in JSON: three notifications.
+        long_ids = [f"turn-{n:04d}-" + "x" * 40 for n in range(300)]
+        await store.write(announcing(*long_ids))
+        notes = _notes(other, 4)
+
+    assert [announced(note.payload) for note in notes[:1]] == [["t1", "t2", "t3"]]
+    assert len(notes) == 4 and all(len(note.payload.encode()) <= 8000 for note in notes)
+    assert [t for note in notes[1:] for t in announced(note.payload)] == long_ids
+
+
+async def test_the_listener_wakes_each_turn_a_notification_names(
+    store: PostgresDatabase, backend: str, database_url: str
+) -> None:
+    heard: list[str | None] = []
+    done = asyncio.Event()
+
+    def on_change(turn_id: str | None) -> None:
+        heard.append(turn_id)
+        if turn_id == "last":
+            done.set()
+
+    listener = Listener(database_url, asyncio.get_running_loop(), on_change)
+    listener.start()
+    try:
+        with psycopg.connect(database_url, autocommit=True) as admin:
+            # Until the listener is listening: each plain id is one turn (a replica
+            # of before decision 431 sends one id a notification).
+            while not heard:
+                admin.execute("SELECT pg_notify(%s, 'plain')", (CHANNEL,))
+                await asyncio.sleep(0.05)
+            await store.write(lambda tx: tx.announce(["a", "b"]))
+            admin.execute("SELECT pg_notify(%s, 'last')", (CHANNEL,))
+            await asyncio.wait_for(done.wait(), 30)
+    finally:
+        listener.stop()
+    assert heard[-3:] == ["a", "b", "last"] and set(heard[:-3]) == {"plain"}
+
+
+def _notes(conn: psycopg.Connection[object], n: int) -> list[psycopg.Notify]:
+    notes: list[psycopg.Notify] = []
+    for _ in range(100):
+        notes.extend(conn.notifies(timeout=0.2, stop_after=n - len(notes)))
+        if len(notes) >= n:
+            break
+    # Nothing more is coming.
+    notes.extend(conn.notifies(timeout=0.3))
+    return notes
+
+
+async def test_a_drain_takes_its_rows_in_one_statement_and_gives_back_what_it_did_not_publish(
+    store: PostgresDatabase, backend: str, database_url: str
+) -> None:
+    # Decision 430: the rows are deleted by the statement that takes them, in a
+    # transaction held while they are published; a failed publish gives them back,
+    # and another drain meanwhile skips them.
+    def rows(tx: Tx) -> None:
+        for n in range(5):
+            tx.execute(
+                "INSERT INTO main.outbox (subject, payload, created_at) VALUES (?, ?, ?)",
+                (f"s.{n}", b"x", 0.0),
+            )
+
+    await store.write(rows)
+    seen: list[tuple[list[int], str, int]] = []
+    inner: list[int] = []
+    nested = False
+
+    def publisher(ok: bool) -> Callable[[list[OutboxRow]], Awaitable[bool]]:
+        async def publish(taken: list[OutboxRow]) -> bool:
+            nonlocal nested
+            with psycopg.connect(database_url, autocommit=True) as admin:
+                holder = admin.execute(
+                    "SELECT query FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND state = 'idle in transaction'"
+                ).fetchone()
+                left = admin.execute("SELECT count(*) FROM outbox").fetchone()
+            assert holder is not None and left is not None
+            seen.append(([row[0] for row in taken], holder[0], left[0]))
+            if not nested:  # a drain meanwhile skips the rows this one holds
+                nested = True
+                inner.append(await store.drain_outbox(10, publisher(True)))
+            return ok
+
+        return publish
+
+    assert await store.drain_outbox(3, publisher(False)) == 0
+    assert await store.drain_outbox(3, publisher(True)) == 3
+    assert await store.drain_outbox(3, publisher(True)) == 0
+
+    first, rest, again = (ids for ids, _, _ in seen)
+    assert first == again and first + rest == sorted(first + rest) and len(rest) == 2
+    assert inner == [2]
+    assert all(query.startswith("DELETE FROM outbox") for _, query, _ in seen)
+    # Deleted, not committed: still there for others; the second take after the
+    # inner drain's commit.
+    assert [left for _, _, left in seen] == [5, 5, 3]
+    assert store.outbox_backlog() == 0

@@ -87,6 +87,15 @@ CHANNEL = "turnkeeper_turns"
 # How long the listener waits for a notification before checking it should stop.
 LISTEN_POLL = 0.25
 
+# How every outbox row is written (store/outbox_rows.py).
+OUTBOX_INSERT = "INSERT INTO main.outbox "
+# How soon after a drain that found the outbox empty (or took less than it asked)
+# the next finds it empty without looking, if this replica's writer committed no
+# outbox row since: the publisher looks again right after each batch it sent
+# (decision 432). Longer than that, never as long as its idle poll, which is what
+# finds other replicas' rows.
+QUIET_FOR = 0.05
+
 _RETRIED = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected, pg_errors.UniqueViolation)
 _PREFIX = re.compile(r"\b(?:main|sessions)\.")
 _translated: dict[str, str] = {}
@@ -119,8 +128,12 @@ class PgConn:
     ) -> None:
         self.raw = conn
         self.pipeline = pipeline
+        # Whether an outbox row was written through it (`PostgresDatabase.drain_outbox`).
+        self.wrote_outbox = False
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Any:
+        if sql.startswith(OUTBOX_INSERT):
+            self.wrote_outbox = True
         if parameters:
             cursor = self.raw.execute(translate(sql), parameters)
         else:
@@ -239,6 +252,11 @@ class PostgresDatabase:
         self._own_backends: set[int] = set()
         self._closed = False
         self._traced = False
+        # Groups committed with outbox rows (counted on the writer thread, before
+        # their callers hear of it), and when a drain last saw the outbox empty and
+        # at which count (`drain_outbox`).
+        self._outbox_commits = 0
+        self._quiet: tuple[float, int] | None = None
 
     def describe(self) -> str:
         return f"PostgreSQL {redact(self.url)}"
@@ -351,6 +369,13 @@ class PostgresDatabase:
         which JetStream drops by Nats-Msg-Id, as after a crash before the delete."""
         if self._closed or self._executor is None or self._pool is None:
             return 0
+        commits = self._outbox_commits
+        if (
+            self._quiet is not None
+            and self._quiet[1] == commits
+            and time.monotonic() - self._quiet[0] < QUIET_FOR
+        ):
+            return 0  # nothing written here since it was seen empty a moment ago
         pool, loop, executor = self._pool, asyncio.get_running_loop(), self._executor
         try:
             conn, rows = await loop.run_in_executor(executor, _take, pool, limit)
@@ -359,17 +384,23 @@ class PostgresDatabase:
         except psycopg.OperationalError as exc:
             raise _unavailable(self.url, exc) from None
         if conn is None:
+            self._quiet = (time.monotonic(), commits)
             return 0
-        published = False
+        committed = False
         try:
-            published = await publish(rows)
-            if published:
+            if await publish(rows):
                 await loop.run_in_executor(executor, conn.commit)
-                return sum(row[4] for row in rows)
+                committed = True
+                taken = sum(row[4] for row in rows)
+                if taken < limit:  # all there was, but for what committed meanwhile
+                    self._quiet = (time.monotonic(), commits)
+                return taken
             return 0
         except psycopg.OperationalError as exc:
             raise _unavailable(self.url, exc) from None
         finally:
+            if not committed:
+                self._quiet = None  # its rows come back
             await loop.run_in_executor(executor, _give_back, pool, conn)
 
     def outbox_backlog(self) -> int:
@@ -431,8 +462,8 @@ class PostgresDatabase:
                 _fail(outcomes, todo, _unavailable(self.url, exc))
                 break
             ran: list[tuple[Job[Any], Any]] = []
-            # The turns the operations that ran announced (`notify`).
-            notes: list[str] = []
+            # What the operations that ran announced and whether they wrote outbox rows.
+            notes = _Notes()
             current: Job[Any] | None = None
             try:
                 for current in todo:
@@ -448,8 +479,7 @@ class PostgresDatabase:
                         # The winner may wait on what this transaction holds: commit
                         # what ran before this one, then run it again.
                         loser, current = current, None
-                        notify(conn, notes)
-                        conn.commit()
+                        self._commit(conn, notes)
                         _commit(outcomes, ran)
                         lost = races[id(loser)] = races.get(id(loser), 0) + 1
                         if lost >= MAX_RUNS:
@@ -461,8 +491,7 @@ class PostgresDatabase:
                         break
                 else:
                     current = None
-                    notify(conn, notes)
-                    conn.commit()
+                    self._commit(conn, notes)
                     _commit(outcomes, ran)
             except _Refused as refusal:
                 # Found running fast: run the group again without it.
@@ -499,7 +528,7 @@ class PostgresDatabase:
         conn: psycopg.Connection[Any],
         pipeline: psycopg.Pipeline,
         job: Job[Any],
-        notes: list[str],
+        notes: _Notes,
     ) -> Any:
         """Run `job` without a savepoint or a sync: its result, or _Refused when it
         refused itself (a database error propagates as it is)."""
@@ -514,7 +543,7 @@ class PostgresDatabase:
             pipeline.sync()
             raise _Refused(exc) from None
         job.after = tx._after
-        notes.extend(tx._announced)
+        notes.add(tx)
         return value
 
     @staticmethod
@@ -522,7 +551,7 @@ class PostgresDatabase:
         conn: psycopg.Connection[Any],
         pipeline: psycopg.Pipeline,
         job: Job[Any],
-        notes: list[str],
+        notes: _Notes,
     ) -> tuple[bool, Any]:
         """Run `job` under a savepoint and sync: (True, its result), or (False, why
         it was refused: a database error of its own, or its own refusal), rolled
@@ -548,7 +577,7 @@ class PostgresDatabase:
         else:
             conn.execute("RELEASE SAVEPOINT op")
             job.after = tx._after
-            notes.extend(tx._announced)
+            notes.add(tx)
             return True, value
         _resync(conn, pipeline)
         conn.execute("ROLLBACK TO SAVEPOINT op")
@@ -556,6 +585,16 @@ class PostgresDatabase:
         pipeline.sync()
         _forget_prepared(conn, pipeline)
         return False, error
+
+    def _commit(self, conn: psycopg.Connection[Any], notes: _Notes) -> None:
+        """Commit what ran, its notification first; count a commit with outbox rows
+        before anyone hears of it (`drain_outbox`)."""
+        notify(conn, notes.turns)
+        conn.commit()
+        if notes.outbox:
+            self._outbox_commits += 1
+        notes.turns.clear()
+        notes.outbox = False
 
     def _connection(self) -> tuple[psycopg.Connection[Any], psycopg.Pipeline]:
         held = self._write_conn
@@ -610,6 +649,21 @@ class WriteConnection:
     def close(self) -> None:
         with contextlib.suppress(psycopg.Error):
             self._held.close()
+
+
+class _Notes:
+    """What a transaction's operations that ran leave for its commit: the turns they
+    announced, and whether they wrote outbox rows."""
+
+    __slots__ = ("outbox", "turns")
+
+    def __init__(self) -> None:
+        self.turns: list[str] = []
+        self.outbox = False
+
+    def add(self, tx: PgTx) -> None:
+        self.turns += tx._announced
+        self.outbox = self.outbox or tx.conn.wrote_outbox
 
 
 class _DeadConnection(psycopg.OperationalError):

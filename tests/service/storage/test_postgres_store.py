@@ -1,5 +1,5 @@
 """The PostgreSQL store's pooled reads, its listener, its writer's prepared
-statements (decisions 361-363), its notifications and its outbox drain (430, 431).
+statements (decisions 361-363), its notifications and its outbox drain (430-432).
 
 A pooled read runs on an autocommit connection in pipeline mode, its snapshot opened
 by its first statement, with no check on checkout: a connection found dead with the
@@ -19,6 +19,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import psycopg
 import pytest
+from turnkeeper_server.store import postgres
 from turnkeeper_server.store.contract import Conn, Tx
 from turnkeeper_server.store.postgres import CHANNEL, Listener, PostgresDatabase, announced
 from turnkeeper_server.store.records import OutboxRow
@@ -302,3 +303,43 @@ async def test_a_drain_takes_its_rows_in_one_statement_and_gives_back_what_it_di
     # inner drain's commit.
     assert [left for _, _, left in seen] == [5, 5, 3]
     assert store.outbox_backlog() == 0
+
+
+async def test_a_drain_right_after_one_that_found_the_outbox_empty_looks_only_after_a_write(
+    store: PostgresDatabase, backend: str, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Decision 432: the publisher looks again right after each batch; that look
+    # costs a transaction only if this replica's writer committed outbox rows since
+    # the last look found none left. Other replicas' rows are its idle poll's.
+    looks: list[int] = []
+    take = postgres._take
+
+    def counted(*args: object) -> object:
+        looks.append(1)
+        return take(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(postgres, "_take", counted)
+
+    async def publish(rows: list[OutboxRow]) -> bool:
+        return True
+
+    def row(tx: Tx) -> None:
+        tx.execute(
+            "INSERT INTO main.outbox (subject, payload, created_at) VALUES (?, ?, ?)",
+            ("s", b"x", 0.0),
+        )
+
+    assert await store.drain_outbox(10, publish) == 0
+    assert await store.drain_outbox(10, publish) == 0
+    assert len(looks) == 1
+    await store.write(row)
+    assert await store.drain_outbox(10, publish) == 1  # took less than it asked
+    assert await store.drain_outbox(10, publish) == 0
+    await store.write(lambda tx: None)  # no outbox row: still nothing to look at
+    with psycopg.connect(database_url, autocommit=True) as other:  # another replica's
+        other.execute("INSERT INTO outbox (subject, payload, created_at) VALUES ('s', 'x', 0)")
+    assert await store.drain_outbox(10, publish) == 0
+    assert len(looks) == 2
+    monkeypatch.setattr(postgres, "QUIET_FOR", 0.0)  # its idle poll, later
+    assert await store.drain_outbox(10, publish) == 1
+    assert len(looks) == 3

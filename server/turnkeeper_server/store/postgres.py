@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import json
 import logging
 import re
@@ -257,6 +258,9 @@ class PostgresDatabase:
         # at which count (`drain_outbox`).
         self._outbox_commits = 0
         self._quiet: tuple[float, int] | None = None
+        # The read functions (their code) seen to make more than one statement: they
+        # run on a snapshot at once (`_read`).
+        self._several: set[object] = set()
 
     def describe(self) -> str:
         return f"PostgreSQL {redact(self.url)}"
@@ -331,13 +335,23 @@ class PostgresDatabase:
     def _read(self, fn: Callable[[Conn], T]) -> T:
         """`fn` on a snapshot, in pipeline mode: the BEGIN goes with its first
         statement and the COMMIT is the one wait after its last, so a read costs the
-        round trips of the rows it fetches plus one (decision 361). A connection
-        found dead (the server restarted since it was pooled) is dropped by the pool
-        and the read runs again on another, at most once per pooled connection."""
+        round trips of the rows it fetches plus one (decision 361). A read of one
+        statement needs no transaction (its statement is its snapshot) and runs
+        without one, nor a pipeline (decision 433): a function not known to make more
+        runs so, and if it makes a second statement it runs again from the start on a
+        snapshot, and always so from then on. A connection found dead (the server
+        restarted since it was pooled) is dropped by the pool and the read runs again
+        on another, at most once per pooled connection."""
         assert self._pool is not None
+        key = _read_key(fn)
         for attempt in range(self.pool_size + 1):
             try:
                 with self._pool.connection() as conn:
+                    if key not in self._several:
+                        try:
+                            return _one_statement(conn, fn)
+                        except _SecondStatement:
+                            self._several.add(key)
                     return _snapshot(conn, fn)
             except psycopg.OperationalError as exc:
                 if attempt < self.pool_size and isinstance(exc, _DeadConnection):
@@ -668,6 +682,49 @@ class _Notes:
 
 class _DeadConnection(psycopg.OperationalError):
     """A pooled connection that was found dead with the server on use."""
+
+
+class _SecondStatement(BaseException):
+    """A read run without a transaction made a second statement: it runs again on a
+    snapshot. A BaseException, so that no `except Exception` in a read function
+    swallows it."""
+
+
+class _OneStatementConn(PgConn):
+    """A read's connection for its first statement alone (`_one_statement`)."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        super().__init__(conn)
+        self._made = False
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Any:
+        if self._made:
+            raise _SecondStatement
+        self._made = True
+        return super().execute(sql, parameters)
+
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> None:
+        raise _SecondStatement
+
+
+def _read_key(fn: Callable[..., Any]) -> object:
+    """What stands for a read function across calls: its code (a lambda or a
+    partial made anew for each call shares it)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return getattr(fn, "__code__", fn)
+
+
+def _one_statement(conn: psycopg.Connection[Any], fn: Callable[[Conn], T]) -> T:
+    """`fn` on an autocommit connection, outside a transaction and a pipeline, for
+    as long as it makes one statement (its own snapshot); _SecondStatement if it
+    makes another."""
+    try:
+        return fn(_OneStatementConn(conn))
+    except psycopg.OperationalError as exc:
+        if conn.broken or conn.closed:
+            raise _DeadConnection(str(exc)) from exc
+        raise
 
 
 def _snapshot(conn: psycopg.Connection[Any], fn: Callable[[Conn], T]) -> T:

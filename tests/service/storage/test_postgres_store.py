@@ -1,5 +1,5 @@
 """The PostgreSQL store's pooled reads, its listener, its writer's prepared
-statements (decisions 361-363), its notifications and its outbox drain (430-432).
+statements (decisions 361-363), its notifications and its outbox drain (430-432), its reads of one statement (433).
 
 A pooled read runs on an autocommit connection in pipeline mode, its snapshot opened
 by its first statement, with no check on checkout: a connection found dead with the
@@ -45,14 +45,21 @@ def backend_and_snapshot(conn: Conn) -> tuple[int, str, str]:
     return int(row[0]), str(row[1]), str(row[2])
 
 
+def in_a_snapshot(conn: Conn) -> tuple[int, str, str]:
+    # Two statements: a read that needs its snapshot (decision 433).
+    conn.execute("SELECT 1").fetchone()
+    return backend_and_snapshot(conn)
+
+
 async def test_a_read_runs_on_a_read_only_snapshot_and_leaves_no_transaction(
     store: PostgresDatabase, backend: str, database_url: str
 ) -> None:
-    _, isolation, read_only = await store.read(backend_and_snapshot)
+    _, isolation, read_only = await store.read(in_a_snapshot)
     assert (isolation, read_only) == ("repeatable read", "on")
 
     def refuses(conn: Conn) -> None:
         conn.execute("SELECT 1").fetchone()
+        conn.execute("SELECT 2").fetchone()
         raise LookupError("no such thing")
 
     with pytest.raises(LookupError):
@@ -63,22 +70,63 @@ async def test_a_read_runs_on_a_read_only_snapshot_and_leaves_no_transaction(
             "AND state LIKE 'idle in transaction%'"
         ).fetchone()
     assert open_ is not None and open_[0] == 0
-    assert (await store.read(backend_and_snapshot))[1:] == ("repeatable read", "on")
+    assert (await store.read(in_a_snapshot))[1:] == ("repeatable read", "on")
 
 
+async def test_a_read_of_one_statement_runs_without_a_transaction_until_it_makes_two(
+    store: PostgresDatabase, backend: str
+) -> None:
+    # Decision 433: one statement is its own snapshot. A read that makes a second
+    # runs again from the start on a snapshot, and on one at once from then on.
+    assert (await store.read(backend_and_snapshot))[1:] == ("read committed", "off")
+    runs: list[int] = []
+
+    def sometimes_two(conn: Conn) -> tuple[str, str]:
+        runs.append(1)
+        first = conn.execute("SELECT current_setting('transaction_isolation')").fetchone()
+        if len(runs) >= 2:
+            conn.execute("SELECT 1").fetchone()
+        return str(first[0]), str(first[0])
+
+    assert await store.read(sometimes_two) == ("read committed", "read committed")
+    assert len(runs) == 1
+    # The second statement comes: run again, the first statement in the snapshot too.
+    assert await store.read(sometimes_two) == ("repeatable read", "repeatable read")
+    assert len(runs) == 3
+    assert await store.read(sometimes_two) == ("repeatable read", "repeatable read")
+    assert len(runs) == 4
+
+    def swallows(conn: Conn) -> str:
+        conn.execute("SELECT 1").fetchone()
+        try:
+            conn.execute("SELECT 2").fetchone()
+        except Exception:  # a read's own handling never takes the second statement's rerun
+            return "swallowed"
+        return str(conn.execute("SELECT current_setting('transaction_isolation')").fetchone()[0])
+
+    assert await store.read(swallows) == "repeatable read"
+
+
+@pytest.mark.parametrize(
+    "read", [backend_and_snapshot, in_a_snapshot], ids=["one-statement", "snapshot"]
+)
 async def test_a_read_whose_pooled_connections_died_runs_again_on_new_ones(
-    store: PostgresDatabase, backend: str, database_url: str
+    store: PostgresDatabase,
+    backend: str,
+    database_url: str,
+    read: Callable[[Conn], tuple[int, str, str]],
 ) -> None:
     # Reads at once, so that the pool holds connections to kill.
-    both = await asyncio.gather(store.read(backend_and_snapshot), store.read(backend_and_snapshot))
+    both = await asyncio.gather(store.read(in_a_snapshot), store.read(in_a_snapshot))
     pids = {pid for pid, _, _ in both}
     with psycopg.connect(database_url, autocommit=True) as admin:
         for pid in pids:
             admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
 
-    pid, isolation, _ = await store.read(backend_and_snapshot)
+    pid, isolation, _ = await store.read(read)
 
-    assert pid not in pids and isolation == "repeatable read"
+    expected = "repeatable read" if read is in_a_snapshot else "read committed"
+    assert pid not in pids and isolation == expected
 
 
 async def test_the_listener_skips_what_this_replica_announced(

@@ -281,7 +281,13 @@ class PostgresDatabase:
             # (`_read`). No check on checkout (a round trip per read): a read that
             # finds its connection dead with the server runs again on another, and
             # the pool replaces the dead one when it comes back (decision 361).
-            kwargs={**CONNECTION, "autocommit": True},
+            # Read-only by default, also outside a transaction (a read of one
+            # statement, decision 433); the outbox drain's transaction says READ WRITE.
+            kwargs={
+                **CONNECTION,
+                "autocommit": True,
+                "options": "-c default_transaction_read_only=on",
+            },
             timeout=CONNECT_TIMEOUT,
             open=False,
             name="turnkeeper",
@@ -865,7 +871,7 @@ def _take(
     conn = pool.getconn()
     try:
         with conn.pipeline():
-            conn.execute("BEGIN")
+            conn.execute("BEGIN READ WRITE")
             conn.execute("SET LOCAL synchronous_commit = off")
             taken = conn.execute(TAKE, (limit,)).fetchall()
         if not taken:

@@ -78,7 +78,7 @@ async def test_a_read_of_one_statement_runs_without_a_transaction_until_it_makes
 ) -> None:
     # Decision 433: one statement is its own snapshot. A read that makes a second
     # runs again from the start on a snapshot, and on one at once from then on.
-    assert (await store.read(backend_and_snapshot))[1:] == ("read committed", "off")
+    assert (await store.read(backend_and_snapshot))[1:] == ("read committed", "on")
     runs: list[int] = []
 
     def sometimes_two(conn: Conn) -> tuple[str, str]:
@@ -105,6 +105,12 @@ async def test_a_read_of_one_statement_runs_without_a_transaction_until_it_makes
         return str(conn.execute("SELECT current_setting('transaction_isolation')").fetchone()[0])
 
     assert await store.read(swallows) == "repeatable read"
+
+    def writes(conn: Conn) -> None:
+        conn.execute("CREATE TABLE main.not_from_a_read (k TEXT)")
+
+    with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+        await store.read(writes)
 
 
 @pytest.mark.parametrize(

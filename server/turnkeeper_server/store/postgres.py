@@ -406,10 +406,11 @@ class PostgresDatabase:
         if conn is None:
             self._quiet = (time.monotonic(), commits)
             return 0
-        committed = False
+        committed = given_back = False
         try:
             if await publish(rows):
-                await loop.run_in_executor(executor, conn.commit)
+                given_back = True  # by the call, whatever its COMMIT answers
+                await loop.run_in_executor(executor, _commit_and_give_back, pool, conn)
                 committed = True
                 taken = sum(row[4] for row in rows)
                 if taken < limit:  # all there was, but for what committed meanwhile
@@ -421,7 +422,8 @@ class PostgresDatabase:
         finally:
             if not committed:
                 self._quiet = None  # its rows come back
-            await loop.run_in_executor(executor, _give_back, pool, conn)
+            if not given_back:
+                await loop.run_in_executor(executor, _give_back, pool, conn)
 
     def outbox_backlog(self) -> int:
         return stats.outbox_backlog(self.read_conn())
@@ -884,6 +886,16 @@ def _take(
     rows = [OutboxRow(int(r[0]), str(r[1]), bytes(r[2]), r[3], int(r[4])) for r in taken]
     rows.sort(key=lambda row: row[0])  # RETURNING keeps no order
     return conn, rows
+
+
+def _commit_and_give_back(
+    pool: ConnectionPool[psycopg.Connection[Any]], conn: psycopg.Connection[Any]
+) -> None:
+    """The published rows' delete committed, and the connection back: one hop."""
+    try:
+        conn.commit()
+    finally:
+        _give_back(pool, conn)
 
 
 def _give_back(

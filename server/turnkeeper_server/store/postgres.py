@@ -339,12 +339,10 @@ class PostgresDatabase:
         return await asyncio.get_running_loop().run_in_executor(self._executor, self._read, fn)
 
     def _read(self, fn: Callable[[Conn], T]) -> T:
-        """`fn` on a snapshot, in pipeline mode: the BEGIN goes with its first
-        statement and the COMMIT is the one wait after its last, so a read costs the
-        round trips of the rows it fetches plus one (decision 361). A read of one
-        statement needs no transaction (its statement is its snapshot) and runs
-        without one, nor a pipeline (decision 433): a function not known to make more
-        runs so, and if it makes a second statement it runs again from the start on a
+        """`fn` on a snapshot: BEGIN, its statements, COMMIT (decisions 361, 434). A
+        read of one statement needs no transaction (its statement is its snapshot)
+        and runs without one (decision 433): a function not known to make more runs
+        so, and if it makes a second statement it runs again from the start on a
         snapshot, and always so from then on. A connection found dead (the server
         restarted since it was pooled) is dropped by the pool and the read runs again
         on another, at most once per pooled connection."""
@@ -736,12 +734,16 @@ def _one_statement(conn: psycopg.Connection[Any], fn: Callable[[Conn], T]) -> T:
 
 
 def _snapshot(conn: psycopg.Connection[Any], fn: Callable[[Conn], T]) -> T:
-    """`fn` in a read-only REPEATABLE READ transaction on an autocommit connection."""
+    """`fn` in a read-only REPEATABLE READ transaction on an autocommit connection,
+    each statement sent and answered in turn. Not in pipeline mode (decision 434): a
+    read fetches each statement's rows before it sends the next, so the pipeline
+    saved only the BEGIN's round trip, and psycopg's pipeline (its entry and exit,
+    a flush request per fetch, the results' queue) cost more CPU than that round
+    trip and, on a local socket, more time."""
     try:
-        with conn.pipeline() as pipeline:
-            conn.execute(BEGIN_READ)
-            result = fn(PgConn(conn, pipeline))
-            conn.execute("COMMIT")
+        conn.execute(BEGIN_READ)
+        result = fn(PgConn(conn))
+        conn.execute("COMMIT")
         return result
     except BaseException as exc:
         if conn.broken or conn.closed:

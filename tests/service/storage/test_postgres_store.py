@@ -1,5 +1,5 @@
 """The PostgreSQL store's pooled reads, its listener, its writer's prepared
-statements (decisions 361-363), its notifications and its outbox drain (430-432), its reads of one statement (433).
+statements (decisions 361-363), its notifications and its outbox drain (430-432), its reads (433, 434).
 
 A pooled read runs on an autocommit connection in pipeline mode, its snapshot opened
 by its first statement, with no check on checkout: a connection found dead with the
@@ -19,9 +19,16 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 
 import psycopg
 import pytest
+from psycopg import pq
 from turnkeeper_server.store import postgres
 from turnkeeper_server.store.contract import Conn, Tx
-from turnkeeper_server.store.postgres import CHANNEL, Listener, PostgresDatabase, announced
+from turnkeeper_server.store.postgres import (
+    CHANNEL,
+    Listener,
+    PgConn,
+    PostgresDatabase,
+    announced,
+)
 from turnkeeper_server.store.records import OutboxRow
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.timeout(60)]
@@ -71,6 +78,15 @@ async def test_a_read_runs_on_a_read_only_snapshot_and_leaves_no_transaction(
         ).fetchone()
     assert open_ is not None and open_[0] == 0
     assert (await store.read(in_a_snapshot))[1:] == ("repeatable read", "on")
+
+    def pipeline_status(conn: Conn) -> pq.PipelineStatus:
+        conn.execute("SELECT 1").fetchone()
+        conn.execute("SELECT 2").fetchone()
+        assert isinstance(conn, PgConn)
+        return pq.PipelineStatus(conn.raw.pgconn.pipeline_status)
+
+    # Decision 434: a snapshot's statements are sent and answered in turn.
+    assert await store.read(pipeline_status) == pq.PipelineStatus.OFF
 
 
 async def test_a_read_of_one_statement_runs_without_a_transaction_until_it_makes_two(

@@ -28,6 +28,8 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
+import json
 import logging
 import re
 import threading
@@ -86,6 +88,15 @@ CHANNEL = "turnkeeper_turns"
 # How long the listener waits for a notification before checking it should stop.
 LISTEN_POLL = 0.25
 
+# How every outbox row is written (store/outbox_rows.py).
+OUTBOX_INSERT = "INSERT INTO main.outbox "
+# How soon after a drain that found the outbox empty (or took less than it asked)
+# the next finds it empty without looking, if this replica's writer committed no
+# outbox row since: the publisher looks again right after each batch it sent
+# (decision 432). Longer than that, never as long as its idle poll, which is what
+# finds other replicas' rows.
+QUIET_FOR = 0.05
+
 _RETRIED = (pg_errors.SerializationFailure, pg_errors.DeadlockDetected, pg_errors.UniqueViolation)
 _PREFIX = re.compile(r"\b(?:main|sessions)\.")
 _translated: dict[str, str] = {}
@@ -118,8 +129,12 @@ class PgConn:
     ) -> None:
         self.raw = conn
         self.pipeline = pipeline
+        # Whether an outbox row was written through it (`PostgresDatabase.drain_outbox`).
+        self.wrote_outbox = False
 
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Any:
+        if sql.startswith(OUTBOX_INSERT):
+            self.wrote_outbox = True
         if parameters:
             cursor = self.raw.execute(translate(sql), parameters)
         else:
@@ -178,6 +193,9 @@ class PgTx:
     ) -> None:
         self._conn = PgConn(conn, pipeline)
         self._after: list[Callable[[], None]] = []
+        # The turns this operation announced: the group sends them all in one
+        # notification at its commit (`notify`).
+        self._announced: list[str] = []
         # The W3C traceparent of the call that queued this operation; None unless
         # tracing is on (outbox rows carry it to NATS).
         self.trace = trace
@@ -207,12 +225,9 @@ class PgTx:
         return row is not None and bool(row[0])
 
     def announce(self, turn_ids: Sequence[str]) -> None:
-        # Delivered by PostgreSQL only if and when this transaction commits.
-        if turn_ids:
-            self.raw.execute(
-                "SELECT pg_notify(%s, turn_id) FROM unnest(%s::text[]) AS turn_id",
-                (CHANNEL, list(turn_ids)),
-            )
+        # Sent with the group's commit, one notification for all its operations'
+        # turns (`notify`); delivered by PostgreSQL only if and when it commits.
+        self._announced.extend(turn_ids)
 
 
 class PostgresDatabase:
@@ -238,6 +253,14 @@ class PostgresDatabase:
         self._own_backends: set[int] = set()
         self._closed = False
         self._traced = False
+        # Groups committed with outbox rows (counted on the writer thread, before
+        # their callers hear of it), and when a drain last saw the outbox empty and
+        # at which count (`drain_outbox`).
+        self._outbox_commits = 0
+        self._quiet: tuple[float, int] | None = None
+        # The read functions (their code) seen to make more than one statement: they
+        # run on a snapshot at once (`_read`).
+        self._several: set[object] = set()
 
     def describe(self) -> str:
         return f"PostgreSQL {redact(self.url)}"
@@ -258,7 +281,13 @@ class PostgresDatabase:
             # (`_read`). No check on checkout (a round trip per read): a read that
             # finds its connection dead with the server runs again on another, and
             # the pool replaces the dead one when it comes back (decision 361).
-            kwargs={**CONNECTION, "autocommit": True},
+            # Read-only by default, also outside a transaction (a read of one
+            # statement, decision 433); the outbox drain's transaction says READ WRITE.
+            kwargs={
+                **CONNECTION,
+                "autocommit": True,
+                "options": "-c default_transaction_read_only=on",
+            },
             timeout=CONNECT_TIMEOUT,
             open=False,
             name="turnkeeper",
@@ -310,15 +339,23 @@ class PostgresDatabase:
         return await asyncio.get_running_loop().run_in_executor(self._executor, self._read, fn)
 
     def _read(self, fn: Callable[[Conn], T]) -> T:
-        """`fn` on a snapshot, in pipeline mode: the BEGIN goes with its first
-        statement and the COMMIT is the one wait after its last, so a read costs the
-        round trips of the rows it fetches plus one (decision 361). A connection
-        found dead (the server restarted since it was pooled) is dropped by the pool
-        and the read runs again on another, at most once per pooled connection."""
+        """`fn` on a snapshot: BEGIN, its statements, COMMIT (decisions 361, 434). A
+        read of one statement needs no transaction (its statement is its snapshot)
+        and runs without one (decision 433): a function not known to make more runs
+        so, and if it makes a second statement it runs again from the start on a
+        snapshot, and always so from then on. A connection found dead (the server
+        restarted since it was pooled) is dropped by the pool and the read runs again
+        on another, at most once per pooled connection."""
         assert self._pool is not None
+        key = _read_key(fn)
         for attempt in range(self.pool_size + 1):
             try:
                 with self._pool.connection() as conn:
+                    if key not in self._several:
+                        try:
+                            return _one_statement(conn, fn)
+                        except _SecondStatement:
+                            self._several.add(key)
                     return _snapshot(conn, fn)
             except psycopg.OperationalError as exc:
                 if attempt < self.pool_size and isinstance(exc, _DeadConnection):
@@ -341,31 +378,50 @@ class PostgresDatabase:
         self._listener.start()
 
     async def drain_outbox(self, limit: int, publish: Publish) -> int:
-        """Claim rows with FOR UPDATE SKIP LOCKED in a transaction held while they
-        are published: another replica's publisher skips them, and takes them over
-        if this one dies (the transaction rolls back with its connection)."""
+        """Take rows (deleted, in a transaction held while they are published) with
+        FOR UPDATE SKIP LOCKED: another replica's publisher skips them, and takes them
+        over if this one dies or fails to publish (the transaction rolls back, the
+        rows come back). One statement takes and deletes them, sent with its BEGIN;
+        the COMMIT is asynchronous (decision 430): the delete of rows already
+        published needs no WAL flush, a crash that loses it publishes them again,
+        which JetStream drops by Nats-Msg-Id, as after a crash before the delete."""
         if self._closed or self._executor is None or self._pool is None:
             return 0
+        commits = self._outbox_commits
+        if (
+            self._quiet is not None
+            and self._quiet[1] == commits
+            and time.monotonic() - self._quiet[0] < QUIET_FOR
+        ):
+            return 0  # nothing written here since it was seen empty a moment ago
         pool, loop, executor = self._pool, asyncio.get_running_loop(), self._executor
         try:
-            conn = await loop.run_in_executor(executor, pool.getconn)
+            conn, rows = await loop.run_in_executor(executor, _take, pool, limit)
         except PoolTimeout as exc:
             raise _unavailable(self.url, exc) from None
+        except psycopg.OperationalError as exc:
+            raise _unavailable(self.url, exc) from None
+        if conn is None:
+            self._quiet = (time.monotonic(), commits)
+            return 0
+        committed = given_back = False
         try:
-            rows = await loop.run_in_executor(executor, _claim, conn, limit)
-            if not rows or not await publish(rows):
-                await loop.run_in_executor(executor, conn.rollback)
-                return 0
-            ids = [row[0] for row in rows]
-            await loop.run_in_executor(executor, _delete_claimed, conn, ids)
-            return sum(row[4] for row in rows)
+            if await publish(rows):
+                given_back = True  # by the call, whatever its COMMIT answers
+                await loop.run_in_executor(executor, _commit_and_give_back, pool, conn)
+                committed = True
+                taken = sum(row[4] for row in rows)
+                if taken < limit:  # all there was, but for what committed meanwhile
+                    self._quiet = (time.monotonic(), commits)
+                return taken
+            return 0
         except psycopg.OperationalError as exc:
             raise _unavailable(self.url, exc) from None
         finally:
-            if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
-                with contextlib.suppress(psycopg.Error):
-                    conn.rollback()
-            pool.putconn(conn)
+            if not committed:
+                self._quiet = None  # its rows come back
+            if not given_back:
+                await loop.run_in_executor(executor, _give_back, pool, conn)
 
     def outbox_backlog(self) -> int:
         return stats.outbox_backlog(self.read_conn())
@@ -426,13 +482,15 @@ class PostgresDatabase:
                 _fail(outcomes, todo, _unavailable(self.url, exc))
                 break
             ran: list[tuple[Job[Any], Any]] = []
+            # What the operations that ran announced and whether they wrote outbox rows.
+            notes = _Notes()
             current: Job[Any] | None = None
             try:
                 for current in todo:
                     if not careful:
-                        ran.append((current, self._run_fast(conn, pipeline, current)))
+                        ran.append((current, self._run_fast(conn, pipeline, current, notes)))
                         continue
-                    ok, value = self._run_careful(conn, pipeline, current)
+                    ok, value = self._run_careful(conn, pipeline, current, notes)
                     if ok:
                         ran.append((current, value))
                     elif not isinstance(value, _RETRIED):
@@ -441,7 +499,7 @@ class PostgresDatabase:
                         # The winner may wait on what this transaction holds: commit
                         # what ran before this one, then run it again.
                         loser, current = current, None
-                        conn.commit()
+                        self._commit(conn, notes)
                         _commit(outcomes, ran)
                         lost = races[id(loser)] = races.get(id(loser), 0) + 1
                         if lost >= MAX_RUNS:
@@ -453,7 +511,7 @@ class PostgresDatabase:
                         break
                 else:
                     current = None
-                    conn.commit()
+                    self._commit(conn, notes)
                     _commit(outcomes, ran)
             except _Refused as refusal:
                 # Found running fast: run the group again without it.
@@ -486,7 +544,12 @@ class PostgresDatabase:
         settle([(job, *outcomes[id(job)]) for job in group])
 
     @staticmethod
-    def _run_fast(conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline, job: Job[Any]) -> Any:
+    def _run_fast(
+        conn: psycopg.Connection[Any],
+        pipeline: psycopg.Pipeline,
+        job: Job[Any],
+        notes: _Notes,
+    ) -> Any:
         """Run `job` without a savepoint or a sync: its result, or _Refused when it
         refused itself (a database error propagates as it is)."""
         tx = PgTx(conn, job.trace, pipeline)
@@ -500,11 +563,15 @@ class PostgresDatabase:
             pipeline.sync()
             raise _Refused(exc) from None
         job.after = tx._after
+        notes.add(tx)
         return value
 
     @staticmethod
     def _run_careful(
-        conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline, job: Job[Any]
+        conn: psycopg.Connection[Any],
+        pipeline: psycopg.Pipeline,
+        job: Job[Any],
+        notes: _Notes,
     ) -> tuple[bool, Any]:
         """Run `job` under a savepoint and sync: (True, its result), or (False, why
         it was refused: a database error of its own, or its own refusal), rolled
@@ -530,6 +597,7 @@ class PostgresDatabase:
         else:
             conn.execute("RELEASE SAVEPOINT op")
             job.after = tx._after
+            notes.add(tx)
             return True, value
         _resync(conn, pipeline)
         conn.execute("ROLLBACK TO SAVEPOINT op")
@@ -537,6 +605,16 @@ class PostgresDatabase:
         pipeline.sync()
         _forget_prepared(conn, pipeline)
         return False, error
+
+    def _commit(self, conn: psycopg.Connection[Any], notes: _Notes) -> None:
+        """Commit what ran, its notification first; count a commit with outbox rows
+        before anyone hears of it (`drain_outbox`)."""
+        notify(conn, notes.turns)
+        conn.commit()
+        if notes.outbox:
+            self._outbox_commits += 1
+        notes.turns.clear()
+        notes.outbox = False
 
     def _connection(self) -> tuple[psycopg.Connection[Any], psycopg.Pipeline]:
         held = self._write_conn
@@ -593,17 +671,79 @@ class WriteConnection:
             self._held.close()
 
 
+class _Notes:
+    """What a transaction's operations that ran leave for its commit: the turns they
+    announced, and whether they wrote outbox rows."""
+
+    __slots__ = ("outbox", "turns")
+
+    def __init__(self) -> None:
+        self.turns: list[str] = []
+        self.outbox = False
+
+    def add(self, tx: PgTx) -> None:
+        self.turns += tx._announced
+        self.outbox = self.outbox or tx.conn.wrote_outbox
+
+
 class _DeadConnection(psycopg.OperationalError):
     """A pooled connection that was found dead with the server on use."""
 
 
-def _snapshot(conn: psycopg.Connection[Any], fn: Callable[[Conn], T]) -> T:
-    """`fn` in a read-only REPEATABLE READ transaction on an autocommit connection."""
+class _SecondStatement(BaseException):
+    """A read run without a transaction made a second statement: it runs again on a
+    snapshot. A BaseException, so that no `except Exception` in a read function
+    swallows it."""
+
+
+class _OneStatementConn(PgConn):
+    """A read's connection for its first statement alone (`_one_statement`)."""
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        super().__init__(conn)
+        self._made = False
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Any:
+        if self._made:
+            raise _SecondStatement
+        self._made = True
+        return super().execute(sql, parameters)
+
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> None:
+        raise _SecondStatement
+
+
+def _read_key(fn: Callable[..., Any]) -> object:
+    """What stands for a read function across calls: its code (a lambda or a
+    partial made anew for each call shares it)."""
+    while isinstance(fn, functools.partial):
+        fn = fn.func
+    return getattr(fn, "__code__", fn)
+
+
+def _one_statement(conn: psycopg.Connection[Any], fn: Callable[[Conn], T]) -> T:
+    """`fn` on an autocommit connection, outside a transaction and a pipeline, for
+    as long as it makes one statement (its own snapshot); _SecondStatement if it
+    makes another."""
     try:
-        with conn.pipeline() as pipeline:
-            conn.execute(BEGIN_READ)
-            result = fn(PgConn(conn, pipeline))
-            conn.execute("COMMIT")
+        return fn(_OneStatementConn(conn))
+    except psycopg.OperationalError as exc:
+        if conn.broken or conn.closed:
+            raise _DeadConnection(str(exc)) from exc
+        raise
+
+
+def _snapshot(conn: psycopg.Connection[Any], fn: Callable[[Conn], T]) -> T:
+    """`fn` in a read-only REPEATABLE READ transaction on an autocommit connection,
+    each statement sent and answered in turn. Not in pipeline mode (decision 434): a
+    read fetches each statement's rows before it sends the next, so the pipeline
+    saved only the BEGIN's round trip, and psycopg's pipeline (its entry and exit,
+    a flush request per fetch, the results' queue) cost more CPU than that round
+    trip and, on a local socket, more time."""
+    try:
+        conn.execute(BEGIN_READ)
+        result = fn(PgConn(conn))
+        conn.execute("COMMIT")
         return result
     except BaseException as exc:
         if conn.broken or conn.closed:
@@ -649,6 +789,45 @@ def _forget_prepared(conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline) 
     pipeline.sync()
 
 
+# A notification's payload is at most 8000 bytes: the turns of a group go in as
+# few as fit (`notify`).
+NOTIFY_BYTES = 7900
+
+
+def notify(conn: psycopg.Connection[Any], turn_ids: list[str]) -> None:
+    """One statement for a group's announced turns, before its COMMIT: each turn once,
+    as a JSON array in as few notifications as the payload limit allows (decision
+    431). A notification per operation cost a statement each, and each is an entry
+    in PostgreSQL's queue that every listening replica reads."""
+    if not turn_ids:
+        return
+    payloads: list[str] = []
+    chunk: list[str] = []
+    size = 2
+    for turn_id in dict.fromkeys(turn_ids):
+        grows = len(json.dumps(turn_id).encode()) + 1
+        if chunk and size + grows > NOTIFY_BYTES:
+            payloads.append(json.dumps(chunk, separators=(",", ":")))
+            chunk, size = [], 2
+        chunk.append(turn_id)
+        size += grows
+    payloads.append(json.dumps(chunk, separators=(",", ":")))
+    conn.execute(
+        "SELECT pg_notify(%s, payload) FROM unnest(%s::text[]) AS payload", (CHANNEL, payloads)
+    )
+
+
+def announced(payload: str) -> list[str]:
+    """The turns a notification names: a group's JSON array (`notify`), or one turn
+    id as it is (a replica of before decision 431, or an operator's pg_notify)."""
+    if payload.startswith('["'):
+        with contextlib.suppress(ValueError):
+            turns = json.loads(payload)
+            if isinstance(turns, list) and all(isinstance(t, str) for t in turns):
+                return turns
+    return [payload]
+
+
 def _commit(outcomes: dict[int, tuple[bool, Any]], ran: list[tuple[Job[Any], Any]]) -> None:
     for job, value in ran:
         outcomes[id(job)] = (True, value)
@@ -679,21 +858,57 @@ def _refusal(exc: psycopg.Error) -> BaseException:
     return exc
 
 
-def _claim(conn: psycopg.Connection[Any], limit: int) -> list[OutboxRow]:
-    # The pool's connections are autocommit: the claim's locks are held by a
-    # transaction of its own, until the rows are deleted or the claim rolled back.
-    conn.execute("BEGIN")
-    rows = conn.execute(
-        "SELECT id, subject, payload, traceparent, messages FROM outbox ORDER BY id "
-        "LIMIT %s FOR UPDATE SKIP LOCKED",
-        (limit,),
-    ).fetchall()
-    return [OutboxRow(int(r[0]), str(r[1]), bytes(r[2]), r[3], int(r[4])) for r in rows]
+# What a drain takes: its rows, deleted in the transaction held while they are
+# published (`drain_outbox`), their locks skipped by other replicas' drains.
+TAKE = (
+    "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY id LIMIT %s "
+    "FOR UPDATE SKIP LOCKED) RETURNING id, subject, payload, traceparent, messages"
+)
 
 
-def _delete_claimed(conn: psycopg.Connection[Any], ids: list[int]) -> None:
-    conn.execute("DELETE FROM outbox WHERE id = ANY(%s)", (ids,))
-    conn.commit()
+def _take(
+    pool: ConnectionPool[psycopg.Connection[Any]], limit: int
+) -> tuple[psycopg.Connection[Any] | None, list[OutboxRow]]:
+    """A pooled connection with its transaction open and the rows it took, in id
+    order; (None, []) with the connection given back when there were none. One
+    round trip: the BEGIN, its synchronous_commit and the statement go together."""
+    conn = pool.getconn()
+    try:
+        with conn.pipeline():
+            conn.execute("BEGIN READ WRITE")
+            conn.execute("SET LOCAL synchronous_commit = off")
+            taken = conn.execute(TAKE, (limit,)).fetchall()
+        if not taken:
+            conn.rollback()
+            pool.putconn(conn)
+            return None, []
+    except BaseException:
+        _give_back(pool, conn)
+        raise
+    rows = [OutboxRow(int(r[0]), str(r[1]), bytes(r[2]), r[3], int(r[4])) for r in taken]
+    rows.sort(key=lambda row: row[0])  # RETURNING keeps no order
+    return conn, rows
+
+
+def _commit_and_give_back(
+    pool: ConnectionPool[psycopg.Connection[Any]], conn: psycopg.Connection[Any]
+) -> None:
+    """The published rows' delete committed, and the connection back: one hop."""
+    try:
+        conn.commit()
+    finally:
+        _give_back(pool, conn)
+
+
+def _give_back(
+    pool: ConnectionPool[psycopg.Connection[Any]], conn: psycopg.Connection[Any]
+) -> None:
+    """Back to the pool, with no transaction open (rows taken and not committed come
+    back for the next drain)."""
+    if conn.info.transaction_status != psycopg.pq.TransactionStatus.IDLE:
+        with contextlib.suppress(psycopg.Error):
+            conn.rollback()
+    pool.putconn(conn)
 
 
 class Listener:
@@ -742,7 +957,8 @@ class Listener:
                     while not self._stop.is_set():
                         for note in conn.notifies(timeout=LISTEN_POLL):
                             if note.pid not in self.own:
-                                self._deliver(note.payload)
+                                for turn_id in announced(note.payload):
+                                    self._deliver(turn_id)
             except psycopg.Error as exc:
                 log.warning("LISTEN connection to PostgreSQL lost (%s); reconnecting", exc)
                 self._stop.wait(1.0)

@@ -1,5 +1,5 @@
-"""The PostgreSQL store's pooled reads, its listener and its writer's prepared
-statements (decisions 361-363).
+"""The PostgreSQL store's pooled reads, its listener, its writer's prepared
+statements (decisions 361-363), its notifications and its outbox drain (430-432), its reads (433, 434).
 
 A pooled read runs on an autocommit connection in pipeline mode, its snapshot opened
 by its first statement, with no check on checkout: a connection found dead with the
@@ -15,12 +15,21 @@ from __future__ import annotations
 import asyncio
 import random
 import threading
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 import psycopg
 import pytest
+from psycopg import pq
+from turnkeeper_server.store import postgres
 from turnkeeper_server.store.contract import Conn, Tx
-from turnkeeper_server.store.postgres import CHANNEL, PostgresDatabase
+from turnkeeper_server.store.postgres import (
+    CHANNEL,
+    Listener,
+    PgConn,
+    PostgresDatabase,
+    announced,
+)
+from turnkeeper_server.store.records import OutboxRow
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.timeout(60)]
 
@@ -43,14 +52,21 @@ def backend_and_snapshot(conn: Conn) -> tuple[int, str, str]:
     return int(row[0]), str(row[1]), str(row[2])
 
 
+def in_a_snapshot(conn: Conn) -> tuple[int, str, str]:
+    # Two statements: a read that needs its snapshot (decision 433).
+    conn.execute("SELECT 1").fetchone()
+    return backend_and_snapshot(conn)
+
+
 async def test_a_read_runs_on_a_read_only_snapshot_and_leaves_no_transaction(
     store: PostgresDatabase, backend: str, database_url: str
 ) -> None:
-    _, isolation, read_only = await store.read(backend_and_snapshot)
+    _, isolation, read_only = await store.read(in_a_snapshot)
     assert (isolation, read_only) == ("repeatable read", "on")
 
     def refuses(conn: Conn) -> None:
         conn.execute("SELECT 1").fetchone()
+        conn.execute("SELECT 2").fetchone()
         raise LookupError("no such thing")
 
     with pytest.raises(LookupError):
@@ -61,22 +77,78 @@ async def test_a_read_runs_on_a_read_only_snapshot_and_leaves_no_transaction(
             "AND state LIKE 'idle in transaction%'"
         ).fetchone()
     assert open_ is not None and open_[0] == 0
-    assert (await store.read(backend_and_snapshot))[1:] == ("repeatable read", "on")
+    assert (await store.read(in_a_snapshot))[1:] == ("repeatable read", "on")
+
+    def pipeline_status(conn: Conn) -> pq.PipelineStatus:
+        conn.execute("SELECT 1").fetchone()
+        conn.execute("SELECT 2").fetchone()
+        assert isinstance(conn, PgConn)
+        return pq.PipelineStatus(conn.raw.pgconn.pipeline_status)
+
+    # Decision 434: a snapshot's statements are sent and answered in turn.
+    assert await store.read(pipeline_status) == pq.PipelineStatus.OFF
 
 
+async def test_a_read_of_one_statement_runs_without_a_transaction_until_it_makes_two(
+    store: PostgresDatabase, backend: str
+) -> None:
+    # Decision 433: one statement is its own snapshot. A read that makes a second
+    # runs again from the start on a snapshot, and on one at once from then on.
+    assert (await store.read(backend_and_snapshot))[1:] == ("read committed", "on")
+    runs: list[int] = []
+
+    def sometimes_two(conn: Conn) -> tuple[str, str]:
+        runs.append(1)
+        first = conn.execute("SELECT current_setting('transaction_isolation')").fetchone()
+        if len(runs) >= 2:
+            conn.execute("SELECT 1").fetchone()
+        return str(first[0]), str(first[0])
+
+    assert await store.read(sometimes_two) == ("read committed", "read committed")
+    assert len(runs) == 1
+    # The second statement comes: run again, the first statement in the snapshot too.
+    assert await store.read(sometimes_two) == ("repeatable read", "repeatable read")
+    assert len(runs) == 3
+    assert await store.read(sometimes_two) == ("repeatable read", "repeatable read")
+    assert len(runs) == 4
+
+    def swallows(conn: Conn) -> str:
+        conn.execute("SELECT 1").fetchone()
+        try:
+            conn.execute("SELECT 2").fetchone()
+        except Exception:  # a read's own handling never takes the second statement's rerun
+            return "swallowed"
+        return str(conn.execute("SELECT current_setting('transaction_isolation')").fetchone()[0])
+
+    assert await store.read(swallows) == "repeatable read"
+
+    def writes(conn: Conn) -> None:
+        conn.execute("CREATE TABLE main.not_from_a_read (k TEXT)")
+
+    with pytest.raises(psycopg.errors.ReadOnlySqlTransaction):
+        await store.read(writes)
+
+
+@pytest.mark.parametrize(
+    "read", [backend_and_snapshot, in_a_snapshot], ids=["one-statement", "snapshot"]
+)
 async def test_a_read_whose_pooled_connections_died_runs_again_on_new_ones(
-    store: PostgresDatabase, backend: str, database_url: str
+    store: PostgresDatabase,
+    backend: str,
+    database_url: str,
+    read: Callable[[Conn], tuple[int, str, str]],
 ) -> None:
     # Reads at once, so that the pool holds connections to kill.
-    both = await asyncio.gather(store.read(backend_and_snapshot), store.read(backend_and_snapshot))
+    both = await asyncio.gather(store.read(in_a_snapshot), store.read(in_a_snapshot))
     pids = {pid for pid, _, _ in both}
     with psycopg.connect(database_url, autocommit=True) as admin:
         for pid in pids:
             admin.execute("SELECT pg_terminate_backend(%s, 5000)", (pid,))
 
-    pid, isolation, _ = await store.read(backend_and_snapshot)
+    pid, isolation, _ = await store.read(read)
 
-    assert pid not in pids and isolation == "repeatable read"
+    expected = "repeatable read" if read is in_a_snapshot else "read committed"
+    assert pid not in pids and isolation == expected
 
 
 async def test_the_listener_skips_what_this_replica_announced(
@@ -182,3 +254,162 @@ async def _in_one_group(db: PostgresDatabase, ops: list[Callable[[Tx], str]]) ->
     release.set()
     await held
     return await asyncio.gather(*futures, return_exceptions=True)
+
+
+async def test_a_group_announces_its_turns_in_one_notification(
+    store: PostgresDatabase, backend: str, database_url: str
+) -> None:
+    # Decision 431: one notification per group, each turn once, none for an
+    # operation that was left out; as many as the payload limit needs, no more.
+    with psycopg.connect(database_url, autocommit=True) as other:
+        other.execute(f"LISTEN {CHANNEL}")
+
+        def announcing(*turn_ids: str, refuse: bool = False) -> Callable[[Tx], str]:
+            def op(tx: Tx) -> str:
+                tx.announce(list(turn_ids))
+                if refuse:
+                    raise LookupError("refused after announcing")
+                return "ok"
+
+            return op
+
+        ops = [announcing("t1", "t2"), announcing("gone", refuse=True), announcing("t1", "t3")]
+        done = await _in_one_group(store, ops)
+        assert isinstance(done[1], LookupError)
+        # 300 ids of 50 characters, 53 bytes each in JSON: three notifications.
+        long_ids = [f"turn-{n:04d}-" + "x" * 40 for n in range(300)]
+        await store.write(announcing(*long_ids))
+        notes = _notes(other, 4)
+
+    assert [announced(note.payload) for note in notes[:1]] == [["t1", "t2", "t3"]]
+    assert len(notes) == 4 and all(len(note.payload.encode()) <= 8000 for note in notes)
+    assert [t for note in notes[1:] for t in announced(note.payload)] == long_ids
+
+
+async def test_the_listener_wakes_each_turn_a_notification_names(
+    store: PostgresDatabase, backend: str, database_url: str
+) -> None:
+    heard: list[str | None] = []
+    done = asyncio.Event()
+
+    def on_change(turn_id: str | None) -> None:
+        heard.append(turn_id)
+        if turn_id == "last":
+            done.set()
+
+    listener = Listener(database_url, asyncio.get_running_loop(), on_change)
+    listener.start()
+    try:
+        with psycopg.connect(database_url, autocommit=True) as admin:
+            # Until the listener is listening: each plain id is one turn (a replica
+            # of before decision 431 sends one id a notification).
+            while not heard:
+                admin.execute("SELECT pg_notify(%s, 'plain')", (CHANNEL,))
+                await asyncio.sleep(0.05)
+            await store.write(lambda tx: tx.announce(["a", "b"]))
+            admin.execute("SELECT pg_notify(%s, 'last')", (CHANNEL,))
+            await asyncio.wait_for(done.wait(), 30)
+    finally:
+        listener.stop()
+    assert heard[-3:] == ["a", "b", "last"] and set(heard[:-3]) == {"plain"}
+
+
+def _notes(conn: psycopg.Connection[object], n: int) -> list[psycopg.Notify]:
+    notes: list[psycopg.Notify] = []
+    for _ in range(100):
+        notes.extend(conn.notifies(timeout=0.2, stop_after=n - len(notes)))
+        if len(notes) >= n:
+            break
+    # Nothing more is coming.
+    notes.extend(conn.notifies(timeout=0.3))
+    return notes
+
+
+async def test_a_drain_takes_its_rows_in_one_statement_and_gives_back_what_it_did_not_publish(
+    store: PostgresDatabase, backend: str, database_url: str
+) -> None:
+    # Decision 430: the rows are deleted by the statement that takes them, in a
+    # transaction held while they are published; a failed publish gives them back,
+    # and another drain meanwhile skips them.
+    def rows(tx: Tx) -> None:
+        for n in range(5):
+            tx.execute(
+                "INSERT INTO main.outbox (subject, payload, created_at) VALUES (?, ?, ?)",
+                (f"s.{n}", b"x", 0.0),
+            )
+
+    await store.write(rows)
+    seen: list[tuple[list[int], str, int]] = []
+    inner: list[int] = []
+    nested = False
+
+    def publisher(ok: bool) -> Callable[[list[OutboxRow]], Awaitable[bool]]:
+        async def publish(taken: list[OutboxRow]) -> bool:
+            nonlocal nested
+            with psycopg.connect(database_url, autocommit=True) as admin:
+                holder = admin.execute(
+                    "SELECT query FROM pg_stat_activity WHERE datname = current_database() "
+                    "AND state = 'idle in transaction'"
+                ).fetchone()
+                left = admin.execute("SELECT count(*) FROM outbox").fetchone()
+            assert holder is not None and left is not None
+            seen.append(([row[0] for row in taken], holder[0], left[0]))
+            if not nested:  # a drain meanwhile skips the rows this one holds
+                nested = True
+                inner.append(await store.drain_outbox(10, publisher(True)))
+            return ok
+
+        return publish
+
+    assert await store.drain_outbox(3, publisher(False)) == 0
+    assert await store.drain_outbox(3, publisher(True)) == 3
+    assert await store.drain_outbox(3, publisher(True)) == 0
+
+    first, rest, again = (ids for ids, _, _ in seen)
+    assert first == again and first + rest == sorted(first + rest) and len(rest) == 2
+    assert inner == [2]
+    assert all(query.startswith("DELETE FROM outbox") for _, query, _ in seen)
+    # Deleted, not committed: still there for others; the second take after the
+    # inner drain's commit.
+    assert [left for _, _, left in seen] == [5, 5, 3]
+    assert store.outbox_backlog() == 0
+
+
+async def test_a_drain_right_after_one_that_found_the_outbox_empty_looks_only_after_a_write(
+    store: PostgresDatabase, backend: str, database_url: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Decision 432: the publisher looks again right after each batch; that look
+    # costs a transaction only if this replica's writer committed outbox rows since
+    # the last look found none left. Other replicas' rows are its idle poll's.
+    looks: list[int] = []
+    take = postgres._take
+
+    def counted(*args: object) -> object:
+        looks.append(1)
+        return take(*args)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(postgres, "_take", counted)
+
+    async def publish(rows: list[OutboxRow]) -> bool:
+        return True
+
+    def row(tx: Tx) -> None:
+        tx.execute(
+            "INSERT INTO main.outbox (subject, payload, created_at) VALUES (?, ?, ?)",
+            ("s", b"x", 0.0),
+        )
+
+    assert await store.drain_outbox(10, publish) == 0
+    assert await store.drain_outbox(10, publish) == 0
+    assert len(looks) == 1
+    await store.write(row)
+    assert await store.drain_outbox(10, publish) == 1  # took less than it asked
+    assert await store.drain_outbox(10, publish) == 0
+    await store.write(lambda tx: None)  # no outbox row: still nothing to look at
+    with psycopg.connect(database_url, autocommit=True) as other:  # another replica's
+        other.execute("INSERT INTO outbox (subject, payload, created_at) VALUES ('s', 'x', 0)")
+    assert await store.drain_outbox(10, publish) == 0
+    assert len(looks) == 2
+    monkeypatch.setattr(postgres, "QUIET_FOR", 0.0)  # its idle poll, later
+    assert await store.drain_outbox(10, publish) == 1
+    assert len(looks) == 3

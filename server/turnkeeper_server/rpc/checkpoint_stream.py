@@ -9,7 +9,11 @@ set-up instead of grpc's per-call machinery for every step.
 
 Messages are handled in the order they arrive, and each answer is sent after its
 commit: events appended before a checkpoint on the same stream are committed
-before it, which is the boundary rule by construction. A fenced message (a stale
+before it, which is the boundary rule by construction. The next frames are read
+while one commits (up to `MAX_AHEAD`, decision 490): each is checked and its writes
+queued behind the previous frame's, and the answers go out in the frames' order. A
+frame that reads, or on a run's own stream writes for another run than the frames
+still out, waits until those are answered, as every frame did before. A fenced message (a stale
 attempt) ends the stream with ABORTED, as the unary call would answer, and no
 answer follows it; any other refusal answers that message alone and the stream
 goes on, so one bad request does not fail the requests the client has pipelined
@@ -29,9 +33,9 @@ turn attempt's fence (or none), so a stale attempt's refusal refuses every write
 after it in the batch as well.
 
 An append refused on its own (its events' checks) refuses the writes of its run
-after it in the same batch, unwritten: they were sent behind it without waiting
-for its answer (decision 420), and a checkpoint must not record events that were
-not appended.
+after it in the same batch, and in the frames read before its answer went out,
+unwritten: they were sent behind it without waiting for its answer (decisions 420,
+490), and a checkpoint must not record events that were not appended.
 
 A *shared* stream carries several runs' messages (the client marks its frames
 `shared`: one stream per client event loop, so one frame each way carries a step of
@@ -45,6 +49,7 @@ run still stops at its first stale write (decision 155).
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any, NamedTuple
 
@@ -69,6 +74,9 @@ Response = checkpoints_pb2.CheckpointStreamResponse
 _OPS = "get, put, writes or append"
 # Messages in one frame's batch: a step's writes (one per task) and its checkpoint.
 MAX_BATCH = 256
+
+# Frames read and started ahead of the one being answered, at most.
+MAX_AHEAD = 8
 
 # The right each kind of message needs: its unary RPC's (security/auth.py's RIGHTS).
 MESSAGE_RIGHTS: dict[str, str] = {
@@ -103,18 +111,75 @@ class StreamingCheckpointServicer(CheckpointServicer):
         self, requests: AsyncIterator[Request], context: Ctx
     ) -> AsyncIterator[Response]:
         with self.streams.hold(auth.client_key(context)):
+            state = _Ahead()
+            frames: asyncio.Queue[_Frame | None] = asyncio.Queue(MAX_AHEAD)
+            reader = asyncio.get_running_loop().create_task(
+                self._read_ahead(requests, context, state, frames)
+            )
+            try:
+                while (item := await frames.get()) is not None:
+                    answer = await item.finish()
+                    state.answered(item)
+                    yield answer
+            finally:
+                reader.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await reader
+                while not frames.empty():
+                    if (left := frames.get_nowait()) is not None:
+                        left.discard()
+
+    async def _read_ahead(
+        self,
+        requests: AsyncIterator[Request],
+        context: Ctx,
+        state: _Ahead,
+        frames: asyncio.Queue[_Frame | None],
+    ) -> None:
+        """Read the stream's frames and start each (its writes queued behind the
+        previous frame's) while the frames before it commit; `frames` gives them to
+        the answering side in the order they came (decision 490). A frame that could
+        see or change what an earlier one's end decides (a read, another run's
+        writes on a run's own stream) waits until every earlier frame is answered,
+        as every frame did before."""
+        try:
             async for frame in requests:
-                if frame.batch:
-                    answers = await self._batch(frame, context)
-                    yield Response(batch=answers, accepts_batch=True)
-                else:
-                    yield await self._answer(frame, context, frame.shared)
+                if state.out and _waits(frame, state):
+                    await state.drained()
+                item = await self._start(frame, context, state)
+                await frames.put(item)
+                if item.ends:
+                    return
+        except asyncio.CancelledError:
+            raise
+        except BaseException as exc:  # the request stream broke: the answers end on it
+            await frames.put(_Frame.failed(exc))
+            return
+        await frames.put(None)
+
+    async def _start(self, frame: Request, context: Ctx, state: _Ahead) -> _Frame:
+        """Frame `frame` under way: its checks done and its writes queued."""
+        state.begin(frame)
+        try:
+            if frame.batch:
+                return _Frame(frame, await self._batch(frame, context, state))
+            return _Frame(frame, [await self._single(frame, context, state)])
+        except TurnkeeperError as exc:  # a malformed frame ends the stream, in its turn
+            return _Frame.failed(exc)
+
+    async def _single(self, request: Request, context: Ctx, state: _Ahead) -> _Started:
+        run = _run_of(request)
+        if (cause := state.refusal(run, request)) is not None:
+            return _Started(request, _failed(cause), _same)
+        task = await self._queue(request, context, followed=False)
+        state.note(request, run, task)
+        return _Started(request, task, _same)
 
     async def _answer(self, request: Request, context: Ctx, shared: bool = False) -> Response:
         try:
             response = await self._one(request, context)
         except StaleAttempt as exc:
-            if not shared:
+            if not (shared or request.shared):
                 # Ends the stream: ErrorsAndMetrics answers ABORTED with the message.
                 raise
             response = _refused(request, exc)
@@ -123,7 +188,7 @@ class StreamingCheckpointServicer(CheckpointServicer):
         response.accepts_batch = True
         return response
 
-    async def _batch(self, frame: Request, context: Ctx) -> list[Response]:
+    async def _batch(self, frame: Request, context: Ctx, state: _Ahead) -> list[_Started]:
         if frame.id or frame.WhichOneof("op") is not None:
             raise InvalidArgument("a frame carries one message or a batch, not both")
         if len(frame.batch) > MAX_BATCH:
@@ -141,14 +206,14 @@ class StreamingCheckpointServicer(CheckpointServicer):
                 "send another run's on its own stream, or mark the frame shared"
             )
         started: list[_Started] = []
-        # Runs whose append was refused in this frame: their later writes in it are
-        # refused too, unwritten (a checkpoint past events that were not appended
-        # would break the boundary rule; decision 420).
-        refused: dict[tuple[str, ...], InvalidArgument] = {}
+        # Runs whose append was refused in this frame (or in one still unanswered
+        # before it): their later writes are refused too, unwritten (a checkpoint
+        # past events that were not appended would break the boundary rule;
+        # decision 420).
         n = 0
         while n < len(frame.batch):
             request = frame.batch[n]
-            if (cause := refused.get(runs[n])) is not None:
+            if (cause := state.refusal(runs[n], request)) is not None:
                 started.append(_Started(request, _failed(cause), _same))
                 n += 1
                 continue
@@ -158,7 +223,7 @@ class StreamingCheckpointServicer(CheckpointServicer):
                 while (
                     end < len(frame.batch)
                     and _is_checkpoint_write(frame.batch[end])
-                    and runs[end] not in refused
+                    and runs[end] not in state.refused
                 ):
                     end += 1
                 followed = end < len(runs) and runs[end] != _READ
@@ -171,29 +236,9 @@ class StreamingCheckpointServicer(CheckpointServicer):
             followed = n + 1 < len(runs) and runs[n] != _READ and runs[n + 1] != _READ
             queued = await self._queue(request, context, followed)
             started.append(_Started(request, queued, _same))
-            if (why := _refusal(queued)) is not None and runs[n] != _READ:
-                refused[runs[n]] = InvalidArgument(
-                    f"not written: message {request.id} before it in this frame was refused ({why})"
-                )
+            state.note(request, runs[n], queued)
             n += 1
-        answers: list[Response] = []
-        ending: BaseException | None = None
-        # In the batch's order, every outcome taken: what ends the stream is the first.
-        for item in started:
-            try:
-                answers.append(item.answer(await item.done))
-            except StaleAttempt as exc:
-                if frame.shared:
-                    answers.append(_refused(item.request, exc))
-                else:
-                    ending = ending or exc
-            except TurnkeeperError as exc:
-                answers.append(_refused(item.request, exc))
-            except Exception as exc:
-                ending = ending or exc
-        if ending is not None:
-            raise ending
-        return answers
+        return started
 
     def _prepare(self, request: Request) -> tuple[PreparedWrite, Callable[[Any], Response]]:
         """A put or writes message checked as its unary call checks it, and its
@@ -269,6 +314,126 @@ class StreamingCheckpointServicer(CheckpointServicer):
 
 
 _READ = ("read",)
+
+
+def _frame_runs(frame: Request) -> set[tuple[str, ...]]:
+    return {_run_of(request) for request in (frame.batch or (frame,))}
+
+
+def _waits(frame: Request, state: _Ahead) -> bool:
+    """Whether `frame` must wait for every frame before it to be answered: it reads
+    (what they write must be committed first), or, on a run's own stream, its writes
+    are another run's than theirs (a stale attempt there ends the stream before
+    anything after it is taken)."""
+    runs = _frame_runs(frame)
+    if _READ in runs:
+        return True
+    return not frame.shared and len(runs | state.runs_out()) > 1
+
+
+class _Ahead:
+    """A stream's frames started and not answered yet, and the runs whose append
+    was refused in one of them."""
+
+    def __init__(self) -> None:
+        self.out: list[tuple[Request, set[tuple[str, ...]]]] = []
+        self.current: Request | None = None
+        self.refused: dict[tuple[str, ...], tuple[Request, int, str]] = {}
+        self._drained = asyncio.Event()
+        self._drained.set()
+
+    def runs_out(self) -> set[tuple[str, ...]]:
+        return set().union(*(runs for _, runs in self.out))
+
+    def begin(self, frame: Request) -> None:
+        self.current = frame
+        self.out.append((frame, _frame_runs(frame)))
+        self._drained.clear()
+
+    def answered(self, item: _Frame) -> None:
+        """`item`'s answer goes out: what it refused no longer refuses what follows
+        (the client learns of it with this answer, as it did before)."""
+        self.out = [(frame, runs) for frame, runs in self.out if frame is not item.frame]
+        self.refused = {run: why for run, why in self.refused.items() if why[0] is not item.frame}
+        if not self.out:
+            self._drained.set()
+
+    async def drained(self) -> None:
+        await self._drained.wait()
+
+    def note(self, request: Request, run: tuple[str, ...], task: asyncio.Future[Any]) -> None:
+        """After `request` is queued: if its checks refused it, its run's later
+        writes are refused too."""
+        if request.WhichOneof("op") != "append" or not isinstance(task, asyncio.Task):
+            return
+        if (why := _refusal(task)) is not None and self.current is not None:
+            self.refused.setdefault(run, (self.current, request.id, why))
+
+    def refusal(self, run: tuple[str, ...], request: Request) -> InvalidArgument | None:
+        if (refused := self.refused.get(run)) is None:
+            return None
+        frame, message, why = refused
+        where = "in this frame" if frame is self.current else "on this stream, unanswered,"
+        return InvalidArgument(
+            f"not written: message {message} before it {where} was refused ({why})"
+        )
+
+
+class _Frame:
+    """A frame under way: its messages started in its order, answered in it."""
+
+    def __init__(
+        self,
+        frame: Request,
+        started: list[_Started],
+        error: BaseException | None = None,
+    ) -> None:
+        self.frame = frame
+        self.started = started
+        self.error = error
+        self.ends = error is not None
+
+    @classmethod
+    def failed(cls, exc: BaseException) -> _Frame:
+        return cls(Request(), [], exc)
+
+    async def finish(self) -> Response:
+        """The frame's answer once all its messages are committed; raises what ends
+        the stream."""
+        if self.error is not None:
+            raise self.error
+        if not self.frame.batch:
+            [item] = self.started
+            return item.answer(await item.done)
+        answers: list[Response] = []
+        ending: BaseException | None = None
+        # In the batch's order, every outcome taken: what ends the stream is the first.
+        for item in self.started:
+            try:
+                answers.append(item.answer(await item.done))
+            except StaleAttempt as exc:
+                if self.frame.shared:
+                    answers.append(_refused(item.request, exc))
+                else:
+                    ending = ending or exc
+            except TurnkeeperError as exc:
+                answers.append(_refused(item.request, exc))
+            except Exception as exc:
+                ending = ending or exc
+        if ending is not None:
+            raise ending
+        return Response(batch=answers, accepts_batch=True)
+
+    def discard(self) -> None:
+        """The stream ended before this frame's answer: its outcomes are taken and
+        dropped (its writes are under way, each fenced as it would be)."""
+        for item in self.started:
+            item.done.add_done_callback(_taken)
+
+
+def _taken(future: asyncio.Future[Any]) -> None:
+    if not future.cancelled():
+        future.exception()
 
 
 class _Started(NamedTuple):

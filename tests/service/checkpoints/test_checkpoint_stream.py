@@ -8,6 +8,7 @@ messages, and the client batching what a graph step asks for together."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from typing import Any
 from uuid import uuid4
 
@@ -335,3 +336,113 @@ async def test_the_client_splits_what_is_asked_for_together_into_frames_the_serv
     # The service refuses a frame of more than 256 messages whole.
     assert [len(f.batch) for f in client.frames] == [0, 256, 44]
     assert [a.WhichOneof("result") for a in answers] == ["get"] * 300
+
+
+class _Gate:
+    """The service's first `write_batch` answers only once a second one was queued
+    (or after `patience` s): whether the service took a frame while one committed."""
+
+    def __init__(self, service: TurnkeeperServer, patience: float = 3.0) -> None:
+        self.real = service.engine.checkpoints.write_batch
+        self.second = asyncio.Event()
+        self.calls = 0
+        self.patience = patience
+        self.took_ahead: bool | None = None
+
+    async def write_batch(self, writes: Any, *, followed: bool) -> list[asyncio.Future[Any]]:
+        self.calls += 1
+        done = await self.real(writes, followed=followed)
+        if self.calls == 1:
+            return [asyncio.ensure_future(self._after(future)) for future in done]
+        self.second.set()
+        return done
+
+    async def _after(self, future: asyncio.Future[Any]) -> Any:
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.second.wait(), self.patience)
+        if self.took_ahead is None:
+            self.took_ahead = self.second.is_set()
+        return await future
+
+
+async def test_the_next_frame_is_taken_while_one_commits_and_answered_after_it(
+    started: tuple[str, str],
+    service: TurnkeeperServer,
+    turns: turns_pb2_grpc.TurnServiceAsyncStub,
+    checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Decision 490: a frame sent before the previous one's answer is read and
+    queued while that one commits (so both can share a group commit), and the
+    answers keep the frames' order."""
+    thread, turn_id = started
+    gate = _Gate(service)
+    monkeypatch.setattr(service.engine.checkpoints, "write_batch", gate.write_batch)
+    first = [append_message(turn_id, 0, 1, 2), put_message(thread, turn_id, 0, "cp-1")]
+    second = [append_message(turn_id, 0, 3), put_message(thread, turn_id, 0, "cp-2")]
+    for n, request in enumerate(first + second, start=1):
+        request.id = n
+    frames = [Req(batch=first), Req(batch=second)]
+
+    answers = [answer async for answer in checkpoints.CheckpointStream(iter(frames))]
+
+    assert gate.took_ahead is True
+    assert [[a.id for a in frame.batch] for frame in answers] == [[1, 2], [3, 4]]
+    assert [a.WhichOneof("result") for frame in answers for a in frame.batch] == [
+        "append",
+        "put",
+        "append",
+        "put",
+    ]
+    assert answers[1].batch[0].append.last_seq == 3
+    assert await redrive_turn(turns, turn_id) == ("cp-2", 3)
+
+
+async def test_a_refused_append_refuses_its_runs_writes_in_frames_sent_before_its_answer(
+    service: TurnkeeperServer,
+    turns: turns_pb2_grpc.TurnServiceAsyncStub,
+    checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Decision 420's rule across frames read ahead (decision 490): a run's writes
+    sent behind its refused append, before the client could see the refusal, are
+    refused unwritten; another run's in the same shared frame are written, and a
+    frame read after the refusal was answered is taken as usual."""
+    runs = []
+    for _ in range(2):
+        thread, turn_id = f"s-{uuid4().hex[:8]}", f"t-{uuid4().hex[:8]}"
+        await start_turn(turns, thread, turn_id)
+        runs.append((thread, turn_id))
+    (thread_a, turn_a), (thread_b, turn_b) = runs
+    gate = _Gate(service)
+    monkeypatch.setattr(service.engine.checkpoints, "write_batch", gate.write_batch)
+    bad = append_message(turn_a, 0, 1)
+    bad.append.events[0].type = ""  # refused by its checks
+    first = [put_message(thread_a, turn_a, 0, "a-0"), bad]
+    second = [put_message(thread_a, turn_a, 0, "a-1"), put_message(thread_b, turn_b, 0, "b-1")]
+    for n, request in enumerate(first + second, start=1):
+        request.id = n
+
+    frames = [Req(batch=first, shared=True), Req(batch=second, shared=True)]
+    answers = [answer async for answer in checkpoints.CheckpointStream(iter(frames))]
+
+    assert gate.took_ahead is True
+    assert [a.WhichOneof("result") for frame in answers for a in frame.batch] == [
+        "put",
+        "error",
+        "error",
+        "put",
+    ]
+    refused = answers[1].batch[0].error
+    assert refused.code == grpc.StatusCode.INVALID_ARGUMENT.value[0]
+    assert "message 2 before it on this stream, unanswered, was refused" in refused.message
+    assert "type must be" in refused.message
+    assert await stored_checkpoints(checkpoints, thread_a) == {"a-0"}
+    assert await stored_checkpoints(checkpoints, thread_b) == {"b-1"}
+
+    # Once the refusal is answered, the run's next frame is taken as usual.
+    again = [append_message(turn_a, 0, 1), put_message(thread_a, turn_a, 0, "a-1")]
+    for n, request in enumerate(again, start=1):
+        request.id = n
+    [frame] = [answer async for answer in checkpoints.CheckpointStream(iter([Req(batch=again)]))]
+    assert [a.WhichOneof("result") for a in frame.batch] == ["append", "put"]

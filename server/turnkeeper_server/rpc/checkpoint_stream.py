@@ -292,6 +292,9 @@ class StreamingCheckpointServicer(CheckpointServicer):
                 queued.set_result(None)
 
         task.add_done_callback(done)
+        # Its outcome is taken by its frame's answer, or dropped if the stream ends
+        # before (a frame read ahead of one that ended it): no "never retrieved".
+        task.add_done_callback(_taken)
         await queued
         return task
 

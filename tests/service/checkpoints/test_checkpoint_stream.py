@@ -446,3 +446,36 @@ async def test_a_refused_append_refuses_its_runs_writes_in_frames_sent_before_it
         request.id = n
     [frame] = [answer async for answer in checkpoints.CheckpointStream(iter([Req(batch=again)]))]
     assert [a.WhichOneof("result") for a in frame.batch] == ["append", "put"]
+
+
+async def test_frames_read_ahead_of_a_stale_one_are_fenced_and_a_read_sees_the_writes_before_it(
+    started: tuple[str, str],
+    turns: turns_pb2_grpc.TurnServiceAsyncStub,
+    checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
+) -> None:
+    """Decision 490 keeps the stream's rules for frames sent without waiting: a read
+    waits for the writes of the frames before it, and a stale attempt's frames,
+    however far ahead they were read, store nothing and end the stream."""
+    thread, turn_id = started
+    frames = [
+        Req(batch=[append_message(turn_id, 0, 1), put_message(thread, turn_id, 0, "cp-1")]),
+        Req(batch=[append_message(turn_id, 0, 2), put_message(thread, turn_id, 0, "cp-2")]),
+        Req(get=checkpoints_pb2.GetCheckpointRequest(thread_id=thread)),
+    ]
+    for n, request in enumerate([*frames[0].batch, *frames[1].batch, frames[2]], start=1):
+        request.id = n
+    answers = [answer async for answer in checkpoints.CheckpointStream(iter(frames))]
+    assert answers[2].get.checkpoint.ref.checkpoint_id == "cp-2"
+
+    await redrive_turn(turns, turn_id)
+    stale = [
+        Req(batch=[append_message(turn_id, 0, 3), put_message(thread, turn_id, 0, f"z-{n}")])
+        for n in range(3)
+    ]
+    with pytest.raises(aio.AioRpcError) as info:
+        async for _ in checkpoints.CheckpointStream(iter(stale)):
+            pass
+    assert info.value.code() == grpc.StatusCode.ABORTED
+    assert await stored_checkpoints(checkpoints, thread) == {"cp-1", "cp-2"}
+    turn = await turns.GetTurn(turns_pb2.GetTurnRequest(turn_id=turn_id))
+    assert turn.turn.last_seq == 2

@@ -78,6 +78,15 @@ def latest_boundary(conn: Conn, turn_id: str) -> tuple[str, int]:
     return (row[0], row[1]) if row else ("", 0)
 
 
+def thread_empty(conn: Conn, thread_id: str) -> bool:
+    """Whether the thread has no checkpoint in its root namespace (decision 480)."""
+    row = conn.execute(
+        "SELECT 1 FROM sessions.checkpoints WHERE thread_id = ? AND checkpoint_ns = '' LIMIT 1",
+        (thread_id,),
+    ).fetchone()
+    return row is None
+
+
 def lock_turn(tx: Tx, turn_id: str) -> TurnRecord:
     """`require_turn` for a turn the operation is about to change: row-locked where
     operations run concurrently (PostgreSQL replicas), so no other operation on the

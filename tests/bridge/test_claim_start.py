@@ -4,6 +4,7 @@ graph's first read of the thread's latest checkpoint from that, without asking."
 
 from __future__ import annotations
 
+import asyncio
 from types import SimpleNamespace
 from typing import Any
 from uuid import uuid4
@@ -14,6 +15,7 @@ from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
 from turnkeeper.agent.bridge._boundary import BoundarySaver
 from turnkeeper.agent.bridge._events import EventLog
+from turnkeeper.agent.bridge._runtime import Execution, Identity, TurnRuntime
 from turnkeeper.agent.saver import RemoteSaver, durable_config
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.v1 import turns_pb2
@@ -159,3 +161,54 @@ async def test_without_the_claims_word_every_read_is_asked(saver: _Counting) -> 
     await saver.aget_tuple(durable_config("t"))
     assert len(saver.reads) == 3
     saver.detach(events)
+
+
+class _ClaimingClient:
+    """What TurnRuntime asks of its client for a claim: ClaimTurn, answered."""
+
+    def __init__(self, answer: turns_pb2.ClaimTurnResponse) -> None:
+        self.options = ConnectionOptions(target="localhost:1")
+        self.answer = answer
+
+    async def claim_turn(self, request: turns_pb2.ClaimTurnRequest) -> turns_pb2.ClaimTurnResponse:
+        return self.answer
+
+    async def append_events(self, request: turns_pb2.AppendEventsRequest) -> None:
+        raise AssertionError("nothing is appended in this test")
+
+
+@pytest.mark.parametrize("empty", [True, False])
+async def test_a_claimed_execution_gives_the_saver_the_claims_word(
+    saver: _Counting, monkeypatch: pytest.MonkeyPatch, empty: bool
+) -> None:
+    turn = turns_pb2.Turn(turn_id=f"turn-{uuid4().hex[:8]}", thread_id="t", attempts=0)
+    client: Any = _ClaimingClient(turns_pb2.ClaimTurnResponse(turn=turn, thread_empty=empty))
+    runtime = TurnRuntime(
+        SimpleNamespace(),  # type: ignore[arg-type]
+        client,
+        saver,
+        Identity("claim-agent", "r1", "inc-1"),
+        input_mapper=lambda value: value,
+    )
+    attached: list[bool] = []
+    real_attach = saver.attach
+
+    def attach(events: EventLog, *, thread_empty: bool = False) -> None:
+        attached.append(thread_empty)
+        real_attach(events, thread_empty=thread_empty)
+
+    async def drive(execution: Execution, events: EventLog) -> None:
+        # What the graph's first read of the thread would get.
+        await saver.aget_tuple(durable_config("t", execution.turn_id, execution.attempt))
+
+    monkeypatch.setattr(saver, "attach", attach)
+    monkeypatch.setattr(Execution, "_drive", drive)
+    monkeypatch.setattr(Execution, "_heartbeat", lambda self: asyncio.sleep(0))
+    assert runtime.admission.try_take()
+    await runtime._claim(turn.turn_id, 0, "create")
+    execution = runtime._executions[turn.turn_id]
+    assert execution.task is not None
+    await execution.task
+    assert execution.assignment.thread_empty is empty
+    assert attached == [empty]
+    assert len(saver.reads) == (0 if empty else 1)

@@ -356,7 +356,7 @@ class Turns:
             # The claim's own checks first (the attempt, another live owner: ABORTED),
             # then the version policy's; its refusal rolls the claim back.
             before = transitions.lock_turn(tx, turn_id)
-            _, checkpoint_id = transitions.claim_turn(
+            _, checkpoint_id, thread_empty = transitions.claim_turn(
                 tx,
                 turn_id=turn_id,
                 attempt=attempt,
@@ -366,10 +366,7 @@ class Turns:
             )
             versions.check_claim(tx, before, self.versions.policies.of(before.agent), served)
             versions.record_runner(tx, turn_id, served)
-            # Only a turn that continues from no checkpoint reads the thread's latest;
-            # a new thread's first run is told it has none (decision 480).
-            empty = not checkpoint_id and transitions.thread_empty(tx.conn, before.thread_id)
-            return transitions.reload_turn(tx, turn_id), checkpoint_id, empty
+            return transitions.reload_turn(tx, turn_id), checkpoint_id, thread_empty
 
         # A claim changes who runs the turn, nothing its followers keep.
         claimed = await self._write(lambda r: [r[0].turn_id], op, OWNED)

@@ -78,13 +78,18 @@ def latest_boundary(conn: Conn, turn_id: str) -> tuple[str, int]:
     return (row[0], row[1]) if row else ("", 0)
 
 
-def thread_empty(conn: Conn, thread_id: str) -> bool:
-    """Whether the thread has no checkpoint in its root namespace (decision 480)."""
+def claim_start(conn: Conn, turn_id: str, thread_id: str) -> tuple[str, bool]:
+    """Where a claimed turn continues from, in one statement: the checkpoint_id of the
+    turn's newest root checkpoint ("" if none), and whether its thread has no root
+    checkpoint at all (decision 480)."""
     row = conn.execute(
-        "SELECT 1 FROM sessions.checkpoints WHERE thread_id = ? AND checkpoint_ns = '' LIMIT 1",
-        (thread_id,),
+        "SELECT (SELECT checkpoint_id FROM sessions.turnkeeper_boundaries "
+        "WHERE turn_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1), "
+        "EXISTS (SELECT 1 FROM sessions.checkpoints WHERE thread_id = ? AND checkpoint_ns = '')",
+        (turn_id, thread_id),
     ).fetchone()
-    return row is None
+    checkpoint_id = (row[0] if row else None) or ""
+    return checkpoint_id, not checkpoint_id and not (row and row[1])
 
 
 def lock_turn(tx: Tx, turn_id: str) -> TurnRecord:
@@ -455,7 +460,9 @@ def resume_detached(tx: Tx, *, turn_id: str, resume_json: str, policy: Policy) -
 
 def claim_turn(
     tx: Tx, *, turn_id: str, attempt: int, replica: str, incarnation: str, policy: Policy
-) -> tuple[TurnRecord, str]:
+) -> tuple[TurnRecord, str, bool]:
+    """Make the replica the turn's owner: (the turn, the checkpoint it continues
+    from or "", whether its thread has no root checkpoint: `claim_start`)."""
     turn = lock_turn(tx, turn_id)
     fence(turn, attempt)
     if turn.owned:
@@ -469,5 +476,5 @@ def claim_turn(
         owner_incarnation=incarnation,
         lease_expires_at=now + policy.lease_seconds,
     )
-    checkpoint_id, _ = latest_boundary(tx.conn, turn_id)
-    return reload_turn(tx, turn_id), checkpoint_id
+    checkpoint_id, thread_empty = claim_start(tx.conn, turn_id, turn.thread_id)
+    return reload_turn(tx, turn_id), checkpoint_id, thread_empty

@@ -159,7 +159,8 @@ async def _one_group(journal: Journal, ops: list[Callable[[Tx], Any]]) -> list[o
     futures: list[Awaitable[Any]] = [db.queue_write(op) for op in ops]
     release.set()
     await held
-    return await asyncio.gather(*futures, return_exceptions=True)
+    done: list[object] = await asyncio.gather(*futures, return_exceptions=True)
+    return done
 
 
 def appending(turn_id: str, attempt: int, seq: int, type_: str) -> Callable[[Tx], int]:

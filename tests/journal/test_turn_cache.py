@@ -20,7 +20,7 @@ from turnkeeper_server.records import Fence, TurnRecord
 from turnkeeper_server.store import Store, Tx, open_store
 from turnkeeper_server.store.postgres import PostgresDatabase
 
-from tests.journal.conftest import POLICY, Journal
+from tests.journal.conftest import POLICY, REPLICA, Journal
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.timeout(60)]
 
@@ -98,6 +98,25 @@ async def test_appends_and_checkpoints_of_a_turn_written_last_read_no_row(
         (3, 0, "token"),
         (4, 0, "step"),
     ]
+
+
+async def test_a_claimed_turns_first_append_reads_no_row(
+    journal: Journal, row_reads: list[str]
+) -> None:
+    await journal.start("t1", "th1")
+    await journal.write(
+        lambda tx: transitions.claim_turn(
+            tx,
+            turn_id="t1",
+            attempt=0,
+            replica=REPLICA[0],
+            incarnation=REPLICA[1],
+            policy=POLICY,
+        )
+    )
+    del row_reads[:]
+    assert await append(journal, "t1", 0, 1, "step") == 1
+    assert row_reads == []
 
 
 async def test_a_cached_append_after_another_replica_appended_runs_again_on_the_row(

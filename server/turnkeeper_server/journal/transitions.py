@@ -501,4 +501,6 @@ def claim_turn(
         lease_expires_at=now + policy.lease_seconds,
     )
     checkpoint_id, _ = latest_boundary(tx.conn, turn_id)
-    return reload_turn(tx, turn_id), checkpoint_id
+    claimed = reload_turn(tx, turn_id)
+    tx.remember_turn(claimed)  # its first append reads no row
+    return claimed, checkpoint_id

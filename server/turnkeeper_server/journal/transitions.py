@@ -98,8 +98,8 @@ def lock_turn(tx: Tx, turn_id: str) -> TurnRecord:
 # rolls the group back, unless the row still holds those values; it locks the row
 # as `lock_turn` does, and nobody waits for its answer before the group's COMMIT.
 _STILL = (
-    "SELECT 1 / count(*) FROM (SELECT 1 FROM main.turns WHERE turn_id = ? AND attempts = ? "
-    "AND state = ? AND last_seq = ? AND rewinds = ?{lock}) AS still"
+    "SELECT 1 / count(*) FROM (SELECT 1 FROM main.turns WHERE turn_id = ? AND thread_id = ? "
+    "AND attempts = ? AND state = ? AND last_seq = ? AND rewinds = ?{lock}) AS still"
 )
 
 
@@ -117,7 +117,7 @@ def fenced_turn(tx: Tx, turn_id: str, attempt: int, thread_id: str = "") -> Turn
     if turn is not None and turn.state == RUNNING and turn.attempts == attempt:
         tx.execute(
             _STILL.format(lock=tx.for_update),
-            (turn_id, attempt, RUNNING, turn.last_seq, turn.rewinds),
+            (turn_id, turn.thread_id, attempt, RUNNING, turn.last_seq, turn.rewinds),
         )
     else:
         turn = lock_turn(tx, turn_id)

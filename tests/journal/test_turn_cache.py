@@ -92,6 +92,9 @@ async def test_appends_and_checkpoints_of_a_turn_written_last_read_no_row(
     assert await append(journal, "t1", 0, 4, "step") == 4
     assert row_reads == ["t1"]
     assert journal.boundary("t1") == ("cp-1", 3)
+    remembered = cached(journal).turn_cache.get("t1")
+    assert remembered is not None and (remembered.attempts, remembered.last_seq) == (0, 4)
+    assert remembered.input_json == ""  # what nobody relies on is not kept
     assert events(journal, "t1") == [
         (1, 0, "step"),
         (2, 0, "token"),

@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
@@ -202,6 +203,11 @@ class TurnCache:
         return self._turns.get(turn_id)
 
     def put(self, turn: TurnRecord) -> None:
+        if turn.input_json or turn.interrupt_json or turn.resume_json or turn.error:
+            # Nobody relies on these (`Tx.known_turn`), and an input may be large.
+            turn = dataclasses.replace(
+                turn, input_json="", interrupt_json=None, resume_json=None, error=""
+            )
         self._pending[turn.turn_id] = turn
 
     def drop(self, turn_id: str) -> None:

@@ -16,6 +16,7 @@ the thread's queue and the deadlines are `lifecycle`; re-drives of orphaned turn
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Sequence
@@ -101,7 +102,43 @@ def lock_turn(tx: Tx, turn_id: str) -> TurnRecord:
     ).fetchone()
     if row is None:
         raise NotFound(f"turn {turn_id!r} is not in the journal")
+    # What the operation does next to the turn, the writer's record of it does not
+    # know (an operation that says, `remember_turn`s it after).
+    tx.forget_turn(turn_id)
     return TurnRecord(*row)
+
+
+# The check of a turn record the writer remembered (`fenced_turn`): an error, which
+# rolls the group back, unless the row still holds those values; it locks the row
+# as `lock_turn` does, and nobody waits for its answer before the group's COMMIT.
+_STILL = (
+    "SELECT 1 / count(*) FROM (SELECT 1 FROM main.turns WHERE turn_id = ? AND thread_id = ? "
+    "AND attempts = ? AND state = ? AND last_seq = ? AND rewinds = ?{lock}) AS still"
+)
+
+
+def fenced_turn(tx: Tx, turn_id: str, attempt: int, thread_id: str = "") -> TurnRecord:
+    """`lock_turn` and `fence` for a write of a running turn's current attempt (an
+    append, a checkpoint), without reading the row where the writer remembers it
+    (PostgreSQL, decision 470): the record it committed last is used as it is and
+    checked by a statement sent with the operation's others, which fails the group
+    if the row holds another attempt, state, last_seq or rewinds; the group then
+    runs again reading the row. Only those columns (and turn_id, thread_id) of the
+    result may be relied on. A record that would not pass the fence is not used: a
+    refusal is reasoned from the row itself. With `thread_id`, a turn of another
+    thread is refused first."""
+    turn = tx.known_turn(turn_id)
+    if turn is not None and turn.state == RUNNING and turn.attempts == attempt:
+        tx.execute(
+            _STILL.format(lock=tx.for_update),
+            (turn_id, turn.thread_id, attempt, RUNNING, turn.last_seq, turn.rewinds),
+        )
+    else:
+        turn = lock_turn(tx, turn_id)
+    if thread_id and turn.thread_id != thread_id:
+        raise WrongState(f"turn {turn_id!r} runs on thread {turn.thread_id!r}, not {thread_id!r}")
+    fence(turn, attempt)
+    return turn
 
 
 def thread_agents(conn: Conn, thread_id: str) -> set[str]:
@@ -321,6 +358,7 @@ def heartbeat(
     now = time.time()
     lease = now + policy.lease_seconds
     update_turn(tx, turn_id, now, lease_expires_at=lease)
+    tx.remember_turn(turn)  # a lease changes no column `fenced_turn` relies on
     return lease
 
 
@@ -357,12 +395,14 @@ def append_events_written(
 ) -> Written:
     """`append_events`, saying what it stored (a follower serves those from memory,
     engine/watch.py)."""
-    turn = lock_turn(tx, turn_id)
-    fence(turn, attempt)
+    turn = fenced_turn(tx, turn_id, attempt)
     now = time.time()
     last = _append(tx, turn, attempt, events, policy, now)
     if last != turn.last_seq:
         update_turn(tx, turn_id, now, last_seq=last)
+        tx.remember_turn(dataclasses.replace(turn, last_seq=last, updated_at=now))
+    else:
+        tx.remember_turn(turn)
     # _append stored exactly the events after the turn's last_seq (a gap raises).
     new = tuple(e for e in events if e[0] > turn.last_seq)
     return Written(last, turn.rewinds, turn_id, attempt, now, new)
@@ -477,4 +517,6 @@ def claim_turn(
         lease_expires_at=now + policy.lease_seconds,
     )
     checkpoint_id, thread_empty = claim_start(tx.conn, turn_id, turn.thread_id)
-    return reload_turn(tx, turn_id), checkpoint_id, thread_empty
+    claimed = reload_turn(tx, turn_id)
+    tx.remember_turn(claimed)  # its first append reads no row
+    return claimed, checkpoint_id, thread_empty

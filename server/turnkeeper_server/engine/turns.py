@@ -348,12 +348,15 @@ class Turns:
 
     async def claim(
         self, *, turn_id: str, attempt: int, replica: str, incarnation: str, served: Served
-    ) -> tuple[TurnRecord, str]:
-        def op(tx: Tx) -> tuple[TurnRecord, str]:
+    ) -> tuple[TurnRecord, str, bool]:
+        """Claim the turn: (the turn, the checkpoint to continue from, whether its
+        thread has no root checkpoint yet, read in the claim's own transaction)."""
+
+        def op(tx: Tx) -> tuple[TurnRecord, str, bool]:
             # The claim's own checks first (the attempt, another live owner: ABORTED),
             # then the version policy's; its refusal rolls the claim back.
             before = transitions.lock_turn(tx, turn_id)
-            _, checkpoint_id = transitions.claim_turn(
+            _, checkpoint_id, thread_empty = transitions.claim_turn(
                 tx,
                 turn_id=turn_id,
                 attempt=attempt,
@@ -363,7 +366,7 @@ class Turns:
             )
             versions.check_claim(tx, before, self.versions.policies.of(before.agent), served)
             versions.record_runner(tx, turn_id, served)
-            return transitions.reload_turn(tx, turn_id), checkpoint_id
+            return transitions.reload_turn(tx, turn_id), checkpoint_id, thread_empty
 
         # A claim changes who runs the turn, nothing its followers keep.
         claimed = await self._write(lambda r: [r[0].turn_id], op, OWNED)

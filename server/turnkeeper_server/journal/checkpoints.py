@@ -48,10 +48,13 @@ def write(tx: Tx, write: CheckpointWrite, policy: Policy) -> Boundary | None:
     if isinstance(write.row, CheckpointPut):
         if turn is not None:
             turn = effects.announce(tx, turn, policy)
+            tx.remember_turn(turn)  # its last_seq after the announcements
         boundary = None if turn is None else Boundary(turn.turn_id, turn.attempts, turn.last_seq)
         tx.checkpoints.put(tx, write.row, boundary)
         return boundary
     tx.checkpoints.put_writes(tx, write.row)
+    if turn is not None:
+        tx.remember_turn(turn)  # settling effects changes no column of the row
     if (
         turn is not None
         and write.effects_made is not None
@@ -70,13 +73,7 @@ def check_fence(tx: Tx, fence: Fence | None, thread_id: str) -> TurnRecord | Non
     if fence is None:
         require_no_live_turn(tx, thread_id, "written beside it")
         return None
-    turn = transitions.lock_turn(tx, fence.turn_id)
-    if turn.thread_id != thread_id:
-        raise WrongState(
-            f"turn {fence.turn_id!r} runs on thread {turn.thread_id!r}, not {thread_id!r}"
-        )
-    transitions.fence(turn, fence.attempt)
-    return turn
+    return transitions.fenced_turn(tx, fence.turn_id, fence.attempt, thread_id)
 
 
 def require_no_live_turn(tx: Tx, thread_id: str, what: str = "deleted until the turn ends") -> None:

@@ -95,6 +95,7 @@ def begin(tx: Tx, call: EffectCall, *, record_intent: bool) -> tuple[str, Effect
     the row is the one the call will have once its outcome is recorded (not stored)."""
     turn = transitions.lock_turn(tx, call.turn_id)
     transitions.fence(turn, call.attempt)
+    tx.remember_turn(turn)  # the effect rows change no column of the turn's
     now = time.time()
     rows = _under_base(tx.conn, call.turn_id, call.key)
     live = next((r for r in rows if r.state != EFFECT_SUPERSEDED), None)
@@ -134,6 +135,7 @@ def record(tx: Tx, call: EffectCall, key: str, state: str, outcome_json: str) ->
     """RecordEffect: the outcome of the call under `key` (what BeginEffect answered)."""
     turn = transitions.lock_turn(tx, call.turn_id)
     transitions.fence(turn, call.attempt)
+    tx.remember_turn(turn)  # the effect rows change no column of the turn's
     revision = key.removeprefix(call.key + "~")
     if key != call.key and (revision == key or not revision.isdigit()):
         raise WrongState(f"effect key {key!r} is not one BeginEffect gives for key {call.key!r}")

@@ -67,6 +67,7 @@ class Ended:
 def _end(
     tx: Tx, turn: TurnRecord, *, state: str, reason: str, error: str, last_seq: int, now: float
 ) -> None:
+    tx.forget_turn(turn.turn_id)  # ended: the writer's record of it goes
     transitions.update_turn(
         tx,
         turn.turn_id,

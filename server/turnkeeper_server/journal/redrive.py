@@ -51,6 +51,7 @@ def redrive_orphan(
     the boundary of its newest checkpoint, or FAILED with a synthetic terminal
     event when it was already charged `max_redrives` crashes. `charge=False`: the
     crash is not counted against the cap (`containment` decides)."""
+    tx.forget_turn(turn.turn_id)  # re-driven: the writer's record of it is stale
     now = time.time()
     if charge and turn.charged >= policy.max_redrives:
         # Counted in the contract's terms: the re-drives charged to the turn, which

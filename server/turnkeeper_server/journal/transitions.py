@@ -16,6 +16,7 @@ the thread's queue and the deadlines are `lifecycle`; re-drives of orphaned turn
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Sequence
@@ -78,6 +79,20 @@ def latest_boundary(conn: Conn, turn_id: str) -> tuple[str, int]:
     return (row[0], row[1]) if row else ("", 0)
 
 
+def claim_start(conn: Conn, turn_id: str, thread_id: str) -> tuple[str, bool]:
+    """Where a claimed turn continues from, in one statement: the checkpoint_id of the
+    turn's newest root checkpoint ("" if none), and whether its thread has no root
+    checkpoint at all (decision 480)."""
+    row = conn.execute(
+        "SELECT (SELECT checkpoint_id FROM sessions.turnkeeper_boundaries "
+        "WHERE turn_id = ? AND checkpoint_ns = '' ORDER BY checkpoint_id DESC LIMIT 1), "
+        "EXISTS (SELECT 1 FROM sessions.checkpoints WHERE thread_id = ? AND checkpoint_ns = '')",
+        (turn_id, thread_id),
+    ).fetchone()
+    checkpoint_id = (row[0] if row else None) or ""
+    return checkpoint_id, not checkpoint_id and not (row and row[1])
+
+
 def lock_turn(tx: Tx, turn_id: str) -> TurnRecord:
     """`require_turn` for a turn the operation is about to change: row-locked where
     operations run concurrently (PostgreSQL replicas), so no other operation on the
@@ -87,7 +102,43 @@ def lock_turn(tx: Tx, turn_id: str) -> TurnRecord:
     ).fetchone()
     if row is None:
         raise NotFound(f"turn {turn_id!r} is not in the journal")
+    # What the operation does next to the turn, the writer's record of it does not
+    # know (an operation that says, `remember_turn`s it after).
+    tx.forget_turn(turn_id)
     return TurnRecord(*row)
+
+
+# The check of a turn record the writer remembered (`fenced_turn`): an error, which
+# rolls the group back, unless the row still holds those values; it locks the row
+# as `lock_turn` does, and nobody waits for its answer before the group's COMMIT.
+_STILL = (
+    "SELECT 1 / count(*) FROM (SELECT 1 FROM main.turns WHERE turn_id = ? AND thread_id = ? "
+    "AND attempts = ? AND state = ? AND last_seq = ? AND rewinds = ?{lock}) AS still"
+)
+
+
+def fenced_turn(tx: Tx, turn_id: str, attempt: int, thread_id: str = "") -> TurnRecord:
+    """`lock_turn` and `fence` for a write of a running turn's current attempt (an
+    append, a checkpoint), without reading the row where the writer remembers it
+    (PostgreSQL, decision 470): the record it committed last is used as it is and
+    checked by a statement sent with the operation's others, which fails the group
+    if the row holds another attempt, state, last_seq or rewinds; the group then
+    runs again reading the row. Only those columns (and turn_id, thread_id) of the
+    result may be relied on. A record that would not pass the fence is not used: a
+    refusal is reasoned from the row itself. With `thread_id`, a turn of another
+    thread is refused first."""
+    turn = tx.known_turn(turn_id)
+    if turn is not None and turn.state == RUNNING and turn.attempts == attempt:
+        tx.execute(
+            _STILL.format(lock=tx.for_update),
+            (turn_id, turn.thread_id, attempt, RUNNING, turn.last_seq, turn.rewinds),
+        )
+    else:
+        turn = lock_turn(tx, turn_id)
+    if thread_id and turn.thread_id != thread_id:
+        raise WrongState(f"turn {turn_id!r} runs on thread {turn.thread_id!r}, not {thread_id!r}")
+    fence(turn, attempt)
+    return turn
 
 
 def thread_agents(conn: Conn, thread_id: str) -> set[str]:
@@ -307,6 +358,7 @@ def heartbeat(
     now = time.time()
     lease = now + policy.lease_seconds
     update_turn(tx, turn_id, now, lease_expires_at=lease)
+    tx.remember_turn(turn)  # a lease changes no column `fenced_turn` relies on
     return lease
 
 
@@ -343,12 +395,14 @@ def append_events_written(
 ) -> Written:
     """`append_events`, saying what it stored (a follower serves those from memory,
     engine/watch.py)."""
-    turn = lock_turn(tx, turn_id)
-    fence(turn, attempt)
+    turn = fenced_turn(tx, turn_id, attempt)
     now = time.time()
     last = _append(tx, turn, attempt, events, policy, now)
     if last != turn.last_seq:
         update_turn(tx, turn_id, now, last_seq=last)
+        tx.remember_turn(dataclasses.replace(turn, last_seq=last, updated_at=now))
+    else:
+        tx.remember_turn(turn)
     # _append stored exactly the events after the turn's last_seq (a gap raises).
     new = tuple(e for e in events if e[0] > turn.last_seq)
     return Written(last, turn.rewinds, turn_id, attempt, now, new)
@@ -446,7 +500,9 @@ def resume_detached(tx: Tx, *, turn_id: str, resume_json: str, policy: Policy) -
 
 def claim_turn(
     tx: Tx, *, turn_id: str, attempt: int, replica: str, incarnation: str, policy: Policy
-) -> tuple[TurnRecord, str]:
+) -> tuple[TurnRecord, str, bool]:
+    """Make the replica the turn's owner: (the turn, the checkpoint it continues
+    from or "", whether its thread has no root checkpoint: `claim_start`)."""
     turn = lock_turn(tx, turn_id)
     fence(turn, attempt)
     if turn.owned:
@@ -460,5 +516,7 @@ def claim_turn(
         owner_incarnation=incarnation,
         lease_expires_at=now + policy.lease_seconds,
     )
-    checkpoint_id, _ = latest_boundary(tx.conn, turn_id)
-    return reload_turn(tx, turn_id), checkpoint_id
+    checkpoint_id, thread_empty = claim_start(tx.conn, turn_id, turn.thread_id)
+    claimed = reload_turn(tx, turn_id)
+    tx.remember_turn(claimed)  # its first append reads no row
+    return claimed, checkpoint_id, thread_empty

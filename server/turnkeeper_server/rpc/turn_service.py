@@ -353,14 +353,16 @@ class TurnServicer(turns_pb2_grpc.TurnServiceServicer):
         replica = self._id("replica", request.replica)
         incarnation = self._id("incarnation", request.incarnation)
         self._own(turn_id)
-        turn, checkpoint_id = await self.engine.turns.claim(
+        turn, checkpoint_id, thread_empty = await self.engine.turns.claim(
             turn_id=turn_id,
             attempt=attempt,
             replica=replica,
             incarnation=incarnation,
             served=_served(request.graph),
         )
-        return turns_pb2.ClaimTurnResponse(turn=turn_to_proto(turn), checkpoint_id=checkpoint_id)
+        return turns_pb2.ClaimTurnResponse(
+            turn=turn_to_proto(turn), checkpoint_id=checkpoint_id, thread_empty=thread_empty
+        )
 
     # -- effects (journal/effects.py) ---------------------------------------------------
 

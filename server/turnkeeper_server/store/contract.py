@@ -17,6 +17,7 @@ from collections.abc import Awaitable, Callable, Iterable, Iterator, Sequence
 from contextvars import ContextVar
 from typing import Any, Protocol, TypeVar
 
+from turnkeeper_server.records import TurnRecord
 from turnkeeper_server.store.records import (
     Boundary,
     CheckpointPut,
@@ -149,6 +150,26 @@ class Tx(Protocol):
         """Whether this transaction alone works on the thread until it commits; False
         when another replica's transaction holds it (PostgreSQL; never waits). The
         turn horizon takes a thread's turns only under a claim."""
+        ...
+
+    def known_turn(self, turn_id: str) -> TurnRecord | None:
+        """The turn as this writer's own committed writes left it, where the backend
+        keeps such a cache (PostgreSQL's writer, decision 470); None where it does not
+        (SQLite, and a PostgreSQL group run carefully). Only its attempts, state,
+        last_seq and rewinds (and the fixed turn_id, thread_id) may be relied on, and
+        only after the operation sent a statement that fails unless the row still
+        holds them (journal/transitions.py's `fenced_turn`): the cache may be stale
+        (another replica wrote the turn), and then that statement rolls the group
+        back, which runs again without the cache."""
+        ...
+
+    def remember_turn(self, turn: TurnRecord) -> None:
+        """The turn's attempts, state, last_seq and rewinds as this operation leaves
+        them, for `known_turn` once it commits (nothing where no cache is kept)."""
+        ...
+
+    def forget_turn(self, turn_id: str) -> None:
+        """This operation changes the turn in ways `remember_turn` does not say."""
         ...
 
 

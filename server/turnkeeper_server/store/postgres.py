@@ -28,12 +28,14 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import dataclasses
 import functools
 import json
 import logging
 import re
 import threading
 import time
+from collections import OrderedDict
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypeVar
@@ -44,6 +46,7 @@ from psycopg import errors as pg_errors
 from psycopg_pool import ConnectionPool, PoolTimeout
 
 from turnkeeper_server.errors import InvalidArgument, Unavailable
+from turnkeeper_server.records import TurnRecord
 from turnkeeper_server.store import postgres_checkpoints, stats
 from turnkeeper_server.store.contract import CheckpointRows, Conn, Publish, TurnChanged, Tx
 from turnkeeper_server.store.group_commit import GroupWriter, Job, settle
@@ -172,6 +175,67 @@ class PipelinedCursor:
         return iter(self._cursor)
 
 
+# Turns whose record the writer keeps (`TurnCache`): the running turns of one
+# replica's agents are far fewer; the oldest goes first.
+TURN_CACHE_SIZE = 4096
+
+
+class TurnCache:
+    """The writer's record of the turns it wrote last (decision 470): their
+    attempts, state, last_seq and rewinds as its own commits left them, so that an
+    append or a checkpoint write of a turn this replica's agent is running needs no
+    read of the turn row mid-group. Each use is checked by a statement sent with the
+    operation's others (journal/transitions.py's `fenced_turn`), which fails the
+    group when the row holds other values (another replica, a re-drive, a cancel);
+    the group then runs again carefully, without the cache, and the cache is
+    emptied. What a group's operations remember is pending until it commits. The
+    writer thread alone uses it."""
+
+    def __init__(self, size: int = TURN_CACHE_SIZE) -> None:
+        self.size = size
+        self._turns: OrderedDict[str, TurnRecord] = OrderedDict()
+        # This transaction's: a record, or None for a turn it changed otherwise.
+        self._pending: dict[str, TurnRecord | None] = {}
+
+    def get(self, turn_id: str) -> TurnRecord | None:
+        if turn_id in self._pending:
+            return self._pending[turn_id]
+        return self._turns.get(turn_id)
+
+    def put(self, turn: TurnRecord) -> None:
+        if turn.input_json or turn.interrupt_json or turn.resume_json or turn.error:
+            # Nobody relies on these (`Tx.known_turn`), and an input may be large.
+            turn = dataclasses.replace(
+                turn, input_json="", interrupt_json=None, resume_json=None, error=""
+            )
+        self._pending[turn.turn_id] = turn
+
+    def drop(self, turn_id: str) -> None:
+        self._pending[turn_id] = None
+
+    def commit(self) -> None:
+        for turn_id, turn in self._pending.items():
+            if turn is None:
+                self._turns.pop(turn_id, None)
+            else:
+                self._turns[turn_id] = turn
+                self._turns.move_to_end(turn_id)
+        self._pending.clear()
+        while len(self._turns) > self.size:
+            self._turns.popitem(last=False)
+
+    def discard(self) -> None:
+        """The transaction rolled back: what it remembered goes."""
+        self._pending.clear()
+
+    def clear(self) -> None:
+        self._turns.clear()
+        self._pending.clear()
+
+    def __len__(self) -> int:
+        return len(self._turns)
+
+
 # The advisory-lock class of `claim_thread` (any fixed number; the migrations' lock
 # is a one-key lock, a separate space).
 THREAD_LOCK = 0x74687264  # "thrd"
@@ -190,8 +254,11 @@ class PgTx:
         conn: psycopg.Connection[Any],
         trace: str | None = None,
         pipeline: psycopg.Pipeline | None = None,
+        cache: TurnCache | None = None,
     ) -> None:
         self._conn = PgConn(conn, pipeline)
+        # The writer's turn records, when the group runs fast (`TurnCache`).
+        self._cache = cache
         self._after: list[Callable[[], None]] = []
         # The turns this operation announced: the group sends them all in one
         # notification at its commit (`notify`).
@@ -229,6 +296,19 @@ class PgTx:
         # turns (`notify`); delivered by PostgreSQL only if and when it commits.
         self._announced.extend(turn_ids)
 
+    def known_turn(self, turn_id: str) -> TurnRecord | None:
+        return None if self._cache is None else self._cache.get(turn_id)
+
+    def remember_turn(self, turn: TurnRecord) -> None:
+        # A fast group that fails is run again from the start, its pending records
+        # discarded: an operation that refused itself leaves none behind.
+        if self._cache is not None:
+            self._cache.put(turn)
+
+    def forget_turn(self, turn_id: str) -> None:
+        if self._cache is not None:
+            self._cache.drop(turn_id)
+
 
 class PostgresDatabase:
     kind = "postgres"
@@ -247,6 +327,8 @@ class PostgresDatabase:
         # The writer thread's connection; None until its first group, and again
         # after it broke (the next group connects anew).
         self._write_conn: WriteConnection | None = None
+        # The writer's records of the turns it wrote (`TurnCache`, decision 470).
+        self.turn_cache = TurnCache()
         # The backend of this replica's writer connection: what it announces, the
         # writer's after-commit callbacks have already told this replica's watchers,
         # so the listener skips it (decision 362).
@@ -475,6 +557,7 @@ class PostgresDatabase:
         races: dict[int, int] = {}
         careful = reconnected = False
         commits = 0
+        cache = self.turn_cache
         while todo := [job for job in group if id(job) not in outcomes]:
             try:
                 conn, pipeline = self._connection()
@@ -488,7 +571,7 @@ class PostgresDatabase:
             try:
                 for current in todo:
                     if not careful:
-                        ran.append((current, self._run_fast(conn, pipeline, current, notes)))
+                        ran.append((current, self._run_fast(conn, pipeline, current, notes, cache)))
                         continue
                     ok, value = self._run_careful(conn, pipeline, current, notes)
                     if ok:
@@ -512,13 +595,21 @@ class PostgresDatabase:
                 else:
                     current = None
                     self._commit(conn, notes)
+                    cache.commit()
                     _commit(outcomes, ran)
             except _Refused as refusal:
-                # Found running fast: run the group again without it.
+                # Found running fast: run the group again without it (what its
+                # operations remembered goes with the rollback; the refusal was
+                # reasoned from checked records, `_run_fast`).
+                cache.discard()
                 self._rollback()
                 assert current is not None
                 outcomes[id(current)] = (False, refusal.error)
             except psycopg.Error as exc:
+                # A statement checking a cached turn record may be what failed (it
+                # was stale: `TurnCache`), and a COMMIT cut off leaves the cache's
+                # pending records unknown: the cache starts again empty.
+                cache.clear()
                 if conn.broken or conn.closed:
                     # Nothing of this transaction is acknowledged. A connection that
                     # died with the server since the last group is replaced once,
@@ -549,10 +640,13 @@ class PostgresDatabase:
         pipeline: psycopg.Pipeline,
         job: Job[Any],
         notes: _Notes,
+        cache: TurnCache,
     ) -> Any:
-        """Run `job` without a savepoint or a sync: its result, or _Refused when it
-        refused itself (a database error propagates as it is)."""
-        tx = PgTx(conn, job.trace, pipeline)
+        """Run `job` without a savepoint or a sync, with the writer's turn records
+        (`TurnCache`): its result, or _Refused when it refused itself (a database
+        error propagates as it is: a stale record's check is one, so a refusal
+        reasoned from a stale record is never given)."""
+        tx = PgTx(conn, job.trace, pipeline, cache)
         try:
             value = job.fn(tx)
         except psycopg.Error:

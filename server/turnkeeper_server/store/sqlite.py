@@ -28,6 +28,7 @@ from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
+from turnkeeper_server.records import TurnRecord
 from turnkeeper_server.store import sqlite_checkpoints
 from turnkeeper_server.store.contract import CheckpointRows, Conn, Publish, TurnChanged
 from turnkeeper_server.store.group_commit import GroupWriter, Job, settle
@@ -82,6 +83,16 @@ class Tx:
     def claim_thread(self, thread_id: str) -> bool:
         """Always: one writer thread runs every operation in turn."""
         return True
+
+    def known_turn(self, turn_id: str) -> TurnRecord | None:
+        """None: a row read in-process costs no round trip worth a cache."""
+        return None
+
+    def remember_turn(self, turn: TurnRecord) -> None:
+        """Nothing kept (`known_turn`)."""
+
+    def forget_turn(self, turn_id: str) -> None:
+        """Nothing kept (`known_turn`)."""
 
 
 def _create_private(path: Path) -> None:

@@ -1195,8 +1195,15 @@ class ClaimTurnResponse(_message.Message):
 
     TURN_FIELD_NUMBER: _builtins.int
     CHECKPOINT_ID_FIELD_NUMBER: _builtins.int
+    THREAD_EMPTY_FIELD_NUMBER: _builtins.int
     checkpoint_id: _builtins.str
     """As in RedrivenTurn."""
+    thread_empty: _builtins.bool
+    """True when the turn's thread had no checkpoint in its root namespace when the
+    claim was committed: the execution may answer its graph's first read of the
+    thread's latest checkpoint (no checkpoint_id, root namespace) with "none"
+    without asking. False (also from services that do not say) means: ask.
+    """
     @_builtins.property
     def turn(self) -> Global___Turn: ...
     def __init__(
@@ -1204,10 +1211,11 @@ class ClaimTurnResponse(_message.Message):
         *,
         turn: Global___Turn | None = ...,
         checkpoint_id: _builtins.str = ...,
+        thread_empty: _builtins.bool = ...,
     ) -> None: ...
     _HasFieldArgType: _TypeAlias = _typing.Literal["turn", b"turn"]  # noqa: Y015
     def HasField(self, field_name: _HasFieldArgType) -> _builtins.bool: ...
-    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_id", b"checkpoint_id", "turn", b"turn"]  # noqa: Y015
+    _ClearFieldArgType: _TypeAlias = _typing.Literal["checkpoint_id", b"checkpoint_id", "thread_empty", b"thread_empty", "turn", b"turn"]  # noqa: Y015
     def ClearField(self, field_name: _ClearFieldArgType) -> None: ...
     def WhichOneof(self, oneof_group: _Never) -> None: ...
 

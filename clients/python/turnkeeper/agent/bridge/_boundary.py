@@ -66,6 +66,9 @@ class BoundarySaver(RemoteSaver):
         super().__init__(*args, **kwargs)
         self._logs: dict[tuple[str, int], EventLog] = {}
         self._logs_lock = threading.Lock()
+        # Executions whose claim found their thread without a root checkpoint and
+        # that have not read or written one since (attach's thread_empty).
+        self._empty: set[tuple[str, int]] = set()
         #: Set: each root checkpoint of a turn (but its input's) is preceded by a
         #: ``values`` event of the state it holds (this function's view of its channel values), so it is
         #: retained with the checkpoint and a rewind to it keeps it.
@@ -79,18 +82,44 @@ class BoundarySaver(RemoteSaver):
         #: version, next nodes and channels: turnkeeper._graph_versions.Stamp).
         self.stamp_of: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
 
-    def attach(self, events: EventLog) -> None:
+    def attach(self, events: EventLog, *, thread_empty: bool = False) -> None:
+        """Register an execution's log. ``thread_empty``: its claim found the thread
+        without a root checkpoint, so the graph's first read of the thread's latest
+        one is answered "none" without a round trip (decision 480)."""
         if self.stream:
             # One stream per run carries its events and its checkpoints, in order.
             events.send_through(self.aappend_events)
+        key = (events.turn_id, events.attempt)
         with self._logs_lock:
-            self._logs[(events.turn_id, events.attempt)] = events
+            self._logs[key] = events
+            if thread_empty:
+                self._empty.add(key)
+            else:
+                self._empty.discard(key)
 
     def detach(self, events: EventLog) -> None:
+        key = (events.turn_id, events.attempt)
         with self._logs_lock:
-            if self._logs.get((events.turn_id, events.attempt)) is events:
-                del self._logs[(events.turn_id, events.attempt)]
+            if self._logs.get(key) is events:
+                del self._logs[key]
+                self._empty.discard(key)
         self.end_run(events.turn_id, events.attempt)
+
+    def _known_empty(self, config: RunnableConfig, *, read: bool) -> bool:
+        """Whether the claim said the thread has no root checkpoint and nothing since
+        may have written one: only the execution's first read, of the root namespace's
+        latest, before it stored anything. Any other read or any write ends it."""
+        identity = turn_identity(config)
+        if identity is None:
+            return False
+        configurable = config.get("configurable") or {}
+        with self._logs_lock:
+            if identity not in self._empty:
+                return False
+            self._empty.discard(identity)
+        return (
+            read and not configurable.get("checkpoint_id") and not configurable.get("checkpoint_ns")
+        )
 
     def _log_for(self, config: RunnableConfig) -> EventLog | None:
         identity = turn_identity(config)
@@ -106,6 +135,7 @@ class BoundarySaver(RemoteSaver):
         metadata: CheckpointMetadata,
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
+        self._known_empty(config, read=False)
         events = self._log_for(config)
         if events is None:
             return await super().aput(config, checkpoint, metadata, new_versions)
@@ -126,6 +156,8 @@ class BoundarySaver(RemoteSaver):
         return await events.checkpoint(store)
 
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
+        if self._known_empty(config, read=True):
+            return None  # the claim's answer: a new thread's first run has none
         found = await super().aget_tuple(config)
         events = self._log_for(config)
         if found is None or events is None or not found.pending_writes:
@@ -155,6 +187,7 @@ class BoundarySaver(RemoteSaver):
         task_id: str,
         task_path: str = "",
     ) -> None:
+        self._known_empty(config, read=False)
         events = self._log_for(config)
         if events is None:
             await super().aput_writes(config, writes, task_id, task_path)

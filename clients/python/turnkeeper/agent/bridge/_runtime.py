@@ -92,6 +92,9 @@ class Assignment:
     checkpoint_id: str
     # "create", "redrive", "resume", "lease-expired" ... for the logs.
     reason: str
+    # The claim found the thread without a root checkpoint (ClaimTurnResponse's
+    # thread_empty): the graph's first read of its latest is answered "none" here.
+    thread_empty: bool = False
 
     @property
     def turn_id(self) -> str:
@@ -241,7 +244,10 @@ class TurnRuntime:
             return False
         # start() gives the slot back itself when it does not start (the bridge is
         # stopping, or this attempt runs here already): given back once, not twice.
-        self.start(Assignment(response.turn, response.checkpoint_id, reason), slot=True)
+        assignment = Assignment(
+            response.turn, response.checkpoint_id, reason, thread_empty=response.thread_empty
+        )
+        self.start(assignment, slot=True)
         return True
 
     def cancel(self, turn_id: str, attempt: int, reason: str) -> bool:
@@ -338,7 +344,7 @@ class Execution:
         turn = self.assignment.turn
         events = EventLog(rt.client, self.turn_id, self.attempt, turn.last_seq)
         self._events = events
-        rt.saver.attach(events)
+        rt.saver.attach(events, thread_empty=self.assignment.thread_empty)
         log.info(
             "%s: executing (%s, from %s)",
             self._tag(),

@@ -7,6 +7,7 @@ import asyncio
 import json
 
 import nats
+from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.http import Http
 from tests.support.nats import NatsServer
@@ -14,7 +15,7 @@ from tests.versions.test_version_policy import AGENT, version
 
 
 async def test_the_agents_page_and_its_call_show_each_replicas_graph_version(
-    http: Http, nats_server: NatsServer
+    http: Http, nats_server: NatsServer, web_service: TurnkeeperServer
 ) -> None:
     async with http.session.get(f"{http.base}console/agents") as response:
         assert response.status == 200
@@ -25,23 +26,33 @@ async def test_the_agents_page_and_its_call_show_each_replicas_graph_version(
         assert 'call("ListAgents"' in await response.text()
 
     v = version("label")
-    nc = await nats.connect(nats_server.url)
-    body = {
-        "agent": AGENT,
-        "replica": "r-1",
-        "incarnation": "i1",
-        "graph": {"fingerprint": v.fingerprint, "label": v.label, "shape": v.shape},
-    }
-    await nc.publish(f"vystak.default.agents.{AGENT}.announce", json.dumps(body).encode())
-    await nc.flush()
-    await nc.close()
-    # The service hears the announcement on its own connection: ask until it shows.
-    for _ in range(250):
-        status, answer = await http.call("ListAgents", {})
-        assert status == 200, answer
-        if answer.get("agents"):
-            break
-        await asyncio.sleep(0.02)
+    # The service hears the announcement on its own connection: awaited through the
+    # directory's hook (called as an assistant's announcement is read, before it is
+    # stored, so the look comes after it).
+    heard = asyncio.Event()
+    loop = asyncio.get_running_loop()
+
+    def listed(agent: str) -> None:
+        loop.call_soon(heard.set)
+
+    directory = web_service.engine.directory
+    directory.on_listed.append(listed)
+    try:
+        nc = await nats.connect(nats_server.url)
+        body = {
+            "agent": AGENT,
+            "replica": "r-1",
+            "incarnation": "i1",
+            "graph": {"fingerprint": v.fingerprint, "label": v.label, "shape": v.shape},
+        }
+        await nc.publish(f"vystak.default.agents.{AGENT}.announce", json.dumps(body).encode())
+        await nc.flush()
+        await nc.close()
+        await asyncio.wait_for(heard.wait(), 30)
+    finally:
+        directory.on_listed.remove(listed)
+    status, answer = await http.call("ListAgents", {})
+    assert status == 200, answer
     [agent] = answer["agents"]
     assert agent["agent"] == AGENT and agent["policy"] == "compatible"
     assert agent["replicas"][0]["graph"] == {"fingerprint": v.fingerprint, "label": "v1.1"}

@@ -12,10 +12,7 @@ execution finishes the turn without a write refused (issue 46). On both backends
 
 from __future__ import annotations
 
-import asyncio
 import json
-import signal
-import sys
 import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any
@@ -28,7 +25,7 @@ from turnkeeper.v1 import turns_pb2
 
 from tests.support.agents import Agents, Panel, all_events, result, shape, until
 from tests.support.nats import Collector
-from tests.support.procs import signal_child
+from tests.support.procs import listener
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120), pytest.mark.both_backends]
 
@@ -36,20 +33,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120), pytest.mark.both_backe
 @pytest.fixture
 async def receiver() -> AsyncIterator[str]:
     """The receiver's URL, its process started for the test and stopped after."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.support.receiver",
-        stdout=asyncio.subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        line = (await proc.stdout.readline()).decode()
-        assert line.startswith("listening "), line
-        yield f"http://127.0.0.1:{int(line.split()[1])}"
-    finally:
-        signal_child(proc, signal.SIGTERM)
-        await proc.wait()
+    async with listener("tests.support.receiver") as url:
+        yield url
 
 
 def counts(url: str) -> dict[str, Any]:

@@ -49,11 +49,7 @@ def _replica(data_dir: Path, database: str, nats_url: str, secret: Path) -> Serv
         data_dir,
         database_url=database,
         nats_url=nats_url,
-        extra=[
-            "--http-port",
-            "0",
-            *service_flags(secret),
-        ],
+        extra=["--http-port", "0", *service_flags(secret)],
     )
 
 

@@ -27,7 +27,7 @@ from tests.support.langgraph_host import start_host
 from tests.support.nats import NatsServer
 from tests.support.procs import ServiceProcess
 from tests.support.service import ServiceFactory
-from tests.support.webhook_receiver import SECRET, Receiver, running
+from tests.support.webhook_receiver import SECRET, Receiver, running, service_flags
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180), pytest.mark.both_backends]
 
@@ -278,18 +278,7 @@ async def test_every_run_is_delivered_once_across_a_sigkill_of_the_service(
         tmp_path / "data",
         nats_url=nats_server.url,
         database_url=database_url,
-        extra=[
-            "--http-port",
-            "0",
-            "--webhook-secret-file",
-            str(secret_file),
-            "--webhook-allow",
-            "127.0.0.1",
-            "--webhook-retry-base",
-            "0.2",
-            "--webhook-timeout",
-            "2",
-        ],
+        extra=["--http-port", "0", *service_flags(secret_file)],
     )
     address = proc.start()
     http = proc.wait_line(_HTTP_URL).group(1).rstrip("/")

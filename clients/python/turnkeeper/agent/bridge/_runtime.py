@@ -534,7 +534,8 @@ class Execution:
             ):
                 if mode == "values":
                     if start_state and "values" not in events.emitted:
-                        events.emit("values", {"values": to_jsonable(chunk, whole=True)})
+                        state = to_jsonable(chunk, 1, whole=True)
+                        events.emit("values", {"values": state}, plain=True)
                     start_state = False
                     values = chunk
                 elif mode == "updates" and isinstance(chunk, dict) and _INTERRUPT_KEY in chunk:
@@ -543,7 +544,8 @@ class Execution:
                     # What the graph wrote with get_stream_writer(). Read here, after
                     # the fact: it may land after its step's checkpoint, so a crash
                     # right then loses it (never repeats it; docs/langgraph-api.md).
-                    events.emit("custom", {"data": to_jsonable(chunk, whole=True)})
+                    custom = to_jsonable(chunk, 1, whole=True)
+                    events.emit("custom", {"data": custom}, plain=True)
         except asyncio.CancelledError:
             raise
         except FENCED as exc:

@@ -64,10 +64,10 @@ def stack(
     *,
     timeline: Path | None = None,
     code_root: Path | None = None,
-) -> Iterator[tuple[str, int]]:
+) -> Iterator[tuple[str, tuple[int, int]]]:
     """bench/langgraph_api.py's turnkeeper_api, with the probe (`timeline`) and/or
     another checkout's code first on the path (`code_root`); yields the URL and the
-    agent host's pid."""
+    pids of the agent host and the service."""
     config = app_dir(data_dir) / "langgraph.json"
     paths: list[str] = []
     if timeline is not None:
@@ -111,7 +111,7 @@ def stack(
             url = f"http://127.0.0.1:{port}"
             try:
                 _wait_announced(url, host)
-                yield url, host.pid
+                yield url, (host.pid, server.pid)
             finally:
                 stop_process(host)
     finally:
@@ -211,13 +211,13 @@ def timeline(backends: list[str], runs: int) -> None:
 # -- A/B --------------------------------------------------------------------------------
 
 
-async def _ab_round(url: str, runs: int, host: int, at_once: int) -> tuple[float, float]:
+async def _ab_round(url: str, runs: int, pids: tuple[int, int], at_once: int) -> tuple[float, ...]:
     """Medians of a round: (streamed run, first token) in ms, or with `at_once` (the
-    agent host's CPU ms per run, runs/s)."""
+    agent host's and the service's CPU ms per run, runs/s)."""
     from langgraph_sdk import get_client
 
     if at_once:
-        return await _at_once_round(url, runs, host, at_once)
+        return await _at_once_round(url, runs, pids, at_once)
     client = get_client(url=url)
     totals, tokens = [], []
     for _ in range(runs):
@@ -228,7 +228,9 @@ async def _ab_round(url: str, runs: int, host: int, at_once: int) -> tuple[float
     return statistics.median(totals), statistics.median(tokens)
 
 
-async def _at_once_round(url: str, batches: int, host: int, at_once: int) -> tuple[float, float]:
+async def _at_once_round(
+    url: str, batches: int, pids: tuple[int, int], at_once: int
+) -> tuple[float, float, float]:
     from langgraph_sdk import get_client
 
     from bench.common import cpu_seconds
@@ -241,16 +243,23 @@ async def _at_once_round(url: str, batches: int, host: int, at_once: int) -> tup
         ):
             continue
 
-    cpu, rates = [], []
+    def used() -> list[float]:
+        return [sum(cpu_seconds(pid).values()) for pid in pids]
+
+    host, service, rates = [], [], []
     for _ in range(batches):
-        before = sum(cpu_seconds(host).values())
+        before = used()
         started = time.perf_counter()
         done = await asyncio.gather(*(one(i) for i in range(at_once)), return_exceptions=True)
         wall = time.perf_counter() - started
         finished = sum(not isinstance(d, BaseException) for d in done)
-        cpu.append((sum(cpu_seconds(host).values()) - before) * 1e3 / max(1, finished))
+        if finished < at_once:
+            print(f"{at_once - finished} runs failed: {done!r:.300}", file=sys.stderr)
+        after = used()
+        host.append((after[0] - before[0]) * 1e3 / max(1, finished))
+        service.append((after[1] - before[1]) * 1e3 / max(1, finished))
         rates.append(finished / wall)
-    return statistics.median(cpu), statistics.median(rates)
+    return statistics.median(host), statistics.median(service), statistics.median(rates)
 
 
 def ab(other: Path, backends: list[str], runs: int, rounds: int, at_once: int = 0) -> None:
@@ -259,26 +268,30 @@ def ab(other: Path, backends: list[str], runs: int, rounds: int, at_once: int = 
     with ExitStack() as es:
         root = es.enter_context(scratch_dir("timeline-ab"))
         new_database = es.enter_context(postgres()) if "postgres" in backends else None
-        urls: dict[tuple[str, str], tuple[str, int]] = {}
+        urls: dict[tuple[str, str], tuple[str, tuple[int, int]]] = {}
         for backend in backends:
             for side, code in (("A", other), ("B", None)):
                 data = root / f"{backend}-{side}"
                 data.mkdir()
                 url_db = new_database() if backend == "postgres" and new_database else None
                 urls[backend, side] = es.enter_context(stack(data, url_db, code_root=code))
-        figures: dict[tuple[str, str], list[tuple[float, float]]] = {k: [] for k in urls}
+        figures: dict[tuple[str, str], list[tuple[float, ...]]] = {k: [] for k in urls}
 
         async def go() -> None:
-            for url, host in urls.values():  # warm up
-                await _ab_round(url, 2, host, at_once)
+            for url, pids in urls.values():  # warm up
+                await _ab_round(url, 2, pids, at_once)
             for r in range(rounds):
                 for backend in backends:
                     for side in ("A", "B") if r % 2 == 0 else ("B", "A"):
-                        url, host = urls[backend, side]
-                        figures[backend, side].append(await _ab_round(url, runs, host, at_once))
+                        url, pids = urls[backend, side]
+                        figures[backend, side].append(await _ab_round(url, runs, pids, at_once))
 
         asyncio.run(go())
-    what_ = ("host CPU/run", "runs/s") if at_once else ("streamed run", "first token")
+    what_ = (
+        ("host CPU/run", "service CPU/run", "runs/s")
+        if at_once
+        else ("streamed run", "first token")
+    )
     print(
         f"A: {other}; B: this tree. {rounds} rounds of {runs} "
         + (f"batches of {at_once} at once" if at_once else "runs")
@@ -289,7 +302,7 @@ def ab(other: Path, backends: list[str], runs: int, rounds: int, at_once: int = 
         for i, what in enumerate(what_):
             ratios = [y[i] / x[i] for x, y in zip(a, b, strict=True)]
             print(
-                f"{backend:8} {what:12}  A {statistics.median(x[i] for x in a):6.1f}"
+                f"{backend:8} {what:15}  A {statistics.median(x[i] for x in a):6.1f}"
                 f"  B {statistics.median(y[i] for y in b):6.1f}"
                 f"  B/A {statistics.median(ratios):.2f}  rounds A "
                 + " ".join(f"{x[i]:.1f}" for x in a)

@@ -544,8 +544,7 @@ class Execution:
                     # What the graph wrote with get_stream_writer(). Read here, after
                     # the fact: it may land after its step's checkpoint, so a crash
                     # right then loses it (never repeats it; docs/langgraph-api.md).
-                    custom = to_jsonable(chunk, 1, whole=True)
-                    events.emit("custom", {"data": custom}, plain=True)
+                    events.emit("custom", {"data": to_jsonable(chunk, whole=True)})
         except asyncio.CancelledError:
             raise
         except FENCED as exc:

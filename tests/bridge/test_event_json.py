@@ -2,7 +2,7 @@
 update and a state are converted by ``to_jsonable`` at their place in the event's
 data and written as they are: the text one conversion of the whole data gives
 (messages whole, the depth cut counted from the event's data), and for anything
-less than 47 levels deep the text the two passes wrote before."""
+nested less than 45 levels deep the text the two passes wrote before."""
 
 from __future__ import annotations
 

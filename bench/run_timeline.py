@@ -41,18 +41,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from turnkeeper_server.messaging.embedded import EmbeddedNats
-
-from bench.common import REPO_BENCH, ServerProcess, scratch_dir, stop_process
-from bench.langgraph_api import (
-    ASSISTANT,
-    MODES,
-    QUESTION,
-    TOKENS,
-    _spawn,
-    _wait_announced,
-    app_dir,
-)
+from bench.common import REPO_BENCH, scratch_dir
+from bench.langgraph_api import ASSISTANT, MODES, QUESTION, TOKENS, turnkeeper_api
 
 PROBE = REPO_BENCH / "_timeline_probe.py"
 
@@ -68,7 +58,6 @@ def stack(
     """bench/langgraph_api.py's turnkeeper_api, with the probe (`timeline`) and/or
     another checkout's code first on the path (`code_root`); yields the URL and the
     pids of the agent host and the service."""
-    config = app_dir(data_dir) / "langgraph.json"
     paths: list[str] = []
     if timeline is not None:
         site = data_dir / "site"
@@ -84,44 +73,14 @@ def stack(
     }
     if timeline is not None:
         base["TURNKEEPER_TIMELINE"] = str(timeline)
-    nats = EmbeddedNats()
-    nats_url = nats.start()
-    database = {"TURNKEEPER_DATABASE_URL": database_url} if database_url else {}
-    try:
-        with ServerProcess(
-            data_dir,
-            nats_url,
-            env={**database, **base, "TURNKEEPER_TIMELINE_ROLE": "service"},
-            args=["--http-port", str(port := _free_port())],
-        ) as server:
-            env = {
-                **os.environ,
-                **base,
-                "TURNKEEPER_TIMELINE_ROLE": "agent",
-                "TURNKEEPER_ADDRESS": server.address,
-                "NATS_URL": nats_url,
-                "TURNKEEPER_REPLICA": "bench",
-                "TURNKEEPER_HEALTH_LISTEN": "127.0.0.1:0",
-            }
-            host = _spawn(
-                [sys.executable, "-m", "turnkeeper.agent.host", str(config)],
-                env,
-                data_dir / "host.log",
-            )
-            url = f"http://127.0.0.1:{port}"
-            try:
-                _wait_announced(url, host)
-                yield url, (host.pid, server.pid)
-            finally:
-                stop_process(host)
-    finally:
-        nats.stop()
-
-
-def _free_port() -> int:
-    from bench.common import free_port
-
-    return free_port()
+    with turnkeeper_api(
+        data_dir,
+        database_url,
+        service_env={**base, "TURNKEEPER_TIMELINE_ROLE": "service"},
+        agent_env={**base, "TURNKEEPER_TIMELINE_ROLE": "agent"},
+    ) as (url, pids):
+        service, host = pids[0], pids[1]  # (service, agent host, NATS)
+        yield url, (host, service)
 
 
 async def streamed(client: Any, assistant: str, modes: Any) -> tuple[int, list[tuple[int, str]]]:

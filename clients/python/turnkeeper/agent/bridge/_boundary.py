@@ -72,7 +72,7 @@ class BoundarySaver(RemoteSaver):
         #: Set: each root checkpoint of a turn (but its input's) is preceded by a
         #: ``values`` event of the state it holds (this function's view of its channel values), so it is
         #: retained with the checkpoint and a rewind to it keeps it.
-        self.values_of: Callable[[Mapping[str, Any]], Any] | None = None
+        self.values_of: Callable[[Mapping[str, Any], int], Any] | None = None
         #: Set with ``values_of``: the channels the graph's ``values`` stream shows;
         #: a step that changed none of them is not shown again (as LangGraph's loop
         #: emits ``values`` only for a tick that updated an output channel).
@@ -142,7 +142,9 @@ class BoundarySaver(RemoteSaver):
         if self.values_of is not None and _shows_values(
             config, metadata, new_versions, self.values_channels
         ):
-            events.emit("values", {"values": self.values_of(checkpoint["channel_values"])})
+            # The state made at depth 1, its place in the event: plain JSON.
+            state = self.values_of(checkpoint["channel_values"], 1)
+            events.emit("values", {"values": state}, plain=True)
 
         async def store(boundary: int) -> tuple[RunnableConfig, int]:
             mark: dict[str, Any] = {"turn_id": events.turn_id, "last_seq": boundary}

@@ -148,8 +148,10 @@ class EventLog:
         with self._lock:
             return self._next_seq - 1
 
-    def emit(self, type_: str, data: Any) -> None:
-        text = _bounded(dumps(data))
+    def emit(self, type_: str, data: Any, *, plain: bool = False) -> None:
+        """Buffer an event; ``plain``: ``data`` is JSON as :func:`dumps` says (its
+        parts made by ``to_jsonable`` at their depth in ``data``), not converted again."""
+        text = _bounded(dumps(data, plain=plain))
         with self._lock:
             if self._closed:
                 log.debug("turn_id=%s: %s event after close dropped", self.turn_id, type_)
@@ -443,8 +445,11 @@ class EventCapture(BaseCallbackHandler):
             # an id gets one here, as LangGraph's server's stream handler gives it
             # (the state's reducer keeps it).
             _name_messages(outputs)
-            data["update"] = to_jsonable(outputs, whole=True)
+            # At depth 1, its place in `data`: the event's JSON as it is (plain).
+            data["update"] = to_jsonable(outputs, 1, whole=True)
             data["metadata"] = node[2]
+            self.events.emit("step", data, plain=True)
+            return
         self.events.emit("step", data)
 
     def _metadata(self, metadata: dict[str, Any] | None) -> dict[str, Any]:
@@ -453,10 +458,11 @@ class EventCapture(BaseCallbackHandler):
         make a re-run's events differ)."""
         if not self.message_ids or not metadata:
             return {}
+        # Depth 2: the place of its values in an event's data (`metadata`'s).
         return {
             "langgraph_version": _LANGGRAPH_VERSION,
             **{
-                str(k): to_jsonable(v)
+                str(k): to_jsonable(v, 2)
                 for k, v in metadata.items()
                 if k not in _PRIVATE_METADATA and not str(k).startswith("__")
             },
@@ -523,11 +529,14 @@ class EventCapture(BaseCallbackHandler):
         if self.message_ids and isinstance(message_id, str):
             data["id"] = message_id
         if whole:
-            # The chunk as LangGraph's server streams it, every field of it.
-            data["chunk"] = to_jsonable(message, whole=True)
+            # The chunk as LangGraph's server streams it, every field of it (at
+            # depth 1, its place in `data`).
+            data["chunk"] = to_jsonable(message, 1, whole=True)
             if first:
                 data["metadata"] = metadata
-        self.events.emit("token", data)
+        # Plain: the node and the text are strings, the id a string, the rest made
+        # at its depth (the metadata by `_metadata`).
+        self.events.emit("token", data, plain=True)
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:

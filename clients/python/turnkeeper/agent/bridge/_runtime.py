@@ -534,7 +534,8 @@ class Execution:
             ):
                 if mode == "values":
                     if start_state and "values" not in events.emitted:
-                        events.emit("values", {"values": to_jsonable(chunk, whole=True)})
+                        state = to_jsonable(chunk, 1, whole=True)
+                        events.emit("values", {"values": state}, plain=True)
                     start_state = False
                     values = chunk
                 elif mode == "updates" and isinstance(chunk, dict) and _INTERRUPT_KEY in chunk:

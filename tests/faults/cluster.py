@@ -276,7 +276,7 @@ class Cluster:
             namespace="default",
         )
         self.service_nats = service_user
-        self.nats = NatsServer(config_file=nats_config)
+        self.nats = NatsServer(config_file=nats_config, log_file=self.logs / "nats-server.log")
         self.relay: Relay | None = None
         self.backend = backend
         # SQLite: one service (one writer). PostgreSQL: `services` replicas.

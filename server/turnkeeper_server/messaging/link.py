@@ -61,47 +61,57 @@ _SUBJECT_INVALID = re.compile(r"[ \t\r\n]")
 _HEADER_LENGTH = len(b"NATS/1.0\r\nNats-Msg-Id: \r\n\r\n")
 
 
+class Unpublishable(MaxPayloadError):
+    """An outbox message the NATS server will never take: with its headers, it is
+    bigger than the server's max_payload (which counts them, decision 504)."""
+
+    def __init__(self, msg_id: int, size: int, max_payload: int) -> None:
+        super().__init__()
+        self.msg_id = msg_id
+        self.size = size
+        self.max_payload = max_payload
+
+    def __str__(self) -> str:
+        return (
+            f"outbox message {self.msg_id} is {self.size} bytes with its headers, over "
+            f"the NATS server's max_payload of {self.max_payload}"
+        )
+
+
 def _hpub_frames(
     subject: str, numbered: Iterable[tuple[int, bytes]], traceparent: str | None, max_payload: int
 ) -> list[bytes]:
     """The HPUB frames nc.publish(subject, payload, headers={"Nats-Msg-Id": id}) sends
     for one outbox row's (id, payload) messages (with a traceparent header too when
-    the row carries one); MaxPayloadError if one is over the server's limit. The
+    the row carries one); Unpublishable if one is, with its headers, over the
+    server's limit (the server counts them: it would close the connection). The
     subject is encoded once per row, not per message: this loop runs once per event
     at ingest rates (bench/ingest.py)."""
     if traceparent is not None:
         frames = []
+        trace = traceparent.encode()
         for msg_id, payload in numbered:
-            if len(payload) > max_payload:
-                raise MaxPayloadError
-            frames.append(_hpub_traced(subject, msg_id, payload, traceparent))
+            block = b"NATS/1.0\r\nNats-Msg-Id: %d\r\ntraceparent: %s\r\n\r\n" % (msg_id, trace)
+            size = len(block) + len(payload)
+            if size > max_payload:
+                raise Unpublishable(msg_id, size, max_payload)
+            frames.append(
+                b"HPUB %s  %d %d\r\n%s%s\r\n" % (subject.encode(), len(block), size, block, payload)
+            )
         return frames
     head = b"HPUB %s  " % subject.encode()
     frames = []
     for msg_id, payload in numbered:
-        if len(payload) > max_payload:
-            raise MaxPayloadError
         digits = b"%d" % msg_id
         header = _HEADER_LENGTH + len(digits)
+        size = header + len(payload)
+        if size > max_payload:
+            raise Unpublishable(msg_id, size, max_payload)
         frames.append(
             b"%s%d %d\r\nNATS/1.0\r\nNats-Msg-Id: %s\r\n\r\n%s\r\n"
-            % (head, header, header + len(payload), digits, payload)
+            % (head, header, size, digits, payload)
         )
     return frames
-
-
-def _hpub_traced(subject: str, msg_id: int, payload: bytes, traceparent: str) -> bytes:
-    header = b"NATS/1.0\r\nNats-Msg-Id: %d\r\ntraceparent: %s\r\n\r\n" % (
-        msg_id,
-        traceparent.encode(),
-    )
-    return b"HPUB %s  %d %d\r\n%s%s\r\n" % (
-        subject.encode(),
-        len(header),
-        len(header) + len(payload),
-        header,
-        payload,
-    )
 
 
 def agent_subject(prefix: str, namespace: str, agent: str) -> str:
@@ -170,6 +180,7 @@ class NatsLink:
         self._down_since: float | None = None
         self._unreachable = LogRate(log, interval=30.0)
         self._refused = LogRate(log, interval=30.0)
+        self._too_large = LogRate(log, interval=30.0)
 
     @property
     def enabled(self) -> bool:
@@ -369,6 +380,15 @@ class NatsLink:
             if not _flush_waits(nc):
                 raise ConnectionError("nats-py's reader stopped: a flush would prove nothing")
             await nc.flush(timeout=2)
+        except Unpublishable as exc:
+            # Refused before a byte was written: the connection is fine. The row
+            # stays (nothing unread leaves the outbox), and so does what follows it.
+            self._too_large.error(
+                "%s: it cannot be published, and the outbox waits behind it; raise "
+                "max_payload on the NATS server (nats-server.conf) above it",
+                exc,
+            )
+            return False
         except Exception as exc:
             log.warning(
                 "publishing %d outbox messages failed: %s", len(rows), str(exc) or repr(exc)

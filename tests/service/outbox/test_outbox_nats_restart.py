@@ -19,6 +19,7 @@ import json
 import logging
 from collections.abc import AsyncIterator
 from pathlib import Path
+from typing import Any
 
 import pytest
 from grpc import aio
@@ -27,6 +28,7 @@ from nats.errors import FlushTimeoutError
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper.v1 import turns_pb2_grpc
 from turnkeeper_server.messaging.link import CANCEL_METHOD, NatsLink
+from turnkeeper_server.messaging.outbox import OutboxPublisher
 from turnkeeper_server.store.records import OutboxRow
 
 from tests.support.nats import NatsServer, subscribe
@@ -229,3 +231,64 @@ async def test_the_link_says_why_nats_closed_its_connection_and_shows_a_refusal(
     finally:
         await link.stop()
         server.stop()
+
+
+async def test_a_message_over_max_payload_with_its_headers_is_refused_before_it_is_sent(
+    tmp_path: Path, caplog: pytest.LogCaptureFixture
+) -> None:
+    config = tmp_path / "nats.conf"
+    config.write_text("max_payload: 1024\n")
+    server = NatsServer(config_file=config)
+    server.start()
+    link = NatsLink(server.url)
+    dialled = Dialled(link)
+    try:
+        await link.start()
+        first = await dialled.count(1)
+        # 1010 bytes fit max_payload, not with the Nats-Msg-Id header: the server
+        # would close the connection, and the batch would go again on every new one.
+        with caplog.at_level(logging.ERROR, logger="turnkeeper_server.messaging.link"):
+            assert not await link.publish_batch(
+                [OutboxRow(7, SUBJECT, b"x" * 1010, None, 1), *rows(8, 9)]
+            )
+        [said] = [r.getMessage() for r in caplog.records]
+        assert "outbox message 7 is 1038 bytes" in said and "max_payload of 1024" in said
+        assert "raise max_payload" in said
+        # Nothing was sent: the connection is kept, and takes what fits.
+        assert link.client is first
+        assert await link.publish_batch(rows(8, 9))
+        assert link.client is first
+    finally:
+        await link.stop()
+        server.stop()
+
+
+async def test_a_batch_refused_with_nats_up_is_tried_again_after_a_wait() -> None:
+    class Refusing:
+        enabled = True
+        connected = True
+        tries = 0
+        tried = asyncio.Event()
+
+        async def publish_batch(self, batch: list[OutboxRow]) -> bool:
+            self.tries += 1
+            self.tried.set()
+            return False
+
+    class Backlog:
+        async def drain_outbox(self, limit: int, publish: Any) -> int:
+            return 0 if not await publish(rows(1, 1)) else 1
+
+    link = Refusing()
+    publisher = OutboxPublisher(Backlog(), link, idle_poll=600)  # type: ignore[arg-type]
+    await publisher.start()
+    try:
+        await link.tried.wait()
+        # Commits keep coming: each used to bring the refused batch again at once.
+        for _ in range(20):
+            publisher.wake()
+            await asyncio.sleep(0)
+        assert link.tries == 1
+        assert publisher.failures == 1
+    finally:
+        await publisher.stop()

@@ -140,6 +140,7 @@ async def test_no_batch_is_confirmed_on_a_connection_nats_py_no_longer_reads(
     # nats-py (2.16) answers the late PONG's cancelled future with InvalidStateError
     # and its reader ends, the connection still open: its flush() then returns at
     # once, without a PING.
+    # (A nats-py that kept reading would hang here: decision 501's premise is gone.)
     reader = nc._reading_task
     assert reader is not None
     await reader

@@ -470,13 +470,12 @@ class Cluster:
 
     async def stop_nats(self, kill: bool) -> None:
         """Cut the service off NATS, make sure we received all it published, then
-        stop (or SIGKILL) the server. The cut catches a batch in flight: the relay
-        holds what the service sends first, and cuts once it has held something (a
-        batch and its PING: the flush waits), or after a second with nothing sent.
-        A flush waiting when its connection was cut is what once stopped the outbox
-        for good (decision 500)."""
+        stop (or SIGKILL) the server. The cut catches a flush in flight: the relay
+        holds from the service's next PING (an outbox batch's or a notice's) and
+        cuts once it holds one, or after a second without. A flush waiting when its
+        connection was cut is what once stopped the outbox for good (decision 500)."""
         assert self.relay is not None and self.nc is not None
-        self.relay.hold()
+        self.relay.hold(until=b"PING\r\n")
         with contextlib.suppress(TimeoutError):
             await asyncio.wait_for(self.relay.holding.wait(), 1.0)
         self.relay.shut()

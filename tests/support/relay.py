@@ -25,6 +25,8 @@ class Relay:
         # Set once a held link has read bytes on their way to the server (a publish,
         # a PING) and keeps them back: the client now waits for what cannot come.
         self.holding = asyncio.Event()
+        # hold(until=...): the bytes whose first sending starts the hold.
+        self._until: bytes | None = None
 
     @property
     def url(self) -> str:
@@ -59,6 +61,9 @@ class Relay:
     ) -> None:
         try:
             while data := await reader.read(65536):
+                if upstream and self._until is not None and self._until in data:
+                    self._until = None
+                    self._flowing.clear()
                 if not self._flowing.is_set():
                     if upstream:
                         self.holding.set()
@@ -72,14 +77,20 @@ class Relay:
         finally:
             writer.close()
 
-    def hold(self) -> None:
+    def hold(self, until: bytes | None = None) -> None:
         """Stop forwarding, both ways, on every link (as a stalled network path): what
-        is read is kept until `release`, or lost if the links are cut (`shut`)."""
+        is read is kept until `release`, or lost if the links are cut (`shut`). With
+        `until`, from the first read of a client's that carries it (b"PING\r\n": a
+        flush, which now waits), that read included."""
         self.holding.clear()
-        self._flowing.clear()
+        if until is None:
+            self._flowing.clear()
+        else:
+            self._until = until
 
     def release(self) -> None:
         """Forward again, what was held first."""
+        self._until = None
         self._flowing.set()
 
     def shut(self) -> None:
@@ -88,6 +99,7 @@ class Relay:
         for writer in list(self._links):
             writer.close()
         # A held pipe wakes to find its link cut.
+        self._until = None
         self._flowing.set()
 
     def open(self) -> None:

@@ -176,8 +176,8 @@ async def test_the_outbox_keeps_draining_after_a_nats_restart_while_turns_write(
 
         writer = asyncio.create_task(write())
         try:
-            relay.hold()
-            await relay.holding.wait()  # a batch's flush waits for a PONG
+            relay.hold(until=b"PING\r\n")
+            await relay.holding.wait()  # a batch's flush waits for its PONG
             relay.shut()
             nats_server.kill()
             nats_server.start()

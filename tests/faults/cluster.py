@@ -277,7 +277,7 @@ class Cluster:
             namespace="default",
         )
         self.service_nats = service_user
-        self.nats = NatsServer(config_file=nats_config)
+        self.nats = NatsServer(config_file=nats_config, log_file=self.logs / "nats-server.log")
         self.relay: Relay | None = None
         self.backend = backend
         # SQLite: one service (one writer). PostgreSQL: `services` replicas.
@@ -446,8 +446,14 @@ class Cluster:
 
     async def stop_nats(self, kill: bool) -> None:
         """Cut the service off NATS, make sure we received all it published, then
-        stop (or SIGKILL) the server."""
+        stop (or SIGKILL) the server. The cut catches a flush in flight: the relay
+        holds from the service's next PING (an outbox batch's or a notice's) and
+        cuts once it holds one, or after a second without. A flush waiting when its
+        connection was cut is what once stopped the outbox for good (decision 500)."""
         assert self.relay is not None and self.nc is not None
+        self.relay.hold(until=b"PING\r\n")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.relay.holding.wait(), 1.0)
         self.relay.shut()
         await self.mirror.routed(self.nc)
         if kill:

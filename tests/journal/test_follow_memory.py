@@ -432,8 +432,10 @@ def broken(closed: Closed, how: str) -> Closed:
     return dataclasses.replace(closed, turn=dataclasses.replace(closed.turn, last_seq=1), events=())
 
 
-@pytest.mark.parametrize("how", ["gap", "short", "epoch", "stale"])
-@pytest.mark.parametrize("way", ["live", "settled", "watch"])
+# Each wrong kind once, each follower at least once (a service's setup each is dear).
+@pytest.mark.parametrize(
+    ("how", "way"), [("gap", "live"), ("short", "settled"), ("epoch", "watch"), ("stale", "live")]
+)
 async def test_wrong_news_of_a_finish_make_the_follower_read_the_journal(
     journal: Journal, way: str, how: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:

@@ -458,20 +458,22 @@ class _Tail:
             else:
                 rewinds, new_last, records = item.turn.rewinds, item.turn.last_seq, item.events
             # Only a running turn's commits are news; after a finish or a park here,
-            # what changes it again (a resume) comes without.
+            # what changes it again (a resume) comes without. So a finish or a park
+            # read already shows in the view's state, and is refused here.
             if rewinds != turn.rewinds or turn.state != RUNNING or closed is not None:
                 return False
-            if new_last <= last:
-                if isinstance(item, Closed):
-                    return False  # read after it: the view already ends there
-                continue  # already read from the journal
-            new = [e for e in records if e.seq > last]
-            if not new or new[0].seq != last + 1 or new[-1].seq != new_last:
-                return False
-            added += new
-            last = new_last
             if isinstance(item, Closed):
-                closed = item.turn
+                if new_last < last:
+                    return False
+                closed = item.turn  # a park may store no event
+            elif new_last <= last:
+                continue  # already read from the journal
+            if new_last > last:
+                new = [e for e in records if e.seq > last]
+                if not new or new[0].seq != last + 1 or new[-1].seq != new_last:
+                    return False
+                added += new
+                last = new_last
         if added:
             self.events += added
         if closed is not None:

@@ -1,14 +1,13 @@
 """WatchTurn: a turn's retained events, then live ones, and a reset on each rewind.
 
-`TurnNotifier` wakes the streams: a stream registers its waiter *before* it reads,
-then waits; a commit touching the turn (here, or on another replica through the
-store's notification) sets every waiter of that turn. Reading after registering
-means a commit can never slip between the read and the wait unnoticed.
-Every follower (`follow`, gRPC's WatchTurn, docs/architecture.md §3, decision 3;
-the LangGraph API's `follow_settled` and `follow_live`) subscribes once for its
-whole life, and a commit's wake tells it what it wrote when the writer knows
-(`News`): it serves such a wake from what it keeps, and reads the journal for
-anything else (`_Tail`, decisions 440 and 540).
+`TurnNotifier` wakes the streams: every follower (`follow`, gRPC's WatchTurn,
+docs/architecture.md §3, decision 3; the LangGraph API's `follow_settled` and
+`follow_live`) subscribes once for its whole life, *before* its first read; a
+commit touching the turn (here, or on another replica through the store's
+notification) wakes every subscriber of that turn, so a commit can never slip
+between a read and the wait unnoticed. The wake tells what the commit wrote when
+the writer knows (`News`): a follower serves such a wake from what it keeps, and
+reads the journal for anything else (`_Tail`, decisions 440 and 540).
 """
 
 from __future__ import annotations
@@ -99,20 +98,7 @@ class Subscription:
 
 class TurnNotifier:
     def __init__(self) -> None:
-        self._waiters: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
         self._subscribers: defaultdict[str, set[Subscription]] = defaultdict(set)
-
-    def register(self, turn_id: str) -> asyncio.Event:
-        event = asyncio.Event()
-        self._waiters[turn_id].add(event)
-        return event
-
-    def unregister(self, turn_id: str, event: asyncio.Event) -> None:
-        waiters = self._waiters.get(turn_id)
-        if waiters is not None:
-            waiters.discard(event)
-            if not waiters:
-                del self._waiters[turn_id]
 
     def subscribe(self, turn_id: str) -> Subscription:
         subscription = Subscription()
@@ -129,8 +115,6 @@ class TurnNotifier:
     def notify(self, turn_id: str, news: News = None) -> None:
         """A commit touched the turn; `news` says what it did when the committer
         knows (else the followers read the journal)."""
-        for event in self._waiters.get(turn_id, ()):
-            event.set()
         for subscription in self._subscribers.get(turn_id, ()):
             subscription.add(news)
 
@@ -144,17 +128,12 @@ class TurnNotifier:
         if turn_id is not None:
             self.notify(turn_id)
             return
-        for waiters in self._waiters.values():
-            for event in waiters:
-                event.set()
         for subscribers in self._subscribers.values():
             for subscription in subscribers:
                 subscription.add(None)
 
     def watchers(self) -> int:
-        return sum(len(w) for w in self._waiters.values()) + sum(
-            len(s) for s in self._subscribers.values()
-        )
+        return sum(len(s) for s in self._subscribers.values())
 
 
 @dataclass(frozen=True)

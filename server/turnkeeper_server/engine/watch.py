@@ -437,22 +437,23 @@ class _Tail:
             else:
                 rewinds, new_last, records = item.turn.rewinds, item.turn.last_seq, item.events
             # Only a running turn's commits are news; after a finish or a park here,
-            # what changes it again (a resume) comes without. So a finish or a park
-            # read already shows in the view's state, and is refused here.
+            # what changes it again (a resume) comes without.
             if rewinds != turn.rewinds or turn.state != RUNNING or closed is not None:
                 return False
-            if isinstance(item, Closed):
-                if new_last < last:
+            if new_last <= last:
+                if isinstance(item, Closed):
+                    # Read already (and maybe resumed since: its events are no
+                    # proof of the state the view holds), or a park that stored
+                    # no event, which nothing tells from such a one: read.
                     return False
-                closed = item.turn  # a park may store no event
-            elif new_last <= last:
                 continue  # already read from the journal
-            if new_last > last:
-                new = [e for e in records if e.seq > last]
-                if not new or new[0].seq != last + 1 or new[-1].seq != new_last:
-                    return False
-                added += new
-                last = new_last
+            new = [e for e in records if e.seq > last]
+            if not new or new[0].seq != last + 1 or new[-1].seq != new_last:
+                return False
+            added += new
+            last = new_last
+            if isinstance(item, Closed):
+                closed = item.turn
         if added:
             self.events += added
         if closed is not None:

@@ -544,6 +544,9 @@ class Execution:
                     # the fact: it may land after its step's checkpoint, so a crash
                     # right then loses it (never repeats it; docs/langgraph-api.md).
                     events.emit("custom", {"data": to_jsonable(chunk, whole=True)})
+            # An input checkpoint put off and not followed by another (a graph
+            # whose input ran no step): its answer before the run's end (decision 530).
+            await events.settle()
         except asyncio.CancelledError:
             raise
         except FENCED as exc:

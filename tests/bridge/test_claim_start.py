@@ -194,12 +194,12 @@ async def test_a_claimed_execution_gives_the_saver_the_claims_word(
         Identity("claim-agent", "r1", "inc-1"),
         input_mapper=lambda value: value,
     )
-    attached: list[bool] = []
+    attached: list[tuple[bool, bool]] = []
     real_attach = saver.attach
 
-    def attach(events: EventLog, *, thread_empty: bool = False) -> None:
-        attached.append(thread_empty)
-        real_attach(events, thread_empty=thread_empty)
+    def attach(events: EventLog, *, thread_empty: bool = False, fresh: bool = False) -> None:
+        attached.append((thread_empty, fresh))
+        real_attach(events, thread_empty=thread_empty, fresh=fresh)
 
     async def drive(execution: Execution, events: EventLog) -> None:
         # What the graph's first read of the thread would get.
@@ -214,7 +214,8 @@ async def test_a_claimed_execution_gives_the_saver_the_claims_word(
     assert execution.task is not None
     await execution.task
     assert execution.assignment.thread_empty is empty
-    assert attached == [empty]
+    # The claim named no checkpoint of the turn's own: it starts from its input.
+    assert attached == [(empty, True)]
     assert len(saver.reads) == (0 if empty else 1)
 
 
@@ -223,14 +224,27 @@ class _State(TypedDict):
 
 
 @pytest.mark.both_backends
-@pytest.mark.parametrize("empty", [True, False], ids=["thread empty", "claim did not say"])
-async def test_a_fresh_threads_input_checkpoint_rides_the_first_steps_frame(
-    service: TurnkeeperServer, monkeypatch: pytest.MonkeyPatch, empty: bool
+@pytest.mark.parametrize(
+    ("empty", "fresh", "frames_before"),
+    [
+        pytest.param(True, True, 1, id="thread empty"),
+        pytest.param(False, True, 2, id="no checkpoint of the turn's own"),
+        pytest.param(False, False, 3, id="a turn going on from its own"),
+    ],
+)
+async def test_a_fresh_turns_input_checkpoint_rides_the_first_steps_frame(
+    service: TurnkeeperServer,
+    monkeypatch: pytest.MonkeyPatch,
+    empty: bool,
+    fresh: bool,
+    frames_before: int,
 ) -> None:
-    """Decision 530: on a thread the claim found empty, the run's input checkpoint is
-    not waited for: it goes in one frame with the first step's writes, `values` and
-    checkpoint, so the graph's first node (its model call) waits for one answer
-    where it waited for two. Every checkpoint is stored, with its boundary."""
+    """Decision 530: for a turn with no root checkpoint of its own, the run's input
+    checkpoint is not waited for: it goes in one frame with the first step's writes,
+    `values` and checkpoint, so the graph's first node (its model call) waits for
+    one answer where it waited for two (and, on a thread the claim found empty, for
+    no read before them: decision 480). Every checkpoint is stored, with its
+    boundary."""
     frames: list[Any] = []
     real_open = AsyncTurnkeeperClient.open_checkpoint_stream
     monkeypatch.setattr(
@@ -262,7 +276,7 @@ async def test_a_fresh_threads_input_checkpoint_rides_the_first_steps_frame(
         await saver.aget_tuple(config)
         frames.clear()
         events = EventLog(client, turn_id, 0, 0)
-        saver.attach(events, thread_empty=empty)
+        saver.attach(events, thread_empty=empty, fresh=fresh)
         graph = builder.compile(checkpointer=saver)
         try:
             out = await graph.ainvoke({"text": "hi"}, config, durability="sync")
@@ -271,10 +285,10 @@ async def test_a_fresh_threads_input_checkpoint_rides_the_first_steps_frame(
             saver.detach(events)
         assert out == {"text": "hi!"}
         history = [c async for c in saver.alist(durable_config(thread))]
-    # Before the node: one frame (the input checkpoint with the first step) where a
-    # thread the claim did not vouch for takes three, each answered before the next:
-    # the read of its latest checkpoint, the input checkpoint, the first step.
-    assert seen == [1 if empty else 3]
+    # Before the node, each frame answered before the next: the read of the
+    # thread's latest (unless the claim said there is none), then the input
+    # checkpoint with the first step in one frame where main sent them in two.
+    assert seen == [frames_before]
     assert [c.metadata["step"] for c in history] == [1, 0, -1]
     # Each with its boundary: the `values` before the first step's checkpoint and
     # the last one's counted, none before the input's.

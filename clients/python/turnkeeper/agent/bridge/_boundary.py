@@ -71,8 +71,9 @@ class BoundarySaver(RemoteSaver):
         # Executions whose claim found their thread without a root checkpoint and
         # that have not read or written one since (attach's thread_empty).
         self._empty: set[tuple[str, int]] = set()
-        # The same executions until their first write: their input checkpoint is
-        # put off to ride the first step's frame (decision 530).
+        # Executions of a turn with no root checkpoint of its own, until their first
+        # write: their input checkpoint is put off to ride the first step's frame
+        # (decision 530).
         self._fresh: set[tuple[str, int]] = set()
         #: Set: each root checkpoint of a turn (but its input's) is preceded by a
         #: ``values`` event of the state it holds (this function's view of its channel values), so it is
@@ -87,10 +88,13 @@ class BoundarySaver(RemoteSaver):
         #: version, next nodes and channels: turnkeeper._graph_versions.Stamp).
         self.stamp_of: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
 
-    def attach(self, events: EventLog, *, thread_empty: bool = False) -> None:
+    def attach(self, events: EventLog, *, thread_empty: bool = False, fresh: bool = False) -> None:
         """Register an execution's log. ``thread_empty``: its claim found the thread
         without a root checkpoint, so the graph's first read of the thread's latest
-        one is answered "none" without a round trip (decision 480)."""
+        one is answered "none" without a round trip (decision 480). ``fresh`` (or
+        ``thread_empty``): the turn has no root checkpoint of its own (it continues
+        from its journaled input), so it has begun no effect and its input
+        checkpoint may ride the first step's frame (decision 530)."""
         if self.stream:
             # One stream per run carries its events and its checkpoints, in order.
             events.send_through(self.aappend_events)
@@ -99,9 +103,11 @@ class BoundarySaver(RemoteSaver):
             self._logs[key] = events
             if thread_empty:
                 self._empty.add(key)
-                self._fresh.add(key)
             else:
                 self._empty.discard(key)
+            if thread_empty or fresh:
+                self._fresh.add(key)
+            else:
                 self._fresh.discard(key)
 
     def detach(self, events: EventLog) -> None:
@@ -130,8 +136,8 @@ class BoundarySaver(RemoteSaver):
         )
 
     def _first_write(self, config: RunnableConfig) -> bool:
-        """Whether this is the execution's first write and its claim found the
-        thread without a root checkpoint; either way, the next write is not."""
+        """Whether this is the execution's first write and its turn has no root
+        checkpoint of its own (attach's ``fresh``); either way, the next write is not."""
         identity = turn_identity(config)
         if identity is None:
             return False
@@ -189,10 +195,11 @@ class BoundarySaver(RemoteSaver):
             and metadata.get("source") == "input"
             and not configurable.get("checkpoint_ns")
         ):
-            # The run's input checkpoint on a thread the claim found empty: sent
-            # with the first step's frame, not waited for here (decision 530).
-            # The service announces no superseded effect with it: its turn has none
-            # yet (an effect begins only after a checkpoint of its turn is answered).
+            # The input checkpoint of a turn with no root checkpoint of its own: sent
+            # with the first step's frame, not waited for here (decision 530). The
+            # service announces no superseded effect with it: its turn has begun
+            # none (an effect begins only after a root checkpoint of its turn is
+            # answered, this one included).
             await events.checkpoint_later(store)
             return {
                 "configurable": {

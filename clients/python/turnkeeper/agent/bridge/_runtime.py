@@ -344,7 +344,12 @@ class Execution:
         turn = self.assignment.turn
         events = EventLog(rt.client, self.turn_id, self.attempt, turn.last_seq)
         self._events = events
-        rt.saver.attach(events, thread_empty=self.assignment.thread_empty)
+        rt.saver.attach(
+            events,
+            thread_empty=self.assignment.thread_empty,
+            # No root checkpoint of its own: it starts from its journaled input.
+            fresh=not self.assignment.checkpoint_id,
+        )
         log.info(
             "%s: executing (%s, from %s)",
             self._tag(),

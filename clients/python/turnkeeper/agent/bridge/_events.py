@@ -205,11 +205,12 @@ class EventLog:
     async def checkpoint_later(self, store: Callable[[int], Awaitable[tuple[Any, int]]]) -> None:
         """Like :meth:`checkpoint`, without waiting: ``store(boundary)`` is called
         with the next message sent (the first step's writes, events or checkpoint),
-        ahead of it in the same frame, and its answer is checked by the next
-        :meth:`checkpoint`, :meth:`settle` or :meth:`close`, which raise its error
-        first (decision 530). Only for a checkpoint with which the service writes
-        no events of its own (an answer past the boundary fails the check): the
-        events sent behind it are numbered before its answer."""
+        ahead of it in the same frame, and its answer is checked, its error raised
+        first, by the next :meth:`checkpoint`, :meth:`ahead_of` or :meth:`settle`
+        (:meth:`close` sends it and waits, raising nothing; decision 530). Only for
+        a checkpoint with which the service writes no events of its own (an answer
+        past the boundary fails the check): the events sent behind it are numbered
+        before its answer."""
         if not self._ordered:
             raise RuntimeError("a checkpoint is put off only on the saver's stream")
         async with self._flushing:
@@ -220,8 +221,9 @@ class EventLog:
             async def send() -> None:
                 _, last_seq = await store(boundary)
                 if last_seq != boundary:
-                    # What the gate (the claim's thread_empty) rules out: events of the
-                    # service's own with this checkpoint, at seqs sent behind it.
+                    # What the caller's gate (a turn with no root checkpoint of its
+                    # own, so no effect) rules out: events of the service's own
+                    # with this checkpoint, at seqs sent behind it.
                     raise RuntimeError(
                         f"turn {self.turn_id}: the service wrote events with a checkpoint "
                         f"put off at seq {boundary} (its last_seq {last_seq}); "

@@ -269,7 +269,7 @@ async def test_a_fresh_turns_input_checkpoint_rides_the_first_steps_frame(
     ):
         await _start(client, thread, turn_id)
         assert (await _claim(client, turn_id)).thread_empty
-        saver.values_of = dict
+        saver.values_of = lambda values, _depth: dict(values)
         config = durable_config(thread, turn_id, 0)
         # The run's stream as a bridge finds it, open and taking batches (a spare
         # stream of an earlier run): its first frame is a message alone.

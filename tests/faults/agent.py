@@ -20,7 +20,9 @@ streams again. The record, one file per process under ``FAULT_DIR``, holds lines
   stream) / ParkTurn / FinishTurn acknowledged this event (digest of its type and data);
 - ``ackend <turn> <attempt> <state> <last_seq>``: ParkTurn / FinishTurn acknowledged;
 - ``ackcp <thread> <checkpoint_id>`` and ``ackwr <thread> <checkpoint_id> <task_id>``:
-  PutCheckpoint / PutWrites acknowledged;
+  PutCheckpoint / PutWrites acknowledged (a put the bridge put off to ride the first
+  step's frame, decision 530, returns before its answer: it is noted once the answer
+  was checked, by the execution's next checkpoint or its park or finish);
 - ``stput <turn> <node> <attempt>``: the node's store write acknowledged (a turn whose
   input has ``memory``: each node puts ``{"attempt", "step"}`` under the key of its
   name in the namespace ``("faults", <turn>)``, with ``get_store()``, fenced by the
@@ -58,6 +60,7 @@ from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 from turnkeeper.agent.bridge import Bridge, BridgeConfig
 from turnkeeper.agent.effect import effect
+from turnkeeper.agent.saver._identity import turn_identity
 from turnkeeper.errors import StaleAttempt
 from turnkeeper.v1 import turns_pb2
 
@@ -233,10 +236,28 @@ def record_acknowledgements(bridge: Bridge) -> None:
         RECORD.events(request.turn_id, request.attempt, request.events)
         return response
 
+    # Puts returned before their answer (decision 530), by execution: noted once the
+    # answer was checked.
+    held: dict[tuple[str, int], list[str]] = {}
+
+    def answered(identity: tuple[str, int] | None) -> None:
+        for line in held.pop(identity, []) if identity is not None else []:
+            RECORD.note(line)
+
+    def acknowledged(config: RunnableConfig, line: str) -> None:
+        identity = turn_identity(config)
+        events = saver._log_for(config)
+        if identity is not None and events is not None and events.put_off:
+            held.setdefault(identity, []).append(line)
+            return
+        answered(identity)
+        RECORD.note(line)
+
     async def park_turn(
         request: turns_pb2.ParkTurnRequest, **kwargs: Any
     ) -> turns_pb2.ParkTurnResponse:
         response = await park(request, **kwargs)
+        answered((request.turn_id, request.attempt))
         RECORD.events(request.turn_id, request.attempt, request.events)
         RECORD.note(f"ackend {request.turn_id} {request.attempt} PARKED {response.turn.last_seq}")
         return response
@@ -245,6 +266,7 @@ def record_acknowledgements(bridge: Bridge) -> None:
         request: turns_pb2.FinishTurnRequest, **kwargs: Any
     ) -> turns_pb2.FinishTurnResponse:
         response = await finish(request, **kwargs)
+        answered((request.turn_id, request.attempt))
         RECORD.events(request.turn_id, request.attempt, request.events)
         state = "DONE" if request.outcome == turns_pb2.OUTCOME_DONE else "FAILED"
         RECORD.note(f"ackend {request.turn_id} {request.attempt} {state} {response.turn.last_seq}")
@@ -254,7 +276,9 @@ def record_acknowledgements(bridge: Bridge) -> None:
         stored = await put(config, *args)
         configurable = stored["configurable"]
         if not configurable.get("checkpoint_ns"):
-            RECORD.note(f"ackcp {configurable['thread_id']} {configurable['checkpoint_id']}")
+            acknowledged(
+                config, f"ackcp {configurable['thread_id']} {configurable['checkpoint_id']}"
+            )
         return stored
 
     async def aput_writes(
@@ -264,7 +288,7 @@ def record_acknowledgements(bridge: Bridge) -> None:
         configurable = config["configurable"]
         if not configurable.get("checkpoint_ns"):
             thread_id, checkpoint_id = configurable["thread_id"], configurable["checkpoint_id"]
-            RECORD.note(f"ackwr {thread_id} {checkpoint_id} {task_id}")
+            acknowledged(config, f"ackwr {thread_id} {checkpoint_id} {task_id}")
 
     setattr(client, "append_events", append_events)  # noqa: B010  (instance, not class)
     setattr(client, "park_turn", park_turn)  # noqa: B010

@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 from turnkeeper_server.errors import StaleAttempt, WrongState
-from turnkeeper_server.journal import transitions
-from turnkeeper_server.records import Fence, TurnRecord
+from turnkeeper_server.journal import effects, transitions
+from turnkeeper_server.records import EFFECT_SUPERSEDED, EffectCall, Fence, TurnRecord
 from turnkeeper_server.store import Store, Tx, open_store
 from turnkeeper_server.store.postgres import PostgresDatabase
 
@@ -218,3 +218,24 @@ async def test_a_group_with_a_stale_record_runs_again_and_leaves_nothing_half_wr
     # The records committed are the rows': the next appends read none and agree.
     assert await append(journal, "t2", 0, 4, "step") == 4
     assert await append(journal, "t1", 1, 3, "step") == 3
+
+
+async def test_an_effect_begun_through_another_replica_is_settled_and_announced_here(
+    journal: Journal, other: Journal, row_reads: list[str]
+) -> None:
+    # Decision 510: this writer's record says the turn's ledger holds nothing, so a
+    # task's writes would read no effects; the effect another replica began changed
+    # the row's `effects`, so the record's check fails and the writes run again on
+    # the row, which settles (supersedes) it; the next checkpoint announces it.
+    await journal.start("t1", "th1")
+    await append(journal, "t1", 0, 1, "step")
+    del row_reads[:]
+    call = EffectCall("t1", 0, "k1", "send", "{}", "park", "task-a", "cp-1", 0)
+    await other.write(lambda tx: effects.begin(tx, call, record_intent=True))
+    del row_reads[:]
+    await journal.task_writes("th1", "cp-1", "task-a", Fence("t1", 0), frozenset())
+    assert row_reads == ["t1"]  # the record was stale: the row was read
+    (k1,) = effects.list_effects(journal.db.read_conn(), "t1", 0, 10)
+    assert k1.state == EFFECT_SUPERSEDED
+    await journal.checkpoint("th1", "cp-2", Fence("t1", 0))
+    assert events(journal, "t1") == [(1, 0, "step"), (2, 0, effects.SUPERSEDED_EVENT)]

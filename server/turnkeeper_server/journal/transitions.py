@@ -113,7 +113,8 @@ def lock_turn(tx: Tx, turn_id: str) -> TurnRecord:
 # as `lock_turn` does, and nobody waits for its answer before the group's COMMIT.
 _STILL = (
     "SELECT 1 / count(*) FROM (SELECT 1 FROM main.turns WHERE turn_id = ? AND thread_id = ? "
-    "AND attempts = ? AND state = ? AND last_seq = ? AND rewinds = ?{lock}) AS still"
+    "AND attempts = ? AND state = ? AND last_seq = ? AND rewinds = ? AND effects = ?{lock}) "
+    "AS still"
 )
 
 
@@ -122,8 +123,8 @@ def fenced_turn(tx: Tx, turn_id: str, attempt: int, thread_id: str = "") -> Turn
     append, a checkpoint), without reading the row where the writer remembers it
     (PostgreSQL, decision 470): the record it committed last is used as it is and
     checked by a statement sent with the operation's others, which fails the group
-    if the row holds another attempt, state, last_seq or rewinds; the group then
-    runs again reading the row. Only those columns (and turn_id, thread_id) of the
+    if the row holds another attempt, state, last_seq, rewinds or effects (decision
+    510); the group then runs again reading the row. Only those columns (and turn_id, thread_id) of the
     result may be relied on. A record that would not pass the fence is not used: a
     refusal is reasoned from the row itself. With `thread_id`, a turn of another
     thread is refused first."""
@@ -131,7 +132,7 @@ def fenced_turn(tx: Tx, turn_id: str, attempt: int, thread_id: str = "") -> Turn
     if turn is not None and turn.state == RUNNING and turn.attempts == attempt:
         tx.execute(
             _STILL.format(lock=tx.for_update),
-            (turn_id, turn.thread_id, attempt, RUNNING, turn.last_seq, turn.rewinds),
+            (turn_id, turn.thread_id, attempt, RUNNING, turn.last_seq, turn.rewinds, turn.effects),
         )
     else:
         turn = lock_turn(tx, turn_id)

@@ -327,6 +327,17 @@ TURNKEEPER_MIGRATIONS: list[str] = [
     );
     CREATE INDEX crons_due ON crons (next_run_at) WHERE enabled = 1;
     """,
+    # As SQLite's turns.db migration of the same place: what a turn's effect ledger
+    # holds that its checkpoint writes must look at (decision 510).
+    """
+    ALTER TABLE turns ADD COLUMN effects INTEGER NOT NULL DEFAULT 0;
+    UPDATE turns SET effects =
+        (CASE WHEN EXISTS (SELECT 1 FROM effects e WHERE e.turn_id = turns.turn_id
+            AND e.state <> 'SUPERSEDED') THEN 1 ELSE 0 END)
+        | (CASE WHEN EXISTS (SELECT 1 FROM effects e WHERE e.turn_id = turns.turn_id
+            AND e.state = 'SUPERSEDED' AND e.announced = 0) THEN 2 ELSE 0 END)
+        WHERE turn_id IN (SELECT turn_id FROM effects);
+    """,
 ]
 
 

@@ -5,6 +5,12 @@ PYTHONPATH (with ``TURNKEEPER_TIMELINE`` naming the file): wall-clock stamps
 line each as they happen (the host ends with ``os._exit``: nothing is kept for
 the end). Wrappers only: no product code changes for it, and none of it is
 loaded outside this benchmark.
+
+On PostgreSQL it also stamps each operation of a group (`pg.op`, its waits
+mid-group included) and the group's commit (`pg.commit`: its notification, the
+COMMIT's round trip and WAL flush); with ``TURNKEEPER_TIMELINE_WAITS=1`` in the
+environment of ``python -m bench.run_timeline``, each wait of the writer thread for
+PostgreSQL mid-group too (`pg.wait`: a fetch or a sync, a round trip each).
 """
 
 from __future__ import annotations

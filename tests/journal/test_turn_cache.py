@@ -239,3 +239,26 @@ async def test_an_effect_begun_through_another_replica_is_settled_and_announced_
     assert k1.state == EFFECT_SUPERSEDED
     await journal.checkpoint("th1", "cp-2", Fence("t1", 0))
     assert events(journal, "t1") == [(1, 0, "step"), (2, 0, effects.SUPERSEDED_EVENT)]
+
+
+async def test_an_effect_a_replica_of_before_decision_510_wrote_still_fails_the_record(
+    journal: Journal, other: Journal
+) -> None:
+    # That replica's code writes the ledger row and no bit of the turn's `effects`:
+    # the database's trigger sets it, so this writer's record fails its check.
+    await journal.start("t1", "th1")
+    await append(journal, "t1", 0, 1, "step")
+    await other.write(
+        lambda tx: tx.execute(
+            "INSERT INTO main.effects (turn_id, effect_key, base_key, name, args_json, "
+            "policy, state, attempt, task_id, checkpoint_id, call_index, created_at, "
+            "updated_at) VALUES ('t1', 'k1', 'k1', 'send', '{}', 'park', 'INTENT', 0, "
+            "'task-a', 'cp-1', 0, 1.0, 1.0)"
+        )
+    )
+    assert journal.turn("t1").effects == effects.EFFECTS_LIVE
+    await journal.task_writes("th1", "cp-1", "task-a", Fence("t1", 0), frozenset())
+    assert journal.turn("t1").effects == effects.EFFECTS_LIVE | effects.EFFECTS_UNANNOUNCED
+    await journal.checkpoint("th1", "cp-2", Fence("t1", 0))
+    assert events(journal, "t1") == [(1, 0, "step"), (2, 0, effects.SUPERSEDED_EVENT)]
+    assert journal.turn("t1").effects == effects.EFFECTS_LIVE

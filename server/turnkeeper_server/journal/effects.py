@@ -289,7 +289,12 @@ def _mark(tx: Tx, turn: TurnRecord, bits: int) -> TurnRecord:
     if turn.effects & bits == bits:
         return turn
     turn = dataclasses.replace(turn, effects=turn.effects | bits)
-    tx.execute("UPDATE main.turns SET effects = ? WHERE turn_id = ?", (turn.effects, turn.turn_id))
+    # On PostgreSQL a trigger on the ledger set them already (a replica of before
+    # decision 510 sets none): then this changes nothing.
+    tx.execute(
+        "UPDATE main.turns SET effects = ? WHERE turn_id = ? AND effects <> ?",
+        (turn.effects, turn.turn_id, turn.effects),
+    )
     tx.remember_turn(turn)
     return turn
 

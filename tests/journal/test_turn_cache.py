@@ -262,3 +262,32 @@ async def test_an_effect_a_replica_of_before_decision_510_wrote_still_fails_the_
     await journal.checkpoint("th1", "cp-2", Fence("t1", 0))
     assert events(journal, "t1") == [(1, 0, "step"), (2, 0, effects.SUPERSEDED_EVENT)]
     assert journal.turn("t1").effects == effects.EFFECTS_LIVE
+
+
+async def test_a_remembered_turns_append_checks_and_moves_its_row_in_one_statement(
+    journal: Journal, other: Journal
+) -> None:
+    # Decision 511: the record's check and last_seq's move are one statement, sent
+    # unawaited; a stale record still fails it and the append runs again on the row.
+    await journal.start("t1", "th1")
+    await append(journal, "t1", 0, 1, "step")  # remembered from here
+
+    def counted(tx: Tx) -> int:
+        sent: list[str] = []
+        real = tx.execute
+
+        def execute(sql: str, params: Any = ()) -> Any:
+            sent.append(sql)
+            return real(sql, params)
+
+        tx.execute = execute  # type: ignore[method-assign]
+        transitions.append_events(
+            tx, turn_id="t1", attempt=0, events=[(2, "token", "{}")], policy=POLICY
+        )
+        return sum("main.turns" in sql for sql in sent)
+
+    assert await journal.write(counted) == 1
+    assert journal.turn("t1").last_seq == 2
+    await append(other, "t1", 0, 3, "token")  # the record says 2; the row says 3
+    assert await append(journal, "t1", 0, 4, "step") == 4
+    assert [seq for seq, _, _ in events(journal, "t1")] == [1, 2, 3, 4]

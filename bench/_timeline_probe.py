@@ -169,9 +169,9 @@ def _agent() -> None:
     _around(_runtime.Execution, "_drive", "drive")
     original_emit = _events.EventLog.emit
 
-    def emit(self: Any, type_: str, data: Any) -> None:
+    def emit(self: Any, type_: str, data: Any, **options: Any) -> None:
         stamp(f"emit {type_}")
-        original_emit(self, type_, data)
+        original_emit(self, type_, data, **options)  # `plain` (decision 521) where taken
 
     _events.EventLog.emit = emit  # type: ignore[method-assign]
 

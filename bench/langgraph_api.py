@@ -120,11 +120,16 @@ def app_dir(data_dir: Path) -> Path:
 
 @contextmanager
 def turnkeeper_api(
-    data_dir: Path, database_url: str | None = None
+    data_dir: Path,
+    database_url: str | None = None,
+    *,
+    service_env: dict[str, str] | None = None,
+    agent_env: dict[str, str] | None = None,
 ) -> Iterator[tuple[str, list[int]]]:
     """The service (SQLite, or PostgreSQL at `database_url`; its HTTP port) and the
     graphs hosted by `turnkeeper agent`; yields the URL and the pids of its processes
-    (service, agent host, NATS)."""
+    (service, agent host, NATS). `service_env` and `agent_env` are added to each
+    process's environment (bench/run_timeline.py: its probe, another checkout's code)."""
     config = app_dir(data_dir) / "langgraph.json"
     port = free_port()
     nats = EmbeddedNats()
@@ -132,10 +137,14 @@ def turnkeeper_api(
     database = {"TURNKEEPER_DATABASE_URL": database_url} if database_url else {}
     try:
         with ServerProcess(
-            data_dir, nats_url, env=database, args=["--http-port", str(port)]
+            data_dir,
+            nats_url,
+            env={**database, **(service_env or {})},
+            args=["--http-port", str(port)],
         ) as server:
             env = {
                 **os.environ,
+                **(agent_env or {}),
                 "TURNKEEPER_ADDRESS": server.address,
                 "NATS_URL": nats_url,
                 "TURNKEEPER_REPLICA": "bench",

@@ -37,8 +37,8 @@ import nats
 from nats.aio.client import Client
 from nats.aio.msg import Msg
 
+from bench import recovery
 from bench.common import (
-    REPO_BENCH,
     Row,
     Section,
     ServerProcess,
@@ -53,7 +53,6 @@ from bench.common import (
 )
 
 AGENT = "overloadagent"
-SUBJECT = f"vystak.default.agents.{AGENT}.tasks"
 # The fault campaign's lease (tests/faults/campaign.py Plan.lease_seconds): short,
 # so that a starved heartbeat shows.
 LEASE_SECONDS = 3.0
@@ -123,45 +122,16 @@ class Ends:
 async def _agent(
     service: str, nats_url: str, replica: str, log: Path
 ) -> AsyncIterator[asyncio.subprocess.Process]:
-    env = {
-        **os.environ,
-        "TURNKEEPER_ADDRESS": service,
-        "NATS_URL": nats_url,
-        "TURNKEEPER_AGENT": AGENT,
-        "TURNKEEPER_REPLICA": replica,
-        "TURNKEEPER_HEALTH_LISTEN": "127.0.0.1:0",
-        "TURNKEEPER_SHUTDOWN_GRACE": "1",
-        "PYTHONUNBUFFERED": "1",
-        "BENCH_HANG_STEP": "0",
-    }
-    err = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
-    try:
-        proc = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "bench.recovery_agent",
-            cwd=REPO_BENCH.parent,
-            stdin=asyncio.subprocess.DEVNULL,
-            stdout=asyncio.subprocess.PIPE,
-            stderr=err,
-            env=env,
-        )
-    finally:
-        os.close(err)
-    try:
-        assert proc.stdout is not None
-        line = await asyncio.wait_for(proc.stdout.readline(), 120)
-        if line.strip() != b"ready":
-            raise RuntimeError(f"agent {replica} did not start: {line!r} (see {log})")
+    """bench/recovery.py's agent, with no hang, once it is ready."""
+    env = {"BENCH_HANG_STEP": "0"}
+    async with recovery.agent(
+        service, nats_url, log, agent=AGENT, replica=replica, env=env
+    ) as proc:
+        try:
+            await recovery.expect_line(proc, b"ready", timeout=120)
+        except RuntimeError as exc:
+            raise RuntimeError(f"agent {replica}: {exc} (see {log})") from None
         yield proc
-    finally:
-        if proc.returncode is None:
-            proc.send_signal(signal.SIGTERM)
-            try:
-                await asyncio.wait_for(proc.wait(), 20)
-            except TimeoutError:
-                proc.kill()
-                await proc.wait()
 
 
 def workloads(size: Size) -> list[list[float]]:
@@ -169,25 +139,6 @@ def workloads(size: Size) -> list[list[float]]:
     rng = random.Random(51)
     step = size.overload_step_seconds
     return [[rng.uniform(0, step) for _ in range(4)] for _ in range(size.overload_turns)]
-
-
-async def _create(nc: Client, turn_id: str, work: list[float]) -> None:
-    envelope = {
-        "jsonrpc": "2.0",
-        "id": uuid.uuid4().hex,
-        "method": "responses/create",
-        "params": {
-            "input": {"job": "overload", "results": [], "work": work},
-            "turn_id": turn_id,
-            "thread_id": f"thread-{turn_id}",
-            "background": True,
-        },
-        "metadata": {},
-    }
-    # Generous: under the hogs the answer itself can take seconds.
-    reply = json.loads((await nc.request(SUBJECT, json.dumps(envelope).encode(), timeout=60)).data)
-    if "result" not in reply:
-        raise RuntimeError(f"responses/create failed: {reply}")
 
 
 async def _pass(
@@ -205,7 +156,9 @@ async def _pass(
         while queue:
             turn_id, seconds = queue.pop(0)
             ended = ends.expect(turn_id)
-            await _create(nc, turn_id, seconds)
+            # Generous: under the hogs the answer itself can take seconds.
+            job = {"job": "overload", "results": [], "work": seconds}
+            await recovery.create(nc, AGENT, turn_id, job, timeout=60)
             await asyncio.wait_for(ended, TURN_DEADLINE)
 
     await asyncio.gather(*(caller() for _ in range(callers)))

@@ -33,7 +33,7 @@ from pathlib import Path
 import psycopg
 from psycopg.conninfo import conninfo_to_dict
 
-from bench import alternate
+from bench import alternate, turns
 from bench.common import (
     REPO_BENCH,
     Row,
@@ -58,19 +58,6 @@ Turn = Callable[[], Awaitable[None]]
 # then run again spread over PROCESSES processes per side.
 SATURATED = 0.9
 PROCESSES = 2
-
-
-async def _concurrent(turn: Turn, count: int, callers: int) -> float:
-    """Seconds for `count` turns, `callers` tasks at once (warmed up beforehand)."""
-    left = iter(range(count))
-
-    async def caller() -> None:
-        for _ in left:
-            await turn()
-
-    started = time.perf_counter()
-    await asyncio.gather(*(caller() for _ in range(callers)))
-    return time.perf_counter() - started
 
 
 async def _warm(turn: Turn, callers: int) -> None:
@@ -129,7 +116,7 @@ def _runner(host: alternate.AsyncHost, turn: Turn, count: int, callers: int) -> 
     """Runs `count` turns, `callers` at once, on the host's loop, when called."""
 
     def run() -> None:
-        host.call(_concurrent(turn, count, callers))
+        host.call(turns.async_callers(turn, count, callers))
 
     return run
 
@@ -341,7 +328,7 @@ def run(size: Size) -> Section:
                     _cluster_cpu(postmaster),
                     _machine_busy(),
                 )
-                elapsed = host.call(_concurrent(side[which], count, callers))
+                elapsed = host.call(turns.async_callers(side[which], count, callers))
                 pg_ms[name].append((_cluster_cpu(postmaster) - cluster) * 1e3 / count)
                 machine[name].append((_machine_busy() - busy_s) / elapsed)
                 graph_cpu[name].append((time.process_time() - graph) / elapsed)
@@ -385,7 +372,7 @@ def run(size: Size) -> Section:
         for callers in (0, 1, few):
             if callers:
                 for turn in passes.values():
-                    host.call(_concurrent(turn, n, callers))
+                    host.call(turns.async_callers(turn, n, callers))
             time.sleep(size.pg_stats_wait)
             readings.append(_commits(counters_url, list(names.values())))
         for which, db in names.items():

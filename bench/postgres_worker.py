@@ -64,15 +64,8 @@ async def _run(side: str, target: str, count: int, callers: int) -> dict[str, fl
         print("ready", flush=True)
         await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
         cpu = time.process_time()
-        left = iter(range(count))
-
-        async def caller() -> None:
-            for _ in left:
-                await turn()
-
-        started = time.perf_counter()
-        await asyncio.gather(*(caller() for _ in range(callers)))
-        return {"seconds": time.perf_counter() - started, "cpu": time.process_time() - cpu}
+        seconds = await turns.async_callers(turn, count, callers)
+        return {"seconds": seconds, "cpu": time.process_time() - cpu}
 
 
 def main() -> None:

@@ -32,6 +32,7 @@ from nats.aio.client import Client
 from nats.aio.msg import Msg
 
 from bench.common import (
+    REPO_BENCH,
     Row,
     Section,
     ServerProcess,
@@ -45,7 +46,6 @@ from bench.common import (
 
 AGENT = "benchagent"
 REPLICA = "bench-replica"
-SUBJECT = f"vystak.default.agents.{AGENT}.tasks"
 
 
 class Watch:
@@ -80,18 +80,29 @@ class Watch:
 
 @asynccontextmanager
 async def agent(
-    service: str, nats_url: str, health_port: int, log: Path, *, warm: bool = False
+    service: str,
+    nats_url: str,
+    log: Path,
+    *,
+    agent: str = AGENT,
+    replica: str = REPLICA,
+    health: str = "127.0.0.1:0",
+    env: dict[str, str] | None = None,
 ) -> AsyncIterator[asyncio.subprocess.Process]:
-    env = {
+    """bench/recovery_agent.py in a process of its own (this benchmark's, and
+    bench/overload.py's with no hang), its stderr appended to `log`; `env` adds to its
+    environment (BENCH_WAIT_FOR_GO, BENCH_HANG_STEP). SIGTERMed at the end, SIGKILLed
+    if it has not stopped 20 s later."""
+    environment = {
         **os.environ,
         "TURNKEEPER_ADDRESS": service,
         "NATS_URL": nats_url,
-        "TURNKEEPER_AGENT": AGENT,
-        "TURNKEEPER_REPLICA": REPLICA,
-        "TURNKEEPER_HEALTH_LISTEN": f"127.0.0.1:{health_port}",
+        "TURNKEEPER_AGENT": agent,
+        "TURNKEEPER_REPLICA": replica,
+        "TURNKEEPER_HEALTH_LISTEN": health,
         "TURNKEEPER_SHUTDOWN_GRACE": "1",
         "PYTHONUNBUFFERED": "1",
-        "BENCH_WAIT_FOR_GO": "1" if warm else "0",
+        **(env or {}),
     }
     err = os.open(log, os.O_WRONLY | os.O_CREAT | os.O_APPEND, 0o600)
     try:
@@ -99,10 +110,11 @@ async def agent(
             sys.executable,
             "-m",
             "bench.recovery_agent",
+            cwd=REPO_BENCH.parent,
             stdin=asyncio.subprocess.PIPE,
             stdout=asyncio.subprocess.PIPE,
             stderr=err,
-            env=env,
+            env=environment,
         )
     finally:
         os.close(err)
@@ -118,7 +130,10 @@ async def agent(
                 await proc.wait()
 
 
-async def _line(proc: asyncio.subprocess.Process, expected: bytes, timeout: float = 60) -> None:
+async def expect_line(
+    proc: asyncio.subprocess.Process, expected: bytes, timeout: float = 60
+) -> None:
+    """The agent's next line of output is `expected` (`imported`, `ready`)."""
     assert proc.stdout is not None
     line = await asyncio.wait_for(proc.stdout.readline(), timeout)
     if line.strip() != expected:
@@ -127,7 +142,7 @@ async def _line(proc: asyncio.subprocess.Process, expected: bytes, timeout: floa
 
 async def _go(proc: asyncio.subprocess.Process) -> None:
     """Start the bridge of a warm agent."""
-    await _line(proc, b"imported")
+    await expect_line(proc, b"imported")
     assert proc.stdin is not None
     proc.stdin.write(b"go\n")
     await proc.stdin.drain()
@@ -152,20 +167,24 @@ async def _healthy(port: int, timeout: float = 60) -> float:
     raise RuntimeError(f"the agent's /healthz never answered 200 in {timeout:g} s")
 
 
-async def _create(nc: Client, turn_id: str) -> None:
+async def create(
+    nc: Client, agent: str, turn_id: str, input: dict[str, Any], timeout: float
+) -> None:
+    """A background turn of `agent`, created over NATS (`responses/create`)."""
     envelope = {
         "jsonrpc": "2.0",
         "id": uuid.uuid4().hex,
         "method": "responses/create",
         "params": {
-            "input": {"job": "recover", "results": []},
+            "input": input,
             "turn_id": turn_id,
             "thread_id": f"thread-{turn_id}",
             "background": True,
         },
         "metadata": {},
     }
-    reply = json.loads((await nc.request(SUBJECT, json.dumps(envelope).encode(), timeout=30)).data)
+    subject = f"vystak.default.agents.{agent}.tasks"
+    reply = json.loads((await nc.request(subject, json.dumps(envelope).encode(), timeout)).data)
     if "result" not in reply:
         raise RuntimeError(f"responses/create failed: {reply}")
 
@@ -182,12 +201,18 @@ async def _one(service: str, nats_url: str, count: int, log: Path) -> list[float
         port = free_port()
         # The replacement imports while the first agent runs; its bridge starts at go.
         async with (
-            agent(service, nats_url, free_port(), log) as first,
-            agent(service, nats_url, port, log, warm=True) as second,
+            agent(service, nats_url, log, env={"BENCH_WAIT_FOR_GO": "0"}) as first,
+            agent(
+                service,
+                nats_url,
+                log,
+                health=f"127.0.0.1:{port}",
+                env={"BENCH_WAIT_FOR_GO": "1"},
+            ) as second,
         ):
-            await _line(first, b"ready")
+            await expect_line(first, b"ready")
             for turn_id in turn_ids:
-                await _create(nc, turn_id)
+                await create(nc, AGENT, turn_id, {"job": "recover", "results": []}, timeout=30)
             await watch.until(lambda: watch.hanging >= set(turn_ids), 60)
             first.kill()  # SIGKILL in the middle of step 3
             await first.wait()

@@ -4,6 +4,9 @@ of the first token goes (issue 51), and an A/B of two checkouts' code.
     python -m bench.run_timeline                  # timeline, SQLite and PostgreSQL
     python -m bench.run_timeline --ab OTHER_ROOT  # OTHER_ROOT's server/ and client
                                                   # against this tree's, alternated
+    python -m bench.run_timeline --ab OTHER_ROOT --at-once 32
+                                                  # the agent host's CPU per run with
+                                                  # 32 runs at once, A/B
 
 The timeline: the service and `turnkeeper agent` (bench/langgraph_api.py's
 turnkeeper_api, on SQLite and on a pgserver PostgreSQL) run with
@@ -18,7 +21,10 @@ one-node first-token graph), in ms from `runs.stream`.
 
 The A/B: both checkouts' services (and hosts) side by side, without the probe,
 rounds alternated (A B B A ...), each round `--runs` streamed runs and first
-tokens; medians per round and the median of the rounds' ratios B/A.
+tokens; medians per round and the median of the rounds' ratios B/A. With
+`--at-once N`, a round is `--runs` batches of N streamed runs of the three-step graph
+at once, and the figures are the agent host process's CPU seconds (user + system,
+from /proc) per finished run, and runs/s.
 """
 
 from __future__ import annotations
@@ -35,18 +41,8 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from turnkeeper_server.messaging.embedded import EmbeddedNats
-
-from bench.common import REPO_BENCH, ServerProcess, scratch_dir, stop_process
-from bench.langgraph_api import (
-    ASSISTANT,
-    MODES,
-    QUESTION,
-    TOKENS,
-    _spawn,
-    _wait_announced,
-    app_dir,
-)
+from bench.common import REPO_BENCH, scratch_dir
+from bench.langgraph_api import ASSISTANT, MODES, QUESTION, TOKENS, turnkeeper_api
 
 PROBE = REPO_BENCH / "_timeline_probe.py"
 
@@ -58,10 +54,10 @@ def stack(
     *,
     timeline: Path | None = None,
     code_root: Path | None = None,
-) -> Iterator[str]:
+) -> Iterator[tuple[str, tuple[int, int]]]:
     """bench/langgraph_api.py's turnkeeper_api, with the probe (`timeline`) and/or
-    another checkout's code first on the path (`code_root`); yields the URL."""
-    config = app_dir(data_dir) / "langgraph.json"
+    another checkout's code first on the path (`code_root`); yields the URL and the
+    pids of the agent host and the service."""
     paths: list[str] = []
     if timeline is not None:
         site = data_dir / "site"
@@ -77,44 +73,14 @@ def stack(
     }
     if timeline is not None:
         base["TURNKEEPER_TIMELINE"] = str(timeline)
-    nats = EmbeddedNats()
-    nats_url = nats.start()
-    database = {"TURNKEEPER_DATABASE_URL": database_url} if database_url else {}
-    try:
-        with ServerProcess(
-            data_dir,
-            nats_url,
-            env={**database, **base, "TURNKEEPER_TIMELINE_ROLE": "service"},
-            args=["--http-port", str(port := _free_port())],
-        ) as server:
-            env = {
-                **os.environ,
-                **base,
-                "TURNKEEPER_TIMELINE_ROLE": "agent",
-                "TURNKEEPER_ADDRESS": server.address,
-                "NATS_URL": nats_url,
-                "TURNKEEPER_REPLICA": "bench",
-                "TURNKEEPER_HEALTH_LISTEN": "127.0.0.1:0",
-            }
-            host = _spawn(
-                [sys.executable, "-m", "turnkeeper.agent.host", str(config)],
-                env,
-                data_dir / "host.log",
-            )
-            url = f"http://127.0.0.1:{port}"
-            try:
-                _wait_announced(url, host)
-                yield url
-            finally:
-                stop_process(host)
-    finally:
-        nats.stop()
-
-
-def _free_port() -> int:
-    from bench.common import free_port
-
-    return free_port()
+    with turnkeeper_api(
+        data_dir,
+        database_url,
+        service_env={**base, "TURNKEEPER_TIMELINE_ROLE": "service"},
+        agent_env={**base, "TURNKEEPER_TIMELINE_ROLE": "agent"},
+    ) as (url, pids):
+        service, host = pids[0], pids[1]  # (service, agent host, NATS)
+        yield url, (host, service)
 
 
 async def streamed(client: Any, assistant: str, modes: Any) -> tuple[int, list[tuple[int, str]]]:
@@ -180,7 +146,7 @@ def timeline(backends: list[str], runs: int) -> None:
             data.mkdir()
             stamps_file = data / "stamps.txt"
             url_db = new_database() if backend == "postgres" and new_database else None
-            with stack(data, url_db, timeline=stamps_file) as url:
+            with stack(data, url_db, timeline=stamps_file) as (url, _):
                 mark = time.time_ns()
                 out = asyncio.run(_timeline_runs(url, runs))
             stamps = [s for s in _stamps(stamps_file) if s[0] >= mark]
@@ -204,9 +170,13 @@ def timeline(backends: list[str], runs: int) -> None:
 # -- A/B --------------------------------------------------------------------------------
 
 
-async def _ab_round(url: str, runs: int) -> tuple[float, float]:
+async def _ab_round(url: str, runs: int, pids: tuple[int, int], at_once: int) -> tuple[float, ...]:
+    """Medians of a round: (streamed run, first token) in ms, or with `at_once` (the
+    agent host's and the service's CPU ms per run, runs/s)."""
     from langgraph_sdk import get_client
 
+    if at_once:
+        return await _at_once_round(url, runs, pids, at_once)
     client = get_client(url=url)
     totals, tokens = [], []
     for _ in range(runs):
@@ -217,37 +187,81 @@ async def _ab_round(url: str, runs: int) -> tuple[float, float]:
     return statistics.median(totals), statistics.median(tokens)
 
 
-def ab(other: Path, backends: list[str], runs: int, rounds: int) -> None:
+async def _at_once_round(
+    url: str, batches: int, pids: tuple[int, int], at_once: int
+) -> tuple[float, float, float]:
+    from langgraph_sdk import get_client
+
+    from bench.common import cpu_seconds
+
+    clients = [get_client(url=url, timeout=(5.0, 300.0, 300.0, 300.0)) for _ in range(2)]
+
+    async def one(i: int) -> None:
+        async for _ in clients[i % 2].runs.stream(
+            None, ASSISTANT, input=QUESTION, stream_mode=MODES
+        ):
+            continue
+
+    def used() -> list[float]:
+        return [sum(cpu_seconds(pid).values()) for pid in pids]
+
+    host, service, rates = [], [], []
+    for _ in range(batches):
+        before = used()
+        started = time.perf_counter()
+        done = await asyncio.gather(*(one(i) for i in range(at_once)), return_exceptions=True)
+        wall = time.perf_counter() - started
+        finished = sum(not isinstance(d, BaseException) for d in done)
+        if finished < at_once:
+            print(f"{at_once - finished} runs failed: {done!r:.300}", file=sys.stderr)
+        after = used()
+        host.append((after[0] - before[0]) * 1e3 / max(1, finished))
+        service.append((after[1] - before[1]) * 1e3 / max(1, finished))
+        rates.append(finished / wall)
+    return statistics.median(host), statistics.median(service), statistics.median(rates)
+
+
+def ab(other: Path, backends: list[str], runs: int, rounds: int, at_once: int = 0) -> None:
     from bench.postgres import postgres
 
     with ExitStack() as es:
         root = es.enter_context(scratch_dir("timeline-ab"))
         new_database = es.enter_context(postgres()) if "postgres" in backends else None
-        urls: dict[tuple[str, str], str] = {}
+        urls: dict[tuple[str, str], tuple[str, tuple[int, int]]] = {}
         for backend in backends:
             for side, code in (("A", other), ("B", None)):
                 data = root / f"{backend}-{side}"
                 data.mkdir()
                 url_db = new_database() if backend == "postgres" and new_database else None
                 urls[backend, side] = es.enter_context(stack(data, url_db, code_root=code))
-        figures: dict[tuple[str, str], list[tuple[float, float]]] = {k: [] for k in urls}
+        figures: dict[tuple[str, str], list[tuple[float, ...]]] = {k: [] for k in urls}
 
         async def go() -> None:
-            for key in urls:  # warm up
-                await _ab_round(urls[key], 2)
+            for url, pids in urls.values():  # warm up
+                await _ab_round(url, 2, pids, at_once)
             for r in range(rounds):
                 for backend in backends:
                     for side in ("A", "B") if r % 2 == 0 else ("B", "A"):
-                        figures[backend, side].append(await _ab_round(urls[backend, side], runs))
+                        url, pids = urls[backend, side]
+                        figures[backend, side].append(await _ab_round(url, runs, pids, at_once))
 
         asyncio.run(go())
-    print(f"A: {other}; B: this tree. {rounds} rounds of {runs} runs, medians (ms).")
+    what_ = (
+        ("host CPU/run", "service CPU/run", "runs/s")
+        if at_once
+        else ("streamed run", "first token")
+    )
+    print(
+        f"A: {other}; B: this tree. {rounds} rounds of {runs} "
+        + (f"batches of {at_once} at once" if at_once else "runs")
+        + ", medians (ms)."
+    )
     for backend in backends:
         a, b = figures[backend, "A"], figures[backend, "B"]
-        for i, what in enumerate(("streamed run", "first token")):
+        for i, what in enumerate(what_):
             ratios = [y[i] / x[i] for x, y in zip(a, b, strict=True)]
             print(
-                f"{backend:8} {what:12}  A {statistics.median(x[i] for x in a):6.1f}"
+                f"{backend:8} {what:15}  A {statistics.median(x[i] for x in a):6.1f}"
                 f"  B {statistics.median(y[i] for y in b):6.1f}"
                 f"  B/A {statistics.median(ratios):.2f}  rounds A "
                 + " ".join(f"{x[i]:.1f}" for x in a)
@@ -262,10 +276,17 @@ def main() -> None:
     parser.add_argument("--runs", type=int, default=15)
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--ab", type=Path, metavar="OTHER_ROOT", help="A/B against a checkout")
+    parser.add_argument(
+        "--at-once",
+        type=int,
+        default=0,
+        metavar="N",
+        help="with --ab: the agent host's CPU per run with N runs at once (--runs batches)",
+    )
     args = parser.parse_args()
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
     if args.ab:
-        ab(args.ab, backends, args.runs, args.rounds)
+        ab(args.ab, backends, args.runs, args.rounds, args.at_once)
     else:
         timeline(backends, args.runs)
 

@@ -496,7 +496,8 @@ class _Recorder:
     def __init__(self) -> None:
         self.events: list[list[Any]] = []
 
-    def emit(self, type_: str, data: Any) -> None:
+    def emit(self, type_: str, data: Any, *, plain: bool = False) -> None:
+        # `plain`: data already JSON (decision 521); the same data either way.
         self.events.append([type_, data])
 
 

@@ -9,15 +9,13 @@ person's approval of the plan before generate. Prints ``ready <healthz url>``.
 
 from __future__ import annotations
 
-import asyncio
-import logging
 import os
-import sys
 from typing import Any
 
 from turnkeeper.agent.bridge import Bridge, BridgeConfig
 
 from examples.pipeline.graph import build_graph, question_input
+from tests.agents.serving import run, serve
 
 
 def to_graph_input(payload: Any) -> Any:
@@ -36,16 +34,8 @@ async def main() -> None:
     )
     agent = os.environ.get("TURNKEEPER_AGENT") or "pipeline"
     bridge = Bridge(graph, BridgeConfig.from_env(agent), input_mapper=to_graph_input)
-
-    async def announce() -> None:
-        await bridge.wait_subscribed()
-        print(f"ready {bridge.health_url}", flush=True)
-
-    announcing = asyncio.create_task(announce())
-    await bridge.run()  # until SIGTERM
-    announcing.cancel()
+    await serve(bridge)
 
 
 if __name__ == "__main__":
-    logging.basicConfig(level=logging.INFO, stream=sys.stderr)
-    asyncio.run(main())
+    run(main)

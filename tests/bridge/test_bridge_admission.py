@@ -5,7 +5,6 @@ LangGraph API says `pending`) and starts when a slot frees, never dropped or fai
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Callable
 from typing import Any, TypedDict, cast
 
 import pytest
@@ -22,6 +21,7 @@ from turnkeeper_server.web.langgraph import shapes
 
 from tests.support.agents import Panel, result
 from tests.support.nats import NatsServer
+from tests.support.service import announced
 
 pytestmark = [pytest.mark.timeout(120)]
 
@@ -56,30 +56,6 @@ class Gates:
         builder.add_edge(START, "gate")
         builder.add_edge("gate", END)
         return builder
-
-
-async def announced(service: TurnkeeperServer, check: Callable[[], bool]) -> None:
-    """Until `check` holds, asked after each announcement the service hears (what a
-    replica says of its slots reaches the service over NATS a moment later)."""
-    if check():
-        return
-    directory = service.engine.directory
-    seen = asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    def look() -> None:
-        if check():
-            seen.set()
-
-    def listed(agent: str) -> None:
-        # Called as the announcement is read, before it is stored: look after it.
-        loop.call_soon(look)
-
-    directory.on_listed.append(listed)
-    try:
-        await asyncio.wait_for(seen.wait(), 30)
-    finally:
-        directory.on_listed.remove(listed)
 
 
 async def create(nc: Client, text: str) -> dict[str, Any]:

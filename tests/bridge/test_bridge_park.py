@@ -13,7 +13,15 @@ from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.support.agents import Agents, Panel, all_events, result, rpc, until
+from tests.support.agents import (
+    Agents,
+    Panel,
+    all_events,
+    job_turn,
+    result,
+    rpc,
+    until_event,
+)
 from tests.support.grpcurl import grpcurl
 from tests.support.nats import Collector
 
@@ -24,21 +32,11 @@ async def create_and_park(
     nc: Client, seen: Collector, client: AsyncTurnkeeperClient, turn_id: str
 ) -> Panel:
     """responses/create on the approval graph; returns once the turn is PARKED."""
-    created = await result(
-        nc,
-        "responses/create",
-        {
-            "input": {"job": turn_id, "results": []},
-            "turn_id": turn_id,
-            "thread_id": f"th-{turn_id}",
-            "background": True,
-        },
-    )
+    created = await result(nc, "responses/create", job_turn(turn_id))
     assert created["status"] == "in_progress"
     panel = Panel()
     panel.start(client, turn_id)
-    subject = f".turn.events.{turn_id}"
-    await until(seen, lambda: any(m["type"] == "interrupt" for m in seen.on(subject)))
+    await until_event(seen, turn_id, "interrupt")
     # The interrupt event is committed with the park, in one transaction.
     turn = (await client.get_turn(turns_pb2.GetTurnRequest(turn_id=turn_id))).turn
     assert turn.state == turns_pb2.TURN_STATE_PARKED

@@ -1,18 +1,20 @@
 """The start's round trips (decision 480): ClaimTurn says whether the turn's thread has
 no root checkpoint, read in the claim's own transaction, and the bridge answers its
-graph's first read of the thread's latest checkpoint from that, without asking."""
+graph's first read of the thread's latest checkpoint from that, without asking; and
+sends the input checkpoint of such a thread with its first step's frame (decision 530)."""
 
 from __future__ import annotations
 
 import asyncio
 from types import SimpleNamespace
-from typing import Any
+from typing import Any, TypedDict
 from uuid import uuid4
 
 import pytest
 from google.protobuf import struct_pb2
 from langchain_core.runnables import RunnableConfig
 from langgraph.checkpoint.base import CheckpointTuple, empty_checkpoint
+from langgraph.graph import START, StateGraph
 from turnkeeper.agent.bridge._boundary import BoundarySaver
 from turnkeeper.agent.bridge._events import EventLog
 from turnkeeper.agent.bridge._runtime import Execution, Identity, TurnRuntime
@@ -20,6 +22,8 @@ from turnkeeper.agent.saver import RemoteSaver, durable_config
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
+
+from tests.support.streams import keep_frames
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -190,12 +194,12 @@ async def test_a_claimed_execution_gives_the_saver_the_claims_word(
         Identity("claim-agent", "r1", "inc-1"),
         input_mapper=lambda value: value,
     )
-    attached: list[bool] = []
+    attached: list[tuple[bool, bool]] = []
     real_attach = saver.attach
 
-    def attach(events: EventLog, *, thread_empty: bool = False) -> None:
-        attached.append(thread_empty)
-        real_attach(events, thread_empty=thread_empty)
+    def attach(events: EventLog, *, thread_empty: bool = False, fresh: bool = False) -> None:
+        attached.append((thread_empty, fresh))
+        real_attach(events, thread_empty=thread_empty, fresh=fresh)
 
     async def drive(execution: Execution, events: EventLog) -> None:
         # What the graph's first read of the thread would get.
@@ -210,5 +214,83 @@ async def test_a_claimed_execution_gives_the_saver_the_claims_word(
     assert execution.task is not None
     await execution.task
     assert execution.assignment.thread_empty is empty
-    assert attached == [empty]
+    # The claim named no checkpoint of the turn's own: it starts from its input.
+    assert attached == [(empty, True)]
     assert len(saver.reads) == (0 if empty else 1)
+
+
+class _State(TypedDict):
+    text: str
+
+
+@pytest.mark.both_backends
+@pytest.mark.parametrize(
+    ("empty", "fresh", "frames_before"),
+    [
+        pytest.param(True, True, 1, id="thread empty"),
+        pytest.param(False, True, 2, id="no checkpoint of the turn's own"),
+        pytest.param(False, False, 3, id="a turn going on from its own"),
+    ],
+)
+async def test_a_fresh_turns_input_checkpoint_rides_the_first_steps_frame(
+    service: TurnkeeperServer,
+    monkeypatch: pytest.MonkeyPatch,
+    empty: bool,
+    fresh: bool,
+    frames_before: int,
+) -> None:
+    """Decision 530: for a turn with no root checkpoint of its own, the run's input
+    checkpoint is not waited for: it goes in one frame with the first step's writes,
+    `values` and checkpoint, so the graph's first node (its model call) waits for
+    one answer where it waited for two (and, on a thread the claim found empty, for
+    no read before them: decision 480). Every checkpoint is stored, with its
+    boundary."""
+    frames: list[Any] = []
+    real_open = AsyncTurnkeeperClient.open_checkpoint_stream
+    monkeypatch.setattr(
+        AsyncTurnkeeperClient,
+        "open_checkpoint_stream",
+        lambda self: keep_frames(real_open(self), frames),
+    )
+    thread, turn_id = f"ride-{uuid4().hex[:8]}", f"turn-{uuid4().hex[:8]}"
+    options = ConnectionOptions(target=service.address)
+    seen: list[int] = []
+
+    def model(state: _State) -> _State:
+        seen.append(len(frames))  # frames written before the first node ran
+        return {"text": state["text"] + "!"}
+
+    builder = StateGraph(_State)
+    builder.add_node("model", model)
+    builder.add_edge(START, "model")
+    async with (
+        AsyncTurnkeeperClient(options) as client,
+        BoundarySaver(options=options, stream=True) as saver,
+    ):
+        await _start(client, thread, turn_id)
+        assert (await _claim(client, turn_id)).thread_empty
+        saver.values_of = lambda values, _depth: dict(values)
+        config = durable_config(thread, turn_id, 0)
+        # The run's stream as a bridge finds it, open and taking batches (a spare
+        # stream of an earlier run): its first frame is a message alone.
+        await saver.aget_tuple(config)
+        frames.clear()
+        events = EventLog(client, turn_id, 0, 0)
+        saver.attach(events, thread_empty=empty, fresh=fresh)
+        graph = builder.compile(checkpointer=saver)
+        try:
+            out = await graph.ainvoke({"text": "hi"}, config, durability="sync")
+            await events.settle()
+        finally:
+            saver.detach(events)
+        assert out == {"text": "hi!"}
+        history = [c async for c in saver.alist(durable_config(thread))]
+    # Before the node, each frame answered before the next: the read of the
+    # thread's latest (unless the claim said there is none), then the input
+    # checkpoint with the first step in one frame where main sent them in two.
+    assert seen == [frames_before]
+    assert [c.metadata["step"] for c in history] == [1, 0, -1]
+    # Each with its boundary: the `values` before the first step's checkpoint and
+    # the last one's counted, none before the input's.
+    marks: list[Any] = [dict(c.metadata)["turnkeeper"] for c in history]
+    assert [m["last_seq"] for m in marks] == [2, 1, 0]

@@ -182,3 +182,98 @@ async def test_closing_waits_for_the_appends_under_way(stream: FakeStream) -> No
     await flushing
     # The token went with its append, not again with the turn's end.
     assert [(e.seq, e.type) for e in await closing] == [(2, "final")]
+
+
+async def test_an_input_checkpoint_put_off_rides_the_first_steps_frame(
+    stream: FakeStream,
+) -> None:
+    """Decision 530: put off, the input checkpoint returns at once with nothing sent;
+    the first step's writes join it unsent, and its checkpoint sends all four in one
+    frame, the input first, answered before the step's checkpoint returns."""
+    events = await log_on(stream)
+    await events.checkpoint_later(stream.store())
+    assert await events.write_later(stream.writes)
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert stream.sent == []
+    events.emit("values", {"n": 1})
+    storing = asyncio.ensure_future(events.checkpoint(stream.store()))
+    await stream.until_sent(4)
+    assert stream.sent == [("put", 0), ("writes", None), ("append", [1]), ("put", 1)]
+    stream.answer(None, None, None)  # the step's checkpoint still unanswered
+    for _ in range(5):
+        await asyncio.sleep(0)
+    assert not storing.done()
+    stream.answer()
+    assert await storing == "stored"
+    assert not events.put_off
+
+
+@pytest.mark.parametrize("refused", ["input", "writes"])
+async def test_a_refused_input_checkpoint_fails_the_step_behind_it_first(
+    stream: FakeStream, refused: str
+) -> None:
+    events = await log_on(stream)
+    await events.checkpoint_later(stream.store())
+    assert await events.write_later(stream.writes)
+    events.emit("values", {"n": 1})
+    storing = asyncio.ensure_future(events.checkpoint(stream.store()))
+    await stream.until_sent(4)
+    error = InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT, f"the {refused} was refused")
+    behind = InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT, "not written: message 1 ...")
+    if refused == "input":
+        stream.answer(error, behind, behind, behind)
+    else:
+        stream.answer(None, error, behind, behind)
+    with pytest.raises(InvalidArgument, match=f"the {refused} was refused"):
+        await storing
+    # Still unchecked: the run's end (settle) raises it again, never ends DONE on it.
+    with pytest.raises(InvalidArgument, match=f"the {refused} was refused"):
+        await events.settle()
+
+
+async def test_settle_sends_a_checkpoint_put_off_and_waits_for_its_answer(
+    stream: FakeStream,
+) -> None:
+    events = await log_on(stream, last_seq=2)
+    await events.checkpoint_later(stream.store())
+    settling = asyncio.ensure_future(events.settle())
+    await stream.until_sent(1)
+    assert stream.sent == [("put", 2)]
+    assert not settling.done()
+    stream.answer()
+    await settling
+    assert not events.put_off
+    # A write with no checkpoint put off is the caller's to send.
+    assert not await events.write_later(stream.writes)
+
+
+async def test_a_checkpoint_put_off_with_events_of_the_services_own_fails(
+    stream: FakeStream,
+) -> None:
+    """Put off only where the service writes no events with it (its turn has no
+    effect yet); an answer that says otherwise fails the run rather than number
+    the events sent behind it over the service's."""
+    events = await log_on(stream)
+    await events.checkpoint_later(stream.store(last_seq=1))
+    settling = asyncio.ensure_future(events.settle())
+    await stream.until_sent(1)
+    stream.answer()
+    with pytest.raises(RuntimeError, match="wrote events with a checkpoint put off"):
+        await settling
+
+
+async def test_events_waiting_go_before_a_write_behind_a_checkpoint_put_off(
+    stream: FakeStream,
+) -> None:
+    events = await log_on(stream)
+    await events.checkpoint_later(stream.store())
+    events.emit("token", {"text": "a"})
+    # An event waits to be sent: the write goes now, behind it and the checkpoint.
+    assert not await events.write_later(stream.writes)
+    writing = asyncio.ensure_future(events.ahead_of(stream.writes))
+    await stream.until_sent(3)
+    assert stream.sent == [("put", 0), ("append", [1]), ("writes", None)]
+    stream.answer()
+    assert await writing == "written"
+    assert not events.put_off

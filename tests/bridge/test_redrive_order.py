@@ -77,14 +77,16 @@ async def watch(service: TurnkeeperServer, monkeypatch: pytest.MonkeyPatch) -> R
     return w
 
 
-async def orphan(client: AsyncTurnkeeperClient, turn_id: str) -> None:
+async def orphan(
+    client: AsyncTurnkeeperClient, turn_id: str, *, agent: str = AGENT, job: Any = JOB
+) -> None:
     """A turn journaled by an incarnation of the replica that is gone."""
     await client.start_turn(
         turns_pb2.StartTurnRequest(
             turn_id=turn_id,
             thread_id=f"th-{turn_id}",
-            agent=AGENT,
-            input=value(JOB),
+            agent=agent,
+            input=value(job),
             replica=REPLICA,
             incarnation="gone",
         )

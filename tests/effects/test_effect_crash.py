@@ -12,10 +12,7 @@ execution finishes the turn without a write refused (issue 46). On both backends
 
 from __future__ import annotations
 
-import asyncio
 import json
-import signal
-import sys
 import urllib.request
 from collections.abc import AsyncIterator
 from typing import Any
@@ -26,9 +23,17 @@ from nats.aio.client import Client
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
 
-from tests.support.agents import Agents, Panel, all_events, result, shape, until
+from tests.support.agents import (
+    Agents,
+    Panel,
+    all_events,
+    job_turn,
+    result,
+    shape,
+    until_event,
+)
 from tests.support.nats import Collector
-from tests.support.procs import signal_child
+from tests.support.procs import listener
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120), pytest.mark.both_backends]
 
@@ -36,20 +41,8 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(120), pytest.mark.both_backe
 @pytest.fixture
 async def receiver() -> AsyncIterator[str]:
     """The receiver's URL, its process started for the test and stopped after."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.support.receiver",
-        stdout=asyncio.subprocess.PIPE,
-    )
-    try:
-        assert proc.stdout is not None
-        line = (await proc.stdout.readline()).decode()
-        assert line.startswith("listening "), line
-        yield f"http://127.0.0.1:{int(line.split()[1])}"
-    finally:
-        signal_child(proc, signal.SIGTERM)
-        await proc.wait()
+    async with listener("tests.support.receiver") as url:
+        yield url
 
 
 def counts(url: str) -> dict[str, Any]:
@@ -69,16 +62,7 @@ async def test_a_charge_recorded_before_a_sigkill_is_not_made_again_by_the_redri
     first = await agents.start(graph="effects", extra_env=env)
     second = await agents.spawn(graph="effects", warm=True, extra_env=env)
 
-    await result(
-        nc,
-        "responses/create",
-        {
-            "input": {"job": "invoice", "results": []},
-            "turn_id": "t-pay",
-            "thread_id": "th-pay",
-            "background": True,
-        },
-    )
+    await result(nc, "responses/create", job_turn("t-pay", "th-pay", job="invoice"))
     panel = Panel()
     panel.start(client, "t-pay")
     # The tool returned: the charge is at the receiver and its outcome in the ledger;
@@ -119,16 +103,7 @@ async def test_an_uncertain_charge_parks_and_the_operator_s_answer_is_used(
     env = {"RECEIVER_URL": receiver, "EFFECT_POLICY": "park", "CHARGE_HANGS": "1"}
     first = await agents.start(graph="effects", extra_env=env)
     second = await agents.spawn(graph="effects", warm=True, extra_env=env)
-    await result(
-        nc,
-        "responses/create",
-        {
-            "input": {"job": "invoice", "results": []},
-            "turn_id": "t-unsure",
-            "thread_id": "th-unsure",
-            "background": True,
-        },
-    )
+    await result(nc, "responses/create", job_turn("t-unsure", "th-unsure", job="invoice"))
     # The receiver applied the charge; the agent dies before the outcome is recorded.
     await first.wait_line(lambda line: line == "charged, hanging")
     [row] = (await client.list_effects(turns_pb2.ListEffectsRequest(turn_id="t-unsure"))).effects
@@ -137,8 +112,7 @@ async def test_an_uncertain_charge_parks_and_the_operator_s_answer_is_used(
     await second.go()
 
     # The re-drive finds the call uncertain and parks the turn, naming it.
-    subject = ".turn.events.t-unsure"
-    await until(seen, lambda: any(m["type"] == "interrupt" for m in seen.on(subject)))
+    await until_event(seen, "t-unsure", "interrupt")
     turn = (await client.get_turn(turns_pb2.GetTurnRequest(turn_id="t-unsure"))).turn
     assert turn.state == turns_pb2.TURN_STATE_PARKED
     asked = json_format.MessageToDict(turn.interrupt)
@@ -181,16 +155,7 @@ async def test_a_re_run_that_diverges_finishes_in_its_own_execution_announcing_i
     first = await agents.start(graph="effects", extra_env=env)
     second = await agents.spawn(graph="effects", warm=True, extra_env=env)
     turn_id = f"t-{diverge}"
-    await result(
-        nc,
-        "responses/create",
-        {
-            "input": {"job": "invoice", "results": []},
-            "turn_id": turn_id,
-            "thread_id": f"th-{diverge}",
-            "background": True,
-        },
-    )
+    await result(nc, "responses/create", job_turn(turn_id, f"th-{diverge}", job="invoice"))
     panel = Panel()
     panel.start(client, turn_id)
     # The charge's outcome is recorded; the node waits before its step's checkpoint.

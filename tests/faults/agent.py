@@ -42,12 +42,10 @@ print ``imported``, wait for a line on stdin; the incarnation starts at the go).
 from __future__ import annotations
 
 import asyncio
-import logging
 import operator
 import os
 import random
 import signal
-import sys
 from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Annotated, Any, NotRequired, TypedDict
@@ -64,6 +62,7 @@ from turnkeeper.errors import StaleAttempt
 from turnkeeper.v1 import turns_pb2
 
 from tests.agents.job_agent import say
+from tests.agents.serving import run, serve, wait_for_go
 from tests.faults.checks import digest
 
 KINDS = ("plain", "fanout", "approval", "poison")
@@ -278,25 +277,11 @@ def record_acknowledgements(bridge: Bridge) -> None:
 async def main() -> None:
     global RECORD
     RECORD = Record(Path(os.environ["FAULT_DIR"]), os.environ["TURNKEEPER_REPLICA"])
-    if os.environ.get("WAIT_FOR_GO") == "1":
-        print("imported", flush=True)
-        await asyncio.get_running_loop().run_in_executor(None, sys.stdin.readline)
+    await wait_for_go()
     bridge = Bridge(graph(), BridgeConfig.from_env())
     record_acknowledgements(bridge)
-
-    async def announce() -> None:
-        await bridge.wait_subscribed()
-        print(f"ready {bridge.health_url}", flush=True)
-
-    announcing = asyncio.create_task(announce())
-    await bridge.run()  # until SIGTERM
-    announcing.cancel()
+    await serve(bridge)
 
 
 if __name__ == "__main__":
-    logging.basicConfig(
-        level=logging.INFO,
-        stream=sys.stderr,
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
-    asyncio.run(main())
+    run(main)

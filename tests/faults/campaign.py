@@ -361,7 +361,7 @@ def machine() -> str:
 
 # What the campaign found: kept in the report, whoever regenerates it.
 FINDINGS = """\
-Four bugs, each fixed with a test that reproduces it:
+Five bugs, each fixed with a test that reproduces it:
 
 - **A gap on NATS after a NATS restart: the outbox deleted rows the server never
   read** (commits 26aa58d, 76732f8). nats-py's `flush()` writes its PING straight to
@@ -389,6 +389,15 @@ Four bugs, each fixed with a test that reproduces it:
   refused, "not in the tokens file". The campaign's first round with a cron had no
   run of it. The token is found by its name now.
   `tests/langgraph_api/test_sdk_crons_rights.py::test_a_cron_made_with_a_token_fires_under_that_token`.
+- **The outbox stopped draining after a NATS restart, NATS up** (decision 500): a
+  batch whose flush was waiting when the restart cut its connection failed at its
+  two-second timeout, after the link had reconnected, and its failure dropped the
+  new connection just as the publisher started its next batch on it; that one
+  failed the same way, and so on while turns wrote ("the outbox still holds 30 rows
+  with NATS up", about one reduced run in three on a busy machine). Each connection
+  has its own lost signal now, and a flush on a dropped connection fails at once.
+  `tests/service/outbox/test_outbox_nats_restart.py` reproduces it with a real
+  nats-server restarted behind the relay.
 
 Poison containment (decision 112): a crash is charged only
 to a turn that can be blamed for it, the only turn its process ran or the one on

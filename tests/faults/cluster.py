@@ -35,9 +35,10 @@ from tests.faults.storage import PostgresStorage, SqliteStorage, Storage
 from tests.support.agents import Agent
 from tests.support.nats import NatsServer
 from tests.support.postgres import PostgresCluster
-from tests.support.procs import ServiceProcess, spawn_child
+from tests.support.procs import ServiceProcess, spawn_child, start_listener, stop_listener
 from tests.support.relay import Relay
 from tests.support.security import bearer_interceptors, write_tokens
+from tests.support.webhook_receiver import service_flags
 
 REPO = Path(__file__).resolve().parents[2]
 AGENT = "faults"
@@ -276,7 +277,7 @@ class Cluster:
             namespace="default",
         )
         self.service_nats = service_user
-        self.nats = NatsServer(config_file=nats_config)
+        self.nats = NatsServer(config_file=nats_config, log_file=self.logs / "nats-server.log")
         self.relay: Relay | None = None
         self.backend = backend
         # SQLite: one service (one writer). PostgreSQL: `services` replicas.
@@ -327,32 +328,14 @@ class Cluster:
         return self.data_dir / "sessions.db"
 
     async def start_receiver(self) -> None:
-        self.receiver = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tests.support.receiver",
-            str(self.receiver_log),
-            cwd=REPO,
-            stdout=asyncio.subprocess.PIPE,
+        self.receiver, self.receiver_url = await start_listener(
+            "tests.support.receiver", str(self.receiver_log)
         )
-        assert self.receiver.stdout is not None
-        line = await self.receiver.stdout.readline()
-        assert line.startswith(b"listening "), f"the receiver said {line!r}"
-        self.receiver_url = f"http://127.0.0.1:{int(line.split()[1])}"
 
     async def start_hooks(self) -> None:
-        self.hooks = await asyncio.create_subprocess_exec(
-            sys.executable,
-            "-m",
-            "tests.support.webhook_receiver",
-            WEBHOOK_SECRET,
-            cwd=REPO,
-            stdout=asyncio.subprocess.PIPE,
+        self.hooks, self.hooks_url = await start_listener(
+            "tests.support.webhook_receiver", WEBHOOK_SECRET
         )
-        assert self.hooks.stdout is not None
-        line = await self.hooks.stdout.readline()
-        assert line.startswith(b"listening "), f"the webhook receiver said {line!r}"
-        self.hooks_url = f"http://127.0.0.1:{int(line.split()[1])}"
 
     def http_urls(self) -> list[str]:
         """The HTTP side of each service replica running, as its latest start said."""
@@ -402,14 +385,7 @@ class Cluster:
                     # The LangGraph API (crons), and webhooks to the loopback receiver.
                     "--http-port",
                     "0",
-                    "--webhook-secret-file",
-                    str(secret),
-                    "--webhook-allow",
-                    "127.0.0.1",
-                    "--webhook-retry-base",
-                    "0.2",
-                    "--webhook-timeout",
-                    "2",
+                    *service_flags(secret),
                     *(
                         ["--version-policy", f"{AGENT}={self.version_policy}"]
                         if self.version_policy
@@ -470,8 +446,14 @@ class Cluster:
 
     async def stop_nats(self, kill: bool) -> None:
         """Cut the service off NATS, make sure we received all it published, then
-        stop (or SIGKILL) the server."""
+        stop (or SIGKILL) the server. The cut catches a flush in flight: the relay
+        holds from the service's next PING (an outbox batch's or a notice's) and
+        cuts once it holds one, or after a second without. A flush waiting when its
+        connection was cut is what once stopped the outbox for good (decision 500)."""
         assert self.relay is not None and self.nc is not None
+        self.relay.hold(until=b"PING\r\n")
+        with contextlib.suppress(TimeoutError):
+            await asyncio.wait_for(self.relay.holding.wait(), 1.0)
         self.relay.shut()
         await self.mirror.routed(self.nc)
         if kill:
@@ -537,6 +519,4 @@ class Cluster:
         self.nats.stop()
         self._postgres_stack.close()
         for proc in (self.receiver, self.hooks):
-            if proc is not None and proc.returncode is None:
-                proc.kill()
-                await proc.wait()
+            await stop_listener(proc)

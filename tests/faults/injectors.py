@@ -197,7 +197,7 @@ class Injector:
     async def restart_nats(self, rng: random.Random) -> None:
         c = self.cluster
         kill = rng.random() < 0.5
-        self.mark(f"NATS: service cut off, then {'SIGKILL' if kill else 'stop'}")
+        self.mark(f"NATS: service held, cut off, then {'SIGKILL' if kill else 'stop'}")
         await c.stop_nats(kill=kill)
         self.mark("NATS down")
         await asyncio.sleep(rng.uniform(0.5, 2.0))  # how long it stays down

@@ -18,6 +18,28 @@ from tests.faults.campaign import CI, Campaign
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(360)]
 
 
+def nats_story(logs: Path, lines: int = 30) -> str:
+    """The last lines of the nats-server's own log (with -D: each connection made
+    and closed, and why) and of the service's NATS link: what a violation about NATS
+    (an outbox that stopped draining, messages the mirror never saw) needs first.
+    The whole logs stay in `logs`."""
+    parts = []
+    server = logs / "nats-server.log"
+    if server.exists():
+        tail = server.read_text(errors="replace").splitlines()[-lines:]
+        parts.append(f"-- the last {len(tail)} lines of {server}:\n" + "\n".join(tail))
+    for path in sorted(logs.glob("service*.log")):
+        link = [
+            line
+            for line in path.read_text(errors="replace").splitlines()
+            if "messaging.link" in line
+        ][-lines:]
+        parts.append(
+            f"-- the service's NATS link, last {len(link)} lines of {path}:\n" + "\n".join(link)
+        )
+    return "\n".join(parts)
+
+
 @pytest.mark.parametrize(
     ("backend", "shared_stream"),
     [
@@ -45,7 +67,8 @@ async def test_no_invariant_breaks_under_faults(
     plan = dataclasses.replace(CI, version_policy=policy)
     result = await Campaign(plan, seed, tmp_path, backend).run()
     assert not result.violations, (
-        f"seed {seed}: {len(result.violations)} violations\n{result.checks.summary()}"
+        f"seed {seed}: {len(result.violations)} violations\n{result.checks.summary()}\n"
+        f"{nats_story(tmp_path / 'logs')}"
     )
     c = result.counts
     # Every kind of fault was injected, and the turns really ran through them.

@@ -1,33 +1,39 @@
-"""Followers served from memory (engine/watch.py `_Tail`, decision 440): a wake
-whose news say what was committed (an append's events, a root checkpoint's
-boundary) costs no read of the journal, and the stream is still exactly the
-journal's: no event lost, none twice, in seq order, across stale and out-of-order
-news, a rewind, a resume and a commit that told no one.
+"""Followers served from memory (engine/watch.py `_Tail`, decisions 440 and 540): a
+wake whose news say what was committed (an append's events, a finish's or a park's
+events and state, a root checkpoint's boundary) costs no read of the journal, and
+the stream is still exactly the journal's: no event lost, none twice, in seq order,
+across stale, out-of-order and wrong news, a rewind, a resume and a commit that
+told no one. gRPC's WatchTurn (`follow`) is served the same way.
 
-The news are made as the engine makes them (engine/turns.py `append`,
-engine/checkpoints.py): the append's `Written`, notified after its commit."""
+The news are made as the engine makes them (engine/turns.py `append`, `finish`,
+`park`, engine/checkpoints.py): the append's `Written`, the finish's or park's
+`Closed`, notified after its commit."""
 
 from __future__ import annotations
 
 import asyncio
 import dataclasses
+import types
 from collections.abc import AsyncGenerator, Callable
 from typing import Any
 
 import pytest
-from turnkeeper_server.engine import watch
+from turnkeeper_server.engine import watch as watch_module
 from turnkeeper_server.engine.checkpoints import Checkpoints
+from turnkeeper_server.engine.turns import Turns
 from turnkeeper_server.engine.watch import (
     NEWS_HELD,
     OWNED,
+    Reset,
     Rewound,
     Settled,
     TurnNotifier,
+    follow,
     follow_live,
     follow_settled,
 )
 from turnkeeper_server.journal import checkpoints, transitions
-from turnkeeper_server.journal.transitions import Written
+from turnkeeper_server.journal.transitions import Closed, Written
 from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.records import EventRecord, Fence, NewEvent
 
@@ -35,7 +41,7 @@ from tests.journal.conftest import POLICY, REPLICA, Journal
 
 pytestmark = [pytest.mark.both_backends, pytest.mark.timeout(60)]
 
-Item = EventRecord | Rewound
+Item = EventRecord | Rewound | Reset
 
 
 class Reads:
@@ -78,13 +84,42 @@ class Writer:
         await self.journal.checkpoint("th1", checkpoint_id, Fence("t1", attempt))
         self.notifier.notify("t1", Settled(self.journal.boundary("t1")[1]))
 
-    async def finish(self, attempt: int) -> None:
-        await self.journal.write(
-            lambda tx: transitions.finish_turn(
-                tx, turn_id="t1", attempt=attempt, failed=False, error="", events=[], policy=POLICY
+    def batch(self, *types: str) -> list[NewEvent]:
+        last = self.journal.turn("t1").last_seq
+        return [(last + i, t, f'{{"n": {last + i}}}') for i, t in enumerate(types, 1)]
+
+    async def finish(self, attempt: int, *types: str, tell: bool = False) -> Closed:
+        """`tell`: the finish's news, as engine/turns.py gives it; else a wake that
+        says nothing (as a cancel's or another replica's)."""
+        batch = self.batch(*types)
+        closed = await self.journal.write(
+            lambda tx: transitions.finish_turn_closed(
+                tx,
+                turn_id="t1",
+                attempt=attempt,
+                failed=False,
+                error="",
+                events=batch,
+                policy=POLICY,
             )
         )
-        self.notifier.notify("t1")
+        self.notifier.notify("t1", closed if tell else None)
+        return closed
+
+    async def park(self, attempt: int, *types: str) -> Closed:
+        batch = self.batch(*types)
+        closed = await self.journal.write(
+            lambda tx: transitions.park_turn_closed(
+                tx,
+                turn_id="t1",
+                attempt=attempt,
+                interrupt_json="{}",
+                events=batch,
+                policy=POLICY,
+            )
+        )
+        self.notifier.notify("t1", closed)
+        return closed
 
     async def redrive(self) -> None:
         await self.journal.redrive("t1")
@@ -112,6 +147,23 @@ def settled(journal: Journal, notifier: TurnNotifier) -> AsyncGenerator[Item]:
             yield event
 
     return follow()
+
+
+def watch(journal: Journal, notifier: TurnNotifier, after_seq: int = 0) -> AsyncGenerator[Item]:
+    """gRPC WatchTurn's follower."""
+
+    async def follows() -> AsyncGenerator[Item]:
+        async for item in follow(journal.db, notifier, Metrics(), "t1", after_seq):
+            yield item
+
+    return follows()
+
+
+FOLLOWERS: dict[str, Callable[[Journal, TurnNotifier], AsyncGenerator[Item]]] = {
+    "live": live,
+    "settled": settled,
+    "watch": watch,
+}
 
 
 class Reader:
@@ -144,23 +196,25 @@ class Reader:
 
 def seen(items: list[Item]) -> list[tuple[int, int, str]]:
     return [
-        (i.seq, i.attempt, i.type) if isinstance(i, EventRecord) else (i.seq, -1, "REWOUND")
+        (i.seq, i.attempt, i.type)
+        if isinstance(i, EventRecord)
+        else (i.seq, -1, "REWOUND" if isinstance(i, Rewound) else "RESET")
         for i in items
     ]
 
 
-@pytest.mark.parametrize("way", ["live", "settled"])
+@pytest.mark.parametrize("way", ["live", "settled", "watch"])
 async def test_woken_by_news_the_follower_reads_nothing_and_misses_nothing(
     journal: Journal, way: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # No recheck comes in the test's time: every wake is a commit's.
-    monkeypatch.setattr(watch, "SETTLED_RECHECK_SECONDS", 600.0)
+    monkeypatch.setattr(watch_module, "SETTLED_RECHECK_SECONDS", 600.0)
     notifier = TurnNotifier()
     writer = Writer(journal, notifier)
     await journal.start("t1", "th1")
     reads = Reads(journal)
     await writer.append(0, "token")
-    reader = Reader((live if way == "live" else settled)(journal, notifier))
+    reader = Reader(FOLLOWERS[way](journal, notifier))
     if way == "settled":
         await writer.checkpoint("cp-0", 0)
     assert seen(await reader.take(1)) == [(1, 0, "token")]
@@ -182,8 +236,11 @@ async def test_woken_by_news_the_follower_reads_nothing_and_misses_nothing(
     assert got == expected
     # Every wake came with news of what was committed: not one read.
     assert reads.count == before
-    await writer.finish(0)
-    assert seen(await reader.rest()) == [(len(expected) + 1, 0, "turn.done")]
+    # The finish's news carry its last events and the end (decision 540).
+    await writer.finish(0, "token", tell=True)
+    n = len(expected)
+    assert seen(await reader.rest()) == [(n + 1, 0, "token"), (n + 2, 0, "turn.done")]
+    assert reads.count == before
 
 
 async def test_stale_and_out_of_order_news_give_each_event_once_in_order(
@@ -259,7 +316,7 @@ async def test_a_resume_from_a_position_served_from_memory(journal: Journal) -> 
 async def test_a_commit_that_told_no_one_is_read_at_the_recheck(
     journal: Journal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(watch, "SETTLED_RECHECK_SECONDS", 0.05)
+    monkeypatch.setattr(watch_module, "SETTLED_RECHECK_SECONDS", 0.05)
     notifier = TurnNotifier()
     writer = Writer(journal, notifier)
     await journal.start("t1", "th1")
@@ -307,7 +364,7 @@ async def test_only_a_root_checkpoint_tells_its_boundary(journal: Journal) -> No
 async def test_a_claim_wakes_the_follower_without_a_read(
     journal: Journal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    monkeypatch.setattr(watch, "SETTLED_RECHECK_SECONDS", 600.0)
+    monkeypatch.setattr(watch_module, "SETTLED_RECHECK_SECONDS", 600.0)
     notifier = TurnNotifier()
     writer = Writer(journal, notifier)
     await journal.start("t1", "th1")
@@ -333,3 +390,171 @@ async def test_a_claim_wakes_the_follower_without_a_read(
     assert reads.count == before
     await writer.finish(0)
     assert seen(await reader.rest()) == [(3, 0, "turn.done")]
+
+
+@pytest.mark.parametrize("way", ["live", "settled", "watch"])
+async def test_a_park_from_news_gives_its_events_without_a_read(
+    journal: Journal, way: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watch_module, "SETTLED_RECHECK_SECONDS", 600.0)
+    notifier = TurnNotifier()
+    writer = Writer(journal, notifier)
+    await journal.start("t1", "th1")
+    reads = Reads(journal)
+    reader = Reader(FOLLOWERS[way](journal, notifier))
+    await writer.append(0, "token")
+    await writer.checkpoint("cp-1", 0)
+    assert seen(await reader.take(1)) == [(1, 0, "token")]
+    before = reads.count
+    # The interrupt's step: held by the settled and live streams (no checkpoint
+    # after it) until the park settles every event.
+    await writer.park(0, "token", "step", "values")
+    parked = [(2, 0, "token"), (3, 0, "step"), (4, 0, "values")]
+    if way == "watch":
+        # WatchTurn goes on past a park (the turn is not over).
+        assert seen(await reader.take(3)) == parked
+        reader.task.cancel()
+    else:
+        # The LangGraph streams end at the interrupt.
+        assert seen(await reader.rest()) == parked
+    assert reads.count == before
+
+
+async def test_a_park_that_stores_no_event_is_read(journal: Journal) -> None:
+    notifier = TurnNotifier()
+    writer = Writer(journal, notifier)
+    await journal.start("t1", "th1")
+    reads = Reads(journal)
+    reader = Reader(live(journal, notifier))
+    await writer.append(0, "token", "step")
+    assert seen(await reader.take(1)) == [(1, 0, "token")]  # the step waits to settle
+    before = reads.count
+    # Its news bring no event past what the follower holds: nothing tells them
+    # from the news of a park it already read (and saw resumed), so it reads.
+    await writer.park(0)
+    assert seen(await reader.rest()) == [(2, 0, "step")]
+    assert reads.count == before + 1
+
+
+@pytest.mark.parametrize("way", ["live", "watch"])
+async def test_a_park_read_before_its_news_came_is_not_taken(journal: Journal, way: str) -> None:
+    notifier = TurnNotifier()
+    writer = Writer(journal, notifier)
+    await journal.start("t1", "th1")
+    reader = Reader(FOLLOWERS[way](journal, notifier))
+    await writer.append(0, "token")
+    assert seen(await reader.take(1)) == [(1, 0, "token")]
+    # Parked and resumed, both committed before the follower's next read, which
+    # shows the turn running again; the park's news come after that read.
+    quiet = Writer(journal, TurnNotifier())
+    late = await quiet.park(0, "token")
+    await journal.write(
+        lambda tx: transitions.resume_detached(tx, turn_id="t1", resume_json="{}", policy=POLICY)
+    )
+    notifier.notify("t1")
+    assert seen(await reader.take(1)) == [(2, 0, "token")]
+    # Taken, they would end the live stream at a park that is over: refused, read.
+    notifier.notify("t1", late)
+    await writer.append(0, "token")
+    await writer.finish(0, tell=True)
+    assert seen(await reader.rest()) == [(3, 0, "token"), (4, 0, "turn.done")]
+
+
+def broken(closed: Closed, how: str) -> Closed:
+    """A finish's news made wrong, as a faulty writer would tell them."""
+    if how == "gap":
+        return dataclasses.replace(closed, events=closed.events[1:])
+    if how == "short":
+        return dataclasses.replace(closed, events=closed.events[:-1])
+    assert how == "epoch"
+    return dataclasses.replace(closed, turn=dataclasses.replace(closed.turn, rewinds=7))
+
+
+# Each wrong kind once, each follower at least once (a database each is dear).
+@pytest.mark.parametrize(
+    ("how", "way"), [("gap", "live"), ("short", "settled"), ("epoch", "watch")]
+)
+async def test_wrong_news_of_a_finish_make_the_follower_read_the_journal(
+    journal: Journal, way: str, how: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    monkeypatch.setattr(watch_module, "SETTLED_RECHECK_SECONDS", 600.0)
+    notifier = TurnNotifier()
+    writer = Writer(journal, notifier)
+    await journal.start("t1", "th1")
+    reads = Reads(journal)
+    reader = Reader(FOLLOWERS[way](journal, notifier))
+    await writer.append(0, "token")
+    await writer.checkpoint("cp-1", 0)
+    assert seen(await reader.take(1)) == [(1, 0, "token")]
+    before = reads.count
+    # A finish whose news do not fit what the follower holds: were they believed,
+    # it would lose an event, end early or show one twice. It reads instead.
+    real = Writer(journal, TurnNotifier())
+    closed = await real.finish(0, "token", "values")
+    notifier.notify("t1", broken(closed, how))
+    assert seen(await reader.rest()) == [(2, 0, "token"), (3, 0, "values"), (4, 0, "turn.done")]
+    assert reads.count > before
+
+
+async def test_watch_turn_resets_on_a_rewind_and_reads_a_change_made_elsewhere(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    notifier = TurnNotifier()
+    writer = Writer(journal, notifier)
+    await journal.start("t1", "th1")
+    reads = Reads(journal)
+    reader = Reader(watch(journal, notifier))
+    await writer.append(0, "token", "step")
+    await writer.checkpoint("cp-1", 0)  # boundary 2
+    await writer.append(0, "token")
+    assert seen(await reader.take(3)) == [(1, 0, "token"), (2, 0, "step"), (3, 0, "token")]
+    await writer.redrive()  # seq 3 taken back: a Reset, then the kept events again
+    got = await reader.take(3)
+    assert isinstance(got[0], Reset) and got[0].attempt == 1
+    assert seen(got) == [(2, -1, "RESET"), (1, 0, "token"), (2, 0, "step")]
+    # A commit through another replica: its notification says only "changed".
+    before = reads.count
+    await writer.append(1, "token", tell=False)
+    notifier.changed("t1")
+    assert seen(await reader.take(1)) == [(3, 1, "token")]
+    assert reads.count > before
+    await writer.finish(1, tell=True)
+    assert seen(await reader.rest()) == [(4, 1, "turn.done")]
+
+
+async def test_the_engine_tells_a_finish_and_a_park_what_they_committed(
+    journal: Journal,
+) -> None:
+    notifier = TurnNotifier()
+    subscription = notifier.subscribe("t1")
+
+    async def dispatch(*_: object, **__: object) -> bool:
+        return False
+
+    stub: Any = types.SimpleNamespace(wake=lambda: None, dispatch=dispatch)
+    turns = Turns(journal.db, POLICY, notifier, stub, Metrics(), stub, stub)
+    await journal.start("t1", "th1")
+    parked = await turns.park(
+        turn_id="t1", attempt=0, interrupt_json="{}", events=[(1, "values", "{}")]
+    )
+    news, lost = subscription.take()
+    assert not lost and len(news) == 1 and isinstance(news[0], Closed)
+    assert news[0].turn.state == "PARKED" and news[0].turn.last_seq == parked.last_seq == 1
+    assert [(e.seq, e.type) for e in news[0].events] == [(1, "values")]
+    await turns.resume(turn_id="t1", resume_json="{}")
+    assert subscription.take() == ([], True)  # a resume: read the journal
+    await turns.finish(
+        turn_id="t1",
+        attempt=0,
+        failed=False,
+        error="",
+        # Seq 1 again (an idempotent resend, not stored again), then a new one.
+        events=[(1, "values", "{}"), (2, "token", "{}")],
+    )
+    news, lost = subscription.take()
+    assert not lost and len(news) == 1 and isinstance(news[0], Closed)
+    assert news[0].turn.state == "DONE" and news[0].turn.last_seq == 3
+    assert [(e.seq, e.type) for e in news[0].events] == [(2, "token"), (3, "turn.done")]
+    # Exactly as the journal holds them (what a read would have given).
+    stored = transitions.load_events(journal.db.read_conn(), "t1", 1, 10)
+    assert list(news[0].events) == stored

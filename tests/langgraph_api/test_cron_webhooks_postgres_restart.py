@@ -12,7 +12,6 @@ from __future__ import annotations
 
 import asyncio
 import re
-import sys
 import time
 from collections.abc import AsyncIterator
 from datetime import datetime
@@ -26,11 +25,11 @@ from turnkeeper_server.journal.crons import tick_run_id
 
 from tests.langgraph_api.conftest import GRAPHS
 from tests.langgraph_api.test_sdk_crons import ASSISTANT, EVERY_2S, question
-from tests.langgraph_api.test_webhooks import SECRET, Receiver
 from tests.support.langgraph_host import start_host
 from tests.support.nats import NatsServer
 from tests.support.postgres import PostgresCluster
 from tests.support.procs import ServiceProcess
+from tests.support.webhook_receiver import SECRET, Receiver, running, service_flags
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(400), pytest.mark.postgres_only]
 
@@ -41,21 +40,8 @@ PERIOD = 2.0
 @pytest.fixture
 async def hooks() -> AsyncIterator[Receiver]:
     """The receiver process: counts deliveries by key, applies each key once."""
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.support.webhook_receiver",
-        SECRET,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    assert proc.stdout is not None
-    line = (await proc.stdout.readline()).decode()
-    assert line.startswith("listening "), line
-    try:
-        yield Receiver(proc, int(line.split()[1]))
-    finally:
-        proc.kill()
-        await proc.wait()
+    async with running() as started:
+        yield started
 
 
 def _replica(data_dir: Path, database: str, nats_url: str, secret: Path) -> ServiceProcess:
@@ -63,18 +49,7 @@ def _replica(data_dir: Path, database: str, nats_url: str, secret: Path) -> Serv
         data_dir,
         database_url=database,
         nats_url=nats_url,
-        extra=[
-            "--http-port",
-            "0",
-            "--webhook-secret-file",
-            str(secret),
-            "--webhook-allow",
-            "127.0.0.1",
-            "--webhook-retry-base",
-            "0.2",
-            "--webhook-timeout",
-            "2",
-        ],
+        extra=["--http-port", "0", *service_flags(secret)],
     )
 
 

@@ -159,6 +159,10 @@ async def test_remote_graph_invokes_and_streams_a_hosted_graph(api_url: str, hos
     assert nodes == ["analyze", "plan", "generate"]
     # The thread it ran on holds the state it answered with.
     assert (await remote.aget_state(thread)).values == out
+    # The host froze what loading made out of the cyclic collector (decision 520):
+    # its graphs, LangChain's, LangGraph's and grpc's objects, far more than a few.
+    line = await host.wait_line(lambda text: "frozen out of the cyclic garbage" in text, 30)
+    assert int(line.split(" objects from startup")[0].rsplit(" ", 1)[-1]) > 10_000, line
 
 
 def test_a_truncated_values_event_sends_no_state() -> None:

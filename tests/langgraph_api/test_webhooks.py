@@ -9,10 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import itertools
-import json
 import re
-import sys
-import urllib.request
 from collections.abc import AsyncIterator
 from datetime import datetime
 from pathlib import Path
@@ -30,12 +27,12 @@ from tests.support.langgraph_host import start_host
 from tests.support.nats import NatsServer
 from tests.support.procs import ServiceProcess
 from tests.support.service import ServiceFactory
+from tests.support.webhook_receiver import SECRET, Receiver, running, service_flags
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180), pytest.mark.both_backends]
 
 _HTTP_URL = re.compile(r"console and HTTP API on (\S+)")
 GRAPHS = Path(__file__).resolve().parent / "graphs" / "langgraph.json"
-SECRET = "turnkeeper-test-webhook-secret-0123"
 ASSISTANT = "durable-execution"
 
 
@@ -43,41 +40,10 @@ def question(text: str) -> Any:
     return {"messages": [{"role": "user", "content": text, "id": "q-1"}]}
 
 
-class Receiver:
-    def __init__(self, proc: asyncio.subprocess.Process, port: int) -> None:
-        self.proc = proc
-        self.url = f"http://127.0.0.1:{port}"
-
-    async def get(self, path: str) -> dict[str, Any]:
-        def fetch() -> dict[str, Any]:
-            with urllib.request.urlopen(self.url + path) as answer:
-                found: dict[str, Any] = json.load(answer)
-                return found
-
-        return await asyncio.to_thread(fetch)
-
-    async def wait_applied(self, n: int) -> dict[str, Any]:
-        """Once n ids are applied (the receiver answers then: no polling here)."""
-        return await self.get(f"/wait?applied={n}")
-
-
 @pytest.fixture
 async def receiver() -> AsyncIterator[Receiver]:
-    proc = await asyncio.create_subprocess_exec(
-        sys.executable,
-        "-m",
-        "tests.support.webhook_receiver",
-        SECRET,
-        stdout=asyncio.subprocess.PIPE,
-    )
-    assert proc.stdout is not None
-    line = (await proc.stdout.readline()).decode()
-    assert line.startswith("listening "), line
-    try:
-        yield Receiver(proc, int(line.split()[1]))
-    finally:
-        proc.kill()
-        await proc.wait()
+    async with running() as started:
+        yield started
 
 
 @pytest.fixture
@@ -312,18 +278,7 @@ async def test_every_run_is_delivered_once_across_a_sigkill_of_the_service(
         tmp_path / "data",
         nats_url=nats_server.url,
         database_url=database_url,
-        extra=[
-            "--http-port",
-            "0",
-            "--webhook-secret-file",
-            str(secret_file),
-            "--webhook-allow",
-            "127.0.0.1",
-            "--webhook-retry-base",
-            "0.2",
-            "--webhook-timeout",
-            "2",
-        ],
+        extra=["--http-port", "0", *service_flags(secret_file)],
     )
     address = proc.start()
     http = proc.wait_line(_HTTP_URL).group(1).rstrip("/")

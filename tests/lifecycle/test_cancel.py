@@ -15,7 +15,16 @@ from turnkeeper.errors import TurnkeeperError
 from turnkeeper.v1 import checkpoints_pb2, turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.support.agents import Agents, Panel, all_events, result, rpc, until
+from tests.support.agents import (
+    Agents,
+    Panel,
+    all_events,
+    job_turn,
+    result,
+    rpc,
+    until,
+    until_event,
+)
 from tests.support.nats import Collector, NatsServer
 from tests.support.service import ServiceFactory
 from tests.support.turns import events
@@ -30,16 +39,6 @@ async def service(make_service: ServiceFactory, nats_server: NatsServer) -> Turn
     return await make_service(nats_url=nats_server.url, lease_seconds=30.0)
 
 
-def create(turn_id: str, thread_id: str, **extra: object) -> dict[str, object]:
-    return {
-        "input": {"job": turn_id, "results": []},
-        "turn_id": turn_id,
-        "thread_id": thread_id,
-        "background": True,
-        **extra,
-    }
-
-
 def cancelled_frames(seen: Collector, turn_id: str) -> list[dict[str, object]]:
     return [m for m in seen.on(f".turn.events.{turn_id}") if m["type"] == "turn.cancelled"]
 
@@ -49,7 +48,7 @@ async def test_cancel_a_running_turn_mid_step_stops_its_graph(
 ) -> None:
     nc, seen = bus
     agent = await agents.start(slow_step=2)
-    await result(nc, "responses/create", create("t-run", "th-run"))
+    await result(nc, "responses/create", job_turn("t-run", "th-run"))
     panel = Panel()
     panel.start(client, "t-run")
     # step2 streams its reply, then waits (for SIGUSR1): the turn is mid-step.
@@ -108,7 +107,7 @@ async def test_cancel_a_running_turn_mid_step_stops_its_graph(
     assert fenced_put.value.code == grpc.StatusCode.ABORTED
 
     # The thread is free at once; the new turn runs to the end (step2 no longer waits).
-    await result(nc, "responses/create", create("t-next", "th-run"))
+    await result(nc, "responses/create", job_turn("t-next", "th-run"))
     follow = Panel()
     follow.start(client, "t-next")
     assert (await follow.ended())[-1][1] == "turn.done"
@@ -130,8 +129,8 @@ async def test_cancel_a_parked_turn(
 ) -> None:
     nc, seen = bus
     await agents.start(graph="approval")
-    await result(nc, "responses/create", create("t-park", "th-park"))
-    await until(seen, lambda: any(m["type"] == "interrupt" for m in seen.on(".turn.events.t-park")))
+    await result(nc, "responses/create", job_turn("t-park", "th-park"))
+    await until_event(seen, "t-park", "interrupt")
     panel = Panel()
     panel.start(client, "t-park")
 
@@ -149,10 +148,8 @@ async def test_cancel_a_parked_turn(
         checkpoints_pb2.GetCheckpointRequest(thread_id="th-park")
     )
     assert checkpoint.HasField("checkpoint")
-    await result(nc, "responses/create", create("t-park2", "th-park"))
-    await until(
-        seen, lambda: any(m["type"] == "interrupt" for m in seen.on(".turn.events.t-park2"))
-    )
+    await result(nc, "responses/create", job_turn("t-park2", "th-park"))
+    await until_event(seen, "t-park2", "interrupt")
 
 
 async def test_cancel_of_a_finished_turn_is_failed_precondition(
@@ -160,7 +157,7 @@ async def test_cancel_of_a_finished_turn_is_failed_precondition(
 ) -> None:
     nc, _ = bus
     await agents.start()
-    await result(nc, "responses/create", create("t-done", "th-done"))
+    await result(nc, "responses/create", job_turn("t-done", "th-done"))
     panel = Panel()
     panel.start(client, "t-done")
     assert (await panel.ended())[-1][1] == "turn.done"
@@ -172,7 +169,7 @@ async def test_cancel_of_a_finished_turn_is_failed_precondition(
     over_nats = await rpc(nc, "responses/cancel", {"turn_id": "t-done"})
     assert over_nats["error"]["data"]["code"] == "FAILED_PRECONDITION"
     # A second cancel of a cancelled turn is refused the same way.
-    await result(nc, "responses/create", create("t-twice", "th-done"))
+    await result(nc, "responses/create", job_turn("t-twice", "th-done"))
     await client.cancel_turn(turns_pb2.CancelTurnRequest(turn_id="t-twice"))
     with pytest.raises(TurnkeeperError) as twice:
         await client.cancel_turn(turns_pb2.CancelTurnRequest(turn_id="t-twice"))
@@ -188,7 +185,7 @@ async def test_a_forged_stop_notice_stops_nothing(
     (forged by whoever could publish there) is ignored and the turn goes on."""
     nc, seen = bus
     agent = await agents.start(slow_step=2)
-    await result(nc, "responses/create", create("t-forged", "th-forged"))
+    await result(nc, "responses/create", job_turn("t-forged", "th-forged"))
     panel = Panel()
     panel.start(client, "t-forged")
     await until(

@@ -13,7 +13,7 @@ from nats.aio.client import Client
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
 
-from tests.support.agents import Agent, Agents, Panel, result, until
+from tests.support.agents import Agent, Agents, Panel, job_turn, result, until
 from tests.support.nats import Collector
 
 # The timeout is for a hang. The test starts an agent process seven times (a cold
@@ -32,16 +32,7 @@ HEALTHY = ("h1", "h2", "h3")
 
 
 async def create(nc: Client, job: str) -> None:
-    await result(
-        nc,
-        "responses/create",
-        {
-            "input": {"job": job, "results": []},
-            "turn_id": job,
-            "thread_id": f"th-{job}",
-            "background": True,
-        },
-    )
+    await result(nc, "responses/create", job_turn(job))
 
 
 def in_gate(seen: Collector, job: str) -> bool:

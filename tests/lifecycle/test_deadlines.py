@@ -15,7 +15,7 @@ from turnkeeper.operator._cli import main
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.support.agents import Agents, Panel, all_events, result, until
+from tests.support.agents import Agents, Panel, all_events, job_turn, result, until, until_event
 from tests.support.nats import Collector, NatsServer
 from tests.support.service import ServiceFactory
 from tests.support.turns import value
@@ -44,17 +44,7 @@ async def test_max_run_time_fails_a_turn_that_runs_too_long(
 ) -> None:
     nc, seen = bus
     agent = await agents.start(slow_step=2)
-    await result(
-        nc,
-        "responses/create",
-        {
-            "input": {"job": "t-slow", "results": []},
-            "turn_id": "t-slow",
-            "thread_id": "th-slow",
-            "background": True,
-            "max_run_time": 1.0,
-        },
-    )
+    await result(nc, "responses/create", job_turn("t-slow", "th-slow", max_run_time=1.0))
     panel = Panel()
     panel.start(client, "t-slow")
     shown = await panel.ended()
@@ -90,17 +80,8 @@ async def test_park_expiry_fails_a_turn_nobody_resumed(
 ) -> None:
     nc, seen = bus
     await agents.start(graph="approval")
-    await result(
-        nc,
-        "responses/create",
-        {
-            "input": {"job": "t-wait", "results": []},
-            "turn_id": "t-wait",
-            "thread_id": "th-wait",
-            "background": True,
-        },
-    )
-    await until(seen, lambda: any(m["type"] == "interrupt" for m in seen.on(".turn.events.t-wait")))
+    await result(nc, "responses/create", job_turn("t-wait", "th-wait"))
+    await until_event(seen, "t-wait", "interrupt")
     parked = (await client.get_turn(turns_pb2.GetTurnRequest(turn_id="t-wait"))).turn
     assert parked.state == turns_pb2.TURN_STATE_PARKED
     assert parked.HasField("park_deadline") and not parked.HasField("run_deadline")
@@ -129,17 +110,8 @@ async def test_a_resume_restarts_the_run_clock_and_clears_the_park_deadline(
 ) -> None:
     nc, seen = bus
     await agents.start(graph="approval")
-    await result(
-        nc,
-        "responses/create",
-        {
-            "input": {"job": "t-ok", "results": []},
-            "turn_id": "t-ok",
-            "thread_id": "th-ok",
-            "background": True,
-        },
-    )
-    await until(seen, lambda: any(m["type"] == "interrupt" for m in seen.on(".turn.events.t-ok")))
+    await result(nc, "responses/create", job_turn("t-ok", "th-ok"))
+    await until_event(seen, "t-ok", "interrupt")
     resumed = await client.resume_detached(
         turns_pb2.ResumeDetachedRequest(turn_id="t-ok", resume=value({"approved": True}))
     )

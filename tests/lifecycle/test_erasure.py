@@ -22,7 +22,7 @@ from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.support.agents import Agents, result, until
+from tests.support.agents import Agents, job_turn, result, until
 from tests.support.nats import Collector
 from tests.support.rows import store_text, thread_rows
 from tests.support.service import ServiceFactory
@@ -203,16 +203,7 @@ async def test_erasing_a_thread_whose_turn_runs_stops_the_agent(
 ) -> None:
     nc, seen = bus
     agent = await agents.start(slow_step=2)
-    await result(
-        nc,
-        "responses/create",
-        {
-            "input": {"job": SECRET, "results": []},
-            "turn_id": "t-run",
-            "thread_id": "th-run",
-            "background": True,
-        },
-    )
+    await result(nc, "responses/create", job_turn("t-run", "th-run", job=SECRET))
     await until(
         seen,
         lambda: any(

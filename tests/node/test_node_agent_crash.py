@@ -8,28 +8,21 @@ re-drives the turn from the checkpoint after `plan` with a new incarnation.
 
 from __future__ import annotations
 
-from pathlib import Path
 from typing import Any
 
 import pytest
+from nats.aio.client import Client
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.panel.follower import Event, Reset
 from turnkeeper.v1 import turns_pb2
-from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import result, until
-from tests.support.nats import NatsServer, subscribe
-from tests.support.node import Watcher, hold_turn, spawn_agent
+from tests.support.nats import Collector, NatsServer
+from tests.support.node import NodeAgents, Watcher, hold_turn
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 AGENT = "js-steps"
-
-
-@pytest.fixture
-def node_package(built_node_package: Path) -> Path:
-    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
-    return built_node_package
 
 
 def seen_by_a_reader(events: list[Event]) -> list[tuple[int, str, Any]]:
@@ -37,32 +30,12 @@ def seen_by_a_reader(events: list[Event]) -> list[tuple[int, str, Any]]:
 
 
 async def test_a_js_agent_sigkilled_mid_turn_and_restarted_finishes_with_the_uninterrupted_transcript(
-    node_package: Path,
-    service: TurnkeeperServer,
-    nats_server: NatsServer,
-    client: AsyncTurnkeeperClient,
-    tmp_path: Path,
+    js_agents: NodeAgents, bus: tuple[Client, Collector], client: AsyncTurnkeeperClient
 ) -> None:
-    side_log = tmp_path / "side.log"
-    nc, seen = await subscribe(nats_server.url, "vystak.turn.>")
-
-    async def spawn() -> Any:
-        return await spawn_agent(
-            node_package,
-            service=service.address,
-            nats_url=nats_server.url,
-            agent=AGENT,
-            replica="js-replica-1",
-            side_log=side_log,
-            hold_work=True,
-        )
-
-    first = await spawn()
-    second = None
+    nc, seen = bus
+    first = await js_agents.start("js-replica-1", hold_work=True)
     watchers: list[Watcher] = []
     try:
-        await first.ready()
-
         # The transcript of an uninterrupted run of the same graph and input.
         created = await result(
             nc,
@@ -91,8 +64,7 @@ async def test_a_js_agent_sigkilled_mid_turn_and_restarted_finishes_with_the_uni
         watchers.append(watcher)
         await first.kill()
 
-        second = await spawn()
-        await second.ready()
+        await js_agents.start("js-replica-1", hold_work=True)
         transcript = await watcher.finished()
 
         # Exactly the transcript of the uninterrupted run, after one reset.
@@ -101,7 +73,7 @@ async def test_a_js_agent_sigkilled_mid_turn_and_restarted_finishes_with_the_uni
         assert {e.attempt for e in transcript.events if e.seq > 2} == {1}
 
         # The completed step (plan) did not run again; the one that was running did.
-        runs = [line.split() for line in side_log.read_text().splitlines()]
+        runs = [line.split() for line in js_agents.side_log.read_text().splitlines()]
         assert [r for r in runs if len(r) == 3 and r[1] == "hold-js"] == [
             ["plan", "hold-js", "0"],
             ["work", "hold-js", "0"],
@@ -120,33 +92,15 @@ async def test_a_js_agent_sigkilled_mid_turn_and_restarted_finishes_with_the_uni
     finally:
         for w in watchers:
             await w.close()
-        for agent in (first, second):
-            if agent is not None:
-                await agent.close()
-        await nc.close()
 
 
 async def test_a_js_execution_whose_attempt_was_redriven_away_stops_and_writes_nothing_more(
-    node_package: Path,
-    service: TurnkeeperServer,
-    nats_server: NatsServer,
-    client: AsyncTurnkeeperClient,
-    tmp_path: Path,
+    js_agents: NodeAgents, bus: tuple[Client, Collector], client: AsyncTurnkeeperClient
 ) -> None:
-    side_log = tmp_path / "side.log"
-    nc, _seen = await subscribe(nats_server.url, "vystak.turn.>")
-    agent = await spawn_agent(
-        node_package,
-        service=service.address,
-        nats_url=nats_server.url,
-        agent=AGENT,
-        replica="js-replica-zombie",
-        side_log=side_log,
-        hold_work=True,
-    )
+    nc, _seen = bus
+    agent = await js_agents.start("js-replica-zombie", hold_work=True)
     watcher: Watcher | None = None
     try:
-        await agent.ready()
         watcher = await hold_turn(nc, client, "hold-zombie", agent=AGENT)
 
         # Another incarnation of the replica (the same code, so the same graph
@@ -187,7 +141,7 @@ async def test_a_js_execution_whose_attempt_was_redriven_away_stops_and_writes_n
         ]
         assert [e.type for e in transcript.events] == ["token", "step", "turn.done"]
         assert agent.proc.returncode is None, "the agent process itself goes on"
-        runs = side_log.read_text().splitlines()
+        runs = js_agents.side_log.read_text().splitlines()
         assert [r for r in runs if "hold-zombie" in r] == [
             "plan hold-zombie 0",
             "work hold-zombie 0",
@@ -196,41 +150,23 @@ async def test_a_js_execution_whose_attempt_was_redriven_away_stops_and_writes_n
     finally:
         if watcher is not None:
             await watcher.close()
-        await agent.close()
-        await nc.close()
 
 
 async def test_a_js_agent_restarted_while_nats_is_away_waits_for_it_then_finishes_its_orphan(
-    node_package: Path,
-    service: TurnkeeperServer,
+    js_agents: NodeAgents,
+    bus: tuple[Client, Collector],
     nats_server: NatsServer,
     client: AsyncTurnkeeperClient,
-    tmp_path: Path,
 ) -> None:
-    side_log = tmp_path / "side.log"
-    nc, _seen = await subscribe(nats_server.url, "vystak.turn.>")
-
-    async def spawn(nats_url: str) -> Any:
-        return await spawn_agent(
-            node_package,
-            service=service.address,
-            nats_url=nats_url,
-            agent=AGENT,
-            replica="js-replica-no-nats",
-            side_log=side_log,
-            hold_work=True,
-        )
-
-    first = await spawn(nats_server.url)
-    second = None
+    nc, _seen = bus
+    first = await js_agents.start("js-replica-no-nats", hold_work=True)
     watcher: Watcher | None = None
     try:
-        await first.ready()
         watcher = await hold_turn(nc, client, "hold-no-nats", agent=AGENT)
         await first.kill()
 
         nats_server.stop()
-        second = await spawn(nats_server.url)
+        second = await js_agents.spawn("js-replica-no-nats", hold_work=True)
         # Not ready without NATS: the startup re-drive waits for /healthz 200
         # (decision 193), and nothing runs the turn meanwhile.
         waiting = await second.wait_line(
@@ -246,7 +182,3 @@ async def test_a_js_agent_restarted_while_nats_is_away_waits_for_it_then_finishe
     finally:
         if watcher is not None:
             await watcher.close()
-        for agent in (first, second):
-            if agent is not None:
-                await agent.close()
-        await nc.close()

@@ -30,7 +30,7 @@ from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Agent
 from tests.support.nats import NatsServer
-from tests.support.node import spawn_agent
+from tests.support.node import node_agents
 from tests.support.security import write_tokens
 from tests.support.service import ServiceFactory
 
@@ -39,12 +39,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 AGENT = "js-approval"
 # The audit log's name of the runner's token ("agent", role agent:js-approval).
 RUNNER = f"agent (agent:{AGENT})"
-
-
-@pytest.fixture
-def node_package(built_node_package: Path) -> Path:
-    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
-    return built_node_package
 
 
 @pytest.fixture
@@ -154,23 +148,17 @@ async def runner(
     tokens: dict[str, str],
     tmp_path: Path,
 ) -> AsyncIterator[Runner]:
-    agent = await spawn_agent(
-        node_package,
-        service=secured.address,
-        nats_url=nats_server.url,
-        agent=AGENT,
-        replica="r1",
-        side_log=tmp_path / "side.log",
-        graph="approval",
-        extra_env={"TURNKEEPER_TOKEN": tokens["agent"]},
-    )
-    nc = await nats.connect(nats_server.url)
-    try:
-        await agent.ready()
-        yield Runner(agent, nc, Callers(nc, secured.address))
-    finally:
-        await nc.close()
-        await agent.close()
+    async with node_agents(
+        node_package, secured.address, nats_server.url, tmp_path / "side.log", AGENT
+    ) as js:
+        agent = await js.start(
+            "r1", graph="approval", extra_env={"TURNKEEPER_TOKEN": tokens["agent"]}
+        )
+        nc = await nats.connect(nats_server.url)
+        try:
+            yield Runner(agent, nc, Callers(nc, secured.address))
+        finally:
+            await nc.close()
 
 
 async def test_the_typescript_runner_applies_the_role_matrix(

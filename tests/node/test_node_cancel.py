@@ -5,17 +5,15 @@ the graph's AbortSignal, and nothing written after."""
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
+from nats.aio.client import Client
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
-from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import result
 from tests.support.contract_panel import ContractPanel
-from tests.support.nats import NatsServer, subscribe
-from tests.support.node import Watcher, hold_turn, spawn_agent
+from tests.support.nats import Collector
+from tests.support.node import NodeAgents, Watcher, hold_turn
 from tests.support.turns import value
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -23,33 +21,13 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 AGENT = "js-cancel"
 
 
-@pytest.fixture
-def node_package(built_node_package: Path) -> Path:
-    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
-    return built_node_package
-
-
 async def test_a_cancelled_js_turn_stops_its_graph_mid_node(
-    node_package: Path,
-    service: TurnkeeperServer,
-    nats_server: NatsServer,
-    client: AsyncTurnkeeperClient,
-    tmp_path: Path,
+    js_agents: NodeAgents, bus: tuple[Client, Collector], client: AsyncTurnkeeperClient
 ) -> None:
-    side_log = tmp_path / "side.log"
-    nc, _seen = await subscribe(nats_server.url, "vystak.turn.>")
-    agent = await spawn_agent(
-        node_package,
-        service=service.address,
-        nats_url=nats_server.url,
-        agent=AGENT,
-        replica="js-replica-cancel",
-        side_log=side_log,
-        hold_work=True,
-    )
+    nc, _seen = bus
+    agent = await js_agents.start("js-replica-cancel", hold_work=True)
     watcher: Watcher | None = None
     try:
-        await agent.ready()
         watcher = await hold_turn(nc, client, "hold-cancel", agent=AGENT)
 
         answer = await result(
@@ -72,36 +50,21 @@ async def test_a_cancelled_js_turn_stops_its_graph_mid_node(
         assert [e.type for e in events].count("turn.cancelled") == 1
         assert events[-1].type == "turn.cancelled"
         assert agent.proc.returncode is None, "the agent process itself goes on"
-        runs = [r for r in side_log.read_text().splitlines() if "hold-cancel" in r]
+        runs = [r for r in js_agents.side_log.read_text().splitlines() if "hold-cancel" in r]
         assert runs == ["plan hold-cancel 0", "work hold-cancel 0", "holding hold-cancel"]
     finally:
         if watcher is not None:
             await watcher.close()
-        await agent.close()
-        await nc.close()
 
 
 async def test_a_queued_js_turn_keeps_a_five_word_panel_waiting_and_cancelled_concludes_it(
-    node_package: Path,
-    service: TurnkeeperServer,
-    nats_server: NatsServer,
-    client: AsyncTurnkeeperClient,
-    tmp_path: Path,
+    js_agents: NodeAgents, bus: tuple[Client, Collector], client: AsyncTurnkeeperClient
 ) -> None:
-    nc, _seen = await subscribe(nats_server.url, "vystak.turn.>")
-    agent = await spawn_agent(
-        node_package,
-        service=service.address,
-        nats_url=nats_server.url,
-        agent=AGENT,
-        replica="js-replica-words",
-        side_log=tmp_path / "side.log",
-        hold_work=True,
-    )
+    nc, _seen = bus
+    await js_agents.start("js-replica-words", hold_work=True)
     watcher: Watcher | None = None
     panel: ContractPanel | None = None
     try:
-        await agent.ready()
         watcher = await hold_turn(nc, client, "hold-first", agent=AGENT, thread_id="th-js-q")
         # A turn queued behind it on the thread (StartTurn's enqueue, as a client asks).
         queued = await client.start_turn(
@@ -130,5 +93,3 @@ async def test_a_queued_js_turn_keeps_a_five_word_panel_waiting_and_cancelled_co
             await panel.close()
         if watcher is not None:
             await watcher.close()
-        await agent.close()
-        await nc.close()

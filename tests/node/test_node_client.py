@@ -15,7 +15,7 @@ import asyncio
 import json
 import os
 import uuid
-from collections.abc import AsyncIterator, Sequence
+from collections.abc import AsyncIterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -27,7 +27,7 @@ from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer, create_server
 from turnkeeper_server.config import Settings
 
-from tests.support.node import NO_PROXY_ENV, NODE, NPM
+from tests.support.node import NO_PROXY_ENV, NODE, NPM, run_command
 
 if TYPE_CHECKING:
     # Only in the .pyi: what TurnServiceStub(channel) is for a grpc.aio channel.
@@ -37,12 +37,6 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 AGENT = "python-executor"
 FOLLOW = "dist/cli/follow.js"
-
-
-@pytest.fixture
-def node_client(built_node_package: Path) -> Path:
-    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
-    return built_node_package
 
 
 @pytest.fixture
@@ -124,30 +118,6 @@ class Executor:
         self.seq = redriven.rewind_seq
 
 
-async def run_node(
-    package: Path,
-    args: Sequence[str],
-    *,
-    env: dict[str, str] | None = None,
-    wait_seconds: float = 120,
-) -> tuple[int, str, str]:
-    process = await asyncio.create_subprocess_exec(
-        *args,
-        cwd=package,
-        env={**os.environ, **NO_PROXY_ENV, **(env or {})},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        stdout, stderr = await asyncio.wait_for(process.communicate(), wait_seconds)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise
-    assert process.returncode is not None
-    return process.returncode, stdout.decode(), stderr.decode()
-
-
 def brief(frames: list[dict[str, Any]]) -> list[str]:
     out = []
     for frame in frames:
@@ -161,16 +131,16 @@ def brief(frames: list[dict[str, Any]]) -> list[str]:
 
 
 async def test_npm_test_runs_langgraph_js_checkpointer_suite_against_the_real_service(
-    node_client: Path, node_service: TurnkeeperServer, tmp_path: Path
+    node_package: Path, node_service: TurnkeeperServer, tmp_path: Path
 ) -> None:
     report = tmp_path / "vitest.json"
     assert NPM is not None
-    code, stdout, stderr = await run_node(
-        node_client,
+    code, stdout, stderr = await run_command(
         # JSON whatever vitest's default reporter is, so the counts below can be read.
         [NPM, "test", "--", "--reporter=json", f"--outputFile={report}"],
+        node_package,
         env={"TURNKEEPER_ADDRESS": f"127.0.0.1:{node_service.port}"},
-        wait_seconds=280,
+        timeout=280,
     )
 
     assert code == 0, f"npm test failed:\n{stdout}\n{stderr}"
@@ -190,7 +160,7 @@ async def test_npm_test_runs_langgraph_js_checkpointer_suite_against_the_real_se
 
 
 async def test_follow_js_prints_a_finished_turn_as_json_lines(
-    node_client: Path, node_service: TurnkeeperServer, executor_stub: TurnServiceAsyncStub
+    node_package: Path, node_service: TurnkeeperServer, executor_stub: TurnServiceAsyncStub
 ) -> None:
     executor = Executor(executor_stub, "finished")
     await executor.start("look something up")
@@ -202,9 +172,10 @@ async def test_follow_js_prints_a_finished_turn_as_json_lines(
     await executor.finish()
 
     assert NODE is not None
-    code, stdout, stderr = await run_node(
-        node_client,
+    code, stdout, stderr = await run_command(
         [NODE, FOLLOW, "--address", f"127.0.0.1:{node_service.port}", executor.turn_id],
+        node_package,
+        timeout=120,
     )
 
     assert code == 0, stderr
@@ -229,7 +200,7 @@ async def test_follow_js_prints_a_finished_turn_as_json_lines(
 
 
 async def test_follow_js_follows_a_live_turn_through_a_redrive(
-    node_client: Path, node_service: TurnkeeperServer, executor_stub: TurnServiceAsyncStub
+    node_package: Path, node_service: TurnkeeperServer, executor_stub: TurnServiceAsyncStub
 ) -> None:
     executor = Executor(executor_stub, "live")
     await executor.start("book a table")
@@ -242,7 +213,7 @@ async def test_follow_js_follows_a_live_turn_through_a_redrive(
         "--address",
         f"127.0.0.1:{node_service.port}",
         executor.turn_id,
-        cwd=node_client,
+        cwd=node_package,
         env={**os.environ, **NO_PROXY_ENV},
         stdout=asyncio.subprocess.PIPE,
         stderr=asyncio.subprocess.PIPE,

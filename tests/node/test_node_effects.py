@@ -26,11 +26,10 @@ import nats
 import pytest
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2 as pb
-from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Agent, result
 from tests.support.nats import NatsServer
-from tests.support.node import Watcher, spawn_agent
+from tests.support.node import NodeAgents, Watcher
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_backends, pytest.mark.timeout(600)]
 
@@ -39,39 +38,22 @@ Spawn = Callable[[str], Awaitable[Agent]]
 
 
 @pytest.fixture
-def node_package(built_node_package: Path) -> Path:
-    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
-    return built_node_package
+def side_log(js_agents: NodeAgents) -> Path:
+    return js_agents.side_log
 
 
 @pytest.fixture
-def side_log(tmp_path: Path) -> Path:
-    return tmp_path / "side.log"
-
-
-@pytest.fixture
-async def spawn(
-    node_package: Path, service: TurnkeeperServer, nats_server: NatsServer, side_log: Path
-) -> AsyncIterator[Spawn]:
-    started: list[Agent] = []
+async def spawn(js_agents: NodeAgents) -> AsyncIterator[Spawn]:
+    """The replica, with charge's uncertain calls resolved by `policy`; SIGKILLed at
+    the end (no graceful stop to wait for)."""
 
     async def start(policy: str) -> Agent:
-        agent = await spawn_agent(
-            node_package,
-            service=service.address,
-            nats_url=nats_server.url,
-            agent=AGENT,
-            replica="js-fx-1",
-            side_log=side_log,
-            graph="effects",
-            extra_env={"EFFECT_POLICY": policy},
+        return await js_agents.start(
+            "js-fx-1", graph="effects", extra_env={"EFFECT_POLICY": policy}
         )
-        started.append(agent)
-        await agent.ready()
-        return agent
 
     yield start
-    for agent in started:
+    for agent in js_agents.spawned:
         await agent.kill()
 
 

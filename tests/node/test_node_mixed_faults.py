@@ -26,13 +26,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+from nats.aio.client import Client
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Agent, result, until
-from tests.support.nats import Collector, NatsServer, subscribe
-from tests.support.node import Watcher, spawn_agent
+from tests.support.nats import Collector, NatsServer
+from tests.support.node import NodeAgents, Watcher
 from tests.support.service import ServiceFactory
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
@@ -50,12 +51,6 @@ async def service(make_service: ServiceFactory, nats_server: NatsServer) -> Turn
     default cap of 3 would be the cap working, not a violation. This run checks
     that every turn survives and is seen once, so no kill plan may reach the cap."""
     return await make_service(nats_url=nats_server.url, max_redrives=RANDOM_KILLS + 2)
-
-
-@pytest.fixture
-def node_package(built_node_package: Path) -> Path:
-    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
-    return built_node_package
 
 
 class Replica:
@@ -117,7 +112,8 @@ def check_turn(
 
 
 async def test_js_and_python_agents_side_by_side_under_random_kills(
-    node_package: Path,
+    js_agents: NodeAgents,
+    bus: tuple[Client, Collector],
     service: TurnkeeperServer,
     nats_server: NatsServer,
     client: AsyncTurnkeeperClient,
@@ -127,15 +123,12 @@ async def test_js_and_python_agents_side_by_side_under_random_kills(
     seed = int(env_seed) if env_seed else random.SystemRandom().randrange(2**32)
     print(f"mixed fault run seed {seed}")
     rng = random.Random(seed)
-    nc, seen = await subscribe(nats_server.url, "vystak.turn.>")
+    nc, seen = bus
 
     async def spawn_js() -> Agent:
-        return await spawn_agent(
-            node_package,
-            service=service.address,
-            nats_url=nats_server.url,
+        return await js_agents.spawn(
+            "js-mixed-1",
             agent=JS_AGENT,
-            replica="js-mixed-1",
             side_log=tmp_path / "js-side.log",
             step_ms=300,
             graph="effects",
@@ -206,7 +199,6 @@ async def test_js_and_python_agents_side_by_side_under_random_kills(
             await w.close()
         await js.close()
         await py.close()
-        await nc.close()
 
 
 def check_effects(

@@ -12,55 +12,41 @@ import signal
 from pathlib import Path
 
 import pytest
+from nats.aio.client import Client
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.web.langgraph import shapes
 
-from tests.bridge.test_bridge_admission import announced
 from tests.bridge.test_bridge_liveness import Renewals
 from tests.support.agents import result
-from tests.support.nats import NatsServer, subscribe
-from tests.support.node import Watcher, hold_turn, spawn_agent
-from tests.support.service import ServiceFactory
+from tests.support.nats import Collector, NatsServer
+from tests.support.node import NodeAgents, Watcher, hold_turn
+from tests.support.service import ServiceFactory, announced
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
 AGENT = "js-live"
 
 
-@pytest.fixture
-def node_package(built_node_package: Path) -> Path:
-    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
-    return built_node_package
-
-
 async def test_a_lapsed_lease_of_a_live_js_agent_is_renewed_not_redriven(
     node_package: Path,
     make_service: ServiceFactory,
     nats_server: NatsServer,
+    bus: tuple[Client, Collector],
     tmp_path: Path,
 ) -> None:
     # Leases of half a second, reaped every tenth: many lapse while the turn holds.
     service = await make_service(nats_url=nats_server.url, lease_seconds=0.5, reap_interval=0.1)
     renewals = Renewals(asyncio.get_running_loop())
     logging.getLogger("turnkeeper_server.engine").addHandler(renewals)
-    nc, _seen = await subscribe(nats_server.url, "vystak.turn.>")
+    nc, _seen = bus
     client = AsyncTurnkeeperClient(ConnectionOptions(target=service.address))
-    # Its heartbeats never reach the service (a starved machine at its worst).
-    agent = await spawn_agent(
-        node_package,
-        service=service.address,
-        nats_url=nats_server.url,
-        agent=AGENT,
-        replica="js-live-1",
-        side_log=tmp_path / "side.log",
-        hold_work=True,
-        extra_env={"STARVE_HEARTBEATS": "1"},
-    )
+    js = NodeAgents(node_package, service.address, nats_server.url, tmp_path / "side.log", AGENT)
     watcher: Watcher | None = None
     try:
-        await agent.ready()
+        # Its heartbeats never reach the service (a starved machine at its worst).
+        agent = await js.start("js-live-1", hold_work=True, extra_env={"STARVE_HEARTBEATS": "1"})
         watcher = await hold_turn(nc, client, "hold-live", agent=AGENT)
         # Several leases lapse without a heartbeat; each time the runner answers.
         await renewals.reached(3)
@@ -69,7 +55,7 @@ async def test_a_lapsed_lease_of_a_live_js_agent_is_renewed_not_redriven(
         assert transcript.resets == 0
         done = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id="hold-live"))
         assert (done.state, done.attempts) == (turns_pb2.TURN_STATE_DONE, 0), done
-        runs = (tmp_path / "side.log").read_text().splitlines()
+        runs = js.side_log.read_text().splitlines()
         assert runs == [
             "plan hold-live 0",
             "work hold-live 0",
@@ -80,34 +66,24 @@ async def test_a_lapsed_lease_of_a_live_js_agent_is_renewed_not_redriven(
         logging.getLogger("turnkeeper_server.engine").removeHandler(renewals)
         if watcher is not None:
             await watcher.close()
-        await agent.close()
+        await js.close()
         await client.close()
-        await nc.close()
 
 
 async def test_a_js_turn_past_the_limit_waits_visibly_and_runs_when_a_slot_frees(
-    node_package: Path,
+    js_agents: NodeAgents,
+    bus: tuple[Client, Collector],
     service: TurnkeeperServer,
-    nats_server: NatsServer,
     client: AsyncTurnkeeperClient,
-    tmp_path: Path,
 ) -> None:
-    nc, _seen = await subscribe(nats_server.url, "vystak.turn.>")
-    agent = await spawn_agent(
-        node_package,
-        service=service.address,
-        nats_url=nats_server.url,
-        agent=AGENT,
-        replica="js-limited-1",
-        side_log=tmp_path / "side.log",
+    nc, _seen = bus
+    agent = await js_agents.start(
+        "js-limited-1",
         hold_work=True,
-        # Announced as an assistant (as turnkeeper-graph's runners are): the service's
-        # directory then calls its on_listed hooks, which `announced` waits on.
-        extra_env={"TURNKEEPER_MAX_TURNS": "1", "TURNKEEPER_LANGGRAPH_API": "1"},
+        extra_env={"TURNKEEPER_MAX_TURNS": "1"},
     )
     watchers: list[Watcher] = []
     try:
-        await agent.ready()
         watchers.append(await hold_turn(nc, client, "hold-first", agent=AGENT))
 
         # Past the limit: journaled, not refused, and nobody runs it yet.
@@ -132,11 +108,9 @@ async def test_a_js_turn_past_the_limit_waits_visibly_and_runs_when_a_slot_frees
             done = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=turn_id))
             # Neither re-driven nor failed for waiting.
             assert (done.state, done.attempts) == (turns_pb2.TURN_STATE_DONE, 0), done
-        runs = [r for r in (tmp_path / "side.log").read_text().splitlines() if "second" in r]
+        runs = [r for r in js_agents.side_log.read_text().splitlines() if "second" in r]
         assert runs == ["plan second 0", "work second 0", "answer second 0"]
         await announced(service, lambda: not service.engine.directory.full(AGENT))
     finally:
         for watcher in watchers:
             await watcher.close()
-        await agent.close()
-        await nc.close()

@@ -10,23 +10,15 @@ import json
 import re
 from pathlib import Path
 
-import pytest
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.node.test_node_sdk import run
-from tests.support.node import NODE, NPM, REPO
+from tests.support.node import NODE, NPM, REPO, run_command
 from tests.support.turns import value
 
 README = REPO / "clients" / "node" / "README.md"
 PACKAGE_JSON = REPO / "clients" / "node" / "package.json"
-
-
-@pytest.fixture
-def node_package(built_node_package: Path) -> Path:
-    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
-    return built_node_package
 
 
 def test_the_node_versions_the_readme_names_are_the_ones_engines_accepts() -> None:
@@ -61,7 +53,7 @@ async def test_a_status_only_program_installs_without_langgraph_and_reads_state_
             incarnation="i",
         )
     )
-    code, stdout, stderr = await run(
+    code, stdout, stderr = await run_command(
         [NPM, "pack", "--pack-destination", str(tmp_path)], node_package
     )
     assert code == 0, stdout + stderr
@@ -71,13 +63,13 @@ async def test_a_status_only_program_installs_without_langgraph_and_reads_state_
     (app / "package.json").write_text(
         json.dumps({"name": "app", "private": True, "type": "module"})
     )
-    code, stdout, stderr = await run(
+    code, stdout, stderr = await run_command(
         [NPM, "install", "--prefer-offline", "--no-audit", "--no-fund", str(tarball)], app
     )
     assert code == 0, stdout + stderr
     assert not (app / "node_modules" / "@langchain").exists()
     (app / "status.mjs").write_text(STATUS_PROGRAM)
-    code, stdout, stderr = await run(
+    code, stdout, stderr = await run_command(
         [NODE, "status.mjs"], app, env={"TURNKEEPER_ADDRESS": service.address}, timeout=60
     )
     assert code == 0, stdout + stderr

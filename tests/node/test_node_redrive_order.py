@@ -14,31 +14,21 @@ waits for NATS, however long that takes).
 from __future__ import annotations
 
 import asyncio
-from pathlib import Path
 
 import pytest
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.bridge.test_redrive_order import RedriveWatch, agent_healthz
-from tests.support.agents import Agent, Panel
+from tests.bridge.test_redrive_order import REPLICA, RedriveWatch, agent_healthz, finishes, orphan
 from tests.support.nats import NatsServer
-from tests.support.node import spawn_agent
+from tests.support.node import NodeAgents
 from tests.support.service import ServiceFactory
-from tests.support.turns import value
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 AGENT = "js-order"
-REPLICA = "r-order"  # the replica RedriveWatch holds
 WAITS = "startup Redrive waits for /healthz 200"
-
-
-@pytest.fixture
-def node_package(built_node_package: Path) -> Path:
-    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
-    return built_node_package
 
 
 @pytest.fixture
@@ -55,96 +45,47 @@ async def watch(service: TurnkeeperServer, monkeypatch: pytest.MonkeyPatch) -> R
     return w
 
 
-async def orphan(client: AsyncTurnkeeperClient, turn_id: str) -> None:
-    """A turn journaled by an incarnation of the replica that is gone."""
-    await client.start_turn(
-        turns_pb2.StartTurnRequest(
-            turn_id=turn_id,
-            thread_id=f"th-{turn_id}",
-            agent=AGENT,
-            input=value("report"),
-            replica=REPLICA,
-            incarnation="gone",
-        )
-    )
-
-
-async def spawn(
-    node_package: Path, service: TurnkeeperServer, nats: NatsServer, tmp: Path
-) -> Agent:
-    return await spawn_agent(
-        node_package,
-        service=service.address,
-        nats_url=nats.url,
-        agent=AGENT,
-        replica=REPLICA,
-        side_log=tmp / "side.log",
-    )
-
-
-async def finishes(client: AsyncTurnkeeperClient, turn_id: str) -> list[str]:
-    panel = Panel()
-    panel.start(client, turn_id)
-    types = [t for _, t, _ in await panel.ended()]
-    status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=turn_id))
-    assert (status.state, status.attempts) == (turns_pb2.TURN_STATE_DONE, 1)
-    return types
-
-
 async def test_with_nats_up_healthz_is_200_before_the_redrive_and_while_it_runs(
-    node_package: Path,
-    service: TurnkeeperServer,
-    nats_server: NatsServer,
-    watch: RedriveWatch,
-    client: AsyncTurnkeeperClient,
-    tmp_path: Path,
+    js_agents: NodeAgents, watch: RedriveWatch, client: AsyncTurnkeeperClient
 ) -> None:
-    await orphan(client, "t-up")
-    watch.agent = agent = await spawn(node_package, service, nats_server, tmp_path)
-    try:
-        await asyncio.wait_for(watch.arrived.wait(), 60)
-        assert watch.arrivals == [(200, "ok\n")]
-        # The re-drive is held at the service: /healthz does not wait for it.
-        assert await agent_healthz(agent) == (200, "ok\n")
-        watch.release.set()
-        assert (await finishes(client, "t-up"))[-1] == "turn.done"
-        assert len(watch.arrivals) == 1
-    finally:
-        await agent.close()
+    await orphan(client, "t-up", agent=AGENT, job="report")
+    watch.agent = agent = await js_agents.spawn(REPLICA)
+    await asyncio.wait_for(watch.arrived.wait(), 60)
+    assert watch.arrivals == [(200, "ok\n")]
+    # The re-drive is held at the service: /healthz does not wait for it.
+    assert await agent_healthz(agent) == (200, "ok\n")
+    watch.release.set()
+    assert (await finishes(client, "t-up"))[-1] == "turn.done"
+    assert len(watch.arrivals) == 1
 
 
 async def test_with_nats_down_the_redrive_waits_for_healthz_200(
-    node_package: Path,
-    service: TurnkeeperServer,
+    js_agents: NodeAgents,
     nats_server: NatsServer,
     watch: RedriveWatch,
     client: AsyncTurnkeeperClient,
-    tmp_path: Path,
 ) -> None:
-    await orphan(client, "t-down")
+    await orphan(client, "t-down", agent=AGENT, job="report")
     nats_server.stop()
-    watch.agent = agent = await spawn(node_package, service, nats_server, tmp_path)
-    try:
-        # Up, answering 503 (NATS), and not re-driving, however long NATS stays away:
-        # the runner says so twice, the second time well past any startup timer.
-        waiting = await agent.wait_line(lambda line: WAITS in line)
-        assert "NATS" in waiting
-        code, reason = await agent_healthz(agent)
-        assert code == 503 and "NATS" in reason
-        reports = sum(WAITS in line for line in agent.lines)
-        await agent.wait_line(
-            lambda _: sum(WAITS in line for line in agent.lines) > reports, timeout=30
-        )
-        assert watch.arrivals == []
-        status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id="t-down"))
-        assert (status.state, status.attempts) == (turns_pb2.TURN_STATE_RUNNING, 0)
+    watch.agent = agent = await js_agents.spawn(REPLICA)
+    # Up, answering 503 (NATS), and not re-driving, however long NATS stays away:
+    # the runner says so twice, the second time well past any startup timer.
+    waiting = await agent.wait_line(lambda line: WAITS in line)
+    assert "NATS" in waiting
+    code, reason = await agent_healthz(agent)
+    assert code == 503 and "NATS" in reason
+    reports = sum(WAITS in line for line in agent.lines)
+    await agent.wait_line(
+        lambda _: sum(WAITS in line for line in agent.lines) > reports, timeout=30
+    )
+    assert watch.arrivals == []
+    status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id="t-down"))
+    assert (status.state, status.attempts) == (turns_pb2.TURN_STATE_RUNNING, 0)
 
-        nats_server.start()
-        await asyncio.wait_for(watch.arrived.wait(), 60)
-        assert watch.arrivals == [(200, "ok\n")]
-        watch.release.set()
-        assert (await finishes(client, "t-down"))[-1] == "turn.done"
-        events = (await client.list_events(turns_pb2.ListEventsRequest(turn_id="t-down"))).events
-        assert {e.attempt for e in events} == {1}
-    finally:
-        await agent.close()
+    nats_server.start()
+    await asyncio.wait_for(watch.arrived.wait(), 60)
+    assert watch.arrivals == [(200, "ok\n")]
+    watch.release.set()
+    assert (await finishes(client, "t-down"))[-1] == "turn.done"
+    events = (await client.list_events(turns_pb2.ListEventsRequest(turn_id="t-down"))).events
+    assert {e.attempt for e in events} == {1}

@@ -15,7 +15,7 @@ import pytest
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import PATIENCE, Agent
-from tests.support.node import spawn_agent
+from tests.support.node import NodeAgents, node_agents
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
 
@@ -33,34 +33,22 @@ def closed_port() -> Iterator[int]:
 
 
 @pytest.fixture
-async def runners() -> AsyncIterator[list[Agent]]:
-    started: list[Agent] = []
-    yield started
-    for runner in started:
-        await runner.close()
+async def runners(node_package: Path, tmp_path: Path) -> AsyncIterator[NodeAgents]:
+    """Runners with no service nor NATS of their own: each test says where they are."""
+    async with node_agents(node_package, "", "", tmp_path / "side.log", "js-stops") as started:
+        yield started
 
 
 async def runner(
-    runners: list[Agent],
-    package: Path,
-    tmp_path: Path,
-    *,
-    service: str,
-    nats_url: str,
-    health: str = "127.0.0.1:0",
+    runners: NodeAgents, *, service: str, nats_url: str, health: str = "127.0.0.1:0"
 ) -> Agent:
-    agent = await spawn_agent(
-        package,
+    return await runners.spawn(
+        f"r{len(runners.spawned)}",
         service=service,
         nats_url=nats_url,
-        agent="js-stops",
-        replica=f"r{len(runners)}",
-        side_log=tmp_path / "side.log",
         # Empty: the runner's default address, as when the variable is not set.
         extra_env={"RUN_UNTIL_SIGNAL": "1", "TURNKEEPER_HEALTH_LISTEN": health},
     )
-    runners.append(agent)
-    return agent
 
 
 async def stops_within(agent: Agent, seconds: float, sig: signal.Signals) -> int:
@@ -79,16 +67,10 @@ def healthz_url(line: str) -> bool:
 
 @pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT], ids=["sigterm", "sigint"])
 async def test_run_stops_while_the_service_and_nats_are_unreachable(
-    runners: list[Agent],
-    built_node_package: Path,
-    tmp_path: Path,
-    closed_port: int,
-    sig: signal.Signals,
+    runners: NodeAgents, closed_port: int, sig: signal.Signals
 ) -> None:
     dead = f"127.0.0.1:{closed_port}"
-    agent = await runner(
-        runners, built_node_package, tmp_path, service=dead, nats_url=f"nats://{dead}"
-    )
+    agent = await runner(runners, service=dead, nats_url=f"nats://{dead}")
     await agent.wait_line(healthz_url, PATIENCE)
     assert await stops_within(agent, STOP_WITHIN, sig) == 0
     await agent.wait_exit(PATIENCE)
@@ -96,18 +78,10 @@ async def test_run_stops_while_the_service_and_nats_are_unreachable(
 
 
 async def test_run_stops_while_nats_is_unreachable(
-    runners: list[Agent],
-    built_node_package: Path,
-    tmp_path: Path,
-    closed_port: int,
-    service: TurnkeeperServer,
+    runners: NodeAgents, closed_port: int, service: TurnkeeperServer
 ) -> None:
     agent = await runner(
-        runners,
-        built_node_package,
-        tmp_path,
-        service=service.address,
-        nats_url=f"nats://127.0.0.1:{closed_port}",
+        runners, service=service.address, nats_url=f"nats://127.0.0.1:{closed_port}"
     )
     await agent.wait_line(
         lambda line: "startup Redrive waits for /healthz 200" in line and "NATS" in line,
@@ -117,7 +91,7 @@ async def test_run_stops_while_nats_is_unreachable(
 
 
 async def test_the_default_health_port_gives_way_when_taken(
-    runners: list[Agent], built_node_package: Path, tmp_path: Path, closed_port: int
+    runners: NodeAgents, closed_port: int
 ) -> None:
     """8080 held (by this test, or already by another process): the runner started
     with defaults takes a free port and says so, naming the variable."""
@@ -131,14 +105,7 @@ async def test_the_default_health_port_gives_way_when_taken(
         # Someone else holds it: taken all the same.
     try:
         dead = f"127.0.0.1:{closed_port}"
-        agent = await runner(
-            runners,
-            built_node_package,
-            tmp_path,
-            service=dead,
-            nats_url=f"nats://{dead}",
-            health="",
-        )
+        agent = await runner(runners, service=dead, nats_url=f"nats://{dead}", health="")
         line = await agent.wait_line(healthz_url, PATIENCE)
         assert not line.endswith(f":{DEFAULT_HEALTH_PORT}/healthz"), line
         assert "127.0.0.1:8080 is in use (another agent?)" in agent.output()
@@ -149,7 +116,7 @@ async def test_the_default_health_port_gives_way_when_taken(
 
 
 async def test_an_explicit_health_address_in_use_names_the_variable(
-    runners: list[Agent], built_node_package: Path, tmp_path: Path, closed_port: int
+    runners: NodeAgents, closed_port: int
 ) -> None:
     with socket.socket() as held:
         held.bind(("127.0.0.1", 0))
@@ -157,12 +124,7 @@ async def test_an_explicit_health_address_in_use_names_the_variable(
         port = held.getsockname()[1]
         dead = f"127.0.0.1:{closed_port}"
         agent = await runner(
-            runners,
-            built_node_package,
-            tmp_path,
-            service=dead,
-            nats_url=f"nats://{dead}",
-            health=f"127.0.0.1:{port}",
+            runners, service=dead, nats_url=f"nats://{dead}", health=f"127.0.0.1:{port}"
         )
         assert await agent.wait_exit(PATIENCE) != 0
     assert f"/healthz cannot listen on 127.0.0.1:{port}: the port is in use" in agent.output()

@@ -17,6 +17,7 @@ from typing import Any
 
 import grpc.aio
 import pytest
+from nats.aio.client import Client
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.panel.agent_rpc import NatsAgentTransport
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
@@ -24,8 +25,8 @@ from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import result, rpc, until
 from tests.support.grpcurl import grpcurl
-from tests.support.nats import Collector, NatsServer, subscribe
-from tests.support.node import NO_PROXY_ENV, NODE, NPM, spawn_agent
+from tests.support.nats import Collector, NatsServer
+from tests.support.node import NO_PROXY_ENV, NODE, NPM, NodeAgents, run_command
 from tests.support.procs import ServiceProcess
 from tests.support.security import CertificateAuthority, write_tokens
 
@@ -34,38 +35,11 @@ pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 AGENT = "js-approval"
 
 
-@pytest.fixture
-def node_package(built_node_package: Path) -> Path:
-    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
-    return built_node_package
-
-
-async def run(
-    args: list[str], cwd: Path, *, env: dict[str, str] | None = None, timeout: float = 300
-) -> tuple[int, str, str]:
-    """A subprocess that does not block the event loop the service runs on."""
-    process = await asyncio.create_subprocess_exec(
-        *args,
-        cwd=cwd,
-        env={**os.environ, **NO_PROXY_ENV, **(env or {})},
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-    )
-    try:
-        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
-    except TimeoutError:
-        process.kill()
-        await process.wait()
-        raise
-    assert process.returncode is not None
-    return process.returncode, stdout.decode(), stderr.decode()
-
-
 async def test_the_committed_typescript_is_what_the_protos_generate_and_drift_fails(
     node_package: Path,
 ) -> None:
     assert NPM is not None
-    code, stdout, stderr = await run([NPM, "run", "check-generated"], node_package)
+    code, stdout, stderr = await run_command([NPM, "run", "check-generated"], node_package)
     assert code == 0, stdout + stderr
     assert "src/gen matches protos/" in stdout
 
@@ -73,7 +47,7 @@ async def test_the_committed_typescript_is_what_the_protos_generate_and_drift_fa
     original = generated.read_text()
     generated.write_text(original.replace("turn_id", "turn_key", 1))
     try:
-        code, stdout, stderr = await run([NPM, "run", "check-generated"], node_package)
+        code, stdout, stderr = await run_command([NPM, "run", "check-generated"], node_package)
     finally:
         generated.write_text(original)
     assert code != 0
@@ -127,72 +101,57 @@ async def finished_output(seen: Collector, turn_id: str) -> Any:
 
 
 async def test_a_parked_js_turn_is_resumed_by_grpcurl_and_by_the_python_session_client(
-    node_package: Path,
+    js_agents: NodeAgents,
+    bus: tuple[Client, Collector],
     service: TurnkeeperServer,
-    nats_server: NatsServer,
     client: AsyncTurnkeeperClient,
-    tmp_path: Path,
 ) -> None:
-    side_log = tmp_path / "side.log"
-    nc, seen = await subscribe(nats_server.url, "vystak.turn.>")
-    agent = await spawn_agent(
-        node_package,
-        service=service.address,
-        nats_url=nats_server.url,
-        agent=AGENT,
-        replica="js-approver",
-        side_log=side_log,
-        graph="approval",
+    nc, seen = bus
+    agent = await js_agents.start("js-approver", graph="approval")
+    line = await agent.wait_line(lambda line: "/healthz on http://" in line)
+    health = await asyncio.to_thread(fetch, line.rsplit(" ", 1)[1])
+    assert health == (200, "ok\n")
+
+    # An operator resumes with grpcurl, straight to the service.
+    await park(nc, seen, "js-park-grpcurl")
+    interrupt = [m for m in events_on_nats(seen, "js-park-grpcurl") if m["type"] == "interrupt"]
+    assert interrupt[0]["data"]["value"] == {"question": 'approve {"order":"js-park-grpcurl"}?'}
+    out = await grpcurl(
+        service.address,
+        "turnkeeper.v1.TurnService/ResumeDetached",
+        data={"turn_id": "js-park-grpcurl", "resume": {"approved": "by grpcurl"}},
     )
-    try:
-        await agent.ready()
-        line = await agent.wait_line(lambda line: "/healthz on http://" in line)
-        health = await asyncio.to_thread(fetch, line.rsplit(" ", 1)[1])
-        assert health == (200, "ok\n")
+    answer = json.loads(out.stdout)
+    assert answer["turn"]["state"] == "TURN_STATE_RUNNING"
+    assert answer.get("dispatched") is True
+    output = await finished_output(seen, "js-park-grpcurl")
+    assert output["log"] == ['decision:{"approved":"by grpcurl"}', "answered"]
 
-        # An operator resumes with grpcurl, straight to the service.
-        await park(nc, seen, "js-park-grpcurl")
-        interrupt = [m for m in events_on_nats(seen, "js-park-grpcurl") if m["type"] == "interrupt"]
-        assert interrupt[0]["data"]["value"] == {"question": 'approve {"order":"js-park-grpcurl"}?'}
-        out = await grpcurl(
-            service.address,
-            "turnkeeper.v1.TurnService/ResumeDetached",
-            data={"turn_id": "js-park-grpcurl", "resume": {"approved": "by grpcurl"}},
-        )
-        answer = json.loads(out.stdout)
-        assert answer["turn"]["state"] == "TURN_STATE_RUNNING"
-        assert answer.get("dispatched") is True
-        output = await finished_output(seen, "js-park-grpcurl")
-        assert output["log"] == ['decision:{"approved":"by grpcurl"}', "answered"]
+    # The Python session client's transport, over the agent's NATS JSON-RPC.
+    await park(nc, seen, "js-park-session")
+    transport = NatsAgentTransport(nc, AGENT, client=client)
+    await transport.resume("js-park-session", {"approved": "by the session"})
+    output = await finished_output(seen, "js-park-session")
+    assert output["log"] == ['decision:{"approved":"by the session"}', "answered"]
+    done = await result(nc, "responses/turnStatus", {"turn_id": "js-park-session"}, agent=AGENT)
+    assert done["status"] == "done"
 
-        # The Python session client's transport, over the agent's NATS JSON-RPC.
-        await park(nc, seen, "js-park-session")
-        transport = NatsAgentTransport(nc, AGENT, client=client)
-        await transport.resume("js-park-session", {"approved": "by the session"})
-        output = await finished_output(seen, "js-park-session")
-        assert output["log"] == ['decision:{"approved":"by the session"}', "answered"]
-        done = await result(nc, "responses/turnStatus", {"turn_id": "js-park-session"}, agent=AGENT)
-        assert done["status"] == "done"
+    # Resuming a turn that is no longer parked is refused with the service's word.
+    refused = await rpc(
+        nc, "responses/resumeDetached", {"turn_id": "js-park-session", "resume": 1}, agent=AGENT
+    )
+    assert refused["error"]["code"] == -32000
+    assert refused["error"]["data"]["code"] == "FAILED_PRECONDITION"
 
-        # Resuming a turn that is no longer parked is refused with the service's word.
-        refused = await rpc(
-            nc, "responses/resumeDetached", {"turn_id": "js-park-session", "resume": 1}, agent=AGENT
-        )
-        assert refused["error"]["code"] == -32000
-        assert refused["error"]["data"]["code"] == "FAILED_PRECONDITION"
-
-        # interrupt() comes first in `ask`: only the resumed run got past it (a
-        # resume continues the same attempt).
-        runs = side_log.read_text().splitlines()
-        assert runs == [
-            "ask js-park-grpcurl 0",
-            "answer js-park-grpcurl 0",
-            "ask js-park-session 0",
-            "answer js-park-session 0",
-        ]
-    finally:
-        await agent.close()
-        await nc.close()
+    # interrupt() comes first in `ask`: only the resumed run got past it (a
+    # resume continues the same attempt).
+    runs = js_agents.side_log.read_text().splitlines()
+    assert runs == [
+        "ask js-park-grpcurl 0",
+        "answer js-park-grpcurl 0",
+        "ask js-park-session 0",
+        "answer js-park-session 0",
+    ]
 
 
 # What the package's README tells an agent to install beside it.
@@ -233,7 +192,7 @@ async def test_the_npm_pack_tarball_installs_into_an_empty_directory_runs_and_fo
     node_package: Path, service: TurnkeeperServer, nats_server: NatsServer, tmp_path: Path
 ) -> None:
     assert NPM is not None and NODE is not None
-    code, stdout, stderr = await run(
+    code, stdout, stderr = await run_command(
         [NPM, "pack", "--pack-destination", str(tmp_path)], node_package
     )
     assert code == 0, stdout + stderr
@@ -251,7 +210,7 @@ async def test_the_npm_pack_tarball_installs_into_an_empty_directory_runs_and_fo
     tgz = str(tarball)
     # --prefer-offline: from npm's cache where it has them (the package's own `npm ci`
     # filled it), so a registry that is slow to answer does not decide the test.
-    code, stdout, stderr = await run(
+    code, stdout, stderr = await run_command(
         [
             NPM,
             "install",
@@ -276,7 +235,7 @@ async def test_the_npm_pack_tarball_installs_into_an_empty_directory_runs_and_fo
         "TURNKEEPER_NATS_URL": nats_server.url,
         "TURNKEEPER_HEALTH_LISTEN": "127.0.0.1:0",
     }
-    code, stdout, stderr = await run([NODE, "agent.mjs"], app, env=env, timeout=120)
+    code, stdout, stderr = await run_command([NODE, "agent.mjs"], app, env=env, timeout=120)
     assert code == 0, stdout + stderr
     lines = [json.loads(line) for line in stdout.splitlines()]
     assert lines[0] == {
@@ -292,7 +251,7 @@ async def test_the_npm_pack_tarball_installs_into_an_empty_directory_runs_and_fo
     ]
 
     # The package's bin, from the installed tarball, replays the finished turn.
-    code, stdout, stderr = await run(
+    code, stdout, stderr = await run_command(
         [NPM, "exec", "--", "turnkeeper-follow", "--address", service.address, "packed-turn"],
         app,
         timeout=60,
@@ -344,7 +303,7 @@ async def test_the_node_client_speaks_mutual_tls_and_bearer_tokens(
     }
 
     async def answer(env: dict[str, str]) -> Any:
-        code, stdout, stderr = await run(
+        code, stdout, stderr = await run_command(
             [NODE, "--input-type=module", "-e", STATUS_SCRIPT], node_package, env=env, timeout=60
         )
         assert code == 0, stdout + stderr
@@ -364,63 +323,50 @@ async def test_the_node_client_speaks_mutual_tls_and_bearer_tokens(
 
 
 async def test_a_js_agent_regenerates_and_continues_threads_like_the_python_bridge(
-    node_package: Path, service: TurnkeeperServer, nats_server: NatsServer, tmp_path: Path
+    js_agents: NodeAgents, bus: tuple[Client, Collector]
 ) -> None:
-    side_log = tmp_path / "side.log"
-    nc, seen = await subscribe(nats_server.url, "vystak.turn.>")
-    agent = await spawn_agent(
-        node_package,
-        service=service.address,
-        nats_url=nats_server.url,
-        agent="js-regen",
-        replica="js-regen-1",
-        side_log=side_log,
-    )
+    nc, seen = bus
+    await js_agents.start("js-regen-1", agent="js-regen")
 
     async def create(params: dict[str, Any]) -> dict[str, Any]:
         return await rpc(nc, "responses/create", {**params, "background": True}, agent="js-regen")
 
-    try:
-        await agent.ready()
-        first = await create({"input": "report", "turn_id": "regen-1", "thread_id": "th-regen"})
-        assert first["result"]["status"] == "in_progress"
-        answered = await finished_output(seen, "regen-1")
-        assert answered == {"job": "report", "log": ["planned", "worked", "answered"]}
+    first = await create({"input": "report", "turn_id": "regen-1", "thread_id": "th-regen"})
+    assert first["result"]["status"] == "in_progress"
+    answered = await finished_output(seen, "regen-1")
+    assert answered == {"job": "report", "log": ["planned", "worked", "answered"]}
 
-        # Nothing pending on a finished thread: no turn is started.
-        nothing = await create({"input": None, "thread_id": "th-regen"})
-        assert nothing["result"] == {
-            "turn_id": None,
-            "thread_id": "th-regen",
-            "status": "completed",
-        }
+    # Nothing pending on a finished thread: no turn is started.
+    nothing = await create({"input": None, "thread_id": "th-regen"})
+    assert nothing["result"] == {
+        "turn_id": None,
+        "thread_id": "th-regen",
+        "status": "completed",
+    }
 
-        # Regenerate: the latest input answered again from the graph's entry, so the
-        # log is not appended to the first answer's.
-        again = await create(
-            {"input": None, "regenerate": True, "turn_id": "regen-2", "thread_id": "th-regen"}
-        )
-        assert again["result"]["status"] == "in_progress"
-        assert await finished_output(seen, "regen-2") == answered
-        runs = side_log.read_text().splitlines()
-        assert [r.split()[0] for r in runs if " regen-2 " in f"{r} "] == ["plan", "work", "answer"]
+    # Regenerate: the latest input answered again from the graph's entry, so the
+    # log is not appended to the first answer's.
+    again = await create(
+        {"input": None, "regenerate": True, "turn_id": "regen-2", "thread_id": "th-regen"}
+    )
+    assert again["result"]["status"] == "in_progress"
+    assert await finished_output(seen, "regen-2") == answered
+    runs = js_agents.side_log.read_text().splitlines()
+    assert [r.split()[0] for r in runs if " regen-2 " in f"{r} "] == ["plan", "work", "answer"]
 
-        refused = await create({"input": None, "regenerate": True, "thread_id": "th-never"})
-        assert refused["error"]["code"] == -32000
-        assert refused["error"]["data"] == {
-            "code": "FAILED_PRECONDITION",
-            "message": "thread th-never has no run to regenerate",
-        }
-        bad = await create({"input": "x", "regenerate": True, "thread_id": "th-regen"})
-        assert bad["error"]["code"] == -32602
-        reserved = await create({"input": {"__turnkeeper__": "regenerate"}})
-        assert reserved["error"] == {
-            "code": -32602,
-            "message": "input: the top-level key '__turnkeeper__' is reserved",
-        }
-    finally:
-        await agent.close()
-        await nc.close()
+    refused = await create({"input": None, "regenerate": True, "thread_id": "th-never"})
+    assert refused["error"]["code"] == -32000
+    assert refused["error"]["data"] == {
+        "code": "FAILED_PRECONDITION",
+        "message": "thread th-never has no run to regenerate",
+    }
+    bad = await create({"input": "x", "regenerate": True, "thread_id": "th-regen"})
+    assert bad["error"]["code"] == -32602
+    reserved = await create({"input": {"__turnkeeper__": "regenerate"}})
+    assert reserved["error"] == {
+        "code": -32602,
+        "message": "input: the top-level key '__turnkeeper__' is reserved",
+    }
 
 
 async def test_turnkeeper_follow_rides_out_a_service_restart_and_a_re_drive(

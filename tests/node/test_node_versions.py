@@ -9,10 +9,8 @@ code ran it (`answered@<label>`)."""
 
 from __future__ import annotations
 
-import asyncio
 import json
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any
 
 import nats
@@ -23,11 +21,11 @@ from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.journal.versions import VersionPolicies
 
-from tests.support.agents import PATIENCE, Agent, result
+from tests.support.agents import Agent, result
 from tests.support.nats import NatsServer
-from tests.support.node import spawn_agent
-from tests.support.service import ServiceFactory
-from tests.support.turns import value
+from tests.support.node import NodeAgents
+from tests.support.service import ServiceFactory, announced
+from tests.support.turns import settled, value
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300)]
 
@@ -41,12 +39,6 @@ CASES = [
     ("compatible", ("reducer", "v2"), False),
     ("latest", ("reducer", "v2"), True),
 ]
-
-
-@pytest.fixture
-def node_package(built_node_package: Path) -> Path:
-    """clients/node, installed and built once per worker (tests/support/fixtures.py)."""
-    return built_node_package
 
 
 @pytest.fixture
@@ -68,28 +60,14 @@ async def nc(nats_server: NatsServer) -> AsyncIterator[Client]:
     await connection.close()
 
 
-async def settled(client: AsyncTurnkeeperClient, turn_id: str, want: int) -> pb.Turn:
-    """The turn once it reaches state `want` (its watchers are woken on each change)."""
-    async with asyncio.timeout(PATIENCE):
-        while True:
-            turn = (await client.get_turn(pb.GetTurnRequest(turn_id=turn_id))).turn
-            if turn.state == want:
-                return turn
-            async for _ in client.watch_turn(
-                pb.WatchTurnRequest(turn_id=turn_id, after_seq=turn.last_seq)
-            ):
-                break
-
-
-async def announced(client: AsyncTurnkeeperClient, replicas: set[str]) -> list[pb.AgentReplica]:
-    """The agent's live replicas once exactly `replicas` are announced."""
-    async with asyncio.timeout(PATIENCE):
-        while True:
-            listed = (await client.list_agents(pb.ListAgentsRequest(agent=AGENT))).agents
-            live = list(listed[0].replicas) if listed else []
-            if {r.replica for r in live} == replicas:
-                return live
-            await asyncio.sleep(0.05)  # polling the directory: nothing to await on
+async def live_replicas(
+    service: TurnkeeperServer, client: AsyncTurnkeeperClient, replicas: set[str]
+) -> list[pb.AgentReplica]:
+    """The agent's live replicas (ListAgents), once exactly `replicas` are announced."""
+    directory = service.engine.directory
+    await announced(service, lambda: {r.replica for r in directory.replicas(AGENT)} == replicas)
+    [listed] = (await client.list_agents(pb.ListAgentsRequest(agent=AGENT))).agents
+    return list(listed.replicas)
 
 
 def answer_of(events: Any) -> list[str]:
@@ -104,37 +82,26 @@ def answer_of(events: Any) -> list[str]:
     ids=[f"{p}-{n[0] or 'label'}" for p, n, _ in CASES],
 )
 async def test_a_parked_turn_resumes_only_on_code_the_policy_allows(
-    node_package: Path,
+    js_agents: NodeAgents,
     service: TurnkeeperServer,
-    nats_server: NatsServer,
     nc: Client,
     client: AsyncTurnkeeperClient,
-    tmp_path: Path,
     new: tuple[str, str],
     expect_taken: bool,
 ) -> None:
     variant, label = new
-    started: list[Agent] = []
 
     async def replica(name: str, variant: str, label: str) -> Agent:
-        agent = await spawn_agent(
-            node_package,
-            service=service.address,
-            nats_url=nats_server.url,
-            agent=AGENT,
-            replica=name,
-            side_log=tmp_path / "side.log",
+        return await js_agents.start(
+            name,
             graph="approval",
             extra_env={"GRAPH_VARIANT": variant, "TURNKEEPER_VERSION_LABEL": label},
         )
-        started.append(agent)
-        await agent.ready()
-        return agent
 
     turn_id = f"t-{variant or 'label'}"
     try:
         old = await replica("r-old", "", "v1")
-        [v1] = await announced(client, {"r-old"})
+        [v1] = await live_replicas(service, client, {"r-old"})
         assert v1.graph.label == "v1" and len(v1.graph.fingerprint) == 64
         # It serves no LangGraph API methods: its agent is not listed as an assistant.
         assert AGENT not in service.engine.directory.agents()
@@ -150,7 +117,7 @@ async def test_a_parked_turn_resumes_only_on_code_the_policy_allows(
         await replica("r-new", variant, label)
         # The old code is gone (a rolling upgrade's last old replica), cleanly.
         await old.close()
-        [v2] = await announced(client, {"r-new"})
+        [v2] = await live_replicas(service, client, {"r-new"})
         assert v2.graph.fingerprint != v1.graph.fingerprint and v2.graph.label == label
         await client.resume_detached(pb.ResumeDetachedRequest(turn_id=turn_id, resume=value("yes")))
         if expect_taken:
@@ -170,5 +137,5 @@ async def test_a_parked_turn_resumes_only_on_code_the_policy_allows(
         events = (await client.list_events(pb.ListEventsRequest(turn_id=turn_id))).events
         assert answer_of(events) == ['decision:"yes"', "answered@v1"]
     finally:
-        for agent in started:
+        for agent in js_agents.spawned:
             await agent.kill()

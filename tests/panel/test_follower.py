@@ -179,6 +179,16 @@ async def uninterrupted(stub: Stub, client: AsyncTurnkeeperClient) -> Transcript
     return transcript
 
 
+async def first_attempt(stub: Stub, channel: aio.Channel) -> None:
+    """t1's first attempt as far as a crash leaves it: TYPES_BEFORE, the checkpoint
+    after them (boundary 3), then TYPES_AFTER (seq 4 and 5, lost to a rewind)."""
+    await append(stub, "t1", 0, 1, *TYPES_BEFORE)
+    await checkpoints_pb2_grpc.CheckpointServiceStub(channel).PutCheckpoint(
+        checkpoint("th1", "t1", 0, "1ef-0001")
+    )
+    await append(stub, "t1", 0, 4, *TYPES_AFTER)
+
+
 async def test_follows_a_turn_to_its_terminal_event(stub: Stub, client: ObservedClient) -> None:
     await start(stub)
     await append(stub, "t1", 0, 1, "step", "token")
@@ -295,13 +305,10 @@ async def test_a_rewind_gives_one_reset_and_the_uninterrupted_transcript(
 ) -> None:
     reference = await uninterrupted(stub, client)
     async with aio.insecure_channel(svc.address) as ch:
-        checkpoints = checkpoints_pb2_grpc.CheckpointServiceStub(ch)
         await start(stub)
         # A long idle gap: the stream's own reset is what this test is about.
         consumer = follow(client, idle_gap=5.0)
-        await append(stub, "t1", 0, 1, *TYPES_BEFORE)
-        await checkpoints.PutCheckpoint(checkpoint("th1", "t1", 0, "1ef-0001"))
-        await append(stub, "t1", 0, 4, *TYPES_AFTER)
+        await first_attempt(stub, ch)
         await consumer.wait_for(lambda t: len(t.events) == 5)
 
         # The agent restarts: the turn is re-driven from the checkpoint (boundary 3).
@@ -325,11 +332,7 @@ async def test_a_rewind_while_disconnected_gives_one_local_reset(
             stub = turns_pb2_grpc.TurnServiceStub(ch)
             reference = await uninterrupted(stub, client)
             await start(stub)
-            await append(stub, "t1", 0, 1, *TYPES_BEFORE)
-            await checkpoints_pb2_grpc.CheckpointServiceStub(ch).PutCheckpoint(
-                checkpoint("th1", "t1", 0, "1ef-0001")
-            )
-            await append(stub, "t1", 0, 4, *TYPES_AFTER)
+            await first_attempt(stub, ch)
         consumer = follow(client)
         await consumer.wait_for(lambda t: len(t.events) == 5)
 
@@ -366,11 +369,7 @@ async def test_a_rewind_found_at_an_idle_gap_gives_one_local_reset(
             stub = turns_pb2_grpc.TurnServiceStub(ch)
             reference = await uninterrupted(stub, client)
             await start(stub)
-            await append(stub, "t1", 0, 1, *TYPES_BEFORE)
-            await checkpoints_pb2_grpc.CheckpointServiceStub(ch).PutCheckpoint(
-                checkpoint("th1", "t1", 0, "1ef-0001")
-            )
-            await append(stub, "t1", 0, 4, *TYPES_AFTER)
+            await first_attempt(stub, ch)
         consumer = follow(client)
         await consumer.wait_for(lambda t: len(t.events) == 5)
 
@@ -440,11 +439,7 @@ async def test_a_reset_overtaken_by_the_status_call_is_still_the_services(
         await start(stub)
         # "done": a gap long enough that the new attempt finishes inside it.
         consumer = follow(client, idle_gap=0.1 if then == "running" else 2.0)
-        await append(stub, "t1", 0, 1, *TYPES_BEFORE)
-        await checkpoints_pb2_grpc.CheckpointServiceStub(ch).PutCheckpoint(
-            checkpoint("th1", "t1", 0, "1ef-0001")
-        )
-        await append(stub, "t1", 0, 4, *TYPES_AFTER)
+        await first_attempt(stub, ch)
         await consumer.wait_for(lambda t: len(t.events) == 5)
 
         await stub.Redrive(pb.RedriveRequest(agent="agent", replica="r1", incarnation="i2"))

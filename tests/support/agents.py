@@ -312,6 +312,27 @@ async def until(seen: Collector, predicate: Callable[[], bool]) -> None:
     await seen.wait_for(predicate)
 
 
+def job_turn(
+    turn_id: str, thread_id: str | None = None, *, job: str | None = None, **extra: Any
+) -> dict[str, Any]:
+    """responses/create's params for a background turn of the job agent
+    (tests/agents/job_agent.py): the job `job` (the turn's id unless given) on
+    `thread_id` (``th-<turn_id>`` unless given), and any `extra` params."""
+    return {
+        "input": {"job": turn_id if job is None else job, "results": []},
+        "turn_id": turn_id,
+        "thread_id": f"th-{turn_id}" if thread_id is None else thread_id,
+        "background": True,
+        **extra,
+    }
+
+
+async def until_event(seen: Collector, turn_id: str, type_: str) -> None:
+    """Until an event of that type of the turn has arrived on NATS."""
+    subject = f".turn.events.{turn_id}"
+    await seen.wait_for(lambda: any(m["type"] == type_ for m in seen.on(subject)))
+
+
 async def all_events(client: AsyncTurnkeeperClient, turn_id: str) -> list[turns_pb2.Event]:
     response = await client.list_events(turns_pb2.ListEventsRequest(turn_id=turn_id))
     return list(response.events)

@@ -24,12 +24,20 @@ class NatsServer:
         jetstream: bool = False,
         store_dir: Path | None = None,
         config_file: Path | None = None,
+        log_file: Path | None = None,
     ) -> None:
         # With jetstream: `-js`, its store in store_dir (kept across restarts). With a
         # config file: its users and permissions (messaging/credentials.py writes one).
+        # With a log file: the server's output, with -D (each connection opened and
+        # closed, and why), appended across restarts, for a failure to show.
         self._server = EmbeddedNats(
-            jetstream=jetstream, store_dir=store_dir, config_file=config_file
+            jetstream=jetstream,
+            store_dir=store_dir,
+            config_file=config_file,
+            log_file=log_file,
+            debug=log_file is not None,
         )
+        self.log_file = log_file
         self.port = 0
 
     @property

@@ -5,12 +5,14 @@ installed (`npm ci`) and built (`npm run build`), and its test agent
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import functools
 import os
 import platform
 import shutil
 import subprocess
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -128,6 +130,79 @@ async def spawn_agent(
         env=env,
     )
     return Agent(child, replica)
+
+
+async def run_command(
+    args: Sequence[str], cwd: Path, *, env: dict[str, str] | None = None, timeout: float = 300
+) -> tuple[int, str, str]:
+    """A command (node, npm) run to its end, its exit status, stdout and stderr:
+    without blocking the event loop an in-process service runs on, and without a
+    proxy between it and the loopback services it talks to."""
+    process = await asyncio.create_subprocess_exec(
+        *args,
+        cwd=cwd,
+        env={**os.environ, **NO_PROXY_ENV, **(env or {})},
+        stdout=asyncio.subprocess.PIPE,
+        stderr=asyncio.subprocess.PIPE,
+    )
+    try:
+        stdout, stderr = await asyncio.wait_for(process.communicate(), timeout)
+    except TimeoutError:
+        process.kill()
+        await process.wait()
+        raise
+    assert process.returncode is not None
+    return process.returncode, stdout.decode(), stderr.decode()
+
+
+@dataclass
+class NodeAgents:
+    """Replicas of clients/node/testing/agent.mjs (spawn_agent) against one service
+    and NATS, their side effects in one log; whatever is left is closed at the end
+    (`node_agents`, or tests/node/conftest.py's `js_agents`). `agent` is the agent's
+    name unless a spawn names another; a spawn's keywords pass to spawn_agent and
+    override these (a dead service's address, say)."""
+
+    package: Path
+    service: str
+    nats_url: str
+    side_log: Path
+    agent: str | None = None
+    spawned: list[Agent] = field(default_factory=list)
+
+    async def spawn(self, replica: str, **kwargs: Any) -> Agent:
+        """The replica's process, started: for a test that watches how it starts."""
+        options: dict[str, Any] = {
+            "service": self.service,
+            "nats_url": self.nats_url,
+            "agent": self.agent,
+            "side_log": self.side_log,
+            **kwargs,
+        }
+        assert options["agent"], "no agent named: the module's AGENT, or agent=..."
+        agent = await spawn_agent(self.package, replica=replica, **options)
+        self.spawned.append(agent)
+        return agent
+
+    async def start(self, replica: str, **kwargs: Any) -> Agent:
+        """The replica, once it announces it is ready (its runner serves)."""
+        agent = await self.spawn(replica, **kwargs)
+        await agent.ready()
+        return agent
+
+    async def close(self) -> None:
+        await asyncio.gather(*(a.close() for a in self.spawned), return_exceptions=True)
+
+
+@contextlib.asynccontextmanager
+async def node_agents(
+    package: Path, service: str, nats_url: str, side_log: Path, agent: str | None = None
+) -> AsyncIterator[NodeAgents]:
+    agents = NodeAgents(package, service, nats_url, side_log, agent)
+    try:
+        yield agents
+    finally:
+        await agents.close()
 
 
 class Watcher:

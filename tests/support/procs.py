@@ -10,10 +10,12 @@ import signal
 import subprocess
 import sys
 import threading
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from pathlib import Path
 
 _LISTENING = re.compile(r"turnkeeper listening on (\S+)")
+REPO = Path(__file__).resolve().parents[2]
 
 
 def signal_child(proc: asyncio.subprocess.Process, sig: int) -> None:
@@ -100,6 +102,40 @@ def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:
     """Send `sig` to the process group `pid` leads (spawn_child), if any is left."""
     with contextlib.suppress(ProcessLookupError, PermissionError):
         os.killpg(pid, sig)
+
+
+async def start_listener(module: str, *args: str) -> tuple[asyncio.subprocess.Process, str]:
+    """`python -m <module> <args>`: one of this folder's small HTTP servers (the
+    receiver of effects, the webhook receiver), which prints ``listening <port>``
+    once it serves. The process and its loopback URL; a start that says anything
+    else fails here, with what it said."""
+    proc = await asyncio.create_subprocess_exec(
+        sys.executable, "-m", module, *args, cwd=REPO, stdout=asyncio.subprocess.PIPE
+    )
+    assert proc.stdout is not None
+    line = (await proc.stdout.readline()).decode()
+    if not line.startswith("listening "):
+        signal_child(proc, signal.SIGKILL)
+        await proc.wait()
+        raise AssertionError(f"{module} said {line!r} at its start, not 'listening <port>'")
+    return proc, f"http://127.0.0.1:{int(line.split()[1])}"
+
+
+async def stop_listener(proc: asyncio.subprocess.Process | None) -> None:
+    """SIGKILL a start_listener process (nothing of it needs a clean end)."""
+    if proc is not None and proc.returncode is None:
+        signal_child(proc, signal.SIGKILL)
+        await proc.wait()
+
+
+@contextlib.asynccontextmanager
+async def listener(module: str, *args: str) -> AsyncIterator[str]:
+    """start_listener's URL for the block; the process stopped after it."""
+    proc, url = await start_listener(module, *args)
+    try:
+        yield url
+    finally:
+        await stop_listener(proc)
 
 
 class ServiceProcess:

@@ -1,8 +1,10 @@
 """Helpers for tests against an in-process service: its settings, the factory type
-of the `make_service` fixture, and the check of a refused call's status."""
+of the `make_service` fixture, the check of a refused call's status, and the wait
+for what its agents announce."""
 
 from __future__ import annotations
 
+import asyncio
 import dataclasses
 from collections.abc import Awaitable, Callable
 from pathlib import Path
@@ -40,3 +42,27 @@ async def expect_code(call: Awaitable[Any], code: grpc.StatusCode) -> str:
         await call
     assert info.value.code() == code, f"{info.value.code()}: {info.value.details()}"
     return info.value.details() or ""
+
+
+async def announced(service: TurnkeeperServer, check: Callable[[], bool]) -> None:
+    """Until `check` holds, looked at after each announcement the service's agent
+    directory keeps (what a replica says of itself, its version or its free slots,
+    reaches the service over NATS a moment later): any replica's, whether it serves
+    the LangGraph API (an assistant) or not."""
+    if check():
+        return
+    seen = asyncio.Event()
+
+    def heard(agent: str) -> None:
+        if check():
+            seen.set()
+
+    directory = service.engine.directory
+    directory.on_heard.append(heard)
+    try:
+        # Replicas announce themselves every few seconds and at once on a change.
+        await asyncio.wait_for(seen.wait(), 30)
+    except TimeoutError:
+        raise AssertionError("no announcement the service heard in 30 s made it so") from None
+    finally:
+        directory.on_heard.remove(heard)

@@ -2,11 +2,15 @@
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any
 
 from google.protobuf import json_format, struct_pb2
+from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
+
+from tests.support.agents import PATIENCE
 
 
 def value(obj: Any) -> struct_pb2.Value:
@@ -45,3 +49,16 @@ async def start(
 
 async def status(stub: turns_pb2_grpc.TurnServiceAsyncStub, turn_id: str) -> int:
     return (await stub.TurnStatus(turns_pb2.TurnStatusRequest(turn_id=turn_id))).state
+
+
+async def settled(client: AsyncTurnkeeperClient, turn_id: str, want: int) -> turns_pb2.Turn:
+    """The turn once it reaches state `want` (its watchers are woken on each change)."""
+    async with asyncio.timeout(PATIENCE):
+        while True:
+            turn = (await client.get_turn(turns_pb2.GetTurnRequest(turn_id=turn_id))).turn
+            if turn.state == want:
+                return turn
+            async for _ in client.watch_turn(
+                turns_pb2.WatchTurnRequest(turn_id=turn_id, after_seq=turn.last_seq)
+            ):
+                break

@@ -12,20 +12,32 @@ before answering does). GET /counts answers {"deliveries": {id: n}, "applied":
 {id: body}, "bad_signatures": n, "times": {id: [arrival, ...]}}; GET
 /wait?applied=N answers it once N ids are applied, /wait?seen=ID&n=N once ID
 arrived N times (1 by default; long polls: the arrival is the event).
+
+A test starts it with :func:`running` and talks to it through :class:`Receiver`.
 """
 
 from __future__ import annotations
 
+import asyncio
 import base64
+import contextlib
 import hashlib
 import hmac
 import json
 import sys
 import threading
 import time
+import urllib.request
+from collections.abc import AsyncIterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
+
+from tests.support.procs import listener
+
+# The secret the tests' services sign with (their --webhook-secret-file holds it).
+SECRET = "turnkeeper-test-webhook-secret-0123"
 
 _changed = threading.Condition()
 _deliveries: dict[str, int] = {}
@@ -104,6 +116,48 @@ class Handler(BaseHTTPRequestHandler):
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the test reads the counts."""
+
+
+def service_flags(secret_file: Path) -> list[str]:
+    """A service process's flags that send webhooks, signed with the secret in
+    `secret_file`, to a receiver on loopback: retried soon and given up on soon, as
+    a test wants."""
+    return [
+        "--webhook-secret-file",
+        str(secret_file),
+        "--webhook-allow",
+        "127.0.0.1",
+        "--webhook-retry-base",
+        "0.2",
+        "--webhook-timeout",
+        "2",
+    ]
+
+
+class Receiver:
+    """A test's handle to the receiver process at `url`."""
+
+    def __init__(self, url: str) -> None:
+        self.url = url
+
+    async def get(self, path: str) -> dict[str, Any]:
+        def fetch() -> dict[str, Any]:
+            with urllib.request.urlopen(self.url + path) as answer:
+                found: dict[str, Any] = json.load(answer)
+                return found
+
+        return await asyncio.to_thread(fetch)
+
+    async def wait_applied(self, n: int) -> dict[str, Any]:
+        """Once n ids are applied (the receiver answers then: no polling here)."""
+        return await self.get(f"/wait?applied={n}")
+
+
+@contextlib.asynccontextmanager
+async def running(secret: str = SECRET) -> AsyncIterator[Receiver]:
+    """The receiver process, verifying with `secret`, for the block."""
+    async with listener("tests.support.webhook_receiver", secret) as url:
+        yield Receiver(url)
 
 
 def main() -> None:

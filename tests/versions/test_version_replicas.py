@@ -19,10 +19,10 @@ from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.journal.versions import VersionPolicies
 
-from tests.support.agents import PATIENCE, Agent, Agents, agents_for, result
+from tests.support.agents import Agent, Agents, agents_for, result
 from tests.support.nats import NatsServer
 from tests.support.service import ServiceFactory
-from tests.support.turns import value
+from tests.support.turns import settled, value
 from tests.support.versioned_graphs import COMPATIBLE, build
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(180)]
@@ -51,19 +51,6 @@ async def replica(agents: Agents, name: str, variant: str) -> Agent:
         script=SCRIPT,
         extra_env={"GRAPH_VARIANT": variant, "PYTHONPATH": str(ROOT)},
     )
-
-
-async def settled(client: AsyncTurnkeeperClient, turn_id: str, want: int) -> pb.Turn:
-    """The turn once it reaches state `want` (its watchers are woken on each change)."""
-    async with asyncio.timeout(PATIENCE):
-        while True:
-            turn = (await client.get_turn(pb.GetTurnRequest(turn_id=turn_id))).turn
-            if turn.state == want:
-                return turn
-            async for _ in client.watch_turn(
-                pb.WatchTurnRequest(turn_id=turn_id, after_seq=turn.last_seq)
-            ):
-                break
 
 
 async def park_on_v1(nc: Client, client: AsyncTurnkeeperClient, turn_id: str) -> None:

@@ -11,6 +11,7 @@ from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.http import Http
 from tests.support.nats import NatsServer
+from tests.support.service import announced
 from tests.versions.test_version_policy import AGENT, version
 
 
@@ -26,31 +27,22 @@ async def test_the_agents_page_and_its_call_show_each_replicas_graph_version(
         assert 'call("ListAgents"' in await response.text()
 
     v = version("label")
-    # The service hears the announcement on its own connection: awaited through the
-    # directory's hook (called as an assistant's announcement is read, before it is
-    # stored, so the look comes after it).
-    heard = asyncio.Event()
-    loop = asyncio.get_running_loop()
-
-    def listed(agent: str) -> None:
-        loop.call_soon(heard.set)
-
+    body = {
+        "agent": AGENT,
+        "replica": "r-1",
+        "incarnation": "i1",
+        "graph": {"fingerprint": v.fingerprint, "label": v.label, "shape": v.shape},
+    }
+    # The service hears the announcement on its own connection: awaited through its
+    # directory's hook (tests/support/service.py's announced), which the task takes
+    # at its first step, while the connection below is being made.
     directory = web_service.engine.directory
-    directory.on_listed.append(listed)
-    try:
-        nc = await nats.connect(nats_server.url)
-        body = {
-            "agent": AGENT,
-            "replica": "r-1",
-            "incarnation": "i1",
-            "graph": {"fingerprint": v.fingerprint, "label": v.label, "shape": v.shape},
-        }
-        await nc.publish(f"vystak.default.agents.{AGENT}.announce", json.dumps(body).encode())
-        await nc.flush()
-        await nc.close()
-        await asyncio.wait_for(heard.wait(), 30)
-    finally:
-        directory.on_listed.remove(listed)
+    shown = asyncio.create_task(announced(web_service, lambda: bool(directory.replicas(AGENT))))
+    nc = await nats.connect(nats_server.url)
+    await nc.publish(f"vystak.default.agents.{AGENT}.announce", json.dumps(body).encode())
+    await nc.flush()
+    await nc.close()
+    await shown
     status, answer = await http.call("ListAgents", {})
     assert status == 200, answer
     [agent] = answer["agents"]

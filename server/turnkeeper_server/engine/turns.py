@@ -48,6 +48,7 @@ from turnkeeper_server.journal.erasure import Erased
 from turnkeeper_server.journal.lifecycle import Cancelled, Ended
 from turnkeeper_server.journal.redrive import Redriven
 from turnkeeper_server.journal.start import Started, StartRequest
+from turnkeeper_server.journal.transitions import Closed
 from turnkeeper_server.journal.versions import Requirement, Served
 from turnkeeper_server.logs import turn_log
 from turnkeeper_server.messaging.outbox import OutboxPublisher
@@ -97,19 +98,24 @@ class Turns:
     # -- plumbing ---------------------------------------------------------------
 
     async def _write(
-        self, turn_ids: Callable[[T], Sequence[str]], fn: Callable[[Tx], T], news: News = None
+        self,
+        turn_ids: Callable[[T], Sequence[str]],
+        fn: Callable[[Tx], T],
+        news: News | Callable[[T], News] = None,
     ) -> T:
         """`fn` in a transaction; after its commit the turns it names wake their
-        followers, told `news` (None: they read the journal)."""
+        followers, told `news` or what it makes of the result (None: they read the
+        journal)."""
 
         def op(tx: Tx) -> T:
             result = fn(tx)
             ids = list(turn_ids(result))
             tx.announce(ids)
+            told = news(result) if callable(news) else news
 
             def woken() -> None:
                 for turn_id in ids:
-                    self.notifier.notify(turn_id, news)
+                    self.notifier.notify(turn_id, told)
                 self.outbox.wake()
 
             tx.after_commit(woken)
@@ -285,20 +291,19 @@ class Turns:
     async def park(
         self, *, turn_id: str, attempt: int, interrupt_json: str, events: Sequence[NewEvent]
     ) -> TurnRecord:
-        turn = await self._write(
-            lambda _: [turn_id],
-            lambda tx: lifecycle.on_parked(
+        def park(tx: Tx) -> Closed:
+            closed = transitions.park_turn_closed(
                 tx,
-                transitions.park_turn(
-                    tx,
-                    turn_id=turn_id,
-                    attempt=attempt,
-                    interrupt_json=interrupt_json,
-                    events=events,
-                    policy=self.policy,
-                ),
-            ),
-        )
+                turn_id=turn_id,
+                attempt=attempt,
+                interrupt_json=interrupt_json,
+                events=events,
+                policy=self.policy,
+            )
+            return dataclasses.replace(closed, turn=lifecycle.on_parked(tx, closed.turn))
+
+        # The turn's followers take its last events and its state from the news.
+        turn = (await self._write(lambda _: [turn_id], park, lambda c: c)).turn
         self.metrics.events_appended.inc(len(events))
         turn_log(log, turn_id, attempt).info("parked at seq %d", turn.last_seq)
         try:
@@ -311,8 +316,8 @@ class Turns:
     async def finish(
         self, *, turn_id: str, attempt: int, failed: bool, error: str, events: Sequence[NewEvent]
     ) -> TurnRecord:
-        def finish(tx: Tx) -> tuple[TurnRecord, Ended]:
-            turn = transitions.finish_turn(
+        def finish(tx: Tx) -> tuple[Closed, Ended]:
+            closed = transitions.finish_turn_closed(
                 tx,
                 turn_id=turn_id,
                 attempt=attempt,
@@ -321,9 +326,11 @@ class Turns:
                 events=events,
                 policy=self.policy,
             )
-            return turn, lifecycle.after_end(tx, turn, self.policy)
+            return closed, lifecycle.after_end(tx, closed.turn, self.policy)
 
-        turn, ended = await self._write(lambda _: [turn_id], finish)
+        # The turn's followers take its last events and its end from the news.
+        closed, ended = await self._write(lambda _: [turn_id], finish, lambda r: r[0])
+        turn = closed.turn
         self._after_end(ended, turn)
         self.metrics.events_appended.inc(len(events))
         self.metrics.turns_finished.labels(state=turn.state).inc()

@@ -1,14 +1,13 @@
 """WatchTurn: a turn's retained events, then live ones, and a reset on each rewind.
 
-`TurnNotifier` wakes the streams: a stream registers its waiter *before* it reads,
-then waits; a commit touching the turn (here, or on another replica through the
-store's notification) sets every waiter of that turn. Reading after registering
-means a commit can never slip between the read and the wait unnoticed.
-`follow` is one stream (docs/architecture.md §3, decision 3). The LangGraph API's
-followers (`follow_settled`, `follow_live`) subscribe once for their whole life
-instead, and a commit's wake tells them what it wrote when the writer knows
-(`News`): they serve such a wake from what they keep, and read the journal for
-anything else (`_Tail`, decision 440).
+`TurnNotifier` wakes the streams: every follower (`follow`, gRPC's WatchTurn,
+docs/architecture.md §3, decision 3; the LangGraph API's `follow_settled` and
+`follow_live`) subscribes once for its whole life, *before* its first read; a
+commit touching the turn (here, or on another replica through the store's
+notification) wakes every subscriber of that turn, so a commit can never slip
+between a read and the wait unnoticed. The wake tells what the commit wrote when
+the writer knows (`News`): a follower serves such a wake from what it keeps, and
+reads the journal for anything else (`_Tail`, decisions 440 and 540).
 """
 
 from __future__ import annotations
@@ -22,7 +21,7 @@ from dataclasses import dataclass
 from typing import Final
 
 from turnkeeper_server.journal import transitions
-from turnkeeper_server.journal.transitions import Written
+from turnkeeper_server.journal.transitions import Closed, Written
 from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.records import (
     ENDED,
@@ -59,9 +58,11 @@ class Owned:
 OWNED: Final = Owned()
 
 # What a commit tells a turn's followers: the events an append stored (the writer
-# knows them), a root checkpoint's boundary, a claim, or None: something else
-# changed (read the journal).
-News = Written | Settled | Owned | None
+# knows them), a finish's or a park's events and the turn as it left it, a root
+# checkpoint's boundary, a claim, or None: something else changed (read the
+# journal).
+News = Written | Closed | Settled | Owned | None
+Told = Written | Closed | Settled | Owned
 
 # News held for one follower at most: past it, the follower reads the journal.
 NEWS_HELD = 256
@@ -75,7 +76,7 @@ class Subscription:
 
     def __init__(self) -> None:
         self.event = asyncio.Event()
-        self.news: list[Written | Settled | Owned] = []
+        self.news: list[Told] = []
         # Something changed that the news does not say: read the journal.
         self.lost = False
 
@@ -87,7 +88,7 @@ class Subscription:
             self.news.append(news)
         self.event.set()
 
-    def take(self) -> tuple[list[Written | Settled | Owned], bool]:
+    def take(self) -> tuple[list[Told], bool]:
         """The news so far and whether some was lost; forgets them."""
         news, lost = self.news, self.lost
         self.news, self.lost = [], False
@@ -97,20 +98,7 @@ class Subscription:
 
 class TurnNotifier:
     def __init__(self) -> None:
-        self._waiters: defaultdict[str, set[asyncio.Event]] = defaultdict(set)
         self._subscribers: defaultdict[str, set[Subscription]] = defaultdict(set)
-
-    def register(self, turn_id: str) -> asyncio.Event:
-        event = asyncio.Event()
-        self._waiters[turn_id].add(event)
-        return event
-
-    def unregister(self, turn_id: str, event: asyncio.Event) -> None:
-        waiters = self._waiters.get(turn_id)
-        if waiters is not None:
-            waiters.discard(event)
-            if not waiters:
-                del self._waiters[turn_id]
 
     def subscribe(self, turn_id: str) -> Subscription:
         subscription = Subscription()
@@ -127,8 +115,6 @@ class TurnNotifier:
     def notify(self, turn_id: str, news: News = None) -> None:
         """A commit touched the turn; `news` says what it did when the committer
         knows (else the followers read the journal)."""
-        for event in self._waiters.get(turn_id, ()):
-            event.set()
         for subscription in self._subscribers.get(turn_id, ()):
             subscription.add(news)
 
@@ -142,17 +128,12 @@ class TurnNotifier:
         if turn_id is not None:
             self.notify(turn_id)
             return
-        for waiters in self._waiters.values():
-            for event in waiters:
-                event.set()
         for subscribers in self._subscribers.values():
             for subscription in subscribers:
                 subscription.add(None)
 
     def watchers(self) -> int:
-        return sum(len(w) for w in self._waiters.values()) + sum(
-            len(s) for s in self._subscribers.values()
-        )
+        return sum(len(s) for s in self._subscribers.values())
 
 
 @dataclass(frozen=True)
@@ -170,39 +151,42 @@ async def follow(
 ) -> AsyncGenerator[EventRecord | Reset]:
     """Retained events after `after_seq`, then live ones; a Reset and a replay from
     seq 1 whenever the turn is rewound; ends after the terminal event, or at once
-    when the turn is over and `after_seq` is already past it."""
-    turn = transitions.require_turn(db.read_conn(), turn_id)
-    epoch = turn.rewinds
+    when the turn is over and `after_seq` is already past it. Served from the
+    commits' news like the LangGraph API's followers (`_Tail`); with no settled
+    limit to keep, it waits for a wake as long as it takes (a change through another
+    replica wakes it through the store's notification)."""
     cursor = after_seq
     metrics.watchers.inc()
+    tail = _Tail(db, notifier, turn_id, bounded=False)
     try:
+        # The turn's rewinds as of the first page.
+        epoch: int | None = None
+        fresh = True
         while True:
-            waiter = notifier.register(turn_id)
-            try:
-                turn, events, more = await db.read(
-                    functools.partial(_turn_and_events, turn_id=turn_id, after_seq=cursor)
-                )
-                if turn.rewinds != epoch:
-                    epoch = turn.rewinds
-                    cursor = 0
-                    checkpoint_id, boundary = transitions.latest_boundary(db.read_conn(), turn_id)
-                    yield Reset(seq=boundary, attempt=turn.attempts, checkpoint_id=checkpoint_id)
-                    continue
-                for event in events:
-                    yield event
-                    cursor = event.seq
-                    if event.type in TERMINAL_EVENTS:
-                        return
-                if more:
-                    continue
-                if turn.state in ENDED:
-                    # Over, and its terminal event is at or before the cursor:
-                    # nothing more will ever come (a watcher joined too late).
+            turn, events, more, _ = await tail.page(cursor, fresh=fresh)
+            fresh = False
+            if epoch is None:
+                epoch = turn.rewinds
+            elif turn.rewinds != epoch:
+                epoch = turn.rewinds
+                cursor = 0
+                checkpoint_id, boundary = transitions.latest_boundary(db.read_conn(), turn_id)
+                yield Reset(seq=boundary, attempt=turn.attempts, checkpoint_id=checkpoint_id)
+                continue
+            for event in events:
+                yield event
+                cursor = event.seq
+                if event.type in TERMINAL_EVENTS:
                     return
-                await waiter.wait()
-            finally:
-                notifier.unregister(turn_id, waiter)
+            if more:
+                continue
+            if turn.state in ENDED:
+                # Over, and its terminal event is at or before the cursor:
+                # nothing more will ever come (a watcher joined too late).
+                return
+            await tail.wake()
     finally:
+        tail.close()
         metrics.watchers.dec()
 
 
@@ -344,17 +328,24 @@ async def follow_live(
 class _Tail:
     """A follower's view of its turn: the turn, its settled limit and the events
     after the follower's position, read from the journal and then kept up to date
-    from the news of this process's commits (`Subscription`): an append's events
-    and a root checkpoint's boundary, which the writer knows, so a wake costs no
-    read. The journal stays the truth: any other change, news that does not fit
-    (a gap, another epoch, events the news did not carry), a position behind what
-    is kept (a resume, a rewind) and every wait that ended without a wake read it
-    again."""
+    from the news of this process's commits (`Subscription`): an append's events,
+    a finish's or a park's events and the turn's new state, and a root checkpoint's
+    boundary, which the writer knows, so a wake costs no read. The journal stays
+    the truth: any other change (a re-drive's rewind, a cancel, a resume), news
+    that does not fit (a gap, another epoch, events the news did not carry), a
+    position behind what is kept (a resume, a rewind) and every wait that ended
+    without a wake read it again.
 
-    def __init__(self, db: Store, notifier: TurnNotifier, turn_id: str) -> None:
+    `bounded`: keep the settled limit (the newest root checkpoint's boundary, read
+    with each page); WatchTurn's `follow` has none."""
+
+    def __init__(
+        self, db: Store, notifier: TurnNotifier, turn_id: str, *, bounded: bool = True
+    ) -> None:
         self.db = db
         self.notifier = notifier
         self.turn_id = turn_id
+        self.bounded = bounded
         # Subscribed before the first read: no commit slips between it and a wait.
         self.subscription = notifier.subscribe(turn_id)
         self.turn: TurnRecord | None = None
@@ -366,6 +357,10 @@ class _Tail:
 
     def close(self) -> None:
         self.notifier.unsubscribe(self.turn_id, self.subscription)
+
+    async def wake(self) -> None:
+        """Wait for a commit touching the turn, however long it takes."""
+        await self.subscription.event.wait()
 
     async def woken(self) -> bool:
         """Wait for a commit touching the turn; False when none came in time (a
@@ -408,20 +403,27 @@ class _Tail:
         return turn, page, len(page) < len(self.events), limit
 
     async def _read(self, cursor: int) -> tuple[TurnRecord, list[EventRecord], bool, int]:
-        turn, events, more, limit = await self.db.read(
-            functools.partial(_live_page, turn_id=self.turn_id, after_seq=cursor)
-        )
+        if self.bounded:
+            turn, events, more, limit = await self.db.read(
+                functools.partial(_live_page, turn_id=self.turn_id, after_seq=cursor)
+            )
+        else:
+            turn, events, more = await self.db.read(
+                functools.partial(_turn_and_events, turn_id=self.turn_id, after_seq=cursor)
+            )
+            limit = turn.last_seq
         self.turn, self.limit = turn, limit
         self.since, self.events, self.whole = cursor, list(events), not more
         return turn, events, more, limit
 
-    def _apply(self, news: list[Written | Settled | Owned]) -> bool:
+    def _apply(self, news: list[Told]) -> bool:
         """Bring the view up to date with `news`; False when they do not fit it."""
         turn = self.turn
         if turn is None:
             return False
         last, limit = turn.last_seq, self.limit
         added: list[EventRecord] = []
+        closed: TurnRecord | None = None
         for item in news:
             if isinstance(item, Owned):
                 continue
@@ -430,17 +432,33 @@ class _Tail:
                     return False  # the checkpoint's commit wrote events too
                 limit = max(limit, item.seq)
                 continue
-            if item.rewinds != turn.rewinds or turn.state != RUNNING:
+            if isinstance(item, Written):
+                rewinds, new_last, records = item.rewinds, item.last_seq, item.records()
+            else:
+                rewinds, new_last, records = item.turn.rewinds, item.turn.last_seq, item.events
+            # Only a running turn's commits are news; after a finish or a park here,
+            # what changes it again (a resume) comes without.
+            if rewinds != turn.rewinds or turn.state != RUNNING or closed is not None:
                 return False
-            if item.last_seq <= last:
+            if new_last <= last:
+                if isinstance(item, Closed):
+                    # Read already (and maybe resumed since: its events are no
+                    # proof of the state the view holds), or a park that stored
+                    # no event, which nothing tells from such a one: read.
+                    return False
                 continue  # already read from the journal
-            new = [e for e in item.records() if e.seq > last]
-            if not new or new[0].seq != last + 1 or new[-1].seq != item.last_seq:
+            new = [e for e in records if e.seq > last]
+            if not new or new[0].seq != last + 1 or new[-1].seq != new_last:
                 return False
             added += new
-            last = item.last_seq
+            last = new_last
+            if isinstance(item, Closed):
+                closed = item.turn
         if added:
             self.events += added
+        if closed is not None:
+            self.turn = closed
+        elif added:
             self.turn = dataclasses.replace(turn, last_seq=last)
         self.limit = limit
         return True

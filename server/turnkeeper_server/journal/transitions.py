@@ -358,6 +358,19 @@ def append_terminal(
     `last_seq`, with its outbox message: the one writer of terminal events, which
     only the service writes (decision 2). Returns its seq. The run's webhook, if it
     has one, becomes due in the same transaction (journal/webhooks.py)."""
+    return append_terminal_record(tx, turn, last_seq, type_, data, policy, now).seq
+
+
+def append_terminal_record(
+    tx: Tx,
+    turn: TurnRecord,
+    last_seq: int,
+    type_: str,
+    data: dict[str, object],
+    policy: Policy,
+    now: float,
+) -> EventRecord:
+    """`append_terminal`, returning the event it stored."""
     seq = last_seq + 1
     data_json = json.dumps(data)
     tx.execute(
@@ -371,7 +384,7 @@ def append_terminal(
         now,
     )
     webhooks.run_ended(tx, turn.turn_id, _ENDS_IN[type_], now)
-    return seq
+    return EventRecord(turn.turn_id, seq, turn.attempts, type_, data_json, now)
 
 
 def append_service_events(
@@ -459,6 +472,17 @@ def append_events_written(
     return Written(last, turn.rewinds, turn_id, attempt, now, new)
 
 
+@dataclass(frozen=True, slots=True)
+class Closed:
+    """What a finish or a park committed: the turn as it stands after it (DONE,
+    FAILED or PARKED, its last_seq and rewinds) and the events that commit stored, in
+    seq order (the executor's last ones an idempotent resend did not skip, then a
+    finish's terminal event). A follower serves them from memory (engine/watch.py)."""
+
+    turn: TurnRecord
+    events: tuple[EventRecord, ...]
+
+
 def park_turn(
     tx: Tx,
     *,
@@ -468,6 +492,26 @@ def park_turn(
     events: Sequence[NewEvent],
     policy: Policy,
 ) -> TurnRecord:
+    return park_turn_closed(
+        tx,
+        turn_id=turn_id,
+        attempt=attempt,
+        interrupt_json=interrupt_json,
+        events=events,
+        policy=policy,
+    ).turn
+
+
+def park_turn_closed(
+    tx: Tx,
+    *,
+    turn_id: str,
+    attempt: int,
+    interrupt_json: str,
+    events: Sequence[NewEvent],
+    policy: Policy,
+) -> Closed:
+    """`park_turn`, saying what it stored."""
     turn = lock_turn(tx, turn_id)
     fence(turn, attempt)
     now = time.time()
@@ -487,7 +531,7 @@ def park_turn(
         owner_incarnation=None,
         lease_expires_at=None,
     )
-    return reload_turn(tx, turn_id)
+    return Closed(reload_turn(tx, turn_id), _stored(turn, attempt, events, now))
 
 
 def finish_turn(
@@ -500,11 +544,33 @@ def finish_turn(
     events: Sequence[NewEvent],
     policy: Policy,
 ) -> TurnRecord:
+    return finish_turn_closed(
+        tx,
+        turn_id=turn_id,
+        attempt=attempt,
+        failed=failed,
+        error=error,
+        events=events,
+        policy=policy,
+    ).turn
+
+
+def finish_turn_closed(
+    tx: Tx,
+    *,
+    turn_id: str,
+    attempt: int,
+    failed: bool,
+    error: str,
+    events: Sequence[NewEvent],
+    policy: Policy,
+) -> Closed:
+    """`finish_turn`, saying what it stored."""
     turn = lock_turn(tx, turn_id)
     fence(turn, attempt)
     now = time.time()
     last = _append(tx, turn, attempt, events, policy, now)
-    last = append_terminal(
+    terminal = append_terminal_record(
         tx,
         turn,
         last,
@@ -518,13 +584,27 @@ def finish_turn(
         turn_id,
         now,
         state=FAILED if failed else DONE,
-        last_seq=last,
+        last_seq=terminal.seq,
         error=error,
         owner_replica=None,
         owner_incarnation=None,
         lease_expires_at=None,
     )
-    return reload_turn(tx, turn_id)
+    stored = _stored(turn, attempt, events, now)
+    return Closed(reload_turn(tx, turn_id), (*stored, terminal))
+
+
+def _stored(
+    turn: TurnRecord, attempt: int, events: Sequence[NewEvent], now: float
+) -> tuple[EventRecord, ...]:
+    """The events `_append` stored of `events` after `turn` (as it was before it):
+    exactly those past its last_seq (a gap raises, a resend of one stored is
+    skipped)."""
+    return tuple(
+        EventRecord(turn.turn_id, seq, attempt, type_, data_json, now)
+        for seq, type_, data_json in events
+        if seq > turn.last_seq
+    )
 
 
 def resume_detached(tx: Tx, *, turn_id: str, resume_json: str, policy: Policy) -> TurnRecord:

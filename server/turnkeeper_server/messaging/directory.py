@@ -128,6 +128,10 @@ class AgentDirectory:
         self.refusals = LogRate(log)
         #: Called with the agent's name each time an agent is listed as an assistant.
         self.on_listed: list[Callable[[str], None]] = []
+        #: Called with the agent's name after each announcement it keeps (an
+        #: assistant's or not, a farewell too), once the directory shows it: what a
+        #: waiter on a replica's state (its version, its free slots) awaits.
+        self.on_heard: list[Callable[[str], None]] = []
         link.on_connect.append(self._connected)
 
     @property
@@ -167,15 +171,15 @@ class AgentDirectory:
             self._seen[agent] = self.clock()
             for listed in self.on_listed:
                 listed(agent)
-        if replica is None:
-            return
-        known = self._replicas.setdefault(agent, {})
-        if replica.leaving:
+        if replica is not None:
+            known = self._replicas.setdefault(agent, {})
+            if not replica.leaving:
+                known[replica.replica] = replica
             # A replica shutting down; a newer incarnation of it may already be back.
-            if (old := known.get(replica.replica)) and old.incarnation == replica.incarnation:
+            elif (old := known.get(replica.replica)) and old.incarnation == replica.incarnation:
                 del known[replica.replica]
-            return
-        known[replica.replica] = replica
+        for heard in self.on_heard:
+            heard(agent)
 
     def _bounded(self, agent: str, replica: Replica) -> Replica | None:
         """`replica` with its version's shared shape, or None (logged) when keeping

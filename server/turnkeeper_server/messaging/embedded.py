@@ -7,6 +7,7 @@ quick start needs nothing installed by hand. Production deployments point
 
 from __future__ import annotations
 
+import contextlib
 import re
 import shutil
 import signal
@@ -16,6 +17,7 @@ import sysconfig
 import threading
 import time
 from pathlib import Path
+from typing import IO, BinaryIO
 
 _LISTENING = re.compile(rb"Listening for client connections on [^\s]+:(\d+)")
 
@@ -42,6 +44,17 @@ def _die_with_parent() -> None:
         ctypes.CDLL(None, use_errno=True).prctl(pr_set_pdeathsig, signal.SIGTERM)
 
 
+def _drain(pipe: IO[bytes], log: BinaryIO | None) -> None:
+    """Read the server's output to its end, into `log` when there is one."""
+    with contextlib.suppress(OSError, ValueError):
+        if log is None:
+            pipe.read()
+            return
+        with log:
+            for line in pipe:
+                log.write(line)
+
+
 class EmbeddedNats:
     """A nats-server child process on 127.0.0.1 with a port the OS picked."""
 
@@ -51,8 +64,14 @@ class EmbeddedNats:
         jetstream: bool = False,
         store_dir: Path | None = None,
         config_file: Path | None = None,
+        log_file: Path | None = None,
+        debug: bool = False,
     ) -> None:
         self.jetstream = jetstream
+        # Where the server's own output goes (appended across restarts); None: dropped.
+        self.log_file = log_file
+        # nats-server -D: connections opened and closed, and why (tests' logs).
+        self.debug = debug
         self.store_dir = store_dir
         # A nats-server config (messaging/credentials.py: the token it requires).
         self.config_file = config_file
@@ -67,6 +86,8 @@ class EmbeddedNats:
         args = [nats_server_binary(), "-a", "127.0.0.1", "-p", str(port)]
         if self.config_file is not None:
             args += ["-c", str(self.config_file)]
+        if self.debug:
+            args += ["-D"]
         if self.jetstream:
             args += ["-js"]
             if self.store_dir is not None:
@@ -83,18 +104,25 @@ class EmbeddedNats:
         assert self.process.stderr is not None
         deadline = time.monotonic() + timeout
         seen = b""
+        log = self.log_file.open("ab", buffering=0) if self.log_file is not None else None
         while time.monotonic() < deadline:
             line = self.process.stderr.readline()
             if not line:
                 break
             seen += line
+            if log is not None:
+                log.write(line)
             match = _LISTENING.search(line)
             if match:
                 self.port = int(match.group(1))
             if b"Server is ready" in line and self.port:
                 # Keep draining its log so the pipe never fills and blocks it.
-                threading.Thread(target=self.process.stderr.read, daemon=True).start()
+                threading.Thread(
+                    target=_drain, args=(self.process.stderr, log), daemon=True
+                ).start()
                 return self.url
+        if log is not None:
+            log.close()
         self.stop()
         raise RuntimeError(f"nats-server did not become ready: {seen.decode(errors='replace')}")
 

@@ -6,6 +6,15 @@ disconnected in a buffer and send them on reconnect, while the outbox, not
 knowing whether they went out, sends them again: a duplicate. Here a message is
 only published on a live connection, and a row leaves the outbox only after a
 flush (a PING/PONG round trip) proved the server had it.
+
+Each connection has a "lost" signal of its own (decision 500): a publish or flush
+that failed on a connection drops that connection only, never the one the link
+dialled since. (One shared signal let a batch cut off by a NATS restart, failing
+two seconds later, drop the fresh connection to the restarted server, just as the
+publisher started its next batch on it; that batch failed the same way, and so on
+for as long as anything was written: the outbox stopped draining with NATS up.)
+A connection whose flush timed out is dropped (decision 501): nats-py cannot go on
+using it safely.
 """
 
 from __future__ import annotations
@@ -22,7 +31,13 @@ from typing import Any
 
 import nats
 from nats.aio.client import Client
-from nats.errors import BadSubjectError, MaxPayloadError, NoRespondersError
+from nats.errors import (
+    BadSubjectError,
+    ConnectionClosedError,
+    MaxPayloadError,
+    NoRespondersError,
+)
+from nats.errors import Error as NatsError
 from nats.errors import TimeoutError as NatsTimeout
 from turnkeeper import _tracing as tracing
 from turnkeeper._nats_auth import NatsAuth
@@ -46,47 +61,57 @@ _SUBJECT_INVALID = re.compile(r"[ \t\r\n]")
 _HEADER_LENGTH = len(b"NATS/1.0\r\nNats-Msg-Id: \r\n\r\n")
 
 
+class Unpublishable(MaxPayloadError):
+    """An outbox message the NATS server will never take: with its headers, it is
+    bigger than the server's max_payload (which counts them, decision 504)."""
+
+    def __init__(self, msg_id: int, size: int, max_payload: int) -> None:
+        super().__init__()
+        self.msg_id = msg_id
+        self.size = size
+        self.max_payload = max_payload
+
+    def __str__(self) -> str:
+        return (
+            f"outbox message {self.msg_id} is {self.size} bytes with its headers, over "
+            f"the NATS server's max_payload of {self.max_payload}"
+        )
+
+
 def _hpub_frames(
     subject: str, numbered: Iterable[tuple[int, bytes]], traceparent: str | None, max_payload: int
 ) -> list[bytes]:
     """The HPUB frames nc.publish(subject, payload, headers={"Nats-Msg-Id": id}) sends
     for one outbox row's (id, payload) messages (with a traceparent header too when
-    the row carries one); MaxPayloadError if one is over the server's limit. The
+    the row carries one); Unpublishable if one is, with its headers, over the
+    server's limit (the server counts them: it would close the connection). The
     subject is encoded once per row, not per message: this loop runs once per event
     at ingest rates (bench/ingest.py)."""
     if traceparent is not None:
         frames = []
+        trace = traceparent.encode()
         for msg_id, payload in numbered:
-            if len(payload) > max_payload:
-                raise MaxPayloadError
-            frames.append(_hpub_traced(subject, msg_id, payload, traceparent))
+            block = b"NATS/1.0\r\nNats-Msg-Id: %d\r\ntraceparent: %s\r\n\r\n" % (msg_id, trace)
+            size = len(block) + len(payload)
+            if size > max_payload:
+                raise Unpublishable(msg_id, size, max_payload)
+            frames.append(
+                b"HPUB %s  %d %d\r\n%s%s\r\n" % (subject.encode(), len(block), size, block, payload)
+            )
         return frames
     head = b"HPUB %s  " % subject.encode()
     frames = []
     for msg_id, payload in numbered:
-        if len(payload) > max_payload:
-            raise MaxPayloadError
         digits = b"%d" % msg_id
         header = _HEADER_LENGTH + len(digits)
+        size = header + len(payload)
+        if size > max_payload:
+            raise Unpublishable(msg_id, size, max_payload)
         frames.append(
             b"%s%d %d\r\nNATS/1.0\r\nNats-Msg-Id: %s\r\n\r\n%s\r\n"
-            % (head, header, header + len(payload), digits, payload)
+            % (head, header, size, digits, payload)
         )
     return frames
-
-
-def _hpub_traced(subject: str, msg_id: int, payload: bytes, traceparent: str) -> bytes:
-    header = b"NATS/1.0\r\nNats-Msg-Id: %d\r\ntraceparent: %s\r\n\r\n" % (
-        msg_id,
-        traceparent.encode(),
-    )
-    return b"HPUB %s  %d %d\r\n%s%s\r\n" % (
-        subject.encode(),
-        len(header),
-        len(header) + len(payload),
-        header,
-        payload,
-    )
 
 
 def agent_subject(prefix: str, namespace: str, agent: str) -> str:
@@ -112,6 +137,17 @@ def control_subject(prefix: str, namespace: str, agent: str) -> str:
     return f"{prefix}.{namespace}.agents.{agent}.control"
 
 
+class _Connection:
+    """A connection in use and the signal that it is lost, its own: set by nats-py
+    when the connection closes, or by the link when a flush on it failed."""
+
+    __slots__ = ("lost", "nc")
+
+    def __init__(self, nc: Client, lost: asyncio.Event) -> None:
+        self.nc = nc
+        self.lost = lost
+
+
 class NatsLink:
     def __init__(
         self,
@@ -132,9 +168,10 @@ class NatsLink:
         self.on_connect: list[Callable[[Client], Awaitable[None]]] = []
         # Run each time a connection in use is lost (the health entry for NATS).
         self.on_lost: list[Callable[[], Awaitable[None]]] = []
-        self._nc: Client | None = None
+        self._conn: _Connection | None = None
         self._task: asyncio.Task[None] | None = None
         self._connected = asyncio.Event()
+        # The lost signal of the connection being dialled or in use (a stop sets it).
         self._lost = asyncio.Event()
         self._stop = asyncio.Event()
         self._stopping = False
@@ -142,6 +179,8 @@ class NatsLink:
         # that says so once it has lasted UNREACHABLE_GRACE, at most every 30 s.
         self._down_since: float | None = None
         self._unreachable = LogRate(log, interval=30.0)
+        self._refused = LogRate(log, interval=30.0)
+        self._too_large = LogRate(log, interval=30.0)
 
     @property
     def enabled(self) -> bool:
@@ -149,11 +188,20 @@ class NatsLink:
 
     @property
     def connected(self) -> bool:
-        return self._nc is not None and self._nc.is_connected
+        return self._usable() is not None
 
     @property
     def client(self) -> Client | None:
-        return self._nc if self.connected else None
+        conn = self._usable()
+        return conn.nc if conn is not None else None
+
+    def _usable(self) -> _Connection | None:
+        """The connection in use, unless it is lost (even if the link has not yet
+        noticed: its flushes could not be trusted)."""
+        conn = self._conn
+        if conn is None or conn.lost.is_set() or not conn.nc.is_connected:
+            return None
+        return conn
 
     async def start(self) -> None:
         if self.url is None:
@@ -169,8 +217,9 @@ class NatsLink:
     async def _maintain(self) -> None:
         delay = 0.05
         while not self._stopping:
-            self._lost.clear()
-            nc = await self._dial()
+            # A new signal per connection: what fails on an old one cannot reach it.
+            lost = self._lost = asyncio.Event()
+            nc = await self._dial(lost)
             if nc is None:
                 self._say_unreachable()
                 if not self._stopping:
@@ -189,7 +238,7 @@ class NatsLink:
                     continue
             delay = 0.05
             self._down_since = None
-            self._nc = nc
+            conn = self._conn = _Connection(nc, lost)
             self._connected.set()
             log.info("connected to NATS at %s", self.url)
             for hook in self.on_connect:
@@ -197,16 +246,22 @@ class NatsLink:
                     await hook(nc)
                 except Exception as exc:
                     log.warning("NATS connection hook %s failed: %s", hook, exc)
-            await self._lost.wait()
+            await lost.wait()
             self._connected.clear()
-            self._nc = None
-            for lost in self.on_lost:
+            self._conn = None
+            # A flush still waiting on this connection fails now, not at its timeout:
+            # nats-py's close leaves its PONG unanswered.
+            _fail_flushes(nc)
+            for on_lost in self.on_lost:
                 try:
-                    await lost()
+                    await on_lost()
                 except Exception as exc:
-                    log.warning("NATS connection-lost hook %s failed: %s", lost, exc)
+                    log.warning("NATS connection-lost hook %s failed: %s", on_lost, exc)
             if not self._stopping:
-                log.warning("lost the NATS connection; reconnecting (the outbox keeps the backlog)")
+                log.warning(
+                    "lost the NATS connection%s; reconnecting (the outbox keeps the backlog)",
+                    _why(conn.nc),
+                )
             await _close(nc)
 
     def _say_unreachable(self) -> None:
@@ -226,10 +281,15 @@ class NatsLink:
             now - self._down_since,
         )
 
-    async def _dial(self) -> Client | None:
+    async def _dial(self, lost: asyncio.Event) -> Client | None:
         """One connection attempt that a stop can abandon at once (nats-py's connect
-        may swallow a cancellation while it dials)."""
+        may swallow a cancellation while it dials); nats-py tells `lost` when the
+        connection closes."""
         assert self.url is not None
+
+        async def on_lost() -> None:
+            lost.set()
+
         try:
             # Read at each dial: a rotated token file is picked up by the next one.
             auth = self.auth.connect_kwargs()
@@ -243,8 +303,8 @@ class NatsLink:
                 name=self.name,
                 allow_reconnect=False,
                 connect_timeout=2,
-                disconnected_cb=self._on_lost,
-                closed_cb=self._on_lost,
+                disconnected_cb=on_lost,
+                closed_cb=on_lost,
                 error_cb=self._on_error,
             )
         )
@@ -267,19 +327,25 @@ class NatsLink:
             return None
         return nc
 
-    async def _on_lost(self) -> None:
-        self._lost.set()
-
     async def _on_error(self, exc: Exception) -> None:
-        log.debug("NATS error: %s", exc)
+        # An -ERR the server sends and keeps the connection for (a permissions
+        # violation) is a misconfiguration worth seeing; one it closes the
+        # connection for is named when the link says it lost the connection.
+        if isinstance(exc, NatsError) and "permissions violation" in str(exc).lower():
+            self._refused.warning("NATS refused: %s", exc)
+        else:
+            log.debug("NATS error: %s", exc)
 
     async def publish_batch(self, rows: Sequence[OutboxRow]) -> bool:
         """Publish outbox rows' messages (store/outbox_rows.py), each with its outbox
         id as Nats-Msg-Id (JetStream de-duplicates by it) and the row's trace context
-        when tracing was on, then flush; True if the server confirmed all."""
-        nc = self.client
-        if nc is None:
+        when tracing was on, then flush; True if the server confirmed all. A failure
+        drops the connection it happened on (a flush that timed out leaves nats-py's
+        connection unusable: decision 501), and only that one (decision 500)."""
+        conn = self._usable()
+        if conn is None:
             return False
+        nc = conn.nc
         try:
             transport = getattr(nc, "_transport", None)
             if transport is None:
@@ -311,10 +377,23 @@ class NatsLink:
                         checked.add(subject)
                     frames += _hpub_frames(subject, messages(row), trace, max_payload)
                 transport.writelines(frames)
+            if not _flush_waits(nc):
+                raise ConnectionError("nats-py's reader stopped: a flush would prove nothing")
             await nc.flush(timeout=2)
+        except Unpublishable as exc:
+            # Refused before a byte was written: the connection is fine. The row
+            # stays (nothing unread leaves the outbox), and so does what follows it.
+            self._too_large.error(
+                "%s: it cannot be published, and the outbox waits behind it; raise "
+                "max_payload on the NATS server (nats-server.conf) above it",
+                exc,
+            )
+            return False
         except Exception as exc:
-            log.warning("publishing %d outbox messages failed: %s", len(rows), exc)
-            self._lost.set()
+            log.warning(
+                "publishing %d outbox messages failed: %s", len(rows), str(exc) or repr(exc)
+            )
+            conn.lost.set()
             return False
         return True
 
@@ -357,15 +436,18 @@ class NatsLink:
         """A JSON-RPC notification (no id, no answer) to every subscriber of `subject`;
         False when it could not be sent. Best effort: fencing is what makes a late
         writer stop for certain."""
-        nc = self.client
-        if nc is None:
+        conn = self._usable()
+        if conn is None:
             return False
+        nc = conn.nc
         envelope = {"jsonrpc": "2.0", "method": method, "params": params, "metadata": {}}
         try:
             await nc.publish(subject, json.dumps(envelope).encode())
             await nc.flush(timeout=2)
         except Exception as exc:
-            log.warning("notification %s on %s failed: %s", method, subject, exc)
+            log.warning("notification %s on %s failed: %s", method, subject, str(exc) or repr(exc))
+            # A flush that timed out leaves the connection unusable (decision 501).
+            conn.lost.set()
             return False
         return True
 
@@ -376,9 +458,50 @@ class NatsLink:
         if self._task is not None:
             await self._task
             self._task = None
-        if self._nc is not None:
-            await _close(self._nc)
-            self._nc = None
+        if self._conn is not None:
+            await _close(self._conn.nc)
+            self._conn = None
+
+
+# What getattr finds when a nats-py has no such attribute.
+_ABSENT = object()
+
+
+def _flush_waits(nc: Client) -> bool:
+    """Whether nc.flush() will wait for the server's PONG. nats-py's returns at once,
+    without a PING, once its reading or flushing task has ended: so it did after a
+    flush that timed out, when the late PONG met the cancelled future and ended the
+    reader (InvalidStateError), the connection still open."""
+    for name in ("_reading_task", "_flusher_task"):
+        task = getattr(nc, name, _ABSENT)
+        if task is _ABSENT:
+            continue  # a nats-py without it: nothing to check
+        if not isinstance(task, asyncio.Future) or task.done():
+            return False
+    return True
+
+
+def _fail_flushes(nc: Client) -> None:
+    """Fail the flushes still waiting for a PONG on a connection the link dropped:
+    nats-py's close leaves them to their timeout. Taken off its list too: a PONG
+    still arriving finds none to answer (rather than a done one, which ends nats-py's
+    reader with InvalidStateError)."""
+    pongs = getattr(nc, "_pongs", None)
+    if not isinstance(pongs, list):
+        return
+    for pong in pongs:
+        if isinstance(pong, asyncio.Future) and not pong.done():
+            pong.set_exception(ConnectionClosedError())
+            # Marked retrieved: nats-py's own pings' futures are never awaited.
+            pong.exception()
+    pongs.clear()
+
+
+def _why(nc: Client) -> str:
+    """Why nats-py closed the connection, as it recorded it (the server's -ERR, a
+    stale connection, end of stream), for the log line that says it was lost."""
+    err = nc.last_error
+    return f" ({str(err) or type(err).__name__})" if err is not None else ""
 
 
 async def _close(nc: Client) -> None:

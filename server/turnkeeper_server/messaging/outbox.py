@@ -23,6 +23,10 @@ from turnkeeper_server.store.records import OutboxRow
 log = logging.getLogger(__name__)
 
 BATCH = 512
+# After a batch refused with NATS connected (a message the server will never take,
+# decision 504): the first wait before trying again, and the longest.
+RETRY_FIRST = 0.5
+RETRY_MAX = 5.0
 
 
 class OutboxPublisher:
@@ -44,6 +48,7 @@ class OutboxPublisher:
         self._drained = asyncio.Event()
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
+        self._stopped = asyncio.Event()
         self.published = 0
         self.failures = 0
 
@@ -64,10 +69,12 @@ class OutboxPublisher:
             self._task = asyncio.create_task(self._run(), name="outbox-publisher")
 
     async def _run(self) -> None:
+        retry = RETRY_FIRST
         while not self._stopping:
             # Cleared before the look: a commit whose wake this clears committed
             # before it, so the look sees its rows; a later one wakes us again.
             self._wake.clear()
+            failures = self.failures
             try:
                 sent = await self.drain_once()
             except asyncio.CancelledError:
@@ -75,6 +82,15 @@ class OutboxPublisher:
             except Exception:
                 log.exception("outbox publisher failed; retrying")
                 sent = 0
+            if self.failures > failures and self.link.connected:
+                # Refused with the connection up: the same batch again at every
+                # commit would only be refused again (decision 504).
+                with contextlib.suppress(TimeoutError):
+                    await asyncio.wait_for(self._stopped.wait(), retry)
+                retry = min(retry * 2, RETRY_MAX)
+                continue
+            if sent:
+                retry = RETRY_FIRST
             if sent >= BATCH or (sent and self._wake.is_set()):
                 continue  # more may be waiting
             if sent:
@@ -123,6 +139,7 @@ class OutboxPublisher:
         """Let the batch in flight finish (cancelling it mid-flush would leave the
         connection in doubt), then stop; `flush` publishes the rest."""
         self._stopping = True
+        self._stopped.set()
         self._wake.set()
         if self._task is not None:
             try:

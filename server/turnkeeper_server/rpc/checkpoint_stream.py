@@ -35,7 +35,10 @@ after it in the batch as well.
 An append refused on its own (its events' checks) refuses the writes of its run
 after it in the same batch, and in the frames read before its answer went out,
 unwritten: they were sent behind it without waiting for its answer (decisions 420,
-490), and a checkpoint must not record events that were not appended.
+490), and a checkpoint must not record events that were not appended. So does a
+turn attempt's put or writes refused by its checks: the bridge sends a run's first
+step behind its input checkpoint unanswered (decision 530), and that step must not
+be stored on an input checkpoint that was not.
 
 A *shared* stream carries several runs' messages (the client marks its frames
 `shared`: one stream per client event loop, so one frame each way carries a step of
@@ -227,7 +230,7 @@ class StreamingCheckpointServicer(CheckpointServicer):
                 ):
                     end += 1
                 followed = end < len(runs) and runs[end] != _READ
-                started += await self._write_row(frame.batch[n:end], followed)
+                started += await self._write_row(frame.batch[n:end], runs[n:end], followed, state)
                 n = end
                 continue
             if started and runs[n] == _READ:
@@ -253,20 +256,33 @@ class StreamingCheckpointServicer(CheckpointServicer):
         prepared = self.prepare_writes(request.writes)
         return prepared, lambda _: _answered(request, op, self.writes_answer(prepared))
 
-    async def _write_row(self, requests: list[Request], followed: bool) -> list[_Started]:
+    async def _write_row(
+        self,
+        requests: list[Request],
+        runs: list[tuple[str, ...]],
+        followed: bool,
+        state: _Ahead,
+    ) -> list[_Started]:
         """A row of puts and writes checked one by one as their unary calls check
         them, then committed together in the batch's order (`write_batch`: the
         engine decides how). Each is answered or refused on its own; `followed`: a
-        write comes right after the row."""
+        write comes right after the row. A turn attempt's write refused by its
+        checks refuses its run's writes after it, as a refused append does: the
+        bridge sends a run's first step behind its input checkpoint unanswered
+        (decision 530)."""
         started: list[_Started | None] = []
         ready: list[tuple[Request, PreparedWrite, Callable[[Any], Response]]] = []
-        for request in requests:
+        for request, run in zip(requests, runs, strict=True):
+            if (cause := state.refusal(run, request)) is not None:
+                started.append(_Started(request, _failed(cause), _same))
+                continue
             try:
                 prepared, answer = self._prepare(request)
                 ready.append((request, prepared, answer))
                 started.append(None)
             except TurnkeeperError as exc:  # answered in its turn, as a failed commit
                 started.append(_Started(request, _failed(exc), _same))
+                state.refuse(run, request, str(exc))
         done = await self.engine.checkpoints.write_batch(
             [prepared.write for _, prepared, _ in ready], followed=followed
         )
@@ -366,10 +382,18 @@ class _Ahead:
 
     def note(self, request: Request, run: tuple[str, ...], task: asyncio.Future[Any]) -> None:
         """After `request` is queued: if its checks refused it, its run's later
-        writes are refused too."""
-        if request.WhichOneof("op") != "append" or not isinstance(task, asyncio.Task):
+        writes are refused too (an append's, or a turn attempt's put or writes)."""
+        if run == _READ or not isinstance(task, asyncio.Task):
             return
+        if request.WhichOneof("op") != "append" and run == ("", ""):
+            return  # an unfenced write is refused alone
         if (why := _refusal(task)) is not None and self.current is not None:
+            self.refused.setdefault(run, (self.current, request.id, why))
+
+    def refuse(self, run: tuple[str, ...], request: Request, why: str) -> None:
+        """`request`, a turn attempt's write, was refused by its checks: its run's
+        later writes are refused too (an unfenced write is refused alone)."""
+        if run != ("", "") and self.current is not None:
             self.refused.setdefault(run, (self.current, request.id, why))
 
     def refusal(self, run: tuple[str, ...], request: Request) -> InvalidArgument | None:

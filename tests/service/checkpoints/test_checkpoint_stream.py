@@ -111,7 +111,7 @@ async def test_a_batch_is_answered_in_one_frame_in_its_order(
     batch = [
         append_message(turn_id, 0, 1, 2, 3),
         put_message(thread, turn_id, 0, "cp-1"),
-        put_message(thread, turn_id, 0, ""),  # refused alone: the batch goes on
+        Req(),  # refused alone (it carries nothing): the batch goes on
         append_message(turn_id, 0, 4),
         put_message(thread, turn_id, 0, "cp-2"),
         Req(get=checkpoints_pb2.GetCheckpointRequest(thread_id=thread)),
@@ -178,6 +178,55 @@ async def test_a_refused_append_in_a_batch_refuses_its_runs_writes_behind_it(
         request.id = n
     [frame] = [answer async for answer in checkpoints.CheckpointStream(iter([Req(batch=again)]))]
     assert [a.WhichOneof("result") for a in frame.batch] == ["append", "put"]
+
+
+async def test_a_refused_input_checkpoint_refuses_the_step_sent_behind_it(
+    started: tuple[str, str],
+    turns: turns_pb2_grpc.TurnServiceAsyncStub,
+    checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
+) -> None:
+    """The bridge sends a new thread's input checkpoint with its first step's writes,
+    events and checkpoint, unanswered (decision 530): a turn attempt's put refused by
+    its checks refuses its run's messages behind it (in its frame, and in the frames
+    read ahead before its answer, as a refused append does), and nothing of them is
+    stored. An unfenced write refused
+    by its checks is refused alone, as before."""
+    thread, turn_id = started
+    writes = Req(
+        writes=checkpoints_pb2.PutWritesRequest(
+            thread_id=thread,
+            checkpoint_id="input",
+            task_id="task-1",
+            fence=checkpoints_pb2.TurnFence(turn_id=turn_id, attempt=0),
+        )
+    )
+    first = [
+        put_message(thread, turn_id, 0, ""),  # refused by its checks: no checkpoint_id
+        writes,
+        append_message(turn_id, 0, 1),
+        put_message(thread, turn_id, 0, "step-0"),
+    ]
+    for n, request in enumerate(first, start=1):
+        request.id = n
+
+    [frame] = [answer async for answer in checkpoints.CheckpointStream(iter([Req(batch=first)]))]
+
+    assert [a.WhichOneof("result") for a in frame.batch] == ["error"] * 4
+    assert "checkpoint_id" in frame.batch[0].error.message
+    for answer in frame.batch[1:]:
+        assert answer.error.code == grpc.StatusCode.INVALID_ARGUMENT.value[0], answer
+        assert "message 1 before it in this frame was refused" in answer.error.message
+    assert await stored_checkpoints(checkpoints, thread) == set()
+    status = await turns.GetTurn(turns_pb2.GetTurnRequest(turn_id=turn_id))
+    assert status.turn.last_seq == 0
+
+    # Unfenced: refused alone, and what follows it is written.
+    unfenced = [put_message(f"{thread}-free", "", 0, ""), put_message(f"{thread}-free", "", 0, "c")]
+    for n, request in enumerate(unfenced, start=1):
+        request.put.ClearField("fence")
+        request.id = n
+    [frame] = [answer async for answer in checkpoints.CheckpointStream(iter([Req(batch=unfenced)]))]
+    assert [a.WhichOneof("result") for a in frame.batch] == ["error", "put"]
 
 
 async def test_a_stale_attempt_in_a_batch_ends_the_stream_and_nothing_after_it_isstored_checkpoints(

@@ -4,13 +4,14 @@ the retained events, and a WatchTurn that sees RESET + replay, no duplicate, no 
 from __future__ import annotations
 
 import json
-from typing import TypeAlias
+from typing import Any, TypeAlias
 
 import pytest
 from turnkeeper.v1 import checkpoints_pb2 as cpb
 from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper_server.app import TurnkeeperServer
+from turnkeeper_server.engine import watch
 
 from tests.support.nats import subscribe
 from tests.support.turns import events, start
@@ -226,3 +227,40 @@ async def test_a_watch_closed_at_a_yield_lets_go_of_its_turn_at_once(
 
 def watchers(service: TurnkeeperServer) -> float | None:
     return service.metrics.registry.get_sample_value("turnkeeper_watchers")
+
+
+async def test_a_watch_is_served_from_the_commits_news(
+    turns: Stub,
+    checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # WatchTurn through gRPC reads the journal at its start and then takes each
+    # append, checkpoint and the finish from what the commit told it (decision 540).
+    reads: list[int] = []
+    read = watch._Tail._read
+
+    async def counted(self: watch._Tail, cursor: int) -> Any:
+        reads.append(cursor)
+        return await read(self, cursor)
+
+    monkeypatch.setattr(watch._Tail, "_read", counted)
+    await start(turns)
+    watcher = Watcher()
+    watcher.start(turns, "t1")
+    await turns.AppendEvents(pb.AppendEventsRequest(turn_id="t1", attempt=0, events=events(1, "a")))
+    await watcher.wait_for(lambda: len(watcher.shown) == 1)
+    assert reads == [0]
+    for seq in range(2, 8, 2):
+        await turns.AppendEvents(
+            pb.AppendEventsRequest(turn_id="t1", attempt=0, events=events(seq, "b", "c"))
+        )
+        await checkpoints.PutCheckpoint(put_checkpoint("t1", 0, f"1ef-{seq:04}"))
+    await turns.FinishTurn(
+        pb.FinishTurnRequest(
+            turn_id="t1", attempt=0, outcome=pb.OUTCOME_DONE, events=events(8, "final")
+        )
+    )
+    await watcher.finished()
+    assert seqs(watcher.shown) == list(range(1, 10))
+    assert [t for _, t, _ in watcher.shown[-2:]] == ["final", "turn.done"]
+    assert reads == [0]

@@ -29,9 +29,10 @@ records under ``graph`` the version of the code that wrote it (docs/versions.md)
 
 from __future__ import annotations
 
+import asyncio
 import logging
 import threading
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from typing import Any, Final
 
 from langchain_core.runnables import RunnableConfig
@@ -47,6 +48,7 @@ from turnkeeper._graph_versions import STAMP_KEY
 from turnkeeper.agent.bridge._events import EventLog
 from turnkeeper.agent.saver import RemoteSaver
 from turnkeeper.agent.saver._identity import turn_identity
+from turnkeeper.v1 import turns_pb2
 
 log = logging.getLogger(__name__)
 
@@ -69,10 +71,14 @@ class BoundarySaver(RemoteSaver):
         # Executions whose claim found their thread without a root checkpoint and
         # that have not read or written one since (attach's thread_empty).
         self._empty: set[tuple[str, int]] = set()
+        # Executions of a turn with no root checkpoint of its own, until their first
+        # write: their input checkpoint is put off to ride the first step's frame
+        # (decision 530).
+        self._fresh: set[tuple[str, int]] = set()
         #: Set: each root checkpoint of a turn (but its input's) is preceded by a
         #: ``values`` event of the state it holds (this function's view of its channel values), so it is
         #: retained with the checkpoint and a rewind to it keeps it.
-        self.values_of: Callable[[Mapping[str, Any]], Any] | None = None
+        self.values_of: Callable[[Mapping[str, Any], int], Any] | None = None
         #: Set with ``values_of``: the channels the graph's ``values`` stream shows;
         #: a step that changed none of them is not shown again (as LangGraph's loop
         #: emits ``values`` only for a tick that updated an output channel).
@@ -82,10 +88,13 @@ class BoundarySaver(RemoteSaver):
         #: version, next nodes and channels: turnkeeper._graph_versions.Stamp).
         self.stamp_of: Callable[[Mapping[str, Any]], Mapping[str, Any]] | None = None
 
-    def attach(self, events: EventLog, *, thread_empty: bool = False) -> None:
+    def attach(self, events: EventLog, *, thread_empty: bool = False, fresh: bool = False) -> None:
         """Register an execution's log. ``thread_empty``: its claim found the thread
         without a root checkpoint, so the graph's first read of the thread's latest
-        one is answered "none" without a round trip (decision 480)."""
+        one is answered "none" without a round trip (decision 480). ``fresh`` (or
+        ``thread_empty``): the turn has no root checkpoint of its own (it continues
+        from its journaled input), so it has begun no effect and its input
+        checkpoint may ride the first step's frame (decision 530)."""
         if self.stream:
             # One stream per run carries its events and its checkpoints, in order.
             events.send_through(self.aappend_events)
@@ -96,6 +105,10 @@ class BoundarySaver(RemoteSaver):
                 self._empty.add(key)
             else:
                 self._empty.discard(key)
+            if thread_empty or fresh:
+                self._fresh.add(key)
+            else:
+                self._fresh.discard(key)
 
     def detach(self, events: EventLog) -> None:
         key = (events.turn_id, events.attempt)
@@ -103,6 +116,7 @@ class BoundarySaver(RemoteSaver):
             if self._logs.get(key) is events:
                 del self._logs[key]
                 self._empty.discard(key)
+                self._fresh.discard(key)
         self.end_run(events.turn_id, events.attempt)
 
     def _known_empty(self, config: RunnableConfig, *, read: bool) -> bool:
@@ -121,6 +135,28 @@ class BoundarySaver(RemoteSaver):
             read and not configurable.get("checkpoint_id") and not configurable.get("checkpoint_ns")
         )
 
+    def _first_write(self, config: RunnableConfig) -> bool:
+        """Whether this is the execution's first write and its turn has no root
+        checkpoint of its own (attach's ``fresh``); either way, the next write is not."""
+        identity = turn_identity(config)
+        if identity is None:
+            return False
+        with self._logs_lock:
+            if identity not in self._fresh:
+                return False
+            self._fresh.discard(identity)
+        return True
+
+    async def _settled(self, identity: tuple[str, int] | None) -> None:
+        """A checkpoint of this execution put off is sent and answered (before a
+        read of the thread or an effect, which must see it)."""
+        if identity is None:
+            return
+        with self._logs_lock:
+            events = self._logs.get(identity)
+        if events is not None:
+            await events.settle()
+
     def _log_for(self, config: RunnableConfig) -> EventLog | None:
         identity = turn_identity(config)
         if identity is None:
@@ -136,13 +172,16 @@ class BoundarySaver(RemoteSaver):
         new_versions: ChannelVersions,
     ) -> RunnableConfig:
         self._known_empty(config, read=False)
+        first = self._first_write(config)
         events = self._log_for(config)
         if events is None:
             return await super().aput(config, checkpoint, metadata, new_versions)
         if self.values_of is not None and _shows_values(
             config, metadata, new_versions, self.values_channels
         ):
-            events.emit("values", {"values": self.values_of(checkpoint["channel_values"])})
+            # The state made at depth 1, its place in the event: plain JSON.
+            state = self.values_of(checkpoint["channel_values"], 1)
+            events.emit("values", {"values": state}, plain=True)
 
         async def store(boundary: int) -> tuple[RunnableConfig, int]:
             mark: dict[str, Any] = {"turn_id": events.turn_id, "last_seq": boundary}
@@ -151,6 +190,26 @@ class BoundarySaver(RemoteSaver):
             marked = {**metadata, METADATA_KEY: mark}
             return await self.aput_fenced(config, checkpoint, marked)  # type: ignore[arg-type]
 
+        configurable = config["configurable"]
+        if (
+            first
+            and events.ordered
+            and metadata.get("source") == "input"
+            and not configurable.get("checkpoint_ns")
+        ):
+            # The input checkpoint of a turn with no root checkpoint of its own: sent
+            # with the first step's frame, not waited for here (decision 530). The
+            # service announces no superseded effect with it: its turn has begun
+            # none (an effect begins only after a root checkpoint of its turn is
+            # answered, this one included).
+            await events.checkpoint_later(store)
+            return {
+                "configurable": {
+                    "thread_id": configurable["thread_id"],
+                    "checkpoint_ns": "",
+                    "checkpoint_id": checkpoint["id"],
+                }
+            }
         # Through the log: the service may announce superseded effects with the
         # checkpoint, in seqs the log must not number its next events with.
         return await events.checkpoint(store)
@@ -158,6 +217,7 @@ class BoundarySaver(RemoteSaver):
     async def aget_tuple(self, config: RunnableConfig) -> CheckpointTuple | None:
         if self._known_empty(config, read=True):
             return None  # the claim's answer: a new thread's first run has none
+        await self._settled(turn_identity(config))
         found = await super().aget_tuple(config)
         events = self._log_for(config)
         if found is None or events is None or not found.pending_writes:
@@ -188,13 +248,45 @@ class BoundarySaver(RemoteSaver):
         task_path: str = "",
     ) -> None:
         self._known_empty(config, read=False)
+        self._first_write(config)
         events = self._log_for(config)
         if events is None:
             await super().aput_writes(config, writes, task_id, task_path)
             return
         # The step's events first: in the same frame when the stream carries both.
         write = super().aput_writes
+        if await events.write_later(lambda: write(config, writes, task_id, task_path)):
+            return  # behind the input checkpoint put off, in its frame (decision 530)
         await events.ahead_of(lambda: write(config, writes, task_id, task_path))
+
+    async def alist(
+        self,
+        config: RunnableConfig | None,
+        *,
+        filter: dict[str, Any] | None = None,
+        before: RunnableConfig | None = None,
+        limit: int | None = None,
+    ) -> AsyncIterator[CheckpointTuple]:
+        if config is not None:
+            await self._settled(turn_identity(config))
+        async for found in super().alist(config, filter=filter, before=before, limit=limit):
+            yield found
+
+    async def abegin_effect(
+        self, request: turns_pb2.BeginEffectRequest
+    ) -> turns_pb2.BeginEffectResponse:
+        # An effect names its step's checkpoint: that is stored first.
+        await self._settled((request.call.turn_id, request.call.attempt))
+        return await super().abegin_effect(request)
+
+    def begin_effect(self, request: turns_pb2.BeginEffectRequest) -> turns_pb2.BeginEffectResponse:
+        key = (request.call.turn_id, request.call.attempt)
+        with self._logs_lock:
+            events = self._logs.get(key)
+        if events is not None and events.put_off and not _on_loop(events.loop):
+            # A sync node's thread: the log lives on the bridge's event loop.
+            asyncio.run_coroutine_threadsafe(events.settle(), events.loop).result()
+        return super().begin_effect(request)
 
     def put(
         self,
@@ -224,6 +316,14 @@ class BoundarySaver(RemoteSaver):
                 "a turn run by the bridge checkpoints through the async API only "
                 "(the graph is driven with astream)"
             )
+
+
+def _on_loop(loop: asyncio.AbstractEventLoop) -> bool:
+    """Whether this thread runs `loop` (which it then cannot block on)."""
+    try:
+        return asyncio.get_running_loop() is loop
+    except RuntimeError:
+        return False
 
 
 def _shows_values(

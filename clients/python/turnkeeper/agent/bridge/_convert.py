@@ -40,7 +40,20 @@ def to_jsonable(obj: Any, _depth: int = 0, *, whole: bool = False) -> Any:
     ``values`` a LangGraph client reads as a thread's state."""
     if _depth > 48:
         return "..."
-    if obj is None or isinstance(obj, bool | int | str):
+    # The plain JSON a node, a model's dump or an earlier pass makes, by exact type
+    # first: the same answers as the checks below, without their ABC lookups (a
+    # run's tokens and states come through here, decision 521).
+    kind = type(obj)
+    if kind is str or kind is int or kind is bool or obj is None:
+        return obj
+    if kind is dict:
+        return {
+            k if type(k) is str else str(k): to_jsonable(v, _depth + 1, whole=whole)
+            for k, v in obj.items()
+        }
+    if kind is list:
+        return [to_jsonable(v, _depth + 1, whole=whole) for v in obj]
+    if isinstance(obj, bool | int | str):
         return obj
     if isinstance(obj, float):
         return obj if math.isfinite(obj) else str(obj)
@@ -90,9 +103,12 @@ def _public_attributes(obj: Any) -> list[str]:
     return [n for n in dict.fromkeys(names) if not n.startswith("_") and hasattr(obj, n)]
 
 
-def dumps(obj: Any) -> str:
-    """Compact JSON text of :func:`to_jsonable` ``(obj)``."""
-    return json.dumps(to_jsonable(obj), separators=(",", ":"), ensure_ascii=False)
+def dumps(obj: Any, *, plain: bool = False) -> str:
+    """Compact JSON text of :func:`to_jsonable` ``(obj)``. ``plain``: ``obj`` is
+    that already (plain values, and parts each made by :func:`to_jsonable` with the
+    depth of its place in ``obj``, which a second pass returns unchanged), so it is
+    written as it is: a token's or a state's JSON is not walked twice (decision 521)."""
+    return json.dumps(obj if plain else to_jsonable(obj), separators=(",", ":"), ensure_ascii=False)
 
 
 def response_schema_of(interrupt: Any) -> Any:

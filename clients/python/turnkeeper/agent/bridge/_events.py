@@ -132,6 +132,11 @@ class EventLog:
         self._ordered = False
         self._sent_seq = last_seq
         self._inflight: set[asyncio.Task[None]] = set()
+        # A checkpoint put off (`checkpoint_later`): not sent yet, it goes first in
+        # the next frame; sent, its answer is checked by the next boundary, a read,
+        # an effect or the run's end (`settle`). Decision 530.
+        self._later: list[Callable[[], Awaitable[None]]] = []
+        self._unchecked: list[asyncio.Task[None]] = []
 
     def send_through(self, append: Append) -> None:
         """Append through ``append`` instead of the client's unary AppendEvents (the
@@ -148,8 +153,10 @@ class EventLog:
         with self._lock:
             return self._next_seq - 1
 
-    def emit(self, type_: str, data: Any) -> None:
-        text = _bounded(dumps(data))
+    def emit(self, type_: str, data: Any, *, plain: bool = False) -> None:
+        """Buffer an event; ``plain``: ``data`` is JSON as :func:`dumps` says (its
+        parts made by ``to_jsonable`` at their depth in ``data``), not converted again."""
+        text = _bounded(dumps(data, plain=plain))
         with self._lock:
             if self._closed:
                 log.debug("turn_id=%s: %s event after close dropped", self.turn_id, type_)
@@ -182,6 +189,91 @@ class EventLog:
         await _settle(sent)
         return self.appended_seq
 
+    @property
+    def loop(self) -> asyncio.AbstractEventLoop:
+        """The event loop the log lives on (its execution's)."""
+        return self._loop
+
+    @property
+    def put_off(self) -> bool:
+        """Whether a checkpoint put off is not sent or not checked yet."""
+        return bool(self._later or self._unchecked)
+
+    @property
+    def ordered(self) -> bool:
+        """Whether the log appends through the saver's stream (`send_through`)."""
+        return self._ordered
+
+    async def checkpoint_later(self, store: Callable[[int], Awaitable[tuple[Any, int]]]) -> None:
+        """Like :meth:`checkpoint`, without waiting: ``store(boundary)`` is called
+        with the next message sent (the first step's writes, events or checkpoint),
+        ahead of it in the same frame, and its answer is checked, its error raised
+        first, by the next :meth:`checkpoint`, :meth:`ahead_of` or :meth:`settle`
+        (:meth:`close` sends it and waits, raising nothing; decision 530). Only for
+        a checkpoint with which the service writes no events of its own (an answer
+        past the boundary fails the check): the events sent behind it are numbered
+        before its answer."""
+        if not self._ordered:
+            raise RuntimeError("a checkpoint is put off only on the saver's stream")
+        async with self._flushing:
+            # Events not sent yet go before it, as before a checkpoint.
+            self._send()
+            boundary = self._sent_seq
+
+            async def send() -> None:
+                _, last_seq = await store(boundary)
+                if last_seq != boundary:
+                    # What the caller's gate (a turn with no root checkpoint of its
+                    # own, so no effect) rules out: events of the service's own
+                    # with this checkpoint, at seqs sent behind it.
+                    raise RuntimeError(
+                        f"turn {self.turn_id}: the service wrote events with a checkpoint "
+                        f"put off at seq {boundary} (its last_seq {last_seq}); "
+                        "the events sent behind it are not numbered after them"
+                    )
+
+            self._later.append(send)
+
+    async def write_later(self, write: Callable[[], Awaitable[Any]]) -> bool:
+        """Behind a checkpoint put off and not sent yet, with no event waiting to
+        go before it: put ``write()`` (a task's writes) off too, to go right behind
+        that checkpoint, and return True; its answer is checked as the
+        checkpoint's is. Otherwise return False: the caller writes it now."""
+        async with self._flushing:
+            if not self._later:
+                return False
+            with self._lock:
+                if any(e.seq > self._sent_seq for e in self._pending):
+                    return False
+
+            async def send() -> None:
+                await write()
+
+            self._later.append(send)
+            return True
+
+    def _launch(self) -> None:
+        """Send what was put off, ahead of anything sent after this (the flush lock
+        held; tasks start in the order they were made)."""
+        for send in self._later:
+            self._unchecked.append(asyncio.ensure_future(send()))
+        self._later = []
+
+    async def settle(self) -> None:
+        """Send a checkpoint put off, if any, and wait for its answer; raise its
+        error. Before a read of the turn's state, an effect, or the run's end."""
+        if not self.put_off:
+            return
+        async with self._flushing:
+            self._launch()
+            unchecked = list(self._unchecked)
+        await _settle(unchecked)
+        self._checked(unchecked)
+
+    def _checked(self, tasks: Collection[asyncio.Future[Any]]) -> None:
+        """These were answered and their answers raised nothing."""
+        self._unchecked = [t for t in self._unchecked if t not in tasks]
+
     async def ahead_of(self, write: Callable[[], Awaitable[T]]) -> T:
         """Append every event emitted so far, then ``write()`` (a task's writes):
         the events are committed before it. Through the saver's stream both go in
@@ -191,10 +283,13 @@ class EventLog:
             return await write()
         async with self._flushing:
             sent = self._send()
+            unchecked = list(self._unchecked)
             # Made after the appends' tasks, so sent after them (tasks start in the
             # order they were made, each up to its message's place on the stream).
             writing = asyncio.ensure_future(write())
-        await _settle([*sent, writing])
+        # A checkpoint put off before it: its error first.
+        await _settle([*sent, writing], unchecked)
+        self._checked(unchecked)
         return writing.result()
 
     async def checkpoint(self, store: Callable[[int], Awaitable[tuple[T, int]]]) -> T:
@@ -213,11 +308,14 @@ class EventLog:
             else:
                 # Every append sent before this one (the flusher's) is on the
                 # stream ahead of it, and answered before the checkpoint is.
-                earlier = list(self._inflight)
                 sent = self._send()
+                # A checkpoint put off (sent first by `_send`) is answered before
+                # this one, and its error raised first.
+                earlier = [*self._unchecked, *self._inflight.difference(sent)]
                 boundary = self._sent_seq
                 storing = asyncio.ensure_future(store(boundary))
                 await _settle([*sent, storing], earlier)
+                self._checked(earlier)
                 stored, last_seq = storing.result()
             with self._lock:
                 # Nothing is in flight (the flush lock is held and every append
@@ -237,6 +335,7 @@ class EventLog:
     def _send(self) -> list[asyncio.Task[None]]:
         """Start appending every event not sent yet (ordered transport; the flush
         lock held): one task per batch, made in seq order."""
+        self._launch()
         tasks = []
         with self._lock:
             unsent = [e for e in self._pending if e.seq > self._sent_seq]
@@ -287,8 +386,11 @@ class EventLog:
         same transaction as the state change: a reader that sees the ``interrupt``
         or ``final`` event can count on the turn being PARKED or over."""
         async with self._flushing:
+            # A checkpoint put off goes now (its answer is the caller's `settle`'s
+            # to check; a run that failed ends FAILED either way).
+            self._launch()
             # Appends still under way end first: what they carry is not sent twice.
-            await asyncio.gather(*self._inflight, return_exceptions=True)
+            await asyncio.gather(*self._inflight, *self._unchecked, return_exceptions=True)
             with self._lock:
                 self._closed = True
                 pending, self._pending = self._pending, []
@@ -306,6 +408,7 @@ class EventLog:
         with self._lock:
             self._closed = True
             self._pending = []
+        self._later = []
 
     async def run(self, on_fenced: Callable[[TurnkeeperError], None]) -> None:
         """Flush whenever events arrive, until cancelled. A fenced append means the
@@ -443,8 +546,11 @@ class EventCapture(BaseCallbackHandler):
             # an id gets one here, as LangGraph's server's stream handler gives it
             # (the state's reducer keeps it).
             _name_messages(outputs)
-            data["update"] = to_jsonable(outputs, whole=True)
+            # At depth 1, its place in `data`: the event's JSON as it is (plain).
+            data["update"] = to_jsonable(outputs, 1, whole=True)
             data["metadata"] = node[2]
+            self.events.emit("step", data, plain=True)
+            return
         self.events.emit("step", data)
 
     def _metadata(self, metadata: dict[str, Any] | None) -> dict[str, Any]:
@@ -453,10 +559,11 @@ class EventCapture(BaseCallbackHandler):
         make a re-run's events differ)."""
         if not self.message_ids or not metadata:
             return {}
+        # Depth 2: the place of its values in an event's data (`metadata`'s).
         return {
             "langgraph_version": _LANGGRAPH_VERSION,
             **{
-                str(k): to_jsonable(v)
+                str(k): to_jsonable(v, 2)
                 for k, v in metadata.items()
                 if k not in _PRIVATE_METADATA and not str(k).startswith("__")
             },
@@ -523,11 +630,14 @@ class EventCapture(BaseCallbackHandler):
         if self.message_ids and isinstance(message_id, str):
             data["id"] = message_id
         if whole:
-            # The chunk as LangGraph's server streams it, every field of it.
-            data["chunk"] = to_jsonable(message, whole=True)
+            # The chunk as LangGraph's server streams it, every field of it (at
+            # depth 1, its place in `data`).
+            data["chunk"] = to_jsonable(message, 1, whole=True)
             if first:
                 data["metadata"] = metadata
-        self.events.emit("token", data)
+        # Plain: the node and the text are strings, the id a string, the rest made
+        # at its depth (the metadata by `_metadata`).
+        self.events.emit("token", data, plain=True)
 
     def on_llm_end(self, response: Any, *, run_id: UUID, **kwargs: Any) -> None:
         with self._lock:

@@ -49,20 +49,21 @@ METHODS: Final = (DESCRIBE, STATE, HISTORY, UPDATE_STATE)
 MAX_HISTORY: Final = 1000
 
 
-def state_values(graph: AnyGraph, channel_values: Mapping[str, Any]) -> Any:
+def state_values(graph: AnyGraph, channel_values: Mapping[str, Any], depth: int = 0) -> Any:
     """The graph's state as its ``values`` stream shows it: the output channels of a
     checkpoint's values (a graph with one root channel: that channel's value), with
     those never written that have a value of their own (a reducer's empty list), as
-    LangGraph reads its channels."""
+    LangGraph reads its channels. ``depth``: where the state goes in an event's data
+    (``to_jsonable``'s depth, so the event is plain JSON as it is)."""
     channels = graph.stream_channels_asis
     if isinstance(channels, str):
-        return to_jsonable(channel_values.get(channels), whole=True)
+        return to_jsonable(channel_values.get(channels), depth, whole=True)
     values: dict[str, Any] = {}
     for key in channels:
         if key in channel_values:
-            values[key] = to_jsonable(channel_values[key], whole=True)
+            values[key] = to_jsonable(channel_values[key], depth + 1, whole=True)
         elif (initial := _initial(graph, key)) is not _NONE:
-            values[key] = to_jsonable(initial, whole=True)
+            values[key] = to_jsonable(initial, depth + 1, whole=True)
     return values
 
 

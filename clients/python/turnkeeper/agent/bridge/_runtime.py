@@ -344,7 +344,12 @@ class Execution:
         turn = self.assignment.turn
         events = EventLog(rt.client, self.turn_id, self.attempt, turn.last_seq)
         self._events = events
-        rt.saver.attach(events, thread_empty=self.assignment.thread_empty)
+        rt.saver.attach(
+            events,
+            thread_empty=self.assignment.thread_empty,
+            # No root checkpoint of its own: it starts from its journaled input.
+            fresh=not self.assignment.checkpoint_id,
+        )
         log.info(
             "%s: executing (%s, from %s)",
             self._tag(),
@@ -534,7 +539,8 @@ class Execution:
             ):
                 if mode == "values":
                     if start_state and "values" not in events.emitted:
-                        events.emit("values", {"values": to_jsonable(chunk, whole=True)})
+                        state = to_jsonable(chunk, 1, whole=True)
+                        events.emit("values", {"values": state}, plain=True)
                     start_state = False
                     values = chunk
                 elif mode == "updates" and isinstance(chunk, dict) and _INTERRUPT_KEY in chunk:
@@ -544,6 +550,9 @@ class Execution:
                     # the fact: it may land after its step's checkpoint, so a crash
                     # right then loses it (never repeats it; docs/langgraph-api.md).
                     events.emit("custom", {"data": to_jsonable(chunk, whole=True)})
+            # An input checkpoint put off and not followed by another (a graph
+            # whose input ran no step): its answer before the run's end (decision 530).
+            await events.settle()
         except asyncio.CancelledError:
             raise
         except FENCED as exc:

@@ -188,45 +188,22 @@ class AsyncRunStream:
         loop = asyncio.get_running_loop()
         deadline = None if timeout is None else loop.time() + timeout
         try:
-            # The deadline covers the write too: a write waits while the connection
-            # is being made, or while the service reads nothing.
-            async with asyncio.timeout_at(deadline):
-                if self._call is not None and self._batching is self._call:
-                    self._unsent.append(request)
-                    self._schedule_flush()
-                else:
-                    async with self._writing:
-                        if self._call is None:
-                            self._call = self._client.open_checkpoint_stream()
-                            self._in_flight = 0
-                            self._reader = asyncio.create_task(self._read(self._call))
-                            await self._send_pending(self._call)
-                        elif self._sent_on.get(request.id) is not self._call:
-                            await self._write(self._call, request)
-            for extension in range(MAX_EXTENSIONS + 1):
-                try:
-                    async with asyncio.timeout_at(deadline):
-                        return _answer(await asyncio.shield(future))
-                except TimeoutError:
-                    target = self._options.target
-                    if (
-                        timeout is None
-                        or extension == MAX_EXTENSIONS
-                        or not heard_within(target, timeout)
-                    ):
-                        raise
-                    # Slow, not gone: it answered something within the deadline.
-                    deadline = loop.time() + timeout
-                    log.warning(
-                        "no answer on the checkpoint stream within %g s, but the service "
-                        "at %s answers other calls: waiting %g s more (%d of %d)",
-                        timeout,
-                        target,
-                        timeout,
-                        extension + 1,
-                        MAX_EXTENSIONS,
-                    )
-            raise AssertionError("unreachable")  # pragma: no cover
+            if self._call is not None and self._batching is self._call:
+                # Nothing to wait for: the message joins the next frame.
+                self._unsent.append(request)
+                self._schedule_flush()
+            else:
+                # The deadline covers the write too: a write waits while the
+                # connection is being made, or while the service reads nothing.
+                async with asyncio.timeout_at(deadline), self._writing:
+                    if self._call is None:
+                        self._call = self._client.open_checkpoint_stream()
+                        self._in_flight = 0
+                        self._reader = asyncio.create_task(self._read(self._call))
+                        await self._send_pending(self._call)
+                    elif self._sent_on.get(request.id) is not self._call:
+                        await self._write(self._call, request)
+            return _answer(await self._answer_of(future, deadline))
         except TimeoutError:
             # The stream is stuck (or the write was cut short): it counts as broken,
             # and the reader sends what else is waiting on a new one.
@@ -241,6 +218,45 @@ class AsyncRunStream:
             # Answered, failed, timed out or cancelled: never sent again.
             self._pending.pop(request.id, None)
             self._sent_on.pop(request.id, None)
+
+    def _answer_of(
+        self, future: asyncio.Future[Response], deadline: float | None
+    ) -> asyncio.Future[Response]:
+        """``future``, failed with TimeoutError at ``deadline`` unless answered by
+        then; a deadline passes up to MAX_EXTENSIONS times while the service answers
+        other calls (slow, not gone: decision 385). One timer per message instead of
+        a timeout scope and a shield (decision 522)."""
+        timeout = self._options.default_timeout
+        if deadline is None or timeout is None:
+            return future
+        loop = future.get_loop()
+        target = self._options.target
+        extensions = 0
+        timer: list[asyncio.TimerHandle] = []  # the current one
+
+        def expire() -> None:
+            nonlocal extensions
+            if future.done():
+                return
+            if extensions < MAX_EXTENSIONS and heard_within(target, timeout):
+                # Slow, not gone: it answered something within the deadline.
+                extensions += 1
+                log.warning(
+                    "no answer on the checkpoint stream within %g s, but the service "
+                    "at %s answers other calls: waiting %g s more (%d of %d)",
+                    timeout,
+                    target,
+                    timeout,
+                    extensions,
+                    MAX_EXTENSIONS,
+                )
+                timer[0] = loop.call_at(loop.time() + timeout, expire)
+                return
+            future.set_exception(TimeoutError())
+
+        timer.append(loop.call_at(deadline, expire))
+        future.add_done_callback(lambda _: timer[0].cancel())
+        return future
 
     def _schedule_flush(self) -> None:
         """Write what is unsent on the loop's next turn, after the other messages asked

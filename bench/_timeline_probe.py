@@ -5,6 +5,12 @@ PYTHONPATH (with ``TURNKEEPER_TIMELINE`` naming the file): wall-clock stamps
 line each as they happen (the host ends with ``os._exit``: nothing is kept for
 the end). Wrappers only: no product code changes for it, and none of it is
 loaded outside this benchmark.
+
+On PostgreSQL it also stamps each operation of a group (`pg.op`, its waits
+mid-group included) and the group's commit (`pg.commit`: its notification, the
+COMMIT's round trip and WAL flush); with ``TURNKEEPER_TIMELINE_WAITS=1`` in the
+environment of ``python -m bench.run_timeline``, each wait of the writer thread for
+PostgreSQL mid-group too (`pg.wait`: a fetch or a sync, a round trip each).
 """
 
 from __future__ import annotations
@@ -86,6 +92,7 @@ def _service() -> None:
         original_init(self, name, stamped)
 
     GroupWriter.__init__ = init  # type: ignore[method-assign]
+    _postgres_writer()
     _around(Handoffs, "dispatch", "handoff")
     original_handle = web_app.Application._handle
 
@@ -102,6 +109,54 @@ def _service() -> None:
         await original_write(self, data)
 
     web.StreamResponse.write = write  # type: ignore[method-assign,assignment]
+
+
+def _postgres_writer() -> None:
+    """Inside a PostgreSQL group: each operation (its waits mid-group included) and
+    the commit (the notification, the COMMIT's round trip and WAL flush)."""
+    from turnkeeper_server.store.postgres import PostgresDatabase
+
+    run_fast = PostgresDatabase._run_fast
+
+    def stamped(conn: Any, pipeline: Any, job: Any, *args: Any) -> Any:
+        fn = job.fn
+        while hasattr(fn, "func"):
+            fn = fn.func
+        what = f"pg.op {getattr(fn, '__qualname__', type(fn).__name__)}"
+        stamp(f"{what} >")
+        try:
+            return run_fast(conn, pipeline, job, *args)
+        finally:
+            stamp(f"{what} <")
+
+    PostgresDatabase._run_fast = staticmethod(stamped)  # type: ignore[method-assign,assignment]
+    _around(PostgresDatabase, "_commit", "pg.commit")
+    if os.environ.get("TURNKEEPER_TIMELINE_WAITS"):
+        _postgres_waits()
+
+
+def _postgres_waits() -> None:
+    """Each wait of the writer thread for PostgreSQL mid-group: a fetch of a
+    statement's rows (in pipeline mode, a round trip) or a sync."""
+    import psycopg
+
+    def on_writer(fn: Callable[..., Any], label: str) -> Callable[..., Any]:
+        @functools.wraps(fn)
+        def wrapped(self: Any, *args: Any, **kwargs: Any) -> Any:
+            if threading.current_thread().name != "turnkeeper-pg-writer":
+                return fn(self, *args, **kwargs)
+            query = getattr(getattr(self, "_query", None), "query", b"") or b""
+            stamp(f"pg.wait {label} > {bytes(query)[:60].decode(errors='replace')}")
+            try:
+                return fn(self, *args, **kwargs)
+            finally:
+                stamp(f"pg.wait {label} <")
+
+        return wrapped
+
+    for name in ("fetchone", "fetchall"):
+        setattr(psycopg.Cursor, name, on_writer(getattr(psycopg.Cursor, name), name))
+    psycopg.Pipeline.sync = on_writer(psycopg.Pipeline.sync, "sync")  # type: ignore[method-assign]
 
 
 def _agent() -> None:

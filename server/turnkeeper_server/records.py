@@ -65,6 +65,9 @@ class TurnRecord:
     # (journal/versions.py); '' when no versioned replica ran it.
     graph_fingerprint: str = ""
     graph_label: str = ""
+    # What the turn's effect ledger holds that a checkpoint write must look at
+    # (journal/effects.py's EFFECTS_LIVE, EFFECTS_UNANNOUNCED; decision 510).
+    effects: int = 0
 
     @property
     def owned(self) -> bool:

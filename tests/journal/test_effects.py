@@ -7,10 +7,12 @@ announces before its boundary; every write is fenced."""
 from __future__ import annotations
 
 import json
+from collections.abc import Sequence
+from typing import Any, cast
 
 import pytest
 from turnkeeper_server.errors import StaleAttempt, WrongState
-from turnkeeper_server.journal import effects, transitions
+from turnkeeper_server.journal import checkpoints, effects, transitions
 from turnkeeper_server.records import (
     EFFECT_DONE,
     EFFECT_INTENT,
@@ -19,8 +21,10 @@ from turnkeeper_server.records import (
     EffectRecord,
     Fence,
 )
+from turnkeeper_server.store import Tx
+from turnkeeper_server.store.records import WritesPut
 
-from tests.journal.conftest import Journal
+from tests.journal.conftest import POLICY, Journal
 
 pytestmark = [pytest.mark.both_backends, pytest.mark.timeout(60)]
 
@@ -183,3 +187,60 @@ async def test_the_next_checkpoint_announces_superseded_effects_before_its_bound
     # Announced once: the checkpoint after appends nothing.
     await journal.checkpoint("th1", "cp-3", Fence("t1", 0))
     assert journal.turn("t1").last_seq == 2
+
+
+class LedgerReads:
+    """A transaction that counts the statements its operation sent to the ledger."""
+
+    def __init__(self, tx: Tx) -> None:
+        self._tx = tx
+        self.statements = 0
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self._tx, name)
+
+    def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        if "main.effects" in sql:
+            self.statements += 1
+        return self._tx.execute(sql, params)
+
+
+async def ledger_statements(journal: Journal, write: checkpoints.CheckpointWrite) -> int:
+    def counted(tx: Tx) -> int:
+        reads = LedgerReads(tx)
+        checkpoints.write(cast(Tx, reads), write, POLICY)
+        return reads.statements
+
+    return await journal.write(counted)
+
+
+async def test_checkpoint_writes_look_at_the_ledger_only_for_what_the_turns_row_says_it_holds(
+    journal: Journal,
+) -> None:
+    # Decision 510: a task's writes read its live effects, and a checkpoint the
+    # superseded ones to announce, only when the turn's row says there may be some.
+    await journal.start("t1", "th1")
+    writes = checkpoints.CheckpointWrite(
+        WritesPut("th1", "", "cp-1", "task-a", "", [(0, "messages", "json", b'"x"')], False),
+        Fence("t1", 0),
+        frozenset(),
+    )
+    assert await ledger_statements(journal, writes) == 0
+    put = checkpoints.CheckpointWrite(journal.put("th1", "cp-1"), Fence("t1", 0))
+    assert await ledger_statements(journal, put) == 0
+    assert journal.turn("t1").effects == 0
+
+    await begin(journal, call("k1"))
+    assert journal.turn("t1").effects == effects.EFFECTS_LIVE
+    # The task's writes from an execution that did not make k1: read, superseded.
+    assert await ledger_statements(journal, writes) == 2
+    assert ledger(journal)["k1"].state == EFFECT_SUPERSEDED
+    assert journal.turn("t1").effects == effects.EFFECTS_LIVE | effects.EFFECTS_UNANNOUNCED
+    # The next checkpoint reads and announces it; the one after reads nothing.
+    put = checkpoints.CheckpointWrite(journal.put("th1", "cp-2"), Fence("t1", 0))
+    assert await ledger_statements(journal, put) == 2
+    assert journal.turn("t1").effects == effects.EFFECTS_LIVE
+    put = checkpoints.CheckpointWrite(journal.put("th1", "cp-3"), Fence("t1", 0))
+    assert await ledger_statements(journal, put) == 0
+    events = transitions.load_events(journal.db.read_conn(), "t1", 0, 100)
+    assert [e.type for e in events] == [effects.SUPERSEDED_EVENT]

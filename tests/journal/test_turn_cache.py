@@ -15,8 +15,8 @@ from typing import Any
 
 import pytest
 from turnkeeper_server.errors import StaleAttempt, WrongState
-from turnkeeper_server.journal import transitions
-from turnkeeper_server.records import Fence, TurnRecord
+from turnkeeper_server.journal import effects, transitions
+from turnkeeper_server.records import EFFECT_SUPERSEDED, EffectCall, Fence, TurnRecord
 from turnkeeper_server.store import Store, Tx, open_store
 from turnkeeper_server.store.postgres import PostgresDatabase
 
@@ -218,3 +218,76 @@ async def test_a_group_with_a_stale_record_runs_again_and_leaves_nothing_half_wr
     # The records committed are the rows': the next appends read none and agree.
     assert await append(journal, "t2", 0, 4, "step") == 4
     assert await append(journal, "t1", 1, 3, "step") == 3
+
+
+async def test_an_effect_begun_through_another_replica_is_settled_and_announced_here(
+    journal: Journal, other: Journal, row_reads: list[str]
+) -> None:
+    # Decision 510: this writer's record says the turn's ledger holds nothing, so a
+    # task's writes would read no effects; the effect another replica began changed
+    # the row's `effects`, so the record's check fails and the writes run again on
+    # the row, which settles (supersedes) it; the next checkpoint announces it.
+    await journal.start("t1", "th1")
+    await append(journal, "t1", 0, 1, "step")
+    del row_reads[:]
+    call = EffectCall("t1", 0, "k1", "send", "{}", "park", "task-a", "cp-1", 0)
+    await other.write(lambda tx: effects.begin(tx, call, record_intent=True))
+    del row_reads[:]
+    await journal.task_writes("th1", "cp-1", "task-a", Fence("t1", 0), frozenset())
+    assert row_reads == ["t1"]  # the record was stale: the row was read
+    (k1,) = effects.list_effects(journal.db.read_conn(), "t1", 0, 10)
+    assert k1.state == EFFECT_SUPERSEDED
+    await journal.checkpoint("th1", "cp-2", Fence("t1", 0))
+    assert events(journal, "t1") == [(1, 0, "step"), (2, 0, effects.SUPERSEDED_EVENT)]
+
+
+async def test_an_effect_a_replica_of_before_decision_510_wrote_still_fails_the_record(
+    journal: Journal, other: Journal
+) -> None:
+    # That replica's code writes the ledger row and no bit of the turn's `effects`:
+    # the database's trigger sets it, so this writer's record fails its check.
+    await journal.start("t1", "th1")
+    await append(journal, "t1", 0, 1, "step")
+    await other.write(
+        lambda tx: tx.execute(
+            "INSERT INTO main.effects (turn_id, effect_key, base_key, name, args_json, "
+            "policy, state, attempt, task_id, checkpoint_id, call_index, created_at, "
+            "updated_at) VALUES ('t1', 'k1', 'k1', 'send', '{}', 'park', 'INTENT', 0, "
+            "'task-a', 'cp-1', 0, 1.0, 1.0)"
+        )
+    )
+    assert journal.turn("t1").effects == effects.EFFECTS_LIVE
+    await journal.task_writes("th1", "cp-1", "task-a", Fence("t1", 0), frozenset())
+    assert journal.turn("t1").effects == effects.EFFECTS_LIVE | effects.EFFECTS_UNANNOUNCED
+    await journal.checkpoint("th1", "cp-2", Fence("t1", 0))
+    assert events(journal, "t1") == [(1, 0, "step"), (2, 0, effects.SUPERSEDED_EVENT)]
+    assert journal.turn("t1").effects == effects.EFFECTS_LIVE
+
+
+async def test_a_remembered_turns_append_checks_and_moves_its_row_in_one_statement(
+    journal: Journal, other: Journal
+) -> None:
+    # Decision 511: the record's check and last_seq's move are one statement, sent
+    # unawaited; a stale record still fails it and the append runs again on the row.
+    await journal.start("t1", "th1")
+    await append(journal, "t1", 0, 1, "step")  # remembered from here
+
+    def counted(tx: Tx) -> int:
+        sent: list[str] = []
+        real = tx.execute
+
+        def execute(sql: str, params: Any = ()) -> Any:
+            sent.append(sql)
+            return real(sql, params)
+
+        tx.execute = execute  # type: ignore[method-assign]
+        transitions.append_events(
+            tx, turn_id="t1", attempt=0, events=[(2, "token", "{}")], policy=POLICY
+        )
+        return sum("main.turns" in sql for sql in sent)
+
+    assert await journal.write(counted) == 1
+    assert journal.turn("t1").last_seq == 2
+    await append(other, "t1", 0, 3, "token")  # the record says 2; the row says 3
+    assert await append(journal, "t1", 0, 4, "step") == 4
+    assert [seq for seq, _, _ in events(journal, "t1")] == [1, 2, 3, 4]

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import sqlite3
 import threading
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
@@ -142,3 +143,61 @@ def test_replicas_migrating_a_new_database_at_once_do_not_deadlock(
 
 
 REPLICAS_AT_ONCE = 4
+
+
+# A journal written before decision 510: turns with no effect, a live one, a
+# superseded one waiting for its announcement, and one announced.
+LEDGERS = {
+    "t-none": [],
+    "t-live": [("k1", "INTENT", 0)],
+    "t-waiting": [("k1", "DONE", 0), ("k1~1", "SUPERSEDED", 0)],
+    "t-announced": [("k1", "SUPERSEDED", 1)],
+}
+FLAGS = {"t-none": 0, "t-live": 1, "t-waiting": 3, "t-announced": 0}
+
+
+def write_ledgers(execute: Callable[[str, tuple[object, ...]], object], mark: str) -> None:
+    turn = (
+        "INSERT INTO turns (turn_id, thread_id, agent, state, input_json, request_hash, "
+        f"created_at, updated_at) VALUES ({mark}, {mark}, 'a', 'RUNNING', 'null', 'h', 1.0, 2.0)"
+    )
+    effect = (
+        "INSERT INTO effects (turn_id, effect_key, base_key, name, args_json, policy, state, "
+        "attempt, task_id, checkpoint_id, call_index, announced, created_at, updated_at) "
+        f"VALUES ({mark}, {mark}, 'k1', 'send', '{{}}', 'park', {mark}, 0, 'task', 'cp', 0, "
+        f"{mark}, 1.0, 1.0)"
+    )
+    for n, (turn_id, rows) in enumerate(LEDGERS.items()):
+        execute(turn, (turn_id, f"th-{n}"))
+        for key, state, announced in rows:
+            execute(effect, (turn_id, key, state, announced))
+
+
+def test_a_sqlite_journal_learns_what_each_turns_ledger_holds(tmp_path: Path) -> None:
+    turns_path = tmp_path / "turns.db"
+    with sqlite3.connect(turns_path, isolation_level=None) as conn:
+        conn.execute("BEGIN")
+        migrate(conn, "main", TURNS_MIGRATIONS[:-1])
+        write_ledgers(conn.execute, "?")
+        conn.execute("COMMIT")
+    db = Database(turns_path, tmp_path / "sessions.db")
+    db.open()
+    db.close()
+    with sqlite3.connect(turns_path) as conn:
+        assert dict(conn.execute("SELECT turn_id, effects FROM turns")) == FLAGS
+
+
+def test_a_postgres_journal_learns_what_each_turns_ledger_holds(
+    postgres_cluster: PostgresCluster, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    url = postgres_cluster.new_database()
+    with psycopg.connect(url, autocommit=True) as conn:
+        monkeypatch.setattr(postgres_schema, "TURNKEEPER_MIGRATIONS", PG_MIGRATIONS[:-1])
+        postgres_schema.migrate(conn)
+        write_ledgers(conn.execute, "%s")
+        monkeypatch.setattr(postgres_schema, "TURNKEEPER_MIGRATIONS", PG_MIGRATIONS)
+    db = PostgresDatabase(url)
+    db.open()
+    db.close()
+    with psycopg.connect(url, autocommit=True) as conn:
+        assert dict(conn.execute("SELECT turn_id, effects FROM turns").fetchall()) == FLAGS

@@ -21,6 +21,7 @@ attempt is ABORTED. The rows go with the turn (journal/erasure.py, retention.py)
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import time
 from collections.abc import Collection
@@ -42,6 +43,14 @@ from turnkeeper_server.records import (
 from turnkeeper_server.store.contract import Conn, Tx
 
 RUN, RECORDED, UNCERTAIN = "run", "recorded", "uncertain"
+# What a turn's row says its ledger holds (TurnRecord.effects, decision 510): a
+# checkpoint write reads the ledger only for what these bits say may be there. Set
+# in the transaction that makes it so, so a write that read the bits (or, on
+# PostgreSQL, checked the writer's record of them, transitions.fenced_turn) sees it.
+# An effect not superseded: a task's writes settle it (`settle`). Never cleared.
+EFFECTS_LIVE: Final = 1
+# A superseded effect not yet announced (`announce` clears it).
+EFFECTS_UNANNOUNCED: Final = 2
 # The event a superseded call is announced with.
 SUPERSEDED_EVENT: Final = "effect.superseded"
 # The channels LangGraph writes for a task that did not finish: it parked at
@@ -95,7 +104,7 @@ def begin(tx: Tx, call: EffectCall, *, record_intent: bool) -> tuple[str, Effect
     the row is the one the call will have once its outcome is recorded (not stored)."""
     turn = transitions.lock_turn(tx, call.turn_id)
     transitions.fence(turn, call.attempt)
-    tx.remember_turn(turn)  # the effect rows change no column of the turn's
+    tx.remember_turn(turn)  # the effect rows change no column of the turn's but `effects`
     now = time.time()
     rows = _under_base(tx.conn, call.turn_id, call.key)
     live = next((r for r in rows if r.state != EFFECT_SUPERSEDED), None)
@@ -109,9 +118,11 @@ def begin(tx: Tx, call: EffectCall, *, record_intent: bool) -> tuple[str, Effect
             f"(now under key {_revision(call.key, len(rows))})",
             now,
         )
+        turn = _mark(tx, turn, EFFECTS_UNANNOUNCED)
     row = _new_row(call, _revision(call.key, len(rows)), EFFECT_INTENT, "", now)
     if record_intent:
         tx.execute(_INSERT, _values(row))
+        _mark(tx, turn, EFFECTS_LIVE)
     return RUN, row
 
 
@@ -135,7 +146,7 @@ def record(tx: Tx, call: EffectCall, key: str, state: str, outcome_json: str) ->
     """RecordEffect: the outcome of the call under `key` (what BeginEffect answered)."""
     turn = transitions.lock_turn(tx, call.turn_id)
     transitions.fence(turn, call.attempt)
-    tx.remember_turn(turn)  # the effect rows change no column of the turn's
+    tx.remember_turn(turn)  # the effect rows change no column of the turn's but `effects`
     revision = key.removeprefix(call.key + "~")
     if key != call.key and (revision == key or not revision.isdigit()):
         raise WrongState(f"effect key {key!r} is not one BeginEffect gives for key {call.key!r}")
@@ -149,6 +160,7 @@ def record(tx: Tx, call: EffectCall, key: str, state: str, outcome_json: str) ->
             )
         fresh = _new_row(call, key, state, outcome_json, now)
         tx.execute(_INSERT, _values(fresh))
+        _mark(tx, turn, EFFECTS_LIVE)
         return fresh
     if row.state == EFFECT_SUPERSEDED:
         raise WrongState(
@@ -175,7 +187,9 @@ def record(tx: Tx, call: EffectCall, key: str, state: str, outcome_json: str) ->
 def settle(tx: Tx, turn: TurnRecord, task_id: str, made: Collection[str]) -> int:
     """A fenced task's writes are stored, made by an execution that made the effects
     `made` (their keys): every other live effect of the task is superseded. Returns
-    how many were."""
+    how many were. A turn whose row says it has no such effect reads none."""
+    if not turn.effects & EFFECTS_LIVE:
+        return 0
     rows = tx.execute(
         f"SELECT {EFFECT_COLUMNS} FROM main.effects WHERE turn_id = ? AND task_id = ? "
         "AND state <> ?",
@@ -193,12 +207,17 @@ def settle(tx: Tx, turn: TurnRecord, task_id: str, made: Collection[str]) -> int
             now,
         )
         superseded += 1
+    if superseded:
+        _mark(tx, turn, EFFECTS_UNANNOUNCED)
     return superseded
 
 
 def announce(tx: Tx, turn: TurnRecord, policy: Policy) -> TurnRecord:
     """Append an `effect.superseded` event for each superseded effect of the turn not
-    yet announced; returns the turn as it is after them (its last_seq moved)."""
+    yet announced; returns the turn as it is after them (its last_seq moved). A turn
+    whose row says none waits reads none."""
+    if not turn.effects & EFFECTS_UNANNOUNCED:
+        return turn
     rows = [
         EffectRecord(*r)
         for r in tx.execute(
@@ -207,16 +226,18 @@ def announce(tx: Tx, turn: TurnRecord, policy: Policy) -> TurnRecord:
             (turn.turn_id, EFFECT_SUPERSEDED),
         ).fetchall()
     ]
-    if not rows:
-        return turn
-    events = [(SUPERSEDED_EVENT, json.dumps(_announcement(row))) for row in rows]
-    transitions.append_service_events(tx, turn, events, policy, time.time())
-    marks = ", ".join("?" for _ in rows)
-    tx.execute(
-        f"UPDATE main.effects SET announced = 1 WHERE turn_id = ? AND effect_key IN ({marks})",
-        (turn.turn_id, *(r.effect_key for r in rows)),
-    )
-    return transitions.reload_turn(tx, turn.turn_id)
+    if rows:
+        events = [(SUPERSEDED_EVENT, json.dumps(_announcement(row))) for row in rows]
+        transitions.append_service_events(tx, turn, events, policy, time.time())
+        marks = ", ".join("?" for _ in rows)
+        tx.execute(
+            f"UPDATE main.effects SET announced = 1 WHERE turn_id = ? AND effect_key IN ({marks})",
+            (turn.turn_id, *(r.effect_key for r in rows)),
+        )
+        turn = transitions.reload_turn(tx, turn.turn_id)
+    cleared = turn.effects & ~EFFECTS_UNANNOUNCED
+    tx.execute("UPDATE main.turns SET effects = ? WHERE turn_id = ?", (cleared, turn.turn_id))
+    return dataclasses.replace(turn, effects=cleared)
 
 
 def delete_for_turns(tx: Tx, turn_ids: list[str]) -> int:
@@ -259,6 +280,23 @@ def _new_row(call: EffectCall, key: str, state: str, outcome_json: str, now: flo
 
 def _values(row: EffectRecord) -> tuple[object, ...]:
     return tuple(getattr(row, name) for name in EffectRecord.__dataclass_fields__)
+
+
+def _mark(tx: Tx, turn: TurnRecord, bits: int) -> TurnRecord:
+    """The turn's row (locked: read by lock_turn or checked by fenced_turn in this
+    transaction, so `turn.effects` is its value) with `bits` set, and the writer's
+    record of it."""
+    if turn.effects & bits == bits:
+        return turn
+    turn = dataclasses.replace(turn, effects=turn.effects | bits)
+    # On PostgreSQL a trigger on the ledger set them already (a replica of before
+    # decision 510 sets none): then this changes nothing.
+    tx.execute(
+        "UPDATE main.turns SET effects = ? WHERE turn_id = ? AND effects <> ?",
+        (turn.effects, turn.turn_id, turn.effects),
+    )
+    tx.remember_turn(turn)
+    return turn
 
 
 def _supersede(tx: Tx, row: EffectRecord, detail: str, now: float) -> None:

@@ -113,8 +113,53 @@ def lock_turn(tx: Tx, turn_id: str) -> TurnRecord:
 # as `lock_turn` does, and nobody waits for its answer before the group's COMMIT.
 _STILL = (
     "SELECT 1 / count(*) FROM (SELECT 1 FROM main.turns WHERE turn_id = ? AND thread_id = ? "
-    "AND attempts = ? AND state = ? AND last_seq = ? AND rewinds = ?{lock}) AS still"
+    "AND attempts = ? AND state = ? AND last_seq = ? AND rewinds = ? AND effects = ?{lock}) "
+    "AS still"
 )
+
+
+# `_STILL` and the append's move of last_seq in one statement (`_moved_as_remembered`):
+# the update takes the row lock and changes the row only if it holds the record's
+# values, and divides by zero otherwise. PostgreSQL's alone: only its writer
+# remembers turns.
+_STILL_AND_MOVED = (
+    "WITH moved AS (UPDATE main.turns SET last_seq = ?, updated_at = ? WHERE turn_id = ? "
+    "AND thread_id = ? AND attempts = ? AND state = ? AND last_seq = ? AND rewinds = ? "
+    "AND effects = ? RETURNING 1) SELECT 1 / count(*) FROM moved"
+)
+
+
+def _moved_as_remembered(
+    tx: Tx, turn_id: str, attempt: int, events: Sequence[NewEvent]
+) -> tuple[TurnRecord, float] | None:
+    """For an append of new events right after the last_seq of a turn the writer
+    remembers (the usual one, decision 511): its record's check and its last_seq's
+    move sent as one statement, unawaited, in place of `fenced_turn`'s check and
+    `update_turn`; the record and the time written. None when the append is another
+    (a resend, a gap, a turn not remembered): it goes the way of every write."""
+    turn = tx.known_turn(turn_id)
+    if turn is None or turn.state != RUNNING or turn.attempts != attempt or not events:
+        return None
+    if any(seq != turn.last_seq + i for i, (seq, _, _) in enumerate(events, 1)):
+        return None
+    if any(type_ in TERMINAL_EVENTS for _, type_, _ in events):
+        return None  # refused by `_append`, from a checked record
+    now = time.time()
+    tx.execute(
+        _STILL_AND_MOVED,
+        (
+            events[-1][0],
+            now,
+            turn_id,
+            turn.thread_id,
+            attempt,
+            RUNNING,
+            turn.last_seq,
+            turn.rewinds,
+            turn.effects,
+        ),
+    )
+    return turn, now
 
 
 def fenced_turn(tx: Tx, turn_id: str, attempt: int, thread_id: str = "") -> TurnRecord:
@@ -122,8 +167,8 @@ def fenced_turn(tx: Tx, turn_id: str, attempt: int, thread_id: str = "") -> Turn
     append, a checkpoint), without reading the row where the writer remembers it
     (PostgreSQL, decision 470): the record it committed last is used as it is and
     checked by a statement sent with the operation's others, which fails the group
-    if the row holds another attempt, state, last_seq or rewinds; the group then
-    runs again reading the row. Only those columns (and turn_id, thread_id) of the
+    if the row holds another attempt, state, last_seq, rewinds or effects (decision
+    510); the group then runs again reading the row. Only those columns (and turn_id, thread_id) of the
     result may be relied on. A record that would not pass the fence is not used: a
     refusal is reasoned from the row itself. With `thread_id`, a turn of another
     thread is refused first."""
@@ -131,7 +176,7 @@ def fenced_turn(tx: Tx, turn_id: str, attempt: int, thread_id: str = "") -> Turn
     if turn is not None and turn.state == RUNNING and turn.attempts == attempt:
         tx.execute(
             _STILL.format(lock=tx.for_update),
-            (turn_id, turn.thread_id, attempt, RUNNING, turn.last_seq, turn.rewinds),
+            (turn_id, turn.thread_id, attempt, RUNNING, turn.last_seq, turn.rewinds, turn.effects),
         )
     else:
         turn = lock_turn(tx, turn_id)
@@ -408,6 +453,12 @@ def append_events_written(
 ) -> Written:
     """`append_events`, saying what it stored (a follower serves those from memory,
     engine/watch.py)."""
+    moved = _moved_as_remembered(tx, turn_id, attempt, events)
+    if moved is not None:
+        turn, now = moved
+        _append(tx, turn, attempt, events, policy, now)
+        tx.remember_turn(dataclasses.replace(turn, last_seq=events[-1][0], updated_at=now))
+        return Written(events[-1][0], turn.rewinds, turn_id, attempt, now, tuple(events))
     turn = fenced_turn(tx, turn_id, attempt)
     now = time.time()
     last = _append(tx, turn, attempt, events, policy, now)

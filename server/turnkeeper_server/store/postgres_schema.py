@@ -327,6 +327,31 @@ TURNKEEPER_MIGRATIONS: list[str] = [
     );
     CREATE INDEX crons_due ON crons (next_run_at) WHERE enabled = 1;
     """,
+    # As SQLite's turns.db migration of the same place: what a turn's effect ledger
+    # holds that its checkpoint writes must look at (decision 510). Here a trigger
+    # sets the bits too: a replica of before this migration, beside the others on
+    # the same database until its upgrade, writes effects without setting them, and
+    # a writer's record of the turn (decision 470) would pass its check.
+    """
+    CREATE FUNCTION turnkeeper_effects_mark() RETURNS trigger LANGUAGE plpgsql AS $$
+    DECLARE
+        bits INTEGER := CASE WHEN NEW.state <> 'SUPERSEDED' THEN 1
+                             WHEN NEW.announced = 0 THEN 2 ELSE 0 END;
+    BEGIN
+        UPDATE turns SET effects = effects | bits
+            WHERE turn_id = NEW.turn_id AND effects & bits <> bits;
+        RETURN NULL;
+    END $$;
+    ALTER TABLE turns ADD COLUMN effects INTEGER NOT NULL DEFAULT 0;
+    CREATE TRIGGER effects_mark_turn AFTER INSERT OR UPDATE OF state, announced ON effects
+        FOR EACH ROW EXECUTE FUNCTION turnkeeper_effects_mark();
+    UPDATE turns SET effects =
+        (CASE WHEN EXISTS (SELECT 1 FROM effects e WHERE e.turn_id = turns.turn_id
+            AND e.state <> 'SUPERSEDED') THEN 1 ELSE 0 END)
+        | (CASE WHEN EXISTS (SELECT 1 FROM effects e WHERE e.turn_id = turns.turn_id
+            AND e.state = 'SUPERSEDED' AND e.announced = 0) THEN 2 ELSE 0 END)
+        WHERE turn_id IN (SELECT turn_id FROM effects);
+    """,
 ]
 
 

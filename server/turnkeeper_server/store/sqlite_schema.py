@@ -345,6 +345,19 @@ TURNS_MIGRATIONS: list[str] = [
     );
     CREATE INDEX crons_due ON crons (next_run_at) WHERE enabled = 1
     """,
+    # What a turn's effect ledger holds that its checkpoint writes must look at
+    # (journal/effects.py, decision 510): bit 1 once it has an effect that is not
+    # superseded (a task's writes settle it), bit 2 while a superseded effect waits
+    # for its announcement. Without either bit a checkpoint write reads no effects.
+    """
+    ALTER TABLE turns ADD COLUMN effects INTEGER NOT NULL DEFAULT 0;
+    UPDATE turns SET effects =
+        (CASE WHEN EXISTS (SELECT 1 FROM effects e WHERE e.turn_id = turns.turn_id
+            AND e.state <> 'SUPERSEDED') THEN 1 ELSE 0 END)
+        | (CASE WHEN EXISTS (SELECT 1 FROM effects e WHERE e.turn_id = turns.turn_id
+            AND e.state = 'SUPERSEDED' AND e.announced = 0) THEN 2 ELSE 0 END)
+        WHERE turn_id IN (SELECT turn_id FROM effects)
+    """,
 ]
 
 SESSIONS_MIGRATIONS: list[str] = [

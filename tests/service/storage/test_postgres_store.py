@@ -20,15 +20,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 import psycopg
 import pytest
 from psycopg import pq
-from turnkeeper_server.store import postgres
+from turnkeeper_server.store import postgres_outbox
 from turnkeeper_server.store.contract import Conn, Tx
-from turnkeeper_server.store.postgres import (
-    CHANNEL,
-    Listener,
-    PgConn,
-    PostgresDatabase,
-    announced,
-)
+from turnkeeper_server.store.postgres import PostgresDatabase
+from turnkeeper_server.store.postgres_conn import PgConn
+from turnkeeper_server.store.postgres_notify import CHANNEL, Listener, announced
 from turnkeeper_server.store.records import OutboxRow
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.timeout(60)]
@@ -382,13 +378,13 @@ async def test_a_drain_right_after_one_that_found_the_outbox_empty_looks_only_af
     # costs a transaction only if this replica's writer committed outbox rows since
     # the last look found none left. Other replicas' rows are its idle poll's.
     looks: list[int] = []
-    take = postgres._take
+    take = postgres_outbox._take
 
     def counted(*args: object) -> object:
         looks.append(1)
         return take(*args)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(postgres, "_take", counted)
+    monkeypatch.setattr(postgres_outbox, "_take", counted)
 
     async def publish(rows: list[OutboxRow]) -> bool:
         return True
@@ -410,6 +406,6 @@ async def test_a_drain_right_after_one_that_found_the_outbox_empty_looks_only_af
         other.execute("INSERT INTO outbox (subject, payload, created_at) VALUES ('s', 'x', 0)")
     assert await store.drain_outbox(10, publish) == 0
     assert len(looks) == 2
-    monkeypatch.setattr(postgres, "QUIET_FOR", 0.0)  # its idle poll, later
+    monkeypatch.setattr(postgres_outbox, "QUIET_FOR", 0.0)  # its idle poll, later
     assert await store.drain_outbox(10, publish) == 1
     assert len(looks) == 3

@@ -1,0 +1,110 @@
+"""A connection to PostgreSQL: the settings every connection of a replica is opened
+with, the shared dialect spoken on it (`PgConn`), and what a caller is told when the
+database cannot be reached."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+from urllib.parse import urlsplit
+
+import psycopg
+
+from turnkeeper_server.errors import Unavailable
+
+# How long a call waits for the database before it is UNAVAILABLE.
+CONNECT_TIMEOUT = 5
+# Every connection: a peer that vanished without closing (a partition, a host
+# gone) is noticed in seconds, not at the kernel's default of hours. libpq ignores
+# these on Unix sockets.
+CONNECTION: dict[str, Any] = {
+    "connect_timeout": CONNECT_TIMEOUT,
+    "keepalives": 1,
+    "keepalives_idle": 5,
+    "keepalives_interval": 2,
+    "keepalives_count": 3,
+    "tcp_user_timeout": 10_000,
+}
+
+# How every outbox row is written (store/outbox_rows.py).
+OUTBOX_INSERT = "INSERT INTO main.outbox "
+
+_PREFIX = re.compile(r"\b(?:main|sessions)\.")
+_translated: dict[str, str] = {}
+
+
+def translate(sql: str) -> str:
+    """The shared dialect (`?`, `main.`/`sessions.` prefixes) in PostgreSQL's."""
+    out = _translated.get(sql)
+    if out is None:
+        out = _PREFIX.sub("", sql.replace("%", "%%")).replace("?", "%s")
+        _translated[sql] = out
+    return out
+
+
+def redact(url: str) -> str:
+    """The URL without its password, for logs and error messages."""
+    parts = urlsplit(url)
+    if parts.password is None:
+        return url
+    netloc = parts.netloc.replace(f":{parts.password}@", ":***@", 1)
+    return parts._replace(netloc=netloc).geturl()
+
+
+def unavailable(url: str, exc: BaseException) -> Unavailable:
+    detail = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return Unavailable(f"PostgreSQL at {redact(url)} is unreachable: {detail}")
+
+
+class PgConn:
+    """A psycopg connection behind the shared dialect; `pipeline` when the writer
+    runs it in pipeline mode (statements sent without waiting for each)."""
+
+    def __init__(
+        self, conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline | None = None
+    ) -> None:
+        self.raw = conn
+        self.pipeline = pipeline
+        # Whether an outbox row was written through it (store/postgres_outbox.py's
+        # `OutboxDrain`).
+        self.wrote_outbox = False
+
+    def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Any:
+        if sql.startswith(OUTBOX_INSERT):
+            self.wrote_outbox = True
+        if parameters:
+            cursor = self.raw.execute(translate(sql), parameters)
+        else:
+            cursor = self.raw.execute(_PREFIX.sub("", sql))
+        if self.pipeline is None:
+            return cursor
+        return PipelinedCursor(cursor, self.pipeline)
+
+    def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> None:
+        with self.raw.cursor() as cur:
+            cur.executemany(translate(sql), seq_of_parameters)
+
+
+class PipelinedCursor:
+    """A statement's cursor in pipeline mode. psycopg waits for its rows when they
+    are fetched, but fills its row count only once its result has arrived: asking
+    for it syncs the pipeline first, so `rowcount` means what it means elsewhere."""
+
+    def __init__(self, cursor: psycopg.Cursor[Any], pipeline: psycopg.Pipeline) -> None:
+        self._cursor = cursor
+        self._pipeline = pipeline
+
+    @property
+    def rowcount(self) -> int:
+        self._pipeline.sync()
+        return self._cursor.rowcount
+
+    def fetchone(self) -> Any:
+        return self._cursor.fetchone()
+
+    def fetchall(self) -> list[Any]:
+        return self._cursor.fetchall()
+
+    def __iter__(self) -> Iterator[Any]:
+        return iter(self._cursor)

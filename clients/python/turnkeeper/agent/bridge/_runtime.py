@@ -188,9 +188,16 @@ class TurnRuntime:
         re-drive) and execute it; with every slot taken, claim it when one frees (it
         stays unowned meanwhile, and the service may offer it to another replica).
         Someone else claiming it first is not an error."""
-        current = self.running(turn_id)
-        if current is not None and current.attempt == attempt:
-            return
+        while (current := self.running(turn_id)) is not None and current.attempt == attempt:
+            if not current.settling:
+                return  # this attempt runs here already
+            # A park or finish of this very attempt is under way or just committed,
+            # and its task has not ended yet: a resume hands the same attempt back
+            # (ResumeDetached keeps the attempt), possibly before this loop has even
+            # read ParkTurn's answer. Claim once that task has ended, here, in the
+            # hand-off's trace; ignored, the turn would wait for the reaper's next
+            # claim window (decision 560).
+            await current.ended()
         if self._stopping:
             return
         if not self.admission.try_take():
@@ -308,6 +315,16 @@ class Execution:
     @property
     def done(self) -> bool:
         return self.task is not None and self.task.done()
+
+    @property
+    def settling(self) -> bool:
+        """Its ParkTurn or FinishTurn is sent (or committed): it runs no more graph."""
+        return self._settling
+
+    async def ended(self) -> None:
+        """Until its task has ended, however it ends (never raises)."""
+        if self.task is not None:
+            await asyncio.wait({self.task})
 
     def _tag(self) -> str:
         return f"turn_id={self.turn_id} attempt={self.attempt}"

@@ -7,14 +7,16 @@ from __future__ import annotations
 import asyncio
 from typing import Any, TypedDict, cast
 
+import grpc
 import pytest
 from langgraph.graph import END, START, StateGraph
 from nats.aio.client import Client
 from turnkeeper.agent.bridge import Bridge, BridgeConfig
 from turnkeeper.agent.bridge._admission import DEFAULT_MAX_TURNS, Admission
 from turnkeeper.agent.bridge._boundary import BoundarySaver
-from turnkeeper.agent.bridge._runtime import Identity, TurnRuntime
+from turnkeeper.agent.bridge._runtime import Assignment, Execution, Identity, TurnRuntime
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.errors import WrongState
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.web.langgraph import shapes
@@ -196,3 +198,56 @@ async def test_a_claim_that_does_not_start_gives_its_slot_back_once() -> None:
     assert runtime.admission.in_use == 1
     with pytest.raises(RuntimeError, match="never taken"):
         Admission(1).give_back()
+
+
+class _ClaimsSeen:
+    """ClaimTurn recorded with whether the parked attempt's task had ended by then;
+    refused (the test runs no graph)."""
+
+    def __init__(self) -> None:
+        self.options = ConnectionOptions(target="127.0.0.1:1")
+        self.parked: Execution | None = None
+        self.claims: list[tuple[str, int, bool]] = []
+
+    async def claim_turn(self, request: turns_pb2.ClaimTurnRequest) -> turns_pb2.ClaimTurnResponse:
+        assert self.parked is not None
+        self.claims.append((request.turn_id, request.attempt, self.parked.done))
+        raise WrongState(grpc.StatusCode.FAILED_PRECONDITION, "refused by the test")
+
+
+async def test_a_resume_handed_out_while_the_parked_attempt_ends_is_claimed_after_it() -> None:
+    # ResumeDetached keeps the attempt: the hand-off names the attempt whose task
+    # (ParkTurn committed) may still be ending on a loaded loop. It is claimed once
+    # that task ends, not taken for "runs here already" and left to the reaper
+    # (decision 560).
+    client = _ClaimsSeen()
+    runtime = TurnRuntime(
+        Gates().graph().compile(),
+        cast(AsyncTurnkeeperClient, client),
+        cast(BoundarySaver, None),
+        Identity(agent=AGENT, replica="gated-1", incarnation="i1"),
+        input_mapper=lambda value: value,
+    )
+    turn = turns_pb2.Turn(turn_id="parked", attempts=3)
+    parked = Execution(runtime, Assignment(turn, "", "create"))
+    client.parked = parked
+    ending = asyncio.Event()
+
+    async def ends() -> None:
+        await ending.wait()
+
+    parked.task = asyncio.create_task(ends())
+    runtime._executions["parked"] = parked
+
+    # Still running its graph: a hand-off of the same attempt is one it runs already.
+    await runtime.claim("parked", 3, "lease-expired")
+    assert client.claims == []
+
+    await parked._stop_heartbeat()  # what _park does before ParkTurn
+    claim = asyncio.create_task(runtime.claim("parked", 3, "resume"))
+    await asyncio.sleep(0)  # one turn of the loop: the claim is under way, not dropped
+    assert not claim.done() and client.claims == []
+    ending.set()
+    await claim
+    assert client.claims == [("parked", 3, True)]
+    assert runtime.admission.in_use == 0  # the refused claim gave its slot back

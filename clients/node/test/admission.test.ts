@@ -304,3 +304,60 @@ describe("turnkeeper/alive", () => {
     expect([refused.code, refused.message]).toEqual([INVALID_PARAMS, "turns must be an object of turn_id: attempt"]);
   });
 });
+
+describe("a resume handed out while the parked attempt is still ending (decision 560)", () => {
+  it("is claimed once that execution ends, not dropped as one that runs here", async () => {
+    // ResumeDetached keeps the attempt: its hand-off names the attempt whose ParkTurn
+    // is still being answered here. The park is held open until the test lets it go.
+    let letPark: () => void = () => undefined;
+    const parking = new Promise<void>((resolve) => {
+      letPark = resolve;
+    });
+    let parkSent!: () => void;
+    const parkAsked = new Promise<void>((resolve) => {
+      parkSent = resolve;
+    });
+    const claims: Array<[string, number, boolean]> = [];
+    let ended = false;
+    const turns = {
+      heartbeat: async () => ({}),
+      parkTurn: async () => {
+        parkSent();
+        await parking;
+        return {};
+      },
+      claimTurn: async ({ turnId, attempt }: { turnId: string; attempt: number }) => {
+        claims.push([turnId, attempt, ended]);
+        return { checkpointId: "" }; // no turn: nothing more starts
+      },
+    };
+    const host = {
+      graph: {
+        stream: async function* () {
+          yield ["updates", { __interrupt__: [{ id: "i1", value: "ok?" }] }];
+        },
+      },
+      client: { turns } as unknown as TurnkeeperClient,
+      saver: { attach: () => undefined, detach: () => undefined },
+      identity,
+      inputMapper: (input: unknown) => input,
+      log: () => undefined,
+    } as unknown as ExecutionHost;
+    const runtime = new TurnRuntime(host, 4);
+    const turn = { turnId: "parked", threadId: "th-parked", attempts: 2, lastSeq: 0n, input: toValue("x") } as unknown as Turn;
+    expect(runtime.admission.tryTake()).toBe(true);
+    expect(runtime.start({ turn, checkpointId: "", reason: "create" }, { slot: true })).toBe(true);
+    const running = runtime.running("parked");
+    void running?.done.then(() => {
+      ended = true;
+    });
+    await parkAsked;
+    expect(running?.settling).toBe(true);
+
+    const claim = runtime.claim("parked", 2, "resume");
+    letPark();
+    await claim;
+    expect(claims).toEqual([["parked", 2, true]]);
+    expect(runtime.admission.inUse).toBe(0);
+  });
+});

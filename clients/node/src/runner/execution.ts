@@ -169,6 +169,11 @@ export class Execution {
     return `turn_id=${this.turnId} attempt=${this.attempt}`;
   }
 
+  /** Its ParkTurn or FinishTurn is sent (or committed): it runs no more graph. */
+  get settling(): boolean {
+    return this.#settling;
+  }
+
   start(): void {
     this.done = this.#run()
       .catch((error: unknown) => {

@@ -83,7 +83,7 @@ export class TurnRuntime {
    * re-drive) and execute it; with every slot taken, claim it when one frees (it
    * stays unowned meanwhile, and the service may offer it to another replica). */
   async claim(turnId: string, attempt: number, reason: string): Promise<void> {
-    if (this.#executions.get(turnId)?.attempt === attempt || this.#stopping) {
+    if (!(await this.#notRunning(turnId, attempt)) || this.#stopping) {
       return;
     }
     if (!this.admission.tryTake()) {
@@ -91,6 +91,30 @@ export class TurnRuntime {
       return;
     }
     await this.#claim(turnId, attempt, reason);
+  }
+
+  /**
+   * False while this attempt runs here; true once it does not, after waiting for an
+   * execution of it that is settling to end. A resume hands the very attempt that
+   * just parked back (ResumeDetached keeps the attempt), possibly before its
+   * execution has ended or even read ParkTurn's answer: taken for "runs here
+   * already", the hand-off was dropped and the turn waited for the reaper's next
+   * claim window (decision 560).
+   */
+  async #notRunning(turnId: string, attempt: number): Promise<boolean> {
+    for (;;) {
+      const current = this.#executions.get(turnId);
+      if (current === undefined || current.attempt !== attempt) {
+        return true;
+      }
+      if (!current.settling) {
+        return false;
+      }
+      await current.done;
+      if (this.#executions.get(turnId) === current) {
+        return true; // ended; start()'s clean-up of it comes next
+      }
+    }
   }
 
   /** A slot freed for a waiting claim (Admission.onClaim): claim it now. */
@@ -107,6 +131,10 @@ export class TurnRuntime {
   async #claim(turnId: string, attempt: number, reason: string): Promise<void> {
     let handed = false;
     try {
+      // A claim that waited for a slot: the same wait as claim()'s (decision 560).
+      if (!(await this.#notRunning(turnId, attempt))) {
+        return;
+      }
       const { replica, incarnation } = this.host.identity;
       let response;
       try {

@@ -188,8 +188,7 @@ class TurnRuntime:
         re-drive) and execute it; with every slot taken, claim it when one frees (it
         stays unowned meanwhile, and the service may offer it to another replica).
         Someone else claiming it first is not an error."""
-        current = self.running(turn_id)
-        if current is not None and current.attempt == attempt:
+        if not await self._not_running(turn_id, attempt):
             return
         if self._stopping:
             return
@@ -197,6 +196,22 @@ class TurnRuntime:
             self.admission.wait_to_claim(turn_id, attempt, reason)
             return
         await self._claim(turn_id, attempt, reason)
+
+    async def _not_running(self, turn_id: str, attempt: int) -> bool:
+        """False while this attempt runs here; True once it does not, after waiting
+        for an execution of it that is settling to end.
+
+        A park or finish of this very attempt may be under way or just committed
+        while its task has not ended: a resume hands the same attempt back
+        (ResumeDetached keeps the attempt), possibly before this loop has even read
+        ParkTurn's answer. Taken for "runs here already", the hand-off was dropped
+        and the turn waited for the reaper's next claim window, claimed then outside
+        the hand-off's trace (decision 560)."""
+        while (current := self.running(turn_id)) is not None and current.attempt == attempt:
+            if not current.settling:
+                return False
+            await current.ended()
+        return True
 
     def _claim_later(self, turn_id: str, attempt: int, reason: str) -> None:
         """A slot freed for a waiting claim (Admission.on_claim): claim it now."""
@@ -222,6 +237,9 @@ class TurnRuntime:
 
     async def _claimed(self, turn_id: str, attempt: int, reason: str) -> bool:
         """True once the slot is start()'s, whether it started the turn or not."""
+        # A claim that waited for a slot: the same wait as claim()'s (decision 560).
+        if not await self._not_running(turn_id, attempt):
+            return False
         try:
             response = await self.client.claim_turn(
                 turns_pb2.ClaimTurnRequest(
@@ -308,6 +326,16 @@ class Execution:
     @property
     def done(self) -> bool:
         return self.task is not None and self.task.done()
+
+    @property
+    def settling(self) -> bool:
+        """Its ParkTurn or FinishTurn is sent (or committed): it runs no more graph."""
+        return self._settling
+
+    async def ended(self) -> None:
+        """Until its task has ended, however it ends (never raises)."""
+        if self.task is not None:
+            await asyncio.wait({self.task})
 
     def _tag(self) -> str:
         return f"turn_id={self.turn_id} attempt={self.attempt}"

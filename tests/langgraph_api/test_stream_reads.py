@@ -2,15 +2,20 @@
 run: every later wake comes with the committing writer's news (engine/watch.py
 `_Tail`): the claim, the appends, the root checkpoints (decision 440), and the
 finish or the park with its events and the turn's end (decision 540). A commit
-without news would cost a read per stream, which is what these count."""
+without news would cost a read per stream, which is what these count. And a run's
+start reads its thread's turns (for a run stopped at an interrupt, which it answers)
+only on a thread its own insert did not make (decision 570)."""
 
 from __future__ import annotations
 
+import uuid
 from typing import Any
 
 import pytest
 from langgraph_sdk.client import LangGraphClient
 from turnkeeper_server.engine import watch
+from turnkeeper_server.engine.threads import Threads
+from turnkeeper_server.records import TurnRecord
 
 # On SQLite and on PostgreSQL (a real cluster the tests start).
 pytestmark = pytest.mark.both_backends
@@ -63,3 +68,45 @@ async def test_a_streamed_run_reads_the_journal_once(
     ]
     assert any("__interrupt__" in (u or {}) for u in updates)
     assert reads == [0]
+
+
+@pytest.fixture
+def turn_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    """The thread of every read of a thread's turns (a run's start reads them)."""
+    made: list[str] = []
+    turns = Threads.turns
+
+    async def counted(
+        self: Threads, thread_id: str, *, limit: int, offset: int = 0
+    ) -> list[TurnRecord]:
+        made.append(thread_id)
+        return await turns(self, thread_id, limit=limit, offset=offset)
+
+    monkeypatch.setattr(Threads, "turns", counted)
+    return made
+
+
+async def test_a_run_on_a_thread_its_start_made_reads_no_turns(
+    sdk: LangGraphClient, turn_reads: list[str]
+) -> None:
+    # Thread-less, and if_not_exists=create on an id no thread has: the start's own
+    # insert made the thread, which had no turn to look through.
+    first = await sdk.runs.create(None, "durable-execution", input=QUESTION)
+    named = str(uuid.uuid4())
+    second = await sdk.runs.create(
+        named, "durable-execution", input=QUESTION, if_not_exists="create"
+    )
+    assert turn_reads == []
+    # The thread exists now (this request did not make it): its turns are read, and
+    # the run waits behind the running one as asked.
+    third = await sdk.runs.create(
+        named,
+        "durable-execution",
+        input=QUESTION,
+        if_not_exists="create",
+        multitask_strategy="enqueue",
+    )
+    assert turn_reads == [named]
+    for run in (first, second, third):
+        done = await sdk.runs.join(run["thread_id"], run["run_id"])
+        assert done["messages"], run

@@ -40,6 +40,14 @@ class Threads:
             lambda tx: threads.ensure(tx, thread_id, metadata, time.time(), owner)
         )
 
+    async def ensure_made(
+        self, thread_id: str, metadata: dict[str, Any], owner: str = ""
+    ) -> tuple[ThreadRecord, bool]:
+        """As ensure, and whether this write made the thread (journal/threads.py)."""
+        return await self.db.write(
+            lambda tx: threads.ensure_made(tx, thread_id, metadata, time.time(), owner)
+        )
+
     async def update_metadata(
         self, thread_id: str, metadata: dict[str, Any]
     ) -> ThreadRecord | None:

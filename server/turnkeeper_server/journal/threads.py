@@ -76,6 +76,12 @@ def create(
                 f"thread {thread_id!r} exists; pass if_exists='do_nothing' to get it instead"
             )
         return existing
+    return _insert(tx, thread_id, metadata, now, owner)
+
+
+def _insert(
+    tx: Tx, thread_id: str, metadata: dict[str, Any], now: float, owner: str
+) -> ThreadRecord:
     tx.execute(
         f"INSERT INTO main.threads ({_COLUMNS}) VALUES (?, ?, ?, ?, ?)",
         (thread_id, json.dumps(metadata), now, now, owner),
@@ -88,6 +94,18 @@ def ensure(
 ) -> ThreadRecord:
     """The thread, made if it does not exist yet (a run with if_not_exists=create)."""
     return create(tx, thread_id, metadata, now, if_exists="do_nothing", owner=owner)
+
+
+def ensure_made(
+    tx: Tx, thread_id: str, metadata: dict[str, Any], now: float, owner: str = ""
+) -> tuple[ThreadRecord, bool]:
+    """As ensure, and whether this transaction's insert made the thread: True only
+    when it had neither a row nor a turn (of two racing, only the one whose insert
+    commits; the other's transaction sees the row, or fails on its key)."""
+    existing = get(tx.conn, thread_id)
+    if existing is not None:
+        return existing, False
+    return _insert(tx, thread_id, metadata, now, owner), True
 
 
 def update_metadata(

@@ -31,7 +31,7 @@ from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
 from turnkeeper_server.web.connect import HttpContext
 from turnkeeper_server.web.langgraph import assistants, end_users, handoff_start, rights, webhooks
-from turnkeeper_server.web.langgraph.api import Deps, body_of, field, thread_id_of, thread_or_404
+from turnkeeper_server.web.langgraph.api import Deps, body_of, field, sees, thread_id_of
 from turnkeeper_server.web.langgraph.errors import ApiError, not_found
 from turnkeeper_server.web.langgraph.stream import modes_of
 
@@ -125,17 +125,21 @@ async def thread_for_run(
     if_not_exists: str | None,
     new_thread_id: str | None = None,
 ) -> tuple[ThreadRecord, bool]:
-    """The thread a run goes on, and whether it was made now: a new one (with
-    `new_thread_id`, or a fresh id) for a run without one, or the one named, made
-    with `metadata` when it is not and `if_not_exists` says "create" (404 else), and
-    404 when the caller may not see it."""
+    """The thread a run goes on, and whether this call's insert made it (False when
+    a racing request's did: decision 570): a new one (with `new_thread_id`, or a
+    fresh id) for a run without one, or the one named, made with `metadata` when it
+    is not and `if_not_exists` says "create" (404 else), and 404 when the caller may
+    not see it."""
     if thread_id is None:
         thread_id = new_thread_id or str(uuid.uuid4())
-    elif await deps.engine.threads.get(thread_id) is not None:
-        return await thread_or_404(deps, caller, thread_id), False
+    elif (found := await deps.engine.threads.get(thread_id)) is not None:
+        # As thread_or_404 says, on the record just read (decision 571: no second).
+        if not sees(deps, caller, found):
+            raise not_found(f"thread {thread_id}")
+        return found, False
     elif if_not_exists != "create":
         raise not_found(f"thread {thread_id}")
-    return await deps.engine.threads.ensure(thread_id, metadata, auth.identity(caller)), True
+    return await deps.engine.threads.ensure_made(thread_id, metadata, auth.identity(caller))
 
 
 async def launch(
@@ -196,8 +200,10 @@ async def launch(
     if not made and any(thread.metadata.get(k) != v for k, v in tagged.items()):
         thread = await deps.engine.threads.update_metadata(thread_id, tagged) or thread
 
-    # At most one turn of a thread is live; queued ones may be newer.
-    recent = await deps.engine.threads.turns(thread_id, limit=PARKED_LOOKBACK)
+    # At most one turn of a thread is live; queued ones may be newer. A thread this
+    # start's own insert made had no turn then (decision 570): no read; a turn
+    # another request puts on it from now on is as if it came after the read.
+    recent = [] if made else await deps.engine.threads.turns(thread_id, limit=PARKED_LOOKBACK)
     parked = next((t for t in recent if t.state == PARKED), None)
     options = run.options.as_dict()
     # Answering the interrupt, editing the state, forking: rights of their own.

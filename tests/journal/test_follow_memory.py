@@ -93,7 +93,7 @@ class Writer:
         says nothing (as a cancel's or another replica's)."""
         batch = self.batch(*types)
         closed = await self.journal.write(
-            lambda tx: transitions.finish_turn_closed(
+            lambda tx: transitions.finish_turn(
                 tx,
                 turn_id="t1",
                 attempt=attempt,
@@ -109,7 +109,7 @@ class Writer:
     async def park(self, attempt: int, *types: str) -> Closed:
         batch = self.batch(*types)
         closed = await self.journal.write(
-            lambda tx: transitions.park_turn_closed(
+            lambda tx: transitions.park_turn(
                 tx,
                 turn_id="t1",
                 attempt=attempt,

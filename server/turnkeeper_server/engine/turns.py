@@ -292,7 +292,7 @@ class Turns:
         self, *, turn_id: str, attempt: int, interrupt_json: str, events: Sequence[NewEvent]
     ) -> TurnRecord:
         def park(tx: Tx) -> Closed:
-            closed = transitions.park_turn_closed(
+            closed = transitions.park_turn(
                 tx,
                 turn_id=turn_id,
                 attempt=attempt,
@@ -317,7 +317,7 @@ class Turns:
         self, *, turn_id: str, attempt: int, failed: bool, error: str, events: Sequence[NewEvent]
     ) -> TurnRecord:
         def finish(tx: Tx) -> tuple[Closed, Ended]:
-            closed = transitions.finish_turn_closed(
+            closed = transitions.finish_turn(
                 tx,
                 turn_id=turn_id,
                 attempt=attempt,

@@ -491,27 +491,8 @@ def park_turn(
     interrupt_json: str,
     events: Sequence[NewEvent],
     policy: Policy,
-) -> TurnRecord:
-    return park_turn_closed(
-        tx,
-        turn_id=turn_id,
-        attempt=attempt,
-        interrupt_json=interrupt_json,
-        events=events,
-        policy=policy,
-    ).turn
-
-
-def park_turn_closed(
-    tx: Tx,
-    *,
-    turn_id: str,
-    attempt: int,
-    interrupt_json: str,
-    events: Sequence[NewEvent],
-    policy: Policy,
 ) -> Closed:
-    """`park_turn`, saying what it stored."""
+    """Park the turn; what it stored (the turn as it left it, its events)."""
     turn = lock_turn(tx, turn_id)
     fence(turn, attempt)
     now = time.time()
@@ -543,29 +524,8 @@ def finish_turn(
     error: str,
     events: Sequence[NewEvent],
     policy: Policy,
-) -> TurnRecord:
-    return finish_turn_closed(
-        tx,
-        turn_id=turn_id,
-        attempt=attempt,
-        failed=failed,
-        error=error,
-        events=events,
-        policy=policy,
-    ).turn
-
-
-def finish_turn_closed(
-    tx: Tx,
-    *,
-    turn_id: str,
-    attempt: int,
-    failed: bool,
-    error: str,
-    events: Sequence[NewEvent],
-    policy: Policy,
 ) -> Closed:
-    """`finish_turn`, saying what it stored."""
+    """Finish the turn; what it stored (the turn as it left it, its events)."""
     turn = lock_turn(tx, turn_id)
     fence(turn, attempt)
     now = time.time()

@@ -274,13 +274,18 @@ async def test_a_remembered_turns_append_checks_and_moves_its_row_in_one_stateme
 
     def counted(tx: Tx) -> int:
         sent: list[str] = []
-        real = tx.execute
+        real, real_send = tx.execute, tx.send
 
         def execute(sql: str, params: Any = ()) -> Any:
             sent.append(sql)
             return real(sql, params)
 
+        def send(sql: str, params: Any = ()) -> None:
+            sent.append(sql)
+            real_send(sql, params)
+
         tx.execute = execute  # type: ignore[method-assign]
+        tx.send = send  # type: ignore[method-assign]
         transitions.append_events(
             tx, turn_id="t1", attempt=0, events=[(2, "token", "{}")], policy=POLICY
         )

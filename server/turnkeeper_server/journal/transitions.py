@@ -145,7 +145,7 @@ def _moved_as_remembered(
     if any(type_ in TERMINAL_EVENTS for _, type_, _ in events):
         return None  # refused by `_append`, from a checked record
     now = time.time()
-    tx.execute(
+    tx.send(
         _STILL_AND_MOVED,
         (
             events[-1][0],
@@ -174,7 +174,7 @@ def fenced_turn(tx: Tx, turn_id: str, attempt: int, thread_id: str = "") -> Turn
     thread is refused first."""
     turn = tx.known_turn(turn_id)
     if turn is not None and turn.state == RUNNING and turn.attempts == attempt:
-        tx.execute(
+        tx.send(
             _STILL.format(lock=tx.for_update),
             (turn_id, turn.thread_id, attempt, RUNNING, turn.last_seq, turn.rewinds, turn.effects),
         )
@@ -304,7 +304,7 @@ def _append(
 
     def flush() -> None:
         if rows:
-            insert_rows(tx.conn, _EVENTS_INSERT, 6, rows)
+            insert_rows(tx, _EVENTS_INSERT, 6, rows)
             write_messages(tx, subject, payloads, now)
             rows.clear()
             payloads.clear()

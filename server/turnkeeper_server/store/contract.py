@@ -140,6 +140,14 @@ class Tx(Protocol):
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any: ...
 
+    def send(self, sql: str, params: Sequence[Any] = ()) -> None:
+        """`execute` for a write whose answer nobody reads: an INSERT, or a check that
+        raises unless the database holds what it checks. Sent in the order made, but
+        PostgreSQL's writer may send it together with the operation's next sends,
+        as one statement (store/postgres_riders.py); a check's error may then stand
+        for the statement the sends went in, and the group runs again carefully."""
+        ...
+
     def after_commit(self, callback: Callable[[], None]) -> None: ...
 
     def announce(self, turn_ids: Sequence[str]) -> None:

@@ -45,12 +45,12 @@ def write_messages(tx: Tx, subject: str, payloads: list[bytes], now: float) -> N
         values: list[object] = []
         for payload in payloads:
             values += (subject, payload, now)
-        insert_rows(tx.conn, _INSERT, 3, values)
+        insert_rows(tx, _INSERT, 3, values)
     else:
         traced: list[object] = []
         for payload in payloads:
             traced += (subject, payload, now, tx.trace)
-        insert_rows(tx.conn, _TRACED_INSERT, 4, traced)
+        insert_rows(tx, _TRACED_INSERT, 4, traced)
 
 
 def messages(row: OutboxRow) -> Iterator[tuple[int, bytes]]:

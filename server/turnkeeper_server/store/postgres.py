@@ -49,10 +49,11 @@ from turnkeeper_server.store.postgres_conn import (
     redact,
     unavailable,
 )
-from turnkeeper_server.store.postgres_notify import Listener, notify
+from turnkeeper_server.store.postgres_notify import Listener, notify, payloads
 from turnkeeper_server.store.postgres_outbox import OutboxDrain
 from turnkeeper_server.store.postgres_pipeline import SendingConnection
 from turnkeeper_server.store.postgres_reads import Reads
+from turnkeeper_server.store.postgres_riders import Riders
 from turnkeeper_server.store.postgres_schema import migrate
 from turnkeeper_server.store.postgres_turn_cache import TurnCache
 from turnkeeper_server.store.records import TurnStatusRow
@@ -92,8 +93,9 @@ class PgTx:
         trace: str | None = None,
         pipeline: psycopg.Pipeline | None = None,
         cache: TurnCache | None = None,
+        riders: Riders | None = None,
     ) -> None:
-        self._conn = PgConn(conn, pipeline)
+        self._conn = PgConn(conn, pipeline, riders)
         # The writer's turn records, when the group runs fast (`TurnCache`).
         self._cache = cache
         self._after: list[Callable[[], None]] = []
@@ -115,6 +117,11 @@ class PgTx:
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
         return self._conn.execute(sql, params)
 
+    def send(self, sql: str, params: Sequence[Any] = ()) -> None:
+        # Held on the writer's fast path, to go as one statement with the
+        # operation's other sends (store/postgres_riders.py).
+        self._conn.send(sql, params)
+
     def after_commit(self, callback: Callable[[], None]) -> None:
         self._after.append(callback)
 
@@ -123,6 +130,7 @@ class PgTx:
         # sweeps each holding some of a thread's turns would otherwise both see the
         # other's (not yet deleted) rows and neither would erase the emptied thread.
         # Keyed (class, hash of the id): a hash collision only defers a thread.
+        self._conn.flush()
         row = self.raw.execute(
             "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", (THREAD_LOCK, thread_id)
         ).fetchone()
@@ -313,6 +321,8 @@ class PostgresDatabase:
             ran: list[tuple[Job[Any], Any]] = []
             # What the operations that ran announced and whether they wrote outbox rows.
             notes = _Notes()
+            # The fast path's held sends (store/postgres_riders.py); none carefully.
+            notes.riders = None if careful else Riders(conn)
             current: Job[Any] | None = None
             try:
                 for current in todo:
@@ -392,14 +402,17 @@ class PostgresDatabase:
         (`TurnCache`): its result, or _Refused when it refused itself (a database
         error propagates as it is: a stale record's check is one, so a refusal
         reasoned from a stale record is never given)."""
-        tx = PgTx(conn, job.trace, pipeline, cache)
+        tx = PgTx(conn, job.trace, pipeline, cache, notes.riders)
         try:
             value = job.fn(tx)
         except psycopg.Error:
             raise
         except Exception as exc:
             # What the database still owes the group comes first (an earlier
-            # operation's error: then it is not this one's refusal).
+            # operation's error, or a check of a record this refusal was reasoned
+            # from: then it is not this one's refusal).
+            if notes.riders is not None:
+                notes.riders.flush()
             pipeline.sync()
             raise _Refused(exc) from None
         job.after = tx._after
@@ -447,9 +460,13 @@ class PostgresDatabase:
         return False, error
 
     def _commit(self, conn: psycopg.Connection[Any], notes: _Notes) -> None:
-        """Commit what ran, its notification first; count a commit with outbox rows
-        before anyone hears of it (store/postgres_outbox.py)."""
-        notify(conn, notes.turns)
+        """Commit what ran, its notification first (with the last operation's held
+        sends, on the fast path); count a commit with outbox rows before anyone hears
+        of it (store/postgres_outbox.py)."""
+        if notes.riders is not None:
+            notes.riders.flush(payloads(notes.turns))
+        else:
+            notify(conn, notes.turns)
         conn.commit()
         if notes.outbox:
             self._outbox.committed()
@@ -515,11 +532,12 @@ class _Notes:
     """What a transaction's operations that ran leave for its commit: the turns they
     announced, and whether they wrote outbox rows."""
 
-    __slots__ = ("outbox", "turns")
+    __slots__ = ("outbox", "riders", "turns")
 
     def __init__(self) -> None:
         self.turns: list[str] = []
         self.outbox = False
+        self.riders: Riders | None = None
 
     def add(self, tx: PgTx) -> None:
         self.turns += tx._announced

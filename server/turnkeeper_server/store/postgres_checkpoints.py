@@ -180,7 +180,7 @@ def put(tx: Tx, put: CheckpointPut, boundary: Boundary | None) -> None:
     blob_values = [value for row in blobs for value in (thread_id, checkpoint_ns, *row)]
     if len(blobs) > MAX_ROWS:
         # More parameters than one statement should carry: the rows on their own.
-        insert_rows(tx.conn, _BLOBS_HEAD, 6, blob_values, _BLOBS_TAIL)
+        insert_rows(tx, _BLOBS_HEAD, 6, blob_values, _BLOBS_TAIL)
     elif blobs:
         clauses.append(f"blobs AS ({_blobs(len(blobs))})")
         params += blob_values
@@ -205,7 +205,7 @@ def put(tx: Tx, put: CheckpointPut, boundary: Boundary | None) -> None:
         put.metadata_json,
     )
     with_ = f"WITH {', '.join(clauses)} " if clauses else ""
-    tx.execute(with_ + _CHECKPOINT, params)
+    tx.send(with_ + _CHECKPOINT, params)
 
 
 @cache
@@ -234,7 +234,7 @@ def put_writes(tx: Tx, writes: WritesPut) -> None:
         writes.task_path,
     )
     insert_rows(
-        tx.conn,
+        tx,
         "INSERT INTO checkpoint_writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
         "task_path, idx, channel, type, blob)",
         9,

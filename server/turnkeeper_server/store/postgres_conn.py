@@ -6,12 +6,15 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import psycopg
 
 from turnkeeper_server.errors import Unavailable
+
+if TYPE_CHECKING:
+    from turnkeeper_server.store.postgres_riders import Riders
 
 # How long a call waits for the database before it is UNAVAILABLE.
 CONNECT_TIMEOUT = 5
@@ -62,15 +65,37 @@ class PgConn:
     runs it in pipeline mode (statements sent without waiting for each)."""
 
     def __init__(
-        self, conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline | None = None
+        self,
+        conn: psycopg.Connection[Any],
+        pipeline: psycopg.Pipeline | None = None,
+        riders: Riders | None = None,
     ) -> None:
         self.raw = conn
         self.pipeline = pipeline
+        # The writer's held sends, on its fast path (store/postgres_riders.py).
+        self.riders = riders
         # Whether an outbox row was written through it (store/postgres_outbox.py's
         # `OutboxDrain`).
         self.wrote_outbox = False
 
+    def send(self, sql: str, parameters: Sequence[Any] = (), /) -> None:
+        """A write whose answer nobody reads (`Tx.send`): held to ride with the
+        operation's others where the writer holds them, else run now."""
+        if self.riders is None:
+            self.execute(sql, parameters)
+            return
+        if sql.startswith(OUTBOX_INSERT):
+            self.wrote_outbox = True
+        self.riders.send(self, sql, parameters)
+
+    def flush(self) -> None:
+        """Send what is held, before a statement of the operation's own."""
+        if self.riders is not None:
+            self.riders.flush()
+
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Any:
+        if self.riders is not None:
+            self.riders.flush()
         if sql.startswith(OUTBOX_INSERT):
             self.wrote_outbox = True
         if parameters:
@@ -82,6 +107,7 @@ class PgConn:
         return PipelinedCursor(cursor, self.pipeline)
 
     def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> None:
+        self.flush()
         with self.raw.cursor() as cur:
             cur.executemany(translate(sql), seq_of_parameters)
 

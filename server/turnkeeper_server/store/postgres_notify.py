@@ -33,23 +33,32 @@ def notify(conn: psycopg.Connection[Any], turn_ids: list[str]) -> None:
     """One statement for a group's announced turns, before its COMMIT: each turn once,
     as a JSON array in as few notifications as the payload limit allows (decision
     431). A notification per operation cost a statement each, and each is an entry
-    in PostgreSQL's queue that every listening replica reads."""
+    in PostgreSQL's queue that every listening replica reads. The writer's fast path
+    sends the same payloads with its last operation's statement instead
+    (store/postgres_riders.py)."""
+    if turn_ids:
+        conn.execute(
+            "SELECT pg_notify(%s, payload) FROM unnest(%s::text[]) AS payload",
+            (CHANNEL, payloads(turn_ids)),
+        )
+
+
+def payloads(turn_ids: list[str]) -> list[str]:
+    """The notifications' payloads of a group's turns (`notify`)."""
     if not turn_ids:
-        return
-    payloads: list[str] = []
+        return []
+    out: list[str] = []
     chunk: list[str] = []
     size = 2
     for turn_id in dict.fromkeys(turn_ids):
         grows = len(json.dumps(turn_id).encode()) + 1
         if chunk and size + grows > NOTIFY_BYTES:
-            payloads.append(json.dumps(chunk, separators=(",", ":")))
+            out.append(json.dumps(chunk, separators=(",", ":")))
             chunk, size = [], 2
         chunk.append(turn_id)
         size += grows
-    payloads.append(json.dumps(chunk, separators=(",", ":")))
-    conn.execute(
-        "SELECT pg_notify(%s, payload) FROM unnest(%s::text[]) AS payload", (CHANNEL, payloads)
-    )
+    out.append(json.dumps(chunk, separators=(",", ":")))
+    return out
 
 
 def announced(payload: str) -> list[str]:

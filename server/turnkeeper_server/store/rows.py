@@ -12,19 +12,24 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from functools import cache
-from typing import Any
-
-from turnkeeper_server.store.contract import Conn
+from typing import Any, Protocol
 
 # Rows per statement at most: 256 rows of 9 columns stay far under both SQLite's
 # (32,766) and PostgreSQL's (65,535) limit on parameters.
 MAX_ROWS = 256
 
 
-def insert_rows(conn: Conn, head: str, width: int, values: Sequence[Any], tail: str = "") -> None:
+class Sends(Protocol):
+    """Where rows go: an operation's transaction (`Tx.send`)."""
+
+    def send(self, sql: str, params: Sequence[Any] = ..., /) -> None: ...
+
+
+def insert_rows(tx: Sends, head: str, width: int, values: Sequence[Any], tail: str = "") -> None:
     """Insert rows of `width` columns whose values are flattened into `values`, in
     order: `head` is the statement up to `VALUES` ("INSERT INTO main.t (a, b)"),
-    `tail` what follows the rows (PostgreSQL's "ON CONFLICT ...").
+    `tail` what follows the rows (PostgreSQL's "ON CONFLICT ..."). Nobody reads
+    their answer (`Tx.send`).
 
     The rows go in chunks whose sizes are powers of two (100 rows: 64, 32, 4), so a
     table has at most nine statement texts to prepare and cache, whatever the
@@ -37,7 +42,7 @@ def insert_rows(conn: Conn, head: str, width: int, values: Sequence[Any], tail: 
     while start < rows:
         size = min(MAX_ROWS, 1 << ((rows - start).bit_length() - 1))
         statement = _statement(head, width, size, tail)
-        conn.execute(statement, values[start * width : (start + size) * width])
+        tx.send(statement, values[start * width : (start + size) * width])
         start += size
 
 

@@ -73,6 +73,10 @@ class Tx:
     def execute(self, sql: str, params: Any = ()) -> sqlite3.Cursor:
         return self.conn.execute(sql, params)
 
+    def send(self, sql: str, params: Any = ()) -> None:
+        """`execute`: a statement in-process costs no round trip worth holding."""
+        self.conn.execute(sql, params)
+
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Run `callback` on the event loop once the group is durable."""
         self._after.append(callback)

@@ -74,7 +74,7 @@ def put_writes(tx: Tx, writes: WritesPut) -> None:
     # One statement for the task's writes (store/rows.py): a later row with the same
     # key replaces (or is ignored after) an earlier one, as executemany's rows did.
     insert_rows(
-        tx.conn,
+        tx,
         f"{verb} INTO sessions.writes (thread_id, checkpoint_ns, checkpoint_id, task_id, "
         "task_path, idx, channel, type, value)",
         9,

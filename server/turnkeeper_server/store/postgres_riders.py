@@ -1,0 +1,220 @@
+"""An operation's unread writes on PostgreSQL's writer, sent as one statement (decision 610).
+
+A step's group was about a dozen statements (bench/analysis.md, round twenty): each
+append its record's check with its `last_seq` move, its events' INSERT and its
+outbox rows' INSERT; each checkpoint or task's writes its record's check and its
+INSERT; the group's notification. Nobody reads their answers (`Tx.send`): a check
+fails the group by raising, the rest only write. psycopg's Python per statement on
+the writer thread (a cursor, the query's conversion, a pipeline round of the
+generators) and PostgreSQL's bind and executor start per statement are what each
+costs, not its rows. So the writer's fast path holds an operation's sends and sends
+them as one statement of data-modifying WITH clauses: the INSERTs and the check's
+UPDATE each a clause, the check's SELECT the statement's own query. The group's
+notification rides on the last operation's (`Riders.flush`).
+
+Only what keeps its meaning inside one statement rides together:
+- one operation's sends only (what one operation wrote, the next may check: a WITH
+  clause does not see what the statement's other clauses wrote);
+- at most one check (a SELECT) and no table written twice: the clauses of one
+  statement run in no set order, so the outbox's identity ids stay in message order
+  only when a statement holds one INSERT of them, and no row is changed twice;
+- INSERTs without RETURNING, and shapes parsed here (`_shape`); anything else goes
+  alone, after what is held.
+
+Any other statement of the operation sends what is held first, so the order of
+statements is the order they were made in. A database error anywhere fails the group,
+which then runs carefully (store/postgres.py), every send a statement of its own
+under the operation's savepoint, as before this: the errors and refusals an
+operation sees are those of its own statements, one at a time.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass
+from functools import cache
+from typing import Any
+
+import psycopg
+
+from turnkeeper_server.store.postgres_conn import translate
+from turnkeeper_server.store.postgres_notify import CHANNEL
+
+# The notification of a group's turns (store/postgres_notify.py), in the shared
+# dialect, as one query of the statement it rides on.
+NOTIFY_SELECT = "SELECT count(pg_notify(?, payload)) FROM unnest(?::text[]) AS payload"
+
+_CTE = re.compile(r"(\w+) AS \(")
+_WRITES = re.compile(r"\b(?:INSERT INTO|UPDATE) ([\w.]+)")
+
+
+@dataclass(frozen=True, slots=True)
+class _Shape:
+    """A statement taken apart: its WITH clauses (name, text, parameters) and its
+    own query (text, parameters); `check` when that query is a SELECT."""
+
+    ctes: tuple[tuple[str, str, int], ...]
+    main: str
+    main_params: int
+    check: bool
+    tables: frozenset[str]
+
+    @property
+    def cte_params(self) -> int:
+        return sum(n for _, _, n in self.ctes)
+
+
+@cache
+def _shape(sql: str) -> _Shape | None:
+    """`sql` taken apart, or None when it cannot ride with others (sent alone)."""
+    if "'" in sql or ";" in sql:
+        return None  # a literal could hold a parenthesis
+    ctes: list[tuple[str, str, int]] = []
+    at = 0
+    if sql.startswith("WITH "):
+        at = 5
+        while True:
+            found = _CTE.match(sql, at)
+            if found is None:
+                return None
+            depth, end = 0, -1
+            for i in range(found.end() - 1, len(sql)):
+                if sql[i] == "(":
+                    depth += 1
+                elif sql[i] == ")":
+                    depth -= 1
+                    if depth == 0:
+                        end = i + 1
+                        break
+            if end < 0:
+                return None
+            text = sql[at:end]
+            ctes.append((found.group(1), text, text.count("?")))
+            if sql.startswith(", ", end):
+                at = end + 2
+                continue
+            if not sql.startswith(" ", end):
+                return None
+            at = end + 1
+            break
+    main = sql[at:]
+    if main.startswith("SELECT "):
+        check = True
+    elif main.startswith("INSERT INTO ") and " RETURNING " not in main:
+        check = False
+    else:
+        return None
+    return _Shape(tuple(ctes), main, main.count("?"), check, frozenset(_WRITES.findall(sql)))
+
+
+@dataclass(frozen=True, slots=True)
+class _Plan:
+    """A fused statement's text (PostgreSQL's dialect) and, per part, how its
+    parameters are split between its WITH clauses and its query."""
+
+    sql: str
+    splits: tuple[int, ...]
+    final: int
+
+
+@cache
+def _plan(sqls: tuple[str, ...], notify: bool) -> _Plan:
+    """The statement of `sqls` held together (and the group's notification): every
+    part's WITH clauses in order, every query but the last (or the check) as a
+    clause of its own, and that one as the statement's query."""
+    shapes = [_shape(sql) for sql in sqls]
+    assert all(shape is not None for shape in shapes)
+    parts: list[_Shape] = [shape for shape in shapes if shape is not None]
+    final = next((i for i, p in enumerate(parts) if p.check), len(parts) - 1)
+    if notify and not parts[final].check:
+        final = -1  # the notification is the query; every part's is a clause
+    clauses: list[str] = []
+    for i, part in enumerate(parts):
+        clauses += (text for _, text, _ in part.ctes)
+        if i != final:
+            clauses.append(f"_r{i} AS ({part.main})")
+    if final < 0:
+        query = NOTIFY_SELECT
+    elif notify:
+        query = f"SELECT ({parts[final].main}), ({NOTIFY_SELECT})"
+    else:
+        query = parts[final].main
+    sql = f"WITH {', '.join(clauses)} {query}" if clauses else query
+    return _Plan(translate(sql), tuple(p.cte_params for p in parts), final)
+
+
+class Riders:
+    """The sends held on the writer's connection for one transaction of a fast group
+    (store/postgres.py): the current operation's, sent as one statement when that
+    operation makes any other statement, when the next operation makes its first,
+    or with the group's notification before its COMMIT."""
+
+    __slots__ = ("_check", "_conn", "_names", "_owner", "_parts", "_tables", "statements")
+
+    def __init__(self, conn: psycopg.Connection[Any]) -> None:
+        self._conn = conn
+        self._owner: object = None
+        self._parts: list[tuple[str, Sequence[Any]]] = []
+        self._names: set[str] = set()
+        self._tables: set[str] = set()
+        self._check = False
+        # Statements sent through here (the tests' count of a group's statements).
+        self.statements = 0
+
+    def send(self, owner: object, sql: str, params: Sequence[Any]) -> None:
+        """Hold `sql` of operation `owner` (sending what no longer rides with it
+        first), or send it now, alone, when its shape cannot ride."""
+        shape = _shape(sql)
+        if owner is not self._owner or shape is None or not self._fits(shape):
+            self.flush()
+        if shape is None:
+            self._execute(translate(sql), params)
+            return
+        self._owner = owner
+        self._parts.append((sql, params))
+        self._names.update(name for name, _, _ in shape.ctes)
+        self._tables |= shape.tables
+        self._check = self._check or shape.check
+
+    def _fits(self, shape: _Shape) -> bool:
+        return not (
+            (shape.check and self._check)
+            or not self._tables.isdisjoint(shape.tables)
+            or any(name in self._names for name, _, _ in shape.ctes)
+        )
+
+    def flush(self, notify: Sequence[str] = ()) -> None:
+        """Send what is held as one statement, with the group's notification
+        payloads `notify` if any (alone when nothing is held)."""
+        parts = self._parts
+        if not parts:
+            if notify:
+                self._execute(translate(NOTIFY_SELECT), (CHANNEL, list(notify)))
+            return
+        if len(parts) == 1 and not notify:
+            sql, params = parts[0]
+            self._execute(translate(sql), params)
+        else:
+            plan = _plan(tuple(sql for sql, _ in parts), bool(notify))
+            values: list[Any] = []
+            finals: Sequence[Any] = ()
+            for i, ((_, params), split) in enumerate(zip(parts, plan.splits, strict=True)):
+                values += params[:split]
+                if i == plan.final:
+                    finals = params[split:]
+                else:
+                    values += params[split:]
+            values += finals
+            if notify:
+                values += (CHANNEL, list(notify))
+            self._execute(plan.sql, values)
+        self._parts = []
+        self._names = set()
+        self._tables = set()
+        self._check = False
+        self._owner = None
+
+    def _execute(self, sql: str, params: Sequence[Any]) -> None:
+        self.statements += 1
+        self._conn.execute(sql, params)

@@ -1,0 +1,105 @@
+"""PostgreSQL's writer sends an operation's unread writes as one statement (decision
+610, store/postgres_riders.py): a remembered turn's append, checkpoint and task's
+writes are each one statement, the group's notification riding on the last; what
+they store, the outbox's order and the refusals are those of one statement each."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from turnkeeper_server.journal import transitions
+from turnkeeper_server.records import Fence
+from turnkeeper_server.store import Tx, open_store
+from turnkeeper_server.store.postgres_pipeline import SendingConnection
+
+from tests.journal.conftest import POLICY, Journal
+from tests.journal.test_turn_cache import append, events
+
+pytestmark = [pytest.mark.postgres_only, pytest.mark.timeout(60)]
+
+
+@pytest.fixture
+def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+    """The statements the writer's connection was given (BEGIN and COMMIT aside)."""
+    sent: list[str] = []
+    real = SendingConnection.execute
+
+    def counted(self: SendingConnection, query: Any, params: Any = None, **kw: Any) -> Any:
+        sent.append(str(query))
+        return real(self, query, params, **kw)
+
+    monkeypatch.setattr(SendingConnection, "execute", counted)
+    yield sent
+
+
+async def test_a_remembered_turns_writes_are_one_statement_each(
+    journal: Journal, statements: list[str]
+) -> None:
+    await journal.start("t1", "th1")
+    await append(journal, "t1", 0, 1, "step")  # remembered from here
+    counts, first = [], ""
+
+    def announced(tx: Tx) -> int:
+        tx.announce(["t1"])  # as the engine's append does
+        return transitions.append_events(
+            tx, turn_id="t1", attempt=0, events=[(2, "token", "{}")], policy=POLICY
+        )
+
+    for write in (
+        lambda: journal.write(announced),
+        lambda: journal.task_writes("th1", "cp-1", "task-a", Fence("t1", 0), None),
+        lambda: journal.checkpoint("th1", "cp-1", Fence("t1", 0)),
+    ):
+        del statements[:]
+        await write()
+        counts.append(len(statements))
+        first = first or statements[0]
+    # main: the check with its move, the events, the outbox rows, the notification;
+    # the check and the task's writes; the check, the checkpoint, the notification.
+    assert counts == [1, 1, 1]
+    assert "pg_notify" in first  # the append's announcement rode on it
+    assert events(journal, "t1") == [(1, 0, "step"), (2, 0, "token")]
+    assert journal.boundary("t1") == ("cp-1", 2)
+
+
+async def test_many_events_keep_their_outbox_rows_in_seq_order(
+    journal: Journal, statements: list[str]
+) -> None:
+    await journal.start("t1", "th1")
+    await append(journal, "t1", 0, 1, "step")
+    del statements[:]
+    # 11 rows go in chunks of 8, 2 and 1 (store/rows.py): a statement holds one
+    # INSERT a table, so the outbox's ids follow the messages.
+    assert await append(journal, "t1", 0, 2, *["token"] * 11) == 12
+    assert len(statements) == 5  # 1 + 3 + 3 + 1 on main
+    payloads = journal.db.read_conn().execute("SELECT payload FROM outbox ORDER BY id").fetchall()
+    assert [json.loads(bytes(p[0]))["seq"] for p in payloads] == list(range(1, 13))
+    assert [seq for seq, _, _ in events(journal, "t1")] == list(range(1, 13))
+
+
+async def test_a_refusal_reasoned_from_a_stale_record_waits_for_its_check(
+    journal: Journal, tmp_path: Path, database_url: str
+) -> None:
+    # The record says last_seq 1; another replica appended 2. An append of 3 is a gap
+    # to the record: that refusal is given only once the record's held check has
+    # gone out and passed. It fails, and the group runs again on the row: accepted.
+    await journal.start("t1", "th1")
+    await append(journal, "t1", 0, 1, "step")
+    db = open_store(
+        database_url=database_url,
+        turns_path=tmp_path / "other-turns.db",
+        sessions_path=tmp_path / "other-sessions.db",
+        synchronous="FULL",
+        status_cache_turns=0,
+    )
+    db.open()
+    try:
+        await append(Journal(db), "t1", 0, 2, "token")
+    finally:
+        db.close()
+    assert await append(journal, "t1", 0, 3, "step") == 3
+    assert [seq for seq, _, _ in events(journal, "t1")] == [1, 2, 3]

@@ -6,7 +6,6 @@ they store, the outbox's order and the refusals are those of one statement each.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -23,7 +22,7 @@ pytestmark = [pytest.mark.postgres_only, pytest.mark.timeout(60)]
 
 
 @pytest.fixture
-def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
+def statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
     """The statements the writer's connection was given (BEGIN and COMMIT aside)."""
     sent: list[str] = []
     real = SendingConnection.execute
@@ -33,7 +32,7 @@ def statements(monkeypatch: pytest.MonkeyPatch) -> Iterator[list[str]]:
         return real(self, query, params, **kw)
 
     monkeypatch.setattr(SendingConnection, "execute", counted)
-    yield sent
+    return sent
 
 
 async def test_a_remembered_turns_writes_are_one_statement_each(

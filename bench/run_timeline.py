@@ -24,7 +24,9 @@ rounds alternated (A B B A ...), each round `--runs` streamed runs and first
 tokens; medians per round and the median of the rounds' ratios B/A. With
 `--at-once N`, a round is `--runs` batches of N streamed runs of the three-step graph
 at once, and the figures are the agent host process's CPU seconds (user + system,
-from /proc) per finished run, and runs/s.
+from /proc) per finished run, and runs/s. On PostgreSQL each side has a cluster of
+its own, and every round also gives the CPU per streamed run of the service's
+processes (service, agent host, NATS) and of its cluster (postmaster, backends).
 """
 
 from __future__ import annotations
@@ -80,7 +82,21 @@ def stack(
         agent_env={**base, "TURNKEEPER_TIMELINE_ROLE": "agent"},
     ) as (url, pids):
         service, host = pids[0], pids[1]  # (service, agent host, NATS)
+        _TREES[url] = pids
         yield url, (host, service)
+
+
+# The service's processes (service, agent host, NATS) by URL, and the cluster of a
+# PostgreSQL side: what a round's CPU per run counts (`_ab_round`).
+_TREES: dict[str, list[int]] = {}
+_CLUSTERS: dict[str, int] = {}
+
+
+def _cpu(url: str) -> tuple[float, float]:
+    from bench.aegra import tree_cpu
+
+    cluster = _CLUSTERS.get(url)
+    return tree_cpu(_TREES[url]), tree_cpu([cluster]) if cluster else 0.0
 
 
 async def streamed(client: Any, assistant: str, modes: Any) -> tuple[int, list[tuple[int, str]]]:
@@ -176,20 +192,32 @@ async def _ab_round(url: str, runs: int, pids: tuple[int, int], at_once: int) ->
     from langgraph_sdk import get_client
 
     if at_once:
-        return await _at_once_round(url, runs, pids, at_once)
+        s0, d0 = _cpu(url)
+        host, service, rate, finished = await _at_once_round(url, runs, pids, at_once)
+        s1, d1 = _cpu(url)
+        n = max(1, finished)
+        return host, service, rate, (s1 - s0) * 1e3 / n, (d1 - d0) * 1e3 / n
     client = get_client(url=url)
     totals, tokens = [], []
+    s0, d0 = _cpu(url)
     for _ in range(runs):
         started, parts = await streamed(client, ASSISTANT, MODES)
         totals.append((parts[-1][0] - started) / 1e6)
+    s1, d1 = _cpu(url)
+    for _ in range(runs):
         started, parts = await streamed(client, TOKENS, ["messages-tuple"])
         tokens.append(first_token(parts, started))
-    return statistics.median(totals), statistics.median(tokens)
+    return (
+        statistics.median(totals),
+        statistics.median(tokens),
+        (s1 - s0) * 1e3 / runs,
+        (d1 - d0) * 1e3 / runs,
+    )
 
 
 async def _at_once_round(
     url: str, batches: int, pids: tuple[int, int], at_once: int
-) -> tuple[float, float, float]:
+) -> tuple[float, float, float, int]:
     from langgraph_sdk import get_client
 
     from bench.common import cpu_seconds
@@ -206,34 +234,38 @@ async def _at_once_round(
         return [sum(cpu_seconds(pid).values()) for pid in pids]
 
     host, service, rates = [], [], []
+    total = 0
     for _ in range(batches):
         before = used()
         started = time.perf_counter()
         done = await asyncio.gather(*(one(i) for i in range(at_once)), return_exceptions=True)
         wall = time.perf_counter() - started
         finished = sum(not isinstance(d, BaseException) for d in done)
+        total += finished
         if finished < at_once:
             print(f"{at_once - finished} runs failed: {done!r:.300}", file=sys.stderr)
         after = used()
         host.append((after[0] - before[0]) * 1e3 / max(1, finished))
         service.append((after[1] - before[1]) * 1e3 / max(1, finished))
         rates.append(finished / wall)
-    return statistics.median(host), statistics.median(service), statistics.median(rates)
+    return statistics.median(host), statistics.median(service), statistics.median(rates), total
 
 
 def ab(other: Path, backends: list[str], runs: int, rounds: int, at_once: int = 0) -> None:
     from bench.postgres import postgres
+    from bench.postgres_section import _postmaster
 
     with ExitStack() as es:
         root = es.enter_context(scratch_dir("timeline-ab"))
-        new_database = es.enter_context(postgres()) if "postgres" in backends else None
         urls: dict[tuple[str, str], tuple[str, tuple[int, int]]] = {}
         for backend in backends:
             for side, code in (("A", other), ("B", None)):
                 data = root / f"{backend}-{side}"
                 data.mkdir()
-                url_db = new_database() if backend == "postgres" and new_database else None
+                url_db = es.enter_context(postgres())() if backend == "postgres" else None
                 urls[backend, side] = es.enter_context(stack(data, url_db, code_root=code))
+                if url_db is not None:
+                    _CLUSTERS[urls[backend, side][0]] = _postmaster(url_db)
         figures: dict[tuple[str, str], list[tuple[float, ...]]] = {k: [] for k in urls}
 
         async def go() -> None:
@@ -247,9 +279,9 @@ def ab(other: Path, backends: list[str], runs: int, rounds: int, at_once: int = 
 
         asyncio.run(go())
     what_ = (
-        ("host CPU/run", "service CPU/run", "runs/s")
+        ("host CPU/run", "service CPU/run", "runs/s", "tree CPU/run", "db CPU/run")
         if at_once
-        else ("streamed run", "first token")
+        else ("streamed run", "first token", "tree CPU/run", "db CPU/run")
     )
     print(
         f"A: {other}; B: this tree. {rounds} rounds of {runs} "
@@ -258,8 +290,13 @@ def ab(other: Path, backends: list[str], runs: int, rounds: int, at_once: int = 
     )
     for backend in backends:
         a, b = figures[backend, "A"], figures[backend, "B"]
-        for i, what in enumerate(what_):
-            ratios = [y[i] / x[i] for x, y in zip(a, b, strict=True)]
+        # The service's processes and its cluster together, per run.
+        a = [(*x, x[-2] + x[-1]) for x in a]
+        b = [(*y, y[-2] + y[-1]) for y in b]
+        for i, what in enumerate((*what_, "tree+db CPU/run")):
+            if backend != "postgres" and what.startswith(("db", "tree+db")):
+                continue
+            ratios = [y[i] / x[i] for x, y in zip(a, b, strict=True) if x[i]]
             print(
                 f"{backend:8} {what:15}  A {statistics.median(x[i] for x in a):6.1f}"
                 f"  B {statistics.median(y[i] for y in b):6.1f}"

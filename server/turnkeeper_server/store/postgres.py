@@ -200,11 +200,13 @@ class PostgresDatabase:
             # finds its connection dead with the server runs again on another, and
             # the pool replaces the dead one when it comes back (decision 361).
             # Read-only by default, also outside a transaction (a read of one
-            # statement, decision 433); the outbox drain's transaction says READ WRITE.
+            # statement, decision 433); the outbox drain's transaction says READ WRITE,
+            # and is the one write here: it commits without waiting for its WAL flush
+            # (decision 430), set once per connection, not per drain (decision 611).
             kwargs={
                 **CONNECTION,
                 "autocommit": True,
-                "options": "-c default_transaction_read_only=on",
+                "options": "-c default_transaction_read_only=on -c synchronous_commit=off",
             },
             timeout=CONNECT_TIMEOUT,
             open=False,

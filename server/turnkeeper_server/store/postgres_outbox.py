@@ -104,12 +104,12 @@ def _take(
 ) -> tuple[psycopg.Connection[Any] | None, list[OutboxRow]]:
     """A pooled connection with its transaction open and the rows it took, in id
     order; (None, []) with the connection given back when there were none. One
-    round trip: the BEGIN, its synchronous_commit and the statement go together."""
+    round trip: the BEGIN and the statement go together (the pool's connections
+    commit with synchronous_commit off: store/postgres.py, decision 611)."""
     conn = pool.getconn()
     try:
         with conn.pipeline():
             conn.execute("BEGIN READ WRITE")
-            conn.execute("SET LOCAL synchronous_commit = off")
             taken = conn.execute(TAKE, (limit,)).fetchall()
         if not taken:
             conn.rollback()

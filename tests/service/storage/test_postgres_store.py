@@ -16,6 +16,7 @@ import asyncio
 import random
 import threading
 from collections.abc import AsyncIterator, Awaitable, Callable
+from typing import Any
 
 import psycopg
 import pytest
@@ -409,3 +410,32 @@ async def test_a_drain_right_after_one_that_found_the_outbox_empty_looks_only_af
     monkeypatch.setattr(postgres_outbox, "QUIET_FOR", 0.0)  # its idle poll, later
     assert await store.drain_outbox(10, publish) == 1
     assert len(looks) == 3
+
+
+async def test_a_drain_is_its_begin_and_its_statement_on_connections_that_commit_unflushed(
+    store: PostgresDatabase, backend: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # Decision 611: the pool's connections commit with synchronous_commit off (the
+    # drain's delete is the one write they make), so a drain sends no SET LOCAL.
+    await store.write(
+        lambda tx: tx.execute(
+            "INSERT INTO main.outbox (subject, payload, created_at) VALUES (?, ?, ?)",
+            ("s", b"x", 0.0),
+        )
+    )
+    sent: list[str] = []
+    real = psycopg.Connection.execute
+
+    def counted(self: psycopg.Connection[Any], query: Any, *args: Any, **kw: Any) -> Any:
+        sent.append(str(query))
+        return real(self, query, *args, **kw)
+
+    monkeypatch.setattr(psycopg.Connection, "execute", counted)
+
+    async def publish(taken: list[OutboxRow]) -> bool:
+        return True
+
+    assert await store.drain_outbox(10, publish) == 1
+    assert [s.split()[0] for s in sent] == ["BEGIN", "DELETE"]
+    setting = await store.read(lambda conn: conn.execute("SHOW synchronous_commit").fetchone())
+    assert setting[0] == "off"

@@ -50,7 +50,7 @@ class OutboxDrain:
         """Take rows (deleted, in a transaction held while they are published) with
         FOR UPDATE SKIP LOCKED: another replica's publisher skips them, and takes them
         over if this one dies or fails to publish (the transaction rolls back, the
-        rows come back). One statement takes and deletes them, sent with its BEGIN;
+        rows come back). One statement takes and deletes them, after its BEGIN;
         the COMMIT is asynchronous (decision 430): the delete of rows already
         published needs no WAL flush, a crash that loses it publishes them again,
         which JetStream drops by Nats-Msg-Id, as after a crash before the delete."""
@@ -103,14 +103,15 @@ def _take(
     pool: ConnectionPool[psycopg.Connection[Any]], limit: int
 ) -> tuple[psycopg.Connection[Any] | None, list[OutboxRow]]:
     """A pooled connection with its transaction open and the rows it took, in id
-    order; (None, []) with the connection given back when there were none. One
-    round trip: the BEGIN and the statement go together (the pool's connections
-    commit with synchronous_commit off: store/postgres.py, decision 611)."""
+    order; (None, []) with the connection given back when there were none. The
+    BEGIN and the statement each wait for their answer: sent together in pipeline
+    mode they were one round trip, and the pipeline's entry, sync and exit cost the
+    pool's thread more CPU than the round trip it saved (decision 612); the pool's
+    connections commit with synchronous_commit off (decision 611)."""
     conn = pool.getconn()
     try:
-        with conn.pipeline():
-            conn.execute("BEGIN READ WRITE")
-            taken = conn.execute(TAKE, (limit,)).fetchall()
+        conn.execute("BEGIN READ WRITE")
+        taken = conn.execute(TAKE, (limit,)).fetchall()
         if not taken:
             conn.rollback()
             pool.putconn(conn)

@@ -58,7 +58,7 @@ async def test_a_remembered_turns_writes_are_one_statement_each(
         counts.append(len(statements))
         first = first or statements[0]
     # main: the check with its move, the events, the outbox rows, the notification;
-    # the check and the task's writes; the check, the checkpoint, the notification.
+    # the check and the task's writes; the check and the checkpoint.
     assert counts == [1, 1, 1]
     assert "pg_notify" in first  # the append's announcement rode on it
     assert events(journal, "t1") == [(1, 0, "step"), (2, 0, "token")]

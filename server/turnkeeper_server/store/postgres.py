@@ -523,6 +523,9 @@ class WriteConnection:
         self.conn: psycopg.Connection[Any] = self._held.enter_context(
             SendingConnection.connect(url, prepare_threshold=0, **CONNECTION)
         )
+        # An operation's sends go as one statement (store/postgres_riders.py): a text
+        # per combination of row counts, more than psycopg's 100 kept by default.
+        self.conn.prepared_max = 512
         self.pipeline: psycopg.Pipeline = self._held.enter_context(self.conn.pipeline())
 
     def close(self) -> None:

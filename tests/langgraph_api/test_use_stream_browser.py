@@ -17,7 +17,7 @@ from langgraph_sdk import get_client
 from playwright.async_api import Browser
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.langgraph_api.test_sdk_live_tokens import CHAT, REPLY, WORDS, Gate
+from tests.langgraph_api.test_sdk_live_tokens import CHAT, REPLY, WORDS, Gate, gate
 from tests.support import bundled_pages
 from tests.support.agents import PATIENCE
 from tests.support.browser import browser
@@ -25,7 +25,7 @@ from tests.support.langgraph_host import hosts_for
 from tests.support.nats import NatsServer
 from tests.support.service import ServiceFactory
 
-__all__ = ["browser"]
+__all__ = ["browser", "gate"]
 
 pytestmark = [
     pytest.mark.slow,
@@ -74,16 +74,6 @@ async def service(
     return await make_service(
         nats_url=nats_server.url, http_listen="127.0.0.1:0", http_cors_origins=(page_origin,)
     )
-
-
-@pytest.fixture
-async def gate() -> AsyncIterator[tuple[Gate, str]]:
-    g = Gate()
-    address = await g.start()
-    try:
-        yield g, address
-    finally:
-        g.close()
 
 
 async def test_the_partial_reply_vanishes_and_the_new_one_streams(

@@ -12,9 +12,10 @@ with what to do when the thread is busy (the multitask strategy) and its deadlin
         rollback  --> it is cancelled and its checkpoints removed, this one runs
 
 The strategies are LangGraph Platform's names, from the client core's one table of
-them (turnkeeper._multitask). One transaction, two reads of the turns table (the
-id, the thread's live turn) and the insert that returns the row written, and the
-count of queued turns for `enqueue` alone.
+them (turnkeeper._multitask). One transaction: one read of the turns table (the
+id and the thread's live turn, decision 582), on PostgreSQL a second after its lock
+(the live turn or a queued one), and the insert that returns the row written; on
+SQLite a look for a queued turn for `enqueue` alone.
 
 A LangGraph API run whose thread does not exist yet makes it in the same
 transaction (`StartRequest.new_thread`, decision 580): the thread's row and the turn,
@@ -38,8 +39,15 @@ from turnkeeper_server.journal.lifecycle import Cancelled
 from turnkeeper_server.records import LIVE_SQL, QUEUED, RUNNING, TURN_COLUMNS, Policy, TurnRecord
 from turnkeeper_server.store.contract import Tx
 
-_LIVE_ON_THREAD = (
-    f"SELECT {TURN_COLUMNS} FROM main.turns WHERE thread_id = ? AND state IN {LIVE_SQL}"
+# The turn of the id asked for, and the thread's live turn (at most one of each).
+_ID_OR_LIVE_ON_THREAD = (
+    f"SELECT {TURN_COLUMNS} FROM main.turns "
+    f"WHERE turn_id = ? OR (thread_id = ? AND state IN {LIVE_SQL})"
+)
+# The thread's live turn, else a turn queued on it, else nothing.
+_LIVE_OR_QUEUED_ON_THREAD = (
+    f"SELECT {TURN_COLUMNS} FROM main.turns WHERE thread_id = ? "
+    f"AND (state IN {LIVE_SQL} OR state = '{QUEUED}') ORDER BY state = '{QUEUED}' LIMIT 1"
 )
 
 
@@ -103,28 +111,42 @@ def start_turn(tx: Tx, request: StartRequest, policy: Policy) -> Started:
     digest = request_hash(request.thread_id, request.agent, request.input_json)
     if request.new_thread is not None:
         return _start_on_new_thread(tx, request, request.new_thread, digest, policy)
-    existing = transitions.load_turn(tx.conn, request.turn_id)
+    # The turn of this id and the thread's live turn, in one statement (decision
+    # 582). Locked (PostgreSQL): the live turn cannot end, and promote the queue,
+    # between this read and the insert below, so a QUEUED turn is never left behind
+    # nobody.
+    found = [
+        TurnRecord(*row)
+        for row in tx.execute(
+            _ID_OR_LIVE_ON_THREAD + tx.for_update, (request.turn_id, request.thread_id)
+        ).fetchall()
+    ]
+    existing = next((t for t in found if t.turn_id == request.turn_id), None)
     if existing is not None:
         return _same_request(existing, digest)
     if request.require_announced and not agents.announced(tx.conn, request.agent):
         raise WrongState(agents.unannounced(request.agent))
-    # Locked (PostgreSQL): the live turn cannot end, and promote the queue, between
-    # this read and the insert below, so a QUEUED turn is never left behind nobody.
-    live_row = tx.execute(_LIVE_ON_THREAD + tx.for_update, (request.thread_id,)).fetchone()
-    if live_row is None and tx.for_update:
+    live = found[0] if found else None
+    # Whether a turn waits QUEUED on the thread: read when `enqueue` needs it.
+    queued: bool | None = None
+    if live is None and tx.for_update:
         # Waiting on that lock may have ended in a commit that promoted a QUEUED
-        # turn; only a new statement sees it.
-        live_row = tx.execute(_LIVE_ON_THREAD, (request.thread_id,)).fetchone()
-    live = TurnRecord(*live_row) if live_row else None
+        # turn; only a new statement sees it. It says whether one is queued too.
+        row = tx.execute(_LIVE_OR_QUEUED_ON_THREAD, (request.thread_id,)).fetchone()
+        seen = TurnRecord(*row) if row else None
+        queued = seen is not None and seen.state == QUEUED
+        live = None if seen is None or queued else seen
     if live is not None and live.turn_id == request.turn_id:
         # The same StartTurn through another replica committed between the two
         # reads (PostgreSQL reads each statement afresh): it is that turn.
         return _same_request(live, digest)
     max_run = request.max_run_seconds or policy.max_run_seconds
     park_expiry = request.park_expiry_seconds or policy.park_expiry_seconds
-    if request.strategy == ENQUEUE and (live is not None or _queued(tx, request.thread_id)):
-        queued = _insert(tx, request, digest, QUEUED, None, None, max_run, park_expiry)
-        return Started(_inserted(queued), True)
+    if request.strategy == ENQUEUE and (
+        live is not None or (_queued(tx, request.thread_id) if queued is None else queued)
+    ):
+        behind = _insert(tx, request, digest, QUEUED, None, None, max_run, park_expiry)
+        return Started(_inserted(behind), True)
     cancelled: Cancelled | None = None
     if live is not None:
         if request.strategy not in (INTERRUPT, ROLLBACK):
@@ -242,7 +264,7 @@ def _insert(
     if request.thread_owner and ensure_thread:
         # A thread made over gRPC or NATS is its maker's, as one made over HTTP is
         # (decision 310); a thread that exists keeps its owner.
-        threads.ensure(tx, request.thread_id, {}, now, request.thread_owner)
+        threads.ensure_unread(tx, request.thread_id, {}, now, request.thread_owner)
     conflict = "ON CONFLICT (turn_id) DO NOTHING " if on_conflict else ""
     row = tx.execute(
         "INSERT INTO main.turns (turn_id, thread_id, agent, state, input_json, request_hash, "

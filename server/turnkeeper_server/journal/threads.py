@@ -33,6 +33,12 @@ class ThreadRecord:
 _COLUMNS = "thread_id, metadata, created_at, updated_at, owner"
 # Rows read at a time by a search that filters on metadata.
 _CHUNK = 500
+# A thread's row, inserted only when the thread has neither a row nor a turn.
+_MAKE = (
+    f"INSERT INTO main.threads ({_COLUMNS}) SELECT ?, ?, ?, ?, ? "
+    "WHERE NOT EXISTS (SELECT 1 FROM main.turns WHERE thread_id = ?) "
+    "ON CONFLICT (thread_id) DO NOTHING"
+)
 
 
 def _record(row: Any) -> ThreadRecord:
@@ -118,12 +124,16 @@ def make(
     None when it has either (nothing written). One statement, so on PostgreSQL one
     wait mid-group where a read and an insert were two (decision 581)."""
     row = tx.execute(
-        f"INSERT INTO main.threads ({_COLUMNS}) SELECT ?, ?, ?, ?, ? "
-        "WHERE NOT EXISTS (SELECT 1 FROM main.turns WHERE thread_id = ?) "
-        "ON CONFLICT (thread_id) DO NOTHING RETURNING thread_id",
+        _MAKE + " RETURNING thread_id",
         (thread_id, json.dumps(metadata), now, now, owner, thread_id),
     ).fetchone()
     return None if row is None else ThreadRecord(thread_id, metadata, now, now, owner)
+
+
+def ensure_unread(tx: Tx, thread_id: str, metadata: dict[str, Any], now: float, owner: str) -> None:
+    """As ensure, for a caller that needs no answer: one statement, nothing read
+    back (on PostgreSQL no wait mid-group, decision 582)."""
+    tx.execute(_MAKE, (thread_id, json.dumps(metadata), now, now, owner, thread_id))
 
 
 def update_metadata(

@@ -18,7 +18,7 @@ from turnkeeper_server.app import TurnkeeperServer
 
 from tests.langgraph_api.conftest import GRAPHS
 from tests.support.agents import PATIENCE
-from tests.support.langgraph_host import start_host
+from tests.support.langgraph_host import hosts_for
 from tests.support.nats import NatsServer
 
 ASSISTANT = "durable-execution"
@@ -32,15 +32,11 @@ async def test_a_run_whose_replica_dies_before_claiming_it_is_taken_by_the_next(
     client: AsyncTurnkeeperClient,
     api_url: str,
 ) -> None:
-    spawn: dict[str, Any] = {
-        "service": service.address,
-        "nats_url": nats_server.url,
-        "step_delay": 0.05,
-    }
-    first = await start_host(GRAPHS, replica="handoff-a", **spawn)
-    hosts = [first]
-    sdk = get_client(url=api_url)
-    try:
+    async with (
+        hosts_for(GRAPHS, service, nats_server, replica="handoff-a", step_delay=0.05) as hosts,
+        get_client(url=api_url) as sdk,
+    ):
+        first = await hosts.start()
         # Subscribed on NATS, but answers nothing: the hand-off reaches it and is lost.
         first.signal(signal.SIGSTOP)
         # The run is journaled before the answer, which waits for no agent (through
@@ -53,7 +49,7 @@ async def test_a_run_whose_replica_dies_before_claiming_it_is_taken_by_the_next(
         assert (await sdk.runs.get(thread_id, run_id))["status"] == "pending"
 
         await first.kill()
-        hosts.append(await start_host(GRAPHS, replica="handoff-b", **spawn))
+        await hosts.start("handoff-b")
         final = await asyncio.wait_for(sdk.runs.join(thread_id, run_id), PATIENCE)
         assert isinstance(final, dict) and final["step"] == "generate"
         assert final.get("completed_answer_id") == f"answer-{run_id}"
@@ -62,7 +58,3 @@ async def test_a_run_whose_replica_dies_before_claiming_it_is_taken_by_the_next(
         # Handed out again, never re-driven: nothing had run.
         assert status.attempts == 0
         assert (await sdk.runs.get(thread_id, run_id))["status"] == "success"
-    finally:
-        await sdk.http.client.aclose()
-        for host in hosts:
-            await host.close()

@@ -29,7 +29,15 @@ from turnkeeper._multitask import ENQUEUE, INTERRUPT, REJECT, ROLLBACK, STRATEGI
 from turnkeeper_server.errors import AlreadyExists, InvalidArgument, WrongState
 from turnkeeper_server.journal import agents, lifecycle, threads, transitions
 from turnkeeper_server.journal.lifecycle import Cancelled
-from turnkeeper_server.records import LIVE_SQL, QUEUED, RUNNING, TURN_COLUMNS, Policy, TurnRecord
+from turnkeeper_server.records import (
+    HANDED,
+    LIVE_SQL,
+    QUEUED,
+    RUNNING,
+    TURN_COLUMNS,
+    Policy,
+    TurnRecord,
+)
 from turnkeeper_server.store.contract import Tx
 
 _LIVE_ON_THREAD = (
@@ -59,6 +67,9 @@ class StartRequest:
     # Who a thread this turn opens belongs to (auth.identity of the caller, or of
     # whom a bridge acts for); "" without tokens: the threads row is left alone.
     thread_owner: str = ""
+    # The service names `replica`/`incarnation` itself and hands the turn to it with
+    # its claim (decision 590): owned for a claim window until that replica takes it.
+    handed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -68,6 +79,10 @@ class Started:
     created: bool
     # The thread's live turn this one cancelled (interrupt, rollback).
     cancelled: Cancelled | None = None
+    # A handed turn's claim (StartRequest.handed), as ClaimTurn answers it: the
+    # checkpoint it continues from and whether its thread has no root checkpoint.
+    checkpoint_id: str = ""
+    thread_empty: bool = False
 
 
 def request_hash(thread_id: str, agent: str, input_json: str) -> str:
@@ -116,9 +131,17 @@ def start_turn(tx: Tx, request: StartRequest, policy: Policy) -> Started:
         )
     now = time.time()
     owner = (request.replica, request.incarnation) if request.replica else None
-    lease = now + (policy.lease_seconds if owner else policy.claim_seconds)
+    # A handed turn's lease is a claim window's: a hand-off that never arrives is
+    # offered again as soon as an unclaimed one is (containment.reap_expired).
+    full = owner is not None and not request.handed
+    lease = now + (policy.lease_seconds if full else policy.claim_seconds)
     _insert(tx, request, digest, RUNNING, owner, lease, max_run, park_expiry, now=now)
-    return Started(transitions.reload_turn(tx, request.turn_id), True, cancelled)
+    turn = transitions.reload_turn(tx, request.turn_id)
+    if owner is None or not request.handed:
+        return Started(turn, True, cancelled)
+    # What ClaimTurn would answer, read in this commit (decision 590).
+    checkpoint_id, thread_empty = transitions.claim_start(tx.conn, turn.turn_id, turn.thread_id)
+    return Started(turn, True, cancelled, checkpoint_id, thread_empty)
 
 
 def _same_request(turn: TurnRecord, digest: str) -> Started:
@@ -162,8 +185,8 @@ def _insert(
     tx.execute(
         "INSERT INTO main.turns (turn_id, thread_id, agent, state, input_json, request_hash, "
         "owner_replica, owner_incarnation, lease_expires_at, created_at, updated_at, "
-        "max_run_seconds, park_expiry_seconds, run_deadline_at, graph_fingerprint, graph_label) "
-        "VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        "max_run_seconds, park_expiry_seconds, run_deadline_at, graph_fingerprint, graph_label, "
+        "handed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
         (
             request.turn_id,
             request.thread_id,
@@ -181,5 +204,6 @@ def _insert(
             run_deadline,
             request.graph_fingerprint if owner else "",
             request.graph_label if owner else "",
+            HANDED if owner and request.handed else 0,
         ),
     )

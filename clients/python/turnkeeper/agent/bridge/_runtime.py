@@ -95,6 +95,9 @@ class Assignment:
     # The claim found the thread without a root checkpoint (ClaimTurnResponse's
     # thread_empty): the graph's first read of its latest is answered "none" here.
     thread_empty: bool = False
+    # Handed with its claim (decision 590): no ClaimTurn was made, the turn is ours
+    # for a claim window; the first heartbeat goes at once and gives this lease.
+    handed_lease: float = 0.0
 
     @property
     def turn_id(self) -> str:
@@ -182,6 +185,12 @@ class TurnRuntime:
             # Here, not in run(): a task cancelled before it began runs no finally.
             execution.slot = False
             self.admission.give_back()
+
+    def take(self, assignment: Assignment) -> bool:
+        """Run a turn the service claimed for this replica in the commit that started
+        it (decision 590): no ClaimTurn; with every slot taken it waits for one
+        holding its lease. False when it does not start (stopping, or it runs here)."""
+        return self.start(assignment)
 
     async def claim(self, turn_id: str, attempt: int, reason: str) -> None:
         """Take a turn the service handed out over NATS (a resume, a lease-expiry
@@ -722,6 +731,8 @@ class Execution:
     # -- the lease ----------------------------------------------------------------------
 
     def _lease_seconds(self) -> float:
+        if self.assignment.handed_lease > 0:
+            return self.assignment.handed_lease
         turn = self.assignment.turn
         if turn.HasField("owner") and turn.owner.HasField("lease_expires_at"):
             # Both times are the service's clock: no skew with ours.
@@ -746,6 +757,8 @@ class Execution:
             self._lease_seconds(),
             on_refused=lambda exc: self.refused("Heartbeat", exc),
             on_lapsed=self.lose,
+            # Handed with its claim: its lease is a claim window's until this beat.
+            at_once=self.assignment.handed_lease > 0,
         )
         try:
             await asyncio.get_running_loop().create_future()

@@ -2,7 +2,7 @@
 it to a replica, so the run's answer does not wait for an agent. A replica that got
 the hand-off and died before claiming it (stopped, then SIGKILLed) leaves the turn
 RUNNING and owned by nobody, `pending` to the SDK; the next replica of the graph
-takes it (its startup Redrive) and the run completes, no attempt spent: nothing ran."""
+takes it (its startup Redrive) and the run completes, no crash charged: nothing ran."""
 
 from __future__ import annotations
 
@@ -20,6 +20,7 @@ from tests.langgraph_api.conftest import GRAPHS
 from tests.support.agents import PATIENCE
 from tests.support.langgraph_host import start_host
 from tests.support.nats import NatsServer
+from tests.support.service import announced
 
 ASSISTANT = "durable-execution"
 QUESTION: Any = {"messages": [{"role": "user", "content": "who takes it?"}]}
@@ -59,10 +60,57 @@ async def test_a_run_whose_replica_dies_before_claiming_it_is_taken_by_the_next(
         assert final.get("completed_answer_id") == f"answer-{run_id}"
         status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=run_id))
         assert status.state == turns_pb2.TURN_STATE_DONE
-        # Handed out again, never re-driven: nothing had run.
-        assert status.attempts == 0
+        # Never re-driven, no crash charged, nothing rewound: nothing had run. The
+        # hand-off carried its claim to the first replica (decision 590); offered
+        # again untaken, the turn was taken as a new attempt, charged to nobody, so
+        # that a late copy of the first hand-off is fenced.
+        got = (await client.get_turn(turns_pb2.GetTurnRequest(turn_id=run_id))).turn
+        assert (got.attempts, got.crashes_charged, got.rewinds) == (1, 0, 0)
         assert (await sdk.runs.get(thread_id, run_id))["status"] == "success"
     finally:
         await sdk.http.client.aclose()
         for host in hosts:
             await host.close()
+
+
+@pytest.mark.both_backends
+@pytest.mark.timeout(120)
+async def test_a_runs_claim_rides_its_handoff(
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    client: AsyncTurnkeeperClient,
+    api_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Decision 590: the start's commit claims the turn for a replica that announced
+    it takes such hand-offs; the replica runs it with no ClaimTurn."""
+    claims: list[str] = []
+    real = service.engine.turns.claim
+
+    async def counted(**kwargs: Any) -> Any:
+        claims.append(kwargs["turn_id"])
+        return await real(**kwargs)
+
+    monkeypatch.setattr(service.engine.turns, "claim", counted)
+    host = await start_host(
+        GRAPHS, replica="ride-a", service=service.address, nats_url=nats_server.url
+    )
+    sdk = get_client(url=api_url)
+    try:
+        await announced(
+            service, lambda: any(r.claims for r in service.engine.directory.replicas(ASSISTANT))
+        )
+        for _ in range(2):  # a new thread, then a run on a thread that has checkpoints
+            thread = await sdk.threads.create()
+            run = await sdk.runs.create(thread["thread_id"], ASSISTANT, input=QUESTION)
+            final = await asyncio.wait_for(
+                sdk.runs.join(thread["thread_id"], run["run_id"]), PATIENCE
+            )
+            assert isinstance(final, dict) and final["step"] == "generate"
+            turn = (await client.get_turn(turns_pb2.GetTurnRequest(turn_id=run["run_id"]))).turn
+            assert turn.state == turns_pb2.TURN_STATE_DONE
+            assert (turn.attempts, turn.crashes_charged, turn.rewinds) == (0, 0, 0)
+        assert claims == []
+    finally:
+        await sdk.http.client.aclose()
+        await host.close()

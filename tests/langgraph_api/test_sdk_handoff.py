@@ -114,3 +114,46 @@ async def test_a_runs_claim_rides_its_handoff(
     finally:
         await sdk.http.client.aclose()
         await host.close()
+
+
+@pytest.mark.both_backends
+@pytest.mark.timeout(120)
+async def test_a_lost_handoff_with_its_claim_is_offered_again_and_charged_nothing(
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    client: AsyncTurnkeeperClient,
+    api_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """The hand-off carrying the claim is lost on NATS (the service believes it
+    sent): the claim window passes with no heartbeat and no write, the reaper asks
+    the owner, which does not run it, and offers the turn again, no crash charged;
+    a replica claims it and the run completes."""
+    lost: list[str] = []
+
+    async def dropped(turn: Any, claim: str, *, reason: str) -> bool:
+        lost.append(turn.turn_id)
+        return True
+
+    monkeypatch.setattr(service.engine.turns.handoffs, "dispatch_claimed", dropped)
+    host = await start_host(
+        GRAPHS, replica="lost-a", service=service.address, nats_url=nats_server.url
+    )
+    sdk = get_client(url=api_url)
+    try:
+        await announced(
+            service, lambda: any(r.claims for r in service.engine.directory.replicas(ASSISTANT))
+        )
+        run = await sdk.runs.create(None, ASSISTANT, input=QUESTION)
+        run_id, thread_id = run["run_id"], run["thread_id"]
+        final = await asyncio.wait_for(sdk.runs.join(thread_id, run_id), PATIENCE)
+        assert isinstance(final, dict) and final["step"] == "generate"
+        assert lost == [run_id]
+        turn = (await client.get_turn(turns_pb2.GetTurnRequest(turn_id=run_id))).turn
+        assert turn.state == turns_pb2.TURN_STATE_DONE
+        # No crash charged and nothing rewound; the claim of the turn offered again
+        # is its one new attempt (the fence of a late copy of the lost hand-off).
+        assert (turn.crashes_charged, turn.rewinds, turn.attempts) == (0, 0, 1)
+    finally:
+        await sdk.http.client.aclose()
+        await host.close()

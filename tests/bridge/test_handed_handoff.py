@@ -55,7 +55,7 @@ async def test_a_handed_turn_runs_at_once_with_its_claim() -> None:
     assert accepted
     (assignment,) = runtime.taken
     assert (assignment.turn_id, assignment.attempt, assignment.thread_empty) == ("t1", 0, True)
-    # Its first heartbeat goes at once and gives a whole lease.
+    # Its first heartbeat gives a whole lease.
     assert assignment.handed_lease == 15.0
 
 

@@ -85,17 +85,18 @@ class LeaseKeeper:
         *,
         on_refused: Callable[[TurnkeeperError], None],
         on_lapsed: Callable[[str], None],
-        at_once: bool = False,
+        first: float | None = None,
     ) -> None:
-        """Renew this attempt's lease every third of it until `release` (the first
-        time at once with `at_once`). Called from the loop; the callbacks run on it."""
+        """Renew this attempt's lease every third of it until `release`, the first
+        time after `first` seconds when given (a lease that starts shorter). Called
+        from the loop; the callbacks run on it."""
         now = time.monotonic()
         interval = max(lease / 3, 0.05)
         entry = _Lease(
             request,
             lease,
             interval,
-            now if at_once else now + interval,
+            now + (interval if first is None else min(first, interval)),
             now,
             asyncio.get_running_loop(),
             on_refused,

@@ -96,7 +96,7 @@ class Assignment:
     # thread_empty): the graph's first read of its latest is answered "none" here.
     thread_empty: bool = False
     # Handed with its claim (decision 590): no ClaimTurn was made, the turn is ours
-    # for a claim window; the first heartbeat goes at once and gives this lease.
+    # for a claim window (its lease in `turn`) until a heartbeat gives this lease.
     handed_lease: float = 0.0
 
     @property
@@ -731,8 +731,6 @@ class Execution:
     # -- the lease ----------------------------------------------------------------------
 
     def _lease_seconds(self) -> float:
-        if self.assignment.handed_lease > 0:
-            return self.assignment.handed_lease
         turn = self.assignment.turn
         if turn.HasField("owner") and turn.owner.HasField("lease_expires_at"):
             # Both times are the service's clock: no skew with ours.
@@ -752,13 +750,16 @@ class Execution:
             incarnation=self.runtime.identity.incarnation,
         )
         leases = self.runtime.leases
+        handed = self.assignment.handed_lease
         leases.hold(
             request,
-            self._lease_seconds(),
+            handed or self._lease_seconds(),
             on_refused=lambda exc: self.refused("Heartbeat", exc),
             on_lapsed=self.lose,
-            # Handed with its claim: its lease is a claim window's until this beat.
-            at_once=self.assignment.handed_lease > 0,
+            # Handed with its claim: the lease is a claim window's until the first
+            # beat, sent within a third of it, not at once: its commit would come
+            # just ahead of the first step's frame and hold the first token back.
+            first=self._lease_seconds() / 3 if handed else None,
         )
         try:
             await asyncio.get_running_loop().create_future()

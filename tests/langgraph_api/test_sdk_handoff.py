@@ -26,6 +26,7 @@ ASSISTANT = "durable-execution"
 QUESTION: Any = {"messages": [{"role": "user", "content": "who takes it?"}]}
 
 
+@pytest.mark.both_backends
 @pytest.mark.timeout(120)
 async def test_a_run_whose_replica_dies_before_claiming_it_is_taken_by_the_next(
     service: TurnkeeperServer,

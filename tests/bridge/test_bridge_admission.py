@@ -22,6 +22,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.web.langgraph import shapes
 
 from tests.support.agents import Panel, result
+from tests.support.bridges import bridge_config
 from tests.support.nats import NatsServer
 from tests.support.service import announced
 
@@ -70,15 +71,7 @@ async def test_a_turn_past_the_limit_waits_visibly_and_runs_when_a_slot_frees(
     service: TurnkeeperServer, nats_server: NatsServer, nc: Client
 ) -> None:
     gates = Gates()
-    config = BridgeConfig(
-        agent=AGENT,
-        service=ConnectionOptions(target=service.address),
-        nats_url=nats_server.url,
-        replica="gated-1",
-        health_listen="127.0.0.1:0",
-        shutdown_grace=1.0,
-        max_turns=1,
-    )
+    config = bridge_config(AGENT, service.address, nats_server.url, "gated-1", max_turns=1)
     client = AsyncTurnkeeperClient(ConnectionOptions(target=service.address))
     try:
         async with Bridge(gates.graph(), config) as bridge:

@@ -14,11 +14,12 @@ from typing import Any, TypedDict
 import pytest
 from langgraph.graph import END, START, StateGraph
 from nats.aio.client import Client
-from turnkeeper.agent.bridge import Bridge, BridgeConfig
+from turnkeeper.agent.bridge import Bridge
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.v1 import turns_pb2
 
 from tests.support.agents import Panel, result
+from tests.support.bridges import bridge_config
 from tests.support.nats import NatsServer, subscribe
 from tests.support.procs import ServiceProcess
 
@@ -68,14 +69,7 @@ async def service(
 async def test_a_node_holding_the_loop_past_the_lease_keeps_its_turn(
     service: str, nats_server: NatsServer
 ) -> None:
-    config = BridgeConfig(
-        agent=AGENT,
-        service=ConnectionOptions(target=service),
-        nats_url=nats_server.url,
-        replica="busy-1",
-        health_listen="127.0.0.1:0",
-        shutdown_grace=1.0,
-    )
+    config = bridge_config(AGENT, service, nats_server.url, "busy-1")
     nc: Client
     nc, _ = await subscribe(nats_server.url, "vystak.turn.>")
     client = AsyncTurnkeeperClient(ConnectionOptions(target=service))

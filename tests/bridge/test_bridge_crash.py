@@ -52,6 +52,21 @@ async def status(client: AsyncTurnkeeperClient, turn_id: str) -> turns_pb2.TurnS
     return await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=turn_id))
 
 
+async def created_and_watched(nc: Client, client: AsyncTurnkeeperClient, name: str) -> Panel:
+    """The job as turn t-<name> of thread th-<name>, created in the background over
+    NATS, and a panel watching it."""
+    turn_id, thread_id = f"t-{name}", f"th-{name}"
+    created = await result(
+        nc,
+        "responses/create",
+        {"input": JOB, "turn_id": turn_id, "thread_id": thread_id, "background": True},
+    )
+    assert created == {"turn_id": turn_id, "thread_id": thread_id, "status": "in_progress"}
+    panel = Panel()
+    panel.start(client, turn_id)
+    return panel
+
+
 async def test_sigkill_mid_step_two_then_restart_finishes_with_an_exact_replay(
     agents: Agents, client: AsyncTurnkeeperClient, bus: tuple[Client, Collector]
 ) -> None:
@@ -60,14 +75,7 @@ async def test_sigkill_mid_step_two_then_restart_finishes_with_an_exact_replay(
     # The replacement imports while the first runs; its incarnation starts at go().
     second = await agents.spawn(warm=True)
 
-    created = await result(
-        nc,
-        "responses/create",
-        {"input": JOB, "turn_id": "t-crash", "thread_id": "th-crash", "background": True},
-    )
-    assert created == {"turn_id": "t-crash", "thread_id": "th-crash", "status": "in_progress"}
-    panel = Panel()
-    panel.start(client, "t-crash")
+    panel = await created_and_watched(nc, client, "crash")
 
     # Step 2 has streamed its reply (appended, mirrored to NATS) and now waits.
     await until(seen, lambda: streaming(seen, "t-crash", "step2"))
@@ -102,13 +110,7 @@ async def test_sigkill_mid_step_two_then_restart_finishes_with_an_exact_replay(
     # The panel ends with exactly the retained events, which are exactly those
     # of an uninterrupted run of the same job.
     assert shown == shape(events)
-    created = await result(
-        nc,
-        "responses/create",
-        {"input": JOB, "turn_id": "t-ref", "thread_id": "th-ref", "background": True},
-    )
-    reference = Panel()
-    reference.start(client, "t-ref")
+    reference = await created_and_watched(nc, client, "ref")
     assert shown == await reference.ended()
     assert [t for _, t, _ in shown] == (
         ["token"] * 11 + ["step"]
@@ -125,13 +127,7 @@ async def test_sigkill_while_a_parallel_branch_waits_replays_the_finished_branch
     nc, seen = bus
     first = await agents.start(graph="fan-out")
     second = await agents.spawn(graph="fan-out", warm=True)
-    await result(
-        nc,
-        "responses/create",
-        {"input": JOB, "turn_id": "t-fan", "thread_id": "th-fan", "background": True},
-    )
-    panel = Panel()
-    panel.start(client, "t-fan")
+    panel = await created_and_watched(nc, client, "fan")
 
     # The fast branch finished (its writes saved against the last checkpoint) while
     # the slow one, in the same superstep, still runs.
@@ -166,13 +162,7 @@ async def test_a_poison_turn_fails_after_three_redrives_and_never_runs_a_fifth_t
     nc, seen = bus
     agent = await agents.start(graph="poison")
     spare = await agents.spawn(graph="poison", warm=True)
-    await result(
-        nc,
-        "responses/create",
-        {"input": JOB, "turn_id": "t-poison", "thread_id": "th-poison", "background": True},
-    )
-    panel = Panel()
-    panel.start(client, "t-poison")
+    panel = await created_and_watched(nc, client, "poison")
 
     # Each execution kills its own process; the same replica restarts each time.
     for death in range(4):
@@ -216,13 +206,7 @@ async def test_a_replica_that_never_comes_back_is_taken_over_after_its_lease(
     replicas = {name: await agents.spawn(name, slow_step=2) for name in ("replica-a", "replica-b")}
     for agent in replicas.values():
         await agent.ready()
-    await result(
-        nc,
-        "responses/create",
-        {"input": JOB, "turn_id": "t-lease", "thread_id": "th-lease", "background": True},
-    )
-    panel = Panel()
-    panel.start(client, "t-lease")
+    panel = await created_and_watched(nc, client, "lease")
     await until(seen, lambda: streaming(seen, "t-lease", "step2"))
 
     owner = (await client.get_turn(turns_pb2.GetTurnRequest(turn_id="t-lease"))).turn.owner
@@ -263,13 +247,7 @@ async def test_a_zombie_executor_is_refused_everything_and_changes_nothing(
 ) -> None:
     nc, seen = bus
     zombie = await agents.start("replica-z", slow_step=2)
-    await result(
-        nc,
-        "responses/create",
-        {"input": JOB, "turn_id": "t-zombie", "thread_id": "th-zombie", "background": True},
-    )
-    panel = Panel()
-    panel.start(client, "t-zombie")
+    panel = await created_and_watched(nc, client, "zombie")
     await until(seen, lambda: streaming(seen, "t-zombie", "step2"))
     incarnation = (
         await client.get_turn(turns_pb2.GetTurnRequest(turn_id="t-zombie"))
@@ -380,13 +358,7 @@ async def test_nats_restarted_during_a_redrive_still_delivers_the_rewind_once(
         ):
             first = await agents.start(slow_step=2)
             second = await agents.spawn(warm=True)
-            await result(
-                watcher,
-                "responses/create",
-                {"input": JOB, "turn_id": "t-nats", "thread_id": "th-nats", "background": True},
-            )
-            panel = Panel()
-            panel.start(client, "t-nats")
+            panel = await created_and_watched(watcher, client, "nats")
             await until(seen, lambda: streaming(seen, "t-nats", "step2"))
 
             # NATS goes down and the agent dies. Its restart waits for its own

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 from nats.aio.client import Client
-from turnkeeper.agent.bridge import Bridge, BridgeConfig
+from turnkeeper.agent.bridge import Bridge
 from turnkeeper.agent.bridge._jsonrpc import Request
 from turnkeeper.agent.bridge._lease import LeaseKeeper
 from turnkeeper.agent.bridge._methods import ALIVE
@@ -21,6 +21,7 @@ from turnkeeper_server.app import TurnkeeperServer
 
 from tests.bridge.test_bridge_admission import Gates, create
 from tests.support.agents import Panel
+from tests.support.bridges import bridge_config
 from tests.support.nats import NatsServer
 from tests.support.service import ServiceFactory
 
@@ -58,17 +59,6 @@ class Renewals(logging.Handler):
                 await self.changed.wait()
 
 
-def bridge_config(service: TurnkeeperServer, nats_server: NatsServer) -> BridgeConfig:
-    return BridgeConfig(
-        agent=AGENT,
-        service=ConnectionOptions(target=service.address),
-        nats_url=nats_server.url,
-        replica="gated-1",
-        health_listen="127.0.0.1:0",
-        shutdown_grace=1.0,
-    )
-
-
 async def test_a_lapsed_lease_whose_agent_still_runs_the_turn_is_renewed_not_redriven(
     quick_lease: TurnkeeperServer,
     nats_server: NatsServer,
@@ -86,7 +76,9 @@ async def test_a_lapsed_lease_whose_agent_still_runs_the_turn_is_renewed_not_red
     gates = Gates()
     client = AsyncTurnkeeperClient(ConnectionOptions(target=quick_lease.address))
     try:
-        async with Bridge(gates.graph(), bridge_config(quick_lease, nats_server)) as bridge:
+        async with Bridge(
+            gates.graph(), bridge_config(AGENT, quick_lease.address, nats_server.url, "gated-1")
+        ) as bridge:
             await bridge.wait_subscribed()
             await create(nc, "slow")
             await asyncio.wait_for(gates.of("slow")[0].wait(), 30)
@@ -109,7 +101,7 @@ async def test_only_the_owning_incarnation_answers_and_only_for_turns_it_runs(
     nc: Client,
 ) -> None:
     gates = Gates()
-    config = bridge_config(service, nats_server)
+    config = bridge_config(AGENT, service.address, nats_server.url, "gated-1")
     async with Bridge(gates.graph(), config) as bridge:
         await bridge.wait_subscribed()
         await create(nc, "mine")

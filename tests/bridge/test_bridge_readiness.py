@@ -14,12 +14,13 @@ from typing import Annotated, Any, TypedDict
 import nats
 import pytest
 from langgraph.graph import END, START, StateGraph
-from turnkeeper.agent.bridge import Bridge, BridgeConfig
+from turnkeeper.agent.bridge import Bridge
 from turnkeeper.agent.bridge._health import get
-from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Panel, result
+from tests.support.bridges import bridge_config
 from tests.support.nats import NatsServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -61,14 +62,7 @@ async def until_healthz(bridge: Bridge, status: int, timeout: float = 20) -> str
 async def test_healthz_is_200_only_while_the_subscription_is_live(
     service: TurnkeeperServer, nats_server: NatsServer, client: AsyncTurnkeeperClient
 ) -> None:
-    config = BridgeConfig(
-        agent=AGENT,
-        service=ConnectionOptions(target=service.address),
-        nats_url=nats_server.url,
-        replica="r-ready",
-        health_listen="127.0.0.1:0",
-        shutdown_grace=1.0,
-    )
+    config = bridge_config(AGENT, service.address, nats_server.url, "r-ready")
     nats_server.stop()
     bridge = Bridge(build(), config)
     starting = asyncio.create_task(bridge.start())

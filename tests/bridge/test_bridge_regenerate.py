@@ -17,9 +17,9 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from nats.aio.client import Client
 from turnkeeper._values import value_to_py
-from turnkeeper.agent.bridge import Bridge, BridgeConfig
+from turnkeeper.agent.bridge import Bridge
 from turnkeeper.agent.bridge._intent import REGENERATE_INPUT, thread_config
-from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.panel.agent_rpc import NatsAgentTransport
 from turnkeeper.panel.follower import Event, FollowOptions, TurnState
 from turnkeeper.panel.session import AgentSession, ErrorKind, SessionError
@@ -27,6 +27,7 @@ from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Panel, rpc
+from tests.support.bridges import bridge_config
 from tests.support.nats import NatsServer
 from tests.support.turns import value
 
@@ -73,17 +74,6 @@ class Counting:
         return builder
 
 
-def config(service: TurnkeeperServer, nats_server: NatsServer, replica: str) -> BridgeConfig:
-    return BridgeConfig(
-        agent=AGENT,
-        service=ConnectionOptions(target=service.address),
-        nats_url=nats_server.url,
-        replica=replica,
-        health_listen="127.0.0.1:0",
-        shutdown_grace=1.0,
-    )
-
-
 @dataclass
 class Stack:
     graph: Counting
@@ -114,7 +104,9 @@ async def stack(
     graph = Counting()
     nc = await nats.connect(nats_server.url)
     try:
-        async with Bridge(graph.build(), config(service, nats_server, "r-regen")) as bridge:
+        async with Bridge(
+            graph.build(), bridge_config(AGENT, service.address, nats_server.url, "r-regen")
+        ) as bridge:
             await bridge.wait_subscribed()
             yield Stack(graph, bridge, nc, client)
     finally:
@@ -270,7 +262,7 @@ async def test_intents_survive_a_turn_that_died_before_its_first_checkpoint(
 ) -> None:
     graph = Counting()
     nc = await nats.connect(nats_server.url)
-    base = config(service, nats_server, "r-early")
+    base = bridge_config(AGENT, service.address, nats_server.url, "r-early")
     try:
         # A first process answers a question on one thread and fails half-way on another.
         async with Bridge(graph.build(), base) as bridge:

@@ -18,13 +18,14 @@ from langchain_core.language_models import GenericFakeChatModel
 from langchain_core.messages import AIMessage
 from langgraph.graph import END, START, StateGraph
 from nats.aio.client import Client
-from turnkeeper.agent.bridge import Bridge, BridgeConfig
+from turnkeeper.agent.bridge import Bridge
 from turnkeeper.agent.bridge._health import get_status
-from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import checkpoints_pb2, turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Panel, all_events, result, rpc
+from tests.support.bridges import bridge_config
 from tests.support.nats import NatsServer, subscribe
 from tests.support.turns import value
 
@@ -83,22 +84,11 @@ def gate() -> Gate:
     return Gate()
 
 
-def bridge_config(service: TurnkeeperServer, nats_server: NatsServer, replica: str) -> BridgeConfig:
-    return BridgeConfig(
-        agent=AGENT,
-        service=ConnectionOptions(target=service.address),
-        nats_url=nats_server.url,
-        replica=replica,
-        health_listen="127.0.0.1:0",
-        shutdown_grace=1.0,
-    )
-
-
 @pytest.fixture
 async def bridge(
     service: TurnkeeperServer, nats_server: NatsServer, gate: Gate
 ) -> AsyncIterator[Bridge]:
-    config = bridge_config(service, nats_server, "replica-inproc")
+    config = bridge_config(AGENT, service.address, nats_server.url, "replica-inproc")
     async with Bridge(build(gate), config) as running:
         await running.wait_subscribed()
         yield running
@@ -348,7 +338,7 @@ async def test_a_turn_that_died_before_its_first_checkpoint_restarts_from_its_in
     )
     nc, seen = await subscribe(nats_server.url, "vystak.turn.rewind")
     try:
-        config = bridge_config(service, nats_server, "replica-early")
+        config = bridge_config(AGENT, service.address, nats_server.url, "replica-early")
         async with Bridge(build(gate), config):
             shown = await finished(client, "t-early")
         await seen.wait_for(lambda: bool(seen.messages))

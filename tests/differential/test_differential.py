@@ -24,8 +24,7 @@ from tests.differential.conftest import (
     parse,
     python_driver,
 )
-from tests.support.agents import Agent
-from tests.support.langgraph_host import start_host
+from tests.support.langgraph_host import hosted
 from tests.support.nats import NatsServer
 from tests.support.node import NO_PROXY_ENV
 from tests.support.service import ServiceFactory
@@ -48,17 +47,9 @@ async def api_url(make_service: ServiceFactory, nats_server: NatsServer) -> Asyn
     service: TurnkeeperServer = await make_service(
         nats_url=nats_server.url, http_listen="127.0.0.1:0"
     )
-    host: Agent = await start_host(
-        GRAPHS / "langgraph.json",
-        service=service.address,
-        nats_url=nats_server.url,
-        replica="differential",
-    )
-    try:
-        assert service.web is not None
+    assert service.web is not None
+    async with hosted(GRAPHS / "langgraph.json", service, nats_server, replica="differential"):
         yield service.web.url.rstrip("/")
-    finally:
-        await host.close()
 
 
 async def observe(commands: dict[str, list[str]]) -> dict[str, Any]:

@@ -32,6 +32,7 @@ from tests.faults.campaign import (
     Result,
     machine,
     report,
+    run_section,
 )
 
 REPO = Path(__file__).resolve().parents[2]
@@ -107,23 +108,26 @@ def run_overload(args: argparse.Namespace, seed: int, workdir: Path) -> int:
 
 
 def write_report(target: Path, text: str, backend: str) -> None:
-    """The SQLite report is the page; the PostgreSQL one its last section (its
-    table and how it was run). Either run keeps the other's part of the page."""
+    """The SQLite report is the page (`report`); the PostgreSQL run is its last
+    section (`run_section`: how it was run, its table). Either run keeps the other's
+    part of the page, and the overload section stays last."""
     existing = target.read_text() if target.exists() else ""
     existing, _, overload = existing.partition(OVERLOAD_SECTION)
     page, _, section = existing.partition(POSTGRES_SECTION)
     if backend == "sqlite":
-        page = text.rstrip("\n") + "\n"
+        page = text
     else:
-        body = text.split("\n", 1)[1].split("\n## Found by the campaign", 1)[0]
         section = (
             "\nThe same campaign with the service on PostgreSQL: two replicas on one "
             "database, the clients and agents given both addresses; the service SIGKILL "
             "strikes one replica, and a PostgreSQL restart (fast shutdown, then start) "
-            "takes the full disk's place.\n" + body.rstrip("\n") + "\n"
+            "takes the full disk's place.\n\n" + text
         )
-    text = page.rstrip("\n") + "\n" + (POSTGRES_SECTION + section if section else "")
-    # The overload section (`--overload`) stays, last.
+    text = (
+        page.rstrip("\n")
+        + "\n"
+        + (POSTGRES_SECTION + section.rstrip("\n") + "\n" if section else "")
+    )
     target.write_text(text + (OVERLOAD_SECTION + overload if overload else ""))
 
 
@@ -158,7 +162,8 @@ def main() -> int:
     if target is not None:
         backend = "" if args.backend == "sqlite" else f"--backend {args.backend} "
         command = f"python -m tests.faults {'--full ' if args.full else ''}{backend}--seed {seed}"
-        write_report(target, report(result, command), args.backend)
+        made = report if args.backend == "sqlite" else run_section
+        write_report(target, made(result, command), args.backend)
         print(f"report written to {target}")
     if result.violations:
         print(f"{len(result.violations)} violations:\n{result.checks.summary()}")

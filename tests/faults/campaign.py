@@ -359,9 +359,96 @@ def machine() -> str:
     return f"{cores} cores, {memory}, {platform.system()} {platform.release()}"
 
 
-# What the campaign found: kept in the report, whoever regenerates it.
+# What the page says of the campaigns whatever run it reports: what they inject, what
+# they check, how to run them. Kept in the report, whoever regenerates it.
+ABOUT = """\
+`tests/faults/` runs turns through a real cluster (a nats-server, the service as a
+subprocess, agent replicas hosting the bridge as subprocesses) while it kills and
+breaks its parts, and checks invariants after every round. A round keeps turns in
+flight (plain, fan-out, approval turns that park and are resumed or left parked,
+poison turns that kill their agent, a share of them keeping a memory in the store)
+until its faults are all injected, lets every turn end, then checks; a cron with a
+webhook fires among the faults. The campaign runs rounds until it reached its count
+of agent SIGKILLs (tests/faults/campaign.py: the plans CI, FULL, OVERLOAD and
+OVERLOAD_FULL).
+
+## What the campaign injects
+
+tests/faults/injectors.py says how each fault is made. The seed fixes the plan (turn
+kinds, kill gaps, which faults in which order, how long each lasts), not where a kill
+lands in a turn: that is up to the processes' timing.
+
+- **Agent SIGKILL** of a random live replica after a random gap; it restarts at once
+  (its startup Redrive takes its turns back) or only after its lease lapsed (the
+  reaper hands its turns to the other replicas over NATS).
+- **Poison turns**: a turn whose step kills its agent each time it runs, until the
+  re-drive cap fails it (decision 112).
+- **Service SIGKILL under load**, restarted on the same port and data; on PostgreSQL
+  one replica of two, the clients carrying on through the other.
+- **NATS stopped or SIGKILLed**, restarted on the same port. The restart holds the
+  service's next PING (an outbox batch's or a notice's flush) and cuts once it holds
+  one, so a flush is caught in flight (decision 502).
+- **A zombie executor**: a replica frozen (SIGSTOP) until one of its turns was
+  re-driven away, then thawed; it carries on writing and must be refused, and the
+  harness sends every kind of write in its name too (a store write among them).
+- **A disk that refuses writes**: the service's RLIMIT_FSIZE lowered to 1 byte, so
+  every write to its SQLite files fails with EFBIG, then raised again without a
+  restart. On PostgreSQL a PostgreSQL restart (a fast shutdown that cuts every
+  connection mid-transaction) takes its place.
+- **A rolling upgrade**: every replica replaced, one by one, with a new graph version
+  (policy compatible; `pin` in the `sqlite-pin` variant).
+- **Overload** (tests/faults/overload.py), a campaign of its own: no fault, the
+  campaign's turns first on a quiet machine, then with CPU hogs at twice the core
+  count from the first round to the last.
+
+## What the campaign checks
+
+Every check goes through `Checks.expect` (tests/faults/checks.py), which counts it and
+keeps what a person needs to look into a violation; a run with any violation fails and
+prints its seed, and on a violation about NATS the tail of nats-server's own log and
+of the service's NATS link. tests/faults/invariants.py and tests/faults/crons.py have
+them word for word; after every round:
+
+- **No turn is lost**: each ends DONE, FAILED only at the re-drive cap, or PARKED
+  (only those left parked); a poison turn ends FAILED at the cap; the retained events
+  are seq 1..last_seq, attempts never go back, one terminal event, last.
+- **Nothing acknowledged is missing**: every event, checkpoint and task write an agent
+  (its record lines, tests/faults/agent.py) or the prober was told is stored exists,
+  unless a published rewind to a later attempt dropped it; a put the bridge put off
+  counts once its answer was checked (decision 553); `integrity_check` passes.
+- **Every watcher** (the follower, raw WatchTurn streams, the NATS mirror replayed with
+  its rewinds) showed no gap, no repeat, nothing after the terminal event, and ended
+  with exactly the retained events.
+- **No step before the last committed checkpoint ran twice**; no tool acted twice
+  under one idempotency key; step3's effect, through the effect ledger, was applied
+  once at its receiver.
+- **A zombie's attempt wrote nothing** after the turn was re-driven away from it, and
+  the store keeps no zombie's memory (decision 317).
+- **A cron fires one run per tick**, never once per missed tick (decision 331), and
+  each ended run's webhook was applied once by its key.
+- **The outbox drains to zero** once NATS is back, and the mirror saw its last row.
+- Under a version pin, no turn ran on two versions; under overload, no turn failed
+  and none was re-driven (each re-drive is listed with the log lines that caused it).
+
+## How to run it
+
+| campaign | command | size |
+|---|---|---|
+| reduced, SQLite (part of every `pytest`) | `pytest tests/faults/test_faults.py` | one round: each fault once, at least 5 agent SIGKILLs, about a minute |
+| reduced, with its variants (PostgreSQL, one shared checkpoint stream, version pin) | `pytest --full tests/faults/test_faults.py` | one round each |
+| reduced overload (part of every `pytest`) | `pytest tests/faults/test_overload.py` | one round of 8 turns, 2 replicas, 2 hogs a core |
+| full overload | `pytest --full tests/faults/test_overload.py`; `python -m tests.faults --overload --full` runs it quiet, then loaded, and writes "Under overload" | 4 rounds of 30 turns, 3 replicas |
+| full, SQLite | `python -m tests.faults --full` (writes this page's run and findings) | at least 200 agent SIGKILLs, 12 to 40 rounds |
+| full, PostgreSQL | `python -m tests.faults --full --backend postgres` (writes "On PostgreSQL") | the same, two service replicas on one database |
+
+`python -m tests.faults` without `--full` runs the reduced plan and writes nothing.
+A pytest campaign prints its seed; `TURNKEEPER_FAULTS_SEED=N` runs the same plan
+again, as `--seed N` does for the command.
+"""
+
+# What the campaigns found: kept in the report, whoever regenerates it.
 FINDINGS = """\
-Five bugs, each fixed with a test that reproduces it:
+Each fixed with a test that reproduces it:
 
 - **A gap on NATS after a NATS restart: the outbox deleted rows the server never
   read** (commits 26aa58d, 76732f8). nats-py's `flush()` writes its PING straight to
@@ -389,15 +476,37 @@ Five bugs, each fixed with a test that reproduces it:
   refused, "not in the tokens file". The campaign's first round with a cron had no
   run of it. The token is found by its name now.
   `tests/langgraph_api/test_sdk_crons_rights.py::test_a_cron_made_with_a_token_fires_under_that_token`.
-- **The outbox stopped draining after a NATS restart, NATS up** (decision 500): a
-  batch whose flush was waiting when the restart cut its connection failed at its
-  two-second timeout, after the link had reconnected, and its failure dropped the
+- **The outbox stopped draining after a NATS restart, NATS up** (decisions 500 to
+  504): a batch whose flush was waiting when the restart cut its connection failed at
+  its two-second timeout, after the link had reconnected, and its failure dropped the
   new connection just as the publisher started its next batch on it; that one
   failed the same way, and so on while turns wrote ("the outbox still holds 30 rows
   with NATS up", about one reduced run in three on a busy machine). Each connection
-  has its own lost signal now, and a flush on a dropped connection fails at once.
-  `tests/service/outbox/test_outbox_nats_restart.py` reproduces it with a real
-  nats-server restarted behind the relay.
+  has its own lost signal now, and a flush on a dropped connection fails at once
+  (500); a flush that timed out drops its connection rather than trusting it again,
+  as nats-py's reader may have ended on the late PONG (501); the campaign keeps
+  nats-server's log, shows its tail on a violation, and restarts NATS with a flush
+  held in flight, the case that stopped the outbox (502); the link logs why NATS
+  closed a connection (503); and a message over `max_payload`, its headers counted,
+  is refused before it is sent instead of closing every connection it went out on
+  (504). `tests/service/outbox/test_outbox_nats_restart.py` reproduces them with a
+  real nats-server restarted behind the relay.
+- **A put the bridge put off was counted as acknowledged before its answer** (decision
+  553), a false alarm of the campaign's own: since decision 530 a turn's input
+  checkpoint rides its first step's frame and returns before its answer, and a kill
+  in between loses it by design (the turn is re-driven from its journaled input). The
+  first merged run reported two such checkpoints "missing". The campaign's agent now
+  notes such a put once its answer was checked; what the invariant checks is
+  unchanged.
+
+Found beside the campaign in the same round, under load, and in the path of its
+approval turns: **a resume handed out while the parked attempt was still ending was
+dropped** (decision 560). The hand-off named the attempt that had just parked, the
+bridge took it for "this attempt runs here already", and the turn waited, RUNNING and
+unowned, for the reaper's next re-offer (5 s), outside the hand-off's trace. The
+bridge now waits for the settling attempt's task to end and then claims, inside the
+hand-off's span; the TypeScript runner had the same race and the same fix.
+`tests/bridge/test_bridge_admission.py::test_a_resume_handed_out_while_the_parked_attempt_ends_is_claimed_after_it`.
 
 Poison containment (decision 112): a crash is charged only
 to a turn that can be blamed for it, the only turn its process ran or the one on
@@ -408,9 +517,21 @@ while they ran alone), while every poison turn ends FAILED after exactly the cap
 charged crashes.
 """
 
+RUN_SECTION = "\n## The last full run on SQLite\n"
+FINDINGS_SECTION = "\n## What the campaigns found\n"
+
 
 def report(result: Result, command: str) -> str:
-    """docs/reliability.md."""
+    """docs/reliability.md up to its PostgreSQL section: what the campaigns do, this
+    run, what they found."""
+    return (
+        f"# Reliability: the fault-injection campaign\n\n{ABOUT}{RUN_SECTION}\n"
+        f"{run_section(result, command)}\n{FINDINGS_SECTION}\n{FINDINGS}"
+    )
+
+
+def run_section(result: Result, command: str) -> str:
+    """How one full run was made, and its table."""
     r, c, t = result, result.counts, result.tally
     secs = sorted(r.turn_seconds)
     p50 = statistics.median(secs) if secs else 0.0
@@ -418,29 +539,11 @@ def report(result: Result, command: str) -> str:
     kinds = ", ".join(f"{k} {n}" for k, n in sorted(t.by_kind.items()))
     collateral, with_poison = t.next_to_poison()
     lines = [
-        "# Reliability: the fault-injection campaign",
-        "",
-        "`tests/faults/` runs turns through a real cluster (a nats-server, the service as a",
-        "subprocess, agent replicas hosting the bridge as subprocesses) while it kills and",
-        "breaks its parts, and checks the invariants after every round: no turn lost, nothing",
-        "acknowledged missing, `integrity_check` ok, every watcher's transcript without gap,",
-        "repeat or second terminal event, no step before the last committed checkpoint run",
-        "twice, no effect executed again once its outcome was recorded (step3's tool acts",
-        "on a receiver process through the effect ledger), the outbox drained once NATS",
-        "is back, a cron's one run per tick (the catch-up rule's, never once per missed",
-        "tick) with each ended run's webhook applied once at a receiver that deduplicates",
-        "by key, and no store write of a stale attempt kept (tests/faults/invariants.py",
-        "and tests/faults/crons.py have them",
-        "word for word; tests/faults/injectors.py says how each fault is made). `pytest`",
-        "runs a reduced campaign; this is the full one:",
-        "",
         "```",
         command,
         "```",
         "",
-        f"Run on {time.strftime('%Y-%m-%d')}, commit {commit()}, {machine()}. The seed fixes",
-        "the plan (turn kinds, kill gaps, which faults in which order, how long each lasts),",
-        "not where a kill lands in a turn: that is up to the processes' timing.",
+        f"Run on {time.strftime('%Y-%m-%d')}, commit {commit()}, {machine()}.",
         "",
         "| | |",
         "|---|---|",
@@ -490,5 +593,4 @@ def report(result: Result, command: str) -> str:
     ]
     if r.violations:
         lines += ["", "Violations:", "", "```", r.checks.summary(), "```"]
-    lines += ["", "## Found by the campaign", "", FINDINGS]
     return "\n".join(lines)

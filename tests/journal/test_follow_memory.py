@@ -126,6 +126,13 @@ class Writer:
         self.notifier.notify("t1")
 
 
+async def started(journal: Journal) -> tuple[TurnNotifier, Writer]:
+    """Turn t1 of thread th1 started; the notifier, and a writer that tells it."""
+    notifier = TurnNotifier()
+    await journal.start("t1", "th1")
+    return notifier, Writer(journal, notifier)
+
+
 def live(
     journal: Journal, notifier: TurnNotifier, after_seq: int = 0, after_attempt: int | None = None
 ) -> AsyncGenerator[Item]:
@@ -209,9 +216,7 @@ async def test_woken_by_news_the_follower_reads_nothing_and_misses_nothing(
 ) -> None:
     # No recheck comes in the test's time: every wake is a commit's.
     monkeypatch.setattr(watch_module, "SETTLED_RECHECK_SECONDS", 600.0)
-    notifier = TurnNotifier()
-    writer = Writer(journal, notifier)
-    await journal.start("t1", "th1")
+    notifier, writer = await started(journal)
     reads = Reads(journal)
     await writer.append(0, "token")
     reader = Reader(FOLLOWERS[way](journal, notifier))
@@ -246,9 +251,7 @@ async def test_woken_by_news_the_follower_reads_nothing_and_misses_nothing(
 async def test_stale_and_out_of_order_news_give_each_event_once_in_order(
     journal: Journal,
 ) -> None:
-    notifier = TurnNotifier()
-    writer = Writer(journal, notifier)
-    await journal.start("t1", "th1")
+    notifier, writer = await started(journal)
     early = await writer.append(0, "token", "token", tell=False)
     reader = Reader(live(journal, notifier))
     assert seen(await reader.take(2)) == [(1, 0, "token"), (2, 0, "token")]
@@ -269,9 +272,7 @@ async def test_stale_and_out_of_order_news_give_each_event_once_in_order(
 async def test_a_rewind_takes_back_what_memory_released_and_the_rerun_follows(
     journal: Journal,
 ) -> None:
-    notifier = TurnNotifier()
-    writer = Writer(journal, notifier)
-    await journal.start("t1", "th1")
+    notifier, writer = await started(journal)
     await writer.append(0, "token", "step")
     await writer.checkpoint("cp-1", 0)  # boundary 2
     reader = Reader(live(journal, notifier))
@@ -291,9 +292,7 @@ async def test_a_rewind_takes_back_what_memory_released_and_the_rerun_follows(
 
 
 async def test_a_resume_from_a_position_served_from_memory(journal: Journal) -> None:
-    notifier = TurnNotifier()
-    writer = Writer(journal, notifier)
-    await journal.start("t1", "th1")
+    notifier, writer = await started(journal)
     reader = Reader(live(journal, notifier))
     await writer.append(0, "token", "token", "token")
     shown = await reader.take(2)
@@ -317,9 +316,7 @@ async def test_a_commit_that_told_no_one_is_read_at_the_recheck(
     journal: Journal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(watch_module, "SETTLED_RECHECK_SECONDS", 0.05)
-    notifier = TurnNotifier()
-    writer = Writer(journal, notifier)
-    await journal.start("t1", "th1")
+    notifier, writer = await started(journal)
     reader = Reader(live(journal, notifier))
     await writer.append(0, "token")
     assert seen(await reader.take(1)) == [(1, 0, "token")]
@@ -365,9 +362,7 @@ async def test_a_claim_wakes_the_follower_without_a_read(
     journal: Journal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(watch_module, "SETTLED_RECHECK_SECONDS", 600.0)
-    notifier = TurnNotifier()
-    writer = Writer(journal, notifier)
-    await journal.start("t1", "th1")
+    notifier, writer = await started(journal)
     reads = Reads(journal)
     reader = Reader(live(journal, notifier))
     await writer.append(0, "token")
@@ -397,9 +392,7 @@ async def test_a_park_from_news_gives_its_events_without_a_read(
     journal: Journal, way: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(watch_module, "SETTLED_RECHECK_SECONDS", 600.0)
-    notifier = TurnNotifier()
-    writer = Writer(journal, notifier)
-    await journal.start("t1", "th1")
+    notifier, writer = await started(journal)
     reads = Reads(journal)
     reader = Reader(FOLLOWERS[way](journal, notifier))
     await writer.append(0, "token")
@@ -421,9 +414,7 @@ async def test_a_park_from_news_gives_its_events_without_a_read(
 
 
 async def test_a_park_that_stores_no_event_is_read(journal: Journal) -> None:
-    notifier = TurnNotifier()
-    writer = Writer(journal, notifier)
-    await journal.start("t1", "th1")
+    notifier, writer = await started(journal)
     reads = Reads(journal)
     reader = Reader(live(journal, notifier))
     await writer.append(0, "token", "step")
@@ -438,9 +429,7 @@ async def test_a_park_that_stores_no_event_is_read(journal: Journal) -> None:
 
 @pytest.mark.parametrize("way", ["live", "watch"])
 async def test_a_park_read_before_its_news_came_is_not_taken(journal: Journal, way: str) -> None:
-    notifier = TurnNotifier()
-    writer = Writer(journal, notifier)
-    await journal.start("t1", "th1")
+    notifier, writer = await started(journal)
     reader = Reader(FOLLOWERS[way](journal, notifier))
     await writer.append(0, "token")
     assert seen(await reader.take(1)) == [(1, 0, "token")]
@@ -478,9 +467,7 @@ async def test_wrong_news_of_a_finish_make_the_follower_read_the_journal(
     journal: Journal, way: str, how: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     monkeypatch.setattr(watch_module, "SETTLED_RECHECK_SECONDS", 600.0)
-    notifier = TurnNotifier()
-    writer = Writer(journal, notifier)
-    await journal.start("t1", "th1")
+    notifier, writer = await started(journal)
     reads = Reads(journal)
     reader = Reader(FOLLOWERS[way](journal, notifier))
     await writer.append(0, "token")
@@ -499,9 +486,7 @@ async def test_wrong_news_of_a_finish_make_the_follower_read_the_journal(
 async def test_watch_turn_resets_on_a_rewind_and_reads_a_change_made_elsewhere(
     journal: Journal, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    notifier = TurnNotifier()
-    writer = Writer(journal, notifier)
-    await journal.start("t1", "th1")
+    notifier, writer = await started(journal)
     reads = Reads(journal)
     reader = Reader(watch(journal, notifier))
     await writer.append(0, "token", "step")

@@ -15,7 +15,7 @@ from langgraph_sdk.client import LangGraphClient
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Agent
-from tests.support.langgraph_host import start_host
+from tests.support.langgraph_host import hosted
 from tests.support.nats import NatsServer
 from tests.support.security import write_tokens
 from tests.support.service import ServiceFactory
@@ -64,17 +64,8 @@ def api_url(service: TurnkeeperServer) -> str:
 async def host(
     service: TurnkeeperServer, nats_server: NatsServer, tmp_path: Path
 ) -> AsyncIterator[Agent]:
-    agent = await start_host(
-        GRAPHS,
-        service=service.address,
-        nats_url=nats_server.url,
-        replica="lg-1",
-        step_delay=0.05,
-    )
-    try:
+    async with hosted(GRAPHS, service, nats_server, replica="lg-1", step_delay=0.05) as agent:
         yield agent
-    finally:
-        await agent.close()
 
 
 @pytest.fixture

@@ -23,7 +23,7 @@ from turnkeeper.errors import StaleAttempt, WrongState
 from turnkeeper.v1 import checkpoints_pb2, store_pb2, turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.support.langgraph_host import start_host
+from tests.support.langgraph_host import hosted
 from tests.support.nats import NatsServer
 from tests.support.service import ServiceFactory
 
@@ -51,32 +51,32 @@ def _url(service: TurnkeeperServer) -> str:
     return service.web.url.rstrip("/")
 
 
-async def _remember(service: TurnkeeperServer, nats_url: str, facts: list[str]) -> list[Any]:
+async def _remember(
+    service: TurnkeeperServer, nats_server: NatsServer, facts: list[str]
+) -> list[Any]:
     """Each fact remembered by one run of the memory graph, hosted against
     `service`; what each run answered."""
-    agent = await start_host(CONFIG, service=service.address, nats_url=nats_url, replica="m-1")
-    client = get_client(url=_url(service))
-    try:
+    async with (
+        hosted(CONFIG, service, nats_server, replica="m-1"),
+        get_client(url=_url(service)) as client,
+    ):
         answers = []
         for fact in facts:
             out = await client.runs.wait(None, "memory", input={"user": "ada", "fact": fact})
             assert isinstance(out, dict), out
             answers.append(out["facts"])
         return answers
-    finally:
-        await client.http.client.aclose()
-        await agent.close()
 
 
 async def test_a_graphs_memory_is_kept_across_a_restart_and_shared_with_the_api(
     make_service: ServiceFactory, nats_server: NatsServer, service: TurnkeeperServer
 ) -> None:
-    first = await _remember(service, nats_server.url, ["likes tea", "has a cat"])
+    first = await _remember(service, nats_server, ["likes tea", "has a cat"])
     assert first == [["likes tea"], ["has a cat", "likes tea"]]
     await service.stop(0)
 
     again = await make_service(nats_url=nats_server.url, http_listen="127.0.0.1:0")
-    second = await _remember(again, nats_server.url, ["lives in Oslo"])
+    second = await _remember(again, nats_server, ["lives in Oslo"])
     assert second == [["lives in Oslo", "has a cat", "likes tea"]]
 
     client = get_client(url=_url(again))
@@ -138,17 +138,13 @@ async def test_the_remote_store_answers_as_langgraphs_in_memory_store(
 async def test_a_batch_fenced_by_a_stale_attempt_stores_nothing(
     service: TurnkeeperServer, nats_server: NatsServer, remote: RemoteStore
 ) -> None:
-    agent = await start_host(
-        CONFIG, service=service.address, nats_url=nats_server.url, replica="m-1"
-    )
-    client = get_client(url=_url(service))
-    try:
+    async with (
+        hosted(CONFIG, service, nats_server, replica="m-1"),
+        get_client(url=_url(service)) as client,
+    ):
         thread = await client.threads.create()
         await client.runs.wait(thread["thread_id"], "memory", input={"user": "z", "fact": "f"})
         run_id = (await client.runs.list(thread["thread_id"]))[0]["run_id"]
-    finally:
-        await client.http.client.aclose()
-        await agent.close()
 
     grpc = AsyncTurnkeeperClient(ConnectionOptions(target=service.address))
     try:

@@ -15,7 +15,7 @@ import pytest
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Agent
-from tests.support.langgraph_host import THREADPLANE, start_host
+from tests.support.langgraph_host import THREADPLANE, hosts_for
 from tests.support.nats import NatsServer
 from tests.support.node import NO_PROXY_ENV, NODE, npm_ci
 
@@ -90,35 +90,30 @@ async def test_every_method_of_the_js_sdk(sdk_package: Path, api_url: str, host:
 async def test_a_js_stream_outlives_a_sigkill_of_its_agent(
     sdk_package: Path, api_url: str, service: TurnkeeperServer, nats_server: NatsServer
 ) -> None:
-    spawn: dict[str, Any] = {
-        "service": service.address,
-        "nats_url": nats_server.url,
-        "replica": "lg-js-crash",
-        "step_delay": 1.0,
-    }
-    hosts: list[Agent] = [await start_host(THREADPLANE, **spawn)]
-    proc = await node(sdk_package, api_url, "stream")
-    assert proc.stdout is not None
     lines: list[dict[str, Any]] = []
-    try:
+    async with hosts_for(
+        THREADPLANE, service, nats_server, replica="lg-js-crash", step_delay=1.0
+    ) as hosts:
+        first = await hosts.start()
+        proc = await node(sdk_package, api_url, "stream")
+        assert proc.stdout is not None
+        try:
 
-        async def until(predicate: Any) -> None:
-            while not any(predicate(line) for line in lines):
-                raw = await proc.stdout.readline()  # type: ignore[union-attr]
-                assert raw, "the JS stream ended early"
-                lines.append(json.loads(raw))
+            async def until(predicate: Any) -> None:
+                while not any(predicate(line) for line in lines):
+                    raw = await proc.stdout.readline()  # type: ignore[union-attr]
+                    assert raw, "the JS stream ended early"
+                    lines.append(json.loads(raw))
 
-        await until(lambda m: m.get("event") == "updates" and "analyze" in m["data"])
-        await hosts[0].kill()  # mid-`plan`
-        hosts.append(await start_host(THREADPLANE, **spawn))
-        await until(lambda m: "final" in m)
-        assert await proc.wait() == 0
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-        for host in hosts:
-            await host.close()
+            await until(lambda m: m.get("event") == "updates" and "analyze" in m["data"])
+            await first.kill()  # mid-`plan`
+            await hosts.start()
+            await until(lambda m: "final" in m)
+            assert await proc.wait() == 0
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
     parts = [m for m in lines if "event" in m]
     updates = [next(iter(m["data"])) for m in parts if m["event"] == "updates"]
     assert updates == STEPS

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 from collections.abc import AsyncIterator
 from pathlib import Path
-from typing import Any
 from urllib.parse import urlencode
 
 import httpx
@@ -20,7 +19,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from tests.support import bundled_pages
 from tests.support.agents import PATIENCE, Agent
 from tests.support.browser import browser
-from tests.support.langgraph_host import start_host
+from tests.support.langgraph_host import hosts_for
 from tests.support.nats import NatsServer
 from tests.support.service import ServiceFactory
 
@@ -103,14 +102,8 @@ async def test_the_panel_survives_a_sigkill_during_plan(
     service: TurnkeeperServer,
     nats_server: NatsServer,
 ) -> None:
-    spawn: dict[str, Any] = {
-        "service": service.address,
-        "nats_url": nats_server.url,
-        "replica": "lg-panel",
-        "step_delay": 1.0,
-    }
-    hosts: list[Agent] = [await start_host(GRAPHS, **spawn)]
-    try:
+    async with hosts_for(GRAPHS, service, nats_server, replica="lg-panel", step_delay=1.0) as hosts:
+        first = await hosts.start()
         page = await open_panel(browser, panel_origin, api_url, "durable-execution")
         assert await sidebar(page) == {
             "Analyze": "pending",
@@ -124,8 +117,8 @@ async def test_the_panel_survives_a_sigkill_during_plan(
         )
         await page.wait_for_selector('#steps li[data-step="plan"].active', timeout=PATIENCE * 1000)
         assert (await sidebar(page))["Analyze"] == "done"
-        await hosts[0].kill()  # during Plan
-        hosts.append(await start_host(GRAPHS, **spawn))
+        await first.kill()  # during Plan
+        await hosts.start()
         await page.wait_for_selector(
             'body[data-running="false"] #conversation li.ai', timeout=PATIENCE * 1000
         )
@@ -154,9 +147,6 @@ async def test_the_panel_survives_a_sigkill_during_plan(
         )
         assert len(texts) == 2 and texts[1].startswith("Here is the answer")
         assert await page.evaluate("window.__duplicates") == []
-    finally:
-        for host in hosts:
-            await host.close()
 
 
 async def test_an_interrupt_is_answered_from_the_panel(

@@ -22,7 +22,7 @@ from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import PATIENCE, Agent
-from tests.support.langgraph_host import start_host
+from tests.support.langgraph_host import hosted, hosts_for
 from tests.support.nats import NatsServer
 from tests.support.service import ServiceFactory
 
@@ -37,13 +37,8 @@ DEFAULT_ID = str(uuid.uuid5(uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8"), G
 
 @pytest.fixture
 async def context_host(service: TurnkeeperServer, nats_server: NatsServer) -> AsyncIterator[Agent]:
-    agent = await start_host(
-        CONFIG, service=service.address, nats_url=nats_server.url, replica="ctx-1"
-    )
-    try:
+    async with hosted(CONFIG, service, nats_server, replica="ctx-1") as agent:
         yield agent
-    finally:
-        await agent.close()
 
 
 @pytest.fixture
@@ -166,17 +161,13 @@ async def test_assistants_survive_a_restart_of_the_service(
     make_service: ServiceFactory, nats_server: NatsServer
 ) -> None:
     first = await make_service(nats_url=nats_server.url, http_listen="127.0.0.1:0")
-    host = await start_host(
-        CONFIG, service=first.address, nats_url=nats_server.url, replica="ctx-r"
-    )
     assert first.web is not None
-    sdk = get_client(url=first.web.url.rstrip("/"))
-    try:
+    async with (
+        hosted(CONFIG, first, nats_server, replica="ctx-r"),
+        get_client(url=first.web.url.rstrip("/")) as sdk,
+    ):
         made = await sdk.assistants.create(graph_id=GRAPH, name="kept", context={"user": "ada"})
         await sdk.assistants.update(made["assistant_id"], name="kept v2")
-    finally:
-        await sdk.http.client.aclose()
-        await host.close()
     await first.stop(0)
 
     # No replica serves the graph now: its assistants are still there.
@@ -200,16 +191,11 @@ async def test_assistants_survive_a_restart_of_the_service(
         waiting = await sdk.runs.get(run["thread_id"], run["run_id"])
         assert waiting["status"] == "pending"
         # ... and a replica that comes takes it (its startup Redrive) and runs it.
-        host = await start_host(
-            CONFIG, service=second.address, nats_url=nats_server.url, replica="ctx-late"
-        )
-        try:
+        async with hosted(CONFIG, second, nats_server, replica="ctx-late"):
             done = await asyncio.wait_for(sdk.runs.join(run["thread_id"], run["run_id"]), PATIENCE)
             assert isinstance(done, dict) and done["before"]["user"] == "ada"
             finished = await sdk.runs.get(run["thread_id"], run["run_id"])
             assert finished["status"] == "success"
-        finally:
-            await host.close()
         # A graph nobody ever served is still unknown.
         with pytest.raises(httpx.HTTPStatusError) as caught:
             await sdk.runs.create(None, "no-such-graph", input={})
@@ -286,16 +272,18 @@ async def test_a_re_drive_after_a_sigkill_keeps_the_runs_context_and_config(
     api_url: str,
     client: AsyncTurnkeeperClient,
 ) -> None:
-    spawn: dict[str, Any] = {
-        "service": service.address,
-        "nats_url": nats_server.url,
-        "replica": "ctx-crash",
-        # `pause` takes this long: the window the agent is killed in.
-        "extra_env": {"CONTEXT_STEP_DELAY": "3"},
-    }
-    hosts = [await start_host(CONFIG, **spawn)]
-    sdk = get_client(url=api_url)
-    try:
+    async with (
+        hosts_for(
+            CONFIG,
+            service,
+            nats_server,
+            replica="ctx-crash",
+            # `pause` takes this long: the window the agent is killed in.
+            extra_env={"CONTEXT_STEP_DELAY": "3"},
+        ) as hosts,
+        get_client(url=api_url) as sdk,
+    ):
+        first = await hosts.start()
         assistant = await sdk.assistants.create(graph_id=GRAPH, context={"model": "kept-model"})
         parts: list[Any] = []
         before = asyncio.Event()
@@ -314,8 +302,8 @@ async def test_a_re_drive_after_a_sigkill_keeps_the_runs_context_and_config(
 
         stream = asyncio.create_task(streamed())
         await asyncio.wait_for(before.wait(), PATIENCE)
-        await hosts[0].kill()
-        hosts.append(await start_host(CONFIG, **spawn))
+        await first.kill()
+        await hosts.start()
         await asyncio.wait_for(stream, PATIENCE)
         final = [p.data for p in parts if p.event == "values"][-1]
         # `after` ran in the re-drive, with the run's context and config as journaled.
@@ -325,10 +313,6 @@ async def test_a_re_drive_after_a_sigkill_keeps_the_runs_context_and_config(
         run_id = parts[0].data["run_id"]
         status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=run_id))
         assert status.attempts >= 1  # re-driven once (attempts count re-drives)
-    finally:
-        await sdk.http.client.aclose()
-        for host in hosts:
-            await host.close()
 
 
 async def test_deleting_an_assistant_cancels_its_runs_and_may_take_its_threads(
@@ -336,16 +320,17 @@ async def test_deleting_an_assistant_cancels_its_runs_and_may_take_its_threads(
 ) -> None:
     # As LangGraph's server deletes one: its running and queued runs are cancelled
     # (a run of another assistant goes on), and with delete_threads its threads go.
-    host = await start_host(
-        CONFIG,
-        service=service.address,
-        nats_url=nats_server.url,
-        replica="ctx-delete",
-        # `pause` outlasts the test: the runs are running when their assistant goes.
-        extra_env={"CONTEXT_STEP_DELAY": "600"},
-    )
-    sdk = get_client(url=api_url)
-    try:
+    async with (
+        hosted(
+            CONFIG,
+            service,
+            nats_server,
+            replica="ctx-delete",
+            # `pause` outlasts the test: the runs are running when their assistant goes.
+            extra_env={"CONTEXT_STEP_DELAY": "600"},
+        ),
+        get_client(url=api_url) as sdk,
+    ):
         kept, dropped, taken = [
             (await sdk.assistants.create(graph_id=GRAPH, name=name))["assistant_id"]
             for name in ("kept", "dropped", "taken")
@@ -375,9 +360,6 @@ async def test_deleting_an_assistant_cancels_its_runs_and_may_take_its_threads(
         thread, run_id = runs[kept]
         assert (await sdk.runs.get(thread, run_id))["status"] == "running"
         await sdk.runs.cancel(thread, run_id, wait=True)
-    finally:
-        await sdk.http.client.aclose()
-        await host.close()
 
 
 async def _until_status(sdk: LangGraphClient, thread: str, run_id: str, status: str) -> None:

@@ -18,8 +18,8 @@ from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.support.agents import PATIENCE, Agent
-from tests.support.langgraph_host import THREADPLANE, start_host
+from tests.support.agents import PATIENCE
+from tests.support.langgraph_host import THREADPLANE, hosts_for
 from tests.support.nats import NatsServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(300), pytest.mark.both_backends]
@@ -69,15 +69,10 @@ async def test_a_streamed_run_survives_a_sigkill_of_its_agent(
     client: AsyncTurnkeeperClient,
     slow_sdk: LangGraphClient,
 ) -> None:
-    spawn: dict[str, Any] = {
-        "service": service.address,
-        "nats_url": nats_server.url,
-        "replica": "lg-crash",
-        "step_delay": 1.0,
-    }
-    first: Agent = await start_host(THREADPLANE, **spawn)
-    hosts = [first]
-    try:
+    async with hosts_for(
+        THREADPLANE, service, nats_server, replica="lg-crash", step_delay=1.0
+    ) as hosts:
+        first = await hosts.start()
         # The reference: the same question, uninterrupted.
         reference = await slow_sdk.runs.wait(None, ASSISTANT, input=question("crash?"))
         thread = await slow_sdk.threads.create()
@@ -108,7 +103,7 @@ async def test_a_streamed_run_survives_a_sigkill_of_its_agent(
             ]
 
         during = asyncio.create_task(joined())
-        hosts.append(await start_host(THREADPLANE, **spawn))
+        await hosts.start()
         await asyncio.wait_for(before, PATIENCE)
         final = check_stream(parts)
         assert check_stream([p for p in await asyncio.wait_for(during, PATIENCE)]) == final
@@ -121,6 +116,3 @@ async def test_a_streamed_run_survives_a_sigkill_of_its_agent(
         state = await slow_sdk.threads.get_state(thread_id)
         assert state["values"] == final
         assert comparable(final) == comparable(dict(reference))  # type: ignore[arg-type]
-    finally:
-        for host in hosts:
-            await host.close()

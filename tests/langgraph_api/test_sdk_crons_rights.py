@@ -15,7 +15,7 @@ from turnkeeper_server.app import TurnkeeperServer
 
 from tests.langgraph_api.test_sdk_crons import ASSISTANT, EVERY_2S, cron_runs, eventually
 from tests.support.agents import Agent
-from tests.support.langgraph_host import THREADPLANE, start_host
+from tests.support.langgraph_host import THREADPLANE, hosted
 from tests.support.nats import NatsServer
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -37,18 +37,15 @@ def roles() -> dict[str, str]:
 async def host(
     service: TurnkeeperServer, nats_server: NatsServer, tokens: dict[str, str]
 ) -> AsyncIterator[Agent]:
-    agent = await start_host(
+    async with hosted(
         THREADPLANE,
-        service=service.address,
-        nats_url=nats_server.url,
+        service,
+        nats_server,
         replica="lg-crons",
         token=tokens["agent"],
         step_delay=0.05,
-    )
-    try:
+    ) as agent:
         yield agent
-    finally:
-        await agent.close()
 
 
 @pytest.fixture

@@ -14,7 +14,7 @@ from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.web.pump import KEEPALIVE_SECONDS
 
-from tests.support.langgraph_host import THREADPLANE, start_host
+from tests.support.langgraph_host import THREADPLANE, hosted
 from tests.support.nats import NatsServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -70,15 +70,10 @@ async def test_a_client_gone_cancels_only_when_asked(
     client: AsyncTurnkeeperClient,
 ) -> None:
     # Each step takes a second: the first part is written after the client left.
-    host = await start_host(
-        THREADPLANE,
-        service=service.address,
-        nats_url=nats_server.url,
-        replica="lg-leave",
-        step_delay=1.0,
-    )
-    sdk = get_client(url=api_url)
-    try:
+    async with (
+        hosted(THREADPLANE, service, nats_server, replica="lg-leave", step_delay=1.0),
+        get_client(url=api_url) as sdk,
+    ):
         for on_disconnect, ended in (
             ("cancel", turns_pb2.TURN_STATE_CANCELLED),
             ("continue", turns_pb2.TURN_STATE_DONE),
@@ -87,9 +82,6 @@ async def test_a_client_gone_cancels_only_when_asked(
             await sdk.runs.join(thread_id, run_id)
             status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=run_id))
             assert status.state == ended, on_disconnect
-    finally:
-        await sdk.http.client.aclose()
-        await host.close()
 
 
 async def test_a_client_gone_cancels_at_once_not_at_the_next_write(
@@ -102,15 +94,10 @@ async def test_a_client_gone_cancels_at_once_not_at_the_next_write(
     its client leaves. The stream's next write would be its heartbeat
     (KEEPALIVE_SECONDS) or the first step's parts (a minute away here); the run
     ends well before either."""
-    host = await start_host(
-        THREADPLANE,
-        service=service.address,
-        nats_url=nats_server.url,
-        replica="lg-leave-now",
-        step_delay=60.0,
-    )
-    sdk = get_client(url=api_url)
-    try:
+    async with (
+        hosted(THREADPLANE, service, nats_server, replica="lg-leave-now", step_delay=60.0),
+        get_client(url=api_url) as sdk,
+    ):
         for leave in (leave_after_metadata, leave_a_wait):
             thread_id, run_id = await leave(api_url, "cancel")
             left = time.monotonic()
@@ -118,6 +105,3 @@ async def test_a_client_gone_cancels_at_once_not_at_the_next_write(
             assert time.monotonic() - left < KEEPALIVE_SECONDS, leave.__name__
             status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=run_id))
             assert status.state == turns_pb2.TURN_STATE_CANCELLED, leave.__name__
-    finally:
-        await sdk.http.client.aclose()
-        await host.close()

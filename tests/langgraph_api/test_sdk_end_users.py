@@ -19,7 +19,7 @@ from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support import reference
 from tests.support.agents import Agent
-from tests.support.langgraph_host import start_host
+from tests.support.langgraph_host import hosted
 from tests.support.nats import NatsServer
 from tests.support.security import write_tokens
 from tests.support.service import ServiceFactory
@@ -44,13 +44,8 @@ async def service(make_service: ServiceFactory, nats_server: NatsServer) -> Turn
 
 @pytest.fixture
 async def host(service: TurnkeeperServer, nats_server: NatsServer) -> AsyncIterator[Agent]:
-    agent = await start_host(
-        CONFIG, service=service.address, nats_url=nats_server.url, replica="lg-users"
-    )
-    try:
+    async with hosted(CONFIG, service, nats_server, replica="lg-users") as agent:
         yield agent
-    finally:
-        await agent.close()
 
 
 @pytest.fixture

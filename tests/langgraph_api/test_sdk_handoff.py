@@ -2,7 +2,9 @@
 it to a replica, so the run's answer does not wait for an agent. A replica that got
 the hand-off and died before claiming it (stopped, then SIGKILLed) leaves the turn
 RUNNING and owned by nobody, `pending` to the SDK; the next replica of the graph
-takes it (its startup Redrive) and the run completes, no crash charged: nothing ran."""
+takes it (its startup Redrive) and the run completes, no crash charged: nothing ran.
+A replica that takes hand-offs with their claim (decision 590) gets the turn already
+claimed for it, and runs it with no ClaimTurn."""
 
 from __future__ import annotations
 
@@ -18,7 +20,7 @@ from turnkeeper_server.app import TurnkeeperServer
 
 from tests.langgraph_api.conftest import GRAPHS
 from tests.support.agents import PATIENCE
-from tests.support.langgraph_host import start_host
+from tests.support.langgraph_host import hosted, hosts_for
 from tests.support.nats import NatsServer
 from tests.support.service import announced
 
@@ -34,15 +36,11 @@ async def test_a_run_whose_replica_dies_before_claiming_it_is_taken_by_the_next(
     client: AsyncTurnkeeperClient,
     api_url: str,
 ) -> None:
-    spawn: dict[str, Any] = {
-        "service": service.address,
-        "nats_url": nats_server.url,
-        "step_delay": 0.05,
-    }
-    first = await start_host(GRAPHS, replica="handoff-a", **spawn)
-    hosts = [first]
-    sdk = get_client(url=api_url)
-    try:
+    async with (
+        hosts_for(GRAPHS, service, nats_server, replica="handoff-a", step_delay=0.05) as hosts,
+        get_client(url=api_url) as sdk,
+    ):
+        first = await hosts.start()
         # Subscribed on NATS, but answers nothing: the hand-off reaches it and is lost.
         first.signal(signal.SIGSTOP)
         # The run is journaled before the answer, which waits for no agent (through
@@ -55,7 +53,7 @@ async def test_a_run_whose_replica_dies_before_claiming_it_is_taken_by_the_next(
         assert (await sdk.runs.get(thread_id, run_id))["status"] == "pending"
 
         await first.kill()
-        hosts.append(await start_host(GRAPHS, replica="handoff-b", **spawn))
+        await hosts.start("handoff-b")
         final = await asyncio.wait_for(sdk.runs.join(thread_id, run_id), PATIENCE)
         assert isinstance(final, dict) and final["step"] == "generate"
         assert final.get("completed_answer_id") == f"answer-{run_id}"
@@ -68,10 +66,10 @@ async def test_a_run_whose_replica_dies_before_claiming_it_is_taken_by_the_next(
         got = (await client.get_turn(turns_pb2.GetTurnRequest(turn_id=run_id))).turn
         assert (got.attempts, got.crashes_charged, got.rewinds) == (1, 0, 0)
         assert (await sdk.runs.get(thread_id, run_id))["status"] == "success"
-    finally:
-        await sdk.http.client.aclose()
-        for host in hosts:
-            await host.close()
+
+
+def takes_claims(service: TurnkeeperServer) -> bool:
+    return any(r.claims for r in service.engine.directory.replicas(ASSISTANT))
 
 
 @pytest.mark.both_backends
@@ -93,14 +91,11 @@ async def test_a_runs_claim_rides_its_handoff(
         return await real(**kwargs)
 
     monkeypatch.setattr(service.engine.turns, "claim", counted)
-    host = await start_host(
-        GRAPHS, replica="ride-a", service=service.address, nats_url=nats_server.url
-    )
-    sdk = get_client(url=api_url)
-    try:
-        await announced(
-            service, lambda: any(r.claims for r in service.engine.directory.replicas(ASSISTANT))
-        )
+    async with (
+        hosted(GRAPHS, service, nats_server, replica="ride-a"),
+        get_client(url=api_url) as sdk,
+    ):
+        await announced(service, lambda: takes_claims(service))
         for _ in range(2):  # a new thread, then a run on a thread that has checkpoints
             thread = await sdk.threads.create()
             run = await sdk.runs.create(thread["thread_id"], ASSISTANT, input=QUESTION)
@@ -112,9 +107,6 @@ async def test_a_runs_claim_rides_its_handoff(
             assert turn.state == turns_pb2.TURN_STATE_DONE
             assert (turn.attempts, turn.crashes_charged, turn.rewinds) == (0, 0, 0)
         assert claims == []
-    finally:
-        await sdk.http.client.aclose()
-        await host.close()
 
 
 @pytest.mark.both_backends
@@ -137,14 +129,11 @@ async def test_a_lost_handoff_with_its_claim_is_offered_again_and_charged_nothin
         return True
 
     monkeypatch.setattr(service.engine.turns.handoffs, "dispatch_claimed", dropped)
-    host = await start_host(
-        GRAPHS, replica="lost-a", service=service.address, nats_url=nats_server.url
-    )
-    sdk = get_client(url=api_url)
-    try:
-        await announced(
-            service, lambda: any(r.claims for r in service.engine.directory.replicas(ASSISTANT))
-        )
+    async with (
+        hosted(GRAPHS, service, nats_server, replica="lost-a"),
+        get_client(url=api_url) as sdk,
+    ):
+        await announced(service, lambda: takes_claims(service))
         run = await sdk.runs.create(None, ASSISTANT, input=QUESTION)
         run_id, thread_id = run["run_id"], run["thread_id"]
         final = await asyncio.wait_for(sdk.runs.join(thread_id, run_id), PATIENCE)
@@ -155,6 +144,3 @@ async def test_a_lost_handoff_with_its_claim_is_offered_again_and_charged_nothin
         # No crash charged and nothing rewound; the claim of the turn offered again
         # is its one new attempt (the fence of a late copy of the lost hand-off).
         assert (turn.crashes_charged, turn.rewinds, turn.attempts) == (0, 0, 1)
-    finally:
-        await sdk.http.client.aclose()
-        await host.close()

@@ -39,8 +39,8 @@ from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.main import add_serve_arguments, settings_from_args
 
 from tests.support import reference
-from tests.support.agents import PATIENCE, Agent
-from tests.support.langgraph_host import start_host
+from tests.support.agents import PATIENCE
+from tests.support.langgraph_host import hosted, hosts_for
 from tests.support.nats import NatsServer
 from tests.support.node import NO_PROXY_ENV, NODE, npm_ci
 
@@ -138,16 +138,6 @@ async def sdk(service: TurnkeeperServer) -> AsyncIterator[LangGraphClient]:
         await client.http.client.aclose()
 
 
-def hosting(service: TurnkeeperServer, nats_server: NatsServer, gate: str | None) -> Any:
-    env = {"CHAT_GATE": gate} if gate else {}
-    return {
-        "service": service.address,
-        "nats_url": nats_server.url,
-        "replica": "lg-chat",
-        "extra_env": env,
-    }
-
-
 QUESTION: Any = {"messages": [{"role": "user", "content": "count", "id": "q-1"}]}
 
 
@@ -233,8 +223,9 @@ async def test_tokens_leave_while_the_model_is_still_replying(
     gate: tuple[Gate, str],
 ) -> None:
     g, address = gate
-    host = await start_host(CHAT, **hosting(service, nats_server, address))
-    try:
+    async with hosted(
+        CHAT, service, nats_server, replica="lg-chat", extra_env={"CHAT_GATE": address}
+    ):
         thread = await sdk.threads.create()
         stream = Collector(
             sdk.runs.stream(thread["thread_id"], "chat", input=QUESTION, stream_mode=MODES)
@@ -252,8 +243,6 @@ async def test_tokens_leave_while_the_model_is_still_replying(
         assert text == REPLY
         final = await sdk.threads.get_state(thread["thread_id"])
         assert apply([], parts, values=True) == conversation(final["values"])
-    finally:
-        await host.close()
 
 
 async def test_the_settled_mode_holds_tokens_until_their_checkpoint(
@@ -263,8 +252,9 @@ async def test_the_settled_mode_holds_tokens_until_their_checkpoint(
     gate: tuple[Gate, str],
 ) -> None:
     g, address = gate
-    host = await start_host(CHAT, **hosting(service, nats_server, address))
-    try:
+    async with hosted(
+        CHAT, service, nats_server, replica="lg-chat", extra_env={"CHAT_GATE": address}
+    ):
         thread = await sdk.threads.create()
         stream = Collector(
             sdk.runs.stream(
@@ -285,15 +275,12 @@ async def test_the_settled_mode_holds_tokens_until_their_checkpoint(
         ids = [int(p.id) for p in parts if p.id]
         assert ids == sorted(ids) and max(ids) < 10**9, "settled ids are the journal's seqs"
         assert "".join(p.data[0]["content"] for p in parts if is_token(p)) == REPLY
-    finally:
-        await host.close()
 
 
 async def test_message_parts_carry_what_langgraphs_server_sends(
     service: TurnkeeperServer, nats_server: NatsServer, sdk: LangGraphClient
 ) -> None:
-    host = await start_host(CHAT, **hosting(service, nats_server, None))
-    try:
+    async with hosted(CHAT, service, nats_server, replica="lg-chat"):
         thread = await sdk.threads.create()
         parts = [
             p
@@ -324,8 +311,6 @@ async def test_message_parts_carry_what_langgraphs_server_sends(
         [chat_update] = [p.data["chat"] for p in parts if p.event == "updates" and "chat" in p.data]
         [answer] = chat_update["messages"]
         assert answer["usage_metadata"]["total_tokens"] == 9 and "additional_kwargs" in answer
-    finally:
-        await host.close()
 
 
 @pytest.mark.both_backends
@@ -336,9 +321,10 @@ async def test_a_sigkill_mid_reply_is_taken_back_before_the_rerun(
     gate: tuple[Gate, str],
 ) -> None:
     g, address = gate
-    spawn = hosting(service, nats_server, address)
-    hosts: list[Agent] = [await start_host(CHAT, **spawn)]
-    try:
+    async with hosts_for(
+        CHAT, service, nats_server, replica="lg-chat", extra_env={"CHAT_GATE": address}
+    ) as hosts:
+        first = await hosts.start()
         # The reference: the same question, uninterrupted.
         reference_thread = await sdk.threads.create()
         waited = asyncio.create_task(
@@ -355,11 +341,11 @@ async def test_a_sigkill_mid_reply_is_taken_back_before_the_rerun(
         await g.release(reply, 2)
         await stream.tokens(3)
         # Three words out, the model waits for the fourth: the agent dies.
-        await hosts[0].kill()
+        await first.kill()
         before_crash = len(stream.parts)
         partial_id = next(p.data[0]["id"] for p in stream.parts if is_token(p))
         last_seen = [p.id for p in stream.parts if p.id][-1]
-        hosts.append(await start_host(CHAT, **spawn))
+        await hosts.start()
         await g.release(await g.next_reply(), WORDS - 1)
         parts = await stream.end()
 
@@ -396,16 +382,12 @@ async def test_a_sigkill_mid_reply_is_taken_back_before_the_rerun(
         assert resumed[0].event == "messages" and resumed[0].data[0]["type"] == "remove"
         assert resumed[0].data[0]["id"] == "__remove_all__"
         assert apply(question, resumed, values=False) == expected
-    finally:
-        for host in hosts:
-            await host.close()
 
 
 async def test_an_unknown_stream_kind_is_refused_before_a_run_starts(
     service: TurnkeeperServer, nats_server: NatsServer, sdk: LangGraphClient
 ) -> None:
-    host = await start_host(CHAT, **hosting(service, nats_server, None))
-    try:
+    async with hosted(CHAT, service, nats_server, replica="lg-chat"):
         thread = await sdk.threads.create()
         assert service.web is not None
         async with httpx.AsyncClient(base_url=service.web.url.rstrip("/")) as http:
@@ -417,8 +399,6 @@ async def test_an_unknown_stream_kind_is_refused_before_a_run_starts(
         assert refused.status_code == 422
         assert "X-Turnkeeper-Stream" in refused.json()["detail"]
         assert await sdk.runs.list(thread["thread_id"]) == []
-    finally:
-        await host.close()
 
 
 # -- the same graph and client under `langgraph dev`, the reference -------------------------
@@ -459,9 +439,10 @@ def shape(parts: list[StreamPart]) -> list[Any]:
 async def test_the_stream_is_the_reference_servers_part_for_part(
     service: TurnkeeperServer, nats_server: NatsServer, sdk: LangGraphClient, langgraph_dev: str
 ) -> None:
-    host = await start_host(CHAT, **hosting(service, nats_server, None))
-    reference = get_client(url=langgraph_dev)
-    try:
+    async with (
+        hosted(CHAT, service, nats_server, replica="lg-chat"),
+        get_client(url=langgraph_dev) as reference,
+    ):
         streams = []
         for client in (reference, sdk):
             thread = await client.threads.create()
@@ -475,9 +456,6 @@ async def test_the_stream_is_the_reference_servers_part_for_part(
             )
         theirs, ours = (shape(s) for s in streams)
         assert ours == theirs
-    finally:
-        await reference.http.client.aclose()
-        await host.close()
 
 
 # -- useStream's engine --------------------------------------------------------------------
@@ -504,47 +482,48 @@ async def test_use_streams_engine_shows_the_partial_reply_vanish(
     js_package: Path,
 ) -> None:
     g, address = gate
-    spawn = hosting(service, nats_server, address)
-    hosts: list[Agent] = [await start_host(CHAT, **spawn)]
     assert NODE is not None and service.web is not None
-    proc = await asyncio.create_subprocess_exec(
-        NODE,
-        str(js_package / "use_stream_rewind.mjs"),
-        service.web.url.rstrip("/"),
-        stdout=asyncio.subprocess.PIPE,
-        stderr=asyncio.subprocess.PIPE,
-        env={**os.environ, **NO_PROXY_ENV},
-    )
-    assert proc.stdout is not None
     renders: list[dict[str, Any]] = []
-
-    async def until(predicate: Any) -> None:
-        while not any(predicate(r) for r in renders):
-            raw = await asyncio.wait_for(proc.stdout.readline(), PATIENCE)  # type: ignore[union-attr]
-            assert raw, "useStream's engine ended early"
-            renders.append(json.loads(raw))
 
     def replying(render: dict[str, Any]) -> bool:
         return any(text == "one two three" for _, text in render.get("messages", []))
 
-    try:
-        reply = await g.next_reply()
-        await g.release(reply, 2)
-        await until(replying)
-        partial_id = next(
-            i for i, t in next(filter(replying, renders))["messages"] if t == "one two three"
+    async with hosts_for(
+        CHAT, service, nats_server, replica="lg-chat", extra_env={"CHAT_GATE": address}
+    ) as hosts:
+        first = await hosts.start()
+        proc = await asyncio.create_subprocess_exec(
+            NODE,
+            str(js_package / "use_stream_rewind.mjs"),
+            service.web.url.rstrip("/"),
+            stdout=asyncio.subprocess.PIPE,
+            stderr=asyncio.subprocess.PIPE,
+            env={**os.environ, **NO_PROXY_ENV},
         )
-        await hosts[0].kill()
-        hosts.append(await start_host(CHAT, **spawn))
-        await g.release(await g.next_reply(), WORDS - 1)
-        await until(lambda r: "final" in r)
-        assert await asyncio.wait_for(proc.wait(), PATIENCE) == 0
-    finally:
-        if proc.returncode is None:
-            proc.kill()
-            await proc.wait()
-        for host in hosts:
-            await host.close()
+        assert proc.stdout is not None
+
+        async def until(predicate: Any) -> None:
+            while not any(predicate(r) for r in renders):
+                raw = await asyncio.wait_for(proc.stdout.readline(), PATIENCE)  # type: ignore[union-attr]
+                assert raw, "useStream's engine ended early"
+                renders.append(json.loads(raw))
+
+        try:
+            reply = await g.next_reply()
+            await g.release(reply, 2)
+            await until(replying)
+            partial_id = next(
+                i for i, t in next(filter(replying, renders))["messages"] if t == "one two three"
+            )
+            await first.kill()
+            await hosts.start()
+            await g.release(await g.next_reply(), WORDS - 1)
+            await until(lambda r: "final" in r)
+            assert await asyncio.wait_for(proc.wait(), PATIENCE) == 0
+        finally:
+            if proc.returncode is None:
+                proc.kill()
+                await proc.wait()
     shown = [r["messages"] for r in renders if "messages" in r]
     # Each render shows each message once; the partial reply was shown, then gone
     # (before the new reply began), and the end is the thread's conversation.
@@ -569,9 +548,10 @@ async def test_a_deployment_may_stream_settled_and_a_stream_ask_for_live(
         nats_url=nats_server.url, http_listen="127.0.0.1:0", langgraph_stream="settled"
     )
     assert settled.web is not None
-    host = await start_host(CHAT, **hosting(settled, nats_server, None))
-    client = get_client(url=settled.web.url.rstrip("/"))
-    try:
+    async with (
+        hosted(CHAT, settled, nats_server, replica="lg-chat"),
+        get_client(url=settled.web.url.rstrip("/")) as client,
+    ):
         ids: dict[str, list[int]] = {}
         for kind in ("settled", "live"):
             thread = await client.threads.create()
@@ -585,9 +565,6 @@ async def test_a_deployment_may_stream_settled_and_a_stream_ask_for_live(
             ]
         assert ids["settled"] and max(ids["settled"]) < 10**9
         assert ids["live"] and min(ids["live"]) > 10**9
-    finally:
-        await client.http.client.aclose()
-        await host.close()
 
 
 def test_the_stream_setting_its_flag_and_its_environment_variable(

@@ -25,7 +25,7 @@ from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import APIStatusError
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.support.langgraph_host import THREADPLANE, start_host
+from tests.support.langgraph_host import THREADPLANE, hosted
 from tests.support.nats import NatsServer
 
 ASSISTANT = "durable-execution"
@@ -568,15 +568,10 @@ async def test_join_stream_cancel_on_disconnect(
     service: TurnkeeperServer, nats_server: NatsServer, api_url: str
 ) -> None:
     # Each step takes a second: the client leaves long before the run ends.
-    host = await start_host(
-        THREADPLANE,
-        service=service.address,
-        nats_url=nats_server.url,
-        replica="lg-join-leave",
-        step_delay=1.0,
-    )
-    sdk = get_client(url=api_url)
-    try:
+    async with (
+        hosted(THREADPLANE, service, nats_server, replica="lg-join-leave", step_delay=1.0),
+        get_client(url=api_url) as sdk,
+    ):
         for cancel, ended in ((True, "interrupted"), (False, "success")):
             run = await sdk.runs.create(None, ASSISTANT, input=QUESTION)
             joined = sdk.runs.join_stream(
@@ -588,9 +583,6 @@ async def test_join_stream_cancel_on_disconnect(
             await sdk.runs.join(run["thread_id"], run["run_id"])
             final = await sdk.runs.get(run["thread_id"], run["run_id"])
             assert final["status"] == ended, cancel
-    finally:
-        await sdk.http.client.aclose()
-        await host.close()
 
 
 async def test_state_and_history_options(sdk: LangGraphClient) -> None:

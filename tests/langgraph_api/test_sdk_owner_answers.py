@@ -21,8 +21,7 @@ from turnkeeper.errors import TurnNotFound
 from turnkeeper.v1 import operations_pb2, turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.support.agents import Agent
-from tests.support.langgraph_host import start_host
+from tests.support.langgraph_host import hosted
 from tests.support.nats import NatsServer
 from tests.support.service import ServiceFactory
 
@@ -68,23 +67,16 @@ async def service(
 async def sdks(
     service: TurnkeeperServer, api_url: str, nats_server: NatsServer, tokens: dict[str, str]
 ) -> AsyncIterator[dict[str, LangGraphClient]]:
-    host: Agent = await start_host(
-        CONFIG,
-        service=service.address,
-        nats_url=nats_server.url,
-        replica="lg-owner",
-        token=tokens["agent"],
-    )
-    clients = {
-        name: get_client(url=api_url, api_key=tokens[name])
-        for name in ("panel", "other-panel", "operator")
-    }
-    try:
-        yield clients
-    finally:
-        for sdk in clients.values():
-            await sdk.http.client.aclose()
-        await host.close()
+    async with hosted(CONFIG, service, nats_server, replica="lg-owner", token=tokens["agent"]):
+        clients = {
+            name: get_client(url=api_url, api_key=tokens[name])
+            for name in ("panel", "other-panel", "operator")
+        }
+        try:
+            yield clients
+        finally:
+            for sdk in clients.values():
+                await sdk.http.client.aclose()
 
 
 async def _status(call: Awaitable[Any]) -> int:
@@ -237,20 +229,15 @@ async def test_under_a_langgraph_auth_the_end_user_who_owns_the_thread_answers_i
     )
     assert service.web is not None
     url = service.web.url.rstrip("/")
-    host = await start_host(
-        CONFIG,
-        service=service.address,
-        nats_url=nats_server.url,
-        replica="lg-users-pay",
-        token=tokens["agent"],
-    )
-    alice = get_client(
-        url=url, api_key=tokens["panel"], headers={"Authorization": "Bearer token-alice"}
-    )
-    bob = get_client(
-        url=url, api_key=tokens["panel"], headers={"Authorization": "Bearer token-bob"}
-    )
-    try:
+    async with (
+        hosted(CONFIG, service, nats_server, replica="lg-users-pay", token=tokens["agent"]),
+        get_client(
+            url=url, api_key=tokens["panel"], headers={"Authorization": "Bearer token-alice"}
+        ) as alice,
+        get_client(
+            url=url, api_key=tokens["panel"], headers={"Authorization": "Bearer token-bob"}
+        ) as bob,
+    ):
         thread: Any = await alice.threads.create()
         thread_id = thread["thread_id"]
         assert thread["metadata"]["owner"] == "alice"
@@ -264,7 +251,3 @@ async def test_under_a_langgraph_auth_the_end_user_who_owns_the_thread_answers_i
             assert await _status(call) == 404
         answered: Any = await alice.runs.wait(thread_id, PAYMENT, command={"resume": True})
         assert answered["approved"] is True and len(answered["receipts"]) == 1
-    finally:
-        for sdk in (alice, bob):
-            await sdk.http.client.aclose()
-        await host.close()

@@ -19,7 +19,7 @@ from turnkeeper.v1 import operations_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Agent
-from tests.support.langgraph_host import start_host
+from tests.support.langgraph_host import hosted
 from tests.support.nats import NatsServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_backends, pytest.mark.timeout(180)]
@@ -38,17 +38,10 @@ def roles() -> dict[str, str]:
 async def payment_host(
     service: TurnkeeperServer, nats_server: NatsServer, tokens: dict[str, str]
 ) -> AsyncIterator[Agent]:
-    agent = await start_host(
-        CONFIG,
-        service=service.address,
-        nats_url=nats_server.url,
-        replica="lg-pay",
-        token=tokens["agent"],
-    )
-    try:
+    async with hosted(
+        CONFIG, service, nats_server, replica="lg-pay", token=tokens["agent"]
+    ) as agent:
         yield agent
-    finally:
-        await agent.close()
 
 
 @pytest.fixture

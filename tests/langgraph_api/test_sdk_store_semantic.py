@@ -27,7 +27,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.engine.store_index import index_of_config
 
 from tests.support import reference
-from tests.support.langgraph_host import start_host
+from tests.support.langgraph_host import hosted
 from tests.support.nats import NatsServer
 from tests.support.service import ServiceFactory
 
@@ -253,16 +253,10 @@ async def test_the_same_langgraph_json_ranks_the_same_on_langgraph_dev(
         recalled = await _graph_recalls(url)
     assert await _sdk_answers(_url(indexed)) == want
     # Inside a graph: the hosted graph's runtime.store (RemoteStore) ranks the same.
-    host = await start_host(
-        tmp_path / "app" / "langgraph.json",
-        service=indexed.address,
-        nats_url=nats_server.url,
-        replica="recall-1",
-    )
-    try:
+    async with hosted(
+        tmp_path / "app" / "langgraph.json", indexed, nats_server, replica="recall-1"
+    ):
         assert await _graph_recalls(_url(indexed)) == recalled
-    finally:
-        await host.close()
     assert recalled[1][0][0] == "m2" and all(len(r) == 2 for r in recalled)
 
 

@@ -25,7 +25,7 @@ from turnkeeper_server.records import EventRecord
 from turnkeeper_server.web.langgraph.stream import Translator
 
 from tests.support.agents import PATIENCE
-from tests.support.langgraph_host import THREADPLANE, start_host
+from tests.support.langgraph_host import THREADPLANE, hosted, hosts_for
 from tests.support.nats import NatsServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_backends, pytest.mark.timeout(180)]
@@ -45,15 +45,11 @@ NODES = ("plan", "inner", "first", "second")
 async def nested(
     service: TurnkeeperServer, nats_server: NatsServer, api_url: str
 ) -> AsyncIterator[LangGraphClient]:
-    agent = await start_host(
-        CONFIG, service=service.address, nats_url=nats_server.url, replica="lg-nested"
-    )
-    sdk = get_client(url=api_url)
-    try:
+    async with (
+        hosted(CONFIG, service, nats_server, replica="lg-nested"),
+        get_client(url=api_url) as sdk,
+    ):
         yield sdk
-    finally:
-        await sdk.http.client.aclose()
-        await agent.close()
 
 
 async def _parts(sdk: LangGraphClient, modes: Any, **kwargs: Any) -> list[tuple[str, Any]]:
@@ -231,14 +227,6 @@ async def test_the_run_asked_modes_survive_a_sigkill_of_its_agent(
     """The parts a run asks the agent to journal keep the durability rule: with the
     agent SIGKILLed mid-step and the run re-driven, each checkpoint and each task is
     streamed once, in order, as in an uninterrupted run (decision 301)."""
-    spawn: Any = {
-        "service": service.address,
-        "nats_url": nats_server.url,
-        "replica": "lg-modes",
-        "step_delay": 1.0,
-    }
-    hosts = [await start_host(THREADPLANE, **spawn)]
-    sdk = get_client(url=api_url)
     question: Any = {"messages": [{"role": "user", "content": "crash?", "id": "q-1"}]}
     modes: Any = ["checkpoints", "tasks"]
 
@@ -253,7 +241,11 @@ async def test_the_run_asked_modes_survive_a_sigkill_of_its_agent(
             if p.event in ("checkpoints", "tasks")
         ]
 
-    try:
+    async with (
+        hosts_for(THREADPLANE, service, nats_server, replica="lg-modes", step_delay=1.0) as hosts,
+        get_client(url=api_url) as sdk,
+    ):
+        first = await hosts.start()
         thread = await sdk.threads.create()
         stream = sdk.runs.stream(None, THREADPLANE_GRAPH, input=question, stream_mode=modes)
         reference = shown([p async for p in stream])
@@ -275,17 +267,13 @@ async def test_the_run_asked_modes_survive_a_sigkill_of_its_agent(
 
         before = asyncio.create_task(opened_before())
         await asyncio.wait_for(analyzed.wait(), PATIENCE)
-        await hosts[0].kill()  # `plan` is running: each step takes a second
-        hosts.append(await start_host(THREADPLANE, **spawn))
+        await first.kill()  # `plan` is running: each step takes a second
+        await hosts.start()
         await asyncio.wait_for(before, PATIENCE)
         assert shown(parts) == reference
         run_id = parts[0].data["run_id"]
         status = await client.turn_status(turns_pb2.TurnStatusRequest(turn_id=run_id))
         assert status.state == turns_pb2.TURN_STATE_DONE and status.attempts >= 1  # re-driven once
-    finally:
-        await sdk.http.client.aclose()
-        for host in hosts:
-            await host.close()
 
 
 def test_a_stream_event_becomes_its_named_part_or_none() -> None:

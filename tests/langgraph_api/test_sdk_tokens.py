@@ -15,7 +15,7 @@ from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Agent
-from tests.support.langgraph_host import THREADPLANE, start_host
+from tests.support.langgraph_host import THREADPLANE, hosted
 from tests.support.nats import NatsServer
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -34,18 +34,15 @@ def roles() -> dict[str, str]:
 async def secured_host(
     service: TurnkeeperServer, nats_server: NatsServer, tokens: dict[str, str]
 ) -> AsyncIterator[Agent]:
-    agent = await start_host(
+    async with hosted(
         THREADPLANE,
-        service=service.address,
-        nats_url=nats_server.url,
+        service,
+        nats_server,
         replica="lg-secure",
         token=tokens["agent"],
         step_delay=0.05,
-    )
-    try:
+    ) as agent:
         yield agent
-    finally:
-        await agent.close()
 
 
 async def test_api_keys_are_tokens_and_roles_keep_their_rights(

@@ -17,15 +17,15 @@ from langgraph_sdk import get_client
 from playwright.async_api import Browser
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.langgraph_api.test_sdk_live_tokens import CHAT, REPLY, WORDS, Gate, hosting
+from tests.langgraph_api.test_sdk_live_tokens import CHAT, REPLY, WORDS, Gate, gate
 from tests.support import bundled_pages
-from tests.support.agents import PATIENCE, Agent
+from tests.support.agents import PATIENCE
 from tests.support.browser import browser
-from tests.support.langgraph_host import start_host
+from tests.support.langgraph_host import hosts_for
 from tests.support.nats import NatsServer
 from tests.support.service import ServiceFactory
 
-__all__ = ["browser"]
+__all__ = ["browser", "gate"]
 
 pytestmark = [
     pytest.mark.slow,
@@ -76,16 +76,6 @@ async def service(
     )
 
 
-@pytest.fixture
-async def gate() -> AsyncIterator[tuple[Gate, str]]:
-    g = Gate()
-    address = await g.start()
-    try:
-        yield g, address
-    finally:
-        g.close()
-
-
 async def test_the_partial_reply_vanishes_and_the_new_one_streams(
     browser: Browser,
     page_origin: str,
@@ -94,11 +84,12 @@ async def test_the_partial_reply_vanishes_and_the_new_one_streams(
     gate: tuple[Gate, str],
 ) -> None:
     g, address = gate
-    spawn = hosting(service, nats_server, address)
-    hosts: list[Agent] = [await start_host(CHAT, **spawn)]
     assert service.web is not None
     api_url = service.web.url.rstrip("/")
-    try:
+    async with hosts_for(
+        CHAT, service, nats_server, replica="lg-chat", extra_env={"CHAT_GATE": address}
+    ) as hosts:
+        first = await hosts.start()
         page = await browser.new_page()
         page.on("pageerror", lambda e: print(f"page error: {e}"))
         await page.add_init_script(WATCH)
@@ -113,8 +104,8 @@ async def test_the_partial_reply_vanishes_and_the_new_one_streams(
         )
         assert partial is not None
         partial_id = await partial.get_attribute("data-id")
-        await hosts[0].kill()
-        hosts.append(await start_host(CHAT, **spawn))
+        await first.kill()
+        await hosts.start()
         await g.release(await g.next_reply(), WORDS - 1)
         await page.wait_for_selector(
             "main[data-loading='false'] #conversation li:text-is('noted 2 messages')",
@@ -136,9 +127,6 @@ async def test_the_partial_reply_vanishes_and_the_new_one_streams(
             await client.http.client.aclose()
         assert texts == [[m["id"], m["content"]] for m in state["values"]["messages"]]
         assert [t for _, t in texts] == ["count", REPLY, "noted 2 messages"]
-    finally:
-        for host in hosts:
-            await host.close()
 
 
 async def test_a_page_may_ask_for_the_settled_stream(

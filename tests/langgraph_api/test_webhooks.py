@@ -23,7 +23,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.webhooks.addresses import AddressPolicy
 from turnkeeper_server.webhooks.settings import WebhookSettings
 
-from tests.support.langgraph_host import start_host
+from tests.support.langgraph_host import hosted, start_host
 from tests.support.nats import NatsServer
 from tests.support.procs import ServiceProcess
 from tests.support.service import ServiceFactory
@@ -76,15 +76,11 @@ async def service(
 @pytest.fixture
 async def sdk(service: TurnkeeperServer, nats_server: NatsServer) -> AsyncIterator[LangGraphClient]:
     assert service.web is not None
-    host = await start_host(
-        GRAPHS, service=service.address, nats_url=nats_server.url, replica="wh-1", step_delay=0.0
-    )
-    client = get_client(url=service.web.url.rstrip("/"))
-    try:
+    async with (
+        hosted(GRAPHS, service, nats_server, replica="wh-1", step_delay=0.0),
+        get_client(url=service.web.url.rstrip("/")) as client,
+    ):
         yield client
-    finally:
-        await client.http.client.aclose()
-        await host.close()
 
 
 async def attempts_of(sdk: LangGraphClient, thread_id: str, run_id: str) -> dict[str, Any]:

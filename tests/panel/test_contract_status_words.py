@@ -16,8 +16,8 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 from nats.aio.client import Client
-from turnkeeper.agent.bridge import Bridge, BridgeConfig
-from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.agent.bridge import Bridge
+from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.panel.agent_rpc import NatsAgentTransport
 from turnkeeper.panel.follower import TurnFollower
 from turnkeeper.states import TurnState
@@ -25,6 +25,7 @@ from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import result
+from tests.support.bridges import bridge_config
 from tests.support.contract_panel import KEEP_WAITING, ContractPanel
 from tests.support.nats import NatsServer
 
@@ -74,14 +75,7 @@ async def test_turn_status_and_resume_answer_the_contracts_lower_case_words(
     service: TurnkeeperServer, nats_server: NatsServer, nc: Client, client: AsyncTurnkeeperClient
 ) -> None:
     release, entered = asyncio.Event(), asyncio.Event()
-    config = BridgeConfig(
-        agent=AGENT,
-        service=ConnectionOptions(target=service.address),
-        nats_url=nats_server.url,
-        replica="words-1",
-        health_listen="127.0.0.1:0",
-        shutdown_grace=1.0,
-    )
+    config = bridge_config(AGENT, service.address, nats_server.url, "words-1")
     transport = NatsAgentTransport(nc, AGENT, client=client)
     async with Bridge(build(release, entered), config) as bridge:
         await bridge.wait_subscribed()
@@ -141,14 +135,7 @@ async def test_a_queued_turn_keeps_a_five_word_panel_waiting_and_cancelled_concl
     service: TurnkeeperServer, nats_server: NatsServer, nc: Client, client: AsyncTurnkeeperClient
 ) -> None:
     release, entered = asyncio.Event(), asyncio.Event()
-    config = BridgeConfig(
-        agent=AGENT,
-        service=ConnectionOptions(target=service.address),
-        nats_url=nats_server.url,
-        replica="words-q",
-        health_listen="127.0.0.1:0",
-        shutdown_grace=1.0,
-    )
+    config = bridge_config(AGENT, service.address, nats_server.url, "words-q")
     transport = NatsAgentTransport(nc, AGENT, client=client)
     async with Bridge(build(release, entered), config) as bridge:
         await bridge.wait_subscribed()

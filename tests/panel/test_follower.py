@@ -189,6 +189,23 @@ async def first_attempt(stub: Stub, channel: aio.Channel) -> None:
     await append(stub, "t1", 0, 4, *TYPES_AFTER)
 
 
+async def followed_then_cut_off(
+    svc: TurnkeeperServer, client: ObservedClient
+) -> tuple[Transcript, Consumer]:
+    """The reference run, then t1's first attempt followed to its fifth event; then
+    the service goes away, and the follower has seen it gone."""
+    async with aio.insecure_channel(svc.address) as ch:
+        stub = turns_pb2_grpc.TurnServiceStub(ch)
+        reference = await uninterrupted(stub, client)
+        await start(stub)
+        await first_attempt(stub, ch)
+    consumer = follow(client)
+    await consumer.wait_for(lambda t: len(t.events) == 5)
+    await svc.stop(0)
+    await client.wait_for(lambda s: None in s)
+    return reference, consumer
+
+
 async def test_follows_a_turn_to_its_terminal_event(stub: Stub, client: ObservedClient) -> None:
     await start(stub)
     await append(stub, "t1", 0, 1, "step", "token")
@@ -328,19 +345,10 @@ async def test_a_rewind_while_disconnected_gives_one_local_reset(
     svc: TurnkeeperServer, make_service: ServiceFactory, nats_server: NatsServer
 ) -> None:
     async with ObservedClient(svc.address) as client:
-        async with aio.insecure_channel(svc.address) as ch:
-            stub = turns_pb2_grpc.TurnServiceStub(ch)
-            reference = await uninterrupted(stub, client)
-            await start(stub)
-            await first_attempt(stub, ch)
-        consumer = follow(client)
-        await consumer.wait_for(lambda t: len(t.events) == 5)
-
-        # The service goes away. While the follower cannot reach it, the turn is
-        # re-driven (by a service on another port, so no stream of the follower's
-        # is open) and the new attempt gets as far as the old one had.
-        await svc.stop(0)
-        await client.wait_for(lambda s: None in s)
+        reference, consumer = await followed_then_cut_off(svc, client)
+        # While the follower cannot reach the service, the turn is re-driven (by a
+        # service on another port, so no stream of the follower's is open) and the
+        # new attempt gets as far as the old one had.
         elsewhere = await make_service(nats_url=nats_server.url, lease_seconds=60.0)
         async with aio.insecure_channel(elsewhere.address) as ch:
             stub = turns_pb2_grpc.TurnServiceStub(ch)
@@ -365,19 +373,10 @@ async def test_a_rewind_found_at_an_idle_gap_gives_one_local_reset(
     svc: TurnkeeperServer, make_service: ServiceFactory, nats_server: NatsServer
 ) -> None:
     async with ObservedClient(svc.address) as client:
-        async with aio.insecure_channel(svc.address) as ch:
-            stub = turns_pb2_grpc.TurnServiceStub(ch)
-            reference = await uninterrupted(stub, client)
-            await start(stub)
-            await first_attempt(stub, ch)
-        consumer = follow(client)
-        await consumer.wait_for(lambda t: len(t.events) == 5)
-
+        reference, consumer = await followed_then_cut_off(svc, client)
         # Re-driven while the follower is cut off, and the new attempt has written
         # nothing yet: the re-opened stream has no event to compare, but TurnStatus
         # at the next idle gap says last_seq 3, fewer than the 5 shown.
-        await svc.stop(0)
-        await client.wait_for(lambda s: None in s)
         elsewhere = await make_service(nats_url=nats_server.url, lease_seconds=60.0)
         async with aio.insecure_channel(elsewhere.address) as ch:
             await turns_pb2_grpc.TurnServiceStub(ch).Redrive(

@@ -18,14 +18,15 @@ import pytest
 from langgraph.graph import END, START, StateGraph
 from langgraph.types import interrupt
 from nats.aio.client import Client
-from turnkeeper.agent.bridge import Bridge, BridgeConfig
-from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
+from turnkeeper.agent.bridge import Bridge
+from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.panel.agent_rpc import NatsAgentTransport
 from turnkeeper.panel.follower import Event, FollowOptions, Frame
 from turnkeeper.panel.session import AgentSession, ErrorKind
 from turnkeeper.states import TurnState
 from turnkeeper_server.app import TurnkeeperServer
 
+from tests.support.bridges import bridge_config
 from tests.support.nats import NatsServer
 
 pytestmark = pytest.mark.timeout(60)
@@ -77,14 +78,7 @@ class Panel:
 
 @pytest.fixture
 async def bridge(service: TurnkeeperServer, nats_server: NatsServer) -> AsyncIterator[Bridge]:
-    config = BridgeConfig(
-        agent=AGENT,
-        service=ConnectionOptions(target=service.address),
-        nats_url=nats_server.url,
-        replica="approver-1",
-        health_listen="127.0.0.1:0",
-        shutdown_grace=1.0,
-    )
+    config = bridge_config(AGENT, service.address, nats_server.url, "approver-1")
     async with Bridge(build(), config) as running:
         await running.wait_subscribed()
         yield running

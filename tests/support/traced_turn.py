@@ -28,13 +28,15 @@ from opentelemetry import trace
 from opentelemetry.sdk.trace import TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
-from turnkeeper.agent.bridge import Bridge, BridgeConfig
+from turnkeeper.agent.bridge import Bridge
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.panel.agent_rpc import NatsAgentTransport
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import create_server
 from turnkeeper_server.config import Settings
 from turnkeeper_server.messaging.embedded import EmbeddedNats
+
+from tests.support.bridges import bridge_config
 
 AGENT = "traced"
 
@@ -92,14 +94,7 @@ async def main(workdir: Path, database_url: str | None) -> None:
             nats_url=url,
         )
     )
-    config = BridgeConfig(
-        agent=AGENT,
-        service=ConnectionOptions(target=service.address),
-        nats_url=url,
-        replica="r1",
-        health_listen="127.0.0.1:0",
-        shutdown_grace=1.0,
-    )
+    config = bridge_config(AGENT, service.address, url, "r1")
     nc = await nats.connect(url)
     mirrored: list[dict[str, str]] = []
 

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+from collections.abc import Iterable
 from typing import Any
 from uuid import uuid4
 
@@ -32,6 +33,33 @@ from tests.support.streams import (
 pytestmark = [pytest.mark.timeout(60), pytest.mark.both_backends]
 
 Req = checkpoints_pb2.CheckpointStreamRequest
+
+
+def number(requests: Iterable[Req]) -> None:
+    """Ids 1, 2, ... in the order the stream is sent them."""
+    for n, request in enumerate(requests, start=1):
+        request.id = n
+
+
+async def answered(
+    checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub, batch: list[Req]
+) -> checkpoints_pb2.CheckpointStreamResponse:
+    """`batch` sent as one frame, numbered from 1: its one answer frame."""
+    number(batch)
+    [frame] = [answer async for answer in checkpoints.CheckpointStream(iter([Req(batch=batch)]))]
+    return frame
+
+
+async def assert_the_runs_next_frame_is_taken(
+    checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
+    thread: str,
+    turn_id: str,
+    checkpoint_id: str,
+) -> None:
+    """After a refusal the stream goes on: the run's next step is stored as usual."""
+    again = [append_message(turn_id, 0, 1), put_message(thread, turn_id, 0, checkpoint_id)]
+    frame = await answered(checkpoints, again)
+    assert [a.WhichOneof("result") for a in frame.batch] == ["append", "put"]
 
 
 @pytest.fixture
@@ -116,10 +144,7 @@ async def test_a_batch_is_answered_in_one_frame_in_its_order(
         put_message(thread, turn_id, 0, "cp-2"),
         Req(get=checkpoints_pb2.GetCheckpointRequest(thread_id=thread)),
     ]
-    for n, request in enumerate(batch, start=1):
-        request.id = n
-
-    [frame] = [answer async for answer in checkpoints.CheckpointStream(iter([Req(batch=batch)]))]
+    frame = await answered(checkpoints, batch)
 
     assert frame.accepts_batch
     assert [a.id for a in frame.batch] == [1, 2, 3, 4, 5, 6]
@@ -161,10 +186,7 @@ async def test_a_refused_append_in_a_batch_refuses_its_runs_writes_behind_it(
         ),
         put_message(thread, turn_id, 0, "cp-1"),
     ]
-    for n, request in enumerate(batch, start=1):
-        request.id = n
-
-    [frame] = [answer async for answer in checkpoints.CheckpointStream(iter([Req(batch=batch)]))]
+    frame = await answered(checkpoints, batch)
 
     assert [a.WhichOneof("result") for a in frame.batch] == ["error", "error", "error"]
     assert "type must be" in frame.batch[0].error.message
@@ -173,11 +195,7 @@ async def test_a_refused_append_in_a_batch_refuses_its_runs_writes_behind_it(
         assert "message 1 before it in this frame was refused" in answer.error.message
     assert await stored_checkpoints(checkpoints, thread) == set()
     # The stream goes on: the same run's next frame is taken as usual.
-    again = [append_message(turn_id, 0, 1), put_message(thread, turn_id, 0, "cp-1")]
-    for n, request in enumerate(again, start=1):
-        request.id = n
-    [frame] = [answer async for answer in checkpoints.CheckpointStream(iter([Req(batch=again)]))]
-    assert [a.WhichOneof("result") for a in frame.batch] == ["append", "put"]
+    await assert_the_runs_next_frame_is_taken(checkpoints, thread, turn_id, "cp-1")
 
 
 async def test_a_refused_input_checkpoint_refuses_the_step_sent_behind_it(
@@ -206,10 +224,7 @@ async def test_a_refused_input_checkpoint_refuses_the_step_sent_behind_it(
         append_message(turn_id, 0, 1),
         put_message(thread, turn_id, 0, "step-0"),
     ]
-    for n, request in enumerate(first, start=1):
-        request.id = n
-
-    [frame] = [answer async for answer in checkpoints.CheckpointStream(iter([Req(batch=first)]))]
+    frame = await answered(checkpoints, first)
 
     assert [a.WhichOneof("result") for a in frame.batch] == ["error"] * 4
     assert "checkpoint_id" in frame.batch[0].error.message
@@ -222,10 +237,9 @@ async def test_a_refused_input_checkpoint_refuses_the_step_sent_behind_it(
 
     # Unfenced: refused alone, and what follows it is written.
     unfenced = [put_message(f"{thread}-free", "", 0, ""), put_message(f"{thread}-free", "", 0, "c")]
-    for n, request in enumerate(unfenced, start=1):
+    for request in unfenced:
         request.put.ClearField("fence")
-        request.id = n
-    [frame] = [answer async for answer in checkpoints.CheckpointStream(iter([Req(batch=unfenced)]))]
+    frame = await answered(checkpoints, unfenced)
     assert [a.WhichOneof("result") for a in frame.batch] == ["error", "put"]
 
 
@@ -241,8 +255,7 @@ async def test_a_stale_attempt_in_a_batch_ends_the_stream_and_nothing_after_it_i
         append_message(turn_id, 0, 1),
         put_message(thread, turn_id, 0, "zombie-2"),
     ]
-    for n, request in enumerate(batch, start=1):
-        request.id = n
+    number(batch)
 
     with pytest.raises(aio.AioRpcError) as info:
         async for _ in checkpoints.CheckpointStream(iter([Req(batch=batch)])):
@@ -429,8 +442,7 @@ async def test_the_next_frame_is_taken_while_one_commits_and_answered_after_it(
     monkeypatch.setattr(service.engine.checkpoints, "write_batch", gate.write_batch)
     first = [append_message(turn_id, 0, 1, 2), put_message(thread, turn_id, 0, "cp-1")]
     second = [append_message(turn_id, 0, 3), put_message(thread, turn_id, 0, "cp-2")]
-    for n, request in enumerate(first + second, start=1):
-        request.id = n
+    number(first + second)
     frames = [Req(batch=first), Req(batch=second)]
 
     answers = [answer async for answer in checkpoints.CheckpointStream(iter(frames))]
@@ -469,8 +481,7 @@ async def test_a_refused_append_refuses_its_runs_writes_in_frames_sent_before_it
     bad.append.events[0].type = ""  # refused by its checks
     first = [put_message(thread_a, turn_a, 0, "a-0"), bad]
     second = [put_message(thread_a, turn_a, 0, "a-1"), put_message(thread_b, turn_b, 0, "b-1")]
-    for n, request in enumerate(first + second, start=1):
-        request.id = n
+    number(first + second)
 
     frames = [Req(batch=first, shared=True), Req(batch=second, shared=True)]
     answers = [answer async for answer in checkpoints.CheckpointStream(iter(frames))]
@@ -490,11 +501,7 @@ async def test_a_refused_append_refuses_its_runs_writes_in_frames_sent_before_it
     assert await stored_checkpoints(checkpoints, thread_b) == {"b-1"}
 
     # Once the refusal is answered, the run's next frame is taken as usual.
-    again = [append_message(turn_a, 0, 1), put_message(thread_a, turn_a, 0, "a-1")]
-    for n, request in enumerate(again, start=1):
-        request.id = n
-    [frame] = [answer async for answer in checkpoints.CheckpointStream(iter([Req(batch=again)]))]
-    assert [a.WhichOneof("result") for a in frame.batch] == ["append", "put"]
+    await assert_the_runs_next_frame_is_taken(checkpoints, thread_a, turn_a, "a-1")
 
 
 async def test_frames_read_ahead_of_a_stale_one_are_fenced_and_a_read_sees_the_writes_before_it(
@@ -511,8 +518,7 @@ async def test_frames_read_ahead_of_a_stale_one_are_fenced_and_a_read_sees_the_w
         Req(batch=[append_message(turn_id, 0, 2), put_message(thread, turn_id, 0, "cp-2")]),
         Req(get=checkpoints_pb2.GetCheckpointRequest(thread_id=thread)),
     ]
-    for n, request in enumerate([*frames[0].batch, *frames[1].batch, frames[2]], start=1):
-        request.id = n
+    number([*frames[0].batch, *frames[1].batch, frames[2]])
     answers = [answer async for answer in checkpoints.CheckpointStream(iter(frames))]
     assert answers[2].get.checkpoint.ref.checkpoint_id == "cp-2"
 

@@ -162,6 +162,9 @@ async def test_the_owner_answers_its_threads_interrupt_and_edits_only_where_allo
         ("edit_state", "panel (panel)", outcome),
         ("fork", "panel (panel)", outcome),
     ], rows
+    # A run that makes its thread, in its turn's commit (decision 580), with a
+    # Command answering an interrupt: its maker owns the thread it makes.
+    assert await _status(panel.runs.create(None, PAYMENT, command={"resume": True})) == 200
 
 
 async def test_another_panel_cannot_read_join_or_stream_a_run_on_any_surface(

@@ -4,18 +4,26 @@ run: every later wake comes with the committing writer's news (engine/watch.py
 finish or the park with its events and the turn's end (decision 540). A commit
 without news would cost a read per stream, which is what these count. And a run's
 start reads its thread's turns (for a run stopped at an interrupt, which it answers)
-only on a thread its own insert did not make (decision 570)."""
+only on a thread its own insert did not make (decision 570), and makes that thread
+in its turn's commit: one write before the hand-off (decision 580)."""
 
 from __future__ import annotations
 
+import asyncio
+import dataclasses
 import uuid
+from collections.abc import Callable
 from typing import Any
 
 import pytest
 from langgraph_sdk.client import LangGraphClient
+from langgraph_sdk.errors import NotFoundError
+from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.engine import watch
+from turnkeeper_server.engine.handoffs import Handoffs
 from turnkeeper_server.engine.threads import Threads
 from turnkeeper_server.records import TurnRecord
+from turnkeeper_server.store.contract import Tx
 
 # On SQLite and on PostgreSQL (a real cluster the tests start).
 pytestmark = pytest.mark.both_backends
@@ -110,3 +118,61 @@ async def test_a_run_on_a_thread_its_start_made_reads_no_turns(
     for run in (first, second, third):
         done = await sdk.runs.join(run["thread_id"], run["run_id"])
         assert done["messages"], run
+
+
+@pytest.fixture
+def start_writes(service: TurnkeeperServer, monkeypatch: pytest.MonkeyPatch) -> list[int]:
+    """For each run handed to a replica, the writes (each its own commit: the
+    request awaits each) its request made before the hand-off."""
+    made: dict[asyncio.Task[Any] | None, int] = {}
+    before_handoff: list[int] = []
+    write = service.db.write
+
+    async def counted(fn: Callable[[Tx], Any]) -> Any:
+        task = asyncio.current_task()
+        made[task] = made.get(task, 0) + 1
+        return await write(fn)
+
+    monkeypatch.setattr(service.db, "write", counted)
+    dispatch_later = Handoffs.dispatch_later
+
+    def handed(self: Handoffs, turn: TurnRecord, *, reason: str) -> None:
+        before_handoff.append(made.pop(asyncio.current_task(), 0))
+        dispatch_later(self, turn, reason=reason)
+
+    monkeypatch.setattr(Handoffs, "dispatch_later", handed)
+    return before_handoff
+
+
+async def test_a_run_makes_its_thread_in_its_turns_commit(
+    sdk: LangGraphClient,
+    service: TurnkeeperServer,
+    start_writes: list[int],
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The graphs' default assistants, written once when first asked for.
+    await sdk.assistants.search()
+    # Thread-less (streamed), and if_not_exists=create on an id no thread has: the
+    # thread and the turn in one commit; then a run on that thread, which exists.
+    parts = [p.event async for p in sdk.runs.stream(None, "durable-execution", input=QUESTION)]
+    assert parts[-1] == "values"
+    named = str(uuid.uuid4())
+    run = await sdk.runs.create(named, "durable-execution", input=QUESTION, if_not_exists="create")
+    made = await sdk.threads.get(named)
+    assert (made["metadata"] or {}).get("graph_id") == "durable-execution"
+    await sdk.runs.join(named, run["run_id"])
+    await sdk.runs.wait(named, "durable-execution", input=QUESTION)
+    assert start_writes == [1, 1, 1]
+    # A start refused after its thread was looked for (here: its input over the
+    # limit) leaves no thread, as LangGraph's server makes none for a refused run.
+    limits = service.operations.turns.limits
+    monkeypatch.setattr(
+        service.operations.turns, "limits", dataclasses.replace(limits, max_input_bytes=64)
+    )
+    refused = str(uuid.uuid4())
+    with pytest.raises(Exception, match="input"):
+        await sdk.runs.create(
+            refused, "durable-execution", input={"x": "y" * 100}, if_not_exists="create"
+        )
+    with pytest.raises(NotFoundError):
+        await sdk.threads.get(refused)

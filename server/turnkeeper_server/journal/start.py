@@ -12,9 +12,15 @@ with what to do when the thread is busy (the multitask strategy) and its deadlin
         rollback  --> it is cancelled and its checkpoints removed, this one runs
 
 The strategies are LangGraph Platform's names, from the client core's one table of
-them (turnkeeper._multitask). One transaction, three reads of the turns table (the
-id, the thread's live turn, the row written), and the count of queued turns for
-`enqueue` alone.
+them (turnkeeper._multitask). One transaction: one read of the turns table (the
+id and the thread's live turn, decision 582), on PostgreSQL a second after its lock
+(the live turn or a queued one), and the insert that returns the row written; on
+SQLite a look for a queued turn for `enqueue` alone.
+
+A LangGraph API run whose thread does not exist yet makes it in the same
+transaction (`StartRequest.new_thread`, decision 580): the thread's row and the turn,
+one commit, and no read of a thread that this very statement found without a row or
+a turn: a refused start leaves no thread.
 """
 
 from __future__ import annotations
@@ -23,6 +29,7 @@ import hashlib
 import json
 import time
 from dataclasses import dataclass
+from typing import Any
 
 from turnkeeper._multitask import ENQUEUE, INTERRUPT, REJECT, ROLLBACK, STRATEGIES
 
@@ -40,9 +47,30 @@ from turnkeeper_server.records import (
 )
 from turnkeeper_server.store.contract import Tx
 
-_LIVE_ON_THREAD = (
-    f"SELECT {TURN_COLUMNS} FROM main.turns WHERE thread_id = ? AND state IN {LIVE_SQL}"
+# The turn of the id asked for, and the thread's live turn (at most one of each).
+_ID_OR_LIVE_ON_THREAD = (
+    f"SELECT {TURN_COLUMNS} FROM main.turns "
+    f"WHERE turn_id = ? OR (thread_id = ? AND state IN {LIVE_SQL})"
 )
+# The thread's live turn, else a turn queued on it, else nothing.
+_LIVE_OR_QUEUED_ON_THREAD = (
+    f"SELECT {TURN_COLUMNS} FROM main.turns WHERE thread_id = ? "
+    f"AND (state IN {LIVE_SQL} OR state = '{QUEUED}') ORDER BY state = '{QUEUED}' LIMIT 1"
+)
+
+
+class ThreadMadeMeanwhile(AlreadyExists):
+    """A start that was to make its thread found it made (by a request racing it):
+    nothing was written; the caller starts again on the thread as it is."""
+
+
+@dataclass(frozen=True, slots=True)
+class NewThread:
+    """The thread a run makes as it starts (a LangGraph API run without a thread, or
+    with if_not_exists=create on an id no thread has): its row's metadata; its owner
+    is the request's `thread_owner`."""
+
+    metadata: dict[str, Any]
 
 
 @dataclass(frozen=True, slots=True)
@@ -67,6 +95,9 @@ class StartRequest:
     # Who a thread this turn opens belongs to (auth.identity of the caller, or of
     # whom a bridge acts for); "" without tokens: the threads row is left alone.
     thread_owner: str = ""
+    # Make the thread in this transaction (it had neither a row nor a turn when the
+    # caller looked); ThreadMadeMeanwhile when it has one now.
+    new_thread: NewThread | None = None
     # The service names `replica`/`incarnation` itself and hands the turn to it with
     # its claim (decision 590): owned for a claim window until that replica takes it.
     handed: bool = False
@@ -93,28 +124,44 @@ def start_turn(tx: Tx, request: StartRequest, policy: Policy) -> Started:
     if request.strategy not in STRATEGIES:
         raise InvalidArgument(f"multitask strategy must be one of {', '.join(STRATEGIES)}")
     digest = request_hash(request.thread_id, request.agent, request.input_json)
-    existing = transitions.load_turn(tx.conn, request.turn_id)
+    if request.new_thread is not None:
+        return _start_on_new_thread(tx, request, request.new_thread, digest, policy)
+    # The turn of this id and the thread's live turn, in one statement (decision
+    # 582). Locked (PostgreSQL): the live turn cannot end, and promote the queue,
+    # between this read and the insert below, so a QUEUED turn is never left behind
+    # nobody.
+    found = [
+        TurnRecord(*row)
+        for row in tx.execute(
+            _ID_OR_LIVE_ON_THREAD + tx.for_update, (request.turn_id, request.thread_id)
+        ).fetchall()
+    ]
+    existing = next((t for t in found if t.turn_id == request.turn_id), None)
     if existing is not None:
         return _same_request(existing, digest)
     if request.require_announced and not agents.announced(tx.conn, request.agent):
         raise WrongState(agents.unannounced(request.agent))
-    # Locked (PostgreSQL): the live turn cannot end, and promote the queue, between
-    # this read and the insert below, so a QUEUED turn is never left behind nobody.
-    live_row = tx.execute(_LIVE_ON_THREAD + tx.for_update, (request.thread_id,)).fetchone()
-    if live_row is None and tx.for_update:
+    live = found[0] if found else None
+    # Whether a turn waits QUEUED on the thread: read when `enqueue` needs it.
+    queued: bool | None = None
+    if live is None and tx.for_update:
         # Waiting on that lock may have ended in a commit that promoted a QUEUED
-        # turn; only a new statement sees it.
-        live_row = tx.execute(_LIVE_ON_THREAD, (request.thread_id,)).fetchone()
-    live = TurnRecord(*live_row) if live_row else None
+        # turn; only a new statement sees it. It says whether one is queued too.
+        row = tx.execute(_LIVE_OR_QUEUED_ON_THREAD, (request.thread_id,)).fetchone()
+        seen = TurnRecord(*row) if row else None
+        queued = seen is not None and seen.state == QUEUED
+        live = None if seen is None or queued else seen
     if live is not None and live.turn_id == request.turn_id:
         # The same StartTurn through another replica committed between the two
         # reads (PostgreSQL reads each statement afresh): it is that turn.
         return _same_request(live, digest)
     max_run = request.max_run_seconds or policy.max_run_seconds
     park_expiry = request.park_expiry_seconds or policy.park_expiry_seconds
-    if request.strategy == ENQUEUE and (live is not None or _queued(tx, request.thread_id)):
-        _insert(tx, request, digest, QUEUED, None, None, max_run, park_expiry, now=time.time())
-        return Started(transitions.reload_turn(tx, request.turn_id), True)
+    if request.strategy == ENQUEUE and (
+        live is not None or (_queued(tx, request.thread_id) if queued is None else queued)
+    ):
+        behind = _insert(tx, request, digest, QUEUED, None, None, max_run, park_expiry)
+        return Started(_inserted(behind), True)
     cancelled: Cancelled | None = None
     if live is not None:
         if request.strategy not in (INTERRUPT, ROLLBACK):
@@ -129,19 +176,75 @@ def start_turn(tx: Tx, request: StartRequest, policy: Policy) -> Started:
             detail=f"{request.strategy}: turn {request.turn_id!r} was started on the thread",
             policy=policy,
         )
-    now = time.time()
-    owner = (request.replica, request.incarnation) if request.replica else None
-    # A handed turn's lease is a claim window's: a hand-off that never arrives is
-    # offered again as soon as an unclaimed one is (containment.reap_expired).
-    full = owner is not None and not request.handed
-    lease = now + (policy.lease_seconds if full else policy.claim_seconds)
-    _insert(tx, request, digest, RUNNING, owner, lease, max_run, park_expiry, now=now)
-    turn = transitions.reload_turn(tx, request.turn_id)
-    if owner is None or not request.handed:
+    turn = _inserted(_insert_running(tx, request, digest, policy))
+    if not turn.handed:
         return Started(turn, True, cancelled)
     # What ClaimTurn would answer, read in this commit (decision 590).
     checkpoint_id, thread_empty = transitions.claim_start(tx.conn, turn.turn_id, turn.thread_id)
     return Started(turn, True, cancelled, checkpoint_id, thread_empty)
+
+
+def _start_on_new_thread(
+    tx: Tx, request: StartRequest, thread: NewThread, digest: str, policy: Policy
+) -> Started:
+    """The thread made and its turn started, RUNNING: two statements, each its own
+    answer (on PostgreSQL two waits mid-group where the thread's ensure and the
+    turn's start were seven in two commits). A thread this transaction's insert made
+    had no turn: none is live or queued on it, whatever the strategy, and a
+    concurrent start on it meets the one-live-turn index. A turn_id taken (on
+    another thread: this one had no turn) is refused as a start of another request;
+    the thread's row goes with the refusal."""
+    if request.require_announced and not agents.announced(tx.conn, request.agent):
+        raise WrongState(agents.unannounced(request.agent))
+    made = threads.make(tx, request.thread_id, thread.metadata, time.time(), request.thread_owner)
+    if made is None:
+        raise ThreadMadeMeanwhile(
+            f"thread {request.thread_id!r} was made by another request meanwhile"
+        )
+    turn = _insert_running(tx, request, digest, policy, on_conflict=True, ensure_thread=False)
+    if turn is None:
+        return _same_request(transitions.require_turn(tx.conn, request.turn_id), digest)
+    # Handed with its claim (decision 590): a thread this commit made has no
+    # checkpoint, which ClaimTurn would have read.
+    return Started(turn, True, thread_empty=bool(turn.handed))
+
+
+def _insert_running(
+    tx: Tx,
+    request: StartRequest,
+    digest: str,
+    policy: Policy,
+    *,
+    on_conflict: bool = False,
+    ensure_thread: bool = True,
+) -> TurnRecord | None:
+    """The turn inserted RUNNING: owned by the request's replica with a lease, or by
+    nobody with a claim window's. A handed turn's lease is a claim window's too: a
+    hand-off that never arrives is offered again as soon as an unclaimed one is
+    (containment.reap_expired, decision 591)."""
+    now = time.time()
+    owner = (request.replica, request.incarnation) if request.replica else None
+    full = owner is not None and not request.handed
+    lease = now + (policy.lease_seconds if full else policy.claim_seconds)
+    return _insert(
+        tx,
+        request,
+        digest,
+        RUNNING,
+        owner,
+        lease,
+        request.max_run_seconds or policy.max_run_seconds,
+        request.park_expiry_seconds or policy.park_expiry_seconds,
+        now=now,
+        on_conflict=on_conflict,
+        ensure_thread=ensure_thread,
+    )
+
+
+def _inserted(turn: TurnRecord | None) -> TurnRecord:
+    # Without ON CONFLICT an insert returns its row or fails.
+    assert turn is not None
+    return turn
 
 
 def _same_request(turn: TurnRecord, digest: str) -> Started:
@@ -174,19 +277,26 @@ def _insert(
     max_run: float,
     park_expiry: float,
     *,
-    now: float,
-) -> None:
+    now: float | None = None,
+    on_conflict: bool = False,
+    ensure_thread: bool = True,
+) -> TurnRecord | None:
+    """The turn's row, as the insert returns it (no read after it); None only with
+    `on_conflict`, when the turn_id is taken (nothing written)."""
+    now = time.time() if now is None else now
     # A QUEUED turn's run clock starts when it is promoted (lifecycle.promote_queued).
     run_deadline = lifecycle.deadline(now, max_run) if state == RUNNING else None
-    if request.thread_owner:
+    if request.thread_owner and ensure_thread:
         # A thread made over gRPC or NATS is its maker's, as one made over HTTP is
         # (decision 310); a thread that exists keeps its owner.
-        threads.ensure(tx, request.thread_id, {}, now, request.thread_owner)
-    tx.execute(
+        threads.ensure_unread(tx, request.thread_id, {}, now, request.thread_owner)
+    conflict = "ON CONFLICT (turn_id) DO NOTHING " if on_conflict else ""
+    row = tx.execute(
         "INSERT INTO main.turns (turn_id, thread_id, agent, state, input_json, request_hash, "
         "owner_replica, owner_incarnation, lease_expires_at, created_at, updated_at, "
         "max_run_seconds, park_expiry_seconds, run_deadline_at, graph_fingerprint, graph_label, "
-        "handed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        f"handed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) {conflict}"
+        f"RETURNING {TURN_COLUMNS}",
         (
             request.turn_id,
             request.thread_id,
@@ -204,6 +314,7 @@ def _insert(
             run_deadline,
             request.graph_fingerprint if owner else "",
             request.graph_label if owner else "",
-            HANDED if owner and request.handed else 0,
+            HANDED if owner and request.handed and state == RUNNING else 0,
         ),
-    )
+    ).fetchone()
+    return None if row is None else TurnRecord(*row)

@@ -33,6 +33,12 @@ class ThreadRecord:
 _COLUMNS = "thread_id, metadata, created_at, updated_at, owner"
 # Rows read at a time by a search that filters on metadata.
 _CHUNK = 500
+# A thread's row, inserted only when the thread has neither a row nor a turn.
+_MAKE = (
+    f"INSERT INTO main.threads ({_COLUMNS}) SELECT ?, ?, ?, ?, ? "
+    "WHERE NOT EXISTS (SELECT 1 FROM main.turns WHERE thread_id = ?) "
+    "ON CONFLICT (thread_id) DO NOTHING"
+)
 
 
 def _record(row: Any) -> ThreadRecord:
@@ -101,11 +107,33 @@ def ensure_made(
 ) -> tuple[ThreadRecord, bool]:
     """As ensure, and whether this transaction's insert made the thread: True only
     when it had neither a row nor a turn (of two racing, only the one whose insert
-    commits; the other's transaction sees the row, or fails on its key)."""
+    commits; the other's insert waits for it, does nothing, and reads its row)."""
+    made = make(tx, thread_id, metadata, now, owner)
+    if made is not None:
+        return made, True
     existing = get(tx.conn, thread_id)
-    if existing is not None:
-        return existing, False
-    return _insert(tx, thread_id, metadata, now, owner), True
+    if existing is None:  # erased since the insert looked
+        return _insert(tx, thread_id, metadata, now, owner), True
+    return existing, False
+
+
+def make(
+    tx: Tx, thread_id: str, metadata: dict[str, Any], now: float, owner: str = ""
+) -> ThreadRecord | None:
+    """The thread's row, inserted only when the thread has neither a row nor a turn;
+    None when it has either (nothing written). One statement, so on PostgreSQL one
+    wait mid-group where a read and an insert were two (decision 581)."""
+    row = tx.execute(
+        _MAKE + " RETURNING thread_id",
+        (thread_id, json.dumps(metadata), now, now, owner, thread_id),
+    ).fetchone()
+    return None if row is None else ThreadRecord(thread_id, metadata, now, now, owner)
+
+
+def ensure_unread(tx: Tx, thread_id: str, metadata: dict[str, Any], now: float, owner: str) -> None:
+    """As ensure, for a caller that needs no answer: one statement, nothing read
+    back (on PostgreSQL no wait mid-group, decision 582)."""
+    tx.execute(_MAKE, (thread_id, json.dumps(metadata), now, now, owner, thread_id))
 
 
 def update_metadata(

@@ -37,7 +37,17 @@ async def start_turn(
     thread_id = request.thread_id
     async with audit_log.audited(operations.audit, disruptive.action, thread_id, origin):
         for right in disruptive.rights:
-            operations.require_on_thread(right, thread_id, disruptive.what)
+            if request.new_thread is None:
+                operations.require_on_thread(right, thread_id, disruptive.what)
+            else:
+                # A thread this start makes (decision 580) is not in the journal yet:
+                # its owner is whom it is made for.
+                auth.require_on_behalf(
+                    right,
+                    disruptive.what,
+                    request.thread_owner,
+                    owners_edit_state=operations.owners_edit_state,
+                )
         return await operations.engine.turns.start(request)
 
 

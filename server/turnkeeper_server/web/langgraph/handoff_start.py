@@ -33,7 +33,7 @@ from turnkeeper._run_request import INTENT_KEY, journaled_run, parse_run_options
 from turnkeeper.v1 import turns_pb2
 
 from turnkeeper_server import limits as lim
-from turnkeeper_server.journal.start import Started, StartRequest
+from turnkeeper_server.journal.start import NewThread, Started, StartRequest
 from turnkeeper_server.operations.convert import turn_to_proto
 from turnkeeper_server.operations.origin import Origin
 from turnkeeper_server.operations.start import start_turn
@@ -75,11 +75,14 @@ async def start(
     run_id: str,
     strategy: str,
     journaled_input: Any,
+    new_thread: dict[str, Any] | None = None,
 ) -> TurnRecord:
     """Journal the run's turn for `caller` and hand it to a replica of `agent`; the
     turn as journaled (RUNNING and owned by nobody, or QUEUED behind the thread's
     live turn). Errors are the service's (WrongState for a busy thread under
-    `reject`, PermissionDenied ...), as StartTurn's through the relay were."""
+    `reject`, PermissionDenied ...), as StartTurn's through the relay were.
+    `new_thread`: the metadata of the thread the run makes, made in the turn's
+    commit (decision 580; ThreadMadeMeanwhile when a racing request made it)."""
     # The right to start a turn of the agent: responses/create's, as the relay checks.
     check_call(caller, agent, auth.JSONRPC_CREATE)
     limits = deps.operations.turns.limits
@@ -101,6 +104,7 @@ async def start(
                 input_json=input_json,
                 strategy=strategy,
                 thread_owner=auth.identity(caller),
+                new_thread=None if new_thread is None else NewThread(new_thread),
                 replica=claimer.replica if claimer else "",
                 incarnation=claimer.incarnation if claimer else "",
                 graph_fingerprint=claimer.fingerprint if claimer else "",

@@ -16,14 +16,21 @@ null re-runs the interrupted node (which asks again), new input starts over, and
 from __future__ import annotations
 
 import json
+import time
 import uuid
 from dataclasses import dataclass
 from typing import Any, Final
 
 from aiohttp import web
-from turnkeeper._run_request import default_assistant_id, merge_assistant, parse_run_request
+from turnkeeper._run_request import (
+    RunRequest,
+    default_assistant_id,
+    merge_assistant,
+    parse_run_request,
+)
 
 from turnkeeper_server.journal.runs import RunRecord
+from turnkeeper_server.journal.start import ThreadMadeMeanwhile
 from turnkeeper_server.journal.threads import ThreadRecord
 from turnkeeper_server.operations.origin import Origin
 from turnkeeper_server.records import PARKED, QUEUED, TurnRecord
@@ -41,6 +48,8 @@ NOT_YET: Final[tuple[str, ...]] = ()
 PARKED_LOOKBACK: Final = 100
 # The kwargs a run records, as LangGraph's server records them (its RunKwargs).
 KWARGS: Final = ("input", "command", "config", "context")
+# Starts of a run whose thread a racing request made meanwhile, at most (decision 580).
+_MAX_TRIES: Final = 3
 
 
 def thread_path(request: web.Request) -> str | None:
@@ -124,12 +133,15 @@ async def thread_for_run(
     metadata: dict[str, Any],
     if_not_exists: str | None,
     new_thread_id: str | None = None,
+    *,
+    defer: bool = False,
 ) -> tuple[ThreadRecord, bool]:
     """The thread a run goes on, and whether this call's insert made it (False when
     a racing request's did: decision 570): a new one (with `new_thread_id`, or a
     fresh id) for a run without one, or the one named, made with `metadata` when it
     is not and `if_not_exists` says "create" (404 else), and 404 when the caller may
-    not see it."""
+    not see it. With `defer`, a thread to make is not written here: True then says
+    the caller makes it in its turn's commit (decision 580)."""
     if thread_id is None:
         thread_id = new_thread_id or str(uuid.uuid4())
     elif (found := await deps.engine.threads.get(thread_id)) is not None:
@@ -139,6 +151,9 @@ async def thread_for_run(
         return found, False
     elif if_not_exists != "create":
         raise not_found(f"thread {thread_id}")
+    if defer:
+        now = time.time()
+        return ThreadRecord(thread_id, metadata, now, now, auth.identity(caller)), True
     return await deps.engine.threads.ensure_made(thread_id, metadata, auth.identity(caller))
 
 
@@ -191,36 +206,9 @@ async def launch(
     # A run tags its thread with its graph, as LangGraph's server does (one write,
     # and none when the thread already says so).
     tagged = {"graph_id": agent, "assistant_id": assistant.assistant_id}
-    thread, made = await thread_for_run(
-        deps, caller, thread_id, {**tagged, **stamped}, run.if_not_exists, new_thread_id
-    )
-    thread_id = thread.thread_id
-    # Whose thread it is decides who answers its interrupt (rights.py).
-    owner = thread.owner
-    if not made and any(thread.metadata.get(k) != v for k, v in tagged.items()):
-        thread = await deps.engine.threads.update_metadata(thread_id, tagged) or thread
-
-    # At most one turn of a thread is live; queued ones may be newer. A thread this
-    # start's own insert made had no turn then (decision 570): no read; a turn
-    # another request puts on it from now on is as if it came after the read.
-    recent = [] if made else await deps.engine.threads.turns(thread_id, limit=PARKED_LOOKBACK)
-    parked = next((t for t in recent if t.state == PARKED), None)
-    options = run.options.as_dict()
-    # Answering the interrupt, editing the state, forking: rights of their own.
-    needed = rights.of_run(options)
-    answers = "resume" in (options.get("command") or {})
-    target = parked.turn_id if parked is not None and answers else thread_id
-    await rights.refuse_unless(deps, caller, needed, target, owner)
     run_id = run_id or str(uuid.uuid4())
-    if parked is not None:
-        # LangGraph's server: the run that stopped at the interrupt is over; this
-        # one goes on from the thread's checkpoint.
-        await deps.engine.turns.close_parked(
-            thread_id=thread_id, detail=f"answered by run {run_id}"
-        )
     params: dict[str, Any] = {
         "input": run.input,
-        "thread_id": thread_id,
         "turn_id": run_id,
         "background": True,
         "multitask_strategy": run.multitask_strategy,
@@ -228,24 +216,30 @@ async def launch(
     if given_options := merged.as_dict():
         # Journaled with the run, so a re-drive runs it the same way.
         params["run"] = given_options
-    if relayed:
-        # Only the graph says whether the thread has anything to continue: the agent
-        # starts it (StartTurn audits it, naming the caller the agent acts for).
-        started = await deps.relay.call(caller, agent, auth.JSONRPC_CREATE, params)
-        if not isinstance(started, dict) or not started.get("turn_id"):
-            raise ApiError(409, f"thread {thread_id} has nothing to run: send input")
-    else:
-        # Journaled here and handed to a replica in one message (decision 370).
-        await handoff_start.start(
+    for tries in range(1, _MAX_TRIES + 1):
+        # A thread the run makes is made in its turn's commit (decision 580), unless
+        # the agent starts the turn: then first, as the agent needs it.
+        thread, made = await thread_for_run(
             deps,
             caller,
-            origin,
-            agent=agent,
-            thread_id=thread_id,
-            run_id=run_id,
-            strategy=run.multitask_strategy,
-            journaled_input=handoff_start.journaled(run.input, given_options),
+            thread_id,
+            {**tagged, **stamped},
+            run.if_not_exists,
+            new_thread_id,
+            defer=not relayed,
         )
+        try:
+            thread = await _start_turn(
+                deps, caller, origin, run, agent, thread, made, tagged, params
+            )
+        except ThreadMadeMeanwhile:
+            # A racing request made the thread since it was looked for: nothing
+            # was written; start again on the thread it made.
+            if tries == _MAX_TRIES:
+                raise
+            continue
+        break
+    thread_id = thread.thread_id
     # As LangGraph's server merges a run's metadata: the assistant's, the thread's,
     # the run's own (its auth handler's say included); its assistant id last.
     metadata = {
@@ -282,6 +276,69 @@ async def launch(
         await deps.engine.turns.hand_to_queued_run(thread_id=thread_id)
         turn = deps.engine.turns.get(run_id) or turn
     return Started(turn, body, stored)
+
+
+async def _start_turn(
+    deps: Deps,
+    caller: Caller | None,
+    origin: Origin,
+    run: RunRequest,
+    agent: str,
+    thread: ThreadRecord,
+    made: bool,
+    tagged: dict[str, Any],
+    params: dict[str, Any],
+) -> ThreadRecord:
+    """The run's turn started on `thread` (`made`: by this start, in the turn's own
+    commit unless the agent starts it), or ThreadMadeMeanwhile; the thread as the
+    run tagged it."""
+    options = run.options.as_dict()
+    relayed = handoff_start.needs_agent(run.input, options)
+    thread_id = thread.thread_id
+    run_id = params["turn_id"]
+    # Whose thread it is decides who answers its interrupt (rights.py).
+    owner = thread.owner
+    if not made and any(thread.metadata.get(k) != v for k, v in tagged.items()):
+        thread = await deps.engine.threads.update_metadata(thread_id, tagged) or thread
+
+    # At most one turn of a thread is live; queued ones may be newer. A thread this
+    # start's own insert makes had no turn then (decision 570): no read; a turn
+    # another request puts on it from now on is as if it came after the read.
+    recent = [] if made else await deps.engine.threads.turns(thread_id, limit=PARKED_LOOKBACK)
+    parked = next((t for t in recent if t.state == PARKED), None)
+    # Answering the interrupt, editing the state, forking: rights of their own.
+    needed = rights.of_run(options)
+    answers = "resume" in (options.get("command") or {})
+    target = parked.turn_id if parked is not None and answers else thread_id
+    await rights.refuse_unless(deps, caller, needed, target, owner)
+    if parked is not None:
+        # LangGraph's server: the run that stopped at the interrupt is over; this
+        # one goes on from the thread's checkpoint.
+        await deps.engine.turns.close_parked(
+            thread_id=thread_id, detail=f"answered by run {run_id}"
+        )
+    params = {**params, "thread_id": thread_id}
+    if relayed:
+        # Only the graph says whether the thread has anything to continue: the agent
+        # starts it (StartTurn audits it, naming the caller the agent acts for).
+        started = await deps.relay.call(caller, agent, auth.JSONRPC_CREATE, params)
+        if not isinstance(started, dict) or not started.get("turn_id"):
+            raise ApiError(409, f"thread {thread_id} has nothing to run: send input")
+        return thread
+    # Journaled here and handed to a replica in one message (decision 370), with
+    # the thread it makes in the same commit.
+    await handoff_start.start(
+        deps,
+        caller,
+        origin,
+        agent=agent,
+        thread_id=thread_id,
+        run_id=run_id,
+        strategy=run.multitask_strategy,
+        journaled_input=handoff_start.journaled(run.input, params.get("run") or {}),
+        new_thread=thread.metadata if made else None,
+    )
+    return thread
 
 
 def acts_as(caller: Caller | None) -> dict[str, Any]:

@@ -25,7 +25,9 @@ OTHER = ("replica-b", "incarnation-b")
 LAPSED = dataclasses.replace(POLICY, claim_seconds=0.0)
 
 
-async def handed(journal: Journal, turn_id: str, policy: Policy = POLICY) -> start.Started:
+async def handed(
+    journal: Journal, turn_id: str, policy: Policy = POLICY, *, new_thread: bool = False
+) -> start.Started:
     request = start.StartRequest(
         turn_id=turn_id,
         thread_id=f"th-{turn_id}",
@@ -34,6 +36,7 @@ async def handed(journal: Journal, turn_id: str, policy: Policy = POLICY) -> sta
         replica=OWNER[0],
         incarnation=OWNER[1],
         handed=True,
+        new_thread=start.NewThread({}) if new_thread else None,
     )
     return await journal.write(lambda tx: start.start_turn(tx, request, policy))
 
@@ -75,10 +78,11 @@ def rewinds_published(journal: Journal) -> int:
     return int(row[0])
 
 
+@pytest.mark.parametrize("new_thread", [False, True], ids=["thread", "thread made"])
 async def test_the_start_claims_the_turn_for_a_claim_window_and_answers_as_claim_turn(
-    journal: Journal,
+    journal: Journal, new_thread: bool
 ) -> None:
-    started = await handed(journal, "t1")
+    started = await handed(journal, "t1", new_thread=new_thread)
     turn = started.turn
     assert (turn.owner_replica, turn.owner_incarnation) == OWNER
     assert turn.handed == HANDED
@@ -187,3 +191,11 @@ async def test_another_replica_cannot_claim_a_handed_turn(journal: Journal) -> N
     await handed(journal, "t1")
     with pytest.raises(StaleAttempt, match="is owned by replica-a/incarnation-a"):
         await claim(journal, "t1", 0, OTHER)
+
+
+async def test_on_a_thread_with_checkpoints_the_claim_says_the_thread_is_not_empty(
+    journal: Journal,
+) -> None:
+    await journal.checkpoint("th-t1", "cp-0", None)
+    started = await handed(journal, "t1")
+    assert (started.checkpoint_id, started.thread_empty) == ("", False)

@@ -68,6 +68,9 @@ class TurnRecord:
     # What the turn's effect ledger holds that a checkpoint write must look at
     # (journal/effects.py's EFFECTS_LIVE, EFFECTS_UNANNOUNCED; decision 510).
     effects: int = 0
+    # Its claim rode its hand-off (decision 590): HANDED until its owner takes it (a
+    # heartbeat or a fenced write), REOFFERED once offered again untaken.
+    handed: int = 0
 
     @property
     def owned(self) -> bool:
@@ -75,6 +78,9 @@ class TurnRecord:
 
 
 TURN_COLUMNS = ", ".join(TurnRecord.__dataclass_fields__)
+
+# TurnRecord.handed (decision 590).
+HANDED, REOFFERED = 1, 2
 
 
 @dataclass(frozen=True)

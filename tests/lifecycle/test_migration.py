@@ -173,11 +173,16 @@ def write_ledgers(execute: Callable[[str, tuple[object, ...]], object], mark: st
             execute(effect, (turn_id, key, state, announced))
 
 
+def _before_effects(migrations: list[str]) -> int:
+    """How many migrations come before the one that adds `turns.effects`."""
+    return next(i for i, m in enumerate(migrations) if "ADD COLUMN effects" in m)
+
+
 def test_a_sqlite_journal_learns_what_each_turns_ledger_holds(tmp_path: Path) -> None:
     turns_path = tmp_path / "turns.db"
     with sqlite3.connect(turns_path, isolation_level=None) as conn:
         conn.execute("BEGIN")
-        migrate(conn, "main", TURNS_MIGRATIONS[:-1])
+        migrate(conn, "main", TURNS_MIGRATIONS[: _before_effects(TURNS_MIGRATIONS)])
         write_ledgers(conn.execute, "?")
         conn.execute("COMMIT")
     db = Database(turns_path, tmp_path / "sessions.db")
@@ -192,7 +197,11 @@ def test_a_postgres_journal_learns_what_each_turns_ledger_holds(
 ) -> None:
     url = postgres_cluster.new_database()
     with psycopg.connect(url, autocommit=True) as conn:
-        monkeypatch.setattr(postgres_schema, "TURNKEEPER_MIGRATIONS", PG_MIGRATIONS[:-1])
+        monkeypatch.setattr(
+            postgres_schema,
+            "TURNKEEPER_MIGRATIONS",
+            PG_MIGRATIONS[: _before_effects(PG_MIGRATIONS)],
+        )
         postgres_schema.migrate(conn)
         write_ledgers(conn.execute, "%s")
         monkeypatch.setattr(postgres_schema, "TURNKEEPER_MIGRATIONS", PG_MIGRATIONS)

@@ -27,6 +27,7 @@ from turnkeeper_server.messaging.link import (
     NatsLink,
     agent_subject,
     control_subject,
+    replica_subject,
     version_subject,
 )
 from turnkeeper_server.records import Policy, TurnRecord
@@ -98,6 +99,38 @@ class Handoffs:
         )
         return accepted
 
+    async def dispatch_claimed(self, turn: TurnRecord, claim: str, *, reason: str) -> bool:
+        """Hand a turn the start's commit claimed for its owner to that owner alone
+        (decision 590), with `claim`, what ClaimTurn would have answered (the
+        bridge runs it without asking). True when the owner acknowledged it."""
+        if not self.link.connected or not turn.owner_incarnation:
+            return False
+        result = await self.link.request(
+            replica_subject(
+                self.policy.subject_prefix, self.namespace, turn.agent, turn.owner_incarnation
+            ),
+            EXECUTE_METHOD,
+            {
+                "turn_id": turn.turn_id,
+                "attempt": turn.attempts,
+                "reason": reason,
+                "incarnation": turn.owner_incarnation,
+                "claim": claim,
+                # The lease its first heartbeat gives (the start gave a claim window).
+                "lease_seconds": self.policy.lease_seconds,
+            },
+            self.dispatch_timeout,
+        )
+        accepted = isinstance(result, dict) and bool(result.get("accepted"))
+        turn_log(log, turn.turn_id, turn.attempts).info(
+            "hand-off (%s) with its claim to %s/%s %s",
+            reason,
+            turn.owner_replica,
+            turn.owner_incarnation,
+            "accepted" if accepted else "not taken; offered again",
+        )
+        return accepted
+
     async def alive(self, agent: str, incarnation: str, turns: dict[str, int]) -> set[str]:
         """Of `turns` ({turn_id: attempt}) whose leases lapsed, those the replica of
         `incarnation` answers that it still runs: its heartbeats came late (a busy
@@ -129,6 +162,10 @@ class Handoffs:
                 {"turn_id": turn.turn_id, "attempt": turn.attempts, "reason": turn.end_reason},
             )
         )
+
+    def run_later(self, coro: Coroutine[Any, Any, bool]) -> None:
+        """`coro` in the background, cancelled at shutdown with the hand-offs."""
+        self._run(coro)
 
     def _run(self, coro: Coroutine[Any, Any, bool]) -> None:
         task = asyncio.create_task(coro)

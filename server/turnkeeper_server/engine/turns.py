@@ -253,6 +253,24 @@ class Turns:
             )
         return started
 
+    def hand_with_claim_later(self, turn: TurnRecord, claim: str, *, reason: str) -> None:
+        """After a start that claimed `turn` for a replica (StartRequest.handed):
+        hand it to that replica with `claim` in the background; not taken (the
+        replica gone, the message lost), it is offered again at once as an
+        unclaimed turn (decision 590)."""
+        self.handoffs.run_later(self._hand_with_claim(turn, claim, reason))
+
+    async def _hand_with_claim(self, turn: TurnRecord, claim: str, reason: str) -> bool:
+        if await self.handoffs.dispatch_claimed(turn, claim, reason=reason):
+            return True
+        reoffered = await self._write(
+            lambda r: [r.turn.turn_id] if r is not None else [],
+            lambda tx: containment.reoffer(tx, turn, self.policy),
+        )
+        if reoffered is not None:
+            await self.handoffs.dispatch(reoffered.turn, reason=f"{reason}, offered again")
+        return False
+
     async def heartbeat(
         self, *, turn_id: str, attempt: int, replica: str, incarnation: str
     ) -> float:

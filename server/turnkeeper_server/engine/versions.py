@@ -49,6 +49,8 @@ class Versions:
         self.db = db
         self.directory = directory
         self.policies = policies
+        # Turns handed with their claim, per agent: the next replica to take one.
+        self._next: dict[str, int] = {}
 
     def requirement(self, turn: TurnRecord) -> Requirement | None:
         return versions.requirement(self.db.read_conn(), self.db.checkpoints, turn)
@@ -71,6 +73,20 @@ class Versions:
         # Its own version first: nothing to check again, nothing changes under it.
         same = [r for r in allowed if r.fingerprint == need.fingerprint]
         return Route(fingerprint=(same or allowed)[0].fingerprint)
+
+    def claimer(self, agent: str) -> Replica | None:
+        """The live replica of `agent` a new turn is claimed for in the commit that
+        starts it (decision 590): one that takes such hand-offs and has a free slot,
+        in turn; None when none does (the turn is handed to the queue group). A new
+        turn has no checkpoint of its own, so any version may take it. The slot is
+        for balance only: an execution that gets a turn it cannot run yet waits
+        for a slot holding its lease."""
+        able = [r for r in self.directory.replicas(agent) if r.claims and not r.full]
+        if not able:
+            return None
+        n = self._next.get(agent, 0)
+        self._next[agent] = n + 1
+        return able[n % len(able)]
 
     def waiting(self, turn: TurnRecord) -> Waiting | None:
         """Set for a RUNNING turn nobody owns that no live replica may take."""

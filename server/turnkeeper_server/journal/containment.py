@@ -31,7 +31,7 @@ from turnkeeper_server.journal.transitions import (
     reload_turn,
     update_turn,
 )
-from turnkeeper_server.records import TURN_COLUMNS, Policy, TurnRecord
+from turnkeeper_server.records import HANDED, TURN_COLUMNS, Policy, TurnRecord
 from turnkeeper_server.store.contract import Conn, Tx
 
 NONE, SUSPECT, HELD, PROBATION = 0, 1, 2, 3
@@ -153,13 +153,15 @@ def redrive_replica(
     out: list[Redriven] = []
     dead: dict[str, list[TurnRecord]] = {}
     for turn in turns:
-        if turn.owned:
+        # A turn handed to an older incarnation of this replica that never took it
+        # is no orphan of its crash: nothing of it ran (decision 590).
+        if turn.owned and not turn.handed:
             dead.setdefault(turn.owner_incarnation or "", []).append(turn)
     refused = {t.turn_id for t in turns if not may_take(t)}
     for orphans in dead.values():
         out += blame(tx, orphans, owner, policy, refused)
     for turn in turns:
-        if not turn.owned and turn.turn_id not in refused:
+        if (not turn.owned or turn.handed) and turn.turn_id not in refused:
             out.append(redrive.hand_out(tx, turn, owner=owner, lease=policy.lease_seconds))
     released = release_next(tx, agent, owner, policy)
     if released is not None:
@@ -187,6 +189,27 @@ def redrive_replica(
         [r for r in out if r.turn.turn_id not in refused],
         [r for r in out if r.turn.turn_id in refused],
     )
+
+
+def reoffer(tx: Tx, handed: TurnRecord, policy: Policy) -> Redriven | None:
+    """A turn whose claim rode a hand-off its owner did not acknowledge, offered
+    again to nobody, as the reaper would at the end of its claim window (decision
+    590); None when it is no longer that untaken hand-off (taken, ended, re-driven)."""
+    row = tx.execute(
+        f"SELECT {TURN_COLUMNS} FROM main.turns WHERE turn_id = ?{tx.for_update}",
+        (handed.turn_id,),
+    ).fetchone()
+    if row is None:
+        return None
+    turn = TurnRecord(*row)
+    if (
+        turn.state != "RUNNING"
+        or turn.handed != HANDED
+        or turn.attempts != handed.attempts
+        or turn.owner_incarnation != handed.owner_incarnation
+    ):
+        return None
+    return redrive.hand_out(tx, turn, owner=None, lease=policy.claim_seconds)
 
 
 def lapsed_owners(
@@ -252,7 +275,9 @@ def reap_expired(
     dead: dict[tuple[str, str], list[TurnRecord]] = {}
     for row in rows:
         turn = TurnRecord(*row)
-        if turn.owned:
+        # An owner that never took its hand-off (decision 590) did not crash: the
+        # turn is offered again with nothing spent or charged.
+        if turn.owned and not turn.handed:
             key = (turn.owner_replica or "", turn.owner_incarnation or "")
             dead.setdefault(key, []).append(turn)
         else:

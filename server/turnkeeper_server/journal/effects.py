@@ -104,6 +104,7 @@ def begin(tx: Tx, call: EffectCall, *, record_intent: bool) -> tuple[str, Effect
     the row is the one the call will have once its outcome is recorded (not stored)."""
     turn = transitions.lock_turn(tx, call.turn_id)
     transitions.fence(turn, call.attempt)
+    turn = transitions.taken(tx, turn)
     tx.remember_turn(turn)  # the effect rows change no column of the turn's but `effects`
     now = time.time()
     rows = _under_base(tx.conn, call.turn_id, call.key)
@@ -146,6 +147,7 @@ def record(tx: Tx, call: EffectCall, key: str, state: str, outcome_json: str) ->
     """RecordEffect: the outcome of the call under `key` (what BeginEffect answered)."""
     turn = transitions.lock_turn(tx, call.turn_id)
     transitions.fence(turn, call.attempt)
+    turn = transitions.taken(tx, turn)
     tx.remember_turn(turn)  # the effect rows change no column of the turn's but `effects`
     revision = key.removeprefix(call.key + "~")
     if key != call.key and (revision == key or not revision.isdigit()):

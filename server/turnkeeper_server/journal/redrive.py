@@ -24,7 +24,15 @@ from turnkeeper_server.journal.transitions import (
     update_turn,
     write_outbox,
 )
-from turnkeeper_server.records import FAILED, PARKED, RUNNING, Policy, TurnRecord
+from turnkeeper_server.records import (
+    FAILED,
+    HANDED,
+    PARKED,
+    REOFFERED,
+    RUNNING,
+    Policy,
+    TurnRecord,
+)
 from turnkeeper_server.store.contract import Tx
 
 
@@ -121,11 +129,25 @@ def redrive_operator(tx: Tx, *, turn_id: str, force: bool, policy: Policy) -> Re
 
 def hand_out(tx: Tx, turn: TurnRecord, *, owner: tuple[str, str] | None, lease: float) -> Redriven:
     """An unowned RUNNING turn (resumed, or re-driven but never claimed) goes to
-    `owner`, or waits another claim window; no attempt is spent and no rewind."""
+    `owner`, or waits another claim window; no attempt is spent and no rewind.
+
+    So does one whose claim rode its hand-off and was not taken (decision 590):
+    offered again to nobody it is REOFFERED, owner cleared, and no write of the
+    attempt it was handed with is taken (`transitions.fence`); the owner it goes to
+    next takes it as a new attempt, charged to nobody, which fences a late copy of
+    that hand-off. A startup Redrive of the replica it was handed to (a new
+    incarnation) takes it as it is: the incarnation it was handed to is gone."""
     now = time.time()
     columns: dict[str, object] = {"lease_expires_at": now + lease}
     if owner is not None:
         columns.update(owner_replica=owner[0], owner_incarnation=owner[1])
+        if turn.handed:
+            columns["handed"] = 0
+        if turn.handed == REOFFERED:
+            columns["attempts"] = turn.attempts + 1
+    elif turn.handed == HANDED:
+        columns.update(owner_replica=None, owner_incarnation=None, handed=REOFFERED)
+    tx.forget_turn(turn.turn_id)
     update_turn(tx, turn.turn_id, now, **columns)
     checkpoint_id, _ = latest_boundary(tx.conn, turn.turn_id)
     return Redriven(reload_turn(tx, turn.turn_id), checkpoint_id, turn.last_seq, False)

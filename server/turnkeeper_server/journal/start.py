@@ -36,7 +36,15 @@ from turnkeeper._multitask import ENQUEUE, INTERRUPT, REJECT, ROLLBACK, STRATEGI
 from turnkeeper_server.errors import AlreadyExists, InvalidArgument, WrongState
 from turnkeeper_server.journal import agents, lifecycle, threads, transitions
 from turnkeeper_server.journal.lifecycle import Cancelled
-from turnkeeper_server.records import LIVE_SQL, QUEUED, RUNNING, TURN_COLUMNS, Policy, TurnRecord
+from turnkeeper_server.records import (
+    HANDED,
+    LIVE_SQL,
+    QUEUED,
+    RUNNING,
+    TURN_COLUMNS,
+    Policy,
+    TurnRecord,
+)
 from turnkeeper_server.store.contract import Tx
 
 # The turn of the id asked for, and the thread's live turn (at most one of each).
@@ -90,6 +98,9 @@ class StartRequest:
     # Make the thread in this transaction (it had neither a row nor a turn when the
     # caller looked); ThreadMadeMeanwhile when it has one now.
     new_thread: NewThread | None = None
+    # The service names `replica`/`incarnation` itself and hands the turn to it with
+    # its claim (decision 590): owned for a claim window until that replica takes it.
+    handed: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -99,6 +110,10 @@ class Started:
     created: bool
     # The thread's live turn this one cancelled (interrupt, rollback).
     cancelled: Cancelled | None = None
+    # A handed turn's claim (StartRequest.handed), as ClaimTurn answers it: the
+    # checkpoint it continues from and whether its thread has no root checkpoint.
+    checkpoint_id: str = ""
+    thread_empty: bool = False
 
 
 def request_hash(thread_id: str, agent: str, input_json: str) -> str:
@@ -161,7 +176,12 @@ def start_turn(tx: Tx, request: StartRequest, policy: Policy) -> Started:
             detail=f"{request.strategy}: turn {request.turn_id!r} was started on the thread",
             policy=policy,
         )
-    return Started(_inserted(_insert_running(tx, request, digest, policy)), True, cancelled)
+    turn = _inserted(_insert_running(tx, request, digest, policy))
+    if not turn.handed:
+        return Started(turn, True, cancelled)
+    # What ClaimTurn would answer, read in this commit (decision 590).
+    checkpoint_id, thread_empty = transitions.claim_start(tx.conn, turn.turn_id, turn.thread_id)
+    return Started(turn, True, cancelled, checkpoint_id, thread_empty)
 
 
 def _start_on_new_thread(
@@ -184,7 +204,9 @@ def _start_on_new_thread(
     turn = _insert_running(tx, request, digest, policy, on_conflict=True, ensure_thread=False)
     if turn is None:
         return _same_request(transitions.require_turn(tx.conn, request.turn_id), digest)
-    return Started(turn, True)
+    # Handed with its claim (decision 590): a thread this commit made has no
+    # checkpoint, which ClaimTurn would have read.
+    return Started(turn, True, thread_empty=bool(turn.handed))
 
 
 def _insert_running(
@@ -197,10 +219,13 @@ def _insert_running(
     ensure_thread: bool = True,
 ) -> TurnRecord | None:
     """The turn inserted RUNNING: owned by the request's replica with a lease, or by
-    nobody with a claim window's."""
+    nobody with a claim window's. A handed turn's lease is a claim window's too: a
+    hand-off that never arrives is offered again as soon as an unclaimed one is
+    (containment.reap_expired, decision 591)."""
     now = time.time()
     owner = (request.replica, request.incarnation) if request.replica else None
-    lease = now + (policy.lease_seconds if owner else policy.claim_seconds)
+    full = owner is not None and not request.handed
+    lease = now + (policy.lease_seconds if full else policy.claim_seconds)
     return _insert(
         tx,
         request,
@@ -269,8 +294,8 @@ def _insert(
     row = tx.execute(
         "INSERT INTO main.turns (turn_id, thread_id, agent, state, input_json, request_hash, "
         "owner_replica, owner_incarnation, lease_expires_at, created_at, updated_at, "
-        "max_run_seconds, park_expiry_seconds, run_deadline_at, graph_fingerprint, graph_label) "
-        f"VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) {conflict}"
+        "max_run_seconds, park_expiry_seconds, run_deadline_at, graph_fingerprint, graph_label, "
+        f"handed) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) {conflict}"
         f"RETURNING {TURN_COLUMNS}",
         (
             request.turn_id,
@@ -289,6 +314,7 @@ def _insert(
             run_deadline,
             request.graph_fingerprint if owner else "",
             request.graph_label if owner else "",
+            HANDED if owner and request.handed and state == RUNNING else 0,
         ),
     ).fetchone()
     return None if row is None else TurnRecord(*row)

@@ -30,7 +30,9 @@ from turnkeeper_server.records import (
     DONE,
     EVENT_COLUMNS,
     FAILED,
+    HANDED,
     PARKED,
+    REOFFERED,
     RUNNING,
     TERMINAL_EVENTS,
     TURN_COLUMNS,
@@ -183,7 +185,18 @@ def fenced_turn(tx: Tx, turn_id: str, attempt: int, thread_id: str = "") -> Turn
     if thread_id and turn.thread_id != thread_id:
         raise WrongState(f"turn {turn_id!r} runs on thread {turn.thread_id!r}, not {thread_id!r}")
     fence(turn, attempt)
-    return turn
+    return taken(tx, turn)
+
+
+def taken(tx: Tx, turn: TurnRecord) -> TurnRecord:
+    """A turn whose claim rode its hand-off is taken by its owner's first heartbeat
+    or fenced write (decision 590): from then on a lapsed lease is a crash, not a
+    hand-off that never arrived. Called after `fence`, which refused the write of
+    an execution whose hand-off was offered again untaken."""
+    if turn.handed != HANDED:
+        return turn
+    tx.execute("UPDATE main.turns SET handed = 0 WHERE turn_id = ?", (turn.turn_id,))
+    return dataclasses.replace(turn, handed=0)
 
 
 def thread_agents(conn: Conn, thread_id: str) -> set[str]:
@@ -265,6 +278,14 @@ def fence(turn: TurnRecord, attempt: int) -> None:
         )
     if turn.state != RUNNING:
         raise WrongState(f"turn {turn.turn_id!r} is {turn.state}, not RUNNING")
+    if turn.handed == REOFFERED:
+        # Its claim rode a hand-off that was not taken within the claim window, and
+        # the turn was offered again: the execution that hand-off started late is
+        # stale; the next claim takes the turn with a new attempt (decision 590).
+        raise StaleAttempt(
+            f"turn {turn.turn_id!r}: the hand-off of attempt {attempt} was offered again "
+            "untaken; this execution must stop"
+        )
 
 
 def _fence_owner(turn: TurnRecord, replica: str, incarnation: str) -> None:
@@ -413,6 +434,7 @@ def heartbeat(
     turn = lock_turn(tx, turn_id)
     fence(turn, attempt)
     _fence_owner(turn, replica, incarnation)
+    turn = taken(tx, turn)
     now = time.time()
     lease = now + policy.lease_seconds
     update_turn(tx, turn_id, now, lease_expires_at=lease)
@@ -495,6 +517,7 @@ def park_turn(
     """Park the turn; what it stored (the turn as it left it, its events)."""
     turn = lock_turn(tx, turn_id)
     fence(turn, attempt)
+    turn = taken(tx, turn)
     now = time.time()
     last = _append(tx, turn, attempt, events, policy, now)
     # Parking publishes no terminal event: the turn is paused, not over. Its run is
@@ -528,6 +551,7 @@ def finish_turn(
     """Finish the turn; what it stored (the turn as it left it, its events)."""
     turn = lock_turn(tx, turn_id)
     fence(turn, attempt)
+    turn = taken(tx, turn)
     now = time.time()
     last = _append(tx, turn, attempt, events, policy, now)
     terminal = append_terminal_record(
@@ -595,18 +619,24 @@ def claim_turn(
     """Make the replica the turn's owner: (the turn, the checkpoint it continues
     from or "", whether its thread has no root checkpoint: `claim_start`)."""
     turn = lock_turn(tx, turn_id)
-    fence(turn, attempt)
+    reoffered = turn.handed == REOFFERED
+    fence(dataclasses.replace(turn, handed=0) if reoffered else turn, attempt)
     if turn.owned:
         _fence_owner(turn, replica, incarnation)  # re-claiming one's own turn is fine
     now = time.time()
-    update_turn(
-        tx,
-        turn_id,
-        now,
-        owner_replica=replica,
-        owner_incarnation=incarnation,
-        lease_expires_at=now + policy.lease_seconds,
-    )
+    columns: dict[str, object] = {
+        "owner_replica": replica,
+        "owner_incarnation": incarnation,
+        "lease_expires_at": now + policy.lease_seconds,
+    }
+    if turn.handed:
+        columns["handed"] = 0
+    if reoffered:
+        # Offered again after a hand-off that carried its claim and was not taken:
+        # a new attempt (uncharged, nothing ran), so that the execution a late copy
+        # of that hand-off starts is fenced by its attempt (decision 590).
+        columns["attempts"] = turn.attempts + 1
+    update_turn(tx, turn_id, now, **columns)
     checkpoint_id, thread_empty = claim_start(tx.conn, turn_id, turn.thread_id)
     claimed = reload_turn(tx, turn_id)
     tx.remember_turn(claimed)  # its first append reads no row

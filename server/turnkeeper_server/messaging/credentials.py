@@ -83,6 +83,8 @@ def users(
                         f"{subjects}.control",
                         # Hand-offs for one graph version (docs/versions.md).
                         f"{subjects}.versions.*",
+                        # Hand-offs that carry their claim, to one incarnation.
+                        f"{subjects}.replicas.*",
                         f"{prefix}.{namespace}.discover",
                         inbox,
                     ]

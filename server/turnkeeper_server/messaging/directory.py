@@ -82,6 +82,10 @@ class Replica:
     # that turns wait for one (turnkeeper.agent.bridge._admission).
     max_turns: int = 0
     full: bool = False
+    # It runs a hand-off that carries its claim without ClaimTurn, on its own
+    # subject (``"claims": true``, decision 590); older replicas and the
+    # TypeScript runner do not say it and keep the queue group's hand-offs.
+    claims: bool = False
 
 
 def _replica(body: bytes, seen: float) -> Replica | None:
@@ -105,6 +109,7 @@ def _replica(body: bytes, seen: float) -> Replica | None:
         assistant=data.get("assistant") is not False,
         max_turns=max_turns if isinstance(max_turns := data.get("max_turns"), int) else 0,
         full=data.get("full") is True,
+        claims=data.get("claims") is True,
     )
 
 

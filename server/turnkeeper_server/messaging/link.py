@@ -124,6 +124,12 @@ def version_subject(prefix: str, namespace: str, agent: str, fingerprint: str) -
     return f"{prefix}.{namespace}.agents.{agent}.versions.{fingerprint}"
 
 
+def replica_subject(prefix: str, namespace: str, agent: str, incarnation: str) -> str:
+    """Where one incarnation of a replica takes the hand-offs that carry their claim
+    (decision 590): the service chose it, and nobody else may run the turn."""
+    return f"{prefix}.{namespace}.agents.{agent}.replicas.{incarnation}"
+
+
 # Told to every replica of an agent (no queue group): "stop executing this turn".
 CANCEL_METHOD = "turnkeeper/cancel"
 # Asked on the control subject before a lapsed lease's turns are re-driven: does the

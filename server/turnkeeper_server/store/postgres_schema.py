@@ -352,6 +352,10 @@ TURNKEEPER_MIGRATIONS: list[str] = [
             AND e.state = 'SUPERSEDED' AND e.announced = 0) THEN 2 ELSE 0 END)
         WHERE turn_id IN (SELECT turn_id FROM effects);
     """,
+    # As SQLite's: a turn whose claim rode its hand-off, not yet taken (decision 590).
+    """
+    ALTER TABLE turns ADD COLUMN handed INTEGER NOT NULL DEFAULT 0;
+    """,
 ]
 
 

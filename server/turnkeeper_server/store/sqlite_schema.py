@@ -358,6 +358,12 @@ TURNS_MIGRATIONS: list[str] = [
             AND e.state = 'SUPERSEDED' AND e.announced = 0) THEN 2 ELSE 0 END)
         WHERE turn_id IN (SELECT turn_id FROM effects)
     """,
+    # A turn whose claim rode its hand-off (journal/start.py, decision 590): 1 while
+    # its owner has not taken it (no heartbeat, no fenced write yet), 2 once the
+    # reaper offered it again untaken (its next claim spends an uncharged attempt).
+    """
+    ALTER TABLE turns ADD COLUMN handed INTEGER NOT NULL DEFAULT 0
+    """,
 ]
 
 SESSIONS_MIGRATIONS: list[str] = [

@@ -11,7 +11,11 @@ hand-off (engine/handoffs.py), which claims it and drives it as it drives a resu
 or re-driven turn. So a hand-off that is lost, or a replica killed between the
 commit and its claim, leaves a turn like any unclaimed one: the lease reaper offers
 it again each claim window, and a replica of the graph that starts takes it in its
-startup Redrive. A run of a graph no replica serves now is journaled the same way
+startup Redrive. A replica that says it takes hand-offs with their claim
+(decision 590) is named in the start's commit instead: the turn is its own for a
+claim window, the hand-off goes to it alone with what ClaimTurn would answer, and it
+runs the turn without asking; a hand-off it does not take is offered again with
+nothing spent (journal/containment.py). A run of a graph no replica serves now is journaled the same way
 and waits, ``pending``, until one comes.
 
 What only the agent can answer still goes through the relay (:func:`needs_agent`
@@ -21,13 +25,16 @@ thread only if its latest checkpoint has work pending, which the graph decides.
 
 from __future__ import annotations
 
+import base64
 import json
 from typing import Any
 
 from turnkeeper._run_request import INTENT_KEY, journaled_run, parse_run_options
+from turnkeeper.v1 import turns_pb2
 
 from turnkeeper_server import limits as lim
-from turnkeeper_server.journal.start import NewThread, StartRequest
+from turnkeeper_server.journal.start import NewThread, Started, StartRequest
+from turnkeeper_server.operations.convert import turn_to_proto
 from turnkeeper_server.operations.origin import Origin
 from turnkeeper_server.operations.start import start_turn
 from turnkeeper_server.records import RUNNING, TurnRecord
@@ -81,6 +88,8 @@ async def start(
     limits = deps.operations.turns.limits
     input_json = json.dumps(journaled_input, allow_nan=False)
     lim.check_size("input", len(input_json.encode()), limits.max_input_bytes)
+    # The replica the start claims the turn for (decision 590), if one takes that.
+    claimer = deps.engine.turns.versions.claimer(agent)
     with web_auth.acting_as(caller):
         # An agent token starts turns only on threads no other agent's turn holds.
         auth.require_thread(
@@ -96,13 +105,31 @@ async def start(
                 strategy=strategy,
                 thread_owner=auth.identity(caller),
                 new_thread=None if new_thread is None else NewThread(new_thread),
+                replica=claimer.replica if claimer else "",
+                incarnation=claimer.incarnation if claimer else "",
+                graph_fingerprint=claimer.fingerprint if claimer else "",
+                graph_label=claimer.label if claimer else "",
+                handed=claimer is not None,
             ),
             origin,
         )
     turn = started.turn
-    if started.created and turn.state == RUNNING and not turn.owned:
+    if started.created and turn.state == RUNNING and turn.handed:
+        deps.engine.turns.hand_with_claim_later(turn, claim_of(started), reason=REASON)
+    elif started.created and turn.state == RUNNING and not turn.owned:
         # After the commit, in the background: the run's answer does not wait for a
         # replica. Not taken (none live, the message lost), the turn waits for the
         # reaper's next claim window or a replica's startup Redrive.
         deps.engine.turns.handoffs.dispatch_later(turn, reason=REASON)
     return turn
+
+
+def claim_of(started: Started) -> str:
+    """What ClaimTurn would have answered for a turn its start claimed (a
+    ClaimTurnResponse, base64): the hand-off carries it to the owner."""
+    response = turns_pb2.ClaimTurnResponse(
+        turn=turn_to_proto(started.turn),
+        checkpoint_id=started.checkpoint_id,
+        thread_empty=started.thread_empty,
+    )
+    return base64.b64encode(response.SerializeToString()).decode()

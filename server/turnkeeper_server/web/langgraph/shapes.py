@@ -30,8 +30,9 @@ def run_status(turn: TurnRecord) -> str:
     """A turn's state as a run's status: a RUNNING turn no replica has claimed yet
     (just started, waiting for a replica of its graph, or for a free slot of one:
     decision 381) is `pending`, as a run no worker has picked up is on LangGraph's
-    server (decision 371)."""
-    if turn.state == "RUNNING" and not turn.owned:
+    server (decision 371). So is one claimed for a replica in its start's commit
+    that has not taken it yet (decision 590)."""
+    if turn.state == "RUNNING" and (not turn.owned or turn.handed):
         return "pending"
     return RUN_STATUS.get(turn.state, "pending")
 

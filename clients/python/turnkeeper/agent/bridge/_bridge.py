@@ -156,6 +156,7 @@ class Bridge:
             name=f"turnkeeper-bridge/{config.agent}/{config.replica}",
             control_subject=config.control_subject,
             version_subject=config.version_subject(self.version.fingerprint),
+            replica_subject=config.replica_subject,
             # No NATS credentials given: connect as this agent token's own NATS user.
             auth=config.nats_auth.or_token_identity(config.service.bearer_token),
             # With a token the deployment is secured: NATS must isolate the agents.
@@ -176,6 +177,9 @@ class Bridge:
                     # wait): the service says so of a turn nobody runs yet.
                     "max_turns": config.max_turns,
                     "full": False,
+                    # It takes hand-offs that carry their claim, on its own subject:
+                    # the service may claim a new turn for it in the start's commit.
+                    "claims": config.replica_subject is not None,
                 },
             ),
         )

@@ -22,6 +22,8 @@ log = logging.getLogger(__name__)
 _AGENT: Final = re.compile(r"^[A-Za-z0-9_-]+$")
 # Replica and incarnation are ids in the journal.
 _ID: Final = re.compile(r"^[A-Za-z0-9._:@/+=-]+$")
+# An incarnation that is one NATS subject token (a uuid's hex, the default).
+_TOKEN: Final = re.compile(r"^[A-Za-z0-9_:@+=-]+$")
 #: Where /healthz listens by default: a free port instead when another process (a
 #: second agent on the machine) holds this one (decision 307).
 DEFAULT_HEALTH_LISTEN: Final = "127.0.0.1:8080"
@@ -96,6 +98,15 @@ class BridgeConfig:
         """``<prefix>.<ns>.agents.<name>.versions.<fingerprint>``: hand-offs of turns
         the agent's version policy keeps for that graph version (docs/versions.md)."""
         return f"{self.subject_prefix}.{self.namespace}.agents.{self.agent}.versions.{fingerprint}"
+
+    @property
+    def replica_subject(self) -> str | None:
+        """``<prefix>.<ns>.agents.<name>.replicas.<incarnation>``: hand-offs that carry
+        their claim, to this incarnation alone (decision 590); None when the
+        incarnation is no single subject token (it then takes the queue group's)."""
+        if not _TOKEN.match(self.incarnation):
+            return None
+        return f"{self.subject_prefix}.{self.namespace}.agents.{self.agent}.replicas.{self.incarnation}"
 
     @property
     def announce_subject(self) -> str:

@@ -85,8 +85,10 @@ class LeaseKeeper:
         *,
         on_refused: Callable[[TurnkeeperError], None],
         on_lapsed: Callable[[str], None],
+        first: float | None = None,
     ) -> None:
-        """Renew this attempt's lease every third of it until `release`. Called
+        """Renew this attempt's lease every third of it until `release`, the first
+        time after `first` seconds when given (a lease that starts shorter). Called
         from the loop; the callbacks run on it."""
         now = time.monotonic()
         interval = max(lease / 3, 0.05)
@@ -94,7 +96,7 @@ class LeaseKeeper:
             request,
             lease,
             interval,
-            now + interval,
+            now + (interval if first is None else min(first, interval)),
             now,
             asyncio.get_running_loop(),
             on_refused,

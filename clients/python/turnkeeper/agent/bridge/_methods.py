@@ -6,6 +6,7 @@ what this replica happens to be running.
 
 from __future__ import annotations
 
+import base64
 import dataclasses
 import logging
 import uuid
@@ -13,6 +14,7 @@ from collections.abc import Mapping
 from typing import Any, Final
 
 from google.protobuf import duration_pb2
+from google.protobuf.message import DecodeError
 
 from turnkeeper import _multitask as multitask
 from turnkeeper._values import py_to_value
@@ -358,6 +360,34 @@ class Methods:
         stopped = self.runtime.cancel(turn_id, attempt, reason if isinstance(reason, str) else "")
         return Reply({"stopped": stopped})
 
+    def _take(self, params: Mapping[str, Any], turn_id: str, attempt: int, reason: str) -> bool:
+        """A hand-off that carries its claim (decision 590): the service made this
+        incarnation the turn's owner in the commit that started it, and says what
+        ClaimTurn would answer. Started here before the answer, so that the
+        service's liveness question after it finds the execution. Not for this
+        incarnation (a replica restarted under the same name), or not readable: not
+        taken, and the service offers the turn again with nothing spent."""
+        if params.get("incarnation") != self.identity.incarnation:
+            log.info("turn_id=%s attempt=%d: a hand-off for another incarnation", turn_id, attempt)
+            return False
+        claim, lease = params.get("claim"), params.get("lease_seconds")
+        try:
+            response = turns_pb2.ClaimTurnResponse.FromString(base64.b64decode(str(claim)))
+        except (ValueError, DecodeError):
+            log.warning("turn_id=%s: a hand-off whose claim is unreadable", turn_id)
+            return False
+        if response.turn.turn_id != turn_id or response.turn.attempts != attempt:
+            log.warning("turn_id=%s: a hand-off whose claim is another turn's", turn_id)
+            return False
+        assignment = Assignment(
+            response.turn,
+            response.checkpoint_id,
+            reason,
+            thread_empty=response.thread_empty,
+            handed_lease=float(lease) if isinstance(lease, int | float) and lease > 0 else 15.0,
+        )
+        return self.runtime.take(assignment)
+
     async def alive(self, request: Request) -> Reply:
         """Which of ``turns`` ({turn_id: attempt}) this replica still executes (or
         holds, waiting for a slot), asked by the service when their leases lapsed:
@@ -387,6 +417,8 @@ class Methods:
         reason = reason if isinstance(reason, str) and reason else "handed out"
         if not self.accepting:
             return Reply({"accepted": False})
+        if "claim" in params:
+            return Reply({"accepted": self._take(params, turn_id, attempt, reason)})
 
         async def claim() -> None:
             await self.runtime.claim(turn_id, attempt, reason)

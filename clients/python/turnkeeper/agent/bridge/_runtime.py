@@ -95,6 +95,9 @@ class Assignment:
     # The claim found the thread without a root checkpoint (ClaimTurnResponse's
     # thread_empty): the graph's first read of its latest is answered "none" here.
     thread_empty: bool = False
+    # Handed with its claim (decision 590): no ClaimTurn was made, the turn is ours
+    # for a claim window (its lease in `turn`) until a heartbeat gives this lease.
+    handed_lease: float = 0.0
 
     @property
     def turn_id(self) -> str:
@@ -182,6 +185,12 @@ class TurnRuntime:
             # Here, not in run(): a task cancelled before it began runs no finally.
             execution.slot = False
             self.admission.give_back()
+
+    def take(self, assignment: Assignment) -> bool:
+        """Run a turn the service claimed for this replica in the commit that started
+        it (decision 590): no ClaimTurn; with every slot taken it waits for one
+        holding its lease. False when it does not start (stopping, or it runs here)."""
+        return self.start(assignment)
 
     async def claim(self, turn_id: str, attempt: int, reason: str) -> None:
         """Take a turn the service handed out over NATS (a resume, a lease-expiry
@@ -741,11 +750,16 @@ class Execution:
             incarnation=self.runtime.identity.incarnation,
         )
         leases = self.runtime.leases
+        handed = self.assignment.handed_lease
         leases.hold(
             request,
-            self._lease_seconds(),
+            handed or self._lease_seconds(),
             on_refused=lambda exc: self.refused("Heartbeat", exc),
             on_lapsed=self.lose,
+            # Handed with its claim: the lease is a claim window's until the first
+            # beat, sent within a third of it, not at once: its commit would come
+            # just ahead of the first step's frame and hold the first token back.
+            first=self._lease_seconds() / 3 if handed else None,
         )
         try:
             await asyncio.get_running_loop().create_future()

@@ -66,8 +66,13 @@ class NatsSubscriber:
         check_isolation: bool = False,
         announcer: Announcer | None = None,
         version_subject: str | None = None,
+        replica_subject: str | None = None,
     ) -> None:
         self.url = url
+        # Hand-offs that carry their claim, to this incarnation alone (decision 590):
+        # subscribed before the queue group, so its readiness probe proves it too.
+        self.replica_subject = replica_subject
+        self._replica: Subscription | None = None
         # Hand-offs for this replica's graph version only (docs/versions.md): the
         # service sends a turn that its agent's version policy keeps for a version
         # here, so only a replica that may take it gets it; one queue group per version.
@@ -137,6 +142,8 @@ class NatsSubscriber:
                 await asyncio.sleep(delay)
                 delay = min(delay * 2, 2.0)
         self._nc = nc
+        if self.replica_subject is not None:
+            self._replica = await nc.subscribe(self.replica_subject, cb=self._on_message)
         self._sub = await nc.subscribe(self.subject, queue=self.queue, cb=self._on_message)
         if self.control_subject is not None:
             self._control = await nc.subscribe(self.control_subject, cb=self._on_message)
@@ -279,11 +286,11 @@ class NatsSubscriber:
         self._connecting = self._probing = self._checking = None
         if self.announcer is not None:
             await self.announcer.stop(self._nc)
-        for sub in (self._sub, self._control, self._version):
+        for sub in (self._sub, self._control, self._version, self._replica):
             if sub is not None:
                 with contextlib.suppress(Exception):
                     await sub.unsubscribe()
-        self._sub = self._control = self._version = None
+        self._sub = self._control = self._version = self._replica = None
         if self._inflight:
             await asyncio.wait(set(self._inflight), timeout=timeout)
         if self._nc is not None:

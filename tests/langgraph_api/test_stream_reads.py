@@ -123,7 +123,8 @@ async def test_a_run_on_a_thread_its_start_made_reads_no_turns(
 @pytest.fixture
 def start_writes(service: TurnkeeperServer, monkeypatch: pytest.MonkeyPatch) -> list[int]:
     """For each run handed to a replica, the writes (each its own commit: the
-    request awaits each) its request made before the hand-off."""
+    request awaits each) its request made before the hand-off, with its claim or
+    without."""
     made: dict[asyncio.Task[Any] | None, int] = {}
     before_handoff: list[int] = []
     write = service.db.write
@@ -141,6 +142,16 @@ def start_writes(service: TurnkeeperServer, monkeypatch: pytest.MonkeyPatch) -> 
         dispatch_later(self, turn, reason=reason)
 
     monkeypatch.setattr(Handoffs, "dispatch_later", handed)
+    # A start that claimed its turn for a replica hands it with its claim instead
+    # (decision 590).
+    turns = service.engine.turns
+    hand_with_claim_later = turns.hand_with_claim_later
+
+    def handed_with_claim(turn: TurnRecord, claim: str, *, reason: str) -> None:
+        before_handoff.append(made.pop(asyncio.current_task(), 0))
+        hand_with_claim_later(turn, claim, reason=reason)
+
+    monkeypatch.setattr(turns, "hand_with_claim_later", handed_with_claim)
     return before_handoff
 
 

@@ -6,15 +6,23 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable, Iterator, Sequence
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 import psycopg
 
 from turnkeeper_server.errors import Unavailable
 
-if TYPE_CHECKING:
-    from turnkeeper_server.store.postgres_riders import Riders
+
+class HeldSends(Protocol):
+    """What a connection hands the writes whose answers nobody reads, on the
+    writer's fast path (store/postgres_riders.py's `Riders`): held to ride as one
+    statement, and sent before any statement of the operation's own."""
+
+    def send(self, owner: object, sql: str, params: Sequence[Any]) -> None: ...
+
+    def flush(self, notify: Sequence[str] = ()) -> None: ...
+
 
 # How long a call waits for the database before it is UNAVAILABLE.
 CONNECT_TIMEOUT = 5
@@ -68,7 +76,7 @@ class PgConn:
         self,
         conn: psycopg.Connection[Any],
         pipeline: psycopg.Pipeline | None = None,
-        riders: Riders | None = None,
+        riders: HeldSends | None = None,
     ) -> None:
         self.raw = conn
         self.pipeline = pipeline

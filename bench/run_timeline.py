@@ -341,7 +341,7 @@ def main() -> None:
         type=int,
         default=0,
         metavar="N",
-        help="with --ab: the agent host's CPU per run with N runs at once (--runs batches)",
+        help="with --ab or --share-ab: the agent host's CPU per run with N runs at once (--runs batches)",
     )
     args = parser.parse_args()
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]

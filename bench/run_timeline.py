@@ -7,6 +7,9 @@ of the first token goes (issue 51), and an A/B of two checkouts' code.
     python -m bench.run_timeline --ab OTHER_ROOT --at-once 32
                                                   # the agent host's CPU per run with
                                                   # 32 runs at once, A/B
+    python -m bench.run_timeline --share-ab --at-once 32
+                                                  # this tree's host with a stream per
+                                                  # run (A) and the shared stream (B)
 
 The timeline: the service and `turnkeeper agent` (bench/langgraph_api.py's
 turnkeeper_api, on SQLite and on a pgserver PostgreSQL) run with
@@ -56,6 +59,7 @@ def stack(
     *,
     timeline: Path | None = None,
     code_root: Path | None = None,
+    agent_extra: dict[str, str] | None = None,
 ) -> Iterator[tuple[str, tuple[int, int]]]:
     """bench/langgraph_api.py's turnkeeper_api, with the probe (`timeline`) and/or
     another checkout's code first on the path (`code_root`); yields the URL and the
@@ -79,7 +83,7 @@ def stack(
         data_dir,
         database_url,
         service_env={**base, "TURNKEEPER_TIMELINE_ROLE": "service"},
-        agent_env={**base, "TURNKEEPER_TIMELINE_ROLE": "agent"},
+        agent_env={**base, **(agent_extra or {}), "TURNKEEPER_TIMELINE_ROLE": "agent"},
     ) as (url, pids):
         service, host = pids[0], pids[1]  # (service, agent host, NATS)
         _TREES[url] = pids
@@ -186,14 +190,21 @@ def timeline(backends: list[str], runs: int) -> None:
 # -- A/B --------------------------------------------------------------------------------
 
 
-async def _ab_round(url: str, runs: int, pids: tuple[int, int], at_once: int) -> tuple[float, ...]:
+async def _ab_round(
+    url: str,
+    runs: int,
+    pids: tuple[int, int],
+    at_once: int,
+    latencies: list[tuple[float, float]] | None = None,
+) -> tuple[float, ...]:
     """Medians of a round: (streamed run, first token) in ms, or with `at_once` (the
-    agent host's and the service's CPU ms per run, runs/s)."""
+    agent host's and the service's CPU ms per run, runs/s; each run's (time, first
+    token) in ms appended to `latencies`)."""
     from langgraph_sdk import get_client
 
     if at_once:
         s0, d0 = _cpu(url)
-        host, service, rate, finished = await _at_once_round(url, runs, pids, at_once)
+        host, service, rate, finished = await _at_once_round(url, runs, pids, at_once, latencies)
         s1, d1 = _cpu(url)
         n = max(1, finished)
         return host, service, rate, (s1 - s0) * 1e3 / n, (d1 - d0) * 1e3 / n
@@ -216,19 +227,23 @@ async def _ab_round(url: str, runs: int, pids: tuple[int, int], at_once: int) ->
 
 
 async def _at_once_round(
-    url: str, batches: int, pids: tuple[int, int], at_once: int
+    url: str,
+    batches: int,
+    pids: tuple[int, int],
+    at_once: int,
+    latencies: list[tuple[float, float]] | None = None,
 ) -> tuple[float, float, float, int]:
     from langgraph_sdk import get_client
 
     from bench.common import cpu_seconds
 
     clients = [get_client(url=url, timeout=(5.0, 300.0, 300.0, 300.0)) for _ in range(2)]
+    modes = [*MODES, "messages-tuple"]
 
     async def one(i: int) -> None:
-        async for _ in clients[i % 2].runs.stream(
-            None, ASSISTANT, input=QUESTION, stream_mode=MODES
-        ):
-            continue
+        started, parts = await streamed(clients[i % 2], ASSISTANT, modes)
+        if latencies is not None:
+            latencies.append(((parts[-1][0] - started) / 1e6, first_token(parts, started)))
 
     def used() -> list[float]:
         return [sum(cpu_seconds(pid).values()) for pid in pids]
@@ -251,7 +266,28 @@ async def _at_once_round(
     return statistics.median(host), statistics.median(service), statistics.median(rates), total
 
 
-def ab(other: Path, backends: list[str], runs: int, rounds: int, at_once: int = 0) -> None:
+def percentile(values: list[float], q: float) -> float:
+    ordered = sorted(values)
+    return ordered[round(q * (len(ordered) - 1))] if ordered else 0.0
+
+
+SHARE_SIDES = {
+    "A": {"TURNKEEPER_SAVER_SHARE_STREAM": "0"},
+    "B": {"TURNKEEPER_SAVER_SHARE_STREAM": "1"},
+}
+
+
+def ab(
+    other: Path | None,
+    backends: list[str],
+    runs: int,
+    rounds: int,
+    at_once: int = 0,
+    *,
+    share: bool = False,
+) -> None:
+    """`other`'s code (A) against this tree's (B); with `share`, this tree on both
+    sides, the host's stream per run (A) against its shared stream (B)."""
     from bench.postgres import postgres
     from bench.postgres_section import _postmaster
 
@@ -259,14 +295,18 @@ def ab(other: Path, backends: list[str], runs: int, rounds: int, at_once: int = 
         root = es.enter_context(scratch_dir("timeline-ab"))
         urls: dict[tuple[str, str], tuple[str, tuple[int, int]]] = {}
         for backend in backends:
-            for side, code in (("A", other), ("B", None)):
+            for side, code in (("A", None if share else other), ("B", None)):
                 data = root / f"{backend}-{side}"
                 data.mkdir()
                 url_db = es.enter_context(postgres())() if backend == "postgres" else None
-                urls[backend, side] = es.enter_context(stack(data, url_db, code_root=code))
+                extra = SHARE_SIDES[side] if share else None
+                urls[backend, side] = es.enter_context(
+                    stack(data, url_db, code_root=code, agent_extra=extra)
+                )
                 if url_db is not None:
                     _CLUSTERS[urls[backend, side][0]] = _postmaster(url_db)
         figures: dict[tuple[str, str], list[tuple[float, ...]]] = {k: [] for k in urls}
+        latencies: dict[tuple[str, str], list[tuple[float, float]]] = {k: [] for k in urls}
 
         async def go() -> None:
             for url, pids in urls.values():  # warm up
@@ -275,7 +315,9 @@ def ab(other: Path, backends: list[str], runs: int, rounds: int, at_once: int = 
                 for backend in backends:
                     for side in ("A", "B") if r % 2 == 0 else ("B", "A"):
                         url, pids = urls[backend, side]
-                        figures[backend, side].append(await _ab_round(url, runs, pids, at_once))
+                        figures[backend, side].append(
+                            await _ab_round(url, runs, pids, at_once, latencies[backend, side])
+                        )
 
         asyncio.run(go())
     what_ = (
@@ -283,8 +325,13 @@ def ab(other: Path, backends: list[str], runs: int, rounds: int, at_once: int = 
         if at_once
         else ("streamed run", "first token", "tree CPU/run", "db CPU/run")
     )
+    sides = (
+        "A: a stream per run (TURNKEEPER_SAVER_SHARE_STREAM=0); B: shared (=1), this tree"
+        if share
+        else f"A: {other}; B: this tree"
+    )
     print(
-        f"A: {other}; B: this tree. {rounds} rounds of {runs} "
+        f"{sides}. {rounds} rounds of {runs} "
         + (f"batches of {at_once} at once" if at_once else "runs")
         + ", medians (ms)."
     )
@@ -305,6 +352,14 @@ def ab(other: Path, backends: list[str], runs: int, rounds: int, at_once: int = 
                 + " | B "
                 + " ".join(f"{y[i]:.1f}" for y in b)
             )
+        for i, what in enumerate(("run", "first token") if at_once else ()):
+            xs = [lat[i] for lat in latencies[backend, "A"]]
+            ys = [lat[i] for lat in latencies[backend, "B"]]
+            print(
+                f"{backend:8} {what:15}  p50 A {percentile(xs, 0.5):7.1f}  B {percentile(ys, 0.5):7.1f}"
+                f"  p99 A {percentile(xs, 0.99):7.1f}  B {percentile(ys, 0.99):7.1f}"
+                f"  ({len(xs)}; {len(ys)} runs)"
+            )
 
 
 def main() -> None:
@@ -314,16 +369,21 @@ def main() -> None:
     parser.add_argument("--rounds", type=int, default=6)
     parser.add_argument("--ab", type=Path, metavar="OTHER_ROOT", help="A/B against a checkout")
     parser.add_argument(
+        "--share-ab",
+        action="store_true",
+        help="this tree's host with a stream per run (A) against the shared stream (B)",
+    )
+    parser.add_argument(
         "--at-once",
         type=int,
         default=0,
         metavar="N",
-        help="with --ab: the agent host's CPU per run with N runs at once (--runs batches)",
+        help="with --ab or --share-ab: the agent host's CPU per run with N runs at once (--runs batches)",
     )
     args = parser.parse_args()
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
-    if args.ab:
-        ab(args.ab, backends, args.runs, args.rounds, args.at_once)
+    if args.ab or args.share_ab:
+        ab(args.ab, backends, args.runs, args.rounds, args.at_once, share=args.share_ab)
     else:
         timeline(backends, args.runs)
 

@@ -15,7 +15,7 @@ from langgraph.types import Command
 from turnkeeper.agent.saver import RemoteSaver, durable_config
 from turnkeeper.agent.saver._stream import AsyncRunStream
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
-from turnkeeper.errors import StaleAttempt
+from turnkeeper.errors import InvalidArgument, StaleAttempt
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
 
@@ -210,3 +210,90 @@ def _thread_of(message: Req) -> str:
     if op == "get":
         return message.get.thread_id
     return message.append.turn_id
+
+
+async def test_a_refused_input_checkpoint_on_a_shared_frame_refuses_its_own_run_alone(
+    turns: turns_pb2_grpc.TurnServiceAsyncStub,
+    checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
+) -> None:
+    """Decision 530 on a shared stream (decision 600): a run's put-off input
+    checkpoint rides its first step's frame beside other runs' messages; refused by
+    its checks, it refuses its own run's messages behind it, and the other run's
+    messages around them in the same frame are written, boundary and all."""
+    (a_thread, a_turn), (b_thread, b_turn) = await _two_turns(turns)
+    a_writes = Req(
+        writes=checkpoints_pb2.PutWritesRequest(
+            thread_id=a_thread,
+            checkpoint_id="input",
+            task_id="task-1",
+            fence=checkpoints_pb2.TurnFence(turn_id=a_turn, attempt=0),
+        )
+    )
+    batch = _numbered(
+        put_message(a_thread, a_turn, 0, ""),  # refused by its checks: no checkpoint_id
+        append_message(b_turn, 0, 1),
+        a_writes,
+        put_message(b_thread, b_turn, 0, "b-0"),
+        append_message(a_turn, 0, 1),
+        put_message(a_thread, a_turn, 0, "a-0"),
+    )
+
+    [frame] = [
+        answer
+        async for answer in checkpoints.CheckpointStream(iter([Req(batch=batch, shared=True)]))
+    ]
+
+    results = [a.WhichOneof("result") for a in frame.batch]
+    assert results == ["error", "append", "error", "put", "error", "error"]
+    assert "checkpoint_id" in frame.batch[0].error.message
+    for n in (2, 4, 5):
+        assert "message 1 before it in this frame was refused" in frame.batch[n].error.message
+    assert await stored_checkpoints(checkpoints, a_thread) == set()
+    a_status = await turns.GetTurn(turns_pb2.GetTurnRequest(turn_id=a_turn))
+    assert a_status.turn.last_seq == 0
+    assert await redrive_turn(turns, b_turn) == ("b-0", 1)
+    # Once answered, the refused run's next frame on the stream is taken as usual.
+    again = _numbered(append_message(a_turn, 0, 1), put_message(a_thread, a_turn, 0, "a-0"))
+    [frame] = [
+        answer
+        async for answer in checkpoints.CheckpointStream(iter([Req(batch=again, shared=True)]))
+    ]
+    assert [a.WhichOneof("result") for a in frame.batch] == ["append", "put"]
+
+
+async def test_one_runs_refused_write_on_a_shared_stream_fails_no_other_run(
+    service: TurnkeeperServer,
+    turns: turns_pb2_grpc.TurnServiceAsyncStub,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """Through the client, as the bridge's runs meet it: run a's put refused by the
+    service's checks raises for run a alone; run b's put, sent in the same frame,
+    and b's next one are answered, and so is a's next put."""
+    (a_thread, a_turn), (b_thread, b_turn) = await _two_turns(turns)
+    frames: list[Req] = []
+    make_call = AsyncTurnkeeperClient.open_checkpoint_stream
+    monkeypatch.setattr(
+        AsyncTurnkeeperClient,
+        "open_checkpoint_stream",
+        lambda self: keep_frames(make_call(self), frames),
+    )
+    async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as client:
+        stream = AsyncRunStream(client, shared=True)
+        try:
+            # Once the service said it takes batches, both go in one frame.
+            await stream.request(get=checkpoints_pb2.GetCheckpointRequest(thread_id=b_thread))
+            refused, fine = await asyncio.gather(
+                stream.request(put=put_message(a_thread, a_turn, 0, "").put),
+                stream.request(put=put_message(b_thread, b_turn, 0, "b-1").put),
+                return_exceptions=True,
+            )
+            later = await stream.request(put=put_message(b_thread, b_turn, 0, "b-2").put)
+            again = await stream.request(put=put_message(a_thread, a_turn, 0, "a-1").put)
+        finally:
+            stream.close()
+            await stream.wait_closed()
+    assert any({_thread_of(m) for m in f.batch} == {a_thread, b_thread} for f in frames)
+    assert isinstance(refused, InvalidArgument) and "checkpoint_id" in str(refused)
+    assert not isinstance(fine, BaseException) and fine.put.ref.checkpoint_id == "b-1"
+    assert later.put.ref.checkpoint_id == "b-2"
+    assert again.put.ref.checkpoint_id == "a-1"

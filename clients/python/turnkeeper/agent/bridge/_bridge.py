@@ -100,7 +100,9 @@ class Bridge:
         self.config = config
         self.identity = Identity(config.agent, config.replica, config.incarnation)
         self.client = AsyncTurnkeeperClient(config.service)
-        self.saver = BoundarySaver(options=config.service, serde=serde)
+        self.saver = BoundarySaver(
+            options=config.service, serde=serde, share_stream=config.share_stream
+        )
         # The service's store (get_store(), runtime.store) unless the graph has one.
         self.store = RemoteStore(config.service)
         if isinstance(graph, StateGraph):

@@ -64,6 +64,10 @@ class BridgeConfig:
     # Turns this replica executes at once; past it a turn waits, visibly, for a free
     # slot (agent/bridge/_admission.py). 0: no limit.
     max_turns: int = DEFAULT_MAX_TURNS
+    # The checkpointer's runs on one checkpoint stream (decision 155) or a stream
+    # each; None: RemoteSaver's default ($TURNKEEPER_SAVER_SHARE_STREAM, else a
+    # stream each). `turnkeeper agent` shares unless told not to (decision 600).
+    share_stream: bool | None = None
 
     def __post_init__(self) -> None:
         if not _AGENT.match(self.agent):

@@ -21,6 +21,7 @@ from turnkeeper.agent.bridge._admission import DEFAULT_MAX_TURNS
 from turnkeeper.agent.host._config import HostConfig, read_config
 from turnkeeper.agent.host._loader import load_graph
 from turnkeeper.agent.host._node import NodeGraph, node_graphs
+from turnkeeper.agent.saver import SHARE_ENV
 
 log = logging.getLogger(__name__)
 
@@ -38,12 +39,14 @@ def bridge_configs(
     config: HostConfig, env: Mapping[str, str], **overrides: Any
 ) -> list[BridgeConfig]:
     """One bridge per graph, named after it, streaming ``values`` for the LangGraph
-    API. With several graphs, only the first serves /healthz where
+    API, their runs on one checkpoint stream unless TURNKEEPER_SAVER_SHARE_STREAM says
+    otherwise (:func:`share_stream`). With several graphs, only the first serves /healthz where
     TURNKEEPER_HEALTH_LISTEN says; the others pick free ports (logged). A graph's
     token is ``TURNKEEPER_TOKEN_<GRAPH>`` when set, else ``TURNKEEPER_TOKEN``."""
     out = []
+    share = share_stream(env)
     for k, spec in enumerate(config.graphs):
-        extra: dict[str, Any] = {"langgraph_api": True, **overrides}
+        extra: dict[str, Any] = {"langgraph_api": True, "share_stream": share, **overrides}
         if spec.version_label:
             extra["version_label"] = spec.version_label
         if k > 0:
@@ -51,6 +54,21 @@ def bridge_configs(
             extra["health_listen"] = f"{host}:0"
         out.append(BridgeConfig.from_env(spec.name, graph_env(env, spec.name), **extra))
     return out
+
+
+def share_stream(env: Mapping[str, str]) -> bool:
+    """Whether the host's runs share one checkpoint stream per event loop: yes unless
+    ``TURNKEEPER_SAVER_SHARE_STREAM`` is ``0`` (decision 600; RemoteSaver's own default,
+    outside the host, stays a stream per run). Any other value is refused."""
+    raw = env.get(SHARE_ENV, "").strip().lower()
+    if raw in ("", "1", "true", "yes", "on"):
+        return True
+    if raw in ("0", "false", "no", "off"):
+        return False
+    raise ValueError(
+        f"{SHARE_ENV}={env[SHARE_ENV]!r}: 1 (the host's runs on one checkpoint stream, "
+        "the default) or 0 (a stream per run)"
+    )
 
 
 def token_variable(graph: str) -> str:

@@ -43,14 +43,15 @@ def nats_story(logs: Path, lines: int = 30) -> str:
 @pytest.mark.parametrize(
     ("backend", "shared_stream"),
     [
-        pytest.param("sqlite", False, id="sqlite"),
+        # The agents' runs on one checkpoint stream, the host's default (decision
+        # 600): a stale attempt's message refused on its own, the other runs going on.
+        pytest.param("sqlite", True, id="sqlite"),
         # The four variants run with `pytest --full` (decision 278): each is a whole
         # campaign of its own, up to two minutes of two cores.
-        pytest.param("postgres", False, id="postgres", marks=pytest.mark.full),
-        # Every agent's runs on one checkpoint stream (decision 155): a stale
-        # attempt's message refused on its own, the other runs going on.
-        pytest.param("sqlite", True, id="sqlite-shared-stream", marks=pytest.mark.full),
-        pytest.param("postgres", True, id="postgres-shared-stream", marks=pytest.mark.full),
+        pytest.param("postgres", True, id="postgres", marks=pytest.mark.full),
+        # A stream per run (TURNKEEPER_SAVER_SHARE_STREAM=0), the other transport.
+        pytest.param("sqlite", False, id="sqlite-stream-per-run", marks=pytest.mark.full),
+        pytest.param("postgres", False, id="postgres-stream-per-run", marks=pytest.mark.full),
         # Version policy pin: a rolling upgrade keeps one replica on v1, and no turn
         # runs on two versions (docs/versions.md).
         pytest.param("sqlite-pin", False, id="sqlite-pin", marks=pytest.mark.full),

@@ -543,3 +543,57 @@ async def test_the_engine_tells_a_finish_and_a_park_what_they_committed(
     # Exactly as the journal holds them (what a read would have given).
     stored = transitions.load_events(journal.db.read_conn(), "t1", 1, 10)
     assert list(news[0].events) == stored
+
+
+async def test_a_watch_past_a_rewound_end_resets_before_the_rerun_news(
+    journal: Journal,
+) -> None:
+    # Decision 630 (the PostgreSQL fault campaign's late joiner): WatchTurn joined at
+    # seq 4, which a re-drive had already taken back (to seq 2). Its first read found
+    # nothing after seq 4, and the re-run's seqs 3 and 4, taken from the news, went
+    # out as if they came after the 4 the watcher held: a repeat with no reset.
+    notifier, writer = await started(journal)
+    await writer.append(0, "step", "token")
+    await writer.checkpoint("cp-1", 0)  # boundary 2
+    await writer.append(0, "token", "token")  # seqs 3 and 4, taken back below
+    await writer.redrive()
+    read = asyncio.Event()
+    db: Any = journal.db
+    original = db.read
+
+    async def told(fn: Callable[[Any], Any]) -> Any:
+        try:
+            return await original(fn)
+        finally:
+            read.set()
+
+    db.read = told
+    reader = Reader(watch(journal, notifier, after_seq=4))
+    await read.wait()  # its first read is done: what follows comes as news
+    await writer.append(1, "token", "token", "token")
+    await writer.finish(1, tell=True)
+    assert seen(await reader.rest()) == [
+        (2, -1, "RESET"),
+        (1, 0, "step"),
+        (2, 0, "token"),
+        (3, 1, "token"),
+        (4, 1, "token"),
+        (5, 1, "token"),
+        (6, 1, "turn.done"),
+    ]
+
+
+async def test_a_rewind_that_told_no_one_resets_a_watch_at_the_rerun_news(
+    journal: Journal,
+) -> None:
+    # A re-drive through another replica while this one's LISTEN was down: no wake
+    # here. The re-run's first append through this replica tells of another epoch,
+    # so the watch reads the journal and resets before showing it.
+    notifier, writer = await started(journal)
+    await writer.append(0, "step", "token", "token", "token")
+    reader = Reader(watch(journal, notifier))
+    assert len(await reader.take(4)) == 4
+    await journal.redrive("t1")  # rewound to 0, nobody told
+    await writer.append(1, "token")
+    await writer.finish(1, tell=True)
+    assert seen(await reader.rest()) == [(0, -1, "RESET"), (1, 1, "token"), (2, 1, "turn.done")]

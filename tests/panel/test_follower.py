@@ -33,6 +33,7 @@ from turnkeeper.v1 import checkpoints_pb2 as cpb
 from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper_server.app import TurnkeeperServer
+from turnkeeper_server.engine import watch
 
 from tests.support.nats import NatsServer
 from tests.support.service import ServiceFactory
@@ -369,14 +370,25 @@ async def test_a_rewind_while_disconnected_gives_one_local_reset(
     assert [e.attempt for e in transcript.events] == [0, 0, 0, 1, 1, 1]
 
 
-async def test_a_rewind_found_at_an_idle_gap_gives_one_local_reset(
-    svc: TurnkeeperServer, make_service: ServiceFactory, nats_server: NatsServer
+@pytest.mark.parametrize("stream_resets", [False, True], ids=["before-630", "stream-reset"])
+async def test_a_rewind_while_cut_off_gives_one_reset_from_the_stream_or_an_idle_gap(
+    svc: TurnkeeperServer,
+    make_service: ServiceFactory,
+    nats_server: NatsServer,
+    monkeypatch: pytest.MonkeyPatch,
+    stream_resets: bool,
 ) -> None:
+    if not stream_resets:
+        # A service of before decision 630: a stream re-opened past a rewound end
+        # says nothing of the rewind.
+        monkeypatch.setattr(watch, "taken_back", lambda turn, events, cursor: False)
     async with ObservedClient(svc.address) as client:
         reference, consumer = await followed_then_cut_off(svc, client)
         # Re-driven while the follower is cut off, and the new attempt has written
-        # nothing yet: the re-opened stream has no event to compare, but TurnStatus
-        # at the next idle gap says last_seq 3, fewer than the 5 shown.
+        # nothing yet: the re-opened stream (after seq 5) has no event to compare;
+        # its service resets it at once, its position being past the rewound end
+        # (decision 630); before that only TurnStatus at an idle gap said so
+        # (last_seq 3, fewer than the 5 shown).
         elsewhere = await make_service(nats_url=nats_server.url, lease_seconds=60.0)
         async with aio.insecure_channel(elsewhere.address) as ch:
             await turns_pb2_grpc.TurnServiceStub(ch).Redrive(
@@ -391,7 +403,16 @@ async def test_a_rewind_found_at_an_idle_gap_gives_one_local_reset(
             await finish(stub, "t1", 1)
         transcript = await consumer.finished()
 
-    assert [f for f in consumer.frames if isinstance(f, Reset)] == [Reset(local=True)]
+    resets = [f for f in consumer.frames if isinstance(f, Reset)]
+    if stream_resets:
+        # Whichever tells first: the re-opened stream, or TurnStatus at an idle gap
+        # while no stream is open yet (decision 160); never both.
+        assert resets in (
+            [Reset(seq=3, attempt=1, checkpoint_id="1ef-0001")],
+            [Reset(local=True)],
+        )
+    else:
+        assert resets == [Reset(local=True)]
     assert transcript.content() == reference.content()
 
 

@@ -165,10 +165,9 @@ async def follow(
         while True:
             turn, events, more, _ = await tail.page(cursor, fresh=fresh)
             fresh = False
-            if epoch is None:
-                epoch = turn.rewinds
-            elif turn.rewinds != epoch:
-                epoch = turn.rewinds
+            rewound = epoch is not None and turn.rewinds != epoch
+            epoch = turn.rewinds
+            if rewound or taken_back(turn, events, cursor):
                 cursor = 0
                 checkpoint_id, boundary = transitions.latest_boundary(db.read_conn(), turn_id)
                 yield Reset(seq=boundary, attempt=turn.attempts, checkpoint_id=checkpoint_id)
@@ -188,6 +187,20 @@ async def follow(
     finally:
         tail.close()
         metrics.watchers.dec()
+
+
+def taken_back(turn: TurnRecord, events: list[EventRecord], cursor: int) -> bool:
+    """Whether a rewind took back events a WatchTurn stream's client holds, though
+    the stream saw no rewind (decision 630): its position is past the turn's last
+    event (a rewind made before its first read, as when it joins at a seq a
+    TurnStatus said before the rewind), or the page has an event at or before its
+    position (the re-run wrote that seq again). Events only grow but for a
+    rewind, so neither happens otherwise; a turn never rewound took nothing back
+    (a position past its end asks for later events only). A turn that is over and
+    ends before the position is a stream that joined too late: it ends (`follow`)."""
+    if events and events[0].seq <= cursor:
+        return True
+    return cursor > turn.last_seq and turn.rewinds > 0 and turn.state not in ENDED
 
 
 # How long a follower of settled events waits for a wake before it looks again: a

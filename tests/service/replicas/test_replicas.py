@@ -20,12 +20,13 @@ from grpc import aio
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper.v1 import turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
+from turnkeeper_server.engine import watch
 
 from tests.support.nats import NatsServer, subscribe
 from tests.support.postgres import PostgresCluster
 from tests.support.procs import ServiceProcess
 from tests.support.service import ServiceFactory
-from tests.support.turns import start, value
+from tests.support.turns import events, start, value
 from tests.support.watch import Watcher, seqs
 
 Stub: TypeAlias = "turns_pb2_grpc.TurnServiceAsyncStub"
@@ -157,6 +158,47 @@ async def test_watch_on_one_replica_sees_appends_through_another(stubs: list[Stu
     )
     await watcher.finished()
     assert [t for _, t, _ in watcher.shown] == ["token"] * 3 + ["turn.done"]
+
+
+async def test_a_watch_joining_past_another_replicas_rewind_resets_before_the_rerun(
+    stubs: list[Stub], monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # The PostgreSQL fault campaign's late joiner (decision 630): its after_seq came
+    # from before a re-drive through one replica rewound the turn below it; its
+    # WatchTurn on another replica read nothing after it, and the re-run's appends
+    # through that replica went out from the news as repeats, with no reset.
+    first_read = asyncio.Event()
+    read = watch._Tail._read
+
+    async def told(self: watch._Tail, cursor: int) -> Any:
+        try:
+            return await read(self, cursor)
+        finally:
+            first_read.set()
+
+    monkeypatch.setattr(watch._Tail, "_read", told)
+    await start(stubs[0], turn_id="t1", thread_id="th1")
+    await stubs[1].AppendEvents(
+        pb.AppendEventsRequest(turn_id="t1", attempt=0, events=events(1, "token", "token"))
+    )
+    redriven = await stubs[0].Redrive(
+        pb.RedriveRequest(agent="agent", replica="r1", incarnation="i2")
+    )
+    assert redriven.turns[0].rewind_seq == 0
+    watcher = Watcher()
+    watcher.start(stubs[1], "t1", after_seq=2)
+    await first_read.wait()
+    await stubs[1].AppendEvents(
+        pb.AppendEventsRequest(turn_id="t1", attempt=1, events=events(1, "token", "token"))
+    )
+    await stubs[1].FinishTurn(
+        pb.FinishTurnRequest(turn_id="t1", attempt=1, outcome=pb.OUTCOME_DONE)
+    )
+    await watcher.finished()
+    assert watcher.frames[0].HasField("reset")
+    assert watcher.resets == 1
+    assert seqs(watcher.shown) == [1, 2, 3]
+    assert [f.event.attempt for f in watcher.frames[1:]] == [1, 1, 1]
 
 
 async def test_three_outbox_publishers_publish_every_row_once(

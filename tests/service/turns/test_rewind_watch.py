@@ -3,6 +3,7 @@ the retained events, and a WatchTurn that sees RESET + replay, no duplicate, no 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from typing import Any, TypeAlias
 
@@ -264,3 +265,52 @@ async def test_a_watch_is_served_from_the_commits_news(
     assert seqs(watcher.shown) == list(range(1, 10))
     assert [t for _, t, _ in watcher.shown[-2:]] == ["final", "turn.done"]
     assert reads == [0]
+
+
+async def test_a_watch_joining_past_a_rewound_end_resets_before_the_rerun(
+    turns: Stub,
+    checkpoints: checkpoints_pb2_grpc.CheckpointServiceAsyncStub,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # Found by the PostgreSQL fault campaign (decision 630): a late joiner took its
+    # after_seq from a TurnStatus, a re-drive rewound the turn below it, and the
+    # stream's first read found nothing after it; the re-run's appends, taken from the
+    # commits' news, then went out at seqs the watcher already held, with no reset.
+    first_read = asyncio.Event()
+    read = watch._Tail._read
+
+    async def told(self: watch._Tail, cursor: int) -> Any:
+        try:
+            return await read(self, cursor)
+        finally:
+            first_read.set()
+
+    monkeypatch.setattr(watch._Tail, "_read", told)
+    await start(turns)
+    await turns.AppendEvents(
+        pb.AppendEventsRequest(turn_id="t1", attempt=0, events=events(1, "step", "token"))
+    )
+    await checkpoints.PutCheckpoint(put_checkpoint("t1", 0, "1ef-0001"))
+    await turns.AppendEvents(
+        pb.AppendEventsRequest(turn_id="t1", attempt=0, events=events(3, "token", "token"))
+    )
+    joined_at = (await turns.TurnStatus(pb.TurnStatusRequest(turn_id="t1"))).last_seq
+    assert joined_at == 4
+    resp = await turns.Redrive(pb.RedriveRequest(agent="agent", replica="r1", incarnation="i2"))
+    assert resp.turns[0].rewind_seq == 2
+    watcher = Watcher()
+    watcher.start(turns, "t1", after_seq=joined_at)
+    # Its first read is done and found nothing after seq 4: the re-run's seqs 3 and 4
+    # come to it as news.
+    await first_read.wait()
+    await turns.AppendEvents(
+        pb.AppendEventsRequest(turn_id="t1", attempt=1, events=events(3, "token", "token", "final"))
+    )
+    await turns.FinishTurn(pb.FinishTurnRequest(turn_id="t1", attempt=1, outcome=pb.OUTCOME_DONE))
+    await watcher.finished()
+    # The rewind reached it as a reset before any event, then the turn's events once.
+    assert watcher.frames[0].HasField("reset")
+    assert (watcher.frames[0].reset.seq, watcher.frames[0].reset.attempt) == (2, 1)
+    assert watcher.resets == 1
+    assert seqs(watcher.shown) == [1, 2, 3, 4, 5, 6]
+    assert [f.event.attempt for f in watcher.frames[1:]] == [0, 0, 1, 1, 1, 1]

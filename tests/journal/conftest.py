@@ -11,7 +11,8 @@ tests/effects/ and tests/langgraph_api/).
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import TypeVar
 
@@ -30,12 +31,14 @@ POLICY = Policy()
 REPLICA = ("replica-1", "incarnation-1")
 
 
-@pytest.fixture
-async def store(tmp_path: Path, database_url: str | None) -> AsyncIterator[Store]:
+@contextmanager
+def opened_store(tmp_path: Path, database_url: str | None, name: str = "") -> Iterator[Store]:
+    """A replica's store, opened for the block: on `database_url`'s PostgreSQL, else
+    on SQLite files in `tmp_path` (named with the prefix `name`, for a second one)."""
     db = open_store(
         database_url=database_url or "",
-        turns_path=tmp_path / "turns.db",
-        sessions_path=tmp_path / "sessions.db",
+        turns_path=tmp_path / f"{name}turns.db",
+        sessions_path=tmp_path / f"{name}sessions.db",
         synchronous="FULL",
         status_cache_turns=0,
     )
@@ -44,6 +47,12 @@ async def store(tmp_path: Path, database_url: str | None) -> AsyncIterator[Store
         yield db
     finally:
         db.close()
+
+
+@pytest.fixture
+async def store(tmp_path: Path, database_url: str | None) -> AsyncIterator[Store]:
+    with opened_store(tmp_path, database_url) as db:
+        yield db
 
 
 class Journal:

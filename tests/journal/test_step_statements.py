@@ -12,10 +12,10 @@ from typing import Any
 import pytest
 from turnkeeper_server.journal import transitions
 from turnkeeper_server.records import Fence
-from turnkeeper_server.store import Tx, open_store
+from turnkeeper_server.store import Tx
 from turnkeeper_server.store.postgres_pipeline import SendingConnection
 
-from tests.journal.conftest import POLICY, Journal
+from tests.journal.conftest import POLICY, Journal, opened_store
 from tests.journal.test_turn_cache import append, events
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.timeout(60)]
@@ -88,17 +88,7 @@ async def test_a_refusal_reasoned_from_a_stale_record_waits_for_its_check(
     # gone out and passed. It fails, and the group runs again on the row: accepted.
     await journal.start("t1", "th1")
     await append(journal, "t1", 0, 1, "step")
-    db = open_store(
-        database_url=database_url,
-        turns_path=tmp_path / "other-turns.db",
-        sessions_path=tmp_path / "other-sessions.db",
-        synchronous="FULL",
-        status_cache_turns=0,
-    )
-    db.open()
-    try:
+    with opened_store(tmp_path, database_url, "other-") as db:
         await append(Journal(db), "t1", 0, 2, "token")
-    finally:
-        db.close()
     assert await append(journal, "t1", 0, 3, "step") == 3
     assert [seq for seq, _, _ in events(journal, "t1")] == [1, 2, 3]

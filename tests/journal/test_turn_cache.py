@@ -17,10 +17,10 @@ import pytest
 from turnkeeper_server.errors import StaleAttempt, WrongState
 from turnkeeper_server.journal import effects, transitions
 from turnkeeper_server.records import EFFECT_SUPERSEDED, EffectCall, Fence, TurnRecord
-from turnkeeper_server.store import Store, Tx, open_store
+from turnkeeper_server.store import Store, Tx
 from turnkeeper_server.store.postgres import PostgresDatabase
 
-from tests.journal.conftest import POLICY, REPLICA, Journal
+from tests.journal.conftest import POLICY, REPLICA, Journal, opened_store
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.timeout(60)]
 
@@ -28,18 +28,8 @@ pytestmark = [pytest.mark.postgres_only, pytest.mark.timeout(60)]
 @pytest.fixture
 async def other(tmp_path: Path, database_url: str) -> AsyncIterator[Journal]:
     """A second replica's store on the same database."""
-    db = open_store(
-        database_url=database_url,
-        turns_path=tmp_path / "other-turns.db",
-        sessions_path=tmp_path / "other-sessions.db",
-        synchronous="FULL",
-        status_cache_turns=0,
-    )
-    db.open()
-    try:
+    with opened_store(tmp_path, database_url, "other-") as db:
         yield Journal(db)
-    finally:
-        db.close()
 
 
 @pytest.fixture

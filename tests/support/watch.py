@@ -4,9 +4,12 @@ from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass, field
+from typing import Any
 
+import pytest
 from grpc import aio
 from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
+from turnkeeper_server.engine import watch
 
 
 @dataclass
@@ -56,3 +59,20 @@ def seqs(shown: list[tuple[int, str, str]]) -> list[int]:
 
 
 __all__ = ["Watcher", "aio", "seqs"]
+
+
+def first_read(monkeypatch: pytest.MonkeyPatch) -> asyncio.Event:
+    """An event set once a WatchTurn stream's tail has made its first journal read
+    (any stream's, in this process): what a test changes the turn after, to land it
+    between the stream's position and its first page."""
+    read = asyncio.Event()
+    original = watch._Tail._read
+
+    async def told(self: watch._Tail, cursor: int) -> Any:
+        try:
+            return await original(self, cursor)
+        finally:
+            read.set()
+
+    monkeypatch.setattr(watch._Tail, "_read", told)
+    return read

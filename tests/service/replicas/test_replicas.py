@@ -20,7 +20,6 @@ from grpc import aio
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper.v1 import turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
-from turnkeeper_server.engine import watch
 
 from tests.support.nats import NatsServer, subscribe
 from tests.support.postgres import PostgresCluster
@@ -28,6 +27,7 @@ from tests.support.procs import ServiceProcess
 from tests.support.service import ServiceFactory
 from tests.support.turns import events, start, value
 from tests.support.watch import Watcher, seqs
+from tests.support.watch import first_read as watch_first_read
 
 Stub: TypeAlias = "turns_pb2_grpc.TurnServiceAsyncStub"
 REPLICAS = 3
@@ -167,16 +167,7 @@ async def test_a_watch_joining_past_another_replicas_rewind_resets_before_the_re
     # from before a re-drive through one replica rewound the turn below it; its
     # WatchTurn on another replica read nothing after it, and the re-run's appends
     # through that replica went out from the news as repeats, with no reset.
-    first_read = asyncio.Event()
-    read = watch._Tail._read
-
-    async def told(self: watch._Tail, cursor: int) -> Any:
-        try:
-            return await read(self, cursor)
-        finally:
-            first_read.set()
-
-    monkeypatch.setattr(watch._Tail, "_read", told)
+    first_read = watch_first_read(monkeypatch)
     await start(stubs[0], turn_id="t1", thread_id="th1")
     await stubs[1].AppendEvents(
         pb.AppendEventsRequest(turn_id="t1", attempt=0, events=events(1, "token", "token"))

@@ -3,7 +3,6 @@ the retained events, and a WatchTurn that sees RESET + replay, no duplicate, no 
 
 from __future__ import annotations
 
-import asyncio
 import json
 from typing import Any, TypeAlias
 
@@ -17,6 +16,7 @@ from turnkeeper_server.engine import watch
 from tests.support.nats import subscribe
 from tests.support.turns import events, start
 from tests.support.watch import Watcher, seqs
+from tests.support.watch import first_read as watch_first_read
 
 pytestmark = pytest.mark.both_backends
 
@@ -276,16 +276,7 @@ async def test_a_watch_joining_past_a_rewound_end_resets_before_the_rerun(
     # after_seq from a TurnStatus, a re-drive rewound the turn below it, and the
     # stream's first read found nothing after it; the re-run's appends, taken from the
     # commits' news, then went out at seqs the watcher already held, with no reset.
-    first_read = asyncio.Event()
-    read = watch._Tail._read
-
-    async def told(self: watch._Tail, cursor: int) -> Any:
-        try:
-            return await read(self, cursor)
-        finally:
-            first_read.set()
-
-    monkeypatch.setattr(watch._Tail, "_read", told)
+    first_read = watch_first_read(monkeypatch)
     await start(turns)
     await turns.AppendEvents(
         pb.AppendEventsRequest(turn_id="t1", attempt=0, events=events(1, "step", "token"))

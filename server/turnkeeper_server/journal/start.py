@@ -34,8 +34,9 @@ from typing import Any
 from turnkeeper._multitask import ENQUEUE, INTERRUPT, REJECT, ROLLBACK, STRATEGIES
 
 from turnkeeper_server.errors import AlreadyExists, InvalidArgument, WrongState
-from turnkeeper_server.journal import agents, lifecycle, threads, transitions
+from turnkeeper_server.journal import agents, lifecycle, runs, threads, transitions
 from turnkeeper_server.journal.lifecycle import Cancelled
+from turnkeeper_server.journal.runs import RunRecord
 from turnkeeper_server.records import (
     HANDED,
     LIVE_SQL,
@@ -101,6 +102,9 @@ class StartRequest:
     # The service names `replica`/`incarnation` itself and hands the turn to it with
     # its claim (decision 590): owned for a claim window until that replica takes it.
     handed: bool = False
+    # A LangGraph API run's record (its metadata, kwargs, webhook), written with the
+    # turn it describes (decision 700): never a turn without it, whatever dies when.
+    run: RunRecord | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -123,6 +127,13 @@ def request_hash(thread_id: str, agent: str, input_json: str) -> str:
 def start_turn(tx: Tx, request: StartRequest, policy: Policy) -> Started:
     if request.strategy not in STRATEGIES:
         raise InvalidArgument(f"multitask strategy must be one of {', '.join(STRATEGIES)}")
+    started = _start(tx, request, policy)
+    if started.created and request.run is not None:
+        runs.put(tx, request.run)
+    return started
+
+
+def _start(tx: Tx, request: StartRequest, policy: Policy) -> Started:
     digest = request_hash(request.thread_id, request.agent, request.input_json)
     if request.new_thread is not None:
         return _start_on_new_thread(tx, request, request.new_thread, digest, policy)

@@ -18,6 +18,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -29,6 +30,7 @@ from turnkeeper._run_request import (
     parse_run_request,
 )
 
+from turnkeeper_server.journal.assistants import AssistantRecord
 from turnkeeper_server.journal.runs import RunRecord
 from turnkeeper_server.journal.start import ThreadMadeMeanwhile
 from turnkeeper_server.journal.threads import ThreadRecord
@@ -216,6 +218,11 @@ async def launch(
     if given_options := merged.as_dict():
         # Journaled with the run, so a re-drive runs it the same way.
         params["run"] = given_options
+
+    def record_for(thread: ThreadRecord) -> RunRecord:
+        assert run_id is not None
+        return _run_record(body, assistant, thread, stamped, modes, run_id, run)
+
     for tries in range(1, _MAX_TRIES + 1):
         # A thread the run makes is made in its turn's commit (decision 580), unless
         # the agent starts the turn: then first, as the agent needs it.
@@ -230,7 +237,7 @@ async def launch(
         )
         try:
             thread = await _start_turn(
-                deps, caller, origin, run, agent, thread, made, tagged, params
+                deps, caller, origin, run, agent, thread, made, tagged, params, record_for
             )
         except ThreadMadeMeanwhile:
             # A racing request made the thread since it was looked for: nothing
@@ -240,33 +247,10 @@ async def launch(
             continue
         break
     thread_id = thread.thread_id
-    # As LangGraph's server merges a run's metadata: the assistant's, the thread's,
-    # the run's own (its auth handler's say included); its assistant id last.
-    metadata = {
-        **assistant.metadata,
-        **thread.metadata,
-        **field(body, "metadata", dict, {}),
-        **stamped,
-        "assistant_id": assistant.assistant_id,
-    }
-    kwargs = {name: body.get(name) for name in KWARGS} | {
-        "stream_mode": _mode_list(body.get("stream_mode"), modes),
-        "interrupt_before": body.get("interrupt_before"),
-        "interrupt_after": body.get("interrupt_after"),
-        # Delivered when the run ends (journal/webhooks.py, webhooks/delivery.py);
-        # checked above (a cron's when the cron is made).
-        "webhook": body.get("webhook") or None,
-        "feedback_keys": body.get("feedback_keys"),
-        # A thread-less run's thread is kept here (docs/langgraph-api.md), and every
-        # run's stream can be resumed with Last-Event-ID.
-        "temporary": False,
-        "subgraphs": bool(body.get("stream_subgraphs", False)),
-        "resumable": True,
-        "checkpoint_during": body.get("checkpoint_during", True),
-        "durability": body.get("durability") or "async",
-    }
-    stored = RunRecord(run_id, metadata, _json_safe(kwargs), run.multitask_strategy)
-    await deps.engine.threads.put_run(stored)
+    stored = record_for(thread)
+    if relayed:
+        # The agent started the turn: its record follows in a commit of its own.
+        await deps.engine.threads.put_run(stored)
     turn = deps.engine.turns.get(run_id)
     if turn is None:  # erased between its start and here
         raise not_found(f"run {run_id}")
@@ -288,10 +272,12 @@ async def _start_turn(
     made: bool,
     tagged: dict[str, Any],
     params: dict[str, Any],
+    record_for: Callable[[ThreadRecord], RunRecord],
 ) -> ThreadRecord:
     """The run's turn started on `thread` (`made`: by this start, in the turn's own
     commit unless the agent starts it), or ThreadMadeMeanwhile; the thread as the
-    run tagged it."""
+    run tagged it. A turn the service journals itself is written with its run's
+    record, `record_for(thread)` (decision 700)."""
     options = run.options.as_dict()
     relayed = handoff_start.needs_agent(run.input, options)
     thread_id = thread.thread_id
@@ -337,8 +323,48 @@ async def _start_turn(
         strategy=run.multitask_strategy,
         journaled_input=handoff_start.journaled(run.input, params.get("run") or {}),
         new_thread=thread.metadata if made else None,
+        run=record_for(thread),
     )
     return thread
+
+
+def _run_record(
+    body: dict[str, Any],
+    assistant: AssistantRecord,
+    thread: ThreadRecord,
+    stamped: dict[str, Any],
+    modes: frozenset[str],
+    run_id: str,
+    run: RunRequest,
+) -> RunRecord:
+    """The run's record as LangGraph's server keeps it: its merged metadata and the
+    kwargs it was created with."""
+    # As LangGraph's server merges a run's metadata: the assistant's, the thread's,
+    # the run's own (its auth handler's say included); its assistant id last.
+    metadata = {
+        **assistant.metadata,
+        **thread.metadata,
+        **field(body, "metadata", dict, {}),
+        **stamped,
+        "assistant_id": assistant.assistant_id,
+    }
+    kwargs = {name: body.get(name) for name in KWARGS} | {
+        "stream_mode": _mode_list(body.get("stream_mode"), modes),
+        "interrupt_before": body.get("interrupt_before"),
+        "interrupt_after": body.get("interrupt_after"),
+        # Delivered when the run ends (journal/webhooks.py, webhooks/delivery.py);
+        # checked above (a cron's when the cron is made).
+        "webhook": body.get("webhook") or None,
+        "feedback_keys": body.get("feedback_keys"),
+        # A thread-less run's thread is kept here (docs/langgraph-api.md), and every
+        # run's stream can be resumed with Last-Event-ID.
+        "temporary": False,
+        "subgraphs": bool(body.get("stream_subgraphs", False)),
+        "resumable": True,
+        "checkpoint_during": body.get("checkpoint_during", True),
+        "durability": body.get("durability") or "async",
+    }
+    return RunRecord(run_id, metadata, _json_safe(kwargs), run.multitask_strategy)
 
 
 def acts_as(caller: Caller | None) -> dict[str, Any]:

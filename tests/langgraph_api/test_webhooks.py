@@ -188,7 +188,7 @@ async def test_a_run_its_record_and_its_webhook_are_one_commit(
     counts = await receiver.wait_applied(1)
     assert counts["applied"][run["run_id"]]["status"] == "success"
     assert await outcomes.until_settled(run["run_id"]) == "delivered"
-    stored = await sdk.runs.get(run["thread_id"], run["run_id"])
+    stored: Any = await sdk.runs.get(run["thread_id"], run["run_id"])
     assert stored["metadata"]["kept"] == "yes"
     assert stored["kwargs"]["webhook"] == hook
 

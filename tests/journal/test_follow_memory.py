@@ -38,6 +38,7 @@ from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.records import EventRecord, Fence, NewEvent
 
 from tests.journal.conftest import POLICY, REPLICA, Journal
+from tests.support.watch import first_read as watch_first_read
 
 pytestmark = [pytest.mark.both_backends, pytest.mark.timeout(60)]
 
@@ -597,3 +598,52 @@ async def test_a_rewind_that_told_no_one_resets_a_watch_at_the_rerun_news(
     await writer.append(1, "token")
     await writer.finish(1, tell=True)
     assert seen(await reader.rest()) == [(0, -1, "RESET"), (1, 1, "token"), (2, 1, "turn.done")]
+
+
+@pytest.mark.parametrize("rerun", ["after-its-first-page", "before-its-first-page"])
+async def test_a_resume_rewound_after_its_position_check_gets_a_rewound_first(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch, rerun: str
+) -> None:
+    # The LangGraph stream's resume (`follow_live` with its client's last event, seq 4
+    # of attempt 0) checks that its position still stands, then reads its first page.
+    # A re-drive (another replica's, or the reaper's) between the two took seqs 3 and
+    # 4 back; the re-run wrote them again, here after the first read (its news, kept
+    # from the turn's last seq 2 on: seqs 3 and 4 again, with no Rewound) or before
+    # it (the page after seq 4: the client kept the taken-back 3 and 4).
+    paged = watch_first_read(monkeypatch)
+    notifier, writer = await started(journal)
+    await writer.append(0, "step", "token")
+    await writer.checkpoint("cp-1", 0)  # boundary 2
+    await writer.append(0, "token", "token")  # seqs 3 and 4: the client has them
+    db: Any = journal.db
+    original = db.read
+    reads = 0
+    gap = asyncio.Event()
+
+    async def gapped(fn: Callable[[Any], Any]) -> Any:
+        nonlocal reads
+        reads += 1
+        result = await original(fn)
+        if reads == 1:  # the position check: the rewind lands right after it
+            await writer.redrive()
+            if rerun == "before-its-first-page":
+                await writer.append(1, "token", "token", "token")
+            gap.set()
+        return result
+
+    db.read = gapped
+    reader = Reader(live(journal, notifier, after_seq=4, after_attempt=0))
+    await gap.wait()
+    if rerun == "after-its-first-page":
+        await paged.wait()  # it found nothing after seq 4: what follows comes as news
+        await writer.append(1, "token", "token", "token")
+    await writer.finish(1, tell=True)
+    got = await reader.rest()
+    assert seen(got) == [
+        (2, -1, "REWOUND"),
+        (3, 1, "token"),
+        (4, 1, "token"),
+        (5, 1, "token"),
+        (6, 1, "turn.done"),
+    ]
+    assert isinstance(got[0], Rewound) and got[0].taken == ()

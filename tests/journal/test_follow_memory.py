@@ -157,11 +157,15 @@ def settled(journal: Journal, notifier: TurnNotifier) -> AsyncGenerator[Item]:
     return follow()
 
 
-def watch(journal: Journal, notifier: TurnNotifier, after_seq: int = 0) -> AsyncGenerator[Item]:
-    """gRPC WatchTurn's follower."""
+def watch(
+    journal: Journal, notifier: TurnNotifier, after_seq: int = 0, after_attempt: int | None = None
+) -> AsyncGenerator[Item]:
+    """gRPC WatchTurn's follower (the SSE's, with `after_attempt`)."""
 
     async def follows() -> AsyncGenerator[Item]:
-        async for item in follow(journal.db, notifier, Metrics(), "t1", after_seq):
+        async for item in follow(
+            journal.db, notifier, Metrics(), "t1", after_seq, after_attempt=after_attempt
+        ):
             yield item
 
     return follows()
@@ -601,15 +605,17 @@ async def test_a_rewind_that_told_no_one_resets_a_watch_at_the_rerun_news(
 
 
 @pytest.mark.parametrize("rerun", ["after-its-first-page", "before-its-first-page"])
-async def test_a_resume_rewound_after_its_position_check_gets_a_rewound_first(
-    journal: Journal, monkeypatch: pytest.MonkeyPatch, rerun: str
+@pytest.mark.parametrize("way", ["live", "watch"])
+async def test_a_resume_rewound_after_its_position_check_is_told_first(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch, rerun: str, way: str
 ) -> None:
-    # The LangGraph stream's resume (`follow_live` with its client's last event, seq 4
-    # of attempt 0) checks that its position still stands, then reads its first page.
-    # A re-drive (another replica's, or the reaper's) between the two took seqs 3 and
-    # 4 back; the re-run wrote them again, here after the first read (its news, kept
-    # from the turn's last seq 2 on: seqs 3 and 4 again, with no Rewound) or before
-    # it (the page after seq 4: the client kept the taken-back 3 and 4).
+    # Decision 650. A resume (its client's last event: seq 4 of attempt 0) checks that
+    # its position still stands, then reads its first page: the LangGraph stream's
+    # (`follow_live`) and the SSE's (`follow` with the attempt). A re-drive (another
+    # replica's, or the reaper's) between the two took seqs 3 and 4 back; the re-run
+    # wrote them again, here after the first read (its news, kept from the turn's
+    # last seq 2 on: seqs 3 and 4 again, with no Rewound) or before it (the page
+    # after seq 4: the client kept the taken-back 3 and 4).
     paged = watch_first_read(monkeypatch)
     notifier, writer = await started(journal)
     await writer.append(0, "step", "token")
@@ -632,18 +638,20 @@ async def test_a_resume_rewound_after_its_position_check_gets_a_rewound_first(
         return result
 
     db.read = gapped
-    reader = Reader(live(journal, notifier, after_seq=4, after_attempt=0))
+    follower = live if way == "live" else watch
+    reader = Reader(follower(journal, notifier, after_seq=4, after_attempt=0))
     await gap.wait()
     if rerun == "after-its-first-page":
         await paged.wait()  # it found nothing after seq 4: what follows comes as news
         await writer.append(1, "token", "token", "token")
     await writer.finish(1, tell=True)
     got = await reader.rest()
-    assert seen(got) == [
-        (2, -1, "REWOUND"),
-        (3, 1, "token"),
-        (4, 1, "token"),
-        (5, 1, "token"),
-        (6, 1, "turn.done"),
-    ]
-    assert isinstance(got[0], Rewound) and got[0].taken == ()
+    rerun_events = [(3, 1, "token"), (4, 1, "token"), (5, 1, "token"), (6, 1, "turn.done")]
+    if way == "live":
+        # Where the turn stands now; the client's state is the one at seq 2.
+        assert seen(got) == [(2, -1, "REWOUND"), *rerun_events]
+        assert isinstance(got[0], Rewound) and got[0].taken == ()
+    else:
+        # WatchTurn's reset, and the turn's events from seq 1.
+        assert seen(got) == [(2, -1, "RESET"), (1, 0, "step"), (2, 0, "token"), *rerun_events]
+        assert isinstance(got[0], Reset) and got[0].attempt == 1

@@ -147,20 +147,41 @@ class Reset:
 
 
 async def follow(
-    db: Store, notifier: TurnNotifier, metrics: Metrics, turn_id: str, after_seq: int
+    db: Store,
+    notifier: TurnNotifier,
+    metrics: Metrics,
+    turn_id: str,
+    after_seq: int,
+    *,
+    after_attempt: int | None = None,
 ) -> AsyncGenerator[EventRecord | Reset]:
     """Retained events after `after_seq`, then live ones; a Reset and a replay from
     seq 1 whenever the turn is rewound; ends after the terminal event, or at once
     when the turn is over and `after_seq` is already past it. Served from the
     commits' news like the LangGraph API's followers (`_Tail`); with no settled
     limit to keep, it waits for a wake as long as it takes (a change through another
-    replica wakes it through the store's notification)."""
+    replica wakes it through the store's notification).
+
+    `after_attempt`: the attempt of the event at `after_seq` its client has (the
+    SSE's resume, web/sse.py), None when unknown (WatchTurn's request): then a
+    position no longer the journal's is a Reset before anything else, and any
+    rewind after that check is one too (decision 650)."""
     cursor = after_seq
     metrics.watchers.inc()
     tail = _Tail(db, notifier, turn_id, bounded=False)
     try:
-        # The turn's rewinds as of the first page.
+        # The turn's rewinds as of the position's check, else of the first page.
         epoch: int | None = None
+        if after_seq > 0 and after_attempt is not None:
+            kept, epoch = await db.read(
+                functools.partial(_kept, turn_id=turn_id, seq=after_seq, attempt=after_attempt)
+            )
+            if kept < after_seq:
+                epoch = None  # what follows is the Reset's replay
+                cursor = 0
+                checkpoint_id, boundary = transitions.latest_boundary(db.read_conn(), turn_id)
+                turn = transitions.require_turn(db.read_conn(), turn_id)
+                yield Reset(seq=boundary, attempt=turn.attempts, checkpoint_id=checkpoint_id)
         fresh = True
         while True:
             turn, events, more, _ = await tail.page(cursor, fresh=fresh)

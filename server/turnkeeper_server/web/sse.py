@@ -124,7 +124,9 @@ class EventStream:
             response, _ = await self.pump.serve(
                 request,
                 caller,
-                self._frames(turn_id, start),
+                # The resume's attempt goes on with it: a rewind after the check
+                # above is still the stream's reset (engine/watch.py, decision 650).
+                self._frames(turn_id, start, attempt if start > 0 else None),
                 _TurnFraming(self.operations, turn_id),
                 name=f"SSE of turn {turn_id}",
                 after=start,
@@ -151,8 +153,12 @@ class EventStream:
         reset = {"seq": 0, "attempt": turn.attempts, "checkpointId": "", "local": True}
         return 0, frame("reset", reset, id=0)
 
-    async def _frames(self, turn_id: str, after: int) -> AsyncGenerator[Frame, None]:
-        watch = self.operations.watch(turns_pb2.WatchTurnRequest(turn_id=turn_id, after_seq=after))
+    async def _frames(
+        self, turn_id: str, after: int, attempt: int | None
+    ) -> AsyncGenerator[Frame, None]:
+        watch = self.operations.watch(
+            turns_pb2.WatchTurnRequest(turn_id=turn_id, after_seq=after), after_attempt=attempt
+        )
         async with contextlib.aclosing(watch) as items:
             async for item in items:
                 seq = item.event.seq if item.HasField("event") else None

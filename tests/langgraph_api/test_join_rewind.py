@@ -5,7 +5,9 @@ its first page (decision 650): LangGraph's join (`/threads/{thread_id}/runs/
 with Last-Event-ID and attempt). Both checked that the client's last event (seq 2,
 attempt 0) still stood; the re-drive then took seqs 1 and 2 back and the re-run
 wrote seqs 1 to 3 before the stream's first read. Before, the stream went on
-after seq 2 with the re-run's seq 3: the client kept the two tokens taken back.
+after seq 2 with the re-run's seq 3: the client kept the two tokens taken back. A
+join whose Last-Event-ID is not one of the stream's goes on from the run's newest
+event: the same, with the turn's attempt for that event's.
 
 The turn is driven over gRPC as an executor drives it (no agent: the re-drive is
 an operator's, landed in the gap by a hook on the stream's first read)."""
@@ -51,7 +53,7 @@ async def session() -> AsyncIterator[aiohttp.ClientSession]:
         yield s
 
 
-@pytest.mark.parametrize("endpoint", ["langgraph-join", "turn-events"])
+@pytest.mark.parametrize("endpoint", ["langgraph-join", "langgraph-join-unknown-id", "turn-events"])
 async def test_a_rewind_after_a_resumes_check_is_told_before_the_rerun(
     service: TurnkeeperServer,
     turns: Stub,
@@ -87,9 +89,12 @@ async def test_a_rewind_after_a_resumes_check_is_told_before_the_rerun(
     monkeypatch.setattr(watch._Tail, "_read", gapped)
     assert service.web is not None
     base = service.web.url.rstrip("/")
-    if endpoint == "langgraph-join":
+    if endpoint.startswith("langgraph-join"):
         url = f"{base}/threads/{thread_id}/runs/{run_id}/stream?stream_mode=messages-tuple"
-        headers = {"Last-Event-ID": live_id(2, 0)}
+        # An id that is not the stream's goes on from the run's newest event (seq 2)
+        # with the turn's attempt, as it stood when the join came (0).
+        last = "not-an-id" if endpoint.endswith("unknown-id") else live_id(2, 0)
+        headers = {"Last-Event-ID": last}
     else:
         url = f"{base}/v1/turns/{run_id}/events?attempt=0"
         headers = {"Last-Event-ID": "2"}
@@ -106,7 +111,7 @@ async def test_a_rewind_after_a_resumes_check_is_told_before_the_rerun(
     )
     got = await asyncio.wait_for(reader, 60)
 
-    if endpoint == "langgraph-join":
+    if endpoint.startswith("langgraph-join"):
         # LangGraph's remove-all first (the client's reply is gone), then the
         # re-run's tokens, each once.
         first, *rest = got

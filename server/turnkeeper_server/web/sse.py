@@ -17,7 +17,8 @@ Resuming: a reconnect sends the id of the last event it showed (the page's fetch
 reader sets the header; EventSource sets it itself). With `attempt` (of that event)
 the service first checks that the event is still retained as shown: if the turn was
 rewound while nothing was connected, the stream starts with a reset (`local: true`)
-and replays from seq 1, so no stale event stays on the page. The stream is the watch
+and replays from seq 1, so no stale event stays on the page; a rewind after that
+check, before the watch's first read, is the watch's own reset (decision 650). The stream is the watch
 operation gRPC's WatchTurn serves (operations/turns.py), so rights, quotas and frames
 are WatchTurn's own; the pump (pump.py) holds the quota before the response starts,
 so a client over it is answered 429, and ends the stream with an `error` frame

@@ -335,7 +335,7 @@ async def follow_live(
         while True:
             turn, events, more, limit = await tail.page(cursor, fresh=fresh)
             fresh = False
-            if taken_back(turn, events, cursor, turn.rewinds if epoch is None else epoch):
+            if taken_back(turn, events, cursor, epoch):
                 epoch = turn.rewinds
                 # The newest event the client holds that a rewind could take back.
                 holds = (released[-1].seq, released[-1].attempt) if released else resumed

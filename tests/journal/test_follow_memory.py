@@ -604,18 +604,23 @@ async def test_a_rewind_that_told_no_one_resets_a_watch_at_the_rerun_news(
     assert seen(await reader.rest()) == [(0, -1, "RESET"), (1, 1, "token"), (2, 1, "turn.done")]
 
 
-@pytest.mark.parametrize("rerun", ["after-its-first-page", "before-its-first-page"])
+@pytest.mark.parametrize(
+    "rewind",
+    ["in-the-gap-rerun-after-it", "in-the-gap-rerun-in-it", "after-the-first-page"],
+)
 @pytest.mark.parametrize("way", ["live", "watch"])
 async def test_a_resume_rewound_after_its_position_check_is_told_first(
-    journal: Journal, monkeypatch: pytest.MonkeyPatch, rerun: str, way: str
+    journal: Journal, monkeypatch: pytest.MonkeyPatch, rewind: str, way: str
 ) -> None:
     # Decision 650. A resume (its client's last event: seq 4 of attempt 0) checks that
     # its position still stands, then reads its first page: the LangGraph stream's
     # (`follow_live`) and the SSE's (`follow` with the attempt). A re-drive (another
-    # replica's, or the reaper's) between the two took seqs 3 and 4 back; the re-run
-    # wrote them again, here after the first read (its news, kept from the turn's
-    # last seq 2 on: seqs 3 and 4 again, with no Rewound) or before it (the page
-    # after seq 4: the client kept the taken-back 3 and 4).
+    # replica's, or the reaper's) in the gap between the two took seqs 3 and 4 back;
+    # the re-run wrote them again after the first read (its news, kept from the
+    # turn's last seq 2 on: seqs 3 and 4 again, with no Rewound) or in the gap too
+    # (the page after seq 4: the client kept the taken-back 3 and 4). Or the re-drive
+    # came after the first page, the stream having sent nothing since the resume:
+    # `follow_live` knew of no event it released that a rewind could take.
     paged = watch_first_read(monkeypatch)
     notifier, writer = await started(journal)
     await writer.append(0, "step", "token")
@@ -631,8 +636,9 @@ async def test_a_resume_rewound_after_its_position_check_is_told_first(
         reads += 1
         result = await original(fn)
         if reads == 1:  # the position check: the rewind lands right after it
-            await writer.redrive()
-            if rerun == "before-its-first-page":
+            if rewind.startswith("in-the-gap"):
+                await writer.redrive()
+            if rewind == "in-the-gap-rerun-in-it":
                 await writer.append(1, "token", "token", "token")
             gap.set()
         return result
@@ -641,8 +647,10 @@ async def test_a_resume_rewound_after_its_position_check_is_told_first(
     follower = live if way == "live" else watch
     reader = Reader(follower(journal, notifier, after_seq=4, after_attempt=0))
     await gap.wait()
-    if rerun == "after-its-first-page":
+    if rewind != "in-the-gap-rerun-in-it":
         await paged.wait()  # it found nothing after seq 4: what follows comes as news
+        if rewind == "after-the-first-page":
+            await writer.redrive()
         await writer.append(1, "token", "token", "token")
     await writer.finish(1, tell=True)
     got = await reader.rest()

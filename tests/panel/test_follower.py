@@ -381,7 +381,11 @@ async def test_a_rewind_while_cut_off_gives_one_reset_from_the_stream_or_an_idle
     if not stream_resets:
         # A service of before decision 630: a stream re-opened past a rewound end
         # says nothing of the rewind.
-        monkeypatch.setattr(watch, "taken_back", lambda turn, events, cursor: False)
+        monkeypatch.setattr(
+            watch,
+            "taken_back",
+            lambda turn, events, cursor, epoch: epoch is not None and turn.rewinds != epoch,
+        )
     async with ObservedClient(svc.address) as client:
         reference, consumer = await followed_then_cut_off(svc, client)
         # Re-driven while the follower is cut off, and the new attempt has written

@@ -237,7 +237,17 @@ async def launch(
         )
         try:
             thread = await _start_turn(
-                deps, caller, origin, run, agent, thread, made, tagged, params, record_for
+                deps,
+                caller,
+                origin,
+                run,
+                agent,
+                thread,
+                made,
+                tagged,
+                params,
+                record_for,
+                relayed=relayed,
             )
         except ThreadMadeMeanwhile:
             # A racing request made the thread since it was looked for: nothing
@@ -273,13 +283,14 @@ async def _start_turn(
     tagged: dict[str, Any],
     params: dict[str, Any],
     record_for: Callable[[ThreadRecord], RunRecord],
+    *,
+    relayed: bool,
 ) -> ThreadRecord:
     """The run's turn started on `thread` (`made`: by this start, in the turn's own
     commit unless the agent starts it), or ThreadMadeMeanwhile; the thread as the
     run tagged it. A turn the service journals itself is written with its run's
     record, `record_for(thread)` (decision 700)."""
     options = run.options.as_dict()
-    relayed = handoff_start.needs_agent(run.input, options)
     thread_id = thread.thread_id
     run_id = params["turn_id"]
     # Whose thread it is decides who answers its interrupt (rights.py).

@@ -235,8 +235,9 @@ def _insert_running(
     (containment.reap_expired, decision 591)."""
     now = time.time()
     owner = (request.replica, request.incarnation) if request.replica else None
-    full = owner is not None and not request.handed
-    lease = now + (policy.lease_seconds if full else policy.claim_seconds)
+    # Taken (TurnRecord.taken) as it is inserted: its owner runs it from its start.
+    taken = owner is not None and not request.handed
+    lease = now + (policy.lease_seconds if taken else policy.claim_seconds)
     return _insert(
         tx,
         request,

@@ -25,7 +25,7 @@ from turnkeeper_server.journal.runs import RunRecord
 
 from tests.support.agents import Agents, agents_for, all_events, result, shape
 from tests.support.nats import Collector, NatsServer
-from tests.support.pages import PATIENCE_MS, open_page, recorded, timeline
+from tests.support.pages import open_page, recorded, timeline
 from tests.support.security import bearer, write_tokens
 from tests.support.service import ServiceFactory, unrenewed
 from tests.support.turns import events, start, value
@@ -81,7 +81,7 @@ async def agents(
 
 
 async def ended(page: Page) -> None:
-    await expect(page.locator("#stream-status")).to_have_text("ended (DONE)", timeout=PATIENCE_MS)
+    await expect(page.locator("#stream-status")).to_have_text("ended (DONE)")
 
 
 async def test_agent_killed_mid_turn_page_shows_one_reset_and_the_uninterrupted_transcript(

@@ -11,7 +11,7 @@ from turnkeeper._run_request import default_assistant_id
 
 from turnkeeper_server.journal.runs import RunRecord
 from turnkeeper_server.journal.threads import ThreadRecord
-from turnkeeper_server.records import TurnRecord
+from turnkeeper_server.records import RUNNING, TurnRecord
 
 # A turn's state as a run's status, and as the status of the thread it is newest on.
 # A run stopped at an interrupt is over, LangGraph's server says (`success`; its
@@ -32,7 +32,7 @@ def run_status(turn: TurnRecord) -> str:
     decision 381) is `pending`, as a run no worker has picked up is on LangGraph's
     server (decision 371). So is one claimed for a replica in its start's commit
     that has not taken it yet (decision 590)."""
-    if turn.state == "RUNNING" and (not turn.owned or turn.handed):
+    if turn.state == RUNNING and not turn.taken:
         return "pending"
     return RUN_STATUS.get(turn.state, "pending")
 

@@ -155,7 +155,8 @@ class PgTx:
             self._cache.put(turn)
 
     def forget_turn(self, turn_id: str) -> None:
-        self._remembered = True
+        # Not `_remembered`: a record forgotten by an operation that then refused
+        # itself having only read (`_Declined`) costs the next one a read, no more.
         if self._cache is not None:
             self._cache.drop(turn_id)
 
@@ -416,7 +417,7 @@ class PostgresDatabase:
         error propagates as it is: a stale record's check is one, so a refusal
         reasoned from a stale record is never given). _Declined when it refused
         itself having only read (plain SELECTs, row locks, no turn record
-        remembered): nothing of it is in the transaction, which goes on with the
+        remembered; one forgotten stays forgotten): nothing of it is in the transaction, which goes on with the
         group's next operation, not rolled back and run again without it (a group
         of 200 ran 200 operations twice for one refusal; decision 670)."""
         tx = PgTx(conn, job.trace, pipeline, cache, notes.riders)

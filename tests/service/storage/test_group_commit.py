@@ -157,6 +157,7 @@ async def test_an_operation_that_refuses_itself_having_read_costs_the_group_no_r
     def refuses(tx: Tx) -> None:
         runs.append("b")
         tx.execute(f"SELECT k FROM main.scratch WHERE k = ?{tx.for_update}", ("a",)).fetchall()
+        tx.forget_turn("a")  # as lock_turn does (a heartbeat of a turn just finished)
         if wrote:
             tx.send("INSERT INTO main.scratch (k, v) VALUES (?, ?)", ("b", 1))
         raise InvalidArgument("b is refused")

@@ -69,8 +69,10 @@ def unavailable(url: str, exc: BaseException) -> Unavailable:
 
 
 # What a SELECT may call that changes something a rollback would undo.
+# Whole words: a column may be called `updated_at`.
 _SIDE_EFFECTS = re.compile(
-    r"nextval|setval|pg_notify|advisory|INSERT|DELETE|(?<!FOR )(?<!KEY )UPDATE", re.I
+    r"nextval|setval|pg_notify|advisory|\b(?:INSERT|DELETE|MERGE)\b|(?<!FOR )(?<!KEY )\bUPDATE\b",
+    re.I,
 )
 
 

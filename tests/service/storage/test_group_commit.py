@@ -156,7 +156,12 @@ async def test_an_operation_that_refuses_itself_having_read_costs_the_group_no_r
 
     def refuses(tx: Tx) -> None:
         runs.append("b")
-        tx.execute(f"SELECT k FROM main.scratch WHERE k = ?{tx.for_update}", ("a",)).fetchall()
+        # Columns are named so too (a turn's `updated_at`): only what the statement
+        # does counts.
+        tx.execute(
+            f"SELECT k AS updated_at, v AS inserted FROM main.scratch WHERE k = ?{tx.for_update}",
+            ("a",),
+        ).fetchall()
         tx.forget_turn("a")  # as lock_turn does (a heartbeat of a turn just finished)
         if wrote:
             tx.send("INSERT INTO main.scratch (k, v) VALUES (?, ?)", ("b", 1))

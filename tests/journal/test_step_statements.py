@@ -6,17 +6,20 @@ they store, the outbox's order and the refusals are those of one statement each.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
 import pytest
+from turnkeeper_server.errors import StaleAttempt
 from turnkeeper_server.journal import transitions
 from turnkeeper_server.records import Fence
 from turnkeeper_server.store import Tx
 from turnkeeper_server.store.postgres_pipeline import SendingConnection
 
-from tests.journal.conftest import POLICY, Journal, opened_store
+from tests.journal.conftest import POLICY, REPLICA, Journal, opened_store
 from tests.journal.test_turn_cache import append, events
+from tests.service.storage.test_group_commit import in_one_group
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.timeout(60)]
 
@@ -92,3 +95,34 @@ async def test_a_refusal_reasoned_from_a_stale_record_waits_for_its_check(
         await append(Journal(db), "t1", 0, 2, "token")
     assert await append(journal, "t1", 0, 3, "step") == 3
     assert [seq for seq, _, _ in events(journal, "t1")] == [1, 2, 3]
+
+
+async def test_a_stale_heartbeat_leaves_its_group_running(journal: Journal) -> None:
+    # Decision 670: a heartbeat refused after its row's read (an agent's of a turn
+    # re-driven or just finished) only read; the group's other operations run once
+    # and commit, not rolled back and run again without it as on main.
+    await journal.start("t1", "th1")
+    await journal.start("t2", "th2")
+    await journal.redrive("t1")  # attempt 0 is stale now
+    runs: list[str] = []
+
+    def beat(tx: Tx) -> float:
+        runs.append("beat")
+        return transitions.heartbeat(
+            tx, turn_id="t1", attempt=0, replica=REPLICA[0], incarnation=REPLICA[1], policy=POLICY
+        )
+
+    def step(seq: int) -> Callable[[Tx], int]:
+        def op(tx: Tx) -> int:
+            runs.append(f"step {seq}")
+            return transitions.append_events(
+                tx, turn_id="t2", attempt=0, events=[(seq, "step", "{}")], policy=POLICY
+            )
+
+        return op
+
+    done = await in_one_group(journal.db, [step(1), beat, step(2)])
+    assert isinstance(done[1], StaleAttempt)
+    assert (done[0], done[2]) == (1, 2)
+    assert runs == ["step 1", "beat", "step 2"]  # main: step 1 ran again after the beat
+    assert [seq for seq, _, _ in events(journal, "t2")] == [1, 2]

@@ -102,6 +102,8 @@ class PgTx:
         # The turns this operation announced: the group sends them all in one
         # notification at its commit (`notify`).
         self._announced: list[str] = []
+        # Whether it changed the writer's turn records (`TurnCache`).
+        self._remembered = False
         # The W3C traceparent of the call that queued this operation; None unless
         # tracing is on (outbox rows carry it to NATS).
         self.trace = trace
@@ -131,6 +133,7 @@ class PgTx:
         # other's (not yet deleted) rows and neither would erase the emptied thread.
         # Keyed (class, hash of the id): a hash collision only defers a thread.
         self._conn.flush()
+        self._conn.wrote = True  # the lock lasts until the transaction ends
         row = self.raw.execute(
             "SELECT pg_try_advisory_xact_lock(%s, hashtext(%s))", (THREAD_LOCK, thread_id)
         ).fetchone()
@@ -147,10 +150,13 @@ class PgTx:
     def remember_turn(self, turn: TurnRecord) -> None:
         # A fast group that fails is run again from the start, its pending records
         # discarded: an operation that refused itself leaves none behind.
+        self._remembered = True
         if self._cache is not None:
             self._cache.put(turn)
 
     def forget_turn(self, turn_id: str) -> None:
+        # Not `_remembered`: a record forgotten by an operation that then refused
+        # itself having only read (`_Declined`) costs the next one a read, no more.
         if self._cache is not None:
             self._cache.drop(turn_id)
 
@@ -329,7 +335,13 @@ class PostgresDatabase:
             try:
                 for current in todo:
                     if not careful:
-                        ran.append((current, self._run_fast(conn, pipeline, current, notes, cache)))
+                        try:
+                            value = self._run_fast(conn, pipeline, current, notes, cache)
+                        except _Declined as declined:
+                            # It only read: the group goes on without it.
+                            outcomes[id(current)] = (False, declined.error)
+                            continue
+                        ran.append((current, value))
                         continue
                     ok, value = self._run_careful(conn, pipeline, current, notes)
                     if ok:
@@ -403,7 +415,11 @@ class PostgresDatabase:
         """Run `job` without a savepoint or a sync, with the writer's turn records
         (`TurnCache`): its result, or _Refused when it refused itself (a database
         error propagates as it is: a stale record's check is one, so a refusal
-        reasoned from a stale record is never given)."""
+        reasoned from a stale record is never given). _Declined when it refused
+        itself having only read (plain SELECTs, row locks, no turn record
+        remembered; one forgotten stays forgotten): nothing of it is in the transaction, which goes on with the
+        group's next operation, not rolled back and run again without it (a group
+        of 200 ran 200 operations twice for one refusal; decision 670)."""
         tx = PgTx(conn, job.trace, pipeline, cache, notes.riders)
         try:
             value = job.fn(tx)
@@ -416,6 +432,8 @@ class PostgresDatabase:
             if notes.riders is not None:
                 notes.riders.flush()
             pipeline.sync()
+            if not tx.conn.wrote and not tx._remembered:
+                raise _Declined(exc) from None
             raise _Refused(exc) from None
         job.after = tx._after
         notes.add(tx)
@@ -554,6 +572,11 @@ class _Refused(Exception):
 
     def __init__(self, error: Exception) -> None:
         self.error = error
+
+
+class _Declined(_Refused):
+    """An operation refused itself having written nothing: left out of its group
+    without a rollback (`_run_fast`)."""
 
 
 def _resync(conn: psycopg.Connection[Any], pipeline: psycopg.Pipeline) -> None:

@@ -68,6 +68,19 @@ def unavailable(url: str, exc: BaseException) -> Unavailable:
     return Unavailable(f"PostgreSQL at {redact(url)} is unreachable: {detail}")
 
 
+# What a SELECT may call that changes something a rollback would undo.
+# Whole words: a column may be called `updated_at`.
+_SIDE_EFFECTS = re.compile(
+    r"nextval|setval|pg_notify|advisory|\b(?:INSERT|DELETE|MERGE)\b|(?<!FOR )(?<!KEY )\bUPDATE\b",
+    re.I,
+)
+
+
+def _reads_only(sql: str) -> bool:
+    """Whether `sql` only reads (row locks aside: `FOR UPDATE` changes no row)."""
+    return sql.lstrip()[:7].upper() == "SELECT " and _SIDE_EFFECTS.search(sql) is None
+
+
 class PgConn:
     """A psycopg connection behind the shared dialect; `pipeline` when the writer
     runs it in pipeline mode (statements sent without waiting for each)."""
@@ -85,10 +98,15 @@ class PgConn:
         # Whether an outbox row was written through it (store/postgres_outbox.py's
         # `OutboxDrain`).
         self.wrote_outbox = False
+        # Whether anything but a plain SELECT went through it: an operation of the
+        # writer's fast path that refuses itself having only read is left out
+        # without rolling its group back (store/postgres.py, decision 670).
+        self.wrote = False
 
     def send(self, sql: str, parameters: Sequence[Any] = (), /) -> None:
         """A write whose answer nobody reads (`Tx.send`): held to ride with the
         operation's others where the writer holds them, else run now."""
+        self.wrote = True
         if self.riders is None:
             self.execute(sql, parameters)
             return
@@ -106,6 +124,8 @@ class PgConn:
             self.riders.flush()
         if sql.startswith(OUTBOX_INSERT):
             self.wrote_outbox = True
+        if not self.wrote and not _reads_only(sql):
+            self.wrote = True
         if parameters:
             cursor = self.raw.execute(translate(sql), parameters)
         else:
@@ -115,6 +135,7 @@ class PgConn:
         return PipelinedCursor(cursor, self.pipeline)
 
     def executemany(self, sql: str, seq_of_parameters: Iterable[Sequence[Any]], /) -> None:
+        self.wrote = True
         self.flush()
         with self.raw.cursor() as cur:
             cur.executemany(translate(sql), seq_of_parameters)

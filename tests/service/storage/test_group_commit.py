@@ -138,6 +138,44 @@ async def test_an_operation_that_refuses_itself_is_left_out_alone(store: Store) 
     assert keys(store) == ["a", "c"]
 
 
+@pytest.mark.parametrize("wrote", [False, True], ids=["having-read", "having-sent"])
+async def test_an_operation_that_refuses_itself_having_read_costs_the_group_no_rerun(
+    store: Store, backend: str, wrote: bool
+) -> None:
+    # Decision 670: on PostgreSQL's fast path an operation that refused itself
+    # having only read (a locked row, no turn record) is left out and the group
+    # goes on; one that wrote still has its group rolled back and run without it.
+    runs: list[str] = []
+
+    def counted(key: str) -> Callable[[Tx], str]:
+        def op(tx: Tx) -> str:
+            runs.append(key)
+            return insert(key)(tx)
+
+        return op
+
+    def refuses(tx: Tx) -> None:
+        runs.append("b")
+        # Columns are named so too (a turn's `updated_at`): only what the statement
+        # does counts.
+        tx.execute(
+            f"SELECT k AS updated_at, v AS inserted FROM main.scratch WHERE k = ?{tx.for_update}",
+            ("a",),
+        ).fetchall()
+        tx.forget_turn("a")  # as lock_turn does (a heartbeat of a turn just finished)
+        if wrote:
+            tx.send("INSERT INTO main.scratch (k, v) VALUES (?, ?)", ("b", 1))
+        raise InvalidArgument("b is refused")
+
+    a, b, c = await in_one_group(store, [counted("a"), refuses, counted("c")])
+
+    assert (a, c) == ("a", "c")
+    assert isinstance(b, InvalidArgument)
+    assert keys(store) == ["a", "c"]
+    # On main PostgreSQL ran ["a", "b", "a", "c"] having read too: a ran twice.
+    assert runs == (["a", "b", "a", "c"] if wrote and backend == "postgres" else ["a", "b", "c"])
+
+
 async def test_an_operation_the_database_refuses_is_left_out_alone(
     store: Store, backend: str
 ) -> None:

@@ -20,7 +20,9 @@ SQLite a look for a queued turn for `enqueue` alone.
 A LangGraph API run whose thread does not exist yet makes it in the same
 transaction (`StartRequest.new_thread`, decision 580): the thread's row and the turn,
 one commit, and no read of a thread that this very statement found without a row or
-a turn: a refused start leaves no thread.
+a turn: a refused start leaves no thread. A LangGraph API run's record (`StartRequest.run`)
+is written in the same commit too (decision 660): no run without its record, and no
+commit of its own after the hand-off.
 """
 
 from __future__ import annotations
@@ -34,8 +36,9 @@ from typing import Any
 from turnkeeper._multitask import ENQUEUE, INTERRUPT, REJECT, ROLLBACK, STRATEGIES
 
 from turnkeeper_server.errors import AlreadyExists, InvalidArgument, WrongState
-from turnkeeper_server.journal import agents, lifecycle, threads, transitions
+from turnkeeper_server.journal import agents, lifecycle, runs, threads, transitions
 from turnkeeper_server.journal.lifecycle import Cancelled
+from turnkeeper_server.journal.runs import RunRecord
 from turnkeeper_server.records import (
     HANDED,
     LIVE_SQL,
@@ -101,6 +104,9 @@ class StartRequest:
     # The service names `replica`/`incarnation` itself and hands the turn to it with
     # its claim (decision 590): owned for a claim window until that replica takes it.
     handed: bool = False
+    # A LangGraph API run's record (journal/runs.py), written in this commit (decision
+    # 660): the turn and its record appear together, and the run's start is one commit.
+    run: RunRecord | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,6 +127,15 @@ def request_hash(thread_id: str, agent: str, input_json: str) -> str:
 
 
 def start_turn(tx: Tx, request: StartRequest, policy: Policy) -> Started:
+    started = _start(tx, request, policy)
+    if request.run is not None:
+        # Written whether or not this call made the turn, as the record's own write
+        # was (the same run started again keeps its first record).
+        runs.put(tx, request.run)
+    return started
+
+
+def _start(tx: Tx, request: StartRequest, policy: Policy) -> Started:
     if request.strategy not in STRATEGIES:
         raise InvalidArgument(f"multitask strategy must be one of {', '.join(STRATEGIES)}")
     digest = request_hash(request.thread_id, request.agent, request.input_json)

@@ -33,6 +33,7 @@ from turnkeeper._run_request import INTENT_KEY, journaled_run, parse_run_options
 from turnkeeper.v1 import turns_pb2
 
 from turnkeeper_server import limits as lim
+from turnkeeper_server.journal.runs import RunRecord
 from turnkeeper_server.journal.start import NewThread, Started, StartRequest
 from turnkeeper_server.operations.convert import turn_to_proto
 from turnkeeper_server.operations.origin import Origin
@@ -76,13 +77,15 @@ async def start(
     strategy: str,
     journaled_input: Any,
     new_thread: dict[str, Any] | None = None,
+    run: RunRecord | None = None,
 ) -> TurnRecord:
     """Journal the run's turn for `caller` and hand it to a replica of `agent`; the
     turn as journaled (RUNNING and owned by nobody, or QUEUED behind the thread's
     live turn). Errors are the service's (WrongState for a busy thread under
     `reject`, PermissionDenied ...), as StartTurn's through the relay were.
     `new_thread`: the metadata of the thread the run makes, made in the turn's
-    commit (decision 580; ThreadMadeMeanwhile when a racing request made it)."""
+    commit (decision 580; ThreadMadeMeanwhile when a racing request made it).
+    `run`: the run's record, written in the same commit (decision 660)."""
     # The right to start a turn of the agent: responses/create's, as the relay checks.
     check_call(caller, agent, auth.JSONRPC_CREATE)
     limits = deps.operations.turns.limits
@@ -110,6 +113,7 @@ async def start(
                 graph_fingerprint=claimer.fingerprint if claimer else "",
                 graph_label=claimer.label if claimer else "",
                 handed=claimer is not None,
+                run=run,
             ),
             origin,
         )

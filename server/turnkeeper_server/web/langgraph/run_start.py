@@ -3,7 +3,8 @@
 fires): the body checked, the assistant's config and context merged under the run's,
 the thread made or checked, the turn journaled and handed to a replica in one
 message (handoff_start.py, decision 370; through the agent only for input null with
-nothing to resume), and the run's record stored beside its turn (journal/runs.py).
+nothing to resume), and the run's record stored beside its turn (journal/runs.py), in
+the turn's commit (decision 660).
 
 Every run is a new turn, a resume too, as LangGraph's server makes every run a new
 run (decision 294): a run on a thread whose turn waits at an interrupt ends that
@@ -18,6 +19,7 @@ from __future__ import annotations
 import json
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any, Final
 
@@ -216,39 +218,6 @@ async def launch(
     if given_options := merged.as_dict():
         # Journaled with the run, so a re-drive runs it the same way.
         params["run"] = given_options
-    for tries in range(1, _MAX_TRIES + 1):
-        # A thread the run makes is made in its turn's commit (decision 580), unless
-        # the agent starts the turn: then first, as the agent needs it.
-        thread, made = await thread_for_run(
-            deps,
-            caller,
-            thread_id,
-            {**tagged, **stamped},
-            run.if_not_exists,
-            new_thread_id,
-            defer=not relayed,
-        )
-        try:
-            thread = await _start_turn(
-                deps, caller, origin, run, agent, thread, made, tagged, params
-            )
-        except ThreadMadeMeanwhile:
-            # A racing request made the thread since it was looked for: nothing
-            # was written; start again on the thread it made.
-            if tries == _MAX_TRIES:
-                raise
-            continue
-        break
-    thread_id = thread.thread_id
-    # As LangGraph's server merges a run's metadata: the assistant's, the thread's,
-    # the run's own (its auth handler's say included); its assistant id last.
-    metadata = {
-        **assistant.metadata,
-        **thread.metadata,
-        **field(body, "metadata", dict, {}),
-        **stamped,
-        "assistant_id": assistant.assistant_id,
-    }
     kwargs = {name: body.get(name) for name in KWARGS} | {
         "stream_mode": _mode_list(body.get("stream_mode"), modes),
         "interrupt_before": body.get("interrupt_before"),
@@ -265,8 +234,44 @@ async def launch(
         "checkpoint_during": body.get("checkpoint_during", True),
         "durability": body.get("durability") or "async",
     }
-    stored = RunRecord(run_id, metadata, _json_safe(kwargs), run.multitask_strategy)
-    await deps.engine.threads.put_run(stored)
+
+    def record_of(thread: ThreadRecord) -> RunRecord:
+        # As LangGraph's server merges a run's metadata: the assistant's, the
+        # thread's, the run's own (its auth handler's say included); its assistant
+        # id last.
+        metadata = {
+            **assistant.metadata,
+            **thread.metadata,
+            **field(body, "metadata", dict, {}),
+            **stamped,
+            "assistant_id": assistant.assistant_id,
+        }
+        return RunRecord(run_id, metadata, _json_safe(kwargs), run.multitask_strategy)
+
+    for tries in range(1, _MAX_TRIES + 1):
+        # A thread the run makes is made in its turn's commit (decision 580), unless
+        # the agent starts the turn: then first, as the agent needs it.
+        thread, made = await thread_for_run(
+            deps,
+            caller,
+            thread_id,
+            {**tagged, **stamped},
+            run.if_not_exists,
+            new_thread_id,
+            defer=not relayed,
+        )
+        try:
+            thread, stored = await _start_turn(
+                deps, caller, origin, run, agent, thread, made, tagged, params, record_of
+            )
+        except ThreadMadeMeanwhile:
+            # A racing request made the thread since it was looked for: nothing
+            # was written; start again on the thread it made.
+            if tries == _MAX_TRIES:
+                raise
+            continue
+        break
+    thread_id = thread.thread_id
     turn = deps.engine.turns.get(run_id)
     if turn is None:  # erased between its start and here
         raise not_found(f"run {run_id}")
@@ -288,10 +293,12 @@ async def _start_turn(
     made: bool,
     tagged: dict[str, Any],
     params: dict[str, Any],
-) -> ThreadRecord:
+    record_of: Callable[[ThreadRecord], RunRecord],
+) -> tuple[ThreadRecord, RunRecord]:
     """The run's turn started on `thread` (`made`: by this start, in the turn's own
     commit unless the agent starts it), or ThreadMadeMeanwhile; the thread as the
-    run tagged it."""
+    run tagged it, and the run's record (`record_of` it), stored in the turn's
+    commit unless the agent starts the turn (decision 660)."""
     options = run.options.as_dict()
     relayed = handoff_start.needs_agent(run.input, options)
     thread_id = thread.thread_id
@@ -300,6 +307,7 @@ async def _start_turn(
     owner = thread.owner
     if not made and any(thread.metadata.get(k) != v for k, v in tagged.items()):
         thread = await deps.engine.threads.update_metadata(thread_id, tagged) or thread
+    stored = record_of(thread)
 
     # At most one turn of a thread is live; queued ones may be newer. A thread this
     # start's own insert makes had no turn then (decision 570): no read; a turn
@@ -324,7 +332,8 @@ async def _start_turn(
         started = await deps.relay.call(caller, agent, auth.JSONRPC_CREATE, params)
         if not isinstance(started, dict) or not started.get("turn_id"):
             raise ApiError(409, f"thread {thread_id} has nothing to run: send input")
-        return thread
+        await deps.engine.threads.put_run(stored)
+        return thread, stored
     # Journaled here and handed to a replica in one message (decision 370), with
     # the thread it makes in the same commit.
     await handoff_start.start(
@@ -337,8 +346,9 @@ async def _start_turn(
         strategy=run.multitask_strategy,
         journaled_input=handoff_start.journaled(run.input, params.get("run") or {}),
         new_thread=thread.metadata if made else None,
+        run=stored,
     )
-    return thread
+    return thread, stored
 
 
 def acts_as(caller: Caller | None) -> dict[str, Any]:

@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from turnkeeper_server.journal import transitions
+from turnkeeper_server.journal import lifecycle, start, transitions
 from turnkeeper_server.records import Fence
 from turnkeeper_server.store import Tx
 from turnkeeper_server.store.postgres_pipeline import SendingConnection
@@ -92,3 +92,45 @@ async def test_a_refusal_reasoned_from_a_stale_record_waits_for_its_check(
         await append(Journal(db), "t1", 0, 2, "token")
     assert await append(journal, "t1", 0, 3, "step") == 3
     assert [seq for seq, _, _ in events(journal, "t1")] == [1, 2, 3]
+
+
+async def test_a_finish_reads_its_row_once_and_its_queue_in_one_statement(
+    journal: Journal, statements: list[str]
+) -> None:
+    # Decision 662: the finish answers the row it locked as its update left it (no
+    # read after the update), and the thread's queue is one look (no live turn,
+    # else the oldest queued), not a look for a live turn and then for a queued one.
+    await journal.start("t1", "th1")
+    await append(journal, "t1", 0, 1, "step")
+    del statements[:]
+
+    def finish(tx: Tx) -> tuple[transitions.Closed, lifecycle.Ended]:
+        closed = transitions.finish_turn(
+            tx, turn_id="t1", attempt=0, failed=False, error="", events=[], policy=POLICY
+        )
+        return closed, lifecycle.after_end(tx, closed.turn, POLICY)
+
+    closed, ended = await journal.write(finish)
+    reads = [s for s in statements if s.startswith("SELECT") and "pg_notify" not in s]
+    # main: the lock, the read after the update, the live turn's look, the queue's.
+    assert len(reads) == 2
+    assert ended.promoted is None
+    assert closed.turn == journal.turn("t1")
+    # A turn queued behind the next one is promoted by that one's finish.
+    await journal.start("t2", "th1")
+    queued = start.StartRequest(
+        turn_id="t3", thread_id="th1", agent="agent", input_json="{}", strategy="enqueue"
+    )
+    assert (await journal.write(lambda tx: start.start_turn(tx, queued, POLICY))).turn.state == (
+        "QUEUED"
+    )
+
+    def finish_t2(tx: Tx) -> lifecycle.Ended:
+        closed = transitions.finish_turn(
+            tx, turn_id="t2", attempt=0, failed=True, error="x", events=[], policy=POLICY
+        )
+        assert closed.turn.state == "FAILED"
+        return lifecycle.after_end(tx, closed.turn, POLICY)
+
+    promoted = (await journal.write(finish_t2)).promoted
+    assert promoted is not None and promoted.turn_id == "t3" and promoted.state == "RUNNING"

@@ -575,7 +575,19 @@ def finish_turn(
         lease_expires_at=None,
     )
     stored = _stored(turn, attempt, events, now)
-    return Closed(reload_turn(tx, turn_id), (*stored, terminal))
+    # The row as that update left it, from the row locked above (no read after it,
+    # decision 662): nothing else of this transaction changes it.
+    ended = dataclasses.replace(
+        turn,
+        state=FAILED if failed else DONE,
+        last_seq=terminal.seq,
+        error=error,
+        owner_replica=None,
+        owner_incarnation=None,
+        lease_expires_at=None,
+        updated_at=now,
+    )
+    return Closed(ended, (*stored, terminal))
 
 
 def _stored(

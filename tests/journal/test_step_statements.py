@@ -10,12 +10,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from turnkeeper_server.journal import lifecycle, start, transitions
-from turnkeeper_server.records import Fence
+from turnkeeper_server.errors import StaleAttempt
+from turnkeeper_server.journal import containment, lifecycle, start, transitions
+from turnkeeper_server.records import HANDED, REOFFERED, Fence
 from turnkeeper_server.store import Tx
 from turnkeeper_server.store.postgres_pipeline import SendingConnection
 
-from tests.journal.conftest import POLICY, Journal, opened_store
+from tests.journal.conftest import POLICY, REPLICA, Journal, opened_store
 from tests.journal.test_turn_cache import append, events
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.timeout(60)]
@@ -134,3 +135,51 @@ async def test_a_finish_reads_its_row_once_and_its_queue_in_one_statement(
 
     promoted = (await journal.write(finish_t2)).promoted
     assert promoted is not None and promoted.turn_id == "t3" and promoted.state == "RUNNING"
+
+
+async def _start_handed(journal: Journal) -> None:
+    """A turn started claimed for a replica, its claim riding the hand-off (590)."""
+    request = start.StartRequest(
+        turn_id="t1",
+        thread_id="th1",
+        agent="agent",
+        input_json="{}",
+        replica=REPLICA[0],
+        incarnation=REPLICA[1],
+        handed=True,
+    )
+    started = await journal.write(lambda tx: start.start_turn(tx, request, POLICY))
+    assert started.turn.handed == HANDED
+
+
+async def test_a_handed_turns_first_write_is_checked_and_taken_in_one_statement(
+    journal: Journal, statements: list[str]
+) -> None:
+    # Decision 662: the start remembers the row it inserted; the owner's first fenced
+    # write (the input checkpoint) sends its check and the take as one statement
+    # with the put, where it read the row, then cleared the mark, then put.
+    await _start_handed(journal)
+    del statements[:]
+    await journal.checkpoint("th1", "cp-1", Fence("t1", 0))
+    assert len(statements) == 1  # 3 on main
+    assert journal.turn("t1").handed == 0
+    # From then on its appends are the remembered turn's one statement each.
+    del statements[:]
+    await append(journal, "t1", 0, 1, "step")
+    assert len(statements) == 1
+
+
+async def test_a_handed_turn_offered_again_refuses_the_remembered_write(
+    journal: Journal, tmp_path: Path, database_url: str
+) -> None:
+    # Another replica offers the untaken hand-off again (REOFFERED, same attempt):
+    # the write of the execution it was handed to, checked against the record its
+    # start left, fails its check and is refused from the row, as it was from a read.
+    await _start_handed(journal)
+    with opened_store(tmp_path, database_url, "other-") as db:
+        turn = Journal(db).turn("t1")
+        await db.write(lambda tx: containment.reoffer(tx, turn, POLICY))
+        assert Journal(db).turn("t1").handed == REOFFERED
+    with pytest.raises(StaleAttempt, match="offered again"):
+        await journal.checkpoint("th1", "cp-1", Fence("t1", 0))
+    assert journal.turn("t1").handed == REOFFERED

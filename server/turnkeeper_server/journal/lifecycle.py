@@ -196,7 +196,7 @@ def promote_queued(tx: Tx, thread_id: str, policy: Policy) -> TurnRecord | None:
     """The thread's live turn ended: its oldest QUEUED turn starts, RUNNING without
     an owner until a replica claims it (the reaper hands it out again if none does).
     Nothing happens while another turn of the thread is live."""
-    # The oldest queued turn unless one is live, in one statement (decision 662): a
+    # The oldest queued turn unless one is live, in one statement (decision 661): a
     # finish on a thread with no queue waits for one answer, not two.
     row = tx.execute(
         f"SELECT {TURN_COLUMNS} FROM main.turns WHERE thread_id = ? AND state = 'QUEUED' "

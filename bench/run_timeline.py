@@ -10,6 +10,9 @@ of the first token goes (issue 51), and an A/B of two checkouts' code.
     python -m bench.run_timeline --share-ab --at-once 32
                                                   # this tree's host with a stream per
                                                   # run (A) and the shared stream (B)
+    python -m bench.run_timeline --threads 32     # SQLite, 32 at once: each process's
+                                                  # and thread's CPU per run (the bench
+                                                  # client's too), and the bare legs
 
 The timeline: the service and `turnkeeper agent` (bench/langgraph_api.py's
 turnkeeper_api, on SQLite and on a pgserver PostgreSQL) run with
@@ -46,7 +49,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO_BENCH, scratch_dir
+from bench.common import REPO_BENCH, free_port, scratch_dir
 from bench.langgraph_api import ASSISTANT, MODES, QUESTION, TOKENS, turnkeeper_api
 
 PROBE = REPO_BENCH / "_timeline_probe.py"
@@ -362,6 +365,160 @@ def ab(
             )
 
 
+# -- CPU per run by process and thread (round twenty-one) --------------------------------
+
+
+def _thread_cpu(pid: int) -> dict[str, float]:
+    """CPU seconds by thread name ("loop" for the main thread), from /proc (Linux)."""
+    ticks = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for task in Path(f"/proc/{pid}/task").iterdir():
+        try:
+            name = (task / "comm").read_text().strip()
+            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
+        except OSError:
+            continue  # the thread ended meanwhile
+        key = "loop" if task.name == str(pid) else name
+        out[key] = out.get(key, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+    return out
+
+
+async def _threads_round(url: str, pids: list[int], at_once: int, batches: int) -> None:
+    from langgraph_sdk import get_client
+
+    clients = [get_client(url=url, timeout=(5.0, 300.0, 300.0, 300.0)) for _ in range(2)]
+    names = {"service": pids[0], "host": pids[1], "nats": pids[2], "client": os.getpid()}
+
+    async def batch() -> tuple[int, float]:
+        started = time.perf_counter()
+        done = await asyncio.gather(
+            *(streamed(clients[i % 2], ASSISTANT, MODES) for i in range(at_once)),
+            return_exceptions=True,
+        )
+        return sum(not isinstance(d, BaseException) for d in done), time.perf_counter() - started
+
+    await batch()  # warm up
+    before = {k: _thread_cpu(p) for k, p in names.items()}
+    runs, rates, wall = 0, [], 0.0
+    for _ in range(batches):
+        finished, took = await batch()
+        runs, wall = runs + finished, wall + took
+        rates.append(finished / took)
+    after = {k: _thread_cpu(p) for k, p in names.items()}
+    print(
+        f"{at_once} at once, {batches} batches: runs/s median {statistics.median(rates):.1f}"
+        f" (load average {os.getloadavg()[0]:.1f})"
+    )
+    total = 0.0
+    for k in names:
+        used = {t: after[k][t] - before[k].get(t, 0.0) for t in after[k]}
+        spent = sum(used.values())
+        total += spent
+        print(f"  {k:8} {spent * 1e3 / runs:6.2f} ms/run  {spent / wall * 100:5.1f}% of a core")
+        for t, v in sorted(used.items(), key=lambda kv: -kv[1])[:3]:
+            if v > 0.005:
+                print(f"    {t:24} {v * 1e3 / runs:6.2f} ms/run  {v / wall * 100:5.1f}% of a core")
+    cores = os.cpu_count() or 1
+    print(
+        f"  all      {total * 1e3 / runs:6.2f} ms/run  {total / wall * 100:5.1f}% of {cores} cores'"
+        f" {cores * 100}%"
+    )
+
+
+async def _legs(address: str, rounds: int = 300) -> tuple[float, float, float]:
+    """Bare legs on this machine, medians in ms: a grpc.aio stream round trip of a
+    3 KB frame, a NATS request/reply round trip, and an HTTP POST answered with two
+    SSE events, read whole (httpx to aiohttp)."""
+    import httpx
+    import nats
+    from aiohttp import web
+    from grpc import aio
+    from turnkeeper_server.messaging.embedded import EmbeddedNats
+
+    from bench.transport_floor import _METHOD
+
+    async def timed(step: Any) -> float:
+        for _ in range(20):
+            await step()
+        times = []
+        for _ in range(rounds):
+            started = time.perf_counter()
+            await step()
+            times.append(time.perf_counter() - started)
+        return statistics.median(times) * 1e3
+
+    async with aio.insecure_channel(address) as channel:
+        open_stream: Any = channel.stream_stream
+        call = open_stream(_METHOD)()
+        frame = b"\0" * 3000
+
+        async def grpc_leg() -> None:
+            await call.write(frame)
+            await call.read()
+
+        grpc_ms = await timed(grpc_leg)
+        call.cancel()
+    server = EmbeddedNats()
+    nats_url = server.start()
+    try:
+        asking, answering = await nats.connect(nats_url), await nats.connect(nats_url)
+
+        async def answer(msg: Any) -> None:
+            await msg.respond(b"ok")
+
+        await answering.subscribe("legs", cb=answer)
+        await answering.flush()
+
+        async def nats_leg() -> None:
+            await asking.request("legs", b"\0" * 1000, timeout=5)
+
+        nats_ms = await timed(nats_leg)
+        await asking.close()
+        await answering.close()
+    finally:
+        server.stop()
+
+    async def handler(request: web.Request) -> web.StreamResponse:
+        await request.read()
+        response = web.StreamResponse(headers={"Content-Type": "text/event-stream"})
+        await response.prepare(request)
+        await response.write(b"event: metadata\ndata: {}\n\n")
+        await response.write(b"event: values\ndata: {}\n\n")
+        await response.write_eof()
+        return response
+
+    app = web.Application()
+    app.router.add_post("/s", handler)
+    runner = web.AppRunner(app)
+    await runner.setup()
+    port = free_port()
+    await web.TCPSite(runner, "127.0.0.1", port).start()
+    async with httpx.AsyncClient() as client:
+
+        async def http_leg() -> None:
+            async with client.stream("POST", f"http://127.0.0.1:{port}/s", json=QUESTION) as r:
+                async for _ in r.aiter_bytes():
+                    pass
+
+        http_ms = await timed(http_leg)
+    await runner.cleanup()
+    return grpc_ms, nats_ms, http_ms
+
+
+def threads(at_once: int, batches: int, rounds: int) -> None:
+    from bench.transport_floor import answering_process
+
+    with scratch_dir("timeline-threads") as root, stack(root, None) as (url, _):
+        for _ in range(rounds):
+            asyncio.run(_threads_round(url, _TREES[url], at_once, batches))
+    with answering_process() as address:
+        grpc_ms, nats_ms, http_ms = asyncio.run(_legs(address))
+    print(
+        f"bare legs: grpc.aio stream round trip (3 KB) {grpc_ms:.3f} ms; NATS request/reply"
+        f" {nats_ms:.3f} ms; HTTP POST + SSE answer read whole {http_ms:.3f} ms"
+    )
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(prog="python -m bench.run_timeline")
     parser.add_argument("--backend", choices=["sqlite", "postgres", "both"], default="both")
@@ -380,7 +537,17 @@ def main() -> None:
         metavar="N",
         help="with --ab or --share-ab: the agent host's CPU per run with N runs at once (--runs batches)",
     )
+    parser.add_argument(
+        "--threads",
+        type=int,
+        default=0,
+        metavar="N",
+        help="SQLite, N runs at once (--runs batches, --rounds rounds): CPU per run by process and thread, and the bare legs",
+    )
     args = parser.parse_args()
+    if args.threads:
+        threads(args.threads, args.runs, args.rounds)
+        return
     backends = ["sqlite", "postgres"] if args.backend == "both" else [args.backend]
     if args.ab or args.share_ab:
         ab(args.ab, backends, args.runs, args.rounds, args.at_once, share=args.share_ab)

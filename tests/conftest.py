@@ -35,7 +35,7 @@ from turnkeeper_server.app import TurnkeeperServer, create_server
 
 from tests.support.nats import NatsServer
 from tests.support.postgres import PostgresCluster
-from tests.support.service import BACKENDS, ServiceFactory, make_settings
+from tests.support.service import BACKENDS, ServiceFactory, lease_for, make_settings
 
 # Fixtures more than one package's tests use (client, nc, bus, agents), defined once.
 pytest_plugins = ("tests.support.fixtures",)
@@ -121,13 +121,19 @@ def nats_server() -> Iterator[NatsServer]:
 
 @pytest.fixture
 async def make_service(
-    tmp_path: Path, nats_server: NatsServer, database_url: str | None
+    tmp_path: Path,
+    nats_server: NatsServer,
+    database_url: str | None,
+    request: pytest.FixtureRequest,
 ) -> AsyncIterator[ServiceFactory]:
     # Depends on nats_server so NATS outlives every service: teardown stops the
     # services first, and their outbox flush finds NATS still there.
     started: list[TurnkeeperServer] = []
+    # A test marked `unrenewed` writes its turns itself: a lease no load outlasts.
+    lease = lease_for(request)
 
     async def make(**overrides: Any) -> TurnkeeperServer:
+        overrides = {**lease, **overrides}
         overrides.setdefault("database_url", database_url)
         server = await create_server(make_settings(tmp_path, **overrides))
         started.append(server)

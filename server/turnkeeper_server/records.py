@@ -76,6 +76,14 @@ class TurnRecord:
     def owned(self) -> bool:
         return self.owner_replica is not None
 
+    @property
+    def taken(self) -> bool:
+        """Its owner runs it: started it, or took its hand-off (a heartbeat or a
+        fenced write cleared `handed`). Such a turn orphaned by its owner's death is
+        an orphan of that crash; one owned but still handed never ran there
+        (decision 590)."""
+        return self.owned and not self.handed
+
 
 TURN_COLUMNS = ", ".join(TurnRecord.__dataclass_fields__)
 

@@ -257,6 +257,37 @@ async def test_each_checkpoint_boundary_is_the_end_of_its_steps_events(
 
 
 @pytest.mark.usefixtures("bridge")
+async def test_tokens_are_taken_once_by_the_host_not_also_as_langgraph_messages_parts(
+    nc: Client, client: AsyncTurnkeeperClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The models stream for the host's EventCapture (ModelsStream, decision 680);
+    LangGraph's `messages` mode, whose parts the host dropped, makes none of its
+    parts: its handler sees none of the 12 tokens (it saw each on main)."""
+    from langgraph.pregel._messages import StreamMessagesHandler
+
+    seen: list[str] = []
+    original = StreamMessagesHandler.on_llm_new_token
+
+    def counted(self: StreamMessagesHandler, token: str, **kwargs: Any) -> Any:
+        seen.append(token)
+        return original(self, token, **kwargs)
+
+    monkeypatch.setattr(StreamMessagesHandler, "on_llm_new_token", counted)
+    created = await result(
+        nc,
+        "responses/create",
+        {"input": job("one two three"), "turn_id": "t-m", "thread_id": "th-m", "background": True},
+        agent=AGENT,
+    )
+    shown = await finished(client, created["turn_id"])
+    tokens = [data["text"] for _, t, data in shown if t == "token"]
+    # Both models streamed, the async node's and the sync node's (in its thread).
+    assert "".join(tokens) == "one two threeand a sync reply"
+    assert len(tokens) == 12
+    assert seen == []
+
+
+@pytest.mark.usefixtures("bridge")
 async def test_a_graph_that_raises_fails_the_turn_with_an_error_event(
     nc: Client, client: AsyncTurnkeeperClient
 ) -> None:

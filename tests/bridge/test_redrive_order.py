@@ -25,7 +25,7 @@ from turnkeeper_server.journal.redrive import Redriven
 
 from tests.support.agents import AGENT, Agent, Agents, Panel
 from tests.support.nats import NatsServer
-from tests.support.service import ServiceFactory
+from tests.support.service import ServiceFactory, unrenewed
 from tests.support.turns import value
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(120)]
@@ -67,7 +67,7 @@ async def agent_healthz(agent: Agent) -> tuple[int, str]:
 async def service(make_service: ServiceFactory, nats_server: NatsServer) -> TurnkeeperServer:
     # Leases longer than any test: the orphan is re-driven by the agent's startup,
     # never by the reaper's lease expiry.
-    return await make_service(nats_url=nats_server.url, lease_seconds=60.0, claim_seconds=60.0)
+    return await make_service(nats_url=nats_server.url, **unrenewed(claims=True))
 
 
 @pytest.fixture

@@ -12,15 +12,17 @@ while the disk refuses writes.
 from __future__ import annotations
 
 import asyncio
+import functools
 import json
 import random
 import time
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeVar
 
 import grpc
 from grpc import aio
+from turnkeeper.errors import Unavailable
 from turnkeeper.v1 import checkpoints_pb2, turns_pb2
 
 from tests.faults.checks import Checks
@@ -31,6 +33,18 @@ STORAGE = "storage refused"
 # What the service says when PostgreSQL is away (the "disk" fault on that backend).
 POSTGRES_AWAY = "PostgreSQL"
 CALL_TIMEOUT = 10.0
+# How long `verify` reads again while the service answers UNAVAILABLE. After a
+# PostgreSQL restart the window ends at the prober's first acknowledged write, through
+# one replica; the other's pool may still be reconnecting with psycopg_pool's back-off
+# (1, 2, 4 s ...), its reader waiting out READER_BACKOFF, and the typed client's own
+# retry of an idempotent read (five tries, 1.5 s of back-off at most) ends inside that.
+# Nothing acknowledged is lost meanwhile: the database is restarting, and a read
+# waits for it, as a person would.
+READ_PATIENCE = 60.0
+READ_BACKOFF = 0.2
+RESTARTING = "the database is restarting"
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -177,16 +191,41 @@ class Prober:
             await asyncio.sleep(0.1)  # back-off while the service is down
         self.checks.expect(False, f"prober: could not finish {probe.turn_id}")
 
+    async def _read(self, what: str, read: Callable[[], Awaitable[T]]) -> T | None:
+        """`read()`'s answer, read again while the service answers UNAVAILABLE (it
+        cannot reach its database: PostgreSQL restarting, a replica's pool still
+        reconnecting) for up to READ_PATIENCE; then one violation that says so, and
+        None. Any other error is the service's answer and goes to the caller."""
+        deadline = time.monotonic() + READ_PATIENCE
+        while True:
+            try:
+                return await read()
+            except Unavailable as exc:
+                if time.monotonic() >= deadline:
+                    self.checks.expect(
+                        False,
+                        f"prober {what}: UNAVAILABLE for {READ_PATIENCE:.0f} s after the "
+                        f"round ({RESTARTING}, and never came back?): {exc}",
+                    )
+                    return None
+            await asyncio.sleep(READ_BACKOFF)  # back-off while the database is away
+
     async def verify(self, probe: ProbeRound) -> None:
-        """Every acknowledged write is there, unchanged."""
+        """Every acknowledged write is there, unchanged; read once the service can
+        read again (`_read`): a write it cannot read back yet is not a lost one."""
         c = self.cluster
-        assert c.client is not None
+        client = c.client
+        assert client is not None
         stored: dict[int, tuple[str, str]] = {}
         after = 0
         while True:
-            page = await c.client.list_events(
-                turns_pb2.ListEventsRequest(turn_id=probe.turn_id, after_seq=after)
+            request = turns_pb2.ListEventsRequest(turn_id=probe.turn_id, after_seq=after)
+            page = await self._read(
+                f"ListEvents of {probe.turn_id}",
+                functools.partial(client.list_events, request),
             )
+            if page is None:
+                return  # the violation is recorded: nothing to compare against
             if not page.events:
                 break
             stored.update({e.seq: (e.type, e.data_json) for e in page.events})
@@ -199,11 +238,15 @@ class Prober:
             )
         self.events_checked += len(probe.events)
         for checkpoint_id, blob in probe.checkpoints.items():
-            got = await c.client.get_checkpoint(
-                checkpoints_pb2.GetCheckpointRequest(
-                    thread_id=probe.thread_id, checkpoint_id=checkpoint_id
-                )
+            wanted = checkpoints_pb2.GetCheckpointRequest(
+                thread_id=probe.thread_id, checkpoint_id=checkpoint_id
             )
+            got = await self._read(
+                f"GetCheckpoint {checkpoint_id} of {probe.thread_id}",
+                functools.partial(client.get_checkpoint, wanted),
+            )
+            if got is None:
+                return
             self.checks.expect(
                 got.found and got.checkpoint.checkpoint.data == blob,
                 f"prober {probe.thread_id}: acknowledged checkpoint {checkpoint_id} is "

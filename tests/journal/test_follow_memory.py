@@ -38,6 +38,7 @@ from turnkeeper_server.metrics import Metrics
 from turnkeeper_server.records import EventRecord, Fence, NewEvent
 
 from tests.journal.conftest import POLICY, REPLICA, Journal
+from tests.support.watch import first_read as watch_first_read
 
 pytestmark = [pytest.mark.both_backends, pytest.mark.timeout(60)]
 
@@ -156,11 +157,15 @@ def settled(journal: Journal, notifier: TurnNotifier) -> AsyncGenerator[Item]:
     return follow()
 
 
-def watch(journal: Journal, notifier: TurnNotifier, after_seq: int = 0) -> AsyncGenerator[Item]:
-    """gRPC WatchTurn's follower."""
+def watch(
+    journal: Journal, notifier: TurnNotifier, after_seq: int = 0, after_attempt: int | None = None
+) -> AsyncGenerator[Item]:
+    """gRPC WatchTurn's follower (the SSE's, with `after_attempt`)."""
 
     async def follows() -> AsyncGenerator[Item]:
-        async for item in follow(journal.db, notifier, Metrics(), "t1", after_seq):
+        async for item in follow(
+            journal.db, notifier, Metrics(), "t1", after_seq, after_attempt=after_attempt
+        ):
             yield item
 
     return follows()
@@ -597,3 +602,64 @@ async def test_a_rewind_that_told_no_one_resets_a_watch_at_the_rerun_news(
     await writer.append(1, "token")
     await writer.finish(1, tell=True)
     assert seen(await reader.rest()) == [(0, -1, "RESET"), (1, 1, "token"), (2, 1, "turn.done")]
+
+
+@pytest.mark.parametrize(
+    "rewind",
+    ["in-the-gap-rerun-after-it", "in-the-gap-rerun-in-it", "after-the-first-page"],
+)
+@pytest.mark.parametrize("way", ["live", "watch"])
+async def test_a_resume_rewound_after_its_position_check_is_told_first(
+    journal: Journal, monkeypatch: pytest.MonkeyPatch, rewind: str, way: str
+) -> None:
+    # Decision 650. A resume (its client's last event: seq 4 of attempt 0) checks that
+    # its position still stands, then reads its first page: the LangGraph stream's
+    # (`follow_live`) and the SSE's (`follow` with the attempt). A re-drive (another
+    # replica's, or the reaper's) in the gap between the two took seqs 3 and 4 back;
+    # the re-run wrote them again after the first read (its news, kept from the
+    # turn's last seq 2 on: seqs 3 and 4 again, with no Rewound) or in the gap too
+    # (the page after seq 4: the client kept the taken-back 3 and 4). Or the re-drive
+    # came after the first page, the stream having sent nothing since the resume:
+    # `follow_live` knew of no event it released that a rewind could take.
+    paged = watch_first_read(monkeypatch)
+    notifier, writer = await started(journal)
+    await writer.append(0, "step", "token")
+    await writer.checkpoint("cp-1", 0)  # boundary 2
+    await writer.append(0, "token", "token")  # seqs 3 and 4: the client has them
+    db: Any = journal.db
+    original = db.read
+    reads = 0
+    gap = asyncio.Event()
+
+    async def gapped(fn: Callable[[Any], Any]) -> Any:
+        nonlocal reads
+        reads += 1
+        result = await original(fn)
+        if reads == 1:  # the position check: the rewind lands right after it
+            if rewind.startswith("in-the-gap"):
+                await writer.redrive()
+            if rewind == "in-the-gap-rerun-in-it":
+                await writer.append(1, "token", "token", "token")
+            gap.set()
+        return result
+
+    db.read = gapped
+    follower = live if way == "live" else watch
+    reader = Reader(follower(journal, notifier, after_seq=4, after_attempt=0))
+    await gap.wait()
+    if rewind != "in-the-gap-rerun-in-it":
+        await paged.wait()  # it found nothing after seq 4: what follows comes as news
+        if rewind == "after-the-first-page":
+            await writer.redrive()
+        await writer.append(1, "token", "token", "token")
+    await writer.finish(1, tell=True)
+    got = await reader.rest()
+    rerun_events = [(3, 1, "token"), (4, 1, "token"), (5, 1, "token"), (6, 1, "turn.done")]
+    if way == "live":
+        # Where the turn stands now; the client's state is the one at seq 2.
+        assert seen(got) == [(2, -1, "REWOUND"), *rerun_events]
+        assert isinstance(got[0], Rewound) and got[0].taken == ()
+    else:
+        # WatchTurn's reset, and the turn's events from seq 1.
+        assert seen(got) == [(2, -1, "RESET"), (1, 0, "step"), (2, 0, "token"), *rerun_events]
+        assert isinstance(got[0], Reset) and got[0].attempt == 1

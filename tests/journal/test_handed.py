@@ -86,6 +86,8 @@ async def test_the_start_claims_the_turn_for_a_claim_window_and_answers_as_claim
     turn = started.turn
     assert (turn.owner_replica, turn.owner_incarnation) == OWNER
     assert turn.handed == HANDED
+    # Owned, not taken: a crash of its owner now is no crash of this turn.
+    assert turn.owned and not turn.taken
     assert turn.attempts == 0
     # The claim window's lease, not a full one: a lost hand-off is offered again soon.
     assert turn.lease_expires_at is not None
@@ -113,7 +115,7 @@ async def test_a_handoff_never_taken_is_offered_again_with_nothing_spent(
         redriven = redriven_or_none
     turn = journal.turn("t1")
     assert (turn.attempts, turn.charged, turn.rewinds) == (0, 0, 0)
-    assert not turn.owned
+    assert not turn.owned and not turn.taken
     assert turn.handed == REOFFERED
     assert not redriven.rewound and not redriven.failed_at_cap
     assert redriven.turn.attempts == 0
@@ -161,6 +163,7 @@ async def test_the_owners_first_heartbeat_or_write_takes_it_and_a_crash_is_then_
     else:
         await heartbeat(journal, "t1", 0, OWNER)
     assert journal.turn("t1").handed == 0
+    assert journal.turn("t1").taken
     # Its lease lapses (the heartbeat's too): the owner took it and died, which the
     # reaper blames as it blames any crash.
     await journal.write(lambda tx: transitions.update_turn(tx, "t1", 0.0, lease_expires_at=0.0))

@@ -6,7 +6,7 @@ without news would cost a read per stream, which is what these count. And a run'
 start reads its thread's turns (for a run stopped at an interrupt, which it answers)
 only on a thread its own insert did not make (decision 570), and makes that thread
 in its turn's commit: one write before the hand-off (decision 580), with the run's
-record (decision 660), and none after it."""
+record (decision 700), and none after it."""
 
 from __future__ import annotations
 
@@ -194,7 +194,7 @@ async def test_a_run_makes_its_thread_in_its_turns_commit(
     await sdk.runs.join(named, run["run_id"])
     await sdk.runs.wait(named, "durable-execution", input=QUESTION)
     assert start_writes.before == [1, 1, 1]
-    # The run's record rides in that commit too (decision 660): none after it.
+    # The run's record rides in that commit too (decision 700): none after it.
     assert start_writes.after == [0, 0, 0]
     records = await service.engine.threads.runs([run["run_id"]])
     assert records[run["run_id"]].metadata.get("graph_id") == "durable-execution"

@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import itertools
 import re
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from datetime import datetime
 from pathlib import Path
 from typing import Any
@@ -20,6 +20,10 @@ from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import UnprocessableEntityError
 from turnkeeper_server.app import TurnkeeperServer
+from turnkeeper_server.engine.handoffs import Handoffs
+from turnkeeper_server.errors import Unavailable
+from turnkeeper_server.records import TurnRecord
+from turnkeeper_server.store.contract import Tx
 from turnkeeper_server.webhooks.addresses import AddressPolicy
 from turnkeeper_server.webhooks.settings import WebhookSettings
 
@@ -138,6 +142,55 @@ async def test_a_run_stopped_at_an_interrupt_and_its_answer_each_deliver_once(
         asked["run_id"]: 1,
         answered["run_id"]: 1,
     }
+
+
+async def test_a_run_its_record_and_its_webhook_are_one_commit(
+    service: TurnkeeperServer,
+    sdk: LangGraphClient,
+    receiver: Receiver,
+    outcomes: Outcomes,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The database goes away just after a run's start committed (the full PostgreSQL
+    # campaign's restart, under a cron's tick): a write the request makes after its
+    # turn was handed out fails. The run was journaled and will run; so were its
+    # record and its webhook's delivery, in the same commit (decision 700).
+    handed: set[asyncio.Task[Any] | None] = set()
+    turns = service.engine.turns
+    hand_with_claim_later = turns.hand_with_claim_later
+
+    def handed_with_claim(turn: TurnRecord, claim: str, *, reason: str) -> None:
+        handed.add(asyncio.current_task())
+        hand_with_claim_later(turn, claim, reason=reason)
+
+    monkeypatch.setattr(turns, "hand_with_claim_later", handed_with_claim)
+    dispatch_later = Handoffs.dispatch_later
+
+    def dispatched(self: Handoffs, turn: TurnRecord, *, reason: str) -> None:
+        handed.add(asyncio.current_task())
+        dispatch_later(self, turn, reason=reason)
+
+    monkeypatch.setattr(Handoffs, "dispatch_later", dispatched)
+    write = service.db.write
+
+    async def gone_after_the_handoff(fn: Callable[[Tx], Any]) -> Any:
+        if asyncio.current_task() in handed:
+            raise Unavailable("the database went away after the run's start committed")
+        return await write(fn)
+
+    monkeypatch.setattr(service.db, "write", gone_after_the_handoff)
+    hook = f"{receiver.url}/hook"
+    await sdk.assistants.search()  # the graphs' default assistants, written first
+    run = await sdk.runs.create(
+        None, ASSISTANT, input=question("hi"), webhook=hook, metadata={"kept": "yes"}
+    )
+    assert handed, "the run was not handed out by the service"
+    counts = await receiver.wait_applied(1)
+    assert counts["applied"][run["run_id"]]["status"] == "success"
+    assert await outcomes.until_settled(run["run_id"]) == "delivered"
+    stored: Any = await sdk.runs.get(run["thread_id"], run["run_id"])
+    assert stored["metadata"]["kept"] == "yes"
+    assert stored["kwargs"]["webhook"] == hook
 
 
 # What no webhook may reach by default, though the loopback 127.0.0.1 is allowed.

@@ -16,7 +16,7 @@ from turnkeeper_server.app import TurnkeeperServer
 
 from tests.panel.test_follower import ObservedClient, append, finish, follow
 from tests.support.nats import NatsServer
-from tests.support.service import ServiceFactory
+from tests.support.service import ServiceFactory, unrenewed
 from tests.support.turns import start, value
 
 pytestmark = pytest.mark.both_backends
@@ -27,7 +27,7 @@ if TYPE_CHECKING:
 
 @pytest.fixture
 async def svc(make_service: ServiceFactory, nats_server: NatsServer) -> TurnkeeperServer:
-    return await make_service(nats_url=nats_server.url, lease_seconds=60.0, claim_seconds=60.0)
+    return await make_service(nats_url=nats_server.url, **unrenewed(claims=True))
 
 
 @pytest.fixture

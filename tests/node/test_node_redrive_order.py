@@ -23,7 +23,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from tests.bridge.test_redrive_order import REPLICA, RedriveWatch, agent_healthz, finishes, orphan
 from tests.support.nats import NatsServer
 from tests.support.node import NodeAgents
-from tests.support.service import ServiceFactory
+from tests.support.service import ServiceFactory, unrenewed
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -35,7 +35,7 @@ WAITS = "startup Redrive waits for /healthz 200"
 async def service(make_service: ServiceFactory, nats_server: NatsServer) -> TurnkeeperServer:
     # Leases longer than any test: the orphan is re-driven by the runner's startup,
     # never by the reaper's lease expiry.
-    return await make_service(nats_url=nats_server.url, lease_seconds=60.0, claim_seconds=60.0)
+    return await make_service(nats_url=nats_server.url, **unrenewed(claims=True))
 
 
 @pytest.fixture

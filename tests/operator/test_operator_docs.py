@@ -34,7 +34,7 @@ from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.nats import NatsServer
-from tests.support.service import ServiceFactory
+from tests.support.service import ServiceFactory, unrenewed
 from tests.support.turns import events, start
 
 if TYPE_CHECKING:
@@ -168,8 +168,7 @@ async def docs(
     service = await make_service(
         nats_url=nats_server.url,
         metrics_listen="127.0.0.1:0",
-        lease_seconds=60.0,
-        claim_seconds=60.0,
+        **unrenewed(claims=True),
     )
     backup = tmp_path / "backup"
     backup.mkdir()

@@ -36,7 +36,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.engine import watch
 
 from tests.support.nats import NatsServer
-from tests.support.service import ServiceFactory
+from tests.support.service import ServiceFactory, unrenewed
 from tests.support.turns import events, start, value
 
 if TYPE_CHECKING:
@@ -119,7 +119,7 @@ class Consumer:
 async def svc(make_service: ServiceFactory, nats_server: NatsServer) -> TurnkeeperServer:
     # Leases far longer than a test: the reaper must not re-drive a turn that this
     # test's "executor" keeps quiet on purpose.
-    return await make_service(nats_url=nats_server.url, lease_seconds=60.0, claim_seconds=60.0)
+    return await make_service(nats_url=nats_server.url, **unrenewed(claims=True))
 
 
 @pytest.fixture
@@ -282,7 +282,7 @@ async def test_an_unreachable_service_is_not_taken_as_the_end(
         assert not consumer.task.done()
 
         # A new service on the same data dir and port: the follower picks up after seq 2.
-        again = await make_service(nats_url=nats_server.url, listen=svc.address, lease_seconds=60.0)
+        again = await make_service(nats_url=nats_server.url, listen=svc.address, **unrenewed())
         async with aio.insecure_channel(again.address) as ch:
             stub = turns_pb2_grpc.TurnServiceStub(ch)
             await append(stub, "t1", 0, 3, "final")
@@ -350,7 +350,7 @@ async def test_a_rewind_while_disconnected_gives_one_local_reset(
         # While the follower cannot reach the service, the turn is re-driven (by a
         # service on another port, so no stream of the follower's is open) and the
         # new attempt gets as far as the old one had.
-        elsewhere = await make_service(nats_url=nats_server.url, lease_seconds=60.0)
+        elsewhere = await make_service(nats_url=nats_server.url, **unrenewed())
         async with aio.insecure_channel(elsewhere.address) as ch:
             stub = turns_pb2_grpc.TurnServiceStub(ch)
             await stub.Redrive(pb.RedriveRequest(agent="agent", replica="r1", incarnation="i2"))
@@ -359,7 +359,7 @@ async def test_a_rewind_while_disconnected_gives_one_local_reset(
         assert not consumer.task.done() and consumer.transcript.resets == 0
 
         # Back on the follower's port: the overlap event (seq 5) is another attempt's.
-        again = await make_service(nats_url=nats_server.url, listen=svc.address, lease_seconds=60.0)
+        again = await make_service(nats_url=nats_server.url, listen=svc.address, **unrenewed())
         await consumer.wait_for(lambda t: t.resets == 1 and len(t.events) == 5)
         async with aio.insecure_channel(again.address) as ch:
             await finish(turns_pb2_grpc.TurnServiceStub(ch), "t1", 1)
@@ -381,7 +381,11 @@ async def test_a_rewind_while_cut_off_gives_one_reset_from_the_stream_or_an_idle
     if not stream_resets:
         # A service of before decision 630: a stream re-opened past a rewound end
         # says nothing of the rewind.
-        monkeypatch.setattr(watch, "taken_back", lambda turn, events, cursor: False)
+        monkeypatch.setattr(
+            watch,
+            "taken_back",
+            lambda turn, events, cursor, epoch: epoch is not None and turn.rewinds != epoch,
+        )
     async with ObservedClient(svc.address) as client:
         reference, consumer = await followed_then_cut_off(svc, client)
         # Re-driven while the follower is cut off, and the new attempt has written
@@ -389,13 +393,13 @@ async def test_a_rewind_while_cut_off_gives_one_reset_from_the_stream_or_an_idle
         # its service resets it at once, its position being past the rewound end
         # (decision 630); before that only TurnStatus at an idle gap said so
         # (last_seq 3, fewer than the 5 shown).
-        elsewhere = await make_service(nats_url=nats_server.url, lease_seconds=60.0)
+        elsewhere = await make_service(nats_url=nats_server.url, **unrenewed())
         async with aio.insecure_channel(elsewhere.address) as ch:
             await turns_pb2_grpc.TurnServiceStub(ch).Redrive(
                 pb.RedriveRequest(agent="agent", replica="r1", incarnation="i2")
             )
         await elsewhere.stop(0)
-        again = await make_service(nats_url=nats_server.url, listen=svc.address, lease_seconds=60.0)
+        again = await make_service(nats_url=nats_server.url, listen=svc.address, **unrenewed())
         await consumer.wait_for(lambda t: t.resets == 1 and len(t.events) == 3)
         async with aio.insecure_channel(again.address) as ch:
             stub = turns_pb2_grpc.TurnServiceStub(ch)

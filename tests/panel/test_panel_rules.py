@@ -197,3 +197,64 @@ async def test_an_interrupted_follow_keeps_the_pending_approval_shown(
 def outcome(session: AgentSession) -> tuple[TurnState | None, object]:
     """(state, error), read through a call: no narrowing carried over an await."""
     return session.state, session.error
+
+
+def build_twice() -> StateGraph[Any, Any, Any, Any]:
+    """Asks twice: an approval, then a confirmation."""
+
+    def approve(state: State) -> dict[str, Any]:
+        return {"answer": interrupt({"approve": state["order"]})}
+
+    def confirm(state: State) -> dict[str, Any]:
+        return {"order": f"{state['order']} ({interrupt({'confirm': state['answer']})})"}
+
+    builder = StateGraph(State)
+    builder.add_node("approve", approve)
+    builder.add_node("confirm", confirm)
+    builder.add_edge(START, "approve")
+    builder.add_edge("approve", "confirm")
+    builder.add_edge("confirm", END)
+    return builder
+
+
+async def test_a_second_interrupt_shown_before_the_resumes_answer_stays_shown(
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    nc: Client,
+    client: AsyncTurnkeeperClient,
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    # The resume's answer travels panel -> agent -> service -> agent -> panel; the
+    # resumed run's next interrupt comes on the event stream and can be shown first.
+    # The answer then says nothing newer than the stream did: the run stays parked
+    # (decision 640, as on the chat page), where the session said "running".
+    config = bridge_config("asks-twice", service.address, nats_server.url, "asks-twice-1")
+    async with Bridge(build_twice(), config) as running:
+        await running.wait_subscribed()
+        interrupts: asyncio.Queue[Event] = asyncio.Queue()
+
+        def on_frame(frame: Frame) -> None:
+            if isinstance(frame, Event) and frame.type == "interrupt":
+                interrupts.put_nowait(frame)
+
+        transport = NatsAgentTransport(
+            nc, "asks-twice", client=client, timeout=5.0, follow_options=FOLLOW
+        )
+        answer = transport.resume
+
+        async def answered_after_the_next_interrupt(turn_id: str, value: Any) -> None:
+            await answer(turn_id, value)
+            await asyncio.wait_for(interrupts.get(), 30)  # shown before this answer
+            monkeypatch.setattr(transport, "resume", answer)  # the next one as it comes
+
+        monkeypatch.setattr(transport, "resume", answered_after_the_next_interrupt)
+        session = AgentSession(transport, on_frame=on_frame)
+        assert await session.submit({"order": "a desk", "answer": None})
+        await asyncio.wait_for(interrupts.get(), 30)
+        assert session.state is TurnState.PARKED
+        assert await session.resume("yes")
+        assert outcome(session) == (TurnState.PARKED, None)
+        # And the second interrupt is answered as the first was.
+        assert await session.resume("sure")
+        await session.join()
+        assert outcome(session) == (TurnState.DONE, None)

@@ -22,7 +22,7 @@ from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agent_responder import PipelineResponder
 from tests.support.nats import NatsServer
-from tests.support.service import ServiceFactory
+from tests.support.service import ServiceFactory, unrenewed
 
 FOLLOW = FollowOptions(idle_gap=0.2, call_timeout=1.0, reconnect_initial=0.02)
 QUESTION = {"question": "What is a turn?", "id": "q1"}
@@ -54,7 +54,7 @@ class Stack:
 @pytest.fixture
 async def stack(make_service: ServiceFactory, nats_server: NatsServer) -> AsyncIterator[Stack]:
     # Leases longer than any test: the responder does not heartbeat.
-    service = await make_service(nats_url=nats_server.url, lease_seconds=60.0, claim_seconds=60.0)
+    service = await make_service(nats_url=nats_server.url, **unrenewed(claims=True))
     nc = await nats.connect(nats_server.url)
     async with AsyncTurnkeeperClient(ConnectionOptions(target=service.address)) as client:
         stack = Stack(nats_server.url, service, nc, client, [])

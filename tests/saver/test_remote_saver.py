@@ -37,8 +37,11 @@ from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.graphs import build_graph, history
 from tests.support.nats import NatsServer
+from tests.support.service import unrenewed
 
-pytestmark = pytest.mark.timeout(120)
+# The turns here are started in a replica's name and written by the test's own graph
+# runs, with no agent to renew their lease (decision 690).
+pytestmark = [pytest.mark.timeout(120), pytest.mark.unrenewed]
 
 
 def service_address(service: TurnkeeperServer) -> str:
@@ -430,9 +433,9 @@ async def test_park_resume_claim_keeps_the_attempt_and_fences_by_state(
     """The detached-turn cycle as a bridge drives it: writes are accepted while the
     turn RUNNING under its attempt, refused (WrongState) while it is PARKED or after
     it is DONE, and accepted again after ResumeDetached + ClaimTurn."""
-    # A long claim window: the reaper must not re-drive the resumed turn before
-    # this test claims it.
-    service = await make_service(nats_url=nats_server.url, claim_seconds=60.0)
+    # A long claim window too: the reaper must not offer the resumed turn again
+    # before this test claims it.
+    service = await make_service(nats_url=nats_server.url, **unrenewed(claims=True))
     thread, turn_id = f"park-{uuid4().hex[:8]}", f"turn-{uuid4().hex[:8]}"
     options = ConnectionOptions(target=service_address(service))
     async with AsyncTurnkeeperClient(options) as client, RemoteSaver(options=options) as saver:

@@ -22,7 +22,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.security import auth
 
 from tests.support.security import bearer, write_tokens
-from tests.support.service import ServiceFactory
+from tests.support.service import ServiceFactory, unrenewed
 from tests.support.turns import events, value
 
 if TYPE_CHECKING:
@@ -71,7 +71,7 @@ class Env:
 async def env(make_service: ServiceFactory, tmp_path: Path) -> AsyncIterator[Env]:
     tokens = write_tokens(tmp_path / "tokens.jsonl")
     # A long lease, so the reaper never re-drives the seeded turns mid-test.
-    server = await make_service(tokens_file=tmp_path / "tokens.jsonl", lease_seconds=600.0)
+    server = await make_service(tokens_file=tmp_path / "tokens.jsonl", **unrenewed())
     async with aio.insecure_channel(server.address) as channel:
         e = Env(
             server,

@@ -13,7 +13,7 @@ from grpc import aio
 from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turns_pb2_grpc
 
 from tests.support.security import bearer, write_tokens
-from tests.support.service import ServiceFactory
+from tests.support.service import ServiceFactory, unrenewed
 from tests.support.turns import value
 
 if TYPE_CHECKING:
@@ -36,7 +36,8 @@ async def test_a_grpc_thread_is_its_makers_and_its_copy_the_copiers(
     make_service: ServiceFactory, tmp_path: Path
 ) -> None:
     tokens = write_tokens(tmp_path / "tokens.jsonl", ROLES)
-    server = await make_service(tokens_file=tmp_path / "tokens.jsonl", lease_seconds=600.0)
+    # No agent renews the turns' leases: the writes are the test's.
+    server = await make_service(tokens_file=tmp_path / "tokens.jsonl", **unrenewed())
     alpha, beta, admin = (bearer(tokens[n]) for n in ("alpha", "beta", "admin"))
     async with aio.insecure_channel(server.address) as channel:
         turns = turns_pb2_grpc.TurnServiceStub(channel)

@@ -10,7 +10,16 @@ import shutil
 from collections.abc import AsyncIterator
 
 import pytest
-from playwright.async_api import Browser, async_playwright
+from playwright.async_api import Browser, async_playwright, expect
+
+# How long a browser test waits for what it expects (text appearing, an attribute
+# changing, an element to click) before it gives up: the one give-up time of every
+# wait, Playwright's `expect` (set here, where every browser test's fixture comes
+# from) and each context's actions (tests/support/pages.py's open_context). The waits
+# are on events; this is only how long a loaded machine (CI, the suite on 2 cores) may
+# take to show one. Nothing waits this long when things work.
+PATIENCE_MS = 60_000
+expect.set_options(timeout=PATIENCE_MS)
 
 CHROMIUM_ARGS = [
     "--headless",

@@ -20,6 +20,15 @@ from turnkeeper_server.app import TurnkeeperServer
 from tests.support.agents import Agents, agents_for
 from tests.support.nats import Collector, NatsServer, subscribe
 from tests.support.node import prepare_package
+from tests.support.service import UNRENEWED_MARK
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    config.addinivalue_line(
+        "markers",
+        f"{UNRENEWED_MARK}: the test writes its turns itself and no agent renews their "
+        "lease: its services take tests/support/service.py's unrenewed() lease",
+    )
 
 
 @pytest.fixture

@@ -11,11 +11,12 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from playwright.async_api import Browser, BrowserContext, Page, expect
+from playwright.async_api import Browser, BrowserContext, Page
 
-# Generous: CI machines are slow; nothing waits this long when things work.
-PATIENCE_MS = 60_000
-expect.set_options(timeout=PATIENCE_MS)
+# The one give-up time of a browser test's waits (tests/support/browser.py).
+from tests.support.browser import PATIENCE_MS
+
+__all__ = ["PATIENCE_MS", "open_context", "open_page", "recorded", "reply_seqs", "timeline"]
 
 RECORDER = """
 (() => {

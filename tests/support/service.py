@@ -35,6 +35,42 @@ def make_settings(data_dir: Path, **overrides: Any) -> Settings:
 
 ServiceFactory = Callable[..., Awaitable[TurnkeeperServer]]
 
+# The lease of a turn a test starts over gRPC in a replica's name and writes itself,
+# with no agent to renew it (no heartbeat; appends renew nothing). make_settings' 2 s
+# lease lapses between two of the test's writes on a loaded machine (CI, 2 cores
+# shared), the reaper finds no agent to vouch for the turn and re-drives it away
+# mid-test (ABORTED "re-driven away", attempts 1 where 0 was asserted). A test ABOUT
+# lease expiry keeps the short default.
+UNRENEWED_LEASE = 120.0
+
+
+def unrenewed(*, claims: bool = False) -> dict[str, float]:
+    """make_service's (make_settings') overrides for a test whose turns no agent
+    renews: UNRENEWED_LEASE; with `claims`, the claim window as long too (a turn
+    waiting for a claimer is not offered again behind the test's back)."""
+    lease = {"lease_seconds": UNRENEWED_LEASE}
+    return {**lease, "claim_seconds": UNRENEWED_LEASE} if claims else lease
+
+
+# The mark of a module or test whose turns no agent renews: every service its
+# make_service starts (the `service` and `web_service` fixtures too) takes
+# `unrenewed()` unless the call says its own lease. Registered by
+# tests/support/fixtures.py, applied by tests/conftest.py's make_service.
+UNRENEWED_MARK = "unrenewed"
+
+
+def lease_for(request: pytest.FixtureRequest) -> dict[str, float]:
+    """The overrides make_service gives the requesting test's services: `unrenewed()`
+    under the mark, else none (make_settings' short lease)."""
+    return unrenewed() if request.node.get_closest_marker(UNRENEWED_MARK) else {}
+
+
+def unrenewed_flags() -> list[str]:
+    """The same lease for a service run as a process (tests/support/procs.py's
+    ServiceProcess `extra`), whose own default (15 s) a restart or a browser under
+    load outlasts too."""
+    return ["--lease-seconds", str(UNRENEWED_LEASE)]
+
 
 async def expect_code(call: Awaitable[Any], code: grpc.StatusCode) -> str:
     """Await a call that must fail with `code`; returns the status message."""

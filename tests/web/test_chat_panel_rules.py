@@ -11,6 +11,9 @@ Chromium against a real service, real NATS and the pipeline agent as a subproces
   completed ones, a circle on the rest, the line between entries done or pending.
 - Retry after a run that ended CANCELLED re-submits the question as a new run.
 - A pending approval and the progress shown stay when the stream breaks.
+- The run's end stays shown when the answer to Approve comes after it (the resumed
+  run can end, and its stream say so, before the relay's answer is in).
+- A stream the service refuses ends the follow and the header says so, not "running".
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.limits import DEFAULT_LIMITS
 
 from tests.support.nats import NatsServer
-from tests.support.pages import open_context, open_page
+from tests.support.pages import PATIENCE_MS, open_context, open_page
 from tests.support.relay import Relay
 from tests.support.service import ServiceFactory
 from tests.support.turns import start
@@ -244,4 +247,77 @@ async def test_a_pending_approval_and_the_progress_shown_stay_when_the_stream_br
         assert await sidebar(page) == "complete,complete,complete,complete"
     finally:
         await relay.stop()
+    await page.context.close()
+
+
+# Holds, in the page, the answer to its `responses/resumeDetached` until the test
+# releases it: the request goes out (and the run resumes) at once. `release()`
+# resolves once the page has run everything the answer set off (the chain from the
+# held fetch to Approve's handler is promise reactions only, all done before the next
+# task).
+HOLD_RESUME = """
+(() => {
+  const fetch = window.fetch.bind(window);
+  let release;
+  const released = new Promise((r) => { release = r; });
+  window.__resume = {
+    answered: false,
+    release: () => { release(); return new Promise((r) => setTimeout(r, 0)); },
+  };
+  window.fetch = async (url, init) => {
+    const response = await fetch(url, init);
+    if (!String(url).endsWith("/rpc") || !String(init && init.body).includes("resumeDetached")) {
+      return response;
+    }
+    const body = await response.json();
+    window.__resume.answered = true;
+    await released;
+    return {ok: response.ok, status: response.status, json: async () => body};
+  };
+})();
+"""
+
+
+async def test_the_runs_end_stays_shown_when_the_answer_to_approve_comes_after_it(
+    browser: Browser, web_service: TurnkeeperServer, pipelines: Pipelines
+) -> None:
+    await pipelines.start(approve=True)
+    context = await open_context(browser)
+    await context.add_init_script(HOLD_RESUME)
+    page = await context.new_page()
+    await page.goto(chat_url(web_service, "pipeline"))
+    await graph_shown(page, 4)
+    await ask(page, "Will the end stay?")
+    await expect(page.locator("#chat-status")).to_have_text("parked")
+    await page.click("#approve")
+    # The run resumed and ended, and the stream said so, before the page had the answer.
+    await page.wait_for_function("() => window.__resume.answered", timeout=PATIENCE_MS)
+    await answered(page, 1)
+    await page.evaluate("window.__resume.release()")
+    # The answer (the run was resumed) is older news than the end: "done" stays.
+    assert await page.inner_text("#chat-status") == "done"
+    await expect(page.locator("#approval")).to_be_hidden()
+    await expect(page.locator("#submit")).to_be_enabled()
+    await expect(page.locator("#chat-error")).to_be_empty()
+    assert (await page.inner_text(".message.agent .text")).startswith("Answer: ")
+    assert await sidebar(page) == "complete,complete,complete,complete"
+    await context.close()
+
+
+async def test_a_refused_stream_leaves_the_header_saying_the_run_is_not_followed(
+    browser: Browser, web_service: TurnkeeperServer, pipelines: Pipelines
+) -> None:
+    await pipelines.start()
+    page = await open_page(browser, chat_url(web_service, "pipeline"))
+    refusal = '{"code": "permission_denied", "message": "this token may not read the run"}'
+    await page.route(
+        "**/v1/turns/*/events",
+        lambda route: route.fulfill(status=403, content_type="application/json", body=refusal),
+    )
+    await ask(page, "Who may read this?")
+    await expect(page.locator("#chat-error")).to_have_text(
+        "cannot follow the run: this token may not read the run"
+    )
+    await expect(page.locator("#chat-status")).to_have_text("cannot follow")
+    await expect(page.locator("#submit")).to_be_enabled()
     await page.context.close()

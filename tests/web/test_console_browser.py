@@ -25,9 +25,9 @@ from turnkeeper_server.journal.runs import RunRecord
 
 from tests.support.agents import Agents, agents_for, all_events, result, shape
 from tests.support.nats import Collector, NatsServer
-from tests.support.pages import PATIENCE_MS, open_page, recorded, timeline
+from tests.support.pages import open_page, recorded, timeline
 from tests.support.security import bearer, write_tokens
-from tests.support.service import ServiceFactory
+from tests.support.service import ServiceFactory, unrenewed
 from tests.support.turns import events, start, value
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(180)]
@@ -40,6 +40,8 @@ def console(service: TurnkeeperServer) -> str:
     return service.web.url + "console/"
 
 
+# The test writes the turn itself, between the browser's waits: no agent renews it.
+@pytest.mark.unrenewed
 async def test_turns_list_shows_a_new_turn_and_its_state_changes_without_a_reload(
     browser: Browser, web_service: TurnkeeperServer
 ) -> None:
@@ -79,7 +81,7 @@ async def agents(
 
 
 async def ended(page: Page) -> None:
-    await expect(page.locator("#stream-status")).to_have_text("ended (DONE)", timeout=PATIENCE_MS)
+    await expect(page.locator("#stream-status")).to_have_text("ended (DONE)")
 
 
 async def test_agent_killed_mid_turn_page_shows_one_reset_and_the_uninterrupted_transcript(
@@ -209,7 +211,7 @@ async def test_redrive_is_offered_to_operators_only_and_the_service_has_the_last
         nats_url=nats_server.url,
         http_listen="127.0.0.1:0",
         tokens_file=tmp_path / "tokens.jsonl",
-        lease_seconds=60.0,
+        **unrenewed(),
     )
     # The panel's thread: a panel reads the turns of its own threads (decision 311).
     await service.engine.threads.ensure("th-ll", {}, "panel:panel")
@@ -289,6 +291,7 @@ async def test_an_operator_cancels_a_parked_turn_and_a_panel_token_is_refused(
     await expect(operator.locator('#timeline li[data-type="turn.cancelled"]')).to_have_count(1)
 
 
+@pytest.mark.unrenewed
 async def test_the_turn_page_lists_the_effect_ledger_and_follows_a_supersede(
     browser: Browser, web_service: TurnkeeperServer
 ) -> None:

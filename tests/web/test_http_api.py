@@ -230,6 +230,73 @@ async def test_sse_sends_a_reset_and_the_replay_when_the_turn_is_rewound(
     assert [(f.event, f.id) for f in back] == [("event", "3"), ("end", None)]
 
 
+async def test_sse_across_a_park_and_its_resume_ends_with_the_resumed_runs_end(
+    stub: Stub, http: Http
+) -> None:
+    # The chat page's path after Approve (decision 640): the stream it kept open across
+    # the park, and one that comes back after the resume but before a replica took the
+    # turn, both get the resumed run's events and its end.
+    await start(stub, turn_id="t-ap", thread_id="th-ap")
+    await stub.AppendEvents(turns_pb2.AppendEventsRequest(turn_id="t-ap", events=events(1, "step")))
+    await stub.ParkTurn(
+        turns_pb2.ParkTurnRequest(
+            turn_id="t-ap",
+            attempt=0,
+            interrupt=value({"ask": "ok?"}),
+            events=events(2, "interrupt"),
+        )
+    )
+    url = f"{http.base}v1/turns/t-ap/events"
+    kept: list[Frame] = []
+    async with http.session.get(url) as response:
+        stream = frames(response)
+        async for frame in stream:
+            kept.append(frame)
+            if frame.id == "2":
+                break
+        await stub.ResumeDetached(
+            turns_pb2.ResumeDetachedRequest(turn_id="t-ap", resume=value({"approved": True}))
+        )
+        async with http.session.get(url + "?attempt=0", headers={"Last-Event-ID": "2"}) as back:
+            assert back.status == 200
+            await stub.ClaimTurn(
+                turns_pb2.ClaimTurnRequest(turn_id="t-ap", attempt=0, replica="r2", incarnation="x")
+            )
+            await stub.AppendEvents(
+                turns_pb2.AppendEventsRequest(turn_id="t-ap", attempt=0, events=events(3, "step"))
+            )
+            await stub.FinishTurn(
+                turns_pb2.FinishTurnRequest(
+                    turn_id="t-ap",
+                    attempt=0,
+                    outcome=turns_pb2.OUTCOME_DONE,
+                    events=events(4, "final"),
+                )
+            )
+            came_back = [frame async for frame in frames(back)]
+        kept += [frame async for frame in stream]
+    end = {"turnId": "t-ap", "state": "DONE", "seq": 5}
+    assert [(f.event, f.id) for f in kept] == [
+        *(("event", str(seq)) for seq in range(1, 6)),
+        ("end", None),
+    ]
+    assert [f.data["type"] for f in kept[:-1]] == [
+        "step",
+        "interrupt",
+        "step",
+        "final",
+        "turn.done",
+    ]
+    assert kept[-1].data == end
+    assert [(f.event, f.id) for f in came_back] == [
+        ("event", "3"),
+        ("event", "4"),
+        ("event", "5"),
+        ("end", None),
+    ]
+    assert came_back[-1].data == end
+
+
 @pytest.fixture
 async def secured(
     make_service: ServiceFactory, nats_server: NatsServer, tmp_path: Path

@@ -24,7 +24,7 @@ from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.nats import NatsServer
 from tests.support.pages import open_page
-from tests.support.service import ServiceFactory
+from tests.support.service import ServiceFactory, unrenewed
 from tests.support.turns import start
 
 pytestmark = [pytest.mark.timeout(120)]
@@ -39,8 +39,7 @@ async def capped(make_service: ServiceFactory, nats_server: NatsServer) -> Turnk
     return await make_service(
         nats_url=nats_server.url,
         http_listen="127.0.0.1:0",
-        lease_seconds=60.0,
-        claim_seconds=60.0,
+        **unrenewed(claims=True),
     )
 
 

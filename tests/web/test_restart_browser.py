@@ -20,6 +20,7 @@ from tests.support.agents import shape
 from tests.support.nats import NatsServer
 from tests.support.pages import open_page, recorded, timeline
 from tests.support.procs import ServiceProcess
+from tests.support.service import unrenewed_flags
 from tests.support.turns import events, start
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(180)]
@@ -29,7 +30,11 @@ _CONSOLE = re.compile(r"turnkeeper console on (\S+)")
 
 @pytest.fixture
 def service(tmp_path: Path, nats_server: NatsServer) -> Iterator[ServiceProcess]:
-    proc = ServiceProcess(tmp_path / "data", nats_url=nats_server.url, extra=["--http-port", "0"])
+    # The test writes the turn itself across the browser's waits and a restart: no
+    # agent renews its lease.
+    proc = ServiceProcess(
+        tmp_path / "data", nats_url=nats_server.url, extra=["--http-port", "0", *unrenewed_flags()]
+    )
     try:
         yield proc
     finally:
@@ -48,7 +53,7 @@ async def test_service_restart_mid_stream_resumes_by_last_event_id(
     url = await console_url(service)
     port = url.rsplit(":", 1)[1].split("/")[0]
     # The restarted service serves HTTP on the same port, as a deployment would.
-    service.extra = ["--http-port", port]
+    service.extra = ["--http-port", port, *unrenewed_flags()]
     async with aio.insecure_channel(service.address) as channel:
         stub = turns_pb2_grpc.TurnServiceStub(channel)
         await start(stub, turn_id="t-rs", thread_id="th-rs")

@@ -16,7 +16,7 @@ from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 from turnkeeper_server.engine import watch
 from turnkeeper_server.web import sse
 
-from tests.support.service import ServiceFactory
+from tests.support.service import ServiceFactory, unrenewed
 from tests.support.sse_client import frames
 from tests.support.turns import start
 
@@ -24,12 +24,6 @@ pytestmark = pytest.mark.both_backends
 
 EVENTS = 200
 EVENT_BYTES = 100_000  # 20 MB in all: far past every socket buffer on the way
-
-
-# No agent renews the big turn's lease: its appends are the test's. A lease the
-# length of a loaded machine's appends keeps the reaper from re-driving it away
-# between two of them (ABORTED "re-driven away" under load in CI).
-LEASE = 120.0
 
 
 async def big_turn(address: str) -> None:
@@ -56,9 +50,8 @@ async def big_turn(address: str) -> None:
 async def test_a_client_that_never_reads_holds_a_bounded_buffer_and_is_dropped(
     make_service: ServiceFactory,
 ) -> None:
-    service = await make_service(
-        http_listen="127.0.0.1:0", http_write_timeout=1.0, lease_seconds=LEASE
-    )
+    # No agent renews the big turn's lease: its appends are the test's.
+    service = await make_service(http_listen="127.0.0.1:0", http_write_timeout=1.0, **unrenewed())
     assert service.web is not None
     await big_turn(service.address)
     # The stalled client: a small receive window, and it never reads.
@@ -92,7 +85,7 @@ async def test_a_client_that_never_reads_holds_a_bounded_buffer_and_is_dropped(
 
 
 async def test_a_watch_page_stops_at_its_byte_budget(make_service: ServiceFactory) -> None:
-    service = await make_service(lease_seconds=LEASE)
+    service = await make_service(**unrenewed())
     await big_turn(service.address)
     read = functools.partial(watch._turn_and_events, turn_id="t-big", after_seq=0)
     _, page, more = await service.db.read(read)

@@ -200,9 +200,14 @@ class Turns:
     def thread_agents(self, thread_id: str) -> set[str]:
         return transitions.thread_agents(self.db.read_conn(), thread_id)
 
-    def watch(self, turn_id: str, after_seq: int) -> AsyncGenerator[EventRecord | Reset]:
-        """WatchTurn's stream (engine/watch.py)."""
-        return follow(self.db, self.notifier, self.metrics, turn_id, after_seq)
+    def watch(
+        self, turn_id: str, after_seq: int, *, after_attempt: int | None = None
+    ) -> AsyncGenerator[EventRecord | Reset]:
+        """WatchTurn's stream (engine/watch.py); `after_attempt`: the attempt of the
+        event at `after_seq` its client has, when it says (the SSE's resume)."""
+        return follow(
+            self.db, self.notifier, self.metrics, turn_id, after_seq, after_attempt=after_attempt
+        )
 
     def watch_settled(self, turn_id: str, after_seq: int) -> AsyncGenerator[EventRecord]:
         """The events no rewind can take back (engine/watch.py, the LangGraph API)."""

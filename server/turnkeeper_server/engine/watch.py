@@ -147,27 +147,48 @@ class Reset:
 
 
 async def follow(
-    db: Store, notifier: TurnNotifier, metrics: Metrics, turn_id: str, after_seq: int
+    db: Store,
+    notifier: TurnNotifier,
+    metrics: Metrics,
+    turn_id: str,
+    after_seq: int,
+    *,
+    after_attempt: int | None = None,
 ) -> AsyncGenerator[EventRecord | Reset]:
     """Retained events after `after_seq`, then live ones; a Reset and a replay from
     seq 1 whenever the turn is rewound; ends after the terminal event, or at once
     when the turn is over and `after_seq` is already past it. Served from the
     commits' news like the LangGraph API's followers (`_Tail`); with no settled
     limit to keep, it waits for a wake as long as it takes (a change through another
-    replica wakes it through the store's notification)."""
+    replica wakes it through the store's notification).
+
+    `after_attempt`: the attempt of the event at `after_seq` its client has (the
+    SSE's resume, web/sse.py), None when unknown (WatchTurn's request): then a
+    position no longer the journal's is a Reset before anything else, and any
+    rewind after that check is one too (decision 650)."""
     cursor = after_seq
     metrics.watchers.inc()
     tail = _Tail(db, notifier, turn_id, bounded=False)
     try:
-        # The turn's rewinds as of the first page.
+        # The turn's rewinds as of the position's check, else of the first page.
         epoch: int | None = None
+        if after_seq > 0 and after_attempt is not None:
+            kept, epoch = await db.read(
+                functools.partial(_kept, turn_id=turn_id, seq=after_seq, attempt=after_attempt)
+            )
+            if kept < after_seq:
+                epoch = None  # what follows is the Reset's replay
+                cursor = 0
+                checkpoint_id, boundary = transitions.latest_boundary(db.read_conn(), turn_id)
+                turn = transitions.require_turn(db.read_conn(), turn_id)
+                yield Reset(seq=boundary, attempt=turn.attempts, checkpoint_id=checkpoint_id)
         fresh = True
         while True:
             turn, events, more, _ = await tail.page(cursor, fresh=fresh)
             fresh = False
-            rewound = epoch is not None and turn.rewinds != epoch
+            rewound = taken_back(turn, events, cursor, epoch)
             epoch = turn.rewinds
-            if rewound or taken_back(turn, events, cursor):
+            if rewound:
                 cursor = 0
                 checkpoint_id, boundary = transitions.latest_boundary(db.read_conn(), turn_id)
                 yield Reset(seq=boundary, attempt=turn.attempts, checkpoint_id=checkpoint_id)
@@ -189,15 +210,23 @@ async def follow(
         metrics.watchers.dec()
 
 
-def taken_back(turn: TurnRecord, events: list[EventRecord], cursor: int) -> bool:
-    """Whether a rewind took back events a WatchTurn stream's client holds, though
-    the stream saw no rewind (decision 630): its position is past the turn's last
-    event (a rewind made before its first read, as when it joins at a seq a
-    TurnStatus said before the rewind), or the page has an event at or before its
-    position (the re-run wrote that seq again). Events only grow but for a
-    rewind, so neither happens otherwise; a turn never rewound took nothing back
-    (a position past its end asks for later events only). A turn that is over and
-    ends before the position is a stream that joined too late: it ends (`follow`)."""
+def taken_back(turn: TurnRecord, events: list[EventRecord], cursor: int, epoch: int | None) -> bool:
+    """Whether a rewind may have taken back events a stream's client holds: the
+    one rule of both followers that reset (`follow`'s Reset, `follow_live`'s
+    Rewound). `epoch`: the turn's rewinds when the stream last knew its position
+    stood (its last page, or a resume's check of its position, decision 650); None
+    when it never did (a WatchTurn before its first page).
+
+    A rewind since then, or one the stream never saw (decision 630): its position
+    is past the turn's last event (a rewind made before its first read, as when it
+    joins at a seq a TurnStatus said before the rewind), or the page has an event
+    at or before its position (the re-run wrote that seq again, and the news of it
+    came to a view read after the rewind). Events only grow but for a rewind, so
+    neither happens otherwise; a turn never rewound took nothing back (a position
+    past its end asks for later events only). A turn that is over and ends before
+    the position is a stream that joined too late: it ends (`follow`)."""
+    if epoch is not None and turn.rewinds != epoch:
+        return True
     if events and events[0].seq <= cursor:
         return True
     return cursor > turn.last_seq and turn.rewinds > 0 and turn.state not in ENDED
@@ -282,40 +311,52 @@ async def follow_live(
     cursor = after_seq
     # Released past the settled limit, so a rewind may take them back.
     released: list[EventRecord] = []
+    # The resume's position (seq, attempt) while the stream has sent nothing after
+    # it: its events went out on another stream, so a rewind may take it back too.
+    resumed: tuple[int, int] | None = None
     metrics.watchers.inc()
     tail = _Tail(db, notifier, turn_id)
     try:
-        # The turn's rewinds as of the first page (a read of its own cost a snapshot
-        # per stream): a rewind before it took back nothing this stream released.
+        # The turn's rewinds when the stream last knew its position stood: as of a
+        # resume's check of it (the same read, decision 650), else of the first page
+        # (a read of its own cost a snapshot per stream): a rewind before that took
+        # back nothing this stream or its client holds.
         epoch: int | None = None
         if after_seq > 0 and after_attempt is not None:
-            kept = await db.read(
+            kept, epoch = await db.read(
                 functools.partial(_kept, turn_id=turn_id, seq=after_seq, attempt=after_attempt)
             )
             if kept < after_seq:
                 cursor = kept
                 yield Rewound(seq=kept, taken=())
+            else:
+                resumed = (after_seq, after_attempt)
         fresh = True
         while True:
             turn, events, more, limit = await tail.page(cursor, fresh=fresh)
             fresh = False
-            if epoch is None:
+            if taken_back(turn, events, cursor, epoch):
                 epoch = turn.rewinds
-            elif turn.rewinds != epoch:
-                epoch = turn.rewinds
-                if released:
-                    last = released[-1]
-                    kept = await db.read(
-                        functools.partial(
-                            _kept, turn_id=turn_id, seq=last.seq, attempt=last.attempt
-                        )
+                # The newest event the client holds that a rewind could take back.
+                holds = (released[-1].seq, released[-1].attempt) if released else resumed
+                if holds is None:
+                    # None such (a settled position, settled events): what stands is
+                    # at most the settled limit, where a re-drive rewinds to.
+                    kept = min(cursor, limit)
+                else:
+                    kept, _ = await db.read(
+                        functools.partial(_kept, turn_id=turn_id, seq=holds[0], attempt=holds[1])
                     )
+                # The page may hold what the rewind took (decision 630): read again.
+                fresh = True
+                if kept < cursor:
+                    resumed = None
                     taken = tuple(e for e in released if e.seq > kept)
-                    if taken:
-                        released = [e for e in released if e.seq <= kept]
-                        cursor = min(cursor, kept)
-                        yield Rewound(seq=kept, taken=taken)
-                        continue
+                    released = [e for e in released if e.seq <= kept]
+                    cursor = kept
+                    yield Rewound(seq=kept, taken=taken)
+                continue
+            epoch = turn.rewinds
             released = [e for e in released if e.seq > limit]
             held = False
             for event in events:
@@ -326,6 +367,7 @@ async def follow_live(
                     released.append(event)
                 yield event
                 cursor = event.seq
+                resumed = None
                 if event.type in TERMINAL_EVENTS:
                     return
             if more and not held:
@@ -488,16 +530,18 @@ def _live_page(
     return turn, events, more, transitions.latest_boundary(conn, turn_id)[1]
 
 
-def _kept(conn: Conn, *, turn_id: str, seq: int, attempt: int) -> int:
+def _kept(conn: Conn, *, turn_id: str, seq: int, attempt: int) -> tuple[int, int]:
     """How far the events a reader had up to (`seq`, written by `attempt`) still
-    stand: a rewind deletes a suffix of the events and the re-run writes with a
-    later attempt, so what stands is the newest seq at or before `seq` written by
-    `attempt` or before."""
+    stand, and the turn's rewinds as of that answer (read together: a rewind after
+    it shows as another count). A rewind deletes a suffix of the events and the
+    re-run writes with a later attempt, so what stands is the newest seq at or
+    before `seq` written by `attempt` or before."""
+    rewinds = transitions.require_turn(conn, turn_id).rewinds
     row = conn.execute(
         "SELECT MAX(seq) FROM main.events WHERE turn_id = ? AND seq <= ? AND attempt <= ?",
         (turn_id, seq, attempt),
     ).fetchone()
-    return int(row[0]) if row and row[0] is not None else 0
+    return (int(row[0]) if row and row[0] is not None else 0), rewinds
 
 
 def event_bytes(event: EventRecord) -> int:

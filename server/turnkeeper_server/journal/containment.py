@@ -31,7 +31,7 @@ from turnkeeper_server.journal.transitions import (
     reload_turn,
     update_turn,
 )
-from turnkeeper_server.records import HANDED, TURN_COLUMNS, Policy, TurnRecord
+from turnkeeper_server.records import HANDED, RUNNING, TURN_COLUMNS, Policy, TurnRecord
 from turnkeeper_server.store.contract import Conn, Tx
 
 NONE, SUSPECT, HELD, PROBATION = 0, 1, 2, 3
@@ -155,13 +155,13 @@ def redrive_replica(
     for turn in turns:
         # A turn handed to an older incarnation of this replica that never took it
         # is no orphan of its crash: nothing of it ran (decision 590).
-        if turn.owned and not turn.handed:
+        if turn.taken:
             dead.setdefault(turn.owner_incarnation or "", []).append(turn)
     refused = {t.turn_id for t in turns if not may_take(t)}
     for orphans in dead.values():
         out += blame(tx, orphans, owner, policy, refused)
     for turn in turns:
-        if (not turn.owned or turn.handed) and turn.turn_id not in refused:
+        if not turn.taken and turn.turn_id not in refused:
             out.append(redrive.hand_out(tx, turn, owner=owner, lease=policy.lease_seconds))
     released = release_next(tx, agent, owner, policy)
     if released is not None:
@@ -203,7 +203,7 @@ def reoffer(tx: Tx, handed: TurnRecord, policy: Policy) -> Redriven | None:
         return None
     turn = TurnRecord(*row)
     if (
-        turn.state != "RUNNING"
+        turn.state != RUNNING
         or turn.handed != HANDED
         or turn.attempts != handed.attempts
         or turn.owner_incarnation != handed.owner_incarnation
@@ -246,7 +246,7 @@ def renew_alive(tx: Tx, alive: dict[tuple[str, str], int], policy: Policy) -> li
             continue
         turn = TurnRecord(*row)
         if (
-            turn.state != "RUNNING"
+            turn.state != RUNNING
             or turn.attempts != attempt
             or turn.owner_incarnation != incarnation
             or (turn.lease_expires_at or 0) >= now
@@ -277,7 +277,7 @@ def reap_expired(
         turn = TurnRecord(*row)
         # An owner that never took its hand-off (decision 590) did not crash: the
         # turn is offered again with nothing spent or charged.
-        if turn.owned and not turn.handed:
+        if turn.taken:
             key = (turn.owner_replica or "", turn.owner_incarnation or "")
             dead.setdefault(key, []).append(turn)
         else:

@@ -2,7 +2,7 @@
 it was created with (its input or command, stream modes, interrupts ...) and its
 multitask strategy, as LangGraph's server stores and answers them. The turn is the
 execution; this row is what only the API gives it. It is written once, when the
-run is started (in its turn's commit, decision 660, unless the agent starts the
+run is started (in its turn's commit, decision 700, unless the agent starts the
 turn), and deleted with its turn (journal/erasure.py). A turn started
 through another door has none. Beside it, what a run reads of the thread's turns
 before it: the state they journaled last (`values_before`). The SQL is plain:

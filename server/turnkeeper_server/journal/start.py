@@ -20,9 +20,7 @@ SQLite a look for a queued turn for `enqueue` alone.
 A LangGraph API run whose thread does not exist yet makes it in the same
 transaction (`StartRequest.new_thread`, decision 580): the thread's row and the turn,
 one commit, and no read of a thread that this very statement found without a row or
-a turn: a refused start leaves no thread. A LangGraph API run's record (`StartRequest.run`)
-is written in the same commit too (decision 660): no run without its record, and no
-commit of its own after the hand-off.
+a turn: a refused start leaves no thread.
 """
 
 from __future__ import annotations
@@ -104,8 +102,8 @@ class StartRequest:
     # The service names `replica`/`incarnation` itself and hands the turn to it with
     # its claim (decision 590): owned for a claim window until that replica takes it.
     handed: bool = False
-    # A LangGraph API run's record (journal/runs.py), written in this commit (decision
-    # 660): the turn and its record appear together, and the run's start is one commit.
+    # A LangGraph API run's record (its metadata, kwargs, webhook), written with the
+    # turn it describes (decision 700): never a turn without it, whatever dies when.
     run: RunRecord | None = None
 
 
@@ -127,17 +125,15 @@ def request_hash(thread_id: str, agent: str, input_json: str) -> str:
 
 
 def start_turn(tx: Tx, request: StartRequest, policy: Policy) -> Started:
+    if request.strategy not in STRATEGIES:
+        raise InvalidArgument(f"multitask strategy must be one of {', '.join(STRATEGIES)}")
     started = _start(tx, request, policy)
-    if request.run is not None:
-        # Written whether or not this call made the turn, as the record's own write
-        # was (the same run started again keeps its first record).
+    if started.created and request.run is not None:
         runs.put(tx, request.run)
     return started
 
 
 def _start(tx: Tx, request: StartRequest, policy: Policy) -> Started:
-    if request.strategy not in STRATEGIES:
-        raise InvalidArgument(f"multitask strategy must be one of {', '.join(STRATEGIES)}")
     digest = request_hash(request.thread_id, request.agent, request.input_json)
     if request.new_thread is not None:
         return _start_on_new_thread(tx, request, request.new_thread, digest, policy)
@@ -239,8 +235,9 @@ def _insert_running(
     (containment.reap_expired, decision 591)."""
     now = time.time()
     owner = (request.replica, request.incarnation) if request.replica else None
-    full = owner is not None and not request.handed
-    lease = now + (policy.lease_seconds if full else policy.claim_seconds)
+    # Taken (TurnRecord.taken) as it is inserted: its owner runs it from its start.
+    taken = owner is not None and not request.handed
+    lease = now + (policy.lease_seconds if taken else policy.claim_seconds)
     return _insert(
         tx,
         request,

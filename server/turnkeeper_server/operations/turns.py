@@ -147,11 +147,13 @@ class TurnOperations:
         return self.watch_streams.hold(auth.client_key(origin))
 
     async def watch(
-        self, request: turns_pb2.WatchTurnRequest
+        self, request: turns_pb2.WatchTurnRequest, *, after_attempt: int | None = None
     ) -> AsyncGenerator[turns_pb2.WatchTurnResponse, None]:
         """The turn's frames from `after_seq` on, without the quota: the gRPC
         servicer holds it around this, the HTTP side before it answers 200, so a
-        client over it gets 429 (decision 187)."""
+        client over it gets 429 (decision 187). `after_attempt`: the attempt of the
+        event at `after_seq` the client has (the SSE's resume; engine/watch.py
+        `follow`)."""
         turn_id = self.visible(request.turn_id).turn_id
         if request.after_seq < 0:
             raise InvalidArgument("after_seq must not be negative")
@@ -159,7 +161,7 @@ class TurnOperations:
         # handler: it stops iterating it and closes it at its `yield`. aclosing() then
         # closes the engine's stream too, at once, not whenever it is collected.
         async with contextlib.aclosing(
-            self.engine.turns.watch(turn_id, request.after_seq)
+            self.engine.turns.watch(turn_id, request.after_seq, after_attempt=after_attempt)
         ) as frames:
             async for frame in frames:
                 if isinstance(frame, Reset):

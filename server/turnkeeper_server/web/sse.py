@@ -17,7 +17,8 @@ Resuming: a reconnect sends the id of the last event it showed (the page's fetch
 reader sets the header; EventSource sets it itself). With `attempt` (of that event)
 the service first checks that the event is still retained as shown: if the turn was
 rewound while nothing was connected, the stream starts with a reset (`local: true`)
-and replays from seq 1, so no stale event stays on the page. The stream is the watch
+and replays from seq 1, so no stale event stays on the page; a rewind after that
+check, before the watch's first read, is the watch's own reset (decision 650). The stream is the watch
 operation gRPC's WatchTurn serves (operations/turns.py), so rights, quotas and frames
 are WatchTurn's own; the pump (pump.py) holds the quota before the response starts,
 so a client over it is answered 429, and ends the stream with an `error` frame
@@ -124,7 +125,9 @@ class EventStream:
             response, _ = await self.pump.serve(
                 request,
                 caller,
-                self._frames(turn_id, start),
+                # The resume's attempt goes on with it: a rewind after the check
+                # above is still the stream's reset (engine/watch.py, decision 650).
+                self._frames(turn_id, start, attempt if start > 0 else None),
                 _TurnFraming(self.operations, turn_id),
                 name=f"SSE of turn {turn_id}",
                 after=start,
@@ -151,8 +154,12 @@ class EventStream:
         reset = {"seq": 0, "attempt": turn.attempts, "checkpointId": "", "local": True}
         return 0, frame("reset", reset, id=0)
 
-    async def _frames(self, turn_id: str, after: int) -> AsyncGenerator[Frame, None]:
-        watch = self.operations.watch(turns_pb2.WatchTurnRequest(turn_id=turn_id, after_seq=after))
+    async def _frames(
+        self, turn_id: str, after: int, attempt: int | None
+    ) -> AsyncGenerator[Frame, None]:
+        watch = self.operations.watch(
+            turns_pb2.WatchTurnRequest(turn_id=turn_id, after_seq=after), after_attempt=attempt
+        )
         async with contextlib.aclosing(watch) as items:
             async for item in items:
                 seq = item.event.seq if item.HasField("event") else None

@@ -26,7 +26,7 @@ from turnkeeper_server.logs import JsonFormatter, turn_log
 from turnkeeper_server.store.contract import Tx
 
 from tests.support.nats import NatsServer
-from tests.support.service import ServiceFactory, expect_code
+from tests.support.service import ServiceFactory, expect_code, unrenewed
 from tests.support.turns import events, start
 
 if TYPE_CHECKING:
@@ -68,8 +68,7 @@ async def metered(make_service: ServiceFactory, nats_server: NatsServer) -> Turn
         nats_url=nats_server.url,
         metrics_listen="127.0.0.1:0",
         max_redrives=1,
-        lease_seconds=60.0,
-        claim_seconds=60.0,
+        **unrenewed(claims=True),
     )
 
 

@@ -28,7 +28,7 @@ from turnkeeper_server.store.records import OutboxRow
 
 from tests.support.nats import NatsServer
 from tests.support.postgres import PostgresCluster
-from tests.support.service import ServiceFactory
+from tests.support.service import ServiceFactory, unrenewed
 from tests.support.turns import start
 
 STREAM = stream_name("vystak")
@@ -92,12 +92,11 @@ async def test_three_replicas_put_every_outbox_row_in_the_stream_exactly_once(
     postgres_cluster: PostgresCluster,
 ) -> None:
     database = postgres_cluster.new_database()
-    # No agent holds these turns' leases: the appends are the test's. A lease long
-    # enough for a loaded machine's 300 appends keeps the reaper from re-driving a
-    # turn away between two of them (ABORTED "re-driven away" under load 17).
+    # No agent holds these turns' leases: the 300 appends are the test's (a 2 s
+    # lease was re-driven away between two of them under load 17).
     replicas = [
         await make_service(
-            database_url=database, nats_url=js_server.url, jetstream=True, lease_seconds=120.0
+            database_url=database, nats_url=js_server.url, jetstream=True, **unrenewed()
         )
         for _ in range(3)
     ]

@@ -152,6 +152,8 @@ async def test_no_batch_is_confirmed_on_a_connection_nats_py_no_longer_reads(
 
 
 @pytest.mark.both_backends
+# The turn's appends are the test's, across a NATS restart: no agent renews its lease.
+@pytest.mark.unrenewed
 async def test_the_outbox_keeps_draining_after_a_nats_restart_while_turns_write(
     make_service: ServiceFactory, nats_server: NatsServer, relay: Relay
 ) -> None:

@@ -226,6 +226,9 @@ class AgentSession:
         self._error: SessionError | None = None
         self._transcript = Transcript()
         self._run: asyncio.Task[None] | None = None
+        # Frames the follows applied, all runs together: resume() tells by it whether
+        # the stream said more while its answer travelled.
+        self._applied = 0
 
     # -- what a UI shows -------------------------------------------------------------
 
@@ -334,15 +337,21 @@ class AgentSession:
         is not known to be parked (or the agent refused)."""
         if self._turn_id is None or self._state not in (TurnState.PARKED, TurnState.RUNNING):
             return False
+        turn_id, applied = self._turn_id, self._applied
         try:
-            await self.transport.resume(self._turn_id, value)
+            await self.transport.resume(turn_id, value)
         except (NotDispatched, NoAnswer, AgentRejected) as exc:
             self._error = _error_of(exc)
             return False
+        if (self._turn_id, self._applied) != (turn_id, applied):
+            # The run's stream told more while the answer travelled (the resumed
+            # run's events, another interrupt, its end): that stands, as on the
+            # chat page (decision 640); a follow that concluded told the end.
+            return True
         self._error = None
         self._state = TurnState.RUNNING
         if not self.running:
-            self._follow(self._turn_id)
+            self._follow(turn_id)
         return True
 
     def switch_thread(self, thread_id: str | None = None) -> None:
@@ -449,6 +458,7 @@ class AgentSession:
         concluded: Concluded | None = None
         try:
             async for frame in self.transport.follow(turn_id):
+                self._applied += 1
                 self._transcript.apply(frame)
                 if isinstance(frame, Event):
                     # Parked at interrupt(): submit(None) and resume() answer it while

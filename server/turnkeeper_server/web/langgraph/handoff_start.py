@@ -85,7 +85,7 @@ async def start(
     `reject`, PermissionDenied ...), as StartTurn's through the relay were.
     `new_thread`: the metadata of the thread the run makes, made in the turn's
     commit (decision 580; ThreadMadeMeanwhile when a racing request made it).
-    `run`: the run's record, written in the same commit (decision 660)."""
+    `run`: the run's record, written in the turn's commit (decision 700)."""
     # The right to start a turn of the agent: responses/create's, as the relay checks.
     check_call(caller, agent, auth.JSONRPC_CREATE)
     limits = deps.operations.turns.limits

@@ -3,8 +3,7 @@
 fires): the body checked, the assistant's config and context merged under the run's,
 the thread made or checked, the turn journaled and handed to a replica in one
 message (handoff_start.py, decision 370; through the agent only for input null with
-nothing to resume), and the run's record stored beside its turn (journal/runs.py), in
-the turn's commit (decision 660).
+nothing to resume), and the run's record stored beside its turn (journal/runs.py).
 
 Every run is a new turn, a resume too, as LangGraph's server makes every run a new
 run (decision 294): a run on a thread whose turn waits at an interrupt ends that
@@ -31,6 +30,7 @@ from turnkeeper._run_request import (
     parse_run_request,
 )
 
+from turnkeeper_server.journal.assistants import AssistantRecord
 from turnkeeper_server.journal.runs import RunRecord
 from turnkeeper_server.journal.start import ThreadMadeMeanwhile
 from turnkeeper_server.journal.threads import ThreadRecord
@@ -218,35 +218,10 @@ async def launch(
     if given_options := merged.as_dict():
         # Journaled with the run, so a re-drive runs it the same way.
         params["run"] = given_options
-    kwargs = {name: body.get(name) for name in KWARGS} | {
-        "stream_mode": _mode_list(body.get("stream_mode"), modes),
-        "interrupt_before": body.get("interrupt_before"),
-        "interrupt_after": body.get("interrupt_after"),
-        # Delivered when the run ends (journal/webhooks.py, webhooks/delivery.py);
-        # checked above (a cron's when the cron is made).
-        "webhook": body.get("webhook") or None,
-        "feedback_keys": body.get("feedback_keys"),
-        # A thread-less run's thread is kept here (docs/langgraph-api.md), and every
-        # run's stream can be resumed with Last-Event-ID.
-        "temporary": False,
-        "subgraphs": bool(body.get("stream_subgraphs", False)),
-        "resumable": True,
-        "checkpoint_during": body.get("checkpoint_during", True),
-        "durability": body.get("durability") or "async",
-    }
 
-    def record_of(thread: ThreadRecord) -> RunRecord:
-        # As LangGraph's server merges a run's metadata: the assistant's, the
-        # thread's, the run's own (its auth handler's say included); its assistant
-        # id last.
-        metadata = {
-            **assistant.metadata,
-            **thread.metadata,
-            **field(body, "metadata", dict, {}),
-            **stamped,
-            "assistant_id": assistant.assistant_id,
-        }
-        return RunRecord(run_id, metadata, _json_safe(kwargs), run.multitask_strategy)
+    def record_for(thread: ThreadRecord) -> RunRecord:
+        assert run_id is not None
+        return _run_record(body, assistant, thread, stamped, modes, run_id, run)
 
     for tries in range(1, _MAX_TRIES + 1):
         # A thread the run makes is made in its turn's commit (decision 580), unless
@@ -261,8 +236,18 @@ async def launch(
             defer=not relayed,
         )
         try:
-            thread, stored = await _start_turn(
-                deps, caller, origin, run, agent, thread, made, tagged, params, record_of
+            thread = await _start_turn(
+                deps,
+                caller,
+                origin,
+                run,
+                agent,
+                thread,
+                made,
+                tagged,
+                params,
+                record_for,
+                relayed=relayed,
             )
         except ThreadMadeMeanwhile:
             # A racing request made the thread since it was looked for: nothing
@@ -272,6 +257,10 @@ async def launch(
             continue
         break
     thread_id = thread.thread_id
+    stored = record_for(thread)
+    if relayed:
+        # The agent started the turn: its record follows in a commit of its own.
+        await deps.engine.threads.put_run(stored)
     turn = deps.engine.turns.get(run_id)
     if turn is None:  # erased between its start and here
         raise not_found(f"run {run_id}")
@@ -293,21 +282,21 @@ async def _start_turn(
     made: bool,
     tagged: dict[str, Any],
     params: dict[str, Any],
-    record_of: Callable[[ThreadRecord], RunRecord],
-) -> tuple[ThreadRecord, RunRecord]:
+    record_for: Callable[[ThreadRecord], RunRecord],
+    *,
+    relayed: bool,
+) -> ThreadRecord:
     """The run's turn started on `thread` (`made`: by this start, in the turn's own
     commit unless the agent starts it), or ThreadMadeMeanwhile; the thread as the
-    run tagged it, and the run's record (`record_of` it), stored in the turn's
-    commit unless the agent starts the turn (decision 660)."""
+    run tagged it. A turn the service journals itself is written with its run's
+    record, `record_for(thread)` (decision 700)."""
     options = run.options.as_dict()
-    relayed = handoff_start.needs_agent(run.input, options)
     thread_id = thread.thread_id
     run_id = params["turn_id"]
     # Whose thread it is decides who answers its interrupt (rights.py).
     owner = thread.owner
     if not made and any(thread.metadata.get(k) != v for k, v in tagged.items()):
         thread = await deps.engine.threads.update_metadata(thread_id, tagged) or thread
-    stored = record_of(thread)
 
     # At most one turn of a thread is live; queued ones may be newer. A thread this
     # start's own insert makes had no turn then (decision 570): no read; a turn
@@ -332,8 +321,7 @@ async def _start_turn(
         started = await deps.relay.call(caller, agent, auth.JSONRPC_CREATE, params)
         if not isinstance(started, dict) or not started.get("turn_id"):
             raise ApiError(409, f"thread {thread_id} has nothing to run: send input")
-        await deps.engine.threads.put_run(stored)
-        return thread, stored
+        return thread
     # Journaled here and handed to a replica in one message (decision 370), with
     # the thread it makes in the same commit.
     await handoff_start.start(
@@ -346,9 +334,48 @@ async def _start_turn(
         strategy=run.multitask_strategy,
         journaled_input=handoff_start.journaled(run.input, params.get("run") or {}),
         new_thread=thread.metadata if made else None,
-        run=stored,
+        run=record_for(thread),
     )
-    return thread, stored
+    return thread
+
+
+def _run_record(
+    body: dict[str, Any],
+    assistant: AssistantRecord,
+    thread: ThreadRecord,
+    stamped: dict[str, Any],
+    modes: frozenset[str],
+    run_id: str,
+    run: RunRequest,
+) -> RunRecord:
+    """The run's record as LangGraph's server keeps it: its merged metadata and the
+    kwargs it was created with."""
+    # As LangGraph's server merges a run's metadata: the assistant's, the thread's,
+    # the run's own (its auth handler's say included); its assistant id last.
+    metadata = {
+        **assistant.metadata,
+        **thread.metadata,
+        **field(body, "metadata", dict, {}),
+        **stamped,
+        "assistant_id": assistant.assistant_id,
+    }
+    kwargs = {name: body.get(name) for name in KWARGS} | {
+        "stream_mode": _mode_list(body.get("stream_mode"), modes),
+        "interrupt_before": body.get("interrupt_before"),
+        "interrupt_after": body.get("interrupt_after"),
+        # Delivered when the run ends (journal/webhooks.py, webhooks/delivery.py);
+        # checked above (a cron's when the cron is made).
+        "webhook": body.get("webhook") or None,
+        "feedback_keys": body.get("feedback_keys"),
+        # A thread-less run's thread is kept here (docs/langgraph-api.md), and every
+        # run's stream can be resumed with Last-Event-ID.
+        "temporary": False,
+        "subgraphs": bool(body.get("stream_subgraphs", False)),
+        "resumable": True,
+        "checkpoint_during": body.get("checkpoint_during", True),
+        "durability": body.get("durability") or "async",
+    }
+    return RunRecord(run_id, metadata, _json_safe(kwargs), run.multitask_strategy)
 
 
 def acts_as(caller: Caller | None) -> dict[str, Any]:

@@ -126,18 +126,21 @@ async def stream(request: web.Request, caller: Caller | None, deps: Deps) -> web
     )
 
 
-def last_event_id(request: web.Request, turn: TurnRecord) -> int:
-    """The seq a joining client has: its `Last-Event-ID`, or 0 (none: the whole
-    run). An id that is not one of this stream's (not a whole number in range) is
-    read as LangGraph's server reads an id it has no event for: nothing is replayed,
-    the stream goes on from the run's newest event."""
+def last_event_id(request: web.Request, turn: TurnRecord) -> tuple[int, int | None]:
+    """Where a joining client is, (seq, attempt of that event): its `Last-Event-ID`
+    (stream.py `position_of`: a settled stream's bare seq has no attempt), or (0,
+    None) (none: the whole run). An id that is not one of this stream's (not a whole
+    number in range) is read as LangGraph's server reads an id it has no event for:
+    nothing is replayed, the stream goes on from the run's newest event as `turn`
+    had it, whose attempt is `turn`'s (every event then was written by it or
+    before), so a live stream still sees a rewind made since (decision 650)."""
     raw = request.headers.get("Last-Event-ID", "").strip()
     if not raw:
-        return 0
+        return 0, None
     try:
-        return lim.check_seq("Last-Event-ID", max(int(raw), 0))
+        return position_of(lim.check_seq("Last-Event-ID", max(int(raw), 0)))
     except (ValueError, InvalidArgument):
-        return turn.last_seq
+        return turn.last_seq, turn.attempts
 
 
 async def join_stream(
@@ -149,7 +152,7 @@ async def join_stream(
     )
     # A live stream's ids name the attempt too (stream.py live_id); a settled one's
     # are bare seqs, whose attempt is not needed: nothing settled is taken back.
-    after, after_attempt = position_of(last_event_id(request, turn))
+    after, after_attempt = last_event_id(request, turn)
     # langgraph-sdk sends `stream_mode=` (empty) when its caller gives none: none,
     # and then the run's own modes, as LangGraph's server streams what the run does.
     given = [mode for mode in request.query.getall("stream_mode", []) if mode]

@@ -20,6 +20,8 @@
 // agent, one the agent refused, and a run that ended FAILED, CANCELLED or unknown;
 // not a stream that broke without the end or a request that got no answer, which may
 // have gone on: Check status asks the service and re-attaches or concludes.
+// The status shown is the stream's (decision 640): an answer that comes after it
+// (Approve's, when the resumed run ended first) does not write over it.
 // Re-attaching resumes after the last event shown (Last-Event-ID), so nothing is shown
 // twice. What was shown (the answer so far) stays until a new run writes over it.
 //
@@ -234,6 +236,8 @@
       },
       onError(e) {
         chat.running = false;
+        chat.follower = null;
+        $("chat-status").textContent = "cannot follow";
         setError("cannot follow the run: " + e.message);
       },
     }, after, {});
@@ -306,10 +310,17 @@
       setError("The resume value is not JSON: " + e.message, {interrupted: chat.interrupted});
       return;
     }
+    const turnId = chat.turnId;
+    const shown = chat.seen;  // the last event applied when Approve was pressed
     try {
-      await relay("responses/resumeDetached", {turn_id: chat.turnId, resume});
-      approval(null);
-      $("chat-status").textContent = "running";
+      await relay("responses/resumeDetached", {turn_id: turnId, resume});
+      // The answer can come after the stream told more: the resumed run's events,
+      // another interrupt, its end (decision 640). What the stream told stands; the
+      // answer only says what nothing newer has said yet.
+      if (chat.turnId === turnId && chat.seen === shown && chat.approval !== null) {
+        approval(null);
+        if (chat.running && !chat.interrupted) $("chat-status").textContent = "running";
+      }
     } catch (e) {
       setError("Could not approve: " + e.message, {interrupted: chat.interrupted});
     }

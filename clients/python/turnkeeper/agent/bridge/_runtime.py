@@ -43,7 +43,13 @@ from turnkeeper.agent._reposition import at_checkpoint
 from turnkeeper.agent.bridge._admission import DEFAULT_MAX_TURNS, Admission
 from turnkeeper.agent.bridge._boundary import BoundarySaver
 from turnkeeper.agent.bridge._convert import response_schema_of, to_jsonable
-from turnkeeper.agent.bridge._events import FENCED, EventCapture, EventLog, StreamCapture
+from turnkeeper.agent.bridge._events import (
+    FENCED,
+    EventCapture,
+    EventLog,
+    StreamCapture,
+    with_models_streaming,
+)
 from turnkeeper.agent.bridge._intent import (
     RunIntent,
     context_for,
@@ -512,7 +518,9 @@ class Execution:
         return self.runtime.input_mapper(intent.input), config
 
     def _stream_modes(self) -> list[StreamMode]:
-        modes: list[StreamMode] = ["values", "updates", "messages"]
+        # Not "messages": its parts would be dropped here; the models stream for
+        # EventCapture by ModelsStream (decision 680).
+        modes: list[StreamMode] = ["values", "updates"]
         # The LangGraph API's `custom` parts: only where a client can ask for them.
         return [*modes, "custom"] if self.runtime.langgraph_api else modes
 
@@ -554,7 +562,7 @@ class Execution:
         interrupts: list[Interrupt] = []
         try:
             graph_input, config = await self._start_point(config)
-            config = self._captured(config, events)
+            config = with_models_streaming(self._captured(config, events))
             static = self._stream_kwargs()
             # A run that goes on from a checkpoint (input null, a Command) writes no
             # checkpoint before its first step, so the saver journals no state: the
@@ -568,7 +576,6 @@ class Execution:
             async for mode, chunk in graph.astream(
                 graph_input,
                 config,
-                # "messages" makes chat models stream, so tokens reach the callbacks.
                 stream_mode=self._stream_modes(),
                 output_keys=graph.output_channels,
                 **static,

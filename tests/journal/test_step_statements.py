@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from turnkeeper_server.errors import StaleAttempt
 from turnkeeper_server.journal import containment, lifecycle, start, transitions
+from turnkeeper_server.journal.runs import RunRecord
 from turnkeeper_server.records import HANDED, REOFFERED, Fence
 from turnkeeper_server.store import Tx
 from turnkeeper_server.store.postgres_pipeline import SendingConnection
@@ -183,3 +184,28 @@ async def test_a_handed_turn_offered_again_refuses_the_remembered_write(
     with pytest.raises(StaleAttempt, match="offered again"):
         await journal.checkpoint("th1", "cp-1", Fence("t1", 0))
     assert journal.turn("t1").handed == REOFFERED
+
+
+async def test_a_runs_record_rides_with_its_starts_notification(
+    journal: Journal, statements: list[str]
+) -> None:
+    # Decision 660: the record's INSERT (written in the turn's commit, decision 700)
+    # is an unread write, sent with the group's notification as one statement.
+    request = start.StartRequest(
+        turn_id="t1",
+        thread_id="th1",
+        agent="agent",
+        input_json="{}",
+        run=RunRecord("t1", {"graph_id": "agent"}, {"input": None}, "reject"),
+    )
+
+    def started(tx: Tx) -> start.Started:
+        tx.announce(["t1"])  # as the engine's start does
+        return start.start_turn(tx, request, POLICY)
+
+    await journal.write(started)
+    tail = [s for s in statements if "langgraph_runs" in s or "pg_notify" in s]
+    assert len(tail) == 1  # the INSERT, then the notification, on main
+    assert "langgraph_runs" in tail[0] and "pg_notify" in tail[0]
+    runs_of = journal.db.read_conn().execute("SELECT metadata FROM langgraph_runs").fetchall()
+    assert [json.loads(row[0]) for row in runs_of] == [{"graph_id": "agent"}]

@@ -1,7 +1,10 @@
 """PostgreSQL's writer sends an operation's unread writes as one statement (decision
 610, store/postgres_riders.py): a remembered turn's append, checkpoint and task's
 writes are each one statement, the group's notification riding on the last; what
-they store, the outbox's order and the refusals are those of one statement each."""
+they store, the outbox's order and the refusals are those of one statement each.
+A run's record rides with its start's notification (decision 660), a finish reads its
+row once and its queue in one look (661), and a started turn is remembered, a handed
+one checked and taken by its first write's statement (662)."""
 
 from __future__ import annotations
 

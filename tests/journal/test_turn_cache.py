@@ -76,11 +76,11 @@ async def test_appends_and_checkpoints_of_a_turn_written_last_read_no_row(
 ) -> None:
     await journal.start("t1", "th1")
     assert await append(journal, "t1", 0, 1, "step") == 1
-    assert row_reads == ["t1"]  # the first: nothing remembered yet
+    assert row_reads == []  # the first too: its start remembered it (decision 662)
     assert await append(journal, "t1", 0, 2, "token", "token") == 3
     assert await journal.checkpoint("th1", "cp-1", Fence("t1", 0)) == "t1"
     assert await append(journal, "t1", 0, 4, "step") == 4
-    assert row_reads == ["t1"]
+    assert row_reads == []
     assert journal.boundary("t1") == ("cp-1", 3)
     remembered = cached(journal).turn_cache.get("t1")
     assert remembered is not None and (remembered.attempts, remembered.last_seq) == (0, 4)

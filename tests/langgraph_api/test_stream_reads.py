@@ -5,7 +5,8 @@ finish or the park with its events and the turn's end (decision 540). A commit
 without news would cost a read per stream, which is what these count. And a run's
 start reads its thread's turns (for a run stopped at an interrupt, which it answers)
 only on a thread its own insert did not make (decision 570), and makes that thread
-in its turn's commit: one write before the hand-off (decision 580)."""
+in its turn's commit: one write before the hand-off (decision 580), with the run's
+record (decision 700), and none after it."""
 
 from __future__ import annotations
 
@@ -120,25 +121,44 @@ async def test_a_run_on_a_thread_its_start_made_reads_no_turns(
         assert done["messages"], run
 
 
+@dataclasses.dataclass
+class StartWrites:
+    """For each run handed to a replica, the writes (each its own commit: the request
+    awaits each) its request made before the hand-off, with its claim or without,
+    and those it made after it."""
+
+    before: list[int] = dataclasses.field(default_factory=list)
+    after: list[int] = dataclasses.field(default_factory=list)
+
+
 @pytest.fixture
-def start_writes(service: TurnkeeperServer, monkeypatch: pytest.MonkeyPatch) -> list[int]:
-    """For each run handed to a replica, the writes (each its own commit: the
-    request awaits each) its request made before the hand-off, with its claim or
-    without."""
+def start_writes(service: TurnkeeperServer, monkeypatch: pytest.MonkeyPatch) -> StartWrites:
     made: dict[asyncio.Task[Any] | None, int] = {}
-    before_handoff: list[int] = []
+    # The request's task of each run handed: which run it is.
+    handed_by: dict[asyncio.Task[Any] | None, int] = {}
+    counts = StartWrites()
     write = service.db.write
 
     async def counted(fn: Callable[[Tx], Any]) -> Any:
         task = asyncio.current_task()
-        made[task] = made.get(task, 0) + 1
+        if task in handed_by:
+            counts.after[handed_by[task]] += 1
+        else:
+            made[task] = made.get(task, 0) + 1
         return await write(fn)
 
     monkeypatch.setattr(service.db, "write", counted)
+
+    def at_handoff() -> None:
+        task = asyncio.current_task()
+        counts.before.append(made.pop(task, 0))
+        handed_by[task] = len(counts.after)
+        counts.after.append(0)
+
     dispatch_later = Handoffs.dispatch_later
 
     def handed(self: Handoffs, turn: TurnRecord, *, reason: str) -> None:
-        before_handoff.append(made.pop(asyncio.current_task(), 0))
+        at_handoff()
         dispatch_later(self, turn, reason=reason)
 
     monkeypatch.setattr(Handoffs, "dispatch_later", handed)
@@ -148,17 +168,17 @@ def start_writes(service: TurnkeeperServer, monkeypatch: pytest.MonkeyPatch) -> 
     hand_with_claim_later = turns.hand_with_claim_later
 
     def handed_with_claim(turn: TurnRecord, claim: str, *, reason: str) -> None:
-        before_handoff.append(made.pop(asyncio.current_task(), 0))
+        at_handoff()
         hand_with_claim_later(turn, claim, reason=reason)
 
     monkeypatch.setattr(turns, "hand_with_claim_later", handed_with_claim)
-    return before_handoff
+    return counts
 
 
 async def test_a_run_makes_its_thread_in_its_turns_commit(
     sdk: LangGraphClient,
     service: TurnkeeperServer,
-    start_writes: list[int],
+    start_writes: StartWrites,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # The graphs' default assistants, written once when first asked for.
@@ -173,7 +193,11 @@ async def test_a_run_makes_its_thread_in_its_turns_commit(
     assert (made["metadata"] or {}).get("graph_id") == "durable-execution"
     await sdk.runs.join(named, run["run_id"])
     await sdk.runs.wait(named, "durable-execution", input=QUESTION)
-    assert start_writes == [1, 1, 1]
+    assert start_writes.before == [1, 1, 1]
+    # The run's record rides in that commit too (decision 700): none after it.
+    assert start_writes.after == [0, 0, 0]
+    records = await service.engine.threads.runs([run["run_id"]])
+    assert records[run["run_id"]].metadata.get("graph_id") == "durable-execution"
     # A start refused after its thread was looked for (here: its input over the
     # limit) leaves no thread, as LangGraph's server makes none for a refused run.
     limits = service.operations.turns.limits

@@ -196,16 +196,13 @@ def promote_queued(tx: Tx, thread_id: str, policy: Policy) -> TurnRecord | None:
     """The thread's live turn ended: its oldest QUEUED turn starts, RUNNING without
     an owner until a replica claims it (the reaper hands it out again if none does).
     Nothing happens while another turn of the thread is live."""
-    live = tx.execute(
-        f"SELECT turn_id FROM main.turns WHERE thread_id = ? AND state IN {LIVE_SQL}",
-        (thread_id,),
-    ).fetchone()
-    if live is not None:
-        return None
+    # The oldest queued turn unless one is live, in one statement (decision 661): a
+    # finish on a thread with no queue waits for one answer, not two.
     row = tx.execute(
         f"SELECT {TURN_COLUMNS} FROM main.turns WHERE thread_id = ? AND state = 'QUEUED' "
+        f"AND NOT EXISTS (SELECT 1 FROM main.turns WHERE thread_id = ? AND state IN {LIVE_SQL}) "
         f"ORDER BY created_at, turn_id LIMIT 1{tx.for_update}",
-        (thread_id,),
+        (thread_id, thread_id),
     ).fetchone()
     if row is None:
         return None

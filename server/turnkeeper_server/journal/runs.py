@@ -2,7 +2,8 @@
 it was created with (its input or command, stream modes, interrupts ...) and its
 multitask strategy, as LangGraph's server stores and answers them. The turn is the
 execution; this row is what only the API gives it. It is written once, when the
-run is started, and deleted with its turn (journal/erasure.py). A turn started
+run is started (in its turn's commit, decision 700, unless the agent starts the
+turn), and deleted with its turn (journal/erasure.py). A turn started
 through another door has none. Beside it, what a run reads of the thread's turns
 before it: the state they journaled last (`values_before`). The SQL is plain:
 PostgreSQL accepts it too.
@@ -41,7 +42,9 @@ def _object(text: str) -> dict[str, Any]:
 def put(tx: Tx, record: RunRecord) -> None:
     """The run's record (the same run started again keeps the first one), and its
     webhook's delivery when its kwargs name one (journal/webhooks.py)."""
-    tx.execute(
+    # Nobody reads its answer: on PostgreSQL it rides with the operation's other
+    # unread writes, or with the group's notification (decision 610).
+    tx.send(
         f"INSERT INTO main.langgraph_runs ({_COLUMNS}) VALUES (?, ?, ?, ?) "
         "ON CONFLICT (turn_id) DO NOTHING",
         (

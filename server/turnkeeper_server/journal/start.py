@@ -329,4 +329,11 @@ def _insert(
             HANDED if owner and request.handed and state == RUNNING else 0,
         ),
     ).fetchone()
-    return None if row is None else TurnRecord(*row)
+    if row is None:
+        return None
+    turn = TurnRecord(*row)
+    if state == RUNNING:
+        # The row as inserted: the first fenced write of its owner (a handed turn's
+        # first, which takes it) reads no row (decision 662).
+        tx.remember_turn(turn)
+    return turn

@@ -131,6 +131,18 @@ _STILL_AND_MOVED = (
 )
 
 
+# `_STILL` and the take of a handed turn (`taken`) in one statement, for the first
+# fenced write of a turn whose start the writer remembers (decision 662): the update
+# takes the row lock and clears the mark only if the row holds the record's values
+# and its hand-off is still the one it was started with, and divides by zero
+# otherwise (a hand-off offered again, or taken over, meanwhile).
+_STILL_AND_TAKEN = (
+    "WITH took AS (UPDATE main.turns SET handed = 0 WHERE turn_id = ? AND thread_id = ? "
+    "AND attempts = ? AND state = ? AND last_seq = ? AND rewinds = ? AND effects = ? "
+    f"AND handed = {HANDED} RETURNING 1) SELECT 1 / count(*) FROM took"
+)
+
+
 def _moved_as_remembered(
     tx: Tx, turn_id: str, attempt: int, events: Sequence[NewEvent]
 ) -> tuple[TurnRecord, float] | None:
@@ -142,6 +154,8 @@ def _moved_as_remembered(
     turn = tx.known_turn(turn_id)
     if turn is None or turn.state != RUNNING or turn.attempts != attempt or not events:
         return None
+    if turn.handed:
+        return None  # its first fenced write takes it (`fenced_turn`)
     if any(seq != turn.last_seq + i for i, (seq, _, _) in enumerate(events, 1)):
         return None
     if any(type_ in TERMINAL_EVENTS for _, type_, _ in events):
@@ -176,10 +190,15 @@ def fenced_turn(tx: Tx, turn_id: str, attempt: int, thread_id: str = "") -> Turn
     thread is refused first."""
     turn = tx.known_turn(turn_id)
     if turn is not None and turn.state == RUNNING and turn.attempts == attempt:
-        tx.send(
-            _STILL.format(lock=tx.for_update),
-            (turn_id, turn.thread_id, attempt, RUNNING, turn.last_seq, turn.rewinds, turn.effects),
-        )
+        still = (turn_id, turn.thread_id, attempt, RUNNING, turn.last_seq, turn.rewinds)
+        if turn.handed == HANDED:
+            # Remembered from its start (decision 662): checked and taken at once.
+            tx.send(_STILL_AND_TAKEN, (*still, turn.effects))
+            turn = dataclasses.replace(turn, handed=0)
+        elif turn.handed:
+            turn = lock_turn(tx, turn_id)  # not remembered so; refused from the row
+        else:
+            tx.send(_STILL.format(lock=tx.for_update), (*still, turn.effects))
     else:
         turn = lock_turn(tx, turn_id)
     if thread_id and turn.thread_id != thread_id:
@@ -575,7 +594,19 @@ def finish_turn(
         lease_expires_at=None,
     )
     stored = _stored(turn, attempt, events, now)
-    return Closed(reload_turn(tx, turn_id), (*stored, terminal))
+    # The row as that update left it, from the row locked above (no read after it,
+    # decision 661): nothing else of this transaction changes it.
+    ended = dataclasses.replace(
+        turn,
+        state=FAILED if failed else DONE,
+        last_seq=terminal.seq,
+        error=error,
+        owner_replica=None,
+        owner_incarnation=None,
+        lease_expires_at=None,
+        updated_at=now,
+    )
+    return Closed(ended, (*stored, terminal))
 
 
 def _stored(

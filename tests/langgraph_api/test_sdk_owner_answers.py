@@ -167,6 +167,10 @@ async def test_the_owner_answers_its_threads_interrupt_and_edits_only_where_allo
     assert await _status(panel.runs.create(None, PAYMENT, command={"resume": True})) == 200
 
 
+# With the default deployment alone (decision 712): `owners_edit_state` widens only what
+# an owner may do to its thread (security/auth.py's `owner_may`: answering, editing),
+# and this test edits nothing and answers nothing, so owners-edit ran the same path.
+@pytest.mark.parametrize("owners_edit_state", [False], ids=["owners-answer"])
 async def test_another_panel_cannot_read_join_or_stream_a_run_on_any_surface(
     service: TurnkeeperServer,
     tokens: dict[str, str],

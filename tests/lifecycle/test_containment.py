@@ -1,8 +1,11 @@
 """Poison containment with real agent processes: a turn that kills its agent every
 time it runs shares the process with healthy turns, and the agent is restarted
 after every crash (as a container would be). The healthy turns all finish DONE,
-none of them charged; the poison turn ends FAILED after exactly the cap. On both
-backends."""
+none of them charged; the poison turn ends FAILED after exactly the cap. On SQLite
+alone (decision 710): what PostgreSQL adds here, the cap's count and the re-drive's
+claim in its SQL, tests/service/turns/test_turn_states.py checks on both backends
+(test_redrive_cap_fails_the_turn_with_one_synthetic_terminal_event), and
+tests/langgraph_api/test_sdk_crash.py re-drives a killed agent's run on both."""
 
 from __future__ import annotations
 
@@ -19,7 +22,7 @@ from tests.support.nats import Collector
 # The timeout is for a hang. The test starts an agent process seven times (a cold
 # interpreter importing langgraph and grpc each time): on a loaded machine, with the
 # suite's other worker busy too, that alone took past 240 s while the test progressed.
-pytestmark = [pytest.mark.slow, pytest.mark.timeout(480), pytest.mark.both_backends]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(480)]
 
 
 @pytest.fixture(autouse=True)

@@ -13,6 +13,12 @@ one line per execution to a side log: the receiver's count).
   input or none: the service announces the superseded charge in the turn's events
   while the runner writes its own, and the re-driven execution finishes the turn
   (issue 46).
+
+On SQLite alone (decision 710): the crash is the Node agent's, and the service's
+side of it, the ledger's rows in PostgreSQL, is what tests/effects/test_effect_crash.py
+(a recorded outcome, the park policy and both divergent re-runs, with a Python agent)
+and tests/service/effects/test_effect_ledger.py (every state of a row, an uncertain
+one included) check on both backends.
 """
 
 from __future__ import annotations
@@ -31,7 +37,7 @@ from tests.support.agents import Agent, result
 from tests.support.nats import NatsServer
 from tests.support.node import NodeAgents, Watcher
 
-pytestmark = [pytest.mark.slow, pytest.mark.both_backends, pytest.mark.timeout(600)]
+pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
 AGENT = "js-effects"
 Spawn = Callable[[str], Awaitable[Agent]]

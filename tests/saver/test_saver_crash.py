@@ -278,10 +278,35 @@ async def test_interrupt_then_command_resume_from_a_fresh_process(tmp_path: Path
         assert history[0].interrupts == ()
 
 
-@pytest.mark.parametrize("api", ["sync", "async"])
-@pytest.mark.parametrize("order", ["writes-first", "checkpoint-first"])
+# Transport x order x api, pairwise in the default run (decision 710): each
+# transport, each order and each api runs, and each pair of them (unary with
+# writes-first, stream with async, ...) once. The four other combinations add no code
+# path of their own (the transport carries the saver's calls, the order is the
+# saver's, the api is LangGraph's call into the saver) and run with `pytest --full`.
+CROSSED = [
+    ("unary", "writes-first", "sync"),
+    ("unary", "checkpoint-first", "async"),
+    ("stream", "writes-first", "async"),
+    ("stream", "checkpoint-first", "sync"),
+]
+
+
+@pytest.mark.parametrize(
+    ("saver_transport", "order", "api"),
+    [
+        *(pytest.param(*case, id="-".join(case)) for case in CROSSED),
+        *(
+            pytest.param(t, o, a, id=f"{t}-{o}-{a}", marks=pytest.mark.full)
+            for t in ("unary", "stream")
+            for o in ("writes-first", "checkpoint-first")
+            for a in ("sync", "async")
+            if (t, o, a) not in CROSSED
+        ),
+    ],
+    indirect=["saver_transport"],
+)
 async def test_a_completed_task_is_replayed_never_re_executed_whichever_store_lands_first(
-    tmp_path: Path, order: str, api: str
+    tmp_path: Path, saver_transport: str, order: str, api: str
 ) -> None:
     """LangGraph issue #8039: under ``durability="sync"`` a finished task's writes and
     the checkpoint after its step go to a thread pool in no enforced order, so with

@@ -19,8 +19,10 @@ from typing import Any
 import pytest
 from langgraph_sdk.client import LangGraphClient
 from langgraph_sdk.errors import NotFoundError
+from turnkeeper._run_request import default_assistant_id
 from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.engine import watch
+from turnkeeper_server.engine.assistants import Assistants
 from turnkeeper_server.engine.handoffs import Handoffs
 from turnkeeper_server.engine.threads import Threads
 from turnkeeper_server.records import TurnRecord
@@ -211,3 +213,28 @@ async def test_a_run_makes_its_thread_in_its_turns_commit(
         )
     with pytest.raises(NotFoundError):
         await sdk.threads.get(refused)
+
+
+async def test_a_run_naming_its_graph_reads_its_assistant_once(
+    sdk: LangGraphClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    # A graph's name is no stored assistant's id (those are UUIDs): it is read as
+    # the graph's default assistant, one read (decision 701), where the name was
+    # looked up as an id first and missed.
+    await sdk.assistants.search()  # the graphs' default assistants, written once
+    looked: list[str] = []
+    get = Assistants.get
+
+    async def counted(self: Assistants, assistant_id: str) -> Any:
+        looked.append(assistant_id)
+        return await get(self, assistant_id)
+
+    monkeypatch.setattr(Assistants, "get", counted)
+    parts = [p.event async for p in sdk.runs.stream(None, "durable-execution", input=QUESTION)]
+    assert parts[-1] == "values"
+    assert looked == [default_assistant_id("durable-execution")]
+    # An assistant made with an id of its own is still found by it.
+    made = await sdk.assistants.create("durable-execution", name="mine")
+    looked.clear()
+    await sdk.runs.wait(None, made["assistant_id"], input=QUESTION)
+    assert looked == [made["assistant_id"]]

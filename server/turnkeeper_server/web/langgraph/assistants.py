@@ -74,6 +74,14 @@ def _sees(caller: Caller | None, record: AssistantRecord) -> bool:
     return caller is None or caller.role != auth.AGENT or caller.agent == record.graph_id
 
 
+def _uuid_shaped(value: str) -> bool:
+    try:
+        uuid.UUID(value)
+    except ValueError:
+        return False
+    return True
+
+
 async def resolve(deps: Deps, caller: Caller | None, value: Any) -> AssistantRecord:
     """The assistant an id names: a stored one, or a graph's default by the graph's
     name. 404 for none, or one the caller may not see."""
@@ -83,7 +91,15 @@ async def resolve(deps: Deps, caller: Caller | None, value: Any) -> AssistantRec
         lim.check_id("assistant_id", value)
     except InvalidArgument as exc:
         raise ApiError(422, str(exc)) from None
-    record = await deps.engine.assistants.get(value)
+    if _uuid_shaped(value):
+        record = await deps.engine.assistants.get(value)
+    else:
+        # A stored assistant's id is a UUID (created ones are refused otherwise, a
+        # graph's default is uuid5 of its name): a name is looked up as a graph's
+        # default, one read where it was two and the graphs' list (decision 701).
+        record = await deps.engine.assistants.get(default_assistant_id(value))
+        if record is not None and record.graph_id != value:
+            record = None
     if record is None and value in await graphs(deps):
         record = await deps.engine.assistants.get(default_assistant_id(value))
     if record is None or not _sees(caller, record):

@@ -12,9 +12,11 @@ from __future__ import annotations
 
 import argparse
 import filecmp
+import re
 import shutil
 import sys
 import tempfile
+import tomllib
 from importlib import resources
 from pathlib import Path
 
@@ -25,6 +27,20 @@ PROTOS = ROOT / "protos"
 OUT = ROOT / "clients" / "python"
 PACKAGE = Path("turnkeeper") / "v1"
 INIT = '"""Generated from protos/turnkeeper/v1 by protos/generate.py. Do not edit."""\n'
+# The grpc stubs' stamp: the grpcio they refuse to import below.
+STAMP = re.compile(r"^GRPC_GENERATED_VERSION = '[^']*'$", re.M)
+
+
+def grpcio_floor() -> str:
+    """The lowest grpcio the client package accepts (clients/python/pyproject.toml).
+    The stubs are stamped with it, not with the grpcio-tools that generated them: a
+    patch release of the tools (1.85.1 -> 1.85.4) changes nothing else in them, and
+    must not make the stubs stale or refuse a grpcio the package allows."""
+    project = tomllib.loads((OUT / "pyproject.toml").read_text())["project"]
+    for requirement in project["dependencies"]:
+        if found := re.fullmatch(r"grpcio>=([0-9.]+)(,.*)?", requirement.replace(" ", "")):
+            return found.group(1)
+    raise SystemExit("clients/python/pyproject.toml names no grpcio>= floor")
 
 
 def generate(out: Path) -> None:
@@ -42,6 +58,10 @@ def generate(out: Path) -> None:
     ]
     if protoc.main(args) != 0:
         raise SystemExit("protoc failed")
+    floor = grpcio_floor()
+    for stub in (out / PACKAGE).glob("*_pb2_grpc.py"):
+        text = stub.read_text()
+        stub.write_text(STAMP.sub(f"GRPC_GENERATED_VERSION = '{floor}'", text))
     (out / PACKAGE / "__init__.py").write_text(INIT)
 
 

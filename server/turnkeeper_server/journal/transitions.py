@@ -21,7 +21,7 @@ import json
 import time
 from collections.abc import Sequence
 from dataclasses import dataclass
-from typing import Final
+from typing import Any, Final
 
 from turnkeeper_server.errors import InvalidArgument, NotFound, StaleAttempt, WrongState
 from turnkeeper_server.journal import webhooks
@@ -582,30 +582,19 @@ def finish_turn(
         policy,
         now,
     )
-    update_turn(
-        tx,
-        turn_id,
-        now,
-        state=FAILED if failed else DONE,
-        last_seq=terminal.seq,
-        error=error,
-        owner_replica=None,
-        owner_incarnation=None,
-        lease_expires_at=None,
-    )
+    columns: dict[str, Any] = {
+        "state": FAILED if failed else DONE,
+        "last_seq": terminal.seq,
+        "error": error,
+        "owner_replica": None,
+        "owner_incarnation": None,
+        "lease_expires_at": None,
+    }
+    update_turn(tx, turn_id, now, **columns)
     stored = _stored(turn, attempt, events, now)
     # The row as that update left it, from the row locked above (no read after it,
     # decision 661): nothing else of this transaction changes it.
-    ended = dataclasses.replace(
-        turn,
-        state=FAILED if failed else DONE,
-        last_seq=terminal.seq,
-        error=error,
-        owner_replica=None,
-        owner_incarnation=None,
-        lease_expires_at=None,
-        updated_at=now,
-    )
+    ended = dataclasses.replace(turn, **columns, updated_at=now)
     return Closed(ended, (*stored, terminal))
 
 

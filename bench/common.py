@@ -331,23 +331,30 @@ def read_rss(pid: int) -> tuple[int, int]:
     return found["VmRSS"], found["VmHWM"]
 
 
-def cpu_seconds(pid: int) -> dict[str, float]:
-    """CPU seconds (user + system) a process has used, split into its main thread
-    (the event loop), its other Python threads (the service's SQLite writer) and
-    the rest (gRPC core's threads), from /proc (Linux)."""
+def thread_seconds(pid: int) -> Iterator[tuple[str, str, float]]:
+    """Each live thread of a process: (its task id, its name, the CPU seconds, user +
+    system, it has used), from /proc (Linux). A thread that ended meanwhile is left
+    out."""
     ticks = os.sysconf("SC_CLK_TCK")
-    out = {"main": 0.0, "python": 0.0, "native": 0.0}
-    # Python threads keep the process's name; gRPC core names its own.
-    process_name = Path(f"/proc/{pid}/comm").read_text().strip()
     for task in Path(f"/proc/{pid}/task").iterdir():
         try:
             name = (task / "comm").read_text().strip()
             fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
         except OSError:
             continue  # the thread ended meanwhile
-        used = (int(fields[11]) + int(fields[12])) / ticks
+        yield task.name, name, (int(fields[11]) + int(fields[12])) / ticks
+
+
+def cpu_seconds(pid: int) -> dict[str, float]:
+    """CPU seconds (user + system) a process has used, split into its main thread
+    (the event loop), its other Python threads (the service's SQLite writer) and
+    the rest (gRPC core's threads), from /proc (Linux)."""
+    out = {"main": 0.0, "python": 0.0, "native": 0.0}
+    # Python threads keep the process's name; gRPC core names its own.
+    process_name = Path(f"/proc/{pid}/comm").read_text().strip()
+    for task, name, used in thread_seconds(pid):
         python = "python" if name == process_name else "native"
-        out["main" if task.name == str(pid) else python] += used
+        out["main" if task == str(pid) else python] += used
     return out
 
 

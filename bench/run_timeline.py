@@ -49,7 +49,7 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-from bench.common import REPO_BENCH, free_port, scratch_dir
+from bench.common import REPO_BENCH, free_port, scratch_dir, thread_seconds
 from bench.langgraph_api import ASSISTANT, MODES, QUESTION, TOKENS, turnkeeper_api
 
 PROBE = REPO_BENCH / "_timeline_probe.py"
@@ -369,17 +369,11 @@ def ab(
 
 
 def _thread_cpu(pid: int) -> dict[str, float]:
-    """CPU seconds by thread name ("loop" for the main thread), from /proc (Linux)."""
-    ticks = os.sysconf("SC_CLK_TCK")
+    """CPU seconds by thread name ("loop" for the main thread)."""
     out: dict[str, float] = {}
-    for task in Path(f"/proc/{pid}/task").iterdir():
-        try:
-            name = (task / "comm").read_text().strip()
-            fields = (task / "stat").read_text().rsplit(")", 1)[1].split()
-        except OSError:
-            continue  # the thread ended meanwhile
-        key = "loop" if task.name == str(pid) else name
-        out[key] = out.get(key, 0.0) + (int(fields[11]) + int(fields[12])) / ticks
+    for task, name, used in thread_seconds(pid):
+        key = "loop" if task == str(pid) else name
+        out[key] = out.get(key, 0.0) + used
     return out
 
 

@@ -43,13 +43,7 @@ from turnkeeper.agent._reposition import at_checkpoint
 from turnkeeper.agent.bridge._admission import DEFAULT_MAX_TURNS, Admission
 from turnkeeper.agent.bridge._boundary import BoundarySaver
 from turnkeeper.agent.bridge._convert import response_schema_of, to_jsonable
-from turnkeeper.agent.bridge._events import (
-    FENCED,
-    EventCapture,
-    EventLog,
-    StreamCapture,
-    with_models_streaming,
-)
+from turnkeeper.agent.bridge._events import FENCED, EventCapture, EventLog, StreamCapture
 from turnkeeper.agent.bridge._intent import (
     RunIntent,
     context_for,
@@ -58,6 +52,7 @@ from turnkeeper.agent.bridge._intent import (
     run_intent,
 )
 from turnkeeper.agent.bridge._lease import LeaseKeeper
+from turnkeeper.agent.bridge._models_stream import with_models_streaming
 from turnkeeper.agent.effect._snapshot import CONFIG_KEY as EFFECTS_SNAPSHOT_KEY
 from turnkeeper.agent.effect._snapshot import LedgerSnapshot
 from turnkeeper.agent.saver import durable_config, durable_run_kwargs

@@ -381,6 +381,33 @@ async def test_a_new_run_takes_an_idle_stream_and_never_one_with_a_message_unans
     assert len(opened) == 2
 
 
+async def test_a_run_stopped_while_its_message_is_written_leaves_its_stream_usable(
+    service: TurnkeeperServer,
+) -> None:
+    # The bridge cancels the execution of a turn that ended under it, and grpc cancels
+    # a stream's call when a write on it is cancelled: the stream, a spare for the next
+    # run, must answer that run on a new call (it waited unanswered for five minutes).
+    get = checkpoints_pb2.GetCheckpointRequest
+    async with CountingClient(ConnectionOptions(target=f"127.0.0.1:{service.port}")) as client:
+        client.frames = []
+        # Cancelled after 0, 1, 2, ... turns of the loop: before, during and after the
+        # first write of a new stream's call (made in the asking task).
+        for turns_of_the_loop in range(8):
+            stream = AsyncRunStream(client)
+            try:
+                stopped = asyncio.ensure_future(stream.request(get=get(thread_id="a")))
+                for _ in range(turns_of_the_loop):
+                    await asyncio.sleep(0)
+                stopped.cancel()
+                with contextlib.suppress(asyncio.CancelledError):
+                    await stopped
+                answer = await asyncio.wait_for(stream.request(get=get(thread_id="b")), 20)
+                assert answer.WhichOneof("result") == "get"
+            finally:
+                stream.close()
+                await stream.wait_closed()
+
+
 async def test_the_client_splits_what_is_asked_for_together_into_frames_the_service_takes(
     service: TurnkeeperServer, started: tuple[str, str]
 ) -> None:

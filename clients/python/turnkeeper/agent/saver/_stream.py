@@ -325,6 +325,15 @@ class AsyncRunStream:
             except grpc.RpcError as err:
                 error = err
                 code = err.code() if callable(getattr(err, "code", None)) else None
+            except asyncio.CancelledError:
+                # grpc ends the reading of a call cancelled in this process with
+                # CancelledError: a write cancelled with its task (a run the bridge
+                # stopped) or `request`'s deadline cancels the call. That is a break,
+                # not the end of this reader, unless the reader itself is cancelled.
+                reader = asyncio.current_task()
+                if reader is not None and reader.cancelling():
+                    raise
+                code = grpc.StatusCode.CANCELLED
             if self._closed:
                 self._fail(RuntimeError("the checkpoint stream is closed"))
                 return

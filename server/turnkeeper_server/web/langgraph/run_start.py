@@ -236,7 +236,7 @@ async def launch(
             defer=not relayed,
         )
         try:
-            thread = await _start_turn(
+            thread, stored = await _start_turn(
                 deps,
                 caller,
                 origin,
@@ -257,7 +257,6 @@ async def launch(
             continue
         break
     thread_id = thread.thread_id
-    stored = record_for(thread)
     if relayed:
         # The agent started the turn: its record follows in a commit of its own.
         await deps.engine.threads.put_run(stored)
@@ -285,11 +284,11 @@ async def _start_turn(
     record_for: Callable[[ThreadRecord], RunRecord],
     *,
     relayed: bool,
-) -> ThreadRecord:
+) -> tuple[ThreadRecord, RunRecord]:
     """The run's turn started on `thread` (`made`: by this start, in the turn's own
     commit unless the agent starts it), or ThreadMadeMeanwhile; the thread as the
-    run tagged it. A turn the service journals itself is written with its run's
-    record, `record_for(thread)` (decision 700)."""
+    run tagged it, and the run's record, `record_for(thread)`, which a turn the
+    service journals itself is written with (decision 700)."""
     options = run.options.as_dict()
     thread_id = thread.thread_id
     run_id = params["turn_id"]
@@ -315,13 +314,14 @@ async def _start_turn(
             thread_id=thread_id, detail=f"answered by run {run_id}"
         )
     params = {**params, "thread_id": thread_id}
+    record = record_for(thread)
     if relayed:
         # Only the graph says whether the thread has anything to continue: the agent
         # starts it (StartTurn audits it, naming the caller the agent acts for).
         started = await deps.relay.call(caller, agent, auth.JSONRPC_CREATE, params)
         if not isinstance(started, dict) or not started.get("turn_id"):
             raise ApiError(409, f"thread {thread_id} has nothing to run: send input")
-        return thread
+        return thread, record
     # Journaled here and handed to a replica in one message (decision 370), with
     # the thread it makes in the same commit.
     await handoff_start.start(
@@ -334,9 +334,9 @@ async def _start_turn(
         strategy=run.multitask_strategy,
         journaled_input=handoff_start.journaled(run.input, params.get("run") or {}),
         new_thread=thread.metadata if made else None,
-        run=record_for(thread),
+        run=record,
     )
-    return thread
+    return thread, record
 
 
 def _run_record(

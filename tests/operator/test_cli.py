@@ -27,6 +27,7 @@ from turnkeeper.operator._cli import (
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper_server.app import TurnkeeperServer
 
+from tests.support.relay import Relay
 from tests.support.turns import events, start, value
 
 if TYPE_CHECKING:
@@ -368,6 +369,31 @@ async def test_watch_of_an_unknown_turn(
     code, out, err = await cli(capsys, service.address, "turns", "watch", "nope")
     assert (code, out) == (EXIT_NOT_FOUND, "")
     assert err == "error: NOT_FOUND: turn 'nope' is not in the journal\n"
+
+
+async def test_a_slow_handshake_is_waited_for_not_taken_for_an_unreachable_service(
+    service: TurnkeeperServer, capsys: pytest.CaptureFixture[str]
+) -> None:
+    # WatchTurn is not retried: a fresh channel's first attempt to connect is all it
+    # has. Under load the handshake outlasted the 250 ms grpc gave it (its connect
+    # timeout, set as "min_reconnect_backoff_ms") and `watch` exited 5, not 3.
+    relay = Relay(service.port)
+    await relay.start()
+    try:
+        relay.hold()  # the handshake: read, not forwarded
+        watching = asyncio.create_task(
+            asyncio.to_thread(
+                main, ["turns", "watch", "nope", "--address", f"127.0.0.1:{relay.port}"]
+            )
+        )
+        await asyncio.wait_for(relay.holding.wait(), 10)
+        # A service that takes a second to answer the handshake (what the fault is,
+        # not a wait for something to happen).
+        await asyncio.wait({watching}, timeout=1)
+        relay.release()
+        assert await asyncio.wait_for(watching, 30) == EXIT_NOT_FOUND
+    finally:
+        await relay.stop()
 
 
 # -- health and connection ------------------------------------------------------------------

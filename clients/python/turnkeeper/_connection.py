@@ -61,6 +61,11 @@ _CHECKPOINTS: Final = "turnkeeper.v1.CheckpointService"
 _POLICIES: Final = ("round_robin", "pick_first")
 # A channel's reconnect back-off, first and longest (ms): see channel_options.
 RECONNECT_BACKOFF_MS: Final = (250, 2000)
+# How long one connection attempt is given, the handshake included (ms): grpc-core's
+# own default. grpc reads it from "grpc.min_reconnect_backoff_ms", whose name says
+# back-off: set to 250 there, a handshake that took longer on a loaded machine
+# failed the first call of a fresh channel with UNAVAILABLE (decision 760).
+CONNECT_TIMEOUT_MS: Final = 20_000
 
 _RETRIED: Final[tuple[tuple[str, str], ...]] = (
     (_TURNS, "StartTurn"),
@@ -209,8 +214,8 @@ class ConnectionOptions:
             # its service went on saying "unreachable" for 12 s and more after the
             # service was up (issue 49). A dial every 2 s at most is cheap.
             ("grpc.initial_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[0]),
-            ("grpc.min_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[0]),
             ("grpc.max_reconnect_backoff_ms", RECONNECT_BACKOFF_MS[1]),
+            ("grpc.min_reconnect_backoff_ms", CONNECT_TIMEOUT_MS),
         ]
 
     def call_metadata(self) -> tuple[tuple[str, str], ...]:

@@ -34,7 +34,7 @@ from google.protobuf.message import Message
 from turnkeeper import _tracing as tracing
 from turnkeeper._caller_assertion import METADATA as ASSERTION_METADATA
 from turnkeeper._connection import ADDRESS_ENV, DEFAULT_ADDRESS, ConnectionOptions, default_address
-from turnkeeper.errors import from_rpc_error
+from turnkeeper.errors import TurnkeeperError, from_rpc_error
 from turnkeeper.v1 import checkpoints_pb2 as cp
 from turnkeeper.v1 import operations_pb2 as op
 from turnkeeper.v1 import store_pb2 as sp
@@ -408,6 +408,12 @@ class AsyncTurnkeeperClient(_Base):
                 yield response
         except grpc.RpcError as err:
             raise from_rpc_error(err, rpc=rpc) from err
+        except asyncio.CancelledError:
+            if not _cancelled_under(call):
+                raise
+            raise TurnkeeperError(
+                grpc.StatusCode.CANCELLED, "the call was cancelled: its client was closed", rpc=rpc
+            ) from None
         finally:
             # A consumer that stops early must not leave the stream open.
             call.cancel()
@@ -443,6 +449,16 @@ class AsyncTurnkeeperClient(_Base):
         tb: TracebackType | None,
     ) -> None:
         await self.close()
+
+
+def _cancelled_under(call: grpc.aio.Call) -> bool:
+    """Whether grpc's CancelledError out of reading `call` is the call's end, not
+    the reading task's. grpc ends a call cancelled in this process (its channel
+    closed by another task: `close`) with CancelledError, not RpcError: unless the
+    reading task itself is being cancelled, the reader must not end as if it were
+    (decision 762; the checkpoint stream's reader did, decision 720)."""
+    task = asyncio.current_task()
+    return task is not None and not task.cancelling() and call.cancelled()
 
 
 class TurnkeeperClient(_Base):

@@ -44,8 +44,11 @@ class OutboxPublisher:
         self.metrics = metrics if metrics is not None else Metrics()
         self.idle_poll = idle_poll
         self._wake = asyncio.Event()
-        # Set whenever a look at the outbox found it empty; cleared by new rows.
+        # Set whenever a look at the outbox found it empty and no commit woke the
+        # publisher while it looked; cleared by new rows.
         self._drained = asyncio.Event()
+        # Counts wakes: a look that began before the last one may have missed its rows.
+        self._wakes = 0
         self._task: asyncio.Task[None] | None = None
         self._stopping = False
         self._stopped = asyncio.Event()
@@ -54,6 +57,7 @@ class OutboxPublisher:
 
     def wake(self) -> None:
         """Called after a commit that wrote outbox rows."""
+        self._wakes += 1
         self._drained.clear()
         self._wake.set()
 
@@ -109,6 +113,7 @@ class OutboxPublisher:
         if not self.link.connected:
             return 0
         failed = False
+        wakes = self._wakes
 
         async def publish(rows: list[OutboxRow]) -> bool:
             nonlocal failed
@@ -121,7 +126,10 @@ class OutboxPublisher:
             self.metrics.outbox_failures.inc()
             return 0
         if not sent:
-            self._drained.set()
+            # Empty when it looked; a commit that woke us during the look (the look
+            # awaits: PostgreSQL's in a thread) may have rows it did not see.
+            if self._wakes == wakes:
+                self._drained.set()
             return 0
         self.published += sent
         self.metrics.outbox_published.inc(sent)

@@ -201,16 +201,20 @@ def settle(settled: Settled) -> None:
 
 
 def _resolve(items: Settled) -> None:
-    """On the loop, in the group's order: after-commit callbacks, then the result."""
+    """On the loop, in the group's order: after-commit callbacks, then the result.
+    The callbacks of a committed operation run even when its caller no longer waits
+    (cancelled): what it committed still wakes the turn's followers and the outbox
+    publisher (decision 764)."""
     for job, ok, value in items:
-        if job.future.done():
-            continue
         if ok:
             for callback in job.after:
                 try:
                     callback()
                 except Exception:
                     log.exception("after-commit callback failed")
+        if job.future.done():
+            continue
+        if ok:
             job.future.set_result(value)
         else:
             job.future.set_exception(value)

@@ -259,6 +259,28 @@ async def test_leaving_a_watch_early_cancels_the_stream(
     assert servicer.watch_ended.is_set()
 
 
+async def test_a_watch_whose_client_is_closed_under_it_ends_with_cancelled(
+    scripted: tuple[ScriptedTurns, str],
+) -> None:
+    # grpc ends the reading of a call cancelled in this process (the channel closed by
+    # another task) with CancelledError: the reading task, which nobody cancelled,
+    # ended as if it had been (a follower's pump then told its follower nothing).
+    _, target = scripted
+    first = asyncio.Event()
+
+    async def watch(client: AsyncTurnkeeperClient) -> None:
+        async for _ in client.watch_turn(turns_pb2.WatchTurnRequest(turn_id="t1")):
+            first.set()
+
+    client = AsyncTurnkeeperClient(ConnectionOptions(target=target))
+    watching = asyncio.create_task(watch(client))
+    await asyncio.wait_for(first.wait(), 30)
+    await client.close()
+    with pytest.raises(errors.TurnkeeperError) as ended:
+        await asyncio.wait_for(watching, 30)
+    assert ended.value.code == grpc.StatusCode.CANCELLED
+
+
 async def test_sync_watch_turn(scripted: tuple[ScriptedTurns, str]) -> None:
     _, target = scripted
     seqs: list[int] = []

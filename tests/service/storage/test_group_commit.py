@@ -77,6 +77,28 @@ async def in_one_group(db: Store, ops: list[Callable[[Tx], Any]]) -> list[Any]:
     return await asyncio.gather(*futures, return_exceptions=True)
 
 
+async def test_a_commit_whose_caller_left_still_runs_its_after_commit_callbacks(
+    store: Store,
+) -> None:
+    # A caller cancelled while its write waits in the queue (a gRPC call whose client
+    # left, or past its deadline): the writer commits it all the same, and what it
+    # committed must still wake the turn's followers and the outbox publisher.
+    woken = asyncio.Event()
+
+    def op(tx: Tx) -> str:
+        tx.execute("INSERT INTO main.scratch (k, v) VALUES (?, ?)", ("left", 1))
+        tx.after_commit(woken.set)
+        return "left"
+
+    release = threading.Event()
+    held = store.queue_write(lambda tx: release.wait(10))
+    store.queue_write(op).cancel()
+    release.set()
+    await held
+    await asyncio.wait_for(woken.wait(), 10)
+    assert keys(store) == ["left"]
+
+
 async def test_writes_queued_together_share_a_commit(
     store: Store, monkeypatch: pytest.MonkeyPatch
 ) -> None:

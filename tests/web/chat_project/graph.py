@@ -52,12 +52,17 @@ def review(state: State) -> State:
 
 async def answer(state: State, config: RunnableConfig) -> State:
     configurable = config.get("configurable", {})
+    # Marked before the reply streams, not after: the test kills the process once the
+    # page shows the whole reply, which can be before this process gets past its last
+    # token (its append answered), and a run taken back with no mark waited forever.
+    held = HERE / f"held-{configurable.get('thread_id')}"
+    first_run = not held.exists()
+    if first_run:
+        held.write_text("the first run of answer streams its reply and waits here\n")
     text = ""
     async for chunk in model.astream([*state.get("messages", []), AIMessage(content="answer")]):
         text += str(chunk.content)
-    held = HERE / f"held-{configurable.get('thread_id')}"
-    if not held.exists():
-        held.write_text("the first run of answer streamed its reply and waits here\n")
+    if first_run:
         await asyncio.Event().wait()  # until the test kills the process
     run_id = configurable.get("run_id")
     return {"messages": [AIMessage(content=text, id=f"answer-{run_id}")]}

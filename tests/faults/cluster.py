@@ -24,6 +24,7 @@ from pathlib import Path
 import nats
 from grpc import aio
 from nats.aio.client import Client
+from turnkeeper._connection import CONNECT_TIMEOUT_MS
 from turnkeeper._targets import ChannelTarget, resolve
 from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.v1 import checkpoints_pb2_grpc, store_pb2, store_pb2_grpc, turns_pb2_grpc
@@ -49,10 +50,12 @@ _HTTP = re.compile(r"console and HTTP API on (http://\S+?)/?$")
 START_TRIES = 3
 
 # The harness reconnects fast after a service restart (grpc's default backoff
-# grows to minutes); the agents keep the client's defaults, as deployed.
+# grows to minutes); the agents keep the client's defaults, as deployed. grpc reads
+# "min_reconnect_backoff_ms" as a connection attempt's timeout: the client's own
+# (decision 760), so a slow handshake under load is not taken for a dead service.
 FAST_RECONNECT: list[tuple[str, object]] = [
     ("grpc.initial_reconnect_backoff_ms", 100),
-    ("grpc.min_reconnect_backoff_ms", 100),
+    ("grpc.min_reconnect_backoff_ms", CONNECT_TIMEOUT_MS),
     ("grpc.max_reconnect_backoff_ms", 500),
 ]
 

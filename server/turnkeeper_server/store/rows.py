@@ -44,16 +44,21 @@ def insert_rows(
     The rows go in chunks whose sizes are powers of two (100 rows: 64, 32, 4), so a
     table has at most nine statement texts to prepare and cache, whatever the
     batch sizes it sees. With the columns' SQL `types`, a backend that takes arrays
-    gets them all as one statement of one array a column (`_arrays`).
+    gets rows of more than one chunk as one statement of one array a column
+    (`_arrays`).
     """
     if len(values) % width:
         raise ValueError(f"{len(values)} values do not make rows of {width}")
-    if types and tx.array_rows and values:
+    rows = len(values) // width
+    if types and tx.array_rows and (rows & (rows - 1) or rows > MAX_ROWS):
+        # More than one chunk: one statement of arrays. One chunk stays VALUES,
+        # which costs the writer's thread and its backend less than arrays do (a
+        # row: about 50 and 40 µs against 140 and 90; bench/analysis.md, round
+        # twenty-two, "PostgreSQL's rows in one statement").
         if len(types) != width:
             raise ValueError(f"{len(types)} types for rows of {width}")
         tx.send(_arrays(head, types, tail), [list(values[i::width]) for i in range(width)])
         return
-    rows = len(values) // width
     start = 0
     while start < rows:
         size = min(MAX_ROWS, 1 << ((rows - start).bit_length() - 1))

@@ -68,6 +68,7 @@ async def test_a_remembered_turns_writes_are_one_statement_each(
     # the check and the task's writes; the check and the checkpoint.
     assert counts == [1, 1, 1]
     assert "pg_notify" in first  # the append's announcement rode on it
+    assert "SELECT * FROM unnest" not in first  # one row stays VALUES: cheaper (780)
     assert events(journal, "t1") == [(1, 0, "step"), (2, 0, "token")]
     assert journal.boundary("t1") == ("cp-1", 2)
 
@@ -78,13 +79,18 @@ async def test_many_events_keep_their_outbox_rows_in_seq_order(
     await journal.start("t1", "th1")
     await append(journal, "t1", 0, 1, "step")
     del statements[:]
-    # 11 rows go in chunks of 8, 2 and 1 (store/rows.py): a statement holds one
-    # INSERT a table, so the outbox's ids follow the messages.
-    assert await append(journal, "t1", 0, 2, *["token"] * 11) == 12
-    assert len(statements) == 5  # 1 + 3 + 3 + 1 on main
+    # 300 rows go as one INSERT a table, of one array a column (store/rows.py,
+    # decision 780): the check, the events and the outbox rows are one statement,
+    # and the outbox's ids follow the messages.
+    assert await append(journal, "t1", 0, 2, *["token"] * 300) == 301
+    assert len(statements) == 1  # main: chunks of 256, 32, 8 and 4 a table, 7 statements
     payloads = journal.db.read_conn().execute("SELECT payload FROM outbox ORDER BY id").fetchall()
-    assert [json.loads(bytes(p[0]))["seq"] for p in payloads] == list(range(1, 13))
-    assert [seq for seq, _, _ in events(journal, "t1")] == list(range(1, 13))
+    assert [json.loads(bytes(p[0]))["seq"] for p in payloads] == list(range(1, 302))
+    stored = transitions.load_events(journal.db.read_conn(), "t1", 0, 400)
+    assert [(e.seq, e.type) for e in stored] == [
+        (1, "step"),
+        *((n, "token") for n in range(2, 302)),
+    ]
 
 
 async def test_a_refusal_reasoned_from_a_stale_record_waits_for_its_check(
@@ -152,6 +158,12 @@ async def test_a_finish_reads_its_row_once_and_its_queue_in_one_statement(
     reads = [s for s in statements if s.startswith("SELECT") and "pg_notify" not in s]
     # main: the lock, the read after the update, the live turn's look, the queue's.
     assert len(reads) == 2
+    # Decision 781: the terminal event is in the rows of the finish's events, one
+    # INSERT a table, riding as one statement: the lock, the rows, the webhook's
+    # update, the turn's, the queue's look.
+    assert len(statements) == 5  # main: 6, the terminal's INSERT and outbox row alone
+    assert "INSERT INTO events" in statements[1] and "INSERT INTO outbox" in statements[1]
+    assert events(journal, "t1")[-1][2] == "turn.done"
     assert ended.promoted is None
     assert closed.turn == journal.turn("t1")
     # A turn queued behind the next one is promoted by that one's finish.

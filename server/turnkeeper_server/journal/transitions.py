@@ -264,6 +264,8 @@ _ENDS_IN: Final = {"turn.done": DONE, "turn.failed": FAILED, "turn.cancelled": C
 
 
 _EVENTS_INSERT = "INSERT INTO main.events (turn_id, seq, attempt, type, data_json, created_at)"
+# Its columns' types, for a backend that inserts rows as arrays (store/rows.py).
+_EVENTS_TYPES = ("text", "bigint", "integer", "text", "text", "double precision")
 
 
 def write_outbox(tx: Tx, subject: str, payload: str, now: float) -> None:
@@ -324,12 +326,20 @@ def update_turn(tx: Tx, turn_id: str, now: float, **columns: object) -> None:
 
 
 def _append(
-    tx: Tx, turn: TurnRecord, attempt: int, events: Sequence[NewEvent], policy: Policy, now: float
+    tx: Tx,
+    turn: TurnRecord,
+    attempt: int,
+    events: Sequence[NewEvent],
+    policy: Policy,
+    now: float,
+    terminal: tuple[str, str] | None = None,
 ) -> int:
     """Insert events continuing turn.last_seq; returns the new last_seq.
 
     Idempotent by (attempt, seq): an event already stored with the same attempt,
     type and data is skipped, so an executor may resend a batch it is unsure of.
+    A finish's `terminal` event (type, data_json) goes last, in the same rows: on
+    PostgreSQL the batch and its outbox rows are one statement (decision 781).
     """
     last = turn.last_seq
     subject = policy.events_subject(turn.turn_id)
@@ -344,7 +354,7 @@ def _append(
 
     def flush() -> None:
         if rows:
-            insert_rows(tx, _EVENTS_INSERT, 6, rows)
+            insert_rows(tx, _EVENTS_INSERT, 6, rows, types=_EVENTS_TYPES)
             write_messages(tx, subject, payloads, now)
             rows.clear()
             payloads.clear()
@@ -381,6 +391,11 @@ def _append(
             f'"data":{data_json}}}'.encode()
         )
         last = seq
+    if terminal is not None:
+        type_, data_json = terminal
+        last += 1
+        rows += (turn_id, last, attempt, type_, data_json, now)
+        payloads.append(_event_payload(turn, last, attempt, type_, data_json, head).encode())
     flush()
     return last
 
@@ -411,18 +426,11 @@ def append_terminal_record(
     now: float,
 ) -> EventRecord:
     """`append_terminal`, returning the event it stored."""
-    seq = last_seq + 1
     data_json = json.dumps(data)
-    tx.execute(
-        f"{_EVENTS_INSERT} VALUES (?, ?, ?, ?, ?, ?)",
-        (turn.turn_id, seq, turn.attempts, type_, data_json, now),
-    )
-    write_outbox(
-        tx,
-        policy.events_subject(turn.turn_id),
-        _event_payload(turn, seq, turn.attempts, type_, data_json),
-        now,
-    )
+    # `_append`'s rows, the terminal event alone in them: its INSERT and its outbox
+    # row are unread writes, one statement on PostgreSQL (decision 781).
+    after = turn if turn.last_seq == last_seq else dataclasses.replace(turn, last_seq=last_seq)
+    seq = _append(tx, after, turn.attempts, (), policy, now, terminal=(type_, data_json))
     webhooks.run_ended(tx, turn.turn_id, _ENDS_IN[type_], now)
     return EventRecord(turn.turn_id, seq, turn.attempts, type_, data_json, now)
 
@@ -572,16 +580,14 @@ def finish_turn(
     fence(turn, attempt)
     turn = taken(tx, turn)
     now = time.time()
-    last = _append(tx, turn, attempt, events, policy, now)
-    terminal = append_terminal_record(
-        tx,
-        turn,
-        last,
-        "turn.failed" if failed else "turn.done",
-        {"error": error} if error else {},
-        policy,
-        now,
-    )
+    # The terminal event in the rows of the executor's last events (decision 781):
+    # `append_terminal_record`'s event, outbox message and webhook, with no
+    # statements of its own for the event and its message.
+    type_ = "turn.failed" if failed else "turn.done"
+    data_json = json.dumps({"error": error} if error else {})
+    last = _append(tx, turn, attempt, events, policy, now, terminal=(type_, data_json))
+    webhooks.run_ended(tx, turn_id, _ENDS_IN[type_], now)
+    terminal = EventRecord(turn_id, last, turn.attempts, type_, data_json, now)
     columns: dict[str, Any] = {
         "state": FAILED if failed else DONE,
         "last_seq": terminal.seq,

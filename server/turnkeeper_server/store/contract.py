@@ -131,6 +131,9 @@ class Tx(Protocol):
     # subject, payload, created_at, traceparent, n), where the backend can reserve n
     # ids at once (SQLite's one writer); "" where it cannot (store/outbox_rows.py).
     outbox_run_insert: str
+    # Whether many rows go as one INSERT of one array a column (PostgreSQL's
+    # `unnest`) where the caller names the columns' types (store/rows.py).
+    array_rows: bool
 
     @property
     def checkpoints(self) -> CheckpointRows:

@@ -31,6 +31,9 @@ SEPARATOR = b"\x1e"
 
 _INSERT = "INSERT INTO main.outbox (subject, payload, created_at)"
 _TRACED_INSERT = "INSERT INTO main.outbox (subject, payload, created_at, traceparent)"
+# The columns' types, for a backend that inserts rows as arrays (store/rows.py).
+_TYPES = ("text", "bytea", "double precision")
+_TRACED_TYPES = (*_TYPES, "text")
 
 
 def write_messages(tx: Tx, subject: str, payloads: list[bytes], now: float) -> None:
@@ -45,12 +48,12 @@ def write_messages(tx: Tx, subject: str, payloads: list[bytes], now: float) -> N
         values: list[object] = []
         for payload in payloads:
             values += (subject, payload, now)
-        insert_rows(tx, _INSERT, 3, values)
+        insert_rows(tx, _INSERT, 3, values, types=_TYPES)
     else:
         traced: list[object] = []
         for payload in payloads:
             traced += (subject, payload, now, tx.trace)
-        insert_rows(tx, _TRACED_INSERT, 4, traced)
+        insert_rows(tx, _TRACED_INSERT, 4, traced, types=_TRACED_TYPES)
 
 
 def messages(row: OutboxRow) -> Iterator[tuple[int, bytes]]:

@@ -85,6 +85,8 @@ class PgTx:
     # Replicas take outbox ids concurrently: reserving a run of them would serialise
     # every append, so each message keeps a row of its own (store/outbox_rows.py).
     outbox_run_insert = ""
+    # An append's rows go as one INSERT a table, arrays unnested (store/rows.py).
+    array_rows = True
     checkpoints: CheckpointRows = postgres_checkpoints
 
     def __init__(

@@ -62,6 +62,8 @@ class Tx:
         "VALUES (coalesce((SELECT seq FROM main.sqlite_sequence WHERE name = 'outbox'), 0) "
         "+ ?, ?, ?, ?, ?, ?)"
     )
+    # No arrays in SQLite: rows go as multi-row VALUES (store/rows.py).
+    array_rows = False
 
     def __init__(self, conn: sqlite3.Connection, trace: str | None = None) -> None:
         self.conn = conn

@@ -13,6 +13,8 @@ from turnkeeper_server.store.rows import MAX_ROWS, insert_rows
 class _Counting:
     """A transaction on a sqlite3 connection that records the statements it was sent."""
 
+    array_rows = False  # SQLite's: rows as multi-row VALUES
+
     def __init__(self, conn: sqlite3.Connection) -> None:
         self.conn = conn
         self.statements: list[str] = []

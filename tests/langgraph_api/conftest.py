@@ -2,11 +2,16 @@
 hosted by `turnkeeper agent` against it; clients are LangGraph's own SDK.
 
 A module of secured tests overrides `roles` (name -> role): the service then takes
-a token for each (`tokens`, by name), and `sdks` is an SDK client per token."""
+a token for each (`tokens`, by name), and `sdks` is an SDK client per token.
+
+A test marked `shared_deployment` (tests/support/fixtures.py) gets `api_url` and `sdk`
+of the worker's shared deployment of these graphs on its backend
+(tests/support/deployment.py) instead of a fresh one: it may not ask for the
+`service` or the `host`, and works on threads, runs and assistants of its own."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
 import pytest
@@ -15,13 +20,58 @@ from langgraph_sdk.client import LangGraphClient
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Agent
+from tests.support.deployment import SharedDeployment
 from tests.support.langgraph_host import hosted
 from tests.support.nats import NatsServer
+from tests.support.postgres import PostgresCluster
 from tests.support.security import write_tokens
-from tests.support.service import ServiceFactory
+from tests.support.service import SHARED_DEPLOYMENT_MARK, ServiceFactory
 
 # The threadplane example and a graph that interrupts, hosted by one process.
 GRAPHS = Path(__file__).resolve().parent / "graphs" / "langgraph.json"
+# The host's options, the fresh `host`'s and the shared deployment's alike.
+REPLICA = "lg-1"
+STEP_DELAY = 0.05
+
+
+def _shared(request: pytest.FixtureRequest) -> bool:
+    return request.node.get_closest_marker(SHARED_DEPLOYMENT_MARK) is not None
+
+
+def _not_shared(request: pytest.FixtureRequest, fixture: str) -> None:
+    if _shared(request):
+        raise pytest.UsageError(
+            f"{request.node.nodeid}: a `{SHARED_DEPLOYMENT_MARK}` test cannot have the "
+            f"`{fixture}` (the deployment is the worker's, on a loop of its own)"
+        )
+
+
+def _shared_deployment(data_dir: Path, database_url: str | None) -> Iterator[SharedDeployment]:
+    deployment = SharedDeployment(
+        GRAPHS, data_dir, database_url=database_url, replica=REPLICA, step_delay=STEP_DELAY
+    )
+    deployment.start()
+    try:
+        yield deployment
+    finally:
+        deployment.stop()
+
+
+@pytest.fixture(scope="session")
+def shared_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedDeployment]:
+    """The worker's shared deployment on SQLite, started by its first test."""
+    yield from _shared_deployment(tmp_path_factory.mktemp("shared-sqlite"), None)
+
+
+@pytest.fixture(scope="session")
+def shared_postgres(
+    postgres_cluster: PostgresCluster, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[SharedDeployment]:
+    """The worker's shared deployment on a database of its PostgreSQL (which it
+    depends on, so the cluster outlives it)."""
+    yield from _shared_deployment(
+        tmp_path_factory.mktemp("shared-postgres"), postgres_cluster.new_database()
+    )
 
 
 @pytest.fixture
@@ -55,17 +105,37 @@ async def service(
 
 
 @pytest.fixture
-def api_url(service: TurnkeeperServer) -> str:
+def api_url(request: pytest.FixtureRequest, backend: str) -> str:
+    """The LangGraph API of the test's service, or of the shared deployment."""
+    if _shared(request):
+        deployment: SharedDeployment = request.getfixturevalue(f"shared_{backend}")
+        return deployment.url
+    service: TurnkeeperServer = request.getfixturevalue("service")
     assert service.web is not None
     return service.web.url.rstrip("/")
 
 
 @pytest.fixture
 async def host(
-    service: TurnkeeperServer, nats_server: NatsServer, tmp_path: Path
+    service: TurnkeeperServer,
+    nats_server: NatsServer,
+    tmp_path: Path,
+    request: pytest.FixtureRequest,
 ) -> AsyncIterator[Agent]:
-    async with hosted(GRAPHS, service, nats_server, replica="lg-1", step_delay=0.05) as agent:
+    _not_shared(request, "host")
+    async with hosted(
+        GRAPHS, service, nats_server, replica=REPLICA, step_delay=STEP_DELAY
+    ) as agent:
         yield agent
+
+
+@pytest.fixture
+def served(api_url: str, request: pytest.FixtureRequest) -> str:
+    """`api_url` once the graphs are hosted against it: the test's `host` started,
+    or the shared deployment's (up since it started)."""
+    if not _shared(request):
+        request.getfixturevalue("host")
+    return api_url
 
 
 @pytest.fixture
@@ -80,8 +150,8 @@ async def sdks(api_url: str, tokens: dict[str, str]) -> AsyncIterator[dict[str, 
 
 
 @pytest.fixture
-async def sdk(api_url: str, host: Agent) -> AsyncIterator[LangGraphClient]:
-    client = get_client(url=api_url)
+async def sdk(served: str) -> AsyncIterator[LangGraphClient]:
+    client = get_client(url=served)
     try:
         yield client
     finally:

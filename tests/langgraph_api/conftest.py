@@ -17,6 +17,7 @@ from pathlib import Path
 import pytest
 from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
+from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Agent
@@ -113,6 +114,23 @@ def api_url(request: pytest.FixtureRequest, backend: str) -> str:
     service: TurnkeeperServer = request.getfixturevalue("service")
     assert service.web is not None
     return service.web.url.rstrip("/")
+
+
+@pytest.fixture
+def grpc_address(request: pytest.FixtureRequest, backend: str) -> str:
+    """The gRPC address of the test's service, or of the shared deployment."""
+    if _shared(request):
+        deployment: SharedDeployment = request.getfixturevalue(f"shared_{backend}")
+        return deployment.address
+    service: TurnkeeperServer = request.getfixturevalue("service")
+    return service.address
+
+
+@pytest.fixture
+async def client(grpc_address: str) -> AsyncIterator[AsyncTurnkeeperClient]:
+    """A typed client of the test's service (or of the shared deployment's)."""
+    async with AsyncTurnkeeperClient(ConnectionOptions(target=grpc_address)) as c:
+        yield c
 
 
 @pytest.fixture

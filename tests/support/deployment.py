@@ -24,7 +24,8 @@ from tests.support.service import make_settings
 
 
 class SharedDeployment:
-    """Started by `start()`, ended by `stop()`; `url` is its LangGraph API's."""
+    """Started by `start()`, ended by `stop()`; `url` is its LangGraph API's,
+    `address` its gRPC services'."""
 
     def __init__(
         self,
@@ -41,18 +42,19 @@ class SharedDeployment:
         self._replica = replica
         self._options = options
         self._nats = NatsServer()
-        self._ready: concurrent.futures.Future[str] = concurrent.futures.Future()
+        self._ready: concurrent.futures.Future[tuple[str, str]] = concurrent.futures.Future()
         self._loop: asyncio.AbstractEventLoop | None = None
         self._stop: asyncio.Event | None = None
         self._thread = threading.Thread(target=self._run, name="shared-deployment", daemon=True)
         self.url = ""
+        self.address = ""
 
     def start(self) -> None:
         """Returns once the host serves (its startup Redrive done)."""
         self._nats.start()
         self._thread.start()
         try:
-            self.url = self._ready.result(timeout=120)
+            self.url, self.address = self._ready.result(timeout=120)
         except BaseException:
             self.stop()
             raise
@@ -85,7 +87,7 @@ class SharedDeployment:
             async with hosted(
                 self._config, service, self._nats, replica=self._replica, **self._options
             ):
-                self._ready.set_result(service.web.url.rstrip("/"))
+                self._ready.set_result((service.web.url.rstrip("/"), service.address))
                 await self._stop.wait()
         finally:
             await service.stop(0)

@@ -4,14 +4,15 @@ hosted by `turnkeeper agent` against it; clients are LangGraph's own SDK.
 A module of secured tests overrides `roles` (name -> role): the service then takes
 a token for each (`tokens`, by name), and `sdks` is an SDK client per token.
 
-A test marked `shared_deployment` (tests/support/fixtures.py) gets `api_url` and `sdk`
-of the worker's shared deployment of these graphs on its backend
-(tests/support/deployment.py) instead of a fresh one: it may not ask for the
-`service` or the `host`, and works on threads, runs and assistants of its own."""
+A test marked `shared_deployment` (tests/support/fixtures.py) gets `api_url`, `sdk`
+and `client` of the worker's shared deployment of these graphs on its backend
+(tests/support/deployment.py) instead of a fresh one, and `deployments` for graphs
+of its own: it may not ask for the `service` or the `host`, and works on threads,
+runs and assistants of its own (decision 740)."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Iterator
+from collections.abc import AsyncIterator, Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -21,7 +22,7 @@ from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import Agent
-from tests.support.deployment import SharedDeployment
+from tests.support.deployment import SharedDeployment, SharedDeployments
 from tests.support.langgraph_host import hosted
 from tests.support.nats import NatsServer
 from tests.support.postgres import PostgresCluster
@@ -47,32 +48,44 @@ def _not_shared(request: pytest.FixtureRequest, fixture: str) -> None:
         )
 
 
-def _shared_deployment(data_dir: Path, database_url: str | None) -> Iterator[SharedDeployment]:
-    deployment = SharedDeployment(
-        GRAPHS, data_dir, database_url=database_url, replica=REPLICA, step_delay=STEP_DELAY
-    )
-    deployment.start()
+def _pool(data_dir: Path, database_url: Callable[[], str | None]) -> Iterator[SharedDeployments]:
+    pool = SharedDeployments(data_dir, database_url)
     try:
-        yield deployment
+        yield pool
     finally:
-        deployment.stop()
+        pool.stop()
 
 
 @pytest.fixture(scope="session")
-def shared_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedDeployment]:
-    """The worker's shared deployment on SQLite, started by its first test."""
-    yield from _shared_deployment(tmp_path_factory.mktemp("shared-sqlite"), None)
+def shared_sqlite(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedDeployments]:
+    """The worker's shared deployments on SQLite, each started by its first test."""
+    yield from _pool(tmp_path_factory.mktemp("shared-sqlite"), lambda: None)
 
 
 @pytest.fixture(scope="session")
 def shared_postgres(
     postgres_cluster: PostgresCluster, tmp_path_factory: pytest.TempPathFactory
-) -> Iterator[SharedDeployment]:
-    """The worker's shared deployment on a database of its PostgreSQL (which it
-    depends on, so the cluster outlives it)."""
-    yield from _shared_deployment(
-        tmp_path_factory.mktemp("shared-postgres"), postgres_cluster.new_database()
-    )
+) -> Iterator[SharedDeployments]:
+    """The worker's shared deployments, each on a database of its own of the worker's
+    PostgreSQL (which they depend on, so the cluster outlives them)."""
+    yield from _pool(tmp_path_factory.mktemp("shared-postgres"), postgres_cluster.new_database)
+
+
+@pytest.fixture
+def deployments(request: pytest.FixtureRequest, backend: str) -> SharedDeployments:
+    """The worker's shared deployments on the test's backend (for a module whose
+    graphs are not GRAPHS: `deployments.get(its_config, replica=...)`)."""
+    if not _shared(request):
+        raise pytest.UsageError(
+            f"{request.node.nodeid}: `deployments` is for a `{SHARED_DEPLOYMENT_MARK}` test"
+        )
+    pool: SharedDeployments = request.getfixturevalue(f"shared_{backend}")
+    return pool
+
+
+def _shared_graphs(request: pytest.FixtureRequest) -> SharedDeployment:
+    pool: SharedDeployments = request.getfixturevalue("deployments")
+    return pool.get(GRAPHS, replica=REPLICA, step_delay=STEP_DELAY)
 
 
 @pytest.fixture
@@ -107,10 +120,10 @@ async def service(
 
 @pytest.fixture
 def api_url(request: pytest.FixtureRequest, backend: str) -> str:
-    """The LangGraph API of the test's service, or of the shared deployment."""
+    """The LangGraph API of the test's service, or of the shared deployment
+    (`backend` named, so a `both_backends` test is parametrized by it either way)."""
     if _shared(request):
-        deployment: SharedDeployment = request.getfixturevalue(f"shared_{backend}")
-        return deployment.url
+        return _shared_graphs(request).url
     service: TurnkeeperServer = request.getfixturevalue("service")
     assert service.web is not None
     return service.web.url.rstrip("/")
@@ -118,10 +131,10 @@ def api_url(request: pytest.FixtureRequest, backend: str) -> str:
 
 @pytest.fixture
 def grpc_address(request: pytest.FixtureRequest, backend: str) -> str:
-    """The gRPC address of the test's service, or of the shared deployment."""
+    """The gRPC address of the test's service, or of the shared deployment
+    (`backend` named, as for `api_url`)."""
     if _shared(request):
-        deployment: SharedDeployment = request.getfixturevalue(f"shared_{backend}")
-        return deployment.address
+        return _shared_graphs(request).address
     service: TurnkeeperServer = request.getfixturevalue("service")
     return service.address
 

@@ -1,6 +1,7 @@
 """A LangGraph API deployment (nats-server, the service with its HTTP port, and a
 langgraph.json hosted by `turnkeeper agent`) that many tests share: started once,
 on an event loop of its own in a thread, and stopped at the end of the session.
+`SharedDeployments` holds one per langgraph.json and host options, on one backend.
 
 A test reaches it over HTTP alone (its `url`): the service lives on the thread's
 loop, so no test's loop may call into it. What a shared deployment's tests must not
@@ -13,6 +14,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import threading
+from collections.abc import Callable
 from pathlib import Path
 
 from turnkeeper_server.app import create_server
@@ -91,3 +93,32 @@ class SharedDeployment:
                 await self._stop.wait()
         finally:
             await service.stop(0)
+
+
+class SharedDeployments:
+    """The deployments of one backend, each started by the first test that asks for
+    its langgraph.json and host options; `stop()` ends them all."""
+
+    def __init__(self, data_dir: Path, database_url: Callable[[], str | None]) -> None:
+        self._data_dir = data_dir
+        self._database_url = database_url
+        self._started: dict[tuple[Path, str, tuple[tuple[str, object], ...]], SharedDeployment] = {}
+
+    def get(
+        self, config: Path, *, replica: str, **options: Unpack[HostOptions]
+    ) -> SharedDeployment:
+        key = (config, replica, tuple(sorted(options.items())))
+        deployment = self._started.get(key)
+        if deployment is None:
+            data_dir = self._data_dir / f"deployment-{len(self._started)}"
+            data_dir.mkdir()
+            deployment = SharedDeployment(
+                config, data_dir, database_url=self._database_url(), replica=replica, **options
+            )
+            deployment.start()
+            self._started[key] = deployment
+        return deployment
+
+    def stop(self) -> None:
+        for deployment in self._started.values():
+            deployment.stop()

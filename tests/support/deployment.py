@@ -62,9 +62,13 @@ class SharedDeployment:
             raise
 
     def stop(self) -> None:
-        if self._loop is not None and self._stop is not None:
-            self._loop.call_soon_threadsafe(self._stop.set)
-        self._thread.join(timeout=60)
+        """Ends what started, a start still under way too (a test's timeout that
+        interrupted `start()`): it is waited for first, then told to stop."""
+        if self._thread.is_alive():
+            concurrent.futures.wait([self._ready], timeout=120)
+            if self._loop is not None and self._stop is not None:
+                self._loop.call_soon_threadsafe(self._stop.set)
+            self._thread.join(timeout=60)
         self._nats.stop()
 
     def _run(self) -> None:

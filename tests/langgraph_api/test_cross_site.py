@@ -34,6 +34,7 @@ async def post(
         return r.status, await r.json(content_type=None)
 
 
+@pytest.mark.shared_deployment
 async def test_a_page_of_another_site_cannot_start_a_run(
     sdk: LangGraphClient, api_url: str
 ) -> None:

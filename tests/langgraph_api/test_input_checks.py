@@ -36,6 +36,7 @@ async def test_post_threads_checks_the_id_and_the_body(api_url: str) -> None:
         assert huge.status_code == 422, huge.text
 
 
+@pytest.mark.shared_deployment
 async def test_a_last_event_id_past_64_bits_is_no_event_of_the_run(
     sdk: LangGraphClient, api_url: str
 ) -> None:

@@ -22,14 +22,16 @@ from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
 from tests.support.agents import PATIENCE, Agent
+from tests.support.deployment import SharedDeployments
 from tests.support.langgraph_host import hosted, hosts_for
 from tests.support.nats import NatsServer
-from tests.support.service import ServiceFactory
+from tests.support.service import SHARED_DEPLOYMENT_MARK, ServiceFactory
 
 pytestmark = pytest.mark.both_backends
 
 GRAPH = "context"
 CONFIG = Path(__file__).resolve().parent / "graphs" / "context.json"
+REPLICA = "ctx-1"
 # LangGraph's server's id of a graph's default assistant: uuid5 of the graph id in
 # this namespace (langgraph_api/graph.py), here computed from the constant alone.
 DEFAULT_ID = str(uuid.uuid5(uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8"), GRAPH))
@@ -37,13 +39,26 @@ DEFAULT_ID = str(uuid.uuid5(uuid.UUID("6ba7b821-9dad-11d1-80b4-00c04fd430c8"), G
 
 @pytest.fixture
 async def context_host(service: TurnkeeperServer, nats_server: NatsServer) -> AsyncIterator[Agent]:
-    async with hosted(CONFIG, service, nats_server, replica="ctx-1") as agent:
+    async with hosted(CONFIG, service, nats_server, replica=REPLICA) as agent:
         yield agent
 
 
 @pytest.fixture
-async def lg(api_url: str, context_host: Agent) -> AsyncIterator[LangGraphClient]:
-    client = get_client(url=api_url)
+def context_url(request: pytest.FixtureRequest, backend: str) -> str:
+    """The LangGraph API with the context graph hosted: the test's own service and
+    `context_host`, or under `shared_deployment` the worker's shared deployment of
+    that graph on `backend` (decision 740)."""
+    if request.node.get_closest_marker(SHARED_DEPLOYMENT_MARK) is not None:
+        deployments: SharedDeployments = request.getfixturevalue("deployments")
+        return deployments.get(CONFIG, replica=REPLICA).url
+    request.getfixturevalue("context_host")
+    url: str = request.getfixturevalue("api_url")
+    return url
+
+
+@pytest.fixture
+async def lg(context_url: str) -> AsyncIterator[LangGraphClient]:
+    client = get_client(url=context_url)
     try:
         yield client
     finally:
@@ -70,6 +85,7 @@ async def test_the_default_assistant_has_langgraphs_id(lg: LangGraphClient) -> N
     assert await status_of(lg.assistants.get(str(uuid.uuid4()))) == 404
 
 
+@pytest.mark.shared_deployment
 async def test_create_update_versions_set_latest_delete(lg: LangGraphClient) -> None:
     made = await lg.assistants.create(
         graph_id=GRAPH,
@@ -204,6 +220,7 @@ async def test_assistants_survive_a_restart_of_the_service(
         await sdk.http.client.aclose()
 
 
+@pytest.mark.shared_deployment
 async def test_a_runs_context_and_config_reach_the_graph(lg: LangGraphClient) -> None:
     # Nothing given: the context schema's defaults.
     plain = await lg.runs.wait(None, GRAPH, input={})
@@ -235,6 +252,7 @@ async def test_a_runs_context_and_config_reach_the_graph(lg: LangGraphClient) ->
     assert await status_of(both) == 400
 
 
+@pytest.mark.shared_deployment
 async def test_the_assistants_context_is_under_the_runs(lg: LangGraphClient) -> None:
     assistant = await lg.assistants.create(
         graph_id=GRAPH, context={"model": "assistant-model", "user": "assistant-user"}

@@ -43,6 +43,7 @@ async def test_assistants_are_the_hosted_graphs(sdk: LangGraphClient) -> None:
     assert "messages" in schemas["input_schema"]["properties"]
 
 
+@pytest.mark.shared_deployment
 async def test_a_streamed_run_ends_with_the_graphs_state(
     sdk: LangGraphClient, client: AsyncTurnkeeperClient
 ) -> None:
@@ -103,6 +104,7 @@ async def test_a_streamed_run_ends_with_the_graphs_state(
     assert status.state == turns_pb2.TURN_STATE_DONE
 
 
+@pytest.mark.shared_deployment
 async def test_wait_join_and_a_threadless_run(sdk: LangGraphClient) -> None:
     waited: Any = await sdk.runs.wait(None, ASSISTANT, input=QUESTION)
     assert waited["step"] == "generate"
@@ -115,6 +117,7 @@ async def test_wait_join_and_a_threadless_run(sdk: LangGraphClient) -> None:
     assert got["status"] == "success" and got["assistant_id"] == default_assistant_id(ASSISTANT)
 
 
+@pytest.mark.shared_deployment
 async def test_join_stream_resumes_after_the_last_event_id(sdk: LangGraphClient) -> None:
     thread = await sdk.threads.create()
     run = await sdk.runs.create(thread["thread_id"], ASSISTANT, input=QUESTION)
@@ -139,6 +142,7 @@ async def test_join_stream_resumes_after_the_last_event_id(sdk: LangGraphClient)
     assert [next(iter(p.data)) for p in rest] == ["plan", "generate"]
 
 
+@pytest.mark.shared_deployment
 async def test_join_stream_without_a_mode_streams_values(sdk: LangGraphClient) -> None:
     """The SDK sends `stream_mode=` (empty) when given none; that is no mode, so
     LangGraph's default, `values`, not a 422."""

@@ -14,6 +14,7 @@ from langgraph_sdk.errors import NotFoundError
 pytestmark = [pytest.mark.slow, pytest.mark.both_backends, pytest.mark.timeout(120)]
 
 
+@pytest.mark.shared_deployment
 async def test_a_run_lists_the_effects_its_tools_made(sdk: LangGraphClient) -> None:
     thread = await sdk.threads.create()
     run = await sdk.runs.create(thread["thread_id"], "effects", input={"amount": 5})

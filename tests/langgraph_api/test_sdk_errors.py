@@ -18,6 +18,7 @@ ASSISTANT = "durable-execution"
 QUESTION: Any = {"messages": [{"role": "user", "content": "hi"}]}
 
 
+@pytest.mark.shared_deployment
 async def test_unknown_assistant_and_thread(sdk: LangGraphClient) -> None:
     with pytest.raises(NotFoundError, match="assistant nobody"):
         await sdk.assistants.get("nobody")
@@ -33,6 +34,7 @@ async def test_unknown_assistant_and_thread(sdk: LangGraphClient) -> None:
     assert run["thread_id"] == missing
 
 
+@pytest.mark.shared_deployment
 async def test_malformed_requests(sdk: LangGraphClient, api_url: str) -> None:
     runs: Any = sdk.runs  # the SDK's types refuse these values before sending them
     with pytest.raises(UnprocessableEntityError, match="stream_mode"):

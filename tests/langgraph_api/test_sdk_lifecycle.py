@@ -26,6 +26,7 @@ async def _parked(sdk: LangGraphClient) -> tuple[str, dict[str, Any]]:
     return thread["thread_id"], dict(run)
 
 
+@pytest.mark.shared_deployment
 async def test_interrupt_then_resume(sdk: LangGraphClient) -> None:
     thread = await sdk.threads.create()
     parts = [
@@ -52,6 +53,7 @@ async def test_interrupt_then_resume(sdk: LangGraphClient) -> None:
     assert (await sdk.threads.get(thread["thread_id"]))["status"] == "idle"
 
 
+@pytest.mark.shared_deployment
 async def test_an_interrupted_thread_is_not_busy(sdk: LangGraphClient) -> None:
     """As on LangGraph's server: a run stopped at an interrupt is over, so a run under
     `reject` is accepted; it goes on from the thread's checkpoint."""
@@ -62,6 +64,7 @@ async def test_an_interrupted_thread_is_not_busy(sdk: LangGraphClient) -> None:
     assert runs == {first["run_id"]: "success", second["run_id"]: "success"}
 
 
+@pytest.mark.shared_deployment
 async def test_interrupt_strategy_leaves_an_answered_run_done(
     sdk: LangGraphClient, client: AsyncTurnkeeperClient
 ) -> None:
@@ -75,6 +78,7 @@ async def test_interrupt_strategy_leaves_an_answered_run_done(
     assert (await sdk.runs.get(thread_id, second["run_id"]))["status"] == "success"
 
 
+@pytest.mark.shared_deployment
 async def test_enqueue_on_an_interrupted_thread_runs_at_once(sdk: LangGraphClient) -> None:
     thread_id, _ = await _parked(sdk)
     queued = await sdk.runs.create(thread_id, APPROVAL, input=TOPIC, multitask_strategy="enqueue")
@@ -86,6 +90,7 @@ async def test_enqueue_on_an_interrupted_thread_runs_at_once(sdk: LangGraphClien
     assert state["values"]["verdict"] == "rejected"
 
 
+@pytest.mark.shared_deployment
 async def test_cancel_a_run(sdk: LangGraphClient, client: AsyncTurnkeeperClient) -> None:
     thread_id, run = await _parked(sdk)
     await sdk.runs.cancel(thread_id, run["run_id"], wait=True, action="rollback")
@@ -116,6 +121,7 @@ ASSISTANT = "durable-execution"
 QUESTION: Any = {"messages": [{"role": "user", "content": "what is a fork?"}]}
 
 
+@pytest.mark.shared_deployment
 async def test_interrupt_before_stops_the_run_and_a_null_run_goes_on(
     sdk: LangGraphClient,
 ) -> None:
@@ -133,6 +139,7 @@ async def test_interrupt_before_stops_the_run_and_a_null_run_goes_on(
     assert (await sdk.threads.get_state(thread["thread_id"]))["next"] == []
 
 
+@pytest.mark.shared_deployment
 async def test_a_run_from_an_earlier_checkpoint_forks_the_thread(sdk: LangGraphClient) -> None:
     thread = await sdk.threads.create()
     first: Any = await sdk.runs.wait(thread["thread_id"], ASSISTANT, input=QUESTION)
@@ -162,6 +169,7 @@ async def test_a_run_from_an_earlier_checkpoint_forks_the_thread(sdk: LangGraphC
     assert first_answer not in chain
 
 
+@pytest.mark.shared_deployment
 async def test_a_command_with_update_and_goto(sdk: LangGraphClient) -> None:
     thread = await sdk.threads.create()
     await sdk.runs.wait(thread["thread_id"], ASSISTANT, input=QUESTION)

@@ -526,6 +526,7 @@ async def test_refused_options_answer_422_and_the_known_gaps_are_as_listed(
 # The proofs of what this walk found honoured with no test of its own yet.
 
 
+@pytest.mark.shared_deployment
 async def test_runs_from_a_checkpoint_and_interrupt_after(sdk: LangGraphClient) -> None:
     thread = await sdk.threads.create()
     thread_id = thread["thread_id"]
@@ -548,6 +549,7 @@ async def test_runs_from_a_checkpoint_and_interrupt_after(sdk: LangGraphClient) 
     assert len(await sdk.threads.get_history(thread_id, limit=50)) > len(history)
 
 
+@pytest.mark.shared_deployment
 async def test_runs_list_pages_and_filters(sdk: LangGraphClient) -> None:
     thread = await sdk.threads.create()
     thread_id = thread["thread_id"]
@@ -585,6 +587,7 @@ async def test_join_stream_cancel_on_disconnect(
             assert final["status"] == ended, cancel
 
 
+@pytest.mark.shared_deployment
 async def test_state_and_history_options(sdk: LangGraphClient) -> None:
     thread = await sdk.threads.create()
     thread_id = thread["thread_id"]
@@ -625,6 +628,7 @@ async def test_state_and_history_options(sdk: LangGraphClient) -> None:
     assert again["parent_checkpoint"]["checkpoint_id"] == history[1]["checkpoint"]["checkpoint_id"]
 
 
+@pytest.mark.shared_deployment
 async def test_a_thread_made_for_a_graph_has_its_state(sdk: LangGraphClient) -> None:
     thread: Any = await sdk.threads.create(graph_id=ASSISTANT)
     assert thread["metadata"]["graph_id"] == ASSISTANT
@@ -648,6 +652,7 @@ async def test_assistant_lists_page_and_filter(sdk: LangGraphClient) -> None:
     assert await sdk.assistants.count(name="nobody") == 0
 
 
+@pytest.mark.shared_deployment
 async def test_runs_list_selects_fields(sdk: LangGraphClient) -> None:
     run = await sdk.runs.create(None, ASSISTANT, input=QUESTION)
     await sdk.runs.join(run["thread_id"], run["run_id"])

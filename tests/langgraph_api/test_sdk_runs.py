@@ -40,6 +40,7 @@ def _asks(result: Any) -> list[Any]:
     return [i["value"]["question"] for i in result.get("__interrupt__", [])]
 
 
+@pytest.mark.shared_deployment
 async def test_new_input_on_an_interrupted_thread_is_a_new_run(sdk: LangGraphClient) -> None:
     thread_id, first = await _parked(sdk, "a")
     result: Any = await sdk.runs.wait(thread_id, APPROVAL, input={"topic": "b"})
@@ -52,6 +53,7 @@ async def test_new_input_on_an_interrupted_thread_is_a_new_run(sdk: LangGraphCli
     assert (await sdk.threads.get(thread_id))["status"] == "interrupted"
 
 
+@pytest.mark.shared_deployment
 async def test_null_input_on_an_interrupted_thread_runs_the_node_again(
     sdk: LangGraphClient,
 ) -> None:
@@ -68,6 +70,7 @@ async def test_null_input_on_an_interrupted_thread_runs_the_node_again(
     assert answered["verdict"] == "approved"
 
 
+@pytest.mark.shared_deployment
 async def test_a_resume_with_an_update(sdk: LangGraphClient) -> None:
     thread_id, _ = await _parked(sdk)
     result: Any = await sdk.runs.wait(
@@ -76,6 +79,7 @@ async def test_a_resume_with_an_update(sdk: LangGraphClient) -> None:
     assert result == {"topic": "y", "draft": "a draft about x", "verdict": "approved"}
 
 
+@pytest.mark.shared_deployment
 async def test_remote_graph_resumes_an_interrupt(api_url: str, sdk: LangGraphClient) -> None:
     """RemoteGraph sends the whole Command (`graph: null`, `goto: []`)."""
     thread_id, _ = await _parked(sdk)
@@ -87,6 +91,7 @@ async def test_remote_graph_resumes_an_interrupt(api_url: str, sdk: LangGraphCli
     assert state["next"] == []
 
 
+@pytest.mark.shared_deployment
 async def test_a_resume_with_nothing_interrupted_is_a_run_that_changes_nothing(
     sdk: LangGraphClient,
 ) -> None:
@@ -97,6 +102,7 @@ async def test_a_resume_with_nothing_interrupted_is_a_run_that_changes_nothing(
     assert [r["status"] for r in await sdk.runs.list(thread_id)] == ["success"] * 3
 
 
+@pytest.mark.shared_deployment
 async def test_each_resume_is_a_run_of_its_own(sdk: LangGraphClient) -> None:
     thread = await sdk.threads.create()
     thread_id = thread["thread_id"]
@@ -123,6 +129,7 @@ async def test_each_resume_is_a_run_of_its_own(sdk: LangGraphClient) -> None:
     assert (await sdk.threads.get(thread_id))["status"] == "idle"
 
 
+@pytest.mark.shared_deployment
 async def test_a_run_keeps_its_metadata_kwargs_and_strategy(sdk: LangGraphClient) -> None:
     thread = await sdk.threads.create(metadata={"team": "blue"})
     thread_id = thread["thread_id"]
@@ -156,6 +163,7 @@ async def test_a_run_keeps_its_metadata_kwargs_and_strategy(sdk: LangGraphClient
     assert set(events) == {"metadata", "updates", "custom"}
 
 
+@pytest.mark.shared_deployment
 async def test_the_default_strategy_queues_a_run_behind_a_busy_thread(
     sdk: LangGraphClient,
 ) -> None:
@@ -173,6 +181,7 @@ async def test_the_default_strategy_queues_a_run_behind_a_busy_thread(
 QUESTION_INPUT: Any = {"messages": [{"role": "user", "content": "what is a queue?"}]}
 
 
+@pytest.mark.shared_deployment
 async def test_a_run_queued_behind_a_run_that_stops_at_an_interrupt_starts(
     sdk: LangGraphClient,
 ) -> None:
@@ -217,6 +226,7 @@ async def test_a_join_follows_the_runs_modes_after_the_service_restarted(
     assert set(events) == {"metadata", "updates"}, body
 
 
+@pytest.mark.shared_deployment
 async def test_a_last_event_id_that_is_not_a_seq_replays_nothing(sdk: LangGraphClient) -> None:
     """LangGraph's server compares an id it does not know and replays nothing after
     it; it is not a 422."""

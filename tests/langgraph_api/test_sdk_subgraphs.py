@@ -25,7 +25,8 @@ from turnkeeper_server.records import EventRecord
 from turnkeeper_server.web.langgraph.stream import Translator
 
 from tests.support.agents import PATIENCE
-from tests.support.langgraph_host import THREADPLANE, hosted, hosts_for
+from tests.support.deployment import SharedDeployments
+from tests.support.langgraph_host import THREADPLANE, hosts_for
 from tests.support.nats import NatsServer
 
 # The two tests that read checkpoints (a subgraph's, by namespace) from the store run on
@@ -47,13 +48,10 @@ NODES = ("plan", "inner", "first", "second")
 
 
 @pytest.fixture
-async def nested(
-    service: TurnkeeperServer, nats_server: NatsServer, api_url: str
-) -> AsyncIterator[LangGraphClient]:
-    async with (
-        hosted(CONFIG, service, nats_server, replica="lg-nested"),
-        get_client(url=api_url) as sdk,
-    ):
+async def nested(deployments: SharedDeployments) -> AsyncIterator[LangGraphClient]:
+    """The worker's shared deployment of the nested graphs (each test marked
+    `shared_deployment`, on threads of its own)."""
+    async with get_client(url=deployments.get(CONFIG, replica="lg-nested").url) as sdk:
         yield sdk
 
 
@@ -64,6 +62,7 @@ async def _parts(sdk: LangGraphClient, modes: Any, **kwargs: Any) -> list[tuple[
     return [(p.event, p.data) async for p in stream if p.event != "metadata"]
 
 
+@pytest.mark.shared_deployment
 async def test_values_are_the_roots_state_only(nested: LangGraphClient) -> None:
     values = [data for event, data in await _parts(nested, "values") if event == "values"]
     # As `langgraph dev` streams it: the input applied, then after each root step;
@@ -73,6 +72,7 @@ async def test_values_are_the_roots_state_only(nested: LangGraphClient) -> None:
 
 
 @pytest.mark.both_backends
+@pytest.mark.shared_deployment
 async def test_checkpoints_tasks_and_debug_parts(nested: LangGraphClient) -> None:
     checkpoints = await _parts(nested, "checkpoints")
     assert {event for event, _ in checkpoints} == {"checkpoints"}
@@ -122,6 +122,7 @@ async def test_checkpoints_tasks_and_debug_parts(nested: LangGraphClient) -> Non
     assert first["payload"]["checkpoint"]["checkpoint_ns"] == ""
 
 
+@pytest.mark.shared_deployment
 async def test_events_mode_is_astream_events_v2(nested: LangGraphClient) -> None:
     thread = await nested.threads.create()
     stream = nested.runs.stream(thread["thread_id"], NESTED, input=TOPICS, stream_mode="events")
@@ -155,6 +156,7 @@ async def test_events_mode_is_astream_events_v2(nested: LangGraphClient) -> None
     assert len(first_node["parent_ids"]) == 3 and first_node["parent_ids"][0] == run_id
 
 
+@pytest.mark.shared_deployment
 async def test_stream_subgraphs_names_a_subgraphs_parts(nested: LangGraphClient) -> None:
     parts = await _parts(nested, ["values", "updates"], stream_subgraphs=True)
     names = [event for event, _ in parts]
@@ -179,6 +181,7 @@ async def test_stream_subgraphs_names_a_subgraphs_parts(nested: LangGraphClient)
 
 
 @pytest.mark.both_backends
+@pytest.mark.shared_deployment
 async def test_state_with_subgraphs_holds_the_subgraphs_own(nested: LangGraphClient) -> None:
     thread = await nested.threads.create()
     paused: Any = {"topics": ["a"], "pause": True}
@@ -203,6 +206,7 @@ async def test_state_with_subgraphs_holds_the_subgraphs_own(nested: LangGraphCli
     assert at["tasks"][0]["state"]["values"] == state["values"]
 
 
+@pytest.mark.shared_deployment
 async def test_subgraphs_and_the_graph_drawn_with_them(nested: LangGraphClient) -> None:
     found: Any = await nested.assistants.get_subgraphs(NESTED)
     assert list(found) == ["inner"]

@@ -32,6 +32,7 @@ async def bare(api_url: str) -> AsyncIterator[LangGraphClient]:
         await client.http.client.aclose()
 
 
+@pytest.mark.shared_deployment
 async def test_no_route_and_a_wrong_method_answer_json(bare: LangGraphClient) -> None:
     with pytest.raises(NotFoundError) as missing:
         await bare.http.get("/no/such/route")
@@ -55,6 +56,7 @@ async def test_no_route_and_a_wrong_method_answer_json(bare: LangGraphClient) ->
     assert page.status_code == 404 and page.headers["Content-Type"].startswith("text/html")
 
 
+@pytest.mark.shared_deployment
 async def test_ok_and_info_in_the_references_keys(bare: LangGraphClient) -> None:
     ok: Any = await bare.http.get("/ok")
     assert ok == {"ok": True, "services": {}}
@@ -134,6 +136,7 @@ async def test_the_openapi_document_is_every_route_served(
                 assert "no route" not in answer.text, (method, path)
 
 
+@pytest.mark.shared_deployment
 async def test_the_documents_schemas_are_the_handlers(bare: LangGraphClient) -> None:
     spec: Any = await bare.http.get("/openapi.json")
     schemas = spec["components"]["schemas"]
@@ -156,6 +159,7 @@ async def test_the_documents_schemas_are_the_handlers(bare: LangGraphClient) -> 
         assert schemas[error]["required"] == ["detail"]
 
 
+@pytest.mark.shared_deployment
 async def test_docs_is_a_page_of_every_documented_route(bare: LangGraphClient) -> None:
     spec: Any = await bare.http.get("/openapi.json")
     async with httpx.AsyncClient(base_url=bare.http.client.base_url) as http:

@@ -216,6 +216,7 @@ async def test_ttl_and_include_are_refused_and_return_minimal_is_honoured(
     assert (await bare.threads.get(thread["thread_id"]))["metadata"] == {"a": 1, "b": 2}
 
 
+@pytest.mark.shared_deployment
 async def test_state_and_history_select(sdk: LangGraphClient) -> None:
     thread = await sdk.threads.create()
     thread_id = thread["thread_id"]

@@ -37,6 +37,7 @@ async def test_create_get_search_and_update(sdk: LangGraphClient) -> None:
     assert await sdk.threads.count(metadata={"team": "blue"}) == 1
 
 
+@pytest.mark.shared_deployment
 async def test_state_history_and_an_edit_as_a_node(sdk: LangGraphClient) -> None:
     thread = await sdk.threads.create()
     thread_id = thread["thread_id"]
@@ -60,6 +61,7 @@ async def test_state_history_and_an_edit_as_a_node(sdk: LangGraphClient) -> None
     assert state["next"] == ["generate"] and state["values"]["step"] == "plan"  # type: ignore[call-overload]
 
 
+@pytest.mark.shared_deployment
 async def test_copy_and_delete(sdk: LangGraphClient, client: AsyncTurnkeeperClient) -> None:
     thread = await sdk.threads.create(metadata={"kind": "original"})
     waited: Any = await sdk.runs.wait(thread["thread_id"], ASSISTANT, input=QUESTION)

@@ -20,7 +20,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from tests.support.agents import Agents, agents_for
 from tests.support.nats import Collector, NatsServer, subscribe
 from tests.support.node import prepare_package
-from tests.support.service import UNRENEWED_MARK
+from tests.support.service import SHARED_DEPLOYMENT_MARK, UNRENEWED_MARK
 
 
 def pytest_configure(config: pytest.Config) -> None:
@@ -28,6 +28,11 @@ def pytest_configure(config: pytest.Config) -> None:
         "markers",
         f"{UNRENEWED_MARK}: the test writes its turns itself and no agent renews their "
         "lease: its services take tests/support/service.py's unrenewed() lease",
+    )
+    config.addinivalue_line(
+        "markers",
+        f"{SHARED_DEPLOYMENT_MARK}: the LangGraph API test's api_url and sdk are the "
+        "worker's shared deployment on its backend (tests/support/deployment.py)",
     )
 
 

@@ -59,6 +59,12 @@ def unrenewed(*, claims: bool = False) -> dict[str, float]:
 UNRENEWED_MARK = "unrenewed"
 
 
+# The mark of a LangGraph API module or test whose `api_url` and `sdk` are the
+# worker's shared deployment (tests/langgraph_api/conftest.py,
+# tests/support/deployment.py). Registered by tests/support/fixtures.py.
+SHARED_DEPLOYMENT_MARK = "shared_deployment"
+
+
 def lease_for(request: pytest.FixtureRequest) -> dict[str, float]:
     """The overrides make_service gives the requesting test's services: `unrenewed()`
     under the mark, else none (make_settings' short lease)."""

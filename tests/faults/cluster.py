@@ -200,15 +200,19 @@ class AgentPool:
 
     async def upgrade(self, slot: Slot, label: str) -> Agent:
         """Replace the slot's replica with one serving version `label`, as a rolling
-        deploy does: the old process is stopped (SIGTERM, its shutdown grace), its
-        warm spare of the old version dropped, and the new one started."""
+        deploy with a surge does: its warm spare of the old version dropped, one of
+        version `label` started and imported while the old process still serves,
+        then the old one stopped (SIGTERM, its shutdown grace); the supervisor starts
+        the new one from that spare. From its start the slot is not killable."""
         assert slot.current is not None
+        slot.upgrading = True
         slot.label = label
         if slot.spare is not None:
             spare, slot.spare = slot.spare, None
             await spare.close()
             self.cluster.archive(spare)
-        slot.upgrading = True
+        slot.spare = await self._spawn(slot)
+        await slot.spare.wait_line(lambda line: line == "imported")
         old = slot.current
         old.signal(signal.SIGTERM)
         return old
@@ -361,8 +365,6 @@ class Cluster:
         return {i.key: json.loads(i.value_json) for i in response.results[0].items}
 
     async def start(self) -> None:
-        await self.start_receiver()
-        await self.start_hooks()
         secret = self.workdir / "webhook-secret"
         secret.write_text(WEBHOOK_SECRET + "\n")
         self.nats.start()
@@ -397,6 +399,14 @@ class Cluster:
                 database_url=database_url,
             )
             self.services.append(service)
+        # The receivers start while the first service does: neither needs the other
+        # (a webhook's URL comes with its cron, the effect's with the agents). The
+        # other replicas start after it, once it has made the database's schema.
+        first, *others = self.services
+        await asyncio.gather(
+            self.start_receiver(), self.start_hooks(), asyncio.to_thread(first.start)
+        )
+        for service in others:
             await asyncio.to_thread(service.start)
         self.nc = await nats.connect(
             self.nats.url,

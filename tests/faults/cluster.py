@@ -203,18 +203,26 @@ class AgentPool:
         deploy with a surge does: its warm spare of the old version dropped, one of
         version `label` started and imported while the old process still serves,
         then the old one stopped (SIGTERM, its shutdown grace); the supervisor starts
-        the new one from that spare. From its start the slot is not killable."""
+        the new one from that spare. A replica killed meanwhile (by the injector or
+        a poison turn) comes back on `label` first, and is the one replaced."""
         assert slot.current is not None
-        slot.upgrading = True
         slot.label = label
         if slot.spare is not None:
             spare, slot.spare = slot.spare, None
             await spare.close()
             self.cluster.archive(spare)
-        slot.spare = await self._spawn(slot)
-        await slot.spare.wait_line(lambda line: line == "imported")
+        new = await self._spawn(slot)
+        await new.wait_line(lambda line: line == "imported")
+        await slot.up.wait()
+        # No await from here to the SIGTERM: the supervisor cannot move in between.
+        stale, slot.spare = slot.spare, new
+        slot.upgrading = True
         old = slot.current
+        assert old is not None
         old.signal(signal.SIGTERM)
+        if stale is not None:  # the supervisor's, made when it restarted a killed one
+            await stale.close()
+            self.cluster.archive(stale)
         return old
 
     async def replaced(self, slot: Slot, old: Agent) -> None:

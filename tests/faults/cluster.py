@@ -203,17 +203,29 @@ class AgentPool:
 
     async def upgrade(self, slot: Slot, label: str) -> Agent:
         """Replace the slot's replica with one serving version `label`, as a rolling
-        deploy does: the old process is stopped (SIGTERM, its shutdown grace), its
-        warm spare of the old version dropped, and the new one started."""
+        deploy with a surge does: its warm spare of the old version dropped, one of
+        version `label` started and imported while the old process still serves,
+        then the old one stopped (SIGTERM, its shutdown grace); the supervisor starts
+        the new one from that spare. A replica killed meanwhile (by the injector or
+        a poison turn) comes back on `label` first, and is the one replaced."""
         assert slot.current is not None
         slot.label = label
         if slot.spare is not None:
             spare, slot.spare = slot.spare, None
             await spare.close()
             self.cluster.archive(spare)
+        new = await self._spawn(slot)
+        await new.wait_line(lambda line: line == "imported")
+        await slot.up.wait()
+        # No await from here to the SIGTERM: the supervisor cannot move in between.
+        stale, slot.spare = slot.spare, new
         slot.upgrading = True
         old = slot.current
+        assert old is not None
         old.signal(signal.SIGTERM)
+        if stale is not None:  # the supervisor's, made when it restarted a killed one
+            await stale.close()
+            self.cluster.archive(stale)
         return old
 
     async def replaced(self, slot: Slot, old: Agent) -> None:
@@ -364,8 +376,6 @@ class Cluster:
         return {i.key: json.loads(i.value_json) for i in response.results[0].items}
 
     async def start(self) -> None:
-        await self.start_receiver()
-        await self.start_hooks()
         secret = self.workdir / "webhook-secret"
         secret.write_text(WEBHOOK_SECRET + "\n")
         self.nats.start()
@@ -400,6 +410,14 @@ class Cluster:
                 database_url=database_url,
             )
             self.services.append(service)
+        # The receivers start while the first service does: neither needs the other
+        # (a webhook's URL comes with its cron, the effect's with the agents). The
+        # other replicas start after it, once it has made the database's schema.
+        first, *others = self.services
+        await asyncio.gather(
+            self.start_receiver(), self.start_hooks(), asyncio.to_thread(first.start)
+        )
+        for service in others:
             await asyncio.to_thread(service.start)
         self.nc = await nats.connect(
             self.nats.url,

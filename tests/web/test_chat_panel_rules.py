@@ -26,13 +26,15 @@ from collections.abc import AsyncIterator
 import aiohttp
 import pytest
 from grpc import aio
+from nats.aio.client import Client
 from playwright.async_api import Browser, Page, Request, Response, expect
 from turnkeeper.v1 import turns_pb2 as pb
 from turnkeeper.v1 import turns_pb2_grpc
 from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.limits import DEFAULT_LIMITS
 
-from tests.support.nats import NatsServer
+from tests.support.agents import until_event
+from tests.support.nats import Collector, NatsServer
 from tests.support.pages import PATIENCE_MS, open_context, open_page
 from tests.support.relay import Relay
 from tests.support.service import ServiceFactory
@@ -120,15 +122,26 @@ async def held_stream(one_stream_service: TurnkeeperServer) -> AsyncIterator[Non
 
 @pytest.mark.usefixtures("held_stream")
 async def test_an_idle_gap_asks_turn_status_and_a_finished_run_concludes_without_a_stream(
-    browser: Browser, one_stream_service: TurnkeeperServer, nats_server: NatsServer
+    browser: Browser,
+    one_stream_service: TurnkeeperServer,
+    nats_server: NatsServer,
+    bus: tuple[Client, Collector],
 ) -> None:
+    _, seen = bus
     agents = Pipelines(one_stream_service.address, nats_server.url)
-    # Three steps of 3 s: the run is still RUNNING at the first idle gap (5 s).
-    agent = await agents.start(delay=3.0)
+    # Three steps of 2 s: the run is RUNNING for 6 s after the page has its id.
+    agent = await agents.start(delay=2.0)
     try:
-        page = await open_page(browser, chat_url(one_stream_service, "pipeline"))
+        # The page's clock is Playwright's: it runs, and the test brings each idle
+        # gap forward instead of waiting it out (a gap is the default 5 s).
+        context = await open_context(browser)
+        page = await context.new_page()
+        await page.clock.install()
+        await page.goto(chat_url(one_stream_service, "pipeline"))
+        idle_ms = await page.evaluate("TK.FOLLOW_DEFAULTS.idleMs")
         asked: list[Request] = []
         answered_running = asyncio.Event()
+        answered_over = asyncio.Event()
 
         async def on_response(response: Response) -> None:
             request = response.request
@@ -137,21 +150,31 @@ async def test_an_idle_gap_asks_turn_status_and_a_finished_run_concludes_without
                 body = await response.json()
                 if body.get("state") == "TURN_STATE_RUNNING":
                     answered_running.set()
+                else:
+                    answered_over.set()
 
         page.on("response", on_response)
         await ask(page, "Is anyone streaming?")
         reply = page.locator(".message.agent")
         await expect(reply).to_have_attribute("data-turn-id", ANY)
+        turn_id = await reply.get_attribute("data-turn-id")
+        assert turn_id is not None
         # An idle gap found the run RUNNING: the page keeps waiting.
+        await page.clock.run_for(idle_ms)
         await asyncio.wait_for(answered_running.wait(), 60)
         await expect(page.locator("#chat-status")).not_to_have_text("done")
         await expect(page.locator("#submit")).to_be_disabled()
-        # The run ends; no stream ever came through, the next idle gaps conclude it.
-        await expect(page.locator("#chat-status")).to_have_text("done", timeout=45_000)
+        # The run ends; no stream ever came through, the next idle gaps conclude it:
+        # one finds it ended, the one after (the stream brought nothing) concludes.
+        await until_event(seen, turn_id, "turn.done")
+        await page.clock.run_for(idle_ms)
+        await asyncio.wait_for(answered_over.wait(), 60)
+        await page.clock.run_for(idle_ms)
+        await expect(page.locator("#chat-status")).to_have_text("done")
         await expect(page.locator("#submit")).to_be_enabled()
         await expect(page.locator("#chat-error")).to_be_empty()
         assert len(asked) >= 2
-        await page.context.close()
+        await context.close()
     finally:
         await agent.close()
 

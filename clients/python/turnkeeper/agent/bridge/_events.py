@@ -491,8 +491,12 @@ class EventCapture(BaseCallbackHandler):
         *,
         message_ids: bool = False,
         channels: Collection[str] | None = None,
+        tokens: bool = True,
     ) -> None:
         self.events = events
+        # False: no `token` event, though a model streams (one made to, or the
+        # `events` mode's handler making it): the run asked for none (decision 770).
+        self.tokens = tokens
         # Tokens carry their message's id (the LangGraph API's message chunks do;
         # off elsewhere: a re-run's model makes up new ids, and transcripts compare).
         self.message_ids = message_ids
@@ -609,6 +613,8 @@ class EventCapture(BaseCallbackHandler):
     def on_llm_new_token(
         self, token: str | list[str | dict[str, Any]], *, run_id: UUID, **kwargs: Any
     ) -> None:
+        if not self.tokens:
+            return
         if not isinstance(token, str):
             # Content blocks: the text ones are what a reader sees.
             token = "".join(

@@ -26,7 +26,11 @@ async def test_a_run_that_asks_for_no_messages_mode_journals_no_token(
 ) -> None:
     thread = await sdk.threads.create()
     runs: dict[str, str] = {}
-    for name, modes in (("plain", ["values", "updates"]), ("chat", ["values", "messages-tuple"])):
+    asked: list[tuple[str, Any]] = [
+        ("plain", ["values", "updates"]),
+        ("chat", ["values", "messages-tuple"]),
+    ]
+    for name, modes in asked:
         parts = [
             p
             async for p in sdk.runs.stream(

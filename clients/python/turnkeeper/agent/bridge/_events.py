@@ -94,6 +94,11 @@ _PRIVATE_METADATA: Final = frozenset({TURN_ID_KEY, ATTEMPT_KEY})
 # Errors after which an execution must stop: its attempt is no longer the turn's.
 FENCED: Final = (StaleAttempt, WrongState, TurnNotFound)
 
+# Events that do not wake the flusher on the saver's stream: a node's `step`, emitted
+# as the node ends, goes with the node's writes, and a `values`, emitted right before
+# its checkpoint, with that checkpoint; so a step is one frame (decision 771).
+WITH_A_WRITE: Final = frozenset({"step", "values"})
+
 
 class EventLog:
     """The events of one execution (one attempt) of a turn.
@@ -134,8 +139,10 @@ class EventLog:
         self._inflight: set[asyncio.Task[None]] = set()
         # A checkpoint put off (`checkpoint_later`): not sent yet, it goes first in
         # the next frame; sent, its answer is checked by the next boundary, a read,
-        # an effect or the run's end (`settle`). Decision 530.
-        self._later: list[Callable[[], Awaitable[None]]] = []
+        # an effect or the run's end (`settle`). Decision 530. A task's writes put
+        # off (`write_with_step`) go there too, behind the events up to their seq
+        # (decision 771); None: behind nothing more.
+        self._later: list[tuple[int | None, Callable[[], Awaitable[None]]]] = []
         self._unchecked: list[asyncio.Task[None]] = []
 
     def send_through(self, append: Append) -> None:
@@ -165,7 +172,8 @@ class EventLog:
             self._next_seq += 1
             self._pending.append(turns_pb2.EventInput(seq=seq, type=type_, data_json=text))
             self.emitted.add(type_)
-        self._notify()
+        if not (self._ordered and type_ in WITH_A_WRITE):
+            self._notify()
 
     def _notify(self) -> None:
         try:
@@ -232,7 +240,7 @@ class EventLog:
                         "the events sent behind it are not numbered after them"
                     )
 
-            self._later.append(send)
+            self._later.append((None, send))
 
     async def write_later(self, write: Callable[[], Awaitable[Any]]) -> bool:
         """Behind a checkpoint put off and not sent yet, with no event waiting to
@@ -249,15 +257,37 @@ class EventLog:
             async def send() -> None:
                 await write()
 
-            self._later.append(send)
+            self._later.append((None, send))
+            return True
+
+    async def write_with_step(self, write: Callable[[], Awaitable[Any]]) -> bool:
+        """On the saver's stream, put ``write()`` (a task's writes) off until the
+        next message sent (the step's checkpoint, at the latest a read, an effect or
+        the run's end), behind every event emitted so far, and return True without
+        waiting: the step then goes in one frame, its events, its writes, its
+        `values` and its checkpoint, where the writes went as soon as LangGraph
+        saved them and the checkpoint waited behind them (decision 771). The
+        answer is checked as a put-off checkpoint's is. False off the stream."""
+        if not self._ordered:
+            return False
+        async with self._flushing:
+            bound = self.last_seq
+
+            async def send() -> None:
+                await write()
+
+            self._later.append((bound, send))
             return True
 
     def _launch(self) -> None:
         """Send what was put off, ahead of anything sent after this (the flush lock
-        held; tasks start in the order they were made)."""
-        for send in self._later:
+        held; tasks start in the order they were made): a write behind the events
+        up to its seq, each batch of them made before it."""
+        later, self._later = self._later, []
+        for bound, send in later:
+            if bound is not None:
+                self._unchecked.extend(self._append_unsent(bound))
             self._unchecked.append(asyncio.ensure_future(send()))
-        self._later = []
 
     async def settle(self) -> None:
         """Send a checkpoint put off, if any, and wait for its answer; raise its
@@ -336,9 +366,18 @@ class EventLog:
         """Start appending every event not sent yet (ordered transport; the flush
         lock held): one task per batch, made in seq order."""
         self._launch()
+        return self._append_unsent()
+
+    def _append_unsent(self, upto: int | None = None) -> list[asyncio.Task[None]]:
+        """Start appending the events not sent yet (up to seq ``upto``; the flush
+        lock held): one task per batch, made in seq order."""
         tasks = []
         with self._lock:
-            unsent = [e for e in self._pending if e.seq > self._sent_seq]
+            unsent = [
+                e
+                for e in self._pending
+                if e.seq > self._sent_seq and (upto is None or e.seq <= upto)
+            ]
             for start in range(0, len(unsent), MAX_BATCH):
                 task = asyncio.ensure_future(self._append_batch(unsent[start : start + MAX_BATCH]))
                 self._inflight.add(task)

@@ -310,3 +310,24 @@ async def test_refused_writes_put_off_fail_the_checkpoint_behind_them(
     stream.answer(None, refused, None)
     with pytest.raises(InvalidArgument, match="the writes were refused"):
         await storing
+
+
+async def test_writes_put_off_are_sent_alone_when_no_checkpoint_follows_them(
+    stream: FakeStream,
+) -> None:
+    """Decision 772: a task that ended while a sibling task of its step still runs
+    has its writes stored without waiting for the sibling (the step's checkpoint
+    comes only after it): had the agent died meanwhile, the task would run again."""
+    events = await log_on(stream)
+    flusher = asyncio.ensure_future(events.run(lambda exc: None))
+    try:
+        events.emit("step", {"n": 1})
+        assert await events.write_with_step(stream.writes)
+        # No checkpoint, no other message: the writes go on their own, behind
+        # the step's event.
+        await stream.until_sent(2)
+        assert stream.sent == [("append", [1]), ("writes", None)]
+        stream.answer()
+    finally:
+        flusher.cancel()
+

@@ -99,6 +99,13 @@ FENCED: Final = (StaleAttempt, WrongState, TurnNotFound)
 # its checkpoint, with that checkpoint; so a step is one frame (decision 771).
 WITH_A_WRITE: Final = frozenset({"step", "values"})
 
+# How long a task's writes put off for their step's checkpoint (decision 771) wait
+# for it at most before they are sent alone: a step of one task sends its checkpoint a
+# few turns of the loop after the writes, while a task that ended beside a sibling
+# still running would otherwise have its writes unstored until the sibling ends
+# (decision 772).
+WRITES_HELD_SECONDS: Final = 0.05
+
 
 class EventLog:
     """The events of one execution (one attempt) of a turn.
@@ -144,6 +151,8 @@ class EventLog:
         # (decision 771); None: behind nothing more.
         self._later: list[tuple[int | None, Callable[[], Awaitable[None]]]] = []
         self._unchecked: list[asyncio.Task[None]] = []
+        # The bound on how long writes put off wait for their step (decision 772).
+        self._held: asyncio.TimerHandle | None = None
 
     def send_through(self, append: Append) -> None:
         """Append through ``append`` instead of the client's unary AppendEvents (the
@@ -277,12 +286,22 @@ class EventLog:
                 await write()
 
             self._later.append((bound, send))
+            if self._held is None:
+                self._held = self._loop.call_later(WRITES_HELD_SECONDS, self._held_too_long)
             return True
+
+    def _held_too_long(self) -> None:
+        """Writes put off waited WRITES_HELD_SECONDS: the flusher sends them."""
+        self._held = None
+        self._wake.set()
 
     def _launch(self) -> None:
         """Send what was put off, ahead of anything sent after this (the flush lock
         held; tasks start in the order they were made): a write behind the events
         up to its seq, each batch of them made before it."""
+        if self._held is not None:
+            self._held.cancel()
+            self._held = None
         later, self._later = self._later, []
         for bound, send in later:
             if bound is not None:
@@ -448,6 +467,9 @@ class EventLog:
             self._closed = True
             self._pending = []
         self._later = []
+        if self._held is not None:
+            self._held.cancel()
+            self._held = None
 
     async def run(self, on_fenced: Callable[[TurnkeeperError], None]) -> None:
         """Flush whenever events arrive, until cancelled. A fenced append means the

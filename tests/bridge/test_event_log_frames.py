@@ -330,4 +330,3 @@ async def test_writes_put_off_are_sent_alone_when_no_checkpoint_follows_them(
         stream.answer()
     finally:
         flusher.cancel()
-

@@ -288,6 +288,91 @@ async def test_tokens_are_taken_once_by_the_host_not_also_as_langgraph_messages_
 
 
 @pytest.mark.usefixtures("bridge")
+async def test_a_run_that_asks_for_no_tokens_streams_no_model_and_journals_its_steps(
+    nc: Client, client: AsyncTurnkeeperClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A LangGraph API run whose stream asks for no `messages` mode (`run.tokens`
+    false, decision 770): its models are not made to stream (neither model's
+    stream is entered; both were before) and no `token` event is journaled (12
+    were); its steps, their updates and its output are those of a streamed run."""
+    streamed: list[str] = []
+    original_stream = GenericFakeChatModel._stream
+    original_astream = GenericFakeChatModel._astream
+
+    def stream(self: GenericFakeChatModel, *args: Any, **kwargs: Any) -> Any:
+        streamed.append("sync")
+        return original_stream(self, *args, **kwargs)
+
+    def astream(self: GenericFakeChatModel, *args: Any, **kwargs: Any) -> Any:
+        streamed.append("async")
+        return original_astream(self, *args, **kwargs)
+
+    monkeypatch.setattr(GenericFakeChatModel, "_stream", stream)
+    monkeypatch.setattr(GenericFakeChatModel, "_astream", astream)
+    created = await result(
+        nc,
+        "responses/create",
+        {
+            "input": job("one two three"),
+            "turn_id": "t-q",
+            "thread_id": "th-q",
+            "background": True,
+            "run": {"tokens": False},
+        },
+        agent=AGENT,
+    )
+    shown = await finished(client, created["turn_id"])
+    assert [t for _, t, _ in shown] == ["step", "step", "final", "turn.done"]
+    assert shown[0][2] == {"node": "first", "step": 1, "update": {"results": ["one two three"]}}
+    assert shown[-2][2]["output"]["results"] == ["one two three", "and a sync reply"]
+    assert streamed == []
+
+
+@pytest.mark.usefixtures("bridge")
+async def test_a_step_is_one_frame_its_event_its_writes_and_its_checkpoint(
+    nc: Client, client: AsyncTurnkeeperClient, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A step of a run that streams no token reaches the service in one frame of
+    the checkpoint stream, in the boundary rule's order: its `step` event, the
+    node's writes, its `values`, its checkpoint (decision 771). Both steps here; on
+    main the `step` event went in a frame of its own ahead of the rest."""
+    from turnkeeper_server.rpc.checkpoint_stream import StreamingCheckpointServicer
+
+    frames: list[list[str]] = []
+    original = StreamingCheckpointServicer._start
+
+    def what(request: Any) -> list[str]:
+        op = request.WhichOneof("op")
+        if op == "append":
+            return [f"append {e.type}" for e in request.append.events]
+        return [] if op is None else [op]
+
+    async def counted(self: Any, frame: Any, *args: Any) -> Any:
+        frames.append([w for r in frame.batch for w in what(r)] if frame.batch else what(frame))
+        return await original(self, frame, *args)
+
+    monkeypatch.setattr(StreamingCheckpointServicer, "_start", counted)
+    created = await result(
+        nc,
+        "responses/create",
+        {
+            "input": job("one two"),
+            "turn_id": "t-f",
+            "thread_id": "th-f",
+            "background": True,
+            "run": {"tokens": False},
+        },
+        agent=AGENT,
+    )
+    shown = await finished(client, created["turn_id"])
+    assert [t for _, t, _ in shown] == ["step", "step", "final", "turn.done"]
+    steps = [f for f in frames if "append step" in f]
+    assert len(steps) == 2, frames
+    for frame in steps:
+        assert frame == ["append step", "writes", "put"], frames
+
+
+@pytest.mark.usefixtures("bridge")
 async def test_a_graph_that_raises_fails_the_turn_with_an_error_event(
     nc: Client, client: AsyncTurnkeeperClient
 ) -> None:

@@ -277,3 +277,56 @@ async def test_events_waiting_go_before_a_write_behind_a_checkpoint_put_off(
     stream.answer()
     assert await writing == "written"
     assert not events.put_off
+
+
+async def test_a_tasks_writes_put_off_go_in_the_frame_of_the_steps_checkpoint(
+    stream: FakeStream,
+) -> None:
+    """Decision 771: the writes wait for the step's checkpoint, behind the events
+    emitted before them, and the events emitted after them go behind them."""
+    events = await log_on(stream)
+    events.emit("step", {"n": 1})
+    assert await events.write_with_step(stream.writes)
+    # Nothing sent yet: the writes are put off, the step's event with them.
+    assert events.put_off and events.last_seq == 1 and events.appended_seq == 0
+    events.emit("values", {"n": 1})
+    storing = asyncio.ensure_future(events.checkpoint(stream.store()))
+    await stream.until_sent(4)
+    assert stream.sent == [("append", [1]), ("writes", None), ("append", [2]), ("put", 2)]
+    stream.answer()
+    assert await storing == "stored"
+    assert not events.put_off and events.appended_seq == 2
+
+
+async def test_refused_writes_put_off_fail_the_checkpoint_behind_them(
+    stream: FakeStream,
+) -> None:
+    events = await log_on(stream)
+    events.emit("step", {"n": 1})
+    assert await events.write_with_step(stream.writes)
+    storing = asyncio.ensure_future(events.checkpoint(stream.store()))
+    await stream.until_sent(3)
+    refused = InvalidArgument(grpc.StatusCode.INVALID_ARGUMENT, "the writes were refused")
+    stream.answer(None, refused, None)
+    with pytest.raises(InvalidArgument, match="the writes were refused"):
+        await storing
+
+
+async def test_writes_put_off_are_sent_alone_when_no_checkpoint_follows_them(
+    stream: FakeStream,
+) -> None:
+    """Decision 772: a task that ended while a sibling task of its step still runs
+    has its writes stored without waiting for the sibling (the step's checkpoint
+    comes only after it): had the agent died meanwhile, the task would run again."""
+    events = await log_on(stream)
+    flusher = asyncio.ensure_future(events.run(lambda exc: None))
+    try:
+        events.emit("step", {"n": 1})
+        assert await events.write_with_step(stream.writes)
+        # No checkpoint, no other message: the writes go on their own, behind
+        # the step's event.
+        await stream.until_sent(2)
+        assert stream.sent == [("append", [1]), ("writes", None)]
+        stream.answer()
+    finally:
+        flusher.cancel()

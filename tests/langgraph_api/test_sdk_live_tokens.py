@@ -325,11 +325,21 @@ async def test_a_sigkill_mid_reply_is_taken_back_before_the_rerun(
         CHAT, service, nats_server, replica="lg-chat", extra_env={"CHAT_GATE": address}
     ) as hosts:
         first = await hosts.start()
-        # The reference: the same question, uninterrupted.
+        # The reference: the same question, uninterrupted, streamed as the run
+        # below is (a run that asks for no `messages` mode runs its model
+        # unstreamed, decision 770, and this model takes the gate only streaming).
         reference_thread = await sdk.threads.create()
-        waited = asyncio.create_task(
-            sdk.runs.wait(reference_thread["thread_id"], "chat", input=QUESTION)
-        )
+
+        async def uninterrupted() -> Any:
+            values = None
+            async for part in sdk.runs.stream(
+                reference_thread["thread_id"], "chat", input=QUESTION, stream_mode=MODES
+            ):
+                if part.event == "values":
+                    values = part.data
+            return values
+
+        waited = asyncio.create_task(uninterrupted())
         await g.release(await g.next_reply(), WORDS - 1)
         reference = await asyncio.wait_for(waited, PATIENCE)
 

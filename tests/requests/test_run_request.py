@@ -77,87 +77,119 @@ def test_an_unknown_wire_value_is_refused_in_the_enum_s_names() -> None:
 
 
 # A LangGraph API run's body: what it parses to.
+# A run asks for no tokens unless its stream_mode names a `messages` mode (none named
+# is LangGraph's default, `values`): decision 770.
+NO_TOKENS = RunOptions(tokens=False)
+
 RUNS: list[tuple[str, dict[str, Any], RunRequest]] = [
-    ("an empty body", {}, RunRequest()),
-    ("input", {"input": {"q": 1}}, RunRequest(input={"q": 1})),
+    ("an empty body", {}, RunRequest(options=NO_TOKENS)),
+    ("input", {"input": {"q": 1}}, RunRequest(options=NO_TOKENS, input={"q": 1})),
     (
         "the lifecycle fields",
         {"multitask_strategy": "enqueue", "if_not_exists": "create", "on_disconnect": "cancel"},
-        RunRequest(multitask_strategy="enqueue", if_not_exists="create", on_disconnect="cancel"),
+        RunRequest(
+            options=NO_TOKENS,
+            multitask_strategy="enqueue",
+            if_not_exists="create",
+            on_disconnect="cancel",
+        ),
     ),
     (
         "nulls are the defaults",
         {"multitask_strategy": None, "if_not_exists": None, "on_disconnect": None},
-        RunRequest(),
+        RunRequest(options=NO_TOKENS),
     ),
     (
         "a resume is a run's option, as LangGraph's server runs it: a new run",
         {"command": {"resume": "yes"}},
-        RunRequest(command={"resume": "yes"}, options=RunOptions(command={"resume": "yes"})),
+        RunRequest(
+            command={"resume": "yes"}, options=RunOptions(tokens=False, command={"resume": "yes"})
+        ),
     ),
     (
         "a resume of null is no resume (LangGraph's Command reads it so)",
         {"command": {"resume": None}},
-        RunRequest(command={"resume": None}),
+        RunRequest(options=NO_TOKENS, command={"resume": None}),
     ),
     (
         "RemoteGraph's resume (its whole Command): a null graph and an empty goto are none",
         {"command": {"graph": None, "update": None, "resume": "yes", "goto": []}},
         RunRequest(
             command={"update": None, "resume": "yes", "goto": []},
-            options=RunOptions(command={"resume": "yes"}),
+            options=RunOptions(tokens=False, command={"resume": "yes"}),
         ),
     ),
     (
         "the strategy by default is LangGraph's server's: enqueue",
         {"input": 1},
-        RunRequest(input=1, multitask_strategy="enqueue"),
+        RunRequest(options=NO_TOKENS, input=1, multitask_strategy="enqueue"),
     ),
     (
         "update and goto are an option, null fields left out",
         {"command": {"update": {"x": 1}, "goto": None}},
         RunRequest(
             command={"update": {"x": 1}, "goto": None},
-            options=RunOptions(command={"update": {"x": 1}}),
+            options=RunOptions(tokens=False, command={"update": {"x": 1}}),
         ),
     ),
-    ("an empty command is none", {"command": {}, "input": 1}, RunRequest(input=1)),
+    (
+        "an empty command is none",
+        {"command": {}, "input": 1},
+        RunRequest(options=NO_TOKENS, input=1),
+    ),
     (
         "a command of nulls is no option",
         {"command": {"update": None, "goto": None}},
-        RunRequest(command={"update": None, "goto": None}),
+        RunRequest(options=NO_TOKENS, command={"update": None, "goto": None}),
     ),
     (
         "a checkpoint id (a fork)",
         {"checkpoint_id": "c1"},
-        RunRequest(options=RunOptions(checkpoint_id="c1")),
+        RunRequest(options=RunOptions(tokens=False, checkpoint_id="c1")),
     ),
     (
         "a checkpoint id inside checkpoint",
         {"checkpoint": {"checkpoint_id": "c2", "checkpoint_ns": ""}},
-        RunRequest(options=RunOptions(checkpoint_id="c2")),
+        RunRequest(options=RunOptions(tokens=False, checkpoint_id="c2")),
     ),
     (
         "checkpoint_id before checkpoint",
         {"checkpoint_id": "c1", "checkpoint": {"checkpoint_id": "c2"}},
-        RunRequest(options=RunOptions(checkpoint_id="c1")),
+        RunRequest(options=RunOptions(tokens=False, checkpoint_id="c1")),
     ),
-    ("a checkpoint without an id", {"checkpoint": {"checkpoint_ns": ""}}, RunRequest()),
+    (
+        "a checkpoint without an id",
+        {"checkpoint": {"checkpoint_ns": ""}},
+        RunRequest(options=NO_TOKENS),
+    ),
     (
         "static interrupts",
         {"interrupt_before": "*", "interrupt_after": ["a", "b"]},
-        RunRequest(options=RunOptions(interrupt_before="*", interrupt_after=["a", "b"])),
+        RunRequest(
+            options=RunOptions(tokens=False, interrupt_before="*", interrupt_after=["a", "b"])
+        ),
     ),
-    ("an empty list is no interrupt", {"interrupt_before": []}, RunRequest()),
+    ("an empty list is no interrupt", {"interrupt_before": []}, RunRequest(options=NO_TOKENS)),
     (
         "stream modes only some runs journal, and subgraphs",
         {"stream_mode": ["values", "tasks", "events"], "stream_subgraphs": True},
-        RunRequest(options=RunOptions(stream=["events", "subgraphs", "tasks"])),
+        RunRequest(options=RunOptions(tokens=False, stream=["events", "subgraphs", "tasks"])),
     ),
     (
         "stream modes every run journals are no option",
         {"stream_mode": "updates", "stream_subgraphs": False},
+        RunRequest(options=NO_TOKENS),
+    ),
+    (
+        "a `messages` mode asks for the tokens: journaled, as by default (decision 770)",
+        {"stream_mode": ["values", "messages-tuple"]},
         RunRequest(),
+    ),
+    ("`messages` alone", {"stream_mode": "messages"}, RunRequest()),
+    (
+        "with the modes only some runs journal",
+        {"stream_mode": ["messages", "events"]},
+        RunRequest(options=RunOptions(stream=["events"])),
     ),
 ]
 
@@ -211,6 +243,9 @@ OPTIONS: list[tuple[dict[str, Any], Any, RunOptions]] = [
     ),
     ({"interrupt_before": [], "interrupt_after": None}, None, RunOptions()),
     ({"stream": ["tasks", "checkpoints"]}, "hi", RunOptions(stream=["checkpoints", "tasks"])),
+    ({"tokens": False}, "hi", RunOptions(tokens=False)),
+    # True is the default, left out as every default is.
+    ({"tokens": True}, "hi", RunOptions()),
 ]
 
 
@@ -235,6 +270,7 @@ REFUSED_OPTIONS: list[tuple[Any, Any, str]] = [
         None,
         "run.stream must be a list of checkpoints, tasks, debug, events, subgraphs",
     ),
+    ({"tokens": "no"}, None, "run.tokens must be true or false"),
 ]
 
 
@@ -252,6 +288,7 @@ def test_a_wrong_run_param_is_refused_saying_what_is_wrong(
         RunOptions(),
         RunOptions(command={"update": {"x": 1}, "goto": "n"}, checkpoint_id="c"),
         RunOptions(interrupt_before="*", interrupt_after=["a"]),
+        RunOptions(stream=["events"], tokens=False),
     ],
 )
 def test_the_options_the_service_sends_parse_back_to_themselves_on_the_bridge(
@@ -302,8 +339,11 @@ def test_a_runs_config_and_context_merge_over_its_assistants() -> None:
     )
     merged = merge_assistant(reserved, config={}, context={})
     assert merged.config == {"configurable": {"prompt": "kept"}}
-    # Nothing given and an assistant with nothing: no options at all.
-    assert merge_assistant(parse_run_request({}), config={}, context={}).as_dict() == {}
+    # Nothing given and an assistant with nothing: no option but the tokens it asks
+    # none of (no `messages` mode, decision 770).
+    assert merge_assistant(parse_run_request({}), config={}, context={}).as_dict() == {
+        "tokens": False
+    }
 
 
 @pytest.mark.parametrize(

@@ -112,5 +112,13 @@ describe("run options", () => {
     expect(() => parseRun({ webhook: "x" }, null)).toThrow("run: unknown option(s) webhook");
     expect(() => parseRun({ command: { resume: 1 } }, { topic: "x" })).toThrow("send input or a command, not both");
     expect(() => parseRun({ interrupt_before: "write" }, null)).toThrow('run.interrupt_before must be "*"');
+    expect(() => parseRun({ tokens: "no" }, null)).toThrow("run.tokens must be true or false");
+  });
+
+  it("takes a run's tokens: false (no messages mode, decision 770); true is the default", () => {
+    const intent = parseRun({ tokens: false }, { topic: "x" });
+    expect(intent.tokens).toBe(false);
+    expect(runIntent(JSON.parse(JSON.stringify(journaledRun(intent))))?.tokens).toBe(false);
+    expect(parseRun({ tokens: true }, null).tokens).toBeUndefined();
   });
 });

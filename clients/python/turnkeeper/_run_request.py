@@ -11,9 +11,11 @@ places that read one.
 The options are a ``Command`` (resume, update, goto) instead of input, a checkpoint
 to start from (a fork), static interrupts, the run's ``config`` and ``context``
 merged under the assistant's (:func:`merge_assistant`), as LangGraph's server merges
-them, and what the run's stream shows beyond what every run journals (``stream``:
+them, what the run's stream shows beyond what every run journals (``stream``:
 the stream modes ``checkpoints``, ``tasks``, ``debug`` and ``events``, and
-``subgraphs`` for ``stream_subgraphs``). A wrong request raises ValueError
+``subgraphs`` for ``stream_subgraphs``), and whether its models' tokens are
+journaled at all (``tokens``: false for a run that asks for neither ``messages``
+mode, decision 770). A wrong request raises ValueError
 saying what is wrong, in the words of the request it came in (``run.checkpoint_id``
 on the bridge, ``checkpoint_id`` over HTTP); each door answers it as its own
 invalid-request error.
@@ -40,9 +42,13 @@ OPTION_NAMES: Final = (
     "stream",
     "config",
     "context",
+    "tokens",
 )
 #: What a run's ``stream`` option may name: what the agent journals for it only.
 STREAM_CAPTURES: Final = ("checkpoints", "tasks", "debug", "events", "subgraphs")
+#: The stream modes that show a run's model tokens: a run that asks for neither
+#: journals none (decision 770).
+TOKEN_MODES: Final = frozenset({"messages", "messages-tuple"})
 COMMAND_KEYS: Final = ("resume", "update", "goto")
 # What a run does when its thread does not exist, and when its streaming client goes
 # away; the default first.
@@ -98,6 +104,10 @@ class RunOptions:
     # with its assistant's; None: none.
     config: dict[str, Any] | None = None
     context: dict[str, Any] | None = None
+    # False: the run's stream shows no token (it asked for neither TOKEN_MODES), so
+    # its models are not made to stream and no `token` event is journaled; None:
+    # they are, as for every turn not started by such a run (decision 770).
+    tokens: bool | None = None
 
     def as_dict(self) -> dict[str, Any]:
         """The options asked for, by name: the bridge's ``run`` param, and what the
@@ -142,6 +152,7 @@ def parse_run_request(body: Mapping[str, Any]) -> RunRequest:
         body.get("interrupt_after"),
         where="",
         stream=_captures(body.get("stream_mode"), body.get("stream_subgraphs")),
+        tokens=_tokens(body.get("stream_mode")),
     )
     return RunRequest(
         input=payload,
@@ -221,6 +232,7 @@ def parse_run_options(value: Any, payload: Any) -> RunOptions:
         value.get("interrupt_after"),
         where="run.",
         stream=value.get("stream"),
+        tokens=value.get("tokens"),
     )
     return replace(
         options,
@@ -266,6 +278,16 @@ def _captures(stream_mode: Any, subgraphs: Any) -> list[str] | None:
     return sorted(named & set(STREAM_CAPTURES)) or None
 
 
+def _tokens(stream_mode: Any) -> bool | None:
+    """False when a request's ``stream_mode`` names neither of TOKEN_MODES (none
+    named is LangGraph's default, ``values``); None when it names one. A mode list
+    that is not one is the service's stream to refuse."""
+    modes = [stream_mode] if isinstance(stream_mode, str) else stream_mode
+    if modes is not None and not isinstance(modes, list):
+        return None
+    return None if TOKEN_MODES & set(modes or ()) else False
+
+
 def _command(value: Any, payload: Any, *, where: str) -> dict[str, Any] | None:
     """A Command's fields as given; an empty one is none. ``where``: how the request
     names the field's parent (``run.``, or nothing at its top level)."""
@@ -296,6 +318,7 @@ def _options(
     *,
     where: str,
     stream: Any = None,
+    tokens: Any = None,
 ) -> RunOptions:
     if checkpoint_id is not None and (not isinstance(checkpoint_id, str) or not checkpoint_id):
         raise ValueError(f"{where}checkpoint_id must be a non-empty string")
@@ -311,6 +334,8 @@ def _options(
         not isinstance(stream, list) or not all(n in STREAM_CAPTURES for n in stream)
     ):
         raise ValueError(f"{where}stream must be a list of {', '.join(STREAM_CAPTURES)}")
+    if tokens is not None and not isinstance(tokens, bool):
+        raise ValueError(f"{where}tokens must be true or false")
     # None fields are LangGraph's defaults: left out, and a command of none is none.
     # So is an empty goto (RemoteGraph sends `goto: []` with every resume): a
     # Command's goto defaults to none.
@@ -326,6 +351,8 @@ def _options(
         interrupt_before=interrupt_before or None,
         interrupt_after=interrupt_after or None,
         stream=sorted(set(stream)) if stream else None,
+        # True is the default: left out, as every None option is.
+        tokens=False if tokens is False else None,
     )
 
 

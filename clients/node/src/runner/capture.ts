@@ -34,6 +34,7 @@ export class EventCapture extends BaseCallbackHandler {
   #tools = new Map<string, { node: string; name: string; tool_call_id: string | null }>();
 
   #apiShapes: boolean;
+  #tokens: boolean;
   /** For the LangGraph API: a chat model's `invoke` streams (its tokens reach
    * handleLLMNewToken), as under LangGraph.js's own `messages` stream mode, which
    * LangGraph's servers run every graph with. @langchain/core reads this field. */
@@ -44,13 +45,16 @@ export class EventCapture extends BaseCallbackHandler {
    * step its node's metadata, and a step's update is JSON as LangGraph's server
    * writes it (messages whole: graphApi.ts toApiJson); a message a node returns
    * without an id gets the one LangGraph.js's `messages` mode gives it, whatever
-   * modes the run asked for (a later join_stream may ask for `messages`). */
-  constructor(events: EventLog, apiShapes = false) {
+   * modes the run asked for (a later join_stream may ask for `messages`).
+   * @param tokens false for a run that asked for no `messages` mode: its models
+   * are not made to stream and no `token` event is journaled (decision 770). */
+  constructor(events: EventLog, apiShapes = false, tokens = true) {
     super({ _awaitHandler: true });
     this.awaitHandlers = true;
     this.#events = events;
     this.#apiShapes = apiShapes;
-    this.lc_prefer_streaming = apiShapes;
+    this.#tokens = tokens;
+    this.lc_prefer_streaming = apiShapes && tokens;
   }
 
   // The arguments in the order @langchain/core's CallbackManager passes them
@@ -124,6 +128,9 @@ export class EventCapture extends BaseCallbackHandler {
     _tags?: string[],
     fields?: { chunk?: unknown },
   ): void {
+    if (!this.#tokens) {
+      return;
+    }
     const chunk = fields?.chunk as { message?: { id?: unknown } } | undefined;
     const message = chunk?.message;
     // A chunk with no text may still say something (a tool call's chunk): for the

@@ -284,7 +284,7 @@ export class Execution {
       ...extra,
       ...config,
       configurable: { ...configurable, ...config.configurable },
-      callbacks: [new EventCapture(events, api)],
+      callbacks: [new EventCapture(events, api, this.#intent()?.tokens !== false)],
       signal: this.#abort.signal,
     };
   }

@@ -74,6 +74,9 @@ export interface RunIntent {
   stream?: string[];
   config?: Record<string, unknown>;
   context?: Record<string, unknown>;
+  /** false: the run's stream shows no model token (it asked for neither `messages`
+   * mode), so none is journaled (decision 770); absent: tokens are journaled. */
+  tokens?: boolean;
 }
 
 export const RUN_OPTIONS = [
@@ -84,6 +87,7 @@ export const RUN_OPTIONS = [
   "stream",
   "config",
   "context",
+  "tokens",
 ] as const;
 
 /** `run`'s options, checked as the Python bridge checks them (the service has checked
@@ -134,6 +138,15 @@ export function parseRun(options: unknown, input: unknown): RunIntent {
       throw new Error("run.stream must be a list of stream modes");
     }
     intent.stream = stream as string[];
+  }
+  const tokens = options.tokens;
+  if (tokens !== undefined && tokens !== null) {
+    if (typeof tokens !== "boolean") {
+      throw new Error("run.tokens must be true or false");
+    }
+    if (!tokens) {
+      intent.tokens = false;
+    }
   }
   for (const name of ["config", "context"] as const) {
     const value = options[name];

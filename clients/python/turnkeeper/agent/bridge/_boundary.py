@@ -257,6 +257,8 @@ class BoundarySaver(RemoteSaver):
         write = super().aput_writes
         if await events.write_later(lambda: write(config, writes, task_id, task_path)):
             return  # behind the input checkpoint put off, in its frame (decision 530)
+        if await events.write_with_step(lambda: write(config, writes, task_id, task_path)):
+            return  # in the frame of the step's checkpoint (decision 771)
         await events.ahead_of(lambda: write(config, writes, task_id, task_path))
 
     async def alist(

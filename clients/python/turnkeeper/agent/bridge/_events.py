@@ -94,6 +94,18 @@ _PRIVATE_METADATA: Final = frozenset({TURN_ID_KEY, ATTEMPT_KEY})
 # Errors after which an execution must stop: its attempt is no longer the turn's.
 FENCED: Final = (StaleAttempt, WrongState, TurnNotFound)
 
+# Events that do not wake the flusher on the saver's stream: a node's `step`, emitted
+# as the node ends, goes with the node's writes, and a `values`, emitted right before
+# its checkpoint, with that checkpoint; so a step is one frame (decision 771).
+WITH_A_WRITE: Final = frozenset({"step", "values"})
+
+# How long a task's writes put off for their step's checkpoint (decision 771) wait
+# for it at most before they are sent alone: a step of one task sends its checkpoint a
+# few turns of the loop after the writes, while a task that ended beside a sibling
+# still running would otherwise have its writes unstored until the sibling ends
+# (decision 772).
+WRITES_HELD_SECONDS: Final = 0.05
+
 
 class EventLog:
     """The events of one execution (one attempt) of a turn.
@@ -134,9 +146,13 @@ class EventLog:
         self._inflight: set[asyncio.Task[None]] = set()
         # A checkpoint put off (`checkpoint_later`): not sent yet, it goes first in
         # the next frame; sent, its answer is checked by the next boundary, a read,
-        # an effect or the run's end (`settle`). Decision 530.
-        self._later: list[Callable[[], Awaitable[None]]] = []
+        # an effect or the run's end (`settle`). Decision 530. A task's writes put
+        # off (`write_with_step`) go there too, behind the events up to their seq
+        # (decision 771); None: behind nothing more.
+        self._later: list[tuple[int | None, Callable[[], Awaitable[None]]]] = []
         self._unchecked: list[asyncio.Task[None]] = []
+        # The bound on how long writes put off wait for their step (decision 772).
+        self._held: asyncio.TimerHandle | None = None
 
     def send_through(self, append: Append) -> None:
         """Append through ``append`` instead of the client's unary AppendEvents (the
@@ -165,7 +181,8 @@ class EventLog:
             self._next_seq += 1
             self._pending.append(turns_pb2.EventInput(seq=seq, type=type_, data_json=text))
             self.emitted.add(type_)
-        self._notify()
+        if not (self._ordered and type_ in WITH_A_WRITE):
+            self._notify()
 
     def _notify(self) -> None:
         try:
@@ -232,7 +249,7 @@ class EventLog:
                         "the events sent behind it are not numbered after them"
                     )
 
-            self._later.append(send)
+            self._later.append((None, send))
 
     async def write_later(self, write: Callable[[], Awaitable[Any]]) -> bool:
         """Behind a checkpoint put off and not sent yet, with no event waiting to
@@ -249,15 +266,47 @@ class EventLog:
             async def send() -> None:
                 await write()
 
-            self._later.append(send)
+            self._later.append((None, send))
             return True
+
+    async def write_with_step(self, write: Callable[[], Awaitable[Any]]) -> bool:
+        """On the saver's stream, put ``write()`` (a task's writes) off until the
+        next message sent (the step's checkpoint, at the latest a read, an effect or
+        the run's end), behind every event emitted so far, and return True without
+        waiting: the step then goes in one frame, its events, its writes, its
+        `values` and its checkpoint, where the writes went as soon as LangGraph
+        saved them and the checkpoint waited behind them (decision 771). The
+        answer is checked as a put-off checkpoint's is. False off the stream."""
+        if not self._ordered:
+            return False
+        async with self._flushing:
+            bound = self.last_seq
+
+            async def send() -> None:
+                await write()
+
+            self._later.append((bound, send))
+            if self._held is None:
+                self._held = self._loop.call_later(WRITES_HELD_SECONDS, self._held_too_long)
+            return True
+
+    def _held_too_long(self) -> None:
+        """Writes put off waited WRITES_HELD_SECONDS: the flusher sends them."""
+        self._held = None
+        self._wake.set()
 
     def _launch(self) -> None:
         """Send what was put off, ahead of anything sent after this (the flush lock
-        held; tasks start in the order they were made)."""
-        for send in self._later:
+        held; tasks start in the order they were made): a write behind the events
+        up to its seq, each batch of them made before it."""
+        if self._held is not None:
+            self._held.cancel()
+            self._held = None
+        later, self._later = self._later, []
+        for bound, send in later:
+            if bound is not None:
+                self._unchecked.extend(self._append_unsent(bound))
             self._unchecked.append(asyncio.ensure_future(send()))
-        self._later = []
 
     async def settle(self) -> None:
         """Send a checkpoint put off, if any, and wait for its answer; raise its
@@ -336,9 +385,18 @@ class EventLog:
         """Start appending every event not sent yet (ordered transport; the flush
         lock held): one task per batch, made in seq order."""
         self._launch()
+        return self._append_unsent()
+
+    def _append_unsent(self, upto: int | None = None) -> list[asyncio.Task[None]]:
+        """Start appending the events not sent yet (up to seq ``upto``; the flush
+        lock held): one task per batch, made in seq order."""
         tasks = []
         with self._lock:
-            unsent = [e for e in self._pending if e.seq > self._sent_seq]
+            unsent = [
+                e
+                for e in self._pending
+                if e.seq > self._sent_seq and (upto is None or e.seq <= upto)
+            ]
             for start in range(0, len(unsent), MAX_BATCH):
                 task = asyncio.ensure_future(self._append_batch(unsent[start : start + MAX_BATCH]))
                 self._inflight.add(task)
@@ -409,6 +467,9 @@ class EventLog:
             self._closed = True
             self._pending = []
         self._later = []
+        if self._held is not None:
+            self._held.cancel()
+            self._held = None
 
     async def run(self, on_fenced: Callable[[TurnkeeperError], None]) -> None:
         """Flush whenever events arrive, until cancelled. A fenced append means the
@@ -491,8 +552,12 @@ class EventCapture(BaseCallbackHandler):
         *,
         message_ids: bool = False,
         channels: Collection[str] | None = None,
+        tokens: bool = True,
     ) -> None:
         self.events = events
+        # False: no `token` event, though a model streams (one made to, or the
+        # `events` mode's handler making it): the run asked for none (decision 770).
+        self.tokens = tokens
         # Tokens carry their message's id (the LangGraph API's message chunks do;
         # off elsewhere: a re-run's model makes up new ids, and transcripts compare).
         self.message_ids = message_ids
@@ -609,6 +674,8 @@ class EventCapture(BaseCallbackHandler):
     def on_llm_new_token(
         self, token: str | list[str | dict[str, Any]], *, run_id: UUID, **kwargs: Any
     ) -> None:
+        if not self.tokens:
+            return
         if not isinstance(token, str):
             # Content blocks: the text ones are what a reader sees.
             token = "".join(

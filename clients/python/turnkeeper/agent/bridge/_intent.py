@@ -11,11 +11,12 @@ one or a re-drive:
   thread to the entry node of its latest run (:mod:`turnkeeper.agent._reposition`), then
   run from there: the latest input is answered again;
 - ``{"__turnkeeper__": "run", "input", "command", "checkpoint_id",
-  "interrupt_before", "interrupt_after", "stream", "config", "context"}``
+  "interrupt_before", "interrupt_after", "stream", "config", "context", "tokens"}``
   (:class:`RunIntent`): a LangGraph API run with options: a ``Command`` (resume,
   update, goto) instead of input, a start at an earlier checkpoint (a fork), static
-  interrupts, the stream modes journaled for it alone, and the run's config and
-  runtime context (its assistant's merged in), kept for every execution;
+  interrupts, the stream modes journaled for it alone, the run's config and
+  runtime context (its assistant's merged in), and ``tokens: false`` for a run
+  whose stream shows no model token (decision 770), kept for every execution;
 - anything else: new input, handed to the bridge's ``input_mapper``.
 
 An object with a top-level ``"__turnkeeper__"`` key is reserved for these markers;
@@ -82,6 +83,7 @@ def run_intent(journaled: Any) -> RunIntent | None:
             stream=journaled.get("stream"),
             config=journaled.get("config"),
             context=journaled.get("context"),
+            tokens=journaled.get("tokens"),
         ),
     )
 

@@ -470,9 +470,16 @@ class Execution:
                 events,
                 message_ids=self.runtime.langgraph_api,
                 channels=self._update_channels(),
+                tokens=self._tokens(),
             ),
         ]
         return merged
+
+    def _tokens(self) -> bool:
+        """Whether the run's models stream and their tokens are journaled: not for a
+        LangGraph API run that asked for no ``messages`` mode (decision 770)."""
+        intent = run_intent(value_to_py(self.assignment.turn.input))
+        return intent is None or intent.options.tokens is not False
 
     async def _start_point(self, config: RunnableConfig) -> tuple[Any, RunnableConfig]:
         """The graph's input, and the config to run it with."""
@@ -557,7 +564,9 @@ class Execution:
         interrupts: list[Interrupt] = []
         try:
             graph_input, config = await self._start_point(config)
-            config = with_models_streaming(self._captured(config, events))
+            config = self._captured(config, events)
+            if self._tokens():
+                config = with_models_streaming(config)
             static = self._stream_kwargs()
             # A run that goes on from a checkpoint (input null, a Command) writes no
             # checkpoint before its first step, so the saver journals no state: the

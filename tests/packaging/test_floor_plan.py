@@ -14,6 +14,7 @@ To check by hand: `lint-imports`, and `pytest tests/packaging/test_floor_plan.py
 
 from __future__ import annotations
 
+import re
 import subprocess
 import sys
 import tomllib
@@ -145,35 +146,47 @@ def modules_of(package: str) -> list[str]:
 
 
 # Run by a fresh interpreter per package (see test_every_module_imports_on_its_own).
-# Step 1 (`--third-party`): import every module of the package, print the third-party
-# and standard-library modules that pulled in. Step 2: import those (none of ours), then
-# fork a child per module of ours; each child imports its one module into a process
-# that holds none of ours, as `python -c "import <module>"` would, without paying again
-# for gRPC, LangGraph, pydantic... (a fresh interpreter each took about 0.7 s of CPU).
+# Ours are the top-level packages of the names given. Step 1 (`--third-party`): import
+# every module named, print the third-party and standard-library modules that pulled in.
+# Step 2: import those (none of ours), then fork a child per module of ours; each child
+# imports its one module into a process that holds none of ours, as `python -c "import
+# <module>"` would, without paying again for gRPC, LangGraph, pydantic... (a fresh
+# interpreter each took about 0.7 s of CPU). Packages go before their modules, and a
+# child that imported its package reports which of the package's modules that loaded:
+# those get no child of their own (decision 730). `import a.b.m` imports `a`, then `a.b`,
+# then `a.b.m`; when importing the package `a.b` already loaded `a.b.m`, a child importing
+# `a.b.m` would run the same code in the same order and end the same way. The last line
+# says how many children were forked.
 IMPORT_EACH = r"""
 import importlib, os, sys, threading, traceback
 
-OURS = ("turnkeeper", "turnkeeper_server")
+LOADED = "\0loaded "
+
+
+def loaded_elsewhere(ours):
+    return sorted(n for n in sys.modules if not ours(n) and not n.startswith("__"))
+
+
+if sys.argv[1] == "--third-party":
+    OURS = {n.partition(".")[0] for n in sys.argv[2:]}
+    for name in sys.argv[2:]:
+        try:
+            importlib.import_module(name)
+        except Exception:
+            pass  # step 2 tells which module fails, and why
+    print("\n".join(loaded_elsewhere(lambda n: n.partition(".")[0] in OURS)))
+    sys.exit(0)
+
+preload = sys.argv[1].split()
+# Each package before its modules (a stable sort keeps the given order within a depth).
+names = sorted(sys.argv[2:], key=lambda n: n.count("."))
+OURS = {n.partition(".")[0] for n in names}
 
 
 def ours(name):
     return name.partition(".")[0] in OURS
 
 
-def loaded_elsewhere():
-    return sorted(n for n in sys.modules if not ours(n) and not n.startswith("__"))
-
-
-if sys.argv[1] == "--third-party":
-    for name in sys.argv[2:]:
-        try:
-            importlib.import_module(name)
-        except Exception:
-            pass  # step 2 tells which module fails, and why
-    print("\n".join(loaded_elsewhere()))
-    sys.exit(0)
-
-preload, names = sys.argv[1].split(), sys.argv[2:]
 for name in preload:
     try:
         importlib.import_module(name)
@@ -182,7 +195,12 @@ for name in preload:
 assert not [n for n in sys.modules if ours(n)], "a third-party module imported one of ours"
 assert threading.active_count() == 1, "a third-party import started a thread: fork is unsafe"
 failed = []
+covered = set()
+forked = 0
 for name in names:
+    if name in covered:
+        continue  # its package's child imported it, in the order `import name` would
+    forked += 1
     read, write = os.pipe()
     pid = os.fork()
     if pid == 0:
@@ -191,6 +209,8 @@ for name in names:
         code = 0
         try:
             importlib.import_module(name)
+            below = [n for n in sys.modules if n.startswith(name + ".")]
+            sys.stderr.write(LOADED + " ".join(below) + "\n")
         except BaseException:
             traceback.print_exc()
             code = 1
@@ -202,8 +222,40 @@ for name in names:
     _, status = os.waitpid(pid, 0)
     if status:
         failed.append(f"{name}: {err[-1] if err else status}")
+    elif err and err[-1].startswith(LOADED):
+        covered.update(err[-1].removeprefix(LOADED).split())
 print("\n".join(failed))
+print(f"forked {forked} of {len(names)}")
 """
+
+
+def import_each(names: list[str], cwd: Path | None = None) -> tuple[list[str], int, list[str]]:
+    """Each module imported as IMPORT_EACH does: the failures, the children forked, and
+    the third-party and standard modules the parent imported first."""
+    third_party = subprocess.run(
+        [sys.executable, "-c", IMPORT_EACH, "--third-party", *names],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=True,
+        cwd=cwd,
+    ).stdout.split()
+    assert not [
+        n for n in third_party if n.partition(".")[0] in {m.partition(".")[0] for m in names}
+    ]
+    run = subprocess.run(
+        [sys.executable, "-c", IMPORT_EACH, " ".join(third_party), *names],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+        cwd=cwd,
+    )
+    assert run.returncode == 0, run.stderr
+    *failed, last = run.stdout.splitlines()
+    match = re.fullmatch(rf"forked (\d+) of {len(names)}", last)
+    assert match, run.stdout
+    return [line for line in failed if line], int(match.group(1)), third_party
 
 
 @pytest.mark.parametrize("package", PACKAGES)
@@ -212,20 +264,27 @@ def test_every_module_imports_on_its_own(package: str) -> None:
     (a child forked from one that imported only third-party and standard modules)."""
     names = modules_of(package)
     assert len(names) > 20
-    third_party = subprocess.run(
-        [sys.executable, "-c", IMPORT_EACH, "--third-party", *names],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=True,
-    ).stdout.split()
-    assert "grpc" in third_party and not [n for n in third_party if n.startswith(PACKAGES)]
-    run = subprocess.run(
-        [sys.executable, "-c", IMPORT_EACH, " ".join(third_party), *names],
-        capture_output=True,
-        text=True,
-        timeout=300,
-        check=False,
-    )
-    assert run.returncode == 0, run.stderr
-    assert [line for line in run.stdout.splitlines() if line] == []
+    failed, forked, third_party = import_each(names)
+    assert "grpc" in third_party
+    assert failed == []
+    assert forked < len(names)
+
+
+def test_a_module_its_package_loads_shares_the_packages_child(tmp_path: Path) -> None:
+    """`pkg/__init__.py` imports `pkg.a`, so `pkg.a` gets no child of its own; `pkg.b`,
+    which reads `pkg.sub.x` without importing it, fails on its own, and `pkg.sub.x`,
+    which `pkg.sub` does not load, is imported by a child of its own."""
+    files = {
+        "pkg/__init__.py": "from pkg import a\n",
+        "pkg/a.py": "VALUE = 1\n",
+        "pkg/b.py": "import pkg.sub\n\nVALUE = pkg.sub.x.VALUE\n",
+        "pkg/sub/__init__.py": "",
+        "pkg/sub/x.py": "VALUE = 2\n",
+    }
+    for name, text in files.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    failed, forked, _ = import_each(["pkg", "pkg.a", "pkg.b", "pkg.sub", "pkg.sub.x"], tmp_path)
+    assert [line.split(":")[0] for line in failed] == ["pkg.b"], failed
+    assert "has no attribute 'x'" in failed[0], failed
+    assert forked == 4

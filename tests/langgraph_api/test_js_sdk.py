@@ -1,6 +1,8 @@
 """LangGraph's JS SDK (@langchain/langgraph-sdk from npm), unchanged, against
 turnkeeper: every assistants, threads and runs method it offers that the issue lists
-(js/sdk_tour.mjs), and a stream that outlives a SIGKILL of the agent running it."""
+(js/sdk_tour.mjs), on the worker's shared deployment (its thread's metadata a user
+of its own, which its search finds alone), and a stream that outlives a SIGKILL of
+the agent running it, on a deployment of its own."""
 
 from __future__ import annotations
 
@@ -8,13 +10,13 @@ import asyncio
 import json
 import os
 import shutil
+import uuid
 from pathlib import Path
 from typing import Any
 
 import pytest
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.support.agents import Agent
 from tests.support.langgraph_host import THREADPLANE, hosts_for
 from tests.support.nats import NatsServer
 from tests.support.node import NO_PROXY_ENV, NODE, npm_ci
@@ -57,8 +59,10 @@ async def node(package: Path, *args: str) -> asyncio.subprocess.Process:
 
 
 @pytest.mark.both_backends
-async def test_every_method_of_the_js_sdk(sdk_package: Path, api_url: str, host: Agent) -> None:
-    proc = await node(sdk_package, api_url, "tour")
+@pytest.mark.shared_deployment
+async def test_every_method_of_the_js_sdk(sdk_package: Path, served: str) -> None:
+    user = f"ada-{uuid.uuid4().hex[:12]}"
+    proc = await node(sdk_package, served, "tour", user)
     out, err = await asyncio.wait_for(proc.communicate(), 120)
     assert proc.returncode == 0, err.decode()
     tour: dict[str, Any] = json.loads(out.decode().strip().splitlines()[-1])
@@ -68,7 +72,7 @@ async def test_every_method_of_the_js_sdk(sdk_package: Path, api_url: str, host:
     assert "messages" in tour["schemaKeys"]
     assert tour["created"] == "idle" and tour["duplicate"] == 409
     assert tour["found"] == [tour["threadId"]]
-    assert tour["updated"] == {"user": "ada", "team": "red"}
+    assert tour["updated"] == {"user": user, "team": "red"}
     assert tour["streamEvents"][0] == "metadata"
     assert tour["updates"] == STEPS
     assert tour["lastValues"]["step"] == "generate" == tour["state"]["step"]
@@ -110,7 +114,8 @@ async def test_a_js_stream_outlives_a_sigkill_of_its_agent(
 
             await until(lambda m: m.get("event") == "updates" and "analyze" in m["data"])
             await first.kill()  # mid-`plan`
-            await hosts.start()
+            # The re-drive needs no window: its steps take no time on the next host.
+            await hosts.start(step_delay=0)
             await until(lambda m: "final" in m)
             assert await proc.wait() == 0
         finally:

@@ -71,18 +71,61 @@ async def status_of(call: Any) -> int:
     return caught.value.response.status_code
 
 
-async def test_the_default_assistant_has_langgraphs_id(lg: LangGraphClient) -> None:
-    by_name = await lg.assistants.get(GRAPH)
-    assert by_name["assistant_id"] == DEFAULT_ID
-    assert by_name["graph_id"] == GRAPH and by_name["name"] == GRAPH
-    assert by_name["metadata"] == {"created_by": "system"} and by_name["version"] == 1
-    assert await lg.assistants.get(DEFAULT_ID) == by_name
+async def test_search_and_count_filter_sort_and_page(api_url: str, lg: LangGraphClient) -> None:
+    """On a deployment of its own (it counts every assistant): first the graph's
+    default assistant alone, under LangGraph's id; then three made, searched and
+    counted with each filter, sort and page; then the paging headers over those
+    four (a search's total, the next offset)."""
+    # The default assistant, before any other is made.
+    default = await lg.assistants.get(GRAPH)
+    assert default["assistant_id"] == DEFAULT_ID
+    assert default["graph_id"] == GRAPH and default["name"] == GRAPH
+    assert default["metadata"] == {"created_by": "system"} and default["version"] == 1
+    assert await lg.assistants.get(DEFAULT_ID) == default
     assert [a["assistant_id"] for a in await lg.assistants.search()] == [DEFAULT_ID]
     schemas = await lg.assistants.get_schemas(DEFAULT_ID)
     context_schema = schemas["context_schema"]
     assert context_schema is not None
     assert set(context_schema["properties"]) == {"model", "user"}
     assert await status_of(lg.assistants.get(str(uuid.uuid4()))) == 404
+
+    # Three more: search and count.
+    for name, team in (("Bravo", "x"), ("alpha", "y"), ("Charlie beta", "x")):
+        await lg.assistants.create(graph_id=GRAPH, name=name, metadata={"team": team, "n": 1})
+    everything = await lg.assistants.search(limit=100)
+    assert len(everything) == 4 and await lg.assistants.count() == 4
+    # Newest first by default.
+    assert [a["name"] for a in everything[:3]] == ["Charlie beta", "alpha", "Bravo"]
+    assert await lg.assistants.count(graph_id=GRAPH) == 4
+    team_x = await lg.assistants.search(metadata={"team": "x"})
+    assert sorted(a["name"] for a in team_x) == ["Bravo", "Charlie beta"]
+    assert await lg.assistants.count(metadata={"team": "x"}) == 2
+    # A name is a substring, whatever its case.
+    assert [a["name"] for a in await lg.assistants.search(name="BET")] == ["Charlie beta"]
+    assert await lg.assistants.count(name="a") == 3
+    by_name = await lg.assistants.search(
+        metadata={"n": 1}, sort_by="name", sort_order="asc", limit=2, offset=1
+    )
+    assert [a["name"] for a in by_name] == ["Bravo", "Charlie beta"]
+    page = await lg.assistants.search(
+        sort_by="name", sort_order="desc", limit=2, select=["name", "version"]
+    )
+    assert page == [{"name": "context", "version": 1}, {"name": "Charlie beta", "version": 1}]
+    assert await status_of(lg.assistants.search(graph_id="no-such-graph")) == 404
+    assert await status_of(lg.assistants.search(select=["secret"])) == 422  # type: ignore[list-item]
+
+    # The four of them, paged: what a search says of how to page on.
+    async with httpx.AsyncClient(base_url=api_url) as http:
+        first = await http.post("/assistants/search", json={"limit": 2})
+        last = await http.post("/assistants/search", json={"limit": 2, "offset": 2})
+    assert len(first.json()) == 2 and first.headers["X-Pagination-Next"] == "2"
+    assert len(last.json()) == 2 and "X-Pagination-Next" not in last.headers
+    assert last.headers["X-Pagination-Total"] == "4"
+    # The SDK's own reading of them.
+    paged: Any = await lg.assistants.search(limit=3, response_format="object")
+    assert len(paged["assistants"]) == 3 and paged["next"] == "3"
+    paged = await lg.assistants.search(limit=3, offset=3, response_format="object")
+    assert len(paged["assistants"]) == 1 and paged["next"] is None
 
 
 @pytest.mark.shared_deployment
@@ -129,48 +172,6 @@ async def test_create_update_versions_set_latest_delete(lg: LangGraphClient) -> 
     assert await status_of(lg.assistants.get(aid)) == 404
     assert await status_of(lg.assistants.delete(aid)) == 404
     assert await status_of(lg.assistants.get_versions(aid)) == 404
-
-
-async def test_search_and_count_filter_sort_and_page(lg: LangGraphClient) -> None:
-    for name, team in (("Bravo", "x"), ("alpha", "y"), ("Charlie beta", "x")):
-        await lg.assistants.create(graph_id=GRAPH, name=name, metadata={"team": team, "n": 1})
-    everything = await lg.assistants.search(limit=100)
-    assert len(everything) == 4 and await lg.assistants.count() == 4
-    # Newest first by default.
-    assert [a["name"] for a in everything[:3]] == ["Charlie beta", "alpha", "Bravo"]
-    assert await lg.assistants.count(graph_id=GRAPH) == 4
-    team_x = await lg.assistants.search(metadata={"team": "x"})
-    assert sorted(a["name"] for a in team_x) == ["Bravo", "Charlie beta"]
-    assert await lg.assistants.count(metadata={"team": "x"}) == 2
-    # A name is a substring, whatever its case.
-    assert [a["name"] for a in await lg.assistants.search(name="BET")] == ["Charlie beta"]
-    assert await lg.assistants.count(name="a") == 3
-    by_name = await lg.assistants.search(
-        metadata={"n": 1}, sort_by="name", sort_order="asc", limit=2, offset=1
-    )
-    assert [a["name"] for a in by_name] == ["Bravo", "Charlie beta"]
-    page = await lg.assistants.search(
-        sort_by="name", sort_order="desc", limit=2, select=["name", "version"]
-    )
-    assert page == [{"name": "context", "version": 1}, {"name": "Charlie beta", "version": 1}]
-    assert await status_of(lg.assistants.search(graph_id="no-such-graph")) == 404
-    assert await status_of(lg.assistants.search(select=["secret"])) == 422  # type: ignore[list-item]
-
-
-async def test_a_search_says_how_to_page_on(api_url: str, lg: LangGraphClient) -> None:
-    for i in range(3):
-        await lg.assistants.create(graph_id=GRAPH, name=f"a{i}")
-    async with httpx.AsyncClient(base_url=api_url) as http:
-        first = await http.post("/assistants/search", json={"limit": 2})
-        last = await http.post("/assistants/search", json={"limit": 2, "offset": 2})
-    assert len(first.json()) == 2 and first.headers["X-Pagination-Next"] == "2"
-    assert len(last.json()) == 2 and "X-Pagination-Next" not in last.headers
-    assert last.headers["X-Pagination-Total"] == "4"
-    # The SDK's own reading of them.
-    paged: Any = await lg.assistants.search(limit=3, response_format="object")
-    assert len(paged["assistants"]) == 3 and paged["next"] == "3"
-    paged = await lg.assistants.search(limit=3, offset=3, response_format="object")
-    assert len(paged["assistants"]) == 1 and paged["next"] is None
 
 
 async def test_assistants_survive_a_restart_of_the_service(
@@ -321,7 +322,8 @@ async def test_a_re_drive_after_a_sigkill_keeps_the_runs_context_and_config(
         stream = asyncio.create_task(streamed())
         await asyncio.wait_for(before.wait(), PATIENCE)
         await first.kill()
-        await hosts.start()
+        # The re-drive's `pause` needs no window: it takes no time on the next host.
+        await hosts.start(extra_env={"CONTEXT_STEP_DELAY": "0"})
         await asyncio.wait_for(stream, PATIENCE)
         final = [p.data for p in parts if p.event == "values"][-1]
         # `after` ran in the re-drive, with the run's context and config as journaled.

@@ -307,7 +307,7 @@ OPTIONS: dict[str, dict[str, Entry]] = {
         "sort_by": Honoured(f"{ASSISTANTS}::test_search_and_count_filter_sort_and_page"),
         "sort_order": Honoured(f"{ASSISTANTS}::test_search_and_count_filter_sort_and_page"),
         "select": Honoured(f"{ASSISTANTS}::test_search_and_count_filter_sort_and_page"),
-        "response_format": Honoured(f"{ASSISTANTS}::test_a_search_says_how_to_page_on"),
+        "response_format": Honoured(f"{ASSISTANTS}::test_search_and_count_filter_sort_and_page"),
         **HEADERS,
     },
     "assistants.count": {

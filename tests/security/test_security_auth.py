@@ -1,12 +1,16 @@
 """Bearer tokens and roles: every RPC of both services called with no token, a wrong
 token and each role, against the expected code; nothing about another agent's turns
-leaks through a refusal. A real service on port 0 with a real tokens file."""
+leaks through a refusal. A real service on port 0 with a real tokens file, one per
+backend that the module's tests share (each seeds turns and threads of ids of its
+own); the test that reads the audit log has a service of its own."""
 
 from __future__ import annotations
 
 import asyncio
 import copy
-from collections.abc import AsyncIterator, Callable
+import uuid
+from collections.abc import AsyncIterator, Callable, Iterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -21,8 +25,10 @@ from turnkeeper.v1 import checkpoints_pb2, checkpoints_pb2_grpc, turns_pb2, turn
 from turnkeeper_server.app import TurnkeeperServer
 from turnkeeper_server.security import auth
 
+from tests.support.postgres import PostgresCluster
 from tests.support.security import bearer, write_tokens
 from tests.support.service import ServiceFactory, unrenewed
+from tests.support.service_thread import ServiceThread
 from tests.support.turns import events, value
 
 if TYPE_CHECKING:
@@ -39,49 +45,88 @@ ABORTED = grpc.StatusCode.ABORTED
 PRECONDITION = grpc.StatusCode.FAILED_PRECONDITION
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 
-ALPHA_START = turns_pb2.StartTurnRequest(
-    turn_id="t-alpha",
-    thread_id="th-alpha",
-    agent="alpha",
-    input=value({"q": "hello"}),
-    replica="r1",
-    incarnation="i1",
-)
-BETA_START = turns_pb2.StartTurnRequest(
-    turn_id="t-beta",
-    thread_id="th-beta",
-    agent="beta",
-    input=value({"q": "hi"}),
-    replica="r2",
-    incarnation="i2",
-)
 STALE = 7  # an attempt no execution holds: fenced writes pass auth, then ABORTED
+
+
+def start_request(agent: str, replica: str, incarnation: str) -> turns_pb2.StartTurnRequest:
+    """A turn of `agent` on a thread of its own, both of ids of their own (the
+    module's tests share a service)."""
+    unique = uuid.uuid4().hex[:12]
+    return turns_pb2.StartTurnRequest(
+        turn_id=f"t-{agent}-{unique}",
+        thread_id=f"th-{agent}-{unique}",
+        agent=agent,
+        input=value({"q": "hello"}),
+        replica=replica,
+        incarnation=incarnation,
+    )
 
 
 @dataclass
 class Env:
-    server: TurnkeeperServer
     channel: aio.Channel
     tokens: dict[str, str]
     turns: TurnServiceAsyncStub
     checkpoints: CheckpointServiceAsyncStub
+    # The test's seeded turns: alpha's (t-alpha-*, th-alpha-*) and beta's.
+    alpha: turns_pb2.StartTurnRequest
+    beta: turns_pb2.StartTurnRequest
 
 
-@pytest.fixture
-async def env(make_service: ServiceFactory, tmp_path: Path) -> AsyncIterator[Env]:
-    tokens = write_tokens(tmp_path / "tokens.jsonl")
-    # A long lease, so the reaper never re-drives the seeded turns mid-test.
-    server = await make_service(tokens_file=tmp_path / "tokens.jsonl", **unrenewed())
-    async with aio.insecure_channel(server.address) as channel:
+class SharedServices:
+    """The module's service on each backend, with the tokens file, started by the
+    first test that asks for it (`ServiceThread`)."""
+
+    def __init__(self, data_dir: Path) -> None:
+        self._data_dir = data_dir
+        self.tokens = write_tokens(data_dir / "tokens.jsonl")
+        self._started: dict[str, ServiceThread] = {}
+
+    def address(self, backend: str, database_url: Callable[[], str | None]) -> str:
+        service = self._started.get(backend)
+        if service is None:
+            data_dir = self._data_dir / backend
+            data_dir.mkdir()
+            # A long lease, so the reaper never re-drives a test's seeded turns mid-test.
+            service = ServiceThread(
+                data_dir,
+                tokens_file=self._data_dir / "tokens.jsonl",
+                database_url=database_url(),
+                **unrenewed(),
+            )
+            service.start()
+            self._started[backend] = service
+        return service.address
+
+    def stop(self) -> None:
+        for service in self._started.values():
+            service.stop()
+
+
+@pytest.fixture(scope="module")
+def shared_services(tmp_path_factory: pytest.TempPathFactory) -> Iterator[SharedServices]:
+    services = SharedServices(tmp_path_factory.mktemp("security-auth"))
+    try:
+        yield services
+    finally:
+        services.stop()
+
+
+@asynccontextmanager
+async def seeded(address: str, tokens: dict[str, str]) -> AsyncIterator[Env]:
+    """A channel to the service at `address`, and two turns of ids of their own,
+    each with an event and a checkpoint: alpha's and beta's."""
+    async with aio.insecure_channel(address) as channel:
         e = Env(
-            server,
             channel,
             tokens,
             turns_pb2_grpc.TurnServiceStub(channel),
             checkpoints_pb2_grpc.CheckpointServiceStub(channel),
+            start_request("alpha", "r1", "i1"),
+            start_request("beta", "r2", "i2"),
         )
         admin = bearer(tokens["admin"])
-        for start in (ALPHA_START, BETA_START):
+        for start in (e.alpha, e.beta):
             await e.turns.StartTurn(start, metadata=admin)
             await e.turns.AppendEvents(
                 turns_pb2.AppendEventsRequest(
@@ -100,6 +145,34 @@ async def env(make_service: ServiceFactory, tmp_path: Path) -> AsyncIterator[Env
                 metadata=admin,
             )
         yield e
+
+
+@pytest.fixture
+async def env(
+    shared_services: SharedServices, backend: str, request: pytest.FixtureRequest
+) -> AsyncIterator[Env]:
+    """Seeded turns on the module's shared service of the test's backend."""
+
+    def database_url() -> str | None:
+        if backend != "postgres":
+            return None
+        cluster: PostgresCluster = request.getfixturevalue("postgres_cluster")
+        return cluster.new_database()
+
+    address = shared_services.address(backend, database_url)
+    async with seeded(address, shared_services.tokens) as e:
+        yield e
+
+
+@pytest.fixture
+async def audited(
+    make_service: ServiceFactory, tmp_path: Path
+) -> AsyncIterator[tuple[Env, TurnkeeperServer]]:
+    """Seeded turns on a service of the test's own, whose audit log it reads."""
+    tokens = write_tokens(tmp_path / "tokens.jsonl")
+    server = await make_service(tokens_file=tmp_path / "tokens.jsonl", **unrenewed())
+    async with seeded(server.address, tokens) as e:
+        yield e, server
 
 
 async def invoke(
@@ -155,7 +228,7 @@ T = "/turnkeeper.v1.TurnService/"
 C = "/turnkeeper.v1.CheckpointService/"
 
 
-def fence(attempt: int = STALE, turn_id: str = "t-alpha") -> checkpoints_pb2.TurnFence:
+def fence(turn_id: str, attempt: int = STALE) -> checkpoints_pb2.TurnFence:
     return checkpoints_pb2.TurnFence(turn_id=turn_id, attempt=attempt)
 
 
@@ -170,103 +243,103 @@ def effect_call(turn_id: str) -> turns_pb2.EffectCall:
     )
 
 
-# One request per case, aimed at agent alpha's turn t-alpha / thread th-alpha, chosen
-# so an authorised call changes nothing: a replayed StartTurn, fenced writes with a
+# One request per case, aimed at agent alpha's seeded turn and thread (`a`, its
+# StartTurnRequest) or at the turn `t`, chosen so an authorised call changes nothing: a replayed StartTurn, fenced writes with a
 # stale attempt, a resume of a turn that is not parked, a re-drive of a live lease.
-CASES: dict[str, tuple[str, Callable[[str], message.Message]]] = {
-    "StartTurn": (T + "StartTurn", lambda t: copy.deepcopy(ALPHA_START)),
-    "TurnStatus": (T + "TurnStatus", lambda t: turns_pb2.TurnStatusRequest(turn_id=t)),
-    "GetTurn": (T + "GetTurn", lambda t: turns_pb2.GetTurnRequest(turn_id=t)),
-    "ListTurns": (T + "ListTurns", lambda t: turns_pb2.ListTurnsRequest(agent="alpha")),
-    "ListEvents": (T + "ListEvents", lambda t: turns_pb2.ListEventsRequest(turn_id=t)),
+CASES: dict[str, tuple[str, Callable[[turns_pb2.StartTurnRequest, str], message.Message]]] = {
+    "StartTurn": (T + "StartTurn", lambda a, t: copy.deepcopy(a)),
+    "TurnStatus": (T + "TurnStatus", lambda a, t: turns_pb2.TurnStatusRequest(turn_id=t)),
+    "GetTurn": (T + "GetTurn", lambda a, t: turns_pb2.GetTurnRequest(turn_id=t)),
+    "ListTurns": (T + "ListTurns", lambda a, t: turns_pb2.ListTurnsRequest(agent="alpha")),
+    "ListEvents": (T + "ListEvents", lambda a, t: turns_pb2.ListEventsRequest(turn_id=t)),
     "Heartbeat": (
         T + "Heartbeat",
-        lambda t: turns_pb2.HeartbeatRequest(
+        lambda a, t: turns_pb2.HeartbeatRequest(
             turn_id=t, attempt=STALE, replica="r1", incarnation="i1"
         ),
     ),
     "AppendEvents": (
         T + "AppendEvents",
-        lambda t: turns_pb2.AppendEventsRequest(
+        lambda a, t: turns_pb2.AppendEventsRequest(
             turn_id=t, attempt=STALE, events=events(2, "token")
         ),
     ),
     "ParkTurn": (
         T + "ParkTurn",
-        lambda t: turns_pb2.ParkTurnRequest(turn_id=t, attempt=STALE, interrupt=value({"q": 1})),
+        lambda a, t: turns_pb2.ParkTurnRequest(turn_id=t, attempt=STALE, interrupt=value({"q": 1})),
     ),
     "FinishTurn": (
         T + "FinishTurn",
-        lambda t: turns_pb2.FinishTurnRequest(
+        lambda a, t: turns_pb2.FinishTurnRequest(
             turn_id=t, attempt=STALE, outcome=turns_pb2.OUTCOME_DONE
         ),
     ),
     "ResumeDetached": (
         T + "ResumeDetached",
-        lambda t: turns_pb2.ResumeDetachedRequest(turn_id=t, resume=value(True)),
+        lambda a, t: turns_pb2.ResumeDetachedRequest(turn_id=t, resume=value(True)),
     ),
     "Redrive (operator form)": (
         T + "Redrive",
-        lambda t: turns_pb2.RedriveRequest(turn_id=t),
+        lambda a, t: turns_pb2.RedriveRequest(turn_id=t),
     ),
     "Redrive (startup form)": (
         T + "Redrive",
-        lambda t: turns_pb2.RedriveRequest(agent="alpha", replica="r9", incarnation="i9"),
+        lambda a, t: turns_pb2.RedriveRequest(agent="alpha", replica="r9", incarnation="i9"),
     ),
     "ClaimTurn": (
         T + "ClaimTurn",
-        lambda t: turns_pb2.ClaimTurnRequest(
+        lambda a, t: turns_pb2.ClaimTurnRequest(
             turn_id=t, attempt=STALE, replica="r1", incarnation="i1"
         ),
     ),
-    "WatchTurn": (T + "WatchTurn", lambda t: turns_pb2.WatchTurnRequest(turn_id=t)),
+    "WatchTurn": (T + "WatchTurn", lambda a, t: turns_pb2.WatchTurnRequest(turn_id=t)),
     # A reason over the limit: refused once authorised, so nothing is cancelled.
     "CancelTurn": (
         T + "CancelTurn",
-        lambda t: turns_pb2.CancelTurnRequest(turn_id=t, reason="x" * 1001),
+        lambda a, t: turns_pb2.CancelTurnRequest(turn_id=t, reason="x" * 1001),
     ),
     # The effect ledger: a stale attempt's begin and record change nothing.
     "BeginEffect": (
         T + "BeginEffect",
-        lambda t: turns_pb2.BeginEffectRequest(call=effect_call(t), record_intent=True),
+        lambda a, t: turns_pb2.BeginEffectRequest(call=effect_call(t), record_intent=True),
     ),
     "RecordEffect": (
         T + "RecordEffect",
-        lambda t: turns_pb2.RecordEffectRequest(
+        lambda a, t: turns_pb2.RecordEffectRequest(
             call=effect_call(t), state=turns_pb2.EFFECT_STATE_DONE, outcome_json="1"
         ),
     ),
-    "ListEffects": (T + "ListEffects", lambda t: turns_pb2.ListEffectsRequest(turn_id=t)),
-    "ListAgents": (T + "ListAgents", lambda t: turns_pb2.ListAgentsRequest()),
+    "ListEffects": (T + "ListEffects", lambda a, t: turns_pb2.ListEffectsRequest(turn_id=t)),
+    "ListAgents": (T + "ListAgents", lambda a, t: turns_pb2.ListAgentsRequest()),
     # A version no replica serves: refused once authorised.
     "MigrateTurns": (
         T + "MigrateTurns",
-        lambda t: turns_pb2.MigrateTurnsRequest(
+        lambda a, t: turns_pb2.MigrateTurnsRequest(
             agent="alpha", to_fingerprint="0" * 64, dry_run=True
         ),
     ),
     "GetCheckpoint": (
         C + "GetCheckpoint",
-        lambda t: checkpoints_pb2.GetCheckpointRequest(thread_id="th-alpha"),
+        lambda a, t: checkpoints_pb2.GetCheckpointRequest(thread_id=a.thread_id),
     ),
     "ListCheckpoints": (
         C + "ListCheckpoints",
-        lambda t: checkpoints_pb2.ListCheckpointsRequest(thread_id="th-alpha"),
+        lambda a, t: checkpoints_pb2.ListCheckpointsRequest(thread_id=a.thread_id),
     ),
     "PutCheckpoint": (
         C + "PutCheckpoint",
-        lambda t: checkpoints_pb2.PutCheckpointRequest(
-            thread_id="th-alpha",
+        lambda a, t: checkpoints_pb2.PutCheckpointRequest(
+            thread_id=a.thread_id,
             checkpoint_id="c2",
             checkpoint=checkpoints_pb2.TypedValue(type="json", data=b"{}"),
             metadata_json="{}",
-            fence=fence(),
+            fence=fence(a.turn_id),
         ),
     ),
     "PutWrites": (
         C + "PutWrites",
-        lambda t: checkpoints_pb2.PutWritesRequest(
-            thread_id="th-alpha",
+        lambda a, t: checkpoints_pb2.PutWritesRequest(
+            thread_id=a.thread_id,
             checkpoint_id="c1",
             task_id="task-1",
             writes=[
@@ -274,12 +347,12 @@ CASES: dict[str, tuple[str, Callable[[str], message.Message]]] = {
                     idx=0, channel="ch", value=checkpoints_pb2.TypedValue(type="json", data=b"1")
                 )
             ],
-            fence=fence(),
+            fence=fence(a.turn_id),
         ),
     ),
     "CheckpointStream": (
         C + "CheckpointStream",
-        lambda t: checkpoints_pb2.CheckpointStreamRequest(
+        lambda a, t: checkpoints_pb2.CheckpointStreamRequest(
             id=1,
             append=turns_pb2.AppendEventsRequest(
                 turn_id=t, attempt=STALE, events=events(2, "token")
@@ -288,27 +361,27 @@ CASES: dict[str, tuple[str, Callable[[str], message.Message]]] = {
     ),
     "DeleteThread": (
         C + "DeleteThread",
-        lambda t: checkpoints_pb2.DeleteThreadRequest(thread_id="th-alpha"),
+        lambda a, t: checkpoints_pb2.DeleteThreadRequest(thread_id=a.thread_id),
     ),
     # The thread's turn is live: refused once authorised.
     "PruneThreads": (
         C + "PruneThreads",
-        lambda t: checkpoints_pb2.PruneThreadsRequest(thread_ids=["th-alpha"]),
+        lambda a, t: checkpoints_pb2.PruneThreadsRequest(thread_ids=[a.thread_id]),
     ),
     # A thread onto itself: nothing to copy.
     "CopyThread": (
         C + "CopyThread",
-        lambda t: checkpoints_pb2.CopyThreadRequest(
-            source_thread_id="th-alpha", target_thread_id="th-alpha"
+        lambda a, t: checkpoints_pb2.CopyThreadRequest(
+            source_thread_id=a.thread_id, target_thread_id=a.thread_id
         ),
     ),
     "DeleteForRuns": (
         C + "DeleteForRuns",
-        lambda t: checkpoints_pb2.DeleteForRunsRequest(run_ids=["no-such-run"]),
+        lambda a, t: checkpoints_pb2.DeleteForRunsRequest(run_ids=["no-such-run"]),
     ),
 }
 
-# What each caller gets. "alpha" owns t-alpha and th-alpha; "beta" is another agent.
+# What each caller gets. "alpha" owns its seeded turn and thread; "beta" is another agent.
 # Columns: no token, wrong token, alpha, beta, panel, operator, admin.
 CALLERS = ("none", "wrong", "alpha", "beta", "panel", "operator", "admin")
 U, D, N = UNAUTH, DENIED, NOT_FOUND
@@ -363,14 +436,15 @@ def test_every_rpc_of_both_services_is_in_the_matrix_and_the_rights_table() -> N
 
 
 async def test_role_by_rpc_matrix(env: Env) -> None:
+    alpha = env.alpha.turn_id
     before = await env.turns.GetTurn(
-        turns_pb2.GetTurnRequest(turn_id="t-alpha"), metadata=bearer(env.tokens["admin"])
+        turns_pb2.GetTurnRequest(turn_id=alpha), metadata=bearer(env.tokens["admin"])
     )
     mismatches = []
     for case, (path, build) in CASES.items():
         for caller, expected in zip(CALLERS, EXPECTED[case], strict=True):
             code, details, responses = await invoke(
-                env.channel, path, build("t-alpha"), caller_metadata(env, caller)
+                env.channel, path, build(env.alpha, alpha), caller_metadata(env, caller)
             )
             if code != expected:
                 mismatches.append(
@@ -384,7 +458,7 @@ async def test_role_by_rpc_matrix(env: Env) -> None:
                     assert secret not in details, f"{case} as {caller}: {details}"
     assert not mismatches, "\n".join(mismatches)
     after = await env.turns.GetTurn(
-        turns_pb2.GetTurnRequest(turn_id="t-alpha"), metadata=bearer(env.tokens["admin"])
+        turns_pb2.GetTurnRequest(turn_id=alpha), metadata=bearer(env.tokens["admin"])
     )
     assert after == before, "the matrix's calls were chosen to change nothing"
 
@@ -398,16 +472,16 @@ async def test_another_agents_turn_looks_exactly_like_one_that_does_not_exist(
 ) -> None:
     path, build = CASES[case]
     beta = bearer(env.tokens["beta"])
-    existing = await invoke(env.channel, path, build("t-alpha"), beta)
-    request = build("t-nope")
+    existing = await invoke(env.channel, path, build(env.alpha, env.alpha.turn_id), beta)
+    request = build(env.alpha, "t-nope")
     # Checkpoint cases name a thread, not a turn: point them at a thread never seen.
-    if getattr(request, "thread_id", "") == "th-alpha":
+    if getattr(request, "thread_id", "") == env.alpha.thread_id:
         setattr(request, "thread_id", "th-nope")  # noqa: B010
     missing = await invoke(env.channel, path, request, beta)
     assert existing[0] == missing[0]
 
     def normalise(details: str) -> str:
-        for name in ("th-alpha", "th-nope", "t-alpha", "t-nope"):
+        for name in (env.alpha.thread_id, "th-nope", env.alpha.turn_id, "t-nope"):
             details = details.replace(name, "X")
         return details
 
@@ -416,40 +490,41 @@ async def test_another_agents_turn_looks_exactly_like_one_that_does_not_exist(
 
 async def test_a_fence_naming_another_agents_turn_is_not_found(env: Env) -> None:
     alpha = bearer(env.tokens["alpha"])
-    request = CASES["PutCheckpoint"][1]("t-alpha")
+    request = CASES["PutCheckpoint"][1](env.alpha, env.alpha.turn_id)
     assert isinstance(request, checkpoints_pb2.PutCheckpointRequest)
-    request.fence.CopyFrom(fence(0, "t-beta"))
+    request.fence.CopyFrom(fence(env.beta.turn_id, 0))
     code, foreign, _ = await invoke(env.channel, C + "PutCheckpoint", request, alpha)
-    request.fence.CopyFrom(fence(0, "t-nope"))
+    request.fence.CopyFrom(fence("t-nope", 0))
     code2, missing, _ = await invoke(env.channel, C + "PutCheckpoint", request, alpha)
     assert code == code2 == NOT_FOUND, (foreign, missing)
-    assert foreign.replace("t-beta", "X") == missing.replace("t-nope", "X")
+    assert foreign.replace(env.beta.turn_id, "X") == missing.replace("t-nope", "X")
     assert "th-beta" not in foreign
 
 
 async def test_agents_start_turns_for_themselves_on_threads_of_their_own(env: Env) -> None:
     alpha, beta = bearer(env.tokens["alpha"]), bearer(env.tokens["beta"])
+    unique = uuid.uuid4().hex[:12]
     # beta may not start a turn on alpha's thread (even once alpha's turn ends) ...
     on_alphas_thread = turns_pb2.StartTurnRequest(
-        turn_id="t-b2", thread_id="th-alpha", agent="beta", input=value(1)
+        turn_id=f"t-b2-{unique}", thread_id=env.alpha.thread_id, agent="beta", input=value(1)
     )
     code, details, _ = await invoke(env.channel, T + "StartTurn", on_alphas_thread, beta)
     assert code == DENIED, details
     # ... nor act for alpha ...
     for_alpha = turns_pb2.StartTurnRequest(
-        turn_id="t-b3", thread_id="th-new-b", agent="alpha", input=value(1)
+        turn_id=f"t-b3-{unique}", thread_id=f"th-new-b-{unique}", agent="alpha", input=value(1)
     )
     assert (await invoke(env.channel, T + "StartTurn", for_alpha, beta))[0] == DENIED
     # ... and alpha opens a new thread, whose checkpoints are then alpha's alone.
     own = turns_pb2.StartTurnRequest(
-        turn_id="t-a2", thread_id="th-new-a", agent="alpha", input=value(1)
+        turn_id=f"t-a2-{unique}", thread_id=f"th-new-a-{unique}", agent="alpha", input=value(1)
     )
     assert (await invoke(env.channel, T + "StartTurn", own, alpha))[0] == OK
-    get = checkpoints_pb2.GetCheckpointRequest(thread_id="th-new-a")
+    get = checkpoints_pb2.GetCheckpointRequest(thread_id=f"th-new-a-{unique}")
     assert (await invoke(env.channel, C + "GetCheckpoint", get, alpha))[0] == OK
     assert (await invoke(env.channel, C + "GetCheckpoint", get, beta))[0] == DENIED
     # A thread no turn was ever started on is closed to agent tokens ...
-    fresh = checkpoints_pb2.GetCheckpointRequest(thread_id="th-fresh")
+    fresh = checkpoints_pb2.GetCheckpointRequest(thread_id=f"th-fresh-{unique}")
     assert (await invoke(env.channel, C + "GetCheckpoint", fresh, alpha))[0] == DENIED
     # ... and an agent lists one thread at a time.
     every = checkpoints_pb2.ListCheckpointsRequest()
@@ -473,14 +548,14 @@ async def test_malformed_authorization_is_unauthenticated(env: Env, header: str)
     code, details, _ = await invoke(
         env.channel,
         T + "TurnStatus",
-        turns_pb2.TurnStatusRequest(turn_id="t-alpha"),
+        turns_pb2.TurnStatusRequest(turn_id=env.alpha.turn_id),
         (("authorization", header),),
     )
     assert code == UNAUTH, details
 
 
 async def test_scheme_is_case_insensitive_and_one_header_only(env: Env) -> None:
-    request = turns_pb2.TurnStatusRequest(turn_id="t-alpha")
+    request = turns_pb2.TurnStatusRequest(turn_id=env.alpha.turn_id)
     token = env.tokens["panel"]
     code, _, _ = await invoke(
         env.channel, T + "TurnStatus", request, (("authorization", f"bearer {token}"),)
@@ -529,12 +604,15 @@ async def test_health_is_open_and_reflection_needs_a_token(env: Env) -> None:
     assert "turnkeeper.v1.TurnService" in await list_services(bearer(env.tokens["panel"]))
 
 
-async def test_checkpoint_deletes_and_copies_are_admin_or_own_and_audited(env: Env) -> None:
+async def test_checkpoint_deletes_and_copies_are_admin_or_own_and_audited(
+    audited: tuple[Env, TurnkeeperServer],
+) -> None:
     """PruneThreads, DeleteForRuns and CopyThread destroy or overwrite history: an
     agent on its own threads and admins may; operators may not; each is audited."""
+    env, server = audited
     admin, operator = bearer(env.tokens["admin"]), bearer(env.tokens["operator"])
     copy = checkpoints_pb2.CopyThreadRequest(
-        source_thread_id="th-alpha", target_thread_id="th-copy"
+        source_thread_id=env.alpha.thread_id, target_thread_id="th-copy"
     )
     with pytest.raises(grpc.aio.AioRpcError) as refused:
         await env.checkpoints.CopyThread(copy, metadata=operator)
@@ -545,10 +623,10 @@ async def test_checkpoint_deletes_and_copies_are_admin_or_own_and_audited(env: E
     )
     audit = [
         (r.actor, r.action, r.target, r.outcome)
-        for r in env.server.audit.list(100)
+        for r in server.audit.list(100)
         if r.action in ("copy_thread", "delete_for_runs", "prune_threads")
     ]
     assert audit == [
         ("admin (admin)", "delete_for_runs", "r-1,r-2", "ok"),
-        ("admin (admin)", "copy_thread", "th-alpha -> th-copy", "ok"),
+        ("admin (admin)", "copy_thread", f"{env.alpha.thread_id} -> th-copy", "ok"),
     ]

@@ -11,10 +11,8 @@ runs and assistants of its own."""
 
 from __future__ import annotations
 
-import asyncio
-import concurrent.futures
-import threading
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
 from pathlib import Path
 
 from turnkeeper_server.app import create_server
@@ -23,9 +21,10 @@ from typing_extensions import Unpack
 from tests.support.langgraph_host import HostOptions, hosted
 from tests.support.nats import NatsServer
 from tests.support.service import make_settings
+from tests.support.service_thread import LoopThread
 
 
-class SharedDeployment:
+class SharedDeployment(LoopThread[tuple[str, str]]):
     """Started by `start()`, ended by `stop()`; `url` is its LangGraph API's,
     `address` its gRPC services'."""
 
@@ -38,49 +37,28 @@ class SharedDeployment:
         replica: str,
         **options: Unpack[HostOptions],
     ) -> None:
+        super().__init__("shared-deployment", timeout=120)
         self._config = config
         self._data_dir = data_dir
         self._database_url = database_url
         self._replica = replica
         self._options = options
         self._nats = NatsServer()
-        self._ready: concurrent.futures.Future[tuple[str, str]] = concurrent.futures.Future()
-        self._loop: asyncio.AbstractEventLoop | None = None
-        self._stop: asyncio.Event | None = None
-        self._thread = threading.Thread(target=self._run, name="shared-deployment", daemon=True)
         self.url = ""
         self.address = ""
 
-    def start(self) -> None:
+    def start(self) -> tuple[str, str]:
         """Returns once the host serves (its startup Redrive done)."""
         self._nats.start()
-        self._thread.start()
-        try:
-            self.url, self.address = self._ready.result(timeout=120)
-        except BaseException:
-            self.stop()
-            raise
+        self.url, self.address = super().start()
+        return self.url, self.address
 
     def stop(self) -> None:
-        """Ends what started, a start still under way too (a test's timeout that
-        interrupted `start()`): it is waited for first, then told to stop."""
-        if self._thread.is_alive():
-            concurrent.futures.wait([self._ready], timeout=120)
-            if self._loop is not None and self._stop is not None:
-                self._loop.call_soon_threadsafe(self._stop.set)
-            self._thread.join(timeout=60)
+        super().stop()
         self._nats.stop()
 
-    def _run(self) -> None:
-        try:
-            asyncio.run(self._serve())
-        except BaseException as error:  # the starting thread raises it
-            if not self._ready.done():
-                self._ready.set_exception(error)
-
-    async def _serve(self) -> None:
-        self._loop = asyncio.get_running_loop()
-        self._stop = asyncio.Event()
+    @asynccontextmanager
+    async def serving(self) -> AsyncIterator[tuple[str, str]]:
         settings = make_settings(
             self._data_dir,
             nats_url=self._nats.url,
@@ -93,8 +71,7 @@ class SharedDeployment:
             async with hosted(
                 self._config, service, self._nats, replica=self._replica, **self._options
             ):
-                self._ready.set_result((service.web.url.rstrip("/"), service.address))
-                await self._stop.wait()
+                yield service.web.url.rstrip("/"), service.address
         finally:
             await service.stop(0)
 

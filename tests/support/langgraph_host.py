@@ -107,14 +107,17 @@ class LangGraphHosts:
     options: HostOptions
     started: list[Agent] = field(default_factory=list)
 
-    async def start(self, replica: str | None = None) -> Agent:
-        """One more host, serving on return; `replica` names it apart from the rest."""
+    async def start(self, replica: str | None = None, **options: Unpack[HostOptions]) -> Agent:
+        """One more host, serving on return; `replica` names it apart from the rest,
+        `options` are taken over the hosts' own (a re-drive's host without the
+        first one's step delay)."""
+        merged: HostOptions = {**self.options, **options}
         agent = await start_host(
             self.config,
             service=self.service.address,
             nats_url=self.nats.url,
             replica=replica or self.replica,
-            **self.options,
+            **merged,
         )
         self.started.append(agent)
         return agent

@@ -1,12 +1,15 @@
 // LangGraph's JS SDK (@langchain/langgraph-sdk), unchanged, against turnkeeper.
 //
-//   node sdk_tour.mjs <apiUrl> tour     every method of assistants, threads and runs;
+//   node sdk_tour.mjs <apiUrl> tour <user>
+//                                       every method of assistants, threads and runs,
+//                                       its thread's metadata naming <user> (a value
+//                                       no other test writes: the deployment is shared);
 //                                       prints one JSON object of what each answered
 //   node sdk_tour.mjs <apiUrl> stream   one streamed run, each part printed as a JSON
 //                                       line as it arrives (the crash test reads them)
 import { Client } from "@langchain/langgraph-sdk";
 
-const [apiUrl, mode] = process.argv.slice(2);
+const [apiUrl, mode, user] = process.argv.slice(2);
 const client = new Client({ apiUrl, apiKey: process.env.LANGGRAPH_API_KEY || undefined });
 const ASSISTANT = "durable-execution";
 const question = (text) => ({ messages: [{ role: "user", content: text, id: "q-1" }] });
@@ -34,10 +37,10 @@ async function tour() {
   out.graphNodes = (await client.assistants.getGraph(ASSISTANT)).nodes.map((n) => n.id);
   out.schemaKeys = Object.keys((await client.assistants.getSchemas(ASSISTANT)).input_schema.properties);
 
-  const thread = await client.threads.create({ metadata: { user: "ada" } });
+  const thread = await client.threads.create({ metadata: { user } });
   out.created = thread.status;
   out.duplicate = await statusOf(client.threads.create({ threadId: thread.thread_id }));
-  out.found = (await client.threads.search({ metadata: { user: "ada" } })).map((t) => t.thread_id);
+  out.found = (await client.threads.search({ metadata: { user } })).map((t) => t.thread_id);
   out.threadId = thread.thread_id;
   out.updated = (await client.threads.update(thread.thread_id, { metadata: { team: "red" } })).metadata;
 

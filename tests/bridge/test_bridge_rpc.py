@@ -120,6 +120,26 @@ async def finished(client: AsyncTurnkeeperClient, turn_id: str) -> list[tuple[in
     return await panel.ended()
 
 
+async def run_without_tokens(
+    nc: Client, client: AsyncTurnkeeperClient, text: str, turn_id: str
+) -> list[tuple[int, str, Any]]:
+    """A turn started as a LangGraph API run that asked for no `messages` mode starts
+    it (the run option `tokens: false`, decision 770): what it showed, once ended."""
+    created = await result(
+        nc,
+        "responses/create",
+        {
+            "input": job(text),
+            "turn_id": turn_id,
+            "thread_id": f"th-{turn_id}",
+            "background": True,
+            "run": {"tokens": False},
+        },
+        agent=AGENT,
+    )
+    return await finished(client, created["turn_id"])
+
+
 @pytest.mark.usefixtures("bridge")
 async def test_malformed_requests_get_json_rpc_errors_never_silence(nc: Client) -> None:
     cases: list[tuple[str, Any, int]] = [
@@ -309,19 +329,7 @@ async def test_a_run_that_asks_for_no_tokens_streams_no_model_and_journals_its_s
 
     monkeypatch.setattr(GenericFakeChatModel, "_stream", stream)
     monkeypatch.setattr(GenericFakeChatModel, "_astream", astream)
-    created = await result(
-        nc,
-        "responses/create",
-        {
-            "input": job("one two three"),
-            "turn_id": "t-q",
-            "thread_id": "th-q",
-            "background": True,
-            "run": {"tokens": False},
-        },
-        agent=AGENT,
-    )
-    shown = await finished(client, created["turn_id"])
+    shown = await run_without_tokens(nc, client, "one two three", "t-q")
     assert [t for _, t, _ in shown] == ["step", "step", "final", "turn.done"]
     assert shown[0][2] == {"node": "first", "step": 1, "update": {"results": ["one two three"]}}
     assert shown[-2][2]["output"]["results"] == ["one two three", "and a sync reply"]
@@ -352,19 +360,7 @@ async def test_a_step_is_one_frame_its_event_its_writes_and_its_checkpoint(
         return await original(self, frame, *args)
 
     monkeypatch.setattr(StreamingCheckpointServicer, "_start", counted)
-    created = await result(
-        nc,
-        "responses/create",
-        {
-            "input": job("one two"),
-            "turn_id": "t-f",
-            "thread_id": "th-f",
-            "background": True,
-            "run": {"tokens": False},
-        },
-        agent=AGENT,
-    )
-    shown = await finished(client, created["turn_id"])
+    shown = await run_without_tokens(nc, client, "one two", "t-f")
     assert [t for _, t, _ in shown] == ["step", "step", "final", "turn.done"]
     steps = [f for f in frames if "append step" in f]
     assert len(steps) == 2, frames

@@ -28,7 +28,8 @@ from turnkeeper import _nats_identity as nats_identity
 from turnkeeper import states
 from turnkeeper.agent._fingerprint import GraphVersion
 from turnkeeper.agent.bridge import _intent as intent
-from turnkeeper.agent.bridge._events import EventCapture, EventLog
+from turnkeeper.agent.bridge._capture import EventCapture
+from turnkeeper.agent.bridge._events import EventLog
 from turnkeeper.agent.bridge._idempotency import idempotency_key
 from turnkeeper.agent.effect._key import CallSite
 from turnkeeper.agent.saver import _executions as executions
@@ -735,7 +736,7 @@ RULES: dict[str, tuple[str, str, str, Callable[[], list[Case]]]] = {
     ),
     "captured_events.json": (
         "The events a run's LangChain callbacks become: step, token, tool_call_start/end.",
-        "turnkeeper.agent.bridge._events.EventCapture",
+        "turnkeeper.agent.bridge._capture.EventCapture",
         "clients/node/src/runner/capture.ts EventCapture",
         capture_cases,
     ),

@@ -16,7 +16,8 @@ from langchain_core.messages import AIMessage, AIMessageChunk
 from langchain_core.outputs import ChatGenerationChunk
 from langgraph.graph import END, START, StateGraph
 from turnkeeper.agent.bridge import _convert
-from turnkeeper.agent.bridge._events import _LANGGRAPH_VERSION, EventCapture, EventLog
+from turnkeeper.agent.bridge._capture import _LANGGRAPH_VERSION, EventCapture
+from turnkeeper.agent.bridge._events import EventLog
 from turnkeeper.agent.bridge._graph_api import state_values
 
 
@@ -73,7 +74,7 @@ async def test_a_token_event_is_the_whole_datas_json_made_once(
     # event's data puts it.
     deep = _deep(levels)
     chunk = AIMessageChunk(content="hi", id="m1", response_metadata={"deep": deep})
-    import turnkeeper.agent.bridge._events as events_module
+    import turnkeeper.agent.bridge._capture as events_module
 
     calls = _counting(monkeypatch)
     monkeypatch.setattr(events_module, "to_jsonable", _convert.to_jsonable)

@@ -1,5 +1,5 @@
 """What makes a run's chat models stream for the host's own capture
-(:class:`~turnkeeper.agent.bridge._events.EventCapture`), without LangGraph's
+(:class:`~turnkeeper.agent.bridge._capture.EventCapture`), without LangGraph's
 ``messages`` stream mode (decision 680)."""
 
 from __future__ import annotations

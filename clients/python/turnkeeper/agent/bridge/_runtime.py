@@ -42,8 +42,9 @@ from turnkeeper._values import py_to_value, value_to_py
 from turnkeeper.agent._reposition import at_checkpoint
 from turnkeeper.agent.bridge._admission import DEFAULT_MAX_TURNS, Admission
 from turnkeeper.agent.bridge._boundary import BoundarySaver
+from turnkeeper.agent.bridge._capture import EventCapture, StreamCapture
 from turnkeeper.agent.bridge._convert import response_schema_of, to_jsonable
-from turnkeeper.agent.bridge._events import FENCED, EventCapture, EventLog, StreamCapture
+from turnkeeper.agent.bridge._events import FENCED, EventLog
 from turnkeeper.agent.bridge._intent import (
     RunIntent,
     context_for,

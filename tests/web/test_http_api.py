@@ -65,6 +65,17 @@ async def read_stream(
         return [f async for f in frames(response)]
 
 
+async def read_until(stream: AsyncIterator[Frame], frame_id: str) -> list[Frame]:
+    """The frames of `stream` up to the one of id `frame_id`, that one included; the
+    stream stays open for the rest."""
+    seen: list[Frame] = []
+    async for frame in stream:
+        seen.append(frame)
+        if frame.id == frame_id:
+            break
+    return seen
+
+
 def test_routes_are_the_browser_methods_of_the_service_descriptor() -> None:
     class Servicer:
         def __getattr__(self, name: str) -> Any:
@@ -186,13 +197,9 @@ async def test_sse_sends_a_reset_and_the_replay_when_the_turn_is_rewound(
         turns_pb2.AppendEventsRequest(turn_id="t-rw", events=events(1, "token", "token", "token"))
     )
     url = f"{http.base}v1/turns/t-rw/events"
-    seen: list[Frame] = []
     async with http.session.get(url) as response:
         stream = frames(response)
-        async for frame in stream:
-            seen.append(frame)
-            if frame.id == "3":
-                break
+        seen = await read_until(stream, "3")
         # An operator re-drives it: no checkpoint, so it rewinds to seq 0.
         await stub.Redrive(turns_pb2.RedriveRequest(turn_id="t-rw", force=True))
         await stub.ClaimTurn(
@@ -247,13 +254,9 @@ async def test_sse_across_a_park_and_its_resume_ends_with_the_resumed_runs_end(
         )
     )
     url = f"{http.base}v1/turns/t-ap/events"
-    kept: list[Frame] = []
     async with http.session.get(url) as response:
         stream = frames(response)
-        async for frame in stream:
-            kept.append(frame)
-            if frame.id == "2":
-                break
+        kept = await read_until(stream, "2")
         await stub.ResumeDetached(
             turns_pb2.ResumeDetachedRequest(turn_id="t-ap", resume=value({"approved": True}))
         )

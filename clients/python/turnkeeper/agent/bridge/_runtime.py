@@ -447,7 +447,7 @@ class Execution:
             }
         # A LangGraph API run's own config (its assistant's merged in), for every
         # execution of the turn: over the bridge's, under the turn's own keys.
-        intent = run_intent(value_to_py(turn.input))
+        intent = self._intent
         asked = dict((intent.options.config if intent is not None else None) or {})
         for key in CONFIG_KEYS:
             if key != "configurable" and key in asked:
@@ -476,10 +476,16 @@ class Execution:
         ]
         return merged
 
+    @functools.cached_property
+    def _intent(self) -> RunIntent | None:
+        """The LangGraph API run the turn's journaled input asks for, if it is one
+        (read once: every part of the execution's set-up asks)."""
+        return run_intent(value_to_py(self.assignment.turn.input))
+
     def _tokens(self) -> bool:
         """Whether the run's models stream and their tokens are journaled: not for a
         LangGraph API run that asked for no ``messages`` mode (decision 770)."""
-        intent = run_intent(value_to_py(self.assignment.turn.input))
+        intent = self._intent
         return intent is None or intent.options.tokens is not False
 
     async def _start_point(self, config: RunnableConfig) -> tuple[Any, RunnableConfig]:
@@ -493,7 +499,7 @@ class Execution:
                     raise NothingToRegenerate(f"thread {turn.thread_id} has no run to regenerate")
                 log.info("%s: regenerating from checkpoint %s", self._tag(), entry)
                 return None, at_checkpoint(config, entry)
-            if (intent := run_intent(journaled)) is not None:
+            if (intent := self._intent) is not None:
                 return self._run_start(intent, config)
             if journaled is None:
                 return None, config  # continue the thread from its latest checkpoint
@@ -530,7 +536,7 @@ class Execution:
     def _stream_kwargs(self) -> dict[str, Any]:
         """The run's own astream options (static interrupts, its context), for every
         execution."""
-        intent = run_intent(value_to_py(self.assignment.turn.input))
+        intent = self._intent
         kwargs = {} if intent is None else intent.stream_kwargs()
         graph = self.runtime.graph
         if "context" in kwargs:
@@ -552,7 +558,7 @@ class Execution:
     def _captured(self, config: RunnableConfig, events: EventLog) -> RunnableConfig:
         """``config`` with the run's own stream parts (its ``stream`` option)
         journaled as the graph produces them."""
-        intent = run_intent(value_to_py(self.assignment.turn.input))
+        intent = self._intent
         if intent is None or not intent.options.stream:
             return config
         capture = StreamCapture(events, intent.options.stream, self.runtime.identity.agent)

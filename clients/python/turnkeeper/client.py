@@ -409,7 +409,7 @@ class AsyncTurnkeeperClient(_Base):
         except grpc.RpcError as err:
             raise from_rpc_error(err, rpc=rpc) from err
         except asyncio.CancelledError:
-            if not _cancelled_under(call):
+            if not cancelled_under(call):
                 raise
             raise TurnkeeperError(
                 grpc.StatusCode.CANCELLED, "the call was cancelled: its client was closed", rpc=rpc
@@ -451,7 +451,7 @@ class AsyncTurnkeeperClient(_Base):
         await self.close()
 
 
-def _cancelled_under(call: grpc.aio.Call) -> bool:
+def cancelled_under(call: grpc.aio.Call) -> bool:
     """Whether grpc's CancelledError out of reading `call` is the call's end, not
     the reading task's. grpc ends a call cancelled in this process (its channel
     closed by another task: `close`) with CancelledError, not RpcError: unless the

@@ -58,7 +58,7 @@ from langchain_core.runnables import RunnableConfig
 
 from turnkeeper._connection import ConnectionOptions
 from turnkeeper.agent.saver._identity import turn_identity
-from turnkeeper.client import AsyncTurnkeeperClient
+from turnkeeper.client import AsyncTurnkeeperClient, cancelled_under
 from turnkeeper.errors import TurnkeeperError, Unavailable, from_rpc_error, from_status
 from turnkeeper.v1 import checkpoints_pb2
 
@@ -326,12 +326,10 @@ class AsyncRunStream:
                 error = err
                 code = err.code() if callable(getattr(err, "code", None)) else None
             except asyncio.CancelledError:
-                # grpc ends the reading of a call cancelled in this process with
-                # CancelledError: a write cancelled with its task (a run the bridge
-                # stopped) or `request`'s deadline cancels the call. That is a break,
-                # not the end of this reader, unless the reader itself is cancelled.
-                reader = asyncio.current_task()
-                if reader is not None and reader.cancelling():
+                # A write cancelled with its task (a run the bridge stopped) or
+                # `request`'s deadline cancels the call: a break, not the end of this
+                # reader, unless the reader itself is cancelled (decision 720).
+                if not cancelled_under(call):
                     raise
                 code = grpc.StatusCode.CANCELLED
             if self._closed:

@@ -419,9 +419,10 @@ class PostgresDatabase:
         error propagates as it is: a stale record's check is one, so a refusal
         reasoned from a stale record is never given). _Declined when it refused
         itself having only read (plain SELECTs, row locks, no turn record
-        remembered; one forgotten stays forgotten): nothing of it is in the transaction, which goes on with the
-        group's next operation, not rolled back and run again without it (a group
-        of 200 ran 200 operations twice for one refusal; decision 670)."""
+        remembered; one forgotten stays forgotten): nothing of it is in the
+        transaction, which goes on with the group's next operation, not rolled back
+        and run again without it (a group of 200 ran 200 operations twice for one
+        refusal; decision 670)."""
         tx = PgTx(conn, job.trace, pipeline, cache, notes.riders)
         try:
             value = job.fn(tx)

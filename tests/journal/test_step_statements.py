@@ -24,18 +24,22 @@ from turnkeeper_server.store.postgres_pipeline import SendingConnection
 from tests.journal.conftest import POLICY, REPLICA, Journal, opened_store
 from tests.journal.test_turn_cache import append, events
 from tests.service.storage.test_group_commit import in_one_group
+from tests.support.postgres import database_of
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.timeout(60)]
 
 
 @pytest.fixture
-def statements(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The statements the writer's connection was given (BEGIN and COMMIT aside)."""
+def statements(monkeypatch: pytest.MonkeyPatch, database_url: str) -> list[str]:
+    """The statements the writer's connection was given (BEGIN and COMMIT aside), on
+    this test's database alone (`database_of`)."""
     sent: list[str] = []
     real = SendingConnection.execute
+    ours = database_of(database_url)
 
     def counted(self: SendingConnection, query: Any, params: Any = None, **kw: Any) -> Any:
-        sent.append(str(query))
+        if self.info.dbname == ours:
+            sent.append(str(query))
         return real(self, query, params, **kw)
 
     monkeypatch.setattr(SendingConnection, "execute", counted)

@@ -18,9 +18,10 @@ from turnkeeper_server.errors import StaleAttempt, WrongState
 from turnkeeper_server.journal import effects, transitions
 from turnkeeper_server.records import EFFECT_SUPERSEDED, EffectCall, Fence, TurnRecord
 from turnkeeper_server.store import Store, Tx
-from turnkeeper_server.store.postgres import PostgresDatabase
+from turnkeeper_server.store.postgres import PgTx, PostgresDatabase
 
 from tests.journal.conftest import POLICY, REPLICA, Journal, opened_store
+from tests.support.postgres import database_of
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.timeout(60)]
 
@@ -33,13 +34,16 @@ async def other(tmp_path: Path, database_url: str) -> AsyncIterator[Journal]:
 
 
 @pytest.fixture
-def row_reads(monkeypatch: pytest.MonkeyPatch) -> list[str]:
-    """The turns whose row an operation read with a lock (`lock_turn`)."""
+def row_reads(monkeypatch: pytest.MonkeyPatch, database_url: str) -> list[str]:
+    """The turns whose row an operation read with a lock (`lock_turn`), on this
+    test's database alone (`database_of`)."""
     read: list[str] = []
     real = transitions.lock_turn
+    ours = database_of(database_url)
 
     def counted(tx: Tx, turn_id: str) -> TurnRecord:
-        read.append(turn_id)
+        if isinstance(tx, PgTx) and tx.raw.info.dbname == ours:
+            read.append(turn_id)
         return real(tx, turn_id)
 
     monkeypatch.setattr(transitions, "lock_turn", counted)

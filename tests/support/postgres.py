@@ -20,6 +20,7 @@ from pathlib import Path
 import psycopg
 from pgserver import _commands
 from pgserver.postgres_server import PostgresServer, get_server
+from psycopg.conninfo import conninfo_to_dict
 
 
 class PostgresCluster:
@@ -98,6 +99,14 @@ class PostgresCluster:
         if self._server is not None:
             self._server.cleanup()
             self._server = None
+
+
+def database_of(url: str) -> str:
+    """The database `url` names: a connection's `info.dbname`. A test that counts what
+    is sent by patching a class keeps only its own database's: the worker's shared
+    deployment (tests/support/deployment.py) runs its service in this process, on a
+    database of its own, and its sweeps and publisher send through the same classes."""
+    return str(conninfo_to_dict(url)["dbname"])
 
 
 @contextlib.contextmanager

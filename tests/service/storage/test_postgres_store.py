@@ -21,12 +21,15 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import pq
+from psycopg_pool import ConnectionPool
 from turnkeeper_server.store import postgres_outbox
 from turnkeeper_server.store.contract import Conn, Tx
 from turnkeeper_server.store.postgres import PostgresDatabase
 from turnkeeper_server.store.postgres_conn import PgConn
 from turnkeeper_server.store.postgres_notify import CHANNEL, Listener, announced
 from turnkeeper_server.store.records import OutboxRow
+
+from tests.support.postgres import database_of
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.timeout(60)]
 
@@ -381,9 +384,12 @@ async def test_a_drain_right_after_one_that_found_the_outbox_empty_looks_only_af
     looks: list[int] = []
     take = postgres_outbox._take
 
-    def counted(*args: object) -> object:
-        looks.append(1)
-        return take(*args)  # type: ignore[arg-type]
+    ours = database_of(database_url)
+
+    def counted(pool: ConnectionPool[psycopg.Connection[Any]], limit: int) -> object:
+        if isinstance(pool.conninfo, str) and database_of(pool.conninfo) == ours:
+            looks.append(1)
+        return take(pool, limit)
 
     monkeypatch.setattr(postgres_outbox, "_take", counted)
 
@@ -413,7 +419,7 @@ async def test_a_drain_right_after_one_that_found_the_outbox_empty_looks_only_af
 
 
 async def test_a_drain_is_its_begin_and_its_statement_on_connections_that_commit_unflushed(
-    store: PostgresDatabase, backend: str, monkeypatch: pytest.MonkeyPatch
+    store: PostgresDatabase, backend: str, database_url: str, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     # Decision 611: the pool's connections commit with synchronous_commit off (the
     # drain's delete is the one write they make), so a drain sends no SET LOCAL.
@@ -425,9 +431,11 @@ async def test_a_drain_is_its_begin_and_its_statement_on_connections_that_commit
     )
     sent: list[str] = []
     real = psycopg.Connection.execute
+    ours = database_of(database_url)
 
     def counted(self: psycopg.Connection[Any], query: Any, *args: Any, **kw: Any) -> Any:
-        sent.append(str(query))
+        if self.info.dbname == ours:
+            sent.append(str(query))
         return real(self, query, *args, **kw)
 
     monkeypatch.setattr(psycopg.Connection, "execute", counted)

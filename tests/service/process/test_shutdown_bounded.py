@@ -170,7 +170,11 @@ async def test_sigterm_with_streams_attached_ends_them_and_exits_in_time(
 async def test_a_turn_mid_run_is_redriven_after_a_bounded_stop(
     tmp_path: Path, database_url: str | None, processes: list[ServiceProcess]
 ) -> None:
-    proc = ServiceProcess(tmp_path, database_url=database_url, extra=SHUTDOWN)
+    # A 4 s lease: the stored lease the next start waits out (15 s by default); the
+    # turn's agent never beats, and SIGTERM follows its three appends at once.
+    proc = ServiceProcess(
+        tmp_path, database_url=database_url, extra=[*SHUTDOWN, "--lease-seconds", "4"]
+    )
     processes.append(proc)
     address = await asyncio.to_thread(proc.start)
     acknowledged = await append_mid_run(address)

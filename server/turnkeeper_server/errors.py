@@ -7,9 +7,9 @@ Servicers and stores raise these; `status_for` maps them. Nothing else calls
 from __future__ import annotations
 
 import sqlite3
+import sys
 
 import grpc
-import psycopg
 
 
 class TurnkeeperError(Exception):
@@ -66,7 +66,9 @@ def status_for(exc: BaseException) -> tuple[grpc.StatusCode, str]:
         # Disk full, I/O error, read-only file: the write was not committed, so it
         # was not acknowledged. The client may retry once storage is healthy.
         return grpc.StatusCode.UNAVAILABLE, f"storage refused the operation: {exc}"
-    if isinstance(exc, psycopg.OperationalError):
+    # psycopg is loaded by the PostgreSQL store alone: without it, no error is its.
+    psycopg = sys.modules.get("psycopg")
+    if psycopg is not None and isinstance(exc, psycopg.OperationalError):
         # A read on a connection PostgreSQL dropped (a restart, a network fault);
         # the next call reconnects.
         detail = (str(exc).strip().splitlines() or [type(exc).__name__])[0]

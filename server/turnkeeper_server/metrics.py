@@ -9,11 +9,11 @@ from __future__ import annotations
 
 import contextlib
 import sqlite3
+import sys
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
-import psycopg
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram
 from prometheus_client.core import GaugeMetricFamily
 from prometheus_client.registry import Collector
@@ -22,6 +22,14 @@ from turnkeeper.states import STATE_NAMES
 from turnkeeper_server.store import stats
 
 STATES = STATE_NAMES
+
+
+def _store_errors() -> tuple[type[Exception], ...]:
+    """What a read of the stored state may raise: SQLite's errors, and PostgreSQL's
+    once psycopg is loaded (the PostgreSQL store loads it; a SQLite service never
+    pays its import)."""
+    psycopg = sys.modules.get("psycopg")
+    return (sqlite3.Error,) if psycopg is None else (sqlite3.Error, psycopg.Error)
 
 
 class _StoredState(Collector):
@@ -40,12 +48,12 @@ class _StoredState(Collector):
         )
         try:
             conn = self.connect()
-        except (sqlite3.Error, psycopg.Error):
+        except _store_errors():
             return
         try:
             counts = stats.state_counts(conn)
             pending = stats.outbox_backlog(conn)
-        except (sqlite3.Error, psycopg.Error):
+        except _store_errors():
             return
         finally:
             conn.close()
@@ -139,6 +147,8 @@ class Metrics:
             registry=r,
         )
         if database_url is not None:
+            import psycopg
+
             url = database_url
             r.register(
                 _StoredState(lambda: psycopg.connect(url, autocommit=True, connect_timeout=2))

@@ -13,16 +13,20 @@ import json
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
-from langchain_core.embeddings import Embeddings
-from langgraph.store.base.embed import ensure_embeddings, get_text_at_path, tokenize_path
 from turnkeeper._object_spec import (
     SpecImportError,
     load_object,
     names_a_file,
     parse_object_spec,
 )
+
+# LangChain's embeddings and LangGraph's path helpers are imported where an index is
+# configured or used: langchain_core is a fifth of the service's start-up (about
+# 0.2 s of CPU a process), and most deployments configure no index.
+if TYPE_CHECKING:
+    from langchain_core.embeddings import Embeddings
 
 
 @dataclass(frozen=True)
@@ -39,6 +43,8 @@ class IndexConfig:
         self, value: Mapping[str, Any], index: Sequence[str] | Literal[False] | None
     ) -> list[tuple[str, str]]:
         """(path, text) pairs to embed for an item put with `index`."""
+        from langgraph.store.base.embed import get_text_at_path, tokenize_path
+
         if index is False:
             return []
         paths: list[tuple[str, str | list[str]]]
@@ -126,6 +132,9 @@ def load_embeddings(spec: str, *, base: Path | None = None) -> Embeddings:
 
 
 def _embeddings(found: Any, spec: str) -> Embeddings:
+    from langchain_core.embeddings import Embeddings
+    from langgraph.store.base.embed import ensure_embeddings
+
     if isinstance(found, Embeddings):
         return found
     if found is None or not callable(found):

@@ -67,7 +67,11 @@ def test_bench_smoke_runs_and_reports(tmp_path: Path) -> None:
         assert sections[key]["skipped"] is None, key
         assert metrics, key
         for name, value in metrics.items():
-            # CPU time is counted in clock ticks: a tiny run may use none.
+            # CPU time is counted in clock ticks: a tiny run may use none, and a CPU
+            # ratio over a figure that read none is nan, as the bench reports it (its
+            # two figures are still checked here, each finite).
+            if "cpu_ratio" in name and math.isnan(value):
+                continue
             low = 0.0 if "cpu" in name or name.startswith(COUNTS) else math.ulp(0.0)
             assert math.isfinite(value) and value >= low, f"{key}.{name} = {value}"
     assert sections["memory"]["metrics"]["events_read"] > 0
@@ -113,6 +117,13 @@ def test_bench_smoke_postgres_section(tmp_path: Path, postgres_cluster: Postgres
     section = json.loads(raw.read_text())["sections"]["postgres"]
     assert section["skipped"] is None
     metrics = section["metrics"]
+    # CPU is read in the kernel's 10 ms ticks: the smoke's 8 turns on the SQLite
+    # service may take none, and a ratio over no reading is nan (bench.common.ratio),
+    # as the bench reports it. That alone is excused: a nan with a reading under it
+    # still fails.
+    if math.isnan(metrics["service_cpu_ratio_pg_vs_sqlite"]):
+        assert metrics["service_cpu_ms_per_turn_lite_few"] == 0, metrics
+        del metrics["service_cpu_ratio_pg_vs_sqlite"]
     for name, value in metrics.items():
         assert math.isfinite(value) and value >= 0, f"postgres.{name} = {value}"
     for side in ("turnkeeper", "stock"):

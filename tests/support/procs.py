@@ -138,6 +138,13 @@ async def listener(module: str, *args: str) -> AsyncIterator[str]:
         await stop_listener(proc)
 
 
+# The options of a channel to a ServiceProcess started again on its port: its
+# connections its own, not shared (as grpc does by default) with the process's other
+# channels to that address, one of which may still be in its back-off after the
+# killed process refused it. Its first call also says `wait_for_ready=True`.
+OWN_CONNECTIONS = [("grpc.use_local_subchannel_pool", 1)]
+
+
 class ServiceProcess:
     """`python -m turnkeeper_server` on a port the OS picks (or a given one)."""
 

@@ -34,6 +34,7 @@ async def start(
     replica: str = "r1",
     incarnation: str = "i1",
     input: Any = None,
+    wait_for_ready: bool | None = None,
 ) -> turns_pb2.StartTurnResponse:
     return await stub.StartTurn(
         turns_pb2.StartTurnRequest(
@@ -43,7 +44,8 @@ async def start(
             input=value(input if input is not None else {"q": "hello"}),
             replica=replica,
             incarnation=incarnation,
-        )
+        ),
+        wait_for_ready=wait_for_ready,
     )
 
 

@@ -19,7 +19,7 @@ from turnkeeper.v1 import turns_pb2, turns_pb2_grpc
 from tests.support.agents import shape
 from tests.support.nats import NatsServer
 from tests.support.pages import open_page, recorded, timeline
-from tests.support.procs import ServiceProcess
+from tests.support.procs import OWN_CONNECTIONS, ServiceProcess
 from tests.support.service import unrenewed_flags
 from tests.support.turns import events, start
 
@@ -72,10 +72,11 @@ async def test_service_restart_mid_stream_resumes_by_last_event_id(
     service.kill()
     await expect(page.locator("#stream-status")).to_have_text("reconnecting")
     service.start()
-    async with aio.insecure_channel(service.address) as channel:
+    async with aio.insecure_channel(service.address, options=OWN_CONNECTIONS) as channel:
         stub = turns_pb2_grpc.TurnServiceStub(channel)
         await stub.AppendEvents(
-            turns_pb2.AppendEventsRequest(turn_id="t-rs", events=events(4, "token", "step"))
+            turns_pb2.AppendEventsRequest(turn_id="t-rs", events=events(4, "token", "step")),
+            wait_for_ready=True,
         )
         await stub.FinishTurn(
             turns_pb2.FinishTurnRequest(

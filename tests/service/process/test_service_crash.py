@@ -15,7 +15,7 @@ from turnkeeper.v1 import checkpoints_pb2_grpc, turns_pb2_grpc
 from turnkeeper.v1 import turns_pb2 as pb
 
 from tests.support.nats import NatsServer, subscribe
-from tests.support.procs import ServiceProcess
+from tests.support.procs import OWN_CONNECTIONS, ServiceProcess
 from tests.support.turns import events, start
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_backends]
@@ -144,8 +144,15 @@ async def test_start_turn_stays_idempotent_after_a_restart(
         for _ in range(3):
             proc.kill()
             proc.start()
-            async with aio.insecure_channel(address) as ch:
-                again = await start(turns_pb2_grpc.TurnServiceStub(ch), input=request)
+            # The same port again: a channel of its own (grpc shares a process's
+            # connections to one address between channels, and one to the killed
+            # process may still be in its back-off), and the call waits for the
+            # connection instead of failing on the first refusal (a loaded CI run
+            # failed UNAVAILABLE "Connection refused" with the service announced).
+            async with aio.insecure_channel(address, options=OWN_CONNECTIONS) as ch:
+                again = await start(
+                    turns_pb2_grpc.TurnServiceStub(ch), input=request, wait_for_ready=True
+                )
             assert not again.created
             assert again.turn.turn_id == first.turn.turn_id
     finally:

@@ -20,7 +20,7 @@ import pytest
 from langgraph.store.base import IndexConfig
 from langgraph.store.memory import InMemoryStore
 from langgraph_sdk import get_client
-from psycopg.conninfo import conninfo_to_dict, make_conninfo
+from psycopg.conninfo import make_conninfo
 from turnkeeper._connection import ConnectionOptions
 from turnkeeper.agent._store import RemoteStore
 from turnkeeper_server.app import TurnkeeperServer
@@ -29,6 +29,7 @@ from turnkeeper_server.engine.store_index import index_of_config
 from tests.support import reference
 from tests.support.langgraph_host import hosted
 from tests.support.nats import NatsServer
+from tests.support.postgres import database_of
 from tests.support.service import ServiceFactory
 
 # Letter counts: deterministic, and texts sharing letters score near each other.
@@ -271,7 +272,7 @@ async def test_without_pgvector_postgresql_scans_and_ranks_the_same(
     """A database role that may not CREATE EXTENSION (pgvector is not a trusted
     extension): the service starts, says so, and answers queries by a plain scan."""
     role = f"plain_{tmp_path.name[-12:].lower().replace('-', '_')}"
-    database = conninfo_to_dict(database_url)["dbname"]
+    database = database_of(database_url)
     with psycopg.connect(database_url, autocommit=True) as conn:
         conn.execute(f"CREATE ROLE {role} LOGIN")
         conn.execute(f"ALTER DATABASE {database} OWNER TO {role}")

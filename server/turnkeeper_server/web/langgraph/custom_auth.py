@@ -32,9 +32,10 @@ from turnkeeper._object_spec import load_object, parse_object_spec
 
 from turnkeeper_server.web.langgraph.errors import ApiError
 
-# langgraph_sdk (with httpx and pydantic) is imported by the functions that need it,
-# which run only where a langgraph.json names an `auth`: a tenth of the service's
-# start-up (about 0.14 s of CPU a process) that most deployments never use.
+# langgraph_sdk (with httpx and pydantic) is imported by `load`, which runs only where
+# a langgraph.json names an `auth`: a tenth of the service's start-up (about 0.14 s of
+# CPU a process) that most deployments never use. A loaded object's handlers reach the
+# SDK's exceptions and types through it (`Auth.exceptions`, `Auth.types`).
 if TYPE_CHECKING:
     from langgraph_sdk import Auth
 
@@ -192,8 +193,6 @@ class CustomAuth:
     ) -> EndUser:
         """The request's end user; `body` reads the request's JSON body, for a
         handler that asks for it."""
-        from langgraph_sdk.auth import exceptions as auth_exceptions
-
         handler = self.auth._authenticate_handler
         if handler is None:
             raise ApiError(500, f"the auth object {self.spec} has no authenticate handler")
@@ -201,7 +200,7 @@ class CustomAuth:
         arguments = _arguments(names, request, await body() if "body" in names else {})
         try:
             answer = await _call(handler, arguments)
-        except auth_exceptions.HTTPException as exc:
+        except self.auth.exceptions.HTTPException as exc:
             # LangGraph's server answers 401 as 401, any other refusal as 403.
             raise ApiError(401 if exc.status_code == 401 else 403, str(exc.detail)) from None
         return end_user(answer)
@@ -211,21 +210,18 @@ class CustomAuth:
     ) -> Filters | None:
         """The filter the most specific handler answers (None: everything), after it
         may have changed `value`; 403 when it refuses."""
-        from langgraph_sdk.auth import exceptions as auth_exceptions
-        from langgraph_sdk.auth import types as auth_types
-
         handler = self._handler(resource, action)
         if handler is None:
             return None
-        ctx = auth_types.AuthContext(
+        ctx = self.auth.types.AuthContext(
             permissions=list(user.permissions),
             user=user,
             resource=resource,
-            action=action,  # type: ignore[arg-type]
+            action=action,
         )
         try:
             result = await handler(ctx=ctx, value=value)
-        except auth_exceptions.HTTPException as exc:
+        except self.auth.exceptions.HTTPException as exc:
             raise ApiError(exc.status_code, str(exc.detail)) from None
         except AssertionError as exc:
             raise ApiError(403, str(exc) or "Forbidden") from None

@@ -16,7 +16,6 @@ import json
 import os
 import re
 import signal
-import sys
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -36,7 +35,7 @@ from tests.faults.storage import PostgresStorage, SqliteStorage, Storage
 from tests.support.agents import Agent
 from tests.support.nats import NatsServer
 from tests.support.postgres import PostgresCluster
-from tests.support.procs import ServiceProcess, spawn_child, start_listener, stop_listener
+from tests.support.procs import ServiceProcess, spawn_python, start_listener, stop_listener
 from tests.support.relay import Relay
 from tests.support.security import bearer_interceptors, write_tokens
 from tests.support.webhook_receiver import service_flags
@@ -144,7 +143,7 @@ class AgentPool:
             "WAIT_FOR_GO": "1",
             "PYTHONUNBUFFERED": "1",
         }
-        child = await spawn_child(sys.executable, "-m", "tests.faults.agent", cwd=REPO, env=env)
+        child = await spawn_python("-m", "tests.faults.agent", cwd=REPO, env=env)
         self.processes += 1
         return Agent(child, slot.replica)
 

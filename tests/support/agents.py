@@ -8,7 +8,6 @@ import contextlib
 import json
 import os
 import signal
-import sys
 import uuid
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass, field
@@ -21,7 +20,7 @@ from turnkeeper.client import AsyncTurnkeeperClient, ConnectionOptions
 from turnkeeper.v1 import operations_pb2, turns_pb2
 
 from tests.support.nats import Collector
-from tests.support.procs import Child, kill_group, signal_child, spawn_child
+from tests.support.procs import Child, kill_group, signal_child, spawn_python
 
 AGENT_SCRIPT = Path(__file__).resolve().parent.parent / "agents" / "job_agent.py"
 AGENT = "jobs"
@@ -87,7 +86,7 @@ class Agent:
         env.pop("SLOW_STEP", None)
         if slow_step is not None:
             env["SLOW_STEP"] = str(slow_step)
-        return cls(await spawn_child(sys.executable, str(script), env=env), replica)
+        return cls(await spawn_python(str(script), env=env), replica)
 
     async def _read(self, stream: asyncio.StreamReader) -> None:
         """Every line of `stream`, until its end. Reads chunks, not lines: a line

@@ -11,7 +11,6 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import os
-import sys
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -20,7 +19,7 @@ from typing import TYPE_CHECKING, TypedDict
 from typing_extensions import Unpack
 
 from tests.support.agents import Agent
-from tests.support.procs import spawn_child
+from tests.support.procs import spawn_python
 
 if TYPE_CHECKING:
     from turnkeeper_server.app import TurnkeeperServer
@@ -57,8 +56,7 @@ async def spawn_host(
     env.pop("TURNKEEPER_TOKEN", None)
     if token is not None:
         env["TURNKEEPER_TOKEN"] = token
-    child = await spawn_child(
-        sys.executable,
+    child = await spawn_python(
         "-m",
         "turnkeeper.agent.host",
         str(config),

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import atexit
 import contextlib
 import os
 import re
@@ -10,15 +11,17 @@ import signal
 import subprocess
 import sys
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+
+from tests.support.forkserver import ForkedProcess, ForkServer
 
 _LISTENING = re.compile(r"turnkeeper listening on (\S+)")
 REPO = Path(__file__).resolve().parents[2]
 
 
-def signal_child(proc: asyncio.subprocess.Process, sig: int) -> None:
+def signal_child(proc: asyncio.subprocess.Process | ForkedProcess, sig: int) -> None:
     """Send ``sig`` to an asyncio child whose exit the loop has not seen, reaping nothing.
 
     Not ``proc.send_signal``: on Python 3.11 that goes through
@@ -67,13 +70,10 @@ class Child:
     keeps ``wait()`` waiting for ever, though the child has long been reaped.
     """
 
-    proc: asyncio.subprocess.Process
+    proc: asyncio.subprocess.Process | ForkedProcess
     exited: asyncio.Future[int]
-    transport: asyncio.SubprocessTransport
-
-    def close_pipes(self) -> None:
-        """Close asyncio's ends of its pipes (their readers see the end of file)."""
-        self.transport.close()
+    # Closes asyncio's ends of its pipes (their readers see the end of file).
+    close_pipes: Callable[[], None]
 
 
 async def spawn_child(program: str, *args: str, **kwargs: object) -> Child:
@@ -95,7 +95,28 @@ async def spawn_child(program: str, *args: str, **kwargs: object) -> Child:
         *args,
         **options,  # type: ignore[arg-type]
     )
-    return Child(asyncio.subprocess.Process(transport, protocol, loop), protocol.exited, transport)
+    return Child(
+        asyncio.subprocess.Process(transport, protocol, loop), protocol.exited, transport.close
+    )
+
+
+_FORK_SERVER = ForkServer()
+atexit.register(_FORK_SERVER.stop)
+
+
+async def spawn_python(
+    *args: str,
+    env: dict[str, str],
+    cwd: str | os.PathLike[str] | None = None,
+    stdin: int = subprocess.PIPE,
+) -> Child:
+    """`python <args>` as spawn_child starts it (pipes, a process group of its own),
+    forked from the worker's fork server when its environment allows
+    (tests/support/forkserver.py, decision 793), else started cold."""
+    if not _FORK_SERVER.takes(env):
+        return await spawn_child(sys.executable, *args, env=env, cwd=cwd, stdin=stdin)
+    proc, close_pipes = await _FORK_SERVER.spawn(*args, env=env, cwd=cwd, stdin=stdin)
+    return Child(proc, proc.exited, close_pipes)
 
 
 def kill_group(pid: int, sig: int = signal.SIGKILL) -> None:

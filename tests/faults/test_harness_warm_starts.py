@@ -1,0 +1,100 @@
+"""The harness's warm starts (tests/support/forkserver.py, decision 793): a Python
+agent forked from the worker's fork server is the process a cold start gives, as a
+test sees it (argv, environment, working directory, its own process group, piped
+stdin, stdout and stderr, its exit status), and is killed like one. A start whose
+environment asks for another interpreter is started cold."""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from tests.support.agents import PATIENCE, Agent
+from tests.support.forkserver import COLD, ForkedProcess
+from tests.support.procs import kill_group, spawn_python
+
+PROBE = """\
+import json, os, sys
+line = sys.stdin.readline().strip()
+print(json.dumps({
+    "argv": sys.argv,
+    "path0": sys.path[0],
+    "cwd": os.getcwd(),
+    "leader": os.getpgid(0) == os.getpid(),
+    "variable": os.environ.get("WARM_PROBE"),
+    "cold": os.environ.get("TURNKEEPER_TEST_COLD_STARTS"),
+    "stdin": line,
+}))
+print("to stderr", file=sys.stderr)
+sys.exit(int(sys.argv[1]))
+"""
+
+
+def _env(cold: bool) -> dict[str, str]:
+    env = {**os.environ, "WARM_PROBE": "seen", "PYTHONUNBUFFERED": "1"}
+    env.pop(COLD, None)
+    if cold:
+        env[COLD] = "1"
+    return env
+
+
+@pytest.mark.parametrize("cold", [False, True], ids=["warm", "cold"])
+async def test_a_warm_start_is_the_process_a_cold_one_is(cold: bool, tmp_path: Path) -> None:
+    script = tmp_path / "probe.py"
+    script.write_text(PROBE)
+    child = await spawn_python(str(script), "3", env=_env(cold), cwd=tmp_path)
+    assert isinstance(child.proc, ForkedProcess) is not cold
+    agent = Agent(child, "probe")
+    assert child.proc.stdin is not None
+    child.proc.stdin.write(b"hello\n")
+    await child.proc.stdin.drain()
+    assert await agent.wait_exit(PATIENCE) == 3
+    report = json.loads(next(line for line in agent.lines if line.startswith("{")))
+    assert report == {
+        "argv": [str(script), "3"],
+        "path0": str(tmp_path),
+        "cwd": str(tmp_path),
+        "leader": True,
+        "variable": "seen",
+        "cold": "1" if cold else None,
+        "stdin": "hello",
+    }
+    assert "to stderr" in agent.lines
+
+
+async def test_a_module_runs_as_python_m_runs_it(tmp_path: Path) -> None:
+    (tmp_path / "warm_probe_module.py").write_text(PROBE)
+    child = await spawn_python(
+        "-m", "warm_probe_module", "0", env=_env(False), cwd=tmp_path, stdin=subprocess.DEVNULL
+    )
+    agent = Agent(child, "module")
+    assert await agent.wait_exit(PATIENCE) == 0
+    report = json.loads(next(line for line in agent.lines if line.startswith("{")))
+    assert report["argv"] == [str(tmp_path / "warm_probe_module.py"), "0"]
+    assert report["path0"] == str(tmp_path) and report["stdin"] == ""
+
+
+async def test_a_warm_child_killed_as_it_starts_dies_of_sigkill() -> None:
+    """Its process group exists by the time the test has its pid: a group kill at
+    once reaches it (the fork server makes the group as well as the child)."""
+    for i in range(20):
+        child = await spawn_python("-c", "import time; time.sleep(600)", env=_env(False))
+        assert isinstance(child.proc, ForkedProcess)
+        kill_group(child.proc.pid)
+        assert await Agent(child, f"killed-{i}").wait_exit(PATIENCE) == -signal.SIGKILL
+
+
+async def test_another_interpreters_environment_is_started_cold(tmp_path: Path) -> None:
+    (tmp_path / "only_here.py").write_text("print('imported from PYTHONPATH')\n")
+    env = {**_env(False), "PYTHONPATH": str(tmp_path)}
+    child = await spawn_python("-m", "only_here", env=env, cwd=Path(sys.prefix))
+    assert not isinstance(child.proc, ForkedProcess)
+    agent = Agent(child, "pythonpath")
+    assert await agent.wait_exit(PATIENCE) == 0
+    assert "imported from PYTHONPATH" in agent.lines

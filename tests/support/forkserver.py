@@ -1,0 +1,356 @@
+"""Python agents started warm: a fork server per test worker that imported LangGraph
+once, and forks a real process per agent a test starts (decision 793).
+
+Every agent process of the suite imports LangGraph, langchain-core and pydantic
+before it does anything, about a CPU-second each; the suite starts some 250 of
+them, on a machine whose two cores the three workers already keep busy (decision
+792). A child forked from an interpreter that has those imports done runs the same
+program (`python -m module` or `python script.py`, its argv, environment and working
+directory, its own process group, stdin/stdout/stderr the test's pipes) without
+paying them again. It is a real process all the same: its own pid, killed by
+SIGKILL, its exit status the test's to read.
+
+What the server imports is third-party code only, and no module that starts a
+thread or reads the environment at import for anything a test sets: turnkeeper's
+own modules, and grpc (whose core reads GRPC_* variables when it starts), are
+imported by each child, as a cold process would. A start whose environment asks
+for another interpreter (any PYTHON* variable but PYTHONUNBUFFERED set otherwise
+than the server's) is not forked: `procs.spawn_python` starts it cold. So do the
+tests that are about starting a process as users do (the guides, `turnkeeper dev`,
+the service's own processes), and every start when TURNKEEPER_TEST_COLD_STARTS=1.
+
+The protocol, one UNIX connection per child: the test sends a JSON request and its
+three pipe ends (SCM_RIGHTS); the server answers the child's pid, then, when it has
+reaped the child, its exit status as asyncio gives it (-N for a signal N); a
+connection closed with no status means the server itself ended.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import importlib
+import io
+import json
+import os
+import runpy
+import selectors
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import threading
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+REPO = Path(__file__).resolve().parents[2]
+# What every agent of the suite imports first, and nothing of ours (see above).
+PRELOAD = (
+    "langgraph.graph",
+    "langgraph.types",
+    "langgraph.func",
+    "langgraph.checkpoint.base",
+    "langgraph.prebuilt",
+    "langchain_core.messages",
+    "langchain_core.runnables",
+    "langchain_core.language_models",
+    "langchain_core.tools",
+    "langgraph_sdk",
+    "nats.aio.client",
+    "httpx",
+)
+COLD = "TURNKEEPER_TEST_COLD_STARTS"
+# Variables a Python interpreter reads only as it starts.
+_STARTUP_VARIABLES_ALLOWED = {"PYTHONUNBUFFERED"}
+_MAX_FD = 4096
+
+
+# ---- the server (`python -m tests.support.forkserver SOCKET`) ------------------------
+
+
+def _receive(conn: socket.socket) -> tuple[dict[str, Any], list[int]]:
+    data = b""
+    fds: list[int] = []
+    while not data.endswith(b"\n"):
+        chunk, more, _, _ = socket.recv_fds(conn, 1 << 16, 3)
+        if not chunk:
+            raise ConnectionError("request cut short")
+        data += chunk
+        fds += more
+    return json.loads(data), fds
+
+
+def _serve(path: str) -> tuple[dict[str, Any], list[int]]:
+    """Forks a child per request; returns only in a child, with its request."""
+    listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    listener.bind(path)
+    listener.listen(64)
+    wake_r, wake_w = os.pipe()
+    os.set_blocking(wake_w, False)
+    signal.set_wakeup_fd(wake_w)
+    signal.signal(signal.SIGCHLD, lambda *_: None)
+    selector = selectors.DefaultSelector()
+    selector.register(listener, selectors.EVENT_READ)
+    selector.register(wake_r, selectors.EVENT_READ)
+    selector.register(sys.stdin.fileno(), selectors.EVENT_READ)  # the worker's end
+    children: dict[int, socket.socket] = {}
+    print("ready", flush=True)
+    while True:
+        for key, _ in selector.select():
+            if key.fileobj is listener:
+                conn, _ = listener.accept()
+                try:
+                    request, fds = _receive(conn)
+                except (ConnectionError, ValueError):
+                    conn.close()
+                    continue
+                pid = os.fork()
+                if pid == 0:
+                    signal.set_wakeup_fd(-1)
+                    signal.signal(signal.SIGCHLD, signal.SIG_DFL)
+                    selector.close()
+                    listener.close()
+                    for sock in (conn, *children.values()):
+                        sock.close()
+                    os.close(wake_r)
+                    os.close(wake_w)
+                    return request, fds
+                # The child does this too: whichever runs first, the group exists
+                # before the test has the pid (so `kill_group(pid)` reaches it).
+                with contextlib.suppress(OSError):
+                    os.setpgid(pid, pid)
+                for fd in fds:
+                    os.close(fd)
+                children[pid] = conn
+                with contextlib.suppress(OSError):
+                    conn.sendall(f"{pid}\n".encode())
+            elif key.fileobj == wake_r:
+                with contextlib.suppress(BlockingIOError):
+                    os.read(wake_r, 4096)
+                _reap(children)
+            elif not os.read(sys.stdin.fileno(), 4096):
+                raise SystemExit(0)  # the worker is gone
+
+
+def _reap(children: dict[int, socket.socket]) -> None:
+    while True:
+        try:
+            pid, status = os.waitpid(-1, os.WNOHANG)
+        except ChildProcessError:
+            return
+        if pid == 0:
+            return
+        conn = children.pop(pid, None)
+        if conn is not None:
+            with contextlib.suppress(OSError):
+                conn.sendall(f"{os.waitstatus_to_exitcode(status)}\n".encode())
+            conn.close()
+
+
+def _become(request: dict[str, Any], fds: list[int]) -> None:
+    """In the child: the process the request asked for, up to running its code."""
+    with contextlib.suppress(OSError):
+        os.setpgid(0, 0)
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+    os.closerange(3, _MAX_FD)
+    os.environ.clear()
+    os.environ.update(request["env"])
+    os.chdir(request["cwd"])
+    unbuffered = bool(os.environ.get("PYTHONUNBUFFERED"))
+    sys.stdin = io.TextIOWrapper(io.BufferedReader(io.FileIO(0, "r", closefd=False)))
+    for fd, name in ((1, "stdout"), (2, "stderr")):
+        raw = io.FileIO(fd, "w", closefd=False)
+        stream = io.TextIOWrapper(
+            raw if unbuffered else io.BufferedWriter(raw),
+            write_through=unbuffered,
+            line_buffering=name == "stderr" and not unbuffered,
+            errors="backslashreplace" if name == "stderr" else "strict",
+        )
+        setattr(sys, name, stream)
+
+
+def main() -> None:
+    for module in PRELOAD:
+        importlib.import_module(module)
+    if threading.active_count() != 1:
+        raise SystemExit(f"forkserver: a preload started a thread: {threading.enumerate()}")
+    request, fds = _serve(sys.argv[1])
+    _become(request, fds)
+    args: list[str] = request["args"]
+    if args[0] == "-m":
+        sys.argv = [args[1], *args[2:]]
+        sys.path[0] = os.getcwd()
+        runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+    else:
+        sys.argv = list(args)
+        sys.path[0] = str(Path(args[0]).resolve().parent)
+        runpy.run_path(args[0], run_name="__main__")
+
+
+# ---- the test's side ---------------------------------------------------------------
+
+
+class ForkedProcess:
+    """A forked child, as much of asyncio.subprocess.Process as the tests use."""
+
+    def __init__(
+        self,
+        pid: int,
+        exited: asyncio.Future[int],
+        stdin: asyncio.StreamWriter | None,
+        stdout: asyncio.StreamReader | None,
+        stderr: asyncio.StreamReader | None,
+    ) -> None:
+        self.pid = pid
+        self.returncode: int | None = None
+        self.stdin = stdin
+        self.stdout = stdout
+        self.stderr = stderr
+        self.exited = exited  # its exit status, once the server reaped it
+        exited.add_done_callback(self._set_returncode)
+
+    def _set_returncode(self, exited: asyncio.Future[int]) -> None:
+        if not exited.cancelled():
+            self.returncode = exited.result()
+
+    async def wait(self) -> int:
+        return await asyncio.shield(self.exited)
+
+    def send_signal(self, sig: int) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+class ForkServer:
+    """The worker's fork server, started by its first `spawn`, ended with the worker
+    (it reads the end of its stdin)."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._dir = ""
+        self._path = ""
+        self._env: dict[str, str] = {}
+        self._lock = threading.Lock()
+
+    def takes(self, env: dict[str, str]) -> bool:
+        """Whether a child with `env` can be forked from this server's interpreter."""
+        if os.environ.get(COLD) == "1" or env.get(COLD) == "1":
+            return False
+        server = self._env or dict(os.environ)
+        names = {n for n in (*env, *server) if n.startswith("PYTHON")}
+        return all(env.get(n) == server.get(n) for n in names - _STARTUP_VARIABLES_ALLOWED)
+
+    def _started(self) -> str:
+        with self._lock:
+            if self._proc is None or self._proc.poll() is not None:
+                self._dir = tempfile.mkdtemp(prefix="turnkeeper-forkserver-")
+                self._path = os.path.join(self._dir, "socket")
+                self._env = dict(os.environ)
+                self._proc = subprocess.Popen(
+                    [sys.executable, "-m", "tests.support.forkserver", self._path],
+                    cwd=REPO,
+                    stdin=subprocess.PIPE,
+                    stdout=subprocess.PIPE,
+                    env=self._env,
+                )
+                assert self._proc.stdout is not None
+                line = self._proc.stdout.readline()
+                if line != b"ready\n":
+                    raise RuntimeError(f"the fork server did not start: {line!r}")
+            return self._path
+
+    def stop(self) -> None:
+        with self._lock:
+            if self._proc is not None:
+                assert self._proc.stdin is not None
+                self._proc.stdin.close()
+                self._proc.wait()
+                self._proc = None
+            if self._dir:
+                with contextlib.suppress(OSError):
+                    os.unlink(self._path)
+                    os.rmdir(self._dir)
+
+    async def spawn(
+        self,
+        *args: str,
+        env: dict[str, str],
+        cwd: str | os.PathLike[str] | None = None,
+        stdin: int = subprocess.PIPE,
+    ) -> tuple[ForkedProcess, Callable[[], None]]:
+        """`python <args>` forked: the process, and what closes the test's pipe ends."""
+        loop = asyncio.get_running_loop()
+        path = await asyncio.to_thread(self._started)
+        ours: list[int] = []
+        theirs: list[int] = []
+        if stdin == subprocess.DEVNULL:
+            theirs.append(os.open(os.devnull, os.O_RDONLY))
+        else:
+            r, w = os.pipe()
+            theirs.append(r)
+            ours.append(w)
+        for _ in range(2):
+            r, w = os.pipe()
+            theirs.append(w)
+            ours.append(r)
+        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+        try:
+            conn.connect(path)
+            request = {"args": list(args), "env": env, "cwd": str(cwd or os.getcwd())}
+            socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], theirs)
+        finally:
+            for fd in theirs:
+                os.close(fd)
+        conn.setblocking(False)
+        reader, writer = await asyncio.open_unix_connection(sock=conn)
+        pid = int(await reader.readline())
+        exited: asyncio.Future[int] = loop.create_future()
+
+        async def status() -> None:
+            line = await reader.readline()
+            writer.close()
+            if not exited.done():
+                if line:
+                    exited.set_result(int(line))
+                else:
+                    exited.set_exception(RuntimeError("the fork server ended before its child"))
+
+        watcher = loop.create_task(status())
+        exited.add_done_callback(lambda _: watcher)  # keeps the task referenced
+        streams: list[asyncio.BaseTransport] = []
+        stdin_writer: asyncio.StreamWriter | None = None
+        if stdin != subprocess.DEVNULL:
+            write_transport, protocol = await loop.connect_write_pipe(
+                lambda: asyncio.streams.FlowControlMixin(loop), os.fdopen(ours.pop(0), "wb", 0)
+            )
+            stdin_writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
+            streams.append(write_transport)
+        readers: list[asyncio.StreamReader] = []
+        for fd in ours:
+            reader_ = asyncio.StreamReader(limit=2**16, loop=loop)
+            read_transport, _ = await loop.connect_read_pipe(
+                lambda r=reader_: asyncio.StreamReaderProtocol(r, loop=loop),  # type: ignore[misc]
+                os.fdopen(fd, "rb", 0),
+            )
+            readers.append(reader_)
+            streams.append(read_transport)
+
+        def close_pipes() -> None:
+            for transport in streams:
+                transport.close()
+
+        return ForkedProcess(pid, exited, stdin_writer, readers[0], readers[1]), close_pipes
+
+
+if __name__ == "__main__":
+    main()

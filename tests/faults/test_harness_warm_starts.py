@@ -17,7 +17,7 @@ import pytest
 
 from tests.support.agents import PATIENCE, Agent
 from tests.support.forkserver import COLD, ForkedProcess
-from tests.support.procs import kill_group, spawn_python
+from tests.support.procs import FORK_SERVER, kill_group, spawn_python
 
 PROBE = """\
 import json, os, sys
@@ -98,3 +98,28 @@ async def test_another_interpreters_environment_is_started_cold(tmp_path: Path) 
     agent = Agent(child, "pythonpath")
     assert await agent.wait_exit(PATIENCE) == 0
     assert "imported from PYTHONPATH" in agent.lines
+
+
+async def test_code_runs_as_python_c_runs_it(tmp_path: Path) -> None:
+    code = "import os, sys; print(sys.argv, repr(sys.path[0]), __name__); sys.exit(4)"
+    child = await spawn_python("-c", code, "x", env=_env(False), cwd=tmp_path)
+    assert isinstance(child.proc, ForkedProcess)
+    agent = Agent(child, "code")
+    assert await agent.wait_exit(PATIENCE) == 4
+    assert "['-c', 'x'] '' __main__" in agent.lines
+
+
+def test_a_blocking_start_is_a_popen_with_its_stderr_in_its_stdout() -> None:
+    """ServiceProcess's warm start: stdout and stderr one text pipe, `poll`, `wait`
+    (its timeout as Popen's), and a kill's status."""
+    code = "import sys, threading; print('out'); print('err', file=sys.stderr); "
+    code += "threading.Event().wait()"  # until killed
+    proc = FORK_SERVER.spawn_blocking("-c", code, env=_env(False))
+    assert proc.stdout.readline() == "out\n" and proc.stdout.readline() == "err\n"
+    assert proc.poll() is None
+    with pytest.raises(subprocess.TimeoutExpired):
+        proc.wait(timeout=0)
+    proc.kill()
+    assert proc.wait() == -signal.SIGKILL and proc.poll() == -signal.SIGKILL
+    finished = FORK_SERVER.spawn_blocking("-c", "raise SystemExit(6)", env=_env(False))
+    assert finished.wait() == 6 and finished.stdout.read() == ""

@@ -1,11 +1,11 @@
-"""Python agents started warm: a fork server per test worker that imported LangGraph
-once, and forks a real process per agent a test starts (decision 793).
+"""Python agents and services started warm: a fork server per test worker that
+imported LangGraph once, and forks a real process per start (decision 793).
 
 Every agent process of the suite imports LangGraph, langchain-core and pydantic
-before it does anything, about a CPU-second each; the suite starts some 250 of
-them, on a machine whose two cores the three workers already keep busy (decision
+before it does anything, about a CPU-second each (a service about half of that);
+the suite starts some 250 agents and 110 services, on a machine whose two cores the three workers already keep busy (decision
 792). A child forked from an interpreter that has those imports done runs the same
-program (`python -m module` or `python script.py`, its argv, environment and working
+program (`python -m module`, `python -c code` or `python script.py`, its argv, environment and working
 directory, its own process group, stdin/stdout/stderr the test's pipes) without
 paying them again. It is a real process all the same: its own pid, killed by
 SIGKILL, its exit status the test's to read.
@@ -15,9 +15,10 @@ thread or reads the environment at import for anything a test sets: turnkeeper's
 own modules, and grpc (whose core reads GRPC_* variables when it starts), are
 imported by each child, as a cold process would. A start whose environment asks
 for another interpreter (any PYTHON* variable but PYTHONUNBUFFERED set otherwise
-than the server's) is not forked: `procs.spawn_python` starts it cold. So do the
-tests that are about starting a process as users do (the guides, `turnkeeper dev`,
-the service's own processes), and every start when TURNKEEPER_TEST_COLD_STARTS=1.
+than the server's) is not forked: `procs.spawn_python` and `ServiceProcess` start it
+cold. So do the tests that are about starting a process as users do (the guides,
+`turnkeeper dev`, the import checks), and every start when
+TURNKEEPER_TEST_COLD_STARTS=1.
 
 The protocol, one UNIX connection per child: the test sends a JSON request and its
 three pipe ends (SCM_RIGHTS); the server answers the child's pid, then, when it has
@@ -41,6 +42,7 @@ import subprocess
 import sys
 import tempfile
 import threading
+import types
 from collections.abc import Callable
 from pathlib import Path
 from typing import Any
@@ -184,6 +186,12 @@ def main() -> None:
         sys.argv = [args[1], *args[2:]]
         sys.path[0] = os.getcwd()
         runpy.run_module(args[1], run_name="__main__", alter_sys=True)
+    elif args[0] == "-c":
+        sys.argv = ["-c", *args[2:]]
+        sys.path[0] = ""
+        namespace = types.ModuleType("__main__")
+        sys.modules["__main__"] = namespace
+        exec(compile(args[1], "<string>", "exec"), namespace.__dict__)
     else:
         sys.argv = list(args)
         sys.path[0] = str(Path(args[0]).resolve().parent)
@@ -221,6 +229,84 @@ class ForkedProcess:
 
     def send_signal(self, sig: int) -> None:
         if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+def _request(
+    path: str,
+    args: tuple[str, ...],
+    env: dict[str, str],
+    cwd: str | os.PathLike[str] | None,
+    fds: list[int],
+) -> socket.socket:
+    """The start's connection, its request sent with the child's ends of its pipes
+    (closed here: the child has its copies)."""
+    conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    try:
+        conn.connect(path)
+        request = {"args": list(args), "env": env, "cwd": str(cwd or os.getcwd())}
+        socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], fds)
+    except BaseException:
+        conn.close()
+        raise
+    finally:
+        for fd in fds:
+            os.close(fd)
+    return conn
+
+
+class ForkedPopen:
+    """A forked child, as much of subprocess.Popen as ServiceProcess uses: its
+    stdout (stderr merged in, as text), and its exit status read from the start's
+    connection."""
+
+    def __init__(self, conn: socket.socket, stdout: io.TextIOWrapper) -> None:
+        self._conn = conn
+        self._received = b""
+        self._lock = threading.Lock()
+        self.stdout = stdout
+        self.returncode: int | None = None
+        self.pid = int(self._line(None))
+
+    def _line(self, timeout: float | None) -> bytes:
+        """The next line from the server (raises TimeoutError, or socket's on 0)."""
+        self._conn.settimeout(timeout)
+        while b"\n" not in self._received:
+            chunk = self._conn.recv(64)
+            if not chunk:
+                raise RuntimeError("the fork server ended before its child")
+            self._received += chunk
+        line, self._received = self._received.split(b"\n", 1)
+        return line
+
+    def _status(self, timeout: float | None) -> int | None:
+        with self._lock:
+            if self.returncode is None:
+                try:
+                    self.returncode = int(self._line(timeout))
+                except (TimeoutError, BlockingIOError):
+                    return None
+                self._conn.close()
+            return self.returncode
+
+    def poll(self) -> int | None:
+        return self._status(0)
+
+    def wait(self, timeout: float | None = None) -> int:
+        code = self._status(timeout)
+        if code is None:
+            raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout or 0)
+        return code
+
+    def send_signal(self, sig: int) -> None:
+        if self.poll() is None:
             with contextlib.suppress(ProcessLookupError):
                 os.kill(self.pid, sig)
 
@@ -281,6 +367,17 @@ class ForkServer:
                     os.unlink(self._path)
                     os.rmdir(self._dir)
 
+    def spawn_blocking(
+        self, *args: str, env: dict[str, str], cwd: str | os.PathLike[str] | None = None
+    ) -> ForkedPopen:
+        """`python <args>` forked, as `subprocess.Popen(args, stdin=DEVNULL,
+        stdout=PIPE, stderr=STDOUT, text=True)` starts it cold."""
+        path = self._started()
+        r, w = os.pipe()
+        theirs = [os.open(os.devnull, os.O_RDONLY), w, os.dup(w)]
+        conn = _request(path, args, env, cwd, theirs)
+        return ForkedPopen(conn, open(r, encoding=None))
+
     async def spawn(
         self,
         *args: str,
@@ -303,14 +400,7 @@ class ForkServer:
             r, w = os.pipe()
             theirs.append(w)
             ours.append(r)
-        conn = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
-        try:
-            conn.connect(path)
-            request = {"args": list(args), "env": env, "cwd": str(cwd or os.getcwd())}
-            socket.send_fds(conn, [json.dumps(request).encode() + b"\n"], theirs)
-        finally:
-            for fd in theirs:
-                os.close(fd)
+        conn = _request(path, args, env, cwd, theirs)
         conn.setblocking(False)
         reader, writer = await asyncio.open_unix_connection(sock=conn)
         pid = int(await reader.readline())

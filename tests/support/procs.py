@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
 
-from tests.support.forkserver import ForkedProcess, ForkServer
+from tests.support.forkserver import ForkedPopen, ForkedProcess, ForkServer
 
 _LISTENING = re.compile(r"turnkeeper listening on (\S+)")
 REPO = Path(__file__).resolve().parents[2]
@@ -100,8 +100,8 @@ async def spawn_child(program: str, *args: str, **kwargs: object) -> Child:
     )
 
 
-_FORK_SERVER = ForkServer()
-atexit.register(_FORK_SERVER.stop)
+FORK_SERVER = ForkServer()
+atexit.register(FORK_SERVER.stop)
 
 
 async def spawn_python(
@@ -113,9 +113,9 @@ async def spawn_python(
     """`python <args>` as spawn_child starts it (pipes, a process group of its own),
     forked from the worker's fork server when its environment allows
     (tests/support/forkserver.py, decision 793), else started cold."""
-    if not _FORK_SERVER.takes(env):
+    if not FORK_SERVER.takes(env):
         return await spawn_child(sys.executable, *args, env=env, cwd=cwd, stdin=stdin)
-    proc, close_pipes = await _FORK_SERVER.spawn(*args, env=env, cwd=cwd, stdin=stdin)
+    proc, close_pipes = await FORK_SERVER.spawn(*args, env=env, cwd=cwd, stdin=stdin)
     return Child(proc, proc.exited, close_pipes)
 
 
@@ -192,7 +192,9 @@ class ServiceProcess:
         self.extra = extra or []
         # Without a URL: the service's own bundled nats-server instead of --no-nats.
         self.bundled_nats = bundled_nats
-        self.process: subprocess.Popen[str] | None = None
+        # Forked from the worker's fork server (decision 793) when its environment
+        # allows, else started cold.
+        self.process: subprocess.Popen[str] | ForkedPopen | None = None
         self.address = ""
         self.log: list[str] = []
         # Notified on every line and at the end of the output (the process exited).
@@ -221,13 +223,13 @@ class ServiceProcess:
             args += ["--nats-url", self.nats_url]
         elif not self.bundled_nats:
             args += ["--no-nats"]
-        self.process = subprocess.Popen(
-            args,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.STDOUT,
-            text=True,
-            env={**os.environ, "PYTHONUNBUFFERED": "1", **self.env},
-        )
+        env = {**os.environ, "PYTHONUNBUFFERED": "1", **self.env}
+        if FORK_SERVER.takes(env):
+            self.process = FORK_SERVER.spawn_blocking(*args[1:], env=env)
+        else:
+            self.process = subprocess.Popen(
+                args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+            )
         assert self.process.stdout is not None
         found = threading.Event()
         self._output_ended = False

@@ -21,8 +21,8 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import signal
-import sys
 from collections.abc import AsyncIterator
 from contextlib import asynccontextmanager
 from pathlib import Path
@@ -36,7 +36,8 @@ from langgraph.types import StateSnapshot
 from turnkeeper.agent.saver import RemoteSaver, durable_config
 
 from tests.agents.saver_four_steps import PAYLOAD, QUESTION, build_graph
-from tests.support.procs import ServiceProcess, signal_child
+from tests.support.forkserver import ForkedProcess
+from tests.support.procs import ServiceProcess, signal_child, spawn_python
 
 # A bound on a hang, not on speed: a test starts the service and two or three graph
 # processes (23 s of its then 60 on the loaded two cores; one timed out in a loaded
@@ -50,7 +51,7 @@ class GraphProcess:
     """One run of the graph script; stdout is read line by line, stderr goes to a
     file shown when something goes wrong."""
 
-    def __init__(self, proc: asyncio.subprocess.Process, stderr_path: Path) -> None:
+    def __init__(self, proc: asyncio.subprocess.Process | ForkedProcess, stderr_path: Path) -> None:
         self.proc = proc
         self.stderr_path = stderr_path
         self.lines: list[str] = []
@@ -68,8 +69,7 @@ class GraphProcess:
         stderr_path = tmp_path / f"graph-{uuid4().hex[:8]}.stderr"
         stderr = _open_for_writing(stderr_path)
         try:
-            proc = await asyncio.create_subprocess_exec(
-                sys.executable,
+            child = await spawn_python(
                 str(SCRIPT),
                 "--address",
                 address,
@@ -82,13 +82,12 @@ class GraphProcess:
                 "--api",
                 api,
                 *args,
-                stdin=asyncio.subprocess.PIPE,
-                stdout=asyncio.subprocess.PIPE,
+                env=dict(os.environ),
                 stderr=stderr,
             )
         finally:
             stderr.close()
-        return cls(proc, stderr_path)
+        return cls(child.proc, stderr_path)
 
     def output(self) -> str:
         return "stdout:\n" + "\n".join(self.lines) + "\nstderr:\n" + _read(self.stderr_path)

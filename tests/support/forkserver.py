@@ -45,7 +45,7 @@ import threading
 import types
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import IO, Any
 
 REPO = Path(__file__).resolve().parents[2]
 # What every agent of the suite imports first, and nothing of ours (see above).
@@ -384,8 +384,10 @@ class ForkServer:
         env: dict[str, str],
         cwd: str | os.PathLike[str] | None = None,
         stdin: int = subprocess.PIPE,
+        stderr: int | IO[Any] = subprocess.PIPE,
     ) -> tuple[ForkedProcess, Callable[[], None]]:
-        """`python <args>` forked: the process, and what closes the test's pipe ends."""
+        """`python <args>` forked: the process, and what closes the test's pipe ends.
+        `stdin` a pipe or DEVNULL; stdout a pipe; `stderr` a pipe or a file."""
         loop = asyncio.get_running_loop()
         path = await asyncio.to_thread(self._started)
         ours: list[int] = []
@@ -396,10 +398,14 @@ class ForkServer:
             r, w = os.pipe()
             theirs.append(r)
             ours.append(w)
-        for _ in range(2):
-            r, w = os.pipe()
-            theirs.append(w)
-            ours.append(r)
+        for piped in (True, stderr == subprocess.PIPE):
+            if piped:
+                r, w = os.pipe()
+                theirs.append(w)
+                ours.append(r)
+            else:
+                assert not isinstance(stderr, int)
+                theirs.append(os.dup(stderr.fileno()))
         conn = _request(path, args, env, cwd, theirs)
         conn.setblocking(False)
         reader, writer = await asyncio.open_unix_connection(sock=conn)
@@ -425,7 +431,7 @@ class ForkServer:
             )
             stdin_writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
             streams.append(write_transport)
-        readers: list[asyncio.StreamReader] = []
+        readers: list[asyncio.StreamReader | None] = []
         for fd in ours:
             reader_ = asyncio.StreamReader(limit=2**16, loop=loop)
             read_transport, _ = await loop.connect_read_pipe(
@@ -439,6 +445,7 @@ class ForkServer:
             for transport in streams:
                 transport.close()
 
+        readers.append(None)  # stderr, when it goes to a file
         return ForkedProcess(pid, exited, stdin_writer, readers[0], readers[1]), close_pipes
 
 

@@ -14,6 +14,7 @@ import threading
 from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO, Any
 
 from tests.support.forkserver import ForkedPopen, ForkedProcess, ForkServer
 
@@ -109,13 +110,16 @@ async def spawn_python(
     env: dict[str, str],
     cwd: str | os.PathLike[str] | None = None,
     stdin: int = subprocess.PIPE,
+    stderr: int | IO[Any] = subprocess.PIPE,
 ) -> Child:
     """`python <args>` as spawn_child starts it (pipes, a process group of its own),
     forked from the worker's fork server when its environment allows
     (tests/support/forkserver.py, decision 793), else started cold."""
     if not FORK_SERVER.takes(env):
-        return await spawn_child(sys.executable, *args, env=env, cwd=cwd, stdin=stdin)
-    proc, close_pipes = await FORK_SERVER.spawn(*args, env=env, cwd=cwd, stdin=stdin)
+        return await spawn_child(
+            sys.executable, *args, env=env, cwd=cwd, stdin=stdin, stderr=stderr
+        )
+    proc, close_pipes = await FORK_SERVER.spawn(*args, env=env, cwd=cwd, stdin=stdin, stderr=stderr)
     return Child(proc, proc.exited, close_pipes)
 
 

@@ -8,7 +8,6 @@ import asyncio
 import os
 import re
 import signal
-import sys
 from collections.abc import AsyncIterator
 from pathlib import Path
 
@@ -21,7 +20,7 @@ from turnkeeper_server.app import TurnkeeperServer
 from tests.support.agents import Agent, all_events
 from tests.support.nats import NatsServer
 from tests.support.pages import open_page, recorded, reply_seqs
-from tests.support.procs import spawn_child
+from tests.support.procs import spawn_python
 from tests.support.relay import Relay
 
 pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(180)]
@@ -59,8 +58,7 @@ class Pipelines:
         }
         if shutdown_grace is not None:
             env["TURNKEEPER_SHUTDOWN_GRACE"] = str(shutdown_grace)
-        child = await spawn_child(
-            sys.executable,
+        child = await spawn_python(
             "-m",
             "tests.agents.pipeline_agent",
             cwd=REPO,

@@ -74,3 +74,37 @@ async def test_a_late_answer_from_a_service_that_answers_nothing_fails_at_the_de
             await saver.aget_tuple({"configurable": {"thread_id": "t"}})
     assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
     assert "checkpoint stream" in info.value.message
+
+
+async def test_a_write_a_slow_service_does_not_take_yet_is_waited_for_while_it_answers_others(
+    caplog: pytest.LogCaptureFixture,
+) -> None:
+    """The write is bounded the same way: a service that takes the connection and says
+    nothing yet (its loop saturated) holds the message's write, which waits while the
+    service answers others (here, heartbeats for its address), MAX_EXTENSIONS times,
+    and fails at the deadline after that."""
+
+    async def silent(reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        await reader.read()  # takes the connection, answers nothing
+        writer.close()
+
+    server = await asyncio.start_server(silent, "127.0.0.1", 0)
+    target = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
+
+    async def beat() -> None:
+        while True:
+            heard_from(target)
+            await asyncio.sleep(TIMEOUT / 3)
+
+    beating = asyncio.create_task(beat())
+    options = ConnectionOptions(target=target, default_timeout=TIMEOUT)
+    try:
+        async with RemoteSaver(options=options) as saver:
+            with pytest.raises(errors.TurnkeeperError) as info:
+                await saver.aget_tuple({"configurable": {"thread_id": "t"}})
+    finally:
+        beating.cancel()
+        server.close()
+    assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
+    waited = [r for r in caplog.records if "answers other calls" in r.getMessage()]
+    assert len(waited) == _stream.MAX_EXTENSIONS, [r.getMessage() for r in waited]

@@ -49,7 +49,7 @@ import itertools
 import logging
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any, Final, Generic, TypeVar
 
 import grpc
@@ -137,6 +137,16 @@ def _backoff(options: ConnectionOptions, attempt: int) -> float:
     return float(min(options.retry_initial_backoff * 2 ** (attempt - 1), options.retry_max_backoff))
 
 
+class _Timer:
+    """The current handle of a deadline that may be extended (`_expiry`)."""
+
+    handle: asyncio.TimerHandle | None = None
+
+    def cancel(self) -> None:
+        if self.handle is not None:
+            self.handle.cancel()
+
+
 class AsyncRunStream:
     """One run's stream on one event loop (or, `shared`, every run's on that loop);
     ops from several tasks are pipelined."""
@@ -195,7 +205,7 @@ class AsyncRunStream:
             else:
                 # The deadline covers the write too: a write waits while the
                 # connection is being made, or while the service reads nothing.
-                async with asyncio.timeout_at(deadline), self._writing:
+                async with self._writing_within(deadline):
                     if self._call is None:
                         self._call = self._client.open_checkpoint_stream()
                         self._in_flight = 0
@@ -223,20 +233,52 @@ class AsyncRunStream:
         self, future: asyncio.Future[Response], deadline: float | None
     ) -> asyncio.Future[Response]:
         """``future``, failed with TimeoutError at ``deadline`` unless answered by
-        then; a deadline passes up to MAX_EXTENSIONS times while the service answers
-        other calls (slow, not gone: decision 385). One timer per message instead of
-        a timeout scope and a shield (decision 522)."""
-        timeout = self._options.default_timeout
-        if deadline is None or timeout is None:
+        then (extended as `_expiry` says). One timer per message instead of a
+        timeout scope and a shield (decision 522)."""
+        if deadline is None or self._options.default_timeout is None:
             return future
-        loop = future.get_loop()
+
+        def fail() -> None:
+            if not future.done():
+                future.set_exception(TimeoutError())
+
+        timer = self._expiry(deadline, fail, done=future.done)
+        future.add_done_callback(lambda _: timer.cancel())
+        return future
+
+    @contextlib.asynccontextmanager
+    async def _writing_within(self, deadline: float | None) -> AsyncIterator[None]:
+        """The write lock, held by a message's write up to ``deadline`` (extended as
+        `_expiry` says): TimeoutError out of the block when it passes."""
+        async with asyncio.timeout(None) as scope:
+            timer = None
+            if deadline is not None and self._options.default_timeout is not None:
+                loop = asyncio.get_running_loop()
+                timer = self._expiry(deadline, lambda: scope.reschedule(loop.time()))
+            try:
+                async with self._writing:
+                    yield
+            finally:
+                if timer is not None:
+                    timer.cancel()
+
+    def _expiry(
+        self, deadline: float, fail: Callable[[], None], done: Callable[[], bool] = bool
+    ) -> _Timer:
+        """A timer that calls ``fail`` at ``deadline``, unless the service answered
+        this process within the last ``default_timeout`` (slow, not gone: decision
+        385): then the deadline passes ``default_timeout`` later, up to
+        MAX_EXTENSIONS times. ``done``: nothing is waited for any more."""
+        timeout = self._options.default_timeout
+        assert timeout is not None
+        loop = asyncio.get_running_loop()
         target = self._options.target
+        timer = _Timer()
         extensions = 0
-        timer: list[asyncio.TimerHandle] = []  # the current one
 
         def expire() -> None:
             nonlocal extensions
-            if future.done():
+            if done():
                 return
             if extensions < MAX_EXTENSIONS and heard_within(target, timeout):
                 # Slow, not gone: it answered something within the deadline.
@@ -250,13 +292,12 @@ class AsyncRunStream:
                     extensions,
                     MAX_EXTENSIONS,
                 )
-                timer[0] = loop.call_at(loop.time() + timeout, expire)
+                timer.handle = loop.call_at(loop.time() + timeout, expire)
                 return
-            future.set_exception(TimeoutError())
+            fail()
 
-        timer.append(loop.call_at(deadline, expire))
-        future.add_done_callback(lambda _: timer[0].cancel())
-        return future
+        timer.handle = loop.call_at(deadline, expire)
+        return timer
 
     def _schedule_flush(self) -> None:
         """Write what is unsent on the loop's next turn, after the other messages asked

@@ -201,7 +201,28 @@ def main() -> None:
 # ---- the test's side ---------------------------------------------------------------
 
 
-class ForkedProcess:
+class _Signalled:
+    """Signals to a forked child by its pid, while it has not been seen to exit
+    (never to a pid the server reaped and the system may give again)."""
+
+    pid: int
+
+    def _running(self) -> bool:
+        raise NotImplementedError
+
+    def send_signal(self, sig: int) -> None:
+        if self._running():
+            with contextlib.suppress(ProcessLookupError):
+                os.kill(self.pid, sig)
+
+    def terminate(self) -> None:
+        self.send_signal(signal.SIGTERM)
+
+    def kill(self) -> None:
+        self.send_signal(signal.SIGKILL)
+
+
+class ForkedProcess(_Signalled):
     """A forked child, as much of asyncio.subprocess.Process as the tests use."""
 
     def __init__(
@@ -227,16 +248,8 @@ class ForkedProcess:
     async def wait(self) -> int:
         return await asyncio.shield(self.exited)
 
-    def send_signal(self, sig: int) -> None:
-        if self.returncode is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, sig)
-
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
+    def _running(self) -> bool:
+        return self.returncode is None
 
 
 def _request(
@@ -262,7 +275,7 @@ def _request(
     return conn
 
 
-class ForkedPopen:
+class ForkedPopen(_Signalled):
     """A forked child, as much of subprocess.Popen as ServiceProcess uses: its
     stdout (stderr merged in, as text), and its exit status read from the start's
     connection."""
@@ -305,16 +318,8 @@ class ForkedPopen:
             raise subprocess.TimeoutExpired(f"pid {self.pid}", timeout or 0)
         return code
 
-    def send_signal(self, sig: int) -> None:
-        if self.poll() is None:
-            with contextlib.suppress(ProcessLookupError):
-                os.kill(self.pid, sig)
-
-    def terminate(self) -> None:
-        self.send_signal(signal.SIGTERM)
-
-    def kill(self) -> None:
-        self.send_signal(signal.SIGKILL)
+    def _running(self) -> bool:
+        return self.poll() is None
 
 
 class ForkServer:

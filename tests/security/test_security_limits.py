@@ -26,7 +26,7 @@ if TYPE_CHECKING:
     from turnkeeper.v1.checkpoints_pb2_grpc import CheckpointServiceAsyncStub
     from turnkeeper.v1.turns_pb2_grpc import TurnServiceAsyncStub
 
-pytestmark = pytest.mark.timeout(60)
+pytestmark = [pytest.mark.timeout(60), pytest.mark.unrenewed]
 
 INVALID = grpc.StatusCode.INVALID_ARGUMENT
 EXHAUSTED = grpc.StatusCode.RESOURCE_EXHAUSTED

@@ -21,7 +21,12 @@ from tests.support.pages import open_page
 from tests.support.turns import events, start, value
 from tests.web.test_chat_browser import Pipelines, answered, ask, chat_url, pipelines, sidebar
 
-pytestmark = [pytest.mark.browser, pytest.mark.slow, pytest.mark.timeout(180)]
+pytestmark = [
+    pytest.mark.browser,
+    pytest.mark.slow,
+    pytest.mark.timeout(180),
+    pytest.mark.unrenewed,
+]
 __all__ = ["pipelines"]
 
 

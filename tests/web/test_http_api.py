@@ -32,7 +32,7 @@ from tests.support.sse_client import Frame, frames
 from tests.support.turns import events, start, value
 
 # The HTTP side goes through the same servicer, so it runs on either store.
-pytestmark = pytest.mark.both_backends
+pytestmark = [pytest.mark.both_backends, pytest.mark.unrenewed]
 
 Stub: TypeAlias = "turns_pb2_grpc.TurnServiceAsyncStub"
 

@@ -23,7 +23,7 @@ from tests.support.turns import start
 Stub: TypeAlias = "turns_pb2_grpc.TurnServiceAsyncStub"
 Checkpoints: TypeAlias = "checkpoints_pb2_grpc.CheckpointServiceAsyncStub"
 
-pytestmark = pytest.mark.both_backends
+pytestmark = [pytest.mark.both_backends, pytest.mark.unrenewed]
 
 
 def call(

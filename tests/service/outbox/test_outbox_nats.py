@@ -18,7 +18,7 @@ from tests.support.nats import NatsServer, subscribe
 from tests.support.service import ServiceFactory
 from tests.support.turns import events, start
 
-pytestmark = pytest.mark.both_backends
+pytestmark = [pytest.mark.both_backends, pytest.mark.unrenewed]
 
 # The async stub type exists only in the generated .pyi (an aio channel makes one).
 Stub: TypeAlias = "turns_pb2_grpc.TurnServiceAsyncStub"

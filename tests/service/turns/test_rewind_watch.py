@@ -18,7 +18,7 @@ from tests.support.turns import events, start
 from tests.support.watch import Watcher, seqs
 from tests.support.watch import first_read as watch_first_read
 
-pytestmark = pytest.mark.both_backends
+pytestmark = [pytest.mark.both_backends, pytest.mark.unrenewed]
 
 # The async stub type exists only in the generated .pyi (an aio channel makes one).
 Stub: TypeAlias = "turns_pb2_grpc.TurnServiceAsyncStub"

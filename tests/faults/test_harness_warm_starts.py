@@ -84,7 +84,7 @@ async def test_a_warm_child_killed_as_it_starts_dies_of_sigkill() -> None:
     """Its process group exists by the time the test has its pid: a group kill at
     once reaches it (the fork server makes the group as well as the child)."""
     for i in range(20):
-        child = await spawn_python("-c", "import time; time.sleep(600)", env=_env(False))
+        child = await spawn_python("-c", "import signal; signal.pause()", env=_env(False))
         assert isinstance(child.proc, ForkedProcess)
         kill_group(child.proc.pid)
         assert await Agent(child, f"killed-{i}").wait_exit(PATIENCE) == -signal.SIGKILL

@@ -228,7 +228,7 @@ class ForkedProcess(_Signalled):
     def __init__(
         self,
         pid: int,
-        exited: asyncio.Future[int],
+        exited: asyncio.Future[int],  # the task that reads its status
         stdin: asyncio.StreamWriter | None,
         stdout: asyncio.StreamReader | None,
         stderr: asyncio.StreamReader | None,
@@ -395,63 +395,58 @@ class ForkServer:
         `stdin` a pipe or DEVNULL; stdout a pipe; `stderr` a pipe or a file."""
         loop = asyncio.get_running_loop()
         path = await asyncio.to_thread(self._started)
-        ours: list[int] = []
-        theirs: list[int] = []
+        # Each pair: the end the child gets, and ours (-1: none).
         if stdin == subprocess.DEVNULL:
-            theirs.append(os.open(os.devnull, os.O_RDONLY))
+            stdin_r, stdin_w = os.open(os.devnull, os.O_RDONLY), -1
         else:
-            r, w = os.pipe()
-            theirs.append(r)
-            ours.append(w)
-        for piped in (True, stderr == subprocess.PIPE):
-            if piped:
-                r, w = os.pipe()
-                theirs.append(w)
-                ours.append(r)
-            else:
-                assert not isinstance(stderr, int)
-                theirs.append(os.dup(stderr.fileno()))
-        conn = _request(path, args, env, cwd, theirs)
+            stdin_r, stdin_w = os.pipe()
+        stdout_r, stdout_w = os.pipe()
+        if stderr == subprocess.PIPE:
+            stderr_r, stderr_w = os.pipe()
+        else:
+            assert not isinstance(stderr, int)
+            stderr_r, stderr_w = -1, os.dup(stderr.fileno())
+        conn = _request(path, args, env, cwd, [stdin_r, stdout_w, stderr_w])
         conn.setblocking(False)
         reader, writer = await asyncio.open_unix_connection(sock=conn)
         pid = int(await reader.readline())
-        exited: asyncio.Future[int] = loop.create_future()
 
-        async def status() -> None:
-            line = await reader.readline()
-            writer.close()
-            if not exited.done():
-                if line:
-                    exited.set_result(int(line))
-                else:
-                    exited.set_exception(RuntimeError("the fork server ended before its child"))
+        async def status() -> int:
+            try:
+                line = await reader.readline()
+            finally:
+                writer.close()
+            if not line:
+                raise RuntimeError("the fork server ended before its child")
+            return int(line)
 
-        watcher = loop.create_task(status())
-        exited.add_done_callback(lambda _: watcher)  # keeps the task referenced
-        streams: list[asyncio.BaseTransport] = []
+        exited = loop.create_task(status())  # held by the process it reports on
+        transports: list[asyncio.BaseTransport] = []
+
+        async def read(fd: int) -> asyncio.StreamReader:
+            stream = asyncio.StreamReader(limit=2**16, loop=loop)
+            transport, _ = await loop.connect_read_pipe(
+                lambda: asyncio.StreamReaderProtocol(stream, loop=loop), os.fdopen(fd, "rb", 0)
+            )
+            transports.append(transport)
+            return stream
+
         stdin_writer: asyncio.StreamWriter | None = None
-        if stdin != subprocess.DEVNULL:
-            write_transport, protocol = await loop.connect_write_pipe(
-                lambda: asyncio.streams.FlowControlMixin(loop), os.fdopen(ours.pop(0), "wb", 0)
+        if stdin_w >= 0:
+            transport, protocol = await loop.connect_write_pipe(
+                lambda: asyncio.streams.FlowControlMixin(loop), os.fdopen(stdin_w, "wb", 0)
             )
-            stdin_writer = asyncio.StreamWriter(write_transport, protocol, None, loop)
-            streams.append(write_transport)
-        readers: list[asyncio.StreamReader | None] = []
-        for fd in ours:
-            reader_ = asyncio.StreamReader(limit=2**16, loop=loop)
-            read_transport, _ = await loop.connect_read_pipe(
-                lambda r=reader_: asyncio.StreamReaderProtocol(r, loop=loop),  # type: ignore[misc]
-                os.fdopen(fd, "rb", 0),
-            )
-            readers.append(reader_)
-            streams.append(read_transport)
+            stdin_writer = asyncio.StreamWriter(transport, protocol, None, loop)
+            transports.append(transport)
+        stdout_reader = await read(stdout_r)
+        stderr_reader = await read(stderr_r) if stderr_r >= 0 else None
 
         def close_pipes() -> None:
-            for transport in streams:
+            for transport in transports:
                 transport.close()
 
-        readers.append(None)  # stderr, when it goes to a file
-        return ForkedProcess(pid, exited, stdin_writer, readers[0], readers[1]), close_pipes
+        process = ForkedProcess(pid, exited, stdin_writer, stdout_reader, stderr_reader)
+        return process, close_pipes
 
 
 if __name__ == "__main__":

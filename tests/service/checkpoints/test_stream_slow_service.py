@@ -6,6 +6,7 @@ before when it answers nothing."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -40,18 +41,27 @@ def slow_first_answer(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(StreamingCheckpointServicer, "_answer", late)
 
 
-@pytest.fixture
-async def heartbeats(service: TurnkeeperServer) -> AsyncIterator[None]:
-    """What the bridge's lease thread says while the service answers its heartbeats."""
+@contextlib.asynccontextmanager
+async def answering(target: str) -> AsyncIterator[None]:
+    """What the bridge's lease thread says while the service at `target` answers its
+    heartbeats, for the length of the block."""
 
     async def beat() -> None:
         while True:
-            heard_from(service.address)
+            heard_from(target)
             await asyncio.sleep(TIMEOUT / 3)
 
     task = asyncio.create_task(beat())
-    yield
-    task.cancel()
+    try:
+        yield
+    finally:
+        task.cancel()
+
+
+@pytest.fixture
+async def heartbeats(service: TurnkeeperServer) -> AsyncIterator[None]:
+    async with answering(service.address):
+        yield
 
 
 @pytest.mark.usefixtures("slow_first_answer", "heartbeats")
@@ -91,19 +101,12 @@ async def test_a_write_a_slow_service_does_not_take_yet_is_waited_for_while_it_a
     server = await asyncio.start_server(silent, "127.0.0.1", 0)
     target = f"127.0.0.1:{server.sockets[0].getsockname()[1]}"
 
-    async def beat() -> None:
-        while True:
-            heard_from(target)
-            await asyncio.sleep(TIMEOUT / 3)
-
-    beating = asyncio.create_task(beat())
     options = ConnectionOptions(target=target, default_timeout=TIMEOUT)
     try:
-        async with RemoteSaver(options=options) as saver:
+        async with answering(target), RemoteSaver(options=options) as saver:
             with pytest.raises(errors.TurnkeeperError) as info:
                 await saver.aget_tuple({"configurable": {"thread_id": "t"}})
     finally:
-        beating.cancel()
         server.close()
     assert info.value.code == grpc.StatusCode.DEADLINE_EXCEEDED
     waited = [r for r in caplog.records if "answers other calls" in r.getMessage()]

@@ -263,12 +263,14 @@ class AsyncRunStream:
                     timer.cancel()
 
     def _expiry(
-        self, deadline: float, fail: Callable[[], None], done: Callable[[], bool] = bool
+        self, deadline: float, fail: Callable[[], None], done: Callable[[], bool] | None = None
     ) -> _Timer:
         """A timer that calls ``fail`` at ``deadline``, unless the service answered
         this process within the last ``default_timeout`` (slow, not gone: decision
         385): then the deadline passes ``default_timeout`` later, up to
-        MAX_EXTENSIONS times. ``done``: nothing is waited for any more."""
+        MAX_EXTENSIONS times. ``done``: whether what it bounds is over already (an
+        answer whose callbacks have not run yet); a write's timer is cancelled as
+        the write ends, so it has none."""
         timeout = self._options.default_timeout
         assert timeout is not None
         loop = asyncio.get_running_loop()
@@ -278,7 +280,7 @@ class AsyncRunStream:
 
         def expire() -> None:
             nonlocal extensions
-            if done():
+            if done is not None and done():
                 return
             if extensions < MAX_EXTENSIONS and heard_within(target, timeout):
                 # Slow, not gone: it answered something within the deadline.

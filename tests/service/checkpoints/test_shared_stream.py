@@ -30,7 +30,8 @@ from tests.support.streams import (
     stored_checkpoints,
 )
 
-pytestmark = [pytest.mark.timeout(60), pytest.mark.both_backends]
+# The turns here are a replica's, written by the test itself: no agent renews their lease.
+pytestmark = [pytest.mark.timeout(60), pytest.mark.both_backends, pytest.mark.unrenewed]
 
 ABORTED = grpc.StatusCode.ABORTED.value[0]
 

@@ -136,8 +136,12 @@ def aegra_server(app: Path, database_url: str, python: Path) -> Iterator[tuple[s
 
 
 def tree_cpu(roots: list[int]) -> float:
-    """CPU seconds (user + system) used by the live processes `roots` and all their
-    descendants, from /proc (Linux): a server's workers, PostgreSQL's backends."""
+    """CPU seconds (user + system) used by the processes `roots` and all their
+    descendants, from /proc (Linux): a server's workers, PostgreSQL's backends. A
+    descendant that has ended counts too, through its parent's reaped children's
+    time (cutime, cstime): a backend whose connection closed between two readings
+    would otherwise take its CPU out of the second one, and a difference of two
+    readings could come out negative."""
     ticks = os.sysconf("SC_CLK_TCK")
     parent: dict[int, int] = {}
     used: dict[int, int] = {}
@@ -148,7 +152,8 @@ def tree_cpu(roots: list[int]) -> float:
             continue  # ended meanwhile
         pid = int(stat.parent.name)
         parent[pid] = int(fields[1])
-        used[pid] = int(fields[11]) + int(fields[12])
+        # Its own time, and its children's that it has waited for.
+        used[pid] = int(fields[11]) + int(fields[12]) + int(fields[13]) + int(fields[14])
     wanted = set(roots)
     total = 0
     for pid in used:

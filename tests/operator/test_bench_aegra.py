@@ -51,3 +51,25 @@ def test_a_servers_cpu_counts_its_children() -> None:
     finally:
         proc.kill()
         proc.wait()
+
+
+def test_a_child_that_has_ended_still_counts() -> None:
+    # As PostgreSQL's backend of a closed connection: the child burns 0.4 s of CPU
+    # and exits, the parent reaps it and waits; its CPU is the parent's reaped
+    # children's time now, and a server's tree still counts it.
+    child = "import time\nwhile time.process_time() < 0.4: pass"
+    parent = (
+        "import subprocess, sys\n"
+        f"subprocess.run([sys.executable, '-c', {child!r}], check=True)\n"
+        "print('reaped', flush=True)\n"
+        "input()"
+    )
+    proc = subprocess.Popen(
+        [sys.executable, "-c", parent], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
+    )
+    try:
+        assert proc.stdout is not None and proc.stdout.readline().strip() == "reaped"
+        assert aegra.tree_cpu([proc.pid]) >= 0.3
+    finally:
+        proc.kill()
+        proc.wait()

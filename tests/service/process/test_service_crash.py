@@ -16,6 +16,7 @@ from turnkeeper.v1 import turns_pb2 as pb
 
 from tests.support.nats import NatsServer, subscribe
 from tests.support.procs import OWN_CONNECTIONS, ServiceProcess
+from tests.support.service import unrenewed_flags
 from tests.support.turns import events, start
 
 pytestmark = [pytest.mark.slow, pytest.mark.both_backends]
@@ -93,7 +94,11 @@ async def test_outbox_survives_a_crash_and_drains_after_restart(
     # Written while NATS is down, the service SIGKILLed: the backlog is in turns.db
     # and goes out once a restarted service sees NATS.
     nats_server.stop()
-    proc = ServiceProcess(tmp_path, nats_url=nats_server.url, database_url=database_url)
+    # t1 is r1's and nothing renews it: a restart that outlasted the process's lease
+    # would have the reaper re-drive it, and its rewind join the two messages awaited.
+    proc = ServiceProcess(
+        tmp_path, nats_url=nats_server.url, database_url=database_url, extra=unrenewed_flags()
+    )
     address = proc.start()
     try:
         async with aio.insecure_channel(address) as ch:
@@ -106,7 +111,9 @@ async def test_outbox_survives_a_crash_and_drains_after_restart(
         proc.kill()
     nats_server.start()
     nc, got = await subscribe(nats_server.url, "vystak.turn.>")
-    restarted = ServiceProcess(tmp_path, nats_url=nats_server.url, database_url=database_url)
+    restarted = ServiceProcess(
+        tmp_path, nats_url=nats_server.url, database_url=database_url, extra=unrenewed_flags()
+    )
     restarted.start()
     try:
         await got.wait_for(lambda: len(got.messages) == 2, timeout=20)

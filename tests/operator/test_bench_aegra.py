@@ -31,44 +31,35 @@ def test_without_python_3_12_nothing_is_made_and_the_reason_is_given(
     assert not (tmp_path / "aegra").exists()
 
 
-def test_a_servers_cpu_counts_its_children() -> None:
-    # A parent whose child burns 0.4 s of CPU, then both wait for stdin. /proc counts
-    # CPU in clock ticks, each of user and system time truncated: 0.3 s leaves room
-    # for that (CI once read 0.29 of a child that burned exactly 0.3), and the
-    # parent alone uses a tenth of it.
-    child = "import time\nwhile time.process_time() < 0.4: pass\nprint('done', flush=True)\ninput()"
-    parent = (
+# A child that burns 0.4 s of CPU. /proc counts CPU in clock ticks, each of user and
+# system time truncated: 0.3 s leaves room for that (CI once read 0.29 of a child that
+# burned exactly 0.3), and the parent alone uses a tenth of it.
+BURN = "import time\nwhile time.process_time() < 0.4: pass"
+LIVE = BURN + "\nprint('done', flush=True)\ninput()"
+
+
+@pytest.mark.parametrize(
+    "parent",
+    [
+        # Alive and waiting for stdin, its parent waiting for it.
         "import subprocess, sys\n"
-        f"c = subprocess.Popen([sys.executable, '-c', {child!r}], stdin=subprocess.PIPE)\n"
-        "c.wait()"
-    )
+        f"c = subprocess.Popen([sys.executable, '-c', {LIVE!r}], stdin=subprocess.PIPE)\n"
+        "c.wait()",
+        # Ended and reaped, as PostgreSQL's backend of a closed connection: its CPU is
+        # the parent's reaped children's time now.
+        "import subprocess, sys\n"
+        f"subprocess.run([sys.executable, '-c', {BURN!r}], check=True)\n"
+        "print('done', flush=True)\n"
+        "input()",
+    ],
+    ids=["alive", "ended"],
+)
+def test_a_servers_cpu_counts_its_children(parent: str) -> None:
     proc = subprocess.Popen(
         [sys.executable, "-c", parent], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
     )
     try:
         assert proc.stdout is not None and proc.stdout.readline().strip() == "done"
-        assert aegra.tree_cpu([proc.pid]) >= 0.3
-    finally:
-        proc.kill()
-        proc.wait()
-
-
-def test_a_child_that_has_ended_still_counts() -> None:
-    # As PostgreSQL's backend of a closed connection: the child burns 0.4 s of CPU
-    # and exits, the parent reaps it and waits; its CPU is the parent's reaped
-    # children's time now, and a server's tree still counts it.
-    child = "import time\nwhile time.process_time() < 0.4: pass"
-    parent = (
-        "import subprocess, sys\n"
-        f"subprocess.run([sys.executable, '-c', {child!r}], check=True)\n"
-        "print('reaped', flush=True)\n"
-        "input()"
-    )
-    proc = subprocess.Popen(
-        [sys.executable, "-c", parent], stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True
-    )
-    try:
-        assert proc.stdout is not None and proc.stdout.readline().strip() == "reaped"
         assert aegra.tree_cpu([proc.pid]) >= 0.3
     finally:
         proc.kill()

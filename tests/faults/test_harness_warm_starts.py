@@ -10,7 +10,6 @@ import json
 import os
 import signal
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -91,13 +90,55 @@ async def test_a_warm_child_killed_as_it_starts_dies_of_sigkill() -> None:
 
 
 async def test_another_interpreters_environment_is_started_cold(tmp_path: Path) -> None:
-    (tmp_path / "only_here.py").write_text("print('imported from PYTHONPATH')\n")
-    env = {**_env(False), "PYTHONPATH": str(tmp_path)}
-    child = await spawn_python("-m", "only_here", env=env, cwd=Path(sys.prefix))
+    env = {**_env(False), "PYTHONOPTIMIZE": "1"}
+    code = "import sys; print('flag', sys.flags.optimize)"
+    child = await spawn_python("-c", code, env=env, cwd=tmp_path)
     assert not isinstance(child.proc, ForkedProcess)
+    agent = Agent(child, "optimize")
+    assert await agent.wait_exit(PATIENCE) == 0
+    assert "flag 1" in agent.lines
+
+
+# A program that says where its modules came from and what its path is.
+PATH_PROBE = """\
+import json, sys
+import only_here, httpx
+print(json.dumps({
+    "only_here": only_here.__file__,
+    "httpx": httpx.__file__,
+    "path": sys.path[1:3],
+    "warm": "langgraph.graph" in sys.modules,
+}))
+"""
+
+
+@pytest.mark.parametrize("shadowing", [False, True], ids=["its-own", "shadowing"])
+async def test_a_pythonpath_is_on_the_path_where_a_cold_interpreter_puts_it(
+    tmp_path: Path, shadowing: bool
+) -> None:
+    """Forked, with its directories after the program's own and before the standard
+    library's, relative ones made absolute and repeats dropped, as `python` does;
+    one that holds a module the fork server imported (httpx) from elsewhere runs
+    cold, and imports that one."""
+    first, second = tmp_path / "first", tmp_path / "second"
+    for directory in (first, second):
+        directory.mkdir()
+    (first / "only_here.py").write_text("")
+    if shadowing:
+        (second / "httpx.py").write_text("")
+    script = tmp_path / "probe.py"
+    script.write_text(PATH_PROBE)
+    variable = os.pathsep.join(["first", str(second), str(first)])
+    env = {**_env(False), "PYTHONPATH": variable}
+    child = await spawn_python(str(script), env=env, cwd=tmp_path)
+    assert isinstance(child.proc, ForkedProcess)  # forked; the shadowing one then execs
     agent = Agent(child, "pythonpath")
     assert await agent.wait_exit(PATIENCE) == 0
-    assert "imported from PYTHONPATH" in agent.lines
+    report = json.loads(next(line for line in agent.lines if line.startswith("{")))
+    assert report["only_here"] == str(first / "only_here.py")
+    assert report["path"] == [str(first), str(second)]
+    assert (report["httpx"] == str(second / "httpx.py")) is shadowing
+    assert report["warm"] is not shadowing  # the fork server's imports, or a cold start's
 
 
 async def test_code_runs_as_python_c_runs_it(tmp_path: Path) -> None:

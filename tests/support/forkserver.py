@@ -14,9 +14,12 @@ What the server imports is third-party code only, and no module that starts a
 thread or reads the environment at import for anything a test sets: turnkeeper's
 own modules, and grpc (whose core reads GRPC_* variables when it starts), are
 imported by each child, as a cold process would. A start whose environment asks
-for another interpreter (any PYTHON* variable but PYTHONUNBUFFERED set otherwise
-than the server's) is not forked: `procs.spawn_python` and `ServiceProcess` start it
-cold. So do the tests that are about starting a process as users do (the guides,
+for another interpreter (any PYTHON* variable but PYTHONUNBUFFERED and PYTHONPATH
+set otherwise than the server's) is not forked: `procs.spawn_python` and
+`ServiceProcess` start it cold. A PYTHONPATH goes on the child's path where a cold
+interpreter puts it; one that holds a module the server imported from elsewhere
+turns the child into a cold interpreter (`os.execv`, the same process) before it
+runs anything (decision 798). So do the tests that are about starting a process as users do (the guides,
 `turnkeeper dev`, the import checks), and every start when
 TURNKEEPER_TEST_COLD_STARTS=1.
 
@@ -174,6 +177,39 @@ def _become(request: dict[str, Any], fds: list[int]) -> None:
         setattr(sys, name, stream)
 
 
+def _search_path(variable: str) -> list[str] | None:
+    """The directories a cold interpreter puts on sys.path from PYTHONPATH (after the
+    program's own, before the standard library's: each made absolute, an empty one
+    the working directory), or None when one of them holds a top-level module this
+    interpreter already imported from elsewhere: a cold interpreter would import that
+    one instead."""
+    entries: list[str] = []
+    for entry in variable.split(os.pathsep):
+        directory = os.path.abspath(entry)
+        if directory not in entries:
+            entries.append(directory)
+    for directory in entries:
+        try:
+            names = os.listdir(directory)
+        except FileNotFoundError:
+            continue  # on the path all the same, and holds nothing
+        except OSError:
+            return None  # unreadable, or a zip archive: not worth reading here
+        for name in names:
+            top = name.split(".", 1)[0]
+            module = sys.modules.get(top)
+            if module is None:
+                continue
+            where = getattr(module, "__file__", None) or next(
+                iter(getattr(module, "__path__", None) or ()), None
+            )
+            if where is None:
+                continue  # built in: found before any directory is looked at
+            if not os.path.abspath(where).startswith(os.path.join(directory, "")):
+                return None
+    return entries
+
+
 def main() -> None:
     for module in PRELOAD:
         importlib.import_module(module)
@@ -182,6 +218,15 @@ def main() -> None:
     request, fds = _serve(sys.argv[1])
     _become(request, fds)
     args: list[str] = request["args"]
+    variable = os.environ.get("PYTHONPATH")
+    if variable:
+        entries = _search_path(variable)
+        if entries is None:
+            # What it asks for shadows what this interpreter has imported: the same
+            # process (its pid, group and pipes) becomes a cold interpreter.
+            os.execv(sys.executable, [sys.executable, *args])
+        rest = [entry for entry in sys.path[1:] if entry not in entries]
+        sys.path[1:] = [*entries, *rest]
     if args[0] == "-m":
         sys.argv = [args[1], *args[2:]]
         sys.path[0] = os.getcwd()
@@ -339,7 +384,10 @@ class ForkServer:
             return False
         server = self._env or dict(os.environ)
         names = {n for n in (*env, *server) if n.startswith("PYTHON")}
-        return all(env.get(n) == server.get(n) for n in names - _STARTUP_VARIABLES_ALLOWED)
+        allowed = _STARTUP_VARIABLES_ALLOWED
+        if "PYTHONPATH" not in server:
+            allowed = allowed | {"PYTHONPATH"}  # the child puts it on its path (`main`)
+        return all(env.get(n) == server.get(n) for n in names - allowed)
 
     def _started(self) -> str:
         with self._lock:

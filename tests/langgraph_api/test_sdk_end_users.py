@@ -344,3 +344,34 @@ async def test_each_user_sees_only_their_own_crons(clients: Clients) -> None:
         assert status_of(exc) == 404
     await alice.crons.delete(cron["cron_id"])
     assert await alice.crons.count() == 1
+
+
+async def test_cancel_many_takes_only_the_users_own_runs(clients: Clients) -> None:
+    """`runs.cancel_many` asked as LangGraph's server asks it (`threads:update`, each
+    run's thread under the handler's filter): another user's run ids are not found,
+    and a status cancels the user's own runs alone. The runs are due later: pending
+    until cancelled, whatever the machine's pace."""
+    alice, bob = clients(ALICE), clients(BOB)
+    made: dict[str, tuple[str, str]] = {}
+    for name, sdk in (("alice", alice), ("bob", bob)):
+        thread: Any = await sdk.threads.create()
+        run: Any = await sdk.runs.create(
+            thread["thread_id"], ASSISTANT, input=QUESTION, after_seconds=3600
+        )
+        made[name] = (thread["thread_id"], run["run_id"])
+    bobs_thread, bobs_run = made["bob"]
+    with pytest.raises(httpx.HTTPStatusError) as exc:
+        await alice.runs.cancel_many(thread_id=bobs_thread, run_ids=[bobs_run])
+    assert status_of(exc) == 404
+    await alice.runs.cancel_many(status="pending")
+    with pytest.raises(httpx.HTTPStatusError) as exc:
+        await alice.runs.get(*made["alice"])
+    assert status_of(exc) == 404
+    assert (await bob.runs.get(bobs_thread, bobs_run))["status"] == "pending"
+    with pytest.raises(httpx.HTTPStatusError) as exc:
+        await alice.runs.cancel_many(status="all")  # none of hers is left
+    assert status_of(exc) == 404
+    await bob.runs.cancel_many(thread_id=bobs_thread, run_ids=[bobs_run])
+    with pytest.raises(httpx.HTTPStatusError) as exc:
+        await bob.runs.get(bobs_thread, bobs_run)
+    assert status_of(exc) == 404

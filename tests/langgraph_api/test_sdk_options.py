@@ -206,7 +206,13 @@ OPTIONS: dict[str, dict[str, Entry]] = {
         **HEADERS,
     },
     "runs.cancel_many": {
-        **_nowhere("POST /runs/cancel", "thread_id", "run_ids", "status", "action"),
+        **_shown(
+            "test_sdk_cancel_many.py::test_by_status_then_by_ids",
+            "thread_id",
+            "run_ids",
+            "status",
+            "action",
+        ),
         **HEADERS,
     },
     "runs.create_batch": {"payloads": NoRoute("POST /runs/batch"), **HEADERS},
@@ -459,9 +465,6 @@ CALLS: dict[str, Call] = {
     "runs.wait": lambda sdk, kw: sdk.runs.wait(None, ASSISTANT, input=QUESTION, **kw),
     "runs.list": lambda sdk, kw: _runs_list(sdk, kw),
     "assistants.delete": lambda sdk, kw: _made_assistant(sdk, "delete", kw),
-    "runs.cancel_many": lambda sdk, kw: sdk.runs.cancel_many(
-        thread_id=str(uuid.uuid4()), run_ids=[str(uuid.uuid4())]
-    ),
     "runs.create_batch": lambda sdk, kw: sdk.runs.create_batch([BATCH]),
     "threads.create": lambda sdk, kw: sdk.threads.create(**kw),
     "threads.get": lambda sdk, kw: _with_thread(sdk, "get", kw),

@@ -69,6 +69,12 @@ async def test_api_keys_are_tokens_and_roles_keep_their_rights(
         second = await panel.runs.create(thread["thread_id"], ASSISTANT, input=QUESTION)
         with pytest.raises(PermissionDeniedError):
             await panel.runs.cancel(thread["thread_id"], second["run_id"])
+        for many in (
+            panel.runs.cancel_many(thread_id=thread["thread_id"], run_ids=[second["run_id"]]),
+            panel.runs.cancel_many(status="all"),
+        ):
+            with pytest.raises(PermissionDeniedError):
+                await many
         with pytest.raises(PermissionDeniedError):
             await panel.threads.delete(thread["thread_id"])
         await operator.runs.cancel(thread["thread_id"], second["run_id"], wait=True)

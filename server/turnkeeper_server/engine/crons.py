@@ -29,6 +29,10 @@ class Crons:
     async def once_on_thread(self, thread_id: str) -> list[CronRecord]:
         return await self.db.read(lambda conn: crons.once_on_thread(conn, thread_id))
 
+    async def all_once(self) -> list[CronRecord]:
+        """Every run due later, not started yet, oldest first."""
+        return await self.db.read(crons.all_once)
+
     async def all(self) -> list[CronRecord]:
         return await self.db.read(crons.all_crons)
 

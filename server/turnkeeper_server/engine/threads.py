@@ -81,6 +81,10 @@ class Threads:
         """The run records of these turns that have one, by turn id."""
         return await self.db.read(lambda conn: runs.get_many(conn, turn_ids))
 
+    async def unfinished_runs(self) -> list[str]:
+        """The run ids of every run still running or queued, oldest first."""
+        return await self.db.read(lambda conn: [t for t, _ in runs.unfinished(conn)])
+
     async def unfinished_runs_of_assistant(self, assistant_id: str) -> list[str]:
         """The run ids of this assistant still running or queued, oldest first."""
         return await self.db.read(lambda conn: runs.unfinished_of_assistant(conn, assistant_id))

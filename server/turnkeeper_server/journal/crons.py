@@ -173,6 +173,14 @@ def once_on_thread(conn: Conn, thread_id: str) -> list[CronRecord]:
     return [_record(r) for r in rows]
 
 
+def all_once(conn: Conn) -> list[CronRecord]:
+    """Every run due later, not started yet, oldest first."""
+    rows = conn.execute(
+        f"SELECT {_COLUMNS} FROM main.crons WHERE kind = 'once' ORDER BY created_at, cron_id"
+    ).fetchall()
+    return [_record(r) for r in rows]
+
+
 def all_crons(conn: Conn) -> list[CronRecord]:
     """Every cron (not the once rows), oldest first: a search filters, sorts and
     pages them here, as assistants' (they are few: one per schedule someone made)."""

@@ -82,16 +82,26 @@ def is_run(conn: Conn, turn_id: str) -> bool:
     return found is not None
 
 
-def unfinished_of_assistant(conn: Conn, assistant_id: str) -> list[str]:
-    """The runs of this assistant still to finish (running, or queued to run), oldest
-    first: what LangGraph's server cancels when the assistant is deleted (a run
-    stopped at an interrupt is over there, so a parked turn is not among them)."""
+def unfinished(conn: Conn) -> list[tuple[str, dict[str, Any]]]:
+    """Every run still to finish (running, or queued to run) and its metadata, oldest
+    first: a run stopped at an interrupt is over on LangGraph's server, so a parked
+    turn is not among them, nor is a turn the LangGraph API did not start."""
     rows = conn.execute(
         "SELECT r.turn_id, r.metadata FROM main.langgraph_runs r "
         "JOIN main.turns t ON t.turn_id = r.turn_id "
         f"WHERE t.state IN {sql_list((RUNNING, QUEUED))} ORDER BY t.created_at"
     ).fetchall()
-    return [row[0] for row in rows if _object(row[1]).get("assistant_id") == assistant_id]
+    return [(row[0], _object(row[1])) for row in rows]
+
+
+def unfinished_of_assistant(conn: Conn, assistant_id: str) -> list[str]:
+    """The runs of this assistant still to finish, oldest first (`unfinished`): what
+    LangGraph's server cancels when the assistant is deleted."""
+    return [
+        turn_id
+        for turn_id, metadata in unfinished(conn)
+        if metadata.get("assistant_id") == assistant_id
+    ]
 
 
 def delete_for_turns(tx: Tx, turn_ids: Sequence[str]) -> None:

@@ -387,6 +387,9 @@ DECLARED: Final[dict[tuple[str, str], Doc]] = {
         "A run's webhook delivery and its attempts (turnkeeper's own)"
     ),
     ("POST", "/runs"): Doc("Create a thread-less run"),
+    ("POST", "/runs/cancel"): Doc(
+        "Cancel runs: a thread's, by their ids, or every run of a status", query=("action",)
+    ),
     ("POST", "/runs/stream"): Doc("Create a thread-less run and stream it (SSE)"),
     ("POST", "/runs/wait"): Doc("Create a thread-less run and wait for its output"),
     ("GET", "/info"): Doc("The server's version and features", response=INFO, tag="System"),

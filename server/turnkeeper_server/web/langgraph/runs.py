@@ -19,7 +19,8 @@ from turnkeeper.v1 import turns_pb2
 
 from turnkeeper_server import limits as lim
 from turnkeeper_server.engine.watch import Rewound
-from turnkeeper_server.errors import InvalidArgument
+from turnkeeper_server.errors import InvalidArgument, NotFound, WrongState
+from turnkeeper_server.journal.crons import CronRecord
 from turnkeeper_server.journal.runs import RunRecord
 from turnkeeper_server.records import ENDED, EventRecord, TurnRecord
 from turnkeeper_server.security import auth
@@ -36,9 +37,11 @@ from turnkeeper_server.web.langgraph.api import (
     limit_offset,
     require,
     run_or_404,
+    sees_owned,
     thread_id_of,
     thread_or_404,
 )
+from turnkeeper_server.web.langgraph.custom_auth import matches
 from turnkeeper_server.web.langgraph.errors import ApiError
 from turnkeeper_server.web.langgraph.stream import (
     Translator,
@@ -499,9 +502,7 @@ async def cancel(request: web.Request, caller: Caller | None, deps: Deps) -> web
         await deps.engine.crons.delete(later.cron_id)
         return web.Response(status=204 if request.query.get("wait") else 202)
     turn = run_or_404(deps, caller, thread_id, run_id)
-    action = request.query.get("action", "interrupt")
-    if action not in ("interrupt", "rollback"):
-        raise ApiError(422, "action must be 'interrupt' or 'rollback'")
+    action = _cancel_action(request)
     wait_for_end = request.query.get("wait", "").lower() in ("true", "1")
     with web_auth.acting_as(caller):
         auth.require_right(CANCEL_RIGHT)
@@ -518,3 +519,145 @@ async def cancel(request: web.Request, caller: Caller | None, deps: Deps) -> web
         await _drain(deps.engine.turns.watch_settled(turn.turn_id, turn.last_seq))
         return web.Response(status=204)
     return web.Response(status=202)
+
+
+def _cancel_action(request: web.Request) -> str:
+    """A cancel's `action` query parameter: `interrupt` (the default) or `rollback`."""
+    action = request.query.get("action", "interrupt")
+    if action not in ("interrupt", "rollback"):
+        raise ApiError(422, "action must be 'interrupt' or 'rollback'")
+    return action
+
+
+# `runs.cancel_many`'s statuses, as run statuses (shapes.run_status), and the most run
+# ids one call names.
+CANCEL_STATUSES: Final = {
+    "pending": frozenset({"pending"}),
+    "running": frozenset({"running"}),
+    "all": frozenset({"pending", "running"}),
+}
+MAX_CANCEL_IDS: Final = 1000
+
+
+async def cancel_many(
+    request: web.Request, caller: Caller | None, deps: Deps
+) -> web.StreamResponse:
+    """Runs cancelled at once (`runs.cancel_many`): those `run_ids` names on
+    `thread_id`, or every run of a `status` (`pending`, `running` or `all`) the
+    caller sees, each as `runs.cancel` cancels one; 404 when there is none (decision
+    799)."""
+    body = await body_of(request)
+    unknown = sorted(set(body) - {"thread_id", "run_ids", "status"})
+    if unknown:
+        raise ApiError(
+            422, f"unknown field(s) {', '.join(unknown)}: send thread_id and run_ids, or status"
+        )
+    action = _cancel_action(request)
+    status = body.get("status")
+    thread_id, run_ids = body.get("thread_id"), body.get("run_ids")
+    if status is not None:
+        if not isinstance(status, str) or status.lower() not in CANCEL_STATUSES:
+            raise ApiError(422, "status must be 'pending', 'running' or 'all'")
+        if thread_id is not None or run_ids is not None:
+            raise ApiError(
+                422,
+                "a status cancels every run of that status: send it without thread_id and run_ids",
+            )
+        status = status.lower()
+    elif (
+        not isinstance(thread_id, str)
+        or not isinstance(run_ids, list)
+        or not run_ids
+        or len(run_ids) > MAX_CANCEL_IDS
+        or not all(isinstance(r, str) for r in run_ids)
+    ):
+        raise ApiError(
+            422,
+            f"send a status, or a thread_id and run_ids (a list of 1 to {MAX_CANCEL_IDS} run ids)",
+        )
+    # Before anything is looked up: a token that may not cancel runs learns nothing.
+    require(caller, CANCEL_RIGHT)
+    value = {
+        "thread_id": thread_id,
+        "action": action,
+        "metadata": {"run_ids": run_ids, "status": status},
+    }
+    filters = await end_users.authorize(request, deps, "threads", "update", value)
+    if status is None:
+        assert isinstance(thread_id, str) and isinstance(run_ids, list)
+        live, later = await _named_runs(deps, caller, thread_id, run_ids)
+    else:
+        live, later = await _runs_of_status(deps, caller, CANCEL_STATUSES[status])
+    if filters:
+        # The handler's filter hides the runs of the threads it does not match.
+        shown: dict[str | None, bool] = {None: False}
+        for thread_of in {t.thread_id for t in live} | {r.thread_id for r in later}:
+            if thread_of is not None:
+                found = await deps.engine.threads.get(thread_of)
+                shown[thread_of] = found is not None and matches(found.metadata, filters)
+        live = [t for t in live if shown[t.thread_id]]
+        later = [r for r in later if shown[r.thread_id]]
+    if not live and not later:
+        raise ApiError(404, "no runs found to cancel")
+    for due in later:
+        await deps.engine.crons.delete(due.cron_id)
+    for turn in (t for t in live if t.state not in ENDED):
+        with contextlib.suppress(WrongState, NotFound), web_auth.acting_as(caller):
+            # (ended or erased meanwhile: nothing to stop)
+            await deps.operations.turns.cancel(
+                turns_pb2.CancelTurnRequest(
+                    turn_id=turn.turn_id,
+                    rollback=action == "rollback",
+                    reason="cancelled through the LangGraph API (runs.cancel_many)",
+                ),
+                HttpContext(request),
+            )
+    return web.Response(status=204)
+
+
+async def _named_runs(
+    deps: Deps, caller: Caller | None, thread_id: str, run_ids: list[str]
+) -> tuple[list[TurnRecord], list[CronRecord]]:
+    """The thread's runs among `run_ids` the caller sees: those started (over or not:
+    one that is over is found, and left as it is), and those due later."""
+    live: list[TurnRecord] = []
+    later: list[CronRecord] = []
+    for run_id in dict.fromkeys(run_ids):
+        try:
+            if deps.engine.turns.get(run_id) is None:
+                later.append(await later_runs.later_or_404(deps, caller, thread_id, run_id))
+                continue
+            turn = run_or_404(deps, caller, thread_id, run_id)
+        except ApiError as exc:
+            if exc.status != 404:
+                raise
+            continue
+        live.append(turn)
+    return live, later
+
+
+async def _runs_of_status(
+    deps: Deps, caller: Caller | None, statuses: frozenset[str]
+) -> tuple[list[TurnRecord], list[CronRecord]]:
+    """Every run of these statuses the caller sees: those started (running, or queued
+    to), and, for `pending`, those due later."""
+    live: list[TurnRecord] = []
+    for run_id in await deps.engine.threads.unfinished_runs():
+        turn = deps.engine.turns.get(run_id)
+        if (
+            turn is not None
+            and shapes.run_status(turn) in statuses
+            and (
+                caller is None
+                or auth.sees_turn(caller, turn.agent, deps.operations.turns.owner(turn.thread_id))
+            )
+        ):
+            live.append(turn)
+    later: list[CronRecord] = []
+    if "pending" in statuses:
+        later = [
+            r
+            for r in await deps.engine.crons.all_once()
+            if caller is None or sees_owned(caller, r.owner)
+        ]
+    return live, later

@@ -90,6 +90,7 @@ async def test_every_method_of_the_js_sdk(sdk_package: Path, served: str) -> Non
     assert tour["interrupted"] == "interrupted" and tour["busy"] == 200
     assert tour["resumed"] == "approved"
     assert tour["cancelled"] == "interrupted"
+    assert tour["cancelledMany"] == "interrupted" and tour["noneToCancel"] == 404
     assert tour["copied"] is True and tour["deleted"] == 404
     assert tour["unknownAssistant"] == 404 and tour["badMode"] == 422
 

@@ -79,6 +79,13 @@ async function tour() {
   await client.runs.join(parked.thread_id, parkedRun.run_id);
   await client.runs.cancel(parked.thread_id, parkedRun.run_id, true, "rollback");
   out.cancelled = (await client.runs.get(parked.thread_id, parkedRun.run_id)).status;
+  // Another run parked on it, cancelled by id with cancelMany (a shared deployment:
+  // a status would reach other tests' runs).
+  const again = await client.runs.create(parked.thread_id, "approval", { input: { topic: "js" } });
+  await client.runs.join(parked.thread_id, again.run_id);
+  await client.runs.cancelMany({ threadId: parked.thread_id, runIds: [again.run_id], action: "rollback" });
+  out.cancelledMany = (await client.runs.get(parked.thread_id, again.run_id)).status;
+  out.noneToCancel = await statusOf(client.runs.cancelMany({ threadId: parked.thread_id, runIds: ["nobody"] }));
 
   const copy = await client.threads.copy(thread.thread_id);
   out.copied = copy.thread_id !== thread.thread_id;

@@ -84,6 +84,7 @@ async def test_every_method_of_the_js_sdk(sdk_package: Path, served: str) -> Non
     assert tour["listed"] == ["success", "success"]
     assert tour["joinStreamUpdates"] == STEPS
     assert tour["waited"] == "generate"
+    assert tour["batched"] == ["generate", "generate"]
     # As on LangGraph's server: an interrupted thread takes a new run (it is not
     # busy), and a resume sent while that run goes on waits for it (enqueue, the
     # default) and answers the interrupt it stops at.

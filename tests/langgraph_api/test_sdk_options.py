@@ -30,7 +30,6 @@ from tests.support.nats import NatsServer
 
 ASSISTANT = "durable-execution"
 QUESTION: Any = {"messages": [{"role": "user", "content": "hi"}]}
-BATCH: Any = {"assistant_id": ASSISTANT, "input": QUESTION}
 HERE = Path(__file__).resolve().parent
 
 
@@ -215,7 +214,13 @@ OPTIONS: dict[str, dict[str, Entry]] = {
         ),
         **HEADERS,
     },
-    "runs.create_batch": {"payloads": NoRoute("POST /runs/batch"), **HEADERS},
+    "runs.create_batch": {
+        "payloads": Honoured(
+            "test_sdk_create_batch.py::test_each_run_starts_on_a_thread_of_its_own",
+            "create_batch(",
+        ),
+        **HEADERS,
+    },
     "threads.create": {
         "metadata": Honoured("test_sdk_threads.py::test_create_get_search_and_update"),
         "thread_id": Honoured("test_sdk_threads.py::test_create_get_search_and_update"),
@@ -465,7 +470,6 @@ CALLS: dict[str, Call] = {
     "runs.wait": lambda sdk, kw: sdk.runs.wait(None, ASSISTANT, input=QUESTION, **kw),
     "runs.list": lambda sdk, kw: _runs_list(sdk, kw),
     "assistants.delete": lambda sdk, kw: _made_assistant(sdk, "delete", kw),
-    "runs.create_batch": lambda sdk, kw: sdk.runs.create_batch([BATCH]),
     "threads.create": lambda sdk, kw: sdk.threads.create(**kw),
     "threads.get": lambda sdk, kw: _with_thread(sdk, "get", kw),
     "threads.update": lambda sdk, kw: _with_thread(sdk, "update", {"metadata": {}, **kw}),

@@ -68,6 +68,12 @@ async function tour() {
   const joinedParts = await collect(client.runs.joinStream(thread.thread_id, runId, { streamMode: ["updates"] }));
   out.joinStreamUpdates = joinedParts.filter((p) => p.event === "updates").map((p) => Object.keys(p.data)[0]);
   out.waited = (await client.runs.wait(null, ASSISTANT, { input: question("stateless?") })).step;
+  const batch = await client.runs.createBatch([
+    { assistantId: ASSISTANT, input: question("first of a batch?") },
+    { assistantId: ASSISTANT, input: question("second of a batch?") },
+  ]);
+  out.batched = [];
+  for (const run of batch) out.batched.push((await client.runs.join(run.thread_id, run.run_id)).step);
 
   const approval = await client.threads.create();
   await client.runs.wait(approval.thread_id, "approval", { input: { topic: "js" } });

@@ -97,6 +97,7 @@ def add_routes(app: web.Application, deps: Deps) -> None:
     route("GET", "/threads/{thread_id}/runs/{run_id}/webhook", webhooks.get_, read)
     route("POST", "/runs", runs.create)
     route("POST", "/runs/cancel", runs.cancel_many)
+    route("POST", "/runs/batch", runs.create_batch)
     route("POST", "/runs/stream", runs.stream)
     route("POST", "/runs/wait", runs.wait)
 

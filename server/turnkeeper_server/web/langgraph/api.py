@@ -110,14 +110,26 @@ async def body_of(request: web.Request) -> dict[str, Any]:
     request (an auth handler may have read it before the endpoint)."""
     if _BODY in request:
         return request[_BODY]
-    request[_BODY] = body = await _read_json(request)
+    body = await _read_json(request, {})
+    if not isinstance(body, dict):
+        raise ApiError(422, "the body must be a JSON object")
+    request[_BODY] = body
     return body
 
 
-async def _read_json(request: web.Request) -> dict[str, Any]:
+async def list_body_of(request: web.Request) -> list[Any]:
+    """The JSON array sent (an empty body: [])."""
+    body = await _read_json(request, [])
+    if not isinstance(body, list):
+        raise ApiError(422, "the body must be a JSON array")
+    return body
+
+
+async def _read_json(request: web.Request, empty: Any) -> Any:
+    """The body's JSON value, checked (`empty` for an empty body)."""
     raw = await read_body(request)
     if not raw.strip():
-        return {}
+        return empty
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:
@@ -126,8 +138,6 @@ async def _read_json(request: web.Request) -> dict[str, Any]:
         body = lim.check_json_text("the body", text, MAX_BODY_BYTES)
     except InvalidArgument as exc:
         raise ApiError(422, str(exc)) from None
-    if not isinstance(body, dict):
-        raise ApiError(422, "the body must be a JSON object")
     # A lone surrogate (only a \\uD800-\\uDFFF escape makes one) cannot be written
     # back as UTF-8: stored, it would break every answer that includes it.
     if _SURROGATE_ESCAPE.search(text) and _has_lone_surrogate(body):

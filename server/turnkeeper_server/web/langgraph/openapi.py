@@ -387,6 +387,7 @@ DECLARED: Final[dict[tuple[str, str], Doc]] = {
         "A run's webhook delivery and its attempts (turnkeeper's own)"
     ),
     ("POST", "/runs"): Doc("Create a thread-less run"),
+    ("POST", "/runs/batch"): Doc("Create thread-less runs together"),
     ("POST", "/runs/cancel"): Doc(
         "Cancel runs: a thread's, by their ids, or every run of a status", query=("action",)
     ),

@@ -27,7 +27,14 @@ from turnkeeper_server.security import auth
 from turnkeeper_server.security.auth import Caller
 from turnkeeper_server.web import auth as web_auth
 from turnkeeper_server.web.connect import HttpContext
-from turnkeeper_server.web.langgraph import end_users, later_runs, run_start, shapes
+from turnkeeper_server.web.langgraph import (
+    assistants,
+    end_users,
+    later_runs,
+    run_start,
+    shapes,
+    webhooks,
+)
 from turnkeeper_server.web.langgraph.api import (
     CANCEL_RIGHT,
     READ,
@@ -35,6 +42,7 @@ from turnkeeper_server.web.langgraph.api import (
     body_of,
     json_response,
     limit_offset,
+    list_body_of,
     require,
     run_or_404,
     sees_owned,
@@ -110,6 +118,51 @@ async def create(request: web.Request, caller: Caller | None, deps: Deps) -> web
     response = json_response(shapes.run(started.turn, started.record, status="pending"))
     response.headers["Content-Location"] = _locations(started.turn)["Content-Location"]
     return response
+
+
+# The most runs one `runs.create_batch` starts.
+MAX_BATCH: Final = 1000
+
+
+async def create_batch(
+    request: web.Request, caller: Caller | None, deps: Deps
+) -> web.StreamResponse:
+    """Thread-less runs started together (`runs.create_batch`), each as POST /runs
+    starts one; every run's body checked, and its assistant found, before the first
+    starts (decision 800)."""
+    batch = await list_body_of(request)
+    if not batch or len(batch) > MAX_BATCH:
+        raise ApiError(422, f"send a list of 1 to {MAX_BATCH} runs")
+    stamps = []
+    for i, body in enumerate(batch):
+        try:
+            _check_batched(body)
+            await webhooks.check(deps, body.get("webhook"))
+            await assistants.for_run(deps, caller, body.get("assistant_id"), served=False)
+            stamps.append(await end_users.create_run(request, deps, None, body))
+        except ApiError as exc:
+            raise ApiError(exc.status, f"run {i}: {exc.detail}") from None
+    answered = []
+    for body, stamped in zip(batch, stamps, strict=True):
+        started = await run_start.launch(
+            deps, caller, body, None, stamped, origin=HttpContext(request)
+        )
+        answered.append(shapes.run(started.turn, started.record, status="pending"))
+    return json_response(answered)
+
+
+def _check_batched(body: Any) -> None:
+    """What a batched run's body must be, beyond a run's (run_start.check_run_body)."""
+    if not isinstance(body, dict):
+        raise ApiError(422, "a run must be a JSON object")
+    if body.get("thread_id") is not None:
+        raise ApiError(
+            422, "thread_id: a batch starts thread-less runs (send each to its thread's runs)"
+        )
+    if body.get("after_seconds") not in (None, 0):
+        raise ApiError(422, "after_seconds: start a run later with runs.create")
+    run_start.refuse_not_yet(body)
+    run_start.check_run_body(body)
 
 
 async def stream(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:

@@ -1,0 +1,74 @@
+"""`runs.create_batch` (POST /runs/batch) through LangGraph's Python SDK unchanged:
+thread-less runs started together, each as `runs.create` starts one, answered as
+the list of their runs; a batch with a run it cannot start starts none (decision
+800)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+from langgraph_sdk.client import LangGraphClient
+
+pytestmark = pytest.mark.both_backends
+
+APPROVAL = "approval"
+
+
+@pytest.mark.shared_deployment
+async def test_each_run_starts_on_a_thread_of_its_own(sdk: LangGraphClient) -> None:
+    runs = await sdk.runs.create_batch(
+        [
+            {"assistant_id": APPROVAL, "input": {"topic": topic}, "metadata": {"n": n}}
+            for n, topic in enumerate(("one", "two", "three"))
+        ]
+    )
+    assert [r["status"] for r in runs] == ["pending"] * 3
+    assert [r["metadata"]["n"] for r in runs] == [0, 1, 2]
+    assert len({r["thread_id"] for r in runs}) == 3
+    for run, topic in zip(runs, ("one", "two", "three"), strict=True):
+        joined: Any = await sdk.runs.join(run["thread_id"], run["run_id"])
+        assert joined["__interrupt__"][0]["value"]["draft"] == f"a draft about {topic}"
+        assert (await sdk.runs.get(run["thread_id"], run["run_id"]))["status"] == "success"
+
+
+@pytest.mark.shared_deployment
+@pytest.mark.parametrize(
+    ("batch", "status", "detail"),
+    [
+        ([], 422, "send a list of 1 to 1000 runs"),
+        ({"assistant_id": APPROVAL}, 422, "the body must be a JSON array"),
+        ([{"assistant_id": APPROVAL, "input": {}}, 3], 422, "run 1: a run must be a JSON object"),
+        (
+            [{"assistant_id": APPROVAL, "input": {}, "thread_id": "t"}],
+            422,
+            "run 0: thread_id: a batch starts thread-less runs",
+        ),
+        (
+            [{"assistant_id": APPROVAL, "input": {}, "after_seconds": 5}],
+            422,
+            "run 0: after_seconds: start a run later with runs.create",
+        ),
+        (
+            [{"assistant_id": APPROVAL, "input": {}, "durability": "exit"}],
+            422,
+            "run 0: durability",
+        ),
+        (
+            [{"assistant_id": APPROVAL, "input": {}}, {"assistant_id": "nobody", "input": {}}],
+            404,
+            "run 1: assistant nobody not found",
+        ),
+    ],
+)
+async def test_a_batch_with_a_run_it_cannot_start_starts_none(
+    sdk: LangGraphClient, served: str, batch: Any, status: int, detail: str
+) -> None:
+    # The worker's deployment: its tests run one at a time, so the count is this one's.
+    before = await sdk.threads.count()
+    async with httpx.AsyncClient(base_url=served) as http:
+        answer = await http.post("/runs/batch", json=batch)
+    assert answer.status_code == status
+    assert answer.json()["detail"].startswith(detail)
+    assert await sdk.threads.count() == before  # no run made a thread

@@ -93,7 +93,7 @@ async def test_by_status_then_by_ids(lg: LangGraphClient, client: AsyncTurnkeepe
     # A status in any case, as the reference reads it.
     assert await _status_of(lg.runs.cancel_many(status=cast(Any, "PENDING"))) == (
         404,
-        "no runs found to cancel",
+        "No runs found to cancel.",
     )
 
     # By ids: one of another thread is not this thread's (not found, left alone).
@@ -102,7 +102,7 @@ async def test_by_status_then_by_ids(lg: LangGraphClient, client: AsyncTurnkeepe
     await _running(lg, third, other)
     assert await _status_of(lg.runs.cancel_many(thread_id=first, run_ids=[other])) == (
         404,
-        "no runs found to cancel",
+        "No runs found to cancel.",
     )
     await lg.runs.cancel_many(thread_id=first, run_ids=[queued, "no-such-run"], action="rollback")
     assert await _ended(lg, first, queued) == "interrupted"

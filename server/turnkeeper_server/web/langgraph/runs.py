@@ -651,7 +651,7 @@ async def cancel_many(
         live = [t for t in live if shown[t.thread_id]]
         later = [r for r in later if shown[r.thread_id]]
     if not live and not later:
-        raise ApiError(404, "no runs found to cancel")
+        raise ApiError(404, "No runs found to cancel.")  # the reference's words
     for due in later:
         await deps.engine.crons.delete(due.cron_id)
     for turn in (t for t in live if t.state not in ENDED):

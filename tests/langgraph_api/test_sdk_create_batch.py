@@ -18,12 +18,12 @@ APPROVAL = "approval"
 
 @pytest.mark.shared_deployment
 async def test_each_run_starts_on_a_thread_of_its_own(sdk: LangGraphClient) -> None:
-    runs = await sdk.runs.create_batch(
-        [
-            {"assistant_id": APPROVAL, "input": {"topic": topic}, "metadata": {"n": n}}
-            for n, topic in enumerate(("one", "two", "three"))
-        ]
-    )
+    # The SDK types a run as a total TypedDict; it sends what it is given.
+    payloads: Any = [
+        {"assistant_id": APPROVAL, "input": {"topic": topic}, "metadata": {"n": n}}
+        for n, topic in enumerate(("one", "two", "three"))
+    ]
+    runs: list[Any] = await sdk.runs.create_batch(payloads)
     assert [r["status"] for r in runs] == ["pending"] * 3
     assert [r["metadata"]["n"] for r in runs] == [0, 1, 2]
     assert len({r["thread_id"] for r in runs}) == 3

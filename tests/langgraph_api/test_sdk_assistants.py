@@ -25,6 +25,7 @@ from tests.support.agents import PATIENCE, Agent
 from tests.support.deployment import SharedDeployments
 from tests.support.langgraph_host import hosted, hosts_for
 from tests.support.nats import NatsServer
+from tests.support.paused_runs import paused_runs, until_paused
 from tests.support.service import SHARED_DEPLOYMENT_MARK, ServiceFactory
 
 pytestmark = pytest.mark.both_backends
@@ -340,17 +341,8 @@ async def test_deleting_an_assistant_cancels_its_runs_and_may_take_its_threads(
 ) -> None:
     # As LangGraph's server deletes one: its running and queued runs are cancelled
     # (a run of another assistant goes on), and with delete_threads its threads go.
-    async with (
-        hosted(
-            CONFIG,
-            service,
-            nats_server,
-            replica="ctx-delete",
-            # `pause` outlasts the test: the runs are running when their assistant goes.
-            extra_env={"CONTEXT_STEP_DELAY": "600"},
-        ),
-        get_client(url=api_url) as sdk,
-    ):
+    # `pause` outlasts the test: the runs are running when their assistant goes.
+    async with paused_runs(service, nats_server, api_url, replica="ctx-delete") as sdk:
         kept, dropped, taken = [
             (await sdk.assistants.create(graph_id=GRAPH, name=name))["assistant_id"]
             for name in ("kept", "dropped", "taken")
@@ -383,10 +375,6 @@ async def test_deleting_an_assistant_cancels_its_runs_and_may_take_its_threads(
 
 
 async def _until_status(sdk: LangGraphClient, thread: str, run_id: str, status: str) -> None:
-    """Until the run shows `status` (its pause started): each read waits on the
-    service's answer, none on a clock."""
-    async with asyncio.timeout(PATIENCE):
-        async for part in sdk.runs.join_stream(thread, run_id, stream_mode="updates"):
-            if part.event == "updates" and "before" in (part.data or {}):
-                break
+    """Until the run is in its pause, then shows `status`."""
+    await until_paused(sdk, thread, run_id)
     assert (await sdk.runs.get(thread, run_id))["status"] == status

@@ -1,48 +1,32 @@
 """`runs.cancel_many` (POST /runs/cancel) through LangGraph's Python SDK unchanged:
 a thread's runs by their ids, or every run of a status (`pending`: queued, or due
 later; `running`; `all`), each cancelled as `runs.cancel` cancels one; 404 when no
-run matches, 422 for a call LangGraph's server refuses too (decision 799)."""
+run matches, 422 for a call it cannot read (a few LangGraph's server lets through:
+decision 799)."""
 
 from __future__ import annotations
 
-import asyncio
 from collections.abc import AsyncIterator
-from pathlib import Path
 from typing import Any, cast
 
 import httpx
 import pytest
-from langgraph_sdk import get_client
 from langgraph_sdk.client import LangGraphClient
 from turnkeeper.client import AsyncTurnkeeperClient
 from turnkeeper.v1 import turns_pb2
 from turnkeeper_server.app import TurnkeeperServer
 
-from tests.support.agents import PATIENCE
-from tests.support.langgraph_host import hosted
 from tests.support.nats import NatsServer
+from tests.support.paused_runs import GRAPH, paused_runs, until_paused
 
 pytestmark = pytest.mark.both_backends
-
-GRAPH = "context"
-CONFIG = Path(__file__).resolve().parent / "graphs" / "context.json"
 
 
 @pytest.fixture
 async def lg(
     service: TurnkeeperServer, nats_server: NatsServer, api_url: str
 ) -> AsyncIterator[LangGraphClient]:
-    # `pause` outlasts the test: a run that started is running until cancelled.
-    async with (
-        hosted(
-            CONFIG,
-            service,
-            nats_server,
-            replica="cancel-many",
-            extra_env={"CONTEXT_STEP_DELAY": "600"},
-        ),
-        get_client(url=api_url) as sdk,
-    ):
+    async with paused_runs(service, nats_server, api_url, replica="cancel-many") as sdk:
         yield sdk
 
 
@@ -54,12 +38,7 @@ async def _status_of(call: Any) -> tuple[int, str]:
 
 
 async def _running(sdk: LangGraphClient, thread_id: str, run_id: str) -> None:
-    """Until the run is in `pause` (its `before` step streamed): each read waits on
-    the service's answer, none on a clock."""
-    async with asyncio.timeout(PATIENCE):
-        async for part in sdk.runs.join_stream(thread_id, run_id, stream_mode="updates"):
-            if part.event == "updates" and "before" in (part.data or {}):
-                break
+    await until_paused(sdk, thread_id, run_id)
     assert (await sdk.runs.get(thread_id, run_id))["status"] == "running"
 
 

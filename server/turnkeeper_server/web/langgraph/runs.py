@@ -560,14 +560,7 @@ async def cancel(request: web.Request, caller: Caller | None, deps: Deps) -> web
     with web_auth.acting_as(caller):
         auth.require_right(CANCEL_RIGHT)
         if turn.state not in ENDED:
-            await deps.operations.turns.cancel(
-                turns_pb2.CancelTurnRequest(
-                    turn_id=turn.turn_id,
-                    rollback=action == "rollback",
-                    reason="cancelled through the LangGraph API",
-                ),
-                HttpContext(request),
-            )
+            await _cancel_turn(request, deps, turn.turn_id, action, "runs.cancel")
     if wait_for_end:
         await _drain(deps.engine.turns.watch_settled(turn.turn_id, turn.last_seq))
         return web.Response(status=204)
@@ -657,15 +650,23 @@ async def cancel_many(
     for turn in (t for t in live if t.state not in ENDED):
         with contextlib.suppress(WrongState, NotFound), web_auth.acting_as(caller):
             # (ended or erased meanwhile: nothing to stop)
-            await deps.operations.turns.cancel(
-                turns_pb2.CancelTurnRequest(
-                    turn_id=turn.turn_id,
-                    rollback=action == "rollback",
-                    reason="cancelled through the LangGraph API (runs.cancel_many)",
-                ),
-                HttpContext(request),
-            )
+            await _cancel_turn(request, deps, turn.turn_id, action, "runs.cancel_many")
     return web.Response(status=204)
+
+
+async def _cancel_turn(
+    request: web.Request, deps: Deps, turn_id: str, action: str, call: str
+) -> None:
+    """A run's turn cancelled through the operations (CancelTurn's right and audit,
+    as whoever `web_auth.acting_as` says)."""
+    await deps.operations.turns.cancel(
+        turns_pb2.CancelTurnRequest(
+            turn_id=turn_id,
+            rollback=action == "rollback",
+            reason=f"cancelled through the LangGraph API ({call})",
+        ),
+        HttpContext(request),
+    )
 
 
 async def _named_runs(

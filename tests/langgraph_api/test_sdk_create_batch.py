@@ -1,6 +1,6 @@
 """`runs.create_batch` (POST /runs/batch) through LangGraph's Python SDK unchanged:
-thread-less runs started together, each as `runs.create` starts one, answered as
-the list of their runs; a batch with a run it cannot start starts none (decision
+thread-less runs started together, each as `runs.create` starts one (later too),
+answered as the list of their runs; a batch with a run it cannot start starts none (decision
 800)."""
 
 from __future__ import annotations
@@ -34,6 +34,23 @@ async def test_each_run_starts_on_a_thread_of_its_own(sdk: LangGraphClient) -> N
 
 
 @pytest.mark.shared_deployment
+async def test_a_batched_run_may_start_later(sdk: LangGraphClient) -> None:
+    """As `runs.create(after_seconds=...)`: pending, on its thread, until due."""
+    payloads: Any = [
+        {"assistant_id": APPROVAL, "input": {"topic": "now"}},
+        {"assistant_id": APPROVAL, "input": {"topic": "later"}, "after_seconds": 3600},
+    ]
+    now, later = await sdk.runs.create_batch(payloads)
+    await sdk.runs.join(now["thread_id"], now["run_id"])
+    assert (await sdk.runs.get(now["thread_id"], now["run_id"]))["status"] == "success"
+    assert (await sdk.runs.get(later["thread_id"], later["run_id"]))["status"] == "pending"
+    assert later["thread_id"] != now["thread_id"]
+    await sdk.runs.cancel(later["thread_id"], later["run_id"])
+    with pytest.raises(httpx.HTTPStatusError):
+        await sdk.runs.get(later["thread_id"], later["run_id"])
+
+
+@pytest.mark.shared_deployment
 @pytest.mark.parametrize(
     ("batch", "status", "detail"),
     [
@@ -46,9 +63,9 @@ async def test_each_run_starts_on_a_thread_of_its_own(sdk: LangGraphClient) -> N
             "run 0: thread_id: a batch starts thread-less runs",
         ),
         (
-            [{"assistant_id": APPROVAL, "input": {}, "after_seconds": 5}],
+            [{"assistant_id": APPROVAL, "input": {}, "after_seconds": -1}],
             422,
-            "run 0: after_seconds: start a run later with runs.create",
+            "run 0: after_seconds must be a number of seconds",
         ),
         (
             [{"assistant_id": APPROVAL, "input": {}, "durability": "exit"}],

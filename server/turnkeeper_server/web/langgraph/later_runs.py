@@ -9,10 +9,12 @@ from __future__ import annotations
 import asyncio
 import time
 import uuid
+from dataclasses import dataclass
 from typing import Any, Final
 
 from aiohttp import web
 
+from turnkeeper_server.journal.assistants import AssistantRecord
 from turnkeeper_server.journal.crons import ONCE, CronRecord
 from turnkeeper_server.records import TurnRecord
 from turnkeeper_server.security import auth
@@ -42,23 +44,55 @@ def after_seconds(value: Any) -> float:
     return float(value)
 
 
+@dataclass(frozen=True)
+class Later:
+    """A run to start later, checked: what `put_later` keeps."""
+
+    payload: dict[str, Any]
+    delay: float
+    assistant: AssistantRecord
+    thread_id: str | None
+    stamped: dict[str, Any]
+    if_not_exists: Any
+
+
 async def start_later(request: web.Request, caller: Caller | None, deps: Deps) -> CronRecord:
     """A run that starts `after_seconds` from now: its thread made (or checked) and
     its run id given now, kept in the journal as a one-shot schedule (journal/
     crons.py, kind 'once') that a replica fires when due, across restarts; until
     then the run is `pending`."""
     body = await body_of(request)
+    later = await check_later(request, caller, deps, body, run_start.thread_path(request))
+    return await put_later(request, caller, deps, later)
+
+
+async def check_later(
+    request: web.Request,
+    caller: Caller | None,
+    deps: Deps,
+    body: dict[str, Any],
+    thread_id: str | None,
+) -> Later:
+    """What `body` asks, refused now if it cannot start when due: its options, its
+    assistant, the auth handler's `threads:create_run` (its stamp kept)."""
     run_start.refuse_not_yet(body)
     delay = after_seconds(body.get("after_seconds"))
     payload = {k: v for k, v in body.items() if k != "after_seconds"}
     run_start.check_run_body(payload)
     require(caller, THREADS_WRITE)
     assistant = await assistants.resolve(deps, caller, body.get("assistant_id"))
-    thread_id = run_start.thread_path(request)
     stamped = await end_users.create_run(request, deps, thread_id, body)
+    return Later(payload, delay, assistant, thread_id, stamped, body.get("if_not_exists"))
+
+
+async def put_later(
+    request: web.Request, caller: Caller | None, deps: Deps, later: Later
+) -> CronRecord:
+    """The checked run kept to start when due, its thread made (or checked) now."""
+    assistant, stamped = later.assistant, later.stamped
     tagged = {"graph_id": assistant.graph_id, "assistant_id": assistant.assistant_id}
     thread, _ = await run_start.thread_for_run(
-        deps, caller, thread_id, {**tagged, **stamped}, body.get("if_not_exists")
+        deps, caller, later.thread_id, {**tagged, **stamped}, later.if_not_exists
     )
     now = time.time()
     user = request.get(end_users.END_USER)
@@ -70,16 +104,16 @@ async def start_later(request: web.Request, caller: Caller | None, deps: Deps) -
         run_id=str(uuid.uuid4()),
         schedule="",
         timezone=None,
-        payload=payload,
+        payload=later.payload,
         metadata=stamped,
-        webhook=payload.get("webhook"),
+        webhook=later.payload.get("webhook"),
         on_run_completed=None,
         end_time=None,
         enabled=True,
         owner=auth.identity(caller),
         acts_as=run_start.acts_as(caller),
         user_id=user.identity if user is not None else None,
-        next_run_at=now + delay,
+        next_run_at=now + later.delay,
         created_at=now,
         updated_at=now,
     )

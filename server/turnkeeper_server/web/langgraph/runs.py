@@ -128,41 +128,48 @@ async def create_batch(
     request: web.Request, caller: Caller | None, deps: Deps
 ) -> web.StreamResponse:
     """Thread-less runs started together (`runs.create_batch`), each as POST /runs
-    starts one; every run's body checked, and its assistant found, before the first
-    starts (decision 800)."""
+    starts one (`after_seconds`: later); every run's body checked, and its assistant
+    found, before the first starts (decision 800)."""
     batch = await list_body_of(request)
     if not batch or len(batch) > MAX_BATCH:
         raise ApiError(422, f"send a list of 1 to {MAX_BATCH} runs")
-    stamps = []
+    checked: list[later_runs.Later | dict[str, Any]] = []
     for i, body in enumerate(batch):
         try:
-            _check_batched(body)
-            await webhooks.check(deps, body.get("webhook"))
-            await assistants.for_run(deps, caller, body.get("assistant_id"), served=False)
-            stamps.append(await end_users.create_run(request, deps, None, body))
+            checked.append(await _check_batched(request, caller, deps, body))
         except ApiError as exc:
             raise ApiError(exc.status, f"run {i}: {exc.detail}") from None
     answered = []
-    for body, stamped in zip(batch, stamps, strict=True):
+    for body, check in zip(batch, checked, strict=True):
+        if isinstance(check, later_runs.Later):
+            record = await later_runs.put_later(request, caller, deps, check)
+            answered.append(later_runs.later_shape(record))
+            continue
         started = await run_start.launch(
-            deps, caller, body, None, stamped, origin=HttpContext(request)
+            deps, caller, body, None, check, origin=HttpContext(request)
         )
         answered.append(shapes.run(started.turn, started.record, status="pending"))
     return json_response(answered)
 
 
-def _check_batched(body: Any) -> None:
-    """What a batched run's body must be, beyond a run's (run_start.check_run_body)."""
+async def _check_batched(
+    request: web.Request, caller: Caller | None, deps: Deps, body: Any
+) -> later_runs.Later | dict[str, Any]:
+    """A batched run checked as POST /runs would check it, before any starts: a run
+    due later as such, else the auth handler's stamp for its start."""
     if not isinstance(body, dict):
         raise ApiError(422, "a run must be a JSON object")
     if body.get("thread_id") is not None:
         raise ApiError(
             422, "thread_id: a batch starts thread-less runs (send each to its thread's runs)"
         )
+    await webhooks.check(deps, body.get("webhook"))
     if body.get("after_seconds") not in (None, 0):
-        raise ApiError(422, "after_seconds: start a run later with runs.create")
+        return await later_runs.check_later(request, caller, deps, body, None)
     run_start.refuse_not_yet(body)
     run_start.check_run_body(body)
+    await assistants.for_run(deps, caller, body.get("assistant_id"), served=False)
+    return await end_users.create_run(request, deps, None, body)
 
 
 async def stream(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:

@@ -210,3 +210,24 @@ async def test_authenticate_is_given_what_it_names_and_its_refusal_is_the_answer
         with pytest.raises(ApiError) as exc:
             await custom.authenticate(make_mocked_request("GET", "/", headers=headers), no_body)
         assert exc.value.status == status
+
+
+@pytest.mark.parametrize(
+    "sent", [{"assistant_id": "a"}, [{"assistant_id": "a"}]], ids=["object", "batch"]
+)
+async def test_authenticate_asking_for_the_body_gets_what_was_sent(sent: Any) -> None:
+    """An object as a copy; a batch's array (POST /runs/batch) as it came."""
+    auth = Auth()
+    seen: list[Any] = []
+
+    @auth.authenticate
+    async def authenticate(body: dict[str, Any]) -> str:
+        seen.append(body)
+        return "dora"
+
+    async def body() -> Any:
+        return sent
+
+    custom = CustomAuth(auth, "test")
+    user = await custom.authenticate(make_mocked_request("POST", "/runs/batch"), body)
+    assert user.identity == "dora" and seen == [sent]

@@ -102,34 +102,44 @@ def handler(fn: Endpoint, deps: Deps) -> Handler:
     return handle
 
 
-_BODY: Final = web.RequestKey("turnkeeper_langgraph_body", dict)
+_BODY: Final = web.RequestKey("turnkeeper_langgraph_body", object)
+# An empty body, read as JSON.
+EMPTY: Final = object()
+
+
+async def json_of(request: web.Request) -> Any:
+    """The JSON value sent (EMPTY for an empty body); read once, then kept with the
+    request (an auth handler may have read it before the endpoint)."""
+    if _BODY not in request:
+        request[_BODY] = await _read_json(request)
+    return request[_BODY]
 
 
 async def body_of(request: web.Request) -> dict[str, Any]:
-    """The JSON object sent (an empty body: {}); read once, then kept with the
-    request (an auth handler may have read it before the endpoint)."""
-    if _BODY in request:
-        return request[_BODY]
-    body = await _read_json(request, {})
+    """The JSON object sent (an empty body: {})."""
+    body = await json_of(request)
+    if body is EMPTY:
+        request[_BODY] = body = {}  # kept: a handler may stamp it
     if not isinstance(body, dict):
         raise ApiError(422, "the body must be a JSON object")
-    request[_BODY] = body
     return body
 
 
 async def list_body_of(request: web.Request) -> list[Any]:
     """The JSON array sent (an empty body: [])."""
-    body = await _read_json(request, [])
+    body = await json_of(request)
+    if body is EMPTY:
+        return []
     if not isinstance(body, list):
         raise ApiError(422, "the body must be a JSON array")
     return body
 
 
-async def _read_json(request: web.Request, empty: Any) -> Any:
-    """The body's JSON value, checked (`empty` for an empty body)."""
+async def _read_json(request: web.Request) -> Any:
+    """The body's JSON value, checked (EMPTY for an empty body)."""
     raw = await read_body(request)
     if not raw.strip():
-        return empty
+        return EMPTY
     try:
         text = raw.decode("utf-8")
     except UnicodeDecodeError as exc:

@@ -189,7 +189,7 @@ class CustomAuth:
     spec: str
 
     async def authenticate(
-        self, request: web.Request, body: Callable[[], Awaitable[dict[str, Any]]]
+        self, request: web.Request, body: Callable[[], Awaitable[Any]]
     ) -> EndUser:
         """The request's end user; `body` reads the request's JSON body, for a
         handler that asks for it."""
@@ -309,11 +309,11 @@ async def _call(handler: Any, arguments: dict[str, Any]) -> Any:
     return await asyncio.to_thread(handler, **arguments)
 
 
-def _arguments(names: set[str], request: web.Request, body: Mapping[str, Any]) -> dict[str, Any]:
+def _arguments(names: set[str], request: web.Request, body: Any) -> dict[str, Any]:
     raw = [(k.lower().encode("latin-1"), v.encode("latin-1")) for k, v in request.headers.items()]
     values: dict[str, Any] = {
         "request": request,
-        "body": dict(body),
+        "body": dict(body) if isinstance(body, Mapping) else body,
         "user": None,
         "path": request.path,
         "method": request.method,

@@ -17,7 +17,7 @@ from aiohttp import web
 from turnkeeper._run_request import default_assistant_id
 
 from turnkeeper_server.security.auth import Caller
-from turnkeeper_server.web.langgraph.api import Deps, Endpoint, body_of
+from turnkeeper_server.web.langgraph.api import EMPTY, Deps, Endpoint, json_of
 from turnkeeper_server.web.langgraph.custom_auth import EndUser, Filters, Resource, matches
 from turnkeeper_server.web.langgraph.errors import ApiError, not_found
 
@@ -34,12 +34,19 @@ def guard(fn: Endpoint, resource: Resource | None = None, action: str | None = N
     ) -> web.StreamResponse:
         custom = deps.custom_auth
         if custom is not None:
-            request[END_USER] = await custom.authenticate(request, lambda: body_of(request))
+            request[END_USER] = await custom.authenticate(request, lambda: _sent(request))
             if resource is not None and action is not None:
                 await _check_path(request, deps, resource, action)
         return await fn(request, caller, deps)
 
     return guarded
+
+
+async def _sent(request: web.Request) -> Any:
+    """The body, for an authenticate handler that asks for it: the JSON value sent
+    (an object, or a batch's array), {} when none was."""
+    body = await json_of(request)
+    return {} if body is EMPTY else body
 
 
 async def authorize(

@@ -1,6 +1,6 @@
 """Runs: a run is a turn, and its id is the turn id everywhere (TurnStatus, the
 console, the CLI, NATS). Here the routes: create, stream, wait and join a run,
-read, list, cancel and delete it. How a run starts is run_start.py (the one path
+read, list, cancel and delete it, and create or cancel many at once. How a run starts is run_start.py (the one path
 every run takes), a run started later is later_runs.py; a run's parts are
 stream.py's translation of its turn's journal, live or settled.
 """

@@ -5,6 +5,7 @@ answered as the list of their runs; a batch with a run it cannot start starts no
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 import httpx
@@ -50,30 +51,34 @@ async def test_a_batched_run_may_start_later(sdk: LangGraphClient) -> None:
         await sdk.runs.get(later["thread_id"], later["run_id"])
 
 
+# Stands for an assistant the test makes: the threads its runs would make are counted.
+OURS = "ours"
+
+
 @pytest.mark.shared_deployment
 @pytest.mark.parametrize(
     ("batch", "status", "detail"),
     [
         ([], 422, "send a list of 1 to 1000 runs"),
-        ({"assistant_id": APPROVAL}, 422, "the body must be a JSON array"),
-        ([{"assistant_id": APPROVAL, "input": {}}, 3], 422, "run 1: a run must be a JSON object"),
+        ({"assistant_id": OURS}, 422, "the body must be a JSON array"),
+        ([{"assistant_id": OURS, "input": {}}, 3], 422, "run 1: a run must be a JSON object"),
         (
-            [{"assistant_id": APPROVAL, "input": {}, "thread_id": "t"}],
+            [{"assistant_id": OURS, "input": {}, "thread_id": "t"}],
             422,
             "run 0: thread_id: a batch starts thread-less runs",
         ),
         (
-            [{"assistant_id": APPROVAL, "input": {}, "after_seconds": -1}],
+            [{"assistant_id": OURS, "input": {}, "after_seconds": -1}],
             422,
             "run 0: after_seconds must be a number of seconds",
         ),
         (
-            [{"assistant_id": APPROVAL, "input": {}, "durability": "exit"}],
+            [{"assistant_id": OURS, "input": {}, "durability": "exit"}],
             422,
             "run 0: durability",
         ),
         (
-            [{"assistant_id": APPROVAL, "input": {}}, {"assistant_id": "nobody", "input": {}}],
+            [{"assistant_id": OURS, "input": {}}, {"assistant_id": "nobody", "input": {}}],
             404,
             "run 1: assistant nobody not found",
         ),
@@ -82,10 +87,12 @@ async def test_a_batched_run_may_start_later(sdk: LangGraphClient) -> None:
 async def test_a_batch_with_a_run_it_cannot_start_starts_none(
     sdk: LangGraphClient, served: str, batch: Any, status: int, detail: str
 ) -> None:
-    # The worker's deployment: its tests run one at a time, so the count is this one's.
-    before = await sdk.threads.count()
+    # A run tags the thread it makes with its assistant: one of this test's own
+    # counts what this batch made, whatever else the shared deployment runs.
+    ours = (await sdk.assistants.create(graph_id=APPROVAL))["assistant_id"]
+    sent = json.loads(json.dumps(batch).replace(f'"{OURS}"', f'"{ours}"'))
     async with httpx.AsyncClient(base_url=served) as http:
-        answer = await http.post("/runs/batch", json=batch)
+        answer = await http.post("/runs/batch", json=sent)
     assert answer.status_code == status
     assert answer.json()["detail"].startswith(detail)
-    assert await sdk.threads.count() == before  # no run made a thread
+    assert await sdk.threads.count(metadata={"assistant_id": ours}) == 0  # no run made one

@@ -2,7 +2,8 @@
 (the reference) and turnkeeper on the same graphs, its answers compared: what a run
 on an interrupted thread does (new input, input null, a resume with an update,
 RemoteGraph's resume, a resume with nothing interrupted), the runs and statuses each
-leaves, a run's metadata and kwargs, a resume's stream, an unknown Last-Event-ID.
+leaves, a run's metadata and kwargs, a resume's stream, an unknown Last-Event-ID,
+a batch of runs and the bulk cancel's answers where both serve the call alike.
 
 What is not compared, and why: ids (the reference's assistant id is a UUID, an
 interrupt's id is its own), timestamps, and the config the reference fills in."""
@@ -123,6 +124,24 @@ async def observe(url: str) -> dict[str, Any]:
         config: Any = {"configurable": {"thread_id": other}}
         seen["remote resume"] = plain(await remote.ainvoke(Command(resume="yes"), config=config))
         seen["other runs"] = [r["status"] for r in await client.runs.list(other)]
+
+        payloads: Any = [{"assistant_id": APPROVAL, "input": {"topic": t}} for t in "cd"]
+        batch = await client.runs.create_batch(payloads)
+        seen["batch"] = [r["status"] for r in batch]
+        seen["batch threads"] = len({r["thread_id"] for r in batch})
+        # What each ran to (the reference then deletes a thread-less run's thread:
+        # on_completion "delete", refused here, decision 325).
+        seen["batch ran"] = [
+            plain(await client.runs.join(r["thread_id"], r["run_id"])) for r in batch
+        ]
+        async with httpx.AsyncClient(base_url=url) as http:
+            no_run = {"thread_id": other, "run_ids": [batch[0]["run_id"]]}
+            for name, path, body in (
+                ("empty batch", "/runs/batch", []),
+                ("cancel a run of another thread", "/runs/cancel", no_run),
+                ("cancel pending, none", "/runs/cancel", {"status": "pending"}),
+            ):
+                seen[name] = (await http.post(path, json=body)).status_code
     finally:
         await client.http.client.aclose()
     return seen

@@ -16,12 +16,12 @@ own modules, and grpc (whose core reads GRPC_* variables when it starts), are
 imported by each child, as a cold process would. A start whose environment asks
 for another interpreter (any PYTHON* variable but PYTHONUNBUFFERED and PYTHONPATH
 set otherwise than the server's) is not forked: `procs.spawn_python` and
-`ServiceProcess` start it cold. A PYTHONPATH goes on the child's path where a cold
-interpreter puts it; one that holds a module the server imported from elsewhere
-turns the child into a cold interpreter (`os.execv`, the same process) before it
-runs anything (decision 798). So do the tests that are about starting a process as users do (the guides,
-`turnkeeper dev`, the import checks), and every start when
-TURNKEEPER_TEST_COLD_STARTS=1.
+`ServiceProcess` start it cold. So are the processes of the tests that are about
+starting one as users do (the guides, `turnkeeper dev`, the import checks), and
+every start when TURNKEEPER_TEST_COLD_STARTS=1. A PYTHONPATH goes on the child's path
+where a cold interpreter puts it; one that holds a module the server imported from
+elsewhere turns the child into a cold interpreter (`os.execv`, the same process)
+before it runs anything (decision 798).
 
 The protocol, one UNIX connection per child: the test sends a JSON request and its
 three pipe ends (SCM_RIGHTS); the server answers the child's pid, then, when it has

@@ -246,13 +246,17 @@ def run_or_404(deps: Deps, caller: Caller | None, thread_id: str | None, run_id:
     turn = deps.engine.turns.get(run_id)
     if turn is None or (thread_id is not None and turn.thread_id != thread_id):
         raise not_found(f"run {run_id}")
-    # The service's one rule for reading a turn (auth.sees_turn), as a run's: an
-    # agent token its own agent's, a panel the runs of the threads it owns.
-    if caller is not None and not auth.sees_turn(
-        caller, turn.agent, deps.operations.turns.owner(turn.thread_id)
-    ):
+    if not sees_run(deps, caller, turn):
         raise not_found(f"run {run_id}")
     return turn
+
+
+def sees_run(deps: Deps, caller: Caller | None, turn: TurnRecord) -> bool:
+    """The service's one rule for reading a turn (auth.sees_turn), as a run's: an
+    agent token its own agent's, a panel the runs of the threads it owns."""
+    return caller is None or auth.sees_turn(
+        caller, turn.agent, deps.operations.turns.owner(turn.thread_id)
+    )
 
 
 def json_response(data: Any, status: int = 200) -> web.Response:

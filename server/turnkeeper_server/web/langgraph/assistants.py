@@ -41,6 +41,7 @@ from turnkeeper_server.web.langgraph.api import (
     limit_offset,
     require,
     sees,
+    sees_run,
 )
 from turnkeeper_server.web.langgraph.custom_auth import matches
 from turnkeeper_server.web.langgraph.errors import ApiError, not_found
@@ -266,9 +267,7 @@ async def delete(request: web.Request, caller: Caller | None, deps: Deps) -> web
     live = []
     for run_id in await deps.engine.threads.unfinished_runs_of_assistant(record.assistant_id):
         turn = deps.engine.turns.get(run_id)
-        if turn is not None and auth.sees_turn(
-            caller, turn.agent, deps.operations.turns.owner(turn.thread_id)
-        ):
+        if turn is not None and sees_run(deps, caller, turn):
             live.append(run_id)
     if live:
         # Deleting the assistant cancels them: a token that may not cancel a run

@@ -10,7 +10,7 @@ Without an auth object every hook here is a no-op.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from typing import Any, Final
 
 from aiohttp import web
@@ -112,6 +112,22 @@ async def create_run(
             raise not_found(f"thread {thread_id}")
     metadata = value.get("metadata")
     return dict(metadata) if isinstance(metadata, dict) else {}
+
+
+async def threads_shown(
+    deps: Deps, filters: Filters | None, thread_ids: Iterable[str | None]
+) -> set[str | None]:
+    """Those of `thread_ids` whose thread the handler's filter matches (all of them
+    without a filter; never a thread that is not there, nor None)."""
+    wanted = set(thread_ids)
+    if not filters:
+        return wanted
+    shown: set[str | None] = set()
+    for thread_id in wanted:
+        record = await deps.engine.threads.get(thread_id) if thread_id is not None else None
+        if record is not None and matches(record.metadata, filters):
+            shown.add(thread_id)
+    return shown
 
 
 def narrowed(

@@ -1,8 +1,9 @@
 """Runs: a run is a turn, and its id is the turn id everywhere (TurnStatus, the
 console, the CLI, NATS). Here the routes: create, stream, wait and join a run,
-read, list, cancel and delete it, and create or cancel many at once. How a run starts is run_start.py (the one path
-every run takes), a run started later is later_runs.py; a run's parts are
-stream.py's translation of its turn's journal, live or settled.
+read, list, cancel and delete it, and create or cancel many at once. How a run
+starts is run_start.py (the one path every run takes), a run started later is
+later_runs.py; a run's parts are stream.py's translation of its turn's journal, live
+or settled.
 """
 
 from __future__ import annotations
@@ -46,10 +47,10 @@ from turnkeeper_server.web.langgraph.api import (
     require,
     run_or_404,
     sees_owned,
+    sees_run,
     thread_id_of,
     thread_or_404,
 )
-from turnkeeper_server.web.langgraph.custom_auth import matches
 from turnkeeper_server.web.langgraph.errors import ApiError
 from turnkeeper_server.web.langgraph.stream import (
     Translator,
@@ -554,14 +555,14 @@ async def delete(request: web.Request, caller: Caller | None, deps: Deps) -> web
 
 
 async def cancel(request: web.Request, caller: Caller | None, deps: Deps) -> web.StreamResponse:
-    thread_id, run_id = run_start.thread_path(request), request.match_info["run_id"]
-    if deps.engine.turns.get(run_id) is None:
+    turn = await _run_or_later(
+        deps, caller, run_start.thread_path(request), request.match_info["run_id"]
+    )
+    if isinstance(turn, CronRecord):
         # A run started later, not started yet: it never will.
-        later = await later_runs.later_or_404(deps, caller, thread_id, run_id)
         require(caller, CANCEL_RIGHT)
-        await deps.engine.crons.delete(later.cron_id)
+        await deps.engine.crons.delete(turn.cron_id)
         return web.Response(status=204 if request.query.get("wait") else 202)
-    turn = run_or_404(deps, caller, thread_id, run_id)
     action = _cancel_action(request)
     wait_for_end = request.query.get("wait", "").lower() in ("true", "1")
     with web_auth.acting_as(caller):
@@ -572,6 +573,16 @@ async def cancel(request: web.Request, caller: Caller | None, deps: Deps) -> web
         await _drain(deps.engine.turns.watch_settled(turn.turn_id, turn.last_seq))
         return web.Response(status=204)
     return web.Response(status=202)
+
+
+async def _run_or_later(
+    deps: Deps, caller: Caller | None, thread_id: str | None, run_id: str
+) -> TurnRecord | CronRecord:
+    """The run `run_id` names, started or due later (not started yet), if the caller
+    sees it; else the run's 404."""
+    if deps.engine.turns.get(run_id) is None:
+        return await later_runs.later_or_404(deps, caller, thread_id, run_id)
+    return run_or_404(deps, caller, thread_id, run_id)
 
 
 def _cancel_action(request: web.Request) -> str:
@@ -609,14 +620,14 @@ async def cancel_many(
     status = body.get("status")
     thread_id, run_ids = body.get("thread_id"), body.get("run_ids")
     if status is not None:
-        if not isinstance(status, str) or status.lower() not in CANCEL_STATUSES:
+        status = status.lower() if isinstance(status, str) else None
+        if status not in CANCEL_STATUSES:
             raise ApiError(422, "status must be 'pending', 'running' or 'all'")
         if thread_id is not None or run_ids is not None:
             raise ApiError(
                 422,
                 "a status cancels every run of that status: send it without thread_id and run_ids",
             )
-        status = status.lower()
     elif (
         not isinstance(thread_id, str)
         or not isinstance(run_ids, list)
@@ -643,13 +654,10 @@ async def cancel_many(
         live, later = await _runs_of_status(deps, caller, CANCEL_STATUSES[status])
     if filters:
         # The handler's filter hides the runs of the threads it does not match.
-        shown: dict[str | None, bool] = {None: False}
-        for thread_of in {t.thread_id for t in live} | {r.thread_id for r in later}:
-            if thread_of is not None:
-                found = await deps.engine.threads.get(thread_of)
-                shown[thread_of] = found is not None and matches(found.metadata, filters)
-        live = [t for t in live if shown[t.thread_id]]
-        later = [r for r in later if shown[r.thread_id]]
+        threads = [t.thread_id for t in live] + [r.thread_id for r in later]
+        shown = await end_users.threads_shown(deps, filters, threads)
+        live = [t for t in live if t.thread_id in shown]
+        later = [r for r in later if r.thread_id in shown]
     if not live and not later:
         raise ApiError(404, "No runs found to cancel.")  # the reference's words
     for due in later:
@@ -685,15 +693,15 @@ async def _named_runs(
     later: list[CronRecord] = []
     for run_id in dict.fromkeys(run_ids):
         try:
-            if deps.engine.turns.get(run_id) is None:
-                later.append(await later_runs.later_or_404(deps, caller, thread_id, run_id))
-                continue
-            turn = run_or_404(deps, caller, thread_id, run_id)
+            found = await _run_or_later(deps, caller, thread_id, run_id)
         except ApiError as exc:
             if exc.status != 404:
                 raise
             continue
-        live.append(turn)
+        if isinstance(found, CronRecord):
+            later.append(found)
+        else:
+            live.append(found)
     return live, later
 
 
@@ -708,10 +716,7 @@ async def _runs_of_status(
         if (
             turn is not None
             and shapes.run_status(turn) in statuses
-            and (
-                caller is None
-                or auth.sees_turn(caller, turn.agent, deps.operations.turns.owner(turn.thread_id))
-            )
+            and sees_run(deps, caller, turn)
         ):
             live.append(turn)
     later: list[CronRecord] = []

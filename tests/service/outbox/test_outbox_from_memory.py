@@ -18,6 +18,7 @@ from turnkeeper_server.store import postgres_outbox
 from turnkeeper_server.store.contract import Tx
 from turnkeeper_server.store.outbox_rows import write_messages
 from turnkeeper_server.store.postgres import PostgresDatabase
+from turnkeeper_server.store.postgres_pipeline import SendingConnection
 from turnkeeper_server.store.records import OutboxRow
 
 from tests.support.postgres import database_of
@@ -231,3 +232,43 @@ async def test_memory_past_its_bound_is_dropped_for_the_table(
     assert await store.drain_outbox(10, sink) == 1  # from memory again
     assert looks == [None]
     assert sink.payloads == [b"1", b"2", b"3", b"4"]
+
+
+@pytest.mark.parametrize("rows", [1, 3, 4])
+async def test_ids_come_back_from_the_statement_their_insert_rode_in(
+    store: PostgresDatabase,
+    database_url: str,
+    monkeypatch: pytest.MonkeyPatch,
+    rows: int,
+) -> None:
+    # An append's check, its rows and the group's notification go as one statement
+    # (decisions 610, 780): the outbox INSERT's ids are a column of its query. Rows
+    # of one chunk are a VALUES, three an unnest of arrays.
+    monkeypatch.setattr(postgres_outbox, "ORPHAN_LOOK", 3600.0)
+    sent: list[str] = []
+    real = SendingConnection.execute
+    ours = database_of(database_url)
+
+    def counted(self: SendingConnection, query: Any, params: Any = None, **kw: Any) -> Any:
+        if self.info.dbname == ours:
+            sent.append(str(query))
+        return real(self, query, params, **kw)
+
+    sink = Sink()
+    assert await store.drain_outbox(10, sink) == 0
+    payloads = [str(n).encode() for n in range(rows)]
+
+    def append(tx: Tx) -> None:
+        tx.announce(["t-ids"])
+        tx.send("SELECT count(*) FROM main.turns WHERE turn_id = ?", ("t-ids",))
+        write_messages(tx, "s", payloads, time.time())
+
+    monkeypatch.setattr(SendingConnection, "execute", counted)
+    await store.write(append)
+    monkeypatch.setattr(SendingConnection, "execute", real)
+    committed = table(database_url)
+    fused = [s for s in sent if "RETURNING id" in s]
+    assert len(fused) == 1 and "array_agg(id)" in fused[0] and "pg_notify" in fused[0]
+    assert await store.drain_outbox(10, sink) == rows
+    assert [(i, p) for batch in sink.batches for i, _, p in batch] == committed
+    assert [p for _, p in committed] == payloads

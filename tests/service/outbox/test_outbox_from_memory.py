@@ -18,22 +18,17 @@ from turnkeeper_server.store import postgres_outbox
 from turnkeeper_server.store.contract import Tx
 from turnkeeper_server.store.outbox_rows import write_messages
 from turnkeeper_server.store.postgres import PostgresDatabase
-from turnkeeper_server.store.postgres_pipeline import SendingConnection
 from turnkeeper_server.store.records import OutboxRow
 
-from tests.support.postgres import database_of
+from tests.support.postgres import database_of, replica, writer_statements
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.timeout(60)]
 
 
 @pytest.fixture
 async def store(database_url: str) -> AsyncIterator[PostgresDatabase]:
-    db = PostgresDatabase(database_url, pool_size=2)
-    db.open()
-    try:
+    with replica(database_url) as db:
         yield db
-    finally:
-        db.close()
 
 
 class Sink:
@@ -71,6 +66,19 @@ def looks(database_url: str, monkeypatch: pytest.MonkeyPatch) -> list[float | No
     return seen
 
 
+@pytest.fixture
+async def sink(
+    store: PostgresDatabase, looks: list[float | None], monkeypatch: pytest.MonkeyPatch
+) -> Sink:
+    """The publisher of `store`, past the start's look at the table (which found
+    nothing), with no look for orphans unless a test asks (ORPHAN_LOOK)."""
+    monkeypatch.setattr(postgres_outbox, "ORPHAN_LOOK", 3600.0)
+    taker = Sink()
+    assert await store.drain_outbox(10, taker) == 0
+    assert looks == [None]
+    return taker
+
+
 def messages(subject: str, *payloads: bytes) -> Any:
     def write(tx: Tx) -> None:
         write_messages(tx, subject, list(payloads), time.time())
@@ -85,15 +93,8 @@ def table(database_url: str) -> list[tuple[int, bytes]]:
 
 
 async def test_what_the_writer_committed_goes_from_memory_in_order_and_leaves_the_table(
-    store: PostgresDatabase,
-    database_url: str,
-    looks: list[float | None],
-    monkeypatch: pytest.MonkeyPatch,
+    store: PostgresDatabase, database_url: str, looks: list[float | None], sink: Sink
 ) -> None:
-    sink = Sink()
-    assert await store.drain_outbox(10, sink) == 0  # the start's look: nothing left
-    assert looks == [None]
-    monkeypatch.setattr(postgres_outbox, "ORPHAN_LOOK", 3600.0)
     await store.write(messages("s.a", b"1", b"2"))
     await store.write(messages("s.b", b"3"))
     assert [payload for _, payload in table(database_url)] == [b"1", b"2", b"3"]
@@ -101,7 +102,7 @@ async def test_what_the_writer_committed_goes_from_memory_in_order_and_leaves_th
     assert await store.drain_outbox(2, sink) == 2  # a batch's limit holds
     assert await store.drain_outbox(10, sink) == 1
     assert await store.drain_outbox(10, sink) == 0
-    assert looks == [None]  # the start's: none for these rows
+    assert looks == [None]  # the start's only: none for these rows
     ids = [i for batch in sink.batches for i, _, _ in batch]
     assert sink.payloads == [b"1", b"2", b"3"]
     assert ids == sorted(ids) and len(set(ids)) == 3
@@ -114,17 +115,13 @@ async def test_what_the_writer_committed_goes_from_memory_in_order_and_leaves_th
 
 
 async def test_ids_come_back_from_the_identity_in_commit_order_across_replicas(
-    store: PostgresDatabase, database_url: str, monkeypatch: pytest.MonkeyPatch
+    store: PostgresDatabase, database_url: str, sink: Sink
 ) -> None:
     # Each replica publishes its own rows with the ids the identity gave them (read
     # back from their INSERT): ids follow the order the rows committed, whichever
     # replica wrote them (decision 66), and a frame's rows follow its messages.
-    monkeypatch.setattr(postgres_outbox, "ORPHAN_LOOK", 3600.0)
-    other = PostgresDatabase(database_url, pool_size=2)
-    other.open()
-    mine, theirs = Sink(), Sink()
-    try:
-        assert await store.drain_outbox(10, mine) == 0
+    mine, theirs = sink, Sink()
+    with replica(database_url) as other:
         assert await other.drain_outbox(10, theirs) == 0
         await store.write(messages("s", b"a1", b"a2", b"a3"))
         await other.write(messages("s", b"b1"))
@@ -132,8 +129,6 @@ async def test_ids_come_back_from_the_identity_in_commit_order_across_replicas(
         committed = [payload for _, payload in table(database_url)]
         assert await store.drain_outbox(10, mine) == 4
         assert await other.drain_outbox(10, theirs) == 1
-    finally:
-        other.close()
     assert committed == [b"a1", b"a2", b"a3", b"b1", b"a4"]  # by id
     ids = {p: i for batch in mine.batches + theirs.batches for i, _, p in batch}
     assert sorted(ids, key=ids.__getitem__) == committed
@@ -141,14 +136,8 @@ async def test_ids_come_back_from_the_identity_in_commit_order_across_replicas(
 
 
 async def test_a_failed_publish_falls_back_to_the_table_until_it_catches_up(
-    store: PostgresDatabase,
-    database_url: str,
-    looks: list[float | None],
-    monkeypatch: pytest.MonkeyPatch,
+    store: PostgresDatabase, looks: list[float | None], sink: Sink
 ) -> None:
-    sink = Sink()
-    monkeypatch.setattr(postgres_outbox, "ORPHAN_LOOK", 3600.0)
-    assert await store.drain_outbox(10, sink) == 0
     await store.write(messages("s", b"1", b"2"))
     sink.ok = False
     assert await store.drain_outbox(10, sink) == 0  # from memory, refused
@@ -172,10 +161,9 @@ async def test_an_orphan_is_taken_from_the_table_once_it_is_old_enough(
     store: PostgresDatabase,
     database_url: str,
     looks: list[float | None],
+    sink: Sink,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
-    sink = Sink()
-    assert await store.drain_outbox(10, sink) == 0  # the start's look
     monkeypatch.setattr(postgres_outbox, "ORPHAN_LOOK", 0.0)
     now = time.time()
     with psycopg.connect(database_url, autocommit=True) as admin:  # a replica that died
@@ -194,13 +182,10 @@ async def test_an_orphan_is_taken_from_the_table_once_it_is_old_enough(
 
 
 async def test_a_group_that_deletes_outbox_rows_sends_the_drain_back_to_the_table(
-    store: PostgresDatabase, looks: list[float | None], monkeypatch: pytest.MonkeyPatch
+    store: PostgresDatabase, looks: list[float | None], sink: Sink
 ) -> None:
     # Erasure and retention delete outbox rows by subject: what memory holds may
     # be gone, and what is gone is never published.
-    sink = Sink()
-    monkeypatch.setattr(postgres_outbox, "ORPHAN_LOOK", 3600.0)
-    assert await store.drain_outbox(10, sink) == 0
     await store.write(messages("s.erased", b"gone"))
     await store.write(messages("s.kept", b"kept"))
     await store.write(
@@ -215,14 +200,14 @@ async def test_a_group_that_deletes_outbox_rows_sends_the_drain_back_to_the_tabl
 
 
 async def test_memory_past_its_bound_is_dropped_for_the_table(
-    store: PostgresDatabase, looks: list[float | None], monkeypatch: pytest.MonkeyPatch
+    store: PostgresDatabase,
+    looks: list[float | None],
+    sink: Sink,
+    monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     # NATS away for long: memory holds at most MEMORY_MAX messages; the table has
     # them all, and hands them out in order.
-    sink = Sink()
-    monkeypatch.setattr(postgres_outbox, "ORPHAN_LOOK", 3600.0)
     monkeypatch.setattr(postgres_outbox, "MEMORY_MAX", 2)
-    assert await store.drain_outbox(10, sink) == 0
     await store.write(messages("s", b"1", b"2"))
     await store.write(messages("s", b"3"))
     looks.clear()
@@ -238,24 +223,13 @@ async def test_memory_past_its_bound_is_dropped_for_the_table(
 async def test_ids_come_back_from_the_statement_their_insert_rode_in(
     store: PostgresDatabase,
     database_url: str,
+    sink: Sink,
     monkeypatch: pytest.MonkeyPatch,
     rows: int,
 ) -> None:
     # An append's check, its rows and the group's notification go as one statement
     # (decisions 610, 780): the outbox INSERT's ids are a column of its query. Rows
     # of one chunk are a VALUES, three an unnest of arrays.
-    monkeypatch.setattr(postgres_outbox, "ORPHAN_LOOK", 3600.0)
-    sent: list[str] = []
-    real = SendingConnection.execute
-    ours = database_of(database_url)
-
-    def counted(self: SendingConnection, query: Any, params: Any = None, **kw: Any) -> Any:
-        if self.info.dbname == ours:
-            sent.append(str(query))
-        return real(self, query, params, **kw)
-
-    sink = Sink()
-    assert await store.drain_outbox(10, sink) == 0
     payloads = [str(n).encode() for n in range(rows)]
 
     def append(tx: Tx) -> None:
@@ -263,9 +237,8 @@ async def test_ids_come_back_from_the_statement_their_insert_rode_in(
         tx.send("SELECT count(*) FROM main.turns WHERE turn_id = ?", ("t-ids",))
         write_messages(tx, "s", payloads, time.time())
 
-    monkeypatch.setattr(SendingConnection, "execute", counted)
+    sent = writer_statements(monkeypatch, database_url)
     await store.write(append)
-    monkeypatch.setattr(SendingConnection, "execute", real)
     committed = table(database_url)
     fused = [s for s in sent if "RETURNING id" in s]
     assert len(fused) == 1 and "array_agg(id)" in fused[0] and "pg_notify" in fused[0]

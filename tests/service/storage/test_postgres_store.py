@@ -29,19 +29,15 @@ from turnkeeper_server.store.postgres_conn import PgConn
 from turnkeeper_server.store.postgres_notify import CHANNEL, Listener, announced
 from turnkeeper_server.store.records import OutboxRow
 
-from tests.support.postgres import database_of
+from tests.support.postgres import database_of, replica
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.timeout(60)]
 
 
 @pytest.fixture
 async def store(database_url: str) -> AsyncIterator[PostgresDatabase]:
-    db = PostgresDatabase(database_url, pool_size=2)
-    db.open()
-    try:
+    with replica(database_url) as db:
         yield db
-    finally:
-        db.close()
 
 
 def backend_and_snapshot(conn: Conn) -> tuple[int, str, str]:
@@ -361,14 +357,10 @@ async def test_a_drain_takes_its_rows_in_one_statement_and_gives_back_what_it_di
 
         return publish
 
-    other = PostgresDatabase(database_url, pool_size=2)
-    other.open()
-    try:
+    with replica(database_url) as other:
         assert await store.drain_outbox(3, publisher(False)) == 0
         assert await store.drain_outbox(3, publisher(True)) == 3
         assert await store.drain_outbox(3, publisher(True)) == 0
-    finally:
-        other.close()
 
     first, rest, again = (ids for ids, _, _ in seen)
     assert first == again and first + rest == sorted(first + rest) and len(rest) == 2

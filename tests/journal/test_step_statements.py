@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
 
 import pytest
 from turnkeeper_server.errors import StaleAttempt
@@ -19,12 +18,11 @@ from turnkeeper_server.journal import containment, lifecycle, start, transitions
 from turnkeeper_server.journal.runs import RunRecord
 from turnkeeper_server.records import HANDED, REOFFERED, Fence
 from turnkeeper_server.store import Tx
-from turnkeeper_server.store.postgres_pipeline import SendingConnection
 
 from tests.journal.conftest import POLICY, REPLICA, Journal, opened_store
 from tests.journal.test_turn_cache import append, events
 from tests.service.storage.test_group_commit import in_one_group
-from tests.support.postgres import database_of
+from tests.support.postgres import writer_statements
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.timeout(60)]
 
@@ -32,18 +30,8 @@ pytestmark = [pytest.mark.postgres_only, pytest.mark.timeout(60)]
 @pytest.fixture
 def statements(monkeypatch: pytest.MonkeyPatch, database_url: str) -> list[str]:
     """The statements the writer's connection was given (BEGIN and COMMIT aside), on
-    this test's database alone (`database_of`)."""
-    sent: list[str] = []
-    real = SendingConnection.execute
-    ours = database_of(database_url)
-
-    def counted(self: SendingConnection, query: Any, params: Any = None, **kw: Any) -> Any:
-        if self.info.dbname == ours:
-            sent.append(str(query))
-        return real(self, query, params, **kw)
-
-    monkeypatch.setattr(SendingConnection, "execute", counted)
-    return sent
+    this test's database alone."""
+    return writer_statements(monkeypatch, database_url)
 
 
 async def test_a_remembered_turns_writes_are_one_statement_each(

@@ -16,11 +16,15 @@ import sys
 import tempfile
 from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import psycopg
+import pytest
 from pgserver import _commands
 from pgserver.postgres_server import PostgresServer, get_server
 from psycopg.conninfo import conninfo_to_dict
+from turnkeeper_server.store.postgres import PostgresDatabase
+from turnkeeper_server.store.postgres_pipeline import SendingConnection
 
 
 class PostgresCluster:
@@ -119,3 +123,31 @@ def _machine_lock() -> Iterator[None]:
             yield
         finally:
             fcntl.flock(f, fcntl.LOCK_UN)
+
+
+@contextlib.contextmanager
+def replica(url: str) -> Iterator[PostgresDatabase]:
+    """A PostgreSQL store on `url`, opened (migrated, its writer started), as one
+    replica of the service has it; closed after."""
+    db = PostgresDatabase(url, pool_size=2)
+    db.open()
+    try:
+        yield db
+    finally:
+        db.close()
+
+
+def writer_statements(monkeypatch: pytest.MonkeyPatch, url: str) -> list[str]:
+    """The statements writers' connections are given from now on (BEGIN and COMMIT
+    aside), on `url`'s database alone (`database_of`), in the order sent."""
+    sent: list[str] = []
+    real = SendingConnection.execute
+    ours = database_of(url)
+
+    def counted(self: SendingConnection, query: Any, params: Any = None, **kw: Any) -> Any:
+        if self.info.dbname == ours:
+            sent.append(str(query))
+        return real(self, query, params, **kw)
+
+    monkeypatch.setattr(SendingConnection, "execute", counted)
+    return sent

@@ -116,9 +116,11 @@ class OutboxPublisher:
         wakes = self._wakes
 
         async def publish(rows: list[OutboxRow]) -> bool:
+            # A drain may publish twice (PostgreSQL: orphans, then its own rows).
             nonlocal failed
-            failed = not await self.link.publish_batch(rows)
-            return not failed
+            ok = await self.link.publish_batch(rows)
+            failed = failed or not ok
+            return ok
 
         sent = await self.db.drain_outbox(BATCH, publish)
         if failed:

@@ -134,6 +134,9 @@ class Tx(Protocol):
     # Whether many rows go as one INSERT of one array a column (PostgreSQL's
     # `unnest`) where the caller names the columns' types (store/rows.py).
     array_rows: bool
+    # Whether the backend publishes the outbox rows an operation wrote from memory
+    # once they commit (PostgreSQL's writer, decision 801): they go by `send_outbox`.
+    outbox_from_memory: bool
 
     @property
     def checkpoints(self) -> CheckpointRows:
@@ -152,6 +155,14 @@ class Tx(Protocol):
         ...
 
     def after_commit(self, callback: Callable[[], None]) -> None: ...
+
+    def send_outbox(
+        self, sql: str, params: Sequence[Any], subject: str, payloads: list[bytes]
+    ) -> None:
+        """`send` for an INSERT of outbox rows, one a message of `payloads` in order,
+        ending in `RETURNING id`, where `outbox_from_memory`: the backend reads their
+        ids back and publishes the rows once the transaction commits."""
+        ...
 
     def announce(self, turn_ids: Sequence[str]) -> None:
         """Tell other replicas, when this commits, that these turns changed."""

@@ -15,13 +15,15 @@ row instead (decision 154):
   RFC 7464's JSON text sequences: it cannot occur in JSON text, and the service's
   payloads are JSON. A payload that holds one anyway goes one row a message.
 
-PostgreSQL keeps one row a message (its replicas take ids concurrently; reserving
-a run would serialise them), with `messages` = 1.
+PostgreSQL keeps one row a message, with `messages` = 1; its writer reads the rows'
+ids back (RETURNING) and its replica publishes them from memory once they commit,
+deleting them by id after (decision 801).
 """
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
+from typing import Any
 
 from turnkeeper_server.store.contract import Tx
 from turnkeeper_server.store.records import OutboxRow
@@ -38,6 +40,15 @@ _TRACED_TYPES = (*_TYPES, "text")
 
 def write_messages(tx: Tx, subject: str, payloads: list[bytes], now: float) -> None:
     """Queue `payloads` for `subject`, in order, in this transaction's outbox rows."""
+    if tx.outbox_from_memory:
+        trace = () if tx.trace is None else (tx.trace,)
+        head, types = (_INSERT, _TYPES) if tx.trace is None else (_TRACED_INSERT, _TRACED_TYPES)
+        rows: list[object] = []
+        for payload in payloads:
+            rows += (subject, payload, now, *trace)
+        sends = _Returning(tx, subject, payloads, len(types))
+        insert_rows(sends, head, len(types), rows, "RETURNING id", types)
+        return
     if tx.outbox_run_insert and len(payloads) > 1:
         joined = SEPARATOR.join(payloads)
         if joined.count(SEPARATOR) == len(payloads) - 1:
@@ -54,6 +65,26 @@ def write_messages(tx: Tx, subject: str, payloads: list[bytes], now: float) -> N
         for payload in payloads:
             traced += (subject, payload, now, tx.trace)
         insert_rows(tx, _TRACED_INSERT, 4, traced, types=_TRACED_TYPES)
+
+
+class _Returning:
+    """Where `insert_rows` sends outbox rows whose ids come back (`Tx.send_outbox`):
+    each statement with the messages it holds."""
+
+    def __init__(self, tx: Tx, subject: str, payloads: list[bytes], width: int) -> None:
+        self.tx = tx
+        self.subject = subject
+        self.payloads = payloads
+        self.width = width
+        self.array_rows = tx.array_rows
+        self._sent = 0
+
+    def send(self, sql: str, params: Sequence[Any] = (), /) -> None:
+        # One array a column, or the rows' values flattened (store/rows.py).
+        n = len(params[0]) if isinstance(params[0], list) else len(params) // self.width
+        held = self.payloads[self._sent : self._sent + n]
+        self._sent += n
+        self.tx.send_outbox(sql, params, self.subject, held)
 
 
 def messages(row: OutboxRow) -> Iterator[tuple[int, bytes]]:

@@ -28,9 +28,11 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass
 from typing import Any, TypeVar
 
 import psycopg
@@ -39,27 +41,31 @@ from psycopg_pool import ConnectionPool
 
 from turnkeeper_server.errors import InvalidArgument, Unavailable
 from turnkeeper_server.records import TurnRecord
-from turnkeeper_server.store import postgres_checkpoints, stats
+from turnkeeper_server.store import postgres_checkpoints
 from turnkeeper_server.store.contract import CheckpointRows, Conn, Publish, TurnChanged, Tx
 from turnkeeper_server.store.group_commit import GroupWriter, Job, settle
 from turnkeeper_server.store.postgres_conn import (
     CONNECT_TIMEOUT,
     CONNECTION,
+    Ids,
     PgConn,
     redact,
     unavailable,
 )
 from turnkeeper_server.store.postgres_notify import Listener, notify, payloads
-from turnkeeper_server.store.postgres_outbox import OutboxDrain
+from turnkeeper_server.store.postgres_outbox import OUTBOX_DELETES, PUBLISHED_DELETE, OutboxDrain
 from turnkeeper_server.store.postgres_pipeline import SendingConnection
 from turnkeeper_server.store.postgres_reads import Reads
 from turnkeeper_server.store.postgres_riders import Riders
 from turnkeeper_server.store.postgres_schema import migrate
 from turnkeeper_server.store.postgres_turn_cache import TurnCache
-from turnkeeper_server.store.records import TurnStatusRow
+from turnkeeper_server.store.records import OutboxRow, TurnStatusRow
 from turnkeeper_server.store.status_cache import load_status
 
 T = TypeVar("T")
+
+
+log = logging.getLogger(__name__)
 
 # Connections (and worker threads) per replica for snapshot reads and the outbox
 # publisher; writes have the writer's connection.
@@ -87,6 +93,8 @@ class PgTx:
     outbox_run_insert = ""
     # An append's rows go as one INSERT a table, arrays unnested (store/rows.py).
     array_rows = True
+    # Its rows' ids read back, the writer's replica publishes them (decision 801).
+    outbox_from_memory = True
     checkpoints: CheckpointRows = postgres_checkpoints
 
     def __init__(
@@ -98,6 +106,12 @@ class PgTx:
         riders: Riders | None = None,
     ) -> None:
         self._conn = PgConn(conn, pipeline, riders)
+        # The outbox rows this operation wrote: their ids to read once the group
+        # commits, for the drain to publish from memory (decision 801).
+        self._outbox: list[Written] = []
+        # Whether it deleted outbox rows (erasure, retention): rows it or its group
+        # wrote may be gone, so the drain goes back to the table (decision 801).
+        self._outbox_deleted = False
         # The writer's turn records, when the group runs fast (`TurnCache`).
         self._cache = cache
         self._after: list[Callable[[], None]] = []
@@ -119,6 +133,8 @@ class PgTx:
         return self._conn.raw
 
     def execute(self, sql: str, params: Sequence[Any] = ()) -> Any:
+        if sql.startswith(OUTBOX_DELETES) and sql != PUBLISHED_DELETE:
+            self._outbox_deleted = True
         return self._conn.execute(sql, params)
 
     def send(self, sql: str, params: Sequence[Any] = ()) -> None:
@@ -128,6 +144,14 @@ class PgTx:
 
     def after_commit(self, callback: Callable[[], None]) -> None:
         self._after.append(callback)
+
+    def send_outbox(
+        self, sql: str, params: Sequence[Any], subject: str, payloads: list[bytes]
+    ) -> None:
+        # Rides with the operation's other sends; its ids are read after the commit
+        # (`PostgresDatabase._commit`).
+        ids = self._conn.send_returning(sql, params)
+        self._outbox.append(Written(ids, subject, payloads, self.trace))
 
     def claim_thread(self, thread_id: str) -> bool:
         # A transaction-scoped advisory lock, tried without waiting: two replicas'
@@ -267,10 +291,12 @@ class PostgresDatabase:
         """The outbox's rows published (store/postgres_outbox.py)."""
         if self._closed or self._executor is None or self._pool is None:
             return 0
-        return await self._outbox.drain(self._pool, self._executor, limit, publish)
+        return await self._outbox.drain(
+            self._pool, self._executor, limit, publish, self._open_writer().ride
+        )
 
     def outbox_backlog(self) -> int:
-        return stats.outbox_backlog(self.read_conn())
+        return self._outbox.backlog(self.read_conn())
 
     # -- writes ------------------------------------------------------------------
 
@@ -385,8 +411,11 @@ class PostgresDatabase:
                 if conn.broken or conn.closed:
                     # Nothing of this transaction is acknowledged. A connection that
                     # died with the server since the last group is replaced once,
-                    # as a pool would; a COMMIT cut off has an unknown outcome.
+                    # as a pool would; a COMMIT cut off has an unknown outcome
+                    # (its outbox rows, if it committed, are the table's to find).
                     self._drop_write_conn()
+                    if current is None:
+                        self._outbox.forget()
                     if current is not None and not reconnected:
                         reconnected = True
                         continue
@@ -484,17 +513,26 @@ class PostgresDatabase:
 
     def _commit(self, conn: psycopg.Connection[Any], notes: _Notes) -> None:
         """Commit what ran, its notification first (with the last operation's held
-        sends, on the fast path); count a commit with outbox rows before anyone hears
-        of it (store/postgres_outbox.py)."""
+        sends, on the fast path); its outbox rows to the drain before anyone hears of
+        it (store/postgres_outbox.py)."""
         if notes.riders is not None:
             notes.riders.flush(payloads(notes.turns))
         else:
             notify(conn, notes.turns)
         conn.commit()
-        if notes.outbox:
-            self._outbox.committed()
+        if notes.outbox_deleted:
+            self._outbox.forget()  # what memory holds may be gone: the table's
+        elif notes.outbox:
+            try:
+                rows = [row for written in notes.outbox for row in written.rows()]
+            except Exception:  # a bug: the table still has them
+                log.exception("reading committed outbox rows' ids failed")
+                self._outbox.forget()
+            else:
+                self._outbox.committed(rows)
+        notes.outbox = []
+        notes.outbox_deleted = False
         notes.turns.clear()
-        notes.outbox = False
 
     def _connection(self) -> tuple[psycopg.Connection[Any], psycopg.Pipeline]:
         held = self._write_conn
@@ -554,20 +592,40 @@ class WriteConnection:
             self._held.close()
 
 
+@dataclass(frozen=True, slots=True)
+class Written:
+    """Outbox rows an operation wrote: their messages, and their ids once the
+    statement's result has arrived."""
+
+    ids: Ids
+    subject: str
+    payloads: list[bytes]
+    trace: str | None
+
+    def rows(self) -> list[OutboxRow]:
+        return [
+            OutboxRow(id_, self.subject, payload, self.trace, 1)
+            for id_, payload in zip(self.ids.get(), self.payloads, strict=True)
+        ]
+
+
 class _Notes:
     """What a transaction's operations that ran leave for its commit: the turns they
-    announced, and whether they wrote outbox rows."""
+    announced, and the outbox rows they wrote (published from memory once it
+    commits, store/postgres_outbox.py)."""
 
-    __slots__ = ("outbox", "riders", "turns")
+    __slots__ = ("outbox", "outbox_deleted", "riders", "turns")
 
     def __init__(self) -> None:
         self.turns: list[str] = []
-        self.outbox = False
+        self.outbox: list[Written] = []
+        self.outbox_deleted = False
         self.riders: Riders | None = None
 
     def add(self, tx: PgTx) -> None:
         self.turns += tx._announced
-        self.outbox = self.outbox or tx.conn.wrote_outbox
+        self.outbox += tx._outbox
+        self.outbox_deleted = self.outbox_deleted or tx._outbox_deleted
 
 
 class _Refused(Exception):

@@ -13,13 +13,41 @@ import psycopg
 
 from turnkeeper_server.errors import Unavailable
 
+# How an INSERT asks for its rows' ids back (`PgConn.send_returning`).
+RETURNING_IDS = " RETURNING id"
+
+
+class Ids:
+    """The ids an `INSERT ... RETURNING id` sent on the writer gets back, read once
+    its statement's result has arrived (after the group's sync or commit): the
+    statement's rows, or the array in one column of a statement it rode in
+    (store/postgres_riders.py). In increasing order: the rows' order, as the
+    identity took them."""
+
+    __slots__ = ("column", "cursor")
+
+    def __init__(self) -> None:
+        self.cursor: Any = None
+        self.column = -1
+
+    def get(self) -> list[int]:
+        if self.column < 0:
+            ids = [int(row[0]) for row in self.cursor.fetchall()]
+        else:
+            row = self.cursor.fetchone()
+            ids = [int(i) for i in row[self.column] or ()]
+        return sorted(ids)
+
 
 class HeldSends(Protocol):
     """What a connection hands the writes whose answers nobody reads, on the
     writer's fast path (store/postgres_riders.py's `Riders`): held to ride as one
-    statement, and sent before any statement of the operation's own."""
+    statement, and sent before any statement of the operation's own. An INSERT
+    that returns its ids gets them through the `Ids` it is given."""
 
-    def send(self, owner: object, sql: str, params: Sequence[Any]) -> None: ...
+    def send(
+        self, owner: object, sql: str, params: Sequence[Any], ids: Ids | None = None
+    ) -> None: ...
 
     def flush(self, notify: Sequence[str] = ()) -> None: ...
 
@@ -37,9 +65,6 @@ CONNECTION: dict[str, Any] = {
     "keepalives_count": 3,
     "tcp_user_timeout": 10_000,
 }
-
-# How every outbox row is written (store/outbox_rows.py).
-OUTBOX_INSERT = "INSERT INTO main.outbox "
 
 _PREFIX = re.compile(r"\b(?:main|sessions)\.")
 _translated: dict[str, str] = {}
@@ -95,9 +120,6 @@ class PgConn:
         self.pipeline = pipeline
         # The writer's held sends, on its fast path (store/postgres_riders.py).
         self.riders = riders
-        # Whether an outbox row was written through it (store/postgres_outbox.py's
-        # `OutboxDrain`).
-        self.wrote_outbox = False
         # Whether anything but a plain SELECT went through it: an operation of the
         # writer's fast path that refuses itself having only read is left out
         # without rolling its group back (store/postgres.py, decision 670).
@@ -110,9 +132,18 @@ class PgConn:
         if self.riders is None:
             self.execute(sql, parameters)
             return
-        if sql.startswith(OUTBOX_INSERT):
-            self.wrote_outbox = True
         self.riders.send(self, sql, parameters)
+
+    def send_returning(self, sql: str, parameters: Sequence[Any], /) -> Ids:
+        """`send` for an INSERT ending in RETURNING_IDS: its ids, readable once the
+        statement's result has arrived."""
+        self.wrote = True
+        ids = Ids()
+        if self.riders is None:
+            ids.cursor = self.execute(sql, parameters)
+        else:
+            self.riders.send(self, sql, parameters, ids)
+        return ids
 
     def flush(self) -> None:
         """Send what is held, before a statement of the operation's own."""
@@ -122,8 +153,6 @@ class PgConn:
     def execute(self, sql: str, parameters: Sequence[Any] = (), /) -> Any:
         if self.riders is not None:
             self.riders.flush()
-        if sql.startswith(OUTBOX_INSERT):
-            self.wrote_outbox = True
         if not self.wrote and not _reads_only(sql):
             self.wrote = True
         if parameters:

@@ -1,44 +1,124 @@
-"""PostgreSQL's outbox drain: the publisher's rows taken and deleted in a
-transaction held while they are published, their locks skipped by other replicas'
-drains."""
+"""PostgreSQL's outbox drain (decision 801).
+
+A replica's writer reads its outbox rows' ids back from their INSERT (RETURNING,
+riding in the operation's one statement: store/postgres_riders.py) and, once their
+group has committed, hands the rows to this replica's drain
+(`OutboxDrain.committed`), which publishes them from memory, in id order, and
+deletes them by id in a later group of its writer (riding it, as SQLite's
+publisher's delete does): no read of the table, no transaction of its own. What a replica committed and did not
+publish, because it died or its publish failed, is taken from the table by a
+drain: rows taken and deleted in a transaction held while they are published,
+their locks skipped by other replicas' drains.
+
+- A drain *from the table* takes every row. It is how a replica starts (rows a
+  process before it left), and what it falls back to when a publish from memory
+  failed or its memory overflowed: until a look takes less than it asked, that
+  is, until the table has caught up with what memory lost.
+- Otherwise the table is looked at only for *orphans*, at most every ORPHAN_LOOK:
+  rows older than ORPHAN_AGE, which their replica would have published and deleted
+  long before (a replica that died, a delete that failed).
+
+A row can go out twice (another replica's look, or this one's after a fall-back,
+taking rows published from memory whose delete had not committed); JetStream
+drops the copy by its Nats-Msg-Id, as after a crash between publish and delete.
+The first copy of each id goes out in id order from the replica that wrote it.
+"""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
+import logging
+import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import psycopg
 from psycopg_pool import ConnectionPool, PoolTimeout
 
-from turnkeeper_server.store.contract import Publish
+from turnkeeper_server.store import stats
+from turnkeeper_server.store.contract import Conn, Publish, Tx
 from turnkeeper_server.store.postgres_conn import unavailable
 from turnkeeper_server.store.records import OutboxRow
 
-# How soon after a drain that found the outbox empty (or took less than it asked)
-# the next finds it empty without looking, if this replica's writer committed no
-# outbox row since: the publisher looks again right after each batch it sent
-# (decision 432). Longer than that, never as long as its idle poll, which is what
-# finds other replicas' rows.
-QUIET_FOR = 0.05
+log = logging.getLogger(__name__)
+
+# How often a replica publishing from memory looks at the table for orphans, and how
+# old a row must be to be one (its writer's clock, `created_at`).
+ORPHAN_LOOK = 1.0
+ORPHAN_AGE = 10.0
+# Messages, and their payloads' bytes, held for publishing at most (NATS away):
+# past either, memory is dropped and the drain falls back to the table, which
+# holds them all.
+MEMORY_MAX = 10_000
+MEMORY_MAX_BYTES = 64 << 20
+
+PUBLISHED_DELETE = "DELETE FROM main.outbox WHERE id = ANY(?::bigint[])"
+# How any other delete of outbox rows begins (erasure's, retention's): a group with
+# one sends the drain back to the table (`forget`).
+OUTBOX_DELETES = "DELETE FROM main.outbox "
+BACKLOG = "SELECT count(*) FROM main.outbox WHERE id <> ALL(?::bigint[])"
+
+# Rides a group of the writer (store/group_commit.py): returns its future.
+Ride = Callable[[str, Callable[[Tx], bool]], "asyncio.Future[bool]"]
 
 
 class OutboxDrain:
-    """A replica's drains of the outbox, and what lets one skip its look: the
-    groups its writer committed with outbox rows (`committed`), and when a drain
-    last saw the outbox empty and at which count."""
+    """A replica's drains of the outbox: from memory what its writer committed
+    (`committed`), from the table what memory does not hold."""
 
     def __init__(self, url: str) -> None:
         self.url = url
-        self._commits = 0
-        self._quiet: tuple[float, int] | None = None
+        self._lock = threading.Lock()
+        # Rows committed and not yet published, in id order; `_base` counts the rows
+        # ever handed over before the first of them.
+        self._memory: list[OutboxRow] = []
+        self._bytes = 0
+        self._base = 0
+        # Memory is kept from the first drain on: a replica that never drains (no
+        # NATS configured, or not reached yet) holds nothing.
+        self._draining = False
+        # Moves whenever memory is dropped: a publish or look that began before it
+        # leaves memory alone.
+        self._epoch = 0
+        # Until a look at the table catches up: at start, and after memory lost rows.
+        self._from_table = True
+        self._orphans_looked = 0.0
+        # Ids published from memory whose delete has not committed.
+        self._deletes: list[int] = []
 
-    def committed(self) -> None:
-        """A group with outbox rows committed: counted on the writer thread, before
-        its callers hear of it."""
-        self._commits += 1
+    def committed(self, rows: list[OutboxRow]) -> None:
+        """A group with these outbox rows committed: on the writer thread, before its
+        callers (and the publisher's wake) hear of it."""
+        with self._lock:
+            if not self._draining:
+                return
+            self._memory += rows
+            self._bytes += sum(len(row.payload) for row in rows)
+            if len(self._memory) > MEMORY_MAX or self._bytes > MEMORY_MAX_BYTES:
+                self._drop()
+
+    def forget(self) -> None:
+        """What memory holds may not be what committed (a group deleted outbox rows,
+        or its COMMIT's outcome is unknown): the table's again. Writer thread."""
+        with self._lock:
+            self._drop()
+
+    def _forget_first(self, n: int) -> None:
+        """The first `n` rows of memory published, or found in the table. Locked."""
+        self._bytes -= sum(len(row.payload) for row in self._memory[:n])
+        del self._memory[:n]
+        self._base += n
+
+    def _drop(self) -> None:
+        """Memory forgotten (the table holds it all): the table's again. Locked."""
+        self._base += len(self._memory)
+        self._memory = []
+        self._bytes = 0
+        self._epoch += 1
+        self._from_table = True
 
     async def drain(
         self,
@@ -46,61 +126,134 @@ class OutboxDrain:
         executor: ThreadPoolExecutor,
         limit: int,
         publish: Publish,
+        ride: Ride,
     ) -> int:
-        """Take rows (deleted, in a transaction held while they are published) with
-        FOR UPDATE SKIP LOCKED: another replica's publisher skips them, and takes them
-        over if this one dies or fails to publish (the transaction rolls back, the
-        rows come back). One statement takes and deletes them, after its BEGIN;
-        the COMMIT is asynchronous (decision 430): the delete of rows already
-        published needs no WAL flush, a crash that loses it publishes them again,
-        which JetStream drops by Nats-Msg-Id, as after a crash before the delete."""
-        commits = self._commits
-        if (
-            self._quiet is not None
-            and self._quiet[1] == commits
-            and time.monotonic() - self._quiet[0] < QUIET_FOR
-        ):
-            return 0  # nothing written here since it was seen empty a moment ago
-        loop = asyncio.get_running_loop()
-        try:
-            conn, rows = await loop.run_in_executor(executor, _take, pool, limit)
-        except PoolTimeout as exc:
-            raise unavailable(self.url, exc) from None
-        except psycopg.OperationalError as exc:
-            raise unavailable(self.url, exc) from None
-        if conn is None:
-            self._quiet = (time.monotonic(), commits)
-            return 0
-        committed = given_back = False
-        try:
-            if await publish(rows):
-                given_back = True  # by the call, whatever its COMMIT answers
-                await loop.run_in_executor(executor, _commit_and_give_back, pool, conn)
-                committed = True
-                taken = sum(row[4] for row in rows)
-                if taken < limit:  # all there was, but for what committed meanwhile
-                    self._quiet = (time.monotonic(), commits)
-                return taken
-            return 0
-        except psycopg.OperationalError as exc:
-            raise unavailable(self.url, exc) from None
-        finally:
-            if not committed:
-                self._quiet = None  # its rows come back
-            if not given_back:
-                await loop.run_in_executor(executor, _give_back, pool, conn)
+        """Publish a batch; how many messages left the outbox."""
+        if self._from_table:
+            with self._lock:
+                self._draining = True
+                epoch, position = self._epoch, self._base + len(self._memory)
+            taken = await _look(pool, executor, limit, publish, self.url, None)
+            if taken is None:
+                return 0
+            if taken < limit:
+                # Caught up: what memory held before the look began was in the table.
+                with self._lock:
+                    if self._epoch == epoch:
+                        self._forget_first(position - self._base)
+                        self._from_table = False
+                        self._orphans_looked = time.monotonic()  # this look took them
+            return taken
+        orphans = 0
+        now = time.monotonic()
+        if now - self._orphans_looked >= ORPHAN_LOOK:
+            self._orphans_looked = now
+            older = time.time() - ORPHAN_AGE
+            orphans = await _look(pool, executor, limit, publish, self.url, older) or 0
+        with self._lock:
+            epoch = self._epoch
+            rows = self._memory[:limit]
+        if not rows:
+            return orphans
+        if not await publish(rows):
+            with self._lock:
+                if self._epoch == epoch:
+                    self._drop()
+            return orphans
+        with self._lock:
+            if self._epoch == epoch:
+                self._forget_first(len(rows))
+        self._delete([row.id for row in rows], ride)
+        return orphans + len(rows)
+
+    def backlog(self, conn: Conn) -> int:
+        """Messages not yet published: the table's rows, but for those published
+        from memory whose delete has not committed."""
+        if not self._deletes:
+            return stats.outbox_backlog(conn)
+        row = conn.execute(BACKLOG, (list(self._deletes),)).fetchone()
+        return int(row[0])
+
+    def _delete(self, ids: list[int], ride: Ride) -> None:
+        """Delete the published rows in the writer's next group. A rider replaces the
+        one not yet taken, so each carries every id not yet deleted; a delete that
+        failed leaves its ids for the next."""
+        self._deletes += ids
+        pending = list(self._deletes)
+
+        def delete(tx: Tx) -> bool:
+            tx.execute(PUBLISHED_DELETE, (pending,))
+            return True
+
+        def done(future: asyncio.Future[bool]) -> None:
+            # Failed, or replaced by a later rider (it resolves to None), which
+            # carries these ids too: they stay for it, or for the next.
+            if future.cancelled() or future.exception() is not None or not future.result():
+                return
+            gone = set(pending)
+            self._deletes = [i for i in self._deletes if i not in gone]
+
+        # Closing: the next process's look publishes them again, dropped by id.
+        with contextlib.suppress(RuntimeError):
+            ride("outbox-delete", delete).add_done_callback(done)
 
 
-# What a drain takes: its rows, deleted in the transaction held while they are
-# published (`OutboxDrain.drain`), their locks skipped by other replicas' drains.
+async def _look(
+    pool: ConnectionPool[psycopg.Connection[Any]],
+    executor: ThreadPoolExecutor,
+    limit: int,
+    publish: Publish,
+    url: str,
+    older: float | None,
+) -> int | None:
+    """Take rows from the table (older than `older`, written by their writer's
+    clock, when given), deleted in a transaction held while they are published,
+    with FOR UPDATE SKIP LOCKED: another replica's look skips them, and takes them
+    over if this one dies or fails to publish (the transaction rolls back, the rows
+    come back). One statement takes and deletes them, after its BEGIN; the COMMIT is
+    asynchronous (decision 430): the delete of rows already published needs no WAL
+    flush, a crash that loses it publishes them again, which JetStream drops by
+    Nats-Msg-Id, as after a crash before the delete. How many messages it took, or
+    None when their publish failed."""
+    loop = asyncio.get_running_loop()
+    try:
+        conn, rows = await loop.run_in_executor(executor, _take, pool, limit, older)
+    except PoolTimeout as exc:
+        raise unavailable(url, exc) from None
+    except psycopg.OperationalError as exc:
+        raise unavailable(url, exc) from None
+    if conn is None:
+        return 0
+    given_back = False
+    try:
+        if await publish(rows):
+            given_back = True  # by the call, whatever its COMMIT answers
+            await loop.run_in_executor(executor, _commit_and_give_back, pool, conn)
+            return sum(row[4] for row in rows)
+        return None
+    except psycopg.OperationalError as exc:
+        raise unavailable(url, exc) from None
+    finally:
+        if not given_back:
+            await loop.run_in_executor(executor, _give_back, pool, conn)
+
+
+# What a look takes: its rows, deleted in the transaction held while they are
+# published (`_look`), their locks skipped by other replicas' looks; an orphans'
+# look only rows written before a time.
 TAKE = (
     "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY id LIMIT %s "
     "FOR UPDATE SKIP LOCKED) RETURNING id, subject, payload, traceparent, messages"
 )
+TAKE_OLDER = (
+    "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE created_at < %s "
+    "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) "
+    "RETURNING id, subject, payload, traceparent, messages"
+)
 
 
 def _take(
-    pool: ConnectionPool[psycopg.Connection[Any]], limit: int
+    pool: ConnectionPool[psycopg.Connection[Any]], limit: int, older: float | None = None
 ) -> tuple[psycopg.Connection[Any] | None, list[OutboxRow]]:
     """A pooled connection with its transaction open and the rows it took, in id
     order; (None, []) with the connection given back when there were none. The
@@ -111,7 +264,10 @@ def _take(
     conn = pool.getconn()
     try:
         conn.execute("BEGIN READ WRITE")
-        taken = conn.execute(TAKE, (limit,)).fetchall()
+        if older is None:
+            taken = conn.execute(TAKE, (limit,)).fetchall()
+        else:
+            taken = conn.execute(TAKE_OLDER, (older, limit)).fetchall()
         if not taken:
             conn.rollback()
             pool.putconn(conn)

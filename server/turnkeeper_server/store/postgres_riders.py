@@ -19,7 +19,9 @@ Only what keeps its meaning inside one statement rides together:
   statement run in no set order, so the outbox's identity ids stay in message order
   only when a statement holds one INSERT of them, and no row is changed twice;
 - INSERTs without RETURNING, and shapes parsed here (`_shape`); anything else goes
-  alone, after what is held.
+  alone, after what is held. One INSERT a statement may end in `RETURNING id` (the
+  outbox's, decision 801): it rides as a clause, and the statement's query selects
+  its ids as an array, in a column of its own (`Ids`).
 
 Any other statement of the operation sends what is held first, so the order of
 statements is the order they were made in. A database error anywhere fails the group,
@@ -38,7 +40,7 @@ from typing import Any
 
 import psycopg
 
-from turnkeeper_server.store.postgres_conn import translate
+from turnkeeper_server.store.postgres_conn import RETURNING_IDS, Ids, translate
 from turnkeeper_server.store.postgres_notify import CHANNEL
 
 # The notification of a group's turns (store/postgres_notify.py), in the shared
@@ -59,6 +61,8 @@ class _Shape:
     main_params: int
     check: bool
     tables: frozenset[str]
+    # An INSERT that returns its rows' ids (the outbox's, decision 801).
+    returning: bool = False
 
     @property
     def cte_params(self) -> int:
@@ -101,13 +105,20 @@ def _shape(sql: str) -> _Shape | None:
             at = end + 1
             break
     main = sql[at:]
+    returning = False
     if main.startswith("SELECT "):
         check = True
     elif main.startswith("INSERT INTO ") and " RETURNING " not in main:
         check = False
+    elif main.startswith("INSERT INTO ") and main.endswith(RETURNING_IDS) and not ctes:
+        check, returning = False, True
+        if " RETURNING " in main[: -len(RETURNING_IDS)]:
+            return None
     else:
         return None
-    return _Shape(tuple(ctes), main, main.count("?"), check, frozenset(_WRITES.findall(sql)))
+    return _Shape(
+        tuple(ctes), main, main.count("?"), check, frozenset(_WRITES.findall(sql)), returning
+    )
 
 
 @dataclass(frozen=True, slots=True)
@@ -118,6 +129,8 @@ class _Plan:
     sql: str
     splits: tuple[int, ...]
     final: int
+    # The query's column holding the returning part's ids, as an array; -1 if none.
+    ids_column: int = -1
 
 
 @lru_cache(maxsize=1024)
@@ -128,22 +141,27 @@ def _plan(sqls: tuple[str, ...], notify: bool) -> _Plan:
     shapes = [_shape(sql) for sql in sqls]
     assert all(shape is not None for shape in shapes)
     parts: list[_Shape] = [shape for shape in shapes if shape is not None]
+    returning = next((i for i, p in enumerate(parts) if p.returning), -1)
     final = next((i for i, p in enumerate(parts) if p.check), len(parts) - 1)
-    if notify and not parts[final].check:
-        final = -1  # the notification is the query; every part's is a clause
+    if (notify or returning >= 0) and not parts[final].check:
+        final = -1  # the query selects what is asked; every part's is a clause
     clauses: list[str] = []
     for i, part in enumerate(parts):
         clauses += (text for _, text, _ in part.ctes)
         if i != final:
             clauses.append(f"_r{i} AS ({part.main})")
-    if final < 0:
-        query = NOTIFY_SELECT
-    elif notify:
-        query = f"SELECT ({parts[final].main}), ({NOTIFY_SELECT})"
+    selects = [] if final < 0 else [parts[final].main]
+    if notify:
+        selects.append(NOTIFY_SELECT)
+    if returning >= 0:
+        selects.append(f"SELECT array_agg(id) FROM _r{returning}")
+    if len(selects) == 1 and returning < 0:
+        query = selects[0]
     else:
-        query = parts[final].main
+        query = "SELECT " + ", ".join(f"({select})" for select in selects)
     sql = f"WITH {', '.join(clauses)} {query}" if clauses else query
-    return _Plan(translate(sql), tuple(p.cte_params for p in parts), final)
+    ids_column = len(selects) - 1 if returning >= 0 else -1
+    return _Plan(translate(sql), tuple(p.cte_params for p in parts), final, ids_column)
 
 
 class Riders:
@@ -152,7 +170,7 @@ class Riders:
     operation makes any other statement, when the next operation makes its first,
     or with the group's notification before its COMMIT."""
 
-    __slots__ = ("_check", "_conn", "_names", "_owner", "_parts", "_tables")
+    __slots__ = ("_check", "_conn", "_ids", "_names", "_owner", "_parts", "_tables")
 
     def __init__(self, conn: psycopg.Connection[Any]) -> None:
         self._conn = conn
@@ -161,25 +179,33 @@ class Riders:
         self._names: set[str] = set()
         self._tables: set[str] = set()
         self._check = False
+        # Where the held INSERT that returns its ids gets them (at most one held).
+        self._ids: Ids | None = None
 
-    def send(self, owner: object, sql: str, params: Sequence[Any]) -> None:
+    def send(self, owner: object, sql: str, params: Sequence[Any], ids: Ids | None = None) -> None:
         """Hold `sql` of operation `owner` (sending what no longer rides with it
-        first), or send it now, alone, when its shape cannot ride."""
+        first), or send it now, alone, when its shape cannot ride; an INSERT that
+        returns its ids gets them through `ids`."""
         shape = _shape(sql)
         if owner is not self._owner or shape is None or not self._fits(shape):
             self.flush()
         if shape is None:
-            self._execute(translate(sql), params)
+            cursor = self._execute(translate(sql), params)
+            if ids is not None:
+                ids.cursor = cursor
             return
         self._owner = owner
         self._parts.append((sql, params))
         self._names.update(name for name, _, _ in shape.ctes)
         self._tables |= shape.tables
         self._check = self._check or shape.check
+        if shape.returning:
+            self._ids = ids
 
     def _fits(self, shape: _Shape) -> bool:
         return not (
             (shape.check and self._check)
+            or (shape.returning and self._ids is not None)
             or not self._tables.isdisjoint(shape.tables)
             or any(name in self._names for name, _, _ in shape.ctes)
         )
@@ -192,9 +218,12 @@ class Riders:
             if notify:
                 self._execute(translate(NOTIFY_SELECT), (CHANNEL, list(notify)))
             return
+        ids = self._ids
         if len(parts) == 1 and not notify:
             sql, params = parts[0]
-            self._execute(translate(sql), params)
+            cursor = self._execute(translate(sql), params)
+            if ids is not None:
+                ids.cursor = cursor  # its own rows
         else:
             plan = _plan(tuple(sql for sql, _ in parts), bool(notify))
             values: list[Any] = []
@@ -208,12 +237,15 @@ class Riders:
             values += finals
             if notify:
                 values += (CHANNEL, list(notify))
-            self._execute(plan.sql, values)
+            cursor = self._execute(plan.sql, values)
+            if ids is not None:
+                ids.cursor, ids.column = cursor, plan.ids_column
+        self._ids = None
         self._parts = []
         self._names = set()
         self._tables = set()
         self._check = False
         self._owner = None
 
-    def _execute(self, sql: str, params: Sequence[Any]) -> None:
-        self._conn.execute(sql, params)
+    def _execute(self, sql: str, params: Sequence[Any]) -> psycopg.Cursor[Any]:
+        return self._conn.execute(sql, params)

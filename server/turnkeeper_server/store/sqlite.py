@@ -64,6 +64,8 @@ class Tx:
     )
     # No arrays in SQLite: rows go as multi-row VALUES (store/rows.py).
     array_rows = False
+    # The publisher reads the outbox past the last row it published.
+    outbox_from_memory = False
 
     def __init__(self, conn: sqlite3.Connection, trace: str | None = None) -> None:
         self.conn = conn
@@ -78,6 +80,11 @@ class Tx:
     def send(self, sql: str, params: Any = ()) -> None:
         """`execute`: a statement in-process costs no round trip worth holding."""
         self.conn.execute(sql, params)
+
+    def send_outbox(self, sql: str, params: Any, subject: str, payloads: list[bytes]) -> None:
+        """`send`: the publisher reads what the one writer committed past its last
+        (`outbox_from_memory` is False, so nothing calls this but a caller's test)."""
+        self.conn.execute(sql, params).fetchall()
 
     def after_commit(self, callback: Callable[[], None]) -> None:
         """Run `callback` on the event loop once the group is durable."""

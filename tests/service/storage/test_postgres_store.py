@@ -1,5 +1,7 @@
 """The PostgreSQL store's pooled reads, its listener, its writer's prepared
-statements (decisions 361-363), its notifications and its outbox drain (430-432), its reads (433, 434).
+statements (decisions 361-363), its notifications and its outbox drain's look at
+the table (430, 431; what its own writer wrote goes from memory:
+tests/service/outbox/test_outbox_from_memory.py), its reads (433, 434).
 
 A pooled read runs on an autocommit connection in pipeline mode, its snapshot opened
 by its first statement, with no check on checkout: a connection found dead with the
@@ -21,27 +23,21 @@ from typing import Any
 import psycopg
 import pytest
 from psycopg import pq
-from psycopg_pool import ConnectionPool
-from turnkeeper_server.store import postgres_outbox
 from turnkeeper_server.store.contract import Conn, Tx
 from turnkeeper_server.store.postgres import PostgresDatabase
 from turnkeeper_server.store.postgres_conn import PgConn
 from turnkeeper_server.store.postgres_notify import CHANNEL, Listener, announced
 from turnkeeper_server.store.records import OutboxRow
 
-from tests.support.postgres import database_of
+from tests.support.postgres import database_of, replica
 
 pytestmark = [pytest.mark.postgres_only, pytest.mark.timeout(60)]
 
 
 @pytest.fixture
 async def store(database_url: str) -> AsyncIterator[PostgresDatabase]:
-    db = PostgresDatabase(database_url, pool_size=2)
-    db.open()
-    try:
+    with replica(database_url) as db:
         yield db
-    finally:
-        db.close()
 
 
 def backend_and_snapshot(conn: Conn) -> tuple[int, str, str]:
@@ -354,16 +350,17 @@ async def test_a_drain_takes_its_rows_in_one_statement_and_gives_back_what_it_di
                 left = admin.execute("SELECT count(*) FROM outbox").fetchone()
             assert holder is not None and left is not None
             seen.append(([row[0] for row in taken], holder[0], left[0]))
-            if not nested:  # a drain meanwhile skips the rows this one holds
+            if not nested:  # another replica's drain meanwhile skips the rows this one holds
                 nested = True
-                inner.append(await store.drain_outbox(10, publisher(True)))
+                inner.append(await other.drain_outbox(10, publisher(True)))
             return ok
 
         return publish
 
-    assert await store.drain_outbox(3, publisher(False)) == 0
-    assert await store.drain_outbox(3, publisher(True)) == 3
-    assert await store.drain_outbox(3, publisher(True)) == 0
+    with replica(database_url) as other:
+        assert await store.drain_outbox(3, publisher(False)) == 0
+        assert await store.drain_outbox(3, publisher(True)) == 3
+        assert await store.drain_outbox(3, publisher(True)) == 0
 
     first, rest, again = (ids for ids, _, _ in seen)
     assert first == again and first + rest == sorted(first + rest) and len(rest) == 2
@@ -373,49 +370,6 @@ async def test_a_drain_takes_its_rows_in_one_statement_and_gives_back_what_it_di
     # inner drain's commit.
     assert [left for _, _, left in seen] == [5, 5, 3]
     assert store.outbox_backlog() == 0
-
-
-async def test_a_drain_right_after_one_that_found_the_outbox_empty_looks_only_after_a_write(
-    store: PostgresDatabase, backend: str, database_url: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    # Decision 432: the publisher looks again right after each batch; that look
-    # costs a transaction only if this replica's writer committed outbox rows since
-    # the last look found none left. Other replicas' rows are its idle poll's.
-    looks: list[int] = []
-    take = postgres_outbox._take
-
-    ours = database_of(database_url)
-
-    def counted(pool: ConnectionPool[psycopg.Connection[Any]], limit: int) -> object:
-        if isinstance(pool.conninfo, str) and database_of(pool.conninfo) == ours:
-            looks.append(1)
-        return take(pool, limit)
-
-    monkeypatch.setattr(postgres_outbox, "_take", counted)
-
-    async def publish(rows: list[OutboxRow]) -> bool:
-        return True
-
-    def row(tx: Tx) -> None:
-        tx.execute(
-            "INSERT INTO main.outbox (subject, payload, created_at) VALUES (?, ?, ?)",
-            ("s", b"x", 0.0),
-        )
-
-    assert await store.drain_outbox(10, publish) == 0
-    assert await store.drain_outbox(10, publish) == 0
-    assert len(looks) == 1
-    await store.write(row)
-    assert await store.drain_outbox(10, publish) == 1  # took less than it asked
-    assert await store.drain_outbox(10, publish) == 0
-    await store.write(lambda tx: None)  # no outbox row: still nothing to look at
-    with psycopg.connect(database_url, autocommit=True) as other:  # another replica's
-        other.execute("INSERT INTO outbox (subject, payload, created_at) VALUES ('s', 'x', 0)")
-    assert await store.drain_outbox(10, publish) == 0
-    assert len(looks) == 2
-    monkeypatch.setattr(postgres_outbox, "QUIET_FOR", 0.0)  # its idle poll, later
-    assert await store.drain_outbox(10, publish) == 1
-    assert len(looks) == 3
 
 
 async def test_a_drain_is_its_begin_and_its_statement_on_connections_that_commit_unflushed(

@@ -5,10 +5,10 @@ riding in the operation's one statement: store/postgres_riders.py) and, once the
 group has committed, hands the rows to this replica's drain
 (`OutboxDrain.committed`), which publishes them from memory, in id order, and
 deletes them by id in a later group of its writer (riding it, as SQLite's
-publisher's delete does): no read of the table, no transaction of its own. What a replica committed and did not
-publish, because it died or its publish failed, is taken from the table by a
-drain: rows taken and deleted in a transaction held while they are published,
-their locks skipped by other replicas' drains.
+publisher's delete does): no read of the table, no transaction of its own. What a
+replica committed and did not publish, because it died or its publish failed, is
+taken from the table by a look: rows taken and deleted in a transaction held while
+they are published, their locks skipped by other replicas' looks.
 
 - A drain *from the table* takes every row. It is how a replica starts (rows a
   process before it left), and what it falls back to when a publish from memory
@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import logging
+import math
 import threading
 import time
 from collections.abc import Callable
@@ -42,8 +42,6 @@ from turnkeeper_server.store import stats
 from turnkeeper_server.store.contract import Conn, Publish, Tx
 from turnkeeper_server.store.postgres_conn import unavailable
 from turnkeeper_server.store.records import OutboxRow
-
-log = logging.getLogger(__name__)
 
 # How often a replica publishing from memory looks at the table for orphans, and how
 # old a row must be to be one (its writer's clock, `created_at`).
@@ -72,11 +70,9 @@ class OutboxDrain:
     def __init__(self, url: str) -> None:
         self.url = url
         self._lock = threading.Lock()
-        # Rows committed and not yet published, in id order; `_base` counts the rows
-        # ever handed over before the first of them.
+        # Rows committed and not yet published, in id order, and their payloads' bytes.
         self._memory: list[OutboxRow] = []
         self._bytes = 0
-        self._base = 0
         # Memory is kept from the first drain on: a replica that never drains (no
         # NATS configured, or not reached yet) holds nothing.
         self._draining = False
@@ -110,11 +106,9 @@ class OutboxDrain:
         """The first `n` rows of memory published, or found in the table. Locked."""
         self._bytes -= sum(len(row.payload) for row in self._memory[:n])
         del self._memory[:n]
-        self._base += n
 
     def _drop(self) -> None:
         """Memory forgotten (the table holds it all): the table's again. Locked."""
-        self._base += len(self._memory)
         self._memory = []
         self._bytes = 0
         self._epoch += 1
@@ -132,7 +126,8 @@ class OutboxDrain:
         if self._from_table:
             with self._lock:
                 self._draining = True
-                epoch, position = self._epoch, self._base + len(self._memory)
+                # Memory only grows during the look unless it is dropped (the epoch).
+                epoch, held = self._epoch, len(self._memory)
             taken = await _look(pool, executor, limit, publish, self.url, None)
             if taken is None:
                 return 0
@@ -140,7 +135,7 @@ class OutboxDrain:
                 # Caught up: what memory held before the look began was in the table.
                 with self._lock:
                     if self._epoch == epoch:
-                        self._forget_first(position - self._base)
+                        self._forget_first(held)
                         self._from_table = False
                         self._orphans_looked = time.monotonic()  # this look took them
             return taken
@@ -238,14 +233,10 @@ async def _look(
             await loop.run_in_executor(executor, _give_back, pool, conn)
 
 
-# What a look takes: its rows, deleted in the transaction held while they are
-# published (`_look`), their locks skipped by other replicas' looks; an orphans'
-# look only rows written before a time.
+# What a look takes: its rows written before a time (any, for a whole look), deleted
+# in the transaction held while they are published (`_look`), their locks skipped
+# by other replicas' looks.
 TAKE = (
-    "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox ORDER BY id LIMIT %s "
-    "FOR UPDATE SKIP LOCKED) RETURNING id, subject, payload, traceparent, messages"
-)
-TAKE_OLDER = (
     "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE created_at < %s "
     "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) "
     "RETURNING id, subject, payload, traceparent, messages"
@@ -264,10 +255,8 @@ def _take(
     conn = pool.getconn()
     try:
         conn.execute("BEGIN READ WRITE")
-        if older is None:
-            taken = conn.execute(TAKE, (limit,)).fetchall()
-        else:
-            taken = conn.execute(TAKE_OLDER, (older, limit)).fetchall()
+        before = math.inf if older is None else older
+        taken = conn.execute(TAKE, (before, limit)).fetchall()
         if not taken:
             conn.rollback()
             pool.putconn(conn)

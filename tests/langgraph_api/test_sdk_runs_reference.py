@@ -10,6 +10,7 @@ interrupt's id is its own), timestamps, and the config the reference fills in.""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import shutil
 from collections.abc import AsyncIterator
@@ -129,11 +130,10 @@ async def observe(url: str) -> dict[str, Any]:
         batch = await client.runs.create_batch(payloads)
         seen["batch"] = [r["status"] for r in batch]
         seen["batch threads"] = len({r["thread_id"] for r in batch})
-        # What each ran to (the reference then deletes a thread-less run's thread:
-        # on_completion "delete", refused here, decision 325).
-        seen["batch ran"] = [
-            plain(await client.runs.join(r["thread_id"], r["run_id"])) for r in batch
-        ]
+        # What each ran to, joined at once (the reference then deletes a thread-less
+        # run's thread: on_completion "delete", refused here, decision 325).
+        joined = [client.runs.join(r["thread_id"], r["run_id"]) for r in batch]
+        seen["batch ran"] = [plain(ran) for ran in await asyncio.gather(*joined)]
         async with httpx.AsyncClient(base_url=url) as http:
             no_run = {"thread_id": other, "run_ids": [batch[0]["run_id"]]}
             for name, path, body in (
@@ -154,4 +154,18 @@ async def test_interrupt_flows_and_run_records_answer_as_langgraph_dev(
     reference = await observe(langgraph_dev)
     ours = await observe(service.web.url.rstrip("/"))
     for key in reference:
+        if key == "batch ran":
+            continue
         assert ours.get(key) == reference[key], json.dumps([key, ours.get(key)])
+    # A batched run the reference had finished and deleted before its join came is a
+    # 404 there (its thread-less run's thread goes at its end); here it is kept. The
+    # others ran to the same values; every one of ours to its gate.
+    ran = list(zip(ours["batch ran"], reference["batch ran"], strict=True))
+    assert all(mine == theirs for mine, theirs in ran if not _deleted(theirs)), ran
+    assert all("__interrupt__" in mine for mine, _ in ran), ran
+
+
+def _deleted(answer: Any) -> bool:
+    """The reference's answer to a join of a run whose thread it deleted."""
+    error = answer.get("__error__") if isinstance(answer, dict) else None
+    return isinstance(error, dict) and "Run not found" in str(error.get("message"))

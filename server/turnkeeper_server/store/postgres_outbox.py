@@ -128,7 +128,7 @@ class OutboxDrain:
                 self._draining = True
                 # Memory only grows during the look unless it is dropped (the epoch).
                 epoch, held = self._epoch, len(self._memory)
-            taken = await _look(pool, executor, limit, publish, self.url, None)
+            taken = await _look(pool, executor, limit, publish, self.url, None, self._deletes)
             if taken is None:
                 return 0
             if taken < limit:
@@ -144,7 +144,9 @@ class OutboxDrain:
         if now - self._orphans_looked >= ORPHAN_LOOK:
             self._orphans_looked = now
             older = time.time() - ORPHAN_AGE
-            orphans = await _look(pool, executor, limit, publish, self.url, older) or 0
+            orphans = (
+                await _look(pool, executor, limit, publish, self.url, older, self._deletes) or 0
+            )
         with self._lock:
             epoch = self._epoch
             rows = self._memory[:limit]
@@ -200,9 +202,12 @@ async def _look(
     publish: Publish,
     url: str,
     older: float | None,
+    published: list[int],
 ) -> int | None:
     """Take rows from the table (older than `older`, written by their writer's
-    clock, when given), deleted in a transaction held while they are published,
+    clock, when given; but for the ids this replica `published` from memory whose
+    delete has not committed: a look after a failed publish or a PostgreSQL restart
+    took them again, and JetStream dropped the copies), deleted in a transaction held while they are published,
     with FOR UPDATE SKIP LOCKED: another replica's look skips them, and takes them
     over if this one dies or fails to publish (the transaction rolls back, the rows
     come back). One statement takes and deletes them, after its BEGIN; the COMMIT is
@@ -212,7 +217,9 @@ async def _look(
     None when their publish failed."""
     loop = asyncio.get_running_loop()
     try:
-        conn, rows = await loop.run_in_executor(executor, _take, pool, limit, older)
+        conn, rows = await loop.run_in_executor(
+            executor, _take, pool, limit, older, list(published)
+        )
     except PoolTimeout as exc:
         raise unavailable(url, exc) from None
     except psycopg.OperationalError as exc:
@@ -233,18 +240,21 @@ async def _look(
             await loop.run_in_executor(executor, _give_back, pool, conn)
 
 
-# What a look takes: its rows written before a time (any, for a whole look), deleted
-# in the transaction held while they are published (`_look`), their locks skipped
-# by other replicas' looks.
+# What a look takes: its rows written before a time (any, for a whole look), but for
+# those the replica published from memory, deleted in the transaction held while they
+# are published (`_look`), their locks skipped by other replicas' looks.
 TAKE = (
     "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE created_at < %s "
-    "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) "
+    "AND id <> ALL(%s::bigint[]) ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) "
     "RETURNING id, subject, payload, traceparent, messages"
 )
 
 
 def _take(
-    pool: ConnectionPool[psycopg.Connection[Any]], limit: int, older: float | None = None
+    pool: ConnectionPool[psycopg.Connection[Any]],
+    limit: int,
+    older: float | None = None,
+    published: list[int] | None = None,
 ) -> tuple[psycopg.Connection[Any] | None, list[OutboxRow]]:
     """A pooled connection with its transaction open and the rows it took, in id
     order; (None, []) with the connection given back when there were none. The
@@ -256,7 +266,7 @@ def _take(
     try:
         conn.execute("BEGIN READ WRITE")
         before = math.inf if older is None else older
-        taken = conn.execute(TAKE, (before, limit)).fetchall()
+        taken = conn.execute(TAKE, (before, published or [], limit)).fetchall()
         if not taken:
             conn.rollback()
             pool.putconn(conn)

@@ -10,17 +10,18 @@ replica committed and did not publish, because it died or its publish failed, is
 taken from the table by a look: rows taken and deleted in a transaction held while
 they are published, their locks skipped by other replicas' looks.
 
-- A drain *from the table* takes every row. It is how a replica starts (rows a
-  process before it left), and what it falls back to when a publish from memory
-  failed or its memory overflowed: until a look takes less than it asked, that
-  is, until the table has caught up with what memory lost.
+- A drain *from the table* looks for what memory does not hold, until a look takes
+  fewer rows than it asked: at start, the rows written before the first drain (what
+  a process before left); after a publish from memory failed, or a group deleted
+  outbox rows or its COMMIT's outcome is unknown, the ids memory lost, leaving other
+  replicas' rows to them (decision 802); after memory overflowed, every row.
 - Otherwise the table is looked at only for *orphans*, at most every ORPHAN_LOOK:
   rows older than ORPHAN_AGE, which their replica would have published and deleted
-  long before (a replica that died, a delete that failed).
+  long before (a replica that died, a delete that failed, a COMMIT in doubt).
 
-A row can go out twice (another replica's look, or this one's after a fall-back,
-taking rows published from memory whose delete had not committed); JetStream
-drops the copy by its Nats-Msg-Id, as after a crash between publish and delete.
+A row can go out twice (another replica's look taking rows published from memory
+whose delete had not committed, or fresh rows at its start); JetStream drops the
+copy by its Nats-Msg-Id, as after a crash between publish and delete.
 The first copy of each id goes out in id order from the replica that wrote it.
 """
 

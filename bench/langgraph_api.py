@@ -342,6 +342,13 @@ async def _concurrent(one: Callable[[], Awaitable[None]], n: int) -> tuple[float
 # Aegra on PostgreSQL, turnkeeper on SQLite and on PostgreSQL, `langgraph dev`, and the
 # in-process floor.
 WAYS = ("aegra", "tk", "pg", "dev", "floor")
+# The one-at-a-time runs of a round, in first-token samples: the CPU they are read over
+# is /proc's, in whole 10 ms ticks per process, and PostgreSQL's is the cluster's (a
+# checkpoint or an autovacuum lands in whichever way's window it falls): over ten runs
+# a round the PostgreSQL/SQLite row read 1.21-2.00x across five runs of the same code
+# (bench/analysis.md, round twenty-five). `langgraph dev`, whose run takes a second
+# (its queue's poll) and whose CPU no row reads, runs the first-token count.
+ONE_AT_A_TIME = 4
 FIGURES = ("single", "cpu1", "db1", "r32", "cpu32", "db32", "r200", "fail200", "ttft", "tok")
 
 
@@ -354,19 +361,21 @@ class _Way:
         one: Callable[[], Awaitable[None]],
         token: Callable[[], Awaitable[tuple[float, float]]],
         cpu: Callable[[], tuple[float, float]],
+        one_at_a_time: int = ONE_AT_A_TIME,
     ) -> None:
         self.one, self.token, self.cpu = one, token, cpu
+        self.one_at_a_time = one_at_a_time
 
 
 async def _measure(
     way: _Way, figures: dict[str, list[float]], single_n: int, few: int, many: int
 ) -> None:
     s0, d0 = way.cpu()
-    times = await _single(way.one, single_n)
+    times = await _single(way.one, way.one_at_a_time * single_n)
     s1, d1 = way.cpu()
     figures["single"].append(median(times))
-    figures["cpu1"].append((s1 - s0 + d1 - d0) / single_n)
-    figures["db1"].append((d1 - d0) / single_n)
+    figures["cpu1"].append((s1 - s0 + d1 - d0) / len(times))
+    figures["db1"].append((d1 - d0) / len(times))
     rate, failed = await _concurrent(way.one, few)
     s2, d2 = way.cpu()
     figures["r32"].append(rate)
@@ -398,7 +407,8 @@ def run(size: Size) -> Section:
             "Redis) on the same PostgreSQL cluster (pgserver's PostgreSQL 16, a database "
             "each), and by `langgraph dev` (in memory), through the same `langgraph_sdk` "
             "client: the time from `runs.stream` (a thread-less run, modes values and "
-            f"updates) to its last part, {single_n} runs one after another, median; runs/s "
+            f"updates) to its last part, {ONE_AT_A_TIME * single_n} runs one after another "
+            f"({single_n} for `langgraph dev`), median; runs/s "
             f"with {few} and with {many} at once (runs that finished over the wall time; "
             f"the runs go over {CLIENTS} SDK clients, each holding up to 100 connections, "
             "so every run at once is a stream of its own). "
@@ -447,7 +457,7 @@ def run(size: Size) -> Section:
         ways["tk"] = _Way(sdk_stream(tk_url), sdk_first_token(tk_url), server_cpu(tk_pids, False))
         ways["pg"] = _Way(sdk_stream(pg_url), sdk_first_token(pg_url), server_cpu(pg_pids, True))
         ways["dev"] = _Way(
-            sdk_stream(dev_url), sdk_first_token(dev_url), server_cpu(dev_pids, False)
+            sdk_stream(dev_url), sdk_first_token(dev_url), server_cpu(dev_pids, False), 1
         )
         ways["floor"] = _Way(
             floor_stream(data_dir / "floor.db"),

@@ -9,21 +9,12 @@ other test gets "sqlite". The services a test starts follow `backend`.
 
 from __future__ import annotations
 
+# Before gRPC is imported: its fork handlers off (tests/support/forking.py).
+import tests.support.forking  # noqa: F401
+
+# isort: split
+
 import os
-import sys
-
-# Before gRPC is imported: its fork handlers off in this process and in every child.
-# The suite forks from a process whose gRPC threads are busy (nats-server is started
-# with a preexec_fn, pgserver's pg_ctl with user=, so subprocess must fork() rather
-# than vfork()), and gRPC's pthread_atfork handlers, on by default in grpcio's core,
-# then run in the child: "Other threads are currently calling into gRPC, skipping
-# fork() handlers", and the child, holding half of gRPC's state, died of SIGSEGV
-# ("Fatal Python error: Segmentation fault") or SIGABRT before it reached exec. Those
-# handlers exist for a child that goes on using gRPC; every child here execs at once.
-if "grpc" in sys.modules:
-    raise RuntimeError("tests/conftest.py must run before gRPC is imported (fork support)")
-os.environ["GRPC_ENABLE_FORK_SUPPORT"] = "0"
-
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 from typing import Any

@@ -18,6 +18,7 @@ import subprocess
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TypeVar
 
 from turnkeeper.v1 import turns_pb2
 
@@ -29,6 +30,8 @@ from tests.faults.invariants import Records, RoundCheck, Tally
 from tests.faults.overload import CpuHogs, Redrive, causes
 from tests.faults.prober import Prober
 from tests.faults.workload import TurnRun, Workload
+
+T = TypeVar("T")
 
 
 @dataclass(frozen=True)
@@ -291,8 +294,8 @@ class Campaign:
 
         probing = asyncio.create_task(self.prober.run(round_, stop_probe))
         injecting = asyncio.create_task(faults())
-        try:
-            runs = await self.workload.run(
+        working = asyncio.create_task(
+            self.workload.run(
                 round_,
                 at_least=plan.turns,
                 at_most=plan.max_turns,
@@ -300,11 +303,17 @@ class Campaign:
                 poison=plan.poison_per_round,
                 faults_done=faults_done,
             )
-            await injecting
+        )
+        try:
+            # A fault that failed to strike or to be undone (NATS not started again)
+            # ends the campaign now, with its error: the turns would otherwise wait
+            # for ever on a cluster that is not coming back.
+            runs = await alongside(working, injecting)
         finally:
             stop_probe.set()
-            if not injecting.done():
-                injecting.cancel()
+            for task in (working, injecting):
+                if not task.done():
+                    task.cancel()
             if cron is not None:
                 await self.crons.stop(cron)
         probe = await probing
@@ -322,6 +331,19 @@ class Campaign:
             f"round {round_}: {len(runs)} turns; totals: {r.counts.agent_kills} agent kills, "
             f"{r.checks.count} checks, {len(r.violations)} violations"
         )
+
+
+async def alongside(main: asyncio.Task[T], side: asyncio.Task[None]) -> T:
+    """Both tasks' ends, ``main``'s result: but should ``side`` fail first, ``main`` is
+    cancelled and ``side``'s error raised without waiting for ``main`` to end."""
+    await asyncio.wait({main, side}, return_when=asyncio.FIRST_EXCEPTION)
+    if side.done() and not main.done():  # only a failure returns before both end
+        main.cancel()
+        await asyncio.gather(main, return_exceptions=True)
+        await side
+    result = await main
+    await side
+    return result
 
 
 def commit() -> str:

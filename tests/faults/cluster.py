@@ -45,8 +45,6 @@ AGENT = "faults"
 # The deployment's webhook secret (the receiver checks every signature with it).
 WEBHOOK_SECRET = "turnkeeper-faults-webhook-secret-0123"
 _HTTP = re.compile(r"console and HTTP API on (http://\S+?)/?$")
-# Tries at starting the stopped PostgreSQL cluster (`start_postgres`).
-START_TRIES = 3
 
 # The harness reconnects fast after a service restart (grpc's default backoff
 # grows to minutes); the agents keep the client's defaults, as deployed. grpc reads
@@ -463,18 +461,8 @@ class Cluster:
         await asyncio.to_thread(self.postgres.stop_server)
 
     async def start_postgres(self) -> None:
-        """Start the stopped cluster. A start that failed to launch `pg_ctl` is tried
-        again: the fork of a process that runs gRPC can abort in the child before
-        its exec (grpc's fork handler; seen once as `pg_ctl` killed by SIGABRT with
-        grpc's epoll error on its stderr), which is this harness's, not a fault."""
         assert self.postgres is not None
-        for tries in range(1, START_TRIES + 1):
-            try:
-                await asyncio.to_thread(self.postgres.start_server)
-                return
-            except Exception:
-                if tries == START_TRIES:
-                    raise
+        await asyncio.to_thread(self.postgres.start_server)
 
     async def stop_nats(self, kill: bool) -> None:
         """Cut the service off NATS, make sure we received all it published, then

@@ -103,24 +103,29 @@ class Workload:
         runs: list[TurnRun] = []
         tasks: list[asyncio.Task[None]] = []
         i = 0
-        while i < at_least or (not faults_done.is_set() and i < at_most):
-            await free.acquire()
-            kind = "poison" if i in poison_at else rng.choices(kinds, weights)[0]
-            run = TurnRun(
-                turn_id=f"r{round_}-t{i}-{kind}",
-                thread_id=self._thread(),
-                kind=kind,
-                round=round_,
-                rng=random.Random(f"{self.seed}:{round_}:{i}"),
-                memory=random.Random(f"{self.seed}:{round_}:{i}:memory").random()
-                < self.memory_share,
-            )
-            runs.append(run)
-            task = asyncio.create_task(self._turn(run), name=run.turn_id)
-            task.add_done_callback(lambda _: free.release())
-            tasks.append(task)
-            i += 1
-        await asyncio.gather(*tasks)
+        try:
+            while i < at_least or (not faults_done.is_set() and i < at_most):
+                await free.acquire()
+                kind = "poison" if i in poison_at else rng.choices(kinds, weights)[0]
+                run = TurnRun(
+                    turn_id=f"r{round_}-t{i}-{kind}",
+                    thread_id=self._thread(),
+                    kind=kind,
+                    round=round_,
+                    rng=random.Random(f"{self.seed}:{round_}:{i}"),
+                    memory=random.Random(f"{self.seed}:{round_}:{i}:memory").random()
+                    < self.memory_share,
+                )
+                runs.append(run)
+                task = asyncio.create_task(self._turn(run), name=run.turn_id)
+                task.add_done_callback(lambda _: free.release())
+                tasks.append(task)
+                i += 1
+            await asyncio.gather(*tasks)
+        except asyncio.CancelledError:
+            for task in tasks:  # the round ended early: its turns with it
+                task.cancel()
+            raise
         return runs
 
     # -- one turn -------------------------------------------------------------------------

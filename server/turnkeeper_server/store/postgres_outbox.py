@@ -10,17 +10,18 @@ replica committed and did not publish, because it died or its publish failed, is
 taken from the table by a look: rows taken and deleted in a transaction held while
 they are published, their locks skipped by other replicas' looks.
 
-- A drain *from the table* takes every row. It is how a replica starts (rows a
-  process before it left), and what it falls back to when a publish from memory
-  failed or its memory overflowed: until a look takes less than it asked, that
-  is, until the table has caught up with what memory lost.
+- A drain *from the table* looks for what memory does not hold, until a look takes
+  fewer rows than it asked: at start, the rows written before the first drain (what
+  a process before left); after a publish from memory failed, or a group deleted
+  outbox rows or its COMMIT's outcome is unknown, the ids memory lost, leaving other
+  replicas' rows to them (decision 802); after memory overflowed, every row.
 - Otherwise the table is looked at only for *orphans*, at most every ORPHAN_LOOK:
   rows older than ORPHAN_AGE, which their replica would have published and deleted
-  long before (a replica that died, a delete that failed).
+  long before (a replica that died, a delete that failed, a COMMIT in doubt).
 
-A row can go out twice (another replica's look, or this one's after a fall-back,
-taking rows published from memory whose delete had not committed); JetStream
-drops the copy by its Nats-Msg-Id, as after a crash between publish and delete.
+A row can go out twice (another replica's look taking rows published from memory
+whose delete had not committed, or fresh rows at its start); JetStream drops the
+copy by its Nats-Msg-Id, as after a crash between publish and delete.
 The first copy of each id goes out in id order from the replica that wrote it.
 """
 
@@ -79,8 +80,14 @@ class OutboxDrain:
         # Moves whenever memory is dropped: a publish or look that began before it
         # leaves memory alone.
         self._epoch = 0
-        # Until a look at the table catches up: at start, and after memory lost rows.
-        self._from_table = True
+        # What the table is looked at for, until a look catches up: rows written
+        # before a time, any replica's (`_before`: at start, the first drain's time;
+        # after memory overflowed, infinity), or the ids memory lost (`_lost`: after a
+        # failed publish, or a group that deleted outbox rows or whose COMMIT's
+        # outcome is unknown), which leaves other replicas' rows to them.
+        self._before: float | None = None
+        self._lost: list[int] = []
+        self._started = False
         self._orphans_looked = 0.0
         # Ids published from memory whose delete has not committed.
         self._deletes: list[int] = []
@@ -94,7 +101,7 @@ class OutboxDrain:
             self._memory += rows
             self._bytes += sum(len(row.payload) for row in rows)
             if len(self._memory) > MEMORY_MAX or self._bytes > MEMORY_MAX_BYTES:
-                self._drop()
+                self._drop(whole=True)
 
     def forget(self) -> None:
         """What memory holds may not be what committed (a group deleted outbox rows,
@@ -107,12 +114,28 @@ class OutboxDrain:
         self._bytes -= sum(len(row.payload) for row in self._memory[:n])
         del self._memory[:n]
 
-    def _drop(self) -> None:
-        """Memory forgotten (the table holds it all): the table's again. Locked."""
+    def _forget_ids(self, ids: set[int]) -> None:
+        """Memory's rows with these ids taken from the table by a look. Locked."""
+        kept = [row for row in self._memory if row.id not in ids]
+        self._bytes = sum(len(row.payload) for row in kept)
+        self._memory = kept
+
+    def _drop(self, *, whole: bool = False) -> None:
+        """Memory forgotten (the table holds what it held): the table's for its ids,
+        or, `whole`, for every row (memory overflowed: its ids would grow without
+        bound while NATS is away). Locked."""
+        if whole:
+            self._before = math.inf
+            self._lost = []
+        elif self._before != math.inf:
+            self._lost += [row.id for row in self._memory]
         self._memory = []
         self._bytes = 0
         self._epoch += 1
-        self._from_table = True
+
+    @property
+    def _from_table(self) -> bool:
+        return not self._started or self._before is not None or bool(self._lost)
 
     async def drain(
         self,
@@ -124,27 +147,19 @@ class OutboxDrain:
     ) -> int:
         """Publish a batch; how many messages left the outbox."""
         if self._from_table:
-            with self._lock:
-                self._draining = True
-                # Memory only grows during the look unless it is dropped (the epoch).
-                epoch, held = self._epoch, len(self._memory)
-            taken = await _look(pool, executor, limit, publish, self.url, None)
-            if taken is None:
-                return 0
-            if taken < limit:
-                # Caught up: what memory held before the look began was in the table.
-                with self._lock:
-                    if self._epoch == epoch:
-                        self._forget_first(held)
-                        self._from_table = False
-                        self._orphans_looked = time.monotonic()  # this look took them
-            return taken
+            return await self._catch_up(pool, executor, limit, publish)
         orphans = 0
         now = time.monotonic()
         if now - self._orphans_looked >= ORPHAN_LOOK:
             self._orphans_looked = now
             older = time.time() - ORPHAN_AGE
-            orphans = await _look(pool, executor, limit, publish, self.url, older) or 0
+            taken = await _look(
+                pool, executor, limit, publish, self.url, older, None, self._deletes
+            )
+            if taken:
+                orphans, took = taken
+                with self._lock:  # a row still in memory, if its publish is that late
+                    self._forget_ids(set(took))
         with self._lock:
             epoch = self._epoch
             rows = self._memory[:limit]
@@ -160,6 +175,42 @@ class OutboxDrain:
                 self._forget_first(len(rows))
         self._delete([row.id for row in rows], ride)
         return orphans + len(rows)
+
+    async def _catch_up(
+        self,
+        pool: ConnectionPool[psycopg.Connection[Any]],
+        executor: ThreadPoolExecutor,
+        limit: int,
+        publish: Publish,
+    ) -> int:
+        """A look at the table for what memory does not hold, until one takes less
+        than it asked: the first drain's rows written before it (what a process
+        before left), after an overflow every row, else the ids memory lost."""
+        with self._lock:
+            if not self._started:
+                self._started = self._draining = True
+                self._before = time.time()
+            epoch, before, lost = self._epoch, self._before, list(self._lost)
+        ids = None if before is not None else lost
+        taken = await _look(pool, executor, limit, publish, self.url, before, ids, self._deletes)
+        if taken is None:
+            return 0
+        count, took = taken
+        caught_up = len(took) < limit
+        with self._lock:
+            if self._epoch != epoch:
+                return count  # memory dropped meanwhile: what to look for is new
+            if before is not None:
+                # A row committed while the look began may be in memory too.
+                self._forget_ids(set(took))
+                if caught_up:
+                    self._before = None
+            else:
+                gone = set(took) | (set(lost) if caught_up else set())
+                self._lost = [i for i in self._lost if i not in gone]
+            if not self._from_table:
+                self._orphans_looked = time.monotonic()  # this look took them
+        return count
 
     def backlog(self, conn: Conn) -> int:
         """Messages not yet published: the table's rows, but for those published
@@ -200,31 +251,36 @@ async def _look(
     publish: Publish,
     url: str,
     older: float | None,
-) -> int | None:
+    ids: list[int] | None,
+    published: list[int],
+) -> tuple[int, list[int]] | None:
     """Take rows from the table (older than `older`, written by their writer's
-    clock, when given), deleted in a transaction held while they are published,
+    clock, when given; with these `ids`, when given; but for the ids this replica
+    `published` from memory whose delete has not committed), deleted in a transaction held while they are published,
     with FOR UPDATE SKIP LOCKED: another replica's look skips them, and takes them
     over if this one dies or fails to publish (the transaction rolls back, the rows
     come back). One statement takes and deletes them, after its BEGIN; the COMMIT is
     asynchronous (decision 430): the delete of rows already published needs no WAL
     flush, a crash that loses it publishes them again, which JetStream drops by
-    Nats-Msg-Id, as after a crash before the delete. How many messages it took, or
-    None when their publish failed."""
+    Nats-Msg-Id, as after a crash before the delete. How many messages it took and
+    the rows' ids, or None when their publish failed."""
     loop = asyncio.get_running_loop()
     try:
-        conn, rows = await loop.run_in_executor(executor, _take, pool, limit, older)
+        conn, rows = await loop.run_in_executor(
+            executor, _take, pool, limit, older, ids, list(published)
+        )
     except PoolTimeout as exc:
         raise unavailable(url, exc) from None
     except psycopg.OperationalError as exc:
         raise unavailable(url, exc) from None
     if conn is None:
-        return 0
+        return 0, []
     given_back = False
     try:
         if await publish(rows):
             given_back = True  # by the call, whatever its COMMIT answers
             await loop.run_in_executor(executor, _commit_and_give_back, pool, conn)
-            return sum(row[4] for row in rows)
+            return sum(row[4] for row in rows), [row.id for row in rows]
         return None
     except psycopg.OperationalError as exc:
         raise unavailable(url, exc) from None
@@ -233,18 +289,29 @@ async def _look(
             await loop.run_in_executor(executor, _give_back, pool, conn)
 
 
-# What a look takes: its rows written before a time (any, for a whole look), deleted
-# in the transaction held while they are published (`_look`), their locks skipped
-# by other replicas' looks.
+# What a look takes: its rows written before a time (any, for a whole look), but for
+# those the replica published from memory, deleted in the transaction held while they
+# are published (`_look`), their locks skipped by other replicas' looks.
 TAKE = (
     "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE created_at < %s "
-    "ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) "
+    "AND id <> ALL(%s::bigint[]) ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) "
+    "RETURNING id, subject, payload, traceparent, messages"
+)
+
+# A look for the ids memory lost: the same, by id.
+TAKE_IDS = (
+    "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE id = ANY(%s::bigint[]) "
+    "AND id <> ALL(%s::bigint[]) ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) "
     "RETURNING id, subject, payload, traceparent, messages"
 )
 
 
 def _take(
-    pool: ConnectionPool[psycopg.Connection[Any]], limit: int, older: float | None = None
+    pool: ConnectionPool[psycopg.Connection[Any]],
+    limit: int,
+    older: float | None = None,
+    ids: list[int] | None = None,
+    published: list[int] | None = None,
 ) -> tuple[psycopg.Connection[Any] | None, list[OutboxRow]]:
     """A pooled connection with its transaction open and the rows it took, in id
     order; (None, []) with the connection given back when there were none. The
@@ -255,8 +322,11 @@ def _take(
     conn = pool.getconn()
     try:
         conn.execute("BEGIN READ WRITE")
-        before = math.inf if older is None else older
-        taken = conn.execute(TAKE, (before, limit)).fetchall()
+        if ids is not None:
+            taken = conn.execute(TAKE_IDS, (ids, published or [], limit)).fetchall()
+        else:
+            before = math.inf if older is None else older
+            taken = conn.execute(TAKE, (before, published or [], limit)).fetchall()
         if not taken:
             conn.rollback()
             pool.putconn(conn)

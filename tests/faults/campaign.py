@@ -521,6 +521,22 @@ Each fixed with a test that reproduces it:
   notes such a put once its answer was checked; what the invariant checks is
   unchanged.
 
+- **Twenty-five times the NATS copies on PostgreSQL after decision 801** (decision
+  802). The first full PostgreSQL run on the outbox published from memory counted
+  2,204 copies dropped by `Nats-Msg-Id`, against 88 before it: a replica that fell
+  back to the table after NATS came back took every replica's fresh rows, which
+  their own replicas were publishing from memory. No watcher kept one (the mirror
+  and JetStream drop them by id), but each was a message sent twice. A fall-back
+  now looks for the ids its memory lost; the run recorded above counts 63.
+  `tests/service/outbox/test_outbox_from_memory.py`.
+- **The full campaign hung, the harness's own doing.** `python -m tests.faults`
+  does not pass through tests/conftest.py, which turns gRPC's fork handlers off
+  before gRPC is imported: a nats-server or `pg_ctl` the harness started again could
+  die before its exec, and the round's turns then waited for ever on a NATS that
+  was not coming back, the restart's error held in a task nobody awaited. The
+  command now imports tests/support/forking.py as pytest does, and a fault that
+  fails ends the campaign with its error (`tests/faults/test_harness_faults_fail.py`).
+
 Found beside the campaign in the same round, under load, and in the path of its
 approval turns: **a resume handed out while the parked attempt was still ending was
 dropped** (decision 560). The hand-off named the attempt that had just parked, the

@@ -502,6 +502,8 @@ async def _thread_stream(sdk: LangGraphClient) -> None:
 
 
 @pytest.mark.slow
+# The SDK warns of `checkpoint_during` as it sends it: this test sends it to see it refused.
+@pytest.mark.filterwarnings("ignore:`checkpoint_during` is deprecated:DeprecationWarning")
 async def test_refused_options_answer_422_and_the_known_gaps_are_as_listed(
     sdk: LangGraphClient,
 ) -> None:

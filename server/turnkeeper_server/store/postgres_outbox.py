@@ -87,7 +87,6 @@ class OutboxDrain:
         # outcome is unknown), which leaves other replicas' rows to them.
         self._before: float | None = None
         self._lost: list[int] = []
-        self._started = False
         self._orphans_looked = 0.0
         # Ids published from memory whose delete has not committed.
         self._deletes: list[int] = []
@@ -116,6 +115,8 @@ class OutboxDrain:
 
     def _forget_ids(self, ids: set[int]) -> None:
         """Memory's rows with these ids taken from the table by a look. Locked."""
+        if not ids:
+            return
         kept = [row for row in self._memory if row.id not in ids]
         self._bytes = sum(len(row.payload) for row in kept)
         self._memory = kept
@@ -135,7 +136,7 @@ class OutboxDrain:
 
     @property
     def _from_table(self) -> bool:
-        return not self._started or self._before is not None or bool(self._lost)
+        return not self._draining or self._before is not None or bool(self._lost)
 
     async def drain(
         self,
@@ -187,8 +188,8 @@ class OutboxDrain:
         than it asked: the first drain's rows written before it (what a process
         before left), after an overflow every row, else the ids memory lost."""
         with self._lock:
-            if not self._started:
-                self._started = self._draining = True
+            if not self._draining:  # the first drain
+                self._draining = True
                 self._before = time.time()
             epoch, before, lost = self._epoch, self._before, list(self._lost)
         ids = None if before is not None else lost
@@ -256,10 +257,10 @@ async def _look(
 ) -> tuple[int, list[int]] | None:
     """Take rows from the table (older than `older`, written by their writer's
     clock, when given; with these `ids`, when given; but for the ids this replica
-    `published` from memory whose delete has not committed), deleted in a transaction held while they are published,
-    with FOR UPDATE SKIP LOCKED: another replica's look skips them, and takes them
-    over if this one dies or fails to publish (the transaction rolls back, the rows
-    come back). One statement takes and deletes them, after its BEGIN; the COMMIT is
+    `published` from memory whose delete has not committed), deleted in a
+    transaction held while they are published, with FOR UPDATE SKIP LOCKED: another
+    replica's look skips them, and takes them over if this one dies or fails to
+    publish (the transaction rolls back, the rows come back). One statement takes and deletes them, after its BEGIN; the COMMIT is
     asynchronous (decision 430): the delete of rows already published needs no WAL
     flush, a crash that loses it publishes them again, which JetStream drops by
     Nats-Msg-Id, as after a crash before the delete. How many messages it took and
@@ -289,29 +290,24 @@ async def _look(
             await loop.run_in_executor(executor, _give_back, pool, conn)
 
 
-# What a look takes: its rows written before a time (any, for a whole look), but for
+# What a look takes: its rows (written before a time, or with given ids), but for
 # those the replica published from memory, deleted in the transaction held while they
 # are published (`_look`), their locks skipped by other replicas' looks.
-TAKE = (
-    "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE created_at < %s "
+_TAKE = (
+    "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE {} "
     "AND id <> ALL(%s::bigint[]) ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) "
     "RETURNING id, subject, payload, traceparent, messages"
 )
-
-# A look for the ids memory lost: the same, by id.
-TAKE_IDS = (
-    "DELETE FROM outbox WHERE id IN (SELECT id FROM outbox WHERE id = ANY(%s::bigint[]) "
-    "AND id <> ALL(%s::bigint[]) ORDER BY id LIMIT %s FOR UPDATE SKIP LOCKED) "
-    "RETURNING id, subject, payload, traceparent, messages"
-)
+TAKE = _TAKE.format("created_at < %s")
+TAKE_IDS = _TAKE.format("id = ANY(%s::bigint[])")
 
 
 def _take(
     pool: ConnectionPool[psycopg.Connection[Any]],
     limit: int,
-    older: float | None = None,
-    ids: list[int] | None = None,
-    published: list[int] | None = None,
+    older: float | None,
+    ids: list[int] | None,
+    published: list[int],
 ) -> tuple[psycopg.Connection[Any] | None, list[OutboxRow]]:
     """A pooled connection with its transaction open and the rows it took, in id
     order; (None, []) with the connection given back when there were none. The
@@ -323,10 +319,10 @@ def _take(
     try:
         conn.execute("BEGIN READ WRITE")
         if ids is not None:
-            taken = conn.execute(TAKE_IDS, (ids, published or [], limit)).fetchall()
+            taken = conn.execute(TAKE_IDS, (ids, published, limit)).fetchall()
         else:
             before = math.inf if older is None else older
-            taken = conn.execute(TAKE, (before, published or [], limit)).fetchall()
+            taken = conn.execute(TAKE, (before, published, limit)).fetchall()
         if not taken:
             conn.rollback()
             pool.putconn(conn)

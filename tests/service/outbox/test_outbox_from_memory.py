@@ -67,9 +67,9 @@ def looks(database_url: str, monkeypatch: pytest.MonkeyPatch) -> list[Look]:
     def counted(
         pool: ConnectionPool[psycopg.Connection[Any]],
         limit: int,
-        older: float | None = None,
-        ids: list[int] | None = None,
-        published: list[int] | None = None,
+        older: float | None,
+        ids: list[int] | None,
+        published: list[int],
     ) -> object:
         if isinstance(pool.conninfo, str) and database_of(pool.conninfo) == ours:
             seen.append("ids" if ids is not None else math.inf if older is None else older)

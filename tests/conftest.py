@@ -9,11 +9,6 @@ other test gets "sqlite". The services a test starts follow `backend`.
 
 from __future__ import annotations
 
-# Before gRPC is imported: its fork handlers off (tests/support/forking.py).
-import tests.support.forking  # noqa: F401
-
-# isort: split
-
 import os
 from collections.abc import AsyncIterator, Iterator
 from pathlib import Path

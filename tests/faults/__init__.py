@@ -8,8 +8,3 @@ round (tests/faults/invariants.py).
 
 ``TURNKEEPER_FAULTS_SEED`` (pytest) or ``--seed`` replays a campaign's plan.
 """
-
-# Before gRPC is imported (`python -m tests.faults` does not pass tests/conftest.py):
-# its fork handlers off, or a pg_ctl or nats-server the harness starts can die before
-# its exec (tests/support/forking.py).
-import tests.support.forking  # noqa: F401

@@ -1,6 +1,6 @@
-"""gRPC's fork handlers off, in this process and in every child it starts. Every entry
-point of the tests imports this module before gRPC: tests/conftest.py for pytest,
-tests/faults/__init__.py for ``python -m tests.faults``.
+"""gRPC's fork handlers off, in this process and in every child it starts. The tests
+package imports this module first (tests/__init__.py), before gRPC, whichever entry
+point it is: pytest's tests/conftest.py, or ``python -m tests.faults``.
 
 The tests fork from a process whose gRPC threads are busy: nats-server is started
 with a preexec_fn (PR_SET_PDEATHSIG) and pgserver's pg_ctl with user=, so subprocess

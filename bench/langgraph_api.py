@@ -457,7 +457,10 @@ def run(size: Size) -> Section:
         ways["tk"] = _Way(sdk_stream(tk_url), sdk_first_token(tk_url), server_cpu(tk_pids, False))
         ways["pg"] = _Way(sdk_stream(pg_url), sdk_first_token(pg_url), server_cpu(pg_pids, True))
         ways["dev"] = _Way(
-            sdk_stream(dev_url), sdk_first_token(dev_url), server_cpu(dev_pids, False), 1
+            sdk_stream(dev_url),
+            sdk_first_token(dev_url),
+            server_cpu(dev_pids, False),
+            one_at_a_time=1,
         )
         ways["floor"] = _Way(
             floor_stream(data_dir / "floor.db"),

@@ -154,9 +154,7 @@ class OutboxDrain:
         if now - self._orphans_looked >= ORPHAN_LOOK:
             self._orphans_looked = now
             older = time.time() - ORPHAN_AGE
-            taken = await _look(
-                pool, executor, limit, publish, self.url, older, None, self._deletes
-            )
+            taken = await _look(pool, executor, limit, publish, self.url, older, self._deletes)
             if taken:
                 orphans, took = taken
                 with self._lock:  # a row still in memory, if its publish is that late
@@ -192,8 +190,8 @@ class OutboxDrain:
                 self._draining = True
                 self._before = time.time()
             epoch, before, lost = self._epoch, self._before, list(self._lost)
-        ids = None if before is not None else lost
-        taken = await _look(pool, executor, limit, publish, self.url, before, ids, self._deletes)
+        by = lost if before is None else before
+        taken = await _look(pool, executor, limit, publish, self.url, by, self._deletes)
         if taken is None:
             return 0
         count, took = taken
@@ -251,25 +249,22 @@ async def _look(
     limit: int,
     publish: Publish,
     url: str,
-    older: float | None,
-    ids: list[int] | None,
+    by: float | list[int],
     published: list[int],
 ) -> tuple[int, list[int]] | None:
-    """Take rows from the table (older than `older`, written by their writer's
-    clock, when given; with these `ids`, when given; but for the ids this replica
-    `published` from memory whose delete has not committed), deleted in a
-    transaction held while they are published, with FOR UPDATE SKIP LOCKED: another
-    replica's look skips them, and takes them over if this one dies or fails to
-    publish (the transaction rolls back, the rows come back). One statement takes and deletes them, after its BEGIN; the COMMIT is
-    asynchronous (decision 430): the delete of rows already published needs no WAL
-    flush, a crash that loses it publishes them again, which JetStream drops by
-    Nats-Msg-Id, as after a crash before the delete. How many messages it took and
-    the rows' ids, or None when their publish failed."""
+    """Take rows from the table `by` a time (written before it, by their writer's
+    clock) or by their ids, but for the ids this replica `published` from memory
+    whose delete has not committed, deleted in a transaction held while they are
+    published, with FOR UPDATE SKIP LOCKED: another replica's look skips them, and
+    takes them over if this one dies or fails to publish (the transaction rolls
+    back, the rows come back). One statement takes and deletes them, after its
+    BEGIN; the COMMIT is asynchronous (decision 430): the delete of rows already
+    published needs no WAL flush, a crash that loses it publishes them again, which
+    JetStream drops by Nats-Msg-Id, as after a crash before the delete. How many
+    messages it took and the rows' ids, or None when their publish failed."""
     loop = asyncio.get_running_loop()
     try:
-        conn, rows = await loop.run_in_executor(
-            executor, _take, pool, limit, older, ids, list(published)
-        )
+        conn, rows = await loop.run_in_executor(executor, _take, pool, limit, by, list(published))
     except PoolTimeout as exc:
         raise unavailable(url, exc) from None
     except psycopg.OperationalError as exc:
@@ -305,8 +300,7 @@ TAKE_IDS = _TAKE.format("id = ANY(%s::bigint[])")
 def _take(
     pool: ConnectionPool[psycopg.Connection[Any]],
     limit: int,
-    older: float | None,
-    ids: list[int] | None,
+    by: float | list[int],
     published: list[int],
 ) -> tuple[psycopg.Connection[Any] | None, list[OutboxRow]]:
     """A pooled connection with its transaction open and the rows it took, in id
@@ -318,11 +312,8 @@ def _take(
     conn = pool.getconn()
     try:
         conn.execute("BEGIN READ WRITE")
-        if ids is not None:
-            taken = conn.execute(TAKE_IDS, (ids, published, limit)).fetchall()
-        else:
-            before = math.inf if older is None else older
-            taken = conn.execute(TAKE, (before, published, limit)).fetchall()
+        statement = TAKE_IDS if isinstance(by, list) else TAKE
+        taken = conn.execute(statement, (by, published, limit)).fetchall()
         if not taken:
             conn.rollback()
             pool.putconn(conn)

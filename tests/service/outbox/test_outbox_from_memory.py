@@ -67,13 +67,12 @@ def looks(database_url: str, monkeypatch: pytest.MonkeyPatch) -> list[Look]:
     def counted(
         pool: ConnectionPool[psycopg.Connection[Any]],
         limit: int,
-        older: float | None,
-        ids: list[int] | None,
+        by: float | list[int],
         published: list[int],
     ) -> object:
         if isinstance(pool.conninfo, str) and database_of(pool.conninfo) == ours:
-            seen.append("ids" if ids is not None else math.inf if older is None else older)
-        return take(pool, limit, older, ids, published)
+            seen.append("ids" if isinstance(by, list) else by)
+        return take(pool, limit, by, published)
 
     monkeypatch.setattr(postgres_outbox, "_take", counted)
     return seen
